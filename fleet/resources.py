@@ -1,0 +1,280 @@
+"""The allocation's resources, node by node, and reservations on them.
+
+Each node keeps its own core ids, GPU ids and memory; nodes may differ. A step that
+may not span takes cores and GPUs from one node (best fit: the node with the fewest
+free cores that holds it, lowest join order on ties); one that may span takes whole
+rank units from the nodes with the most free cores first, so it touches few nodes.
+Memory is admission control only. A step without a memory figure takes its
+proportional share of each node it lands on, so such steps never wait on memory.
+
+Finding a node must not cost a scan of the allocation per decision: nodes sit in
+buckets by free core count (lazy heaps of join indices), and every release is logged
+so a blocked demand is re-tried only when a node it could fit on has changed.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """What a node brings: core ids the job may use, GPU ids, memory in bytes."""
+
+    name: str
+    cores: tuple[int, ...]
+    gpus: tuple[int, ...] = ()
+    memory: int = 0
+
+
+@dataclass(frozen=True)
+class Slot:
+    """The part of a placement on one node."""
+
+    node: str
+    cores: tuple[int, ...]
+    gpus: tuple[int, ...] = ()
+    memory: int = 0
+
+
+Placement = tuple[Slot, ...]
+
+
+@dataclass(frozen=True)
+class Demand:
+    """What one step asks of the pool once its width is decided.
+
+    `unit` is the granularity on a node (threads per MPI rank): a spanning step gets
+    a multiple of `unit` cores on every node it touches. `memory` None = proportional.
+    """
+
+    cores: int
+    gpus: int = 0
+    memory: int | None = None
+    span: bool = False
+    unit: int = 1
+
+
+@dataclass
+class _Node:
+    idx: int
+    spec: NodeSpec
+    free_cores: list[int]
+    free_gpus: list[int]
+    free_mem: int
+    alive: bool = True
+
+    def mem_for(self, cores: int, d: Demand) -> int:
+        if d.memory is None:
+            return self.spec.memory * cores // len(self.spec.cores) if self.spec.cores else 0
+        return -(-d.memory * cores // d.cores)  # this node's share of the declared total
+
+    def fits(self, d: Demand) -> bool:
+        return (self.alive and len(self.free_cores) >= d.cores and len(self.free_gpus) >= d.gpus
+                and self.free_mem >= self.mem_for(d.cores, d))
+
+
+class Pool:
+    """Free resources per node; place() reserves, release() gives back."""
+
+    def __init__(self) -> None:
+        self._nodes: list[_Node] = []
+        self._by_name: dict[str, _Node] = {}
+        self._buckets: dict[int, list[int]] = {}
+        self.free_cores = 0
+        self.free_gpus = 0
+        self.total_cores = 0
+        # Node indices whose free resources grew, in order (joins and releases).
+        self.releases: list[int] = []
+
+    # -- membership -------------------------------------------------------------
+    def add(self, spec: NodeSpec) -> None:
+        if spec.name in self._by_name and self._by_name[spec.name].alive:
+            raise ValueError(f"node {spec.name!r} joined twice")
+        node = _Node(len(self._nodes), spec, sorted(spec.cores), sorted(spec.gpus), spec.memory)
+        self._nodes.append(node)
+        self._by_name[spec.name] = node
+        self.free_cores += len(node.free_cores)
+        self.free_gpus += len(node.free_gpus)
+        self.total_cores += len(spec.cores)
+        self._file(node)
+        self.releases.append(node.idx)
+
+    def remove(self, name: str) -> None:
+        """Forget a lost node; reservations on it simply vanish with it."""
+        node = self._by_name[name]
+        if not node.alive:
+            return
+        node.alive = False
+        self.free_cores -= len(node.free_cores)
+        self.free_gpus -= len(node.free_gpus)
+        self.total_cores -= len(node.spec.cores)
+
+    def nodes(self) -> list[NodeSpec]:
+        return [n.spec for n in self._nodes if n.alive]
+
+    def has(self, name: str) -> bool:
+        n = self._by_name.get(name)
+        return n is not None and n.alive
+
+    def free_on(self, name: str) -> tuple[int, int, int]:
+        n = self._by_name[name]
+        return len(n.free_cores), len(n.free_gpus), n.free_mem
+
+    # -- placing ----------------------------------------------------------------
+    def place(self, d: Demand) -> Placement | None:
+        """Reserve resources for d and return where, or None if it does not fit now."""
+        if d.cores > self.free_cores or d.gpus > self.free_gpus:
+            return None
+        return self._place_span(d) if d.span else self._place_one(d)
+
+    def _place_one(self, d: Demand) -> Placement | None:
+        for k in sorted(b for b in self._buckets if b >= d.cores):
+            node = self._first_in_bucket(k, lambda n: n.fits(d))
+            if node is not None:
+                return (self._take(node, d.cores, d.gpus, node.mem_for(d.cores, d)),)
+        return None
+
+    def _place_span(self, d: Demand) -> Placement | None:
+        chosen: list[tuple[_Node, int]] = []
+        need = d.cores
+        for k in sorted((b for b in self._buckets if b >= d.unit), reverse=True):
+            for node in self._bucket_nodes(k):
+                usable = (len(node.free_cores) // d.unit) * d.unit
+                take = min(usable, need)
+                while take > 0 and node.free_mem < node.mem_for(take, d):
+                    take -= d.unit
+                if take > 0:
+                    chosen.append((node, take))
+                    need -= take
+                if need == 0:
+                    break
+            if need == 0:
+                break
+        if need:
+            return None
+        gpus_left = d.gpus
+        plan = []
+        for node, take in chosen:
+            g = min(len(node.free_gpus), gpus_left)
+            gpus_left -= g
+            plan.append((node, take, g))
+        if gpus_left:
+            return None
+        return tuple(self._take(node, take, g, node.mem_for(take, d)) for node, take, g in plan)
+
+    def _take(self, node: _Node, cores: int, gpus: int, mem: int) -> Slot:
+        got_c, node.free_cores = node.free_cores[:cores], node.free_cores[cores:]
+        got_g, node.free_gpus = node.free_gpus[:gpus], node.free_gpus[gpus:]
+        node.free_mem -= mem
+        self.free_cores -= cores
+        self.free_gpus -= gpus
+        self._file(node)
+        return Slot(node.spec.name, tuple(got_c), tuple(got_g), mem)
+
+    def release(self, placement: Placement) -> None:
+        """Give a placement back (parts on nodes that were lost are ignored)."""
+        for slot in placement:
+            node = self._by_name.get(slot.node)
+            if node is None or not node.alive:
+                continue
+            node.free_cores = sorted(node.free_cores + list(slot.cores))
+            node.free_gpus = sorted(node.free_gpus + list(slot.gpus))
+            node.free_mem += slot.memory
+            self.free_cores += len(slot.cores)
+            self.free_gpus += len(slot.gpus)
+            self._file(node)
+            self.releases.append(node.idx)
+
+    def could_fit_since(self, d: Demand, since: int) -> bool:
+        """Cheap test before re-trying a demand that failed when `releases` had
+        `since` entries: nothing grew that it could use means it still cannot fit."""
+        if d.cores > self.free_cores or d.gpus > self.free_gpus:
+            return False
+        if d.span:
+            return True
+        nodes = self._nodes
+        return any(nodes[i].fits(d) for i in set(self.releases[since:]))
+
+    # -- bucket index -------------------------------------------------------------
+    def _file(self, node: _Node) -> None:
+        heapq.heappush(self._buckets.setdefault(len(node.free_cores), []), node.idx)
+
+    def _valid(self, k: int, idx: int) -> bool:
+        n = self._nodes[idx]
+        return n.alive and len(n.free_cores) == k
+
+    def _first_in_bucket(self, k: int, ok) -> _Node | None:
+        heap = self._buckets[k]
+        while heap and not self._valid(k, heap[0]):
+            heapq.heappop(heap)
+        if not heap:
+            del self._buckets[k]
+            return None
+        if ok(self._nodes[heap[0]]):
+            return self._nodes[heap[0]]
+        # Rare: the emptiest fitting node lacks GPUs or memory; look further in order.
+        for node in self._bucket_nodes(k):
+            if ok(node):
+                return node
+        return None
+
+    def _bucket_nodes(self, k: int):
+        """Valid nodes of bucket k in join order (a snapshot: callers may change them)."""
+        heap = self._buckets.get(k, [])
+        live = sorted({i for i in heap if self._valid(k, i)})
+        self._buckets[k] = list(live)  # sorted list is a valid heap; drops stale entries
+        return [self._nodes[i] for i in live]
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """The allocation's shape, for deciding widths once: distinct node shapes and totals."""
+
+    shapes: tuple[tuple[int, int, int], ...]  # (cores, gpus, memory) of each distinct node kind
+    total_cores: int
+    total_gpus: int
+    total_memory: int
+    nodes: int = 0
+    _units: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @classmethod
+    def of(cls, nodes: list[NodeSpec]) -> "Capacity":
+        shapes: dict[tuple[int, int, int], int] = {}
+        for n in nodes:
+            key = (len(n.cores), len(n.gpus), n.memory)
+            shapes[key] = shapes.get(key, 0) + 1
+        return cls(tuple(sorted(shapes)), sum(len(n.cores) for n in nodes),
+                   sum(len(n.gpus) for n in nodes), sum(n.memory for n in nodes), len(nodes),
+                   {k: v for k, v in shapes.items()})
+
+    def width(self, cores: int, min_cores: int, unit: int, gpus: int, memory: int | None,
+              span: bool) -> int | str:
+        """Cores the step gets, decided from the whole allocation: its target, reduced
+        toward its minimum only when the allocation is smaller. A string says why it
+        can never run."""
+        if not self.shapes:
+            return "the allocation has no nodes"
+        if span:
+            cap = sum(((c // unit) * unit) * count for (c, _, _), count in self._units.items())
+            if gpus > self.total_gpus:
+                return f"needs {gpus} GPUs; the allocation has {self.total_gpus}"
+            if memory is not None and memory > self.total_memory:
+                return f"needs {memory} bytes of memory; the allocation has {self.total_memory}"
+            if cap < min_cores:
+                return f"needs at least {min_cores} cores; the allocation has {cap}"
+            return min(cores, cap)
+        fitting = [c for c, g, m in self.shapes if g >= gpus and (memory is None or m >= memory)]
+        if not fitting:
+            what = []
+            if gpus:
+                what.append(f"{gpus} GPUs")
+            if memory is not None:
+                what.append(f"{memory} bytes of memory")
+            return "no node has " + " and ".join(what) + " (the step may not span nodes)"
+        cap = (max(fitting) // unit) * unit
+        if cap < min_cores:
+            return (f"needs at least {min_cores} cores on one node; the largest node that "
+                    f"could hold it has {max(fitting)} (the step may not span nodes)")
+        return min(cores, cap)

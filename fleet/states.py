@@ -1,0 +1,55 @@
+"""The life of a step, in one table.
+
+Theory of operation: a submitted step WAITS until every dependency has SUCCEEDED,
+then is READY; the scheduler STARTS it (RUNNING) when it fits. Its exit makes it
+SUCCEEDED, FAILED (non-zero status or an exception) or TERMINATED (killed by a
+signal); a step whose node was lost is LOST. A failed, terminated or lost step with
+retries left goes back to READY with the next attempt number. A step that ends
+without success blocks its descendants (BLOCKED) and nothing else. A step that can
+never fit the allocation is UNRUNNABLE. A step whose completion marker says it
+already succeeded is SKIPPED (counts as success for its dependents).
+"""
+
+from __future__ import annotations
+
+WAITING = "waiting"
+READY = "ready"
+RUNNING = "running"
+SUCCEEDED = "succeeded"
+FAILED = "failed"
+TERMINATED = "terminated"
+LOST = "lost"
+BLOCKED = "blocked"
+UNRUNNABLE = "unrunnable"
+SKIPPED = "skipped"
+
+# (state, what happened) -> next state
+TRANSITIONS: dict[tuple[str, str], str] = {
+    (WAITING, "deps_met"): READY,
+    (WAITING, "dep_failed"): BLOCKED,
+    (WAITING, "impossible"): UNRUNNABLE,
+    (WAITING, "already_done"): SKIPPED,
+    (READY, "start"): RUNNING,
+    (READY, "impossible"): UNRUNNABLE,
+    (RUNNING, "succeeded"): SUCCEEDED,
+    (RUNNING, "failed"): FAILED,
+    (RUNNING, "terminated"): TERMINATED,
+    (RUNNING, "lost"): LOST,
+    (RUNNING, "retry"): READY,
+}
+
+FINAL = frozenset({SUCCEEDED, FAILED, TERMINATED, LOST, BLOCKED, UNRUNNABLE, SKIPPED})
+GOOD = frozenset({SUCCEEDED, SKIPPED})
+EXIT_OUTCOMES = frozenset({SUCCEEDED, FAILED, TERMINATED, LOST})
+
+
+class IllegalTransition(RuntimeError):
+    pass
+
+
+def advance(state: str, what: str) -> str:
+    """The next state, or IllegalTransition: a bug in the caller, never ignored."""
+    try:
+        return TRANSITIONS[(state, what)]
+    except KeyError:
+        raise IllegalTransition(f"a {state} step cannot take {what!r}") from None
