@@ -24,10 +24,13 @@ def fit_problems(suite: Suite, nodes: list[NodeSpec]) -> list[Problem]:
 
 
 def checked_suite(path: str | Path, nodes: list[NodeSpec] | None = None,
-                  check_inputs: bool = True) -> tuple[Suite, Graph]:
-    """Load a suite and check it whole; raise SuiteError with every problem."""
+                  check_inputs: bool = True, run_dir: Path | None = None) -> tuple[Suite, Graph]:
+    """Load a suite and check it whole; raise SuiteError with every problem.
+
+    Inputs are looked for in `run_dir` (default: the suite's own run_dir)."""
     suite = load_suite(path)
-    graph, problems = build_graph(suite.steps, suite.run_dir if check_inputs else None)
+    where = run_dir if run_dir is not None else suite.run_dir
+    graph, problems = build_graph(suite.steps, where if check_inputs else None)
     if nodes is not None:
         problems += fit_problems(suite, nodes)
     if problems:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+from pathlib import Path
 
 import click
 
@@ -103,3 +105,100 @@ def simulate(suite, nodes, cores_per_node, memory_per_node, gpus_per_node, as_js
     click.echo(f"  utilization   {100 * r.utilization:9.1f} % of {total} cores")
     if r.makespan_s > 0:
         click.echo(f"  speedup       {r.work_s / r.makespan_s:10.2f} x against one at a time")
+
+
+# --- a running fleet ---------------------------------------------------------------------
+
+def _default_run_dir() -> str:
+    return os.environ.get("FLEET_RUN_DIR", ".")
+
+
+@main.command()
+@click.option("--run-dir", type=click.Path(file_okay=False), default=None,
+              help="where the fleet keeps fleet.json, events.jsonl and step directories "
+                   "(default: $FLEET_RUN_DIR, else the current directory)")
+@click.option("--local", is_flag=True, help="a local fleet on this machine (the default without a batch system)")
+@click.option("--nodes", type=click.IntRange(1), default=1, help="with --local: split this machine's cores into K pretend nodes")
+@click.option("--preload", default="", help="modules every zygote imports once, comma-separated")
+@click.option("--timeout", type=float, default=120.0, help="seconds to wait for every agent to join")
+def up(run_dir, local, nodes, preload, timeout):
+    """Start a coordinator and one agent per node; return when all have joined."""
+    from .client import FleetError, up as start
+    run_dir = Path(run_dir or _default_run_dir()).resolve()
+    try:
+        conn = start(run_dir, nodes=nodes, preload=tuple(m for m in preload.split(",") if m), timeout=timeout)
+    except FleetError as e:
+        raise click.ClickException(str(e))
+    click.echo(f"fleet up: {nodes} node(s), coordinator pid {conn.pid}, run dir {run_dir}")
+
+
+@main.command()
+@click.option("--run-dir", type=click.Path(file_okay=False), default=None)
+def down(run_dir):
+    """Stop the coordinator, every agent and every step they started."""
+    from .client import down as stop
+    run_dir = Path(run_dir or _default_run_dir()).resolve()
+    if stop(run_dir):
+        click.echo(f"fleet down: {run_dir}")
+    else:
+        click.echo(f"no fleet was up in {run_dir}")
+
+
+@main.command()
+@click.argument("suite", type=click.Path(dir_okay=False))
+@click.option("--run-dir", type=click.Path(file_okay=False), default=None,
+              help="the fleet to use (default: $FLEET_RUN_DIR, else the suite's run_dir)")
+@click.option("--force", is_flag=True, help="rerun steps that already succeeded")
+@click.option("--serial", is_flag=True, help="one step at a time, in setup order")
+@click.option("--nodes", type=click.IntRange(1), default=1,
+              help="pretend nodes for an embedded local fleet (when none is up)")
+def run(suite, run_dir, force, serial, nodes):
+    """Run SUITE on the fleet that is up (or an embedded local one); exit 0 only if
+    every step succeeded, 1 if any did not, 2 if the suite is invalid."""
+    from .runner import run_suite
+    try:
+        s, _ = checked_suite(suite, check_inputs=False)
+    except SuiteError as e:
+        _invalid(e)
+    target = Path(run_dir or os.environ.get("FLEET_RUN_DIR") or s.run_dir).resolve()
+    sys.exit(run_suite(Path(suite).resolve(), s, target, force=force, serial=serial, nodes=nodes))
+
+
+@main.command()
+@click.option("--run-dir", type=click.Path(file_okay=False), default=None)
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object")
+def status(run_dir, as_json):
+    """What the fleet in the run directory is doing."""
+    from .client import Client, FleetError, find
+    from .connection import ConnectionError_
+    from .protocol import Status
+    run_dir = Path(run_dir or _default_run_dir()).resolve()
+    try:
+        conn = find(run_dir)
+    except ConnectionError_ as e:
+        raise click.ClickException(str(e))
+    if conn is None:
+        raise click.ClickException(f"no fleet is up in {run_dir}")
+    c = Client(conn)
+    try:
+        st = c.ask(Status(), timeout=10).status
+    except FleetError as e:
+        raise click.ClickException(str(e))
+    finally:
+        c.close()
+    if as_json:
+        click.echo(json.dumps(st, indent=1, sort_keys=True))
+        return
+    import time as _t
+    click.echo(f"fleet in {st['run_dir']}, up {(_t.time() - st['up_since']):.0f} s, coordinator pid {st['pid']}")
+    for n in st["nodes"]:
+        if not n.get("alive"):
+            click.echo(f"  {n['node']:<12} LOST")
+            continue
+        click.echo(f"  {n['node']:<12} cores {n['cores_busy']}/{n['cores']}  gpus {n['gpus_busy']}/{n['gpus']}"
+                   f"  memory held {format_memory(n['memory_held'])}/{format_memory(n['memory'])}")
+    click.echo("  steps: " + ", ".join(f"{k} {v}" for k, v in sorted(st["counts"].items())) if st["counts"] else "  no steps")
+    for r in st["running"]:
+        click.echo(f"  running {r['step']} on {r['node']} ({r['cores']} cores, {r['elapsed_s']:.1f} s)")
+    for f in st["failures"]:
+        click.echo(f"  {f['outcome']} {f['step']}: {f['reason']}")

@@ -45,6 +45,7 @@ class Submitted:
     steps: tuple[StepSpec, ...]
     deps: Mapping[str, tuple[str, ...]] = field(hash=False)
     done: frozenset[str] = frozenset()
+    serial: bool = False  # one step at a time, in setup order (priorities ignored)
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,7 @@ Decision = Union[Start, Wait, Retry, Finished, Blocked, Unrunnable, Skipped, Ign
 
 class _Job:
     __slots__ = ("spec", "state", "attempt", "unmet", "dependents", "demand", "placement",
-                 "started_at", "wait_reason", "exclusive")
+                 "started_at", "wait_reason", "exclusive", "prio")
 
     def __init__(self, spec: StepSpec):
         self.spec = spec
@@ -143,6 +144,7 @@ class _Job:
         self.started_at: float | None = None
         self.wait_reason: str | None = None
         self.exclusive = not spec.concurrent
+        self.prio = spec.priority
 
     @property
     def rank(self) -> tuple[int, int]:
@@ -253,6 +255,8 @@ class Scheduler:
                     raise ValueError(f"step {spec.id!r} was submitted before with a different definition")
                 continue  # one shared step runs once
             job = _Job(spec)
+            if ev.serial:
+                job.exclusive, job.prio = True, 0
             self._jobs[spec.id] = job
             self._counts[S.WAITING] = self._counts.get(S.WAITING, 0) + 1
             self._open += 1
@@ -314,7 +318,7 @@ class Scheduler:
         cls = self._classes.get(key)
         if cls is None:
             cls = self._classes[key] = _Class(key, job.demand, job.exclusive)
-        heapq.heappush(cls.heap, (job.spec.priority, job.spec.order, job.spec.id))
+        heapq.heappush(cls.heap, (job.prio, job.spec.order, job.spec.id))
 
     def _exited(self, ev: StepExited, now: float, out: list[Decision]) -> None:
         job = self._jobs.get(ev.step)
@@ -388,7 +392,7 @@ class Scheduler:
 
     def _dequeue(self, job: _Job) -> None:
         for cls in self._classes.values():
-            entry = (job.spec.priority, job.spec.order, job.spec.id)
+            entry = (job.prio, job.spec.order, job.spec.id)
             if entry in cls.heap:
                 cls.heap.remove(entry)
                 heapq.heapify(cls.heap)

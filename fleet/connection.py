@@ -1,0 +1,67 @@
+"""The connection file (fleet.json): how clients and agents reach a running fleet.
+
+Created exclusively with mode 0600, since it will hold the fleet's keys; a file that
+others can read is refused rather than trusted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .protocol import VERSION
+
+NAME = "fleet.json"
+
+
+class ConnectionError_(RuntimeError):
+    """No usable fleet at the given place (missing, unsafe or stale connection file)."""
+
+
+@dataclass(frozen=True)
+class Connection:
+    client: str        # endpoint for clients (fleet run/status/down)
+    agents: str        # endpoint for agents
+    pid: int           # the coordinator's pid
+    host: str
+    started: float
+    run_dir: str
+    version: int = VERSION
+
+
+def path_in(run_dir: Path) -> Path:
+    return Path(run_dir) / NAME
+
+
+def write(run_dir: Path, conn: Connection) -> Path:
+    path = path_in(run_dir)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(asdict(conn), f, indent=1)
+    return path
+
+
+def read(path: Path) -> Connection:
+    path = Path(path)
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise ConnectionError_(f"{path}: no fleet is up here (no connection file)") from None
+    if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise ConnectionError_(f"{path}: refusing a connection file that others can read or write "
+                               f"(mode {stat.S_IMODE(st.st_mode):04o}; it must be 0600)")
+    try:
+        data = json.loads(path.read_text())
+        return Connection(**data)
+    except (ValueError, TypeError) as e:
+        raise ConnectionError_(f"{path}: not a fleet connection file: {e}") from None
+
+
+def remove(run_dir: Path) -> None:
+    try:
+        path_in(run_dir).unlink()
+    except FileNotFoundError:
+        pass

@@ -1,0 +1,473 @@
+"""The coordinator: a single-threaded loop around the pure scheduler.
+
+It owns two ROUTER sockets (agents, clients), a ZeroMQ poller with a timer for
+heartbeats (no busy waiting), the event stream and the completion markers. Every
+message becomes a scheduler event; every decision becomes a message, a record, or
+both. Nothing here decides what runs: that is fleet.scheduler.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import zmq
+
+from . import connection, protocol as P, store
+from . import states as S
+from .checks import checked_suite
+from .events import EventLog
+from .launch import Launcher, launcher_for
+from .problems import SuiteError
+from .resources import NodeSpec
+from .scheduler import (Blocked, Finished, Ignored, NodeJoined, NodeLost, Retry, Scheduler,
+                        Skipped, Start, StepExited, Submitted, Unrunnable, Wait)
+
+log = logging.getLogger("fleet.coordinator")
+
+
+@dataclass
+class _Agent:
+    node: str
+    identity: bytes
+    host: str
+    pid: int
+    last_seen: float
+    alive: bool = True
+
+
+@dataclass
+class _Submission:
+    id: int
+    suite: str
+    steps: list[str]
+    remaining: int
+    finished: list = field(default_factory=list)
+
+
+class Coordinator:
+    def __init__(self, run_dir: Path, nodes: int, launcher: Launcher, *, bind_host: str = "127.0.0.1",
+                 heartbeat_s: float = 1.0, timeout_s: float = 10.0, join_timeout_s: float = 60.0,
+                 preload: tuple[str, ...] = ()):
+        self.run_dir = Path(run_dir).resolve()
+        self.expected = nodes
+        self.launcher = launcher
+        self.heartbeat_s = heartbeat_s
+        self.timeout_s = timeout_s
+        self.join_timeout_s = join_timeout_s
+        self.preload = preload
+        self.started = time.time()
+        self.sched = Scheduler()
+        self.events = EventLog(self.run_dir / "events.jsonl")
+        self.ctx = zmq.Context()
+        self.agent_sock = self.ctx.socket(zmq.ROUTER)
+        self.client_sock = self.ctx.socket(zmq.ROUTER)
+        for s in (self.agent_sock, self.client_sock):
+            s.setsockopt(zmq.LINGER, 0)
+            s.setsockopt(zmq.MAXMSGSIZE, P.MAX_FRAME)
+            s.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        aport = self.agent_sock.bind_to_random_port(f"tcp://{bind_host}")
+        cport = self.client_sock.bind_to_random_port(f"tcp://{bind_host}")
+        addr = bind_host if bind_host not in ("0.0.0.0", "*") else socket.gethostname()
+        self.agent_endpoint = f"tcp://{addr}:{aport}"
+        self.client_endpoint = f"tcp://{addr}:{cport}"
+        self.agents: dict[str, _Agent] = {}
+        self.by_identity: dict[bytes, str] = {}
+        self.specs: dict[str, object] = {}
+        self.subs: dict[int, _Submission] = {}
+        self.step_subs: dict[str, list[int]] = {}
+        self.failures: list[dict] = []
+        self.stopping = False
+        self.ready = False
+        self._warned: set[str] = set()
+
+    # -- lifecycle ------------------------------------------------------------------
+    def serve(self) -> int:
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+        self.events.write(time.time(), "fleet_starting", nodes=self.expected, pid=os.getpid())
+        self.launcher.start(self.agent_endpoint, self.expected, self.preload)
+        deadline = time.monotonic() + self.join_timeout_s
+        poller = zmq.Poller()
+        poller.register(self.agent_sock, zmq.POLLIN)
+        poller.register(self.client_sock, zmq.POLLIN)
+        next_beat = time.monotonic()
+        code = 0
+        try:
+            while not self.stopping:
+                if not self.ready and time.monotonic() > deadline:
+                    log.error("only %d of %d agents joined within %.0f s", len(self.agents),
+                              self.expected, self.join_timeout_s)
+                    self.events.write(time.time(), "fleet_failed", reason="agents did not join in time")
+                    code = 3
+                    break
+                failed = self.launcher.failed()
+                if failed and not self.ready:
+                    log.error("agent start failed: %s", failed)
+                    self.events.write(time.time(), "fleet_failed", reason=failed)
+                    code = 3
+                    break
+                wait_ms = max(0, int((next_beat - time.monotonic()) * 1000))
+                ready = dict(poller.poll(wait_ms))
+                if self.agent_sock in ready:
+                    self._drain(self.agent_sock, self._on_agent)
+                if self.client_sock in ready:
+                    self._drain(self.client_sock, self._on_client)
+                if time.monotonic() >= next_beat:
+                    self._beat()
+                    next_beat = time.monotonic() + self.heartbeat_s
+                self.events.flush()
+        finally:
+            self._teardown()
+        return code
+
+    def _on_signal(self, signum, frame):
+        self.stopping = True
+
+    def _teardown(self) -> None:
+        for a in self.agents.values():
+            if a.alive:
+                self._send_agent(a.node, P.Shutdown(grace=2.0))
+        # Wait (bounded) for agents to say goodbye, then make sure of it.
+        deadline = time.monotonic() + 5.0
+        while any(a.alive for a in self.agents.values()) and time.monotonic() < deadline:
+            if self.agent_sock.poll(100):
+                self._drain(self.agent_sock, self._on_agent)
+        self.launcher.stop()
+        self.events.write(time.time(), "fleet_down")
+        self.events.close()
+        if self.ready:
+            connection.remove(self.run_dir)
+        self.agent_sock.close(0)
+        self.client_sock.close(0)
+        self.ctx.term()
+
+    # -- sockets --------------------------------------------------------------------------
+    def _drain(self, sock, handler) -> None:
+        for _ in range(1000):  # bounded, so one busy socket cannot starve the other
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            if len(frames) != 2:
+                self._warn("frames", f"dropped a message of {len(frames)} frames")
+                continue
+            ident, frame = frames
+            try:
+                msg = P.decode(frame)
+            except P.ProtocolError as e:
+                self._warn(f"bad:{type(e).__name__}", f"dropped a malformed message: {e}")
+                if isinstance(e, P.VersionMismatch):
+                    self._reply(sock, ident, P.Error(str(e)))
+                continue
+            try:
+                handler(ident, msg)
+            except Exception as e:
+                # A bug must not stop the fleet, nor leave a client waiting for nothing.
+                log.exception("handling %s failed", type(msg).__name__)
+                if sock is self.client_sock:
+                    self._reply(sock, ident, P.Error(f"internal error handling {type(msg).__name__}: {e}"))
+
+    def _warn(self, key: str, text: str) -> None:
+        if key not in self._warned:  # log each kind once: garbage must not flood the log
+            self._warned.add(key)
+            log.warning(text)
+
+    def _reply(self, sock, ident: bytes, msg) -> None:
+        try:
+            sock.send_multipart([ident, P.encode(msg)], zmq.NOBLOCK)
+        except (zmq.Again, zmq.ZMQError):
+            pass
+
+    def _send_agent(self, node: str, msg) -> bool:
+        a = self.agents.get(node)
+        if a is None or not a.alive:
+            return False
+        try:
+            self.agent_sock.send_multipart([a.identity, P.encode(msg)], zmq.NOBLOCK)
+            return True
+        except (zmq.Again, zmq.ZMQError):
+            return False
+
+    # -- agents -------------------------------------------------------------------------------
+    def _on_agent(self, ident: bytes, msg) -> None:
+        now = time.time()
+        if isinstance(msg, P.Join):
+            self._join(ident, msg, now)
+            return
+        if isinstance(msg, P.JoinFailed):
+            log.error("agent on %s could not start: %s", msg.node, msg.reason)
+            self.events.write(now, "agent_failed", node=msg.node, reason=msg.reason)
+            self.launcher.note_failure(f"{msg.node}: {msg.reason}")
+            return
+        node = self.by_identity.get(ident)
+        agent = self.agents.get(node) if node else None
+        if agent is None or not agent.alive:
+            self._warn(f"unknown:{type(msg).__name__}", f"dropped {type(msg).__name__} from an unknown or lost agent")
+            return
+        agent.last_seen = time.monotonic()
+        if isinstance(msg, P.Heartbeat):
+            return
+        if isinstance(msg, P.Started):
+            self.events.write(now, "started", step=msg.step, attempt=msg.attempt, node=node, pid=msg.pid)
+        elif isinstance(msg, P.Exited):
+            self._exited(node, msg, now)
+        elif isinstance(msg, P.Ok) and msg.what == "bye":
+            agent.alive = False
+        else:
+            self._warn(f"unexpected:{type(msg).__name__}", f"dropped an unexpected {type(msg).__name__} from an agent")
+
+    def _join(self, ident: bytes, msg: P.Join, now: float) -> None:
+        if msg.node in self.agents and self.agents[msg.node].alive:
+            self._reply(self.agent_sock, ident, P.Reject(f"node {msg.node!r} already has an agent"))
+            return
+        self.agents[msg.node] = _Agent(msg.node, ident, msg.host, msg.pid, time.monotonic())
+        self.by_identity[ident] = msg.node
+        spec = NodeSpec(msg.node, tuple(msg.cores), tuple(msg.gpus), int(msg.memory))
+        self.events.write(now, "node_joined", node=msg.node, host=msg.host, cores=list(msg.cores),
+                          gpus=list(msg.gpus), memory=msg.memory, pid=msg.pid, zygote_pid=msg.zygote_pid)
+        self._reply(self.agent_sock, ident, P.Welcome(msg.node, self.heartbeat_s, self.timeout_s))
+        self._act(self.sched.handle(NodeJoined(spec), now), now)
+        if not self.ready and sum(a.alive for a in self.agents.values()) >= self.expected:
+            self.ready = True
+            connection.write(self.run_dir, connection.Connection(
+                client=self.client_endpoint, agents=self.agent_endpoint, pid=os.getpid(),
+                host=socket.gethostname(), started=self.started, run_dir=str(self.run_dir)))
+            self.events.write(now, "fleet_up", nodes=sorted(self.agents))
+
+    def _exited(self, node: str, msg: P.Exited, now: float) -> None:
+        spec = self.specs.get(msg.step)
+        try:
+            view = self.sched.view(msg.step)
+        except KeyError:
+            view = None
+        if view is None or view.state != S.RUNNING or view.attempt != msg.attempt:
+            self._warn(f"stale:{msg.step}:{msg.attempt}", f"dropped a stale exit report of {msg.step} attempt {msg.attempt}")
+            return
+        rec = dict(step=msg.step, attempt=msg.attempt, node=node, outcome=msg.outcome,
+                   returncode=msg.returncode, signal=msg.signal,
+                   cores=[c for s in view.placement for c in s.cores],
+                   gpus=[g for s in view.placement for g in s.gpus],
+                   memory=sum(s.memory for s in view.placement),
+                   decided_at=msg.decided_at, first_at=msg.first_at, work_start=msg.work_start,
+                   work_end=msg.work_end, ended_at=msg.ended_at,
+                   startup_s=round(max(0.0, msg.work_start - msg.decided_at), 6),
+                   work_s=round(max(0.0, msg.work_end - msg.work_start), 6),
+                   utime=msg.utime, stime=msg.stime, maxrss_kb=msg.maxrss_kb, error=msg.error)
+        if not msg.placement_ok:
+            self.events.write(now, "placement_mismatch", step=msg.step, attempt=msg.attempt, node=node,
+                              given=rec["cores"], actual=list(msg.affinity))
+        reason = msg.error or ""
+        if msg.outcome == S.TERMINATED:
+            neighbours = [dict(step=v.id, cores=v.spec.cores, memory=v.spec.memory, gpus=v.spec.gpus)
+                          for v in self.sched.running_on(node) if v.id != msg.step]
+            rec["neighbours"] = neighbours
+            sig = signal.Signals(msg.signal).name if msg.signal else "a signal"
+            reason = (f"killed by {sig}; running beside it on {node}: "
+                      + (", ".join(f"{n['step']} (cores={n['cores']}, memory={n['memory'] or 'share'}, gpus={n['gpus']})"
+                                   for n in neighbours) or "nothing"))
+        rec["reason"] = reason
+        self.events.write(now, "exit", **rec)
+        if msg.outcome == S.SUCCEEDED and spec is not None:
+            store.write_done(self._run_dir_of(msg.step), spec, {
+                "attempt": msg.attempt, "node": node, "work_s": rec["work_s"], "ended_at": msg.ended_at})
+        self._act(self.sched.handle(StepExited(msg.step, msg.attempt, msg.outcome, reason), now), now)
+
+    def _beat(self) -> None:
+        now_m = time.monotonic()
+        now = time.time()
+        for a in list(self.agents.values()):
+            if not a.alive:
+                continue
+            if now_m - a.last_seen > self.timeout_s:
+                a.alive = False
+                log.error("agent on %s missed heartbeats for %.1f s: lost", a.node, now_m - a.last_seen)
+                self.events.write(now, "node_lost", node=a.node, reason="missed heartbeats")
+                self._act(self.sched.handle(NodeLost(a.node, "agent missed heartbeats"), now), now)
+            else:
+                self._send_agent(a.node, P.Heartbeat("coordinator"))
+
+    # -- decisions -----------------------------------------------------------------------------------
+    def _run_dir_of(self, step: str) -> Path:
+        return self.run_dir
+
+    def _act(self, decisions, now: float) -> None:
+        for d in decisions:
+            if isinstance(d, Start):
+                self._start(d, now)
+            elif isinstance(d, Wait):
+                self.events.write(now, "wait", step=d.step, reason=d.reason, behind=d.behind)
+            elif isinstance(d, Retry):
+                self.events.write(now, "retry", step=d.step, attempt=d.attempt, reason=d.reason)
+                self._progress(d.step, "retry", d.attempt - 1, d.reason, final=False)
+            elif isinstance(d, Finished):
+                if d.outcome == S.LOST:
+                    self.events.write(now, "exit", step=d.step, attempt=d.attempt, outcome=d.outcome, reason=d.reason)
+                self._progress(d.step, d.outcome, d.attempt, d.reason,
+                               final=self.sched.state(d.step) in S.FINAL)
+            elif isinstance(d, Blocked):
+                self.events.write(now, "blocked", step=d.step, because=d.because)
+                self._progress(d.step, S.BLOCKED, 0, f"dependency {d.because} did not succeed", final=True)
+            elif isinstance(d, Unrunnable):
+                self.events.write(now, "unrunnable", step=d.step, reason=d.reason)
+                self._progress(d.step, S.UNRUNNABLE, 0, d.reason, final=True)
+            elif isinstance(d, Skipped):
+                self.events.write(now, "skipped", step=d.step)
+                self._progress(d.step, S.SKIPPED, 0, "already succeeded", final=True)
+            elif isinstance(d, Ignored):
+                self._warn(f"ignored:{d.what}", d.what)
+
+    def _progress(self, step: str, outcome: str, attempt: int, reason: str, final: bool) -> None:
+        if outcome in (S.FAILED, S.TERMINATED, S.LOST, S.UNRUNNABLE):
+            self.failures.append({"step": step, "outcome": outcome, "reason": reason, "t": time.time()})
+            del self.failures[:-50]
+        for sid in self.step_subs.get(step, ()):
+            sub = self.subs[sid]
+            sub.finished.append([step, outcome, attempt, reason])
+            if final:
+                sub.remaining -= 1
+
+    def _start(self, d: Start, now: float) -> None:
+        spec = self.specs[d.step]
+        slot = d.placement[0]
+        run_dir = self._run_dir_of(d.step)
+        self.events.write(now, "start", step=d.step, attempt=d.attempt, node=slot.node,
+                          cores=[c for s in d.placement for c in s.cores],
+                          gpus=[g for s in d.placement for g in s.gpus],
+                          memory=sum(s.memory for s in d.placement),
+                          nodes=[s.node for s in d.placement])
+        command = list(spec.command) if isinstance(spec.command, tuple) else spec.command
+        msg = P.Launch(
+            step=d.step, attempt=d.attempt, kind=spec.kind, call=spec.call or "", args=dict(spec.args),
+            command=command, cores=list(slot.cores), gpus=list(slot.gpus), memory=slot.memory,
+            workdir=str(store.workdir(run_dir, spec)), log=str(store.log_path(run_dir, d.step)),
+            run_dir=str(run_dir), inputs=[str(run_dir / i) for i in spec.inputs],
+            outputs=[str(run_dir / o) for o in spec.outputs],
+            placement=[[s.node, list(s.cores), list(s.gpus), s.memory] for s in d.placement],
+            decided_at=time.time(),
+            env={"FLEET_STEP": d.step, "FLEET_ATTEMPT": str(d.attempt), "FLEET_RUN_DIR": str(run_dir)},
+            gpu_vars=["CUDA_VISIBLE_DEVICES"] if slot.gpus else [])
+        if not self._send_agent(slot.node, msg):
+            self._act(self.sched.handle(StepExited(d.step, d.attempt, S.LOST, f"could not reach the agent on {slot.node}"), now), now)
+
+    # -- clients --------------------------------------------------------------------------------------
+    def _on_client(self, ident: bytes, msg) -> None:
+        if isinstance(msg, P.Submit):
+            self._reply(self.client_sock, ident, self._submit(msg))
+        elif isinstance(msg, P.Progress):
+            sub = self.subs.get(msg.submission)
+            if sub is None:
+                self._reply(self.client_sock, ident, P.Error(f"no submission {msg.submission}"))
+                return
+            since = max(0, msg.since)
+            counts: dict[str, int] = {}
+            for s in sub.steps:
+                st = self.sched.state(s)
+                counts[st] = counts.get(st, 0) + 1
+            self._reply(self.client_sock, ident, P.ProgressReply(
+                sub.id, sub.remaining == 0, counts, sub.finished[since:since + 5000],
+                min(len(sub.finished), since + 5000)))
+        elif isinstance(msg, P.Status):
+            self._reply(self.client_sock, ident, P.StatusReply(self.status()))
+        elif isinstance(msg, P.Down):
+            self._reply(self.client_sock, ident, P.Ok("down"))
+            self.stopping = True
+        else:
+            self._reply(self.client_sock, ident, P.Error(f"unexpected {type(msg).__name__}"))
+
+    def _submit(self, msg: P.Submit) -> P.SubmitReply:
+        if not self.ready:
+            return P.SubmitReply(False, problems=["the fleet is still starting"])
+        try:
+            suite, graph = checked_suite(msg.suite, self.sched.pool.nodes(), run_dir=self.run_dir)
+        except SuiteError as e:
+            return P.SubmitReply(False, problems=[str(p) for p in e.problems])
+        for s in suite.steps:
+            old = self.specs.get(s.id)
+            if old is not None and old.identity() != s.identity():
+                return P.SubmitReply(False, problems=[f"{s.source}: step '{s.id}': already submitted to this fleet with a different definition"])
+        done = set()
+        for s in suite.steps:
+            if msg.force:
+                store.clear_done(self.run_dir, s)
+            elif s.id not in self.specs and store.is_done(self.run_dir, s):
+                done.add(s.id)
+        sid = len(self.subs) + 1
+        ids = [s.id for s in suite.steps]
+        sub = _Submission(sid, str(msg.suite), ids, len(ids))
+        self.subs[sid] = sub
+        for s in suite.steps:
+            self.specs.setdefault(s.id, s)
+            self.step_subs.setdefault(s.id, []).append(sid)
+        now = time.time()
+        self.events.write(now, "submitted", submission=sid, suite=str(msg.suite), name=suite.name,
+                          steps=len(ids), skipped=len(done), serial=msg.serial, force=msg.force)
+        for s in suite.steps:
+            self.events.write(now, "step", step=s.id, submission=sid, cores=s.cores, min_cores=s.min_cores,
+                              gpus=s.gpus, memory=s.memory, deps=list(graph.deps[s.id]),
+                              priority=s.priority, step_kind=s.kind, task=s.task)
+        # Steps already known to this fleet (shared with an earlier suite) count from their state.
+        for s in suite.steps:
+            try:
+                st = self.sched.state(s.id)
+            except KeyError:
+                continue
+            if st in S.FINAL:
+                sub.remaining -= 1
+                sub.finished.append([s.id, st, 0, "finished in an earlier submission"])
+        self._act(self.sched.handle(Submitted(suite.steps, graph.deps, frozenset(done), serial=msg.serial), now), now)
+        return P.SubmitReply(True, sid, len(ids), len(done))
+
+    def status(self) -> dict:
+        now = time.time()
+        nodes = []
+        for a in self.agents.values():
+            if self.sched.pool.has(a.node):
+                free_c, free_g, free_m = self.sched.pool.free_on(a.node)
+                spec = next(n for n in self.sched.pool.nodes() if n.name == a.node)
+                nodes.append(dict(node=a.node, host=a.host, alive=a.alive, cores=len(spec.cores),
+                                  cores_busy=len(spec.cores) - free_c, gpus=len(spec.gpus),
+                                  gpus_busy=len(spec.gpus) - free_g, memory=spec.memory,
+                                  memory_held=spec.memory - free_m))
+            else:
+                nodes.append(dict(node=a.node, host=a.host, alive=False))
+        running = [dict(step=v.id, node=v.placement[0].node if v.placement else None,
+                        cores=sum(len(s.cores) for s in v.placement), attempt=v.attempt,
+                        elapsed_s=round(now - v.started_at, 3) if v.started_at else None)
+                   for v in self.sched.running()]
+        return dict(up_since=self.started, run_dir=str(self.run_dir), pid=os.getpid(),
+                    nodes=nodes, counts=self.sched.counts(), running=running,
+                    failures=self.failures[-10:],
+                    submissions=[dict(id=s.id, suite=s.suite, steps=len(s.steps),
+                                      finished=len(s.steps) - s.remaining) for s in self.subs.values()])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="fleet-coordinator")
+    ap.add_argument("--run-dir", required=True)
+    ap.add_argument("--nodes", type=int, default=1)
+    ap.add_argument("--launcher", default="local")
+    ap.add_argument("--bind", default="127.0.0.1")
+    ap.add_argument("--preload", default="")
+    ap.add_argument("--heartbeat", type=float, default=1.0)
+    ap.add_argument("--timeout", type=float, default=10.0)
+    ap.add_argument("--join-timeout", type=float, default=60.0)
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    preload = tuple(m for m in args.preload.split(",") if m)
+    run_dir = Path(args.run_dir)
+    coord = Coordinator(run_dir, args.nodes, launcher_for(args.launcher, run_dir),
+                        bind_host=args.bind, heartbeat_s=args.heartbeat, timeout_s=args.timeout,
+                        join_timeout_s=args.join_timeout, preload=preload)
+    return coord.serve()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

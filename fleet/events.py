@@ -1,0 +1,48 @@
+"""The event stream: one JSON record per decision and outcome, in events.jsonl.
+
+Records are buffered and flushed once per turn of the coordinator's loop, so a burst
+of decisions costs one write, while a reader (fleet report, a test) never waits more
+than one turn for what happened.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+
+class EventLog:
+    def __init__(self, path: Path):
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._f = open(path, "a", encoding="utf-8")
+        self._pending: list[str] = []
+
+    def write(self, t: float, kind: str, **fields: Any) -> None:
+        rec = {"t": round(t, 6), "kind": kind}
+        rec.update(fields)
+        self._pending.append(json.dumps(rec, separators=(",", ":"), default=str))
+
+    def flush(self) -> None:
+        if self._pending:
+            self._f.write("\n".join(self._pending) + "\n")
+            self._f.flush()
+            self._pending.clear()
+
+    def close(self) -> None:
+        self.flush()
+        self._f.close()
+
+
+def read_events(path: Path) -> Iterator[dict]:
+    """Records written so far (a torn last line of a live run is skipped)."""
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError:
+                continue

@@ -1,0 +1,215 @@
+"""The agent: one per node, between the coordinator (ZeroMQ) and its zygote (pipes).
+
+It starts the zygote before importing anything threaded (libzmq starts I/O threads
+the moment a context exists), joins the coordinator with what the node has, relays
+launches and kills to the zygote and exits back, and heartbeats. It never forks a
+step. If the coordinator goes silent past the timeout, or the agent's parent dies,
+or it is told to stop, it stops the zygote (which kills every step's process group),
+kills any group the zygote left, and exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from fleet.node import child, pipe
+
+
+def start_zygote(preload: str) -> tuple[subprocess.Popen, int, int]:
+    """The zygote process and the agent's ends of its pipes (requests out, replies in)."""
+    req_r, req_w = os.pipe()
+    rep_r, rep_w = os.pipe()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fleet.node.zygote", "--fd-in", str(req_r), "--fd-out", str(rep_w),
+         "--preload", preload],
+        pass_fds=(req_r, rep_w), stdin=subprocess.DEVNULL)
+    os.close(req_r)
+    os.close(rep_w)
+    return proc, req_w, rep_r
+
+
+class Agent:
+    def __init__(self, args, zygote: subprocess.Popen, req_w: int, rep_r: int, hello):
+        import zmq  # only now: the zygote is already its own single-threaded process
+        self.zmq = zmq
+        from fleet import protocol as P
+        self.P = P
+        self.args = args
+        self.node = args.node
+        self.zygote = zygote
+        self.req_w = req_w
+        self.rep_r = rep_r
+        self.hello = hello
+        self.reader = pipe.FrameReader()
+        self.ctx = zmq.Context()
+        self.sock = self.ctx.socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.IDENTITY, self.node.encode())
+        self.sock.setsockopt(zmq.LINGER, 1000)
+        self.sock.setsockopt(zmq.MAXMSGSIZE, P.MAX_FRAME)
+        self.sock.connect(args.connect)
+        self.pgids: dict[tuple[str, int], int] = {}
+        self.heartbeat_s = 1.0
+        self.timeout_s = args.join_timeout
+        self.last_heard = time.monotonic()
+        self.stopping: str | None = None
+
+    def send(self, msg) -> None:
+        try:
+            self.sock.send(self.P.encode(msg), self.zmq.NOBLOCK)
+        except self.zmq.Again:
+            pass
+
+    def to_zygote(self, msg) -> bool:
+        try:
+            pipe.write_message(self.req_w, msg)
+            return True
+        except (BrokenPipeError, OSError):
+            return False
+
+    def join(self, cores, gpus, memory) -> None:
+        self.send(self.P.Join(node=self.node, host=socket.gethostname(), cores=list(cores), gpus=list(gpus),
+                              memory=int(memory), pid=os.getpid(), zygote_pid=self.hello.pid,
+                              preload=list(self.hello.preload)))
+
+    def serve(self) -> int:
+        zmq, P = self.zmq, self.P
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+        signal.signal(signal.SIGHUP, self._on_signal)
+        poller = zmq.Poller()
+        poller.register(self.sock, zmq.POLLIN)
+        poller.register(self.rep_r, zmq.POLLIN)
+        next_beat = time.monotonic()
+        zygote_open = True
+        while not self.stopping:
+            ready = dict(poller.poll(max(0, int((next_beat - time.monotonic()) * 1000))))
+            if self.sock in ready:
+                self._drain_coordinator()
+            if zygote_open and self.rep_r in ready:
+                data = os.read(self.rep_r, 1 << 16)
+                if not data:
+                    zygote_open = False
+                    poller.unregister(self.rep_r)
+                    self.stopping = self.stopping or "the zygote exited"
+                else:
+                    for msg in self.reader.feed(data):
+                        self._from_zygote(msg)
+            now = time.monotonic()
+            if now - self.last_heard > self.timeout_s:
+                self.stopping = f"no word from the coordinator for {now - self.last_heard:.1f} s"
+            if now >= next_beat:
+                self.send(P.Heartbeat(self.node))
+                next_beat = now + self.heartbeat_s
+        return self._stop(zygote_open)
+
+    def _on_signal(self, signum, frame) -> None:
+        self.stopping = f"signal {signal.Signals(signum).name}"
+
+    def _drain_coordinator(self) -> None:
+        zmq, P = self.zmq, self.P
+        while True:
+            try:
+                frame = self.sock.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            self.last_heard = time.monotonic()
+            try:
+                msg = P.decode(frame)
+            except P.ProtocolError as e:
+                print(f"fleet agent {self.node}: dropped a malformed message: {e}", file=sys.stderr, flush=True)
+                continue
+            if isinstance(msg, P.Launch):
+                fields = {k: getattr(msg, k) for k in msg.__dataclass_fields__}
+                for k in ("cores", "gpus", "inputs", "outputs", "gpu_vars"):
+                    fields[k] = tuple(fields[k])
+                fields["placement"] = tuple(tuple(tuple(x) if isinstance(x, list) else x for x in s)
+                                            for s in fields["placement"])
+                if not self.to_zygote(pipe.Launch(**fields)):
+                    self.stopping = "the zygote is gone"
+            elif isinstance(msg, P.Kill):
+                self.to_zygote(pipe.Kill(msg.step, msg.attempt, msg.signal))
+            elif isinstance(msg, P.Welcome):
+                self.heartbeat_s = msg.heartbeat_s
+                self.timeout_s = msg.timeout_s
+            elif isinstance(msg, P.Reject):
+                self.stopping = f"rejected by the coordinator: {msg.reason}"
+            elif isinstance(msg, P.Shutdown):
+                self.stopping = "asked to shut down"
+                self.grace = msg.grace
+            elif isinstance(msg, P.Error):
+                self.stopping = f"the coordinator said: {msg.reason}"
+
+    def _from_zygote(self, msg) -> None:
+        P = self.P
+        if isinstance(msg, pipe.Started):
+            self.pgids[(msg.step, msg.attempt)] = msg.pgid
+            self.send(P.Started(self.node, msg.step, msg.attempt, msg.pid, msg.at))
+        elif isinstance(msg, pipe.Exited):
+            self.pgids.pop((msg.step, msg.attempt), None)
+            self.send(P.Exited(
+                node=self.node, step=msg.step, attempt=msg.attempt, outcome=msg.outcome,
+                returncode=msg.returncode, signal=msg.signal, decided_at=msg.decided_at,
+                first_at=msg.first_at, work_start=msg.work_start, work_end=msg.work_end,
+                ended_at=msg.ended_at, utime=msg.utime, stime=msg.stime, maxrss_kb=msg.maxrss_kb,
+                affinity=list(msg.affinity), placement_ok=msg.placement_ok, error=msg.error))
+
+    def _stop(self, zygote_open: bool) -> int:
+        grace = getattr(self, "grace", 2.0)
+        print(f"fleet agent {self.node}: stopping: {self.stopping}", file=sys.stderr, flush=True)
+        if zygote_open:
+            self.to_zygote(pipe.Shutdown(grace))
+        try:
+            self.zygote.wait(timeout=grace + 3.0)
+        except subprocess.TimeoutExpired:
+            self.zygote.kill()
+            self.zygote.wait()
+        # Whatever the zygote could not stop (it died first), stop here.
+        for pgid in self.pgids.values():
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self.send(self.P.Ok("bye"))
+        self.sock.close(linger=500)
+        self.ctx.term()
+        return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m fleet.node.agent")
+    ap.add_argument("--connect", required=True, help="the coordinator's agent endpoint")
+    ap.add_argument("--node", required=True, help="this node's name")
+    ap.add_argument("--cores", default="", help="core ids to offer (default: what this node allows)")
+    ap.add_argument("--memory", type=int, default=0, help="bytes to offer (default: what this node reports)")
+    ap.add_argument("--preload", default="")
+    ap.add_argument("--join-timeout", type=float, default=60.0)
+    args = ap.parse_args(argv)
+    # Stop (cleanly: SIGTERM) when whatever started us dies, e.g. a coordinator killed with -9.
+    child.set_pdeathsig(signal.SIGTERM)
+    zygote, req_w, rep_r = start_zygote(args.preload)
+    hello = pipe.read_message(rep_r)
+    from fleet.node import probe
+    cores = [int(c) for c in args.cores.split(",") if c] or list(probe.usable_cores())
+    memory = args.memory or probe.node_memory()
+    gpus = list(probe.visible_gpus())
+    agent = Agent(args, zygote, req_w, rep_r, hello)
+    if not isinstance(hello, pipe.Hello):
+        reason = hello.reason if isinstance(hello, pipe.Refused) else "the zygote exited before saying hello"
+        agent.send(agent.P.JoinFailed(args.node, reason))
+        print(f"fleet agent {args.node}: cannot serve: {reason}", file=sys.stderr, flush=True)
+        zygote.wait(timeout=10)
+        agent.sock.close(linger=2000)
+        agent.ctx.term()
+        return 3
+    agent.join(cores, gpus, memory)
+    return agent.serve()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,463 @@
+"""The zygote: a single-threaded, pre-imported fork server, one (or more) per node.
+
+Run by the agent as::
+
+    python -m fleet.node.zygote --fd-in N --fd-out M [--preload mod1,mod2] [--grace S]
+
+``--fd-in`` is the read end of the agent's request pipe, ``--fd-out`` the write end
+of the response pipe (both passed with ``pass_fds``). It pins the thread pools of
+numerical libraries to one thread, imports the preload modules, checks that it is
+still one OS thread (else it sends Refused and exits 3), sends Hello, then serves:
+a ``call`` step is a fork running :func:`fleet.node.child.run_call`, a ``command``
+step is spawned with subprocess (vfork/posix_spawn, no copy of this process).
+Every child is reaped here with os.wait4 and reported as Exited.
+
+It stops on Shutdown, at end of file on the request pipe (the agent is gone), on
+SIGTERM or SIGHUP, and when its parent dies (PR_SET_PDEATHSIG = SIGTERM): every
+step's process group gets SIGTERM, then SIGKILL after the grace period, and all are
+reaped before it exits. It uses no threads, ever: a thread holding a lock at fork
+time would leave that lock held forever in the child.
+"""
+
+import os
+
+# Thread-pool sizes of numerical libraries: they read these when loaded, so they
+# must be set before any preload import, or a pool's threads start in the zygote.
+THREAD_VARS = (
+    "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+    "NUMEXPR_NUM_THREADS", "NUMEXPR_MAX_THREADS", "VECLIB_MAXIMUM_THREADS",
+    "BLIS_NUM_THREADS", "GOTO_NUM_THREADS", "NUMBA_NUM_THREADS",
+    "RAYON_NUM_THREADS", "TBB_NUM_THREADS",
+)
+# The agent's values, given back to every step: a step sized to its cores should
+# not inherit the zygote's "1".
+INHERITED_THREAD_ENV = {name: os.environ.get(name) for name in THREAD_VARS}
+if __name__ == "__main__":  # only the zygote process, not a module importing this
+    for _name in THREAD_VARS:
+        os.environ.setdefault(_name, "1")
+
+import argparse  # noqa: E402  (after the environment on purpose)
+import importlib  # noqa: E402
+import select  # noqa: E402
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+
+import msgpack  # noqa: E402
+
+from fleet.node import child, pipe  # noqa: E402
+
+EXIT_REFUSED = 3
+DEFAULT_GRACE = 2.0
+
+
+def thread_count() -> int | None:
+    """OS threads of this process, from /proc/self/status (None if unreadable).
+
+    threading.enumerate() would miss threads started by C libraries.
+    """
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("Threads:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+@dataclass
+class _Step:
+    launch: pipe.Launch
+    pid: int
+    pgid: int
+    spawned_at: float  # parent-side time; first_at if the child never reported
+    popen: subprocess.Popen | None = None
+    report: dict = field(default_factory=dict)
+
+
+class Zygote:
+    """The serving loop; construct after the single-thread check."""
+
+    def __init__(self, fd_in: int, fd_out: int, grace: float = DEFAULT_GRACE):
+        self.fd_in, self.fd_out, self.grace = fd_in, fd_out, grace
+        os.set_inheritable(fd_in, False)
+        os.set_inheritable(fd_out, False)
+        self.report_r, self.report_w = os.pipe()
+        os.set_blocking(self.report_r, False)
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_r, False)
+        os.set_blocking(self.wake_w, False)
+        self.steps: dict[int, _Step] = {}  # by pid
+        self.keys: dict[tuple[str, int], int] = {}  # (step, attempt) -> pid
+        self.requests = pipe.FrameReader()
+        self.reports = msgpack.Unpacker(raw=False)
+        self.agent_gone = False
+        self.stop_grace: float | None = None  # set: shut down with this grace
+        # Handlers, not SIG_IGN: an ignored signal stays ignored across exec, a
+        # handled one is reset to default, so spawned commands get defaults.
+        signal.set_wakeup_fd(self.wake_w, warn_on_full_buffer=False)
+        signal.signal(signal.SIGCHLD, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)  # the agent decides, not ^C
+        signal.signal(signal.SIGTERM, self._on_stop)
+        signal.signal(signal.SIGHUP, self._on_stop)
+
+    # -- plumbing ---------------------------------------------------------------
+
+    @property
+    def own_fds(self) -> tuple[int, ...]:
+        """Descriptors a forked child must close."""
+        return (self.fd_in, self.fd_out, self.report_r, self.wake_r, self.wake_w)
+
+    def _on_signal(self, signum, frame) -> None:
+        pass  # the wakeup fd already woke the loop
+
+    def _on_stop(self, signum, frame) -> None:
+        if self.stop_grace is None:
+            self.stop_grace = self.grace
+
+    def _warn(self, text: str) -> None:
+        print(f"fleet zygote {os.getpid()}: {text}", file=sys.stderr, flush=True)
+
+    def send(self, msg) -> None:
+        if self.agent_gone:
+            return
+        try:
+            pipe.write_message(self.fd_out, msg)
+        except OSError:  # BrokenPipeError: the agent is gone, so are we
+            self.agent_gone = True
+            if self.stop_grace is None:
+                self.stop_grace = self.grace
+
+    def _drain(self, fd: int) -> bytes:
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _read_reports(self) -> None:
+        self.reports.feed(self._drain(self.report_r))
+        for record in self.reports:
+            step = self.steps.get(record.get("pid")) if isinstance(record, dict) else None
+            if step is not None:
+                step.report.update(record)
+
+    # -- requests ---------------------------------------------------------------
+
+    def _read_requests(self) -> None:
+        try:
+            data = os.read(self.fd_in, 65536)
+        except OSError:
+            data = b""
+        if not data:  # end of file: the agent died or closed us
+            self.agent_gone = True  # nobody is left to read what we would send
+            if self.stop_grace is None:
+                self.stop_grace = self.grace
+            return
+        try:
+            messages = self.requests.feed(data)
+        except ValueError as exc:  # stream out of step: treat as a lost agent
+            self._warn(f"request stream corrupt ({exc}); shutting down")
+            self.stop_grace = self.grace
+            return
+        for reason in self.requests.dropped:
+            self._warn(f"dropped a malformed request: {reason}")
+        self.requests.dropped.clear()
+        for msg in messages:
+            if self.stop_grace is not None:
+                break  # nothing starts after a Shutdown
+            if isinstance(msg, pipe.Launch):
+                self.launch(msg)
+                self.reap()  # a burst of launches must not delay earlier exits
+            elif isinstance(msg, pipe.Kill):
+                self.kill(msg)
+            elif isinstance(msg, pipe.Shutdown):
+                self.stop_grace = max(0.0, float(msg.grace))
+            else:
+                self._warn(f"dropped unexpected {msg.type} message")
+
+    def launch(self, msg: pipe.Launch) -> None:
+        """Start one step: fork for a call, spawn for a command."""
+        if (msg.step, msg.attempt) in self.keys:
+            self._warn(f"dropped a second launch of {msg.step} attempt {msg.attempt}")
+        elif msg.kind == "call":
+            self._fork_call(msg)
+        elif msg.kind == "command":
+            self._spawn_command(msg)
+        else:
+            self._not_started(msg, f"unknown step kind {msg.kind!r}")
+
+    def _fork_call(self, msg: pipe.Launch) -> None:
+        sys.stdout.flush()  # or the child would write our buffered bytes again
+        sys.stderr.flush()
+        parent = os.getpid()
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            self._not_started(msg, f"fork failed: {exc}")
+            return
+        if pid == 0:
+            first_at = time.time()
+            try:
+                child.run_call(msg, self.report_w, first_at=first_at,
+                               close_fds=self.own_fds, restore_env=INHERITED_THREAD_ENV,
+                               parent=parent)
+            finally:
+                os._exit(70)  # not reached: run_call always _exits
+        at = time.time()
+        try:
+            # The child does this too; doing it here as well means the group exists
+            # before Started is sent, so a Kill can never miss it.
+            os.setpgid(pid, pid)
+        except OSError:
+            pass
+        self._register(_Step(msg, pid, pid, at))
+
+    def _spawn_command(self, msg: pipe.Launch) -> None:
+        if isinstance(msg.command, str):
+            argv = ["/bin/sh", "-c", msg.command]
+        else:
+            argv = [str(a) for a in (msg.command or ())]
+        if not argv:
+            self._not_started(msg, "command step without a command")
+            return
+        try:
+            child.make_dirs(msg)
+            log = os.open(msg.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:
+            self._not_started(msg, f"{type(exc).__name__}: {exc}")
+            return
+        env = child.step_environment(os.environ, INHERITED_THREAD_ENV, msg.env,
+                                     msg.gpus, msg.gpu_vars)
+        own = os.sched_getaffinity(0)
+        try:
+            if msg.cores:
+                # The spawned process inherits our affinity, so it is pinned before
+                # it runs a single instruction of its own; we are one thread, so
+                # nothing else of ours runs on the borrowed mask meanwhile.
+                try:
+                    os.sched_setaffinity(0, msg.cores)
+                except OSError:
+                    pass  # no given core exists here: reported as a mismatch
+                mismatch = child.placement_mismatch(msg.cores, os.sched_getaffinity(0))
+                if mismatch:
+                    os.write(log, (mismatch + "\n").encode())
+            sys.stdout.flush()
+            sys.stderr.flush()
+            try:
+                popen = subprocess.Popen(
+                    argv, cwd=msg.workdir, env=env, stdin=subprocess.DEVNULL,
+                    stdout=log, stderr=log, start_new_session=True, close_fds=True)
+            except (OSError, ValueError, subprocess.SubprocessError) as exc:
+                os.write(log, f"fleet: cannot start {argv!r}: {exc}\n".encode())
+                self._not_started(msg, f"{type(exc).__name__}: {exc}")
+                return
+            at = time.time()
+        finally:
+            if msg.cores:
+                os.sched_setaffinity(0, own)
+            os.close(log)
+        try:
+            affinity = sorted(os.sched_getaffinity(popen.pid))
+        except OSError:  # already gone: it had what we had when it was spawned
+            affinity = sorted(msg.cores) if msg.cores else sorted(own)
+        ok = child.placement_mismatch(msg.cores, affinity) is None
+        step = _Step(msg, popen.pid, popen.pid, at, popen)
+        step.report = {"first_at": at, "work_start": at, "affinity": affinity,
+                       "placement_ok": ok}
+        self._register(step)
+
+    def _register(self, step: _Step) -> None:
+        self.steps[step.pid] = step
+        self.keys[(step.launch.step, step.launch.attempt)] = step.pid
+        self.send(pipe.Started(step.launch.step, step.launch.attempt, step.pid,
+                               step.pgid, step.spawned_at))
+
+    def _not_started(self, msg: pipe.Launch, error: str) -> None:
+        now = time.time()
+        self.send(pipe.Exited(
+            step=msg.step, attempt=msg.attempt, pid=0, outcome="failed",
+            returncode=None, signal=None, decided_at=msg.decided_at, first_at=now,
+            work_start=now, work_end=now, ended_at=now, utime=0.0, stime=0.0,
+            maxrss_kb=0, affinity=(), placement_ok=True, error=error))
+
+    def _signal_group(self, step: _Step, sig: int) -> None:
+        try:
+            os.killpg(step.pgid, sig)
+        except ProcessLookupError:
+            try:  # the step left its group (setsid); reach it directly
+                os.kill(step.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def kill(self, msg: pipe.Kill) -> None:
+        """Signal a running step's process group; unknown steps are ignored (they
+        have exited, and their Exited is on its way)."""
+        pid = self.keys.get((msg.step, msg.attempt))
+        if pid is None:
+            return
+        try:
+            self._signal_group(self.steps[pid], msg.signal)
+        except (OSError, ValueError) as exc:
+            self._warn(f"kill {msg.step}: {exc}")
+
+    # -- children ---------------------------------------------------------------
+
+    def reap(self, block: bool = False) -> None:
+        """Reap every exited child and send its Exited."""
+        while True:
+            try:
+                # WNOWAIT leaves the child a zombie for a moment, so its pid cannot
+                # be reused while we kill what it left behind in its group.
+                flags = os.WEXITED | os.WNOWAIT | (0 if block else os.WNOHANG)
+                info = os.waitid(os.P_ALL, 0, flags)
+            except ChildProcessError:
+                return
+            if info is None or info.si_pid == 0:
+                return
+            step = self.steps.get(info.si_pid)
+            if step is not None:
+                # Nothing a step started outlives it (daemons must setsid).
+                try:
+                    os.killpg(step.pgid, signal.SIGKILL)
+                except OSError:
+                    pass
+            _, status, usage = os.wait4(info.si_pid, 0)
+            ended_at = time.time()
+            if step is not None:
+                self._read_reports()  # its records were written before it exited
+                del self.steps[step.pid]
+                self._exited(step, status, usage, ended_at)
+            if block and not self.steps:
+                return
+
+    def _exited(self, step: _Step, status: int, usage, ended_at: float) -> None:
+        self.keys.pop((step.launch.step, step.launch.attempt), None)
+        if os.WIFSIGNALED(status):
+            sig, rc, outcome = os.WTERMSIG(status), None, "terminated"
+        else:
+            sig, rc = None, os.WEXITSTATUS(status)
+            outcome = "succeeded" if rc == 0 else "failed"
+        if step.popen is not None:
+            # Tell Popen it is reaped, or it would wait on a pid that may be reused.
+            step.popen.returncode = rc if rc is not None else -sig
+        rep = step.report
+        error = rep.get("error")
+        if error is None and sig is not None:
+            error = f"killed by {_signal_name(sig)}"
+        elif error is None and rc:
+            error = f"exit status {rc}"
+        first_at = rep.get("first_at") or step.spawned_at
+        work_start = rep.get("work_start") or ended_at
+        work_end = rep.get("work_end") or ended_at
+        self.send(pipe.Exited(
+            step=step.launch.step, attempt=step.launch.attempt, pid=step.pid,
+            outcome=outcome, returncode=rc, signal=sig,
+            decided_at=step.launch.decided_at, first_at=first_at,
+            work_start=work_start, work_end=work_end, ended_at=ended_at,
+            utime=usage.ru_utime, stime=usage.ru_stime, maxrss_kb=usage.ru_maxrss,
+            affinity=tuple(rep.get("affinity") or ()),
+            placement_ok=bool(rep.get("placement_ok", True)), error=error))
+
+    # -- the loop ---------------------------------------------------------------
+
+    def serve(self) -> int:
+        """Serve until told to stop, then stop every step; returns the exit status."""
+        poller = select.poll()
+        for fd in (self.fd_in, self.report_r, self.wake_r):
+            poller.register(fd, select.POLLIN)
+        while self.stop_grace is None:
+            for fd, _events in poller.poll():
+                if fd == self.wake_r:
+                    self._drain(self.wake_r)
+                elif fd == self.report_r:
+                    self._read_reports()
+                elif fd == self.fd_in:
+                    self._read_requests()
+            self.reap()
+        self.shutdown(self.stop_grace)
+        return 0
+
+    def shutdown(self, grace: float) -> None:
+        """SIGTERM every step's group, SIGKILL what is left after ``grace`` s, reap all."""
+        for step in list(self.steps.values()):
+            self._signal_group(step, signal.SIGTERM)
+            self._signal_group(step, signal.SIGCONT)  # a stopped step must see it
+        deadline = time.monotonic() + grace
+        poller = select.poll()
+        poller.register(self.wake_r, select.POLLIN)
+        self.reap()
+        while self.steps and (left := deadline - time.monotonic()) > 0:
+            poller.poll(max(1, int(left * 1000)))
+            self._drain(self.wake_r)
+            self.reap()
+        for step in list(self.steps.values()):
+            self._signal_group(step, signal.SIGKILL)
+        self.reap(block=True)
+        while True:  # anything else we parented (none expected): no zombies
+            try:
+                if os.waitpid(-1, os.WNOHANG)[0] == 0:
+                    break
+            except ChildProcessError:
+                break
+
+
+def _signal_name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+
+
+def _refuse(fd_out: int, reason: str) -> None:
+    try:
+        pipe.write_message(fd_out, pipe.Refused(reason))
+    except OSError:
+        pass
+    print(f"fleet zygote: refused: {reason}", file=sys.stderr, flush=True)
+    os._exit(EXIT_REFUSED)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m fleet.node.zygote")
+    parser.add_argument("--fd-in", type=int, required=True,
+                        help="read end of the request pipe")
+    parser.add_argument("--fd-out", type=int, required=True,
+                        help="write end of the response pipe")
+    parser.add_argument("--preload", default="",
+                        help="comma-separated modules to import before serving")
+    parser.add_argument("--grace", type=float, default=DEFAULT_GRACE,
+                        help="seconds between SIGTERM and SIGKILL when the agent is lost")
+    args = parser.parse_args(argv)
+    # Die with the agent, gracefully: SIGTERM runs our shutdown, which also stops
+    # spawned commands (they cannot carry a death signal of their own).
+    child.set_pdeathsig(signal.SIGTERM)
+    preload = tuple(m.strip() for m in args.preload.split(",") if m.strip())
+    t0 = time.perf_counter()
+    for name in preload:
+        try:
+            importlib.import_module(name)
+        except BaseException as exc:
+            _refuse(args.fd_out, f"preload module {name} failed to import: "
+                                 f"{type(exc).__name__}: {exc}")
+    import_s = time.perf_counter() - t0
+    threads = thread_count()
+    if threads != 1:
+        count = "an unknown number of" if threads is None else str(threads)
+        _refuse(args.fd_out, f"{count} threads after importing preload modules "
+                             f"{list(preload)}; forking needs exactly 1")
+    zygote = Zygote(args.fd_in, args.fd_out, args.grace)
+    zygote.send(pipe.Hello(os.getpid(), threads, preload, import_s))
+    return zygote.serve()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,18 @@
+import ctypes
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def pytest_configure(config):
+    # A fleet started by `fleet up` outlives the command that started it; where this
+    # machine's init does not reap orphans, the tests adopt them instead, so that
+    # a process that really exited is not mistaken for one left behind.
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass

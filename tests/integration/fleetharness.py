@@ -1,0 +1,128 @@
+"""Running the real `fleet` command in tests: real processes, each in its own process
+group with a timeout, and a look at the process table afterwards."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+TESTS = Path(__file__).resolve().parent.parent
+REPO = TESTS.parent
+
+
+def env() -> dict:
+    e = dict(os.environ)
+    e["PYTHONPATH"] = os.pathsep.join([str(TESTS), str(REPO), e.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    e.pop("FLEET_RUN_DIR", None)
+    return e
+
+
+def fleet(*args: str, cwd: Path, timeout: float = 90.0, check: bool = False) -> subprocess.CompletedProcess:
+    """Run `fleet ARGS` to completion in its own process group; kill the group on timeout."""
+    p = subprocess.Popen([sys.executable, "-m", "fleet", *args], cwd=cwd, env=env(),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, err = p.communicate()
+        raise AssertionError(f"fleet {' '.join(args)} timed out\nstdout:\n{out}\nstderr:\n{err}")
+    cp = subprocess.CompletedProcess(p.args, p.returncode, out, err)
+    if check and cp.returncode != 0:
+        raise AssertionError(f"fleet {' '.join(args)} exited {cp.returncode}\nstdout:\n{out}\nstderr:\n{err}")
+    return cp
+
+
+def spawn(*args: str, cwd: Path) -> subprocess.Popen:
+    """Start `fleet ARGS` in the background in its own process group."""
+    return subprocess.Popen([sys.executable, "-m", "fleet", *args], cwd=cwd, env=env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def events(run_dir: Path) -> list[dict]:
+    path = run_dir / "events.jsonl"
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            pass
+    return out
+
+
+def wait_for(pred, timeout: float = 30.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def fleet_pids(run_dir: Path) -> set[int]:
+    """Every pid the run recorded: coordinator, agents, zygotes, steps."""
+    pids = set()
+    for e in events(run_dir):
+        if e["kind"] == "fleet_starting":
+            pids.add(e["pid"])
+        elif e["kind"] == "node_joined":
+            pids.update((e["pid"], e["zygote_pid"]))
+        elif e["kind"] == "started":
+            pids.add(e["pid"])
+    return pids
+
+
+def living(pids: set[int]) -> list[str]:
+    """Those of pids still in the process table, zombies included (they count)."""
+    out = []
+    for pid in pids:
+        try:
+            os.waitpid(pid, os.WNOHANG)  # an orphan adopted by this test process (see conftest)
+        except ChildProcessError:
+            pass
+        try:
+            p = psutil.Process(pid)
+            out.append(f"{pid} {p.status()} {' '.join(p.cmdline()[:6])}")
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+def tagged(tag: str) -> list[str]:
+    """Processes whose command line carries tag (command steps are tagged with the run dir)."""
+    out = []
+    for p in psutil.process_iter(["pid", "cmdline", "status"]):
+        try:
+            cmd = " ".join(p.info["cmdline"] or [])
+        except psutil.Error:
+            continue
+        if tag in cmd and p.pid != os.getpid():
+            out.append(f"{p.pid} {p.info['status']} {cmd[:120]}")
+    return out
+
+
+def assert_nothing_left(run_dir: Path, tag: str | None = None, timeout: float = 15.0) -> None:
+    pids = fleet_pids(run_dir)
+    assert pids, "the run recorded no pids: the test would prove nothing"
+    deadline = time.monotonic() + timeout
+    while True:
+        left = living(pids) + (tagged(tag) if tag else [])
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert not left, "processes outlived the fleet:\n" + "\n".join(left)
+
+
+def write_suite(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
