@@ -12,7 +12,7 @@ from pathlib import Path
 
 import zmq
 
-from . import connection, protocol as P
+from . import connection, protocol as P, security
 
 
 class FleetError(RuntimeError):
@@ -46,6 +46,8 @@ class Client:
     def _connect(self) -> None:
         self.sock = self.ctx.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
+        if self.conn.server_key:
+            security.connect_as(self.sock, self.conn.server_key, self.conn.client_public, self.conn.client_secret)
         self.sock.connect(self.endpoint)
 
     def ask(self, msg, timeout: float = 10.0):

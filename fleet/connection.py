@@ -29,6 +29,9 @@ class Connection:
     host: str
     started: float
     run_dir: str
+    server_key: str = ""      # the coordinator's CURVE public key
+    client_public: str = ""   # the key pair clients present (hence mode 0600)
+    client_secret: str = ""
     version: int = VERSION
 
 

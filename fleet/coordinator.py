@@ -20,7 +20,7 @@ from pathlib import Path
 
 import zmq
 
-from . import connection, protocol as P, store
+from . import connection, protocol as P, security, store
 from . import states as S
 from .checks import checked_suite
 from .events import EventLog
@@ -67,8 +67,12 @@ class Coordinator:
         self.sched = Scheduler()
         self.events = EventLog(self.run_dir / "events.jsonl")
         self.ctx = zmq.Context()
+        self.keys = security.Keys.generate()
+        self.auth = security.start_authenticator(self.ctx, self.keys)
         self.agent_sock = self.ctx.socket(zmq.ROUTER)
         self.client_sock = self.ctx.socket(zmq.ROUTER)
+        security.serve(self.agent_sock, self.keys, "agents")
+        security.serve(self.client_sock, self.keys, "clients")
         for s in (self.agent_sock, self.client_sock):
             s.setsockopt(zmq.LINGER, 0)
             s.setsockopt(zmq.MAXMSGSIZE, P.MAX_FRAME)
@@ -93,7 +97,8 @@ class Coordinator:
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
         self.events.write(time.time(), "fleet_starting", nodes=self.expected, pid=os.getpid())
-        self.launcher.start(self.agent_endpoint, self.expected, self.preload)
+        self.launcher.start(self.agent_endpoint, self.expected, self.preload,
+                            {security.AGENT_ENV: self.keys.agent_env()})
         deadline = time.monotonic() + self.join_timeout_s
         poller = zmq.Poller()
         poller.register(self.agent_sock, zmq.POLLIN)
@@ -147,6 +152,7 @@ class Coordinator:
             connection.remove(self.run_dir)
         self.agent_sock.close(0)
         self.client_sock.close(0)
+        self.auth.stop()
         self.ctx.term()
 
     # -- sockets --------------------------------------------------------------------------
@@ -239,7 +245,9 @@ class Coordinator:
             self.ready = True
             connection.write(self.run_dir, connection.Connection(
                 client=self.client_endpoint, agents=self.agent_endpoint, pid=os.getpid(),
-                host=socket.gethostname(), started=self.started, run_dir=str(self.run_dir)))
+                host=socket.gethostname(), started=self.started, run_dir=str(self.run_dir),
+                server_key=self.keys.server_public, client_public=self.keys.client_public,
+                client_secret=self.keys.client_secret))
             self.events.write(now, "fleet_up", nodes=sorted(self.agents))
 
     def _exited(self, node: str, msg: P.Exited, now: float) -> None:

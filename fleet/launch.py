@@ -17,8 +17,9 @@ from typing import Protocol
 
 
 class Launcher(Protocol):
-    def start(self, endpoint: str, nodes: int, preload: tuple[str, ...]) -> None:
-        """Start one agent per node, each told to join the coordinator at endpoint."""
+    def start(self, endpoint: str, nodes: int, preload: tuple[str, ...], env: dict[str, str]) -> None:
+        """Start one agent per node, each told to join the coordinator at endpoint,
+        with `env` added to its environment (never its command line: keys travel there)."""
 
     def failed(self) -> str | None:
         """Why agents cannot all join (an agent process died first), or None."""
@@ -51,7 +52,7 @@ class LocalLauncher:
         self.procs: list[subprocess.Popen] = []
         self._failure: str | None = None
 
-    def start(self, endpoint: str, nodes: int, preload: tuple[str, ...]) -> None:
+    def start(self, endpoint: str, nodes: int, preload: tuple[str, ...], env: dict[str, str]) -> None:
         from .node.probe import node_memory, usable_cores
         groups = split_cores(usable_cores(), nodes)
         memory = node_memory() // nodes
@@ -65,7 +66,7 @@ class LocalLauncher:
                     "--preload", ",".join(preload)]
             with open(logs / f"{name}.log", "ab") as out:
                 self.procs.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                                                   start_new_session=True))
+                                                   start_new_session=True, env={**os.environ, **env}))
 
     def failed(self) -> str | None:
         if self._failure:

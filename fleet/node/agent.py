@@ -52,6 +52,9 @@ class Agent:
         self.sock.setsockopt(zmq.IDENTITY, self.node.encode())
         self.sock.setsockopt(zmq.LINGER, 1000)
         self.sock.setsockopt(zmq.MAXMSGSIZE, P.MAX_FRAME)
+        if args.curve:
+            from fleet import security
+            security.connect_as(self.sock, *args.curve.split())
         self.sock.connect(args.connect)
         self.pgids: dict[tuple[str, int], int] = {}
         self.heartbeat_s = 1.0
@@ -192,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     # Stop (cleanly: SIGTERM) when whatever started us dies, e.g. a coordinator killed with -9.
     child.set_pdeathsig(signal.SIGTERM)
+    # The keys are ours alone: steps (children of the zygote) must not inherit them.
+    args.curve = os.environ.pop("FLEET_CURVE", "")
     zygote, req_w, rep_r = start_zygote(args.preload)
     hello = pipe.read_message(rep_r)
     from fleet.node import probe
