@@ -137,6 +137,8 @@ class Pool:
         return None
 
     def _place_span(self, d: Demand) -> Placement | None:
+        if d.gpus:
+            return self._place_span_gpus(d)
         chosen: list[tuple[_Node, int]] = []
         need = d.cores
         for k in sorted((b for b in self._buckets if b >= d.unit), reverse=True):
@@ -163,6 +165,55 @@ class Pool:
         if gpus_left:
             return None
         return tuple(self._take(node, take, g, node.mem_for(take, d)) for node, take, g in plan)
+
+    def _place_span_gpus(self, d: Demand) -> Placement | None:
+        """A spanning step with GPUs takes them from nodes that hold some of its cores:
+        first the nodes with the most free GPUs, one rank (`unit` cores) on each, until
+        its GPUs are covered (never more nodes than it has ranks); then each of those
+        nodes is topped up toward its share of the cores (in proportion to its GPUs);
+        the cores still missing come from those nodes, then from the others with the
+        most free cores. Scans the live nodes: for this rarer kind of step only."""
+        unit = d.unit
+
+        def room(node: _Node, now: int) -> int:
+            """Cores (whole units) the node can add to `now` with its free cores and memory."""
+            t = (len(node.free_cores) // unit) * unit
+            while t > now and node.free_mem < node.mem_for(t, d):
+                t -= unit
+            return t - now
+
+        live = [n for n in self._nodes if n.alive and len(n.free_cores) >= unit]
+        take: dict[int, int] = {}
+        gpus: dict[int, int] = {}
+        left = d.gpus
+        for node in sorted((n for n in live if n.free_gpus),
+                           key=lambda n: (-len(n.free_gpus), -len(n.free_cores), n.idx)):
+            if left == 0 or len(take) == d.cores // unit:
+                break
+            if room(node, 0) < unit:
+                continue
+            take[node.idx], gpus[node.idx] = unit, min(len(node.free_gpus), left)
+            left -= gpus[node.idx]
+        if left:
+            return None
+        need = d.cores - unit * len(take)
+        for i in list(take):
+            share = -(-d.cores * gpus[i] // d.gpus)   # its part of the cores, rounded up...
+            share = -(-share // unit) * unit             # ...to whole ranks
+            extra = min(max(0, share - take[i]), room(self._nodes[i], take[i]), need)
+            take[i] += extra
+            need -= extra
+        for node in sorted(live, key=lambda n: (n.idx not in take, -len(n.free_cores), n.idx)):
+            if need == 0:
+                break
+            extra = min(room(node, take.get(node.idx, 0)), need)
+            if extra > 0:
+                take[node.idx] = take.get(node.idx, 0) + extra
+                need -= extra
+        if need:
+            return None
+        return tuple(self._take(self._nodes[i], t, gpus.get(i, 0), self._nodes[i].mem_for(t, d))
+                     for i, t in sorted(take.items()))
 
     def _take(self, node: _Node, cores: int, gpus: int, mem: int) -> Slot:
         got_c, node.free_cores = node.free_cores[:cores], node.free_cores[cores:]
@@ -264,7 +315,33 @@ class Capacity:
                 return f"needs {memory} bytes of memory; the allocation has {self.total_memory}"
             if cap < min_cores:
                 return f"needs at least {min_cores} cores; the allocation has {cap}"
-            return min(cores, cap)
+            w = min(cores, cap)
+            if memory:
+                # A node holds t of the w cores only with t/w of the memory: ceil(memory*t/w) <= m.
+                # What the nodes hold grows with w, so no width between s and w can fit.
+                while w >= min_cores:
+                    s = sum(min((c // unit) * unit, (m * w // memory) // unit * unit) * count
+                            for (c, _, m), count in self._units.items())
+                    if s >= w:
+                        break
+                    w = s
+                if w < min_cores:
+                    return (f"needs {memory} bytes of memory over at least {min_cores} cores; no set of "
+                            f"nodes holds both (each node takes its share of the memory with its cores)")
+            if gpus:
+                # GPUs come from nodes that hold at least one rank: at most w // unit nodes.
+                ranks, reach = w // unit, 0
+                for (c, g, m), count in sorted(self._units.items(), key=lambda kv: -kv[0][1]):
+                    if c < unit or (memory and m * w // memory < unit):
+                        continue
+                    k = min(count, ranks)
+                    reach, ranks = reach + k * g, ranks - k
+                    if ranks == 0:
+                        break
+                if reach < gpus:
+                    return (f"needs {gpus} GPUs on at most {w // unit} nodes (one rank or more on each); "
+                            f"those nodes have {reach}")
+            return w
         fitting = [c for c, g, m in self.shapes if g >= gpus and (memory is None or m >= memory)]
         if not fitting:
             what = []

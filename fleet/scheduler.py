@@ -427,10 +427,11 @@ class Scheduler:
                 self._wait(job, f"runs alone: waiting for {len(self._running)} running step(s) to finish",
                            len(cls.heap) - 1, out)
                 return  # nothing ordered after it starts: the fleet drains for it
-            placement = pool.place(cls.demand)
+            # The job's own demand: the one "exclusive" class holds steps of every width.
+            placement = pool.place(job.demand)
             if placement is None:
                 cls.blocked_at = len(pool.releases)
-                self._wait(job, self._why(cls.demand), len(cls.heap) - 1, out)
+                self._wait(job, self._why(job.demand), len(cls.heap) - 1, out)
                 if cls.exclusive:
                     return
                 continue

@@ -21,8 +21,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-STEP_ID = re.compile(r"^[A-Za-z0-9._/-]+$")
-CALL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
+STEP_ID = re.compile(r"^[A-Za-z0-9._/-]+\Z")  # \Z, not $: "$" also matches before a final newline
+CALL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 @dataclass(frozen=True)
@@ -293,8 +293,8 @@ def parse_suite(raw: dict, path: Path) -> Suite:
         if "id" not in table:
             problems.append(Problem(fname, label, "id", "every step needs an id"))
             continue
-        if unknown:
-            continue
+        for key in unknown:  # still check the known fields: every problem in one go
+            merged.pop(key)
         instances = [merged]
         if "array" in merged:
             try:
@@ -308,7 +308,7 @@ def parse_suite(raw: dict, path: Path) -> Suite:
             instances = [_substitute({k: v for k, v in merged.items() if k != "array"}, str(i)) for i in indices]
         for inst in instances:
             spec = _make_step(inst, order, fname, problems)
-            if spec is None:
+            if spec is None or unknown:
                 continue
             prior = steps.get(spec.id)
             if prior is None:
@@ -340,19 +340,20 @@ def _make_step(raw: dict, order: int, fname: str, problems: list[Problem]) -> St
         except ValueError as e:
             problems.append(Problem(fname, label, key, str(e)))
             ok = False
-    if not ok:
-        return None
 
     def bad(fieldname: str, message: str) -> None:
         nonlocal ok
         problems.append(Problem(fname, label, fieldname, message))
         ok = False
 
-    has_call, has_cmd = "call" in values, "command" in values
+    # Which of call/command is given does not depend on their values being right.
+    has_call, has_cmd = "call" in raw, "command" in raw
     if has_call == has_cmd:
         bad("call", "give exactly one of call and command" + (" (both given)" if has_call else " (neither given)"))
-    if "args" in values and not has_call:
+    if "args" in raw and not has_call:
         bad("args", "args are keyword arguments for a call step")
+    if not ok:
+        return None
     mpi = values.get("mpi", False)
     if mpi:
         if "cores" in values or "min_cores" in values:
