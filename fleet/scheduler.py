@@ -131,7 +131,7 @@ Decision = Union[Start, Wait, Retry, Finished, Blocked, Unrunnable, Skipped, Ign
 
 class _Job:
     __slots__ = ("spec", "state", "attempt", "unmet", "dependents", "demand", "placement",
-                 "started_at", "wait_reason", "exclusive", "prio")
+                 "started_at", "wait_reason", "exclusive", "prio", "seq")
 
     def __init__(self, spec: StepSpec):
         self.spec = spec
@@ -145,10 +145,8 @@ class _Job:
         self.wait_reason: str | None = None
         self.exclusive = not spec.concurrent
         self.prio = spec.priority
+        self.seq = 0  # submission order across every suite submitted, set by the scheduler
 
-    @property
-    def rank(self) -> tuple[int, int]:
-        return (self.spec.priority, self.spec.order)
 
 
 class _Class:
@@ -187,6 +185,7 @@ class Scheduler:
         self._exclusive_running: _Job | None = None
         self._unresolved: list[_Job] = []
         self._open = 0  # jobs not yet in a final state
+        self._seq = 0
         self._counts: dict[str, int] = {}
         self._capacity: Capacity | None = None
 
@@ -227,7 +226,7 @@ class Scheduler:
         return [self.view(s) for s in self._running]
 
     def running_on(self, node: str) -> list[JobView]:
-        return [self.view(s) for s in sorted(self._on_node.get(node, ()), key=lambda s: self._jobs[s].spec.order)]
+        return [self.view(s) for s in sorted(self._on_node.get(node, ()), key=lambda s: self._jobs[s].seq)]
 
     def state(self, step: str) -> str:
         return self._jobs[step].state
@@ -257,6 +256,9 @@ class Scheduler:
             job = _Job(spec)
             if ev.serial:
                 job.exclusive, job.prio = True, 0
+            # Setup order within a suite, earlier submissions first across suites.
+            job.seq = self._seq
+            self._seq += 1
             self._jobs[spec.id] = job
             self._counts[S.WAITING] = self._counts.get(S.WAITING, 0) + 1
             self._open += 1
@@ -318,7 +320,7 @@ class Scheduler:
         cls = self._classes.get(key)
         if cls is None:
             cls = self._classes[key] = _Class(key, job.demand, job.exclusive)
-        heapq.heappush(cls.heap, (job.prio, job.spec.order, job.spec.id))
+        heapq.heappush(cls.heap, (job.prio, job.seq, job.spec.id))
 
     def _exited(self, ev: StepExited, now: float, out: list[Decision]) -> None:
         job = self._jobs.get(ev.step)
@@ -375,7 +377,7 @@ class Scheduler:
         victims = [self._jobs[s] for s in self._on_node.get(ev.node, ())]
         self.pool.remove(ev.node)
         self._capacity = None
-        for job in sorted(victims, key=lambda j: j.spec.order):
+        for job in sorted(victims, key=lambda j: j.seq):
             self._exited(StepExited(job.spec.id, job.attempt, S.LOST, ev.reason), now, out)
         # Widths stay as decided; a step that can no longer fit anywhere is reported.
         cap = self.capacity()
@@ -392,7 +394,7 @@ class Scheduler:
 
     def _dequeue(self, job: _Job) -> None:
         for cls in self._classes.values():
-            entry = (job.prio, job.spec.order, job.spec.id)
+            entry = (job.prio, job.seq, job.spec.id)
             if entry in cls.heap:
                 cls.heap.remove(entry)
                 heapq.heapify(cls.heap)

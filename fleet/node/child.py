@@ -73,13 +73,18 @@ class StepContext:
     log: str
 
 
+_prctl = None  # libc's prctl, looked up once: the zygote's own call warms it for every child
+
+
 def set_pdeathsig(sig: int) -> bool:
     """Ask the kernel to send ``sig`` to this process when its parent dies (Linux)."""
+    global _prctl
     if not sys.platform.startswith("linux"):
         return False
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
+        if _prctl is None:
+            _prctl = ctypes.CDLL(None, use_errno=True).prctl
+        return _prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0) == 0
     except (OSError, AttributeError):
         return False
 
@@ -184,8 +189,14 @@ def _setup(launch: Launch, close_fds: Iterable[int],
             pass  # e.g. no given core exists here; reported as a mismatch below
     environment = step_environment(
         dict(os.environ), restore_env, launch.env, launch.gpus, launch.gpu_vars)
-    os.environ.clear()
-    os.environ.update(environment)
+    # Change only what differs (the same variables and values as clear() + update(),
+    # which calls putenv for every variable and costs a forked child ~100 extra
+    # copy-on-write faults, ~0.4 ms here).
+    for name in [name for name in os.environ if name not in environment]:
+        del os.environ[name]
+    for name, value in environment.items():
+        if os.environ.get(name) != value:
+            os.environ[name] = value
     make_dirs(launch)
     os.chdir(launch.workdir)
     log = os.open(launch.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
