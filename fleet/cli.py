@@ -117,19 +117,27 @@ def _default_run_dir() -> str:
 @click.option("--run-dir", type=click.Path(file_okay=False), default=None,
               help="where the fleet keeps fleet.json, events.jsonl and step directories "
                    "(default: $FLEET_RUN_DIR, else the current directory)")
-@click.option("--local", is_flag=True, help="a local fleet on this machine (the default without a batch system)")
+@click.option("--local", is_flag=True, help="a local fleet on this machine, even inside a batch job")
+@click.option("--machine", default=None, help="machine profile from agents/ (default: detected from the environment)")
 @click.option("--nodes", type=click.IntRange(1), default=1, help="with --local: split this machine's cores into K pretend nodes")
 @click.option("--preload", default="", help="modules every zygote imports once, comma-separated")
 @click.option("--timeout", type=float, default=120.0, help="seconds to wait for every agent to join")
-def up(run_dir, local, nodes, preload, timeout):
+def up(run_dir, local, machine, nodes, preload, timeout):
     """Start a coordinator and one agent per node; return when all have joined."""
     from .client import FleetError, up as start
+    from .profiles import ProfileError, detect, load
     run_dir = Path(run_dir or _default_run_dir()).resolve()
+    name = "local" if local else (machine or detect())
     try:
-        conn = start(run_dir, nodes=nodes, preload=tuple(m for m in preload.split(",") if m), timeout=timeout)
+        profile = load(name)
+    except ProfileError as e:
+        raise click.ClickException(str(e))
+    try:
+        conn = start(run_dir, nodes=nodes, machine=profile.name,
+                     preload=tuple(m for m in preload.split(",") if m), timeout=timeout)
     except FleetError as e:
         raise click.ClickException(str(e))
-    click.echo(f"fleet up: {nodes} node(s), coordinator pid {conn.pid}, run dir {run_dir}")
+    click.echo(f"fleet up on {profile.name}: coordinator pid {conn.pid} on {conn.host}, run dir {run_dir}")
 
 
 @main.command()

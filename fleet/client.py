@@ -79,7 +79,7 @@ def find(run_dir: Path) -> connection.Connection | None:
     return conn
 
 
-def up(run_dir: Path, nodes: int = 1, launcher: str = "local", preload: tuple[str, ...] = (),
+def up(run_dir: Path, nodes: int = 1, machine: str = "local", preload: tuple[str, ...] = (),
        timeout: float = 120.0, extra: list[str] | None = None) -> connection.Connection:
     """Start a coordinator (which starts the agents) in the background; return when
     every agent has joined and the connection file is written."""
@@ -89,7 +89,7 @@ def up(run_dir: Path, nodes: int = 1, launcher: str = "local", preload: tuple[st
         raise FleetError(f"a fleet is already up in {run_dir} (fleet down --run-dir {run_dir})")
     logf = open(run_dir / "coordinator.log", "ab")
     argv = [sys.executable, "-m", "fleet.coordinator", "--run-dir", str(run_dir), "--nodes", str(nodes),
-            "--launcher", launcher, "--preload", ",".join(preload), *(extra or [])]
+            "--machine", machine, "--preload", ",".join(preload), *(extra or [])]
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, start_new_session=True)
     logf.close()
     deadline = time.monotonic() + timeout

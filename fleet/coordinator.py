@@ -20,11 +20,13 @@ from pathlib import Path
 
 import zmq
 
-from . import connection, protocol as P, security, store
+from . import connection, mpi, protocol as P, security, store
 from . import states as S
 from .checks import checked_suite
 from .events import EventLog
+from .allocation import from_environment
 from .launch import Launcher, launcher_for
+from .profiles import Profile, ProfileError, detect, load as load_profile
 from .problems import SuiteError
 from .resources import NodeSpec
 from .scheduler import (Blocked, Finished, Ignored, NodeJoined, NodeLost, Retry, Scheduler,
@@ -55,7 +57,7 @@ class _Submission:
 class Coordinator:
     def __init__(self, run_dir: Path, nodes: int, launcher: Launcher, *, bind_host: str = "127.0.0.1",
                  heartbeat_s: float = 1.0, timeout_s: float = 10.0, join_timeout_s: float = 60.0,
-                 preload: tuple[str, ...] = ()):
+                 preload: tuple[str, ...] = (), profile: Profile | None = None, advertise: str = ""):
         self.run_dir = Path(run_dir).resolve()
         self.expected = nodes
         self.launcher = launcher
@@ -63,6 +65,7 @@ class Coordinator:
         self.timeout_s = timeout_s
         self.join_timeout_s = join_timeout_s
         self.preload = preload
+        self.profile = profile or Profile("local", "")
         self.started = time.time()
         self.sched = Scheduler()
         self.events = EventLog(self.run_dir / "events.jsonl")
@@ -79,7 +82,8 @@ class Coordinator:
             s.setsockopt(zmq.ROUTER_MANDATORY, 1)
         aport = self.agent_sock.bind_to_random_port(f"tcp://{bind_host}")
         cport = self.client_sock.bind_to_random_port(f"tcp://{bind_host}")
-        addr = bind_host if bind_host not in ("0.0.0.0", "*") else socket.gethostname()
+        addr = advertise or (bind_host if bind_host not in ("0.0.0.0", "*")
+                             else socket.gethostbyname(socket.gethostname()))
         self.agent_endpoint = f"tcp://{addr}:{aport}"
         self.client_endpoint = f"tcp://{addr}:{cport}"
         self.agents: dict[str, _Agent] = {}
@@ -350,20 +354,48 @@ class Coordinator:
                           cores=[c for s in d.placement for c in s.cores],
                           gpus=[g for s in d.placement for g in s.gpus],
                           memory=sum(s.memory for s in d.placement),
-                          nodes=[s.node for s in d.placement])
+                          nodes=[s.node for s in d.placement],
+                          placement=[dict(node=s.node, cores=list(s.cores), gpus=list(s.gpus), memory=s.memory)
+                                     for s in d.placement])
         command = list(spec.command) if isinstance(spec.command, tuple) else spec.command
+        cores = list(slot.cores)
+        env = {"FLEET_STEP": d.step, "FLEET_ATTEMPT": str(d.attempt), "FLEET_RUN_DIR": str(run_dir)}
+        if spec.mpi:
+            try:
+                command, cores = self._render_mpi(spec, d, run_dir, command, env)
+            except (mpi.RenderError, OSError) as e:
+                self.events.write(now, "exit", step=d.step, attempt=d.attempt, node=slot.node, outcome=S.FAILED,
+                                  reason=f"cannot launch the MPI step: {e}")
+                self._act(self.sched.handle(StepExited(d.step, d.attempt, S.FAILED, f"cannot launch the MPI step: {e}"), now), now)
+                return
         msg = P.Launch(
-            step=d.step, attempt=d.attempt, kind=spec.kind, call=spec.call or "", args=dict(spec.args),
-            command=command, cores=list(slot.cores), gpus=list(slot.gpus), memory=slot.memory,
+            step=d.step, attempt=d.attempt, kind="command" if spec.mpi else spec.kind, call=spec.call or "",
+            args=dict(spec.args), command=command, cores=cores, gpus=list(slot.gpus), memory=slot.memory,
             workdir=str(store.workdir(run_dir, spec)), log=str(store.log_path(run_dir, d.step)),
             run_dir=str(run_dir), inputs=[str(run_dir / i) for i in spec.inputs],
             outputs=[str(run_dir / o) for o in spec.outputs],
             placement=[[s.node, list(s.cores), list(s.gpus), s.memory] for s in d.placement],
             decided_at=time.time(),
-            env={"FLEET_STEP": d.step, "FLEET_ATTEMPT": str(d.attempt), "FLEET_RUN_DIR": str(run_dir)},
-            gpu_vars=["CUDA_VISIBLE_DEVICES"] if slot.gpus else [])
+            env=env, gpu_vars=[self.profile.gpu_var] if self.profile.gpu_var and slot.gpus else [])
         if not self._send_agent(slot.node, msg):
             self._act(self.sched.handle(StepExited(d.step, d.attempt, S.LOST, f"could not reach the agent on {slot.node}"), now), now)
+
+    def _render_mpi(self, spec, d: Start, run_dir: Path, command, env: dict) -> tuple[list, list]:
+        """The launcher command for an MPI step, with the files it reads written into
+        the step's .fleet directory; returns (argv, cores the launcher process runs on)."""
+        one_host = self.profile.launcher == "local"
+        r = mpi.render(self.profile.mpi, d.placement, spec.threads, command, self.profile.mpi_flags, one_host)
+        fleet_dir = store.step_dir(run_dir, d.step) / ".fleet"
+        fleet_dir.mkdir(parents=True, exist_ok=True)
+        for name, text in r.files.items():
+            (fleet_dir / name).write_text(text)
+        fill = lambda v: v.replace("{fleet}", str(fleet_dir))  # noqa: E731
+        env.update({k: fill(v) for k, v in r.env.items()})
+        # What each rank should have, for the rank-level probe (fleet.node.mpiprobe).
+        env["FLEET_RANKS"] = ";".join(f"{node}:{','.join(map(str, c))}" for node, c in mpi.layout(d.placement, spec.threads))
+        # A local fleet's pretend nodes share this machine: the launcher may use all the cores.
+        cores = [c for s in d.placement for c in s.cores] if one_host else list(d.placement[0].cores)
+        return [fill(a) for a in r.argv], cores
 
     # -- clients --------------------------------------------------------------------------------------
     def _on_client(self, ident: bytes, msg) -> None:
@@ -460,20 +492,36 @@ class Coordinator:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="fleet-coordinator")
     ap.add_argument("--run-dir", required=True)
-    ap.add_argument("--nodes", type=int, default=1)
-    ap.add_argument("--launcher", default="local")
-    ap.add_argument("--bind", default="127.0.0.1")
+    ap.add_argument("--nodes", type=int, default=1, help="pretend nodes of a local fleet")
+    ap.add_argument("--machine", default="", help="machine profile (default: detected)")
+    ap.add_argument("--bind", default="", help="address to listen on (default: 127.0.0.1 locally, all interfaces in a job)")
+    ap.add_argument("--advertise", default="", help="address agents and clients use to reach us")
     ap.add_argument("--preload", default="")
     ap.add_argument("--heartbeat", type=float, default=1.0)
     ap.add_argument("--timeout", type=float, default=10.0)
-    ap.add_argument("--join-timeout", type=float, default=60.0)
+    ap.add_argument("--join-timeout", type=float, default=120.0)
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     preload = tuple(m for m in args.preload.split(",") if m)
     run_dir = Path(args.run_dir)
-    coord = Coordinator(run_dir, args.nodes, launcher_for(args.launcher, run_dir),
-                        bind_host=args.bind, heartbeat_s=args.heartbeat, timeout_s=args.timeout,
-                        join_timeout_s=args.join_timeout, preload=preload)
+    try:
+        profile = load_profile(args.machine or detect())
+    except ProfileError as e:
+        log.error("%s", e)
+        return 2
+    nodes = args.nodes
+    alloc_nodes: tuple[str, ...] = ()
+    if profile.launcher != "local":
+        alloc_nodes = from_environment().nodes
+        if not alloc_nodes:
+            log.error("machine %s starts agents with %s, but this is not inside a batch job", profile.name, profile.launcher)
+            return 2
+        nodes = len(alloc_nodes)
+    bind = args.bind or ("127.0.0.1" if profile.launcher == "local" else "0.0.0.0")
+    coord = Coordinator(run_dir, nodes, launcher_for(profile, run_dir, alloc_nodes),
+                        bind_host=bind, heartbeat_s=args.heartbeat, timeout_s=args.timeout,
+                        join_timeout_s=args.join_timeout, preload=preload, profile=profile,
+                        advertise=args.advertise)
     return coord.serve()
 
 

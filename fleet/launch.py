@@ -47,14 +47,15 @@ def split_cores(cores: list[int], parts: int) -> list[list[int]]:
 class LocalLauncher:
     """Agents as local processes, each its own process group, dying with us."""
 
-    def __init__(self, run_dir: Path):
+    def __init__(self, run_dir: Path, hold_back: tuple[int, ...] = ()):
         self.run_dir = Path(run_dir)
+        self.hold_back = hold_back
         self.procs: list[subprocess.Popen] = []
         self._failure: str | None = None
 
     def start(self, endpoint: str, nodes: int, preload: tuple[str, ...], env: dict[str, str]) -> None:
         from .node.probe import node_memory, usable_cores
-        groups = split_cores(usable_cores(), nodes)
+        groups = split_cores([c for c in usable_cores() if c not in self.hold_back], nodes)
         memory = node_memory() // nodes
         logs = self.run_dir / "agents"
         logs.mkdir(parents=True, exist_ok=True)
@@ -95,7 +96,90 @@ class LocalLauncher:
                 p.wait()
 
 
-def launcher_for(name: str, run_dir: Path) -> Launcher:
-    if name == "local":
-        return LocalLauncher(run_dir)
-    raise ValueError(f"unknown launcher {name!r} (known: local)")
+def agent_argv(endpoint: str, preload: tuple[str, ...], hold_back: tuple[int, ...], *extra: str) -> list[str]:
+    return [sys.executable, "-m", "fleet.node.agent", "--connect", endpoint, "--preload", ",".join(preload),
+            "--hold-back", ",".join(map(str, hold_back)), *extra]
+
+
+class _BatchLauncher:
+    """One launcher process (srun or mpiexec) that starts an agent on every node."""
+
+    def __init__(self, run_dir: Path, nodes: tuple[str, ...], hold_back: tuple[int, ...] = (),
+                 flags: tuple[str, ...] = ()):
+        self.run_dir = Path(run_dir)
+        self.nodes = nodes
+        self.hold_back = hold_back
+        self.flags = flags
+        self.proc: subprocess.Popen | None = None
+        self._failure: str | None = None
+
+    def argv(self, endpoint: str, preload: tuple[str, ...]) -> list[str]:
+        raise NotImplementedError
+
+    def start(self, endpoint: str, nodes: int, preload: tuple[str, ...], env: dict[str, str]) -> None:
+        logs = self.run_dir / "agents"
+        logs.mkdir(parents=True, exist_ok=True)
+        with open(logs / "launcher.log", "ab") as out:
+            self.proc = subprocess.Popen(self.argv(endpoint, preload), stdin=subprocess.DEVNULL, stdout=out,
+                                         stderr=out, start_new_session=True, env={**os.environ, **env})
+
+    def failed(self) -> str | None:
+        if self._failure:
+            return self._failure
+        if self.proc is not None and self.proc.poll() is not None:
+            return (f"{self.proc.args[0]} exited with status {self.proc.returncode} before every agent joined; "
+                    f"see {self.run_dir / 'agents' / 'launcher.log'}")
+        return None
+
+    def note_failure(self, reason: str) -> None:
+        self._failure = self._failure or reason
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        for sig, wait in ((None, 10.0), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+            if sig is not None:
+                try:
+                    os.killpg(self.proc.pid, sig)
+                except ProcessLookupError:
+                    pass
+            try:
+                self.proc.wait(timeout=wait)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+
+class SlurmLauncher(_BatchLauncher):
+    """srun, one task per node, as an overlapping step: the agents hold none of the
+    job's cores or memory, so MPI steps' own srun calls are never blocked by them.
+    No --exact (the agent must see all of the job's cores on its node) and no MPI
+    plugin (its PMI variables would leak into every step)."""
+
+    def argv(self, endpoint, preload):
+        n = str(len(self.nodes))
+        return ["srun", "--overlap", "--mpi=none", "--cpu-bind=none", "--kill-on-bad-exit=0",
+                "-N", n, "-n", n, "--ntasks-per-node=1", *self.flags,
+                *agent_argv(endpoint, preload, self.hold_back, "--node-from", "slurm")]
+
+
+class PalsLauncher(_BatchLauncher):
+    """PALS mpiexec, one rank per node of the PBS node file; each agent finds its
+    node's name from its rank in that list."""
+
+    def argv(self, endpoint, preload):
+        n = str(len(self.nodes))
+        return ["mpiexec", "-n", n, "--ppn", "1", "--hosts", ",".join(self.nodes), *self.flags,
+                *agent_argv(endpoint, preload, self.hold_back, "--node-from", "rank",
+                            "--node-list", ",".join(self.nodes))]
+
+
+def launcher_for(profile, run_dir: Path, nodes: tuple[str, ...] = ()) -> Launcher:
+    """The launcher a machine profile names (`nodes`: the allocation's, for batch systems)."""
+    if profile.launcher == "local":
+        return LocalLauncher(run_dir, profile.held_back_cores)
+    if profile.launcher == "slurm":
+        return SlurmLauncher(run_dir, nodes, profile.held_back_cores, profile.agent_flags)
+    if profile.launcher == "pals":
+        return PalsLauncher(run_dir, nodes, profile.held_back_cores, profile.agent_flags)
+    raise ValueError(f"unknown launcher {profile.launcher!r}")

@@ -184,25 +184,59 @@ class Agent:
         return 0
 
 
+def node_name(args, env=os.environ) -> str:
+    """This node's name, as the launcher knows it (fake Slurm nodes share one hostname)."""
+    if args.node:
+        return args.node
+    if args.node_from == "slurm" and env.get("SLURMD_NODENAME"):
+        return env["SLURMD_NODENAME"]
+    if args.node_from == "rank" and args.node_list:
+        nodes = args.node_list.split(",")
+        for var in ("PALS_NODEID", "PMI_RANK", "PMIX_RANK", "SLURM_NODEID"):
+            if env.get(var, "").isdigit() and int(env[var]) < len(nodes):
+                return nodes[int(env[var])]
+    return socket.gethostname()
+
+
+def clean_environment(env=os.environ) -> None:
+    """Drop what the launcher step that started us set for its own tasks: a step
+    inheriting PMI_* cannot initialise MPI, and SLURM_CPU_BIND, SLURM_DISTRIBUTION or
+    SLURM_NTASKS* would silently change how an MPI step's srun binds and lays out ranks."""
+    from fleet.mpi import is_leaked
+    for name in [n for n in env if is_leaked(n)]:
+        del env[name]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m fleet.node.agent")
     ap.add_argument("--connect", required=True, help="the coordinator's agent endpoint")
-    ap.add_argument("--node", required=True, help="this node's name")
+    ap.add_argument("--node", default="", help="this node's name (default: from --node-from)")
+    ap.add_argument("--node-from", choices=("slurm", "rank", "hostname"), default="hostname",
+                    help="where the name comes from: SLURMD_NODENAME, this rank in --node-list, or hostname")
+    ap.add_argument("--node-list", default="", help="the allocation's nodes, in rank order")
     ap.add_argument("--cores", default="", help="core ids to offer (default: what this node allows)")
+    ap.add_argument("--hold-back", default="", help="core ids the site keeps for itself")
     ap.add_argument("--memory", type=int, default=0, help="bytes to offer (default: what this node reports)")
     ap.add_argument("--preload", default="")
     ap.add_argument("--join-timeout", type=float, default=60.0)
     args = ap.parse_args(argv)
     # Stop (cleanly: SIGTERM) when whatever started us dies, e.g. a coordinator killed with -9.
     child.set_pdeathsig(signal.SIGTERM)
+    args.node = node_name(args)
     # The keys are ours alone: steps (children of the zygote) must not inherit them.
     args.curve = os.environ.pop("FLEET_CURVE", "")
+    clean_environment()
     zygote, req_w, rep_r = start_zygote(args.preload)
     hello = pipe.read_message(rep_r)
     from fleet.node import probe
-    cores = [int(c) for c in args.cores.split(",") if c] or list(probe.usable_cores())
+    held = {int(c) for c in args.hold_back.split(",") if c}
+    cores = [int(c) for c in args.cores.split(",") if c] or [c for c in probe.usable_cores() if c not in held]
     memory = args.memory or probe.node_memory()
-    gpus = list(probe.visible_gpus())
+    try:
+        gpus = list(probe.visible_gpus())
+    except ValueError as e:
+        print(f"fleet agent {args.node}: offering no GPUs: {e}", file=sys.stderr, flush=True)
+        gpus = []
     agent = Agent(args, zygote, req_w, rep_r, hello)
     if not isinstance(hello, pipe.Hello):
         reason = hello.reason if isinstance(hello, pipe.Refused) else "the zygote exited before saying hello"
