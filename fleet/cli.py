@@ -173,40 +173,66 @@ def run(suite, run_dir, force, serial, nodes):
 
 
 @main.command()
-@click.option("--run-dir", type=click.Path(file_okay=False), default=None)
+@click.option("--run-dir", type=click.Path(file_okay=False), default=None,
+              help="the fleet's run directory (default: $FLEET_RUN_DIR, else the current directory)")
+@click.option("--connection", "conn_file", type=click.Path(dir_okay=False), default=None,
+              help="a copy of the fleet's connection file (fleet.json), mode 0600")
+@click.option("--via", default=None, metavar="HOST:PORT", help="reach the coordinator through a forwarded port (ssh -L)")
+@click.option("--ssh", "login", default=None, metavar="[USER@]LOGIN",
+              help="build the tunnel through LOGIN with ssh (and read the connection file there if it is not here)")
+@click.option("--ssh-option", multiple=True, help="extra ssh options, e.g. '-p 2222' or '-F config' (repeatable)")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
-def status(run_dir, as_json):
-    """What the fleet in the run directory is doing."""
-    from .client import Client, FleetError, find
-    from .connection import ConnectionError_
-    from .protocol import Status
-    run_dir = Path(run_dir or _default_run_dir()).resolve()
-    try:
-        conn = find(run_dir)
-    except ConnectionError_ as e:
-        raise click.ClickException(str(e))
-    if conn is None:
-        raise click.ClickException(f"no fleet is up in {run_dir}")
-    c = Client(conn)
-    try:
-        st = c.ask(Status(), timeout=10).status
-    except FleetError as e:
-        raise click.ClickException(str(e))
-    finally:
-        c.close()
-    if as_json:
-        click.echo(json.dumps(st, indent=1, sort_keys=True))
-        return
+@click.option("--watch", is_flag=True, help="redraw in place until interrupted")
+@click.option("--interval", type=float, default=1.0, help="seconds between redraws with --watch")
+def status(run_dir, conn_file, via, login, ssh_option, as_json, watch, interval):
+    """What a fleet is doing: nodes, steps by state, running steps, recent failures."""
+    import contextlib
     import time as _t
-    click.echo(f"fleet in {st['run_dir']}, up {(_t.time() - st['up_since']):.0f} s, coordinator pid {st['pid']}")
-    for n in st["nodes"]:
-        if not n.get("alive"):
-            click.echo(f"  {n['node']:<12} LOST")
-            continue
-        click.echo(f"  {n['node']:<12} cores {n['cores_busy']}/{n['cores']}  gpus {n['gpus_busy']}/{n['gpus']}"
-                   f"  memory held {format_memory(n['memory_held'])}/{format_memory(n['memory'])}")
-    click.echo("  steps: " + ", ".join(f"{k} {v}" for k, v in sorted(st["counts"].items())) if st["counts"] else "  no steps")
-    for r in st["running"]:
-        click.echo(f"  running {r['step']} on {r['node']} ({r['cores']} cores, {r['elapsed_s']:.1f} s)")
-    for f in st["failures"]:
-        click.echo(f"  {f['outcome']} {f['step']}: {f['reason']}")
+    from . import connection as _conn
+    from .client import Client, FleetError, find
+    from .protocol import Status
+    from .statusview import render
+    from .tunnel import Tunnel, TunnelError, fetch_connection
+    run_dir = Path(run_dir or _default_run_dir())
+    try:
+        if conn_file:
+            conn = _conn.read(Path(conn_file))
+        elif login and not _conn.path_in(run_dir.resolve()).exists():
+            conn = fetch_connection(login, str(run_dir / _conn.NAME), list(ssh_option))
+        else:
+            conn = find(run_dir.resolve())
+            if conn is None:
+                raise click.ClickException(f"no fleet is up in {run_dir.resolve()}")
+    except (_conn.ConnectionError_, TunnelError) as e:
+        raise click.ClickException(str(e))
+    with contextlib.ExitStack() as stack:
+        endpoint = None
+        if via:
+            host, _, port = via.rpartition(":")
+            if not host or not port.isdigit():
+                raise click.UsageError("--via takes HOST:PORT")
+            endpoint = f"tcp://{host}:{port}"
+        elif login:
+            try:
+                endpoint = stack.enter_context(Tunnel(login, conn.client, list(ssh_option)))
+            except TunnelError as e:
+                raise click.ClickException(str(e))
+        c = Client(conn, endpoint)
+        stack.callback(c.close)
+        try:
+            while True:
+                try:
+                    st = c.ask(Status(), timeout=10).status
+                except FleetError as e:
+                    raise click.ClickException(str(e))
+                if as_json:
+                    click.echo(json.dumps(st, sort_keys=True))
+                elif watch:
+                    click.echo("\033[H\033[2J" + render(st), nl=True)
+                else:
+                    click.echo(render(st))
+                if not watch:
+                    return
+                _t.sleep(interval)
+        except KeyboardInterrupt:
+            return

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import signal
 import socket
 import sys
@@ -33,6 +34,8 @@ from .scheduler import (Blocked, Finished, Ignored, NodeJoined, NodeLost, Retry,
                         Skipped, Start, StepExited, Submitted, Unrunnable, Wait)
 
 log = logging.getLogger("fleet.coordinator")
+
+STATUS_RUNNING = 500  # running steps listed in one status answer
 
 
 @dataclass
@@ -95,6 +98,8 @@ class Coordinator:
         self.stopping = False
         self.ready = False
         self._warned: set[str] = set()
+        self.dropped: dict[str, int] = {}
+        self._joining: list[NodeSpec] = []
 
     # -- lifecycle ------------------------------------------------------------------
     def serve(self) -> int:
@@ -186,9 +191,12 @@ class Coordinator:
                     self._reply(sock, ident, P.Error(f"internal error handling {type(msg).__name__}: {e}"))
 
     def _warn(self, key: str, text: str) -> None:
-        if key not in self._warned:  # log each kind once: garbage must not flood the log
+        """Log the first of each kind of dropped input, and count them all: garbage
+        must neither flood the log nor grow memory (keys are a small fixed set)."""
+        self.dropped[key] = self.dropped.get(key, 0) + 1
+        if key not in self._warned:
             self._warned.add(key)
-            log.warning(text)
+            log.warning("%s (further ones of this kind are counted, not logged)", text)
 
     def _reply(self, sock, ident: bytes, msg) -> None:
         try:
@@ -244,8 +252,16 @@ class Coordinator:
         self.events.write(now, "node_joined", node=msg.node, host=msg.host, cores=list(msg.cores),
                           gpus=list(msg.gpus), memory=msg.memory, pid=msg.pid, zygote_pid=msg.zygote_pid)
         self._reply(self.agent_sock, ident, P.Welcome(msg.node, self.heartbeat_s, self.timeout_s))
-        self._act(self.sched.handle(NodeJoined(spec), now), now)
-        if not self.ready and sum(a.alive for a in self.agents.values()) >= self.expected:
+        if self.ready:
+            self._act(self.sched.handle(NodeJoined(spec), now), now)
+            return
+        # Agents join in whatever order the network delivers; the scheduler sees the
+        # nodes in one fixed order so that the same allocation gives the same decisions.
+        self._joining.append(spec)
+        if sum(a.alive for a in self.agents.values()) >= self.expected:
+            for node in sorted(self._joining, key=lambda n: _natural(n.name)):
+                self._act(self.sched.handle(NodeJoined(node), now), now)
+            self._joining.clear()
             self.ready = True
             connection.write(self.run_dir, connection.Connection(
                 client=self.client_endpoint, agents=self.agent_endpoint, pid=os.getpid(),
@@ -261,7 +277,7 @@ class Coordinator:
         except KeyError:
             view = None
         if view is None or view.state != S.RUNNING or view.attempt != msg.attempt:
-            self._warn(f"stale:{msg.step}:{msg.attempt}", f"dropped a stale exit report of {msg.step} attempt {msg.attempt}")
+            self._warn("stale exit", f"dropped a stale exit report of {msg.step} attempt {msg.attempt}")
             return
         rec = dict(step=msg.step, attempt=msg.attempt, node=node, outcome=msg.outcome,
                    returncode=msg.returncode, signal=msg.signal,
@@ -334,7 +350,7 @@ class Coordinator:
                 self.events.write(now, "skipped", step=d.step)
                 self._progress(d.step, S.SKIPPED, 0, "already succeeded", final=True)
             elif isinstance(d, Ignored):
-                self._warn(f"ignored:{d.what}", d.what)
+                self._warn("ignored", d.what)
 
     def _progress(self, step: str, outcome: str, attempt: int, reason: str, final: bool) -> None:
         if outcome in (S.FAILED, S.TERMINATED, S.LOST, S.UNRUNNABLE):
@@ -468,25 +484,34 @@ class Coordinator:
     def status(self) -> dict:
         now = time.time()
         nodes = []
-        for a in self.agents.values():
-            if self.sched.pool.has(a.node):
+        specs = {n.name: n for n in self.sched.pool.nodes()}
+        for a in sorted(self.agents.values(), key=lambda a: _natural(a.node)):
+            spec = specs.get(a.node)
+            if spec is not None:
                 free_c, free_g, free_m = self.sched.pool.free_on(a.node)
-                spec = next(n for n in self.sched.pool.nodes() if n.name == a.node)
                 nodes.append(dict(node=a.node, host=a.host, alive=a.alive, cores=len(spec.cores),
                                   cores_busy=len(spec.cores) - free_c, gpus=len(spec.gpus),
                                   gpus_busy=len(spec.gpus) - free_g, memory=spec.memory,
                                   memory_held=spec.memory - free_m))
             else:
                 nodes.append(dict(node=a.node, host=a.host, alive=False))
+        views = self.sched.running()
+        # A bounded answer, whatever the allocation's size: the first STATUS_RUNNING
+        # running steps in start order, and how many run in all.
         running = [dict(step=v.id, node=v.placement[0].node if v.placement else None,
                         cores=sum(len(s.cores) for s in v.placement), attempt=v.attempt,
                         elapsed_s=round(now - v.started_at, 3) if v.started_at else None)
-                   for v in self.sched.running()]
+                   for v in views[:STATUS_RUNNING]]
         return dict(up_since=self.started, run_dir=str(self.run_dir), pid=os.getpid(),
-                    nodes=nodes, counts=self.sched.counts(), running=running,
-                    failures=self.failures[-10:],
+                    nodes=nodes, counts=self.sched.counts(), running=running, running_total=len(views),
+                    failures=self.failures[-10:], dropped=dict(self.dropped),
                     submissions=[dict(id=s.id, suite=s.suite, steps=len(s.steps),
                                       finished=len(s.steps) - s.remaining) for s in self.subs.values()])
+
+
+def _natural(name: str) -> list:
+    """node2 before node10."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
 
 
 def main(argv: list[str] | None = None) -> int:
