@@ -107,6 +107,28 @@ def simulate(suite, nodes, cores_per_node, memory_per_node, gpus_per_node, as_js
         click.echo(f"  speedup       {r.work_s / r.makespan_s:10.2f} x against one at a time")
 
 
+@main.command()
+@click.argument("run_dir", type=click.Path(exists=True))
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object")
+@click.option("--trace", type=click.Path(dir_okay=False), default=None,
+              help="write a Chrome trace-event JSON (Perfetto, chrome://tracing)")
+@click.option("--html", "html_file", type=click.Path(dir_okay=False), default=None,
+              help="write one self-contained HTML page: timeline, utilization, summary")
+@click.option("--session", type=int, default=-1, show_default=True,
+              help="which fleet session of the stream (1 = the first, -1 = the last)")
+def report(run_dir, as_json, trace, html_file, session):
+    """What the run in RUN_DIR did, from its event stream (a run in progress too):
+    wall time, the steps' own work and startup, the dependency floor, utilization,
+    failures and what waiting steps waited for. See docs/report.md."""
+    from .report import command
+    code, out, msgs = command(run_dir, as_json, trace, html_file, session)
+    for m in msgs:
+        click.echo(m, err=True)
+    if out:
+        click.echo(out)
+    sys.exit(code)
+
+
 # --- a running fleet ---------------------------------------------------------------------
 
 def _default_run_dir() -> str:
@@ -122,7 +144,10 @@ def _default_run_dir() -> str:
 @click.option("--nodes", type=click.IntRange(1), default=1, help="with --local: split this machine's cores into K pretend nodes")
 @click.option("--preload", default="", help="modules every zygote imports once, comma-separated")
 @click.option("--timeout", type=float, default=120.0, help="seconds to wait for every agent to join")
-def up(run_dir, local, machine, nodes, preload, timeout):
+@click.option("--heartbeat", type=click.FloatRange(min=0.05), default=1.0, help="seconds between heartbeats")
+@click.option("--heartbeat-timeout", type=click.FloatRange(min=0.5), default=10.0,
+              help="seconds of silence after which an agent is lost (its steps are retried elsewhere)")
+def up(run_dir, local, machine, nodes, preload, timeout, heartbeat, heartbeat_timeout):
     """Start a coordinator and one agent per node; return when all have joined."""
     from .client import FleetError, up as start
     from .profiles import ProfileError, detect, load
@@ -134,7 +159,8 @@ def up(run_dir, local, machine, nodes, preload, timeout):
         raise click.ClickException(str(e))
     try:
         conn = start(run_dir, nodes=nodes, machine=profile.name,
-                     preload=tuple(m for m in preload.split(",") if m), timeout=timeout)
+                     preload=tuple(m for m in preload.split(",") if m), timeout=timeout,
+                     extra=["--heartbeat", str(heartbeat), "--timeout", str(heartbeat_timeout)])
     except FleetError as e:
         raise click.ClickException(str(e))
     click.echo(f"fleet up on {profile.name}: coordinator pid {conn.pid} on {conn.host}, run dir {run_dir}")
@@ -145,8 +171,13 @@ def up(run_dir, local, machine, nodes, preload, timeout):
 def down(run_dir):
     """Stop the coordinator, every agent and every step they started."""
     from .client import down as stop
+    from .client import FleetError
     run_dir = Path(run_dir or _default_run_dir()).resolve()
-    if stop(run_dir):
+    try:
+        stopped = stop(run_dir)
+    except FleetError as e:
+        raise click.ClickException(str(e))
+    if stopped:
         click.echo(f"fleet down: {run_dir}")
     else:
         click.echo(f"no fleet was up in {run_dir}")
@@ -160,7 +191,20 @@ def down(run_dir):
 @click.option("--serial", is_flag=True, help="one step at a time, in setup order")
 @click.option("--nodes", type=click.IntRange(1), default=1,
               help="pretend nodes for an embedded local fleet (when none is up)")
-def run(suite, run_dir, force, serial, nodes):
+@click.option("--shard", default="", metavar="I/N",
+              help="run only the tasks shard I of N owns (task id mod N, or a stable hash)")
+@click.option("--new-generation", is_flag=True, help="with --shard: accept a shard count other than the recorded one")
+@click.option("--no-wait-foreign", is_flag=True,
+              help="with --shard: refuse steps that depend on another shard's steps instead of waiting for them")
+@click.option("--stale-after", type=click.FloatRange(min=0), default=600.0,
+              help="embedded fleet: adopt another fleet's claim not refreshed for this many seconds")
+@click.option("--max-attempts", type=click.IntRange(0), default=5,
+              help="embedded fleet: attempts of a step across all fleets before it is stopped (0: no limit)")
+@click.option("--heartbeat", type=click.FloatRange(min=0.05), default=1.0, help="embedded fleet: heartbeat interval")
+@click.option("--heartbeat-timeout", type=click.FloatRange(min=0.5), default=10.0,
+              help="embedded fleet: silence after which an agent is lost")
+def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_foreign, stale_after,
+        max_attempts, heartbeat, heartbeat_timeout):
     """Run SUITE on the fleet that is up (or an embedded local one); exit 0 only if
     every step succeeded, 1 if any did not, 2 if the suite is invalid."""
     from .runner import run_suite
@@ -169,7 +213,17 @@ def run(suite, run_dir, force, serial, nodes):
     except SuiteError as e:
         _invalid(e)
     target = Path(run_dir or os.environ.get("FLEET_RUN_DIR") or s.run_dir).resolve()
-    sys.exit(run_suite(Path(suite).resolve(), s, target, force=force, serial=serial, nodes=nodes))
+    if shard:
+        from .shard import ShardError, parse
+        try:
+            parse(shard)
+        except ShardError as e:
+            raise click.UsageError(str(e))
+    options = ["--stale-after", str(stale_after), "--max-attempts", str(max_attempts),
+               "--heartbeat", str(heartbeat), "--timeout", str(heartbeat_timeout)]
+    sys.exit(run_suite(Path(suite).resolve(), s, target, force=force, serial=serial, nodes=nodes,
+                       shard=shard, new_generation=new_generation, wait_foreign=not no_wait_foreign,
+                       fleet_options=options))
 
 
 @main.command()
@@ -200,10 +254,10 @@ def status(run_dir, conn_file, via, login, ssh_option, as_json, watch, interval)
         elif login and not _conn.path_in(run_dir.resolve()).exists():
             conn = fetch_connection(login, str(run_dir / _conn.NAME), list(ssh_option))
         else:
-            conn = find(run_dir.resolve())
+            conn = find(run_dir.resolve(), embedded=True)
             if conn is None:
                 raise click.ClickException(f"no fleet is up in {run_dir.resolve()}")
-    except (_conn.ConnectionError_, TunnelError) as e:
+    except (_conn.ConnectionError_, TunnelError, FleetError) as e:
         raise click.ClickException(str(e))
     with contextlib.ExitStack() as stack:
         endpoint = None
@@ -236,3 +290,32 @@ def status(run_dir, conn_file, via, login, ssh_option, as_json, watch, interval)
                 _t.sleep(interval)
         except KeyboardInterrupt:
             return
+
+
+@main.command()
+@click.argument("run_dir", type=click.Path(file_okay=False, exists=True))
+@click.option("--suite", "suite_path", type=click.Path(dir_okay=False), default=None,
+              help="also expect every step of this suite")
+@click.option("--stale-after", type=click.FloatRange(min=0), default=600.0, help="seconds after which a claim is stale")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object")
+def audit(run_dir, suite_path, stale_after, as_json):
+    """Every step of RUN_DIR as succeeded, failed, stopped, running or missing, and any
+    step that succeeded more than once. Exits 1 on missing or duplicated steps."""
+    from .audit import audit as do_audit
+    steps = ()
+    if suite_path:
+        try:
+            steps = checked_suite(suite_path, check_inputs=False)[0].steps
+        except SuiteError as e:
+            _invalid(e)
+    a = do_audit(Path(run_dir), steps, stale_after)
+    if as_json:
+        click.echo(json.dumps(a.to_json(), indent=1, sort_keys=True))
+    else:
+        for sid, s in a.steps.items():
+            extra = f"  ({s.reason})" if s.reason else ""
+            dup = f"  DUPLICATE: {s.successes} successful attempts" if s.successes > 1 else ""
+            click.echo(f"{s.status:<11} {sid}{extra}{dup}")
+        counts = a.to_json()["counts"]
+        click.echo(", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "no steps")
+    sys.exit(0 if a.ok else 1)

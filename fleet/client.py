@@ -67,51 +67,89 @@ class Client:
         self.sock.close(0)
 
 
-def find(run_dir: Path) -> connection.Connection | None:
-    """The live fleet in run_dir, or None (a stale connection file is removed)."""
-    path = connection.path_in(run_dir)
-    if not path.exists():
-        return None
-    conn = connection.read(path)
-    if conn.host == socket.gethostname() and not _alive(conn.pid):
-        connection.remove(run_dir)
-        return None
-    return conn
+def find(run_dir: Path, embedded: bool = False) -> connection.Connection | None:
+    """The live fleet started by `fleet up` in run_dir (with embedded=True, failing
+    that, the newest live fleet that a `fleet run` embeds there), or None. A stale
+    connection file of this host is removed."""
+    run_dir = Path(run_dir)
+    paths = [connection.path_in(run_dir)]
+    if embedded:
+        paths += sorted(run_dir.glob("fleet-*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for path in paths:
+        if not path.exists():
+            continue
+        try:
+            conn = connection.read(path)
+        except connection.ConnectionError_ as e:  # unsafe or unreadable: a clear error, not a traceback
+            raise FleetError(str(e)) from None
+        if conn.host == socket.gethostname() and not _alive(conn.pid):
+            path.unlink(missing_ok=True)
+            continue
+        return conn
+    return None
+
+
+def embedded_name() -> str:
+    """The private connection file of a fleet that one `fleet run` brings up for itself:
+    never fleet.json, so other runs on the same directory start fleets of their own."""
+    return f"fleet-{socket.gethostname()}-{os.getpid()}.json"
 
 
 def up(run_dir: Path, nodes: int = 1, machine: str = "local", preload: tuple[str, ...] = (),
-       timeout: float = 120.0, extra: list[str] | None = None) -> connection.Connection:
+       timeout: float = 120.0, extra: list[str] | None = None, name: str = connection.NAME) -> connection.Connection:
     """Start a coordinator (which starts the agents) in the background; return when
     every agent has joined and the connection file is written."""
     run_dir = Path(run_dir).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
-    if find(run_dir) is not None:
+    if name == connection.NAME and find(run_dir) is not None:
         raise FleetError(f"a fleet is already up in {run_dir} (fleet down --run-dir {run_dir})")
     logf = open(run_dir / "coordinator.log", "ab")
     argv = [sys.executable, "-m", "fleet.coordinator", "--run-dir", str(run_dir), "--nodes", str(nodes),
-            "--machine", machine, "--preload", ",".join(preload), *(extra or [])]
+            "--machine", machine, "--preload", ",".join(preload), "--connection-name", name, *(extra or [])]
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, start_new_session=True)
     logf.close()
     deadline = time.monotonic() + timeout
-    path = connection.path_in(run_dir)
+    path = run_dir / name
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise FleetError(f"the coordinator exited with status {proc.returncode} before the fleet was up; "
                              f"see {run_dir / 'coordinator.log'}:\n" + _tail(run_dir / "coordinator.log"))
         if path.exists():
             try:
-                return connection.read(path)
+                conn = connection.read(path)
             except (connection.ConnectionError_, ValueError):
-                pass  # being written
+                conn = None  # being written
+            if conn is not None and conn.pid != proc.pid:
+                # Another `fleet up` won the race for this run directory; ours stops itself.
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+                raise FleetError(f"a fleet is already up in {run_dir} (coordinator pid {conn.pid}; "
+                                 f"fleet down --run-dir {run_dir})")
+            if conn is not None:
+                return conn
         time.sleep(0.02)
-    down(run_dir, pid=proc.pid)
+    down(run_dir, pid=proc.pid, name=name)
     raise FleetError(f"the fleet did not come up within {timeout:.0f} s; see {run_dir / 'coordinator.log'}")
 
 
-def down(run_dir: Path, pid: int | None = None, timeout: float = 20.0) -> bool:
-    """Stop the fleet in run_dir: ask, then insist. True if one was running."""
+def down(run_dir: Path, pid: int | None = None, timeout: float = 20.0,
+         name: str = connection.NAME) -> bool:
+    """Stop the fleet in run_dir whose connection file is `name`: ask, then insist.
+    True if one was running."""
     run_dir = Path(run_dir).resolve()
-    conn = find(run_dir)
+    conn = None
+    path = run_dir / name
+    if path.exists():
+        try:
+            conn = connection.read(path)
+        except connection.ConnectionError_ as e:
+            raise FleetError(str(e)) from None
+        if conn.host == socket.gethostname() and not _alive(conn.pid):
+            path.unlink(missing_ok=True)
+            conn = None
     if conn is not None:
         pid = conn.pid
         c = Client(conn)

@@ -39,8 +39,9 @@ def path_in(run_dir: Path) -> Path:
     return Path(run_dir) / NAME
 
 
-def write(run_dir: Path, conn: Connection) -> Path:
-    path = path_in(run_dir)
+def write(run_dir: Path, name: str, conn: Connection) -> Path:
+    """Create the connection file `name` in run_dir: exclusively, mode 0600."""
+    path = Path(run_dir) / name
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
         json.dump(asdict(conn), f, indent=1)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import zmq
 
-from . import connection, mpi, protocol as P, security, store
+from . import connection, mpi, protocol as P, security, shard, store
 from . import states as S
 from .checks import checked_suite
 from .events import EventLog
@@ -30,8 +30,8 @@ from .launch import Launcher, launcher_for
 from .profiles import Profile, ProfileError, detect, load as load_profile
 from .problems import SuiteError
 from .resources import NodeSpec
-from .scheduler import (Blocked, Finished, Ignored, NodeJoined, NodeLost, Retry, Scheduler,
-                        Skipped, Start, StepExited, Submitted, Unrunnable, Wait)
+from .scheduler import (Blocked, Elsewhere, Finished, Ignored, NodeJoined, NodeLost, Reclaim, Retry,
+                        Scheduler, Settled, Skipped, Start, StepExited, Submitted, Unrunnable, Wait)
 
 log = logging.getLogger("fleet.coordinator")
 
@@ -60,8 +60,15 @@ class _Submission:
 class Coordinator:
     def __init__(self, run_dir: Path, nodes: int, launcher: Launcher, *, bind_host: str = "127.0.0.1",
                  heartbeat_s: float = 1.0, timeout_s: float = 10.0, join_timeout_s: float = 60.0,
-                 preload: tuple[str, ...] = (), profile: Profile | None = None, advertise: str = ""):
+                 preload: tuple[str, ...] = (), profile: Profile | None = None, advertise: str = "",
+                 stale_after: float = 600.0, max_attempts: int = 5, connection_name: str = connection.NAME):
         self.run_dir = Path(run_dir).resolve()
+        # This fleet among all that may share the run directory (claims name it).
+        self.fleet_id = f"{socket.gethostname()}-{os.getpid()}-{os.urandom(3).hex()}"
+        self.stale_after = stale_after
+        self.max_attempts = max_attempts
+        self.connection_name = connection_name
+        self.elsewhere: dict[str, tuple[str, float, bool]] = {}  # step -> (holder, since, foreign)
         self.expected = nodes
         self.launcher = launcher
         self.heartbeat_s = heartbeat_s
@@ -105,14 +112,17 @@ class Coordinator:
     def serve(self) -> int:
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
-        self.events.write(time.time(), "fleet_starting", nodes=self.expected, pid=os.getpid())
+        self.events.write(time.time(), "fleet_starting", nodes=self.expected, pid=os.getpid(), fleet=self.fleet_id,
+                          machine=self.profile.name)
         self.launcher.start(self.agent_endpoint, self.expected, self.preload,
-                            {security.AGENT_ENV: self.keys.agent_env()})
+                            {security.AGENT_ENV: self.keys.agent_env(),
+                             "FLEET_HEARTBEAT": f"{self.heartbeat_s},{self.timeout_s}"})
         deadline = time.monotonic() + self.join_timeout_s
         poller = zmq.Poller()
         poller.register(self.agent_sock, zmq.POLLIN)
         poller.register(self.client_sock, zmq.POLLIN)
         next_beat = time.monotonic()
+        next_claims = time.monotonic() + self._claim_period()
         code = 0
         try:
             while not self.stopping:
@@ -137,6 +147,9 @@ class Coordinator:
                 if time.monotonic() >= next_beat:
                     self._beat()
                     next_beat = time.monotonic() + self.heartbeat_s
+                if time.monotonic() >= next_claims:
+                    self._tend_claims()
+                    next_claims = time.monotonic() + self._claim_period()
                 self.events.flush()
         finally:
             self._teardown()
@@ -158,7 +171,10 @@ class Coordinator:
         self.events.write(time.time(), "fleet_down")
         self.events.close()
         if self.ready:
-            connection.remove(self.run_dir)
+            try:
+                (self.run_dir / self.connection_name).unlink()
+            except FileNotFoundError:
+                pass
         self.agent_sock.close(0)
         self.client_sock.close(0)
         self.auth.stop()
@@ -181,12 +197,21 @@ class Coordinator:
                 self._warn(f"bad:{type(e).__name__}", f"dropped a malformed message: {e}")
                 if isinstance(e, P.VersionMismatch):
                     self._reply(sock, ident, P.Error(str(e)))
+                    if sock is self.agent_sock and not self.ready:
+                        # Our own agent (it has the agent key) cannot work with us: say so now.
+                        self.launcher.note_failure(f"an agent speaks {e}")
                 continue
             try:
                 handler(ident, msg)
             except Exception as e:
-                # A bug must not stop the fleet, nor leave a client waiting for nothing.
-                log.exception("handling %s failed", type(msg).__name__)
+                # A bug (or a well-keyed peer's ill-typed fields) must not stop the fleet, nor
+                # flood the log, nor leave a client waiting for nothing.
+                key = f"error:{type(msg).__name__}"
+                self.dropped[key] = self.dropped.get(key, 0) + 1
+                if key not in self._warned:
+                    self._warned.add(key)
+                    log.exception("handling %s failed (further failures of this kind are counted, not logged)",
+                                  type(msg).__name__)
                 if sock is self.client_sock:
                     self._reply(sock, ident, P.Error(f"internal error handling {type(msg).__name__}: {e}"))
 
@@ -229,6 +254,10 @@ class Coordinator:
         agent = self.agents.get(node) if node else None
         if agent is None or not agent.alive:
             self._warn(f"unknown:{type(msg).__name__}", f"dropped {type(msg).__name__} from an unknown or lost agent")
+            if agent is not None and not isinstance(msg, P.Ok):
+                # A lost agent that wakes up (SIGCONT, a healed network) must stop at once:
+                # its steps have been given to others.
+                self._reply(self.agent_sock, ident, P.Shutdown(grace=0.0))
             return
         agent.last_seen = time.monotonic()
         if isinstance(msg, P.Heartbeat):
@@ -262,12 +291,21 @@ class Coordinator:
             for node in sorted(self._joining, key=lambda n: _natural(n.name)):
                 self._act(self.sched.handle(NodeJoined(node), now), now)
             self._joining.clear()
+            try:
+                connection.write(self.run_dir, self.connection_name, connection.Connection(
+                    client=self.client_endpoint, agents=self.agent_endpoint, pid=os.getpid(),
+                    host=socket.gethostname(), started=self.started, run_dir=str(self.run_dir),
+                    server_key=self.keys.server_public, client_public=self.keys.client_public,
+                    client_secret=self.keys.client_secret))
+            except FileExistsError:
+                # Another coordinator won the race for this run directory: stop, and
+                # leave its connection file alone (not ready: teardown does not remove it).
+                log.error("%s appeared while this fleet was starting: another fleet is up in %s; stopping",
+                          self.run_dir / self.connection_name, self.run_dir)
+                self.events.write(now, "fleet_failed", reason="another fleet is up in this run directory")
+                self.stopping = True
+                return
             self.ready = True
-            connection.write(self.run_dir, connection.Connection(
-                client=self.client_endpoint, agents=self.agent_endpoint, pid=os.getpid(),
-                host=socket.gethostname(), started=self.started, run_dir=str(self.run_dir),
-                server_key=self.keys.server_public, client_public=self.keys.client_public,
-                client_secret=self.keys.client_secret))
             self.events.write(now, "fleet_up", nodes=sorted(self.agents))
 
     def _exited(self, node: str, msg: P.Exited, now: float) -> None:
@@ -276,7 +314,8 @@ class Coordinator:
             view = self.sched.view(msg.step)
         except KeyError:
             view = None
-        if view is None or view.state != S.RUNNING or view.attempt != msg.attempt:
+        if (view is None or view.state != S.RUNNING or view.attempt != msg.attempt
+                or (view.placement and view.placement[0].node != node)):  # not where it runs
             self._warn("stale exit", f"dropped a stale exit report of {msg.step} attempt {msg.attempt}")
             return
         rec = dict(step=msg.step, attempt=msg.attempt, node=node, outcome=msg.outcome,
@@ -303,9 +342,15 @@ class Coordinator:
                                    for n in neighbours) or "nothing"))
         rec["reason"] = reason
         self.events.write(now, "exit", **rec)
+        run_dir = self._run_dir_of(msg.step)
+        store.record_attempt(run_dir, msg.step, self.fleet_id, msg.attempt, {
+            "outcome": msg.outcome, "node": node, "reason": reason, "work_s": rec["work_s"],
+            "started_at": msg.work_start, "ended_at": msg.ended_at})
         if msg.outcome == S.SUCCEEDED and spec is not None:
-            store.write_done(self._run_dir_of(msg.step), spec, {
-                "attempt": msg.attempt, "node": node, "work_s": rec["work_s"], "ended_at": msg.ended_at})
+            store.write_done(run_dir, spec, {
+                "attempt": msg.attempt, "node": node, "work_s": rec["work_s"], "ended_at": msg.ended_at,
+                "fleet": self.fleet_id})
+            store.release(run_dir, msg.step, self.fleet_id)
         self._act(self.sched.handle(StepExited(msg.step, msg.attempt, msg.outcome, reason), now), now)
 
     def _beat(self) -> None:
@@ -318,6 +363,7 @@ class Coordinator:
                 a.alive = False
                 log.error("agent on %s missed heartbeats for %.1f s: lost", a.node, now_m - a.last_seen)
                 self.events.write(now, "node_lost", node=a.node, reason="missed heartbeats")
+                self._reply(self.agent_sock, a.identity, P.Shutdown(grace=0.0))  # read first if it wakes
                 self._act(self.sched.handle(NodeLost(a.node, "agent missed heartbeats"), now), now)
             else:
                 self._send_agent(a.node, P.Heartbeat("coordinator"))
@@ -338,19 +384,38 @@ class Coordinator:
             elif isinstance(d, Finished):
                 if d.outcome == S.LOST:
                     self.events.write(now, "exit", step=d.step, attempt=d.attempt, outcome=d.outcome, reason=d.reason)
-                self._progress(d.step, d.outcome, d.attempt, d.reason,
-                               final=self.sched.state(d.step) in S.FINAL)
+                    store.record_attempt(self._run_dir_of(d.step), d.step, self.fleet_id, d.attempt,
+                                         {"outcome": d.outcome, "reason": d.reason, "ended_at": now})
+                final = self.sched.state(d.step) in S.FINAL
+                if final and d.outcome != S.SUCCEEDED and d.step in self.specs:
+                    run_dir = self._run_dir_of(d.step)
+                    if d.step not in self.elsewhere:  # another fleet's outcome is its own to record
+                        store.write_final(run_dir, self.specs[d.step], d.outcome,
+                                          {"reason": d.reason, "attempt": d.attempt, "fleet": self.fleet_id, "at": now})
+                        store.release(run_dir, d.step, self.fleet_id)
+                self.elsewhere.pop(d.step, None)
+                self._progress(d.step, d.outcome, d.attempt, d.reason, final=final)
             elif isinstance(d, Blocked):
                 self.events.write(now, "blocked", step=d.step, because=d.because)
+                self._final(d.step, S.BLOCKED, f"dependency {d.because} did not succeed", now)
                 self._progress(d.step, S.BLOCKED, 0, f"dependency {d.because} did not succeed", final=True)
             elif isinstance(d, Unrunnable):
                 self.events.write(now, "unrunnable", step=d.step, reason=d.reason)
+                self._final(d.step, S.UNRUNNABLE, d.reason, now)
                 self._progress(d.step, S.UNRUNNABLE, 0, d.reason, final=True)
             elif isinstance(d, Skipped):
-                self.events.write(now, "skipped", step=d.step)
-                self._progress(d.step, S.SKIPPED, 0, "already succeeded", final=True)
+                where = self.elsewhere.pop(d.step, None)
+                self.events.write(now, "skipped", step=d.step, **({"by": where[0]} if where else {}))
+                self._progress(d.step, S.SKIPPED, 0, "succeeded in another fleet" if where else "already succeeded",
+                               final=True)
             elif isinstance(d, Ignored):
                 self._warn("ignored", d.what)
+
+    def _final(self, step: str, outcome: str, reason: str, now: float) -> None:
+        """Record on disk how a step ended here without success (for audits and other fleets)."""
+        spec = self.specs.get(step)
+        if spec is not None and step not in self.elsewhere:
+            store.write_final(self._run_dir_of(step), spec, outcome, {"reason": reason, "fleet": self.fleet_id, "at": now})
 
     def _progress(self, step: str, outcome: str, attempt: int, reason: str, final: bool) -> None:
         if outcome in (S.FAILED, S.TERMINATED, S.LOST, S.UNRUNNABLE):
@@ -366,6 +431,13 @@ class Coordinator:
         spec = self.specs[d.step]
         slot = d.placement[0]
         run_dir = self._run_dir_of(d.step)
+        c = store.claim(run_dir, spec, self.fleet_id, d.attempt, self.stale_after,
+                        max(self.max_attempts, spec.retries + 1) if self.max_attempts else 0)
+        if c.kind != store.Claim.OURS:
+            self._not_ours(d, c, now)
+            return
+        if c.adopted is not None:
+            self.events.write(now, "adopted", step=d.step, attempt=d.attempt, previous=c.adopted)
         self.events.write(now, "start", step=d.step, attempt=d.attempt, node=slot.node,
                           cores=[c for s in d.placement for c in s.cores],
                           gpus=[g for s in d.placement for g in s.gpus],
@@ -395,6 +467,47 @@ class Coordinator:
             env=env, gpu_vars=[self.profile.gpu_var] if self.profile.gpu_var and slot.gpus else [])
         if not self._send_agent(slot.node, msg):
             self._act(self.sched.handle(StepExited(d.step, d.attempt, S.LOST, f"could not reach the agent on {slot.node}"), now), now)
+
+    def _not_ours(self, d: Start, c, now: float) -> None:
+        """The step was decided but its claim says otherwise: hand it back."""
+        if c.kind == store.Claim.STOPPED:
+            self._act(self.sched.handle(StepExited(d.step, d.attempt, S.STOPPED, c.detail), now), now)
+            return
+        holder = (store.read_claim(self._run_dir_of(d.step), d.step) or ({}, 0))[0].get("fleet", "")
+        self.elsewhere[d.step] = (holder, now, False)
+        self.events.write(now, "elsewhere", step=d.step, attempt=d.attempt, holder=holder,
+                          reason=c.detail or "already succeeded")
+        self._act(self.sched.handle(Elsewhere(d.step, d.attempt, c.detail or "already succeeded"), now), now)
+        if c.kind == store.Claim.DONE:
+            self._act(self.sched.handle(Settled(d.step, S.SUCCEEDED), now), now)
+
+    def _claim_period(self) -> float:
+        return min(2.0, max(0.2, self.stale_after / 4))
+
+    def _tend_claims(self) -> None:
+        """Keep our claims fresh and look at steps other fleets hold."""
+        now = time.time()
+        for v in self.sched.running():
+            store.refresh(self._run_dir_of(v.id), v.id)
+        for step, (holder, since, foreign) in list(self.elsewhere.items()):
+            run_dir = self._run_dir_of(step)
+            spec = self.specs[step]
+            if store.is_done(run_dir, spec):
+                self._act(self.sched.handle(Settled(step, S.SUCCEEDED), now), now)
+                continue
+            final = store.read_final(run_dir, step)
+            if final is not None and final.get("at", 0) >= since and final.get("fleet") != self.fleet_id:
+                self._act(self.sched.handle(Settled(step, S.FAILED, f"{final.get('outcome')} in fleet "
+                                                    f"{final.get('fleet')}: {final.get('reason', '')}"), now), now)
+                continue
+            if foreign:
+                continue  # another shard's step: only its outcome settles it
+            cur = store.read_claim(run_dir, step)
+            if cur is None or store.holder_dead(cur[0]) or cur[1] >= self.stale_after:
+                self.elsewhere.pop(step, None)
+                why = "its claim was released" if cur is None else f"its claim by {cur[0].get('fleet')} went stale"
+                self.events.write(now, "reclaim", step=step, reason=why)
+                self._act(self.sched.handle(Reclaim(step, why), now), now)
 
     def _render_mpi(self, spec, d: Start, run_dir: Path, command, env: dict) -> tuple[list, list]:
         """The launcher command for an MPI step, with the files it reads written into
@@ -449,28 +562,38 @@ class Coordinator:
             old = self.specs.get(s.id)
             if old is not None and old.identity() != s.identity():
                 return P.SubmitReply(False, problems=[f"{s.source}: step '{s.id}': already submitted to this fleet with a different definition"])
+        steps, deps, foreign = suite.steps, graph.deps, set()
+        if msg.shard:
+            try:
+                steps, deps, foreign = self._shard(suite, graph, msg)
+            except (shard.ShardError, ValueError) as e:
+                return P.SubmitReply(False, problems=[str(e)] if not isinstance(e, _Problems) else e.args[0])
         done = set()
-        for s in suite.steps:
-            if msg.force:
+        for s in steps:
+            if msg.force and s.id not in foreign:
                 store.clear_done(self.run_dir, s)
             elif s.id not in self.specs and store.is_done(self.run_dir, s):
                 done.add(s.id)
         sid = len(self.subs) + 1
-        ids = [s.id for s in suite.steps]
+        ids = [s.id for s in steps]
         sub = _Submission(sid, str(msg.suite), ids, len(ids))
         self.subs[sid] = sub
-        for s in suite.steps:
+        for s in steps:
             self.specs.setdefault(s.id, s)
             self.step_subs.setdefault(s.id, []).append(sid)
         now = time.time()
         self.events.write(now, "submitted", submission=sid, suite=str(msg.suite), name=suite.name,
-                          steps=len(ids), skipped=len(done), serial=msg.serial, force=msg.force)
-        for s in suite.steps:
+                          steps=len(ids), skipped=len(done), serial=msg.serial, force=msg.force,
+                          shard=msg.shard, foreign=len(foreign))
+        for s in steps:
             self.events.write(now, "step", step=s.id, submission=sid, cores=s.cores, min_cores=s.min_cores,
-                              gpus=s.gpus, memory=s.memory, deps=list(graph.deps[s.id]),
-                              priority=s.priority, step_kind=s.kind, task=s.task)
+                              gpus=s.gpus, memory=s.memory, deps=list(deps[s.id]),
+                              priority=s.priority, step_kind=s.kind, task=s.task,
+                              **({"foreign": True} if s.id in foreign else {}))
+        for f in foreign - done:
+            self.elsewhere[f] = ("another shard", now, True)
         # Steps already known to this fleet (shared with an earlier suite) count from their state.
-        for s in suite.steps:
+        for s in steps:
             try:
                 st = self.sched.state(s.id)
             except KeyError:
@@ -478,8 +601,24 @@ class Coordinator:
             if st in S.FINAL:
                 sub.remaining -= 1
                 sub.finished.append([s.id, st, 0, "finished in an earlier submission"])
-        self._act(self.sched.handle(Submitted(suite.steps, graph.deps, frozenset(done), serial=msg.serial), now), now)
+        self._act(self.sched.handle(Submitted(tuple(steps), deps, frozenset(done), serial=msg.serial,
+                                              foreign=frozenset(foreign - done)), now), now)
         return P.SubmitReply(True, sid, len(ids), len(done))
+
+    def _shard(self, suite, graph, msg: P.Submit):
+        """This shard's steps, plus the other shards' steps they depend on (foreign:
+        waited for through their markers, never run here)."""
+        i, n = shard.parse(msg.shard)
+        owned = {s.id for s in suite.steps if shard.owner(s.task, n) == i}
+        foreign = {d for s in suite.steps if s.id in owned for d in graph.deps[s.id] if d not in owned}
+        if foreign and not msg.wait_foreign:
+            raise _Problems([f"{s.source}: step '{s.id}': field 'deps': depends on '{d}', which shard "
+                             f"{shard.owner(suite.step(d).task, n)}/{n} runs (--no-wait-foreign)"
+                             for s in suite.steps if s.id in owned for d in graph.deps[s.id] if d in foreign])
+        shard.record(self.run_dir, n, msg.new_generation)
+        steps = [s for s in suite.steps if s.id in owned or s.id in foreign]
+        deps = {s.id: (() if s.id in foreign else graph.deps[s.id]) for s in steps}
+        return steps, deps, foreign
 
     def status(self) -> dict:
         now = time.time()
@@ -509,6 +648,10 @@ class Coordinator:
                                       finished=len(s.steps) - s.remaining) for s in self.subs.values()])
 
 
+class _Problems(ValueError):
+    """Several problems, each already naming its file, step and field."""
+
+
 def _natural(name: str) -> list:
     """node2 before node10."""
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
@@ -525,6 +668,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--heartbeat", type=float, default=1.0)
     ap.add_argument("--timeout", type=float, default=10.0)
     ap.add_argument("--join-timeout", type=float, default=120.0)
+    ap.add_argument("--stale-after", type=float, default=600.0,
+                    help="seconds after which another fleet's unrefreshed claim may be adopted")
+    ap.add_argument("--max-attempts", type=int, default=5,
+                    help="attempts of a step across every fleet before it is stopped (0: no limit)")
+    ap.add_argument("--connection-name", default=connection.NAME)
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     preload = tuple(m for m in args.preload.split(",") if m)
@@ -546,7 +694,8 @@ def main(argv: list[str] | None = None) -> int:
     coord = Coordinator(run_dir, nodes, launcher_for(profile, run_dir, alloc_nodes),
                         bind_host=bind, heartbeat_s=args.heartbeat, timeout_s=args.timeout,
                         join_timeout_s=args.join_timeout, preload=preload, profile=profile,
-                        advertise=args.advertise)
+                        advertise=args.advertise, stale_after=args.stale_after, max_attempts=args.max_attempts,
+                        connection_name=args.connection_name)
     return coord.serve()
 
 

@@ -2,12 +2,14 @@
 
 Records are buffered and flushed once per turn of the coordinator's loop, so a burst
 of decisions costs one write, while a reader (fleet report, a test) never waits more
-than one turn for what happened.
+than one turn for what happened. Each flush is one write() to a file opened with
+O_APPEND, so fleets sharing a run directory interleave whole lines, never parts.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -16,7 +18,7 @@ class EventLog:
     def __init__(self, path: Path):
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._f = open(path, "a", encoding="utf-8")
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._pending: list[str] = []
 
     def write(self, t: float, kind: str, **fields: Any) -> None:
@@ -26,13 +28,14 @@ class EventLog:
 
     def flush(self) -> None:
         if self._pending:
-            self._f.write("\n".join(self._pending) + "\n")
-            self._f.flush()
+            data = ("\n".join(self._pending) + "\n").encode()
             self._pending.clear()
+            while data:
+                data = data[os.write(self._fd, data):]
 
     def close(self) -> None:
         self.flush()
-        self._f.close()
+        os.close(self._fd)
 
 
 def read_events(path: Path) -> Iterator[dict]:

@@ -88,7 +88,9 @@ def render_srun(placement: Placement, threads: int, command: list[str], flags: t
     choice of cores would conflict with the binding we ask for."""
     ranks = layout(placement, threads)
     nodes = [s.node for s in placement]
-    argv = ["srun", "--overlap", "-N", str(len(nodes)), "-n", str(len(ranks)), "-c", str(threads),
+    # No -c either: an explicit --cpus-per-task implies --exact (Slurm 22.05 says so), and the
+    # step then gets the CPUs Slurm picks, so binding to the scheduler's is refused.
+    argv = ["srun", "--overlap", "-N", str(len(nodes)), "-n", str(len(ranks)),
             "-m", "arbitrary", f"--mpi={mpi}"]
     files = {"hostfile": "".join(f"{node}\n" for node, _ in ranks)}
     env = {"SLURM_HOSTFILE": "{fleet}/hostfile"}
@@ -109,6 +111,7 @@ def render_srun(placement: Placement, threads: int, command: list[str], flags: t
 def render_pals(placement: Placement, threads: int, command: list[str], flags: tuple[str, ...] = ()) -> Rendered:
     """PALS mpiexec: --hosts, --ppn, --depth and --cpu-bind list:a,b:c,d; MPMD sections
     (one per node, each bound with its own list) when ranks or cores differ by node."""
+    layout(placement, threads)  # refuses cores that are not whole ranks, as srun and Hydra do
     lists = _per_node_lists(placement, threads)
     shared = _uniform(placement, threads)
     total = sum(len(x) for x in lists)

@@ -174,6 +174,9 @@ class Submit:
     suite: str          # absolute path of the suite file, read by the coordinator
     force: bool = False
     serial: bool = False
+    shard: str = ""     # "I/N": run only the tasks this shard owns
+    new_generation: bool = False
+    wait_foreign: bool = True
 
 
 @message("submitted")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from . import protocol as P
 from . import states as S
-from .client import Client, FleetError, down, find, up
+from .client import Client, FleetError, down, embedded_name, find, up
 from .suite import Suite
 
 POLL_S = 0.2
@@ -20,21 +20,25 @@ def _interrupt(signum, frame):
 
 
 def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, serial: bool = False,
-              nodes: int = 1, out=None) -> int:
-    """Run one suite to the end; the exit status of `fleet run` (0, 1 or 2)."""
+              nodes: int = 1, out=None, shard: str = "", new_generation: bool = False,
+              wait_foreign: bool = True, fleet_options: list[str] | None = None) -> int:
+    """Run one suite to the end; the exit status of `fleet run` (0, 1 or 2).
+
+    Uses the fleet `fleet up` started in run_dir; without one, brings up an embedded
+    local fleet (with `fleet_options` for its coordinator) for the duration of the run."""
     out = out or sys.stdout
     old = signal.signal(signal.SIGTERM, _interrupt)
-    embedded = False
+    embedded = None
     client = None
     try:
         conn = find(run_dir)
         if conn is None:
             print(f"fleet: no fleet is up in {run_dir}; starting an embedded local fleet "
                   f"({nodes} node(s))", file=sys.stderr, flush=True)
-            embedded = True
-            conn = up(run_dir, nodes=nodes, preload=suite.preload)
+            embedded = embedded_name()
+            conn = up(run_dir, nodes=nodes, preload=suite.preload, extra=fleet_options, name=embedded)
         client = Client(conn)
-        reply = client.ask(P.Submit(str(path), force, serial), timeout=60)
+        reply = client.ask(P.Submit(str(path), force, serial, shard, new_generation, wait_foreign), timeout=60)
         if not reply.ok:
             for p in reply.problems:
                 print(f"error: {p}", file=sys.stderr)
@@ -55,8 +59,15 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
         if client is not None:
             client.close()
         if embedded:
-            down(run_dir)
+            down(run_dir, name=embedded)
         signal.signal(signal.SIGTERM, old)
+
+
+def _alive(conn) -> bool:
+    """Whether the coordinator may still answer (only provable gone on its own host)."""
+    import socket
+    from .client import _alive as pid_alive
+    return conn.host != socket.gethostname() or pid_alive(conn.pid)
 
 
 def _follow(client: Client, reply: P.SubmitReply, suite: Suite, run_dir: Path, out) -> int:
@@ -71,7 +82,7 @@ def _follow(client: Client, reply: P.SubmitReply, suite: Suite, run_dir: Path, o
         try:
             pr = client.ask(P.Progress(reply.submission, since), timeout=3)
         except FleetError:
-            if find(run_dir) is None:
+            if not _alive(client.conn):
                 print(f"\nfleet: the fleet in {run_dir} went down before the suite finished", file=sys.stderr)
                 return 1
             continue  # busy, not gone: ask again

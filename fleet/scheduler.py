@@ -46,6 +46,7 @@ class Submitted:
     deps: Mapping[str, tuple[str, ...]] = field(hash=False)
     done: frozenset[str] = frozenset()
     serial: bool = False  # one step at a time, in setup order (priorities ignored)
+    foreign: frozenset[str] = frozenset()  # run by another fleet (shard): wait for its outcome
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,33 @@ class StepExited:
     reason: str = ""
 
 
-Event = Union[NodeJoined, NodeLost, Submitted, StepExited]
+@dataclass(frozen=True)
+class Elsewhere:
+    """The step just started is claimed by another live fleet: it runs there, not here."""
+
+    step: str
+    attempt: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Settled:
+    """Another fleet finished a step that is ELSEWHERE here (its marker appeared)."""
+
+    step: str
+    outcome: str  # succeeded | failed
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Reclaim:
+    """A step ELSEWHERE is ours to run after all (the other fleet's claim went stale)."""
+
+    step: str
+    reason: str = ""
+
+
+Event = Union[NodeJoined, NodeLost, Submitted, StepExited, Elsewhere, Settled, Reclaim]
 
 
 # --- decisions ------------------------------------------------------------------
@@ -203,6 +230,8 @@ class Scheduler:
             self._lost(event, now, out)
         elif isinstance(event, Submitted):
             self._submit(event, out)
+        elif isinstance(event, (Elsewhere, Settled, Reclaim)):
+            self._elsewhere(event, out)
         else:
             raise TypeError(f"not a scheduler event: {event!r}")
         self._schedule(now, out)
@@ -274,6 +303,9 @@ class Scheduler:
                 if dep.state not in S.GOOD:
                     job.unmet += 1
         for job in new:  # setup order; markers first so dependents see them
+            if job.spec.id in ev.foreign and job.spec.id not in ev.done:
+                self._set(job, "foreign")
+                continue
             if job.spec.id in ev.done:
                 self._set(job, "already_done")
                 out.append(Skipped(job.spec.id))
@@ -331,6 +363,11 @@ class Scheduler:
         if ev.outcome not in S.EXIT_OUTCOMES:
             raise ValueError(f"unknown outcome {ev.outcome!r}")
         self._stop_running(job)
+        if ev.outcome == S.STOPPED:
+            self._set(job, "stopped")
+            out.append(Finished(job.spec.id, job.attempt, S.STOPPED, ev.reason))
+            self._block_descendants(job, job.spec.id, out)
+            return
         if ev.outcome == S.SUCCEEDED:
             self._set(job, S.SUCCEEDED)
             out.append(Finished(job.spec.id, job.attempt, S.SUCCEEDED))
@@ -349,6 +386,34 @@ class Scheduler:
         self._set(job, ev.outcome)
         out.append(Finished(job.spec.id, job.attempt, ev.outcome, ev.reason))
         self._block_descendants(job, job.spec.id, out)
+
+    def _elsewhere(self, ev, out: list[Decision]) -> None:
+        job = self._jobs.get(ev.step)
+        if isinstance(ev, Elsewhere):
+            if job is None or job.state != S.RUNNING or job.attempt != ev.attempt:
+                out.append(Ignored(f"{ev.step!r} attempt {ev.attempt} is not running"))
+                return
+            self._stop_running(job)
+            self._set(job, "elsewhere")
+            out.append(Wait(job.spec.id, ev.reason))
+            return
+        if job is None or job.state != S.ELSEWHERE:
+            out.append(Ignored(f"{ev.step!r} is not elsewhere"))
+            return
+        if isinstance(ev, Reclaim):
+            self._set(job, "reclaim")
+            self._enqueue(job)
+        elif ev.outcome == S.SUCCEEDED:
+            self._set(job, "done_elsewhere")
+            out.append(Skipped(job.spec.id))
+            for dj in job.dependents:
+                dj.unmet -= 1
+                if dj.unmet == 0 and dj.state == S.WAITING and dj.demand is not None:
+                    self._make_ready(dj)
+        else:
+            self._set(job, "failed_elsewhere")
+            out.append(Finished(job.spec.id, job.attempt, S.FAILED, ev.reason or "failed in another fleet"))
+            self._block_descendants(job, job.spec.id, out)
 
     def _stop_running(self, job: _Job) -> None:
         self.pool.release(job.placement)

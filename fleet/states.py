@@ -8,6 +8,12 @@ retries left goes back to READY with the next attempt number. A step that ends
 without success blocks its descendants (BLOCKED) and nothing else. A step that can
 never fit the allocation is UNRUNNABLE. A step whose completion marker says it
 already succeeded is SKIPPED (counts as success for its dependents).
+
+Several fleets may share one run directory. A step another live fleet has claimed,
+or that belongs to another shard, is ELSEWHERE: it holds nothing here and waits for
+that fleet's marker (SKIPPED on success, FAILED otherwise), or comes back to READY
+when its claim goes stale and is adopted. A step whose attempts across every fleet
+reached the limit is STOPPED, and reported rather than retried forever.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ LOST = "lost"
 BLOCKED = "blocked"
 UNRUNNABLE = "unrunnable"
 SKIPPED = "skipped"
+ELSEWHERE = "elsewhere"
+STOPPED = "stopped"
 
 # (state, what happened) -> next state
 TRANSITIONS: dict[tuple[str, str], str] = {
@@ -36,11 +44,17 @@ TRANSITIONS: dict[tuple[str, str], str] = {
     (RUNNING, "terminated"): TERMINATED,
     (RUNNING, "lost"): LOST,
     (RUNNING, "retry"): READY,
+    (RUNNING, "stopped"): STOPPED,
+    (RUNNING, "elsewhere"): ELSEWHERE,
+    (WAITING, "foreign"): ELSEWHERE,
+    (ELSEWHERE, "done_elsewhere"): SKIPPED,
+    (ELSEWHERE, "failed_elsewhere"): FAILED,
+    (ELSEWHERE, "reclaim"): READY,
 }
 
-FINAL = frozenset({SUCCEEDED, FAILED, TERMINATED, LOST, BLOCKED, UNRUNNABLE, SKIPPED})
+FINAL = frozenset({SUCCEEDED, FAILED, TERMINATED, LOST, BLOCKED, UNRUNNABLE, SKIPPED, STOPPED})
 GOOD = frozenset({SUCCEEDED, SKIPPED})
-EXIT_OUTCOMES = frozenset({SUCCEEDED, FAILED, TERMINATED, LOST})
+EXIT_OUTCOMES = frozenset({SUCCEEDED, FAILED, TERMINATED, LOST, STOPPED})
 
 
 class IllegalTransition(RuntimeError):

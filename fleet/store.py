@@ -52,7 +52,180 @@ def is_done(run_dir: Path, spec: StepSpec) -> bool:
 
 
 def clear_done(run_dir: Path, spec: StepSpec) -> None:
+    """Forget a step's outcome (fleet run --force)."""
+    for path in (_marker(run_dir, spec.id), _marker(run_dir, spec.id).with_name("final.json")):
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+
+
+# --- several fleets on one run directory -------------------------------------------------
+#
+# Starting a step takes its claim, created atomically (O_EXCL) and naming the fleet,
+# host, pid, attempt and a generation. A claim is refreshed (its mtime) while the step
+# runs. A claim whose holder is provably dead (same host, no such pid) or that was not
+# refreshed for `stale_after` seconds may be adopted: the adopter first creates
+# `adopt.<generation>` with O_EXCL, so exactly one fleet adopts each generation, then
+# replaces the claim with generation + 1. Every attempt leaves a record in attempts/,
+# so the number of attempts across all fleets is known, and audits can count successes.
+
+import socket as _socket
+import time as _time
+
+CLAIM = "claim"
+
+
+def _fleet_dir(run_dir: Path, step_id: str) -> Path:
+    return step_dir(run_dir, step_id) / ".fleet"
+
+
+def _write_new(path: Path, data: dict) -> bool:
+    """Create path with data, only if it does not exist (atomic on POSIX filesystems)."""
     try:
-        _marker(run_dir, spec.id).unlink()
-    except FileNotFoundError:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f)
+    return True
+
+
+def _replace(path: Path, data: dict) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+def read_claim(run_dir: Path, step_id: str) -> tuple[dict, float] | None:
+    """The claim's record and its age in seconds, or None."""
+    path = _fleet_dir(run_dir, step_id) / CLAIM
+    try:
+        age = _time.time() - path.stat().st_mtime
+        return json.loads(path.read_text()), age
+    except (OSError, ValueError):
+        return None
+
+
+def holder_dead(claim: dict) -> bool:
+    """True when the claim's fleet is provably gone: same host, no such process."""
+    if claim.get("host") != _socket.gethostname():
+        return False
+    pid = claim.get("pid")
+    if not isinstance(pid, int):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+class Claim:
+    """The outcome of trying to claim a step for one attempt."""
+
+    OURS = "ours"          # we hold it: start the step
+    ELSEWHERE = "elsewhere"  # another live fleet holds it
+    DONE = "done"          # a marker says it already succeeded
+    STOPPED = "stopped"    # attempts across every fleet reached the limit
+
+    def __init__(self, kind: str, detail: str = "", adopted: dict | None = None):
+        self.kind, self.detail, self.adopted = kind, detail, adopted
+
+
+def claim(run_dir: Path, spec: StepSpec, fleet: str, attempt: int, stale_after: float,
+          max_attempts: int) -> Claim:
+    """Try to take a step for `fleet` (see the comment above for the protocol)."""
+    if is_done(run_dir, spec):
+        return Claim(Claim.DONE)
+    d = _fleet_dir(run_dir, spec.id)
+    d.mkdir(parents=True, exist_ok=True)
+    record = {"fleet": fleet, "host": _socket.gethostname(), "pid": os.getpid(), "attempt": attempt,
+              "at": _time.time()}
+    path = d / CLAIM
+    adopted = None
+    current = read_claim(run_dir, spec.id)
+    if current is not None:
+        held, age = current
+        if held.get("fleet") == fleet:
+            _replace(path, {**held, **record})  # our own retry
+            return _check_attempts(run_dir, spec, max_attempts, fleet)
+        dead = holder_dead(held)
+        if not dead and age < stale_after:
+            return Claim(Claim.ELSEWHERE, f"claimed by fleet {held.get('fleet')} on {held.get('host')} "
+                                          f"({age:.0f} s ago)")
+        gen = int(held.get("generation", 1))
+        if not _write_new(d / f"adopt.{gen}", {**record, "from": held, "stale_s": age, "dead": dead}):
+            return Claim(Claim.ELSEWHERE, f"being adopted by another fleet (generation {gen})")
+        _replace(path, {**record, "generation": gen + 1})
+        adopted = held
+    elif not _write_new(path, {**record, "generation": 1}):
+        return Claim(Claim.ELSEWHERE, "claimed by another fleet a moment ago")
+    # Won the claim: the step may have finished just before (marker first, then the
+    # claim is released), so look again before running it twice.
+    if is_done(run_dir, spec):
+        release(run_dir, spec.id, fleet)
+        return Claim(Claim.DONE)
+    c = _check_attempts(run_dir, spec, max_attempts, fleet)
+    c.adopted = adopted
+    return c
+
+
+def _check_attempts(run_dir: Path, spec: StepSpec, max_attempts: int, fleet: str) -> Claim:
+    n = len(attempts(run_dir, spec.id))
+    if max_attempts and n >= max_attempts:
+        release(run_dir, spec.id, fleet)
+        return Claim(Claim.STOPPED, f"{n} attempts recorded (limit {max_attempts})")
+    return Claim(Claim.OURS)
+
+
+def refresh(run_dir: Path, step_id: str) -> None:
+    try:
+        os.utime(_fleet_dir(run_dir, step_id) / CLAIM)
+    except OSError:
         pass
+
+
+def release(run_dir: Path, step_id: str, fleet: str) -> None:
+    """Drop our claim (after the marker or the final failure record is written)."""
+    path = _fleet_dir(run_dir, step_id) / CLAIM
+    cur = read_claim(run_dir, step_id)
+    if cur is not None and cur[0].get("fleet") == fleet:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def record_attempt(run_dir: Path, step_id: str, fleet: str, attempt: int, record: dict) -> None:
+    """One file per attempt of every fleet: attempts/<fleet>-<attempt>.json."""
+    d = _fleet_dir(run_dir, step_id) / "attempts"
+    d.mkdir(parents=True, exist_ok=True)
+    _replace(d / f"{fleet}-{attempt}.json", {"fleet": fleet, "attempt": attempt, **record})
+
+
+def attempts(run_dir: Path, step_id: str) -> list[dict]:
+    d = _fleet_dir(run_dir, step_id) / "attempts"
+    out = []
+    for p in sorted(d.glob("*.json")) if d.is_dir() else ():
+        try:
+            out.append(json.loads(p.read_text()))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def write_final(run_dir: Path, spec: StepSpec, outcome: str, record: dict) -> None:
+    """A step that ended without success and will not be retried by this fleet."""
+    d = _fleet_dir(run_dir, spec.id)
+    d.mkdir(parents=True, exist_ok=True)
+    _replace(d / "final.json", {"outcome": outcome, "spec": spec_hash(spec), **record})
+
+
+def read_final(run_dir: Path, step_id: str) -> dict | None:
+    try:
+        return json.loads((_fleet_dir(run_dir, step_id) / "final.json").read_text())
+    except (OSError, ValueError):
+        return None

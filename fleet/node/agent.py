@@ -21,13 +21,13 @@ import time
 from fleet.node import child, pipe
 
 
-def start_zygote(preload: str) -> tuple[subprocess.Popen, int, int]:
+def start_zygote(preload: str, fence: float = 0.0) -> tuple[subprocess.Popen, int, int]:
     """The zygote process and the agent's ends of its pipes (requests out, replies in)."""
     req_r, req_w = os.pipe()
     rep_r, rep_w = os.pipe()
     proc = subprocess.Popen(
         [sys.executable, "-m", "fleet.node.zygote", "--fd-in", str(req_r), "--fd-out", str(rep_w),
-         "--preload", preload],
+         "--preload", preload, "--fence", str(fence)],
         pass_fds=(req_r, rep_w), stdin=subprocess.DEVNULL)
     os.close(req_r)
     os.close(rep_w)
@@ -57,8 +57,9 @@ class Agent:
             security.connect_as(self.sock, *args.curve.split())
         self.sock.connect(args.connect)
         self.pgids: dict[tuple[str, int], int] = {}
-        self.heartbeat_s = 1.0
-        self.timeout_s = args.join_timeout
+        self.heartbeat_s = args.heartbeat
+        self.timeout_s = args.join_timeout  # until welcomed; then the fence time
+        self.fence_s = args.fence
         self.last_heard = time.monotonic()
         self.stopping: str | None = None
 
@@ -108,6 +109,8 @@ class Agent:
                 self.stopping = f"no word from the coordinator for {now - self.last_heard:.1f} s"
             if now >= next_beat:
                 self.send(P.Heartbeat(self.node))
+                if zygote_open:
+                    self.to_zygote(pipe.Tick())
                 next_beat = now + self.heartbeat_s
         return self._stop(zygote_open)
 
@@ -125,6 +128,9 @@ class Agent:
             try:
                 msg = P.decode(frame)
             except P.ProtocolError as e:
+                if isinstance(e, P.VersionMismatch):  # only our coordinator can reach us: we cannot work together
+                    self.stopping = f"the coordinator speaks protocol version {e.got!r}, this agent speaks {P.VERSION}"
+                    return
                 print(f"fleet agent {self.node}: dropped a malformed message: {e}", file=sys.stderr, flush=True)
                 continue
             if isinstance(msg, P.Launch):
@@ -139,7 +145,7 @@ class Agent:
                 self.to_zygote(pipe.Kill(msg.step, msg.attempt, msg.signal))
             elif isinstance(msg, P.Welcome):
                 self.heartbeat_s = msg.heartbeat_s
-                self.timeout_s = msg.timeout_s
+                self.timeout_s = self.fence_s
             elif isinstance(msg, P.Reject):
                 self.stopping = f"rejected by the coordinator: {msg.reason}"
             elif isinstance(msg, P.Shutdown):
@@ -218,15 +224,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hold-back", default="", help="core ids the site keeps for itself")
     ap.add_argument("--memory", type=int, default=0, help="bytes to offer (default: what this node reports)")
     ap.add_argument("--preload", default="")
-    ap.add_argument("--join-timeout", type=float, default=60.0)
+    ap.add_argument("--join-timeout", type=float, default=120.0)
     args = ap.parse_args(argv)
+    # Heartbeat interval and the coordinator's timeout (after which it declares this
+    # agent lost and starts its steps elsewhere). To never run a step twice, the agent
+    # stops its steps before that: at 3/4 of the timeout without word from the
+    # coordinator, and its zygote at 1/2 without word from the agent (a stopped agent).
+    beat, _, timeout = os.environ.pop("FLEET_HEARTBEAT", "1.0,10.0").partition(",")
+    args.heartbeat, timeout = float(beat), float(timeout or 10.0)
+    args.fence = 0.75 * timeout
     # Stop (cleanly: SIGTERM) when whatever started us dies, e.g. a coordinator killed with -9.
     child.set_pdeathsig(signal.SIGTERM)
     args.node = node_name(args)
     # The keys are ours alone: steps (children of the zygote) must not inherit them.
     args.curve = os.environ.pop("FLEET_CURVE", "")
     clean_environment()
-    zygote, req_w, rep_r = start_zygote(args.preload)
+    zygote, req_w, rep_r = start_zygote(args.preload, fence=0.5 * timeout)
     hello = pipe.read_message(rep_r)
     from fleet.node import probe
     held = {int(c) for c in args.hold_back.split(",") if c}

@@ -77,6 +77,14 @@ class Shutdown:
 
 
 @dataclass(frozen=True)
+class Tick:
+    """agent -> zygote: the agent is alive (any message counts; this one says only that)."""
+
+    type: ClassVar[str] = "tick"
+    version: int = PROTOCOL_VERSION
+
+
+@dataclass(frozen=True)
 class Hello:
     """zygote -> agent: ready, single-threaded, with these modules pre-imported."""
 
@@ -140,10 +148,10 @@ class Exited:
     version: int = PROTOCOL_VERSION
 
 
-Message = Union[Launch, Kill, Shutdown, Hello, Refused, Started, Exited]
+Message = Union[Launch, Kill, Shutdown, Tick, Hello, Refused, Started, Exited]
 
 MESSAGE_TYPES: dict[str, type] = {
-    cls.type: cls for cls in (Launch, Kill, Shutdown, Hello, Refused, Started, Exited)
+    cls.type: cls for cls in (Launch, Kill, Shutdown, Tick, Hello, Refused, Started, Exited)
 }
 
 # Fields whose msgpack lists must come back as tuples (recursively: placement holds

@@ -81,8 +81,12 @@ class _Step:
 class Zygote:
     """The serving loop; construct after the single-thread check."""
 
-    def __init__(self, fd_in: int, fd_out: int, grace: float = DEFAULT_GRACE):
+    def __init__(self, fd_in: int, fd_out: int, grace: float = DEFAULT_GRACE, fence: float = 0.0):
         self.fd_in, self.fd_out, self.grace = fd_in, fd_out, grace
+        # Fencing: an agent that says nothing for `fence` seconds (stopped, hung) may
+        # already be declared lost, its steps started again elsewhere; ours must end.
+        self.fence = fence
+        self.last_heard = time.monotonic()
         os.set_inheritable(fd_in, False)
         os.set_inheritable(fd_out, False)
         self.report_r, self.report_w = os.pipe()
@@ -157,6 +161,7 @@ class Zygote:
             data = os.read(self.fd_in, 65536)
         except OSError:
             data = b""
+        self.last_heard = time.monotonic()
         if not data:  # end of file: the agent died or closed us
             self.agent_gone = True  # nobody is left to read what we would send
             if self.stop_grace is None:
@@ -181,6 +186,8 @@ class Zygote:
                 self.kill(msg)
             elif isinstance(msg, pipe.Shutdown):
                 self.stop_grace = max(0.0, float(msg.grace))
+            elif isinstance(msg, pipe.Tick):
+                pass  # its arrival was the point
             else:
                 self._warn(f"dropped unexpected {msg.type} message")
 
@@ -375,7 +382,15 @@ class Zygote:
         for fd in (self.fd_in, self.report_r, self.wake_r):
             poller.register(fd, select.POLLIN)
         while self.stop_grace is None:
-            for fd, _events in poller.poll():
+            timeout = None
+            if self.fence > 0:
+                left = self.fence - (time.monotonic() - self.last_heard)
+                if left <= 0:
+                    self._warn(f"no word from the agent for {self.fence:g} s: stopping every step (fencing)")
+                    self.stop_grace = 0.0
+                    break
+                timeout = max(1, int(left * 1000))
+            for fd, _events in poller.poll(timeout):
                 if fd == self.wake_r:
                     self._drain(self.wake_r)
                 elif fd == self.report_r:
@@ -434,6 +449,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="write end of the response pipe")
     parser.add_argument("--preload", default="",
                         help="comma-separated modules to import before serving")
+    parser.add_argument("--fence", type=float, default=0.0,
+                        help="stop every step when the agent is silent this long (0: never)")
     parser.add_argument("--grace", type=float, default=DEFAULT_GRACE,
                         help="seconds between SIGTERM and SIGKILL when the agent is lost")
     args = parser.parse_args(argv)
@@ -454,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
         count = "an unknown number of" if threads is None else str(threads)
         _refuse(args.fd_out, f"{count} threads after importing preload modules "
                              f"{list(preload)}; forking needs exactly 1")
-    zygote = Zygote(args.fd_in, args.fd_out, args.grace)
+    zygote = Zygote(args.fd_in, args.fd_out, args.grace, args.fence)
     zygote.send(pipe.Hello(os.getpid(), threads, preload, import_s))
     return zygote.serve()
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from fleet.node import pipe
 from fleet.node.pipe import (MAX_FRAME, PROTOCOL_VERSION, Exited, FrameReader, Hello,
-                             Kill, Launch, Refused, Shutdown, Started, decode, encode,
+                             Kill, Launch, Refused, Shutdown, Started, Tick, decode, encode,
                              frame, read_message, write_message)
 
 text = st.text(max_size=20)
@@ -37,6 +37,7 @@ messages = st.one_of(
               gpu_vars=st.lists(text, max_size=2).map(tuple)),
     st.builds(Kill, step=text, attempt=ints, signal=small),
     st.builds(Shutdown, grace=floats),
+    st.just(Tick()),
     st.builds(Hello, pid=small, threads=small, preload=st.lists(text, max_size=3).map(tuple),
               import_s=floats),
     st.builds(Refused, reason=text),
@@ -67,7 +68,7 @@ def test_every_message_survives_encode_and_decode_unchanged(msg):
 
 def test_every_message_type_carries_its_type_and_protocol_version_1():
     assert PROTOCOL_VERSION == 1
-    assert set(pipe.MESSAGE_TYPES) == {"launch", "kill", "shutdown", "hello", "refused",
+    assert set(pipe.MESSAGE_TYPES) == {"launch", "kill", "shutdown", "tick", "hello", "refused",
                                        "started", "exited"}
     body = msgpack.unpackb(encode(Refused("no")))
     assert body == {"type": "refused", "version": 1, "reason": "no"}

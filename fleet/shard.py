@@ -1,0 +1,64 @@
+"""Splitting one suite across several fleets (job-array elements) with --shard I/N.
+
+A task's owner is a stable function of its id — id mod N for integer ids, a stable
+hash otherwise — never of a list of what is still pending, so ownership does not move
+as work completes or as shards start and restart at different times. The shard count
+is recorded in the run directory for its generation; a later run with another count is
+refused unless it starts a new generation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+FILE = "shards.json"
+
+
+class ShardError(ValueError):
+    pass
+
+
+def parse(text: str) -> tuple[int, int]:
+    """"2/4" -> (2, 4); shards are numbered 0..N-1."""
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise ShardError(f"--shard takes I/N (e.g. 0/4), got {text!r}") from None
+    if n < 1 or not 0 <= i < n:
+        raise ShardError(f"--shard {text}: need 0 <= I < N")
+    return i, n
+
+
+def owner(task: str, n: int) -> int:
+    """The shard that owns a task (steps sharing a task share an owner)."""
+    if task.isdigit():
+        return int(task) % n
+    return int.from_bytes(hashlib.sha256(task.encode()).digest()[:8], "big") % n
+
+
+def record(run_dir: Path, n: int, new_generation: bool = False) -> int:
+    """Check (or make) the run directory's shard count; the generation in force."""
+    path = Path(run_dir) / FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        with os.fdopen(fd, "w") as f:
+            json.dump({"shards": n, "generation": 1}, f)
+        return 1
+    except FileExistsError:
+        pass
+    cur = json.loads(path.read_text())
+    if cur.get("shards") == n:
+        return int(cur.get("generation", 1))
+    if not new_generation:
+        raise ShardError(f"{path}: this run directory is split {cur.get('shards')} ways (generation "
+                         f"{cur.get('generation', 1)}); a run with {n} shards would give tasks new owners. "
+                         f"Use --new-generation to start a new generation with {n} shards.")
+    gen = int(cur.get("generation", 1)) + 1
+    tmp = path.with_name(f".{FILE}.{os.getpid()}")
+    tmp.write_text(json.dumps({"shards": n, "generation": gen, "previous": cur}))
+    os.replace(tmp, path)
+    return gen
