@@ -105,7 +105,12 @@ def up(run_dir: Path, nodes: int = 1, machine: str = "local", preload: tuple[str
         raise FleetError(f"a fleet is already up in {run_dir} (fleet down --run-dir {run_dir})")
     logf = open(run_dir / "coordinator.log", "ab")
     argv = [sys.executable, "-m", "fleet.coordinator", "--run-dir", str(run_dir), "--nodes", str(nodes),
-            "--machine", machine, "--preload", ",".join(preload), "--connection-name", name, *(extra or [])]
+            "--machine", machine, "--preload", ",".join(preload), "--connection-name", name,
+            "--join-timeout", str(timeout), *(extra or [])]
+    if name != connection.NAME:
+        # An embedded fleet lives only as long as the `fleet run` that brings it up, even
+        # one killed with SIGKILL (its own session keeps it out of that run's group).
+        argv += ["--parent-pid", str(os.getpid())]
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, start_new_session=True)
     logf.close()
     deadline = time.monotonic() + timeout

@@ -78,7 +78,7 @@ class Coordinator:
         self.profile = profile or Profile("local", "")
         self.started = time.time()
         self.sched = Scheduler()
-        self.events = EventLog(self.run_dir / "events.jsonl")
+        self.events = EventLog(self.run_dir / "events.jsonl", fleet=self.fleet_id)
         self.ctx = zmq.Context()
         self.keys = security.Keys.generate()
         self.auth = security.start_authenticator(self.ctx, self.keys)
@@ -263,7 +263,7 @@ class Coordinator:
         if isinstance(msg, P.Heartbeat):
             return
         if isinstance(msg, P.Started):
-            self.events.write(now, "started", step=msg.step, attempt=msg.attempt, node=node, pid=msg.pid)
+            self.events.write(now, "started", step=msg.step, attempt=msg.attempt, node=node, pid=msg.pid, at=msg.at)
         elif isinstance(msg, P.Exited):
             self._exited(node, msg, now)
         elif isinstance(msg, P.Ok) and msg.what == "bye":
@@ -382,8 +382,11 @@ class Coordinator:
                 self.events.write(now, "retry", step=d.step, attempt=d.attempt, reason=d.reason)
                 self._progress(d.step, "retry", d.attempt - 1, d.reason, final=False)
             elif isinstance(d, Finished):
+                if d.outcome in (S.LOST, S.STOPPED) or d.step in self.elsewhere:
+                    # No agent reported these ends: the record is ours to write.
+                    self.events.write(now, "exit", step=d.step, attempt=d.attempt, outcome=d.outcome, reason=d.reason,
+                                      **({"by": self.elsewhere[d.step][0]} if d.step in self.elsewhere else {}))
                 if d.outcome == S.LOST:
-                    self.events.write(now, "exit", step=d.step, attempt=d.attempt, outcome=d.outcome, reason=d.reason)
                     store.record_attempt(self._run_dir_of(d.step), d.step, self.fleet_id, d.attempt,
                                          {"outcome": d.outcome, "reason": d.reason, "ended_at": now})
                 final = self.sched.state(d.step) in S.FINAL
@@ -673,8 +676,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-attempts", type=int, default=5,
                     help="attempts of a step across every fleet before it is stopped (0: no limit)")
     ap.add_argument("--connection-name", default=connection.NAME)
+    ap.add_argument("--parent-pid", type=int, default=0,
+                    help="stop (SIGTERM: a clean teardown) when this process, our parent, dies")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if args.parent_pid:
+        from .node.child import set_pdeathsig
+        set_pdeathsig(signal.SIGTERM)
+        if os.getppid() != args.parent_pid:  # it died before the death signal was armed
+            log.error("the process that started this fleet (pid %d) is gone", args.parent_pid)
+            return 1
     preload = tuple(m for m in args.preload.split(",") if m)
     run_dir = Path(args.run_dir)
     try:

@@ -15,14 +15,18 @@ from typing import Any, Iterator
 
 
 class EventLog:
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, fleet: str = ""):
+        """`fleet` tags every record: fleets sharing a run directory share this file."""
         self.path = path
+        self.fleet = fleet
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._pending: list[str] = []
 
     def write(self, t: float, kind: str, **fields: Any) -> None:
         rec = {"t": round(t, 6), "kind": kind}
+        if self.fleet:
+            rec["fleet"] = self.fleet
         rec.update(fields)
         self._pending.append(json.dumps(rec, separators=(",", ":"), default=str))
 

@@ -15,7 +15,7 @@ import html
 import math
 from pathlib import Path
 
-from .report import (CATEGORY_TEXT, DEPENDENCY, FAILED, LOST, NOT_RUN, RUNNING, SUCCEEDED, TERMINATED,
+from .report import (CATEGORY_TEXT, FAILED, LOST, RUNNING, SUCCEEDED, TERMINATED,
                      UNFINISHED, Report, _pct, _s, binned, busy_series, waiting_series)
 
 COLOURS = {
@@ -48,13 +48,22 @@ def _e(x) -> str:
     return html.escape(str(x), quote=True)
 
 
-def _ticks(span: float, n: int = 8) -> list[float]:
+def _ticks(span: float, n: int = 8) -> list[tuple[float, str]]:
+    """Round tick positions (seconds) over [0, span] and their labels, in a unit that
+    suits the span (ms, s, min, h)."""
     if span <= 0:
-        return [0.0]
-    raw = span / n
+        return [(0.0, "0")]
+    unit, name = next((u, nm) for limit, u, nm in ((1, 1e-3, "ms"), (600, 1, "s"), (36000, 60, "min"),
+                                                   (math.inf, 3600, "h")) if span < limit)
+    raw = span / unit / n
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
-    return [i * step for i in range(int(span / step) + 1)]
+    digits = max(0, -int(math.floor(math.log10(step) + 1e-9)))
+    out = []
+    for i in range(int(span / unit / step + 1e-9) + 1):
+        v = i * step
+        out.append((v * unit, "0" if i == 0 else f"{v:.{digits}f} {name}"))
+    return out
 
 
 def _layout(r: Report):
@@ -142,10 +151,11 @@ def _gantt(r: Report) -> str:
                                f'fill="{COLOURS[oc]}"/>')
             else:
                 out.append(f'<rect x="{x0:.1f}" y="{y:.1f}" width="{w:.1f}" height="{hh:.1f}" fill="{COLOURS[oc]}"/>')
-            if w >= 36 and hh >= 9:  # the id inside the bar, cut to fit
-                n = int((w - 4) / 6.2)
+            lx = x0 + (a.startup_s or 0.0) * k  # on the solid part, where white text reads
+            if x0 + w - lx >= 36 and hh >= 9:  # the id inside the bar, cut to fit
+                n = int((x0 + w - lx - 4) / 6.2)
                 label = s.id if len(s.id) <= n else s.id[:max(1, n - 1)] + "…"
-                out.append(f'<text x="{x0 + 3:.1f}" y="{y + hh - 3:.1f}" font-size="10" fill="#fff">{_e(label)}</text>')
+                out.append(f'<text x="{lx + 3:.1f}" y="{y + hh - 3:.1f}" font-size="10" fill="#fff">{_e(label)}</text>')
             out.append('</g>')
     else:
         # Pixel columns per row: the most important outcome of the bars in each column.
@@ -186,10 +196,10 @@ def _gantt(r: Report) -> str:
                            f'fill="{COLOURS[oc]}"><title>{_e(node)}: {n} step(s) starting {_e(_s(t_a))} to '
                            f'{_e(_s(t_b))}; shown as {oc}</title></rect>')
     # Axis.
-    for tk in _ticks(wall):
+    for tk, label in _ticks(wall):
         tx = LEFT + tk * k
         out.append(f'<line x1="{tx:.1f}" y1="0" x2="{tx:.1f}" y2="{height:.0f}" stroke="#000" stroke-opacity="0.08"/>')
-        out.append(f'<text x="{tx:.1f}" y="{height + 14:.0f}" text-anchor="middle">{_e(_s(tk))}</text>')
+        out.append(f'<text x="{tx:.1f}" y="{height + 14:.0f}" text-anchor="middle">{_e(label)}</text>')
     out.append("</svg>")
     return "\n".join(out)
 
@@ -235,9 +245,9 @@ def _util_chart(r: Report) -> str:
     for frac in (0, 0.5, 1):
         out.append(f'<text x="{LEFT - 6}" y="{y(frac) + 4:.1f}" text-anchor="end">{int(frac * 100)}%</text>')
         out.append(f'<text x="{LEFT + PLOT_W + 4}" y="{y(frac) + 4:.1f}">{round(frac * peak)}</text>')
-    for tk in _ticks(wall):
+    for tk, label in _ticks(wall):
         tx = LEFT + tk * PLOT_W / wall
-        out.append(f'<text x="{tx:.1f}" y="{H + 6}" text-anchor="middle">{_e(_s(tk))}</text>')
+        out.append(f'<text x="{tx:.1f}" y="{H + 6}" text-anchor="middle">{_e(label)}</text>')
     out.append("</svg>")
     return "\n".join(out)
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import re
 from bisect import bisect_right
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
@@ -75,7 +76,7 @@ class Node:
     lost_reason: str = ""
 
 
-@dataclass
+@dataclass(slots=True)
 class Attempt:
     step: str
     attempt: int
@@ -88,15 +89,15 @@ class Attempt:
     reason: str = ""
     startup_s: float | None = None   # decision -> the step's own first instruction
     work_s: float | None = None      # the step's own work
-    returncode: int | None = None
-    signal: int | None = None
-    utime: float | None = None
-    stime: float | None = None
-    maxrss_kb: int | None = None
+    exit: dict | None = None         # the exit record (returncode, signal, rusage, ...)
+
+    ncores: int = -1                 # cores held over every node (cached)
 
     @property
     def cores(self) -> int:
-        return sum(len(p.get("cores") or ()) for p in self.placement)
+        if self.ncores < 0:
+            self.ncores = sum(len(p.get("cores") or ()) for p in self.placement)
+        return self.ncores
 
     @property
     def gpus(self) -> int:
@@ -107,7 +108,7 @@ class Attempt:
         return sum(int(p.get("memory") or 0) for p in self.placement)
 
 
-@dataclass
+@dataclass(slots=True)
 class Step:
     id: str
     submitted: float
@@ -125,6 +126,7 @@ class Step:
     reason: str = ""
     end: float | None = None          # when it reached its final state
     segments: list[tuple[float, float, str, str]] = field(default_factory=list)  # waits (from, to, category, why)
+    sig: tuple | None = None          # the kind of step, for queueing behind its kind's head
 
     @property
     def last(self) -> Attempt | None:
@@ -178,26 +180,28 @@ class Report:
 
     def to_json(self, stretch_steps: int = 20) -> dict:
         steps = {}
+        rel = self.rel
         for s in self.steps.values():
             a = s.last
-            steps[s.id] = {
-                "node": a.node if a else None,
-                "nodes": [p["node"] for p in a.placement] if a else [],
-                "cores": a.cores if a else 0,
-                "core_ids": [c for p in a.placement for c in p.get("cores") or ()] if a else [],
-                "gpus": a.gpus if a else 0,
-                "memory": a.memory if a else 0,
-                "start": self.rel(a.start) if a else None,
-                "end": self.rel(s.end if s.end is not None else (a.end if a else None)),
-                "outcome": s.outcome,
-                "reason": s.reason,
-                "work_s": _r(sum(x.work_s for x in s.attempts if x.work_s is not None)) if s.attempts else None,
-                "startup_s": _r(sum(x.startup_s for x in s.attempts if x.startup_s is not None)) if s.attempts else None,
-                "attempts": len(s.attempts),
-                "deps": s.deps,
-                "waited_s": _r(s.waited_s),
-                "waited_for": s.waited_for(),
-            }
+            segs = s.segments
+            waited = (segs[0][1] - segs[0][0]) if len(segs) == 1 else s.waited_s
+            e = {"node": None, "cores": 0, "gpus": 0, "memory": 0, "start": None,
+                 "end": rel(s.end), "outcome": s.outcome, "reason": s.reason, "work_s": None, "startup_s": None,
+                 "attempts": len(s.attempts), "waited_s": round(waited, 6),
+                 "waited_for": (segs[0][2] if len(segs) == 1 else s.waited_for()) if segs else None}
+            if a is not None:
+                e["node"], e["cores"], e["gpus"], e["memory"] = a.node, a.cores, a.gpus, a.memory
+                e["start"] = rel(a.start)
+                if s.end is None:
+                    e["end"] = rel(a.end)
+                if len(s.attempts) == 1:
+                    e["work_s"], e["startup_s"] = a.work_s, a.startup_s
+                else:
+                    e["work_s"] = _r(sum(x.work_s for x in s.attempts if x.work_s is not None))
+                    e["startup_s"] = _r(sum(x.startup_s for x in s.attempts if x.startup_s is not None))
+                if len(a.placement) > 1:
+                    e["nodes"] = [p["node"] for p in a.placement]
+            steps[s.id] = e
         stretches = []
         for st in self.stretches:
             st = dict(st)
@@ -248,7 +252,18 @@ def events_path(run_dir: Path) -> Path:
 
 def load(run_dir: Path) -> list[dict]:
     """The records written so far (a torn last line of a live run is skipped)."""
-    return list(read_events(events_path(run_dir)))
+    import json
+    path = events_path(run_dir)
+    text = path.read_text(encoding="utf-8")
+    # One parse of the whole stream as an array is much quicker than one per line;
+    # a stream with a torn or damaged line is read line by line instead.
+    try:
+        recs = json.loads("[" + text.rstrip("\n").replace("\n", ",") + "]") if text.strip() else []
+        if all(type(r) is dict for r in recs):
+            return recs
+    except ValueError:
+        pass
+    return list(read_events(path))
 
 
 def sessions(records: list[dict]) -> list[list[dict]]:
@@ -257,22 +272,21 @@ def sessions(records: list[dict]) -> list[list[dict]]:
     sharing a run directory append to one stream and their records carry no fleet id,
     so fleets that overlap in time form one session (records before the first
     `fleet_starting` form one too)."""
-    out: list[list[dict]] = []
-    cur: list[dict] = []
+    marks = [i for i, r in enumerate(records) if r.get("kind") in _BOUNDS]
+    cuts = [0]
     live = 0
-    for r in records:
-        kind = r.get("kind")
-        if kind == "fleet_starting":
-            if live <= 0 and cur:
-                out.append(cur)
-                cur = []
+    for i in marks:
+        if records[i]["kind"] == "fleet_starting":
+            if live <= 0 and i > cuts[-1]:
+                cuts.append(i)
             live = max(live, 0) + 1
-        elif kind == "fleet_down":
+        else:
             live -= 1
-        cur.append(r)
-    if cur or not out:
-        out.append(cur)
-    return out
+    cuts.append(len(records))
+    return [records[a:b] for a, b in zip(cuts, cuts[1:])] or [[]]
+
+
+_BOUNDS = frozenset(("fleet_starting", "fleet_down"))
 
 
 # --- building ----------------------------------------------------------------------------------
@@ -315,56 +329,54 @@ def build(records: list[dict], now: float | None = None, *, session: int = -1, r
         return s
 
     for r in recs:
-        kind = r.get("kind")
-        t = r.get("t")
-        if t is None:
+        try:
+            kind, t = r["kind"], r["t"]
+        except (KeyError, TypeError):
             continue
         if t > last_t:
             last_t = t
-        if kind == "start":
+        if kind == "started":
+            s = steps.get(r["step"])
+            if s is not None and s.attempts and s.attempts[-1].attempt == r.get("attempt"):
+                s.attempts[-1].started = t
+        elif kind == "start":
             s = step_of(r["step"], t)
             placement = r.get("placement") or [dict(node=r.get("node"), cores=r.get("cores") or [],
                                                     gpus=r.get("gpus") or [], memory=r.get("memory") or 0)]
             s.attempts.append(Attempt(s.id, int(r.get("attempt", len(s.attempts) + 1)), r.get("node"),
-                                      placement, t))
+                                      placement, t, ncores=len(r["cores"]) if "cores" in r else -1))
         elif kind == "exit":
             s = step_of(r["step"], t)
-            att = int(r.get("attempt", 0))
-            a = next((x for x in reversed(s.attempts) if x.attempt == att), None)
+            att = r.get("attempt", 0)
+            a = s.attempts[-1] if s.attempts and s.attempts[-1].attempt == att else next(
+                (x for x in reversed(s.attempts) if x.attempt == att), None)
             if a is None:  # an exit without its start record (a cut stream)
                 a = Attempt(s.id, att, r.get("node"), [dict(node=r.get("node"), cores=r.get("cores") or [],
                                                              gpus=r.get("gpus") or [], memory=r.get("memory") or 0)],
                             r.get("decided_at") or t)
                 s.attempts.append(a)
             a.end = t
+            a.exit = r
             a.outcome = r.get("outcome", FAILED)
             a.reason = r.get("reason") or r.get("error") or ""
-            a.startup_s = r.get("startup_s")
+            a.startup_s = su = r.get("startup_s")
             a.work_s = r.get("work_s")
-            a.returncode = r.get("returncode")
-            a.signal = r.get("signal")
-            a.utime, a.stime, a.maxrss_kb = r.get("utime"), r.get("stime"), r.get("maxrss_kb")
-            if a.work_s is None and a.outcome == LOST:
-                lost_exit_fields += 1
-            ws, da = r.get("work_start"), r.get("decided_at")
-            if ws is not None and da is not None and ws < da - 1e-3:
-                skewed += 1
+            if su is None:
+                if a.outcome == LOST:
+                    lost_exit_fields += 1
+            elif su == 0.0:
+                ws, da = r.get("work_start"), r.get("decided_at")
+                if ws is not None and da is not None and ws < da - 1e-3:
+                    skewed += 1
         elif kind == "step":
             sid = r["step"]
             s = steps.get(sid)
             if s is None:
                 s = steps[sid] = Step(sid, t)
                 s.deps = list(r.get("deps") or ())
-                s.declared = {k: r.get(k) for k in ("cores", "min_cores", "gpus", "memory", "priority",
-                                                    "step_kind", "task")}
+                s.declared = r  # cores, min_cores, gpus, memory, priority, step_kind, task
                 s.serial = r.get("submission") in serial_subs
                 s.foreign = bool(r.get("foreign"))
-        elif kind == "started":
-            s = steps.get(r["step"])
-            if s is not None:
-                a = next((x for x in reversed(s.attempts) if x.attempt == r.get("attempt")), None)
-                if a is not None:
-                    a.started = t
         elif kind == "wait":
             s = step_of(r["step"], t)
             if s.waits and s.waits[-1][0] == t and s.waits[-1][1].startswith(ELSEWHERE_MARK):
@@ -410,14 +422,22 @@ def build(records: list[dict], now: float | None = None, *, session: int = -1, r
         elif kind == "placement_mismatch":
             mismatches += 1
 
-    in_progress = down_t is None or fleets_up > 0
+    nodes = {k: nodes[k] for k in sorted(nodes, key=_natural)}
+    in_progress = bool(recs) and (down_t is None or fleets_up > 0)
+    if not recs:
+        notes.append("the stream is empty")
     if in_progress:
         down_t = None
     if now is None or not in_progress:
         now = down_t if down_t is not None else last_t
     now = max(now, last_t)
 
-    # Final outcomes, and what a stopped fleet left undone.
+    # Final outcomes, and what a stopped fleet left undone; work and startup; the end.
+    busy_now = False
+    last_end: float | None = None
+    work = 0.0
+    work_core = 0.0
+    startups: list[float] = []
     for s in steps.values():
         a = s.last
         if s.final is not None:
@@ -425,6 +445,7 @@ def build(records: list[dict], now: float | None = None, *, session: int = -1, r
         elif a is not None and a.end is None:
             if in_progress:
                 s.outcome, s.reason = RUNNING, ""
+                busy_now = True
             else:
                 a.end, a.outcome, a.reason = now, UNFINISHED, "the fleet went down while it ran"
                 s.outcome, s.reason, s.end = UNFINISHED, a.reason, now
@@ -433,35 +454,30 @@ def build(records: list[dict], now: float | None = None, *, session: int = -1, r
         elif s.foreign or (s.waits and s.waits[-1][1].startswith(ELSEWHERE_MARK)):
             s.outcome = ELSEWHERE  # another fleet runs it; no outcome of it reached this stream
             s.reason = ("another shard runs it" if s.foreign else s.waits[-1][1][len(ELSEWHERE_MARK):])
+            busy_now = busy_now or in_progress
         else:
             s.outcome = WAITING if in_progress else NOT_RUN
             if not in_progress:
                 s.reason, s.end = "the fleet went down before it ran", now
+            else:
+                busy_now = True
+        if s.end is not None and (last_end is None or s.end > last_end):
+            last_end = s.end
+        for x in s.attempts:
+            if x.end is not None and (last_end is None or x.end > last_end):
+                last_end = x.end
+            if x.work_s is not None:
+                work += x.work_s
+                work_core += x.work_s * x.cores
+            if x.startup_s is not None:
+                startups.append(x.startup_s)
 
     # The wall window: from the first submission to the end of the last step.
     t0 = submitted_t if submitted_t is not None else first_t
-    busy_now = any(s.outcome in (RUNNING, WAITING) or (s.outcome == ELSEWHERE and in_progress)
-                   for s in steps.values())
-    if busy_now:
-        t_end = now
-    else:
-        ends = [s.end for s in steps.values() if s.end is not None]
-        ends += [a.end for s in steps.values() for a in s.attempts if a.end is not None]
-        t_end = max(ends) if ends else t0
+    t_end = now if busy_now else (last_end if last_end is not None else t0)
     t_end = max(t_end, t0)
     wall = t_end - t0
 
-    # Work and startup.
-    work = 0.0
-    work_core = 0.0
-    startups: list[float] = []
-    for s in steps.values():
-        for a in s.attempts:
-            if a.work_s is not None:
-                work += a.work_s
-                work_core += a.work_s * a.cores
-            if a.startup_s is not None:
-                startups.append(a.startup_s)
     startups.sort()
     startup = {
         "count": len(startups),
@@ -474,18 +490,21 @@ def build(records: list[dict], now: float | None = None, *, session: int = -1, r
     speedup = (work / wall) if wall > 0 else None
 
     # The dependency floor.
-    def own(s: Step, with_startup: bool) -> float:
-        a = s.last
-        if a is None:
-            return 0.0
+    d_work: dict[str, float] = {}
+    d_both: dict[str, float] = {}
+    for s in steps.values():
+        if not s.attempts:
+            continue
+        a = s.attempts[-1]
         if a.outcome == RUNNING:
-            return max(0.0, now - (a.started or a.start))
-        return (a.work_s or 0.0) + ((a.startup_s or 0.0) if with_startup else 0.0)
-
-    floor_s, floor_path = critical_path({s.id: s.deps for s in steps.values()},
-                                        {s.id: own(s, False) for s in steps.values()})
-    floor_ws, _ = critical_path({s.id: s.deps for s in steps.values()},
-                                {s.id: own(s, True) for s in steps.values()})
+            d_work[s.id] = d_both[s.id] = max(0.0, now - (a.started or a.start))
+        else:
+            w = a.work_s or 0.0
+            d_work[s.id] = w
+            d_both[s.id] = w + (a.startup_s or 0.0)
+    order, children = _topo({s.id: s.deps for s in steps.values()})
+    floor_s, floor_path = _longest(order, children, d_work)
+    floor_ws, _ = _longest(order, children, d_both)
 
     util = _utilization(nodes, steps, t0, t_end)
     cap = util["overall"]["capacity_core_s"] or 0.0
@@ -508,7 +527,7 @@ def build(records: list[dict], now: float | None = None, *, session: int = -1, r
             problems.append(dict(step=s.id, outcome=s.outcome, attempt=a.attempt if a and s.final is None else None,
                                  node=a.node if a and s.final is None else None,
                                  t=_r(s.end - t0) if s.end is not None else None, reason=s.reason, retried=False))
-    problems.sort(key=lambda p: (p["t"] is None, p["t"] or 0.0, p["step"]))
+    problems.sort(key=lambda p: (p["t"] is None, p["t"] or 0.0, p["outcome"] == BLOCKED, p["step"]))
 
     # Waits, and the stretches of idle cores while steps waited.
     free = _FreeIndex(nodes, steps, t_end)
@@ -550,6 +569,11 @@ def build(records: list[dict], now: float | None = None, *, session: int = -1, r
         notes=notes)
 
 
+def _natural(name: str) -> list:
+    """node2 before node10."""
+    return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", name)]
+
+
 def _median(xs: list[float]) -> float | None:
     n = len(xs)
     if not n:
@@ -568,38 +592,48 @@ def _nearest_rank(xs: list[float], q: float) -> float | None:
 def critical_path(deps: dict[str, list[str]], dur: dict[str, float]) -> tuple[float, list[str]]:
     """The longest chain (sum of durations) through deps; deps on unknown ids are ignored.
     Returns (length, the chain from its first step to its last)."""
-    indeg = {k: 0 for k in deps}
-    children: dict[str, list[str]] = {k: [] for k in deps}
+    order, children = _topo(deps)
+    return _longest(order, children, dur)
+
+
+def _topo(deps: dict[str, list[str]]) -> tuple[list[str], dict[str, list[str]]]:
+    """Kahn's order of the ids (those on a cycle are left out) and each id's dependents."""
+    indeg = dict.fromkeys(deps, 0)
+    children: dict[str, list[str]] = {}
     for k, ds in deps.items():
         for d in ds:
-            if d in children:
-                children[d].append(k)
+            if d in indeg:
+                children.setdefault(d, []).append(k)
                 indeg[k] += 1
-    finish: dict[str, float] = {}
-    via: dict[str, str | None] = {}
-    todo = [k for k, v in indeg.items() if v == 0]
-    for k in todo:
-        via[k] = None
-        finish[k] = 0.0
+    order = [k for k, v in indeg.items() if v == 0]
     i = 0
-    while i < len(todo):  # Kahn's order; finish[k] is the longest chain ending at k
-        k = todo[i]
-        i += 1
-        finish[k] += dur.get(k, 0.0)
-        for c in children[k]:
-            if c not in finish or finish[k] > finish[c]:
-                finish[c], via[c] = finish[k], k
+    while i < len(order):
+        for c in children.get(order[i], ()):
             indeg[c] -= 1
             if indeg[c] == 0:
-                todo.append(c)
-    done = [k for k in todo]
-    if not done:
+                order.append(c)
+        i += 1
+    return order, children
+
+
+def _longest(order: list[str], children: dict[str, list[str]], dur: dict[str, float]) -> tuple[float, list[str]]:
+    start: dict[str, float] = dict.fromkeys(order, 0.0)  # longest chain before each id
+    via: dict[str, str] = {}
+    best, end = -1.0, None
+    for k in order:
+        f = start[k] + dur.get(k, 0.0)
+        if f > best:
+            best, end = f, k
+        for c in children.get(k, ()):
+            if f > start[c]:
+                start[c] = f
+                via[c] = k
+    if end is None:
         return 0.0, []
-    end = max(done, key=lambda k: finish[k])
     path = [end]
-    while via.get(path[-1]) is not None:
+    while path[-1] in via:
         path.append(via[path[-1]])
-    return finish[end], path[::-1]
+    return best, path[::-1]
 
 
 def _utilization(nodes: dict[str, Node], steps: dict[str, Step], t0: float, t_end: float) -> dict:
@@ -608,20 +642,33 @@ def _utilization(nodes: dict[str, Node], steps: dict[str, Step], t0: float, t_en
         alive = max(0.0, min(nd.lost if nd.lost is not None else t_end, t_end) - max(nd.joined, t0))
         per[nd.name] = {"cores": len(nd.cores), "gpus": len(nd.gpus), "memory": nd.memory, "alive_s": alive,
                         "core_s": 0.0, "work_core_s": 0.0, "gpu_s": 0.0, "memory_s": 0.0}
+    acc = {name: [0.0, 0.0, 0.0, 0.0] for name in per}  # core_s, work_core_s, gpu_s, memory_s
     for s in steps.values():
         for a in s.attempts:
-            end = a.end if a.end is not None else t_end
-            held = max(0.0, min(end, t_end) - max(a.start, t0))
+            end = a.end if a.end is not None and a.end < t_end else t_end
+            held = end - (a.start if a.start > t0 else t0)
+            if held <= 0:
+                continue
+            work = a.work_s
+            if work is not None and work > held:
+                work = held
             for p in a.placement:
-                u = per.get(p.get("node"))
+                u = acc.get(p.get("node"))
                 if u is None:
                     continue
                 c = len(p.get("cores") or ())
-                u["core_s"] += c * held
-                u["gpu_s"] += len(p.get("gpus") or ()) * held
-                u["memory_s"] += int(p.get("memory") or 0) * held
-                if a.work_s is not None:
-                    u["work_core_s"] += c * min(a.work_s, held) if held > 0 else 0.0
+                u[0] += c * held
+                if work is not None:
+                    u[1] += c * work
+                g = p.get("gpus")
+                if g:
+                    u[2] += len(g) * held
+                m = p.get("memory")
+                if m:
+                    u[3] += m * held
+    for name, (cs, ws, gs, ms) in acc.items():
+        u = per[name]
+        u["core_s"], u["work_core_s"], u["gpu_s"], u["memory_s"] = cs, ws, gs, ms
 
     def frac(num: float, den: float):
         return round(num / den, 6) if den > 0 else None
@@ -662,6 +709,11 @@ class _FreeIndex:
     records (held from the start decision to the exit record), by bisection."""
 
     def __init__(self, nodes: dict[str, Node], steps: dict[str, Step], t_end: float):
+        self.nodes, self.steps, self.t_end = nodes, steps, t_end
+        self.times: dict[str, list[float]] | None = None
+
+    def _index(self) -> None:
+        nodes, steps, t_end = self.nodes, self.steps, self.t_end
         ev: dict[str, list[tuple[float, int, int, int]]] = {n: [] for n in nodes}
         for s in steps.values():
             for a in s.attempts:
@@ -673,8 +725,7 @@ class _FreeIndex:
                     c, g, m = len(p.get("cores") or ()), len(p.get("gpus") or ()), int(p.get("memory") or 0)
                     lst.append((a.start, c, g, m))
                     lst.append((end, -c, -g, -m))
-        self.nodes = nodes
-        self.times: dict[str, list[float]] = {}
+        self.times = {}
         self.held: dict[str, list[tuple[int, int, int]]] = {}
         for name, lst in ev.items():
             lst.sort(key=lambda e: e[0])
@@ -691,6 +742,8 @@ class _FreeIndex:
 
     def free_at(self, t: float) -> list[tuple[str, int, int, int]]:
         """(node, free cores, free GPUs, free memory) of each live node just after t."""
+        if self.times is None:
+            self._index()
         out = []
         for name, nd in self.nodes.items():
             if nd.joined > t or (nd.lost is not None and nd.lost <= t):
@@ -716,7 +769,9 @@ def classify(reason: str, t: float | None = None, free: _FreeIndex | None = None
         return GPUS
     m = _NO_NODE.match(reason)
     if m:
-        if free is not None and t is not None:
+        # Without a memory figure the step takes its proportional share of a node, and
+        # such steps never wait on memory (fleet.resources): it is a whole node it lacks.
+        if m.group(3) and free is not None and t is not None:
             cores, gpus = int(m.group(1)), int(m.group(2) or 0)
             mem = int(m.group(3)) if m.group(3) else None
             for _, fc, fg, fm in free.free_at(t):
@@ -735,6 +790,13 @@ def classify(reason: str, t: float | None = None, free: _FreeIndex | None = None
 
 
 def _signature(s: Step) -> tuple:
+    if s.sig is not None:
+        return s.sig
+    s.sig = _sig(s)
+    return s.sig
+
+
+def _sig(s: Step) -> tuple:
     if s.serial:
         return ("serial",)
     d = s.declared
@@ -754,7 +816,8 @@ def _wait_segments(steps: dict[str, Step], t_end: float, free: _FreeIndex) -> No
     # Every wait record by the kind of step that wrote it: a ready step without its own
     # record queues behind the one of its kind that has (the scheduler records the head).
     by_sig: dict[tuple, tuple[list[float], list[tuple[str, str]]]] = {}
-    recs = sorted(((t, r, s.id, _signature(s)) for s in steps.values() for t, r in s.waits), key=lambda x: x[0])
+    recs = sorted(((t, r, s.id, _signature(s)) for s in steps.values() if s.waits for t, r in s.waits),
+                  key=lambda x: x[0])
     for t, r, sid, sig in recs:
         ts, vs = by_sig.setdefault(sig, ([], []))
         ts.append(t)
@@ -768,19 +831,21 @@ def _wait_segments(steps: dict[str, Step], t_end: float, free: _FreeIndex) -> No
             c = cls_cache[key] = classify(reason, t, free)
         return c
 
+    never = (BLOCKED, UNRUNNABLE, SKIPPED)
     for s in steps.values():
-        s.segments = []
+        s.segments = segs = []
         if s.foreign or (s.outcome == SKIPPED and not s.waits):
             continue  # another shard's step, or skipped at once: it never waited to run here
         # Periods of waiting: submission -> first start; each retry -> the next start.
-        periods: list[tuple[float, float | None, bool]] = []
-        starts = [a.start for a in s.attempts]
-        periods.append((s.submitted, starts[0] if starts else None, True))
-        for i, rt in enumerate(s.retries):
-            periods.append((rt, starts[i + 1] if i + 1 < len(starts) else None, False))
+        atts = s.attempts
+        if not s.retries:
+            periods = [(s.submitted, atts[0].start if atts else None, True)]
+        else:
+            periods = [(s.submitted, atts[0].start if atts else None, True)] + [
+                (rt, atts[i + 1].start if i + 1 < len(atts) else None, False) for i, rt in enumerate(s.retries)]
         for p_from, p_to, first in periods:
             if p_to is None:
-                p_to = s.final_t if s.final in (BLOCKED, UNRUNNABLE, SKIPPED) else (
+                p_to = s.final_t if s.final in never else (
                     s.end if s.outcome == NOT_RUN and s.end is not None else t_end)
             if p_to is None or p_to <= p_from:
                 continue
@@ -794,13 +859,13 @@ def _wait_segments(steps: dict[str, Step], t_end: float, free: _FreeIndex) -> No
                     named = [d + (" (another fleet runs it)" if steps[d].foreign else "") for d in pending[:3]]
                     why = ("dependency " + ", ".join(named) + (" ..." if len(pending) > 3 else "")
                            + " not done") if pending else f"dependency {last_dep}"
-                    s.segments.append((p_from, min(ready, p_to), DEPENDENCY, why))
+                    segs.append((p_from, min(ready, p_to), DEPENDENCY, why))
             if ready >= p_to:
                 continue
-            own = [(t, r) for t, r in s.waits if ready <= t < p_to]
+            own = [(t, r) for t, r in s.waits if ready <= t < p_to] if s.waits else s.waits
             cur_t = ready
             if not own or own[0][0] > ready:
-                sig = by_sig.get(_signature(s))
+                sig = by_sig.get(_signature(s)) if by_sig else None
                 cat, why = QUEUED, "ready; no wait recorded for it or its kind"
                 if sig is not None:
                     i = bisect_right(sig[0], ready) - 1
@@ -809,47 +874,46 @@ def _wait_segments(steps: dict[str, Step], t_end: float, free: _FreeIndex) -> No
                         cat, why = cat_of(sig[0][i], r), f"queued behind {head}: {r}"
                 nxt = own[0][0] if own else p_to
                 if nxt > cur_t:
-                    s.segments.append((cur_t, nxt, cat, why))
+                    segs.append((cur_t, nxt, cat, why))
                 cur_t = nxt
             for j, (t, r) in enumerate(own):
                 nxt = own[j + 1][0] if j + 1 < len(own) else p_to
                 if nxt > t:
-                    s.segments.append((t, nxt, cat_of(t, r), r))
+                    segs.append((t, nxt, cat_of(t, r), r))
 
 
 def _stretches(nodes: dict[str, Node], steps: dict[str, Step], t0: float, t_end: float, top: int) -> list[dict]:
     """The longest stretches in which some core was idle while some step waited."""
-    ev: list[tuple[float, int, int]] = []  # (t, change of idle cores, change of waiting steps)
+    d_idle: dict[float, int] = defaultdict(int)
+    d_wait: dict[float, int] = defaultdict(int)
     for nd in nodes.values():
-        ev.append((nd.joined, len(nd.cores), 0))
+        d_idle[nd.joined] += len(nd.cores)
         if nd.lost is not None:
-            ev.append((nd.lost, -len(nd.cores), 0))
+            d_idle[nd.lost] -= len(nd.cores)
     for s in steps.values():
         for a in s.attempts:
             end = a.end if a.end is not None else t_end
             for p in a.placement:
-                if p.get("node") in nodes and (nodes[p["node"]].lost is None or a.start < nodes[p["node"]].lost):
-                    c = len(p.get("cores") or ())
-                    ev.append((a.start, -c, 0))
-                    # Cores of a lost node do not come back when its steps end.
-                    lost = nodes[p["node"]].lost
-                    ev.append((min(end, lost) if lost is not None else end, c, 0))
+                nd = nodes.get(p.get("node"))
+                if nd is None or (nd.lost is not None and a.start >= nd.lost):
+                    continue
+                c = len(p.get("cores") or ())
+                if nd.lost is not None and end > nd.lost:
+                    end = nd.lost  # cores of a lost node do not come back when its steps end
+                d_idle[a.start] -= c
+                d_idle[end] += c
         for a, b, _, _ in s.segments:  # touching segments cancel at their shared instant
-            ev.append((a, 0, 1))
-            ev.append((b, 0, -1))
-    ev.sort(key=lambda e: e[0])
+            d_wait[a] += 1
+            d_wait[b] -= 1
+    times = sorted(set(d_idle) | set(d_wait))
     out: list[dict] = []
     idle = waiting = 0
     cur = None
-    i, n = 0, len(ev)
-    while i < n:
-        t = ev[i][0]
-        while i < n and ev[i][0] == t:
-            idle += ev[i][1]
-            waiting += ev[i][2]
-            i += 1
-        t_next = ev[i][0] if i < n else t_end
-        a, b = max(t, t0), min(t_next, t_end)
+    for i, t in enumerate(times):
+        idle += d_idle.get(t, 0)
+        waiting += d_wait.get(t, 0)
+        t_next = times[i + 1] if i + 1 < len(times) else t_end
+        a, b = (t if t > t0 else t0), (t_next if t_next < t_end else t_end)
         if b <= a:
             continue
         if idle > 0 and waiting > 0:
@@ -857,37 +921,47 @@ def _stretches(nodes: dict[str, Node], steps: dict[str, Step], t0: float, t_end:
                 cur = {"from": a, "to": b, "idle_core_s": 0.0, "min_idle": idle, "max_idle": idle}
             cur["to"] = b
             cur["idle_core_s"] += idle * (b - a)
-            cur["min_idle"] = min(cur["min_idle"], idle)
-            cur["max_idle"] = max(cur["max_idle"], idle)
+            if idle < cur["min_idle"]:
+                cur["min_idle"] = idle
+            if idle > cur["max_idle"]:
+                cur["max_idle"] = idle
         elif cur is not None:
             out.append(cur)
             cur = None
     if cur is not None:
         out.append(cur)
     out.sort(key=lambda st: (-(st["to"] - st["from"]), -st["idle_core_s"], st["from"]))
-    out = out[:top]
-    for st in out:
+    out = sorted(out[:top], key=lambda st: st["from"])  # disjoint: in time order for bisection
+    starts = [st["from"] for st in out]
+    # Who waited in each stretch, and for what (most of its time there).
+    per: list[dict[str, dict[str, float]]] = [{} for _ in out]
+    why: list[dict[tuple[str, str], str]] = [{} for _ in out]
+    if out:
+        for s in steps.values():
+            for x, y, cat, w in s.segments:
+                k = bisect_right(starts, y) - 1
+                while k >= 0 and out[k]["to"] > x:
+                    ov = min(y, out[k]["to"]) - max(x, out[k]["from"])
+                    if ov > 0:
+                        m = per[k].setdefault(s.id, {})
+                        m[cat] = m.get(cat, 0.0) + ov
+                        why[k].setdefault((s.id, cat), w)
+                    k -= 1
+    for k, st in enumerate(out):
         a, b = st["from"], st["to"]
         who = []
         by: dict[str, int] = {}
-        for s in steps.values():
-            per: dict[str, float] = {}
-            why: dict[str, str] = {}
-            for x, y, cat, w in s.segments:
-                ov = min(y, b) - max(x, a)
-                if ov > 0:
-                    per[cat] = per.get(cat, 0.0) + ov
-                    why.setdefault(cat, w)
-            if per:
-                cat = max(per, key=per.get)
-                by[cat] = by.get(cat, 0) + 1
-                who.append({"step": s.id, "waited_s": _r(sum(per.values())), "for": cat, "why": why[cat]})
+        for sid, m in per[k].items():
+            cat = max(m, key=m.get)
+            by[cat] = by.get(cat, 0) + 1
+            who.append({"step": sid, "waited_s": _r(sum(m.values())), "for": cat, "why": why[k][(sid, cat)]})
         who.sort(key=lambda w: (-w["waited_s"], w["step"]))
         dur = b - a
         st.update({"from": _r(a - t0), "to": _r(b - t0), "duration_s": _r(dur),
                    "idle_core_s": _r(st["idle_core_s"]),
                    "mean_idle_cores": _r(st["idle_core_s"] / dur) if dur > 0 else None,
                    "waiting": len(who), "by_category": by, "steps": who})
+    out.sort(key=lambda st: (-st["duration_s"], -st["idle_core_s"], st["from"]))
     return out
 
 
@@ -971,6 +1045,10 @@ def _s(x: float | None) -> str:
     return f"{x * 1000:.1f} ms"
 
 
+def _n(k: int, what: str) -> str:
+    return f"{k} {what}{'' if k == 1 else 's'}"
+
+
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.0f}%"
 
@@ -993,7 +1071,7 @@ def format_text(r: Report, stretches: int = 5, problems: int = 20) -> str:
     path = r.floor_path
     shown = " -> ".join(path if len(path) <= 6 else path[:3] + ["..."] + path[-2:])
     L.append(f"  floor         {_s(r.floor_s):>10}   longest dependency chain of the steps' own work"
-             + (f" ({len(path)} steps: {shown})" if path else ""))
+             + (f" ({_n(len(path), 'step')}: {shown})" if path else ""))
     if r.floor_s > 0:
         L.append(f"                {'':>10}   the run took {_s(r.wall_s - r.floor_s)} more ({r.wall_s / r.floor_s:.2f} x the floor);"
                  f" with startup the chain is {_s(r.floor_with_startup_s)}")
@@ -1030,7 +1108,7 @@ def format_text(r: Report, stretches: int = 5, problems: int = 20) -> str:
             L.append(f"    ... and {len(r.problems) - problems} more (--json has them all)")
     if r.waits:
         L.append("  waiting       step-seconds by what steps waited for: "
-                 + ", ".join(f"{CATEGORY_TEXT.get(k, k)} {_s(v['step_s'])} ({v['steps']} steps)"
+                 + ", ".join(f"{CATEGORY_TEXT.get(k, k)} {_s(v['step_s'])} ({_n(v['steps'], 'step')})"
                              for k, v in sorted(r.waits.items(), key=lambda kv: -kv[1]["step_s"])))
     if r.stretches:
         L.append("  idle while steps waited (longest stretches)")
@@ -1052,17 +1130,32 @@ def format_text(r: Report, stretches: int = 5, problems: int = 20) -> str:
 def command(run_dir: str, as_json: bool = False, trace: str | None = None, html_file: str | None = None,
             session: int = -1, now: float | None = None) -> tuple[int, str, list[str]]:
     """What `fleet report` does: (exit status, stdout text, messages for stderr)."""
-    import json
     import time
+
+    import gc
 
     path = events_path(Path(run_dir))
     if not path.exists():
         return 2, "", [f"no event stream at {path}"]
-    records = load(Path(run_dir))
+    # Hundreds of thousands of small dicts and no cycles among them: the cyclic
+    # collector would rescan them again and again for nothing (it doubles the time).
+    was = gc.isenabled()
+    gc.disable()
     try:
-        rep = build(records, now=time.time() if now is None else now, session=session, run_dir=str(run_dir))
-    except ValueError as e:
-        return 2, "", [str(e)]
+        records = load(Path(run_dir))
+        try:
+            rep = build(records, now=time.time() if now is None else now, session=session, run_dir=str(run_dir))
+        except ValueError as e:
+            return 2, "", [str(e)]
+        return _emit(rep, as_json, trace, html_file)
+    finally:
+        if was:
+            gc.enable()
+
+
+def _emit(rep: Report, as_json: bool, trace: str | None, html_file: str | None) -> tuple[int, str, list[str]]:
+    import json
+
     msgs = []
     if trace:
         from .trace import write_trace

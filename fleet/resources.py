@@ -9,7 +9,10 @@ proportional share of each node it lands on, so such steps never wait on memory.
 
 Finding a node must not cost a scan of the allocation per decision: nodes sit in
 buckets by free core count (lazy heaps of join indices), and every release is logged
-so a blocked demand is re-tried only when a node it could fit on has changed.
+so a blocked demand is re-tried only when a node it could fit on has changed. Every
+change to a node is logged too, so that each kind of demand keeps, up to date, the
+nodes that can hold it (one node) or the cores it could gather (spanning): nodes
+short of GPUs or memory are not looked at again until they change.
 """
 
 from __future__ import annotations
@@ -87,6 +90,10 @@ class Pool:
         self.total_cores = 0
         # Node indices whose free resources grew, in order (joins and releases).
         self.releases: list[int] = []
+        # Node indices whose free resources changed at all, in order (and losses).
+        self._changed: list[int] = []
+        self._fit: dict[Demand, list] = {}   # one-node demand -> [log position, heap]
+        self._reach: dict[tuple, list] = {}  # spanning kind -> [log position, per node..., sums]
 
     # -- membership -------------------------------------------------------------
     def add(self, spec: NodeSpec) -> None:
@@ -107,6 +114,7 @@ class Pool:
         if not node.alive:
             return
         node.alive = False
+        self._changed.append(node.idx)
         self.free_cores -= len(node.free_cores)
         self.free_gpus -= len(node.free_gpus)
         self.total_cores -= len(node.spec.cores)
@@ -130,13 +138,14 @@ class Pool:
         return self._place_span(d) if d.span else self._place_one(d)
 
     def _place_one(self, d: Demand) -> Placement | None:
-        for k in sorted(b for b in self._buckets if b >= d.cores):
-            node = self._first_in_bucket(k, lambda n: n.fits(d))
-            if node is not None:
-                return (self._take(node, d.cores, d.gpus, node.mem_for(d.cores, d)),)
-        return None
+        node = self._best_fit(d)
+        if node is None:
+            return None
+        return (self._take(node, d.cores, d.gpus, node.mem_for(d.cores, d)),)
 
     def _place_span(self, d: Demand) -> Placement | None:
+        if self._span_short(d):
+            return None  # what the scans below would conclude, known without them
         if d.gpus:
             return self._place_span_gpus(d)
         chosen: list[tuple[_Node, int]] = []
@@ -250,26 +259,112 @@ class Pool:
 
     # -- bucket index -------------------------------------------------------------
     def _file(self, node: _Node) -> None:
-        heapq.heappush(self._buckets.setdefault(len(node.free_cores), []), node.idx)
+        k = len(node.free_cores)
+        heap = self._buckets.setdefault(k, [])
+        heapq.heappush(heap, node.idx)
+        if len(heap) > 2 * len(self._nodes) + 64:
+            self._bucket_nodes(k)  # drops the stale entries
+        self._changed.append(node.idx)
+
+    _MEMOS = 64  # kinds of demand whose index is kept (least recently used dropped first)
+
+    def _best_fit(self, d: Demand) -> _Node | None:
+        """The live node with the fewest free cores that holds d, lowest join order on
+        ties. Cheap when the first node of the lowest bucket that could hold d does;
+        otherwise (nodes short of GPUs or memory for d come first) d gets a lazy heap of
+        (free cores, join index) of the nodes that held it when they last changed,
+        brought up to date from the change log, so those nodes cost nothing until they
+        change."""
+        nodes = self._nodes
+        log = self._changed
+        memo = self._fit.pop(d, None)
+        if memo is None:
+            for k in sorted(b for b in self._buckets if b >= d.cores):
+                heap = self._buckets[k]
+                while heap and not self._valid(k, heap[0]):
+                    heapq.heappop(heap)
+                if not heap:
+                    del self._buckets[k]
+                    continue
+                if nodes[heap[0]].fits(d):
+                    return nodes[heap[0]]
+                break
+            else:
+                return None  # no node has the cores
+        if memo is None or len(log) - memo[0] > len(nodes) or len(memo[1]) > 2 * len(nodes) + 64:
+            heap = [(len(n.free_cores), n.idx) for n in nodes if n.fits(d)]
+            heapq.heapify(heap)
+            memo = [len(log), heap]
+        else:
+            heap = memo[1]
+            for i in set(log[memo[0]:]):
+                n = nodes[i]
+                if n.fits(d):
+                    heapq.heappush(heap, (len(n.free_cores), i))
+            memo[0] = len(log)
+        self._fit[d] = memo
+        if len(self._fit) > self._MEMOS:
+            del self._fit[next(iter(self._fit))]
+        while heap:
+            k, i = heap[0]
+            n = nodes[i]
+            if len(n.free_cores) == k and n.fits(d):
+                return n
+            heapq.heappop(heap)  # stale: the node changed since (it has a newer entry if it fits)
+        return None
+
+    def _span_short(self, d: Demand) -> bool:
+        """True when a spanning demand certainly cannot be placed now, known without a
+        scan: over live nodes, the whole units each holds with its memory share add up
+        to fewer cores than it needs, or (with GPUs) the nodes holding a unit, at most
+        one per rank, hold fewer free GPUs than it needs. These are exactly the failures
+        of the scans in _place_span and _place_span_gpus (keep them so). Kept per kind
+        of demand and brought up to date from the change log."""
+        key = (d.unit, d.memory, d.cores if d.memory is not None else 0)
+        nodes = self._nodes
+        log = self._changed
+        memo = self._reach.pop(key, None)
+        if memo is None or len(log) - memo[0] > len(nodes):
+            memo = [len(log), [], [], 0, {}]
+            todo = range(len(nodes))
+        else:
+            todo = set(log[memo[0]:])
+            memo[0] = len(log)
+        self._reach[key] = memo
+        if len(self._reach) > self._MEMOS:
+            del self._reach[next(iter(self._reach))]
+        cores, gpus, total, by_gpus = memo[1], memo[2], memo[3], memo[4]  # per node; GPUs -> nodes
+        if len(cores) < len(nodes):
+            cores.extend([0] * (len(nodes) - len(cores)))
+            gpus.extend([0] * (len(nodes) - len(gpus)))
+        for i in todo:
+            n = nodes[i]
+            t = (len(n.free_cores) // d.unit) * d.unit if n.alive else 0
+            while t > 0 and n.free_mem < n.mem_for(t, d):
+                t -= d.unit
+            g = len(n.free_gpus) if t > 0 else 0
+            total += t - cores[i]
+            if gpus[i]:
+                by_gpus[gpus[i]] -= 1
+            if g:
+                by_gpus[g] = by_gpus.get(g, 0) + 1
+            cores[i], gpus[i] = t, g
+        memo[3] = total
+        if total < d.cores:
+            return True
+        if d.gpus:
+            ranks, got = d.cores // d.unit, 0
+            for g in sorted(by_gpus, reverse=True):
+                k = min(by_gpus[g], ranks)
+                got, ranks = got + k * g, ranks - k
+                if ranks == 0 or got >= d.gpus:
+                    break
+            return got < d.gpus
+        return False
 
     def _valid(self, k: int, idx: int) -> bool:
         n = self._nodes[idx]
         return n.alive and len(n.free_cores) == k
-
-    def _first_in_bucket(self, k: int, ok) -> _Node | None:
-        heap = self._buckets[k]
-        while heap and not self._valid(k, heap[0]):
-            heapq.heappop(heap)
-        if not heap:
-            del self._buckets[k]
-            return None
-        if ok(self._nodes[heap[0]]):
-            return self._nodes[heap[0]]
-        # Rare: the emptiest fitting node lacks GPUs or memory; look further in order.
-        for node in self._bucket_nodes(k):
-            if ok(node):
-                return node
-        return None
 
     def _bucket_nodes(self, k: int):
         """Valid nodes of bucket k in join order (a snapshot: callers may change them)."""

@@ -33,10 +33,14 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
     try:
         conn = find(run_dir)
         if conn is None:
-            print(f"fleet: no fleet is up in {run_dir}; starting an embedded local fleet "
-                  f"({nodes} node(s))", file=sys.stderr, flush=True)
+            from .profiles import detect
+            machine = detect()  # inside a batch job: the whole allocation, not just this node
+            where = f"{nodes} pretend node(s)" if machine == "local" else f"machine {machine}"
+            print(f"fleet: no fleet is up in {run_dir}; starting an embedded fleet ({where})",
+                  file=sys.stderr, flush=True)
             embedded = embedded_name()
-            conn = up(run_dir, nodes=nodes, preload=suite.preload, extra=fleet_options, name=embedded)
+            conn = up(run_dir, nodes=nodes, machine=machine, preload=suite.preload, extra=fleet_options,
+                      name=embedded)
         client = Client(conn)
         reply = client.ask(P.Submit(str(path), force, serial, shard, new_generation, wait_foreign), timeout=60)
         if not reply.ok:

@@ -312,6 +312,7 @@ class Scheduler:
                 for dj in job.dependents:
                     dj.unmet -= 1
         failed_deps = []
+        have_nodes = bool(self.pool.nodes())  # once, not per step: resolving changes no node
         for job in new:
             if job.state != S.WAITING:
                 continue
@@ -319,7 +320,7 @@ class Scheduler:
                         if d in self._jobs and self._jobs[d].state in S.FINAL - S.GOOD), None)
             if bad is not None:
                 failed_deps.append((job, bad))
-            elif self.pool.nodes():
+            elif have_nodes:
                 self._resolve(job, out)
             else:
                 self._unresolved.append(job)

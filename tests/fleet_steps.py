@@ -56,3 +56,64 @@ def sleep_forever(ctx):
     Path(ctx.workdir, "pid").write_text(str(os.getpid()))
     while True:
         time.sleep(1)
+
+
+def whereami(ctx):
+    """Sleep for args.seconds (default 0.3) and record where the step really ran: the
+    node as the batch system names it (SLURMD_NODENAME, inherited from the agent's
+    srun task), the CPU affinity the kernel gave it, and the cores it was given."""
+    t0 = time.time()
+    time.sleep(float(ctx.args.get("seconds", 0.3)))
+    Path(ctx.workdir, "where.json").write_text(json.dumps(
+        {"slurmd_nodename": os.environ.get("SLURMD_NODENAME"), "affinity": sorted(os.sched_getaffinity(0)),
+         "cores": list(ctx.cores), "pid": os.getpid(), "start": t0, "end": time.time()}))
+
+
+# --- fault-injection evidence (tests/integration/test_faults.py) --------------------------
+
+def _note(ctx, what: str) -> None:
+    """One line to <run dir>/evidence.txt in one O_APPEND write: what, $FLEET_STEP, pid,
+    attempt, time, and $FLEET_TEST_SHARD (set for a whole `fleet run`; steps inherit it)."""
+    line = (f"{what} {os.environ.get('FLEET_STEP', '?')} {os.getpid()} {ctx.attempt} {time.time():.6f} "
+            f"{os.environ.get('FLEET_TEST_SHARD', '-')}\n")
+    fd = os.open(Path(ctx.run_dir, "evidence.txt"), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def once(ctx):
+    """Note "start"; note "overlap" if an earlier attempt of this step is still alive;
+    sleep args.seconds; publish out/<step> by an exclusive link of a finished file (an
+    attempt killed on the way leaves no output, a second success cannot overwrite the
+    first: it fails); note "end"."""
+    _note(ctx, "start")
+    me = os.environ["FLEET_STEP"]
+    for line in Path(ctx.run_dir, "evidence.txt").read_text().splitlines():
+        f = line.split()
+        if len(f) >= 3 and f[0] == "start" and f[1] == me and int(f[2]) != os.getpid() and _running(int(f[2])):
+            _note(ctx, f"overlap:{f[2]}")
+    time.sleep(float(ctx.args.get("seconds", 1.0)))
+    out = Path(ctx.run_dir, "out", me.replace("/", "_"))
+    out.parent.mkdir(exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    tmp.write_text(f"{me} {os.getpid()}\n")
+    try:
+        os.link(tmp, out)
+    finally:
+        os.unlink(tmp)
+    _note(ctx, "end")
+
+
+def always_fails(ctx):
+    _note(ctx, "start")
+    raise RuntimeError("this step always fails")
