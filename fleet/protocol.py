@@ -54,10 +54,36 @@ def decode(frame: bytes) -> Any:
     if cls is None:
         raise ProtocolError(f"unknown message type {body.get('type')!r}")
     names = {f.name for f in dataclasses.fields(cls)}
+    fields = {k: v for k, v in body.items() if k in names}
+    for name, want in _KINDS[cls].items():
+        if name in fields and not _is(fields[name], want):
+            raise ProtocolError(f"{cls.TYPE}: field {name!r} is not a {want}")
     try:
-        return cls(**{k: v for k, v in body.items() if k in names})
+        return cls(**fields)
     except TypeError as e:
         raise ProtocolError(f"{cls.TYPE}: {e}") from None
+
+
+_CHECKS = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,), "list": (list,), "dict": (dict,)}
+
+
+def _is(value, want: str) -> bool:
+    """Field type checks, so a handler never meets a well-formed message of wrong types."""
+    if want in ("int", "float") and isinstance(value, bool):
+        return False
+    return isinstance(value, _CHECKS[want])
+
+
+class _Kinds(dict):
+    """The checked type of every field of every message, read from its annotation."""
+
+    def __missing__(self, cls):
+        kinds = {f.name: f.type for f in dataclasses.fields(cls) if f.type in _CHECKS}
+        self[cls] = kinds
+        return kinds
+
+
+_KINDS = _Kinds()
 
 
 class VersionMismatch(ProtocolError):
