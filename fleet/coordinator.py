@@ -246,6 +246,9 @@ class Coordinator:
             self._join(ident, msg, now)
             return
         if isinstance(msg, P.JoinFailed):
+            if not (isinstance(msg.node, str) and isinstance(msg.reason, str)):  # not from an agent of ours
+                self._warn("bad:JoinFailed", f"dropped a malformed JoinFailed (node {msg.node!r:.60})")
+                return
             log.error("agent on %s could not start: %s", msg.node, msg.reason)
             self.events.write(now, "agent_failed", node=msg.node, reason=msg.reason)
             self.launcher.note_failure(f"{msg.node}: {msg.reason}")
@@ -467,7 +470,9 @@ class Coordinator:
             outputs=[str(run_dir / o) for o in spec.outputs],
             placement=[[s.node, list(s.cores), list(s.gpus), s.memory] for s in d.placement],
             decided_at=time.time(),
-            env=env, gpu_vars=[self.profile.gpu_var] if self.profile.gpu_var and slot.gpus else [])
+            # Every step is given its GPUs, none included (CUDA_VISIBLE_DEVICES="" hides them);
+            # an MPI launcher's ranks get theirs, per node, from the rendered command instead.
+            env=env, gpu_vars=[self.profile.gpu_var] if self.profile.gpu_var and not spec.mpi else [])
         if not self._send_agent(slot.node, msg):
             self._act(self.sched.handle(StepExited(d.step, d.attempt, S.LOST, f"could not reach the agent on {slot.node}"), now), now)
 
@@ -516,7 +521,8 @@ class Coordinator:
         """The launcher command for an MPI step, with the files it reads written into
         the step's .fleet directory; returns (argv, cores the launcher process runs on)."""
         one_host = self.profile.launcher == "local"
-        r = mpi.render(self.profile.mpi, d.placement, spec.threads, command, self.profile.mpi_flags, one_host)
+        r = mpi.render(self.profile.mpi, d.placement, spec.threads, command, self.profile.mpi_flags, one_host,
+                       gpu_var=self.profile.gpu_var)
         fleet_dir = store.step_dir(run_dir, d.step) / ".fleet"
         fleet_dir.mkdir(parents=True, exist_ok=True)
         for name, text in r.files.items():

@@ -80,8 +80,23 @@ def _cpus(cores: tuple[int, ...]) -> str:
     return ",".join(map(str, cores))
 
 
+def gpu_env(placement: Placement, gpu_var: str) -> tuple[dict, list[str] | None]:
+    """GPU visibility for the ranks: each rank sees the GPUs the step holds on its node.
+    Returns (variables for every rank, None) when every node's list is the same, else
+    ({}, one list per node) for the per-node forms below. An empty ZE_AFFINITY_MASK
+    means every device, so a step given no GPUs is not "confined" by one."""
+    if not gpu_var:
+        return {}, None
+    lists = [",".join(map(str, s.gpus)) for s in placement]
+    if gpu_var == "ZE_AFFINITY_MASK" and not any(lists):
+        return {}, None
+    if all(x == lists[0] for x in lists):
+        return {gpu_var: lists[0]}, None
+    return {}, lists
+
+
 def render_srun(placement: Placement, threads: int, command: list[str], flags: tuple[str, ...] = (),
-                mpi: str = "pmi2") -> Rendered:
+                mpi: str = "pmi2", gpu_var: str = "") -> Rendered:
     """srun inside the job: an overlapping step (the agents' step holds no cores, and
     several MPI steps share nodes), ranks placed per node through an arbitrary
     distribution, and bound to exactly the scheduler's cores. No --exact: Slurm's own
@@ -93,72 +108,90 @@ def render_srun(placement: Placement, threads: int, command: list[str], flags: t
     argv = ["srun", "--overlap", "-N", str(len(nodes)), "-n", str(len(ranks)),
             "-m", "arbitrary", f"--mpi={mpi}"]
     files = {"hostfile": "".join(f"{node}\n" for node, _ in ranks)}
-    env = {"SLURM_HOSTFILE": "{fleet}/hostfile"}
+    genv, per_node = gpu_env(placement, gpu_var)
+    env = {"SLURM_HOSTFILE": "{fleet}/hostfile", **genv}
     shared = _uniform(placement, threads)
-    if shared is not None:
+    if shared is not None and per_node is None:
         if threads == 1:
             argv.append("--cpu-bind=verbose,map_cpu:" + ",".join(str(c[0]) for c in shared))
         else:
             argv.append("--cpu-bind=verbose,mask_cpu:" + ",".join(_mask(c) for c in shared))
         argv += [*flags, *command]
     else:
+        node_gpus = dict(zip(nodes, per_node or ()))
         files["multi-prog.conf"] = "".join(
-            f"{r} taskset -c {_cpus(cores)} {shlex.join(command)}\n" for r, (_, cores) in enumerate(ranks))
+            f"{r} " + (f"env {gpu_var}={node_gpus[node]} " if per_node else "")
+            + f"taskset -c {_cpus(cores)} {shlex.join(command)}\n" for r, (node, cores) in enumerate(ranks))
         argv += ["--cpu-bind=none", *flags, "--multi-prog", "{fleet}/multi-prog.conf"]
     return Rendered(tuple(argv), env, files)
 
 
-def render_pals(placement: Placement, threads: int, command: list[str], flags: tuple[str, ...] = ()) -> Rendered:
+def render_pals(placement: Placement, threads: int, command: list[str], flags: tuple[str, ...] = (),
+                gpu_var: str = "") -> Rendered:
     """PALS mpiexec: --hosts, --ppn, --depth and --cpu-bind list:a,b:c,d; MPMD sections
-    (one per node, each bound with its own list) when ranks or cores differ by node."""
+    (one per node, each bound with its own list and given its own GPUs) when ranks,
+    cores or GPUs differ by node."""
     layout(placement, threads)  # refuses cores that are not whole ranks, as srun and Hydra do
     lists = _per_node_lists(placement, threads)
     shared = _uniform(placement, threads)
+    genv, per_node = gpu_env(placement, gpu_var)
     total = sum(len(x) for x in lists)
-    if shared is not None:
+    if shared is not None and per_node is None:
         argv = ["mpiexec", "-n", str(total), "--ppn", str(len(shared)),
                 "--hosts", ",".join(s.node for s in placement), "--depth", str(threads),
                 "--cpu-bind", "list:" + ":".join(_cpus(c) for c in shared), *flags, *command]
-        return Rendered(tuple(argv))
+        return Rendered(tuple(argv), genv)
     argv = ["mpiexec", *flags]
     for i, (slot, ranks) in enumerate(zip(placement, lists)):
         if i:
             argv.append(":")
         argv += ["-n", str(len(ranks)), "--ppn", str(len(ranks)), "--hosts", slot.node, "--depth", str(threads),
-                 "--cpu-bind", "list:" + ":".join(_cpus(c) for c in ranks), *command]
-    return Rendered(tuple(argv))
+                 "--cpu-bind", "list:" + ":".join(_cpus(c) for c in ranks)]
+        if per_node:
+            argv += ["--env", f"{gpu_var}={per_node[i]}"]
+        argv += command
+    return Rendered(tuple(argv), genv)
 
 
 def render_hydra(placement: Placement, threads: int, command: list[str], flags: tuple[str, ...] = (),
-                 one_host: bool = False) -> Rendered:
+                 one_host: bool = False, gpu_var: str = "") -> Rendered:
     """MPICH's Hydra mpiexec. `one_host`: pretend nodes of a local fleet all live on
     this machine, so every rank is local and one -bind-to user: list covers them all."""
     ranks = layout(placement, threads)
-    user = "user:" + ",".join("+".join(map(str, cores)) for _, cores in ranks)
+    genv, per_node = gpu_env(placement, gpu_var)
+    node_gpus = dict(zip((s.node for s in placement), per_node or ()))
     if one_host:
-        return Rendered(("mpiexec", "-n", str(len(ranks)), "-bind-to", user, *flags, *command))
+        user = "user:" + ",".join("+".join(map(str, cores)) for _, cores in ranks)
+        if not per_node:
+            return Rendered(("mpiexec", "-n", str(len(ranks)), "-bind-to", user, *flags, *command), genv)
+        argv = ["mpiexec", "-bind-to", user, *flags]
+        for r, (node, _) in enumerate(ranks):  # -env is per section: one section per rank
+            argv += ([":"] if r else []) + ["-n", "1", "-env", gpu_var, node_gpus[node], *command]
+        return Rendered(tuple(argv), genv)
     lists = _per_node_lists(placement, threads)
     hosts = ",".join(f"{s.node}:{len(x)}" for s, x in zip(placement, lists))
     shared = _uniform(placement, threads)
-    if shared is not None:
+    if shared is not None and per_node is None:
         bind = "user:" + ",".join("+".join(map(str, c)) for c in shared)
-        return Rendered(("mpiexec", "-hosts", hosts, "-n", str(len(ranks)), "-bind-to", bind, *flags, *command))
+        return Rendered(("mpiexec", "-hosts", hosts, "-n", str(len(ranks)), "-bind-to", bind, *flags, *command), genv)
     argv = ["mpiexec", "-hosts", hosts, *flags]
-    for r, (_, cores) in enumerate(ranks):
+    for r, (node, cores) in enumerate(ranks):
         if r:
             argv.append(":")
-        argv += ["-n", "1", "taskset", "-c", _cpus(cores), *command]
-    return Rendered(tuple(argv))
+        argv += ["-n", "1", *(["-env", gpu_var, node_gpus[node]] if per_node else []),
+                 "taskset", "-c", _cpus(cores), *command]
+    return Rendered(tuple(argv), genv)
 
 
 def render(kind: str, placement: Placement, threads: int, command: list[str] | str,
-           flags: tuple[str, ...] = (), one_host: bool = False) -> Rendered:
-    """The launcher command for an MPI step (kind: srun, pals or hydra)."""
+           flags: tuple[str, ...] = (), one_host: bool = False, gpu_var: str = "") -> Rendered:
+    """The launcher command for an MPI step (kind: srun, pals or hydra); `gpu_var` is the
+    machine's GPU visibility variable, set for each rank to its node's GPUs."""
     argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
     if kind == "srun":
-        return render_srun(placement, threads, argv, flags)
+        return render_srun(placement, threads, argv, flags, gpu_var=gpu_var)
     if kind == "pals":
-        return render_pals(placement, threads, argv, flags)
+        return render_pals(placement, threads, argv, flags, gpu_var=gpu_var)
     if kind == "hydra":
-        return render_hydra(placement, threads, argv, flags, one_host)
+        return render_hydra(placement, threads, argv, flags, one_host, gpu_var=gpu_var)
     raise RenderError(f"unknown MPI launcher {kind!r}")

@@ -245,7 +245,7 @@ def test_the_coordinator_writes_the_launcher_s_files_into_the_step_s_fleet_direc
                                                            "1 taskset -c 1 model -i in.nml\n"
                                                            "2 taskset -c 1 model -i in.nml\n")
     assert env == {"FLEET_STEP": "sim", "SLURM_HOSTFILE": f"{fleet_dir}/hostfile",
-                   "FLEET_RANKS": "node1:0;node1:1;node2:1"}
+                   "FLEET_RANKS": "node1:0;node1:1;node2:1", "CUDA_VISIBLE_DEVICES": ""}
     # On a real allocation the launcher process runs on the first node's cores only.
     assert cores == [0, 1]
 
@@ -257,7 +257,7 @@ def test_the_coordinator_gives_a_local_fleet_s_hydra_launcher_every_placed_core_
     fake = SimpleNamespace(profile=profiles.load("local"))
     argv, cores = coordinator_mod.Coordinator._render_mpi(fake, spec, d, tmp_path, list(spec.command), env)
     assert argv == ["mpiexec", "-n", "1", "-bind-to", "user:0+1", "model", "-i", "in.nml"]
-    assert env == {"FLEET_RANKS": "node1:0,1"}
+    assert env == {"FLEET_RANKS": "node1:0,1", "CUDA_VISIBLE_DEVICES": ""}
     assert cores == [0, 1]
     spec = _mpi_spec(tmp_path, ranks=2)
     d = Start("sim", 1, placement(("node1", [0]), ("node2", [1])))
@@ -302,7 +302,7 @@ def coordinator(tmp_path):
         c.ctx.term()
 
 
-def test_an_mpi_step_s_launch_runs_the_rendered_launcher_with_the_first_node_s_gpus_in_the_machine_s_variable(
+def test_an_mpi_step_s_ranks_see_their_node_s_gpus_through_the_machine_s_variable_not_the_launcher_s(
         tmp_path, coordinator):
     c = coordinator("aurora")
     spec = _mpi_spec(tmp_path, ranks=4, gpus=4)
@@ -315,7 +315,8 @@ def test_an_mpi_step_s_launch_runs_the_rendered_launcher_with_the_first_node_s_g
     assert msg.command == ["mpiexec", "-n", "4", "--ppn", "2", "--hosts", "x1,x2", "--depth", "1",
                            "--cpu-bind", "list:1:2", "model", "-i", "in.nml"]
     assert msg.cores == [1, 2]
-    assert msg.gpus == [0, 1] and msg.gpu_vars == ["ZE_AFFINITY_MASK"]
+    # Both nodes hold GPUs 0 and 1 for the step: one value for every rank, passed by the launcher.
+    assert msg.gpu_vars == [] and msg.env["ZE_AFFINITY_MASK"] == "0,1"
     assert msg.env["FLEET_RANKS"] == "x1:1;x1:2;x2:1;x2:2"
     assert msg.placement == [["x1", [1, 2], [0, 1], 0], ["x2", [1, 2], [0, 1], 0]]
     c.events.flush()
@@ -326,9 +327,6 @@ def test_an_mpi_step_s_launch_runs_the_rendered_launcher_with_the_first_node_s_g
     assert start["gpus"] == [0, 1, 0, 1] and start["nodes"] == ["x1", "x2"]
 
 
-@pytest.mark.xfail(strict=True, reason="MPI steps get one GPU list for every node: the first node's, in the "
-                                      "launcher's environment; nothing renders a node's own GPU ids (issue 4, "
-                                      "'GPU visibility through the machine's variable')")
 def test_ranks_on_a_second_node_whose_gpus_differ_are_given_that_node_s_gpu_ids(tmp_path, coordinator):
     c = coordinator("perlmutter-gpu")
     c.specs["sim"] = _mpi_spec(tmp_path, ranks=4, gpus=4)
@@ -338,6 +336,9 @@ def test_ranks_on_a_second_node_whose_gpus_differ_are_given_that_node_s_gpu_ids(
     given = " ".join([*msg.command, *msg.env.values(), ",".join(map(str, msg.gpus)),
                       *(p.read_text() for p in fleet_dir.iterdir())])
     assert "2,3" in given, given
+    conf = (fleet_dir / "multi-prog.conf").read_text().splitlines()
+    assert conf[0].startswith("0 env CUDA_VISIBLE_DEVICES=0,1 taskset -c 0 ")
+    assert conf[2].startswith("2 env CUDA_VISIBLE_DEVICES=2,3 taskset -c 0 ")
 
 
 # --- starting the agents -----------------------------------------------------------------------
