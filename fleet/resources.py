@@ -5,7 +5,9 @@ may not span takes cores and GPUs from one node (best fit: the node with the few
 free cores that holds it, lowest join order on ties); one that may span takes whole
 rank units from the nodes with the most free cores first, so it touches few nodes.
 Memory is admission control only. A step without a memory figure takes its
-proportional share of each node it lands on, so such steps never wait on memory.
+proportional share of each node it lands on, so while every step does that, memory
+never holds anything up; steps that declare more than their share can strand a
+node's cores, and then the others wait on memory too.
 
 Finding a node must not cost a scan of the allocation per decision: nodes sit in
 buckets by free core count (lazy heaps of join indices), and every release is logged

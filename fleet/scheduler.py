@@ -464,6 +464,8 @@ class Scheduler:
             if entry in cls.heap:
                 cls.heap.remove(entry)
                 heapq.heapify(cls.heap)
+                if not cls.heap:
+                    del self._classes[cls.key]
                 return
 
     # -- the pass --------------------------------------------------------------------------
@@ -505,6 +507,8 @@ class Scheduler:
                 continue
             heapq.heappop(cls.heap)
             cls.blocked_at = None
+            if not cls.heap:  # passes walk live classes only; a new one is made when needed
+                del self._classes[key]
             self._set(job, "start")
             job.placement = placement
             job.started_at = now
