@@ -100,7 +100,11 @@ def up(run_dir: Path, nodes: int = 1, machine: str = "local", preload: tuple[str
     """Start a coordinator (which starts the agents) in the background; return when
     every agent has joined and the connection file is written."""
     run_dir = Path(run_dir).resolve()
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        connection.check_directory(run_dir)
+    except connection.ConnectionError_ as e:
+        raise FleetError(str(e)) from None
     if name == connection.NAME and find(run_dir) is not None:
         raise FleetError(f"a fleet is already up in {run_dir} (fleet down --run-dir {run_dir})")
     logf = open(run_dir / "coordinator.log", "ab")

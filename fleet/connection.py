@@ -48,18 +48,34 @@ def write(run_dir: Path, name: str, conn: Connection) -> Path:
     return path
 
 
+def check_directory(run_dir: Path) -> None:
+    """The connection file's directory must be writable by its owner only: anyone who
+    can write there could replace the file (and its keys) with their own."""
+    st = Path(run_dir).stat()
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX:
+        raise ConnectionError_(f"{run_dir}: others can write to this directory (mode "
+                               f"{stat.S_IMODE(st.st_mode):04o}), so they could replace the fleet's connection "
+                               f"file; use a directory only you can write (chmod go-w {run_dir})")
+
+
 def read(path: Path) -> Connection:
     path = Path(path)
     try:
         st = path.stat()
     except FileNotFoundError:
         raise ConnectionError_(f"{path}: no fleet is up here (no connection file)") from None
+    except PermissionError as e:
+        raise ConnectionError_(f"{path}: cannot read it: {e.strerror}") from None
+    if st.st_uid != os.getuid():
+        raise ConnectionError_(f"{path}: belongs to another user (uid {st.st_uid}); refusing it")
     if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise ConnectionError_(f"{path}: refusing a connection file that others can read or write "
                                f"(mode {stat.S_IMODE(st.st_mode):04o}; it must be 0600)")
     try:
         data = json.loads(path.read_text())
         return Connection(**data)
+    except PermissionError as e:
+        raise ConnectionError_(f"{path}: cannot read it: {e.strerror}") from None
     except (ValueError, TypeError) as e:
         raise ConnectionError_(f"{path}: not a fleet connection file: {e}") from None
 

@@ -69,6 +69,7 @@ class Coordinator:
         self.max_attempts = max_attempts
         self.connection_name = connection_name
         self.elsewhere: dict[str, tuple[str, float, bool]] = {}  # step -> (holder, since, foreign)
+        self.claimed: set[str] = set()  # steps whose claim this fleet holds
         self.expected = nodes
         self.launcher = launcher
         self.heartbeat_s = heartbeat_s
@@ -168,6 +169,10 @@ class Coordinator:
             if self.agent_sock.poll(100):
                 self._drain(self.agent_sock, self._on_agent)
         self.launcher.stop()
+        # Claims of steps that will not finish here (stopped mid-run, or a retry that was
+        # never launched): released, so other fleets need not wait for them to go stale.
+        for step in list(self.claimed):
+            self._release(self._run_dir_of(step), step)
         self.events.write(time.time(), "fleet_down")
         self.events.close()
         if self.ready:
@@ -266,6 +271,14 @@ class Coordinator:
         if isinstance(msg, P.Heartbeat):
             return
         if isinstance(msg, P.Started):
+            try:
+                view = self.sched.view(msg.step)
+            except KeyError:
+                view = None
+            if view is None or view.state != S.RUNNING or view.attempt != msg.attempt \
+                    or not view.placement or view.placement[0].node != node:
+                self._warn("stale started", f"dropped a start report of {msg.step!r} attempt {msg.attempt} from {node}")
+                return
             self.events.write(now, "started", step=msg.step, attempt=msg.attempt, node=node, pid=msg.pid, at=msg.at)
         elif isinstance(msg, P.Exited):
             self._exited(node, msg, now)
@@ -345,6 +358,10 @@ class Coordinator:
                                    for n in neighbours) or "nothing"))
         rec["reason"] = reason
         self.events.write(now, "exit", **rec)
+        # Decide and launch what this exit frees first; the files that record it come
+        # after, off the path between one step's end and the next one's start. (The
+        # done marker still precedes the claim's release, which other fleets rely on.)
+        self._act(self.sched.handle(StepExited(msg.step, msg.attempt, msg.outcome, reason), now), now)
         run_dir = self._run_dir_of(msg.step)
         store.record_attempt(run_dir, msg.step, self.fleet_id, msg.attempt, {
             "outcome": msg.outcome, "node": node, "reason": reason, "work_s": rec["work_s"],
@@ -353,8 +370,7 @@ class Coordinator:
             store.write_done(run_dir, spec, {
                 "attempt": msg.attempt, "node": node, "work_s": rec["work_s"], "ended_at": msg.ended_at,
                 "fleet": self.fleet_id})
-            store.release(run_dir, msg.step, self.fleet_id)
-        self._act(self.sched.handle(StepExited(msg.step, msg.attempt, msg.outcome, reason), now), now)
+            self._release(run_dir, msg.step)
 
     def _beat(self) -> None:
         now_m = time.monotonic()
@@ -398,7 +414,7 @@ class Coordinator:
                     if d.step not in self.elsewhere:  # another fleet's outcome is its own to record
                         store.write_final(run_dir, self.specs[d.step], d.outcome,
                                           {"reason": d.reason, "attempt": d.attempt, "fleet": self.fleet_id, "at": now})
-                        store.release(run_dir, d.step, self.fleet_id)
+                        self._release(run_dir, d.step)
                 self.elsewhere.pop(d.step, None)
                 self._progress(d.step, d.outcome, d.attempt, d.reason, final=final)
             elif isinstance(d, Blocked):
@@ -434,6 +450,8 @@ class Coordinator:
                 sub.remaining -= 1
 
     def _start(self, d: Start, now: float) -> None:
+        if self.stopping:
+            return  # nothing starts during teardown (a retry decided now has nowhere to run)
         spec = self.specs[d.step]
         slot = d.placement[0]
         run_dir = self._run_dir_of(d.step)
@@ -442,6 +460,7 @@ class Coordinator:
         if c.kind != store.Claim.OURS:
             self._not_ours(d, c, now)
             return
+        self.claimed.add(d.step)
         if c.adopted is not None:
             self.events.write(now, "adopted", step=d.step, attempt=d.attempt, previous=c.adopted)
         self.events.write(now, "start", step=d.step, attempt=d.attempt, node=slot.node,
@@ -489,6 +508,10 @@ class Coordinator:
         if c.kind == store.Claim.DONE:
             self._act(self.sched.handle(Settled(d.step, S.SUCCEEDED), now), now)
 
+    def _release(self, run_dir: Path, step: str) -> None:
+        store.release(run_dir, step, self.fleet_id)
+        self.claimed.discard(step)
+
     def _claim_period(self) -> float:
         return min(2.0, max(0.2, self.stale_after / 4))
 
@@ -496,7 +519,7 @@ class Coordinator:
         """Keep our claims fresh and look at steps other fleets hold."""
         now = time.time()
         for v in self.sched.running():
-            store.refresh(self._run_dir_of(v.id), v.id)
+            store.refresh(self._run_dir_of(v.id), v.id, self.fleet_id)
         for step, (holder, since, foreign) in list(self.elsewhere.items()):
             run_dir = self._run_dir_of(step)
             spec = self.specs[step]
@@ -643,15 +666,15 @@ class Coordinator:
                                   memory_held=spec.memory - free_m))
             else:
                 nodes.append(dict(node=a.node, host=a.host, alive=False))
-        views = self.sched.running()
         # A bounded answer, whatever the allocation's size: the first STATUS_RUNNING
         # running steps in start order, and how many run in all.
+        views = self.sched.running(STATUS_RUNNING)
         running = [dict(step=v.id, node=v.placement[0].node if v.placement else None,
                         cores=sum(len(s.cores) for s in v.placement), attempt=v.attempt,
                         elapsed_s=round(now - v.started_at, 3) if v.started_at else None)
-                   for v in views[:STATUS_RUNNING]]
+                   for v in views]
         return dict(up_since=self.started, run_dir=str(self.run_dir), pid=os.getpid(),
-                    nodes=nodes, counts=self.sched.counts(), running=running, running_total=len(views),
+                    nodes=nodes, counts=self.sched.counts(), running=running, running_total=self.sched.running_count(),
                     failures=self.failures[-10:], dropped=dict(self.dropped),
                     submissions=[dict(id=s.id, suite=s.suite, steps=len(s.steps),
                                       finished=len(s.steps) - s.remaining) for s in self.subs.values()])

@@ -15,6 +15,7 @@ after a node it could fit on has released something (see Pool.could_fit_since).
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Union
@@ -251,8 +252,13 @@ class Scheduler:
     def views(self) -> list[JobView]:
         return [self.view(s) for s in self._jobs]
 
-    def running(self) -> list[JobView]:
-        return [self.view(s) for s in self._running]
+    def running(self, limit: int | None = None) -> list[JobView]:
+        """Running steps in start order (the first `limit` of them)."""
+        ids = self._running if limit is None else itertools.islice(self._running, limit)
+        return [self.view(s) for s in ids]
+
+    def running_count(self) -> int:
+        return len(self._running)
 
     def running_on(self, node: str) -> list[JobView]:
         return [self.view(s) for s in sorted(self._on_node.get(node, ()), key=lambda s: self._jobs[s].seq)]

@@ -174,14 +174,23 @@ def claim(run_dir: Path, spec: StepSpec, fleet: str, attempt: int, stale_after: 
 
 
 def _check_attempts(run_dir: Path, spec: StepSpec, max_attempts: int, fleet: str) -> Claim:
-    n = len(attempts(run_dir, spec.id))
-    if max_attempts and n >= max_attempts:
+    if not max_attempts:
+        return Claim(Claim.OURS)
+    try:
+        n = len(os.listdir(_fleet_dir(run_dir, spec.id) / "attempts"))
+    except FileNotFoundError:
+        n = 0
+    if n >= max_attempts:
         release(run_dir, spec.id, fleet)
         return Claim(Claim.STOPPED, f"{n} attempts recorded (limit {max_attempts})")
     return Claim(Claim.OURS)
 
 
-def refresh(run_dir: Path, step_id: str) -> None:
+def refresh(run_dir: Path, step_id: str, fleet: str) -> None:
+    """Keep our claim fresh (only ours: one adopted by another fleet is theirs now)."""
+    cur = read_claim(run_dir, step_id)
+    if cur is None or cur[0].get("fleet") != fleet:
+        return
     try:
         os.utime(_fleet_dir(run_dir, step_id) / CLAIM)
     except OSError:

@@ -86,13 +86,26 @@ class Agent:
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
         signal.signal(signal.SIGHUP, self._on_signal)
+        # A signal (SIGTERM when the coordinator dies) must end the wait at once, not at
+        # the next heartbeat: it writes to this pipe, which the poller watches.
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_r, False)
+        os.set_blocking(wake_w, False)
+        signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
         poller = zmq.Poller()
         poller.register(self.sock, zmq.POLLIN)
         poller.register(self.rep_r, zmq.POLLIN)
+        poller.register(wake_r, zmq.POLLIN)
         next_beat = time.monotonic()
         zygote_open = True
         while not self.stopping:
             ready = dict(poller.poll(max(0, int((next_beat - time.monotonic()) * 1000))))
+            if wake_r in ready:
+                try:
+                    while os.read(wake_r, 512):
+                        pass
+                except BlockingIOError:
+                    pass  # drained; the handler has set self.stopping
             if self.sock in ready:
                 self._drain_coordinator()
             if zygote_open and self.rep_r in ready:
@@ -173,8 +186,22 @@ class Agent:
         print(f"fleet agent {self.node}: stopping: {self.stopping}", file=sys.stderr, flush=True)
         if zygote_open:
             self.to_zygote(pipe.Shutdown(grace))
+            # Pass on the exits of the steps it stops, so that they are recorded (and their
+            # claims released) rather than left for other fleets to find stale.
+            deadline = time.monotonic() + grace + 3.0
+            os.set_blocking(self.rep_r, False)
+            while time.monotonic() < deadline:
+                try:
+                    data = os.read(self.rep_r, 1 << 16)
+                except BlockingIOError:
+                    time.sleep(0.01)
+                    continue
+                if not data:
+                    break
+                for msg in self.reader.feed(data):
+                    self._from_zygote(msg)
         try:
-            self.zygote.wait(timeout=grace + 3.0)
+            self.zygote.wait(timeout=1.0 if zygote_open else grace + 3.0)
         except subprocess.TimeoutExpired:
             self.zygote.kill()
             self.zygote.wait()

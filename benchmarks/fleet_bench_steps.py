@@ -1,0 +1,17 @@
+"""Call targets for the node-agent benchmarks (module `fleet_bench_steps`, importable
+by agents and zygotes when benchmarks/ is on PYTHONPATH; the benchmark scripts set
+that up themselves)."""
+
+import os
+import time
+
+
+def noop(ctx):
+    """Nothing at all: what is measured around it is fleet's own cost."""
+
+
+def sleep(ctx):
+    """Say "ready" (a file in the work directory), then sleep args.seconds (default 60)."""
+    with open(os.path.join(ctx.workdir, "ready"), "w") as f:
+        f.write(str(os.getpid()))
+    time.sleep(float(ctx.args.get("seconds", 60)))
