@@ -36,6 +36,7 @@ from .scheduler import (Blocked, Elsewhere, Finished, Ignored, NodeJoined, NodeL
 log = logging.getLogger("fleet.coordinator")
 
 STATUS_RUNNING = 500  # running steps listed in one status answer
+PROGRESS_S = 0.5  # how stale a submission's counts by state may be in a progress answer
 
 
 @dataclass
@@ -55,6 +56,7 @@ class _Submission:
     steps: list[str]
     remaining: int
     finished: list = field(default_factory=list)
+    counted: tuple | None = None  # (monotonic time, counts by state)
 
 
 class Coordinator:
@@ -568,10 +570,7 @@ class Coordinator:
                 self._reply(self.client_sock, ident, P.Error(f"no submission {msg.submission}"))
                 return
             since = max(0, msg.since)
-            counts: dict[str, int] = {}
-            for s in sub.steps:
-                st = self.sched.state(s)
-                counts[st] = counts.get(st, 0) + 1
+            counts = self._sub_counts(sub)
             self._reply(self.client_sock, ident, P.ProgressReply(
                 sub.id, sub.remaining == 0, counts, sub.finished[since:since + 5000],
                 min(len(sub.finished), since + 5000)))
@@ -582,6 +581,18 @@ class Coordinator:
             self.stopping = True
         else:
             self._reply(self.client_sock, ident, P.Error(f"unexpected {type(msg).__name__}"))
+
+    def _sub_counts(self, sub: _Submission) -> dict[str, int]:
+        """Steps of a submission by state, recounted at most every PROGRESS_S (a client
+        polls several times a second; a large suite is not recounted each time)."""
+        now = time.monotonic()
+        if sub.counted is None or now - sub.counted[0] > PROGRESS_S or sub.remaining == 0:
+            counts: dict[str, int] = {}
+            for s in sub.steps:
+                st = self.sched.state(s)
+                counts[st] = counts.get(st, 0) + 1
+            sub.counted = (now, counts)
+        return sub.counted[1]
 
     def _submit(self, msg: P.Submit) -> P.SubmitReply:
         if not self.ready:

@@ -24,9 +24,28 @@ def workdir(run_dir: Path, spec: StepSpec) -> Path:
     return Path(spec.workdir) if os.path.isabs(spec.workdir) else run_dir / spec.workdir
 
 
+_hashes: dict[int, tuple[StepSpec, str]] = {}
+
+
 def spec_hash(spec: StepSpec) -> str:
     """A digest of what the step does: a changed step is not skipped on rerun."""
-    return hashlib.sha256(repr(spec.identity()).encode()).hexdigest()[:16]
+    hit = _hashes.get(id(spec))
+    if hit is not None and hit[0] is spec:  # computed once per step, not per marker
+        return hit[1]
+    h = hashlib.sha256(repr(spec.identity()).encode()).hexdigest()[:16]
+    _hashes[id(spec)] = (spec, h)
+    return h
+
+
+_made: set[Path] = set()
+
+
+def makedirs(path: Path) -> None:
+    """mkdir -p, once per directory per process: on a parallel filesystem every
+    metadata call counts, and the coordinator makes several per step."""
+    if path not in _made:
+        path.mkdir(parents=True, exist_ok=True)
+        _made.add(path)
 
 
 def _marker(run_dir: Path, step_id: str) -> Path:
@@ -36,7 +55,7 @@ def _marker(run_dir: Path, step_id: str) -> Path:
 def write_done(run_dir: Path, spec: StepSpec, record: dict) -> None:
     """Record success atomically (write aside, then rename)."""
     path = _marker(run_dir, spec.id)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    makedirs(path.parent)
     tmp = path.with_name(f".done.{os.getpid()}.tmp")
     tmp.write_text(json.dumps({"outcome": "succeeded", "spec": spec_hash(spec), **record}))
     os.replace(tmp, path)
@@ -67,7 +86,7 @@ def clear_done(run_dir: Path, spec: StepSpec) -> None:
 # runs. A claim whose holder is provably dead (same host, no such pid) or that was not
 # refreshed for `stale_after` seconds may be adopted: the adopter first creates
 # `adopt.<generation>` with O_EXCL, so exactly one fleet adopts each generation, then
-# replaces the claim with generation + 1. Every attempt leaves a record in attempts/,
+# replaces the claim with generation + 1. Every attempt leaves a record (attempt.*.json),
 # so the number of attempts across all fleets is known, and audits can count successes.
 
 import socket as _socket
@@ -137,11 +156,12 @@ class Claim:
 
 def claim(run_dir: Path, spec: StepSpec, fleet: str, attempt: int, stale_after: float,
           max_attempts: int) -> Claim:
-    """Try to take a step for `fleet` (see the comment above for the protocol)."""
-    if is_done(run_dir, spec):
-        return Claim(Claim.DONE)
+    """Try to take a step for `fleet` (see the comment above for the protocol).
+
+    Completion markers are looked at once the claim is won (a step found done at
+    submission never gets here), which is when it matters."""
     d = _fleet_dir(run_dir, spec.id)
-    d.mkdir(parents=True, exist_ok=True)
+    makedirs(d)
     record = {"fleet": fleet, "host": _socket.gethostname(), "pid": os.getpid(), "attempt": attempt,
               "at": _time.time()}
     path = d / CLAIM
@@ -177,7 +197,7 @@ def _check_attempts(run_dir: Path, spec: StepSpec, max_attempts: int, fleet: str
     if not max_attempts:
         return Claim(Claim.OURS)
     try:
-        n = len(os.listdir(_fleet_dir(run_dir, spec.id) / "attempts"))
+        n = sum(1 for name in os.listdir(_fleet_dir(run_dir, spec.id)) if name.startswith(ATTEMPT))
     except FileNotFoundError:
         n = 0
     if n >= max_attempts:
@@ -208,17 +228,21 @@ def release(run_dir: Path, step_id: str, fleet: str) -> None:
             pass
 
 
+ATTEMPT = "attempt."
+
+
 def record_attempt(run_dir: Path, step_id: str, fleet: str, attempt: int, record: dict) -> None:
-    """One file per attempt of every fleet: attempts/<fleet>-<attempt>.json."""
-    d = _fleet_dir(run_dir, step_id) / "attempts"
-    d.mkdir(parents=True, exist_ok=True)
-    _replace(d / f"{fleet}-{attempt}.json", {"fleet": fleet, "attempt": attempt, **record})
+    """One file per attempt of every fleet: .fleet/attempt.<fleet>.<attempt>.json."""
+    d = _fleet_dir(run_dir, step_id)
+    makedirs(d)
+    _replace(d / f"{ATTEMPT}{fleet}.{attempt}.json", {"fleet": fleet, "attempt": attempt, **record})
 
 
 def attempts(run_dir: Path, step_id: str) -> list[dict]:
-    d = _fleet_dir(run_dir, step_id) / "attempts"
+    """Every attempt any fleet recorded for the step."""
+    d = _fleet_dir(run_dir, step_id)
     out = []
-    for p in sorted(d.glob("*.json")) if d.is_dir() else ():
+    for p in sorted(d.glob(f"{ATTEMPT}*.json")) if d.is_dir() else ():
         try:
             out.append(json.loads(p.read_text()))
         except (OSError, ValueError):
@@ -229,7 +253,7 @@ def attempts(run_dir: Path, step_id: str) -> list[dict]:
 def write_final(run_dir: Path, spec: StepSpec, outcome: str, record: dict) -> None:
     """A step that ended without success and will not be retried by this fleet."""
     d = _fleet_dir(run_dir, spec.id)
-    d.mkdir(parents=True, exist_ok=True)
+    makedirs(d)
     _replace(d / "final.json", {"outcome": outcome, "spec": spec_hash(spec), **record})
 
 

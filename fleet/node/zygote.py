@@ -100,6 +100,9 @@ class Zygote:
         self.reports = msgpack.Unpacker(raw=False)
         self.agent_gone = False
         self.stop_grace: float | None = None  # set: shut down with this grace
+        # A child forked ahead of demand, waiting on its own pipe for a Launch: (pid, fd).
+        self.spare: tuple[int, int] | None = None
+        self.prefork = True
         # Handlers, not SIG_IGN: an ignored signal stays ignored across exec, a
         # handled one is reset to default, so spawned commands get defaults.
         signal.set_wakeup_fd(self.wake_w, warn_on_full_buffer=False)
@@ -202,7 +205,63 @@ class Zygote:
         else:
             self._not_started(msg, f"unknown step kind {msg.kind!r}")
 
+    def _make_spare(self) -> None:
+        """Fork the next call step's child ahead of demand, between starts: it waits on
+        a pipe of its own, so a start costs a write instead of a fork."""
+        if self.spare is not None or self.stop_grace is not None or not self.prefork:
+            return
+        sys.stdout.flush()
+        sys.stderr.flush()
+        r, w = os.pipe()
+        parent = os.getpid()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(r)
+            os.close(w)
+            return
+        if pid == 0:
+            try:
+                os.close(w)
+                msg = pipe.read_message(r)  # None at end of file: the zygote let us go
+                first_at = time.time()
+                if isinstance(msg, pipe.Launch):
+                    child.run_call(msg, self.report_w, first_at=first_at, close_fds=(*self.own_fds, r),
+                                   restore_env=INHERITED_THREAD_ENV, parent=parent)
+            finally:
+                os._exit(0)
+        os.close(r)
+        self.spare = (pid, w)
+
+    def _drop_spare(self) -> None:
+        if self.spare is not None:
+            pid, w = self.spare
+            self.spare = None
+            os.close(w)  # end of file: it exits
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+
     def _fork_call(self, msg: pipe.Launch) -> None:
+        if self.spare is not None:
+            pid, w = self.spare
+            self.spare = None
+            try:
+                pipe.write_message(w, msg)
+                handed = True
+            except OSError:
+                handed = False  # it died waiting (reaped in the loop): fork one as usual
+            os.close(w)
+            if handed:
+                at = time.time()
+                try:
+                    os.setpgid(pid, pid)
+                except OSError:
+                    pass
+                self._register(_Step(msg, pid, pid, at))
+                return
         sys.stdout.flush()  # or the child would write our buffered bytes again
         sys.stderr.flush()
         parent = os.getpid()
@@ -331,6 +390,9 @@ class Zygote:
             if info is None or info.si_pid == 0:
                 return
             step = self.steps.get(info.si_pid)
+            if self.spare is not None and info.si_pid == self.spare[0]:
+                os.close(self.spare[1])  # a spare that died waiting: another is made
+                self.spare = None
             if step is not None:
                 # Nothing a step started outlives it (daemons must setsid).
                 try:
@@ -381,6 +443,7 @@ class Zygote:
         poller = select.poll()
         for fd in (self.fd_in, self.report_r, self.wake_r):
             poller.register(fd, select.POLLIN)
+        self._make_spare()
         while self.stop_grace is None:
             timeout = None
             if self.fence > 0:
@@ -398,11 +461,13 @@ class Zygote:
                 elif fd == self.fd_in:
                     self._read_requests()
             self.reap()
+            self._make_spare()
         self.shutdown(self.stop_grace)
         return 0
 
     def shutdown(self, grace: float) -> None:
         """SIGTERM every step's group, SIGKILL what is left after ``grace`` s, reap all."""
+        self._drop_spare()
         for step in list(self.steps.values()):
             self._signal_group(step, signal.SIGTERM)
             self._signal_group(step, signal.SIGCONT)  # a stopped step must see it
