@@ -537,6 +537,12 @@ def main(argv: list[str] | None = None) -> int:
         _refuse(args.fd_out, f"{count} threads after importing preload modules "
                              f"{list(preload)}; forking needs exactly 1")
     zygote = Zygote(args.fd_in, args.fd_out, args.grace, args.fence)
+    # Everything imported so far goes to the collector's permanent generation: a
+    # collection in a child would otherwise write to every object's header and copy
+    # nearly every page it shares with us (gc.freeze exists for pre-fork servers).
+    import gc
+    gc.collect()
+    gc.freeze()
     zygote.send(pipe.Hello(os.getpid(), threads, preload, import_s))
     return zygote.serve()
 
