@@ -3,6 +3,7 @@ and completion markers that make a rerun skip what already succeeded."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -49,22 +50,20 @@ def makedirs(path: Path) -> None:
 
 
 def _marker(run_dir: Path, step_id: str) -> Path:
-    return step_dir(run_dir, step_id) / ".fleet" / "done.json"
+    return _fleet_dir(run_dir, step_id) / "done.json"
 
 
 def write_done(run_dir: Path, spec: StepSpec, record: dict) -> None:
     """Record success atomically (write aside, then rename)."""
-    path = _marker(run_dir, spec.id)
-    makedirs(path.parent)
-    tmp = path.with_name(f".done.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"outcome": "succeeded", "spec": spec_hash(spec), **record}))
-    os.replace(tmp, path)
+    makedirs(_fleet_dir(run_dir, spec.id))
+    _replace(_marker(run_dir, spec.id), {"outcome": "succeeded", "spec": spec_hash(spec), **record})
 
 
 def is_done(run_dir: Path, spec: StepSpec) -> bool:
     """True when a marker says this same step already succeeded."""
     try:
-        rec = json.loads(_marker(run_dir, spec.id).read_text())
+        with open(_marker(run_dir, spec.id)) as f:
+            rec = json.loads(f.read())
     except (OSError, ValueError):
         return False
     return rec.get("outcome") == "succeeded" and rec.get("spec") == spec_hash(spec)
@@ -95,7 +94,9 @@ import time as _time
 CLAIM = "claim"
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _fleet_dir(run_dir: Path, step_id: str) -> Path:
+    # Asked for several times per step by the coordinator: built once.
     return step_dir(run_dir, step_id) / ".fleet"
 
 
@@ -111,17 +112,22 @@ def _write_new(path: Path, data: dict) -> bool:
 
 
 def _replace(path: Path, data: dict) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
+    """Write aside, then rename: readers see the old record or the new one, whole."""
+    p = os.fspath(path)
+    head, name = os.path.split(p)
+    tmp = os.path.join(head, f".{name}.{os.getpid()}.tmp")
+    with open(tmp, "w") as f:
+        f.write(json.dumps(data))
+    os.replace(tmp, p)
 
 
 def read_claim(run_dir: Path, step_id: str) -> tuple[dict, float] | None:
     """The claim's record and its age in seconds, or None."""
-    path = _fleet_dir(run_dir, step_id) / CLAIM
+    path = os.path.join(_fleet_dir(run_dir, step_id), CLAIM)
     try:
-        age = _time.time() - path.stat().st_mtime
-        return json.loads(path.read_text()), age
+        with open(path) as f:
+            age = _time.time() - os.fstat(f.fileno()).st_mtime
+            return json.loads(f.read()), age
     except (OSError, ValueError):
         return None
 

@@ -64,8 +64,10 @@ class StepSpec:
 
     def identity(self) -> tuple:
         """Everything that defines what the step does (for shared-step checks and markers)."""
-        return tuple((f.name, _freeze(getattr(self, f.name)))
-                     for f in fields(self) if f.name not in ("order", "source"))
+        return tuple((name, _freeze(getattr(self, name))) for name in _IDENTITY)
+
+
+_IDENTITY = tuple(f.name for f in fields(StepSpec) if f.name not in ("order", "source"))
 
 
 @dataclass(frozen=True)
