@@ -78,10 +78,3 @@ def read(path: Path) -> Connection:
         raise ConnectionError_(f"{path}: cannot read it: {e.strerror}") from None
     except (ValueError, TypeError) as e:
         raise ConnectionError_(f"{path}: not a fleet connection file: {e}") from None
-
-
-def remove(run_dir: Path) -> None:
-    try:
-        path_in(run_dir).unlink()
-    except FileNotFoundError:
-        pass

@@ -253,9 +253,6 @@ class Coordinator:
             self._join(ident, msg, now)
             return
         if isinstance(msg, P.JoinFailed):
-            if not (isinstance(msg.node, str) and isinstance(msg.reason, str)):  # not from an agent of ours
-                self._warn("bad:JoinFailed", f"dropped a malformed JoinFailed (node {msg.node!r:.60})")
-                return
             log.error("agent on %s could not start: %s", msg.node, msg.reason)
             self.events.write(now, "agent_failed", node=msg.node, reason=msg.reason)
             self.launcher.note_failure(f"{msg.node}: {msg.reason}")

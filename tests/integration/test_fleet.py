@@ -5,13 +5,11 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
 
-from fleetharness import (assert_nothing_left, events, fleet, fleet_pids, living, spawn, wait_for,
-                          write_suite)
+from fleetharness import assert_nothing_left, events, fleet, spawn, wait_for, write_suite
 
 
 def exits(run_dir: Path) -> dict[str, dict]:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from fleet.graph import build_graph
 from fleet.resources import Capacity, NodeSpec, Slot
 from fleet.scheduler import (Blocked, Finished, Ignored, NodeJoined, NodeLost, Retry, Scheduler, Skipped, Start,
-                             StepExited, Submitted, Unrunnable, Wait, submission)
+                             StepExited, Submitted, Wait, submission)
 from fleet.simulate import pretend_nodes, simulate
 from fleet.suite import parse_suite
 

@@ -9,7 +9,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 
 from fleet.cli import main
