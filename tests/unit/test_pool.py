@@ -12,36 +12,12 @@ from hypothesis import strategies as st
 from fleet.checks import fit_problems
 from fleet.graph import build_graph
 from fleet.resources import Capacity, Demand, NodeSpec, Pool, Slot
-from fleet.scheduler import (Blocked, Finished, Ignored, NodeJoined, NodeLost, Retry, Scheduler, Start,
-                             StepExited, Unrunnable, Wait, submission)
+from fleet.scheduler import (Blocked, Finished, Ignored, NodeJoined, NodeLost, Retry, Start, StepExited,
+                             Unrunnable, Wait)
 from fleet.simulate import simulate
 from fleet.suite import parse_suite
 
-GiB = 2**30
-
-
-def node(name: str, cores: int, gpus: int = 0, memory: int | None = None) -> NodeSpec:
-    """A node with core ids 0..cores-1, GPU ids 0..gpus-1 and (default) 1 GiB per core."""
-    return NodeSpec(name, tuple(range(cores)), tuple(range(gpus)), cores * GiB if memory is None else memory)
-
-
-def suite(*tables: dict):
-    for t in tables:
-        t.setdefault("command", "x")
-    return parse_suite({"steps": list(tables)}, Path("/x/suite.toml"))
-
-
-def scheduler(nodes, *tables, done=()):
-    """A scheduler with these nodes joined and these steps submitted at t=0."""
-    sched = Scheduler()
-    for n in nodes:
-        assert sched.handle(NodeJoined(n), 0.0) == []
-    out = sched.handle(submission(suite(*tables).steps, done=done), 0.0)
-    return sched, out
-
-
-def slot(name, cores, gpus=(), memory=GiB):
-    return Slot(name, tuple(cores), tuple(gpus), memory)
+from coretools import GiB, node, scheduler, slot, suite  # noqa: E402
 
 
 def ok(step, now, sched, attempt=1):

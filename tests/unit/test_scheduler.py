@@ -17,29 +17,7 @@ from fleet.scheduler import (Blocked, Finished, Ignored, NodeJoined, NodeLost, R
 from fleet.simulate import pretend_nodes, simulate
 from fleet.suite import parse_suite
 
-GiB = 2**30
-
-
-def node(name: str, cores: int, gpus: int = 0, memory: int | None = None) -> NodeSpec:
-    return NodeSpec(name, tuple(range(cores)), tuple(range(gpus)), cores * GiB if memory is None else memory)
-
-
-def suite(*tables: dict):
-    for t in tables:
-        t.setdefault("command", "x")
-    return parse_suite({"steps": list(tables)}, Path("/x/suite.toml"))
-
-
-def scheduler(nodes, *tables, done=()):
-    sched = Scheduler()
-    for n in nodes:
-        assert sched.handle(NodeJoined(n), 0.0) == []
-    out = sched.handle(submission(suite(*tables).steps, done=done), 0.0)
-    return sched, out
-
-
-def slot(name, cores, gpus=(), memory=GiB):
-    return Slot(name, tuple(cores), tuple(gpus), memory)
+from coretools import GiB, node, scheduler, slot, suite  # noqa: E402
 
 
 def exit_(sched, step, now, outcome="succeeded", attempt=1, reason=""):
