@@ -55,11 +55,12 @@ def code_version() -> dict:
     """The commit measured, and which files of the fleet package differed from it."""
     def git(*args):
         try:
+            # Strip line ends only: porcelain lines start with a status column that may be a space.
             return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True,
-                                  timeout=20).stdout.strip()
+                                  timeout=20).stdout.rstrip("\n")
         except (OSError, subprocess.SubprocessError):
             return ""
-    return {"commit": git("rev-parse", "HEAD"),
+    return {"commit": git("rev-parse", "HEAD").strip(),
             "uncommitted_in_fleet": [line[3:] for line in git("status", "--porcelain", "--", "fleet").splitlines()]}
 
 

@@ -40,6 +40,8 @@ import time
 import tracemalloc
 from pathlib import Path
 
+from readme_section import write_section  # noqa: E402 (benchmarks/ is sys.path[0])
+
 from fleet.graph import build_graph
 from fleet.scheduler import NodeJoined, Scheduler, Start, StepExited, Submitted
 from fleet.simulate import pretend_nodes, simulate
@@ -422,17 +424,7 @@ def readme_section(res: dict) -> str:
 
 def write_readme(section: str) -> None:
     """Add or replace only our own section of benchmarks/README.md."""
-    text = README.read_text() if README.exists() else "# Benchmarks\n"
-    lines = text.splitlines(keepends=True)
-    start = next((i for i, l in enumerate(lines) if l.rstrip("\n") == SECTION), None)
-    if start is None:
-        if not text.endswith("\n"):
-            text += "\n"
-        README.write_text(text + "\n" + section)
-        return
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-    tail = lines[end:]
-    README.write_text("".join(lines[:start]) + section + ("\n" if tail else "") + "".join(tail))
+    write_section(SECTION, section, README)
 
 
 def cpu_name() -> str:

@@ -13,6 +13,8 @@ import json
 import sys
 from pathlib import Path
 
+from readme_section import write_section  # noqa: E402 (benchmarks/ is sys.path[0])
+
 HERE = Path(__file__).resolve().parent
 README = HERE / "README.md"
 RESULTS = HERE / "results"
@@ -314,17 +316,7 @@ def m_commit(res: dict) -> str:
 
 def write(text: str) -> None:
     """Add or replace only this section of benchmarks/README.md."""
-    old = README.read_text() if README.exists() else "# Benchmarks\n"
-    lines = old.splitlines(keepends=True)
-    start = next((i for i, line in enumerate(lines) if line.rstrip("\n") == SECTION), None)
-    if not text.endswith("\n"):
-        text += "\n"
-    if start is None:
-        README.write_text(old + ("" if old.endswith("\n") else "\n") + "\n" + text)
-        return
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-    tail = lines[end:]
-    README.write_text("".join(lines[:start]) + text + ("\n" if tail else "") + "".join(tail))
+    write_section(SECTION, text, README)
 
 
 def main() -> int:

@@ -30,6 +30,8 @@ import time
 from collections import deque
 from pathlib import Path
 
+from readme_section import write_section  # noqa: E402 (benchmarks/ is sys.path[0])
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 SECTION = "## fleet report on 100,000 steps"
@@ -165,7 +167,6 @@ def _machine_busy() -> float:
 
 def update_readme(res: dict) -> None:
     path = HERE / "README.md"
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
     g, m, c = res["stream"], res["median_s"], res["median_cpu_s"]
     body = f"""{SECTION}
 
@@ -193,13 +194,7 @@ Target (issue 7): the report in under 10 s: **{'met' if res['target_met'] else '
 The trace has {res['trace_events']:,} events ({res['trace_bytes'] / 2**20:.0f} MiB) and the HTML page is
 {res['html_bytes'] / 2**20:.1f} MiB (beyond {res['exact_bars']:,} bars the timeline is drawn per pixel column).
 """
-    if SECTION in text:
-        a = text.index(SECTION)
-        b = text.find("\n## ", a + len(SECTION))
-        text = text[:a] + body + (text[b + 1:] if b >= 0 else "")
-    else:
-        text = text.rstrip("\n") + "\n\n" + body
-    path.write_text(text)
+    write_section(SECTION, body, path)
 
 
 def main() -> int:

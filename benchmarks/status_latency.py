@@ -64,6 +64,8 @@ from fleet import protocol as P, security  # noqa: E402
 from fleet.client import Client  # noqa: E402
 from fleet.connection import read as read_connection, path_in  # noqa: E402
 
+from readme_section import write_section  # noqa: E402 (benchmarks/ is sys.path[0])
+
 README = HERE / "README.md"
 SECTION = "## Status: latency and load"
 
@@ -469,17 +471,7 @@ def verdict(c: dict) -> str:
 
 def write_readme(text: str) -> None:
     """Add or replace only this section of benchmarks/README.md."""
-    old = README.read_text() if README.exists() else "# Benchmarks\n"
-    lines = old.splitlines(keepends=True)
-    start = next((i for i, line in enumerate(lines) if line.rstrip("\n") == SECTION), None)
-    if not text.endswith("\n"):
-        text += "\n"
-    if start is None:
-        README.write_text(old + ("" if old.endswith("\n") else "\n") + "\n" + text)
-        return
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-    tail = lines[end:]
-    README.write_text("".join(lines[:start]) + text + ("\n" if tail else "") + "".join(tail))
+    write_section(SECTION, text, README)
 
 
 def main(argv=None) -> int:

@@ -1,0 +1,23 @@
+"""Each benchmark owns one "## ..." section of benchmarks/README.md and rewrites only it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+README = Path(__file__).resolve().parent / "README.md"
+
+
+def write_section(heading: str, text: str, readme: Path = README) -> None:
+    """Replace the section that starts with the line `heading` (up to the next "## "),
+    or add it at the end; every other section is left as it is."""
+    old = readme.read_text() if readme.exists() else "# Benchmarks\n"
+    lines = old.splitlines(keepends=True)
+    if not text.endswith("\n"):
+        text += "\n"
+    start = next((i for i, line in enumerate(lines) if line.rstrip("\n") == heading), None)
+    if start is None:
+        readme.write_text(old + ("" if old.endswith("\n") else "\n") + "\n" + text)
+        return
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    tail = lines[end:]
+    readme.write_text("".join(lines[:start]) + text + ("\n" if tail else "") + "".join(tail))
