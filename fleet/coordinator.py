@@ -72,6 +72,7 @@ class Coordinator:
         self.connection_name = connection_name
         self.elsewhere: dict[str, tuple[str, float, bool]] = {}  # step -> (holder, since, foreign)
         self.claimed: set[str] = set()  # steps whose claim this fleet holds
+        self._next_refresh = 0.0
         self.expected = nodes
         self.launcher = launcher
         self.heartbeat_s = heartbeat_s
@@ -512,13 +513,17 @@ class Coordinator:
         self.claimed.discard(step)
 
     def _claim_period(self) -> float:
+        """How often steps held elsewhere are looked at."""
         return min(2.0, max(0.2, self.stale_after / 4))
 
     def _tend_claims(self) -> None:
-        """Keep our claims fresh and look at steps other fleets hold."""
+        """Keep our claims fresh (a few times per stale_after, not every turn: each is a
+        read and a utime per running step) and look at steps other fleets hold."""
         now = time.time()
-        for v in self.sched.running():
-            store.refresh(self._run_dir_of(v.id), v.id, self.fleet_id)
+        if now >= self._next_refresh:
+            self._next_refresh = now + max(0.2, self.stale_after / 4)
+            for v in self.sched.running():
+                store.refresh(self._run_dir_of(v.id), v.id, self.fleet_id)
         for step, (holder, since, foreign) in list(self.elsewhere.items()):
             run_dir = self._run_dir_of(step)
             spec = self.specs[step]
