@@ -150,7 +150,7 @@ class Fleet:
                 cmd = " ".join(p.cmdline())
             except psutil.Error:
                 continue
-            role = ("coordinator" if "fleet.coordinator" in cmd else "agent" if "fleet.node.agent" in cmd
+            role = ("coordinator" if "fleet.control.coordinator" in cmd else "agent" if "fleet.node.agent" in cmd
                     else "zygote" if "fleet.node.zygote" in cmd else "step")
             if role == "agent":
                 role += " " + cmd.split("--node ", 1)[1].split()[0]

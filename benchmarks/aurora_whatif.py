@@ -7,7 +7,7 @@ Everything runs in one process, in this order:
 
 1. "aurora" scenarios: 10,624 nodes of 104 cores and 6 GPUs (1135 GiB of memory, one
    node in nine 1007 GiB), with a seeded workload of 10,000 and then 100,000 steps run
-   through `fleet.simulate.simulate` (the code behind `fleet simulate`). The 10k
+   through `fleet.core.simulate.simulate` (the code behind `fleet simulate`). The 10k
    workload is the first 10k steps of the same generator, so the mix is the same.
 2. "blocked" scenarios: far more ready steps than cores. 16 nodes of the same shape
    (1,664 cores) and 10,000 / 100,000 steps that are all ready at once, driven event by
@@ -42,10 +42,10 @@ from pathlib import Path
 
 from readme_section import write_section  # noqa: E402 (benchmarks/ is sys.path[0])
 
-from fleet.graph import build_graph
-from fleet.scheduler import NodeJoined, Scheduler, Start, StepExited, Submitted
-from fleet.simulate import pretend_nodes, simulate
-from fleet.suite import StepSpec
+from fleet.core.graph import build_graph
+from fleet.core.scheduler import NodeJoined, Scheduler, Start, StepExited, Submitted
+from fleet.core.simulate import pretend_nodes, simulate
+from fleet.core.suite import StepSpec
 
 GiB = 2**30
 AURORA_NODES = 10_624
@@ -370,7 +370,7 @@ def readme_section(res: dict) -> str:
          "(seeded; StepSpec objects, graph from `build_graph`): chains of one-core Python `call`",
          "steps; ensembles of prep steps -> one wide spanning MPI step (64-2048 ranks, a third",
          "using GPUs) -> analysis steps that read its output; GPU steps. The 10k workload is the",
-         "first 10k steps of the 100k one. \"wall\" is one `fleet.simulate.simulate` call, node",
+         "first 10k steps of the 100k one. \"wall\" is one `fleet.core.simulate.simulate` call, node",
          "joins included; \"us/pass\" times each step-exit event in `Scheduler.handle` (a second,",
          "instrumented run of the same events). \"blocked\": 16 such nodes (1,664 cores) and 10k",
          "or 100k independent steps all ready at once. Peak RSS is `ru_maxrss` of the whole",

@@ -5,7 +5,7 @@
 
 This machine has 2 cores, so the zygote is driven directly, as its agent would drive
 it: `python -m fleet.node.zygote --fd-in R --fd-out W --preload numpy,scipy.linalg`
-started by fleet.node.agent.start_zygote, then 24 Launch messages (fleet.node.pipe)
+started by fleet.node.agent.start_zygote, then 24 Launch messages (fleet.wire.pipe)
 for a `call` step (fleet_bench_steps:sleep) that writes a "ready" file and sleeps.
 All 24 are forked at once, each pinned to every core (no core is reserved: this is
 about memory, not placement). Once all 24 are ready (and after a short settle), each
@@ -44,7 +44,7 @@ def measure(pid: int) -> dict:
 
 def run(steps: int, settle: float, work: Path, preload: tuple[str, ...]) -> dict:
     os.environ["PYTHONPATH"] = nb.bench_env()["PYTHONPATH"]  # inherited by the zygote
-    from fleet.node import pipe
+    from fleet.wire import pipe
     from fleet.node.agent import start_zygote
 
     proc, req_w, rep_r = start_zygote(",".join(preload))

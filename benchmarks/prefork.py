@@ -8,7 +8,7 @@ happens off the start path. This measures both with fleet's own step code
 (fleet.node.child.run_call: signals, process group, death signal, affinity,
 environment, directories, log, then the step) in a server process that imports numpy
 and scipy.linalg with the zygote's thread settings, driven over a pipe with the
-zygote's Launch frames (fleet.node.pipe), one step at a time, with a pause (--gap,
+zygote's Launch frames (fleet.wire.pipe), one step at a time, with a pause (--gap,
 20 ms) between a step's end and the next Launch so that the spare is ready, as it is
 whenever demand is below the fork rate (the same pause in both modes):
 
@@ -45,7 +45,8 @@ from fleet.node import zygote as Z  # thread variables: set below, as the zygote
 for name in Z.THREAD_VARS:
     os.environ.setdefault(name, "1")
 import numpy, scipy.linalg, msgpack
-from fleet.node import child, pipe
+from fleet.node import child
+from fleet.wire import pipe
 mode, fd_in, fd_out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 report_r, report_w = os.pipe()
 child.set_pdeathsig(15)
@@ -118,7 +119,7 @@ def measure(mode: str, steps: int, work: Path, gap: float) -> dict:
     import os
     import time
     os.environ["PYTHONPATH"] = nb.bench_env()["PYTHONPATH"]
-    from fleet.node import pipe
+    from fleet.wire import pipe
     req_r, req_w = os.pipe()
     rep_r, rep_w = os.pipe()
     (work / "scratch").mkdir(parents=True, exist_ok=True)

@@ -204,7 +204,7 @@ def main() -> int:
     ap.add_argument("--out", default=str(HERE / "results" / "report_100k.json"))
     ap.add_argument("--no-readme", action="store_true")
     args = ap.parse_args()
-    from fleet.html_report import EXACT_BARS
+    from fleet.report.html import EXACT_BARS
     with tempfile.TemporaryDirectory() as tmp:
         run = Path(tmp) / "run"
         run.mkdir()
@@ -232,7 +232,7 @@ def main() -> int:
         # Cores busy meanwhile with everything else (the machine is shared).
         other = (_machine_busy() - busy0 - sum(sum(v) for v in cpus.values())) / (time.monotonic() - t_bench)
         trace = json.loads((Path(tmp) / "t.json").read_text())
-        from fleet.trace import validate
+        from fleet.report.trace import validate
         problems = validate(trace)
         res = {
             "steps": args.steps, "repeat": args.repeat, "stream": gen,

@@ -218,7 +218,7 @@ def zygote_direct(work: Path, steps: int) -> dict:
     code = r"""
 import json, os, sys, time
 import psutil
-from fleet.node import pipe
+from fleet.wire import pipe
 from fleet.node.agent import start_zygote
 n, work = int(sys.argv[1]), sys.argv[2]
 proc, req_w, rep_r = start_zygote("numpy,scipy.linalg")

@@ -10,10 +10,10 @@ Three parts, in this order, in one run:
 1. real fleet (`fleet up --nodes 2`, one core per pretend node): a suite of 1,000
    `fleet_bench_steps:sleep` steps (600 s each) is submitted. This machine runs 2 at a
    time, so "in flight" is 1,000 submitted and unfinished: 2 running, 998 ready. Then
-   300 status requests one after the other through fleet.client.Client (CURVE, TCP on
+   300 status requests one after the other through fleet.control.client.Client (CURVE, TCP on
    127.0.0.1, msgpack), each timed from send to decoded answer; and 5 runs of the real
    `fleet status --json` command, which add Python's start-up and imports.
-2. in-process coordinator (fleet.coordinator.Coordinator, no agents started): two
+2. in-process coordinator (fleet.control.coordinator.Coordinator, no agents started): two
    pretend agents (DEALER sockets holding the agent keys) join as nodes of 1,000 cores
    each; a keyed client submits a suite of 1,000 one-core steps through the client
    socket, and the coordinator handles it exactly as it would in a fleet (decode,
@@ -60,9 +60,10 @@ import zmq  # noqa: E402
 
 from _nodebench import (Fleet, bench_env, fleet_cli, kill_group, machine, pct, run,  # noqa: E402
                         today, write_result)
-from fleet import protocol as P, security  # noqa: E402
-from fleet.client import Client  # noqa: E402
-from fleet.connection import read as read_connection, path_in  # noqa: E402
+from fleet.wire import security  # noqa: E402
+from fleet.wire import messages as P
+from fleet.control.client import Client  # noqa: E402
+from fleet.wire.connection import read as read_connection, path_in  # noqa: E402
 
 from readme_section import write_section  # noqa: E402 (benchmarks/ is sys.path[0])
 
@@ -173,7 +174,7 @@ class NullLauncher:
 
 
 def in_process(work: Path, steps: int, cores: int, calls: int) -> dict:
-    from fleet.coordinator import Coordinator
+    from fleet.control.coordinator import Coordinator
     run_dir = work / "inproc"
     run_dir.mkdir()
     coord = Coordinator(run_dir, 2, NullLauncher(), timeout_s=3600.0)

@@ -3,7 +3,7 @@ startup_throughput.py goes to the coordinator's per-step files?
 
     python benchmarks/whatif_store_io.py      # writes benchmarks/results/whatif_store_io.json
 
-For every step the coordinator claims it (fleet.store.claim: marker check, mkdir,
+For every step the coordinator claims it (fleet.control.store.claim: marker check, mkdir,
 O_EXCL claim file, attempt count) before sending the Launch, and when it exits writes
 an attempt record, the done marker and releases the claim, all before it decides the
 next step. This runs the same 2,000 no-op steps as startup_throughput.py on two
@@ -30,7 +30,8 @@ from startup_throughput import write_suite  # noqa: E402
 
 COORDINATOR = r"""
 import sys
-from fleet import coordinator, store
+from fleet.control import coordinator
+from fleet.control import store
 if sys.argv[1] == "no-store-io":
     store.claim = lambda *a, **k: store.Claim(store.Claim.OURS)
     store.record_attempt = store.write_done = store.release = lambda *a, **k: None
@@ -44,7 +45,7 @@ def one(mode: str, work: Path, steps: int) -> dict:
     suite = work / "noop.toml"
     write_suite(suite, steps)
     env = nb.bench_env()
-    # The arguments `fleet up` gives its coordinator (fleet.client.up).
+    # The arguments `fleet up` gives its coordinator (fleet.control.client.up).
     coord = subprocess.Popen(
         [sys.executable, "-c", COORDINATOR, mode, "--run-dir", str(run_dir), "--nodes", "2",
          "--machine", "local", "--preload", ",".join(nb.PRELOAD), "--connection-name", "fleet.json",

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import click
 
-from .checks import checked_suite
-from .problems import SuiteError
-from .units import format_memory, parse_memory
+from fleet.control.checks import checked_suite
+from fleet.core.problems import SuiteError
+from fleet.core.units import format_memory, parse_memory
 
 EXIT_INVALID = 2
 
@@ -38,7 +38,7 @@ def _invalid(err: SuiteError) -> None:
 
 
 def _allocation(nodes, cores, memory, gpus):
-    from .simulate import pretend_nodes
+    from fleet.core.simulate import pretend_nodes
     if nodes is None and cores is None:
         return None
     if nodes is None or cores is None:
@@ -86,7 +86,7 @@ def validate(suite, nodes, cores_per_node, memory_per_node, gpus_per_node):
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
 def simulate(suite, nodes, cores_per_node, memory_per_node, gpus_per_node, as_json):
     """Run the real scheduler on a pretend allocation, each step taking its estimate."""
-    from .simulate import simulate as run_sim
+    from fleet.core.simulate import simulate as run_sim
     alloc = _allocation(nodes, cores_per_node, memory_per_node, gpus_per_node)
     try:
         s, graph = checked_suite(suite, alloc, check_inputs=False)
@@ -120,7 +120,7 @@ def report(run_dir, as_json, trace, html_file, session):
     """What the run in RUN_DIR did, from its event stream (a run in progress too):
     wall time, the steps' own work and startup, the dependency floor, utilization,
     failures and what waiting steps waited for. See docs/report.md."""
-    from .report import command
+    from fleet.report.build import command
     code, out, msgs = command(run_dir, as_json, trace, html_file, session)
     for m in msgs:
         click.echo(m, err=True)
@@ -149,8 +149,8 @@ def _default_run_dir() -> str:
               help="seconds of silence after which an agent is lost (its steps are retried elsewhere)")
 def up(run_dir, local, machine, nodes, preload, timeout, heartbeat, heartbeat_timeout):
     """Start a coordinator and one agent per node; return when all have joined."""
-    from .client import FleetError, up as start
-    from .profiles import ProfileError, detect, load
+    from fleet.control.client import FleetError, up as start
+    from fleet.site.profiles import ProfileError, detect, load
     run_dir = Path(run_dir or _default_run_dir()).resolve()
     name = "local" if local else (machine or detect())
     try:
@@ -170,8 +170,8 @@ def up(run_dir, local, machine, nodes, preload, timeout, heartbeat, heartbeat_ti
 @click.option("--run-dir", type=click.Path(file_okay=False), default=None)
 def down(run_dir):
     """Stop the coordinator, every agent and every step they started."""
-    from .client import down as stop
-    from .client import FleetError
+    from fleet.control.client import down as stop
+    from fleet.control.client import FleetError
     run_dir = Path(run_dir or _default_run_dir()).resolve()
     try:
         stopped = stop(run_dir)
@@ -207,14 +207,14 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
         max_attempts, heartbeat, heartbeat_timeout):
     """Run SUITE on the fleet that is up (or an embedded local one); exit 0 only if
     every step succeeded, 1 if any did not, 2 if the suite is invalid."""
-    from .runner import run_suite
+    from fleet.control.runner import run_suite
     try:
         s, _ = checked_suite(suite, check_inputs=False)
     except SuiteError as e:
         _invalid(e)
     target = Path(run_dir or os.environ.get("FLEET_RUN_DIR") or s.run_dir).resolve()
     if shard:
-        from .shard import ShardError, parse
+        from fleet.control.shard import ShardError, parse
         try:
             parse(shard)
         except ShardError as e:
@@ -242,11 +242,11 @@ def status(run_dir, conn_file, via, login, ssh_option, as_json, watch, interval)
     """What a fleet is doing: nodes, steps by state, running steps, recent failures."""
     import contextlib
     import time as _t
-    from . import connection as _conn
-    from .client import Client, FleetError, find
-    from .protocol import Status
-    from .statusview import render
-    from .tunnel import Tunnel, TunnelError, fetch_connection
+    from fleet.wire import connection as _conn
+    from fleet.control.client import Client, FleetError, find
+    from fleet.wire.messages import Status
+    from fleet.control.statusview import render
+    from fleet.control.tunnel import Tunnel, TunnelError, fetch_connection
     run_dir = Path(run_dir or _default_run_dir())
     try:
         if conn_file:
@@ -301,7 +301,7 @@ def status(run_dir, conn_file, via, login, ssh_option, as_json, watch, interval)
 def audit(run_dir, suite_path, stale_after, as_json):
     """Every step of RUN_DIR as succeeded, failed, stopped, running or missing, and any
     step that succeeded more than once. Exits 1 on missing or duplicated steps."""
-    from .audit import audit as do_audit
+    from fleet.report.audit import audit as do_audit
     steps = ()
     if suite_path:
         try:

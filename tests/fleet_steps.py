@@ -69,7 +69,7 @@ def whereami(ctx):
          "cores": list(ctx.cores), "pid": os.getpid(), "start": t0, "end": time.time()}))
 
 
-# --- fault-injection evidence (tests/integration/test_faults.py) --------------------------
+# --- fault-injection evidence (tests/control/test_faults.py) --------------------------
 
 def _note(ctx, what: str) -> None:
     """One line to <run dir>/evidence.txt in one O_APPEND write: what, $FLEET_STEP, pid,

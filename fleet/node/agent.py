@@ -18,7 +18,8 @@ import subprocess
 import sys
 import time
 
-from fleet.node import child, pipe
+from fleet.node import child
+from fleet.wire import pipe
 
 
 def start_zygote(preload: str, fence: float = 0.0) -> tuple[subprocess.Popen, int, int]:
@@ -38,7 +39,7 @@ class Agent:
     def __init__(self, args, zygote: subprocess.Popen, req_w: int, rep_r: int, hello):
         import zmq  # only now: the zygote is already its own single-threaded process
         self.zmq = zmq
-        from fleet import protocol as P
+        from fleet.wire import messages as P
         self.P = P
         self.args = args
         self.node = args.node
@@ -53,7 +54,7 @@ class Agent:
         self.sock.setsockopt(zmq.LINGER, 1000)
         self.sock.setsockopt(zmq.MAXMSGSIZE, P.MAX_FRAME)
         if args.curve:
-            from fleet import security
+            from fleet.wire import security
             security.connect_as(self.sock, *args.curve.split())
         self.sock.connect(args.connect)
         self.pgids: dict[tuple[str, int], int] = {}
@@ -235,7 +236,7 @@ def clean_environment(env=os.environ) -> None:
     """Drop what the launcher step that started us set for its own tasks: a step
     inheriting PMI_* cannot initialise MPI, and SLURM_CPU_BIND, SLURM_DISTRIBUTION or
     SLURM_NTASKS* would silently change how an MPI step's srun binds and lays out ranks."""
-    from fleet.mpi import is_leaked
+    from fleet.site.mpi import is_leaked
     for name in [n for n in env if is_leaked(n)]:
         del env[name]
 

@@ -47,7 +47,8 @@ from dataclasses import dataclass, field  # noqa: E402
 
 import msgpack  # noqa: E402
 
-from fleet.node import child, pipe  # noqa: E402
+from fleet.node import child  # noqa: E402
+from fleet.wire import pipe  # noqa: E402
 
 EXIT_REFUSED = 3
 DEFAULT_GRACE = 2.0

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A real Slurm on this one machine: slurmctld plus N fake nodes (node1..nodeN), each
 # its own slurmd (Debian's slurmd is built with MULTIPLE_SLURMD: `slurmd -N nodeK`).
-# For the integration tests (tests/integration/cluster.py) and CI (.ci/run).
+# For the integration tests (tests/harness/cluster.py) and CI (.ci/run).
 #
 #   N=2 bash tests/cluster/slurm-up.sh        # start (idempotent), then `sinfo -N`
 #   bash tests/cluster/slurm-down.sh          # stop (by pid files)

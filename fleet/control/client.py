@@ -1,0 +1,199 @@
+"""Talking to a running fleet from the command line: find it, start it, ask it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import zmq
+
+from fleet.wire import connection
+from fleet.wire import messages as P
+from fleet.wire import security
+
+
+class FleetError(RuntimeError):
+    pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child of ours still answers kill(0); it is not alive.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+class Client:
+    """A request/reply channel to one coordinator."""
+
+    def __init__(self, conn: connection.Connection, endpoint: str | None = None):
+        self.conn = conn
+        self.endpoint = endpoint or conn.client
+        self.ctx = zmq.Context.instance()
+        self._connect()
+
+    def _connect(self) -> None:
+        self.sock = self.ctx.socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        if self.conn.server_key:
+            security.connect_as(self.sock, self.conn.server_key, self.conn.client_public, self.conn.client_secret)
+        self.sock.connect(self.endpoint)
+
+    def ask(self, msg, timeout: float = 10.0):
+        """Send one request and return its reply; FleetError on silence or an error reply."""
+        self.sock.send(P.encode(msg))
+        if not self.sock.poll(int(timeout * 1000)):
+            # A late answer must not be taken for the answer to the next question.
+            self.sock.close(0)
+            self._connect()
+            raise FleetError(f"the coordinator at {self.endpoint} did not answer within {timeout:.0f} s")
+        reply = P.decode(self.sock.recv())
+        if isinstance(reply, P.Error):
+            raise FleetError(reply.reason)
+        return reply
+
+    def close(self) -> None:
+        self.sock.close(0)
+
+
+def find(run_dir: Path, embedded: bool = False) -> connection.Connection | None:
+    """The live fleet started by `fleet up` in run_dir (with embedded=True, failing
+    that, the newest live fleet that a `fleet run` embeds there), or None. A stale
+    connection file of this host is removed."""
+    run_dir = Path(run_dir)
+    paths = [connection.path_in(run_dir)]
+    if embedded:
+        paths += sorted(run_dir.glob("fleet-*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for path in paths:
+        if not path.exists():
+            continue
+        try:
+            conn = connection.read(path)
+        except connection.ConnectionError_ as e:  # unsafe or unreadable: a clear error, not a traceback
+            raise FleetError(str(e)) from None
+        if conn.host == socket.gethostname() and not _alive(conn.pid):
+            path.unlink(missing_ok=True)
+            continue
+        return conn
+    return None
+
+
+def embedded_name() -> str:
+    """The private connection file of a fleet that one `fleet run` brings up for itself:
+    never fleet.json, so other runs on the same directory start fleets of their own."""
+    return f"fleet-{socket.gethostname()}-{os.getpid()}.json"
+
+
+def up(run_dir: Path, nodes: int = 1, machine: str = "local", preload: tuple[str, ...] = (),
+       timeout: float = 120.0, extra: list[str] | None = None, name: str = connection.NAME) -> connection.Connection:
+    """Start a coordinator (which starts the agents) in the background; return when
+    every agent has joined and the connection file is written."""
+    run_dir = Path(run_dir).resolve()
+    run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        connection.check_directory(run_dir)
+    except connection.ConnectionError_ as e:
+        raise FleetError(str(e)) from None
+    if name == connection.NAME and find(run_dir) is not None:
+        raise FleetError(f"a fleet is already up in {run_dir} (fleet down --run-dir {run_dir})")
+    logf = open(run_dir / "coordinator.log", "ab")
+    argv = [sys.executable, "-m", "fleet.control.coordinator", "--run-dir", str(run_dir), "--nodes", str(nodes),
+            "--machine", machine, "--preload", ",".join(preload), "--connection-name", name,
+            "--join-timeout", str(timeout), *(extra or [])]
+    if name != connection.NAME:
+        # An embedded fleet lives only as long as the `fleet run` that brings it up, even
+        # one killed with SIGKILL (its own session keeps it out of that run's group).
+        argv += ["--parent-pid", str(os.getpid())]
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, start_new_session=True)
+    logf.close()
+    deadline = time.monotonic() + timeout
+    path = run_dir / name
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise FleetError(f"the coordinator exited with status {proc.returncode} before the fleet was up; "
+                             f"see {run_dir / 'coordinator.log'}:\n" + _tail(run_dir / "coordinator.log"))
+        if path.exists():
+            try:
+                conn = connection.read(path)
+            except (connection.ConnectionError_, ValueError):
+                conn = None  # being written
+            if conn is not None and conn.pid != proc.pid:
+                # Another `fleet up` won the race for this run directory; ours stops itself.
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+                raise FleetError(f"a fleet is already up in {run_dir} (coordinator pid {conn.pid}; "
+                                 f"fleet down --run-dir {run_dir})")
+            if conn is not None:
+                return conn
+        time.sleep(0.02)
+    down(run_dir, pid=proc.pid, name=name)
+    raise FleetError(f"the fleet did not come up within {timeout:.0f} s; see {run_dir / 'coordinator.log'}")
+
+
+def down(run_dir: Path, pid: int | None = None, timeout: float = 20.0,
+         name: str = connection.NAME) -> bool:
+    """Stop the fleet in run_dir whose connection file is `name`: ask, then insist.
+    True if one was running."""
+    run_dir = Path(run_dir).resolve()
+    conn = None
+    path = run_dir / name
+    if path.exists():
+        try:
+            conn = connection.read(path)
+        except connection.ConnectionError_ as e:
+            raise FleetError(str(e)) from None
+        if conn.host == socket.gethostname() and not _alive(conn.pid):
+            path.unlink(missing_ok=True)
+            conn = None
+    if conn is not None:
+        pid = conn.pid
+        c = Client(conn)
+        try:
+            c.ask(P.Down(), timeout=5.0)
+        except FleetError:
+            pass
+        finally:
+            c.close()
+    if pid is None:
+        return False
+    deadline = time.monotonic() + timeout
+    sent_term = False
+    while _alive(pid):
+        if time.monotonic() > deadline - timeout / 2 and not sent_term:
+            _kill(pid, signal.SIGTERM)
+            sent_term = True
+        if time.monotonic() > deadline:
+            _kill(pid, signal.SIGKILL)
+            break
+        time.sleep(0.02)
+    return True
+
+
+def _kill(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""

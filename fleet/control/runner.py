@@ -1,0 +1,124 @@
+"""`fleet run`: submit a suite to a fleet, follow it, and say how it ended."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from pathlib import Path
+
+from fleet.wire import messages as P
+from fleet.core import states as S
+from fleet.control.client import Client, FleetError, down, embedded_name, find, up
+from fleet.core.suite import Suite
+
+POLL_S = 0.2
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, serial: bool = False,
+              nodes: int = 1, out=None, shard: str = "", new_generation: bool = False,
+              wait_foreign: bool = True, fleet_options: list[str] | None = None) -> int:
+    """Run one suite to the end; the exit status of `fleet run` (0, 1 or 2).
+
+    Uses the fleet `fleet up` started in run_dir; without one, brings up an embedded
+    local fleet (with `fleet_options` for its coordinator) for the duration of the run."""
+    out = out or sys.stdout
+    old = signal.signal(signal.SIGTERM, _interrupt)
+    embedded = None
+    client = None
+    try:
+        conn = find(run_dir)
+        if conn is None:
+            from fleet.site.profiles import detect
+            machine = detect()  # inside a batch job: the whole allocation, not just this node
+            where = f"{nodes} pretend node(s)" if machine == "local" else f"machine {machine}"
+            print(f"fleet: no fleet is up in {run_dir}; starting an embedded fleet ({where})",
+                  file=sys.stderr, flush=True)
+            embedded = embedded_name()
+            conn = up(run_dir, nodes=nodes, machine=machine, preload=suite.preload, extra=fleet_options,
+                      name=embedded)
+        client = Client(conn)
+        reply = client.ask(P.Submit(str(path), force, serial, shard, new_generation, wait_foreign), timeout=60)
+        if not reply.ok:
+            for p in reply.problems:
+                print(f"error: {p}", file=sys.stderr)
+            print(f"{len(reply.problems)} problem(s) found; nothing was started", file=sys.stderr)
+            return 2
+        return _follow(client, reply, suite, run_dir, out)
+    except FleetError as e:
+        print(f"fleet: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        if embedded:
+            print("\nfleet: interrupted; stopping the embedded fleet and its steps", file=sys.stderr)
+        else:
+            print(f"\nfleet: interrupted; the fleet in {run_dir} keeps running "
+                  f"(fleet status / fleet down --run-dir {run_dir})", file=sys.stderr)
+        return 130
+    finally:
+        if client is not None:
+            client.close()
+        if embedded:
+            down(run_dir, name=embedded)
+        signal.signal(signal.SIGTERM, old)
+
+
+def _alive(conn) -> bool:
+    """Whether the coordinator may still answer (only provable gone on its own host)."""
+    import socket
+    from fleet.control.client import _alive as pid_alive
+    return conn.host != socket.gethostname() or pid_alive(conn.pid)
+
+
+def _follow(client: Client, reply: P.SubmitReply, suite: Suite, run_dir: Path, out) -> int:
+    tty = out.isatty()
+    total = reply.steps
+    since = 0
+    outcomes: dict[str, str] = {}
+    started = time.monotonic()
+    print(f"suite '{suite.name}': {total} step(s)" + (f", {reply.skipped} already done" if reply.skipped else ""),
+          file=out, flush=True)
+    while True:
+        try:
+            pr = client.ask(P.Progress(reply.submission, since), timeout=3)
+        except FleetError:
+            if not _alive(client.conn):
+                print(f"\nfleet: the fleet in {run_dir} went down before the suite finished", file=sys.stderr)
+                return 1
+            continue  # busy, not gone: ask again
+        for step, outcome, attempt, reason in pr.finished:
+            if outcome == "retry":
+                line = f"  retry      {step} (attempt {attempt} failed: {reason})"
+            else:
+                outcomes[step] = outcome
+                line = f"  {outcome:<10} {step}" + (f": {reason}" if reason and outcome not in (S.SUCCEEDED, S.SKIPPED) else "")
+            if tty:
+                out.write("\r\033[K")
+            if not tty or outcome not in (S.SUCCEEDED, S.SKIPPED):
+                print(f"[{len(outcomes):>{len(str(total))}}/{total}]{line}", file=out)
+        since = pr.next
+        if tty:
+            done = len(outcomes)
+            width = 30
+            fill = int(width * done / total) if total else width
+            running = pr.counts.get(S.RUNNING, 0)
+            out.write(f"\r[{'#' * fill}{'.' * (width - fill)}] {done}/{total} done, {running} running, "
+                      f"{time.monotonic() - started:.0f} s")
+            out.flush()
+        if pr.done and since >= pr.next and not pr.finished:
+            break
+        if not pr.finished:
+            time.sleep(POLL_S)
+    if tty:
+        out.write("\n")
+    bad = {s: o for s, o in outcomes.items() if o not in (S.SUCCEEDED, S.SKIPPED)}
+    counts: dict[str, int] = {}
+    for o in outcomes.values():
+        counts[o] = counts.get(o, 0) + 1
+    print(f"suite '{suite.name}': " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+          + f" in {time.monotonic() - started:.1f} s", file=out, flush=True)
+    return 1 if bad else 0

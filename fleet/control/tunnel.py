@@ -1,0 +1,94 @@
+"""An SSH tunnel to a coordinator, through the system's ssh client.
+
+`fleet status --ssh login` runs `ssh -N -L PORT:HOST:PORT login` (and, when the
+connection file is not on this machine, `ssh login cat RUN_DIR/fleet.json` first), so a
+laptop or login node reaches a coordinator on a compute node without opening anything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import time
+from urllib.parse import urlparse
+
+from fleet.wire import connection
+
+
+class TunnelError(RuntimeError):
+    pass
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _ssh_base(login: str, options: list[str]) -> list[str]:
+    argv = ["ssh", "-o", "BatchMode=yes", "-o", "ExitOnForwardFailure=yes", "-o", "ConnectTimeout=10"]
+    for opt in options:
+        argv += shlex.split(opt)
+    return argv + [login]
+
+
+def fetch_connection(login: str, path: str, options: list[str], timeout: float = 20.0) -> connection.Connection:
+    """Read a connection file on the far side (its 0600 mode is checked there)."""
+    script = (f"f={shlex.quote(path)}; m=$(stat -c %a \"$f\") || exit 3; "
+              f"case $m in 600|400) cat \"$f\";; *) echo \"$f has mode $m, not 600\" >&2; exit 4;; esac")
+    try:
+        p = subprocess.run(_ssh_base(login, options) + [script], capture_output=True, text=True, timeout=timeout,
+                           stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise TunnelError(f"ssh {login} did not answer within {timeout:.0f} s") from None
+    if p.returncode != 0:
+        raise TunnelError(f"cannot read {path} through ssh {login}: {p.stderr.strip() or f'exit {p.returncode}'}")
+    try:
+        return connection.Connection(**json.loads(p.stdout))
+    except (ValueError, TypeError) as e:
+        raise TunnelError(f"{login}:{path} is not a fleet connection file: {e}") from None
+
+
+class Tunnel:
+    """`with Tunnel(login, endpoint) as local_endpoint:` forwards a local port."""
+
+    def __init__(self, login: str, endpoint: str, options: list[str] | None = None, timeout: float = 20.0):
+        self.login = login
+        u = urlparse(endpoint)
+        self.remote = (u.hostname, u.port)
+        self.options = options or []
+        self.timeout = timeout
+        self.proc: subprocess.Popen | None = None
+
+    def __enter__(self) -> str:
+        port = _free_port()
+        host, rport = self.remote
+        argv = _ssh_base(self.login, self.options)
+        argv[1:1] = ["-N", "-L", f"127.0.0.1:{port}:{host}:{rport}"]
+        self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True, start_new_session=True)
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                err = self.proc.stderr.read().strip()
+                raise TunnelError(f"ssh {self.login} could not forward to {host}:{rport}: {err or f'exit {self.proc.returncode}'}")
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                    return f"tcp://127.0.0.1:{port}"
+            except OSError:
+                time.sleep(0.05)
+        self.__exit__()
+        raise TunnelError(f"ssh {self.login} did not open the tunnel within {self.timeout:.0f} s")
+
+    def __exit__(self, *exc) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                self.proc.wait(timeout=5)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()

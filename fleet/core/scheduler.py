@@ -1,0 +1,559 @@
+"""The pure scheduling core: events in, decisions out.
+
+No I/O and no clock: `handle(event, now)` takes one event and the time it happened
+and returns the decisions it leads to. The live coordinator, `fleet simulate` and
+the tests all drive this same object, so the same events give the same decisions.
+
+A scheduling pass walks the ready steps in a stable order (priority, then setup
+order) and starts each that fits the free resources. Ready steps are grouped into
+classes of identical demand: when the first of a class does not fit, none of the
+class does, so a pass costs O(classes + starts), not O(ready steps), and steps still
+waiting on dependencies are never looked at. A blocked class is tried again only
+after a node it could fit on has released something (see Pool.could_fit_since).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Union
+
+from fleet.core import states as S
+from fleet.core.resources import Capacity, Demand, NodeSpec, Placement, Pool
+from fleet.core.suite import StepSpec
+
+
+# --- events ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class NodeJoined:
+    node: NodeSpec
+
+
+@dataclass(frozen=True)
+class NodeLost:
+    node: str
+    reason: str = "node lost"
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """Steps to run, with their effective dependencies (explicit and by files), and
+    the ids that completion markers say already succeeded."""
+
+    steps: tuple[StepSpec, ...]
+    deps: Mapping[str, tuple[str, ...]] = field(hash=False)
+    done: frozenset[str] = frozenset()
+    serial: bool = False  # one step at a time, in setup order (priorities ignored)
+    foreign: frozenset[str] = frozenset()  # run by another fleet (shard): wait for its outcome
+
+
+@dataclass(frozen=True)
+class StepExited:
+    step: str
+    attempt: int
+    outcome: str  # succeeded | failed | terminated | lost
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Elsewhere:
+    """The step just started is claimed by another live fleet: it runs there, not here."""
+
+    step: str
+    attempt: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Settled:
+    """Another fleet finished a step that is ELSEWHERE here (its marker appeared)."""
+
+    step: str
+    outcome: str  # succeeded | failed
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Reclaim:
+    """A step ELSEWHERE is ours to run after all (the other fleet's claim went stale)."""
+
+    step: str
+    reason: str = ""
+
+
+Event = Union[NodeJoined, NodeLost, Submitted, StepExited, Elsewhere, Settled, Reclaim]
+
+
+# --- decisions ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Start:
+    step: str
+    attempt: int
+    placement: Placement
+
+    @property
+    def cores(self) -> int:
+        return sum(len(s.cores) for s in self.placement)
+
+
+@dataclass(frozen=True)
+class Wait:
+    """The step is ready but does not fit now; `behind` more of its kind queue after it."""
+
+    step: str
+    reason: str
+    behind: int = 0
+
+
+@dataclass(frozen=True)
+class Retry:
+    step: str
+    attempt: int  # the attempt that will run next
+    reason: str
+
+
+@dataclass(frozen=True)
+class Finished:
+    step: str
+    attempt: int
+    outcome: str
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """The step will not run because a dependency did not succeed."""
+
+    step: str
+    because: str
+
+
+@dataclass(frozen=True)
+class Unrunnable:
+    step: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A completion marker says the step already succeeded."""
+
+    step: str
+
+
+@dataclass(frozen=True)
+class Ignored:
+    """An event that no longer applies (an exit report of an earlier attempt...)."""
+
+    what: str
+
+
+Decision = Union[Start, Wait, Retry, Finished, Blocked, Unrunnable, Skipped, Ignored]
+
+
+# --- internal records -------------------------------------------------------------
+
+class _Job:
+    __slots__ = ("spec", "state", "attempt", "unmet", "dependents", "demand", "placement",
+                 "started_at", "wait_reason", "exclusive", "prio", "seq")
+
+    def __init__(self, spec: StepSpec):
+        self.spec = spec
+        self.state = S.WAITING
+        self.attempt = 1
+        self.unmet = 0
+        self.dependents: list[_Job] = []
+        self.demand: Demand | None = None
+        self.placement: Placement = ()
+        self.started_at: float | None = None
+        self.wait_reason: str | None = None
+        self.exclusive = not spec.concurrent
+        self.prio = spec.priority
+        self.seq = 0  # submission order across every suite submitted, set by the scheduler
+
+
+
+class _Class:
+    __slots__ = ("key", "demand", "exclusive", "heap", "blocked_at")
+
+    def __init__(self, key: tuple, demand: Demand, exclusive: bool):
+        self.key = key
+        self.demand = demand
+        self.exclusive = exclusive
+        self.heap: list[tuple[int, int, str]] = []
+        self.blocked_at: int | None = None  # len(pool.releases) when it last failed to fit
+
+
+@dataclass(frozen=True)
+class JobView:
+    """A read-only view of one step for status displays and reports."""
+
+    id: str
+    state: str
+    attempt: int
+    placement: Placement
+    started_at: float | None
+    wait_reason: str | None
+    spec: StepSpec
+
+
+class Scheduler:
+    """Decides what runs where and when. Feed it events; act on its decisions."""
+
+    def __init__(self) -> None:
+        self.pool = Pool()
+        self._jobs: dict[str, _Job] = {}
+        self._classes: dict[tuple, _Class] = {}
+        self._running: dict[str, _Job] = {}
+        self._on_node: dict[str, set[str]] = {}
+        self._exclusive_running: _Job | None = None
+        self._unresolved: list[_Job] = []
+        self._open = 0  # jobs not yet in a final state
+        self._seq = 0
+        self._counts: dict[str, int] = {}
+        self._capacity: Capacity | None = None
+
+    # -- public ---------------------------------------------------------------------
+    def handle(self, event: Event, now: float) -> list[Decision]:
+        """Apply one event at time `now`; return the decisions that follow."""
+        out: list[Decision] = []
+        if isinstance(event, StepExited):
+            self._exited(event, now, out)
+        elif isinstance(event, NodeJoined):
+            self.pool.add(event.node)
+            self._on_node.setdefault(event.node.name, set())
+            self._capacity = None
+        elif isinstance(event, NodeLost):
+            self._lost(event, now, out)
+        elif isinstance(event, Submitted):
+            self._submit(event, out)
+        elif isinstance(event, (Elsewhere, Settled, Reclaim)):
+            self._elsewhere(event, out)
+        else:
+            raise TypeError(f"not a scheduler event: {event!r}")
+        self._schedule(now, out)
+        return out
+
+    def finished(self) -> bool:
+        """True when every submitted step is in a final state."""
+        return self._open == 0
+
+    def counts(self) -> dict[str, int]:
+        return {k: v for k, v in self._counts.items() if v}
+
+    def view(self, step: str) -> JobView:
+        j = self._jobs[step]
+        return JobView(j.spec.id, j.state, j.attempt, j.placement, j.started_at, j.wait_reason, j.spec)
+
+    def views(self) -> list[JobView]:
+        return [self.view(s) for s in self._jobs]
+
+    def running(self, limit: int | None = None) -> list[JobView]:
+        """Running steps in start order (the first `limit` of them)."""
+        ids = self._running if limit is None else itertools.islice(self._running, limit)
+        return [self.view(s) for s in ids]
+
+    def running_count(self) -> int:
+        return len(self._running)
+
+    def running_on(self, node: str) -> list[JobView]:
+        return [self.view(s) for s in sorted(self._on_node.get(node, ()), key=lambda s: self._jobs[s].seq)]
+
+    def state(self, step: str) -> str:
+        return self._jobs[step].state
+
+    def capacity(self) -> Capacity:
+        if self._capacity is None:
+            self._capacity = Capacity.of(self.pool.nodes())
+        return self._capacity
+
+    # -- transitions -------------------------------------------------------------------
+    def _set(self, job: _Job, what: str) -> None:
+        old = job.state
+        job.state = S.advance(old, what)
+        self._counts[old] = self._counts.get(old, 0) - 1
+        self._counts[job.state] = self._counts.get(job.state, 0) + 1
+        if job.state in S.FINAL:
+            self._open -= 1
+
+    def _submit(self, ev: Submitted, out: list[Decision]) -> None:
+        new: list[_Job] = []
+        for spec in ev.steps:
+            old = self._jobs.get(spec.id)
+            if old is not None:
+                if old.spec.identity() != spec.identity():
+                    raise ValueError(f"step {spec.id!r} was submitted before with a different definition")
+                continue  # one shared step runs once
+            job = _Job(spec)
+            if ev.serial:
+                job.exclusive, job.prio = True, 0
+            # Setup order within a suite, earlier submissions first across suites.
+            job.seq = self._seq
+            self._seq += 1
+            self._jobs[spec.id] = job
+            self._counts[S.WAITING] = self._counts.get(S.WAITING, 0) + 1
+            self._open += 1
+            new.append(job)
+        for job in new:
+            for d in ev.deps.get(job.spec.id, job.spec.deps):
+                dep = self._jobs.get(d)
+                if dep is None:
+                    if d in ev.done:
+                        continue
+                    raise ValueError(f"step {job.spec.id!r} depends on unknown step {d!r}")
+                dep.dependents.append(job)
+                if dep.state not in S.GOOD:
+                    job.unmet += 1
+        for job in new:  # setup order; markers first so dependents see them
+            if job.spec.id in ev.foreign and job.spec.id not in ev.done:
+                self._set(job, "foreign")
+                continue
+            if job.spec.id in ev.done:
+                self._set(job, "already_done")
+                out.append(Skipped(job.spec.id))
+                for dj in job.dependents:
+                    dj.unmet -= 1
+        failed_deps = []
+        have_nodes = bool(self.pool.nodes())  # once, not per step: resolving changes no node
+        for job in new:
+            if job.state != S.WAITING:
+                continue
+            bad = next((d for d in ev.deps.get(job.spec.id, job.spec.deps)
+                        if d in self._jobs and self._jobs[d].state in S.FINAL - S.GOOD), None)
+            if bad is not None:
+                failed_deps.append((job, bad))
+            elif have_nodes:
+                self._resolve(job, out)
+            else:
+                self._unresolved.append(job)
+        for job, bad in failed_deps:
+            if job.state == S.WAITING:
+                self._set(job, "dep_failed")
+                out.append(Blocked(job.spec.id, bad))
+                self._block_descendants(job, bad, out)
+
+    def _resolve(self, job: _Job, out: list[Decision]) -> None:
+        """Decide the step's width once, from the whole allocation."""
+        s = job.spec
+        unit = s.threads if s.mpi else 1
+        w = self.capacity().width(s.cores, s.min_cores, unit, s.gpus, s.memory, s.span)
+        if isinstance(w, str):
+            self._set(job, "impossible")
+            out.append(Unrunnable(s.id, w))
+            self._block_descendants(job, s.id, out)
+            return
+        job.demand = Demand(cores=w, gpus=s.gpus, memory=s.memory, span=s.span, unit=unit)
+        if job.unmet == 0:
+            self._make_ready(job)
+
+    def _make_ready(self, job: _Job) -> None:
+        self._set(job, "deps_met")
+        self._enqueue(job)
+
+    def _enqueue(self, job: _Job) -> None:
+        key = ("exclusive",) if job.exclusive else (job.demand,)
+        cls = self._classes.get(key)
+        if cls is None:
+            cls = self._classes[key] = _Class(key, job.demand, job.exclusive)
+        heapq.heappush(cls.heap, (job.prio, job.seq, job.spec.id))
+
+    def _exited(self, ev: StepExited, now: float, out: list[Decision]) -> None:
+        job = self._jobs.get(ev.step)
+        if job is None or job.state != S.RUNNING or job.attempt != ev.attempt:
+            out.append(Ignored(f"exit of {ev.step!r} attempt {ev.attempt}: not running"
+                               + (f" (now {job.state}, attempt {job.attempt})" if job else " (unknown step)")))
+            return
+        if ev.outcome not in S.EXIT_OUTCOMES:
+            raise ValueError(f"unknown outcome {ev.outcome!r}")
+        self._stop_running(job)
+        if ev.outcome == S.STOPPED:
+            self._set(job, "stopped")
+            out.append(Finished(job.spec.id, job.attempt, S.STOPPED, ev.reason))
+            self._block_descendants(job, job.spec.id, out)
+            return
+        if ev.outcome == S.SUCCEEDED:
+            self._set(job, S.SUCCEEDED)
+            out.append(Finished(job.spec.id, job.attempt, S.SUCCEEDED))
+            for dj in job.dependents:
+                dj.unmet -= 1
+                if dj.unmet == 0 and dj.state == S.WAITING and dj.demand is not None:
+                    self._make_ready(dj)
+            return
+        if job.attempt <= job.spec.retries:
+            self._set(job, "retry")
+            job.attempt += 1
+            out.append(Finished(job.spec.id, job.attempt - 1, ev.outcome, ev.reason))
+            out.append(Retry(job.spec.id, job.attempt, f"attempt {job.attempt - 1} {ev.outcome}"))
+            self._enqueue(job)
+            return
+        self._set(job, ev.outcome)
+        out.append(Finished(job.spec.id, job.attempt, ev.outcome, ev.reason))
+        self._block_descendants(job, job.spec.id, out)
+
+    def _elsewhere(self, ev, out: list[Decision]) -> None:
+        job = self._jobs.get(ev.step)
+        if isinstance(ev, Elsewhere):
+            if job is None or job.state != S.RUNNING or job.attempt != ev.attempt:
+                out.append(Ignored(f"{ev.step!r} attempt {ev.attempt} is not running"))
+                return
+            self._stop_running(job)
+            self._set(job, "elsewhere")
+            out.append(Wait(job.spec.id, ev.reason))
+            return
+        if job is None or job.state != S.ELSEWHERE:
+            out.append(Ignored(f"{ev.step!r} is not elsewhere"))
+            return
+        if isinstance(ev, Reclaim):
+            self._set(job, "reclaim")
+            self._enqueue(job)
+        elif ev.outcome == S.SUCCEEDED:
+            self._set(job, "done_elsewhere")
+            out.append(Skipped(job.spec.id))
+            for dj in job.dependents:
+                dj.unmet -= 1
+                if dj.unmet == 0 and dj.state == S.WAITING and dj.demand is not None:
+                    self._make_ready(dj)
+        else:
+            self._set(job, "failed_elsewhere")
+            out.append(Finished(job.spec.id, job.attempt, S.FAILED, ev.reason or "failed in another fleet"))
+            self._block_descendants(job, job.spec.id, out)
+
+    def _stop_running(self, job: _Job) -> None:
+        self.pool.release(job.placement)
+        del self._running[job.spec.id]
+        for slot in job.placement:
+            self._on_node.get(slot.node, set()).discard(job.spec.id)
+        if self._exclusive_running is job:
+            self._exclusive_running = None
+
+    def _block_descendants(self, job: _Job, because: str, out: list[Decision]) -> None:
+        todo = deque(job.dependents)
+        while todo:
+            dj = todo.popleft()
+            if dj.state != S.WAITING:
+                continue
+            self._set(dj, "dep_failed")
+            if dj in self._unresolved:
+                self._unresolved.remove(dj)
+            out.append(Blocked(dj.spec.id, because))
+            todo.extend(dj.dependents)
+
+    def _lost(self, ev: NodeLost, now: float, out: list[Decision]) -> None:
+        if not self.pool.has(ev.node):
+            out.append(Ignored(f"loss of unknown node {ev.node!r}"))
+            return
+        victims = [self._jobs[s] for s in self._on_node.get(ev.node, ())]
+        self.pool.remove(ev.node)
+        self._capacity = None
+        for job in sorted(victims, key=lambda j: j.seq):
+            self._exited(StepExited(job.spec.id, job.attempt, S.LOST, ev.reason), now, out)
+        # Widths stay as decided; a step that can no longer fit anywhere is reported.
+        cap = self.capacity()
+        for job in list(self._jobs.values()):
+            if job.state in (S.WAITING, S.READY) and job.demand is not None:
+                d = job.demand
+                w = cap.width(d.cores, d.cores, d.unit, d.gpus, d.memory, d.span)
+                if isinstance(w, str):
+                    if job.state == S.READY:
+                        self._dequeue(job)
+                    self._set(job, "impossible")
+                    out.append(Unrunnable(job.spec.id, f"after losing {ev.node}: {w}"))
+                    self._block_descendants(job, job.spec.id, out)
+
+    def _dequeue(self, job: _Job) -> None:
+        for cls in self._classes.values():
+            entry = (job.prio, job.seq, job.spec.id)
+            if entry in cls.heap:
+                cls.heap.remove(entry)
+                heapq.heapify(cls.heap)
+                if not cls.heap:
+                    del self._classes[cls.key]
+                return
+
+    # -- the pass --------------------------------------------------------------------------
+    def _schedule(self, now: float, out: list[Decision]) -> None:
+        if self._unresolved and self.pool.nodes():
+            pending, self._unresolved = self._unresolved, []
+            for job in pending:
+                if job.state == S.WAITING:
+                    self._resolve(job, out)
+        if self._exclusive_running is not None:
+            return
+        pool = self.pool
+        heads: list[tuple[tuple[int, int, str], tuple]] = []
+        for cls in self._classes.values():
+            if not cls.heap:
+                continue
+            if cls.blocked_at is not None and not cls.exclusive:
+                if not pool.could_fit_since(cls.demand, cls.blocked_at):
+                    cls.blocked_at = len(pool.releases)
+                    continue
+            heads.append((cls.heap[0], cls.key))
+        heapq.heapify(heads)
+        started = False
+        while heads:
+            (_, _, sid), key = heapq.heappop(heads)
+            cls = self._classes[key]
+            job = self._jobs[sid]
+            if cls.exclusive and (self._running or started):
+                self._wait(job, f"runs alone: waiting for {len(self._running)} running step(s) to finish",
+                           len(cls.heap) - 1, out)
+                return  # nothing ordered after it starts: the fleet drains for it
+            # The job's own demand: the one "exclusive" class holds steps of every width.
+            placement = pool.place(job.demand)
+            if placement is None:
+                cls.blocked_at = len(pool.releases)
+                self._wait(job, self._why(job.demand), len(cls.heap) - 1, out)
+                if cls.exclusive:
+                    return
+                continue
+            heapq.heappop(cls.heap)
+            cls.blocked_at = None
+            if not cls.heap:  # passes walk live classes only; a new one is made when needed
+                del self._classes[key]
+            self._set(job, "start")
+            job.placement = placement
+            job.started_at = now
+            job.wait_reason = None
+            self._running[sid] = job
+            for slot in placement:
+                self._on_node[slot.node].add(sid)
+            out.append(Start(sid, job.attempt, placement))
+            started = True
+            if cls.exclusive:
+                self._exclusive_running = job
+                return
+            if cls.heap:
+                heapq.heappush(heads, (cls.heap[0], key))
+
+    def _wait(self, job: _Job, reason: str, behind: int, out: list[Decision]) -> None:
+        if job.wait_reason != reason:
+            job.wait_reason = reason
+            out.append(Wait(job.spec.id, reason, behind))
+
+    def _why(self, d: Demand) -> str:
+        pool = self.pool
+        if d.cores > pool.free_cores:
+            return f"needs {d.cores} cores, {pool.free_cores} free"
+        if d.gpus > pool.free_gpus:
+            return f"needs {d.gpus} GPUs, {pool.free_gpus} free"
+        if d.span:
+            return f"needs {d.cores} cores with {d.gpus} GPUs and its memory across nodes"
+        parts = [f"{d.cores} cores"]
+        if d.gpus:
+            parts.append(f"{d.gpus} GPUs")
+        if d.memory is not None:
+            parts.append(f"{d.memory} bytes of memory")
+        return "no node has " + ", ".join(parts) + " free together (the step may not span nodes)"
+
+
+def submission(steps: Iterable[StepSpec], deps: Mapping[str, tuple[str, ...]] | None = None,
+               done: Iterable[str] = ()) -> Submitted:
+    """A Submitted event; `deps` defaults to each step's explicit deps."""
+    steps = tuple(steps)
+    return Submitted(steps, dict(deps) if deps is not None else {s.id: s.deps for s in steps},
+                     frozenset(done))

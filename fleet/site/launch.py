@@ -1,0 +1,185 @@
+"""How agents are started: one per node, through a launcher.
+
+`local` runs the agents as processes on this machine, splitting its cores into
+disjoint pretend nodes. Batch-system launchers (srun, PALS mpiexec) implement the
+same small interface.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Protocol
+
+
+class Launcher(Protocol):
+    def start(self, endpoint: str, nodes: int, preload: tuple[str, ...], env: dict[str, str]) -> None:
+        """Start one agent per node, each told to join the coordinator at endpoint,
+        with `env` added to its environment (never its command line: keys travel there)."""
+
+    def failed(self) -> str | None:
+        """Why agents cannot all join (an agent process died first), or None."""
+
+    def note_failure(self, reason: str) -> None:
+        """An agent reported that it could not start."""
+
+    def stop(self) -> None:
+        """Make sure every agent process is gone (after they were asked to shut down)."""
+
+
+def split_cores(cores: list[int], parts: int) -> list[list[int]]:
+    """Disjoint, contiguous groups of cores, as even as possible."""
+    if parts < 1 or parts > len(cores):
+        raise ValueError(f"cannot split {len(cores)} core(s) into {parts} pretend node(s)")
+    size, extra = divmod(len(cores), parts)
+    out, i = [], 0
+    for p in range(parts):
+        n = size + (1 if p < extra else 0)
+        out.append(cores[i:i + n])
+        i += n
+    return out
+
+
+class LocalLauncher:
+    """Agents as local processes, each its own process group, dying with us."""
+
+    def __init__(self, run_dir: Path, hold_back: tuple[int, ...] = ()):
+        self.run_dir = Path(run_dir)
+        self.hold_back = hold_back
+        self.procs: list[subprocess.Popen] = []
+        self._failure: str | None = None
+
+    def start(self, endpoint: str, nodes: int, preload: tuple[str, ...], env: dict[str, str]) -> None:
+        from fleet.node.probe import node_memory, usable_cores
+        groups = split_cores([c for c in usable_cores() if c not in self.hold_back], nodes)
+        memory = node_memory() // nodes
+        logs = self.run_dir / "agents"
+        logs.mkdir(parents=True, exist_ok=True)
+        width = len(str(nodes))
+        for i, cores in enumerate(groups, 1):
+            name = f"node{i:0{width}d}"
+            argv = [sys.executable, "-m", "fleet.node.agent", "--connect", endpoint, "--node", name,
+                    "--cores", ",".join(map(str, cores)), "--memory", str(memory),
+                    "--preload", ",".join(preload)]
+            with open(logs / f"{name}.log", "ab") as out:
+                self.procs.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                                   start_new_session=True, env={**os.environ, **env}))
+
+    def failed(self) -> str | None:
+        if self._failure:
+            return self._failure
+        for p in self.procs:
+            if p.poll() is not None:
+                return f"agent process {p.pid} exited with status {p.returncode} before the fleet was up"
+        return None
+
+    def note_failure(self, reason: str) -> None:
+        self._failure = self._failure or reason
+
+    def stop(self) -> None:
+        deadline = time.monotonic() + 5.0
+        for p in self.procs:
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        for p in self.procs:
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                p.wait()
+
+
+def agent_argv(endpoint: str, preload: tuple[str, ...], hold_back: tuple[int, ...], *extra: str) -> list[str]:
+    return [sys.executable, "-m", "fleet.node.agent", "--connect", endpoint, "--preload", ",".join(preload),
+            "--hold-back", ",".join(map(str, hold_back)), *extra]
+
+
+class _BatchLauncher:
+    """One launcher process (srun or mpiexec) that starts an agent on every node."""
+
+    def __init__(self, run_dir: Path, nodes: tuple[str, ...], hold_back: tuple[int, ...] = (),
+                 flags: tuple[str, ...] = ()):
+        self.run_dir = Path(run_dir)
+        self.nodes = nodes
+        self.hold_back = hold_back
+        self.flags = flags
+        self.proc: subprocess.Popen | None = None
+        self._failure: str | None = None
+
+    def argv(self, endpoint: str, preload: tuple[str, ...]) -> list[str]:
+        raise NotImplementedError
+
+    def start(self, endpoint: str, nodes: int, preload: tuple[str, ...], env: dict[str, str]) -> None:
+        logs = self.run_dir / "agents"
+        logs.mkdir(parents=True, exist_ok=True)
+        with open(logs / "launcher.log", "ab") as out:
+            self.proc = subprocess.Popen(self.argv(endpoint, preload), stdin=subprocess.DEVNULL, stdout=out,
+                                         stderr=out, start_new_session=True, env={**os.environ, **env})
+
+    def failed(self) -> str | None:
+        if self._failure:
+            return self._failure
+        if self.proc is not None and self.proc.poll() is not None:
+            return (f"{self.proc.args[0]} exited with status {self.proc.returncode} before every agent joined; "
+                    f"see {self.run_dir / 'agents' / 'launcher.log'}")
+        return None
+
+    def note_failure(self, reason: str) -> None:
+        self._failure = self._failure or reason
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        for sig, wait in ((None, 10.0), (signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+            if sig is not None:
+                try:
+                    os.killpg(self.proc.pid, sig)
+                except ProcessLookupError:
+                    pass
+            try:
+                self.proc.wait(timeout=wait)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+
+class SlurmLauncher(_BatchLauncher):
+    """srun, one task per node, as an overlapping step: the agents hold none of the
+    job's cores or memory, so MPI steps' own srun calls are never blocked by them.
+    No --exact (the agent must see all of the job's cores on its node) and no MPI
+    plugin (its PMI variables would leak into every step)."""
+
+    def argv(self, endpoint, preload):
+        n = str(len(self.nodes))
+        return ["srun", "--overlap", "--mpi=none", "--cpu-bind=none", "--kill-on-bad-exit=0",
+                "-N", n, "-n", n, "--ntasks-per-node=1", *self.flags,
+                *agent_argv(endpoint, preload, self.hold_back, "--node-from", "slurm")]
+
+
+class PalsLauncher(_BatchLauncher):
+    """PALS mpiexec, one rank per node of the PBS node file; each agent finds its
+    node's name from its rank in that list."""
+
+    def argv(self, endpoint, preload):
+        n = str(len(self.nodes))
+        return ["mpiexec", "-n", n, "--ppn", "1", "--hosts", ",".join(self.nodes), *self.flags,
+                *agent_argv(endpoint, preload, self.hold_back, "--node-from", "rank",
+                            "--node-list", ",".join(self.nodes))]
+
+
+def launcher_for(profile, run_dir: Path, nodes: tuple[str, ...] = ()) -> Launcher:
+    """The launcher a machine profile names (`nodes`: the allocation's, for batch systems)."""
+    if profile.launcher == "local":
+        return LocalLauncher(run_dir, profile.held_back_cores)
+    if profile.launcher == "slurm":
+        return SlurmLauncher(run_dir, nodes, profile.held_back_cores, profile.agent_flags)
+    if profile.launcher == "pals":
+        return PalsLauncher(run_dir, nodes, profile.held_back_cores, profile.agent_flags)
+    raise ValueError(f"unknown launcher {profile.launcher!r}")

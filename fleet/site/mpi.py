@@ -1,0 +1,197 @@
+"""Rendering an MPI step's launcher command from its placement.
+
+Pure functions: a placement (nodes, core ids, GPUs) and a rank shape in, an argv plus
+the environment and files the launcher needs out. Ranks are laid out node by node in
+placement order, each rank on `threads` consecutive cores of its node's list.
+
+Launchers bind by *local* rank with one list for every node (srun's map_cpu/mask_cpu,
+PALS's --cpu-bind list:, Hydra's -bind-to user:). When every node gets the same list,
+that is what we render. When nodes differ (the scheduler gave node1 cores 0-1 and node2
+cores 2-3), one list cannot say it, so each rank is started through `taskset -c` in a
+multiple-program form (srun --multi-prog, or MPMD sections for mpiexec) instead.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+
+from fleet.core.resources import Placement
+
+# Variables a step started from inside an agent's own srun/mpiexec step would inherit,
+# and which change or break an MPI step it launches (PMI_* makes MPI_Init fail;
+# SLURM_CPU_BIND/DISTRIBUTION/NTASKS* silently change binding and layout).
+LEAKED_PREFIXES = ("PMI_", "PMIX_", "SLURM_STEP_", "SLURM_CPU_BIND", "PALS_", "MPIR_", "HYDRA_", "OMPI_")
+LEAKED_NAMES = frozenset({
+    "SLURM_DISTRIBUTION", "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_NNODES", "SLURM_NTASKS_PER_NODE",
+    "SLURM_TASKS_PER_NODE", "SLURM_STEPID", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID",
+    "SLURM_GTIDS", "SLURM_SRUN_COMM_HOST", "SLURM_SRUN_COMM_PORT", "SLURM_STEP_LAUNCHER_PORT",
+    "SLURM_LAUNCH_NODE_IPADDR", "SLURM_MPI_TYPE", "SLURM_CPUS_PER_TASK", "SLURM_UMASK",
+    "SLURM_PRIO_PROCESS", "SLURM_TOPOLOGY_ADDR", "SLURM_TOPOLOGY_ADDR_PATTERN", "SLURM_TASK_PID",
+    "SLURM_CPUS_ON_NODE", "SLURM_EXPORT_ENV",
+})
+
+
+def is_leaked(name: str) -> bool:
+    """True for variables of the launcher step the agent itself runs in."""
+    return name in LEAKED_NAMES or name.startswith(LEAKED_PREFIXES)
+
+
+class RenderError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """What the step child runs: argv, extra environment, and files to write first
+    (relative name -> content, written into the step's .fleet directory)."""
+
+    argv: tuple[str, ...]
+    env: dict = field(default_factory=dict, hash=False)
+    files: dict = field(default_factory=dict, hash=False)
+
+
+def layout(placement: Placement, threads: int) -> list[tuple[str, tuple[int, ...]]]:
+    """(node, cores) of each rank, in rank order."""
+    ranks = []
+    for slot in placement:
+        if len(slot.cores) % threads:
+            raise RenderError(f"{len(slot.cores)} cores on {slot.node} is not a multiple of {threads} threads per rank")
+        for i in range(0, len(slot.cores), threads):
+            ranks.append((slot.node, tuple(slot.cores[i:i + threads])))
+    return ranks
+
+
+def _per_node_lists(placement: Placement, threads: int) -> list[list[tuple[int, ...]]]:
+    return [[tuple(s.cores[i:i + threads]) for i in range(0, len(s.cores), threads)] for s in placement]
+
+
+def _uniform(placement: Placement, threads: int) -> list[tuple[int, ...]] | None:
+    """The one per-local-rank core list every node shares, or None if nodes differ."""
+    lists = _per_node_lists(placement, threads)
+    return lists[0] if all(x == lists[0] for x in lists) else None
+
+
+def _mask(cores: tuple[int, ...]) -> str:
+    return hex(sum(1 << c for c in cores))
+
+
+def _cpus(cores: tuple[int, ...]) -> str:
+    return ",".join(map(str, cores))
+
+
+def gpu_env(placement: Placement, gpu_var: str) -> tuple[dict, list[str] | None]:
+    """GPU visibility for the ranks: each rank sees the GPUs the step holds on its node.
+    Returns (variables for every rank, None) when every node's list is the same, else
+    ({}, one list per node) for the per-node forms below. An empty ZE_AFFINITY_MASK
+    means every device, so a step given no GPUs is not "confined" by one."""
+    if not gpu_var:
+        return {}, None
+    lists = [",".join(map(str, s.gpus)) for s in placement]
+    if gpu_var == "ZE_AFFINITY_MASK" and not any(lists):
+        return {}, None
+    if all(x == lists[0] for x in lists):
+        return {gpu_var: lists[0]}, None
+    return {}, lists
+
+
+def render_srun(placement: Placement, threads: int, command: list[str], flags: tuple[str, ...] = (),
+                mpi: str = "pmi2", gpu_var: str = "") -> Rendered:
+    """srun inside the job: an overlapping step (the agents' step holds no cores, and
+    several MPI steps share nodes), ranks placed per node through an arbitrary
+    distribution, and bound to exactly the scheduler's cores. No --exact: Slurm's own
+    choice of cores would conflict with the binding we ask for."""
+    ranks = layout(placement, threads)
+    nodes = [s.node for s in placement]
+    # No -c either: an explicit --cpus-per-task implies --exact (Slurm 22.05 says so), and the
+    # step then gets the CPUs Slurm picks, so binding to the scheduler's is refused.
+    argv = ["srun", "--overlap", "-N", str(len(nodes)), "-n", str(len(ranks)),
+            "-m", "arbitrary", f"--mpi={mpi}"]
+    files = {"hostfile": "".join(f"{node}\n" for node, _ in ranks)}
+    genv, per_node = gpu_env(placement, gpu_var)
+    env = {"SLURM_HOSTFILE": "{fleet}/hostfile", **genv}
+    shared = _uniform(placement, threads)
+    if shared is not None and per_node is None:
+        if threads == 1:
+            argv.append("--cpu-bind=verbose,map_cpu:" + ",".join(str(c[0]) for c in shared))
+        else:
+            argv.append("--cpu-bind=verbose,mask_cpu:" + ",".join(_mask(c) for c in shared))
+        argv += [*flags, *command]
+    else:
+        node_gpus = dict(zip(nodes, per_node or ()))
+        files["multi-prog.conf"] = "".join(
+            f"{r} " + (f"env {gpu_var}={node_gpus[node]} " if per_node else "")
+            + f"taskset -c {_cpus(cores)} {shlex.join(command)}\n" for r, (node, cores) in enumerate(ranks))
+        argv += ["--cpu-bind=none", *flags, "--multi-prog", "{fleet}/multi-prog.conf"]
+    return Rendered(tuple(argv), env, files)
+
+
+def render_pals(placement: Placement, threads: int, command: list[str], flags: tuple[str, ...] = (),
+                gpu_var: str = "") -> Rendered:
+    """PALS mpiexec: --hosts, --ppn, --depth and --cpu-bind list:a,b:c,d; MPMD sections
+    (one per node, each bound with its own list and given its own GPUs) when ranks,
+    cores or GPUs differ by node."""
+    layout(placement, threads)  # refuses cores that are not whole ranks, as srun and Hydra do
+    lists = _per_node_lists(placement, threads)
+    shared = _uniform(placement, threads)
+    genv, per_node = gpu_env(placement, gpu_var)
+    total = sum(len(x) for x in lists)
+    if shared is not None and per_node is None:
+        argv = ["mpiexec", "-n", str(total), "--ppn", str(len(shared)),
+                "--hosts", ",".join(s.node for s in placement), "--depth", str(threads),
+                "--cpu-bind", "list:" + ":".join(_cpus(c) for c in shared), *flags, *command]
+        return Rendered(tuple(argv), genv)
+    argv = ["mpiexec", *flags]
+    for i, (slot, ranks) in enumerate(zip(placement, lists)):
+        if i:
+            argv.append(":")
+        argv += ["-n", str(len(ranks)), "--ppn", str(len(ranks)), "--hosts", slot.node, "--depth", str(threads),
+                 "--cpu-bind", "list:" + ":".join(_cpus(c) for c in ranks)]
+        if per_node:
+            argv += ["--env", f"{gpu_var}={per_node[i]}"]
+        argv += command
+    return Rendered(tuple(argv), genv)
+
+
+def render_hydra(placement: Placement, threads: int, command: list[str], flags: tuple[str, ...] = (),
+                 one_host: bool = False, gpu_var: str = "") -> Rendered:
+    """MPICH's Hydra mpiexec. `one_host`: pretend nodes of a local fleet all live on
+    this machine, so every rank is local and one -bind-to user: list covers them all."""
+    ranks = layout(placement, threads)
+    genv, per_node = gpu_env(placement, gpu_var)
+    node_gpus = dict(zip((s.node for s in placement), per_node or ()))
+    if one_host:
+        user = "user:" + ",".join("+".join(map(str, cores)) for _, cores in ranks)
+        if not per_node:
+            return Rendered(("mpiexec", "-n", str(len(ranks)), "-bind-to", user, *flags, *command), genv)
+        argv = ["mpiexec", "-bind-to", user, *flags]
+        for r, (node, _) in enumerate(ranks):  # -env is per section: one section per rank
+            argv += ([":"] if r else []) + ["-n", "1", "-env", gpu_var, node_gpus[node], *command]
+        return Rendered(tuple(argv), genv)
+    lists = _per_node_lists(placement, threads)
+    hosts = ",".join(f"{s.node}:{len(x)}" for s, x in zip(placement, lists))
+    shared = _uniform(placement, threads)
+    if shared is not None and per_node is None:
+        bind = "user:" + ",".join("+".join(map(str, c)) for c in shared)
+        return Rendered(("mpiexec", "-hosts", hosts, "-n", str(len(ranks)), "-bind-to", bind, *flags, *command), genv)
+    argv = ["mpiexec", "-hosts", hosts, *flags]
+    for r, (node, cores) in enumerate(ranks):
+        if r:
+            argv.append(":")
+        argv += ["-n", "1", *(["-env", gpu_var, node_gpus[node]] if per_node else []),
+                 "taskset", "-c", _cpus(cores), *command]
+    return Rendered(tuple(argv), genv)
+
+
+def render(kind: str, placement: Placement, threads: int, command: list[str] | str,
+           flags: tuple[str, ...] = (), one_host: bool = False, gpu_var: str = "") -> Rendered:
+    """The launcher command for an MPI step (kind: srun, pals or hydra); `gpu_var` is the
+    machine's GPU visibility variable, set for each rank to its node's GPUs."""
+    argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
+    if kind == "srun":
+        return render_srun(placement, threads, argv, flags, gpu_var=gpu_var)
+    if kind == "pals":
+        return render_pals(placement, threads, argv, flags, gpu_var=gpu_var)
+    if kind == "hydra":
+        return render_hydra(placement, threads, argv, flags, one_host, gpu_var=gpu_var)
+    raise RenderError(f"unknown MPI launcher {kind!r}")

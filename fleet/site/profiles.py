@@ -1,0 +1,126 @@
+"""Machine profiles: how agents start on a kind of machine, which cores the site
+holds back, how GPUs are made visible and how MPI steps are launched.
+
+Profiles are small TOML files in agents/ (and in $FLEET_MACHINES, which wins).
+`fleet up --machine NAME` picks one; otherwise it is detected from the environment.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+LAUNCHERS = ("local", "slurm", "pals")
+MPI_LAUNCHERS = ("srun", "pals", "hydra")
+GPU_VARS = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ZE_AFFINITY_MASK", "")
+
+
+class ProfileError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One machine kind (see agents/README.md for the fields)."""
+
+    name: str
+    path: str
+    description: str = ""
+    launcher: str = "local"
+    mpi: str = "hydra"
+    gpu_var: str = "CUDA_VISIBLE_DEVICES"
+    held_back_cores: tuple[int, ...] = ()
+    agent_flags: tuple[str, ...] = ()
+    mpi_flags: tuple[str, ...] = ()
+
+
+def search_path() -> list[Path]:
+    dirs = []
+    if os.environ.get("FLEET_MACHINES"):
+        dirs += [Path(p) for p in os.environ["FLEET_MACHINES"].split(os.pathsep) if p]
+    dirs.append(Path(__file__).resolve().parents[2] / "agents")
+    return dirs
+
+
+def available() -> dict[str, Path]:
+    out: dict[str, Path] = {}
+    for d in reversed(search_path()):
+        if d.is_dir():
+            for p in sorted(d.glob("*.toml")):
+                out[p.stem] = p
+    return dict(sorted(out.items()))
+
+
+def parse_profile(name: str, path: Path, text: str) -> Profile:
+    where = str(path)
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ProfileError(f"{where}: not valid TOML: {e}") from None
+    if set(raw) != {"machine"}:
+        raise ProfileError(f"{where}: expected exactly one [machine] table, found {sorted(raw) or 'nothing'}")
+    m = raw["machine"]
+    problems = []
+    known = {"description", "launcher", "mpi", "gpu_var", "held_back_cores", "agent_flags", "mpi_flags"}
+    for k in m:
+        if k not in known:
+            problems.append(f"{where}: field 'machine.{k}': unknown field")
+
+    def choice(key, options, default):
+        v = m.get(key, default)
+        if v not in options:
+            problems.append(f"{where}: field 'machine.{key}': expected one of {', '.join(repr(o) for o in options)}, got {v!r}")
+            return default
+        return v
+
+    def strings(key):
+        v = m.get(key, [])
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            problems.append(f"{where}: field 'machine.{key}': expected a list of strings, got {v!r}")
+            return ()
+        return tuple(v)
+
+    held = m.get("held_back_cores", [])
+    if not isinstance(held, list) or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in held):
+        problems.append(f"{where}: field 'machine.held_back_cores': expected a list of core ids, got {held!r}")
+        held = []
+    desc = m.get("description", "")
+    if not isinstance(desc, str):
+        problems.append(f"{where}: field 'machine.description': expected a string")
+        desc = ""
+    prof = Profile(name, where, desc, choice("launcher", LAUNCHERS, "local"), choice("mpi", MPI_LAUNCHERS, "hydra"),
+                   choice("gpu_var", GPU_VARS, "CUDA_VISIBLE_DEVICES"), tuple(held),
+                   strings("agent_flags"), strings("mpi_flags"))
+    if problems:
+        raise ProfileError("\n".join(problems))
+    return prof
+
+
+def load(name: str) -> Profile:
+    """The named profile, or ProfileError naming the known ones."""
+    profiles = available()
+    path = profiles.get(name)
+    if path is None:
+        raise ProfileError(f"unknown machine {name!r}; known machines: {', '.join(profiles) or 'none'}"
+                           f" (profiles are read from {', '.join(map(str, search_path()))})")
+    return parse_profile(name, path, path.read_text())
+
+
+def detect(env: Mapping[str, str] | None = None) -> str:
+    """The profile name for this environment: $FLEET_MACHINE, else by batch system."""
+    env = os.environ if env is None else env
+    if env.get("FLEET_MACHINE"):
+        return env["FLEET_MACHINE"]
+    if env.get("SLURM_JOB_ID"):
+        return "slurm"
+    if env.get("PBS_JOBID"):
+        return "pals"
+    return "local"

@@ -1,0 +1,80 @@
+"""The connection file (fleet.json): how clients and agents reach a running fleet.
+
+Created exclusively with mode 0600, since it will hold the fleet's keys; a file that
+others can read is refused rather than trusted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from fleet.wire.messages import VERSION
+
+NAME = "fleet.json"
+
+
+class ConnectionError_(RuntimeError):
+    """No usable fleet at the given place (missing, unsafe or stale connection file)."""
+
+
+@dataclass(frozen=True)
+class Connection:
+    client: str        # endpoint for clients (fleet run/status/down)
+    agents: str        # endpoint for agents
+    pid: int           # the coordinator's pid
+    host: str
+    started: float
+    run_dir: str
+    server_key: str = ""      # the coordinator's CURVE public key
+    client_public: str = ""   # the key pair clients present (hence mode 0600)
+    client_secret: str = ""
+    version: int = VERSION
+
+
+def path_in(run_dir: Path) -> Path:
+    return Path(run_dir) / NAME
+
+
+def write(run_dir: Path, name: str, conn: Connection) -> Path:
+    """Create the connection file `name` in run_dir: exclusively, mode 0600."""
+    path = Path(run_dir) / name
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(asdict(conn), f, indent=1)
+    return path
+
+
+def check_directory(run_dir: Path) -> None:
+    """The connection file's directory must be writable by its owner only: anyone who
+    can write there could replace the file (and its keys) with their own."""
+    st = Path(run_dir).stat()
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX:
+        raise ConnectionError_(f"{run_dir}: others can write to this directory (mode "
+                               f"{stat.S_IMODE(st.st_mode):04o}), so they could replace the fleet's connection "
+                               f"file; use a directory only you can write (chmod go-w {run_dir})")
+
+
+def read(path: Path) -> Connection:
+    path = Path(path)
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise ConnectionError_(f"{path}: no fleet is up here (no connection file)") from None
+    except PermissionError as e:
+        raise ConnectionError_(f"{path}: cannot read it: {e.strerror}") from None
+    if st.st_uid != os.getuid():
+        raise ConnectionError_(f"{path}: belongs to another user (uid {st.st_uid}); refusing it")
+    if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise ConnectionError_(f"{path}: refusing a connection file that others can read or write "
+                               f"(mode {stat.S_IMODE(st.st_mode):04o}; it must be 0600)")
+    try:
+        data = json.loads(path.read_text())
+        return Connection(**data)
+    except PermissionError as e:
+        raise ConnectionError_(f"{path}: cannot read it: {e.strerror}") from None
+    except (ValueError, TypeError) as e:
+        raise ConnectionError_(f"{path}: not a fleet connection file: {e}") from None

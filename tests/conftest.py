@@ -1,0 +1,20 @@
+import ctypes
+import sys
+from pathlib import Path
+
+# tests/ mirrors fleet/ (core, wire, node, site, control, report); the helpers the
+# tests share live in tests/harness, the step functions fleets run in tests/.
+sys.path.insert(0, str(Path(__file__).resolve().parent / "harness"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def pytest_configure(config):
+    # A fleet started by `fleet up` outlives the command that started it; where this
+    # machine's init does not reap orphans, the tests adopt them instead, so that
+    # a process that really exited is not mistaken for one left behind.
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass

@@ -1,0 +1,496 @@
+"""Reading suite files: fields, defaults, arrays, shared steps and every problem at once."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from fleet.core.problems import Problem, SuiteError
+from fleet.core.suite import STEP_FIELDS, StepSpec, load_suite, parse_array, parse_suite
+from fleet.core.units import format_memory, parse_memory
+
+GiB = 2**30
+
+
+def write(tmp_path: Path, text: str, name: str = "suite.toml") -> Path:
+    p = tmp_path / name
+    p.write_text(textwrap.dedent(text))
+    return p
+
+
+def parse(*steps: dict, defaults: dict | None = None, suite: dict | None = None,
+          path: Path = Path("/x/suite.toml")):
+    raw: dict = {"steps": list(steps)}
+    if defaults is not None:
+        raw["defaults"] = defaults
+    if suite is not None:
+        raw["suite"] = suite
+    return parse_suite(raw, path)
+
+
+def problems_of(*steps: dict, **kw) -> list[Problem]:
+    with pytest.raises(SuiteError) as e:
+        parse(*steps, **kw)
+    return e.value.problems
+
+
+def where(problems: list[Problem]) -> set[tuple[str | None, str | None]]:
+    return {(p.step, p.field) for p in problems}
+
+
+# --- fields -----------------------------------------------------------------------------
+
+def test_the_step_fields_are_exactly_the_documented_names():
+    assert STEP_FIELDS == {
+        "id", "task", "call", "command", "args", "cores", "min_cores", "gpus", "memory",
+        "span", "mpi", "ranks", "min_ranks", "threads", "deps", "inputs", "outputs",
+        "workdir", "priority", "concurrent", "retries", "estimate", "array",
+    }
+
+
+def test_every_field_of_a_call_step_is_read_into_its_spec(tmp_path):
+    path = write(tmp_path, """
+        [suite]
+        name = "ocean"
+        run_dir = "out/here"
+        preload = ["numpy", "scipy.sparse"]
+
+        [[steps]]
+        id = "prep"
+        command = ["prep", "--all"]
+        outputs = ["mesh.nc"]
+
+        [[steps]]
+        id = "ocean/init.1"
+        task = "init"
+        call = "pkg.mod:run_it"
+        args = {level = 3, name = "x", nested = {a = [1, 2]}}
+        cores = 8
+        min_cores = 2
+        gpus = 1
+        memory = "4GiB"
+        span = true
+        deps = ["prep"]
+        inputs = ["mesh.nc"]
+        outputs = ["init.nc", "log/init.txt"]
+        workdir = "work/init"
+        priority = 1
+        concurrent = false
+        retries = 2
+        estimate = 12.5
+        """)
+    suite = load_suite(path)
+    assert suite.name == "ocean"
+    assert suite.preload == ("numpy", "scipy.sparse")
+    assert suite.run_dir == (tmp_path / "out/here").resolve()
+    assert [s.id for s in suite.steps] == ["prep", "ocean/init.1"]
+    s = suite.step("ocean/init.1")
+    assert s == StepSpec(
+        id="ocean/init.1", order=1, call="pkg.mod:run_it", command=None,
+        args={"level": 3, "name": "x", "nested": {"a": [1, 2]}}, task="init",
+        cores=8, min_cores=2, gpus=1, memory=4 * GiB, span=True, mpi=False,
+        ranks=1, min_ranks=1, threads=1, deps=("prep",), inputs=("mesh.nc",),
+        outputs=("init.nc", "log/init.txt"), workdir="work/init", priority=1,
+        concurrent=False, retries=2, estimate=12.5, source=str(path))
+    assert s.kind == "call"
+    assert suite.step("prep").kind == "command"
+    assert suite.step("prep").command == ("prep", "--all")
+
+
+def test_a_step_that_gives_only_an_id_and_a_command_gets_every_default():
+    s = parse({"id": "a", "command": "echo hi"}).steps[0]
+    assert (s.command, s.call, dict(s.args), s.task) == ("echo hi", None, {}, "a")
+    assert (s.cores, s.min_cores, s.gpus, s.memory) == (1, 1, 0, None)
+    assert (s.span, s.mpi, s.ranks, s.min_ranks, s.threads) == (False, False, 1, 1, 1)
+    assert (s.deps, s.inputs, s.outputs) == ((), (), ())
+    assert (s.workdir, s.priority, s.concurrent, s.retries, s.estimate) == ("steps/a", 3, True, 0, None)
+
+
+def test_min_cores_defaults_to_cores_not_to_one():
+    s = parse({"id": "a", "command": "x", "cores": 6}).steps[0]
+    assert (s.cores, s.min_cores) == (6, 6)
+
+
+def test_the_defaults_table_applies_to_every_step_and_a_step_overrides_it():
+    suite = parse({"id": "a", "command": "x"}, {"id": "b", "command": "x", "cores": 2, "priority": 5},
+                  defaults={"cores": 4, "priority": 2, "retries": 1, "memory": "1GiB"})
+    a, b = suite.steps
+    assert (a.cores, a.min_cores, a.priority, a.retries, a.memory) == (4, 4, 2, 1, GiB)
+    assert (b.cores, b.min_cores, b.priority, b.retries, b.memory) == (2, 2, 5, 1, GiB)
+
+
+def test_a_cores_default_does_not_make_an_mpi_step_wrong_nor_a_ranks_default_a_plain_one():
+    suite = parse({"id": "m", "command": "model", "mpi": True, "ranks": 4},
+                  {"id": "p", "command": "post"},
+                  defaults={"cores": 2, "threads": 2})
+    m, p = suite.steps
+    assert (m.mpi, m.ranks, m.threads, m.cores, m.min_cores) == (True, 4, 2, 8, 8)
+    assert (p.mpi, p.threads, p.cores) == (False, 1, 2)
+
+
+def test_a_default_id_is_an_error():
+    assert where(problems_of({"id": "a", "command": "x"}, defaults={"id": "z"})) == {(None, "defaults.id")}
+
+
+def test_an_argv_command_and_a_shell_command_are_both_accepted():
+    a, b = parse({"id": "a", "command": ["ls", "-l"]}, {"id": "b", "command": "ls -l | wc"}).steps
+    assert a.command == ("ls", "-l")
+    assert b.command == "ls -l | wc"
+
+
+# --- problems -----------------------------------------------------------------------------
+
+def test_unknown_fields_are_reported_naming_file_step_and_field():
+    problems = problems_of({"id": "a", "command": "x", "coers": 2},
+                           defaults={"prio": 1}, suite={"name": "s", "rundir": "x"},
+                           path=Path("/x/my.toml"))
+    assert where(problems) == {("a", "coers"), (None, "defaults.prio"), (None, "suite.rundir")}
+    step_problem = next(p for p in problems if p.field == "coers")
+    assert step_problem.file == "/x/my.toml"
+    assert str(step_problem) == "/x/my.toml: step 'a': field 'coers': unknown field"
+
+
+def test_an_unknown_top_level_table_is_reported():
+    with pytest.raises(SuiteError) as e:
+        parse_suite({"steps": [{"id": "a", "command": "x"}], "step": [{"id": "b"}]}, Path("s.toml"))
+    assert where(e.value.problems) == {(None, "step")}
+
+
+@pytest.mark.parametrize("field,value", [
+    ("id", 5), ("task", 1), ("call", "no_colon"), ("call", "a.b:c d"), ("command", []),
+    ("command", "   "), ("command", ["ls", 1]), ("args", [1]), ("cores", 0), ("cores", "2"),
+    ("cores", 1.5), ("cores", True), ("min_cores", 0), ("gpus", -1), ("memory", "4 parsecs"),
+    ("memory", -5), ("memory", 1.5), ("memory", True), ("span", "yes"), ("mpi", 1),
+    ("deps", "a"), ("deps", [1]), ("inputs", "x"), ("inputs", [""]), ("outputs", [3]),
+    ("workdir", ""), ("workdir", 3), ("priority", 0), ("priority", 6), ("priority", "1"),
+    ("concurrent", "no"), ("retries", -1), ("estimate", -1), ("estimate", "5s"),
+    ("array", 5), ("array", "1-"), ("array", "a-b"), ("array", "5-3"),
+])
+def test_a_mistyped_field_is_reported_naming_its_step_and_field(field, value):
+    table = {"id": "s{i}" if field == "array" else "s", "call": "m:f"}
+    if field in ("command",):
+        del table["call"]
+    table[field] = value
+    problems = problems_of(table)
+    assert len(problems) == 1, problems
+    (p,) = problems
+    assert p.field == field
+    assert p.step in ("s", "s{i}", "?")
+    assert p.file == "/x/suite.toml"
+
+
+def test_every_problem_in_a_suite_is_reported_in_one_go(tmp_path):
+    path = write(tmp_path, """
+        [suite]
+        name = "many"
+        colour = "red"
+
+        [defaults]
+        cors = 2
+
+        [[steps]]
+        id = "a"
+        command = "x"
+        priority = 9
+
+        [[steps]]
+        id = "b"
+        call = "m:f"
+        command = "x"
+
+        [[steps]]
+        id = "c"
+        memory = "lots"
+
+        [[steps]]
+        id = "bad id"
+        command = "x"
+
+        [[steps]]
+        id = "d"
+        command = "x"
+        cores = 2
+        min_cores = 4
+        """)
+    with pytest.raises(SuiteError) as e:
+        load_suite(path)
+    problems = e.value.problems
+    assert where(problems) == {
+        (None, "suite.colour"), (None, "defaults.cors"), ("a", "priority"), ("b", "call"),
+        ("c", "memory"), ("c", "call"), ("bad id", "id"), ("d", "min_cores"),
+    }
+    assert all(p.file == str(path) for p in problems)
+    text = str(e.value)
+    for p in problems:
+        assert str(p) in text.splitlines()
+
+
+def test_a_step_with_an_unknown_field_still_has_its_mistyped_fields_reported():
+    problems = problems_of({"id": "a", "command": "x", "coers": 2, "priority": 9, "gpus": "one"})
+    assert where(problems) == {("a", "coers"), ("a", "priority"), ("a", "gpus")}
+
+
+def test_a_step_without_an_id_is_reported_by_its_position():
+    problems = problems_of({"id": "a", "command": "x"}, {"command": "y"})
+    assert where(problems) == {("#2", "id")}
+
+
+def test_both_call_and_command_is_an_error():
+    (p,) = problems_of({"id": "a", "call": "m:f", "command": "x"})
+    assert (p.step, p.field) == ("a", "call")
+    assert "both" in p.message
+
+
+def test_neither_call_nor_command_is_an_error():
+    (p,) = problems_of({"id": "a"})
+    assert (p.step, p.field) == ("a", "call")
+    assert "neither" in p.message
+
+
+def test_args_on_a_command_step_is_an_error():
+    assert where(problems_of({"id": "a", "command": "x", "args": {"n": 1}})) == {("a", "args")}
+
+
+@pytest.mark.parametrize("bad", ["a b", "a:b", "a*", "", "ünï", "a,b", "{i}", "a\n"])
+def test_a_step_id_with_characters_other_than_letters_digits_dot_underscore_dash_slash_is_rejected(bad):
+    problems = problems_of({"id": bad, "command": "x"})
+    assert [(p.field) for p in problems] == ["id"]
+    assert problems[0].step == bad
+
+
+@pytest.mark.parametrize("good", ["a", "0", "a.b_c-d/e", "ocean/global/QU240.init-1"])
+def test_a_step_id_of_letters_digits_dot_underscore_dash_slash_is_accepted(good):
+    assert parse({"id": good, "command": "x"}).steps[0].id == good
+
+
+def test_a_dep_that_is_not_a_step_id_is_reported():
+    assert where(problems_of({"id": "a", "command": "x", "deps": ["b c"]})) == {("a", "deps")}
+
+
+def test_duplicate_deps_are_kept_once_in_order():
+    suite = parse({"id": "b", "command": "x"}, {"id": "c", "command": "x"},
+                  {"id": "a", "command": "x", "deps": ["c", "b", "c"]})
+    assert suite.step("a").deps == ("c", "b")
+
+
+# --- memory -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text,value", [
+    ("4GiB", 4 * 2**30), ("512MB", 512 * 10**6), ("512MiB", 512 * 2**20), ("16G", 16 * 2**30),
+    ("1.5GiB", 3 * 2**29), ("2 TB", 2 * 10**12), ("100", 100), ("100B", 100), ("8kb", 8000),
+    (1048576, 1048576), (0, 0),
+])
+def test_memory_is_read_from_sizes_and_byte_counts(text, value):
+    assert parse_memory(text) == value
+    assert parse({"id": "a", "command": "x", "memory": text}).steps[0].memory == value
+
+
+@pytest.mark.parametrize("bad", ["4 parsecs", "GiB", "-1GiB", "", -1, 1.5, True, None, [4]])
+def test_a_memory_that_is_not_a_size_is_an_error(bad):
+    with pytest.raises(ValueError):
+        parse_memory(bad)
+
+
+def test_memory_is_formatted_shortly():
+    assert format_memory(3 * 2**29) == "1.5GiB"
+    assert format_memory(512) == "512B"
+
+
+# --- priority -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("priority", [1, 2, 3, 4, 5])
+def test_priorities_from_one_to_five_are_accepted(priority):
+    assert parse({"id": "a", "command": "x", "priority": priority}).steps[0].priority == priority
+
+
+@pytest.mark.parametrize("priority", [0, 6, -1, 100])
+def test_a_priority_outside_one_to_five_is_an_error(priority):
+    (p,) = problems_of({"id": "a", "command": "x", "priority": priority})
+    assert (p.step, p.field) == ("a", "priority")
+    assert "from 1 to 5" in p.message
+
+
+# --- MPI ------------------------------------------------------------------------------------
+
+def test_an_mpi_step_gets_its_cores_from_ranks_times_threads_and_spans_by_default():
+    s = parse({"id": "m", "command": "model", "mpi": True, "ranks": 4, "min_ranks": 2,
+               "threads": 3}).steps[0]
+    assert (s.mpi, s.ranks, s.min_ranks, s.threads) == (True, 4, 2, 3)
+    assert (s.cores, s.min_cores, s.span) == (12, 6, True)
+
+
+def test_min_ranks_defaults_to_ranks_and_an_mpi_step_may_be_told_not_to_span():
+    s = parse({"id": "m", "command": "model", "mpi": True, "ranks": 4, "span": False}).steps[0]
+    assert (s.cores, s.min_cores, s.min_ranks, s.threads, s.span) == (4, 4, 4, 1, False)
+
+
+def test_an_mpi_step_that_declares_cores_is_an_error():
+    assert where(problems_of({"id": "m", "command": "x", "mpi": True, "ranks": 2, "cores": 4})) == {("m", "cores")}
+
+
+@pytest.mark.parametrize("field", ["ranks", "min_ranks", "threads"])
+def test_ranks_and_threads_on_a_step_that_is_not_mpi_are_errors(field):
+    assert where(problems_of({"id": "p", "command": "x", field: 2})) == {("p", field)}
+
+
+def test_min_ranks_above_ranks_and_min_cores_above_cores_are_errors():
+    problems = problems_of({"id": "m", "command": "x", "mpi": True, "ranks": 2, "min_ranks": 3},
+                           {"id": "p", "command": "x", "cores": 2, "min_cores": 3})
+    assert where(problems) == {("m", "min_ranks"), ("p", "min_cores")}
+
+
+# --- arrays -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text,indices", [
+    ("0-3,7,9", [0, 1, 2, 3, 7, 9]), ("5", [5]), ("0-99", list(range(100))),
+    (" 2 - 2 ".replace(" ", ""), [2]), ("9,0-2", [9, 0, 1, 2]), ("1-3,2-4", [1, 2, 3, 4]),
+    ("0-1, 4", [0, 1, 4]),
+])
+def test_array_indices_are_expanded_inclusively_in_written_order(text, indices):
+    assert parse_array(text) == indices
+
+
+@pytest.mark.parametrize("bad", ["", "a", "1-", "-3", "3-1", "1,,2", "1-2-3", "0x3"])
+def test_an_array_that_is_not_indices_is_an_error(bad):
+    with pytest.raises(ValueError):
+        parse_array(bad)
+
+
+def test_an_array_step_is_one_step_per_index_with_i_replaced_in_every_string():
+    suite = parse(
+        {"id": "first", "command": "x"},
+        {"id": "case{i}", "array": "0-3,7,9", "call": "pkg.m{i}:run", "task": "t{i}",
+         "args": {"n": "{i}", "fixed": 3, "nested": {"file": "in{i}.nc", "list": ["a{i}", 1]}},
+         "deps": ["prep{i}"], "inputs": ["in/{i}.nc"], "outputs": ["out/{i}.nc"],
+         "workdir": "w/{i}"},
+        {"id": "cmd{i}", "array": "1", "command": ["run", "--case={i}"]},
+        {"id": "sh{i}", "array": "2", "command": "run {i} && echo {i}"},
+        {"id": "prep{i}", "array": "0-9", "command": "x"},
+        {"id": "last", "command": "x"},
+    )
+    ids = [s.id for s in suite.steps]
+    assert ids == (["first"] + [f"case{i}" for i in (0, 1, 2, 3, 7, 9)] + ["cmd1", "sh2"]
+                   + [f"prep{i}" for i in range(10)] + ["last"])
+    assert [s.order for s in suite.steps] == list(range(len(ids)))
+    c7 = suite.step("case7")
+    assert c7.call == "pkg.m7:run"
+    assert c7.task == "t7"
+    assert c7.args == {"n": "7", "fixed": 3, "nested": {"file": "in7.nc", "list": ["a7", 1]}}
+    assert (c7.deps, c7.inputs, c7.outputs, c7.workdir) == (("prep7",), ("in/7.nc",), ("out/7.nc",), "w/7")
+    assert suite.step("cmd1").command == ("run", "--case=1")
+    assert suite.step("sh2").command == "run 2 && echo 2"
+    assert suite.step("prep4").workdir == "steps/prep4"
+
+
+def test_an_array_step_whose_id_lacks_i_is_an_error():
+    assert where(problems_of({"id": "case", "array": "0-3", "command": "x"})) == {("case", "id")}
+
+
+def test_a_bad_array_is_reported_naming_the_step_and_field():
+    assert where(problems_of({"id": "case{i}", "array": "0-x", "command": "x"})) == {("case{i}", "array")}
+
+
+# --- shared steps -----------------------------------------------------------------------------
+
+def test_the_same_step_defined_twice_identically_is_one_shared_step_in_its_first_place():
+    mesh = {"id": "mesh", "command": ["mesh", "--res", "240"], "cores": 2, "outputs": ["mesh.nc"]}
+    suite = parse(dict(mesh), {"id": "a", "command": "x", "deps": ["mesh"]}, dict(mesh),
+                  {"id": "b", "command": "x", "deps": ["mesh"]})
+    assert [(s.id, s.order) for s in suite.steps] == [("mesh", 0), ("a", 1), ("b", 2)]
+
+
+def test_a_shared_step_reached_through_two_arrays_is_one_step():
+    suite = parse({"id": "m{i}", "array": "0-2", "command": "mesh {i}"},
+                  {"id": "m{i}", "array": "2-4", "command": "mesh {i}"})
+    assert [s.id for s in suite.steps] == ["m0", "m1", "m2", "m3", "m4"]
+
+
+def test_the_same_id_defined_twice_differently_is_an_error_naming_the_field():
+    problems = problems_of({"id": "mesh", "command": "mesh", "cores": 2},
+                           {"id": "mesh", "command": "mesh", "cores": 4})
+    assert where(problems) == {("mesh", "cores")}
+    assert "defined twice differently" in problems[0].message
+
+
+def test_a_shared_step_that_differs_only_by_a_default_is_still_an_error():
+    problems = problems_of({"id": "mesh", "command": "mesh"},
+                           {"id": "mesh", "command": "mesh", "retries": 2},
+                           defaults={"retries": 0})
+    assert where(problems) == {("mesh", "retries")}
+
+
+# --- the suite table ---------------------------------------------------------------------------
+
+def test_the_run_dir_is_relative_to_the_suite_file_not_the_working_directory(tmp_path, monkeypatch):
+    sub = tmp_path / "suites"
+    sub.mkdir()
+    path = write(sub, """
+        [suite]
+        name = "s"
+        run_dir = "../scratch/run1"
+        [[steps]]
+        id = "a"
+        command = "x"
+        """)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert load_suite(path).run_dir == (tmp_path / "scratch" / "run1").resolve()
+    monkeypatch.chdir(sub)
+    assert load_suite("suite.toml").run_dir == (tmp_path / "scratch" / "run1").resolve()
+
+
+def test_the_run_dir_defaults_to_runs_slash_name_beside_the_suite_file(tmp_path):
+    path = write(tmp_path, """
+        [suite]
+        name = "ocean"
+        [[steps]]
+        id = "a"
+        command = "x"
+        """)
+    assert load_suite(path).run_dir == (tmp_path / "runs" / "ocean").resolve()
+
+
+def test_the_suite_name_defaults_to_the_file_stem_and_an_absolute_run_dir_is_kept(tmp_path):
+    path = write(tmp_path, f"""
+        [suite]
+        run_dir = "{tmp_path / 'abs'}"
+        [[steps]]
+        id = "a"
+        command = "x"
+        """, name="nightly.toml")
+    suite = load_suite(path)
+    assert suite.name == "nightly"
+    assert suite.run_dir == tmp_path / "abs"
+
+
+def test_bad_suite_table_values_are_reported():
+    problems = problems_of({"id": "a", "command": "x"},
+                           suite={"name": "has space", "run_dir": 3, "preload": "numpy"})
+    assert where(problems) == {(None, "suite.name"), (None, "suite.run_dir"), (None, "suite.preload")}
+
+
+def test_a_file_that_is_not_toml_or_does_not_exist_is_one_problem_naming_the_file(tmp_path):
+    bad = write(tmp_path, "[[steps]\nid = 'a'\n")
+    with pytest.raises(SuiteError) as e:
+        load_suite(bad)
+    (p,) = e.value.problems
+    assert p.file == str(bad) and "not valid TOML" in p.message
+    with pytest.raises(SuiteError) as e:
+        load_suite(tmp_path / "missing.toml")
+    (p,) = e.value.problems
+    assert p.file == str(tmp_path / "missing.toml") and p.message == "no such file"
+
+
+def test_a_suite_with_no_steps_is_valid_and_empty(tmp_path):
+    suite = load_suite(write(tmp_path, "[suite]\nname = 'empty'\n"))
+    assert suite.steps == ()
+    with pytest.raises(KeyError):
+        suite.step("a")
+
+
+def test_a_step_with_an_unknown_field_is_not_also_reported_as_a_differing_shared_step():
+    problems = problems_of({"id": "m", "command": "x", "coers": 2}, {"id": "m", "command": "x", "cores": 2})
+    assert where(problems) == {("m", "coers")}
