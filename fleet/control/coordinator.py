@@ -27,6 +27,7 @@ from fleet.wire import messages as P
 from fleet.wire import security
 from fleet.control import shard
 from fleet.control import store
+from fleet.wire import records
 from fleet.core import states as S
 from fleet.control.checks import checked_suite
 from fleet.wire.events import EventLog
@@ -489,7 +490,7 @@ class Coordinator:
         msg = P.Launch(
             step=d.step, attempt=d.attempt, kind="command" if spec.mpi else spec.kind, call=spec.call or "",
             args=dict(spec.args), command=command, cores=cores, gpus=list(slot.gpus), memory=slot.memory,
-            workdir=str(store.workdir(run_dir, spec)), log=str(store.log_path(run_dir, d.step)),
+            workdir=str(records.workdir(run_dir, spec)), log=str(records.log_path(run_dir, d.step)),
             run_dir=str(run_dir), inputs=[str(run_dir / i) for i in spec.inputs],
             outputs=[str(run_dir / o) for o in spec.outputs],
             placement=[[s.node, list(s.cores), list(s.gpus), s.memory] for s in d.placement],
@@ -505,7 +506,7 @@ class Coordinator:
         if c.kind == store.Claim.STOPPED:
             self._act(self.sched.handle(StepExited(d.step, d.attempt, S.STOPPED, c.detail), now), now)
             return
-        holder = (store.read_claim(self._run_dir_of(d.step), d.step) or ({}, 0))[0].get("fleet", "")
+        holder = (records.read_claim(self._run_dir_of(d.step), d.step) or ({}, 0))[0].get("fleet", "")
         self.elsewhere[d.step] = (holder, now, False)
         self.events.write(now, "elsewhere", step=d.step, attempt=d.attempt, holder=holder,
                           reason=c.detail or "already succeeded")
@@ -532,18 +533,18 @@ class Coordinator:
         for step, (holder, since, foreign) in list(self.elsewhere.items()):
             run_dir = self._run_dir_of(step)
             spec = self.specs[step]
-            if store.is_done(run_dir, spec):
+            if records.is_done(run_dir, spec):
                 self._act(self.sched.handle(Settled(step, S.SUCCEEDED), now), now)
                 continue
-            final = store.read_final(run_dir, step)
+            final = records.read_final(run_dir, step)
             if final is not None and final.get("at", 0) >= since and final.get("fleet") != self.fleet_id:
                 self._act(self.sched.handle(Settled(step, S.FAILED, f"{final.get('outcome')} in fleet "
                                                     f"{final.get('fleet')}: {final.get('reason', '')}"), now), now)
                 continue
             if foreign:
                 continue  # another shard's step: only its outcome settles it
-            cur = store.read_claim(run_dir, step)
-            if cur is None or store.holder_dead(cur[0]) or cur[1] >= self.stale_after:
+            cur = records.read_claim(run_dir, step)
+            if cur is None or records.holder_dead(cur[0]) or cur[1] >= self.stale_after:
                 self.elsewhere.pop(step, None)
                 why = "its claim was released" if cur is None else f"its claim by {cur[0].get('fleet')} went stale"
                 self.events.write(now, "reclaim", step=step, reason=why)
@@ -555,7 +556,7 @@ class Coordinator:
         one_host = self.profile.launcher == "local"
         r = mpi.render(self.profile.mpi, d.placement, spec.threads, command, self.profile.mpi_flags, one_host,
                        gpu_var=self.profile.gpu_var)
-        fleet_dir = store.step_dir(run_dir, d.step) / ".fleet"
+        fleet_dir = records.step_dir(run_dir, d.step) / ".fleet"
         fleet_dir.mkdir(parents=True, exist_ok=True)
         for name, text in r.files.items():
             (fleet_dir / name).write_text(text)
@@ -622,7 +623,7 @@ class Coordinator:
         for s in steps:
             if msg.force and s.id not in foreign:
                 store.clear_done(self.run_dir, s)
-            elif s.id not in self.specs and store.is_done(self.run_dir, s):
+            elif s.id not in self.specs and records.is_done(self.run_dir, s):
                 done.add(s.id)
         sid = len(self.subs) + 1
         ids = [s.id for s in steps]

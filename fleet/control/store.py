@@ -1,41 +1,19 @@
-"""Per-step records on the shared filesystem: where a step's log and markers live,
-and completion markers that make a rerun skip what already succeeded."""
+"""Writing the per-step records on the shared filesystem: completion markers that make
+a rerun skip what already succeeded, claims, attempt records and final outcomes. Their
+layout and how to read them are fleet.wire.records, shared with every reader."""
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import json
 import os
+import socket
+import time
 from pathlib import Path
 
 from fleet.core.suite import StepSpec
-
-
-def step_dir(run_dir: Path, step_id: str) -> Path:
-    """steps/<id>/ under the run directory: the step's log and its .fleet/ records."""
-    return run_dir / "steps" / step_id
-
-
-def log_path(run_dir: Path, step_id: str) -> Path:
-    return step_dir(run_dir, step_id) / "log"
-
-
-def workdir(run_dir: Path, spec: StepSpec) -> Path:
-    return Path(spec.workdir) if os.path.isabs(spec.workdir) else run_dir / spec.workdir
-
-
-_hashes: dict[int, tuple[StepSpec, str]] = {}
-
-
-def spec_hash(spec: StepSpec) -> str:
-    """A digest of what the step does: a changed step is not skipped on rerun."""
-    hit = _hashes.get(id(spec))
-    if hit is not None and hit[0] is spec:  # computed once per step, not per marker
-        return hit[1]
-    h = hashlib.sha256(repr(spec.identity()).encode()).hexdigest()[:16]
-    _hashes[id(spec)] = (spec, h)
-    return h
+from fleet.wire.records import (ATTEMPT, CLAIM, DONE, FINAL, fleet_dir as _fleet_dir, holder_dead, is_done,
+                                read_claim,
+                                spec_hash)
 
 
 _made: set[Path] = set()
@@ -49,29 +27,15 @@ def makedirs(path: Path) -> None:
         _made.add(path)
 
 
-def _marker(run_dir: Path, step_id: str) -> Path:
-    return _fleet_dir(run_dir, step_id) / "done.json"
-
-
 def write_done(run_dir: Path, spec: StepSpec, record: dict) -> None:
     """Record success atomically (write aside, then rename)."""
     makedirs(_fleet_dir(run_dir, spec.id))
-    _replace(_marker(run_dir, spec.id), {"outcome": "succeeded", "spec": spec_hash(spec), **record})
-
-
-def is_done(run_dir: Path, spec: StepSpec) -> bool:
-    """True when a marker says this same step already succeeded."""
-    try:
-        with open(_marker(run_dir, spec.id)) as f:
-            rec = json.loads(f.read())
-    except (OSError, ValueError):
-        return False
-    return rec.get("outcome") == "succeeded" and rec.get("spec") == spec_hash(spec)
+    _replace(_fleet_dir(run_dir, spec.id) / DONE, {"outcome": "succeeded", "spec": spec_hash(spec), **record})
 
 
 def clear_done(run_dir: Path, spec: StepSpec) -> None:
     """Forget a step's outcome (fleet run --force)."""
-    for path in (_marker(run_dir, spec.id), _marker(run_dir, spec.id).with_name("final.json")):
+    for path in (_fleet_dir(run_dir, spec.id) / DONE, _fleet_dir(run_dir, spec.id) / FINAL):
         try:
             path.unlink()
         except FileNotFoundError:
@@ -88,16 +52,7 @@ def clear_done(run_dir: Path, spec: StepSpec) -> None:
 # replaces the claim with generation + 1. Every attempt leaves a record (attempt.*.json),
 # so the number of attempts across all fleets is known, and audits can count successes.
 
-import socket as _socket
-import time as _time
 
-CLAIM = "claim"
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _fleet_dir(run_dir: Path, step_id: str) -> Path:
-    # Asked for several times per step by the coordinator: built once.
-    return step_dir(run_dir, step_id) / ".fleet"
 
 
 def _write_new(path: Path, data: dict) -> bool:
@@ -121,33 +76,6 @@ def _replace(path: Path, data: dict) -> None:
     os.replace(tmp, p)
 
 
-def read_claim(run_dir: Path, step_id: str) -> tuple[dict, float] | None:
-    """The claim's record and its age in seconds, or None."""
-    path = os.path.join(_fleet_dir(run_dir, step_id), CLAIM)
-    try:
-        with open(path) as f:
-            age = _time.time() - os.fstat(f.fileno()).st_mtime
-            return json.loads(f.read()), age
-    except (OSError, ValueError):
-        return None
-
-
-def holder_dead(claim: dict) -> bool:
-    """True when the claim's fleet is provably gone: same host, no such process."""
-    if claim.get("host") != _socket.gethostname():
-        return False
-    pid = claim.get("pid")
-    if not isinstance(pid, int):
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
-
-
 class Claim:
     """The outcome of trying to claim a step for one attempt."""
 
@@ -168,8 +96,8 @@ def claim(run_dir: Path, spec: StepSpec, fleet: str, attempt: int, stale_after: 
     submission never gets here), which is when it matters."""
     d = _fleet_dir(run_dir, spec.id)
     makedirs(d)
-    record = {"fleet": fleet, "host": _socket.gethostname(), "pid": os.getpid(), "attempt": attempt,
-              "at": _time.time()}
+    record = {"fleet": fleet, "host": socket.gethostname(), "pid": os.getpid(), "attempt": attempt,
+              "at": time.time()}
     path = d / CLAIM
     adopted = None
     current = read_claim(run_dir, spec.id)
@@ -234,7 +162,6 @@ def release(run_dir: Path, step_id: str, fleet: str) -> None:
             pass
 
 
-ATTEMPT = "attempt."
 
 
 def record_attempt(run_dir: Path, step_id: str, fleet: str, attempt: int, record: dict) -> None:
@@ -244,27 +171,8 @@ def record_attempt(run_dir: Path, step_id: str, fleet: str, attempt: int, record
     _replace(d / f"{ATTEMPT}{fleet}.{attempt}.json", {"fleet": fleet, "attempt": attempt, **record})
 
 
-def attempts(run_dir: Path, step_id: str) -> list[dict]:
-    """Every attempt any fleet recorded for the step."""
-    d = _fleet_dir(run_dir, step_id)
-    out = []
-    for p in sorted(d.glob(f"{ATTEMPT}*.json")) if d.is_dir() else ():
-        try:
-            out.append(json.loads(p.read_text()))
-        except (OSError, ValueError):
-            continue
-    return out
-
-
 def write_final(run_dir: Path, spec: StepSpec, outcome: str, record: dict) -> None:
     """A step that ended without success and will not be retried by this fleet."""
     d = _fleet_dir(run_dir, spec.id)
     makedirs(d)
-    _replace(d / "final.json", {"outcome": outcome, "spec": spec_hash(spec), **record})
-
-
-def read_final(run_dir: Path, step_id: str) -> dict | None:
-    try:
-        return json.loads((_fleet_dir(run_dir, step_id) / "final.json").read_text())
-    except (OSError, ValueError):
-        return None
+    _replace(d / FINAL, {"outcome": outcome, "spec": spec_hash(spec), **record})

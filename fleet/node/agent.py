@@ -19,6 +19,7 @@ import sys
 import time
 
 from fleet.node import child
+from fleet.node.launcherenv import clean_environment
 from fleet.wire import pipe
 
 
@@ -230,15 +231,6 @@ def node_name(args, env=os.environ) -> str:
             if env.get(var, "").isdigit() and int(env[var]) < len(nodes):
                 return nodes[int(env[var])]
     return socket.gethostname()
-
-
-def clean_environment(env=os.environ) -> None:
-    """Drop what the launcher step that started us set for its own tasks: a step
-    inheriting PMI_* cannot initialise MPI, and SLURM_CPU_BIND, SLURM_DISTRIBUTION or
-    SLURM_NTASKS* would silently change how an MPI step's srun binds and lays out ranks."""
-    from fleet.site.mpi import is_leaked
-    for name in [n for n in env if is_leaked(n)]:
-        del env[name]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from fleet.control import store
+from fleet.wire import records
 from fleet.wire.events import read_events
 
 
@@ -62,29 +62,24 @@ def audit(run_dir: Path, suite_steps=(), stale_after: float = 600.0) -> Audit:
     run_dir = Path(run_dir)
     out: dict[str, StepAudit] = {}
     for sid, spec in known_steps(run_dir, suite_steps).items():
-        tries = store.attempts(run_dir, sid)
+        tries = records.attempts(run_dir, sid)
         wins = sum(1 for t in tries if t.get("outcome") == "succeeded")
-        done = store.is_done(run_dir, spec) if spec is not None else _has_done(run_dir, sid)
+        done = records.is_done(run_dir, spec) if spec is not None else records.has_done(run_dir, sid)
         base = dict(step=sid, successes=wins, attempts=len(tries))
         if done:
             out[sid] = StepAudit(status="succeeded", **base)
             continue
-        claim = store.read_claim(run_dir, sid)
+        claim = records.read_claim(run_dir, sid)
         if claim is not None:
             rec, age = claim
-            fresh = age < stale_after and not store.holder_dead(rec)
+            fresh = age < stale_after and not records.holder_dead(rec)
             out[sid] = StepAudit(status="running", holder=str(rec.get("fleet")), fresh=fresh,
                                  reason=f"claimed {age:.0f} s ago by {rec.get('fleet')} on {rec.get('host')}"
                                         + ("" if fresh else " (stale)"), **base)
             continue
-        final = store.read_final(run_dir, sid)
+        final = records.read_final(run_dir, sid)
         if final is not None:
             out[sid] = StepAudit(status=str(final.get("outcome")), reason=str(final.get("reason", "")), **base)
             continue
         out[sid] = StepAudit(status="missing", reason="no outcome and no claim", **base)
     return Audit(out)
-
-
-def _has_done(run_dir: Path, step_id: str) -> bool:
-    p = store.step_dir(run_dir, step_id) / ".fleet" / "done.json"
-    return p.exists()

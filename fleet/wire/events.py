@@ -1,18 +1,298 @@
 """The event stream: one JSON record per decision and outcome, in events.jsonl.
 
-Records are buffered and flushed once per turn of the coordinator's loop, so a burst
-of decisions costs one write, while a reader (fleet report, a test) never waits more
-than one turn for what happened. Each flush is one write() to a file opened with
-O_APPEND, so fleets sharing a run directory interleave whole lines, never parts.
+This module is the stream's schema: one frozen dataclass per record kind, used by
+the writer (the coordinator), by every reader (`fleet report`, `fleet audit`) and by
+the tests, so nobody re-declares the fields by hand.
+
+Theory of operation:
+- Writing is strict: :class:`EventLog` takes records, never loose dicts. Records are
+  buffered and flushed once per turn of the coordinator's loop, so a burst of
+  decisions costs one write, while a reader never waits more than one turn for what
+  happened. Each flush is one write() to a file opened with O_APPEND, so fleets sharing
+  a run directory interleave whole lines, never parts. Fields that are None are left
+  out of the line (they are the optional ones: `by`, `neighbours`, a wait's figures).
+- Reading is lenient, because streams outlive versions: every field has a default, so
+  a 0.1 stream (which lacks the fields added since) still reads; fields this version
+  does not know are dropped; a kind it does not know becomes an :class:`Unknown`; a
+  torn last line of a live run is skipped. 0.1 wait records carried only prose; their
+  structure is recovered once, here (:func:`_wait_from_text`), and nowhere else.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, ClassVar, Iterator
 
+from fleet.core import waits as W
+
+KINDS: dict[str, type] = {}
+
+
+def _record(kind: str):
+    def register(cls):
+        cls = dataclass(frozen=True, kw_only=True)(cls)
+        cls.KIND = kind
+        cls._NAMES = frozenset(f.name for f in dataclasses.fields(cls))
+        KINDS[kind] = cls
+        return cls
+    return register
+
+
+@dataclass(frozen=True, kw_only=True)
+class Record:
+    """Common to every record: when (time.time()) and which fleet wrote it."""
+
+    KIND: ClassVar[str] = ""
+    t: float = 0.0
+    fleet: str = ""
+
+    def to_dict(self) -> dict:
+        out: dict[str, Any] = {"t": round(self.t, 6), "kind": self.KIND}
+        for f in dataclasses.fields(self):
+            if f.name == "t":
+                continue
+            v = getattr(self, f.name)
+            if v is None or (f.name == "fleet" and not v):
+                continue
+            out[f.name] = v
+        return out
+
+
+# --- the fleet's life -----------------------------------------------------------------
+
+@_record("fleet_starting")
+class FleetStarting(Record):
+    nodes: int = 0
+    pid: int = 0
+    machine: str = ""
+
+
+@_record("fleet_up")
+class FleetUp(Record):
+    nodes: list = field(default_factory=list)
+
+
+@_record("fleet_failed")
+class FleetFailed(Record):
+    reason: str = ""
+
+
+@_record("fleet_down")
+class FleetDown(Record):
+    pass
+
+
+@_record("agent_failed")
+class AgentFailed(Record):
+    node: str = ""
+    reason: str = ""
+
+
+@_record("node_joined")
+class NodeJoined(Record):
+    node: str = ""
+    host: str = ""
+    cores: list = field(default_factory=list)
+    gpus: list = field(default_factory=list)
+    memory: int = 0
+    pid: int = 0
+    zygote_pid: int = 0
+
+
+@_record("node_lost")
+class NodeLost(Record):
+    node: str = ""
+    reason: str = ""
+
+
+# --- submissions ----------------------------------------------------------------------
+
+@_record("submitted")
+class Submitted(Record):
+    submission: int = 0
+    suite: str = ""
+    name: str = ""
+    steps: int = 0
+    skipped: int = 0
+    serial: bool = False
+    force: bool = False
+    shard: str = ""
+    foreign: int = 0
+
+
+@_record("step")
+class StepDeclared(Record):
+    """A step as submitted: what it asks for and what it depends on."""
+
+    step: str = ""
+    submission: int = 0
+    cores: int = 0
+    min_cores: int = 0
+    gpus: int = 0
+    memory: Any = None      # bytes, or None for a proportional share
+    deps: list = field(default_factory=list)
+    priority: int = 0
+    step_kind: str = ""     # "call" | "command"
+    task: str = ""
+    foreign: Any = None     # True: another shard's step, waited for, never run here
+
+
+# --- a step's life --------------------------------------------------------------------
+
+@_record("wait")
+class Wait(Record):
+    """A ready step does not fit now. `reason` is the text; the rest its structure
+    (see fleet.core.waits; `need_memory` None is a proportional share)."""
+
+    step: str = ""
+    reason: str = ""
+    behind: int = 0
+    cause: str = ""
+    need_cores: Any = None
+    need_gpus: Any = None
+    need_memory: Any = None
+    free_cores: Any = None
+    free_gpus: Any = None
+
+    @classmethod
+    def of(cls, t: float, step: str, why: W.WaitReason, behind: int = 0, fleet: str = "") -> "Wait":
+        return cls(t=t, fleet=fleet, step=step, reason=why.text(), behind=behind, cause=why.cause,
+                   need_cores=why.cores, need_gpus=why.gpus, need_memory=why.memory,
+                   free_cores=why.free_cores, free_gpus=why.free_gpus)
+
+    def why(self) -> W.WaitReason:
+        if not self.cause:
+            return _wait_from_text(self.reason)
+        return W.WaitReason(self.cause, self.need_cores or 0, self.need_gpus or 0, self.need_memory,
+                            self.free_cores, self.free_gpus)
+
+
+@_record("start")
+class Start(Record):
+    step: str = ""
+    attempt: int = 0
+    node: str = ""
+    cores: list = field(default_factory=list)
+    gpus: list = field(default_factory=list)
+    memory: int = 0
+    nodes: list = field(default_factory=list)
+    placement: list = field(default_factory=list)  # [{node, cores, gpus, memory}, ...]
+
+
+@_record("adopted")
+class Adopted(Record):
+    step: str = ""
+    attempt: int = 0
+    previous: Any = None
+
+
+@_record("started")
+class Started(Record):
+    """The step's process exists (`at`: the node's clock)."""
+
+    step: str = ""
+    attempt: int = 0
+    node: str = ""
+    pid: int = 0
+    at: float = 0.0
+
+
+@_record("exit")
+class Exit(Record):
+    """An attempt ended. For one an agent reported: its times (time.time() values on
+    the node), rusage, the split between startup and the step's own work."""
+
+    step: str = ""
+    attempt: int = 0
+    node: Any = None
+    outcome: str = ""
+    reason: str = ""
+    returncode: Any = None
+    signal: Any = None
+    cores: Any = None
+    gpus: Any = None
+    memory: Any = None
+    decided_at: Any = None
+    first_at: Any = None
+    work_start: Any = None
+    work_end: Any = None
+    ended_at: Any = None
+    startup_s: Any = None
+    work_s: Any = None
+    utime: Any = None
+    stime: Any = None
+    maxrss_kb: Any = None
+    error: Any = None
+    neighbours: Any = None  # for a step killed by a signal: what ran beside it
+    by: Any = None          # the fleet whose outcome this is, when not ours
+
+
+@_record("placement_mismatch")
+class PlacementMismatch(Record):
+    step: str = ""
+    attempt: int = 0
+    node: str = ""
+    given: list = field(default_factory=list)
+    actual: list = field(default_factory=list)
+
+
+@_record("retry")
+class Retry(Record):
+    step: str = ""
+    attempt: int = 0
+    reason: str = ""
+
+
+@_record("blocked")
+class Blocked(Record):
+    step: str = ""
+    because: str = ""
+
+
+@_record("unrunnable")
+class Unrunnable(Record):
+    step: str = ""
+    reason: str = ""
+
+
+@_record("skipped")
+class Skipped(Record):
+    step: str = ""
+    by: Any = None
+
+
+@_record("elsewhere")
+class Elsewhere(Record):
+    """Decided, but another fleet holds the step's claim."""
+
+    step: str = ""
+    attempt: int = 0
+    holder: str = ""
+    reason: str = ""
+
+
+@_record("reclaim")
+class Reclaim(Record):
+    step: str = ""
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Unknown:
+    """A record of a kind this version does not know (a newer fleet wrote it)."""
+
+    kind: str
+    t: float
+    fields: dict
+    KIND: ClassVar[str] = ""
+
+
+# --- writing ----------------------------------------------------------------------------
 
 class EventLog:
     def __init__(self, path: Path, fleet: str = ""):
@@ -23,12 +303,14 @@ class EventLog:
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._pending: list[str] = []
 
-    def write(self, t: float, kind: str, **fields: Any) -> None:
-        rec = {"t": round(t, 6), "kind": kind}
-        if self.fleet:
-            rec["fleet"] = self.fleet
-        rec.update(fields)
-        self._pending.append(json.dumps(rec, separators=(",", ":"), default=str))
+    def write(self, rec: Record, kind: str = "", **fields: Any) -> None:
+        if kind:  # TEMPORARY: the 0.1 call shape write(t, kind, **fields), until every writer is typed
+            rec = KINDS[kind](t=rec, **{k: v for k, v in fields.items() if k in KINDS[kind]._NAMES})
+        if not isinstance(rec, Record) or not rec.KIND:
+            raise TypeError(f"not an event record: {rec!r}")
+        if self.fleet and not rec.fleet:
+            rec = dataclasses.replace(rec, fleet=self.fleet)
+        self._pending.append(json.dumps(rec.to_dict(), separators=(",", ":"), default=str))
 
     def flush(self) -> None:
         if self._pending:
@@ -42,8 +324,35 @@ class EventLog:
         os.close(self._fd)
 
 
+# --- reading ----------------------------------------------------------------------------
+
+def parse(d: dict) -> Record | Unknown | None:
+    """One record from its JSON object; None if it is not a record at all."""
+    if not isinstance(d, dict):
+        return None
+    kind, t = d.get("kind"), d.get("t")
+    if not isinstance(kind, str) or not isinstance(t, (int, float)) or isinstance(t, bool):
+        return None
+    cls = KINDS.get(kind)
+    if cls is None:
+        return Unknown(kind, float(t), {k: v for k, v in d.items() if k not in ("kind", "t")})
+    names = cls._NAMES
+    try:
+        return cls(**{k: v for k, v in d.items() if k in names})
+    except TypeError:
+        return None
+
+
+def read_records(path: Path) -> Iterator[Record | Unknown]:
+    """The records written so far, typed (a torn last line of a live run is skipped)."""
+    for d in read_events(path):
+        rec = parse(d)
+        if rec is not None:
+            yield rec
+
+
 def read_events(path: Path) -> Iterator[dict]:
-    """Records written so far (a torn last line of a live run is skipped)."""
+    """The JSON objects written so far (a torn last line of a live run is skipped)."""
     with open(path, encoding="utf-8") as f:
         for line in f:
             line = line.strip()
@@ -53,3 +362,28 @@ def read_events(path: Path) -> Iterator[dict]:
                 yield json.loads(line)
             except json.JSONDecodeError:
                 continue
+
+
+# 0.1 wrote a wait's reason as prose only; these are the shapes it wrote.
+_NEEDS_CORES = re.compile(r"^needs (\d+) cores, (\d+) free")
+_NEEDS_GPUS = re.compile(r"^needs (\d+) GPUs, (\d+) free")
+_NO_NODE = re.compile(r"^no node has (\d+) cores(?:, (\d+) GPUs)?(?:, (\d+) bytes of memory)? free together")
+_SPAN = re.compile(r"^needs (\d+) cores with (\d+) GPUs and its memory across nodes")
+
+
+def _wait_from_text(reason: str) -> W.WaitReason:
+    """The structure of a 0.1 wait record, recovered from its text."""
+    if m := _NEEDS_CORES.match(reason):
+        return W.WaitReason(W.CORES, cores=int(m[1]), free_cores=int(m[2]))
+    if m := _NEEDS_GPUS.match(reason):
+        return W.WaitReason(W.GPUS, gpus=int(m[1]), free_gpus=int(m[2]))
+    if m := _NO_NODE.match(reason):
+        return W.WaitReason(W.WHOLE_NODE, cores=int(m[1]), gpus=int(m[2] or 0),
+                            memory=int(m[3]) if m[3] else None)
+    if m := _SPAN.match(reason):
+        return W.WaitReason(W.SPAN, cores=int(m[1]), gpus=int(m[2]))
+    if reason.startswith("runs alone"):
+        return W.WaitReason(W.ALONE, detail=reason.partition(": ")[2])
+    if reason.startswith("elsewhere: "):
+        return W.WaitReason(W.ELSEWHERE, detail=reason[len("elsewhere: "):])
+    return W.WaitReason(W.OTHER, detail=reason)

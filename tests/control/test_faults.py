@@ -25,6 +25,7 @@ import pytest
 from fleetharness import assert_nothing_left, env, events, fleet, wait_for, write_suite
 
 from fleet.control import store
+from fleet.wire import records
 from fleet.control.checks import checked_suite
 from fleet.core.suite import StepSpec
 
@@ -342,7 +343,7 @@ args = { seconds = 1.5 }
     assert sorted(e["step"] for e in adopted) == slow
     assert {e["previous"]["pid"] for e in adopted} == {coordinator}
     for s in slow:
-        assert (store.step_dir(run_dir, s) / ".fleet" / "adopt.1").exists()
+        assert (records.step_dir(run_dir, s) / ".fleet" / "adopt.1").exists()
     assert_each_ran_once(run_dir, quick + slow)
     assert_audit_clean(run_dir, tmp_path, quick + slow)
     assert_nothing_left(run_dir)
@@ -604,7 +605,7 @@ deps = ["make"]
 
 def hand_claim(run_dir: Path, step: str, pid: int, age: float = 0.0, fleet_id: str = "by-hand") -> Path:
     """A claim as store.claim writes it, written by another fleet (this test)."""
-    d = store.step_dir(run_dir, step) / ".fleet"
+    d = records.step_dir(run_dir, step) / ".fleet"
     d.mkdir(parents=True, exist_ok=True)
     now = time.time()
     path = d / "claim"
@@ -642,11 +643,11 @@ args = { seconds = 0.2 }
     adopted = {e["step"]: e["previous"] for e in of(run_dir, "adopted")}
     assert sorted(adopted) == ["c3", "c4"] and adopted["c4"]["pid"] == dead.pid
     for step, why_dead in (("c3", False), ("c4", True)):
-        rec = json.loads((store.step_dir(run_dir, step) / ".fleet" / "adopt.1").read_text())
+        rec = json.loads((records.step_dir(run_dir, step) / ".fleet" / "adopt.1").read_text())
         assert rec["dead"] is why_dead and rec["from"]["fleet"] == "by-hand"
         assert why_dead or rec["stale_s"] >= 5
     for step in ("c1", "c2"):
-        assert not (store.step_dir(run_dir, step) / ".fleet" / "adopt.1").exists()
+        assert not (records.step_dir(run_dir, step) / ".fleet" / "adopt.1").exists()
     # The holder stays alive and keeps its claims fresh for a while: they are not taken.
     deadline = time.monotonic() + 2.5  # deliberate: two looks at the claims (every 1.25 s)
     while time.monotonic() < deadline:
@@ -676,8 +677,8 @@ def assert_each_ran_once_but(run_dir: Path, steps: list[str]) -> None:
 def _race(run_dir: str, spec: StepSpec, who: str, barrier, results) -> None:
     # The widest window: every racer reads the claim before any of them acts on what it
     # read, so only the atomic creates (claim, adopt.<generation>) can pick the winner.
-    read = store.read_claim
-    store.read_claim = lambda *a: (read(*a), time.sleep(0.05))[0]
+    read = records.read_claim
+    records.read_claim = lambda *a: (read(*a), time.sleep(0.05))[0]
     barrier.wait()
     c = store.claim(Path(run_dir), spec, who, 1, 5.0, 0)
     results.put((who, c.kind, c.adopted is not None))
@@ -691,7 +692,7 @@ def test_processes_racing_for_one_claim_or_to_adopt_one_stale_claim_have_exactly
     ctx = multiprocessing.get_context("fork")
     spec = StepSpec(id="contested", order=0, call="fleet_steps:once")
     racers = 8
-    path = store.step_dir(tmp_path, spec.id) / ".fleet" / "claim"
+    path = records.step_dir(tmp_path, spec.id) / ".fleet" / "claim"
     path.parent.mkdir(parents=True)
     if setup == "dead":
         dead = subprocess.Popen(["true"])

@@ -22,7 +22,8 @@ from fleet.control import coordinator as coordinator_mod
 from fleet.site import profiles
 from fleet.cli import main as cli
 from fleet.site.launch import LocalLauncher, PalsLauncher, SlurmLauncher, agent_argv, launcher_for, split_cores
-from fleet.site.mpi import RenderError, is_leaked, layout, render
+from fleet.node.launcherenv import is_leaked
+from fleet.site.mpi import RenderError, layout, render
 from fleet.node import agent
 from fleet.site.profiles import Profile, ProfileError
 from fleet.core.resources import Slot

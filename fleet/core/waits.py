@@ -1,0 +1,65 @@
+"""Why a ready step does not start now: a structured reason, rendered to text only at
+the edges (the event stream's `reason`, `fleet simulate`, `fleet status`).
+
+The scheduler and the resource pool produce a :class:`WaitReason`; the event record
+carries its fields (cause, what the step needs, what was free), so `fleet report`
+classifies a wait from the structure and never parses the prose back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# What a step waits for. DEPENDENCY and QUEUED are the report's own (a step with unmet
+# dependencies, a ready step with no wait of its own); the scheduler writes the rest.
+CORES = "cores"            # fewer cores free in the whole allocation than it needs
+GPUS = "gpus"              # fewer GPUs free than it needs
+WHOLE_NODE = "whole_node"  # enough in all, but no one node has all of it free together
+MEMORY = "memory"          # a node has its cores and GPUs free but not its memory (report-side)
+SPAN = "span"              # may span nodes, but the pieces do not fit across them now
+ALONE = "alone"            # serial / concurrent = false: waits for the running steps to end
+ELSEWHERE = "elsewhere"    # another fleet holds its claim
+DEPENDENCY = "dependency"
+QUEUED = "queued"
+OTHER = "other"
+
+CAUSES = (CORES, GPUS, WHOLE_NODE, MEMORY, SPAN, ALONE, ELSEWHERE, DEPENDENCY, QUEUED, OTHER)
+
+
+@dataclass(frozen=True)
+class WaitReason:
+    """Why a step waits: the cause, what the step needs, and what was free.
+
+    `memory` is None for a step that takes its proportional share of a node.
+    `free_cores`/`free_gpus` are the whole allocation's free counts at the decision.
+    `detail` is free text for causes with no resource figures (who holds a claim,
+    how many steps run before a serial one)."""
+
+    cause: str
+    cores: int = 0
+    gpus: int = 0
+    memory: int | None = None
+    free_cores: int | None = None
+    free_gpus: int | None = None
+    detail: str = ""
+
+    def text(self) -> str:
+        """The reason in words, as `fleet status`, the events and the report show it."""
+        if self.cause == CORES:
+            return f"needs {self.cores} cores, {self.free_cores} free"
+        if self.cause == GPUS:
+            return f"needs {self.gpus} GPUs, {self.free_gpus} free"
+        if self.cause == SPAN:
+            return f"needs {self.cores} cores with {self.gpus} GPUs and its memory across nodes"
+        if self.cause in (WHOLE_NODE, MEMORY):
+            parts = [f"{self.cores} cores"]
+            if self.gpus:
+                parts.append(f"{self.gpus} GPUs")
+            if self.memory is not None:
+                parts.append(f"{self.memory} bytes of memory")
+            return "no node has " + ", ".join(parts) + " free together (the step may not span nodes)"
+        if self.cause == ALONE:
+            return f"runs alone: {self.detail}" if self.detail else "runs alone"
+        if self.cause == ELSEWHERE:
+            return f"elsewhere: {self.detail}" if self.detail else "elsewhere"
+        return self.detail or self.cause
