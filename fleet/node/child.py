@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Mapping, NoReturn
 import msgpack
 
 if TYPE_CHECKING:
-    from fleet.wire.pipe import Launch
+    from fleet.wire.messages import Launch
 
 PR_SET_PDEATHSIG = 1
 
