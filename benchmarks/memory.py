@@ -5,7 +5,7 @@
 
 This machine has 2 cores, so the zygote is driven directly, as its agent would drive
 it: `python -m fleet.node.zygote --fd-in R --fd-out W --preload numpy,scipy.linalg`
-started by fleet.node.agent.start_zygote, then 24 Launch messages (fleet.wire.pipe)
+started by fleet.node.agent.start_zygote, then 24 Launch messages (fleet.wire.messages)
 for a `call` step (fleet_bench_steps:sleep) that writes a "ready" file and sleeps.
 All 24 are forked at once, each pinned to every core (no core is reserved: this is
 about memory, not placement). Once all 24 are ready (and after a short settle), each
@@ -44,23 +44,23 @@ def measure(pid: int) -> dict:
 
 def run(steps: int, settle: float, work: Path, preload: tuple[str, ...]) -> dict:
     os.environ["PYTHONPATH"] = nb.bench_env()["PYTHONPATH"]  # inherited by the zygote
-    from fleet.wire import pipe
+    from fleet.wire import framing, messages
     from fleet.node.agent import start_zygote
 
     proc, req_w, rep_r = start_zygote(",".join(preload))
-    reader = pipe.FrameReader()
+    reader = framing.FrameReader()
     started: dict[str, int] = {}
     exited: list = []
     try:
-        hello = pipe.read_message(rep_r)
-        if not isinstance(hello, pipe.Hello):
+        hello = framing.read_message(rep_r)
+        if not isinstance(hello, messages.Hello):
             raise RuntimeError(f"zygote refused: {hello}")
         zygote_before = measure(proc.pid)
         cores = tuple(sorted(os.sched_getaffinity(0)))
         t0 = time.time()
         for i in range(steps):
             wd = str(work / "steps" / f"sleep{i}")
-            pipe.write_message(req_w, pipe.Launch(
+            framing.write_message(req_w, messages.Launch(
                 step=f"sleep/{i}", attempt=1, kind="call", call=f"{nb.STEPS_MODULE}:sleep",
                 args={"seconds": 120}, command=None, cores=cores, gpus=(), memory=0, workdir=wd,
                 log=wd + "/log", run_dir=str(work), decided_at=time.time(),
@@ -73,9 +73,9 @@ def run(steps: int, settle: float, work: Path, preload: tuple[str, ...]) -> dict
             except BlockingIOError:
                 data = None
             for m in reader.feed(data or b""):
-                if isinstance(m, pipe.Started):
+                if isinstance(m, messages.Started):
                     started[m.step] = m.pid
-                elif isinstance(m, pipe.Exited):
+                elif isinstance(m, messages.Exited):
                     exited.append(m)
             if exited:
                 raise RuntimeError(f"a step exited early: {exited[0]}")
@@ -92,7 +92,7 @@ def run(steps: int, settle: float, work: Path, preload: tuple[str, ...]) -> dict
     finally:
         try:
             os.set_blocking(rep_r, True)
-            pipe.write_message(req_w, pipe.Shutdown(1.0))
+            framing.write_message(req_w, messages.Shutdown(1.0))
             proc.wait(timeout=20)
         except Exception:
             nb.kill_group(proc.pid)  # not its own group: kill it and its steps by pid

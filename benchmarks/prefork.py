@@ -8,7 +8,7 @@ happens off the start path. This measures both with fleet's own step code
 (fleet.node.child.run_call: signals, process group, death signal, affinity,
 environment, directories, log, then the step) in a server process that imports numpy
 and scipy.linalg with the zygote's thread settings, driven over a pipe with the
-zygote's Launch frames (fleet.wire.pipe), one step at a time, with a pause (--gap,
+zygote's Launch frames (fleet.wire.framing), one step at a time, with a pause (--gap,
 20 ms) between a step's end and the next Launch so that the spare is ready, as it is
 whenever demand is below the fork rate (the same pause in both modes):
 
@@ -46,12 +46,12 @@ for name in Z.THREAD_VARS:
     os.environ.setdefault(name, "1")
 import numpy, scipy.linalg, msgpack
 from fleet.node import child
-from fleet.wire import pipe
+from fleet.wire import framing, messages
 mode, fd_in, fd_out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 report_r, report_w = os.pipe()
 child.set_pdeathsig(15)
 parent = os.getpid()
-reader = pipe.FrameReader()
+reader = framing.FrameReader()
 
 def run(launch, first_at):
     child.run_call(launch, report_w, first_at=first_at, close_fds=(fd_in, fd_out, report_r),
@@ -64,7 +64,7 @@ def spare():
         os.close(w)
         if mode == "prefork-warm":  # what needs no Launch, done (and its pages faulted) ahead
             scratch = f"{sys.argv[4]}/warm{os.getpid()}"
-            child._setup(pipe.Launch(
+            child._setup(messages.Launch(
                 step="warm", attempt=1, kind="call", call="", args={}, command=None,
                 cores=tuple(sorted(os.sched_getaffinity(0))), gpus=(), memory=0, workdir=scratch,
                 log=scratch + "/log", run_dir=scratch, env={"FLEET_STEP": "", "FLEET_ATTEMPT": "",
@@ -77,7 +77,7 @@ def spare():
                 break
             data += chunk
         first_at = time.time()
-        (launch,) = pipe.FrameReader().feed(data)
+        (launch,) = framing.FrameReader().feed(data)
         run(launch, first_at)
     os.close(r)
     return pid, w
@@ -85,13 +85,13 @@ def spare():
 def finish(pid):
     os.waitpid(pid, 0)
     recs = list(msgpack.Unpacker(io.BytesIO(os.read(report_r, 65536)), raw=False))
-    pipe.write_message(fd_out, pipe.Refused(json.dumps(recs)))  # any frame type will do
+    framing.write_message(fd_out, messages.Refused(json.dumps(recs)))  # any frame type will do
 
 next_spare = spare() if mode != "fork" else None
 while True:
     msgs = reader.feed(os.read(fd_in, 65536))
     for launch in msgs:
-        if isinstance(launch, pipe.Shutdown):
+        if isinstance(launch, messages.Shutdown):
             if next_spare:
                 os.kill(next_spare[0], 9); os.waitpid(next_spare[0], 0)
             sys.exit(0)
@@ -103,7 +103,7 @@ while True:
             finish(pid)
         else:
             pid, w = next_spare
-            os.write(w, pipe.frame(launch))
+            os.write(w, framing.frame(launch))
             os.close(w)
             finish(pid)  # reported before the next spare is forked: off the start path
             next_spare = spare()
@@ -119,7 +119,7 @@ def measure(mode: str, steps: int, work: Path, gap: float) -> dict:
     import os
     import time
     os.environ["PYTHONPATH"] = nb.bench_env()["PYTHONPATH"]
-    from fleet.wire import pipe
+    from fleet.wire import framing, messages
     req_r, req_w = os.pipe()
     rep_r, rep_w = os.pipe()
     (work / "scratch").mkdir(parents=True, exist_ok=True)
@@ -127,7 +127,7 @@ def measure(mode: str, steps: int, work: Path, gap: float) -> dict:
                             pass_fds=(req_r, rep_w), stdin=subprocess.DEVNULL, start_new_session=True)
     os.close(req_r)
     os.close(rep_w)
-    reader = pipe.FrameReader()
+    reader = framing.FrameReader()
     core = sorted(os.sched_getaffinity(0))[0]
     lat, first = [], []
     try:
@@ -136,7 +136,7 @@ def measure(mode: str, steps: int, work: Path, gap: float) -> dict:
             wd = str(work / mode / f"s{i}")
             time.sleep(gap)  # demand below the fork rate: the spare is ready (both modes alike)
             decided = time.time()
-            pipe.write_message(req_w, pipe.Launch(
+            framing.write_message(req_w, messages.Launch(
                 step=f"s{i}", attempt=1, kind="call", call=f"{nb.STEPS_MODULE}:noop", args={},
                 command=None, cores=(core,), gpus=(), memory=0, workdir=wd, log=wd + "/log",
                 run_dir=str(work), decided_at=decided,
@@ -149,7 +149,7 @@ def measure(mode: str, steps: int, work: Path, gap: float) -> dict:
             if i >= 0:
                 lat.append(begin["work_start"] - decided)
                 first.append(begin["first_at"] - decided)
-        pipe.write_message(req_w, pipe.Shutdown(0))
+        framing.write_message(req_w, messages.Shutdown(0))
         proc.wait(timeout=20)
     finally:
         if proc.poll() is None:

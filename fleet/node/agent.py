@@ -6,6 +6,11 @@ launches and kills to the zygote and exits back, and heartbeats. It never forks 
 step. If the coordinator goes silent past the timeout, or the agent's parent dies,
 or it is told to stop, it stops the zygote (which kills every step's process group),
 kills any group the zygote left, and exits.
+
+A relayed message is forwarded as the bytes that came, once decoding them has checked
+them: the coordinator's Launch and Kill reach the zygote, and the zygote's Started and
+Exited reach the coordinator, exactly as their senders encoded them. The coordinator
+knows which node reports from this agent's ZeroMQ identity.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ import time
 
 from fleet.node import child
 from fleet.node.launcherenv import clean_environment
-from fleet.wire import pipe
+from fleet.wire import framing
+from fleet.wire import messages as P
 
 
 def start_zygote(preload: str, fence: float = 0.0) -> tuple[subprocess.Popen, int, int]:
@@ -40,15 +46,13 @@ class Agent:
     def __init__(self, args, zygote: subprocess.Popen, req_w: int, rep_r: int, hello):
         import zmq  # only now: the zygote is already its own single-threaded process
         self.zmq = zmq
-        from fleet.wire import messages as P
-        self.P = P
         self.args = args
         self.node = args.node
         self.zygote = zygote
         self.req_w = req_w
         self.rep_r = rep_r
         self.hello = hello
-        self.reader = pipe.FrameReader()
+        self.reader = framing.FrameReader()
         self.ctx = zmq.Context()
         self.sock = self.ctx.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.IDENTITY, self.node.encode())
@@ -66,25 +70,37 @@ class Agent:
         self.stopping: str | None = None
 
     def send(self, msg) -> None:
+        """Send one of our own messages to the coordinator."""
+        self.relay(P.encode(msg))
+
+    def relay(self, payload: bytes) -> None:
+        """Send an encoded message to the coordinator (dropped if its queue is full)."""
+        if len(payload) > P.MAX_FRAME:  # the coordinator's socket would drop us for it
+            self._warn(f"dropped a message of {len(payload)} bytes, over the {P.MAX_FRAME} limit")
+            return
         try:
-            self.sock.send(self.P.encode(msg), self.zmq.NOBLOCK)
+            self.sock.send(payload, self.zmq.NOBLOCK)
         except self.zmq.Again:
             pass
 
-    def to_zygote(self, msg) -> bool:
+    def to_zygote(self, payload: bytes) -> bool:
+        """Write an encoded message to the zygote; False if it is gone."""
         try:
-            pipe.write_message(self.req_w, msg)
+            framing.write_payload(self.req_w, payload)
             return True
         except (BrokenPipeError, OSError):
             return False
 
+    def _warn(self, text: str) -> None:
+        print(f"fleet agent {self.node}: {text}", file=sys.stderr, flush=True)
+
     def join(self, cores, gpus, memory) -> None:
-        self.send(self.P.Join(node=self.node, host=socket.gethostname(), cores=list(cores), gpus=list(gpus),
-                              memory=int(memory), pid=os.getpid(), zygote_pid=self.hello.pid,
-                              preload=list(self.hello.preload)))
+        self.send(P.Join(node=self.node, host=socket.gethostname(), cores=list(cores), gpus=list(gpus),
+                         memory=int(memory), pid=os.getpid(), zygote_pid=self.hello.pid,
+                         preload=list(self.hello.preload)))
 
     def serve(self) -> int:
-        zmq, P = self.zmq, self.P
+        zmq = self.zmq
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
         signal.signal(signal.SIGHUP, self._on_signal)
@@ -117,15 +133,14 @@ class Agent:
                     poller.unregister(self.rep_r)
                     self.stopping = self.stopping or "the zygote exited"
                 else:
-                    for msg in self.reader.feed(data):
-                        self._from_zygote(msg)
+                    self._from_zygote(data)
             now = time.monotonic()
             if now - self.last_heard > self.timeout_s:
                 self.stopping = f"no word from the coordinator for {now - self.last_heard:.1f} s"
             if now >= next_beat:
                 self.send(P.Heartbeat(self.node))
                 if zygote_open:
-                    self.to_zygote(pipe.Tick())
+                    self.to_zygote(P.encode(P.Tick()))
                 next_beat = now + self.heartbeat_s
         return self._stop(zygote_open)
 
@@ -133,7 +148,7 @@ class Agent:
         self.stopping = f"signal {signal.Signals(signum).name}"
 
     def _drain_coordinator(self) -> None:
-        zmq, P = self.zmq, self.P
+        zmq = self.zmq
         while True:
             try:
                 frame = self.sock.recv(zmq.NOBLOCK)
@@ -146,18 +161,13 @@ class Agent:
                 if isinstance(e, P.VersionMismatch):  # only our coordinator can reach us: we cannot work together
                     self.stopping = f"the coordinator speaks protocol version {e.got!r}, this agent speaks {P.VERSION}"
                     return
-                print(f"fleet agent {self.node}: dropped a malformed message: {e}", file=sys.stderr, flush=True)
+                self._warn(f"dropped a malformed message: {e}")
                 continue
             if isinstance(msg, P.Launch):
-                fields = {k: getattr(msg, k) for k in msg.__dataclass_fields__}
-                for k in ("cores", "gpus", "inputs", "outputs", "gpu_vars"):
-                    fields[k] = tuple(fields[k])
-                fields["placement"] = tuple(tuple(tuple(x) if isinstance(x, list) else x for x in s)
-                                            for s in fields["placement"])
-                if not self.to_zygote(pipe.Launch(**fields)):
+                if not self.to_zygote(frame):  # as it came: decoding it was the check
                     self.stopping = "the zygote is gone"
             elif isinstance(msg, P.Kill):
-                self.to_zygote(pipe.Kill(msg.step, msg.attempt, msg.signal))
+                self.to_zygote(frame)
             elif isinstance(msg, P.Welcome):
                 self.heartbeat_s = msg.heartbeat_s
                 self.timeout_s = self.fence_s
@@ -169,25 +179,26 @@ class Agent:
             elif isinstance(msg, P.Error):
                 self.stopping = f"the coordinator said: {msg.reason}"
 
-    def _from_zygote(self, msg) -> None:
-        P = self.P
-        if isinstance(msg, pipe.Started):
-            self.pgids[(msg.step, msg.attempt)] = msg.pgid
-            self.send(P.Started(self.node, msg.step, msg.attempt, msg.pid, msg.at))
-        elif isinstance(msg, pipe.Exited):
-            self.pgids.pop((msg.step, msg.attempt), None)
-            self.send(P.Exited(
-                node=self.node, step=msg.step, attempt=msg.attempt, outcome=msg.outcome,
-                returncode=msg.returncode, signal=msg.signal, decided_at=msg.decided_at,
-                first_at=msg.first_at, work_start=msg.work_start, work_end=msg.work_end,
-                ended_at=msg.ended_at, utime=msg.utime, stime=msg.stime, maxrss_kb=msg.maxrss_kb,
-                affinity=list(msg.affinity), placement_ok=msg.placement_ok, error=msg.error))
+    def _from_zygote(self, data: bytes) -> None:
+        """Relay the zygote's reports in ``data`` (the next bytes of its stream)."""
+        for payload, msg in self.reader.feed_frames(data):
+            if isinstance(msg, P.Started):
+                self.pgids[(msg.step, msg.attempt)] = msg.pgid
+            elif isinstance(msg, P.Exited):
+                self.pgids.pop((msg.step, msg.attempt), None)
+            else:
+                self._warn(f"dropped an unexpected {msg.TYPE} message from the zygote")
+                continue
+            self.relay(payload)  # as the zygote encoded it
+        for reason in self.reader.dropped:
+            self._warn(f"dropped a malformed message from the zygote: {reason}")
+        self.reader.dropped.clear()
 
     def _stop(self, zygote_open: bool) -> int:
         grace = getattr(self, "grace", 2.0)
-        print(f"fleet agent {self.node}: stopping: {self.stopping}", file=sys.stderr, flush=True)
+        self._warn(f"stopping: {self.stopping}")
         if zygote_open:
-            self.to_zygote(pipe.Shutdown(grace))
+            self.to_zygote(P.encode(P.Shutdown(grace)))
             # Pass on the exits of the steps it stops, so that they are recorded (and their
             # claims released) rather than left for other fleets to find stale.
             deadline = time.monotonic() + grace + 3.0
@@ -200,8 +211,7 @@ class Agent:
                     continue
                 if not data:
                     break
-                for msg in self.reader.feed(data):
-                    self._from_zygote(msg)
+                self._from_zygote(data)
         try:
             self.zygote.wait(timeout=1.0 if zygote_open else grace + 3.0)
         except subprocess.TimeoutExpired:
@@ -213,7 +223,7 @@ class Agent:
                 os.killpg(pgid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-        self.send(self.P.Ok("bye"))
+        self.send(P.Ok("bye"))
         self.sock.close(linger=500)
         self.ctx.term()
         return 0
@@ -260,7 +270,10 @@ def main(argv: list[str] | None = None) -> int:
     args.curve = os.environ.pop("FLEET_CURVE", "")
     clean_environment()
     zygote, req_w, rep_r = start_zygote(args.preload, fence=0.5 * timeout)
-    hello = pipe.read_message(rep_r)
+    try:
+        hello = framing.read_message(rep_r)
+    except (ValueError, EOFError) as e:  # it died mid-frame, or is not a zygote we can read
+        hello = P.Refused(f"the zygote's first message was unreadable: {e}")
     from fleet.node import probe
     held = {int(c) for c in args.hold_back.split(",") if c}
     cores = [int(c) for c in args.cores.split(",") if c] or [c for c in probe.usable_cores() if c not in held]
@@ -271,9 +284,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fleet agent {args.node}: offering no GPUs: {e}", file=sys.stderr, flush=True)
         gpus = []
     agent = Agent(args, zygote, req_w, rep_r, hello)
-    if not isinstance(hello, pipe.Hello):
-        reason = hello.reason if isinstance(hello, pipe.Refused) else "the zygote exited before saying hello"
-        agent.send(agent.P.JoinFailed(args.node, reason))
+    if not isinstance(hello, P.Hello):
+        reason = hello.reason if isinstance(hello, P.Refused) else "the zygote exited before saying hello"
+        agent.send(P.JoinFailed(args.node, reason))
         print(f"fleet agent {args.node}: cannot serve: {reason}", file=sys.stderr, flush=True)
         zygote.wait(timeout=10)
         agent.sock.close(linger=2000)

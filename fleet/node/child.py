@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Mapping, NoReturn
 import msgpack
 
 if TYPE_CHECKING:
-    from fleet.wire.pipe import Launch
+    from fleet.wire.messages import Launch
 
 PR_SET_PDEATHSIG = 1
 
@@ -252,12 +252,7 @@ def run_call(launch: Launch, report_fd: int, *, first_at: float | None = None,
             affinity, mismatch = _setup(launch, close_fds, restore_env or {}, parent)
             placement_ok = mismatch is None
             func = resolve(launch.call)
-            ctx = StepContext(
-                id=launch.step, attempt=launch.attempt, workdir=launch.workdir,
-                run_dir=launch.run_dir, cores=launch.cores, gpus=launch.gpus,
-                memory=launch.memory, placement=launch.placement,
-                inputs=launch.inputs, outputs=launch.outputs, args=launch.args,
-                log=launch.log)
+            ctx = _context(launch)
             work_start = time.time()
             write_report(report_fd, {
                 "pid": os.getpid(), "phase": "begin", "first_at": first_at,
@@ -284,11 +279,27 @@ def run_call(launch: Launch, report_fd: int, *, first_at: float | None = None,
             sys.stderr.flush()
         except BaseException:
             pass
-        now = time.time()
-        write_report(report_fd, {
-            "pid": os.getpid(), "phase": "end", "first_at": first_at,
-            "work_start": work_start if work_start is not None else now,
-            "work_end": work_end if work_end is not None else now,
-            "affinity": affinity, "placement_ok": placement_ok, "error": error})
+        _report_end(report_fd, first_at, work_start, work_end, affinity, placement_ok, error)
     finally:
         os._exit(code)
+
+
+def _context(launch: Launch) -> StepContext:
+    return StepContext(
+        id=launch.step, attempt=launch.attempt, workdir=launch.workdir,
+        run_dir=launch.run_dir, cores=launch.cores, gpus=launch.gpus,
+        memory=launch.memory, placement=launch.placement,
+        inputs=launch.inputs, outputs=launch.outputs, args=launch.args,
+        log=launch.log)
+
+
+def _report_end(report_fd: int, first_at: float, work_start: float | None,
+                work_end: float | None, affinity: list, placement_ok: bool,
+                error: str | None) -> None:
+    """The ``end`` record; a step that never reached its work is given none (now)."""
+    now = time.time()
+    write_report(report_fd, {
+        "pid": os.getpid(), "phase": "end", "first_at": first_at,
+        "work_start": work_start if work_start is not None else now,
+        "work_end": work_end if work_end is not None else now,
+        "affinity": affinity, "placement_ok": placement_ok, "error": error})

@@ -8,9 +8,11 @@ Run by the agent as::
 of the response pipe (both passed with ``pass_fds``). It pins the thread pools of
 numerical libraries to one thread, imports the preload modules, checks that it is
 still one OS thread (else it sends Refused and exits 3), sends Hello, then serves:
-a ``call`` step is a fork running :func:`fleet.node.child.run_call`, a ``command``
-step is spawned with subprocess (vfork/posix_spawn, no copy of this process).
-Every child is reaped here with os.wait4 and reported as Exited.
+a ``call`` step is a fork running :func:`fleet.node.child.run_call` (usually the
+spare forked ahead of demand, :mod:`fleet.node.spare`), a ``command`` step is
+spawned with subprocess (vfork/posix_spawn, no copy of this process:
+:mod:`fleet.node.command`). Every child is reaped here with os.wait4 and reported
+as Exited.
 
 It stops on Shutdown, at end of file on the request pipe (the agent is gone), on
 SIGTERM or SIGHUP, and when its parent dies (PR_SET_PDEATHSIG = SIGTERM): every
@@ -47,8 +49,10 @@ from dataclasses import dataclass, field  # noqa: E402
 
 import msgpack  # noqa: E402
 
-from fleet.node import child  # noqa: E402
-from fleet.wire import pipe  # noqa: E402
+from fleet.node import child, command  # noqa: E402
+from fleet.node.spare import Spare  # noqa: E402
+from fleet.wire import framing  # noqa: E402
+from fleet.wire import messages as P  # noqa: E402
 
 EXIT_REFUSED = 3
 DEFAULT_GRACE = 2.0
@@ -71,7 +75,7 @@ def thread_count() -> int | None:
 
 @dataclass
 class _Step:
-    launch: pipe.Launch
+    launch: P.Launch
     pid: int
     pgid: int
     spawned_at: float  # parent-side time; first_at if the child never reported
@@ -97,13 +101,12 @@ class Zygote:
         os.set_blocking(self.wake_w, False)
         self.steps: dict[int, _Step] = {}  # by pid
         self.keys: dict[tuple[str, int], int] = {}  # (step, attempt) -> pid
-        self.requests = pipe.FrameReader()
+        self.requests = framing.FrameReader()
         self.reports = msgpack.Unpacker(raw=False)
         self.agent_gone = False
         self.stop_grace: float | None = None  # set: shut down with this grace
-        # A child forked ahead of demand, waiting on its own pipe for a Launch: (pid, fd).
-        self.spare: tuple[int, int] | None = None
-        self.prefork = True
+        self.spare = Spare(self.report_w, INHERITED_THREAD_ENV)
+        self.prefork = True  # keep a spare
         # Handlers, not SIG_IGN: an ignored signal stays ignored across exec, a
         # handled one is reset to default, so spawned commands get defaults.
         signal.set_wakeup_fd(self.wake_w, warn_on_full_buffer=False)
@@ -133,7 +136,7 @@ class Zygote:
         if self.agent_gone:
             return
         try:
-            pipe.write_message(self.fd_out, msg)
+            framing.write_message(self.fd_out, msg)
         except OSError:  # BrokenPipeError: the agent is gone, so are we
             self.agent_gone = True
             if self.stop_grace is None:
@@ -172,7 +175,7 @@ class Zygote:
                 self.stop_grace = self.grace
             return
         try:
-            messages = self.requests.feed(data)
+            frames = self.requests.feed_frames(data)
         except ValueError as exc:  # stream out of step: treat as a lost agent
             self._warn(f"request stream corrupt ({exc}); shutting down")
             self.stop_grace = self.grace
@@ -180,89 +183,48 @@ class Zygote:
         for reason in self.requests.dropped:
             self._warn(f"dropped a malformed request: {reason}")
         self.requests.dropped.clear()
-        for msg in messages:
+        for payload, msg in frames:
             if self.stop_grace is not None:
                 break  # nothing starts after a Shutdown
-            if isinstance(msg, pipe.Launch):
-                self.launch(msg)
+            if isinstance(msg, P.Launch):
+                self.launch(msg, payload)
                 self.reap()  # a burst of launches must not delay earlier exits
-            elif isinstance(msg, pipe.Kill):
+            elif isinstance(msg, P.Kill):
                 self.kill(msg)
-            elif isinstance(msg, pipe.Shutdown):
+            elif isinstance(msg, P.Shutdown):
                 self.stop_grace = max(0.0, float(msg.grace))
-            elif isinstance(msg, pipe.Tick):
+            elif isinstance(msg, P.Tick):
                 pass  # its arrival was the point
             else:
-                self._warn(f"dropped unexpected {msg.type} message")
+                self._warn(f"dropped unexpected {msg.TYPE} message")
 
-    def launch(self, msg: pipe.Launch) -> None:
-        """Start one step: fork for a call, spawn for a command."""
+    def launch(self, msg: P.Launch, payload: bytes | None = None) -> None:
+        """Start one step: fork for a call, spawn for a command. ``payload`` is
+        ``msg`` as received, handed on as it is to a spare child."""
         if (msg.step, msg.attempt) in self.keys:
             self._warn(f"dropped a second launch of {msg.step} attempt {msg.attempt}")
         elif msg.kind == "call":
-            self._fork_call(msg)
+            self._fork_call(msg, P.encode(msg) if payload is None else payload)
         elif msg.kind == "command":
             self._spawn_command(msg)
         else:
             self._not_started(msg, f"unknown step kind {msg.kind!r}")
 
     def _make_spare(self) -> None:
-        """Fork the next call step's child ahead of demand, between starts: it waits on
-        a pipe of its own, so a start costs a write instead of a fork."""
-        if self.spare is not None or self.stop_grace is not None or not self.prefork:
-            return
-        sys.stdout.flush()
-        sys.stderr.flush()
-        r, w = os.pipe()
-        parent = os.getpid()
-        try:
-            pid = os.fork()
-        except OSError:
-            os.close(r)
-            os.close(w)
-            return
-        if pid == 0:
-            try:
-                os.close(w)
-                msg = pipe.read_message(r)  # None at end of file: the zygote let us go
-                first_at = time.time()
-                if isinstance(msg, pipe.Launch):
-                    child.run_call(msg, self.report_w, first_at=first_at, close_fds=(*self.own_fds, r),
-                                   restore_env=INHERITED_THREAD_ENV, parent=parent)
-            finally:
-                os._exit(0)
-        os.close(r)
-        self.spare = (pid, w)
+        """Fork the next call step's child ahead of demand, between starts."""
+        if self.stop_grace is None and self.prefork:
+            self.spare.make(self.own_fds)
 
-    def _drop_spare(self) -> None:
-        if self.spare is not None:
-            pid, w = self.spare
-            self.spare = None
-            os.close(w)  # end of file: it exits
+    def _fork_call(self, msg: P.Launch, payload: bytes) -> None:
+        pid = self.spare.hand(payload)
+        if pid is not None:
+            at = time.time()
             try:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-            except (ProcessLookupError, ChildProcessError):
-                pass
-
-    def _fork_call(self, msg: pipe.Launch) -> None:
-        if self.spare is not None:
-            pid, w = self.spare
-            self.spare = None
-            try:
-                pipe.write_message(w, msg)
-                handed = True
+                os.setpgid(pid, pid)
             except OSError:
-                handed = False  # it died waiting (reaped in the loop): fork one as usual
-            os.close(w)
-            if handed:
-                at = time.time()
-                try:
-                    os.setpgid(pid, pid)
-                except OSError:
-                    pass
-                self._register(_Step(msg, pid, pid, at))
-                return
+                pass
+            self._register(_Step(msg, pid, pid, at))
+            return
         sys.stdout.flush()  # or the child would write our buffered bytes again
         sys.stderr.flush()
         parent = os.getpid()
@@ -288,69 +250,26 @@ class Zygote:
             pass
         self._register(_Step(msg, pid, pid, at))
 
-    def _spawn_command(self, msg: pipe.Launch) -> None:
-        if isinstance(msg.command, str):
-            argv = ["/bin/sh", "-c", msg.command]
-        else:
-            argv = [str(a) for a in (msg.command or ())]
-        if not argv:
-            self._not_started(msg, "command step without a command")
+    def _spawn_command(self, msg: P.Launch) -> None:
+        try:
+            spawned = command.spawn(msg, INHERITED_THREAD_ENV)
+        except command.NotStarted as exc:
+            self._not_started(msg, str(exc))
             return
-        try:
-            child.make_dirs(msg)
-            log = os.open(msg.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        except OSError as exc:
-            self._not_started(msg, f"{type(exc).__name__}: {exc}")
-            return
-        env = child.step_environment(os.environ, INHERITED_THREAD_ENV, msg.env,
-                                     msg.gpus, msg.gpu_vars)
-        own = os.sched_getaffinity(0)
-        try:
-            if msg.cores:
-                # The spawned process inherits our affinity, so it is pinned before
-                # it runs a single instruction of its own; we are one thread, so
-                # nothing else of ours runs on the borrowed mask meanwhile.
-                try:
-                    os.sched_setaffinity(0, msg.cores)
-                except OSError:
-                    pass  # no given core exists here: reported as a mismatch
-                mismatch = child.placement_mismatch(msg.cores, os.sched_getaffinity(0))
-                if mismatch:
-                    os.write(log, (mismatch + "\n").encode())
-            sys.stdout.flush()
-            sys.stderr.flush()
-            try:
-                popen = subprocess.Popen(
-                    argv, cwd=msg.workdir, env=env, stdin=subprocess.DEVNULL,
-                    stdout=log, stderr=log, start_new_session=True, close_fds=True)
-            except (OSError, ValueError, subprocess.SubprocessError) as exc:
-                os.write(log, f"fleet: cannot start {argv!r}: {exc}\n".encode())
-                self._not_started(msg, f"{type(exc).__name__}: {exc}")
-                return
-            at = time.time()
-        finally:
-            if msg.cores:
-                os.sched_setaffinity(0, own)
-            os.close(log)
-        try:
-            affinity = sorted(os.sched_getaffinity(popen.pid))
-        except OSError:  # already gone: it had what we had when it was spawned
-            affinity = sorted(msg.cores) if msg.cores else sorted(own)
-        ok = child.placement_mismatch(msg.cores, affinity) is None
-        step = _Step(msg, popen.pid, popen.pid, at, popen)
-        step.report = {"first_at": at, "work_start": at, "affinity": affinity,
-                       "placement_ok": ok}
+        pid = spawned.popen.pid
+        step = _Step(msg, pid, pid, spawned.at, spawned.popen)
+        step.report = spawned.report
         self._register(step)
 
     def _register(self, step: _Step) -> None:
         self.steps[step.pid] = step
         self.keys[(step.launch.step, step.launch.attempt)] = step.pid
-        self.send(pipe.Started(step.launch.step, step.launch.attempt, step.pid,
+        self.send(P.Started(step.launch.step, step.launch.attempt, step.pid,
                                step.pgid, step.spawned_at))
 
-    def _not_started(self, msg: pipe.Launch, error: str) -> None:
+    def _not_started(self, msg: P.Launch, error: str) -> None:
         now = time.time()
-        self.send(pipe.Exited(
+        self.send(P.Exited(
             step=msg.step, attempt=msg.attempt, pid=0, outcome="failed",
             returncode=None, signal=None, decided_at=msg.decided_at, first_at=now,
             work_start=now, work_end=now, ended_at=now, utime=0.0, stime=0.0,
@@ -365,7 +284,7 @@ class Zygote:
             except ProcessLookupError:
                 pass
 
-    def kill(self, msg: pipe.Kill) -> None:
+    def kill(self, msg: P.Kill) -> None:
         """Signal a running step's process group; unknown steps are ignored (they
         have exited, and their Exited is on its way)."""
         pid = self.keys.get((msg.step, msg.attempt))
@@ -391,9 +310,7 @@ class Zygote:
             if info is None or info.si_pid == 0:
                 return
             step = self.steps.get(info.si_pid)
-            if self.spare is not None and info.si_pid == self.spare[0]:
-                os.close(self.spare[1])  # a spare that died waiting: another is made
-                self.spare = None
+            self.spare.reaped(info.si_pid)  # a spare that died waiting: another is made
             if step is not None:
                 # Nothing a step started outlives it (daemons must setsid).
                 try:
@@ -428,7 +345,7 @@ class Zygote:
         first_at = rep.get("first_at") or step.spawned_at
         work_start = rep.get("work_start") or ended_at
         work_end = rep.get("work_end") or ended_at
-        self.send(pipe.Exited(
+        self.send(P.Exited(
             step=step.launch.step, attempt=step.launch.attempt, pid=step.pid,
             outcome=outcome, returncode=rc, signal=sig,
             decided_at=step.launch.decided_at, first_at=first_at,
@@ -468,7 +385,7 @@ class Zygote:
 
     def shutdown(self, grace: float) -> None:
         """SIGTERM every step's group, SIGKILL what is left after ``grace`` s, reap all."""
-        self._drop_spare()
+        self.spare.drop()
         for step in list(self.steps.values()):
             self._signal_group(step, signal.SIGTERM)
             self._signal_group(step, signal.SIGCONT)  # a stopped step must see it
@@ -500,7 +417,7 @@ def _signal_name(sig: int) -> str:
 
 def _refuse(fd_out: int, reason: str) -> None:
     try:
-        pipe.write_message(fd_out, pipe.Refused(reason))
+        framing.write_message(fd_out, P.Refused(reason))
     except OSError:
         pass
     print(f"fleet zygote: refused: {reason}", file=sys.stderr, flush=True)
@@ -544,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
     import gc
     gc.collect()
     gc.freeze()
-    zygote.send(pipe.Hello(os.getpid(), threads, preload, import_s))
+    zygote.send(P.Hello(os.getpid(), threads, preload, import_s))
     return zygote.serve()
 
 

@@ -1,8 +1,34 @@
-"""Messages between clients, the coordinator and agents: msgpack maps over ZeroMQ.
+"""Every message fleet's processes exchange, and the one codec that carries them.
 
-Every message carries the protocol version `v` and its `type`; steps' messages carry
-the attempt number so a report about an earlier attempt is recognised and dropped.
-Each message is a frozen dataclass; nothing else crosses the wire.
+Three hops use this one set: client <-> coordinator and coordinator <-> agent over
+ZeroMQ (one message per ZeroMQ frame), agent <-> zygote over a pair of OS pipes (one
+message per length-prefixed frame, see :mod:`fleet.wire.framing`). :class:`Launch`,
+:class:`Kill`, :class:`Started` and :class:`Exited` are defined once and cross two
+hops unchanged: the agent checks them and forwards the bytes it received.
+
+A message is a msgpack map of its fields plus ``v`` (the protocol version) and
+``type``; each is a frozen dataclass, and nothing else crosses a process boundary.
+Steps' messages carry the attempt number, so a report about an earlier attempt is
+recognised and dropped. Which node a report comes from is the transport's to say (the
+agent's ZeroMQ identity), never a field the agent copies in.
+
+Validation, the same on every hop (:func:`decode`):
+
+- the version must be exactly :data:`VERSION` (else :class:`VersionMismatch`);
+- the type must be known; every field of the class without a default must be there;
+- each field's value must have the type its annotation names (``int``, ``float``,
+  ``str``, ``bool``, ``list``, ``tuple``, ``dict``, unions with ``| None``; ``Any``
+  is unchecked), so a handler never meets a well-formed message of wrong types;
+- fields annotated ``tuple`` come back as tuples (recursively: placement holds tuples
+  of tuples), since msgpack has only arrays;
+- an unknown field is an error. Both ends of every hop are the same version of fleet
+  (the version check refuses any other), so an unknown field can only be a bug or
+  garbage; ignoring it would let an option a sender relies on be silently lost (a
+  newer client's submit option, say), and would let unchecked bytes ride through the
+  agent to the zygote. Rejecting it makes the first hop that sees it say so.
+
+Anything that fails is a :class:`ProtocolError` (a ValueError): receivers log it and
+drop the message.
 """
 
 from __future__ import annotations
@@ -14,7 +40,9 @@ from typing import Any
 import msgpack
 
 VERSION = 1
-MAX_FRAME = 1 << 20  # larger frames are dropped unread
+# The largest ZeroMQ frame a socket accepts (its MAXMSGSIZE): bigger ones are dropped
+# unread. Pipes have their own, larger bound (fleet.wire.framing.MAX_FRAME).
+MAX_FRAME = 1 << 20
 
 _TYPES: dict[str, type] = {}
 
@@ -23,7 +51,16 @@ class ProtocolError(ValueError):
     """A frame that is not a message we understand (logged and dropped by receivers)."""
 
 
+class VersionMismatch(ProtocolError):
+    """A message of another protocol version: the two ends cannot work together."""
+
+    def __init__(self, got):
+        self.got = got
+        super().__init__(f"protocol version {got!r}, this fleet speaks {VERSION}")
+
+
 def message(name: str):
+    """Register a frozen dataclass as the message of type ``name``."""
     def register(cls):
         cls = dataclass(frozen=True)(cls)
         cls.TYPE = name
@@ -33,52 +70,76 @@ def message(name: str):
 
 
 def encode(msg: Any) -> bytes:
-    body = {f.name: getattr(msg, f.name) for f in dataclasses.fields(msg)}
-    body["v"] = VERSION
-    body["type"] = msg.TYPE
+    """The msgpack map for ``msg``: its fields, ``v`` and ``type``."""
+    if _TYPES.get(getattr(type(msg), "TYPE", None)) is not type(msg):
+        raise TypeError(f"not a message: {msg!r}")
+    body = {"v": VERSION, "type": msg.TYPE}
+    for f in dataclasses.fields(msg):
+        body[f.name] = getattr(msg, f.name)
     return msgpack.packb(body, use_bin_type=True)
 
 
-def decode(frame: bytes) -> Any:
-    if len(frame) > MAX_FRAME:
-        raise ProtocolError(f"frame of {len(frame)} bytes is over the {MAX_FRAME} limit")
+def decode(frame: bytes, limit: int = MAX_FRAME) -> Any:
+    """The message in ``frame``; ProtocolError for anything else (see the module doc).
+
+    ``limit`` is the transport's largest frame (ZeroMQ's by default).
+    """
+    if len(frame) > limit:
+        raise ProtocolError(f"frame of {len(frame)} bytes is over the {limit} limit")
     try:
         body = msgpack.unpackb(frame, raw=False, strict_map_key=True)
-    except Exception as e:
+    except Exception as e:  # msgpack raises several unrelated exception types
         raise ProtocolError(f"not msgpack: {e}") from None
     if not isinstance(body, dict):
-        raise ProtocolError("not a map")
-    if body.get("v") != VERSION:
-        raise VersionMismatch(body.get("v"))
-    cls = _TYPES.get(body.get("type"))
+        raise ProtocolError(f"not a map: {type(body).__name__}")
+    version = body.pop("v", None)
+    if type(version) is not int or version != VERSION:  # True == 1 and 1.0 == 1 are no version
+        raise VersionMismatch(version)
+    kind = body.pop("type", None)
+    cls = _TYPES.get(kind) if isinstance(kind, str) else None
     if cls is None:
-        raise ProtocolError(f"unknown message type {body.get('type')!r}")
-    names = {f.name for f in dataclasses.fields(cls)}
-    fields = {k: v for k, v in body.items() if k in names}
-    for name, want in _KINDS[cls].items():
-        if name in fields and not _is(fields[name], want):
-            raise ProtocolError(f"{cls.TYPE}: field {name!r} is not a {want}")
+        raise ProtocolError(f"unknown message type {kind!r}")
+    kinds = _KINDS[cls]
+    unknown = [k for k in body if k not in kinds]
+    if unknown:
+        raise ProtocolError(f"{cls.TYPE}: unknown fields {sorted(map(str, unknown))}")
+    for name, value in body.items():
+        want = kinds[name]
+        if want and not any(_is(value, w) for w in want):
+            raise ProtocolError(f"{cls.TYPE}: field {name!r} is not a {' | '.join(want)}")
+        if "tuple" in want:
+            body[name] = _tuples(value)
     try:
-        return cls(**fields)
-    except TypeError as e:
+        return cls(**body)
+    except TypeError as e:  # missing fields
         raise ProtocolError(f"{cls.TYPE}: {e}") from None
 
 
-_CHECKS = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,), "list": (list,), "dict": (dict,)}
+_CHECKS = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,), "list": (list,),
+           "tuple": (list, tuple), "dict": (dict,), "None": (type(None),)}
 
 
 def _is(value, want: str) -> bool:
-    """Field type checks, so a handler never meets a well-formed message of wrong types."""
-    if want in ("int", "float") and isinstance(value, bool):
+    if isinstance(value, bool) and want != "bool":  # a bool is an int to isinstance
         return False
     return isinstance(value, _CHECKS[want])
 
 
+def _tuples(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return tuple(_tuples(v) for v in value)
+    return value
+
+
 class _Kinds(dict):
-    """The checked type of every field of every message, read from its annotation."""
+    """Per message class: each field's accepted types, read from its annotation (a
+    string, under ``from __future__ import annotations``); empty means unchecked."""
 
     def __missing__(self, cls):
-        kinds = {f.name: f.type for f in dataclasses.fields(cls) if f.type in _CHECKS}
+        kinds = {}
+        for f in dataclasses.fields(cls):
+            parts = tuple(p.strip() for p in f.type.split("|"))
+            kinds[f.name] = parts if all(p in _CHECKS for p in parts) else ()
         self[cls] = kinds
         return kinds
 
@@ -86,16 +147,12 @@ class _Kinds(dict):
 _KINDS = _Kinds()
 
 
-class VersionMismatch(ProtocolError):
-    def __init__(self, got):
-        self.got = got
-        super().__init__(f"protocol version {got!r}, this fleet speaks {VERSION}")
-
-
 # --- agent <-> coordinator ----------------------------------------------------------
 
 @message("join")
 class Join:
+    """agent -> coordinator: this node, what it offers, and its zygote's preloads."""
+
     node: str
     host: str
     cores: list
@@ -108,12 +165,16 @@ class Join:
 
 @message("join_failed")
 class JoinFailed:
+    """agent -> coordinator: this node's agent cannot serve (its zygote refused)."""
+
     node: str
     reason: str
 
 
 @message("welcome")
 class Welcome:
+    """coordinator -> agent: joined; heartbeat every ``heartbeat_s``."""
+
     node: str
     heartbeat_s: float
     timeout_s: float
@@ -121,38 +182,48 @@ class Welcome:
 
 @message("reject")
 class Reject:
+    """coordinator -> agent: not joined (the node already has an agent)."""
+
     reason: str
 
 
 @message("heartbeat")
 class Heartbeat:
+    """Either way between coordinator and agent: still here."""
+
     node: str = ""
 
 
+# --- coordinator -> agent -> zygote, and back ------------------------------------------
+
 @message("launch")
 class Launch:
+    """coordinator -> agent -> zygote: start one attempt of a step."""
+
     step: str
     attempt: int
-    kind: str
-    call: str
+    kind: str  # "call" | "command"
+    call: str  # "pkg.mod:func" for kind "call", else ""
     args: dict
-    command: Any
-    cores: list
-    gpus: list
-    memory: int
-    workdir: str
-    log: str
+    command: list | str | None  # argv list, or a str run through /bin/sh -c
+    cores: tuple
+    gpus: tuple
+    memory: int  # bytes
+    workdir: str  # absolute
+    log: str  # absolute path of the step's log (fds 1 and 2)
     run_dir: str
-    inputs: list
-    outputs: list
-    placement: list
-    decided_at: float
-    env: dict
-    gpu_vars: list
+    inputs: tuple = ()
+    outputs: tuple = ()
+    placement: tuple = ()  # ((node, cores, gpus, memory), ...)
+    decided_at: float = 0.0  # time.time() when the coordinator decided
+    env: dict = field(default_factory=dict)  # extra environment
+    gpu_vars: tuple = ()  # e.g. ("CUDA_VISIBLE_DEVICES",), set to the joined gpu ids
 
 
 @message("kill")
 class Kill:
+    """coordinator -> agent -> zygote: send ``signal`` to a running step's process group."""
+
     step: str
     attempt: int
     signal: int
@@ -160,26 +231,39 @@ class Kill:
 
 @message("shutdown")
 class Shutdown:
+    """coordinator -> agent, agent -> zygote: SIGTERM every step's group, SIGKILL
+    after ``grace`` s, exit."""
+
     grace: float = 2.0
 
 
 @message("started")
 class Started:
-    node: str
+    """zygote -> agent -> coordinator: a step's process exists, in process group ``pgid``."""
+
     step: str
     attempt: int
     pid: int
+    pgid: int
     at: float
 
 
 @message("exited")
 class Exited:
-    node: str
+    """zygote -> agent -> coordinator: a step's process was reaped (or could not be
+    started: pid 0).
+
+    Times are time.time() values: ``first_at`` is the child's first instruction
+    after fork (spawn time for a command), ``work_start``/``work_end`` bracket the
+    step's own work, ``ended_at`` is the reap time.
+    """
+
     step: str
     attempt: int
-    outcome: str
-    returncode: Any
-    signal: Any
+    pid: int
+    outcome: str  # "succeeded" | "failed" | "terminated"
+    returncode: int | None
+    signal: int | None
     decided_at: float
     first_at: float
     work_start: float
@@ -188,15 +272,41 @@ class Exited:
     utime: float
     stime: float
     maxrss_kb: int
-    affinity: list
+    affinity: tuple
     placement_ok: bool
-    error: Any
+    error: str | None
+
+
+# --- agent <-> zygote only ------------------------------------------------------------
+
+@message("tick")
+class Tick:
+    """agent -> zygote: the agent is alive (any message counts; this one says only that)."""
+
+
+@message("hello")
+class Hello:
+    """zygote -> agent: ready, single-threaded, with these modules pre-imported."""
+
+    pid: int
+    threads: int
+    preload: tuple
+    import_s: float
+
+
+@message("refused")
+class Refused:
+    """zygote -> agent: cannot serve (e.g. a preload started a thread); it exits 3."""
+
+    reason: str
 
 
 # --- client <-> coordinator -----------------------------------------------------------
 
 @message("submit")
 class Submit:
+    """client -> coordinator: run this suite."""
+
     suite: str          # absolute path of the suite file, read by the coordinator
     force: bool = False
     serial: bool = False
@@ -207,6 +317,8 @@ class Submit:
 
 @message("submitted")
 class SubmitReply:
+    """coordinator -> client: the submission's number, or why it was refused."""
+
     ok: bool
     submission: int = 0
     steps: int = 0
@@ -216,12 +328,16 @@ class SubmitReply:
 
 @message("progress")
 class Progress:
+    """client -> coordinator: what finished in a submission after ``since``."""
+
     submission: int
     since: int = 0
 
 
 @message("progress_reply")
 class ProgressReply:
+    """coordinator -> client: counts, and the steps finished after ``since``."""
+
     submission: int
     done: bool
     counts: dict
@@ -231,24 +347,30 @@ class ProgressReply:
 
 @message("status")
 class Status:
-    pass
+    """client -> coordinator: the whole fleet's state, please."""
 
 
 @message("status_reply")
 class StatusReply:
+    """coordinator -> client: the fleet's state."""
+
     status: dict
 
 
 @message("down")
 class Down:
-    pass
+    """client -> coordinator: stop the fleet."""
 
 
 @message("ok")
 class Ok:
+    """A bare acknowledgement (``what`` says of what)."""
+
     what: str = ""
 
 
 @message("error")
 class Error:
+    """An error reply: ``reason`` says why."""
+
     reason: str

@@ -132,13 +132,14 @@ def frame(rng: random.Random, socket_kind: str, steps: list[str]) -> tuple[str, 
     return k, [R.raw(body)]
 
 
-def stale_exit(rng: random.Random, steps: list[str], node: str = "node1", attempt: int | None = None) -> bytes:
+def stale_exit(rng: random.Random, steps: list[str], attempt: int | None = None) -> bytes:
+    """An exit report; the coordinator takes its node from the socket that sends it."""
     step = rng.choice(steps + ["no/such/step", ""])
     return P.encode(P.Exited(
-        node=node, step=step, attempt=rng.choice([0, 2, 3, 99, -1]) if attempt is None else attempt,
+        step=step, pid=rng.randint(1, 2**22), attempt=rng.choice([0, 2, 3, 99, -1]) if attempt is None else attempt,
         outcome=rng.choice(["succeeded", "failed", "terminated", "bogus"]), returncode=0, signal=None,
         decided_at=0.0, first_at=0.0, work_start=0.0, work_end=0.0, ended_at=0.0, utime=0.0, stime=0.0,
-        maxrss_kb=0, affinity=[0], placement_ok=True, error=None))
+        maxrss_kb=0, affinity=(0,), placement_ok=True, error=None))
 
 
 def raw_tcp(rng: random.Random, endpoint: str) -> None:
@@ -253,9 +254,9 @@ def test_thousands_of_malformed_frames_at_both_sockets_do_not_disturb_a_running_
             if name == "observer":
                 running = fz.running_now(run_dir) if rng.random() < 0.05 else []
                 if running:  # the current attempt of a step running elsewhere: still not ours to report
-                    fz.send(name, [stale_exit(rng, running, "fuzz-observer", attempt=1)], "wrong_node_exit")
+                    fz.send(name, [stale_exit(rng, running, attempt=1)], "wrong_node_exit")
                 else:
-                    fz.send(name, [stale_exit(rng, steps, "fuzz-observer")], "stale_exit")
+                    fz.send(name, [stale_exit(rng, steps)], "stale_exit")
             elif name.endswith("unkeyed") and rng.random() < 0.2:
                 raw_tcp(rng, conn.client if name.startswith("client") else conn.agents)
                 fz.sent["raw-tcp"] = fz.sent.get("raw-tcp", 0) + 1

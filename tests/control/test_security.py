@@ -190,25 +190,34 @@ def test_a_client_request_of_another_protocol_version_gets_a_clear_error(up):
     assert isinstance(reply, P.Error) and "protocol version 0" in reply.reason and f"speaks {P.VERSION}" in reply.reason
 
 
-AGENT_OF_VERSION = """
-import sys
-import fleet.wire.messages
-fleet.wire.messages.VERSION = int(sys.argv.pop(1))
-from fleet.node import agent
-sys.argv[0] = "fleet.node.agent"
-sys.exit(agent.main())
+# An agent and its zygote are one install of fleet, so one protocol version: an agent of
+# another version is pretended by changing it in both processes.
+SITECUSTOMIZE = """
+import os, sys
+if os.environ.get("FLEET_TEST_AGENT_PROTOCOL") and (
+        "fleet.node.agent" in sys.orig_argv or "fleet.node.zygote" in sys.orig_argv):
+    import fleet.wire.messages
+    fleet.wire.messages.VERSION = int(os.environ["FLEET_TEST_AGENT_PROTOCOL"])
 """
+
+
+def site_of_version(base: Path) -> Path:
+    """A directory whose sitecustomize makes agents and zygotes speak FLEET_TEST_AGENT_PROTOCOL."""
+    site = base / "site"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    return site
 
 
 def test_a_real_agent_of_another_protocol_version_stops_at_once_naming_both_versions(up):
     base, run_dir, conn = up
     before = snapshot(conn, run_dir)
-    script = base / "agent_of_version.py"
-    script.write_text(AGENT_OF_VERSION)
-    env = dict(os.environ, FLEET_CURVE=" ".join(R.agent_keys(run_dir)),
-               PYTHONPATH=os.pathsep.join([str(Path(__file__).parents[1] / "harness"), str(Path(__file__).parents[1])]))
+    tests = Path(__file__).parents[1]
+    env = dict(os.environ, FLEET_CURVE=" ".join(R.agent_keys(run_dir)), FLEET_TEST_AGENT_PROTOCOL=str(P.VERSION + 1),
+               PYTHONPATH=os.pathsep.join([str(site_of_version(base)), str(tests / "harness"), str(tests),
+                                           str(tests.parent)]))
     t0 = time.monotonic()
-    p = subprocess.Popen([sys.executable, str(script), str(P.VERSION + 1), "--connect", conn.agents,
+    p = subprocess.Popen([sys.executable, "-m", "fleet.node.agent", "--connect", conn.agents,
                           "--node", "v2agent", "--cores", "0", "--memory", str(2**30), "--join-timeout", "60"],
                          env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          start_new_session=True)
@@ -240,19 +249,9 @@ def test_a_real_agent_of_another_protocol_version_stops_at_once_naming_both_vers
     wait_for(lambda: not orphaned_zygotes(), 15, "the mismatched agent's zygote to exit")
 
 
-SITECUSTOMIZE = """
-import os, sys
-if os.environ.get("FLEET_TEST_AGENT_PROTOCOL") and "fleet.node.agent" in sys.orig_argv:
-    import fleet.wire.messages
-    fleet.wire.messages.VERSION = int(os.environ["FLEET_TEST_AGENT_PROTOCOL"])
-"""
-
-
 def test_fleet_up_with_agents_of_another_protocol_version_fails_fast_naming_both_versions(tmp_path, monkeypatch):
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
-    monkeypatch.setenv("PYTHONPATH", str(site))
+    site = site_of_version(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
     monkeypatch.setenv("FLEET_TEST_AGENT_PROTOCOL", str(P.VERSION + 1))
     run_dir = tmp_path / "run"
     t0 = time.monotonic()

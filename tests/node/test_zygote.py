@@ -17,13 +17,14 @@ import sys
 import time
 from pathlib import Path
 
+import msgpack
 import psutil
 import pytest
 
 from fleet.node import probe
 from fleet.node.child import placement_mismatch, step_environment
-from fleet.wire.pipe import (Exited, FrameReader, Hello, Kill, Launch, Refused,
-                             Shutdown, Started, write_message)
+from fleet.wire.framing import FrameReader, frame_payload, write_message
+from fleet.wire.messages import Exited, Hello, Kill, Launch, Refused, Shutdown, Started, encode
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="the zygote needs Linux")
@@ -420,6 +421,24 @@ def test_a_command_that_cannot_be_found_fails_without_a_start(zygote, tmp_path):
     assert z.exited("t").outcome == "succeeded"
 
 
+# -- malformed requests ---------------------------------------------------------------
+
+
+def test_a_launch_with_an_unknown_field_or_a_field_of_the_wrong_type_is_dropped_and_the_next_served(
+        zygote, tmp_path, capfd):
+    z = zygote()
+    body = msgpack.unpackb(encode(launch(tmp_path, "odd")))
+    os.write(z.req_w, frame_payload(msgpack.packb({**body, "colour": "red"})))
+    os.write(z.req_w, frame_payload(msgpack.packb({**body, "cores": "0-3"})))
+    z.send(launch(tmp_path, "s"))
+    assert z.expect(Started).step == "s"
+    assert z.exited("s").outcome == "succeeded"
+    assert not (tmp_path / "steps/odd").exists()
+    err = capfd.readouterr().err
+    assert "dropped a malformed request: launch: unknown fields ['colour']" in err, err
+    assert "dropped a malformed request: launch: field 'cores' is not a tuple" in err, err
+
+
 # -- stopping steps and the zygote ----------------------------------------------------
 
 
@@ -495,7 +514,8 @@ def test_end_of_file_on_the_request_pipe_stops_every_step_and_leaves_nothing_beh
 
 AGENT = """
 import os, subprocess, sys, time
-from fleet.wire.pipe import Launch, read_message, write_message
+from fleet.wire.framing import read_message, write_message
+from fleet.wire.messages import Launch
 req_r, req_w = os.pipe(); resp_r, resp_w = os.pipe()
 z = subprocess.Popen([sys.executable, "-m", "fleet.node.zygote", "--fd-in", str(req_r),
                       "--fd-out", str(resp_w), "--grace", "0.3", "--preload", "steps"],

@@ -1,4 +1,5 @@
-"""Framing and messages between an agent and its zygote (fleet.wire.pipe)."""
+"""The one message set and its codec (fleet.wire.messages), and the pipes' framing
+of it (fleet.wire.framing)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fleet.wire import pipe
-from fleet.wire.pipe import (MAX_FRAME, PROTOCOL_VERSION, Exited, FrameReader, Hello,
-                             Kill, Launch, Refused, Shutdown, Started, Tick, decode, encode,
-                             frame, read_message, write_message)
+from fleet.wire import framing, messages
+from fleet.wire.framing import MAX_FRAME, FrameReader, frame, read_message, write_message
+from fleet.wire.messages import (VERSION, Exited, Hello, Join, Kill, Launch, ProgressReply,
+                                 ProtocolError, Refused, Shutdown, Started, Submit, Tick,
+                                 VersionMismatch, decode, encode)
 
 text = st.text(max_size=20)
 ints = st.integers(min_value=-(2**31), max_value=2**31)
@@ -26,7 +28,7 @@ json_like = st.recursive(st.none() | st.booleans() | ints | floats | text,
                          lambda inner: st.lists(inner, max_size=3)
                          | st.dictionaries(text, inner, max_size=3), max_leaves=8)
 
-messages = st.one_of(
+any_message = st.one_of(
     st.builds(Launch, step=text, attempt=ints, kind=st.sampled_from(["call", "command"]),
               call=text, args=st.dictionaries(text, json_like, max_size=4),
               command=st.none() | text | st.lists(text, max_size=4), cores=ids, gpus=ids,
@@ -48,6 +50,13 @@ messages = st.one_of(
               first_at=floats, work_start=floats, work_end=floats, ended_at=floats,
               utime=floats, stime=floats, maxrss_kb=small, affinity=ids,
               placement_ok=st.booleans(), error=st.none() | text),
+    st.builds(Join, node=text, host=text, cores=st.lists(small, max_size=4),
+              gpus=st.lists(small, max_size=2), memory=small, pid=small, zygote_pid=small,
+              preload=st.lists(text, max_size=2)),
+    st.builds(Submit, suite=text, force=st.booleans(), shard=text),
+    st.builds(ProgressReply, submission=small, done=st.booleans(),
+              counts=st.dictionaries(text, small, max_size=3),
+              finished=st.lists(st.lists(text, max_size=3), max_size=3), next=small),
 )
 
 
@@ -61,17 +70,24 @@ def launch(**kw) -> Launch:
     return Launch(**fields)
 
 
-@given(messages)
+@given(any_message)
 def test_every_message_survives_encode_and_decode_unchanged(msg):
     assert decode(encode(msg)) == msg
 
 
 def test_every_message_type_carries_its_type_and_protocol_version_1():
-    assert PROTOCOL_VERSION == 1
-    assert set(pipe.MESSAGE_TYPES) == {"launch", "kill", "shutdown", "tick", "hello", "refused",
-                                       "started", "exited"}
+    assert VERSION == 1
+    assert {"launch", "kill", "shutdown", "tick", "hello", "refused", "started",
+            "exited"} <= set(messages._TYPES)
     body = msgpack.unpackb(encode(Refused("no")))
-    assert body == {"type": "refused", "version": 1, "reason": "no"}
+    assert body == {"v": 1, "type": "refused", "reason": "no"}
+
+
+def test_one_launch_class_serves_the_coordinator_and_the_zygote_whatever_sequence_it_was_given():
+    as_lists = launch(cores=[0, 1], inputs=["in"], outputs=["out"], gpu_vars=["CUDA_VISIBLE_DEVICES"],
+                      placement=[["node1", [0, 1], [], 1 << 30]])
+    assert encode(as_lists) == encode(launch())
+    assert decode(encode(as_lists)) == launch()
 
 
 def test_tuple_fields_come_back_as_tuples_even_nested_in_placement():
@@ -88,23 +104,60 @@ def test_a_command_keeps_its_form_as_a_list_or_a_shell_string():
 
 
 @pytest.mark.parametrize("body, why", [
-    ({"type": "launchx", "version": 1}, "unknown message type"),
-    ({"version": 1, "reason": "x"}, "unknown message type"),
-    ({"type": "refused", "version": 2, "reason": "x"}, "protocol version"),
+    ({"type": "launchx", "v": 1}, "unknown message type"),
+    ({"v": 1, "reason": "x"}, "unknown message type"),
+    ({"type": ["refused"], "v": 1, "reason": "x"}, "unknown message type"),
+    ({"type": "refused", "v": 2, "reason": "x"}, "protocol version"),
     ({"type": "refused", "reason": "x"}, "protocol version"),
-    ({"type": "refused", "version": 1}, "refused"),
-    ({"type": "refused", "version": 1, "reason": "x", "extra": 1}, "unknown fields"),
+    ({"type": "refused", "v": True, "reason": "x"}, "protocol version"),
+    ({"type": "refused", "v": 1}, "refused"),
+    ({"type": "refused", "v": 1, "reason": "x", "extra": 1}, "unknown fields"),
+    ({"type": "kill", "v": 1, "step": "s", "attempt": True, "signal": 9}, "attempt"),
+    ({"type": "kill", "v": 1, "step": b"s", "attempt": 1, "signal": 9}, "step"),
+    ({"type": "started", "v": 1, "step": "s", "attempt": 1, "pid": 1, "pgid": 1, "at": "now"}, "at"),
+    ({"type": "exited", **{f: 0 for f in Exited.__dataclass_fields__}, "v": 1, "step": "s",
+      "outcome": "failed", "affinity": [], "placement_ok": True, "error": 3}, "error"),
     ([1, 2, 3], "not a map"),
 ])
-def test_decode_rejects_what_is_not_a_known_message_with_value_error(body, why):
-    with pytest.raises(ValueError, match=why):
+def test_decode_rejects_what_is_not_a_known_message_with_a_protocol_error(body, why):
+    with pytest.raises(ProtocolError, match=why):
         decode(msgpack.packb(body))
 
 
+def test_a_version_mismatch_names_the_version_it_got():
+    with pytest.raises(VersionMismatch) as e:
+        decode(msgpack.packb({"type": "tick", "v": 7}))
+    assert e.value.got == 7 and "protocol version 7" in str(e.value)
+
+
+def test_optional_fields_may_be_left_out_and_take_their_defaults():
+    assert decode(msgpack.packb({"type": "shutdown", "v": 1})) == Shutdown(2.0)
+    assert decode(msgpack.packb({"type": "submit", "v": 1, "suite": "/s.toml"})) == Submit("/s.toml")
+
+
+def test_an_unknown_field_is_refused_on_the_zeromq_bound_and_on_the_pipe_bound_alike():
+    body = msgpack.unpackb(encode(Kill("s", 1, 9)))
+    bad = msgpack.packb({**body, "colour": "red"})
+    with pytest.raises(ProtocolError, match="unknown fields"):
+        decode(bad)
+    with pytest.raises(ProtocolError, match="unknown fields"):
+        framing.decode(bad)
+    reader = FrameReader()
+    assert reader.feed(framing.frame_payload(bad) + frame(Kill("t", 1, 9))) == [Kill("t", 1, 9)]
+    assert len(reader.dropped) == 1 and "colour" in reader.dropped[0]
+
+
+def test_each_transport_keeps_its_own_size_bound():
+    big = encode(launch(args={"blob": "x" * (messages.MAX_FRAME + 1)}))
+    with pytest.raises(ProtocolError, match="limit"):
+        decode(big)
+    assert framing.decode(big).args["blob"] == "x" * (messages.MAX_FRAME + 1)
+
+
 def test_decode_rejects_bytes_that_are_not_msgpack_with_value_error():
-    with pytest.raises(ValueError):
+    with pytest.raises(ProtocolError):
         decode(b"\xc1")
-    with pytest.raises(ValueError):
+    with pytest.raises(ProtocolError):
         decode(b"\x92\x01")  # truncated
 
 
@@ -121,7 +174,7 @@ def test_a_frame_is_a_big_endian_length_then_the_msgpack_map():
 
 
 @settings(max_examples=50)
-@given(st.lists(messages, min_size=1, max_size=5), st.data())
+@given(st.lists(any_message, min_size=1, max_size=5), st.data())
 def test_a_frame_reader_returns_the_same_messages_however_the_stream_is_split(msgs, data):
     stream = b"".join(frame(m) for m in msgs)
     cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=10)))
@@ -141,7 +194,7 @@ def test_a_frame_reader_fed_one_byte_at_a_time_waits_for_whole_frames():
 
 
 def test_a_frame_reader_drops_a_malformed_frame_and_keeps_the_ones_around_it():
-    bad = msgpack.packb({"type": "nonsense", "version": 1})
+    bad = msgpack.packb({"type": "nonsense", "v": 1})
     stream = frame(Kill("a", 1, 9)) + struct.pack(">I", len(bad)) + bad + frame(Kill("b", 1, 9))
     reader = FrameReader()
     assert reader.feed(stream) == [Kill("a", 1, 9), Kill("b", 1, 9)]

@@ -1,0 +1,92 @@
+"""Starting a ``command`` step from the zygote without copying it.
+
+A command is spawned with subprocess (vfork/posix_spawn: no copy of the zygote's
+address space), in a session of its own, with the step's directory, environment and
+log, and pinned to the step's cores before it runs an instruction of its own. Part of
+the zygote's single-threaded loop: no threads here either.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from typing import Mapping
+
+from fleet.node import child
+from fleet.wire.messages import Launch
+
+
+class NotStarted(Exception):
+    """The command could not be started; the message says why."""
+
+
+@dataclass(frozen=True)
+class Spawned:
+    """A running command: its Popen, when it was spawned, and the report a forked
+    child would have written (``first_at``, ``work_start``, ``affinity``,
+    ``placement_ok``)."""
+
+    popen: subprocess.Popen
+    at: float
+    report: dict
+
+
+def argv_of(msg: Launch) -> list[str]:
+    """The argv to run: a str through /bin/sh -c, a list as it is (empty: nothing)."""
+    if isinstance(msg.command, str):
+        return ["/bin/sh", "-c", msg.command]
+    return [str(a) for a in (msg.command or ())]
+
+
+def spawn(msg: Launch, restore_env: Mapping[str, str | None]) -> Spawned:
+    """Start the command of ``msg``; NotStarted if it cannot be.
+
+    ``restore_env`` are the variables the zygote changed for itself (thread counts),
+    put back for the step.
+    """
+    argv = argv_of(msg)
+    if not argv:
+        raise NotStarted("command step without a command")
+    try:
+        child.make_dirs(msg)
+        log = os.open(msg.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise NotStarted(f"{type(exc).__name__}: {exc}") from None
+    env = child.step_environment(os.environ, restore_env, msg.env, msg.gpus, msg.gpu_vars)
+    own = os.sched_getaffinity(0)
+    try:
+        if msg.cores:
+            # The spawned process inherits our affinity, so it is pinned before
+            # it runs a single instruction of its own; we are one thread, so
+            # nothing else of ours runs on the borrowed mask meanwhile.
+            try:
+                os.sched_setaffinity(0, msg.cores)
+            except OSError:
+                pass  # no given core exists here: reported as a mismatch
+            mismatch = child.placement_mismatch(msg.cores, os.sched_getaffinity(0))
+            if mismatch:
+                os.write(log, (mismatch + "\n").encode())
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            popen = subprocess.Popen(
+                argv, cwd=msg.workdir, env=env, stdin=subprocess.DEVNULL,
+                stdout=log, stderr=log, start_new_session=True, close_fds=True)
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
+            os.write(log, f"fleet: cannot start {argv!r}: {exc}\n".encode())
+            raise NotStarted(f"{type(exc).__name__}: {exc}") from None
+        at = time.time()
+    finally:
+        if msg.cores:
+            os.sched_setaffinity(0, own)
+        os.close(log)
+    try:
+        affinity = sorted(os.sched_getaffinity(popen.pid))
+    except OSError:  # already gone: it had what we had when it was spawned
+        affinity = sorted(msg.cores) if msg.cores else sorted(own)
+    ok = child.placement_mismatch(msg.cores, affinity) is None
+    return Spawned(popen, at, {"first_at": at, "work_start": at, "affinity": affinity,
+                               "placement_ok": ok})

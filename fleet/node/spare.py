@@ -1,0 +1,89 @@
+"""The zygote's spare: the next call step's child, forked ahead of demand.
+
+Between starts the zygote forks a child that waits on a pipe of its own for a
+Launch; a start then costs a write instead of a fork. The child, once handed its
+Launch, runs :func:`fleet.node.child.run_call` exactly as a child forked on demand
+would. Part of the zygote's single-threaded loop: no threads here either.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from typing import Mapping
+
+from fleet.node import child
+from fleet.wire import framing, messages
+
+
+class Spare:
+    """At most one waiting child: make it, hand it a Launch, or let it go."""
+
+    def __init__(self, report_fd: int, restore_env: Mapping[str, str | None]):
+        self.report_fd = report_fd
+        self.restore_env = restore_env
+        self.pid: int | None = None
+        self._w: int | None = None  # the write end of its pipe
+
+    def make(self, close_fds: tuple[int, ...]) -> None:
+        """Fork the spare, unless there is one; ``close_fds`` are the zygote's own
+        descriptors, which the child closes."""
+        if self.pid is not None:
+            return
+        sys.stdout.flush()  # or the child would write our buffered bytes again
+        sys.stderr.flush()
+        r, w = os.pipe()
+        parent = os.getpid()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(r)
+            os.close(w)
+            return
+        if pid == 0:
+            try:
+                os.close(w)
+                msg = framing.read_message(r)  # None at end of file: the zygote let us go
+                first_at = time.time()
+                if isinstance(msg, messages.Launch):
+                    child.run_call(msg, self.report_fd, first_at=first_at, close_fds=(*close_fds, r),
+                                   restore_env=self.restore_env, parent=parent)
+            finally:
+                os._exit(0)
+        os.close(r)
+        self.pid, self._w = pid, w
+
+    def hand(self, payload: bytes) -> int | None:
+        """Give the spare an encoded Launch; its pid, or None if there was no spare
+        or it died waiting (then it is reaped in the loop and the caller forks)."""
+        if self.pid is None:
+            return None
+        pid, w = self.pid, self._w
+        self.pid = self._w = None
+        try:
+            framing.write_payload(w, payload)
+            handed = True
+        except OSError:
+            handed = False
+        os.close(w)
+        return pid if handed else None
+
+    def reaped(self, pid: int) -> None:
+        """``pid`` was reaped: if it was the spare (it died waiting), forget it."""
+        if self.pid is not None and pid == self.pid:
+            os.close(self._w)
+            self.pid = self._w = None
+
+    def drop(self) -> None:
+        """Let the spare go (end of file on its pipe) and reap it."""
+        if self.pid is not None:
+            pid, w = self.pid, self._w
+            self.pid = self._w = None
+            os.close(w)
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass

@@ -1,0 +1,140 @@
+"""The agent as a relay: a real Agent between a ZeroMQ ROUTER standing in for the
+coordinator and a pair of pipes standing in for its zygote.
+
+What the test reads from the request pipe is exactly what a zygote would read, and
+what it writes to the reply pipe is exactly what a zygote would write.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import time
+from argparse import Namespace
+
+import msgpack
+import pytest
+import zmq
+
+from fleet.node.agent import Agent
+from fleet.wire import framing
+from fleet.wire import messages as P
+
+TIMEOUT = 10.0
+
+
+class Relay:
+    """An Agent, the coordinator's end of its socket, and the zygote's ends of its pipes."""
+
+    def __init__(self):
+        self.ctx = zmq.Context()
+        self.router = self.ctx.socket(zmq.ROUTER)
+        self.router.setsockopt(zmq.LINGER, 0)
+        port = self.router.bind_to_random_port("tcp://127.0.0.1")
+        self.req_r, req_w = os.pipe()
+        rep_r, self.rep_w = os.pipe()
+        os.set_blocking(self.req_r, False)
+        args = Namespace(node="node7", connect=f"tcp://127.0.0.1:{port}", curve="",
+                         heartbeat=1.0, join_timeout=TIMEOUT, fence=TIMEOUT)
+        hello = P.Hello(pid=os.getpid(), threads=1, preload=(), import_s=0.0)
+        self.agent = Agent(args, None, req_w, rep_r, hello)
+        self.agent.join([0, 1], [], 1 << 30)
+        self.ident, join = self.from_agent()
+        assert P.decode(join) == P.Join(node="node7", host=P.decode(join).host, cores=[0, 1], gpus=[],
+                                        memory=1 << 30, pid=os.getpid(), zygote_pid=os.getpid(), preload=[])
+
+    def to_agent(self, payload: bytes) -> None:
+        """Send as the coordinator does, and let the agent handle what arrived."""
+        self.router.send_multipart([self.ident, payload])
+        assert self.agent.sock.poll(int(TIMEOUT * 1000)), "the agent never received it"
+        self.agent._drain_coordinator()
+
+    def from_agent(self) -> tuple[bytes, bytes]:
+        assert self.router.poll(int(TIMEOUT * 1000)), "nothing from the agent"
+        ident, payload = self.router.recv_multipart()
+        return ident, payload
+
+    def zygote_frame(self) -> bytes | None:
+        """The payload of the next frame on the request pipe, None if there is none."""
+        try:
+            header = os.read(self.req_r, 4)
+        except BlockingIOError:
+            return None
+        (length,) = struct.unpack(">I", header)
+        return os.read(self.req_r, length)
+
+    def close(self) -> None:
+        self.agent.sock.close(0)
+        self.agent.ctx.term()
+        self.router.close(0)
+        self.ctx.term()
+        for fd in (self.req_r, self.agent.req_w, self.agent.rep_r, self.rep_w):
+            os.close(fd)
+
+
+@pytest.fixture
+def relay():
+    r = Relay()
+    yield r
+    r.close()
+
+
+def coordinators_launch(**kw) -> P.Launch:
+    """A Launch as the coordinator builds it: lists, not tuples."""
+    fields = dict(step="a/1", attempt=2, kind="call", call="steps:record", args={"x": [1, 2], "y": {"z": None}},
+                  command=None, cores=[0, 1], gpus=[], memory=1 << 20, workdir="/w", log="/w/log",
+                  run_dir="/r", inputs=["/r/in"], outputs=[], placement=[["node7", [0, 1], [], 1 << 20]],
+                  decided_at=time.time(), env={"FLEET_STEP": "a/1"}, gpu_vars=["CUDA_VISIBLE_DEVICES"])
+    return P.Launch(**{**fields, **kw})
+
+
+def test_a_launch_reaches_the_zygote_as_the_very_bytes_the_coordinator_sent(relay):
+    sent = P.encode(coordinators_launch())
+    relay.to_agent(sent)
+    received = relay.zygote_frame()
+    assert received == sent
+    assert framing.decode(received) == P.decode(sent)
+    assert relay.zygote_frame() is None  # one frame, nothing else
+
+
+def test_a_kill_reaches_the_zygote_as_the_very_bytes_the_coordinator_sent(relay):
+    sent = P.encode(P.Kill("a/1", 2, 15))
+    relay.to_agent(sent)
+    assert relay.zygote_frame() == sent
+
+
+def test_the_zygotes_started_and_exited_reach_the_coordinator_as_the_very_bytes_the_zygote_sent(relay):
+    started = P.encode(P.Started("a/1", 2, pid=4242, pgid=4242, at=time.time()))
+    exited = P.encode(P.Exited(
+        step="a/1", attempt=2, pid=4242, outcome="failed", returncode=3, signal=None, decided_at=1.0,
+        first_at=2.0, work_start=3.0, work_end=4.0, ended_at=5.0, utime=0.5, stime=0.25, maxrss_kb=1000,
+        affinity=(0, 1), placement_ok=True, error="exit status 3"))
+    os.write(relay.rep_w, framing.frame_payload(started))
+    relay.agent._from_zygote(os.read(relay.agent.rep_r, 1 << 16))
+    assert relay.from_agent() == (relay.ident, started)
+    assert relay.agent.pgids == {("a/1", 2): 4242}  # what it needs to stop the step itself
+    os.write(relay.rep_w, framing.frame_payload(exited))
+    relay.agent._from_zygote(os.read(relay.agent.rep_r, 1 << 16))
+    assert relay.from_agent() == (relay.ident, exited)
+    assert relay.agent.pgids == {}
+
+
+def test_a_launch_with_an_unknown_field_is_dropped_by_the_agent_and_never_reaches_the_zygote(relay, capfd):
+    body = msgpack.unpackb(P.encode(coordinators_launch()))
+    relay.to_agent(msgpack.packb({**body, "colour": "red"}))
+    assert relay.zygote_frame() is None
+    assert "dropped a malformed message: launch: unknown fields ['colour']" in capfd.readouterr().err
+    relay.to_agent(msgpack.packb({**body, "cores": "0,1"}))  # the same type checks as the zygote's
+    assert relay.zygote_frame() is None
+    assert "field 'cores' is not a tuple" in capfd.readouterr().err
+    good = P.encode(coordinators_launch())
+    relay.to_agent(good)
+    assert relay.zygote_frame() == good
+
+
+def test_a_report_with_an_unknown_field_from_the_zygote_is_dropped_and_not_relayed(relay, capfd):
+    body = msgpack.unpackb(P.encode(P.Started("a/1", 2, pid=1, pgid=1, at=0.0)))
+    os.write(relay.rep_w, framing.frame_payload(msgpack.packb({**body, "node": "node7"})))
+    relay.agent._from_zygote(os.read(relay.agent.rep_r, 1 << 16))
+    assert not relay.router.poll(200)
+    assert "dropped a malformed message from the zygote: started: unknown fields ['node']" in capfd.readouterr().err
