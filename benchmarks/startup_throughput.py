@@ -218,17 +218,17 @@ def zygote_direct(work: Path, steps: int) -> dict:
     code = r"""
 import json, os, sys, time
 import psutil
-from fleet.wire import pipe
+from fleet.wire import framing, messages
 from fleet.node.agent import start_zygote
 n, work = int(sys.argv[1]), sys.argv[2]
 proc, req_w, rep_r = start_zygote("numpy,scipy.linalg")
-hello = pipe.read_message(rep_r)
-assert isinstance(hello, pipe.Hello), hello
-reader = pipe.FrameReader()
+hello = framing.read_message(rep_r)
+assert isinstance(hello, messages.Hello), hello
+reader = framing.FrameReader()
 core = sorted(os.sched_getaffinity(0))[0]
 def launch(i):
     wd = f"{work}/steps/s{i}"
-    return pipe.Launch(step=f"s{i}", attempt=1, kind="call", call="fleet_bench_steps:noop", args={},
+    return messages.Launch(step=f"s{i}", attempt=1, kind="call", call="fleet_bench_steps:noop", args={},
                        command=None, cores=(core,), gpus=(), memory=0, workdir=wd, log=wd + "/log",
                        run_dir=work, decided_at=time.time(),
                        env={"FLEET_STEP": f"s{i}", "FLEET_ATTEMPT": "1", "FLEET_RUN_DIR": work})
@@ -236,17 +236,17 @@ zp = psutil.Process(proc.pid); c0 = zp.cpu_times()
 startup = []
 t = time.perf_counter()
 for i in range(n):
-    pipe.write_message(req_w, launch(i))
+    framing.write_message(req_w, launch(i))
     done = False
     while not done:
         for m in reader.feed(os.read(rep_r, 65536)):
-            if isinstance(m, pipe.Exited):
+            if isinstance(m, messages.Exited):
                 assert m.outcome == "succeeded", m
                 startup.append(m.work_start - m.decided_at)
                 done = True
 wall = time.perf_counter() - t
 c1 = zp.cpu_times()
-pipe.write_message(req_w, pipe.Shutdown(1.0))
+framing.write_message(req_w, messages.Shutdown(1.0))
 proc.wait(timeout=20)
 print(json.dumps({"steps": n, "wall_s": wall, "startup": startup,
                   "zygote_own_s": c1.user + c1.system - c0.user - c0.system,
