@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet.control.checks import checked_suite
+from fleet.control.checks import checked_suite, missing_on_disk
 from fleet.core.graph import build_graph, critical_path, find_cycles, topological_order
 from fleet.core.problems import SuiteError
 from fleet.core.suite import parse_suite
@@ -119,7 +119,7 @@ def test_an_input_no_step_produces_that_is_missing_on_disk_is_reported(tmp_path)
     graph, problems = build_graph(steps(
         {"id": "a", "inputs": ["present.nc", "sub/also.nc", "absent.nc"]},
         {"id": "b", "inputs": ["sub/absent.nc"]},
-    ), run_dir=tmp_path)
+    ), unproduced=missing_on_disk(tmp_path))
     assert where(problems) == {("a", "inputs"), ("b", "inputs")}
     assert "'absent.nc'" in next(p.message for p in problems if p.step == "a")
     assert "'sub/absent.nc'" in next(p.message for p in problems if p.step == "b")
@@ -129,18 +129,35 @@ def test_an_input_no_step_produces_that_is_missing_on_disk_is_reported(tmp_path)
 def test_an_input_that_exists_on_disk_needs_no_producer(tmp_path):
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "obs.nc").write_text("")
-    graph, problems = build_graph(steps({"id": "a", "inputs": ["data/obs.nc"]}), run_dir=tmp_path)
+    graph, problems = build_graph(steps({"id": "a", "inputs": ["data/obs.nc"]}), unproduced=missing_on_disk(tmp_path))
     assert problems == []
 
 
-def test_inputs_are_not_looked_for_on_disk_without_a_run_dir():
-    graph, problems = build_graph(steps({"id": "a", "inputs": ["nowhere.nc"]}))
+def test_the_graph_alone_never_looks_for_inputs_on_disk(monkeypatch):
+    # build_graph is pure: an input no step produces is not a problem of the graph's,
+    # and nothing on the filesystem is asked (control.checks looks, through `unproduced`).
+    import os
+    import pathlib
+
+    def no_disk(*a, **k):
+        raise AssertionError("the graph touched the filesystem")
+    for name in ("exists", "is_file", "is_dir", "stat", "lstat", "resolve", "open", "read_text"):
+        monkeypatch.setattr(pathlib.Path, name, no_disk)
+    for name in ("stat", "lstat", "access", "listdir", "scandir"):
+        monkeypatch.setattr(os, name, no_disk)
+    monkeypatch.setattr(os.path, "exists", no_disk)
+    specs = steps({"id": "a", "inputs": ["nowhere.nc"]}, {"id": "b", "inputs": ["a.nc"], "deps": ["a"]})
+    graph, problems = build_graph(specs)
     assert problems == []
+    assert graph.deps == {"a": (), "b": ("a",)}
+    asked = []
+    graph, problems = build_graph(specs, unproduced=lambda s, inp: asked.append((s.id, inp)))
+    assert problems == [] and asked == [("a", "nowhere.nc"), ("b", "a.nc")]
 
 
 def test_a_produced_input_is_not_looked_for_on_disk(tmp_path):
     graph, problems = build_graph(steps({"id": "a", "outputs": ["x.nc"]}, {"id": "b", "inputs": ["x.nc"]}),
-                                  run_dir=tmp_path)
+                                  unproduced=missing_on_disk(tmp_path))
     assert problems == []
     assert graph.deps["b"] == ("a",)
 
@@ -164,7 +181,7 @@ def test_all_graph_problems_are_reported_together(tmp_path):
         {"id": "a", "deps": ["ghost"], "outputs": ["o"]},
         {"id": "b", "outputs": ["o"], "inputs": ["missing"]},
         {"id": "c", "deps": ["d"]}, {"id": "d", "deps": ["c"]},
-    ), run_dir=tmp_path)
+    ), unproduced=missing_on_disk(tmp_path))
     assert sorted(where(problems)) == [("a", "deps"), ("b", "inputs"), ("b", "outputs"), ("c", "deps")]
 
 
@@ -191,11 +208,11 @@ def test_the_critical_path_is_the_longest_chain_of_durations():
         {"id": "a"}, {"id": "b", "deps": ["a"]}, {"id": "c", "deps": ["a"]}, {"id": "d", "deps": ["b", "c"]},
         {"id": "lone"},
     ))
-    floor, chain = critical_path(graph, {"a": 1.0, "b": 5.0, "c": 2.0, "d": 1.0, "lone": 6.5})
+    floor, chain = critical_path(graph.deps, {"a": 1.0, "b": 5.0, "c": 2.0, "d": 1.0, "lone": 6.5})
     assert (floor, chain) == (7.0, ["a", "b", "d"])
-    assert critical_path(graph, {"lone": 9.0}) == (9.0, ["lone"])
+    assert critical_path(graph.deps, {"lone": 9.0}) == (9.0, ["lone"])
     empty, _ = build_graph(())
-    assert critical_path(empty, {}) == (0.0, [])
+    assert critical_path(empty.deps, {}) == (0.0, [])
 
 
 def test_checked_suite_raises_every_graph_problem_with_the_file_name(tmp_path):
