@@ -172,8 +172,8 @@ def critical_path(deps: Mapping[str, Iterable[str]], duration: Mapping[str, floa
     with no `duration` takes 0. Ids on a cycle, and those after one, are left out.
     Ties go to what comes first: ids are walked in Kahn's order (a FIFO seeded with the
     ids that depend on nothing, in `deps` order), the chain ends at the first id whose
-    chain is longest, and each link is the first dependency through which it is longest.
-    (0.0, []) when there are no ids."""
+    chain is longest, and each link is the first dependency through which it is longest
+    (one whose chain adds no time is no link). (0.0, []) when there are no ids."""
     order, children = _kahn(deps)
     start = dict.fromkeys(order, 0.0)  # the longest chain before each id
     via: dict[str, str] = {}
@@ -183,7 +183,7 @@ def critical_path(deps: Mapping[str, Iterable[str]], duration: Mapping[str, floa
         if f > best:
             best, end = f, k
         for c in children.get(k, ()):
-            if f > start[c]:
+            if c in start and f > start[c]:  # not in start: after a cycle, on no chain
                 start[c] = f
                 via[c] = k
     if end is None:

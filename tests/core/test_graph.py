@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from fleet.control.checks import checked_suite, missing_on_disk
+from fleet.control.checks import checked_suite, load_suite, missing_on_disk
 from fleet.core.graph import build_graph, critical_path, find_cycles, topological_order
-from fleet.core.problems import SuiteError
+from fleet.core.problems import Problem, SuiteError
 from fleet.core.suite import parse_suite
 
 
@@ -238,3 +238,50 @@ def test_checked_suite_raises_every_graph_problem_with_the_file_name(tmp_path):
     with pytest.raises(SuiteError) as e:
         checked_suite(path)
     assert [p.message for p in e.value.problems] == ["dependency cycle through steps a -> b -> a"]
+
+
+def test_a_missing_input_is_no_problem_of_the_graph_and_checked_suite_reports_it_in_setup_order(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text(textwrap.dedent("""
+        [suite]
+        run_dir = "run"
+        [[steps]]
+        id = "a"
+        command = "x"
+        inputs = ["in.nc"]
+        [[steps]]
+        id = "b"
+        command = "x"
+        deps = ["ghost"]
+        """))
+    suite = load_suite(path)
+    assert build_graph(suite.steps)[1] == [Problem(str(path), "b", "deps", "'ghost' names no step")]
+    with pytest.raises(SuiteError) as e:
+        checked_suite(path)
+    assert e.value.problems == [
+        Problem(str(path), "a", "inputs", f"'in.nc' is produced by no step and does not exist in {tmp_path / 'run'}"),
+        Problem(str(path), "b", "deps", "'ghost' names no step"),
+    ]
+    with pytest.raises(SuiteError) as e:
+        checked_suite(path, check_inputs=False)
+    assert [p.step for p in e.value.problems] == ["b"]
+
+
+def test_the_critical_path_ignores_deps_on_unknown_ids_and_ids_with_no_entry_in_deps():
+    deps = {"a": [], "b": ["a"], "c": ["a"], "d": ["b", "c", "nowhere"]}
+    assert critical_path(deps, {"a": 1, "b": 5, "c": 2, "d": 1, "stranger": 99}) == (7, ["a", "b", "d"])
+    assert critical_path({}, {"x": 1.0}) == (0.0, [])
+    assert critical_path({"a": (), "b": iter(["a"])}, {}) == (0.0, ["a"])
+
+
+def test_the_critical_path_breaks_ties_by_what_comes_first_and_leaves_out_cycles():
+    # Chains of 4 end at d and at y; Kahn's order (a, x, b, c, y, d) reaches y first.
+    deps = {"a": [], "b": ["a"], "c": ["a"], "d": ["b", "c"], "x": [], "y": ["x"]}
+    assert critical_path(deps, {"a": 1, "b": 1, "c": 1, "d": 1, "x": 2, "y": 2}) == (4, ["x", "y"])
+    # d is as long through b as through c: through b, its first dependency to get there.
+    assert critical_path(deps, {"a": 1, "b": 1, "c": 1, "d": 2}) == (4, ["a", "b", "d"])
+    # A dependency that adds no time is not a link: the chain starts where time does.
+    assert critical_path(deps, {"c": 1, "b": 1}) == (1, ["b"])
+    # p and q wait on each other, r after them: none of the three is on any chain.
+    cyclic = {"p": ["q"], "q": ["p"], "r": ["p", "s"], "s": []}
+    assert critical_path(cyclic, {"p": 5, "q": 5, "r": 5, "s": 1}) == (1, ["s"])
