@@ -18,11 +18,15 @@ from fleet.core.waits import WaitReason
 
 @dataclass(frozen=True)
 class NodeJoined:
+    """A node's agent joined, with the node's resources."""
+
     node: NodeSpec
 
 
 @dataclass(frozen=True)
 class NodeLost:
+    """A node is gone; the steps running on it are lost."""
+
     node: str
     reason: str = "node lost"
 
@@ -41,6 +45,8 @@ class Submitted:
 
 @dataclass(frozen=True)
 class StepExited:
+    """An attempt of a running step ended."""
+
     step: str
     attempt: int
     outcome: str  # succeeded | failed | terminated | lost
@@ -80,12 +86,15 @@ Event = Union[NodeJoined, NodeLost, Submitted, StepExited, Elsewhere, Settled, R
 
 @dataclass(frozen=True)
 class Start:
+    """Run this attempt of the step on these cores, GPUs and memory."""
+
     step: str
     attempt: int
     placement: Placement
 
     @property
     def cores(self) -> int:
+        """How many cores the placement gives, over all its nodes."""
         return sum(len(s.cores) for s in self.placement)
 
 
@@ -106,6 +115,8 @@ class Wait:
 
 @dataclass(frozen=True)
 class Retry:
+    """The step failed and runs again (it is queued, not started, by this decision)."""
+
     step: str
     attempt: int  # the attempt that will run next
     reason: str
@@ -113,6 +124,8 @@ class Retry:
 
 @dataclass(frozen=True)
 class Finished:
+    """An attempt ended with this outcome (the step may still be retried)."""
+
     step: str
     attempt: int
     outcome: str
@@ -129,6 +142,8 @@ class Blocked:
 
 @dataclass(frozen=True)
 class Unrunnable:
+    """The step can never fit the allocation; `reason` says what is short."""
+
     step: str
     reason: str
 

@@ -124,14 +124,17 @@ class Scheduler:
         return self._open == 0
 
     def counts(self) -> dict[str, int]:
+        """How many steps are in each state (states with none left out)."""
         return {k: v for k, v in self._counts.items() if v}
 
     def view(self, step: str) -> JobView:
+        """A read-only view of one step."""
         j = self._jobs[step]
         return JobView(j.spec.id, j.state, j.attempt, j.placement, j.started_at,
                        j.why.text() if j.why is not None else None, j.spec, j.why)
 
     def views(self) -> list[JobView]:
+        """Every submitted step, in submission order."""
         return [self.view(s) for s in self._jobs]
 
     def running(self, limit: int | None = None) -> list[JobView]:
@@ -140,15 +143,19 @@ class Scheduler:
         return [self.view(s) for s in ids]
 
     def running_count(self) -> int:
+        """How many steps run now."""
         return len(self._running)
 
     def running_on(self, node: str) -> list[JobView]:
+        """The steps with a part on `node`, in submission order."""
         return [self.view(s) for s in sorted(self._on_node.get(node, ()), key=lambda s: self._jobs[s].seq)]
 
     def state(self, step: str) -> str:
+        """The step's state (fleet.core.states)."""
         return self._jobs[step].state
 
     def capacity(self) -> Capacity:
+        """The whole allocation's shape, which step widths are decided from."""
         if self._capacity is None:
             self._capacity = Capacity.of(self.pool.nodes())
         return self._capacity

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from fleet.core.graph import build_graph
 from fleet.core.resources import Capacity, NodeSpec, Slot
 from fleet.core.scheduler import (Blocked, Finished, Ignored, NodeJoined, NodeLost, Retry, Scheduler, Skipped, Start,
-                             StepExited, Submitted, Wait, submission)
+                             StepExited, Submitted, submission)
 from fleet.core.simulate import pretend_nodes, simulate
 from fleet.core.suite import parse_suite
 
