@@ -1,10 +1,15 @@
-"""The step graph: explicit and file dependencies, and what is wrong with them."""
+"""The step graph: explicit and file dependencies, and what is wrong with them.
+
+Pure: whether an input no step produces exists on disk is for the caller to say
+(fleet.control.checks looks), through `build_graph`'s `unproduced` hook.
+"""
 
 from __future__ import annotations
 
+import heapq
 import os
 from dataclasses import dataclass
-from pathlib import Path
+from typing import Callable, Iterable, Mapping
 
 from fleet.core.problems import Problem
 from fleet.core.suite import StepSpec
@@ -26,15 +31,18 @@ class Graph:
 
 
 def _norm(p: str) -> str:
-    return os.path.normpath(p)
+    return os.path.normpath(p)  # string arithmetic only: "./x" and "x" are one file
 
 
-def build_graph(steps: tuple[StepSpec, ...] | list[StepSpec], run_dir: Path | None = None,
-                known_done: frozenset[str] = frozenset()) -> tuple[Graph, list[Problem]]:
-    """Build the graph and list every problem: unknown deps, missing inputs,
-    two producers of one output, and cycles (each naming every step on it).
+def build_graph(steps: tuple[StepSpec, ...] | list[StepSpec], *, known_done: frozenset[str] = frozenset(),
+                unproduced: Callable[[StepSpec, str], Problem | None] | None = None,
+                ) -> tuple[Graph, list[Problem]]:
+    """Build the graph and list every problem: unknown deps, two producers of one
+    output, and cycles (each naming every step on it).
 
-    An input that no step produces must exist under run_dir (when run_dir is given).
+    `unproduced(step, input)` is asked about each input no step produces and returns
+    the problem with it, if any (the caller looks on disk); its problems take their
+    place among the step's own, so the list reads in setup order.
     """
     steps = tuple(steps)
     problems: list[Problem] = []
@@ -59,9 +67,8 @@ def build_graph(steps: tuple[StepSpec, ...] | list[StepSpec], run_dir: Path | No
             if p is not None:
                 if p not in ds:
                     ds.append(p)
-            elif run_dir is not None and not (run_dir / inp).exists():
-                problems.append(Problem(s.source, s.id, "inputs",
-                                        f"{inp!r} is produced by no step and does not exist in {run_dir}"))
+            elif unproduced is not None and (problem := unproduced(s, inp)) is not None:
+                problems.append(problem)
         deps[s.id] = tuple(d for d in ds if d in ids)
     graph = Graph(steps, deps)
     for cycle in find_cycles(graph):
@@ -139,26 +146,8 @@ def _walk(comp: list[str], graph: Graph, order: dict[str, int]) -> list[str]:
     return path
 
 
-def critical_path(graph: Graph, duration: dict[str, float]) -> tuple[float, list[str]]:
-    """The dependency floor: the longest chain of durations, and the steps on it."""
-    best: dict[str, float] = {}
-    via: dict[str, str | None] = {}
-    for sid in topological_order(graph):
-        prev = max(graph.deps[sid], key=lambda d: best[d], default=None)
-        best[sid] = duration.get(sid, 0.0) + (best[prev] if prev is not None else 0.0)
-        via[sid] = prev
-    if not best:
-        return 0.0, []
-    end = max(best, key=best.__getitem__)
-    chain = [end]
-    while via[chain[-1]] is not None:
-        chain.append(via[chain[-1]])
-    return best[end], chain[::-1]
-
-
 def topological_order(graph: Graph) -> list[str]:
     """Steps with every dependency before its dependents, ties in setup order."""
-    import heapq
     order = {s.id: s.order for s in graph.steps}
     indeg = {s.id: len(graph.deps[s.id]) for s in graph.steps}
     dependents = graph.dependents()
@@ -173,3 +162,53 @@ def topological_order(graph: Graph) -> list[str]:
             if indeg[w] == 0:
                 heapq.heappush(heap, (order[w], w))
     return out
+
+
+def critical_path(deps: Mapping[str, Iterable[str]], duration: Mapping[str, float]) -> tuple[float, list[str]]:
+    """The dependency floor: the longest chain of durations through `deps`, and the
+    ids on it from first to last.
+
+    The ids are the keys of `deps`; a dependency on any other id is ignored, and an id
+    with no `duration` takes 0. Ids on a cycle, and those after one, are left out.
+    Ties go to what comes first: ids are walked in Kahn's order (a FIFO seeded with the
+    ids that depend on nothing, in `deps` order), the chain ends at the first id whose
+    chain is longest, and each link is the first dependency through which it is longest
+    (one whose chain adds no time is no link). (0.0, []) when there are no ids."""
+    order, children = _kahn(deps)
+    start = dict.fromkeys(order, 0.0)  # the longest chain before each id
+    via: dict[str, str] = {}
+    best, end = -1.0, None
+    for k in order:
+        f = start[k] + duration.get(k, 0.0)
+        if f > best:
+            best, end = f, k
+        for c in children.get(k, ()):
+            if c in start and f > start[c]:  # not in start: after a cycle, on no chain
+                start[c] = f
+                via[c] = k
+    if end is None:
+        return 0.0, []
+    chain = [end]
+    while chain[-1] in via:
+        chain.append(via[chain[-1]])
+    return best, chain[::-1]
+
+
+def _kahn(deps: Mapping[str, Iterable[str]]) -> tuple[list[str], dict[str, list[str]]]:
+    """Kahn's order of the keys of `deps` (ids on or after a cycle left out) and each id's dependents."""
+    indeg = dict.fromkeys(deps, 0)
+    children: dict[str, list[str]] = {}
+    for k, ds in deps.items():
+        for d in ds:
+            if d in indeg:
+                children.setdefault(d, []).append(k)
+                indeg[k] += 1
+    order = [k for k, v in indeg.items() if v == 0]
+    i = 0
+    while i < len(order):
+        for c in children.get(order[i], ()):
+            indeg[c] -= 1
+            if indeg[c] == 0:
+                order.append(c)
+        i += 1
+    return order, children

@@ -10,6 +10,9 @@ classes of identical demand: when the first of a class does not fit, none of the
 class does, so a pass costs O(classes + starts), not O(ready steps), and steps still
 waiting on dependencies are never looked at. A blocked class is tried again only
 after a node it could fit on has released something (see Pool.could_fit_since).
+
+The events and decisions live in fleet.core.decisions and are re-exported here, so
+`from fleet.core.scheduler import Start, Wait, ...` keeps working.
 """
 
 from __future__ import annotations
@@ -17,149 +20,26 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import deque
-from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Union
+from dataclasses import dataclass
 
 from fleet.core import states as S
-from fleet.core.resources import Capacity, Demand, NodeSpec, Placement, Pool
+from fleet.core import waits as W
+from fleet.core.decisions import (Blocked, Decision, Elsewhere, Event, Finished, Ignored, NodeJoined, NodeLost,
+                                  Reclaim, Retry, Settled, Skipped, Start, StepExited, Submitted, Unrunnable,
+                                  Wait, submission)
+from fleet.core.resources import Capacity, Demand, Placement, Pool
 from fleet.core.suite import StepSpec
 
-
-# --- events ---------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class NodeJoined:
-    node: NodeSpec
-
-
-@dataclass(frozen=True)
-class NodeLost:
-    node: str
-    reason: str = "node lost"
-
-
-@dataclass(frozen=True)
-class Submitted:
-    """Steps to run, with their effective dependencies (explicit and by files), and
-    the ids that completion markers say already succeeded."""
-
-    steps: tuple[StepSpec, ...]
-    deps: Mapping[str, tuple[str, ...]] = field(hash=False)
-    done: frozenset[str] = frozenset()
-    serial: bool = False  # one step at a time, in setup order (priorities ignored)
-    foreign: frozenset[str] = frozenset()  # run by another fleet (shard): wait for its outcome
-
-
-@dataclass(frozen=True)
-class StepExited:
-    step: str
-    attempt: int
-    outcome: str  # succeeded | failed | terminated | lost
-    reason: str = ""
-
-
-@dataclass(frozen=True)
-class Elsewhere:
-    """The step just started is claimed by another live fleet: it runs there, not here."""
-
-    step: str
-    attempt: int
-    reason: str
-
-
-@dataclass(frozen=True)
-class Settled:
-    """Another fleet finished a step that is ELSEWHERE here (its marker appeared)."""
-
-    step: str
-    outcome: str  # succeeded | failed
-    reason: str = ""
-
-
-@dataclass(frozen=True)
-class Reclaim:
-    """A step ELSEWHERE is ours to run after all (the other fleet's claim went stale)."""
-
-    step: str
-    reason: str = ""
-
-
-Event = Union[NodeJoined, NodeLost, Submitted, StepExited, Elsewhere, Settled, Reclaim]
-
-
-# --- decisions ------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Start:
-    step: str
-    attempt: int
-    placement: Placement
-
-    @property
-    def cores(self) -> int:
-        return sum(len(s.cores) for s in self.placement)
-
-
-@dataclass(frozen=True)
-class Wait:
-    """The step is ready but does not fit now; `behind` more of its kind queue after it."""
-
-    step: str
-    reason: str
-    behind: int = 0
-
-
-@dataclass(frozen=True)
-class Retry:
-    step: str
-    attempt: int  # the attempt that will run next
-    reason: str
-
-
-@dataclass(frozen=True)
-class Finished:
-    step: str
-    attempt: int
-    outcome: str
-    reason: str = ""
-
-
-@dataclass(frozen=True)
-class Blocked:
-    """The step will not run because a dependency did not succeed."""
-
-    step: str
-    because: str
-
-
-@dataclass(frozen=True)
-class Unrunnable:
-    step: str
-    reason: str
-
-
-@dataclass(frozen=True)
-class Skipped:
-    """A completion marker says the step already succeeded."""
-
-    step: str
-
-
-@dataclass(frozen=True)
-class Ignored:
-    """An event that no longer applies (an exit report of an earlier attempt...)."""
-
-    what: str
-
-
-Decision = Union[Start, Wait, Retry, Finished, Blocked, Unrunnable, Skipped, Ignored]
+__all__ = ["Scheduler", "JobView", "Event", "Decision", "NodeJoined", "NodeLost", "Submitted", "StepExited",
+           "Elsewhere", "Settled", "Reclaim", "Start", "Wait", "Retry", "Finished", "Blocked", "Unrunnable",
+           "Skipped", "Ignored", "submission"]
 
 
 # --- internal records -------------------------------------------------------------
 
 class _Job:
     __slots__ = ("spec", "state", "attempt", "unmet", "dependents", "demand", "placement",
-                 "started_at", "wait_reason", "exclusive", "prio", "seq")
+                 "started_at", "why", "exclusive", "prio", "seq")
 
     def __init__(self, spec: StepSpec):
         self.spec = spec
@@ -170,7 +50,7 @@ class _Job:
         self.demand: Demand | None = None
         self.placement: Placement = ()
         self.started_at: float | None = None
-        self.wait_reason: str | None = None
+        self.why: W.WaitReason | None = None  # its last Wait, until it starts
         self.exclusive = not spec.concurrent
         self.prio = spec.priority
         self.seq = 0  # submission order across every suite submitted, set by the scheduler
@@ -199,6 +79,7 @@ class JobView:
     started_at: float | None
     wait_reason: str | None
     spec: StepSpec
+    why: W.WaitReason | None = None  # the structure behind `wait_reason`
 
 
 class Scheduler:
@@ -243,13 +124,17 @@ class Scheduler:
         return self._open == 0
 
     def counts(self) -> dict[str, int]:
+        """How many steps are in each state (states with none left out)."""
         return {k: v for k, v in self._counts.items() if v}
 
     def view(self, step: str) -> JobView:
+        """A read-only view of one step."""
         j = self._jobs[step]
-        return JobView(j.spec.id, j.state, j.attempt, j.placement, j.started_at, j.wait_reason, j.spec)
+        return JobView(j.spec.id, j.state, j.attempt, j.placement, j.started_at,
+                       j.why.text() if j.why is not None else None, j.spec, j.why)
 
     def views(self) -> list[JobView]:
+        """Every submitted step, in submission order."""
         return [self.view(s) for s in self._jobs]
 
     def running(self, limit: int | None = None) -> list[JobView]:
@@ -258,15 +143,19 @@ class Scheduler:
         return [self.view(s) for s in ids]
 
     def running_count(self) -> int:
+        """How many steps run now."""
         return len(self._running)
 
     def running_on(self, node: str) -> list[JobView]:
+        """The steps with a part on `node`, in submission order."""
         return [self.view(s) for s in sorted(self._on_node.get(node, ()), key=lambda s: self._jobs[s].seq)]
 
     def state(self, step: str) -> str:
+        """The step's state (fleet.core.states)."""
         return self._jobs[step].state
 
     def capacity(self) -> Capacity:
+        """The whole allocation's shape, which step widths are decided from."""
         if self._capacity is None:
             self._capacity = Capacity.of(self.pool.nodes())
         return self._capacity
@@ -402,7 +291,7 @@ class Scheduler:
                 return
             self._stop_running(job)
             self._set(job, "elsewhere")
-            out.append(Wait(job.spec.id, ev.reason))
+            out.append(Wait(job.spec.id, W.WaitReason(W.ELSEWHERE, detail=ev.reason)))
             return
         if job is None or job.state != S.ELSEWHERE:
             out.append(Ignored(f"{ev.step!r} is not elsewhere"))
@@ -500,8 +389,8 @@ class Scheduler:
             cls = self._classes[key]
             job = self._jobs[sid]
             if cls.exclusive and (self._running or started):
-                self._wait(job, f"runs alone: waiting for {len(self._running)} running step(s) to finish",
-                           len(cls.heap) - 1, out)
+                why = W.WaitReason(W.ALONE, detail=f"waiting for {len(self._running)} running step(s) to finish")
+                self._wait(job, why, len(cls.heap) - 1, out)
                 return  # nothing ordered after it starts: the fleet drains for it
             # The job's own demand: the one "exclusive" class holds steps of every width.
             placement = pool.place(job.demand)
@@ -518,7 +407,7 @@ class Scheduler:
             self._set(job, "start")
             job.placement = placement
             job.started_at = now
-            job.wait_reason = None
+            job.why = None
             self._running[sid] = job
             for slot in placement:
                 self._on_node[slot.node].add(sid)
@@ -530,30 +419,21 @@ class Scheduler:
             if cls.heap:
                 heapq.heappush(heads, (cls.heap[0], key))
 
-    def _wait(self, job: _Job, reason: str, behind: int, out: list[Decision]) -> None:
-        if job.wait_reason != reason:
-            job.wait_reason = reason
-            out.append(Wait(job.spec.id, reason, behind))
+    def _wait(self, job: _Job, why: W.WaitReason, behind: int, out: list[Decision]) -> None:
+        # Said again only when the words change: the free counts behind an unchanged
+        # "no node has ..." move with every start and would repeat the same wait.
+        if job.why is None or job.why.text() != why.text():
+            job.why = why
+            out.append(Wait(job.spec.id, why, behind))
 
-    def _why(self, d: Demand) -> str:
+    def _why(self, d: Demand) -> W.WaitReason:
         pool = self.pool
         if d.cores > pool.free_cores:
-            return f"needs {d.cores} cores, {pool.free_cores} free"
-        if d.gpus > pool.free_gpus:
-            return f"needs {d.gpus} GPUs, {pool.free_gpus} free"
-        if d.span:
-            return f"needs {d.cores} cores with {d.gpus} GPUs and its memory across nodes"
-        parts = [f"{d.cores} cores"]
-        if d.gpus:
-            parts.append(f"{d.gpus} GPUs")
-        if d.memory is not None:
-            parts.append(f"{d.memory} bytes of memory")
-        return "no node has " + ", ".join(parts) + " free together (the step may not span nodes)"
-
-
-def submission(steps: Iterable[StepSpec], deps: Mapping[str, tuple[str, ...]] | None = None,
-               done: Iterable[str] = ()) -> Submitted:
-    """A Submitted event; `deps` defaults to each step's explicit deps."""
-    steps = tuple(steps)
-    return Submitted(steps, dict(deps) if deps is not None else {s.id: s.deps for s in steps},
-                     frozenset(done))
+            cause = W.CORES
+        elif d.gpus > pool.free_gpus:
+            cause = W.GPUS
+        elif d.span:
+            cause = W.SPAN
+        else:
+            cause = W.WHOLE_NODE
+        return W.WaitReason(cause, d.cores, d.gpus, d.memory, pool.free_cores, pool.free_gpus)

@@ -100,6 +100,6 @@ def simulate(steps: Iterable[StepSpec], graph: Graph, nodes: list[NodeSpec],
     core_s = sum((s.end_s - s.start_s) * s.cores for s in placed.values())
     total = sum(len(n.cores) for n in nodes)
     runnable = {sid: d for sid, d in dur.items() if sid not in unrunnable and sid not in blocked}
-    floor, _ = critical_path(graph, runnable)
+    floor, _ = critical_path(graph.deps, runnable)
     util = core_s / (total * makespan) if makespan > 0 and total else 0.0
     return SimResult(makespan, work, core_s, floor, util, placed, count, unrunnable, blocked, tuple(log))

@@ -1,8 +1,9 @@
-"""Reading a suite file (TOML) into validated, frozen step specifications.
+"""Checking a suite (TOML text) into validated, frozen step specifications.
 
 A suite is `[suite]` (name, run_dir, preload), `[defaults]` (any step field) and
 `[[steps]]` tables in setup order. Every problem is collected and raised together
-as a SuiteError; nothing is started before a suite reads cleanly.
+as a SuiteError; nothing is started before a suite reads cleanly. Reading the file
+is fleet.control.checks.load_suite's: here is only text and tables.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import re
 import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from fleet.core.problems import Problem, SuiteError
 from fleet.core.units import parse_memory
@@ -215,29 +216,62 @@ def _substitute(v: Any, i: str) -> Any:
     return v
 
 
-def load_suite(path: str | Path) -> Suite:
-    """Read and check a suite file; raise SuiteError listing every problem found."""
+def suite_from_toml(text: str, path: str | Path, resolve: Callable[[Path], Path] | None = None) -> Suite:
+    """Check a suite given as TOML text read from `path`; raise SuiteError listing
+    every problem found. (Reading the file is the caller's: fleet.control.checks.)"""
     path = Path(path)
-    fname = str(path)
     try:
-        raw = tomllib.loads(path.read_text())
-    except FileNotFoundError:
-        raise SuiteError([Problem(fname, None, None, "no such file")]) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise SuiteError([Problem(fname, None, None, f"cannot read: {e}")]) from None
+        raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise SuiteError([Problem(fname, None, None, f"not valid TOML: {e}")]) from None
-    return parse_suite(raw, path)
+        raise SuiteError([Problem(str(path), None, None, f"not valid TOML: {e}")]) from None
+    return parse_suite(raw, path, resolve)
 
 
-def parse_suite(raw: dict, path: Path) -> Suite:
-    """Check an already-parsed suite table (see load_suite)."""
+def parse_suite(raw: dict, path: Path, resolve: Callable[[Path], Path] | None = None) -> Suite:
+    """Check an already-parsed suite table from the file `path`.
+
+    A relative run_dir is taken from the suite file's directory and passed through
+    `resolve` (the caller gives Path.resolve, which asks the filesystem; without it the
+    path is only joined). An absolute run_dir is kept as written."""
     fname = str(path)
     problems: list[Problem] = []
     for key in raw:
         if key not in ("suite", "defaults", "steps"):
             problems.append(Problem(fname, None, key, "unknown top-level table (expected [suite], [defaults], [[steps]])"))
+    name, run_dir_raw, preload = _suite_table(raw, path, problems)
+    defaults = _defaults(raw, fname, problems)
+    tables = raw.get("steps", [])
+    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
+        problems.append(Problem(fname, None, "steps", "expected [[steps]] tables"))
+        tables = []
+    steps: dict[str, StepSpec] = {}
+    for n, table in enumerate(tables, 1):
+        instances, unknown = _instances(table, n, defaults, fname, problems)
+        for inst in instances:
+            spec = _make_step(inst, len(steps), fname, problems)  # setup order: count of distinct steps
+            if spec is None or unknown:
+                continue
+            prior = steps.get(spec.id)
+            if prior is None:
+                steps[spec.id] = spec
+            elif prior.identity() != spec.identity():
+                differ = [k for (k, a), (_, b) in zip(prior.identity(), spec.identity()) if a != b]
+                problems.append(Problem(fname, spec.id, differ[0] if differ else "id",
+                                        "defined twice differently (fields differ: " + ", ".join(differ) + ")"))
+    if problems:
+        raise SuiteError(problems)
+    run_dir = Path(run_dir_raw)
+    if not run_dir.is_absolute():
+        run_dir = path.parent / run_dir
+        if resolve is not None:
+            run_dir = resolve(run_dir)
+    return Suite(path=path, name=name, run_dir=run_dir, preload=tuple(preload),
+                 steps=tuple(sorted(steps.values(), key=lambda s: s.order)))
 
+
+def _suite_table(raw: dict, path: Path, problems: list[Problem]) -> tuple[str, str, list]:
+    """The [suite] table: name, run_dir (as written) and preload, defaults in place of bad values."""
+    fname = str(path)
     head = raw.get("suite", {})
     if not isinstance(head, dict):
         problems.append(Problem(fname, None, "suite", "expected a [suite] table"))
@@ -257,11 +291,15 @@ def parse_suite(raw: dict, path: Path) -> Suite:
     if not isinstance(preload, list) or not all(isinstance(m, str) and m for m in preload):
         problems.append(Problem(fname, None, "suite.preload", f"expected a list of module names, got {preload!r}"))
         preload = []
+    return name, run_dir_raw, preload
 
+
+def _defaults(raw: dict, fname: str, problems: list[Problem]) -> dict:
+    """The [defaults] table, each value checked as the step field it defaults."""
     defaults = raw.get("defaults", {})
     if not isinstance(defaults, dict):
         problems.append(Problem(fname, None, "defaults", "expected a [defaults] table"))
-        defaults = {}
+        return {}
     for key, value in defaults.items():
         if key == "id":
             problems.append(Problem(fname, None, "defaults.id", "a step id cannot have a default"))
@@ -272,114 +310,67 @@ def parse_suite(raw: dict, path: Path) -> Suite:
                 CHECKS[key](value)
             except ValueError as e:
                 problems.append(Problem(fname, None, f"defaults.{key}", str(e)))
+    return defaults
 
-    tables = raw.get("steps", [])
-    if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
-        problems.append(Problem(fname, None, "steps", "expected [[steps]] tables"))
-        tables = []
 
-    steps: dict[str, StepSpec] = {}
-    order = 0
-    for n, table in enumerate(tables, 1):
-        label = table.get("id") if isinstance(table.get("id"), str) else f"#{n}"
-        merged = {k: v for k, v in defaults.items() if k in STEP_FIELDS and k != "id"}
-        merged.update(table)
-        # A default for cores does not make an MPI step wrong, nor one for ranks a plain step.
-        foreign = ("cores", "min_cores") if merged.get("mpi") is True else ("ranks", "min_ranks", "threads")
-        for k in foreign:
-            if k not in table:
-                merged.pop(k, None)
-        unknown = [k for k in table if k not in STEP_FIELDS]
-        for key in unknown:
-            problems.append(Problem(fname, label, key, "unknown field"))
-        if "id" not in table:
-            problems.append(Problem(fname, label, "id", "every step needs an id"))
-            continue
-        for key in unknown:  # still check the known fields: every problem in one go
-            merged.pop(key)
-        instances = [merged]
-        if "array" in merged:
-            try:
-                indices = parse_array(_str(merged["array"]))
-            except ValueError as e:
-                problems.append(Problem(fname, label, "array", str(e)))
-                continue
-            if "{i}" not in str(merged["id"]):
-                problems.append(Problem(fname, label, "id", "an array step's id must contain {i}"))
-                continue
-            instances = [_substitute({k: v for k, v in merged.items() if k != "array"}, str(i)) for i in indices]
-        for inst in instances:
-            spec = _make_step(inst, order, fname, problems)
-            if spec is None or unknown:
-                continue
-            prior = steps.get(spec.id)
-            if prior is None:
-                steps[spec.id] = spec
-                order += 1
-            elif prior.identity() != spec.identity():
-                differ = [k for (k, a), (_, b) in zip(prior.identity(), spec.identity()) if a != b]
-                problems.append(Problem(fname, spec.id, differ[0] if differ else "id",
-                                        "defined twice differently (fields differ: " + ", ".join(differ) + ")"))
-
-    if problems:
-        raise SuiteError(problems)
-    run_dir = Path(run_dir_raw)
-    if not run_dir.is_absolute():
-        run_dir = (path.parent / run_dir).resolve()
-    return Suite(path=path, name=name, run_dir=run_dir, preload=tuple(preload),
-                 steps=tuple(sorted(steps.values(), key=lambda s: s.order)))
+def _instances(table: dict, n: int, defaults: dict, fname: str,
+               problems: list[Problem]) -> tuple[list[dict], bool]:
+    """The raw steps one [[steps]] table declares, defaults applied (an array gives
+    many), and whether it has unknown fields (its steps are then checked, not kept)."""
+    label = table.get("id") if isinstance(table.get("id"), str) else f"#{n}"
+    merged = {k: v for k, v in defaults.items() if k in STEP_FIELDS and k != "id"}
+    merged.update(table)
+    # A default for cores does not make an MPI step wrong, nor one for ranks a plain step.
+    foreign = ("cores", "min_cores") if merged.get("mpi") is True else ("ranks", "min_ranks", "threads")
+    for k in foreign:
+        if k not in table:
+            merged.pop(k, None)
+    unknown = [k for k in table if k not in STEP_FIELDS]
+    for key in unknown:
+        problems.append(Problem(fname, label, key, "unknown field"))
+    if "id" not in table:
+        problems.append(Problem(fname, label, "id", "every step needs an id"))
+        return [], True
+    for key in unknown:  # still check the known fields: every problem in one go
+        merged.pop(key)
+    instances = [merged]
+    if "array" in merged:
+        try:
+            indices = parse_array(_str(merged["array"]))
+        except ValueError as e:
+            problems.append(Problem(fname, label, "array", str(e)))
+            return [], True
+        if "{i}" not in str(merged["id"]):
+            problems.append(Problem(fname, label, "id", "an array step's id must contain {i}"))
+            return [], True
+        instances = [_substitute({k: v for k, v in merged.items() if k != "array"}, str(i)) for i in indices]
+    return instances, bool(unknown)
 
 
 def _make_step(raw: dict, order: int, fname: str, problems: list[Problem]) -> StepSpec | None:
+    """One step from its raw fields (defaults applied, array expanded), or None after
+    adding its problems."""
     label = raw.get("id") if isinstance(raw.get("id"), str) else "?"
-    values: dict[str, Any] = {}
-    ok = True
-    for key, value in raw.items():
-        if key == "array":
-            continue
-        try:
-            values[key] = CHECKS[key](value)
-        except ValueError as e:
-            problems.append(Problem(fname, label, key, str(e)))
-            ok = False
+    before = len(problems)
 
     def bad(fieldname: str, message: str) -> None:
-        nonlocal ok
         problems.append(Problem(fname, label, fieldname, message))
-        ok = False
 
+    values = _checked_fields(raw, bad)
     # Which of call/command is given does not depend on their values being right.
     has_call, has_cmd = "call" in raw, "command" in raw
     if has_call == has_cmd:
         bad("call", "give exactly one of call and command" + (" (both given)" if has_call else " (neither given)"))
     if "args" in raw and not has_call:
         bad("args", "args are keyword arguments for a call step")
-    if not ok:
+    if len(problems) > before:
         return None
     mpi = values.get("mpi", False)
-    if mpi:
-        if "cores" in values or "min_cores" in values:
-            bad("cores", "an MPI step declares ranks and threads, not cores")
-        ranks = values.get("ranks", 1)
-        min_ranks = values.get("min_ranks", ranks)
-        threads = values.get("threads", 1)
-        if min_ranks > ranks:
-            bad("min_ranks", f"min_ranks ({min_ranks}) is larger than ranks ({ranks})")
-        cores, min_cores = ranks * threads, min_ranks * threads
-    else:
-        for k in ("ranks", "min_ranks", "threads"):
-            if k in values:
-                bad(k, f"{k} is for MPI steps (set mpi = true)")
-        cores = values.get("cores", 1)
-        min_cores = values.get("min_cores", cores)
-        ranks = min_ranks = threads = 1
-        if min_cores > cores:
-            bad("min_cores", f"min_cores ({min_cores}) is larger than cores ({cores})")
-    for k in ("deps",):
-        for d in values.get(k, ()):
-            if not STEP_ID.match(d):
-                bad(k, f"{d!r} is not a step id")
-    if not ok:
+    cores, min_cores, ranks, min_ranks, threads = _widths(values, mpi, bad)
+    for d in values.get("deps", ()):
+        if not STEP_ID.match(d):
+            bad("deps", f"{d!r} is not a step id")
+    if len(problems) > before:
         return None
     sid = values["id"]
     return StepSpec(
@@ -392,3 +383,38 @@ def _make_step(raw: dict, order: int, fname: str, problems: list[Problem]) -> St
         priority=values.get("priority", 3), concurrent=values.get("concurrent", True),
         retries=values.get("retries", 0), estimate=values.get("estimate"), source=fname,
     )
+
+
+def _checked_fields(raw: dict, bad: Callable[[str, str], None]) -> dict[str, Any]:
+    """Each field's typed value (the array index list is not a field of the step)."""
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key == "array":
+            continue
+        try:
+            values[key] = CHECKS[key](value)
+        except ValueError as e:
+            bad(key, str(e))
+    return values
+
+
+def _widths(values: dict[str, Any], mpi: bool, bad: Callable[[str, str], None]) -> tuple[int, int, int, int, int]:
+    """cores, min_cores, ranks, min_ranks, threads: an MPI step's cores are its ranks
+    times threads; a plain step has one rank of one thread."""
+    if mpi:
+        if "cores" in values or "min_cores" in values:
+            bad("cores", "an MPI step declares ranks and threads, not cores")
+        ranks = values.get("ranks", 1)
+        min_ranks = values.get("min_ranks", ranks)
+        threads = values.get("threads", 1)
+        if min_ranks > ranks:
+            bad("min_ranks", f"min_ranks ({min_ranks}) is larger than ranks ({ranks})")
+        return ranks * threads, min_ranks * threads, ranks, min_ranks, threads
+    for k in ("ranks", "min_ranks", "threads"):
+        if k in values:
+            bad(k, f"{k} is for MPI steps (set mpi = true)")
+    cores = values.get("cores", 1)
+    min_cores = values.get("min_cores", cores)
+    if min_cores > cores:
+        bad("min_cores", f"min_cores ({min_cores}) is larger than cores ({cores})")
+    return cores, min_cores, 1, 1, 1

@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from fleet.core.resources import NodeSpec, Slot
-from fleet.core.scheduler import NodeJoined, Scheduler, submission
+from fleet.core.scheduler import NodeJoined, Scheduler, Wait, submission
 from fleet.core.suite import parse_suite
 
 GiB = 2**30
@@ -32,3 +32,18 @@ def scheduler(nodes, *tables, done=()):
 
 def slot(name, cores, gpus=(), memory=GiB):
     return Slot(name, tuple(cores), tuple(gpus), memory)
+
+
+class WaitSaying:
+    """Equal to a scheduler Wait with these words and this queue behind it: the tests
+    that pin the 0.1 prose compare through it; test_waits checks the structure."""
+
+    def __init__(self, step: str, reason: str, behind: int = 0):
+        self.step, self.reason, self.behind = step, reason, behind
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Wait) and (other.step, other.reason, other.behind) == (
+            self.step, self.reason, self.behind)
+
+    def __repr__(self) -> str:
+        return f"WaitSaying({self.step!r}, {self.reason!r}, {self.behind})"

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from fleet.control.checks import checked_suite
+from fleet.control.checks import checked_suite, load_suite, missing_on_disk
 from fleet.core.graph import build_graph, critical_path, find_cycles, topological_order
-from fleet.core.problems import SuiteError
+from fleet.core.problems import Problem, SuiteError
 from fleet.core.suite import parse_suite
 
 
@@ -119,7 +119,7 @@ def test_an_input_no_step_produces_that_is_missing_on_disk_is_reported(tmp_path)
     graph, problems = build_graph(steps(
         {"id": "a", "inputs": ["present.nc", "sub/also.nc", "absent.nc"]},
         {"id": "b", "inputs": ["sub/absent.nc"]},
-    ), run_dir=tmp_path)
+    ), unproduced=missing_on_disk(tmp_path))
     assert where(problems) == {("a", "inputs"), ("b", "inputs")}
     assert "'absent.nc'" in next(p.message for p in problems if p.step == "a")
     assert "'sub/absent.nc'" in next(p.message for p in problems if p.step == "b")
@@ -129,18 +129,35 @@ def test_an_input_no_step_produces_that_is_missing_on_disk_is_reported(tmp_path)
 def test_an_input_that_exists_on_disk_needs_no_producer(tmp_path):
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "obs.nc").write_text("")
-    graph, problems = build_graph(steps({"id": "a", "inputs": ["data/obs.nc"]}), run_dir=tmp_path)
+    graph, problems = build_graph(steps({"id": "a", "inputs": ["data/obs.nc"]}), unproduced=missing_on_disk(tmp_path))
     assert problems == []
 
 
-def test_inputs_are_not_looked_for_on_disk_without_a_run_dir():
-    graph, problems = build_graph(steps({"id": "a", "inputs": ["nowhere.nc"]}))
+def test_the_graph_alone_never_looks_for_inputs_on_disk(monkeypatch):
+    # build_graph is pure: an input no step produces is not a problem of the graph's,
+    # and nothing on the filesystem is asked (control.checks looks, through `unproduced`).
+    import os
+    import pathlib
+
+    def no_disk(*a, **k):
+        raise AssertionError("the graph touched the filesystem")
+    for name in ("exists", "is_file", "is_dir", "stat", "lstat", "resolve", "open", "read_text"):
+        monkeypatch.setattr(pathlib.Path, name, no_disk)
+    for name in ("stat", "lstat", "access", "listdir", "scandir"):
+        monkeypatch.setattr(os, name, no_disk)
+    monkeypatch.setattr(os.path, "exists", no_disk)
+    specs = steps({"id": "a", "inputs": ["nowhere.nc"]}, {"id": "b", "inputs": ["a.nc"], "deps": ["a"]})
+    graph, problems = build_graph(specs)
     assert problems == []
+    assert graph.deps == {"a": (), "b": ("a",)}
+    asked = []
+    graph, problems = build_graph(specs, unproduced=lambda s, inp: asked.append((s.id, inp)))
+    assert problems == [] and asked == [("a", "nowhere.nc"), ("b", "a.nc")]
 
 
 def test_a_produced_input_is_not_looked_for_on_disk(tmp_path):
     graph, problems = build_graph(steps({"id": "a", "outputs": ["x.nc"]}, {"id": "b", "inputs": ["x.nc"]}),
-                                  run_dir=tmp_path)
+                                  unproduced=missing_on_disk(tmp_path))
     assert problems == []
     assert graph.deps["b"] == ("a",)
 
@@ -164,7 +181,7 @@ def test_all_graph_problems_are_reported_together(tmp_path):
         {"id": "a", "deps": ["ghost"], "outputs": ["o"]},
         {"id": "b", "outputs": ["o"], "inputs": ["missing"]},
         {"id": "c", "deps": ["d"]}, {"id": "d", "deps": ["c"]},
-    ), run_dir=tmp_path)
+    ), unproduced=missing_on_disk(tmp_path))
     assert sorted(where(problems)) == [("a", "deps"), ("b", "inputs"), ("b", "outputs"), ("c", "deps")]
 
 
@@ -191,11 +208,11 @@ def test_the_critical_path_is_the_longest_chain_of_durations():
         {"id": "a"}, {"id": "b", "deps": ["a"]}, {"id": "c", "deps": ["a"]}, {"id": "d", "deps": ["b", "c"]},
         {"id": "lone"},
     ))
-    floor, chain = critical_path(graph, {"a": 1.0, "b": 5.0, "c": 2.0, "d": 1.0, "lone": 6.5})
+    floor, chain = critical_path(graph.deps, {"a": 1.0, "b": 5.0, "c": 2.0, "d": 1.0, "lone": 6.5})
     assert (floor, chain) == (7.0, ["a", "b", "d"])
-    assert critical_path(graph, {"lone": 9.0}) == (9.0, ["lone"])
+    assert critical_path(graph.deps, {"lone": 9.0}) == (9.0, ["lone"])
     empty, _ = build_graph(())
-    assert critical_path(empty, {}) == (0.0, [])
+    assert critical_path(empty.deps, {}) == (0.0, [])
 
 
 def test_checked_suite_raises_every_graph_problem_with_the_file_name(tmp_path):
@@ -221,3 +238,50 @@ def test_checked_suite_raises_every_graph_problem_with_the_file_name(tmp_path):
     with pytest.raises(SuiteError) as e:
         checked_suite(path)
     assert [p.message for p in e.value.problems] == ["dependency cycle through steps a -> b -> a"]
+
+
+def test_a_missing_input_is_no_problem_of_the_graph_and_checked_suite_reports_it_in_setup_order(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text(textwrap.dedent("""
+        [suite]
+        run_dir = "run"
+        [[steps]]
+        id = "a"
+        command = "x"
+        inputs = ["in.nc"]
+        [[steps]]
+        id = "b"
+        command = "x"
+        deps = ["ghost"]
+        """))
+    suite = load_suite(path)
+    assert build_graph(suite.steps)[1] == [Problem(str(path), "b", "deps", "'ghost' names no step")]
+    with pytest.raises(SuiteError) as e:
+        checked_suite(path)
+    assert e.value.problems == [
+        Problem(str(path), "a", "inputs", f"'in.nc' is produced by no step and does not exist in {tmp_path / 'run'}"),
+        Problem(str(path), "b", "deps", "'ghost' names no step"),
+    ]
+    with pytest.raises(SuiteError) as e:
+        checked_suite(path, check_inputs=False)
+    assert [p.step for p in e.value.problems] == ["b"]
+
+
+def test_the_critical_path_ignores_deps_on_unknown_ids_and_ids_with_no_entry_in_deps():
+    deps = {"a": [], "b": ["a"], "c": ["a"], "d": ["b", "c", "nowhere"]}
+    assert critical_path(deps, {"a": 1, "b": 5, "c": 2, "d": 1, "stranger": 99}) == (7, ["a", "b", "d"])
+    assert critical_path({}, {"x": 1.0}) == (0.0, [])
+    assert critical_path({"a": (), "b": iter(["a"])}, {}) == (0.0, ["a"])
+
+
+def test_the_critical_path_breaks_ties_by_what_comes_first_and_leaves_out_cycles():
+    # Chains of 4 end at d and at y; Kahn's order (a, x, b, c, y, d) reaches y first.
+    deps = {"a": [], "b": ["a"], "c": ["a"], "d": ["b", "c"], "x": [], "y": ["x"]}
+    assert critical_path(deps, {"a": 1, "b": 1, "c": 1, "d": 1, "x": 2, "y": 2}) == (4, ["x", "y"])
+    # d is as long through b as through c: through b, its first dependency to get there.
+    assert critical_path(deps, {"a": 1, "b": 1, "c": 1, "d": 2}) == (4, ["a", "b", "d"])
+    # A dependency that adds no time is not a link: the chain starts where time does.
+    assert critical_path(deps, {"c": 1, "b": 1}) == (1, ["b"])
+    # p and q wait on each other, r after them: none of the three is on any chain.
+    cyclic = {"p": ["q"], "q": ["p"], "r": ["p", "s"], "s": []}
+    assert critical_path(cyclic, {"p": 5, "q": 5, "r": 5, "s": 1}) == (1, ["s"])

@@ -17,7 +17,7 @@ from fleet.core.scheduler import (Blocked, Finished, Ignored, NodeJoined, NodeLo
 from fleet.core.simulate import simulate
 from fleet.core.suite import parse_suite
 
-from coretools import GiB, node, scheduler, slot, suite  # noqa: E402
+from coretools import GiB, WaitSaying, node, scheduler, slot, suite  # noqa: E402
 
 
 def ok(step, now, sched, attempt=1):
@@ -72,7 +72,7 @@ def test_a_step_reduced_by_a_small_allocation_starts_at_its_reduced_width():
 
 def test_a_width_is_never_decided_from_what_happens_to_be_free():
     sched, out = scheduler([node("n1", 4)], {"id": "small"}, {"id": "wide", "cores": 8, "min_cores": 2})
-    assert out == [Start("small", 1, (slot("n1", [0]),)), Wait("wide", "needs 4 cores, 3 free", 0)]
+    assert out == [Start("small", 1, (slot("n1", [0]),)), WaitSaying("wide", "needs 4 cores, 3 free", 0)]
     assert ok("small", 1.0, sched) == [Finished("small", 1, "succeeded"),
                                        Start("wide", 1, (slot("n1", range(4), memory=4 * GiB),))]
 
@@ -139,13 +139,13 @@ def test_when_only_some_fit_the_rest_wait_and_start_as_cores_come_back():
                            {"id": "c"}, {"id": "d", "cores": 2})
     assert out == [
         Start("a", 1, (slot("n1", [0, 1, 2], memory=3 * GiB),)),
-        Wait("b", "needs 2 cores, 1 free", 1),
+        WaitSaying("b", "needs 2 cores, 1 free", 1),
         Start("c", 1, (slot("n1", [3]),)),
     ]
     assert ok("a", 2.0, sched) == [
         Finished("a", 1, "succeeded"),
         Start("b", 1, (slot("n1", [0, 1], memory=2 * GiB),)),
-        Wait("d", "needs 2 cores, 1 free", 0),
+        WaitSaying("d", "needs 2 cores, 1 free", 0),
     ]
     assert ok("c", 3.0, sched) == [Finished("c", 1, "succeeded"), Start("d", 1, (slot("n1", [2, 3], memory=2 * GiB),))]
     assert ok("b", 4.0, sched) == [Finished("b", 1, "succeeded")]
@@ -159,7 +159,7 @@ def test_a_step_that_may_not_span_waits_when_cores_are_free_only_across_nodes_an
     assert out == [
         Start("a", 1, (slot("n1", [0, 1, 2], memory=3 * GiB),)),
         Start("b", 1, (slot("n2", [0, 1, 2], memory=3 * GiB),)),
-        Wait("c", "no node has 2 cores free together (the step may not span nodes)", 0),
+        WaitSaying("c", "no node has 2 cores free together (the step may not span nodes)", 0),
     ]
     # No overcommit: the two free cores stay free, one on each node.
     assert sched.pool.free_on("n1")[0] == 1 and sched.pool.free_on("n2")[0] == 1
@@ -203,7 +203,7 @@ def test_cores_and_gpus_free_but_not_together_on_one_node_make_a_step_wait():
     assert out == [
         Start("cpu", 1, (slot("g1", [0, 1], memory=2 * GiB),)),
         Start("gpu1", 1, (slot("g2", [0], [0]),)),
-        Wait("gpu2", "no node has 1 cores, 1 GPUs free together (the step may not span nodes)", 0),
+        WaitSaying("gpu2", "no node has 1 cores, 1 GPUs free together (the step may not span nodes)", 0),
     ]
     assert (sched.pool.free_cores, sched.pool.free_gpus) == (1, 1)
     assert ok("cpu", 1.0, sched) == [Finished("cpu", 1, "succeeded"), Start("gpu2", 1, (slot("g1", [0], [0]),))]
@@ -211,7 +211,7 @@ def test_cores_and_gpus_free_but_not_together_on_one_node_make_a_step_wait():
 
 def test_a_step_waits_for_gpus_when_every_gpu_is_taken():
     sched, out = scheduler([node("g1", 4, gpus=2)], {"id": "a", "gpus": 2}, {"id": "b", "gpus": 1})
-    assert out == [Start("a", 1, (slot("g1", [0], [0, 1]),)), Wait("b", "needs 1 GPUs, 0 free", 0)]
+    assert out == [Start("a", 1, (slot("g1", [0], [0, 1]),)), WaitSaying("b", "needs 1 GPUs, 0 free", 0)]
     assert ok("a", 1.0, sched) == [Finished("a", 1, "succeeded"), Start("b", 1, (slot("g1", [0], [0]),))]
 
 
@@ -229,7 +229,7 @@ def test_a_step_waits_for_memory_while_cores_are_free_and_a_default_memory_step_
                            {"id": "a", "memory": "3GiB"}, {"id": "b", "memory": "2GiB"}, {"id": "c"})
     assert out == [
         Start("a", 1, (slot("m1", [0], memory=3 * GiB),)),
-        Wait("b", f"no node has 1 cores, {2 * GiB} bytes of memory free together (the step may not span nodes)", 0),
+        WaitSaying("b", f"no node has 1 cores, {2 * GiB} bytes of memory free together (the step may not span nodes)", 0),
         Start("c", 1, (slot("m1", [1], memory=GiB),)),
     ]
     assert sched.pool.free_on("m1") == (2, 0, 0)
@@ -278,7 +278,7 @@ def test_nodes_that_differ_in_size_are_each_used_to_their_own_size():
         Start("a", 1, (slot("small", [0, 1], memory=2 * GiB),)),   # best fit: the smaller node
         Start("b", 1, (slot("big", range(6), memory=48 * GiB),)),  # share of the big node's memory
         Start("c", 1, (slot("big", [6, 7], memory=16 * GiB),)),
-        Wait("d", "needs 8 cores, 0 free", 0),                     # reduced to the largest node
+        WaitSaying("d", "needs 8 cores, 0 free", 0),                     # reduced to the largest node
     ]
     ok("a", 1.0, sched)
     assert sched.state("d") == "ready"          # 2 cores on `small` do not hold 8
@@ -323,7 +323,7 @@ def test_a_lost_node_fails_its_running_steps_as_lost_and_they_are_retried_elsewh
     assert sched.handle(NodeLost("n1", "missed 3 heartbeats"), 5.0) == [
         Finished("a", 1, "lost", "missed 3 heartbeats"),
         Retry("a", 2, "attempt 1 lost"),
-        Wait("a", "needs 2 cores, 1 free", 0),
+        WaitSaying("a", "needs 2 cores, 1 free", 0),
     ]
     assert sched.view("a").attempt == 2
     assert not sched.pool.has("n1")
@@ -361,7 +361,7 @@ def test_losing_one_node_of_a_spanning_step_gives_back_its_cores_on_the_others()
 def test_a_waiting_step_that_no_longer_fits_after_a_node_is_lost_is_reported_unrunnable():
     sched, out = scheduler([node("n1", 2), node("n2", 4)], {"id": "a", "cores": 4}, {"id": "b", "cores": 4},
                            {"id": "c", "deps": ["b"]}, {"id": "d"})
-    assert out == [Start("a", 1, (slot("n2", range(4), memory=4 * GiB),)), Wait("b", "needs 4 cores, 2 free", 0),
+    assert out == [Start("a", 1, (slot("n2", range(4), memory=4 * GiB),)), WaitSaying("b", "needs 4 cores, 2 free", 0),
                    Start("d", 1, (slot("n1", [0]),))]
     assert sched.handle(NodeLost("n2"), 1.0) == [
         Finished("a", 1, "lost", "node lost"),
@@ -379,7 +379,7 @@ def test_the_loss_of_an_unknown_node_is_ignored_and_a_lost_node_may_join_again()
     assert sched.handle(NodeLost("nope"), 0.5) == [Ignored("loss of unknown node 'nope'")]
     assert sched.handle(NodeLost("n1"), 1.0) == [
         Finished("a", 1, "lost", "node lost"), Retry("a", 2, "attempt 1 lost"),
-        Wait("a", "needs 1 cores, 0 free", 0)]
+        WaitSaying("a", "needs 1 cores, 0 free", 0)]
     assert sched.handle(NodeLost("n1"), 1.5) == [Ignored("loss of unknown node 'n1'")]
     assert sched.handle(NodeJoined(node("n1", 1)), 2.0) == [Start("a", 2, (slot("n1", [0]),))]
     assert ok("a", 3.0, sched, attempt=2) == [Finished("a", 2, "succeeded")]
@@ -389,7 +389,7 @@ def test_the_loss_of_an_unknown_node_is_ignored_and_a_lost_node_may_join_again()
 
 def test_losing_every_node_leaves_the_steps_still_to_run_unrunnable():
     sched, out = scheduler([node("n1", 1)], {"id": "a", "retries": 3}, {"id": "b"}, {"id": "c", "deps": ["b"]})
-    assert out == [Start("a", 1, (slot("n1", [0]),)), Wait("b", "needs 1 cores, 0 free", 0)]
+    assert out == [Start("a", 1, (slot("n1", [0]),)), WaitSaying("b", "needs 1 cores, 0 free", 0)]
     assert sched.handle(NodeLost("n1"), 1.0) == [
         Finished("a", 1, "lost", "node lost"), Retry("a", 2, "attempt 1 lost"),
         Unrunnable("a", "after losing n1: the allocation has no nodes"),
@@ -470,7 +470,7 @@ def test_a_spanning_gpu_step_waits_for_gpus_and_never_takes_a_node_without_a_cor
     nodes = [node("n1", 2, gpus=2), node("n2", 2, gpus=2)]
     sched, out = scheduler(nodes, {"id": "g", "gpus": 1}, {"id": "m", "mpi": True, "ranks": 2, "gpus": 4})
     assert out == [Start("g", 1, (slot("n1", [0], [0]),)),
-                   Wait("m", "needs 4 GPUs, 3 free", 0)]
+                   WaitSaying("m", "needs 4 GPUs, 3 free", 0)]
     assert ok("g", 1.0, sched) == [Finished("g", 1, "succeeded"),
                                    Start("m", 1, (slot("n1", [0], [0, 1]), slot("n2", [0], [0, 1])))]
 

@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 from fleet.core.graph import build_graph
 from fleet.core.resources import Capacity, NodeSpec, Slot
 from fleet.core.scheduler import (Blocked, Finished, Ignored, NodeJoined, NodeLost, Retry, Scheduler, Skipped, Start,
-                             StepExited, Submitted, Wait, submission)
+                             StepExited, Submitted, submission)
 from fleet.core.simulate import pretend_nodes, simulate
 from fleet.core.suite import parse_suite
 
-from coretools import GiB, node, scheduler, slot, suite  # noqa: E402
+from coretools import GiB, WaitSaying, node, scheduler, slot, suite  # noqa: E402
 
 
 def exit_(sched, step, now, outcome="succeeded", attempt=1, reason=""):
@@ -34,7 +34,7 @@ def test_ready_steps_start_by_priority_then_setup_order():
     sched, out = scheduler([node("n1", 1)],
                            {"id": "a"}, {"id": "b", "priority": 1}, {"id": "c"}, {"id": "d", "priority": 2},
                            {"id": "e", "priority": 1}, {"id": "f", "priority": 5})
-    assert out == [Start("b", 1, (slot("n1", [0]),)), Wait("e", "needs 1 cores, 0 free", 4)]
+    assert out == [Start("b", 1, (slot("n1", [0]),)), WaitSaying("e", "needs 1 cores, 0 free", 4)]
     order = ["b"]
     for t, step in enumerate(["b", "e", "d", "a", "c"], 1):
         out = exit_(sched, step, float(t))
@@ -50,8 +50,8 @@ def test_priority_and_setup_order_hold_across_steps_of_different_sizes():
     assert out == [
         Start("urgent", 1, (slot("n1", [0, 1], memory=2 * GiB),)),
         Start("one", 1, (slot("n1", [2]),)),
-        Wait("wide", "needs 4 cores, 1 free", 0),
-        Wait("two", "needs 2 cores, 1 free", 0),
+        WaitSaying("wide", "needs 4 cores, 1 free", 0),
+        WaitSaying("two", "needs 2 cores, 1 free", 0),
     ]
     # Start each that fits: `two` (setup order 3) goes ahead of `wide` (0), which does not fit yet.
     assert exit_(sched, "urgent", 1.0) == [Finished("urgent", 1, "succeeded"),
@@ -117,7 +117,7 @@ def test_a_step_submitted_after_its_dependency_failed_is_blocked_at_once():
 def test_a_step_that_is_not_concurrent_waits_until_nothing_runs_and_nothing_starts_beside_it():
     sched, out = scheduler([node("n1", 4)], {"id": "a"}, {"id": "alone", "concurrent": False}, {"id": "b"})
     assert out == [Start("a", 1, (slot("n1", [0]),)),
-                   Wait("alone", "runs alone: waiting for 1 running step(s) to finish", 0)]
+                   WaitSaying("alone", "runs alone: waiting for 1 running step(s) to finish", 0)]
     assert sched.state("b") == "ready"
     assert exit_(sched, "a", 1.0) == [Finished("a", 1, "succeeded"), Start("alone", 1, (slot("n1", [0]),))]
     assert sched.state("b") == "ready"
@@ -175,14 +175,14 @@ def test_a_retried_step_that_then_succeeds_releases_its_dependents():
 
 def test_a_retry_keeps_its_own_place_in_priority_order():
     sched, out = scheduler([node("n1", 1)], {"id": "a", "priority": 2, "retries": 1}, {"id": "b", "priority": 3})
-    assert out == [Start("a", 1, (slot("n1", [0]),)), Wait("b", "needs 1 cores, 0 free", 0)]
+    assert out == [Start("a", 1, (slot("n1", [0]),)), WaitSaying("b", "needs 1 cores, 0 free", 0)]
     urgent = suite({"id": "urgent", "priority": 1}).steps
     # Nothing was released since its kind last failed to fit: not even tried (so no Wait yet).
     assert sched.handle(submission(urgent), 0.5) == []
     assert sched.state("urgent") == "ready"
     assert exit_(sched, "a", 1.0, "failed") == [
         Finished("a", 1, "failed"), Retry("a", 2, "attempt 1 failed"),
-        Start("urgent", 1, (slot("n1", [0]),)), Wait("a", "needs 1 cores, 0 free", 1)]
+        Start("urgent", 1, (slot("n1", [0]),)), WaitSaying("a", "needs 1 cores, 0 free", 1)]
     assert exit_(sched, "urgent", 2.0) == [Finished("urgent", 1, "succeeded"), Start("a", 2, (slot("n1", [0]),))]
     assert exit_(sched, "a", 3.0, attempt=2) == [Finished("a", 2, "succeeded"), Start("b", 1, (slot("n1", [0]),))]
 
@@ -216,7 +216,7 @@ def test_steps_submitted_before_any_node_joins_start_when_nodes_join():
     assert sched.handle(submission(suite({"id": "a", "cores": 2}, {"id": "b"}).steps), 0.0) == []
     assert sched.state("a") == "waiting"
     assert sched.handle(NodeJoined(node("n1", 2)), 1.0) == [Start("a", 1, (slot("n1", [0, 1], memory=2 * GiB),)),
-                                                            Wait("b", "needs 1 cores, 0 free", 0)]
+                                                            WaitSaying("b", "needs 1 cores, 0 free", 0)]
 
 
 def test_a_shared_step_submitted_twice_runs_once_and_a_redefinition_is_refused():

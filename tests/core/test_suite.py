@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from fleet.control.checks import load_suite
 from fleet.core.problems import Problem, SuiteError
-from fleet.core.suite import STEP_FIELDS, StepSpec, load_suite, parse_array, parse_suite
+from fleet.core.suite import STEP_FIELDS, StepSpec, parse_array, parse_suite
 from fleet.core.units import format_memory, parse_memory
 
 GiB = 2**30

@@ -1,0 +1,173 @@
+"""The scheduler's vocabulary: the events it is fed and the decisions it returns.
+
+All frozen records. A `Wait` carries a structured :class:`~fleet.core.waits.WaitReason`;
+its prose (`Wait.reason`) is rendered from that structure, never stored beside it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Union
+
+from fleet.core.resources import NodeSpec, Placement
+from fleet.core.suite import StepSpec
+from fleet.core.waits import WaitReason
+
+
+# --- events ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class NodeJoined:
+    """A node's agent joined, with the node's resources."""
+
+    node: NodeSpec
+
+
+@dataclass(frozen=True)
+class NodeLost:
+    """A node is gone; the steps running on it are lost."""
+
+    node: str
+    reason: str = "node lost"
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """Steps to run, with their effective dependencies (explicit and by files), and
+    the ids that completion markers say already succeeded."""
+
+    steps: tuple[StepSpec, ...]
+    deps: Mapping[str, tuple[str, ...]] = field(hash=False)
+    done: frozenset[str] = frozenset()
+    serial: bool = False  # one step at a time, in setup order (priorities ignored)
+    foreign: frozenset[str] = frozenset()  # run by another fleet (shard): wait for its outcome
+
+
+@dataclass(frozen=True)
+class StepExited:
+    """An attempt of a running step ended."""
+
+    step: str
+    attempt: int
+    outcome: str  # succeeded | failed | terminated | lost
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Elsewhere:
+    """The step just started is claimed by another live fleet: it runs there, not here."""
+
+    step: str
+    attempt: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Settled:
+    """Another fleet finished a step that is ELSEWHERE here (its marker appeared)."""
+
+    step: str
+    outcome: str  # succeeded | failed
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Reclaim:
+    """A step ELSEWHERE is ours to run after all (the other fleet's claim went stale)."""
+
+    step: str
+    reason: str = ""
+
+
+Event = Union[NodeJoined, NodeLost, Submitted, StepExited, Elsewhere, Settled, Reclaim]
+
+
+# --- decisions ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Start:
+    """Run this attempt of the step on these cores, GPUs and memory."""
+
+    step: str
+    attempt: int
+    placement: Placement
+
+    @property
+    def cores(self) -> int:
+        """How many cores the placement gives, over all its nodes."""
+        return sum(len(s.cores) for s in self.placement)
+
+
+@dataclass(frozen=True)
+class Wait:
+    """The step is ready but does not start now, for the reason `why`; `behind` more
+    of its kind queue after it."""
+
+    step: str
+    why: WaitReason
+    behind: int = 0
+
+    @property
+    def reason(self) -> str:
+        """`why` in words, as the event stream and `fleet status` have always shown it."""
+        return self.why.text()
+
+
+@dataclass(frozen=True)
+class Retry:
+    """The step failed and runs again (it is queued, not started, by this decision)."""
+
+    step: str
+    attempt: int  # the attempt that will run next
+    reason: str
+
+
+@dataclass(frozen=True)
+class Finished:
+    """An attempt ended with this outcome (the step may still be retried)."""
+
+    step: str
+    attempt: int
+    outcome: str
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """The step will not run because a dependency did not succeed."""
+
+    step: str
+    because: str
+
+
+@dataclass(frozen=True)
+class Unrunnable:
+    """The step can never fit the allocation; `reason` says what is short."""
+
+    step: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A completion marker says the step already succeeded."""
+
+    step: str
+
+
+@dataclass(frozen=True)
+class Ignored:
+    """An event that no longer applies (an exit report of an earlier attempt...)."""
+
+    what: str
+
+
+Decision = Union[Start, Wait, Retry, Finished, Blocked, Unrunnable, Skipped, Ignored]
+
+
+def submission(steps: Iterable[StepSpec], deps: Mapping[str, tuple[str, ...]] | None = None,
+               done: Iterable[str] = ()) -> Submitted:
+    """A Submitted event; `deps` defaults to each step's explicit deps."""
+    steps = tuple(steps)
+    return Submitted(steps, dict(deps) if deps is not None else {s.id: s.deps for s in steps},
+                     frozenset(done))
