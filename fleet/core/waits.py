@@ -60,6 +60,6 @@ class WaitReason:
             return "no node has " + ", ".join(parts) + " free together (the step may not span nodes)"
         if self.cause == ALONE:
             return f"runs alone: {self.detail}" if self.detail else "runs alone"
-        if self.cause == ELSEWHERE:
-            return f"elsewhere: {self.detail}" if self.detail else "elsewhere"
+        if self.cause == ELSEWHERE:  # the claim's own words, as 0.1 wrote them
+            return self.detail or "held by another fleet"
         return self.detail or self.cause
