@@ -67,11 +67,14 @@ def allocation_options(f):
 @main.command()
 @click.argument("suite", type=click.Path(dir_okay=False))
 @allocation_options
-def validate(suite, nodes, cores_per_node, memory_per_node, gpus_per_node):
+@click.option("--imports", is_flag=True,
+              help="also import each call step's module (in one child process, with this Python, "
+                   "environment and directory) and report a missing module or function")
+def validate(suite, nodes, cores_per_node, memory_per_node, gpus_per_node, imports):
     """Check SUITE (and, given an allocation, that every step can fit it)."""
     alloc = _allocation(nodes, cores_per_node, memory_per_node, gpus_per_node)
     try:
-        s, graph = checked_suite(suite, alloc)
+        s, graph = checked_suite(suite, alloc, imports=imports)
     except SuiteError as e:
         _invalid(e)
     click.echo(f"{suite}: suite '{s.name}' is valid: {len(s.steps)} steps, run dir {s.run_dir}")
@@ -143,7 +146,8 @@ def _default_run_dir() -> str:
 @click.option("--machine", default=None, help="machine profile from agents/ (default: detected from the environment)")
 @click.option("--nodes", type=click.IntRange(1), default=1, help="with --local: split this machine's cores into K pretend nodes")
 @click.option("--preload", default="", help="modules every zygote imports once, comma-separated")
-@click.option("--timeout", type=float, default=120.0, help="seconds to wait for every agent to join")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=120.0,
+              help="seconds to wait for every agent to join (more than 0)")
 @click.option("--heartbeat", type=click.FloatRange(min=0.05), default=1.0, help="seconds between heartbeats")
 @click.option("--heartbeat-timeout", type=click.FloatRange(min=0.5), default=10.0,
               help="seconds of silence after which an agent is lost (its steps are retried elsewhere)")
@@ -237,7 +241,8 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
 @click.option("--ssh-option", multiple=True, help="extra ssh options, e.g. '-p 2222' or '-F config' (repeatable)")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
 @click.option("--watch", is_flag=True, help="redraw in place until interrupted")
-@click.option("--interval", type=float, default=1.0, help="seconds between redraws with --watch")
+@click.option("--interval", type=click.FloatRange(min=0, min_open=True), default=1.0,
+              help="seconds between redraws with --watch (more than 0)")
 def status(run_dir, conn_file, via, login, ssh_option, as_json, watch, interval):
     """What a fleet is doing: nodes, steps by state, running steps, recent failures."""
     import contextlib

@@ -1,22 +1,30 @@
-"""Everything checked before a suite runs: the file, the graph and, given an
-allocation, whether every step can ever fit it.
+"""Everything checked before a suite runs: the file, the graph, given an allocation
+whether every step can ever fit it, and on request whether every call target imports.
 
 This is the shell around the pure core: it reads the suite file, resolves its run
-directory and looks on disk for the inputs no step produces.
+directory, looks on disk for the inputs no step produces and imports call targets in
+a child process.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 from fleet.core.graph import Graph, build_graph
 from fleet.core.problems import Problem, SuiteError
 from fleet.core.resources import Capacity, NodeSpec
-from fleet.core.suite import StepSpec, Suite, suite_from_toml
+from fleet.core.suite import Reading, StepSpec, Suite, Unparsed, read_toml
+
+IMPORT_TIMEOUT_S = 120.0  # for importing every call module of a suite, all together
 
 
-def load_suite(path: str | Path) -> Suite:
-    """Read and check a suite file; raise SuiteError listing every problem found."""
+def read_suite_file(path: str | Path) -> Reading:
+    """Read and check a suite file: the steps that read cleanly and every problem."""
     path = Path(path)
     fname = str(path)
     try:
@@ -25,7 +33,12 @@ def load_suite(path: str | Path) -> Suite:
         raise SuiteError([Problem(fname, None, None, "no such file")]) from None
     except (OSError, UnicodeDecodeError) as e:
         raise SuiteError([Problem(fname, None, None, f"cannot read: {e}")]) from None
-    return suite_from_toml(text, path, resolve=Path.resolve)
+    return read_toml(text, path, resolve=Path.resolve)
+
+
+def load_suite(path: str | Path) -> Suite:
+    """Read and check a suite file; raise SuiteError listing every problem found."""
+    return read_suite_file(path).check()
 
 
 def fit_problems(suite: Suite, nodes: list[NodeSpec]) -> list[Problem]:
@@ -40,26 +53,113 @@ def fit_problems(suite: Suite, nodes: list[NodeSpec]) -> list[Problem]:
     return out
 
 
-def missing_on_disk(run_dir: Path):
-    """The graph's `unproduced` hook: an input no step produces must exist under run_dir."""
+def missing_on_disk(run_dir: Path, produced_elsewhere: Unparsed = Unparsed()):
+    """The graph's `unproduced` hook: an input no step produces must exist under run_dir
+    (an absolute input: where it says). One that a step with problems would produce is
+    not looked for: that step's problems are reported already."""
     def check(step: StepSpec, inp: str) -> Problem | None:
-        if (run_dir / inp).exists():
+        if os.path.normpath(inp) in produced_elsewhere or (run_dir / inp).exists():
             return None
-        return Problem(step.source, step.id, "inputs",
-                       f"{inp!r} is produced by no step and does not exist in {run_dir}")
+        where = "" if os.path.isabs(inp) else f" in {run_dir}"
+        return Problem(step.source, step.id, "inputs", f"{inp!r} is produced by no step and does not exist{where}")
     return check
 
 
-def checked_suite(path: str | Path, nodes: list[NodeSpec] | None = None,
-                  check_inputs: bool = True, run_dir: Path | None = None) -> tuple[Suite, Graph]:
-    """Load a suite and check it whole; raise SuiteError with every problem.
+def checked_suite(path: str | Path, nodes: list[NodeSpec] | None = None, check_inputs: bool = True,
+                  run_dir: Path | None = None, imports: bool = False) -> tuple[Suite, Graph]:
+    """Load a suite and check it whole; raise SuiteError with every problem, in setup order.
 
-    Inputs are looked for in `run_dir` (default: the suite's own run_dir)."""
-    suite = load_suite(path)
+    The graph is built from the steps that read cleanly, so a field problem in one step
+    does not hide a cycle, an unknown dep, a missing input or a twice-produced output in
+    another. Inputs are looked for in `run_dir` (default: the suite's own run_dir).
+    With `imports`, each call target's module is imported in a child process."""
+    reading = read_suite_file(path)
+    suite = reading.suite
     where = run_dir if run_dir is not None else suite.run_dir
-    graph, problems = build_graph(suite.steps, unproduced=missing_on_disk(where) if check_inputs else None)
+    hook = missing_on_disk(where, reading.unparsed_outputs) if check_inputs else None
+    graph, later = build_graph(suite.steps, known_done=reading.unparsed, unproduced=hook)
     if nodes is not None:
-        problems += fit_problems(suite, nodes)
+        later += fit_problems(suite, nodes)
+    if imports:
+        later += import_problems(suite)
+    problems = reading.merged(later)
     if problems:
         raise SuiteError(problems)
     return suite, graph
+
+
+# The child that imports: one process for every module, each import's failure caught,
+# the answer on one marked line (a module may print while it is imported).
+_IMPORTER = r"""
+import importlib, json, sys
+out = {}
+for module, names in json.loads(sys.argv[1]):
+    try:
+        m = importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        mine = e.name is not None and (module == e.name or module.startswith(e.name + "."))
+        out[module] = ["not found", []] if mine else [f"{type(e).__name__}: {e}", []]
+    except BaseException as e:
+        out[module] = [f"{type(e).__name__}: {e}", []]
+    else:
+        out[module] = [None, [n for n in names if not callable(getattr(m, n, None))]]
+sys.stdout.flush()
+print("\nFLEET-IMPORTS " + json.dumps(out), flush=True)
+"""
+_MARK = "FLEET-IMPORTS "
+
+
+def import_problems(suite: Suite, timeout: float = IMPORT_TIMEOUT_S) -> list[Problem]:
+    """Import each distinct module a call step names, all in one child process with the
+    interpreter, environment and working directory the fleet's agents would have, and
+    report a module that is not found or fails to import and a function it lacks, at
+    the first step that calls it (counting the others)."""
+    users: dict[tuple[str, str], list[StepSpec]] = {}
+    for s in suite.steps:
+        if s.call is not None:
+            module, _, function = s.call.partition(":")
+            users.setdefault((module, function), []).append(s)
+    if not users:
+        return []
+    wanted: dict[str, list[str]] = {}
+    for module, function in users:
+        wanted.setdefault(module, []).append(function)
+    answer = _import_in_child(list(wanted.items()), timeout)
+    if isinstance(answer, str):
+        return [Problem(str(suite.path), None, None, answer)]
+    out = []
+    for (module, function), steps in users.items():
+        error, missing = answer.get(module, ["no answer", []])
+        if error == "not found":
+            message = f"module '{module}' not found"
+        elif error is not None:
+            message = f"module '{module}' cannot be imported: {error}"
+        elif function in missing:
+            message = f"module '{module}' has no function '{function}'"
+        else:
+            continue
+        more = len(steps) - 1
+        message += f" (and in {more} more step{'s' if more != 1 else ''})" if more else ""
+        out.append(Problem(steps[0].source, steps[0].id, "call", message))
+    return out
+
+
+def _import_in_child(wanted: list[tuple[str, list[str]]], timeout: float) -> dict | str:
+    """The child's answer, or what went wrong with the child itself."""
+    p = subprocess.Popen([sys.executable, "-c", _IMPORTER, json.dumps(wanted)], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)  # its own session: whatever an import started goes too
+        p.communicate()
+        return f"importing the call modules took longer than {timeout:g} s"
+    try:
+        os.killpg(p.pid, signal.SIGKILL)  # anything an import left running in the child's session
+    except ProcessLookupError:
+        pass
+    for line in reversed(out.splitlines()):
+        if line.startswith(_MARK):
+            return json.loads(line[len(_MARK):])
+    tail = " ".join(err.strip().splitlines()[-3:])
+    return f"importing the call modules ended without an answer (exit {p.returncode}): {tail}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import heapq
 import os
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Container, Iterable, Mapping
 
 from fleet.core.problems import Problem
 from fleet.core.suite import StepSpec
@@ -34,11 +34,12 @@ def _norm(p: str) -> str:
     return os.path.normpath(p)  # string arithmetic only: "./x" and "x" are one file
 
 
-def build_graph(steps: tuple[StepSpec, ...] | list[StepSpec], *, known_done: frozenset[str] = frozenset(),
+def build_graph(steps: tuple[StepSpec, ...] | list[StepSpec], *, known_done: Container[str] = frozenset(),
                 unproduced: Callable[[StepSpec, str], Problem | None] | None = None,
                 ) -> tuple[Graph, list[Problem]]:
     """Build the graph and list every problem: unknown deps, two producers of one
-    output, and cycles (each naming every step on it).
+    output, and cycles (each naming every step on it). A dep on an id in `known_done`
+    (done elsewhere, or a step that did not read) is no problem and no edge.
 
     `unproduced(step, input)` is asked about each input no step produces and returns
     the problem with it, if any (the caller looks on disk); its problems take their

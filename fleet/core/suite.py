@@ -8,6 +8,7 @@ is fleet.control.checks.load_suite's: here is only text and tables.
 
 from __future__ import annotations
 
+import posixpath
 import re
 import sys
 from dataclasses import dataclass, field, fields
@@ -15,15 +16,16 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from fleet.core.problems import Problem, SuiteError
-from fleet.core.units import parse_memory
+from fleet.core.units import (CHECKS, STEP_FIELDS, STEP_ID, SUITE_FIELDS, array_ranges, array_size, check_int,
+                              check_str, parse_array)
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-STEP_ID = re.compile(r"^[A-Za-z0-9._/-]+\Z")  # \Z, not $: "$" also matches before a final newline
-CALL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*\Z")
+SUITE_NAME = re.compile(r"^[A-Za-z0-9._-]+\Z")  # one path segment: the default run dir is runs/<name>
+MAX_STEPS = 1_000_000  # steps one suite may declare unless its [suite] max_steps says otherwise
 
 
 @dataclass(frozen=True)
@@ -96,139 +98,88 @@ def _freeze(v: Any) -> Any:
     return v
 
 
-# --- field checks: each takes the raw value and returns the typed one or raises ValueError
-
-def _int(lo: int, hi: int | None = None):
-    def check(v: Any) -> int:
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise ValueError(f"expected an integer, got {v!r}")
-        if v < lo or (hi is not None and v > hi):
-            span = f"from {lo} to {hi}" if hi is not None else f"at least {lo}"
-            raise ValueError(f"expected an integer {span}, got {v}")
-        return v
-    return check
-
-
-def _bool(v: Any) -> bool:
-    if not isinstance(v, bool):
-        raise ValueError(f"expected true or false, got {v!r}")
-    return v
-
-
-def _str(v: Any) -> str:
-    if not isinstance(v, str):
-        raise ValueError(f"expected a string, got {v!r}")
-    return v
-
-
-def _id(v: Any) -> str:
-    v = _str(v)
-    if not STEP_ID.match(v):
-        raise ValueError(f"a step id uses only letters, digits and . _ - /, got {v!r}")
-    return v
-
-
-def _call(v: Any) -> str:
-    v = _str(v)
-    if not CALL.match(v):
-        raise ValueError(f"expected \"package.module:function\", got {v!r}")
-    return v
-
-
-def _command(v: Any) -> tuple[str, ...] | str:
+def _substitute(v: Any, i: int, exact_int: bool = False) -> Any:
+    """`{i}` replaced by the index in every string of v; with `exact_int` (args values),
+    a string that is exactly "{i}" becomes the integer index itself."""
     if isinstance(v, str):
-        if not v.strip():
-            raise ValueError("the command is empty")
-        return v
-    if isinstance(v, list) and v and all(isinstance(x, str) for x in v):
-        return tuple(v)
-    raise ValueError(f"expected an argv list of strings or a shell string, got {v!r}")
-
-
-def _strings(v: Any) -> tuple[str, ...]:
-    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-        raise ValueError(f"expected a list of strings, got {v!r}")
-    return tuple(v)
-
-
-def _table(v: Any) -> dict:
-    if not isinstance(v, dict):
-        raise ValueError(f"expected a table, got {v!r}")
-    return v
-
-
-def _estimate(v: Any) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-        raise ValueError(f"expected a number of seconds >= 0, got {v!r}")
-    return float(v)
-
-
-def _relpath(v: Any) -> str:
-    v = _str(v)
-    if not v:
-        raise ValueError("the path is empty")
-    return v
-
-
-def _paths(v: Any) -> tuple[str, ...]:
-    return tuple(_relpath(x) for x in _strings(v))
-
-
-CHECKS = {
-    "id": _id, "task": _str, "call": _call, "command": _command, "args": _table,
-    "cores": _int(1), "min_cores": _int(1), "gpus": _int(0), "memory": parse_memory,
-    "span": _bool, "mpi": _bool, "ranks": _int(1), "min_ranks": _int(1), "threads": _int(1),
-    "deps": _strings, "inputs": _paths, "outputs": _paths, "workdir": _relpath,
-    "priority": _int(1, 5), "concurrent": _bool, "retries": _int(0), "estimate": _estimate,
-    "array": _str,
-}
-STEP_FIELDS = frozenset(CHECKS)
-SUITE_FIELDS = frozenset({"name", "run_dir", "preload"})
-
-
-def parse_array(text: str) -> list[int]:
-    """Indices from "0-99" or "0-3,7,9" (ranges inclusive, in the order written)."""
-    out: list[int] = []
-    seen: set[int] = set()
-    for part in text.split(","):
-        part = part.strip()
-        m = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
-        if not m:
-            raise ValueError(f"expected indices such as \"0-99\" or \"0-3,7,9\", got {text!r}")
-        lo = int(m.group(1))
-        hi = int(m.group(2)) if m.group(2) is not None else lo
-        if hi < lo:
-            raise ValueError(f"range {part!r} runs backwards")
-        for i in range(lo, hi + 1):
-            if i not in seen:
-                seen.add(i)
-                out.append(i)
-    return out
-
-
-def _substitute(v: Any, i: str) -> Any:
-    if isinstance(v, str):
-        return v.replace("{i}", i)
+        return i if exact_int and v == "{i}" else v.replace("{i}", str(i))
     if isinstance(v, list):
-        return [_substitute(x, i) for x in v]
+        return [_substitute(x, i, exact_int) for x in v]
     if isinstance(v, dict):
-        return {k: _substitute(x, i) for k, x in v.items()}
+        return {k: _substitute(x, i, exact_int) for k, x in v.items()}
     return v
+
+
+@dataclass(frozen=True)
+class Unparsed:
+    """Names (step ids, or output paths) of steps that have problems and so are not in
+    the suite: the graph neither reports a dep on one as unknown nor an input one
+    produces as missing. `templates` are regexes for the steps of an array that did not
+    expand (its `{i}` matches any index)."""
+
+    names: frozenset[str] = frozenset()
+    templates: tuple[str, ...] = ()
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.names or any(re.fullmatch(t, str(name)) for t in self.templates)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """A suite as far as it reads: the steps that parsed cleanly and every problem found.
+
+    Problems found later about those steps (the graph, the disk, an allocation) take
+    their place among these through `merged`, so the whole list reads in setup order."""
+
+    suite: Suite
+    problems: tuple[Problem, ...]
+    marks: Mapping[str, int] = field(default_factory=dict, hash=False)  # step id -> problems before it
+    unparsed: Unparsed = Unparsed()  # ids of steps with problems
+    unparsed_outputs: Unparsed = Unparsed()  # their outputs, as far as they read
+
+    def check(self) -> Suite:
+        """The suite, or SuiteError with every problem."""
+        if self.problems:
+            raise SuiteError(list(self.problems))
+        return self.suite
+
+    def merged(self, later: list[Problem]) -> list[Problem]:
+        """These problems and `later` ones, each later one after the problems of the
+        steps set up before its step (one about no step of the suite goes last)."""
+        order = {s.id: s.order for s in self.suite.steps}
+        end = len(self.problems) + 1
+        keyed = [((i + 1, 0, 0, i), p) for i, p in enumerate(self.problems)]
+        keyed += [((self.marks.get(p.step, end), 1, order.get(p.step, 0), n), p)  # type: ignore[arg-type]
+                  for n, p in enumerate(later)]
+        return [p for _, p in sorted(keyed, key=lambda kp: kp[0])]
 
 
 def suite_from_toml(text: str, path: str | Path, resolve: Callable[[Path], Path] | None = None) -> Suite:
     """Check a suite given as TOML text read from `path`; raise SuiteError listing
     every problem found. (Reading the file is the caller's: fleet.control.checks.)"""
+    return read_toml(text, path, resolve).check()
+
+
+def read_toml(text: str, path: str | Path, resolve: Callable[[Path], Path] | None = None) -> Reading:
+    """As suite_from_toml, but return what reads and every problem instead of raising."""
     path = Path(path)
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise SuiteError([Problem(str(path), None, None, f"not valid TOML: {e}")]) from None
-    return parse_suite(raw, path, resolve)
+        empty = Suite(path, path.stem, path.parent, (), ())
+        return Reading(empty, (Problem(str(path), None, None, f"not valid TOML: {e}"),))
+    return read_suite(raw, path, resolve)
 
 
 def parse_suite(raw: dict, path: Path, resolve: Callable[[Path], Path] | None = None) -> Suite:
-    """Check an already-parsed suite table from the file `path`.
+    """Check an already-parsed suite table from the file `path`; raise SuiteError
+    listing every problem found. See read_suite."""
+    return read_suite(raw, path, resolve).check()
+
+
+def read_suite(raw: dict, path: Path, resolve: Callable[[Path], Path] | None = None) -> Reading:
+    """Check an already-parsed suite table from the file `path`: the steps that read
+    cleanly and every problem, in setup order.
 
     A relative run_dir is taken from the suite file's directory and passed through
     `resolve` (the caller gives Path.resolve, which asks the filesystem; without it the
@@ -238,39 +189,81 @@ def parse_suite(raw: dict, path: Path, resolve: Callable[[Path], Path] | None = 
     for key in raw:
         if key not in ("suite", "defaults", "steps"):
             problems.append(Problem(fname, None, key, "unknown top-level table (expected [suite], [defaults], [[steps]])"))
-    name, run_dir_raw, preload = _suite_table(raw, path, problems)
+    name, run_dir_raw, preload, limit = _suite_table(raw, path, problems)
     defaults = _defaults(raw, fname, problems)
     tables = raw.get("steps", [])
     if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
         problems.append(Problem(fname, None, "steps", "expected [[steps]] tables"))
         tables = []
-    steps: dict[str, StepSpec] = {}
-    for n, table in enumerate(tables, 1):
-        instances, unknown = _instances(table, n, defaults, fname, problems)
-        for inst in instances:
-            spec = _make_step(inst, len(steps), fname, problems)  # setup order: count of distinct steps
-            if spec is None or unknown:
-                continue
-            prior = steps.get(spec.id)
-            if prior is None:
-                steps[spec.id] = spec
-            elif prior.identity() != spec.identity():
-                differ = [k for (k, a), (_, b) in zip(prior.identity(), spec.identity()) if a != b]
-                problems.append(Problem(fname, spec.id, differ[0] if differ else "id",
-                                        "defined twice differently (fields differ: " + ", ".join(differ) + ")"))
-    if problems:
-        raise SuiteError(problems)
+    steps, marks, unparsed, outputs = _read_steps(tables, defaults, limit, fname, problems)
     run_dir = Path(run_dir_raw)
     if not run_dir.is_absolute():
         run_dir = path.parent / run_dir
         if resolve is not None:
             run_dir = resolve(run_dir)
-    return Suite(path=path, name=name, run_dir=run_dir, preload=tuple(preload),
-                 steps=tuple(sorted(steps.values(), key=lambda s: s.order)))
+    suite = Suite(path=path, name=name, run_dir=run_dir, preload=tuple(preload),
+                  steps=tuple(sorted(steps.values(), key=lambda s: s.order)))
+    return Reading(suite, tuple(problems), marks, unparsed, outputs)
 
 
-def _suite_table(raw: dict, path: Path, problems: list[Problem]) -> tuple[str, str, list]:
-    """The [suite] table: name, run_dir (as written) and preload, defaults in place of bad values."""
+class _Failed:
+    """Collects the ids and outputs of steps that do not read (see Unparsed)."""
+
+    def __init__(self) -> None:
+        self.ids: tuple[set[str], set[str]] = (set(), set())
+        self.outputs: tuple[set[str], set[str]] = (set(), set())
+
+    def add(self, raw: dict) -> None:
+        self._note(self.ids, raw.get("id"))
+        outs = raw.get("outputs")
+        for out in outs if isinstance(outs, list) else ():
+            self._note(self.outputs, out if not isinstance(out, str) else posixpath.normpath(out))
+
+    @staticmethod
+    def _note(into: tuple[set[str], set[str]], name: Any) -> None:
+        if isinstance(name, str) and name:
+            if "{i}" in name:
+                into[1].add(re.escape(name).replace(re.escape("{i}"), r"\d+"))
+            else:
+                into[0].add(name)
+
+    def frozen(self) -> tuple[Unparsed, Unparsed]:
+        return (Unparsed(frozenset(self.ids[0]), tuple(sorted(self.ids[1]))),
+                Unparsed(frozenset(self.outputs[0]), tuple(sorted(self.outputs[1]))))
+
+
+def _read_steps(tables: list[dict], defaults: dict, limit: int, fname: str, problems: list[Problem],
+                ) -> tuple[dict[str, StepSpec], dict[str, int], Unparsed, Unparsed]:
+    """The steps of the [[steps]] tables that read cleanly, by id in setup order; for each,
+    how many problems were found up to it; and the ids and outputs of those that did not."""
+    steps: dict[str, StepSpec] = {}
+    marks: dict[str, int] = {}
+    failed = _Failed()
+    declared = 0
+    for n, table in enumerate(tables, 1):
+        instances, unknown = _instances(table, n, defaults, limit - declared, fname, problems)
+        if not instances:
+            failed.add(table)
+        declared += len(instances)
+        for inst in instances:
+            spec = _make_step(inst, len(steps), fname, problems)  # setup order: count of distinct steps
+            if spec is None or unknown:
+                failed.add(inst)
+                continue
+            prior = steps.get(spec.id)
+            if prior is None:
+                steps[spec.id] = spec
+                marks[spec.id] = len(problems)
+            elif prior.identity() != spec.identity():
+                differ = [k for (k, a), (_, b) in zip(prior.identity(), spec.identity()) if a != b]
+                problems.append(Problem(fname, spec.id, differ[0] if differ else "id",
+                                        "defined twice differently (fields differ: " + ", ".join(differ) + ")"))
+    return (steps, marks, *failed.frozen())
+
+
+def _suite_table(raw: dict, path: Path, problems: list[Problem]) -> tuple[str, str, list, int]:
+    """The [suite] table: name, run_dir (as written), preload and max_steps, defaults in
+    place of bad values."""
     fname = str(path)
     head = raw.get("suite", {})
     if not isinstance(head, dict):
@@ -278,20 +271,27 @@ def _suite_table(raw: dict, path: Path, problems: list[Problem]) -> tuple[str, s
         head = {}
     for key in head:
         if key not in SUITE_FIELDS:
-            problems.append(Problem(fname, None, f"suite.{key}", "unknown field (expected name, run_dir, preload)"))
+            problems.append(Problem(fname, None, f"suite.{key}", "unknown field (expected name, run_dir, preload, max_steps)"))
     name = head.get("name", path.stem)
-    if not isinstance(name, str) or not STEP_ID.match(name):
-        problems.append(Problem(fname, None, "suite.name", f"expected a name of letters, digits and . _ - /, got {name!r}"))
-        name = path.stem
+    if not isinstance(name, str) or not SUITE_NAME.match(name) or name in (".", ".."):
+        problems.append(Problem(fname, None, "suite.name", "expected a name of letters, digits and . _ -"
+                                f" (one path segment: the default run dir is runs/<name>), got {name!r}"))
+        name = "suite"
     run_dir_raw = head.get("run_dir", f"runs/{name}")
-    if not isinstance(run_dir_raw, str):
+    if not isinstance(run_dir_raw, str) or not run_dir_raw:
         problems.append(Problem(fname, None, "suite.run_dir", f"expected a path, got {run_dir_raw!r}"))
         run_dir_raw = f"runs/{name}"
     preload = head.get("preload", [])
     if not isinstance(preload, list) or not all(isinstance(m, str) and m for m in preload):
         problems.append(Problem(fname, None, "suite.preload", f"expected a list of module names, got {preload!r}"))
         preload = []
-    return name, run_dir_raw, preload
+    limit = head.get("max_steps", MAX_STEPS)
+    try:
+        check_int(1)(limit)
+    except ValueError as e:
+        problems.append(Problem(fname, None, "suite.max_steps", str(e)))
+        limit = MAX_STEPS
+    return name, run_dir_raw, preload, limit
 
 
 def _defaults(raw: dict, fname: str, problems: list[Problem]) -> dict:
@@ -313,10 +313,11 @@ def _defaults(raw: dict, fname: str, problems: list[Problem]) -> dict:
     return defaults
 
 
-def _instances(table: dict, n: int, defaults: dict, fname: str,
+def _instances(table: dict, n: int, defaults: dict, room: int, fname: str,
                problems: list[Problem]) -> tuple[list[dict], bool]:
     """The raw steps one [[steps]] table declares, defaults applied (an array gives
-    many), and whether it has unknown fields (its steps are then checked, not kept)."""
+    many, at most `room` of them), and whether it has unknown fields (its steps are then
+    checked, not kept)."""
     label = table.get("id") if isinstance(table.get("id"), str) else f"#{n}"
     merged = {k: v for k, v in defaults.items() if k in STEP_FIELDS and k != "id"}
     merged.update(table)
@@ -333,18 +334,34 @@ def _instances(table: dict, n: int, defaults: dict, fname: str,
         return [], True
     for key in unknown:  # still check the known fields: every problem in one go
         merged.pop(key)
-    instances = [merged]
-    if "array" in merged:
-        try:
-            indices = parse_array(_str(merged["array"]))
-        except ValueError as e:
-            problems.append(Problem(fname, label, "array", str(e)))
+    if "array" not in merged:
+        if room < 1:
+            problems.append(Problem(fname, label, "id", "one step more than the suite's limit of max_steps"
+                                    " (raise [suite] max_steps to allow more)"))
             return [], True
-        if "{i}" not in str(merged["id"]):
-            problems.append(Problem(fname, label, "id", "an array step's id must contain {i}"))
-            return [], True
-        instances = [_substitute({k: v for k, v in merged.items() if k != "array"}, str(i)) for i in indices]
-    return instances, bool(unknown)
+        return [merged], bool(unknown)
+    return _array(merged, label, room, fname, problems), bool(unknown)
+
+
+def _array(merged: dict, label: str, room: int, fname: str, problems: list[Problem]) -> list[dict]:
+    """One raw step per index of an array table, its size checked before anything is
+    expanded (an array of a billion indices is refused in constant memory)."""
+    try:
+        ranges = array_ranges(check_str(merged["array"]))
+    except ValueError as e:
+        problems.append(Problem(fname, label, "array", str(e)))
+        return []
+    size = array_size(ranges)
+    if size > room:
+        problems.append(Problem(fname, label, "array", f"{merged['array']!r} declares {size} steps, more than the"
+                                f" {max(room, 0)} the suite's max_steps leaves room for (raise [suite] max_steps"
+                                " to allow more)"))
+        return []
+    if "{i}" not in str(merged["id"]):
+        problems.append(Problem(fname, label, "id", "an array step's id must contain {i}"))
+        return []
+    return [{k: _substitute(v, i, k == "args") for k, v in merged.items() if k != "array"}
+            for i in parse_array(merged["array"])]
 
 
 def _make_step(raw: dict, order: int, fname: str, problems: list[Problem]) -> StepSpec | None:
@@ -363,6 +380,9 @@ def _make_step(raw: dict, order: int, fname: str, problems: list[Problem]) -> St
         bad("call", "give exactly one of call and command" + (" (both given)" if has_call else " (neither given)"))
     if "args" in raw and not has_call:
         bad("args", "args are keyword arguments for a call step")
+    if has_call and values.get("mpi") is True:
+        # The site's MPI launcher starts a program on every rank; a call runs in one forked child.
+        bad("mpi", "an MPI step runs a command through the site's MPI launcher; a call step cannot be mpi = true")
     if len(problems) > before:
         return None
     mpi = values.get("mpi", False)

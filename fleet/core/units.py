@@ -1,8 +1,12 @@
-"""Memory sizes as people write them in suite files and on the command line."""
+"""Values as people write them in suite files and on the command line: each step
+field's check, memory sizes, array index ranges and paths that must stay inside the
+run directory. (How fields make a step and steps a suite is fleet.core.suite's.)"""
 
 from __future__ import annotations
 
+import posixpath
 import re
+from typing import Any
 
 _UNITS = {
     "": 1, "b": 1,
@@ -38,3 +42,191 @@ def format_memory(n: int) -> str:
         if n >= size:
             return f"{n / size:.3g}{unit}"
     return f"{n}B"
+
+
+# --- array index ranges ----------------------------------------------------------------------
+
+_PART = re.compile(r"(\d+)(?:-(\d+))?")
+
+
+def array_ranges(text: str) -> list[tuple[int, int]]:
+    """The inclusive (lo, hi) ranges "0-99" or "0-3,7,9" writes, in the order written.
+
+    Nothing is expanded: a range of a billion indices is two integers here."""
+    out = []
+    for part in text.split(","):
+        part = part.strip()
+        m = _PART.fullmatch(part)
+        if not m:
+            raise ValueError(f"expected indices such as \"0-99\" or \"0-3,7,9\", got {text!r}")
+        lo = int(m.group(1))
+        hi = int(m.group(2)) if m.group(2) is not None else lo
+        if hi < lo:
+            raise ValueError(f"range {part!r} runs backwards")
+        out.append((lo, hi))
+    return out
+
+
+def array_size(ranges: list[tuple[int, int]]) -> int:
+    """How many distinct indices the ranges hold (overlaps counted once), without
+    expanding them: memory grows with the text, not with the indices."""
+    total, reach = 0, -1  # reach: the highest index counted so far, ranges taken in ascending order
+    for lo, hi in sorted(ranges):
+        if hi > reach:
+            total += hi - max(lo, reach + 1) + 1
+            reach = hi
+    return total
+
+
+def parse_array(text: str) -> list[int]:
+    """Indices from "0-99" or "0-3,7,9" (ranges inclusive, in the order written, each once).
+
+    Expands: check array_size(array_ranges(text)) first when the text is untrusted."""
+    out: list[int] = []
+    seen: set[int] = set()
+    for lo, hi in array_ranges(text):
+        for i in range(lo, hi + 1):
+            if i not in seen:
+                seen.add(i)
+                out.append(i)
+    return out
+
+
+# --- paths inside the run directory ------------------------------------------------------------
+
+def clean_step_id(v: str) -> str:
+    """A step id is a clean relative path: it names the step's directory steps/<id>/.
+
+    No empty segment (so no leading, trailing or doubled "/"), no "." or "..", and no
+    ".fleet" segment (the name of every step's own records directory)."""
+    for seg in v.split("/"):
+        if seg in ("", ".", "..", ".fleet"):
+            what = "an empty segment (a leading, trailing or doubled '/')" if not seg else f"a {seg!r} segment"
+            raise ValueError(f"a step id is a clean relative path, without {what}; got {v!r}")
+    return v
+
+
+def inside_run_dir(v: str, *, absolute_ok: bool = False, dir_ok: bool = True) -> str:
+    """A path relative to the run directory that stays inside it (string arithmetic only).
+
+    `absolute_ok`: an absolute path is taken as it is (inputs from shared datasets).
+    `dir_ok`: the run directory itself (".") is acceptable."""
+    if not v:
+        raise ValueError("the path is empty")
+    if posixpath.isabs(v):
+        if absolute_ok:
+            return v
+        raise ValueError(f"must be relative to the run directory, got the absolute path {v!r}")
+    norm = posixpath.normpath(v)
+    if norm == ".." or norm.startswith("../"):
+        raise ValueError(f"must stay inside the run directory, but {v!r} leads out of it through '..'")
+    if norm == "." and not dir_ok:
+        raise ValueError(f"names the run directory itself, not a file in it: {v!r}")
+    return v
+
+
+# --- the step fields: each check takes the raw value and returns the typed one or raises ValueError
+
+STEP_ID = re.compile(r"^[A-Za-z0-9._/-]+\Z")  # \Z, not $: "$" also matches before a final newline
+CALL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def check_int(lo: int, hi: int | None = None):
+    """The check of an integer from lo (to hi)."""
+    def check(v: Any) -> int:
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ValueError(f"expected an integer, got {v!r}")
+        if v < lo or (hi is not None and v > hi):
+            span = f"from {lo} to {hi}" if hi is not None else f"at least {lo}"
+            raise ValueError(f"expected an integer {span}, got {v}")
+        return v
+    return check
+
+
+def check_bool(v: Any) -> bool:
+    """true or false."""
+    if not isinstance(v, bool):
+        raise ValueError(f"expected true or false, got {v!r}")
+    return v
+
+
+def check_str(v: Any) -> str:
+    """Any string."""
+    if not isinstance(v, str):
+        raise ValueError(f"expected a string, got {v!r}")
+    return v
+
+
+def check_id(v: Any) -> str:
+    """A step id: letters, digits and . _ - /, a clean relative path."""
+    v = check_str(v)
+    if not STEP_ID.match(v):
+        raise ValueError(f"a step id uses only letters, digits and . _ - /, got {v!r}")
+    return clean_step_id(v)
+
+
+def check_call(v: Any) -> str:
+    """"package.module:function"."""
+    v = check_str(v)
+    if not CALL.match(v):
+        raise ValueError(f"expected \"package.module:function\", got {v!r}")
+    return v
+
+
+def check_command(v: Any) -> tuple[str, ...] | str:
+    """An argv list (a tuple here) or a shell string, not empty."""
+    if isinstance(v, str):
+        if not v.strip():
+            raise ValueError("the command is empty")
+        return v
+    if isinstance(v, list) and v and all(isinstance(x, str) for x in v):
+        return tuple(v)
+    raise ValueError(f"expected an argv list of strings or a shell string, got {v!r}")
+
+
+def check_strings(v: Any) -> tuple[str, ...]:
+    """A list of strings (a tuple here)."""
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        raise ValueError(f"expected a list of strings, got {v!r}")
+    return tuple(v)
+
+
+def check_table(v: Any) -> dict:
+    """A TOML table."""
+    if not isinstance(v, dict):
+        raise ValueError(f"expected a table, got {v!r}")
+    return v
+
+
+def check_estimate(v: Any) -> float:
+    """Seconds, at least 0."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+        raise ValueError(f"expected a number of seconds >= 0, got {v!r}")
+    return float(v)
+
+
+def check_workdir(v: Any) -> str:
+    """A directory inside the run directory ("." is the run directory itself)."""
+    return inside_run_dir(check_str(v))
+
+
+def check_inputs(v: Any) -> tuple[str, ...]:
+    """Paths inside the run directory, or absolute (shared datasets)."""
+    return tuple(inside_run_dir(x, absolute_ok=True, dir_ok=False) for x in check_strings(v))
+
+
+def check_outputs(v: Any) -> tuple[str, ...]:
+    """Paths of files inside the run directory."""
+    return tuple(inside_run_dir(x, dir_ok=False) for x in check_strings(v))
+
+
+CHECKS = {
+    "id": check_id, "task": check_str, "call": check_call, "command": check_command, "args": check_table,
+    "cores": check_int(1), "min_cores": check_int(1), "gpus": check_int(0), "memory": parse_memory,
+    "span": check_bool, "mpi": check_bool, "ranks": check_int(1), "min_ranks": check_int(1), "threads": check_int(1),
+    "deps": check_strings, "inputs": check_inputs, "outputs": check_outputs, "workdir": check_workdir,
+    "priority": check_int(1, 5), "concurrent": check_bool, "retries": check_int(0), "estimate": check_estimate,
+    "array": check_str,
+}
+STEP_FIELDS = frozenset(CHECKS)
+SUITE_FIELDS = frozenset({"name", "run_dir", "preload", "max_steps"})

@@ -285,3 +285,72 @@ def test_the_critical_path_breaks_ties_by_what_comes_first_and_leaves_out_cycles
     # p and q wait on each other, r after them: none of the three is on any chain.
     cyclic = {"p": ["q"], "q": ["p"], "r": ["p", "s"], "s": []}
     assert critical_path(cyclic, {"p": 5, "q": 5, "r": 5, "s": 1}) == (1, ["s"])
+
+
+SETUP_ORDER = """
+    [suite]
+    run_dir = "run"
+    [[steps]]
+    id = "a"
+    command = "x"
+    deps = ["b"]
+    [[steps]]
+    id = "bad"
+    command = "x"
+    priority = 9
+    [[steps]]
+    id = "b"
+    command = "x"
+    deps = ["a"]
+    [[steps]]
+    id = "c"
+    command = "x"
+    deps = ["ghost"]
+    inputs = ["in.nc"]
+    [[steps]]
+    id = "d"
+    command = "x"
+    mpi = true
+    outputs = ["o.nc"]
+    [[steps]]
+    id = "e"
+    command = "x"
+    outputs = ["o.nc"]
+    """
+
+
+def test_field_problems_do_not_hide_graph_problems_and_everything_comes_in_setup_order(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text(textwrap.dedent(SETUP_ORDER))
+    with pytest.raises(SuiteError) as e:
+        checked_suite(path)
+    assert [(p.step, p.field) for p in e.value.problems] == [
+        ("a", "deps"), ("bad", "priority"), ("c", "deps"), ("c", "inputs"), ("e", "outputs")]
+    assert e.value.problems[0].message == "dependency cycle through steps a -> b -> a"
+
+
+def test_a_dep_on_or_an_input_from_a_step_with_problems_is_not_reported_again(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text(textwrap.dedent("""
+        [[steps]]
+        id = "mesh"
+        command = "x"
+        cores = 0
+        outputs = ["mesh.nc"]
+        [[steps]]
+        id = "cases/{i}"
+        array = "1-3"
+        command = "x"
+        bogus = 1
+        outputs = ["case{i}.nc"]
+        [[steps]]
+        id = "use"
+        command = "x"
+        deps = ["mesh", "cases/2"]
+        inputs = ["mesh.nc", "case3.nc", "/nowhere/at/all.nc"]
+        """))
+    with pytest.raises(SuiteError) as e:
+        checked_suite(path)
+    assert [(p.step, p.field) for p in e.value.problems] == [
+        ("mesh", "cores"), ("cases/{i}", "bogus"), ("use", "inputs")]
+    assert "'/nowhere/at/all.nc' is produced by no step" in e.value.problems[-1].message

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import textwrap
+import tracemalloc
 from pathlib import Path
 
 import pytest
 
 from fleet.control.checks import load_suite
 from fleet.core.problems import Problem, SuiteError
-from fleet.core.suite import STEP_FIELDS, StepSpec, parse_array, parse_suite
-from fleet.core.units import format_memory, parse_memory
+from fleet.core.suite import STEP_FIELDS, StepSpec, parse_array, parse_suite, read_suite
+from fleet.core.units import array_ranges, array_size, format_memory, parse_memory
 
 GiB = 2**30
 
@@ -363,7 +364,7 @@ def test_an_array_step_is_one_step_per_index_with_i_replaced_in_every_string():
     suite = parse(
         {"id": "first", "command": "x"},
         {"id": "case{i}", "array": "0-3,7,9", "call": "pkg.m{i}:run", "task": "t{i}",
-         "args": {"n": "{i}", "fixed": 3, "nested": {"file": "in{i}.nc", "list": ["a{i}", 1]}},
+         "args": {"n": "{i}", "fixed": 3, "nested": {"file": "in{i}.nc", "list": ["a{i}", 1, "{i}"]}},
          "deps": ["prep{i}"], "inputs": ["in/{i}.nc"], "outputs": ["out/{i}.nc"],
          "workdir": "w/{i}"},
         {"id": "cmd{i}", "array": "1", "command": ["run", "--case={i}"]},
@@ -378,7 +379,8 @@ def test_an_array_step_is_one_step_per_index_with_i_replaced_in_every_string():
     c7 = suite.step("case7")
     assert c7.call == "pkg.m7:run"
     assert c7.task == "t7"
-    assert c7.args == {"n": "7", "fixed": 3, "nested": {"file": "in7.nc", "list": ["a7", 1]}}
+    # An args value that is exactly "{i}" is the index itself; inside a longer string it stays text.
+    assert c7.args == {"n": 7, "fixed": 3, "nested": {"file": "in7.nc", "list": ["a7", 1, 7]}}
     assert (c7.deps, c7.inputs, c7.outputs, c7.workdir) == (("prep7",), ("in/7.nc",), ("out/7.nc",), "w/7")
     assert suite.step("cmd1").command == ("run", "--case=1")
     assert suite.step("sh2").command == "run 2 && echo 2"
@@ -495,3 +497,120 @@ def test_a_suite_with_no_steps_is_valid_and_empty(tmp_path):
 def test_a_step_with_an_unknown_field_is_not_also_reported_as_a_differing_shared_step():
     problems = problems_of({"id": "m", "command": "x", "coers": 2}, {"id": "m", "command": "x", "cores": 2})
     assert where(problems) == {("m", "coers")}
+
+
+# --- paths: step ids, workdirs, outputs and inputs stay inside the run directory ---------------
+
+@pytest.mark.parametrize("bad", ["../x", "a/../b", "..", "./a", "a/.", ".", "a//b", "/a", "a/", "/",
+                                 ".fleet", "a/.fleet", "a/.fleet/b"])
+def test_a_step_id_that_is_not_a_clean_relative_path_is_rejected(bad):
+    (p,) = problems_of({"id": bad, "command": "x"})
+    assert (p.step, p.field) == (bad, "id")
+    assert "clean relative path" in p.message
+
+
+@pytest.mark.parametrize("good", ["a/b/c", ".a", "a.", "..a", "a..", ".fleetx", "a/x.fleet", "fleet"])
+def test_a_step_id_with_dots_inside_its_segments_is_accepted(good):
+    assert parse({"id": good, "command": "x"}).steps[0].id == good
+
+
+def test_an_array_step_id_is_checked_after_the_index_is_put_in():
+    assert where(problems_of({"id": "{i}/../x", "array": "0", "command": "x"})) == {("0/../x", "id")}
+
+
+@pytest.mark.parametrize("field,value", [
+    ("workdir", "/tmp/elsewhere"), ("workdir", "../sibling"), ("workdir", "a/../../b"),
+    ("outputs", ["/tmp/out.nc"]), ("outputs", ["ok.nc", "../out.nc"]), ("outputs", ["."]), ("outputs", ["a/.."]),
+    ("inputs", ["../in.nc"]), ("inputs", ["a/../../in.nc"]), ("inputs", [""]),
+])
+def test_a_workdir_output_or_relative_input_that_leaves_the_run_directory_is_rejected(field, value):
+    (p,) = problems_of({"id": "s", "command": "x", field: value})
+    assert (p.step, p.field) == ("s", field)
+
+
+def test_an_absolute_input_is_a_shared_dataset_and_relative_paths_inside_the_run_directory_are_fine():
+    s = parse({"id": "s", "command": "x", "inputs": ["/data/shared/mesh.nc", "a/../b.nc"],
+               "outputs": ["out/x.nc"], "workdir": "."}).steps[0]
+    assert (s.inputs, s.outputs, s.workdir) == (("/data/shared/mesh.nc", "a/../b.nc"), ("out/x.nc",), ".")
+
+
+@pytest.mark.parametrize("name", ["a/b", "..", ".", "../up", "/abs"])
+def test_a_suite_name_that_would_put_the_default_run_dir_elsewhere_is_rejected(name):
+    problems = problems_of({"id": "a", "command": "x"}, suite={"name": name})
+    assert where(problems) == {(None, "suite.name")}
+
+
+# --- the size of arrays ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text,size", [
+    ("0-99", 100), ("5", 1), ("0-3,7,9", 6), ("1-3,2-4", 4), ("9,0-2", 4), ("0-9,3-5,5", 10),
+    ("0-99999999", 100_000_000), ("0-4,0-4,10-12", 8),
+])
+def test_the_size_of_an_array_is_counted_without_expanding_it(text, size):
+    assert array_size(array_ranges(text)) == size
+    if size < 1000:
+        assert size == len(parse_array(text))
+
+
+def test_an_array_beyond_a_million_steps_is_refused_in_constant_memory():
+    tracemalloc.start()
+    try:
+        problems = problems_of({"id": "s{i}", "array": "0-99999999", "command": "x"})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert where(problems) == {("s{i}", "array")}
+    assert "100000000 steps" in problems[0].message and "max_steps" in problems[0].message
+    assert peak < 1_000_000
+
+
+def test_the_limit_counts_every_step_of_the_suite_and_max_steps_sets_it():
+    steps = ({"id": "a", "command": "x"}, {"id": "s{i}", "array": "1-4", "command": "x"})
+    assert len(parse(*steps, suite={"max_steps": 5}).steps) == 5
+    problems = problems_of(*steps, {"id": "b", "command": "x"}, suite={"max_steps": 5})
+    assert where(problems) == {("b", "id")}
+    problems = problems_of(*steps, suite={"max_steps": 4})
+    assert where(problems) == {("s{i}", "array")}
+    assert "room for" in problems[0].message
+
+
+@pytest.mark.parametrize("bad", [0, -1, "many", True, 1.5])
+def test_a_max_steps_that_is_not_a_positive_integer_is_reported(bad):
+    assert where(problems_of({"id": "a", "command": "x"}, suite={"max_steps": bad})) == {(None, "suite.max_steps")}
+
+
+# --- mpi and call ------------------------------------------------------------------------------
+
+def test_an_mpi_call_step_is_rejected_naming_the_mpi_field():
+    (p,) = problems_of({"id": "m", "call": "pkg.mod:fn", "mpi": True, "ranks": 4})
+    assert (p.step, p.field) == ("m", "mpi")
+    assert "command" in p.message
+
+
+def test_an_mpi_default_makes_a_call_step_wrong_too():
+    assert where(problems_of({"id": "m", "call": "pkg.mod:fn"}, defaults={"mpi": True})) == {("m", "mpi")}
+
+
+# --- reading what reads ------------------------------------------------------------------------
+
+def test_reading_keeps_the_steps_that_parse_and_the_ids_and_outputs_of_those_that_do_not():
+    r = read_suite({"steps": [
+        {"id": "a", "command": "x"}, {"id": "b", "command": "x", "priority": 9, "outputs": ["b.nc"]},
+        {"id": "c{i}", "array": "0-x", "command": "x", "outputs": ["c{i}.nc"]}, {"id": "d", "command": "x"},
+    ]}, Path("/x/s.toml"))
+    assert [s.id for s in r.suite.steps] == ["a", "d"]
+    assert [(p.step, p.field) for p in r.problems] == [("b", "priority"), ("c{i}", "array")]
+    assert "b" in r.unparsed and "c7" in r.unparsed and "d" not in r.unparsed and "c" not in r.unparsed
+    assert "b.nc" in r.unparsed_outputs and "c12.nc" in r.unparsed_outputs
+    with pytest.raises(SuiteError):
+        r.check()
+
+
+def test_later_problems_take_their_place_in_setup_order_among_the_field_problems():
+    r = read_suite({"steps": [
+        {"id": "a", "command": "x"}, {"id": "b", "command": "x", "priority": 9}, {"id": "c", "command": "x"},
+    ]}, Path("/x/s.toml"))
+    later = [Problem("f", "c", "deps", "late c"), Problem("f", None, None, "about no step"),
+             Problem("f", "a", "inputs", "late a")]
+    assert [p.message.split(",")[0] for p in r.merged(later)] == [
+        "late a", "expected an integer from 1 to 5", "late c", "about no step"]
