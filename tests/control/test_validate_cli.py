@@ -1,0 +1,303 @@
+"""Bad input through the real `fleet` command: refused before anything runs, exit 2,
+every problem at once naming file, step and field; and `fleet validate --imports`."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fleetharness import env, fleet, write_suite
+
+EXIT_INVALID = 2
+
+
+def refused(r: subprocess.CompletedProcess, count: int) -> list[str]:
+    """The error lines of a refusal, after checking its exit code and last line."""
+    assert r.returncode == EXIT_INVALID, r.stdout + r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert lines[-1] == f"{count} problem{'s' if count != 1 else ''} found; nothing was started", r.stderr
+    errors = lines[:-1]
+    assert len(errors) == count and all(e.startswith("error: ") for e in errors), r.stderr
+    return [e[len("error: "):] for e in errors]
+
+
+def test_step_ids_workdirs_outputs_and_inputs_that_leave_the_run_directory_are_refused(tmp_path):
+    suite = write_suite(tmp_path / "s.toml", """
+[suite]
+name = "paths"
+[[steps]]
+id = "../escape"
+command = "true"
+[[steps]]
+id = "a//b"
+command = "true"
+[[steps]]
+id = "x/.fleet"
+command = "true"
+[[steps]]
+id = "w"
+command = "true"
+workdir = "/tmp"
+[[steps]]
+id = "o"
+command = "true"
+outputs = ["fine.nc", "../../etc/out.nc"]
+[[steps]]
+id = "i"
+command = "true"
+inputs = ["/an/absolute/dataset/is/fine/when/it/exists", "../outside.nc"]
+""")
+    for command in ("validate", "run"):
+        errors = refused(fleet(command, str(suite), cwd=tmp_path, timeout=60), 6)
+        assert [e.split(": ")[1:3] for e in errors] == [
+            ["step '../escape'", "field 'id'"], ["step 'a//b'", "field 'id'"], ["step 'x/.fleet'", "field 'id'"],
+            ["step 'w'", "field 'workdir'"], ["step 'o'", "field 'outputs'"], ["step 'i'", "field 'inputs'"]]
+        assert all(e.startswith(f"{suite}: ") for e in errors)
+    assert not (tmp_path / "runs").exists(), "nothing may start, not even the run directory"
+
+
+def test_a_suite_name_that_would_put_the_run_dir_elsewhere_is_refused_but_a_run_dir_may_be_anywhere(tmp_path):
+    suite = write_suite(tmp_path / "s.toml", '[suite]\nname = "../../elsewhere"\n[[steps]]\nid = "a"\ncommand = "true"\n')
+    (error,) = refused(fleet("validate", str(suite), cwd=tmp_path, timeout=60), 1)
+    assert error.startswith(f"{suite}: field 'suite.name': ")
+    write_suite(suite, '[suite]\nname = "ok"\nrun_dir = "../../elsewhere"\n[[steps]]\nid = "a"\ncommand = "true"\n')
+    r = fleet("validate", str(suite), cwd=tmp_path, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert f"run dir {(tmp_path / '../../elsewhere').resolve()}" in r.stdout
+
+
+def _fleet_with_memory_limit(*args: str, cwd: Path, limit: int, timeout: float = 60.0):
+    """`fleet ARGS` as fleetharness.fleet runs it, with its address space capped."""
+    def cap():
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    p = subprocess.Popen([sys.executable, "-m", "fleet", *args], cwd=cwd, env=env(), preexec_fn=cap,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, err = p.communicate()
+        raise AssertionError(f"fleet {' '.join(args)} timed out\nstderr:\n{err}")
+    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
+
+
+def test_an_array_of_a_hundred_million_steps_is_refused_in_little_memory(tmp_path):
+    suite = write_suite(tmp_path / "s.toml", """
+[[steps]]
+id = "case/{i}"
+array = "0-99999999"
+command = "true"
+""")
+    for command in ("validate", "run"):
+        r = _fleet_with_memory_limit(command, str(suite), cwd=tmp_path, limit=1 << 30)
+        (error,) = refused(r, 1)
+        assert error.startswith(f"{suite}: step 'case/{{i}}': field 'array': '0-99999999' declares 100000000 steps")
+        assert "max_steps" in error
+    assert not (tmp_path / "runs").exists()
+
+
+def test_max_steps_in_the_suite_table_sets_the_limit(tmp_path):
+    text = '[suite]\nmax_steps = {}\n[[steps]]\nid = "c/{{i}}"\narray = "1-20"\ncommand = "true"\n'
+    suite = write_suite(tmp_path / "s.toml", text.format(19))
+    (error,) = refused(fleet("validate", str(suite), cwd=tmp_path, timeout=60), 1)
+    assert "declares 20 steps, more than the 19" in error
+    write_suite(suite, text.format(20))
+    r = fleet("validate", str(suite), cwd=tmp_path, timeout=60)
+    assert r.returncode == 0 and "20 steps" in r.stdout, r.stderr
+
+
+def test_an_mpi_call_step_is_refused_by_validate_and_run_before_a_fleet_starts(tmp_path):
+    suite = write_suite(tmp_path / "s.toml", """
+[suite]
+run_dir = "run"
+[[steps]]
+id = "m"
+call = "steps:record"
+mpi = true
+ranks = 2
+""")
+    for command in ("validate", "run"):
+        (error,) = refused(fleet(command, str(suite), cwd=tmp_path, timeout=60), 1)
+        assert error.startswith(f"{suite}: step 'm': field 'mpi': ")
+    assert not (tmp_path / "run").exists()
+
+
+def test_every_problem_comes_at_once_field_and_graph_problems_in_setup_order(tmp_path):
+    suite = write_suite(tmp_path / "s.toml", """
+[suite]
+run_dir = "run"
+[[steps]]
+id = "a"
+command = "true"
+deps = ["b"]
+[[steps]]
+id = "typo"
+command = "true"
+cores = "two"
+[[steps]]
+id = "b"
+command = "true"
+deps = ["a"]
+[[steps]]
+id = "c"
+command = "true"
+deps = ["ghost"]
+inputs = ["never-made.nc"]
+[[steps]]
+id = "d"
+command = "true"
+outputs = ["same.nc"]
+[[steps]]
+id = "e"
+command = "true"
+outputs = ["same.nc"]
+[[steps]]
+id = "f"
+command = "true"
+memory = "lots"
+""")
+    errors = refused(fleet("validate", str(suite), cwd=tmp_path, timeout=60), 6)
+    f = str(suite)
+    assert errors == [
+        f"{f}: step 'a': field 'deps': dependency cycle through steps a -> b -> a",
+        f"{f}: step 'typo': field 'cores': expected an integer, got 'two'",
+        f"{f}: step 'c': field 'deps': 'ghost' names no step",
+        f"{f}: step 'c': field 'inputs': 'never-made.nc' is produced by no step and does not exist in "
+        f"{tmp_path / 'run'}",
+        f"{f}: step 'e': field 'outputs': 'same.nc' is also produced by step 'd'",
+        f"{f}: step 'f': field 'memory': expected a size such as \"4GiB\", \"512MB\" or a number of bytes, got 'lots'",
+    ]
+
+
+def test_an_args_value_that_is_exactly_i_is_the_integer_index_in_a_real_run(tmp_path):
+    suite = write_suite(tmp_path / "s.toml", """
+[suite]
+run_dir = "run"
+[[steps]]
+id = "rec/{i}"
+array = "2-3"
+call = "steps:record"
+args = { n = "{i}", label = "case {i}", nested = ["{i}", "x{i}"] }
+""")
+    r = fleet("run", str(suite), cwd=tmp_path, timeout=90)
+    assert r.returncode == 0, r.stderr
+    for i in (2, 3):
+        seen = json.loads((tmp_path / f"run/steps/rec/{i}/record.json").read_text())["args"]
+        assert seen == {"n": i, "label": f"case {i}", "nested": [i, f"x{i}"]}
+
+
+# --- fleet validate --imports --------------------------------------------------------------------
+
+MODULES = {
+    "good_steps.py": "import os\nprint('chatty on import')\n"
+                     "open(os.environ['IMPORT_LOG'], 'a').write(f'{os.getpid()}\\n')\n"
+                     "def run(ctx):\n    pass\nNOT_CALLABLE = 3\n",
+    "broken_steps.py": "import os\nopen(os.environ['IMPORT_LOG'], 'a').write(f'{os.getpid()}\\n')\n"
+                       "raise RuntimeError('this module is broken')\n",
+    "needs_missing.py": "import no_such_dependency_xyz\n",
+}
+
+IMPORTS_SUITE = """
+[suite]
+run_dir = "run"
+[[steps]]
+id = "ok"
+call = "good_steps:run"
+[[steps]]
+id = "nofunc"
+call = "good_steps:walk"
+[[steps]]
+id = "notcallable"
+call = "good_steps:NOT_CALLABLE"
+[[steps]]
+id = "nomod/{i}"
+array = "1-3"
+call = "no_such_module_xyz.sub:run"
+[[steps]]
+id = "broken"
+call = "broken_steps:run"
+[[steps]]
+id = "dep"
+call = "needs_missing:run"
+[[steps]]
+id = "cmd"
+command = "true"
+"""
+
+
+def test_validate_imports_reports_missing_modules_and_functions_by_step_and_field(tmp_path, monkeypatch):
+    for name, text in MODULES.items():
+        (tmp_path / name).write_text(text)
+    log = tmp_path / "imports.log"
+    monkeypatch.setenv("IMPORT_LOG", str(log))
+    suite = write_suite(tmp_path / "s.toml", IMPORTS_SUITE)
+    # Without --imports nothing is imported: the suite is well formed.
+    r = fleet("validate", str(suite), cwd=tmp_path, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert not log.exists()
+    errors = refused(fleet("validate", "--imports", str(suite), cwd=tmp_path, timeout=120), 5)
+    f = str(suite)
+    assert errors == [
+        f"{f}: step 'nofunc': field 'call': module 'good_steps' has no function 'walk'",
+        f"{f}: step 'notcallable': field 'call': module 'good_steps' has no function 'NOT_CALLABLE'",
+        f"{f}: step 'nomod/1': field 'call': module 'no_such_module_xyz.sub' not found (and in 2 more steps)",
+        f"{f}: step 'broken': field 'call': module 'broken_steps' cannot be imported: "
+        "RuntimeError: this module is broken",
+        f"{f}: step 'dep': field 'call': module 'needs_missing' cannot be imported: "
+        "ModuleNotFoundError: No module named 'no_such_dependency_xyz'",
+    ]
+    # Each module once, all in one child process (not the validating one: it exited 2 cleanly).
+    pids = log.read_text().split()
+    assert len(pids) == 2 and len(set(pids)) == 1
+
+
+def test_validate_imports_accepts_a_suite_whose_call_targets_all_import(tmp_path):
+    (tmp_path / "good_steps.py").write_text("def run(ctx):\n    pass\n")
+    suite = write_suite(tmp_path / "s.toml", '[[steps]]\nid = "a/{i}"\narray = "0-9"\ncall = "good_steps:run"\n'
+                        '[[steps]]\nid = "b"\ncall = "steps:record"\n')
+    r = fleet("validate", "--imports", str(suite), cwd=tmp_path, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "11 steps" in r.stdout
+
+
+def test_validate_imports_reports_field_problems_and_import_problems_together(tmp_path):
+    suite = write_suite(tmp_path / "s.toml", '[[steps]]\nid = "a"\ncall = "no_such_module_xyz:run"\n'
+                        '[[steps]]\nid = "b"\ncommand = "true"\npriority = 0\n')
+    errors = refused(fleet("validate", "--imports", str(suite), cwd=tmp_path, timeout=120), 2)
+    assert [e.split(": ")[1:3] for e in errors] == [["step 'a'", "field 'call'"], ["step 'b'", "field 'priority'"]]
+
+
+# --- option values that make no sense --------------------------------------------------------------
+
+@pytest.mark.parametrize("args,option", [
+    (("status", "--interval", "-1"), "--interval"),
+    (("status", "--interval", "0"), "--interval"),
+    (("up", "--local", "--timeout", "-5"), "--timeout"),
+    (("up", "--local", "--timeout", "0"), "--timeout"),
+    (("up", "--local", "--nodes", "0"), "--nodes"),
+    (("up", "--local", "--heartbeat", "0"), "--heartbeat"),
+    (("up", "--local", "--heartbeat-timeout", "0"), "--heartbeat-timeout"),
+    (("run", "s.toml", "--nodes", "0"), "--nodes"),
+    (("run", "s.toml", "--stale-after", "-1"), "--stale-after"),
+    (("run", "s.toml", "--max-attempts", "-1"), "--max-attempts"),
+    (("run", "s.toml", "--heartbeat", "-1"), "--heartbeat"),
+    (("validate", "s.toml", "--nodes", "0", "--cores-per-node", "1"), "--nodes"),
+    (("validate", "s.toml", "--nodes", "1", "--cores-per-node", "0"), "--cores-per-node"),
+    (("validate", "s.toml", "--nodes", "1", "--cores-per-node", "1", "--gpus-per-node", "-1"), "--gpus-per-node"),
+    (("simulate", "s.toml", "--nodes", "-2", "--cores-per-node", "1"), "--nodes"),
+    (("audit", ".", "--stale-after", "-5"), "--stale-after"),
+])
+def test_a_numeric_option_out_of_its_range_is_refused_before_anything_starts(tmp_path, args, option):
+    write_suite(tmp_path / "s.toml", '[[steps]]\nid = "a"\ncommand = "true"\n')
+    r = fleet(*args, "--run-dir", str(tmp_path / "run"), cwd=tmp_path, timeout=60) if args[0] in ("up", "status") \
+        else fleet(*args, cwd=tmp_path, timeout=60)
+    assert r.returncode == EXIT_INVALID, r.stdout + r.stderr
+    assert f"Invalid value for '{option}'" in r.stderr
+    assert not (tmp_path / "run").exists() and not (tmp_path / "runs").exists()
