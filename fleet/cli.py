@@ -29,6 +29,12 @@ class _Memory(click.ParamType):
 MEMORY = _Memory()
 
 
+def _session_index(ctx, param, value: int) -> int:
+    if value == 0:  # counted from 1, or from the end with -1: 0 is never a session
+        raise click.BadParameter("sessions count from 1 (the first) or from -1 (the last); 0 is none")
+    return value
+
+
 def _invalid(err: SuiteError) -> None:
     for p in err.problems:
         click.echo(f"error: {p}", err=True)
@@ -117,8 +123,8 @@ def simulate(suite, nodes, cores_per_node, memory_per_node, gpus_per_node, as_js
               help="write a Chrome trace-event JSON (Perfetto, chrome://tracing)")
 @click.option("--html", "html_file", type=click.Path(dir_okay=False), default=None,
               help="write one self-contained HTML page: timeline, utilization, summary")
-@click.option("--session", type=int, default=-1, show_default=True,
-              help="which fleet session of the stream (1 = the first, -1 = the last)")
+@click.option("--session", type=int, default=-1, show_default=True, callback=_session_index,
+              help="which fleet session of the stream (1 = the first, -1 = the last; not 0)")
 def report(run_dir, as_json, trace, html_file, session):
     """What the run in RUN_DIR did, from its event stream (a run in progress too):
     wall time, the steps' own work and startup, the dependency floor, utilization,

@@ -293,6 +293,7 @@ def test_validate_imports_reports_field_problems_and_import_problems_together(tm
     (("validate", "s.toml", "--nodes", "1", "--cores-per-node", "1", "--gpus-per-node", "-1"), "--gpus-per-node"),
     (("simulate", "s.toml", "--nodes", "-2", "--cores-per-node", "1"), "--nodes"),
     (("audit", ".", "--stale-after", "-5"), "--stale-after"),
+    (("report", ".", "--session", "0"), "--session"),
 ])
 def test_a_numeric_option_out_of_its_range_is_refused_before_anything_starts(tmp_path, args, option):
     write_suite(tmp_path / "s.toml", '[[steps]]\nid = "a"\ncommand = "true"\n')
