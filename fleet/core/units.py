@@ -106,11 +106,12 @@ def clean_step_id(v: str) -> str:
     return v
 
 
-def inside_run_dir(v: str, *, absolute_ok: bool = False, dir_ok: bool = True) -> str:
+def inside_run_dir(v: str, *, absolute_ok: bool = False, dir_ok: bool = True, writes: bool = True) -> str:
     """A path relative to the run directory that stays inside it (string arithmetic only).
 
     `absolute_ok`: an absolute path is taken as it is (inputs from shared datasets).
-    `dir_ok`: the run directory itself (".") is acceptable."""
+    `dir_ok`: the run directory itself (".") is acceptable.
+    `writes`: the step writes there, so not into a .fleet/ records directory."""
     if not v:
         raise ValueError("the path is empty")
     if posixpath.isabs(v):
@@ -122,6 +123,8 @@ def inside_run_dir(v: str, *, absolute_ok: bool = False, dir_ok: bool = True) ->
         raise ValueError(f"must stay inside the run directory, but {v!r} leads out of it through '..'")
     if norm == "." and not dir_ok:
         raise ValueError(f"names the run directory itself, not a file in it: {v!r}")
+    if writes and ".fleet" in norm.split("/"):  # the fleet's own records: a step's markers and claims
+        raise ValueError(f"may not be in a .fleet directory (the fleet's own records), got {v!r}")
     return v
 
 
@@ -212,7 +215,7 @@ def check_workdir(v: Any) -> str:
 
 def check_inputs(v: Any) -> tuple[str, ...]:
     """Paths inside the run directory, or absolute (shared datasets)."""
-    return tuple(inside_run_dir(x, absolute_ok=True, dir_ok=False) for x in check_strings(v))
+    return tuple(inside_run_dir(x, absolute_ok=True, dir_ok=False, writes=False) for x in check_strings(v))
 
 
 def check_outputs(v: Any) -> tuple[str, ...]:

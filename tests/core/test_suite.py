@@ -522,6 +522,7 @@ def test_an_array_step_id_is_checked_after_the_index_is_put_in():
     ("workdir", "/tmp/elsewhere"), ("workdir", "../sibling"), ("workdir", "a/../../b"),
     ("outputs", ["/tmp/out.nc"]), ("outputs", ["ok.nc", "../out.nc"]), ("outputs", ["."]), ("outputs", ["a/.."]),
     ("inputs", ["../in.nc"]), ("inputs", ["a/../../in.nc"]), ("inputs", [""]),
+    ("outputs", ["steps/b/.fleet/done.json"]), ("workdir", "steps/b/.fleet"),
 ])
 def test_a_workdir_output_or_relative_input_that_leaves_the_run_directory_is_rejected(field, value):
     (p,) = problems_of({"id": "s", "command": "x", field: value})
