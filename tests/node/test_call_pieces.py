@@ -1,5 +1,5 @@
 """How a call step's function is called, and how many threads a step is given: the
-pieces the child uses, checked on their own (the whole path: tests/control/test_calls.py)."""
+pieces the child uses, checked on their own (the whole path: tests/control/test_calls.py; a different basename, as pytest needs)."""
 
 from __future__ import annotations
 
