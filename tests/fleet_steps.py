@@ -117,3 +117,51 @@ def once(ctx):
 def always_fails(ctx):
     _note(ctx, "start")
     raise RuntimeError("this step always fails")
+
+
+# --- the everyday path (tests/control/test_calls.py) ------------------------------------
+
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")
+
+
+def thread_report(ctx):
+    """Record the thread variables this step sees and the size of every thread pool
+    loaded in it (numpy's BLAS, imported here unless preloaded), as threads.json."""
+    import sys
+    preloaded = "numpy" in sys.modules  # inherited from the zygote, or not
+    import numpy  # noqa: F401  (loads its BLAS, if the zygote did not)
+    from threadpoolctl import threadpool_info
+    pools = {p["internal_api"]: p["num_threads"] for p in threadpool_info()}
+    Path(ctx.workdir, "threads.json").write_text(json.dumps(
+        {"env": {v: os.environ.get(v) for v in THREAD_VARS}, "pools": pools,
+         "ctx_threads": ctx.threads, "numpy_was_preloaded": preloaded}))
+
+
+def scaled(n, label="plain"):
+    """A function that knows nothing of fleet: its args by name, its step from
+    fleet.context() (through a helper, as a library deep in a call would)."""
+    Path("scaled.json").write_text(json.dumps({"n": n, "twice": 2 * n, "label": label, **_where()}))
+
+
+def _where():
+    import fleet
+    ctx = fleet.context()
+    return {"step": ctx.id, "attempt": ctx.attempt, "workdir": ctx.workdir}
+
+
+def scaled_with_ctx(ctx, n, label="with ctx"):
+    """The new form with a context: ctx and the args by name, side by side."""
+    import fleet
+    Path(ctx.workdir, "scaled.json").write_text(json.dumps(
+        {"n": n, "label": label, "same_ctx": fleet.context() is ctx, "args": ctx.args}))
+
+
+def says_attempt(ctx):
+    """Print which attempt this is; fail the first one."""
+    print(f"output of attempt {ctx.attempt}")
+    if ctx.attempt == 1:
+        raise RuntimeError("the first attempt fails")
+
+
+def writes_nothing(ctx):
+    print("succeeded without writing its outputs")

@@ -1,8 +1,9 @@
 """What a step's process does between the zygote's fork (or spawn) and its end.
 
 For a ``call`` step, :func:`run_call` runs in the forked child: it sets the process
-up (signals, process group, death signal, cores, GPUs, environment, directory, log),
-calls the step's function with a :class:`StepContext`, reports to the zygote and
+up (signals, process group, death signal, cores, GPUs, environment and thread pools,
+directory, log and its attempt header), calls the step's function with its ``args``
+(and a :class:`StepContext` as ``ctx`` if it has that parameter), reports to the zygote and
 ends with ``os._exit`` -- it never returns into the zygote's loop, and never runs
 the exit handlers or flushes the buffers it inherited.
 
@@ -15,16 +16,20 @@ from __future__ import annotations
 
 import ctypes
 import importlib
+import inspect
 import os
 import select
 import signal
 import sys
 import time
 import traceback
-from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, NoReturn
 
 import msgpack
+
+from fleet.node import stepcontext, threads
+from fleet.node.stepcontext import StepContext  # noqa: F401  (its old home; still imported from here)
 
 if TYPE_CHECKING:
     from fleet.wire.messages import Launch
@@ -43,34 +48,6 @@ DEFAULT_SIGNALS = tuple(
 # Room below PIPE_BUF (4096 on Linux, 512 by POSIX) for a report record.
 _REPORT_MAX = 4000 if sys.platform.startswith("linux") else select.PIPE_BUF
 _ERROR_MAX = 1000
-
-
-@dataclass(frozen=True)
-class StepContext:
-    """The one argument of a ``call`` step's function.
-
-    id, attempt: the step and which attempt this is (1 for the first).
-    workdir: the step's directory, already the current directory.
-    run_dir: the run directory of the fleet.
-    cores, gpus: ids this step was given (the process is pinned to ``cores``; the
-        GPU variables are set to ``gpus``). memory: its share, in bytes.
-    placement: ((node, cores, gpus, memory), ...) for every node it spans.
-    inputs, outputs: the paths the step declared. args: its arguments.
-    log: the log file that fds 1 and 2 (and sys.stdout/sys.stderr) write to.
-    """
-
-    id: str
-    attempt: int
-    workdir: str
-    run_dir: str
-    cores: tuple
-    gpus: tuple
-    memory: int
-    placement: tuple
-    inputs: tuple
-    outputs: tuple
-    args: dict
-    log: str
 
 
 _prctl = None  # libc's prctl, looked up once: the zygote's own call warms it for every child
@@ -136,6 +113,63 @@ def resolve(target: str) -> Callable:
     return obj
 
 
+class ArgumentMismatch(TypeError):
+    """A step's ``args`` do not fit its function's parameters (the message names them)."""
+
+
+def call_arguments(func: Callable, ctx: StepContext, args: Mapping,
+                   target: str) -> tuple[tuple, dict]:
+    """(positional, keyword) arguments for a call step's function.
+
+    Every ``args`` entry is passed by name. A parameter named ``ctx`` gets the step
+    context as well -- except that a function whose only parameter is ``ctx`` (the
+    0.1 form, ``def step(ctx)``) gets just the context and reads ``ctx.args``. An
+    argument the function has no parameter for, or a required parameter no argument
+    fills, is an :class:`ArgumentMismatch` naming it, raised before the call.
+    """
+    try:
+        params = inspect.signature(func).parameters
+    except (TypeError, ValueError):  # no signature to read (some builtins): Python checks
+        return (), dict(args)
+    positional: tuple = ()
+    kwargs = dict(args)
+    if "ctx" in params:
+        if "ctx" in kwargs:
+            raise ArgumentMismatch(f"{target}: 'ctx' is the step context, not an argument; rename it in args")
+        if len(params) == 1:
+            kwargs = {}
+        if params["ctx"].kind is inspect.Parameter.POSITIONAL_ONLY:
+            positional = (ctx,)
+        else:
+            kwargs["ctx"] = ctx
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    by_name = [n for n, p in params.items() if p.kind in (
+        inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)]
+    unknown = [k for k in kwargs if k not in by_name and not takes_any]
+    if unknown:
+        raise ArgumentMismatch(
+            f"{target} has no parameter {', '.join(repr(k) for k in unknown)} "
+            f"(it takes {', '.join(by_name) or 'none by name'})")
+    missing = [n for n, p in params.items() if p.default is inspect.Parameter.empty
+               and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+               and n not in kwargs and not (n == "ctx" and positional)]
+    if missing:
+        raise ArgumentMismatch(
+            f"{target} needs {', '.join(repr(n) for n in missing)}: add "
+            f"{'it' if len(missing) == 1 else 'them'} to the step's args")
+    return positional, kwargs
+
+
+def log_header(launch: Launch, at: float) -> bytes:
+    """The line that opens each attempt in a step's log: when, which attempt, which
+    fleet (FLEET_ID, when the coordinator sets it) and which node."""
+    node = launch.placement[0][0] if launch.placement else os.uname().nodename
+    fleet = (launch.env or {}).get("FLEET_ID")
+    when = datetime.fromtimestamp(at).astimezone().isoformat(timespec="seconds")
+    return (f"==== fleet: step {launch.step} attempt {launch.attempt}"
+            f"{f' fleet {fleet}' if fleet else ''} on {node} at {when} ====\n").encode()
+
+
 def _short_error(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}"
     return text if len(text) <= _ERROR_MAX else text[:_ERROR_MAX - 3] + "..."
@@ -161,10 +195,22 @@ def make_dirs(launch: Launch) -> None:
         os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
 
 
-def _setup(launch: Launch, close_fds: Iterable[int],
-           restore_env: Mapping[str, str | None],
-           parent: int) -> tuple[list, str | None]:
-    """Everything before the step's own work; returns (affinity, mismatch line)."""
+def unproduced(launch: Launch) -> str | None:
+    """The error for declared outputs missing after a successful step, else None;
+    each named as the suite wrote it (relative to the run directory)."""
+    missing = [out for out in launch.outputs if not os.path.exists(out)]
+    if not missing:
+        return None
+    prefix = launch.run_dir.rstrip("/") + "/"
+    names = ", ".join(out[len(prefix):] if out.startswith(prefix) else out for out in missing)
+    if len(missing) == 1:
+        return f"declared output {names} was not produced"
+    return f"declared outputs {names} were not produced"
+
+
+def _detach(close_fds: Iterable[int], parent: int) -> None:
+    """Leave the zygote: default signals, none of its descriptors, a process group
+    of our own, and death with it."""
     # Signals first: until now a SIGTERM would run the zygote's handler in here.
     signal.set_wakeup_fd(-1)
     for sig in DEFAULT_SIGNALS:
@@ -182,13 +228,13 @@ def _setup(launch: Launch, close_fds: Iterable[int],
     set_pdeathsig(signal.SIGKILL)
     if os.getppid() != parent:  # the zygote died before the death signal was armed
         os._exit(1)
-    if launch.cores:
-        try:
-            os.sched_setaffinity(0, launch.cores)
-        except OSError:
-            pass  # e.g. no given core exists here; reported as a mismatch below
+
+
+def _set_environment(launch: Launch, restore_env: Mapping[str, str | None]) -> None:
+    # The step's thread count replaces the zygote's "1" (and whatever the agent had).
+    restore = {**restore_env, **threads.thread_env(threads.step_threads(launch))}
     environment = step_environment(
-        dict(os.environ), restore_env, launch.env, launch.gpus, launch.gpu_vars)
+        dict(os.environ), restore, launch.env, launch.gpus, launch.gpu_vars)
     # Change only what differs (the same variables and values as clear() + update(),
     # which calls putenv for every variable and costs a forked child ~100 extra
     # copy-on-write faults, ~0.4 ms here).
@@ -197,6 +243,19 @@ def _setup(launch: Launch, close_fds: Iterable[int],
     for name, value in environment.items():
         if os.environ.get(name) != value:
             os.environ[name] = value
+
+
+def _setup(launch: Launch, close_fds: Iterable[int],
+           restore_env: Mapping[str, str | None],
+           parent: int) -> tuple[list, str | None]:
+    """Everything before the step's own work; returns (affinity, mismatch line)."""
+    _detach(close_fds, parent)
+    if launch.cores:
+        try:
+            os.sched_setaffinity(0, launch.cores)
+        except OSError:
+            pass  # e.g. no given core exists here; reported as a mismatch below
+    _set_environment(launch, restore_env)
     make_dirs(launch)
     os.chdir(launch.workdir)
     log = os.open(launch.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -206,6 +265,7 @@ def _setup(launch: Launch, close_fds: Iterable[int],
     os.dup2(log, 2)
     os.close(null)
     os.close(log)
+    os.write(1, log_header(launch, time.time()))
     # Fresh line-buffered streams: the inherited ones may hold the zygote's bytes.
     sys.stdout = open(1, "w", buffering=1, encoding="utf-8",
                       errors="backslashreplace", closefd=False)
@@ -215,6 +275,10 @@ def _setup(launch: Launch, close_fds: Iterable[int],
     mismatch = placement_mismatch(launch.cores, affinity)
     if mismatch:
         print(mismatch, file=sys.stderr, flush=True)
+    # After the pinning: an OpenMP runtime sizes new threads' affinity from ours.
+    failed = threads.resize_preloaded_pools(threads.step_threads(launch))
+    if failed:
+        print(failed, file=sys.stderr, flush=True)
     return affinity, mismatch
 
 
@@ -227,6 +291,22 @@ def _exit_code(exc: SystemExit) -> int:
     return 1
 
 
+def _failure(exc: BaseException) -> tuple[int, str | None]:
+    """(exit status, error) for what a step raised; the traceback goes to its log."""
+    if isinstance(exc, SystemExit):
+        code = _exit_code(exc)
+        return code, (f"SystemExit: {exc.code}" if code else None)
+    error = _short_error(exc)
+    try:
+        if isinstance(exc, ArgumentMismatch):  # the suite's mistake: no traceback of ours
+            print(f"fleet: {error}", file=sys.stderr)
+        else:
+            traceback.print_exc()
+    except BaseException:
+        pass
+    return 1, error
+
+
 def run_call(launch: Launch, report_fd: int, *, first_at: float | None = None,
              close_fds: Iterable[int] = (),
              restore_env: Mapping[str, str | None] | None = None,
@@ -235,9 +315,11 @@ def run_call(launch: Launch, report_fd: int, *, first_at: float | None = None,
 
     ``first_at`` is the time of the child's first instruction (taken here if not
     given). ``close_fds`` are the zygote's own descriptors (agent pipes, wakeup fd,
-    report read end). ``restore_env`` are variables the zygote changed for itself
-    (thread counts) to put back for the step. ``parent`` is the zygote's pid, to
-    notice that it died before the death signal was armed.
+    report read end). ``restore_env`` are variables to put back for the step before
+    its own (the thread-pool variables are then set to the step's thread count
+    whatever they were). ``parent`` is the zygote's pid, to notice that it died
+    before the death signal was armed. The function is called as
+    :func:`call_arguments` says, after :func:`fleet.context` was set to its context.
     """
     if first_at is None:
         first_at = time.time()
@@ -253,27 +335,20 @@ def run_call(launch: Launch, report_fd: int, *, first_at: float | None = None,
             placement_ok = mismatch is None
             func = resolve(launch.call)
             ctx = _context(launch)
+            stepcontext.enter(ctx)
+            positional, kwargs = call_arguments(func, ctx, launch.args, launch.call)
             work_start = time.time()
             write_report(report_fd, {
                 "pid": os.getpid(), "phase": "begin", "first_at": first_at,
                 "work_start": work_start, "affinity": affinity,
                 "placement_ok": placement_ok})
             try:
-                func(ctx)
+                func(*positional, **kwargs)
                 code = 0
             finally:
                 work_end = time.time()
-        except SystemExit as exc:
-            code = _exit_code(exc)
-            if code:
-                error = f"SystemExit: {exc.code}"
         except BaseException as exc:
-            code = 1
-            error = _short_error(exc)
-            try:
-                traceback.print_exc()
-            except BaseException:
-                pass
+            code, error = _failure(exc)
         try:
             sys.stdout.flush()
             sys.stderr.flush()
@@ -290,7 +365,7 @@ def _context(launch: Launch) -> StepContext:
         run_dir=launch.run_dir, cores=launch.cores, gpus=launch.gpus,
         memory=launch.memory, placement=launch.placement,
         inputs=launch.inputs, outputs=launch.outputs, args=launch.args,
-        log=launch.log)
+        log=launch.log, threads=threads.step_threads(launch))
 
 
 def _report_end(report_fd: int, first_at: float, work_start: float | None,

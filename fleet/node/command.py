@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Mapping
 
-from fleet.node import child
+from fleet.node import child, threads
 from fleet.wire.messages import Launch
 
 
@@ -41,11 +41,12 @@ def argv_of(msg: Launch) -> list[str]:
     return [str(a) for a in (msg.command or ())]
 
 
-def spawn(msg: Launch, restore_env: Mapping[str, str | None]) -> Spawned:
+def spawn(msg: Launch, restore_env: Mapping[str, str | None] | None = None) -> Spawned:
     """Start the command of ``msg``; NotStarted if it cannot be.
 
-    ``restore_env`` are the variables the zygote changed for itself (thread counts),
-    put back for the step.
+    ``restore_env`` are variables put back for the step before its own; its
+    thread-pool variables are then set to its thread count, as for a call step.
+    The log gets the attempt's header line first.
     """
     argv = argv_of(msg)
     if not argv:
@@ -55,7 +56,12 @@ def spawn(msg: Launch, restore_env: Mapping[str, str | None]) -> Spawned:
         log = os.open(msg.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     except OSError as exc:
         raise NotStarted(f"{type(exc).__name__}: {exc}") from None
-    env = child.step_environment(os.environ, restore_env, msg.env, msg.gpus, msg.gpu_vars)
+    try:
+        os.write(log, child.log_header(msg, time.time()))
+    except OSError:
+        pass  # a full disk: the step may still run; its own writes will say so
+    restore = {**(restore_env or {}), **threads.thread_env(threads.step_threads(msg))}
+    env = child.step_environment(os.environ, restore, msg.env, msg.gpus, msg.gpu_vars)
     own = os.sched_getaffinity(0)
     try:
         if msg.cores:

@@ -23,20 +23,17 @@ time would leave that lock held forever in the child.
 
 import os
 
-# Thread-pool sizes of numerical libraries: they read these when loaded, so they
-# must be set before any preload import, or a pool's threads start in the zygote.
-THREAD_VARS = (
-    "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
-    "NUMEXPR_NUM_THREADS", "NUMEXPR_MAX_THREADS", "VECLIB_MAXIMUM_THREADS",
-    "BLIS_NUM_THREADS", "GOTO_NUM_THREADS", "NUMBA_NUM_THREADS",
-    "RAYON_NUM_THREADS", "TBB_NUM_THREADS",
-)
-# The agent's values, given back to every step: a step sized to its cores should
-# not inherit the zygote's "1".
+from fleet.node.threads import THREAD_VARS  # import-light: nothing in it reads these
+
+# The agent's values. A step does not get them back: its thread-pool variables are
+# set to its own thread count (fleet.node.threads), on every path.
 INHERITED_THREAD_ENV = {name: os.environ.get(name) for name in THREAD_VARS}
 if __name__ == "__main__":  # only the zygote process, not a module importing this
+    # Thread-pool sizes are read when a library is loaded, so they must be 1 before
+    # any preload import, or a pool's threads start in the zygote. Forced, not
+    # defaulted: an agent's OMP_NUM_THREADS=8 must not start 7 threads in here.
     for _name in THREAD_VARS:
-        os.environ.setdefault(_name, "1")
+        os.environ[_name] = "1"
 
 import argparse  # noqa: E402  (after the environment on purpose)
 import importlib  # noqa: E402
@@ -49,7 +46,7 @@ from dataclasses import dataclass, field  # noqa: E402
 
 import msgpack  # noqa: E402
 
-from fleet.node import child, command  # noqa: E402
+from fleet.node import child, command, threads as step_threads  # noqa: E402
 from fleet.node.spare import Spare  # noqa: E402
 from fleet.wire import framing  # noqa: E402
 from fleet.wire import messages as P  # noqa: E402
@@ -338,6 +335,13 @@ class Zygote:
             step.popen.returncode = rc if rc is not None else -sig
         rep = step.report
         error = rep.get("error")
+        if outcome == "succeeded":
+            # A step that "succeeded" without its outputs would hand its consumers
+            # nothing: it failed, and they are blocked.
+            error = child.unproduced(step.launch)
+            if error:
+                outcome = "failed"
+                _append_to_log(step.launch.log, f"fleet: {error}\n")
         if error is None and sig is not None:
             error = f"killed by {_signal_name(sig)}"
         elif error is None and rc:
@@ -408,6 +412,17 @@ class Zygote:
                 break
 
 
+def _append_to_log(path: str, text: str) -> None:
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError:
+        return
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
 def _signal_name(sig: int) -> str:
     try:
         return signal.Signals(sig).name
@@ -449,6 +464,7 @@ def main(argv: list[str] | None = None) -> int:
             _refuse(args.fd_out, f"preload module {name} failed to import: "
                                  f"{type(exc).__name__}: {exc}")
     import_s = time.perf_counter() - t0
+    step_threads.note_preloaded_pools()  # the children resize those pools (never us)
     threads = thread_count()
     if threads != 1:
         count = "an unknown number of" if threads is None else str(threads)

@@ -275,7 +275,7 @@ def test_a_call_steps_stdout_and_stderr_land_in_its_log(zygote, tmp_path):
     assert "hello on stdout" in log and "hello on stderr" in log and "raw fd 1" in log
 
 
-def test_a_call_step_gets_default_signals_its_gpus_its_env_and_the_agents_thread_settings(
+def test_a_call_step_gets_default_signals_its_gpus_its_env_and_its_own_thread_count(
         zygote, tmp_path):
     z = zygote()
     z.send(launch(tmp_path, "s", gpus=(2, 3), gpu_vars=("CUDA_VISIBLE_DEVICES",),
@@ -286,7 +286,8 @@ def test_a_call_step_gets_default_signals_its_gpus_its_env_and_the_agents_thread
     assert rec["cuda"] == "2,3"  # the placement wins over the suite's env
     assert rec["extra"] == "yes"
     assert rec["omp_in_zygote"] == "1"  # the zygote pinned it before preloading
-    assert rec["omp_now"] is None  # and the step has the agent's (unset) back
+    # and the step has its own count: not pinned, so every core the zygote may use
+    assert rec["omp_now"] == str(len(os.sched_getaffinity(0)))
 
 
 def test_a_raising_function_fails_with_the_exception_named_in_error_and_a_traceback_in_the_log(
@@ -402,10 +403,11 @@ def test_a_command_step_given_as_a_shell_string_runs_through_sh_with_its_cores_a
     exited = z.exited("s")
     assert (exited.outcome, exited.returncode) == ("failed", 3)
     assert exited.error == "exit status 3"
-    lines = log_of(tmp_path, "s").splitlines()
+    header, *lines = log_of(tmp_path, "s").splitlines()
+    assert header.startswith("==== fleet: step s attempt 1 ")
     assert lines[0] == str(tmp_path / "steps/s")
     assert lines[1].split() == ["Cpus_allowed_list:", str(CORES[0])]
-    assert lines[2] == "gpus=1 omp=unset"
+    assert lines[2] == "gpus=1 omp=1"  # its one core's worth
     assert lines[3] == "to stderr"
 
 
