@@ -78,6 +78,7 @@ class Gathered:
     mismatches: int = 0
     lost_exit_fields: int = 0         # lost attempts without timings
     skewed: int = 0                   # attempts whose work began before their decision
+    whys: dict[tuple, W.WaitReason] = field(default_factory=dict)  # wait records' reasons, shared
 
     def step_of(self, sid: str, t: float) -> Step:
         s = self.steps.get(sid)
@@ -112,9 +113,13 @@ def _on_started(g: Gathered, rec: E.Started) -> None:
 
 def _on_start(g: Gathered, rec: E.Start) -> None:
     s = g.step_of(rec.step, rec.t)
-    placement = [Piece(p.get("node"), p.get("cores") or [], p.get("gpus") or [], int(p.get("memory") or 0))
-                 for p in rec.placement] or [Piece(rec.node, rec.cores, rec.gpus, int(rec.memory or 0))]
+    placement = [_piece(p) for p in rec.placement] or [Piece(rec.node, rec.cores, rec.gpus, rec.memory or 0)]
     s.attempts.append(Attempt.placed(s.id, rec.attempt or len(s.attempts) + 1, rec.node, placement, rec.t))
+
+
+def _piece(p: dict) -> Piece:
+    """One node's part of a start record's placement."""
+    return Piece(p.get("node"), p.get("cores") or [], p.get("gpus") or [], p.get("memory") or 0)
 
 
 def _on_exit(g: Gathered, rec: E.Exit) -> None:
@@ -151,7 +156,12 @@ def _on_wait(g: Gathered, rec: E.Wait) -> None:
     s = g.step_of(rec.step, rec.t)
     if s.waits and s.waits[-1].t == rec.t and s.waits[-1].why.cause == W.ELSEWHERE:
         return  # the wait that goes with an `elsewhere` record
-    s.waits.append(Waited(rec.t, rec.why(), rec.reason or ""))
+    # The scheduler says the same few things again and again: one WaitReason each.
+    key = (rec.reason, rec.cause, rec.need_cores, rec.need_gpus, rec.need_memory, rec.free_cores, rec.free_gpus)
+    why = g.whys.get(key)
+    if why is None:
+        why = g.whys[key] = rec.why()
+    s.waits.append(Waited(rec.t, why, rec.reason or ""))
 
 
 def _on_elsewhere(g: Gathered, rec: E.Elsewhere) -> None:
