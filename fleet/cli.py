@@ -129,8 +129,8 @@ def report(run_dir, as_json, trace, html_file, session):
     """What the run in RUN_DIR did, from its event stream (a run in progress too):
     wall time, the steps' own work and startup, the dependency floor, utilization,
     failures and what waiting steps waited for. See docs/report.md."""
-    from fleet.report.build import command
-    code, out, msgs = command(run_dir, as_json, trace, html_file, session)
+    from fleet.report.command import run
+    code, out, msgs = run(run_dir, as_json, trace, html_file, session)
     for m in msgs:
         click.echo(m, err=True)
     if out:

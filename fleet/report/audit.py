@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from fleet.wire import records
-from fleet.wire.events import read_events
+from fleet.wire.events import StepDeclared, read_records
 
 
 @dataclass(frozen=True)
@@ -50,9 +50,9 @@ def known_steps(run_dir: Path, suite_steps=()) -> dict[str, object]:
     ids: dict[str, object] = {}
     path = run_dir / "events.jsonl"
     if path.exists():
-        for rec in read_events(path):
-            if rec.get("kind") == "step":
-                ids.setdefault(rec["step"], None)
+        for rec in read_records(path):
+            if type(rec) is StepDeclared and rec.step:
+                ids.setdefault(rec.step, None)
     for s in suite_steps:
         ids[s.id] = s
     return ids

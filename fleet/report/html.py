@@ -15,20 +15,23 @@ import html
 import math
 from pathlib import Path
 
-from fleet.report.build import (CATEGORY_TEXT, FAILED, LOST, RUNNING, SUCCEEDED, TERMINATED,
-                     UNFINISHED, Report, _pct, _s, binned, busy_series, waiting_series)
+from fleet.core import states as S
+from fleet.report.model import CATEGORY_TEXT, UNFINISHED, Report
+from fleet.report.series import binned, busy_series, waiting_series
+from fleet.report.text import percent as _pct
+from fleet.report.text import seconds as _s
 
 COLOURS = {
-    SUCCEEDED: "#2ca02c",
-    FAILED: "#d62728",
-    TERMINATED: "#ff7f0e",
-    LOST: "#9467bd",
-    RUNNING: "#1f77b4",
+    S.SUCCEEDED: "#2ca02c",
+    S.FAILED: "#d62728",
+    S.TERMINATED: "#ff7f0e",
+    S.LOST: "#9467bd",
+    S.RUNNING: "#1f77b4",
     UNFINISHED: "#7f7f7f",
 }
 PALE = {k: None for k in COLOURS}  # filled below: each colour mixed with white
 # When bars share a pixel, the one shown: failures first.
-PRIORITY = {FAILED: 5, TERMINATED: 4, LOST: 3, UNFINISHED: 2, RUNNING: 1, SUCCEEDED: 0}
+PRIORITY = {S.FAILED: 5, S.TERMINATED: 4, S.LOST: 3, UNFINISHED: 2, S.RUNNING: 1, S.SUCCEEDED: 0}
 EXACT_BARS = 5000
 PLOT_W = 1160
 LEFT = 120
@@ -94,114 +97,139 @@ def _runs(idx: list[int]) -> list[tuple[int, int]]:
     return out
 
 
+class _Scale:
+    """Seconds of the run to pixels of the plot."""
+
+    def __init__(self, r: Report):
+        self.t0 = r.t0
+        self.wall = r.wall_s if r.wall_s > 0 else 1.0
+        self.k = PLOT_W / self.wall
+
+    def x(self, t: float) -> float:
+        return LEFT + max(0.0, min(self.wall, t - self.t0)) * self.k
+
+
 def _gantt(r: Report) -> str:
     rows, height = _layout(r)
-    wall = r.wall_s if r.wall_s > 0 else 1.0
-    k = PLOT_W / wall
-
-    def x(t: float) -> float:
-        return LEFT + max(0.0, min(wall, t - r.t0)) * k
-
-    out: list[str] = []
+    sc = _Scale(r)
     H = height + 30
-    out.append(f'<svg id="gantt" xmlns="http://www.w3.org/2000/svg" width="{LEFT + PLOT_W + 20}" height="{H:.0f}" '
-               f'viewBox="0 0 {LEFT + PLOT_W + 20} {H:.0f}" shape-rendering="crispEdges" font-size="11">')
+    out = [f'<svg id="gantt" xmlns="http://www.w3.org/2000/svg" width="{LEFT + PLOT_W + 20}" height="{H:.0f}" '
+           f'viewBox="0 0 {LEFT + PLOT_W + 20} {H:.0f}" shape-rendering="crispEdges" font-size="11">']
+    out += _node_rows(r, rows, sc)
+    pieces = _pieces(r, rows)
+    out += _exact_bars(r, rows, sc, pieces) if len(pieces) <= EXACT_BARS else _pixel_bars(r, rows, sc, pieces)
+    for tk, label in _ticks(sc.wall):
+        tx = LEFT + tk * sc.k
+        out.append(f'<line x1="{tx:.1f}" y1="0" x2="{tx:.1f}" y2="{height:.0f}" stroke="#000" stroke-opacity="0.08"/>')
+        out.append(f'<text x="{tx:.1f}" y="{height + 14:.0f}" text-anchor="middle">{_e(label)}</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _node_rows(r: Report, rows: dict, sc: _Scale) -> list[str]:
+    """Each node's band and label, shaded from when it was lost."""
+    out = []
     for name, (y0, nrows, h, _) in rows.items():
         nd = r.nodes[name]
         out.append(f'<rect x="{LEFT}" y="{y0:.1f}" width="{PLOT_W}" height="{nrows * h:.1f}" fill="#f3f3f3"/>')
         label = f"{name} ({len(nd.cores)})"
         out.append(f'<text x="{LEFT - 6}" y="{y0 + min(nrows * h, 14) - 3:.1f}" text-anchor="end">{_e(label)}</text>')
         if nd.lost is not None:
-            lx = x(nd.lost)
+            lx = sc.x(nd.lost)
             out.append(f'<rect x="{lx:.1f}" y="{y0:.1f}" width="{max(0.0, LEFT + PLOT_W - lx):.1f}" '
                        f'height="{nrows * h:.1f}" fill="#444" opacity="0.25"><title>{_e(name)} lost at '
                        f'{_e(_s(nd.lost - r.t0))}: {_e(nd.lost_reason)}</title></rect>')
-    pieces = []  # (node, first row, rows, attempt, step)
+    return out
+
+
+def _pieces(r: Report, rows: dict) -> list[tuple]:
+    """(node, first row, rows, attempt, step) of every run of rows an attempt held."""
+    pieces = []
     for s in r.steps.values():
         for a in s.attempts:
             for p in a.placement:
-                lay = rows.get(p.get("node"))
+                lay = rows.get(p.node)
                 if lay is None:
                     continue
-                idx = [lay[3].get(c, 0) for c in (p.get("cores") or ())] or [0]
+                idx = [lay[3].get(c, 0) for c in p.cores] or [0]
                 for first, cnt in _runs(idx):
-                    pieces.append((p["node"], first, cnt, a, s))
-    if len(pieces) <= EXACT_BARS:
-        for node, first, cnt, a, s in pieces:
-            y0, _, h, _ = rows[node]
-            gap = 1.0 if h >= 4 else 0.0
-            y = y0 + first * h
-            hh = cnt * h - gap
-            end = a.end if a.end is not None else r.t_end
-            x0, x1 = x(a.start), x(end)
-            w = max(1.0, x1 - x0)
-            oc = a.outcome if a.outcome in COLOURS else UNFINISHED
-            title = (f"{s.id} (attempt {a.attempt}) {a.outcome}\nnode {node}, cores {a.cores}"
-                     + (f", GPUs {a.gpus}" if a.gpus else "")
-                     + f"\n{_s(a.start - r.t0)} to {_s(end - r.t0)}"
-                     + f"\nstartup {_s(a.startup_s)}, work {_s(a.work_s)}"
-                     + (f"\n{a.reason}" if a.reason else ""))
-            out.append(f'<g><title>{_e(title)}</title>')
-            if a.work_s is not None and a.startup_s is not None and w >= 3:
-                out.append(f'<rect x="{x0:.1f}" y="{y:.1f}" width="{w:.1f}" height="{hh:.1f}" fill="{PALE[oc]}"/>')
-                ws = x0 + a.startup_s * k
-                we = min(x0 + w, ws + a.work_s * k)
-                if we > ws:
-                    out.append(f'<rect x="{ws:.1f}" y="{y:.1f}" width="{max(1.0, we - ws):.1f}" height="{hh:.1f}" '
-                               f'fill="{COLOURS[oc]}"/>')
-            else:
-                out.append(f'<rect x="{x0:.1f}" y="{y:.1f}" width="{w:.1f}" height="{hh:.1f}" fill="{COLOURS[oc]}"/>')
-            lx = x0 + (a.startup_s or 0.0) * k  # on the solid part, where white text reads
-            if x0 + w - lx >= 36 and hh >= 9:  # the id inside the bar, cut to fit
-                n = int((x0 + w - lx - 4) / 6.2)
-                label = s.id if len(s.id) <= n else s.id[:max(1, n - 1)] + "…"
-                out.append(f'<text x="{lx + 3:.1f}" y="{y + hh - 3:.1f}" font-size="10" fill="#fff">{_e(label)}</text>')
-            out.append('</g>')
-    else:
-        # Pixel columns per row: the most important outcome of the bars in each column.
-        cols: dict[tuple[str, int], list] = {}
-        for node, first, cnt, a, s in pieces:
-            end = a.end if a.end is not None else r.t_end
-            c0 = int(x(a.start) - LEFT)
-            c1 = max(c0 + 1, int(math.ceil(x(end) - LEFT)))
-            oc = a.outcome if a.outcome in COLOURS else UNFINISHED
-            pr = PRIORITY[oc]
-            for row in range(first, first + cnt):
-                key = (node, row)
-                line = cols.get(key)
-                if line is None:
-                    line = cols[key] = [[-1] * PLOT_W, [0] * PLOT_W]
-                lp, ln = line
-                for c in range(max(0, c0), min(PLOT_W, c1)):
-                    if pr > lp[c]:
-                        lp[c] = pr
-                ln[max(0, min(PLOT_W - 1, c0))] += 1
-        by_pr = {v: k_ for k_, v in PRIORITY.items()}
-        for (node, row), (lp, ln) in cols.items():
-            y0, _, h, _ = rows[node]
-            gap = 1.0 if h >= 4 else 0.0
-            y = y0 + row * h
-            c = 0
-            while c < PLOT_W:
-                if lp[c] < 0:
-                    c += 1
-                    continue
-                start, pr, n = c, lp[c], 0
-                while c < PLOT_W and lp[c] == pr:
-                    n += ln[c]
-                    c += 1
-                oc = by_pr[pr]
-                t_a, t_b = start / k, c / k
-                out.append(f'<rect x="{LEFT + start}" y="{y:.1f}" width="{c - start}" height="{h - gap:.1f}" '
-                           f'fill="{COLOURS[oc]}"><title>{_e(node)}: {n} step(s) starting {_e(_s(t_a))} to '
-                           f'{_e(_s(t_b))}; shown as {oc}</title></rect>')
-    # Axis.
-    for tk, label in _ticks(wall):
-        tx = LEFT + tk * k
-        out.append(f'<line x1="{tx:.1f}" y1="0" x2="{tx:.1f}" y2="{height:.0f}" stroke="#000" stroke-opacity="0.08"/>')
-        out.append(f'<text x="{tx:.1f}" y="{height + 14:.0f}" text-anchor="middle">{_e(label)}</text>')
-    out.append("</svg>")
-    return "\n".join(out)
+                    pieces.append((p.node, first, cnt, a, s))
+    return pieces
+
+
+def _exact_bars(r: Report, rows: dict, sc: _Scale, pieces: list[tuple]) -> list[str]:
+    """One bar per piece: pale startup and tail, solid work, the id inside if it fits."""
+    out = []
+    k = sc.k
+    for node, first, cnt, a, s in pieces:
+        y0, _, h, _ = rows[node]
+        y = y0 + first * h
+        hh = cnt * h - (1.0 if h >= 4 else 0.0)
+        end = a.end if a.end is not None else r.t_end
+        x0, x1 = sc.x(a.start), sc.x(end)
+        w = max(1.0, x1 - x0)
+        oc = a.outcome if a.outcome in COLOURS else UNFINISHED
+        title = (f"{s.id} (attempt {a.attempt}) {a.outcome}\nnode {node}, cores {a.cores}"
+                 + (f", GPUs {a.gpus}" if a.gpus else "")
+                 + f"\n{_s(a.start - r.t0)} to {_s(end - r.t0)}"
+                 + f"\nstartup {_s(a.startup_s)}, work {_s(a.work_s)}"
+                 + (f"\n{a.reason}" if a.reason else ""))
+        out.append(f'<g><title>{_e(title)}</title>')
+        if a.work_s is not None and a.startup_s is not None and w >= 3:
+            out.append(f'<rect x="{x0:.1f}" y="{y:.1f}" width="{w:.1f}" height="{hh:.1f}" fill="{PALE[oc]}"/>')
+            ws = x0 + a.startup_s * k
+            we = min(x0 + w, ws + a.work_s * k)
+            if we > ws:
+                out.append(f'<rect x="{ws:.1f}" y="{y:.1f}" width="{max(1.0, we - ws):.1f}" height="{hh:.1f}" '
+                           f'fill="{COLOURS[oc]}"/>')
+        else:
+            out.append(f'<rect x="{x0:.1f}" y="{y:.1f}" width="{w:.1f}" height="{hh:.1f}" fill="{COLOURS[oc]}"/>')
+        lx = x0 + (a.startup_s or 0.0) * k  # on the solid part, where white text reads
+        if x0 + w - lx >= 36 and hh >= 9:  # the id inside the bar, cut to fit
+            n = int((x0 + w - lx - 4) / 6.2)
+            label = s.id if len(s.id) <= n else s.id[:max(1, n - 1)] + "…"
+            out.append(f'<text x="{lx + 3:.1f}" y="{y + hh - 3:.1f}" font-size="10" fill="#fff">{_e(label)}</text>')
+        out.append('</g>')
+    return out
+
+
+def _pixel_bars(r: Report, rows: dict, sc: _Scale, pieces: list[tuple]) -> list[str]:
+    """Pixel columns per row: the most important outcome of the bars in each column."""
+    cols: dict[tuple[str, int], list] = {}
+    for node, first, cnt, a, s in pieces:
+        end = a.end if a.end is not None else r.t_end
+        c0 = int(sc.x(a.start) - LEFT)
+        c1 = max(c0 + 1, int(math.ceil(sc.x(end) - LEFT)))
+        pr = PRIORITY[a.outcome if a.outcome in COLOURS else UNFINISHED]
+        for row in range(first, first + cnt):
+            line = cols.get((node, row))
+            if line is None:
+                line = cols[(node, row)] = [[-1] * PLOT_W, [0] * PLOT_W]
+            lp, ln = line
+            for c in range(max(0, c0), min(PLOT_W, c1)):
+                if pr > lp[c]:
+                    lp[c] = pr
+            ln[max(0, min(PLOT_W - 1, c0))] += 1
+    by_pr = {v: k_ for k_, v in PRIORITY.items()}
+    out = []
+    for (node, row), (lp, ln) in cols.items():
+        y0, _, h, _ = rows[node]
+        gap = 1.0 if h >= 4 else 0.0
+        y = y0 + row * h
+        c = 0
+        while c < PLOT_W:
+            if lp[c] < 0:
+                c += 1
+                continue
+            start, pr, n = c, lp[c], 0
+            while c < PLOT_W and lp[c] == pr:
+                n += ln[c]
+                c += 1
+            oc = by_pr[pr]
+            out.append(f'<rect x="{LEFT + start}" y="{y:.1f}" width="{c - start}" height="{h - gap:.1f}" '
+                       f'fill="{COLOURS[oc]}"><title>{_e(node)}: {n} step(s) starting {_e(_s(start / sc.k))} to '
+                       f'{_e(_s(c / sc.k))}; shown as {oc}</title></rect>')
+    return out
 
 
 def _util_chart(r: Report) -> str:
@@ -263,6 +291,40 @@ def _table(rows: list[tuple], head: tuple | None = None) -> str:
 
 
 def render(r: Report, max_problems: int = 500) -> str:
+    """The page: summary, timeline, utilization over time and the tables."""
+    legend = " ".join(f'<span class="sw" style="background:{c}"></span>{_e(k)}' for k, c in COLOURS.items())
+    state = "in progress" if r.in_progress else "finished"
+    title = f"fleet report: {r.run_dir or 'events'}"
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{_e(title)}</title>",
+        "<style>body{font-family:sans-serif;margin:16px;color:#222}"
+        "table{border-collapse:collapse;margin:6px 0 14px}td,th{border:1px solid #ddd;padding:3px 8px;"
+        "text-align:left;font-size:13px;vertical-align:top}th{background:#f0f0f0}h1{font-size:20px}"
+        "h2{font-size:16px;margin:18px 0 6px}.sw{display:inline-block;width:12px;height:12px;margin:0 4px 0 12px;"
+        "vertical-align:middle}.note{color:#555;font-size:13px}</style>",
+        "</head><body>",
+        f"<h1>{_e(title)}</h1>",
+        f'<p class="note">session {r.session} of {r.sessions}, {state}; times from the first submission.</p>',
+        _table(_summary(r)),
+        "<h2>Timeline</h2>",
+        f'<p class="note">One row per node, one lane per core. Solid: the step\'s own work; pale: its startup '
+        f'and its exit. Hover a bar for details.{legend}</p>',
+        _gantt(r),
+        "<h2>Utilization over time</h2>",
+        '<p class="note">Blue: cores held by steps (% of the fleet). Lines (right axis): steps waiting for '
+        'a dependency (grey) and for resources (orange).</p>',
+        _util_chart(r),
+    ]
+    parts += _tables(r, max_problems)
+    for n in r.notes:
+        parts.append(f'<p class="note">note: {_e(n)}</p>')
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def _summary(r: Report) -> list[tuple]:
     u = r.utilization["overall"]
     su = r.startup
     summary = [
@@ -281,13 +343,28 @@ def render(r: Report, max_problems: int = 500) -> str:
     if u["memory_held"] is not None:
         summary.append(("memory", _pct(u["memory_held"]) + " held", ""))
     summary.append(("steps", str(len(r.steps)), ", ".join(f"{v} {k}" for k, v in sorted(r.counts.items()))))
+    return summary
+
+
+def _tables(r: Report, max_problems: int) -> list[str]:
+    """Nodes, problems, what steps waited for, and the idle stretches."""
     nodes = [(name, nu["cores"], nu["gpus"], _pct(nu["cores_held"]), _pct(nu["cores_working"]),
               _pct(nu["gpus_held"]), _pct(nu["memory_held"]),
               "lost: " + r.nodes[name].lost_reason if r.nodes[name].lost is not None else "")
              for name, nu in r.utilization["nodes"].items()]
+    parts = ["<h2>Nodes</h2>",
+             _table(nodes, ("node", "cores", "GPUs", "cores held", "cores working", "GPUs held", "memory held", ""))]
     problems = [(p["outcome"], p["step"], p.get("node") or "", _s(p["t"]) if p["t"] is not None else "",
                  ("(retried) " if p.get("retried") else "") + (p["reason"] or ""))
                 for p in r.problems[:max_problems]]
+    if problems:
+        parts += ["<h2>Problems</h2>", _table(problems, ("outcome", "step", "node", "at", "reason"))]
+        if len(r.problems) > max_problems:
+            parts.append(f'<p class="note">... and {len(r.problems) - max_problems} more (fleet report --json).</p>')
+    waits = [(CATEGORY_TEXT.get(k, k), v["steps"], _s(v["step_s"]))
+             for k, v in sorted(r.waits.items(), key=lambda kv: -kv[1]["step_s"])]
+    if waits:
+        parts += ["<h2>What steps waited for</h2>", _table(waits, ("waiting for", "steps", "step-seconds"))]
     stretches = []
     for st in r.stretches:
         who = "; ".join(f"{w['step']}: {CATEGORY_TEXT.get(w['for'], w['for'])} ({w['why']})" for w in st["steps"][:6])
@@ -295,49 +372,12 @@ def render(r: Report, max_problems: int = 500) -> str:
             who += f"; ... {st['waiting'] - 6} more"
         stretches.append((f"{_s(st['from'])} - {_s(st['to'])}", _s(st["duration_s"]),
                           f"{st['mean_idle_cores']:.1f}", st["waiting"], who))
-    waits = [(CATEGORY_TEXT.get(k, k), v["steps"], _s(v["step_s"]))
-             for k, v in sorted(r.waits.items(), key=lambda kv: -kv[1]["step_s"])]
-    legend = " ".join(f'<span class="sw" style="background:{c}"></span>{_e(k)}' for k, c in COLOURS.items())
-    state = "in progress" if r.in_progress else "finished"
-    title = f"fleet report: {r.run_dir or 'events'}"
-    parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>{_e(title)}</title>",
-        "<style>body{font-family:sans-serif;margin:16px;color:#222}"
-        "table{border-collapse:collapse;margin:6px 0 14px}td,th{border:1px solid #ddd;padding:3px 8px;"
-        "text-align:left;font-size:13px;vertical-align:top}th{background:#f0f0f0}h1{font-size:20px}"
-        "h2{font-size:16px;margin:18px 0 6px}.sw{display:inline-block;width:12px;height:12px;margin:0 4px 0 12px;"
-        "vertical-align:middle}.note{color:#555;font-size:13px}</style>",
-        "</head><body>",
-        f"<h1>{_e(title)}</h1>",
-        f'<p class="note">session {r.session} of {r.sessions}, {state}; times from the first submission.</p>',
-        _table(summary),
-        "<h2>Timeline</h2>",
-        f'<p class="note">One row per node, one lane per core. Solid: the step\'s own work; pale: its startup '
-        f'and its exit. Hover a bar for details.{legend}</p>',
-        _gantt(r),
-        "<h2>Utilization over time</h2>",
-        '<p class="note">Blue: cores held by steps (% of the fleet). Lines (right axis): steps waiting for '
-        'a dependency (grey) and for resources (orange).</p>',
-        _util_chart(r),
-        "<h2>Nodes</h2>",
-        _table(nodes, ("node", "cores", "GPUs", "cores held", "cores working", "GPUs held", "memory held", "")),
-    ]
-    if problems:
-        parts += ["<h2>Problems</h2>", _table(problems, ("outcome", "step", "node", "at", "reason"))]
-        if len(r.problems) > max_problems:
-            parts.append(f'<p class="note">... and {len(r.problems) - max_problems} more (fleet report --json).</p>')
-    if waits:
-        parts += ["<h2>What steps waited for</h2>", _table(waits, ("waiting for", "steps", "step-seconds"))]
     if stretches:
         parts += ["<h2>Idle cores while steps waited (longest stretches)</h2>",
                   _table(stretches, ("when", "for", "idle cores (mean)", "steps waiting", "waiting for"))]
-    for n in r.notes:
-        parts.append(f'<p class="note">note: {_e(n)}</p>')
-    parts.append("</body></html>")
-    return "\n".join(parts)
+    return parts
 
 
 def write_html(r: Report, path: Path) -> None:
+    """Write the page of a report to path."""
     Path(path).write_text(render(r), encoding="utf-8")

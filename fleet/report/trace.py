@@ -14,7 +14,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fleet.report.build import DEPENDENCY, RUNNING, Report, busy_series
+from fleet.core import states as S
+from fleet.core import waits as W
+from fleet.report.model import Report
+from fleet.report.series import busy_series
 
 FLEET_PID = 0      # the fleet-wide counters
 NO_CORE_TID = 999999  # a slot that held no core (an MPI launcher may hold none)
@@ -25,18 +28,21 @@ def _us(x: float) -> int:
 
 
 def build_trace(r: Report) -> dict:
+    """The trace of a report, as a JSON-ready object."""
     ev: list[dict] = []
     pids = {name: i + 1 for i, name in enumerate(r.nodes)}
+    ev += _process_events(r, pids)
+    ev += _slices(r, pids)
+    ev += _busy_counters(r, pids)
+    ev += _waiting_counters(r)
+    return {"traceEvents": ev, "displayTimeUnit": "ms",
+            "otherData": {"run_dir": r.run_dir, "session": r.session, "t0": r.t0, "in_progress": r.in_progress}}
 
-    def pid_of(node: str | None) -> int:
-        if node not in pids:
-            pids[node] = len(pids) + 1
-            ev.append({"ph": "M", "name": "process_name", "pid": pids[node], "tid": 0, "ts": 0,
-                       "args": {"name": f"{node} (not joined in this session)"}})
-        return pids[node]
 
-    ev.append({"ph": "M", "name": "process_name", "pid": FLEET_PID, "tid": 0, "ts": 0, "args": {"name": "fleet"}})
-    ev.append({"ph": "M", "name": "process_sort_index", "pid": FLEET_PID, "tid": 0, "ts": 0, "args": {"sort_index": 0}})
+def _process_events(r: Report, pids: dict) -> list[dict]:
+    """Names and order of the processes (the fleet, each node) and of each core's track."""
+    ev = [{"ph": "M", "name": "process_name", "pid": FLEET_PID, "tid": 0, "ts": 0, "args": {"name": "fleet"}},
+          {"ph": "M", "name": "process_sort_index", "pid": FLEET_PID, "tid": 0, "ts": 0, "args": {"sort_index": 0}}]
     for name, nd in r.nodes.items():
         pid = pids[name]
         ev.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "ts": 0,
@@ -48,6 +54,20 @@ def build_trace(r: Report) -> dict:
         if nd.lost is not None:
             ev.append({"ph": "i", "name": f"{name} lost: {nd.lost_reason}", "pid": pid, "tid": nd.cores[0] if nd.cores else 0,
                        "ts": _us(nd.lost - r.t0), "s": "p"})
+    return ev
+
+
+def _slices(r: Report, pids: dict) -> list[dict]:
+    """A slice per attempt on each node it used, with its startup and work inside;
+    a node that never joined this session gets a process of its own (added to pids)."""
+    ev: list[dict] = []
+
+    def pid_of(node: str | None) -> int:
+        if node not in pids:
+            pids[node] = len(pids) + 1
+            ev.append({"ph": "M", "name": "process_name", "pid": pids[node], "tid": 0, "ts": 0,
+                       "args": {"name": f"{node} (not joined in this session)"}})
+        return pids[node]
 
     for s in r.steps.values():
         for a in s.attempts:
@@ -59,14 +79,13 @@ def build_trace(r: Report) -> dict:
                     "memory": a.memory, "startup_s": a.startup_s, "work_s": a.work_s}
             if a.reason:
                 args["reason"] = a.reason
-            if a.outcome == RUNNING:
+            if a.outcome == S.RUNNING:
                 name += " (running)"
             for p in a.placement:
-                pid = pid_of(p.get("node"))
-                cores = p.get("cores") or ()
-                tid = min(cores) if cores else NO_CORE_TID
+                pid = pid_of(p.node)
+                tid = min(p.cores) if p.cores else NO_CORE_TID
                 ev.append({"ph": "X", "name": name, "cat": a.outcome, "pid": pid, "tid": tid, "ts": t0, "dur": dur,
-                           "args": dict(args, node=p.get("node"), core_ids=list(cores))})
+                           "args": dict(args, node=p.node, core_ids=list(p.cores))})
                 # Startup, then the step's own work, inside the step's slice.
                 if a.startup_s is not None:
                     su_end = min(t1, t0 + _us(a.startup_s))
@@ -76,14 +95,17 @@ def build_trace(r: Report) -> dict:
                         w_end = min(t1, su_end + _us(a.work_s))
                         ev.append({"ph": "X", "name": "work", "cat": "work", "pid": pid, "tid": tid, "ts": su_end,
                                    "dur": max(0, w_end - su_end), "args": {"step": s.id}})
-                if not cores and tid == NO_CORE_TID:
+                if not p.cores:
                     ev.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "ts": 0,
                                "args": {"name": "no core"}})
+    return ev
 
-    # Counters: busy cores per node, and for the fleet with the steps waiting.
-    series = busy_series(r)
+
+def _busy_counters(r: Report, pids: dict) -> list[dict]:
+    """Busy cores per node, and for the fleet."""
+    ev = []
     total: dict[int, int] = {}
-    for name, pts in series.items():
+    for name, pts in busy_series(r).items():
         pid = pids[name]
         prev = 0
         for t, v in pts:
@@ -95,21 +117,26 @@ def build_trace(r: Report) -> dict:
     for ts in sorted(total):
         cur += total[ts]
         ev.append({"ph": "C", "name": "busy cores", "pid": FLEET_PID, "tid": 0, "ts": ts, "args": {"cores": cur}})
+    return ev
+
+
+def _waiting_counters(r: Report) -> list[dict]:
+    """Steps waiting for a dependency and for resources."""
     waits: dict[int, list[int]] = {}
     for s in r.steps.values():
         for a, b, cat, _ in s.segments:
-            k = 0 if cat == DEPENDENCY else 1
+            k = 0 if cat == W.DEPENDENCY else 1
             for t, d in ((a, 1), (b, -1)):
                 w = waits.setdefault(_us(t - r.t0), [0, 0])
                 w[k] += d
+    ev = []
     dep = res = 0
     for ts in sorted(waits):
         dep += waits[ts][0]
         res += waits[ts][1]
         ev.append({"ph": "C", "name": "steps waiting", "pid": FLEET_PID, "tid": 0, "ts": ts,
                    "args": {"for a dependency": dep, "for resources": res}})
-    return {"traceEvents": ev, "displayTimeUnit": "ms",
-            "otherData": {"run_dir": r.run_dir, "session": r.session, "t0": r.t0, "in_progress": r.in_progress}}
+    return ev
 
 
 REQUIRED = ("ph", "ts", "pid", "tid", "name")
@@ -162,6 +189,12 @@ def validate(trace) -> list[str]:
         elif ph == "M":
             if not isinstance(e.get("args"), dict):
                 problems.append(f"event {i}: a metadata event needs args")
+    return _nesting(tracks, problems)
+
+
+def _nesting(tracks: dict[tuple, list[tuple[float, float, str]]], problems: list[str]) -> list[str]:
+    """Add to problems every complete slice that overlaps another on its track without
+    nesting in it (up to about 50 problems in all)."""
     for (pid, tid), sl in tracks.items():
         sl.sort(key=lambda x: (x[0], -x[1]))
         stack: list[tuple[float, float, str]] = []
@@ -179,6 +212,7 @@ def validate(trace) -> list[str]:
 
 
 def write_trace(r: Report, path: Path) -> int:
+    """Write the trace of a report to path; returns its number of events."""
     tr = build_trace(r)
     Path(path).write_text(json.dumps(tr, separators=(",", ":")), encoding="utf-8")  # one write: much quicker than dump()
     return len(tr["traceEvents"])

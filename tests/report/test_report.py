@@ -7,56 +7,78 @@ import re
 
 import pytest
 
-from fleet.report import build as R
+import fleet.report as R
+from fleet.core import waits as W
+from fleet.report.command import run as report_command
 from fleet.report.html import COLOURS, EXACT_BARS, render
 from fleet.report.trace import build_trace, validate
+from fleet.wire import events as E
 
 
 class Stream:
-    """Records in the shape fleet.control.coordinator writes them."""
+    """Records as fleet.control.coordinator writes them: built with fleet.wire.events'
+    classes and read back through the stream's own serialisation (to_dict, JSON, parse),
+    so a field renamed on either side breaks these tests."""
 
     def __init__(self):
-        self.recs: list[dict] = []
-        self._starts: dict[tuple[str, int], dict] = {}
+        self.written: list[E.Record] = []
+        self._starts: dict[tuple[str, int], E.Start] = {}
 
-    def add(self, t, kind, **f):
-        self.recs.append(dict(t=t, kind=kind, **f))
+    @property
+    def recs(self) -> list:
+        """The records as a reader gets them from events.jsonl."""
+        return [E.parse(json.loads(line)) for line in self.lines()]
+
+    def lines(self) -> list[str]:
+        return [json.dumps(r.to_dict(), separators=(",", ":"), default=str) for r in self.written]
+
+    def write(self, path) -> None:
+        log = E.EventLog(path)
+        for r in self.written:
+            log.write(r)
+        log.close()
+
+    def add(self, rec: E.Record) -> "Stream":
+        self.written.append(rec)
         return self
 
     def fleet(self, t, nodes):
-        self.add(t, "fleet_starting", nodes=len(nodes), pid=1)
+        self.add(E.FleetStarting(t=t, nodes=len(nodes), pid=1))
         for name, cores, gpus, memory in nodes:
-            self.add(t + 1, "node_joined", node=name, host="h", cores=list(cores), gpus=list(gpus),
-                     memory=memory, pid=2, zygote_pid=3)
-        return self.add(t + 1, "fleet_up", nodes=[n[0] for n in nodes])
+            self.add(E.NodeJoined(t=t + 1, node=name, host="h", cores=list(cores), gpus=list(gpus),
+                                  memory=memory, pid=2, zygote_pid=3))
+        return self.add(E.FleetUp(t=t + 1, nodes=[n[0] for n in nodes]))
 
     def submit(self, t, steps, serial=False, sub=1):
-        self.add(t, "submitted", submission=sub, suite="s.toml", name="s", steps=len(steps), skipped=0,
-                 serial=serial, force=False)
+        self.add(E.Submitted(t=t, submission=sub, suite="s.toml", name="s", steps=len(steps), skipped=0,
+                             serial=serial, force=False))
         for sid, deps, cores, memory in steps:
-            self.add(t, "step", step=sid, submission=sub, cores=cores, min_cores=cores, gpus=0, memory=memory,
-                     deps=list(deps), priority=3, step_kind="call", task=sid)
+            self.add(E.StepDeclared(t=t, step=sid, submission=sub, cores=cores, min_cores=cores, gpus=0,
+                                    memory=memory, deps=list(deps), priority=3, step_kind="call", task=sid))
         return self
 
+    def wait(self, t, step, why: W.WaitReason, behind=0):
+        return self.add(E.Wait.of(t, step, why, behind=behind))
+
     def start(self, t, step, node, cores, gpus=(), memory=0, attempt=1):
-        rec = dict(step=step, attempt=attempt, node=node, cores=list(cores), gpus=list(gpus), memory=memory,
-                   nodes=[node], placement=[dict(node=node, cores=list(cores), gpus=list(gpus), memory=memory)])
-        self._starts[(step, attempt)] = dict(rec, t=t)
-        self.add(t, "start", **rec)
-        return self.add(t + 0.0001, "started", step=step, attempt=attempt, node=node, pid=99)
+        rec = E.Start(t=t, step=step, attempt=attempt, node=node, cores=list(cores), gpus=list(gpus), memory=memory,
+                      nodes=[node], placement=[dict(node=node, cores=list(cores), gpus=list(gpus), memory=memory)])
+        self._starts[(step, attempt)] = rec
+        self.add(rec)
+        return self.add(E.Started(t=t + 0.0001, step=step, attempt=attempt, node=node, pid=99))
 
     def exit(self, t, step, startup, work, outcome="succeeded", attempt=1, reason=""):
         st = self._starts[(step, attempt)]
-        decided = st["t"]
-        return self.add(t, "exit", step=step, attempt=attempt, node=st["node"], outcome=outcome,
-                        returncode=0 if outcome == "succeeded" else 1, signal=None, cores=st["cores"],
-                        gpus=st["gpus"], memory=st["memory"], decided_at=decided, first_at=decided + startup / 2,
-                        work_start=decided + startup, work_end=decided + startup + work, ended_at=t,
-                        startup_s=round(startup, 6), work_s=round(work, 6), utime=0.0, stime=0.0,
-                        maxrss_kb=1, error=None, reason=reason)
+        decided = st.t
+        return self.add(E.Exit(t=t, step=step, attempt=attempt, node=st.node, outcome=outcome,
+                               returncode=0 if outcome == "succeeded" else 1, signal=None, cores=st.cores,
+                               gpus=st.gpus, memory=st.memory, decided_at=decided, first_at=decided + startup / 2,
+                               work_start=decided + startup, work_end=decided + startup + work, ended_at=t,
+                               startup_s=round(startup, 6), work_s=round(work, 6), utime=0.0, stime=0.0,
+                               maxrss_kb=1, error=None, reason=reason))
 
     def down(self, t):
-        return self.add(t, "fleet_down")
+        return self.add(E.FleetDown(t=t))
 
 
 def two_chains() -> Stream:
@@ -118,6 +140,14 @@ def test_critical_path_follows_deps_across_a_diamond_and_ignores_unknown_ids():
     assert R.critical_path({}, {}) == (0.0, [])
 
 
+def test_critical_path_breaks_ties_by_the_order_of_deps_and_leaves_cycles_out():
+    # Equal chains: the first to end in Kahn's order of the mapping; the first predecessor.
+    assert R.critical_path({"b": [], "a": []}, {"a": 1, "b": 1}) == (1, ["b"])
+    assert R.critical_path({"x": [], "y": [], "z": ["y", "x"]}, {"x": 1, "y": 1, "z": 1}) == (2, ["x", "z"])
+    # A cycle, and what depends on it, is left out; the rest still counts.
+    assert R.critical_path({"p": ["q"], "q": ["p"], "r": ["q"], "s": []}, {"p": 5, "q": 5, "r": 5, "s": 1}) == (1, ["s"])
+
+
 def test_utilization_of_cores_and_memory_is_exact_per_node_and_overall():
     u = R.build(two_chains().recs).utilization
     assert u["overall"]["cores_held"] == pytest.approx(25 / 40)
@@ -148,11 +178,9 @@ def resource_waits() -> Stream:
     s.submit(100, [("x", [], 1, 80), ("y", [], 1, None), ("m", [], 1, 60), ("w", [], 2, None),
                    ("g", [], 1, None), ("q", [], 2, None)])
     s.start(100, "x", "n1", [0], gpus=[0], memory=80).start(100, "y", "n2", [2], memory=50)
-    s.add(100, "wait", step="m", reason="no node has 1 cores, 60 bytes of memory free together "
-                                        "(the step may not span nodes)", behind=0)
-    s.add(100, "wait", step="w", reason="no node has 2 cores free together (the step may not span nodes)",
-          behind=1)
-    s.add(100, "wait", step="g", reason="needs 1 GPUs, 0 free", behind=0)
+    s.wait(100, "m", W.WaitReason(W.WHOLE_NODE, cores=1, memory=60))
+    s.wait(100, "w", W.WaitReason(W.WHOLE_NODE, cores=2), behind=1)
+    s.wait(100, "g", W.WaitReason(W.GPUS, gpus=1, free_gpus=0))
     s.exit(104, "y", 0, 4).start(104, "m", "n2", [2], memory=60)
     s.exit(108, "m", 0, 4).start(108, "w", "n2", [2, 3], memory=100)
     s.exit(110, "x", 0, 10).start(110, "g", "n1", [0], gpus=[0], memory=50)
@@ -164,34 +192,58 @@ def resource_waits() -> Stream:
 def test_waits_tell_memory_from_a_whole_node_and_gpus_and_queued_steps_take_their_kinds_reason():
     r = R.build(resource_waits().recs)
     cat = {sid: r.steps[sid].waited_for() for sid in ("m", "w", "g", "q")}
-    assert cat == {"m": "memory", "w": "whole node", "g": "gpus", "q": "whole node"}
-    assert r.waits["memory"] == {"steps": 1, "step_s": pytest.approx(4)}
-    assert r.waits["whole node"] == {"steps": 2, "step_s": pytest.approx(8 + 11)}
-    assert r.waits["gpus"] == {"steps": 1, "step_s": pytest.approx(10)}
+    assert cat == {"m": W.MEMORY, "w": W.WHOLE_NODE, "g": W.GPUS, "q": W.WHOLE_NODE}
+    assert r.waits[W.MEMORY] == {"steps": 1, "step_s": pytest.approx(4)}
+    assert r.waits[W.WHOLE_NODE] == {"steps": 2, "step_s": pytest.approx(8 + 11)}
+    assert r.waits[W.GPUS] == {"steps": 1, "step_s": pytest.approx(10)}
     assert r.steps["q"].segments[0][3].startswith("queued behind w: no node has 2 cores")
     st = r.stretches[0]
     assert (st["from"], st["to"]) == (pytest.approx(0), pytest.approx(11))
     assert st["idle_core_s"] == pytest.approx(2 * 8 + 1 * 3)
-    assert st["by_category"] == {"memory": 1, "whole node": 2, "gpus": 1}
+    assert st["by_category"] == {W.MEMORY: 1, W.WHOLE_NODE: 2, W.GPUS: 1}
+    # The JSON names the categories as it always has.
+    j = r.to_json()
+    assert set(j["waits"]) == {"memory", "whole node", "gpus"}
+    assert {sid: j["steps"][sid]["waited_for"] for sid in cat} == {"m": "memory", "w": "whole node", "g": "gpus",
+                                                                   "q": "whole node"}
+    assert j["stretches"][0]["by_category"] == {"memory": 1, "whole node": 2, "gpus": 1}
+    assert {w["for"] for w in j["stretches"][0]["steps"]} == {"memory", "whole node", "gpus"}
 
 
-def test_classify_reads_each_reason_the_scheduler_writes():
-    assert R.classify("needs 4 cores, 2 free") == "cores"
-    assert R.classify("needs 2 GPUs, 0 free") == "gpus"
-    assert R.classify("no node has 8 cores free together (the step may not span nodes)") == "whole node"
-    assert R.classify("needs 8 cores with 0 GPUs and its memory across nodes") == "span"
-    assert R.classify("runs alone: waiting for 3 running step(s) to finish") == "alone"
-    assert R.classify("something new") == "other"
+def test_a_wait_is_classified_from_its_structure_not_its_words():
+    s = Stream().fleet(0, [("n1", [0], [], 100)])
+    s.submit(1, [("a", [], 1, None), ("b", [], 1, None)]).start(1, "a", "n1", [0], memory=100)
+    s.add(E.Wait(t=1, step="b", reason="words a newer fleet chose", cause=W.CORES, need_cores=1, free_cores=0))
+    s.exit(3, "a", 0, 2).start(3, "b", "n1", [0], memory=100).exit(4, "b", 0, 1)
+    r = R.build(s.down(5).recs)
+    assert r.steps["b"].segments == [(1, 3, W.CORES, "words a newer fleet chose")]
+
+
+def test_classify_takes_each_cause_the_scheduler_writes():
+    for cause in (W.CORES, W.GPUS, W.WHOLE_NODE, W.SPAN, W.ALONE, W.ELSEWHERE, W.OTHER):
+        assert R.classify(W.WaitReason(cause, cores=8)) == cause
+    assert R.classify(W.WaitReason("a cause from a newer fleet")) == W.OTHER
+
+
+def test_classify_reads_each_reason_a_0_1_stream_wrote_in_words():
+    def of(text):
+        return R.classify(E.parse({"t": 1, "kind": "wait", "step": "x", "reason": text}).why())
+    assert of("needs 4 cores, 2 free") == W.CORES
+    assert of("needs 2 GPUs, 0 free") == W.GPUS
+    assert of("no node has 8 cores free together (the step may not span nodes)") == W.WHOLE_NODE
+    assert of("needs 8 cores with 0 GPUs and its memory across nodes") == W.SPAN
+    assert of("runs alone: waiting for 3 running step(s) to finish") == W.ALONE
+    assert of("elsewhere: held by fleet f2: claimed") == W.ELSEWHERE
+    assert of("something new") == W.OTHER
 
 
 def test_a_run_in_progress_ends_running_steps_and_waits_now():
     s = Stream().fleet(0, [("n1", [0, 1], [], 100)])
     s.submit(10, [("a", [], 1, None), ("b", [], 1, None), ("c", ["a"], 1, None), ("d", [], 2, None)])
     s.start(10, "a", "n1", [0], memory=50).start(10, "b", "n1", [1], memory=50)
-    s.add(10, "wait", step="d", reason="needs 2 cores, 0 free", behind=0)
+    s.wait(10, "d", W.WaitReason(W.CORES, cores=2, free_cores=0))
     s.exit(13, "b", startup=1, work=2)
-    recs = s.recs + ['torn']  # the caller gives records; a torn line never reaches here
-    r = R.build([x for x in recs if isinstance(x, dict)], now=20)
+    r = R.build(s.recs, now=20)
     assert r.in_progress
     assert r.wall_s == pytest.approx(10)
     assert r.steps["a"].outcome == "running" and r.steps["c"].outcome == "waiting"
@@ -208,7 +260,7 @@ def test_a_run_in_progress_ends_running_steps_and_waits_now():
 def test_a_torn_last_line_of_a_live_stream_is_skipped(tmp_path):
     s = Stream().fleet(0, [("n1", [0], [], 100)])
     s.submit(1, [("a", [], 1, None)]).start(1, "a", "n1", [0], memory=100)
-    text = "\n".join(json.dumps(x) for x in s.recs) + '\n{"t":3,"kind":"exi'
+    text = "\n".join(s.lines()) + '\n{"t":3,"kind":"exi'
     (tmp_path / "events.jsonl").write_text(text)
     r = R.build(R.load(tmp_path), now=5)
     assert r.steps["a"].outcome == "running" and r.wall_s == pytest.approx(4)
@@ -227,12 +279,12 @@ def test_failures_retries_lost_nodes_blocked_and_unrunnable_steps_are_listed_wit
     s = Stream().fleet(0, [("n1", [0], [], 100), ("n2", [1], [], 100)])
     s.submit(10, [("a", [], 1, None), ("b", [], 1, None), ("c", ["b"], 1, None), ("u", [], 1, None)])
     s.start(10, "a", "n1", [0], memory=100).start(10, "b", "n2", [1], memory=100)
-    s.add(14, "node_lost", node="n1", reason="missed heartbeats")
-    s.add(14, "exit", step="a", attempt=1, outcome="lost", reason="agent missed heartbeats")
-    s.add(14, "retry", step="a", attempt=2, reason="attempt 1 lost")
-    s.add(14, "unrunnable", step="u", reason="after losing n1: needs 2 cores")
+    s.add(E.NodeLost(t=14, node="n1", reason="missed heartbeats"))
+    s.add(E.Exit(t=14, step="a", attempt=1, outcome="lost", reason="agent missed heartbeats"))
+    s.add(E.Retry(t=14, step="a", attempt=2, reason="attempt 1 lost"))
+    s.add(E.Unrunnable(t=14, step="u", reason="after losing n1: needs 2 cores"))
     s.exit(15, "b", startup=1, work=4, outcome="failed", reason="exit status 3")
-    s.add(15, "blocked", step="c", because="b")
+    s.add(E.Blocked(t=15, step="c", because="b"))
     s.start(15, "a", "n2", [1], memory=100, attempt=2).exit(18, "a", startup=1, work=2, attempt=2)
     r = R.build(s.down(19).recs)
     probs = [(p["step"], p["outcome"], p["retried"], p["reason"]) for p in r.problems]
@@ -250,7 +302,7 @@ def test_failures_retries_lost_nodes_blocked_and_unrunnable_steps_are_listed_wit
 def test_a_rerun_in_the_same_run_directory_is_a_new_session_and_the_last_is_reported():
     first = two_chains().recs
     s = Stream().fleet(2000, [("n1", [0], [], 100)])
-    s.submit(2010, [("a", [], 1, None)]).add(2010, "skipped", step="a").down(2011)
+    s.submit(2010, [("a", [], 1, None)]).add(E.Skipped(t=2010, step="a")).down(2011)
     recs = first + s.recs
     assert len(R.sessions(recs)) == 2
     last = R.build(recs)
@@ -263,7 +315,7 @@ def test_a_rerun_in_the_same_run_directory_is_a_new_session_and_the_last_is_repo
 def test_fleets_that_overlap_in_one_stream_are_reported_together_with_a_note():
     a = two_chains().recs
     b = Stream().fleet(995, [("m1", [5], [], 100)]).recs
-    recs = sorted(a[:-1] + b, key=lambda x: x["t"]) + [dict(t=1011, kind="fleet_down"), dict(t=1012, kind="fleet_down")]
+    recs = sorted(a[:-1] + b, key=lambda x: x.t) + [E.FleetDown(t=1011), E.FleetDown(t=1012)]
     assert len(R.sessions(recs)) == 1
     r = R.build(recs)
     assert not r.in_progress and any("2 fleets" in n for n in r.notes)
@@ -359,11 +411,11 @@ def test_the_html_of_thousands_of_steps_stays_small_and_still_shows_failures():
 
 
 def test_report_command_says_when_there_is_no_stream(tmp_path):
-    code, out, msgs = R.command(str(tmp_path))
+    code, out, msgs = report_command(str(tmp_path))
     assert code == 2 and "no event stream" in msgs[0]
-    (tmp_path / "events.jsonl").write_text("\n".join(json.dumps(x) for x in two_chains().recs))
-    code, out, msgs = R.command(str(tmp_path), as_json=True, trace=str(tmp_path / "t.json"),
-                                html_file=str(tmp_path / "r.html"))
+    two_chains().write(tmp_path / "events.jsonl")
+    code, out, msgs = report_command(str(tmp_path), as_json=True, trace=str(tmp_path / "t.json"),
+                                     html_file=str(tmp_path / "r.html"))
     assert code == 0 and json.loads(out)["wall_s"] == pytest.approx(10)
     assert validate(json.loads((tmp_path / "t.json").read_text())) == []
     assert (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")

@@ -1,0 +1,135 @@
+"""The report of one session: its records gathered (fleet.report.ingest), each step's
+outcome settled, and the figures drawn (defined in docs/report.md):
+
+- wall: from the first submission to the end of the last step (or `now` while steps
+  still run or wait);
+- work: the sum of the steps' own work (`work_s` of every finished attempt: from the
+  step's first instruction of its own code to its last), never the cost of starting
+  them, which is reported apart as startup (`startup_s`: the coordinator's decision
+  to the step's own first instruction);
+- speedup: work / wall, against running the same steps back to back;
+- the dependency floor: the longest chain of the steps' own work over the recorded
+  dependencies, and how far the run was from it;
+- utilization: core-, GPU- and memory-seconds held by steps (from the start decision to
+  the exit record, the scheduler's view) and core-seconds of the steps' own work, per
+  node and overall, against what the live nodes offered in the wall window;
+- waits: what each waiting step waited for, and the longest stretches in which cores
+  sat idle while steps waited.
+
+Pure: nothing here reads a clock or a file. A stream of a run in progress works:
+running steps end `now`, waiting steps wait until `now`.
+"""
+
+from __future__ import annotations
+
+from fleet.core import states as S
+from fleet.core import waits as W
+from fleet.report import figures, waits
+from fleet.report.ingest import Gathered, gather, sessions
+from fleet.report.model import NOT_RUN, UNFINISHED, Report
+from fleet.report.stretches import stretches
+
+
+def build(records: list, now: float | None = None, *, session: int = -1, run_dir: str = "",
+          top: int = 10) -> Report:
+    """The report of one session of `records` (fleet.wire.events records, in the order
+    written).
+
+    `now` ends what is still running or waiting when the session has no `fleet_down`
+    (a run in progress); without it, the last record's time is used.
+    `session`: 1-based index, or negative from the end (-1: the last).
+    """
+    all_sessions = sessions(records)
+    n = len(all_sessions)
+    idx = session - 1 if session > 0 else n + session
+    if not 0 <= idx < n:
+        raise ValueError(f"the stream holds {n} session(s); there is no session {session}")
+    recs = all_sessions[idx]
+    g = gather(recs)
+    nodes, steps = g.nodes, g.steps
+    in_progress = bool(recs) and (g.down_t is None or g.fleets_up > 0)
+    down_t = None if in_progress else g.down_t
+    if now is None or not in_progress:
+        now = down_t if down_t is not None else g.last_t
+    now = max(now, g.last_t)
+
+    busy_now, last_end = _settle(steps, now, in_progress)
+    finished = [x for s in steps.values() for x in s.attempts]
+    work = sum(x.work_s for x in finished if x.work_s is not None)
+    work_core = sum(x.work_s * x.cores for x in finished if x.work_s is not None)
+    # The wall window: from the first submission to the end of the last step.
+    t0 = g.submitted_t if g.submitted_t is not None else g.first_t
+    t_end = max(now if busy_now else (last_end if last_end is not None else t0), t0)
+    wall = t_end - t0
+
+    floor_s, floor_path, floor_ws = figures.dependency_floor(steps, now)
+    util = figures.utilization(nodes, steps, t0, t_end)
+    cap = util["overall"]["capacity_core_s"] or 0.0
+    waits.wait_segments(steps, t_end, waits.FreeIndex(nodes, steps, t_end))
+    return Report(
+        run_dir=run_dir, session=idx + 1, sessions=n, in_progress=in_progress, t0=t0, t_end=t_end,
+        wall_s=wall, work_s=work, work_core_s=work_core,
+        startup=figures.startup([x.startup_s for x in finished if x.startup_s is not None]),
+        speedup=(work / wall) if wall > 0 else None,
+        floor_s=floor_s, floor_path=floor_path, floor_with_startup_s=floor_ws, utilization=util,
+        nodes=nodes, steps=steps, counts=figures.counts(steps), problems=figures.problems(steps, t0),
+        waits=waits.totals(steps), stretches=stretches(nodes, steps, t0, t_end, top),
+        fleet_up_s=(g.fleet_up_t - g.starting_t) if g.fleet_up_t is not None and g.starting_t is not None else None,
+        capacity_floor_s=work_core / (cap / wall) if cap > 0 and wall > 0 else 0.0,
+        notes=_notes(g, recs, in_progress))
+
+
+def _settle(steps: dict, now: float, in_progress: bool) -> tuple[bool, float | None]:
+    """Each step's outcome (its final state, what it is doing, or what a stopped fleet
+    left undone); returns whether anything still runs or waits, and the last end."""
+    busy_now = False
+    last_end: float | None = None
+    for s in steps.values():
+        a = s.last
+        if s.final is not None:
+            s.outcome, s.reason, s.end = s.final, s.final_reason, s.final_t
+        elif a is not None and a.end is None:
+            if in_progress:
+                s.outcome, s.reason = S.RUNNING, ""
+                busy_now = True
+            else:
+                a.end, a.outcome, a.reason = now, UNFINISHED, "the fleet went down while it ran"
+                s.outcome, s.reason, s.end = UNFINISHED, a.reason, now
+        elif a is not None and not (s.retries and s.retries[-1] >= a.end and len(s.retries) >= len(s.attempts)):
+            s.outcome, s.reason, s.end = a.outcome, a.reason, a.end
+        elif s.foreign or (s.waits and s.waits[-1].why.cause == W.ELSEWHERE):
+            s.outcome = S.ELSEWHERE  # another fleet runs it; no outcome of it reached this stream
+            s.reason = "another shard runs it" if s.foreign else s.waits[-1].text.removeprefix("elsewhere: ")
+            busy_now = busy_now or in_progress
+        else:
+            s.outcome = S.WAITING if in_progress else NOT_RUN
+            if not in_progress:
+                s.reason, s.end = "the fleet went down before it ran", now
+            else:
+                busy_now = True
+        if s.end is not None and (last_end is None or s.end > last_end):
+            last_end = s.end
+        for x in s.attempts:
+            if x.end is not None and (last_end is None or x.end > last_end):
+                last_end = x.end
+    return busy_now, last_end
+
+
+def _notes(g: Gathered, recs: list, in_progress: bool) -> list[str]:
+    notes = []
+    if not recs:
+        notes.append("the stream is empty")
+    if g.mismatches:
+        notes.append(f"{g.mismatches} step(s) did not get the cores they were given (placement_mismatch records)")
+    if g.lost_exit_fields:
+        notes.append(f"{g.lost_exit_fields} lost attempt(s) have no timings: their work is unknown and not counted")
+    if g.skewed:
+        notes.append(f"{g.skewed} attempt(s) began their work before the coordinator decided to start them "
+                     "(work_start < decided_at): that node's clock is behind the coordinator's, and their "
+                     "startup (clamped at 0) is not to be trusted")
+    if g.fleets_started > 1:
+        notes.append(f"{g.fleets_started} fleets wrote to this stream at once (or one ended without fleet_down); "
+                     "its records carry no fleet id, so they are reported together")
+    if in_progress:
+        notes.append("the stream has no fleet_down: a run in progress (running steps end now)")
+    return notes

@@ -1,0 +1,50 @@
+"""What `fleet report` does, short of printing: read the stream, build the report, write
+the trace and the page if asked, and say what to print. Only fleet.cli imports this
+(and the tests): it is the one report module that reads the clock and writes files
+other than through trace/html's writers, and the only one that imports those."""
+
+from __future__ import annotations
+
+import gc
+import json
+import time
+from pathlib import Path
+
+from fleet.report import build, events_path, format_text, load
+from fleet.report.html import write_html
+from fleet.report.model import Report
+from fleet.report.trace import write_trace
+
+
+def run(run_dir: str, as_json: bool = False, trace: str | None = None, html_file: str | None = None,
+        session: int = -1, now: float | None = None) -> tuple[int, str, list[str]]:
+    """(exit status, stdout text, messages for stderr)."""
+    path = events_path(Path(run_dir))
+    if not path.exists():
+        return 2, "", [f"no event stream at {path}"]
+    # Hundreds of thousands of small objects and no cycles among them: the cyclic
+    # collector would rescan them again and again for nothing.
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        records = load(Path(run_dir))
+        try:
+            rep = build(records, now=time.time() if now is None else now, session=session, run_dir=str(run_dir))
+        except ValueError as e:
+            return 2, "", [str(e)]
+        return _emit(rep, as_json, trace, html_file)
+    finally:
+        if was:
+            gc.enable()
+
+
+def _emit(rep: Report, as_json: bool, trace: str | None, html_file: str | None) -> tuple[int, str, list[str]]:
+    msgs = []
+    if trace:
+        n = write_trace(rep, Path(trace))
+        msgs.append(f"trace: {trace} ({n} events; open in https://ui.perfetto.dev or chrome://tracing)")
+    if html_file:
+        write_html(rep, Path(html_file))
+        msgs.append(f"html: {html_file}")
+    out = json.dumps(rep.to_json(), separators=(",", ":")) if as_json else format_text(rep)
+    return 0, out, msgs

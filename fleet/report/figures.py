@@ -1,0 +1,153 @@
+"""The report's figures over settled steps: startup statistics, the dependency floor,
+utilization per node and overall, the outcome counts and the problems."""
+
+from __future__ import annotations
+
+import math
+
+from fleet.core import states as S
+from fleet.report.floor import critical_path as _longest_chain
+from fleet.report.model import NOT_RUN, PROBLEM_OUTCOMES, Node, Step, r6
+
+
+def critical_path(deps, duration) -> tuple[float, list[str]]:
+    """The report's one way to the longest chain (see fleet.report.floor): the place to
+    point at fleet.core.graph's plain-mapping critical_path once core has it."""
+    return _longest_chain(deps, duration)
+
+
+def startup(startups: list[float]) -> dict:
+    """Count, total, median, p95 (nearest rank), mean and max of the startups."""
+    xs = sorted(startups)
+    return {
+        "count": len(xs),
+        "total_s": float(sum(xs)),
+        "median_s": _median(xs),
+        "p95_s": _nearest_rank(xs, 0.95),
+        "mean_s": (sum(xs) / len(xs)) if xs else None,
+        "max_s": xs[-1] if xs else None,
+    }
+
+
+def _median(xs: list[float]) -> float | None:
+    n = len(xs)
+    if not n:
+        return None
+    m = n // 2
+    return xs[m] if n % 2 else (xs[m - 1] + xs[m]) / 2
+
+
+def _nearest_rank(xs: list[float], q: float) -> float | None:
+    """The q-quantile by the nearest-rank method (xs sorted): an observed value."""
+    if not xs:
+        return None
+    return xs[max(0, math.ceil(q * len(xs)) - 1)]
+
+
+def dependency_floor(steps: dict[str, Step], now: float) -> tuple[float, list[str], float]:
+    """The longest chain of the steps' own work (its length and steps), and its length
+    with each step's startup added. A step's duration is its last attempt's work; a
+    running one's, the time since it started."""
+    d_work: dict[str, float] = {}
+    d_both: dict[str, float] = {}
+    for s in steps.values():
+        if not s.attempts:
+            continue
+        a = s.attempts[-1]
+        if a.outcome == S.RUNNING:
+            d_work[s.id] = d_both[s.id] = max(0.0, now - (a.started or a.start))
+        else:
+            w = a.work_s or 0.0
+            d_work[s.id] = w
+            d_both[s.id] = w + (a.startup_s or 0.0)
+    deps = {s.id: s.deps for s in steps.values()}
+    floor_s, path = critical_path(deps, d_work)
+    with_startup, _ = critical_path(deps, d_both)
+    return floor_s, path, with_startup
+
+
+def utilization(nodes: dict[str, Node], steps: dict[str, Step], t0: float, t_end: float) -> dict:
+    """Core-, GPU- and memory-seconds held by steps, and core-seconds of their own work,
+    per node and overall, against what each node offered while alive in the window."""
+    held = _held(nodes, steps, t0, t_end)
+    tot = dict.fromkeys(("core_s", "work_core_s", "gpu_s", "memory_s", "cap_core_s", "cap_gpu_s", "cap_memory_s"), 0.0)
+    out_nodes = {}
+    for nd in nodes.values():
+        alive = max(0.0, min(nd.lost if nd.lost is not None else t_end, t_end) - max(nd.joined, t0))
+        cs, ws, gs, ms = held[nd.name]
+        cap_c, cap_g, cap_m = len(nd.cores) * alive, len(nd.gpus) * alive, nd.memory * alive
+        for k, v in (("core_s", cs), ("work_core_s", ws), ("gpu_s", gs), ("memory_s", ms),
+                     ("cap_core_s", cap_c), ("cap_gpu_s", cap_g), ("cap_memory_s", cap_m)):
+            tot[k] += v
+        out_nodes[nd.name] = {
+            "cores": len(nd.cores), "gpus": len(nd.gpus), "memory": nd.memory, "alive_s": r6(alive),
+            "cores_held": _frac(cs, cap_c), "cores_working": _frac(ws, cap_c),
+            "gpus_held": _frac(gs, cap_g), "memory_held": _frac(ms, cap_m),
+            "core_s": r6(cs), "work_core_s": r6(ws),
+        }
+    overall = {
+        "cores_held": _frac(tot["core_s"], tot["cap_core_s"]),
+        "cores_working": _frac(tot["work_core_s"], tot["cap_core_s"]),
+        "gpus_held": _frac(tot["gpu_s"], tot["cap_gpu_s"]),
+        "memory_held": _frac(tot["memory_s"], tot["cap_memory_s"]),
+        "core_s": r6(tot["core_s"]), "work_core_s": r6(tot["work_core_s"]),
+        "capacity_core_s": r6(tot["cap_core_s"]),
+    }
+    return {"overall": overall, "nodes": out_nodes}
+
+
+def _frac(num: float, den: float):
+    return round(num / den, 6) if den > 0 else None
+
+
+def _held(nodes: dict[str, Node], steps: dict[str, Step], t0: float, t_end: float) -> dict[str, list[float]]:
+    """Per node: [core_s, work_core_s, gpu_s, memory_s] held by attempts in the window."""
+    acc = {name: [0.0, 0.0, 0.0, 0.0] for name in nodes}
+    for s in steps.values():
+        for a in s.attempts:
+            end = a.end if a.end is not None and a.end < t_end else t_end
+            held = end - (a.start if a.start > t0 else t0)
+            if held <= 0:
+                continue
+            work = a.work_s
+            if work is not None and work > held:
+                work = held
+            for p in a.placement:
+                u = acc.get(p.node)
+                if u is None:
+                    continue
+                c = len(p.cores)
+                u[0] += c * held
+                if work is not None:
+                    u[1] += c * work
+                if p.gpus:
+                    u[2] += len(p.gpus) * held
+                if p.memory:
+                    u[3] += p.memory * held
+    return acc
+
+
+def counts(steps: dict[str, Step]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for s in steps.values():
+        out[s.outcome] = out.get(s.outcome, 0) + 1
+    return out
+
+
+def problems(steps: dict[str, Step], t0: float) -> list[dict]:
+    """Every step that ended badly (or never ran) and every failed attempt retried,
+    in time order."""
+    out = []
+    for s in steps.values():
+        for k, a in enumerate(s.attempts):
+            retried = k + 1 < len(s.attempts) or s.outcome in (S.WAITING, NOT_RUN)
+            if retried and a.outcome in (S.FAILED, S.TERMINATED, S.LOST):  # then tried again
+                out.append(dict(step=s.id, outcome=a.outcome, attempt=a.attempt, node=a.node,
+                                t=r6(a.end - t0) if a.end is not None else None, reason=a.reason, retried=True))
+        if s.outcome in PROBLEM_OUTCOMES:
+            a = s.last
+            out.append(dict(step=s.id, outcome=s.outcome, attempt=a.attempt if a and s.final is None else None,
+                            node=a.node if a and s.final is None else None,
+                            t=r6(s.end - t0) if s.end is not None else None, reason=s.reason, retried=False))
+    out.sort(key=lambda p: (p["t"] is None, p["t"] or 0.0, p["outcome"] == S.BLOCKED, p["step"]))
+    return out

@@ -1,0 +1,244 @@
+"""Reading a stream into the report's model: the typed records of events.jsonl, cut
+into sessions, gathered into nodes, steps and attempts.
+
+Each record kind has one handler (`_on_<kind>`), chosen by the record's type; kinds the
+report does not use, and records of kinds this version does not know, only move the
+clock on. Nothing here decides an outcome or a figure: see fleet.report.assemble.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from fleet.core import states as S
+from fleet.core import waits as W
+from fleet.core.names import natural_key
+from fleet.wire import events as E
+from fleet.report.model import Attempt, Node, Piece, Step, Waited
+
+
+def events_path(run_dir: Path) -> Path:
+    """The stream of a run directory (or the file itself, if given one)."""
+    p = Path(run_dir)
+    return p if p.is_file() else p / "events.jsonl"
+
+
+def load(run_dir: Path) -> list[E.Record | E.Unknown]:
+    """The records written so far, typed (a torn last line of a live run is skipped)."""
+    path = events_path(run_dir)
+    text = path.read_text(encoding="utf-8")
+    # One parse of the whole stream as an array is much quicker than one per line;
+    # a stream with a torn or damaged line is read line by line instead.
+    try:
+        dicts = json.loads("[" + text.rstrip("\n").replace("\n", ",") + "]") if text.strip() else []
+    except ValueError:
+        return list(E.read_records(path))
+    parse = E.parse
+    return [rec for rec in map(parse, dicts) if rec is not None]
+
+
+def sessions(records: list) -> list[list]:
+    """The stream cut into sessions: a session begins with a `fleet_starting` when no
+    fleet is up and lasts until as many `fleet_down` records as fleets started. Fleets
+    sharing a run directory append to one stream and their records carry no fleet id,
+    so fleets that overlap in time form one session (records before the first
+    `fleet_starting` form one too)."""
+    cuts = [0]
+    live = 0
+    for i, rec in enumerate(records):
+        kind = type(rec)
+        if kind is E.FleetStarting:
+            if live <= 0 and i > cuts[-1]:
+                cuts.append(i)
+            live = max(live, 0) + 1
+        elif kind is E.FleetDown:
+            live -= 1
+    cuts.append(len(records))
+    return [records[a:b] for a, b in zip(cuts, cuts[1:])] or [[]]
+
+
+@dataclass
+class Gathered:
+    """One session's records, gathered: what the outcomes and figures are drawn from."""
+
+    nodes: dict[str, Node] = field(default_factory=dict)
+    steps: dict[str, Step] = field(default_factory=dict)
+    serial_subs: set = field(default_factory=set)
+    first_t: float = 0.0
+    last_t: float = 0.0
+    submitted_t: float | None = None
+    fleet_up_t: float | None = None
+    starting_t: float | None = None
+    down_t: float | None = None
+    fleets_up: int = 0
+    fleets_started: int = 0
+    mismatches: int = 0
+    lost_exit_fields: int = 0         # lost attempts without timings
+    skewed: int = 0                   # attempts whose work began before their decision
+    whys: dict[tuple, W.WaitReason] = field(default_factory=dict)  # wait records' reasons, shared
+
+    def step_of(self, sid: str, t: float) -> Step:
+        s = self.steps.get(sid)
+        if s is None:  # a stream cut before its step record (or a hand-made one)
+            s = self.steps[sid] = Step(sid, t)
+        return s
+
+
+def gather(records: list) -> Gathered:
+    """The records of one session, in the order written, gathered."""
+    g = Gathered()
+    g.first_t = last = records[0].t if records else 0.0
+    handlers = _HANDLERS
+    for rec in records:
+        if rec.t > last:
+            last = rec.t
+        h = handlers.get(type(rec))
+        if h is not None:
+            h(g, rec)
+    g.last_t = last
+    g.nodes = {k: g.nodes[k] for k in sorted(g.nodes, key=natural_key)}
+    return g
+
+
+# --- one handler per record kind ---------------------------------------------------------
+
+def _on_started(g: Gathered, rec: E.Started) -> None:
+    s = g.steps.get(rec.step)
+    if s is not None and s.attempts and s.attempts[-1].attempt == rec.attempt:
+        s.attempts[-1].started = rec.t
+
+
+def _on_start(g: Gathered, rec: E.Start) -> None:
+    s = g.step_of(rec.step, rec.t)
+    placement = [_piece(p) for p in rec.placement] or [Piece(rec.node, rec.cores, rec.gpus, rec.memory or 0)]
+    s.attempts.append(Attempt.placed(s.id, rec.attempt or len(s.attempts) + 1, rec.node, placement, rec.t))
+
+
+def _piece(p: dict) -> Piece:
+    """One node's part of a start record's placement."""
+    return Piece(p.get("node"), p.get("cores") or [], p.get("gpus") or [], p.get("memory") or 0)
+
+
+def _on_exit(g: Gathered, rec: E.Exit) -> None:
+    s = g.step_of(rec.step, rec.t)
+    att = rec.attempt
+    a = s.attempts[-1] if s.attempts and s.attempts[-1].attempt == att else next(
+        (x for x in reversed(s.attempts) if x.attempt == att), None)
+    if a is None:  # an exit without its start record (a cut stream)
+        piece = Piece(rec.node, rec.cores or [], rec.gpus or [], int(rec.memory or 0))
+        a = Attempt.placed(s.id, att, rec.node, [piece], rec.decided_at or rec.t)
+        s.attempts.append(a)
+    a.end = rec.t
+    a.exit = rec
+    a.outcome = rec.outcome or S.FAILED
+    a.reason = rec.reason or rec.error or ""
+    a.startup_s = su = rec.startup_s
+    a.work_s = rec.work_s
+    if su is None:
+        if a.outcome == S.LOST:
+            g.lost_exit_fields += 1
+    elif su == 0.0:
+        ws, da = rec.work_start, rec.decided_at
+        if ws is not None and da is not None and ws < da - 1e-3:
+            g.skewed += 1
+
+
+def _on_step(g: Gathered, rec: E.StepDeclared) -> None:
+    if rec.step not in g.steps:
+        g.steps[rec.step] = Step(rec.step, rec.t, deps=list(rec.deps or ()), declared=rec,
+                                 serial=rec.submission in g.serial_subs, foreign=bool(rec.foreign))
+
+
+def _on_wait(g: Gathered, rec: E.Wait) -> None:
+    s = g.step_of(rec.step, rec.t)
+    if s.waits and s.waits[-1].t == rec.t and s.waits[-1].why.cause == W.ELSEWHERE:
+        return  # the wait that goes with an `elsewhere` record
+    # The scheduler says the same few things again and again: one WaitReason each.
+    key = (rec.reason, rec.cause, rec.need_cores, rec.need_gpus, rec.need_memory, rec.free_cores, rec.free_gpus)
+    why = g.whys.get(key)
+    if why is None:
+        why = g.whys[key] = rec.why()
+    s.waits.append(Waited(rec.t, why, rec.reason or ""))
+
+
+def _on_elsewhere(g: Gathered, rec: E.Elsewhere) -> None:
+    why = W.WaitReason(W.ELSEWHERE, detail=f"held by fleet {rec.holder or '?'}: {rec.reason or ''}")
+    g.step_of(rec.step, rec.t).waits.append(Waited(rec.t, why, why.text()))
+
+
+def _on_reclaim(g: Gathered, rec: E.Reclaim) -> None:
+    # Back to ready: from here it queues like any ready step without a wait of its own.
+    why = W.WaitReason(W.QUEUED, detail=f"reclaimed ({rec.reason or ''}); ready")
+    g.step_of(rec.step, rec.t).waits.append(Waited(rec.t, why, why.text()))
+
+
+def _on_retry(g: Gathered, rec: E.Retry) -> None:
+    g.step_of(rec.step, rec.t).retries.append(rec.t)
+
+
+def _final(g: Gathered, rec, outcome: str, reason: str) -> None:
+    s = g.step_of(rec.step, rec.t)
+    s.final, s.final_t, s.final_reason = outcome, rec.t, reason
+
+
+def _on_blocked(g: Gathered, rec: E.Blocked) -> None:
+    _final(g, rec, S.BLOCKED, f"dependency {rec.because} did not succeed")
+
+
+def _on_unrunnable(g: Gathered, rec: E.Unrunnable) -> None:
+    _final(g, rec, S.UNRUNNABLE, rec.reason or "")
+
+
+def _on_skipped(g: Gathered, rec: E.Skipped) -> None:
+    _final(g, rec, S.SKIPPED, f"succeeded in fleet {rec.by}" if rec.by else "already succeeded")
+
+
+def _on_submitted(g: Gathered, rec: E.Submitted) -> None:
+    if g.submitted_t is None:
+        g.submitted_t = rec.t
+    if rec.serial:
+        g.serial_subs.add(rec.submission)
+
+
+def _on_node_joined(g: Gathered, rec: E.NodeJoined) -> None:
+    g.nodes[rec.node] = Node(rec.node, list(rec.cores or ()), list(rec.gpus or ()), int(rec.memory or 0), rec.t)
+
+
+def _on_node_lost(g: Gathered, rec: E.NodeLost) -> None:
+    nd = g.nodes.get(rec.node)
+    if nd is not None and nd.lost is None:
+        nd.lost, nd.lost_reason = rec.t, rec.reason or ""
+
+
+def _on_fleet_starting(g: Gathered, rec: E.FleetStarting) -> None:
+    g.fleets_started += 1
+    g.fleets_up += 1
+    if g.starting_t is None:
+        g.starting_t = rec.t
+
+
+def _on_fleet_up(g: Gathered, rec: E.FleetUp) -> None:
+    if g.fleet_up_t is None:
+        g.fleet_up_t = rec.t
+
+
+def _on_fleet_down(g: Gathered, rec: E.FleetDown) -> None:
+    g.fleets_up -= 1
+    g.down_t = rec.t
+
+
+def _on_placement_mismatch(g: Gathered, rec: E.PlacementMismatch) -> None:
+    g.mismatches += 1
+
+
+_HANDLERS: dict[type, Callable] = {
+    E.Started: _on_started, E.Start: _on_start, E.Exit: _on_exit, E.StepDeclared: _on_step,
+    E.Wait: _on_wait, E.Elsewhere: _on_elsewhere, E.Reclaim: _on_reclaim, E.Retry: _on_retry,
+    E.Blocked: _on_blocked, E.Unrunnable: _on_unrunnable, E.Skipped: _on_skipped,
+    E.Submitted: _on_submitted, E.NodeJoined: _on_node_joined, E.NodeLost: _on_node_lost,
+    E.FleetStarting: _on_fleet_starting, E.FleetUp: _on_fleet_up, E.FleetDown: _on_fleet_down,
+    E.PlacementMismatch: _on_placement_mismatch,
+}

@@ -1,0 +1,237 @@
+"""What a report is made of: the nodes, steps and attempts of one session as the records
+tell them, the figures drawn from them (:class:`Report`), and its JSON form.
+
+Outcomes are fleet.core.states' own, plus the report's view of a step that has none
+yet (RUNNING, WAITING) or never will (UNFINISHED, NOT_RUN: the fleet went down).
+Wait categories are fleet.core.waits' causes; the JSON and the words keep the names
+the report has always printed (see :func:`category_name` and CATEGORY_TEXT).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, NamedTuple
+
+from fleet.core import states as S
+from fleet.core import waits as W
+from fleet.wire.events import Exit, StepDeclared
+
+UNFINISHED, NOT_RUN = "unfinished", "not run"  # the fleet went down before it ended / ran
+PROBLEM_OUTCOMES = (S.FAILED, S.TERMINATED, S.LOST, S.BLOCKED, S.UNRUNNABLE, UNFINISHED, NOT_RUN)
+
+# What a waiting step waited for, in words (text and HTML).
+CATEGORY_TEXT = {
+    W.DEPENDENCY: "a dependency",
+    W.CORES: "cores",
+    W.GPUS: "GPUs",
+    W.MEMORY: "memory",
+    W.WHOLE_NODE: "a node that would hold it whole",
+    W.SPAN: "room across nodes",
+    W.ALONE: "to run alone (serial)",
+    W.QUEUED: "its turn (ready, no wait recorded)",
+    W.ELSEWHERE: "another fleet (which holds its claim)",
+    W.OTHER: "something else",
+}
+# The JSON has always named the categories so; only this one differs from its cause.
+_JSON_NAME = {W.WHOLE_NODE: "whole node"}
+
+
+def category_name(cause: str) -> str:
+    """A wait category as the JSON names it."""
+    return _JSON_NAME.get(cause, cause)
+
+
+class Piece(NamedTuple):
+    """What an attempt held on one node."""
+
+    node: str | None
+    cores: list
+    gpus: list
+    memory: int
+
+
+class Waited(NamedTuple):
+    """A step's own wait record (or an `elsewhere`/`reclaim` one): when, why, in words."""
+
+    t: float
+    why: W.WaitReason
+    text: str
+
+
+@dataclass
+class Node:
+    name: str
+    cores: list[int]
+    gpus: list[int]
+    memory: int
+    joined: float
+    lost: float | None = None
+    lost_reason: str = ""
+
+
+@dataclass(slots=True)
+class Attempt:
+    step: str
+    attempt: int
+    node: str | None
+    placement: list[Piece]           # one per node
+    start: float                     # the start decision (coordinator clock)
+    cores: int = 0                   # held over every node
+    gpus: int = 0
+    memory: int = 0
+    started: float | None = None     # the coordinator heard the process exists
+    end: float | None = None         # the exit record (None: still running)
+    outcome: str = S.RUNNING
+    reason: str = ""
+    startup_s: float | None = None   # decision -> the step's own first instruction
+    work_s: float | None = None      # the step's own work
+    exit: Exit | None = None         # the exit record (returncode, signal, rusage, ...)
+
+    @classmethod
+    def placed(cls, step: str, attempt: int, node: str | None, placement: list[Piece], start: float) -> "Attempt":
+        if len(placement) == 1:  # nearly always: spared the sums
+            p = placement[0]
+            return cls(step, attempt, node, placement, start, cores=len(p.cores), gpus=len(p.gpus), memory=p.memory)
+        return cls(step, attempt, node, placement, start, cores=sum(len(p.cores) for p in placement),
+                   gpus=sum(len(p.gpus) for p in placement), memory=sum(p.memory for p in placement))
+
+
+@dataclass(slots=True)
+class Step:
+    id: str
+    submitted: float
+    deps: list[str] = field(default_factory=list)
+    declared: StepDeclared | None = None
+    serial: bool = False
+    foreign: bool = False             # another shard runs it; this fleet waits for its marker
+    attempts: list[Attempt] = field(default_factory=list)
+    waits: list[Waited] = field(default_factory=list)   # own wait records
+    retries: list[float] = field(default_factory=list)
+    final: str | None = None          # blocked | unrunnable | skipped (decided without an exit)
+    final_t: float | None = None
+    final_reason: str = ""
+    outcome: str = S.WAITING
+    reason: str = ""
+    end: float | None = None          # when it reached its final state
+    segments: list[tuple[float, float, str, str]] = field(default_factory=list)  # waits (from, to, cause, why)
+    sig: tuple | None = None          # the kind of step, for queueing behind its kind's head
+
+    @property
+    def last(self) -> Attempt | None:
+        return self.attempts[-1] if self.attempts else None
+
+    @property
+    def waited_s(self) -> float:
+        return sum(b - a for a, b, _, _ in self.segments)
+
+    def waited_for(self) -> str | None:
+        """The cause it waited for longest (a fleet.core.waits cause)."""
+        by: dict[str, float] = {}
+        for a, b, cat, _ in self.segments:
+            by[cat] = by.get(cat, 0.0) + (b - a)
+        return max(by, key=by.get) if by else None
+
+
+@dataclass
+class Report:
+    run_dir: str
+    session: int
+    sessions: int
+    in_progress: bool
+    t0: float
+    t_end: float
+    wall_s: float
+    work_s: float
+    work_core_s: float
+    startup: dict
+    speedup: float | None
+    floor_s: float
+    floor_path: list[str]
+    floor_with_startup_s: float
+    utilization: dict
+    nodes: dict[str, Node]
+    steps: dict[str, Step]
+    counts: dict[str, int]
+    problems: list[dict]
+    waits: dict[str, dict]            # by cause: {"steps", "step_s"}
+    stretches: list[dict]             # "by_category" and each step's "for" are causes
+    fleet_up_s: float | None = None
+    capacity_floor_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def attempts(self) -> Iterable[Attempt]:
+        for s in self.steps.values():
+            yield from s.attempts
+
+    def rel(self, t: float | None) -> float | None:
+        return None if t is None else round(t - self.t0, 6)
+
+    def to_json(self, stretch_steps: int = 20) -> dict:
+        """The report as `fleet report --json` prints it (docs/report.md)."""
+        return {
+            "run_dir": self.run_dir,
+            "session": self.session,
+            "sessions": self.sessions,
+            "in_progress": self.in_progress,
+            "t0": self.t0,
+            "wall_s": r6(self.wall_s),
+            "work_s": r6(self.work_s),
+            "work_core_s": r6(self.work_core_s),
+            "startup_s": r6(self.startup["total_s"]),
+            "startup": {k: r6(v) if isinstance(v, float) else v for k, v in self.startup.items()},
+            "speedup": r6(self.speedup),
+            "floor_s": r6(self.floor_s),
+            "floor_path": self.floor_path,
+            "floor_with_startup_s": r6(self.floor_with_startup_s),
+            "from_floor_s": r6(self.wall_s - self.floor_s),
+            "capacity_floor_s": r6(self.capacity_floor_s),
+            "floor_ratio": r6(self.wall_s / self.floor_s) if self.floor_s > 0 else None,
+            "fleet_up_s": r6(self.fleet_up_s),
+            "utilization": self.utilization,
+            "nodes": {n.name: {"cores": len(n.cores), "gpus": len(n.gpus), "memory": n.memory,
+                               "joined": self.rel(n.joined), "lost": self.rel(n.lost),
+                               "lost_reason": n.lost_reason} for n in self.nodes.values()},
+            "counts": self.counts,
+            "problems": self.problems,
+            "waits": {category_name(k): v for k, v in self.waits.items()},
+            "stretches": [_stretch_json(st, stretch_steps) for st in self.stretches],
+            "notes": self.notes,
+            "steps": {s.id: self._step_json(s) for s in self.steps.values()},
+        }
+
+    def _step_json(self, s: Step) -> dict:
+        rel = self.rel
+        a = s.last
+        segs = s.segments
+        waited = (segs[0][1] - segs[0][0]) if len(segs) == 1 else s.waited_s
+        waited_for = (segs[0][2] if len(segs) == 1 else s.waited_for()) if segs else None
+        e = {"node": None, "cores": 0, "gpus": 0, "memory": 0, "start": None,
+             "end": rel(s.end), "outcome": s.outcome, "reason": s.reason, "work_s": None, "startup_s": None,
+             "attempts": len(s.attempts), "waited_s": round(waited, 6),
+             "waited_for": category_name(waited_for) if waited_for is not None else None}
+        if a is not None:
+            e["node"], e["cores"], e["gpus"], e["memory"] = a.node, a.cores, a.gpus, a.memory
+            e["start"] = rel(a.start)
+            if s.end is None:
+                e["end"] = rel(a.end)
+            if len(s.attempts) == 1:
+                e["work_s"], e["startup_s"] = a.work_s, a.startup_s
+            else:
+                e["work_s"] = r6(sum(x.work_s for x in s.attempts if x.work_s is not None))
+                e["startup_s"] = r6(sum(x.startup_s for x in s.attempts if x.startup_s is not None))
+            if len(a.placement) > 1:
+                e["nodes"] = [p.node for p in a.placement]
+        return e
+
+
+def _stretch_json(st: dict, max_steps: int) -> dict:
+    out = dict(st)
+    out["by_category"] = {category_name(k): v for k, v in st["by_category"].items()}
+    out["steps"] = [dict(w, **{"for": category_name(w["for"])}) for w in st["steps"][:max_steps]]
+    return out
+
+
+def r6(x, nd: int = 6):
+    """Rounded as the JSON shows figures (None stays None)."""
+    return None if x is None else round(x, nd)

@@ -1,0 +1,130 @@
+"""The report in the terminal (`fleet report`), and the formats of its figures that the
+HTML page shares."""
+
+from __future__ import annotations
+
+from fleet.core import states as S
+from fleet.report.model import CATEGORY_TEXT, Report
+
+
+def seconds(x: float | None) -> str:
+    """A duration in the unit that reads best (ms, s, h); "-" for none."""
+    if x is None:
+        return "-"
+    if x >= 3600:
+        return f"{x / 3600:.2f} h"
+    if x >= 100:
+        return f"{x:.0f} s"
+    if x >= 1:
+        return f"{x:.2f} s"
+    return f"{x * 1000:.1f} ms"
+
+
+def percent(x: float | None) -> str:
+    """A fraction as a whole percentage; "-" for none."""
+    return "-" if x is None else f"{100 * x:.0f}%"
+
+
+def _n(k: int, what: str) -> str:
+    return f"{k} {what}{'' if k == 1 else 's'}"
+
+
+def _words(cause: str) -> str:
+    return CATEGORY_TEXT.get(cause, cause)
+
+
+def format_text(r: Report, stretches: int = 5, problems: int = 20) -> str:
+    """The summary `fleet report` prints."""
+    state = "in progress" if r.in_progress else "finished"
+    lines = [f"fleet report: {r.run_dir or 'events'} (session {r.session} of {r.sessions}, {state})"]
+    lines += _time_lines(r)
+    lines += _utilization_lines(r)
+    lines.append(f"  steps         {len(r.steps)}: "
+                 + (", ".join(f"{v} {k}" for k, v in sorted(r.counts.items())) or "none"))
+    lines += _problem_lines(r, problems)
+    lines += _wait_lines(r, stretches)
+    lines += [f"  note: {note}" for note in r.notes]
+    return "\n".join(lines)
+
+
+def _time_lines(r: Report) -> list[str]:
+    """Wall, work, speedup, startup, the floors and the fleet's start."""
+    s = seconds
+    finished = sum(1 for a in r.attempts if a.work_s is not None)
+    now = r.in_progress and any(st.outcome in (S.RUNNING, S.WAITING) for st in r.steps.values())
+    su = r.startup
+    out = [f"  wall          {s(r.wall_s):>10}   from the first submission to the end of the last step"
+           + (" (now)" if now else ""),
+           f"  work          {s(r.work_s):>10}   sum of the steps' own work over {finished} finished attempt(s);"
+           " startup excluded",
+           f"  speedup       {(f'{r.speedup:.2f} x' if r.speedup is not None else '-'):>10}   work / wall:"
+           " against running the steps back to back",
+           f"  startup       {s(su['total_s']):>10}   total over {su['count']} start(s); median {s(su['median_s'])},"
+           f" p95 {s(su['p95_s'])}, max {s(su['max_s'])} (decision to the step's own first instruction)"]
+    path = r.floor_path
+    shown = " -> ".join(path if len(path) <= 6 else path[:3] + ["..."] + path[-2:])
+    out.append(f"  floor         {s(r.floor_s):>10}   longest dependency chain of the steps' own work"
+               + (f" ({_n(len(path), 'step')}: {shown})" if path else ""))
+    if r.floor_s > 0:
+        out.append(f"                {'':>10}   the run took {s(r.wall_s - r.floor_s)} more"
+                   f" ({r.wall_s / r.floor_s:.2f} x the floor); with startup the chain is {s(r.floor_with_startup_s)}")
+    if r.capacity_floor_s > 0:
+        out.append(f"  capacity      {s(r.capacity_floor_s):>10}   the work's core-seconds spread over every core"
+                   f" (wall is {r.wall_s / r.capacity_floor_s:.2f} x this)")
+    if r.fleet_up_s is not None:
+        out.append(f"  fleet start   {s(r.fleet_up_s):>10}   fleet_starting to fleet_up (not in wall)")
+    return out
+
+
+def _utilization_lines(r: Report, max_nodes: int = 20) -> list[str]:
+    u = r.utilization["overall"]
+    parts = [f"cores {percent(u['cores_held'])} held, {percent(u['cores_working'])} doing the steps' own work"]
+    if u["gpus_held"] is not None:
+        parts.append(f"GPUs {percent(u['gpus_held'])} held")
+    if u["memory_held"] is not None:
+        parts.append(f"memory {percent(u['memory_held'])} held")
+    out = ["  utilization   " + "; ".join(parts)]
+    names = list(r.utilization["nodes"])
+    for name in names[:max_nodes]:
+        nu = r.utilization["nodes"][name]
+        nd = r.nodes[name]
+        extra = f", GPUs {percent(nu['gpus_held'])}" if nu["gpus"] else ""
+        lost = f"  LOST at {seconds(nd.lost - r.t0)}: {nd.lost_reason}" if nd.lost is not None else ""
+        out.append(f"    {name:<14} {nu['cores']:>4} cores: {percent(nu['cores_held']):>4} held,"
+                   f" {percent(nu['cores_working']):>4} working{extra}, memory {percent(nu['memory_held'])}{lost}")
+    if len(names) > max_nodes:
+        out.append(f"    ... and {len(names) - max_nodes} more node(s) (--json has them all)")
+    return out
+
+
+def _problem_lines(r: Report, problems: int) -> list[str]:
+    if not r.problems:
+        return []
+    out = [f"  problems      {len(r.problems)}"]
+    for p in r.problems[:problems]:
+        where = f" on {p['node']}" if p.get("node") else ""
+        att = f" (attempt {p['attempt']}, retried)" if p.get("retried") else ""
+        out.append(f"    {p['outcome']:<10} {p['step']}{where}{att}: {p['reason'] or '-'}")
+    if len(r.problems) > problems:
+        out.append(f"    ... and {len(r.problems) - problems} more (--json has them all)")
+    return out
+
+
+def _wait_lines(r: Report, stretches: int) -> list[str]:
+    out = []
+    if r.waits:
+        out.append("  waiting       step-seconds by what steps waited for: "
+                   + ", ".join(f"{_words(k)} {seconds(v['step_s'])} ({_n(v['steps'], 'step')})"
+                               for k, v in sorted(r.waits.items(), key=lambda kv: -kv[1]["step_s"])))
+    if r.stretches:
+        out.append("  idle while steps waited (longest stretches)")
+    for st in r.stretches[:stretches]:
+        cats = ", ".join(f"{_words(k)} {v}" for k, v in sorted(st["by_category"].items(), key=lambda kv: -kv[1]))
+        out.append(f"    {seconds(st['from'])} - {seconds(st['to'])} ({seconds(st['duration_s'])}):"
+                   f" {st['mean_idle_cores']:.1f} core(s) idle on average ({st['min_idle']}-{st['max_idle']});"
+                   f" {st['waiting']} step(s) waiting for: {cats}")
+        for w in st["steps"][:5]:
+            out.append(f"      {w['step']}: {_words(w['for'])} ({w['why']}), {seconds(w['waited_s'])}")
+        if st["waiting"] > 5:
+            out.append(f"      ... and {st['waiting'] - 5} more")
+    return out

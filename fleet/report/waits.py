@@ -1,0 +1,203 @@
+"""What each step waited for, and when: its wait segments.
+
+From a step's submission (or its retry) to its start it waits: first for its
+dependencies, then for whatever its wait records say (the cause of each record's
+structured reason, fleet.core.waits). A ready step without a record of its own queues
+behind the latest record of a step of its kind, because the scheduler records only the
+head of each kind of demand. "No node has it all free together" is told apart here:
+memory, when some live node had the cores and GPUs free but not the memory, as rebuilt
+from the start and exit records at that moment (:class:`FreeIndex`); else a whole node.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from typing import Iterator
+
+from fleet.core import states as S
+from fleet.core import waits as W
+from fleet.report.model import NOT_RUN, Node, Step, Waited, r6
+
+
+class FreeIndex:
+    """Free cores, GPUs and memory of each node at any time, from the start and exit
+    records (held from the start decision to the exit record), by bisection."""
+
+    def __init__(self, nodes: dict[str, Node], steps: dict[str, Step], t_end: float):
+        self.nodes, self.steps, self.t_end = nodes, steps, t_end
+        self.times: dict[str, list[float]] | None = None
+        self.held: dict[str, list[tuple[int, int, int]]] = {}
+
+    def _index(self) -> None:
+        ev: dict[str, list[tuple[float, int, int, int]]] = {n: [] for n in self.nodes}
+        for s in self.steps.values():
+            for a in s.attempts:
+                end = a.end if a.end is not None else self.t_end
+                for p in a.placement:
+                    lst = ev.get(p.node)
+                    if lst is not None:
+                        c, g, m = len(p.cores), len(p.gpus), p.memory
+                        lst.append((a.start, c, g, m))
+                        lst.append((end, -c, -g, -m))
+        self.times = {}
+        for name, lst in ev.items():
+            lst.sort(key=lambda e: e[0])
+            ts, hs = [], []
+            c = g = m = 0
+            for t, dc, dg, dm in lst:
+                c, g, m = c + dc, g + dg, m + dm
+                if ts and ts[-1] == t:
+                    hs[-1] = (c, g, m)
+                else:
+                    ts.append(t)
+                    hs.append((c, g, m))
+            self.times[name], self.held[name] = ts, hs
+
+    def free_at(self, t: float) -> list[tuple[str, int, int, int]]:
+        """(node, free cores, free GPUs, free memory) of each live node just after t."""
+        if self.times is None:
+            self._index()
+        out = []
+        for name, nd in self.nodes.items():
+            if nd.joined > t or (nd.lost is not None and nd.lost <= t):
+                continue
+            i = bisect_right(self.times[name], t) - 1
+            c, g, m = self.held[name][i] if i >= 0 else (0, 0, 0)
+            out.append((name, len(nd.cores) - c, len(nd.gpus) - g, nd.memory - m))
+        return out
+
+
+def classify(why: W.WaitReason, t: float | None = None, free: FreeIndex | None = None) -> str:
+    """The cause a wait is reported under. A step that no one node can hold whole is
+    waiting for memory if, at t, some live node had its cores and GPUs free but not its
+    memory; else for a whole node."""
+    cause = why.cause
+    if cause == W.WHOLE_NODE:
+        # Without a memory figure the step takes its proportional share of a node, and
+        # such steps never wait on memory (fleet.core.resources): it is a whole node it lacks.
+        if why.memory is not None and free is not None and t is not None:
+            for _, fc, fg, fm in free.free_at(t):
+                if fc >= why.cores and fg >= why.gpus and fm < why.memory:
+                    return W.MEMORY
+        return W.WHOLE_NODE
+    return cause if cause in W.CAUSES else W.OTHER
+
+
+def wait_segments(steps: dict[str, Step], t_end: float, free: FreeIndex) -> None:
+    """Fill each step's `segments`: (from, to, cause, why) for every stretch of time it
+    was submitted (or back for a retry) but not running."""
+    ctx = _Context(steps, free)
+    for s in steps.values():
+        s.segments = segs = []
+        if s.foreign or (s.outcome == S.SKIPPED and not s.waits):
+            continue  # another shard's step, or skipped at once: it never waited to run here
+        for p_from, p_to, first in _periods(s, t_end):
+            ready = ctx.dependency_wait(s, p_from, p_to, segs) if first and s.deps else p_from
+            if ready < p_to:
+                ctx.resource_waits(s, ready, p_to, segs)
+
+
+def totals(steps: dict[str, Step]) -> dict[str, dict]:
+    """Per cause: the steps that waited for it and the step-seconds spent."""
+    waits: dict[str, dict] = {}
+    for s in steps.values():
+        seen = set()
+        for a, b, cat, _ in s.segments:
+            w = waits.setdefault(cat, {"steps": 0, "step_s": 0.0})
+            w["step_s"] += b - a
+            if cat not in seen:
+                seen.add(cat)
+                w["steps"] += 1
+    for w in waits.values():
+        w["step_s"] = r6(w["step_s"])
+    return waits
+
+
+def _periods(s: Step, t_end: float) -> Iterator[tuple[float, float, bool]]:
+    """Periods of waiting: submission -> first start; each retry -> the next start."""
+    atts = s.attempts
+    periods = [(s.submitted, atts[0].start if atts else None, True)]
+    periods += [(rt, atts[i + 1].start if i + 1 < len(atts) else None, False) for i, rt in enumerate(s.retries)]
+    for p_from, p_to, first in periods:
+        if p_to is None:
+            p_to = s.final_t if s.final in (S.BLOCKED, S.UNRUNNABLE, S.SKIPPED) else (
+                s.end if s.outcome == NOT_RUN and s.end is not None else t_end)
+        if p_to is not None and p_to > p_from:
+            yield p_from, p_to, first
+
+
+def _signature(s: Step) -> tuple:
+    """The kind of a step: what it asks for (a serial run's steps are all one kind)."""
+    if s.sig is None:
+        d = s.declared
+        s.sig = (("serial",) if s.serial else (None,) * 5 if d is None else
+                 (d.cores, d.min_cores, d.gpus, d.memory, d.step_kind))
+    return s.sig
+
+
+class _Context:
+    """What every step's segments are drawn against: when each step succeeded, the wait
+    records by kind of step, and the causes found so far."""
+
+    def __init__(self, steps: dict[str, Step], free: FreeIndex):
+        self.steps, self.free = steps, free
+        # When each step succeeded (or was skipped): its dependents could go from then.
+        self.done_at: dict[str, float] = {}
+        for s in steps.values():
+            if s.outcome == S.SKIPPED:
+                self.done_at[s.id] = s.final_t
+            elif s.outcome == S.SUCCEEDED:
+                self.done_at[s.id] = s.last.end
+        # Every wait record by the kind of step that wrote it, in time order.
+        self.by_sig: dict[tuple, tuple[list[float], list[tuple[str, Waited]]]] = {}
+        recs = sorted(((w, s.id, _signature(s)) for s in steps.values() if s.waits for w in s.waits),
+                      key=lambda x: x[0].t)
+        for w, sid, sig in recs:
+            ts, vs = self.by_sig.setdefault(sig, ([], []))
+            ts.append(w.t)
+            vs.append((sid, w))
+        # By the record (its id: the records outlive this), as a queued step's cause is
+        # its kind's head's, asked again for every step queued behind it.
+        self.causes: dict[int, str] = {}
+
+    def cause(self, w: Waited) -> str:
+        c = self.causes.get(id(w))
+        if c is None:
+            c = self.causes[id(w)] = classify(w.why, w.t, self.free)
+        return c
+
+    def dependency_wait(self, s: Step, p_from: float, p_to: float, segs: list) -> float:
+        """Add the wait for s's dependencies; return when the last one was done."""
+        steps, done_at = self.steps, self.done_at
+        known = [d for d in s.deps if d in steps]
+        ready = max([p_from] + [done_at.get(d, math.inf) for d in known])
+        if ready > p_from:
+            pending = [d for d in known if d not in done_at]
+            if pending:
+                named = [d + (" (another fleet runs it)" if steps[d].foreign else "") for d in pending[:3]]
+                why = "dependency " + ", ".join(named) + (" ..." if len(pending) > 3 else "") + " not done"
+            else:
+                why = f"dependency {max(known, key=lambda d: done_at.get(d, math.inf))}"
+            segs.append((p_from, min(ready, p_to), W.DEPENDENCY, why))
+        return ready
+
+    def resource_waits(self, s: Step, ready: float, p_to: float, segs: list) -> None:
+        """Add the waits of a ready step until p_to: its own records, and before the
+        first of them, its turn behind its kind's head."""
+        own = [w for w in s.waits if ready <= w.t < p_to] if s.waits else s.waits
+        if not own or own[0].t > ready:
+            cat, why = W.QUEUED, "ready; no wait recorded for it or its kind"
+            sig = self.by_sig.get(_signature(s)) if self.by_sig else None
+            if sig is not None:
+                i = bisect_right(sig[0], ready) - 1
+                if i >= 0 and sig[1][i][0] != s.id:
+                    head, w = sig[1][i]
+                    cat, why = self.cause(w), f"queued behind {head}: {w.text}"
+            nxt = own[0].t if own else p_to
+            if nxt > ready:
+                segs.append((ready, nxt, cat, why))
+        for j, w in enumerate(own):
+            nxt = own[j + 1].t if j + 1 < len(own) else p_to
+            if nxt > w.t:
+                segs.append((w.t, nxt, self.cause(w), w.text))

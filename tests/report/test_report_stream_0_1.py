@@ -1,0 +1,32 @@
+"""A stream fleet 0.1 wrote still reads, and reports as fleet 0.1 reported it.
+
+data/events-0.1.jsonl is what a fleet 0.1 run of data/suite-0.1.toml wrote (its waits
+carry their reason only in words); report-0.1.json and report-0.1.txt are what 0.1's
+`fleet report --json` and `fleet report` printed for it, in /tmp/v01run/run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from fleet.report.command import run as report_command
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_the_json_report_of_a_0_1_stream_is_what_0_1_printed():
+    code, out, msgs = report_command(str(DATA / "events-0.1.jsonl"), as_json=True)
+    assert code == 0 and msgs == []
+    got, want = json.loads(out), json.loads((DATA / "report-0.1.json").read_text())
+    assert got.pop("run_dir") == str(DATA / "events-0.1.jsonl")
+    assert want.pop("run_dir") == "/tmp/v01run/run"  # where 0.1 ran: the only difference
+    assert got == want
+
+
+def test_the_text_report_of_a_0_1_stream_is_what_0_1_printed():
+    code, out, msgs = report_command(str(DATA / "events-0.1.jsonl"))
+    assert code == 0 and msgs == []
+    got, want = out.splitlines(), (DATA / "report-0.1.txt").read_text().splitlines()
+    assert got[0] == want[0].replace("/tmp/v01run/run", str(DATA / "events-0.1.jsonl"))
+    assert got[1:] == want[1:]
