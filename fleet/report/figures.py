@@ -6,14 +6,8 @@ from __future__ import annotations
 import math
 
 from fleet.core import states as S
-from fleet.report.floor import critical_path as _longest_chain
+from fleet.core.graph import critical_path
 from fleet.report.model import NOT_RUN, PROBLEM_OUTCOMES, Node, Step, r6
-
-
-def critical_path(deps, duration) -> tuple[float, list[str]]:
-    """The report's one way to the longest chain (see fleet.report.floor): the place to
-    point at fleet.core.graph's plain-mapping critical_path once core has it."""
-    return _longest_chain(deps, duration)
 
 
 def startup(startups: list[float]) -> dict:
