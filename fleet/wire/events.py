@@ -307,9 +307,8 @@ class EventLog:
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._pending: list[str] = []
 
-    def write(self, rec: Record, kind: str = "", **fields: Any) -> None:
-        if kind:  # TEMPORARY: the 0.1 call shape write(t, kind, **fields), until every writer is typed
-            rec = KINDS[kind](t=rec, **{k: v for k, v in fields.items() if k in KINDS[kind]._NAMES})
+    def write(self, rec: Record) -> None:
+        """Buffer one record (written at the next flush), tagged with this log's fleet."""
         if not isinstance(rec, Record) or not rec.KIND:
             raise TypeError(f"not an event record: {rec!r}")
         if self.fleet and not rec.fleet:

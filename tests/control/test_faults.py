@@ -22,9 +22,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from fleetharness import assert_nothing_left, env, events, fleet, wait_for, write_suite
+from fleetharness import assert_nothing_left, env, fleet, wait_for, write_suite
+from fleetharness import records as event_records
 
 from fleet.control import store
+from fleet.wire import events as E
 from fleet.wire import records
 from fleet.control.checks import checked_suite
 from fleet.core.suite import StepSpec
@@ -185,26 +187,28 @@ def assert_audit_clean(run_dir: Path, cwd: Path, steps: list[str], *extra: str) 
 
 # --- events --------------------------------------------------------------------------------
 
-def of(run_dir: Path, kind: str, **match) -> list[dict]:
-    return [e for e in events(run_dir) if e["kind"] == kind and all(e.get(k) == v for k, v in match.items())]
+def of(run_dir: Path, kind: type, **match) -> list:
+    """The records of one kind whose fields (by attribute: a misspelt one fails) match."""
+    return [e for e in event_records(run_dir)
+            if isinstance(e, kind) and all(getattr(e, k) == v for k, v in match.items())]
 
 
 def agents(run_dir: Path) -> dict[str, tuple[int, int]]:
-    return {e["node"]: (e["pid"], e["zygote_pid"]) for e in of(run_dir, "node_joined")}
+    return {e.node: (e.pid, e.zygote_pid) for e in of(run_dir, E.NodeJoined)}
 
 
-def sessions(run_dir: Path) -> list[list[dict]]:
+def sessions(run_dir: Path) -> list[list]:
     """The event stream cut at each fleet_starting (fleets that ran one after another)."""
-    out: list[list[dict]] = []
-    for e in events(run_dir):
-        if e["kind"] == "fleet_starting" or not out:
+    out: list[list] = []
+    for e in event_records(run_dir):
+        if isinstance(e, E.FleetStarting) or not out:
             out.append([])
         out[-1].append(e)
     return out
 
 
-def nth_start_on(run_dir: Path, node: str, n: int) -> dict | None:
-    s = of(run_dir, "started", node=node)
+def nth_start_on(run_dir: Path, node: str, n: int) -> E.Started | None:
+    s = of(run_dir, E.Started, node=node)
     return s[n - 1] if len(s) >= n else None
 
 
@@ -237,22 +241,22 @@ def test_an_agent_killed_mid_run_has_its_steps_retried_on_the_other_node_and_eve
     victim = wait_for(lambda: nth_start_on(run_dir, "node1", 2), 30, "a second step started on node1")
     os.kill(agent, signal.SIGKILL)
     # Its zygote and the step die with it (death signals), long before the coordinator gives up.
-    wait_for(lambda: gone(zygote) and gone(victim["pid"]), HB_TIMEOUT, "node1's zygote and step to die")
+    wait_for(lambda: gone(zygote) and gone(victim.pid), HB_TIMEOUT, "node1's zygote and step to die")
     rc, out, err = procs.finish(runner, 60)
     assert rc == 0, out + err
-    assert [e["node"] for e in of(run_dir, "node_lost")] == ["node1"]
-    lost = of(run_dir, "exit", step=victim["step"], attempt=1)
-    assert [e["outcome"] for e in lost] == ["lost"], lost
-    assert of(run_dir, "retry", step=victim["step"], attempt=2)
-    again = of(run_dir, "start", step=victim["step"], attempt=2)
-    assert [e["node"] for e in again] == ["node2"]
+    assert [e.node for e in of(run_dir, E.NodeLost)] == ["node1"]
+    lost = of(run_dir, E.Exit, step=victim.step, attempt=1)
+    assert [e.outcome for e in lost] == ["lost"], lost
+    assert of(run_dir, E.Retry, step=victim.step, attempt=2)
+    again = of(run_dir, E.Start, step=victim.step, attempt=2)
+    assert [e.node for e in again] == ["node2"]
     # The killed attempt never ended (it may have died before its first line); the retry did.
-    mine = [n for n in notes(run_dir) if n.step == victim["step"]]
-    assert [n.what for n in mine if n.pid == victim["pid"]] in ([], ["start"])
-    assert [n.what for n in mine if n.pid != victim["pid"]] == ["start", "end"]
+    mine = [n for n in notes(run_dir) if n.step == victim.step]
+    assert [n.what for n in mine if n.pid == victim.pid] in ([], ["start"])
+    assert [n.what for n in mine if n.pid != victim.pid] == ["start", "end"]
     assert_each_ran_once(run_dir, steps)
     a = assert_audit_clean(run_dir, tmp_path, steps)
-    assert a["steps"][victim["step"]]["attempts"] == 2
+    assert a["steps"][victim.step]["attempts"] == 2
     fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, check=True, timeout=60)
     assert_nothing_left(run_dir)
 
@@ -273,12 +277,12 @@ def test_an_agent_stopped_past_the_timeout_is_fenced_its_late_reports_are_droppe
     try:
         # The zygote hears no Tick for 0.5 x timeout and kills the step: before the
         # coordinator, at 1 x timeout, declares the agent lost and runs the step elsewhere.
-        wait_for(lambda: gone(victim["pid"]), 3 * HB_TIMEOUT, "the zygote to fence the stopped agent's step")
+        wait_for(lambda: gone(victim.pid), 3 * HB_TIMEOUT, "the zygote to fence the stopped agent's step")
         fenced_at = time.time()
-        lost = wait_for(lambda: of(run_dir, "node_lost", node="node1"), 3 * HB_TIMEOUT, "node1 to be lost")[0]
-        assert fenced_at < lost["t"]
-        retry = wait_for(lambda: of(run_dir, "started", step=victim["step"], attempt=2), 30, "the retry to start")[0]
-        assert retry["node"] == "node2"
+        lost = wait_for(lambda: of(run_dir, E.NodeLost, node="node1"), 3 * HB_TIMEOUT, "node1 to be lost")[0]
+        assert fenced_at < lost.t
+        retry = wait_for(lambda: of(run_dir, E.Started, step=victim.step, attempt=2), 30, "the retry to start")[0]
+        assert retry.node == "node2"
         assert psutil.Process(agent).status() == psutil.STATUS_STOPPED  # still asleep all along
     finally:
         os.kill(agent, signal.SIGCONT)
@@ -298,7 +302,7 @@ def test_an_agent_stopped_past_the_timeout_is_fenced_its_late_reports_are_droppe
     assert rc == 0, out + err
     # Nothing from the stopped agent was taken as an outcome: one exit per attempt, and
     # the first attempt's is the coordinator's own "lost".
-    assert [e["outcome"] for e in of(run_dir, "exit", step=victim["step"])] == ["lost", "succeeded"]
+    assert [e.outcome for e in of(run_dir, E.Exit, step=victim.step)] == ["lost", "succeeded"]
     assert_each_ran_once(run_dir, steps)
     assert_audit_clean(run_dir, tmp_path, steps)
 
@@ -323,25 +327,25 @@ args = { seconds = 1.5 }
 """)
     quick, slow = [f"quick/{i}" for i in range(1, 5)], ["slow/1", "slow/2"]
     runner = procs.start("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path)
-    wait_for(lambda: len(of(run_dir, "exit", outcome="succeeded")) == 4 and len(of(run_dir, "started")) == 6,
+    wait_for(lambda: len(of(run_dir, E.Exit, outcome="succeeded")) == 4 and len(of(run_dir, E.Started)) == 6,
              30, "the quick steps to succeed and both slow ones to start")
-    coordinator = of(run_dir, "fleet_starting")[0]["pid"]
+    coordinator = of(run_dir, E.FleetStarting)[0].pid
     os.kill(coordinator, signal.SIGKILL)
     assert_nothing_left(run_dir, timeout=HB_TIMEOUT + 1.0)
     rc, out, err = procs.finish(runner, 30)
     assert rc == 1, out + err
-    assert sorted(e["step"] for e in of(run_dir, "exit")) == quick
+    assert sorted(e.step for e in of(run_dir, E.Exit)) == quick
 
     r = fleet("run", str(suite), "--run-dir", str(run_dir), "--nodes", "2", *HB, cwd=tmp_path, timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
     second = sessions(run_dir)[-1]
-    assert sorted(e["step"] for e in second if e["kind"] == "skipped") == quick
-    assert sorted(e["step"] for e in second if e["kind"] == "start") == slow
+    assert sorted(e.step for e in second if isinstance(e, E.Skipped)) == quick
+    assert sorted(e.step for e in second if isinstance(e, E.Start)) == slow
     # The dead coordinator's claims were adopted at once (same host, no such pid), not
     # after --stale-after (10 minutes here).
-    adopted = [e for e in second if e["kind"] == "adopted"]
-    assert sorted(e["step"] for e in adopted) == slow
-    assert {e["previous"]["pid"] for e in adopted} == {coordinator}
+    adopted = [e for e in second if isinstance(e, E.Adopted)]
+    assert sorted(e.step for e in adopted) == slow
+    assert {e.previous["pid"] for e in adopted} == {coordinator}
     for s in slow:
         assert (records.step_dir(run_dir, s) / ".fleet" / "adopt.1").exists()
     assert_each_ran_once(run_dir, quick + slow)
@@ -367,14 +371,14 @@ def test_two_fleets_started_at_different_times_on_one_run_directory_run_each_ste
     second = procs.start("run", str(suite), cwd=tmp_path)
     (rc1, out1, err1), (rc2, out2, err2) = procs.finish(first, 60), procs.finish(second, 60)
     assert rc1 == 0 and rc2 == 0, out1 + err1 + out2 + err2
-    fleets = [e["fleet"] for e in of(run_dir, "fleet_starting")]
+    fleets = [e.fleet for e in of(run_dir, E.FleetStarting)]
     assert len(fleets) == 2
     # Each fleet met steps the other held: "elsewhere" naming the other as holder, and
     # later "skipped" by it once its marker appeared.
     # (A holder of "" is a claim released between the attempt and the look at it.)
-    holders = {e["holder"] for e in of(run_dir, "elsewhere")}
+    holders = {e.holder for e in of(run_dir, E.Elsewhere)}
     assert set(fleets) <= holders <= set(fleets) | {""}, holders
-    by = [e["by"] for e in of(run_dir, "skipped") if "by" in e]
+    by = [e.by for e in of(run_dir, E.Skipped) if e.by is not None]
     assert by and set(by) <= set(fleets) | {""}, by
     t1, t2 = _tally(out1), _tally(out2)
     assert t1["succeeded"] > 0 and t2["succeeded"] > 0, (out1, out2)
@@ -532,8 +536,8 @@ def test_four_shards_started_killed_and_restarted_at_different_times_give_every_
     assert not wrong, wrong
     assert_each_ran_once(run_dir, tasks)
     # ... and the hard-killed shard's interrupted tasks were adopted on its restart.
-    adopted = [e for e in of(run_dir, "adopted") if e["previous"]["pid"] == hard_killed]
-    assert adopted and all(int(e["step"][2:]) % 4 == 3 for e in adopted)
+    adopted = [e for e in of(run_dir, E.Adopted) if e.previous["pid"] == hard_killed]
+    assert adopted and all(int(e.step[2:]) % 4 == 3 for e in adopted)
     assert json.loads((run_dir / "shards.json").read_text()) == {"shards": 4, "generation": 1}
 
     # The same timeline replayed: the stable rule gives one owner per task, the unsafe
@@ -588,7 +592,7 @@ deps = ["make"]
     assert "'use'" in r.stderr and "depends on 'make'" in r.stderr and "shard 0/2" in r.stderr, r.stderr
     assert not ends(run_dir)
     waiter = procs.start("run", str(suite), "--shard", "1/2", "--stale-after", "4", cwd=tmp_path)
-    wait_for(lambda: of(run_dir, "step", step="make", foreign=True), 30, "shard 1 to submit")
+    wait_for(lambda: of(run_dir, E.StepDeclared, step="make", foreign=True), 30, "shard 1 to submit")
     time.sleep(1.5)  # deliberate: more than one look at the markers; nothing may start
     assert not notes(run_dir) and waiter.poll() is None
     r = fleet("run", str(suite), "--shard", "0/2", cwd=tmp_path, timeout=60)
@@ -597,7 +601,7 @@ deps = ["make"]
     assert rc == 0, out + err
     ns = {(n.what, n.step): n.t for n in notes(run_dir)}
     assert ns[("start", "use")] > ns[("end", "make")]
-    assert of(run_dir, "skipped", step="make", by="another shard")
+    assert of(run_dir, E.Skipped, step="make", by="another shard")
     assert_each_ran_once(run_dir, ["make", "use"])
 
 
@@ -636,11 +640,11 @@ args = { seconds = 0.2 }
     hand_claim(run_dir, "c3", holder.pid, age=60)  # stale: not refreshed for a minute
     hand_claim(run_dir, "c4", dead.pid)  # dead: no such process on this host
     runner = procs.start("run", str(suite), "--stale-after", "5", cwd=tmp_path)
-    wait_for(lambda: len(of(run_dir, "elsewhere")) == 2 and len(of(run_dir, "adopted")) == 2, 30,
+    wait_for(lambda: len(of(run_dir, E.Elsewhere)) == 2 and len(of(run_dir, E.Adopted)) == 2, 30,
              "the fresh claims to be seen and the others adopted")
-    assert sorted(e["step"] for e in of(run_dir, "elsewhere")) == ["c1", "c2"]
-    assert {e["holder"] for e in of(run_dir, "elsewhere")} == {"by-hand"}
-    adopted = {e["step"]: e["previous"] for e in of(run_dir, "adopted")}
+    assert sorted(e.step for e in of(run_dir, E.Elsewhere)) == ["c1", "c2"]
+    assert {e.holder for e in of(run_dir, E.Elsewhere)} == {"by-hand"}
+    adopted = {e.step: e.previous for e in of(run_dir, E.Adopted)}
     assert sorted(adopted) == ["c3", "c4"] and adopted["c4"]["pid"] == dead.pid
     for step, why_dead in (("c3", False), ("c4", True)):
         rec = json.loads((records.step_dir(run_dir, step) / ".fleet" / "adopt.1").read_text())
@@ -663,8 +667,8 @@ args = { seconds = 0.2 }
     fresh_released.unlink()
     rc, out, err = procs.finish(runner, 60)
     assert rc == 0, out + err
-    assert [e["step"] for e in of(run_dir, "reclaim")] == ["c1"]
-    assert of(run_dir, "skipped", step="c2", by="by-hand")
+    assert [e.step for e in of(run_dir, E.Reclaim)] == ["c1"]
+    assert of(run_dir, E.Skipped, step="c2", by="by-hand")
     assert_each_ran_once_but(run_dir, ["c1", "c3", "c4"])
 
 
@@ -753,7 +757,7 @@ retries = 0
     assert r.returncode == 1
     assert "stopped" in r.stdout and "2 attempts recorded (limit 2)" in r.stdout, r.stdout
     assert len([x for x in notes(run_dir) if x.what == "start"]) == 2  # not run a third time
-    assert len(of(run_dir, "start")) == 2
+    assert len(of(run_dir, E.Start)) == 2
     a = audit(run_dir, tmp_path)
     assert a["exit"] == 0, a
     assert a["steps"]["doomed"]["status"] == "stopped" and a["steps"]["doomed"]["attempts"] == 2

@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from fleetharness import assert_nothing_left, events, fleet, spawn, wait_for, write_suite
+from fleetharness import assert_nothing_left, fleet, records, spawn, wait_for, write_suite
+
+from fleet.wire import events as E
 
 
-def exits(run_dir: Path) -> dict[str, dict]:
-    return {e["step"]: e for e in events(run_dir) if e["kind"] == "exit"}
+def exits(run_dir: Path) -> dict[str, E.Exit]:
+    return {e.step: e for e in records(run_dir) if isinstance(e, E.Exit)}
 
 
 def test_independent_steps_overlap_and_land_on_both_pretend_nodes(tmp_path):
@@ -31,19 +33,19 @@ args = { seconds = 0.6 }
     assert r.returncode == 0, r.stderr
     ex = exits(tmp_path / "run")
     assert sorted(ex) == ["nap/1", "nap/2", "nap/3", "nap/4"]
-    assert {e["node"] for e in ex.values()} == {"node1", "node2"}
+    assert {e.node for e in ex.values()} == {"node1", "node2"}
     # Overlap from recorded times: some pair of steps ran at the same moment.
-    spans = sorted((e["work_start"], e["work_end"]) for e in ex.values())
+    spans = sorted((e.work_start, e.work_end) for e in ex.values())
     assert any(b[0] < a[1] for a, b in zip(spans, spans[1:])), spans
     # Each step had exactly the one core of its node, disjoint between nodes.
-    cores = {json.loads((tmp_path / "run/steps" / s / "nap.json").read_text())["cores"][0]: e["node"]
+    cores = {json.loads((tmp_path / "run/steps" / s / "nap.json").read_text())["cores"][0]: e.node
              for s, e in ex.items()}
     assert len(cores) == 2
     # The startup figure is the decision-to-work gap, kept apart from the work itself.
     for e in ex.values():
-        assert e["decided_at"] <= e["first_at"] <= e["work_start"] <= e["work_end"] <= e["ended_at"]
-        assert e["work_s"] >= 0.55
-        assert e["startup_s"] == pytest.approx(e["work_start"] - e["decided_at"], abs=1e-5)
+        assert e.decided_at <= e.first_at <= e.work_start <= e.work_end <= e.ended_at
+        assert e.work_s >= 0.55
+        assert e.startup_s == pytest.approx(e.work_start - e.decided_at, abs=1e-5)
     assert_nothing_left(tmp_path / "run")
 
 
@@ -74,12 +76,12 @@ inputs = ["by.json"]
 """)
     r = fleet("run", str(suite), cwd=tmp_path)
     assert r.returncode == 1
-    ev = events(tmp_path / "run")
-    outcome = {e["step"]: e["outcome"] for e in ev if e["kind"] == "exit"}
-    blocked = {e["step"]: e["because"] for e in ev if e["kind"] == "blocked"}
+    ev = records(tmp_path / "run")
+    outcome = {e.step: e.outcome for e in ev if isinstance(e, E.Exit)}
+    blocked = {e.step: e.because for e in ev if isinstance(e, E.Blocked)}
     assert outcome == {"bad": "failed", "bystander": "succeeded", "after-bystander": "succeeded"}
     assert blocked == {"child": "bad", "grandchild": "bad"}
-    assert exits(tmp_path / "run")["bad"]["returncode"] == 7
+    assert exits(tmp_path / "run")["bad"].returncode == 7
     assert "failing" in (tmp_path / "run/steps/bad/log").read_text()
     assert "bad" in r.stdout and "exit status 7" in r.stdout
 
@@ -136,10 +138,10 @@ memory = "100MB"
     r = fleet("run", str(suite), cwd=tmp_path)
     assert r.returncode == 1
     e = exits(tmp_path / "run")["victim"]
-    assert e["outcome"] == "terminated" and e["signal"] == signal.SIGKILL
-    assert [n["step"] for n in e["neighbours"]] == ["neighbour"]
-    assert e["neighbours"][0]["memory"] == 100_000_000
-    assert "SIGKILL" in e["reason"] and "neighbour" in e["reason"]
+    assert e.outcome == "terminated" and e.signal == signal.SIGKILL
+    assert [n["step"] for n in e.neighbours] == ["neighbour"]
+    assert e.neighbours[0]["memory"] == 100_000_000
+    assert "SIGKILL" in e.reason and "neighbour" in e.reason
     assert "terminated" in r.stdout and "SIGKILL" in r.stdout
 
 
@@ -197,7 +199,7 @@ deps = ["part/1"]
     assert "steps/sum/log" in serial and b"total" in serial["steps/sum/log"]
     # Serial really was one at a time; concurrent really overlapped.
     def spans(run):
-        return sorted((e["work_start"], e["ended_at"]) for e in events(tmp_path / run) if e["kind"] == "exit")
+        return sorted((e.work_start, e.ended_at) for e in records(tmp_path / run) if isinstance(e, E.Exit))
     s = spans("serial")
     assert all(b[0] >= a[1] for a, b in zip(s, s[1:]))
 
@@ -222,7 +224,7 @@ command = "sleep 300 # {tag}"
 
 
 def _wait_running(run_dir: Path, n: int) -> None:
-    wait_for(lambda: len([e for e in events(run_dir) if e["kind"] == "started"]) >= n, 30, f"{n} started steps")
+    wait_for(lambda: len([e for e in records(run_dir) if isinstance(e, E.Started)]) >= n, 30, f"{n} started steps")
 
 
 def test_fleet_down_stops_the_coordinator_agents_and_running_steps(tmp_path):
@@ -269,7 +271,7 @@ def test_a_coordinator_that_is_terminated_or_killed_takes_every_agent_and_step_w
     runner = spawn("run", str(_long_suite(tmp_path, tag)), "--run-dir", str(run_dir), cwd=tmp_path)
     try:
         _wait_running(run_dir, 2)
-        coord = next(e["pid"] for e in events(run_dir) if e["kind"] == "fleet_starting")
+        coord = next(e.pid for e in records(run_dir) if isinstance(e, E.FleetStarting))
         os.kill(coord, sig)
         assert_nothing_left(run_dir, tag, timeout=20)
     finally:

@@ -29,7 +29,9 @@ import psutil
 import pytest
 
 import rawpeer as R
-from fleetharness import env as fleet_env, events, fleet, spawn, wait_for
+from fleetharness import env as fleet_env, fleet, records, spawn, wait_for
+
+from fleet.wire import events as E
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -93,7 +95,7 @@ def test_status_json_during_a_run_lists_running_steps_with_node_cores_and_elapse
     suite = R.call_suite(tmp_path / "s.toml", "watched", 6, 2.0)
     runner = spawn("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path)
     try:
-        wait_for(lambda: len([e for e in events(run_dir) if e["kind"] == "started"]) >= 2, 60, "two running steps")
+        wait_for(lambda: len([e for e in records(run_dir) if isinstance(e, E.Started)]) >= 2, 60, "two running steps")
         st = status_json("--run-dir", str(run_dir), cwd=tmp_path)
         assert st["counts"].get("running") == 2 and st["running_total"] == 2, st["counts"]
         assert sum(st["counts"].values()) == 6 and st["counts"].get("succeeded", 0) <= 2, st["counts"]
@@ -146,9 +148,9 @@ command = ["true"]
 """)
     runner = spawn("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path)
     try:
-        wait_for(lambda: len([e for e in events(run_dir) if e["kind"] == "started"]) >= 4, 60,
+        wait_for(lambda: len([e for e in records(run_dir) if isinstance(e, E.Started)]) >= 4, 60,
                  "the short steps and two long ones to start")
-        wait_for(lambda: len([e for e in events(run_dir) if e["kind"] == "exit"]) >= 2, 60, "the short steps to end")
+        wait_for(lambda: len([e for e in records(run_dir) if isinstance(e, E.Exit)]) >= 2, 60, "the short steps to end")
         r = fleet("status", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
         assert r.returncode == 0, r.stderr
         text = r.stdout

@@ -59,6 +59,14 @@ def events(run_dir: Path) -> list[dict]:
     return out
 
 
+def records(run_dir: Path) -> list:
+    """The run's events as typed records (fleet.wire.events): a test that reads a field
+    by attribute breaks when the field is renamed."""
+    from fleet.wire.events import read_records
+    path = run_dir / "events.jsonl"
+    return list(read_records(path)) if path.exists() else []
+
+
 def wait_for(pred, timeout: float = 30.0, what: str = "condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -1,0 +1,110 @@
+"""Claims: which fleet runs a step when several share one run directory.
+
+A step is claimed before it starts, its claim refreshed while it runs and released
+when it ends here. A step decided here whose claim another fleet holds is tracked
+as "elsewhere" until its marker, its final record or a stale claim settles it.
+
+Methods that need the scheduler's view of what they find yield scheduler events
+one at a time; the caller hands each to the core (and acts on what it decides)
+before the generator looks further, so every check sees the state the previous
+event left.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+from fleet.control import store
+from fleet.core import states as S
+from fleet.core.scheduler import Elsewhere, Reclaim, Scheduler, Settled, Start, StepExited
+from fleet.wire import events
+from fleet.wire import records
+from fleet.wire.events import EventLog
+
+
+class Claims:
+    """This fleet's claims, and the steps it waits for while other fleets hold them."""
+
+    def __init__(self, run_dir: Path, fleet_id: str, sched: Scheduler, specs: dict, log_: EventLog, *,
+                 stale_after: float, max_attempts: int):
+        self.run_dir = run_dir
+        self.fleet_id = fleet_id
+        self.sched = sched
+        self.specs = specs  # step id -> StepSpec, shared with the coordinator
+        self.events = log_
+        self.stale_after = stale_after
+        self.max_attempts = max_attempts
+        self.elsewhere: dict[str, tuple[str, float, bool]] = {}  # step -> (holder, since, foreign)
+        self.claimed: set[str] = set()  # steps whose claim this fleet holds
+        self._next_refresh = 0.0
+
+    def run_dir_of(self, step: str) -> Path:
+        """Where a step's records live."""
+        return self.run_dir
+
+    def claim(self, d: Start, spec) -> store.Claim:
+        """Claim a decided step for this attempt (counting attempts across fleets)."""
+        c = store.claim(self.run_dir_of(d.step), spec, self.fleet_id, d.attempt, self.stale_after,
+                        max(self.max_attempts, spec.retries + 1) if self.max_attempts else 0)
+        if c.kind == store.Claim.OURS:
+            self.claimed.add(d.step)
+        return c
+
+    def not_ours(self, d: Start, c: store.Claim, now: float) -> Iterator:
+        """The step was decided but its claim says otherwise: hand it back."""
+        if c.kind == store.Claim.STOPPED:
+            yield StepExited(d.step, d.attempt, S.STOPPED, c.detail)
+            return
+        holder = (records.read_claim(self.run_dir_of(d.step), d.step) or ({}, 0))[0].get("fleet", "")
+        self.elsewhere[d.step] = (holder, now, False)
+        self.events.write(events.Elsewhere(t=now, step=d.step, attempt=d.attempt, holder=holder,
+                                           reason=c.detail or "already succeeded"))
+        yield Elsewhere(d.step, d.attempt, c.detail or "already succeeded")
+        if c.kind == store.Claim.DONE:
+            yield Settled(d.step, S.SUCCEEDED)
+
+    def held_by_other_shards(self, steps: set, now: float) -> None:
+        """Steps another shard runs: waited for through their outcomes, never claimed here."""
+        for f in steps:
+            self.elsewhere[f] = ("another shard", now, True)
+
+    def release(self, run_dir: Path, step: str) -> None:
+        store.release(run_dir, step, self.fleet_id)
+        self.claimed.discard(step)
+
+    def release_all(self) -> None:
+        """Claims of steps that will not finish here (stopped mid-run, or a retry that was
+        never launched): released, so other fleets need not wait for them to go stale."""
+        for step in list(self.claimed):
+            self.release(self.run_dir_of(step), step)
+
+    def period(self) -> float:
+        """How often steps held elsewhere are looked at."""
+        return min(2.0, max(0.2, self.stale_after / 4))
+
+    def tend(self, now: float) -> Iterator:
+        """Keep our claims fresh (a few times per stale_after, not every turn: each is a
+        read and a utime per running step) and look at steps other fleets hold."""
+        if now >= self._next_refresh:
+            self._next_refresh = now + max(0.2, self.stale_after / 4)
+            for v in self.sched.running():
+                store.refresh(self.run_dir_of(v.id), v.id, self.fleet_id)
+        for step, (holder, since, foreign) in list(self.elsewhere.items()):
+            run_dir = self.run_dir_of(step)
+            if records.is_done(run_dir, self.specs[step]):
+                yield Settled(step, S.SUCCEEDED)
+                continue
+            final = records.read_final(run_dir, step)
+            if final is not None and final.get("at", 0) >= since and final.get("fleet") != self.fleet_id:
+                yield Settled(step, S.FAILED, f"{final.get('outcome')} in fleet "
+                                              f"{final.get('fleet')}: {final.get('reason', '')}")
+                continue
+            if foreign:
+                continue  # another shard's step: only its outcome settles it
+            cur = records.read_claim(run_dir, step)
+            if cur is None or records.holder_dead(cur[0]) or cur[1] >= self.stale_after:
+                self.elsewhere.pop(step, None)
+                why = "its claim was released" if cur is None else f"its claim by {cur[0].get('fleet')} went stale"
+                self.events.write(events.Reclaim(t=now, step=step, reason=why))
+                yield Reclaim(step, why)

@@ -1,0 +1,119 @@
+"""The agents table: who joined, who is alive, whose heartbeats stopped.
+
+Agents join in whatever order the network delivers; the scheduler is told of the
+nodes in one fixed (natural) order once all have joined, so that the same
+allocation gives the same decisions.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Iterator
+
+from fleet.core.names import natural_key
+from fleet.core.resources import NodeSpec
+from fleet.wire import events
+from fleet.wire import messages as P
+from fleet.wire.events import EventLog
+from fleet.control.transport import Transport
+
+log = logging.getLogger("fleet.control.coordinator")
+
+
+@dataclass
+class Agent:
+    node: str
+    identity: bytes
+    host: str
+    pid: int
+    last_seen: float  # time.monotonic()
+    alive: bool = True
+
+
+class Liveness:
+    """The agents of this fleet, by node name and by socket identity."""
+
+    def __init__(self, transport: Transport, log_: EventLog, expected: int, heartbeat_s: float, timeout_s: float):
+        self.transport = transport
+        self.events = log_
+        self.expected = expected
+        self.heartbeat_s = heartbeat_s
+        self.timeout_s = timeout_s
+        self.agents: dict[str, Agent] = {}
+        self.by_identity: dict[bytes, str] = {}
+        self._joining: list[NodeSpec] = []
+
+    def join(self, ident: bytes, msg: P.Join, now: float, ready: bool) -> list[NodeSpec]:
+        """Welcome (or reject) an agent; the nodes the scheduler is to be told of now:
+        this one once the fleet is up, every node in natural order when the last joins."""
+        if msg.node in self.agents and self.agents[msg.node].alive:
+            self.transport.reply(self.transport.agent_sock, ident, P.Reject(f"node {msg.node!r} already has an agent"))
+            return []
+        self.agents[msg.node] = Agent(msg.node, ident, msg.host, msg.pid, time.monotonic())
+        self.by_identity[ident] = msg.node
+        spec = NodeSpec(msg.node, tuple(msg.cores), tuple(msg.gpus), int(msg.memory))
+        self.events.write(events.NodeJoined(t=now, node=msg.node, host=msg.host, cores=list(msg.cores),
+                                            gpus=list(msg.gpus), memory=msg.memory, pid=msg.pid,
+                                            zygote_pid=msg.zygote_pid))
+        self.transport.reply(self.transport.agent_sock, ident, P.Welcome(msg.node, self.heartbeat_s, self.timeout_s))
+        if ready:
+            return [spec]
+        self._joining.append(spec)
+        if self.alive_count() < self.expected:
+            return []
+        nodes = sorted(self._joining, key=lambda n: natural_key(n.name))
+        self._joining.clear()
+        return nodes
+
+    def alive_count(self) -> int:
+        return sum(a.alive for a in self.agents.values())
+
+    def known(self, ident: bytes, msg) -> Agent | None:
+        """The live agent that sent msg, its last_seen renewed; None (the message
+        dropped) for an unknown or lost one."""
+        node = self.by_identity.get(ident)
+        agent = self.agents.get(node) if node else None
+        if agent is None or not agent.alive:
+            self.transport.warn(f"unknown:{type(msg).__name__}",
+                                f"dropped {type(msg).__name__} from an unknown or lost agent")
+            if agent is not None and not isinstance(msg, P.Ok):
+                # A lost agent that wakes up (SIGCONT, a healed network) must stop at once:
+                # its steps have been given to others.
+                self.transport.reply(self.transport.agent_sock, ident, P.Shutdown(grace=0.0))
+            return None
+        agent.last_seen = time.monotonic()
+        return agent
+
+    def send(self, node: str, msg) -> bool:
+        """Send msg to the live agent on node; False if there is none or it cannot be reached."""
+        a = self.agents.get(node)
+        if a is None or not a.alive:
+            return False
+        return self.transport.send(a.identity, msg)
+
+    def beat(self, now: float) -> Iterator[str]:
+        """Heartbeat every live agent and yield, one at a time, each node whose agent
+        missed heartbeats (marked lost, recorded, told to stop). The caller hands each
+        to the scheduler before the next agent is looked at, as it happens."""
+        now_m = time.monotonic()
+        for a in list(self.agents.values()):
+            if not a.alive:
+                continue
+            if now_m - a.last_seen > self.timeout_s:
+                a.alive = False
+                log.error("agent on %s missed heartbeats for %.1f s: lost", a.node, now_m - a.last_seen)
+                self.events.write(events.NodeLost(t=now, node=a.node, reason="missed heartbeats"))
+                # Read first if it wakes up.
+                self.transport.reply(self.transport.agent_sock, a.identity, P.Shutdown(grace=0.0))
+                yield a.node
+            else:
+                self.send(a.node, P.Heartbeat("coordinator"))
+
+    def any_alive(self) -> bool:
+        return any(a.alive for a in self.agents.values())
+
+    def in_order(self) -> list[Agent]:
+        """Every agent ever joined, in natural order of node names."""
+        return sorted(self.agents.values(), key=lambda a: natural_key(a.node))

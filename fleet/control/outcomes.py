@@ -1,0 +1,62 @@
+"""How an attempt ended, as the event stream and the run directory keep it.
+
+An exit an agent reported is recorded with its times, rusage and the split between
+startup and the step's own work; one killed by a signal also names what ran beside
+it on its node, since that is usually who took the memory.
+"""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+from fleet.control import store
+from fleet.core import states as S
+from fleet.core.scheduler import Scheduler
+from fleet.wire import events
+from fleet.wire import messages as P
+
+
+def reported_exit(now: float, node: str, msg: P.Exited, view, sched: Scheduler) -> events.Exit:
+    """The `exit` record of an attempt its agent reported; `view` is the step as the
+    scheduler holds it (its placement)."""
+    neighbours = None
+    reason = msg.error or ""
+    if msg.outcome == S.TERMINATED:
+        neighbours = [dict(step=v.id, cores=v.spec.cores, memory=v.spec.memory, gpus=v.spec.gpus)
+                      for v in sched.running_on(node) if v.id != msg.step]
+        sig = signal.Signals(msg.signal).name if msg.signal else "a signal"
+        reason = (f"killed by {sig}; running beside it on {node}: "
+                  + (", ".join(f"{n['step']} (cores={n['cores']}, memory={n['memory'] or 'share'}, gpus={n['gpus']})"
+                               for n in neighbours) or "nothing"))
+    return events.Exit(
+        t=now, step=msg.step, attempt=msg.attempt, node=node, outcome=msg.outcome, reason=reason,
+        returncode=msg.returncode, signal=msg.signal,
+        cores=[c for s in view.placement for c in s.cores],
+        gpus=[g for s in view.placement for g in s.gpus],
+        memory=sum(s.memory for s in view.placement),
+        decided_at=msg.decided_at, first_at=msg.first_at, work_start=msg.work_start,
+        work_end=msg.work_end, ended_at=msg.ended_at,
+        startup_s=round(max(0.0, msg.work_start - msg.decided_at), 6),
+        work_s=round(max(0.0, msg.work_end - msg.work_start), 6),
+        utime=msg.utime, stime=msg.stime, maxrss_kb=msg.maxrss_kb, error=msg.error, neighbours=neighbours)
+
+
+def mismatch(now: float, node: str, msg: P.Exited, given: list) -> events.PlacementMismatch:
+    """The record of a step whose process ran on other cores than it was given."""
+    return events.PlacementMismatch(t=now, step=msg.step, attempt=msg.attempt, node=node, given=given,
+                                    actual=list(msg.affinity))
+
+
+def store_reported(run_dir: Path, fleet_id: str, node: str, msg: P.Exited, rec: events.Exit, spec) -> bool:
+    """The attempt record of a reported exit and, for a success, the done marker;
+    True if the step succeeded here (its claim is then to be released)."""
+    store.record_attempt(run_dir, msg.step, fleet_id, msg.attempt, {
+        "outcome": msg.outcome, "node": node, "reason": rec.reason, "work_s": rec.work_s,
+        "started_at": msg.work_start, "ended_at": msg.ended_at})
+    if msg.outcome == S.SUCCEEDED and spec is not None:
+        store.write_done(run_dir, spec, {
+            "attempt": msg.attempt, "node": node, "work_s": rec.work_s, "ended_at": msg.ended_at,
+            "fleet": fleet_id})
+        return True
+    return False

@@ -1,0 +1,176 @@
+"""Submissions: suites clients sent, checked and split for a shard, and how far each got.
+
+A step may belong to several submissions (suites sharing steps); it is defined
+once per fleet and counted in each. Progress answers are bounded and their counts
+by state recounted at most every PROGRESS_S.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fleet.control import shard
+from fleet.control import store
+from fleet.control.checks import checked_suite
+from fleet.core import states as S
+from fleet.core.problems import SuiteError
+from fleet.core.scheduler import Scheduler, Submitted
+from fleet.wire import events
+from fleet.wire import messages as P
+from fleet.wire import records
+from fleet.wire.events import EventLog
+
+PROGRESS_S = 0.5  # how stale a submission's counts by state may be in a progress answer
+PROGRESS_ROWS = 5000  # finished steps in one progress answer
+FAILURES_KEPT = 50  # recent failures kept for status answers
+
+
+@dataclass
+class Submission:
+    id: int
+    suite: str
+    steps: list[str]
+    remaining: int
+    finished: list = field(default_factory=list)
+    counted: tuple | None = None  # (monotonic time, counts by state)
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """A submission checked and registered, not yet handed to the scheduler."""
+
+    sub: Submission
+    name: str
+    steps: list           # StepSpec, this shard's and the foreign ones it waits for
+    deps: dict
+    done: set             # ids already done on disk
+    foreign: set          # ids another shard runs
+
+
+class Problems(ValueError):
+    """Several problems, each already naming its file, step and field."""
+
+
+class Submissions:
+    """Every submission to this fleet, the step definitions they brought, and recent failures."""
+
+    def __init__(self, run_dir: Path, sched: Scheduler, specs: dict, log_: EventLog):
+        self.run_dir = run_dir
+        self.sched = sched
+        self.specs = specs  # step id -> StepSpec, shared with the coordinator
+        self.events = log_
+        self.subs: dict[int, Submission] = {}
+        self.step_subs: dict[str, list[int]] = {}
+        self.failures: list[dict] = []
+
+    # -- submitting -----------------------------------------------------------------------------
+    def accept(self, msg: P.Submit) -> Accepted | P.SubmitReply:
+        """Check a submitted suite against the fleet's nodes and what it already runs;
+        register it, or the refusal to send back."""
+        try:
+            suite, graph = checked_suite(msg.suite, self.sched.pool.nodes(), run_dir=self.run_dir)
+        except SuiteError as e:
+            return P.SubmitReply(False, problems=[str(p) for p in e.problems])
+        for s in suite.steps:
+            old = self.specs.get(s.id)
+            if old is not None and old.identity() != s.identity():
+                return P.SubmitReply(False, problems=[f"{s.source}: step '{s.id}': already submitted to this fleet with a different definition"])
+        steps, deps, foreign = suite.steps, graph.deps, set()
+        if msg.shard:
+            try:
+                steps, deps, foreign = self._shard(suite, graph, msg)
+            except (shard.ShardError, ValueError) as e:
+                return P.SubmitReply(False, problems=[str(e)] if not isinstance(e, Problems) else e.args[0])
+        done = self._done(steps, foreign, msg.force)
+        sid = len(self.subs) + 1
+        ids = [s.id for s in steps]
+        sub = Submission(sid, str(msg.suite), ids, len(ids))
+        self.subs[sid] = sub
+        for s in steps:
+            self.specs.setdefault(s.id, s)
+            self.step_subs.setdefault(s.id, []).append(sid)
+        return Accepted(sub, suite.name, steps, deps, done, foreign)
+
+    def _done(self, steps: list, foreign: set, force: bool) -> set:
+        """Steps a rerun skips (their markers say so); with force, markers are cleared instead."""
+        done = set()
+        for s in steps:
+            if force and s.id not in foreign:
+                store.clear_done(self.run_dir, s)
+            elif s.id not in self.specs and records.is_done(self.run_dir, s):
+                done.add(s.id)
+        return done
+
+    def _shard(self, suite, graph, msg: P.Submit):
+        """This shard's steps, plus the other shards' steps they depend on (foreign:
+        waited for through their markers, never run here)."""
+        i, n = shard.parse(msg.shard)
+        owned = {s.id for s in suite.steps if shard.owner(s.task, n) == i}
+        foreign = {d for s in suite.steps if s.id in owned for d in graph.deps[s.id] if d not in owned}
+        if foreign and not msg.wait_foreign:
+            raise Problems([f"{s.source}: step '{s.id}': field 'deps': depends on '{d}', which shard "
+                            f"{shard.owner(suite.step(d).task, n)}/{n} runs (--no-wait-foreign)"
+                            for s in suite.steps if s.id in owned for d in graph.deps[s.id] if d in foreign])
+        shard.record(self.run_dir, n, msg.new_generation)
+        steps = [s for s in suite.steps if s.id in owned or s.id in foreign]
+        deps = {s.id: (() if s.id in foreign else graph.deps[s.id]) for s in steps}
+        return steps, deps, foreign
+
+    def enter(self, acc: Accepted, msg: P.Submit, now: float) -> Submitted:
+        """Record an accepted submission and its steps; the event that hands it to the scheduler."""
+        self.events.write(events.Submitted(t=now, submission=acc.sub.id, suite=str(msg.suite), name=acc.name,
+                                           steps=len(acc.sub.steps), skipped=len(acc.done), serial=msg.serial,
+                                           force=msg.force, shard=msg.shard, foreign=len(acc.foreign)))
+        for s in acc.steps:
+            self.events.write(events.StepDeclared(
+                t=now, step=s.id, submission=acc.sub.id, cores=s.cores, min_cores=s.min_cores, gpus=s.gpus,
+                memory=s.memory, deps=list(acc.deps[s.id]), priority=s.priority, step_kind=s.kind, task=s.task,
+                foreign=True if s.id in acc.foreign else None))
+        # Steps already known to this fleet (shared with an earlier suite) count from their state.
+        for s in acc.steps:
+            try:
+                st = self.sched.state(s.id)
+            except KeyError:
+                continue
+            if st in S.FINAL:
+                acc.sub.remaining -= 1
+                acc.sub.finished.append([s.id, st, 0, "finished in an earlier submission"])
+        return Submitted(tuple(acc.steps), acc.deps, frozenset(acc.done), serial=msg.serial,
+                         foreign=frozenset(acc.foreign - acc.done))
+
+    # -- progress -------------------------------------------------------------------------------
+    def progress(self, msg: P.Progress):
+        """A client's progress answer: counts by state and finished steps after `since`."""
+        sub = self.subs.get(msg.submission)
+        if sub is None:
+            return P.Error(f"no submission {msg.submission}")
+        since = max(0, msg.since)
+        return P.ProgressReply(sub.id, sub.remaining == 0, self._counts(sub),
+                               sub.finished[since:since + PROGRESS_ROWS],
+                               min(len(sub.finished), since + PROGRESS_ROWS))
+
+    def _counts(self, sub: Submission) -> dict[str, int]:
+        """Steps of a submission by state, recounted at most every PROGRESS_S (a client
+        polls several times a second; a large suite is not recounted each time)."""
+        now = time.monotonic()
+        if sub.counted is None or now - sub.counted[0] > PROGRESS_S or sub.remaining == 0:
+            counts: dict[str, int] = {}
+            for s in sub.steps:
+                st = self.sched.state(s)
+                counts[st] = counts.get(st, 0) + 1
+            sub.counted = (now, counts)
+        return sub.counted[1]
+
+    def ended(self, step: str, outcome: str, attempt: int, reason: str, final: bool) -> None:
+        """An attempt of step ended (final: the step will not run again): count it in
+        each submission it belongs to, and keep it among recent failures if it failed."""
+        if outcome in (S.FAILED, S.TERMINATED, S.LOST, S.UNRUNNABLE):
+            self.failures.append({"step": step, "outcome": outcome, "reason": reason, "t": time.time()})
+            del self.failures[:-FAILURES_KEPT]
+        for sid in self.step_subs.get(step, ()):
+            sub = self.subs[sid]
+            sub.finished.append([step, outcome, attempt, reason])
+            if final:
+                sub.remaining -= 1

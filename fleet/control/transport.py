@@ -1,0 +1,115 @@
+"""The coordinator's two ROUTER sockets (agents, clients), both under CURVE.
+
+Draining is bounded per call so one busy socket cannot starve the other. What
+cannot be used (wrong frame count, undecodable, a handler that raised) is dropped
+and counted by kind; the first of each kind is logged, the rest only counted, so
+garbage neither floods the log nor grows memory.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from typing import Callable
+
+import zmq
+
+from fleet.wire import messages as P
+from fleet.wire import security
+
+# One log for the coordinator, whichever of its parts speaks.
+log = logging.getLogger("fleet.control.coordinator")
+
+DRAIN_BATCH = 1000  # messages taken from one socket per drain
+
+
+class Transport:
+    """Bound sockets, the keys that guard them, and the dropped-input counts."""
+
+    def __init__(self, bind_host: str = "127.0.0.1", advertise: str = ""):
+        self.ctx = zmq.Context()
+        self.keys = security.Keys.generate()
+        self.auth = security.start_authenticator(self.ctx, self.keys)
+        self.agent_sock = self.ctx.socket(zmq.ROUTER)
+        self.client_sock = self.ctx.socket(zmq.ROUTER)
+        security.serve(self.agent_sock, self.keys, "agents")
+        security.serve(self.client_sock, self.keys, "clients")
+        for s in (self.agent_sock, self.client_sock):
+            s.setsockopt(zmq.LINGER, 0)
+            s.setsockopt(zmq.MAXMSGSIZE, P.MAX_FRAME)
+            s.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        aport = self.agent_sock.bind_to_random_port(f"tcp://{bind_host}")
+        cport = self.client_sock.bind_to_random_port(f"tcp://{bind_host}")
+        addr = advertise or (bind_host if bind_host not in ("0.0.0.0", "*")
+                             else socket.gethostbyname(socket.gethostname()))
+        self.agent_endpoint = f"tcp://{addr}:{aport}"
+        self.client_endpoint = f"tcp://{addr}:{cport}"
+        self.dropped: dict[str, int] = {}
+        self._warned: set[str] = set()
+
+    def drain(self, sock, handler: Callable, refused: Callable[[P.ProtocolError], None] | None = None) -> None:
+        """Hand up to DRAIN_BATCH waiting messages of `sock` to handler(identity, msg).
+        `refused` hears of a peer that speaks another protocol version."""
+        for _ in range(DRAIN_BATCH):
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            if len(frames) != 2:
+                self.warn("frames", f"dropped a message of {len(frames)} frames")
+                continue
+            ident, frame = frames
+            try:
+                msg = P.decode(frame)
+            except P.ProtocolError as e:
+                self.warn(f"bad:{type(e).__name__}", f"dropped a malformed message: {e}")
+                if isinstance(e, P.VersionMismatch):
+                    self.reply(sock, ident, P.Error(str(e)))
+                    if refused is not None:
+                        refused(e)
+                continue
+            try:
+                handler(ident, msg)
+            except Exception as e:
+                self._failed(sock, ident, msg, e)
+
+    def _failed(self, sock, ident: bytes, msg, e: Exception) -> None:
+        # A bug (or a well-keyed peer's ill-typed fields) must not stop the fleet, nor
+        # flood the log, nor leave a client waiting for nothing.
+        key = f"error:{type(msg).__name__}"
+        self.dropped[key] = self.dropped.get(key, 0) + 1
+        if key not in self._warned:
+            self._warned.add(key)
+            log.exception("handling %s failed (further failures of this kind are counted, not logged)",
+                          type(msg).__name__)
+        if sock is self.client_sock:
+            self.reply(sock, ident, P.Error(f"internal error handling {type(msg).__name__}: {e}"))
+
+    def warn(self, key: str, text: str) -> None:
+        """Log the first of each kind of dropped input, and count them all: garbage
+        must neither flood the log nor grow memory (keys are a small fixed set)."""
+        self.dropped[key] = self.dropped.get(key, 0) + 1
+        if key not in self._warned:
+            self._warned.add(key)
+            log.warning("%s (further ones of this kind are counted, not logged)", text)
+
+    def reply(self, sock, ident: bytes, msg) -> None:
+        """Send msg to the peer `ident` of `sock`; a peer that is gone or full is not waited for."""
+        try:
+            sock.send_multipart([ident, P.encode(msg)], zmq.NOBLOCK)
+        except (zmq.Again, zmq.ZMQError):
+            pass
+
+    def send(self, identity: bytes, msg) -> bool:
+        """Send msg to an agent; False if it could not be queued."""
+        try:
+            self.agent_sock.send_multipart([identity, P.encode(msg)], zmq.NOBLOCK)
+            return True
+        except (zmq.Again, zmq.ZMQError):
+            return False
+
+    def close(self) -> None:
+        self.agent_sock.close(0)
+        self.client_sock.close(0)
+        self.auth.stop()
+        self.ctx.term()
