@@ -336,7 +336,7 @@ class Coordinator:
         self.events.write(launching.start_record(now, d))
         slot = d.placement[0]
         try:
-            msg = launching.launch(self.profile, spec, d, self.claims.run_dir_of(d.step))
+            msg = launching.launch(self.profile, spec, d, self.claims.run_dir_of(d.step), self.fleet_id)
         except launching.CannotLaunch as e:
             self.events.write(events.Exit(t=now, step=d.step, attempt=d.attempt, node=slot.node, outcome=S.FAILED,
                                           reason=str(e)))
@@ -385,11 +385,7 @@ class Coordinator:
 
 
 def _wait_record(d: Wait, now: float) -> events.Wait:
-    # The scheduler's Wait carries its reason as structure (`why`) or, before that, as text only.
-    why = getattr(d, "why", None)
-    if why is None:
-        return events.Wait(t=now, step=d.step, reason=d.reason, behind=d.behind)
-    return events.Wait.of(now, d.step, why, d.behind)
+    return events.Wait.of(now, d.step, d.why, d.behind)
 
 
 def main(argv: list[str] | None = None) -> int:

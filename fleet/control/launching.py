@@ -31,13 +31,14 @@ def start_record(now: float, d: Start) -> events.Start:
                                    for s in d.placement])
 
 
-def launch(profile: Profile, spec, d: Start, run_dir: Path) -> P.Launch:
+def launch(profile: Profile, spec, d: Start, run_dir: Path, fleet_id: str = "") -> P.Launch:
     """The message that starts the step on its first node's agent; CannotLaunch if an
     MPI step's command cannot be rendered or its files written."""
     slot = d.placement[0]
     command = list(spec.command) if isinstance(spec.command, tuple) else spec.command
     cores = list(slot.cores)
-    env = {"FLEET_STEP": d.step, "FLEET_ATTEMPT": str(d.attempt), "FLEET_RUN_DIR": str(run_dir)}
+    env = {"FLEET_STEP": d.step, "FLEET_ATTEMPT": str(d.attempt), "FLEET_RUN_DIR": str(run_dir),
+           "FLEET_ID": fleet_id}
     if spec.mpi:
         try:
             command, cores = render_mpi(profile, spec, d, run_dir, command, env)
@@ -53,7 +54,8 @@ def launch(profile: Profile, spec, d: Start, run_dir: Path) -> P.Launch:
         decided_at=time.time(),
         # Every step is given its GPUs, none included (CUDA_VISIBLE_DEVICES="" hides them);
         # an MPI launcher's ranks get theirs, per node, from the rendered command instead.
-        env=env, gpu_vars=[profile.gpu_var] if profile.gpu_var and not spec.mpi else [])
+        env=env, gpu_vars=[profile.gpu_var] if profile.gpu_var and not spec.mpi else [],
+        threads=spec.threads if spec.mpi else 0)
 
 
 def render_mpi(profile: Profile, spec, d: Start, run_dir: Path, command, env: dict) -> tuple[list, list]:

@@ -67,6 +67,9 @@ class Transport:
                     self.reply(sock, ident, P.Error(str(e)))
                     if refused is not None:
                         refused(e)
+                elif sock is self.client_sock:
+                    # Unknown fields are rejected: a client told why does not wait for nothing.
+                    self.reply(sock, ident, P.Error(f"malformed message: {e}"))
                 continue
             try:
                 handler(ident, msg)

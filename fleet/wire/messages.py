@@ -218,6 +218,7 @@ class Launch:
     decided_at: float = 0.0  # time.time() when the coordinator decided
     env: dict = field(default_factory=dict)  # extra environment
     gpu_vars: tuple = ()  # e.g. ("CUDA_VISIBLE_DEVICES",), set to the joined gpu ids
+    threads: int = 0  # an MPI step's threads per rank (0: the step's cores decide)
 
 
 @message("kill")
