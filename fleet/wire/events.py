@@ -39,6 +39,8 @@ def _record(kind: str):
         cls.KIND = kind
         fields = dataclasses.fields(cls)
         cls._NAMES = frozenset(f.name for f in fields)
+        # The order a line is written in: t and kind first, then the fields as declared.
+        cls._WRITTEN = tuple(f.name for f in fields if f.name not in ("t", "fleet"))
         # For parse(): every field has a default or a default factory.
         cls._DEFAULTS = {f.name: f.default for f in fields if f.default is not dataclasses.MISSING}
         cls._FACTORIES = tuple((f.name, f.default_factory) for f in fields if f.default is dataclasses.MISSING)
@@ -55,15 +57,18 @@ class Record:
     t: float = 0.0
     fleet: str = ""
 
-    def to_dict(self) -> dict:
+    def to_dict(self, fleet: str = "") -> dict:
+        """The record as its JSON object: None fields left out; tagged with `fleet`
+        (the writer's) unless the record names its own."""
         out: dict[str, Any] = {"t": round(self.t, 6), "kind": self.KIND}
-        for f in dataclasses.fields(self):
-            if f.name == "t":
-                continue
-            v = getattr(self, f.name)
-            if v is None or (f.name == "fleet" and not v):
-                continue
-            out[f.name] = v
+        tag = self.fleet or fleet
+        if tag:
+            out["fleet"] = tag
+        d = self.__dict__
+        for name in self._WRITTEN:
+            v = d[name]
+            if v is not None:
+                out[name] = v
         return out
 
 
@@ -298,6 +303,9 @@ class Unknown:
 
 # --- writing ----------------------------------------------------------------------------
 
+_dumps = json.JSONEncoder(separators=(",", ":"), default=str).encode
+
+
 class EventLog:
     def __init__(self, path: Path, fleet: str = ""):
         """`fleet` tags every record: fleets sharing a run directory share this file."""
@@ -311,9 +319,7 @@ class EventLog:
         """Buffer one record (written at the next flush), tagged with this log's fleet."""
         if not isinstance(rec, Record) or not rec.KIND:
             raise TypeError(f"not an event record: {rec!r}")
-        if self.fleet and not rec.fleet:
-            rec = dataclasses.replace(rec, fleet=self.fleet)
-        self._pending.append(json.dumps(rec.to_dict(), separators=(",", ":"), default=str))
+        self._pending.append(_dumps(rec.to_dict(self.fleet)))
 
     def flush(self) -> None:
         if self._pending:
