@@ -87,6 +87,7 @@ class _Probe:
     deadline: float  # time.monotonic()
     timeout: float
     data: bytes = b""
+    reaped: bool = False  # by the zygote's loop: its pid is no longer ours to wait for
 
     def read(self, now: float) -> tuple[bool, str] | None:
         """(ok, reason) once it has ended or is out of time (then it is killed); None
@@ -102,7 +103,7 @@ class _Probe:
         if not eof and now < self.deadline:
             return None
         if not eof:
-            _kill(self.pid)
+            _kill(self.pid)  # and what its import started (a reaped probe's group is theirs)
         os.close(self.fd)
         lines = []
         for line in self.data.decode(errors="replace").splitlines():
@@ -143,6 +144,11 @@ class Preloads:
         """A Preload arrived: answered in order, from the loop (:meth:`turn`)."""
         self.queue.append(tuple(modules))
 
+    def reaped(self, pid: int) -> None:
+        """The zygote reaped ``pid``: if it was the probe, it is not waited for again."""
+        if self.probe is not None and self.probe.pid == pid:
+            self.probe.reaped = True
+
     def poll_ms(self, timeout_ms: int | None) -> int | None:
         """The loop's poll timeout, bounded by what preloading waits for."""
         if self.probe is None:
@@ -165,11 +171,11 @@ class Preloads:
         while self.probe is None and self.queue and zygote.stop_grace is None:
             modules = self.queue.pop(0)
             new = [m for m in modules if m not in self.loaded]
-            if self.poisoned or not new:
+            if not all(isinstance(m, str) and m for m in modules):
+                zygote.send(P.Preloaded(modules, False, f"not module names: {list(modules)!r}"[:1000], 0.0))
+            elif self.poisoned or not new:
                 zygote.send(P.Preloaded(modules, not self.poisoned, self.poisoned, 0.0))
-                continue
-            started = self._start(modules, new, zygote.own_fds + zygote.spare.fds)
-            if isinstance(started, str):
+            elif isinstance(started := self._start(modules, new, zygote.own_fds + zygote.spare.fds), str):
                 zygote.send(P.Preloaded(modules, False, started, 0.0))
 
     def _start(self, modules: tuple, new: list[str], close_fds: tuple[int, ...]) -> str | None:
@@ -229,11 +235,12 @@ class Preloads:
 
     def drop(self) -> None:
         """Stop a probe that is still importing (the zygote is shutting down)."""
-        if self.probe is not None:
-            _kill(self.probe.pid)
-            os.close(self.probe.fd)
-            try:
-                os.waitpid(self.probe.pid, 0)
-            except ChildProcessError:
-                pass  # reaped by the loop already
-            self.probe = None
+        probe, self.probe = self.probe, None
+        if probe is not None:
+            os.close(probe.fd)
+            _kill(probe.pid)
+            if not probe.reaped:
+                try:
+                    os.waitpid(probe.pid, 0)
+                except ChildProcessError:
+                    pass

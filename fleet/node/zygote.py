@@ -301,6 +301,7 @@ class Zygote:
                 return
             step = self.steps.get(info.si_pid)
             self.spare.reaped(info.si_pid)  # a spare that died waiting: another is made
+            self.preloads.reaped(info.si_pid)
             if step is not None:
                 # Nothing a step started outlives it (daemons must setsid).
                 try:

@@ -124,3 +124,25 @@ def test_a_probe_still_importing_at_its_deadline_is_killed_and_the_request_refus
     pid, status = os.waitpid(probe.pid, 0)  # killed, and ours to reap
     assert os.WIFSIGNALED(status)
     assert "preload_slow" not in sys.modules and thread_count() is not None
+
+
+def test_a_zygote_that_gets_a_thread_from_a_module_its_probe_imported_cleanly_forks_no_call_step_after(
+        zygote, tmp_path):
+    z = zygote(env={"FLEET_TEST_THREAD_IF_PARENT": str(os.getpid())})
+    z.send(Preload(("preload_threads_in_zygote",)))
+    answer = z.expect(Preloaded)
+    assert not answer.ok and "module 'preload_threads_in_zygote' starts a thread when imported" in answer.reason
+    z.send(launch(tmp_path, "call", "steps:record"))
+    exited = z.exited("call")
+    assert exited.outcome == "failed" and exited.pid == 0
+    assert exited.error.startswith("this zygote cannot fork call steps any more: module 'preload_threads_in_zygote'")
+    # Commands are spawned, not forked from here: they still run.
+    z.send(launch(tmp_path, "cmd", kind="command", command=["true"]))
+    assert z.exited("cmd").outcome == "succeeded"
+
+
+def test_a_preload_of_things_that_are_not_module_names_is_refused(zygote):
+    z = zygote()
+    z.send(Preload((1, "")))
+    answer = z.expect(Preloaded)
+    assert not answer.ok and answer.reason == "not module names: [1, '']"
