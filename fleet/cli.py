@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from fleet.control.checks import checked_suite
+from fleet.control.checks import checked_suite, preload_hint
 from fleet.core.problems import SuiteError
 from fleet.core.units import format_memory, parse_memory
 
@@ -84,6 +84,9 @@ def validate(suite, nodes, cores_per_node, memory_per_node, gpus_per_node, impor
     except SuiteError as e:
         _invalid(e)
     click.echo(f"{suite}: suite '{s.name}' is valid: {len(s.steps)} steps, run dir {s.run_dir}")
+    hint = preload_hint(s)
+    if hint:  # advice, on stderr; the suite is valid either way
+        click.echo(hint, err=True)
 
 
 @main.command()

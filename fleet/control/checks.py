@@ -88,6 +88,24 @@ def checked_suite(path: str | Path, nodes: list[NodeSpec] | None = None, check_i
     return suite, graph
 
 
+def unpreloaded_modules(suite: Suite) -> list[str]:
+    """The distinct modules of the suite's call targets that its ``preload`` does not
+    name, in setup order: each call step would import them itself (fleet validate's hint)."""
+    named = set(suite.preload)
+    modules = dict.fromkeys(s.call.partition(":")[0] for s in suite.steps if s.call is not None)
+    return [m for m in modules if m not in named]
+
+
+def preload_hint(suite: Suite) -> str | None:
+    """A line suggesting to preload the call steps' modules; None if there is none to add."""
+    missing = unpreloaded_modules(suite)
+    if not missing:
+        return None
+    listed = ", ".join(json.dumps(m) for m in (*suite.preload, *missing))
+    return (f"hint: call steps import {', '.join(repr(m) for m in missing)} themselves; "
+            f"preload = [{listed}] in [suite] lets every zygote import them once (see docs/user-guide.md)")
+
+
 # The child that imports: one process for every module, each import's failure caught,
 # the answer on one marked line (a module may print while it is imported).
 _IMPORTER = r"""

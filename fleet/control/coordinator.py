@@ -22,7 +22,7 @@ from pathlib import Path
 
 import zmq
 
-from fleet.control import launching, outcomes, store
+from fleet.control import launching, outcomes, preloads, store
 from fleet.control.claims import Claims
 from fleet.control.liveness import Liveness
 from fleet.control.status import answer as status_answer
@@ -68,6 +68,7 @@ class Coordinator:
         self.claims = Claims(self.run_dir, self.fleet_id, self.sched, self.specs, self.events,
                              stale_after=stale_after, max_attempts=max_attempts)
         self.submissions = Submissions(self.run_dir, self.sched, self.specs, self.events)
+        self.preloads = preloads.Preloads(preload, self.liveness, self.events)
         self.stopping = False
         self.ready = False
 
@@ -208,6 +209,9 @@ class Coordinator:
             self._started(agent.node, msg, now)
         elif isinstance(msg, P.Exited):
             self._exited(agent.node, msg, now)
+        elif isinstance(msg, P.Preloaded):
+            self.preloads.answered(agent.node, msg, now)
+            self._settle_preloads(now)
         elif isinstance(msg, P.Ok) and msg.what == "bye":
             agent.alive = False
         else:
@@ -217,6 +221,7 @@ class Coordinator:
     def _join(self, ident: bytes, msg: P.Join, now: float) -> None:
         was_ready = self.ready
         nodes = self.liveness.join(ident, msg, now, was_ready)
+        nodes = self.preloads.joined(msg, nodes, was_ready)  # a late joiner first preloads
         for spec in nodes:
             self._act(self.sched.handle(NodeJoined(spec), now), now)
         if nodes and not was_ready:
@@ -261,6 +266,7 @@ class Coordinator:
         now = time.time()
         for node in self.liveness.beat(now):
             self._act(self.sched.handle(NodeLost(node, "agent missed heartbeats"), now), now)
+        self._settle_preloads(now)  # lost nodes are not waited for; nor anyone past the time
 
     def _tend_claims(self) -> None:
         now = time.time()
@@ -354,7 +360,10 @@ class Coordinator:
     def _on_client(self, ident: bytes, msg) -> None:
         reply = lambda m: self.transport.reply(self.client_sock, ident, m)  # noqa: E731
         if isinstance(msg, P.Submit):
-            reply(self._submit(msg))
+            if self.preloads.held is not None:  # behind the held one, in order
+                self.preloads.queue.append((ident, msg))
+            elif (answer := self._submit(msg, ident)) is not None:
+                reply(answer)
         elif isinstance(msg, P.Progress):
             reply(self.submissions.progress(msg))
         elif isinstance(msg, P.Status):
@@ -365,17 +374,50 @@ class Coordinator:
         else:
             reply(P.Error(f"unexpected {type(msg).__name__}"))
 
-    def _submit(self, msg: P.Submit) -> P.SubmitReply:
+    def _submit(self, msg: P.Submit, ident: bytes = b"") -> P.SubmitReply | None:
+        """The answer to a Submit; None while it is held for preloading (answered then)."""
         if not self.ready:
             return P.SubmitReply(False, problems=["the fleet is still starting"])
         acc = self.submissions.accept(msg)
         if isinstance(acc, P.SubmitReply):
             return acc
+        if self.preloads.hold(ident, msg, acc):
+            return None
+        return self._enter(acc, msg)
+
+    def _enter(self, acc, msg: P.Submit) -> P.SubmitReply:
+        """Hand an accepted submission to the scheduler."""
         now = time.time()
         submitted = self.submissions.enter(acc, msg, now)
         self.claims.held_by_other_shards(acc.foreign - acc.done, now)
         self._act(self.sched.handle(submitted, now), now)
         return P.SubmitReply(True, acc.sub.id, len(acc.sub.steps), len(acc.done))
+
+    # -- preloads (fleet.control.preloads) ------------------------------------------------------------
+    def _settle_preloads(self, now: float) -> None:
+        """Act on what the zygotes' answers, and the clock, decided: late joiners reach
+        the scheduler (or are sent away), a held submission is entered or refused, and
+        the submissions queued behind it are taken in order."""
+        settled = self.preloads.settle()
+        for node, reason in settled.turned_away:
+            log.error("node %s cannot preload the fleet's modules, so it gets no steps: %s", node, reason)
+            self.events.write(events.AgentFailed(t=now, node=node, reason=f"cannot preload: {reason}"))
+            self._send_agent(node, P.Shutdown(grace=2.0))
+        for spec in settled.nodes:
+            self._act(self.sched.handle(NodeJoined(spec), now), now)
+        held = settled.held
+        if held is None:
+            return
+        if held.problems:
+            preloads.withdraw(self.submissions, held.acc)
+            answer = P.SubmitReply(False, problems=held.problems)
+        else:
+            answer = self._enter(held.acc, held.msg)
+        self.transport.reply(self.client_sock, held.ident, answer)
+        while self.preloads.held is None and self.preloads.queue:
+            ident, msg = self.preloads.queue.popleft()
+            if (answer := self._submit(msg, ident)) is not None:
+                self.transport.reply(self.client_sock, ident, answer)
 
     def status(self) -> dict:
         """The answer to `fleet status` (fleet.control.status)."""

@@ -47,6 +47,7 @@ class Accepted:
     deps: dict
     done: set             # ids already done on disk
     foreign: set          # ids another shard runs
+    preload: tuple = ()   # the suite's [suite] preload (fleet.control.preloads holds it for them)
 
 
 class Problems(ValueError):
@@ -91,7 +92,7 @@ class Submissions:
         for s in steps:
             self.specs.setdefault(s.id, s)
             self.step_subs.setdefault(s.id, []).append(sid)
-        return Accepted(sub, suite.name, steps, deps, done, foreign)
+        return Accepted(sub, suite.name, steps, deps, done, foreign, suite.preload)
 
     def _done(self, steps: list, foreign: set, force: bool) -> set:
         """Steps a rerun skips (their markers say so); with force, markers are cleared instead."""

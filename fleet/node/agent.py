@@ -8,9 +8,9 @@ or it is told to stop, it stops the zygote (which kills every step's process gro
 kills any group the zygote left, and exits.
 
 A relayed message is forwarded as the bytes that came, once decoding them has checked
-them: the coordinator's Launch and Kill reach the zygote, and the zygote's Started and
-Exited reach the coordinator, exactly as their senders encoded them. The coordinator
-knows which node reports from this agent's ZeroMQ identity.
+them: the coordinator's Launch, Kill and Preload reach the zygote, and the zygote's
+Started, Exited and Preloaded reach the coordinator, exactly as their senders encoded
+them. The coordinator knows which node reports from this agent's ZeroMQ identity.
 """
 
 from __future__ import annotations
@@ -166,7 +166,7 @@ class Agent:
             if isinstance(msg, P.Launch):
                 if not self.to_zygote(frame):  # as it came: decoding it was the check
                     self.stopping = "the zygote is gone"
-            elif isinstance(msg, P.Kill):
+            elif isinstance(msg, (P.Kill, P.Preload)):
                 self.to_zygote(frame)
             elif isinstance(msg, P.Welcome):
                 self.heartbeat_s = msg.heartbeat_s
@@ -186,7 +186,7 @@ class Agent:
                 self.pgids[(msg.step, msg.attempt)] = msg.pgid
             elif isinstance(msg, P.Exited):
                 self.pgids.pop((msg.step, msg.attempt), None)
-            else:
+            elif not isinstance(msg, P.Preloaded):
                 self._warn(f"dropped an unexpected {msg.TYPE} message from the zygote")
                 continue
             self.relay(payload)  # as the zygote encoded it

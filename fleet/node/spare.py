@@ -27,6 +27,11 @@ class Spare:
         self.pid: int | None = None
         self._w: int | None = None  # the write end of its pipe
 
+    @property
+    def fds(self) -> tuple[int, ...]:
+        """Our descriptors another child of the zygote must close (its pipe's write end)."""
+        return () if self._w is None else (self._w,)
+
     def make(self, close_fds: tuple[int, ...]) -> None:
         """Fork the spare, unless there is one; ``close_fds`` are the zygote's own
         descriptors, which the child closes."""

@@ -7,7 +7,8 @@ Run by the agent as::
 ``--fd-in`` is the read end of the agent's request pipe, ``--fd-out`` the write end
 of the response pipe (both passed with ``pass_fds``). It pins the thread pools of
 numerical libraries to one thread, imports the preload modules, checks that it is
-still one OS thread (else it sends Refused and exits 3), sends Hello, then serves:
+still one OS thread (else it sends Refused and exits 3), sends Hello, then serves
+(a Preload while serving: :mod:`fleet.node.preload`):
 a ``call`` step is a fork running :func:`fleet.node.child.run_call` (usually the
 spare forked ahead of demand, :mod:`fleet.node.spare`), a ``command`` step is
 spawned with subprocess (vfork/posix_spawn, no copy of this process:
@@ -47,27 +48,13 @@ from dataclasses import dataclass, field  # noqa: E402
 import msgpack  # noqa: E402
 
 from fleet.node import child, command, threads as step_threads  # noqa: E402
+from fleet.node.preload import Preloads, thread_count  # noqa: E402,F401  (thread_count: ours too)
 from fleet.node.spare import Spare  # noqa: E402
 from fleet.wire import framing  # noqa: E402
 from fleet.wire import messages as P  # noqa: E402
 
 EXIT_REFUSED = 3
 DEFAULT_GRACE = 2.0
-
-
-def thread_count() -> int | None:
-    """OS threads of this process, from /proc/self/status (None if unreadable).
-
-    threading.enumerate() would miss threads started by C libraries.
-    """
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("Threads:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
 
 
 @dataclass
@@ -83,7 +70,8 @@ class _Step:
 class Zygote:
     """The serving loop; construct after the single-thread check."""
 
-    def __init__(self, fd_in: int, fd_out: int, grace: float = DEFAULT_GRACE, fence: float = 0.0):
+    def __init__(self, fd_in: int, fd_out: int, grace: float = DEFAULT_GRACE, fence: float = 0.0,
+                 preloaded: tuple[str, ...] = ()):
         self.fd_in, self.fd_out, self.grace = fd_in, fd_out, grace
         # Fencing: an agent that says nothing for `fence` seconds (stopped, hung) may
         # already be declared lost, its steps started again elsewhere; ours must end.
@@ -104,6 +92,7 @@ class Zygote:
         self.stop_grace: float | None = None  # set: shut down with this grace
         self.spare = Spare(self.report_w, INHERITED_THREAD_ENV)
         self.prefork = True  # keep a spare
+        self.preloads = Preloads(preloaded)  # and take more while serving
         # Handlers, not SIG_IGN: an ignored signal stays ignored across exec, a
         # handled one is reset to default, so spawned commands get defaults.
         signal.set_wakeup_fd(self.wake_w, warn_on_full_buffer=False)
@@ -190,6 +179,8 @@ class Zygote:
                 self.kill(msg)
             elif isinstance(msg, P.Shutdown):
                 self.stop_grace = max(0.0, float(msg.grace))
+            elif isinstance(msg, P.Preload):
+                self.preloads.ask(msg.modules)
             elif isinstance(msg, P.Tick):
                 pass  # its arrival was the point
             else:
@@ -200,6 +191,8 @@ class Zygote:
         ``msg`` as received, handed on as it is to a spare child."""
         if (msg.step, msg.attempt) in self.keys:
             self._warn(f"dropped a second launch of {msg.step} attempt {msg.attempt}")
+        elif msg.kind == "call" and self.preloads.poisoned:
+            self._not_started(msg, self.preloads.poisoned)
         elif msg.kind == "call":
             self._fork_call(msg, P.encode(msg) if payload is None else payload)
         elif msg.kind == "command":
@@ -308,6 +301,7 @@ class Zygote:
                 return
             step = self.steps.get(info.si_pid)
             self.spare.reaped(info.si_pid)  # a spare that died waiting: another is made
+            self.preloads.reaped(info.si_pid)
             if step is not None:
                 # Nothing a step started outlives it (daemons must setsid).
                 try:
@@ -375,6 +369,7 @@ class Zygote:
                     self.stop_grace = 0.0
                     break
                 timeout = max(1, int(left * 1000))
+            timeout = self.preloads.poll_ms(timeout)
             for fd, _events in poller.poll(timeout):
                 if fd == self.wake_r:
                     self._drain(self.wake_r)
@@ -383,6 +378,7 @@ class Zygote:
                 elif fd == self.fd_in:
                     self._read_requests()
             self.reap()
+            self.preloads.turn(self)
             self._make_spare()
         self.shutdown(self.stop_grace)
         return 0
@@ -390,6 +386,7 @@ class Zygote:
     def shutdown(self, grace: float) -> None:
         """SIGTERM every step's group, SIGKILL what is left after ``grace`` s, reap all."""
         self.spare.drop()
+        self.preloads.drop()
         for step in list(self.steps.values()):
             self._signal_group(step, signal.SIGTERM)
             self._signal_group(step, signal.SIGCONT)  # a stopped step must see it
@@ -470,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
         count = "an unknown number of" if threads is None else str(threads)
         _refuse(args.fd_out, f"{count} threads after importing preload modules "
                              f"{list(preload)}; forking needs exactly 1")
-    zygote = Zygote(args.fd_in, args.fd_out, args.grace, args.fence)
+    zygote = Zygote(args.fd_in, args.fd_out, args.grace, args.fence, preload)
     # Everything imported so far goes to the collector's permanent generation: a
     # collection in a child would otherwise write to every object's header and copy
     # nearly every page it shares with us (gc.freeze exists for pre-fork servers).

@@ -119,6 +119,18 @@ class NodeLost(Record):
     reason: str = ""
 
 
+@_record("preloaded")
+class Preloaded(Record):
+    """A node's zygote imported a suite's preload modules while serving, or could not
+    (`reason` names the module and why; then none of `modules` was imported there)."""
+
+    node: str = ""
+    modules: list = field(default_factory=list)
+    import_s: float = 0.0
+    ok: bool = True
+    reason: str = ""
+
+
 # --- submissions ----------------------------------------------------------------------
 
 @_record("submitted")

@@ -278,6 +278,27 @@ class Exited:
     error: str | None
 
 
+@message("preload")
+class Preload:
+    """coordinator -> agent -> zygote: import these modules once, between forks, so
+    every later call step has them (a suite's ``preload`` on a fleet already up)."""
+
+    modules: tuple
+
+
+@message("preloaded")
+class Preloaded:
+    """zygote -> agent -> coordinator: the answer to a Preload. ``ok`` False: none of
+    ``modules`` was imported here, ``reason`` names the module and why (it failed to
+    import, started a thread, or took too long); ``import_s`` is this zygote's own
+    import time."""
+
+    modules: tuple
+    ok: bool
+    reason: str
+    import_s: float
+
+
 # --- agent <-> zygote only ------------------------------------------------------------
 
 @message("tick")

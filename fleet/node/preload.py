@@ -1,0 +1,246 @@
+"""Preloading while serving: a suite's ``preload`` on a fleet that is already up.
+
+A zygote imports its ``--preload`` modules before it says Hello. A Preload message
+asks it for more while it serves (a suite submitted to a fleet `fleet up` started),
+so that every later call step finds them imported, their pages shared.
+
+Importing straight into the zygote would be a gamble: a module that starts a thread
+at import leaves the zygote unable to fork safely, for good (with its steps running),
+and one that fails half-way leaves its side effects behind. So each request is tried
+first in a *probe*: a child forked from the zygote imports the modules one by one,
+checks after each that it is still one OS thread, and says how it went on a pipe.
+Only if the probe succeeds does the zygote import them itself, drop its spare child
+(forked without them; the loop forks the next one), and count its own threads again.
+The price is importing twice, once per module set and node; the gain is that a bad
+module is refused without harm to anything running.
+
+Part of the zygote's single-threaded loop: the probe is watched without blocking (its
+pipe is read each turn, SIGCHLD wakes the loop when it ends, its deadline bounds the
+poll). While the zygote imports for real, it serves nothing: exits wait until then.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import json
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass
+
+from fleet.node import child, threads as step_threads
+from fleet.wire import messages as P
+
+# A probe still importing after this long is killed and the request refused. The
+# client that submitted waits for the answer (fleet run: 60 s), and the zygote then
+# imports once more; `fleet up --preload` has no such limit.
+PROBE_TIMEOUT_S = 25.0
+
+
+def thread_count() -> int | None:
+    """OS threads of this process, from /proc/self/status (None if unreadable).
+
+    threading.enumerate() would miss threads started by C libraries.
+    """
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("Threads:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def thread_problem(module: str, threads: int | None) -> str:
+    count = "an unknown number of" if threads is None else str(threads)
+    return (f"module '{module}' starts a thread when imported ({count} threads after importing it); "
+            f"a zygote forks, which needs exactly 1")
+
+
+def _probe(modules: list[str], w: int) -> None:
+    """In the probe child: import each module, counting threads after each; the
+    answer as JSON lines on ``w`` (each write is one whole line)."""
+    def say(**what) -> None:
+        os.write(w, (json.dumps(what) + "\n").encode())
+    for name in modules:
+        say(importing=name)
+        try:
+            importlib.import_module(name)
+        except BaseException as exc:  # SystemExit too: an answer, not a silent death
+            say(error=f"module '{name}' failed to import: {type(exc).__name__}: {exc}"[:1000])
+            return
+        threads = thread_count()
+        if threads != 1:
+            say(error=thread_problem(name, threads))
+            return
+    say(ok=True)
+
+
+@dataclass
+class _Probe:
+    modules: tuple  # as asked (the answer names them)
+    pid: int
+    fd: int  # the read end of its pipe, non-blocking
+    deadline: float  # time.monotonic()
+    timeout: float
+    data: bytes = b""
+    reaped: bool = False  # by the zygote's loop: its pid is no longer ours to wait for
+
+    def read(self, now: float) -> tuple[bool, str] | None:
+        """(ok, reason) once it has ended or is out of time (then it is killed); None
+        while it runs."""
+        eof = False
+        while not eof:
+            try:
+                chunk = os.read(self.fd, 65536)
+            except BlockingIOError:
+                break
+            eof = not chunk
+            self.data += chunk
+        if not eof and now < self.deadline:
+            return None
+        if not eof:
+            _kill(self.pid)  # and what its import started (a reaped probe's group is theirs)
+        os.close(self.fd)
+        lines = []
+        for line in self.data.decode(errors="replace").splitlines():
+            try:
+                lines.append(json.loads(line))
+            except ValueError:
+                pass  # a line cut by the kill
+        current = next((d["importing"] for d in reversed(lines) if "importing" in d), "?")
+        final = next((d for d in reversed(lines) if "ok" in d or "error" in d), None)
+        if final is not None:
+            return bool(final.get("ok")), str(final.get("error", ""))
+        if not eof:
+            return False, (f"importing module '{current}' took longer than {self.timeout:g} s "
+                           f"(fleet up --preload {current} has no time limit)")
+        return False, f"the process importing module '{current}' died without an answer"
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)  # its own group: whatever the import started too
+    except OSError:
+        pass
+
+
+class Preloads:
+    """The zygote's preloaded modules and the Preload requests it is working through."""
+
+    def __init__(self, loaded=(), timeout: float = PROBE_TIMEOUT_S):
+        self.loaded: list[str] = list(loaded)
+        self.queue: list[tuple[str, ...]] = []
+        self.probe: _Probe | None = None
+        self.timeout = timeout
+        # Set if this zygote itself ended up with more than one thread: it forks no
+        # call step after that (a thread holding a lock at fork leaves it held).
+        self.poisoned = ""
+
+    def ask(self, modules: tuple) -> None:
+        """A Preload arrived: answered in order, from the loop (:meth:`turn`)."""
+        self.queue.append(tuple(modules))
+
+    def reaped(self, pid: int) -> None:
+        """The zygote reaped ``pid``: if it was the probe, it is not waited for again."""
+        if self.probe is not None and self.probe.pid == pid:
+            self.probe.reaped = True
+
+    def poll_ms(self, timeout_ms: int | None) -> int | None:
+        """The loop's poll timeout, bounded by what preloading waits for."""
+        if self.probe is None:
+            return 0 if self.queue else timeout_ms
+        left = max(1, int((self.probe.deadline - time.monotonic()) * 1000))
+        return left if timeout_ms is None else min(left, timeout_ms)
+
+    def turn(self, zygote) -> None:
+        """One turn of the zygote's loop: finish a probe that ended, start the next."""
+        if self.probe is not None:
+            answer = self.probe.read(time.monotonic())
+            if answer is None:
+                return
+            probe, self.probe = self.probe, None
+            ok, reason = answer
+            if ok:
+                self._import_here(zygote, probe.modules)
+            else:
+                zygote.send(P.Preloaded(probe.modules, False, reason, 0.0))
+        while self.probe is None and self.queue and zygote.stop_grace is None:
+            modules = self.queue.pop(0)
+            new = [m for m in modules if m not in self.loaded]
+            if not all(isinstance(m, str) and m for m in modules):
+                zygote.send(P.Preloaded(modules, False, f"not module names: {list(modules)!r}"[:1000], 0.0))
+            elif self.poisoned or not new:
+                zygote.send(P.Preloaded(modules, not self.poisoned, self.poisoned, 0.0))
+            elif isinstance(started := self._start(modules, new, zygote.own_fds + zygote.spare.fds), str):
+                zygote.send(P.Preloaded(modules, False, started, 0.0))
+
+    def _start(self, modules: tuple, new: list[str], close_fds: tuple[int, ...]) -> str | None:
+        r, w = os.pipe()
+        sys.stdout.flush()  # or the child would write our buffered bytes again
+        sys.stderr.flush()
+        parent = os.getpid()
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            os.close(r)
+            os.close(w)
+            return f"could not fork a process to try importing {new}: {exc}"
+        if pid == 0:
+            try:
+                os.close(r)
+                child._detach(close_fds, parent)  # default signals, own group, dies with us
+                _probe(new, w)
+            finally:
+                os._exit(0)
+        os.close(w)
+        os.set_blocking(r, False)
+        try:
+            os.setpgid(pid, pid)  # as the child does: the group exists for a kill
+        except OSError:
+            pass
+        self.probe = _Probe(modules, pid, r, time.monotonic() + self.timeout, self.timeout)
+        return None
+
+    def _import_here(self, zygote, modules: tuple) -> None:
+        """The probe imported them cleanly: import them here, between forks."""
+        zygote.spare.drop()  # forked without them; the loop forks the next one
+        ok, reason = True, ""
+        t0 = time.perf_counter()
+        for name in modules:
+            if name in self.loaded:
+                continue
+            try:
+                importlib.import_module(name)
+            except BaseException as exc:
+                ok, reason = False, f"module '{name}' failed to import: {type(exc).__name__}: {exc}"[:1000]
+                break
+            self.loaded.append(name)
+        import_s = time.perf_counter() - t0
+        threads = thread_count()
+        if threads != 1:
+            ok, reason = False, thread_problem(",".join(modules), threads)
+            self.poisoned = f"this zygote cannot fork call steps any more: {reason}"
+            zygote.prefork = False
+            zygote.spare.drop()
+        step_threads.note_preloaded_pools()  # the children resize those pools (never us)
+        gc.collect()
+        gc.freeze()  # as after the first preload: children do not copy these pages
+        # Our own silence while importing, not the agent's: its ticks wait in the pipe.
+        zygote.last_heard = time.monotonic()
+        zygote.send(P.Preloaded(modules, ok, reason, import_s))
+
+    def drop(self) -> None:
+        """Stop a probe that is still importing (the zygote is shutting down)."""
+        probe, self.probe = self.probe, None
+        if probe is not None:
+            os.close(probe.fd)
+            _kill(probe.pid)
+            if not probe.reaped:
+                try:
+                    os.waitpid(probe.pid, 0)
+                except ChildProcessError:
+                    pass
