@@ -309,12 +309,14 @@ def status(run_dir, conn_file, via, login, ssh_option, as_json, watch, interval)
 @main.command()
 @click.argument("run_dir", type=click.Path(file_okay=False, exists=True))
 @click.option("--suite", "suite_path", type=click.Path(dir_okay=False), default=None,
-              help="also expect every step of this suite")
+              help="audit this suite's steps too (and judge success by its definitions)")
 @click.option("--stale-after", type=click.FloatRange(min=0), default=600.0, help="seconds after which a claim is stale")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
 def audit(run_dir, suite_path, stale_after, as_json):
-    """Every step of RUN_DIR as succeeded, failed, stopped, running or missing, and any
-    step that succeeded more than once. Exits 1 on missing or duplicated steps."""
+    """Every step of every suite submitted in RUN_DIR (all shards) as succeeded, failed,
+    interrupted, stopped, running or missing; reruns (forced or changed) counted, and
+    DUPLICATE for a step that succeeded twice with nothing changed. Exits 1 on missing
+    or duplicated steps, else 0."""
     from fleet.report.audit import audit as do_audit
     steps = ()
     if suite_path:
@@ -328,8 +330,12 @@ def audit(run_dir, suite_path, stale_after, as_json):
     else:
         for sid, s in a.steps.items():
             extra = f"  ({s.reason})" if s.reason else ""
-            dup = f"  DUPLICATE: {s.successes} successful attempts" if s.successes > 1 else ""
-            click.echo(f"{s.status:<11} {sid}{extra}{dup}")
+            rerun = f"  rerun {s.reruns} time(s)" if s.reruns else ""
+            dup = (f"  DUPLICATE: {s.successes} successful attempts, {s.duplicates} with nothing changed"
+                   if s.duplicates else "")
+            click.echo(f"{s.status:<11} {sid}{extra}{rerun}{dup}")
         counts = a.to_json()["counts"]
-        click.echo(", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "no steps")
+        click.echo((", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "no steps")
+                   + (f"; {len(a.reruns)} rerun" if a.reruns else "")
+                   + (f"; {len(a.duplicates)} DUPLICATE" if a.duplicates else ""))
     sys.exit(0 if a.ok else 1)

@@ -71,6 +71,8 @@ class Coordinator:
         self.preloads = preloads.Preloads(preload, self.liveness, self.events)
         self.stopping = False
         self.ready = False
+        self.ended_why: dict[str, str] = {}  # step -> how its last attempt ended, for its retry line
+        self.interrupted: set[str] = set()   # steps stopped by this fleet's own stop (not attempts)
 
     # What tools and tests reach for by name (the parts own them).
     keys = property(lambda self: self.transport.keys)
@@ -149,6 +151,7 @@ class Coordinator:
         while self.liveness.any_alive() and time.monotonic() < deadline:
             if self.agent_sock.poll(100):
                 self._drain(self.agent_sock, self._on_agent)
+        self._unreported_interrupted(time.time())
         self.launcher.stop()
         self.claims.release_all()
         self.events.write(events.FleetDown(t=time.time()))
@@ -250,6 +253,9 @@ class Coordinator:
                 or (view.placement and view.placement[0].node != node)):  # not where it runs
             self.transport.warn("stale exit", f"dropped a stale exit report of {msg.step} attempt {msg.attempt}")
             return
+        if self.stopping and msg.outcome != S.SUCCEEDED:
+            self._interrupt(node, msg, view, now)
+            return
         rec = outcomes.reported_exit(now, node, msg, view, self.sched)
         if not msg.placement_ok:
             self.events.write(outcomes.mismatch(now, node, msg, rec.cores))
@@ -259,8 +265,30 @@ class Coordinator:
         # done marker still precedes the claim's release, which other fleets rely on.)
         self._act(self.sched.handle(StepExited(msg.step, msg.attempt, msg.outcome, rec.reason), now), now)
         run_dir = self.claims.run_dir_of(msg.step)
-        if outcomes.store_reported(run_dir, self.fleet_id, node, msg, rec, spec):
+        subs = self.submissions.step_subs.get(msg.step)
+        # The submit side may say why a step that had succeeded runs again (an optional
+        # `rerun` mapping: step -> "forced" | "changed" | "dependency changed").
+        rerun = (getattr(self.submissions, "rerun", None) or {}).get(msg.step, "")
+        if outcomes.store_reported(run_dir, self.fleet_id, node, msg, rec, spec, rerun=rerun,
+                                   submission=subs[-1] if subs else None):
             self.claims.release(run_dir, msg.step)
+
+    def _interrupt(self, node: str, msg: P.Exited, view, now: float) -> None:
+        """A step this fleet stopped because it is stopping: recorded as interrupted, not
+        as an attempt (no attempt record, no final outcome: the next run runs it), and
+        not handed to the scheduler (nothing is retried or blocked after a stop)."""
+        self.interrupted.add(msg.step)
+        rec = outcomes.interrupted_exit(now, node, msg, view)
+        self.events.write(rec)
+        self.submissions.ended(msg.step, S.INTERRUPTED, msg.attempt, rec.reason, final=True)
+
+    def _unreported_interrupted(self, now: float) -> None:
+        """Steps still running when the agents are gone (or would not say goodbye in
+        time): interrupted too, though no exit was reported."""
+        for v in self.sched.running():
+            if v.id not in self.interrupted:
+                self.interrupted.add(v.id)
+                self.events.write(outcomes.unreported_interrupted(now, v))
 
     def _beat(self) -> None:
         now = time.time()
@@ -281,8 +309,10 @@ class Coordinator:
             elif isinstance(d, Wait):
                 self.events.write(_wait_record(d, now))
             elif isinstance(d, Retry):
-                self.events.write(events.Retry(t=now, step=d.step, attempt=d.attempt, reason=d.reason))
-                self.submissions.ended(d.step, "retry", d.attempt - 1, d.reason, final=False)
+                why = self.ended_why.pop(d.step, "") or d.reason
+                self.events.write(events.Retry(t=now, step=d.step, attempt=d.attempt, reason=why))
+                spec = self.specs.get(d.step)
+                self.submissions.retrying(d.step, d.attempt, spec.retries + 1 if spec else d.attempt, why)
             elif isinstance(d, Finished):
                 self._finished(d, now)
             elif isinstance(d, Blocked):
@@ -319,6 +349,8 @@ class Coordinator:
                                   {"reason": d.reason, "attempt": d.attempt, "fleet": self.fleet_id, "at": now})
                 self.claims.release(run_dir, d.step)
         elsewhere.pop(d.step, None)
+        if not final:  # a Retry follows: its line names how this attempt ended
+            self.ended_why[d.step] = d.reason or d.outcome
         self.submissions.ended(d.step, d.outcome, d.attempt, d.reason, final=final)
 
     def _final(self, step: str, outcome: str, reason: str, now: float) -> None:

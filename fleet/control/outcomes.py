@@ -2,7 +2,14 @@
 
 An exit an agent reported is recorded with its times, rusage and the split between
 startup and the step's own work; one killed by a signal also names what ran beside
-it on its node, since that is usually who took the memory.
+it on its node, since that is usually who took the memory. One the fleet itself
+stopped (it was going down) is "interrupted": that is no attempt of the step, and its
+neighbours are not suspects.
+
+Attempt records carry what `fleet audit` needs to tell a legitimate rerun from a step
+that ran twice: the definition's hash (`spec`), why it ran again (`rerun`: "forced",
+"changed", "dependency changed" or "") and the submission that ran it (`submission`,
+with the record's `fleet`: the key of its fleet.wire.manifest record).
 """
 
 from __future__ import annotations
@@ -15,6 +22,9 @@ from fleet.core import states as S
 from fleet.core.scheduler import Scheduler
 from fleet.wire import events
 from fleet.wire import messages as P
+from fleet.wire.records import spec_hash
+
+STOPPED_WITH_FLEET = "stopped with the fleet (it was going down)"
 
 
 def reported_exit(now: float, node: str, msg: P.Exited, view, sched: Scheduler) -> events.Exit:
@@ -42,18 +52,49 @@ def reported_exit(now: float, node: str, msg: P.Exited, view, sched: Scheduler) 
         utime=msg.utime, stime=msg.stime, maxrss_kb=msg.maxrss_kb, error=msg.error, neighbours=neighbours)
 
 
+def interrupted_exit(now: float, node: str, msg: P.Exited, view) -> events.Exit:
+    """The `exit` record of an attempt the fleet stopped while going down: its times and
+    status as reported, outcome interrupted, and no neighbours (nothing beside it is to
+    blame)."""
+    how = msg.error or (f"exit status {msg.returncode}" if msg.returncode else "")
+    return events.Exit(
+        t=now, step=msg.step, attempt=msg.attempt, node=node, outcome=S.INTERRUPTED,
+        reason=STOPPED_WITH_FLEET + (f"; {how}" if how else ""), returncode=msg.returncode, signal=msg.signal,
+        cores=[c for s in view.placement for c in s.cores], gpus=[g for s in view.placement for g in s.gpus],
+        memory=sum(s.memory for s in view.placement), decided_at=msg.decided_at, first_at=msg.first_at,
+        work_start=msg.work_start, work_end=msg.work_end, ended_at=msg.ended_at,
+        startup_s=round(max(0.0, msg.work_start - msg.decided_at), 6),
+        work_s=round(max(0.0, msg.work_end - msg.work_start), 6),
+        utime=msg.utime, stime=msg.stime, maxrss_kb=msg.maxrss_kb, error=msg.error)
+
+
+def unreported_interrupted(now: float, view) -> events.Exit:
+    """The `exit` record of a step still running when the fleet's agents were gone:
+    interrupted, though its exit never reached the coordinator."""
+    return events.Exit(t=now, step=view.id, attempt=view.attempt,
+                       node=view.placement[0].node if view.placement else None, outcome=S.INTERRUPTED,
+                       reason=STOPPED_WITH_FLEET + "; its agent did not report its end",
+                       cores=[c for s in view.placement for c in s.cores],
+                       gpus=[g for s in view.placement for g in s.gpus],
+                       memory=sum(s.memory for s in view.placement))
+
+
 def mismatch(now: float, node: str, msg: P.Exited, given: list) -> events.PlacementMismatch:
     """The record of a step whose process ran on other cores than it was given."""
     return events.PlacementMismatch(t=now, step=msg.step, attempt=msg.attempt, node=node, given=given,
                                     actual=list(msg.affinity))
 
 
-def store_reported(run_dir: Path, fleet_id: str, node: str, msg: P.Exited, rec: events.Exit, spec) -> bool:
+def store_reported(run_dir: Path, fleet_id: str, node: str, msg: P.Exited, rec: events.Exit, spec, *,
+                   rerun: str = "", submission: int | None = None) -> bool:
     """The attempt record of a reported exit and, for a success, the done marker;
-    True if the step succeeded here (its claim is then to be released)."""
+    True if the step succeeded here (its claim is then to be released). `rerun` says
+    why a step that had succeeded runs again; `submission` is this fleet's number of
+    the submission that ran it."""
     store.record_attempt(run_dir, msg.step, fleet_id, msg.attempt, {
         "outcome": msg.outcome, "node": node, "reason": rec.reason, "work_s": rec.work_s,
-        "started_at": msg.work_start, "ended_at": msg.ended_at})
+        "started_at": msg.work_start, "ended_at": msg.ended_at,
+        "spec": spec_hash(spec) if spec is not None else None, "rerun": rerun, "submission": submission})
     if msg.outcome == S.SUCCEEDED and spec is not None:
         store.write_done(run_dir, spec, {
             "attempt": msg.attempt, "node": node, "work_s": rec.work_s, "ended_at": msg.ended_at,

@@ -90,9 +90,10 @@ def _follow(client: Client, reply: P.SubmitReply, suite: Suite, run_dir: Path, o
                 print(f"\nfleet: the fleet in {run_dir} went down before the suite finished", file=sys.stderr)
                 return 1
             continue  # busy, not gone: ask again
-        for step, outcome, attempt, reason in pr.finished:
-            if outcome == "retry":
-                line = f"  retry      {step} (attempt {attempt} failed: {reason})"
+        for step, outcome, attempt, reason, *more in pr.finished:
+            if outcome == "retry":  # not final: counted when it is
+                of = f" of {more[0]}" if more else ""
+                line = f"  {'retry':<10} {step}: retry {attempt}{of}: {reason}"
             else:
                 outcomes[step] = outcome
                 line = f"  {outcome:<10} {step}" + (f": {reason}" if reason and outcome not in (S.SUCCEEDED, S.SKIPPED) else "")

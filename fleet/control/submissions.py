@@ -20,6 +20,7 @@ from fleet.core.scheduler import Scheduler, Submitted
 from fleet.wire import events
 from fleet.wire import messages as P
 from fleet.wire import records
+from fleet.wire import manifest
 from fleet.wire.events import EventLog
 
 PROGRESS_S = 0.5  # how stale a submission's counts by state may be in a progress answer
@@ -92,6 +93,7 @@ class Submissions:
         for s in steps:
             self.specs.setdefault(s.id, s)
             self.step_subs.setdefault(s.id, []).append(sid)
+        manifest.write(self.run_dir, self.events.fleet, sid, msg.suite, suite.name, msg.shard, msg.force, [s.id for s in suite.steps])
         return Accepted(sub, suite.name, steps, deps, done, foreign, suite.preload)
 
     def _done(self, steps: list, foreign: set, force: bool) -> set:
@@ -166,12 +168,21 @@ class Submissions:
 
     def ended(self, step: str, outcome: str, attempt: int, reason: str, final: bool) -> None:
         """An attempt of step ended (final: the step will not run again): count it in
-        each submission it belongs to, and keep it among recent failures if it failed."""
+        each submission it belongs to, and keep it among recent failures if it failed.
+        An attempt that will be retried is listed by its retry (see retrying), so that a
+        client counts each step once, when it is final."""
         if outcome in (S.FAILED, S.TERMINATED, S.LOST, S.UNRUNNABLE):
             self.failures.append({"step": step, "outcome": outcome, "reason": reason, "t": time.time()})
             del self.failures[:-FAILURES_KEPT]
+        if not final:
+            return
         for sid in self.step_subs.get(step, ()):
             sub = self.subs[sid]
             sub.finished.append([step, outcome, attempt, reason])
-            if final:
-                sub.remaining -= 1
+            sub.remaining -= 1
+
+    def retrying(self, step: str, attempt: int, limit: int, reason: str) -> None:
+        """The step runs again as `attempt` of `limit` because of `reason` (how the attempt
+        before ended): listed as [step, "retry", attempt, reason, limit]."""
+        for sid in self.step_subs.get(step, ()):
+            self.subs[sid].finished.append([step, "retry", attempt, reason, limit])

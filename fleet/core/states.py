@@ -14,6 +14,13 @@ or that belongs to another shard, is ELSEWHERE: it holds nothing here and waits 
 that fleet's marker (SKIPPED on success, FAILED otherwise), or comes back to READY
 when its claim goes stale and is adopted. A step whose attempts across every fleet
 reached the limit is STOPPED, and reported rather than retried forever.
+
+A step the fleet itself stopped (`fleet down`, Ctrl-C, a signal to the coordinator:
+its agents stop their steps) ends INTERRUPTED. That is not an attempt of the step: it
+is not counted against its retries or the attempt limit, leaves no final outcome on
+disk (the next `fleet run` runs it again), and no retry or blocked dependent follows
+from it, since nothing is decided after a fleet stops. The scheduler never sees it;
+the coordinator records it (fleet.control.outcomes).
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ UNRUNNABLE = "unrunnable"
 SKIPPED = "skipped"
 ELSEWHERE = "elsewhere"
 STOPPED = "stopped"
+INTERRUPTED = "interrupted"  # recorded by the coordinator only (see above)
 
 # (state, what happened) -> next state
 TRANSITIONS: dict[tuple[str, str], str] = {

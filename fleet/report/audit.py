@@ -1,24 +1,40 @@
 """`fleet audit RUN_DIR`: what the shared filesystem says about every step, whatever
-fleets ran it — and whether anything is missing or ran successfully more than once."""
+fleets ran it — and whether anything is missing or ran successfully more than once.
+
+Which steps: every step of every submission recorded in the run directory
+(fleet.wire.manifest: the whole suite, all shards, so a shard that never started
+shows its steps as missing), every step a fleet declared in events.jsonl, and those of
+`--suite`.
+
+A step that succeeded again is a rerun when that was asked for or its definition
+changed: its attempt record says why it ran again (`rerun`), names a submission
+recorded as forced, or carries another definition's hash than the success before it.
+Two successes of one definition, neither forced nor a rerun for a changed input, are
+a DUPLICATE: exactly-once was broken.
+"""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from fleet.wire import records
-from fleet.wire.events import StepDeclared, read_records
+from fleet.core import states as S
+from fleet.wire import manifest, records
+from fleet.wire.events import Exit, StepDeclared, read_records
 
 
 @dataclass(frozen=True)
 class StepAudit:
     step: str
-    status: str              # succeeded | failed | terminated | lost | stopped | blocked | unrunnable | running | missing
+    # succeeded | failed | terminated | lost | stopped | blocked | unrunnable | interrupted | running | missing
+    status: str
     reason: str = ""
     holder: str = ""         # for running: the fleet holding the claim
     fresh: bool | None = None  # for running: refreshed within stale_after
     successes: int = 0
-    attempts: int = 0
+    reruns: int = 0          # successes after the first that were asked for (forced, changed)
+    duplicates: int = 0      # successes after the first that were not
+    attempts: int = 0        # attempts recorded (an interrupted one is none)
 
 
 @dataclass(frozen=True)
@@ -31,7 +47,11 @@ class Audit:
 
     @property
     def duplicates(self) -> list[str]:
-        return [s for s, a in self.steps.items() if a.successes > 1]
+        return [s for s, a in self.steps.items() if a.duplicates]
+
+    @property
+    def reruns(self) -> list[str]:
+        return [s for s, a in self.steps.items() if a.reruns]
 
     @property
     def ok(self) -> bool:
@@ -42,44 +62,89 @@ class Audit:
         for a in self.steps.values():
             counts[a.status] = counts.get(a.status, 0) + 1
         return {"ok": self.ok, "counts": counts, "missing": self.missing, "duplicates": self.duplicates,
-                "steps": {s: asdict(a) for s, a in self.steps.items()}}
+                "reruns": self.reruns, "steps": {s: asdict(a) for s, a in self.steps.items()}}
 
 
-def known_steps(run_dir: Path, suite_steps=()) -> dict[str, object]:
-    """Step ids from the event stream (every fleet that used the run dir) and a suite."""
-    ids: dict[str, object] = {}
+@dataclass
+class _Seen:
+    """What the run directory's event stream and submission records say, read once."""
+
+    ids: dict = field(default_factory=dict)         # step id -> StepSpec (from --suite) or None
+    last_exit: dict = field(default_factory=dict)   # step id -> its last `exit` record
+    forced: set = field(default_factory=set)        # (fleet, submission) of forced submissions
+
+
+def _seen(run_dir: Path, suite_steps) -> _Seen:
+    seen = _Seen()
+    manifests = manifest.read_all(run_dir)
+    for sid in manifest.all_steps(manifests):
+        seen.ids.setdefault(sid, None)
+    seen.forced = {m.key for m in manifests if m.force}
     path = run_dir / "events.jsonl"
     if path.exists():
         for rec in read_records(path):
             if type(rec) is StepDeclared and rec.step:
-                ids.setdefault(rec.step, None)
+                seen.ids.setdefault(rec.step, None)
+            elif type(rec) is Exit and rec.step:
+                seen.last_exit[rec.step] = rec
     for s in suite_steps:
-        ids[s.id] = s
-    return ids
+        seen.ids[s.id] = s
+    return seen
+
+
+def known_steps(run_dir: Path, suite_steps=()) -> dict[str, object]:
+    """Step ids of every recorded submission, the event stream and a suite."""
+    return _seen(Path(run_dir), suite_steps).ids
+
+
+def count_successes(tries: list[dict], forced: set) -> tuple[int, int, int]:
+    """(successes, reruns, duplicates) among a step's attempt records. A success after
+    another is a rerun when its record says why (`rerun`), when it ran for a forced
+    submission other than the one before, or when its definition's hash differs."""
+    wins = sorted((t for t in tries if t.get("outcome") == S.SUCCEEDED),
+                  key=lambda t: (t.get("ended_at") or 0.0))
+    reruns = dups = 0
+    for prev, cur in zip(wins, wins[1:]):
+        key = (cur.get("fleet"), cur.get("submission"))
+        if (cur.get("rerun")
+                or (key in forced and key != (prev.get("fleet"), prev.get("submission")))
+                or (cur.get("spec") and prev.get("spec") and cur.get("spec") != prev.get("spec"))):
+            reruns += 1
+        else:
+            dups += 1
+    return len(wins), reruns, dups
 
 
 def audit(run_dir: Path, suite_steps=(), stale_after: float = 600.0) -> Audit:
+    """Every known step of run_dir, by what its records on disk say."""
     run_dir = Path(run_dir)
+    seen = _seen(run_dir, suite_steps)
     out: dict[str, StepAudit] = {}
-    for sid, spec in known_steps(run_dir, suite_steps).items():
+    for sid, spec in seen.ids.items():
         tries = records.attempts(run_dir, sid)
-        wins = sum(1 for t in tries if t.get("outcome") == "succeeded")
-        done = records.is_done(run_dir, spec) if spec is not None else records.has_done(run_dir, sid)
-        base = dict(step=sid, successes=wins, attempts=len(tries))
-        if done:
-            out[sid] = StepAudit(status="succeeded", **base)
-            continue
-        claim = records.read_claim(run_dir, sid)
-        if claim is not None:
-            rec, age = claim
-            fresh = age < stale_after and not records.holder_dead(rec)
-            out[sid] = StepAudit(status="running", holder=str(rec.get("fleet")), fresh=fresh,
-                                 reason=f"claimed {age:.0f} s ago by {rec.get('fleet')} on {rec.get('host')}"
-                                        + ("" if fresh else " (stale)"), **base)
-            continue
-        final = records.read_final(run_dir, sid)
-        if final is not None:
-            out[sid] = StepAudit(status=str(final.get("outcome")), reason=str(final.get("reason", "")), **base)
-            continue
-        out[sid] = StepAudit(status="missing", reason="no outcome and no claim", **base)
+        wins, reruns, dups = count_successes(tries, seen.forced)
+        base = dict(step=sid, successes=wins, reruns=reruns, duplicates=dups, attempts=len(tries))
+        out[sid] = _one(run_dir, sid, spec, seen.last_exit.get(sid), stale_after, base)
     return Audit(out)
+
+
+def _one(run_dir: Path, sid: str, spec, last_exit, stale_after: float, base: dict) -> StepAudit:
+    done = records.is_done(run_dir, spec) if spec is not None else records.has_done(run_dir, sid)
+    if done:
+        return StepAudit(status=S.SUCCEEDED, **base)
+    claim = records.read_claim(run_dir, sid)
+    if claim is not None:
+        rec, age = claim
+        fresh = age < stale_after and not records.holder_dead(rec)
+        return StepAudit(status="running", holder=str(rec.get("fleet")), fresh=fresh,
+                         reason=f"claimed {age:.0f} s ago by {rec.get('fleet')} on {rec.get('host')}"
+                                + ("" if fresh else " (stale)"), **base)
+    final = records.read_final(run_dir, sid)
+    # The fleet stopping left no final outcome (the next run runs the step); the event
+    # stream says it was interrupted, unless an outcome recorded since says otherwise.
+    if last_exit is not None and last_exit.outcome == S.INTERRUPTED \
+            and (final is None or float(final.get("at") or 0.0) < last_exit.t):
+        return StepAudit(status=S.INTERRUPTED, reason=last_exit.reason or "", **base)
+    if final is not None:
+        return StepAudit(status=str(final.get("outcome")), reason=str(final.get("reason", "")), **base)
+    return StepAudit(status="missing", reason="no outcome and no claim", **base)

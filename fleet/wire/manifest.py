@@ -1,0 +1,88 @@
+"""What each submission asked for, kept in the run directory for `fleet audit`.
+
+The events stream only names the steps a fleet declared, and a shard declares only its
+own (and the foreign steps it waits for); a shard that never started declares nothing.
+So every submission leaves one small file naming its suite, shard, whether it was
+forced, and every step of the whole suite (all shards):
+
+    <run dir>/.fleet/submissions/<fleet id>.<submission number>.json
+
+One file per submission (never one per step), written aside and renamed, so that
+fleets sharing the run directory never write the same file and a reader sees a whole
+record or none. The coordinator writes it when it accepts a submission
+(fleet.control.submissions); fleet.report.audit reads every one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+DIR = Path(".fleet") / "submissions"
+
+log = logging.getLogger("fleet.wire.manifest")
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """One submission to one fleet, as recorded."""
+
+    fleet: str            # the fleet that accepted it (its id, as claims and events name it)
+    submission: int       # its number in that fleet
+    suite: str            # the suite file as submitted
+    name: str             # the suite's name
+    shard: str            # "i/n", or "" for the whole suite
+    force: bool           # fleet run --force: its steps ran again though they had succeeded
+    steps: tuple          # every step id of the suite, all shards, in setup order
+    at: float             # when it was accepted (time.time())
+
+    @property
+    def key(self) -> tuple[str, int]:
+        """(fleet, submission): what an attempt record names its submission by."""
+        return (self.fleet, self.submission)
+
+
+def path(run_dir: Path, fleet: str, submission: int) -> Path:
+    return Path(run_dir) / DIR / f"{fleet}.{submission}.json"
+
+
+def write(run_dir: Path, fleet: str, submission: int, suite: str, name: str, shard: str, force: bool,
+          steps) -> Path | None:
+    """Record one accepted submission; the file, or None when it could not be written
+    (logged: the run goes on, only its audit is poorer)."""
+    m = Manifest(fleet, submission, str(suite), name, shard or "", bool(force), tuple(steps), time.time())
+    p = path(run_dir, fleet, submission)
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps({**asdict(m), "steps": list(m.steps)}))
+        os.replace(tmp, p)
+    except OSError as e:
+        log.warning("could not record submission %d in %s: %s", submission, p, e)
+        return None
+    return p
+
+
+def read_all(run_dir: Path) -> list[Manifest]:
+    """Every submission recorded in run_dir, oldest first; unreadable files are skipped."""
+    d = Path(run_dir) / DIR
+    out = []
+    for p in sorted(d.glob("*.json")) if d.is_dir() else ():
+        try:
+            rec = json.loads(p.read_text())
+            out.append(Manifest(str(rec["fleet"]), int(rec["submission"]), str(rec.get("suite", "")),
+                                str(rec.get("name", "")), str(rec.get("shard", "")), bool(rec.get("force")),
+                                tuple(str(s) for s in rec.get("steps", ())), float(rec.get("at", 0.0))))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    out.sort(key=lambda m: (m.at, m.fleet, m.submission))
+    return out
+
+
+def all_steps(manifests) -> list[str]:
+    """The union of the manifests' steps, each once, in the order first submitted."""
+    return list(dict.fromkeys(s for m in manifests for s in m.steps))

@@ -1,0 +1,107 @@
+"""`fleet audit` through the real command: reruns (forced, changed) are counted as
+reruns, not DUPLICATE, and a healthy run directory audits with exit 0; with no
+--suite, every step of every recorded submission is audited, so a shard that never
+started shows its steps as missing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from fleetharness import assert_nothing_left, fleet, write_suite
+
+from fleet.control import store
+from fleet.wire import manifest, records
+
+SUITE = """
+[suite]
+name = "audited"
+[[steps]]
+id = "a"
+call = "fleet_steps:nap"
+args = {{ seconds = {seconds} }}
+[[steps]]
+id = "b"
+call = "fleet_steps:nap"
+args = {{ seconds = 0.05 }}
+deps = ["a"]
+"""
+
+
+def audit(run_dir: Path, cwd: Path, *extra: str) -> tuple[int, dict, str]:
+    """(exit status, the --json answer, the text answer)."""
+    j = fleet("audit", str(run_dir), "--json", *extra, cwd=cwd, timeout=60)
+    t = fleet("audit", str(run_dir), *extra, cwd=cwd, timeout=60)
+    assert j.returncode == t.returncode, (j.stdout, t.stdout)
+    return j.returncode, json.loads(j.stdout), t.stdout
+
+
+def test_a_forced_rerun_against_fleet_up_is_audited_as_a_rerun_not_a_duplicate_and_audit_exits_0(tmp_path):
+    run_dir = tmp_path / "run"
+    suite = write_suite(tmp_path / "s.toml", SUITE.format(seconds=0.05))
+    fleet("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path, check=True, timeout=90)
+    fleet("up", "--run-dir", str(run_dir), "--nodes", "1", cwd=tmp_path, check=True, timeout=60)
+    try:
+        r = fleet("run", str(suite), "--run-dir", str(run_dir), "--force", cwd=tmp_path, check=True, timeout=90)
+        assert "already done" not in r.stdout, r.stdout
+    finally:
+        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
+    code, a, text = audit(run_dir, tmp_path)
+    assert code == 0 and a["ok"], text
+    assert a["duplicates"] == [] and a["missing"] == []
+    assert sorted(a["reruns"]) == ["a", "b"]
+    for s in ("a", "b"):
+        assert a["steps"][s]["status"] == "succeeded"
+        assert (a["steps"][s]["successes"], a["steps"][s]["reruns"], a["steps"][s]["duplicates"]) == (2, 1, 0)
+    assert "DUPLICATE" not in text and "rerun 1 time(s)" in text, text
+    # The forced submission is on record, with the whole suite's steps.
+    forced = [m for m in manifest.read_all(run_dir) if m.force]
+    assert len(forced) == 1 and forced[0].steps == ("a", "b") and forced[0].name == "audited"
+    assert_nothing_left(run_dir)
+
+
+def test_a_step_rerun_because_its_definition_changed_is_a_rerun_and_two_unasked_successes_are_a_duplicate(
+        tmp_path):
+    run_dir = tmp_path / "run"
+    suite = write_suite(tmp_path / "s.toml", SUITE.format(seconds=0.05))
+    fleet("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path, check=True, timeout=90)
+    write_suite(suite, SUITE.format(seconds=0.1))  # a's definition changed: it runs again
+    fleet("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path, check=True, timeout=90)
+    code, a, text = audit(run_dir, tmp_path)
+    assert code == 0, text
+    assert (a["steps"]["a"]["successes"], a["steps"]["a"]["reruns"]) == (2, 1)
+    assert (a["steps"]["b"]["successes"], a["steps"]["b"]["reruns"]) == (1, 0)
+    # A second success of b's same definition that nobody asked for: exactly-once broke.
+    first = records.attempts(run_dir, "b")[0]
+    store.record_attempt(run_dir, "b", "another-fleet", 1, {**first, "fleet": "another-fleet",
+                                                            "ended_at": first["ended_at"] + 1})
+    code, a, text = audit(run_dir, tmp_path)
+    assert code == 1 and a["duplicates"] == ["b"], text
+    assert "DUPLICATE: 2 successful attempts" in text
+    assert_nothing_left(run_dir)
+
+
+def test_with_no_suite_audit_covers_every_recorded_submission_so_a_shard_that_never_ran_shows_missing(tmp_path):
+    run_dir = tmp_path / "run"
+    suite = write_suite(tmp_path / "s.toml", """
+[suite]
+name = "sharded"
+[[steps]]
+id = "t{i}"
+array = "0-3"
+task = "{i}"
+call = "fleet_steps:nap"
+args = { seconds = 0.05 }
+""")
+    fleet("run", str(suite), "--run-dir", str(run_dir), "--shard", "0/2", cwd=tmp_path, check=True, timeout=90)
+    code, a, text = audit(run_dir, tmp_path)
+    assert code == 1, text
+    assert {s: v["status"] for s, v in a["steps"].items()} == {
+        "t0": "succeeded", "t1": "missing", "t2": "succeeded", "t3": "missing"}
+    assert sorted(a["missing"]) == ["t1", "t3"]
+    [m] = manifest.read_all(run_dir)
+    assert (m.shard, m.steps, m.force) == ("0/2", ("t0", "t1", "t2", "t3"), False)
+    fleet("run", str(suite), "--run-dir", str(run_dir), "--shard", "1/2", cwd=tmp_path, check=True, timeout=90)
+    code, a, text = audit(run_dir, tmp_path)
+    assert code == 0 and a["missing"] == [] and a["counts"] == {"succeeded": 4}, text
+    assert_nothing_left(run_dir)
