@@ -300,7 +300,8 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
 
 
 class _JsonErrors(click.Command):
-    """With --json, an error is one JSON object on stdout ({"error": ...}), exit nonzero."""
+    """With --json, an error is also one JSON object on stdout ({"error": ...}), for the
+    script that reads it; the usual message still goes to stderr. Exit nonzero."""
 
     def make_context(self, info_name, args, parent=None, **extra):
         as_json = "--json" in args  # before parsing: a bad option value fails the parse itself
@@ -309,8 +310,7 @@ class _JsonErrors(click.Command):
         except click.ClickException as e:
             if not as_json:
                 raise
-            click.echo(json.dumps({"error": e.format_message()}))
-            sys.exit(e.exit_code)
+            _json_error(e)
 
     def invoke(self, ctx):
         try:
@@ -318,8 +318,13 @@ class _JsonErrors(click.Command):
         except click.ClickException as e:
             if not ctx.params.get("as_json"):
                 raise
-            click.echo(json.dumps({"error": e.format_message()}))
-            ctx.exit(e.exit_code)
+            _json_error(e)
+
+
+def _json_error(e: click.ClickException) -> None:
+    click.echo(json.dumps({"error": e.format_message()}))
+    e.show()
+    sys.exit(e.exit_code)
 
 
 def _status_connection(run_dir: Path, conn_file, login, ssh_option, as_json):

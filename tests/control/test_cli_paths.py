@@ -189,7 +189,7 @@ def test_status_json_errors_are_one_json_object_with_a_nonzero_exit(tmp_path):
         assert r.returncode == code, (args, r.stdout, r.stderr)
         err = json.loads(r.stdout)
         assert list(err) == ["error"] and words in err["error"], err
-        assert "Traceback" not in r.stderr
+        assert err["error"] in r.stderr and "Traceback" not in r.stderr  # and the usual words for people
 
 
 def test_every_option_of_every_command_has_help_text_and_shows_its_default():
