@@ -54,7 +54,8 @@ def _allocation(nodes, cores, memory, gpus):
     return pretend_nodes(nodes, cores, memory, gpus or 0)
 
 
-@click.group()
+# Every option of every command shows its default in --help (inherited by the commands).
+@click.group(context_settings={"show_default": True})
 @click.version_option(package_name="fleet")
 def main() -> None:
     """Run a suite of steps inside one batch allocation, forked from resident,
@@ -62,11 +63,14 @@ def main() -> None:
 
 
 def allocation_options(f):
-    f = click.option("--gpus-per-node", type=click.IntRange(0), default=None)(f)
-    f = click.option("--memory-per-node", type=MEMORY, default=None,
-                     help="e.g. 256GiB (default 4GiB per core)")(f)
-    f = click.option("--cores-per-node", type=click.IntRange(1), default=None)(f)
-    f = click.option("--nodes", type=click.IntRange(1), default=None)(f)
+    f = click.option("--gpus-per-node", type=click.IntRange(0), default=None, show_default="0",
+                     help="GPUs on each node of the allocation")(f)
+    f = click.option("--memory-per-node", type=MEMORY, default=None, show_default="4GiB per core",
+                     help="memory of each node, e.g. 256GiB")(f)
+    f = click.option("--cores-per-node", type=click.IntRange(1), default=None, show_default="no allocation",
+                     help="cores of each node (with --nodes: check that every step fits)")(f)
+    f = click.option("--nodes", type=click.IntRange(1), default=None, show_default="no allocation",
+                     help="nodes of the allocation (with --cores-per-node)")(f)
     return f
 
 
@@ -91,10 +95,11 @@ def validate(suite, nodes, cores_per_node, memory_per_node, gpus_per_node, impor
 
 @main.command()
 @click.argument("suite", type=click.Path(dir_okay=False))
-@click.option("--nodes", type=click.IntRange(1), required=True)
-@click.option("--cores-per-node", type=click.IntRange(1), required=True)
-@click.option("--memory-per-node", type=MEMORY, default=None, help="e.g. 256GiB (default 4GiB per core)")
-@click.option("--gpus-per-node", type=click.IntRange(0), default=0)
+@click.option("--nodes", type=click.IntRange(1), required=True, help="nodes of the pretend allocation")
+@click.option("--cores-per-node", type=click.IntRange(1), required=True, help="cores of each node")
+@click.option("--memory-per-node", type=MEMORY, default=None, show_default="4GiB per core",
+              help="memory of each node, e.g. 256GiB")
+@click.option("--gpus-per-node", type=click.IntRange(0), default=0, help="GPUs on each node")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
 def simulate(suite, nodes, cores_per_node, memory_per_node, gpus_per_node, as_json):
     """Run the real scheduler on a pretend allocation, each step taking its estimate."""
@@ -122,9 +127,9 @@ def simulate(suite, nodes, cores_per_node, memory_per_node, gpus_per_node, as_js
 @main.command()
 @click.argument("run_dir", type=click.Path(exists=True))
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
-@click.option("--trace", type=click.Path(dir_okay=False), default=None,
+@click.option("--trace", type=click.Path(dir_okay=False), default=None, show_default="none",
               help="write a Chrome trace-event JSON (Perfetto, chrome://tracing)")
-@click.option("--html", "html_file", type=click.Path(dir_okay=False), default=None,
+@click.option("--html", "html_file", type=click.Path(dir_okay=False), default=None, show_default="none",
               help="write one self-contained HTML page: timeline, utilization, summary")
 @click.option("--session", type=int, default=-1, show_default=True, callback=_session_index,
               help="which fleet session of the stream (1 = the first, -1 = the last; not 0)")
@@ -142,27 +147,74 @@ def report(run_dir, as_json, trace, html_file, session):
 
 
 # --- a running fleet ---------------------------------------------------------------------
+#
+# Where a fleet lives, the same for up, run, status and down: --run-dir, else
+# $FLEET_RUN_DIR, else the current directory. `fleet run` alone goes on: without either,
+# it uses a fleet that is up in the current directory, and only failing that the suite's
+# own run_dir (where it also finds a fleet that is up there, or embeds one).
+
+RUN_DIR_DEFAULT = "$FLEET_RUN_DIR, else the current directory"
+
 
 def _default_run_dir() -> str:
-    return os.environ.get("FLEET_RUN_DIR", ".")
+    return os.environ.get("FLEET_RUN_DIR") or "."
+
+
+def _run_dir_for_suite(given: str | None, suite) -> tuple[Path, bool]:
+    """`fleet run`'s run directory, and whether it is a fleet up in the current
+    directory that the suite's own run_dir did not name."""
+    from fleet.control.client import FleetError, find
+    if given or os.environ.get("FLEET_RUN_DIR"):
+        return Path(given or os.environ["FLEET_RUN_DIR"]).resolve(), False
+    here = Path.cwd().resolve()
+    try:
+        up_here = find(here) is not None
+    except FleetError as e:
+        raise click.ClickException(str(e))
+    if up_here:
+        return here, here != Path(suite.run_dir).resolve()
+    return Path(suite.run_dir).resolve(), False
+
+
+def _cannot_use(err) -> None:
+    """A run directory nothing can be written in: one line, exit 2, nothing started."""
+    click.echo(f"fleet: {err}", err=True)
+    sys.exit(EXIT_INVALID)
+
+
+def _coordinator_options(heartbeat, heartbeat_timeout, stale_after, max_attempts) -> list[str]:
+    return ["--heartbeat", str(heartbeat), "--timeout", str(heartbeat_timeout),
+            "--stale-after", str(stale_after), "--max-attempts", str(max_attempts)]
+
+
+def coordinator_options(f):
+    """The options that govern a coordinator: `fleet up`'s, and `fleet run`'s embedded one."""
+    f = click.option("--heartbeat-timeout", type=click.FloatRange(min=0.5), default=10.0,
+                     help="seconds of silence after which an agent is lost (its steps are retried elsewhere)")(f)
+    f = click.option("--heartbeat", type=click.FloatRange(min=0.05), default=1.0,
+                     help="seconds between heartbeats")(f)
+    f = click.option("--max-attempts", type=click.IntRange(0), default=5,
+                     help="attempts of a step across all fleets before it is stopped (0: no limit)")(f)
+    f = click.option("--stale-after", type=click.FloatRange(min=0), default=600.0,
+                     help="seconds after which another fleet's unrefreshed claim on a step is adopted")(f)
+    return f
 
 
 @main.command()
-@click.option("--run-dir", type=click.Path(file_okay=False), default=None,
-              help="where the fleet keeps fleet.json, events.jsonl and step directories "
-                   "(default: $FLEET_RUN_DIR, else the current directory)")
+@click.option("--run-dir", type=click.Path(file_okay=False), default=None, show_default=RUN_DIR_DEFAULT,
+              help="where the fleet keeps fleet.json, events.jsonl and step directories")
 @click.option("--local", is_flag=True, help="a local fleet on this machine, even inside a batch job")
-@click.option("--machine", default=None, help="machine profile from agents/ (default: detected from the environment)")
+@click.option("--machine", default=None, show_default="detected from the environment",
+              help="machine profile from agents/")
 @click.option("--nodes", type=click.IntRange(1), default=1, help="with --local: split this machine's cores into K pretend nodes")
-@click.option("--preload", default="", help="modules every zygote imports once, comma-separated")
+@click.option("--preload", default="", show_default="none", help="modules every zygote imports once, comma-separated")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=120.0,
               help="seconds to wait for every agent to join (more than 0)")
-@click.option("--heartbeat", type=click.FloatRange(min=0.05), default=1.0, help="seconds between heartbeats")
-@click.option("--heartbeat-timeout", type=click.FloatRange(min=0.5), default=10.0,
-              help="seconds of silence after which an agent is lost (its steps are retried elsewhere)")
-def up(run_dir, local, machine, nodes, preload, timeout, heartbeat, heartbeat_timeout):
+@coordinator_options
+def up(run_dir, local, machine, nodes, preload, timeout, stale_after, max_attempts, heartbeat, heartbeat_timeout):
     """Start a coordinator and one agent per node; return when all have joined."""
-    from fleet.control.client import FleetError, up as start
+    import shlex
+    from fleet.control.client import FleetError, RunDirError, up as start
     from fleet.site.profiles import ProfileError, detect, load
     run_dir = Path(run_dir or _default_run_dir()).resolve()
     name = "local" if local else (machine or detect())
@@ -173,82 +225,145 @@ def up(run_dir, local, machine, nodes, preload, timeout, heartbeat, heartbeat_ti
     try:
         conn = start(run_dir, nodes=nodes, machine=profile.name,
                      preload=tuple(m for m in preload.split(",") if m), timeout=timeout,
-                     extra=["--heartbeat", str(heartbeat), "--timeout", str(heartbeat_timeout)])
+                     extra=_coordinator_options(heartbeat, heartbeat_timeout, stale_after, max_attempts))
+    except RunDirError as e:
+        _cannot_use(e)
     except FleetError as e:
         raise click.ClickException(str(e))
     click.echo(f"fleet up on {profile.name}: coordinator pid {conn.pid} on {conn.host}, run dir {run_dir}")
+    if os.environ.get("FLEET_RUN_DIR") != str(run_dir):
+        click.echo(f"fleet run, status and down find it from {run_dir}; from elsewhere: "
+                   f"export FLEET_RUN_DIR={shlex.quote(str(run_dir))}")
 
 
 @main.command()
-@click.option("--run-dir", type=click.Path(file_okay=False), default=None)
+@click.option("--run-dir", type=click.Path(file_okay=False), default=None, show_default=RUN_DIR_DEFAULT,
+              help="the fleet's run directory")
 def down(run_dir):
-    """Stop the coordinator, every agent and every step they started."""
-    from fleet.control.client import down as stop
-    from fleet.control.client import FleetError
+    """Stop the fleet in the run directory (the one `fleet up` started, and any a
+    `fleet run` embedded there): the coordinator, every agent and every step they started."""
+    from fleet.control.client import FleetError, down as stop, live
+    from fleet.wire.connection import NAME
     run_dir = Path(run_dir or _default_run_dir()).resolve()
     try:
-        stopped = stop(run_dir)
+        fleets = live(run_dir)
+        if not fleets:
+            click.echo(f"no fleet was up in {run_dir}")
+            return
+        for path, conn in fleets:
+            stop(run_dir, name=path.name)
+            what = "" if path.name == NAME else f" (a fleet run's embedded fleet, coordinator pid {conn.pid})"
+            click.echo(f"fleet down: {run_dir}{what}")
     except FleetError as e:
         raise click.ClickException(str(e))
-    if stopped:
-        click.echo(f"fleet down: {run_dir}")
-    else:
-        click.echo(f"no fleet was up in {run_dir}")
 
 
 @main.command()
 @click.argument("suite", type=click.Path(dir_okay=False))
 @click.option("--run-dir", type=click.Path(file_okay=False), default=None,
-              help="the fleet to use (default: $FLEET_RUN_DIR, else the suite's run_dir)")
+              show_default="$FLEET_RUN_DIR, else a fleet up in the current directory, else the suite's run_dir",
+              help="the fleet's run directory")
 @click.option("--force", is_flag=True, help="rerun steps that already succeeded")
 @click.option("--serial", is_flag=True, help="one step at a time, in setup order")
 @click.option("--nodes", type=click.IntRange(1), default=1,
               help="pretend nodes for an embedded local fleet (when none is up)")
-@click.option("--shard", default="", metavar="I/N",
+@click.option("--shard", default="", metavar="I/N", show_default="the whole suite",
               help="run only the tasks shard I of N owns (task id mod N, or a stable hash)")
 @click.option("--new-generation", is_flag=True, help="with --shard: accept a shard count other than the recorded one")
 @click.option("--no-wait-foreign", is_flag=True,
               help="with --shard: refuse steps that depend on another shard's steps instead of waiting for them")
-@click.option("--stale-after", type=click.FloatRange(min=0), default=600.0,
-              help="embedded fleet: adopt another fleet's claim not refreshed for this many seconds")
-@click.option("--max-attempts", type=click.IntRange(0), default=5,
-              help="embedded fleet: attempts of a step across all fleets before it is stopped (0: no limit)")
-@click.option("--heartbeat", type=click.FloatRange(min=0.05), default=1.0, help="embedded fleet: heartbeat interval")
-@click.option("--heartbeat-timeout", type=click.FloatRange(min=0.5), default=10.0,
-              help="embedded fleet: silence after which an agent is lost")
+@coordinator_options
 def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_foreign, stale_after,
         max_attempts, heartbeat, heartbeat_timeout):
-    """Run SUITE on the fleet that is up (or an embedded local one); exit 0 only if
-    every step succeeded, 1 if any did not, 2 if the suite is invalid."""
-    from fleet.control.runner import run_suite
+    """Run SUITE on the fleet that is up (or an embedded local one, with the
+    coordinator options); exit 0 only if every step succeeded, 1 if any did not, 2 if
+    the suite is invalid."""
+    from fleet.control.runner import counted, run_suite
     try:
         s, _ = checked_suite(suite, check_inputs=False)
     except SuiteError as e:
         _invalid(e)
-    target = Path(run_dir or os.environ.get("FLEET_RUN_DIR") or s.run_dir).resolve()
+    steps, where = s.steps, ""
     if shard:
-        from fleet.control.shard import ShardError, parse
+        from fleet.control.shard import ShardError, owner, parse
         try:
-            parse(shard)
+            i, n = parse(shard)
         except ShardError as e:
             raise click.UsageError(str(e))
-    options = ["--stale-after", str(stale_after), "--max-attempts", str(max_attempts),
-               "--heartbeat", str(heartbeat), "--timeout", str(heartbeat_timeout)]
+        steps, where = [x for x in s.steps if owner(x.task, n) == i], f" in shard {shard}"
+    if not steps:
+        click.echo(f"suite '{s.name}' has no steps{where}; nothing was started")
+        return
+    target, other = _run_dir_for_suite(run_dir, s)
+    if other:
+        click.echo(f"fleet: running on the fleet up in {target} (not the suite's run_dir {s.run_dir})", err=True)
     sys.exit(run_suite(Path(suite).resolve(), s, target, force=force, serial=serial, nodes=nodes,
                        shard=shard, new_generation=new_generation, wait_foreign=not no_wait_foreign,
-                       fleet_options=options))
+                       fleet_options=_coordinator_options(heartbeat, heartbeat_timeout, stale_after, max_attempts)))
 
 
-@main.command()
-@click.option("--run-dir", type=click.Path(file_okay=False), default=None,
-              help="the fleet's run directory (default: $FLEET_RUN_DIR, else the current directory)")
-@click.option("--connection", "conn_file", type=click.Path(dir_okay=False), default=None,
+class _JsonErrors(click.Command):
+    """With --json, an error is also one JSON object on stdout ({"error": ...}), for the
+    script that reads it; the usual message still goes to stderr. Exit nonzero."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        as_json = "--json" in args  # before parsing: a bad option value fails the parse itself
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.ClickException as e:
+            if not as_json:
+                raise
+            _json_error(e)
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except click.ClickException as e:
+            if not ctx.params.get("as_json"):
+                raise
+            _json_error(e)
+
+
+def _json_error(e: click.ClickException) -> None:
+    click.echo(json.dumps({"error": e.format_message()}))
+    e.show()
+    sys.exit(e.exit_code)
+
+
+def _status_connection(run_dir: Path, conn_file, login, ssh_option, as_json):
+    """The connection to ask: a given file, one fetched over ssh, or a live fleet of run_dir."""
+    from fleet.wire import connection as _conn
+    from fleet.control.client import FleetError, live
+    from fleet.control.tunnel import TunnelError, fetch_connection
+    try:
+        if conn_file:
+            return _conn.read(Path(conn_file))
+        if login and not _conn.path_in(run_dir.resolve()).exists():
+            return fetch_connection(login, str(run_dir / _conn.NAME), list(ssh_option))
+        fleets = live(run_dir.resolve())
+    except (_conn.ConnectionError_, TunnelError, FleetError) as e:
+        raise click.ClickException(str(e))
+    if not fleets:
+        raise click.ClickException(f"no fleet is up in {run_dir.resolve()}")
+    if len(fleets) > 1 and not as_json:
+        others = ", ".join(str(c.pid) for _, c in fleets[1:])
+        click.echo(f"fleet: {len(fleets)} fleets are up in {run_dir.resolve()}; showing coordinator pid "
+                   f"{fleets[0][1].pid} (the others: pid {others})", err=True)
+    return fleets[0][1]
+
+
+@main.command(cls=_JsonErrors)
+@click.option("--run-dir", type=click.Path(file_okay=False), default=None, show_default=RUN_DIR_DEFAULT,
+              help="the fleet's run directory (a fleet `fleet up` started, else one a `fleet run` embedded there)")
+@click.option("--connection", "conn_file", type=click.Path(dir_okay=False), default=None, show_default="none",
               help="a copy of the fleet's connection file (fleet.json), mode 0600")
-@click.option("--via", default=None, metavar="HOST:PORT", help="reach the coordinator through a forwarded port (ssh -L)")
-@click.option("--ssh", "login", default=None, metavar="[USER@]LOGIN",
+@click.option("--via", default=None, metavar="HOST:PORT", show_default="none",
+              help="reach the coordinator through a forwarded port (ssh -L)")
+@click.option("--ssh", "login", default=None, metavar="[USER@]LOGIN", show_default="none",
               help="build the tunnel through LOGIN with ssh (and read the connection file there if it is not here)")
-@click.option("--ssh-option", multiple=True, help="extra ssh options, e.g. '-p 2222' or '-F config' (repeatable)")
-@click.option("--json", "as_json", is_flag=True, help="print one JSON object")
+@click.option("--ssh-option", multiple=True, show_default="none",
+              help="extra ssh options, e.g. '-p 2222' or '-F config' (repeatable)")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object (an error too: {\"error\": ...})")
 @click.option("--watch", is_flag=True, help="redraw in place until interrupted")
 @click.option("--interval", type=click.FloatRange(min=0, min_open=True), default=1.0,
               help="seconds between redraws with --watch (more than 0)")
@@ -256,23 +371,11 @@ def status(run_dir, conn_file, via, login, ssh_option, as_json, watch, interval)
     """What a fleet is doing: nodes, steps by state, running steps, recent failures."""
     import contextlib
     import time as _t
-    from fleet.wire import connection as _conn
-    from fleet.control.client import Client, FleetError, find
+    from fleet.control.client import Client, FleetError
     from fleet.wire.messages import Status
     from fleet.control.statusview import render
-    from fleet.control.tunnel import Tunnel, TunnelError, fetch_connection
-    run_dir = Path(run_dir or _default_run_dir())
-    try:
-        if conn_file:
-            conn = _conn.read(Path(conn_file))
-        elif login and not _conn.path_in(run_dir.resolve()).exists():
-            conn = fetch_connection(login, str(run_dir / _conn.NAME), list(ssh_option))
-        else:
-            conn = find(run_dir.resolve(), embedded=True)
-            if conn is None:
-                raise click.ClickException(f"no fleet is up in {run_dir.resolve()}")
-    except (_conn.ConnectionError_, TunnelError, FleetError) as e:
-        raise click.ClickException(str(e))
+    from fleet.control.tunnel import Tunnel, TunnelError
+    conn = _status_connection(Path(run_dir or _default_run_dir()), conn_file, login, ssh_option, as_json)
     with contextlib.ExitStack() as stack:
         endpoint = None
         if via:
@@ -295,10 +398,8 @@ def status(run_dir, conn_file, via, login, ssh_option, as_json, watch, interval)
                     raise click.ClickException(str(e))
                 if as_json:
                     click.echo(json.dumps(st, sort_keys=True))
-                elif watch:
-                    click.echo("\033[H\033[2J" + render(st), nl=True)
                 else:
-                    click.echo(render(st))
+                    click.echo(("\033[H\033[2J" if watch else "") + render(st))
                 if not watch:
                     return
                 _t.sleep(interval)
@@ -308,7 +409,7 @@ def status(run_dir, conn_file, via, login, ssh_option, as_json, watch, interval)
 
 @main.command()
 @click.argument("run_dir", type=click.Path(file_okay=False, exists=True))
-@click.option("--suite", "suite_path", type=click.Path(dir_okay=False), default=None,
+@click.option("--suite", "suite_path", type=click.Path(dir_okay=False), default=None, show_default="none",
               help="audit this suite's steps too (and judge success by its definitions)")
 @click.option("--stale-after", type=click.FloatRange(min=0), default=600.0, help="seconds after which a claim is stale")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")

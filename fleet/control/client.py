@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -69,14 +70,20 @@ class Client:
         self.sock.close(0)
 
 
-def find(run_dir: Path, embedded: bool = False) -> connection.Connection | None:
-    """The live fleet started by `fleet up` in run_dir (with embedded=True, failing
-    that, the newest live fleet that a `fleet run` embeds there), or None. A stale
-    connection file of this host is removed."""
+def live(run_dir: Path, embedded: bool = True) -> list[tuple[Path, connection.Connection]]:
+    """The live fleets of run_dir, each as (connection file, connection): the one `fleet
+    up` started (fleet.json) first, then (with embedded) those that `fleet run`s embed
+    there, newest first. A stale connection file of this host is removed."""
     run_dir = Path(run_dir)
     paths = [connection.path_in(run_dir)]
     if embedded:
-        paths += sorted(run_dir.glob("fleet-*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+        def mtime(p: Path) -> float:
+            try:
+                return p.stat().st_mtime
+            except OSError:  # removed by its fleet as we looked
+                return 0.0
+        paths += sorted(run_dir.glob("fleet-*.json"), key=mtime, reverse=True)
+    out = []
     for path in paths:
         if not path.exists():
             continue
@@ -84,11 +91,43 @@ def find(run_dir: Path, embedded: bool = False) -> connection.Connection | None:
             conn = connection.read(path)
         except connection.ConnectionError_ as e:  # unsafe or unreadable: a clear error, not a traceback
             raise FleetError(str(e)) from None
+        except OSError:
+            continue  # removed by its fleet between the look and the read
         if conn.host == socket.gethostname() and not _alive(conn.pid):
             path.unlink(missing_ok=True)
             continue
-        return conn
-    return None
+        out.append((path, conn))
+    return out
+
+
+def find(run_dir: Path, embedded: bool = False) -> connection.Connection | None:
+    """The live fleet started by `fleet up` in run_dir (with embedded=True, failing
+    that, the newest live fleet that a `fleet run` embeds there), or None. A stale
+    connection file of this host is removed."""
+    fleets = live(run_dir, embedded)
+    return fleets[0][1] if fleets else None
+
+
+class RunDirError(FleetError):
+    """The run directory cannot be created or written; nothing was started."""
+
+
+def usable_run_dir(run_dir: Path) -> Path:
+    """Create run_dir (mode 0700) if need be and prove a file can be made in it, before
+    anything starts; RunDirError names the directory and the OS error otherwise."""
+    run_dir = Path(run_dir)
+    try:
+        run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".fleet-probe-", dir=run_dir)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        why = e.strerror or str(e)
+        # Name the path the OS refused when it is not the run dir or our probe in it.
+        if e.filename and Path(e.filename) != run_dir and Path(e.filename).parent != run_dir:
+            why = f"{e.filename}: {why}"
+        raise RunDirError(f"cannot use run directory {run_dir}: {why}") from None
+    return run_dir
 
 
 def embedded_name() -> str:
@@ -101,8 +140,7 @@ def up(run_dir: Path, nodes: int = 1, machine: str = "local", preload: tuple[str
        timeout: float = 120.0, extra: list[str] | None = None, name: str = connection.NAME) -> connection.Connection:
     """Start a coordinator (which starts the agents) in the background; return when
     every agent has joined and the connection file is written."""
-    run_dir = Path(run_dir).resolve()
-    run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    run_dir = usable_run_dir(Path(run_dir).resolve())
     try:
         connection.check_directory(run_dir)
     except connection.ConnectionError_ as e:

@@ -63,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
             log.error("machine %s starts agents with %s, but this is not inside a batch job", profile.name, profile.launcher)
             return 2
         nodes = len(alloc_nodes)
+    # What governs this fleet's patience, for whoever reads coordinator.log after.
+    log.info("settings: heartbeat %g s, agent lost after %g s, stale claims adopted after %g s, "
+             "max attempts %s", args.heartbeat, args.timeout, args.stale_after, args.max_attempts or "unlimited")
     bind = args.bind or ("127.0.0.1" if profile.launcher == "local" else "0.0.0.0")
     # Looked up at call time, through the module: what the coordinator module holds is what runs.
     from fleet.control import coordinator

@@ -9,10 +9,15 @@ from pathlib import Path
 
 from fleet.wire import messages as P
 from fleet.core import states as S
-from fleet.control.client import Client, FleetError, down, embedded_name, find, up
+from fleet.control.client import Client, FleetError, RunDirError, down, embedded_name, find, up, usable_run_dir
 from fleet.core.suite import Suite
 
 POLL_S = 0.2
+
+
+def counted(n: int, word: str, plural: str = "") -> str:
+    """"1 step", "2 steps": a count with its noun in the right number."""
+    return f"{n} {word if n == 1 else plural or word + 's'}"
 
 
 def _interrupt(signum, frame):
@@ -34,8 +39,9 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
         conn = find(run_dir)
         if conn is None:
             from fleet.site.profiles import detect
+            usable_run_dir(run_dir)  # before a word about starting: nothing starts where nothing can be written
             machine = detect()  # inside a batch job: the whole allocation, not just this node
-            where = f"{nodes} pretend node(s)" if machine == "local" else f"machine {machine}"
+            where = counted(nodes, "pretend node") if machine == "local" else f"machine {machine}"
             print(f"fleet: no fleet is up in {run_dir}; starting an embedded fleet ({where})",
                   file=sys.stderr, flush=True)
             embedded = embedded_name()
@@ -46,9 +52,12 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
         if not reply.ok:
             for p in reply.problems:
                 print(f"error: {p}", file=sys.stderr)
-            print(f"{len(reply.problems)} problem(s) found; nothing was started", file=sys.stderr)
+            print(f"{counted(len(reply.problems), 'problem')} found; nothing was started", file=sys.stderr)
             return 2
         return _follow(client, reply, suite, run_dir, out)
+    except RunDirError as e:
+        print(f"fleet: {e}", file=sys.stderr)
+        return 2
     except FleetError as e:
         print(f"fleet: {e}", file=sys.stderr)
         return 1

@@ -22,6 +22,8 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
+from fleet.core.units import format_memory
+
 
 @dataclass(frozen=True)
 class NodeSpec:
@@ -407,11 +409,11 @@ class Capacity:
         if span:
             cap = sum(((c // unit) * unit) * count for (c, _, _), count in self._units.items())
             if gpus > self.total_gpus:
-                return f"needs {gpus} GPUs; the allocation has {self.total_gpus}"
+                return f"needs {_n(gpus, 'GPU')}; the allocation has {self.total_gpus}"
             if memory is not None and memory > self.total_memory:
-                return f"needs {memory} bytes of memory; the allocation has {self.total_memory}"
+                return f"needs {format_memory(memory)} of memory; the allocation has {format_memory(self.total_memory)}"
             if cap < min_cores:
-                return f"needs at least {min_cores} cores; the allocation has {cap}"
+                return f"needs at least {_n(min_cores, 'core')}; the allocation has {cap}"
             w = min(cores, cap)
             if memory:
                 # A node holds t of the w cores only with t/w of the memory: ceil(memory*t/w) <= m.
@@ -423,7 +425,7 @@ class Capacity:
                         break
                     w = s
                 if w < min_cores:
-                    return (f"needs {memory} bytes of memory over at least {min_cores} cores; no set of "
+                    return (f"needs {format_memory(memory)} of memory over at least {_n(min_cores, 'core')}; no set of "
                             f"nodes holds both (each node takes its share of the memory with its cores)")
             if gpus:
                 # GPUs come from nodes that hold at least one rank: at most w // unit nodes.
@@ -436,19 +438,24 @@ class Capacity:
                     if ranks == 0:
                         break
                 if reach < gpus:
-                    return (f"needs {gpus} GPUs on at most {w // unit} nodes (one rank or more on each); "
+                    return (f"needs {_n(gpus, 'GPU')} on at most {_n(w // unit, 'node')} (one rank or more on each); "
                             f"those nodes have {reach}")
             return w
         fitting = [c for c, g, m in self.shapes if g >= gpus and (memory is None or m >= memory)]
         if not fitting:
             what = []
             if gpus:
-                what.append(f"{gpus} GPUs")
+                what.append(_n(gpus, "GPU"))
             if memory is not None:
-                what.append(f"{memory} bytes of memory")
+                what.append(f"{format_memory(memory)} of memory")
             return "no node has " + " and ".join(what) + " (the step may not span nodes)"
         cap = (max(fitting) // unit) * unit
         if cap < min_cores:
-            return (f"needs at least {min_cores} cores on one node; the largest node that "
+            return (f"needs at least {_n(min_cores, 'core')} on one node; the largest node that "
                     f"could hold it has {max(fitting)} (the step may not span nodes)")
         return min(cores, cap)
+
+
+def _n(n: int, word: str) -> str:
+    """A count with its noun in the right number: "1 GPU", "2 GPUs"."""
+    return f"{n} {word}" + ("" if n == 1 else "s")

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fleet.core.units import format_memory
+
 # What a step waits for. DEPENDENCY and QUEUED are the report's own (a step with unmet
 # dependencies, a ready step with no wait of its own); the scheduler writes the rest.
 CORES = "cores"            # fewer cores free in the whole allocation than it needs
@@ -46,20 +48,24 @@ class WaitReason:
     def text(self) -> str:
         """The reason in words, as `fleet status`, the events and the report show it."""
         if self.cause == CORES:
-            return f"needs {self.cores} cores, {self.free_cores} free"
+            return f"needs {_n(self.cores, 'core')}, {self.free_cores} free"
         if self.cause == GPUS:
-            return f"needs {self.gpus} GPUs, {self.free_gpus} free"
+            return f"needs {_n(self.gpus, 'GPU')}, {self.free_gpus} free"
         if self.cause == SPAN:
-            return f"needs {self.cores} cores with {self.gpus} GPUs and its memory across nodes"
+            return f"needs {_n(self.cores, 'core')} with {_n(self.gpus, 'GPU')} and its memory across nodes"
         if self.cause in (WHOLE_NODE, MEMORY):
-            parts = [f"{self.cores} cores"]
+            parts = [_n(self.cores, "core")]
             if self.gpus:
-                parts.append(f"{self.gpus} GPUs")
+                parts.append(_n(self.gpus, "GPU"))
             if self.memory is not None:
-                parts.append(f"{self.memory} bytes of memory")
+                parts.append(f"{format_memory(self.memory)} of memory")
             return "no node has " + ", ".join(parts) + " free together (the step may not span nodes)"
         if self.cause == ALONE:
             return f"runs alone: {self.detail}" if self.detail else "runs alone"
         if self.cause == ELSEWHERE:  # the claim's own words, as 0.1 wrote them
             return self.detail or "held by another fleet"
         return self.detail or self.cause
+
+
+def _n(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")

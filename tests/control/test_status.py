@@ -92,7 +92,7 @@ def idle_fleet(tmp_path_factory):
 def test_status_json_during_a_run_lists_running_steps_with_node_cores_and_elapsed_and_after_counts_all(tmp_path):
     run_dir = tmp_path / "run"
     R.up(run_dir, tmp_path)
-    suite = R.call_suite(tmp_path / "s.toml", "watched", 6, 2.0)
+    suite = R.call_suite(tmp_path / "s.toml", "watched", 6, 4.0)  # long enough to be seen twice under load
     runner = spawn("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path)
     try:
         wait_for(lambda: len([e for e in records(run_dir) if isinstance(e, E.Started)]) >= 2, 60, "two running steps")
@@ -159,11 +159,31 @@ command = ["true"]
         assert re.search(r"node1 +cores +1/1 +gpus 0/0 +memory held \S+ of \S+\n", text), text
         assert re.search(r"steps: .*ready 1.*running 2.*succeeded 1.*failed 1", text), text
         assert re.search(r"suite .*s\.toml: 2/5 finished \(40%\)", text), text
-        assert "running (2):" in text and re.search(r"long/[123] +on node[12] +1 cores +\d+s", text), text
+        assert "running (2):" in text and re.search(r"long/[123] +on node[12] +1 core +\d+s", text), text
         assert re.search(r"recent failures:\n  failed +broken: ", text), text
         assert "\033" not in text  # no terminal control codes without --watch
     finally:
         kill_group(runner)
+        R.down(run_dir, tmp_path)
+    R.assert_gone(run_dir)
+
+
+def test_plain_status_counts_repeated_submissions_of_one_suite_on_one_line(tmp_path):
+    run_dir = tmp_path / "run"
+    R.up(run_dir, tmp_path)
+    suite = R.call_suite(tmp_path / "s.toml", "again", 2, 0.0)
+    other = R.call_suite(tmp_path / "t.toml", "once", 1, 0.0)
+    try:
+        for s in (suite, other, suite, suite):  # the reruns skip what already succeeded
+            r = fleet("run", str(s), "--run-dir", str(run_dir), cwd=tmp_path, timeout=120)
+            assert r.returncode == 0, r.stdout + r.stderr
+        r = fleet("status", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
+        assert r.returncode == 0, r.stderr
+        lines = [l for l in r.stdout.splitlines() if l.startswith("  suite ")]
+        assert lines == [f"  suite {suite.resolve()} (3 submissions): 6/6 finished (100%)",
+                         f"  suite {other.resolve()}: 1/1 finished (100%)"], r.stdout
+        assert len(status_json("--run-dir", str(run_dir), cwd=tmp_path)["submissions"]) == 4  # --json: each
+    finally:
         R.down(run_dir, tmp_path)
     R.assert_gone(run_dir)
 

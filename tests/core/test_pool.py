@@ -57,7 +57,7 @@ def test_gpus_and_memory_limit_which_nodes_count_for_a_step_that_may_not_span():
     assert cap.width(16, 1, 1, 0, None, False) == 16
     assert cap.width(16, 1, 1, 3, None, False) == "no node has 3 GPUs (the step may not span nodes)"
     assert cap.width(1, 1, 1, 1, 32 * GiB, False) == (
-        f"no node has 1 GPUs and {32 * GiB} bytes of memory (the step may not span nodes)")
+        "no node has 1 GPU and 32GiB of memory (the step may not span nodes)")
     assert cap.width(1, 1, 1, 0, None, False) == 1
 
 
@@ -203,7 +203,7 @@ def test_cores_and_gpus_free_but_not_together_on_one_node_make_a_step_wait():
     assert out == [
         Start("cpu", 1, (slot("g1", [0, 1], memory=2 * GiB),)),
         Start("gpu1", 1, (slot("g2", [0], [0]),)),
-        WaitSaying("gpu2", "no node has 1 cores, 1 GPUs free together (the step may not span nodes)", 0),
+        WaitSaying("gpu2", "no node has 1 core, 1 GPU free together (the step may not span nodes)", 0),
     ]
     assert (sched.pool.free_cores, sched.pool.free_gpus) == (1, 1)
     assert ok("cpu", 1.0, sched) == [Finished("cpu", 1, "succeeded"), Start("gpu2", 1, (slot("g1", [0], [0]),))]
@@ -211,7 +211,7 @@ def test_cores_and_gpus_free_but_not_together_on_one_node_make_a_step_wait():
 
 def test_a_step_waits_for_gpus_when_every_gpu_is_taken():
     sched, out = scheduler([node("g1", 4, gpus=2)], {"id": "a", "gpus": 2}, {"id": "b", "gpus": 1})
-    assert out == [Start("a", 1, (slot("g1", [0], [0, 1]),)), WaitSaying("b", "needs 1 GPUs, 0 free", 0)]
+    assert out == [Start("a", 1, (slot("g1", [0], [0, 1]),)), WaitSaying("b", "needs 1 GPU, 0 free", 0)]
     assert ok("a", 1.0, sched) == [Finished("a", 1, "succeeded"), Start("b", 1, (slot("g1", [0], [0]),))]
 
 
@@ -229,7 +229,7 @@ def test_a_step_waits_for_memory_while_cores_are_free_and_a_default_memory_step_
                            {"id": "a", "memory": "3GiB"}, {"id": "b", "memory": "2GiB"}, {"id": "c"})
     assert out == [
         Start("a", 1, (slot("m1", [0], memory=3 * GiB),)),
-        WaitSaying("b", f"no node has 1 cores, {2 * GiB} bytes of memory free together (the step may not span nodes)", 0),
+        WaitSaying("b", "no node has 1 core, 2GiB of memory free together (the step may not span nodes)", 0),
         Start("c", 1, (slot("m1", [1], memory=GiB),)),
     ]
     assert sched.pool.free_on("m1") == (2, 0, 0)
@@ -379,7 +379,7 @@ def test_the_loss_of_an_unknown_node_is_ignored_and_a_lost_node_may_join_again()
     assert sched.handle(NodeLost("nope"), 0.5) == [Ignored("loss of unknown node 'nope'")]
     assert sched.handle(NodeLost("n1"), 1.0) == [
         Finished("a", 1, "lost", "node lost"), Retry("a", 2, "attempt 1 lost"),
-        WaitSaying("a", "needs 1 cores, 0 free", 0)]
+        WaitSaying("a", "needs 1 core, 0 free", 0)]
     assert sched.handle(NodeLost("n1"), 1.5) == [Ignored("loss of unknown node 'n1'")]
     assert sched.handle(NodeJoined(node("n1", 1)), 2.0) == [Start("a", 2, (slot("n1", [0]),))]
     assert ok("a", 3.0, sched, attempt=2) == [Finished("a", 2, "succeeded")]
@@ -389,7 +389,7 @@ def test_the_loss_of_an_unknown_node_is_ignored_and_a_lost_node_may_join_again()
 
 def test_losing_every_node_leaves_the_steps_still_to_run_unrunnable():
     sched, out = scheduler([node("n1", 1)], {"id": "a", "retries": 3}, {"id": "b"}, {"id": "c", "deps": ["b"]})
-    assert out == [Start("a", 1, (slot("n1", [0]),)), WaitSaying("b", "needs 1 cores, 0 free", 0)]
+    assert out == [Start("a", 1, (slot("n1", [0]),)), WaitSaying("b", "needs 1 core, 0 free", 0)]
     assert sched.handle(NodeLost("n1"), 1.0) == [
         Finished("a", 1, "lost", "node lost"), Retry("a", 2, "attempt 1 lost"),
         Unrunnable("a", "after losing n1: the allocation has no nodes"),
@@ -481,7 +481,7 @@ def test_a_spanning_step_whose_memory_share_no_set_of_nodes_holds_is_narrowed_or
     # 4 GiB over 3 cores puts 2.67 GiB beside two of them on one 2 GiB node: 2 cores is the most.
     assert cap.width(3, 1, 1, 0, 4 * GiB, True) == 2
     assert cap.width(3, 3, 1, 0, 4 * GiB, True) == (
-        f"needs {4 * GiB} bytes of memory over at least 3 cores; no set of nodes holds both "
+        "needs 4GiB of memory over at least 3 cores; no set of nodes holds both "
         "(each node takes its share of the memory with its cores)")
     assert cap.width(4, 4, 1, 0, 4 * GiB, True) == 4
     sched, out = scheduler(nodes, {"id": "m", "cores": 3, "min_cores": 1, "span": True, "memory": "4GiB"})

@@ -34,7 +34,7 @@ def test_ready_steps_start_by_priority_then_setup_order():
     sched, out = scheduler([node("n1", 1)],
                            {"id": "a"}, {"id": "b", "priority": 1}, {"id": "c"}, {"id": "d", "priority": 2},
                            {"id": "e", "priority": 1}, {"id": "f", "priority": 5})
-    assert out == [Start("b", 1, (slot("n1", [0]),)), WaitSaying("e", "needs 1 cores, 0 free", 4)]
+    assert out == [Start("b", 1, (slot("n1", [0]),)), WaitSaying("e", "needs 1 core, 0 free", 4)]
     order = ["b"]
     for t, step in enumerate(["b", "e", "d", "a", "c"], 1):
         out = exit_(sched, step, float(t))
@@ -175,14 +175,14 @@ def test_a_retried_step_that_then_succeeds_releases_its_dependents():
 
 def test_a_retry_keeps_its_own_place_in_priority_order():
     sched, out = scheduler([node("n1", 1)], {"id": "a", "priority": 2, "retries": 1}, {"id": "b", "priority": 3})
-    assert out == [Start("a", 1, (slot("n1", [0]),)), WaitSaying("b", "needs 1 cores, 0 free", 0)]
+    assert out == [Start("a", 1, (slot("n1", [0]),)), WaitSaying("b", "needs 1 core, 0 free", 0)]
     urgent = suite({"id": "urgent", "priority": 1}).steps
     # Nothing was released since its kind last failed to fit: not even tried (so no Wait yet).
     assert sched.handle(submission(urgent), 0.5) == []
     assert sched.state("urgent") == "ready"
     assert exit_(sched, "a", 1.0, "failed") == [
         Finished("a", 1, "failed"), Retry("a", 2, "attempt 1 failed"),
-        Start("urgent", 1, (slot("n1", [0]),)), WaitSaying("a", "needs 1 cores, 0 free", 1)]
+        Start("urgent", 1, (slot("n1", [0]),)), WaitSaying("a", "needs 1 core, 0 free", 1)]
     assert exit_(sched, "urgent", 2.0) == [Finished("urgent", 1, "succeeded"), Start("a", 2, (slot("n1", [0]),))]
     assert exit_(sched, "a", 3.0, attempt=2) == [Finished("a", 2, "succeeded"), Start("b", 1, (slot("n1", [0]),))]
 
@@ -216,7 +216,7 @@ def test_steps_submitted_before_any_node_joins_start_when_nodes_join():
     assert sched.handle(submission(suite({"id": "a", "cores": 2}, {"id": "b"}).steps), 0.0) == []
     assert sched.state("a") == "waiting"
     assert sched.handle(NodeJoined(node("n1", 2)), 1.0) == [Start("a", 1, (slot("n1", [0, 1], memory=2 * GiB),)),
-                                                            WaitSaying("b", "needs 1 cores, 0 free", 0)]
+                                                            WaitSaying("b", "needs 1 core, 0 free", 0)]
 
 
 def test_a_shared_step_submitted_twice_runs_once_and_a_redefinition_is_refused():
@@ -246,7 +246,7 @@ def test_views_report_state_attempt_placement_start_time_and_wait_reason():
     sched, out = scheduler([node("n1", 1)], {"id": "a"}, {"id": "b"})
     a, b = sched.view("a"), sched.view("b")
     assert (a.state, a.attempt, a.placement, a.started_at, a.wait_reason) == ("running", 1, (slot("n1", [0]),), 0.0, None)
-    assert (b.state, b.wait_reason) == ("ready", "needs 1 cores, 0 free")
+    assert (b.state, b.wait_reason) == ("ready", "needs 1 core, 0 free")
     assert [v.id for v in sched.running()] == ["a"]
     assert [v.id for v in sched.running_on("n1")] == ["a"]
     assert not sched.finished()

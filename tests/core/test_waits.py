@@ -30,7 +30,7 @@ def test_a_step_needing_more_gpus_than_are_free_waits_for_gpus_with_its_figures(
     sched, out = scheduler([node("g1", 4, gpus=2)], {"id": "a", "gpus": 2}, {"id": "b", "gpus": 1})
     (w,) = waits(out)
     assert w.why == WaitReason(W.GPUS, cores=1, gpus=1, memory=None, free_cores=3, free_gpus=0)
-    assert w.reason == "needs 1 GPUs, 0 free"
+    assert w.reason == "needs 1 GPU, 0 free"
 
 
 def test_a_step_whose_cores_and_gpus_are_free_only_on_different_nodes_waits_for_a_whole_node():
@@ -38,14 +38,14 @@ def test_a_step_whose_cores_and_gpus_are_free_only_on_different_nodes_waits_for_
     sched, out = scheduler(nodes, {"id": "cpu", "cores": 2}, {"id": "gpu1", "gpus": 1}, {"id": "gpu2", "gpus": 1})
     (w,) = waits(out)
     assert w.why == WaitReason(W.WHOLE_NODE, cores=1, gpus=1, memory=None, free_cores=1, free_gpus=1)
-    assert w.reason == "no node has 1 cores, 1 GPUs free together (the step may not span nodes)"
+    assert w.reason == "no node has 1 core, 1 GPU free together (the step may not span nodes)"
 
 
 def test_a_step_whose_memory_is_not_free_beside_its_cores_waits_for_a_whole_node_naming_the_bytes():
     sched, out = scheduler([node("m1", 4, memory=4 * GiB)], {"id": "a", "memory": "3GiB"}, {"id": "b", "memory": "2GiB"})
     (w,) = waits(out)
     assert w.why == WaitReason(W.WHOLE_NODE, cores=1, gpus=0, memory=2 * GiB, free_cores=3, free_gpus=0)
-    assert w.reason == f"no node has 1 cores, {2 * GiB} bytes of memory free together (the step may not span nodes)"
+    assert w.reason == "no node has 1 core, 2GiB of memory free together (the step may not span nodes)"
     assert sched.view("b").why == w.why and sched.view("b").wait_reason == w.reason
 
 
@@ -87,8 +87,8 @@ def test_a_wait_is_said_again_only_when_its_words_change():
     assert sched.view("m").why.free_cores == 7
 
 
-def test_every_cause_the_scheduler_writes_renders_the_01_words_from_its_figures():
-    # The words 0.1's scheduler built from the same figures, kept here literally.
+def test_every_cause_the_scheduler_writes_renders_its_figures_in_words_with_sizes_in_human_units():
+    # 0.1 wrote these words without the figures; fleet.wire.events still reads its shapes back.
     cases = {
         WaitReason(W.CORES, 8, 0, None, 3, 0): "needs 8 cores, 3 free",
         WaitReason(W.GPUS, 1, 4, None, 9, 3): "needs 4 GPUs, 3 free",
@@ -96,7 +96,7 @@ def test_every_cause_the_scheduler_writes_renders_the_01_words_from_its_figures(
         WaitReason(W.WHOLE_NODE, 2, 0, None, 4, 0):
             "no node has 2 cores free together (the step may not span nodes)",
         WaitReason(W.WHOLE_NODE, 2, 1, 7, 4, 1):
-            "no node has 2 cores, 1 GPUs, 7 bytes of memory free together (the step may not span nodes)",
+            "no node has 2 cores, 1 GPU, 7B of memory free together (the step may not span nodes)",
         WaitReason(W.ALONE, detail="waiting for 3 running step(s) to finish"):
             "runs alone: waiting for 3 running step(s) to finish",
     }
