@@ -89,7 +89,7 @@ def _follow(client: Client, reply: P.SubmitReply, suite: Suite, run_dir: Path, o
     since = 0
     outcomes: dict[str, str] = {}
     started = time.monotonic()
-    print(f"suite '{suite.name}': {total} step(s)" + (f", {reply.skipped} already done" if reply.skipped else ""),
+    print(f"suite '{suite.name}': {counted(total, 'step')}" + (f", {reply.skipped} already done" if reply.skipped else ""),
           file=out, flush=True)
     while True:
         try:

@@ -241,7 +241,7 @@ def test_fleet_run_without_a_terminal_prints_one_plain_line_per_step(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "\r" not in r.stdout and "\033" not in r.stdout and "#" not in r.stdout
     lines = r.stdout.splitlines()
-    assert lines[0] == f"suite 'plain': {PROGRESS_SUITE} step(s)"
+    assert lines[0] == f"suite 'plain': {PROGRESS_SUITE} steps"
     steps = [l for l in lines if re.fullmatch(r"\[ ?\d/8\]  succeeded  nap/\d", l)]
     assert len(steps) == PROGRESS_SUITE and [l[:5] for l in steps] == [f"[{i}/8]" for i in range(1, 9)], lines
     assert re.fullmatch(rf"suite 'plain': {PROGRESS_SUITE} succeeded in [\d.]+ s", lines[-1]), lines[-1]
