@@ -262,8 +262,17 @@ def _current(d: Path, attempt: int) -> _Attempt | None:
 
 
 def write_final(run_dir: Path, spec: StepSpec, outcome: str, record: dict) -> None:
-    """A step that ended without success and will not be retried by this fleet."""
+    """A step that ended without success and will not be retried by this fleet (after
+    running: its completion marker, if an earlier run left one, goes)."""
     d = _fleet_dir(run_dir, spec.id)
     makedirs(d)
     ran = _ending(d, record["attempt"]) if "attempt" in record else None
     _replace(d / FINAL, {"outcome": outcome, "spec": ran.spec if ran is not None else spec_hash(spec), **record})
+    if "attempt" in record and outcome in ("failed", "terminated", "lost"):
+        # The step ran again (forced, or against changed deps) and failed: this outcome
+        # replaces its earlier success, which must no longer make a rerun skip it.
+        try:
+            os.unlink(d / DONE)
+        except FileNotFoundError:
+            pass
+        _seen[d] = None

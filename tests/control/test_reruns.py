@@ -138,6 +138,14 @@ retries = 1
     assert runs(live) == ["first", "last"]
     assert [a["outcome"] for a in sorted(R.attempts(live, "flaky"), key=lambda a: a["ended_at"])] == [
         "failed", "failed", "failed", "succeeded"]
+    # Forced again, it fails: that outcome replaces the success, so the next run tries again.
+    flag.unlink()
+    r = run(suite, live, "--force")
+    assert r.returncode == 1 and "failed     flaky" in r.stdout, r.stdout
+    assert audit_lines(live)["flaky"] == "failed"
+    r = run(suite, live)
+    assert "failed     flaky" in r.stdout and "skipped    first" in r.stdout, r.stdout
+    assert len(R.attempts(live, "flaky")) == 6
 
 
 def test_a_changed_step_replaces_the_old_one_and_reruns_its_dependents_and_nothing_else(tmp_path, live):
