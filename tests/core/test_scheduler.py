@@ -534,3 +534,12 @@ def test_a_queued_dependent_of_a_step_run_anew_goes_back_to_waiting_for_it():
     assert started(exit_(sched, "a", 4.0)) == ["b"]
     exit_(sched, "b", 5.0)
     assert sched.finished() and sched.counts() == {"succeeded": 3}
+
+
+def test_a_running_step_whose_new_definition_has_a_failed_dependency_ends_blocked_and_is_said_once():
+    sched, out = scheduler([node("n1", 2)], {"id": "a"})
+    assert started(out) == ["a"]
+    assert started(again(sched, 1.0, {"id": "y"}, {"id": "a", "command": "new", "deps": ["y"]})) == ["y"]
+    assert exit_(sched, "y", 2.0, "failed") == [Finished("y", 1, "failed")]
+    assert exit_(sched, "a", 3.0) == [Blocked("a", "y")]
+    assert sched.finished() and sched.counts() == {"failed": 1, "blocked": 1}
