@@ -46,7 +46,8 @@ class Claims:
     def claim(self, d: Start, spec) -> store.Claim:
         """Claim a decided step for this attempt (counting attempts across fleets)."""
         c = store.claim(self.run_dir_of(d.step), spec, self.fleet_id, d.attempt, self.stale_after,
-                        max(self.max_attempts, spec.retries + 1) if self.max_attempts else 0)
+                        max(self.max_attempts, spec.retries + 1) if self.max_attempts else 0,
+                        generation=self.sched.view(d.step).generation)
         if c.kind == store.Claim.OURS:
             self.claimed.add(d.step)
         return c
@@ -69,15 +70,17 @@ class Claims:
         for f in steps:
             self.elsewhere[f] = ("another shard", now, True)
 
-    def release(self, run_dir: Path, step: str) -> None:
-        store.release(run_dir, step, self.fleet_id)
-        self.claimed.discard(step)
+    def release(self, run_dir: Path, step: str, keep_later: bool = True) -> None:
+        """Drop our claim on a step that ended here (kept while a later attempt of ours,
+        a changed definition's, holds it: fleet.control.store.release)."""
+        if store.release(run_dir, step, self.fleet_id, keep_later):
+            self.claimed.discard(step)
 
     def release_all(self) -> None:
         """Claims of steps that will not finish here (stopped mid-run, or a retry that was
         never launched): released, so other fleets need not wait for them to go stale."""
         for step in list(self.claimed):
-            self.release(self.run_dir_of(step), step)
+            self.release(self.run_dir_of(step), step, keep_later=False)
 
     def period(self) -> float:
         """How often steps held elsewhere are looked at."""

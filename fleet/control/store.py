@@ -4,19 +4,76 @@ layout and how to read them are fleet.wire.records, shared with every reader."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import socket
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from fleet.core.suite import StepSpec
-from fleet.wire.records import (ATTEMPT, CLAIM, DONE, FINAL, fleet_dir as _fleet_dir, holder_dead, is_done,
-                                read_claim,
-                                spec_hash)
+from fleet.wire.records import (ATTEMPT, CLAIM, DONE, FINAL, fleet_dir as _fleet_dir, holder_dead, marker_id,
+                                read_claim, read_done, spec_hash, succeeded_as)
 
 
 _made: set[Path] = set()
+
+
+# --- what a step ran against ---------------------------------------------------------------
+#
+# A done marker says what succeeded (`spec`, the definition's hash) and against what: its
+# `id`, and `deps`, each dependency's marker id when the step ran. A submission counts a
+# step done only if both still hold (fleet.control.submissions). So that writing a marker
+# reads nothing, this process remembers, per step (keyed by its .fleet directory): the
+# newest marker id it saw or wrote, the deps it was submitted with, and the attempts it
+# claimed that have not ended, oldest first, with the definition each runs. (A running
+# step a later submission changed ends after its next definition was claimed: its marker
+# must still name the definition that ran.)
+
+@dataclass(frozen=True)
+class _Attempt:
+    seq: int  # claim order in this process
+    attempt: int
+    generation: int
+    spec: str  # spec_hash of what runs
+    deps: tuple[str, ...]
+
+
+_seen: dict[Path, str | None] = {}
+_deps: dict[Path, tuple[str, ...]] = {}
+_flight: dict[Path, list[_Attempt]] = {}
+_ended: dict[Path, _Attempt] = {}
+_order = itertools.count()
+
+
+def submitted(run_dir: Path, step_id: str, deps, marker: dict | None) -> None:
+    """A submission read the step's marker (None: there is none) and hands the step on
+    with these deps: a claim does not take that marker for a success that came since."""
+    d = _fleet_dir(run_dir, step_id)
+    _seen[d] = marker_id(marker) if marker is not None else None
+    _deps[d] = tuple(deps)
+
+
+def _ending(d: Path, attempt) -> _Attempt | None:
+    """The in-flight attempt of this number that ends now (the oldest: attempt numbers
+    start again with each generation), dropping older ones that never ended here."""
+    flight = _flight.get(d, [])
+    for i, a in enumerate(flight):
+        if a.attempt == attempt:
+            del flight[:i + 1]
+            _ended[d] = a
+            return a
+    a = _ended.get(d)
+    return a if a is not None and a.attempt == attempt else None
+
+
+def _marker_of(run_dir: Path, step_id: str) -> str | None:
+    d = _fleet_dir(run_dir, step_id)
+    if d not in _seen:  # another fleet's step, settled there: read once
+        rec = read_done(run_dir, step_id)
+        _seen[d] = marker_id(rec) if rec is not None else None
+    return _seen[d]
 
 
 def makedirs(path: Path) -> None:
@@ -28,18 +85,17 @@ def makedirs(path: Path) -> None:
 
 
 def write_done(run_dir: Path, spec: StepSpec, record: dict) -> None:
-    """Record success atomically (write aside, then rename)."""
-    makedirs(_fleet_dir(run_dir, spec.id))
-    _replace(_fleet_dir(run_dir, spec.id) / DONE, {"outcome": "succeeded", "spec": spec_hash(spec), **record})
-
-
-def clear_done(run_dir: Path, spec: StepSpec) -> None:
-    """Forget a step's outcome (fleet run --force)."""
-    for path in (_fleet_dir(run_dir, spec.id) / DONE, _fleet_dir(run_dir, spec.id) / FINAL):
-        try:
-            path.unlink()
-        except FileNotFoundError:
-            pass
+    """Record success atomically (write aside, then rename): the definition that ran
+    (as claimed), a new marker id, and the marker ids of the deps it ran against."""
+    d = _fleet_dir(run_dir, spec.id)
+    makedirs(d)
+    ran = _ending(d, record.get("attempt"))
+    deps = ran.deps if ran is not None else _deps.get(d, spec.deps)
+    mid = os.urandom(8).hex()
+    _replace(d / DONE, {"outcome": "succeeded", "spec": ran.spec if ran is not None else spec_hash(spec),
+                        **record, "id": mid, "deps": {dep: _marker_of(run_dir, dep) for dep in deps},
+                        "generation": ran.generation if ran is not None else 1})
+    _seen[d] = mid
 
 
 # --- several fleets on one run directory -------------------------------------------------
@@ -89,23 +145,30 @@ class Claim:
 
 
 def claim(run_dir: Path, spec: StepSpec, fleet: str, attempt: int, stale_after: float,
-          max_attempts: int) -> Claim:
+          max_attempts: int, generation: int = 1) -> Claim:
     """Try to take a step for `fleet` (see the comment above for the protocol).
 
     Completion markers are looked at once the claim is won (a step found done at
-    submission never gets here), which is when it matters."""
+    submission never gets here), which is when it matters: only a marker that appeared
+    since this fleet's submission looked (fleet.control.store.submitted) makes it DONE,
+    so a step submitted to run again (forced, or its deps ran anew) is not skipped.
+    Attempts count toward `max_attempts` across fleets, from the generation (a later
+    submission to the same fleet that ran the step anew) that started them."""
     d = _fleet_dir(run_dir, spec.id)
     makedirs(d)
     record = {"fleet": fleet, "host": socket.gethostname(), "pid": os.getpid(), "attempt": attempt,
               "at": time.time()}
     path = d / CLAIM
     adopted = None
+    # A new generation's first attempt counts from the attempts recorded now.
+    n = _recorded(d) if max_attempts and generation > 1 and attempt == 1 else None
     current = read_claim(run_dir, spec.id)
+    if current is not None and current[0].get("fleet") == fleet:  # our own retry, or a new generation
+        base = n if n is not None else int(current[0].get("base", 0))
+        _replace(path, {**current[0], **record, "base": base})
+        return _ours(run_dir, spec, fleet, attempt, generation, max_attempts, base, n, None)
     if current is not None:
         held, age = current
-        if held.get("fleet") == fleet:
-            _replace(path, {**held, **record})  # our own retry
-            return _check_attempts(run_dir, spec, max_attempts, fleet)
         dead = holder_dead(held)
         if not dead and age < stale_after:
             return Claim(Claim.ELSEWHERE, f"claimed by fleet {held.get('fleet')} on {held.get('host')} "
@@ -113,31 +176,42 @@ def claim(run_dir: Path, spec: StepSpec, fleet: str, attempt: int, stale_after: 
         gen = int(held.get("generation", 1))
         if not _write_new(d / f"adopt.{gen}", {**record, "from": held, "stale_s": age, "dead": dead}):
             return Claim(Claim.ELSEWHERE, f"being adopted by another fleet (generation {gen})")
-        _replace(path, {**record, "generation": gen + 1})
+        base = int(held.get("base", 0))
+        _replace(path, {**record, "generation": gen + 1, "base": base})
         adopted = held
-    elif not _write_new(path, {**record, "generation": 1}):
-        return Claim(Claim.ELSEWHERE, "claimed by another fleet a moment ago")
+    else:
+        base = n or 0
+        if not _write_new(path, {**record, "generation": 1, "base": base}):
+            return Claim(Claim.ELSEWHERE, "claimed by another fleet a moment ago")
     # Won the claim: the step may have finished just before (marker first, then the
     # claim is released), so look again before running it twice.
-    if is_done(run_dir, spec):
-        release(run_dir, spec.id, fleet)
+    rec = read_done(run_dir, spec.id)
+    if succeeded_as(rec, spec) and _seen.get(d, "") != marker_id(rec):
+        release(run_dir, spec.id, fleet, keep_later=False)
         return Claim(Claim.DONE)
-    c = _check_attempts(run_dir, spec, max_attempts, fleet)
-    c.adopted = adopted
-    return c
+    return _ours(run_dir, spec, fleet, attempt, generation, max_attempts, base, n, adopted)
 
 
-def _check_attempts(run_dir: Path, spec: StepSpec, max_attempts: int, fleet: str) -> Claim:
-    if not max_attempts:
-        return Claim(Claim.OURS)
+def _recorded(d: Path) -> int:
     try:
-        n = sum(1 for name in os.listdir(_fleet_dir(run_dir, spec.id)) if name.startswith(ATTEMPT))
+        return sum(1 for name in os.listdir(d) if name.startswith(ATTEMPT))
     except FileNotFoundError:
-        n = 0
-    if n >= max_attempts:
-        release(run_dir, spec.id, fleet)
-        return Claim(Claim.STOPPED, f"{n} attempts recorded (limit {max_attempts})")
-    return Claim(Claim.OURS)
+        return 0
+
+
+def _ours(run_dir: Path, spec: StepSpec, fleet: str, attempt: int, generation: int, max_attempts: int,
+          base: int, n: int | None, adopted: dict | None) -> Claim:
+    """The claim is ours: stop here if the attempts recorded since its base reached the
+    limit, else remember what runs (for its marker) and run it."""
+    d = _fleet_dir(run_dir, spec.id)
+    if max_attempts:
+        n = _recorded(d) if n is None else n
+        if n - base >= max_attempts:
+            release(run_dir, spec.id, fleet, keep_later=False)
+            return Claim(Claim.STOPPED, f"{n - base} attempts recorded (limit {max_attempts})")
+    _flight.setdefault(d, []).append(_Attempt(next(_order), attempt, generation, spec_hash(spec),
+                                              _deps.get(d, spec.deps)))
+    return Claim(Claim.OURS, adopted=adopted)
 
 
 def refresh(run_dir: Path, step_id: str, fleet: str) -> None:
@@ -151,28 +225,54 @@ def refresh(run_dir: Path, step_id: str, fleet: str) -> None:
         pass
 
 
-def release(run_dir: Path, step_id: str, fleet: str) -> None:
-    """Drop our claim (after the marker or the final failure record is written)."""
-    path = _fleet_dir(run_dir, step_id) / CLAIM
+def release(run_dir: Path, step_id: str, fleet: str, keep_later: bool = True) -> bool:
+    """Drop our claim (after the marker or the final failure record is written), unless
+    (keep_later) a later attempt of ours holds it now: a changed running step's next
+    definition is claimed before the end of the old one is recorded. False if kept."""
+    d = _fleet_dir(run_dir, step_id)
+    ended = _ended.get(d)
+    if keep_later and ended is not None and any(a.seq > ended.seq for a in _flight.get(d, ())):
+        return False
+    path = d / CLAIM
     cur = read_claim(run_dir, step_id)
     if cur is not None and cur[0].get("fleet") == fleet:
         try:
             path.unlink()
         except FileNotFoundError:
             pass
-
-
+    return True
 
 
 def record_attempt(run_dir: Path, step_id: str, fleet: str, attempt: int, record: dict) -> None:
-    """One file per attempt of every fleet: .fleet/attempt.<fleet>.<attempt>.json."""
+    """One file per attempt of every fleet: .fleet/attempt.<fleet>.<attempt>.json, or for
+    a later generation in the same fleet (attempts count from 1 again)
+    .fleet/attempt.<fleet>.g<generation>.<attempt>.json, so no attempt record is lost."""
     d = _fleet_dir(run_dir, step_id)
     makedirs(d)
-    _replace(d / f"{ATTEMPT}{fleet}.{attempt}.json", {"fleet": fleet, "attempt": attempt, **record})
+    ran = _ending(d, attempt) if record.get("outcome") != "succeeded" else _current(d, attempt)
+    gen = ran.generation if ran is not None else 1
+    name = f"{ATTEMPT}{fleet}.{attempt}.json" if gen == 1 else f"{ATTEMPT}{fleet}.g{gen}.{attempt}.json"
+    _replace(d / name, {"fleet": fleet, "attempt": attempt, "generation": gen, **record})
+
+
+def _current(d: Path, attempt: int) -> _Attempt | None:
+    """The in-flight attempt of this number that ends now, left for its marker to take."""
+    a = next((a for a in _flight.get(d, ()) if a.attempt == attempt), None)
+    return a if a is not None else (_ended.get(d) if _ended.get(d) and _ended[d].attempt == attempt else None)
 
 
 def write_final(run_dir: Path, spec: StepSpec, outcome: str, record: dict) -> None:
-    """A step that ended without success and will not be retried by this fleet."""
+    """A step that ended without success and will not be retried by this fleet (after
+    running: its completion marker, if an earlier run left one, goes)."""
     d = _fleet_dir(run_dir, spec.id)
     makedirs(d)
-    _replace(d / FINAL, {"outcome": outcome, "spec": spec_hash(spec), **record})
+    ran = _ending(d, record["attempt"]) if "attempt" in record else None
+    _replace(d / FINAL, {"outcome": outcome, "spec": ran.spec if ran is not None else spec_hash(spec), **record})
+    if "attempt" in record and outcome in ("failed", "terminated", "lost"):
+        # The step ran again (forced, or against changed deps) and failed: this outcome
+        # replaces its earlier success, which must no longer make a rerun skip it.
+        try:
+            os.unlink(d / DONE)
+        except FileNotFoundError:
+            pass
+        _seen[d] = None

@@ -15,6 +15,7 @@ from fleet.control import shard
 from fleet.control import store
 from fleet.control.checks import checked_suite
 from fleet.core import states as S
+from fleet.core.graph import topological_order
 from fleet.core.problems import SuiteError
 from fleet.core.scheduler import Scheduler, Submitted
 from fleet.wire import events
@@ -75,35 +76,61 @@ class Submissions:
             suite, graph = checked_suite(msg.suite, self.sched.pool.nodes(), run_dir=self.run_dir)
         except SuiteError as e:
             return P.SubmitReply(False, problems=[str(p) for p in e.problems])
-        for s in suite.steps:
-            old = self.specs.get(s.id)
-            if old is not None and old.identity() != s.identity():
-                return P.SubmitReply(False, problems=[f"{s.source}: step '{s.id}': already submitted to this fleet with a different definition"])
         steps, deps, foreign = suite.steps, graph.deps, set()
         if msg.shard:
             try:
                 steps, deps, foreign = self._shard(suite, graph, msg)
             except (shard.ShardError, ValueError) as e:
                 return P.SubmitReply(False, problems=[str(e)] if not isinstance(e, Problems) else e.args[0])
-        done = self._done(steps, foreign, msg.force)
+        done = self._done(steps, deps, foreign, graph, msg.force)
         sid = len(self.subs) + 1
         ids = [s.id for s in steps]
         sub = Submission(sid, str(msg.suite), ids, len(ids))
         self.subs[sid] = sub
         for s in steps:
-            self.specs.setdefault(s.id, s)
-            self.step_subs.setdefault(s.id, []).append(sid)
+            self._take(s, sid)
         manifest.write(self.run_dir, self.events.fleet, sid, msg.suite, suite.name, msg.shard, msg.force, [s.id for s in suite.steps])
         return Accepted(sub, suite.name, steps, deps, done, foreign, suite.preload)
 
-    def _done(self, steps: list, foreign: set, force: bool) -> set:
-        """Steps a rerun skips (their markers say so); with force, markers are cleared instead."""
-        done = set()
-        for s in steps:
-            if force and s.id not in foreign:
-                store.clear_done(self.run_dir, s)
-            elif s.id not in self.specs and records.is_done(self.run_dir, s):
-                done.add(s.id)
+    def _take(self, spec, sid: int) -> None:
+        """Count a step in submission sid, under the definition it brings. One that ended
+        before is counted by this submission alone (the earlier ones counted its end); one
+        still to run counts in each that waits for it. The newest definition is the one
+        to launch (a running older one's marker still names what ran: fleet.control.store),
+        except for a step another fleet runs, which is waited for as it is."""
+        try:
+            state = self.sched.state(spec.id)
+        except KeyError:
+            state = None
+        if state in S.FINAL:
+            self.step_subs[spec.id] = [sid]
+        else:
+            self.step_subs.setdefault(spec.id, []).append(sid)
+        if state != S.ELSEWHERE:
+            self.specs[spec.id] = spec
+
+    def _done(self, steps: list, deps: dict, foreign: set, graph, force: bool) -> set:
+        """Steps this submission counts done, deps first: a step whose marker says this same
+        definition succeeded against the markers its deps have now, and whose deps are all
+        done (one that runs makes its dependents run). With force none is (but another
+        shard's steps), and nothing is deleted: a marker stays until a new outcome replaces
+        it. One marker read per step."""
+        by_id = {s.id: s for s in steps}
+        done: set = set()
+        ids: dict[str, str | None] = {}  # each step's marker id as read now
+        for sid in topological_order(graph):
+            s = by_id.get(sid)
+            if s is None:
+                continue
+            rec = records.read_done(self.run_dir, sid)
+            ids[sid] = records.marker_id(rec) if rec is not None else None
+            store.submitted(self.run_dir, sid, deps[sid], rec)
+            if sid in foreign:  # another shard's: its own marker settles it
+                if records.succeeded_as(rec, s):
+                    done.add(sid)
+            elif not force and all(d in done for d in deps[sid]) \
+                    and records.done_against(rec, s, {d: ids.get(d) for d in deps[sid]}):
+                done.add(sid)
         return done
 
     def _shard(self, suite, graph, msg: P.Submit):
@@ -131,15 +158,6 @@ class Submissions:
                 t=now, step=s.id, submission=acc.sub.id, cores=s.cores, min_cores=s.min_cores, gpus=s.gpus,
                 memory=s.memory, deps=list(acc.deps[s.id]), priority=s.priority, step_kind=s.kind, task=s.task,
                 foreign=True if s.id in acc.foreign else None))
-        # Steps already known to this fleet (shared with an earlier suite) count from their state.
-        for s in acc.steps:
-            try:
-                st = self.sched.state(s.id)
-            except KeyError:
-                continue
-            if st in S.FINAL:
-                acc.sub.remaining -= 1
-                acc.sub.finished.append([s.id, st, 0, "finished in an earlier submission"])
         return Submitted(tuple(acc.steps), acc.deps, frozenset(acc.done), serial=msg.serial,
                          foreign=frozenset(acc.foreign - acc.done))
 

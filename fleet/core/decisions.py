@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Union
 
+from fleet.core import waits as W
 from fleet.core.resources import NodeSpec, Placement
 from fleet.core.suite import StepSpec
 from fleet.core.waits import WaitReason
@@ -163,6 +164,23 @@ class Ignored:
 
 
 Decision = Union[Start, Wait, Retry, Finished, Blocked, Unrunnable, Skipped, Ignored]
+
+
+# --- views ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class JobView:
+    """A read-only view of one step for status displays and reports."""
+
+    id: str
+    state: str
+    attempt: int
+    placement: Placement
+    started_at: float | None
+    wait_reason: str | None
+    spec: StepSpec
+    why: W.WaitReason | None = None  # the structure behind `wait_reason`
+    generation: int = 1  # 2 and up: a later submission made the step run anew
 
 
 def submission(steps: Iterable[StepSpec], deps: Mapping[str, tuple[str, ...]] | None = None,

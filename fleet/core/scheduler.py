@@ -20,13 +20,13 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections import deque
-from dataclasses import dataclass
 
 from fleet.core import states as S
 from fleet.core import waits as W
+from fleet.core.generations import AFTER as _AFTER, KEEP as _KEEP, NEW as _NEW, resubmission
 from fleet.core.decisions import (Blocked, Decision, Elsewhere, Event, Finished, Ignored, NodeJoined, NodeLost,
                                   Reclaim, Retry, Settled, Skipped, Start, StepExited, Submitted, Unrunnable,
-                                  Wait, submission)
+                                  Wait, JobView, submission)
 from fleet.core.resources import Capacity, Demand, Placement, Pool
 from fleet.core.suite import StepSpec
 
@@ -37,14 +37,17 @@ __all__ = ["Scheduler", "JobView", "Event", "Decision", "NodeJoined", "NodeLost"
 
 # --- internal records -------------------------------------------------------------
 
+
 class _Job:
-    __slots__ = ("spec", "state", "attempt", "unmet", "dependents", "demand", "placement",
+    __slots__ = ("spec", "deps", "state", "attempt", "generation", "unmet", "dependents", "demand", "placement",
                  "started_at", "why", "exclusive", "prio", "seq")
 
-    def __init__(self, spec: StepSpec):
+    def __init__(self, spec: StepSpec, deps: tuple[str, ...]):
         self.spec = spec
+        self.deps = deps  # its effective dependencies (explicit and by files), as submitted
         self.state = S.WAITING
-        self.attempt = 1
+        self.attempt = 1  # within its generation: the retry limit counts these
+        self.generation = 1  # how many times a submission made this step run anew in this fleet
         self.unmet = 0
         self.dependents: list[_Job] = []
         self.demand: Demand | None = None
@@ -68,20 +71,6 @@ class _Class:
         self.blocked_at: int | None = None  # len(pool.releases) when it last failed to fit
 
 
-@dataclass(frozen=True)
-class JobView:
-    """A read-only view of one step for status displays and reports."""
-
-    id: str
-    state: str
-    attempt: int
-    placement: Placement
-    started_at: float | None
-    wait_reason: str | None
-    spec: StepSpec
-    why: W.WaitReason | None = None  # the structure behind `wait_reason`
-
-
 class Scheduler:
     """Decides what runs where and when. Feed it events; act on its decisions."""
 
@@ -97,6 +86,9 @@ class Scheduler:
         self._seq = 0
         self._counts: dict[str, int] = {}
         self._capacity: Capacity | None = None
+        # A changed (or rerun) definition of a running step, with its deps and whether
+        # it runs serially: it replaces the running one when that ends.
+        self._after: dict[str, tuple[StepSpec, tuple[str, ...], bool]] = {}
 
     # -- public ---------------------------------------------------------------------
     def handle(self, event: Event, now: float) -> list[Decision]:
@@ -131,7 +123,7 @@ class Scheduler:
         """A read-only view of one step."""
         j = self._jobs[step]
         return JobView(j.spec.id, j.state, j.attempt, j.placement, j.started_at,
-                       j.why.text() if j.why is not None else None, j.spec, j.why)
+                       j.why.text() if j.why is not None else None, j.spec, j.why, j.generation)
 
     def views(self) -> list[JobView]:
         """Every submitted step, in submission order."""
@@ -170,49 +162,96 @@ class Scheduler:
             self._open -= 1
 
     def _submit(self, ev: Submitted, out: list[Decision]) -> None:
+        plan, skip = resubmission(ev, self._jobs)
         new: list[_Job] = []
         for spec in ev.steps:
-            old = self._jobs.get(spec.id)
-            if old is not None:
-                if old.spec.identity() != spec.identity():
-                    raise ValueError(f"step {spec.id!r} was submitted before with a different definition")
-                continue  # one shared step runs once
-            job = _Job(spec)
-            if ev.serial:
-                job.exclusive, job.prio = True, 0
-            # Setup order within a suite, earlier submissions first across suites.
-            job.seq = self._seq
-            self._seq += 1
-            self._jobs[spec.id] = job
-            self._counts[S.WAITING] = self._counts.get(S.WAITING, 0) + 1
-            self._open += 1
-            new.append(job)
+            deps = tuple(ev.deps.get(spec.id, spec.deps))
+            what = plan[spec.id]
+            if what == _KEEP:
+                if self._jobs[spec.id].state in S.GOOD:
+                    out.append(Skipped(spec.id))  # done: this submission counts it so too
+            elif what == _AFTER:
+                self._after[spec.id] = (spec, deps, ev.serial)
+            elif what == _NEW:
+                new.append(self._add(spec, deps, ev.serial))
+            else:
+                new.append(self._renew(self._jobs[spec.id], spec, deps, ev.serial, new))
+        self._enter(new, skip, ev.foreign, ev.done, out)
+
+    def _add(self, spec: StepSpec, deps: tuple[str, ...], serial: bool) -> _Job:
+        job = _Job(spec, deps)
+        if serial:
+            job.exclusive, job.prio = True, 0
+        # Setup order within a suite, earlier submissions first across suites.
+        job.seq = self._seq
+        self._seq += 1
+        self._jobs[spec.id] = job
+        self._counts[S.WAITING] = self._counts.get(S.WAITING, 0) + 1
+        self._open += 1
+        return job
+
+    def _renew(self, old: _Job, spec: StepSpec, deps: tuple[str, ...], serial: bool, new: list[_Job]) -> _Job:
+        """A new generation of a known step that is not running: it replaces the old one
+        (attempts count from 1 again) and keeps the old one's dependents. A dependent that
+        counted the old one as a success waits again; one already queued goes back to
+        waiting (it is renewed too, as it was, and appended to `new`)."""
+        self._forget(old)
+        job = self._add(spec, deps, serial)
+        job.generation = old.generation + 1
+        job.dependents = list(self._dependents(old))
+        if old.state in S.GOOD:
+            for dj in job.dependents:
+                if dj.state == S.WAITING:
+                    dj.unmet += 1
+                elif dj.state == S.READY:
+                    again = self._renew(dj, dj.spec, dj.deps, False, new)
+                    again.exclusive, again.prio = dj.exclusive, dj.prio
+                    again.attempt, again.generation = dj.attempt, dj.generation
+                    new.append(again)
+        return job
+
+    def _forget(self, old: _Job) -> None:
+        """Drop a job's record (a new generation takes its id)."""
+        if old.state == S.READY:
+            self._dequeue(old)
+        if old in self._unresolved:
+            self._unresolved.remove(old)
+        self._counts[old.state] -= 1
+        if old.state not in S.FINAL:
+            self._open -= 1
+
+    def _dependents(self, job: _Job):
+        """The job's dependents that are current (not replaced by a later generation)."""
+        return (dj for dj in job.dependents if self._jobs.get(dj.spec.id) is dj)
+
+    def _enter(self, new: list[_Job], skip: set, foreign: frozenset, done: frozenset, out: list[Decision]) -> None:
+        """Link new jobs to their deps, skip those done, and resolve or block the rest."""
+        new = [j for j in new if self._jobs.get(j.spec.id) is j]  # one renewed twice counts once
         for job in new:
-            for d in ev.deps.get(job.spec.id, job.spec.deps):
+            for d in job.deps:
                 dep = self._jobs.get(d)
                 if dep is None:
-                    if d in ev.done:
+                    if d in done:
                         continue
                     raise ValueError(f"step {job.spec.id!r} depends on unknown step {d!r}")
                 dep.dependents.append(job)
                 if dep.state not in S.GOOD:
                     job.unmet += 1
         for job in new:  # setup order; markers first so dependents see them
-            if job.spec.id in ev.foreign and job.spec.id not in ev.done:
+            if job.spec.id in foreign and job.spec.id not in skip:
                 self._set(job, "foreign")
                 continue
-            if job.spec.id in ev.done:
+            if job.spec.id in skip:
                 self._set(job, "already_done")
                 out.append(Skipped(job.spec.id))
-                for dj in job.dependents:
+                for dj in self._dependents(job):
                     dj.unmet -= 1
         failed_deps = []
         have_nodes = bool(self.pool.nodes())  # once, not per step: resolving changes no node
         for job in new:
             if job.state != S.WAITING:
                 continue
-            bad = next((d for d in ev.deps.get(job.spec.id, job.spec.deps)
-                        if d in self._jobs and self._jobs[d].state in S.FINAL - S.GOOD), None)
+            bad = next((d for d in job.deps if d in self._jobs and self._jobs[d].state in S.FINAL - S.GOOD), None)
             if bad is not None:
                 failed_deps.append((job, bad))
             elif have_nodes:
@@ -259,6 +298,9 @@ class Scheduler:
         if ev.outcome not in S.EXIT_OUTCOMES:
             raise ValueError(f"unknown outcome {ev.outcome!r}")
         self._stop_running(job)
+        if job.spec.id in self._after:
+            self._next_generation(job, ev, out)
+            return
         if ev.outcome == S.STOPPED:
             self._set(job, "stopped")
             out.append(Finished(job.spec.id, job.attempt, S.STOPPED, ev.reason))
@@ -267,7 +309,7 @@ class Scheduler:
         if ev.outcome == S.SUCCEEDED:
             self._set(job, S.SUCCEEDED)
             out.append(Finished(job.spec.id, job.attempt, S.SUCCEEDED))
-            for dj in job.dependents:
+            for dj in self._dependents(job):
                 dj.unmet -= 1
                 if dj.unmet == 0 and dj.state == S.WAITING and dj.demand is not None:
                     self._make_ready(dj)
@@ -282,6 +324,18 @@ class Scheduler:
         self._set(job, ev.outcome)
         out.append(Finished(job.spec.id, job.attempt, ev.outcome, ev.reason))
         self._block_descendants(job, job.spec.id, out)
+
+    def _next_generation(self, job: _Job, ev: StepExited, out: list[Decision]) -> None:
+        """A running step that a later submission changed (or reran) ended: its outcome
+        is reported, but neither retried nor passed to its dependents; the submitted
+        definition runs next, as a new generation. (Should that one be blocked at once,
+        only its Blocked is said, so no submission counts the step's end twice.)"""
+        spec, deps, serial = self._after.pop(job.spec.id)
+        if not any(d in self._jobs and self._jobs[d].state in S.FINAL - S.GOOD for d in deps):
+            out.append(Finished(job.spec.id, job.attempt, ev.outcome, ev.reason))
+        new: list[_Job] = []
+        new.append(self._renew(job, spec, deps, serial, new))
+        self._enter(new, set(), frozenset(), frozenset(), out)
 
     def _elsewhere(self, ev, out: list[Decision]) -> None:
         job = self._jobs.get(ev.step)
@@ -302,7 +356,7 @@ class Scheduler:
         elif ev.outcome == S.SUCCEEDED:
             self._set(job, "done_elsewhere")
             out.append(Skipped(job.spec.id))
-            for dj in job.dependents:
+            for dj in self._dependents(job):
                 dj.unmet -= 1
                 if dj.unmet == 0 and dj.state == S.WAITING and dj.demand is not None:
                     self._make_ready(dj)
@@ -320,7 +374,7 @@ class Scheduler:
             self._exclusive_running = None
 
     def _block_descendants(self, job: _Job, because: str, out: list[Decision]) -> None:
-        todo = deque(job.dependents)
+        todo = deque(self._dependents(job))
         while todo:
             dj = todo.popleft()
             if dj.state != S.WAITING:
@@ -329,7 +383,7 @@ class Scheduler:
             if dj in self._unresolved:
                 self._unresolved.remove(dj)
             out.append(Blocked(dj.spec.id, because))
-            todo.extend(dj.dependents)
+            todo.extend(self._dependents(dj))
 
     def _lost(self, ev: NodeLost, now: float, out: list[Decision]) -> None:
         if not self.pool.has(ev.node):

@@ -53,14 +53,43 @@ def spec_hash(spec: StepSpec) -> str:
     return h
 
 
-def is_done(run_dir: Path, spec: StepSpec) -> bool:
-    """True when a marker says this same step already succeeded."""
+def read_done(run_dir: Path, step_id: str) -> dict | None:
+    """The step's completion marker, or None (one read)."""
     try:
-        with open(fleet_dir(run_dir, spec.id) / DONE) as f:
+        with open(fleet_dir(run_dir, step_id) / DONE) as f:
             rec = json.loads(f.read())
     except (OSError, ValueError):
+        return None
+    return rec if isinstance(rec, dict) else None
+
+
+def succeeded_as(rec: dict | None, spec: StepSpec) -> bool:
+    """True when the marker says this same definition succeeded."""
+    return rec is not None and rec.get("outcome") == "succeeded" and rec.get("spec") == spec_hash(spec)
+
+
+def is_done(run_dir: Path, spec: StepSpec) -> bool:
+    """True when a marker says this same step already succeeded."""
+    return succeeded_as(read_done(run_dir, spec.id), spec)
+
+
+def marker_id(rec: dict) -> str:
+    """Which success a marker records: its `id`; for a 0.1 marker, which has none, one
+    made of what it does record (the same at every read)."""
+    mid = rec.get("id")
+    if isinstance(mid, str):
+        return mid
+    return f"0.1:{rec.get('fleet')}:{rec.get('attempt')}:{rec.get('ended_at')}"
+
+
+def done_against(rec: dict | None, spec: StepSpec, dep_ids: dict[str, str | None]) -> bool:
+    """True when the marker says this same definition succeeded against these markers
+    of its deps (dep id -> marker_id). A 0.1 marker does not say what it ran against:
+    it counts when the definition matches (the caller checks its deps are done)."""
+    if not succeeded_as(rec, spec):
         return False
-    return rec.get("outcome") == "succeeded" and rec.get("spec") == spec_hash(spec)
+    ran = rec.get("deps")
+    return ran is None or ran == dep_ids
 
 
 def has_done(run_dir: Path, step_id: str) -> bool:

@@ -107,9 +107,9 @@ def test_a_step_killed_by_a_signal_ends_terminated_and_blocks_its_dependents():
 def test_a_step_submitted_after_its_dependency_failed_is_blocked_at_once():
     sched, out = scheduler([node("n1", 1)], {"id": "a"})
     exit_(sched, "a", 1.0, "failed")
-    later = suite({"id": "a"}, {"id": "b", "deps": ["a"]}, {"id": "c", "deps": ["b"]}, {"id": "d"}).steps
-    assert sched.handle(submission(later), 2.0) == [Blocked("b", "a"), Blocked("c", "a"),
-                                                   Start("d", 1, (slot("n1", [0]),))]
+    later = suite({"id": "b", "deps": ["a"]}, {"id": "c", "deps": ["b"]}, {"id": "d"}).steps
+    assert sched.handle(submission(later, {"b": ("a",), "c": ("b",), "d": ()}), 2.0) == [
+        Blocked("b", "a"), Blocked("c", "a"), Start("d", 1, (slot("n1", [0]),))]
 
 
 # --- steps that run alone ------------------------------------------------------------------------
@@ -219,15 +219,13 @@ def test_steps_submitted_before_any_node_joins_start_when_nodes_join():
                                                             WaitSaying("b", "needs 1 core, 0 free", 0)]
 
 
-def test_a_shared_step_submitted_twice_runs_once_and_a_redefinition_is_refused():
+def test_a_shared_step_submitted_twice_while_it_runs_runs_once():
     sched, out = scheduler([node("n1", 2)], {"id": "mesh"}, {"id": "a", "deps": ["mesh"]})
     assert started(out) == ["mesh"]
     again = suite({"id": "mesh"}, {"id": "b", "deps": ["mesh"]}).steps
     assert sched.handle(submission(again), 0.5) == []
     assert exit_(sched, "mesh", 1.0) == [Finished("mesh", 1, "succeeded"), Start("a", 1, (slot("n1", [0]),)),
                                          Start("b", 1, (slot("n1", [1]),))]
-    with pytest.raises(ValueError):
-        sched.handle(submission(suite({"id": "mesh", "cores": 2}).steps), 2.0)
 
 
 def test_events_that_make_no_sense_are_refused_or_ignored():
@@ -442,3 +440,106 @@ def test_a_failure_blocks_exactly_the_descendants_of_failed_steps(case, nodes):
         if st_ != "unrunnable":  # an impossible step is reported as such whatever its ancestors do
             assert (st_ == "blocked") == bool(ancestors(sid) & bad), sid
     assert sum(isinstance(d, Blocked) for d in log) == sum(st_ == "blocked" for st_ in states.values())
+
+
+# --- resubmissions to a live fleet --------------------------------------------------------------
+
+def again(sched, now, *tables, done=()):
+    """Submit these steps again to a scheduler that knows some of them."""
+    return sched.handle(submission(suite(*tables).steps, done=done), now)
+
+
+def test_a_step_that_failed_in_an_earlier_submission_runs_again_with_its_attempts_counted_from_one():
+    sched, out = scheduler([node("n1", 1)], {"id": "a", "retries": 1}, {"id": "b", "deps": ["a"]})
+    assert exit_(sched, "a", 1.0, "failed")[1] == Retry("a", 2, "attempt 1 failed")
+    assert exit_(sched, "a", 2.0, "failed", attempt=2) == [Finished("a", 2, "failed"), Blocked("b", "a")]
+    out = again(sched, 3.0, {"id": "a", "retries": 1}, {"id": "b", "deps": ["a"]}, {"id": "d"})
+    assert out == [Start("a", 1, (slot("n1", [0]),)), WaitSaying("d", "needs 1 cores, 0 free", 0)]
+    assert sched.view("a").generation == 2 and sched.state("b") == "waiting"
+    # The retry limit counts within this submission: attempt 1 failing is retried again.
+    assert exit_(sched, "a", 4.0, "failed") == [Finished("a", 1, "failed"), Retry("a", 2, "attempt 1 failed"),
+                                                Start("a", 2, (slot("n1", [0]),))]
+    assert started(exit_(sched, "a", 5.0, attempt=2)) == ["b"]
+    assert started(exit_(sched, "b", 6.0)) == ["d"]
+    exit_(sched, "d", 7.0)
+    assert sched.finished() and sched.counts() == {"succeeded": 3}
+
+
+def test_a_resubmitted_success_is_skipped_while_its_marker_says_done_and_rerun_when_forced():
+    sched, out = scheduler([node("n1", 1)], {"id": "a"})
+    exit_(sched, "a", 1.0)
+    assert again(sched, 2.0, {"id": "a"}, done=["a"]) == [Skipped("a")]
+    assert sched.state("a") == "succeeded" and sched.finished()
+    # --force: the submission counts no marker, so the step runs anew.
+    assert again(sched, 3.0, {"id": "a"}) == [Start("a", 1, (slot("n1", [0]),))]
+    assert sched.view("a").generation == 2
+    assert exit_(sched, "a", 4.0) == [Finished("a", 1, "succeeded")]
+    assert sched.finished() and sched.counts() == {"succeeded": 1}
+
+
+def test_a_changed_waiting_step_is_replaced_by_its_new_definition():
+    sched, out = scheduler([node("n1", 1)], {"id": "x"}, {"id": "y", "command": "old"})
+    assert started(out) == ["x"] and sched.state("y") == "ready"
+    assert again(sched, 1.0, {"id": "y", "command": "new"}) == [WaitSaying("y", "needs 1 cores, 0 free", 0)]
+    assert sched.counts() == {"running": 1, "ready": 1}
+    assert exit_(sched, "x", 2.0) == [Finished("x", 1, "succeeded"), Start("y", 1, (slot("n1", [0]),))]
+    assert sched.view("y").spec.command == "new"
+    exit_(sched, "y", 3.0)
+    assert sched.finished() and sched.counts() == {"succeeded": 2}
+
+
+@pytest.mark.parametrize("outcome", ["succeeded", "failed"])
+def test_a_changed_running_step_is_let_finish_then_its_new_definition_runs(outcome):
+    sched, out = scheduler([node("n1", 2)], {"id": "a", "command": "old", "retries": 2},
+                           {"id": "b", "deps": ["a"]})
+    assert started(out) == ["a"]
+    assert again(sched, 1.0, {"id": "a", "command": "new"}) == []
+    assert sched.view("a").spec.command == "old" and sched.state("a") == "running"
+    # The old attempt's end is said, but not retried and not passed on to b: the new one runs.
+    assert exit_(sched, "a", 2.0, outcome) == [Finished("a", 1, outcome), Start("a", 1, (slot("n1", [0]),))]
+    assert sched.view("a").spec.command == "new" and sched.view("a").generation == 2
+    assert sched.state("b") == "waiting"
+    assert exit_(sched, "a", 3.0) == [Finished("a", 1, "succeeded"), Start("b", 1, (slot("n1", [0]),))]
+    exit_(sched, "b", 4.0)
+    assert sched.finished() and sched.counts() == {"succeeded": 2}
+
+
+def test_changing_a_step_reruns_its_dependents_even_where_markers_say_done_and_nothing_else():
+    chain = [{"id": "a"}, {"id": "b", "deps": ["a"]}, {"id": "c", "deps": ["b"]}, {"id": "d"}]
+    sched, out = scheduler([node("n1", 1)], *[dict(t) for t in chain])
+    for t, step in enumerate(["a", "b", "c", "d"], 1):
+        exit_(sched, step, float(t))
+    assert sched.counts() == {"succeeded": 4}
+    changed = [dict(chain[0], command="changed")] + [dict(t) for t in chain[1:]]
+    out = again(sched, 5.0, *changed, done=["b", "c", "d"])
+    assert out == [Skipped("d"), Start("a", 1, (slot("n1", [0]),))]
+    assert sched.state("b") == sched.state("c") == "waiting"
+    assert started(exit_(sched, "a", 6.0)) == ["b"]
+    assert started(exit_(sched, "b", 7.0)) == ["c"]
+    exit_(sched, "c", 8.0)
+    assert sched.finished() and sched.counts() == {"succeeded": 4}
+    assert {v.id: v.generation for v in sched.views()} == {"a": 2, "b": 2, "c": 2, "d": 1}
+
+
+def test_a_queued_dependent_of_a_step_run_anew_goes_back_to_waiting_for_it():
+    sched, out = scheduler([node("n1", 1)], {"id": "a", "priority": 1}, {"id": "hold", "priority": 2},
+                           {"id": "b", "deps": ["a"]})
+    assert started(out) == ["a"]
+    assert started(exit_(sched, "a", 1.0)) == ["hold"]
+    assert sched.state("b") == "ready"
+    assert again(sched, 2.0, {"id": "a", "command": "changed", "priority": 1}) == [
+        WaitSaying("a", "needs 1 cores, 0 free", 0)]
+    assert sched.state("b") == "waiting"
+    assert exit_(sched, "hold", 3.0) == [Finished("hold", 1, "succeeded"), Start("a", 1, (slot("n1", [0]),))]
+    assert started(exit_(sched, "a", 4.0)) == ["b"]
+    exit_(sched, "b", 5.0)
+    assert sched.finished() and sched.counts() == {"succeeded": 3}
+
+
+def test_a_running_step_whose_new_definition_has_a_failed_dependency_ends_blocked_and_is_said_once():
+    sched, out = scheduler([node("n1", 2)], {"id": "a"})
+    assert started(out) == ["a"]
+    assert started(again(sched, 1.0, {"id": "y"}, {"id": "a", "command": "new", "deps": ["y"]})) == ["y"]
+    assert exit_(sched, "y", 2.0, "failed") == [Finished("y", 1, "failed")]
+    assert exit_(sched, "a", 3.0) == [Blocked("a", "y")]
+    assert sched.finished() and sched.counts() == {"failed": 1, "blocked": 1}
