@@ -278,7 +278,7 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
     """Run SUITE on the fleet that is up (or an embedded local one, with the
     coordinator options); exit 0 only if every step succeeded, 1 if any did not, 2 if
     the suite is invalid."""
-    from fleet.control.runner import counted, run_suite
+    from fleet.control.runner import run_suite
     try:
         s, _ = checked_suite(suite, check_inputs=False)
     except SuiteError as e:

@@ -454,7 +454,7 @@ def test_a_step_that_failed_in_an_earlier_submission_runs_again_with_its_attempt
     assert exit_(sched, "a", 1.0, "failed")[1] == Retry("a", 2, "attempt 1 failed")
     assert exit_(sched, "a", 2.0, "failed", attempt=2) == [Finished("a", 2, "failed"), Blocked("b", "a")]
     out = again(sched, 3.0, {"id": "a", "retries": 1}, {"id": "b", "deps": ["a"]}, {"id": "d"})
-    assert out == [Start("a", 1, (slot("n1", [0]),)), WaitSaying("d", "needs 1 cores, 0 free", 0)]
+    assert out == [Start("a", 1, (slot("n1", [0]),)), WaitSaying("d", "needs 1 core, 0 free", 0)]
     assert sched.view("a").generation == 2 and sched.state("b") == "waiting"
     # The retry limit counts within this submission: attempt 1 failing is retried again.
     assert exit_(sched, "a", 4.0, "failed") == [Finished("a", 1, "failed"), Retry("a", 2, "attempt 1 failed"),
@@ -480,7 +480,7 @@ def test_a_resubmitted_success_is_skipped_while_its_marker_says_done_and_rerun_w
 def test_a_changed_waiting_step_is_replaced_by_its_new_definition():
     sched, out = scheduler([node("n1", 1)], {"id": "x"}, {"id": "y", "command": "old"})
     assert started(out) == ["x"] and sched.state("y") == "ready"
-    assert again(sched, 1.0, {"id": "y", "command": "new"}) == [WaitSaying("y", "needs 1 cores, 0 free", 0)]
+    assert again(sched, 1.0, {"id": "y", "command": "new"}) == [WaitSaying("y", "needs 1 core, 0 free", 0)]
     assert sched.counts() == {"running": 1, "ready": 1}
     assert exit_(sched, "x", 2.0) == [Finished("x", 1, "succeeded"), Start("y", 1, (slot("n1", [0]),))]
     assert sched.view("y").spec.command == "new"
@@ -528,7 +528,7 @@ def test_a_queued_dependent_of_a_step_run_anew_goes_back_to_waiting_for_it():
     assert started(exit_(sched, "a", 1.0)) == ["hold"]
     assert sched.state("b") == "ready"
     assert again(sched, 2.0, {"id": "a", "command": "changed", "priority": 1}) == [
-        WaitSaying("a", "needs 1 cores, 0 free", 0)]
+        WaitSaying("a", "needs 1 core, 0 free", 0)]
     assert sched.state("b") == "waiting"
     assert exit_(sched, "hold", 3.0) == [Finished("hold", 1, "succeeded"), Start("a", 1, (slot("n1", [0]),))]
     assert started(exit_(sched, "a", 4.0)) == ["b"]
