@@ -266,9 +266,8 @@ class Coordinator:
         self._act(self.sched.handle(StepExited(msg.step, msg.attempt, msg.outcome, rec.reason), now), now)
         run_dir = self.claims.run_dir_of(msg.step)
         subs = self.submissions.step_subs.get(msg.step)
-        # The submit side may say why a step that had succeeded runs again (an optional
-        # `rerun` mapping: step -> "forced" | "changed" | "dependency changed").
-        rerun = (getattr(self.submissions, "rerun", None) or {}).get(msg.step, "")
+        # Why a step that had succeeded runs again, for its attempt record (fleet audit).
+        rerun = self.submissions.rerun.get(msg.step, "")
         if outcomes.store_reported(run_dir, self.fleet_id, node, msg, rec, spec, rerun=rerun,
                                    submission=subs[-1] if subs else None):
             self.claims.release(run_dir, msg.step)
@@ -441,7 +440,7 @@ class Coordinator:
         if held is None:
             return
         if held.problems:
-            preloads.withdraw(self.submissions, held.acc)
+            self.submissions.withdraw(held.acc)
             answer = P.SubmitReply(False, problems=held.problems)
         else:
             answer = self._enter(held.acc, held.msg)

@@ -26,7 +26,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from fleet.control.liveness import Liveness
-from fleet.control.submissions import Accepted, Submissions
+from fleet.control.submissions import Accepted
 from fleet.core.problems import Problem
 from fleet.core.resources import NodeSpec
 from fleet.wire import events
@@ -169,19 +169,3 @@ class Preloads:
         if wanted & self.asked[node]:
             return f"its zygote did not answer within {waited:.0f} s"
         return self.refused.get(node, "its zygote did not import them")
-
-
-def withdraw(submissions: Submissions, acc: Accepted) -> None:
-    """Undo accepting a submission that is refused after all: it was never handed to
-    the scheduler, so no step of it, nor the submission, may stay registered. (Only the
-    held one can be withdrawn, and it is the last accepted: later ones wait behind it.)"""
-    sid = acc.sub.id
-    submissions.subs.pop(sid, None)
-    for s in acc.steps:
-        ids = submissions.step_subs.get(s.id, [])
-        if sid in ids:
-            ids.remove(sid)
-        if not ids:
-            submissions.step_subs.pop(s.id, None)
-            if submissions.specs.get(s.id) is s:  # defined by this submission alone
-                del submissions.specs[s.id]

@@ -67,6 +67,9 @@ class Submissions:
         self.subs: dict[int, Submission] = {}
         self.step_subs: dict[str, list[int]] = {}
         self.failures: list[dict] = []
+        # Why a step that succeeded before runs again ("forced", "changed", "dependency
+        # changed"): its attempt records say so, and `fleet audit` counts it as a rerun.
+        self.rerun: dict[str, str] = {}
 
     # -- submitting -----------------------------------------------------------------------------
     def accept(self, msg: P.Submit) -> Accepted | P.SubmitReply:
@@ -91,6 +94,23 @@ class Submissions:
             self._take(s, sid)
         manifest.write(self.run_dir, self.events.fleet, sid, msg.suite, suite.name, msg.shard, msg.force, [s.id for s in suite.steps])
         return Accepted(sub, suite.name, steps, deps, done, foreign, suite.preload)
+
+    def withdraw(self, acc: Accepted) -> None:
+        """Undo accepting a submission that is refused after all (its preload failed): it
+        was never handed to the scheduler, so no step of it, nor the submission or its
+        record on disk, may stay. Only the held one is withdrawn, and it is the last
+        accepted: later ones wait behind it."""
+        sid = acc.sub.id
+        self.subs.pop(sid, None)
+        for s in acc.steps:
+            ids = self.step_subs.get(s.id, [])
+            if sid in ids:
+                ids.remove(sid)
+            if not ids:
+                self.step_subs.pop(s.id, None)
+                if self.specs.get(s.id) is s:  # defined by this submission alone
+                    del self.specs[s.id]
+        manifest.path(self.run_dir, self.events.fleet, sid).unlink(missing_ok=True)
 
     def _take(self, spec, sid: int) -> None:
         """Count a step in submission sid, under the definition it brings. One that ended
@@ -131,7 +151,20 @@ class Submissions:
             elif not force and all(d in done for d in deps[sid]) \
                     and records.done_against(rec, s, {d: ids.get(d) for d in deps[sid]}):
                 done.add(sid)
+            else:
+                self._why_again(s, rec, force)
         return done
+
+    def _why_again(self, spec, rec: dict | None, force: bool) -> None:
+        """Remember why a step that has a success on record runs again."""
+        if rec is None or rec.get("outcome") != "succeeded":
+            self.rerun.pop(spec.id, None)
+        elif force:
+            self.rerun[spec.id] = "forced"
+        elif not records.succeeded_as(rec, spec):
+            self.rerun[spec.id] = "changed"
+        else:
+            self.rerun[spec.id] = "dependency changed"
 
     def _shard(self, suite, graph, msg: P.Submit):
         """This shard's steps, plus the other shards' steps they depend on (foreign:

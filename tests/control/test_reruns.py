@@ -48,6 +48,12 @@ def audit_lines(run_dir: Path) -> dict[str, str]:
             and not line[0].isdigit()}
 
 
+def assert_audit_counts_reruns(run_dir: Path) -> None:
+    """fleet audit exits 0 on this run dir, with every rerun a rerun, none a DUPLICATE."""
+    r = fleet("audit", str(run_dir), cwd=run_dir.parent, timeout=60)
+    assert r.returncode == 0 and "DUPLICATE" not in r.stdout, r.stdout + r.stderr
+
+
 def chain(tmp_path: Path, name: str = "s.toml", a: str = "v1", extra: str = "") -> Path:
     """a -> b -> c, and d on its own; a says its version in runs.txt, the others their id."""
     out = tmp_path / "run" / "runs.txt"
@@ -98,6 +104,7 @@ def test_force_on_a_live_fleet_reruns_every_step_and_never_deletes_a_record_befo
         assert len(R.attempts(live, s)) == 2
     assert marker(live, "b")["deps"] == {"a": marker(live, "a")["id"]}
     assert set(audit_lines(live).values()) == {"succeeded"}
+    assert_audit_counts_reruns(live)
 
 
 def test_a_step_that_failed_in_an_earlier_submission_runs_again_with_its_attempt_limit_anew(tmp_path, live):
@@ -160,6 +167,7 @@ def test_a_changed_step_replaces_the_old_one_and_reruns_its_dependents_and_nothi
     r = run(chain(tmp_path, a="v2"), live)
     assert r.returncode == 0 and "4 skipped in" in r.stdout, r.stdout
     assert len(runs(live)) == 7
+    assert_audit_counts_reruns(live)
 
 
 def test_a_changed_running_step_is_let_finish_then_the_new_definition_runs_and_a_waiting_one_is_replaced(
@@ -206,6 +214,7 @@ def test_a_step_whose_dependency_ran_again_since_it_succeeded_runs_again(tmp_pat
     r = run(full, live)
     assert r.returncode == 0
     assert runs(live)[5:] == ["b", "c"]
+    assert_audit_counts_reruns(live)
 
 
 def test_markers_written_by_0_1_count_as_done_when_their_dependencies_are_done(tmp_path):
