@@ -1,0 +1,432 @@
+"""Control-plane scale with simulated agents (issue 12, benchmark a).
+
+    python benchmarks/control_scale.py            # the recorded runs: writes results/control_scale.json
+                                                  # and the "Control-plane scale" section of README.md
+    python benchmarks/control_scale.py --agents 20 --steps 200 --work DIR
+                                                  # one run, its figures printed (no README); keeps DIR
+    python benchmarks/control_scale.py --readme-only   # rewrite the section from the saved results
+
+Each run has three kinds of process, all on 127.0.0.1, each its own process group:
+
+- a real coordinator (fleet.control.coordinator.Coordinator, built by
+  `benchmarks/_simagents.py coordinator`) whose launcher starts no agent but writes
+  the agents' endpoint and CURVE keys to a 0600 file;
+- load generators (`benchmarks/_simagents.py agents`), each hosting up to 4,000
+  simulated agents of 64 cores in one process (no forking): one DEALER socket each,
+  CURVE, the real messages; Started, then Exited "succeeded" after --duration s;
+- this script: it measures the coordinator's process from outside (psutil CPU
+  times, /proc VmHWM), submits the suite through fleet.control.client.Client, polls
+  Progress once a second (as a `fleet run` would, without its rows), and asks Status
+  every 0.2 s from a second thread to time the answers.
+
+Measured per run: time for all agents to join (first Join sent -> the coordinator's
+fleet_up record), heartbeat cost (coordinator CPU over --idle s with every agent joined
+and no step), submission time (Submit sent -> reply), step starts per second (Launches
+received by the agents, per second, over the full seconds between the first and the
+last), decision-to-agent latency (Launch.decided_at -> received, same clock),
+coordinator CPU per step (its CPU from Submit to the last exit, / steps; "net" takes
+off the heartbeat cost for the same time), coordinator peak RSS, Status answer times
+during the submission and during the run. Afterwards events.jsonl is read
+(fleet.wire.events.read_records): each step must have started once and succeeded once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+for p in (str(REPO), str(HERE)):
+    if p not in sys.path:
+        sys.path.insert(0, p)
+
+import psutil  # noqa: E402
+
+from _simagents import MAX_PER_PROCESS  # noqa: E402
+from fleet.control.client import Client  # noqa: E402
+from fleet.wire import connection  # noqa: E402
+from fleet.wire import events as E  # noqa: E402
+from fleet.wire import messages as P  # noqa: E402
+
+SIM = HERE / "_simagents.py"
+
+
+def pct(xs: list[float], q: float) -> float:
+    """The q-th percentile (0-100), linear between closest ranks (nan for none)."""
+    xs = sorted(xs)
+    if not xs:
+        return float("nan")
+    k = (len(xs) - 1) * q / 100.0
+    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def ms(xs_s: list[float]) -> dict:
+    """p50/p99/max of latencies given in seconds, in ms."""
+    if not xs_s:
+        return {"n": 0}
+    return {"n": len(xs_s), "p50_ms": round(pct(xs_s, 50) * 1e3, 3), "p99_ms": round(pct(xs_s, 99) * 1e3, 3),
+            "max_ms": round(max(xs_s) * 1e3, 3)}
+
+
+def env() -> dict:
+    """This environment with the repository first on PYTHONPATH (its fleet is the one measured)."""
+    e = dict(os.environ)
+    e["PYTHONPATH"] = os.pathsep.join([str(REPO), *[p for p in e.get("PYTHONPATH", "").split(os.pathsep) if p]])
+    return e
+
+
+def cpu_s(proc: psutil.Process) -> float:
+    t = proc.cpu_times()
+    return t.user + t.system
+
+
+def peak_rss_mib(pid: int) -> float:
+    """VmHWM: the process's peak resident set so far."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return float("nan")
+
+
+class Processes:
+    """What one run started, each in its own session; stop() ends them by group, bounded."""
+
+    def __init__(self, work: Path):
+        self.work = work
+        self.procs: list[subprocess.Popen] = []
+
+    def start(self, name: str, argv: list[str]) -> subprocess.Popen:
+        with open(self.work / f"{name}.log", "ab") as log:
+            p = subprocess.Popen([sys.executable, str(SIM), *argv, "--parent-pid", str(os.getpid())],
+                                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env(),
+                                 start_new_session=True)
+        self.procs.append(p)
+        return p
+
+    def wait(self, timeout: float) -> list[str]:
+        """Wait for all to exit by themselves; kill the groups of those that did not."""
+        deadline = time.monotonic() + timeout
+        late = []
+        for p in self.procs:
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                late.append(" ".join(map(str, p.args[2:4])) + f" (pid {p.pid})")
+        self.kill()
+        return late
+
+    def kill(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                p.wait()
+
+
+class StatusProbe(threading.Thread):
+    """Asks Status every `every` s on its own socket; keeps (sent at, seconds to answer)."""
+
+    def __init__(self, conn: connection.Connection, every: float = 0.2, timeout: float = 600.0):
+        super().__init__(daemon=True)
+        self.conn, self.every, self.timeout = conn, every, timeout
+        self.samples: list[tuple[float, float]] = []
+        self.stop = threading.Event()
+        self.error: str | None = None
+
+    def run(self) -> None:
+        c = Client(self.conn)
+        try:
+            while not self.stop.is_set():
+                t0 = time.time()
+                c.ask(P.Status(), timeout=self.timeout)
+                self.samples.append((t0, time.time() - t0))
+                self.stop.wait(self.every)
+        except Exception as e:  # reported with the results, never hidden
+            self.error = f"{type(e).__name__}: {e}"
+        finally:
+            c.close()
+
+    def between(self, t0: float, t1: float) -> list[float]:
+        """Answer times of the requests sent in [t0, t1], and of any still unanswered
+        then (its wait so far is a lower bound)."""
+        return [lat for sent, lat in self.samples if t0 <= sent <= t1]
+
+
+def write_suite(path: Path, run_dir: Path, steps: int) -> Path:
+    """N zero-work command steps (nothing runs them: the simulated agents only report)."""
+    path.write_text(f'[suite]\nname = "scale"\nrun_dir = "{run_dir}"\nmax_steps = {max(steps, 1)}\n\n'
+                    f'[[steps]]\nid = "s/{{i}}"\narray = "1-{steps}"\ncommand = "true"\n')
+    return path
+
+
+def start_fleet(procs: Processes, run: Path, agents: int, duration: float, heartbeat: float,
+                deadline: float) -> list:
+    """The coordinator and the load generators; the load generators' output files."""
+    af = run / "agents.json"
+    procs.start("coordinator", ["coordinator", "--run-dir", str(run), "--nodes", str(agents), "--agents-file",
+                                str(af), "--heartbeat", str(heartbeat), "--join-timeout", str(deadline)])
+    nproc = math.ceil(agents / MAX_PER_PROCESS)
+    width, outs, first = len(str(agents)), [], 1
+    for k in range(nproc):
+        count = agents // nproc + (1 if k < agents % nproc else 0)
+        out = run.parent / f"agents{k}.json"
+        outs.append(out)
+        procs.start(f"agents{k}", ["agents", "--agents-file", str(af), "--first", str(first), "--count",
+                                   str(count), "--width", str(width), "--duration", str(duration),
+                                   "--deadline", str(deadline), "--out", str(out)])
+        first += count
+    return outs
+
+
+def wait_up(run: Path, procs: Processes, timeout: float) -> connection.Connection:
+    deadline = time.monotonic() + timeout
+    path = connection.path_in(run)
+    while time.monotonic() < deadline:
+        if path.exists():
+            try:
+                return connection.read(path)
+            except (connection.ConnectionError_, ValueError):
+                pass
+        dead = [p.pid for p in procs.procs if p.poll() is not None]
+        if dead:
+            raise RuntimeError(f"processes {dead} exited before the fleet was up; see {procs.work}/*.log")
+        time.sleep(0.05)
+    raise RuntimeError(f"the fleet was not up within {timeout:.0f} s; see {procs.work}/coordinator.log")
+
+
+def heartbeat_cost(coord: psutil.Process, loadgens: list[psutil.Process], idle: float) -> dict:
+    """Coordinator (and load generator) CPU per second with every agent joined, no steps."""
+    time.sleep(min(2.0, idle))  # the join's own work settles first
+    c0, l0, t0 = cpu_s(coord), sum(map(cpu_s, loadgens)), time.monotonic()
+    time.sleep(idle)
+    dt = time.monotonic() - t0
+    return {"seconds": round(dt, 2), "coordinator_core_fraction": round((cpu_s(coord) - c0) / dt, 4),
+            "loadgen_core_fraction": round((sum(map(cpu_s, loadgens)) - l0) / dt, 4),
+            "coordinator_rss_mib": round(coord.memory_info().rss / 2**20, 1)}
+
+
+def submit_and_run(conn, coord: psutil.Process, suite: Path, steps: int, deadline: float) -> dict:
+    """Submit with a Status probe running; poll Progress until done; the coordinator's CPU."""
+    probe = StatusProbe(conn)
+    c = Client(conn)
+    try:
+        probe.start()
+        time.sleep(0.3)  # a few answers before the submission, for comparison
+        cpu0, t0 = cpu_s(coord), time.time()
+        reply = c.ask(P.Submit(str(suite)), timeout=max(1.0, deadline - time.monotonic()))
+        t1 = time.time()
+        if not reply.ok:
+            raise RuntimeError(f"submission refused: {reply.problems}")
+        done, rss = False, []
+        while not done and time.monotonic() < deadline:
+            pr = c.ask(P.Progress(reply.submission, since=1 << 40), timeout=max(1.0, deadline - time.monotonic()))
+            done = pr.done
+            rss.append(coord.memory_info().rss)
+            if not done:
+                time.sleep(1.0)
+        t2, cpu1 = time.time(), cpu_s(coord)
+        time.sleep(0.5)
+    finally:
+        probe.stop.set()
+        probe.join(timeout=30)
+        c.close()
+    return {"done": done, "counts": pr.counts, "submit_s": round(t1 - t0, 3), "t_submit": t0, "t_done_polled": t2,
+            "coordinator_cpu_s": round(cpu1 - cpu0, 3), "coordinator_rss_mib_max_sampled": round(max(rss) / 2**20, 1),
+            "status_before_submit": ms([lat for s, lat in probe.samples if s < t0]),
+            "status_during_submit": ms(probe.between(t0, t1)), "status_during_run": ms(probe.between(t1, t2)),
+            "status_probe_error": probe.error}
+
+
+def check_events(run: Path, steps: int) -> dict:
+    """From events.jsonl: every step started once and succeeded once, nothing else."""
+    starts: dict[str, int] = {}
+    ok: dict[str, int] = {}
+    other, up, declared = 0, None, 0
+    for rec in E.read_records(run / "events.jsonl"):
+        if isinstance(rec, E.Start):
+            starts[rec.step] = starts.get(rec.step, 0) + 1
+        elif isinstance(rec, E.Exit):
+            if rec.outcome == "succeeded":
+                ok[rec.step] = ok.get(rec.step, 0) + 1
+            else:
+                other += 1
+        elif isinstance(rec, E.FleetUp) and up is None:
+            up = rec.t
+        elif isinstance(rec, E.StepDeclared):
+            declared += 1
+    once = declared == steps and len(ok) == steps and all(v == 1 for v in ok.values()) \
+        and all(v == 1 for v in starts.values()) and len(starts) == steps
+    return {"declared": declared, "started_steps": len(starts), "succeeded_steps": len(ok),
+            "started_twice": sum(v > 1 for v in starts.values()), "succeeded_twice": sum(v > 1 for v in ok.values()),
+            "other_exits": other, "each_step_once": once and other == 0, "fleet_up_t": up}
+
+
+def merge_agents(outs: list[Path]) -> dict:
+    """The load generators' reports together: launches, latency, per-second starts."""
+    parts = [json.loads(p.read_text()) for p in outs if p.exists()]
+    per: dict[int, int] = {}
+    lat: list[float] = []
+    for a in parts:
+        for sec, n in a["per_second"]:
+            per[sec] = per.get(sec, 0) + n
+        lat += a["latency_s"]
+    secs = sorted(per)
+    full = [per[s] for s in secs[1:-1]]  # the first and last seconds are partial
+    keys = ("launches", "duplicate_launches", "kills", "send_again", "welcomed", "heartbeats_in", "cpu_s")
+    out = {k: round(sum(a[k] for a in parts), 3) for k in keys}
+    out.update({"processes": len(parts), "missing_reports": len(outs) - len(parts),
+                "stopped": sorted({a["stopped"] for a in parts}),
+                "rejects": sum(len(a["rejects"]) for a in parts), "errors": [e for a in parts for e in a["errors"]][:5],
+                "t_connect": min((a["t_connect"] for a in parts), default=None),
+                "t_joins_sent": max((a["t_joins_sent"] for a in parts), default=None),
+                "t_last_welcome": max((a["t_last_welcome"] or 0 for a in parts), default=None),
+                "last_exit": max((a["last_exit"] for a in parts), default=0.0),
+                "decision_to_agent": ms(lat),
+                "starts_per_s_sustained": round(sum(full) / len(full), 1) if full else None,
+                "starts_per_s_best_second": max(per.values(), default=0),
+                "starts_per_s_worst_full_second": min(full, default=None), "seconds_with_starts": len(secs)})
+    return out
+
+
+def case(work: Path, agents: int, steps: int, duration: float = 0.0, heartbeat: float = 1.0,
+         idle: float = 10.0, timeout: float = 300.0) -> dict:
+    """One run: agents join, the heartbeat cost, then (steps > 0) the suite. Bounded by timeout."""
+    work.mkdir(parents=True, exist_ok=True)
+    run = work / "run"
+    run.mkdir(mode=0o700)
+    deadline = time.monotonic() + timeout
+    procs = Processes(work)
+    res: dict = {"agents": agents, "cores_per_agent": 64, "steps": steps, "step_seconds": duration,
+                 "heartbeat_s": heartbeat}
+    try:
+        outs = start_fleet(procs, run, agents, duration, heartbeat, timeout)
+        t_spawn = time.time()
+        conn = wait_up(run, procs, deadline - time.monotonic())
+        res["up_seen_after_spawn_s"] = round(time.time() - t_spawn, 2)
+        coord = psutil.Process(conn.pid)
+        res["coordinator_cpu_during_join_s"] = round(cpu_s(coord), 2)
+        gens = [psutil.Process(p.pid) for p in procs.procs[1:]]
+        res["heartbeat"] = heartbeat_cost(coord, gens, idle) if idle > 0 else None
+        if steps:
+            suite = write_suite(work / "suite.toml", run, steps)
+            res["run"] = submit_and_run(conn, coord, suite, steps, deadline)
+        res["coordinator_peak_rss_mib"] = peak_rss_mib(conn.pid)
+        down = Client(conn)
+        try:
+            down.ask(P.Down(), timeout=30)
+        finally:
+            down.close()
+        res["left_running_killed"] = procs.wait(timeout=60)
+    finally:
+        procs.kill()
+    res["coordinator_exit"] = procs.procs[0].returncode if procs.procs else None
+    res["agents_seen"] = merge_agents(outs)
+    res["events"] = check_events(run, steps)
+    return summarize(res)
+
+
+def summarize(res: dict) -> dict:
+    """The headline figures of one run, computed from its parts."""
+    a, ev = res["agents_seen"], res["events"]
+    if a["t_connect"] and ev["fleet_up_t"]:
+        res["join_s"] = round(ev["fleet_up_t"] - a["t_connect"], 2)
+    r = res.get("run")
+    if r and res["steps"]:
+        hb = (res.get("heartbeat") or {}).get("coordinator_core_fraction", 0.0)
+        span = max(a["last_exit"], r["t_submit"]) - r["t_submit"]
+        res["wall_s"] = round(span, 2)
+        res["steps_per_s_end_to_end"] = round(res["steps"] / span, 1) if span > 0 else None
+        res["coordinator_cpu_us_per_step"] = round(1e6 * r["coordinator_cpu_s"] / res["steps"], 1)
+        net = r["coordinator_cpu_s"] - hb * (r["t_done_polled"] - r["t_submit"])
+        res["coordinator_cpu_us_per_step_net_of_heartbeats"] = round(1e6 * net / res["steps"], 1)
+    return res
+
+
+# -- the recorded runs -----------------------------------------------------------------------------------
+
+RECORDED = [
+    # (name, agents, steps, step seconds, case timeout s)
+    ("100 agents, 20,000 zero-length steps", 100, 20_000, 0.0, 240),
+    ("100 agents, 10,000 steps of 1 s", 100, 10_000, 1.0, 200),
+    ("1,000 agents, 20,000 zero-length steps", 1000, 20_000, 0.0, 300),
+    ("10,000 agents, join and heartbeats only", 10_000, 0, 0.0, 240),
+]
+
+
+def recorded(work: Path, only: list[int] | None) -> dict:
+    from _nodebench import machine, today
+    res = {"benchmark": "control_scale", "command": "python benchmarks/control_scale.py", "date": today(),
+           "machine": machine(), "runs": []}
+    for k, (name, agents, steps, dur, timeout) in enumerate(RECORDED):
+        if only and k not in only:
+            continue
+        print(f"{name} ...", flush=True)
+        t0 = time.monotonic()
+        r = case(work / f"case{k}", agents, steps, dur, timeout=timeout)
+        r["name"], r["case_wall_s"] = name, round(time.monotonic() - t0, 1)
+        r["command"] = f"python benchmarks/control_scale.py --agents {agents} --steps {steps} --duration {dur:g}"
+        print("  " + json.dumps(headline(r)), flush=True)
+        res["runs"].append(r)
+    return res
+
+
+def headline(r: dict) -> dict:
+    keys = ("join_s", "steps_per_s_end_to_end", "coordinator_cpu_us_per_step", "coordinator_peak_rss_mib")
+    out = {k: r.get(k) for k in keys}
+    if r.get("heartbeat"):
+        out["heartbeat_core"] = r["heartbeat"]["coordinator_core_fraction"]
+    out["sustained"] = r["agents_seen"]["starts_per_s_sustained"]
+    out["latency"] = r["agents_seen"]["decision_to_agent"]
+    if r.get("run"):
+        out["submit_s"] = r["run"]["submit_s"]
+        out["status_during_submit"] = r["run"]["status_during_submit"]
+    out["each_step_once"] = r["events"]["each_step_once"]
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--agents", type=int, help="one run of this many agents (else: the recorded runs)")
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--duration", type=float, default=0.0, help="seconds each step takes")
+    ap.add_argument("--heartbeat", type=float, default=1.0)
+    ap.add_argument("--idle", type=float, default=10.0, help="seconds of heartbeats measured with no step")
+    ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument("--work", help="directory to run in (kept); default a temporary one (removed)")
+    ap.add_argument("--only", default="", help="indices of the recorded runs to make (e.g. 0,3)")
+    ap.add_argument("--readme-only", action="store_true")
+    args = ap.parse_args(argv)
+    if args.readme_only:
+        from control_scale_readme import write_readme
+        write_readme(json.loads((HERE / "results" / "control_scale.json").read_text()))
+        return 0
+    with tempfile.TemporaryDirectory(prefix="fleet-scale-") as tmp:
+        work = Path(args.work).resolve() if args.work else Path(tmp)
+        if args.agents:
+            r = case(work, args.agents, args.steps, args.duration, args.heartbeat, args.idle, args.timeout)
+            print(json.dumps(r, indent=1))
+            return 0 if (not args.steps or r["events"]["each_step_once"]) else 1
+        res = recorded(work, [int(x) for x in args.only.split(",") if x])
+    from _nodebench import write_result
+    from control_scale_readme import write_readme
+    path = write_result("control_scale", res)
+    write_readme(res)
+    print(f"wrote {path.relative_to(REPO)} and its section of benchmarks/README.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
