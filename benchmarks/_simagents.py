@@ -10,7 +10,7 @@ measured apart from the load):
         environment) to F, mode 0600, and the load generator reads them from there.
 
     python benchmarks/_simagents.py agents --agents-file F --first 1 --count 1000 --width 4 ...
-        `count` simulated agents node<first>..: one ZeroMQ context, one poller, one DEALER
+        `count` simulated agents node<first>..: one ZeroMQ context, one epoll, one DEALER
         socket per agent whose identity is its node name, each with the agent keys. Each
         joins (64 cores by default), heartbeats every interval the coordinator's Welcome
         names, and answers each Launch with Started and, after --duration seconds (a timer
@@ -19,13 +19,23 @@ measured apart from the load):
         its deadline, and writes what it saw to --out (JSON).
 
 Nothing runs a step: what is measured is the coordinator and the wire. Every message is
-built with fleet.wire.messages, the codec the real agent and zygote use.
+built with fleet.wire.messages, the codec the real agent and zygote use. Two shortcuts
+keep the load generator cheaper than what it measures (it shares the machine): an
+agent's heartbeat is encoded once (the same bytes a real agent sends every time), and a
+frame equal to the coordinator's heartbeat is counted without being decoded.
+
+The sockets are watched with epoll on their ZMQ_FD, not zmq.Poller: zmq_poll looks at
+every socket on every call, which at thousands of sockets made this process, not the
+coordinator, the bottleneck. ZMQ_FD only says that a socket's state may have changed,
+and a send may consume that signal while a message waits, so a socket is also looked at
+after every send (the usual rule for ZMQ_FD).
 """
 
 from __future__ import annotations
 
 import argparse
 import heapq
+import select
 import json
 import os
 import signal
@@ -124,8 +134,9 @@ class SimAgents:
         self.ctx = zmq.Context(io_threads=1)
         self.ctx.set(zmq.MAX_SOCKETS, count + 64)
         self.socks: list = []
-        self.index: dict = {}
-        self.poller = zmq.Poller()
+        self.epoll = select.epoll()
+        self.by_fd: dict[int, int] = {}
+        self.recheck: set[int] = set()  # sockets sent on since they were last read
         for i, name in enumerate(self.names):
             s = self.ctx.socket(zmq.DEALER)
             s.setsockopt(zmq.IDENTITY, name.encode())
@@ -133,9 +144,12 @@ class SimAgents:
             s.setsockopt(zmq.MAXMSGSIZE, P.MAX_FRAME)
             security.connect_as(s, server, public, secret)
             self.socks.append(s)
-            self.index[s] = i
-            self.poller.register(s, zmq.POLLIN)
+            fd = s.getsockopt(zmq.FD)
+            self.by_fd[fd] = i
+            self.epoll.register(fd, select.EPOLLIN)
         self.pid = os.getpid()
+        self.their_beat = P.encode(P.Heartbeat("coordinator"))
+        self.our_beats = [P.encode(P.Heartbeat(name)) for name in self.names]
         self.down = [False] * count
         self.n_down = 0
         self.exits: list = []          # heap of (due, agent, step, attempt, decided_at, started, cores)
@@ -146,14 +160,18 @@ class SimAgents:
                       "welcomed": 0}
         self.seen: set = set()
         self.latency: list[float] = []  # decision -> Launch received here, s
-        self.per_second: dict[int, int] = {}  # int(time.time()) -> Launches received
+        self.received: list[float] = []  # time.time() each Launch was received
         self.first_launch = self.last_launch = self.last_exit = 0.0
 
     def send(self, i: int, msg) -> None:
+        self.send_bytes(i, P.encode(msg))
+
+    def send_bytes(self, i: int, frame: bytes) -> None:
         try:
-            self.socks[i].send(P.encode(msg), zmq.NOBLOCK)
+            self.socks[i].send(frame, zmq.NOBLOCK)
         except zmq.Again:
             self.stats["send_again"] += 1
+        self.recheck.add(i)
 
     def connect(self) -> None:
         """Connect every socket and join, beats staggered over one heartbeat period."""
@@ -179,8 +197,12 @@ class SimAgents:
                 break
             due = min(self.beats[0][0] if self.beats else deadline,
                       self.exits[0][0] if self.exits else deadline, deadline)
-            for sock, _ in self.poller.poll(max(0, int((due - now) * 1000))):
-                self._drain(self.index[sock])
+            wait = 0 if self.recheck else max(0.0, due - now)
+            ready = {self.by_fd[fd] for fd, _ in self.epoll.poll(wait)}
+            ready |= self.recheck
+            self.recheck = set()
+            for i in ready:
+                self._drain(i)
             self._send_exits()
             self._send_beats()
         self.stats["cpu_s"] = round(time.process_time() - cpu0, 3)
@@ -193,6 +215,9 @@ class SimAgents:
                 frame = s.recv(zmq.NOBLOCK)
             except zmq.Again:
                 return
+            if frame == self.their_beat:
+                self.stats["heartbeats_in"] += 1
+                continue
             t = time.time()
             try:
                 msg = P.decode(frame)
@@ -229,8 +254,7 @@ class SimAgents:
         self.seen.add(key)
         self.stats["launches"] += 1
         self.latency.append(t - msg.decided_at)
-        sec = int(t)
-        self.per_second[sec] = self.per_second.get(sec, 0) + 1
+        self.received.append(t)
         self.first_launch = self.first_launch or t
         self.last_launch = t
         self.send(i, P.Started(msg.step, msg.attempt, self.pid, self.pid, t))
@@ -270,7 +294,7 @@ class SimAgents:
         while self.beats and self.beats[0][0] <= now:
             due, i = self.beats.popleft()
             if not self.down[i]:
-                self.send(i, P.Heartbeat(self.names[i]))
+                self.send_bytes(i, self.our_beats[i])
             self.beats.append((max(now, due + self.heartbeat_s), i))
 
     def summary(self, why: str) -> dict:
@@ -278,13 +302,14 @@ class SimAgents:
         return {**self.stats, "stopped": why, "t_connect": self.t_connect, "t_joins_sent": self.t_joins_sent,
                 "t_last_welcome": getattr(self, "t_last_welcome", None), "first_launch": self.first_launch,
                 "last_launch": self.last_launch, "last_exit": self.last_exit,
-                "per_second": sorted(self.per_second.items()), "latency_s": self.latency,
+                "received": self.received, "latency_s": self.latency,
                 "pending_exits": len(self.exits)}
 
     def close(self) -> None:
         for s in self.socks:
             s.close()
         self.ctx.term()
+        self.epoll.close()
 
 
 def wait_for_file(path: Path, timeout: float) -> dict:
@@ -295,6 +320,62 @@ def wait_for_file(path: Path, timeout: float) -> dict:
             return json.loads(path.read_text())
         time.sleep(0.02)
     raise TimeoutError(f"{path} did not appear within {timeout:.0f} s")
+
+
+# -- reading the reports ----------------------------------------------------------------------
+
+def pct(xs: list[float], q: float) -> float:
+    """The q-th percentile (0-100), linear between closest ranks (nan for none)."""
+    xs = sorted(xs)
+    if not xs:
+        return float("nan")
+    k = (len(xs) - 1) * q / 100.0
+    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def ms(xs_s: list[float]) -> dict:
+    """p50/p99/max of latencies given in seconds, in ms."""
+    if not xs_s:
+        return {"n": 0}
+    return {"n": len(xs_s), "p50_ms": round(pct(xs_s, 50) * 1e3, 3), "p99_ms": round(pct(xs_s, 99) * 1e3, 3),
+            "max_ms": round(max(xs_s) * 1e3, 3)}
+
+
+def merge_reports(outs: list[Path]) -> dict:
+    """The load generators' reports together (Launch receipt times kept for summarize)."""
+    parts = [json.loads(p.read_text()) for p in outs if p.exists()]
+    lat: list[float] = []
+    received: list[float] = []
+    for a in parts:
+        lat += a["latency_s"]
+        received += a["received"]
+    keys = ("launches", "duplicate_launches", "kills", "send_again", "welcomed", "heartbeats_in", "cpu_s")
+    out = {k: round(sum(a[k] for a in parts), 3) for k in keys}
+    out.update({"processes": len(parts), "missing_reports": len(outs) - len(parts),
+                "stopped": sorted({a["stopped"] for a in parts}),
+                "rejects": sum(len(a["rejects"]) for a in parts), "errors": [e for a in parts for e in a["errors"]][:5],
+                "t_connect": min((a["t_connect"] for a in parts), default=None),
+                "t_joins_sent": max((a["t_joins_sent"] for a in parts), default=None),
+                "t_last_welcome": max((a["t_last_welcome"] or 0 for a in parts), default=None),
+                "decision_to_agent": ms(lat), "received": sorted(received)})
+    return out
+
+
+def start_rates(received: list[float], t0: float, t1: float) -> dict:
+    """Step starts per second (Launches received): over the whole suite (Submit sent ->
+    last Launch), inside the Submit's handling (the first burst: every step that fits
+    starts before the reply), and after it (starts driven by exits)."""
+    if not received:
+        return {}
+    last = received[-1]
+    burst = sum(1 for t in received if t <= t1)
+    after = len(received) - burst
+    return {"starts_per_s": round(len(received) / max(1e-6, last - t0), 1),
+            "starts_in_submission": burst, "starts_per_s_in_submission": round(burst / max(1e-6, t1 - t0), 1),
+            "starts_after_submission": after,
+            "starts_per_s_after_submission": round(after / (last - t1), 1) if after and last > t1 else None,
+            "last_start_after_submit_s": round(last - t0, 3)}
 
 
 def agents_main(argv: list[str]) -> int:
