@@ -48,8 +48,10 @@ HERE = Path(__file__).resolve().parent
 if str(HERE.parent) not in sys.path:
     sys.path.insert(0, str(HERE.parent))
 
+import psutil  # noqa: E402
 import zmq  # noqa: E402
 
+from fleet.wire import events as E  # noqa: E402
 from fleet.wire import messages as P  # noqa: E402
 from fleet.wire import security  # noqa: E402
 
@@ -98,13 +100,21 @@ def coordinator_main(argv: list[str]) -> int:
     ap.add_argument("--timeout", type=float, default=10.0)
     ap.add_argument("--join-timeout", type=float, default=120.0)
     ap.add_argument("--parent-pid", type=int, default=0)
+    ap.add_argument("--profile", default="", help="run the coordinator under cProfile, its stats to this file")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     _die_with_parent(args.parent_pid)
     from fleet.control.coordinator import Coordinator
     coord = Coordinator(Path(args.run_dir), args.nodes, KeysFileLauncher(Path(args.agents_file)),
                         heartbeat_s=args.heartbeat, timeout_s=args.timeout, join_timeout_s=args.join_timeout)
-    return coord.serve()
+    if not args.profile:
+        return coord.serve()
+    import cProfile
+    prof = cProfile.Profile()
+    try:
+        return prof.runcall(coord.serve)
+    finally:
+        prof.dump_stats(args.profile)
 
 
 def _die_with_parent(parent: int) -> None:
@@ -376,6 +386,59 @@ def start_rates(received: list[float], t0: float, t1: float) -> dict:
             "starts_after_submission": after,
             "starts_per_s_after_submission": round(after / (last - t1), 1) if after and last > t1 else None,
             "last_start_after_submit_s": round(last - t0, 3)}
+
+
+# -- measuring from outside -------------------------------------------------------------------
+
+def cpu_s(proc: psutil.Process) -> float:
+    t = proc.cpu_times()
+    return t.user + t.system
+
+
+def peak_rss_mib(pid: int) -> float:
+    """VmHWM: the process's peak resident set so far."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return float("nan")
+
+
+def tcp_counters() -> dict:
+    """This machine's TCP listen-queue overflows and SYN retransmissions so far (all of
+    its processes: other work counts too, so a run's delta is an upper bound)."""
+    want = ("ListenOverflows", "ListenDrops", "TCPSynRetrans")
+    lines = Path("/proc/net/netstat").read_text().splitlines()
+    for names, values in zip(lines[::2], lines[1::2]):
+        if names.startswith("TcpExt:"):
+            d = dict(zip(names.split()[1:], values.split()[1:]))
+            return {k: int(d.get(k, 0)) for k in want}
+    return {}
+
+
+def check_events(run: Path, steps: int) -> dict:
+    """From events.jsonl: every step started once and succeeded once, nothing else."""
+    starts: dict[str, int] = {}
+    ok: dict[str, int] = {}
+    other, up, declared, last = 0, None, 0, 0.0
+    for rec in E.read_records(run / "events.jsonl"):
+        if isinstance(rec, E.Start):
+            starts[rec.step] = starts.get(rec.step, 0) + 1
+        elif isinstance(rec, E.Exit):
+            last = max(last, rec.t)
+            if rec.outcome == "succeeded":
+                ok[rec.step] = ok.get(rec.step, 0) + 1
+            else:
+                other += 1
+        elif isinstance(rec, E.FleetUp) and up is None:
+            up = rec.t
+        elif isinstance(rec, E.StepDeclared):
+            declared += 1
+    once = declared == steps and len(ok) == steps and all(v == 1 for v in ok.values()) \
+        and all(v == 1 for v in starts.values()) and len(starts) == steps
+    return {"declared": declared, "started_steps": len(starts), "succeeded_steps": len(ok),
+            "started_twice": sum(v > 1 for v in starts.values()), "succeeded_twice": sum(v > 1 for v in ok.values()),
+            "other_exits": other, "each_step_once": once and other == 0, "fleet_up_t": up,
+            "last_exit_t": last}
 
 
 def agents_main(argv: list[str]) -> int:

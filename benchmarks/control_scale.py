@@ -52,10 +52,10 @@ for p in (str(REPO), str(HERE)):
 
 import psutil  # noqa: E402
 
-from _simagents import MAX_PER_PROCESS, merge_reports, ms, start_rates  # noqa: E402
+from _simagents import (MAX_PER_PROCESS, check_events, cpu_s, merge_reports, ms, peak_rss_mib,  # noqa: E402
+                        start_rates, tcp_counters)
 from fleet.control.client import Client  # noqa: E402
 from fleet.wire import connection  # noqa: E402
-from fleet.wire import events as E  # noqa: E402
 from fleet.wire import messages as P  # noqa: E402
 
 SIM = HERE / "_simagents.py"
@@ -66,31 +66,6 @@ def env() -> dict:
     e = dict(os.environ)
     e["PYTHONPATH"] = os.pathsep.join([str(REPO), *[p for p in e.get("PYTHONPATH", "").split(os.pathsep) if p]])
     return e
-
-
-def cpu_s(proc: psutil.Process) -> float:
-    t = proc.cpu_times()
-    return t.user + t.system
-
-
-def peak_rss_mib(pid: int) -> float:
-    """VmHWM: the process's peak resident set so far."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return float("nan")
-
-
-def tcp_counters() -> dict:
-    """This machine's TCP listen-queue overflows and SYN retransmissions so far (all of
-    its processes: other work counts too, so a run's delta is an upper bound)."""
-    want = ("ListenOverflows", "ListenDrops", "TCPSynRetrans")
-    lines = Path("/proc/net/netstat").read_text().splitlines()
-    for names, values in zip(lines[::2], lines[1::2]):
-        if names.startswith("TcpExt:"):
-            d = dict(zip(names.split()[1:], values.split()[1:]))
-            return {k: int(d.get(k, 0)) for k in want}
-    return {}
 
 
 class Processes:
@@ -167,11 +142,13 @@ def write_suite(path: Path, run_dir: Path, steps: int) -> Path:
 
 
 def start_fleet(procs: Processes, run: Path, agents: int, duration: float, heartbeat: float,
-                deadline: float) -> list:
+                deadline: float, profile: str = "", agent_timeout: float = 10.0) -> list:
     """The coordinator and the load generators; the load generators' output files."""
     af = run / "agents.json"
     procs.start("coordinator", ["coordinator", "--run-dir", str(run), "--nodes", str(agents), "--agents-file",
-                                str(af), "--heartbeat", str(heartbeat), "--join-timeout", str(deadline)])
+                                str(af), "--heartbeat", str(heartbeat), "--timeout", str(agent_timeout),
+                                "--join-timeout", str(deadline),
+                                *(["--profile", profile] if profile else [])])
     nproc = math.ceil(agents / MAX_PER_PROCESS)
     width, outs, first = len(str(agents)), [], 1
     for k in range(nproc):
@@ -245,34 +222,8 @@ def submit_and_run(conn, coord: psutil.Process, suite: Path, steps: int, deadlin
             "status_probe_error": probe.error}
 
 
-def check_events(run: Path, steps: int) -> dict:
-    """From events.jsonl: every step started once and succeeded once, nothing else."""
-    starts: dict[str, int] = {}
-    ok: dict[str, int] = {}
-    other, up, declared, last = 0, None, 0, 0.0
-    for rec in E.read_records(run / "events.jsonl"):
-        if isinstance(rec, E.Start):
-            starts[rec.step] = starts.get(rec.step, 0) + 1
-        elif isinstance(rec, E.Exit):
-            last = max(last, rec.t)
-            if rec.outcome == "succeeded":
-                ok[rec.step] = ok.get(rec.step, 0) + 1
-            else:
-                other += 1
-        elif isinstance(rec, E.FleetUp) and up is None:
-            up = rec.t
-        elif isinstance(rec, E.StepDeclared):
-            declared += 1
-    once = declared == steps and len(ok) == steps and all(v == 1 for v in ok.values()) \
-        and all(v == 1 for v in starts.values()) and len(starts) == steps
-    return {"declared": declared, "started_steps": len(starts), "succeeded_steps": len(ok),
-            "started_twice": sum(v > 1 for v in starts.values()), "succeeded_twice": sum(v > 1 for v in ok.values()),
-            "other_exits": other, "each_step_once": once and other == 0, "fleet_up_t": up,
-            "last_exit_t": last}
-
-
 def case(work: Path, agents: int, steps: int, duration: float = 0.0, heartbeat: float = 1.0,
-         idle: float = 10.0, timeout: float = 300.0) -> dict:
+         idle: float = 10.0, timeout: float = 300.0, profile: str = "", agent_timeout: float = 10.0) -> dict:
     """One run: agents join, the heartbeat cost, then (steps > 0) the suite. Bounded by timeout."""
     work.mkdir(parents=True, exist_ok=True)
     run = work / "run"
@@ -280,10 +231,10 @@ def case(work: Path, agents: int, steps: int, duration: float = 0.0, heartbeat: 
     deadline = time.monotonic() + timeout
     procs = Processes(work)
     res: dict = {"agents": agents, "cores_per_agent": 64, "steps": steps, "step_seconds": duration,
-                 "heartbeat_s": heartbeat}
+                 "heartbeat_s": heartbeat, "agent_timeout_s": agent_timeout}
     try:
         tcp0 = tcp_counters()
-        outs = start_fleet(procs, run, agents, duration, heartbeat, timeout)
+        outs = start_fleet(procs, run, agents, duration, heartbeat, timeout, profile, agent_timeout)
         t_spawn = time.time()
         conn = wait_up(run, procs, deadline - time.monotonic())
         res["up_seen_after_spawn_s"] = round(time.time() - t_spawn, 2)
@@ -332,11 +283,12 @@ def summarize(res: dict) -> dict:
 # -- the recorded runs -----------------------------------------------------------------------------------
 
 RECORDED = [
-    # (name, agents, steps, step seconds, case timeout s)
-    ("100 agents, 20,000 zero-length steps", 100, 20_000, 0.0, 240),
-    ("100 agents, 10,000 steps of 1 s", 100, 10_000, 1.0, 200),
-    ("1,000 agents, 20,000 zero-length steps", 1000, 20_000, 0.0, 300),
-    ("10,000 agents, join and heartbeats only", 10_000, 0, 0.0, 240),
+    # (name, agents, steps, step seconds, heartbeat timeout s, case timeout s)
+    ("100 agents, 20,000 zero-length steps", 100, 20_000, 0.0, 10.0, 240),
+    ("100 agents, 10,000 steps of 1 s", 100, 10_000, 1.0, 10.0, 200),
+    ("1,000 agents, 20,000 zero-length steps", 1000, 20_000, 0.0, 10.0, 300),
+    ("1,000 agents, 20,000 zero-length steps, agents' heartbeat timeout 60 s", 1000, 20_000, 0.0, 60.0, 300),
+    ("10,000 agents, join and heartbeats only", 10_000, 0, 0.0, 10.0, 400),
 ]
 
 
@@ -344,14 +296,15 @@ def recorded(work: Path, only: list[int] | None) -> dict:
     from _nodebench import machine, today
     res = {"benchmark": "control_scale", "command": "python benchmarks/control_scale.py", "date": today(),
            "machine": machine(), "runs": []}
-    for k, (name, agents, steps, dur, timeout) in enumerate(RECORDED):
+    for k, (name, agents, steps, dur, agent_timeout, timeout) in enumerate(RECORDED):
         if only and k not in only:
             continue
         print(f"{name} ...", flush=True)
         t0 = time.monotonic()
-        r = case(work / f"case{k}", agents, steps, dur, timeout=timeout)
+        r = case(work / f"case{k}", agents, steps, dur, timeout=timeout, agent_timeout=agent_timeout)
         r["name"], r["case_wall_s"] = name, round(time.monotonic() - t0, 1)
-        r["command"] = f"python benchmarks/control_scale.py --agents {agents} --steps {steps} --duration {dur:g}"
+        r["command"] = (f"python benchmarks/control_scale.py --agents {agents} --steps {steps} --duration {dur:g}"
+                        + (f" --agent-timeout {agent_timeout:g}" if agent_timeout != 10 else ""))
         print("  " + json.dumps(headline(r)), flush=True)
         res["runs"].append(r)
     return res
@@ -385,6 +338,54 @@ NOT_MADE = """\
 """
 
 
+LIMITS = """\
+### What limits scale in today's coordinator (seen in these runs; not changed here)
+
+Line numbers are of the commit measured (see above).
+
+- **A submission is handled, and every step that fits is started, before the reply**
+  (`fleet/control/coordinator.py:377`, `_submit` -> `_act`): with 64-core agents every
+  step of these suites fits at once, so the Submit handler claims and launches thousands
+  of steps in one turn of the loop, and nothing else is served meanwhile: a Status
+  request sent during the submission waited for all of it (the "max during submit"
+  column), and so did the agents' Started/Exited reports.
+- **Per-step files on the start and exit path**: each start claims the step on disk
+  (`fleet/control/store.py:91-135`: mkdir, an O_EXCL claim file, a completion-marker
+  look, a directory listing of attempts) and each exit writes an attempt record and the
+  done marker (write aside + rename each) and removes the claim
+  (`fleet/control/outcomes.py:51-62`, `fleet/control/coordinator.py:257-258`): about ten
+  metadata operations per step, on local disk here, most of the ~1 ms of coordinator
+  CPU per step measured above (see the profile in "Node agents" and the store what-if).
+- **A turn takes up to 1,000 agent messages before it looks at the clients**
+  (`fleet/control/transport.py:23`, `DRAIN_BATCH`; `fleet/control/coordinator.py:110-113`):
+  at ~1 ms per exit handled, a Status request waits up to about a second behind a full
+  batch of exits (the "during run" column).
+- **Heartbeats are one message each way per agent per interval**
+  (`fleet/control/liveness.py:96-112` sends one to every agent every `heartbeat_s`; each
+  agent's is decoded and looked up, `fleet/control/coordinator.py:194-205`): linear in
+  the agents, tens of microseconds each; see the heartbeat column at 10,000 agents.
+- **Joining is quadratic, and the agent socket's listen backlog is ZeroMQ's default
+  (100)**: `Liveness.join` counts the live agents on every join
+  (`fleet/control/liveness.py:64`, `alive_count` walks every agent), and
+  `fleet/control/transport.py:41` binds without setting `zmq.BACKLOG`, so 10,000
+  agents connecting at once overflow the listen queue: the kernel drops their SYNs and
+  they retry after 1, 3, 7, 15 ... s (the `tcp_during_join` counters in the JSON file:
+  ListenOverflows and TCPSynRetrans during the 10,000-agent join; these counters are the
+  machine's, so other work adds to them). Most of the join time is this waiting.
+- **The coordinator's own stall is taken for lost agents**: an agent's `last_seen` is
+  renewed only when the loop reads its message (`fleet/control/liveness.py:86`), and
+  `beat()` declares lost every agent not heard for `timeout_s`
+  (`fleet/control/liveness.py:103`). A Submit handled for longer than the timeout (10 s
+  by default) therefore loses every agent at the next beat, although their heartbeats
+  were waiting in the socket: the 1,000-agent run with the default timeout ended with
+  every step `lost` (the agents were told to shut down). The same run with a 60 s timeout
+  completes; its figures are the ones to read for the coordinator's cost.
+- **Coordinator memory grows with connections**: its peak RSS with 10,000 agents joined
+  and idle (above) is mostly per-connection ZeroMQ/CURVE state, not the scheduler (10,000
+  nodes of 64 cores take ~17 MiB in the scheduler alone, measured separately).
+"""
+
+
 def _f(x, unit: str = "", nd: int = 1) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"
@@ -405,8 +406,14 @@ def _row(r: dict) -> str:
              _f(r.get("coordinator_peak_rss_mib"), " MiB", 0),
              f"{_f(sub.get('max_ms'), '', 0)} / {_f(dur.get('p50_ms'), '', 0)} / {_f(dur.get('max_ms'), '', 0)} ms"
              if run else "-",
-             ("yes" if r["events"]["each_step_once"] else "**NO**") if r["steps"] else "-"]
+             _outcome(r)]
     return "| " + " | ".join(cells) + " |"
+
+
+def _outcome(r: dict) -> str:
+    counts = (r.get("run") or {}).get("counts", {})
+    return "-" if not r["steps"] else "yes" if r["events"]["each_step_once"] else (
+        "**no**: " + ", ".join(f"{n:,} {k}" for k, n in sorted(counts.items())))
 
 
 def section(res: dict) -> str:
@@ -461,9 +468,11 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--duration", type=float, default=0.0, help="seconds each step takes")
     ap.add_argument("--heartbeat", type=float, default=1.0)
+    ap.add_argument("--agent-timeout", type=float, default=10.0, help="the coordinator's heartbeat timeout (fleet's default)")
     ap.add_argument("--idle", type=float, default=10.0, help="seconds of heartbeats measured with no step")
     ap.add_argument("--timeout", type=float, default=300.0)
     ap.add_argument("--work", help="directory to run in (kept); default a temporary one (removed)")
+    ap.add_argument("--profile", default="", help="cProfile the coordinator of a single run into this file")
     ap.add_argument("--only", default="", help="indices of the recorded runs to make (e.g. 0,3)")
     ap.add_argument("--readme-only", action="store_true")
     args = ap.parse_args(argv)
@@ -473,7 +482,8 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="fleet-scale-") as tmp:
         work = Path(args.work).resolve() if args.work else Path(tmp)
         if args.agents:
-            r = case(work, args.agents, args.steps, args.duration, args.heartbeat, args.idle, args.timeout)
+            r = case(work, args.agents, args.steps, args.duration, args.heartbeat, args.idle, args.timeout,
+                     str(Path(args.profile).resolve()) if args.profile else "", args.agent_timeout)
             print(json.dumps(r, indent=1))
             return 0 if (not args.steps or r["events"]["each_step_once"]) else 1
         res = recorded(work, [int(x) for x in args.only.split(",") if x])
