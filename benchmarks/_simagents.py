@@ -18,6 +18,10 @@ measured apart from the load):
         with Ok("bye"). It runs until every one of its agents was told to shut down, or
         its deadline, and writes what it saw to --out (JSON).
 
+The rest of this module is what benchmarks/control_scale.py reads afterwards: the load
+generators' reports merged, start rates, the coordinator's CPU and peak RSS, the
+machine's TCP listen counters, and the check of events.jsonl.
+
 Nothing runs a step: what is measured is the coordinator and the wire. Every message is
 built with fleet.wire.messages, the codec the real agent and zygote use. Two shortcuts
 keep the load generator cheaper than what it measures (it shares the machine): an

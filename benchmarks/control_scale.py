@@ -19,15 +19,15 @@ Each run has three kinds of process, all on 127.0.0.1, each its own process grou
   Progress once a second (as a `fleet run` would, without its rows), and asks Status
   every 0.2 s from a second thread to time the answers.
 
-Measured per run: time for all agents to join (first Join sent -> the coordinator's
-fleet_up record), heartbeat cost (coordinator CPU over --idle s with every agent joined
-and no step), submission time (Submit sent -> reply), step starts per second (Launches
-received by the agents, per second, over the full seconds between the first and the
-last), decision-to-agent latency (Launch.decided_at -> received, same clock),
-coordinator CPU per step (its CPU from Submit to the last exit, / steps; "net" takes
-off the heartbeat cost for the same time), coordinator peak RSS, Status answer times
-during the submission and during the run. Afterwards events.jsonl is read
-(fleet.wire.events.read_records): each step must have started once and succeeded once.
+Measured per run: join (first Join sent -> the fleet_up record), heartbeat cost
+(coordinator CPU over --idle s, every agent joined, no step), submission (Submit sent ->
+reply), step starts per second (Launches received by the agents: over the whole suite,
+Submit sent -> last Launch; inside the Submit's handling; after it), decision-to-agent
+latency (Launch.decided_at -> received, one clock), coordinator CPU per step (Submit ->
+done, including the probes' answers; "net" less the heartbeat cost), its peak RSS
+(VmHWM), Status answer times during the submission and the run, and the machine's TCP
+listen-queue counters during the join. Then events.jsonl (read_records) must show each
+step started once and succeeded once.
 """
 
 from __future__ import annotations
@@ -311,18 +311,13 @@ def recorded(work: Path, only: list[int] | None) -> dict:
 
 
 def headline(r: dict) -> dict:
-    keys = ("join_s", "steps_per_s_end_to_end", "coordinator_cpu_us_per_step", "coordinator_peak_rss_mib")
-    out = {k: r.get(k) for k in keys}
-    if r.get("heartbeat"):
-        out["heartbeat_core"] = r["heartbeat"]["coordinator_core_fraction"]
-    for k in ("starts_per_s", "starts_per_s_in_submission", "starts_per_s_after_submission"):
-        out[k] = r.get(k)
-    out["latency"] = r["agents_seen"]["decision_to_agent"]
-    if r.get("run"):
-        out["submit_s"] = r["run"]["submit_s"]
-        out["status_during_submit"] = r["run"]["status_during_submit"]
-    out["each_step_once"] = r["events"]["each_step_once"]
-    return out
+    """The figures printed as each recorded run ends."""
+    keys = ("join_s", "steps_per_s_end_to_end", "coordinator_cpu_us_per_step", "coordinator_peak_rss_mib",
+            "starts_per_s", "starts_per_s_in_submission", "starts_per_s_after_submission")
+    run = r.get("run") or {}
+    return {**{k: r.get(k) for k in keys}, "heartbeat_core": (r.get("heartbeat") or {}).get("coordinator_core_fraction"),
+            "latency": r["agents_seen"]["decision_to_agent"], "submit_s": run.get("submit_s"),
+            "status_during_submit": run.get("status_during_submit"), "each_step_once": r["events"]["each_step_once"]}
 
 
 # -- the README section ------------------------------------------------------------------------------
@@ -332,9 +327,9 @@ SECTION = "## Control-plane scale (simulated agents)"
 NOT_MADE = """\
 | the issue's run | made here? |
 |---|---|
-| 100, 1,000, 10,000 agents x 200k zero-length steps | no: 20,000 steps with 100 and with 1,000 agents; 10,000 agents joined and heartbeated, no steps. Today's coordinator starts a few hundred steps a second once exits drive the starts, so 200k steps would take 5-10 minutes per size, and the 10,000-agent join alone takes minutes (below) |
-| 1M steps of 1 s | no: at a few hundred steps a second that is about an hour per size; 10,000 steps of 1 s with 100 agents instead |
-| a 1,000,000-step suite submitted in < 60 s while status answers in < 1 s | no: the 20,000-step submissions below already block status answers for their whole handling; a 1M-step suite was not tried in the time allowed (its StepDeclared records and scheduler entry alone are linear in the suite) |
+| 100, 1,000, 10,000 agents x 200k zero-length steps | no: 20,000 steps with 100 and with 1,000 agents; 10,000 agents joined and heartbeated, no steps. Today's coordinator starts a few hundred steps a second once exits drive the starts, so 200k steps would take some 5-7 minutes per size, and the 10,000-agent join alone takes over a minute (above) |
+| 1M steps of 1 s | no: at the rates below that is some 25-35 minutes per size; 10,000 steps of 1 s with 100 agents instead |
+| a 1,000,000-step suite submitted in < 60 s while status answers in < 1 s | no: the 20,000-step submissions above already block status answers for their whole handling; a 1M-step suite was not tried in the time allowed (its StepDeclared records and scheduler entry alone are linear in the suite) |
 """
 
 
@@ -355,7 +350,12 @@ Line numbers are of the commit measured (see above).
   done marker (write aside + rename each) and removes the claim
   (`fleet/control/outcomes.py:51-62`, `fleet/control/coordinator.py:257-258`): about ten
   metadata operations per step, on local disk here, most of the ~1 ms of coordinator
-  CPU per step measured above (see the profile in "Node agents" and the store what-if).
+  CPU per step measured above. Profiled (`--agents 100 --steps 10000 --profile FILE`,
+  cProfile, which slows it): of ~25 s of coordinator time, claiming took 6.2 s, the exit's
+  records 4.5 s and releasing the claim 1.2 s, about half; `spec_hash` (for the done
+  marker) 1.8 s of that; decoding messages 1.4 s, event records 1.4 s, building Launch
+  messages 1.4 s, checking the submitted suite 1.4 s. In that slowed run 37 of the 100
+  agents were declared lost (next item).
 - **A turn takes up to 1,000 agent messages before it looks at the clients**
   (`fleet/control/transport.py:23`, `DRAIN_BATCH`; `fleet/control/coordinator.py:110-113`):
   at ~1 ms per exit handled, a Status request waits up to about a second behind a full
@@ -371,7 +371,9 @@ Line numbers are of the commit measured (see above).
   agents connecting at once overflow the listen queue: the kernel drops their SYNs and
   they retry after 1, 3, 7, 15 ... s (the `tcp_during_join` counters in the JSON file:
   ListenOverflows and TCPSynRetrans during the 10,000-agent join; these counters are the
-  machine's, so other work adds to them). Most of the join time is this waiting.
+  machine's, so other work adds to them). Most of the join time is this waiting, and it
+  varies: 69-132 s in runs of the same code on this machine (205 s with an earlier, slower
+  load generator).
 - **The coordinator's own stall is taken for lost agents**: an agent's `last_seen` is
   renewed only when the loop reads its message (`fleet/control/liveness.py:86`), and
   `beat()` declares lost every agent not heard for `timeout_s`
@@ -380,9 +382,12 @@ Line numbers are of the commit measured (see above).
   were waiting in the socket: the 1,000-agent run with the default timeout ended with
   every step `lost` (the agents were told to shut down). The same run with a 60 s timeout
   completes; its figures are the ones to read for the coordinator's cost.
-- **Coordinator memory grows with connections**: its peak RSS with 10,000 agents joined
-  and idle (above) is mostly per-connection ZeroMQ/CURVE state, not the scheduler (10,000
-  nodes of 64 cores take ~17 MiB in the scheduler alone, measured separately).
+- **Coordinator memory grows with connections and with steps**: with 10,000 agents joined
+  and idle its RSS was 0.7-1.6 GiB across runs, of which the scheduler's 10,000 nodes of
+  64 cores are ~17 MiB (measured separately), so presumably per-connection ZeroMQ/CURVE
+  state and queued messages (not broken down here). A 20,000-step suite raised the peak
+  by ~150 MiB with 100 agents and ~370-550 MiB with 1,000 (the idle figures are in the
+  JSON file): at that rate a 1M-step suite would need several GiB. Not broken down here.
 """
 
 
@@ -397,9 +402,11 @@ def _row(r: dict) -> str:
     run = r.get("run") or {}
     lat = r["agents_seen"]["decision_to_agent"]
     sub, dur = run.get("status_during_submit", {}), run.get("status_during_run", {})
+    # A few Launches queued at the reply are no rate of their own.
+    after = r.get("starts_per_s_after_submission") if r.get("starts_after_submission", 0) >= r["steps"] / 20 else None
     cells = [r["name"], _f(r.get("join_s"), " s"), _f(100 * hb.get("coordinator_core_fraction", float("nan")), " %"),
              _f(run.get("submit_s"), " s", 2), _f(r.get("starts_per_s"), "", 0),
-             f"{_f(r.get('starts_per_s_in_submission'), '', 0)} / {_f(r.get('starts_per_s_after_submission'), '', 0)}",
+             f"{_f(r.get('starts_per_s_in_submission'), '', 0)} / {_f(after, '', 0)}",
              f"{_f(lat.get('p50_ms'), '', 2)} / {_f(lat.get('p99_ms'), '', 1)} ms" if lat.get("n") else "-",
              _f(r.get("coordinator_cpu_us_per_step"), "", 0) + (
                  f" ({_f(r.get('coordinator_cpu_us_per_step_net_of_heartbeats'), '', 0)})" if run else ""),
