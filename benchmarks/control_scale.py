@@ -33,6 +33,7 @@ step started once and succeeded once.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -63,13 +64,12 @@ SIM = HERE / "_simagents.py"
 
 def env() -> dict:
     """This environment with the repository first on PYTHONPATH (its fleet is the one measured)."""
-    e = dict(os.environ)
-    e["PYTHONPATH"] = os.pathsep.join([str(REPO), *[p for p in e.get("PYTHONPATH", "").split(os.pathsep) if p]])
-    return e
+    path = [str(REPO), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
 
 
 class Processes:
-    """What one run started, each in its own session; stop() ends them by group, bounded."""
+    """What one run started, each in its own session; kill() ends them by group."""
 
     def __init__(self, work: Path):
         self.work = work
@@ -85,8 +85,7 @@ class Processes:
 
     def wait(self, timeout: float) -> list[str]:
         """Wait for all to exit by themselves; kill the groups of those that did not."""
-        deadline = time.monotonic() + timeout
-        late = []
+        deadline, late = time.monotonic() + timeout, []
         for p in self.procs:
             try:
                 p.wait(timeout=max(0.1, deadline - time.monotonic()))
@@ -98,10 +97,8 @@ class Processes:
     def kill(self) -> None:
         for p in self.procs:
             if p.poll() is None:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(p.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
                 p.wait()
 
 
@@ -111,9 +108,8 @@ class StatusProbe(threading.Thread):
     def __init__(self, conn: connection.Connection, every: float = 0.2, timeout: float = 600.0):
         super().__init__(daemon=True)
         self.conn, self.every, self.timeout = conn, every, timeout
-        self.samples: list[tuple[float, float]] = []
-        self.stop = threading.Event()
-        self.error: str | None = None
+        self.samples: list[tuple[float, float]] = []  # (sent at, seconds to the answer)
+        self.stop, self.error = threading.Event(), None
 
     def run(self) -> None:
         c = Client(self.conn)
@@ -129,8 +125,7 @@ class StatusProbe(threading.Thread):
             c.close()
 
     def between(self, t0: float, t1: float) -> list[float]:
-        """Answer times of the requests sent in [t0, t1], and of any still unanswered
-        then (its wait so far is a lower bound)."""
+        """Answer times of the requests sent in [t0, t1]."""
         return [lat for sent, lat in self.samples if t0 <= sent <= t1]
 
 
