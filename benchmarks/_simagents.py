@@ -1,0 +1,484 @@
+"""Simulated agents for control-plane benchmarks: many agents in one process, speaking
+the real protocol over real ZeroMQ with CURVE, and a coordinator host that starts none.
+
+Two entry points, each its own process (so the coordinator's CPU and memory are
+measured apart from the load):
+
+    python benchmarks/_simagents.py coordinator --run-dir D --nodes N --agents-file F ...
+        a real fleet.control.coordinator.Coordinator whose launcher starts nothing: it
+        writes the agents' endpoint and keys (what a real launcher puts in each agent's
+        environment) to F, mode 0600, and the load generator reads them from there.
+
+    python benchmarks/_simagents.py agents --agents-file F --first 1 --count 1000 --width 4 ...
+        `count` simulated agents node<first>..: one ZeroMQ context, one epoll, one DEALER
+        socket per agent whose identity is its node name, each with the agent keys. Each
+        joins (64 cores by default), heartbeats every interval the coordinator's Welcome
+        names, and answers each Launch with Started and, after --duration seconds (a timer
+        heap; 0: at once), Exited "succeeded"; a Kill with Exited "terminated"; Shutdown
+        with Ok("bye"). It runs until every one of its agents was told to shut down, or
+        its deadline, and writes what it saw to --out (JSON).
+
+The rest of this module is what benchmarks/control_scale.py reads afterwards: the load
+generators' reports merged, start rates, the coordinator's CPU and peak RSS, the
+machine's TCP listen counters, and the check of events.jsonl.
+
+Nothing runs a step: what is measured is the coordinator and the wire. Every message is
+built with fleet.wire.messages, the codec the real agent and zygote use. Two shortcuts
+keep the load generator cheaper than what it measures (it shares the machine): an
+agent's heartbeat is encoded once (the same bytes a real agent sends every time), and a
+frame equal to the coordinator's heartbeat is counted without being decoded.
+
+The sockets are watched with epoll on their ZMQ_FD, not zmq.Poller: zmq_poll looks at
+every socket on every call, which at thousands of sockets made this process, not the
+coordinator, the bottleneck. ZMQ_FD only says that a socket's state may have changed,
+and a send may consume that signal while a message waits, so a socket is also looked at
+after every send (the usual rule for ZMQ_FD).
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import select
+import json
+import os
+import signal
+import sys
+import time
+from collections import deque
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+if str(HERE.parent) not in sys.path:
+    sys.path.insert(0, str(HERE.parent))
+
+import psutil  # noqa: E402
+import zmq  # noqa: E402
+
+from fleet.wire import events as E  # noqa: E402
+from fleet.wire import messages as P  # noqa: E402
+from fleet.wire import security  # noqa: E402
+
+# Each DEALER socket holds a TCP connection and an eventfd; a process may hold 20,000
+# descriptors here, so one load generator process serves at most this many agents.
+MAX_PER_PROCESS = 4000
+
+
+# -- the coordinator's side ------------------------------------------------------------------
+
+class KeysFileLauncher:
+    """A launcher that starts no agent: it hands the agents' endpoint and keys to a
+    file (0600, created exclusively) that the load generator reads."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+
+    def start(self, endpoint, nodes, preload, env):
+        hb, timeout = (float(x) for x in env.get("FLEET_HEARTBEAT", "1,10").split(","))
+        data = {"endpoint": endpoint, "nodes": nodes, "curve": env[security.AGENT_ENV],
+                "heartbeat_s": hb, "timeout_s": timeout, "pid": os.getpid()}
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f)
+        os.replace(tmp, self.path)  # readers see the whole file or none
+
+    def failed(self):
+        return None
+
+    def note_failure(self, reason):
+        print(f"simagents coordinator: an agent failed: {reason}", file=sys.stderr, flush=True)
+
+    def stop(self):
+        pass
+
+
+def coordinator_main(argv: list[str]) -> int:
+    """Run a real coordinator with KeysFileLauncher until it is told to stop."""
+    import logging
+    ap = argparse.ArgumentParser(prog="_simagents.py coordinator")
+    ap.add_argument("--run-dir", required=True)
+    ap.add_argument("--nodes", type=int, required=True)
+    ap.add_argument("--agents-file", required=True)
+    ap.add_argument("--heartbeat", type=float, default=1.0)
+    ap.add_argument("--timeout", type=float, default=10.0)
+    ap.add_argument("--join-timeout", type=float, default=120.0)
+    ap.add_argument("--parent-pid", type=int, default=0)
+    ap.add_argument("--profile", default="", help="run the coordinator under cProfile, its stats to this file")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    _die_with_parent(args.parent_pid)
+    from fleet.control.coordinator import Coordinator
+    coord = Coordinator(Path(args.run_dir), args.nodes, KeysFileLauncher(Path(args.agents_file)),
+                        heartbeat_s=args.heartbeat, timeout_s=args.timeout, join_timeout_s=args.join_timeout)
+    if not args.profile:
+        return coord.serve()
+    import cProfile
+    prof = cProfile.Profile()
+    try:
+        return prof.runcall(coord.serve)
+    finally:
+        prof.dump_stats(args.profile)
+
+
+def _die_with_parent(parent: int) -> None:
+    """SIGTERM (a clean stop) when the benchmark that started us dies."""
+    if not parent:
+        return
+    from fleet.node.child import set_pdeathsig
+    set_pdeathsig(signal.SIGTERM)
+    if os.getppid() != parent:
+        sys.exit(1)
+
+
+# -- the agents' side ------------------------------------------------------------------------------
+
+class SimAgents:
+    """`count` pretend agents in this process, node names node<first>.. of `width` digits."""
+
+    def __init__(self, conf: dict, first: int, count: int, width: int, cores: int, memory: int,
+                 duration: float):
+        self.endpoint = conf["endpoint"]
+        server, public, secret = conf["curve"].split()
+        self.names = [f"node{i:0{width}d}" for i in range(first, first + count)]
+        self.cores = list(range(cores))
+        self.memory = memory
+        self.duration = duration
+        self.heartbeat_s = conf["heartbeat_s"]
+        self.ctx = zmq.Context(io_threads=1)
+        self.ctx.set(zmq.MAX_SOCKETS, count + 64)
+        self.socks: list = []
+        self.epoll = select.epoll()
+        self.by_fd: dict[int, int] = {}
+        self.recheck: set[int] = set()  # sockets sent on since they were last read
+        for i, name in enumerate(self.names):
+            s = self.ctx.socket(zmq.DEALER)
+            s.setsockopt(zmq.IDENTITY, name.encode())
+            s.setsockopt(zmq.LINGER, 2000)
+            s.setsockopt(zmq.MAXMSGSIZE, P.MAX_FRAME)
+            security.connect_as(s, server, public, secret)
+            self.socks.append(s)
+            fd = s.getsockopt(zmq.FD)
+            self.by_fd[fd] = i
+            self.epoll.register(fd, select.EPOLLIN)
+        self.pid = os.getpid()
+        self.their_beat = P.encode(P.Heartbeat("coordinator"))
+        self.our_beats = [P.encode(P.Heartbeat(name)) for name in self.names]
+        self.down = [False] * count
+        self.n_down = 0
+        self.exits: list = []          # heap of (due, agent, step, attempt, decided_at, started, cores)
+        self.killed: set = set()
+        self.beats: deque = deque()    # (due, agent), in due order: one period apart per agent
+        self.stats = {"agents": count, "first": first, "launches": 0, "duplicate_launches": 0,
+                      "kills": 0, "heartbeats_in": 0, "rejects": [], "errors": [], "send_again": 0,
+                      "welcomed": 0}
+        self.seen: set = set()
+        self.latency: list[float] = []  # decision -> Launch received here, s
+        self.received: list[float] = []  # time.time() each Launch was received
+        self.first_launch = self.last_launch = self.last_exit = 0.0
+
+    def send(self, i: int, msg) -> None:
+        self.send_bytes(i, P.encode(msg))
+
+    def send_bytes(self, i: int, frame: bytes) -> None:
+        try:
+            self.socks[i].send(frame, zmq.NOBLOCK)
+        except zmq.Again:
+            self.stats["send_again"] += 1
+        self.recheck.add(i)
+
+    def connect(self) -> None:
+        """Connect every socket and join, beats staggered over one heartbeat period."""
+        self.t_connect = time.time()
+        for i, s in enumerate(self.socks):
+            s.connect(self.endpoint)
+            self.send(i, P.Join(node=self.names[i], host="simagents", cores=self.cores, gpus=[],
+                                memory=self.memory, pid=self.pid, zygote_pid=self.pid, preload=[]))
+        self.t_joins_sent = time.time()
+        now = time.monotonic()
+        n = len(self.socks)
+        self.beats.extend((now + self.heartbeat_s * (i + 1) / n, i) for i in range(n))
+
+    def serve(self, deadline: float) -> str:
+        """Until every agent was told to shut down (or the deadline, or SIGTERM): why it stopped."""
+        stop = []
+        signal.signal(signal.SIGTERM, lambda *a: stop.append("SIGTERM"))
+        cpu0 = time.process_time()
+        while not stop and self.n_down < len(self.socks):
+            now = time.monotonic()
+            if now > deadline:
+                stop.append("deadline")
+                break
+            due = min(self.beats[0][0] if self.beats else deadline,
+                      self.exits[0][0] if self.exits else deadline, deadline)
+            wait = 0 if self.recheck else max(0.0, due - now)
+            ready = {self.by_fd[fd] for fd, _ in self.epoll.poll(wait)}
+            ready |= self.recheck
+            self.recheck = set()
+            for i in ready:
+                self._drain(i)
+            self._send_exits()
+            self._send_beats()
+        self.stats["cpu_s"] = round(time.process_time() - cpu0, 3)
+        return stop[0] if stop else "every agent was told to shut down"
+
+    def _drain(self, i: int) -> None:
+        s = self.socks[i]
+        while True:
+            try:
+                frame = s.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            if frame == self.their_beat:
+                self.stats["heartbeats_in"] += 1
+                continue
+            t = time.time()
+            try:
+                msg = P.decode(frame)
+            except P.ProtocolError as e:
+                self.stats["errors"].append(f"{self.names[i]}: {e}")
+                continue
+            if isinstance(msg, P.Launch):
+                self._launch(i, msg, t)
+            elif isinstance(msg, P.Heartbeat):
+                self.stats["heartbeats_in"] += 1
+            elif isinstance(msg, P.Welcome):
+                self.stats["welcomed"] += 1
+                self.t_last_welcome = t
+                self.heartbeat_s = msg.heartbeat_s
+            elif isinstance(msg, P.Kill):
+                self._kill(i, msg, t)
+            elif isinstance(msg, P.Shutdown):
+                self.send(i, P.Ok("bye"))
+                self._down(i)
+            elif isinstance(msg, (P.Reject, P.Error)):
+                self.stats["rejects" if isinstance(msg, P.Reject) else "errors"].append(
+                    f"{self.names[i]}: {msg.reason}")
+                self._down(i)
+
+    def _down(self, i: int) -> None:
+        if not self.down[i]:
+            self.down[i] = True
+            self.n_down += 1
+
+    def _launch(self, i: int, msg: P.Launch, t: float) -> None:
+        key = (msg.step, msg.attempt)
+        if key in self.seen:
+            self.stats["duplicate_launches"] += 1
+        self.seen.add(key)
+        self.stats["launches"] += 1
+        self.latency.append(t - msg.decided_at)
+        self.received.append(t)
+        self.first_launch = self.first_launch or t
+        self.last_launch = t
+        self.send(i, P.Started(msg.step, msg.attempt, self.pid, self.pid, t))
+        item = (time.monotonic() + self.duration, i, msg.step, msg.attempt, msg.decided_at, t, tuple(msg.cores))
+        if self.duration <= 0:
+            self._exited(item, "succeeded")
+        else:
+            heapq.heappush(self.exits, item)
+
+    def _kill(self, i: int, msg: P.Kill, t: float) -> None:
+        self.stats["kills"] += 1
+        for item in self.exits:
+            if item[1] == i and item[2] == msg.step and item[3] == msg.attempt:
+                self.killed.add((i, msg.step, msg.attempt))
+                self._exited(item, "terminated", msg.signal)
+
+    def _exited(self, item: tuple, outcome: str, sig: int | None = None) -> None:
+        _, i, step, attempt, decided, started, cores = item
+        t = time.time()
+        self.last_exit = t
+        self.send(i, P.Exited(step=step, attempt=attempt, pid=self.pid, outcome=outcome,
+                              returncode=0 if outcome == "succeeded" else None, signal=sig, decided_at=decided,
+                              first_at=started, work_start=started, work_end=t, ended_at=t, utime=0.0,
+                              stime=0.0, maxrss_kb=0, affinity=cores, placement_ok=True, error=None))
+
+    def _send_exits(self) -> None:
+        now = time.monotonic()
+        while self.exits and self.exits[0][0] <= now:
+            item = heapq.heappop(self.exits)
+            if (item[1], item[2], item[3]) in self.killed:
+                self.killed.discard((item[1], item[2], item[3]))
+                continue
+            self._exited(item, "succeeded")
+
+    def _send_beats(self) -> None:
+        now = time.monotonic()
+        while self.beats and self.beats[0][0] <= now:
+            due, i = self.beats.popleft()
+            if not self.down[i]:
+                self.send_bytes(i, self.our_beats[i])
+            self.beats.append((max(now, due + self.heartbeat_s), i))
+
+    def summary(self, why: str) -> dict:
+        """What this process saw, for the benchmark to merge (latencies in seconds)."""
+        return {**self.stats, "stopped": why, "t_connect": self.t_connect, "t_joins_sent": self.t_joins_sent,
+                "t_last_welcome": getattr(self, "t_last_welcome", None), "first_launch": self.first_launch,
+                "last_launch": self.last_launch, "last_exit": self.last_exit,
+                "received": self.received, "latency_s": self.latency,
+                "pending_exits": len(self.exits)}
+
+    def close(self) -> None:
+        for s in self.socks:
+            s.close()
+        self.ctx.term()
+        self.epoll.close()
+
+
+def wait_for_file(path: Path, timeout: float) -> dict:
+    """The agents file the coordinator's launcher writes, once it is there."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists():
+            return json.loads(path.read_text())
+        time.sleep(0.02)
+    raise TimeoutError(f"{path} did not appear within {timeout:.0f} s")
+
+
+# -- reading the reports ----------------------------------------------------------------------
+
+def pct(xs: list[float], q: float) -> float:
+    """The q-th percentile (0-100), linear between closest ranks (nan for none)."""
+    xs = sorted(xs)
+    if not xs:
+        return float("nan")
+    k = (len(xs) - 1) * q / 100.0
+    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+def ms(xs_s: list[float]) -> dict:
+    """p50/p99/max of latencies given in seconds, in ms."""
+    if not xs_s:
+        return {"n": 0}
+    return {"n": len(xs_s), "p50_ms": round(pct(xs_s, 50) * 1e3, 3), "p99_ms": round(pct(xs_s, 99) * 1e3, 3),
+            "max_ms": round(max(xs_s) * 1e3, 3)}
+
+
+def merge_reports(outs: list[Path]) -> dict:
+    """The load generators' reports together (Launch receipt times kept for summarize)."""
+    parts = [json.loads(p.read_text()) for p in outs if p.exists()]
+    lat: list[float] = []
+    received: list[float] = []
+    for a in parts:
+        lat += a["latency_s"]
+        received += a["received"]
+    keys = ("launches", "duplicate_launches", "kills", "send_again", "welcomed", "heartbeats_in", "cpu_s")
+    out = {k: round(sum(a[k] for a in parts), 3) for k in keys}
+    out.update({"processes": len(parts), "missing_reports": len(outs) - len(parts),
+                "stopped": sorted({a["stopped"] for a in parts}),
+                "rejects": sum(len(a["rejects"]) for a in parts), "errors": [e for a in parts for e in a["errors"]][:5],
+                "t_connect": min((a["t_connect"] for a in parts), default=None),
+                "t_joins_sent": max((a["t_joins_sent"] for a in parts), default=None),
+                "t_last_welcome": max((a["t_last_welcome"] or 0 for a in parts), default=None),
+                "decision_to_agent": ms(lat), "received": sorted(received)})
+    return out
+
+
+def start_rates(received: list[float], t0: float, t1: float) -> dict:
+    """Step starts per second (Launches received): over the whole suite (Submit sent ->
+    last Launch), inside the Submit's handling (the first burst: every step that fits
+    starts before the reply), and after it (starts driven by exits)."""
+    if not received:
+        return {}
+    last = received[-1]
+    burst = sum(1 for t in received if t <= t1)
+    after = len(received) - burst
+    return {"starts_per_s": round(len(received) / max(1e-6, last - t0), 1),
+            "starts_in_submission": burst, "starts_per_s_in_submission": round(burst / max(1e-6, t1 - t0), 1),
+            "starts_after_submission": after,
+            "starts_per_s_after_submission": round(after / (last - t1), 1) if after and last > t1 else None,
+            "last_start_after_submit_s": round(last - t0, 3)}
+
+
+# -- measuring from outside -------------------------------------------------------------------
+
+def cpu_s(proc: psutil.Process) -> float:
+    t = proc.cpu_times()
+    return t.user + t.system
+
+
+def peak_rss_mib(pid: int) -> float:
+    """VmHWM: the process's peak resident set so far."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return float("nan")
+
+
+def tcp_counters() -> dict:
+    """This machine's TCP listen-queue overflows and SYN retransmissions so far (all of
+    its processes: other work counts too, so a run's delta is an upper bound)."""
+    want = ("ListenOverflows", "ListenDrops", "TCPSynRetrans")
+    lines = Path("/proc/net/netstat").read_text().splitlines()
+    for names, values in zip(lines[::2], lines[1::2]):
+        if names.startswith("TcpExt:"):
+            d = dict(zip(names.split()[1:], values.split()[1:]))
+            return {k: int(d.get(k, 0)) for k in want}
+    return {}
+
+
+def check_events(run: Path, steps: int) -> dict:
+    """From events.jsonl: every step started once and succeeded once, nothing else."""
+    starts: dict[str, int] = {}
+    ok: dict[str, int] = {}
+    other, up, declared, last = 0, None, 0, 0.0
+    for rec in E.read_records(run / "events.jsonl"):
+        if isinstance(rec, E.Start):
+            starts[rec.step] = starts.get(rec.step, 0) + 1
+        elif isinstance(rec, E.Exit):
+            last = max(last, rec.t)
+            if rec.outcome == "succeeded":
+                ok[rec.step] = ok.get(rec.step, 0) + 1
+            else:
+                other += 1
+        elif isinstance(rec, E.FleetUp) and up is None:
+            up = rec.t
+        elif isinstance(rec, E.StepDeclared):
+            declared += 1
+    once = declared == steps and len(ok) == steps and all(v == 1 for v in ok.values()) \
+        and all(v == 1 for v in starts.values()) and len(starts) == steps
+    return {"declared": declared, "started_steps": len(starts), "succeeded_steps": len(ok),
+            "started_twice": sum(v > 1 for v in starts.values()), "succeeded_twice": sum(v > 1 for v in ok.values()),
+            "other_exits": other, "each_step_once": once and other == 0, "fleet_up_t": up,
+            "last_exit_t": last}
+
+
+def agents_main(argv: list[str]) -> int:
+    """Run one load generator process (see the module doc)."""
+    ap = argparse.ArgumentParser(prog="_simagents.py agents")
+    ap.add_argument("--agents-file", required=True)
+    ap.add_argument("--first", type=int, default=1)
+    ap.add_argument("--count", type=int, required=True)
+    ap.add_argument("--width", type=int, default=1, help="digits of the node names (as fleet's local launcher)")
+    ap.add_argument("--cores", type=int, default=64)
+    ap.add_argument("--memory", type=int, default=256 << 30)
+    ap.add_argument("--duration", type=float, default=0.0, help="seconds each step runs")
+    ap.add_argument("--deadline", type=float, default=600.0, help="seconds before this process stops by itself")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--parent-pid", type=int, default=0)
+    args = ap.parse_args(argv)
+    if args.count > MAX_PER_PROCESS:
+        ap.error(f"--count {args.count}: at most {MAX_PER_PROCESS} agents per process (descriptors)")
+    _die_with_parent(args.parent_pid)
+    deadline = time.monotonic() + args.deadline
+    conf = wait_for_file(Path(args.agents_file), args.deadline)
+    sim = SimAgents(conf, args.first, args.count, args.width, args.cores, args.memory, args.duration)
+    sim.connect()
+    why = sim.serve(deadline)
+    out = sim.summary(why)
+    tmp = Path(args.out + ".tmp")
+    tmp.write_text(json.dumps(out))
+    os.replace(tmp, args.out)
+    sim.close()
+    return 0 if why.startswith("every") else 1
+
+
+if __name__ == "__main__":
+    role, rest = (sys.argv[1] if len(sys.argv) > 1 else ""), sys.argv[2:]
+    if role == "coordinator":
+        sys.exit(coordinator_main(rest))
+    if role == "agents":
+        sys.exit(agents_main(rest))
+    sys.exit("usage: _simagents.py coordinator|agents ARGS (see the module doc)")

@@ -1,0 +1,66 @@
+"""The control-plane load generator (benchmarks/control_scale.py with _simagents.py) at
+a tiny size, against a real coordinator process: what it drives really happens, once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from fleetharness import REPO, assert_nothing_left, env, records
+
+from fleet.wire import events as E
+
+AGENTS, STEPS = 20, 200
+
+
+def run_benchmark(work: Path, timeout: float = 150.0) -> subprocess.CompletedProcess:
+    argv = [sys.executable, str(REPO / "benchmarks" / "control_scale.py"), "--agents", str(AGENTS),
+            "--steps", str(STEPS), "--idle", "1", "--timeout", "90", "--work", str(work)]
+    p = subprocess.Popen(argv, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, err = p.communicate()
+        raise AssertionError(f"the load generator run timed out\nstdout:\n{out}\nstderr:\n{err}")
+    return subprocess.CompletedProcess(argv, p.returncode, out, err)
+
+
+def test_simulated_agents_run_every_step_of_a_suite_exactly_once_and_leave_no_process(tmp_path):
+    work = tmp_path / "work"
+    cp = run_benchmark(work)
+    assert cp.returncode == 0, f"stdout:\n{cp.stdout}\nstderr:\n{cp.stderr}"
+    run_dir = work / "run"
+    recs = records(run_dir)
+
+    joined = {r.node for r in recs if isinstance(r, E.NodeJoined)}
+    assert len(joined) == AGENTS
+    assert any(isinstance(r, E.FleetUp) for r in recs)
+    starts: dict[str, int] = {}
+    succeeded: dict[str, int] = {}
+    for r in recs:
+        if isinstance(r, E.Start):
+            starts[r.step] = starts.get(r.step, 0) + 1
+        elif isinstance(r, E.Exit):
+            assert r.outcome == "succeeded", r
+            succeeded[r.step] = succeeded.get(r.step, 0) + 1
+    expected = {f"s/{i}" for i in range(1, STEPS + 1)}
+    assert set(starts) == expected and set(starts.values()) == {1}
+    assert set(succeeded) == expected and set(succeeded.values()) == {1}
+    assert any(isinstance(r, E.FleetDown) for r in recs)
+
+    # The load generator saw each Launch once, and its figures were computed from them.
+    seen = json.loads((work / "agents0.json").read_text())
+    assert seen["welcomed"] == AGENTS and seen["launches"] == STEPS and seen["duplicate_launches"] == 0
+    result = json.loads(cp.stdout)
+    assert result["events"]["each_step_once"] is True
+    assert result["agents_seen"]["decision_to_agent"]["n"] == STEPS
+    assert result["coordinator_cpu_us_per_step"] > 0 and result["join_s"] >= 0
+
+    # Coordinator (fleet_starting) and load generator (node_joined) are gone.
+    assert_nothing_left(run_dir)
