@@ -11,7 +11,7 @@ import click
 
 from fleet.control.checks import checked_suite, preload_hint
 from fleet.core.problems import SuiteError
-from fleet.core.units import format_memory, parse_memory
+from fleet.core.units import counted, format_memory, parse_memory
 
 EXIT_INVALID = 2
 
@@ -114,7 +114,7 @@ def simulate(suite, nodes, cores_per_node, memory_per_node, gpus_per_node, as_js
         click.echo(json.dumps(r.to_json(), indent=1, sort_keys=True))
         return
     total = nodes * cores_per_node
-    click.echo(f"suite '{s.name}': {len(s.steps)} steps on {nodes} node(s) x {cores_per_node} cores"
+    click.echo(f"suite '{s.name}': {counted(len(s.steps), 'step')} on {counted(nodes, 'node')} x {counted(cores_per_node, 'core')}"
                f" ({format_memory(alloc[0].memory)} each)")
     click.echo(f"  makespan      {r.makespan_s:10.1f} s")
     click.echo(f"  work          {r.work_s:10.1f} s (sum of the steps' durations; {r.core_s:.1f} core-s)")

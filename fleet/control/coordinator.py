@@ -18,6 +18,7 @@ import signal
 import socket
 import sys
 import time
+from collections import deque
 from pathlib import Path
 
 import zmq
@@ -70,6 +71,8 @@ class Coordinator:
         self.submissions = Submissions(self.run_dir, self.sched, self.specs, self.events)
         self.preloads = preloads.Preloads(preload, self.liveness, self.events)
         self.stopping = False
+        self._inbox: deque = deque()  # scheduler events produced while acting (see _feed)
+        self._feeding = False
         self.ready = False
         self.ended_why: dict[str, str] = {}  # step -> how its last attempt ended, for its retry line
         self.interrupted: set[str] = set()   # steps stopped by this fleet's own stop (not attempts)
@@ -226,7 +229,7 @@ class Coordinator:
         nodes = self.liveness.join(ident, msg, now, was_ready)
         nodes = self.preloads.joined(msg, nodes, was_ready)  # a late joiner first preloads
         for spec in nodes:
-            self._act(self.sched.handle(NodeJoined(spec), now), now)
+            self._feed(NodeJoined(spec), now)
         if nodes and not was_ready:
             self._become_ready(now)
 
@@ -263,7 +266,7 @@ class Coordinator:
         # Decide and launch what this exit frees first; the files that record it come
         # after, off the path between one step's end and the next one's start. (The
         # done marker still precedes the claim's release, which other fleets rely on.)
-        self._act(self.sched.handle(StepExited(msg.step, msg.attempt, msg.outcome, rec.reason), now), now)
+        self._feed(StepExited(msg.step, msg.attempt, msg.outcome, rec.reason), now)
         run_dir = self.claims.run_dir_of(msg.step)
         subs = self.submissions.step_subs.get(msg.step)
         # Why a step that had succeeded runs again, for its attempt record (fleet audit).
@@ -292,15 +295,36 @@ class Coordinator:
     def _beat(self) -> None:
         now = time.time()
         for node in self.liveness.beat(now):
-            self._act(self.sched.handle(NodeLost(node, "agent missed heartbeats"), now), now)
+            self._feed(NodeLost(node, "agent missed heartbeats"), now)
         self._settle_preloads(now)  # lost nodes are not waited for; nor anyone past the time
 
     def _tend_claims(self) -> None:
         now = time.time()
         for event in self.claims.tend(now):
-            self._act(self.sched.handle(event, now), now)
+            self._feed(event, now)
 
     # -- decisions -----------------------------------------------------------------------------------
+    def _feed(self, event, now: float) -> None:
+        """Hand the scheduler one event and act on its decisions. What acting produces (a
+        claim held elsewhere, a launch that cannot be made, an agent found unreachable)
+        joins the same inbox and is handed over after the current decisions are acted on:
+        acting never re-enters the core, however many steps a burst of failures touches."""
+        self._inbox.append(event)
+        if self._feeding:
+            return
+        self._feeding = True
+        try:
+            while self._inbox:
+                self._act(self.sched.handle(self._inbox.popleft(), now), now)
+        finally:
+            self._feeding = False
+
+    def _unreachable(self, node: str, now: float) -> None:
+        """A launch could not be sent: the node is lost, once. The scheduler then ends
+        every step it holds there as lost, each once, and retries them elsewhere."""
+        if self.liveness.lose(node, now, "could not reach the agent"):
+            self._feed(NodeLost(node, f"could not reach the agent on {node}"), now)
+
     def _act(self, decisions, now: float) -> None:
         for d in decisions:
             if isinstance(d, Start):
@@ -366,7 +390,7 @@ class Coordinator:
         c = self.claims.claim(d, spec)
         if c.kind != store.Claim.OURS:
             for event in self.claims.not_ours(d, c, now):
-                self._act(self.sched.handle(event, now), now)
+                self._feed(event, now)
             return
         if c.adopted is not None:
             self.events.write(events.Adopted(t=now, step=d.step, attempt=d.attempt, previous=c.adopted))
@@ -377,15 +401,10 @@ class Coordinator:
         except launching.CannotLaunch as e:
             self.events.write(events.Exit(t=now, step=d.step, attempt=d.attempt, node=slot.node, outcome=S.FAILED,
                                           reason=str(e)))
-            self._act(self.sched.handle(StepExited(d.step, d.attempt, S.FAILED, str(e)), now), now)
+            self._feed(StepExited(d.step, d.attempt, S.FAILED, str(e)), now)
             return
         if not self._send_agent(slot.node, msg):
-            self._act(self.sched.handle(StepExited(d.step, d.attempt, S.LOST,
-                                                   f"could not reach the agent on {slot.node}"), now), now)
-
-    def _render_mpi(self, spec, d: Start, run_dir: Path, command, env: dict) -> tuple[list, list]:
-        """fleet.control.launching.render_mpi with this fleet's machine profile."""
-        return launching.render_mpi(self.profile, spec, d, run_dir, command, env)
+            self._unreachable(slot.node, now)
 
     # -- clients --------------------------------------------------------------------------------------
     def _on_client(self, ident: bytes, msg) -> None:
@@ -421,7 +440,7 @@ class Coordinator:
         now = time.time()
         submitted = self.submissions.enter(acc, msg, now)
         self.claims.held_by_other_shards(acc.foreign - acc.done, now)
-        self._act(self.sched.handle(submitted, now), now)
+        self._feed(submitted, now)
         return P.SubmitReply(True, acc.sub.id, len(acc.sub.steps), len(acc.done))
 
     # -- preloads (fleet.control.preloads) ------------------------------------------------------------
@@ -435,7 +454,7 @@ class Coordinator:
             self.events.write(events.AgentFailed(t=now, node=node, reason=f"cannot preload: {reason}"))
             self._send_agent(node, P.Shutdown(grace=2.0))
         for spec in settled.nodes:
-            self._act(self.sched.handle(NodeJoined(spec), now), now)
+            self._feed(NodeJoined(spec), now)
         held = settled.held
         if held is None:
             return

@@ -111,6 +111,17 @@ class Liveness:
             else:
                 self.send(a.node, P.Heartbeat("coordinator"))
 
+    def lose(self, node: str, now: float, reason: str) -> bool:
+        """Mark a live agent lost (recorded, told to stop); False if it already was."""
+        a = self.agents.get(node)
+        if a is None or not a.alive:
+            return False
+        a.alive = False
+        log.error("agent on %s: %s: lost", node, reason)
+        self.events.write(events.NodeLost(t=now, node=node, reason=reason))
+        self.transport.reply(self.transport.agent_sock, a.identity, P.Shutdown(grace=0.0))
+        return True
+
     def any_alive(self) -> bool:
         return any(a.alive for a in self.agents.values())
 

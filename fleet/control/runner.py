@@ -11,13 +11,9 @@ from fleet.wire import messages as P
 from fleet.core import states as S
 from fleet.control.client import Client, FleetError, RunDirError, down, embedded_name, find, up, usable_run_dir
 from fleet.core.suite import Suite
+from fleet.core.units import counted
 
 POLL_S = 0.2
-
-
-def counted(n: int, word: str, plural: str = "") -> str:
-    """"1 step", "2 steps": a count with its noun in the right number."""
-    return f"{n} {word if n == 1 else plural or word + 's'}"
 
 
 def _interrupt(signum, frame):

@@ -23,6 +23,7 @@ from collections import deque
 
 from fleet.core import states as S
 from fleet.core import waits as W
+from fleet.core.units import counted
 from fleet.core.generations import AFTER as _AFTER, KEEP as _KEEP, NEW as _NEW, resubmission
 from fleet.core.decisions import (Blocked, Decision, Elsewhere, Event, Finished, Ignored, NodeJoined, NodeLost,
                                   Reclaim, Retry, Settled, Skipped, Start, StepExited, Submitted, Unrunnable,
@@ -443,7 +444,7 @@ class Scheduler:
             cls = self._classes[key]
             job = self._jobs[sid]
             if cls.exclusive and (self._running or started):
-                why = W.WaitReason(W.ALONE, detail=f"waiting for {len(self._running)} running step(s) to finish")
+                why = W.WaitReason(W.ALONE, detail=f"waiting for {counted(len(self._running), 'running step')} to finish")
                 self._wait(job, why, len(cls.heap) - 1, out)
                 return  # nothing ordered after it starts: the fleet drains for it
             # The job's own demand: the one "exclusive" class holds steps of every width.

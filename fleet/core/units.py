@@ -18,6 +18,11 @@ _UNITS = {
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
 
+def counted(n: int, word: str, plural: str = "") -> str:
+    """"1 step", "2 steps": a count with its noun in the right number."""
+    return f"{n} {word if n == 1 else plural or word + 's'}"
+
+
 def parse_memory(value: object) -> int:
     """Bytes from an int (bytes) or a string such as "4GiB", "512MB" or "16G".
 

@@ -261,6 +261,38 @@ def test_an_agent_killed_mid_run_has_its_steps_retried_on_the_other_node_and_eve
     assert_nothing_left(run_dir)
 
 
+def test_an_unreachable_agent_with_two_thousand_ready_steps_is_lost_once_and_the_suite_ends_on_the_other_node(
+        tmp_path, procs):
+    # Heartbeats would take two minutes to notice: the failed launches must, at once.
+    run_dir = tmp_path / "run"
+    procs.fleets.append((run_dir, tmp_path))
+    fleet("up", "--run-dir", str(run_dir), "--nodes", "2", "--heartbeat", "0.2", "--heartbeat-timeout", "120",
+          cwd=tmp_path, check=True, timeout=60)
+    agent, zygote = agents(run_dir)["node2"]
+    os.kill(agent, signal.SIGKILL)
+    wait_for(lambda: gone(agent) and gone(zygote), 30, "node2's agent and zygote to die")
+    suite = write_suite(tmp_path / "s.toml", """
+[suite]
+name = "many"
+[[steps]]
+id = "s/{i}"
+array = "1-2000"
+call = "os:getpid"
+retries = 1
+""")
+    r = fleet("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert [e.node for e in of(run_dir, E.NodeLost)] == ["node2"]
+    exits = of(run_dir, E.Exit)
+    lost = [e.step for e in exits if e.outcome == "lost"]
+    assert len(lost) == len(set(lost)) <= 1, lost  # node2 held one core: one step at most was on it
+    assert sorted(e.step for e in exits if e.outcome == "succeeded") == sorted(f"s/{i}" for i in range(1, 2001))
+    assert {e.node for e in exits if e.outcome == "succeeded"} == {"node1"}
+    assert fleet("status", "--run-dir", str(run_dir), "--json", cwd=tmp_path, timeout=60).returncode == 0
+    fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, check=True, timeout=60)
+    assert_nothing_left(run_dir)
+
+
 # --- 2. an agent stopped -------------------------------------------------------------------
 
 def test_an_agent_stopped_past_the_timeout_is_fenced_its_late_reports_are_dropped_and_nothing_runs_twice(

@@ -83,7 +83,7 @@ def test_a_preload_that_starts_a_thread_refuses_the_submission_naming_module_and
     assert errors == [f"error: {bad}: field 'suite.preload': node {n}: module 'preload_starts_thread' starts a "
                       f"thread when imported (2 threads after importing it); a zygote forks, which needs exactly 1"
                       for n in nodes], r.stderr
-    assert r.stderr.splitlines()[-1] == f"{len(nodes)} problem(s) found; nothing was started"
+    assert r.stderr.splitlines()[-1] == f"{len(nodes)} problems found; nothing was started"
     recs = records(up)
     assert not [e for e in recs if isinstance(e, (E.Submitted, E.StepDeclared, E.Start, E.Started))]
     assert not (up / "steps" / "never").exists()

@@ -117,7 +117,7 @@ def test_a_step_submitted_after_its_dependency_failed_is_blocked_at_once():
 def test_a_step_that_is_not_concurrent_waits_until_nothing_runs_and_nothing_starts_beside_it():
     sched, out = scheduler([node("n1", 4)], {"id": "a"}, {"id": "alone", "concurrent": False}, {"id": "b"})
     assert out == [Start("a", 1, (slot("n1", [0]),)),
-                   WaitSaying("alone", "runs alone: waiting for 1 running step(s) to finish", 0)]
+                   WaitSaying("alone", "runs alone: waiting for 1 running step to finish", 0)]
     assert sched.state("b") == "ready"
     assert exit_(sched, "a", 1.0) == [Finished("a", 1, "succeeded"), Start("alone", 1, (slot("n1", [0]),))]
     assert sched.state("b") == "ready"

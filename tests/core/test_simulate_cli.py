@@ -255,7 +255,7 @@ def test_simulate_prints_a_summary_in_words(tmp_path):
     r = run("simulate", path, "--nodes", 1, "--cores-per-node", 2)
     assert r.exit_code == 0, r.output
     lines = [" ".join(line.split()) for line in r.stdout.splitlines()]
-    assert lines[0] == "suite 'small': 3 steps on 1 node(s) x 2 cores (8GiB each)"
+    assert lines[0] == "suite 'small': 3 steps on 1 node x 2 cores (8GiB each)"
     assert lines[1] == "makespan 4.0 s"
     assert lines[2].startswith("work 6.0 s")
     assert lines[3].startswith("floor 4.0 s")

@@ -62,8 +62,8 @@ def test_a_spanning_step_whose_pieces_do_not_fit_across_the_nodes_waits_for_span
 def test_a_step_that_runs_alone_waits_naming_how_many_steps_still_run():
     sched, out = scheduler([node("n1", 4)], {"id": "a"}, {"id": "b"}, {"id": "alone", "concurrent": False})
     (w,) = waits(out)
-    assert w.why == WaitReason(W.ALONE, detail="waiting for 2 running step(s) to finish")
-    assert w.reason == "runs alone: waiting for 2 running step(s) to finish"
+    assert w.why == WaitReason(W.ALONE, detail="waiting for 2 running steps to finish")
+    assert w.reason == "runs alone: waiting for 2 running steps to finish"
 
 
 def test_a_step_held_by_another_fleet_waits_elsewhere_with_the_holders_words():
@@ -97,8 +97,8 @@ def test_every_cause_the_scheduler_writes_renders_its_figures_in_words_with_size
             "no node has 2 cores free together (the step may not span nodes)",
         WaitReason(W.WHOLE_NODE, 2, 1, 7, 4, 1):
             "no node has 2 cores, 1 GPU, 7B of memory free together (the step may not span nodes)",
-        WaitReason(W.ALONE, detail="waiting for 3 running step(s) to finish"):
-            "runs alone: waiting for 3 running step(s) to finish",
+        WaitReason(W.ALONE, detail="waiting for 3 running steps to finish"):
+            "runs alone: waiting for 3 running steps to finish",
     }
     for why, words in cases.items():
         assert Wait("s", why).reason == words

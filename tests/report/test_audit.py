@@ -70,14 +70,16 @@ def test_a_step_rerun_because_its_definition_changed_is_a_rerun_and_two_unasked_
     code, a, text = audit(run_dir, tmp_path)
     assert code == 0, text
     assert (a["steps"]["a"]["successes"], a["steps"]["a"]["reruns"]) == (2, 1)
-    assert (a["steps"]["b"]["successes"], a["steps"]["b"]["reruns"]) == (1, 0)
-    # A second success of b's same definition that nobody asked for: exactly-once broke.
-    first = records.attempts(run_dir, "b")[0]
-    store.record_attempt(run_dir, "b", "another-fleet", 1, {**first, "fleet": "another-fleet",
-                                                            "ended_at": first["ended_at"] + 1})
+    # b ran against the a before: it runs again too, a rerun for a changed dependency.
+    assert (a["steps"]["b"]["successes"], a["steps"]["b"]["reruns"]) == (2, 1)
+    assert {t.get("rerun") for t in records.attempts(run_dir, "b")} == {"", "dependency changed"}
+    # One more success of b's same definition that nobody asked for: exactly-once broke.
+    last = max(records.attempts(run_dir, "b"), key=lambda t: t["ended_at"])
+    store.record_attempt(run_dir, "b", "another-fleet", 1, {**last, "fleet": "another-fleet", "rerun": "",
+                                                            "ended_at": last["ended_at"] + 1})
     code, a, text = audit(run_dir, tmp_path)
     assert code == 1 and a["duplicates"] == ["b"], text
-    assert "DUPLICATE: 2 successful attempts" in text
+    assert "DUPLICATE: 3 successful attempts" in text
     assert_nothing_left(run_dir)
 
 

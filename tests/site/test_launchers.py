@@ -12,13 +12,14 @@ import sys
 import textwrap
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner
 
 import fleet.site.launch as launch
 from fleet.control import coordinator as coordinator_mod
+from fleet.control import launching
+from fleet.wire import events as E
 from fleet.site import profiles
 from fleet.cli import main as cli
 from fleet.site.launch import LocalLauncher, PalsLauncher, SlurmLauncher, agent_argv, launcher_for, split_cores
@@ -236,8 +237,7 @@ def test_the_coordinator_writes_the_launcher_s_files_into_the_step_s_fleet_direc
     spec = _mpi_spec(tmp_path, ranks=3)
     d = Start("sim", 1, placement(("node1", [0, 1]), ("node2", [1])))
     env = {"FLEET_STEP": "sim"}
-    fake = SimpleNamespace(profile=profiles.load("slurm"))
-    argv, cores = coordinator_mod.Coordinator._render_mpi(fake, spec, d, tmp_path, list(spec.command), env)
+    argv, cores = launching.render_mpi(profiles.load("slurm"), spec, d, tmp_path, list(spec.command), env)
     fleet_dir = tmp_path / "steps" / "sim" / ".fleet"
     assert argv == ["srun", "--overlap", "-N", "2", "-n", "3", "-m", "arbitrary", "--mpi=pmi2",
                     "--cpu-bind=none", "--multi-prog", f"{fleet_dir}/multi-prog.conf"]
@@ -255,63 +255,23 @@ def test_the_coordinator_gives_a_local_fleet_s_hydra_launcher_every_placed_core_
     spec = _mpi_spec(tmp_path, ranks=1, threads=2)
     d = Start("sim", 1, placement(("node1", [0, 1])))
     env: dict = {}
-    fake = SimpleNamespace(profile=profiles.load("local"))
-    argv, cores = coordinator_mod.Coordinator._render_mpi(fake, spec, d, tmp_path, list(spec.command), env)
+    local = profiles.load("local")
+    argv, cores = launching.render_mpi(local, spec, d, tmp_path, list(spec.command), env)
     assert argv == ["mpiexec", "-n", "1", "-bind-to", "user:0+1", "model", "-i", "in.nml"]
     assert env == {"FLEET_RANKS": "node1:0,1", "CUDA_VISIBLE_DEVICES": ""}
     assert cores == [0, 1]
     spec = _mpi_spec(tmp_path, ranks=2)
     d = Start("sim", 1, placement(("node1", [0]), ("node2", [1])))
-    argv, cores = coordinator_mod.Coordinator._render_mpi(fake, spec, d, tmp_path, list(spec.command), {})
+    argv, cores = launching.render_mpi(local, spec, d, tmp_path, list(spec.command), {})
     assert argv == ["mpiexec", "-n", "2", "-bind-to", "user:0,1", "model", "-i", "in.nml"]
     assert cores == [0, 1]
 
 
-class _NoAgents:
-    def start(self, *a):  # pragma: no cover - never called: serve() is not run
-        raise AssertionError("no agent may be started here")
-
-    def failed(self):
-        return None
-
-    def note_failure(self, reason):
-        pass
-
-    def stop(self):
-        pass
-
-
-@pytest.fixture
-def coordinator(tmp_path):
-    """A real Coordinator (sockets bound, no agents, no processes) whose messages to
-    agents are captured instead of sent."""
-    made = []
-
-    def make(machine: str):
-        c = coordinator_mod.Coordinator(tmp_path / "run", 2, _NoAgents(), profile=profiles.load(machine))
-        c.sent = []
-        c._send_agent = lambda node, msg: c.sent.append((node, msg)) or True
-        made.append(c)
-        return c
-
-    yield make
-    for c in made:
-        c.events.close()
-        c.agent_sock.close(0)
-        c.client_sock.close(0)
-        c.auth.stop()
-        c.ctx.term()
-
-
-def test_an_mpi_step_s_ranks_see_their_node_s_gpus_through_the_machine_s_variable_not_the_launcher_s(
-        tmp_path, coordinator):
-    c = coordinator("aurora")
+def test_an_mpi_step_s_ranks_see_their_node_s_gpus_through_the_machine_s_variable_not_the_launcher_s(tmp_path):
     spec = _mpi_spec(tmp_path, ranks=4, gpus=4)
-    c.specs["sim"] = spec
     d = Start("sim", 1, placement(("x1", [1, 2], [0, 1]), ("x2", [1, 2], [0, 1])))
-    c._start(d, time.time())
-    [(node, msg)] = c.sent
-    assert node == "x1"
+    msg = launching.launch(profiles.load("aurora"), spec, d, tmp_path / "run")
+    assert d.placement[0].node == "x1"  # the agent the launch goes to
     assert msg.kind == "command"
     assert msg.command == ["mpiexec", "-n", "4", "--ppn", "2", "--hosts", "x1,x2", "--depth", "1",
                            "--cpu-bind", "list:1:2", "model", "-i", "in.nml"]
@@ -320,19 +280,16 @@ def test_an_mpi_step_s_ranks_see_their_node_s_gpus_through_the_machine_s_variabl
     assert msg.gpu_vars == [] and msg.env["ZE_AFFINITY_MASK"] == "0,1"
     assert msg.env["FLEET_RANKS"] == "x1:1;x1:2;x2:1;x2:2"
     assert msg.placement == [["x1", [1, 2], [0, 1], 0], ["x2", [1, 2], [0, 1], 0]]
-    c.events.flush()
-    [start] = [json.loads(line) for line in (tmp_path / "run" / "events.jsonl").read_text().splitlines()
-               if json.loads(line)["kind"] == "start"]
-    assert start["placement"] == [dict(node="x1", cores=[1, 2], gpus=[0, 1], memory=0),
-                                  dict(node="x2", cores=[1, 2], gpus=[0, 1], memory=0)]
-    assert start["gpus"] == [0, 1, 0, 1] and start["nodes"] == ["x1", "x2"]
+    start = E.parse(json.loads(json.dumps(launching.start_record(time.time(), d).to_dict())))
+    assert start.placement == [dict(node="x1", cores=[1, 2], gpus=[0, 1], memory=0),
+                               dict(node="x2", cores=[1, 2], gpus=[0, 1], memory=0)]
+    assert start.gpus == [0, 1, 0, 1] and start.nodes == ["x1", "x2"]
 
 
-def test_ranks_on_a_second_node_whose_gpus_differ_are_given_that_node_s_gpu_ids(tmp_path, coordinator):
-    c = coordinator("perlmutter-gpu")
-    c.specs["sim"] = _mpi_spec(tmp_path, ranks=4, gpus=4)
-    c._start(Start("sim", 1, placement(("n1", [0, 1], [0, 1]), ("n2", [0, 1], [2, 3]))), time.time())
-    [(_, msg)] = c.sent
+def test_ranks_on_a_second_node_whose_gpus_differ_are_given_that_node_s_gpu_ids(tmp_path):
+    msg = launching.launch(profiles.load("perlmutter-gpu"), _mpi_spec(tmp_path, ranks=4, gpus=4),
+                           Start("sim", 1, placement(("n1", [0, 1], [0, 1]), ("n2", [0, 1], [2, 3]))),
+                           tmp_path / "run")
     fleet_dir = tmp_path / "run" / "steps" / "sim" / ".fleet"
     given = " ".join([*msg.command, *msg.env.values(), ",".join(map(str, msg.gpus)),
                       *(p.read_text() for p in fleet_dir.iterdir())])
