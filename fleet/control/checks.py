@@ -48,9 +48,17 @@ def fit_problems(suite: Suite, nodes: list[NodeSpec]) -> list[Problem]:
     for s in suite.steps:
         w = cap.width(s.cores, s.min_cores, s.threads if s.mpi else 1, s.gpus, s.memory, s.span)
         if isinstance(w, str):
-            field = "gpus" if "GPU" in w else "memory" if "memory" in w else ("min_ranks" if s.mpi else "min_cores")
+            field = "gpus" if "GPU" in w else "memory" if "memory" in w else _width_field(s)
             out.append(Problem(s.source, s.id, field, "can never run on this allocation: " + w))
     return out
+
+
+def _width_field(s) -> str:
+    """The field the user wrote for a step's width: its minimum only when that differs
+    from its target (otherwise the minimum is the target, and the target is what was written)."""
+    if s.mpi:
+        return "min_ranks" if s.min_ranks != s.ranks else "ranks"
+    return "min_cores" if s.min_cores != s.cores else "cores"
 
 
 def missing_on_disk(run_dir: Path, produced_elsewhere: Unparsed = Unparsed()):

@@ -290,7 +290,7 @@ def test_simulate_refuses_a_suite_that_cannot_fit_the_pretend_allocation(tmp_pat
         """)
     r = run("simulate", path, "--nodes", 2, "--cores-per-node", 4)
     assert r.exit_code == 2
-    assert "step 'wide': field 'min_cores'" in r.stderr
+    assert "step 'wide': field 'cores'" in r.stderr  # the field the user wrote: no min_cores there
     r = run("simulate", path, "--cores-per-node", 4)
     assert r.exit_code == 2
     assert "--nodes" in r.stderr
