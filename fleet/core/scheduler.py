@@ -265,6 +265,8 @@ class Scheduler:
             return
         if ev.outcome not in S.EXIT_OUTCOMES:
             raise ValueError(f"unknown outcome {ev.outcome!r}")
+        if job.cancelled and ev.outcome != S.SUCCEEDED:  # lost, or failed on its SIGTERM: cancelled still
+            ev = StepExited(ev.step, ev.attempt, S.CANCELLED, ev.reason)
         self._stop_running(job)
         if job.spec.id in self._after:
             self._next_generation(job, ev, out)
@@ -296,7 +298,9 @@ class Scheduler:
     def _cancel(self, ev: Cancel, out: list[Decision]) -> None:
         """A running step is to be killed (its exit, cancelled, ends it); one not started
         ends cancelled now. Either way its dependents are blocked, and a changed
-        definition waiting to replace it is dropped."""
+        definition waiting to replace it is dropped. Every step named is cancelled
+        before any dependent is blocked: a named dependent ends cancelled, not blocked."""
+        ended = []
         for sid in ev.steps:
             job = self._jobs.get(sid)
             if job is None or job.state not in (S.WAITING, S.READY, S.RUNNING):
@@ -304,6 +308,7 @@ class Scheduler:
                 continue
             self._after.pop(sid, None)
             if job.state == S.RUNNING:
+                job.cancelled = True
                 out.append(Kill(sid, job.attempt, ev.reason))
                 continue
             if job.state == S.READY:
@@ -312,7 +317,9 @@ class Scheduler:
                 self._unresolved.remove(job)
             self._set(job, "cancel")
             out.append(Finished(sid, job.attempt, S.CANCELLED, ev.reason))
-            self._block_descendants(job, sid, out)
+            ended.append(job)
+        for job in ended:
+            self._block_descendants(job, job.spec.id, out)
 
     def _next_generation(self, job: _Job, ev: StepExited, out: list[Decision]) -> None:
         """A running step that a later submission changed (or reran) ended: its outcome

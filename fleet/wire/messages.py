@@ -405,6 +405,7 @@ class Cancel:
     steps: list = field(default_factory=list)
     waiting: bool = False
     all: bool = False
+    check: bool = False  # only answer what would be cancelled (cancel nothing)
 
 
 @message("cancel_reply")

@@ -210,6 +210,14 @@ def test_cancelling_a_running_step_kills_it_and_its_cancelled_exit_is_never_retr
     assert sched.finished()
 
 
+def test_a_cancelled_running_step_that_fails_or_is_lost_before_its_kill_lands_still_ends_cancelled():
+    sched, out = scheduler([node("n1", 1), node("n2", 1)], {"id": "a", "retries": 2}, {"id": "b", "retries": 2})
+    sched.handle(Cancel(("a", "b")), 1.0)
+    assert exit_(sched, "a", 2.0, "failed", 1, "exit status 1") == [Finished("a", 1, "cancelled", "exit status 1")]
+    assert sched.handle(NodeLost("n2"), 3.0) == [Finished("b", 1, "cancelled", "node lost")]
+    assert sched.finished()
+
+
 def test_cancelling_steps_not_yet_started_ends_them_at_once_blocks_their_dependents_and_frees_nothing():
     sched, out = scheduler([node("n1", 1)], {"id": "a"}, {"id": "ready"}, {"id": "waiting", "deps": ["a"]},
                            {"id": "after", "deps": ["waiting"]}, {"id": "other"})
@@ -222,6 +230,13 @@ def test_cancelling_steps_not_yet_started_ends_them_at_once_blocks_their_depende
     exit_(sched, "other", 3.0)
     assert sched.finished()
     assert sched.counts() == {"succeeded": 2, "cancelled": 2, "blocked": 1}
+
+
+def test_a_cancelled_step_named_with_its_dependency_ends_cancelled_not_blocked():
+    sched, out = scheduler([node("n1", 1)], {"id": "a"}, {"id": "w1", "deps": ["a"]}, {"id": "w2", "deps": ["w1"]},
+                           {"id": "w3", "deps": ["w2"]})
+    assert sched.handle(Cancel(("w1", "w2")), 1.0) == [
+        Finished("w1", 1, "cancelled", "cancelled"), Finished("w2", 1, "cancelled", "cancelled"), Blocked("w3", "w2")]
 
 
 def test_cancelling_a_step_that_ended_or_is_unknown_is_ignored():
