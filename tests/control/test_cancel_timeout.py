@@ -6,6 +6,7 @@ running afterwards."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -101,6 +102,9 @@ deps = ["slow"]
     assert "retry 2 of 2: timed out after 1 s" in r.stdout, r.stdout
     assert "timed_out  slow" in r.stdout and "blocked    after" in r.stdout, r.stdout
     assert records.read_final(run_dir, "slow")["outcome"] == "timed_out"
+    rep = json.loads(fleet("report", str(run_dir), "--json", cwd=tmp_path, timeout=60).stdout)
+    assert rep["steps"]["slow"]["outcome"] == rep["steps"]["stubborn"]["outcome"] == "timed_out"
+    assert any(p["step"] == "slow" and p["outcome"] == "timed_out" for p in rep["problems"])
     assert_nothing_left(run_dir, tag=tag)
 
 
@@ -131,6 +135,10 @@ deps = ["long"]
     assert [(e.attempt, e.outcome) for e in exits_of(run_dir, "long")] == [(1, "cancelled")]
     assert not [e for e in event_records(run_dir) if isinstance(e, E.Retry)]
     assert records.read_final(run_dir, "long")["outcome"] == "cancelled"
+    audit = json.loads(fleet("audit", str(run_dir), "--json", cwd=tmp_path, timeout=60).stdout)
+    assert audit["steps"]["long"]["status"] == "cancelled", audit
+    rep = json.loads(fleet("report", str(run_dir), "--json", cwd=tmp_path, timeout=60).stdout)
+    assert rep["steps"]["long"]["outcome"] == "cancelled"
     # An unknown id is an error naming it, and cancels nothing.
     bad = fleet("cancel", "nope", "also-nope", "--run-dir", str(run_dir), cwd=tmp_path, timeout=30)
     assert bad.returncode == 2 and "nope, also-nope" in bad.stderr, bad.stdout + bad.stderr
