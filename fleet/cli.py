@@ -259,6 +259,33 @@ def down(run_dir):
 
 
 @main.command()
+@click.argument("steps", nargs=-1)
+@click.option("--run-dir", type=click.Path(file_okay=False), default=None, show_default=RUN_DIR_DEFAULT,
+              help="the fleet's run directory")
+@click.option("--waiting", is_flag=True, help="cancel every step not yet started")
+@click.option("--all", "every", is_flag=True, help="cancel every step not yet ended")
+def cancel(steps, run_dir, waiting, every):
+    """Cancel steps of the fleet in the run directory: running ones are stopped (SIGTERM,
+    SIGKILL after their grace), waiting ones never start. Cancelled steps are not retried
+    and block their dependents; the fleet keeps running."""
+    from fleet.control.client import FleetError, cancel as cancel_steps
+    if not (steps or waiting or every):
+        raise click.UsageError("name steps to cancel, or give --waiting or --all")
+    run_dir = Path(run_dir or _default_run_dir()).resolve()
+    try:
+        r = cancel_steps(run_dir, list(steps), waiting, every)
+    except FleetError as e:
+        raise click.ClickException(str(e))
+    if r.unknown:
+        click.echo(f"error: no step {', '.join(r.unknown)} in the fleet in {run_dir}; nothing was cancelled", err=True)
+        sys.exit(EXIT_INVALID)
+    n = len(r.running) + len(r.waiting)
+    click.echo(f"cancelled {counted(n, 'step')}: {len(r.running)} running, {len(r.waiting)} waiting")
+    if r.ended:
+        click.echo(f"already ended, left alone: {', '.join(r.ended)}")
+
+
+@main.command()
 @click.argument("suite", type=click.Path(dir_okay=False))
 @click.option("--run-dir", type=click.Path(file_okay=False), default=None,
               show_default="$FLEET_RUN_DIR, else a fleet up in the current directory, else the suite's run_dir",

@@ -203,7 +203,11 @@ def down(run_dir: Path, pid: int | None = None, timeout: float = 20.0,
         pid = conn.pid
         c = Client(conn)
         try:
-            c.ask(P.Down(), timeout=5.0)
+            reply = c.ask(P.Down(), timeout=5.0)
+            if isinstance(reply, P.Stopping):
+                # Its steps may take their grace to stop, and its agents a little more
+                # (fleet.control.coordinator's teardown): only then insist.
+                timeout = max(timeout, 2 * (reply.grace + 12.0))
         except FleetError:
             pass
         finally:
@@ -221,6 +225,38 @@ def down(run_dir: Path, pid: int | None = None, timeout: float = 20.0,
             break
         time.sleep(0.02)
     return True
+
+
+def cancel(run_dir: Path, steps: list[str], waiting: bool = False, every: bool = False) -> P.CancelReply:
+    """Cancel steps in the live fleets of run_dir (fleet.control.cancelling): those named
+    (each in the fleet that has it), and with `waiting` every step not yet started, with
+    `every` every step not yet ended. If a named step is in no fleet, nothing is
+    cancelled: the answer's `unknown` names it. FleetError if no fleet is up."""
+    fleets = live(Path(run_dir).resolve())
+    if not fleets:
+        raise FleetError(f"no fleet is up in {run_dir}")
+    clients = [Client(conn) for _, conn in fleets]
+    try:
+        # First ask which fleet has which step, so an unknown id cancels nothing anywhere.
+        checks = [c.ask(P.Cancel(list(steps), check=True), timeout=10.0) for c in clients]
+        unknown = [s for s in dict.fromkeys(steps) if all(s in r.unknown for r in checks)]
+        if unknown:
+            return P.CancelReply(unknown=unknown)
+        running: list[str] = []
+        waiting_: list[str] = []
+        ended: list[str] = []
+        for c, check in zip(clients, checks):
+            mine = [s for s in steps if s not in check.unknown]
+            r = c.ask(P.Cancel(mine, waiting, every), timeout=10.0)
+            running += r.running
+            waiting_ += r.waiting
+            ended += r.ended
+        # A step two fleets share ended (or runs) in one of them: named once, as it is where it runs.
+        acted = set(running) | set(waiting_)
+        return P.CancelReply(running, waiting_, [s for s in dict.fromkeys(ended) if s not in acted])
+    finally:
+        for c in clients:
+            c.close()
 
 
 def _kill(pid: int, sig: int) -> None:

@@ -23,14 +23,14 @@ from pathlib import Path
 
 import zmq
 
-from fleet.control import launching, outcomes, preloads, store
+from fleet.control import cancelling, launching, outcomes, preloads, store
 from fleet.control.claims import Claims
 from fleet.control.liveness import Liveness
 from fleet.control.status import answer as status_answer
 from fleet.control.submissions import Submissions
 from fleet.control.transport import Transport
 from fleet.core import states as S
-from fleet.core.scheduler import (Blocked, Finished, Ignored, NodeJoined, NodeLost, Retry, Scheduler, Skipped,
+from fleet.core.scheduler import (Blocked, Finished, Ignored, Kill, NodeJoined, NodeLost, Retry, Scheduler, Skipped,
                                   Start, StepExited, Unrunnable, Wait)
 from fleet.site.launch import Launcher
 from fleet.site.profiles import Profile
@@ -70,6 +70,7 @@ class Coordinator:
                              stale_after=stale_after, max_attempts=max_attempts)
         self.submissions = Submissions(self.run_dir, self.sched, self.specs, self.events)
         self.preloads = preloads.Preloads(preload, self.liveness, self.events)
+        self.cancelling = cancelling.Cancelling(self.sched, self._send_agent, self._feed, self._unreachable)
         self.stopping = False
         self._inbox: deque = deque()  # scheduler events produced while acting (see _feed)
         self._feeding = False
@@ -148,9 +149,9 @@ class Coordinator:
     def _teardown(self) -> None:
         for a in self.agents.values():
             if a.alive:
-                self._send_agent(a.node, P.Shutdown(grace=2.0))
+                self._send_agent(a.node, P.Shutdown())  # each step its own grace
         # Wait (bounded) for agents to say goodbye, then make sure of it.
-        deadline = time.monotonic() + 5.0
+        deadline = time.monotonic() + 5.0 + cancelling.longest_grace(self.sched)
         while self.liveness.any_alive() and time.monotonic() < deadline:
             if self.agent_sock.poll(100):
                 self._drain(self.agent_sock, self._on_agent)
@@ -352,6 +353,8 @@ class Coordinator:
                 self.events.write(events.Skipped(t=now, step=d.step, by=where[0] if where else None))
                 self.submissions.ended(d.step, S.SKIPPED, 0,
                                        "succeeded in another fleet" if where else "already succeeded", final=True)
+            elif isinstance(d, Kill):
+                self.cancelling.kill(d, now)
             elif isinstance(d, Ignored):
                 self.transport.warn("ignored", d.what)
 
@@ -418,8 +421,10 @@ class Coordinator:
             reply(self.submissions.progress(msg))
         elif isinstance(msg, P.Status):
             reply(P.StatusReply(self.status()))
-        elif isinstance(msg, P.Down):
-            reply(P.Ok("down"))
+        elif isinstance(msg, P.Cancel):
+            reply(self.cancelling.asked(msg, time.time()))
+        elif isinstance(msg, P.Down):  # the answer says how long its steps may take to stop
+            reply(P.Stopping(cancelling.longest_grace(self.sched)))
             self.stopping = True
         else:
             reply(P.Error(f"unexpected {type(msg).__name__}"))

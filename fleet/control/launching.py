@@ -55,7 +55,7 @@ def launch(profile: Profile, spec, d: Start, run_dir: Path, fleet_id: str = "") 
         # Every step is given its GPUs, none included (CUDA_VISIBLE_DEVICES="" hides them);
         # an MPI launcher's ranks get theirs, per node, from the rendered command instead.
         env=env, gpu_vars=[profile.gpu_var] if profile.gpu_var and not spec.mpi else [],
-        threads=spec.threads if spec.mpi else 0)
+        threads=spec.threads if spec.mpi else 0, timeout=spec.timeout, grace=spec.grace)
 
 
 def render_mpi(profile: Profile, spec, d: Start, run_dir: Path, command, env: dict) -> tuple[list, list]:

@@ -50,7 +50,7 @@ class StepExited:
 
     step: str
     attempt: int
-    outcome: str  # succeeded | failed | terminated | lost
+    outcome: str  # succeeded | failed | terminated | lost | stopped | timed_out | cancelled
     reason: str = ""
 
 
@@ -80,7 +80,17 @@ class Reclaim:
     reason: str = ""
 
 
-Event = Union[NodeJoined, NodeLost, Submitted, StepExited, Elsewhere, Settled, Reclaim]
+@dataclass(frozen=True)
+class Cancel:
+    """`fleet cancel`: these steps are not to run. One running is killed (a Kill
+    decision; its exit, outcome cancelled, ends it); one not started ends cancelled now.
+    A cancelled step is never retried and blocks its dependents."""
+
+    steps: tuple[str, ...]
+    reason: str = "cancelled"
+
+
+Event = Union[NodeJoined, NodeLost, Submitted, StepExited, Elsewhere, Settled, Reclaim, Cancel]
 
 
 # --- decisions ------------------------------------------------------------------
@@ -163,7 +173,17 @@ class Ignored:
     what: str
 
 
-Decision = Union[Start, Wait, Retry, Finished, Blocked, Unrunnable, Skipped, Ignored]
+@dataclass(frozen=True)
+class Kill:
+    """Stop this running attempt (SIGTERM, SIGKILL after the step's grace): it was
+    cancelled. Its exit, reported as cancelled, is what ends it."""
+
+    step: str
+    attempt: int
+    reason: str = "cancelled"
+
+
+Decision = Union[Start, Wait, Retry, Finished, Blocked, Unrunnable, Skipped, Ignored, Kill]
 
 
 # --- views ----------------------------------------------------------------------

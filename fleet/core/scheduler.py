@@ -25,51 +25,16 @@ from fleet.core import states as S
 from fleet.core import waits as W
 from fleet.core.units import counted
 from fleet.core.generations import AFTER as _AFTER, KEEP as _KEEP, NEW as _NEW, resubmission
-from fleet.core.decisions import (Blocked, Decision, Elsewhere, Event, Finished, Ignored, NodeJoined, NodeLost,
-                                  Reclaim, Retry, Settled, Skipped, Start, StepExited, Submitted, Unrunnable,
-                                  Wait, JobView, submission)
-from fleet.core.resources import Capacity, Demand, Placement, Pool
+from fleet.core.decisions import (Blocked, Cancel, Decision, Elsewhere, Event, Finished, Ignored, JobView, Kill,
+                                  NodeJoined, NodeLost, Reclaim, Retry, Settled, Skipped, Start, StepExited,
+                                  Submitted, Unrunnable, Wait, submission)
+from fleet.core.jobs import DemandClass as _Class, Job as _Job
+from fleet.core.resources import Capacity, Demand, Pool
 from fleet.core.suite import StepSpec
 
 __all__ = ["Scheduler", "JobView", "Event", "Decision", "NodeJoined", "NodeLost", "Submitted", "StepExited",
-           "Elsewhere", "Settled", "Reclaim", "Start", "Wait", "Retry", "Finished", "Blocked", "Unrunnable",
-           "Skipped", "Ignored", "submission"]
-
-
-# --- internal records -------------------------------------------------------------
-
-
-class _Job:
-    __slots__ = ("spec", "deps", "state", "attempt", "generation", "unmet", "dependents", "demand", "placement",
-                 "started_at", "why", "exclusive", "prio", "seq")
-
-    def __init__(self, spec: StepSpec, deps: tuple[str, ...]):
-        self.spec = spec
-        self.deps = deps  # its effective dependencies (explicit and by files), as submitted
-        self.state = S.WAITING
-        self.attempt = 1  # within its generation: the retry limit counts these
-        self.generation = 1  # how many times a submission made this step run anew in this fleet
-        self.unmet = 0
-        self.dependents: list[_Job] = []
-        self.demand: Demand | None = None
-        self.placement: Placement = ()
-        self.started_at: float | None = None
-        self.why: W.WaitReason | None = None  # its last Wait, until it starts
-        self.exclusive = not spec.concurrent
-        self.prio = spec.priority
-        self.seq = 0  # submission order across every suite submitted, set by the scheduler
-
-
-
-class _Class:
-    __slots__ = ("key", "demand", "exclusive", "heap", "blocked_at")
-
-    def __init__(self, key: tuple, demand: Demand, exclusive: bool):
-        self.key = key
-        self.demand = demand
-        self.exclusive = exclusive
-        self.heap: list[tuple[int, int, str]] = []
-        self.blocked_at: int | None = None  # len(pool.releases) when it last failed to fit
+           "Elsewhere", "Settled", "Reclaim", "Cancel", "Start", "Wait", "Retry", "Finished", "Blocked",
+           "Unrunnable", "Skipped", "Ignored", "Kill", "submission"]
 
 
 class Scheduler:
@@ -107,6 +72,8 @@ class Scheduler:
             self._submit(event, out)
         elif isinstance(event, (Elsewhere, Settled, Reclaim)):
             self._elsewhere(event, out)
+        elif isinstance(event, Cancel):
+            self._cancel(event, out)
         else:
             raise TypeError(f"not a scheduler event: {event!r}")
         self._schedule(now, out)
@@ -298,13 +265,15 @@ class Scheduler:
             return
         if ev.outcome not in S.EXIT_OUTCOMES:
             raise ValueError(f"unknown outcome {ev.outcome!r}")
+        if job.cancelled and ev.outcome != S.SUCCEEDED:  # lost, or failed on its SIGTERM: cancelled still
+            ev = StepExited(ev.step, ev.attempt, S.CANCELLED, ev.reason)
         self._stop_running(job)
         if job.spec.id in self._after:
             self._next_generation(job, ev, out)
             return
-        if ev.outcome == S.STOPPED:
-            self._set(job, "stopped")
-            out.append(Finished(job.spec.id, job.attempt, S.STOPPED, ev.reason))
+        if ev.outcome in (S.STOPPED, S.CANCELLED):  # never retried
+            self._set(job, "stopped" if ev.outcome == S.STOPPED else S.CANCELLED)
+            out.append(Finished(job.spec.id, job.attempt, ev.outcome, ev.reason))
             self._block_descendants(job, job.spec.id, out)
             return
         if ev.outcome == S.SUCCEEDED:
@@ -325,6 +294,32 @@ class Scheduler:
         self._set(job, ev.outcome)
         out.append(Finished(job.spec.id, job.attempt, ev.outcome, ev.reason))
         self._block_descendants(job, job.spec.id, out)
+
+    def _cancel(self, ev: Cancel, out: list[Decision]) -> None:
+        """A running step is to be killed (its exit, cancelled, ends it); one not started
+        ends cancelled now. Either way its dependents are blocked, and a changed
+        definition waiting to replace it is dropped. Every step named is cancelled
+        before any dependent is blocked: a named dependent ends cancelled, not blocked."""
+        ended = []
+        for sid in ev.steps:
+            job = self._jobs.get(sid)
+            if job is None or job.state not in (S.WAITING, S.READY, S.RUNNING):
+                out.append(Ignored(f"cancel of {sid!r}: " + (f"it is {job.state}" if job else "unknown step")))
+                continue
+            self._after.pop(sid, None)
+            if job.state == S.RUNNING:
+                job.cancelled = True
+                out.append(Kill(sid, job.attempt, ev.reason))
+                continue
+            if job.state == S.READY:
+                self._dequeue(job)
+            elif job in self._unresolved:
+                self._unresolved.remove(job)
+            self._set(job, "cancel")
+            out.append(Finished(sid, job.attempt, S.CANCELLED, ev.reason))
+            ended.append(job)
+        for job in ended:
+            self._block_descendants(job, job.spec.id, out)
 
     def _next_generation(self, job: _Job, ev: StepExited, out: list[Decision]) -> None:
         """A running step that a later submission changed (or reran) ended: its outcome

@@ -9,6 +9,11 @@ without success blocks its descendants (BLOCKED) and nothing else. A step that c
 never fit the allocation is UNRUNNABLE. A step whose completion marker says it
 already succeeded is SKIPPED (counts as success for its dependents).
 
+A step whose `timeout` passed is stopped by its zygote (SIGTERM, SIGKILL after its
+`grace`) and ends TIMED_OUT: retried like a failure. A step `fleet cancel` names is
+CANCELLED: if it runs, its zygote stops it the same way; if it has not started, it
+never does. A cancelled step is never retried, and blocks its descendants.
+
 Several fleets may share one run directory. A step another live fleet has claimed,
 or that belongs to another shard, is ELSEWHERE: it holds nothing here and waits for
 that fleet's marker (SKIPPED on success, FAILED otherwise), or comes back to READY
@@ -37,6 +42,8 @@ UNRUNNABLE = "unrunnable"
 SKIPPED = "skipped"
 ELSEWHERE = "elsewhere"
 STOPPED = "stopped"
+TIMED_OUT = "timed_out"
+CANCELLED = "cancelled"
 INTERRUPTED = "interrupted"  # recorded by the coordinator only (see above)
 
 # (state, what happened) -> next state
@@ -51,6 +58,10 @@ TRANSITIONS: dict[tuple[str, str], str] = {
     (RUNNING, "failed"): FAILED,
     (RUNNING, "terminated"): TERMINATED,
     (RUNNING, "lost"): LOST,
+    (RUNNING, "timed_out"): TIMED_OUT,
+    (RUNNING, "cancelled"): CANCELLED,
+    (WAITING, "cancel"): CANCELLED,
+    (READY, "cancel"): CANCELLED,
     (RUNNING, "retry"): READY,
     (RUNNING, "stopped"): STOPPED,
     (RUNNING, "elsewhere"): ELSEWHERE,
@@ -60,9 +71,9 @@ TRANSITIONS: dict[tuple[str, str], str] = {
     (ELSEWHERE, "reclaim"): READY,
 }
 
-FINAL = frozenset({SUCCEEDED, FAILED, TERMINATED, LOST, BLOCKED, UNRUNNABLE, SKIPPED, STOPPED})
+FINAL = frozenset({SUCCEEDED, FAILED, TERMINATED, LOST, BLOCKED, UNRUNNABLE, SKIPPED, STOPPED, TIMED_OUT, CANCELLED})
 GOOD = frozenset({SUCCEEDED, SKIPPED})
-EXIT_OUTCOMES = frozenset({SUCCEEDED, FAILED, TERMINATED, LOST, STOPPED})
+EXIT_OUTCOMES = frozenset({SUCCEEDED, FAILED, TERMINATED, LOST, STOPPED, TIMED_OUT, CANCELLED})
 
 
 class IllegalTransition(RuntimeError):

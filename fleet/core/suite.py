@@ -60,6 +60,8 @@ class StepSpec:
     retries: int = 0
     estimate: float | None = None
     source: str = ""
+    timeout: float | None = None  # seconds an attempt may run before it is stopped (timed_out)
+    grace: float = 10.0  # seconds from SIGTERM to SIGKILL when the step is stopped
 
     @property
     def kind(self) -> str:
@@ -70,7 +72,9 @@ class StepSpec:
         return tuple((name, _freeze(getattr(self, name))) for name in _IDENTITY)
 
 
-_IDENTITY = tuple(f.name for f in fields(StepSpec) if f.name not in ("order", "source"))
+# How long a step may run, and how it is stopped, do not change what it does: a new
+# timeout reruns nothing that succeeded.
+_IDENTITY = tuple(f.name for f in fields(StepSpec) if f.name not in ("order", "source", "timeout", "grace"))
 
 
 @dataclass(frozen=True)
@@ -402,6 +406,7 @@ def _make_step(raw: dict, order: int, fname: str, problems: list[Problem]) -> St
         outputs=values.get("outputs", ()), workdir=values.get("workdir", f"steps/{sid}"),
         priority=values.get("priority", 3), concurrent=values.get("concurrent", True),
         retries=values.get("retries", 0), estimate=values.get("estimate"), source=fname,
+        timeout=values.get("timeout"), grace=values.get("grace", 10.0),
     )
 
 

@@ -213,6 +213,20 @@ def check_estimate(v: Any) -> float:
     return float(v)
 
 
+def check_timeout(v: Any) -> float:
+    """Seconds, more than 0 and finite (0 would stop the step before it starts)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < float("inf"):
+        raise ValueError(f"expected a number of seconds > 0, got {v!r}")
+    return float(v)
+
+
+def check_grace(v: Any) -> float:
+    """Seconds, at least 0 and finite (0: SIGKILL at once)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < float("inf"):
+        raise ValueError(f"expected a number of seconds >= 0, got {v!r}")
+    return float(v)
+
+
 def check_workdir(v: Any) -> str:
     """A directory inside the run directory ("." is the run directory itself)."""
     return inside_run_dir(check_str(v))
@@ -234,7 +248,7 @@ CHECKS = {
     "span": check_bool, "mpi": check_bool, "ranks": check_int(1), "min_ranks": check_int(1), "threads": check_int(1),
     "deps": check_strings, "inputs": check_inputs, "outputs": check_outputs, "workdir": check_workdir,
     "priority": check_int(1, 5), "concurrent": check_bool, "retries": check_int(0), "estimate": check_estimate,
-    "array": check_str,
+    "timeout": check_timeout, "grace": check_grace, "array": check_str,
 }
 STEP_FIELDS = frozenset(CHECKS)
 SUITE_FIELDS = frozenset({"name", "run_dir", "preload", "max_steps"})

@@ -63,6 +63,11 @@ class Agent:
             security.connect_as(self.sock, *args.curve.split())
         self.sock.connect(args.connect)
         self.pgids: dict[tuple[str, int], int] = {}
+        self.graces: dict[tuple[str, int], float] = {}  # each launched step's grace, until it exits
+        # Stopping on its own (the coordinator silent, a signal), the agent gives steps at
+        # most this long: they may be started elsewhere soon. A Shutdown says otherwise
+        # (None: each step's own grace).
+        self.grace: float | None = 2.0
         self.heartbeat_s = args.heartbeat
         self.timeout_s = args.join_timeout  # until welcomed; then the fence time
         self.fence_s = args.fence
@@ -164,6 +169,7 @@ class Agent:
                 self._warn(f"dropped a malformed message: {e}")
                 continue
             if isinstance(msg, P.Launch):
+                self.graces[(msg.step, msg.attempt)] = msg.grace
                 if not self.to_zygote(frame):  # as it came: decoding it was the check
                     self.stopping = "the zygote is gone"
             elif isinstance(msg, (P.Kill, P.Preload)):
@@ -186,6 +192,7 @@ class Agent:
                 self.pgids[(msg.step, msg.attempt)] = msg.pgid
             elif isinstance(msg, P.Exited):
                 self.pgids.pop((msg.step, msg.attempt), None)
+                self.graces.pop((msg.step, msg.attempt), None)
             elif not isinstance(msg, P.Preloaded):
                 self._warn(f"dropped an unexpected {msg.TYPE} message from the zygote")
                 continue
@@ -195,10 +202,11 @@ class Agent:
         self.reader.dropped.clear()
 
     def _stop(self, zygote_open: bool) -> int:
-        grace = getattr(self, "grace", 2.0)
+        longest = max(self.graces.values(), default=0.0)
+        grace = longest if self.grace is None else min(self.grace, longest)
         self._warn(f"stopping: {self.stopping}")
         if zygote_open:
-            self.to_zygote(P.encode(P.Shutdown(grace)))
+            self.to_zygote(P.encode(P.Shutdown(self.grace)))
             # Pass on the exits of the steps it stops, so that they are recorded (and their
             # claims released) rather than left for other fleets to find stale.
             deadline = time.monotonic() + grace + 3.0

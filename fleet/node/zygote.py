@@ -15,11 +15,16 @@ spawned with subprocess (vfork/posix_spawn, no copy of this process:
 :mod:`fleet.node.command`). Every child is reaped here with os.wait4 and reported
 as Exited.
 
+A step with a ``timeout`` is stopped when it passes (SIGTERM to its process group,
+SIGKILL after the step's ``grace``) and reported ``timed_out``; a Kill with ``cancel``
+stops it the same way and reports it ``cancelled`` (:mod:`fleet.node.stopping`).
+
 It stops on Shutdown, at end of file on the request pipe (the agent is gone), on
-SIGTERM or SIGHUP, and when its parent dies (PR_SET_PDEATHSIG = SIGTERM): every
-step's process group gets SIGTERM, then SIGKILL after the grace period, and all are
-reaped before it exits. It uses no threads, ever: a thread holding a lock at fork
-time would leave that lock held forever in the child.
+SIGTERM or SIGHUP, and when its parent dies (PR_SET_PDEATHSIG = SIGTERM): every step
+is stopped so, with its own grace (at most the Shutdown's, or ``--grace`` when the
+agent is gone: its steps may soon run elsewhere), and all are reaped before it exits.
+It uses no threads, ever: a thread holding a lock at fork time would leave that lock
+held forever in the child.
 """
 
 import os
@@ -50,6 +55,7 @@ import msgpack  # noqa: E402
 from fleet.node import child, command, threads as step_threads  # noqa: E402
 from fleet.node.preload import Preloads, thread_count  # noqa: E402,F401  (thread_count: ours too)
 from fleet.node.spare import Spare  # noqa: E402
+from fleet.node.stopping import Stops, ended_reason, signal_name  # noqa: E402
 from fleet.wire import framing  # noqa: E402
 from fleet.wire import messages as P  # noqa: E402
 
@@ -65,6 +71,10 @@ class _Step:
     spawned_at: float  # parent-side time; first_at if the child never reported
     popen: subprocess.Popen | None = None
     report: dict = field(default_factory=dict)
+    ending: str | None = None  # being stopped: the outcome to report (fleet.node.stopping)
+    term_at: float | None = None
+    kill_at: float | None = None
+    killed: bool = False
 
 
 class Zygote:
@@ -92,6 +102,7 @@ class Zygote:
         self.stop_grace: float | None = None  # set: shut down with this grace
         self.spare = Spare(self.report_w, INHERITED_THREAD_ENV)
         self.prefork = True  # keep a spare
+        self.stops = Stops(self._signal_group, lambda step: self.steps.get(step.pid) is step)
         self.preloads = Preloads(preloaded)  # and take more while serving
         # Handlers, not SIG_IGN: an ignored signal stays ignored across exec, a
         # handled one is reset to default, so spawned commands get defaults.
@@ -177,8 +188,8 @@ class Zygote:
                 self.reap()  # a burst of launches must not delay earlier exits
             elif isinstance(msg, P.Kill):
                 self.kill(msg)
-            elif isinstance(msg, P.Shutdown):
-                self.stop_grace = max(0.0, float(msg.grace))
+            elif isinstance(msg, P.Shutdown):  # None: each step's own grace
+                self.stop_grace = float("inf") if msg.grace is None else max(0.0, float(msg.grace))
             elif isinstance(msg, P.Preload):
                 self.preloads.ask(msg.modules)
             elif isinstance(msg, P.Tick):
@@ -254,6 +265,7 @@ class Zygote:
     def _register(self, step: _Step) -> None:
         self.steps[step.pid] = step
         self.keys[(step.launch.step, step.launch.attempt)] = step.pid
+        self.stops.arm(step, step.launch.timeout)
         self.send(P.Started(step.launch.step, step.launch.attempt, step.pid,
                                step.pgid, step.spawned_at))
 
@@ -275,10 +287,12 @@ class Zygote:
                 pass
 
     def kill(self, msg: P.Kill) -> None:
-        """Signal a running step's process group; unknown steps are ignored (they
-        have exited, and their Exited is on its way)."""
+        """Signal a running step's process group (cancel: stop it, fleet.node.stopping);
+        unknown steps are ignored (they have exited, and their Exited is on its way)."""
         pid = self.keys.get((msg.step, msg.attempt))
-        if pid is None:
+        if pid is not None and msg.cancel:
+            self.stops.stop(self.steps[pid], self.steps[pid].launch.grace, "cancelled")
+        if pid is None or msg.cancel:
             return
         try:
             self._signal_group(self.steps[pid], msg.signal)
@@ -329,7 +343,10 @@ class Zygote:
             step.popen.returncode = rc if rc is not None else -sig
         rep = step.report
         error = rep.get("error")
-        if outcome == "succeeded":
+        if step.ending is not None:  # stopped by us: that is how it ended, whatever its status
+            outcome = step.ending
+            error = ended_reason(step.ending, step.launch.timeout, step.launch.grace, step.killed)
+        elif outcome == "succeeded":
             # A step that "succeeded" without its outputs would hand its consumers
             # nothing: it failed, and they are blocked.
             error = child.unproduced(step.launch)
@@ -337,7 +354,7 @@ class Zygote:
                 outcome = "failed"
                 _append_to_log(step.launch.log, f"fleet: {error}\n")
         if error is None and sig is not None:
-            error = f"killed by {_signal_name(sig)}"
+            error = f"killed by {signal_name(sig)}"
         elif error is None and rc:
             error = f"exit status {rc}"
         first_at = rep.get("first_at") or step.spawned_at
@@ -370,6 +387,9 @@ class Zygote:
                     break
                 timeout = max(1, int(left * 1000))
             timeout = self.preloads.poll_ms(timeout)
+            timer = self.stops.next_ms()
+            if timer is not None:
+                timeout = timer if timeout is None else min(timeout, timer)
             for fd, _events in poller.poll(timeout):
                 if fd == self.wake_r:
                     self._drain(self.wake_r)
@@ -377,29 +397,34 @@ class Zygote:
                     self._read_reports()
                 elif fd == self.fd_in:
                     self._read_requests()
+            self.stops.due(self._grace_of)
             self.reap()
             self.preloads.turn(self)
             self._make_spare()
         self.shutdown(self.stop_grace)
         return 0
 
+    def _grace_of(self, step: _Step) -> float:
+        """The step's grace, at most the shutdown's once the zygote is stopping."""
+        cap = float("inf") if self.stop_grace is None else self.stop_grace
+        return min(step.launch.grace, cap)
+
     def shutdown(self, grace: float) -> None:
-        """SIGTERM every step's group, SIGKILL what is left after ``grace`` s, reap all."""
+        """SIGTERM every step's group, SIGKILL each after its own grace (at most
+        ``grace`` s), reap all."""
+        self.stop_grace = grace
         self.spare.drop()
         self.preloads.drop()
         for step in list(self.steps.values()):
-            self._signal_group(step, signal.SIGTERM)
-            self._signal_group(step, signal.SIGCONT)  # a stopped step must see it
-        deadline = time.monotonic() + grace
+            self.stops.stop(step, self._grace_of(step))
         poller = select.poll()
         poller.register(self.wake_r, select.POLLIN)
         self.reap()
-        while self.steps and (left := deadline - time.monotonic()) > 0:
-            poller.poll(max(1, int(left * 1000)))
+        while any(not step.killed for step in self.steps.values()):
+            poller.poll(self.stops.next_ms() or 1)
             self._drain(self.wake_r)
+            self.stops.due(self._grace_of)
             self.reap()
-        for step in list(self.steps.values()):
-            self._signal_group(step, signal.SIGKILL)
         self.reap(block=True)
         while True:  # anything else we parented (none expected): no zombies
             try:
@@ -418,13 +443,6 @@ def _append_to_log(path: str, text: str) -> None:
         os.write(fd, text.encode())
     finally:
         os.close(fd)
-
-
-def _signal_name(sig: int) -> str:
-    try:
-        return signal.Signals(sig).name
-    except ValueError:
-        return f"signal {sig}"
 
 
 def _refuse(fd_out: int, reason: str) -> None:

@@ -17,7 +17,8 @@ from fleet.core import waits as W
 from fleet.wire.events import Exit, StepDeclared
 
 UNFINISHED, NOT_RUN = "unfinished", "not run"  # the fleet went down before it ended / ran
-PROBLEM_OUTCOMES = (S.FAILED, S.TERMINATED, S.LOST, S.BLOCKED, S.UNRUNNABLE, S.INTERRUPTED, UNFINISHED, NOT_RUN)
+PROBLEM_OUTCOMES = (S.FAILED, S.TERMINATED, S.TIMED_OUT, S.LOST, S.CANCELLED, S.BLOCKED, S.UNRUNNABLE, S.INTERRUPTED,
+                    UNFINISHED, NOT_RUN)
 
 # What a waiting step waited for, in words (text and HTML).
 CATEGORY_TEXT = {

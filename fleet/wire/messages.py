@@ -219,23 +219,28 @@ class Launch:
     env: dict = field(default_factory=dict)  # extra environment
     gpu_vars: tuple = ()  # e.g. ("CUDA_VISIBLE_DEVICES",), set to the joined gpu ids
     threads: int = 0  # an MPI step's threads per rank (0: the step's cores decide)
+    timeout: float | None = None  # seconds it may run: then SIGTERM, SIGKILL after grace (timed_out)
+    grace: float = 10.0  # seconds from SIGTERM to SIGKILL whenever the step is stopped
 
 
 @message("kill")
 class Kill:
-    """coordinator -> agent -> zygote: send ``signal`` to a running step's process group."""
+    """coordinator -> agent -> zygote: send ``signal`` to a running step's process group.
+    With ``cancel``, ``signal`` is ignored: the step is stopped (SIGTERM, SIGKILL after its
+    grace) and its exit is reported as cancelled, whatever its status."""
 
     step: str
     attempt: int
-    signal: int
+    signal: int = 15
+    cancel: bool = False
 
 
 @message("shutdown")
 class Shutdown:
     """coordinator -> agent, agent -> zygote: SIGTERM every step's group, SIGKILL
-    after ``grace`` s, exit."""
+    after ``grace`` s (None: each step's own grace, from its Launch), exit."""
 
-    grace: float = 2.0
+    grace: float | None = None
 
 
 @message("started")
@@ -382,6 +387,36 @@ class StatusReply:
 @message("down")
 class Down:
     """client -> coordinator: stop the fleet."""
+
+
+@message("stopping")
+class Stopping:
+    """coordinator -> client, the answer to Down: going down; its running steps may
+    take up to ``grace`` s to stop (the longest grace among them)."""
+
+    grace: float = 0.0
+
+
+@message("cancel")
+class Cancel:
+    """client -> coordinator: cancel these steps (``waiting``: also every step not yet
+    started; ``all``: every step not yet ended)."""
+
+    steps: list = field(default_factory=list)
+    waiting: bool = False
+    all: bool = False
+    check: bool = False  # only answer what would be cancelled (cancel nothing)
+
+
+@message("cancel_reply")
+class CancelReply:
+    """coordinator -> client: what was cancelled, and ids it did not act on. ``unknown``
+    not empty: nothing was cancelled (no step of the fleet has that id)."""
+
+    running: list = field(default_factory=list)
+    waiting: list = field(default_factory=list)
+    ended: list = field(default_factory=list)  # named, but already ended (or run by another fleet)
+    unknown: list = field(default_factory=list)
 
 
 @message("ok")

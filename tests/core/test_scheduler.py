@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from fleet.core.graph import build_graph
 from fleet.core.resources import Capacity, NodeSpec, Slot
-from fleet.core.scheduler import (Blocked, Finished, Ignored, NodeJoined, NodeLost, Retry, Scheduler, Skipped, Start,
-                             StepExited, Submitted, submission)
+from fleet.core.scheduler import (Blocked, Cancel, Finished, Ignored, Kill, NodeJoined, NodeLost, Retry, Scheduler,
+                                  Skipped, Start, StepExited, Submitted, submission)
 from fleet.core.simulate import pretend_nodes, simulate
 from fleet.core.suite import parse_suite
 
@@ -185,6 +185,73 @@ def test_a_retry_keeps_its_own_place_in_priority_order():
         Start("urgent", 1, (slot("n1", [0]),)), WaitSaying("a", "needs 1 core, 0 free", 1)]
     assert exit_(sched, "urgent", 2.0) == [Finished("urgent", 1, "succeeded"), Start("a", 2, (slot("n1", [0]),))]
     assert exit_(sched, "a", 3.0, attempt=2) == [Finished("a", 2, "succeeded"), Start("b", 1, (slot("n1", [0]),))]
+
+
+# --- timeouts and cancelling ------------------------------------------------------------------------
+
+def test_a_timed_out_step_is_retried_like_a_failure_and_then_blocks_its_dependents():
+    sched, out = scheduler([node("n1", 1)], {"id": "a", "retries": 1}, {"id": "b", "deps": ["a"]})
+    assert exit_(sched, "a", 1.0, "timed_out", 1, "ran past its timeout") == [
+        Finished("a", 1, "timed_out", "ran past its timeout"), Retry("a", 2, "attempt 1 timed_out"),
+        Start("a", 2, (slot("n1", [0]),))]
+    assert exit_(sched, "a", 2.0, "timed_out", 2) == [Finished("a", 2, "timed_out"), Blocked("b", "a")]
+    assert sched.state("a") == "timed_out" and sched.finished()
+
+
+def test_cancelling_a_running_step_kills_it_and_its_cancelled_exit_is_never_retried_and_blocks_its_dependents():
+    sched, out = scheduler([node("n1", 2)], {"id": "a", "retries": 3}, {"id": "b", "deps": ["a"]}, {"id": "c"})
+    assert started(out) == ["a", "c"]
+    assert sched.handle(Cancel(("a",)), 1.0) == [Kill("a", 1, "cancelled")]
+    assert sched.state("a") == "running"  # until its exit says so
+    assert exit_(sched, "a", 2.0, "cancelled", 1, "cancelled") == [
+        Finished("a", 1, "cancelled", "cancelled"), Blocked("b", "a")]
+    assert sched.state("a") == "cancelled"
+    assert exit_(sched, "c", 3.0) == [Finished("c", 1, "succeeded")]
+    assert sched.finished()
+
+
+def test_a_cancelled_running_step_that_fails_or_is_lost_before_its_kill_lands_still_ends_cancelled():
+    sched, out = scheduler([node("n1", 1), node("n2", 1)], {"id": "a", "retries": 2}, {"id": "b", "retries": 2})
+    sched.handle(Cancel(("a", "b")), 1.0)
+    assert exit_(sched, "a", 2.0, "failed", 1, "exit status 1") == [Finished("a", 1, "cancelled", "exit status 1")]
+    assert sched.handle(NodeLost("n2"), 3.0) == [Finished("b", 1, "cancelled", "node lost")]
+    assert sched.finished()
+
+
+def test_cancelling_steps_not_yet_started_ends_them_at_once_blocks_their_dependents_and_frees_nothing():
+    sched, out = scheduler([node("n1", 1)], {"id": "a"}, {"id": "ready"}, {"id": "waiting", "deps": ["a"]},
+                           {"id": "after", "deps": ["waiting"]}, {"id": "other"})
+    assert started(out) == ["a"]
+    assert sched.handle(Cancel(("ready", "waiting")), 1.0) == [
+        Finished("ready", 1, "cancelled", "cancelled"),
+        Finished("waiting", 1, "cancelled", "cancelled"), Blocked("after", "waiting")]
+    # The queue no longer holds the cancelled one: the next start is `other`.
+    assert exit_(sched, "a", 2.0) == [Finished("a", 1, "succeeded"), Start("other", 1, (slot("n1", [0]),))]
+    exit_(sched, "other", 3.0)
+    assert sched.finished()
+    assert sched.counts() == {"succeeded": 2, "cancelled": 2, "blocked": 1}
+
+
+def test_a_cancelled_step_named_with_its_dependency_ends_cancelled_not_blocked():
+    sched, out = scheduler([node("n1", 1)], {"id": "a"}, {"id": "w1", "deps": ["a"]}, {"id": "w2", "deps": ["w1"]},
+                           {"id": "w3", "deps": ["w2"]})
+    assert sched.handle(Cancel(("w1", "w2")), 1.0) == [
+        Finished("w1", 1, "cancelled", "cancelled"), Finished("w2", 1, "cancelled", "cancelled"), Blocked("w3", "w2")]
+
+
+def test_cancelling_a_step_that_ended_or_is_unknown_is_ignored():
+    sched, out = scheduler([node("n1", 1)], {"id": "a"})
+    exit_(sched, "a", 1.0)
+    assert sched.handle(Cancel(("a", "nope")), 2.0) == [
+        Ignored("cancel of 'a': it is succeeded"), Ignored("cancel of 'nope': unknown step")]
+
+
+def test_a_step_cancelled_before_any_node_joined_never_starts():
+    sched = Scheduler()
+    sched.handle(submission(suite({"id": "a"}, {"id": "b", "deps": ["a"]}).steps), 0.0)
+    assert sched.handle(Cancel(("a",)), 0.5) == [Finished("a", 1, "cancelled", "cancelled"), Blocked("b", "a")]
+    assert sched.handle(NodeJoined(node("n1", 1)), 1.0) == []
+    assert sched.finished()
 
 
 # --- skipped steps ------------------------------------------------------------------------------------

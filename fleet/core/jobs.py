@@ -1,0 +1,46 @@
+"""The scheduler's internal records: one per submitted step, one per class of
+identical demand among ready steps (see fleet.core.scheduler)."""
+
+from __future__ import annotations
+
+from fleet.core import states as S
+from fleet.core import waits as W
+from fleet.core.resources import Demand, Placement
+from fleet.core.suite import StepSpec
+
+
+class Job:
+    """One submitted step as the scheduler holds it."""
+
+    __slots__ = ("spec", "deps", "state", "attempt", "generation", "unmet", "dependents", "demand", "placement",
+                 "started_at", "why", "exclusive", "prio", "seq", "cancelled")
+
+    def __init__(self, spec: StepSpec, deps: tuple[str, ...]):
+        self.spec = spec
+        self.deps = deps  # its effective dependencies (explicit and by files), as submitted
+        self.state = S.WAITING
+        self.attempt = 1  # within its generation: the retry limit counts these
+        self.generation = 1  # how many times a submission made this step run anew in this fleet
+        self.unmet = 0
+        self.dependents: list[Job] = []
+        self.demand: Demand | None = None
+        self.placement: Placement = ()
+        self.started_at: float | None = None
+        self.why: W.WaitReason | None = None  # its last Wait, until it starts
+        self.exclusive = not spec.concurrent
+        self.prio = spec.priority
+        self.seq = 0  # submission order across every suite submitted, set by the scheduler
+        self.cancelled = False  # running, and to be killed: however it ends, it ends cancelled
+
+
+class DemandClass:
+    """Ready steps of one demand (or every step that runs alone), in a heap by priority and order."""
+
+    __slots__ = ("key", "demand", "exclusive", "heap", "blocked_at")
+
+    def __init__(self, key: tuple, demand: Demand, exclusive: bool):
+        self.key = key
+        self.demand = demand
+        self.exclusive = exclusive
+        self.heap: list[tuple[int, int, str]] = []
+        self.blocked_at: int | None = None  # len(pool.releases) when it last failed to fit

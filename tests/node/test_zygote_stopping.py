@@ -1,0 +1,87 @@
+"""A zygote stopping steps on its own clock (a step's timeout) and when told to (a
+cancelling Kill, a Shutdown that leaves each step its own grace): a real zygote on real
+pipes (see test_zygote.py), its steps real processes."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+
+import pytest
+
+from fleet.wire.messages import Kill, Shutdown, Started
+
+from test_zygote import (ZygoteProcess, assert_nothing_left, launch, read_json_when_there, subreaper,  # noqa: F401
+                         zygote)
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the zygote needs Linux")
+
+
+def test_a_step_past_its_timeout_gets_sigterm_and_is_reported_timed_out_with_its_group_gone(
+        zygote, tmp_path, subreaper):
+    z = zygote()
+    t0 = time.monotonic()
+    z.send(launch(tmp_path, "s", "steps:sleep_with_grandchild", timeout=1.0, grace=5.0))
+    started = z.expect(Started)
+    grandchild = read_json_when_there(tmp_path / "steps/s/pids.json")["grandchild"]
+    exited = z.exited("s")
+    took = time.monotonic() - t0
+    assert (exited.outcome, exited.signal) == ("timed_out", signal.SIGTERM), exited
+    assert exited.error == "timed out after 1 s; ended after SIGTERM"
+    assert 0.9 <= took < 4.0, took  # at its timeout, not after its grace
+    assert_nothing_left([started.pid], [started.pgid], [grandchild])
+
+
+def test_a_step_that_ignores_sigterm_past_its_timeout_is_sigkilled_after_its_grace(zygote, tmp_path, subreaper):
+    z = zygote()
+    t0 = time.monotonic()
+    z.send(launch(tmp_path, "s", "steps:ignore_sigterm", timeout=0.5, grace=1.0))
+    started = z.expect(Started)
+    exited = z.exited("s")
+    took = time.monotonic() - t0
+    assert (exited.outcome, exited.signal) == ("timed_out", signal.SIGKILL), exited
+    assert exited.error == "timed out after 0.5 s; SIGKILL after 1 s grace"
+    assert 1.4 <= took < 5.0, took
+    assert_nothing_left([started.pid], [started.pgid])
+
+
+def test_a_step_within_its_timeout_succeeds_and_a_zygote_with_no_timers_serves_on(zygote, tmp_path):
+    z = zygote()
+    z.send(launch(tmp_path, "quick", kind="command", command=["true"], timeout=30.0))
+    assert z.exited("quick").outcome == "succeeded"
+    z.send(launch(tmp_path, "next", kind="command", command=["true"]))
+    assert z.exited("next").outcome == "succeeded"
+
+
+def test_a_cancelling_kill_stops_the_step_with_its_grace_and_reports_it_cancelled(zygote, tmp_path, subreaper):
+    z = zygote()
+    z.send(launch(tmp_path, "cmd", kind="command", command="sleep 60 & echo $! > bg; wait", grace=5.0))
+    z.send(launch(tmp_path, "stubborn", "steps:ignore_sigterm", grace=0.5))
+    first, second = z.expect(Started), z.expect(Started)
+    read_json_when_there(tmp_path / "steps/stubborn/pids.json")
+    z.send(Kill("cmd", 1, cancel=True))
+    z.send(Kill("stubborn", 1, cancel=True))
+    cmd, stubborn = z.exited("cmd"), z.exited("stubborn")
+    assert (cmd.outcome, cmd.signal, cmd.error) == ("cancelled", signal.SIGTERM, "cancelled; ended after SIGTERM")
+    assert (stubborn.outcome, stubborn.signal) == ("cancelled", signal.SIGKILL)
+    assert_nothing_left([first.pid, second.pid], [first.pgid, second.pgid])
+
+
+def test_a_shutdown_without_a_grace_gives_each_step_its_own(zygote, tmp_path, subreaper):
+    z: ZygoteProcess = zygote(grace=0.1)
+    z.send(launch(tmp_path, "patient", "steps:ignore_sigterm", grace=1.5))
+    z.send(launch(tmp_path, "quick", "steps:ignore_sigterm", grace=0.2))
+    a, b = z.expect(Started), z.expect(Started)
+    for s in ("patient", "quick"):
+        read_json_when_there(tmp_path / f"steps/{s}/pids.json")
+    t0 = time.monotonic()
+    z.send(Shutdown())
+    quick = z.exited("quick")
+    t_quick = time.monotonic() - t0
+    patient = z.exited("patient")
+    t_patient = time.monotonic() - t0
+    assert quick.signal == patient.signal == signal.SIGKILL
+    assert t_quick < 1.2 and 1.3 <= t_patient < 5.0, (t_quick, t_patient)
+    assert z.wait() == 0
+    assert_nothing_left([a.pid, b.pid], [a.pgid, b.pgid])
