@@ -302,6 +302,30 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
                        fleet_options=_coordinator_options(heartbeat, heartbeat_timeout, stale_after, max_attempts)))
 
 
+@main.command()
+@click.argument("suite", type=click.Path(dir_okay=False))
+@click.argument("step_id", metavar="ID")
+@click.option("--run-dir", type=click.Path(file_okay=False), default=None,
+              show_default="as for fleet run", help="the run directory the step's directory is in")
+@click.option("--record", "keep", is_flag=True,
+              help="record the attempt and, on success, its done marker, so a later fleet run skips it")
+def step(suite, step_id, run_dir, keep):
+    """Run step ID of SUITE alone, in the foreground, for debugging: the cores,
+    environment and directory a local fleet would give it, its output on this
+    terminal. Nothing is recorded unless --record. Exits with the step's status."""
+    from fleet.control.onestep import StepError, step as run_one
+    try:
+        s, graph = checked_suite(suite, check_inputs=False)
+    except SuiteError as e:
+        _invalid(e)
+    target, _ = _run_dir_for_suite(run_dir, s)
+    try:
+        sys.exit(run_one(s, graph, step_id, target, keep))
+    except StepError as e:
+        click.echo(f"fleet step: {e}", err=True)
+        sys.exit(EXIT_INVALID)
+
+
 class _JsonErrors(click.Command):
     """With --json, an error is also one JSON object on stdout ({"error": ...}), for the
     script that reads it; the usual message still goes to stderr. Exit nonzero."""
