@@ -17,6 +17,7 @@ record) are written as a fleet writes them, so a later `fleet run` skips the ste
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -95,15 +96,7 @@ def unfinished_deps(run_dir: Path, suite, deps) -> list[str]:
 def run(launch: Launch) -> Ran:
     """Run the step in the foreground and wait for it; Ctrl-C goes to the step (this
     process ignores it meanwhile, as a shell does)."""
-    old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGQUIT)}
-    try:
-        if launch.kind == "call":
-            status, report = _call(launch)
-        else:
-            status, report = _command(launch)
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
+    status, report = _call(launch) if launch.kind == "call" else _command(launch)
     now = time.time()
     start, end = report.get("work_start") or now, report.get("work_end") or now
     if status == 0:
@@ -118,6 +111,18 @@ def run(launch: Launch) -> Ran:
     return Ran(status, S.FAILED, report.get("error") or f"exit status {status}", start, end)
 
 
+@contextlib.contextmanager
+def _interrupts_to_the_step():
+    """Ignore Ctrl-C and Ctrl-\\ here while the step (in our process group) takes them.
+    Set only once the step exists: an ignored signal stays ignored across exec."""
+    old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGQUIT)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
 def _call(launch: Launch) -> tuple[int, dict]:
     """Fork once; the child is set up as a zygote's child is, on our terminal."""
     r, w = os.pipe()
@@ -127,11 +132,10 @@ def _call(launch: Launch) -> tuple[int, dict]:
     pid = os.fork()
     if pid == 0:  # pragma: no cover (the child ends in os._exit)
         os.close(r)
-        for s in (signal.SIGINT, signal.SIGQUIT):
-            signal.signal(s, signal.SIG_DFL)
         child.run_call(launch, w, parent=parent, foreground=True)
     os.close(w)
-    _, st = os.waitpid(pid, 0)
+    with _interrupts_to_the_step():
+        _, st = os.waitpid(pid, 0)
     # Read after the end, without blocking: a process the step forked may still hold
     # the pipe open. Two small records: the pipe's buffer held them meanwhile.
     os.set_blocking(r, False)
@@ -157,7 +161,8 @@ def _command(launch: Launch) -> tuple[int, dict]:
     except command.NotStarted as e:
         print(f"fleet: cannot start the command: {e}", file=sys.stderr, flush=True)
         return 127, {"error": str(e)}
-    code = sp.popen.wait()
+    with _interrupts_to_the_step():
+        code = sp.popen.wait()
     return code, {**sp.report, "work_end": time.time()}
 
 

@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from fleetharness import assert_nothing_left, env, fleet, records, write_suite
+import psutil
+
+from fleetharness import assert_nothing_left, env, fleet, records, spawn, wait_for, write_suite
 
 from fleet.node.probe import usable_cores
 from fleet.wire import events as E
@@ -129,6 +131,48 @@ ranks = 2
     assert r.returncode == 0, r.stderr
     assert sorted(r.stdout.splitlines()) == ["rank 0 of 2", "rank 1 of 2"]
     nothing_recorded(tmp_path / "run")
+
+
+def ignores_sigint(pid: int) -> bool:
+    with open(f"/proc/{pid}/status") as f:
+        mask = next(int(line.split()[1], 16) for line in f if line.startswith("SigIgn:"))
+    return bool(mask & (1 << (signal.SIGINT - 1)))
+
+
+def _cwd(proc: psutil.Process) -> str | None:
+    try:
+        return proc.cwd()
+    except psutil.Error:
+        return None
+
+
+@pytest.mark.parametrize("kind", ["command", "call"])
+def test_ctrl_c_stops_the_step_and_fleet_step_says_so_with_its_status(tmp_path, kind):
+    how = ('command = "touch started; sleep 30"' if kind == "command"
+           else 'call = "fleet_steps:nap"\nargs = { seconds = 30 }')
+    suite = write_suite(tmp_path / "s.toml", f"""
+[suite]
+name = "int"
+run_dir = "run"
+[[steps]]
+id = "long"
+{how}
+""")
+    p = spawn("step", str(suite), "long", cwd=tmp_path)
+    try:
+        workdir = str(tmp_path / "run/steps/long")
+        # fleet step ignores SIGINT once the step exists, and the step is past its set-up
+        # (a call step's child is in its work directory; a command's shell made its file).
+        wait_for(lambda: ignores_sigint(p.pid) and any(_cwd(c) == workdir for c in psutil.Process(p.pid).children())
+                 and (kind == "call" or os.path.exists(workdir + "/started")), what="the step to start")
+        os.killpg(p.pid, signal.SIGINT)  # what Ctrl-C does: the terminal's whole group
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    assert p.returncode == 130, err
+    assert "long terminated: killed by SIGINT" in err
 
 
 def test_fleet_step_refuses_an_unknown_step_naming_it(tmp_path):
