@@ -2,18 +2,26 @@
 pre-imported fork servers on every node.
 
 For a step's own code: ``fleet.context()`` returns the running call step's
-:class:`fleet.StepContext` from anywhere in its process. Both are loaded on first
-use, so ``import fleet`` stays cheap.
+:class:`fleet.StepContext` from anywhere in its process. For a program that drives
+a fleet: ``fleet.connect(run_dir)`` returns a :class:`fleet.Fleet` client (submit,
+wait, status, cancel, down; see docs/python-api.md). All are loaded on first use, so
+``import fleet`` stays cheap.
 """
 
 __version__ = "0.1.0"
 
-__all__ = ["StepContext", "context"]
+__all__ = ["StepContext", "context", "connect", "Fleet", "Submission", "SubmitError", "FleetError"]
+
+_STEP = ("StepContext", "context")
 
 
 def __getattr__(name: str):
-    # Lazy: the coordinator, the CLI and a zygote's preloads need neither.
-    if name in __all__:
+    # Lazy: the coordinator, the CLI and a zygote's preloads need none of these, and a
+    # step's child must not import ZeroMQ for fleet.context().
+    if name in _STEP:
         from fleet.node import stepcontext
         return getattr(stepcontext, name)
+    if name in __all__:
+        from fleet.control import api
+        return getattr(api, name)
     raise AttributeError(f"module 'fleet' has no attribute {name!r}")

@@ -242,17 +242,17 @@ def up(run_dir, local, machine, nodes, preload, timeout, stale_after, max_attemp
 def down(run_dir):
     """Stop the fleet in the run directory (the one `fleet up` started, and any a
     `fleet run` embedded there): the coordinator, every agent and every step they started."""
-    from fleet.control.client import FleetError, down as stop, live
+    from fleet.control.api import FleetError, fleets as live_fleets
     from fleet.wire.connection import NAME
     run_dir = Path(run_dir or _default_run_dir()).resolve()
     try:
-        fleets = live(run_dir)
+        fleets = live_fleets(run_dir)
         if not fleets:
             click.echo(f"no fleet was up in {run_dir}")
             return
-        for path, conn in fleets:
-            stop(run_dir, name=path.name)
-            what = "" if path.name == NAME else f" (a fleet run's embedded fleet, coordinator pid {conn.pid})"
+        for f in fleets:
+            f.down()
+            what = "" if f.path.name == NAME else f" (a fleet run's embedded fleet, coordinator pid {f.conn.pid})"
             click.echo(f"fleet down: {run_dir}{what}")
     except FleetError as e:
         raise click.ClickException(str(e))
@@ -299,9 +299,12 @@ def cancel(steps, run_dir, waiting, every):
 @click.option("--new-generation", is_flag=True, help="with --shard: accept a shard count other than the recorded one")
 @click.option("--no-wait-foreign", is_flag=True,
               help="with --shard: refuse steps that depend on another shard's steps instead of waiting for them")
+@click.option("--only", default="", metavar="ID[,ID]", show_default="every step",
+              help="run only these steps (a dependency not selected must have succeeded already)")
+@click.option("--with-deps", is_flag=True, help="with --only: and every step they depend on")
 @coordinator_options
-def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_foreign, stale_after,
-        max_attempts, heartbeat, heartbeat_timeout):
+def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_foreign, only, with_deps,
+        stale_after, max_attempts, heartbeat, heartbeat_timeout):
     """Run SUITE on the fleet that is up (or an embedded local one, with the
     coordinator options); exit 0 only if every step succeeded, 1 if any did not, 2 if
     the suite is invalid."""
@@ -318,6 +321,14 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
         except ShardError as e:
             raise click.UsageError(str(e))
         steps, where = [x for x in s.steps if owner(x.task, n) == i], f" in shard {shard}"
+    only = tuple(dict.fromkeys(i.strip() for i in only.split(",") if i.strip()))
+    unknown = [i for i in only if i not in {x.id for x in s.steps}]
+    if unknown:
+        click.echo(f"error: {suite}: --only: suite '{s.name}' has no step " + ", ".join(f"'{i}'" for i in unknown),
+                   err=True)
+        sys.exit(EXIT_INVALID)
+    if with_deps and not only:
+        raise click.UsageError("--with-deps selects with --only")
     if not steps:
         click.echo(f"suite '{s.name}' has no steps{where}; nothing was started")
         return
@@ -326,7 +337,31 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
         click.echo(f"fleet: running on the fleet up in {target} (not the suite's run_dir {s.run_dir})", err=True)
     sys.exit(run_suite(Path(suite).resolve(), s, target, force=force, serial=serial, nodes=nodes,
                        shard=shard, new_generation=new_generation, wait_foreign=not no_wait_foreign,
-                       fleet_options=_coordinator_options(heartbeat, heartbeat_timeout, stale_after, max_attempts)))
+                       only=only, with_deps=with_deps, fleet_options=_coordinator_options(heartbeat, heartbeat_timeout, stale_after, max_attempts)))
+
+
+@main.command()
+@click.argument("suite", type=click.Path(dir_okay=False))
+@click.argument("step_id", metavar="ID")
+@click.option("--run-dir", type=click.Path(file_okay=False), default=None,
+              show_default="as for fleet run", help="the run directory the step's directory is in")
+@click.option("--record", "keep", is_flag=True,
+              help="record the attempt and, on success, its done marker, so a later fleet run skips it")
+def step(suite, step_id, run_dir, keep):
+    """Run step ID of SUITE alone, in the foreground, for debugging: the cores,
+    environment and directory a local fleet would give it, its output on this
+    terminal. Nothing is recorded unless --record. Exits with the step's status."""
+    from fleet.control.onestep import StepError, step as run_one
+    try:
+        s, graph = checked_suite(suite, check_inputs=False)
+    except SuiteError as e:
+        _invalid(e)
+    target, _ = _run_dir_for_suite(run_dir, s)
+    try:
+        sys.exit(run_one(s, graph, step_id, target, keep))
+    except StepError as e:
+        click.echo(f"fleet step: {e}", err=True)
+        sys.exit(EXIT_INVALID)
 
 
 class _JsonErrors(click.Command):
@@ -398,8 +433,7 @@ def status(run_dir, conn_file, via, login, ssh_option, as_json, watch, interval)
     """What a fleet is doing: nodes, steps by state, running steps, recent failures."""
     import contextlib
     import time as _t
-    from fleet.control.client import Client, FleetError
-    from fleet.wire.messages import Status
+    from fleet.control.api import Fleet, FleetError
     from fleet.control.statusview import render
     from fleet.control.tunnel import Tunnel, TunnelError
     conn = _status_connection(Path(run_dir or _default_run_dir()), conn_file, login, ssh_option, as_json)
@@ -415,12 +449,12 @@ def status(run_dir, conn_file, via, login, ssh_option, as_json, watch, interval)
                 endpoint = stack.enter_context(Tunnel(login, conn.client, list(ssh_option)))
             except TunnelError as e:
                 raise click.ClickException(str(e))
-        c = Client(conn, endpoint)
-        stack.callback(c.close)
+        f = Fleet(Path(run_dir or _default_run_dir()), conn, endpoint=endpoint)
+        stack.callback(f.close)
         try:
             while True:
                 try:
-                    st = c.ask(Status(), timeout=10).status
+                    st = f.status(timeout=10)
                 except FleetError as e:
                     raise click.ClickException(str(e))
                 if as_json:

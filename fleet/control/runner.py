@@ -7,14 +7,12 @@ import sys
 import time
 from pathlib import Path
 
-from fleet.wire import messages as P
 from fleet.core import states as S
-from fleet.control.client import Client, FleetError, RunDirError, down, embedded_name, find, up, usable_run_dir
+from fleet.control.api import Fleet, Submission, SubmitError, Update
+from fleet.control.client import FleetError, RunDirError, down, embedded_name, find, up, usable_run_dir
+from fleet.wire import connection
 from fleet.core.suite import Suite
 from fleet.core.units import counted
-
-POLL_S = 0.2
-
 
 def _interrupt(signum, frame):
     raise KeyboardInterrupt
@@ -22,15 +20,17 @@ def _interrupt(signum, frame):
 
 def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, serial: bool = False,
               nodes: int = 1, out=None, shard: str = "", new_generation: bool = False,
-              wait_foreign: bool = True, fleet_options: list[str] | None = None) -> int:
+              wait_foreign: bool = True, fleet_options: list[str] | None = None,
+              only: tuple[str, ...] = (), with_deps: bool = False) -> int:
     """Run one suite to the end; the exit status of `fleet run` (0, 1 or 2).
 
     Uses the fleet `fleet up` started in run_dir; without one, brings up an embedded
-    local fleet (with `fleet_options` for its coordinator) for the duration of the run."""
+    local fleet (with `fleet_options` for its coordinator) for the duration of the run.
+    `only` (with `with_deps`) selects steps: fleet.control.selection."""
     out = out or sys.stdout
     old = signal.signal(signal.SIGTERM, _interrupt)
     embedded = None
-    client = None
+    f = None
     try:
         conn = find(run_dir)
         if conn is None:
@@ -43,14 +43,16 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
             embedded = embedded_name()
             conn = up(run_dir, nodes=nodes, machine=machine, preload=suite.preload, extra=fleet_options,
                       name=embedded)
-        client = Client(conn)
-        reply = client.ask(P.Submit(str(path), force, serial, shard, new_generation, wait_foreign), timeout=60)
-        if not reply.ok:
-            for p in reply.problems:
+        f = Fleet(run_dir, conn, run_dir / (embedded or connection.NAME))
+        try:
+            sub = f.submit(path, force=force, serial=serial, shard=shard, new_generation=new_generation,
+                           wait_foreign=wait_foreign, only=only, with_deps=with_deps)
+        except SubmitError as e:
+            for p in e.problems:
                 print(f"error: {p}", file=sys.stderr)
-            print(f"{counted(len(reply.problems), 'problem')} found; nothing was started", file=sys.stderr)
+            print(f"{counted(len(e.problems), 'problem')} found; nothing was started", file=sys.stderr)
             return 2
-        return _follow(client, reply, suite, run_dir, out)
+        return _follow(f, sub, suite, run_dir, out)
     except RunDirError as e:
         print(f"fleet: {e}", file=sys.stderr)
         return 2
@@ -65,37 +67,24 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
                   f"(fleet status / fleet down --run-dir {run_dir})", file=sys.stderr)
         return 130
     finally:
-        if client is not None:
-            client.close()
+        if f is not None:
+            f.close()
         if embedded:
             down(run_dir, name=embedded)
         signal.signal(signal.SIGTERM, old)
 
 
-def _alive(conn) -> bool:
-    """Whether the coordinator may still answer (only provable gone on its own host)."""
-    import socket
-    from fleet.control.client import _alive as pid_alive
-    return conn.host != socket.gethostname() or pid_alive(conn.pid)
-
-
-def _follow(client: Client, reply: P.SubmitReply, suite: Suite, run_dir: Path, out) -> int:
+def _follow(f: Fleet, sub: Submission, suite: Suite, run_dir: Path, out) -> int:
     tty = out.isatty()
-    total = reply.steps
-    since = 0
-    outcomes: dict[str, str] = {}
+    total = sub.steps
     started = time.monotonic()
-    print(f"suite '{suite.name}': {counted(total, 'step')}" + (f", {reply.skipped} already done" if reply.skipped else ""),
+    print(f"suite '{suite.name}': {counted(total, 'step')}" + (f", {sub.skipped} already done" if sub.skipped else ""),
           file=out, flush=True)
-    while True:
-        try:
-            pr = client.ask(P.Progress(reply.submission, since), timeout=3)
-        except FleetError:
-            if not _alive(client.conn):
-                print(f"\nfleet: the fleet in {run_dir} went down before the suite finished", file=sys.stderr)
-                return 1
-            continue  # busy, not gone: ask again
-        for step, outcome, attempt, reason, *more in pr.finished:
+
+    outcomes: dict[str, str] = {}
+
+    def show(u: Update) -> None:
+        for step, outcome, attempt, reason, *more in u.finished:
             if outcome == "retry":  # not final: counted when it is
                 of = f" of {more[0]}" if more else ""
                 line = f"  {'retry':<10} {step}: retry {attempt}{of}: {reason}"
@@ -106,19 +95,19 @@ def _follow(client: Client, reply: P.SubmitReply, suite: Suite, run_dir: Path, o
                 out.write("\r\033[K")
             if not tty or outcome not in (S.SUCCEEDED, S.SKIPPED):
                 print(f"[{len(outcomes):>{len(str(total))}}/{total}]{line}", file=out)
-        since = pr.next
         if tty:
-            done = len(outcomes)
             width = 30
-            fill = int(width * done / total) if total else width
-            running = pr.counts.get(S.RUNNING, 0)
-            out.write(f"\r[{'#' * fill}{'.' * (width - fill)}] {done}/{total} done, {running} running, "
+            fill = int(width * len(outcomes) / total) if total else width
+            running = u.counts.get(S.RUNNING, 0)
+            out.write(f"\r[{'#' * fill}{'.' * (width - fill)}] {len(outcomes)}/{total} done, {running} running, "
                       f"{time.monotonic() - started:.0f} s")
             out.flush()
-        if pr.done and since >= pr.next and not pr.finished:
-            break
-        if not pr.finished:
-            time.sleep(POLL_S)
+
+    try:
+        f.wait(sub, on_progress=show)
+    except FleetError:
+        print(f"\nfleet: the fleet in {run_dir} went down before the suite finished", file=sys.stderr)
+        return 1
     if tty:
         out.write("\n")
     bad = {s: o for s, o in outcomes.items() if o not in (S.SUCCEEDED, S.SKIPPED)}

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fleet.control import shard
+from fleet.control import selection, shard
 from fleet.control import store
 from fleet.control.checks import checked_suite
 from fleet.core import states as S
@@ -85,6 +85,12 @@ class Submissions:
                 steps, deps, foreign = self._shard(suite, graph, msg)
             except (shard.ShardError, ValueError) as e:
                 return P.SubmitReply(False, problems=[str(e)] if not isinstance(e, Problems) else e.args[0])
+        if msg.only:  # --only [--with-deps]: fleet.control.selection
+            try:
+                steps, deps, foreign = selection.select(self.run_dir, suite.name, steps, deps, foreign,
+                                                        msg.only, msg.with_deps)
+            except selection.Unselectable as e:
+                return P.SubmitReply(False, problems=e.args[0])
         done = self._done(steps, deps, foreign, graph, msg.force)
         sid = len(self.subs) + 1
         ids = [s.id for s in steps]

@@ -208,9 +208,10 @@ def unproduced(launch: Launch) -> str | None:
     return f"declared outputs {names} were not produced"
 
 
-def _detach(close_fds: Iterable[int], parent: int) -> None:
+def _detach(close_fds: Iterable[int], parent: int, own_group: bool = True) -> None:
     """Leave the zygote: default signals, none of its descriptors, a process group
-    of our own, and death with it."""
+    of our own (unless ``own_group`` is False: a foreground step stays in the
+    terminal's group, so that Ctrl-C and a debugger's reads reach it), and death with it."""
     # Signals first: until now a SIGTERM would run the zygote's handler in here.
     signal.set_wakeup_fd(-1)
     for sig in DEFAULT_SIGNALS:
@@ -221,10 +222,11 @@ def _detach(close_fds: Iterable[int], parent: int) -> None:
             os.close(fd)
         except OSError:
             pass
-    try:
-        os.setpgid(0, 0)
-    except OSError:
-        pass  # the zygote already did it for us
+    if own_group:
+        try:
+            os.setpgid(0, 0)
+        except OSError:
+            pass  # the zygote already did it for us
     set_pdeathsig(signal.SIGKILL)
     if os.getppid() != parent:  # the zygote died before the death signal was armed
         os._exit(1)
@@ -247,9 +249,10 @@ def _set_environment(launch: Launch, restore_env: Mapping[str, str | None]) -> N
 
 def _setup(launch: Launch, close_fds: Iterable[int],
            restore_env: Mapping[str, str | None],
-           parent: int) -> tuple[list, str | None]:
-    """Everything before the step's own work; returns (affinity, mismatch line)."""
-    _detach(close_fds, parent)
+           parent: int, foreground: bool = False) -> tuple[list, str | None]:
+    """Everything before the step's own work; returns (affinity, mismatch line).
+    ``foreground`` (`fleet step`): fds 0, 1 and 2 stay the terminal's, not the log."""
+    _detach(close_fds, parent, own_group=not foreground)
     if launch.cores:
         try:
             os.sched_setaffinity(0, launch.cores)
@@ -258,14 +261,8 @@ def _setup(launch: Launch, close_fds: Iterable[int],
     _set_environment(launch, restore_env)
     make_dirs(launch)
     os.chdir(launch.workdir)
-    log = os.open(launch.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
-    os.close(null)
-    os.close(log)
-    os.write(1, log_header(launch, time.time()))
+    if not foreground:
+        _to_log(launch)
     # Fresh line-buffered streams: the inherited ones may hold the zygote's bytes.
     sys.stdout = open(1, "w", buffering=1, encoding="utf-8",
                       errors="backslashreplace", closefd=False)
@@ -280,6 +277,18 @@ def _setup(launch: Launch, close_fds: Iterable[int],
     if failed:
         print(failed, file=sys.stderr, flush=True)
     return affinity, mismatch
+
+
+def _to_log(launch: Launch) -> None:
+    """stdin from /dev/null, stdout and stderr to the step's log, opened by its header."""
+    log = os.open(launch.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(null)
+    os.close(log)
+    os.write(1, log_header(launch, time.time()))
 
 
 def _exit_code(exc: SystemExit) -> int:
@@ -310,7 +319,7 @@ def _failure(exc: BaseException) -> tuple[int, str | None]:
 def run_call(launch: Launch, report_fd: int, *, first_at: float | None = None,
              close_fds: Iterable[int] = (),
              restore_env: Mapping[str, str | None] | None = None,
-             parent: int | None = None) -> NoReturn:
+             parent: int | None = None, foreground: bool = False) -> NoReturn:
     """Run a ``call`` step in a freshly forked child; always ends in ``os._exit``.
 
     ``first_at`` is the time of the child's first instruction (taken here if not
@@ -318,7 +327,9 @@ def run_call(launch: Launch, report_fd: int, *, first_at: float | None = None,
     report read end). ``restore_env`` are variables to put back for the step before
     its own (the thread-pool variables are then set to the step's thread count
     whatever they were). ``parent`` is the zygote's pid, to notice that it died
-    before the death signal was armed. The function is called as
+    before the death signal was armed. ``foreground`` (`fleet step`, forked from the
+    command itself): the step keeps the terminal as its stdin, stdout and stderr, and
+    its process group, instead of the log. The function is called as
     :func:`call_arguments` says, after :func:`fleet.context` was set to its context.
     """
     if first_at is None:
@@ -331,7 +342,7 @@ def run_call(launch: Launch, report_fd: int, *, first_at: float | None = None,
     work_start = work_end = None
     try:
         try:
-            affinity, mismatch = _setup(launch, close_fds, restore_env or {}, parent)
+            affinity, mismatch = _setup(launch, close_fds, restore_env or {}, parent, foreground)
             placement_ok = mismatch is None
             func = resolve(launch.call)
             ctx = _context(launch)

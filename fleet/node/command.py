@@ -41,18 +41,13 @@ def argv_of(msg: Launch) -> list[str]:
     return [str(a) for a in (msg.command or ())]
 
 
-def spawn(msg: Launch, restore_env: Mapping[str, str | None] | None = None) -> Spawned:
-    """Start the command of ``msg``; NotStarted if it cannot be.
-
-    ``restore_env`` are variables put back for the step before its own; its
-    thread-pool variables are then set to its thread count, as for a call step.
-    The log gets the attempt's header line first.
-    """
-    argv = argv_of(msg)
-    if not argv:
-        raise NotStarted("command step without a command")
+def _open_log(msg: Launch, foreground: bool) -> int:
+    """The fd the command writes to: its log, opened by the attempt's header line; or,
+    in the foreground (`fleet step`), a duplicate of our stderr, the terminal."""
     try:
         child.make_dirs(msg)
+        if foreground:
+            return os.dup(2)
         log = os.open(msg.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     except OSError as exc:
         raise NotStarted(f"{type(exc).__name__}: {exc}") from None
@@ -60,6 +55,23 @@ def spawn(msg: Launch, restore_env: Mapping[str, str | None] | None = None) -> S
         os.write(log, child.log_header(msg, time.time()))
     except OSError:
         pass  # a full disk: the step may still run; its own writes will say so
+    return log
+
+
+def spawn(msg: Launch, restore_env: Mapping[str, str | None] | None = None,
+          foreground: bool = False) -> Spawned:
+    """Start the command of ``msg``; NotStarted if it cannot be.
+
+    ``restore_env`` are variables put back for the step before its own; its
+    thread-pool variables are then set to its thread count, as for a call step.
+    The log gets the attempt's header line first. ``foreground`` (`fleet step`): the
+    command keeps our stdin, stdout, stderr and process group (the terminal's), and
+    nothing is written to its log.
+    """
+    argv = argv_of(msg)
+    if not argv:
+        raise NotStarted("command step without a command")
+    log = _open_log(msg, foreground)
     restore = {**(restore_env or {}), **threads.thread_env(threads.step_threads(msg))}
     env = child.step_environment(os.environ, restore, msg.env, msg.gpus, msg.gpu_vars)
     own = os.sched_getaffinity(0)
@@ -79,8 +91,9 @@ def spawn(msg: Launch, restore_env: Mapping[str, str | None] | None = None) -> S
         sys.stderr.flush()
         try:
             popen = subprocess.Popen(
-                argv, cwd=msg.workdir, env=env, stdin=subprocess.DEVNULL,
-                stdout=log, stderr=log, start_new_session=True, close_fds=True)
+                argv, cwd=msg.workdir, env=env, stdin=None if foreground else subprocess.DEVNULL,
+                stdout=None if foreground else log, stderr=None if foreground else log,
+                start_new_session=not foreground, close_fds=True)
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
             os.write(log, f"fleet: cannot start {argv!r}: {exc}\n".encode())
             raise NotStarted(f"{type(exc).__name__}: {exc}") from None

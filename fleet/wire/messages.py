@@ -340,6 +340,8 @@ class Submit:
     shard: str = ""     # "I/N": run only the tasks this shard owns
     new_generation: bool = False
     wait_foreign: bool = True
+    only: list = field(default_factory=list)  # run only these step ids (empty: every step)
+    with_deps: bool = False  # with `only`: and every step they depend on, transitively
 
 
 @message("submitted")

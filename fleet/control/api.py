@@ -1,0 +1,220 @@
+"""The Python API for a running fleet: everything a client does, as `fleet run`,
+`fleet status` and `fleet down` do it.
+
+    import fleet
+    f = fleet.connect("/scratch/run")          # a fleet `fleet up` started there
+    sub = f.submit("suite.toml")               # or a list of step tables
+    outcomes = f.wait(sub)                     # {"step id": "succeeded", ...}
+    print(f.status()["counts"])
+    f.down()
+
+See docs/python-api.md.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Mapping
+
+from fleet.control import client as C
+from fleet.control.client import FleetError
+from fleet.wire import connection
+from fleet.wire import messages as P
+
+POLL_S = 0.2
+FINAL_SKIP = ("retry",)  # progress rows that are not a step's end
+
+
+class SubmitError(FleetError):
+    """The fleet refused a submission; ``problems`` names each file, step and field."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        super().__init__("; ".join(self.problems) or "the submission was refused")
+
+
+@dataclass(frozen=True)
+class Submission:
+    """A suite the fleet accepted: its number in this fleet, its step count and how
+    many of them were already done (skipped)."""
+
+    id: int
+    steps: int
+    skipped: int
+    suite: str
+
+
+@dataclass(frozen=True)
+class Update:
+    """What :meth:`Fleet.wait` passes to ``on_progress`` after each answer: the rows
+    that finished since the last one (``[step, outcome, attempt, reason, ...]``; an
+    outcome "retry" is an attempt that runs again, not an end), the submission's steps
+    counted by state, and the final outcomes so far (step id -> outcome)."""
+
+    finished: tuple
+    counts: dict
+    outcomes: dict
+
+
+class Fleet:
+    """A client of one running fleet (see :func:`connect`)."""
+
+    def __init__(self, run_dir: Path, conn: connection.Connection, path: Path | None = None,
+                 endpoint: str | None = None):
+        self.run_dir = Path(run_dir).resolve()
+        self.conn = conn
+        self.path = path or connection.path_in(self.run_dir)  # its connection file
+        self.client = C.Client(conn, endpoint)
+
+    def __enter__(self) -> "Fleet":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection (the fleet keeps running)."""
+        self.client.close()
+
+    def submit(self, suite: str | os.PathLike | Iterable[Mapping], *, name: str = "api", force: bool = False,
+               serial: bool = False, only: Iterable[str] = (), with_deps: bool = False, shard: str = "",
+               new_generation: bool = False, wait_foreign: bool = True, timeout: float = 60.0) -> Submission:
+        """Submit a suite file (its path), or a list of step tables (dicts as a suite's
+        ``[[steps]]``, written as suite ``name`` into the run directory's .fleet/api/).
+        The options are `fleet run`'s. SubmitError with the problems if it is refused."""
+        if isinstance(suite, (str, os.PathLike)):
+            path = Path(suite).resolve()
+        else:
+            path = write_suite(self.run_dir, name, list(suite))
+        reply = self.client.ask(P.Submit(str(path), force, serial, shard, new_generation, wait_foreign,
+                                         list(only), with_deps), timeout=timeout)
+        if not reply.ok:
+            raise SubmitError(reply.problems)
+        return Submission(reply.submission, reply.steps, reply.skipped, str(path))
+
+    def progress(self, submission: Submission | int, since: int = 0, timeout: float = 3.0) -> P.ProgressReply:
+        """One progress answer: the rows finished after ``since`` (FleetError if none came)."""
+        sid = submission.id if isinstance(submission, Submission) else int(submission)
+        return self.client.ask(P.Progress(sid, since), timeout=timeout)
+
+    def alive(self) -> bool:
+        """Whether the coordinator may still answer (provably gone only on its own host)."""
+        import socket
+        return self.conn.host != socket.gethostname() or C._alive(self.conn.pid)
+
+    def wait(self, submission: Submission | int, timeout: float | None = None,
+             on_progress: Callable[[Update], None] | None = None) -> dict[str, str]:
+        """Wait for every step of a submission to end; their outcomes (step id ->
+        "succeeded", "skipped", "failed", ...). TimeoutError after ``timeout`` seconds,
+        FleetError if the fleet went down first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        since, outcomes = 0, {}
+        while True:
+            try:
+                pr = self.progress(submission, since)
+            except FleetError:
+                if not self.alive():
+                    raise FleetError(f"the fleet in {self.run_dir} went down before the submission finished")
+                pr = None  # busy, not gone: ask again
+            if pr is not None:
+                for row in pr.finished:
+                    if row[1] not in FINAL_SKIP:
+                        outcomes[row[0]] = row[1]
+                since = pr.next
+                if on_progress is not None:
+                    on_progress(Update(tuple(pr.finished), dict(pr.counts), dict(outcomes)))
+                if pr.done and not pr.finished:
+                    return outcomes
+                if pr.finished:
+                    continue
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"submission {getattr(submission, 'id', submission)} did not finish "
+                                   f"within {timeout} s")
+            time.sleep(POLL_S)
+
+    def status(self, timeout: float = 10.0) -> dict:
+        """The fleet's state, as `fleet status --json` prints it."""
+        return self.client.ask(P.Status(), timeout=timeout).status
+
+    def cancel(self, ids: Iterable[str]) -> P.Ok:
+        """Cancel these steps: running ones are stopped, waiting ones will not start."""
+        if not hasattr(P, "Cancel"):
+            raise NotImplementedError("fleet cancel comes with the Cancel message (issue 13)")
+        return self.client.ask(P.Cancel(ids=list(ids), waiting=False, all=False))
+
+    def down(self) -> bool:
+        """Stop this fleet: its coordinator, every agent and every step they started."""
+        self.close()
+        return C.down(self.run_dir, name=self.path.name)
+
+
+def default_run_dir() -> Path:
+    """$FLEET_RUN_DIR, else the current directory (as the `fleet` commands)."""
+    return Path(os.environ.get("FLEET_RUN_DIR") or ".").resolve()
+
+
+def fleets(run_dir: str | os.PathLike | None = None) -> list[Fleet]:
+    """A client of every live fleet of run_dir: the one `fleet up` started first, then
+    those `fleet run`s embedded there, newest first."""
+    run_dir = Path(run_dir).resolve() if run_dir is not None else default_run_dir()
+    return [Fleet(run_dir, conn, path) for path, conn in C.live(run_dir)]
+
+
+def connect(run_dir: str | os.PathLike | None = None) -> Fleet:
+    """A client of the fleet in run_dir (default: $FLEET_RUN_DIR, else the current
+    directory): the one `fleet up` started, else the newest a `fleet run` embedded
+    there. FleetError if none is up."""
+    run_dir = Path(run_dir).resolve() if run_dir is not None else default_run_dir()
+    found = C.live(run_dir)
+    if not found:
+        raise FleetError(f"no fleet is up in {run_dir} (fleet up --run-dir {run_dir})")
+    path, conn = found[0]
+    return Fleet(run_dir, conn, path)
+
+
+# --- a suite from step tables ---------------------------------------------------------------
+
+def write_suite(run_dir: Path, name: str, steps: list[Mapping]) -> Path:
+    """Write step tables as a suite file under run_dir/.fleet/api/ (0700, files 0600);
+    its path. ValueError naming the step and field for a value TOML cannot hold."""
+    d = Path(run_dir) / ".fleet" / "api"
+    d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.chmod(d, 0o700)
+    lines = ["[suite]", f"name = {_toml(name, 'suite', 'name')}", f"run_dir = {_toml(str(run_dir), 'suite', 'run_dir')}"]
+    for i, table in enumerate(steps):
+        if not isinstance(table, Mapping):
+            raise ValueError(f"step {i + 1}: a step is a table (dict), not {type(table).__name__}")
+        where = f"step {table.get('id', i + 1)!r}"
+        lines += ["", "[[steps]]"] + [f"{_key(k)} = {_toml(v, where, k)}" for k, v in table.items()]
+    fd, path = tempfile.mkstemp(prefix=f"{name}-", suffix=".toml", dir=d)  # 0600
+    with os.fdopen(fd, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return Path(path)
+
+
+def _key(k) -> str:
+    k = str(k)
+    return k if k and all(c.isalnum() or c in "_-" for c in k) and k.isascii() else json.dumps(k)
+
+
+def _toml(v, where: str, field: str) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")) if not math.isfinite(v) else repr(v)
+    if isinstance(v, (str, os.PathLike)):
+        # A JSON string is a TOML basic string (but TOML wants DEL escaped too).
+        return json.dumps(os.fspath(v), ensure_ascii=False).replace("\x7f", "\\u007f")
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml(x, where, field) for x in v) + "]"
+    if isinstance(v, Mapping):
+        return "{" + ", ".join(f"{_key(k)} = {_toml(x, where, field)}" for k, x in v.items()) + "}"
+    raise ValueError(f"{where}: field '{field}': {type(v).__name__} {v!r} cannot be written to a suite")

@@ -1,0 +1,211 @@
+"""`fleet step SUITE ID`: one step in the foreground, as a fleet would run it.
+
+The step gets what a one-node local fleet on this machine would give it: the real
+scheduler places it on a pretend node made of this machine's usable cores (its
+profile's held-back cores left out), GPUs and memory; fleet.control.launching turns
+that into the Launch an agent would receive (an MPI step's launcher command rendered
+for the local profile); and the step's process is set up by the same code a zygote's
+child runs (fleet.node.child, fleet.node.command): cores, thread variables, FLEET_*
+environment, work directory. Only its stdin, stdout and stderr differ: they stay the
+terminal's (or whatever this command's are), and it stays in this command's process
+group, so Ctrl-C and a debugger reach it.
+
+Nothing is recorded (no events.jsonl, no marker, no claim) unless asked: with
+``record``, an attempt record and, on success, a done marker (or, on failure, a final
+record) are written as a fleet writes them, so a later `fleet run` skips the step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgpack
+
+from fleet.control import launching, store
+from fleet.core import states as S
+from fleet.core.decisions import NodeJoined, Start, Submitted, Unrunnable, Wait
+from fleet.core.resources import NodeSpec
+from fleet.core.scheduler import Scheduler
+from fleet.node import child, command, probe
+from fleet.site.profiles import Profile
+from fleet.wire import records
+from fleet.wire.messages import Launch
+
+NODE = "node1"  # the name a one-node local fleet gives its node
+
+
+class StepError(ValueError):
+    """The step cannot run here (unknown, or it can never fit this machine)."""
+
+
+@dataclass(frozen=True)
+class Ran:
+    """How the foreground attempt ended: exit status of `fleet step`, outcome, reason,
+    and when the step's own work started and ended."""
+
+    status: int
+    outcome: str
+    reason: str
+    work_start: float
+    work_end: float
+
+
+def local_node(profile: Profile) -> NodeSpec:
+    """This machine as a one-node local fleet sees it."""
+    cores = tuple(c for c in probe.usable_cores() if c not in profile.held_back_cores)
+    return NodeSpec(NODE, cores, tuple(probe.visible_gpus()), probe.node_memory())
+
+
+def place(spec, node: NodeSpec) -> Start:
+    """The Start decision the scheduler makes for this step alone on `node`."""
+    sched = Scheduler()
+    sched.handle(NodeJoined(node), 0.0)
+    decisions = sched.handle(Submitted((spec,), {spec.id: ()}), 0.0)
+    for d in decisions:
+        if isinstance(d, Start):
+            return d
+    why = next((d.reason for d in decisions if isinstance(d, (Unrunnable, Wait))), "it does not fit")
+    raise StepError(f"step '{spec.id}' cannot run on this machine ({len(node.cores)} usable cores): {why}")
+
+
+def fleet_id() -> str:
+    """This run's name in FLEET_ID and in its records, told apart from real fleets'."""
+    return f"step-{socket.gethostname()}-{os.getpid()}"
+
+
+def prepare(profile: Profile, spec, run_dir: Path, fid: str) -> Launch:
+    """The Launch a fleet would send for the step's first attempt on this machine."""
+    try:
+        return launching.launch(profile, spec, place(spec, local_node(profile)), run_dir, fid)
+    except launching.CannotLaunch as e:
+        raise StepError(f"step '{spec.id}': {e}") from None
+
+
+def unfinished_deps(run_dir: Path, suite, deps) -> list[str]:
+    """The step's dependencies that have no success on record here."""
+    return [d for d in deps if not records.is_done(run_dir, suite.step(d))]
+
+
+def run(launch: Launch) -> Ran:
+    """Run the step in the foreground and wait for it; Ctrl-C goes to the step (this
+    process ignores it meanwhile, as a shell does)."""
+    status, report = _call(launch) if launch.kind == "call" else _command(launch)
+    now = time.time()
+    start, end = report.get("work_start") or now, report.get("work_end") or now
+    if status == 0:
+        missing = child.unproduced(launch)
+        if missing:
+            print(f"fleet: {missing}", file=sys.stderr, flush=True)
+            return Ran(1, S.FAILED, missing, start, end)
+        return Ran(0, S.SUCCEEDED, "", start, end)
+    if status < 0:
+        name = signal.Signals(-status).name
+        return Ran(128 - status, S.TERMINATED, f"killed by {name}", start, end)
+    return Ran(status, S.FAILED, report.get("error") or f"exit status {status}", start, end)
+
+
+@contextlib.contextmanager
+def _interrupts_to_the_step():
+    """Ignore Ctrl-C and Ctrl-\\ here while the step (in our process group) takes them.
+    Set only once the step exists: an ignored signal stays ignored across exec."""
+    old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGQUIT)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def _call(launch: Launch) -> tuple[int, dict]:
+    """Fork once; the child is set up as a zygote's child is, on our terminal."""
+    r, w = os.pipe()
+    parent = os.getpid()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover (the child ends in os._exit)
+        os.close(r)
+        child.run_call(launch, w, parent=parent, foreground=True)
+    os.close(w)
+    with _interrupts_to_the_step():
+        _, st = os.waitpid(pid, 0)
+    # Read after the end, without blocking: a process the step forked may still hold
+    # the pipe open. Two small records: the pipe's buffer held them meanwhile.
+    os.set_blocking(r, False)
+    data = b""
+    try:
+        while chunk := os.read(r, 65536):
+            data += chunk
+    except BlockingIOError:
+        pass
+    finally:
+        os.close(r)
+    unpacker = msgpack.Unpacker(raw=False)
+    unpacker.feed(data)
+    report: dict = {}
+    for rec in unpacker:
+        report.update(rec)
+    return os.waitstatus_to_exitcode(st), report
+
+
+def _command(launch: Launch) -> tuple[int, dict]:
+    try:
+        sp = command.spawn(launch, foreground=True)
+    except command.NotStarted as e:
+        print(f"fleet: cannot start the command: {e}", file=sys.stderr, flush=True)
+        return 127, {"error": str(e)}
+    with _interrupts_to_the_step():
+        code = sp.popen.wait()
+    return code, {**sp.report, "work_end": time.time()}
+
+
+def record(run_dir: Path, spec, deps, fid: str, ran: Ran) -> None:
+    """Write what a fleet writes for this attempt: its attempt record, and a done
+    marker for a success (against the deps' markers now) or a final record otherwise."""
+    rec = records.read_done(run_dir, spec.id)
+    store.submitted(run_dir, spec.id, deps, rec)
+    rerun = "forced" if rec is not None and rec.get("outcome") == S.SUCCEEDED else ""
+    work_s = round(max(0.0, ran.work_end - ran.work_start), 6)
+    store.record_attempt(run_dir, spec.id, fid, 1, {
+        "outcome": ran.outcome, "node": NODE, "reason": ran.reason, "work_s": work_s,
+        "started_at": ran.work_start, "ended_at": ran.work_end, "spec": records.spec_hash(spec),
+        "rerun": rerun, "submission": None})
+    if ran.outcome == S.SUCCEEDED:
+        store.write_done(run_dir, spec, {"attempt": 1, "node": NODE, "work_s": work_s,
+                                         "ended_at": ran.work_end, "fleet": fid})
+    else:
+        store.write_final(run_dir, spec, ran.outcome, {"reason": ran.reason, "attempt": 1, "fleet": fid,
+                                                       "at": time.time()})
+
+
+def step(suite, graph, step_id: str, run_dir: Path, keep: bool = False) -> int:
+    """`fleet step`: run one step of a checked suite in the foreground; its exit status
+    (StepError if it cannot run here). fleet's own lines go to stderr, so that stdout
+    is the step's alone."""
+    from fleet.site.profiles import load
+    try:
+        spec = suite.step(step_id)
+    except KeyError:
+        spec = None
+    if spec is None:
+        raise StepError(f"suite '{suite.name}' has no step '{step_id}'")
+    fid = fleet_id()
+    launch = prepare(load("local"), spec, run_dir, fid)
+    say = lambda text: print(f"fleet step: {text}", file=sys.stderr, flush=True)  # noqa: E731
+    for d in unfinished_deps(run_dir, suite, graph.deps[step_id]):
+        say(f"dependency '{d}' has not succeeded in {run_dir}; running '{step_id}' anyway")
+    say(f"{step_id} on cores {','.join(map(str, launch.cores)) or 'unpinned'} in {launch.workdir}"
+        + ("" if keep else " (nothing recorded; --record to record it)"))
+    ran = run(launch)
+    if keep:
+        record(run_dir, spec, graph.deps[step_id], fid, ran)
+    say(f"{step_id} {ran.outcome}" + (f": {ran.reason}" if ran.reason else "")
+        + (" (recorded)" if keep else ""))
+    return ran.status

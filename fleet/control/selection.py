@@ -1,0 +1,54 @@
+"""`fleet run --only ID[,ID] [--with-deps]`: which of a submitted suite's steps run.
+
+With ``--with-deps`` the selected steps run with every step they depend on
+(transitively, by ``deps`` and by files). Without it, a selected step whose
+dependency is not selected runs only if that dependency already succeeded in the run
+directory (its done marker names the same definition): the dependency is then
+submitted as settled elsewhere, waited for through its marker and never run (as a
+shard's foreign steps are), so the selected step's own marker records what it ran
+against just as a whole run's would. Any other unselected dependency refuses the
+submission, naming it. Unknown ids refuse it too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fleet.wire import records
+
+
+class Unselectable(ValueError):
+    """The selection cannot run; args[0] is the list of problems, each naming its step."""
+
+
+def select(run_dir: Path, name: str, steps: list, deps: dict, foreign: set,
+           only, with_deps: bool) -> tuple[list, dict, set]:
+    """(steps, deps, foreign) of the selection; Unselectable with every problem."""
+    by_id = {s.id: s for s in steps}
+    unknown = [i for i in only if i not in by_id]
+    if unknown:
+        raise Unselectable([f"--only: suite '{name}' has no step " + ", ".join(f"'{i}'" for i in unknown)])
+    chosen = dict.fromkeys(only)
+    if with_deps:
+        todo = list(only)
+        while todo:
+            for d in deps[todo.pop()]:
+                if d not in chosen:
+                    chosen[d] = None
+                    todo.append(d)
+    settled: set = set()
+    problems = []
+    for sid in chosen:
+        for d in deps[sid]:
+            if d in chosen or d in settled:
+                continue
+            if d in foreign or records.is_done(run_dir, by_id[d]):
+                settled.add(d)
+            else:
+                problems.append(f"{by_id[sid].source}: step '{sid}': field 'deps': depends on '{d}', which is "
+                                f"not selected and has not succeeded in {run_dir} (add it to --only, or use --with-deps)")
+    if problems:
+        raise Unselectable(problems)
+    keep = chosen.keys() | settled
+    out = [s for s in steps if s.id in keep]
+    return out, {s.id: (() if s.id in settled else deps[s.id]) for s in out}, (foreign & keep) | settled
