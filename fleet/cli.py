@@ -156,24 +156,18 @@ def report(run_dir, as_json, trace, html_file, session):
 RUN_DIR_DEFAULT = "$FLEET_RUN_DIR, else the current directory"
 
 
-def _default_run_dir() -> str:
-    return os.environ.get("FLEET_RUN_DIR") or "."
+def _run_dir(given: str | None) -> Path:
+    from fleet.control import rundir
+    return Path(given).resolve() if given else rundir.default()
 
 
 def _run_dir_for_suite(given: str | None, suite) -> tuple[Path, bool]:
-    """`fleet run`'s run directory, and whether it is a fleet up in the current
-    directory that the suite's own run_dir did not name."""
-    from fleet.control.client import FleetError, find
-    if given or os.environ.get("FLEET_RUN_DIR"):
-        return Path(given or os.environ["FLEET_RUN_DIR"]).resolve(), False
-    here = Path.cwd().resolve()
+    from fleet.control import rundir
+    from fleet.control.client import FleetError
     try:
-        up_here = find(here) is not None
+        return rundir.for_suite(given, suite.run_dir)
     except FleetError as e:
         raise click.ClickException(str(e))
-    if up_here:
-        return here, here != Path(suite.run_dir).resolve()
-    return Path(suite.run_dir).resolve(), False
 
 
 def _cannot_use(err) -> None:
@@ -216,7 +210,7 @@ def up(run_dir, local, machine, nodes, preload, timeout, stale_after, max_attemp
     import shlex
     from fleet.control.client import FleetError, RunDirError, up as start
     from fleet.site.profiles import ProfileError, detect, load
-    run_dir = Path(run_dir or _default_run_dir()).resolve()
+    run_dir = _run_dir(run_dir)
     name = "local" if local else (machine or detect())
     try:
         profile = load(name)
@@ -244,7 +238,7 @@ def down(run_dir):
     `fleet run` embedded there): the coordinator, every agent and every step they started."""
     from fleet.control.api import FleetError, fleets as live_fleets
     from fleet.wire.connection import NAME
-    run_dir = Path(run_dir or _default_run_dir()).resolve()
+    run_dir = _run_dir(run_dir)
     try:
         fleets = live_fleets(run_dir)
         if not fleets:
@@ -271,7 +265,7 @@ def cancel(steps, run_dir, waiting, every):
     from fleet.control.client import FleetError, cancel as cancel_steps
     if not (steps or waiting or every):
         raise click.UsageError("name steps to cancel, or give --waiting or --all")
-    run_dir = Path(run_dir or _default_run_dir()).resolve()
+    run_dir = _run_dir(run_dir)
     try:
         r = cancel_steps(run_dir, list(steps), waiting, every)
     except FleetError as e:
@@ -436,7 +430,7 @@ def status(run_dir, conn_file, via, login, ssh_option, as_json, watch, interval)
     from fleet.control.api import Fleet, FleetError
     from fleet.control.statusview import render
     from fleet.control.tunnel import Tunnel, TunnelError
-    conn = _status_connection(Path(run_dir or _default_run_dir()), conn_file, login, ssh_option, as_json)
+    conn = _status_connection(_run_dir(run_dir), conn_file, login, ssh_option, as_json)
     with contextlib.ExitStack() as stack:
         endpoint = None
         if via:
@@ -449,7 +443,7 @@ def status(run_dir, conn_file, via, login, ssh_option, as_json, watch, interval)
                 endpoint = stack.enter_context(Tunnel(login, conn.client, list(ssh_option)))
             except TunnelError as e:
                 raise click.ClickException(str(e))
-        f = Fleet(Path(run_dir or _default_run_dir()), conn, endpoint=endpoint)
+        f = Fleet(_run_dir(run_dir), conn, endpoint=endpoint)
         stack.callback(f.close)
         try:
             while True:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
 from fleet.control import client as C
+from fleet.control import rundir
 from fleet.control.client import FleetError
 from fleet.wire import connection
 from fleet.wire import messages as P
@@ -142,11 +143,12 @@ class Fleet:
         """The fleet's state, as `fleet status --json` prints it."""
         return self.client.ask(P.Status(), timeout=timeout).status
 
-    def cancel(self, ids: Iterable[str]) -> P.Ok:
-        """Cancel these steps: running ones are stopped, waiting ones will not start."""
-        if not hasattr(P, "Cancel"):
-            raise NotImplementedError("fleet cancel comes with the Cancel message (issue 13)")
-        return self.client.ask(P.Cancel(ids=list(ids), waiting=False, all=False))
+    def cancel(self, ids: Iterable[str] = (), *, waiting: bool = False, every: bool = False) -> P.CancelReply:
+        """Cancel these steps (with `waiting`, every step not yet started; with `every`,
+        every step not yet ended): running ones are stopped, waiting ones will not start.
+        If an id names no step of the fleet, nothing is cancelled and the answer's
+        `unknown` lists it."""
+        return C.cancel(self.run_dir, list(ids), waiting=waiting, every=every)
 
     def down(self) -> bool:
         """Stop this fleet: its coordinator, every agent and every step they started."""
@@ -154,15 +156,10 @@ class Fleet:
         return C.down(self.run_dir, name=self.path.name)
 
 
-def default_run_dir() -> Path:
-    """$FLEET_RUN_DIR, else the current directory (as the `fleet` commands)."""
-    return Path(os.environ.get("FLEET_RUN_DIR") or ".").resolve()
-
-
 def fleets(run_dir: str | os.PathLike | None = None) -> list[Fleet]:
     """A client of every live fleet of run_dir: the one `fleet up` started first, then
     those `fleet run`s embedded there, newest first."""
-    run_dir = Path(run_dir).resolve() if run_dir is not None else default_run_dir()
+    run_dir = Path(run_dir).resolve() if run_dir is not None else rundir.default()
     return [Fleet(run_dir, conn, path) for path, conn in C.live(run_dir)]
 
 
@@ -170,7 +167,7 @@ def connect(run_dir: str | os.PathLike | None = None) -> Fleet:
     """A client of the fleet in run_dir (default: $FLEET_RUN_DIR, else the current
     directory): the one `fleet up` started, else the newest a `fleet run` embedded
     there. FleetError if none is up."""
-    run_dir = Path(run_dir).resolve() if run_dir is not None else default_run_dir()
+    run_dir = Path(run_dir).resolve() if run_dir is not None else rundir.default()
     found = C.live(run_dir)
     if not found:
         raise FleetError(f"no fleet is up in {run_dir} (fleet up --run-dir {run_dir})")

@@ -360,6 +360,8 @@ class Coordinator:
 
     def _finished(self, d: Finished, now: float) -> None:
         elsewhere = self.claims.elsewhere
+        if not d.ran:
+            self.events.write(events.Cancelled(t=now, step=d.step, reason=d.reason))
         if d.outcome in (S.LOST, S.STOPPED) or d.step in elsewhere:
             # No agent reported these ends: the record is ours to write.
             self.events.write(events.Exit(t=now, step=d.step, attempt=d.attempt, outcome=d.outcome, reason=d.reason,

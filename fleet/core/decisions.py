@@ -135,12 +135,14 @@ class Retry:
 
 @dataclass(frozen=True)
 class Finished:
-    """An attempt ended with this outcome (the step may still be retried)."""
+    """An attempt ended with this outcome (the step may still be retried). `ran` is
+    False for a step that ends without ever having started (cancelled while waiting)."""
 
     step: str
     attempt: int
     outcome: str
     reason: str = ""
+    ran: bool = True
 
 
 @dataclass(frozen=True)

@@ -316,7 +316,7 @@ class Scheduler:
             elif job in self._unresolved:
                 self._unresolved.remove(job)
             self._set(job, "cancel")
-            out.append(Finished(sid, job.attempt, S.CANCELLED, ev.reason))
+            out.append(Finished(sid, job.attempt, S.CANCELLED, ev.reason, ran=False))
             ended.append(job)
         for job in ended:
             self._block_descendants(job, job.spec.id, out)

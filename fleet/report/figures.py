@@ -135,7 +135,7 @@ def problems(steps: dict[str, Step], t0: float) -> list[dict]:
     for s in steps.values():
         for k, a in enumerate(s.attempts):
             retried = k + 1 < len(s.attempts) or s.outcome in (S.WAITING, NOT_RUN)
-            if retried and a.outcome in (S.FAILED, S.TERMINATED, S.LOST):  # then tried again
+            if retried and a.outcome in (S.FAILED, S.TERMINATED, S.LOST, S.TIMED_OUT):  # then tried again
                 out.append(dict(step=s.id, outcome=a.outcome, attempt=a.attempt, node=a.node,
                                 t=r6(a.end - t0) if a.end is not None else None, reason=a.reason, retried=True))
         if s.outcome in PROBLEM_OUTCOMES:

@@ -192,6 +192,10 @@ def _on_unrunnable(g: Gathered, rec: E.Unrunnable) -> None:
     _final(g, rec, S.UNRUNNABLE, rec.reason or "")
 
 
+def _on_cancelled(g: Gathered, rec: E.Cancelled) -> None:
+    _final(g, rec, S.CANCELLED, rec.reason or "cancelled before it started")
+
+
 def _on_skipped(g: Gathered, rec: E.Skipped) -> None:
     _final(g, rec, S.SKIPPED, f"succeeded in fleet {rec.by}" if rec.by else "already succeeded")
 
@@ -237,7 +241,7 @@ def _on_placement_mismatch(g: Gathered, rec: E.PlacementMismatch) -> None:
 _HANDLERS: dict[type, Callable] = {
     E.Started: _on_started, E.Start: _on_start, E.Exit: _on_exit, E.StepDeclared: _on_step,
     E.Wait: _on_wait, E.Elsewhere: _on_elsewhere, E.Reclaim: _on_reclaim, E.Retry: _on_retry,
-    E.Blocked: _on_blocked, E.Unrunnable: _on_unrunnable, E.Skipped: _on_skipped,
+    E.Blocked: _on_blocked, E.Unrunnable: _on_unrunnable, E.Skipped: _on_skipped, E.Cancelled: _on_cancelled,
     E.Submitted: _on_submitted, E.NodeJoined: _on_node_joined, E.NodeLost: _on_node_lost,
     E.FleetStarting: _on_fleet_starting, E.FleetUp: _on_fleet_up, E.FleetDown: _on_fleet_down,
     E.PlacementMismatch: _on_placement_mismatch,

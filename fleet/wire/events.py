@@ -281,6 +281,14 @@ class Unrunnable(Record):
     reason: str = ""
 
 
+@_record("cancelled")
+class Cancelled(Record):
+    """A step cancelled before it started (a running one's end is its exit record)."""
+
+    step: str = ""
+    reason: str = ""
+
+
 @_record("skipped")
 class Skipped(Record):
     step: str = ""

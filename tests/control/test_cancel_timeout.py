@@ -188,6 +188,9 @@ deps = ["w1"]
     assert [e.outcome for e in exits_of(run_dir, "gate")] == ["cancelled"]
     for s in ("w1", "w2"):
         assert not exits_of(run_dir, s) and records.read_final(run_dir, s)["outcome"] == "cancelled"
+    # Cancelled before they started: the report says so, not "not run".
+    rep = json.loads(fleet("report", str(run_dir), "--json", cwd=tmp_path, timeout=60).stdout)
+    assert [rep["steps"][s]["outcome"] for s in ("w1", "w2")] == ["cancelled", "cancelled"], rep["steps"]
     r = fleet("cancel", "gate", "--run-dir", str(run_dir), cwd=tmp_path, timeout=30)
     assert "cancelled 0 steps" in r.stdout and "already ended, left alone: gate" in r.stdout, r.stdout
     fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, check=True, timeout=90)

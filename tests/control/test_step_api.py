@@ -293,9 +293,15 @@ def test_the_python_api_submits_waits_reads_status_and_says_what_it_refuses(tmp_
         assert f.wait(sub, timeout=60, on_progress=updates.append) == {"ok": "succeeded", "no": "failed"}
         assert updates[-1].outcomes == {"ok": "succeeded", "no": "failed"}
         assert f.status()["counts"].get("succeeded") == 1
-        if not hasattr(__import__("fleet.wire.messages").wire.messages, "Cancel"):
-            with pytest.raises(NotImplementedError):
-                f.cancel(["ok"])
+        # An ended step is named back as ended; an unknown id cancels nothing and says so.
+        assert f.cancel(["ok"]).ended == ["ok"]
+        assert f.cancel(["ok", "nosuch"]).unknown == ["nosuch"]
+        slow = f.submit([{"id": "slow", "command": "sleep 60"}, {"id": "after", "command": "true", "deps": ["slow"]}],
+                        name="slow")
+        wait_for(lambda: f.status()["counts"].get("running") == 1, 30, "the slow step to run")
+        reply = f.cancel(every=True)
+        assert (reply.running, reply.waiting) == (["slow"], ["after"]), reply
+        assert f.wait(slow, timeout=60) == {"slow": "cancelled", "after": "cancelled"}
         assert f.down() is True
     finally:
         cli("down", "--run-dir", str(run), cwd=tmp_path)

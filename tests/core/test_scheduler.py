@@ -223,8 +223,8 @@ def test_cancelling_steps_not_yet_started_ends_them_at_once_blocks_their_depende
                            {"id": "after", "deps": ["waiting"]}, {"id": "other"})
     assert started(out) == ["a"]
     assert sched.handle(Cancel(("ready", "waiting")), 1.0) == [
-        Finished("ready", 1, "cancelled", "cancelled"),
-        Finished("waiting", 1, "cancelled", "cancelled"), Blocked("after", "waiting")]
+        Finished("ready", 1, "cancelled", "cancelled", ran=False),
+        Finished("waiting", 1, "cancelled", "cancelled", ran=False), Blocked("after", "waiting")]
     # The queue no longer holds the cancelled one: the next start is `other`.
     assert exit_(sched, "a", 2.0) == [Finished("a", 1, "succeeded"), Start("other", 1, (slot("n1", [0]),))]
     exit_(sched, "other", 3.0)
@@ -236,7 +236,7 @@ def test_a_cancelled_step_named_with_its_dependency_ends_cancelled_not_blocked()
     sched, out = scheduler([node("n1", 1)], {"id": "a"}, {"id": "w1", "deps": ["a"]}, {"id": "w2", "deps": ["w1"]},
                            {"id": "w3", "deps": ["w2"]})
     assert sched.handle(Cancel(("w1", "w2")), 1.0) == [
-        Finished("w1", 1, "cancelled", "cancelled"), Finished("w2", 1, "cancelled", "cancelled"), Blocked("w3", "w2")]
+        Finished("w1", 1, "cancelled", "cancelled", ran=False), Finished("w2", 1, "cancelled", "cancelled", ran=False), Blocked("w3", "w2")]
 
 
 def test_cancelling_a_step_that_ended_or_is_unknown_is_ignored():
@@ -249,7 +249,7 @@ def test_cancelling_a_step_that_ended_or_is_unknown_is_ignored():
 def test_a_step_cancelled_before_any_node_joined_never_starts():
     sched = Scheduler()
     sched.handle(submission(suite({"id": "a"}, {"id": "b", "deps": ["a"]}).steps), 0.0)
-    assert sched.handle(Cancel(("a",)), 0.5) == [Finished("a", 1, "cancelled", "cancelled"), Blocked("b", "a")]
+    assert sched.handle(Cancel(("a",)), 0.5) == [Finished("a", 1, "cancelled", "cancelled", ran=False), Blocked("b", "a")]
     assert sched.handle(NodeJoined(node("n1", 1)), 1.0) == []
     assert sched.finished()
 
