@@ -31,8 +31,8 @@ from fleet.wire import messages as P
 
 log = logging.getLogger("fleet.control.coordinator")
 
-DECLARE = 5000  # steps declared per turn (a record each)
-CHUNK = 4000    # steps per part handed to the scheduler (Submitted.chunk)
+DECLARE = 1000  # steps declared per turn (a record each: ~50 ms on a loaded 2-core machine)
+CHUNK = 2000    # steps per part handed to the scheduler (Submitted.chunk; ~50 ms likewise)
 
 
 @dataclass
@@ -56,6 +56,7 @@ class Intake:
 
     def start(self) -> None:
         self.worker = Worker("fleet-submissions")
+        self.coord.submissions.offload = lambda fn, *args: self.worker.put(None, fn, *args)
 
     def close(self) -> None:
         if self.worker is not None:
@@ -73,6 +74,10 @@ class Intake:
     def collect(self) -> None:
         """Take the worker's results (its fd was readable)."""
         for done in self.worker.collect():
+            if done.tag is None:  # a file write (Submissions.offload)
+                if done.error is not None:
+                    log.warning("writing a submission's record failed: %r", done.error)
+                continue
             ident, msg = done.tag
             result = done.value
             if done.error is not None:

@@ -14,6 +14,11 @@ from fleet.core.suite import Suite
 from fleet.core.units import counted
 
 POLL_S = 0.2
+# How long `fleet run` waits for its Submit to be answered, and then again and again
+# as long as the fleet's status says a submission is still on its way in (a big suite
+# is read, checked and entered a part at a time, while the fleet answers other clients).
+SUBMIT_WAIT_S = 60.0
+SUBMIT_AGAIN_S = 30.0
 
 
 def _interrupt(signum, frame):
@@ -44,7 +49,7 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
             conn = up(run_dir, nodes=nodes, machine=machine, preload=suite.preload, extra=fleet_options,
                       name=embedded)
         client = Client(conn)
-        reply = client.ask(P.Submit(str(path), force, serial, shard, new_generation, wait_foreign), timeout=60)
+        reply = _submit(client, P.Submit(str(path), force, serial, shard, new_generation, wait_foreign))
         if not reply.ok:
             for p in reply.problems:
                 print(f"error: {p}", file=sys.stderr)
@@ -70,6 +75,28 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
         if embedded:
             down(run_dir, name=embedded)
         signal.signal(signal.SIGTERM, old)
+
+
+def _submit(client: Client, msg: P.Submit) -> P.SubmitReply:
+    """The answer to msg: waited for SUBMIT_WAIT_S, then SUBMIT_AGAIN_S at a time while
+    the fleet's status counts submissions not yet in (loop.submitting); FleetError when
+    it does not answer or has none."""
+    client.sock.send(P.encode(msg))
+    wait = SUBMIT_WAIT_S
+    while not client.sock.poll(int(wait * 1000)):
+        asker = Client(client.conn)
+        try:
+            status = asker.ask(P.Status(), timeout=10).status
+        finally:
+            asker.close()
+        if not status.get("loop", {}).get("submitting"):
+            raise FleetError(f"the coordinator at {client.endpoint} did not answer the submission within "
+                             f"{wait:.0f} s, and is taking none in")
+        wait = SUBMIT_AGAIN_S
+    reply = P.decode(client.sock.recv())
+    if isinstance(reply, P.Error):
+        raise FleetError(reply.reason)
+    return reply
 
 
 def _alive(conn) -> bool:

@@ -53,7 +53,9 @@ class Checked:
     done: frozenset       # ids already done on disk
     foreign: frozenset    # ids another shard runs
     markers: dict         # step id -> its done marker as read (None: none)
-    again: dict           # step id -> why a step with a success on record runs again (None: it has none)
+    again: dict           # step id -> why a step with a success on record runs again
+    cleared: frozenset    # steps that run with no success on record (no reason to keep)
+    ids: list             # the ids of `steps`
     preload: tuple = ()
 
 
@@ -90,6 +92,9 @@ class Submissions:
         # Why a step that succeeded before runs again ("forced", "changed", "dependency
         # changed"): its attempt records say so, and `fleet audit` counts it as a rerun.
         self.rerun: dict[str, str] = {}
+        # Runs file writes nothing waits for (a submission's manifest, and its removal),
+        # in order: the coordinator's worker thread (fleet.control.intake), else at once.
+        self.offload = lambda fn, *args: fn(*args)
 
     # -- submitting -----------------------------------------------------------------------------
     def accept(self, msg: P.Submit) -> Accepted | P.SubmitReply:
@@ -101,14 +106,12 @@ class Submissions:
         """Register a checked submission (its steps are counted in it as they are
         declared: see declare)."""
         sid = max(self.subs, default=0) + 1
-        ids = [s.id for s in c.steps]
-        self.subs[sid] = Submission(sid, str(msg.suite), ids, len(ids))
-        for step, why in c.again.items():
-            if why is None:
-                self.rerun.pop(step, None)
-            else:
-                self.rerun[step] = why
-        manifest.write(self.run_dir, self.events.fleet, sid, msg.suite, c.name, msg.shard, msg.force, c.suite_ids)
+        self.subs[sid] = Submission(sid, str(msg.suite), c.ids, len(c.ids))
+        for step in c.cleared & self.rerun.keys():
+            del self.rerun[step]
+        self.rerun.update(c.again)
+        self.offload(manifest.write, self.run_dir, self.events.fleet, sid, msg.suite, c.name, msg.shard, msg.force,
+                     c.suite_ids)
         return Accepted(self.subs[sid], c.name, c.steps, c.deps, set(c.done), set(c.foreign), c.preload, c.order,
                         c.markers)
 
@@ -127,7 +130,7 @@ class Submissions:
                 self.step_subs.pop(s.id, None)
                 if self.specs.get(s.id) is s:  # defined by this submission alone
                     del self.specs[s.id]
-        manifest.path(self.run_dir, self.events.fleet, sid).unlink(missing_ok=True)
+        self.offload(manifest.path(self.run_dir, self.events.fleet, sid).unlink, True)  # after its write
 
     def _take(self, spec, sid: int) -> None:
         """Count a step in submission sid, under the definition it brings. One that ended
@@ -246,7 +249,8 @@ def check(msg: P.Submit, nodes: list, run_dir: Path) -> Checked | P.SubmitReply:
     markers = read_markers(run_dir, order)
     done, again = _done(by_id, order, deps, foreign, markers, msg.force)
     return Checked(suite.name, [s.id for s in suite.steps], steps, deps, order, frozenset(done),
-                   frozenset(foreign), markers, again, suite.preload)
+                   frozenset(foreign), markers, {k: v for k, v in again.items() if v is not None},
+                   frozenset(k for k, v in again.items() if v is None), [s.id for s in steps], suite.preload)
 
 
 def read_markers(run_dir: Path, ids) -> dict:
