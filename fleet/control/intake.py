@@ -59,6 +59,18 @@ class Intake:
         self.coord.submissions.offload = lambda fn, *args: self.worker.put(None, fn, *args)
 
     def close(self) -> None:
+        """The fleet stops: clients still waiting are told, and the thread ends."""
+        c = self.coord
+        waiting = [(ident, msg) for ident, msg, _ in self.waiting]
+        if self.entry is not None:
+            waiting.append((self.entry.ident, self.entry.msg))
+        if self.worker is not None:
+            waiting += [done.tag for done in self.worker.collect() if done.tag is not None]
+        for ident, msg in waiting:
+            c.transport.reply(c.client_sock, ident, P.SubmitReply(False, problems=[
+                f"{msg.suite}: the fleet is going down; nothing more of it starts"]))
+        self.waiting.clear()
+        self.entry = None
         if self.worker is not None:
             self.worker.close()
 
