@@ -28,6 +28,9 @@ from fleet.control.client import FleetError
 from fleet.wire import connection
 from fleet.wire import messages as P
 
+SUBMIT_WAIT_S = 60.0   # how long a submission's answer is waited for at first
+SUBMIT_AGAIN_S = 30.0  # and then again, while the fleet says one is on its way in
+
 POLL_S = 0.2
 FINAL_SKIP = ("retry",)  # progress rows that are not a step's end
 
@@ -85,19 +88,42 @@ class Fleet:
 
     def submit(self, suite: str | os.PathLike | Iterable[Mapping], *, name: str = "api", force: bool = False,
                serial: bool = False, only: Iterable[str] = (), with_deps: bool = False, shard: str = "",
-               new_generation: bool = False, wait_foreign: bool = True, timeout: float = 60.0) -> Submission:
+               new_generation: bool = False, wait_foreign: bool = True, timeout: float = SUBMIT_WAIT_S) -> Submission:
         """Submit a suite file (its path), or a list of step tables (dicts as a suite's
         ``[[steps]]``, written as suite ``name`` into the run directory's .fleet/api/).
-        The options are `fleet run`'s. SubmitError with the problems if it is refused."""
+        The options are `fleet run`'s. SubmitError with the problems if it is refused.
+
+        The answer comes once the whole suite is in: waited for `timeout` seconds, then
+        SUBMIT_AGAIN_S at a time while the fleet's status says a submission is still on
+        its way in (a big suite is read, checked and entered a part at a time, while the
+        fleet answers other clients); FleetError when it does not answer and takes none in."""
         if isinstance(suite, (str, os.PathLike)):
             path = Path(suite).resolve()
         else:
             path = write_suite(self.run_dir, name, list(suite))
-        reply = self.client.ask(P.Submit(str(path), force, serial, shard, new_generation, wait_foreign,
-                                         list(only), with_deps), timeout=timeout)
+        reply = self._ask_submit(P.Submit(str(path), force, serial, shard, new_generation, wait_foreign,
+                                          list(only), with_deps), timeout)
         if not reply.ok:
             raise SubmitError(reply.problems)
         return Submission(reply.submission, reply.steps, reply.skipped, str(path))
+
+    def _ask_submit(self, msg: P.Submit, wait: float) -> P.SubmitReply:
+        sock = self.client.sock
+        sock.send(P.encode(msg))
+        while not sock.poll(int(wait * 1000)):
+            asker = C.Client(self.conn)  # its own socket: this one's next answer is the Submit's
+            try:
+                status = asker.ask(P.Status(), timeout=10).status
+            finally:
+                asker.close()
+            if not status.get("loop", {}).get("submitting"):
+                raise FleetError(f"the coordinator at {self.client.endpoint} did not answer the submission "
+                                 f"within {wait:.0f} s, and is taking none in")
+            wait = SUBMIT_AGAIN_S
+        reply = P.decode(sock.recv())
+        if isinstance(reply, P.Error):
+            raise FleetError(reply.reason)
+        return reply
 
     def progress(self, submission: Submission | int, since: int = 0, timeout: float = 3.0) -> P.ProgressReply:
         """One progress answer: the rows finished after ``since`` (FleetError if none came)."""

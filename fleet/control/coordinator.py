@@ -1,7 +1,8 @@
-"""The coordinator: a single-threaded loop around the pure scheduler.
+"""The coordinator: a loop around the pure scheduler, never held long by one thing.
 
 It wires the parts: the sockets (fleet.control.transport), the agents table and
-heartbeats (liveness), what clients submit (submissions), claims on a shared run
+heartbeats (liveness), what clients submit (submissions; read and checked on a worker
+thread and entered a part per turn: intake), claims on a shared run
 directory (claims), turning a start into a launch (launching), how attempts ended
 (outcomes) and the status answer (status). A ZeroMQ poller with a timer for
 heartbeats drives it (no busy waiting). Every message becomes a scheduler event;
@@ -25,13 +26,14 @@ import zmq
 
 from fleet.control import cancelling, launching, outcomes, preloads, store
 from fleet.control.claims import Claims
+from fleet.control.intake import Intake
 from fleet.control.liveness import Liveness
 from fleet.control.status import answer as status_answer
 from fleet.control.submissions import Submissions
 from fleet.control.transport import Transport
 from fleet.core import states as S
-from fleet.core.scheduler import (Blocked, Finished, Ignored, Kill, NodeJoined, NodeLost, Retry, Scheduler, Skipped,
-                                  Start, StepExited, Unrunnable, Wait)
+from fleet.core.scheduler import (Blocked, Entering, Finished, Ignored, Kill, NodeJoined, NodeLost, Retry, Scheduler,
+                                  Skipped, Start, StepExited, Unrunnable, Wait)
 from fleet.site.launch import Launcher
 from fleet.site.profiles import Profile
 from fleet.wire import connection, events
@@ -40,6 +42,8 @@ from fleet.wire import security
 from fleet.wire.events import EventLog
 
 log = logging.getLogger("fleet.control.coordinator")
+
+TURN_S = 0.05  # acting on decisions and taking submissions in, per loop turn (then the sockets again)
 
 
 class Coordinator:
@@ -72,23 +76,22 @@ class Coordinator:
         self.preloads = preloads.Preloads(preload, self.liveness, self.events)
         self.cancelling = cancelling.Cancelling(self.sched, self._send_agent, self._feed, self._unreachable)
         self.stopping = False
-        self._inbox: deque = deque()  # scheduler events produced while acting (see _feed)
+        self._inbox: deque = deque()  # (event, time): scheduler events not yet handed over (see _feed)
+        self._todo: deque = deque()   # (decision, time): decisions not yet acted on
         self._feeding = False
+        self._until: float | None = None  # this loop turn's end for acting (time.monotonic())
+        self.intake = Intake(self)  # submissions on their way in
         self.ready = False
         self.ended_why: dict[str, str] = {}  # step -> how its last attempt ended, for its retry line
         self.interrupted: set[str] = set()   # steps stopped by this fleet's own stop (not attempts)
 
     # What tools and tests reach for by name (the parts own them).
     keys = property(lambda self: self.transport.keys)
-    ctx = property(lambda self: self.transport.ctx)
-    auth = property(lambda self: self.transport.auth)
     agent_sock = property(lambda self: self.transport.agent_sock)
     client_sock = property(lambda self: self.transport.client_sock)
     agent_endpoint = property(lambda self: self.transport.agent_endpoint)
     client_endpoint = property(lambda self: self.transport.client_endpoint)
     agents = property(lambda self: self.liveness.agents)
-    dropped = property(lambda self: self.transport.dropped)
-    failures = property(lambda self: self.submissions.failures)
 
     # -- lifecycle ------------------------------------------------------------------
     def serve(self) -> int:
@@ -101,9 +104,11 @@ class Coordinator:
                             {security.AGENT_ENV: self.keys.agent_env(),
                              "FLEET_HEARTBEAT": f"{self.heartbeat_s},{self.timeout_s}"})
         deadline = time.monotonic() + self.join_timeout_s
+        self.intake.start()
         poller = zmq.Poller()
         poller.register(self.agent_sock, zmq.POLLIN)
         poller.register(self.client_sock, zmq.POLLIN)
+        poller.register(self.intake.worker.fd, zmq.POLLIN)
         next_beat = time.monotonic()
         next_claims = time.monotonic() + self.claims.period()
         code = 0
@@ -112,12 +117,19 @@ class Coordinator:
                 code = self._not_up(deadline)
                 if code:
                     break
-                wait_ms = max(0, int((next_beat - time.monotonic()) * 1000))
+                busy = self._todo or self._inbox or self.intake.ready()
+                wait_ms = 0 if busy else max(0, int((next_beat - time.monotonic()) * 1000))
                 ready = dict(poller.poll(wait_ms))
+                # Until the next poll the loop does not listen: not counted against agents.
+                self._until = self.liveness.listening_ended() + TURN_S
                 if self.agent_sock in ready:
                     self._drain(self.agent_sock, self._on_agent)
                 if self.client_sock in ready:
                     self._drain(self.client_sock, self._on_client)
+                if self.intake.worker.fd in ready:
+                    self.intake.collect()
+                self.intake.work(time.time(), self._until)
+                self._pump()
                 if time.monotonic() >= next_beat:
                     self._beat()
                     next_beat = time.monotonic() + self.heartbeat_s
@@ -125,6 +137,7 @@ class Coordinator:
                     self._tend_claims()
                     next_claims = time.monotonic() + self.claims.period()
                 self.events.flush()
+                self.liveness.listening()
         finally:
             self._teardown()
         return code
@@ -147,14 +160,18 @@ class Coordinator:
         self.stopping = True
 
     def _teardown(self) -> None:
+        self._until = None  # act on every decision made: nothing starts, the records are written
+        self._pump()
+        self.intake.close()
         for a in self.agents.values():
             if a.alive:
-                self._send_agent(a.node, P.Shutdown())  # each step its own grace
+                self.liveness.send(a.node, P.Shutdown())  # each step its own grace
         # Wait (bounded) for agents to say goodbye, then make sure of it.
         deadline = time.monotonic() + 5.0 + cancelling.longest_grace(self.sched)
         while self.liveness.any_alive() and time.monotonic() < deadline:
             if self.agent_sock.poll(100):
                 self._drain(self.agent_sock, self._on_agent)
+                self._pump()
         self._unreported_interrupted(time.time())
         self.launcher.stop()
         self.claims.release_all()
@@ -187,16 +204,14 @@ class Coordinator:
         self.events.write(events.FleetUp(t=now, nodes=sorted(self.agents)))
 
     # -- sockets --------------------------------------------------------------------------
-    def _drain(self, sock, handler) -> None:
-        self.transport.drain(sock, handler, self._agent_refused if sock is self.agent_sock else None)
+    def _drain(self, sock, handler) -> bool:
+        """Hand a batch of sock's messages to handler; True if none is left waiting."""
+        return self.transport.drain(sock, handler, self._agent_refused if sock is self.agent_sock else None)
 
     def _agent_refused(self, e: P.ProtocolError) -> None:
         if not self.ready:
             # Our own agent (it has the agent key) cannot work with us: say so now.
             self.launcher.note_failure(f"an agent speaks {e}")
-
-    def _send_agent(self, node: str, msg) -> bool:
-        return self.liveness.send(node, msg)
 
     # -- agents -------------------------------------------------------------------------------
     def _on_agent(self, ident: bytes, msg) -> None:
@@ -294,8 +309,11 @@ class Coordinator:
                 self.events.write(outcomes.unreported_interrupted(now, v))
 
     def _beat(self) -> None:
+        # Silence is judged only with every agent message read: what waited in the socket
+        # while the loop was busy is not silence (bounded: then the next beat judges).
+        emptied = any(self._drain(self.agent_sock, self._on_agent) for _ in range(10))
         now = time.time()
-        for node in self.liveness.beat(now):
+        for node in self.liveness.beat(now, judge=emptied):
             self._feed(NodeLost(node, "agent missed heartbeats"), now)
         self._settle_preloads(now)  # lost nodes are not waited for; nor anyone past the time
 
@@ -306,17 +324,33 @@ class Coordinator:
 
     # -- decisions -----------------------------------------------------------------------------------
     def _feed(self, event, now: float) -> None:
-        """Hand the scheduler one event and act on its decisions. What acting produces (a
-        claim held elsewhere, a launch that cannot be made, an agent found unreachable)
-        joins the same inbox and is handed over after the current decisions are acted on:
-        acting never re-enters the core, however many steps a burst of failures touches."""
-        self._inbox.append(event)
+        """Hand the scheduler one event and act on its decisions, in order, as far as this
+        loop turn allows (_pump). What acting produces (a claim held elsewhere, a launch
+        that cannot be made, an agent found unreachable) joins the same inbox: acting
+        never re-enters the core, however many steps a burst of failures touches."""
+        self._inbox.append((event, now))
+        self._pump()
+
+    def _pump(self) -> None:
+        """Act on waiting decisions, then hand over waiting events, first come first,
+        until the turn's time is up (the rest waits for the next turn: thousands of
+        starts do not keep the loop from its sockets)."""
         if self._feeding:
             return
         self._feeding = True
         try:
-            while self._inbox:
-                self._act(self.sched.handle(self._inbox.popleft(), now), now)
+            while self._todo or self._inbox:
+                if self._until is not None and time.monotonic() > self._until:
+                    return
+                try:
+                    if self._todo:
+                        d, now = self._todo.popleft()
+                        self._act((d,), now)
+                    else:
+                        event, now = self._inbox.popleft()
+                        self._todo.extend((d, now) for d in self.sched.handle(event, now))
+                except Exception:  # a bug must not stop the fleet: counted, logged once
+                    self.transport.error("acting")
         finally:
             self._feeding = False
 
@@ -331,7 +365,7 @@ class Coordinator:
             if isinstance(d, Start):
                 self._start(d, now)
             elif isinstance(d, Wait):
-                self.events.write(_wait_record(d, now))
+                self.events.write(events.Wait.of(now, d.step, d.why, d.behind))
             elif isinstance(d, Retry):
                 why = self.ended_why.pop(d.step, "") or d.reason
                 self.events.write(events.Retry(t=now, step=d.step, attempt=d.attempt, reason=why))
@@ -355,6 +389,8 @@ class Coordinator:
                                        "succeeded in another fleet" if where else "already succeeded", final=True)
             elif isinstance(d, Kill):
                 self.cancelling.kill(d, now)
+            elif isinstance(d, Entering):
+                self.intake.entering(d)
             elif isinstance(d, Ignored):
                 self.transport.warn("ignored", d.what)
 
@@ -408,17 +444,14 @@ class Coordinator:
                                           reason=str(e)))
             self._feed(StepExited(d.step, d.attempt, S.FAILED, str(e)), now)
             return
-        if not self._send_agent(slot.node, msg):
+        if not self.liveness.send(slot.node, msg):
             self._unreachable(slot.node, now)
 
     # -- clients --------------------------------------------------------------------------------------
     def _on_client(self, ident: bytes, msg) -> None:
         reply = lambda m: self.transport.reply(self.client_sock, ident, m)  # noqa: E731
         if isinstance(msg, P.Submit):
-            if self.preloads.held is not None:  # behind the held one, in order
-                self.preloads.queue.append((ident, msg))
-            elif (answer := self._submit(msg, ident)) is not None:
-                reply(answer)
+            self.intake.submit(ident, msg)  # answered when it is in (fleet.control.intake)
         elif isinstance(msg, P.Progress):
             reply(self.submissions.progress(msg))
         elif isinstance(msg, P.Status):
@@ -431,60 +464,30 @@ class Coordinator:
         else:
             reply(P.Error(f"unexpected {type(msg).__name__}"))
 
-    def _submit(self, msg: P.Submit, ident: bytes = b"") -> P.SubmitReply | None:
-        """The answer to a Submit; None while it is held for preloading (answered then)."""
-        if not self.ready:
-            return P.SubmitReply(False, problems=["the fleet is still starting"])
-        acc = self.submissions.accept(msg)
-        if isinstance(acc, P.SubmitReply):
-            return acc
-        if self.preloads.hold(ident, msg, acc):
-            return None
-        return self._enter(acc, msg)
-
-    def _enter(self, acc, msg: P.Submit) -> P.SubmitReply:
-        """Hand an accepted submission to the scheduler."""
-        now = time.time()
-        submitted = self.submissions.enter(acc, msg, now)
-        self.claims.held_by_other_shards(acc.foreign - acc.done, now)
-        self._feed(submitted, now)
-        return P.SubmitReply(True, acc.sub.id, len(acc.sub.steps), len(acc.done))
-
     # -- preloads (fleet.control.preloads) ------------------------------------------------------------
     def _settle_preloads(self, now: float) -> None:
-        """Act on what the zygotes' answers, and the clock, decided: late joiners reach
-        the scheduler (or are sent away), a held submission is entered or refused, and
-        the submissions queued behind it are taken in order."""
+        """Late joiners reach the scheduler (or are sent away); a held submission is entered or refused."""
         settled = self.preloads.settle()
         for node, reason in settled.turned_away:
             log.error("node %s cannot preload the fleet's modules, so it gets no steps: %s", node, reason)
             self.events.write(events.AgentFailed(t=now, node=node, reason=f"cannot preload: {reason}"))
-            self._send_agent(node, P.Shutdown(grace=2.0))
+            self.liveness.send(node, P.Shutdown(grace=2.0))
         for spec in settled.nodes:
             self._feed(NodeJoined(spec), now)
-        held = settled.held
-        if held is None:
+        if (held := settled.held) is None:
             return
         if held.problems:
             self.submissions.withdraw(held.acc)
-            answer = P.SubmitReply(False, problems=held.problems)
-        else:
-            answer = self._enter(held.acc, held.msg)
-        self.transport.reply(self.client_sock, held.ident, answer)
-        while self.preloads.held is None and self.preloads.queue:
-            ident, msg = self.preloads.queue.popleft()
-            if (answer := self._submit(msg, ident)) is not None:
-                self.transport.reply(self.client_sock, ident, answer)
+            self.transport.reply(self.client_sock, held.ident, P.SubmitReply(False, problems=held.problems))
+        else:  # answered once it is in; those behind it follow (fleet.control.intake)
+            self.intake.begin(held.ident, held.msg, held.acc, now)
 
     def status(self) -> dict:
         """The answer to `fleet status` (fleet.control.status)."""
         return status_answer(self.sched, self.liveness.in_order(), up_since=self.started, run_dir=self.run_dir,
                              failures=self.submissions.failures, dropped=self.transport.dropped,
-                             submissions=list(self.submissions.subs.values()))
-
-
-def _wait_record(d: Wait, now: float) -> events.Wait:
-    return events.Wait.of(now, d.step, d.why, d.behind)
+                             submissions=list(self.submissions.subs.values()),
+                             loop=self.liveness.loop_figures(submitting=self.intake.count()))
 
 
 def main(argv: list[str] | None = None) -> int:

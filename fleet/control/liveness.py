@@ -21,6 +21,8 @@ from fleet.control.transport import Transport
 
 log = logging.getLogger("fleet.control.coordinator")
 
+STALL_S = 0.1  # a loop turn longer than this is a stall: not counted as the agents' silence
+
 
 @dataclass
 class Agent:
@@ -30,6 +32,7 @@ class Agent:
     pid: int
     last_seen: float  # time.monotonic()
     alive: bool = True
+    deaf_seen: float = 0.0  # Liveness.deaf at last_seen
 
 
 class Liveness:
@@ -44,6 +47,30 @@ class Liveness:
         self.agents: dict[str, Agent] = {}
         self.by_identity: dict[bytes, str] = {}
         self._joining: list[NodeSpec] = []
+        # The coordinator's own stalls: an agent is not lost for silence while the loop
+        # was not listening (its heartbeats waited in the socket).
+        self.deaf = 0.0  # seconds of loop turns longer than STALL_S, summed
+        self.max_lag = 0.0  # the longest turn
+        self.slow_turns = 0  # turns longer than STALL_S
+        self._turn_began = time.monotonic()
+
+    def listening_ended(self) -> float:
+        """The loop's poll returned: a turn begins (its time.monotonic(), returned)."""
+        self._turn_began = time.monotonic()
+        return self._turn_began
+
+    def listening(self) -> None:
+        """The loop polls again: the turn that began at listening_ended() is over."""
+        took = time.monotonic() - self._turn_began
+        self.max_lag = max(self.max_lag, took)
+        if took > STALL_S:
+            self.slow_turns += 1
+            self.deaf += took
+
+    def loop_figures(self, **more) -> dict:
+        """The loop's lag, for status answers."""
+        return dict(max_lag_s=round(self.max_lag, 3), turns_over_100ms=self.slow_turns,
+                    stalled_s=round(self.deaf, 3), **more)
 
     def join(self, ident: bytes, msg: P.Join, now: float, ready: bool) -> list[NodeSpec]:
         """Welcome (or reject) an agent; the nodes the scheduler is to be told of now:
@@ -51,7 +78,7 @@ class Liveness:
         if msg.node in self.agents and self.agents[msg.node].alive:
             self.transport.reply(self.transport.agent_sock, ident, P.Reject(f"node {msg.node!r} already has an agent"))
             return []
-        self.agents[msg.node] = Agent(msg.node, ident, msg.host, msg.pid, time.monotonic())
+        self.agents[msg.node] = Agent(msg.node, ident, msg.host, msg.pid, time.monotonic(), deaf_seen=self.deaf)
         self.by_identity[ident] = msg.node
         spec = NodeSpec(msg.node, tuple(msg.cores), tuple(msg.gpus), int(msg.memory))
         self.events.write(events.NodeJoined(t=now, node=msg.node, host=msg.host, cores=list(msg.cores),
@@ -83,7 +110,7 @@ class Liveness:
                 # its steps have been given to others.
                 self.transport.reply(self.transport.agent_sock, ident, P.Shutdown(grace=0.0))
             return None
-        agent.last_seen = time.monotonic()
+        agent.last_seen, agent.deaf_seen = time.monotonic(), self.deaf
         return agent
 
     def send(self, node: str, msg) -> bool:
@@ -93,17 +120,22 @@ class Liveness:
             return False
         return self.transport.send(a.identity, msg)
 
-    def beat(self, now: float) -> Iterator[str]:
+    def beat(self, now: float, judge: bool = True) -> Iterator[str]:
         """Heartbeat every live agent and yield, one at a time, each node whose agent
         missed heartbeats (marked lost, recorded, told to stop). The caller hands each
-        to the scheduler before the next agent is looked at, as it happens."""
+        to the scheduler before the next agent is looked at, as it happens. Silence is
+        counted only while the loop listened (its stalls, this turn's too, are not the
+        agents'), and not at all unless `judge` (the agents' messages were all read)."""
         now_m = time.monotonic()
+        this_turn = now_m - self._turn_began
+        deaf = self.deaf + (this_turn if this_turn > STALL_S else 0.0)
         for a in list(self.agents.values()):
             if not a.alive:
                 continue
-            if now_m - a.last_seen > self.timeout_s:
+            silent = now_m - a.last_seen - (deaf - a.deaf_seen)
+            if judge and silent > self.timeout_s:
                 a.alive = False
-                log.error("agent on %s missed heartbeats for %.1f s: lost", a.node, now_m - a.last_seen)
+                log.error("agent on %s missed heartbeats for %.1f s: lost", a.node, silent)
                 self.events.write(events.NodeLost(t=now, node=a.node, reason="missed heartbeats"))
                 # Read first if it wakes up.
                 self.transport.reply(self.transport.agent_sock, a.identity, P.Shutdown(grace=0.0))

@@ -15,9 +15,10 @@ STATUS_RUNNING = 500  # running steps listed in one status answer
 
 
 def answer(sched: Scheduler, agents: list, *, up_since: float, run_dir: Path, failures: list,
-           dropped: dict, submissions: list) -> dict:
+           dropped: dict, submissions: list, loop: dict | None = None) -> dict:
     """The status map. `agents` in the order to list them (fleet.control.liveness.Agent),
-    `submissions` as fleet.control.submissions.Submission."""
+    `submissions` as fleet.control.submissions.Submission; `loop`: the coordinator loop's
+    lag and the submissions not yet in (fleet.control.liveness.Liveness.loop_figures)."""
     now = time.time()
     # The first STATUS_RUNNING running steps in start order, and how many run in all.
     views = sched.running(STATUS_RUNNING)
@@ -29,7 +30,8 @@ def answer(sched: Scheduler, agents: list, *, up_since: float, run_dir: Path, fa
                 nodes=_nodes(sched, agents), counts=sched.counts(), running=running,
                 running_total=sched.running_count(), failures=failures[-10:], dropped=dict(dropped),
                 submissions=[dict(id=s.id, suite=s.suite, steps=len(s.steps),
-                                  finished=len(s.steps) - s.remaining) for s in submissions])
+                                  finished=len(s.steps) - s.remaining) for s in submissions],
+                loop=loop or {})
 
 
 def _nodes(sched: Scheduler, agents: list) -> list[dict]:

@@ -7,6 +7,7 @@ by state recounted at most every PROGRESS_S.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,25 @@ class Submission:
 
 
 @dataclass(frozen=True)
+class Checked:
+    """A suite read and checked off the coordinator's loop (fleet.control.worker), with
+    its done markers read: all the loop needs to register it. Built by check()."""
+
+    name: str
+    suite_ids: list       # every step of the suite, in setup order (the manifest)
+    steps: list           # StepSpec, this shard's and the foreign ones it waits for
+    deps: dict
+    order: tuple          # the steps' ids, deps first
+    done: frozenset       # ids already done on disk
+    foreign: frozenset    # ids another shard runs
+    markers: dict         # step id -> its done marker as read (None: none)
+    again: dict           # step id -> why a step with a success on record runs again
+    cleared: frozenset    # steps that run with no success on record (no reason to keep)
+    ids: list             # the ids of `steps`
+    preload: tuple = ()
+
+
+@dataclass(frozen=True)
 class Accepted:
     """A submission checked and registered, not yet handed to the scheduler."""
 
@@ -50,6 +70,8 @@ class Accepted:
     done: set             # ids already done on disk
     foreign: set          # ids another shard runs
     preload: tuple = ()   # the suite's [suite] preload (fleet.control.preloads holds it for them)
+    order: tuple = ()     # the steps' ids, deps first
+    markers: dict = field(default_factory=dict, hash=False)  # step id -> done marker read (store.submitted)
 
 
 class Problems(ValueError):
@@ -70,36 +92,28 @@ class Submissions:
         # Why a step that succeeded before runs again ("forced", "changed", "dependency
         # changed"): its attempt records say so, and `fleet audit` counts it as a rerun.
         self.rerun: dict[str, str] = {}
+        # Runs file writes nothing waits for (a submission's manifest, and its removal),
+        # in order: the coordinator's worker thread (fleet.control.intake), else at once.
+        self.offload = lambda fn, *args: fn(*args)
 
     # -- submitting -----------------------------------------------------------------------------
     def accept(self, msg: P.Submit) -> Accepted | P.SubmitReply:
-        """Check a submitted suite against the fleet's nodes and what it already runs;
-        register it, or the refusal to send back."""
-        try:
-            suite, graph = checked_suite(msg.suite, self.sched.pool.nodes(), run_dir=self.run_dir)
-        except SuiteError as e:
-            return P.SubmitReply(False, problems=[str(p) for p in e.problems])
-        steps, deps, foreign = suite.steps, graph.deps, set()
-        if msg.shard:
-            try:
-                steps, deps, foreign = self._shard(suite, graph, msg)
-            except (shard.ShardError, ValueError) as e:
-                return P.SubmitReply(False, problems=[str(e)] if not isinstance(e, Problems) else e.args[0])
-        if msg.only:  # --only [--with-deps]: fleet.control.selection
-            try:
-                steps, deps, foreign = selection.select(self.run_dir, suite.name, steps, deps, foreign,
-                                                        msg.only, msg.with_deps)
-            except selection.Unselectable as e:
-                return P.SubmitReply(False, problems=e.args[0])
-        done = self._done(steps, deps, foreign, graph, msg.force)
-        sid = len(self.subs) + 1
-        ids = [s.id for s in steps]
-        sub = Submission(sid, str(msg.suite), ids, len(ids))
-        self.subs[sid] = sub
-        for s in steps:
-            self._take(s, sid)
-        manifest.write(self.run_dir, self.events.fleet, sid, msg.suite, suite.name, msg.shard, msg.force, [s.id for s in suite.steps])
-        return Accepted(sub, suite.name, steps, deps, done, foreign, suite.preload)
+        """check() and register() in one go, on the caller's thread."""
+        checked = check(msg, self.sched.pool.nodes(), self.run_dir)
+        return checked if isinstance(checked, P.SubmitReply) else self.register(checked, msg)
+
+    def register(self, c: Checked, msg: P.Submit) -> Accepted:
+        """Register a checked submission (its steps are counted in it as they are
+        declared: see declare)."""
+        sid = max(self.subs, default=0) + 1
+        self.subs[sid] = Submission(sid, str(msg.suite), c.ids, len(c.ids))
+        for step in c.cleared & self.rerun.keys():
+            del self.rerun[step]
+        self.rerun.update(c.again)
+        self.offload(manifest.write, self.run_dir, self.events.fleet, sid, msg.suite, c.name, msg.shard, msg.force,
+                     c.suite_ids)
+        return Accepted(self.subs[sid], c.name, c.steps, c.deps, set(c.done), set(c.foreign), c.preload, c.order,
+                        c.markers)
 
     def withdraw(self, acc: Accepted) -> None:
         """Undo accepting a submission that is refused after all (its preload failed): it
@@ -116,7 +130,7 @@ class Submissions:
                 self.step_subs.pop(s.id, None)
                 if self.specs.get(s.id) is s:  # defined by this submission alone
                     del self.specs[s.id]
-        manifest.path(self.run_dir, self.events.fleet, sid).unlink(missing_ok=True)
+        self.offload(manifest.path(self.run_dir, self.events.fleet, sid).unlink, True)  # after its write
 
     def _take(self, spec, sid: int) -> None:
         """Count a step in submission sid, under the definition it brings. One that ended
@@ -135,70 +149,36 @@ class Submissions:
         if state != S.ELSEWHERE:
             self.specs[spec.id] = spec
 
-    def _done(self, steps: list, deps: dict, foreign: set, graph, force: bool) -> set:
-        """Steps this submission counts done, deps first: a step whose marker says this same
-        definition succeeded against the markers its deps have now, and whose deps are all
-        done (one that runs makes its dependents run). With force none is (but another
-        shard's steps), and nothing is deleted: a marker stays until a new outcome replaces
-        it. One marker read per step."""
-        by_id = {s.id: s for s in steps}
-        done: set = set()
-        ids: dict[str, str | None] = {}  # each step's marker id as read now
-        for sid in topological_order(graph):
-            s = by_id.get(sid)
-            if s is None:
-                continue
-            rec = records.read_done(self.run_dir, sid)
-            ids[sid] = records.marker_id(rec) if rec is not None else None
-            store.submitted(self.run_dir, sid, deps[sid], rec)
-            if sid in foreign:  # another shard's: its own marker settles it
-                if records.succeeded_as(rec, s):
-                    done.add(sid)
-            elif not force and all(d in done for d in deps[sid]) \
-                    and records.done_against(rec, s, {d: ids.get(d) for d in deps[sid]}):
-                done.add(sid)
-            else:
-                self._why_again(s, rec, force)
-        return done
+    def enter(self, acc: Accepted, msg: P.Submit, now: float, chunk: int = 0) -> Submitted:
+        """Record an accepted submission and declare all its steps; the event that hands
+        it to the scheduler (entered in parts of `chunk` steps; 0: at once)."""
+        self.announce(acc, msg, now)
+        self.declare(acc, acc.steps, now)
+        return self.submitted(acc, msg, chunk)
 
-    def _why_again(self, spec, rec: dict | None, force: bool) -> None:
-        """Remember why a step that has a success on record runs again."""
-        if rec is None or rec.get("outcome") != "succeeded":
-            self.rerun.pop(spec.id, None)
-        elif force:
-            self.rerun[spec.id] = "forced"
-        elif not records.succeeded_as(rec, spec):
-            self.rerun[spec.id] = "changed"
-        else:
-            self.rerun[spec.id] = "dependency changed"
-
-    def _shard(self, suite, graph, msg: P.Submit):
-        """This shard's steps, plus the other shards' steps they depend on (foreign:
-        waited for through their markers, never run here)."""
-        i, n = shard.parse(msg.shard)
-        owned = {s.id for s in suite.steps if shard.owner(s.task, n) == i}
-        foreign = {d for s in suite.steps if s.id in owned for d in graph.deps[s.id] if d not in owned}
-        if foreign and not msg.wait_foreign:
-            raise Problems([f"{s.source}: step '{s.id}': field 'deps': depends on '{d}', which shard "
-                            f"{shard.owner(suite.step(d).task, n)}/{n} runs (--no-wait-foreign)"
-                            for s in suite.steps if s.id in owned for d in graph.deps[s.id] if d in foreign])
-        shard.record(self.run_dir, n, msg.new_generation)
-        steps = [s for s in suite.steps if s.id in owned or s.id in foreign]
-        deps = {s.id: (() if s.id in foreign else graph.deps[s.id]) for s in steps}
-        return steps, deps, foreign
-
-    def enter(self, acc: Accepted, msg: P.Submit, now: float) -> Submitted:
-        """Record an accepted submission and its steps; the event that hands it to the scheduler."""
+    def announce(self, acc: Accepted, msg: P.Submit, now: float) -> None:
+        """The submission's record (its steps' follow: declare)."""
         self.events.write(events.Submitted(t=now, submission=acc.sub.id, suite=str(msg.suite), name=acc.name,
                                            steps=len(acc.sub.steps), skipped=len(acc.done), serial=msg.serial,
                                            force=msg.force, shard=msg.shard, foreign=len(acc.foreign)))
-        for s in acc.steps:
+
+    def declare(self, acc: Accepted, steps, now: float) -> None:
+        """Some of an accepted submission's steps: counted in it, recorded, and their
+        markers as read noted for claims (a big submission is declared over several turns)."""
+        sid = acc.sub.id
+        for s in steps:
+            self._take(s, sid)
+            store.submitted(self.run_dir, s.id, acc.deps[s.id], acc.markers.get(s.id))
             self.events.write(events.StepDeclared(
-                t=now, step=s.id, submission=acc.sub.id, cores=s.cores, min_cores=s.min_cores, gpus=s.gpus,
+                t=now, step=s.id, submission=sid, cores=s.cores, min_cores=s.min_cores, gpus=s.gpus,
                 memory=s.memory, deps=list(acc.deps[s.id]), priority=s.priority, step_kind=s.kind, task=s.task,
                 foreign=True if s.id in acc.foreign else None))
+
+    @staticmethod
+    def submitted(acc: Accepted, msg: P.Submit, chunk: int = 0) -> Submitted:
+        """The scheduler event of a declared submission."""
         return Submitted(tuple(acc.steps), acc.deps, frozenset(acc.done), serial=msg.serial,
-                         foreign=frozenset(acc.foreign - acc.done))
+                         foreign=frozenset(acc.foreign - acc.done), chunk=chunk, order=acc.order)
 
     # -- progress -------------------------------------------------------------------------------
     def progress(self, msg: P.Progress):
@@ -218,7 +198,10 @@ class Submissions:
         if sub.counted is None or now - sub.counted[0] > PROGRESS_S or sub.remaining == 0:
             counts: dict[str, int] = {}
             for s in sub.steps:
-                st = self.sched.state(s)
+                try:
+                    st = self.sched.state(s)
+                except KeyError:  # not entered yet (a big submission goes in over several turns)
+                    st = S.WAITING
                 counts[st] = counts.get(st, 0) + 1
             sub.counted = (now, counts)
         return sub.counted[1]
@@ -243,3 +226,104 @@ class Submissions:
         before ended): listed as [step, "retry", attempt, reason, limit]."""
         for sid in self.step_subs.get(step, ()):
             self.subs[sid].finished.append([step, "retry", attempt, reason, limit])
+
+
+# -- off the loop (fleet.control.worker): reading and checking a suite -----------------------------
+def check(msg: P.Submit, nodes: list, run_dir: Path) -> Checked | P.SubmitReply:
+    """Read and check a submitted suite against these nodes, split it for its shard and
+    read its steps' done markers; the refusal to send back otherwise. Reads files only
+    (and records the shard count, as a submission always did): nothing of the
+    coordinator's, so that it runs on the worker thread."""
+    try:
+        suite, graph = checked_suite(msg.suite, nodes, run_dir=run_dir)
+    except SuiteError as e:
+        return P.SubmitReply(False, problems=[str(p) for p in e.problems])
+    steps, deps, foreign = suite.steps, graph.deps, set()
+    if msg.shard:
+        try:
+            steps, deps, foreign = _shard(suite, graph, msg, run_dir)
+        except (shard.ShardError, ValueError) as e:
+            return P.SubmitReply(False, problems=[str(e)] if not isinstance(e, Problems) else e.args[0])
+    if msg.only:  # --only [--with-deps]: fleet.control.selection
+        try:
+            steps, deps, foreign = selection.select(run_dir, suite.name, steps, deps, foreign, msg.only, msg.with_deps)
+        except selection.Unselectable as e:
+            return P.SubmitReply(False, problems=e.args[0])
+    by_id = {s.id: s for s in steps}
+    order = tuple(sid for sid in topological_order(graph) if sid in by_id)
+    markers = read_markers(run_dir, order)
+    done, again = _done(by_id, order, deps, foreign, markers, msg.force)
+    return Checked(suite.name, [s.id for s in suite.steps], steps, deps, order, frozenset(done),
+                   frozenset(foreign), markers, {k: v for k, v in again.items() if v is not None},
+                   frozenset(k for k, v in again.items() if v is None), [s.id for s in steps], suite.preload)
+
+
+def read_markers(run_dir: Path, ids) -> dict:
+    """Each step's done marker (None: none). A step's directory is looked for by listing
+    its parent once for all its siblings, and a marker is opened only where its step's
+    directory exists: a new suite costs a few listings, not one failed open per step."""
+    root = Path(run_dir) / "steps"
+    listed: dict[str, set] = {}
+
+    def exists(sid: str) -> bool:
+        parent, _, name = sid.rpartition("/")
+        names = listed.get(parent)
+        if names is None:
+            if parent and not exists(parent):
+                names = set()
+            else:
+                try:
+                    names = set(os.listdir(root / parent))
+                except OSError:
+                    names = set()
+            listed[parent] = names
+        return name in names
+
+    return {sid: records.read_done(run_dir, sid) if exists(sid) else None for sid in ids}
+
+
+def _done(by_id: dict, order, deps: dict, foreign: set, markers: dict, force: bool) -> tuple[set, dict]:
+    """Steps this submission counts done, deps first: a step whose marker says this same
+    definition succeeded against the markers its deps have now, and whose deps are all
+    done (one that runs makes its dependents run). With force none is (but another
+    shard's steps), and nothing is deleted: a marker stays until a new outcome replaces
+    it. Also why each other step with a success on record runs again (None: it has none)."""
+    done: set = set()
+    again: dict = {}
+    ids = {sid: records.marker_id(rec) if rec is not None else None for sid, rec in markers.items()}
+    for sid in order:
+        s, rec = by_id[sid], markers[sid]
+        if sid in foreign:  # another shard's: its own marker settles it
+            if records.succeeded_as(rec, s):
+                done.add(sid)
+        elif not force and all(d in done for d in deps[sid]) \
+                and records.done_against(rec, s, {d: ids.get(d) for d in deps[sid]}):
+            done.add(sid)
+        else:
+            again[sid] = _why_again(s, rec, force)
+    return done, again
+
+
+def _why_again(spec, rec: dict | None, force: bool) -> str | None:
+    """Why a step that has a success on record runs again; None if it has none."""
+    if rec is None or rec.get("outcome") != "succeeded":
+        return None
+    if force:
+        return "forced"
+    return "changed" if not records.succeeded_as(rec, spec) else "dependency changed"
+
+
+def _shard(suite, graph, msg: P.Submit, run_dir: Path):
+    """This shard's steps, plus the other shards' steps they depend on (foreign:
+    waited for through their markers, never run here)."""
+    i, n = shard.parse(msg.shard)
+    owned = {s.id for s in suite.steps if shard.owner(s.task, n) == i}
+    foreign = {d for s in suite.steps if s.id in owned for d in graph.deps[s.id] if d not in owned}
+    if foreign and not msg.wait_foreign:
+        raise Problems([f"{s.source}: step '{s.id}': field 'deps': depends on '{d}', which shard "
+                        f"{shard.owner(suite.step(d).task, n)}/{n} runs (--no-wait-foreign)"
+                        for s in suite.steps if s.id in owned for d in graph.deps[s.id] if d in foreign])
+    shard.record(run_dir, n, msg.new_generation)
+    steps = [s for s in suite.steps if s.id in owned or s.id in foreign]
+    deps = {s.id: (() if s.id in foreign else graph.deps[s.id]) for s in steps}
+    return steps, deps, foreign

@@ -47,14 +47,15 @@ class Transport:
         self.dropped: dict[str, int] = {}
         self._warned: set[str] = set()
 
-    def drain(self, sock, handler: Callable, refused: Callable[[P.ProtocolError], None] | None = None) -> None:
-        """Hand up to DRAIN_BATCH waiting messages of `sock` to handler(identity, msg).
-        `refused` hears of a peer that speaks another protocol version."""
+    def drain(self, sock, handler: Callable, refused: Callable[[P.ProtocolError], None] | None = None) -> bool:
+        """Hand up to DRAIN_BATCH waiting messages of `sock` to handler(identity, msg);
+        True if none was left waiting. `refused` hears of a peer that speaks another
+        protocol version."""
         for _ in range(DRAIN_BATCH):
             try:
                 frames = sock.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
-                return
+                return True
             if len(frames) != 2:
                 self.warn("frames", f"dropped a message of {len(frames)} frames")
                 continue
@@ -75,6 +76,7 @@ class Transport:
                 handler(ident, msg)
             except Exception as e:
                 self._failed(sock, ident, msg, e)
+        return False
 
     def _failed(self, sock, ident: bytes, msg, e: Exception) -> None:
         # A bug (or a well-keyed peer's ill-typed fields) must not stop the fleet, nor
@@ -87,6 +89,15 @@ class Transport:
                           type(msg).__name__)
         if sock is self.client_sock:
             self.reply(sock, ident, P.Error(f"internal error handling {type(msg).__name__}: {e}"))
+
+    def error(self, what: str) -> None:
+        """Count (and log the first of) an exception the loop caught while `what`: call
+        from an except block."""
+        key = f"error:{what}"
+        self.dropped[key] = self.dropped.get(key, 0) + 1
+        if key not in self._warned:
+            self._warned.add(key)
+            log.exception("%s failed (further failures of this kind are counted, not logged)", what)
 
     def warn(self, key: str, text: str) -> None:
         """Log the first of each kind of dropped input, and count them all: garbage

@@ -42,6 +42,21 @@ class Submitted:
     done: frozenset[str] = frozenset()
     serial: bool = False  # one step at a time, in setup order (priorities ignored)
     foreign: frozenset[str] = frozenset()  # run by another fleet (shard): wait for its outcome
+    # Entered in parts of about this many steps each (0: all at once): the scheduler
+    # pauses with an Entering decision and goes on at each EnterMore (see EnterMore).
+    chunk: int = 0
+    # The steps' ids deps first, if the caller has it (else the scheduler sorts them).
+    order: tuple[str, ...] = field(default=(), hash=False, compare=False)
+
+
+@dataclass(frozen=True)
+class EnterMore:
+    """Go on entering the submission that paused with an Entering decision.
+
+    A big submission is entered in parts so that its caller can do other work between
+    them. Until the last part, every other event is held by the scheduler and handled
+    afterwards, in the order it came: the decisions are those of the whole submission
+    at once followed by those events, however the parts fall."""
 
 
 @dataclass(frozen=True)
@@ -90,7 +105,7 @@ class Cancel:
     reason: str = "cancelled"
 
 
-Event = Union[NodeJoined, NodeLost, Submitted, StepExited, Elsewhere, Settled, Reclaim, Cancel]
+Event = Union[NodeJoined, NodeLost, Submitted, EnterMore, StepExited, Elsewhere, Settled, Reclaim, Cancel]
 
 
 # --- decisions ------------------------------------------------------------------
@@ -169,6 +184,15 @@ class Skipped:
 
 
 @dataclass(frozen=True)
+class Entering:
+    """A chunked submission has `entered` of its `total` steps in: feed EnterMore for
+    the rest (entered == total: it is all in, and what follows is its scheduling pass)."""
+
+    entered: int
+    total: int
+
+
+@dataclass(frozen=True)
 class Ignored:
     """An event that no longer applies (an exit report of an earlier attempt...)."""
 
@@ -185,7 +209,7 @@ class Kill:
     reason: str = "cancelled"
 
 
-Decision = Union[Start, Wait, Retry, Finished, Blocked, Unrunnable, Skipped, Ignored, Kill]
+Decision = Union[Start, Wait, Retry, Finished, Blocked, Unrunnable, Skipped, Entering, Ignored, Kill]
 
 
 # --- views ----------------------------------------------------------------------

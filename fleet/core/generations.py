@@ -16,10 +16,11 @@ rule): what runs makes its dependents run, so no marker is trusted past it.
 
 from __future__ import annotations
 
-from typing import Mapping
+import itertools
+from typing import Iterator, Mapping
 
 from fleet.core import states as S
-from fleet.core.decisions import Submitted
+from fleet.core.decisions import Blocked, Skipped, Submitted
 from fleet.core.graph import _kahn
 
 NEW, KEEP, RENEW, AFTER = "new", "keep", "renew", "after"
@@ -29,9 +30,26 @@ def resubmission(ev: Submitted, jobs: Mapping) -> tuple[dict[str, str], set[str]
     """What the submission does with each of its steps (NEW, KEEP, RENEW or AFTER), and
     which of the new or renewed ones it skips as done. `jobs` maps the ids the scheduler
     knows to records with `state` and `spec`."""
+    return run(planned(ev, jobs, 0, itertools.count(1)))
+
+
+def run(gen):
+    """Exhaust a generator of this module; what it returns."""
+    while True:
+        try:
+            next(gen)
+        except StopIteration as e:
+            return e.value
+
+
+def planned(ev: Submitted, jobs: Mapping, chunk: int, work) -> Iterator[None]:
+    """resubmission(), pausing (a bare yield) after every `chunk` counts of `work`."""
     steps = {s.id: s for s in ev.steps}
     deps = {sid: tuple(ev.deps.get(sid, s.deps)) for sid, s in steps.items()}
-    order, _ = _kahn(deps)
+    if ev.order and len(ev.order) == len(deps):
+        order = list(ev.order)  # any order with deps first gives the same plan
+    else:
+        order, _ = _kahn(deps)
     if len(order) < len(deps):  # a cycle (refused before here): the rest in setup order
         placed = set(order)
         order += [k for k in deps if k not in placed]
@@ -39,6 +57,8 @@ def resubmission(ev: Submitted, jobs: Mapping) -> tuple[dict[str, str], set[str]
     skip: set[str] = set()
     runs: set[str] = set()  # will run (again) in this fleet
     for sid in order:
+        if chunk and next(work) % chunk == 0:
+            yield
         old = jobs.get(sid)
         dep_runs = any(d in runs for d in deps[sid])
         done = sid in ev.done and not dep_runs
@@ -57,3 +77,115 @@ def resubmission(ev: Submitted, jobs: Mapping) -> tuple[dict[str, str], set[str]
         elif what != KEEP or old.state not in S.FINAL:
             runs.add(sid)
     return plan, skip
+
+
+class Entries:
+    """How the Scheduler takes a submission in (a mixin: the scheduler's own records).
+
+    Every loop here counts its steps and, for a chunked submission (Submitted.chunk),
+    pauses every `chunk` of them: the scheduler resumes it at the next EnterMore. The
+    work and its order are those of an unchunked submission, so are the decisions."""
+
+    def _submitting(self, ev: Submitted, out: list, entry) -> Iterator[None]:
+        chunk, work = ev.chunk, itertools.count(1)
+        plan, skip = yield from planned(ev, self._jobs, chunk, work)
+        new: list = []
+        for spec in ev.steps:
+            if chunk and next(work) % chunk == 0:
+                yield
+            entry.entered += 1
+            deps = tuple(ev.deps.get(spec.id, spec.deps))
+            what = plan[spec.id]
+            if what == KEEP:
+                if self._jobs[spec.id].state in S.GOOD:
+                    out.append(Skipped(spec.id))  # done: this submission counts it so too
+            elif what == AFTER:
+                self._after[spec.id] = (spec, deps, ev.serial)
+            elif what == NEW:
+                new.append(self._add(spec, deps, ev.serial))
+            else:
+                new.append(self._renew(self._jobs[spec.id], spec, deps, ev.serial, new))
+        yield from self._entering(new, skip, ev.foreign, ev.done, out, chunk, work)
+
+    def _renew(self, old, spec, deps: tuple[str, ...], serial: bool, new: list):
+        """A new generation of a known step that is not running: it replaces the old one
+        (attempts count from 1 again) and keeps the old one's dependents. A dependent that
+        counted the old one as a success waits again; one already queued goes back to
+        waiting (it is renewed too, as it was, and appended to `new`)."""
+        self._forget(old)
+        job = self._add(spec, deps, serial)
+        job.generation = old.generation + 1
+        job.dependents = list(self._dependents(old))
+        if old.state in S.GOOD:
+            for dj in job.dependents:
+                if dj.state == S.WAITING:
+                    dj.unmet += 1
+                elif dj.state == S.READY:
+                    again = self._renew(dj, dj.spec, dj.deps, False, new)
+                    again.exclusive, again.prio = dj.exclusive, dj.prio
+                    again.attempt, again.generation = dj.attempt, dj.generation
+                    new.append(again)
+        return job
+
+    def _forget(self, old) -> None:
+        """Drop a job's record (a new generation takes its id)."""
+        if old.state == S.READY:
+            self._dequeue(old)
+        if old in self._unresolved:
+            self._unresolved.remove(old)
+        self._counts[old.state] -= 1
+        if old.state not in S.FINAL:
+            self._open -= 1
+
+    def _dependents(self, job):
+        """The job's dependents that are current (not replaced by a later generation)."""
+        return (dj for dj in job.dependents if self._jobs.get(dj.spec.id) is dj)
+
+    def _enter(self, new: list, skip: set, foreign: frozenset, done: frozenset, out: list) -> None:
+        """Link new jobs to their deps, skip those done, and resolve or block the rest."""
+        run(self._entering(new, skip, foreign, done, out, 0, None))
+
+    def _entering(self, new: list, skip: set, foreign: frozenset, done: frozenset, out: list, chunk: int,
+                  work) -> Iterator[None]:
+        """_enter(), pausing after every `chunk` counts of `work`."""
+        new = [j for j in new if self._jobs.get(j.spec.id) is j]  # one renewed twice counts once
+        for job in new:
+            if chunk and next(work) % chunk == 0:
+                yield
+            for d in job.deps:
+                dep = self._jobs.get(d)
+                if dep is None:
+                    if d in done:
+                        continue
+                    raise ValueError(f"step {job.spec.id!r} depends on unknown step {d!r}")
+                dep.dependents.append(job)
+                if dep.state not in S.GOOD:
+                    job.unmet += 1
+        for job in new:  # setup order; markers first so dependents see them
+            if job.spec.id in foreign and job.spec.id not in skip:
+                self._set(job, "foreign")
+                continue
+            if job.spec.id in skip:
+                self._set(job, "already_done")
+                out.append(Skipped(job.spec.id))
+                for dj in self._dependents(job):
+                    dj.unmet -= 1
+        failed_deps = []
+        have_nodes = bool(self.pool.nodes())  # once, not per step: resolving changes no node
+        for job in new:
+            if chunk and next(work) % chunk == 0:
+                yield
+            if job.state != S.WAITING:
+                continue
+            bad = next((d for d in job.deps if d in self._jobs and self._jobs[d].state in S.FINAL - S.GOOD), None)
+            if bad is not None:
+                failed_deps.append((job, bad))
+            elif have_nodes:
+                self._resolve(job, out)
+            else:
+                self._unresolved.append(job)
+        for job, bad in failed_deps:
+            if job.state == S.WAITING:
+                self._set(job, "dep_failed")
+                out.append(Blocked(job.spec.id, bad))
+                self._block_descendants(job, bad, out)

@@ -24,20 +24,34 @@ from collections import deque
 from fleet.core import states as S
 from fleet.core import waits as W
 from fleet.core.units import counted
-from fleet.core.generations import AFTER as _AFTER, KEEP as _KEEP, NEW as _NEW, resubmission
-from fleet.core.decisions import (Blocked, Cancel, Decision, Elsewhere, Event, Finished, Ignored, JobView, Kill,
-                                  NodeJoined, NodeLost, Reclaim, Retry, Settled, Skipped, Start, StepExited,
-                                  Submitted, Unrunnable, Wait, submission)
+from fleet.core.generations import Entries
+from fleet.core.decisions import (Blocked, Cancel, Decision, Elsewhere, EnterMore, Entering, Event, Finished,
+                                  Ignored, JobView, Kill, NodeJoined, NodeLost, Reclaim, Retry, Settled, Skipped,
+                                  Start, StepExited, Submitted, Unrunnable, Wait, submission)
 from fleet.core.jobs import DemandClass as _Class, Job as _Job
 from fleet.core.resources import Capacity, Demand, Pool
 from fleet.core.suite import StepSpec
 
-__all__ = ["Scheduler", "JobView", "Event", "Decision", "NodeJoined", "NodeLost", "Submitted", "StepExited",
-           "Elsewhere", "Settled", "Reclaim", "Cancel", "Start", "Wait", "Retry", "Finished", "Blocked",
-           "Unrunnable", "Skipped", "Ignored", "Kill", "submission"]
+__all__ = ["Scheduler", "JobView", "Event", "Decision", "NodeJoined", "NodeLost", "Submitted", "EnterMore",
+           "StepExited", "Elsewhere", "Settled", "Reclaim", "Cancel", "Start", "Wait", "Retry", "Finished",
+           "Blocked", "Unrunnable", "Skipped", "Entering", "Ignored", "Kill", "submission"]
 
 
-class Scheduler:
+class _Entry:
+    """A chunked submission being entered (see EnterMore)."""
+
+    __slots__ = ("gen", "now", "out", "entered", "total", "chunked")
+
+    def __init__(self, now: float, total: int, chunked: bool):
+        self.gen = None
+        self.now = now
+        self.out: list[Decision] = []
+        self.entered = 0
+        self.total = total
+        self.chunked = chunked
+
+
+class Scheduler(Entries):
     """Decides what runs where and when. Feed it events; act on its decisions."""
 
     def __init__(self) -> None:
@@ -55,11 +69,19 @@ class Scheduler:
         # A changed (or rerun) definition of a running step, with its deps and whether
         # it runs serially: it replaces the running one when that ends.
         self._after: dict[str, tuple[StepSpec, tuple[str, ...], bool]] = {}
+        self._entry: _Entry | None = None  # a chunked submission part way in
+        self._held: deque[tuple[Event, float]] = deque()  # events that came meanwhile
 
     # -- public ---------------------------------------------------------------------
     def handle(self, event: Event, now: float) -> list[Decision]:
         """Apply one event at time `now`; return the decisions that follow."""
+        if self._entry is not None and not isinstance(event, EnterMore):
+            self._held.append((event, now))  # after the submission part way in (EnterMore)
+            return []
         out: list[Decision] = []
+        if isinstance(event, (Submitted, EnterMore)):
+            self._go_on(event, now, out)
+            return out
         if isinstance(event, StepExited):
             self._exited(event, now, out)
         elif isinstance(event, NodeJoined):
@@ -68,8 +90,6 @@ class Scheduler:
             self._capacity = None
         elif isinstance(event, NodeLost):
             self._lost(event, now, out)
-        elif isinstance(event, Submitted):
-            self._submit(event, out)
         elif isinstance(event, (Elsewhere, Settled, Reclaim)):
             self._elsewhere(event, out)
         elif isinstance(event, Cancel):
@@ -78,6 +98,38 @@ class Scheduler:
             raise TypeError(f"not a scheduler event: {event!r}")
         self._schedule(now, out)
         return out
+
+    def _go_on(self, event, now: float, out: list[Decision]) -> None:
+        """Enter a submission, or its next part; once it is all in, its scheduling pass
+        and then the events held meanwhile, in order."""
+        if isinstance(event, Submitted):
+            entry = self._entry = _Entry(now, len(event.steps), event.chunk > 0)
+            entry.gen = self._submitting(event, entry.out, entry)
+        elif self._entry is None:
+            out.append(Ignored("no submission is being entered"))
+            return
+        entry = self._entry
+        try:
+            next(entry.gen)
+        except StopIteration:
+            pass
+        else:
+            out += entry.out
+            entry.out.clear()
+            # Linking and resolving follow the last step's placing: all in only at the end.
+            out.append(Entering(min(entry.entered, entry.total - 1), entry.total))
+            return
+        self._entry = None
+        out += entry.out
+        if entry.chunked:
+            out.append(Entering(entry.total, entry.total))
+        self._schedule(entry.now, out)
+        while self._held and self._entry is None:
+            out += self.handle(*self._held.popleft())
+
+    def entering(self) -> bool:
+        """Whether a chunked submission is part way in (EnterMore goes on with it)."""
+        return self._entry is not None
 
     def finished(self) -> bool:
         """True when every submitted step is in a final state."""
@@ -129,23 +181,6 @@ class Scheduler:
         if job.state in S.FINAL:
             self._open -= 1
 
-    def _submit(self, ev: Submitted, out: list[Decision]) -> None:
-        plan, skip = resubmission(ev, self._jobs)
-        new: list[_Job] = []
-        for spec in ev.steps:
-            deps = tuple(ev.deps.get(spec.id, spec.deps))
-            what = plan[spec.id]
-            if what == _KEEP:
-                if self._jobs[spec.id].state in S.GOOD:
-                    out.append(Skipped(spec.id))  # done: this submission counts it so too
-            elif what == _AFTER:
-                self._after[spec.id] = (spec, deps, ev.serial)
-            elif what == _NEW:
-                new.append(self._add(spec, deps, ev.serial))
-            else:
-                new.append(self._renew(self._jobs[spec.id], spec, deps, ev.serial, new))
-        self._enter(new, skip, ev.foreign, ev.done, out)
-
     def _add(self, spec: StepSpec, deps: tuple[str, ...], serial: bool) -> _Job:
         job = _Job(spec, deps)
         if serial:
@@ -157,80 +192,6 @@ class Scheduler:
         self._counts[S.WAITING] = self._counts.get(S.WAITING, 0) + 1
         self._open += 1
         return job
-
-    def _renew(self, old: _Job, spec: StepSpec, deps: tuple[str, ...], serial: bool, new: list[_Job]) -> _Job:
-        """A new generation of a known step that is not running: it replaces the old one
-        (attempts count from 1 again) and keeps the old one's dependents. A dependent that
-        counted the old one as a success waits again; one already queued goes back to
-        waiting (it is renewed too, as it was, and appended to `new`)."""
-        self._forget(old)
-        job = self._add(spec, deps, serial)
-        job.generation = old.generation + 1
-        job.dependents = list(self._dependents(old))
-        if old.state in S.GOOD:
-            for dj in job.dependents:
-                if dj.state == S.WAITING:
-                    dj.unmet += 1
-                elif dj.state == S.READY:
-                    again = self._renew(dj, dj.spec, dj.deps, False, new)
-                    again.exclusive, again.prio = dj.exclusive, dj.prio
-                    again.attempt, again.generation = dj.attempt, dj.generation
-                    new.append(again)
-        return job
-
-    def _forget(self, old: _Job) -> None:
-        """Drop a job's record (a new generation takes its id)."""
-        if old.state == S.READY:
-            self._dequeue(old)
-        if old in self._unresolved:
-            self._unresolved.remove(old)
-        self._counts[old.state] -= 1
-        if old.state not in S.FINAL:
-            self._open -= 1
-
-    def _dependents(self, job: _Job):
-        """The job's dependents that are current (not replaced by a later generation)."""
-        return (dj for dj in job.dependents if self._jobs.get(dj.spec.id) is dj)
-
-    def _enter(self, new: list[_Job], skip: set, foreign: frozenset, done: frozenset, out: list[Decision]) -> None:
-        """Link new jobs to their deps, skip those done, and resolve or block the rest."""
-        new = [j for j in new if self._jobs.get(j.spec.id) is j]  # one renewed twice counts once
-        for job in new:
-            for d in job.deps:
-                dep = self._jobs.get(d)
-                if dep is None:
-                    if d in done:
-                        continue
-                    raise ValueError(f"step {job.spec.id!r} depends on unknown step {d!r}")
-                dep.dependents.append(job)
-                if dep.state not in S.GOOD:
-                    job.unmet += 1
-        for job in new:  # setup order; markers first so dependents see them
-            if job.spec.id in foreign and job.spec.id not in skip:
-                self._set(job, "foreign")
-                continue
-            if job.spec.id in skip:
-                self._set(job, "already_done")
-                out.append(Skipped(job.spec.id))
-                for dj in self._dependents(job):
-                    dj.unmet -= 1
-        failed_deps = []
-        have_nodes = bool(self.pool.nodes())  # once, not per step: resolving changes no node
-        for job in new:
-            if job.state != S.WAITING:
-                continue
-            bad = next((d for d in job.deps if d in self._jobs and self._jobs[d].state in S.FINAL - S.GOOD), None)
-            if bad is not None:
-                failed_deps.append((job, bad))
-            elif have_nodes:
-                self._resolve(job, out)
-            else:
-                self._unresolved.append(job)
-        for job, bad in failed_deps:
-            if job.state == S.WAITING:
-                self._set(job, "dep_failed")
-                out.append(Blocked(job.spec.id, bad))
-                self._block_descendants(job, bad, out)
 
     def _resolve(self, job: _Job, out: list[Decision]) -> None:
         """Decide the step's width once, from the whole allocation."""

@@ -1,0 +1,159 @@
+"""A submission's way in, on the coordinator's loop, a bounded piece per turn.
+
+A client's Submit is answered when its submission is in, not before; meanwhile the
+loop keeps answering agents and clients:
+
+1. the suite is read, checked, split for its shard and its done markers read on the
+   worker thread (fleet.control.worker; fleet.control.submissions.check), with a
+   copy of the fleet's nodes;
+2. back on the loop, results are taken in the order the Submits came: a refusal is
+   answered; an accepted one is registered (fleet.control.submissions) and, if its
+   suite preloads what some zygote lacks, held (fleet.control.preloads): later ones
+   wait behind it, and behind the one being entered;
+3. its steps are declared (counted, recorded) DECLARE at a time, one batch per turn;
+4. it is handed to the scheduler as a Submitted of CHUNK steps a part
+   (fleet.core.decisions.EnterMore): one part per turn. When the scheduler says it
+   is all in (Entering), the client is answered.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass
+
+from fleet.control import submissions as subs_mod
+from fleet.control.submissions import Accepted, Submissions
+from fleet.control.worker import Worker
+from fleet.core.scheduler import EnterMore, Entering
+from fleet.wire import messages as P
+
+log = logging.getLogger("fleet.control.coordinator")
+
+DECLARE = 1000  # steps declared per turn (a record each: ~50 ms on a loaded 2-core machine)
+CHUNK = 2000    # steps per part handed to the scheduler (Submitted.chunk; ~50 ms likewise)
+
+
+@dataclass
+class _Entry:
+    ident: bytes
+    msg: P.Submit
+    acc: Accepted
+    declared: int = 0
+    fed: bool = False   # the Submitted went to the scheduler
+    more: bool = False  # the scheduler paused: EnterMore next
+
+
+class Intake:
+    """Submissions on their way in: being checked, waiting their turn, being entered."""
+
+    def __init__(self, coord):
+        self.coord = coord
+        self.worker: Worker | None = None
+        self.waiting: deque = deque()  # (client, Submit, Checked or refusal), in arrival order
+        self.entry: _Entry | None = None
+
+    def start(self) -> None:
+        self.worker = Worker("fleet-submissions")
+        self.coord.submissions.offload = lambda fn, *args: self.worker.put(None, fn, *args)
+
+    def close(self) -> None:
+        """The fleet stops: clients still waiting are told, and the thread ends."""
+        c = self.coord
+        waiting = [(ident, msg) for ident, msg, _ in self.waiting]
+        if self.entry is not None:
+            waiting.append((self.entry.ident, self.entry.msg))
+        if self.worker is not None:
+            waiting += [done.tag for done in self.worker.collect() if done.tag is not None]
+        for ident, msg in waiting:
+            c.transport.reply(c.client_sock, ident, P.SubmitReply(False, problems=[
+                f"{msg.suite}: the fleet is going down; nothing more of it starts"]))
+        self.waiting.clear()
+        self.entry = None
+        if self.worker is not None:
+            self.worker.close()
+
+    def submit(self, ident: bytes, msg: P.Submit) -> None:
+        """A client's Submit: checked on the worker thread, answered when it is in."""
+        c = self.coord
+        if not c.ready:
+            c.transport.reply(c.client_sock, ident, P.SubmitReply(False, problems=["the fleet is still starting"]))
+            return
+        nodes = list(c.sched.pool.nodes())  # a copy: the pool changes on the loop
+        self.worker.put((ident, msg), subs_mod.check, msg, nodes, c.run_dir)
+
+    def collect(self) -> None:
+        """Take the worker's results (its fd was readable)."""
+        for done in self.worker.collect():
+            if done.tag is None:  # a file write (Submissions.offload)
+                if done.error is not None:
+                    log.warning("writing a submission's record failed: %r", done.error)
+                continue
+            ident, msg = done.tag
+            result = done.value
+            if done.error is not None:
+                log.error("checking %s failed: %r", msg.suite, done.error)
+                result = P.SubmitReply(False, problems=[f"{msg.suite}: internal error while checking: {done.error}"])
+            self.waiting.append((ident, msg, result))
+
+    def count(self) -> int:
+        """Submissions not yet in: being checked, waiting, held or being entered."""
+        held = self.coord.preloads.held is not None
+        return (self.worker.pending if self.worker else 0) + len(self.waiting) + (self.entry is not None) + held
+
+    def ready(self) -> bool:
+        """Whether work waits for the next turn (the loop then does not sleep)."""
+        e = self.entry
+        if e is not None:
+            return not e.fed or e.more
+        return bool(self.waiting) and self.coord.preloads.held is None
+
+    def work(self, now: float, until: float) -> None:
+        """Move submissions on until `until` (time.monotonic()), a bounded piece each."""
+        c = self.coord
+        while time.monotonic() < until:
+            e = self.entry
+            if e is None:
+                if c.preloads.held is not None or not self.waiting:
+                    return
+                self._next(now)
+            elif e.declared < len(e.acc.steps):
+                batch = e.acc.steps[e.declared:e.declared + DECLARE]
+                c.submissions.declare(e.acc, batch, now)
+                e.declared += len(batch)
+            elif not e.fed or e.more:
+                first, e.fed, e.more = not e.fed, True, False
+                c._feed(Submissions.submitted(e.acc, e.msg, CHUNK) if first else EnterMore(), now)
+                return  # one part per turn
+            else:
+                return  # the scheduler has it; its Entering comes back through _act
+
+    def _next(self, now: float) -> None:
+        c = self.coord
+        ident, msg, result = self.waiting.popleft()
+        if isinstance(result, P.SubmitReply):
+            c.transport.reply(c.client_sock, ident, result)
+            return
+        acc = c.submissions.register(result, msg)
+        if not c.preloads.hold(ident, msg, acc):
+            self.begin(ident, msg, acc, now)
+
+    def begin(self, ident: bytes, msg: P.Submit, acc: Accepted, now: float) -> None:
+        """Start entering an accepted (and no longer held) submission."""
+        self.coord.submissions.announce(acc, msg, now)
+        self.coord.claims.held_by_other_shards(acc.foreign - acc.done, now)
+        self.entry = _Entry(ident, msg, acc)
+
+    def entering(self, d: Entering) -> None:
+        """The scheduler's word on the submission being entered."""
+        e = self.entry
+        if e is None:
+            return
+        if d.entered < d.total:
+            e.more = True
+            return
+        self.entry = None
+        c = self.coord
+        c.transport.reply(c.client_sock, e.ident, P.SubmitReply(True, e.acc.sub.id, len(e.acc.sub.steps),
+                                                                len(e.acc.done)))

@@ -1,0 +1,147 @@
+"""A big submission entered in parts (Submitted.chunk, EnterMore): the decisions are
+those of the whole submission at once, however the parts fall, and events that come
+between the parts are handled after it, in order."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from fleet.core.graph import build_graph, topological_order
+from fleet.core.scheduler import (EnterMore, Entering, Ignored, NodeJoined, NodeLost, Scheduler, Start,
+                                  StepExited, Submitted)
+
+from coretools import GiB, node, suite
+
+NODES = (node("n1", 4, 1), node("n2", 6, 1, 3 * GiB), node("n3", 2))
+
+
+def _mixed_suite(changed: bool = False):
+    """Widths, priorities, spans, a GPU, a step that runs alone, deps both ways in setup
+    order, one step too wide for any node; `changed` alters a few definitions."""
+    tables = []
+    for i in range(40):
+        t = {"id": f"s{i}", "cores": 1 + (i * 7) % 5, "min_cores": 1, "priority": 1 + (i * 3) % 5,
+             "span": i % 4 == 0, "gpus": 1 if i % 9 == 0 else 0, "concurrent": i != 17}
+        if i >= 3:
+            t["deps"] = [f"s{(i * 5) % i}", f"s{i - 3}"]
+        if i == 5:
+            t["deps"] = ["s30"]  # a dep later in setup order
+        if i == 33:
+            t["cores"], t["min_cores"] = 64, 64  # fits nowhere
+        if changed and i % 10 == 4:
+            t["command"] = "y"
+        tables.append(t)
+    return suite(*tables)
+
+
+def _submitted(s, done=(), chunk=0) -> Submitted:
+    graph, problems = build_graph(s.steps)
+    assert problems == []
+    return Submitted(tuple(s.steps), graph.deps, frozenset(done), chunk=chunk, order=tuple(topological_order(graph)))
+
+
+def _fleet() -> Scheduler:
+    sched = Scheduler()
+    for n in NODES:
+        sched.handle(NodeJoined(n), 0.0)
+    return sched
+
+
+def _enter(sched: Scheduler, ev: Submitted, between=()) -> list:
+    """Feed ev, then EnterMore until it is all in, handing `between` events (t=2.0) one
+    per pause; the decisions without the Entering progress notes."""
+    out = sched.handle(ev, 1.0)
+    between = list(between)
+    while sched.entering():
+        assert isinstance(out[-1], Entering) and out[-1].entered < out[-1].total
+        if between:
+            assert sched.handle(between.pop(0), 2.0) == []  # held, not lost
+        out += sched.handle(EnterMore(), 3.0)
+    for ev in between:  # the submission was in before they came
+        out += sched.handle(ev, 2.0)
+    return [d for d in out if not isinstance(d, Entering)]
+
+
+def _state(sched: Scheduler) -> list:
+    return [(v.id, v.state, v.attempt, v.placement, v.generation, v.started_at) for v in sched.views()]
+
+
+def _run_some(sched: Scheduler) -> list:
+    """Finish what runs, failing one, so that a resubmission meets every kind of state."""
+    out = []
+    for i, v in enumerate(sched.running()):
+        out += sched.handle(StepExited(v.id, v.attempt, "failed" if i == 1 else "succeeded"), 5.0 + i)
+    return out
+
+
+def test_a_submission_entered_in_parts_of_any_size_decides_as_one_entered_whole():
+    whole = _fleet()
+    expected = _enter(whole, _submitted(_mixed_suite(), done={"s1", "s2"}))
+    assert any(isinstance(d, Start) for d in expected)
+    for chunk in (1, 2, 3, 7, 16, 1000):
+        sched = _fleet()
+        got = _enter(sched, _submitted(_mixed_suite(), done={"s1", "s2"}, chunk=chunk))
+        assert got == expected, chunk
+        assert _state(sched) == _state(whole), chunk
+
+
+def test_a_resubmission_in_parts_renews_keeps_and_queues_the_same_steps_as_a_whole_one():
+    def fleet_after_a_first_run():
+        sched = _fleet()
+        _enter(sched, _submitted(_mixed_suite()))
+        _run_some(sched)
+        return sched
+
+    whole = fleet_after_a_first_run()
+    expected = _enter(whole, _submitted(_mixed_suite(changed=True), done={"s0"}))
+    for chunk in (1, 5, 64):
+        sched = fleet_after_a_first_run()
+        got = _enter(sched, _submitted(_mixed_suite(changed=True), done={"s0"}, chunk=chunk))
+        assert got == expected, chunk
+        assert _state(sched) == _state(whole), chunk
+
+
+def test_events_that_come_between_the_parts_are_held_and_handled_after_the_submission_in_order():
+    first = _fleet()
+    _enter(first, _submitted(_mixed_suite()))
+    running = [v for v in first.running()]
+    assert len(running) >= 2
+    later = [StepExited(running[0].id, 1, "succeeded"), NodeLost("n3", "gone"),
+             StepExited(running[1].id, 1, "failed")]
+
+    def fleet_running():
+        sched = _fleet()
+        _enter(sched, _submitted(_mixed_suite()))
+        return sched
+
+    whole = fleet_running()
+    expected = _enter(whole, _submitted(_mixed_suite(changed=True)), between=later)
+    sched = fleet_running()
+    got = _enter(sched, _submitted(_mixed_suite(changed=True), chunk=3), between=later)
+    assert got == expected
+    assert _state(sched) == _state(whole)
+
+
+def test_enter_more_with_nothing_being_entered_is_ignored():
+    out = _fleet().handle(EnterMore(), 0.0)
+    assert len(out) == 1 and isinstance(out[0], Ignored)
+
+
+def test_an_unchunked_submission_says_nothing_about_entering():
+    out = _fleet().handle(_submitted(_mixed_suite()), 0.0)
+    assert not any(isinstance(d, Entering) for d in out)
+
+
+def test_a_chunked_submission_reports_its_progress_and_its_end():
+    sched = _fleet()
+    s = _mixed_suite()
+    notes = []
+    out = sched.handle(replace(_submitted(s), chunk=10), 0.0)
+    while True:
+        notes += [d for d in out if isinstance(d, Entering)]
+        if not sched.entering():
+            break
+        out = sched.handle(EnterMore(), 0.0)
+    assert len(notes) > 3
+    assert [n.entered for n in notes] == sorted(n.entered for n in notes)
+    assert notes[-1] == Entering(len(s.steps), len(s.steps))
