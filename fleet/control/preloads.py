@@ -8,7 +8,8 @@ when every one of those agents has answered. If a zygote refuses (a module fails
 import, starts a thread, or takes too long) the submission is refused, naming the
 module and the node, and nothing of it starts; what other zygotes imported stays
 there (harmless, and never sent again). Submissions that arrive meanwhile wait behind
-it in order, so that at most one is held and submission order is kept.
+it in order (fleet.control.intake), so that at most one is held and submission order
+is kept.
 
 A node that joins later is handed to the scheduler only once its zygote has what the
 fleet has preloaded (the accumulated set, sent as one Preload).
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import deque
 from dataclasses import dataclass, field
 
 from fleet.control.liveness import Liveness
@@ -36,7 +36,7 @@ from fleet.wire.events import EventLog
 log = logging.getLogger("fleet.control.coordinator")
 
 # How long a held submission waits for every zygote's answer. The client that sent it
-# waits 60 s (fleet run); a zygote gives up on an import after 25 s
+# waits 60 s at first (fleet.control.api.SUBMIT_WAIT_S); a zygote gives up on an import after 25 s
 # (fleet.node.preload.PROBE_TIMEOUT_S) and then imports once more itself.
 PRELOAD_WAIT_S = 55.0
 
@@ -77,7 +77,6 @@ class Preloads:
         self.refused: dict[str, str] = {}       # per node: why its latest Preload failed
         self.joining: dict[str, tuple[NodeSpec, float]] = {}
         self.held: Held | None = None
-        self.queue: deque[tuple[bytes, P.Submit]] = deque()
 
     # -- nodes ----------------------------------------------------------------------------
     def joined(self, msg: P.Join, nodes: list[NodeSpec], ready: bool) -> list[NodeSpec]:
