@@ -1,6 +1,11 @@
 import ctypes
+import os
+import signal
+import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 # tests/ mirrors fleet/ (core, wire, node, site, control, report); the helpers the
 # tests share live in tests/harness, the step functions fleets run in tests/.
@@ -18,3 +23,16 @@ def pytest_configure(config):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     except (OSError, AttributeError):
         pass
+
+
+@pytest.fixture
+def background():
+    """Background `fleet` commands (append each Popen): killed by process group if a
+    test leaves them running."""
+    procs: list[subprocess.Popen] = []
+    yield procs
+    for p in procs:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.communicate(timeout=30)
+

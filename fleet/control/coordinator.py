@@ -74,7 +74,7 @@ class Coordinator:
                              stale_after=stale_after, max_attempts=max_attempts)
         self.submissions = Submissions(self.run_dir, self.sched, self.specs, self.events)
         self.preloads = preloads.Preloads(preload, self.liveness, self.events)
-        self.cancelling = cancelling.Cancelling(self.sched, self._send_agent, self._feed, self._unreachable)
+        self.cancelling = cancelling.Cancelling(self.sched, self.liveness.send, self._feed, self._unreachable)
         self.stopping = False
         self._inbox: deque = deque()  # (event, time): scheduler events not yet handed over (see _feed)
         self._todo: deque = deque()   # (decision, time): decisions not yet acted on

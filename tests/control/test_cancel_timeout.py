@@ -7,42 +7,18 @@ running afterwards."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from fleetharness import assert_nothing_left, events, fleet, spawn, wait_for, write_suite
+from fleetharness import finish, assert_nothing_left, events, fleet, spawn, wait_for, write_suite
 from fleetharness import records as event_records
 
 from fleet.wire import events as E
 from fleet.wire import records
 
 HB = ["--heartbeat", "0.2", "--heartbeat-timeout", "3"]
-
-
-def finish(p: subprocess.Popen, timeout: float = 90) -> tuple[int, str, str]:
-    try:
-        out, err = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        out, err = p.communicate()
-        raise AssertionError(f"{p.args} timed out\nstdout:\n{out}\nstderr:\n{err}")
-    return p.returncode, out, err
-
-
-@pytest.fixture
-def background():
-    """Background `fleet` commands: killed by process group if a test leaves them."""
-    procs: list[subprocess.Popen] = []
-    yield procs
-    for p in procs:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.communicate(timeout=30)
 
 
 @pytest.fixture

@@ -134,3 +134,15 @@ def assert_nothing_left(run_dir: Path, tag: str | None = None, timeout: float = 
 def write_suite(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
+
+
+def finish(p: subprocess.Popen, timeout: float = 90) -> tuple[int, str, str]:
+    """Wait for a background `fleet` command; kill its group and fail if it overruns."""
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, err = p.communicate()
+        raise AssertionError(f"{p.args} timed out\nstdout:\n{out}\nstderr:\n{err}")
+    return p.returncode, out, err
+
