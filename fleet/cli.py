@@ -430,7 +430,9 @@ def status(run_dir, conn_file, via, login, ssh_option, as_json, watch, interval)
     from fleet.control.api import Fleet, FleetError
     from fleet.control.statusview import render
     from fleet.control.tunnel import Tunnel, TunnelError
-    conn = _status_connection(_run_dir(run_dir), conn_file, login, ssh_option, as_json)
+    # Not resolved here: with --ssh, a relative run dir is the login node's, relative to its home.
+    given = Path(run_dir or os.environ.get("FLEET_RUN_DIR") or ".")
+    conn = _status_connection(given, conn_file, login, ssh_option, as_json)
     with contextlib.ExitStack() as stack:
         endpoint = None
         if via:
@@ -443,7 +445,7 @@ def status(run_dir, conn_file, via, login, ssh_option, as_json, watch, interval)
                 endpoint = stack.enter_context(Tunnel(login, conn.client, list(ssh_option)))
             except TunnelError as e:
                 raise click.ClickException(str(e))
-        f = Fleet(_run_dir(run_dir), conn, endpoint=endpoint)
+        f = Fleet(given, conn, endpoint=endpoint)
         stack.callback(f.close)
         try:
             while True:
