@@ -191,22 +191,26 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def cpu_snapshot(procs: dict[int, str]) -> dict[int, tuple[str, float, float]]:
-    """pid -> (role, own user+system s, reaped children's user+system s)."""
+def cpu_snapshot(procs: dict[int, str]) -> dict[int, tuple]:
+    """pid -> (role, own user+system s, reaped children's user+system s, own minor page
+    faults, reaped children's minor page faults)."""
     out = {}
     for pid, role in procs.items():
         try:
             t = psutil.Process(pid).cpu_times()
-        except psutil.Error:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()  # after "pid (comm)": state is fields[0]
+        except (psutil.Error, OSError):
             continue
-        out[pid] = (role, t.user + t.system, t.children_user + t.children_system)
+        out[pid] = (role, t.user + t.system, t.children_user + t.children_system, int(fields[7]), int(fields[8]))
     return out
 
 
 def cpu_delta(a: dict, b: dict) -> dict[str, dict]:
     out = {}
-    for pid, (role, own, kids) in b.items():
+    for pid, (role, own, kids, flt, kflt) in b.items():
         if pid in a:
             out[f"{role} ({pid})"] = {"own_s": round(own - a[pid][1], 3),
-                                      "children_s": round(kids - a[pid][2], 3)}
+                                      "children_s": round(kids - a[pid][2], 3),
+                                      "minflt": flt - a[pid][3], "children_minflt": kflt - a[pid][4]}
     return out

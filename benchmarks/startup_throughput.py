@@ -127,12 +127,15 @@ def write_suite(path: Path, steps: int) -> None:
         f'[[steps]]\nid = "noop/{{i}}"\narray = "0-{steps - 1}"\ncall = "{nb.STEPS_MODULE}:noop"\n')
 
 
-def fleet_run(work: Path, steps: int) -> dict:
+def fleet_run(work: Path, steps: int, write=write_suite, preload=nb.PRELOAD) -> dict:
+    """`fleet up --nodes 2 --preload ...` in work/run, `fleet run` of the suite that
+    write(path, steps) writes (by default 2,000 no-op steps), `fleet down`; the figures.
+    peer_compare.py calls it with its own suites."""
     work.mkdir(parents=True, exist_ok=True)
-    suite = work / "noop.toml"
-    write_suite(suite, steps)
+    suite = work / "suite.toml"
+    write(suite, steps)
     run_dir = work / "run"
-    fleet = nb.Fleet(run_dir, nodes=2)
+    fleet = nb.Fleet(run_dir, nodes=2, preload=preload)
     leftovers: list[int] = []
     t_up = time.perf_counter()
     fleet.up()
