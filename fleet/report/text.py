@@ -90,7 +90,8 @@ def _utilization_lines(r: Report, max_nodes: int = 20) -> list[str]:
         nd = r.nodes[name]
         extra = f", GPUs {percent(nu['gpus_held'])}" if nu["gpus"] else ""
         lost = f"  LOST at {seconds(nd.lost - r.t0)}: {nd.lost_reason}" if nd.lost is not None else ""
-        out.append(f"    {name:<14} {nu['cores']:>4} cores: {percent(nu['cores_held']):>4} held,"
+        cores = "core: " if nu['cores'] == 1 else "cores:"
+        out.append(f"    {name:<14} {nu['cores']:>4} {cores} {percent(nu['cores_held']):>4} held,"
                    f" {percent(nu['cores_working']):>4} working{extra}, memory {percent(nu['memory_held'])}{lost}")
     if len(names) > max_nodes:
         out.append(f"    ... and {len(names) - max_nodes} more node(s) (--json has them all)")
