@@ -88,7 +88,8 @@ class Liveness:
         if ready:
             return [spec]
         self._joining.append(spec)
-        if self.alive_count() < self.expected:
+        # Counting the live agents is a walk over all of them: only once enough have joined.
+        if len(self._joining) < self.expected or self.alive_count() < self.expected:
             return []
         nodes = sorted(self._joining, key=lambda n: natural_key(n.name))
         self._joining.clear()

@@ -20,6 +20,7 @@ from fleet.wire import security
 # One log for the coordinator, whichever of its parts speaks.
 log = logging.getLogger("fleet.control.coordinator")
 
+AGENT_BACKLOG = 8192  # connections waiting to be accepted (the kernel caps it at net.core.somaxconn)
 DRAIN_BATCH = 1000  # messages taken from one socket per drain
 
 
@@ -38,6 +39,9 @@ class Transport:
             s.setsockopt(zmq.LINGER, 0)
             s.setsockopt(zmq.MAXMSGSIZE, P.MAX_FRAME)
             s.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        # Every agent of an allocation connects at once: a listen queue of ZeroMQ's default
+        # 100 overflows and the kernel makes the rest retry after 1, 3, 7 ... s.
+        self.agent_sock.setsockopt(zmq.BACKLOG, AGENT_BACKLOG)
         aport = self.agent_sock.bind_to_random_port(f"tcp://{bind_host}")
         cport = self.client_sock.bind_to_random_port(f"tcp://{bind_host}")
         addr = advertise or (bind_host if bind_host not in ("0.0.0.0", "*")
