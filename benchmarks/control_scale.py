@@ -332,7 +332,7 @@ LIMITS = """\
 ### What limits scale in the coordinator (seen in these runs)
 
 Found with the first version of this benchmark (commit 0df97d8); line numbers are of
-that commit. Two have since been changed, and the figures above are after the change:
+that commit. Three have since been changed, and the figures above are after the change:
 
 - **A submission was handled, and every step that fit started, before the reply**
   (`_submit` -> `_act` in one loop turn): a Status request sent during a 20,000-step
@@ -360,16 +360,15 @@ that commit. Two have since been changed, and the figures above are after the ch
   (`fleet/control/liveness.py:96-112` sends one to every agent every `heartbeat_s`; each
   agent's is decoded and looked up, `fleet/control/coordinator.py:194-205`): linear in
   the agents, tens of microseconds each; see the heartbeat column at 10,000 agents.
-- **Joining is quadratic, and the agent socket's listen backlog is ZeroMQ's default
-  (100)**: `Liveness.join` counts the live agents on every join
-  (`fleet/control/liveness.py:64`, `alive_count` walks every agent), and
-  `fleet/control/transport.py:41` binds without setting `zmq.BACKLOG`, so 10,000
-  agents connecting at once overflow the listen queue: the kernel drops their SYNs and
-  they retry after 1, 3, 7, 15 ... s (the `tcp_during_join` counters in the JSON file:
-  ListenOverflows and TCPSynRetrans during the 10,000-agent join; these counters are the
-  machine's, so other work adds to them). Most of the join time is this waiting, and it
-  varies: 69-132 s in runs of the same code on this machine (205 s with an earlier, slower
-  load generator).
+- **Joining was quadratic, and the agent socket's listen backlog was ZeroMQ's default
+  (100)** (both changed since): `Liveness.join` counted the live agents on every join,
+  and the agent socket was bound without `zmq.BACKLOG`, so 10,000 agents connecting at
+  once overflowed the listen queue and the kernel made them retry after 1, 3, 7, 15 ... s
+  (the `tcp_during_join` counters in the JSON file: ListenOverflows and TCPSynRetrans;
+  they are the machine's, so other work adds to them). The join took 69-132 s then, and
+  47 s in the run before the change on a quiet machine; now the count is taken only once
+  enough agents have joined and the backlog is 8,192 (capped by net.core.somaxconn,
+  4,096 here), and the join is the figure in the table above.
 - **The coordinator's own stall was taken for lost agents** (changed since: silence is
   judged only after the agents' messages are drained, and never over the loop's own
   stalls, fleet/control/liveness.py): an agent's `last_seen` is
