@@ -47,6 +47,8 @@ class Submitted:
     chunk: int = 0
     # The steps' ids deps first, if the caller has it (else the scheduler sorts them).
     order: tuple[str, ...] = field(default=(), hash=False, compare=False)
+    # Work seconds of these steps' earlier runs (fleet.core.durations): their expected durations.
+    durations: Mapping[str, float] = field(default_factory=dict, hash=False, compare=False)
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from fleet.core import states as S
 from fleet.core import waits as W
 from fleet.core.units import counted
 from fleet.core.generations import Entries
+from fleet.core.deadline import AllocationEnds, Deadline, DrainNow
 from fleet.core.decisions import (Blocked, Cancel, Decision, Elsewhere, EnterMore, Entering, Event, Finished,
                                   Ignored, JobView, Kill, NodeJoined, NodeLost, Reclaim, Retry, Settled, Skipped,
                                   Start, StepExited, Submitted, Unrunnable, Wait, submission)
@@ -71,6 +72,7 @@ class Scheduler(Entries):
         self._after: dict[str, tuple[StepSpec, tuple[str, ...], bool]] = {}
         self._entry: _Entry | None = None  # a chunked submission part way in
         self._held: deque[tuple[Event, float]] = deque()  # events that came meanwhile
+        self.deadline = Deadline()  # the allocation's end and its drain (fleet.core.deadline)
 
     # -- public ---------------------------------------------------------------------
     def handle(self, event: Event, now: float) -> list[Decision]:
@@ -94,6 +96,10 @@ class Scheduler(Entries):
             self._elsewhere(event, out)
         elif isinstance(event, Cancel):
             self._cancel(event, out)
+        elif isinstance(event, AllocationEnds):
+            self.deadline.ends(event)
+        elif isinstance(event, DrainNow):
+            out += self.deadline.drain(event, [j for j in self._running.values() if not j.cancelled])
         else:
             raise TypeError(f"not a scheduler event: {event!r}")
         self._schedule(now, out)
@@ -104,6 +110,7 @@ class Scheduler(Entries):
         and then the events held meanwhile, in order."""
         if isinstance(event, Submitted):
             entry = self._entry = _Entry(now, len(event.steps), event.chunk > 0)
+            self.deadline.learn(event.durations)
             entry.gen = self._submitting(event, entry.out, entry)
         elif self._entry is None:
             out.append(Ignored("no submission is being entered"))
@@ -223,6 +230,10 @@ class Scheduler(Entries):
         if job is None or job.state != S.RUNNING or job.attempt != ev.attempt:
             out.append(Ignored(f"exit of {ev.step!r} attempt {ev.attempt}: not running"
                                + (f" (now {job.state}, attempt {job.attempt})" if job else " (unknown step)")))
+            return
+        if self.deadline.drained and ev.outcome != S.SUCCEEDED:  # stopped by the drain: no attempt
+            self._stop_running(job)
+            self._set(job, "interrupted")
             return
         if ev.outcome not in S.EXIT_OUTCOMES:
             raise ValueError(f"unknown outcome {ev.outcome!r}")
@@ -381,7 +392,7 @@ class Scheduler(Entries):
             for job in pending:
                 if job.state == S.WAITING:
                     self._resolve(job, out)
-        if self._exclusive_running is not None:
+        if self._exclusive_running is not None or self.deadline.drained:
             return
         pool = self.pool
         heads: list[tuple[tuple[int, int, str], tuple]] = []
@@ -399,6 +410,8 @@ class Scheduler(Entries):
             (_, _, sid), key = heapq.heappop(heads)
             cls = self._classes[key]
             job = self._jobs[sid]
+            if self.deadline.drain_at is not None and self._too_late(job, cls, heads, now, out):
+                continue
             if cls.exclusive and (self._running or started):
                 why = W.WaitReason(W.ALONE, detail=f"waiting for {counted(len(self._running), 'running step')} to finish")
                 self._wait(job, why, len(cls.heap) - 1, out)
@@ -429,6 +442,20 @@ class Scheduler(Entries):
                 return
             if cls.heap:
                 heapq.heappush(heads, (cls.heap[0], key))
+
+    def _too_late(self, job: _Job, cls: _Class, heads: list, now: float, out: list[Decision]) -> bool:
+        """True if the step cannot end before the drain point (fleet.core.deadline): it
+        leaves its class for good, with its Wait, and the class's next step is tried."""
+        why = self.deadline.refuse(job.spec, now)
+        if why is None:
+            return False
+        heapq.heappop(cls.heap)
+        self._wait(job, why, 0, out)
+        if cls.heap:
+            heapq.heappush(heads, (cls.heap[0], cls.key))
+        else:
+            del self._classes[cls.key]
+        return True
 
     def _wait(self, job: _Job, why: W.WaitReason, behind: int, out: list[Decision]) -> None:
         # Said again only when the words change: the free counts behind an unchanged

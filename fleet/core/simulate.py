@@ -1,5 +1,9 @@
 """What-if runs: the real scheduler on a pretend allocation, each step taking its
-`estimate` (default 1 s). No processes, no clock: time is a number we advance."""
+`estimate` (default 1 s). No processes, no clock: time is a number we advance.
+
+Given the allocation's end (`end_s`), it is modelled with the same core as a live
+fleet (fleet.core.deadline): steps that would not end before the drain point are not
+started, and at the drain point the running ones are interrupted."""
 
 from __future__ import annotations
 
@@ -9,7 +13,9 @@ from typing import Iterable, Mapping
 
 from fleet.core.graph import Graph, critical_path
 from fleet.core.resources import NodeSpec
-from fleet.core.scheduler import (Blocked, NodeJoined, Scheduler, Start, StepExited, Unrunnable,
+from fleet.core import states as S
+from fleet.core.deadline import AllocationEnds, DrainNow
+from fleet.core.scheduler import (Blocked, Kill, NodeJoined, Scheduler, Start, StepExited, Unrunnable,
                         Submitted)
 from fleet.core.suite import StepSpec
 
@@ -46,6 +52,11 @@ class SimResult:
     unrunnable: dict[str, str] = field(default_factory=dict, hash=False)
     blocked: dict[str, str] = field(default_factory=dict, hash=False)
     log: tuple = field(default=(), hash=False, compare=False)
+    # With an allocation end: steps stopped at the drain point (id -> when), and those never started.
+    interrupted: dict[str, float] = field(default_factory=dict, hash=False)
+    not_started: tuple[str, ...] = field(default=(), hash=False)
+    end_s: float | None = None
+    drain_s: float | None = None
 
     def to_json(self) -> dict:
         return {
@@ -55,12 +66,15 @@ class SimResult:
                             "cores": s.cores, "start_s": s.start_s, "end_s": s.end_s}
                       for sid, s in self.steps.items()},
             "unrunnable": self.unrunnable, "blocked": self.blocked,
+            **({"end_s": self.end_s, "drain_s": self.drain_s, "interrupted": self.interrupted,
+                "not_started": list(self.not_started)} if self.end_s is not None else {}),
         }
 
 
 def simulate(steps: Iterable[StepSpec], graph: Graph, nodes: list[NodeSpec],
-             keep_log: bool = False) -> SimResult:
-    """Run the scheduler to completion with every step succeeding after its estimate."""
+             keep_log: bool = False, end_s: float | None = None, drain_before_s: float = 0.0) -> SimResult:
+    """Run the scheduler to completion with every step succeeding after its estimate;
+    with `end_s`, until the allocation's end, draining `drain_before_s` before it."""
     steps = tuple(steps)
     dur = {s.id: (s.estimate if s.estimate is not None else 1.0) for s in steps}
     sched = Scheduler()
@@ -89,12 +103,24 @@ def simulate(steps: Iterable[StepSpec], graph: Graph, nodes: list[NodeSpec],
                 unrunnable[d.step] = d.reason
             elif isinstance(d, Blocked):
                 blocked[d.step] = d.because
+            elif isinstance(d, Kill):  # the drain: the step ends now, interrupted
+                interrupted[d.step] = now
+                placed[d.step] = SimStep(placed[d.step].nodes, placed[d.step].cores, placed[d.step].start_s, now)
+                sched.handle(StepExited(d.step, d.attempt, S.INTERRUPTED), now)
 
+    interrupted: dict[str, float] = {}
+    drain_s = None
+    if end_s is not None:
+        drain_s = max(0.0, end_s - drain_before_s)
+        sched.handle(AllocationEnds(end_s, drain_s), 0.0)
+        heapq.heappush(ends, (drain_s, -1, "", 0))  # the drain point's timer
     act(sched.handle(Submitted(steps, graph.deps), 0.0), 0.0)
     now = 0.0
     while ends:
         now, _, sid, attempt = heapq.heappop(ends)
-        act(sched.handle(StepExited(sid, attempt, "succeeded"), now), now)
+        if sid in interrupted:
+            continue
+        act(sched.handle(StepExited(sid, attempt, "succeeded") if sid else DrainNow("the drain point"), now), now)
     makespan = max((s.end_s for s in placed.values()), default=0.0)
     work = sum(s.end_s - s.start_s for s in placed.values())
     core_s = sum((s.end_s - s.start_s) * s.cores for s in placed.values())
@@ -102,4 +128,6 @@ def simulate(steps: Iterable[StepSpec], graph: Graph, nodes: list[NodeSpec],
     runnable = {sid: d for sid, d in dur.items() if sid not in unrunnable and sid not in blocked}
     floor, _ = critical_path(graph.deps, runnable)
     util = core_s / (total * makespan) if makespan > 0 and total else 0.0
-    return SimResult(makespan, work, core_s, floor, util, placed, count, unrunnable, blocked, tuple(log))
+    never = tuple(s.id for s in steps if s.id not in placed and s.id not in unrunnable and s.id not in blocked)
+    return SimResult(makespan, work, core_s, floor, util, placed, count, unrunnable, blocked, tuple(log),
+                     interrupted, never if end_s is not None else (), end_s, drain_s)

@@ -25,7 +25,9 @@ its agents stop their steps) ends INTERRUPTED. That is not an attempt of the ste
 is not counted against its retries or the attempt limit, leaves no final outcome on
 disk (the next `fleet run` runs it again), and no retry or blocked dependent follows
 from it, since nothing is decided after a fleet stops. The scheduler never sees it;
-the coordinator records it (fleet.control.outcomes).
+the coordinator records it (fleet.control.outcomes). The one exception is the drain
+before the allocation's end (fleet.core.deadline): a step stopped there ends
+INTERRUPTED in the scheduler too, so that its resources are free and nothing follows.
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ TRANSITIONS: dict[tuple[str, str], str] = {
     (READY, "cancel"): CANCELLED,
     (RUNNING, "retry"): READY,
     (RUNNING, "stopped"): STOPPED,
+    (RUNNING, "interrupted"): INTERRUPTED,  # the drain before the allocation's end (fleet.core.deadline)
     (RUNNING, "elsewhere"): ELSEWHERE,
     (WAITING, "foreign"): ELSEWHERE,
     (ELSEWHERE, "done_elsewhere"): SKIPPED,

@@ -21,11 +21,12 @@ MEMORY = "memory"          # a node has its cores and GPUs free but not its memo
 SPAN = "span"              # may span nodes, but the pieces do not fit across them now
 ALONE = "alone"            # serial / concurrent = false: waits for the running steps to end
 ELSEWHERE = "elsewhere"    # another fleet holds its claim
+DEADLINE = "deadline"      # would not end before the allocation's drain point (fleet.core.deadline)
 DEPENDENCY = "dependency"
 QUEUED = "queued"
 OTHER = "other"
 
-CAUSES = (CORES, GPUS, WHOLE_NODE, MEMORY, SPAN, ALONE, ELSEWHERE, DEPENDENCY, QUEUED, OTHER)
+CAUSES = (CORES, GPUS, WHOLE_NODE, MEMORY, SPAN, ALONE, ELSEWHERE, DEADLINE, DEPENDENCY, QUEUED, OTHER)
 
 
 @dataclass(frozen=True)

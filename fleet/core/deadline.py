@@ -1,0 +1,93 @@
+"""The end of the allocation, in the pure core: which steps no longer fit before it,
+and the drain that stops the running ones.
+
+An allocation ends at a known time (read once when the fleet comes up:
+fleet.site.allocation). The drain point is some time before it (`--drain-before`).
+From the drain point on nothing starts, and every running step is stopped (a Kill:
+SIGTERM, SIGKILL after its grace); how it then ends is `interrupted`, which is no
+attempt of the step: the next run runs it. Before the drain point, a step whose
+expected duration (fleet.core.durations) does not fit in the time left to it is not
+started: it waits with cause DEADLINE and is not looked at again (the time left only
+shrinks). A step with no expected duration is started; if it runs into the drain
+point it is interrupted there like any other.
+
+The scheduler holds one Deadline and calls it from its pass (refuse), on its events
+(AllocationEnds, DrainNow) and on exits after the drain (interrupted).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+from fleet.core import waits as W
+from fleet.core.decisions import Kill
+from fleet.core.durations import expected_s
+from fleet.core.suite import StepSpec
+
+
+@dataclass(frozen=True)
+class AllocationEnds:
+    """The allocation ends at `end`; the drain point is `drain_at` (both in the
+    scheduler's time: the coordinator's wall clock, simulate's own)."""
+
+    end: float
+    drain_at: float
+
+
+@dataclass(frozen=True)
+class DrainNow:
+    """The drain point came (its timer, or the batch system's warning signal): start
+    nothing more and stop every running step."""
+
+    reason: str = "the allocation ends"
+
+
+DRAIN_KILL = "drained: "  # a drain's Kill reasons start so (the coordinator's records say why)
+
+
+class Deadline:
+    """The allocation's end as the scheduler knows it (nothing known: no end)."""
+
+    __slots__ = ("end", "drain_at", "drained", "reason", "recorded", "held")
+
+    def __init__(self) -> None:
+        self.end: float | None = None
+        self.drain_at: float | None = None
+        self.drained = False
+        self.reason = ""
+        self.recorded: dict[str, float] = {}  # step id -> work seconds of an earlier run
+        self.held = 0  # steps not started because they would not fit before the drain point
+
+    def ends(self, ev: AllocationEnds) -> None:
+        """Take the allocation's end (a later one replaces it)."""
+        self.end, self.drain_at = ev.end, min(ev.drain_at, ev.end)
+
+    def learn(self, durations: Mapping[str, float]) -> None:
+        """Recorded durations a submission brought (fleet.core.durations.recorded)."""
+        if durations:
+            self.recorded.update(durations)
+
+    def refuse(self, spec: StepSpec, now: float) -> W.WaitReason | None:
+        """Why the step may not start now for the allocation's end; None if it may."""
+        if self.drain_at is None:
+            return None
+        left = self.drain_at - now
+        if left <= 0:
+            return W.WaitReason(W.DEADLINE, detail="the drain point passed: nothing starts")
+        exp = expected_s(spec, self.recorded)
+        if exp is None or exp <= left:
+            return None
+        self.held += 1
+        how = "estimate" if spec.estimate is not None else "earlier run"
+        return W.WaitReason(W.DEADLINE, detail=f"expected to take {exp:.0f} s ({how}), "
+                                               f"{left:.0f} s left before the drain point")
+
+    def drain(self, ev: DrainNow, running: Iterable) -> list[Kill]:
+        """The drain point: nothing starts from now on; a Kill for each running step
+        (JobViews or jobs with spec and attempt) that was not already being killed."""
+        if self.drained:
+            return []
+        self.drained = True
+        self.reason = ev.reason
+        return [Kill(j.spec.id, j.attempt, DRAIN_KILL + ev.reason) for j in running]

@@ -1,0 +1,95 @@
+"""The allocation's end in the pure core: steps that would not end before the drain
+point are not started (a DEADLINE wait, once), the drain stops the running ones and
+starts nothing more, their exits are interrupted (no attempt, nothing blocked), and
+`fleet simulate` models the same with the same core."""
+
+from __future__ import annotations
+
+from fleet.core import states as S
+from fleet.core import waits as W
+from fleet.core.deadline import AllocationEnds, DrainNow
+from fleet.core.durations import expected_s, recorded
+from fleet.core.graph import build_graph
+from fleet.core.scheduler import Blocked, Finished, Kill, NodeJoined, Retry, Scheduler, Start, StepExited, Wait
+from fleet.core.scheduler import submission
+from fleet.core.simulate import pretend_nodes, simulate
+
+from coretools import node, suite
+
+
+def ended_scheduler(end: float, drain_at: float, *tables, cores: int = 4, durations=None):
+    sched = Scheduler()
+    sched.handle(NodeJoined(node("n1", cores)), 0.0)
+    sched.handle(AllocationEnds(end, drain_at), 0.0)
+    sub = submission(suite(*tables).steps)
+    if durations:
+        from dataclasses import replace
+        sub = replace(sub, durations=durations)
+    return sched, sched.handle(sub, 0.0)
+
+
+def test_a_step_whose_estimate_does_not_fit_before_the_drain_point_waits_for_the_deadline_and_the_rest_start():
+    sched, out = ended_scheduler(100.0, 60.0, {"id": "long", "estimate": 90}, {"id": "short", "estimate": 10},
+                                 {"id": "unknown"})
+    assert sorted(d.step for d in out if isinstance(d, Start)) == ["short", "unknown"]
+    (w,) = [d for d in out if isinstance(d, Wait)]
+    assert w.step == "long" and w.why.cause == W.DEADLINE
+    assert w.reason == "expected to take 90 s (estimate), 60 s left before the drain point"
+    # Time left only shrinks: it is never tried (nor said) again.
+    out = sched.handle(StepExited("short", 1, S.SUCCEEDED), 10.0)
+    assert not [d for d in out if isinstance(d, (Start, Wait)) and d.step == "long"]
+    assert sched.state("long") == S.READY
+
+
+def test_a_recorded_duration_from_an_earlier_run_counts_when_the_step_has_no_estimate():
+    sched, out = ended_scheduler(100.0, 60.0, {"id": "a"}, {"id": "b"}, durations={"a": 500.0, "b": 5.0})
+    assert [d.step for d in out if isinstance(d, Start)] == ["b"]
+    assert "(earlier run)" in [d for d in out if isinstance(d, Wait)][0].reason
+
+
+def test_the_drain_kills_every_running_step_starts_nothing_more_and_their_exits_are_interrupted_not_attempts():
+    sched, out = ended_scheduler(100.0, 60.0, {"id": "a", "retries": 3}, {"id": "b"}, {"id": "c", "cores": 4},
+                                 {"id": "d", "deps": ["a"]})
+    assert sorted(d.step for d in out if isinstance(d, Start)) == ["a", "b"]
+    out = sched.handle(DrainNow("the drain point"), 60.0)
+    assert sorted((d.step, d.attempt) for d in out if isinstance(d, Kill)) == [("a", 1), ("b", 1)]
+    assert not [d for d in out if isinstance(d, Start)]
+    out = sched.handle(StepExited("a", 1, S.INTERRUPTED), 61.0) + sched.handle(StepExited("b", 1, S.TERMINATED), 61.0)
+    # No retry, nothing blocked, nothing finished: the next run runs them all.
+    assert not [d for d in out if isinstance(d, (Retry, Blocked, Finished, Start))]
+    assert sched.state("a") == sched.state("b") == S.INTERRUPTED
+    assert sched.state("c") == S.READY and sched.state("d") == S.WAITING
+    assert sched.running_count() == 0 and not sched.finished()
+    assert sched.handle(DrainNow("again"), 62.0) == []
+
+
+def test_a_step_that_succeeds_at_the_drain_point_still_succeeds():
+    sched, _ = ended_scheduler(100.0, 60.0, {"id": "a"})
+    sched.handle(DrainNow(), 60.0)
+    out = sched.handle(StepExited("a", 1, S.SUCCEEDED), 60.1)
+    assert [d.outcome for d in out if isinstance(d, Finished)] == [S.SUCCEEDED]
+
+
+def test_past_the_drain_point_nothing_starts_even_with_no_estimate():
+    sched, out = ended_scheduler(100.0, 0.0, {"id": "a"})
+    assert not [d for d in out if isinstance(d, Start)]
+    assert [d.why.cause for d in out if isinstance(d, Wait)] == [W.DEADLINE]
+
+
+def test_expected_duration_is_the_estimate_else_the_recorded_work_seconds():
+    (a, b) = suite({"id": "a", "estimate": 3}, {"id": "b"}).steps
+    assert expected_s(a, {"a": 100.0}) == 3.0 and expected_s(b, {"b": 7.5}) == 7.5 and expected_s(b) is None
+    assert recorded({"a": {"work_s": 4}, "b": None, "c": {"work_s": "x"}, "d": {"work_s": 2}}, {"d"}) == {"a": 4.0}
+
+
+def test_simulate_models_the_end_of_the_allocation_with_the_same_core():
+    s = suite({"id": "quick", "estimate": 5}, {"id": "long", "estimate": 500}, {"id": "first", "estimate": 30},
+              {"id": "second", "estimate": 30, "deps": ["first"]}, {"id": "near", "estimate": 39.5},
+              {"id": "unknown", "deps": ["near"]})
+    r = simulate(s.steps, build_graph(s.steps)[0], pretend_nodes(1, 4, 4 * 2**30), end_s=60.0, drain_before_s=20.0)
+    # "unknown" has no estimate (simulate gives it 1 s) and starts at 39.5: the drain stops it.
+    assert r.drain_s == 40.0 and r.interrupted == {"unknown": 40.0}
+    assert sorted(r.not_started) == ["long", "second"] and r.steps["quick"].end_s == 5.0
+    assert r.to_json()["interrupted"] == {"unknown": 40.0}
+    plain = simulate(s.steps, build_graph(s.steps)[0], pretend_nodes(1, 4, 4 * 2**30))
+    assert plain.interrupted == {} and "end_s" not in plain.to_json() and len(plain.steps) == 6
