@@ -11,22 +11,10 @@ import click
 
 from fleet.control.checks import checked_suite, preload_hint
 from fleet.core.problems import SuiteError
-from fleet.core.units import counted, format_memory, parse_memory
+from fleet.core.units import counted, format_memory
+from fleet.cli_options import MEMORY, end_args, end_options, simulate_end, simulate_end_lines
 
 EXIT_INVALID = 2
-
-
-class _Memory(click.ParamType):
-    name = "size"
-
-    def convert(self, value, param, ctx):
-        try:
-            return parse_memory(value if not str(value).isdigit() else int(value))
-        except ValueError as e:
-            self.fail(str(e), param, ctx)
-
-
-MEMORY = _Memory()
 
 
 def _session_index(ctx, param, value: int) -> int:
@@ -101,7 +89,8 @@ def validate(suite, nodes, cores_per_node, memory_per_node, gpus_per_node, impor
               help="memory of each node, e.g. 256GiB")
 @click.option("--gpus-per-node", type=click.IntRange(0), default=0, help="GPUs on each node")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
-def simulate(suite, nodes, cores_per_node, memory_per_node, gpus_per_node, as_json):
+@simulate_end
+def simulate(suite, nodes, cores_per_node, memory_per_node, gpus_per_node, as_json, walltime, drain_before):
     """Run the real scheduler on a pretend allocation, each step taking its estimate."""
     from fleet.core.simulate import simulate as run_sim
     alloc = _allocation(nodes, cores_per_node, memory_per_node, gpus_per_node)
@@ -109,7 +98,7 @@ def simulate(suite, nodes, cores_per_node, memory_per_node, gpus_per_node, as_js
         s, graph = checked_suite(suite, alloc, check_inputs=False)
     except SuiteError as e:
         _invalid(e)
-    r = run_sim(s.steps, graph, alloc)
+    r = run_sim(s.steps, graph, alloc, end_s=walltime, drain_before_s=drain_before)
     if as_json:
         click.echo(json.dumps(r.to_json(), indent=1, sort_keys=True))
         return
@@ -122,6 +111,8 @@ def simulate(suite, nodes, cores_per_node, memory_per_node, gpus_per_node, as_js
     click.echo(f"  utilization   {100 * r.utilization:9.1f} % of {total} cores")
     if r.makespan_s > 0:
         click.echo(f"  speedup       {r.work_s / r.makespan_s:10.2f} x against one at a time")
+    for line in simulate_end_lines(r):
+        click.echo(line)
 
 
 @main.command()
@@ -176,13 +167,14 @@ def _cannot_use(err) -> None:
     sys.exit(EXIT_INVALID)
 
 
-def _coordinator_options(heartbeat, heartbeat_timeout, stale_after, max_attempts) -> list[str]:
+def _coordinator_options(heartbeat, heartbeat_timeout, stale_after, max_attempts, **end) -> list[str]:
     return ["--heartbeat", str(heartbeat), "--timeout", str(heartbeat_timeout),
-            "--stale-after", str(stale_after), "--max-attempts", str(max_attempts)]
+            "--stale-after", str(stale_after), "--max-attempts", str(max_attempts)] + end_args(**end)
 
 
 def coordinator_options(f):
     """The options that govern a coordinator: `fleet up`'s, and `fleet run`'s embedded one."""
+    f = end_options(f)  # the allocation's end (fleet.cli_options)
     f = click.option("--heartbeat-timeout", type=click.FloatRange(min=0.5), default=10.0,
                      help="seconds of silence after which an agent is lost (its steps are retried elsewhere)")(f)
     f = click.option("--heartbeat", type=click.FloatRange(min=0.05), default=1.0,
@@ -205,7 +197,8 @@ def coordinator_options(f):
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=120.0,
               help="seconds to wait for every agent to join (more than 0)")
 @coordinator_options
-def up(run_dir, local, machine, nodes, preload, timeout, stale_after, max_attempts, heartbeat, heartbeat_timeout):
+def up(run_dir, local, machine, nodes, preload, timeout, stale_after, max_attempts, heartbeat, heartbeat_timeout,
+       **end):
     """Start a coordinator and one agent per node; return when all have joined."""
     import shlex
     from fleet.control.client import FleetError, RunDirError, up as start
@@ -219,7 +212,7 @@ def up(run_dir, local, machine, nodes, preload, timeout, stale_after, max_attemp
     try:
         conn = start(run_dir, nodes=nodes, machine=profile.name,
                      preload=tuple(m for m in preload.split(",") if m), timeout=timeout,
-                     extra=_coordinator_options(heartbeat, heartbeat_timeout, stale_after, max_attempts))
+                     extra=_coordinator_options(heartbeat, heartbeat_timeout, stale_after, max_attempts, **end))
     except RunDirError as e:
         _cannot_use(e)
     except FleetError as e:
@@ -298,10 +291,11 @@ def cancel(steps, run_dir, waiting, every):
 @click.option("--with-deps", is_flag=True, help="with --only: and every step they depend on")
 @coordinator_options
 def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_foreign, only, with_deps,
-        stale_after, max_attempts, heartbeat, heartbeat_timeout):
+        stale_after, max_attempts, heartbeat, heartbeat_timeout, **end):
     """Run SUITE on the fleet that is up (or an embedded local one, with the
     coordinator options); exit 0 only if every step succeeded, 1 if any did not, 2 if
-    the suite is invalid."""
+    the suite is invalid, 3 if the allocation ended (drained) before the suite did:
+    run it again in the next allocation (docs/operations.md)."""
     from fleet.control.runner import run_suite
     try:
         s, _ = checked_suite(suite, check_inputs=False)
@@ -331,7 +325,7 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
         click.echo(f"fleet: running on the fleet up in {target} (not the suite's run_dir {s.run_dir})", err=True)
     sys.exit(run_suite(Path(suite).resolve(), s, target, force=force, serial=serial, nodes=nodes,
                        shard=shard, new_generation=new_generation, wait_foreign=not no_wait_foreign,
-                       only=only, with_deps=with_deps, fleet_options=_coordinator_options(heartbeat, heartbeat_timeout, stale_after, max_attempts)))
+                       only=only, with_deps=with_deps, fleet_options=_coordinator_options(heartbeat, heartbeat_timeout, stale_after, max_attempts, **end)))
 
 
 @main.command()

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import zmq
 
-from fleet.control import cancelling, launching, outcomes, preloads, store
+from fleet.control import cancelling, drain, launching, outcomes, preloads, store
 from fleet.control.claims import Claims
 from fleet.control.intake import Intake
 from fleet.control.liveness import Liveness
@@ -84,6 +84,7 @@ class Coordinator:
         self.ready = False
         self.ended_why: dict[str, str] = {}  # step -> how its last attempt ended, for its retry line
         self.interrupted: set[str] = set()   # steps stopped by this fleet's own stop (not attempts)
+        self.drain = drain.Drain(self)  # the allocation's end (fleet.control.drain)
 
     # What tools and tests reach for by name (the parts own them).
     keys = property(lambda self: self.transport.keys)
@@ -172,7 +173,7 @@ class Coordinator:
             if self.agent_sock.poll(100):
                 self._drain(self.agent_sock, self._on_agent)
                 self._pump()
-        self._unreported_interrupted(time.time())
+        outcomes.record_unreported(self.sched, self.interrupted, self.events, time.time())
         self.launcher.stop()
         self.claims.release_all()
         self.events.write(events.FleetDown(t=time.time()))
@@ -272,7 +273,7 @@ class Coordinator:
                 or (view.placement and view.placement[0].node != node)):  # not where it runs
             self.transport.warn("stale exit", f"dropped a stale exit report of {msg.step} attempt {msg.attempt}")
             return
-        if self.stopping and msg.outcome != S.SUCCEEDED:
+        if (self.stopping or self.drain.drained) and msg.outcome != S.SUCCEEDED:
             self._interrupt(node, msg, view, now)
             return
         rec = outcomes.reported_exit(now, node, msg, view, self.sched)
@@ -296,17 +297,10 @@ class Coordinator:
         as an attempt (no attempt record, no final outcome: the next run runs it), and
         not handed to the scheduler (nothing is retried or blocked after a stop)."""
         self.interrupted.add(msg.step)
-        rec = outcomes.interrupted_exit(now, node, msg, view)
+        rec = outcomes.interrupted_exit(now, node, msg, view, self.drain.why())
         self.events.write(rec)
         self.submissions.ended(msg.step, S.INTERRUPTED, msg.attempt, rec.reason, final=True)
-
-    def _unreported_interrupted(self, now: float) -> None:
-        """Steps still running when the agents are gone (or would not say goodbye in
-        time): interrupted too, though no exit was reported."""
-        for v in self.sched.running():
-            if v.id not in self.interrupted:
-                self.interrupted.add(v.id)
-                self.events.write(outcomes.unreported_interrupted(now, v))
+        self.drain.interrupted(msg.step, msg.attempt, now)
 
     def _beat(self) -> None:
         # Silence is judged only with every agent message read: what waited in the socket
@@ -316,6 +310,7 @@ class Coordinator:
         for node in self.liveness.beat(now, judge=emptied):
             self._feed(NodeLost(node, "agent missed heartbeats"), now)
         self._settle_preloads(now)  # lost nodes are not waited for; nor anyone past the time
+        self.drain.tick(now)
 
     def _tend_claims(self) -> None:
         now = time.time()

@@ -9,7 +9,8 @@ import os
 import signal
 from pathlib import Path
 
-from fleet.site.allocation import from_environment
+from fleet.control.drain import DRAIN_BEFORE_S
+from fleet.site.allocation import end_time, from_environment
 from fleet.site.launch import launcher_for
 from fleet.site.profiles import ProfileError, detect, load as load_profile
 from fleet.wire import connection
@@ -32,6 +33,10 @@ def parser() -> argparse.ArgumentParser:
                     help="seconds after which another fleet's unrefreshed claim may be adopted")
     ap.add_argument("--max-attempts", type=int, default=5,
                     help="attempts of a step across every fleet before it is stopped (0: no limit)")
+    ap.add_argument("--end", type=float, default=None,
+                    help="when the allocation ends, epoch seconds (default: asked of the batch system, once)")
+    ap.add_argument("--drain-before", type=float, default=DRAIN_BEFORE_S,
+                    help="seconds before the end at which running steps are stopped (interrupted)")
     ap.add_argument("--connection-name", default=connection.NAME)
     ap.add_argument("--parent-pid", type=int, default=0,
                     help="stop (SIGTERM: a clean teardown) when this process, our parent, dies")
@@ -74,4 +79,16 @@ def main(argv: list[str] | None = None) -> int:
                                     join_timeout_s=args.join_timeout, preload=preload, profile=profile,
                                     advertise=args.advertise, stale_after=args.stale_after,
                                     max_attempts=args.max_attempts, connection_name=args.connection_name)
+    coord.drain.plan(*_end(args))
+    # The batch system's warning (#SBATCH --signal=B:USR1@300, passed on by fleet run): drain now.
+    signal.signal(signal.SIGUSR1, coord.drain.on_signal)
     return coord.serve()
+
+
+def _end(args) -> tuple[float | None, float, str]:
+    """When the allocation ends (given, else read once from the batch system), the
+    drain margin, and where the end came from."""
+    if args.end is not None:
+        return args.end, args.drain_before, "given"
+    end, source = end_time(from_environment())
+    return end, args.drain_before, source

@@ -52,14 +52,14 @@ def reported_exit(now: float, node: str, msg: P.Exited, view, sched: Scheduler) 
         utime=msg.utime, stime=msg.stime, maxrss_kb=msg.maxrss_kb, error=msg.error, neighbours=neighbours)
 
 
-def interrupted_exit(now: float, node: str, msg: P.Exited, view) -> events.Exit:
-    """The `exit` record of an attempt the fleet stopped while going down: its times and
-    status as reported, outcome interrupted, and no neighbours (nothing beside it is to
-    blame)."""
+def interrupted_exit(now: float, node: str, msg: P.Exited, view, why: str = STOPPED_WITH_FLEET) -> events.Exit:
+    """The `exit` record of an attempt the fleet stopped while going down (or draining
+    before the allocation's end: `why`): its times and status as reported, outcome
+    interrupted, and no neighbours (nothing beside it is to blame)."""
     how = msg.error or (f"exit status {msg.returncode}" if msg.returncode else "")
     return events.Exit(
         t=now, step=msg.step, attempt=msg.attempt, node=node, outcome=S.INTERRUPTED,
-        reason=STOPPED_WITH_FLEET + (f"; {how}" if how else ""), returncode=msg.returncode, signal=msg.signal,
+        reason=why + (f"; {how}" if how else ""), returncode=msg.returncode, signal=msg.signal,
         cores=[c for s in view.placement for c in s.cores], gpus=[g for s in view.placement for g in s.gpus],
         memory=sum(s.memory for s in view.placement), decided_at=msg.decided_at, first_at=msg.first_at,
         work_start=msg.work_start, work_end=msg.work_end, ended_at=msg.ended_at,
@@ -77,6 +77,16 @@ def unreported_interrupted(now: float, view) -> events.Exit:
                        cores=[c for s in view.placement for c in s.cores],
                        gpus=[g for s in view.placement for g in s.gpus],
                        memory=sum(s.memory for s in view.placement))
+
+
+def record_unreported(sched: Scheduler, interrupted: set, log_, now: float) -> None:
+    """Steps still running when the agents are gone (or would not say goodbye in
+    time): interrupted too, though no exit was reported (moved here from the
+    coordinator, unchanged, to make room there)."""
+    for v in sched.running():
+        if v.id not in interrupted:
+            interrupted.add(v.id)
+            log_.write(unreported_interrupted(now, v))
 
 
 def mismatch(now: float, node: str, msg: P.Exited, given: list) -> events.PlacementMismatch:

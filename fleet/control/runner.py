@@ -1,8 +1,17 @@
-"""`fleet run`: submit a suite to a fleet, follow it, and say how it ended."""
+"""`fleet run`: submit a suite to a fleet, follow it, and say how it ended.
+
+Exit codes: 0 every selected step succeeded (or was done already); 1 some did not, or
+the fleet went down before the suite finished; 2 the suite or the run directory is
+invalid (nothing started); 3 the allocation ended before the suite did (the fleet
+drained: steps interrupted or never started; run it again in the next allocation to
+finish it: jobscripts/); 130 interrupted (Ctrl-C, SIGTERM).
+"""
 
 from __future__ import annotations
 
+import os
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
@@ -14,21 +23,38 @@ from fleet.wire import connection
 from fleet.core.suite import Suite
 from fleet.core.units import counted
 
+EXIT_DRAINED = 3
+DRAINED = (S.INTERRUPTED, "not_started")  # outcomes the drain gives (fleet.control.drain)
+
+
 def _interrupt(signum, frame):
     raise KeyboardInterrupt
+
+
+def _pass_warning(conn):
+    """SIGUSR1 (the batch system's warning, `#SBATCH --signal=B:USR1@300`) to this
+    process goes on to the coordinator, which drains at once (if it runs here)."""
+    def handler(signum, frame):
+        if conn.host == socket.gethostname():
+            try:
+                os.kill(conn.pid, signal.SIGUSR1)
+            except OSError:
+                pass
+    return handler
 
 
 def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, serial: bool = False,
               nodes: int = 1, out=None, shard: str = "", new_generation: bool = False,
               wait_foreign: bool = True, fleet_options: list[str] | None = None,
               only: tuple[str, ...] = (), with_deps: bool = False) -> int:
-    """Run one suite to the end; the exit status of `fleet run` (0, 1 or 2).
+    """Run one suite to the end; the exit status of `fleet run` (0, 1, 2 or 3: above).
 
     Uses the fleet `fleet up` started in run_dir; without one, brings up an embedded
     local fleet (with `fleet_options` for its coordinator) for the duration of the run.
     `only` (with `with_deps`) selects steps: fleet.control.selection."""
     out = out or sys.stdout
     old = signal.signal(signal.SIGTERM, _interrupt)
+    old_usr1 = signal.getsignal(signal.SIGUSR1)
     embedded = None
     f = None
     try:
@@ -44,6 +70,7 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
             conn = up(run_dir, nodes=nodes, machine=machine, preload=suite.preload, extra=fleet_options,
                       name=embedded)
         f = Fleet(run_dir, conn, run_dir / (embedded or connection.NAME))
+        signal.signal(signal.SIGUSR1, _pass_warning(conn))
         try:
             sub = f.submit(path, force=force, serial=serial, shard=shard, new_generation=new_generation,
                            wait_foreign=wait_foreign, only=only, with_deps=with_deps)
@@ -72,6 +99,7 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
         if embedded:
             down(run_dir, name=embedded)
         signal.signal(signal.SIGTERM, old)
+        signal.signal(signal.SIGUSR1, old_usr1)
 
 
 def _follow(f: Fleet, sub: Submission, suite: Suite, run_dir: Path, out) -> int:
@@ -116,4 +144,9 @@ def _follow(f: Fleet, sub: Submission, suite: Suite, run_dir: Path, out) -> int:
         counts[o] = counts.get(o, 0) + 1
     print(f"suite '{suite.name}': " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
           + f" in {time.monotonic() - started:.1f} s", file=out, flush=True)
+    drained = sum(1 for o in outcomes.values() if o in DRAINED)
+    if drained:
+        print(f"fleet: the allocation ended before the suite did: {counted(drained, 'step')} interrupted or not "
+              f"started; run the suite again (in the next allocation) to finish it", file=sys.stderr, flush=True)
+        return EXIT_DRAINED
     return 1 if bad else 0

@@ -31,7 +31,7 @@ def answer(sched: Scheduler, agents: list, *, up_since: float, run_dir: Path, fa
                 running_total=sched.running_count(), failures=failures[-10:], dropped=dict(dropped),
                 submissions=[dict(id=s.id, suite=s.suite, steps=len(s.steps),
                                   finished=len(s.steps) - s.remaining) for s in submissions],
-                loop=loop or {})
+                loop=loop or {}, allocation=sched.deadline.shown())
 
 
 def _nodes(sched: Scheduler, agents: list) -> list[dict]:

@@ -7,7 +7,7 @@ import time
 from fleet.core.units import format_memory
 
 STATES = ("waiting", "ready", "running", "succeeded", "skipped", "failed", "terminated", "lost",
-          "blocked", "unrunnable")
+          "blocked", "unrunnable", "interrupted")
 
 
 def _dur(s: float) -> str:
@@ -36,11 +36,29 @@ def _suites(submissions: list[dict]) -> list[str]:
     return out
 
 
+def _allocation(a: dict | None, now: float) -> list[str]:
+    """The allocation's end, its drain point, and what they hold back (fleet.core.deadline)."""
+    if not a:
+        return []
+    at = lambda t: time.strftime("%H:%M:%S", time.localtime(t))  # noqa: E731
+    out = []
+    if a.get("end") is not None:
+        left = a["end"] - now
+        out.append(f"allocation ends {at(a['end'])} ({'in ' + _dur(left) if left > 0 else 'passed'}; "
+                   f"{a.get('source') or 'given'}), drain point {at(a['drain_at'])}")
+    if a.get("drained"):
+        out.append(f"  DRAINED ({a.get('reason', '')}): nothing more starts; the next run goes on")
+    if a.get("held"):
+        out.append(f"  {_n(a['held'], 'step')} not started: expected to end after the drain point")
+    return out
+
+
 def render(st: dict, now: float | None = None, max_running: int = 20) -> str:
     """The status map as lines of text for a terminal."""
     now = time.time() if now is None else now
     out = [f"fleet in {st['run_dir']}: up {_dur(now - st['up_since'])} (since "
            f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(st['up_since']))}), coordinator pid {st['pid']}"]
+    out.extend(_allocation(st.get("allocation"), now))
     out.append("nodes:")
     for n in st["nodes"]:
         if not n.get("alive"):

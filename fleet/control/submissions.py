@@ -16,6 +16,7 @@ from fleet.control import selection, shard
 from fleet.control import store
 from fleet.control.checks import checked_suite
 from fleet.core import states as S
+from fleet.core.durations import recorded
 from fleet.core.graph import topological_order
 from fleet.core.problems import SuiteError
 from fleet.core.scheduler import Scheduler, Submitted
@@ -178,7 +179,8 @@ class Submissions:
     def submitted(acc: Accepted, msg: P.Submit, chunk: int = 0) -> Submitted:
         """The scheduler event of a declared submission."""
         return Submitted(tuple(acc.steps), acc.deps, frozenset(acc.done), serial=msg.serial,
-                         foreign=frozenset(acc.foreign - acc.done), chunk=chunk, order=acc.order)
+                         foreign=frozenset(acc.foreign - acc.done), chunk=chunk, order=acc.order,
+                         durations=recorded(acc.markers, acc.done))  # expected durations (drain)
 
     # -- progress -------------------------------------------------------------------------------
     def progress(self, msg: P.Progress):

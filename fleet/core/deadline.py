@@ -33,6 +33,7 @@ class AllocationEnds:
 
     end: float
     drain_at: float
+    source: str = ""  # where the end came from, in words (shown by `fleet status`)
 
 
 @dataclass(frozen=True)
@@ -49,11 +50,12 @@ DRAIN_KILL = "drained: "  # a drain's Kill reasons start so (the coordinator's r
 class Deadline:
     """The allocation's end as the scheduler knows it (nothing known: no end)."""
 
-    __slots__ = ("end", "drain_at", "drained", "reason", "recorded", "held")
+    __slots__ = ("end", "drain_at", "source", "drained", "reason", "recorded", "held")
 
     def __init__(self) -> None:
         self.end: float | None = None
         self.drain_at: float | None = None
+        self.source = ""
         self.drained = False
         self.reason = ""
         self.recorded: dict[str, float] = {}  # step id -> work seconds of an earlier run
@@ -61,7 +63,7 @@ class Deadline:
 
     def ends(self, ev: AllocationEnds) -> None:
         """Take the allocation's end (a later one replaces it)."""
-        self.end, self.drain_at = ev.end, min(ev.drain_at, ev.end)
+        self.end, self.drain_at, self.source = ev.end, min(ev.drain_at, ev.end), ev.source
 
     def learn(self, durations: Mapping[str, float]) -> None:
         """Recorded durations a submission brought (fleet.core.durations.recorded)."""
@@ -82,6 +84,13 @@ class Deadline:
         how = "estimate" if spec.estimate is not None else "earlier run"
         return W.WaitReason(W.DEADLINE, detail=f"expected to take {exp:.0f} s ({how}), "
                                                f"{left:.0f} s left before the drain point")
+
+    def shown(self) -> dict | None:
+        """The end as `fleet status` shows it (None: no end known, no drain)."""
+        if self.end is None and not self.drained:
+            return None
+        return dict(end=self.end, drain_at=self.drain_at, source=self.source, drained=self.drained,
+                    reason=self.reason, held=self.held)
 
     def drain(self, ev: DrainNow, running: Iterable) -> list[Kill]:
         """The drain point: nothing starts from now on; a Kill for each running step

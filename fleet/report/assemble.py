@@ -76,7 +76,7 @@ def build(records: list, now: float | None = None, *, session: int = -1, run_dir
         waits=waits.totals(steps), stretches=stretches(nodes, steps, t0, t_end, top),
         fleet_up_s=(g.fleet_up_t - g.starting_t) if g.fleet_up_t is not None and g.starting_t is not None else None,
         capacity_floor_s=work_core / (cap / wall) if cap > 0 and wall > 0 else 0.0,
-        notes=_notes(g, recs, in_progress))
+        notes=_notes(g, recs, in_progress), allocation=dict(g.allocation) or None)
 
 
 def _settle(steps: dict, now: float, in_progress: bool) -> tuple[bool, float | None]:

@@ -79,6 +79,7 @@ class Gathered:
     lost_exit_fields: int = 0         # lost attempts without timings
     skewed: int = 0                   # attempts whose work began before their decision
     whys: dict[tuple, W.WaitReason] = field(default_factory=dict)  # wait records' reasons, shared
+    allocation: dict = field(default_factory=dict)  # its end and drain (fleet.core.deadline), if known
 
     def step_of(self, sid: str, t: float) -> Step:
         s = self.steps.get(sid)
@@ -234,6 +235,18 @@ def _on_fleet_down(g: Gathered, rec: E.FleetDown) -> None:
     g.down_t = rec.t
 
 
+def _on_allocation_end(g: Gathered, rec: E.AllocationEnd) -> None:
+    g.allocation.update(end=rec.end, drain_at=rec.drain_at, source=rec.source)
+
+
+def _on_drained(g: Gathered, rec: E.Drained) -> None:
+    g.allocation.update(drained=rec.t, reason=rec.reason, interrupted=rec.running)
+
+
+def _on_not_started(g: Gathered, rec: E.NotStarted) -> None:
+    g.allocation.update(not_started=rec.steps, held=rec.held)
+
+
 def _on_placement_mismatch(g: Gathered, rec: E.PlacementMismatch) -> None:
     g.mismatches += 1
 
@@ -244,5 +257,6 @@ _HANDLERS: dict[type, Callable] = {
     E.Blocked: _on_blocked, E.Unrunnable: _on_unrunnable, E.Skipped: _on_skipped, E.Cancelled: _on_cancelled,
     E.Submitted: _on_submitted, E.NodeJoined: _on_node_joined, E.NodeLost: _on_node_lost,
     E.FleetStarting: _on_fleet_starting, E.FleetUp: _on_fleet_up, E.FleetDown: _on_fleet_down,
-    E.PlacementMismatch: _on_placement_mismatch,
+    E.PlacementMismatch: _on_placement_mismatch, E.AllocationEnd: _on_allocation_end, E.Drained: _on_drained,
+    E.NotStarted: _on_not_started,
 }

@@ -31,6 +31,7 @@ CATEGORY_TEXT = {
     W.ALONE: "to run alone (serial)",
     W.QUEUED: "its turn (ready, no wait recorded)",
     W.ELSEWHERE: "another fleet (which holds its claim)",
+    W.DEADLINE: "the allocation's end (would not end before the drain point)",
     W.OTHER: "something else",
 }
 # The JSON has always named the categories so; only this one differs from its cause.
@@ -159,6 +160,7 @@ class Report:
     fleet_up_s: float | None = None
     capacity_floor_s: float = 0.0
     notes: list[str] = field(default_factory=list)
+    allocation: dict | None = None  # the end, drain point and drain (fleet.core.deadline), epoch seconds
 
     @property
     def attempts(self) -> Iterable[Attempt]:
@@ -198,6 +200,7 @@ class Report:
             "waits": {category_name(k): v for k, v in self.waits.items()},
             "stretches": [_stretch_json(st, stretch_steps) for st in self.stretches],
             "notes": self.notes,
+            **({"allocation": self.allocation} if self.allocation else {}),
             "steps": {s.id: self._step_json(s) for s in self.steps.values()},
         }
 

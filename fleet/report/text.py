@@ -41,10 +41,29 @@ def format_text(r: Report, stretches: int = 5, problems: int = 20) -> str:
     lines += _utilization_lines(r)
     lines.append(f"  steps         {len(r.steps)}: "
                  + (", ".join(f"{v} {k}" for k, v in sorted(r.counts.items())) or "none"))
+    lines += _allocation_lines(r)
     lines += _problem_lines(r, problems)
     lines += _wait_lines(r, stretches)
     lines += [f"  note: {note}" for note in r.notes]
     return "\n".join(lines)
+
+
+def _allocation_lines(r: Report) -> list[str]:
+    """When the allocation ends, its drain, and what the drain left to the next run."""
+    a = r.allocation
+    if not a:
+        return []
+    out = []
+    if a.get("end") is not None:
+        rel = r.rel
+        out.append(f"  allocation    ends at {seconds(rel(a['end']))} ({a.get('source') or 'given'}), "
+                   f"drain point at {seconds(rel(a['drain_at']))} (from the first submission)")
+    if a.get("drained") is not None:
+        out.append(f"  drained       at {seconds(r.rel(a['drained']))}: {a.get('reason', '')}; "
+                   f"{_n(a.get('interrupted', 0), 'step')} interrupted, "
+                   f"{_n(a.get('not_started', 0), 'step')} not started "
+                   f"({a.get('held', 0)} would not have ended before the drain point): the next run goes on")
+    return out
 
 
 def _time_lines(r: Report) -> list[str]:

@@ -190,7 +190,7 @@ class Wait(Record):
         if not self.cause:
             return _wait_from_text(self.reason)
         return W.WaitReason(self.cause, self.need_cores or 0, self.need_gpus or 0, self.need_memory,
-                            self.free_cores, self.free_gpus)
+                            self.free_cores, self.free_gpus, self.reason if self.cause == W.DEADLINE else "")
 
 
 @_record("start")
@@ -309,6 +309,34 @@ class Elsewhere(Record):
 class Reclaim(Record):
     step: str = ""
     reason: str = ""
+
+
+@_record("allocation_end")
+class AllocationEnd(Record):
+    """When the allocation ends (epoch seconds), where that came from, and the drain
+    point before it (fleet.core.deadline)."""
+
+    end: float = 0.0
+    drain_at: float = 0.0
+    source: str = ""
+
+
+@_record("drained")
+class Drained(Record):
+    """The drain point came (`reason`: its timer, or the batch system's warning signal):
+    `running` steps were stopped (each ends interrupted), nothing more starts."""
+
+    reason: str = ""
+    running: int = 0
+
+
+@_record("not_started")
+class NotStarted(Record):
+    """After the drain, how many steps never started in this fleet (`held`: of them,
+    those whose expected duration did not fit before the drain point)."""
+
+    steps: int = 0
+    held: int = 0
 
 
 @dataclass(frozen=True)

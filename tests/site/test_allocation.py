@@ -1,7 +1,7 @@
-"""The allocation, read from the job's environment and nothing else: hostlist
-expressions, PBS node files, Slurm/PBS/no batch system, clear errors — and proof that
-neither reading it nor starting a fleet on it asks the batch system anything (its
-commands are replaced by stubs that leave a mark and fail)."""
+"""The allocation, read from the job's environment: hostlist expressions, PBS node
+files, Slurm/PBS/no batch system, clear errors — and proof that neither reading it nor
+starting a fleet on it asks the batch system anything but, once at the start, when the
+job ends (its commands are replaced by stubs that leave a mark and fail)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from fleet.site.allocation import Allocation, AllocationError, expand_hostlist, from_environment, read_nodefile
+from fleet.site.allocation import (Allocation, AllocationError, end_time, expand_hostlist, from_environment,
+                                   read_nodefile)
 
 REPO = Path(__file__).resolve().parents[2]
 BATCH_COMMANDS = ("sbatch", "squeue", "scontrol", "sinfo", "sacct", "salloc", "scancel",
@@ -250,7 +251,7 @@ def _agent_launcher_stub(bindir: Path, name: str, record: Path) -> None:
     (bindir / name).chmod(0o755)
 
 
-def test_fleet_up_in_a_slurm_job_reads_the_nodes_from_the_environment_and_asks_slurm_nothing(
+def test_fleet_up_in_a_slurm_job_reads_the_nodes_from_the_environment_and_asks_slurm_only_its_end_once(
         batch_stubs, tmp_path):
     bindir, marks, env = batch_stubs
     record = tmp_path / "srun.argv"
@@ -266,13 +267,13 @@ def test_fleet_up_in_a_slurm_job_reads_the_nodes_from_the_environment_and_asks_s
     assert argv[:9] == ["--overlap", "--mpi=none", "--cpu-bind=none", "--kill-on-bad-exit=0",
                         "-N", "3", "-n", "3", "--ntasks-per-node=1"]
     assert argv[-2:] == ["--node-from", "slurm"]
-    assert called(marks) == {}
+    assert called(marks) == {"squeue": f"{bindir}/squeue -h -j 4242 -o %e\n"}
     ev = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     assert [e["nodes"] for e in ev if e["kind"] == "fleet_starting"] == [3]
     assert_coordinator_gone(run_dir)
 
 
-def test_fleet_up_in_a_pbs_job_starts_agents_on_the_de_duplicated_node_file_and_asks_pbs_nothing(
+def test_fleet_up_in_a_pbs_job_starts_agents_on_the_de_duplicated_node_file_and_asks_pbs_only_its_end_once(
         batch_stubs, tmp_path):
     bindir, marks, env = batch_stubs
     record = tmp_path / "mpiexec.argv"
@@ -287,7 +288,7 @@ def test_fleet_up_in_a_pbs_job_starts_agents_on_the_de_duplicated_node_file_and_
     assert argv[:6] == ["-n", "2", "--ppn", "1", "--hosts", "x2,x1"]
     assert argv[argv.index("--hold-back") + 1] == "0,52"
     assert argv[-4:] == ["--node-from", "rank", "--node-list", "x2,x1"]
-    assert called(marks) == {}
+    assert called(marks) == {"qstat": f"{bindir}/qstat -f 77.pbs\n"}
     assert_coordinator_gone(tmp_path / "run")
 
 
@@ -301,3 +302,48 @@ def test_a_batch_machine_outside_a_batch_job_is_refused_before_anything_starts(b
     assert "machine slurm starts agents with slurm, but this is not inside a batch job" in r.stderr
     assert not record.exists()
     assert called(marks) == {}
+
+
+# --- when the job ends: once, at the start ------------------------------------------------------
+
+def test_fleet_up_with_an_end_given_or_slurms_end_in_the_environment_asks_slurm_nothing(batch_stubs, tmp_path):
+    bindir, marks, env = batch_stubs
+    _agent_launcher_stub(bindir, "srun", tmp_path / "srun.argv")
+    env.update(SLURM_JOB_ID="4242", SLURM_JOB_NODELIST="nid001", SLURMD_NODENAME="nid001")
+    for extra, more_env in ((["--walltime", "2h"], {}), ([], {"SLURM_JOB_END_TIME": str(int(time.time()) + 600)})):
+        run_dir = tmp_path / f"run{len(extra)}"
+        r = _run([sys.executable, "-m", "fleet", "up", "--run-dir", str(run_dir), "--timeout", "40", *extra],
+                 {**env, **more_env}, tmp_path)
+        assert r.returncode != 0 and "srun exited with status 1" in r.stderr, r.stderr
+        assert called(marks) == {}
+        assert_coordinator_gone(run_dir)
+    assert "(SLURM_JOB_END_TIME); drain point" in (tmp_path / "run0" / "coordinator.log").read_text()
+    assert "(given); drain point" in (tmp_path / "run2" / "coordinator.log").read_text()
+
+
+def test_slurms_end_is_read_from_the_environment_else_from_one_squeue_query():
+    slurm = Allocation("slurm", "5", ("n1",))
+    asked = []
+
+    def query(argv):
+        asked.append(argv)
+        return "2030-01-02T03:04:05\n"
+    assert end_time(slurm, {"SLURM_JOB_END_TIME": "1900000000"}, query) == (1900000000.0, "SLURM_JOB_END_TIME")
+    assert asked == []
+    end, source = end_time(slurm, {}, query)
+    assert asked == [["squeue", "-h", "-j", "5", "-o", "%e"]] and source == "squeue -j 5"
+    assert time.localtime(end)[:6] == (2030, 1, 2, 3, 4, 5)
+    # A job with no limit, or a failed query: no end (and no drain).
+    assert end_time(slurm, {}, lambda argv: "N/A\n")[0] is None
+    assert end_time(slurm, {}, lambda argv: None)[0] is None
+
+
+def test_pbs_end_is_the_jobs_start_plus_its_walltime_from_one_qstat():
+    pbs = Allocation("pbs", "7.pbs", ("n1",))
+    out = "Job Id: 7.pbs\n    stime = Wed Jan  2 03:04:05 2030\n    Resource_List.walltime = 01:30:00\n"
+    end, source = end_time(pbs, {}, lambda argv: out)
+    assert source == "qstat -f 7.pbs" and time.localtime(end - 5400)[:6] == (2030, 1, 2, 3, 4, 5)
+    # Without qstat's answer, a walltime in the environment counts from now.
+    assert end_time(pbs, {"PBS_WALLTIME": "60"}, lambda argv: None, now=100.0) == (160.0, "PBS walltime from now")
+    assert end_time(pbs, {}, lambda argv: None)[0] is None
+    assert end_time(Allocation("none", "", ()), {}) == (None, "not a batch job")

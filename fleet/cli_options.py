@@ -1,0 +1,128 @@
+"""Option types and option groups of the `fleet` command line, beside fleet/cli.py:
+sizes of memory, durations and times, and the allocation-end options of `fleet up`,
+`fleet run` (its embedded fleet) and `fleet simulate`: when the allocation ends and
+when to drain before it (fleet.core.deadline)."""
+
+from __future__ import annotations
+
+import re
+import time
+from datetime import datetime, timedelta
+
+import click
+
+from fleet.core.units import parse_memory
+
+DRAIN_BEFORE_DEFAULT = "5m"
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> float:
+    """"90", "20s", "90m", "1h30m", "2d", or "[[D-]HH:]MM:SS" (as Slurm writes a time limit)
+    as seconds; ValueError if it is none of them."""
+    t = str(text).strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", t):
+        return float(t)
+    if re.fullmatch(r"(\d+(\.\d+)?[smhd])+", t):
+        return sum(float(n) * _UNITS[u] for n, u in re.findall(r"(\d+(?:\.\d+)?)([smhd])", t))
+    m = re.fullmatch(r"(?:(\d+)-)?(\d+(?::\d+){1,2})", t)
+    if m:
+        total = 0.0
+        for part in m.group(2).split(":"):
+            total = total * 60 + int(part)
+        if m.group(2).count(":") == 1 and m.group(1):  # D-HH:MM
+            total *= 60
+        return total + int(m.group(1) or 0) * 86400
+    raise ValueError(f"{text!r} is not a duration (e.g. 20s, 90m, 1h30m, 01:30:00)")
+
+
+def parse_end(text: str, now: float | None = None) -> float:
+    """An end time as epoch seconds: epoch seconds, an ISO date and time, or a time of
+    day (HH:MM[:SS], the next one to come), in this machine's time zone."""
+    now = time.time() if now is None else now
+    t = str(text).strip()
+    if re.fullmatch(r"\d{9,}(\.\d+)?", t):
+        return float(t)
+    try:
+        return datetime.fromisoformat(t).timestamp()
+    except ValueError:
+        pass
+    for fmt in ("%H:%M", "%H:%M:%S"):
+        try:
+            clock = datetime.strptime(t, fmt).time()
+        except ValueError:
+            continue
+        today = datetime.fromtimestamp(now)
+        at = datetime.combine(today.date(), clock)
+        return (at if at.timestamp() > now else at + timedelta(days=1)).timestamp()
+    raise ValueError(f"{text!r} is not a time (epoch seconds, 2026-05-01T18:00, or 18:00)")
+
+
+class _Memory(click.ParamType):
+    name = "size"
+
+    def convert(self, value, param, ctx):
+        try:
+            return parse_memory(value if not str(value).isdigit() else int(value))
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
+
+
+MEMORY = _Memory()
+
+
+class _Param(click.ParamType):
+    def __init__(self, name: str, fn):
+        self.name, self.fn = name, fn
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, (int, float)):
+            return float(value)
+        try:
+            return self.fn(value)
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
+
+
+DURATION = _Param("duration", parse_duration)
+END = _Param("time", parse_end)
+
+
+def end_options(f):
+    """--end, --walltime and --drain-before (fleet up, and fleet run's embedded fleet)."""
+    f = click.option("--drain-before", type=DURATION, default=DRAIN_BEFORE_DEFAULT,
+                     help="how long before the end running steps are stopped (interrupted: the next run "
+                          "reruns them) and steps that would not end before it are not started")(f)
+    f = click.option("--walltime", type=DURATION, default=None, show_default="the batch job's",
+                     help="the allocation ends this long from now, e.g. 20s, 90m, 01:30:00")(f)
+    f = click.option("--end", type=END, default=None, show_default="the batch job's (read once)",
+                     help="when the allocation ends: 18:00, 2026-05-01T18:00 or epoch seconds")(f)
+    return f
+
+
+def end_args(end: float | None, walltime: float | None, drain_before: float) -> list[str]:
+    """The coordinator's options for them (an absolute end, from now for --walltime)."""
+    if end is not None and walltime is not None:
+        raise click.UsageError("give --end or --walltime, not both")
+    if walltime is not None:
+        end = time.time() + walltime
+    return (["--end", repr(end)] if end is not None else []) + ["--drain-before", repr(drain_before)]
+
+
+def simulate_end(f):
+    """`fleet simulate --walltime --drain-before`: the pretend allocation's end, from its start."""
+    f = click.option("--drain-before", type=DURATION, default=DRAIN_BEFORE_DEFAULT,
+                     help="with --walltime: the drain point, this long before the end")(f)
+    f = click.option("--walltime", type=DURATION, default=None, show_default="no end",
+                     help="the pretend allocation ends this long after it starts (e.g. 2h): "
+                          "model the drain before it")(f)
+    return f
+
+
+def simulate_end_lines(r) -> list[str]:
+    """What the allocation's end did in a simulated run (fleet.core.simulate.SimResult)."""
+    if r.end_s is None:
+        return []
+    return [f"  end           {r.end_s:10.1f} s (drain point {r.drain_s:.1f} s)",
+            f"  interrupted   {len(r.interrupted):10d} step(s) stopped at the drain point",
+            f"  not started   {len(r.not_started):10d} step(s) (would not end before the drain point, or after it)"]

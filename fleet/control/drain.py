@@ -1,0 +1,126 @@
+"""The coordinator's side of the allocation's end (the scheduler's is fleet.core.deadline).
+
+The end is known when the fleet comes up (fleet.site.allocation reads it once from the
+batch system, or `fleet up --end/--walltime` gives it); nothing polls the batch system
+afterwards. At the coordinator's first heartbeat the end is recorded and handed to the
+scheduler (AllocationEnds). The drain point is looked at on every heartbeat (a timer);
+the batch system's warning signal (SIGUSR1, e.g. `#SBATCH --signal=B:USR1@300`, passed
+on by `fleet run`) brings it forward. At the drain point the scheduler kills every
+running step (SIGTERM, SIGKILL after its grace); each exit is recorded interrupted
+(not an attempt: coordinator._interrupt), handed back to the scheduler, and its claim
+released, so the next allocation's fleet runs it at once. When none runs any more,
+every step that never started is counted ended, `not_started`, in each submission:
+`fleet run` then exits 3 (the allocation ended before the suite did).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import time
+
+from fleet.core import states as S
+from fleet.core.deadline import AllocationEnds, DrainNow
+from fleet.core.scheduler import StepExited
+from fleet.wire import events
+
+log = logging.getLogger("fleet.control.coordinator")
+
+NOT_STARTED = "not_started"  # a step's outcome in a submission the drain ended (never started here)
+DRAIN_BEFORE_S = 300.0  # the default drain point: five minutes before the end
+
+
+def clock(t: float) -> str:
+    """A time of day (this machine's zone), as the logs and records say it."""
+    return time.strftime("%H:%M:%S", time.localtime(t))
+
+
+class Drain:
+    """One coordinator's allocation end: `coord` is the coordinator (its scheduler,
+    events, feed, claims, submissions and interrupted steps)."""
+
+    def __init__(self, coord):
+        self.coord = coord
+        self.end: float | None = None
+        self.drain_at: float | None = None
+        self.source = ""
+        self.announced = False
+        self.signalled = ""  # the warning signal's words, once it came
+        self.drained = False
+        self.reason = ""
+        self.closed_subs: set[int] = set()  # submissions closed after the drain (later ones are too)
+
+    def plan(self, end: float | None, drain_before: float, source: str) -> None:
+        """The allocation ends at `end` (epoch seconds; None: unknown), from `source`."""
+        if end is None:
+            log.info("allocation end: not known (%s); no drain", source)
+            return
+        self.end, self.drain_at, self.source = end, end - drain_before, source
+        log.info("allocation ends at %s (%s); drain point %s (%g s before)", clock(end), source,
+                 clock(self.drain_at), drain_before)
+
+    def on_signal(self, signum, frame) -> None:
+        """The batch system's warning (a signal handler: only noted; the next heartbeat acts)."""
+        self.signalled = f"the batch system's warning signal ({signal.Signals(signum).name})"
+
+    def tick(self, now: float) -> None:
+        """On every heartbeat: announce the end, drain at its point, close what never started."""
+        c = self.coord
+        if self.end is not None and not self.announced:
+            self.announced = True
+            c.events.write(events.AllocationEnd(t=now, end=self.end, drain_at=self.drain_at, source=self.source))
+            c._feed(AllocationEnds(self.end, self.drain_at, self.source), now)
+        if not self.drained and (self.signalled or (self.drain_at is not None and now >= self.drain_at)):
+            self.drained = True
+            self.reason = self.signalled or f"the drain point, {self.end - self.drain_at:g} s before the end"
+            log.warning("draining (%s): stopping %d running steps, starting nothing more", self.reason,
+                        c.sched.running_count())
+            c.events.write(events.Drained(t=now, reason=self.reason, running=c.sched.running_count()))
+            c._feed(DrainNow(self.reason), now)
+        if (self.drained and c.sched.deadline.drained and c.sched.running_count() == 0
+                and any(sid not in self.closed_subs for sid in c.submissions.subs)):
+            self._close(now)
+
+    def why(self) -> str:
+        """The reason an interrupted exit gives: the drain's, or the fleet going down."""
+        from fleet.control.outcomes import STOPPED_WITH_FLEET
+        if not self.drained:
+            return STOPPED_WITH_FLEET
+        return "drained: " + (f"the allocation ends at {clock(self.end)}; " if self.end else "") + self.reason
+
+    def interrupted(self, step: str, attempt: int, now: float) -> None:
+        """A step's exit after the drain, recorded interrupted: the scheduler frees its
+        resources, and its claim goes (the next allocation's fleet runs it at once).
+        While the fleet goes down instead, nothing is decided: no-op."""
+        c = self.coord
+        if not self.drained or c.stopping:
+            return
+        c._feed(StepExited(step, attempt, S.INTERRUPTED, self.reason), now)
+        c.claims.release(c.claims.run_dir_of(step), step)
+
+    def _close(self, now: float) -> None:
+        """Every step of a submission not yet closed that never ended here is counted
+        ended in it: `not_started`, or interrupted if its exit never came. Each
+        submission is closed once (one that comes after the drain too)."""
+        c = self.coord
+        reason = "not started: " + self.why()[len("drained: "):]
+        n = 0
+        for sub in list(c.submissions.subs.values()):
+            if sub.id in self.closed_subs:
+                continue
+            self.closed_subs.add(sub.id)
+            counted = {row[0] for row in sub.finished if row[1] != "retry"}
+            for sid in sub.steps:
+                if sid in counted:
+                    continue
+                try:
+                    st = c.sched.state(sid)
+                except KeyError:
+                    st = S.WAITING  # not entered before the drain
+                if st in S.FINAL:
+                    continue
+                outcome = S.INTERRUPTED if st == S.INTERRUPTED else NOT_STARTED
+                n += outcome == NOT_STARTED
+                sub.finished.append([sid, outcome, 0, self.why() if outcome == S.INTERRUPTED else reason])
+                sub.remaining -= 1
+        c.events.write(events.NotStarted(t=now, steps=n, held=c.sched.deadline.held))

@@ -1,0 +1,126 @@
+"""The allocation's end through the real CLI: a fleet that knows its end does not start
+steps that would not end before the drain point, stops the running ones there
+(interrupted: no attempt), starts nothing more, and `fleet run` exits 3; the next run
+finishes the suite. The batch system's warning signal (SIGUSR1 to `fleet run`) drains
+at once. `fleet status` shows the end."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+from fleetharness import assert_nothing_left, events, finish, fleet, spawn, wait_for, write_suite
+from fleetharness import records as event_records
+
+from fleet.wire import events as E
+from fleet.wire import records
+
+HB = ["--heartbeat", "0.2", "--heartbeat-timeout", "5"]
+
+
+def drain_suite(tmp_path: Path) -> tuple[Path, Path]:
+    """quick fits; long's estimate does not fit; sleepy (no estimate) runs into the
+    drain point until a flag file exists; after waits for sleepy."""
+    flag = tmp_path / "flag"
+    suite = write_suite(tmp_path / "s.toml", f"""
+[suite]
+name = "walltime"
+[[steps]]
+id = "quick"
+call = "fleet_steps:nap"
+args = {{ seconds = 0.05 }}
+estimate = 1
+[[steps]]
+id = "long"
+command = "true"
+estimate = 3600
+[[steps]]
+id = "sleepy"
+command = "test -e {flag} || sleep 120"
+[[steps]]
+id = "after"
+command = "true"
+deps = ["sleepy"]
+""")
+    return suite, flag
+
+
+def assert_drained_then_rerun(run_dir: Path, tmp_path: Path, suite: Path, flag: Path, reason: str) -> None:
+    recs = event_records(run_dir)
+    exits = {e.step: e for e in recs if isinstance(e, E.Exit)}
+    assert exits["quick"].outcome == "succeeded"
+    assert exits["sleepy"].outcome == "interrupted" and exits["sleepy"].reason.startswith("drained: "), exits
+    assert reason in exits["sleepy"].reason, exits["sleepy"]
+    assert "long" not in exits and "after" not in exits
+    [drained] = [e for e in recs if isinstance(e, E.Drained)]
+    assert drained.running == 1 and reason in drained.reason
+    for s in ("sleepy", "long", "after"):
+        assert records.attempts(run_dir, s) == []          # nothing counted as an attempt
+        assert records.read_final(run_dir, s) is None      # nothing on disk stops a rerun
+    assert not [e for e in recs if isinstance(e, (E.Retry, E.Blocked))]
+    rep = json.loads(fleet("report", str(run_dir), "--json", cwd=tmp_path, timeout=60).stdout)
+    assert rep["steps"]["sleepy"]["outcome"] == "interrupted"
+    assert rep["allocation"]["drained"] and reason in rep["allocation"]["reason"], rep["allocation"]
+    assert_nothing_left(run_dir, tag=str(flag))
+    # The next run (no end this time) finishes the suite; one attempt each is enough.
+    flag.touch()
+    r = fleet("run", str(suite), "--run-dir", str(run_dir), "--nodes", "1", "--max-attempts", "1", *HB,
+              cwd=tmp_path, timeout=90)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "1 already done" in r.stdout and "3 succeeded" in r.stdout, r.stdout
+    for s in ("sleepy", "long", "after"):
+        assert [a["outcome"] for a in records.attempts(run_dir, s)] == ["succeeded"], s
+    assert_nothing_left(run_dir, tag=str(flag))
+
+
+def test_a_fleet_with_a_walltime_skips_long_steps_interrupts_running_ones_at_the_drain_point_exits_3_and_the_rerun_finishes(
+        tmp_path):
+    run_dir = tmp_path / "run"
+    suite, flag = drain_suite(tmp_path)
+    r = fleet("run", str(suite), "--run-dir", str(run_dir), "--nodes", "1", "--walltime", "20s",
+              "--drain-before", "10s", *HB, cwd=tmp_path, timeout=90)
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "the allocation ended before the suite did: 3 steps interrupted or not started" in r.stderr, r.stderr
+    assert "not_started long" in r.stdout and "interrupted sleepy" in r.stdout, r.stdout
+    ev = events(run_dir)
+    [end] = [e for e in ev if e["kind"] == "allocation_end"]
+    assert end["source"] == "given" and end["end"] - end["drain_at"] == 10.0
+    [w] = [e for e in ev if e["kind"] == "wait" and e["step"] == "long"]
+    assert w["cause"] == "deadline" and w["reason"].startswith("expected to take 3600 s (estimate)"), w
+    [ns] = [e for e in ev if e["kind"] == "not_started"]
+    assert ns["steps"] == 2 and ns["held"] == 1
+    assert_drained_then_rerun(run_dir, tmp_path, suite, flag, "the drain point, 10 s before the end")
+
+
+def test_the_batch_systems_warning_signal_to_fleet_run_drains_at_once(tmp_path, background):
+    run_dir = tmp_path / "run"
+    suite, flag = drain_suite(tmp_path)
+    # An end far off: only the warning drains; long's hour does not fit in it either.
+    runner = spawn("run", str(suite), "--run-dir", str(run_dir), "--nodes", "1", "--walltime", "40m", *HB,
+                   cwd=tmp_path)
+    background.append(runner)
+    wait_for(lambda: any(e["kind"] == "started" and e["step"] == "sleepy" for e in events(run_dir)), 60,
+             "sleepy running")
+    os.kill(runner.pid, signal.SIGUSR1)  # as `#SBATCH --signal=B:USR1@300` and the job script's trap do
+    code, out, err = finish(runner)
+    assert code == 3, out + err
+    assert_drained_then_rerun(run_dir, tmp_path, suite, flag, "warning signal (SIGUSR1)")
+
+
+def test_fleet_status_shows_when_the_allocation_ends_and_its_drain_point(tmp_path):
+    run_dir = tmp_path / "run"
+    before = time.time()
+    fleet("up", "--run-dir", str(run_dir), "--nodes", "1", "--walltime", "1h", "--drain-before", "10m", *HB,
+          cwd=tmp_path, check=True, timeout=60)
+    try:
+        st = wait_for(lambda: json.loads(fleet("status", "--run-dir", str(run_dir), "--json", cwd=tmp_path,
+                                               timeout=30).stdout).get("allocation"), 30, "the end in status")
+        assert before + 3600 <= st["end"] <= time.time() + 3600 and st["end"] - st["drain_at"] == 600
+        assert st["source"] == "given" and not st["drained"]
+        text = fleet("status", "--run-dir", str(run_dir), cwd=tmp_path, timeout=30).stdout
+        assert "allocation ends " in text and "(in 59m" in text and "drain point" in text, text
+    finally:
+        assert fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60).returncode == 0
