@@ -5,6 +5,8 @@ starts nothing more, their exits are interrupted (no attempt, nothing blocked), 
 
 from __future__ import annotations
 
+import json
+
 from fleet.core import states as S
 from fleet.core import waits as W
 from fleet.core.deadline import AllocationEnds, DrainNow
@@ -93,3 +95,19 @@ def test_simulate_models_the_end_of_the_allocation_with_the_same_core():
     assert r.to_json()["interrupted"] == {"unknown": 40.0}
     plain = simulate(s.steps, build_graph(s.steps)[0], pretend_nodes(1, 4, 4 * 2**30))
     assert plain.interrupted == {} and "end_s" not in plain.to_json() and len(plain.steps) == 6
+
+
+def test_fleet_simulate_with_a_walltime_says_what_was_interrupted_and_not_started(tmp_path):
+    from click.testing import CliRunner
+    from fleet.cli import main
+    p = tmp_path / "s.toml"
+    p.write_text('[suite]\nname = "w"\n[[steps]]\nid = "a"\ncommand = "x"\nestimate = 30\n'
+                 '[[steps]]\nid = "b"\ncommand = "x"\nestimate = 30\ndeps = ["a"]\n')
+    r = CliRunner().invoke(main, ["simulate", str(p), "--nodes", "1", "--cores-per-node", "2",
+                                  "--walltime", "1m", "--drain-before", "20s"])
+    assert r.exit_code == 0, r.output
+    assert "end                 60.0 s (drain point 40.0 s)" in r.output
+    assert "not started            1 step(s)" in r.output, r.output
+    j = CliRunner().invoke(main, ["simulate", str(p), "--nodes", "1", "--cores-per-node", "2", "--walltime", "1m",
+                                  "--drain-before", "20s", "--json"])
+    assert json.loads(j.output)["not_started"] == ["b"]
