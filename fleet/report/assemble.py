@@ -54,6 +54,10 @@ def build(records: list, now: float | None = None, *, session: int = -1, run_dir
     now = max(now, g.last_t)
 
     busy_now, last_end = _settle(steps, now, in_progress)
+    if g.allocation.get("drained") is not None:  # what a drain left undone (fleet.core.deadline)
+        for s in steps.values():
+            if s.outcome == NOT_RUN:
+                s.reason = "not started: the fleet drained before the allocation's end"
     finished = [x for s in steps.values() for x in s.attempts]
     work = sum(x.work_s for x in finished if x.work_s is not None)
     work_core = sum(x.work_s * x.cores for x in finished if x.work_s is not None)
