@@ -12,7 +12,7 @@ import click
 from fleet.control.checks import checked_suite, preload_hint
 from fleet.core.problems import SuiteError
 from fleet.core.units import counted, format_memory
-from fleet.cli_options import MEMORY, end_args, end_options, simulate_end, simulate_end_lines
+from fleet.cli_options import MEMORY, drain_margin, end_args, end_options, simulate_end, simulate_end_lines
 
 EXIT_INVALID = 2
 
@@ -98,7 +98,7 @@ def simulate(suite, nodes, cores_per_node, memory_per_node, gpus_per_node, as_js
         s, graph = checked_suite(suite, alloc, check_inputs=False)
     except SuiteError as e:
         _invalid(e)
-    r = run_sim(s.steps, graph, alloc, end_s=walltime, drain_before_s=drain_before)
+    r = run_sim(s.steps, graph, alloc, end_s=walltime, drain_before_s=drain_margin(walltime, drain_before))
     if as_json:
         click.echo(json.dumps(r.to_json(), indent=1, sort_keys=True))
         return

@@ -90,7 +90,8 @@ END = _Param("time", parse_end)
 
 def end_options(f):
     """--end, --walltime and --drain-before (fleet up, and fleet run's embedded fleet)."""
-    f = click.option("--drain-before", type=DURATION, default=DRAIN_BEFORE_DEFAULT,
+    f = click.option("--drain-before", type=DURATION, default=None,
+                     show_default="5m, at most half the time left when the fleet starts",
                      help="how long before the end running steps are stopped (interrupted: the next run "
                           "reruns them) and steps that would not end before it are not started")(f)
     f = click.option("--walltime", type=DURATION, default=None, show_default="the batch job's",
@@ -100,23 +101,31 @@ def end_options(f):
     return f
 
 
-def end_args(end: float | None, walltime: float | None, drain_before: float) -> list[str]:
+def end_args(end: float | None, walltime: float | None, drain_before: float | None) -> list[str]:
     """The coordinator's options for them (an absolute end, from now for --walltime)."""
     if end is not None and walltime is not None:
         raise click.UsageError("give --end or --walltime, not both")
     if walltime is not None:
         end = time.time() + walltime
-    return (["--end", repr(end)] if end is not None else []) + ["--drain-before", repr(drain_before)]
+    return ((["--end", repr(end)] if end is not None else [])
+            + (["--drain-before", repr(drain_before)] if drain_before is not None else []))
 
 
 def simulate_end(f):
     """`fleet simulate --walltime --drain-before`: the pretend allocation's end, from its start."""
-    f = click.option("--drain-before", type=DURATION, default=DRAIN_BEFORE_DEFAULT,
+    f = click.option("--drain-before", type=DURATION, default=None, show_default="5m, at most half the walltime",
                      help="with --walltime: the drain point, this long before the end")(f)
     f = click.option("--walltime", type=DURATION, default=None, show_default="no end",
                      help="the pretend allocation ends this long after it starts (e.g. 2h): "
                           "model the drain before it")(f)
     return f
+
+
+def drain_margin(walltime: float | None, drain_before: float | None) -> float:
+    """The drain margin a fleet would take: as given, else 5 min but at most half the time."""
+    if drain_before is not None:
+        return drain_before
+    return min(parse_duration(DRAIN_BEFORE_DEFAULT), (walltime or 0.0) / 2)
 
 
 def simulate_end_lines(r) -> list[str]:

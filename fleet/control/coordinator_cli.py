@@ -7,10 +7,11 @@ import argparse
 import logging
 import os
 import signal
+import time
 from pathlib import Path
 
 from fleet.control.drain import DRAIN_BEFORE_S
-from fleet.site.allocation import end_time, from_environment
+from fleet.site.allocation import AllocationError, end_time, from_environment
 from fleet.site.launch import launcher_for
 from fleet.site.profiles import ProfileError, detect, load as load_profile
 from fleet.wire import connection
@@ -35,8 +36,9 @@ def parser() -> argparse.ArgumentParser:
                     help="attempts of a step across every fleet before it is stopped (0: no limit)")
     ap.add_argument("--end", type=float, default=None,
                     help="when the allocation ends, epoch seconds (default: asked of the batch system, once)")
-    ap.add_argument("--drain-before", type=float, default=DRAIN_BEFORE_S,
-                    help="seconds before the end at which running steps are stopped (interrupted)")
+    ap.add_argument("--drain-before", type=float, default=None,
+                    help="seconds before the end at which running steps are stopped (interrupted); "
+                         f"default {DRAIN_BEFORE_S:g}, at most half the time left at the start")
     ap.add_argument("--connection-name", default=connection.NAME)
     ap.add_argument("--parent-pid", type=int, default=0,
                     help="stop (SIGTERM: a clean teardown) when this process, our parent, dies")
@@ -87,8 +89,16 @@ def main(argv: list[str] | None = None) -> int:
 
 def _end(args) -> tuple[float | None, float, str]:
     """When the allocation ends (given, else read once from the batch system), the
-    drain margin, and where the end came from."""
+    drain margin, and where the end came from. The default margin is at most half the
+    time left, so that a job shorter than it still runs something."""
     if args.end is not None:
-        return args.end, args.drain_before, "given"
-    end, source = end_time(from_environment())
-    return end, args.drain_before, source
+        end, source = args.end, "given"
+    else:
+        try:
+            end, source = end_time(from_environment())
+        except AllocationError as e:
+            end, source = None, str(e)
+    before = args.drain_before
+    if before is None:
+        before = min(DRAIN_BEFORE_S, max(0.0, (end - time.time()) / 2)) if end is not None else DRAIN_BEFORE_S
+    return end, before, source

@@ -124,3 +124,12 @@ def test_fleet_status_shows_when_the_allocation_ends_and_its_drain_point(tmp_pat
         assert "allocation ends " in text and "(in 59m" in text and "drain point" in text, text
     finally:
         assert fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60).returncode == 0
+
+
+def test_the_default_drain_margin_is_five_minutes_but_at_most_half_the_time_left_so_a_short_job_still_runs():
+    from fleet.control.coordinator_cli import _end, parser
+    now = time.time()
+    end, before, source = _end(parser().parse_args(["--run-dir", "x", "--end", str(now + 180)]))
+    assert source == "given" and 89 <= before <= 90
+    assert _end(parser().parse_args(["--run-dir", "x", "--end", str(now + 7200)]))[1] == 300.0
+    assert _end(parser().parse_args(["--run-dir", "x", "--end", str(now + 180), "--drain-before", "170"]))[1] == 170
