@@ -29,6 +29,7 @@ from fleet.core.decisions import (Blocked, Cancel, Decision, Elsewhere, EnterMor
                                   Ignored, JobView, Kill, NodeJoined, NodeLost, Reclaim, Retry, Settled, Skipped,
                                   Start, StepExited, Submitted, Unrunnable, Wait, submission)
 from fleet.core.jobs import DemandClass as _Class, Job as _Job
+from fleet.core.phases import Phases
 from fleet.core.resources import Capacity, Demand, Pool
 from fleet.core.suite import StepSpec
 
@@ -51,7 +52,7 @@ class _Entry:
         self.chunked = chunked
 
 
-class Scheduler(Entries):
+class Scheduler(Entries, Phases):
     """Decides what runs where and when. Feed it events; act on its decisions."""
 
     def __init__(self) -> None:
@@ -71,6 +72,7 @@ class Scheduler(Entries):
         self._after: dict[str, tuple[StepSpec, tuple[str, ...], bool]] = {}
         self._entry: _Entry | None = None  # a chunked submission part way in
         self._held: deque[tuple[Event, float]] = deque()  # events that came meanwhile
+        self._phases_init()  # steps that submit steps, wait for them, go on in stages
 
     # -- public ---------------------------------------------------------------------
     def handle(self, event: Event, now: float) -> list[Decision]:
@@ -103,6 +105,7 @@ class Scheduler(Entries):
         """Enter a submission, or its next part; once it is all in, its scheduling pass
         and then the events held meanwhile, in order."""
         if isinstance(event, Submitted):
+            self._link_children(event)
             entry = self._entry = _Entry(now, len(event.steps), event.chunk > 0)
             entry.gen = self._submitting(event, entry.out, entry)
         elif self._entry is None:
@@ -180,6 +183,7 @@ class Scheduler(Entries):
         self._counts[job.state] = self._counts.get(job.state, 0) + 1
         if job.state in S.FINAL:
             self._open -= 1
+            self._ended(job)
 
     def _add(self, spec: StepSpec, deps: tuple[str, ...], serial: bool) -> _Job:
         job = _Job(spec, deps)
@@ -189,6 +193,7 @@ class Scheduler(Entries):
         job.seq = self._seq
         self._seq += 1
         self._jobs[spec.id] = job
+        self._added(job)  # a child: counted in its parent, queued ahead (fleet.core.phases)
         self._counts[S.WAITING] = self._counts.get(S.WAITING, 0) + 1
         self._open += 1
         return job
@@ -232,6 +237,9 @@ class Scheduler(Entries):
         if job.spec.id in self._after:
             self._next_generation(job, ev, out)
             return
+        if ev.outcome in S.CONTROL:  # wait, next, restart, broken: fleet.core.phases
+            self._control(job, ev, out)
+            return
         if ev.outcome in (S.STOPPED, S.CANCELLED):  # never retried
             self._set(job, "stopped" if ev.outcome == S.STOPPED else S.CANCELLED)
             out.append(Finished(job.spec.id, job.attempt, ev.outcome, ev.reason))
@@ -264,7 +272,7 @@ class Scheduler(Entries):
         ended = []
         for sid in ev.steps:
             job = self._jobs.get(sid)
-            if job is None or job.state not in (S.WAITING, S.READY, S.RUNNING):
+            if job is None or job.state not in (S.WAITING, S.READY, S.RUNNING, S.SUSPENDED):
                 out.append(Ignored(f"cancel of {sid!r}: " + (f"it is {job.state}" if job else "unknown step")))
                 continue
             self._after.pop(sid, None)
@@ -422,7 +430,7 @@ class Scheduler(Entries):
             self._running[sid] = job
             for slot in placement:
                 self._on_node[slot.node].add(sid)
-            out.append(Start(sid, job.attempt, placement))
+            out.append(Start(sid, job.attempt, placement, self._resume_of(sid)))
             started = True
             if cls.exclusive:
                 self._exclusive_running = job

@@ -1,0 +1,199 @@
+"""Steps that add steps, wait for them without holding resources, and go on in stages
+(issue 13 items 1-3), through the real `fleet` CLI: real processes, real files. Step
+functions live in tests/children_steps.py."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from children_steps import ran
+from fleetharness import assert_nothing_left, events, fleet, write_suite
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fleet's nodes need Linux")
+
+
+def run(tmp_path: Path, body: str, *extra: str, name: str = "kids", timeout: float = 180.0):
+    suite = write_suite(tmp_path / f"{name}.toml", f'[suite]\nname = "{name}"\nrun_dir = "{name}"\n' + body)
+    r = fleet("run", str(suite), *extra, cwd=tmp_path, timeout=timeout)
+    return r, tmp_path / name
+
+
+def exits(run_dir: Path, step: str) -> list[dict]:
+    return [e for e in events(run_dir) if e["kind"] == "exit" and e["step"] == step]
+
+
+def test_fifty_parents_of_one_core_on_two_cores_each_waiting_for_four_children_do_not_deadlock(tmp_path):
+    r, run_dir = run(tmp_path, """
+[[steps]]
+id = "p{i}"
+array = "0-49"
+call = "children_steps:parent"
+args = { n = 4 }
+""", "--nodes", "1")
+    assert r.returncode == 0, r.stdout + r.stderr
+    seen = ran(run_dir)
+    resumed = [x for x in seen if x["what"] == "resumed"]
+    assert sorted(x["step"] for x in resumed) == sorted(f"p{i}" for i in range(50))
+    assert all(x["phase"] == 1 and len(x["children"]) == 4 and set(x["children"].values()) == {"succeeded"}
+               for x in resumed)
+    assert len([x for x in seen if x["what"] == "child"]) == 200
+    assert [e["outcome"] for e in exits(run_dir, "p7")] == ["wait", "succeeded"]
+    assert_nothing_left(run_dir)
+
+
+def test_a_step_that_submits_two_hundred_children_and_waits_sees_them_all_succeed(tmp_path):
+    r, run_dir = run(tmp_path, """
+[[steps]]
+id = "big"
+call = "children_steps:many"
+args = { n = 200 }
+
+[[steps]]
+id = "after"
+call = "children_steps:child"
+deps = ["big"]
+""")
+    assert r.returncode == 0, r.stdout + r.stderr
+    seen = ran(run_dir)
+    resumed = [x for x in seen if x["what"] == "resumed"]
+    assert resumed == [dict(resumed[0], count=200, bad={})]
+    after = next(x for x in seen if x["step"] == "after")
+    assert after["t"] > resumed[0]["t"]  # a parent's dependents wait for its final success
+    assert_nothing_left(run_dir)
+
+
+def test_nested_children_run_and_each_parent_goes_on_after_its_own_children(tmp_path):
+    r, run_dir = run(tmp_path, """
+[[steps]]
+id = "top"
+call = "children_steps:parent"
+args = { n = 2, depth = 2 }
+""")
+    assert r.returncode == 0, r.stdout + r.stderr
+    seen = ran(run_dir)
+    resumed = {x["step"]: x for x in seen if x["what"] == "resumed"}
+    assert set(resumed) == {"top", "top/c0", "top/c1", "top/c0/c0", "top/c0/c1", "top/c1/c0", "top/c1/c1"}
+    leaves = {x["step"]: x["t"] for x in seen if x["what"] == "child"}
+    assert len(leaves) == 8 and "top/c0/c1/c1" in leaves
+    assert resumed["top"]["t"] > max(x["t"] for x in resumed.values() if x["step"] != "top")
+    assert resumed["top/c0/c1"]["t"] > max(leaves["top/c0/c1/c0"], leaves["top/c0/c1/c1"])
+    assert (run_dir / "steps/top/c0/c1/c1/log").exists()
+    assert_nothing_left(run_dir)
+
+
+def test_a_retried_parent_that_submits_the_same_children_again_adds_nothing(tmp_path):
+    r, run_dir = run(tmp_path, """
+[[steps]]
+id = "p"
+call = "children_steps:parent"
+args = { n = 3, fail_once = true }
+retries = 1
+""")
+    assert r.returncode == 0, r.stdout + r.stderr
+    seen = ran(run_dir)
+    assert sorted(x["step"] for x in seen if x["what"] == "child") == ["p/c0", "p/c1", "p/c2"]
+    assert len([x for x in seen if x["what"] == "submitted"]) == 2
+    declared = [e["step"] for e in events(run_dir) if e["kind"] == "step" and e["step"].startswith("p/")]
+    assert sorted(declared) == ["p/c0", "p/c1", "p/c2"]
+    assert_nothing_left(run_dir)
+
+
+def test_children_deps_name_siblings_first_then_the_suites_steps_and_a_bad_table_raises_suite_error(tmp_path):
+    r, run_dir = run(tmp_path, """
+[[steps]]
+id = "first"
+call = "children_steps:child"
+
+[[steps]]
+id = "p"
+call = "children_steps:chain"
+
+[[steps]]
+id = "bad"
+call = "children_steps:bad_submit"
+""")
+    assert r.returncode == 0, r.stdout + r.stderr
+    seen = ran(run_dir)
+    order = [x["step"] for x in seen if x["what"] == "child"]
+    assert order.index("p/a") < order.index("p/b") and order.index("first") < order.index("p/b")
+    refused = next(x for x in seen if x["what"] == "refused")
+    assert refused["problems"] == ["bad: ctx.submit: step 'bad/x': field 'cores': "
+                                   + refused["problems"][0].split("field 'cores': ")[1]]
+    assert_nothing_left(run_dir)
+
+
+def test_next_restart_and_broken_from_a_call_step(tmp_path):
+    r, run_dir = run(tmp_path, """
+[[steps]]
+id = "multi"
+call = "children_steps:stages"
+
+[[steps]]
+id = "br"
+call = "children_steps:broken"
+retries = 3
+
+[[steps]]
+id = "after_br"
+call = "children_steps:child"
+deps = ["br"]
+""")
+    assert r.returncode == 1, r.stdout + r.stderr
+    seen = [x for x in ran(run_dir) if x["step"] == "multi"]
+    assert [(x["stage"], x["restarts"]) for x in seen] == [("", 0), ("relax", 0), ("", 1), ("relax", 1),
+                                                              ("final", 1)]
+    assert "relax.out" not in seen[2]["files"] and "start.out" not in seen[2]["files"]
+    assert sorted(p.name for p in (run_dir / "steps/multi/attempt-1").iterdir()) == ["relax.out", "start.out"]
+    assert [e["outcome"] for e in exits(run_dir, "multi")] == ["next", "restart", "next", "next", "succeeded"]
+    assert [e["outcome"] for e in exits(run_dir, "br")] == ["broken"]  # never retried
+    assert "broken" in r.stdout and "after_br" in r.stdout
+    assert not [x for x in ran(run_dir) if x["step"] == "after_br"]
+    assert_nothing_left(run_dir)
+
+
+def test_a_command_step_speaks_httks_exit_codes_only_with_protocol_steps(tmp_path):
+    script = tmp_path / "stages.sh"
+    script.write_text("""#!/bin/sh
+echo "phase=$FLEET_PHASE stage=$FLEET_STAGE" >> "$FLEET_RUN_DIR/cmd.txt"
+case "$FLEET_STAGE" in
+  "") printf 'two' > "$FLEET_NEXT_STAGE"; exit 2 ;;
+  two)
+    if [ "$FLEET_PHASE" = 1 ]; then
+      printf '[[steps]]\\nid = "k"\\ncommand = "echo kid >> $FLEET_RUN_DIR/cmd.txt"\\n' > "$FLEET_SUBMIT_DIR/ht.tmp.k"
+      mv "$FLEET_SUBMIT_DIR/ht.tmp.k" "$FLEET_SUBMIT_DIR/k.toml"
+      exit 3
+    fi
+    [ -e "$FLEET_RUN_DIR/restarted" ] && exit 0
+    touch "$FLEET_RUN_DIR/restarted"
+    exit 4 ;;
+esac
+exit 1
+""")
+    script.chmod(0o755)
+    r, run_dir = run(tmp_path, f"""
+[[steps]]
+id = "cmd"
+command = ["{script}"]
+protocol = "steps"
+
+[[steps]]
+id = "brk"
+command = "exit 5"
+protocol = "steps"
+retries = 2
+
+[[steps]]
+id = "plain"
+command = "exit 2"
+""")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert (run_dir / "cmd.txt").read_text().splitlines() == [
+        "phase=0 stage=", "phase=1 stage=two", "kid", "phase=2 stage=two",
+        "phase=0 stage=", "phase=1 stage=two", "phase=2 stage=two"]  # the same child again: nothing added
+    assert [e["outcome"] for e in exits(run_dir, "cmd")] == ["next", "wait", "restart", "next", "wait", "succeeded"]
+    assert [e["outcome"] for e in exits(run_dir, "brk")] == ["broken"]
+    assert [e["outcome"] for e in exits(run_dir, "plain")] == ["failed"]
+    assert_nothing_left(run_dir)
