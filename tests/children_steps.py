@@ -72,10 +72,10 @@ def broken(ctx) -> None:
     raise fleet.Broken("the structure does not converge")
 
 
-def slow_parent(ctx, n: int = 3) -> None:
-    """Submits slow children and waits (for the test that kills the coordinator)."""
+def slow_parent(ctx, n: int = 3, step_s: float = 2.0) -> None:
+    """Submits slow children and waits (for the tests that look while it waits)."""
     if ctx.phase == 0:
-        ctx.submit([{"id": f"c{i}", "call": "children_steps:child", "args": {"pause": 0.5 + 2.0 * i}}
+        ctx.submit([{"id": f"c{i}", "call": "children_steps:child", "args": {"pause": 0.5 + step_s * i}}
                     for i in range(n)])
         _note(ctx, "submitted")
         raise fleet.WaitForChildren()

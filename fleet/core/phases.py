@@ -128,6 +128,17 @@ class Phases:
         kids = tuple((k, self._jobs[k].state) for k in fam.kids if k in self._jobs)
         return Resume(fam.phase, fam.stage, fam.restarts, kids)
 
+    def suspended(self, limit: int) -> list[tuple[str, int, str, int, int]]:
+        """The first `limit` steps waiting for their children, as family() says each (a
+        walk over the steps that ever ran in phases, not over every step)."""
+        out = []
+        for sid, fam in self._families.items():
+            if fam.suspended and self._jobs[sid].state == S.SUSPENDED:
+                out.append((sid, fam.phase, fam.stage, len(fam.pending), len(fam.kids)))
+                if len(out) >= limit:
+                    break
+        return out
+
     def family(self, sid: str) -> tuple[str | None, int, str, int, int]:
         """(parent id, phase, stage, children not final, children) of a step."""
         link = self._parent_of.get(sid)

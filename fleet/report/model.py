@@ -18,7 +18,7 @@ from fleet.wire.events import Exit, StepDeclared
 
 UNFINISHED, NOT_RUN = "unfinished", "not run"  # the fleet went down before it ended / ran
 PROBLEM_OUTCOMES = (S.FAILED, S.TERMINATED, S.TIMED_OUT, S.LOST, S.CANCELLED, S.BLOCKED, S.UNRUNNABLE, S.INTERRUPTED,
-                    UNFINISHED, NOT_RUN)
+                    UNFINISHED, NOT_RUN, S.BROKEN)
 
 # What a waiting step waited for, in words (text and HTML).
 CATEGORY_TEXT = {
@@ -159,6 +159,7 @@ class Report:
     fleet_up_s: float | None = None
     capacity_floor_s: float = 0.0
     notes: list[str] = field(default_factory=list)
+    families: list[dict] = field(default_factory=list)  # children and stages (fleet.report.families)
 
     @property
     def attempts(self) -> Iterable[Attempt]:
@@ -198,6 +199,7 @@ class Report:
             "waits": {category_name(k): v for k, v in self.waits.items()},
             "stretches": [_stretch_json(st, stretch_steps) for st in self.stretches],
             "notes": self.notes,
+            "families": self.families,
             "steps": {s.id: self._step_json(s) for s in self.steps.values()},
         }
 

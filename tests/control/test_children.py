@@ -197,3 +197,78 @@ command = "exit 2"
     assert [e["outcome"] for e in exits(run_dir, "brk")] == ["broken"]
     assert [e["outcome"] for e in exits(run_dir, "plain")] == ["failed"]
     assert_nothing_left(run_dir)
+
+
+def test_a_coordinator_killed_while_a_parent_waits_leaves_nothing_and_a_rerun_finishes_the_children_once(
+        tmp_path, background):
+    import os
+    import signal
+
+    from fleetharness import finish, spawn, wait_for
+    hb = ["--heartbeat", "0.2", "--heartbeat-timeout", "2"]
+    run_dir = tmp_path / "run"
+    suite = write_suite(tmp_path / "s.toml", """
+[suite]
+name = "kill"
+[[steps]]
+id = "p"
+call = "children_steps:slow_parent"
+args = { n = 3 }
+""")
+    fleet("up", "--run-dir", str(run_dir), "--nodes", "1", *hb, cwd=tmp_path, check=True, timeout=60)
+    runner = spawn("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path)
+    background.append(runner)
+    wait_for(lambda: exits(run_dir, "p/c0") and exits(run_dir, "p"), 60, "the parent to wait and a child to end")
+    coordinator = next(e for e in events(run_dir) if e["kind"] == "fleet_starting")["pid"]
+    os.kill(coordinator, signal.SIGKILL)
+    assert_nothing_left(run_dir, timeout=10)
+    finish(runner, 30)
+    assert [x["what"] for x in ran(run_dir) if x["step"] == "p"] == ["submitted"]
+
+    r = fleet("run", str(suite), "--run-dir", str(run_dir), *hb, cwd=tmp_path, timeout=90)
+    assert r.returncode == 0, r.stdout + r.stderr
+    seen = ran(run_dir)
+    # The parent's first phase runs again (it submits the same children: nothing new);
+    # the child that had succeeded is skipped; the parent goes on once, after the rest.
+    assert [x["what"] for x in seen if x["step"] == "p"] == ["submitted", "submitted", "resumed"]
+    assert [x["step"] for x in seen if x["what"] == "child"].count("p/c0") == 1
+    assert {x["step"] for x in seen if x["what"] == "child"} == {"p/c0", "p/c1", "p/c2"}
+    resumed = seen[-1] if seen[-1]["step"] == "p" else next(x for x in seen if x["what"] == "resumed")
+    assert resumed["children"] == {"p/c0": "skipped", "p/c1": "succeeded", "p/c2": "succeeded"}
+    assert_nothing_left(run_dir)
+
+
+def test_fleet_status_shows_a_waiting_parent_its_children_under_it_and_fleet_report_the_family(
+        tmp_path, background):
+    from fleetharness import finish, spawn, wait_for
+    run_dir = tmp_path / "run"
+    suite = write_suite(tmp_path / "s.toml", """
+[suite]
+name = "family"
+[[steps]]
+id = "p"
+call = "children_steps:slow_parent"
+args = { n = 2, step_s = 6.0 }
+[[steps]]
+id = "multi"
+call = "children_steps:stages"
+""")
+    fleet("up", "--run-dir", str(run_dir), "--nodes", "1", cwd=tmp_path, check=True, timeout=60)
+    try:
+        runner = spawn("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path)
+        background.append(runner)
+        wait_for(lambda: exits(run_dir, "p") and exits(run_dir, "p/c0"), 60, "the parent to wait")
+        st = fleet("status", "--run-dir", str(run_dir), cwd=tmp_path, check=True, timeout=30).stdout
+        assert "waiting for children (1):" in st, st
+        assert "  p                              waiting for 1 of 2 children  phase 1" in st, st
+        assert "    p/c1 " in st, st  # running, indented under its parent
+        assert "suspended 1" in st, st
+        rc, out, err = finish(runner, 60)
+        assert rc == 0, out + err
+    finally:
+        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
+    text = fleet("report", str(run_dir), cwd=tmp_path, check=True, timeout=60).stdout
+    assert "  children      2 submitted by 1 step(s); stages and waits:" in text, text
+    assert "    p [succeeded]: 2 children (2 succeeded); waited for children 1 time(s)" in text, text
+    assert "    multi [succeeded]: stages relax -> relax -> final; restarted 1 time(s)" in text, text
+    assert_nothing_left(run_dir)
