@@ -26,6 +26,9 @@ phase, so after the children it waited for.
 
 from __future__ import annotations
 
+from collections import deque
+from typing import Iterator
+
 from fleet.core import states as S
 from fleet.core.decisions import Blocked, Finished, Resume, Submitted  # noqa: F401  (Blocked: docs)
 
@@ -119,6 +122,23 @@ class Phases:
                 return
         self._set(job, "requeue")
         self._again(job)
+
+    def _with_children(self, ids) -> Iterator[str]:
+        """Steps to cancel: these, each followed by the unfinished children of one that
+        waits for them (and theirs), once each. A running parent's children are not
+        followed: it may still take them into account."""
+        todo, seen = deque(ids), set()
+        while todo:
+            sid = todo.popleft()
+            if sid in seen:
+                continue
+            seen.add(sid)
+            fam, job = self._families.get(sid), self._jobs.get(sid)
+            kids = ()
+            if fam is not None and job is not None and job.state == S.SUSPENDED:
+                kids = sorted(fam.pending, key=lambda k: self._jobs[k].seq)
+            yield sid
+            todo.extend(kids)
 
     def _resume_of(self, sid: str) -> Resume | None:
         """What a Start of the step carries besides its placement (None: a plain step)."""

@@ -270,7 +270,7 @@ class Scheduler(Entries, Phases):
         definition waiting to replace it is dropped. Every step named is cancelled
         before any dependent is blocked: a named dependent ends cancelled, not blocked."""
         ended = []
-        for sid in ev.steps:
+        for sid in self._with_children(ev.steps):  # a waiting parent's children with it
             job = self._jobs.get(sid)
             if job is None or job.state not in (S.WAITING, S.READY, S.RUNNING, S.SUSPENDED):
                 out.append(Ignored(f"cancel of {sid!r}: " + (f"it is {job.state}" if job else "unknown step")))

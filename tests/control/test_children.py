@@ -272,3 +272,31 @@ call = "children_steps:stages"
     assert "    p [succeeded]: 2 children (2 succeeded); waited for children 1 time(s)" in text, text
     assert "    multi [succeeded]: stages relax -> relax -> final; restarted 1 time(s)" in text, text
     assert_nothing_left(run_dir)
+
+
+def test_fleet_cancel_of_a_waiting_parent_cancels_it_and_its_unfinished_children_and_leaves_nothing(
+        tmp_path, background):
+    from fleetharness import finish, spawn, wait_for
+    run_dir = tmp_path / "run"
+    suite = write_suite(tmp_path / "s.toml", """
+[suite]
+name = "cancel"
+[[steps]]
+id = "p"
+call = "children_steps:slow_parent"
+args = { n = 3, step_s = 30.0 }
+""")
+    fleet("up", "--run-dir", str(run_dir), "--nodes", "1", cwd=tmp_path, check=True, timeout=60)
+    try:
+        runner = spawn("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path)
+        background.append(runner)
+        wait_for(lambda: exits(run_dir, "p/c0") and exits(run_dir, "p"), 60, "the parent to wait")
+        r = fleet("cancel", "--run-dir", str(run_dir), "p", cwd=tmp_path, timeout=30)
+        assert r.returncode == 0, r.stdout + r.stderr
+        rc, out, err = finish(runner, 60)
+        assert rc == 1, out + err
+        assert "cancelled  p" in out and "cancelled  p/c1" in out and "cancelled  p/c2" in out, out
+        assert not [x for x in ran(run_dir) if x["what"] == "resumed"]
+    finally:
+        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
+    assert_nothing_left(run_dir)

@@ -105,7 +105,7 @@ def test_nested_children_run_depth_first_and_their_parents_go_on_innermost_first
     assert starts(sched.handle(StepExited("p", 1, S.SUCCEEDED), 5.0)) == ["q"]
 
 
-def test_a_suspended_parent_can_be_cancelled_and_a_child_problem_names_the_step_and_field():
+def test_a_suspended_parent_is_cancelled_with_its_children_and_a_child_problem_names_the_step_and_field():
     from fleet.core.scheduler import Cancel
     sched = Scheduler()
     sched.handle(NodeJoined(node("n", 1)), 0.0)
@@ -114,5 +114,6 @@ def test_a_suspended_parent_can_be_cancelled_and_a_child_problem_names_the_step_
     sched.handle(StepExited("p", 1, S.WAIT), 1.0)
     out = sched.handle(Cancel(("p",)), 2.0)
     assert Finished("p", 1, S.CANCELLED, "cancelled", ran=False) in out
+    assert any(getattr(d, "step", None) == "p/c" and type(d).__name__ == "Kill" for d in out)  # its running child
     _, problems = expand("p", [{"id": "x", "command": "y", "cores": 0}, {"id": "z"}], "ctx.submit")
     assert {(p.step, p.field) for p in problems} == {("p/x", "cores"), ("p/z", "call")}
