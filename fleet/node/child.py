@@ -391,7 +391,7 @@ def _context(launch: Launch) -> StepContext:
         memory=launch.memory, placement=launch.placement,
         inputs=launch.inputs, outputs=launch.outputs, args=launch.args,
         log=launch.log, threads=threads.step_threads(launch), phase=launch.phase, stage=launch.stage,
-        children=dict(launch.children), restarts=launch.restarts)
+        children=dict(launch.children), restarts=launch.restarts, children_omitted=launch.children_omitted)
 
 
 def _report_end(report_fd: int, first_at: float, work_start: float | None,

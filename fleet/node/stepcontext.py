@@ -30,6 +30,8 @@ class StepContext:
     stage: the stage a ``fleet.Next("stage")`` asked for ("" at first).
     children: each child's id -> outcome, once it waited for them (WaitForChildren).
     restarts: how many times it started over (fleet.Restart).
+    children_omitted: past 10,000 children, ``children`` lists only those that did not
+        succeed; this many (successes) are left out.
     """
 
     id: str
@@ -49,6 +51,7 @@ class StepContext:
     stage: str = ""
     children: dict = field(default_factory=dict)
     restarts: int = 0
+    children_omitted: int = 0
 
     def submit(self, steps: list) -> list:
         """Submit steps (tables of the suite's step fields) as this step's children; return

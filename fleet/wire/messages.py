@@ -228,6 +228,7 @@ class Launch:
     stage: str = ""
     restarts: int = 0
     children: dict = field(default_factory=dict)
+    children_omitted: int = 0  # past launching.CHILDREN_IN_LAUNCH: successes are left out
     protocol: str = ""
 
 

@@ -300,3 +300,19 @@ args = { n = 3, step_s = 30.0 }
     finally:
         fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
     assert_nothing_left(run_dir)
+
+
+def test_the_launch_of_a_parent_with_fifty_thousand_children_stays_under_the_message_limit(tmp_path):
+    from fleet.control import launching
+    from fleet.core.resources import Slot
+    from fleet.core.decisions import Resume, Start
+    from fleet.core.suite import parse_suite
+    from fleet.site.profiles import Profile
+    from fleet.wire import messages as P
+    spec = parse_suite({"steps": [{"id": "p", "call": "m:f"}]}, tmp_path / "s.toml").steps[0]
+    kids = tuple((f"p/k{i}", "failed" if i % 1000 == 0 else "succeeded") for i in range(50_000))
+    d = Start("p", 1, (Slot("n", (0,), (), 1 << 30),), Resume(1, "", 0, kids))
+    msg = launching.launch(Profile("local", ""), spec, d, tmp_path)
+    assert len(P.encode(msg)) < P.MAX_FRAME
+    assert msg.children == {f"p/k{i}": "failed" for i in range(0, 50_000, 1000)}
+    assert msg.children_omitted == 50_000 - 50 and msg.phase == 1
