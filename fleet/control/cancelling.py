@@ -19,6 +19,7 @@ from fleet.wire import messages as P
 
 REASON = "cancelled (fleet cancel)"
 NOT_STARTED = (S.WAITING, S.READY)
+HELD = NOT_STARTED + (S.SUSPENDED,)  # not running now: a parent waiting for its children too
 
 
 class Cancelling:
@@ -65,11 +66,11 @@ def choose(sched: Scheduler, msg: P.Cancel) -> P.CancelReply:
         except KeyError:
             unknown.append(sid)
     if msg.waiting or msg.all:
-        wanted = NOT_STARTED + ((S.RUNNING,) if msg.all else ())
+        wanted = NOT_STARTED + ((S.RUNNING, S.SUSPENDED) if msg.all else ())
         states.update((v.id, v.state) for v in sched.views() if v.state in wanted and v.id not in states)
     return P.CancelReply(running=[s for s, st in states.items() if st == S.RUNNING],
-                         waiting=[s for s, st in states.items() if st in NOT_STARTED],
-                         ended=[s for s, st in states.items() if st not in NOT_STARTED and st != S.RUNNING],
+                         waiting=[s for s, st in states.items() if st in HELD],
+                         ended=[s for s, st in states.items() if st not in HELD and st != S.RUNNING],
                          unknown=unknown)
 
 

@@ -283,7 +283,7 @@ class Coordinator:
         # Decide and launch what this exit frees first; the files that record it come
         # after, off the path between one step's end and the next one's start. (The
         # done marker still precedes the claim's release, which other fleets rely on.)
-        self._feed(StepExited(msg.step, msg.attempt, msg.outcome, rec.reason), now)
+        self.intake.children.exited(msg, rec, now)  # after its children are in (control/children)
         run_dir = self.claims.run_dir_of(msg.step)
         subs = self.submissions.step_subs.get(msg.step)
         # Why a step that had succeeded runs again, for its attempt record (fleet audit).

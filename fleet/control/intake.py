@@ -14,6 +14,10 @@ loop keeps answering agents and clients:
 4. it is handed to the scheduler as a Submitted of CHUNK steps a part
    (fleet.core.decisions.EnterMore): one part per turn. When the scheduler says it
    is all in (Entering), the client is answered.
+
+Steps a running step submitted (its children: fleet.control.children) come the same
+way, read on the same worker thread, queued with the clients' submissions and entered
+in parts; when they are in, the parent's exit goes to the scheduler.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
+from fleet.control import children as children_mod
 from fleet.control import submissions as subs_mod
 from fleet.control.submissions import Accepted, Submissions
 from fleet.control.worker import Worker
@@ -43,6 +48,7 @@ class _Entry:
     declared: int = 0
     fed: bool = False   # the Submitted went to the scheduler
     more: bool = False  # the scheduler paused: EnterMore next
+    batch: children_mod.Batch | None = None  # children, not a client's submission
 
 
 class Intake:
@@ -53,6 +59,7 @@ class Intake:
         self.worker: Worker | None = None
         self.waiting: deque = deque()  # (client, Submit, Checked or refusal), in arrival order
         self.entry: _Entry | None = None
+        self.children = children_mod.Children(coord, self)
 
     def start(self) -> None:
         self.worker = Worker("fleet-submissions")
@@ -61,11 +68,11 @@ class Intake:
     def close(self) -> None:
         """The fleet stops: clients still waiting are told, and the thread ends."""
         c = self.coord
-        waiting = [(ident, msg) for ident, msg, _ in self.waiting]
-        if self.entry is not None:
+        waiting = [(ident, msg) for ident, msg, _ in self.waiting if ident is not None]
+        if self.entry is not None and self.entry.ident is not None:
             waiting.append((self.entry.ident, self.entry.msg))
         if self.worker is not None:
-            waiting += [done.tag for done in self.worker.collect() if done.tag is not None]
+            waiting += [done.tag for done in self.worker.collect() if isinstance(done.tag, tuple)]
         for ident, msg in waiting:
             c.transport.reply(c.client_sock, ident, P.SubmitReply(False, problems=[
                 f"{msg.suite}: the fleet is going down; nothing more of it starts"]))
@@ -89,6 +96,9 @@ class Intake:
             if done.tag is None:  # a file write (Submissions.offload)
                 if done.error is not None:
                     log.warning("writing a submission's record failed: %r", done.error)
+                continue
+            if isinstance(done.tag, children_mod.Tag):
+                self.children.collected(done, time.time())
                 continue
             ident, msg = done.tag
             result = done.value
@@ -124,7 +134,10 @@ class Intake:
                 e.declared += len(batch)
             elif not e.fed or e.more:
                 first, e.fed, e.more = not e.fed, True, False
-                c._feed(Submissions.submitted(e.acc, e.msg, CHUNK) if first else EnterMore(), now)
+                if e.batch is not None and first:
+                    c._feed(e.batch.event, now)
+                else:
+                    c._feed(Submissions.submitted(e.acc, e.msg, CHUNK) if first else EnterMore(), now)
                 return  # one part per turn
             else:
                 return  # the scheduler has it; its Entering comes back through _act
@@ -132,6 +145,9 @@ class Intake:
     def _next(self, now: float) -> None:
         c = self.coord
         ident, msg, result = self.waiting.popleft()
+        if isinstance(result, children_mod.Batch):
+            self.entry = _Entry(None, None, result.acc, batch=result)
+            return
         if isinstance(result, P.SubmitReply):
             c.transport.reply(c.client_sock, ident, result)
             return
@@ -155,5 +171,8 @@ class Intake:
             return
         self.entry = None
         c = self.coord
+        if e.batch is not None:  # children: now the parent's exit (fleet.control.children)
+            c._feed(e.batch.then, time.time())
+            return
         c.transport.reply(c.client_sock, e.ident, P.SubmitReply(True, e.acc.sub.id, len(e.acc.sub.steps),
                                                                 len(e.acc.done)))

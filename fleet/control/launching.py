@@ -5,6 +5,7 @@ directory."""
 
 from __future__ import annotations
 
+import itertools
 import time
 from pathlib import Path
 
@@ -14,6 +15,11 @@ from fleet.site.profiles import Profile
 from fleet.wire import events
 from fleet.wire import messages as P
 from fleet.wire import records
+
+
+# Children whose outcomes a Launch carries (ctx.children); past this, only those that did
+# not succeed (as many), and how many were left out (ctx.children_omitted).
+CHILDREN_IN_LAUNCH = 10_000
 
 
 class CannotLaunch(Exception):
@@ -55,7 +61,27 @@ def launch(profile: Profile, spec, d: Start, run_dir: Path, fleet_id: str = "") 
         # Every step is given its GPUs, none included (CUDA_VISIBLE_DEVICES="" hides them);
         # an MPI launcher's ranks get theirs, per node, from the rendered command instead.
         env=env, gpu_vars=[profile.gpu_var] if profile.gpu_var and not spec.mpi else [],
-        threads=spec.threads if spec.mpi else 0, timeout=spec.timeout, grace=spec.grace)
+        threads=spec.threads if spec.mpi else 0, timeout=spec.timeout, grace=spec.grace,
+        **resumed(spec, d, run_dir, env))
+
+
+def resumed(spec, d: Start, run_dir: Path, env: dict) -> dict:
+    """The Launch fields of a step that goes on (fleet.core.phases) or speaks httk's
+    protocol; a command with protocol = "steps" learns them from its environment:
+    FLEET_PHASE, FLEET_STAGE, FLEET_SUBMIT_DIR, FLEET_NEXT_STAGE."""
+    r = d.resume
+    out = {} if r is None else {"phase": r.phase, "stage": r.stage, "restarts": r.restarts,
+                                "children": dict(r.children)}
+    if r is not None and len(r.children) > CHILDREN_IN_LAUNCH:  # the Launch stays far below 1 MiB
+        out["children"] = dict(itertools.islice(((k, v) for k, v in r.children if v != "succeeded"),
+                                                CHILDREN_IN_LAUNCH))
+        out["children_omitted"] = len(r.children) - len(out["children"])
+    if spec.protocol:
+        fleet_dir = records.step_dir(run_dir, d.step) / ".fleet"
+        env.update(FLEET_PHASE=str(r.phase if r else 0), FLEET_STAGE=r.stage if r else "",
+                   FLEET_SUBMIT_DIR=str(fleet_dir / "submit"), FLEET_NEXT_STAGE=str(fleet_dir / "next-stage"))
+        out["protocol"] = spec.protocol
+    return out
 
 
 def render_mpi(profile: Profile, spec, d: Start, run_dir: Path, command, env: dict) -> tuple[list, list]:

@@ -112,12 +112,14 @@ def _follow(f: Fleet, sub: Submission, suite: Suite, run_dir: Path, out) -> int:
     outcomes: dict[str, str] = {}
 
     def show(u: Update) -> None:
+        nonlocal total
         for step, outcome, attempt, reason, *more in u.finished:
             if outcome == "retry":  # not final: counted when it is
                 of = f" of {more[0]}" if more else ""
                 line = f"  {'retry':<10} {step}: retry {attempt}{of}: {reason}"
             else:
                 outcomes[step] = outcome
+                total = max(total, len(outcomes))  # steps its steps submitted count too
                 line = f"  {outcome:<10} {step}" + (f": {reason}" if reason and outcome not in (S.SUCCEEDED, S.SKIPPED) else "")
             if tty:
                 out.write("\r\033[K")

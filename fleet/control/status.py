@@ -24,14 +24,23 @@ def answer(sched: Scheduler, agents: list, *, up_since: float, run_dir: Path, fa
     views = sched.running(STATUS_RUNNING)
     running = [dict(step=v.id, node=v.placement[0].node if v.placement else None,
                     cores=sum(len(s.cores) for s in v.placement), attempt=v.attempt,
-                    elapsed_s=round(now - v.started_at, 3) if v.started_at else None)
+                    elapsed_s=round(now - v.started_at, 3) if v.started_at else None, **_phase(sched, v.id))
                for v in views]
     return dict(up_since=up_since, run_dir=str(run_dir), pid=os.getpid(),
                 nodes=_nodes(sched, agents), counts=sched.counts(), running=running,
                 running_total=sched.running_count(), failures=failures[-10:], dropped=dict(dropped),
                 submissions=[dict(id=s.id, suite=s.suite, steps=len(s.steps),
                                   finished=len(s.steps) - s.remaining) for s in submissions],
-                loop=loop or {}, allocation=sched.deadline.shown())
+                loop=loop or {}, allocation=sched.deadline.shown(),
+                waiting_children=[dict(step=sid, phase=phase, stage=stage, waiting_for=n, children=total,
+                                       **({"parent": p} if (p := sched.family(sid)[0]) else {}))
+                                  for sid, phase, stage, n, total in sched.suspended(STATUS_RUNNING)])
+
+
+def _phase(sched: Scheduler, sid: str) -> dict:
+    """A running step's parent, phase and stage, where it has them (fleet.core.phases)."""
+    parent, phase, stage, _, _ = sched.family(sid)
+    return {k: v for k, v in (("parent", parent), ("phase", phase), ("stage", stage)) if v}
 
 
 def _nodes(sched: Scheduler, agents: list) -> list[dict]:

@@ -6,8 +6,8 @@ import time
 
 from fleet.core.units import format_memory
 
-STATES = ("waiting", "ready", "running", "succeeded", "skipped", "failed", "terminated", "lost",
-          "blocked", "unrunnable", "interrupted")
+STATES = ("waiting", "ready", "running", "suspended", "succeeded", "skipped", "failed", "terminated", "lost",
+          "blocked", "unrunnable", "broken", "interrupted")
 
 
 def _dur(s: float) -> str:
@@ -53,6 +53,28 @@ def _allocation(a: dict | None, now: float) -> list[str]:
     return out
 
 
+def _tree(r: dict) -> str:
+    """A child indented under its parent (ids are <parent>/<given>: one step per level)."""
+    return "  " * r["step"].count("/") + r["step"] if r.get("parent") else r["step"]
+
+
+def _stage(r: dict) -> str:
+    return (f"  stage {r['stage']}" if r.get("stage") else "") + (f"  phase {r['phase']}" if r.get("phase") else "")
+
+
+def _waiting_children(rows: list[dict], limit: int = 20) -> list[str]:
+    """Steps waiting for their children, holding nothing."""
+    if not rows:
+        return []
+    out = [f"waiting for children ({len(rows)}):"]
+    for r in rows[:limit]:
+        out.append(f"  {_tree(r):<30} waiting for {r['waiting_for']} of {_n(r['children'], 'child')}"
+                   .replace("childs", "children") + _stage(r))
+    if len(rows) > limit:
+        out.append(f"  ... and {len(rows) - limit} more")
+    return out
+
+
 def render(st: dict, now: float | None = None, max_running: int = 20) -> str:
     """The status map as lines of text for a terminal."""
     now = time.time() if now is None else now
@@ -69,13 +91,14 @@ def render(st: dict, now: float | None = None, max_running: int = 20) -> str:
     counts = st.get("counts", {})
     out.append("steps:  " + ("  ".join(f"{k} {counts[k]}" for k in STATES if counts.get(k)) or "none submitted"))
     out.extend(_suites(st.get("submissions", [])))
+    out.extend(_waiting_children(st.get("waiting_children", [])))
     running = st.get("running", [])
     if running:
         total = st.get("running_total", len(running))
         out.append(f"running ({total}):")
         for r in running[:max_running]:
-            out.append(f"  {r['step']:<30} on {r['node']:<10} {_n(r['cores'], 'core'):>9}  {_dur(r['elapsed_s'] or 0):>8}"
-                       + (f"  attempt {r['attempt']}" if r["attempt"] > 1 else ""))
+            out.append(f"  {_tree(r):<30} on {r['node']:<10} {_n(r['cores'], 'core'):>9}  {_dur(r['elapsed_s'] or 0):>8}"
+                       + (f"  attempt {r['attempt']}" if r["attempt"] > 1 else "") + _stage(r))
         if total > max_running:
             out.append(f"  ... and {total - max_running} more")
     if st.get("failures"):

@@ -49,6 +49,8 @@ class Submitted:
     order: tuple[str, ...] = field(default=(), hash=False, compare=False)
     # Work seconds of these steps' earlier runs (fleet.core.durations): their expected durations.
     durations: Mapping[str, float] = field(default_factory=dict, hash=False, compare=False)
+    # Steps a running step submitted (its children, fleet.core.phases): "" for a suite.
+    parent: str = ""
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,8 @@ class StepExited:
     step: str
     attempt: int
     outcome: str  # succeeded | failed | terminated | lost | stopped | timed_out | cancelled
-    reason: str = ""
+    reason: str = ""  # (or wait | next | restart | broken: fleet.core.phases)
+    stage: str = ""  # the stage a `next` asks for
 
 
 @dataclass(frozen=True)
@@ -113,12 +116,25 @@ Event = Union[NodeJoined, NodeLost, Submitted, EnterMore, StepExited, Elsewhere,
 # --- decisions ------------------------------------------------------------------
 
 @dataclass(frozen=True)
+class Resume:
+    """Where a multi-stage step or a parent goes on (fleet.core.phases): how many times
+    it was run again (`phase`), at which `stage`, after how many fresh starts
+    (`restarts`), and its children's outcomes so far, ((id, state), ...)."""
+
+    phase: int = 0
+    stage: str = ""
+    restarts: int = 0
+    children: tuple = ()
+
+
+@dataclass(frozen=True)
 class Start:
     """Run this attempt of the step on these cores, GPUs and memory."""
 
     step: str
     attempt: int
     placement: Placement
+    resume: Resume | None = None  # a step that ran before in this attempt goes on so
 
     @property
     def cores(self) -> int:

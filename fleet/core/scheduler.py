@@ -30,6 +30,7 @@ from fleet.core.decisions import (Blocked, Cancel, Decision, Elsewhere, EnterMor
                                   Ignored, JobView, Kill, NodeJoined, NodeLost, Reclaim, Retry, Settled, Skipped,
                                   Start, StepExited, Submitted, Unrunnable, Wait, submission)
 from fleet.core.jobs import DemandClass as _Class, Job as _Job
+from fleet.core.phases import Phases
 from fleet.core.resources import Capacity, Demand, Pool
 from fleet.core.suite import StepSpec
 
@@ -52,7 +53,7 @@ class _Entry:
         self.chunked = chunked
 
 
-class Scheduler(Entries):
+class Scheduler(Entries, Phases):
     """Decides what runs where and when. Feed it events; act on its decisions."""
 
     def __init__(self) -> None:
@@ -73,6 +74,7 @@ class Scheduler(Entries):
         self._entry: _Entry | None = None  # a chunked submission part way in
         self._held: deque[tuple[Event, float]] = deque()  # events that came meanwhile
         self.deadline = Deadline()  # the allocation's end and its drain (fleet.core.deadline)
+        self._phases_init()  # steps that submit steps, wait for them, go on in stages
 
     # -- public ---------------------------------------------------------------------
     def handle(self, event: Event, now: float) -> list[Decision]:
@@ -109,6 +111,7 @@ class Scheduler(Entries):
         """Enter a submission, or its next part; once it is all in, its scheduling pass
         and then the events held meanwhile, in order."""
         if isinstance(event, Submitted):
+            self._link_children(event)
             entry = self._entry = _Entry(now, len(event.steps), event.chunk > 0)
             self.deadline.learn(event.durations)
             entry.gen = self._submitting(event, entry.out, entry)
@@ -187,6 +190,7 @@ class Scheduler(Entries):
         self._counts[job.state] = self._counts.get(job.state, 0) + 1
         if job.state in S.FINAL:
             self._open -= 1
+            self._ended(job)
 
     def _add(self, spec: StepSpec, deps: tuple[str, ...], serial: bool) -> _Job:
         job = _Job(spec, deps)
@@ -196,6 +200,7 @@ class Scheduler(Entries):
         job.seq = self._seq
         self._seq += 1
         self._jobs[spec.id] = job
+        self._added(job)  # a child: counted in its parent, queued ahead (fleet.core.phases)
         self._counts[S.WAITING] = self._counts.get(S.WAITING, 0) + 1
         self._open += 1
         return job
@@ -243,6 +248,9 @@ class Scheduler(Entries):
         if job.spec.id in self._after:
             self._next_generation(job, ev, out)
             return
+        if ev.outcome in S.CONTROL:  # wait, next, restart, broken: fleet.core.phases
+            self._control(job, ev, out)
+            return
         if ev.outcome in (S.STOPPED, S.CANCELLED):  # never retried
             self._set(job, "stopped" if ev.outcome == S.STOPPED else S.CANCELLED)
             out.append(Finished(job.spec.id, job.attempt, ev.outcome, ev.reason))
@@ -273,9 +281,9 @@ class Scheduler(Entries):
         definition waiting to replace it is dropped. Every step named is cancelled
         before any dependent is blocked: a named dependent ends cancelled, not blocked."""
         ended = []
-        for sid in ev.steps:
+        for sid in self._with_children(ev.steps):  # a waiting parent's children with it
             job = self._jobs.get(sid)
-            if job is None or job.state not in (S.WAITING, S.READY, S.RUNNING):
+            if job is None or job.state not in (S.WAITING, S.READY, S.RUNNING, S.SUSPENDED):
                 out.append(Ignored(f"cancel of {sid!r}: " + (f"it is {job.state}" if job else "unknown step")))
                 continue
             self._after.pop(sid, None)
@@ -435,7 +443,7 @@ class Scheduler(Entries):
             self._running[sid] = job
             for slot in placement:
                 self._on_node[slot.node].add(sid)
-            out.append(Start(sid, job.attempt, placement))
+            out.append(Start(sid, job.attempt, placement, self._resume_of(sid)))
             started = True
             if cls.exclusive:
                 self._exclusive_running = job

@@ -20,6 +20,11 @@ that fleet's marker (SKIPPED on success, FAILED otherwise), or comes back to REA
 when its claim goes stale and is adopted. A step whose attempts across every fleet
 reached the limit is STOPPED, and reported rather than retried forever.
 
+A step may also end an attempt early to be run again (fleet.core.phases): it WAITS
+FOR ITS CHILDREN (SUSPENDED: it holds nothing and uses no attempt; READY again once
+every step it submitted is final), asks for its NEXT stage or a RESTART (READY again at
+once), or says it is BROKEN (final, never retried).
+
 A step the fleet itself stopped (`fleet down`, Ctrl-C, a signal to the coordinator:
 its agents stop their steps) ends INTERRUPTED. That is not an attempt of the step: it
 is not counted against its retries or the attempt limit, leaves no final outcome on
@@ -47,6 +52,10 @@ STOPPED = "stopped"
 TIMED_OUT = "timed_out"
 CANCELLED = "cancelled"
 INTERRUPTED = "interrupted"  # recorded by the coordinator only (see above)
+SUSPENDED = "suspended"  # waiting for its children, holding nothing (fleet.core.phases)
+BROKEN = "broken"  # the step said it cannot succeed: final, never retried
+# How an attempt may end early to run again (fleet.core.phases): exit outcomes, not states.
+WAIT, NEXT, RESTART = "wait", "next", "restart"
 
 # (state, what happened) -> next state
 TRANSITIONS: dict[tuple[str, str], str] = {
@@ -72,11 +81,19 @@ TRANSITIONS: dict[tuple[str, str], str] = {
     (ELSEWHERE, "done_elsewhere"): SKIPPED,
     (ELSEWHERE, "failed_elsewhere"): FAILED,
     (ELSEWHERE, "reclaim"): READY,
+    (RUNNING, "wait"): SUSPENDED,
+    (RUNNING, "requeue"): READY,
+    (SUSPENDED, "resume"): READY,
+    (SUSPENDED, "cancel"): CANCELLED,
+    (RUNNING, "broken"): BROKEN,
 }
 
-FINAL = frozenset({SUCCEEDED, FAILED, TERMINATED, LOST, BLOCKED, UNRUNNABLE, SKIPPED, STOPPED, TIMED_OUT, CANCELLED})
+FINAL = frozenset({SUCCEEDED, FAILED, TERMINATED, LOST, BLOCKED, UNRUNNABLE, SKIPPED, STOPPED, TIMED_OUT, CANCELLED,
+                   BROKEN})
 GOOD = frozenset({SUCCEEDED, SKIPPED})
-EXIT_OUTCOMES = frozenset({SUCCEEDED, FAILED, TERMINATED, LOST, STOPPED, TIMED_OUT, CANCELLED})
+EXIT_OUTCOMES = frozenset({SUCCEEDED, FAILED, TERMINATED, LOST, STOPPED, TIMED_OUT, CANCELLED,
+                           WAIT, NEXT, RESTART, BROKEN})
+CONTROL = frozenset({WAIT, NEXT, RESTART, BROKEN})  # fleet.core.phases handles these
 
 
 class IllegalTransition(RuntimeError):

@@ -62,6 +62,7 @@ class StepSpec:
     source: str = ""
     timeout: float | None = None  # seconds an attempt may run before it is stopped (timed_out)
     grace: float = 10.0  # seconds from SIGTERM to SIGKILL when the step is stopped
+    protocol: str = ""  # "steps": a command's exit codes 2-5 say next/wait/restart/broken
 
     @property
     def kind(self) -> str:
@@ -69,12 +70,14 @@ class StepSpec:
 
     def identity(self) -> tuple:
         """Everything that defines what the step does (for shared-step checks and markers)."""
-        return tuple((name, _freeze(getattr(self, name))) for name in _IDENTITY)
+        ident = tuple((name, _freeze(getattr(self, name))) for name in _IDENTITY)
+        # Only when set: a suite written before the field keeps its steps' identity.
+        return ident + (("protocol", self.protocol),) if self.protocol else ident
 
 
 # How long a step may run, and how it is stopped, do not change what it does: a new
 # timeout reruns nothing that succeeded.
-_IDENTITY = tuple(f.name for f in fields(StepSpec) if f.name not in ("order", "source", "timeout", "grace"))
+_IDENTITY = tuple(f.name for f in fields(StepSpec) if f.name not in ("order", "source", "timeout", "grace", "protocol"))
 
 
 @dataclass(frozen=True)
@@ -384,6 +387,8 @@ def _make_step(raw: dict, order: int, fname: str, problems: list[Problem]) -> St
         bad("call", "give exactly one of call and command" + (" (both given)" if has_call else " (neither given)"))
     if "args" in raw and not has_call:
         bad("args", "args are keyword arguments for a call step")
+    if has_call and "protocol" in values:
+        bad("protocol", "a call step raises fleet.Next, WaitForChildren, Restart or Broken; protocol is for commands")
     if has_call and values.get("mpi") is True:
         # The site's MPI launcher starts a program on every rank; a call runs in one forked child.
         bad("mpi", "an MPI step runs a command through the site's MPI launcher; a call step cannot be mpi = true")
@@ -406,7 +411,7 @@ def _make_step(raw: dict, order: int, fname: str, problems: list[Problem]) -> St
         outputs=values.get("outputs", ()), workdir=values.get("workdir", f"steps/{sid}"),
         priority=values.get("priority", 3), concurrent=values.get("concurrent", True),
         retries=values.get("retries", 0), estimate=values.get("estimate"), source=fname,
-        timeout=values.get("timeout"), grace=values.get("grace", 10.0),
+        timeout=values.get("timeout"), grace=values.get("grace", 10.0), protocol=values.get("protocol", ""),
     )
 
 

@@ -242,6 +242,14 @@ def check_outputs(v: Any) -> tuple[str, ...]:
     return tuple(inside_run_dir(x, dir_ok=False) for x in check_strings(v))
 
 
+def check_protocol(v: Any) -> str:
+    """A command step's exit protocol: "steps" (httk's exit codes 2-5: fleet.node.protocol)."""
+    if v != "steps":
+        raise ValueError(f'expected "steps" (httk\'s exit codes: 2 next stage, 3 wait for children, 4 restart,'
+                         f' 5 broken), got {v!r}')
+    return v
+
+
 CHECKS = {
     "id": check_id, "task": check_str, "call": check_call, "command": check_command, "args": check_table,
     "cores": check_int(1), "min_cores": check_int(1), "gpus": check_int(0), "memory": parse_memory,
@@ -249,6 +257,7 @@ CHECKS = {
     "deps": check_strings, "inputs": check_inputs, "outputs": check_outputs, "workdir": check_workdir,
     "priority": check_int(1, 5), "concurrent": check_bool, "retries": check_int(0), "estimate": check_estimate,
     "timeout": check_timeout, "grace": check_grace, "array": check_str,
+    "protocol": check_protocol,
 }
 STEP_FIELDS = frozenset(CHECKS)
 SUITE_FIELDS = frozenset({"name", "run_dir", "preload", "max_steps"})

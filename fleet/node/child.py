@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Mapping, NoReturn
 
 import msgpack
 
-from fleet.node import stepcontext, threads
+from fleet.node import protocol, stepcontext, threads
 from fleet.node.stepcontext import StepContext  # noqa: F401  (its old home; still imported from here)
 
 if TYPE_CHECKING:
@@ -188,7 +188,17 @@ def write_report(fd: int, record: dict) -> None:
 
 def make_dirs(launch: Launch) -> None:
     """The work directory, the log's directory and every output's parent: a step
-    writes its outputs where the suite says without creating directories itself."""
+    writes its outputs where the suite says without creating directories itself.
+    After a restart the old work directory is moved aside first; a command with
+    protocol = "steps" gets its $FLEET_SUBMIT_DIR, and no stale $FLEET_NEXT_STAGE."""
+    if launch.restarts:
+        protocol.fresh_workdir(launch)
+    if launch.protocol:
+        os.makedirs(protocol.submit_dir(launch), exist_ok=True)
+        try:
+            os.unlink(os.path.join(protocol.fleet_dir(launch), protocol.NEXT_STAGE))
+        except FileNotFoundError:
+            pass
     os.makedirs(launch.workdir, exist_ok=True)
     os.makedirs(os.path.dirname(launch.log), exist_ok=True)
     for out in launch.outputs:
@@ -301,7 +311,11 @@ def _exit_code(exc: SystemExit) -> int:
 
 
 def _failure(exc: BaseException) -> tuple[int, str | None]:
-    """(exit status, error) for what a step raised; the traceback goes to its log."""
+    """(exit status, error) for what a step raised; the traceback goes to its log.
+    fleet.Next, WaitForChildren, Restart or Broken: httk's code, and no traceback."""
+    if isinstance(exc, protocol.Control):
+        stepcontext.control.update(outcome=exc.outcome, stage=getattr(exc, "stage", ""))
+        return exc.code, exc.words()
     if isinstance(exc, SystemExit):
         code = _exit_code(exc)
         return code, (f"SystemExit: {exc.code}" if code else None)
@@ -376,7 +390,8 @@ def _context(launch: Launch) -> StepContext:
         run_dir=launch.run_dir, cores=launch.cores, gpus=launch.gpus,
         memory=launch.memory, placement=launch.placement,
         inputs=launch.inputs, outputs=launch.outputs, args=launch.args,
-        log=launch.log, threads=threads.step_threads(launch))
+        log=launch.log, threads=threads.step_threads(launch), phase=launch.phase, stage=launch.stage,
+        children=dict(launch.children), restarts=launch.restarts, children_omitted=launch.children_omitted)
 
 
 def _report_end(report_fd: int, first_at: float, work_start: float | None,
@@ -388,4 +403,5 @@ def _report_end(report_fd: int, first_at: float, work_start: float | None,
         "pid": os.getpid(), "phase": "end", "first_at": first_at,
         "work_start": work_start if work_start is not None else now,
         "work_end": work_end if work_end is not None else now,
-        "affinity": affinity, "placement_ok": placement_ok, "error": error})
+        "affinity": affinity, "placement_ok": placement_ok, "error": error,
+        "control": stepcontext.control})

@@ -5,7 +5,10 @@ Import-light on purpose: ``import fleet; fleet.context()`` loads only this.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import itertools
+import json
+import os
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -23,6 +26,12 @@ class StepContext:
     inputs, outputs: the paths the step declared (absolute). args: its arguments.
     log: the log file that fds 1 and 2 (and sys.stdout/sys.stderr) write to.
     threads: the thread count its environment and thread pools were given.
+    phase: how many times this attempt ran before (waits for children, next stages).
+    stage: the stage a ``fleet.Next("stage")`` asked for ("" at first).
+    children: each child's id -> outcome, once it waited for them (WaitForChildren).
+    restarts: how many times it started over (fleet.Restart).
+    children_omitted: past 10,000 children, ``children`` lists only those that did not
+        succeed; this many (successes) are left out.
     """
 
     id: str
@@ -38,6 +47,60 @@ class StepContext:
     args: dict
     log: str
     threads: int = 1
+    phase: int = 0
+    stage: str = ""
+    children: dict = field(default_factory=dict)
+    restarts: int = 0
+    children_omitted: int = 0
+
+    def submit(self, steps: list) -> list:
+        """Submit steps (tables of the suite's step fields) as this step's children; return
+        their ids, ``<this id>/<given id>``. A dep names a sibling if one has that given id,
+        else a step of the suite. Checked here: a problem raises fleet.SuiteError naming
+        the step and field. Written durably (written aside, fsynced, renamed) before this
+        returns; the fleet takes them in when this attempt ends, or waits (raise
+        fleet.WaitForChildren() to run again once they all ended)."""
+        from fleet.core.childsteps import expand  # the step's own process: only when used
+        from fleet.core.problems import SuiteError
+        specs, problems = expand(self.id, steps, f"{self.id}: ctx.submit", _given, None)
+        try:
+            text = json.dumps({"steps": steps}, allow_nan=False)
+        except (TypeError, ValueError) as e:
+            from fleet.core.problems import Problem
+            problems.append(Problem(f"{self.id}: ctx.submit", None, "args", f"not representable as TOML/JSON: {e}"))
+        if problems:
+            raise SuiteError(problems)
+        d = os.path.join(self.run_dir, "steps", *self.id.split("/"), ".fleet", "submit")
+        os.makedirs(d, exist_ok=True)
+        name = f"a{self.attempt}-r{self.restarts}-p{self.phase}-{os.getpid()}-{next(_files):06d}.json"
+        _write_durably(d, name, text.encode())
+        _given.update(t["id"] for t in steps)
+        control["submitted"] = control.get("submitted", 0) + 1
+        return [s.id for s in specs]
+
+
+_given: set = set()  # given ids this process submitted (deps on them name siblings)
+_files = itertools.count(1)
+control: dict = {}  # what the step's end record says of submissions and how it asked to go on
+
+
+def _write_durably(d: str, name: str, data: bytes) -> None:
+    """Write aside under a name that is never read (.name), fsync, rename, fsync the dir."""
+    tmp = os.path.join(d, "." + name)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.rename(tmp, os.path.join(d, name))
+    dfd = os.open(d, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
 
 
 _current: StepContext | None = None

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field  # noqa: E402
 
 import msgpack  # noqa: E402
 
-from fleet.node import child, command, threads as step_threads  # noqa: E402
+from fleet.node import child, command, protocol, threads as step_threads  # noqa: E402
 from fleet.node.preload import Preloads, thread_count  # noqa: E402,F401  (thread_count: ours too)
 from fleet.node.spare import Spare  # noqa: E402
 from fleet.node.stopping import Stops, ended_reason, signal_name  # noqa: E402
@@ -337,7 +337,7 @@ class Zygote:
             sig, rc, outcome = os.WTERMSIG(status), None, "terminated"
         else:
             sig, rc = None, os.WEXITSTATUS(status)
-            outcome = "succeeded" if rc == 0 else "failed"
+            outcome = protocol.outcome(step.launch, rc, step.report)  # or wait, next, restart, broken
         if step.popen is not None:
             # Tell Popen it is reaped, or it would wait on a pid that may be reused.
             step.popen.returncode = rc if rc is not None else -sig
@@ -367,7 +367,7 @@ class Zygote:
             work_start=work_start, work_end=work_end, ended_at=ended_at,
             utime=usage.ru_utime, stime=usage.ru_stime, maxrss_kb=usage.ru_maxrss,
             affinity=tuple(rep.get("affinity") or ()),
-            placement_ok=bool(rep.get("placement_ok", True)), error=error))
+            placement_ok=bool(rep.get("placement_ok", True)), error=error, control=rep.get("control") or {}))
 
     # -- the loop ---------------------------------------------------------------
 

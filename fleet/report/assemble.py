@@ -28,6 +28,7 @@ from fleet.report import figures, waits
 from fleet.report.ingest import Gathered, gather, sessions
 from fleet.report.model import NOT_RUN, UNFINISHED, Report
 from fleet.report.stretches import stretches
+from fleet.report.families import families
 
 
 def build(records: list, now: float | None = None, *, session: int = -1, run_dir: str = "",
@@ -80,7 +81,8 @@ def build(records: list, now: float | None = None, *, session: int = -1, run_dir
         waits=waits.totals(steps), stretches=stretches(nodes, steps, t0, t_end, top),
         fleet_up_s=(g.fleet_up_t - g.starting_t) if g.fleet_up_t is not None and g.starting_t is not None else None,
         capacity_floor_s=work_core / (cap / wall) if cap > 0 and wall > 0 else 0.0,
-        notes=_notes(g, recs, in_progress), allocation=dict(g.allocation) or None)
+        notes=_notes(g, recs, in_progress), allocation=dict(g.allocation) or None,
+        families=families(steps))
 
 
 def _settle(steps: dict, now: float, in_progress: bool) -> tuple[bool, float | None]:
@@ -99,6 +101,11 @@ def _settle(steps: dict, now: float, in_progress: bool) -> tuple[bool, float | N
             else:
                 a.end, a.outcome, a.reason = now, UNFINISHED, "the fleet went down while it ran"
                 s.outcome, s.reason, s.end = UNFINISHED, a.reason, now
+        elif a is not None and a.outcome in (S.WAIT, S.NEXT, S.RESTART):  # to go on (fleet.core.phases)
+            s.outcome = (S.SUSPENDED if a.outcome == S.WAIT else S.READY) if in_progress else UNFINISHED
+            busy_now = busy_now or in_progress
+            if not in_progress:
+                s.reason, s.end = "the fleet went down before it went on (" + (a.reason or a.outcome) + ")", now
         elif a is not None and not (s.retries and s.retries[-1] >= a.end and len(s.retries) >= len(s.attempts)):
             s.outcome, s.reason, s.end = a.outcome, a.reason, a.end
         elif s.foreign or (s.waits and s.waits[-1].why.cause == W.ELSEWHERE):

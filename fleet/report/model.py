@@ -18,7 +18,7 @@ from fleet.wire.events import Exit, StepDeclared
 
 UNFINISHED, NOT_RUN = "unfinished", "not run"  # the fleet went down before it ended / ran
 PROBLEM_OUTCOMES = (S.FAILED, S.TERMINATED, S.TIMED_OUT, S.LOST, S.CANCELLED, S.BLOCKED, S.UNRUNNABLE, S.INTERRUPTED,
-                    UNFINISHED, NOT_RUN)
+                    UNFINISHED, NOT_RUN, S.BROKEN)
 
 # What a waiting step waited for, in words (text and HTML).
 CATEGORY_TEXT = {
@@ -161,6 +161,7 @@ class Report:
     capacity_floor_s: float = 0.0
     notes: list[str] = field(default_factory=list)
     allocation: dict | None = None  # the end, drain point and drain (fleet.core.deadline), epoch seconds
+    families: list[dict] = field(default_factory=list)  # children and stages (fleet.report.families)
 
     @property
     def attempts(self) -> Iterable[Attempt]:
@@ -201,6 +202,8 @@ class Report:
             "stretches": [_stretch_json(st, stretch_steps) for st in self.stretches],
             "notes": self.notes,
             **({"allocation": self.allocation} if self.allocation else {}),
+            # Only where some step has children or stages: a 0.1 stream reports as 0.1 did.
+            **({"families": self.families} if self.families else {}),
             "steps": {s.id: self._step_json(s) for s in self.steps.values()},
         }
 

@@ -4,6 +4,7 @@ HTML page shares."""
 from __future__ import annotations
 
 from fleet.core import states as S
+from fleet.report import families
 from fleet.report.model import CATEGORY_TEXT, Report
 
 
@@ -42,6 +43,7 @@ def format_text(r: Report, stretches: int = 5, problems: int = 20) -> str:
     lines.append(f"  steps         {len(r.steps)}: "
                  + (", ".join(f"{v} {k}" for k, v in sorted(r.counts.items())) or "none"))
     lines += _allocation_lines(r)
+    lines += families.lines(r.families)
     lines += _problem_lines(r, problems)
     lines += _wait_lines(r, stretches)
     lines += [f"  note: {note}" for note in r.notes]

@@ -221,6 +221,15 @@ class Launch:
     threads: int = 0  # an MPI step's threads per rank (0: the step's cores decide)
     timeout: float | None = None  # seconds it may run: then SIGTERM, SIGKILL after grace (timed_out)
     grace: float = 10.0  # seconds from SIGTERM to SIGKILL whenever the step is stopped
+    # A step that goes on (fleet.core.phases; ctx.phase, ctx.stage, ctx.children): how
+    # often it ran before, at which stage, fresh starts (the work directory is renewed
+    # for each), its children's outcomes; a command's protocol ("steps": exit codes 2-5).
+    phase: int = 0
+    stage: str = ""
+    restarts: int = 0
+    children: dict = field(default_factory=dict)
+    children_omitted: int = 0  # past launching.CHILDREN_IN_LAUNCH: successes are left out
+    protocol: str = ""
 
 
 @message("kill")
@@ -281,6 +290,9 @@ class Exited:
     affinity: tuple
     placement_ok: bool
     error: str | None
+    # How it ended if it asked to go on (fleet.node.protocol): {"stage": next stage} and
+    # {"submitted": children files written} (the coordinator collects them).
+    control: dict = field(default_factory=dict)
 
 
 @message("preload")

@@ -49,6 +49,7 @@ def test_the_step_fields_are_exactly_the_documented_names():
         "id", "task", "call", "command", "args", "cores", "min_cores", "gpus", "memory",
         "span", "mpi", "ranks", "min_ranks", "threads", "deps", "inputs", "outputs",
         "workdir", "priority", "concurrent", "retries", "estimate", "timeout", "grace", "array",
+        "protocol",
     }
 
 

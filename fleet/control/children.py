@@ -1,0 +1,185 @@
+"""Collecting the steps a running step submitted (its children), on the coordinator.
+
+A step writes its children into its submit directory (steps/<id>/.fleet/submit: JSON
+files from ``ctx.submit``, TOML files of [[steps]] tables from a command's
+$FLEET_SUBMIT_DIR; names starting with "." or "ht.tmp" are never read, so a file
+written aside and renamed is read whole or not at all). No socket from the step: when
+its attempt ends (however it ends) and its exit says it submitted something, the
+directory is read on the worker thread (fleet.control.worker) -- only the files not
+yet read by this fleet -- and the children are checked as the suite's steps are
+(fleet.core.childsteps). Back on the loop they are entered as a submission of their
+own (fleet.control.intake: in parts, like a big suite), counted in the parent's
+submission, and only then is the parent's exit handed to the scheduler: a parent that
+waits always finds its children there. Children submitted by a step that keeps running
+start when it waits or ends.
+
+A child already known to this fleet with the same definition adds nothing (a retried
+parent that submits the same children again); a changed one follows the rules of a
+resubmitted step (fleet.core.generations). A child whose marker says it already
+succeeded with this definition is skipped (a rerun after a crash runs only the rest).
+Children that cannot be taken (a problem in a table, a dep on an unknown step, an id
+the suite already uses) fail the parent's attempt, with the problems as its reason
+and in its log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fleet.control.submissions import Accepted, read_markers
+from fleet.core import states as S
+from fleet.core.childsteps import expand
+from fleet.core.problems import Problem
+from fleet.core.scheduler import StepExited, Submitted
+from fleet.wire import records
+
+CHUNK = 2000  # children per part handed to the scheduler (as fleet.control.intake.CHUNK)
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+@dataclass(frozen=True)
+class Tag:
+    """A worker job's tag: the parent's exit, handed on once its children are in."""
+
+    parent: str
+    exit: StepExited
+
+
+@dataclass(frozen=True)
+class Collected:
+    """What the worker read from a submit directory."""
+
+    names: tuple = ()
+    steps: list = field(default_factory=list)
+    problems: list = field(default_factory=list)
+    markers: dict = field(default_factory=dict)
+
+
+@dataclass
+class Batch:
+    """Children on their way into the scheduler (an intake entry)."""
+
+    acc: Accepted
+    event: Submitted
+    then: StepExited
+
+
+class Children:
+    """Submit directories read and their children entered; the intake's part."""
+
+    def __init__(self, coord, intake):
+        self.coord = coord
+        self.intake = intake
+        self.read: dict[str, set] = {}  # parent -> names of its files read by this fleet
+        self.given: dict[str, set] = {}  # parent -> given ids of its children (deps name siblings first)
+
+    def exited(self, msg, rec, now: float) -> None:
+        """An attempt ended (the agent's Exited): to the scheduler now, or after its children."""
+        ev = StepExited(msg.step, msg.attempt, msg.outcome, rec.reason, stage=str(msg.control.get("stage", "")))
+        if not msg.control.get("submitted") or self.intake.worker is None:
+            self.coord._feed(ev, now)
+            return
+        c = self.coord
+        spec = c.specs.get(msg.step)
+        self.intake.worker.put(Tag(msg.step, ev), collect, msg.step, c.claims.run_dir_of(msg.step),
+                               frozenset(self.read.get(msg.step, ())), frozenset(self.given.get(msg.step, ())),
+                               spec.priority if spec is not None else None)
+
+    def collected(self, done, now: float) -> None:
+        """The worker read a submit directory: enter the children, then the parent's exit."""
+        tag, got = done.tag, done.value
+        if done.error is not None:
+            got = Collected(problems=[Problem(tag.parent, None, None, f"reading its children failed: {done.error!r}")])
+        self.read.setdefault(tag.parent, set()).update(got.names)
+        problems = list(got.problems) or self._check(tag.parent, got.steps)
+        if problems:
+            why = "its submitted steps were refused: " + "; ".join(str(p) for p in problems[:5])
+            self.coord._feed(StepExited(tag.parent, tag.exit.attempt, S.FAILED, why), now)
+            return
+        self.given.setdefault(tag.parent, set()).update(s.id.rpartition("/")[2] for s in got.steps)
+        new = [s for s in got.steps if not self._same(s)]
+        if not new:
+            self.coord._feed(tag.exit, now)
+            return
+        self.intake.waiting.append((None, None, self._batch(tag, new, got.markers)))
+
+    def _same(self, spec) -> bool:
+        old = self.coord.specs.get(spec.id)
+        return old is not None and old.identity() == spec.identity()
+
+    def _check(self, parent: str, steps: list) -> list:
+        """Problems only the loop can see: deps on unknown steps, ids the suite uses."""
+        c, mine = self.coord, {s.id for s in steps}
+        out = []
+        for s in steps:
+            if s.id in c.specs and c.sched.family(s.id)[0] != parent:
+                out.append(Problem(s.source, s.id, "id", "already a step of the fleet, not a child of this step"))
+            for d in s.deps:
+                if d not in mine and d not in c.specs:
+                    out.append(Problem(s.source, s.id, "deps", f"{d!r} is neither a sibling nor a step of the fleet"))
+        return out
+
+    def _batch(self, tag: Tag, steps: list, markers: dict) -> Batch:
+        """The children as an accepted submission, counted in the parent's own."""
+        subs = self.coord.submissions
+        sid = (subs.step_subs.get(tag.parent) or [None])[-1]
+        sub = subs.subs.get(sid)
+        if sub is not None:
+            sub.steps.extend(s.id for s in steps)
+            sub.remaining += len(steps)
+            sub.counted = None
+        deps = {s.id: s.deps for s in steps}
+        done: set = set()
+        for s in steps:  # setup order is deps first among siblings
+            if records.succeeded_as(markers.get(s.id), s) and all(d in done or d not in deps for d in s.deps):
+                done.add(s.id)
+        acc = Accepted(sub, tag.parent, steps, deps, done, set(), (), (), markers)
+        event = Submitted(tuple(steps), deps, frozenset(done), chunk=CHUNK, parent=tag.parent)
+        return Batch(acc, event, tag.exit)
+
+
+# -- off the loop (fleet.control.worker) ----------------------------------------------------------
+def collect(parent: str, run_dir: Path, read: frozenset, given: frozenset, priority) -> Collected:
+    """Read the parent's submit files not read yet, in name order, and check them."""
+    d = records.step_dir(run_dir, parent) / ".fleet" / "submit"
+    try:
+        names = sorted(n for n in os.listdir(d) if not n.startswith((".", "ht.tmp")) and n not in read
+                       and n.endswith((".json", ".toml")))
+    except FileNotFoundError:
+        return Collected()
+    tables: list = []
+    problems: list = []
+    for n in names:
+        try:
+            text = (d / n).read_text()
+            raw = json.loads(text) if n.endswith(".json") else tomllib.loads(text)
+        except (OSError, ValueError) as e:
+            problems.append(Problem(str(d / n), None, None, f"cannot read it: {e}"))
+            continue
+        got = raw.get("steps") if isinstance(raw, dict) else None
+        if not isinstance(got, list):
+            problems.append(Problem(str(d / n), None, "steps", "expected [[steps]] tables"))
+            continue
+        tables += got
+    steps, more = expand(parent, tables, str(d), given, priority)
+    problems += more
+    if problems:
+        _to_log(run_dir, parent, problems)
+        return Collected(tuple(names), [], problems)
+    return Collected(tuple(names), steps, [], read_markers(run_dir, [s.id for s in steps]))
+
+
+def _to_log(run_dir: Path, parent: str, problems: list) -> None:
+    try:
+        with open(records.log_path(run_dir, parent), "a") as f:
+            f.write("".join(f"fleet: {p}\n" for p in problems))
+    except OSError:
+        pass

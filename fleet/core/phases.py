@@ -1,0 +1,168 @@
+"""Steps that run in phases: steps that add steps, wait for them, and go on in stages.
+
+A running step may submit children (steps of its own, ids `<parent>/<given id>`) and
+end an attempt early in one of four ways (fleet.core.states.CONTROL), httk's ht_steps
+protocol:
+
+- wait: it waits for its children. It releases its resources and uses no attempt; it
+  is SUSPENDED until every child it submitted is final, then READY again with its phase
+  one higher and its children's outcomes in its Start (Resume). Nothing to wait for:
+  READY at once.
+- next: READY again at once, at the stage it named (phase one higher).
+- restart: READY again at once, from scratch (phase 0, no stage), in a fresh work
+  directory (the node moves the old one aside: fleet.node.protocol).
+- broken: final (BROKEN), never retried; its dependents are blocked.
+
+A retry (the step failed) keeps its phase and stage: the stage that failed runs again.
+
+Order: a step that goes on, and children, are queued ahead of every step already queued
+at the same priority (a sequence counting down from -1, where suite steps count up from
+0): children run depth-first, before new top-level work, and a started step finishes
+before new ones start. A batch of children keeps its own order.
+
+A parent's dependents wait for its final success, which comes only after its last
+phase, so after the children it waited for.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Iterator
+
+from fleet.core import states as S
+from fleet.core.decisions import Blocked, Finished, Resume, Submitted  # noqa: F401  (Blocked: docs)
+
+
+class Family:
+    """What the scheduler keeps for a step that ran in phases or submitted children."""
+
+    __slots__ = ("phase", "stage", "restarts", "kids", "pending", "suspended")
+
+    def __init__(self) -> None:
+        self.phase = 0
+        self.stage = ""
+        self.restarts = 0
+        self.kids: list[str] = []  # every child submitted, in order
+        self.pending: set[str] = set()  # children not final
+        self.suspended = False
+
+
+class Phases:
+    """The scheduler's part for phases and children (a mixin, like Entries)."""
+
+    def _phases_init(self) -> None:
+        self._families: dict[str, Family] = {}
+        self._parent_of: dict[str, tuple[str, int]] = {}  # child id -> (parent id, seq)
+        self._front = 0  # the next front sequence is below this
+
+    def _family(self, sid: str) -> Family:
+        fam = self._families.get(sid)
+        if fam is None:
+            fam = self._families[sid] = Family()
+        return fam
+
+    def _link_children(self, ev: Submitted) -> None:
+        """A parent's submission: its new children get front sequences, in their order."""
+        if not ev.parent:
+            return
+        fam = self._family(ev.parent)
+        new = [s.id for s in ev.steps if s.id not in self._parent_of]
+        base = self._front - len(new)
+        self._front = base
+        for i, cid in enumerate(new):
+            self._parent_of[cid] = (ev.parent, base + i)
+            fam.kids.append(cid)
+
+    def _added(self, job) -> None:
+        """A job was made (new, or a new generation): a child is counted open in its parent."""
+        link = self._parent_of.get(job.spec.id)
+        if link is not None:
+            job.seq = link[1]
+            self._family(link[0]).pending.add(job.spec.id)
+
+    def _ended(self, job) -> None:
+        """A job reached a final state: its parent may go on."""
+        link = self._parent_of.get(job.spec.id)
+        if link is None or self._jobs.get(job.spec.id) is not job:
+            return
+        fam = self._families[link[0]]
+        fam.pending.discard(job.spec.id)
+        if not fam.pending and fam.suspended:
+            fam.suspended = False
+            parent = self._jobs[link[0]]
+            if parent.state == S.SUSPENDED:
+                self._set(parent, "resume")
+                self._again(parent)
+
+    def _again(self, job) -> None:
+        """Queue a step that ran before ahead of what is queued at its priority."""
+        self._front -= 1
+        job.seq = self._front
+        job.placement = ()
+        self._enqueue(job)
+
+    def _control(self, job, ev, out: list) -> None:
+        """An attempt ended with wait, next, restart or broken (its resources are released)."""
+        sid = job.spec.id
+        if ev.outcome == S.BROKEN:
+            self._set(job, "broken")
+            out.append(Finished(sid, job.attempt, S.BROKEN, ev.reason))
+            self._block_descendants(job, sid, out)
+            return
+        fam = self._family(sid)
+        if ev.outcome == S.RESTART:
+            fam.phase, fam.stage, fam.restarts = 0, "", fam.restarts + 1
+        else:
+            fam.phase += 1
+            if ev.outcome == S.NEXT:
+                fam.stage = ev.stage
+            elif fam.pending:
+                fam.suspended = True
+                self._set(job, "wait")
+                return
+        self._set(job, "requeue")
+        self._again(job)
+
+    def _with_children(self, ids) -> Iterator[str]:
+        """Steps to cancel: these, each followed by the unfinished children of one that
+        waits for them (and theirs), once each. A running parent's children are not
+        followed: it may still take them into account."""
+        todo, seen = deque(ids), set()
+        while todo:
+            sid = todo.popleft()
+            if sid in seen:
+                continue
+            seen.add(sid)
+            fam, job = self._families.get(sid), self._jobs.get(sid)
+            kids = ()
+            if fam is not None and job is not None and job.state == S.SUSPENDED:
+                kids = sorted(fam.pending, key=lambda k: self._jobs[k].seq)
+            yield sid
+            todo.extend(kids)
+
+    def _resume_of(self, sid: str) -> Resume | None:
+        """What a Start of the step carries besides its placement (None: a plain step)."""
+        fam = self._families.get(sid)
+        if fam is None or (fam.phase == 0 and fam.restarts == 0):
+            return None
+        kids = tuple((k, self._jobs[k].state) for k in fam.kids if k in self._jobs)
+        return Resume(fam.phase, fam.stage, fam.restarts, kids)
+
+    def suspended(self, limit: int) -> list[tuple[str, int, str, int, int]]:
+        """The first `limit` steps waiting for their children, as family() says each (a
+        walk over the steps that ever ran in phases, not over every step)."""
+        out = []
+        for sid, fam in self._families.items():
+            if fam.suspended and self._jobs[sid].state == S.SUSPENDED:
+                out.append((sid, fam.phase, fam.stage, len(fam.pending), len(fam.kids)))
+                if len(out) >= limit:
+                    break
+        return out
+
+    def family(self, sid: str) -> tuple[str | None, int, str, int, int]:
+        """(parent id, phase, stage, children not final, children) of a step."""
+        link = self._parent_of.get(sid)
+        fam = self._families.get(sid)
+        if fam is None:
+            return (link[0] if link else None, 0, "", 0, 0)
+        return (link[0] if link else None, fam.phase, fam.stage, len(fam.pending), len(fam.kids))

@@ -1,0 +1,143 @@
+"""How a step asks to go on: httk's ht_steps protocol, on the node.
+
+A call step raises one of the exceptions below (exported as ``fleet.WaitForChildren``,
+``fleet.Next``, ``fleet.Restart``, ``fleet.Broken``); a command step with
+``protocol = "steps"`` exits with httk's codes: 2 next stage (named in the file
+``$FLEET_NEXT_STAGE``), 3 wait for children, 4 restart, 5 broken. Without the protocol
+every non-zero exit of a command is a plain failure (2 is too common to reinterpret).
+
+The zygote turns either into the Exited outcome (fleet.core.states: wait, next,
+restart, broken) with ``control`` saying the stage and whether children were
+submitted; the coordinator collects those (fleet.control.children).
+
+Import-light: the zygote and every step child import it.
+"""
+
+from __future__ import annotations
+
+import os
+
+NEXT_CODE, WAIT_CODE, RESTART_CODE, BROKEN_CODE = 2, 3, 4, 5
+CODES = {NEXT_CODE: "next", WAIT_CODE: "wait", RESTART_CODE: "restart", BROKEN_CODE: "broken"}
+SUBMIT_DIR = "submit"  # under the step's .fleet directory: $FLEET_SUBMIT_DIR
+NEXT_STAGE = "next-stage"  # likewise: $FLEET_NEXT_STAGE
+
+
+class Control(Exception):
+    """Base of the exceptions a call step raises to go on (never a failure)."""
+
+    outcome = ""
+    code = 1
+
+    def words(self) -> str:
+        return self.outcome
+
+
+class WaitForChildren(Control):
+    """Release this step's resources until every step it submitted (``ctx.submit``) has
+    ended; it then runs again with ``ctx.phase`` one higher and ``ctx.children``."""
+
+    outcome, code = "wait", WAIT_CODE
+
+    def words(self) -> str:
+        return "waiting for its children"
+
+
+class Next(Control):
+    """Run this step again at ``stage`` (``ctx.stage``), its resources released meanwhile."""
+
+    outcome, code = "next", NEXT_CODE
+
+    def __init__(self, stage: str):
+        super().__init__(stage)
+        self.stage = str(stage)
+
+    def words(self) -> str:
+        return f"next stage {self.stage!r}"
+
+
+class Restart(Control):
+    """Run this step again from scratch, in a fresh work directory (the old one is kept
+    as ``steps/<id>/attempt-<n>``)."""
+
+    outcome, code = "restart", RESTART_CODE
+
+    def words(self) -> str:
+        return "restart in a fresh work directory"
+
+
+class Broken(Control):
+    """End this step without success and without retries: it cannot succeed."""
+
+    outcome, code = "broken", BROKEN_CODE
+
+    def __init__(self, reason: str = "broken"):
+        super().__init__(reason)
+        self.reason = str(reason)
+
+    def words(self) -> str:
+        return f"broken: {self.reason}"
+
+
+def fleet_dir(launch) -> str:
+    """The step's .fleet directory (fleet.wire.records' layout, without importing it)."""
+    return os.path.join(launch.run_dir, "steps", *launch.step.split("/"), ".fleet")
+
+
+def submit_dir(launch) -> str:
+    return os.path.join(fleet_dir(launch), SUBMIT_DIR)
+
+
+def submitted_files(path: str) -> int:
+    """How many children files wait in a submit directory (half-written ones, named
+    .* or ht.tmp*, never count and are never read)."""
+    try:
+        return sum(1 for n in os.listdir(path) if not n.startswith((".", "ht.tmp")))
+    except OSError:
+        return 0
+
+
+def outcome(launch, rc: int, report: dict) -> str:
+    """The outcome of a step that exited with status ``rc`` (the zygote's, at reaping);
+    sets ``report["control"]`` and ``report["error"]`` for one that asked to go on."""
+    ctl = report.get("control")
+    if launch.kind == "call":
+        if isinstance(ctl, dict) and ctl.get("outcome") in CODES.values():
+            return ctl["outcome"]
+        return "succeeded" if rc == 0 else "failed"
+    if launch.protocol != "steps":
+        return "succeeded" if rc == 0 else "failed"
+    control: dict = {}
+    n = submitted_files(submit_dir(launch))
+    if n:
+        control["submitted"] = n
+    what = CODES.get(rc)
+    if what == "next":
+        try:
+            with open(os.path.join(fleet_dir(launch), NEXT_STAGE)) as f:
+                control["stage"] = f.read().strip()
+        except OSError:
+            control["stage"] = ""
+        report["error"] = f"next stage {control['stage']!r}"
+    elif what is not None:
+        report["error"] = {"wait": "waiting for its children", "restart": "restart in a fresh work directory",
+                           "broken": "broken (exit status 5)"}[what]
+    report["control"] = control
+    return what or ("succeeded" if rc == 0 else "failed")
+
+
+def fresh_workdir(launch) -> None:
+    """Before the first run after a restart: move what the work directory holds to
+    ``steps/<id>/attempt-<n>`` (n: the restart's number), keeping the step's own
+    records (.fleet, log), earlier attempt-* directories and its children's
+    directories (those with a .fleet). Done once per restart: a retry finds it done."""
+    step_dir = os.path.dirname(fleet_dir(launch))
+    keep = os.path.join(step_dir, f"attempt-{launch.restarts}")
+    if os.path.exists(keep) or not os.path.isdir(launch.workdir):
+        return
+    os.makedirs(keep)
+    for name in os.listdir(launch.workdir):
+        path = os.path.join(launch.workdir, name)
+        if name in (".fleet", "log") or name.startswith("attempt-") or os.path.isdir(os.path.join(path, ".fleet")):
+            continue
+        os.rename(path, os.path.join(keep, name))

@@ -1,0 +1,69 @@
+"""Steps that submitted steps and steps that ran in stages, for `fleet report`.
+
+A child's id is `<parent id>/<given id>` (fleet.core.childsteps): a step whose id,
+cut at its last "/", names another step of the run is that step's child. A parent's
+waits for its children, a step's stages and restarts are read from how its attempts
+ended (wait, next with "next stage '<name>'", restart: fleet.node.protocol).
+"""
+
+from __future__ import annotations
+
+from fleet.core import states as S
+from fleet.report.model import Step
+
+
+def families(steps: dict[str, Step]) -> list[dict]:
+    """One entry per step that has children or ran in phases, parents before their
+    children (depth-first, in declaration order): id, depth, children (direct), their
+    outcomes, waits, stages, restarts."""
+    kids: dict[str, list[str]] = {}
+    for sid in steps:
+        parent = sid.rpartition("/")[0]
+        if parent and parent in steps:
+            kids.setdefault(parent, []).append(sid)
+    out: list[dict] = []
+
+    def visit(sid: str, depth: int) -> None:
+        s = steps[sid]
+        ends = [a.outcome for a in s.attempts]
+        stages = [a.reason.split("'")[1] for a in s.attempts
+                  if a.outcome == S.NEXT and a.reason.count("'") >= 2]
+        mine = kids.get(sid, [])
+        if mine or any(o in (S.WAIT, S.NEXT, S.RESTART) for o in ends):
+            by: dict[str, int] = {}
+            for k in mine:
+                by[steps[k].outcome] = by.get(steps[k].outcome, 0) + 1
+            out.append(dict(step=sid, depth=depth, outcome=s.outcome, children=len(mine), by_outcome=by,
+                            waits=ends.count(S.WAIT), stages=stages, restarts=ends.count(S.RESTART)))
+        for k in mine:
+            visit(k, depth + 1)
+
+    for sid in steps:
+        if sid.rpartition("/")[0] not in steps:
+            visit(sid, 0)
+    return out
+
+
+def lines(fams: list[dict], limit: int = 20) -> list[str]:
+    """The report's text for them: children indented under their parents."""
+    if not fams:
+        return []
+    parents = [f for f in fams if f["children"]]
+    total = sum(f["children"] for f in parents)
+    out = [f"  children      {total} submitted by {len(parents)} step(s); stages and waits:" if parents
+           else "  stages        steps that went on in stages:"]
+    for f in fams[:limit]:
+        what = []
+        if f["children"]:
+            what.append(f"{f['children']} child{'ren' if f['children'] != 1 else ''} ("
+                        + ", ".join(f"{v} {k}" for k, v in sorted(f["by_outcome"].items())) + ")")
+        if f["waits"]:
+            what.append(f"waited for children {f['waits']} time(s)")
+        if f["stages"]:
+            what.append("stages " + " -> ".join(f["stages"]))
+        if f["restarts"]:
+            what.append(f"restarted {f['restarts']} time(s)")
+        out.append(f"    {'  ' * f['depth']}{f['step']} [{f['outcome']}]: " + "; ".join(what))
+    if len(fams) > limit:
+        out.append(f"    ... and {len(fams) - limit} more (--json has them all)")
+    return out

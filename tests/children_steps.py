@@ -1,0 +1,98 @@
+"""Step functions for the tests of steps that submit steps and go on in stages
+(tests/control/test_children.py). Each appends what it saw to a file in the run
+directory, so a test reads back who ran, in which phase and stage."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import fleet
+
+
+def _note(ctx, what: str, **more) -> None:
+    with open(os.path.join(ctx.run_dir, "ran.jsonl"), "a") as f:
+        f.write(json.dumps({"step": ctx.id, "what": what, "phase": ctx.phase, "stage": ctx.stage,
+                            "attempt": ctx.attempt, "t": time.time(), **more}) + "\n")
+
+
+def child(ctx, pause: float = 0.0) -> None:
+    _note(ctx, "child")
+    if pause:
+        time.sleep(pause)
+
+
+def parent(ctx, n: int = 4, pause: float = 0.0, depth: int = 0, fail_once: bool = False) -> None:
+    """Submits n children (each a parent itself while depth > 0) and waits for them."""
+    if ctx.phase == 0:
+        kids = [{"id": f"c{i}", "call": "children_steps:parent" if depth else "children_steps:child",
+                 "args": ({"n": n, "depth": depth - 1} if depth else {"pause": pause})} for i in range(n)]
+        ids = ctx.submit(kids)
+        _note(ctx, "submitted", ids=ids)
+        if fail_once and ctx.attempt == 1:
+            raise RuntimeError("fails after submitting, once")
+        raise fleet.WaitForChildren()
+    _note(ctx, "resumed", children=ctx.children)
+
+
+def chain(ctx) -> None:
+    """Children with deps on each other and on a step of the suite."""
+    if ctx.phase == 0:
+        ctx.submit([{"id": "b", "call": "children_steps:child", "deps": ["a", "first"]},
+                    {"id": "a", "call": "children_steps:child"}])
+        raise fleet.WaitForChildren()
+    _note(ctx, "resumed", children=ctx.children)
+
+
+def bad_submit(ctx) -> None:
+    try:
+        ctx.submit([{"id": "x", "call": "children_steps:child", "cores": 0}])
+    except fleet.SuiteError as e:
+        _note(ctx, "refused", problems=[str(p) for p in e.problems])
+        return
+    raise AssertionError("ctx.submit took a step of 0 cores")
+
+
+def stages(ctx) -> None:
+    """Runs stage "" -> "relax" -> "final", restarts once on the way, then ends."""
+    _note(ctx, "stage", restarts=ctx.restarts, files=sorted(os.listdir(".")))
+    with open(f"{ctx.stage or 'start'}.out", "w") as f:
+        f.write(ctx.stage)
+    if ctx.stage == "":
+        raise fleet.Next("relax")
+    if ctx.stage == "relax" and ctx.restarts == 0:
+        raise fleet.Restart()
+    if ctx.stage == "relax":
+        raise fleet.Next("final")
+
+
+def broken(ctx) -> None:
+    _note(ctx, "broken")
+    raise fleet.Broken("the structure does not converge")
+
+
+def slow_parent(ctx, n: int = 3, step_s: float = 2.0) -> None:
+    """Submits slow children and waits (for the tests that look while it waits)."""
+    if ctx.phase == 0:
+        ctx.submit([{"id": f"c{i}", "call": "children_steps:child", "args": {"pause": 0.5 + step_s * i}}
+                    for i in range(n)])
+        _note(ctx, "submitted")
+        raise fleet.WaitForChildren()
+    _note(ctx, "resumed", children=ctx.children)
+
+
+def many(ctx, n: int = 200) -> None:
+    if ctx.phase == 0:
+        ctx.submit([{"id": f"k{i}", "call": "children_steps:child"} for i in range(n)])
+        raise fleet.WaitForChildren()
+    bad = {k: v for k, v in ctx.children.items() if v != "succeeded"}
+    _note(ctx, "resumed", count=len(ctx.children), bad=bad)
+
+
+def ran(run_dir) -> list[dict]:
+    path = os.path.join(run_dir, "ran.jsonl")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]

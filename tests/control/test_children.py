@@ -1,0 +1,318 @@
+"""Steps that add steps, wait for them without holding resources, and go on in stages
+(issue 13 items 1-3), through the real `fleet` CLI: real processes, real files. Step
+functions live in tests/children_steps.py."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from children_steps import ran
+from fleetharness import assert_nothing_left, events, fleet, write_suite
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fleet's nodes need Linux")
+
+
+def run(tmp_path: Path, body: str, *extra: str, name: str = "kids", timeout: float = 180.0):
+    suite = write_suite(tmp_path / f"{name}.toml", f'[suite]\nname = "{name}"\nrun_dir = "{name}"\n' + body)
+    r = fleet("run", str(suite), *extra, cwd=tmp_path, timeout=timeout)
+    return r, tmp_path / name
+
+
+def exits(run_dir: Path, step: str) -> list[dict]:
+    return [e for e in events(run_dir) if e["kind"] == "exit" and e["step"] == step]
+
+
+def test_fifty_parents_of_one_core_on_two_cores_each_waiting_for_four_children_do_not_deadlock(tmp_path):
+    r, run_dir = run(tmp_path, """
+[[steps]]
+id = "p{i}"
+array = "0-49"
+call = "children_steps:parent"
+args = { n = 4 }
+""", "--nodes", "1")
+    assert r.returncode == 0, r.stdout + r.stderr
+    seen = ran(run_dir)
+    resumed = [x for x in seen if x["what"] == "resumed"]
+    assert sorted(x["step"] for x in resumed) == sorted(f"p{i}" for i in range(50))
+    assert all(x["phase"] == 1 and len(x["children"]) == 4 and set(x["children"].values()) == {"succeeded"}
+               for x in resumed)
+    assert len([x for x in seen if x["what"] == "child"]) == 200
+    assert [e["outcome"] for e in exits(run_dir, "p7")] == ["wait", "succeeded"]
+    assert_nothing_left(run_dir)
+
+
+def test_a_step_that_submits_two_hundred_children_and_waits_sees_them_all_succeed(tmp_path):
+    r, run_dir = run(tmp_path, """
+[[steps]]
+id = "big"
+call = "children_steps:many"
+args = { n = 200 }
+
+[[steps]]
+id = "after"
+call = "children_steps:child"
+deps = ["big"]
+""")
+    assert r.returncode == 0, r.stdout + r.stderr
+    seen = ran(run_dir)
+    resumed = [x for x in seen if x["what"] == "resumed"]
+    assert resumed == [dict(resumed[0], count=200, bad={})]
+    after = next(x for x in seen if x["step"] == "after")
+    assert after["t"] > resumed[0]["t"]  # a parent's dependents wait for its final success
+    assert_nothing_left(run_dir)
+
+
+def test_nested_children_run_and_each_parent_goes_on_after_its_own_children(tmp_path):
+    r, run_dir = run(tmp_path, """
+[[steps]]
+id = "top"
+call = "children_steps:parent"
+args = { n = 2, depth = 2 }
+""")
+    assert r.returncode == 0, r.stdout + r.stderr
+    seen = ran(run_dir)
+    resumed = {x["step"]: x for x in seen if x["what"] == "resumed"}
+    assert set(resumed) == {"top", "top/c0", "top/c1", "top/c0/c0", "top/c0/c1", "top/c1/c0", "top/c1/c1"}
+    leaves = {x["step"]: x["t"] for x in seen if x["what"] == "child"}
+    assert len(leaves) == 8 and "top/c0/c1/c1" in leaves
+    assert resumed["top"]["t"] > max(x["t"] for x in resumed.values() if x["step"] != "top")
+    assert resumed["top/c0/c1"]["t"] > max(leaves["top/c0/c1/c0"], leaves["top/c0/c1/c1"])
+    assert (run_dir / "steps/top/c0/c1/c1/log").exists()
+    assert_nothing_left(run_dir)
+
+
+def test_a_retried_parent_that_submits_the_same_children_again_adds_nothing(tmp_path):
+    r, run_dir = run(tmp_path, """
+[[steps]]
+id = "p"
+call = "children_steps:parent"
+args = { n = 3, fail_once = true }
+retries = 1
+""")
+    assert r.returncode == 0, r.stdout + r.stderr
+    seen = ran(run_dir)
+    assert sorted(x["step"] for x in seen if x["what"] == "child") == ["p/c0", "p/c1", "p/c2"]
+    assert len([x for x in seen if x["what"] == "submitted"]) == 2
+    declared = [e["step"] for e in events(run_dir) if e["kind"] == "step" and e["step"].startswith("p/")]
+    assert sorted(declared) == ["p/c0", "p/c1", "p/c2"]
+    assert_nothing_left(run_dir)
+
+
+def test_children_deps_name_siblings_first_then_the_suites_steps_and_a_bad_table_raises_suite_error(tmp_path):
+    r, run_dir = run(tmp_path, """
+[[steps]]
+id = "first"
+call = "children_steps:child"
+
+[[steps]]
+id = "p"
+call = "children_steps:chain"
+
+[[steps]]
+id = "bad"
+call = "children_steps:bad_submit"
+""")
+    assert r.returncode == 0, r.stdout + r.stderr
+    seen = ran(run_dir)
+    order = [x["step"] for x in seen if x["what"] == "child"]
+    assert order.index("p/a") < order.index("p/b") and order.index("first") < order.index("p/b")
+    refused = next(x for x in seen if x["what"] == "refused")
+    assert refused["problems"] == ["bad: ctx.submit: step 'bad/x': field 'cores': "
+                                   + refused["problems"][0].split("field 'cores': ")[1]]
+    assert_nothing_left(run_dir)
+
+
+def test_next_restart_and_broken_from_a_call_step(tmp_path):
+    r, run_dir = run(tmp_path, """
+[[steps]]
+id = "multi"
+call = "children_steps:stages"
+
+[[steps]]
+id = "br"
+call = "children_steps:broken"
+retries = 3
+
+[[steps]]
+id = "after_br"
+call = "children_steps:child"
+deps = ["br"]
+""")
+    assert r.returncode == 1, r.stdout + r.stderr
+    seen = [x for x in ran(run_dir) if x["step"] == "multi"]
+    assert [(x["stage"], x["restarts"]) for x in seen] == [("", 0), ("relax", 0), ("", 1), ("relax", 1),
+                                                              ("final", 1)]
+    assert "relax.out" not in seen[2]["files"] and "start.out" not in seen[2]["files"]
+    assert sorted(p.name for p in (run_dir / "steps/multi/attempt-1").iterdir()) == ["relax.out", "start.out"]
+    assert [e["outcome"] for e in exits(run_dir, "multi")] == ["next", "restart", "next", "next", "succeeded"]
+    assert [e["outcome"] for e in exits(run_dir, "br")] == ["broken"]  # never retried
+    assert "broken" in r.stdout and "after_br" in r.stdout
+    assert not [x for x in ran(run_dir) if x["step"] == "after_br"]
+    assert_nothing_left(run_dir)
+
+
+def test_a_command_step_speaks_httks_exit_codes_only_with_protocol_steps(tmp_path):
+    script = tmp_path / "stages.sh"
+    script.write_text("""#!/bin/sh
+echo "phase=$FLEET_PHASE stage=$FLEET_STAGE" >> "$FLEET_RUN_DIR/cmd.txt"
+case "$FLEET_STAGE" in
+  "") printf 'two' > "$FLEET_NEXT_STAGE"; exit 2 ;;
+  two)
+    if [ "$FLEET_PHASE" = 1 ]; then
+      printf '[[steps]]\\nid = "k"\\ncommand = "echo kid >> $FLEET_RUN_DIR/cmd.txt"\\n' > "$FLEET_SUBMIT_DIR/ht.tmp.k"
+      mv "$FLEET_SUBMIT_DIR/ht.tmp.k" "$FLEET_SUBMIT_DIR/k.toml"
+      exit 3
+    fi
+    [ -e "$FLEET_RUN_DIR/restarted" ] && exit 0
+    touch "$FLEET_RUN_DIR/restarted"
+    exit 4 ;;
+esac
+exit 1
+""")
+    script.chmod(0o755)
+    r, run_dir = run(tmp_path, f"""
+[[steps]]
+id = "cmd"
+command = ["{script}"]
+protocol = "steps"
+
+[[steps]]
+id = "brk"
+command = "exit 5"
+protocol = "steps"
+retries = 2
+
+[[steps]]
+id = "plain"
+command = "exit 2"
+""")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert (run_dir / "cmd.txt").read_text().splitlines() == [
+        "phase=0 stage=", "phase=1 stage=two", "kid", "phase=2 stage=two",
+        "phase=0 stage=", "phase=1 stage=two", "phase=2 stage=two"]  # the same child again: nothing added
+    assert [e["outcome"] for e in exits(run_dir, "cmd")] == ["next", "wait", "restart", "next", "wait", "succeeded"]
+    assert [e["outcome"] for e in exits(run_dir, "brk")] == ["broken"]
+    assert [e["outcome"] for e in exits(run_dir, "plain")] == ["failed"]
+    assert_nothing_left(run_dir)
+
+
+def test_a_coordinator_killed_while_a_parent_waits_leaves_nothing_and_a_rerun_finishes_the_children_once(
+        tmp_path, background):
+    import os
+    import signal
+
+    from fleetharness import finish, spawn, wait_for
+    hb = ["--heartbeat", "0.2", "--heartbeat-timeout", "2"]
+    run_dir = tmp_path / "run"
+    suite = write_suite(tmp_path / "s.toml", """
+[suite]
+name = "kill"
+[[steps]]
+id = "p"
+call = "children_steps:slow_parent"
+args = { n = 3 }
+""")
+    fleet("up", "--run-dir", str(run_dir), "--nodes", "1", *hb, cwd=tmp_path, check=True, timeout=60)
+    runner = spawn("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path)
+    background.append(runner)
+    wait_for(lambda: exits(run_dir, "p/c0") and exits(run_dir, "p"), 60, "the parent to wait and a child to end")
+    coordinator = next(e for e in events(run_dir) if e["kind"] == "fleet_starting")["pid"]
+    os.kill(coordinator, signal.SIGKILL)
+    assert_nothing_left(run_dir, timeout=10)
+    finish(runner, 30)
+    assert [x["what"] for x in ran(run_dir) if x["step"] == "p"] == ["submitted"]
+
+    r = fleet("run", str(suite), "--run-dir", str(run_dir), *hb, cwd=tmp_path, timeout=90)
+    assert r.returncode == 0, r.stdout + r.stderr
+    seen = ran(run_dir)
+    # The parent's first phase runs again (it submits the same children: nothing new);
+    # the child that had succeeded is skipped; the parent goes on once, after the rest.
+    assert [x["what"] for x in seen if x["step"] == "p"] == ["submitted", "submitted", "resumed"]
+    assert [x["step"] for x in seen if x["what"] == "child"].count("p/c0") == 1
+    assert {x["step"] for x in seen if x["what"] == "child"} == {"p/c0", "p/c1", "p/c2"}
+    resumed = seen[-1] if seen[-1]["step"] == "p" else next(x for x in seen if x["what"] == "resumed")
+    assert resumed["children"] == {"p/c0": "skipped", "p/c1": "succeeded", "p/c2": "succeeded"}
+    assert_nothing_left(run_dir)
+
+
+def test_fleet_status_shows_a_waiting_parent_its_children_under_it_and_fleet_report_the_family(
+        tmp_path, background):
+    from fleetharness import finish, spawn, wait_for
+    run_dir = tmp_path / "run"
+    suite = write_suite(tmp_path / "s.toml", """
+[suite]
+name = "family"
+[[steps]]
+id = "p"
+call = "children_steps:slow_parent"
+args = { n = 2, step_s = 6.0 }
+[[steps]]
+id = "multi"
+call = "children_steps:stages"
+""")
+    fleet("up", "--run-dir", str(run_dir), "--nodes", "1", cwd=tmp_path, check=True, timeout=60)
+    try:
+        runner = spawn("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path)
+        background.append(runner)
+        wait_for(lambda: exits(run_dir, "p") and exits(run_dir, "p/c0"), 60, "the parent to wait")
+        st = fleet("status", "--run-dir", str(run_dir), cwd=tmp_path, check=True, timeout=30).stdout
+        assert "waiting for children (1):" in st, st
+        assert "  p                              waiting for 1 of 2 children  phase 1" in st, st
+        assert "    p/c1 " in st, st  # running, indented under its parent
+        assert "suspended 1" in st, st
+        rc, out, err = finish(runner, 60)
+        assert rc == 0, out + err
+    finally:
+        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
+    text = fleet("report", str(run_dir), cwd=tmp_path, check=True, timeout=60).stdout
+    assert "  children      2 submitted by 1 step(s); stages and waits:" in text, text
+    assert "    p [succeeded]: 2 children (2 succeeded); waited for children 1 time(s)" in text, text
+    assert "    multi [succeeded]: stages relax -> relax -> final; restarted 1 time(s)" in text, text
+    assert_nothing_left(run_dir)
+
+
+def test_fleet_cancel_of_a_waiting_parent_cancels_it_and_its_unfinished_children_and_leaves_nothing(
+        tmp_path, background):
+    from fleetharness import finish, spawn, wait_for
+    run_dir = tmp_path / "run"
+    suite = write_suite(tmp_path / "s.toml", """
+[suite]
+name = "cancel"
+[[steps]]
+id = "p"
+call = "children_steps:slow_parent"
+args = { n = 3, step_s = 30.0 }
+""")
+    fleet("up", "--run-dir", str(run_dir), "--nodes", "1", cwd=tmp_path, check=True, timeout=60)
+    try:
+        runner = spawn("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path)
+        background.append(runner)
+        wait_for(lambda: exits(run_dir, "p/c0") and exits(run_dir, "p"), 60, "the parent to wait")
+        r = fleet("cancel", "--run-dir", str(run_dir), "p", cwd=tmp_path, timeout=30)
+        assert r.returncode == 0, r.stdout + r.stderr
+        rc, out, err = finish(runner, 60)
+        assert rc == 1, out + err
+        assert "cancelled  p" in out and "cancelled  p/c1" in out and "cancelled  p/c2" in out, out
+        assert not [x for x in ran(run_dir) if x["what"] == "resumed"]
+    finally:
+        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
+    assert_nothing_left(run_dir)
+
+
+def test_the_launch_of_a_parent_with_fifty_thousand_children_stays_under_the_message_limit(tmp_path):
+    from fleet.control import launching
+    from fleet.core.resources import Slot
+    from fleet.core.decisions import Resume, Start
+    from fleet.core.suite import parse_suite
+    from fleet.site.profiles import Profile
+    from fleet.wire import messages as P
+    spec = parse_suite({"steps": [{"id": "p", "call": "m:f"}]}, tmp_path / "s.toml").steps[0]
+    kids = tuple((f"p/k{i}", "failed" if i % 1000 == 0 else "succeeded") for i in range(50_000))
+    d = Start("p", 1, (Slot("n", (0,), (), 1 << 30),), Resume(1, "", 0, kids))
+    msg = launching.launch(Profile("local", ""), spec, d, tmp_path)
+    assert len(P.encode(msg)) < P.MAX_FRAME
+    assert msg.children == {f"p/k{i}": "failed" for i in range(0, 50_000, 1000)}
+    assert msg.children_omitted == 50_000 - 50 and msg.phase == 1

@@ -1,0 +1,119 @@
+"""The pure core's part of steps that submit steps, wait for them and go on in stages
+(fleet.core.phases), driven through the real Scheduler with fake exits."""
+
+from __future__ import annotations
+
+from coretools import node, suite
+
+from fleet.core import states as S
+from fleet.core.childsteps import expand
+from fleet.core.scheduler import (Blocked, Finished, NodeJoined, Scheduler, Start, StepExited, Submitted,
+                                  submission)
+
+
+def children_of(parent: str, *given: str, deps=None) -> Submitted:
+    steps, problems = expand(parent, [{"id": g, "command": "x", **({"deps": deps[g]} if deps and g in deps else {})}
+                                      for g in given], "test")
+    assert not problems
+    return Submitted(tuple(steps), {s.id: s.deps for s in steps}, parent=parent)
+
+
+def starts(out) -> list[str]:
+    return [d.step for d in out if isinstance(d, Start)]
+
+
+def test_fifty_parents_of_one_core_on_two_cores_each_waiting_for_four_children_all_finish_children_first():
+    sched = Scheduler()
+    sched.handle(NodeJoined(node("n", 2)), 0.0)
+    out = sched.handle(submission(suite(*({"id": f"p{i}"} for i in range(50))).steps), 0.0)
+    running = starts(out)
+    assert running == ["p0", "p1"]
+    order: list[str] = []
+    t = 1.0
+    phase: dict[str, int] = {}
+    while running:
+        sid = running.pop(0)
+        order.append(sid)
+        start_out = []
+        if "/" not in sid and phase.get(sid, 0) == 0:  # a parent's first phase: submit, then wait
+            phase[sid] = 1
+            start_out += sched.handle(children_of(sid, "a", "b", "c", "d"), t)
+            start_out += sched.handle(StepExited(sid, 1, S.WAIT), t)
+        else:
+            start_out += sched.handle(StepExited(sid, 1, S.SUCCEEDED), t)
+        running += starts(start_out)
+        t += 1
+    assert sched.finished()
+    assert all(sched.state(f"p{i}") == S.SUCCEEDED for i in range(50))
+    assert sched.counts() == {S.SUCCEEDED: 250}
+    # p0 and p1 wait: their children run before p2 starts, and they go on before p3.
+    assert max(i for i, s in enumerate(order) if s.startswith(("p0/", "p1/"))) < order.index("p2")
+    assert max(i for i, s in enumerate(order) if s in ("p0", "p1")) < order.index("p3")
+
+
+def test_a_resumed_parent_gets_its_phase_and_its_childrens_outcomes():
+    sched = Scheduler()
+    sched.handle(NodeJoined(node("n", 1)), 0.0)
+    sched.handle(submission(suite({"id": "p"}).steps), 0.0)
+    sched.handle(children_of("p", "a", "b", deps={"b": ["a"]}), 1.0)
+    assert sched.handle(StepExited("p", 1, S.WAIT), 1.0)[0].step == "p/a"
+    assert sched.state("p") == S.SUSPENDED
+    assert sched.family("p") == (None, 1, "", 2, 2)
+    out = sched.handle(StepExited("p/a", 1, S.FAILED, "boom"), 2.0)
+    assert any(isinstance(d, Blocked) and d.step == "p/b" for d in out)
+    start = next(d for d in out if isinstance(d, Start))
+    assert start.step == "p" and start.attempt == 1
+    assert start.resume.phase == 1 and dict(start.resume.children) == {"p/a": S.FAILED, "p/b": S.BLOCKED}
+
+
+def test_next_queues_the_step_at_its_stage_restart_from_scratch_and_broken_ends_it_without_retries():
+    sched = Scheduler()
+    sched.handle(NodeJoined(node("n", 1)), 0.0)
+    sched.handle(submission(suite({"id": "s", "retries": 3}, {"id": "after", "deps": ["s"]}).steps), 0.0)
+    out = sched.handle(StepExited("s", 1, S.NEXT, stage="relax"), 1.0)
+    assert (out[0].step, out[0].attempt, out[0].resume.stage, out[0].resume.phase) == ("s", 1, "relax", 1)
+    out = sched.handle(StepExited("s", 1, S.FAILED), 2.0)
+    retry = next(d for d in out if isinstance(d, Start))
+    assert (retry.attempt, retry.resume.stage) == (2, "relax")  # a retry runs the stage again
+    out = sched.handle(StepExited("s", 2, S.RESTART), 3.0)
+    assert (out[0].resume.phase, out[0].resume.stage, out[0].resume.restarts) == (0, "", 1)
+    out = sched.handle(StepExited("s", 2, S.BROKEN, "no convergence"), 4.0)
+    assert Finished("s", 2, S.BROKEN, "no convergence") in out
+    assert Blocked("after", "s") in out
+    assert sched.state("s") == S.BROKEN and sched.finished()
+
+
+def test_a_wait_with_every_child_final_goes_on_at_once_and_a_plain_step_starts_with_no_resume():
+    sched = Scheduler()
+    sched.handle(NodeJoined(node("n", 1)), 0.0)
+    out = sched.handle(submission(suite({"id": "p"}).steps), 0.0)
+    assert out[0].resume is None
+    out = sched.handle(StepExited("p", 1, S.WAIT), 1.0)
+    assert out[0].step == "p" and out[0].resume.phase == 1
+
+
+def test_nested_children_run_depth_first_and_their_parents_go_on_innermost_first():
+    sched = Scheduler()
+    sched.handle(NodeJoined(node("n", 1)), 0.0)
+    sched.handle(submission(suite({"id": "p"}, {"id": "q"}).steps), 0.0)
+    sched.handle(children_of("p", "c"), 1.0)
+    assert starts(sched.handle(StepExited("p", 1, S.WAIT), 1.0)) == ["p/c"]
+    sched.handle(children_of("p/c", "g"), 2.0)
+    assert starts(sched.handle(StepExited("p/c", 1, S.WAIT), 2.0)) == ["p/c/g"]
+    assert starts(sched.handle(StepExited("p/c/g", 1, S.SUCCEEDED), 3.0)) == ["p/c"]
+    assert starts(sched.handle(StepExited("p/c", 1, S.SUCCEEDED), 4.0)) == ["p"]
+    assert starts(sched.handle(StepExited("p", 1, S.SUCCEEDED), 5.0)) == ["q"]
+
+
+def test_a_suspended_parent_is_cancelled_with_its_children_and_a_child_problem_names_the_step_and_field():
+    from fleet.core.scheduler import Cancel
+    sched = Scheduler()
+    sched.handle(NodeJoined(node("n", 1)), 0.0)
+    sched.handle(submission(suite({"id": "p"}).steps), 0.0)
+    sched.handle(children_of("p", "c"), 1.0)
+    sched.handle(StepExited("p", 1, S.WAIT), 1.0)
+    out = sched.handle(Cancel(("p",)), 2.0)
+    assert Finished("p", 1, S.CANCELLED, "cancelled", ran=False) in out
+    assert any(getattr(d, "step", None) == "p/c" and type(d).__name__ == "Kill" for d in out)  # its running child
+    _, problems = expand("p", [{"id": "x", "command": "y", "cores": 0}, {"id": "z"}], "ctx.submit")
+    assert {(p.step, p.field) for p in problems} == {("p/x", "cores"), ("p/z", "call")}
