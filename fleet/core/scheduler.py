@@ -232,8 +232,8 @@ class Scheduler(Entries):
         if job.spec.id in self._after:
             self._next_generation(job, ev, out)
             return
-        if ev.outcome in (S.STOPPED, S.CANCELLED):  # never retried
-            self._set(job, "stopped" if ev.outcome == S.STOPPED else S.CANCELLED)
+        if ev.outcome in S.NOT_RETRIED:  # never retried
+            self._set(job, "stopped" if ev.outcome == S.STOPPED else ev.outcome)
             out.append(Finished(job.spec.id, job.attempt, ev.outcome, ev.reason))
             self._block_descendants(job, job.spec.id, out)
             return

@@ -161,6 +161,7 @@ class Join:
     pid: int
     zygote_pid: int
     preload: list
+    memlimit: str = ""  # how steps are held to their memory here (fleet.node.memlimit), in words
 
 
 @message("join_failed")
@@ -189,9 +190,11 @@ class Reject:
 
 @message("heartbeat")
 class Heartbeat:
-    """Either way between coordinator and agent: still here."""
+    """Either way between coordinator and agent: still here (an agent's says how much
+    of its node's memory is in use, in bytes; -1: not said)."""
 
     node: str = ""
+    memory_used: int = -1
 
 
 # --- coordinator -> agent -> zygote, and back ------------------------------------------
@@ -221,6 +224,7 @@ class Launch:
     threads: int = 0  # an MPI step's threads per rank (0: the step's cores decide)
     timeout: float | None = None  # seconds it may run: then SIGTERM, SIGKILL after grace (timed_out)
     grace: float = 10.0  # seconds from SIGTERM to SIGKILL whenever the step is stopped
+    memory_limit: int = 0  # bytes its node holds it to: its declared memory here (0: none; fleet.node.memlimit)
 
 
 @message("kill")
@@ -267,7 +271,7 @@ class Exited:
     step: str
     attempt: int
     pid: int
-    outcome: str  # "succeeded" | "failed" | "terminated"
+    outcome: str  # "succeeded" | "failed" | "terminated" | "timed_out" | "cancelled" | "out_of_memory"
     returncode: int | None
     signal: int | None
     decided_at: float
@@ -281,6 +285,7 @@ class Exited:
     affinity: tuple
     placement_ok: bool
     error: str | None
+    memory_peak: int | None = None  # bytes, where its memory limit kept it (fleet.node.memwatch)
 
 
 @message("preload")
