@@ -37,11 +37,11 @@ def _suites(submissions: list[dict]) -> list[str]:
 
 
 def _used(n: dict) -> str:
-    """", used 3.1 GiB (limits: cgroup v1 ...)": what its agent last said, and how it holds
+    """", used 3.1GiB; limits: cgroup v1 ...": what its agent last said, and how it holds
     steps to their memory (nothing from a coordinator of before these were sent)."""
     used = n.get("memory_used", -1)
     text = f", used {format_memory(used)}" if used is not None and used >= 0 else ""
-    return text + (f" (limits: {n['memlimit']})" if n.get("memlimit") else "")
+    return text + (f"; limits: {n['memlimit'].split(' (')[0]}" if n.get("memlimit") else "")  # not its cgroup's path
 
 
 def render(st: dict, now: float | None = None, max_running: int = 20) -> str:

@@ -121,7 +121,7 @@ class Enforcer:
             try:
                 g = os.getpgid(pid)
                 if g in rss:
-                    rss[g] += psutil.Process(pid).memory_info().rss
+                    rss[g] += _rss(pid)
                     members[g].append(pid)
             except (OSError, psutil.Error):
                 continue  # gone meanwhile
@@ -146,6 +146,19 @@ class Enforcer:
                     del self.dying[path]
             time.sleep(0.02)
         M.release(self.choice)
+
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_STATM = os.path.isdir("/proc/self") and os.path.exists("/proc/self/statm")
+
+
+def _rss(pid: int) -> int:
+    """A process's resident bytes: /proc/PID/statm where there is one (a third of
+    psutil's cost, which reads /proc/PID/stat as well to know the process), else psutil."""
+    if _STATM:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE
+    return psutil.Process(pid).memory_info().rss
 
 
 def _private(pids: list[int]) -> int:

@@ -81,7 +81,7 @@ memory = "64MB"
     [joined] = [e for e in records(run_dir) if isinstance(e, E.NodeJoined)]
     assert joined.memlimit.startswith(described), joined
     assert "out_of_memory" in r.stdout, r.stdout
-    assert "limits: " + described in status.stdout and ", used " in status.stdout, status.stdout
+    assert "; limits: " + described in status.stdout and ", used " in status.stdout, status.stdout
     report = fleet("report", str(run_dir), cwd=tmp_path, timeout=60)
     assert "out_of_memory" in report.stdout and "limits: " + described in report.stdout, report.stdout
     assert " in use at most" in report.stdout, report.stdout
