@@ -229,10 +229,25 @@ def _own_cgroup(v2: bool) -> str | None:
     return None
 
 
+def _sweep(own: str) -> None:
+    """Remove what agents killed outright (-9: no cleanup) left under ``own``: each
+    ``fleet.<pid>`` whose agent is gone, and its steps' cgroups (a busy one stays)."""
+    try:
+        names = os.listdir(own)
+    except OSError:
+        return
+    for name in names:
+        head, _, pid = name.partition(".")
+        if head != "fleet" or not pid.isdigit() or os.path.exists(f"/proc/{pid}"):
+            continue
+        release(Choice(CGROUP1, os.path.join(own, name)))
+
+
 def _try_cgroup1(tag: str) -> Choice:
     own = _own_cgroup(v2=False)
     if own is None:
         return Choice(NONE, why="no cgroup v1 memory controller here")
+    _sweep(own)
     root = os.path.join(own, tag)
     try:
         os.mkdir(root)

@@ -105,3 +105,27 @@ def test_only_a_declared_memory_is_a_limit_not_the_share_a_step_without_one_is_g
     for spec, limit in zip(suite.steps, (1 << 30, 0, 0)):
         msg = launching.launch(profile, spec, Start(spec.id, 1, (Slot("n1", (0,), (), 1 << 30),)), tmp_path)
         assert (msg.memory, msg.memory_limit) == (1 << 30, limit), spec.id
+
+
+def test_the_watchdog_does_not_count_against_a_forked_step_what_it_shares_with_its_zygote(tmp_path, monkeypatch):
+    """A forked step's RSS includes the preloaded modules it shares with its zygote (tens
+    of MiB here); only its own (private) memory counts against its declaration."""
+    monkeypatch.setenv("FLEET_MEMLIMIT", "watchdog")
+    suite = write_suite(tmp_path / "s.toml", """
+[suite]
+name = "shared"
+run_dir = "run"
+preload = ["numpy", "scipy.linalg"]
+[[steps]]
+id = "small"
+call = "memory_steps:hog"
+args = {mib = 1, hold = 2.0}
+memory = "20MB"
+""")
+    r = fleet("run", str(suite), "--nodes", "1", *HB, cwd=tmp_path, timeout=120)
+    run_dir = tmp_path / "run"
+    assert r.returncode == 0, r.stdout + r.stderr
+    small = exit_of(run_dir, "small")
+    assert small.outcome == "succeeded" and small.maxrss_kb << 10 > 20_000_000, small  # its RSS passed 20 MB
+    assert small.memory_peak and small.memory_peak < 20_000_000, small  # its own memory did not
+    assert_nothing_left(run_dir)
