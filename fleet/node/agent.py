@@ -29,14 +29,14 @@ from fleet.wire import framing
 from fleet.wire import messages as P
 
 
-def start_zygote(preload: str, fence: float = 0.0, memlimit: str = "none") -> tuple[subprocess.Popen, int, int]:
+def start_zygote(preload: str, fence: float = 0.0, limits: str = "none") -> tuple[subprocess.Popen, int, int]:
     """The zygote process and the agent's ends of its pipes (requests out, replies in);
-    ``memlimit``: how it holds steps to their memory (fleet.node.memlimit.Choice.arg)."""
+    ``limits``: how it holds steps to their memory (fleet.node.memlimit.Choice.arg)."""
     req_r, req_w = os.pipe()
     rep_r, rep_w = os.pipe()
     proc = subprocess.Popen(
         [sys.executable, "-m", "fleet.node.zygote", "--fd-in", str(req_r), "--fd-out", str(rep_w),
-         "--preload", preload, "--fence", str(fence), "--memlimit", memlimit],
+         "--preload", preload, "--fence", str(fence), "--memlimit", limits],
         pass_fds=(req_r, rep_w), stdin=subprocess.DEVNULL)
     os.close(req_r)
     os.close(rep_w)
@@ -290,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     # a cgroup v2 choice moves with this process), logged, and said in the Join.
     args.memlimit = memlimit.choose(os.environ.pop("FLEET_MEMLIMIT", "auto"))
     print(f"fleet agent {args.node}: memory limits: {args.memlimit.describe()}", file=sys.stderr, flush=True)
-    zygote, req_w, rep_r = start_zygote(args.preload, fence=0.5 * timeout, memlimit=args.memlimit.arg())
+    zygote, req_w, rep_r = start_zygote(args.preload, fence=0.5 * timeout, limits=args.memlimit.arg())
     try:
         hello = framing.read_message(rep_r)
     except (ValueError, EOFError) as e:  # it died mid-frame, or is not a zygote we can read
