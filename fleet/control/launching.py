@@ -62,6 +62,9 @@ def launch(profile: Profile, spec, d: Start, run_dir: Path, fleet_id: str = "") 
         # an MPI launcher's ranks get theirs, per node, from the rendered command instead.
         env=env, gpu_vars=[profile.gpu_var] if profile.gpu_var and not spec.mpi else [],
         threads=spec.threads if spec.mpi else 0, timeout=spec.timeout, grace=spec.grace,
+        # A declared memory is a limit; a share taken for want of one is not. An MPI step's
+        # ranks are its launcher's, and the launcher is given the limit (fleet.site.mpi).
+        memory_limit=slot.memory if spec.memory is not None and not spec.mpi else 0,
         **resumed(spec, d, run_dir, env))
 
 

@@ -17,6 +17,7 @@ from fleet.core.resources import NodeSpec
 from fleet.wire import events
 from fleet.wire import messages as P
 from fleet.wire.events import EventLog
+from fleet.control import nodememory
 from fleet.control.transport import Transport
 
 log = logging.getLogger("fleet.control.coordinator")
@@ -33,6 +34,10 @@ class Agent:
     last_seen: float  # time.monotonic()
     alive: bool = True
     deaf_seen: float = 0.0  # Liveness.deaf at last_seen
+    memlimit: str = ""  # how its steps are held to their memory (fleet.control.nodememory)
+    memory: int = 0  # bytes it offers
+    memory_used: int = -1  # bytes in use on it, as its last heartbeat said (-1: not said)
+    memory_noted: int = -1  # the high last recorded (-1: none yet)
 
 
 class Liveness:
@@ -78,12 +83,13 @@ class Liveness:
         if msg.node in self.agents and self.agents[msg.node].alive:
             self.transport.reply(self.transport.agent_sock, ident, P.Reject(f"node {msg.node!r} already has an agent"))
             return []
-        self.agents[msg.node] = Agent(msg.node, ident, msg.host, msg.pid, time.monotonic(), deaf_seen=self.deaf)
+        self.agents[msg.node] = Agent(msg.node, ident, msg.host, msg.pid, time.monotonic(), deaf_seen=self.deaf,
+                                      memlimit=msg.memlimit, memory=int(msg.memory))
         self.by_identity[ident] = msg.node
         spec = NodeSpec(msg.node, tuple(msg.cores), tuple(msg.gpus), int(msg.memory))
         self.events.write(events.NodeJoined(t=now, node=msg.node, host=msg.host, cores=list(msg.cores),
                                             gpus=list(msg.gpus), memory=msg.memory, pid=msg.pid,
-                                            zygote_pid=msg.zygote_pid))
+                                            zygote_pid=msg.zygote_pid, memlimit=msg.memlimit))
         self.transport.reply(self.transport.agent_sock, ident, P.Welcome(msg.node, self.heartbeat_s, self.timeout_s))
         if ready:
             return [spec]
@@ -112,6 +118,8 @@ class Liveness:
                 self.transport.reply(self.transport.agent_sock, ident, P.Shutdown(grace=0.0))
             return None
         agent.last_seen, agent.deaf_seen = time.monotonic(), self.deaf
+        if isinstance(msg, P.Heartbeat):
+            nodememory.heard(agent, msg, self.events)
         return agent
 
     def send(self, node: str, msg) -> bool:

@@ -49,7 +49,8 @@ def reported_exit(now: float, node: str, msg: P.Exited, view, sched: Scheduler) 
         work_end=msg.work_end, ended_at=msg.ended_at,
         startup_s=round(max(0.0, msg.work_start - msg.decided_at), 6),
         work_s=round(max(0.0, msg.work_end - msg.work_start), 6),
-        utime=msg.utime, stime=msg.stime, maxrss_kb=msg.maxrss_kb, error=msg.error, neighbours=neighbours)
+        utime=msg.utime, stime=msg.stime, maxrss_kb=msg.maxrss_kb, error=msg.error, neighbours=neighbours,
+        memory_peak=msg.memory_peak)
 
 
 def interrupted_exit(now: float, node: str, msg: P.Exited, view, why: str = STOPPED_WITH_FLEET) -> events.Exit:

@@ -54,7 +54,7 @@ def _nodes(sched: Scheduler, agents: list) -> list[dict]:
             nodes.append(dict(node=a.node, host=a.host, alive=a.alive, cores=len(spec.cores),
                               cores_busy=len(spec.cores) - free_c, gpus=len(spec.gpus),
                               gpus_busy=len(spec.gpus) - free_g, memory=spec.memory,
-                              memory_held=spec.memory - free_m))
+                              memory_held=spec.memory - free_m, memory_used=a.memory_used, memlimit=a.memlimit))
         else:
             nodes.append(dict(node=a.node, host=a.host, alive=False))
     return nodes

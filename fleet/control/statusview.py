@@ -6,8 +6,8 @@ import time
 
 from fleet.core.units import format_memory
 
-STATES = ("waiting", "ready", "running", "suspended", "succeeded", "skipped", "failed", "terminated", "lost",
-          "blocked", "unrunnable", "broken", "interrupted")
+STATES = ("waiting", "ready", "running", "suspended", "succeeded", "skipped", "failed", "terminated", "out_of_memory",
+          "lost", "blocked", "unrunnable", "broken", "interrupted")
 
 
 def _dur(s: float) -> str:
@@ -75,6 +75,14 @@ def _waiting_children(rows: list[dict], limit: int = 20) -> list[str]:
     return out
 
 
+def _used(n: dict) -> str:
+    """", used 3.1GiB; limits: cgroup v1 ...": what its agent last said, and how it holds
+    steps to their memory (nothing from a coordinator of before these were sent)."""
+    used = n.get("memory_used", -1)
+    text = f", used {format_memory(used)}" if used is not None and used >= 0 else ""
+    return text + (f"; limits: {n['memlimit'].split(' (')[0]}" if n.get("memlimit") else "")  # not its cgroup's path
+
+
 def render(st: dict, now: float | None = None, max_running: int = 20) -> str:
     """The status map as lines of text for a terminal."""
     now = time.time() if now is None else now
@@ -87,7 +95,7 @@ def render(st: dict, now: float | None = None, max_running: int = 20) -> str:
             out.append(f"  {n['node']:<14} LOST")
             continue
         out.append(f"  {n['node']:<14} cores {n['cores_busy']:>4}/{n['cores']:<4} gpus {n['gpus_busy']}/{n['gpus']}"
-                   f"  memory held {format_memory(n['memory_held'])} of {format_memory(n['memory'])}")
+                   f"  memory held {format_memory(n['memory_held'])} of {format_memory(n['memory'])}" + _used(n))
     counts = st.get("counts", {})
     out.append("steps:  " + ("  ".join(f"{k} {counts[k]}" for k in STATES if counts.get(k)) or "none submitted"))
     out.extend(_suites(st.get("submissions", [])))

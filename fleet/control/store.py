@@ -268,7 +268,7 @@ def write_final(run_dir: Path, spec: StepSpec, outcome: str, record: dict) -> No
     makedirs(d)
     ran = _ending(d, record["attempt"]) if "attempt" in record else None
     _replace(d / FINAL, {"outcome": outcome, "spec": ran.spec if ran is not None else spec_hash(spec), **record})
-    if "attempt" in record and outcome in ("failed", "terminated", "lost"):
+    if "attempt" in record and outcome in ("failed", "terminated", "out_of_memory", "lost"):
         # The step ran again (forced, or against changed deps) and failed: this outcome
         # replaces its earlier success, which must no longer make a rerun skip it.
         try:

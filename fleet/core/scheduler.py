@@ -251,8 +251,8 @@ class Scheduler(Entries, Phases):
         if ev.outcome in S.CONTROL:  # wait, next, restart, broken: fleet.core.phases
             self._control(job, ev, out)
             return
-        if ev.outcome in (S.STOPPED, S.CANCELLED):  # never retried
-            self._set(job, "stopped" if ev.outcome == S.STOPPED else S.CANCELLED)
+        if ev.outcome in S.NOT_RETRIED:  # never retried
+            self._set(job, "stopped" if ev.outcome == S.STOPPED else ev.outcome)
             out.append(Finished(job.spec.id, job.attempt, ev.outcome, ev.reason))
             self._block_descendants(job, job.spec.id, out)
             return

@@ -14,6 +14,12 @@ A step whose `timeout` passed is stopped by its zygote (SIGTERM, SIGKILL after i
 CANCELLED: if it runs, its zygote stops it the same way; if it has not started, it
 never does. A cancelled step is never retried, and blocks its descendants.
 
+A step its node's memory limit killed for passing its own `memory` (a cgroup's, or the
+agent's watchdog: fleet.node.memlimit) ends OUT_OF_MEMORY. It is not retried, as Slurm
+does not requeue OUT_OF_MEMORY: the same step on the same inputs would pass its
+declaration again. (A step the kernel's OOM killer took while others held the memory
+ends TERMINATED, and is retried like any failure.)
+
 Several fleets may share one run directory. A step another live fleet has claimed,
 or that belongs to another shard, is ELSEWHERE: it holds nothing here and waits for
 that fleet's marker (SKIPPED on success, FAILED otherwise), or comes back to READY
@@ -51,6 +57,7 @@ ELSEWHERE = "elsewhere"
 STOPPED = "stopped"
 TIMED_OUT = "timed_out"
 CANCELLED = "cancelled"
+OUT_OF_MEMORY = "out_of_memory"
 INTERRUPTED = "interrupted"  # recorded by the coordinator only (see above)
 SUSPENDED = "suspended"  # waiting for its children, holding nothing (fleet.core.phases)
 BROKEN = "broken"  # the step said it cannot succeed: final, never retried
@@ -71,6 +78,7 @@ TRANSITIONS: dict[tuple[str, str], str] = {
     (RUNNING, "lost"): LOST,
     (RUNNING, "timed_out"): TIMED_OUT,
     (RUNNING, "cancelled"): CANCELLED,
+    (RUNNING, "out_of_memory"): OUT_OF_MEMORY,
     (WAITING, "cancel"): CANCELLED,
     (READY, "cancel"): CANCELLED,
     (RUNNING, "retry"): READY,
@@ -89,11 +97,12 @@ TRANSITIONS: dict[tuple[str, str], str] = {
 }
 
 FINAL = frozenset({SUCCEEDED, FAILED, TERMINATED, LOST, BLOCKED, UNRUNNABLE, SKIPPED, STOPPED, TIMED_OUT, CANCELLED,
-                   BROKEN})
+                   BROKEN, OUT_OF_MEMORY})
 GOOD = frozenset({SUCCEEDED, SKIPPED})
-EXIT_OUTCOMES = frozenset({SUCCEEDED, FAILED, TERMINATED, LOST, STOPPED, TIMED_OUT, CANCELLED,
+EXIT_OUTCOMES = frozenset({SUCCEEDED, FAILED, TERMINATED, LOST, STOPPED, TIMED_OUT, CANCELLED, OUT_OF_MEMORY,
                            WAIT, NEXT, RESTART, BROKEN})
 CONTROL = frozenset({WAIT, NEXT, RESTART, BROKEN})  # fleet.core.phases handles these
+NOT_RETRIED = frozenset({STOPPED, CANCELLED, OUT_OF_MEMORY})  # exits that end a step whatever its retries
 
 
 class IllegalTransition(RuntimeError):

@@ -23,19 +23,20 @@ import subprocess
 import sys
 import time
 
-from fleet.node import child
+from fleet.node import child, memlimit, memwatch
 from fleet.node.launcherenv import clean_environment
 from fleet.wire import framing
 from fleet.wire import messages as P
 
 
-def start_zygote(preload: str, fence: float = 0.0) -> tuple[subprocess.Popen, int, int]:
-    """The zygote process and the agent's ends of its pipes (requests out, replies in)."""
+def start_zygote(preload: str, fence: float = 0.0, limits: str = "none") -> tuple[subprocess.Popen, int, int]:
+    """The zygote process and the agent's ends of its pipes (requests out, replies in);
+    ``limits``: how it holds steps to their memory (fleet.node.memlimit.Choice.arg)."""
     req_r, req_w = os.pipe()
     rep_r, rep_w = os.pipe()
     proc = subprocess.Popen(
         [sys.executable, "-m", "fleet.node.zygote", "--fd-in", str(req_r), "--fd-out", str(rep_w),
-         "--preload", preload, "--fence", str(fence)],
+         "--preload", preload, "--fence", str(fence), "--memlimit", limits],
         pass_fds=(req_r, rep_w), stdin=subprocess.DEVNULL)
     os.close(req_r)
     os.close(rep_w)
@@ -73,6 +74,7 @@ class Agent:
         self.fence_s = args.fence
         self.last_heard = time.monotonic()
         self.stopping: str | None = None
+        self.memory = memwatch.Enforcer(getattr(args, "memlimit", None) or memlimit.Choice(memlimit.NONE))
 
     def send(self, msg) -> None:
         """Send one of our own messages to the coordinator."""
@@ -102,7 +104,7 @@ class Agent:
     def join(self, cores, gpus, memory) -> None:
         self.send(P.Join(node=self.node, host=socket.gethostname(), cores=list(cores), gpus=list(gpus),
                          memory=int(memory), pid=os.getpid(), zygote_pid=self.hello.pid,
-                         preload=list(self.hello.preload)))
+                         preload=list(self.hello.preload), memlimit=self.memory.choice.describe()))
 
     def serve(self) -> int:
         zmq = self.zmq
@@ -122,7 +124,9 @@ class Agent:
         next_beat = time.monotonic()
         zygote_open = True
         while not self.stopping:
-            ready = dict(poller.poll(max(0, int((next_beat - time.monotonic()) * 1000))))
+            wait = next_beat - time.monotonic()
+            sample = self.memory.due_in(time.monotonic())
+            ready = dict(poller.poll(max(0, int((wait if sample is None else min(wait, sample)) * 1000))))
             if wake_r in ready:
                 try:
                     while os.read(wake_r, 512):
@@ -140,10 +144,11 @@ class Agent:
                 else:
                     self._from_zygote(data)
             now = time.monotonic()
+            self.memory.tick(now)  # the watchdog's sample, when due
             if now - self.last_heard > self.timeout_s:
                 self.stopping = f"no word from the coordinator for {now - self.last_heard:.1f} s"
             if now >= next_beat:
-                self.send(P.Heartbeat(self.node))
+                self.send(P.Heartbeat(self.node, memory_used=memwatch.node_used()))
                 if zygote_open:
                     self.to_zygote(P.encode(P.Tick()))
                 next_beat = now + self.heartbeat_s
@@ -170,6 +175,7 @@ class Agent:
                 continue
             if isinstance(msg, P.Launch):
                 self.graces[(msg.step, msg.attempt)] = msg.grace
+                self.memory.launched(msg)
                 if not self.to_zygote(frame):  # as it came: decoding it was the check
                     self.stopping = "the zygote is gone"
             elif isinstance(msg, (P.Kill, P.Preload)):
@@ -190,9 +196,11 @@ class Agent:
         for payload, msg in self.reader.feed_frames(data):
             if isinstance(msg, P.Started):
                 self.pgids[(msg.step, msg.attempt)] = msg.pgid
+                self.memory.started(msg)
             elif isinstance(msg, P.Exited):
                 self.pgids.pop((msg.step, msg.attempt), None)
                 self.graces.pop((msg.step, msg.attempt), None)
+                payload = self.memory.exited(msg, payload)  # out_of_memory, and its peak
             elif not isinstance(msg, P.Preloaded):
                 self._warn(f"dropped an unexpected {msg.TYPE} message from the zygote")
                 continue
@@ -231,6 +239,7 @@ class Agent:
                 os.killpg(pgid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+        self.memory.close()  # its cgroups removed, now that nothing is left in them
         self.send(P.Ok("bye"))
         self.sock.close(linger=500)
         self.ctx.term()
@@ -277,7 +286,11 @@ def main(argv: list[str] | None = None) -> int:
     # The keys are ours alone: steps (children of the zygote) must not inherit them.
     args.curve = os.environ.pop("FLEET_CURVE", "")
     clean_environment()
-    zygote, req_w, rep_r = start_zygote(args.preload, fence=0.5 * timeout)
+    # How steps are held to their memory here: decided once, before the zygote (which
+    # a cgroup v2 choice moves with this process), logged, and said in the Join.
+    args.memlimit = memlimit.choose(os.environ.pop("FLEET_MEMLIMIT", "auto"))
+    print(f"fleet agent {args.node}: memory limits: {args.memlimit.describe()}", file=sys.stderr, flush=True)
+    zygote, req_w, rep_r = start_zygote(args.preload, fence=0.5 * timeout, limits=args.memlimit.arg())
     try:
         hello = framing.read_message(rep_r)
     except (ValueError, EOFError) as e:  # it died mid-frame, or is not a zygote we can read
@@ -297,6 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         agent.send(P.JoinFailed(args.node, reason))
         print(f"fleet agent {args.node}: cannot serve: {reason}", file=sys.stderr, flush=True)
         zygote.wait(timeout=10)
+        memlimit.release(args.memlimit)
         agent.sock.close(linger=2000)
         agent.ctx.term()
         return 3

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Mapping, NoReturn
 
 import msgpack
 
-from fleet.node import protocol, stepcontext, threads
+from fleet.node import memlimit, protocol, stepcontext, threads
 from fleet.node.stepcontext import StepContext  # noqa: F401  (its old home; still imported from here)
 
 if TYPE_CHECKING:
@@ -205,6 +205,18 @@ def make_dirs(launch: Launch) -> None:
         os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
 
 
+def append_to_log(path: str, text: str) -> None:
+    """Append ``text`` to a step's log (from the zygote: a line of its own after the step's)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError:
+        return
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
 def unproduced(launch: Launch) -> str | None:
     """The error for declared outputs missing after a successful step, else None;
     each named as the suite wrote it (relative to the run directory)."""
@@ -263,6 +275,7 @@ def _setup(launch: Launch, close_fds: Iterable[int],
     """Everything before the step's own work; returns (affinity, mismatch line).
     ``foreground`` (`fleet step`): fds 0, 1 and 2 stay the terminal's, not the log."""
     _detach(close_fds, parent, own_group=not foreground)
+    unheld = memlimit.enter(launch)  # into its memory cgroup before anything of the step's
     if launch.cores:
         try:
             os.sched_setaffinity(0, launch.cores)
@@ -278,6 +291,8 @@ def _setup(launch: Launch, close_fds: Iterable[int],
                       errors="backslashreplace", closefd=False)
     sys.stderr = open(2, "w", buffering=1, encoding="utf-8",
                       errors="backslashreplace", closefd=False)
+    if unheld:
+        print(unheld, file=sys.stderr, flush=True)
     affinity = sorted(os.sched_getaffinity(0))
     mismatch = placement_mismatch(launch.cores, affinity)
     if mismatch:

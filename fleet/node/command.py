@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Mapping
 
-from fleet.node import child, threads
+from fleet.node import child, memlimit, threads
 from fleet.wire.messages import Launch
 
 
@@ -71,6 +71,7 @@ def spawn(msg: Launch, restore_env: Mapping[str, str | None] | None = None,
     argv = argv_of(msg)
     if not argv:
         raise NotStarted("command step without a command")
+    argv = memlimit.joining(msg, argv)  # into its memory cgroup before the command runs
     log = _open_log(msg, foreground)
     restore = {**(restore_env or {}), **threads.thread_env(threads.step_threads(msg))}
     env = child.step_environment(os.environ, restore, msg.env, msg.gpus, msg.gpu_vars)

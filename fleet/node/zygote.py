@@ -52,7 +52,7 @@ from dataclasses import dataclass, field  # noqa: E402
 
 import msgpack  # noqa: E402
 
-from fleet.node import child, command, protocol, threads as step_threads  # noqa: E402
+from fleet.node import child, command, memlimit, protocol, threads as step_threads  # noqa: E402
 from fleet.node.preload import Preloads, thread_count  # noqa: E402,F401  (thread_count: ours too)
 from fleet.node.spare import Spare  # noqa: E402
 from fleet.node.stopping import Stops, ended_reason, signal_name  # noqa: E402
@@ -352,7 +352,7 @@ class Zygote:
             error = child.unproduced(step.launch)
             if error:
                 outcome = "failed"
-                _append_to_log(step.launch.log, f"fleet: {error}\n")
+                child.append_to_log(step.launch.log, f"fleet: {error}\n")
         if error is None and sig is not None:
             error = f"killed by {signal_name(sig)}"
         elif error is None and rc:
@@ -434,17 +434,6 @@ class Zygote:
                 break
 
 
-def _append_to_log(path: str, text: str) -> None:
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    except OSError:
-        return
-    try:
-        os.write(fd, text.encode())
-    finally:
-        os.close(fd)
-
-
 def _refuse(fd_out: int, reason: str) -> None:
     try:
         framing.write_message(fd_out, P.Refused(reason))
@@ -466,7 +455,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="stop every step when the agent is silent this long (0: never)")
     parser.add_argument("--grace", type=float, default=DEFAULT_GRACE,
                         help="seconds between SIGTERM and SIGKILL when the agent is lost")
+    parser.add_argument("--memlimit", default="none",
+                        help="how steps are held to their memory: KIND[:CGROUP DIR] (fleet.node.memlimit)")
     args = parser.parse_args(argv)
+    memlimit.use(args.memlimit)  # before the first fork: every child inherits it
     # Die with the agent, gracefully: SIGTERM runs our shutdown, which also stops
     # spawned commands (they cannot carry a death signal of their own).
     child.set_pdeathsig(signal.SIGTERM)

@@ -26,6 +26,7 @@ COLOURS = {
     S.FAILED: "#d62728",
     S.TERMINATED: "#ff7f0e",
     S.TIMED_OUT: "#8c564b",
+    S.OUT_OF_MEMORY: "#e377c2",
     S.LOST: "#9467bd",
     S.CANCELLED: "#bcbd22",
     S.RUNNING: "#1f77b4",
@@ -33,7 +34,7 @@ COLOURS = {
 }
 PALE = {k: None for k in COLOURS}  # filled below: each colour mixed with white
 # When bars share a pixel, the one shown: failures first.
-PRIORITY = {S.FAILED: 7, S.TIMED_OUT: 6, S.TERMINATED: 5, S.LOST: 4, S.CANCELLED: 3, UNFINISHED: 2, S.RUNNING: 1,
+PRIORITY = {S.FAILED: 7, S.OUT_OF_MEMORY: 6, S.TIMED_OUT: 6, S.TERMINATED: 5, S.LOST: 4, S.CANCELLED: 3, UNFINISHED: 2, S.RUNNING: 1,
             S.SUCCEEDED: 0}
 EXACT_BARS = 5000
 PLOT_W = 1160

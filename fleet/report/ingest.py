@@ -209,7 +209,14 @@ def _on_submitted(g: Gathered, rec: E.Submitted) -> None:
 
 
 def _on_node_joined(g: Gathered, rec: E.NodeJoined) -> None:
-    g.nodes[rec.node] = Node(rec.node, list(rec.cores or ()), list(rec.gpus or ()), int(rec.memory or 0), rec.t)
+    g.nodes[rec.node] = Node(rec.node, list(rec.cores or ()), list(rec.gpus or ()), int(rec.memory or 0), rec.t,
+                             memlimit=rec.memlimit or "")
+
+
+def _on_node_memory(g: Gathered, rec: E.NodeMemory) -> None:
+    nd = g.nodes.get(rec.node)
+    if nd is not None:
+        nd.memory_used = max(nd.memory_used or 0, int(rec.used or 0))
 
 
 def _on_node_lost(g: Gathered, rec: E.NodeLost) -> None:
@@ -259,4 +266,5 @@ _HANDLERS: dict[type, Callable] = {
     E.FleetStarting: _on_fleet_starting, E.FleetUp: _on_fleet_up, E.FleetDown: _on_fleet_down,
     E.PlacementMismatch: _on_placement_mismatch, E.AllocationEnd: _on_allocation_end, E.Drained: _on_drained,
     E.NotStarted: _on_not_started,
+    E.PlacementMismatch: _on_placement_mismatch, E.NodeMemory: _on_node_memory,
 }

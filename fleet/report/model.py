@@ -17,7 +17,7 @@ from fleet.core import waits as W
 from fleet.wire.events import Exit, StepDeclared
 
 UNFINISHED, NOT_RUN = "unfinished", "not run"  # the fleet went down before it ended / ran
-PROBLEM_OUTCOMES = (S.FAILED, S.TERMINATED, S.TIMED_OUT, S.LOST, S.CANCELLED, S.BLOCKED, S.UNRUNNABLE, S.INTERRUPTED,
+PROBLEM_OUTCOMES = (S.FAILED, S.TERMINATED, S.OUT_OF_MEMORY, S.TIMED_OUT, S.LOST, S.CANCELLED, S.BLOCKED, S.UNRUNNABLE, S.INTERRUPTED,
                     UNFINISHED, NOT_RUN, S.BROKEN)
 
 # What a waiting step waited for, in words (text and HTML).
@@ -69,6 +69,18 @@ class Node:
     joined: float
     lost: float | None = None
     lost_reason: str = ""
+    memlimit: str = ""  # how its steps were held to their memory (fleet.node.memlimit), in words
+    memory_used: int | None = None  # the most in use on it, as its node_memory records said
+
+
+def _memory_json(n: Node) -> dict:
+    """A node's memory limits and most in use, where its records say (not in older streams)."""
+    out: dict = {}
+    if n.memlimit:
+        out["memlimit"] = n.memlimit
+    if n.memory_used is not None:
+        out["memory_used_max"] = n.memory_used
+    return out
 
 
 @dataclass(slots=True)
@@ -195,7 +207,7 @@ class Report:
             "utilization": self.utilization,
             "nodes": {n.name: {"cores": len(n.cores), "gpus": len(n.gpus), "memory": n.memory,
                                "joined": self.rel(n.joined), "lost": self.rel(n.lost),
-                               "lost_reason": n.lost_reason} for n in self.nodes.values()},
+                               "lost_reason": n.lost_reason, **_memory_json(n)} for n in self.nodes.values()},
             "counts": self.counts,
             "problems": self.problems,
             "waits": {category_name(k): v for k, v in self.waits.items()},

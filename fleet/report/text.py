@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from fleet.core import states as S
 from fleet.report import families
+from fleet.core.units import format_memory
 from fleet.report.model import CATEGORY_TEXT, Report
 
 
@@ -113,10 +114,18 @@ def _utilization_lines(r: Report, max_nodes: int = 20) -> list[str]:
         lost = f"  LOST at {seconds(nd.lost - r.t0)}: {nd.lost_reason}" if nd.lost is not None else ""
         cores = "core: " if nu['cores'] == 1 else "cores:"
         out.append(f"    {name:<14} {nu['cores']:>4} {cores} {percent(nu['cores_held']):>4} held,"
-                   f" {percent(nu['cores_working']):>4} working{extra}, memory {percent(nu['memory_held'])}{lost}")
+                   f" {percent(nu['cores_working']):>4} working{extra}, memory {percent(nu['memory_held'])}"
+                   f"{_memory_used(nd)}{lost}")
     if len(names) > max_nodes:
         out.append(f"    ... and {len(names) - max_nodes} more node(s) (--json has them all)")
     return out
+
+
+def _memory_used(nd) -> str:
+    """"; 3.1 GiB in use at most; limits: cgroup v1 ...", as far as the records say
+    (nothing for a stream of before these were recorded)."""
+    used = f"; {format_memory(nd.memory_used)} in use at most" if nd.memory_used is not None else ""
+    return used + (f"; limits: {nd.memlimit}" if nd.memlimit else "")
 
 
 def _problem_lines(r: Report, problems: int) -> list[str]:

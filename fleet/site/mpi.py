@@ -76,6 +76,26 @@ def gpu_env(placement: Placement, gpu_var: str) -> tuple[dict, list[str] | None]
     return {}, lists
 
 
+def _mib(n: int) -> int:
+    return -(-n // (1 << 20))  # rounded up: a limit must not be below the declaration
+
+
+def memory_flags(placement: Placement) -> list[str]:
+    """srun's memory limit for an MPI step (Slurm holds each node's ranks to it where it
+    enforces memory): ``--mem`` of each node's share when every node holds the same;
+    ``--mem-per-cpu`` when every node holds the same per core; else ``--mem`` of the
+    largest share (srun takes one figure for every node). Nothing without a declaration."""
+    mems = [s.memory for s in placement]
+    if not any(mems):
+        return []
+    if len(set(mems)) == 1:
+        return [f"--mem={_mib(mems[0])}M"]
+    per_core = {_mib(s.memory // len(s.cores)) if s.cores else None for s in placement}
+    if len(per_core) == 1 and None not in per_core and all(s.memory % len(s.cores) == 0 for s in placement):
+        return [f"--mem-per-cpu={per_core.pop()}M"]
+    return [f"--mem={_mib(max(mems))}M"]
+
+
 def render_srun(placement: Placement, threads: int, command: list[str], flags: tuple[str, ...] = (),
                 mpi: str = "pmi2", gpu_var: str = "") -> Rendered:
     """srun inside the job: an overlapping step (the agents' step holds no cores, and
@@ -88,6 +108,8 @@ def render_srun(placement: Placement, threads: int, command: list[str], flags: t
     # step then gets the CPUs Slurm picks, so binding to the scheduler's is refused.
     argv = ["srun", "--overlap", "-N", str(len(nodes)), "-n", str(len(ranks)),
             "-m", "arbitrary", f"--mpi={mpi}"]
+    if not any(f.startswith("--mem") for f in flags):  # the site's own say wins
+        argv += memory_flags(placement)
     files = {"hostfile": "".join(f"{node}\n" for node, _ in ranks)}
     genv, per_node = gpu_env(placement, gpu_var)
     env = {"SLURM_HOSTFILE": "{fleet}/hostfile", **genv}

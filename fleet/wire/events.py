@@ -111,6 +111,16 @@ class NodeJoined(Record):
     memory: int = 0
     pid: int = 0
     zygote_pid: int = 0
+    memlimit: str = ""  # how its steps are held to their memory (fleet.node.memlimit), in words
+
+
+@_record("node_memory")
+class NodeMemory(Record):
+    """A node's memory in use (all of it, steps' or not) reached a new high: written at
+    most every sixteenth of its memory, so a node has a handful in a whole run."""
+
+    node: str = ""
+    used: int = 0
 
 
 @_record("node_lost")
@@ -250,6 +260,7 @@ class Exit(Record):
     maxrss_kb: Any = None
     error: Any = None
     neighbours: Any = None  # for a step killed by a signal: what ran beside it
+    memory_peak: Any = None  # bytes, where a memory limit kept it (its cgroup's, or the watchdog's sample)
     by: Any = None          # the fleet whose outcome this is, when not ours
 
 

@@ -161,6 +161,7 @@ class Join:
     pid: int
     zygote_pid: int
     preload: list
+    memlimit: str = ""  # how steps are held to their memory here (fleet.node.memlimit), in words
 
 
 @message("join_failed")
@@ -189,9 +190,11 @@ class Reject:
 
 @message("heartbeat")
 class Heartbeat:
-    """Either way between coordinator and agent: still here."""
+    """Either way between coordinator and agent: still here (an agent's says how much
+    of its node's memory is in use, in bytes; -1: not said)."""
 
     node: str = ""
+    memory_used: int = -1
 
 
 # --- coordinator -> agent -> zygote, and back ------------------------------------------
@@ -230,6 +233,7 @@ class Launch:
     children: dict = field(default_factory=dict)
     children_omitted: int = 0  # past launching.CHILDREN_IN_LAUNCH: successes are left out
     protocol: str = ""
+    memory_limit: int = 0  # bytes its node holds it to: its declared memory here (0: none; fleet.node.memlimit)
 
 
 @message("kill")
@@ -276,7 +280,7 @@ class Exited:
     step: str
     attempt: int
     pid: int
-    outcome: str  # "succeeded" | "failed" | "terminated"
+    outcome: str  # "succeeded" | "failed" | "terminated" | "timed_out" | "cancelled" | "out_of_memory"
     returncode: int | None
     signal: int | None
     decided_at: float
@@ -293,6 +297,7 @@ class Exited:
     # How it ended if it asked to go on (fleet.node.protocol): {"stage": next stage} and
     # {"submitted": children files written} (the coordinator collects them).
     control: dict = field(default_factory=dict)
+    memory_peak: int | None = None  # bytes, where its memory limit kept it (fleet.node.memwatch)
 
 
 @message("preload")

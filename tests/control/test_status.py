@@ -156,7 +156,7 @@ command = ["true"]
         text = r.stdout
         print(text)
         assert f"fleet in {run_dir.resolve()}: up " in text and "coordinator pid" in text
-        assert re.search(r"node1 +cores +1/1 +gpus 0/0 +memory held \S+ of \S+\n", text), text
+        assert re.search(r"node1 +cores +1/1 +gpus 0/0 +memory held \S+ of \S+(, used \S+)?(; limits: .+)?\n", text), text
         assert re.search(r"steps: .*ready 1.*running 2.*succeeded 1.*failed 1", text), text
         assert re.search(r"suite .*s\.toml: 2/5 finished \(40%\)", text), text
         assert "running (2):" in text and re.search(r"long/[123] +on node[12] +1 core +\d+s", text), text

@@ -41,7 +41,8 @@ class Relay:
         self.agent.join([0, 1], [], 1 << 30)
         self.ident, join = self.from_agent()
         assert P.decode(join) == P.Join(node="node7", host=P.decode(join).host, cores=[0, 1], gpus=[],
-                                        memory=1 << 30, pid=os.getpid(), zygote_pid=os.getpid(), preload=[])
+                                        memory=1 << 30, pid=os.getpid(), zygote_pid=os.getpid(), preload=[],
+                                        memlimit="none")
 
     def to_agent(self, payload: bytes) -> None:
         """Send as the coordinator does, and let the agent handle what arrived."""

@@ -1,0 +1,46 @@
+"""An MPI step's memory reaches its launcher where the launcher takes it (srun)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fleet.control import launching
+from fleet.core.resources import Slot
+from fleet.core.decisions import Start
+from fleet.core.suite import parse_suite
+from fleet.site.mpi import render
+from fleet.site.profiles import Profile
+
+MIB = 1 << 20
+PROBE = ["./a.out"]
+
+
+def test_srun_is_given_each_node_s_memory_share_with_mem_when_every_node_holds_the_same():
+    r = render("srun", (Slot("n1", (0, 1), (), 512 * MIB), Slot("n2", (0, 1), (), 512 * MIB)), 1, PROBE)
+    assert r.argv[:9] == ("srun", "--overlap", "-N", "2", "-n", "4", "-m", "arbitrary", "--mpi=pmi2")
+    assert r.argv[9] == "--mem=512M"
+
+
+def test_srun_is_given_mem_per_cpu_when_nodes_hold_different_shares_at_the_same_memory_per_core():
+    r = render("srun", (Slot("n1", (0, 1, 2, 3), (), 4096 * MIB), Slot("n2", (0, 1), (), 2048 * MIB)), 1, PROBE)
+    assert "--mem-per-cpu=1024M" in r.argv and not any(a.startswith("--mem=") for a in r.argv)
+
+
+def test_srun_is_given_the_largest_share_rounded_up_to_a_mib_when_shares_differ_otherwise():
+    r = render("srun", (Slot("n1", (0,), (), 1000 * MIB + 1), Slot("n2", (0,), (), 300 * MIB)), 1, PROBE)
+    assert "--mem=1001M" in r.argv
+
+
+def test_srun_gets_no_memory_flag_for_a_step_without_memory_or_when_the_site_flags_set_one():
+    assert not any(a.startswith("--mem") for a in render("srun", (Slot("n1", (0,)),), 1, PROBE).argv)
+    r = render("srun", (Slot("n1", (0,), (), 64 * MIB),), 1, PROBE, flags=("--mem=0",))
+    assert [a for a in r.argv if a.startswith("--mem")] == ["--mem=0"]
+
+
+def test_the_launch_of_an_mpi_step_declaring_memory_runs_srun_with_its_memory(tmp_path: Path):
+    table = {"id": "solve", "command": ["./solve"], "mpi": True, "ranks": 4, "memory": "2GB"}
+    spec = parse_suite({"steps": [table]}, tmp_path / "suite.toml").steps[0]
+    start = Start("solve", 1, (Slot("n1", (0, 1), (), 1 << 30), Slot("n2", (0, 1), (), 1 << 30)))
+    profile = Profile(name="slurm-test", path="", launcher="slurm", mpi="srun")
+    msg = launching.launch(profile, spec, start, tmp_path, "fleet-1")
+    assert msg.command[:1] == ["srun"] and "--mem=1024M" in msg.command
