@@ -190,7 +190,9 @@ def make_dirs(launch: Launch) -> None:
     """The work directory, the log's directory and every output's parent: a step
     writes its outputs where the suite says without creating directories itself."""
     os.makedirs(launch.workdir, exist_ok=True)
-    os.makedirs(os.path.dirname(launch.log), exist_ok=True)
+    # The log's directory is the step's; its .fleet records directory is made here
+    # too, on the node, so the coordinator's marker write needs no mkdir of its own.
+    os.makedirs(os.path.join(os.path.dirname(launch.log), ".fleet"), exist_ok=True)
     for out in launch.outputs:
         os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
 
