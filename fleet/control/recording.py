@@ -41,6 +41,9 @@ class Recorder:
         self.journal = journal.Journal(self.run_dir, self.fleet_id, {**self.lease.me, "shared": self.lease.shared})
         self.claims.shared = self.lease.shared
         self.base: dict[str, int] = {}  # step -> attempts recorded when its generation began
+        # Steps started here without a claim: their directories are this fleet's doing,
+        # so a later submission's finding them is no reason to claim them.
+        self.ran: set[str] = set()
         # `fleet run` hears a submission finished only once its outcomes are on disk.
         self.submissions.durable = self.sync
 
@@ -67,7 +70,7 @@ class Recorder:
     def claim(self, d, spec) -> store.Claim:
         """May this attempt start here? Shared, or for a step with records from earlier
         fleets on disk (a claim may be among them): its claim (fleet.control.claims)."""
-        if not self.alone or store.existed(self.run_dir, d.step):
+        if not self.alone or (store.existed(self.run_dir, d.step) and d.step not in self.ran):
             c = self.claims.claim(d, spec)
             if c.kind == store.Claim.OURS and c.adopted is None:
                 c.adopted = self.adopt.pop(d.step, None)
@@ -83,6 +86,7 @@ class Recorder:
                 return store.Claim(store.Claim.STOPPED, f"{n - self.base.get(d.step, 0)} attempts recorded "
                                                         f"(limit {limit})")
         store.flying(self.run_dir, spec, d.attempt, gen)
+        self.ran.add(d.step)
         self.journal.append({"k": "start", "step": d.step, "attempt": d.attempt, "generation": gen})
         return store.Claim(store.Claim.OURS, adopted=self.adopt.pop(d.step, None))
 
@@ -144,9 +148,9 @@ class Recorder:
                 self.claims.claimed.add(v.id)
             else:
                 log.error("step %s runs here but another fleet claimed it", v.id)
+        self.journal.append({"k": "shared"})  # (its time precedes anything the newcomer starts)
         self.lease.share()
         self.claims.shared = True
-        self.journal.append({"k": "shared", "at": time.time()})
         log.info("run directory %s is shared from now on: every step is claimed", self.run_dir)
 
     def sync(self) -> None:

@@ -166,3 +166,42 @@ retries = 1
     assert a["steps"]["bad"]["attempts"] == 4 and a["steps"]["bad"]["status"] == "failed"
     assert a["steps"]["s/1"]["status"] == "succeeded" and not a["duplicates"]
     assert_nothing_left(run_dir)
+
+
+def test_a_second_fleet_on_a_leased_run_directory_is_let_in_once_the_holder_claimed_what_it_runs_and_each_step_runs_once(
+        tmp_path, started):
+    suite = write_suite(tmp_path / "s.toml", """
+[suite]
+name = "share"
+run_dir = "run"
+[[steps]]
+id = "s/{i}"
+array = "0-15"
+call = "fleet_steps:once"
+args = { seconds = 0.4 }
+""")
+    run_dir = tmp_path / "run"
+    first = started("run", str(suite), "--nodes", "2")
+    wait_for(lambda: len(of(run_dir, E.Started)) >= 2, 60, "the first fleet to start steps")
+    lease = json.loads((run_dir / ".fleet" / "lease").read_text())
+    assert lease["shared"] is False  # alone: no claims
+    assert not any((records.fleet_dir(run_dir, e.step) / "claim").exists() for e in of(run_dir, E.Started))
+    second = started("run", str(suite), "--nodes", "2")
+    outs = [p.communicate(timeout=120) for p in (first, second)]
+    assert [first.returncode, second.returncode] == [0, 0], outs
+    holder = lease["fleet"]
+    shared = [x for x in journal_lines(run_dir) if x.get("k") == "shared"]
+    assert len(shared) == 1  # the holder let the second fleet in, once
+    starts = of(run_dir, E.FleetStarting)
+    assert len(starts) == 2 and starts[0].fleet == holder
+    # The second fleet started nothing before the holder said the run directory is shared.
+    by_second = [e for e in of(run_dir, E.Started) if e.fleet == starts[1].fleet]
+    assert all(e.t >= shared[0]["t"] for e in by_second)
+    ends = [line.split()[1] for line in (run_dir / "evidence.txt").read_text().splitlines()
+            if line.startswith("end ")]
+    assert sorted(ends) == sorted(f"s/{i}" for i in range(16))  # each step ran to its end once
+    assert not [line for line in (run_dir / "evidence.txt").read_text().splitlines() if line.startswith("overlap")]
+    a = json.loads(fleet("audit", str(run_dir), "--json", cwd=tmp_path, timeout=60).stdout)
+    assert a["ok"] and set(v["status"] for v in a["steps"].values()) == {"succeeded"}
+    assert not (run_dir / ".fleet" / "lease").exists()
+    assert_nothing_left(run_dir)
