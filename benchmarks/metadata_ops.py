@@ -278,7 +278,7 @@ def readme(res: dict) -> str:
                 f"({s['meta_in_run_dir']['per_step']:.2f} in the run directory) plus "
                 f"{s['meta']['per_submission']:.0f} per submission; file closes {s['file_closes']['per_step']:.2f} "
                 f"per step. Idle, the coordinator made {res['runs'][-1]['idle']['meta_per_s']:.2f} metadata ops a "
-                "second (heartbeats of 2 agents).", "",
+                "second (the lease holder's look for fleets that want to share the run directory; heartbeats cost none).", "",
                 "Per step, by kind of file (the difference of the two runs / the difference of their steps; "
                 "RUN is the run directory, N any number):", "", "| per step | call | file |", "|---|---|---|"]
         rows = [(k, v) for k, v in sm["by_path_per_step"].items() if not k.startswith("data") and abs(v) >= 0.005]
