@@ -32,7 +32,13 @@ import time
 from pathlib import Path
 
 from fleet.control import store
-from fleet.wire.records import holder_dead
+from fleet.wire.records import holder_dead, zombie
+
+
+def _dead(rec: dict) -> bool:
+    """A lease holder or registered fleet provably gone: no such process on this host,
+    or a zombie (unlike a claim's holder: a coordinator that exited holds nothing)."""
+    return holder_dead(rec) or zombie(rec)
 
 LOOK_S = 1.0  # how often a lease holder looks for fleets that want to share (one listing)
 
@@ -68,11 +74,11 @@ class Lease:
                 continue  # released a moment ago: try again
             rec, age = cur
             # (An empty lease for seconds: its holder died while writing it.)
-            if (not rec and age > 5.0) or (rec and (holder_dead(rec) or age >= self.stale_after)):
+            if (not rec and age > 5.0) or (rec and (_dead(rec) or age >= self.stale_after)):
                 gen = int(rec.get("generation", 1))
                 if store._write_new(self.root / f"lease.adopt.{gen}",
                                     {**self.me, "at": time.time(), "from": rec, "stale_s": age,
-                                     "dead": holder_dead(rec)}):
+                                     "dead": _dead(rec)}):
                     store._replace(self.path, {**self.me, "at": time.time(), "generation": gen + 1, "shared": False})
                     self.took_from = rec
                     self._held(gen + 1)
@@ -143,7 +149,7 @@ class Lease:
                 rec, age = json.loads(p.read_text()), time.time() - p.stat().st_mtime
             except (OSError, ValueError):
                 continue  # being written (or gone)
-            if holder_dead(rec) or age >= self.stale_after:
+            if _dead(rec) or age >= self.stale_after:
                 try:
                     p.unlink()
                 except OSError:

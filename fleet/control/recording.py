@@ -44,6 +44,7 @@ class Recorder:
         # Steps started here without a claim: their directories are this fleet's doing,
         # so a later submission's finding them is no reason to claim them.
         self.ran: set[str] = set()
+        self._complained = 0.0
         # `fleet run` hears a submission finished only once its outcomes are on disk.
         self.submissions.durable = self.sync
 
@@ -135,7 +136,12 @@ class Recorder:
     def turn(self) -> None:
         """Once per loop turn: flush the journal when due; let in a fleet that wants to share."""
         now = time.monotonic()
-        self.journal.turn(now)
+        try:
+            self.journal.turn(now)
+        except OSError as e:  # a full or failing filesystem: said, not fatal to the loop
+            if now >= self._complained:
+                self._complained = now + 10.0
+                log.error("cannot write the journal %s: %s", self.journal.path, e)
         if self.lease.wants_sharing(now):
             self._share()
 

@@ -6,6 +6,11 @@ Which steps: every step of every submission recorded in the run directory
 shows its steps as missing), every step a fleet declared in events.jsonl, and those of
 `--suite`.
 
+What the run directory says comes from per-step files (markers, claims, attempt and
+final records) and from the fleets' journals (.fleet/journal/*.jsonl: a fleet holding
+the run directory's lease records attempts there, and a success whose marker a killed
+fleet never wrote; fleet.wire.records.read_journals).
+
 A step that succeeded again is a rerun when that was asked for or its definition
 changed: its attempt record says why it ran again (`rerun`), names a submission
 recorded as forced, or carries another definition's hash than the success before it.

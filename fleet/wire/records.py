@@ -128,7 +128,16 @@ def holder_dead(claim: dict) -> bool:
         return True
     except PermissionError:
         return False
-    # A zombie is dead too (killed, its parent not waiting for it yet).
+    return False
+
+
+def zombie(rec: dict) -> bool:
+    """True when the record's process (on this host) has exited but was not waited for:
+    a coordinator killed while its parent is gone or busy stays a zombie, maybe forever
+    where nothing reaps orphans."""
+    pid = rec.get("pid")
+    if rec.get("host") != socket.gethostname() or not isinstance(pid, int):
+        return False
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
