@@ -37,6 +37,9 @@ class Claims:
         self.max_attempts = max_attempts
         self.elsewhere: dict[str, tuple[str, float, bool]] = {}  # step -> (holder, since, foreign)
         self.claimed: set[str] = set()  # steps whose claim this fleet holds
+        # False while this fleet holds the run directory's lease alone: steps are
+        # claimed then only if earlier fleets left records (fleet.control.recording).
+        self.shared = True
         self._next_refresh = 0.0
 
     def run_dir_of(self, step: str) -> Path:
@@ -89,10 +92,11 @@ class Claims:
     def tend(self, now: float) -> Iterator:
         """Keep our claims fresh (a few times per stale_after, not every turn: each is a
         read and a utime per running step) and look at steps other fleets hold."""
-        if now >= self._next_refresh:
+        if self.claimed and now >= self._next_refresh:
             self._next_refresh = now + max(0.2, self.stale_after / 4)
             for v in self.sched.running():
-                store.refresh(self.run_dir_of(v.id), v.id, self.fleet_id)
+                if v.id in self.claimed:
+                    store.refresh(self.run_dir_of(v.id), v.id, self.fleet_id)
         for step, (holder, since, foreign) in list(self.elsewhere.items()):
             run_dir = self.run_dir_of(step)
             if records.is_done(run_dir, self.specs[step]):

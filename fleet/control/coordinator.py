@@ -24,7 +24,7 @@ from pathlib import Path
 
 import zmq
 
-from fleet.control import cancelling, drain, launching, outcomes, preloads, store
+from fleet.control import cancelling, drain, launching, outcomes, preloads, recording, store
 from fleet.control.claims import Claims
 from fleet.control.intake import Intake
 from fleet.control.liveness import Liveness
@@ -73,6 +73,7 @@ class Coordinator:
         self.claims = Claims(self.run_dir, self.fleet_id, self.sched, self.specs, self.events,
                              stale_after=stale_after, max_attempts=max_attempts)
         self.submissions = Submissions(self.run_dir, self.sched, self.specs, self.events)
+        self.recorder = recording.Recorder(self)  # the run directory's lease, the journal
         self.preloads = preloads.Preloads(preload, self.liveness, self.events)
         self.cancelling = cancelling.Cancelling(self.sched, self.liveness.send, self._feed, self._unreachable)
         self.stopping = False
@@ -137,6 +138,7 @@ class Coordinator:
                 if time.monotonic() >= next_claims:
                     self._tend_claims()
                     next_claims = time.monotonic() + self.claims.period()
+                self.recorder.turn()  # the journal first: the events never say more
                 self.events.flush()
                 self.liveness.listening()
         finally:
@@ -175,7 +177,7 @@ class Coordinator:
                 self._pump()
         outcomes.record_unreported(self.sched, self.interrupted, self.events, time.time())
         self.launcher.stop()
-        self.claims.release_all()
+        self.recorder.close()
         self.events.write(events.FleetDown(t=time.time()))
         self.events.close()
         if self.ready:
@@ -284,13 +286,7 @@ class Coordinator:
         # after, off the path between one step's end and the next one's start. (The
         # done marker still precedes the claim's release, which other fleets rely on.)
         self.intake.children.exited(msg, rec, now)  # after its children are in (control/children)
-        run_dir = self.claims.run_dir_of(msg.step)
-        subs = self.submissions.step_subs.get(msg.step)
-        # Why a step that had succeeded runs again, for its attempt record (fleet audit).
-        rerun = self.submissions.rerun.get(msg.step, "")
-        if outcomes.store_reported(run_dir, self.fleet_id, node, msg, rec, spec, rerun=rerun,
-                                   submission=subs[-1] if subs else None):
-            self.claims.release(run_dir, msg.step)
+        self.recorder.exited(node, msg, rec, spec)
 
     def _interrupt(self, node: str, msg: P.Exited, view, now: float) -> None:
         """A step this fleet stopped because it is stopping: recorded as interrupted, not
@@ -398,15 +394,13 @@ class Coordinator:
             self.events.write(events.Exit(t=now, step=d.step, attempt=d.attempt, outcome=d.outcome, reason=d.reason,
                                           by=elsewhere[d.step][0] if d.step in elsewhere else None))
         if d.outcome == S.LOST:
-            store.record_attempt(self.claims.run_dir_of(d.step), d.step, self.fleet_id, d.attempt,
-                                 {"outcome": d.outcome, "reason": d.reason, "ended_at": now})
+            self.recorder.record_attempt(self.run_dir, d.step, self.fleet_id, d.attempt,
+                                         {"outcome": d.outcome, "reason": d.reason, "ended_at": now})
         final = self.sched.state(d.step) in S.FINAL
         if final and d.outcome != S.SUCCEEDED and d.step in self.specs:
-            run_dir = self.claims.run_dir_of(d.step)
             if d.step not in elsewhere:  # another fleet's outcome is its own to record
-                store.write_final(run_dir, self.specs[d.step], d.outcome,
-                                  {"reason": d.reason, "attempt": d.attempt, "fleet": self.fleet_id, "at": now})
-                self.claims.release(run_dir, d.step)
+                self.recorder.final(d.step, d.outcome,
+                                    {"reason": d.reason, "attempt": d.attempt, "fleet": self.fleet_id, "at": now})
         elsewhere.pop(d.step, None)
         if not final:  # a Retry follows: its line names how this attempt ended
             self.ended_why[d.step] = d.reason or d.outcome
@@ -414,16 +408,14 @@ class Coordinator:
 
     def _final(self, step: str, outcome: str, reason: str, now: float) -> None:
         """Record on disk how a step ended here without success (for audits and other fleets)."""
-        spec = self.specs.get(step)
-        if spec is not None and step not in self.claims.elsewhere:
-            store.write_final(self.claims.run_dir_of(step), spec, outcome,
-                              {"reason": reason, "fleet": self.fleet_id, "at": now})
+        if step in self.specs and step not in self.claims.elsewhere:
+            self.recorder.final(step, outcome, {"reason": reason, "fleet": self.fleet_id, "at": now})
 
     def _start(self, d: Start, now: float) -> None:
         if self.stopping:
             return  # nothing starts during teardown (a retry decided now has nowhere to run)
         spec = self.specs[d.step]
-        c = self.claims.claim(d, spec)
+        c = self.recorder.claim(d, spec)
         if c.kind != store.Claim.OURS:
             for event in self.claims.not_ours(d, c, now):
                 self._feed(event, now)

@@ -96,7 +96,8 @@ class Drain:
         if not self.drained or c.stopping:
             return
         c._feed(StepExited(step, attempt, S.INTERRUPTED, self.reason), now)
-        c.claims.release(c.claims.run_dir_of(step), step)
+        if step in c.claims.claimed:  # a lease holder alone claims nothing (fleet.control.lease)
+            c.claims.release(c.claims.run_dir_of(step), step)
 
     def _close(self, now: float) -> None:
         """Every step of a submission not yet closed that never ended here is counted

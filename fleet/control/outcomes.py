@@ -97,17 +97,18 @@ def mismatch(now: float, node: str, msg: P.Exited, given: list) -> events.Placem
 
 
 def store_reported(run_dir: Path, fleet_id: str, node: str, msg: P.Exited, rec: events.Exit, spec, *,
-                   rerun: str = "", submission: int | None = None) -> bool:
+                   rerun: str = "", submission: int | None = None, sink=store) -> bool:
     """The attempt record of a reported exit and, for a success, the done marker;
     True if the step succeeded here (its claim is then to be released). `rerun` says
     why a step that had succeeded runs again; `submission` is this fleet's number of
-    the submission that ran it."""
-    store.record_attempt(run_dir, msg.step, fleet_id, msg.attempt, {
+    the submission that ran it. `sink` writes them: per-step files (fleet.control.store),
+    or the journal of a fleet holding the run directory's lease (fleet.control.recording)."""
+    sink.record_attempt(run_dir, msg.step, fleet_id, msg.attempt, {
         "outcome": msg.outcome, "node": node, "reason": rec.reason, "work_s": rec.work_s,
         "started_at": msg.work_start, "ended_at": msg.ended_at,
         "spec": spec_hash(spec) if spec is not None else None, "rerun": rerun, "submission": submission})
     if msg.outcome == S.SUCCEEDED and spec is not None:
-        store.write_done(run_dir, spec, {
+        sink.write_done(run_dir, spec, {
             "attempt": msg.attempt, "node": node, "work_s": rec.work_s, "ended_at": msg.ended_at,
             "fleet": fleet_id})
         return True

@@ -47,10 +47,15 @@ _ended: dict[Path, _Attempt] = {}
 _order = itertools.count()
 
 
-def submitted(run_dir: Path, step_id: str, deps, marker: dict | None) -> None:
+def submitted(run_dir: Path, step_id: str, deps, marker: dict | None, listed: bool = True) -> None:
     """A submission read the step's marker (None: there is none) and hands the step on
-    with these deps: a claim does not take that marker for a success that came since."""
+    with these deps: a claim does not take that marker for a success that came since.
+    `listed`: the step's directory existed then (it may hold older attempt records)."""
     d = _fleet_dir(run_dir, step_id)
+    if listed:
+        _existed.add(d)
+        if d not in _counted:
+            _listed.add(d)
     _seen[d] = marker_id(marker) if marker is not None else None
     _deps[d] = tuple(deps)
 
@@ -87,15 +92,40 @@ def makedirs(path: Path) -> None:
 def write_done(run_dir: Path, spec: StepSpec, record: dict) -> None:
     """Record success atomically (write aside, then rename): the definition that ran
     (as claimed), a new marker id, and the marker ids of the deps it ran against."""
+    path, rec = done_record(run_dir, spec, record)
+    makedirs(path.parent)
+    _replace(path, rec)
+
+
+def done_record(run_dir: Path, spec: StepSpec, record: dict) -> tuple[Path, dict]:
+    """The done marker a success gets (its path and record), remembered as the step's
+    newest marker (its dependents' markers name it); nothing is written."""
     d = _fleet_dir(run_dir, spec.id)
-    makedirs(d)
     ran = _ending(d, record.get("attempt"))
     deps = ran.deps if ran is not None else _deps.get(d, spec.deps)
     mid = os.urandom(8).hex()
-    _replace(d / DONE, {"outcome": "succeeded", "spec": ran.spec if ran is not None else spec_hash(spec),
-                        **record, "id": mid, "deps": {dep: _marker_of(run_dir, dep) for dep in deps},
-                        "generation": ran.generation if ran is not None else 1})
+    rec = {"outcome": "succeeded", "spec": ran.spec if ran is not None else spec_hash(spec),
+           **record, "id": mid, "deps": {dep: _marker_of(run_dir, dep) for dep in deps},
+           "generation": ran.generation if ran is not None else 1}
     _seen[d] = mid
+    return d / DONE, rec
+
+
+def flying(run_dir: Path, spec: StepSpec, attempt: int, generation: int) -> None:
+    """An attempt starts without a claim (this fleet holds the run directory's lease:
+    fleet.control.lease): remember what runs, for its marker, as a claim would."""
+    d = _fleet_dir(run_dir, spec.id)
+    _flight.setdefault(d, []).append(_Attempt(next(_order), attempt, generation, spec_hash(spec),
+                                              _deps.get(d, spec.deps)))
+
+
+def take(run_dir: Path, step_id: str, fleet: str, attempt: int, generation: int) -> bool:
+    """Claim a step already running here (the run directory became shared while it ran):
+    False if another fleet holds its claim."""
+    d = _fleet_dir(run_dir, step_id)
+    makedirs(d)
+    return _write_new(d / CLAIM, {"fleet": fleet, "host": socket.gethostname(), "pid": os.getpid(),
+                                  "attempt": attempt, "at": time.time(), "generation": generation, "base": 0})
 
 
 # --- several fleets on one run directory -------------------------------------------------
@@ -193,10 +223,47 @@ def claim(run_dir: Path, spec: StepSpec, fleet: str, attempt: int, stale_after: 
 
 
 def _recorded(d: Path) -> int:
+    """Attempts recorded for the step in every fleet: its attempt files, and those in
+    journals (fleet.control.journal) as replayed at start and written since."""
+    return _files(d) + _journaled.get(d, 0)
+
+
+def _files(d: Path) -> int:
     try:
         return sum(1 for name in os.listdir(d) if name.startswith(ATTEMPT))
     except FileNotFoundError:
         return 0
+
+
+# Attempts of a step in journals (replayed, or this fleet's own), and the steps whose
+# directory existed when a submission scanned for markers: only those can have
+# attempt files from older fleets (counted once, with the lease: nobody else writes).
+_journaled: dict[Path, int] = {}
+_listed: set[Path] = set()
+_counted: dict[Path, int] = {}
+_existed: set[Path] = set()
+
+
+def existed(run_dir: Path, step_id: str) -> bool:
+    """True when the step's directory existed when it was submitted here: it may hold
+    records of earlier fleets (a claim among them), so it is claimed as always."""
+    return _fleet_dir(run_dir, step_id) in _existed
+
+
+def journaled(run_dir: Path, step_id: str, n: int = 1) -> None:
+    """n more attempts of the step recorded in a journal."""
+    d = _fleet_dir(run_dir, step_id)
+    _journaled[d] = _journaled.get(d, 0) + n
+
+
+def attempts_known(run_dir: Path, step_id: str) -> int:
+    """Attempts recorded for the step, while this fleet holds the lease: its attempt
+    files are listed once, and only if its directory existed at submission."""
+    d = _fleet_dir(run_dir, step_id)
+    if d in _listed:
+        _listed.discard(d)
+        _counted[d] = _files(d)
+    return _counted.get(d, 0) + _journaled.get(d, 0)
 
 
 def _ours(run_dir: Path, spec: StepSpec, fleet: str, attempt: int, generation: int, max_attempts: int,
@@ -247,12 +314,18 @@ def record_attempt(run_dir: Path, step_id: str, fleet: str, attempt: int, record
     """One file per attempt of every fleet: .fleet/attempt.<fleet>.<attempt>.json, or for
     a later generation in the same fleet (attempts count from 1 again)
     .fleet/attempt.<fleet>.g<generation>.<attempt>.json, so no attempt record is lost."""
+    path, rec = attempt_record(run_dir, step_id, fleet, attempt, record)
+    makedirs(path.parent)
+    _replace(path, rec)
+
+
+def attempt_record(run_dir: Path, step_id: str, fleet: str, attempt: int, record: dict) -> tuple[Path, dict]:
+    """An attempt's record and the file it would have (see record_attempt); nothing is written."""
     d = _fleet_dir(run_dir, step_id)
-    makedirs(d)
     ran = _ending(d, attempt) if record.get("outcome") != "succeeded" else _current(d, attempt)
     gen = ran.generation if ran is not None else 1
     name = f"{ATTEMPT}{fleet}.{attempt}.json" if gen == 1 else f"{ATTEMPT}{fleet}.g{gen}.{attempt}.json"
-    _replace(d / name, {"fleet": fleet, "attempt": attempt, "generation": gen, **record})
+    return d / name, {"fleet": fleet, "attempt": attempt, "generation": gen, **record}
 
 
 def _current(d: Path, attempt: int) -> _Attempt | None:
@@ -264,15 +337,35 @@ def _current(d: Path, attempt: int) -> _Attempt | None:
 def write_final(run_dir: Path, spec: StepSpec, outcome: str, record: dict) -> None:
     """A step that ended without success and will not be retried by this fleet (after
     running: its completion marker, if an earlier run left one, goes)."""
+    path, rec, drop = final_record(run_dir, spec, outcome, record)
+    makedirs(path.parent)
+    _replace(path, rec)
+    if drop:
+        unlink_done(path.parent)
+
+
+def final_record(run_dir: Path, spec: StepSpec, outcome: str, record: dict) -> tuple[Path, dict, bool]:
+    """A final outcome's file and record, and whether it replaces the step's success
+    (the step's marker must then go); nothing is written."""
     d = _fleet_dir(run_dir, spec.id)
-    makedirs(d)
     ran = _ending(d, record["attempt"]) if "attempt" in record else None
-    _replace(d / FINAL, {"outcome": outcome, "spec": ran.spec if ran is not None else spec_hash(spec), **record})
-    if "attempt" in record and outcome in ("failed", "terminated", "out_of_memory", "lost"):
-        # The step ran again (forced, or against changed deps) and failed: this outcome
-        # replaces its earlier success, which must no longer make a rerun skip it.
-        try:
-            os.unlink(d / DONE)
-        except FileNotFoundError:
-            pass
+    rec = {"outcome": outcome, "spec": ran.spec if ran is not None else spec_hash(spec), **record}
+    # The step ran again (forced, or against changed deps) and failed: this outcome
+    # replaces its earlier success, which must no longer make a rerun skip it.
+    drop = "attempt" in record and outcome in ("failed", "terminated", "out_of_memory", "lost", "broken")
+    if drop:
         _seen[d] = None
+    return d / FINAL, rec, drop
+
+
+def unlink_done(d: Path) -> None:
+    """Remove a step's marker (its .fleet directory d), if it has one."""
+    try:
+        os.unlink(d / DONE)
+    except FileNotFoundError:
+        pass
+
+
+def recorded(run_dir: Path, step_id: str) -> int:
+    """Attempt records (files) of a step, every fleet's."""
+    return _recorded(_fleet_dir(run_dir, step_id))

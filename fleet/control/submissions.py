@@ -96,6 +96,9 @@ class Submissions:
         # Runs file writes nothing waits for (a submission's manifest, and its removal),
         # in order: the coordinator's worker thread (fleet.control.intake), else at once.
         self.offload = lambda fn, *args: fn(*args)
+        # Makes every outcome recorded so far durable (fleet.control.recording): called
+        # before a client hears that its submission finished.
+        self.durable = lambda: None
 
     # -- submitting -----------------------------------------------------------------------------
     def accept(self, msg: P.Submit) -> Accepted | P.SubmitReply:
@@ -169,7 +172,7 @@ class Submissions:
         sid = acc.sub.id
         for s in steps:
             self._take(s, sid)
-            store.submitted(self.run_dir, s.id, acc.deps[s.id], acc.markers.get(s.id))
+            store.submitted(self.run_dir, s.id, acc.deps[s.id], acc.markers.get(s.id), s.id in acc.markers)
             self.events.write(events.StepDeclared(
                 t=now, step=s.id, submission=sid, cores=s.cores, min_cores=s.min_cores, gpus=s.gpus,
                 memory=s.memory, deps=list(acc.deps[s.id]), priority=s.priority, step_kind=s.kind, task=s.task,
@@ -189,6 +192,8 @@ class Submissions:
         if sub is None:
             return P.Error(f"no submission {msg.submission}")
         since = max(0, msg.since)
+        if sub.remaining == 0:
+            self.durable()
         return P.ProgressReply(sub.id, sub.remaining == 0, self._counts(sub),
                                sub.finished[since:since + PROGRESS_ROWS],
                                min(len(sub.finished), since + PROGRESS_ROWS))
@@ -261,7 +266,7 @@ def check(msg: P.Submit, nodes: list, run_dir: Path) -> Checked | P.SubmitReply:
 
 
 def read_markers(run_dir: Path, ids) -> dict:
-    """Each step's done marker (None: none). A step's directory is looked for by listing
+    """Each step's done marker (None: none; no entry: not even its directory). A step's directory is looked for by listing
     its parent once for all its siblings, and a marker is opened only where its step's
     directory exists: a new suite costs a few listings, not one failed open per step."""
     root = Path(run_dir) / "steps"
@@ -281,7 +286,8 @@ def read_markers(run_dir: Path, ids) -> dict:
             listed[parent] = names
         return name in names
 
-    return {sid: records.read_done(run_dir, sid) if exists(sid) else None for sid in ids}
+    # A step whose directory does not exist has no entry: nothing of it is on disk.
+    return {sid: records.read_done(run_dir, sid) for sid in ids if exists(sid)}
 
 
 def _done(by_id: dict, order, deps: dict, foreign: set, markers: dict, force: bool) -> tuple[set, dict]:
@@ -294,7 +300,7 @@ def _done(by_id: dict, order, deps: dict, foreign: set, markers: dict, force: bo
     again: dict = {}
     ids = {sid: records.marker_id(rec) if rec is not None else None for sid, rec in markers.items()}
     for sid in order:
-        s, rec = by_id[sid], markers[sid]
+        s, rec = by_id[sid], markers.get(sid)
         if sid in foreign:  # another shard's: its own marker settles it
             if records.succeeded_as(rec, s):
                 done.add(sid)

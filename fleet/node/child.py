@@ -200,7 +200,9 @@ def make_dirs(launch: Launch) -> None:
         except FileNotFoundError:
             pass
     os.makedirs(launch.workdir, exist_ok=True)
-    os.makedirs(os.path.dirname(launch.log), exist_ok=True)
+    # The log's directory is the step's; its .fleet records directory is made here
+    # too, on the node, so the coordinator's marker write needs no mkdir of its own.
+    os.makedirs(os.path.join(os.path.dirname(launch.log), ".fleet"), exist_ok=True)
     for out in launch.outputs:
         os.makedirs(os.path.dirname(out) or ".", exist_ok=True)
 

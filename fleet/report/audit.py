@@ -6,6 +6,11 @@ Which steps: every step of every submission recorded in the run directory
 shows its steps as missing), every step a fleet declared in events.jsonl, and those of
 `--suite`.
 
+What the run directory says comes from per-step files (markers, claims, attempt and
+final records) and from the fleets' journals (.fleet/journal/*.jsonl: a fleet holding
+the run directory's lease records attempts there, and a success whose marker a killed
+fleet never wrote; fleet.wire.records.read_journals).
+
 A step that succeeded again is a rerun when that was asked for or its definition
 changed: its attempt record says why it ran again (`rerun`), names a submission
 recorded as forced, or carries another definition's hash than the success before it.
@@ -15,6 +20,7 @@ a DUPLICATE: exactly-once was broken.
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -119,19 +125,48 @@ def audit(run_dir: Path, suite_steps=(), stale_after: float = 600.0) -> Audit:
     """Every known step of run_dir, by what its records on disk say."""
     run_dir = Path(run_dir)
     seen = _seen(run_dir, suite_steps)
+    js = records.read_journals(run_dir)  # once: a lease holder's attempts and outcomes
+    running = _journal_running(js, stale_after)
     out: dict[str, StepAudit] = {}
     for sid, spec in seen.ids.items():
-        tries = records.attempts(run_dir, sid)
+        tries = records.attempts(run_dir, sid, js)
         wins, reruns, dups = count_successes(tries, seen.forced)
         base = dict(step=sid, successes=wins, reruns=reruns, duplicates=dups, attempts=len(tries))
-        out[sid] = _one(run_dir, sid, spec, seen.last_exit.get(sid), stale_after, base)
+        out[sid] = _one(run_dir, sid, spec, seen.last_exit.get(sid), stale_after, base, js, running)
     return Audit(out)
 
 
-def _one(run_dir: Path, sid: str, spec, last_exit, stale_after: float, base: dict) -> StepAudit:
+def _journal_running(js: records.Journals, stale_after: float) -> dict:
+    """step -> (fleet, host, fresh) for steps a fleet's unsealed journal says run, while
+    that fleet may be alive (a lease holder claims no step: its journal says what runs)."""
+    out = {}
+    for j in js.each:
+        if j.sealed or records.holder_dead(j.fleet):
+            continue
+        try:
+            fresh = time.time() - j.path.stat().st_mtime < stale_after
+        except OSError:
+            continue
+        for step in j.running:
+            out[step] = (str(j.fleet.get("fleet")), str(j.fleet.get("host")), fresh)
+    return out
+
+
+def _one(run_dir: Path, sid: str, spec, last_exit, stale_after: float, base: dict,
+         js: records.Journals, running: dict) -> StepAudit:
     done = records.is_done(run_dir, spec) if spec is not None else records.has_done(run_dir, sid)
+    final = records.read_final(run_dir, sid, js)
+    jdone = js.done(sid)  # a success journaled, its marker not written (yet, or ever: a kill -9)
+    if not done and jdone is not None and (spec is None or records.succeeded_as(jdone, spec)) \
+            and (final is None or float(final.get("at") or 0.0) <= js.outcome[sid][1]):
+        done = True
     if done:
         return StepAudit(status=S.SUCCEEDED, **base)
+    if sid in running:
+        holder, host, fresh = running[sid]
+        return StepAudit(status="running", holder=holder, fresh=fresh,
+                         reason=f"running in {holder} on {host} (its journal)" + ("" if fresh else " (stale)"),
+                         **base)
     claim = records.read_claim(run_dir, sid)
     if claim is not None:
         rec, age = claim
@@ -139,7 +174,6 @@ def _one(run_dir: Path, sid: str, spec, last_exit, stale_after: float, base: dic
         return StepAudit(status="running", holder=str(rec.get("fleet")), fresh=fresh,
                          reason=f"claimed {age:.0f} s ago by {rec.get('fleet')} on {rec.get('host')}"
                                 + ("" if fresh else " (stale)"), **base)
-    final = records.read_final(run_dir, sid)
     # The fleet stopping left no final outcome (the next run runs the step); the event
     # stream says it was interrupted, unless an outcome recorded since says otherwise.
     if last_exit is not None and last_exit.outcome == S.INTERRUPTED \

@@ -1,7 +1,12 @@
 """The run directory's per-step records, as every fleet and every reader sees them:
 where a step's log and .fleet/ records live, and how to read its completion marker,
 claim, attempt records and final outcome. The coordinator writes them
-(fleet.control.store); `fleet audit` and other fleets read them through here."""
+(fleet.control.store); `fleet audit` and other fleets read them through here.
+
+A fleet holding the run directory's lease (fleet.control.lease) records attempts and
+outcomes in its journal, .fleet/journal/<fleet>.jsonl, instead of per-step attempt
+files (fleet.control.journal); readers take both (read_journals, attempts, read_final).
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ import json
 import os
 import socket
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from fleet.core.suite import StepSpec
@@ -19,6 +25,7 @@ CLAIM = "claim"
 ATTEMPT = "attempt."
 DONE = "done.json"
 FINAL = "final.json"
+JOURNALS = Path(".fleet") / "journal"  # under the run directory: <fleet>.jsonl each
 
 
 def step_dir(run_dir: Path, step_id: str) -> Path:
@@ -124,10 +131,26 @@ def holder_dead(claim: dict) -> bool:
     return False
 
 
-def attempts(run_dir: Path, step_id: str) -> list[dict]:
-    """Every attempt any fleet recorded for the step."""
+def zombie(rec: dict) -> bool:
+    """True when the record's process (on this host) has exited but was not waited for:
+    a coordinator killed while its parent is gone or busy stays a zombie, maybe forever
+    where nothing reaps orphans."""
+    pid = rec.get("pid")
+    if rec.get("host") != socket.gethostname() or not isinstance(pid, int):
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+def attempts(run_dir: Path, step_id: str, journals: "Journals | None" = None) -> list[dict]:
+    """Every attempt any fleet recorded for the step: its attempt files and those in
+    the run directory's journals (read here unless given: read_journals, for many steps)."""
     d = fleet_dir(run_dir, step_id)
-    out = []
+    journals = read_journals(run_dir) if journals is None else journals
+    out = list(journals.attempts.get(step_id, ()))
     for p in sorted(d.glob(f"{ATTEMPT}*.json")) if d.is_dir() else ():
         try:
             out.append(json.loads(p.read_text()))
@@ -136,8 +159,92 @@ def attempts(run_dir: Path, step_id: str) -> list[dict]:
     return out
 
 
-def read_final(run_dir: Path, step_id: str) -> dict | None:
+def read_final(run_dir: Path, step_id: str, journals: "Journals | None" = None) -> dict | None:
+    """The step's final outcome (how it last ended without success), or None; given
+    the journals, a newer one recorded there (not yet written as a file) wins."""
     try:
-        return json.loads((fleet_dir(run_dir, step_id) / FINAL).read_text())
+        rec = json.loads((fleet_dir(run_dir, step_id) / FINAL).read_text())
     except (OSError, ValueError):
-        return None
+        rec = None
+    j = journals.outcome.get(step_id) if journals is not None else None
+    if j is not None and j[0] == "final" and (rec is None or float(rec.get("at") or 0) <= j[1]):
+        return j[2]
+    return rec
+
+
+# --- journals ----------------------------------------------------------------------------
+#
+# One line per record, appended: {"k": "fleet", fleet, host, pid, t} first, then
+# {"k": "start", step, attempt, generation, t}, {"k": "attempt", step, rec} (what an
+# attempt file holds), {"k": "done", step, rec} (the step's marker), {"k": "final", step,
+# rec, drop} (its final.json; drop: its marker goes), and {"k": "sealed", by, t} once
+# every marker and final of the journal is on disk (written at a clean end, or by the
+# fleet that replayed a dead fleet's journal). A torn last line (a crash mid-write) is
+# skipped: its records were not flushed, so nothing was written from them.
+
+@dataclass
+class Journal:
+    """One fleet's journal as read: who wrote it, and what it still owes the files."""
+
+    path: Path
+    fleet: dict = field(default_factory=dict)      # the header: fleet, host, pid, t
+    sealed: bool = False
+    last: dict = field(default_factory=dict)       # step -> its last "done"/"final" line here
+    running: dict = field(default_factory=dict)    # step -> its "start" line with no end after it
+
+
+@dataclass
+class Journals:
+    """Every journal of a run directory, merged for readers."""
+
+    each: list = field(default_factory=list)        # Journal, one per file
+    attempts: dict = field(default_factory=dict)    # step -> attempt records
+    outcome: dict = field(default_factory=dict)     # step -> ("done" | "final", t, rec): the newest
+
+    def done(self, step_id: str) -> dict | None:
+        """The marker of the step's newest outcome in a journal, if it was a success."""
+        o = self.outcome.get(step_id)
+        return o[2] if o is not None and o[0] == "done" else None
+
+
+def read_journals(run_dir: Path) -> Journals:
+    """Every journal under the run directory (none: empty)."""
+    out = Journals()
+    root = Path(run_dir) / JOURNALS
+    try:
+        names = sorted(n for n in os.listdir(root) if n.endswith(".jsonl"))
+    except OSError:
+        return out
+    for name in names:
+        j = Journal(root / name)
+        try:
+            with open(j.path, "rb") as f:
+                lines = f.read().splitlines()
+        except OSError:
+            continue
+        for raw in lines:
+            try:
+                line = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(line, dict):
+                _take(out, j, line)
+        out.each.append(j)
+    return out
+
+
+def _take(out: Journals, j: Journal, line: dict) -> None:
+    k, step, t = line.get("k"), line.get("step"), float(line.get("t") or 0.0)
+    if k == "fleet":
+        j.fleet = line
+    elif k == "sealed":
+        j.sealed = True
+    elif k == "start":
+        j.running[step] = line
+    elif k == "attempt":
+        out.attempts.setdefault(step, []).append(line.get("rec") or {})
+        j.running.pop(step, None)
+    elif k in ("done", "final"):
+        j.last[step] = line
+        if step not in out.outcome or out.outcome[step][1] <= t:
+            out.outcome[step] = (k, t, line.get("rec") or {})

@@ -373,13 +373,14 @@ args = { seconds = 1.5 }
     second = sessions(run_dir)[-1]
     assert sorted(e.step for e in second if isinstance(e, E.Skipped)) == quick
     assert sorted(e.step for e in second if isinstance(e, E.Start)) == slow
-    # The dead coordinator's claims were adopted at once (same host, no such pid), not
-    # after --stale-after (10 minutes here).
+    # The dead coordinator's lease was taken over at once (same host, no such pid), not
+    # after --stale-after (10 minutes here), and the steps its journal says it was
+    # running were adopted.
     adopted = [e for e in second if isinstance(e, E.Adopted)]
     assert sorted(e.step for e in adopted) == slow
     assert {e.previous["pid"] for e in adopted} == {coordinator}
-    for s in slow:
-        assert (records.step_dir(run_dir, s) / ".fleet" / "adopt.1").exists()
+    took = json.loads((run_dir / ".fleet" / "lease.adopt.1").read_text())
+    assert took["from"]["pid"] == coordinator and took["dead"] is True
     assert_each_ran_once(run_dir, quick + slow)
     assert_audit_clean(run_dir, tmp_path, quick + slow)
     assert_nothing_left(run_dir)

@@ -1,0 +1,153 @@
+"""A fleet's journal: its attempts and outcomes, appended to one file per fleet
+(.fleet/journal/<fleet>.jsonl, the format is fleet.wire.records') and made durable in
+batches, with the per-step files that other fleets and reruns read written after.
+
+Why: a per-step file written aside and renamed costs several metadata operations per
+step on the coordinator (on Lustre/GPFS each is a round trip to the metadata server).
+A journal line costs none: the lines of a loop turn are one write at its end, fsync'd
+at most every FLUSH_S. The journal is the authority; a step's done marker (or
+final.json) is written only after the line that records it was fsync'd, with one open
+and no rename, and a fleet that takes over a dead fleet's run directory writes
+whatever markers its journal still owed (replay). So a kill -9 at any moment:
+
+- loses no outcome whose line was written (the marker is written on replay); one
+  received in the turn the coordinator died in is in no file: the step runs again;
+- never leaves a marker without its line, so never marks done a step that did not
+  finish, and never runs again a step that is recorded done.
+
+A crash of the machine may also lose lines written but not yet fsync'd (at most
+FLUSH_S of outcomes): their markers were not written either, so those steps run again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from fleet.control import store
+from fleet.wire import records
+
+FLUSH_S = 0.1
+# Test hook (documented in docs/operations.md): seconds for which the journal's lines
+# are not even written, so that a test can kill the coordinator while an outcome it
+# received is in no file yet (the window between a step's exit and the next flush).
+DELAY_ENV = "FLEET_TEST_JOURNAL_DELAY"
+# Test hook: "1" writes no marker or final file after a flush (the journal alone holds
+# them), so that a test can kill the coordinator between the journal and the markers.
+HOLD_ENV = "FLEET_TEST_HOLD_MARKERS"
+
+
+def path_of(run_dir: Path, fleet_id: str) -> Path:
+    return Path(run_dir) / records.JOURNALS / f"{fleet_id}.jsonl"
+
+
+class Journal:
+    """This fleet's journal: lines buffered in a loop turn and written at its end (one
+    write), fsync'd at most every FLUSH_S, and after each fsync the files they owe."""
+
+    def __init__(self, run_dir: Path, fleet_id: str, header: dict):
+        self.path = path_of(run_dir, fleet_id)
+        store.makedirs(self.path.parent)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._lines: list[str] = []
+        self._owed: list[tuple] = []  # (path, record, drop done) to write once durable
+        self._unsynced = False
+        self.delay = float(os.environ.get(DELAY_ENV) or 0.0)
+        self.hold = os.environ.get(HOLD_ENV) == "1"
+        self._last = time.monotonic()
+        self.append({"k": "fleet", **header})
+        self.sync()
+
+    def append(self, line: dict) -> None:
+        """Buffer one line (written at the end of the loop turn)."""
+        self._lines.append(json.dumps({**line, "t": time.time()}, separators=(",", ":")))
+
+    def owe(self, path: Path, rec: dict, drop: bool = False) -> None:
+        """A file (a marker, a final.json) to write once what precedes it is durable;
+        drop: the step's marker goes then (a final outcome that replaces a success)."""
+        self._owed.append((path, rec, drop))
+
+    def turn(self, now: float) -> None:
+        """At the end of each loop turn (before the event stream's write, which must not
+        say more than the journal): write its lines; fsync, and write the files owed,
+        when FLUSH_S passed since the last fsync."""
+        if self.delay and now - self._last < self.delay:
+            return  # the test hook's window
+        self._write()
+        if (self._unsynced or self._owed) and now - self._last >= max(FLUSH_S, self.delay):
+            self.sync(now)
+
+    def _write(self) -> None:
+        if self._lines:
+            data = ("\n".join(self._lines) + "\n").encode()
+            self._lines.clear()
+            while data:
+                data = data[os.write(self._fd, data):]
+            self._unsynced = True
+
+    def sync(self, now: float | None = None) -> None:
+        """Write and fsync every buffered line, then the files they owe."""
+        self._last = time.monotonic() if now is None else now
+        self._write()
+        if self._unsynced:
+            os.fsync(self._fd)
+            self._unsynced = False
+        if self.hold:
+            return
+        owed, self._owed = self._owed, []
+        for path, rec, drop in owed:
+            put(path, rec)
+            if drop:
+                store.unlink_done(path.parent)
+
+    def close(self, seal: bool = True) -> None:
+        """Flush, write what is owed and (seal) say so: a sealed journal is never replayed."""
+        self.sync()
+        if seal and not self.hold:
+            self.append({"k": "sealed", "by": "itself"})
+            self.sync()
+        os.close(self._fd)
+
+
+def put(path: Path, rec: dict) -> None:
+    """Write a per-step file in place: one open, no temporary file and no rename (the
+    journal, flushed before, is its authority; a torn one is rewritten on replay). Its
+    .fleet directory is made by the step's process on its node (fleet.node.child), so
+    the coordinator makes it only for a step that never started there."""
+    data = json.dumps(rec).encode()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    except FileNotFoundError:
+        store.makedirs(path.parent)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        while data:
+            data = data[os.write(fd, data):]
+    finally:
+        os.close(fd)
+
+
+def replay(run_dir: Path, js: records.Journals, live: set, by: str) -> list[records.Journal]:
+    """Write the files that unsealed journals of fleets no longer alive (fleet ids not in
+    `live`) still owe: a marker or final.json missing or torn on disk for the step's last
+    outcome there (what is on disk otherwise is as new or newer: every later fleet
+    replayed first). Then seal them. Returns the journals replayed."""
+    done = []
+    for j in js.each:
+        if j.sealed or j.fleet.get("fleet") in live:
+            continue
+        for step, line in j.last.items():
+            rec, d = line.get("rec") or {}, records.fleet_dir(run_dir, step)
+            if line["k"] == "done" and records.read_done(run_dir, step) is None:
+                put(d / records.DONE, rec)
+            elif line["k"] == "final" and records.read_final(run_dir, step) is None:
+                put(d / records.FINAL, rec)
+                if line.get("drop"):
+                    store.unlink_done(d)
+        with open(j.path, "a") as f:
+            # On a line of its own even after a torn last line (empty lines are skipped).
+            f.write("\n" + json.dumps({"k": "sealed", "by": by, "t": time.time()}) + "\n")
+        done.append(j)
+    return done

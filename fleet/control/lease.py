@@ -1,0 +1,195 @@
+"""The run directory's lease: one fleet per run directory, the common case, takes no
+per-step claim.
+
+A fleet starting on a run directory creates .fleet/lease exclusively (O_EXCL), naming
+its fleet id, host and pid, and refreshes its mtime every stale_after/4. While it
+holds the lease alone it starts steps without claims (fleet.control.recording).
+
+Another fleet (a second `fleet run`, a shard) that finds the lease held by a live
+fleet shares the run directory instead: it registers itself (.fleet/fleets/<fleet>.json,
+refreshed like a claim) and waits, before it starts anything, until the lease says
+`"shared": true`. The holder looks for registrations every LOOK_S; when it finds a live
+one it makes its outcomes durable and writes the markers it owes, claims every step it
+is running, and only then rewrites the lease as shared. From then on every fleet on the
+run directory claims each step (fleet.control.store.claim), as fleets always did. A
+holder that finds live registrations when it takes the lease is shared from the start.
+Registering before reading the lease, and creating the lease before listing the
+registrations, make sure that of two fleets starting together at least one sees the
+other.
+
+A lease whose holder is provably dead (same host, no such pid) or that was not
+refreshed for stale_after seconds is taken over: the taker first creates
+.fleet/lease.adopt.<generation> exclusively (exactly one fleet takes each generation),
+then replaces the lease with generation + 1, as claims are adopted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from pathlib import Path
+
+from fleet.control import store
+from fleet.wire.records import holder_dead, zombie
+
+
+def _dead(rec: dict) -> bool:
+    """A lease holder or registered fleet provably gone: no such process on this host,
+    or a zombie (unlike a claim's holder: a coordinator that exited holds nothing)."""
+    return holder_dead(rec) or zombie(rec)
+
+LOOK_S = 1.0  # how often a lease holder looks for fleets that want to share (one listing)
+
+
+class Lease:
+    """This fleet's standing on its run directory: the lease holder (alone, or shared),
+    or a fleet sharing a run directory another fleet holds."""
+
+    def __init__(self, run_dir: Path, fleet_id: str, stale_after: float):
+        self.root = Path(run_dir) / ".fleet"
+        self.path = self.root / "lease"
+        self.fleets = self.root / "fleets"
+        self.fleet_id = fleet_id
+        self.stale_after = stale_after
+        self.me = {"fleet": fleet_id, "host": socket.gethostname(), "pid": os.getpid()}
+        self.holder = False      # this fleet holds the lease
+        self.shared = False      # every fleet claims each step
+        self.took_from: dict | None = None  # the lease of a dead or stale holder taken over
+        self.generation = 1
+        self._next_look = 0.0
+        self._next_refresh = 0.0
+
+    # -- taking it ---------------------------------------------------------------------
+    def acquire(self, poll_s: float = 0.05) -> None:
+        """Hold the lease, or share the run directory with its live holder (waiting for
+        it to say so: about LOOK_S, longer only while its loop is held up)."""
+        store.makedirs(self.root)
+        while True:
+            if self._create(1):
+                return
+            cur = self._read()
+            if cur is None:
+                continue  # released a moment ago: try again
+            rec, age = cur
+            # (An empty lease for seconds: its holder died while writing it.)
+            if (not rec and age > 5.0) or (rec and (_dead(rec) or age >= self.stale_after)):
+                gen = int(rec.get("generation", 1))
+                if store._write_new(self.root / f"lease.adopt.{gen}",
+                                    {**self.me, "at": time.time(), "from": rec, "stale_s": age,
+                                     "dead": _dead(rec)}):
+                    store._replace(self.path, {**self.me, "at": time.time(), "generation": gen + 1, "shared": False})
+                    self.took_from = rec
+                    self._held(gen + 1)
+                    return
+            elif rec.get("shared") and self._registered():
+                self.shared = True
+                return
+            elif rec:
+                self._register()
+            time.sleep(poll_s)
+
+    def _create(self, gen: int) -> bool:
+        if not store._write_new(self.path, {**self.me, "at": time.time(), "generation": gen, "shared": False}):
+            return False
+        self._held(gen)
+        return True
+
+    def _held(self, gen: int) -> None:
+        self.holder, self.generation = True, gen
+        self._unregister()
+        if self.others():
+            self.share()
+
+    def _read(self) -> tuple[dict, float] | None:
+        """The lease and its age; ({}, age) while it is being written."""
+        try:
+            with open(self.path) as f:
+                age = time.time() - os.fstat(f.fileno()).st_mtime
+                text = f.read()
+        except OSError:
+            return None
+        try:
+            rec = json.loads(text)
+        except ValueError:
+            rec = {}
+        return (rec if isinstance(rec, dict) else {}), age
+
+    # -- sharing ---------------------------------------------------------------------------
+    def _reg_path(self) -> Path:
+        return self.fleets / f"{self.fleet_id}.json"
+
+    def _registered(self) -> bool:
+        return self._reg_path().exists()
+
+    def _register(self) -> None:
+        if not self._registered():
+            store.makedirs(self.fleets)
+            store._replace(self._reg_path(), {**self.me, "at": time.time()})
+
+    def _unregister(self) -> None:
+        try:
+            self._reg_path().unlink()
+        except FileNotFoundError:
+            pass
+
+    def others(self) -> list[str]:
+        """Live fleets registered to share the run directory (dead or stale ones removed)."""
+        try:
+            names = os.listdir(self.fleets)
+        except OSError:
+            return []
+        live = []
+        for name in names:
+            p = self.fleets / name
+            if not name.endswith(".json") or name == self._reg_path().name:
+                continue
+            try:
+                rec, age = json.loads(p.read_text()), time.time() - p.stat().st_mtime
+            except (OSError, ValueError):
+                continue  # being written (or gone)
+            if _dead(rec) or age >= self.stale_after:
+                try:
+                    p.unlink()
+                except OSError:
+                    pass
+            else:
+                live.append(str(rec.get("fleet")))
+        return live
+
+    def share(self) -> None:
+        """Say the run directory is shared (the holder, once it claimed what it runs)."""
+        store._replace(self.path, {**self.me, "at": time.time(), "generation": self.generation, "shared": True})
+        self.shared = True
+
+    def holder_id(self) -> str | None:
+        """The fleet holding the lease now, if any."""
+        cur = self._read()
+        return cur[0].get("fleet") if cur else None
+
+    # -- while running ----------------------------------------------------------------------
+    def wants_sharing(self, now: float) -> bool:
+        """True (the holder, alone) when a live fleet registered to share; looked at
+        every LOOK_S. Also keeps the lease or the registration fresh."""
+        if now >= self._next_refresh:
+            self._next_refresh = now + max(1.0, self.stale_after / 4)
+            try:
+                os.utime(self.path if self.holder else self._reg_path())
+            except OSError:
+                pass
+        if not self.holder or self.shared or now < self._next_look:
+            return False
+        self._next_look = now + LOOK_S
+        return bool(self.others())
+
+    def release(self) -> None:
+        """Give the lease back (if it is still ours) and the registration."""
+        self._unregister()
+        if self.holder:
+            cur = self._read()
+            if cur is not None and cur[0].get("fleet") == self.fleet_id:
+                try:
+                    self.path.unlink()
+                except FileNotFoundError:
+                    pass

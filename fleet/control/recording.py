@@ -1,0 +1,173 @@
+"""Where the coordinator records a step's attempts and outcomes: the recording paths of
+its loop (start, exit, lost attempt, final outcome, once per turn, teardown).
+
+Holding the run directory's lease alone (fleet.control.lease), the common case, a
+fleet takes no per-step claim and writes no attempt file: it appends to its journal
+(fleet.control.journal), flushed once per loop turn at most every FLUSH_S, and writes
+each step's done marker (or final.json) after the flush, in one open. Attempts count
+toward --max-attempts from memory: the journals and the attempt files of older fleets,
+read once. When the run directory is shared (another fleet or shard registered), every
+attempt is claimed and recorded in per-step files as fleets always did
+(fleet.control.claims, fleet.control.store).
+
+At start, the journals of fleets that are gone and did not seal theirs are replayed:
+the markers and finals they owed are written, and the steps they were running are
+adopted (an `adopted` record names the dead fleet) when they start here.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from fleet.control import journal, outcomes, store
+from fleet.control.lease import Lease
+from fleet.wire import records
+
+log = logging.getLogger("fleet.control.recording")
+
+
+class Recorder:
+    """The coordinator's records of attempts and outcomes (see the module's docstring)."""
+
+    def __init__(self, coordinator):
+        c = coordinator
+        self.run_dir, self.fleet_id, self.claims = c.run_dir, c.fleet_id, c.claims
+        self.sched, self.submissions = c.sched, c.submissions
+        self.lease = Lease(self.run_dir, self.fleet_id, self.claims.stale_after)
+        self.lease.acquire()
+        self.adopt: dict[str, dict] = {}  # step -> the dead fleet's attempt it was running
+        self._replay()
+        self.journal = journal.Journal(self.run_dir, self.fleet_id, {**self.lease.me, "shared": self.lease.shared})
+        self.claims.shared = self.lease.shared
+        self.base: dict[str, int] = {}  # step -> attempts recorded when its generation began
+        # Steps started here without a claim: their directories are this fleet's doing,
+        # so a later submission's finding them is no reason to claim them.
+        self.ran: set[str] = set()
+        self._complained = 0.0
+        # `fleet run` hears a submission finished only once its outcomes are on disk.
+        self.submissions.durable = self.sync
+
+    @property
+    def alone(self) -> bool:
+        """No per-step claims: this fleet holds the lease and nobody shares it."""
+        return not self.lease.shared
+
+    def _replay(self) -> None:
+        js = records.read_journals(self.run_dir)
+        live = {self.fleet_id} | set(self.lease.others())
+        holder = self.lease.holder_id()
+        if holder and not self.lease.holder:
+            live.add(holder)
+        for j in journal.replay(self.run_dir, js, live, self.fleet_id):
+            for step, line in j.running.items():
+                self.adopt[step] = {**{k: j.fleet.get(k) for k in ("fleet", "host", "pid")},
+                                    "attempt": line.get("attempt"), "generation": line.get("generation"),
+                                    "journal": j.path.name}
+        for step, tries in js.attempts.items():
+            store.journaled(self.run_dir, step, len(tries))
+
+    # -- the recording paths ----------------------------------------------------------------
+    def claim(self, d, spec) -> store.Claim:
+        """May this attempt start here? Shared, or for a step with records from earlier
+        fleets on disk (a claim may be among them): its claim (fleet.control.claims)."""
+        if not self.alone or (store.existed(self.run_dir, d.step) and d.step not in self.ran):
+            c = self.claims.claim(d, spec)
+            if c.kind == store.Claim.OURS and c.adopted is None:
+                c.adopted = self.adopt.pop(d.step, None)
+            return c
+        gen = self.sched.view(d.step).generation
+        m = self.claims.max_attempts
+        limit = max(m, spec.retries + 1) if m else 0
+        if limit:
+            n = store.attempts_known(self.run_dir, d.step)
+            if gen > 1 and d.attempt == 1:  # a new generation counts from here
+                self.base[d.step] = n
+            if n - self.base.get(d.step, 0) >= limit:
+                return store.Claim(store.Claim.STOPPED, f"{n - self.base.get(d.step, 0)} attempts recorded "
+                                                        f"(limit {limit})")
+        store.flying(self.run_dir, spec, d.attempt, gen)
+        self.ran.add(d.step)
+        self.journal.append({"k": "start", "step": d.step, "attempt": d.attempt, "generation": gen})
+        return store.Claim(store.Claim.OURS, adopted=self.adopt.pop(d.step, None))
+
+    def _files(self, step: str) -> bool:
+        """Recorded in per-step files: shared, or this fleet claimed the step."""
+        return not self.alone or step in self.claims.claimed
+
+    def exited(self, node: str, msg, rec, spec) -> None:
+        """A reported exit: its attempt record, and a success's marker."""
+        subs = self.submissions.step_subs.get(msg.step)
+        # Why a step that had succeeded runs again, for its attempt record (fleet audit).
+        rerun = self.submissions.rerun.get(msg.step, "")
+        files = self._files(msg.step)
+        if outcomes.store_reported(self.run_dir, self.fleet_id, node, msg, rec, spec, rerun=rerun,
+                                   submission=subs[-1] if subs else None, sink=store if files else self) and files:
+            self.claims.release(self.run_dir, msg.step)
+
+    def record_attempt(self, run_dir, step_id: str, fleet: str, attempt: int, record: dict) -> None:
+        """An attempt's record: a file, or (alone) a journal line."""
+        if self._files(step_id):
+            store.record_attempt(run_dir, step_id, fleet, attempt, record)
+            return
+        _, rec = store.attempt_record(run_dir, step_id, fleet, attempt, record)
+        self.journal.append({"k": "attempt", "step": step_id, "rec": rec})
+        store.journaled(run_dir, step_id)
+
+    def write_done(self, run_dir, spec, record: dict) -> None:
+        """(Alone) a success: its journal line, and its marker once that is durable."""
+        path, rec = store.done_record(run_dir, spec, record)
+        self.journal.append({"k": "done", "step": spec.id, "rec": rec})
+        self.journal.owe(path, rec)
+
+    def final(self, step: str, outcome: str, record: dict) -> None:
+        """A step that ended here without success and will not run again here."""
+        spec = self.submissions.specs[step]
+        if self._files(step):
+            store.write_final(self.run_dir, spec, outcome, record)
+            if "attempt" in record:
+                self.claims.release(self.run_dir, step)
+            return
+        path, rec, drop = store.final_record(self.run_dir, spec, outcome, record)
+        self.journal.append({"k": "final", "step": step, "rec": rec, "drop": drop})
+        self.journal.owe(path, rec, drop)
+
+    # -- each turn, and the end -----------------------------------------------------------------
+    def turn(self) -> None:
+        """Once per loop turn: flush the journal when due; let in a fleet that wants to share."""
+        now = time.monotonic()
+        try:
+            self.journal.turn(now)
+        except OSError as e:  # a full or failing filesystem: said, not fatal to the loop
+            if now >= self._complained:
+                self._complained = now + 10.0
+                log.error("cannot write the journal %s: %s", self.journal.path, e)
+        if self.lease.wants_sharing(now):
+            self._share()
+
+    def _share(self) -> None:
+        """Another fleet registered: make every outcome durable and its marker written,
+        claim every step running here, then say the run directory is shared."""
+        self.journal.sync()
+        for v in self.sched.running():
+            if store.take(self.run_dir, v.id, self.fleet_id, v.attempt, v.generation):
+                self.claims.claimed.add(v.id)
+            else:
+                log.error("step %s runs here but another fleet claimed it", v.id)
+        self.journal.append({"k": "shared"})  # (its time precedes anything the newcomer starts)
+        self.lease.share()
+        self.claims.shared = True
+        log.info("run directory %s is shared from now on: every step is claimed", self.run_dir)
+
+    def sync(self) -> None:
+        """Every outcome recorded so far durable, and its marker written."""
+        self.journal.sync()
+
+    def close(self) -> None:
+        """At teardown: the journal flushed, its markers written and sealed; claims and
+        the lease given back (markers first: another fleet may be waiting for them)."""
+        try:
+            self.journal.close()
+        finally:
+            self.claims.release_all()
+            self.lease.release()
