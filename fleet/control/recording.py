@@ -22,9 +22,11 @@ import time
 
 from fleet.control import journal, outcomes, store
 from fleet.control.lease import Lease
+from fleet.core import states as S
 from fleet.wire import records
 
 log = logging.getLogger("fleet.control.recording")
+GOES_ON = frozenset({S.WAIT, S.NEXT, S.RESTART})  # exits of an attempt that runs on: not attempts
 
 
 class Recorder:
@@ -65,7 +67,7 @@ class Recorder:
                                     "attempt": line.get("attempt"), "generation": line.get("generation"),
                                     "journal": j.path.name}
         for step, tries in js.attempts.items():
-            store.journaled(self.run_dir, step, len(tries))
+            store.journaled(self.run_dir, step, sum(1 for r in tries.values() if r.get("outcome") not in GOES_ON))
 
     # -- the recording paths ----------------------------------------------------------------
     def claim(self, d, spec) -> store.Claim:
@@ -112,7 +114,8 @@ class Recorder:
             return
         _, rec = store.attempt_record(run_dir, step_id, fleet, attempt, record)
         self.journal.append({"k": "attempt", "step": step_id, "rec": rec})
-        store.journaled(run_dir, step_id)
+        if record.get("outcome") not in GOES_ON:  # the same attempt, recorded again when it ends
+            store.journaled(run_dir, step_id)
 
     def write_done(self, run_dir, spec, record: dict) -> None:
         """(Alone) a success: its journal line, and its marker once that is durable."""

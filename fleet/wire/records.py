@@ -150,7 +150,7 @@ def attempts(run_dir: Path, step_id: str, journals: "Journals | None" = None) ->
     the run directory's journals (read here unless given: read_journals, for many steps)."""
     d = fleet_dir(run_dir, step_id)
     journals = read_journals(run_dir) if journals is None else journals
-    out = list(journals.attempts.get(step_id, ()))
+    out = list(journals.attempts.get(step_id, {}).values())
     for p in sorted(d.glob(f"{ATTEMPT}*.json")) if d.is_dir() else ():
         try:
             out.append(json.loads(p.read_text()))
@@ -198,7 +198,7 @@ class Journals:
     """Every journal of a run directory, merged for readers."""
 
     each: list = field(default_factory=list)        # Journal, one per file
-    attempts: dict = field(default_factory=dict)    # step -> attempt records
+    attempts: dict = field(default_factory=dict)    # step -> {(fleet, generation, attempt): record}
     outcome: dict = field(default_factory=dict)     # step -> ("done" | "final", t, rec): the newest
 
     def done(self, step_id: str) -> dict | None:
@@ -242,7 +242,10 @@ def _take(out: Journals, j: Journal, line: dict) -> None:
     elif k == "start":
         j.running[step] = line
     elif k == "attempt":
-        out.attempts.setdefault(step, []).append(line.get("rec") or {})
+        rec = line.get("rec") or {}
+        # One record per attempt, as its file would hold: an attempt that went on (a next
+        # stage, a wait for children: fleet.core.phases) is recorded again when it ends.
+        out.attempts.setdefault(step, {})[(rec.get("fleet"), rec.get("generation"), rec.get("attempt"))] = rec
         j.running.pop(step, None)
     elif k in ("done", "final"):
         j.last[step] = line
