@@ -9,6 +9,7 @@ import os
 import signal
 from pathlib import Path
 
+from fleet.core.reservations import RESERVE_AFTER_S
 from fleet.site.allocation import from_environment
 from fleet.site.launch import launcher_for
 from fleet.site.profiles import ProfileError, detect, load as load_profile
@@ -32,6 +33,9 @@ def parser() -> argparse.ArgumentParser:
                     help="seconds after which another fleet's unrefreshed claim may be adopted")
     ap.add_argument("--max-attempts", type=int, default=5,
                     help="attempts of a step across every fleet before it is stopped (0: no limit)")
+    ap.add_argument("--reserve-after", type=float, default=RESERVE_AFTER_S,
+                    help="seconds a ready step waits before resources are reserved for it (fleet.core.reservations)")
+    ap.add_argument("--no-reservations", action="store_true", help="no reservations: greedy backfill only")
     ap.add_argument("--connection-name", default=connection.NAME)
     ap.add_argument("--parent-pid", type=int, default=0,
                     help="stop (SIGTERM: a clean teardown) when this process, our parent, dies")
@@ -65,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
         nodes = len(alloc_nodes)
     # What governs this fleet's patience, for whoever reads coordinator.log after.
     log.info("settings: heartbeat %g s, agent lost after %g s, stale claims adopted after %g s, "
-             "max attempts %s", args.heartbeat, args.timeout, args.stale_after, args.max_attempts or "unlimited")
+             "max attempts %s, reservations %s", args.heartbeat, args.timeout, args.stale_after,
+             args.max_attempts or "unlimited", "off" if args.no_reservations else f"after {args.reserve_after:g} s")
     bind = args.bind or ("127.0.0.1" if profile.launcher == "local" else "0.0.0.0")
     # Looked up at call time, through the module: what the coordinator module holds is what runs.
     from fleet.control import coordinator
@@ -74,4 +79,5 @@ def main(argv: list[str] | None = None) -> int:
                                     join_timeout_s=args.join_timeout, preload=preload, profile=profile,
                                     advertise=args.advertise, stale_after=args.stale_after,
                                     max_attempts=args.max_attempts, connection_name=args.connection_name)
+    coord.sched.reserve_after(None if args.no_reservations else args.reserve_after)
     return coord.serve()

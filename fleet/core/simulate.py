@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from fleet.core.graph import Graph, critical_path
+from fleet.core.reservations import RESERVE_AFTER_S
 from fleet.core.resources import NodeSpec
 from fleet.core.scheduler import (Blocked, NodeJoined, Scheduler, Start, StepExited, Unrunnable,
                         Submitted)
@@ -59,11 +60,12 @@ class SimResult:
 
 
 def simulate(steps: Iterable[StepSpec], graph: Graph, nodes: list[NodeSpec],
-             keep_log: bool = False) -> SimResult:
-    """Run the scheduler to completion with every step succeeding after its estimate."""
+             keep_log: bool = False, reserve_after: float | None = RESERVE_AFTER_S) -> SimResult:
+    """Run the scheduler to completion with every step succeeding after its estimate.
+    `reserve_after` is the scheduler's (None: no reservations, fleet.core.reservations)."""
     steps = tuple(steps)
     dur = {s.id: (s.estimate if s.estimate is not None else 1.0) for s in steps}
-    sched = Scheduler()
+    sched = Scheduler(reserve_after)
     for n in nodes:
         sched.handle(NodeJoined(n), 0.0)
     ends: list[tuple[float, int, str, int]] = []

@@ -31,6 +31,7 @@ CATEGORY_TEXT = {
     W.ALONE: "to run alone (serial)",
     W.QUEUED: "its turn (ready, no wait recorded)",
     W.ELSEWHERE: "another fleet (which holds its claim)",
+    W.RESERVED: "a reservation for another step",
     W.OTHER: "something else",
 }
 # The JSON has always named the categories so; only this one differs from its cause.
