@@ -104,6 +104,7 @@ class Reservations:
         self._ends: list[tuple[float, int, str]] = []  # (expected end, start number, step)
         self._live: dict[str, tuple[int, object]] = {}  # running step -> (start number, job)
         self._starts = 0
+        self._nodes: tuple = (-1, {}, {})  # (pool.total_cores, specs by name, join order) when last seen
 
     # -- the running steps ---------------------------------------------------------------
     def started(self, job, now: float) -> None:
@@ -152,7 +153,8 @@ class Reservations:
         if cls.key in self.plans:
             return True
         head = jobs[cls.heap[0][2]]
-        if self.plans and self._told.get(cls.key) != self.held_cores and (
+        # (Spanning classes are left to the releases: trying one can scan every node.)
+        if self.plans and not cls.demand.span and self._told.get(cls.key) != self.held_cores and (
                 head.why is None or head.why.cause != W.RESERVED):
             return True
         return (len(self.plans) < self.most and head.ready_at is not None
@@ -275,7 +277,10 @@ class Reservations:
             for n, v in q.need.items():
                 o = owed.setdefault(n, [0, 0, 0])
                 o[0], o[1], o[2] = o[0] + v[0], o[1] + v[1], o[2] + v[2]
-        found = _walk(job.demand, pool, self._running_by_end(), self._job_at, owed)
+        if self._nodes[0] != pool.total_cores:  # a node joined or was lost since
+            specs = {n.name: n for n in pool.nodes()}
+            self._nodes = (pool.total_cores, specs, {name: i for i, name in enumerate(specs)})
+        found = _walk(job.demand, pool, self._running_by_end(), self._job_at, owed, self._nodes[1], self._nodes[2])
         if found is None:
             return None
         shadow, want = found
@@ -306,28 +311,37 @@ def _merged(node: str, slots: list[Slot]) -> Slot:
                 tuple(sorted(g for s in slots for g in s.gpus)), sum(s.memory for s in slots))
 
 
-def _walk(d: Demand, pool: Pool, ends: list, job_at, owed: dict) -> tuple[float | None, dict] | None:
+def _walk(d: Demand, pool: Pool, ends: list, job_at, owed: dict, specs: dict, order: dict):
     """The shadow time and per-node amounts of d's reservation, or None if it would
     not fit even once every running step has ended. What older reservations are still
-    owed on a node goes to them first (`owed`)."""
-    specs = {n.name: n for n in pool.nodes()}
-    order = {name: i for i, name in enumerate(specs)}
+    owed on a node goes to them first (`owed`). `specs`: each live node's NodeSpec by
+    name; `order`: its join order. The index `ends` is walked in place (no copy: a plan
+    costs what it walks) and its live entries are put back."""
 
     def now_free(name: str) -> list[int]:
         c, g, m = pool.free_on(name)
         o = owed.get(name)
         return [c - o[0], g - o[1], m - o[2]] if o else [c, g, m]
 
+    popped: list = []
+    try:
+        return _walk_ends(d, ends, job_at, specs, order, now_free, popped)
+    finally:
+        for e in popped:
+            heapq.heappush(ends, e)
+
+
+def _walk_ends(d: Demand, ends: list, job_at, specs: dict, order: dict, now_free, popped: list):
     proj = {name: now_free(name) for name in specs} if d.span else {}
     freed: dict[str, int] = {}
     room = _Room(d, specs, proj) if d.span else None
-    heap = list(ends)  # a copy: popped in end order without disturbing the index
     tries = 0
-    while heap:
-        end, no, sid = heapq.heappop(heap)
+    while ends:
+        end, no, sid = e = heapq.heappop(ends)
         job = job_at(sid, no)
         if job is None:
-            continue
+            continue  # a step that ended: its entry is dropped for good
+        popped.append(e)
         for slot in job.placement:
             if slot.node not in specs:
                 continue
