@@ -99,7 +99,7 @@ class Reservations:
         self.most = most
         self.plans: dict[tuple, _Plan] = {}  # class key -> its reservation, oldest first
         self.held_cores = 0  # held by every reservation together
-        self.lowest = 0  # the lowest priority (largest number) among the last pass's heads
+        self.lowest = 0  # the lowest priority (largest number) among the ready classes' first steps
         self._told: dict[tuple, int] = {}  # class key -> held_cores when its first step was last tried
         self._ends: list[tuple[float, int, str]] = []  # (expected end, start number, step)
         self._live: dict[str, tuple[int, object]] = {}  # running step -> (start number, job)
@@ -131,7 +131,7 @@ class Reservations:
                         self._top_up(p, slot.node, pool)
 
     # -- the pass --------------------------------------------------------------------------
-    def begin(self, pool: Pool, now: float, heads) -> None:
+    def begin(self, pool: Pool, now: float, classes: dict) -> None:
         """Before a pass: drop the reservations that no longer stand; note the priorities.
         One is dropped (and planned again when its step next fails) if its step is no
         longer ready, a node was lost, or it is still short past its time or with
@@ -140,7 +140,8 @@ class Reservations:
             if (p.job.state != S.READY or pool.total_cores != p.total_cores
                     or (p.short and (not self._live or (p.shadow is not None and now > p.shadow)))):
                 self.drop(pool, key)
-        self.lowest = max((h[0][0] for h in heads), default=0)
+        if self.enabled:
+            self.lowest = max((c.heap[0][0] for c in classes.values() if c.heap), default=0)
 
     def revisit(self, cls, now: float, jobs) -> bool:
         """Whether a class that is blocked must be tried anyway: it holds a reserved

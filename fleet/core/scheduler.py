@@ -397,6 +397,7 @@ class Scheduler(Entries):
         if self._exclusive_running is not None:
             return
         pool, res = self.pool, self._res
+        res.begin(pool, now, self._classes)  # before the blocked classes are judged: it may free holds
         heads: list[tuple[tuple[int, int, str], tuple]] = []
         for cls in self._classes.values():
             if not cls.heap:
@@ -407,7 +408,6 @@ class Scheduler(Entries):
                     continue
             heads.append((cls.heap[0], cls.key))
         heapq.heapify(heads)
-        res.begin(pool, now, heads)
         started = False
         while heads:
             (_, _, sid), key = heapq.heappop(heads)

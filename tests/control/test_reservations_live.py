@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import psutil
+
+import rawpeer as R
 from fleetharness import assert_nothing_left, fleet, records, write_suite
 
 from fleet.wire import events as E
@@ -87,3 +90,16 @@ def test_without_reservations_the_narrow_steps_go_first(tmp_path):
     st = starts(tmp_path / "run")
     assert any(st[f"narrow/{i}"] < st["wide"] for i in (1, 2, 3)), st
     assert_nothing_left(tmp_path / "run")
+
+
+def test_fleet_up_passes_reserve_after_to_its_coordinator_which_logs_it(tmp_path):
+    r = fleet("up", "--local", "--reserve-after", "90", cwd=tmp_path, timeout=90)
+    assert r.returncode == 0, r.stderr
+    try:
+        argv = psutil.Process(R.conn_of(tmp_path).pid).cmdline()
+        assert argv[argv.index("--reserve-after") + 1] == "90.0"
+        log = (tmp_path / "coordinator.log").read_text()
+        assert "reservations after 90 s" in log, log
+    finally:
+        fleet("down", cwd=tmp_path, timeout=60)
+    R.assert_gone(tmp_path)
