@@ -9,10 +9,11 @@ from pathlib import Path
 
 import click
 
+from fleet.cli_simulate import coordinator_args, reservation_options, simulate_options
 from fleet.control.checks import checked_suite, preload_hint
 from fleet.core.problems import SuiteError
-from fleet.core.units import counted, format_memory
-from fleet.cli_options import MEMORY, drain_margin, end_args, end_options, simulate_end, simulate_end_lines
+from fleet.core.units import counted
+from fleet.cli_options import MEMORY, drain_margin, end_args, end_options, simulate_end
 
 EXIT_INVALID = 2
 
@@ -90,29 +91,17 @@ def validate(suite, nodes, cores_per_node, memory_per_node, gpus_per_node, impor
 @click.option("--gpus-per-node", type=click.IntRange(0), default=0, help="GPUs on each node")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
 @simulate_end
+@simulate_options
 def simulate(suite, nodes, cores_per_node, memory_per_node, gpus_per_node, as_json, walltime, drain_before):
     """Run the real scheduler on a pretend allocation, each step taking its estimate."""
-    from fleet.core.simulate import simulate as run_sim
+    from fleet.cli_simulate import show
     alloc = _allocation(nodes, cores_per_node, memory_per_node, gpus_per_node)
     try:
         s, graph = checked_suite(suite, alloc, check_inputs=False)
     except SuiteError as e:
         _invalid(e)
-    r = run_sim(s.steps, graph, alloc, end_s=walltime, drain_before_s=drain_margin(walltime, drain_before))
-    if as_json:
-        click.echo(json.dumps(r.to_json(), indent=1, sort_keys=True))
-        return
-    total = nodes * cores_per_node
-    click.echo(f"suite '{s.name}': {counted(len(s.steps), 'step')} on {counted(nodes, 'node')} x {counted(cores_per_node, 'core')}"
-               f" ({format_memory(alloc[0].memory)} each)")
-    click.echo(f"  makespan      {r.makespan_s:10.1f} s")
-    click.echo(f"  work          {r.work_s:10.1f} s (sum of the steps' durations; {r.core_s:.1f} core-s)")
-    click.echo(f"  floor         {r.floor_s:10.1f} s (longest dependency chain)")
-    click.echo(f"  utilization   {100 * r.utilization:9.1f} % of {total} cores")
-    if r.makespan_s > 0:
-        click.echo(f"  speedup       {r.work_s / r.makespan_s:10.2f} x against one at a time")
-    for line in simulate_end_lines(r):
-        click.echo(line)
+    show(s, graph, alloc, nodes, cores_per_node, as_json, end_s=walltime,
+         drain_before_s=drain_margin(walltime, drain_before))
 
 
 @main.command()
@@ -169,12 +158,13 @@ def _cannot_use(err) -> None:
 
 def _coordinator_options(heartbeat, heartbeat_timeout, stale_after, max_attempts, **end) -> list[str]:
     return ["--heartbeat", str(heartbeat), "--timeout", str(heartbeat_timeout),
-            "--stale-after", str(stale_after), "--max-attempts", str(max_attempts)] + end_args(**end)
+            "--stale-after", str(stale_after), "--max-attempts", str(max_attempts)] + end_args(**end) + coordinator_args()
 
 
 def coordinator_options(f):
     """The options that govern a coordinator: `fleet up`'s, and `fleet run`'s embedded one."""
     f = end_options(f)  # the allocation's end (fleet.cli_options)
+    f = reservation_options(f)
     f = click.option("--heartbeat-timeout", type=click.FloatRange(min=0.5), default=10.0,
                      help="seconds of silence after which an agent is lost (its steps are retried elsewhere)")(f)
     f = click.option("--heartbeat", type=click.FloatRange(min=0.05), default=1.0,

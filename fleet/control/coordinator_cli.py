@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from fleet.control.drain import DRAIN_BEFORE_S
+from fleet.core.reservations import RESERVE_AFTER_S
 from fleet.site.allocation import AllocationError, end_time, from_environment
 from fleet.site.launch import launcher_for
 from fleet.site.profiles import ProfileError, detect, load as load_profile
@@ -39,6 +40,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--drain-before", type=float, default=None,
                     help="seconds before the end at which running steps are stopped (interrupted); "
                          f"default {DRAIN_BEFORE_S:g}, at most half the time left at the start")
+    ap.add_argument("--reserve-after", type=float, default=RESERVE_AFTER_S,
+                    help="seconds a ready step waits before resources are reserved for it (fleet.core.reservations)")
+    ap.add_argument("--no-reservations", action="store_true", help="no reservations: greedy backfill only")
     ap.add_argument("--connection-name", default=connection.NAME)
     ap.add_argument("--parent-pid", type=int, default=0,
                     help="stop (SIGTERM: a clean teardown) when this process, our parent, dies")
@@ -72,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         nodes = len(alloc_nodes)
     # What governs this fleet's patience, for whoever reads coordinator.log after.
     log.info("settings: heartbeat %g s, agent lost after %g s, stale claims adopted after %g s, "
-             "max attempts %s", args.heartbeat, args.timeout, args.stale_after, args.max_attempts or "unlimited")
+             "max attempts %s, reservations %s", args.heartbeat, args.timeout, args.stale_after,
+             args.max_attempts or "unlimited", "off" if args.no_reservations else f"after {args.reserve_after:g} s")
     bind = args.bind or ("127.0.0.1" if profile.launcher == "local" else "0.0.0.0")
     # Looked up at call time, through the module: what the coordinator module holds is what runs.
     from fleet.control import coordinator
@@ -84,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     coord.drain.plan(*_end(args))
     # The batch system's warning (#SBATCH --signal=B:USR1@300, passed on by fleet run): drain now.
     signal.signal(signal.SIGUSR1, coord.drain.on_signal)
+    coord.sched.reserve_after(None if args.no_reservations else args.reserve_after)
     return coord.serve()
 
 

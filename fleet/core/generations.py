@@ -79,6 +79,20 @@ def planned(ev: Submitted, jobs: Mapping, chunk: int, work) -> Iterator[None]:
     return plan, skip
 
 
+class Entry:
+    """A chunked submission being entered (see EnterMore)."""
+
+    __slots__ = ("gen", "now", "out", "entered", "total", "chunked")
+
+    def __init__(self, now: float, total: int, chunked: bool):
+        self.gen = None
+        self.now = now
+        self.out: list[Decision] = []
+        self.entered = 0
+        self.total = total
+        self.chunked = chunked
+
+
 class Entries:
     """How the Scheduler takes a submission in (a mixin: the scheduler's own records).
 

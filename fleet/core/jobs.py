@@ -13,7 +13,7 @@ class Job:
     """One submitted step as the scheduler holds it."""
 
     __slots__ = ("spec", "deps", "state", "attempt", "generation", "unmet", "dependents", "demand", "placement",
-                 "started_at", "why", "exclusive", "prio", "seq", "cancelled")
+                 "started_at", "why", "exclusive", "prio", "seq", "cancelled", "ready_at")
 
     def __init__(self, spec: StepSpec, deps: tuple[str, ...]):
         self.spec = spec
@@ -31,6 +31,7 @@ class Job:
         self.prio = spec.priority
         self.seq = 0  # submission order across every suite submitted, set by the scheduler
         self.cancelled = False  # running, and to be killed: however it ends, it ends cancelled
+        self.ready_at: float | None = None  # when it last became ready (the reservation's age)
 
 
 class DemandClass:

@@ -251,6 +251,13 @@ class Pool:
             self._file(node)
             self.releases.append(node.idx)
 
+    def take_on(self, name: str, cores: int, gpus: int, memory: int) -> Slot:
+        """Take these amounts (at most what is free) from the named node now: a
+        reservation's hold (fleet.core.reservations). release() gives them back."""
+        node = self._by_name[name]
+        return self._take(node, min(cores, len(node.free_cores)), min(gpus, len(node.free_gpus)),
+                          max(0, min(memory, node.free_mem)))
+
     def could_fit_since(self, d: Demand, since: int) -> bool:
         """Cheap test before re-trying a demand that failed when `releases` had
         `since` entries: nothing grew that it could use means it still cannot fit."""

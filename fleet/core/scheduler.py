@@ -24,13 +24,14 @@ from collections import deque
 from fleet.core import states as S
 from fleet.core import waits as W
 from fleet.core.units import counted
-from fleet.core.generations import Entries
+from fleet.core.generations import Entries, Entry as _Entry
 from fleet.core.deadline import AllocationEnds, Deadline, DrainNow
 from fleet.core.decisions import (Blocked, Cancel, Decision, Elsewhere, EnterMore, Entering, Event, Finished,
                                   Ignored, JobView, Kill, NodeJoined, NodeLost, Reclaim, Retry, Settled, Skipped,
                                   Start, StepExited, Submitted, Unrunnable, Wait, submission)
 from fleet.core.jobs import DemandClass as _Class, Job as _Job
 from fleet.core.phases import Phases
+from fleet.core.reservations import RESERVE_AFTER_S, Reservations
 from fleet.core.resources import Capacity, Demand, Pool
 from fleet.core.suite import StepSpec
 
@@ -39,25 +40,15 @@ __all__ = ["Scheduler", "JobView", "Event", "Decision", "NodeJoined", "NodeLost"
            "Blocked", "Unrunnable", "Skipped", "Entering", "Ignored", "Kill", "submission"]
 
 
-class _Entry:
-    """A chunked submission being entered (see EnterMore)."""
-
-    __slots__ = ("gen", "now", "out", "entered", "total", "chunked")
-
-    def __init__(self, now: float, total: int, chunked: bool):
-        self.gen = None
-        self.now = now
-        self.out: list[Decision] = []
-        self.entered = 0
-        self.total = total
-        self.chunked = chunked
-
-
 class Scheduler(Entries, Phases):
     """Decides what runs where and when. Feed it events; act on its decisions."""
 
-    def __init__(self) -> None:
+    def __init__(self, reserve_after: float | None = RESERVE_AFTER_S) -> None:
+        """`reserve_after`: seconds a ready step waits before it gets a reservation
+        (fleet.core.reservations); None: no reservations at all (greedy backfill)."""
         self.pool = Pool()
+        self._res = Reservations(reserve_after)
+        self._now = 0.0
         self._jobs: dict[str, _Job] = {}
         self._classes: dict[tuple, _Class] = {}
         self._running: dict[str, _Job] = {}
@@ -74,6 +65,7 @@ class Scheduler(Entries, Phases):
         self._entry: _Entry | None = None  # a chunked submission part way in
         self._held: deque[tuple[Event, float]] = deque()  # events that came meanwhile
         self.deadline = Deadline()  # the allocation's end and its drain (fleet.core.deadline)
+        self._res.recorded = self.deadline.recorded  # one table of earlier runs' durations
         self._phases_init()  # steps that submit steps, wait for them, go on in stages
 
     # -- public ---------------------------------------------------------------------
@@ -83,6 +75,7 @@ class Scheduler(Entries, Phases):
             self._held.append((event, now))  # after the submission part way in (EnterMore)
             return []
         out: list[Decision] = []
+        self._now = now  # when steps made ready by this event became ready
         if isinstance(event, (Submitted, EnterMore)):
             self._go_on(event, now, out)
             return out
@@ -136,6 +129,12 @@ class Scheduler(Entries, Phases):
         self._schedule(entry.now, out)
         while self._held and self._entry is None:
             out += self.handle(*self._held.popleft())
+
+    def reserve_after(self, seconds: float | None) -> None:
+        """Set, before the first event, how long a ready step waits before it gets a
+        reservation (None: no reservations); see fleet.core.reservations."""
+        self._res = Reservations(seconds)
+        self._res.recorded = self.deadline.recorded
 
     def entering(self) -> bool:
         """Whether a chunked submission is part way in (EnterMore goes on with it)."""
@@ -225,6 +224,7 @@ class Scheduler(Entries, Phases):
 
     def _enqueue(self, job: _Job) -> None:
         key = ("exclusive",) if job.exclusive else (job.demand,)
+        job.ready_at = self._now
         cls = self._classes.get(key)
         if cls is None:
             cls = self._classes[key] = _Class(key, job.demand, job.exclusive)
@@ -343,6 +343,7 @@ class Scheduler(Entries, Phases):
 
     def _stop_running(self, job: _Job) -> None:
         self.pool.release(job.placement)
+        self._res.stopped(job, self.pool)
         del self._running[job.spec.id]
         for slot in job.placement:
             self._on_node.get(slot.node, set()).discard(job.spec.id)
@@ -402,12 +403,13 @@ class Scheduler(Entries, Phases):
                     self._resolve(job, out)
         if self._exclusive_running is not None or self.deadline.drained:
             return
-        pool = self.pool
+        pool, res = self.pool, self._res
+        res.begin(pool, now, self._classes)  # before the blocked classes are judged: it may free holds
         heads: list[tuple[tuple[int, int, str], tuple]] = []
         for cls in self._classes.values():
             if not cls.heap:
                 continue
-            if cls.blocked_at is not None and not cls.exclusive:
+            if cls.blocked_at is not None and not cls.exclusive and not res.revisit(cls, now, self._jobs):
                 if not pool.could_fit_since(cls.demand, cls.blocked_at):
                     cls.blocked_at = len(pool.releases)
                     continue
@@ -425,10 +427,11 @@ class Scheduler(Entries, Phases):
                 self._wait(job, why, len(cls.heap) - 1, out)
                 return  # nothing ordered after it starts: the fleet drains for it
             # The job's own demand: the one "exclusive" class holds steps of every width.
-            placement = pool.place(job.demand)
+            placement = res.place(job, key, pool, now, cls.exclusive)
             if placement is None:
                 cls.blocked_at = len(pool.releases)
-                self._wait(job, self._why(job.demand), len(cls.heap) - 1, out)
+                why = self._why(job.demand)  # before a reservation made for it takes its holds
+                self._wait(job, res.held_back(job, key, pool, now) or why, len(cls.heap) - 1, out)
                 if cls.exclusive:
                     return
                 continue
@@ -440,6 +443,7 @@ class Scheduler(Entries, Phases):
             job.placement = placement
             job.started_at = now
             job.why = None
+            res.started(job, now)
             self._running[sid] = job
             for slot in placement:
                 self._on_node[slot.node].add(sid)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from fleet.core.graph import Graph, critical_path
+from fleet.core.reservations import RESERVE_AFTER_S
 from fleet.core.resources import NodeSpec
 from fleet.core import states as S
 from fleet.core.deadline import AllocationEnds, DrainNow
@@ -72,12 +73,14 @@ class SimResult:
 
 
 def simulate(steps: Iterable[StepSpec], graph: Graph, nodes: list[NodeSpec],
-             keep_log: bool = False, end_s: float | None = None, drain_before_s: float = 0.0) -> SimResult:
+             keep_log: bool = False, end_s: float | None = None, drain_before_s: float = 0.0,
+             reserve_after: float | None = RESERVE_AFTER_S) -> SimResult:
     """Run the scheduler to completion with every step succeeding after its estimate;
-    with `end_s`, until the allocation's end, draining `drain_before_s` before it."""
+    with `end_s`, until the allocation's end, draining `drain_before_s` before it.
+    `reserve_after` is the scheduler's (None: no reservations, fleet.core.reservations)."""
     steps = tuple(steps)
     dur = {s.id: (s.estimate if s.estimate is not None else 1.0) for s in steps}
-    sched = Scheduler()
+    sched = Scheduler(reserve_after)
     for n in nodes:
         sched.handle(NodeJoined(n), 0.0)
     ends: list[tuple[float, int, str, int]] = []
@@ -85,8 +88,7 @@ def simulate(steps: Iterable[StepSpec], graph: Graph, nodes: list[NodeSpec],
     log: list = []
     unrunnable: dict[str, str] = {}
     blocked: dict[str, str] = {}
-    count = 0
-    seq = 0
+    count = seq = 0
 
     def act(decisions, now):
         nonlocal count, seq
@@ -109,9 +111,8 @@ def simulate(steps: Iterable[StepSpec], graph: Graph, nodes: list[NodeSpec],
                 sched.handle(StepExited(d.step, d.attempt, S.INTERRUPTED), now)
 
     interrupted: dict[str, float] = {}
-    drain_s = None
+    drain_s = max(0.0, end_s - drain_before_s) if end_s is not None else None
     if end_s is not None:
-        drain_s = max(0.0, end_s - drain_before_s)
         sched.handle(AllocationEnds(end_s, drain_s), 0.0)
         heapq.heappush(ends, (drain_s, -1, "", 0))  # the drain point's timer
     act(sched.handle(Submitted(steps, graph.deps), 0.0), 0.0)

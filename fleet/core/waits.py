@@ -22,11 +22,12 @@ SPAN = "span"              # may span nodes, but the pieces do not fit across th
 ALONE = "alone"            # serial / concurrent = false: waits for the running steps to end
 ELSEWHERE = "elsewhere"    # another fleet holds its claim
 DEADLINE = "deadline"      # would not end before the allocation's drain point (fleet.core.deadline)
+RESERVED = "reserved"      # what it could use is reserved for another step (detail: that step's id)
 DEPENDENCY = "dependency"
 QUEUED = "queued"
 OTHER = "other"
 
-CAUSES = (CORES, GPUS, WHOLE_NODE, MEMORY, SPAN, ALONE, ELSEWHERE, DEADLINE, DEPENDENCY, QUEUED, OTHER)
+CAUSES = (CORES, GPUS, WHOLE_NODE, MEMORY, SPAN, ALONE, ELSEWHERE, DEADLINE, RESERVED, DEPENDENCY, QUEUED, OTHER)
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,8 @@ class WaitReason:
             return "no node has " + ", ".join(parts) + " free together (the step may not span nodes)"
         if self.cause == ALONE:
             return f"runs alone: {self.detail}" if self.detail else "runs alone"
+        if self.cause == RESERVED:
+            return f"held back by a reservation for {self.detail or 'another step'} (needs {_n(self.cores, 'core')})"
         if self.cause == ELSEWHERE:  # the claim's own words, as 0.1 wrote them
             return self.detail or "held by another fleet"
         return self.detail or self.cause

@@ -219,8 +219,19 @@ def test_a_wait_is_classified_from_its_structure_not_its_words():
     assert r.steps["b"].segments == [(1, 3, W.CORES, "words a newer fleet chose")]
 
 
+def test_time_held_back_by_a_reservation_is_its_own_category_named_in_words():
+    s = Stream()
+    s.submit(1, [("a", [], 1, None), ("b", [], 1, None)]).start(1, "a", "n1", [0], memory=100)
+    why = W.WaitReason(W.RESERVED, 1, 0, None, 0, 0, detail="wide")
+    s.add(E.Wait.of(1, "b", why))
+    s.exit(3, "a", 0, 2).start(3, "b", "n1", [0], memory=100).exit(4, "b", 0, 1)
+    r = R.build(s.down(5).recs)
+    assert r.steps["b"].segments == [(1, 3, W.RESERVED, "held back by a reservation for wide (needs 1 core)")]
+    assert R.CATEGORY_TEXT[W.RESERVED] == "a reservation for another step"
+
+
 def test_classify_takes_each_cause_the_scheduler_writes():
-    for cause in (W.CORES, W.GPUS, W.WHOLE_NODE, W.SPAN, W.ALONE, W.ELSEWHERE, W.OTHER):
+    for cause in (W.CORES, W.GPUS, W.WHOLE_NODE, W.SPAN, W.ALONE, W.ELSEWHERE, W.RESERVED, W.OTHER):
         assert R.classify(W.WaitReason(cause, cores=8)) == cause
     assert R.classify(W.WaitReason("a cause from a newer fleet")) == W.OTHER
 

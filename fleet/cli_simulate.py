@@ -1,0 +1,124 @@
+"""`fleet simulate`'s output, and the command line's reservation options
+(fleet.core.reservations): `--reserve-after` and `--no-reservations` for `fleet up`,
+`fleet run` and `fleet simulate`, and `fleet simulate --compare-reservations`.
+
+The options keep their values in the click context (expose_value=False), so the
+commands' own signatures do not change: `coordinator_args()` turns them into the
+coordinator's arguments, `reserve_after()` into the scheduler's setting.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from fleet.cli_options import simulate_end_lines
+from fleet.core.reservations import RESERVE_AFTER_S
+from fleet.core.units import counted, format_memory
+
+_KEY = "fleet.reservations"
+
+
+def _keep(name: str):
+    def callback(ctx, param, value):
+        ctx.meta.setdefault(_KEY, {})[name] = value
+        return value
+    return callback
+
+
+def reservation_options(f):
+    """--reserve-after and --no-reservations (values read back with reserve_after())."""
+    f = click.option("--no-reservations", is_flag=True, expose_value=False, callback=_keep("off"),
+                     help="no reservations: every step that fits starts (greedy backfill; wide steps may wait long)")(f)
+    f = click.option("--reserve-after", type=click.FloatRange(min=0), default=RESERVE_AFTER_S, expose_value=False,
+                     callback=_keep("after"), metavar="SECONDS",
+                     help="seconds a ready step waits before the resources that free soonest are reserved "
+                          "for it (steps of higher priority get theirs at once); others backfill around it")(f)
+    return f
+
+
+def simulate_options(f):
+    """The reservation options, and --compare-reservations."""
+    f = click.option("--compare-reservations", is_flag=True, expose_value=False, callback=_keep("compare"),
+                     help="run the suite twice, without and with reservations, and show both")(f)
+    return reservation_options(f)
+
+
+def _values() -> dict:
+    ctx = click.get_current_context(silent=True)
+    return ctx.meta.get(_KEY, {}) if ctx is not None else {}
+
+
+def reserve_after() -> float | None:
+    """The scheduler's setting from the options: seconds, or None for no reservations."""
+    v = _values()
+    return None if v.get("off") else v.get("after", RESERVE_AFTER_S)
+
+
+def coordinator_args() -> list[str]:
+    """The options as the coordinator's command line takes them."""
+    after = reserve_after()
+    return ["--no-reservations"] if after is None else ["--reserve-after", repr(float(after))]
+
+
+def compare() -> bool:
+    return bool(_values().get("compare"))
+
+
+def wide_waits(result, steps, graph, wide: int) -> dict:
+    """How long the steps of at least `wide` cores waited once their dependencies were
+    done (p50, p90, max, in seconds) in a simulation result."""
+    waits = sorted(result.steps[s.id].start_s - max([0.0] + [result.steps[d].end_s for d in graph.deps[s.id]
+                                                             if d in result.steps])
+                   for s in steps if s.id in result.steps and result.steps[s.id].cores >= wide)
+    if not waits:
+        return {"steps": 0, "p50_s": 0.0, "p90_s": 0.0, "max_s": 0.0}
+    return {"steps": len(waits), "p50_s": waits[len(waits) // 2], "p90_s": waits[int(len(waits) * 0.9)],
+            "max_s": waits[-1]}
+
+
+def show_comparison(run_sim, steps, graph, alloc, as_json: bool) -> None:
+    """`fleet simulate --compare-reservations`: the same suite without and with them."""
+    after = reserve_after()
+    after = RESERVE_AFTER_S if after is None else after
+    wide = max(2, max((len(n.cores) for n in alloc), default=1) // 2)
+    rows = {}
+    for name, ra in (("without", None), ("with", after)):
+        r = run_sim(steps, graph, alloc, reserve_after=ra)
+        rows[name] = {"makespan_s": r.makespan_s, "utilization": r.utilization,
+                      "wide_waits": wide_waits(r, steps, graph, wide)}
+    if as_json:
+        click.echo(json.dumps({"reserve_after_s": after, "wide_cores": wide, **rows}, indent=1, sort_keys=True))
+        return
+    click.echo(f"reservations (reserve after {after:g} s); wide steps: {wide} cores or more")
+    click.echo(f"  {'':9} {'makespan s':>11} {'util %':>7} {'wide':>5} {'wait p50 s':>11} {'p90 s':>9} {'max s':>9}")
+    for name, row in rows.items():
+        w = row["wide_waits"]
+        click.echo(f"  {name:9} {row['makespan_s']:11.1f} {100 * row['utilization']:7.1f} {w['steps']:5d} "
+                   f"{w['p50_s']:11.1f} {w['p90_s']:9.1f} {w['max_s']:9.1f}")
+
+
+def show(suite, graph, alloc, nodes: int, cores_per_node: int, as_json: bool, end_s: float | None = None,
+         drain_before_s: float = 0.0) -> None:
+    """Simulate the checked suite on the pretend allocation (until `end_s`, if given,
+    draining `drain_before_s` before it) and print what it did."""
+    from fleet.core.simulate import simulate as run_sim
+    if compare():
+        show_comparison(run_sim, suite.steps, graph, alloc, as_json)
+        return
+    r = run_sim(suite.steps, graph, alloc, reserve_after=reserve_after(), end_s=end_s, drain_before_s=drain_before_s)
+    if as_json:
+        click.echo(json.dumps(r.to_json(), indent=1, sort_keys=True))
+        return
+    total = nodes * cores_per_node
+    click.echo(f"suite '{suite.name}': {counted(len(suite.steps), 'step')} on {counted(nodes, 'node')} x "
+               f"{counted(cores_per_node, 'core')} ({format_memory(alloc[0].memory)} each)")
+    click.echo(f"  makespan      {r.makespan_s:10.1f} s")
+    click.echo(f"  work          {r.work_s:10.1f} s (sum of the steps' durations; {r.core_s:.1f} core-s)")
+    click.echo(f"  floor         {r.floor_s:10.1f} s (longest dependency chain)")
+    click.echo(f"  utilization   {100 * r.utilization:9.1f} % of {total} cores")
+    if r.makespan_s > 0:
+        click.echo(f"  speedup       {r.work_s / r.makespan_s:10.2f} x against one at a time")
+    for line in simulate_end_lines(r):
+        click.echo(line)

@@ -1,0 +1,444 @@
+"""Fairness without waste: a few reservations at a time, and EASY backfill around them.
+
+Theory of operation. A greedy pass starts whatever fits, so a wide step (or one of
+high priority) can wait for ever behind a stream of narrow ones that each fit into
+what the last one freed. When such a step cannot start, and it is *eligible* - its
+priority is higher than that of another kind of ready step, or it has been ready for
+longer than `reserve_after` - the scheduler makes a reservation for it, as Slurm's
+EASY backfill does for the head of its queue:
+
+* The plan. Running steps are walked in order of their expected end (start +
+  :func:`expected_s`), their resources added back to a projection of the nodes, until
+  the step fits the projection. That end is the reservation's *shadow time*; the
+  cores, GPUs and memory the step would take then, node by node, are reserved
+  (resources freed by the walk are preferred, so that little of what is free now is
+  kept idle).
+* Holds. What is reserved and free is taken out of the pool at once (a *hold*); what
+  is reserved and still busy is taken the moment the running step releases it. When
+  everything reserved is held, the reserved step starts on exactly that. It starts
+  earlier if it fits elsewhere (the holds are then given back).
+* Backfill. Every other step places as before, on what is not held, so it never
+  takes what the reserved step needs. A step whose own expected duration is known
+  and ends by the shadow time may also use held resources (they are lent and taken
+  back as it ends).
+
+Steps without an estimate (the rule): a running step with no estimate is taken to end
+after every step that has one (in start order); if the reserved step needs its
+resources, the shadow time is unknown, and then no step borrows held resources. A
+waiting step with no estimate never borrows held resources. So a step with no
+estimate never delays the reservation beyond what it waits for anyway.
+
+At most MOST reservations stand at once (1, as Slurm's EASY; the code takes a small
+bounded number, each planned after the older ones: what an older one is still owed on
+a node goes to it first, in the projection as in the holds; 8 and 32 measured no
+better on the Aurora-sized what-if, and slower). They go to the first steps in the
+pass's order (priority, then setup order) that cannot start: an eligible step before
+the last reservation's step takes its place (else old one-core steps, taking the one
+reservation in turn, keep a wide step of higher priority from ever getting it). Each
+is kept until its step starts, leaves the ready steps (cancelled), a node is lost, a
+step that runs alone comes first, or its shadow time passes with the step still short
+(the estimates were wrong): then it is planned again when its step next fails.
+Everything is ordered by (end, start order), plan order and node join order:
+deterministic. Within one class of demand steps still start in order (a pass tries
+only each class's first step): a long step at the head of its class keeps a short one
+of the same demand behind it from borrowing.
+Cost: a pass pays O(1) more per class, plus the hold bookkeeping of the reserved
+nodes when a step ends on one; a plan walks the running steps once
+(O(running + walked x log running + nodes)) and is made once per reservation.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+from fleet.core import durations
+from fleet.core import states as S
+from fleet.core import waits as W
+from fleet.core.resources import Demand, NodeSpec, Placement, Pool, Slot
+
+RESERVE_AFTER_S = 600.0  # the default: a ready step older than this gets a reservation
+MOST = 1  # reservations standing at once: 1 is Slurm's EASY (8 and 32 measured no better, and slower)
+
+
+def expected_s(job, recorded=None) -> float | None:
+    """How long the step is expected to run, or None if nobody said: its `estimate`,
+    else an earlier run's duration (fleet.core.durations, the one accessor)."""
+    return durations.expected_s(job.spec, recorded)
+
+
+def _mem_for(spec: NodeSpec, cores: int, d: Demand) -> int:
+    """The memory a node gives `cores` of d (as fleet.core.resources places it)."""
+    if d.memory is None:
+        return spec.memory * cores // len(spec.cores) if spec.cores else 0
+    return -(-d.memory * cores // d.cores)
+
+
+class _Plan:
+    """The one reservation: who, until when, what on which node, and what is held."""
+
+    __slots__ = ("job", "key", "order", "shadow", "want", "need", "held", "held_cores", "short", "total_cores")
+
+    def __init__(self, job, key, shadow: float | None, want: dict[str, tuple[int, int, int]], total: int):
+        self.job, self.key, self.order = job, key, (job.prio, job.seq)
+        self.shadow = shadow  # None: unknown (a running step it waits for has no estimate)
+        self.want = want      # node -> (cores, gpus, memory) the step takes there
+        self.need = {n: list(v) for n, v in want.items()}  # what is still to be held
+        self.held: dict[str, list[Slot]] = {n: [] for n in want}
+        self.held_cores = 0
+        self.short = len(want)  # nodes whose hold is not complete
+        self.total_cores = total
+
+
+class Reservations:
+    """The scheduler's reservations (at most `most`, in the order they were made) and
+    the index of running steps' ends."""
+
+    def __init__(self, reserve_after: float | None = RESERVE_AFTER_S, most: int = MOST):
+        self.enabled = reserve_after is not None
+        self.reserve_after = reserve_after if reserve_after is not None else math.inf
+        self.most = most
+        self.plans: dict[tuple, _Plan] = {}  # class key -> its reservation, oldest first
+        self.held_cores = 0  # held by every reservation together
+        self.lowest = 0  # the lowest priority (largest number) among the ready classes' first steps
+        self._told: dict[tuple, int] = {}  # class key -> held_cores when its first step was last tried
+        self._ends: list[tuple[float, int, str]] = []  # (expected end, start number, step)
+        self._live: dict[str, tuple[int, object]] = {}  # running step -> (start number, job)
+        self._starts = 0
+        self.recorded: dict[str, float] = {}  # earlier runs' durations (the scheduler's deadline shares its own)
+        self._nodes: tuple = (-1, {}, {})  # (pool.total_cores, specs by name, join order) when last seen
+
+    # -- the running steps ---------------------------------------------------------------
+    def started(self, job, now: float) -> None:
+        """A step started: index its expected end."""
+        if not self.enabled:
+            return
+        self._starts += 1
+        e = expected_s(job, self.recorded)
+        heapq.heappush(self._ends, (now + e if e is not None else math.inf, self._starts, job.spec.id))
+        self._live[job.spec.id] = (self._starts, job)
+        if len(self._ends) > 2 * len(self._live) + 64:
+            self._compact()
+
+    def stopped(self, job, pool: Pool) -> None:
+        """A step ended and its placement went back to the pool: hold what the
+        reservations still need of it, the oldest first."""
+        if not self.enabled:
+            return
+        self._live.pop(job.spec.id, None)
+        for p in self.plans.values():
+            if p.short:
+                for slot in job.placement:
+                    if slot.node in p.need:
+                        self._top_up(p, slot.node, pool)
+
+    # -- the pass --------------------------------------------------------------------------
+    def begin(self, pool: Pool, now: float, classes: dict) -> None:
+        """Before a pass: drop the reservations that no longer stand; note the priorities.
+        One is dropped (and planned again when its step next fails) if its step is no
+        longer ready, a node was lost, or it is still short past its time or with
+        nothing left running to release what it lacks (the estimates were wrong)."""
+        for key, p in list(self.plans.items()):
+            if (p.job.state != S.READY or pool.total_cores != p.total_cores
+                    or (p.short and (not self._live or (p.shadow is not None and now > p.shadow)))):
+                self.drop(pool, key)
+        if self.enabled:
+            self.lowest = max((c.heap[0][0] for c in classes.values() if c.heap), default=0)
+
+    def revisit(self, cls, now: float, jobs) -> bool:
+        """Whether a class that is blocked must be tried anyway: it holds a reserved
+        step; or reservations stand and it does not yet say it is held back by them; or
+        there is room for another and its first step has become old enough for one
+        (age, unlike a release, does not make a blocked class be tried again; a step of
+        higher priority is tried, and gets its reservation, when it first fails)."""
+        if not self.enabled or cls.exclusive:
+            return False
+        if cls.key in self.plans:
+            return True
+        head = jobs[cls.heap[0][2]]
+        # (Spanning classes are left to the releases: trying one can scan every node.)
+        if self.plans and not cls.demand.span and self._told.get(cls.key) != self.held_cores and (
+                head.why is None or head.why.cause != W.RESERVED):
+            return True
+        return (len(self.plans) < self.most and head.ready_at is not None
+                and now - head.ready_at >= self.reserve_after)
+
+    def place(self, job, key, pool: Pool, now: float, alone: bool = False) -> Placement | None:
+        """Place a step: a reserved one on its holds once complete (else anywhere it
+        fits, giving the holds back), a short one on borrowed holds, others as ever.
+        A step that runs alone (it comes first, and the fleet drains for it) ends the
+        reservations: the holds would otherwise keep it from ever starting."""
+        if not self.plans:
+            return pool.place(job.demand)
+        if alone:
+            for k in list(self.plans):
+                self.drop(pool, k)
+            return pool.place(job.demand)
+        p = self.plans.get(key)
+        if p is not None:
+            p.job = job  # the first of its kind: the same demand, and ahead of it in order
+            if not p.short:
+                del self.plans[key]
+                self.held_cores -= p.held_cores
+                return tuple(_merged(n, p.held[n]) for n in p.want)
+            got = pool.place(job.demand)
+            if got is not None:
+                self.drop(pool, key)
+            return got
+        got = pool.place(job.demand)
+        if got is None and self.held_cores and job.demand.cores <= pool.free_cores + self.held_cores:
+            e = expected_s(job, self.recorded)
+            for p in self.plans.values() if e is not None else ():
+                if p.held_cores and p.shadow is not None and now + e <= p.shadow:
+                    got = self._borrow(job.demand, p, pool)
+                    if got is not None:
+                        break
+        return got
+
+    def held_back(self, job, key, pool: Pool, now: float) -> W.WaitReason | None:
+        """After a step failed to place: make a reservation for it if it is eligible
+        and there is room for one; the reason it waits if held resources are what it lacks."""
+        if not self.enabled or job.exclusive:
+            return None
+        p = self.plans.get(key)
+        if p is not None:
+            return job.why  # a reserved step waits for what it waited for when planned
+        if self._eligible(job, now) and self._room_for(job, pool):
+            p = self._make(job, key, pool)
+            if p is not None:
+                self.plans[key] = p
+            return None
+        if not self.plans:
+            return None
+        self._told[key] = self.held_cores
+        d = job.demand
+        if d.cores <= pool.free_cores + self.held_cores:
+            first = next(iter(self.plans.values()))
+            return W.WaitReason(W.RESERVED, d.cores, d.gpus, d.memory, pool.free_cores, pool.free_gpus,
+                                detail=first.job.spec.id)
+        return None
+
+    def drop(self, pool: Pool, key) -> None:
+        """Give a reservation's holds back and forget it."""
+        p = self.plans.pop(key, None)
+        if p is not None:
+            self.held_cores -= p.held_cores
+            for slots in p.held.values():
+                pool.release(tuple(slots))
+
+    # -- inside --------------------------------------------------------------------------
+    def _room_for(self, job, pool: Pool) -> bool:
+        """Whether a reservation can be made for this step: there is room for one, or
+        it comes before the last one in the pass's order (priority, setup order), which
+        then gives way: the reservation goes to the first steps in order that cannot
+        start, not to whoever asked first (else old narrow steps, taking it in turn,
+        keep a wide one of higher priority from ever getting one)."""
+        if len(self.plans) < self.most:
+            return True
+        key, last = max(self.plans.items(), key=lambda kv: kv[1].order)
+        if (job.prio, job.seq) < last.order:
+            self.drop(pool, key)
+            return True
+        return False
+
+    def _eligible(self, job, now: float) -> bool:
+        if job.prio < self.lowest:
+            return True
+        return job.ready_at is not None and now - job.ready_at >= self.reserve_after
+
+    def _borrow(self, d: Demand, p: _Plan, pool: Pool) -> Placement | None:
+        """Lend the holds to a step that ends by the shadow time; hold again what is left."""
+        for n, slots in p.held.items():
+            pool.release(tuple(slots))
+            p.held[n] = []
+            p.need[n] = list(p.want[n])
+        self.held_cores -= p.held_cores
+        p.short, p.held_cores = len(p.want), 0
+        got = pool.place(d)
+        for n in p.want:
+            self._top_up(p, n, pool)
+        return got
+
+    def _top_up(self, p: _Plan, node: str, pool: Pool) -> None:
+        need = p.need[node]
+        if not any(need) or not pool.has(node):
+            return
+        fc, fg, fm = pool.free_on(node)
+        c, g, m = min(need[0], fc), min(need[1], fg), min(need[2], fm)
+        if c or g or m:
+            p.held[node].append(pool.take_on(node, c, g, m))
+            p.held_cores += c
+            self.held_cores += c
+            need[0], need[1], need[2] = need[0] - c, need[1] - g, need[2] - m
+            if not any(need):
+                p.short -= 1
+
+    def _make(self, job, key, pool: Pool) -> _Plan | None:
+        """Plan the reservation (see the module's docstring) and take the first holds."""
+        owed: dict[str, list[int]] = {}  # what the older reservations still need, node by node
+        for q in self.plans.values():
+            for n, v in q.need.items():
+                o = owed.setdefault(n, [0, 0, 0])
+                o[0], o[1], o[2] = o[0] + v[0], o[1] + v[1], o[2] + v[2]
+        if self._nodes[0] != pool.total_cores:  # a node joined or was lost since
+            specs = {n.name: n for n in pool.nodes()}
+            self._nodes = (pool.total_cores, specs, {name: i for i, name in enumerate(specs)})
+        found = _walk(job.demand, pool, self._running_by_end(), self._job_at, owed, self._nodes[1], self._nodes[2])
+        if found is None:
+            return None
+        shadow, want = found
+        p = _Plan(job, key, shadow, want, pool.total_cores)
+        for n in want:
+            self._top_up(p, n, pool)
+        return p
+
+    def _compact(self) -> None:
+        """Drop the index entries of steps that ended (once they outnumber the live)."""
+        live = self._live
+        self._ends = [e for e in self._ends if live.get(e[2], (0,))[0] == e[1]]
+        heapq.heapify(self._ends)
+
+    def _running_by_end(self) -> list[tuple[float, int, str]]:
+        if len(self._ends) > 2 * len(self._live) + 64:
+            self._compact()
+        return self._ends
+
+    def _job_at(self, sid: str, no: int):
+        """The running job an index entry names, or None if the entry is stale."""
+        got = self._live.get(sid)
+        return got[1] if got is not None and got[0] == no else None
+
+
+def _merged(node: str, slots: list[Slot]) -> Slot:
+    return Slot(node, tuple(sorted(c for s in slots for c in s.cores)),
+                tuple(sorted(g for s in slots for g in s.gpus)), sum(s.memory for s in slots))
+
+
+def _walk(d: Demand, pool: Pool, ends: list, job_at, owed: dict, specs: dict, order: dict):
+    """The shadow time and per-node amounts of d's reservation, or None if it would
+    not fit even once every running step has ended. What older reservations are still
+    owed on a node goes to them first (`owed`). `specs`: each live node's NodeSpec by
+    name; `order`: its join order. The index `ends` is walked in place (no copy: a plan
+    costs what it walks) and its live entries are put back."""
+
+    def now_free(name: str) -> list[int]:
+        c, g, m = pool.free_on(name)
+        o = owed.get(name)
+        return [c - o[0], g - o[1], m - o[2]] if o else [c, g, m]
+
+    popped: list = []
+    try:
+        return _walk_ends(d, ends, job_at, specs, order, now_free, popped)
+    finally:
+        for e in popped:
+            heapq.heappush(ends, e)
+
+
+def _walk_ends(d: Demand, ends: list, job_at, specs: dict, order: dict, now_free, popped: list):
+    proj = {name: now_free(name) for name in specs} if d.span else {}
+    freed: dict[str, int] = {}
+    room = _Room(d, specs, proj) if d.span else None
+    tries = 0
+    while ends:
+        end, no, sid = e = heapq.heappop(ends)
+        job = job_at(sid, no)
+        if job is None:
+            continue  # a step that ended: its entry is dropped for good
+        popped.append(e)
+        for slot in job.placement:
+            if slot.node not in specs:
+                continue
+            p = proj.get(slot.node)
+            if p is None:
+                p = proj[slot.node] = now_free(slot.node)
+            if room:
+                room.drop(slot.node)
+            p[0] += len(slot.cores)
+            p[1] += len(slot.gpus)
+            p[2] += slot.memory
+            freed[slot.node] = freed.get(slot.node, 0) + len(slot.cores)
+            if room:
+                room.add(slot.node)
+            elif _fits_one(d, specs[slot.node], p):
+                return _shadow(end), {slot.node: (d.cores, d.gpus, _mem_for(specs[slot.node], d.cores, d))}
+        if room and room.enough() and tries < _TRIES:
+            tries += 1
+            want = room.choose(freed, order)
+            if want is not None:
+                return _shadow(end), want
+    return None
+
+
+_TRIES = 16  # placements tried on the projection per plan (each sorts the nodes)
+
+
+def _shadow(end: float) -> float | None:
+    return None if end == math.inf else end
+
+
+def _fits_one(d: Demand, spec: NodeSpec, p: list[int]) -> bool:
+    return p[0] >= d.cores and p[1] >= d.gpus and p[2] >= _mem_for(spec, d.cores, d)
+
+
+class _Room:
+    """For a spanning demand: the whole units (with their memory share) and GPUs the
+    projected nodes hold, kept as totals while the walk adds to the projection."""
+
+    def __init__(self, d: Demand, specs: dict[str, NodeSpec], proj: dict[str, list[int]]):
+        self.d, self.specs, self.proj = d, specs, proj
+        self.units: dict[str, int] = {}
+        self.cores = self.gpus = 0
+        for name in specs:
+            self.add(name)
+
+    def _usable(self, name: str) -> int:
+        d, p, spec = self.d, self.proj[name], self.specs[name]
+        t = (max(0, p[0]) // d.unit) * d.unit
+        while t > 0 and p[2] < _mem_for(spec, t, d):
+            t -= d.unit
+        return t
+
+    def add(self, name: str) -> None:
+        t = self._usable(name)
+        self.units[name] = t
+        self.cores += t
+        self.gpus += max(0, self.proj[name][1]) if t else 0
+
+    def drop(self, name: str) -> None:
+        t = self.units.pop(name, 0)
+        self.cores -= t
+        self.gpus -= max(0, self.proj[name][1]) if t else 0
+
+    def enough(self) -> bool:
+        return self.cores >= self.d.cores and self.gpus >= self.d.gpus
+
+    def choose(self, freed: dict[str, int], order: dict[str, int]) -> dict | None:
+        """Per node (cores, GPUs, memory), as the pool places a spanning step: with GPUs,
+        first one rank on each of the nodes with the most GPUs until they are covered;
+        then cores from those nodes, then from the nodes the walk freed most on, then
+        those with the most room; join order breaks ties."""
+        d, proj, units = self.d, self.proj, self.units
+        cand = [n for n, t in units.items() if t]
+        take: dict[str, int] = {}
+        gpus: dict[str, int] = {}
+        gleft = d.gpus
+        if gleft:
+            for n in sorted((n for n in cand if proj[n][1] > 0), key=lambda n: (-proj[n][1], -units[n], order[n])):
+                if gleft == 0 or len(take) == d.cores // d.unit:
+                    break
+                take[n], gpus[n] = d.unit, min(proj[n][1], gleft)
+                gleft -= gpus[n]
+            if gleft:
+                return None
+        need = d.cores - sum(take.values())
+        rest = sorted((n for n in cand if n not in take), key=lambda n: (-freed.get(n, 0), -units[n], order[n]))
+        for n in list(take) + rest:
+            if need == 0:
+                break
+            extra = min(units[n] - take.get(n, 0), need)
+            if extra > 0:
+                take[n] = take.get(n, 0) + extra
+                need -= extra
+        if need:
+            return None
+        return {n: (t, gpus.get(n, 0), _mem_for(self.specs[n], t, d)) for n, t in take.items()}

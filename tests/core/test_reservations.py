@@ -1,0 +1,152 @@
+"""Reservations and EASY backfill (fleet.core.reservations), through the real
+Scheduler handlers and through `fleet simulate`'s runner."""
+
+from __future__ import annotations
+
+from fleet.core import waits as W
+from fleet.core.graph import build_graph
+from fleet.core.scheduler import NodeJoined, Scheduler, Start, StepExited, Wait, submission
+from fleet.core.simulate import pretend_nodes, simulate
+from fleet.core.suite import StepSpec
+
+from coretools import node, suite  # noqa: E402
+
+
+def started(decisions) -> list[str]:
+    return [d.step for d in decisions if isinstance(d, Start)]
+
+
+def fleet_of(cores: int, *tables, reserve_after=600.0, nodes=1):
+    """A scheduler (reservations after `reserve_after`) on `nodes` nodes of `cores`,
+    with these steps submitted at t=0."""
+    sched = Scheduler(reserve_after)
+    for i in range(nodes):
+        sched.handle(NodeJoined(node(f"n{i + 1}", cores)), 0.0)
+    return sched, sched.handle(submission(suite(*tables).steps), 0.0)
+
+
+def narrow(i, est=10.0, **kw):
+    return {"id": f"n{i}", "estimate": est, **kw}
+
+
+def submit(sched, now, *tables):
+    return sched.handle(submission(suite(*tables).steps), now)
+
+
+def exit_(sched, step, now):
+    return sched.handle(StepExited(step, 1, "succeeded"), now)
+
+
+def test_a_wide_step_of_higher_priority_starts_when_the_narrow_steps_it_reserved_against_end():
+    sched, out = fleet_of(4, *(narrow(i) for i in range(4)))
+    assert started(out) == ["n0", "n1", "n2", "n3"]
+    out = submit(sched, 1.0, {"id": "wide", "cores": 4, "priority": 1, "estimate": 5},
+                 *(narrow(i) for i in range(4, 8)))
+    assert started(out) == []
+    # Each core that frees is held for the wide step, not given to the narrow ones behind it.
+    for i, t in ((0, 10.0), (1, 10.0), (2, 10.0)):
+        assert started(exit_(sched, f"n{i}", t)) == []
+        assert sched.state("n4") == "ready"
+    assert started(exit_(sched, "n3", 10.0)) == ["wide"]
+    assert {s.node for s in sched.view("wide").placement} == {"n1"}
+
+
+def test_without_reservations_the_narrow_steps_overtake_the_wide_one():
+    sched, _ = fleet_of(4, *(narrow(i) for i in range(4)), reserve_after=None)
+    submit(sched, 1.0, {"id": "wide", "cores": 4, "priority": 1, "estimate": 5}, *(narrow(i) for i in range(4, 8)))
+    assert started(exit_(sched, "n0", 10.0)) == ["n4"]
+    assert sched.state("wide") == "ready"
+
+
+def test_a_short_step_backfills_onto_reserved_cores_when_it_ends_before_the_reservation():
+    # n0, n1 end at 10; n2, n3 at 20: the wide step is reserved for t=20.
+    sched, _ = fleet_of(4, narrow(0), narrow(1), narrow(2, 20.0), narrow(3, 20.0))
+    submit(sched, 1.0, {"id": "wide", "cores": 4, "priority": 1, "estimate": 5},
+           {"id": "long", "estimate": 50}, {"id": "short", "estimate": 5, "priority": 2})
+    # The short one ends at 15: it borrows the core n0 frees, held for the wide step.
+    assert started(exit_(sched, "n0", 10.0)) == ["short"]
+    # The long step would run past t=20: it waits for the core n1 frees, and says for whom.
+    assert started(exit_(sched, "n1", 10.0)) == []
+    assert sched.state("long") == "ready"
+    why = sched.view("long").why
+    assert (why.cause, why.detail) == (W.RESERVED, "wide")
+    assert "held back by a reservation for wide" in sched.view("long").wait_reason
+    assert started(exit_(sched, "short", 15.0)) == []
+    assert started(exit_(sched, "n2", 20.0)) == []
+    assert started(exit_(sched, "n3", 20.0)) == ["wide"]
+
+
+def test_a_step_with_no_estimate_does_not_backfill_onto_reserved_cores():
+    sched, _ = fleet_of(4, narrow(0), narrow(1), narrow(2, 20.0), narrow(3, 20.0))
+    submit(sched, 1.0, {"id": "wide", "cores": 4, "priority": 1, "estimate": 5}, {"id": "unknown", "priority": 2})
+    assert started(exit_(sched, "n0", 10.0)) == []
+    assert sched.view("unknown").why.cause == W.RESERVED
+    exit_(sched, "n1", 10.0)
+    exit_(sched, "n2", 20.0)
+    assert started(exit_(sched, "n3", 20.0)) == ["wide"]
+    assert started(exit_(sched, "wide", 25.0)) == ["unknown"]
+
+
+def test_a_running_step_with_no_estimate_makes_the_reservation_time_unknown_so_nothing_borrows():
+    sched, _ = fleet_of(2, narrow(0), {"id": "open"})  # `open` has no estimate
+    submit(sched, 1.0, {"id": "wide", "cores": 2, "priority": 1, "estimate": 5}, {"id": "short", "estimate": 1})
+    assert started(exit_(sched, "n0", 10.0)) == []
+    assert sched.state("short") == "ready"
+    assert started(exit_(sched, "open", 30.0)) == ["wide"]
+
+
+def test_a_step_of_the_same_priority_gets_its_reservation_once_it_has_waited_reserve_after():
+    sched, _ = fleet_of(2, narrow(0), narrow(1), reserve_after=60.0)
+    submit(sched, 1.0, {"id": "wide", "cores": 2, "estimate": 5}, *(narrow(i, 100.0) for i in range(2, 12)))
+    # Not yet old enough: greedy, the narrow steps take each core as it frees.
+    assert started(exit_(sched, "n0", 10.0)) == ["n2"]
+    assert started(exit_(sched, "n1", 10.0)) == ["n3"]
+    # At t=110, older than a minute: the cores that free are held for it.
+    assert started(exit_(sched, "n2", 110.0)) == []
+    assert started(exit_(sched, "n3", 110.0)) == ["wide"]
+
+
+def test_the_same_events_give_the_same_decisions_with_reservations():
+    def run():
+        sched, out = fleet_of(8, *(narrow(i, 1.0 + i % 7) for i in range(40)), nodes=2)
+        log = list(out)
+        log += submit(sched, 0.5, {"id": "wide", "cores": 6, "priority": 1, "estimate": 3},
+                      {"id": "mid", "cores": 3, "priority": 2, "estimate": 2})
+        now = 0.0
+        while not sched.finished():
+            now += 1.0
+            for v in sched.running():
+                if v.started_at + v.spec.estimate <= now:
+                    log += exit_(sched, v.id, now)
+        return log
+    first = run()
+    assert first == run()
+    assert any(isinstance(d, Wait) and d.why.cause == W.RESERVED for d in first)
+
+
+def test_the_issues_case_a_priority_1_wide_step_no_longer_waits_behind_300_one_core_steps():
+    # Measured before: ready at 2.2 s, started at 104 s (fleet simulate, one 8-core node).
+    steps = [StepSpec(id="setup", order=0, command=("x",), task="setup", workdir="s", estimate=2.2, priority=1),
+             StepSpec(id="wide", order=1, command=("x",), task="wide", workdir="w", cores=8, min_cores=8,
+                      estimate=5.0, priority=1, deps=("setup",))]
+    steps += [StepSpec(id=f"n{i:03d}", order=2 + i, command=("x",), task="n", workdir=f"n{i}", estimate=2.75)
+              for i in range(300)]
+    graph, problems = build_graph(steps)
+    assert not problems
+    nodes = pretend_nodes(1, 8, 8 * 2**30)
+    before = simulate(steps, graph, nodes, reserve_after=None)
+    after = simulate(steps, graph, nodes)
+    assert before.steps["wide"].start_s > 100
+    # It starts as soon as the one-core steps running when it became ready end.
+    assert after.steps["wide"].start_s == 2.75
+    assert after.makespan_s == before.makespan_s
+
+
+def test_a_step_of_higher_priority_takes_the_reservation_over_from_an_old_narrow_step():
+    sched, _ = fleet_of(2, narrow(0, 100.0), narrow(1, 100.0), reserve_after=60.0)
+    submit(sched, 1.0, narrow(2))
+    submit(sched, 70.0, {"id": "later", "deps": ["n0"]})  # a pass after n2 is a minute old: it gets the reservation
+    submit(sched, 80.0, {"id": "wide", "cores": 2, "priority": 1, "estimate": 5})
+    assert started(exit_(sched, "n0", 100.0)) == []
+    assert started(exit_(sched, "n1", 100.0)) == ["wide"]
+    assert sched.state("n2") == "ready"
