@@ -31,10 +31,11 @@ from fleet.core.decisions import (Blocked, Cancel, Decision, Elsewhere, EnterMor
 from fleet.core.jobs import DemandClass as _Class, Job as _Job
 from fleet.core.resources import Capacity, Demand, Pool
 from fleet.core.suite import StepSpec
+from fleet.core.window import Begin, Queue, Unqueued, Window
 
 __all__ = ["Scheduler", "JobView", "Event", "Decision", "NodeJoined", "NodeLost", "Submitted", "EnterMore",
            "StepExited", "Elsewhere", "Settled", "Reclaim", "Cancel", "Start", "Wait", "Retry", "Finished",
-           "Blocked", "Unrunnable", "Skipped", "Entering", "Ignored", "Kill", "submission"]
+           "Blocked", "Unrunnable", "Skipped", "Entering", "Ignored", "Kill", "submission", "Queue", "Begin", "Unqueued"]
 
 
 class _Entry:
@@ -54,8 +55,11 @@ class _Entry:
 class Scheduler(Entries):
     """Decides what runs where and when. Feed it events; act on its decisions."""
 
-    def __init__(self) -> None:
+    def __init__(self, window: int | None = 0) -> None:
+        """`window`: steps each node may be handed ahead of time (fleet.core.window;
+        None: as many as it has cores, 0: none)."""
         self.pool = Pool()
+        self.window = Window(self, window)
         self._jobs: dict[str, _Job] = {}
         self._classes: dict[tuple, _Class] = {}
         self._running: dict[str, _Job] = {}
@@ -220,6 +224,8 @@ class Scheduler(Entries):
 
     def _exited(self, ev: StepExited, now: float, out: list[Decision]) -> None:
         job = self._jobs.get(ev.step)
+        if job is not None and job.state == S.QUEUED and job.attempt == ev.attempt:
+            return self.window.dropped(job, ev.outcome, ev.reason, out)  # its node never started it
         if job is None or job.state != S.RUNNING or job.attempt != ev.attempt:
             out.append(Ignored(f"exit of {ev.step!r} attempt {ev.attempt}: not running"
                                + (f" (now {job.state}, attempt {job.attempt})" if job else " (unknown step)")))
@@ -264,6 +270,9 @@ class Scheduler(Entries):
         ended = []
         for sid in ev.steps:
             job = self._jobs.get(sid)
+            if job is not None and job.state == S.QUEUED:
+                self.window.cancel(job, ev.reason, out)  # its node drops it
+                continue
             if job is None or job.state not in (S.WAITING, S.READY, S.RUNNING):
                 out.append(Ignored(f"cancel of {sid!r}: " + (f"it is {job.state}" if job else "unknown step")))
                 continue
@@ -296,6 +305,8 @@ class Scheduler(Entries):
 
     def _elsewhere(self, ev, out: list[Decision]) -> None:
         job = self._jobs.get(ev.step)
+        if isinstance(ev, Elsewhere) and job is not None and job.state == S.QUEUED and job.attempt == ev.attempt:
+            return self.window.elsewhere(job, ev.reason, out)
         if isinstance(ev, Elsewhere):
             if job is None or job.state != S.RUNNING or job.attempt != ev.attempt:
                 out.append(Ignored(f"{ev.step!r} attempt {ev.attempt} is not running"))
@@ -323,7 +334,8 @@ class Scheduler(Entries):
             self._block_descendants(job, job.spec.id, out)
 
     def _stop_running(self, job: _Job) -> None:
-        self.pool.release(job.placement)
+        if not self.window.stop(job):  # else a queued step takes its resources
+            self.pool.release(job.placement)
         del self._running[job.spec.id]
         for slot in job.placement:
             self._on_node.get(slot.node, set()).discard(job.spec.id)
@@ -347,6 +359,7 @@ class Scheduler(Entries):
             out.append(Ignored(f"loss of unknown node {ev.node!r}"))
             return
         victims = [self._jobs[s] for s in self._on_node.get(ev.node, ())]
+        self.window.lost(ev.node, ev.reason, out)  # before the victims: none of them starts now
         self.pool.remove(ev.node)
         self._capacity = None
         for job in sorted(victims, key=lambda j: j.seq):
@@ -376,6 +389,7 @@ class Scheduler(Entries):
 
     # -- the pass --------------------------------------------------------------------------
     def _schedule(self, now: float, out: list[Decision]) -> None:
+        self.window.begin(now, out)
         if self._unresolved and self.pool.nodes():
             pending, self._unresolved = self._unresolved, []
             for job in pending:
@@ -423,12 +437,15 @@ class Scheduler(Entries):
             for slot in placement:
                 self._on_node[slot.node].add(sid)
             out.append(Start(sid, job.attempt, placement))
+            self.window.started(job)
             started = True
             if cls.exclusive:
                 self._exclusive_running = job
                 return
             if cls.heap:
                 heapq.heappush(heads, (cls.heap[0], key))
+        if self._exclusive_running is None:
+            self.window.fill(out)
 
     def _wait(self, job: _Job, why: W.WaitReason, behind: int, out: list[Decision]) -> None:
         # Said again only when the words change: the free counts behind an unchanged

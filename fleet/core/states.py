@@ -45,6 +45,7 @@ STOPPED = "stopped"
 TIMED_OUT = "timed_out"
 CANCELLED = "cancelled"
 INTERRUPTED = "interrupted"  # recorded by the coordinator only (see above)
+QUEUED = "queued"  # handed to a node ahead of time, behind a running step (fleet.core.window)
 
 # (state, what happened) -> next state
 TRANSITIONS: dict[tuple[str, str], str] = {
@@ -69,6 +70,13 @@ TRANSITIONS: dict[tuple[str, str], str] = {
     (ELSEWHERE, "done_elsewhere"): SKIPPED,
     (ELSEWHERE, "failed_elsewhere"): FAILED,
     (ELSEWHERE, "reclaim"): READY,
+    # A node's window (fleet.core.window): not an attempt until it starts.
+    (READY, "queue"): QUEUED,
+    (QUEUED, "start"): RUNNING,
+    (QUEUED, "unqueue"): READY,
+    (QUEUED, "cancel"): CANCELLED,
+    (QUEUED, "stopped"): STOPPED,
+    (QUEUED, "elsewhere"): ELSEWHERE,
 }
 
 FINAL = frozenset({SUCCEEDED, FAILED, TERMINATED, LOST, BLOCKED, UNRUNNABLE, SKIPPED, STOPPED, TIMED_OUT, CANCELLED})
