@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from fleet.control import window_option
 from fleet.control.checks import checked_suite, preload_hint
 from fleet.core.problems import SuiteError
 from fleet.core.units import counted, format_memory, parse_memory
@@ -178,7 +179,7 @@ def _cannot_use(err) -> None:
 
 def _coordinator_options(heartbeat, heartbeat_timeout, stale_after, max_attempts) -> list[str]:
     return ["--heartbeat", str(heartbeat), "--timeout", str(heartbeat_timeout),
-            "--stale-after", str(stale_after), "--max-attempts", str(max_attempts)]
+            "--stale-after", str(stale_after), "--max-attempts", str(max_attempts), *window_option.args()]
 
 
 def coordinator_options(f):
@@ -191,7 +192,7 @@ def coordinator_options(f):
                      help="attempts of a step across all fleets before it is stopped (0: no limit)")(f)
     f = click.option("--stale-after", type=click.FloatRange(min=0), default=600.0,
                      help="seconds after which another fleet's unrefreshed claim on a step is adopted")(f)
-    return f
+    return window_option.option(f)
 
 
 @main.command()

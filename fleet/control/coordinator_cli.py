@@ -33,6 +33,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--max-attempts", type=int, default=5,
                     help="attempts of a step across every fleet before it is stopped (0: no limit)")
     ap.add_argument("--connection-name", default=connection.NAME)
+    ap.add_argument("--window", type=int, default=None,
+                    help="steps each node may be handed ahead of time (default: its cores; 0: none)")
     ap.add_argument("--parent-pid", type=int, default=0,
                     help="stop (SIGTERM: a clean teardown) when this process, our parent, dies")
     return ap
@@ -73,5 +75,6 @@ def main(argv: list[str] | None = None) -> int:
                                     bind_host=bind, heartbeat_s=args.heartbeat, timeout_s=args.timeout,
                                     join_timeout_s=args.join_timeout, preload=preload, profile=profile,
                                     advertise=args.advertise, stale_after=args.stale_after,
-                                    max_attempts=args.max_attempts, connection_name=args.connection_name)
+                                    max_attempts=args.max_attempts, connection_name=args.connection_name,
+                                    window=args.window)
     return coord.serve()

@@ -1,14 +1,18 @@
 """Turning a Start decision into what records it and what an agent runs: the `start`
 record and the Launch message, with an MPI step's launcher command rendered for the
 machine (fleet.site.mpi) and the files it reads written into the step's .fleet
-directory."""
+directory. A node's window (fleet.core.window) is acted on here too: a Queue is a
+launch that waits on the node for its predecessor (Launch.after, recorded `queued`),
+a Begin only a `start` record, an Unqueued an `unqueued` one; a Dropped report (the
+node dropped a queued launch) ends the step through the scheduler."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
-from fleet.core.scheduler import Start
+from fleet.core import states as S
+from fleet.core.scheduler import Begin, Queue, Start, StepExited, Unqueued
 from fleet.site import mpi
 from fleet.site.profiles import Profile
 from fleet.wire import events
@@ -16,11 +20,50 @@ from fleet.wire import messages as P
 from fleet.wire import records
 
 
+# The decisions the coordinator's _start takes (Begin and Unqueued are only recorded).
+DECIDED = (Start, Queue, Begin, Unqueued)
+
+
 class CannotLaunch(Exception):
     """The step cannot be launched as decided (its reason is the message)."""
 
 
-def start_record(now: float, d: Start) -> events.Start:
+def start_records(now: float, d, adopted) -> list:
+    """What a decided launch records: an adopted claim, then `start` (`queued` for a Queue)."""
+    out = [] if adopted is None else [events.Adopted(t=now, step=d.step, attempt=d.attempt, previous=adopted)]
+    if isinstance(d, Queue):
+        return out + [events.Queued(t=now, step=d.step, attempt=d.attempt, node=d.placement[0].node, after=d.after)]
+    return out + [start_record(now, d)]
+
+
+def recorded(log, d, now: float) -> bool:
+    """Record a Begin (the step runs now: its `start` record) or an Unqueued; True if
+    `d` was one of them (nothing else is done for it)."""
+    if isinstance(d, Begin):
+        log.write(start_record(now, d))
+    elif isinstance(d, Unqueued):
+        log.write(events.Unqueued(t=now, step=d.step, attempt=d.attempt, reason=d.reason))
+    else:
+        return False
+    return True
+
+
+def reported(coord, node: str, msg, now: float) -> bool:
+    """An agent's report this module handles (Dropped); True if it was one."""
+    if not isinstance(msg, P.Dropped):
+        return False
+    try:
+        view = coord.sched.view(msg.step)
+    except KeyError:
+        view = None
+    if view is None or view.state != S.QUEUED or view.attempt != msg.attempt or view.placement[0].node != node:
+        coord.transport.warn("stale dropped", f"dropped a stale report of {msg.step!r} attempt {msg.attempt} dropped")
+    else:
+        coord._feed(StepExited(msg.step, msg.attempt, S.CANCELLED, msg.reason or "cancelled before it started"), now)
+    return True
+
+
+def start_record(now: float, d) -> events.Start:
     """The `start` record of a decision: the first node, and everything it holds."""
     return events.Start(t=now, step=d.step, attempt=d.attempt, node=d.placement[0].node,
                         cores=[c for s in d.placement for c in s.cores],
@@ -55,7 +98,8 @@ def launch(profile: Profile, spec, d: Start, run_dir: Path, fleet_id: str = "") 
         # Every step is given its GPUs, none included (CUDA_VISIBLE_DEVICES="" hides them);
         # an MPI launcher's ranks get theirs, per node, from the rendered command instead.
         env=env, gpu_vars=[profile.gpu_var] if profile.gpu_var and not spec.mpi else [],
-        threads=spec.threads if spec.mpi else 0, timeout=spec.timeout, grace=spec.grace)
+        threads=spec.threads if spec.mpi else 0, timeout=spec.timeout, grace=spec.grace,
+        after=getattr(d, "after", ""))
 
 
 def render_mpi(profile: Profile, spec, d: Start, run_dir: Path, command, env: dict) -> tuple[list, list]:

@@ -6,7 +6,7 @@ import time
 
 from fleet.core.units import format_memory
 
-STATES = ("waiting", "ready", "running", "succeeded", "skipped", "failed", "terminated", "lost",
+STATES = ("waiting", "ready", "queued", "running", "succeeded", "skipped", "failed", "terminated", "lost",
           "blocked", "unrunnable")
 
 

@@ -77,6 +77,7 @@ TRANSITIONS: dict[tuple[str, str], str] = {
     (QUEUED, "cancel"): CANCELLED,
     (QUEUED, "stopped"): STOPPED,
     (QUEUED, "elsewhere"): ELSEWHERE,
+    (QUEUED, "failed"): FAILED,  # its launch could not be made
 }
 
 FINAL = frozenset({SUCCEEDED, FAILED, TERMINATED, LOST, BLOCKED, UNRUNNABLE, SKIPPED, STOPPED, TIMED_OUT, CANCELLED})

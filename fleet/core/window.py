@@ -184,15 +184,15 @@ class Window:
         out.append(Kill(job.spec.id, job.attempt, reason))
 
     def dropped(self, job, outcome: str, reason: str, out: list) -> None:
-        """The node reports a queued step ended before it started (it dropped it), or
-        its claim says it may not run (stopped)."""
+        """A queued step ended before it started: its node dropped it (cancelled), its
+        claim says it may not run (stopped), or its launch could not be made (failed)."""
         self._unlink(job)
         if outcome == S.STOPPED:
             self._end(job, "stopped", S.STOPPED, reason, out)
         elif job.cancelled or outcome == S.CANCELLED:
             self._end(job, "cancel", S.CANCELLED, reason or "cancelled", out, ran=False)
-        else:
-            self._ready(job, out, reason or "dropped by its node before it started")
+        else:  # it could not be launched at all (its launch could not be made): as it would fail again
+            self._end(job, "failed", S.FAILED, reason, out)
 
     def elsewhere(self, job, reason: str, out: list) -> None:
         """Another live fleet holds the queued step's claim: it runs there."""

@@ -221,6 +221,9 @@ class Launch:
     threads: int = 0  # an MPI step's threads per rank (0: the step's cores decide)
     timeout: float | None = None  # seconds it may run: then SIGTERM, SIGKILL after grace (timed_out)
     grace: float = 10.0  # seconds from SIGTERM to SIGKILL whenever the step is stopped
+    # Queued (fleet.core.window): start when this step ends on the node, not now (at
+    # once if it is not running there); a Kill with cancel drops it unstarted (Dropped).
+    after: str = ""
 
 
 @message("kill")
@@ -281,6 +284,16 @@ class Exited:
     affinity: tuple
     placement_ok: bool
     error: str | None
+
+
+@message("dropped")
+class Dropped:
+    """zygote -> agent -> coordinator: a queued Launch (``after``) was dropped before it
+    started (a Kill with ``cancel``): nothing ran, the attempt was not used."""
+
+    step: str
+    attempt: int
+    reason: str = ""
 
 
 @message("preload")

@@ -143,3 +143,10 @@ def test_the_same_events_give_the_same_decisions_with_a_window():
     first = run()
     assert first == run()
     assert len(of(Begin, first)) == 35 and len(of(Start, first)) == 5
+
+
+def test_a_queued_step_whose_launch_cannot_be_made_fails_and_is_not_queued_again():
+    sched, _ = windowed([node("n1", 1)], {"id": "a"}, {"id": "b"}, {"id": "c", "deps": ["b"]}, window=None)
+    out = sched.handle(StepExited("b", 1, S.FAILED, "cannot launch the MPI step: x"), 1.0)
+    assert of(Finished, out) == [Finished("b", 1, S.FAILED, "cannot launch the MPI step: x")]
+    assert of(Blocked, out) == [Blocked("c", "b")] and of(Queue, out) == []
