@@ -4,6 +4,8 @@
                                                     # "Fleet, the raw fork floor and a warm peer" README section
     python benchmarks/peer_compare.py --steps 300 --rounds 1 --no-write   # a smoke test
     python benchmarks/peer_compare.py --readme-only # rewrite the section from the saved results
+    python benchmarks/peer_compare.py --baseline DIR # also fleet as it is in DIR (a checkout of an
+                                                    # earlier commit), in the same rounds: before/after
 
 Needs Parsl (`pip install parsl`, or `pip install -e .[bench]`). One process-run, in
 rounds; each round measures, for each workload, the three systems one after the other,
@@ -36,6 +38,7 @@ processes (coordinator, agents, zygotes) <= 1.5 ms of CPU per step besides the s
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -184,6 +187,29 @@ def fleet(kind: str, steps: int, work: dict, tmp: Path) -> dict:
             "leftover_pids_killed": r["leftover_pids_killed"]}
 
 
+BASELINE: list[str] = []  # --baseline: the checkout whose fleet "before" runs
+
+
+@contextlib.contextmanager
+def _fleet_from(path: str):
+    """Processes started meanwhile import fleet from `path` (PYTHONPATH first)."""
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join([path] + ([old] if old else []))
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = old
+
+
+def before(kind: str, steps: int, work: dict, tmp: Path) -> dict:
+    """fleet() with the fleet code of the --baseline checkout."""
+    with _fleet_from(BASELINE[0]):
+        return fleet(kind, steps, work, tmp)
+
+
 def peer(kind: str, steps: int, work: dict, tmp: Path) -> dict:
     """Parsl HTEX with 2 workers (_parslpeer.py), then nothing of it left running."""
     run_dir = str(tmp / f"parsl-{kind}-{time.monotonic_ns()}")
@@ -214,7 +240,7 @@ def _names(proc: psutil.Process, run_dir: str) -> bool:
         return False
 
 
-MEASURE = {"floor": floor, "fleet": fleet, "peer": peer}
+MEASURE = {"floor": floor, "fleet": fleet, "peer": peer, "before": before}
 
 
 def besides_work(m: dict, work_ms: float) -> float:
@@ -227,11 +253,14 @@ def summarize(runs: list[dict], work_ms: float) -> dict:
     out = {}
     for kind in KINDS:
         wm = work_ms if kind == "numpy" else 0.0
-        by = {s: [r for r in runs if r["kind"] == kind and r["system"] == s] for s in SYSTEMS}
+        systems_run = [s for s in (*SYSTEMS, "before") if any(r["system"] == s for r in runs)]
+        by = {s: [r for r in runs if r["kind"] == kind and r["system"] == s] for s in systems_run}
         rounds = sorted({r["round"] for r in runs if r["kind"] == kind})
-        rate = {s: {r["round"]: r["steps_per_s"] for r in by[s]} for s in SYSTEMS}
-        ratio = {f"fleet_over_{o}": [round(rate["fleet"][k] / rate[o][k], 3) for k in rounds
-                                     if k in rate["fleet"] and k in rate[o]] for o in ("floor", "peer")}
+        rate = {s: {r["round"]: r["steps_per_s"] for r in by[s]} for s in systems_run}
+        pairs = [("fleet", "floor"), ("fleet", "peer")] + ([("before", "floor"), ("fleet", "before")]
+                                                          if "before" in rate else [])
+        ratio = {f"{a}_over_{o}": [round(rate[a][k] / rate[o][k], 3) for k in rounds
+                                   if k in rate[a] and k in rate[o]] for a, o in pairs}
         systems = {}
         for s, ms in by.items():
             if not ms:
@@ -248,14 +277,14 @@ def summarize(runs: list[dict], work_ms: float) -> dict:
                 systems[s]["minor_faults_per_step_median"] = {
                     k: round(nb.median([m["minor_faults_per_step"][k] for m in ms]), 1)
                     for k in ms[0]["minor_faults_per_step"]}
-        if by["fleet"]:
-            systems["fleet"]["own_cpu_ms_per_step_median"] = round(
-                nb.median([m["own_cpu_ms_per_step"] for m in by["fleet"]]), 3)
-            systems["fleet"]["step_processes_besides_work_ms_median"] = round(
-                nb.median([m["cpu_ms_per_step"]["step processes"] - wm for m in by["fleet"]]), 3)
+        for f in ("fleet", "before"):
+            if by.get(f):
+                systems[f]["own_cpu_ms_per_step_median"] = round(
+                    nb.median([m["own_cpu_ms_per_step"] for m in by[f]]), 3)
+                systems[f]["step_processes_besides_work_ms_median"] = round(
+                    nb.median([m["cpu_ms_per_step"]["step processes"] - wm for m in by[f]]), 3)
         out[kind] = {"systems": systems, "ratios_per_round": ratio,
-                     "fleet_over_floor_median": round(nb.median(ratio["fleet_over_floor"]), 3),
-                     "fleet_over_peer_median": round(nb.median(ratio["fleet_over_peer"]), 3)}
+                     **{f"{k}_median": round(nb.median(v), 3) for k, v in ratio.items() if v}}
     return out
 
 
@@ -269,10 +298,11 @@ def verdicts(summary: dict) -> dict:
 
 def measure_all(args, work: dict, tmp: Path) -> list[dict]:
     runs = []
+    systems = SYSTEMS + (("before",) if BASELINE else ())
     for k in range(args.rounds):
         for j, kind in enumerate(args.kinds):
-            shift = (k + j) % len(SYSTEMS)
-            order = SYSTEMS[shift:] + SYSTEMS[:shift]  # rotates, so no system always goes first
+            shift = (k + j) % len(systems)
+            order = systems[shift:] + systems[:shift]  # rotates, so no system always goes first
             for i, system in enumerate(order):
                 print(f"round {k + 1}/{args.rounds}: {kind}, {system} ...", file=sys.stderr, flush=True)
                 m = MEASURE[system](kind, args.steps, work, tmp)
@@ -283,7 +313,8 @@ def measure_all(args, work: dict, tmp: Path) -> list[dict]:
     return runs
 
 
-NAMES = {"floor": "raw fork floor (2 loops)", "fleet": "fleet up --nodes 2", "peer": "Parsl HTEX, 2 warm workers"}
+NAMES = {"floor": "raw fork floor (2 loops)", "fleet": "fleet up --nodes 2", "peer": "Parsl HTEX, 2 warm workers",
+         "before": "fleet before (--baseline)"}
 WORKLOADS = {"noop": "(i) no-op", "numpy": "(ii) numpy"}
 
 
@@ -317,6 +348,7 @@ def readme(res: dict) -> str:
         out.append(f"| {WORKLOADS[kind]} | {s['fleet_over_floor_median']:.2f} ({', '.join(map(str, r['fleet_over_floor']))}) | "
                    f"{s['fleet_over_peer_median']:.2f} ({', '.join(map(str, r['fleet_over_peer']))}) | "
                    f"{f['own_cpu_ms_per_step_median']:.2f} | {f['step_processes_besides_work_ms_median']:.2f} |")
+    out += _before_after(sm)
     out += ["", "Fleet's CPU per step by process (median of the rounds, ms): " + "; ".join(
         f"{WORKLOADS[k]}: " + ", ".join(f"{r} {x:.2f}" for r, x in s["systems"]["fleet"]["cpu_ms_per_step_median"].items())
         for k, s in sm.items()) + ".",
@@ -334,6 +366,24 @@ def readme(res: dict) -> str:
             for k, ok in v["own_cpu_met"].items()) + ".", ""]
     out += NOTES
     return "\n".join(out) + "\n"
+
+
+def _before_after(sm: dict) -> list[str]:
+    """With --baseline: fleet before and after, each against the floor of the same round."""
+    if not all("before" in s["systems"] for s in sm.values()):
+        return []
+    out = ["", "Before (the --baseline checkout) and after (this checkout), measured in the same rounds:", "",
+           "| workload | before / floor (each round) | after / floor (each round) | after / before (each round) | "
+           "own CPU ms per step, before -> after: coordinator, agents, zygotes |", "|---|---|---|---|---|"]
+    for kind, s in sm.items():
+        r = s["ratios_per_round"]
+        b, f = s["systems"]["before"]["cpu_ms_per_step_median"], s["systems"]["fleet"]["cpu_ms_per_step_median"]
+        roles = ", ".join(f"{b.get(k, 0):.2f} -> {f.get(k, 0):.2f}" for k in
+                          ("coordinator (own)", "agent (own)", "zygote (own)"))
+        out.append(f"| {WORKLOADS[kind]} | {s['before_over_floor_median']:.2f} ({', '.join(map(str, r['before_over_floor']))}) | "
+                   f"{s['fleet_over_floor_median']:.2f} ({', '.join(map(str, r['fleet_over_floor']))}) | "
+                   f"{s['fleet_over_before_median']:.2f} ({', '.join(map(str, r['fleet_over_before']))}) | {roles} |")
+    return out
 
 
 # Written after looking at the recorded run (the figures above are regenerated; this is not).
@@ -373,7 +423,10 @@ def main(argv=None) -> int:
     ap.add_argument("--kinds", default=",".join(KINDS), help="workloads: noop,numpy")
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--readme-only", action="store_true")
+    ap.add_argument("--baseline", default="", help="a checkout of fleet to measure too, as \"before\"")
     args = ap.parse_args(argv)
+    if args.baseline:
+        BASELINE.append(str(Path(args.baseline).resolve()))
     args.kinds = tuple(k for k in args.kinds.split(",") if k)
     if args.readme_only:
         write_section(HEADING, readme(json.loads((nb.RESULTS / "peer_compare.json").read_text())))
@@ -386,7 +439,8 @@ def main(argv=None) -> int:
         return 2
     res = {"benchmark": "peer_compare", "command": "python benchmarks/peer_compare.py"
            + (f" --steps {args.steps}" if args.steps != 2000 else "")
-           + (f" --rounds {args.rounds}" if args.rounds != 3 else ""),
+           + (f" --rounds {args.rounds}" if args.rounds != 3 else "")
+           + (f" --baseline {args.baseline}" if args.baseline else ""),
            "date": nb.today(), "machine": nb.machine(), "parsl": parsl.__version__,
            "steps": args.steps, "rounds": args.rounds}
     t = time.perf_counter()
