@@ -59,6 +59,7 @@ import msgpack  # noqa: E402
 from fleet.node import child, command, exits, threads as step_threads  # noqa: E402
 from fleet.node.preload import Preloads, thread_count  # noqa: E402,F401  (thread_count: ours too)
 from fleet.node.queued import Queued  # noqa: E402
+from fleet.node import spare as spare_mod  # noqa: E402
 from fleet.node.spare import Spare  # noqa: E402
 from fleet.node.stopping import Stops  # noqa: E402
 from fleet.wire import framing  # noqa: E402
@@ -96,6 +97,7 @@ class Zygote:
         os.set_inheritable(fd_out, False)
         self.report_r, self.report_w = os.pipe()
         os.set_blocking(self.report_r, False)
+        self.wake_on_reports = not spare_mod.roomy(self.report_w)  # else read each turn, not woken for
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_r, False)
         os.set_blocking(self.wake_w, False)
@@ -362,7 +364,7 @@ class Zygote:
     def serve(self) -> int:
         """Serve until told to stop, then stop every step; returns the exit status."""
         poller = select.poll()
-        for fd in (self.fd_in, self.report_r, self.wake_r):
+        for fd in (self.fd_in, self.wake_r) + ((self.report_r,) if self.wake_on_reports else ()):
             poller.register(fd, select.POLLIN)
         self._make_spare()
         while self.stop_grace is None:
@@ -386,6 +388,8 @@ class Zygote:
                     self._read_reports()
                 elif fd == self.fd_in:
                     self._read_requests()
+            if not self.wake_on_reports:
+                self._read_reports()
             self.stops.due(self._grace_of)
             self.reap()
             self.preloads.turn(self)

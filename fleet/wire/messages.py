@@ -73,10 +73,9 @@ def encode(msg: Any) -> bytes:
     """The msgpack map for ``msg``: its fields, ``v`` and ``type``."""
     if _TYPES.get(getattr(type(msg), "TYPE", None)) is not type(msg):
         raise TypeError(f"not a message: {msg!r}")
-    body = {"v": VERSION, "type": msg.TYPE}
-    for f in dataclasses.fields(msg):
-        body[f.name] = getattr(msg, f.name)
-    return msgpack.packb(body, use_bin_type=True)
+    # A message's __dict__ is its fields, in order (frozen dataclasses, no slots): cheaper
+    # than dataclasses.fields() per message, which the zygote pays on every start and exit.
+    return msgpack.packb({"v": VERSION, "type": msg.TYPE, **msg.__dict__}, use_bin_type=True)
 
 
 def decode(frame: bytes, limit: int = MAX_FRAME) -> Any:
