@@ -226,8 +226,8 @@ class Coordinator:
             self.launcher.note_failure(f"{msg.node}: {msg.reason}")
             return
         agent = self.liveness.known(ident, msg)
-        if agent is None or isinstance(msg, P.Heartbeat):
-            return
+        if agent is None or launching.reported(self, agent.node, msg, now) or isinstance(msg, P.Heartbeat):
+            return  # (launching: a Dropped, and reports of queued steps that came early)
         if isinstance(msg, P.Started):
             self._started(agent.node, msg, now)
         elif isinstance(msg, P.Exited):
@@ -237,7 +237,7 @@ class Coordinator:
             self._settle_preloads(now)
         elif isinstance(msg, P.Ok) and msg.what == "bye":
             agent.alive = False
-        elif not launching.reported(self, agent.node, msg, now):  # a Dropped queued launch
+        else:
             self.transport.warn(f"unexpected:{type(msg).__name__}",
                                 f"dropped an unexpected {type(msg).__name__} from an agent")
 

@@ -104,3 +104,36 @@ def test_a_cancelled_queued_step_is_dropped_by_its_node_and_never_runs(tmp_path)
     assert "q" not in by("started", ev) and "q" not in by("exit", ev)
     assert not Path(f"{tmp_path}/q-ran").exists()
     assert_nothing_left(run_dir, tag)
+
+
+def test_reports_of_queued_steps_that_come_before_the_coordinator_handled_their_predecessors_exit_are_kept(tmp_path):
+    """A coordinator whose turns end after half a millisecond leaves events in its
+    inbox from turn to turn: a queued step's Started and Exited then often arrive
+    while its predecessor's exit still waits there. Dropped as stale, they left the
+    step running forever; now they are handled in order and the suite ends."""
+    import subprocess
+    import sys
+    from fleetharness import env
+    run_dir = tmp_path / "run"
+    code = "import sys, fleet.control.coordinator as C; C.TURN_S = 0.0005; sys.exit(C.main(sys.argv[1:]))"
+    coord = subprocess.Popen([sys.executable, "-c", code, "--run-dir", str(run_dir), "--nodes", "2",
+                              "--machine", "local", "--heartbeat", "0.2", "--timeout", "5"],
+                             cwd=tmp_path, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+    try:
+        wait_for(lambda: (run_dir / "fleet.json").exists(), 60, "the fleet to come up")
+        text = '[suite]\nname = "early"\n[[steps]]\nid = "s/{i}"\narray = "0-299"\ncall = "fleet_steps:nap"\n' \
+               'args = { seconds = 0 }\n'
+        write_suite(tmp_path / "s.toml", text)
+        r = fleet("run", "s.toml", "--run-dir", str(run_dir), cwd=tmp_path, timeout=240)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    finally:
+        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=90)
+        try:
+            coord.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(coord.pid, signal.SIGKILL)
+            coord.wait()
+    ev = events(run_dir)
+    assert len(by("exit", ev)) == 300 and len(by("queued", ev)) > 0
+    assert_nothing_left(run_dir)
