@@ -325,7 +325,7 @@ def readme(res: dict) -> str:
     out = [HEADING, "",
            f"`{res['command']}` ({res['date']}, commit {commit}; [script](peer_compare.py), "
            f"[results](results/peer_compare.json)): {res['steps']:,} steps per measurement, "
-           f"{res['rounds']} rounds, each measuring the three systems one after the other in a rotating "
+           f"{res['rounds']} rounds, each measuring the systems one after the other in a rotating "
            f"order; Parsl {res['parsl']}. The numpy step is {w['reps']} products of two "
            f"{w['n']} x {w['n']} matrices, {w['cpu_s'] * 1e3:.2f} ms of one core's CPU "
            f"({w['wall_s'] * 1e3:.2f} ms wall) when calibrated; one thread everywhere. "
@@ -388,30 +388,44 @@ def _before_after(sm: dict) -> list[str]:
 
 # Written after looking at the recorded run (the figures above are regenerated; this is not).
 NOTES: list[str] = [
-    "What the figures say (the run of 2026-11-30 19:2x, load average 3-4: other work used 0.3-0.8 of the 2 "
-    "cores during most measurements, so every rate is low and moves by 20-40 % between rounds; the ratios, "
-    "taken within a round, and the CPU per step, which other load inflates much less, are the figures to read):",
+    "What the figures say (the run of 2026-11-30 20:51 UTC; `--baseline /tmp/window-base` is `git archive 327cf29 "
+    "| tar -x -C /tmp/window-base`, main just before the node window, run with the same benchmark code from a "
+    "neutral working directory (`cd /tmp`), so that `python -m fleet` in each fleet's processes finds the "
+    "PYTHONPATH's fleet and not the current directory's). Load average 2-4: other work used 0.4-1.0 of the 2 "
+    "cores during the measurements, so every rate moves by 20-40 % between rounds; the ratios, taken within a "
+    "round, and the CPU per step are the figures to read:",
     "",
-    "- Fleet spends far more CPU per step than either: about 10 ms besides the work, where the floor spends "
-    "3-4.6 and Parsl 2-2.6. Its own processes take ~5-6 ms (target 1.5): the coordinator ~2 ms, the zygotes "
-    "~2.6-3.3 ms, the agents ~0.7 ms; and its step processes ~5 ms besides the work, twice the floor's ~2.2 ms.",
-    "- Page faults probably explain much of the zygote's and the children's excess (not yet timed apart). After a fork every page is shared "
-    "copy-on-write; whichever process first writes a page pays a fault and a copy. The floor's loop writes "
-    "little between forks (~38 faults per step) and its child runs almost no Python (~270). The zygote runs "
-    "Python after each fork (reading the agent's messages, bookkeeping, the Exited reply: ~300 faults per "
-    "step in the zygote itself, fleet/node/zygote.py) and the child runs fleet's setup in Python before the "
-    "work (fleet/node/child.py `_setup`/`_set_environment`: the environment dict, directories, log header, "
-    "new sys.stdout/stderr, the step context: ~740 faults per no-op step; the exit records' "
-    "child_setup_to_work_start is ~3.3-4.2 ms at the median).",
-    "- The coordinator's ~2 ms per step is the scheduler plus 23 file-system metadata calls and ~100 system "
-    "calls per step (see the next section: claim, attempt record, completion marker, release, per step).",
+    "- The node window (fleet/core/window.py, fleet/node/queued.py) takes the coordinator off a node's step "
+    "cycle: a queued step starts when its predecessor is reaped, before the coordinator hears of that exit "
+    "(tests/control/test_window_fleet.py shows it from the records). After / before in the same round: 1.04 "
+    "(0.88-1.18) on no-ops, 1.26 (0.72-1.44) on the numpy step; fleet / floor went from 0.28 to 0.33 (no-op) "
+    "and from 0.71 to 0.80 (numpy). The 0.9 x target is still missed on both.",
+    "- Why so little here: with 2 cores for 2 one-core pretend nodes plus the coordinator, two agents and two "
+    "zygotes, fleet is bound by CPU, not by latency: ~11 ms of CPU per no-op step besides the work (its own "
+    "processes ~5.2 ms, its step processes ~6 ms) against the floor's ~3 ms. Hiding the coordinator's round "
+    "trip frees no CPU. Where fleet's own processes have cores of their own (a real allocation: the "
+    "coordinator on its node, 64 cores a node), the window removes that round trip from every step cycle.",
+    "- Fleet's own CPU per step, before -> after (medians): coordinator 1.88 -> 1.69 ms (a turn's launches to "
+    "one agent go as one multipart message), agents 0.77 -> 0.67 (reports batched per turn both ways), "
+    "zygotes 3.10 -> 2.88 (no loop turn per child report; messages encoded from __dict__). Target 1.5 ms for "
+    "all three: missed (5.2-5.6 ms).",
+    "- The zygote's remaining ~2.9 ms is mostly the kernel's: one fork of the preloaded process per step "
+    "(a bare fork/_exit/waitpid loop holding the same imports spends ~0.85 ms per step) and ~300 copy-on-write "
+    "page faults per step (the bare loop: ~40), counted per phase by wrapping the zygote's methods in a throwaway script: ~110 while "
+    "reading and handing a launch, ~60-85 reaping and reporting an exit, ~50 forking the spare, ~40 writing "
+    "to the agent. Every page the zygote's Python writes between two forks is copied once, because the spare "
+    "child (and the running step) still share it; CPython 3.11 writes a page for every object it merely "
+    "references (refcounts). Cutting that needs a zygote that does not fork itself (a small forking helper "
+    "that it drives, with less Python between forks) - not done here.",
+    "- The step processes (~6 ms per no-op step besides the work, the floor's ~2.2) are the child's setup in "
+    "Python before the work (fleet/node/child.py: environment, directories, log, the step context) and its "
+    "copy-on-write faults (~700-1,000 per step); the coordinator's ~1.7-1.8 ms is the scheduler plus the "
+    "per-step files (see the next section). Both are other items of issue 12.",
     "- What giving each step its own process costs, against Parsl's shared workers: even the raw floor is "
-    "~0.7 x Parsl on 5 ms numpy steps (~630 faults per step: each fresh child touches the BLAS buffers and "
-    "allocator pages anew, which a warm worker has already), and ~0.6 x Parsl on no-ops. So a fork per "
-    "step costs ~2-4 ms of CPU per step here before fleet adds anything; what it buys is isolation (a step's "
-    "globals, leaks, threads, signal handlers, crashes or os._exit cannot reach the next step; its memory "
-    "is returned when it exits; it can be killed alone), per-step logs, pinning and placement. Fleet / "
-    "Parsl is ~0.2 on no-ops and ~0.45 on 5 ms steps; longer steps dilute it.",
+    "~0.4-0.5 x Parsl here, and fleet / Parsl is ~0.14 on no-ops and ~0.4 on the numpy step; longer steps "
+    "dilute it. What it buys is isolation (a step's globals, leaks, threads, signal handlers, crashes or "
+    "os._exit cannot reach the next step; its memory is returned when it exits; it can be killed alone), "
+    "per-step logs, pinning and placement.",
 ]
 
 
