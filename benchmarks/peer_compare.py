@@ -4,6 +4,8 @@
                                                     # "Fleet, the raw fork floor and a warm peer" README section
     python benchmarks/peer_compare.py --steps 300 --rounds 1 --no-write   # a smoke test
     python benchmarks/peer_compare.py --readme-only # rewrite the section from the saved results
+    python benchmarks/peer_compare.py --baseline DIR # also fleet as it is in DIR (a checkout of an
+                                                    # earlier commit), in the same rounds: before/after
 
 Needs Parsl (`pip install parsl`, or `pip install -e .[bench]`). One process-run, in
 rounds; each round measures, for each workload, the three systems one after the other,
@@ -36,6 +38,7 @@ processes (coordinator, agents, zygotes) <= 1.5 ms of CPU per step besides the s
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -184,6 +187,29 @@ def fleet(kind: str, steps: int, work: dict, tmp: Path) -> dict:
             "leftover_pids_killed": r["leftover_pids_killed"]}
 
 
+BASELINE: list[str] = []  # --baseline: the checkout whose fleet "before" runs
+
+
+@contextlib.contextmanager
+def _fleet_from(path: str):
+    """Processes started meanwhile import fleet from `path` (PYTHONPATH first)."""
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join([path] + ([old] if old else []))
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = old
+
+
+def before(kind: str, steps: int, work: dict, tmp: Path) -> dict:
+    """fleet() with the fleet code of the --baseline checkout."""
+    with _fleet_from(BASELINE[0]):
+        return fleet(kind, steps, work, tmp)
+
+
 def peer(kind: str, steps: int, work: dict, tmp: Path) -> dict:
     """Parsl HTEX with 2 workers (_parslpeer.py), then nothing of it left running."""
     run_dir = str(tmp / f"parsl-{kind}-{time.monotonic_ns()}")
@@ -214,7 +240,7 @@ def _names(proc: psutil.Process, run_dir: str) -> bool:
         return False
 
 
-MEASURE = {"floor": floor, "fleet": fleet, "peer": peer}
+MEASURE = {"floor": floor, "fleet": fleet, "peer": peer, "before": before}
 
 
 def besides_work(m: dict, work_ms: float) -> float:
@@ -227,11 +253,14 @@ def summarize(runs: list[dict], work_ms: float) -> dict:
     out = {}
     for kind in KINDS:
         wm = work_ms if kind == "numpy" else 0.0
-        by = {s: [r for r in runs if r["kind"] == kind and r["system"] == s] for s in SYSTEMS}
+        systems_run = [s for s in (*SYSTEMS, "before") if any(r["system"] == s for r in runs)]
+        by = {s: [r for r in runs if r["kind"] == kind and r["system"] == s] for s in systems_run}
         rounds = sorted({r["round"] for r in runs if r["kind"] == kind})
-        rate = {s: {r["round"]: r["steps_per_s"] for r in by[s]} for s in SYSTEMS}
-        ratio = {f"fleet_over_{o}": [round(rate["fleet"][k] / rate[o][k], 3) for k in rounds
-                                     if k in rate["fleet"] and k in rate[o]] for o in ("floor", "peer")}
+        rate = {s: {r["round"]: r["steps_per_s"] for r in by[s]} for s in systems_run}
+        pairs = [("fleet", "floor"), ("fleet", "peer")] + ([("before", "floor"), ("fleet", "before")]
+                                                          if "before" in rate else [])
+        ratio = {f"{a}_over_{o}": [round(rate[a][k] / rate[o][k], 3) for k in rounds
+                                   if k in rate[a] and k in rate[o]] for a, o in pairs}
         systems = {}
         for s, ms in by.items():
             if not ms:
@@ -248,14 +277,14 @@ def summarize(runs: list[dict], work_ms: float) -> dict:
                 systems[s]["minor_faults_per_step_median"] = {
                     k: round(nb.median([m["minor_faults_per_step"][k] for m in ms]), 1)
                     for k in ms[0]["minor_faults_per_step"]}
-        if by["fleet"]:
-            systems["fleet"]["own_cpu_ms_per_step_median"] = round(
-                nb.median([m["own_cpu_ms_per_step"] for m in by["fleet"]]), 3)
-            systems["fleet"]["step_processes_besides_work_ms_median"] = round(
-                nb.median([m["cpu_ms_per_step"]["step processes"] - wm for m in by["fleet"]]), 3)
+        for f in ("fleet", "before"):
+            if by.get(f):
+                systems[f]["own_cpu_ms_per_step_median"] = round(
+                    nb.median([m["own_cpu_ms_per_step"] for m in by[f]]), 3)
+                systems[f]["step_processes_besides_work_ms_median"] = round(
+                    nb.median([m["cpu_ms_per_step"]["step processes"] - wm for m in by[f]]), 3)
         out[kind] = {"systems": systems, "ratios_per_round": ratio,
-                     "fleet_over_floor_median": round(nb.median(ratio["fleet_over_floor"]), 3),
-                     "fleet_over_peer_median": round(nb.median(ratio["fleet_over_peer"]), 3)}
+                     **{f"{k}_median": round(nb.median(v), 3) for k, v in ratio.items() if v}}
     return out
 
 
@@ -269,10 +298,11 @@ def verdicts(summary: dict) -> dict:
 
 def measure_all(args, work: dict, tmp: Path) -> list[dict]:
     runs = []
+    systems = SYSTEMS + (("before",) if BASELINE else ())
     for k in range(args.rounds):
         for j, kind in enumerate(args.kinds):
-            shift = (k + j) % len(SYSTEMS)
-            order = SYSTEMS[shift:] + SYSTEMS[:shift]  # rotates, so no system always goes first
+            shift = (k + j) % len(systems)
+            order = systems[shift:] + systems[:shift]  # rotates, so no system always goes first
             for i, system in enumerate(order):
                 print(f"round {k + 1}/{args.rounds}: {kind}, {system} ...", file=sys.stderr, flush=True)
                 m = MEASURE[system](kind, args.steps, work, tmp)
@@ -283,7 +313,8 @@ def measure_all(args, work: dict, tmp: Path) -> list[dict]:
     return runs
 
 
-NAMES = {"floor": "raw fork floor (2 loops)", "fleet": "fleet up --nodes 2", "peer": "Parsl HTEX, 2 warm workers"}
+NAMES = {"floor": "raw fork floor (2 loops)", "fleet": "fleet up --nodes 2", "peer": "Parsl HTEX, 2 warm workers",
+         "before": "fleet before (--baseline)"}
 WORKLOADS = {"noop": "(i) no-op", "numpy": "(ii) numpy"}
 
 
@@ -294,7 +325,7 @@ def readme(res: dict) -> str:
     out = [HEADING, "",
            f"`{res['command']}` ({res['date']}, commit {commit}; [script](peer_compare.py), "
            f"[results](results/peer_compare.json)): {res['steps']:,} steps per measurement, "
-           f"{res['rounds']} rounds, each measuring the three systems one after the other in a rotating "
+           f"{res['rounds']} rounds, each measuring the systems one after the other in a rotating "
            f"order; Parsl {res['parsl']}. The numpy step is {w['reps']} products of two "
            f"{w['n']} x {w['n']} matrices, {w['cpu_s'] * 1e3:.2f} ms of one core's CPU "
            f"({w['wall_s'] * 1e3:.2f} ms wall) when calibrated; one thread everywhere. "
@@ -317,6 +348,7 @@ def readme(res: dict) -> str:
         out.append(f"| {WORKLOADS[kind]} | {s['fleet_over_floor_median']:.2f} ({', '.join(map(str, r['fleet_over_floor']))}) | "
                    f"{s['fleet_over_peer_median']:.2f} ({', '.join(map(str, r['fleet_over_peer']))}) | "
                    f"{f['own_cpu_ms_per_step_median']:.2f} | {f['step_processes_besides_work_ms_median']:.2f} |")
+    out += _before_after(sm)
     out += ["", "Fleet's CPU per step by process (median of the rounds, ms): " + "; ".join(
         f"{WORKLOADS[k]}: " + ", ".join(f"{r} {x:.2f}" for r, x in s["systems"]["fleet"]["cpu_ms_per_step_median"].items())
         for k, s in sm.items()) + ".",
@@ -336,32 +368,64 @@ def readme(res: dict) -> str:
     return "\n".join(out) + "\n"
 
 
+def _before_after(sm: dict) -> list[str]:
+    """With --baseline: fleet before and after, each against the floor of the same round."""
+    if not all("before" in s["systems"] for s in sm.values()):
+        return []
+    out = ["", "Before (the --baseline checkout) and after (this checkout), measured in the same rounds:", "",
+           "| workload | before / floor (each round) | after / floor (each round) | after / before (each round) | "
+           "own CPU ms per step, before -> after: coordinator, agents, zygotes |", "|---|---|---|---|---|"]
+    for kind, s in sm.items():
+        r = s["ratios_per_round"]
+        b, f = s["systems"]["before"]["cpu_ms_per_step_median"], s["systems"]["fleet"]["cpu_ms_per_step_median"]
+        roles = ", ".join(f"{b.get(k, 0):.2f} -> {f.get(k, 0):.2f}" for k in
+                          ("coordinator (own)", "agent (own)", "zygote (own)"))
+        out.append(f"| {WORKLOADS[kind]} | {s['before_over_floor_median']:.2f} ({', '.join(map(str, r['before_over_floor']))}) | "
+                   f"{s['fleet_over_floor_median']:.2f} ({', '.join(map(str, r['fleet_over_floor']))}) | "
+                   f"{s['fleet_over_before_median']:.2f} ({', '.join(map(str, r['fleet_over_before']))}) | {roles} |")
+    return out
+
+
 # Written after looking at the recorded run (the figures above are regenerated; this is not).
 NOTES: list[str] = [
-    "What the figures say (the run of 2026-11-30 19:2x, load average 3-4: other work used 0.3-0.8 of the 2 "
-    "cores during most measurements, so every rate is low and moves by 20-40 % between rounds; the ratios, "
-    "taken within a round, and the CPU per step, which other load inflates much less, are the figures to read):",
+    "What the figures say (the run of 2026-11-30 20:51 UTC; `--baseline /tmp/window-base` is `git archive 327cf29 "
+    "| tar -x -C /tmp/window-base`, main just before the node window, run with the same benchmark code from a "
+    "neutral working directory (`cd /tmp`), so that `python -m fleet` in each fleet's processes finds the "
+    "PYTHONPATH's fleet and not the current directory's). Load average 2-4: other work used 0.4-1.0 of the 2 "
+    "cores during the measurements, so every rate moves by 20-40 % between rounds; the ratios, taken within a "
+    "round, and the CPU per step are the figures to read:",
     "",
-    "- Fleet spends far more CPU per step than either: about 10 ms besides the work, where the floor spends "
-    "3-4.6 and Parsl 2-2.6. Its own processes take ~5-6 ms (target 1.5): the coordinator ~2 ms, the zygotes "
-    "~2.6-3.3 ms, the agents ~0.7 ms; and its step processes ~5 ms besides the work, twice the floor's ~2.2 ms.",
-    "- Page faults probably explain much of the zygote's and the children's excess (not yet timed apart). After a fork every page is shared "
-    "copy-on-write; whichever process first writes a page pays a fault and a copy. The floor's loop writes "
-    "little between forks (~38 faults per step) and its child runs almost no Python (~270). The zygote runs "
-    "Python after each fork (reading the agent's messages, bookkeeping, the Exited reply: ~300 faults per "
-    "step in the zygote itself, fleet/node/zygote.py) and the child runs fleet's setup in Python before the "
-    "work (fleet/node/child.py `_setup`/`_set_environment`: the environment dict, directories, log header, "
-    "new sys.stdout/stderr, the step context: ~740 faults per no-op step; the exit records' "
-    "child_setup_to_work_start is ~3.3-4.2 ms at the median).",
-    "- The coordinator's ~2 ms per step is the scheduler plus 23 file-system metadata calls and ~100 system "
-    "calls per step (see the next section: claim, attempt record, completion marker, release, per step).",
+    "- The node window (fleet/core/window.py, fleet/node/queued.py) takes the coordinator off a node's step "
+    "cycle: a queued step starts when its predecessor is reaped, before the coordinator hears of that exit "
+    "(tests/control/test_window_fleet.py shows it from the records). After / before in the same round: 1.04 "
+    "(0.88-1.18) on no-ops, 1.26 (0.72-1.44) on the numpy step; fleet / floor went from 0.28 to 0.33 (no-op) "
+    "and from 0.71 to 0.80 (numpy). The 0.9 x target is still missed on both.",
+    "- Why so little here: with 2 cores for 2 one-core pretend nodes plus the coordinator, two agents and two "
+    "zygotes, fleet is bound by CPU, not by latency: ~11 ms of CPU per no-op step besides the work (its own "
+    "processes ~5.2 ms, its step processes ~6 ms) against the floor's ~3 ms. Hiding the coordinator's round "
+    "trip frees no CPU. Where fleet's own processes have cores of their own (a real allocation: the "
+    "coordinator on its node, 64 cores a node), the window removes that round trip from every step cycle.",
+    "- Fleet's own CPU per step, before -> after (medians): coordinator 1.88 -> 1.69 ms (a turn's launches to "
+    "one agent go as one multipart message), agents 0.77 -> 0.67 (reports batched per turn both ways), "
+    "zygotes 3.10 -> 2.88 (no loop turn per child report; messages encoded from __dict__). Target 1.5 ms for "
+    "all three: missed (5.2-5.6 ms).",
+    "- The zygote's remaining ~2.9 ms is mostly the kernel's: one fork of the preloaded process per step "
+    "(a bare fork/_exit/waitpid loop holding the same imports spends ~0.85 ms per step) and ~300 copy-on-write "
+    "page faults per step (the bare loop: ~40), counted per phase by wrapping the zygote's methods in a throwaway script: ~110 while "
+    "reading and handing a launch, ~60-85 reaping and reporting an exit, ~50 forking the spare, ~40 writing "
+    "to the agent. Every page the zygote's Python writes between two forks is copied once, because the spare "
+    "child (and the running step) still share it; CPython 3.11 writes a page for every object it merely "
+    "references (refcounts). Cutting that needs a zygote that does not fork itself (a small forking helper "
+    "that it drives, with less Python between forks) - not done here.",
+    "- The step processes (~6 ms per no-op step besides the work, the floor's ~2.2) are the child's setup in "
+    "Python before the work (fleet/node/child.py: environment, directories, log, the step context) and its "
+    "copy-on-write faults (~700-1,000 per step); the coordinator's ~1.7-1.8 ms is the scheduler plus the "
+    "per-step files (see the next section). Both are other items of issue 12.",
     "- What giving each step its own process costs, against Parsl's shared workers: even the raw floor is "
-    "~0.7 x Parsl on 5 ms numpy steps (~630 faults per step: each fresh child touches the BLAS buffers and "
-    "allocator pages anew, which a warm worker has already), and ~0.6 x Parsl on no-ops. So a fork per "
-    "step costs ~2-4 ms of CPU per step here before fleet adds anything; what it buys is isolation (a step's "
-    "globals, leaks, threads, signal handlers, crashes or os._exit cannot reach the next step; its memory "
-    "is returned when it exits; it can be killed alone), per-step logs, pinning and placement. Fleet / "
-    "Parsl is ~0.2 on no-ops and ~0.45 on 5 ms steps; longer steps dilute it.",
+    "~0.4-0.5 x Parsl here, and fleet / Parsl is ~0.14 on no-ops and ~0.4 on the numpy step; longer steps "
+    "dilute it. What it buys is isolation (a step's globals, leaks, threads, signal handlers, crashes or "
+    "os._exit cannot reach the next step; its memory is returned when it exits; it can be killed alone), "
+    "per-step logs, pinning and placement.",
 ]
 
 
@@ -373,7 +437,10 @@ def main(argv=None) -> int:
     ap.add_argument("--kinds", default=",".join(KINDS), help="workloads: noop,numpy")
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--readme-only", action="store_true")
+    ap.add_argument("--baseline", default="", help="a checkout of fleet to measure too, as \"before\"")
     args = ap.parse_args(argv)
+    if args.baseline:
+        BASELINE.append(str(Path(args.baseline).resolve()))
     args.kinds = tuple(k for k in args.kinds.split(",") if k)
     if args.readme_only:
         write_section(HEADING, readme(json.loads((nb.RESULTS / "peer_compare.json").read_text())))
@@ -386,7 +453,8 @@ def main(argv=None) -> int:
         return 2
     res = {"benchmark": "peer_compare", "command": "python benchmarks/peer_compare.py"
            + (f" --steps {args.steps}" if args.steps != 2000 else "")
-           + (f" --rounds {args.rounds}" if args.rounds != 3 else ""),
+           + (f" --rounds {args.rounds}" if args.rounds != 3 else "")
+           + (f" --baseline {args.baseline}" if args.baseline else ""),
            "date": nb.today(), "machine": nb.machine(), "parsl": parsl.__version__,
            "steps": args.steps, "rounds": args.rounds}
     t = time.perf_counter()

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from fleet.cli_simulate import coordinator_args, reservation_options, simulate_options
+from fleet.control import window_option
 from fleet.control.checks import checked_suite, preload_hint
 from fleet.core.problems import SuiteError
 from fleet.core.units import counted
@@ -158,7 +159,8 @@ def _cannot_use(err) -> None:
 
 def _coordinator_options(heartbeat, heartbeat_timeout, stale_after, max_attempts, **end) -> list[str]:
     return ["--heartbeat", str(heartbeat), "--timeout", str(heartbeat_timeout),
-            "--stale-after", str(stale_after), "--max-attempts", str(max_attempts)] + end_args(**end) + coordinator_args()
+            "--stale-after", str(stale_after), "--max-attempts", str(max_attempts)] + end_args(**end) \
+        + coordinator_args() + window_option.args()
 
 
 def coordinator_options(f):
@@ -173,7 +175,7 @@ def coordinator_options(f):
                      help="attempts of a step across all fleets before it is stopped (0: no limit)")(f)
     f = click.option("--stale-after", type=click.FloatRange(min=0), default=600.0,
                      help="seconds after which another fleet's unrefreshed claim on a step is adopted")(f)
-    return f
+    return window_option.option(f)
 
 
 @main.command()

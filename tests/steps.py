@@ -69,3 +69,10 @@ def burn(ctx):
     end = time.process_time() + 0.05
     while time.process_time() < end:
         pass
+
+
+def wait_for_file(ctx):
+    """Run until the file args["path"] exists (the test's gate), at most 60 s."""
+    deadline = time.monotonic() + 60
+    while not os.path.exists(ctx.args["path"]) and time.monotonic() < deadline:
+        time.sleep(0.005)

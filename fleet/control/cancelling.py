@@ -18,7 +18,7 @@ from fleet.core.scheduler import Cancel, Kill, Scheduler
 from fleet.wire import messages as P
 
 REASON = "cancelled (fleet cancel)"
-NOT_STARTED = (S.WAITING, S.READY)
+NOT_STARTED = (S.WAITING, S.READY, S.QUEUED)  # queued: handed to its node, not started (fleet.core.window)
 HELD = NOT_STARTED + (S.SUSPENDED,)  # not running now: a parent waiting for its children too
 
 
@@ -48,7 +48,7 @@ class Cancelling:
             view = self.sched.view(d.step)
         except KeyError:
             return
-        if view.state != S.RUNNING or view.attempt != d.attempt or not view.placement:
+        if view.state not in (S.RUNNING, S.QUEUED) or view.attempt != d.attempt or not view.placement:
             return
         node = view.placement[0].node
         if not self.send(node, P.Kill(d.step, d.attempt, cancel=True)):

@@ -52,7 +52,7 @@ class Coordinator:
     def __init__(self, run_dir: Path, nodes: int, launcher: Launcher, *, bind_host: str = "127.0.0.1",
                  heartbeat_s: float = 1.0, timeout_s: float = 10.0, join_timeout_s: float = 60.0,
                  preload: tuple[str, ...] = (), profile: Profile | None = None, advertise: str = "",
-                 stale_after: float = 600.0, max_attempts: int = 5, connection_name: str = connection.NAME):
+                 stale_after: float = 600.0, max_attempts: int = 5, connection_name: str = connection.NAME, window=None):
         self.run_dir = Path(run_dir).resolve()
         # This fleet among all that may share the run directory (claims name it).
         self.fleet_id = f"{socket.gethostname()}-{os.getpid()}-{os.urandom(3).hex()}"
@@ -65,7 +65,7 @@ class Coordinator:
         self.preload = preload
         self.profile = profile or Profile("local", "")
         self.started = time.time()
-        self.sched = Scheduler()
+        self.sched = Scheduler(window=window)  # steps handed to a node ahead (fleet.core.window; None: its cores)
         self.events = EventLog(self.run_dir / "events.jsonl", fleet=self.fleet_id)
         self.transport = Transport(bind_host, advertise)
         self.specs: dict[str, object] = {}  # step id -> StepSpec, every step submitted to this fleet
@@ -139,6 +139,7 @@ class Coordinator:
                     self._tend_claims()
                     next_claims = time.monotonic() + self.claims.period()
                 self.recorder.turn()  # the journal first: the events never say more
+                self.transport.flush(self._unreachable)  # the turn's launches, one message per agent
                 self.events.flush()
                 self.liveness.listening()
         finally:
@@ -228,8 +229,8 @@ class Coordinator:
             self.launcher.note_failure(f"{msg.node}: {msg.reason}")
             return
         agent = self.liveness.known(ident, msg)
-        if agent is None or isinstance(msg, P.Heartbeat):
-            return
+        if agent is None or launching.reported(self, agent.node, msg, now) or isinstance(msg, P.Heartbeat):
+            return  # (launching: a Dropped, and reports of queued steps that came early)
         if isinstance(msg, P.Started):
             self._started(agent.node, msg, now)
         elif isinstance(msg, P.Exited):
@@ -353,7 +354,7 @@ class Coordinator:
 
     def _act(self, decisions, now: float) -> None:
         for d in decisions:
-            if isinstance(d, Start):
+            if isinstance(d, launching.DECIDED):  # Start, and a node's window (fleet.core.window)
                 self._start(d, now)
             elif isinstance(d, Wait):
                 self.events.write(events.Wait.of(now, d.step, d.why, d.behind))
@@ -412,7 +413,7 @@ class Coordinator:
             self.recorder.final(step, outcome, {"reason": reason, "fleet": self.fleet_id, "at": now})
 
     def _start(self, d: Start, now: float) -> None:
-        if self.stopping:
+        if launching.recorded(self.events, d, now) or self.stopping:
             return  # nothing starts during teardown (a retry decided now has nowhere to run)
         spec = self.specs[d.step]
         c = self.recorder.claim(d, spec)
@@ -420,9 +421,8 @@ class Coordinator:
             for event in self.claims.not_ours(d, c, now):
                 self._feed(event, now)
             return
-        if c.adopted is not None:
-            self.events.write(events.Adopted(t=now, step=d.step, attempt=d.attempt, previous=c.adopted))
-        self.events.write(launching.start_record(now, d))
+        for rec in launching.start_records(now, d, c.adopted):
+            self.events.write(rec)
         slot = d.placement[0]
         try:
             msg = launching.launch(self.profile, spec, d, self.claims.run_dir_of(d.step), self.fleet_id)

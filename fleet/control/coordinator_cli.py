@@ -44,6 +44,8 @@ def parser() -> argparse.ArgumentParser:
                     help="seconds a ready step waits before resources are reserved for it (fleet.core.reservations)")
     ap.add_argument("--no-reservations", action="store_true", help="no reservations: greedy backfill only")
     ap.add_argument("--connection-name", default=connection.NAME)
+    ap.add_argument("--window", type=int, default=None,
+                    help="steps each node may be handed ahead of time (default: its cores; 0: none)")
     ap.add_argument("--parent-pid", type=int, default=0,
                     help="stop (SIGTERM: a clean teardown) when this process, our parent, dies")
     return ap
@@ -85,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
                                     bind_host=bind, heartbeat_s=args.heartbeat, timeout_s=args.timeout,
                                     join_timeout_s=args.join_timeout, preload=preload, profile=profile,
                                     advertise=args.advertise, stale_after=args.stale_after,
-                                    max_attempts=args.max_attempts, connection_name=args.connection_name)
+                                    max_attempts=args.max_attempts, connection_name=args.connection_name,
+                                    window=args.window)
     coord.drain.plan(*_end(args))
     # The batch system's warning (#SBATCH --signal=B:USR1@300, passed on by fleet run): drain now.
     signal.signal(signal.SIGUSR1, coord.drain.on_signal)

@@ -1,15 +1,20 @@
 """Turning a Start decision into what records it and what an agent runs: the `start`
 record and the Launch message, with an MPI step's launcher command rendered for the
 machine (fleet.site.mpi) and the files it reads written into the step's .fleet
-directory."""
+directory. A node's window (fleet.core.window) is acted on here too: a Queue is a
+launch that waits on the node for its predecessor (Launch.after, recorded `queued`),
+a Begin only a `start` record, an Unqueued an `unqueued` one; a Dropped report (the
+node dropped a queued launch) ends the step through the scheduler."""
 
 from __future__ import annotations
 
 import itertools
 import time
+import weakref
 from pathlib import Path
 
-from fleet.core.scheduler import Start
+from fleet.core import states as S
+from fleet.core.scheduler import Begin, Queue, Start, StepExited, Unqueued
 from fleet.site import mpi
 from fleet.site.profiles import Profile
 from fleet.wire import events
@@ -20,13 +25,60 @@ from fleet.wire import records
 # Children whose outcomes a Launch carries (ctx.children); past this, only those that did
 # not succeed (as many), and how many were left out (ctx.children_omitted).
 CHILDREN_IN_LAUNCH = 10_000
+# The decisions the coordinator's _start takes (Begin and Unqueued are only recorded).
+DECIDED = (Start, Queue, Begin, Unqueued)
 
 
 class CannotLaunch(Exception):
     """The step cannot be launched as decided (its reason is the message)."""
 
 
-def start_record(now: float, d: Start) -> events.Start:
+def start_records(now: float, d, adopted) -> list:
+    """What a decided launch records: an adopted claim, then `start` (`queued` for a Queue)."""
+    out = [] if adopted is None else [events.Adopted(t=now, step=d.step, attempt=d.attempt, previous=adopted)]
+    if isinstance(d, Queue):
+        return out + [events.Queued(t=now, step=d.step, attempt=d.attempt, node=d.placement[0].node, after=d.after)]
+    return out + [start_record(now, d)]
+
+
+def recorded(log, d, now: float) -> bool:
+    """Record a Begin (the step runs now: its `start` record) or an Unqueued; True if
+    `d` was one of them (nothing else is done for it)."""
+    if isinstance(d, Begin):
+        log.write(start_record(now, d))
+    elif isinstance(d, Unqueued):
+        log.write(events.Unqueued(t=now, step=d.step, attempt=d.attempt, reason=d.reason))
+    else:
+        return False
+    return True
+
+
+# Reports of steps their node started before the scheduler knew (see early()), per coordinator.
+_EARLY: "weakref.WeakKeyDictionary[object, list]" = weakref.WeakKeyDictionary()
+
+
+def reported(coord, node: str, msg, now: float) -> bool:
+    """An agent's report this module handles: True if it did (a Dropped; a report that
+    came early, held), False for the coordinator's own handlers."""
+    held = _EARLY.get(coord)
+    if held:
+        _replay(coord, held)
+    if isinstance(msg, (P.Started, P.Exited)):
+        return early(coord, node, msg, now)
+    if not isinstance(msg, P.Dropped):
+        return False
+    try:
+        view = coord.sched.view(msg.step)
+    except KeyError:
+        view = None
+    if view is None or view.state != S.QUEUED or view.attempt != msg.attempt or view.placement[0].node != node:
+        coord.transport.warn("stale dropped", f"dropped a stale report of {msg.step!r} attempt {msg.attempt} dropped")
+    else:
+        coord._feed(StepExited(msg.step, msg.attempt, S.CANCELLED, msg.reason or "cancelled before it started"), now)
+    return True
+
+
+def start_record(now: float, d) -> events.Start:
     """The `start` record of a decision: the first node, and everything it holds."""
     return events.Start(t=now, step=d.step, attempt=d.attempt, node=d.placement[0].node,
                         cores=[c for s in d.placement for c in s.cores],
@@ -35,6 +87,44 @@ def start_record(now: float, d: Start) -> events.Start:
                         nodes=[s.node for s in d.placement],
                         placement=[dict(node=s.node, cores=list(s.cores), gpus=list(s.gpus), memory=s.memory)
                                    for s in d.placement])
+
+
+def early(coord, node: str, msg, now: float) -> bool:
+    """A Started or Exited of a step still QUEUED here: its node started it when its
+    predecessor ended, and that exit is still among the events the loop has not handed
+    the scheduler yet (a busy turn ends before its inbox does). Hand it those events
+    now, up to the one that starts the step; should the scheduler be holding events
+    (a submission part way in), keep the report until it knows (True: held)."""
+    try:
+        if coord.sched.state(msg.step) != S.QUEUED:  # the common case, at the cost of a lookup
+            return False
+    except KeyError:
+        return False
+    view = coord.sched.view(msg.step)
+    if view.attempt != msg.attempt or view.placement[0].node != node:
+        return False
+    inbox, todo = coord._inbox, coord._todo
+    while inbox and coord.sched.state(msg.step) == S.QUEUED and not coord.sched.entering():
+        event, at = inbox.popleft()
+        todo.extend((d, at) for d in coord.sched.handle(event, at))
+    if coord.sched.state(msg.step) != S.QUEUED:
+        return False
+    _EARLY.setdefault(coord, []).append((node, msg, now))
+    return True
+
+
+def _replay(coord, held: list) -> None:
+    """Hand the held early reports to the coordinator's handlers, in order, once their
+    steps are no longer queued."""
+    keep = []
+    for node, msg, now in held:
+        if keep or coord.sched.state(msg.step) == S.QUEUED:
+            keep.append((node, msg, now))  # and all after it: a step's Exited never before its Started
+        elif isinstance(msg, P.Started):
+            coord._started(node, msg, now)
+        else:
+            coord._exited(node, msg, now)
+    held[:] = keep
 
 
 def launch(profile: Profile, spec, d: Start, run_dir: Path, fleet_id: str = "") -> P.Launch:
@@ -65,7 +155,7 @@ def launch(profile: Profile, spec, d: Start, run_dir: Path, fleet_id: str = "") 
         # A declared memory is a limit; a share taken for want of one is not. An MPI step's
         # ranks are its launcher's, and the launcher is given the limit (fleet.site.mpi).
         memory_limit=slot.memory if spec.memory is not None and not spec.mpi else 0,
-        **resumed(spec, d, run_dir, env))
+        after=getattr(d, "after", ""), **resumed(spec, d, run_dir, env))
 
 
 def resumed(spec, d: Start, run_dir: Path, env: dict) -> dict:

@@ -6,8 +6,8 @@ import time
 
 from fleet.core.units import format_memory
 
-STATES = ("waiting", "ready", "running", "suspended", "succeeded", "skipped", "failed", "terminated", "out_of_memory",
-          "lost", "blocked", "unrunnable", "broken", "interrupted")
+STATES = ("waiting", "ready", "queued", "running", "suspended", "succeeded", "skipped", "failed", "terminated",
+          "out_of_memory", "lost", "blocked", "unrunnable", "broken", "interrupted")
 
 
 def _dur(s: float) -> str:

@@ -1,6 +1,9 @@
 """The coordinator's two ROUTER sockets (agents, clients), both under CURVE.
 
-Draining is bounded per call so one busy socket cannot starve the other. What
+Draining is bounded per call so one busy socket cannot starve the other. An agent
+may send several messages as one ZeroMQ message of several frames, one message per
+frame (fleet.wire.framing, "Batches"); what the coordinator sends an agent in one loop
+turn goes the same way, in order, when the loop calls flush(). What
 cannot be used (wrong frame count, undecodable, a handler that raised) is dropped
 and counted by kind; the first of each kind is logged, the rest only counted, so
 garbage neither floods the log nor grows memory.
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import time
 from typing import Callable
 
 import zmq
@@ -50,6 +54,7 @@ class Transport:
         self.client_endpoint = f"tcp://{addr}:{cport}"
         self.dropped: dict[str, int] = {}
         self._warned: set[str] = set()
+        self._out: dict[bytes, list[bytes]] = {}  # identity -> frames for it this turn, in order
 
     def drain(self, sock, handler: Callable, refused: Callable[[P.ProtocolError], None] | None = None) -> bool:
         """Hand up to DRAIN_BATCH waiting messages of `sock` to handler(identity, msg);
@@ -60,27 +65,32 @@ class Transport:
                 frames = sock.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return True
-            if len(frames) != 2:
+            # A client asks one thing at a time; an agent may batch (one message a frame).
+            if len(frames) != 2 and (sock is self.client_sock or len(frames) < 2):
                 self.warn("frames", f"dropped a message of {len(frames)} frames")
                 continue
-            ident, frame = frames
-            try:
-                msg = P.decode(frame)
-            except P.ProtocolError as e:
-                self.warn(f"bad:{type(e).__name__}", f"dropped a malformed message: {e}")
-                if isinstance(e, P.VersionMismatch):
-                    self.reply(sock, ident, P.Error(str(e)))
-                    if refused is not None:
-                        refused(e)
-                elif sock is self.client_sock:
-                    # Unknown fields are rejected: a client told why does not wait for nothing.
-                    self.reply(sock, ident, P.Error(f"malformed message: {e}"))
-                continue
-            try:
-                handler(ident, msg)
-            except Exception as e:
-                self._failed(sock, ident, msg, e)
+            ident = frames[0]
+            for frame in frames[1:]:
+                self._one(sock, ident, frame, handler, refused)
         return False
+
+    def _one(self, sock, ident: bytes, frame: bytes, handler: Callable, refused) -> None:
+        try:
+            msg = P.decode(frame)
+        except P.ProtocolError as e:
+            self.warn(f"bad:{type(e).__name__}", f"dropped a malformed message: {e}")
+            if isinstance(e, P.VersionMismatch):
+                self.reply(sock, ident, P.Error(str(e)))
+                if refused is not None:
+                    refused(e)
+            elif sock is self.client_sock:
+                # Unknown fields are rejected: a client told why does not wait for nothing.
+                self.reply(sock, ident, P.Error(f"malformed message: {e}"))
+            return
+        try:
+            handler(ident, msg)
+        except Exception as e:
+            self._failed(sock, ident, msg, e)
 
     def _failed(self, sock, ident: bytes, msg, e: Exception) -> None:
         # A bug (or a well-keyed peer's ill-typed fields) must not stop the fleet, nor
@@ -119,12 +129,29 @@ class Transport:
             pass
 
     def send(self, identity: bytes, msg) -> bool:
-        """Send msg to an agent; False if it could not be queued."""
+        """Send msg to an agent; False if it could not be queued. A Launch waits for the
+        end of the loop turn (flush), and so does whatever follows it to the same agent
+        meanwhile (in order): a turn's launches to one agent go as one message."""
+        pending = self._out.get(identity)
+        if pending is not None or isinstance(msg, P.Launch):
+            self._out.setdefault(identity, []).append(P.encode(msg))
+            return True
         try:
             self.agent_sock.send_multipart([identity, P.encode(msg)], zmq.NOBLOCK)
             return True
         except (zmq.Again, zmq.ZMQError):
             return False
+
+    def flush(self, unreachable: Callable[[str, float], None]) -> None:
+        """Send each agent what this turn has for it, as one message of one frame per
+        message, in order; unreachable(node, now) for each agent it could not be given to
+        (its identity is its node's name)."""
+        out, self._out = self._out, {}
+        for identity, frames in out.items():
+            try:
+                self.agent_sock.send_multipart([identity, *frames], zmq.NOBLOCK)
+            except (zmq.Again, zmq.ZMQError):
+                unreachable(identity.decode(errors="replace"), time.time())
 
     def close(self) -> None:
         self.agent_sock.close(0)

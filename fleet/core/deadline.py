@@ -17,6 +17,7 @@ The scheduler holds one Deadline and calls it from its pass (refuse), on its eve
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
@@ -100,3 +101,18 @@ class Deadline:
         self.drained = True
         self.reason = ev.reason
         return [Kill(j.spec.id, j.attempt, DRAIN_KILL + ev.reason) for j in running]
+
+
+def too_late(sched, job, cls, heads: list, now: float, out: list) -> bool:
+    """True if the step cannot end before the drain point: it leaves its class (of the
+    scheduler's pass) for good, with its Wait, and the class's next step is tried."""
+    why = sched.deadline.refuse(job.spec, now)
+    if why is None:
+        return False
+    heapq.heappop(cls.heap)
+    sched._wait(job, why, 0, out)
+    if cls.heap:
+        heapq.heappush(heads, (cls.heap[0], cls.key))
+    else:
+        del sched._classes[cls.key]
+    return True

@@ -20,7 +20,7 @@ import itertools
 from typing import Iterator, Mapping
 
 from fleet.core import states as S
-from fleet.core.decisions import Blocked, Skipped, Submitted
+from fleet.core.decisions import Blocked, Decision, Skipped, Submitted
 from fleet.core.graph import _kahn
 
 NEW, KEEP, RENEW, AFTER = "new", "keep", "renew", "after"
@@ -70,7 +70,7 @@ def planned(ev: Submitted, jobs: Mapping, chunk: int, work) -> Iterator[None]:
         elif old.state == S.ELSEWHERE or (not dep_runs and old.spec.identity() == steps[sid].identity()):
             what = KEEP  # another fleet runs it, or it is still to run as submitted
         else:
-            what = AFTER if old.state == S.RUNNING else RENEW
+            what = AFTER if old.state in (S.RUNNING, S.QUEUED) else RENEW  # queued: on a node already
         plan[sid] = what
         if what in (NEW, RENEW) and done:
             skip.add(sid)

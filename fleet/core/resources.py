@@ -130,6 +130,11 @@ class Pool:
         n = self._by_name.get(name)
         return n is not None and n.alive
 
+    def spec_of(self, name: str) -> NodeSpec | None:
+        """What the node brings, or None for a node not in the pool."""
+        node = self._by_name.get(name)
+        return node.spec if node is not None and node.alive else None
+
     def free_on(self, name: str) -> tuple[int, int, int]:
         n = self._by_name[name]
         return len(n.free_cores), len(n.free_gpus), n.free_mem

@@ -25,7 +25,7 @@ from fleet.core import states as S
 from fleet.core import waits as W
 from fleet.core.units import counted
 from fleet.core.generations import Entries, Entry as _Entry
-from fleet.core.deadline import AllocationEnds, Deadline, DrainNow
+from fleet.core.deadline import DRAIN_KILL, AllocationEnds, Deadline, DrainNow, too_late
 from fleet.core.decisions import (Blocked, Cancel, Decision, Elsewhere, EnterMore, Entering, Event, Finished,
                                   Ignored, JobView, Kill, NodeJoined, NodeLost, Reclaim, Retry, Settled, Skipped,
                                   Start, StepExited, Submitted, Unrunnable, Wait, submission)
@@ -34,21 +34,25 @@ from fleet.core.phases import Phases
 from fleet.core.reservations import RESERVE_AFTER_S, Reservations
 from fleet.core.resources import Capacity, Demand, Pool
 from fleet.core.suite import StepSpec
+from fleet.core.window import Begin, Queue, Unqueued, Window
 
 __all__ = ["Scheduler", "JobView", "Event", "Decision", "NodeJoined", "NodeLost", "Submitted", "EnterMore",
            "StepExited", "Elsewhere", "Settled", "Reclaim", "Cancel", "Start", "Wait", "Retry", "Finished",
-           "Blocked", "Unrunnable", "Skipped", "Entering", "Ignored", "Kill", "submission"]
+           "Blocked", "Unrunnable", "Skipped", "Entering", "Ignored", "Kill", "submission", "Queue", "Begin", "Unqueued"]
 
 
 class Scheduler(Entries, Phases):
     """Decides what runs where and when. Feed it events; act on its decisions."""
 
-    def __init__(self, reserve_after: float | None = RESERVE_AFTER_S) -> None:
+    def __init__(self, reserve_after: float | None = RESERVE_AFTER_S, window: int | None = 0) -> None:
         """`reserve_after`: seconds a ready step waits before it gets a reservation
-        (fleet.core.reservations); None: no reservations at all (greedy backfill)."""
+        (fleet.core.reservations); None: no reservations at all (greedy backfill).
+        `window`: steps each node may be handed ahead of time (fleet.core.window;
+        None: as many as it has cores, 0: none)."""
         self.pool = Pool()
         self._res = Reservations(reserve_after)
         self._now = 0.0
+        self.window = Window(self, window)
         self._jobs: dict[str, _Job] = {}
         self._classes: dict[tuple, _Class] = {}
         self._running: dict[str, _Job] = {}
@@ -95,6 +99,8 @@ class Scheduler(Entries, Phases):
             self.deadline.ends(event)
         elif isinstance(event, DrainNow):
             out += self.deadline.drain(event, [j for j in self._running.values() if not j.cancelled])
+            for job in list(self.window.next.values()):  # handed to a node, not started: dropped there
+                self.window.cancel(job, DRAIN_KILL + event.reason, out)
         else:
             raise TypeError(f"not a scheduler event: {event!r}")
         self._schedule(now, out)
@@ -232,6 +238,8 @@ class Scheduler(Entries, Phases):
 
     def _exited(self, ev: StepExited, now: float, out: list[Decision]) -> None:
         job = self._jobs.get(ev.step)
+        if job is not None and job.state == S.QUEUED and job.attempt == ev.attempt:
+            return self.window.dropped(job, ev.outcome, ev.reason, out)  # its node never started it
         if job is None or job.state != S.RUNNING or job.attempt != ev.attempt:
             out.append(Ignored(f"exit of {ev.step!r} attempt {ev.attempt}: not running"
                                + (f" (now {job.state}, attempt {job.attempt})" if job else " (unknown step)")))
@@ -283,6 +291,9 @@ class Scheduler(Entries, Phases):
         ended = []
         for sid in self._with_children(ev.steps):  # a waiting parent's children with it
             job = self._jobs.get(sid)
+            if job is not None and job.state == S.QUEUED:
+                self.window.cancel(job, ev.reason, out)  # its node drops it
+                continue
             if job is None or job.state not in (S.WAITING, S.READY, S.RUNNING, S.SUSPENDED):
                 out.append(Ignored(f"cancel of {sid!r}: " + (f"it is {job.state}" if job else "unknown step")))
                 continue
@@ -315,6 +326,8 @@ class Scheduler(Entries, Phases):
 
     def _elsewhere(self, ev, out: list[Decision]) -> None:
         job = self._jobs.get(ev.step)
+        if isinstance(ev, Elsewhere) and job is not None and job.state == S.QUEUED and job.attempt == ev.attempt:
+            return self.window.elsewhere(job, ev.reason, out)
         if isinstance(ev, Elsewhere):
             if job is None or job.state != S.RUNNING or job.attempt != ev.attempt:
                 out.append(Ignored(f"{ev.step!r} attempt {ev.attempt} is not running"))
@@ -342,7 +355,8 @@ class Scheduler(Entries, Phases):
             self._block_descendants(job, job.spec.id, out)
 
     def _stop_running(self, job: _Job) -> None:
-        self.pool.release(job.placement)
+        if not self.window.stop(job):  # else a queued step takes its resources
+            self.pool.release(job.placement)
         self._res.stopped(job, self.pool)
         del self._running[job.spec.id]
         for slot in job.placement:
@@ -367,6 +381,7 @@ class Scheduler(Entries, Phases):
             out.append(Ignored(f"loss of unknown node {ev.node!r}"))
             return
         victims = [self._jobs[s] for s in self._on_node.get(ev.node, ())]
+        self.window.lost(ev.node, ev.reason, out)  # before the victims: none of them starts now
         self.pool.remove(ev.node)
         self._capacity = None
         for job in sorted(victims, key=lambda j: j.seq):
@@ -395,16 +410,9 @@ class Scheduler(Entries, Phases):
                 return
 
     # -- the pass --------------------------------------------------------------------------
-    def _schedule(self, now: float, out: list[Decision]) -> None:
-        if self._unresolved and self.pool.nodes():
-            pending, self._unresolved = self._unresolved, []
-            for job in pending:
-                if job.state == S.WAITING:
-                    self._resolve(job, out)
-        if self._exclusive_running is not None or self.deadline.drained:
-            return
-        pool, res = self.pool, self._res
-        res.begin(pool, now, self._classes)  # before the blocked classes are judged: it may free holds
+    def _heads(self, pool: Pool, res, now: float) -> list:
+        """The first step of each class worth trying this pass, as a heap in pass order:
+        a blocked class only if a node it could fit on released something since."""
         heads: list[tuple[tuple[int, int, str], tuple]] = []
         for cls in self._classes.values():
             if not cls.heap:
@@ -415,12 +423,26 @@ class Scheduler(Entries, Phases):
                     continue
             heads.append((cls.heap[0], cls.key))
         heapq.heapify(heads)
+        return heads
+
+    def _schedule(self, now: float, out: list[Decision]) -> None:
+        self.window.begin(now, out)
+        if self._unresolved and self.pool.nodes():
+            pending, self._unresolved = self._unresolved, []
+            for job in pending:
+                if job.state == S.WAITING:
+                    self._resolve(job, out)
+        if self._exclusive_running is not None or self.deadline.drained:
+            return
+        pool, res = self.pool, self._res
+        res.begin(pool, now, self._classes)  # before the blocked classes are judged: it may free holds
+        heads = self._heads(pool, res, now)
         started = False
         while heads:
             (_, _, sid), key = heapq.heappop(heads)
             cls = self._classes[key]
             job = self._jobs[sid]
-            if self.deadline.drain_at is not None and self._too_late(job, cls, heads, now, out):
+            if self.deadline.drain_at is not None and too_late(self, job, cls, heads, now, out):
                 continue
             if cls.exclusive and (self._running or started):
                 why = W.WaitReason(W.ALONE, detail=f"waiting for {counted(len(self._running), 'running step')} to finish")
@@ -448,26 +470,15 @@ class Scheduler(Entries, Phases):
             for slot in placement:
                 self._on_node[slot.node].add(sid)
             out.append(Start(sid, job.attempt, placement, self._resume_of(sid)))
+            self.window.started(job)
             started = True
             if cls.exclusive:
                 self._exclusive_running = job
                 return
             if cls.heap:
                 heapq.heappush(heads, (cls.heap[0], key))
-
-    def _too_late(self, job: _Job, cls: _Class, heads: list, now: float, out: list[Decision]) -> bool:
-        """True if the step cannot end before the drain point (fleet.core.deadline): it
-        leaves its class for good, with its Wait, and the class's next step is tried."""
-        why = self.deadline.refuse(job.spec, now)
-        if why is None:
-            return False
-        heapq.heappop(cls.heap)
-        self._wait(job, why, 0, out)
-        if cls.heap:
-            heapq.heappush(heads, (cls.heap[0], cls.key))
-        else:
-            del self._classes[cls.key]
-        return True
+        if self._exclusive_running is None:
+            self.window.fill(out)
 
     def _wait(self, job: _Job, why: W.WaitReason, behind: int, out: list[Decision]) -> None:
         # Said again only when the words change: the free counts behind an unchanged

@@ -63,6 +63,7 @@ SUSPENDED = "suspended"  # waiting for its children, holding nothing (fleet.core
 BROKEN = "broken"  # the step said it cannot succeed: final, never retried
 # How an attempt may end early to run again (fleet.core.phases): exit outcomes, not states.
 WAIT, NEXT, RESTART = "wait", "next", "restart"
+QUEUED = "queued"  # handed to a node ahead of time, behind a running step (fleet.core.window)
 
 # (state, what happened) -> next state
 TRANSITIONS: dict[tuple[str, str], str] = {
@@ -94,6 +95,14 @@ TRANSITIONS: dict[tuple[str, str], str] = {
     (SUSPENDED, "resume"): READY,
     (SUSPENDED, "cancel"): CANCELLED,
     (RUNNING, "broken"): BROKEN,
+    # A node's window (fleet.core.window): not an attempt until it starts.
+    (READY, "queue"): QUEUED,
+    (QUEUED, "start"): RUNNING,
+    (QUEUED, "unqueue"): READY,
+    (QUEUED, "cancel"): CANCELLED,
+    (QUEUED, "stopped"): STOPPED,
+    (QUEUED, "elsewhere"): ELSEWHERE,
+    (QUEUED, "failed"): FAILED,  # its launch could not be made
 }
 
 FINAL = frozenset({SUCCEEDED, FAILED, TERMINATED, LOST, BLOCKED, UNRUNNABLE, SKIPPED, STOPPED, TIMED_OUT, CANCELLED,

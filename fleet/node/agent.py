@@ -11,6 +11,9 @@ A relayed message is forwarded as the bytes that came, once decoding them has ch
 them: the coordinator's Launch, Kill and Preload reach the zygote, and the zygote's
 Started, Exited and Preloaded reach the coordinator, exactly as their senders encoded
 them. The coordinator knows which node reports from this agent's ZeroMQ identity.
+What one loop turn relays goes as one batch each way (fleet.wire.framing, "Batches"):
+the coordinator's messages to the zygote in one write, the zygote's reports to the
+coordinator as one multipart ZeroMQ message.
 """
 
 from __future__ import annotations
@@ -80,20 +83,24 @@ class Agent:
         """Send one of our own messages to the coordinator."""
         self.relay(P.encode(msg))
 
-    def relay(self, payload: bytes) -> None:
-        """Send an encoded message to the coordinator (dropped if its queue is full)."""
-        if len(payload) > P.MAX_FRAME:  # the coordinator's socket would drop us for it
-            self._warn(f"dropped a message of {len(payload)} bytes, over the {P.MAX_FRAME} limit")
+    def relay(self, *payloads: bytes) -> None:
+        """Send encoded messages to the coordinator as one message of one frame each
+        (dropped if its queue is full)."""
+        over = [p for p in payloads if len(p) > P.MAX_FRAME]
+        for p in over:  # the coordinator's socket would drop us for it
+            self._warn(f"dropped a message of {len(p)} bytes, over the {P.MAX_FRAME} limit")
+        frames = [p for p in payloads if len(p) <= P.MAX_FRAME] if over else list(payloads)
+        if not frames:
             return
         try:
-            self.sock.send(payload, self.zmq.NOBLOCK)
+            self.sock.send_multipart(frames, self.zmq.NOBLOCK)
         except self.zmq.Again:
             pass
 
-    def to_zygote(self, payload: bytes) -> bool:
-        """Write an encoded message to the zygote; False if it is gone."""
+    def to_zygote(self, *payloads: bytes) -> bool:
+        """Write encoded messages to the zygote, in one write; False if it is gone."""
         try:
-            framing.write_payload(self.req_w, payload)
+            framing.write_payloads(self.req_w, list(payloads))
             return True
         except (BrokenPipeError, OSError):
             return False
@@ -158,28 +165,39 @@ class Agent:
         self.stopping = f"signal {signal.Signals(signum).name}"
 
     def _drain_coordinator(self) -> None:
+        relayed: list[bytes] = []  # for the zygote, as they came, in one write
+        try:
+            launches = self._take_coordinator(relayed)
+        finally:
+            if relayed and not self.to_zygote(*relayed) and launches:
+                self.stopping = self.stopping or "the zygote is gone"
+
+    def _take_coordinator(self, relayed: list[bytes]) -> bool:
+        """Handle what the coordinator sent; what is for the zygote joins ``relayed``.
+        True if a Launch did (it cannot be lost silently: a zygote gone means stopping)."""
+        launches = False
         zmq = self.zmq
         while True:
             try:
-                frame = self.sock.recv(zmq.NOBLOCK)
+                frame = self.sock.recv(zmq.NOBLOCK)  # a batch's frames come one by one
             except zmq.Again:
-                return
+                return launches
             self.last_heard = time.monotonic()
             try:
                 msg = P.decode(frame)
             except P.ProtocolError as e:
                 if isinstance(e, P.VersionMismatch):  # only our coordinator can reach us: we cannot work together
                     self.stopping = f"the coordinator speaks protocol version {e.got!r}, this agent speaks {P.VERSION}"
-                    return
+                    return launches
                 self._warn(f"dropped a malformed message: {e}")
                 continue
             if isinstance(msg, P.Launch):
                 self.graces[(msg.step, msg.attempt)] = msg.grace
                 self.memory.launched(msg)
-                if not self.to_zygote(frame):  # as it came: decoding it was the check
-                    self.stopping = "the zygote is gone"
+                relayed.append(frame)  # as it came: decoding it was the check
+                launches = True
             elif isinstance(msg, (P.Kill, P.Preload)):
-                self.to_zygote(frame)
+                relayed.append(frame)
             elif isinstance(msg, P.Welcome):
                 self.heartbeat_s = msg.heartbeat_s
                 self.timeout_s = self.fence_s
@@ -192,19 +210,24 @@ class Agent:
                 self.stopping = f"the coordinator said: {msg.reason}"
 
     def _from_zygote(self, data: bytes) -> None:
-        """Relay the zygote's reports in ``data`` (the next bytes of its stream)."""
+        """Relay the zygote's reports in ``data`` (the next bytes of its stream), as one batch."""
+        out = []
         for payload, msg in self.reader.feed_frames(data):
             if isinstance(msg, P.Started):
                 self.pgids[(msg.step, msg.attempt)] = msg.pgid
                 self.memory.started(msg)
-            elif isinstance(msg, P.Exited):
+            elif isinstance(msg, (P.Exited, P.Dropped)):
                 self.pgids.pop((msg.step, msg.attempt), None)
                 self.graces.pop((msg.step, msg.attempt), None)
-                payload = self.memory.exited(msg, payload)  # out_of_memory, and its peak
+                if isinstance(msg, P.Exited):
+                    payload = self.memory.exited(msg, payload)  # out_of_memory, and its peak
+                else:
+                    self.memory.dropped(msg)
             elif not isinstance(msg, P.Preloaded):
                 self._warn(f"dropped an unexpected {msg.TYPE} message from the zygote")
                 continue
-            self.relay(payload)  # as the zygote encoded it
+            out.append(payload)  # as the zygote encoded it
+        self.relay(*out)
         for reason in self.reader.dropped:
             self._warn(f"dropped a malformed message from the zygote: {reason}")
         self.reader.dropped.clear()

@@ -74,6 +74,10 @@ class Enforcer:
         if limit and self.choice.kind == M.WATCHDOG:
             self.watched[(msg.step, msg.attempt)] = Watched(msg.pgid, limit)
 
+    def dropped(self, msg: P.Dropped) -> None:
+        """A queued launch its node dropped unstarted (fleet.node.queued): nothing to judge."""
+        self.limits.pop((msg.step, msg.attempt), None)
+
     def exited(self, msg: P.Exited, payload: bytes) -> bytes:
         """The Exited to relay: ``payload`` as it came, or re-encoded with what memory says."""
         key = (msg.step, msg.attempt)

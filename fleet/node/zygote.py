@@ -15,6 +15,10 @@ spawned with subprocess (vfork/posix_spawn, no copy of this process:
 :mod:`fleet.node.command`). Every child is reaped here with os.wait4 and reported
 as Exited.
 
+A Launch with ``after`` (a node's window) is held until the step it names is
+reaped here, then started at once (:mod:`fleet.node.queued`). Reports go to the agent
+once per loop turn, back to back in one write (:func:`fleet.wire.framing.write_payloads`).
+
 A step with a ``timeout`` is stopped when it passes (SIGTERM to its process group,
 SIGKILL after the step's ``grace``) and reported ``timed_out``; a Kill with ``cancel``
 stops it the same way and reports it ``cancelled`` (:mod:`fleet.node.stopping`).
@@ -52,10 +56,12 @@ from dataclasses import dataclass, field  # noqa: E402
 
 import msgpack  # noqa: E402
 
-from fleet.node import child, command, memlimit, protocol, threads as step_threads  # noqa: E402
+from fleet.node import child, command, exits, memlimit, threads as step_threads  # noqa: E402
 from fleet.node.preload import Preloads, thread_count  # noqa: E402,F401  (thread_count: ours too)
+from fleet.node.queued import Queued  # noqa: E402
+from fleet.node import spare as spare_mod  # noqa: E402
 from fleet.node.spare import Spare  # noqa: E402
-from fleet.node.stopping import Stops, ended_reason, signal_name  # noqa: E402
+from fleet.node.stopping import Stops  # noqa: E402
 from fleet.wire import framing  # noqa: E402
 from fleet.wire import messages as P  # noqa: E402
 
@@ -91,11 +97,15 @@ class Zygote:
         os.set_inheritable(fd_out, False)
         self.report_r, self.report_w = os.pipe()
         os.set_blocking(self.report_r, False)
+        self.wake_on_reports = not spare_mod.roomy(self.report_w)  # else read each turn, not woken for
         self.wake_r, self.wake_w = os.pipe()
         os.set_blocking(self.wake_r, False)
         os.set_blocking(self.wake_w, False)
         self.steps: dict[int, _Step] = {}  # by pid
         self.keys: dict[tuple[str, int], int] = {}  # (step, attempt) -> pid
+        self.ids: dict[str, int] = {}  # step -> pid: what a queued launch may wait for
+        self.queued = Queued()  # launches waiting for a step running here (fleet.node.queued)
+        self.outbox: list[bytes] = []  # reports of this loop turn, written at its end (flush)
         self.requests = framing.FrameReader()
         self.reports = msgpack.Unpacker(raw=False)
         self.agent_gone = False
@@ -130,10 +140,17 @@ class Zygote:
         print(f"fleet zygote {os.getpid()}: {text}", file=sys.stderr, flush=True)
 
     def send(self, msg) -> None:
-        if self.agent_gone:
+        """Report to the agent at the end of this loop turn (flush)."""
+        if not self.agent_gone:
+            self.outbox.append(P.encode(msg))
+
+    def flush(self) -> None:
+        """Write this turn's reports to the agent, in one write."""
+        out, self.outbox = self.outbox, []
+        if not out or self.agent_gone:
             return
         try:
-            framing.write_message(self.fd_out, msg)
+            framing.write_payloads(self.fd_out, out)
         except OSError:  # BrokenPipeError: the agent is gone, so are we
             self.agent_gone = True
             if self.stop_grace is None:
@@ -200,8 +217,10 @@ class Zygote:
     def launch(self, msg: P.Launch, payload: bytes | None = None) -> None:
         """Start one step: fork for a call, spawn for a command. ``payload`` is
         ``msg`` as received, handed on as it is to a spare child."""
-        if (msg.step, msg.attempt) in self.keys:
+        if (msg.step, msg.attempt) in self.keys or (msg.step, msg.attempt) in self.queued:
             self._warn(f"dropped a second launch of {msg.step} attempt {msg.attempt}")
+        elif msg.after and msg.after in self.ids:
+            self.queued.hold(msg, payload)  # started when that step is reaped
         elif msg.kind == "call" and self.preloads.poisoned:
             self._not_started(msg, self.preloads.poisoned)
         elif msg.kind == "call":
@@ -265,17 +284,13 @@ class Zygote:
     def _register(self, step: _Step) -> None:
         self.steps[step.pid] = step
         self.keys[(step.launch.step, step.launch.attempt)] = step.pid
+        self.ids[step.launch.step] = step.pid
         self.stops.arm(step, step.launch.timeout)
         self.send(P.Started(step.launch.step, step.launch.attempt, step.pid,
                                step.pgid, step.spawned_at))
 
     def _not_started(self, msg: P.Launch, error: str) -> None:
-        now = time.time()
-        self.send(P.Exited(
-            step=msg.step, attempt=msg.attempt, pid=0, outcome="failed",
-            returncode=None, signal=None, decided_at=msg.decided_at, first_at=now,
-            work_start=now, work_end=now, ended_at=now, utime=0.0, stime=0.0,
-            maxrss_kb=0, affinity=(), placement_ok=True, error=error))
+        self.send(exits.not_started(msg, error))
 
     def _signal_group(self, step: _Step, sig: int) -> None:
         try:
@@ -289,6 +304,9 @@ class Zygote:
     def kill(self, msg: P.Kill) -> None:
         """Signal a running step's process group (cancel: stop it, fleet.node.stopping);
         unknown steps are ignored (they have exited, and their Exited is on its way)."""
+        if msg.cancel and self.queued.drop(msg.step, msg.attempt):  # held: nothing ran
+            self.send(P.Dropped(msg.step, msg.attempt, "cancelled before it started"))
+            return
         pid = self.keys.get((msg.step, msg.attempt))
         if pid is not None and msg.cancel:
             self.stops.stop(self.steps[pid], self.steps[pid].launch.grace, "cancelled")
@@ -333,48 +351,20 @@ class Zygote:
 
     def _exited(self, step: _Step, status: int, usage, ended_at: float) -> None:
         self.keys.pop((step.launch.step, step.launch.attempt), None)
-        if os.WIFSIGNALED(status):
-            sig, rc, outcome = os.WTERMSIG(status), None, "terminated"
-        else:
-            sig, rc = None, os.WEXITSTATUS(status)
-            outcome = protocol.outcome(step.launch, rc, step.report)  # or wait, next, restart, broken
-        if step.popen is not None:
-            # Tell Popen it is reaped, or it would wait on a pid that may be reused.
-            step.popen.returncode = rc if rc is not None else -sig
-        rep = step.report
-        error = rep.get("error")
-        if step.ending is not None:  # stopped by us: that is how it ended, whatever its status
-            outcome = step.ending
-            error = ended_reason(step.ending, step.launch.timeout, step.launch.grace, step.killed)
-        elif outcome == "succeeded":
-            # A step that "succeeded" without its outputs would hand its consumers
-            # nothing: it failed, and they are blocked.
-            error = child.unproduced(step.launch)
-            if error:
-                outcome = "failed"
-                child.append_to_log(step.launch.log, f"fleet: {error}\n")
-        if error is None and sig is not None:
-            error = f"killed by {signal_name(sig)}"
-        elif error is None and rc:
-            error = f"exit status {rc}"
-        first_at = rep.get("first_at") or step.spawned_at
-        work_start = rep.get("work_start") or ended_at
-        work_end = rep.get("work_end") or ended_at
-        self.send(P.Exited(
-            step=step.launch.step, attempt=step.launch.attempt, pid=step.pid,
-            outcome=outcome, returncode=rc, signal=sig,
-            decided_at=step.launch.decided_at, first_at=first_at,
-            work_start=work_start, work_end=work_end, ended_at=ended_at,
-            utime=usage.ru_utime, stime=usage.ru_stime, maxrss_kb=usage.ru_maxrss,
-            affinity=tuple(rep.get("affinity") or ()),
-            placement_ok=bool(rep.get("placement_ok", True)), error=error, control=rep.get("control") or {}))
+        if self.ids.get(step.launch.step) == step.pid:
+            del self.ids[step.launch.step]
+        self.send(exits.exited(step, status, usage, ended_at))
+        # Its cores are free: what was queued behind it starts now, its Started after this Exited.
+        for msg, payload in self.queued.due(step.launch.step):
+            if self.stop_grace is None:
+                self.launch(msg, payload)
 
     # -- the loop ---------------------------------------------------------------
 
     def serve(self) -> int:
         """Serve until told to stop, then stop every step; returns the exit status."""
         poller = select.poll()
-        for fd in (self.fd_in, self.report_r, self.wake_r):
+        for fd in (self.fd_in, self.wake_r) + ((self.report_r,) if self.wake_on_reports else ()):
             poller.register(fd, select.POLLIN)
         self._make_spare()
         while self.stop_grace is None:
@@ -390,6 +380,7 @@ class Zygote:
             timer = self.stops.next_ms()
             if timer is not None:
                 timeout = timer if timeout is None else min(timeout, timer)
+            self.flush()
             for fd, _events in poller.poll(timeout):
                 if fd == self.wake_r:
                     self._drain(self.wake_r)
@@ -397,6 +388,8 @@ class Zygote:
                     self._read_reports()
                 elif fd == self.fd_in:
                     self._read_requests()
+            if not self.wake_on_reports:
+                self._read_reports()
             self.stops.due(self._grace_of)
             self.reap()
             self.preloads.turn(self)
@@ -413,6 +406,7 @@ class Zygote:
         """SIGTERM every step's group, SIGKILL each after its own grace (at most
         ``grace`` s), reap all."""
         self.stop_grace = grace
+        self.queued.clear()  # none of them starts
         self.spare.drop()
         self.preloads.drop()
         for step in list(self.steps.values()):
@@ -425,7 +419,9 @@ class Zygote:
             self._drain(self.wake_r)
             self.stops.due(self._grace_of)
             self.reap()
+            self.flush()  # each stopped step's exit as it comes
         self.reap(block=True)
+        self.flush()
         while True:  # anything else we parented (none expected): no zombies
             try:
                 if os.waitpid(-1, os.WNOHANG)[0] == 0:
@@ -485,6 +481,7 @@ def main(argv: list[str] | None = None) -> int:
     gc.collect()
     gc.freeze()
     zygote.send(P.Hello(os.getpid(), threads, preload, import_s))
+    zygote.flush()
     return zygote.serve()
 
 

@@ -222,6 +222,28 @@ class Adopted(Record):
     previous: Any = None
 
 
+@_record("queued")
+class Queued(Record):
+    """The step was handed to its node ahead of time (fleet.core.window): it starts
+    there when the running step `after` ends. Not an attempt until then; its `start`
+    record says when the coordinator learnt it took over `after`'s resources."""
+
+    step: str = ""
+    attempt: int = 0
+    node: str = ""
+    after: str = ""
+
+
+@_record("unqueued")
+class Unqueued(Record):
+    """A queued step left its node's window unstarted (the node was lost): ready again,
+    its attempt unused."""
+
+    step: str = ""
+    attempt: int = 0
+    reason: str = ""
+
+
 @_record("started")
 class Started(Record):
     """The step's process exists (`at`: the node's clock)."""

@@ -7,6 +7,14 @@ came, after checking it with :func:`fleet.wire.messages.decode`.
 
 :func:`write_message`, :func:`write_payload` and :func:`read_message` work on blocking
 descriptors; :class:`FrameReader` decodes incrementally for select/poll loops.
+
+Batches. What one loop turn has for the same peer goes as one write, or one ZeroMQ
+message: on a pipe, the frames back to back in one write (:func:`write_payloads`); over
+ZeroMQ, one multipart message of one message per frame (coordinator -> agent: the
+turn's Launches, and what follows them; agent -> coordinator: the Started, Exited and
+Dropped reports of a turn). So a batch is nothing but messages in order: a receiver
+reads it as it would read them one by one (a DEALER's plain recv() gets the frames one
+after another), and there is no batch type to version.
 """
 
 from __future__ import annotations
@@ -47,6 +55,14 @@ def write_payload(fd: int, payload: bytes) -> None:
     """Write an encoded message as one frame to a blocking fd (all of it;
     BrokenPipeError if the reader left)."""
     view = memoryview(frame_payload(payload))
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def write_payloads(fd: int, payloads: list[bytes]) -> None:
+    """Write several encoded messages, each its own frame, in one write where the pipe
+    takes it (a batch: see the module doc)."""
+    view = memoryview(b"".join(frame_payload(p) for p in payloads))
     while view:
         view = view[os.write(fd, view):]
 

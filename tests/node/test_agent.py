@@ -51,9 +51,14 @@ class Relay:
         self.agent._drain_coordinator()
 
     def from_agent(self) -> tuple[bytes, bytes]:
+        ident, *payloads = self.batch_from_agent()
+        assert len(payloads) == 1, payloads
+        return ident, payloads[0]
+
+    def batch_from_agent(self) -> list[bytes]:
+        """The agent's next ZeroMQ message: its identity, then one message a frame."""
         assert self.router.poll(int(TIMEOUT * 1000)), "nothing from the agent"
-        ident, payload = self.router.recv_multipart()
-        return ident, payload
+        return self.router.recv_multipart()
 
     def zygote_frame(self) -> bytes | None:
         """The payload of the next frame on the request pipe, None if there is none."""
@@ -139,3 +144,25 @@ def test_a_report_with_an_unknown_field_from_the_zygote_is_dropped_and_not_relay
     relay.agent._from_zygote(os.read(relay.agent.rep_r, 1 << 16))
     assert not relay.router.poll(200)
     assert "dropped a malformed message from the zygote: started: unknown fields ['node']" in capfd.readouterr().err
+
+
+def test_what_the_zygote_reports_in_one_turn_reaches_the_coordinator_as_one_message_of_one_frame_each(relay):
+    exited = P.encode(P.Exited(
+        step="a/1", attempt=2, pid=4242, outcome="succeeded", returncode=0, signal=None, decided_at=1.0,
+        first_at=2.0, work_start=3.0, work_end=4.0, ended_at=5.0, utime=0.5, stime=0.25, maxrss_kb=1000,
+        affinity=(0, 1), placement_ok=True, error=None))
+    started = P.encode(P.Started("b/1", 1, pid=4243, pgid=4243, at=time.time()))
+    dropped = P.encode(P.Dropped("c/1", 1, "cancelled before it started"))
+    os.write(relay.rep_w, b"".join(framing.frame_payload(p) for p in (exited, started, dropped)))
+    relay.agent._from_zygote(os.read(relay.agent.rep_r, 1 << 16))
+    assert relay.batch_from_agent() == [relay.ident, exited, started, dropped]
+
+
+def test_the_coordinators_batch_reaches_the_zygote_in_order_as_the_very_bytes_sent(relay):
+    first = P.encode(coordinators_launch(step="a/1"))
+    second = P.encode(coordinators_launch(step="b/1", after="a/1"))
+    kill = P.encode(P.Kill("b/1", 2, cancel=True))
+    relay.router.send_multipart([relay.ident, first, second, kill])
+    assert relay.agent.sock.poll(int(TIMEOUT * 1000))
+    relay.agent._drain_coordinator()
+    assert [relay.zygote_frame() for _ in range(4)] == [first, second, kill, None]

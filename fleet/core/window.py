@@ -1,0 +1,270 @@
+"""A node's window: steps handed to a node ahead of time (issue 12, item 4).
+
+Without it a core on a node idles from the moment its step ends until the coordinator
+has heard of the exit, decided the next start and sent it back. With it, the scheduler
+may hand a node up to `size` further steps (the window), each QUEUED behind one running
+step there whose resources it will take: the node starts it the moment that step's
+process is reaped, and reports the start and the exit afterwards as usual.
+
+The window is decided here, in the pure core, by the same pass that starts steps, so
+the decisions stay deterministic: the same events give the same queues. The rules:
+
+- only a step that did not fit the free resources is queued, after the pass has
+  started everything that fits (a queued step never takes a free core);
+- it goes behind a RUNNING step of the same demand (cores, GPUs, memory: the same
+  class) on one node, so its placement is exactly its predecessor's: the resources
+  pass from one to the other when the predecessor ends, and nothing else moves;
+- each running step has at most one step queued behind it, and a node at most `size`
+  (None: as many as the node has cores, i.e. the next step of every one-core slot);
+- steps that run alone, span nodes or are placed on several nodes are never queued,
+  nor queued behind;
+- a queued step is not an attempt until it starts: when its predecessor ends here
+  (exit, cancel, claimed elsewhere: however it stops) it becomes RUNNING on the
+  predecessor's placement (a Begin decision); when the node is lost first, it returns
+  to the ready set with its attempt unchanged (Unqueued); `fleet cancel` asks the node
+  to drop it (a Kill), and the node's report ends it; another fleet's claim sends it
+  ELSEWHERE like a started step.
+
+Cost: a pass visits the classes left with ready steps and queues at most one step per
+open predecessor, so it stays O(classes + starts + queued); a node whose window is full
+has its open predecessors set aside until one of its queued steps leaves the window.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+from fleet.core import states as S
+from fleet.core import waits as W
+from fleet.core.decisions import Finished, Kill, Wait
+from fleet.core.resources import Demand, Placement
+
+
+@dataclass(frozen=True)
+class Queue:
+    """Hand this attempt to its node now: it starts there, on `placement`, when the
+    running step `after` ends (the node needs no further word)."""
+
+    step: str
+    attempt: int
+    placement: Placement
+    after: str
+    resume: object = None  # a step that goes on (fleet.core.phases.Resume), as Start has it
+
+
+@dataclass(frozen=True)
+class Begin:
+    """A queued step took its predecessor's resources when that one ended: it runs
+    now (the node started it then)."""
+
+    step: str
+    attempt: int
+    placement: Placement
+    after: str
+
+
+@dataclass(frozen=True)
+class Unqueued:
+    """A queued step left its node's window without starting (the node was lost): it
+    is ready again, and the attempt was not used."""
+
+    step: str
+    attempt: int
+    reason: str
+
+
+class Window:
+    """The scheduler's queues per node (a part of fleet.core.scheduler.Scheduler)."""
+
+    def __init__(self, sched, size: int | None = 0):
+        if size is not None and size < 0:
+            raise ValueError(f"window must be >= 0 or None, not {size!r}")
+        self.sched = sched
+        self.size = size  # per node; None: the node's cores; 0: no window
+        self.next: dict[str, object] = {}    # predecessor id -> the job queued behind it
+        self.behind: dict[str, object] = {}  # queued id -> its predecessor's job
+        self.count: dict[str, int] = {}      # node -> steps queued there
+        # Running steps that may take a step behind them, by demand, in start order.
+        self.taking: dict[Demand, dict[str, object]] = {}
+        self.parked: dict[str, dict[str, object]] = {}  # node -> open ones while its window is full
+        self.began: list = []  # promoted since the last pass: their Begin is still to say
+
+    @property
+    def on(self) -> bool:
+        """Whether the scheduler queues steps on nodes at all."""
+        return self.size != 0
+
+    def queued(self) -> int:
+        """How many steps are queued on nodes now."""
+        return len(self.behind)
+
+    def after(self, step: str) -> str | None:
+        """The running step a queued step waits for (None if it is not queued)."""
+        pred = self.behind.get(step)
+        return pred.spec.id if pred is not None else None
+
+    # -- hooks from the scheduler ---------------------------------------------------------
+    def started(self, job) -> None:
+        """`job` runs now: steps of its demand may be queued behind it."""
+        if not self.on or job.exclusive or len(job.placement) != 1 or job.demand is None or job.demand.span:
+            return
+        node = job.placement[0].node
+        if self.count.get(node, 0) >= self._limit(node):
+            self.parked.setdefault(node, {})[job.spec.id] = job
+        else:
+            self.taking.setdefault(job.demand, {})[job.spec.id] = job
+
+    def stop(self, job) -> bool:
+        """`job` stops running; True if a queued step takes its resources (the caller
+        then keeps them from the pool)."""
+        sid = job.spec.id
+        self._close(job)
+        succ = self.next.pop(sid, None)
+        if succ is None:
+            return False
+        del self.behind[succ.spec.id]
+        self._left(job.placement[0].node)
+        sched = self.sched
+        sched._set(succ, "start")
+        sched._running[succ.spec.id] = succ
+        for slot in succ.placement:
+            sched._on_node[slot.node].add(succ.spec.id)
+        self.began.append((succ, sid))
+        self.started(succ)
+        return True
+
+    def begin(self, now: float, out: list) -> None:
+        """Say the promotions since the last pass (Begin), with the time they are known."""
+        for succ, pred in self.began:
+            succ.started_at = now
+            out.append(Begin(succ.spec.id, succ.attempt, succ.placement, pred))
+        self.began.clear()
+
+    def fill(self, out: list) -> None:
+        """After a pass: queue the head of each class left waiting behind open running
+        steps of its demand, in the order the pass would start them."""
+        sched = self.sched
+        # Nothing is handed ahead while a reservation waits for resources to come back to
+        # the pool (fleet.core.reservations), nor once the fleet drains (fleet.core.deadline).
+        if not self.on or not self.taking or sched._res.plans or sched.deadline.drained:
+            return
+        heads = sorted((cls.heap[0], key) for key, cls in sched._classes.items()
+                       if cls.heap and not cls.exclusive and self.taking.get(cls.demand))
+        for _, key in heads:
+            cls = sched._classes[key]
+            preds = self.taking[cls.demand]
+            while preds and cls.heap:
+                pid = next(iter(preds))
+                pred = preds.pop(pid)
+                node = pred.placement[0].node
+                if self.count.get(node, 0) >= self._limit(node):
+                    self.parked.setdefault(node, {})[pid] = pred  # back when its window has room
+                    continue
+                if sched.deadline.refuse(sched._jobs[cls.heap[0][2]].spec, sched._now) is not None:
+                    preds[pid] = pred  # it would not end before the drain point: the pass says so
+                    break
+                _, _, sid = heapq.heappop(cls.heap)
+                self._queue(sched._jobs[sid], pred, out)
+            if not preds:
+                del self.taking[cls.demand]
+            if not cls.heap:  # as the pass does: it walks live classes only
+                del sched._classes[key]
+
+    def lost(self, node: str, reason: str, out: list) -> None:
+        """`node` is gone: its queued steps are ready again, their attempts unused
+        (one cancelled meanwhile ends cancelled)."""
+        jobs = sorted((j for j in self.next.values() if j.placement[0].node == node), key=lambda j: j.seq)
+        for job in jobs:
+            self._unlink(job)
+            if job.cancelled:
+                self._end(job, "cancel", S.CANCELLED, "cancelled", out, ran=False)
+            else:
+                self._ready(job, out, f"{node} was lost before it started: {reason}")
+        self.parked.pop(node, None)
+
+    def cancel(self, job, reason: str, out: list) -> None:
+        """`fleet cancel` of a queued step: the node drops it (or stops it, if it has just
+        started it); its report ends it."""
+        job.cancelled = True
+        out.append(Kill(job.spec.id, job.attempt, reason))
+
+    def dropped(self, job, outcome: str, reason: str, out: list) -> None:
+        """A queued step ended before it started: its node dropped it (cancelled), its
+        claim says it may not run (stopped), or its launch could not be made (failed)."""
+        self._unlink(job)
+        if outcome == S.STOPPED:
+            self._end(job, "stopped", S.STOPPED, reason, out)
+        elif job.cancelled or outcome == S.CANCELLED:
+            self._end(job, "cancel", S.CANCELLED, reason or "cancelled", out, ran=False)
+        else:  # it could not be launched at all (its launch could not be made): as it would fail again
+            self._end(job, "failed", S.FAILED, reason, out)
+
+    def elsewhere(self, job, reason: str, out: list) -> None:
+        """Another live fleet holds the queued step's claim: it runs there."""
+        self._unlink(job)
+        self.sched._set(job, "elsewhere")
+        job.placement = ()
+        out.append(Wait(job.spec.id, W.WaitReason(W.ELSEWHERE, detail=reason)))
+
+    # -- inside ---------------------------------------------------------------------------
+    def _limit(self, node: str) -> int:
+        if self.size is not None:
+            return self.size
+        spec = self.sched.pool.spec_of(node)
+        return len(spec.cores) if spec is not None else 0
+
+    def _queue(self, job, pred, out: list) -> None:
+        self.sched._set(job, "queue")
+        job.placement = pred.placement
+        job.why = None
+        self.next[pred.spec.id] = job
+        self.behind[job.spec.id] = pred
+        node = pred.placement[0].node
+        self.count[node] = self.count.get(node, 0) + 1
+        out.append(Queue(job.spec.id, job.attempt, job.placement, pred.spec.id, self.sched._resume_of(job.spec.id)))
+
+    def _close(self, job) -> None:
+        """`job` no longer takes a step behind it."""
+        sid = job.spec.id
+        preds = self.taking.get(job.demand)
+        if preds is not None and preds.pop(sid, None) is not None and not preds:
+            del self.taking[job.demand]
+        if job.placement:
+            parked = self.parked.get(job.placement[0].node)
+            if parked is not None:
+                parked.pop(sid, None)
+
+    def _unlink(self, job) -> None:
+        """A queued job leaves the window without starting; its predecessor, if still
+        running, may take another."""
+        pred = self.behind.pop(job.spec.id)
+        del self.next[pred.spec.id]
+        self._left(pred.placement[0].node)
+        if pred.state == S.RUNNING:
+            self.started(pred)
+
+    def _left(self, node: str) -> None:
+        left = self.count[node] - 1
+        if left:
+            self.count[node] = left
+        else:
+            del self.count[node]
+        parked = self.parked.pop(node, None)
+        if parked:
+            for job in parked.values():
+                self.started(job)
+
+    def _ready(self, job, out: list, reason: str) -> None:
+        self.sched._set(job, "unqueue")
+        job.placement = ()
+        self.sched._enqueue(job)
+        out.append(Unqueued(job.spec.id, job.attempt, reason))
+
+    def _end(self, job, what: str, outcome: str, reason: str, out: list, ran: bool = True) -> None:
+        # ran=False: never started here (a cancel's record says so); a stopped step is
+        # recorded like a started one that the attempt limit stopped.
+        self.sched._set(job, what)
+        job.placement = ()
+        out.append(Finished(job.spec.id, job.attempt, outcome, reason, ran=ran))
+        self.sched._block_descendants(job, job.spec.id, out)

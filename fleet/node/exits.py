@@ -1,0 +1,62 @@
+"""How a step's end is reported: the Exited message the zygote sends for a reaped
+child (or for a launch that never started), from its wait status, its rusage and
+what the child recorded about itself. Part of the zygote's single-threaded loop."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from fleet.node import child, protocol
+from fleet.node.stopping import ended_reason, signal_name
+from fleet.wire import messages as P
+
+
+def exited(step, status: int, usage, ended_at: float) -> P.Exited:
+    """The Exited of a reaped step (``step``: the zygote's record of it)."""
+    if os.WIFSIGNALED(status):
+        sig, rc, outcome = os.WTERMSIG(status), None, "terminated"
+    else:
+        sig, rc = None, os.WEXITSTATUS(status)
+        outcome = protocol.outcome(step.launch, rc, step.report)  # or wait, next, restart, broken
+    if step.popen is not None:
+        # Tell Popen it is reaped, or it would wait on a pid that may be reused.
+        step.popen.returncode = rc if rc is not None else -sig
+    rep = step.report
+    error = rep.get("error")
+    if step.ending is not None:  # stopped by us: that is how it ended, whatever its status
+        outcome = step.ending
+        error = ended_reason(step.ending, step.launch.timeout, step.launch.grace, step.killed)
+    elif outcome == "succeeded":
+        # A step that "succeeded" without its outputs would hand its consumers
+        # nothing: it failed, and they are blocked.
+        error = child.unproduced(step.launch)
+        if error:
+            outcome = "failed"
+            child.append_to_log(step.launch.log, f"fleet: {error}\n")
+    if error is None and sig is not None:
+        error = f"killed by {signal_name(sig)}"
+    elif error is None and rc:
+        error = f"exit status {rc}"
+    first_at = rep.get("first_at") or step.spawned_at
+    work_start = rep.get("work_start") or ended_at
+    work_end = rep.get("work_end") or ended_at
+    return P.Exited(
+        step=step.launch.step, attempt=step.launch.attempt, pid=step.pid,
+        outcome=outcome, returncode=rc, signal=sig,
+        decided_at=step.launch.decided_at, first_at=first_at,
+        work_start=work_start, work_end=work_end, ended_at=ended_at,
+        utime=usage.ru_utime, stime=usage.ru_stime, maxrss_kb=usage.ru_maxrss,
+        affinity=tuple(rep.get("affinity") or ()),
+        placement_ok=bool(rep.get("placement_ok", True)), error=error, control=rep.get("control") or {})
+
+
+def not_started(msg: P.Launch, error: str) -> P.Exited:
+    """The Exited of a launch that could not start (pid 0)."""
+    now = time.time()
+    return P.Exited(
+        step=msg.step, attempt=msg.attempt, pid=0, outcome="failed",
+        returncode=None, signal=None, decided_at=msg.decided_at, first_at=now,
+        work_start=now, work_end=now, ended_at=now, utime=0.0, stime=0.0,
+        maxrss_kb=0, affinity=(), placement_ok=True, error=error)
+

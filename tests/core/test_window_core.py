@@ -1,0 +1,152 @@
+"""A node's window (fleet.core.window), through the real Scheduler handlers: steps
+handed to a node ahead of time, behind a running step whose resources they take."""
+
+from __future__ import annotations
+
+from fleet.core import states as S
+from fleet.core.scheduler import (Blocked, Cancel, Elsewhere, Finished, Kill, NodeJoined, NodeLost, Scheduler, Start,
+                                  StepExited, Wait, submission)
+from fleet.core.window import Begin, Queue, Unqueued
+
+from coretools import node, slot, suite  # noqa: E402
+
+
+def windowed(nodes, *tables, window=None):
+    sched = Scheduler(window=window)
+    for n in nodes:
+        sched.handle(NodeJoined(n), 0.0)
+    return sched, sched.handle(submission(suite(*tables).steps), 0.0)
+
+
+def of(kind, decisions):
+    return [d for d in decisions if isinstance(d, kind)]
+
+
+def steps(n, **kw):
+    return [dict(id=f"s{i}", **kw) for i in range(n)]
+
+
+def test_steps_that_do_not_fit_are_queued_behind_running_steps_of_their_demand_one_each():
+    sched, out = windowed([node("n1", 2)], *steps(6), window=None)
+    assert [d.step for d in of(Start, out)] == ["s0", "s1"]
+    assert of(Queue, out) == [Queue("s2", 1, (slot("n1", [0]),), "s0"), Queue("s3", 1, (slot("n1", [1]),), "s1")]
+    assert sched.state("s2") == S.QUEUED and sched.state("s4") == S.READY
+    assert sched.counts() == {S.RUNNING: 2, S.QUEUED: 2, S.READY: 2}
+
+
+def test_a_queued_step_runs_on_its_predecessors_cores_the_moment_that_one_ends():
+    sched, _ = windowed([node("n1", 2)], *steps(6), window=None)
+    out = sched.handle(StepExited("s0", 1, S.SUCCEEDED), 1.0)
+    assert of(Begin, out) == [Begin("s2", 1, (slot("n1", [0]),), "s0")]
+    assert of(Start, out) == []  # the freed core went to the queued step, not the pool
+    assert sched.state("s2") == S.RUNNING and sched.view("s2").started_at == 1.0
+    # ... and the next ready step is queued behind it at once.
+    assert of(Queue, out) == [Queue("s4", 1, (slot("n1", [0]),), "s2")]
+    assert sched.pool.free_cores == 0
+
+
+def test_a_node_takes_at_most_its_window_of_queued_steps():
+    sched, out = windowed([node("n1", 4)], *steps(10), window=1)
+    assert len(of(Start, out)) == 4 and [d.step for d in of(Queue, out)] == ["s4"]
+    out = sched.handle(StepExited("s1", 1, S.SUCCEEDED), 1.0)
+    # s1 had nothing behind it: its core is free, and the pass starts s5 there.
+    assert [d.step for d in of(Start, out)] == ["s5"] and of(Queue, out) == []
+    out = sched.handle(StepExited("s0", 1, S.SUCCEEDED), 2.0)
+    assert [d.step for d in of(Begin, out)] == ["s4"]
+    assert [d.step for d in of(Queue, out)] == ["s6"]  # the window has room again
+
+
+def test_a_window_of_zero_queues_nothing():
+    sched, out = windowed([node("n1", 1)], *steps(3), window=0)
+    assert of(Queue, out) == [] and sched.state("s1") == S.READY
+
+
+def test_steps_of_another_demand_steps_that_run_alone_and_spanning_steps_are_not_queued():
+    sched, out = windowed([node("n1", 2)], {"id": "a"}, {"id": "a2"}, {"id": "big", "cores": 2},
+                          {"id": "alone", "concurrent": False}, window=None)
+    assert [d.step for d in of(Start, out)] == ["a", "a2"]
+    assert of(Queue, out) == []
+
+
+def test_node_loss_returns_its_queued_steps_to_the_ready_set_without_using_an_attempt():
+    sched, out = windowed([node("n1", 1), node("n2", 1)], *steps(4, retries=0), window=None)
+    assert {d.step: d.placement[0].node for d in of(Queue, out)} == {"s2": "n1", "s3": "n2"}
+    out = sched.handle(NodeLost("n1"), 1.0)
+    assert Unqueued("s2", 1, "n1 was lost before it started: node lost") in out
+    assert of(Finished, out) == [Finished("s0", 1, S.LOST, "node lost")]
+    assert of(Begin, out) == []
+    assert sched.state("s2") == S.READY and sched.view("s2").attempt == 1
+    # With no retries left it would have been lost too, had it counted as an attempt.
+    out = sched.handle(StepExited("s1", 1, S.SUCCEEDED), 2.0)
+    assert of(Begin, out) == [Begin("s3", 1, (slot("n2", [0]),), "s1")]
+    assert of(Queue, out) == [Queue("s2", 1, (slot("n2", [0]),), "s3")]
+    out = sched.handle(StepExited("s3", 1, S.SUCCEEDED), 3.0)
+    out += sched.handle(StepExited("s2", 1, S.SUCCEEDED), 4.0)
+    assert sched.finished() and sched.counts() == {S.SUCCEEDED: 3, S.LOST: 1}
+
+
+def test_cancelling_a_queued_step_asks_its_node_to_drop_it_and_the_nodes_report_ends_it():
+    sched, _ = windowed([node("n1", 1)], {"id": "a"}, {"id": "b"}, {"id": "c", "deps": ["b"]}, window=None)
+    assert sched.state("b") == S.QUEUED
+    out = sched.handle(Cancel(("b",), "cancelled (fleet cancel)"), 1.0)
+    assert out == [Kill("b", 1, "cancelled (fleet cancel)")]
+    assert sched.state("b") == S.QUEUED  # until its node says
+    out = sched.handle(StepExited("b", 1, S.CANCELLED, "cancelled before it started"), 2.0)
+    assert of(Finished, out) == [Finished("b", 1, S.CANCELLED, "cancelled before it started", ran=False)]
+    assert of(Blocked, out) == [Blocked("c", "b")]
+    out = sched.handle(StepExited("a", 1, S.SUCCEEDED), 3.0)
+    assert of(Begin, out) == [] and sched.pool.free_cores == 1 and sched.finished()
+
+
+def test_a_queued_step_cancelled_after_its_node_started_it_ends_cancelled_by_its_own_exit():
+    sched, _ = windowed([node("n1", 1)], {"id": "a"}, {"id": "b"}, window=None)
+    sched.handle(Cancel(("b",)), 1.0)
+    out = sched.handle(StepExited("a", 1, S.SUCCEEDED), 2.0)  # the node had started b already
+    assert [d.step for d in of(Begin, out)] == ["b"]
+    out = sched.handle(StepExited("b", 1, S.TERMINATED), 3.0)
+    assert of(Finished, out) == [Finished("b", 1, S.CANCELLED, "")]
+
+
+def test_node_loss_ends_a_queued_step_cancelled_meanwhile_as_cancelled():
+    sched, _ = windowed([node("n1", 1), node("n2", 1)], *steps(3), window=None)
+    sched.handle(Cancel(("s2",)), 1.0)
+    out = sched.handle(NodeLost("n1"), 2.0)
+    assert Finished("s2", 1, S.CANCELLED, "cancelled", ran=False) in out
+    assert sched.state("s2") == S.CANCELLED
+
+
+def test_a_queued_step_starts_when_its_predecessor_is_claimed_elsewhere_and_goes_elsewhere_itself_if_claimed():
+    sched, _ = windowed([node("n1", 1)], *steps(3), window=None)
+    out = sched.handle(Elsewhere("s0", 1, "claimed by fleet X"), 1.0)
+    assert [d.step for d in of(Begin, out)] == ["s1"] and [d.step for d in of(Queue, out)] == ["s2"]
+    out = sched.handle(Elsewhere("s2", 1, "claimed by fleet X"), 2.0)
+    assert sched.state("s2") == S.ELSEWHERE and [d.step for d in of(Wait, out)] == ["s2"]
+    assert sched.window.queued() == 0
+
+
+def test_a_failed_predecessor_is_retried_behind_the_step_queued_after_it():
+    sched, _ = windowed([node("n1", 1)], {"id": "a", "retries": 1}, {"id": "b"}, window=None)
+    out = sched.handle(StepExited("a", 1, S.FAILED, "exit status 1"), 1.0)
+    assert [d.step for d in of(Begin, out)] == ["b"]
+    assert of(Queue, out) == [Queue("a", 2, (slot("n1", [0]),), "b")]
+
+
+def test_the_same_events_give_the_same_decisions_with_a_window():
+    def run():
+        sched, out = windowed([node("n1", 2), node("n2", 3)], *steps(40), window=None)
+        log, t = list(out), 0.0
+        while not sched.finished():
+            t += 1
+            sid = sched.running(1)[0].id
+            log += sched.handle(StepExited(sid, 1, S.SUCCEEDED), t)
+        return log
+    first = run()
+    assert first == run()
+    assert len(of(Begin, first)) == 35 and len(of(Start, first)) == 5
+
+
+def test_a_queued_step_whose_launch_cannot_be_made_fails_and_is_not_queued_again():
+    sched, _ = windowed([node("n1", 1)], {"id": "a"}, {"id": "b"}, {"id": "c", "deps": ["b"]}, window=None)
+    out = sched.handle(StepExited("b", 1, S.FAILED, "cannot launch the MPI step: x"), 1.0)
+    assert of(Finished, out) == [Finished("b", 1, S.FAILED, "cannot launch the MPI step: x")]
+    assert of(Blocked, out) == [Blocked("c", "b")] and of(Queue, out) == []
