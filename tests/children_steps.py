@@ -82,6 +82,13 @@ def slow_parent(ctx, n: int = 3, step_s: float = 2.0) -> None:
     _note(ctx, "resumed", children=ctx.children)
 
 
+def submits_and_runs_on(ctx, n: int = 2, run_s: float = 60.0) -> None:
+    """Submits children, then keeps running (they would start when it ends)."""
+    ctx.submit([{"id": f"k{i}", "call": "children_steps:child"} for i in range(n)])
+    _note(ctx, "submitted")
+    time.sleep(run_s)
+
+
 def many(ctx, n: int = 200) -> None:
     if ctx.phase == 0:
         ctx.submit([{"id": f"k{i}", "call": "children_steps:child"} for i in range(n)])

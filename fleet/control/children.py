@@ -84,7 +84,8 @@ class Children:
     def exited(self, msg, rec, now: float) -> None:
         """An attempt ended (the agent's Exited): to the scheduler now, or after its children."""
         ev = StepExited(msg.step, msg.attempt, msg.outcome, rec.reason, stage=str(msg.control.get("stage", "")))
-        if not msg.control.get("submitted") or self.intake.worker is None:
+        # A cancelled parent's children are not taken, whatever it managed to write.
+        if not msg.control.get("submitted") or msg.outcome == S.CANCELLED or self.intake.worker is None:
             self.coord._feed(ev, now)
             return
         c = self.coord

@@ -152,7 +152,8 @@ class Recorder:
         """Another fleet registered: make every outcome durable and its marker written,
         claim every step running here, then say the run directory is shared."""
         self.journal.sync()
-        for v in self.sched.running():
+        queued = [self.sched.view(j.spec.id) for j in self.sched.window.next.values()]  # fleet.core.window
+        for v in [*self.sched.running(), *queued]:
             if store.take(self.run_dir, v.id, self.fleet_id, v.attempt, v.generation):
                 self.claims.claimed.add(v.id)
             else:

@@ -10,6 +10,9 @@ it: nothing ran (reported as Dropped).
 
 from __future__ import annotations
 
+import dataclasses
+import time
+
 from fleet.wire import messages as P
 
 
@@ -38,7 +41,10 @@ class Queued:
             return []
         for msg, _ in held:
             del self._keys[(msg.step, msg.attempt)]
-        return held
+        # Its start is decided now, when its cores came free: its startup counts from here,
+        # not from when it was handed over (re-encoded, then: a few queued steps only).
+        now = time.time()
+        return [(dataclasses.replace(msg, decided_at=now), None) for msg, _ in held]
 
     def drop(self, step: str, attempt: int) -> bool:
         """Drop the held launch of this attempt; True if there was one."""

@@ -302,6 +302,32 @@ args = { n = 3, step_s = 30.0 }
     assert_nothing_left(run_dir)
 
 
+def test_the_children_of_a_parent_cancelled_while_it_runs_are_never_entered_nor_run(tmp_path, background):
+    from fleetharness import finish, spawn, wait_for
+    run_dir = tmp_path / "run"
+    suite = write_suite(tmp_path / "s.toml", """
+[suite]
+name = "cancel-running"
+[[steps]]
+id = "p"
+call = "children_steps:submits_and_runs_on"
+""")
+    fleet("up", "--run-dir", str(run_dir), "--nodes", "1", cwd=tmp_path, check=True, timeout=60)
+    try:
+        runner = spawn("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path)
+        background.append(runner)
+        wait_for(lambda: [x for x in ran(run_dir) if x["what"] == "submitted"], 60, "the parent to submit")
+        r = fleet("cancel", "--run-dir", str(run_dir), "p", cwd=tmp_path, timeout=30)
+        assert r.returncode == 0, r.stdout + r.stderr
+        rc, out, err = finish(runner, 60)
+        assert rc == 1 and "cancelled  p" in out, out + err
+        assert not exits(run_dir, "p/k0") and not exits(run_dir, "p/k1"), "a cancelled parent's children ran"
+        assert "p/k0" not in out
+    finally:
+        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
+    assert_nothing_left(run_dir)
+
+
 def test_the_launch_of_a_parent_with_fifty_thousand_children_stays_under_the_message_limit(tmp_path):
     from fleet.control import launching
     from fleet.core.resources import Slot
