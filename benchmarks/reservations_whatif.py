@@ -257,7 +257,7 @@ def diagnosis(res: dict) -> list[str]:
          f"reservations: {100 * wi['held_share']:.2f} % of cores x makespan; the makespan difference is which of "
          "the few 14,400 s MPI steps (each the head of the longest chain) the reordering starts later."]
     L.append(f"- Reservations planned on the Aurora what-if: {wi['plans']} (each walks the running steps and "
-             f"places on a projection of 10,624 nodes: most of the simulate time with them).")
+             f"tries placements on a projection of the nodes with room: the extra simulate time with them).")
     if st:
         def done(r):
             return sum(v * (b - a) for (a, b), v in zip(WINDOWS, r["cores_busy"].values()) if b <= 2500)

@@ -335,16 +335,20 @@ def _walk(d: Demand, pool: Pool, ends: list, job_at, owed: dict, specs: dict, or
         o = owed.get(name)
         return [c - o[0], g - o[1], m - o[2]] if o else [c, g, m]
 
+    # A spanning demand starts from every node with at least a unit free now; the others
+    # (most of a busy fleet) add nothing until the walk frees something on them, and
+    # enter the projection then, as a one-node demand's nodes all do.
+    free_on = pool.free_on
+    proj = {name: now_free(name) for name in specs if free_on(name)[0] >= d.unit} if d.span else {}
     popped: list = []
     try:
-        return _walk_ends(d, ends, job_at, specs, order, now_free, popped)
+        return _walk_ends(d, ends, job_at, specs, order, now_free, popped, proj)
     finally:
         for e in popped:
             heapq.heappush(ends, e)
 
 
-def _walk_ends(d: Demand, ends: list, job_at, specs: dict, order: dict, now_free, popped: list):
-    proj = {name: now_free(name) for name in specs} if d.span else {}
+def _walk_ends(d: Demand, ends: list, job_at, specs: dict, order: dict, now_free, popped: list, proj: dict):
     freed: dict[str, int] = {}
     room = _Room(d, specs, proj) if d.span else None
     tries = 0
@@ -397,7 +401,7 @@ class _Room:
         self.d, self.specs, self.proj = d, specs, proj
         self.units: dict[str, int] = {}
         self.cores = self.gpus = 0
-        for name in specs:
+        for name in proj:
             self.add(name)
 
     def _usable(self, name: str) -> int:
