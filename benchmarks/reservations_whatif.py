@@ -65,22 +65,72 @@ def busy(result, cores: int) -> dict:
     return out
 
 
+def by_kind(result, steps, cores: int) -> dict:
+    """Where the cores went while the wide steps queued: the share of the allocation's
+    cores busy with MPI steps and with every other step in each window. Reservations
+    only keep narrow steps off what a wide one needs, so the narrow share bounds what
+    they can give back to the wide steps."""
+    mpi = {s.id for s in steps if s.mpi}
+    out = {}
+    for a, b in WINDOWS:
+        use = [0.0, 0.0]
+        for sid, s in result.steps.items():
+            use[sid not in mpi] += max(0.0, min(b, s.end_s) - max(a, s.start_s)) * s.cores
+        out[f"{a}-{b}"] = {"mpi": round(use[0] / (cores * (b - a)), 4), "other": round(use[1] / (cores * (b - a)), 4)}
+    return out
+
+
+class HeldMeter:
+    """Core-seconds held by reservations (idle unless lent) and plans made, measured by
+    wrapping Reservations.begin (called once per pass) and ._make for one run."""
+
+    def __init__(self):
+        self.core_s, self.plans, self._last = 0.0, 0, None
+
+    def __enter__(self):
+        from fleet.core.reservations import Reservations
+        self._orig = begin, make = Reservations.begin, Reservations._make
+        meter = self
+
+        def wrapped(res, pool, now, classes):
+            if meter._last is not None:
+                meter.core_s += meter._last[1] * (now - meter._last[0])
+            begin(res, pool, now, classes)
+            meter._last = (now, res.held_cores)
+
+        def counted(res, *a):
+            meter.plans += 1
+            return make(res, *a)
+        Reservations.begin, Reservations._make = wrapped, counted
+        return self
+
+    def __exit__(self, *exc):
+        from fleet.core.reservations import Reservations
+        Reservations.begin, Reservations._make = self._orig
+
+
 def aurora(n: int) -> dict:
     steps = workload(n)
     graph, problems = build_graph(steps)
     assert not problems, problems[:3]
     nodes = aurora_nodes()
-    out = {}
+    total = sum(len(x.cores) for x in nodes)
+    # The work, in seconds of the whole allocation: what the wide steps queue behind.
+    out = {"work_s": {"mpi": round(sum(s.cores * (s.estimate or 1.0) for s in steps if s.mpi) / total, 1),
+                      "other": round(sum(s.cores * (s.estimate or 1.0) for s in steps if not s.mpi) / total, 1)}}
     for name, ra in MODES:
         gc.collect()
         t, c = time.perf_counter(), time.process_time()
-        r = simulate(steps, graph, nodes, reserve_after=ra)
+        with HeldMeter() as held:
+            r = simulate(steps, graph, nodes, reserve_after=ra)
         wall, cpu = time.perf_counter() - t, time.process_time() - c
+        total = sum(len(x.cores) for x in nodes)
         out[name] = {"makespan_s": round(r.makespan_s, 1), "utilization": round(r.utilization, 5),
                      "mpi_wait": mpi_waits(r, steps, graph), "simulate_s": round(wall, 2),
                      "simulate_cpu_s": round(cpu, 2), "decisions": r.decisions,
                      "us_per_decision": round(1e6 * wall / r.decisions, 2),
-                     "cores_busy": busy(r, sum(len(x.cores) for x in nodes))}
+                     "cores_busy": busy(r, total), "cores_busy_by_kind": by_kind(r, steps, total),
+                     "held_share": round(held.core_s / (total * r.makespan_s), 5), "plans": held.plans}
         print(f"  aurora {n} {name}: {out[name]}", file=sys.stderr, flush=True)
         del r
     return out
@@ -115,9 +165,12 @@ def stream(narrow: int, wide: int, nodes_n: int) -> dict:
     nodes = aurora_nodes(nodes_n)
     out = {"nodes": nodes_n, "narrow": narrow, "wide": wide}
     for name, ra in MODES:
-        r = simulate(steps, graph, nodes, reserve_after=ra)
+        with HeldMeter() as held:
+            r = simulate(steps, graph, nodes, reserve_after=ra)
+        total = sum(len(x.cores) for x in nodes)
         out[name] = {"makespan_s": round(r.makespan_s, 1), "utilization": round(r.utilization, 5),
-                     "mpi_wait": mpi_waits(r, steps, graph), "decisions": r.decisions}
+                     "mpi_wait": mpi_waits(r, steps, graph), "decisions": r.decisions,
+                     "held_share": round(held.core_s / (total * r.makespan_s), 5), "plans": held.plans, "cores_busy": busy(r, total)}
         print(f"  stream {name}: {out[name]}", file=sys.stderr, flush=True)
     return out
 
@@ -178,6 +231,7 @@ def section(res: dict) -> str:
                  f"{so['mpi_wait']['max_s']:.0f} s without, {si['mpi_wait']['p50_s']:.0f}/{si['mpi_wait']['p90_s']:.0f}/"
                  f"{si['mpi_wait']['max_s']:.0f} s with: p90 cut {scut:.1f}x; makespan {so['makespan_s']:.0f} -> "
                  f"{si['makespan_s']:.0f} s ({sspan:+.1f} %).")
+    L += diagnosis(res)
     bo, bi = b["without"], b["with"]
     L.append(f"- Cost per decision, {res['blocked_steps']:,} ready steps on 16 nodes (aurora_whatif's \"blocked\" "
              f"scenario): {bi['us_per_decision']} us with reservations, {bo['us_per_decision']} us without "
@@ -187,6 +241,35 @@ def section(res: dict) -> str:
     for note in res.get("notes", []):
         L.append(f"- {note}")
     return "\n".join(L) + "\n"
+
+
+def diagnosis(res: dict) -> list[str]:
+    """The measured reasons the Aurora target is out of reach of any reservation policy."""
+    a, st = res["aurora"], res.get("stream")
+    wo, wi = a["without"], a["with"]
+    hot = [k for k, v in wo["cores_busy"].items() if v >= 0.98]
+    other = max((wo["cores_busy_by_kind"][k]["other"] for k in hot), default=0.0)
+    L = [f"- Why the Aurora target is out of reach: the MPI steps' work is {a['work_s']['mpi']:,.0f} s of the whole "
+         f"allocation, everything else {a['work_s']['other']:,.0f} s. While the cores are >= 98 % busy "
+         f"({', '.join(hot)} s), steps other than MPI ones hold at most {100 * other:.2f} % of them: the wide "
+         "steps queue behind each other, not behind narrow steps, and a reservation (which only keeps other "
+         "steps off what a wide one needs) can only reorder wide steps among themselves. Cores held idle by "
+         f"reservations: {100 * wi['held_share']:.2f} % of cores x makespan; the makespan difference is which of "
+         "the few 14,400 s MPI steps (each the head of the longest chain) the reordering starts later."]
+    L.append(f"- Reservations planned on the Aurora what-if: {wi['plans']} (each walks the running steps and "
+             f"tries placements on a projection of the nodes with room: the extra simulate time with them).")
+    if st:
+        def done(r):
+            return sum(v * (b - a) for (a, b), v in zip(WINDOWS, r["cores_busy"].values()) if b <= 2500)
+
+        def pct(r):
+            return ", ".join(f"{k} {100 * v:.0f}" for k, v in r["cores_busy"].items() if v)
+        L.append(f"- Starving stream: cores held idle by reservations {100 * st['with']['held_share']:.1f} % of cores "
+                 f"x makespan; % of cores busy by window (s) without: {pct(st['without'])}; with: {pct(st['with'])}. "
+                 f"Work done by 2,500 s, in seconds of all the cores: {done(st['without']):.0f} without, "
+                 f"{done(st['with']):.0f} with; what differs after is the ragged tail (which long one-core steps "
+                 "happen to start last), not the held cores.")
+    return L
 
 
 def main(argv=None) -> int:

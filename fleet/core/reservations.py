@@ -31,10 +31,13 @@ estimate never delays the reservation beyond what it waits for anyway.
 At most MOST reservations stand at once (1, as Slurm's EASY; the code takes a small
 bounded number, each planned after the older ones: what an older one is still owed on
 a node goes to it first, in the projection as in the holds; 8 and 32 measured no
-better on the Aurora-sized what-if, and slower). They go to the first steps in the
-pass's order (priority, then setup order) that cannot start: an eligible step before
-the last reservation's step takes its place (else old one-core steps, taking the one
-reservation in turn, keep a wide step of higher priority from ever getting it). Each
+better on the Aurora-sized what-if, and slower). They go to the eligible steps that
+cannot start in the order (priority, longest wait - earliest `ready_at` -, setup
+order): one before the last reservation's step in that order takes its place (else old
+one-core steps, taking the one reservation in turn, keep a wide step of higher priority
+from ever getting it; and among wide steps of one priority, whichever is first in setup
+order would take it from one that has waited far longer: on the Aurora what-if that
+cost p90 wait and makespan). Each
 is kept until its step starts, leaves the ready steps (cancelled), a node is lost, a
 step that runs alone comes first, or its shadow time passes with the step still short
 (the estimates were wrong): then it is planned again when its step next fails.
@@ -67,6 +70,12 @@ def expected_s(job, recorded=None) -> float | None:
     return durations.expected_s(job.spec, recorded)
 
 
+def _order(job) -> tuple:
+    """Who a reservation goes to first: higher priority, then the longest wait (earliest
+    ready), then setup order."""
+    return (job.prio, job.ready_at if job.ready_at is not None else math.inf, job.seq)
+
+
 def _mem_for(spec: NodeSpec, cores: int, d: Demand) -> int:
     """The memory a node gives `cores` of d (as fleet.core.resources places it)."""
     if d.memory is None:
@@ -80,7 +89,7 @@ class _Plan:
     __slots__ = ("job", "key", "order", "shadow", "want", "need", "held", "held_cores", "short", "total_cores")
 
     def __init__(self, job, key, shadow: float | None, want: dict[str, tuple[int, int, int]], total: int):
-        self.job, self.key, self.order = job, key, (job.prio, job.seq)
+        self.job, self.key, self.order = job, key, _order(job)
         self.shadow = shadow  # None: unknown (a running step it waits for has no estimate)
         self.want = want      # node -> (cores, gpus, memory) the step takes there
         self.need = {n: list(v) for n, v in want.items()}  # what is still to be held
@@ -236,7 +245,7 @@ class Reservations:
         if len(self.plans) < self.most:
             return True
         key, last = max(self.plans.items(), key=lambda kv: kv[1].order)
-        if (job.prio, job.seq) < last.order:
+        if _order(job) < last.order:
             self.drop(pool, key)
             return True
         return False
@@ -326,16 +335,20 @@ def _walk(d: Demand, pool: Pool, ends: list, job_at, owed: dict, specs: dict, or
         o = owed.get(name)
         return [c - o[0], g - o[1], m - o[2]] if o else [c, g, m]
 
+    # A spanning demand starts from every node with at least a unit free now; the others
+    # (most of a busy fleet) add nothing until the walk frees something on them, and
+    # enter the projection then, as a one-node demand's nodes all do.
+    free_on = pool.free_on
+    proj = {name: now_free(name) for name in specs if free_on(name)[0] >= d.unit} if d.span else {}
     popped: list = []
     try:
-        return _walk_ends(d, ends, job_at, specs, order, now_free, popped)
+        return _walk_ends(d, ends, job_at, specs, order, now_free, popped, proj)
     finally:
         for e in popped:
             heapq.heappush(ends, e)
 
 
-def _walk_ends(d: Demand, ends: list, job_at, specs: dict, order: dict, now_free, popped: list):
-    proj = {name: now_free(name) for name in specs} if d.span else {}
+def _walk_ends(d: Demand, ends: list, job_at, specs: dict, order: dict, now_free, popped: list, proj: dict):
     freed: dict[str, int] = {}
     room = _Room(d, specs, proj) if d.span else None
     tries = 0
@@ -388,7 +401,7 @@ class _Room:
         self.d, self.specs, self.proj = d, specs, proj
         self.units: dict[str, int] = {}
         self.cores = self.gpus = 0
-        for name in specs:
+        for name in proj:
             self.add(name)
 
     def _usable(self, name: str) -> int:

@@ -150,3 +150,19 @@ def test_a_step_of_higher_priority_takes_the_reservation_over_from_an_old_narrow
     assert started(exit_(sched, "n0", 100.0)) == []
     assert started(exit_(sched, "n1", 100.0)) == ["wide"]
     assert sched.state("n2") == "ready"
+
+
+def test_of_two_wide_steps_of_the_same_priority_the_one_ready_longest_keeps_the_reservation():
+    # "early" is later in setup order but ready at once; "late" waits for "pre" first.
+    # (Different widths: steps of one demand start in their own order, reserved or not.)
+    sched, out = fleet_of(9, {"id": "pre", "estimate": 50}, *(narrow(i, 100.0) for i in range(12)))
+    assert len(started(out)) == 9  # n8-n11 wait: the wide steps' priority is above theirs
+    assert started(submit(sched, 1.0, {"id": "late", "cores": 8, "priority": 2, "estimate": 5, "deps": ["pre"]},
+                          {"id": "early", "cores": 7, "priority": 2, "estimate": 5})) == []
+    assert started(exit_(sched, "pre", 50.0)) == []  # "late" is ready now, and first in setup order
+    for i in range(5):
+        assert started(exit_(sched, f"n{i}", 100.0)) == []
+    # The reservation stayed with the step that waited longest (it once went to whichever
+    # failed first in the pass's order, which is setup order within a priority).
+    assert started(exit_(sched, "n5", 100.0)) == ["early"]
+    assert sched.state("late") == "ready"
