@@ -109,8 +109,11 @@ def coordinator_main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     _die_with_parent(args.parent_pid)
     from fleet.control.coordinator import Coordinator
+    # window=0: these agents start each launch when it comes; they keep no queue behind a
+    # running step, as a real node's zygote does (fleet.node.queued).
     coord = Coordinator(Path(args.run_dir), args.nodes, KeysFileLauncher(Path(args.agents_file)),
-                        heartbeat_s=args.heartbeat, timeout_s=args.timeout, join_timeout_s=args.join_timeout)
+                        heartbeat_s=args.heartbeat, timeout_s=args.timeout, join_timeout_s=args.join_timeout,
+                        window=0)
     if not args.profile:
         return coord.serve()
     import cProfile
