@@ -27,7 +27,7 @@ import zmq
 from fleet.control import cancelling, drain, launching, outcomes, preloads, recording, store
 from fleet.control.claims import Claims
 from fleet.control.intake import Intake
-from fleet.control.liveness import Liveness
+from fleet.control.liveness import Liveness, scaled
 from fleet.control.status import answer as status_answer
 from fleet.control.submissions import Submissions
 from fleet.control.transport import Transport
@@ -59,8 +59,8 @@ class Coordinator:
         self.connection_name = connection_name
         self.expected = nodes
         self.launcher = launcher
-        self.heartbeat_s = heartbeat_s
-        self.timeout_s = timeout_s
+        # Fewer heartbeats per node on a big allocation (fleet.control.liveness.scaled).
+        self.heartbeat_s, self.timeout_s = scaled(heartbeat_s, timeout_s, nodes)
         self.join_timeout_s = join_timeout_s
         self.preload = preload
         self.profile = profile or Profile("local", "")
@@ -69,7 +69,7 @@ class Coordinator:
         self.events = EventLog(self.run_dir / "events.jsonl", fleet=self.fleet_id)
         self.transport = Transport(bind_host, advertise)
         self.specs: dict[str, object] = {}  # step id -> StepSpec, every step submitted to this fleet
-        self.liveness = Liveness(self.transport, self.events, nodes, heartbeat_s, timeout_s)
+        self.liveness = Liveness(self.transport, self.events, nodes, self.heartbeat_s, self.timeout_s)
         self.claims = Claims(self.run_dir, self.fleet_id, self.sched, self.specs, self.events,
                              stale_after=stale_after, max_attempts=max_attempts)
         self.submissions = Submissions(self.run_dir, self.sched, self.specs, self.events)

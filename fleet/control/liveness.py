@@ -40,6 +40,26 @@ class Agent:
     memory_noted: int = -1  # the high last recorded (-1: none yet)
 
 
+# Heartbeats each way per second that one coordinator takes at most. Each costs it tens
+# of microseconds (CURVE, ZeroMQ, the agents table): at one a second from each of
+# 10,000 nodes, heartbeats alone took about 44 % of a core (benchmarks/README.md).
+BEATS_PER_S = 800
+TIMEOUT_BEATS = 3  # a node beating less often than asked is lost after this many periods at least
+
+
+def scaled(heartbeat_s: float, timeout_s: float, nodes: int) -> tuple[float, float]:
+    """The heartbeat period and the silence after which a node is lost, for `nodes`:
+    as asked, unless so many nodes would beat more than BEATS_PER_S times a second;
+    then every node beats less often (the allocation's size over BEATS_PER_S seconds)
+    and silence is judged over at least TIMEOUT_BEATS of those periods."""
+    period = max(heartbeat_s, nodes / BEATS_PER_S)
+    if period == heartbeat_s:
+        return heartbeat_s, timeout_s
+    log.info("%d nodes: heartbeats every %.1f s, lost after %.1f s of silence (asked: %g s, %g s)", nodes,
+             period, max(timeout_s, TIMEOUT_BEATS * period), heartbeat_s, timeout_s)
+    return period, max(timeout_s, TIMEOUT_BEATS * period)
+
+
 class Liveness:
     """The agents of this fleet, by node name and by socket identity."""
 
