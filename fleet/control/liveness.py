@@ -43,7 +43,7 @@ class Agent:
 # Heartbeats each way per second that one coordinator takes at most. Each costs it tens
 # of microseconds (CURVE, ZeroMQ, the agents table): at one a second from each of
 # 10,000 nodes, heartbeats alone took about 44 % of a core (benchmarks/README.md).
-BEATS_PER_S = 800
+BEATS_PER_S = 500
 TIMEOUT_BEATS = 3  # a node beating less often than asked is lost after this many periods at least
 
 
