@@ -111,6 +111,7 @@ class Coordinator:
         poller.register(self.agent_sock, zmq.POLLIN)
         poller.register(self.client_sock, zmq.POLLIN)
         poller.register(self.intake.worker.fd, zmq.POLLIN)
+        self.drain.wakeup(poller)  # a signal ends the wait at once (fleet.control.drain)
         next_beat = time.monotonic()
         next_claims = time.monotonic() + self.claims.period()
         code = 0
@@ -120,7 +121,7 @@ class Coordinator:
                 if code:
                     break
                 busy = self._todo or self._inbox or self.intake.ready()
-                wait_ms = 0 if busy else max(0, int((next_beat - time.monotonic()) * 1000))
+                wait_ms = 0 if busy else self.drain.wait_ms(time.time(), int((next_beat - time.monotonic()) * 1000))
                 ready = dict(poller.poll(wait_ms))
                 # Until the next poll the loop does not listen: not counted against agents.
                 self._until = self.liveness.listening_ended() + TURN_S
@@ -135,6 +136,7 @@ class Coordinator:
                 if time.monotonic() >= next_beat:
                     self._beat()
                     next_beat = time.monotonic() + self.heartbeat_s
+                self.drain.tick(time.time(), ready)  # its own timer: the drain point, not the next beat
                 if time.monotonic() >= next_claims:
                     self._tend_claims()
                     next_claims = time.monotonic() + self.claims.period()
@@ -307,7 +309,6 @@ class Coordinator:
         for node in self.liveness.beat(now, judge=emptied):
             self._feed(NodeLost(node, "agent missed heartbeats"), now)
         self._settle_preloads(now)  # lost nodes are not waited for; nor anyone past the time
-        self.drain.tick(now)
 
     def _tend_claims(self) -> None:
         now = time.time()

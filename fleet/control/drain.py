@@ -3,9 +3,13 @@
 The end is known when the fleet comes up (fleet.site.allocation reads it once from the
 batch system, or `fleet up --end/--walltime` gives it); nothing polls the batch system
 afterwards. At the coordinator's first heartbeat the end is recorded and handed to the
-scheduler (AllocationEnds). The drain point is looked at on every heartbeat (a timer);
-the batch system's warning signal (SIGUSR1, e.g. `#SBATCH --signal=B:USR1@300`, passed
-on by `fleet run`) brings it forward. At the drain point the scheduler kills every
+scheduler (AllocationEnds). The drain is a timer of its own, not the heartbeat's (at
+10,000 nodes a beat comes every 20 s): the loop's wait is bounded by the time to the
+drain point (wait_ms) and tick, a float compare, runs every loop turn, so the drain
+starts within one turn of its point whatever the heartbeat period. The batch system's
+warning signal (SIGUSR1, e.g. `#SBATCH --signal=B:USR1@300`, passed on by `fleet run`)
+brings it forward; a signal ends the loop's wait at once (wakeup: the signal writes to a
+pipe the loop's poller watches, so SIGTERM's stop is not a period late either). At the drain point the scheduler kills every
 running step (SIGTERM, SIGKILL after its grace); each exit is recorded interrupted
 (not an attempt: coordinator._interrupt), handed back to the scheduler, and its claim
 released, so the next allocation's fleet runs it at once. When none runs any more,
@@ -16,8 +20,12 @@ every step that never started is counted ended, `not_started`, in each submissio
 from __future__ import annotations
 
 import logging
+import math
+import os
 import signal
 import time
+
+import zmq
 
 from fleet.core import states as S
 from fleet.core.deadline import AllocationEnds, DrainNow
@@ -49,6 +57,7 @@ class Drain:
         self.drained = False
         self.reason = ""
         self.closed_subs: set[int] = set()  # submissions closed after the drain (later ones are too)
+        self._wake = -1  # the wakeup pipe's read end (wakeup)
 
     def plan(self, end: float | None, drain_before: float, source: str) -> None:
         """The allocation ends at `end` (epoch seconds; None: unknown), from `source`."""
@@ -60,12 +69,49 @@ class Drain:
                  clock(self.drain_at), drain_before)
 
     def on_signal(self, signum, frame) -> None:
-        """The batch system's warning (a signal handler: only noted; the next heartbeat acts)."""
+        """The batch system's warning (a signal handler: only noted; the loop's next turn acts)."""
         self.signalled = f"the batch system's warning signal ({signal.Signals(signum).name})"
 
-    def tick(self, now: float) -> None:
-        """On every heartbeat: announce the end, drain at its point, close what never started."""
+    def wakeup(self, poller) -> None:
+        """Every signal to this process writes to a pipe `poller` watches
+        (signal.set_wakeup_fd), so each ends the loop's wait at once (the handler alone
+        runs only to find the poll resumed with what was left of its wait). Not where
+        no wakeup can be set (not the main thread)."""
+        r, w = os.pipe()
+        os.set_blocking(r, False)
+        os.set_blocking(w, False)
+        try:
+            signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+        except ValueError:
+            os.close(r), os.close(w)
+            return
+        self._wake = r
+        poller.register(r, zmq.POLLIN)
+
+    def _woken(self) -> None:
+        """Empty the wakeup pipe (the poller said it is readable; the handlers ran)."""
+        try:
+            while os.read(self._wake, 512):
+                pass
+        except BlockingIOError:
+            pass
+
+    def wait_ms(self, now: float, beat_ms: int) -> int:
+        """How long the loop may wait (ms): until its next heartbeat (`beat_ms`), or the
+        first moment the drain has something to do, if sooner (rounded up: no spinning)."""
+        if self.end is not None and not self.announced:
+            return 0
+        if self.drained or self.drain_at is None:
+            return max(0, beat_ms)
+        return max(0, min(beat_ms, math.ceil((self.drain_at - now) * 1000)))
+
+    def tick(self, now: float, ready=()) -> None:
+        """On every loop turn (cheap: a few compares until the drain point): announce the
+        end, drain at its point, close what never started. `ready`: what the loop's poll
+        found readable (the wakeup pipe is emptied here)."""
         c = self.coord
+        if self._wake in ready:
+            self._woken()
         if self.end is not None and not self.announced:
             self.announced = True
             c.events.write(events.AllocationEnd(t=now, end=self.end, drain_at=self.drain_at, source=self.source))

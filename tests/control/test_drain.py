@@ -98,15 +98,21 @@ def test_a_fleet_with_a_walltime_skips_long_steps_interrupts_running_ones_at_the
 def test_the_batch_systems_warning_signal_to_fleet_run_drains_at_once(tmp_path, background):
     run_dir = tmp_path / "run"
     suite, flag = drain_suite(tmp_path)
-    # An end far off: only the warning drains; long's hour does not fit in it either.
-    runner = spawn("run", str(suite), "--run-dir", str(run_dir), "--nodes", "1", "--walltime", "40m", *HB,
-                   cwd=tmp_path)
+    # An end far off: only the warning drains; long's hour does not fit in it either. A
+    # long heartbeat period: the signal ends the loop's wait, it does not wait for a beat.
+    period = 30.0
+    runner = spawn("run", str(suite), "--run-dir", str(run_dir), "--nodes", "1", "--walltime", "40m",
+                   "--heartbeat", str(period), "--heartbeat-timeout", "120", cwd=tmp_path)
     background.append(runner)
-    wait_for(lambda: any(e["kind"] == "started" and e["step"] == "sleepy" for e in events(run_dir)), 60,
-             "sleepy running")
+    # quick ended too: the signal drains at once (within a loop turn), quick's nap would be cut.
+    wait_for(lambda: {("started", "sleepy"), ("exit", "quick")} <= {(e["kind"], e.get("step")) for e in events(run_dir)},
+             60, "sleepy running, quick done")
+    sent = time.time()
     os.kill(runner.pid, signal.SIGUSR1)  # as `#SBATCH --signal=B:USR1@300` and the job script's trap do
     code, out, err = finish(runner)
     assert code == 3, out + err
+    [drained] = [e for e in events(run_dir) if e["kind"] == "drained"]
+    assert drained["t"] - sent < period / 10, drained
     assert_drained_then_rerun(run_dir, tmp_path, suite, flag, "warning signal (SIGUSR1)")
 
 
@@ -133,3 +139,23 @@ def test_the_default_drain_margin_is_five_minutes_but_at_most_half_the_time_left
     assert source == "given" and 89 <= before <= 90
     assert _end(parser().parse_args(["--run-dir", "x", "--end", str(now + 7200)]))[1] == 300.0
     assert _end(parser().parse_args(["--run-dir", "x", "--end", str(now + 180), "--drain-before", "170"]))[1] == 170
+
+
+def test_the_drain_starts_at_its_point_not_at_the_next_heartbeat_however_long_the_period(tmp_path):
+    # 10,000 nodes beat every 20 s (fleet.control.liveness.scaled); a 30 s period here.
+    # The drain point comes about 10 s after the fleet is up, long before the second beat.
+    period = 30.0
+    run_dir = tmp_path / "run"
+    suite, flag = drain_suite(tmp_path)
+    r = fleet("run", str(suite), "--run-dir", str(run_dir), "--nodes", "1", "--walltime", "20s",
+              "--drain-before", "10s", "--heartbeat", str(period), "--heartbeat-timeout", "120",
+              cwd=tmp_path, timeout=120)
+    assert r.returncode == 3, r.stdout + r.stderr
+    ev = events(run_dir)
+    [end] = [e for e in ev if e["kind"] == "allocation_end"]
+    [drained] = [e for e in ev if e["kind"] == "drained"]
+    [sleepy] = [e for e in ev if e["kind"] == "exit" and e["step"] == "sleepy"]
+    # Within a loop turn or so of the point (a loaded machine's turn), not up to a period late.
+    assert 0 <= drained["t"] - end["drain_at"] < period / 10, (drained, end)
+    assert sleepy["outcome"] == "interrupted" and sleepy["t"] - end["drain_at"] < period / 10, sleepy
+    assert_drained_then_rerun(run_dir, tmp_path, suite, flag, "the drain point, 10 s before the end")
