@@ -1,6 +1,8 @@
 """`fleet simulate`'s output, and the command line's reservation options
 (fleet.core.reservations): `--reserve-after` and `--no-reservations` for `fleet up`,
 `fleet run` and `fleet simulate`, and `fleet simulate --compare-reservations`.
+`fleet simulate --window N` is `fleet up`'s (fleet.control.window_option), with the
+same default (each node's cores): the simulation makes the live fleet's commitments.
 
 The options keep their values in the click context (expose_value=False), so the
 commands' own signatures do not change: `coordinator_args()` turns them into the
@@ -14,6 +16,7 @@ import json
 import click
 
 from fleet.cli_options import simulate_end_lines
+from fleet.control import window_option
 from fleet.core.reservations import RESERVE_AFTER_S
 from fleet.core.units import counted, format_memory
 
@@ -39,7 +42,8 @@ def reservation_options(f):
 
 
 def simulate_options(f):
-    """The reservation options, and --compare-reservations."""
+    """The reservation options, --window (a live fleet's), and --compare-reservations."""
+    f = window_option.option(f)
     f = click.option("--compare-reservations", is_flag=True, expose_value=False, callback=_keep("compare"),
                      help="run the suite twice, without and with reservations, and show both")(f)
     return reservation_options(f)
@@ -85,7 +89,7 @@ def show_comparison(run_sim, steps, graph, alloc, as_json: bool) -> None:
     wide = max(2, max((len(n.cores) for n in alloc), default=1) // 2)
     rows = {}
     for name, ra in (("without", None), ("with", after)):
-        r = run_sim(steps, graph, alloc, reserve_after=ra)
+        r = run_sim(steps, graph, alloc, reserve_after=ra, window=window_option.value())
         rows[name] = {"makespan_s": r.makespan_s, "utilization": r.utilization,
                       "wide_waits": wide_waits(r, steps, graph, wide)}
     if as_json:
@@ -107,9 +111,12 @@ def show(suite, graph, alloc, nodes: int, cores_per_node: int, as_json: bool, en
     if compare():
         show_comparison(run_sim, suite.steps, graph, alloc, as_json)
         return
-    r = run_sim(suite.steps, graph, alloc, reserve_after=reserve_after(), end_s=end_s, drain_before_s=drain_before_s)
+    window = window_option.value()  # None: the node's cores, as `fleet up`'s default
+    r = run_sim(suite.steps, graph, alloc, reserve_after=reserve_after(), end_s=end_s, drain_before_s=drain_before_s,
+                window=window)
+    window = cores_per_node if window is None else window
     if as_json:
-        click.echo(json.dumps(r.to_json(), indent=1, sort_keys=True))
+        click.echo(json.dumps({**r.to_json(), "window": window}, indent=1, sort_keys=True))
         return
     total = nodes * cores_per_node
     click.echo(f"suite '{suite.name}': {counted(len(suite.steps), 'step')} on {counted(nodes, 'node')} x "
@@ -122,3 +129,4 @@ def show(suite, graph, alloc, nodes: int, cores_per_node: int, as_json: bool, en
         click.echo(f"  speedup       {r.work_s / r.makespan_s:10.2f} x against one at a time")
     for line in simulate_end_lines(r):
         click.echo(line)
+    click.echo(f"  window        {window:10d} step(s) per node handed ahead" + (" (none)" if not window else ""))

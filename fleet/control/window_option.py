@@ -28,3 +28,9 @@ def args() -> list[str]:
     ctx = click.get_current_context(silent=True)
     value = ctx.meta.get(_KEY) if ctx is not None else None
     return [] if value is None else ["--window", str(value)]
+
+
+def value() -> int | None:
+    """The `--window` given to the command being run (None: not given, the node's cores)."""
+    ctx = click.get_current_context(silent=True)
+    return ctx.meta.get(_KEY) if ctx is not None else None

@@ -3,7 +3,14 @@
 
 Given the allocation's end (`end_s`), it is modelled with the same core as a live
 fleet (fleet.core.deadline): steps that would not end before the drain point are not
-started, and at the drain point the running ones are interrupted."""
+started, and at the drain point the running ones are interrupted.
+
+With a node window (`window`, as a live fleet's, fleet.core.window), steps handed to a
+node ahead wait there behind a running step (Queue) and start the moment it ends, on
+its resources (Begin): the same commitments a live fleet makes, so a step queued behind
+a long one waits for it even when another node frees first. `fleet simulate` uses the
+live default (None: each node's cores); this function's default, 0, is no window (what
+the recorded what-if benchmarks measured)."""
 
 from __future__ import annotations
 
@@ -16,7 +23,7 @@ from fleet.core.reservations import RESERVE_AFTER_S
 from fleet.core.resources import NodeSpec
 from fleet.core import states as S
 from fleet.core.deadline import AllocationEnds, DrainNow
-from fleet.core.scheduler import (Blocked, Kill, NodeJoined, Scheduler, Start, StepExited, Unrunnable,
+from fleet.core.scheduler import (Begin, Blocked, Kill, NodeJoined, Scheduler, Start, StepExited, Unrunnable,
                         Submitted)
 from fleet.core.suite import StepSpec
 
@@ -74,13 +81,15 @@ class SimResult:
 
 def simulate(steps: Iterable[StepSpec], graph: Graph, nodes: list[NodeSpec],
              keep_log: bool = False, end_s: float | None = None, drain_before_s: float = 0.0,
-             reserve_after: float | None = RESERVE_AFTER_S) -> SimResult:
+             reserve_after: float | None = RESERVE_AFTER_S, window: int | None = 0) -> SimResult:
     """Run the scheduler to completion with every step succeeding after its estimate;
     with `end_s`, until the allocation's end, draining `drain_before_s` before it.
-    `reserve_after` is the scheduler's (None: no reservations, fleet.core.reservations)."""
+    `reserve_after` and `window` are the scheduler's (None: no reservations,
+    fleet.core.reservations; the window: steps per node handed ahead, None: the node's
+    cores, 0: none, fleet.core.window)."""
     steps = tuple(steps)
     dur = {s.id: (s.estimate if s.estimate is not None else 1.0) for s in steps}
-    sched = Scheduler(reserve_after)
+    sched = Scheduler(reserve_after, window)
     for n in nodes:
         sched.handle(NodeJoined(n), 0.0)
     ends: list[tuple[float, int, str, int]] = []
@@ -96,9 +105,10 @@ def simulate(steps: Iterable[StepSpec], graph: Graph, nodes: list[NodeSpec],
         for d in decisions:
             if keep_log:
                 log.append((now, d))
-            if isinstance(d, Start):
+            if isinstance(d, (Start, Begin)):  # Begin: a queued step, as its predecessor ended
                 end = now + dur[d.step]
-                placed[d.step] = SimStep(tuple(s.node for s in d.placement), d.cores, now, end)
+                placed[d.step] = SimStep(tuple(s.node for s in d.placement),
+                                         sum(len(s.cores) for s in d.placement), now, end)
                 heapq.heappush(ends, (end, seq, d.step, d.attempt))
                 seq += 1
             elif isinstance(d, Unrunnable):
@@ -106,9 +116,12 @@ def simulate(steps: Iterable[StepSpec], graph: Graph, nodes: list[NodeSpec],
             elif isinstance(d, Blocked):
                 blocked[d.step] = d.because
             elif isinstance(d, Kill):  # the drain: the step ends now, interrupted
-                interrupted[d.step] = now
-                placed[d.step] = SimStep(placed[d.step].nodes, placed[d.step].cores, placed[d.step].start_s, now)
+                # What the exit decides is not acted on: after the drain nothing starts, and
+                # a queued step its predecessor's end would begin has its own Kill here.
                 sched.handle(StepExited(d.step, d.attempt, S.INTERRUPTED), now)
+                if d.step in placed:  # else queued on its node, dropped there: never started
+                    interrupted[d.step] = now
+                    placed[d.step] = SimStep(placed[d.step].nodes, placed[d.step].cores, placed[d.step].start_s, now)
 
     interrupted: dict[str, float] = {}
     drain_s = max(0.0, end_s - drain_before_s) if end_s is not None else None
@@ -122,6 +135,12 @@ def simulate(steps: Iterable[StepSpec], graph: Graph, nodes: list[NodeSpec],
         if sid in interrupted:
             continue
         act(sched.handle(StepExited(sid, attempt, "succeeded") if sid else DrainNow("the drain point"), now), now)
+    return _result(steps, dur, graph, nodes, placed, count, unrunnable, blocked, tuple(log), interrupted,
+                   end_s, drain_s)
+
+
+def _result(steps, dur, graph, nodes, placed, count, unrunnable, blocked, log, interrupted, end_s, drain_s):
+    """The figures of a finished simulation."""
     makespan = max((s.end_s for s in placed.values()), default=0.0)
     work = sum(s.end_s - s.start_s for s in placed.values())
     core_s = sum((s.end_s - s.start_s) * s.cores for s in placed.values())
@@ -130,5 +149,5 @@ def simulate(steps: Iterable[StepSpec], graph: Graph, nodes: list[NodeSpec],
     floor, _ = critical_path(graph.deps, runnable)
     util = core_s / (total * makespan) if makespan > 0 and total else 0.0
     never = tuple(s.id for s in steps if s.id not in placed and s.id not in unrunnable and s.id not in blocked)
-    return SimResult(makespan, work, core_s, floor, util, placed, count, unrunnable, blocked, tuple(log),
+    return SimResult(makespan, work, core_s, floor, util, placed, count, unrunnable, blocked, log,
                      interrupted, never if end_s is not None else (), end_s, drain_s)

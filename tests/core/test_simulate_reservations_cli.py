@@ -40,7 +40,10 @@ SUITE = """
 def run(tmp_path: Path, *args: str):
     p = tmp_path / "suite.toml"
     p.write_text(textwrap.dedent(SUITE))
-    return CliRunner().invoke(main, ["simulate", str(p), "--nodes", "1", "--cores-per-node", "8", *args])
+    # No node window: these figures are the reservations' alone (with the default window
+    # see tests/core/test_simulate_window.py).
+    return CliRunner().invoke(main, ["simulate", str(p), "--nodes", "1", "--cores-per-node", "8", "--window", "0",
+                                     *args])
 
 
 def test_simulate_starts_the_wide_step_at_the_first_ends_with_reservations_and_last_without(tmp_path):

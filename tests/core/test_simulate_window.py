@@ -1,0 +1,121 @@
+"""`fleet simulate` with a node window (fleet.core.window), through the real command
+line: the same default as `fleet up` (each node's cores), the same commitments (a step
+handed to a node ahead starts there the moment its predecessor ends, even when another
+node frees first), and `--window 0` gives the window-less figures."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from fleet.cli import main
+
+# Two one-core nodes: "long" and "short" start at once (priority 1 first); "next" is handed to the node
+# that ran the first start (long's), so it waits 10 s there instead of 1 s on the other.
+SUITE = """
+    [suite]
+    name = "window"
+
+    [[steps]]
+    id = "long"
+    command = "x"
+    priority = 1
+    estimate = 10
+
+    [[steps]]
+    id = "short"
+    command = "x"
+    priority = 2
+    estimate = 1
+
+    [[steps]]
+    id = "next"
+    command = "x"
+    priority = 3
+    estimate = 1
+    """
+
+
+def simulate(tmp_path: Path, *args: str, suite: str = SUITE, nodes: str = "2", cores: str = "1") -> dict:
+    p = tmp_path / "suite.toml"
+    p.write_text(textwrap.dedent(suite))
+    r = CliRunner().invoke(main, ["simulate", str(p), "--nodes", nodes, "--cores-per-node", cores, "--json", *args])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+def test_by_default_simulate_hands_a_step_to_a_busy_node_ahead_as_a_live_fleet_does_and_it_starts_when_its_predecessor_ends(
+        tmp_path):
+    out = simulate(tmp_path)
+    assert out["window"] == 1  # the node's cores, as `fleet up`'s default
+    st = out["steps"]
+    assert st["long"] == {"node": "node1", "cores": 1, "start_s": 0.0, "end_s": 10.0}
+    assert st["short"] == {"node": "node2", "cores": 1, "start_s": 0.0, "end_s": 1.0}
+    assert st["next"] == {"node": "node1", "cores": 1, "start_s": 10.0, "end_s": 11.0}
+    assert out["makespan_s"] == 11.0
+
+
+def test_with_window_0_simulate_gives_the_window_less_answer(tmp_path):
+    out = simulate(tmp_path, "--window", "0")
+    assert out["window"] == 0
+    assert out["steps"]["next"] == {"node": "node2", "cores": 1, "start_s": 1.0, "end_s": 2.0}
+    assert out["makespan_s"] == 10.0  # as before simulate modelled the window
+
+
+def test_the_summary_in_words_says_the_window(tmp_path):
+    p = tmp_path / "suite.toml"
+    p.write_text(textwrap.dedent(SUITE))
+    r = CliRunner().invoke(main, ["simulate", str(p), "--nodes", "2", "--cores-per-node", "1", "--window", "0"])
+    assert r.exit_code == 0, r.output
+    assert "window 0 step(s) per node handed ahead (none)" in [" ".join(x.split()) for x in r.stdout.splitlines()]
+
+
+def test_a_step_handed_ahead_that_begins_just_before_the_drain_point_is_interrupted_there(tmp_path):
+    # "long" ends at 5.5 s; "next" (no estimate: it is not held back; simulate gives it 1 s)
+    # begins behind it then and runs into the drain point at 6 s.
+    suite = SUITE.replace("estimate = 10", "estimate = 5.5").replace("priority = 3\n    estimate = 1", "priority = 3")
+    out = simulate(tmp_path, "--walltime", "8s", "--drain-before", "2s", suite=suite)
+    assert out["drain_s"] == 6.0
+    assert out["steps"]["next"] == {"node": "node1", "cores": 1, "start_s": 5.5, "end_s": 6.0}
+    assert out["interrupted"] == {"next": 6.0} and out["not_started"] == []
+    # Without a window "next" ran on the other node long before the drain point.
+    out = simulate(tmp_path, "--walltime", "8s", "--drain-before", "2s", "--window", "0", suite=suite)
+    assert out["interrupted"] == {} and out["steps"]["next"]["end_s"] == 2.0
+
+
+def test_at_the_drain_point_a_step_still_queued_on_its_node_is_dropped_there_never_started(tmp_path):
+    # One core: "u" (no estimate) starts at 5.5 s when "a" ends, "v" is handed ahead behind it.
+    suite = """
+        [suite]
+        name = "drop"
+        [[steps]]
+        id = "a"
+        command = "x"
+        estimate = 5.5
+        [[steps]]
+        id = "u"
+        command = "x"
+        priority = 2
+        deps = ["a"]
+        [[steps]]
+        id = "v"
+        command = "x"
+        priority = 3
+        deps = ["a"]
+        """
+    out = simulate(tmp_path, "--walltime", "8s", "--drain-before", "2s", suite=suite, nodes="1")
+    assert out["interrupted"] == {"u": 6.0}
+    assert out["not_started"] == ["v"] and "v" not in out["steps"]
+
+
+@pytest.mark.xfail(strict=True, reason="the window keeps a queued step behind every running one, so the "
+                                        "reservation for the wide step is never made (fleet.core.window / "
+                                        "fleet.core.reservations): found by simulating the window")
+def test_with_the_default_window_a_reservation_still_starts_the_wide_step_at_the_first_ends(tmp_path):
+    from test_simulate_reservations_cli import SUITE as STARVE
+    out = simulate(tmp_path, suite=STARVE, nodes="1", cores="8")
+    assert out["steps"]["wide"]["start_s"] <= 5.5, out["steps"]["wide"]
