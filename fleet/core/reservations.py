@@ -115,6 +115,7 @@ class Reservations:
         self._live: dict[str, tuple[int, object]] = {}  # running step -> (start number, job)
         self._starts = 0
         self.recorded: dict[str, float] = {}  # earlier runs' durations (the scheduler's deadline shares its own)
+        self.queued: dict = {}  # running step -> the step queued behind it on its node (the scheduler's window)
         self._nodes: tuple = (-1, {}, {})  # (pool.total_cores, specs by name, join order) when last seen
 
     # -- the running steps ---------------------------------------------------------------
@@ -227,6 +228,10 @@ class Reservations:
                                 detail=first.job.spec.id)
         return None
 
+    def nodes(self) -> set[str]:
+        """The nodes the standing reservations take (nothing is queued on them)."""
+        return {n for p in self.plans.values() for n in p.want}
+
     def drop(self, pool: Pool, key) -> None:
         """Give a reservation's holds back and forget it."""
         p = self.plans.pop(key, None)
@@ -292,7 +297,8 @@ class Reservations:
         if self._nodes[0] != pool.total_cores:  # a node joined or was lost since
             specs = {n.name: n for n in pool.nodes()}
             self._nodes = (pool.total_cores, specs, {name: i for i, name in enumerate(specs)})
-        found = _walk(job.demand, pool, self._running_by_end(), self._job_at, owed, self._nodes[1], self._nodes[2])
+        found = _walk(job.demand, pool, self._running_by_end(), self._job_at, owed, self._nodes[1], self._nodes[2],
+                      self._queued_end)
         if found is None:
             return None
         shadow, want = found
@@ -312,6 +318,15 @@ class Reservations:
             self._compact()
         return self._ends
 
+    def _queued_end(self, sid: str, end: float):
+        """When the resources of running step `sid` (expected to end at `end`) come back:
+        None if at its end; else (the end of the step queued behind it, that step)."""
+        succ = self.queued.get(sid)
+        if succ is None:
+            return None
+        e = expected_s(succ, self.recorded)
+        return (end + e if e is not None else math.inf), succ
+
     def _job_at(self, sid: str, no: int):
         """The running job an index entry names, or None if the entry is stale."""
         got = self._live.get(sid)
@@ -323,12 +338,14 @@ def _merged(node: str, slots: list[Slot]) -> Slot:
                 tuple(sorted(g for s in slots for g in s.gpus)), sum(s.memory for s in slots))
 
 
-def _walk(d: Demand, pool: Pool, ends: list, job_at, owed: dict, specs: dict, order: dict):
+def _walk(d: Demand, pool: Pool, ends: list, job_at, owed: dict, specs: dict, order: dict, queued_end=None):
     """The shadow time and per-node amounts of d's reservation, or None if it would
     not fit even once every running step has ended. What older reservations are still
     owed on a node goes to them first (`owed`). `specs`: each live node's NodeSpec by
     name; `order`: its join order. The index `ends` is walked in place (no copy: a plan
-    costs what it walks) and its live entries are put back."""
+    costs what it walks) and its live entries are put back. `queued_end(sid, end)`: a
+    running step with a step queued behind it on its node (fleet.core.window) gives its
+    resources to that one, so they come back only when that one ends."""
 
     def now_free(name: str) -> list[int]:
         c, g, m = pool.free_on(name)
@@ -342,22 +359,31 @@ def _walk(d: Demand, pool: Pool, ends: list, job_at, owed: dict, specs: dict, or
     proj = {name: now_free(name) for name in specs if free_on(name)[0] >= d.unit} if d.span else {}
     popped: list = []
     try:
-        return _walk_ends(d, ends, job_at, specs, order, now_free, popped, proj)
+        return _walk_ends(d, ends, job_at, specs, order, now_free, popped, proj, queued_end or (lambda sid, end: None))
     finally:
         for e in popped:
             heapq.heappush(ends, e)
 
 
-def _walk_ends(d: Demand, ends: list, job_at, specs: dict, order: dict, now_free, popped: list, proj: dict):
+def _walk_ends(d: Demand, ends: list, job_at, specs: dict, order: dict, now_free, popped: list, proj: dict,
+               queued_end):
     freed: dict[str, int] = {}
     room = _Room(d, specs, proj) if d.span else None
     tries = 0
-    while ends:
-        end, no, sid = e = heapq.heappop(ends)
-        job = job_at(sid, no)
-        if job is None:
-            continue  # a step that ended: its entry is dropped for good
-        popped.append(e)
+    later: list = []  # (end, start number, step, job): queued steps, ending on their predecessors' resources
+    while ends or later:
+        if later and (not ends or later[0][:3] < ends[0]):
+            end, _, _, job = heapq.heappop(later)
+        else:
+            end, no, sid = e = heapq.heappop(ends)
+            job = job_at(sid, no)
+            if job is None:
+                continue  # a step that ended: its entry is dropped for good
+            popped.append(e)
+            chained = queued_end(sid, end)
+            if chained is not None:  # its resources pass to the step queued behind it
+                heapq.heappush(later, (chained[0], no, sid, chained[1]))
+                continue
         for slot in job.placement:
             if slot.node not in specs:
                 continue

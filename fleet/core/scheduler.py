@@ -69,7 +69,7 @@ class Scheduler(Entries, Phases):
         self._entry: _Entry | None = None  # a chunked submission part way in
         self._held: deque[tuple[Event, float]] = deque()  # events that came meanwhile
         self.deadline = Deadline()  # the allocation's end and its drain (fleet.core.deadline)
-        self._res.recorded = self.deadline.recorded  # one table of earlier runs' durations
+        self._res.recorded, self._res.queued = self.deadline.recorded, self.window.next  # shared tables
         self._phases_init()  # steps that submit steps, wait for them, go on in stages
 
     # -- public ---------------------------------------------------------------------
@@ -140,7 +140,7 @@ class Scheduler(Entries, Phases):
         """Set, before the first event, how long a ready step waits before it gets a
         reservation (None: no reservations); see fleet.core.reservations."""
         self._res = Reservations(seconds)
-        self._res.recorded = self.deadline.recorded
+        self._res.recorded, self._res.queued = self.deadline.recorded, self.window.next
 
     def entering(self) -> bool:
         """Whether a chunked submission is part way in (EnterMore goes on with it)."""

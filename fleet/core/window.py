@@ -18,6 +18,9 @@ the decisions stay deterministic: the same events give the same queues. The rule
   (None: as many as the node has cores, i.e. the next step of every one-core slot);
 - steps that run alone, span nodes or are placed on several nodes are never queued,
   nor queued behind;
+- nothing is queued on a node a reservation takes (fleet.core.reservations): what the
+  reserved step waits for must come back to the pool; a plan counts the steps already
+  queued there (their predecessor's resources come back when they end);
 - a queued step is not an attempt until it starts: when its predecessor ends here
   (exit, cancel, claimed elsewhere: however it stops) it becomes RUNNING on the
   predecessor's placement (a Begin decision); when the node is lost first, it returns
@@ -131,6 +134,7 @@ class Window:
         for slot in succ.placement:
             sched._on_node[slot.node].add(succ.spec.id)
         self.began.append((succ, sid))
+        sched._res.started(succ, sched._now)  # its expected end, for reservations' plans
         self.started(succ)
         return True
 
@@ -145,19 +149,24 @@ class Window:
         """After a pass: queue the head of each class left waiting behind open running
         steps of its demand, in the order the pass would start them."""
         sched = self.sched
-        # Nothing is handed ahead while a reservation waits for resources to come back to
-        # the pool (fleet.core.reservations), nor once the fleet drains (fleet.core.deadline).
-        if not self.on or not self.taking or sched._res.plans or sched.deadline.drained:
+        # Nothing is handed ahead on a node where a reservation waits for resources to come
+        # back to the pool (fleet.core.reservations), nor once the fleet drains (fleet.core.deadline).
+        if not self.on or not self.taking or sched.deadline.drained:
             return
+        reserved = sched._res.nodes() if sched._res.plans else ()
         heads = sorted((cls.heap[0], key) for key, cls in sched._classes.items()
                        if cls.heap and not cls.exclusive and self.taking.get(cls.demand))
         for _, key in heads:
             cls = sched._classes[key]
             preds = self.taking[cls.demand]
+            kept: dict = {}  # on reserved nodes: open again once the reservation is gone
             while preds and cls.heap:
                 pid = next(iter(preds))
                 pred = preds.pop(pid)
                 node = pred.placement[0].node
+                if node in reserved:
+                    kept[pid] = pred
+                    continue
                 if self.count.get(node, 0) >= self._limit(node):
                     self.parked.setdefault(node, {})[pid] = pred  # back when its window has room
                     continue
@@ -166,6 +175,7 @@ class Window:
                     break
                 _, _, sid = heapq.heappop(cls.heap)
                 self._queue(sched._jobs[sid], pred, out)
+            preds.update(kept)
             if not preds:
                 del self.taking[cls.demand]
             if not cls.heap:  # as the pass does: it walks live classes only

@@ -9,7 +9,6 @@ import json
 import textwrap
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 
 from fleet.cli import main
@@ -112,9 +111,6 @@ def test_at_the_drain_point_a_step_still_queued_on_its_node_is_dropped_there_nev
     assert out["not_started"] == ["v"] and "v" not in out["steps"]
 
 
-@pytest.mark.xfail(strict=True, reason="the window keeps a queued step behind every running one, so the "
-                                        "reservation for the wide step is never made (fleet.core.window / "
-                                        "fleet.core.reservations): found by simulating the window")
 def test_with_the_default_window_a_reservation_still_starts_the_wide_step_at_the_first_ends(tmp_path):
     from test_simulate_reservations_cli import SUITE as STARVE
     out = simulate(tmp_path, suite=STARVE, nodes="1", cores="8")

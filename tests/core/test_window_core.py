@@ -150,3 +150,31 @@ def test_a_queued_step_whose_launch_cannot_be_made_fails_and_is_not_queued_again
     out = sched.handle(StepExited("b", 1, S.FAILED, "cannot launch the MPI step: x"), 1.0)
     assert of(Finished, out) == [Finished("b", 1, S.FAILED, "cannot launch the MPI step: x")]
     assert of(Blocked, out) == [Blocked("c", "b")] and of(Queue, out) == []
+
+
+def test_a_reservation_counts_the_step_queued_behind_a_running_one_and_nothing_more_is_queued_on_its_node():
+    # One node of two cores; narrow steps of 3 s fill it, each with one queued behind it.
+    sched, out = windowed([node("n1", 2)], {"id": "first", "priority": 1, "estimate": 2},
+                          *steps(8, estimate=3), {"id": "wide", "cores": 2, "priority": 1, "estimate": 5,
+                                                  "deps": ["first"]}, window=None)
+    assert [d.step for d in of(Start, out)] == ["first", "s0"]
+    assert [d.step for d in of(Queue, out)] == ["s1", "s2"]
+    # first ends at 2: s1 takes its core (the node started it); wide is ready and cannot start.
+    out = sched.handle(StepExited("first", 1, S.SUCCEEDED), 2.0)
+    assert [d.step for d in of(Begin, out)] == ["s1"]
+    # Its reservation counts s2, queued behind s0 (3 + 3 = 6 s), and s1 (2 + 3 = 5 s): both
+    # cores come back at 6 s, and nothing more is queued on the node meanwhile.
+    assert of(Queue, out) == []
+    assert sched._res.plans and next(iter(sched._res.plans.values())).shadow == 6.0
+    out = sched.handle(StepExited("s0", 1, S.SUCCEEDED), 3.0)
+    assert [d.step for d in of(Begin, out)] == ["s2"] and of(Queue, out) == [] and of(Start, out) == []
+    out = sched.handle(StepExited("s1", 1, S.SUCCEEDED), 5.0)
+    assert of(Start, out) == [] and of(Queue, out) == []  # its core is held for wide
+    out = sched.handle(StepExited("s2", 1, S.SUCCEEDED), 6.0)
+    assert [(d.step, d.placement[0].cores) for d in of(Start, out)] == [("wide", (0, 1))]
+
+
+def test_without_a_reservation_the_window_keeps_queueing_behind_every_running_step():
+    sched, _ = windowed([node("n1", 2)], *steps(8, estimate=3), window=None)
+    out = sched.handle(StepExited("s0", 1, S.SUCCEEDED), 3.0)
+    assert [d.step for d in of(Begin, out)] == ["s2"] and [d.step for d in of(Queue, out)] == ["s4"]
