@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from fleet.core.graph import Graph, critical_path
+from fleet.core.ranks import DEFAULT as DEFAULT_ORDER, ordered
 from fleet.core.reservations import RESERVE_AFTER_S
 from fleet.core.resources import NodeSpec
 from fleet.core import states as S
@@ -74,13 +75,13 @@ class SimResult:
 
 def simulate(steps: Iterable[StepSpec], graph: Graph, nodes: list[NodeSpec],
              keep_log: bool = False, end_s: float | None = None, drain_before_s: float = 0.0,
-             reserve_after: float | None = RESERVE_AFTER_S) -> SimResult:
+             reserve_after: float | None = RESERVE_AFTER_S, order: str = DEFAULT_ORDER) -> SimResult:
     """Run the scheduler to completion with every step succeeding after its estimate;
     with `end_s`, until the allocation's end, draining `drain_before_s` before it.
-    `reserve_after` is the scheduler's (None: no reservations, fleet.core.reservations)."""
+    `reserve_after` and `order` are the scheduler's (fleet.core.reservations, .ranks)."""
     steps = tuple(steps)
     dur = {s.id: (s.estimate if s.estimate is not None else 1.0) for s in steps}
-    sched = Scheduler(reserve_after)
+    sched = ordered(Scheduler(reserve_after), order)
     for n in nodes:
         sched.handle(NodeJoined(n), 0.0)
     ends: list[tuple[float, int, str, int]] = []
