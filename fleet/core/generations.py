@@ -107,7 +107,7 @@ class Entries:
 
     def _submitting(self, ev: Submitted, out: list, entry) -> Iterator[None]:
         chunk, work = ev.chunk, itertools.count(1)
-        self.ranks.learn(ev.steps, ev.deps, self.deadline.recorded)  # once, unchunked: O(steps + deps)
+        yield from self.ranks.learn(ev.steps, ev.deps, self.deadline.recorded, chunk)  # O(steps + deps)
         plan, skip = yield from planned(ev, self._jobs, chunk, work)
         new: list = []
         for spec in ev.steps:

@@ -25,7 +25,7 @@ counts 0 s. Keys are deterministic: ties go to setup order.
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Iterator, Mapping
 
 from fleet.core import durations
 
@@ -39,14 +39,35 @@ def upward_ranks(steps, deps: Mapping[str, tuple[str, ...]],
     """Each step's expected duration plus the longest chain of expected durations
     after it, among `steps` (dependencies on other ids are ignored; steps on or after
     a cycle count only themselves)."""
-    own = {s.id: durations.expected_s(s, recorded) or 0.0 for s in steps}
+    rank: dict[str, float] = {}
+    for _ in ranking(steps, deps, recorded, rank):
+        pass
+    return rank
+
+
+def ranking(steps, deps: Mapping[str, tuple[str, ...]], recorded: Mapping[str, float] | None,
+            rank: dict[str, float], chunk: int = 0) -> Iterator[None]:
+    """upward_ranks into `rank`, pausing (a yield) after every `chunk` steps of each of
+    its four walks (0: never), as a chunked submission is entered (Submitted.chunk)."""
+    rec = recorded or {}
+    own: dict[str, float] = {}
+    for n, s in enumerate(steps, 1):
+        own[s.id] = float(s.estimate) if s.estimate is not None else rec.get(s.id, 0.0)
+        if chunk and n % chunk == 0:
+            yield
     children: dict[str, list[str]] = {}
     indeg = dict.fromkeys(own, 0)
-    for sid in own:
+    for n, sid in enumerate(own, 1):
         for d in deps.get(sid, ()):
             if d in own:
-                children.setdefault(d, []).append(sid)
+                kids = children.get(d)
+                if kids is None:
+                    children[d] = [sid]
+                else:
+                    kids.append(sid)
                 indeg[sid] += 1
+        if chunk and n % chunk == 0:
+            yield
     order = [k for k, v in indeg.items() if v == 0]
     i = 0
     while i < len(order):  # Kahn's order: every dependency before its dependents
@@ -55,12 +76,15 @@ def upward_ranks(steps, deps: Mapping[str, tuple[str, ...]],
             if indeg[c] == 0:
                 order.append(c)
         i += 1
-    rank = dict(own)
-    for sid in reversed(order):  # dependents first: each rank is final when read
+        if chunk and i % chunk == 0:
+            yield
+    rank.update(own)
+    for n, sid in enumerate(reversed(order), 1):  # dependents first: each rank is final when read
         kids = children.get(sid)
         if kids:
             rank[sid] = own[sid] + max(rank[c] for c in kids)
-    return rank
+        if chunk and n % chunk == 0:
+            yield
 
 
 class Ranks:
@@ -75,12 +99,15 @@ class Ranks:
         self._first: dict[str, float] = {}
         self._recorded: Mapping[str, float] | None = None
 
-    def learn(self, steps, deps: Mapping[str, tuple[str, ...]], recorded: Mapping[str, float] | None) -> None:
-        """A submission: rank its steps (a later submission's steps rank among themselves)."""
+    def learn(self, steps, deps: Mapping[str, tuple[str, ...]], recorded: Mapping[str, float] | None,
+              chunk: int = 0) -> Iterator[None]:
+        """A submission: rank its steps (a later submission's steps rank among
+        themselves), pausing every `chunk` steps of each walk as its entering does."""
         if self.order == "setup":
             return
         self._recorded = recorded  # the scheduler's one table, kept up to date in place
-        rank = upward_ranks(steps, deps, recorded)
+        rank: dict[str, float] = {}
+        yield from ranking(steps, deps, recorded, rank, chunk)
         if self.order == "critical-path":
             self._first.update((sid, -r) for sid, r in rank.items())
             return

@@ -6,7 +6,8 @@ import pytest
 
 from fleet.core.graph import build_graph
 from fleet.core.ranks import Ranks, upward_ranks
-from fleet.core.scheduler import Cancel, NodeJoined, Scheduler, Start, StepExited, submission
+from fleet.core.scheduler import (Cancel, EnterMore, Entering, NodeJoined, Scheduler, Start, StepExited, Submitted,
+                                  submission)
 from fleet.core.simulate import simulate
 
 from tests.core.coretools import node, suite
@@ -88,3 +89,23 @@ def test_simulate_with_critical_path_order_ends_sooner_here_with_the_same_steps(
 def test_an_unknown_order_is_refused_by_name():
     with pytest.raises(ValueError, match="critical-path"):
         Ranks("longest")
+
+
+def test_a_chunked_submission_is_ranked_in_parts_and_decides_as_the_whole_one_does():
+    tables = tuple({"id": f"s{i}", "estimate": 1 + i % 7, "cores": 1 + i % 3,
+                    **({"deps": [f"s{i - 3}"]} if i >= 3 else {})} for i in range(30))
+    s = suite(*tables)
+    graph, _ = build_graph(s.steps)
+
+    def decisions(chunk):
+        sched = Scheduler(None)
+        sched.ranks = Ranks("critical-then-smallest")
+        sched.handle(NodeJoined(node("n1", 4)), 0.0)
+        out, pauses = sched.handle(Submitted(tuple(s.steps), graph.deps, chunk=chunk), 0.0), 0
+        while sched.entering():
+            pauses += 1
+            out += sched.handle(EnterMore(), 0.0)
+        return [d for d in out if not isinstance(d, Entering)], pauses
+    whole, none = decisions(0)
+    parts, pauses = decisions(4)
+    assert none == 0 and pauses > 30 // 4 and parts == whole  # ranking pauses too, in its four walks
