@@ -31,7 +31,13 @@ def _keep(name: str):
 
 
 def reservation_options(f):
-    """--reserve-after and --no-reservations (values read back with reserve_after())."""
+    """--reserve-after, --no-reservations and --order (values read back with
+    reserve_after() and order())."""
+    f = click.option("--order", type=click.Choice(ORDERS), default=DEFAULT_ORDER, expose_value=False,
+                     callback=_keep("order"), show_default=True,
+                     help="the order of ready steps of equal priority: setup order, the longest chain of "
+                          "estimates after the step first, or steps on the longest chains first and then "
+                          "the smallest (cores x estimate) first")(f)
     f = click.option("--no-reservations", is_flag=True, expose_value=False, callback=_keep("off"),
                      help="no reservations: every step that fits starts (greedy backfill; wide steps may wait long)")(f)
     f = click.option("--reserve-after", type=click.FloatRange(min=0), default=RESERVE_AFTER_S, expose_value=False,
@@ -42,14 +48,9 @@ def reservation_options(f):
 
 
 def simulate_options(f):
-    """The reservation options, --compare-reservations, --order and --compare-orders."""
+    """The reservation options (with --order), --compare-reservations and --compare-orders."""
     f = click.option("--compare-orders", is_flag=True, expose_value=False, callback=_keep("orders"),
                      help="run the suite once in each --order and show each (same reservations)")(f)
-    f = click.option("--order", type=click.Choice(ORDERS), default=DEFAULT_ORDER, expose_value=False,
-                     callback=_keep("order"), show_default=True,
-                     help="the order of ready steps of equal priority: setup order, the longest chain of "
-                          "estimates after the step first, or steps on the longest chains first and then "
-                          "the smallest (cores x estimate) first")(f)
     f = click.option("--compare-reservations", is_flag=True, expose_value=False, callback=_keep("compare"),
                      help="run the suite twice, without and with reservations, and show both")(f)
     return reservation_options(f)
@@ -69,7 +70,8 @@ def reserve_after() -> float | None:
 def coordinator_args() -> list[str]:
     """The options as the coordinator's command line takes them."""
     after = reserve_after()
-    return ["--no-reservations"] if after is None else ["--reserve-after", repr(float(after))]
+    out = ["--no-reservations"] if after is None else ["--reserve-after", repr(float(after))]
+    return out + ([] if order() == DEFAULT_ORDER else ["--order", order()])
 
 
 def compare() -> bool:
