@@ -5,6 +5,9 @@ the makespan within 2 %? And what bounds that wait at all?
     python benchmarks/wide_order.py           # writes benchmarks/results/wide_order.json
     python benchmarks/wide_order.py --quick   # 10k steps, writes nothing
 
+Its README subsection sits at the end of reservations_whatif.py's section, which that
+script rewrites whole: run this one after it.
+
 1. The Aurora-sized what-if (benchmarks/aurora_whatif.py's allocation and seeded
    100,000-step workload) through `fleet.core.simulate.simulate`, in each order of
    fleet.core.ranks, without reservations and with the default ones. Wait = an MPI
