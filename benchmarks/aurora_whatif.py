@@ -43,6 +43,7 @@ from pathlib import Path
 from readme_section import write_section  # noqa: E402 (benchmarks/ is sys.path[0])
 
 from fleet.core.graph import build_graph
+from fleet.core.ranks import ordered
 from fleet.core.reservations import RESERVE_AFTER_S
 from fleet.core.scheduler import NodeJoined, Scheduler, Start, StepExited, Submitted
 from fleet.core.simulate import pretend_nodes, simulate
@@ -194,14 +195,15 @@ def schedule_digest(result) -> str:
     return h.hexdigest()
 
 
-def drive(steps, graph, nodes, reserve_after=RESERVE_AFTER_S):
+def drive(steps, graph, nodes, reserve_after=RESERVE_AFTER_S, order: str = "setup"):
     """`simulate`'s loop, event by event, timing every StepExited pass.
 
     Returns (records, decisions in all): one record per exit event, (seconds in
     Scheduler.handle, decisions it returned, steps submitted but not yet started just
-    before it). `reserve_after` is the scheduler's (None: no reservations)."""
+    before it). `reserve_after` and `order` are the scheduler's (None: no reservations;
+    fleet.core.ranks)."""
     dur = {s.id: (s.estimate if s.estimate is not None else 1.0) for s in steps}
-    sched = Scheduler(reserve_after)
+    sched = ordered(Scheduler(reserve_after), order)
     count = 0
     for nd in nodes:
         count += len(sched.handle(NodeJoined(nd), 0.0))

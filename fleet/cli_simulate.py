@@ -1,8 +1,10 @@
 """`fleet simulate`'s output, and the command line's reservation options
 (fleet.core.reservations): `--reserve-after` and `--no-reservations` for `fleet up`,
-`fleet run` and `fleet simulate`, and `fleet simulate --compare-reservations`.
-`fleet simulate --window N` is `fleet up`'s (fleet.control.window_option), with the
-same default (each node's cores): the simulation makes the live fleet's commitments.
+`fleet run` and `fleet simulate`, and `fleet simulate --compare-reservations`; the
+order of ready steps of equal priority (fleet.core.ranks): `fleet simulate --order`
+and `--compare-orders`. `fleet simulate --window N` is `fleet up`'s
+(fleet.control.window_option), with the same default (each node's cores): the
+simulation makes the live fleet's commitments.
 
 The options keep their values in the click context (expose_value=False), so the
 commands' own signatures do not change: `coordinator_args()` turns them into the
@@ -17,6 +19,7 @@ import click
 
 from fleet.cli_options import simulate_end_lines
 from fleet.control import window_option
+from fleet.core.ranks import DEFAULT as DEFAULT_ORDER, MODES as ORDERS
 from fleet.core.reservations import RESERVE_AFTER_S
 from fleet.core.units import counted, format_memory
 
@@ -31,7 +34,13 @@ def _keep(name: str):
 
 
 def reservation_options(f):
-    """--reserve-after and --no-reservations (values read back with reserve_after())."""
+    """--reserve-after, --no-reservations and --order (values read back with
+    reserve_after() and order())."""
+    f = click.option("--order", type=click.Choice(ORDERS), default=DEFAULT_ORDER, expose_value=False,
+                     callback=_keep("order"), show_default=True,
+                     help="the order of ready steps of equal priority: setup order, the longest chain of "
+                          "estimates after the step first, or steps on the longest chains first and then "
+                          "the smallest (cores x estimate) first")(f)
     f = click.option("--no-reservations", is_flag=True, expose_value=False, callback=_keep("off"),
                      help="no reservations: every step that fits starts (greedy backfill; wide steps may wait long)")(f)
     f = click.option("--reserve-after", type=click.FloatRange(min=0), default=RESERVE_AFTER_S, expose_value=False,
@@ -42,8 +51,11 @@ def reservation_options(f):
 
 
 def simulate_options(f):
-    """The reservation options, --window (a live fleet's), and --compare-reservations."""
+    """The reservation options (with --order), --window (a live fleet's),
+    --compare-reservations and --compare-orders."""
     f = window_option.option(f)
+    f = click.option("--compare-orders", is_flag=True, expose_value=False, callback=_keep("orders"),
+                     help="run the suite once in each --order and show each (same reservations)")(f)
     f = click.option("--compare-reservations", is_flag=True, expose_value=False, callback=_keep("compare"),
                      help="run the suite twice, without and with reservations, and show both")(f)
     return reservation_options(f)
@@ -63,11 +75,17 @@ def reserve_after() -> float | None:
 def coordinator_args() -> list[str]:
     """The options as the coordinator's command line takes them."""
     after = reserve_after()
-    return ["--no-reservations"] if after is None else ["--reserve-after", repr(float(after))]
+    out = ["--no-reservations"] if after is None else ["--reserve-after", repr(float(after))]
+    return out + ([] if order() == DEFAULT_ORDER else ["--order", order()])
 
 
 def compare() -> bool:
     return bool(_values().get("compare"))
+
+
+def order() -> str:
+    """--order (fleet.core.ranks)."""
+    return _values().get("order") or DEFAULT_ORDER
 
 
 def wide_waits(result, steps, graph, wide: int) -> dict:
@@ -89,17 +107,44 @@ def show_comparison(run_sim, steps, graph, alloc, as_json: bool) -> None:
     wide = max(2, max((len(n.cores) for n in alloc), default=1) // 2)
     rows = {}
     for name, ra in (("without", None), ("with", after)):
-        r = run_sim(steps, graph, alloc, reserve_after=ra, window=window_option.value())
-        rows[name] = {"makespan_s": r.makespan_s, "utilization": r.utilization,
-                      "wide_waits": wide_waits(r, steps, graph, wide)}
+        r = run_sim(steps, graph, alloc, reserve_after=ra, window=window_option.value(), order=order())
+        rows[name] = _row(r, steps, graph, wide)
     if as_json:
-        click.echo(json.dumps({"reserve_after_s": after, "wide_cores": wide, **rows}, indent=1, sort_keys=True))
+        click.echo(json.dumps({"reserve_after_s": after, "wide_cores": wide, "order": order(), **rows},
+                              indent=1, sort_keys=True))
         return
-    click.echo(f"reservations (reserve after {after:g} s); wide steps: {wide} cores or more")
-    click.echo(f"  {'':9} {'makespan s':>11} {'util %':>7} {'wide':>5} {'wait p50 s':>11} {'p90 s':>9} {'max s':>9}")
+    named = "" if order() == DEFAULT_ORDER else f", order {order()}"
+    click.echo(f"reservations (reserve after {after:g} s{named}); wide steps: {wide} cores or more")
+    _table(rows)
+
+
+def _row(r, steps, graph, wide: int) -> dict:
+    return {"makespan_s": r.makespan_s, "utilization": r.utilization, "wide_waits": wide_waits(r, steps, graph, wide)}
+
+
+def show_orders(run_sim, steps, graph, alloc, as_json: bool) -> None:
+    """`fleet simulate --compare-orders`: the same suite in each order, with the
+    reservations the options say."""
+    after = reserve_after()
+    wide = max(2, max((len(n.cores) for n in alloc), default=1) // 2)
+    window = window_option.value()
+    rows = {name: _row(run_sim(steps, graph, alloc, reserve_after=after, window=window, order=name), steps, graph, wide)
+            for name in ORDERS}
+    if as_json:
+        click.echo(json.dumps({"reserve_after_s": after, "wide_cores": wide, "orders": rows}, indent=1,
+                              sort_keys=True))
+        return
+    res = "no reservations" if after is None else f"reserve after {after:g} s"
+    click.echo(f"orders ({res}); wide steps: {wide} cores or more")
+    _table(rows)
+
+
+def _table(rows: dict) -> None:
+    width = max(9, max(len(n) for n in rows))
+    click.echo(f"  {'':{width}} {'makespan s':>11} {'util %':>7} {'wide':>5} {'wait p50 s':>11} {'p90 s':>9} {'max s':>9}")
     for name, row in rows.items():
         w = row["wide_waits"]
-        click.echo(f"  {name:9} {row['makespan_s']:11.1f} {100 * row['utilization']:7.1f} {w['steps']:5d} "
+        click.echo(f"  {name:{width}} {row['makespan_s']:11.1f} {100 * row['utilization']:7.1f} {w['steps']:5d} "
                    f"{w['p50_s']:11.1f} {w['p90_s']:9.1f} {w['max_s']:9.1f}")
 
 
@@ -111,9 +156,12 @@ def show(suite, graph, alloc, nodes: int, cores_per_node: int, as_json: bool, en
     if compare():
         show_comparison(run_sim, suite.steps, graph, alloc, as_json)
         return
+    if _values().get("orders"):
+        show_orders(run_sim, suite.steps, graph, alloc, as_json)
+        return
     window = window_option.value()  # None: the node's cores, as `fleet up`'s default
     r = run_sim(suite.steps, graph, alloc, reserve_after=reserve_after(), end_s=end_s, drain_before_s=drain_before_s,
-                window=window)
+                window=window, order=order())
     window = cores_per_node if window is None else window
     if as_json:
         click.echo(json.dumps({**r.to_json(), "window": window}, indent=1, sort_keys=True))

@@ -22,6 +22,7 @@ from typing import Iterator, Mapping
 from fleet.core import states as S
 from fleet.core.decisions import Blocked, Decision, Skipped, Submitted
 from fleet.core.graph import _kahn
+from fleet.core.ranks import SETUP_ORDER
 
 NEW, KEEP, RENEW, AFTER = "new", "keep", "renew", "after"
 
@@ -100,8 +101,13 @@ class Entries:
     pauses every `chunk` of them: the scheduler resumes it at the next EnterMore. The
     work and its order are those of an unchunked submission, so are the decisions."""
 
+    # The order of ready steps of equal priority (fleet.core.ranks): setup order (a
+    # stateless default shared by all) unless a scheduler is given its own.
+    ranks = SETUP_ORDER
+
     def _submitting(self, ev: Submitted, out: list, entry) -> Iterator[None]:
         chunk, work = ev.chunk, itertools.count(1)
+        yield from self.ranks.learn(ev.steps, ev.deps, self.deadline.recorded, chunk)  # O(steps + deps)
         plan, skip = yield from planned(ev, self._jobs, chunk, work)
         new: list = []
         for spec in ev.steps:

@@ -13,7 +13,7 @@ class Job:
     """One submitted step as the scheduler holds it."""
 
     __slots__ = ("spec", "deps", "state", "attempt", "generation", "unmet", "dependents", "demand", "placement",
-                 "started_at", "why", "exclusive", "prio", "seq", "cancelled", "ready_at")
+                 "started_at", "why", "exclusive", "prio", "seq", "cancelled", "ready_at", "qkey")
 
     def __init__(self, spec: StepSpec, deps: tuple[str, ...]):
         self.spec = spec
@@ -32,6 +32,7 @@ class Job:
         self.seq = 0  # submission order across every suite submitted, set by the scheduler
         self.cancelled = False  # running, and to be killed: however it ends, it ends cancelled
         self.ready_at: float | None = None  # when it last became ready (the reservation's age)
+        self.qkey = None  # its key in its class's heap after priority (fleet.core.ranks), once queued
 
 
 class DemandClass:
@@ -43,5 +44,5 @@ class DemandClass:
         self.key = key
         self.demand = demand
         self.exclusive = exclusive
-        self.heap: list[tuple[int, int, str]] = []
+        self.heap: list[tuple] = []  # (priority, queue key (fleet.core.ranks), id)
         self.blocked_at: int | None = None  # len(pool.releases) when it last failed to fit

@@ -5,7 +5,7 @@ and returns the decisions it leads to. The live coordinator, `fleet simulate` an
 the tests all drive this same object, so the same events give the same decisions.
 
 A scheduling pass walks the ready steps in a stable order (priority, then setup
-order) and starts each that fits the free resources. Ready steps are grouped into
+order, or fleet.core.ranks) and starts each that fits. Ready steps are grouped into
 classes of identical demand: when the first of a class does not fit, none of the
 class does, so a pass costs O(classes + starts), not O(ready steps), and steps still
 waiting on dependencies are never looked at. A blocked class is tried again only
@@ -234,7 +234,7 @@ class Scheduler(Entries, Phases):
         cls = self._classes.get(key)
         if cls is None:
             cls = self._classes[key] = _Class(key, job.demand, job.exclusive)
-        heapq.heappush(cls.heap, (job.prio, job.seq, job.spec.id))
+        heapq.heappush(cls.heap, (job.prio, self.ranks.key(job), job.spec.id))
 
     def _exited(self, ev: StepExited, now: float, out: list[Decision]) -> None:
         job = self._jobs.get(ev.step)
@@ -401,7 +401,7 @@ class Scheduler(Entries, Phases):
 
     def _dequeue(self, job: _Job) -> None:
         for cls in self._classes.values():
-            entry = (job.prio, job.seq, job.spec.id)
+            entry = (job.prio, job.qkey, job.spec.id)
             if entry in cls.heap:
                 cls.heap.remove(entry)
                 heapq.heapify(cls.heap)

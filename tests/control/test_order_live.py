@@ -1,0 +1,59 @@
+"""A live fleet orders ready steps of equal priority as `--order` says (fleet.core.ranks):
+real coordinator, agent, zygote and fork on one local pretend node, each step taking
+the whole node so they run one at a time; the order is read from events.jsonl."""
+
+from __future__ import annotations
+
+from fleetharness import assert_nothing_left, fleet, records, write_suite
+
+from fleet.wire import events as E
+
+# "short" comes first in setup order; "head" leads a chain expected to take 101 s.
+SUITE = """
+[suite]
+name = "ranks"
+run_dir = "run"
+
+[[steps]]
+id = "short"
+command = ["true"]
+cores = 100000
+min_cores = 1
+estimate = 5
+
+[[steps]]
+id = "head"
+command = ["true"]
+cores = 100000
+min_cores = 1
+estimate = 1
+
+[[steps]]
+id = "tail"
+command = ["true"]
+cores = 100000
+min_cores = 1
+estimate = 100
+deps = ["head"]
+"""
+
+
+def started(tmp_path, *order: str) -> list[str]:
+    suite = write_suite(tmp_path / "s.toml", SUITE)
+    # No node window: a step handed to the node ahead of time is committed there before
+    # a step that becomes ready later could overtake it (fleet.core.window).
+    r = fleet("run", str(suite), "--nodes", "1", "--window", "0", *order, cwd=tmp_path, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    st = sorted((e.t, e.step) for e in records(tmp_path / "run") if isinstance(e, E.Start))
+    assert_nothing_left(tmp_path / "run")
+    return [sid for _, sid in st]
+
+
+def test_a_live_fleet_with_critical_path_order_runs_the_longer_chain_first(tmp_path):
+    assert started(tmp_path, "--order", "critical-path") == ["head", "tail", "short"]
+    logs = list(tmp_path.rglob("coordinator.log"))
+    assert logs and "order critical-path" in logs[0].read_text()
+
+
+def test_a_live_fleet_keeps_setup_order_by_default(tmp_path):
+    assert started(tmp_path) == ["short", "head", "tail"]
