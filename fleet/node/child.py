@@ -50,6 +50,10 @@ _REPORT_MAX = 4000 if sys.platform.startswith("linux") else select.PIPE_BUF
 _ERROR_MAX = 1000
 
 
+# Set in the zygote's forking helper (fleet.node.forker), which its forks inherit: every
+# signal in DEFAULT_SIGNALS at default, none blocked, no wakeup fd.
+signals_clean = False
+
 _prctl = None  # libc's prctl, looked up once: the zygote's own call warms it for every child
 
 
@@ -258,12 +262,12 @@ def _detach(close_fds: Iterable[int], parent: int, own_group: bool = True) -> No
     of our own (unless ``own_group`` is False: a foreground step stays in the
     terminal's group, so that Ctrl-C and a debugger's reads reach it), and death with it."""
     # Signals first: until now a SIGTERM would run the zygote's handler in here.
-    signal.set_wakeup_fd(-1)
-    for sig in DEFAULT_SIGNALS:
-        # A spare forked by the zygote's helper has them at default already: no system call.
-        if signal.getsignal(sig) is not signal.SIG_DFL:
-            signal.signal(sig, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    if not signals_clean:  # (a spare forked by the zygote's helper has them clean already)
+        signal.set_wakeup_fd(-1)
+        for sig in DEFAULT_SIGNALS:
+            if signal.getsignal(sig) is not signal.SIG_DFL:
+                signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, [])
     for fd in close_fds:
         try:
             os.close(fd)

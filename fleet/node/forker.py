@@ -154,6 +154,8 @@ def _helper(sock: socket.socket, close_fds: tuple[int, ...], parent: int,
     signal.set_wakeup_fd(-1)
     for sig in child.DEFAULT_SIGNALS:
         signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    child.signals_clean = True  # so its forks need not do this again
     for fd in close_fds:
         try:
             os.close(fd)

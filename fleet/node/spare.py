@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import pickle
 import signal
 import sys
 import time
@@ -34,6 +35,27 @@ def roomy(fd: int) -> bool:
         return False
 
 
+def _read_launch(fd: int) -> messages.Launch | None:
+    """The pickled Launch framed on ``fd`` (Spare.hand); None at end of file."""
+    header = os.read(fd, 4)
+    while header and len(header) < 4:
+        more = os.read(fd, 4 - len(header))
+        if not more:
+            return None
+        header += more
+    if not header:
+        return None
+    length = int.from_bytes(header, "big")
+    chunks, got = [], 0
+    while got < length:
+        chunk = os.read(fd, length - got)
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        got += len(chunk)
+    return pickle.loads(b"".join(chunks))
+
+
 class Spare:
     """At most one waiting child: make it, hand it a Launch, or let it go. Forked by
     the zygote's helper (:mod:`fleet.node.forker`) where it can run, else here."""
@@ -54,7 +76,7 @@ class Spare:
     def _run(self, r: int, parent: int, close_fds: tuple[int, ...]) -> None:
         """The spare child's life: wait for a Launch on ``r``, run it; never returns."""
         try:
-            msg = framing.read_message(r)  # None at end of file: the zygote let us go
+            msg = _read_launch(r)  # None at end of file: the zygote let us go
             first_at = time.time()
             if isinstance(msg, messages.Launch):
                 child.run_call(msg, self.report_fd, first_at=first_at, close_fds=(*close_fds, r),
@@ -100,9 +122,9 @@ class Spare:
         if got is not None:
             self.pid, self._w = got
 
-    def hand(self, payload: bytes) -> int | None:
-        """Give the spare an encoded Launch; its pid, or None if there was no spare
-        or it died waiting (then it is reaped in the loop and the caller forks)."""
+    def hand(self, msg: messages.Launch) -> int | None:
+        """Give the spare a Launch; its pid, or None if there was no spare or it
+        died waiting (then it is reaped in the loop and the caller forks)."""
         if self.forker is not None and self.forker.pending:
             self._collect()
         if self.pid is None:
@@ -110,7 +132,9 @@ class Spare:
         pid, w = self.pid, self._w
         self.pid = self._w = None
         try:
-            framing.write_payload(w, payload)
+            # Pickled, from us to our own child: unpickling the checked Launch costs
+            # the child ~35 page faults fewer than decoding (and checking) the message.
+            framing.write_payload(w, pickle.dumps(msg, pickle.HIGHEST_PROTOCOL))
             handed = True
         except OSError:
             handed = False
