@@ -35,6 +35,7 @@ from fleet.node import child
 CLONE_PARENT = 0x00008000
 _SYS_CLONE = {"x86_64": 56, "aarch64": 220}.get(platform.machine())
 _PID = 4  # bytes of a pid in the helper's answer
+ANSWER_TIMEOUT = 10.0  # s: a fork takes a millisecond
 
 
 def available() -> bool:
@@ -76,6 +77,7 @@ class Forker:
         self.pid: int | None = None
         self._sock: socket.socket | None = None
         self.pending = False  # asked for a spare, answer not read yet
+        self.failed = False  # no answer in time: stopped, not to be used again
 
     @property
     def fds(self) -> tuple[int, ...]:
@@ -103,6 +105,7 @@ class Forker:
                 os._exit(0)
         theirs.close()
         ours.set_inheritable(False)
+        ours.settimeout(ANSWER_TIMEOUT)  # a stopped or stuck helper must not hang the zygote
         self.pid, self._sock = pid, ours
         return True
 
@@ -120,7 +123,9 @@ class Forker:
         self.pending = False
         try:
             data, fds, _, _ = socket.recv_fds(self._sock, _PID, 1)
-        except OSError:
+        except OSError:  # a timeout too: the zygote forks for itself from now on
+            self.stop()
+            self.failed = True
             return None
         if len(data) != _PID or len(fds) != 1:
             for fd in fds:

@@ -121,6 +121,8 @@ class Spare:
         got = self.forker.collect()
         if got is not None:
             self.pid, self._w = got
+        elif self.forker.failed:
+            self.forker = None
 
     def hand(self, msg: messages.Launch) -> int | None:
         """Give the spare a Launch; its pid, or None if there was no spare or it
@@ -144,12 +146,11 @@ class Spare:
     def reaped(self, pid: int) -> None:
         """``pid`` was reaped: if it was the spare (it died waiting), forget it; if it
         was the helper, fork spares here from now on."""
-        if self.forker is not None:
-            if self.forker.pending and pid != self.forker.pid:
-                self._collect()  # it may be the spare whose pid we were about to hear
-            if pid == self.forker.pid:
-                self.forker.gone()
-                self.forker = None
+        if self.forker is not None and self.forker.pending and pid != self.forker.pid:
+            self._collect()  # it may be the spare whose pid we were about to hear
+        if self.forker is not None and pid == self.forker.pid:
+            self.forker.gone()
+            self.forker = None
         if self.pid is not None and pid == self.pid:
             os.close(self._w)
             self.pid = self._w = None
@@ -157,9 +158,9 @@ class Spare:
     def drop(self) -> None:
         """Let the spare go (end of file on its pipe) and reap it; stop the helper
         (after a preload the next one is forked with the new modules)."""
+        if self.forker is not None and self.forker.pending:
+            self._collect()
         if self.forker is not None:
-            if self.forker.pending:
-                self._collect()
             self.forker.stop()
         if self.pid is not None:
             pid, w = self.pid, self._w
