@@ -54,16 +54,20 @@ def clone_parent() -> int:
     global _syscall
     if _syscall is None:
         # PyDLL: the GIL stays held across the call, as it is across os.fork's fork().
-        _syscall = ctypes.PyDLL(None, use_errno=True).syscall
-        _syscall.restype = ctypes.c_long
-    api = ctypes.pythonapi
-    api.PyOS_BeforeFork()
-    pid = _syscall(ctypes.c_long(_SYS_CLONE), ctypes.c_ulong(CLONE_PARENT | signal.SIGCHLD),
-                   ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
+        # Arguments made once: each object made between two forks is a page copied.
+        call = ctypes.PyDLL(None, use_errno=True).syscall
+        call.restype = ctypes.c_long
+        args = (ctypes.c_long(_SYS_CLONE), ctypes.c_ulong(CLONE_PARENT | signal.SIGCHLD),
+                ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
+        api = ctypes.pythonapi
+        _syscall = (call, args, api.PyOS_BeforeFork, api.PyOS_AfterFork_Child, api.PyOS_AfterFork_Parent)
+    call, args, before, after_child, after_parent = _syscall
+    before()
+    pid = call(*args)
     if pid == 0:
-        api.PyOS_AfterFork_Child()
+        after_child()
         return 0
-    api.PyOS_AfterFork_Parent()
+    after_parent()
     if pid < 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
