@@ -438,6 +438,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--readme-only", action="store_true")
     ap.add_argument("--baseline", default="", help="a checkout of fleet to measure too, as \"before\"")
+    ap.add_argument("--result", default="peer_compare",
+                    help="results/NAME.json; another name leaves the README section as it is (printed only)")
     args = ap.parse_args(argv)
     if args.baseline:
         BASELINE.append(str(Path(args.baseline).resolve()))
@@ -454,7 +456,8 @@ def main(argv=None) -> int:
     res = {"benchmark": "peer_compare", "command": "python benchmarks/peer_compare.py"
            + (f" --steps {args.steps}" if args.steps != 2000 else "")
            + (f" --rounds {args.rounds}" if args.rounds != 3 else "")
-           + (f" --baseline {args.baseline}" if args.baseline else ""),
+           + (f" --baseline {args.baseline}" if args.baseline else "")
+           + (f" --result {args.result}" if args.result != "peer_compare" else ""),
            "date": nb.today(), "machine": nb.machine(), "parsl": parsl.__version__,
            "steps": args.steps, "rounds": args.rounds}
     t = time.perf_counter()
@@ -471,8 +474,9 @@ def main(argv=None) -> int:
     res["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
     print(readme(res))
     if not args.no_write:
-        print(f"wrote {nb.write_result('peer_compare', res).relative_to(nb.REPO)}")
-        write_section(HEADING, readme(res))
+        print(f"wrote {nb.write_result(args.result, res).relative_to(nb.REPO)}")
+        if args.result == "peer_compare":
+            write_section(HEADING, readme(res))
     return 0
 
 

@@ -76,3 +76,9 @@ def wait_for_file(ctx):
     deadline = time.monotonic() + 60
     while not os.path.exists(ctx.args["path"]) and time.monotonic() < deadline:
         time.sleep(0.005)
+
+
+def draw(ctx):
+    """Write a draw of the random module: a forked child must not repeat its parent's."""
+    import random
+    _write(ctx, "draw.json", {"draw": random.random(), "ppid": os.getppid()})

@@ -216,7 +216,7 @@ class Zygote:
 
     def launch(self, msg: P.Launch, payload: bytes | None = None) -> None:
         """Start one step: fork for a call, spawn for a command. ``payload`` is
-        ``msg`` as received, handed on as it is to a spare child."""
+        ``msg`` as received (None: made here)."""
         if (msg.step, msg.attempt) in self.keys or (msg.step, msg.attempt) in self.queued:
             self._warn(f"dropped a second launch of {msg.step} attempt {msg.attempt}")
         elif msg.after and msg.after in self.ids:
@@ -224,7 +224,7 @@ class Zygote:
         elif msg.kind == "call" and self.preloads.poisoned:
             self._not_started(msg, self.preloads.poisoned)
         elif msg.kind == "call":
-            self._fork_call(msg, P.encode(msg) if payload is None else payload)
+            self._fork_call(msg, payload)
         elif msg.kind == "command":
             self._spawn_command(msg)
         else:
@@ -235,8 +235,8 @@ class Zygote:
         if self.stop_grace is None and self.prefork:
             self.spare.make(self.own_fds)
 
-    def _fork_call(self, msg: P.Launch, payload: bytes) -> None:
-        pid = self.spare.hand(payload)
+    def _fork_call(self, msg: P.Launch, payload: bytes | None) -> None:
+        pid = self.spare.hand(msg)
         if pid is not None:
             at = time.time()
             try:
