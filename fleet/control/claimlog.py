@@ -39,6 +39,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from fleet.control import store
 from fleet.control.lease import _dead
 
 CLAIMS = Path(".fleet") / "claims"
@@ -66,10 +67,12 @@ class ClaimLog:
         self._looked = -1e9
         self.pause = float(os.environ.get(PAUSE_ENV) or 0.0)
         self.files = 0  # batch files this fleet wrote
+        self.taken: set[str] = set()  # of the last claim: steps taken from a gone fleet
 
     def clear(self) -> None:
         """Remove the log (a lone lease holder: nobody else reads or writes it)."""
         shutil.rmtree(self.root, ignore_errors=True)
+        store._made.discard(self.root)  # made again when the run directory becomes shared
 
     # -- reading ----------------------------------------------------------------------------
     def follow(self) -> None:
@@ -142,11 +145,16 @@ class ClaimLog:
         """Take every step of `steps` no live fleet holds (`blocked`: a reason another
         fleet has it by other means, an old per-step claim). Returns the steps not taken,
         each with its holder. One batch file, unless another fleet wrote first (then its
-        batch is read and what is left is tried again)."""
-        self.follow()
+        batch is read and what is left is tried again: so the log need not be read
+        before, only once listed)."""
+        if self.next < 0:
+            self.follow()
+        self.taken = set()
+        out: dict[str, str] = {}
         while True:
             refused: dict[str, str] = {}
             new: list[str] = []
+            taking = set()  # steps another fleet (gone) held
             for s in steps:
                 if s in self.mine:
                     continue
@@ -159,21 +167,30 @@ class ClaimLog:
                     refused[s] = why
                 else:
                     new.append(s)
+                    if h is not None and h != self.fleet_id:
+                        taking.add(s)
             if not new or self._write(new[:MAX_BATCH]):
+                self.taken |= taking.intersection(new[:MAX_BATCH])
+                out.update(refused)
                 if len(new) > MAX_BATCH:
                     steps = new[MAX_BATCH:]
                     continue
-                return refused
+                return out
             self.follow()  # another fleet wrote this number: read it, then try again
 
     def _write(self, steps: list[str]) -> bool:
         """Put the batch in place as number self.next, whole (link), if nobody did."""
-        os.makedirs(self.root, exist_ok=True)
+        store.makedirs(self.root)  # once per process
         tmp = self.root / f".{self.fleet_id}.{os.getpid()}.tmp"
         rec = {"fleet": self.fleet_id, "host": socket.gethostname(), "pid": os.getpid(), "at": time.time(),
                "steps": steps}
-        with open(tmp, "w") as f:
-            f.write(json.dumps(rec, separators=(",", ":")))
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)  # (no fstat, as open() makes)
+        try:
+            data = json.dumps(rec, separators=(",", ":")).encode()
+            while data:
+                data = data[os.write(fd, data):]
+        finally:
+            os.close(fd)
         try:
             os.link(tmp, self.root / f"{self.next:09d}.json")
         except FileExistsError:

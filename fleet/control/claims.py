@@ -69,10 +69,9 @@ class Claims:
                 if isinstance(x, (Start, Queue)) and x.step in self.specs and x.step not in log.mine:
                     steps.append(x.step)
             steps += self._ahead(len(steps))
-            before = {s: log.holder.get(s) for s in steps}
             refused = log.claim(steps, self._blocked)
             for s in steps:  # another fleet held it (or an older one may have): done there?
-                if s not in refused and (before[s] not in (None, self.fleet_id) or store.existed(self.run_dir, s)) \
+                if s not in refused and (s in log.taken or store.existed(self.run_dir, s)) \
                         and store.done_since(self.run_dir, self.specs[s]):
                     self._done.add(s)
             if d.step in refused:

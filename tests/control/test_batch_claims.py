@@ -135,3 +135,46 @@ def test_a_fleet_killed_mid_run_leaves_the_steps_it_claimed_to_the_other_fleet_w
     assert unfinished <= other
     assert len(claimlog.batch_files(run_dir)) < len(steps)
     assert_nothing_left(run_dir)
+
+
+def _racer(run_dir: str, who: str, steps: list[str], barrier, done, results) -> None:
+    from fleet.control.lease import Lease
+    claimlog.MAX_BATCH = 7  # several files per claim, to race on each
+    lease = Lease(Path(run_dir), who, 60.0)
+    lease._register()  # live to the others while it races
+    log = claimlog.ClaimLog(Path(run_dir), who, lease, lambda fleet: None)
+    barrier.wait()
+    for i in range(0, len(steps), 10):
+        log.claim(steps[i:i + 10], lambda s: None)
+    results.put((who, sorted(log.mine)))
+    done.wait()  # stay live until every racer has claimed
+
+
+def test_processes_racing_to_claim_overlapping_batches_each_get_a_disjoint_share_and_together_all(tmp_path):
+    """Eight real processes claim the same 60 steps in different orders, ten at a time,
+    at most seven to a file: each step ends up held by exactly one of them, and every
+    racer's reading of the log agrees."""
+    import multiprocessing
+    import random
+    ctx = multiprocessing.get_context("fork")
+    steps = [f"s/{i}" for i in range(60)]
+    barrier, done, results = ctx.Barrier(8), ctx.Barrier(9), ctx.Queue()
+    procs = []
+    for k in range(8):
+        mine = steps[:]
+        random.Random(k).shuffle(mine)
+        procs.append(ctx.Process(target=_racer, args=(str(tmp_path), f"racer{k}", mine, barrier, done, results)))
+    for p in procs:
+        p.start()
+    try:
+        won = dict(results.get(timeout=60) for _ in procs)
+        done.wait(timeout=60)
+    finally:
+        for p in procs:
+            p.join(timeout=30)
+            if p.is_alive():
+                p.kill()
+    held = Counter(s for v in won.values() for s in v)
+    assert set(held) == set(steps) and set(held.values()) == {1}, held
+    last = {s: rec["fleet"] for s, rec in claimlog.holders(tmp_path).items()}
+    assert last == {s: who for who, v in won.items() for s in v}
