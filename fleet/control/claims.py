@@ -1,8 +1,10 @@
 """Claims: which fleet runs a step when several share one run directory.
 
-A step is claimed before it starts, its claim refreshed while it runs and released
-when it ends here. A step decided here whose claim another fleet holds is tracked
-as "elsewhere" until its marker, its final record or a stale claim settles it.
+A step is claimed before it starts: on a shared run directory in a batch of the claims
+log (fleet.control.claimlog: held while this fleet lives), else, for a step an earlier
+fleet left records of, by its own claim file, refreshed while it runs and released when
+it ends here. A step decided here that another fleet holds is tracked as "elsewhere"
+until its marker, its final record, or its holder's end or stale claim settles it.
 
 Methods that need the scheduler's view of what they find yield scheduler events
 one at a time; the caller hands each to the core (and acts on what it decides)

@@ -7,8 +7,9 @@ fleet takes no per-step claim and writes no attempt file: it appends to its jour
 each step's done marker (or final.json) after the flush, in one open. Attempts count
 toward --max-attempts from memory: the journals and the attempt files of older fleets,
 read once. When the run directory is shared (another fleet or shard registered), every
-attempt is claimed and recorded in per-step files as fleets always did
-(fleet.control.claims, fleet.control.store).
+step is claimed first, in batches (fleet.control.claimlog), and recorded the same way.
+A step whose directory an earlier fleet left is claimed per step while alone, and its
+records go to per-step files (fleet.control.claims, fleet.control.store).
 
 At start, the journals of fleets that are gone and did not seal theirs are replayed:
 the markers and finals they owed are written, and the steps they were running are
