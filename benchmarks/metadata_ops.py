@@ -315,8 +315,8 @@ NOTES: list[str] = [
     "after the journal's fsync. Attempts and outcomes are lines of .fleet/journal/<fleet>.jsonl: one write per "
     "loop turn and an fsync at most every 100 ms (data, not metadata). What remains per second is the lease "
     "holder's look at .fleet/fleets for fleets that want to share the run directory (one listing a second) "
-    "and a refresh of the lease every stale_after/4. A shared run directory costs what every run did before "
-    "(the shared row).",
+    "and a refresh of the lease every stale_after/4. A shared run directory claims in batches (the shared row; "
+    "before the claims log it cost 22.01, see \"Claims in batches on a shared run directory\").",
 ]
 
 

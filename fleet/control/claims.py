@@ -1,8 +1,10 @@
 """Claims: which fleet runs a step when several share one run directory.
 
-A step is claimed before it starts, its claim refreshed while it runs and released
-when it ends here. A step decided here whose claim another fleet holds is tracked
-as "elsewhere" until its marker, its final record or a stale claim settles it.
+A step is claimed before it starts: on a shared run directory in a batch of the claims
+log (fleet.control.claimlog: held while this fleet lives), else, for a step an earlier
+fleet left records of, by its own claim file, refreshed while it runs and released when
+it ends here. A step decided here that another fleet holds is tracked as "elsewhere"
+until its marker, its final record, or its holder's end or stale claim settles it.
 
 Methods that need the scheduler's view of what they find yield scheduler events
 one at a time; the caller hands each to the core (and acts on what it decides)
@@ -12,12 +14,14 @@ event left.
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
-from fleet.control import store
+from fleet.control import claimlog, store
 from fleet.core import states as S
 from fleet.core.scheduler import Elsewhere, Reclaim, Scheduler, Settled, Start, StepExited
+from fleet.core.window import Queue
 from fleet.wire import events
 from fleet.wire import records
 from fleet.wire.events import EventLog
@@ -36,11 +40,13 @@ class Claims:
         self.stale_after = stale_after
         self.max_attempts = max_attempts
         self.elsewhere: dict[str, tuple[str, float, bool]] = {}  # step -> (holder, since, foreign)
-        self.claimed: set[str] = set()  # steps whose claim this fleet holds
+        self.claimed: set[str] = set()  # steps whose per-step claim this fleet holds
+        self._done: set[str] = set()  # claimed in a batch, found done since submission
         # False while this fleet holds the run directory's lease alone: steps are
         # claimed then only if earlier fleets left records (fleet.control.recording).
         self.shared = True
         self._next_refresh = 0.0
+        self.log = None  # the claims log (fleet.control.claimlog), set by the recorder
 
     def run_dir_of(self, step: str) -> Path:
         """Where a step's records live."""
@@ -55,12 +61,68 @@ class Claims:
             self.claimed.add(d.step)
         return c
 
+    def batch(self, d: Start, spec, pending: Iterable) -> store.Claim | None:
+        """Shared: take the step, and the other steps decided to start in this loop turn
+        (`pending` decisions), in one batch of the claims log; None when it is ours."""
+        log = self.log
+        if d.step not in log.mine:
+            steps = [d.step]
+            for x, _ in itertools.islice(pending, claimlog.MAX_BATCH):
+                if isinstance(x, (Start, Queue)) and x.step in self.specs and x.step not in log.mine:
+                    steps.append(x.step)
+            steps += self._ahead(len(steps))
+            refused = log.claim(steps, self._blocked)
+            for s in steps:  # another fleet held it (or an older one may have): done there?
+                if s not in refused and (s in log.taken or store.existed(self.run_dir, s)) \
+                        and store.done_since(self.run_dir, self.specs[s]):
+                    self._done.add(s)
+            if d.step in refused:
+                c = store.Claim(store.Claim.ELSEWHERE, f"claimed by fleet {refused[d.step]}")
+                c.holder = refused[d.step]
+                return c
+        if d.step in self._done:
+            self._done.discard(d.step)
+            return store.Claim(store.Claim.DONE)
+        return None
+
+    def _ahead(self, have: int) -> list[str]:
+        """Ready steps this fleet is likely to start next (about as many as it runs now),
+        claimed with the ones it starts: a loop turn starts steps one exit at a time, so
+        without them a batch would hold one or two steps. Held ahead, another fleet waits
+        for them at most about one step's time; exactly-once does not depend on it."""
+        room = min(claimlog.MAX_BATCH, max(claimlog.AHEAD_MIN, self.sched.running_count())) - have
+        out: list[str] = []
+        log = self.log
+        # The scheduler's ready steps by class, each a heap: its front is what starts next
+        # (read only; fleet.core.scheduler keeps them).
+        # The front of a heap's list is nearly in order (steps enter in suite order):
+        # its first few hundred, sorted, hold what starts next, past what others hold.
+        for cls in list(self.sched._classes.values()):
+            for _, _, sid in sorted(itertools.islice(cls.heap, 16 * room + 256)):
+                if len(out) >= room:
+                    return out
+                if sid not in log.holder and sid in self.specs and self.sched.state(sid) == S.READY:
+                    out.append(sid)
+        return out
+
+    def _blocked(self, step: str) -> str | None:
+        """An older fleet's per-step claim, live and fresh, on a step that had records."""
+        if not store.existed(self.run_dir, step):
+            return None
+        cur = records.read_claim(self.run_dir, step)
+        if cur is None or cur[0].get("fleet") == self.fleet_id or records.holder_dead(cur[0]) \
+                or cur[1] >= self.stale_after:
+            return None
+        return str(cur[0].get("fleet"))
+
     def not_ours(self, d: Start, c: store.Claim, now: float) -> Iterator:
         """The step was decided but its claim says otherwise: hand it back."""
         if c.kind == store.Claim.STOPPED:
             yield StepExited(d.step, d.attempt, S.STOPPED, c.detail)
             return
-        holder = (records.read_claim(self.run_dir_of(d.step), d.step) or ({}, 0))[0].get("fleet", "")
+        holder = getattr(c, "holder", None)
+        if holder is None:
+            holder = (records.read_claim(self.run_dir_of(d.step), d.step) or ({}, 0))[0].get("fleet", "")
         self.elsewhere[d.step] = (holder, now, False)
         self.events.write(events.Elsewhere(t=now, step=d.step, attempt=d.attempt, holder=holder,
                                            reason=c.detail or "already succeeded"))
@@ -97,6 +159,8 @@ class Claims:
             for v in self.sched.running():
                 if v.id in self.claimed:
                     store.refresh(self.run_dir_of(v.id), v.id, self.fleet_id)
+        if self.elsewhere and self.log is not None:
+            self.log.follow()
         for step, (holder, since, foreign) in list(self.elsewhere.items()):
             run_dir = self.run_dir_of(step)
             if records.is_done(run_dir, self.specs[step]):
@@ -109,6 +173,15 @@ class Claims:
                 continue
             if foreign:
                 continue  # another shard's step: only its outcome settles it
+            batch = self.log.holder.get(step) if self.log is not None else None
+            if batch is not None and batch != self.fleet_id:
+                if self.log.live(batch):
+                    continue
+                self.elsewhere.pop(step, None)
+                why = f"its holder {batch} is gone"
+                self.events.write(events.Reclaim(t=now, step=step, reason=why))
+                yield Reclaim(step, why)
+                continue
             cur = records.read_claim(run_dir, step)
             if cur is None or records.holder_dead(cur[0]) or cur[1] >= self.stale_after:
                 self.elsewhere.pop(step, None)

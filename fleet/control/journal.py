@@ -57,6 +57,8 @@ class Journal:
         self.delay = float(os.environ.get(DELAY_ENV) or 0.0)
         self.hold = os.environ.get(HOLD_ENV) == "1"
         self._last = time.monotonic()
+        self.header = header
+        self.bytes = 0  # written by this process (rotated past fleet.control.fold.rotate_bytes())
         self.append({"k": "fleet", **header})
         self.sync()
 
@@ -83,6 +85,7 @@ class Journal:
         if self._lines:
             data = ("\n".join(self._lines) + "\n").encode()
             self._lines.clear()
+            self.bytes += len(data)
             while data:
                 data = data[os.write(self._fd, data):]
             self._unsynced = True
@@ -151,3 +154,14 @@ def replay(run_dir: Path, js: records.Journals, live: set, by: str) -> list[reco
             f.write("\n" + json.dumps({"k": "sealed", "by": by, "t": time.time()}) + "\n")
         done.append(j)
     return done
+
+
+def attempts_since(js: records.Journals, t0: float, goes_on) -> dict[str, int]:
+    """step -> attempts in the journals that ended at or after t0 (wall clock) and did
+    not go on (an attempt that went on is recorded again when it ends)."""
+    out: dict[str, int] = {}
+    for step, tries in js.attempts.items():
+        n = sum(1 for r in tries.values() if r.get("outcome") not in goes_on and float(r.get("ended_at") or 0) >= t0)
+        if n:
+            out[step] = n
+    return out

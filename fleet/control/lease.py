@@ -11,7 +11,7 @@ refreshed like a claim) and waits, before it starts anything, until the lease sa
 `"shared": true`. The holder looks for registrations every LOOK_S; when it finds a live
 one it makes its outcomes durable and writes the markers it owes, claims every step it
 is running, and only then rewrites the lease as shared. From then on every fleet on the
-run directory claims each step (fleet.control.store.claim), as fleets always did. A
+run directory claims the steps it starts, in batches (fleet.control.claimlog). A
 holder that finds live registrations when it takes the lease is shared from the start.
 Registering before reading the lease, and creating the lease before listing the
 registrations, make sure that of two fleets starting together at least one sees the

@@ -7,8 +7,9 @@ fleet takes no per-step claim and writes no attempt file: it appends to its jour
 each step's done marker (or final.json) after the flush, in one open. Attempts count
 toward --max-attempts from memory: the journals and the attempt files of older fleets,
 read once. When the run directory is shared (another fleet or shard registered), every
-attempt is claimed and recorded in per-step files as fleets always did
-(fleet.control.claims, fleet.control.store).
+step is claimed first, in batches (fleet.control.claimlog), and recorded the same way.
+A step whose directory an earlier fleet left is claimed per step while alone, and its
+records go to per-step files (fleet.control.claims, fleet.control.store).
 
 At start, the journals of fleets that are gone and did not seal theirs are replayed:
 the markers and finals they owed are written, and the steps they were running are
@@ -20,7 +21,8 @@ from __future__ import annotations
 import logging
 import time
 
-from fleet.control import journal, outcomes, store
+from fleet.control import fold, journal, outcomes, store
+from fleet.control.claimlog import ClaimLog
 from fleet.control.lease import Lease
 from fleet.core import states as S
 from fleet.wire import records
@@ -39,7 +41,16 @@ class Recorder:
         self.lease = Lease(self.run_dir, self.fleet_id, self.claims.stale_after)
         self.lease.acquire()
         self.adopt: dict[str, dict] = {}  # step -> the dead fleet's attempt it was running
-        self._replay()
+        self._started = time.time()
+        js, live, replayed = self._replay()
+        # Shared, claims are taken in batches (fleet.control.claimlog); alone, nobody
+        # else reads the log of an earlier shared period (it goes) or folds journals.
+        self.log = self.claims.log = ClaimLog(self.run_dir, self.fleet_id, self.lease, self._gone)
+        if not self.lease.shared:
+            self.log.clear()
+            fold.at_start(self.run_dir, js, live, replayed)
+        self._rotate = fold.rotate_bytes()
+        self._pending = lambda: c._todo  # the loop turn's other decisions: one batch
         self.journal = journal.Journal(self.run_dir, self.fleet_id, {**self.lease.me, "shared": self.lease.shared})
         self.claims.shared = self.lease.shared
         self.base: dict[str, int] = {}  # step -> attempts recorded when its generation began
@@ -55,25 +66,51 @@ class Recorder:
         """No per-step claims: this fleet holds the lease and nobody shares it."""
         return not self.lease.shared
 
-    def _replay(self) -> None:
+    def _replay(self) -> tuple:
         js = records.read_journals(self.run_dir)
         live = {self.fleet_id} | set(self.lease.others())
         holder = self.lease.holder_id()
         if holder and not self.lease.holder:
             live.add(holder)
-        for j in journal.replay(self.run_dir, js, live, self.fleet_id):
-            for step, line in j.running.items():
-                self.adopt[step] = {**{k: j.fleet.get(k) for k in ("fleet", "host", "pid")},
-                                    "attempt": line.get("attempt"), "generation": line.get("generation"),
-                                    "journal": j.path.name}
+        done = journal.replay(self.run_dir, js, live, self.fleet_id)
+        replayed = {j.path for j in done}
+        # What crashed fleets were running (replayed now, or earlier by another fleet:
+        # a shard restarted after its peers did), unless a later journal ran it since.
+        for j in sorted(js.each, key=lambda j: float(j.fleet.get("t") or 0.0)):
+            for step in j.touched:
+                self.adopt.pop(step, None)
+            if j.path in replayed or (j.sealed and j.sealed_by != "itself"):
+                self._adopting(j)
         for step, tries in js.attempts.items():
             store.journaled(self.run_dir, step, sum(1 for r in tries.values() if r.get("outcome") not in GOES_ON))
+        return js, live, done
+
+    def _adopting(self, j: records.Journal) -> None:
+        """The steps a crashed fleet's journal says were running: adopted when they start here."""
+        for step, line in j.running.items():
+            was = line.get("was") or {**{k: j.fleet.get(k) for k in ("fleet", "host", "pid")}, "journal": j.path.name}
+            self.adopt[step] = {**was, "attempt": line.get("attempt"), "generation": line.get("generation")}
+
+    def _gone(self, fleet: str) -> None:
+        """A fleet sharing the run directory is gone (fleet.control.claimlog): write the
+        markers its journal owed before any of its steps is taken, note what it was
+        running (adopted), and count the attempts it recorded since this fleet started."""
+        js = records.read_journals(self.run_dir, only=[journal.path_of(self.run_dir, fleet).name])
+        for j in journal.replay(self.run_dir, js, {self.fleet_id}, self.fleet_id):
+            self._adopting(j)
+        for step, n in journal.attempts_since(js, self._started, GOES_ON).items():
+            store.journaled(self.run_dir, step, n)
 
     # -- the recording paths ----------------------------------------------------------------
     def claim(self, d, spec) -> store.Claim:
-        """May this attempt start here? Shared, or for a step with records from earlier
-        fleets on disk (a claim may be among them): its claim (fleet.control.claims)."""
-        if not self.alone or (store.existed(self.run_dir, d.step) and d.step not in self.ran):
+        """May this attempt start here? Shared: its batch claim (fleet.control.claimlog);
+        alone, for a step with records from earlier fleets on disk (a claim may be among
+        them): its per-step claim (fleet.control.claims)."""
+        if not self.alone:
+            c = self.claims.batch(d, spec, self._pending())
+            if c is not None:
+                return c
+        elif store.existed(self.run_dir, d.step) and d.step not in self.ran:
             c = self.claims.claim(d, spec)
             if c.kind == store.Claim.OURS and c.adopted is None:
                 c.adopted = self.adopt.pop(d.step, None)
@@ -94,8 +131,9 @@ class Recorder:
         return store.Claim(store.Claim.OURS, adopted=self.adopt.pop(d.step, None))
 
     def _files(self, step: str) -> bool:
-        """Recorded in per-step files: shared, or this fleet claimed the step."""
-        return not self.alone or step in self.claims.claimed
+        """Recorded in per-step files: this fleet holds the step's per-step claim (an
+        older fleet's records were on disk); otherwise in the journal, shared or not."""
+        return step in self.claims.claimed
 
     def exited(self, node: str, msg, rec, spec) -> None:
         """A reported exit: its attempt record, and a success's marker."""
@@ -141,6 +179,8 @@ class Recorder:
         now = time.monotonic()
         try:
             self.journal.turn(now)
+            if self.journal.bytes >= self._rotate and self.alone:
+                fold.rotate(self)  # fleet.control.fold
         except OSError as e:  # a full or failing filesystem: said, not fatal to the loop
             if now >= self._complained:
                 self._complained = now + 10.0
@@ -150,14 +190,12 @@ class Recorder:
 
     def _share(self) -> None:
         """Another fleet registered: make every outcome durable and its marker written,
-        claim every step running here, then say the run directory is shared."""
+        claim every step running here (one batch), then say the run directory is shared."""
         self.journal.sync()
-        queued = [self.sched.view(j.spec.id) for j in self.sched.window.next.values()]  # fleet.core.window
-        for v in [*self.sched.running(), *queued]:
-            if store.take(self.run_dir, v.id, self.fleet_id, v.attempt, v.generation):
-                self.claims.claimed.add(v.id)
-            else:
-                log.error("step %s runs here but another fleet claimed it", v.id)
+        queued = [j.spec.id for j in self.sched.window.next.values()]  # fleet.core.window
+        for step, holder in self.log.claim([*(v.id for v in self.sched.running()), *queued],
+                                           lambda s: None).items():
+            log.error("step %s runs here but fleet %s claimed it", step, holder)
         self.journal.append({"k": "shared"})  # (its time precedes anything the newcomer starts)
         self.lease.share()
         self.claims.shared = True

@@ -222,6 +222,13 @@ def claim(run_dir: Path, spec: StepSpec, fleet: str, attempt: int, stale_after: 
     return _ours(run_dir, spec, fleet, attempt, generation, max_attempts, base, n, adopted)
 
 
+def done_since(run_dir: Path, spec: StepSpec) -> bool:
+    """A marker of this definition that appeared since this fleet's submission looked
+    (one read): the step finished in another fleet, so it is not run again here."""
+    rec = read_done(run_dir, spec.id)
+    return succeeded_as(rec, spec) and _seen.get(_fleet_dir(run_dir, spec.id), "") != marker_id(rec)
+
+
 def _recorded(d: Path) -> int:
     """Attempts recorded for the step in every fleet: its attempt files, and those in
     journals (fleet.control.journal) as replayed at start and written since."""

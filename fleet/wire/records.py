@@ -191,6 +191,8 @@ class Journal:
     sealed: bool = False
     last: dict = field(default_factory=dict)       # step -> its last "done"/"final" line here
     running: dict = field(default_factory=dict)    # step -> its "start" line with no end after it
+    sealed_by: str = ""                            # "itself", or the fleet that replayed it
+    touched: set = field(default_factory=set)      # steps it has any line of
 
 
 @dataclass
@@ -207,12 +209,12 @@ class Journals:
         return o[2] if o is not None and o[0] == "done" else None
 
 
-def read_journals(run_dir: Path) -> Journals:
-    """Every journal under the run directory (none: empty)."""
+def read_journals(run_dir: Path, only: list[str] | None = None) -> Journals:
+    """Every journal under the run directory (none: empty), or only those named."""
     out = Journals()
     root = Path(run_dir) / JOURNALS
     try:
-        names = sorted(n for n in os.listdir(root) if n.endswith(".jsonl"))
+        names = sorted(n for n in os.listdir(root) if n.endswith(".jsonl")) if only is None else only
     except OSError:
         return out
     for name in names:
@@ -235,11 +237,14 @@ def read_journals(run_dir: Path) -> Journals:
 
 def _take(out: Journals, j: Journal, line: dict) -> None:
     k, step, t = line.get("k"), line.get("step"), float(line.get("t") or 0.0)
-    if k == "fleet":
-        j.fleet = line
+    if k == "fleet":  # (again after a seal: the fleet rotated its journal and the fold failed)
+        j.fleet, j.sealed = line, False
     elif k == "sealed":
-        j.sealed = True
-    elif k == "start":
+        j.sealed, j.sealed_by = True, str(line.get("by") or "")
+        return
+    if step is not None:
+        j.touched.add(step)
+    if k == "start":
         j.running[step] = line
     elif k == "attempt":
         rec = line.get("rec") or {}

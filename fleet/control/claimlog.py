@@ -1,0 +1,225 @@
+"""Claims in batches on a shared run directory: one file per loop turn, not per step.
+
+When several fleets (or shards) share a run directory (fleet.control.lease), every
+step must still start in exactly one of them. Instead of one claim file per step
+(created, read back, refreshed and removed: ~7 metadata operations each), the fleets
+append to one log, .fleet/claims/<seq>.json, numbered 0, 1, 2 ... Each file is one
+batch: a fleet and the steps it takes (the steps its scheduler decided to start in one
+loop turn). A file is put in place whole with link(2), which fails if that number
+exists, so exactly one fleet writes each number, and a fleet writes number n only
+after reading every file before it. Reading the log in order therefore gives every
+fleet the same answer to "who holds step X": the fleet of the last batch naming X. A
+batch names X only if, after everything before it, X was free, already the writer's,
+or held by a fleet that is gone.
+
+A fleet is live while it holds the lease or its registration (.fleet/fleets/) is
+fresh, refreshed every stale_after/4 as today's claims were: liveness is per fleet,
+not per step, so nothing is refreshed per step. A fleet judged gone (provably dead on
+this host, stale, or ended) holds nothing: before any of its steps is taken, its
+journal is replayed (the markers it owed are written; fleet.control.journal), so a
+step it finished is found done and never runs again, and one it had not finished
+runs again once, in whichever fleet names it first.
+
+Per claim turn: one temporary file written, linked and removed, plus one open per
+batch another fleet wrote since. Per step claimed, nothing, except a marker check for
+a step another fleet held before (it may have finished there).
+
+The log is cleared by a fleet that takes the lease with nobody else on the run
+directory (nobody reads it then), so it grows only within one shared period.
+Per-step claim files of older fleets are still honoured (fleet.control.claims).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import time
+from pathlib import Path
+from typing import Callable
+
+from fleet.control import store
+from fleet.control.lease import _dead
+
+CLAIMS = Path(".fleet") / "claims"
+MAX_BATCH = 4096  # steps per file: a burst of starts larger than this takes several
+AHEAD_MIN = 8     # ready steps claimed ahead at least (fleet.control.claims)
+LIVE_S = 1.0      # how long a look at which fleets are live is trusted for a conflict
+# Test hook (docs/operations.md): seconds to wait after the batch file is written,
+# before the claim is acted on, so that a test can kill a fleet between the two.
+PAUSE_ENV = "FLEET_TEST_CLAIM_PAUSE"
+
+
+class ClaimLog:
+    """This fleet's view of the claims log (see the module's docstring)."""
+
+    def __init__(self, run_dir: Path, fleet_id: str, lease, on_gone: Callable[[str], None]):
+        self.root = Path(run_dir) / CLAIMS
+        self.fleet_id = fleet_id
+        self.lease = lease
+        self.on_gone = on_gone  # a fleet found gone: replay its journal (once per fleet)
+        self.next = -1          # the first number not read yet (-1: the log not listed)
+        self.holder: dict[str, str] = {}  # step -> fleet of the last batch naming it
+        self.mine: set[str] = set()
+        self.gone: set[str] = set()
+        self._live: set[str] = set()
+        self._looked = -1e9
+        self.pause = float(os.environ.get(PAUSE_ENV) or 0.0)
+        self.files = 0  # batch files this fleet wrote
+        self.taken: set[str] = set()  # of the last claim: steps taken from a gone fleet
+
+    def clear(self) -> None:
+        """Remove the log (a lone lease holder: nobody else reads or writes it)."""
+        shutil.rmtree(self.root, ignore_errors=True)
+        store._made.discard(self.root)  # made again when the run directory becomes shared
+
+    # -- reading ----------------------------------------------------------------------------
+    def follow(self) -> None:
+        """Read the batches written since the last look (the first time: list the log)."""
+        if self.next < 0:
+            try:
+                nums = sorted(int(n[:-5]) for n in os.listdir(self.root) if n.endswith(".json") and n[:-5].isdigit())
+            except FileNotFoundError:
+                nums = []
+            self.next = nums[0] if nums else 0
+        while self._read(self.next):
+            self.next += 1
+
+    def _read(self, n: int) -> bool:
+        try:
+            with open(self.root / f"{n:09d}.json", "rb") as f:
+                rec = json.loads(f.read())
+        except FileNotFoundError:
+            return False
+        except (OSError, ValueError):
+            rec = {}  # (never torn: put in place whole) a damaged file holds nothing
+        self._apply(rec)
+        return True
+
+    def _apply(self, rec: dict) -> None:
+        who = str(rec.get("fleet"))
+        for s in rec.get("steps") or ():
+            self.holder[s] = who
+            if who == self.fleet_id:
+                self.mine.add(s)
+            else:
+                self.mine.discard(s)
+
+    # -- who is live --------------------------------------------------------------------------
+    def live(self, fleet: str) -> bool:
+        """Is the fleet live (it holds the lease or a fresh registration)? A fleet not
+        in the last look is always looked for again (it may have joined since: taking a
+        live fleet's steps would run them twice); one in it, after LIVE_S. A fleet once
+        found gone stays gone (its journal replayed, its steps free)."""
+        if fleet == self.fleet_id:
+            return True
+        if fleet in self.gone:
+            return False
+        now = time.monotonic()
+        if fleet not in self._live or now - self._looked >= LIVE_S:
+            self._look(now)
+        if fleet in self._live:
+            return True
+        self.gone.add(fleet)
+        self.on_gone(fleet)
+        return False
+
+    def _look(self, now: float) -> None:
+        live = set(self.lease.others())
+        cur = self.lease._read()
+        if cur is not None and cur[0]:
+            rec, age = cur
+            if not _dead(rec) and age < self.lease.stale_after:
+                live.add(str(rec.get("fleet")))
+        self._live, self._looked = live, now
+
+    def holder_of(self, step: str) -> str | None:
+        """The live fleet (other than this one) holding the step, after reading the log."""
+        self.follow()
+        h = self.holder.get(step)
+        return h if h is not None and h != self.fleet_id and self.live(h) else None
+
+    # -- claiming -----------------------------------------------------------------------------
+    def claim(self, steps: list[str], blocked: Callable[[str], str | None]) -> dict[str, str]:
+        """Take every step of `steps` no live fleet holds (`blocked`: a reason another
+        fleet has it by other means, an old per-step claim). Returns the steps not taken,
+        each with its holder. One batch file, unless another fleet wrote first (then its
+        batch is read and what is left is tried again: so the log need not be read
+        before, only once listed)."""
+        if self.next < 0:
+            self.follow()
+        self.taken = set()
+        out: dict[str, str] = {}
+        while True:
+            refused: dict[str, str] = {}
+            new: list[str] = []
+            taking = set()  # steps another fleet (gone) held
+            for s in steps:
+                if s in self.mine:
+                    continue
+                h = self.holder.get(s)
+                if h is not None and h != self.fleet_id and self.live(h):
+                    refused[s] = h
+                    continue
+                why = blocked(s)
+                if why is not None:
+                    refused[s] = why
+                else:
+                    new.append(s)
+                    if h is not None and h != self.fleet_id:
+                        taking.add(s)
+            if not new or self._write(new[:MAX_BATCH]):
+                self.taken |= taking.intersection(new[:MAX_BATCH])
+                out.update(refused)
+                if len(new) > MAX_BATCH:
+                    steps = new[MAX_BATCH:]
+                    continue
+                return out
+            self.follow()  # another fleet wrote this number: read it, then try again
+
+    def _write(self, steps: list[str]) -> bool:
+        """Put the batch in place as number self.next, whole (link), if nobody did."""
+        store.makedirs(self.root)  # once per process
+        tmp = self.root / f".{self.fleet_id}.{os.getpid()}.tmp"
+        rec = {"fleet": self.fleet_id, "host": socket.gethostname(), "pid": os.getpid(), "at": time.time(),
+               "steps": steps}
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)  # (no fstat, as open() makes)
+        try:
+            data = json.dumps(rec, separators=(",", ":")).encode()
+            while data:
+                data = data[os.write(fd, data):]
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, self.root / f"{self.next:09d}.json")
+        except FileExistsError:
+            return False
+        finally:
+            os.unlink(tmp)
+        self.next += 1
+        self.files += 1
+        self._apply(rec)
+        if self.pause:
+            time.sleep(self.pause)
+        return True
+
+
+def batch_files(run_dir: Path) -> list[Path]:
+    """The claims log's files (for tests and audits)."""
+    root = Path(run_dir) / CLAIMS
+    return sorted(root.glob("*.json")) if root.is_dir() else []
+
+
+def holders(run_dir: Path) -> dict[str, dict]:
+    """step -> the batch record naming it last (readers: fleet audit)."""
+    out: dict[str, dict] = {}
+    for p in batch_files(run_dir):
+        try:
+            rec = json.loads(p.read_bytes())
+        except (OSError, ValueError):
+            continue
+        for s in rec.get("steps") or ():
+            out[s] = {**rec, "steps": None, "file": p.name}
+    return out
+

@@ -1,0 +1,150 @@
+"""Folding journals: the run directory's sealed journals merged into one file, so that
+what a fleet reads at start does not grow with the number of runs.
+
+Every `fleet run` leaves a journal (.fleet/journal/<fleet>.jsonl, fleet.control.journal).
+Left alone, a run directory rerun a thousand times holds a thousand journals, all read
+by every fleet at start and by every audit. A fleet that holds the run directory's
+lease alone (nobody else writes journals or reads them to act) folds, after replaying
+the journals of dead fleets, every sealed journal of a fleet that is not live into
+.fleet/journal/folded.jsonl, which keeps what readers take from them
+(fleet.wire.records.read_journals):
+
+- every attempt record (one per attempt: `fleet audit` counts them, --max-attempts
+  counts them across runs);
+- each step's newest outcome (done or final) and when;
+- the steps a crashed fleet was running that no later journal touched (named with
+  the crashed fleet, for the `adopted` record of whoever starts them).
+
+Headers, starts of ended attempts, superseded records and seals go. The fold is
+crash-safe at every point: the new file is written aside, fsync'd and renamed over the
+old one, the directory fsync'd, and only then the folded journals removed; a crash
+between leaves both, and readers merge records by attempt (fleet, generation,
+attempt) and outcomes by time, so nothing counts twice and nothing is lost.
+
+A long-running fleet rotates its own journal the same way when it grows past
+ROTATE_BYTES (fleet.control.recording): it seals it, folds it, starts it again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import time
+from pathlib import Path
+
+from fleet.wire import records
+
+log = logging.getLogger("fleet.control.fold")
+FOLDED = "folded.jsonl"
+ROTATE_BYTES = 64 << 20  # a fleet's own journal is folded past this (a few hundred thousand steps)
+# Test hooks (docs/operations.md): kill this process with SIGKILL at a stage of the fold
+# ("written": the new file written aside; "renamed": in place, nothing removed;
+# "removed": one folded journal removed; "rotate:<stage>" only in a rotation), and a
+# smaller rotation size.
+FAULT_ENV = "FLEET_TEST_FOLD_FAULT"
+ROTATE_ENV = "FLEET_TEST_JOURNAL_ROTATE_BYTES"
+
+
+def rotate_bytes() -> int:
+    return int(os.environ.get(ROTATE_ENV) or ROTATE_BYTES)
+
+
+def _fault(stage: str, when: str) -> None:
+    if os.environ.get(FAULT_ENV) in (stage, f"{when}:{stage}"):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def foldable(js: records.Journals, live: set) -> list[records.Journal]:
+    """The sealed journals of fleets not live (and an earlier fold), to fold."""
+    return [j for j in js.each if j.sealed and (j.path.name == FOLDED or j.fleet.get("fleet") not in live)]
+
+
+def fold(root: Path, sources: list[records.Journal], when: str = "start") -> bool:
+    """Merge `sources` (sealed journals, read) into root/folded.jsonl, then remove
+    them (see the module's docstring). False when there is nothing to fold."""
+    if not [j for j in sources if j.path.name != FOLDED]:
+        return False
+    merged = records.read_journals(root.parent.parent, only=[j.path.name for j in sources])
+    lines = [_header(merged)]
+    for step, tries in merged.attempts.items():
+        lines += [{"k": "attempt", "step": step, "rec": rec} for rec in tries.values()]
+    for step, (k, t, rec) in merged.outcome.items():
+        lines.append({"k": k, "step": step, "rec": rec, "t": t})
+    lines += [{**line, "k": "start", "step": step} for step, line in _crashed(merged).items()]
+    lines.append({"k": "sealed", "by": "folded", "t": time.time()})
+    tmp = root / f".{FOLDED}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        f.write("".join(json.dumps(x, separators=(",", ":")) + "\n" for x in lines))
+        f.flush()
+        os.fsync(f.fileno())
+    _fault("written", when)
+    os.replace(tmp, root / FOLDED)
+    _sync_dir(root)
+    _fault("renamed", when)
+    for j in sources:
+        if j.path.name != FOLDED:
+            try:
+                os.unlink(j.path)
+            except FileNotFoundError:
+                pass
+            _fault("removed", when)
+    _sync_dir(root)
+    return True
+
+
+def _header(merged: records.Journals) -> dict:
+    # The newest folded journal's time: journals started after it order after it.
+    t = max((float(j.fleet.get("t") or 0.0) for j in merged.each), default=0.0)
+    return {"k": "fleet", "fleet": "folded", "t": t, "journals": len(merged.each)}
+
+
+def _crashed(merged: records.Journals) -> dict:
+    """step -> its start line (naming the fleet as `was`) for steps a crashed fleet was
+    running and no later journal touched."""
+    out: dict = {}
+    for j in sorted(merged.each, key=lambda j: float(j.fleet.get("t") or 0.0)):
+        for step in j.touched:
+            out.pop(step, None)
+        if j.sealed_by != "itself":
+            for step, line in j.running.items():
+                was = line.get("was") or {**{k: j.fleet.get(k) for k in ("fleet", "host", "pid")},
+                                          "journal": j.path.name}
+                out[step] = {**line, "was": was}
+    return out
+
+
+def _sync_dir(root: Path) -> None:
+    fd = os.open(root, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def at_start(run_dir: Path, js: records.Journals, live: set, replayed: list) -> None:
+    """(A lone lease holder, after replaying the dead fleets' journals) fold every sealed
+    journal of a fleet not live; a failure is logged, never fatal (the journals stay)."""
+    for j in replayed:
+        j.sealed, j.sealed_by = True, "replayed"
+    try:
+        fold(Path(run_dir) / records.JOURNALS, foldable(js, live))
+    except OSError as e:
+        log.error("could not fold the journals of %s: %s", run_dir, e)
+
+
+def rotate(rec) -> None:
+    """A recorder's own journal grew past rotate_bytes(): seal it (its markers are
+    written), fold it, and start it again with the starts of what runs now."""
+    old = rec.journal
+    old.close()
+    root = old.path.parent
+    try:
+        fold(root, [records.Journal(root / FOLDED), records.Journal(old.path)], "rotate")
+    except OSError as e:  # the sealed segment stays; the new one follows it in the same file
+        log.error("could not fold the journal %s: %s", old.path, e)
+    rec.journal = type(old)(rec.run_dir, rec.fleet_id, old.header)
+    queued = [rec.sched.view(j.spec.id) for j in rec.sched.window.next.values()]  # fleet.core.window
+    for v in [*rec.sched.running(), *queued]:
+        rec.journal.append({"k": "start", "step": v.id, "attempt": v.attempt, "generation": v.generation})

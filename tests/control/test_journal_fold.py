@@ -1,0 +1,121 @@
+"""Journals folded (fleet.control.fold), through real `fleet run` processes: many reruns
+leave a bounded number of journal files while `fleet audit` still counts every attempt;
+a coordinator killed with SIGKILL at each stage of the fold (at start, or while it
+rotates its own journal mid-run) loses nothing and runs nothing twice."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fleetharness import assert_nothing_left, env, fleet, write_suite
+
+from fleet.control import fold
+from fleet.wire import records
+
+SUITE = """
+[suite]
+name = "fold"
+[[steps]]
+id = "s/{i}"
+array = "1-6"
+call = "fleet_steps:count_runs"
+[[steps]]
+id = "bad"
+call = "fleet_steps:always_fails"
+retries = 1
+"""
+
+
+def journal_files(run_dir: Path) -> list[str]:
+    return sorted(p.name for p in (run_dir / records.JOURNALS).glob("*.jsonl"))
+
+
+def runs(run_dir: Path) -> list[str]:
+    p = run_dir / "runs.txt"
+    return p.read_text().split() if p.exists() else []
+
+
+def run(tmp_path: Path, suite: Path, extra_env: dict | None = None, run_dir: str = "run") -> subprocess.CompletedProcess:
+    p = subprocess.Popen([sys.executable, "-m", "fleet", "run", str(suite), "--run-dir", str(tmp_path / run_dir),
+                          "--nodes", "2", "--max-attempts", "0"], cwd=tmp_path, env={**env(), **(extra_env or {})},
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.communicate(timeout=30)
+    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
+
+
+def audited(tmp_path: Path, run_dir: str = "run") -> dict:
+    return json.loads(fleet("audit", str(tmp_path / run_dir), "--json", cwd=tmp_path, timeout=60).stdout)["steps"]
+
+
+def test_many_reruns_leave_a_bounded_number_of_journal_files_and_every_attempt_is_still_counted(tmp_path):
+    suite = write_suite(tmp_path / "s.toml", SUITE)
+    run_dir = tmp_path / "run"
+    for i in range(1, 6):
+        r = run(tmp_path, suite)
+        assert r.returncode == 1, r.stdout + r.stderr  # `bad` fails, twice per run
+        assert len(journal_files(run_dir)) <= 2, journal_files(run_dir)  # the fold and the last run's
+    assert fold.FOLDED in journal_files(run_dir)
+    assert sorted(runs(run_dir)) == [f"s/{i}" for i in range(1, 7)]  # each once, skipped on every rerun
+    a = audited(tmp_path)
+    assert a["bad"]["attempts"] == 10 and a["bad"]["status"] == "failed"
+    assert all(a[f"s/{i}"]["status"] == "succeeded" and a[f"s/{i}"]["successes"] == 1 for i in range(1, 7))
+    assert_nothing_left(run_dir)
+
+
+@pytest.mark.parametrize("stage", ["written", "renamed", "removed"])
+def test_a_coordinator_killed_at_each_stage_of_the_fold_loses_no_attempt_and_runs_nothing_twice(tmp_path, stage):
+    suite = write_suite(tmp_path / "s.toml", SUITE)
+    run_dir = tmp_path / "run"
+    for _ in range(2):
+        assert run(tmp_path, suite).returncode == 1
+    assert len(journal_files(run_dir)) == 2
+    killed = run(tmp_path, suite, {fold.FAULT_ENV: stage})  # folds at start, killed on the way
+    assert killed.returncode != 0 and runs(run_dir).count("s/1") == 1
+    r = run(tmp_path, suite)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert sorted(runs(run_dir)) == [f"s/{i}" for i in range(1, 7)]
+    a = audited(tmp_path)
+    assert a["bad"]["attempts"] == 6  # two per completed run, none lost, none counted twice
+    assert all(a[f"s/{i}"]["successes"] == 1 for i in range(1, 7))
+    assert len(journal_files(run_dir)) <= 2, journal_files(run_dir)
+    assert_nothing_left(run_dir)
+
+
+def test_a_long_run_rotates_its_journal_and_a_kill_mid_rotation_then_a_rerun_records_each_step_once(tmp_path):
+    suite = write_suite(tmp_path / "s.toml", SUITE.replace('array = "1-6"', 'array = "1-40"'))
+    small = {fold.ROTATE_ENV: "1500"}  # a few steps' lines
+    r = run(tmp_path, suite, small, run_dir="quiet")
+    assert r.returncode == 1, r.stdout + r.stderr
+    own = [p for p in (tmp_path / "quiet" / records.JOURNALS).glob("*.jsonl") if p.name != fold.FOLDED]
+    assert journal_files(tmp_path / "quiet")[0] == fold.FOLDED and len(own) == 1
+    assert own[0].stat().st_size < 4 * 1500  # rotated into the fold as it ran
+    a = audited(tmp_path, "quiet")
+    assert all(a[f"s/{i}"]["successes"] == 1 and a[f"s/{i}"]["attempts"] == 1 for i in range(1, 41))
+    assert a["bad"]["attempts"] == 2
+
+    run_dir = tmp_path / "run"  # killed at its first rotation: folded, the segment not yet removed
+    killed = run(tmp_path, suite, {**small, fold.FAULT_ENV: "rotate:renamed"})
+    assert killed.returncode != 0 and (run_dir / ".fleet" / "lease").exists(), killed.stderr  # never given back
+    assert len(journal_files(run_dir)) == 2
+    for _ in range(2):
+        r = run(tmp_path, suite)
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert len(journal_files(run_dir)) <= 2, journal_files(run_dir)
+    counted = {s: runs(run_dir).count(s) for s in (f"s/{i}" for i in range(1, 41))}
+    assert set(counted.values()) <= {1, 2}, counted
+    a = audited(tmp_path)
+    for s, n in counted.items():  # recorded done once; ran again only if the kill took its outcome
+        assert a[s]["successes"] == 1 and not a[s]["duplicates"] and a[s]["attempts"] in (1, n), (s, n, a[s])
+    assert_nothing_left(run_dir)
