@@ -111,7 +111,7 @@ class Submissions:
         declared: see declare)."""
         sid = max(self.subs, default=0) + 1
         self.subs[sid] = Submission(sid, str(msg.suite), c.ids, len(c.ids))
-        for step in c.cleared & self.rerun.keys():
+        for step in [k for k in self.rerun if k in c.cleared]:  # not a walk of every step cleared
             del self.rerun[step]
         self.rerun.update(c.again)
         self.offload(manifest.write, self.run_dir, self.events.fleet, sid, msg.suite, c.name, msg.shard, msg.force,
@@ -170,9 +170,9 @@ class Submissions:
         """Some of an accepted submission's steps: counted in it, recorded, and their
         markers as read noted for claims (a big submission is declared over several turns)."""
         sid = acc.sub.id
+        store.declared(self.run_dir, steps, acc.deps, acc.markers)
         for s in steps:
             self._take(s, sid)
-            store.submitted(self.run_dir, s.id, acc.deps[s.id], acc.markers.get(s.id), s.id in acc.markers)
             self.events.write(events.StepDeclared(
                 t=now, step=s.id, submission=sid, cores=s.cores, min_cores=s.min_cores, gpus=s.gpus,
                 memory=s.memory, deps=list(acc.deps[s.id]), priority=s.priority, step_kind=s.kind, task=s.task,

@@ -44,8 +44,13 @@ def run(gen):
 
 def planned(ev: Submitted, jobs: Mapping, chunk: int, work) -> Iterator[None]:
     """resubmission(), pausing (a bare yield) after every `chunk` counts of `work`."""
-    steps = {s.id: s for s in ev.steps}
-    deps = {sid: tuple(ev.deps.get(sid, s.deps)) for sid, s in steps.items()}
+    steps: dict = {}
+    deps: dict = {}
+    for s in ev.steps:  # paused too: a million steps take a second or more to table
+        if chunk and next(work) % chunk == 0:
+            yield
+        steps[s.id] = s
+        deps[s.id] = tuple(ev.deps.get(s.id, s.deps))
     if ev.order and len(ev.order) == len(deps):
         order = list(ev.order)  # any order with deps first gives the same plan
     else:
@@ -176,6 +181,8 @@ class Entries:
                 if dep.state not in S.GOOD:
                     job.unmet += 1
         for job in new:  # setup order; markers first so dependents see them
+            if chunk and next(work) % chunk == 0:
+                yield
             if job.spec.id in foreign and job.spec.id not in skip:
                 self._set(job, "foreign")
                 continue

@@ -13,6 +13,7 @@ import re
 import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
 from fleet.core.problems import Problem, SuiteError
@@ -26,9 +27,12 @@ else:  # pragma: no cover
 
 SUITE_NAME = re.compile(r"^[A-Za-z0-9._-]+\Z")  # one path segment: the default run dir is runs/<name>
 MAX_STEPS = 1_000_000  # steps one suite may declare unless its [suite] max_steps says otherwise
+# The args of a step that has none, shared by all such steps (read-only: a million
+# steps need not carry a million empty dicts).
+NO_ARGS: Mapping[str, Any] = MappingProxyType({})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a million steps without a dict each
 class StepSpec:
     """One step as the suite declares it, defaults applied and arrays expanded.
 
@@ -404,7 +408,7 @@ def _make_step(raw: dict, order: int, fname: str, problems: list[Problem]) -> St
     sid = values["id"]
     return StepSpec(
         id=sid, order=order, call=values.get("call"), command=values.get("command"),
-        args=values.get("args", {}), task=values.get("task", sid),
+        args=values.get("args", NO_ARGS), task=values.get("task", sid),
         cores=cores, min_cores=min_cores, gpus=values.get("gpus", 0), memory=values.get("memory"),
         span=values.get("span", mpi), mpi=mpi, ranks=ranks, min_ranks=min_ranks, threads=threads,
         deps=tuple(dict.fromkeys(values.get("deps", ()))), inputs=values.get("inputs", ()),
