@@ -126,6 +126,7 @@ def submit(work: Path, run: Path, conn, steps: int, timeout: float) -> dict:
         cpu1 = cpu_s(coord)
         time.sleep(2.0)  # status after it is in, and the RSS it keeps
         rss_kept = vm_rss_mib(conn.pid)
+        loop = c.ask(P.Status(), timeout=60).status.get("loop", {})  # the coordinator's own lag figures
     finally:
         stop_file.touch()
         stop.set()
@@ -151,7 +152,9 @@ def submit(work: Path, run: Path, conn, steps: int, timeout: float) -> dict:
             "status_widest_gap_between_requests_ms": round(1000 * max(gaps), 1) if gaps else None,
             "status_before_submit": ms([lat for sent, lat in pr["samples"] if sent < t0]),
             "status_after_submit": ms([lat for sent, lat in pr["samples"] if sent > t1]),
-            "status_probe_error": pr["error"],
+            "status_slowest_during_submit": [[round(sent - t0, 2), round(1000 * lat, 1)] for sent, lat in
+                                             sorted(pr["samples"], key=lambda x: -x[1])[:5] if t0 <= sent <= t1],
+            "status_probe_error": pr["error"], "coordinator_loop": loop,
             "coordinator_rss_before_mib": round(rss0, 1), "coordinator_peak_before_mib": hwm0,
             "coordinator_peak_after_mib": hwm1, "coordinator_rss_max_sampled_mib": round(max(r for _, r in rss), 1),
             "coordinator_rss_kept_mib": round(rss_kept, 1),

@@ -177,7 +177,10 @@ class Entries:
                     if d in done:
                         continue
                     raise ValueError(f"step {job.spec.id!r} depends on unknown step {d!r}")
-                dep.dependents.append(job)
+                if dep.dependents:
+                    dep.dependents.append(job)
+                else:
+                    dep.dependents = [job]  # a job starts with a shared () (fleet.core.jobs)
                 if dep.state not in S.GOOD:
                     job.unmet += 1
         for job in new:  # setup order; markers first so dependents see them
