@@ -325,7 +325,7 @@ def _defaults(raw: dict, fname: str, problems: list[Problem]) -> dict:
 
 
 def _instances(table: dict, n: int, defaults: dict, room: int, fname: str,
-               problems: list[Problem]) -> tuple[list[dict], bool]:
+               problems: list[Problem]) -> tuple[list[dict] | _Expanded, bool]:
     """The raw steps one [[steps]] table declares, defaults applied (an array gives
     many, at most `room` of them), and whether it has unknown fields (its steps are then
     checked, not kept)."""
@@ -354,7 +354,7 @@ def _instances(table: dict, n: int, defaults: dict, room: int, fname: str,
     return _array(merged, label, room, fname, problems), bool(unknown)
 
 
-def _array(merged: dict, label: str, room: int, fname: str, problems: list[Problem]) -> list[dict]:
+def _array(merged: dict, label: str, room: int, fname: str, problems: list[Problem]):
     """One raw step per index of an array table, its size checked before anything is
     expanded (an array of a billion indices is refused in constant memory)."""
     try:
@@ -371,8 +371,25 @@ def _array(merged: dict, label: str, room: int, fname: str, problems: list[Probl
     if "{i}" not in str(merged["id"]):
         problems.append(Problem(fname, label, "id", "an array step's id must contain {i}"))
         return []
-    return [{k: _substitute(v, i, k == "args") for k, v in merged.items() if k != "array"}
-            for i in parse_array(merged["array"])]
+    return _Expanded(merged, parse_array(merged["array"]))
+
+
+class _Expanded:
+    """An array table's raw steps, one per index, each made as it is read: a million
+    of them need not all exist at once (each a dict, ~300 bytes)."""
+
+    __slots__ = ("merged", "indices")
+
+    def __init__(self, merged: dict, indices: list[int]):
+        self.merged, self.indices = merged, indices
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __iter__(self):
+        merged = self.merged
+        for i in self.indices:
+            yield {k: _substitute(v, i, k == "args") for k, v in merged.items() if k != "array"}
 
 
 def _make_step(raw: dict, order: int, fname: str, problems: list[Problem]) -> StepSpec | None:
