@@ -167,7 +167,13 @@ class Entries:
     def _entering(self, new: list, skip: set, foreign: frozenset, done: frozenset, out: list, chunk: int,
                   work) -> Iterator[None]:
         """_enter(), pausing after every `chunk` counts of `work`."""
-        new = [j for j in new if self._jobs.get(j.spec.id) is j]  # one renewed twice counts once
+        kept = []
+        for j in new:  # one renewed twice counts once
+            if chunk and next(work) % chunk == 0:
+                yield
+            if self._jobs.get(j.spec.id) is j:
+                kept.append(j)
+        new = kept
         for job in new:
             if chunk and next(work) % chunk == 0:
                 yield
