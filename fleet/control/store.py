@@ -76,8 +76,10 @@ def declared(run_dir: Path, specs, deps: dict, markers: dict) -> None:
             fresh.discard(sid)
             submitted(run_dir, sid, dd, markers.get(sid), sid in markers)
             continue
-        if _deps:  # an earlier submission's deps for it (rare: only steps that had a directory)
-            _deps.pop(_fleet_dir(run_dir, sid), None)
+        if _deps or _seen:  # what an earlier submission or end noted for it goes, as submitted() overwrites it
+            d = _fleet_dir(run_dir, sid)
+            _deps.pop(d, None)
+            _seen.pop(d, None)
         fresh.add(sid)
 
 
