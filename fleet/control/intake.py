@@ -28,6 +28,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from fleet.control import children as children_mod
+from fleet.control import heap
 from fleet.control import submissions as subs_mod
 from fleet.control.submissions import Accepted, Submissions
 from fleet.control.worker import Worker
@@ -122,6 +123,8 @@ class Intake:
     def work(self, now: float, until: float) -> None:
         """Move submissions on until `until` (time.monotonic()), a bounded piece each."""
         c = self.coord
+        if self.count():
+            heap.settle()  # a big submission's objects: out of the collector's sight (control/heap)
         while time.monotonic() < until:
             e = self.entry
             if e is None:

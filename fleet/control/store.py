@@ -60,6 +60,29 @@ def submitted(run_dir: Path, step_id: str, deps, marker: dict | None, listed: bo
     _deps[d] = tuple(deps)
 
 
+# Steps submitted with no directory on disk and their own deps, per run directory, by
+# id: what submitted() would note for them is "no marker, the spec's deps", so they get
+# no entry (and no Path) of their own; a million-step suite is mostly such steps.
+_fresh: dict[Path, set[str]] = {}
+
+
+def declared(run_dir: Path, specs, deps: dict, markers: dict) -> None:
+    """submitted() for many steps of a submission: `deps` and `markers` by step id (a
+    step with no entry in `markers` had no directory: see submissions.read_markers)."""
+    fresh = _fresh.setdefault(run_dir, set())
+    for s in specs:
+        sid, dd = s.id, deps[s.id]
+        if sid in markers or tuple(dd) != s.deps:
+            fresh.discard(sid)
+            submitted(run_dir, sid, dd, markers.get(sid), sid in markers)
+            continue
+        if _deps or _seen:  # what an earlier submission or end noted for it goes, as submitted() overwrites it
+            d = _fleet_dir(run_dir, sid)
+            _deps.pop(d, None)
+            _seen.pop(d, None)
+        fresh.add(sid)
+
+
 def _ending(d: Path, attempt) -> _Attempt | None:
     """The in-flight attempt of this number that ends now (the oldest: attempt numbers
     start again with each generation), dropping older ones that never ended here."""
@@ -76,6 +99,8 @@ def _ending(d: Path, attempt) -> _Attempt | None:
 def _marker_of(run_dir: Path, step_id: str) -> str | None:
     d = _fleet_dir(run_dir, step_id)
     if d not in _seen:  # another fleet's step, settled there: read once
+        if step_id in _fresh.get(run_dir, ()):  # no directory when submitted, nothing seen since
+            return None
         rec = read_done(run_dir, step_id)
         _seen[d] = marker_id(rec) if rec is not None else None
     return _seen[d]

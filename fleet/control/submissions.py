@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fleet.control import selection, shard
+from fleet.control import declaring, selection, shard
 from fleet.control import store
 from fleet.control.checks import checked_suite
 from fleet.core import states as S
@@ -88,7 +88,8 @@ class Submissions:
         self.specs = specs  # step id -> StepSpec, shared with the coordinator
         self.events = log_
         self.subs: dict[int, Submission] = {}
-        self.step_subs: dict[str, list[int]] = {}
+        self.step_subs: dict[str, list[int]] = {}  # step id -> its submissions (lists shared: see _only)
+        self._lists: dict[int, list[int]] = {}
         self.failures: list[dict] = []
         # Why a step that succeeded before runs again ("forced", "changed", "dependency
         # changed"): its attempt records say so, and `fleet audit` counts it as a rerun.
@@ -111,7 +112,7 @@ class Submissions:
         declared: see declare)."""
         sid = max(self.subs, default=0) + 1
         self.subs[sid] = Submission(sid, str(msg.suite), c.ids, len(c.ids))
-        for step in c.cleared & self.rerun.keys():
+        for step in [k for k in self.rerun if k in c.cleared]:  # not a walk of every step cleared
             del self.rerun[step]
         self.rerun.update(c.again)
         self.offload(manifest.write, self.run_dir, self.events.fleet, sid, msg.suite, c.name, msg.shard, msg.force,
@@ -127,10 +128,10 @@ class Submissions:
         sid = acc.sub.id
         self.subs.pop(sid, None)
         for s in acc.steps:
-            ids = self.step_subs.get(s.id, [])
-            if sid in ids:
-                ids.remove(sid)
-            if not ids:
+            ids = [i for i in self.step_subs.get(s.id, ()) if i != sid]  # never changed in place: shared
+            if ids:
+                self.step_subs[s.id] = ids
+            else:
                 self.step_subs.pop(s.id, None)
                 if self.specs.get(s.id) is s:  # defined by this submission alone
                     del self.specs[s.id]
@@ -146,12 +147,21 @@ class Submissions:
             state = self.sched.state(spec.id)
         except KeyError:
             state = None
-        if state in S.FINAL:
-            self.step_subs[spec.id] = [sid]
+        ids = self.step_subs.get(spec.id)
+        if state in S.FINAL or not ids:
+            self.step_subs[spec.id] = self._only(sid)
         else:
-            self.step_subs.setdefault(spec.id, []).append(sid)
+            self.step_subs[spec.id] = [*ids, sid]
         if state != S.ELSEWHERE:
             self.specs[spec.id] = spec
+
+    def _only(self, sid: int) -> list[int]:
+        """[sid], one list for every step of submission sid alone (a million steps need
+        not carry a list each): step_subs' lists are replaced, never changed in place."""
+        only = self._lists.get(sid)
+        if only is None:
+            only = self._lists[sid] = [sid]
+        return only
 
     def enter(self, acc: Accepted, msg: P.Submit, now: float, chunk: int = 0) -> Submitted:
         """Record an accepted submission and declare all its steps; the event that hands
@@ -170,13 +180,11 @@ class Submissions:
         """Some of an accepted submission's steps: counted in it, recorded, and their
         markers as read noted for claims (a big submission is declared over several turns)."""
         sid = acc.sub.id
+        store.declared(self.run_dir, steps, acc.deps, acc.markers)
         for s in steps:
             self._take(s, sid)
-            store.submitted(self.run_dir, s.id, acc.deps[s.id], acc.markers.get(s.id), s.id in acc.markers)
-            self.events.write(events.StepDeclared(
-                t=now, step=s.id, submission=sid, cores=s.cores, min_cores=s.min_cores, gpus=s.gpus,
-                memory=s.memory, deps=list(acc.deps[s.id]), priority=s.priority, step_kind=s.kind, task=s.task,
-                foreign=True if s.id in acc.foreign else None))
+        # StepDeclared records, encoded by shape (fleet.control.declaring)
+        self.events.write_encoded(declaring.lines(self.events.fleet, now, sid, steps, acc.deps, acc.foreign))
 
     @staticmethod
     def submitted(acc: Accepted, msg: P.Submit, chunk: int = 0) -> Submitted:

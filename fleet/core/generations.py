@@ -45,8 +45,13 @@ def run(gen):
 
 def planned(ev: Submitted, jobs: Mapping, chunk: int, work) -> Iterator[None]:
     """resubmission(), pausing (a bare yield) after every `chunk` counts of `work`."""
-    steps = {s.id: s for s in ev.steps}
-    deps = {sid: tuple(ev.deps.get(sid, s.deps)) for sid, s in steps.items()}
+    steps: dict = {}
+    deps: dict = {}
+    for s in ev.steps:  # paused too: a million steps take a second or more to table
+        if chunk and next(work) % chunk == 0:
+            yield
+        steps[s.id] = s
+        deps[s.id] = tuple(ev.deps.get(s.id, s.deps))
     if ev.order and len(ev.order) == len(deps):
         order = list(ev.order)  # any order with deps first gives the same plan
     else:
@@ -168,7 +173,13 @@ class Entries:
     def _entering(self, new: list, skip: set, foreign: frozenset, done: frozenset, out: list, chunk: int,
                   work) -> Iterator[None]:
         """_enter(), pausing after every `chunk` counts of `work`."""
-        new = [j for j in new if self._jobs.get(j.spec.id) is j]  # one renewed twice counts once
+        kept = []
+        for j in new:  # one renewed twice counts once
+            if chunk and next(work) % chunk == 0:
+                yield
+            if self._jobs.get(j.spec.id) is j:
+                kept.append(j)
+        new = kept
         for job in new:
             if chunk and next(work) % chunk == 0:
                 yield
@@ -178,10 +189,15 @@ class Entries:
                     if d in done:
                         continue
                     raise ValueError(f"step {job.spec.id!r} depends on unknown step {d!r}")
-                dep.dependents.append(job)
+                if dep.dependents:
+                    dep.dependents.append(job)
+                else:
+                    dep.dependents = [job]  # a job starts with a shared () (fleet.core.jobs)
                 if dep.state not in S.GOOD:
                     job.unmet += 1
         for job in new:  # setup order; markers first so dependents see them
+            if chunk and next(work) % chunk == 0:
+                yield
             if job.spec.id in foreign and job.spec.id not in skip:
                 self._set(job, "foreign")
                 continue

@@ -150,6 +150,10 @@ def _walk(comp: list[str], graph: Graph, order: dict[str, int]) -> list[str]:
 def topological_order(graph: Graph) -> list[str]:
     """Steps with every dependency before its dependents, ties in setup order."""
     order = {s.id: s.order for s in graph.steps}
+    if _deps_come_first(graph, order):
+        # Then that order is setup order (the earliest step left always has its deps
+        # out already), found without a heap: a million steps in a fraction of a second.
+        return [s.id for s in sorted(graph.steps, key=lambda s: s.order)]
     indeg = {s.id: len(graph.deps[s.id]) for s in graph.steps}
     dependents = graph.dependents()
     heap = [(order[s], s) for s, n in indeg.items() if n == 0]
@@ -163,6 +167,16 @@ def topological_order(graph: Graph) -> list[str]:
             if indeg[w] == 0:
                 heapq.heappush(heap, (order[w], w))
     return out
+
+
+def _deps_come_first(graph: Graph, order: dict[str, int]) -> bool:
+    """Whether every step's deps are steps of the graph set up before it."""
+    for s in graph.steps:
+        for d in graph.deps[s.id]:
+            o = order.get(d)
+            if o is None or o >= s.order:
+                return False
+    return True
 
 
 def critical_path(deps: Mapping[str, Iterable[str]], duration: Mapping[str, float]) -> tuple[float, list[str]]:

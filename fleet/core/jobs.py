@@ -22,7 +22,7 @@ class Job:
         self.attempt = 1  # within its generation: the retry limit counts these
         self.generation = 1  # how many times a submission made this step run anew in this fleet
         self.unmet = 0
-        self.dependents: list[Job] = []
+        self.dependents: list[Job] | tuple = ()  # a list once it has one (most steps never do)
         self.demand: Demand | None = None
         self.placement: Placement = ()
         self.started_at: float | None = None

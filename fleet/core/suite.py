@@ -13,6 +13,7 @@ import re
 import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
 from fleet.core.problems import Problem, SuiteError
@@ -26,9 +27,12 @@ else:  # pragma: no cover
 
 SUITE_NAME = re.compile(r"^[A-Za-z0-9._-]+\Z")  # one path segment: the default run dir is runs/<name>
 MAX_STEPS = 1_000_000  # steps one suite may declare unless its [suite] max_steps says otherwise
+# The args of a step that has none, shared by all such steps (read-only: a million
+# steps need not carry a million empty dicts).
+NO_ARGS: Mapping[str, Any] = MappingProxyType({})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a million steps without a dict each
 class StepSpec:
     """One step as the suite declares it, defaults applied and arrays expanded.
 
@@ -321,7 +325,7 @@ def _defaults(raw: dict, fname: str, problems: list[Problem]) -> dict:
 
 
 def _instances(table: dict, n: int, defaults: dict, room: int, fname: str,
-               problems: list[Problem]) -> tuple[list[dict], bool]:
+               problems: list[Problem]) -> tuple[list[dict] | _Expanded, bool]:
     """The raw steps one [[steps]] table declares, defaults applied (an array gives
     many, at most `room` of them), and whether it has unknown fields (its steps are then
     checked, not kept)."""
@@ -350,7 +354,7 @@ def _instances(table: dict, n: int, defaults: dict, room: int, fname: str,
     return _array(merged, label, room, fname, problems), bool(unknown)
 
 
-def _array(merged: dict, label: str, room: int, fname: str, problems: list[Problem]) -> list[dict]:
+def _array(merged: dict, label: str, room: int, fname: str, problems: list[Problem]):
     """One raw step per index of an array table, its size checked before anything is
     expanded (an array of a billion indices is refused in constant memory)."""
     try:
@@ -367,8 +371,25 @@ def _array(merged: dict, label: str, room: int, fname: str, problems: list[Probl
     if "{i}" not in str(merged["id"]):
         problems.append(Problem(fname, label, "id", "an array step's id must contain {i}"))
         return []
-    return [{k: _substitute(v, i, k == "args") for k, v in merged.items() if k != "array"}
-            for i in parse_array(merged["array"])]
+    return _Expanded(merged, parse_array(merged["array"]))
+
+
+class _Expanded:
+    """An array table's raw steps, one per index, each made as it is read: a million
+    of them need not all exist at once (each a dict, ~300 bytes)."""
+
+    __slots__ = ("merged", "indices")
+
+    def __init__(self, merged: dict, indices: list[int]):
+        self.merged, self.indices = merged, indices
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __iter__(self):
+        merged = self.merged
+        for i in self.indices:
+            yield {k: _substitute(v, i, k == "args") for k, v in merged.items() if k != "array"}
 
 
 def _make_step(raw: dict, order: int, fname: str, problems: list[Problem]) -> StepSpec | None:
@@ -404,7 +425,7 @@ def _make_step(raw: dict, order: int, fname: str, problems: list[Problem]) -> St
     sid = values["id"]
     return StepSpec(
         id=sid, order=order, call=values.get("call"), command=values.get("command"),
-        args=values.get("args", {}), task=values.get("task", sid),
+        args=values.get("args", NO_ARGS), task=values.get("task", sid),
         cores=cores, min_cores=min_cores, gpus=values.get("gpus", 0), memory=values.get("memory"),
         span=values.get("span", mpi), mpi=mpi, ranks=ranks, min_ranks=min_ranks, threads=threads,
         deps=tuple(dict.fromkeys(values.get("deps", ()))), inputs=values.get("inputs", ()),

@@ -16,10 +16,11 @@ record or none. The coordinator writes it when it accepts a submission
 from __future__ import annotations
 
 import json
+from json.encoder import encode_basestring_ascii
 import logging
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 DIR = Path(".fleet") / "submissions"
@@ -59,12 +60,23 @@ def write(run_dir: Path, fleet: str, submission: int, suite: str, name: str, sha
     tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps({**asdict(m), "steps": list(m.steps)}))
+        tmp.write_text(_encoded(m))
         os.replace(tmp, p)
     except OSError as e:
         log.warning("could not record submission %d in %s: %s", submission, p, e)
         return None
     return p
+
+
+def _encoded(m: Manifest, chunk: int = 10_000) -> str:
+    """The manifest's JSON text. Not json.dumps(asdict(m)): asdict copies each of a
+    million step ids one call at a time, and one dumps of them all holds the GIL for a
+    second while the coordinator's loop waits for it (this runs on its worker thread);
+    the ids are encoded a chunk at a time instead."""
+    head = json.dumps({f.name: getattr(m, f.name) for f in fields(m) if f.name != "steps"})
+    ids = m.steps
+    parts = [", ".join(map(encode_basestring_ascii, ids[i:i + chunk])) for i in range(0, len(ids), chunk)]
+    return f'{head[:-1]}, "steps": [{", ".join(parts)}]}}'
 
 
 def read_all(run_dir: Path) -> list[Manifest]:
