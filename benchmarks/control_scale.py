@@ -191,7 +191,7 @@ def submit_and_run(conn, coord: psutil.Process, suite: Path, steps: int, deadlin
     try:
         probe.start()
         time.sleep(0.3)  # a few answers before the submission, for comparison
-        cpu0, t0 = cpu_s(coord), time.time()
+        cpu0, t0, sys0 = cpu_s(coord), time.time(), coord.cpu_times().system
         reply = c.ask(P.Submit(str(suite)), timeout=max(1.0, deadline - time.monotonic()))
         t1, cpu_in = time.time(), cpu_s(coord)
         if not reply.ok:
@@ -203,7 +203,7 @@ def submit_and_run(conn, coord: psutil.Process, suite: Path, steps: int, deadlin
             rss.append(coord.memory_info().rss)
             if not done:
                 time.sleep(1.0)
-        t2, cpu1 = time.time(), cpu_s(coord)
+        t2, cpu1, sys1 = time.time(), cpu_s(coord), coord.cpu_times().system
         time.sleep(0.5)
     finally:
         probe.stop.set()
@@ -212,6 +212,7 @@ def submit_and_run(conn, coord: psutil.Process, suite: Path, steps: int, deadlin
     return {"done": done, "counts": pr.counts, "submit_s": round(t1 - t0, 3), "t_submit": t0, "t_submit_reply": t1,
             "t_done_polled": t2,
             "coordinator_cpu_s": round(cpu1 - cpu0, 3), "coordinator_cpu_submit_s": round(cpu_in - cpu0, 3),
+            "coordinator_cpu_system_s": round(sys1 - sys0, 3),  # of coordinator_cpu_s: the kernel's
             "coordinator_rss_mib_max_sampled": round(max(rss) / 2**20, 1),
             "status_before_submit": ms([lat for s, lat in probe.samples if s < t0]),
             "status_during_submit": ms(probe.between(t0, t1)), "status_during_run": ms(probe.between(t1, t2)),

@@ -216,6 +216,8 @@ class Coordinator:
             return self.transport.drain(sock, handler, self._agent_refused if agents else None)
         finally:
             self._feeding = held
+            if agents and self._until is not None:  # what they brought is acted on this turn
+                self._until = max(self._until, time.monotonic() + TURN_S)
 
     def _agent_refused(self, e: P.ProtocolError) -> None:
         if not self.ready:
