@@ -274,6 +274,9 @@ class SimAgents:
         self.received.append(t)
         self.first_launch = self.first_launch or t
         self.last_launch = t
+        # As a step's process does on its node (fleet.node.child): its .fleet directory,
+        # where the coordinator writes the done marker without a mkdir of its own.
+        os.makedirs(os.path.join(os.path.dirname(msg.log), ".fleet"), exist_ok=True)
         self.send(i, P.Started(msg.step, msg.attempt, self.pid, self.pid, t))
         item = (time.monotonic() + self.duration, i, msg.step, msg.attempt, msg.decided_at, t, tuple(msg.cores))
         if self.duration <= 0:

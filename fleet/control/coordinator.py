@@ -24,7 +24,7 @@ from pathlib import Path
 
 import zmq
 
-from fleet.control import cancelling, drain, launching, outcomes, preloads, recording, store
+from fleet.control import cancelling, drain, launching, outcomes, preloads, recording, store, turns
 from fleet.control.claims import Claims
 from fleet.control.intake import Intake
 from fleet.control.liveness import Liveness, scaled
@@ -212,7 +212,14 @@ class Coordinator:
     # -- sockets --------------------------------------------------------------------------
     def _drain(self, sock, handler) -> bool:
         """Hand a batch of sock's messages to handler; True if none is left waiting."""
-        return self.transport.drain(sock, handler, self._agent_refused if sock is self.agent_sock else None)
+        agents = sock is self.agent_sock  # their events wait: one pass after the batch (control.turns)
+        held, self._feeding = self._feeding, self._feeding or agents
+        try:
+            return self.transport.drain(sock, handler, self._agent_refused if agents else None)
+        finally:
+            self._feeding = held
+            if agents and self._until is not None:  # what they brought is acted on this turn
+                self._until = max(self._until, time.monotonic() + TURN_S)
 
     def _agent_refused(self, e: P.ProtocolError) -> None:
         if not self.ready:
@@ -340,7 +347,7 @@ class Coordinator:
                         d, now = self._todo.popleft()
                         self._act((d,), now)
                     else:
-                        event, now = self._inbox.popleft()
+                        event, now = turns.take(self._inbox)  # a turn's exits in one pass
                         self._todo.extend((d, now) for d in self.sched.handle(event, now))
                 except Exception:  # a bug must not stop the fleet: counted, logged once
                     self.transport.error("acting")

@@ -30,6 +30,7 @@ from fleet.control import store
 from fleet.wire import records
 
 FLUSH_S = 0.1
+_dumps = json.JSONEncoder(separators=(",", ":")).encode  # made once: json.dumps(separators=...) makes one per call
 # Test hook (documented in docs/operations.md): seconds for which the journal's lines
 # are not even written, so that a test can kill the coordinator while an outcome it
 # received is in no file yet (the window between a step's exit and the next flush).
@@ -64,7 +65,8 @@ class Journal:
 
     def append(self, line: dict) -> None:
         """Buffer one line (written at the end of the loop turn)."""
-        self._lines.append(json.dumps({**line, "t": time.time()}, separators=(",", ":")))
+        line["t"] = time.time()  # (the callers' dicts are made for this line)
+        self._lines.append(_dumps(line))
 
     def owe(self, path: Path, rec: dict, drop: bool = False) -> None:
         """A file (a marker, a final.json) to write once what precedes it is durable;

@@ -8,7 +8,9 @@ node dropped a queued launch) ends the step through the scheduler."""
 
 from __future__ import annotations
 
+import functools
 import itertools
+import os
 import time
 import weakref
 from pathlib import Path
@@ -143,8 +145,8 @@ def launch(profile: Profile, spec, d: Start, run_dir: Path, fleet_id: str = "") 
     return P.Launch(
         step=d.step, attempt=d.attempt, kind="command" if spec.mpi else spec.kind, call=spec.call or "",
         args=dict(spec.args), command=command, cores=cores, gpus=list(slot.gpus), memory=slot.memory,
-        workdir=str(records.workdir(run_dir, spec)), log=str(records.log_path(run_dir, d.step)),
-        run_dir=str(run_dir), inputs=[str(run_dir / i) for i in spec.inputs],
+        workdir=_workdir(_str(run_dir), spec.workdir), log=os.path.join(_str(run_dir), "steps", d.step, "log"),
+        run_dir=_str(run_dir), inputs=[str(run_dir / i) for i in spec.inputs],
         outputs=[str(run_dir / o) for o in spec.outputs],
         placement=[[s.node, list(s.cores), list(s.gpus), s.memory] for s in d.placement],
         decided_at=time.time(),
@@ -156,6 +158,26 @@ def launch(profile: Profile, spec, d: Start, run_dir: Path, fleet_id: str = "") 
         # ranks are its launcher's, and the launcher is given the limit (fleet.site.mpi).
         memory_limit=slot.memory if spec.memory is not None and not spec.mpi else 0,
         after=getattr(d, "after", ""), **resumed(spec, d, run_dir, env))
+
+
+# A step's paths as strings without pathlib per step (a step id is a clean relative
+# path: fleet.core.units.check_id), the same strings records.log_path/workdir make.
+# Keyed by the run directory's str, made once per Path object (hashing a Path is not cheap).
+_strs: dict[int, tuple[Path, str]] = {}
+
+
+def _str(run_dir: Path) -> str:
+    hit = _strs.get(id(run_dir))
+    if hit is None or hit[0] is not run_dir:
+        if len(_strs) > 64:  # a fleet has one run directory (or a few shards'): never many
+            _strs.clear()
+        hit = _strs[id(run_dir)] = (run_dir, str(run_dir))
+    return hit[1]
+
+
+@functools.lru_cache(maxsize=1024)
+def _workdir(run_dir: str, workdir: str) -> str:
+    return str(Path(workdir) if os.path.isabs(workdir) else Path(run_dir) / workdir)
 
 
 def resumed(spec, d: Start, run_dir: Path, env: dict) -> dict:

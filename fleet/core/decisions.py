@@ -73,6 +73,19 @@ class StepExited:
     reason: str = ""  # (or wait | next | restart | broken: fleet.core.phases)
     stage: str = ""  # the stage a `next` asks for
 
+    @property
+    def exits(self) -> tuple:
+        """This exit, as one of Exits (the scheduler handles both alike)."""
+        return (self,)
+
+
+@dataclass(frozen=True)
+class Exits:
+    """Several attempts ended (a loop turn's exits, in the order they came): each is
+    applied as its StepExited would be, then one scheduling pass follows them all."""
+
+    exits: tuple[StepExited, ...]
+
 
 @dataclass(frozen=True)
 class Elsewhere:
@@ -110,7 +123,7 @@ class Cancel:
     reason: str = "cancelled"
 
 
-Event = Union[NodeJoined, NodeLost, Submitted, EnterMore, StepExited, Elsewhere, Settled, Reclaim, Cancel]
+Event = Union[NodeJoined, NodeLost, Submitted, EnterMore, StepExited, Exits, Elsewhere, Settled, Reclaim, Cancel]
 
 
 # --- decisions ------------------------------------------------------------------

@@ -27,7 +27,7 @@ from fleet.core.units import counted
 from fleet.core.generations import Entries, Entry as _Entry
 from fleet.core.deadline import DRAIN_KILL, AllocationEnds, Deadline, DrainNow, too_late
 from fleet.core.decisions import (Blocked, Cancel, Decision, Elsewhere, EnterMore, Entering, Event, Finished,
-                                  Ignored, JobView, Kill, NodeJoined, NodeLost, Reclaim, Retry, Settled, Skipped,
+                                  Exits, Ignored, JobView, Kill, NodeJoined, NodeLost, Reclaim, Retry, Settled, Skipped,
                                   Start, StepExited, Submitted, Unrunnable, Wait, submission)
 from fleet.core.jobs import DemandClass as _Class, Job as _Job
 from fleet.core.phases import Phases
@@ -38,7 +38,8 @@ from fleet.core.window import Begin, Queue, Unqueued, Window
 
 __all__ = ["Scheduler", "JobView", "Event", "Decision", "NodeJoined", "NodeLost", "Submitted", "EnterMore",
            "StepExited", "Elsewhere", "Settled", "Reclaim", "Cancel", "Start", "Wait", "Retry", "Finished",
-           "Blocked", "Unrunnable", "Skipped", "Entering", "Ignored", "Kill", "submission", "Queue", "Begin", "Unqueued"]
+           "Blocked", "Unrunnable", "Skipped", "Entering", "Ignored", "Kill", "submission", "Queue", "Begin", "Unqueued",
+           "Exits"]
 
 
 class Scheduler(Entries, Phases):
@@ -83,8 +84,9 @@ class Scheduler(Entries, Phases):
         if isinstance(event, (Submitted, EnterMore)):
             self._go_on(event, now, out)
             return out
-        if isinstance(event, StepExited):
-            self._exited(event, now, out)
+        if isinstance(event, (StepExited, Exits)):  # Exits: a loop turn's, in order, then one pass
+            for ev in event.exits:
+                self._exited(ev, now, out)
         elif isinstance(event, NodeJoined):
             self.pool.add(event.node)
             self._on_node.setdefault(event.node.name, set())
@@ -452,7 +454,7 @@ class Scheduler(Entries, Phases):
             placement = res.place(job, key, pool, now, cls.exclusive)
             if placement is None:
                 cls.blocked_at = len(pool.releases)
-                why = self._why(job.demand)  # before a reservation made for it takes its holds
+                why = W.short_of(self.pool, job.demand)  # before a reservation made for it takes its holds
                 self._wait(job, res.held_back(job, key, pool, now) or why, len(cls.heap) - 1, out)
                 if cls.exclusive:
                     return
@@ -486,15 +488,3 @@ class Scheduler(Entries, Phases):
         if job.why is None or job.why.text() != why.text():
             job.why = why
             out.append(Wait(job.spec.id, why, behind))
-
-    def _why(self, d: Demand) -> W.WaitReason:
-        pool = self.pool
-        if d.cores > pool.free_cores:
-            cause = W.CORES
-        elif d.gpus > pool.free_gpus:
-            cause = W.GPUS
-        elif d.span:
-            cause = W.SPAN
-        else:
-            cause = W.WHOLE_NODE
-        return W.WaitReason(cause, d.cores, d.gpus, d.memory, pool.free_cores, pool.free_gpus)

@@ -101,7 +101,12 @@ class Suite:
         raise KeyError(step_id)
 
 
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
 def _freeze(v: Any) -> Any:
+    if type(v) in _PLAIN:  # most fields: typing's Mapping check costs microseconds each
+        return v
     if isinstance(v, Mapping):
         return tuple(sorted((k, _freeze(x)) for k, x in v.items()))
     if isinstance(v, (list, tuple)):

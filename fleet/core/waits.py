@@ -73,3 +73,17 @@ class WaitReason:
 
 def _n(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def short_of(pool, d) -> WaitReason:
+    """Why a ready step of demand `d` does not fit the pool now (moved here unchanged
+    from the scheduler, to make room there)."""
+    if d.cores > pool.free_cores:
+        cause = CORES
+    elif d.gpus > pool.free_gpus:
+        cause = GPUS
+    elif d.span:
+        cause = SPAN
+    else:
+        cause = WHOLE_NODE
+    return WaitReason(cause, d.cores, d.gpus, d.memory, pool.free_cores, pool.free_gpus)

@@ -102,7 +102,10 @@ def decode(frame: bytes, limit: int = MAX_FRAME) -> Any:
     unknown = [k for k in body if k not in kinds]
     if unknown:
         raise ProtocolError(f"{cls.TYPE}: unknown fields {sorted(map(str, unknown))}")
+    exact = _EXACT[cls]
     for name, value in body.items():
+        if type(value) in exact[name]:  # a plain value of a wanted type: nothing to check or convert
+            continue
         want = kinds[name]
         if want and not any(_is(value, w) for w in want):
             raise ProtocolError(f"{cls.TYPE}: field {name!r} is not a {' | '.join(want)}")
@@ -144,6 +147,23 @@ class _Kinds(dict):
 
 
 _KINDS = _Kinds()
+
+
+class _Exact(dict):
+    """Per message class: the exact types each field takes as they come (a bool only
+    where bool is wanted; lists only where no tuple conversion is due): one set lookup
+    per field for what agents send on every step."""
+
+    def __missing__(self, cls):
+        exact = {}
+        for name, want in _KINDS[cls].items():
+            types = {t for w in want if w != "tuple" for t in _CHECKS[w]} - ({bool} if "bool" not in want else set())
+            exact[name] = frozenset(types) if "tuple" not in want else frozenset(types - {list, tuple})
+        self[cls] = exact
+        return exact
+
+
+_EXACT = _Exact()
 
 
 # --- agent <-> coordinator ----------------------------------------------------------
