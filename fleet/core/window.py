@@ -36,11 +36,14 @@ has its open predecessors set aside until one of its queued steps leaves the win
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass
 
 from fleet.core import states as S
 from fleet.core import waits as W
 from fleet.core.decisions import Finished, Kill, Wait
+from fleet.core.durations import expected_s
+from fleet.core.windowpick import _Lazy, WindowPick
 from fleet.core.resources import Demand, Placement
 
 
@@ -77,7 +80,7 @@ class Unqueued:
     reason: str
 
 
-class Window:
+class Window(WindowPick):
     """The scheduler's queues per node (a part of fleet.core.scheduler.Scheduler)."""
 
     def __init__(self, sched, size: int | None = 0):
@@ -88,8 +91,13 @@ class Window:
         self.next: dict[str, object] = {}    # predecessor id -> the job queued behind it
         self.behind: dict[str, object] = {}  # queued id -> its predecessor's job
         self.count: dict[str, int] = {}      # node -> steps queued there
-        # Running steps that may take a step behind them, by demand, in start order.
-        self.taking: dict[Demand, dict[str, object]] = {}
+        # Running steps that may take a step behind them, by demand, soonest expected end first.
+        self.taking: dict[Demand, _Lazy] = {}
+        self.ends: dict[str, float] = {}  # running id -> its expected end (inf: none known)
+        self.held: dict[Demand, _Lazy] = {}  # open ones a dependent of theirs comes before the class's head
+        self.chained: dict[Demand, _Lazy] = {}  # running ones with a step behind: when that one should end
+        self.blocker: dict[str, tuple] = {}  # held id -> (the dependent's pass key, the dependent)
+        self._n = 0  # start order among equal expected ends
         self.parked: dict[str, dict[str, object]] = {}  # node -> open ones while its window is full
         self.began: list = []  # promoted since the last pass: their Begin is still to say
 
@@ -108,15 +116,28 @@ class Window:
         return pred.spec.id if pred is not None else None
 
     # -- hooks from the scheduler ---------------------------------------------------------
-    def started(self, job) -> None:
-        """`job` runs now: steps of its demand may be queued behind it."""
+    def started(self, job, now: float | None = None) -> None:
+        """`job` runs now (since `now`, else its started_at): steps of its demand may be
+        queued behind it."""
         if not self.on or job.exclusive or len(job.placement) != 1 or job.demand is None or job.demand.span:
             return
+        sid = job.spec.id
+        if sid not in self.ends:  # its expected end, once per start (it is opened again after a queued one leaves)
+            exp = expected_s(job.spec, self.sched.deadline.recorded)
+            at = now if now is not None else job.started_at
+            self.ends[sid] = at + exp if exp is not None and at is not None else math.inf
         node = job.placement[0].node
         if self.count.get(node, 0) >= self._limit(node):
-            self.parked.setdefault(node, {})[job.spec.id] = job
+            self.parked.setdefault(node, {})[sid] = job
         else:
-            self.taking.setdefault(job.demand, {})[job.spec.id] = job
+            self._open(job)
+
+    def _open(self, job) -> None:
+        preds = self.taking.get(job.demand)
+        if preds is None:
+            preds = self.taking[job.demand] = _Lazy()
+        self._n += 1
+        preds.put((self.ends[job.spec.id], self._n), job.spec.id, job)
 
     def stop(self, job) -> bool:
         """`job` stops running; True if a queued step takes its resources (the caller
@@ -135,7 +156,7 @@ class Window:
             sched._on_node[slot.node].add(succ.spec.id)
         self.began.append((succ, sid))
         sched._res.started(succ, sched._now)  # its expected end, for reservations' plans
-        self.started(succ)
+        self.started(succ, sched._now)
         return True
 
     def begin(self, now: float, out: list) -> None:
@@ -151,32 +172,39 @@ class Window:
         sched = self.sched
         # Nothing is handed ahead on a node where a reservation waits for resources to come
         # back to the pool (fleet.core.reservations), nor once the fleet drains (fleet.core.deadline).
-        if not self.on or not self.taking or sched.deadline.drained:
+        if not self.on or not (self.taking or self.held) or sched.deadline.drained:
             return
         reserved = sched._res.nodes() if sched._res.plans else ()
         heads = sorted((cls.heap[0], key) for key, cls in sched._classes.items()
-                       if cls.heap and not cls.exclusive and self.taking.get(cls.demand))
+                       if cls.heap and not cls.exclusive and (self.taking.get(cls.demand) or self.held.get(cls.demand)))
         for _, key in heads:
             cls = sched._classes[key]
-            preds = self.taking[cls.demand]
-            kept: dict = {}  # on reserved nodes: open again once the reservation is gone
+            self._release(cls.demand, cls.heap[0])
+            preds = self.taking.get(cls.demand)
+            back: list = []  # on reserved nodes, or past the drain point: open again after this class
             while preds and cls.heap:
-                pid = next(iter(preds))
-                pred = preds.pop(pid)
+                if self._later(cls.demand, preds):
+                    break  # a slot with a step queued behind frees sooner: the head waits for it
+                entry, pred = preds.pop()
                 node = pred.placement[0].node
                 if node in reserved:
-                    kept[pid] = pred
+                    back.append((entry, pred))
                     continue
                 if self.count.get(node, 0) >= self._limit(node):
-                    self.parked.setdefault(node, {})[pid] = pred  # back when its window has room
+                    self.parked.setdefault(node, {})[pred.spec.id] = pred  # back when its window has room
                     continue
-                if sched.deadline.refuse(sched._jobs[cls.heap[0][2]].spec, sched._now) is not None:
-                    preds[pid] = pred  # it would not end before the drain point: the pass says so
+                head = cls.heap[0]
+                if sched.deadline.refuse(sched._jobs[head[2]].spec, sched._now) is not None:
+                    back.append((entry, pred))  # it would not end before the drain point: the pass says so
                     break
-                _, _, sid = heapq.heappop(cls.heap)
-                self._queue(sched._jobs[sid], pred, out)
-            preds.update(kept)
-            if not preds:
+                if self._overtaken(pred, head):
+                    self._hold(pred, entry)
+                    continue
+                heapq.heappop(cls.heap)
+                self._queue(sched._jobs[head[2]], pred, out)
+            for entry, pred in back:
+                preds.put(entry, pred.spec.id, pred)
+            if preds is not None and not preds:
                 del self.taking[cls.demand]
             if not cls.heap:  # as the pass does: it walks live classes only
                 del sched._classes[key]
@@ -230,6 +258,7 @@ class Window:
         job.why = None
         self.next[pred.spec.id] = job
         self.behind[job.spec.id] = pred
+        self._chain(job, pred)
         node = pred.placement[0].node
         self.count[node] = self.count.get(node, 0) + 1
         out.append(Queue(job.spec.id, job.attempt, job.placement, pred.spec.id, self.sched._resume_of(job.spec.id)))
@@ -237,9 +266,12 @@ class Window:
     def _close(self, job) -> None:
         """`job` no longer takes a step behind it."""
         sid = job.spec.id
-        preds = self.taking.get(job.demand)
-        if preds is not None and preds.pop(sid, None) is not None and not preds:
-            del self.taking[job.demand]
+        self.ends.pop(sid, None)
+        self.blocker.pop(sid, None)
+        for table in (self.taking, self.held, self.chained):
+            preds = table.get(job.demand)
+            if preds is not None and preds.drop(sid) and not preds:
+                del table[job.demand]
         if job.placement:
             parked = self.parked.get(job.placement[0].node)
             if parked is not None:
@@ -250,6 +282,9 @@ class Window:
         running, may take another."""
         pred = self.behind.pop(job.spec.id)
         del self.next[pred.spec.id]
+        chained = self.chained.get(pred.demand)
+        if chained is not None and chained.drop(pred.spec.id) and not chained:
+            del self.chained[pred.demand]
         self._left(pred.placement[0].node)
         if pred.state == S.RUNNING:
             self.started(pred)

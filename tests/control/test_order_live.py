@@ -40,9 +40,9 @@ deps = ["head"]
 
 def started(tmp_path, *order: str) -> list[str]:
     suite = write_suite(tmp_path / "s.toml", SUITE)
-    # No node window: a step handed to the node ahead of time is committed there before
-    # a step that becomes ready later could overtake it (fleet.core.window).
-    r = fleet("run", str(suite), "--nodes", "1", "--window", "0", *order, cwd=tmp_path, timeout=120)
+    # With the default node window: a running step whose dependent comes first in the
+    # order takes no step behind it, so the dependent still overtakes (fleet.core.windowpick).
+    r = fleet("run", str(suite), "--nodes", "1", *order, cwd=tmp_path, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     st = sorted((e.t, e.step) for e in records(tmp_path / "run") if isinstance(e, E.Start))
     assert_nothing_left(tmp_path / "run")

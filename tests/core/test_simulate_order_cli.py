@@ -37,8 +37,8 @@ SUITE = """
 def run(tmp_path: Path, *args: str):
     p = tmp_path / "suite.toml"
     p.write_text(textwrap.dedent(SUITE))
-    # Without a node window: a step handed to a node ahead keeps its place, whatever the order.
-    return CliRunner().invoke(main, ["simulate", str(p), "--nodes", "1", "--cores-per-node", "8", "--window", "0", *args])
+    # With the default node window (each node's cores): it keeps the order (fleet.core.windowpick).
+    return CliRunner().invoke(main, ["simulate", str(p), "--nodes", "1", "--cores-per-node", "8", *args])
 
 
 def test_critical_path_order_starts_the_long_chain_at_once_and_ends_the_suite_sooner(tmp_path):

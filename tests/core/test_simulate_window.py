@@ -1,7 +1,8 @@
 """`fleet simulate` with a node window (fleet.core.window), through the real command
 line: the same default as `fleet up` (each node's cores), the same commitments (a step
 handed to a node ahead starts there the moment its predecessor ends, even when another
-node frees first), and `--window 0` gives the window-less figures."""
+node frees first), the predecessor expected to end soonest, and `--window 0` gives the
+window-less figures."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from click.testing import CliRunner
 from fleet.cli import main
 
 # Two one-core nodes: "long" and "short" start at once (priority 1 first); "next" is handed to the node
-# that ran the first start (long's), so it waits 10 s there instead of 1 s on the other.
+# whose step is expected to end soonest (short's), so it runs 1-2 s there, not 10-11 s behind "long".
 SUITE = """
     [suite]
     name = "window"
@@ -47,15 +48,23 @@ def simulate(tmp_path: Path, *args: str, suite: str = SUITE, nodes: str = "2", c
     return json.loads(r.stdout)
 
 
-def test_by_default_simulate_hands_a_step_to_a_busy_node_ahead_as_a_live_fleet_does_and_it_starts_when_its_predecessor_ends(
-        tmp_path):
+def test_by_default_simulate_hands_a_step_ahead_behind_the_running_step_expected_to_end_soonest(tmp_path):
     out = simulate(tmp_path)
     assert out["window"] == 1  # the node's cores, as `fleet up`'s default
     st = out["steps"]
     assert st["long"] == {"node": "node1", "cores": 1, "start_s": 0.0, "end_s": 10.0}
     assert st["short"] == {"node": "node2", "cores": 1, "start_s": 0.0, "end_s": 1.0}
+    assert st["next"] == {"node": "node2", "cores": 1, "start_s": 1.0, "end_s": 2.0}
+    assert out["makespan_s"] == 10.0  # as with --window 0 (it was 11 s behind "long")
+    assert simulate(tmp_path, "--window", "0")["makespan_s"] == 10.0
+
+
+def test_a_step_handed_ahead_goes_behind_a_running_step_with_no_expectation_only_last(tmp_path):
+    # "short" has no estimate: it counts as ending last, so "next" is handed to long's node,
+    # where it starts the moment "long" ends even though "short" (1 s in simulate) ended long before.
+    suite = SUITE.replace("priority = 2\n    estimate = 1", "priority = 2")
+    st = simulate(tmp_path, suite=suite)["steps"]
     assert st["next"] == {"node": "node1", "cores": 1, "start_s": 10.0, "end_s": 11.0}
-    assert out["makespan_s"] == 11.0
 
 
 def test_with_window_0_simulate_gives_the_window_less_answer(tmp_path):
@@ -75,8 +84,10 @@ def test_the_summary_in_words_says_the_window(tmp_path):
 
 def test_a_step_handed_ahead_that_begins_just_before_the_drain_point_is_interrupted_there(tmp_path):
     # "long" ends at 5.5 s; "next" (no estimate: it is not held back; simulate gives it 1 s)
-    # begins behind it then and runs into the drain point at 6 s.
-    suite = SUITE.replace("estimate = 10", "estimate = 5.5").replace("priority = 3\n    estimate = 1", "priority = 3")
+    # is handed ahead behind it ("short" has no estimate: it counts as ending last), begins
+    # then and runs into the drain point at 6 s.
+    suite = (SUITE.replace("estimate = 10", "estimate = 5.5").replace("priority = 3\n    estimate = 1", "priority = 3")
+             .replace("priority = 2\n    estimate = 1", "priority = 2"))
     out = simulate(tmp_path, "--walltime", "8s", "--drain-before", "2s", suite=suite)
     assert out["drain_s"] == 6.0
     assert out["steps"]["next"] == {"node": "node1", "cores": 1, "start_s": 5.5, "end_s": 6.0}
