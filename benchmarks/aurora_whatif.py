@@ -263,6 +263,9 @@ def pass_costs(records, n: int) -> dict:
     return out
 
 
+WINDOW: int | None = 0  # the node window of the aurora scenarios (--window)
+
+
 def run_aurora(n: int, nodes) -> dict:
     t0 = time.perf_counter()
     steps = workload(n)
@@ -272,7 +275,7 @@ def run_aurora(n: int, nodes) -> dict:
     if problems:
         raise SystemExit(f"the generated workload is invalid: {problems[:3]}")
     c2 = time.process_time()
-    r = simulate(steps, graph, nodes)
+    r = simulate(steps, graph, nodes, window=WINDOW)
     sim_s = time.perf_counter() - t2
     sim_cpu = time.process_time() - c2
     starts = len(r.steps)
@@ -336,7 +339,7 @@ def traced_peak(n: int, nodes) -> float:
     graph, _ = build_graph(steps)
     gc.collect()
     tracemalloc.start()
-    r = simulate(steps, graph, nodes)
+    r = simulate(steps, graph, nodes, window=WINDOW)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     del r
@@ -447,7 +450,11 @@ def main(argv=None) -> int:
     ap.add_argument("--no-write", action="store_true", help="print only")
     ap.add_argument("--json", metavar="PATH", help="also write the results here")
     ap.add_argument("--note", action="append", default=[], help="a line for the README section")
+    ap.add_argument("--window", default="0", help="steps per node handed ahead in the aurora scenarios "
+                    "(fleet.core.window; 'cores': each node's cores, as `fleet up`); default 0")
     args = ap.parse_args(argv)
+    global WINDOW
+    WINDOW = None if args.window == "cores" else int(args.window)
     sizes = (1_000, 10_000) if args.quick else (10_000, 100_000)
 
     t_start = time.perf_counter()
@@ -469,7 +476,8 @@ def main(argv=None) -> int:
     import fleet
     res = {
         "benchmark": "aurora_whatif",
-        "command": "python benchmarks/aurora_whatif.py" + (" --quick" if args.quick else ""),
+        "command": "python benchmarks/aurora_whatif.py" + (" --quick" if args.quick else "")
+                   + (f" --window {args.window}" if args.window != "0" else ""),
         "date": _dt.date.today().isoformat(),
         "machine": {"cpus": os.cpu_count(), "cpu": cpu_name(), "python": platform.python_version(),
                     "platform": platform.platform()},

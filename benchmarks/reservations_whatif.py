@@ -109,6 +109,9 @@ class HeldMeter:
         Reservations.begin, Reservations._make = self._orig
 
 
+WINDOW: int | None = 0  # the node window (--window)
+
+
 def aurora(n: int) -> dict:
     steps = workload(n)
     graph, problems = build_graph(steps)
@@ -122,7 +125,7 @@ def aurora(n: int) -> dict:
         gc.collect()
         t, c = time.perf_counter(), time.process_time()
         with HeldMeter() as held:
-            r = simulate(steps, graph, nodes, reserve_after=ra)
+            r = simulate(steps, graph, nodes, reserve_after=ra, window=WINDOW)
         wall, cpu = time.perf_counter() - t, time.process_time() - c
         total = sum(len(x.cores) for x in nodes)
         out[name] = {"makespan_s": round(r.makespan_s, 1), "utilization": round(r.utilization, 5),
@@ -166,7 +169,7 @@ def stream(narrow: int, wide: int, nodes_n: int) -> dict:
     out = {"nodes": nodes_n, "narrow": narrow, "wide": wide}
     for name, ra in MODES:
         with HeldMeter() as held:
-            r = simulate(steps, graph, nodes, reserve_after=ra)
+            r = simulate(steps, graph, nodes, reserve_after=ra, window=WINDOW)
         total = sum(len(x.cores) for x in nodes)
         out[name] = {"makespan_s": round(r.makespan_s, 1), "utilization": round(r.utilization, 5),
                      "mpi_wait": mpi_waits(r, steps, graph), "decisions": r.decisions,
@@ -276,11 +279,16 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="10k steps; writes nothing")
     ap.add_argument("--note", action="append", default=[], help="a line for the README section")
+    ap.add_argument("--window", default="0", help="steps per node handed ahead (fleet.core.window; "
+                    "'cores': each node's cores, as `fleet up`); default 0")
     args = ap.parse_args(argv)
+    global WINDOW
+    WINDOW = None if args.window == "cores" else int(args.window)
     n = 10_000 if args.quick else 100_000
     load = os.getloadavg()
     res = {"benchmark": "reservations_whatif",
-           "command": "python benchmarks/reservations_whatif.py" + (" --quick" if args.quick else ""),
+           "command": "python benchmarks/reservations_whatif.py" + (" --quick" if args.quick else "")
+                      + (f" --window {args.window}" if args.window != "0" else ""),
            "date": _dt.date.today().isoformat(),
            "machine": {"cpus": os.cpu_count(), "cpu": cpu_name(), "python": platform.python_version()},
            "steps": n, "blocked_steps": n, "reserve_after_s": RESERVE_AFTER_S,

@@ -14,6 +14,14 @@ the decisions stay deterministic: the same events give the same queues. The rule
 - it goes behind a RUNNING step of the same demand (cores, GPUs, memory: the same
   class) on one node, so its placement is exactly its predecessor's: the resources
   pass from one to the other when the predecessor ends, and nothing else moves;
+- which one (fleet.core.windowpick): the one expected to END SOONEST (start +
+  fleet.core.durations.expected_s; none known: last; ties in start order), and none
+  while the step could run in full in a slot that already has a step queued before
+  that one ends (it waits for that slot); not one whose dependent, waiting for it
+  alone, comes before the step in the pass's order (priority, fleet.core.ranks) and
+  fits its resources:
+  that dependent takes them when it ends, as without a window (the window keeps the
+  order of ready steps and chains);
 - each running step has at most one step queued behind it, and a node at most `size`
   (None: as many as the node has cores, i.e. the next step of every one-core slot);
 - steps that run alone, span nodes or are placed on several nodes are never queued,
@@ -29,8 +37,12 @@ the decisions stay deterministic: the same events give the same queues. The rule
   ELSEWHERE like a started step.
 
 Cost: a pass visits the classes left with ready steps and queues at most one step per
-open predecessor, so it stays O(classes + starts + queued); a node whose window is full
-has its open predecessors set aside until one of its queued steps leaves the window.
+open predecessor, so it stays O(classes + starts + queued), plus O(log running) per
+queue for the heaps by expected end; a node whose window is full has its open
+predecessors set aside until one of its queued steps leaves the window, and a held one
+(its dependent comes first) until a step that comes before that dependent is ready.
+A predecessor's dependents are walked when it is first looked at (then cached), which
+its own exit costs anyway.
 """
 
 from __future__ import annotations
@@ -183,7 +195,7 @@ class Window(WindowPick):
             preds = self.taking.get(cls.demand)
             back: list = []  # on reserved nodes, or past the drain point: open again after this class
             while preds and cls.heap:
-                if self._later(cls.demand, preds):
+                if self._later(cls.demand, preds, cls.heap[0]):
                     break  # a slot with a step queued behind frees sooner: the head waits for it
                 entry, pred = preds.pop()
                 node = pred.placement[0].node

@@ -5,12 +5,12 @@ running steps take none for now.
   soonest (its start + fleet.core.durations.expected_s; a step with no expectation
   counts as ending last, ties in start order) takes the next step in the pass's order.
   The open steps of each demand are a heap keyed so (`_Lazy`), not a scan.
-- Not behind a later end than need be: when a running step that already has a step
-  queued behind it is expected to free its resources (its end + that step's expected
-  duration) before the soonest-ending open one ends, nothing more is queued for that
-  demand in this pass: the class's head waits for that slot (it is handed ahead, or
-  started, once the queued step begins). With no expectations at all every end counts
-  as last, so the window queues as it always did.
+- Not committed to a slot it could do without: when the class's head could run in full
+  in a slot that already has a step queued (that step's predecessor's end + its
+  expected duration + the head's) before the soonest-ending open step is expected to
+  end, nothing more is queued for that demand in this pass; the head waits for that
+  slot (it is handed ahead, or started, once the queued step begins). Only with all
+  three known: with no expectations the window queues as it always did.
 - The order of ready steps is kept: a running step is not given a step behind it while
   one of its dependents that waits for it alone (unmet 1) would come before that step
   in the pass's order (priority, then fleet.core.ranks' key) and fits its resources:
@@ -104,12 +104,17 @@ class WindowPick:
         self._n += 1
         chained.put((end, self._n), pred.spec.id, None)
 
-    def _later(self, demand, preds: _Lazy) -> bool:
-        """Whether a slot of `demand` with a step queued frees before the soonest open end."""
+    def _later(self, demand, preds: _Lazy, head: tuple) -> bool:
+        """Whether the head could run in full in a slot of `demand` that has a step queued
+        before the soonest open one is expected to end (all three known)."""
         chained = self.chained.get(demand)
         if not chained:
             return False
-        return chained.peek()[0][0] < preds.peek()[0][0]
+        end = preds.peek()[0][0]
+        if end == math.inf:
+            return False
+        exp = expected_s(self.sched._jobs[head[2]].spec, self.sched.deadline.recorded)
+        return exp is not None and chained.peek()[0][0] + exp <= end
 
     def _overtaken(self, pred, head: tuple) -> bool:
         """Whether a dependent of `pred` waiting for it alone comes before `head` (a
