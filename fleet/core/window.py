@@ -108,6 +108,7 @@ class Window(WindowPick):
         self.ends: dict[str, float] = {}  # running id -> its expected end (inf: none known)
         self.held: dict[Demand, _Lazy] = {}  # open ones a dependent of theirs comes before the class's head
         self.chained: dict[Demand, _Lazy] = {}  # running ones with a step behind: when that one should end
+        self.shelved: dict[str, dict] = {}  # node a reservation takes -> its open ones (entry, job)
         self.blocker: dict[str, tuple] = {}  # held id -> (the dependent's pass key, the dependent)
         self._n = 0  # start order among equal expected ends
         self.parked: dict[str, dict[str, object]] = {}  # node -> open ones while its window is full
@@ -187,20 +188,27 @@ class Window(WindowPick):
         if not self.on or not (self.taking or self.held) or sched.deadline.drained:
             return
         reserved = sched._res.nodes() if sched._res.plans else ()
-        heads = sorted((cls.heap[0], key) for key, cls in sched._classes.items()
-                       if cls.heap and not cls.exclusive and (self.taking.get(cls.demand) or self.held.get(cls.demand)))
+        if self.shelved:
+            self._unshelve(reserved)
+        heads = []  # from the demands with steps to take one (few), not every class
+        for demand in (self.taking.keys() | self.held.keys()) if self.held else self.taking:
+            key = (demand,)
+            cls = sched._classes.get(key)
+            if cls is not None and cls.heap:
+                heads.append((cls.heap[0], key))
+        heads.sort()
         for _, key in heads:
             cls = sched._classes[key]
             self._release(cls.demand, cls.heap[0])
             preds = self.taking.get(cls.demand)
-            back: list = []  # on reserved nodes, or past the drain point: open again after this class
+            back: list = []  # past the drain point: open again after this class
             while preds and cls.heap:
                 if self._later(cls.demand, preds, cls.heap[0]):
                     break  # a slot with a step queued behind frees sooner: the head waits for it
                 entry, pred = preds.pop()
                 node = pred.placement[0].node
-                if node in reserved:
-                    back.append((entry, pred))
+                if node in reserved:  # open again once the reservation is gone
+                    self.shelved.setdefault(node, {})[pred.spec.id] = (entry, pred)
                     continue
                 if self.count.get(node, 0) >= self._limit(node):
                     self.parked.setdefault(node, {})[pred.spec.id] = pred  # back when its window has room
@@ -232,6 +240,7 @@ class Window(WindowPick):
             else:
                 self._ready(job, out, f"{node} was lost before it started: {reason}")
         self.parked.pop(node, None)
+        self.shelved.pop(node, None)
 
     def cancel(self, job, reason: str, out: list) -> None:
         """`fleet cancel` of a queued step: the node drops it (or stops it, if it has just
@@ -285,9 +294,11 @@ class Window(WindowPick):
             if preds is not None and preds.drop(sid) and not preds:
                 del table[job.demand]
         if job.placement:
-            parked = self.parked.get(job.placement[0].node)
-            if parked is not None:
-                parked.pop(sid, None)
+            node = job.placement[0].node
+            for table in (self.parked, self.shelved):
+                kept = table.get(node)
+                if kept is not None:
+                    kept.pop(sid, None)
 
     def _unlink(self, job) -> None:
         """A queued job leaves the window without starting; its predecessor, if still

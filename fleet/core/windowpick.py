@@ -153,6 +153,18 @@ class WindowPick:
         self._n += 1
         held.put((_Rev(self.blocker[pred.spec.id][0]), self._n), pred.spec.id, (entry, pred))
 
+    def _unshelve(self, reserved) -> None:
+        """Open again the steps set aside on nodes no reservation takes now."""
+        for node in [n for n in self.shelved if n not in reserved]:
+            for entry, pred in self.shelved.pop(node).values():
+                self._reopen(entry, pred)
+
+    def _reopen(self, entry, pred) -> None:
+        preds = self.taking.get(pred.demand)
+        if preds is None:
+            preds = self.taking[pred.demand] = _Lazy()
+        preds.put(entry, pred.spec.id, pred)
+
     def _release(self, demand, head: tuple) -> None:
         """Open again the held steps of `demand` whose dependent comes after `head`."""
         held = self.held.get(demand)
@@ -161,9 +173,6 @@ class WindowPick:
             if not head < rev.k:
                 break
             _, (entry, pred) = held.pop()
-            preds = self.taking.get(demand)
-            if preds is None:
-                preds = self.taking[demand] = _Lazy()
-            preds.put(entry, pred.spec.id, pred)
+            self._reopen(entry, pred)
         if held is not None and not held:
             del self.held[demand]
