@@ -161,6 +161,7 @@ class Recorder:
         path, rec = store.done_record(run_dir, spec, record)
         self.journal.append({"k": "done", "step": spec.id, "rec": rec})
         self.journal.owe(path, rec)
+        self.claims.ended_here(spec.id)  # shared: said in the claims log (fleet.control.claimlog)
 
     def final(self, step: str, outcome: str, record: dict) -> None:
         """A step that ended here without success and will not run again here."""
@@ -173,6 +174,7 @@ class Recorder:
         path, rec, drop = store.final_record(self.run_dir, spec, outcome, record)
         self.journal.append({"k": "final", "step": step, "rec": rec, "drop": drop})
         self.journal.owe(path, rec, drop)
+        self.claims.ended_here(step)
 
     # -- each turn, and the end -----------------------------------------------------------------
     def turn(self) -> None:
