@@ -15,3 +15,10 @@ def sleep(ctx):
     with open(os.path.join(ctx.workdir, "ready"), "w") as f:
         f.write(str(os.getpid()))
     time.sleep(float(ctx.args.get("seconds", 60)))
+
+
+def fails_unless_flag(ctx):
+    """Fail (raise) unless the file args.flag exists: a suite whose every step fails once,
+    then succeeds when rerun after the flag is made (benchmarks/metadata_ops.py --rerun)."""
+    if not os.path.exists(ctx.args["flag"]):
+        raise RuntimeError(f"no {ctx.args['flag']} yet")

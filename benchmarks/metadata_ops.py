@@ -4,6 +4,8 @@
                                                  # "Coordinator metadata operations per step" README section
     python benchmarks/metadata_ops.py --steps 200,400 --no-write   # a smoke test
     python benchmarks/metadata_ops.py --readme-only
+    python benchmarks/metadata_ops.py --only-rerun   # the rerun runs alone (2,000 steps failed
+                                                     # once, then rerun; and --force), printed
 
 Needs strace (Debian: `apt-get install -y strace`); without it, says so and exits 2.
 
@@ -168,30 +170,54 @@ def share(run_dir: Path) -> subprocess.Popen:
     return peer
 
 
-def one_run(work: Path, steps: int, idle_s: float, shared: bool = False) -> dict:
-    """fleet up, strace on the coordinator, idle window, fleet run of `steps` no-ops, fleet down."""
+def one_run(work: Path, steps: int, idle_s: float, shared: bool = False, rerun: str = "") -> dict:
+    """fleet up, strace on the coordinator, idle window, fleet run of `steps` no-ops, fleet down.
+    rerun "failed": every step failed once in an earlier fleet (untraced), then is rerun;
+    "force": every step succeeded in an earlier fleet, then `fleet run --force`."""
     work.mkdir(parents=True, exist_ok=True)
     suite, run_dir, trace = work / "noop.toml", work / "run", work / "coordinator.strace"
-    st.write_suite(suite, steps)
+    flag = work / "flag"
+    if rerun == "failed":
+        suite.write_text('[suite]\nname = "noop"\npreload = ["numpy", "scipy.linalg"]\n\n'
+                         f'[[steps]]\nid = "noop/{{i}}"\narray = "0-{steps - 1}"\n'
+                         f'call = "fleet_bench_steps:fails_unless_flag"\nargs = {{ flag = "{flag}" }}\n')
+    else:
+        st.write_suite(suite, steps)
     peer = share(run_dir) if shared else None
     fleet = nb.Fleet(run_dir, nodes=2, preload=nb.PRELOAD + ("fleet_bench_steps",))
     try:
+        if rerun:
+            _earlier(suite, run_dir, steps, rerun == "failed")
+            flag.write_text("go")
         fleet.up()
-        return _traced(fleet, suite, run_dir, trace, steps, idle_s)
+        return _traced(fleet, suite, run_dir, trace, steps, idle_s, ["--force"] if rerun == "force" else [])
     finally:
         if peer is not None:
             nb.kill_group(peer.pid)
             peer.wait(timeout=10)
 
 
-def _traced(fleet, suite: Path, run_dir: Path, trace: Path, steps: int, idle_s: float) -> dict:
+def _earlier(suite: Path, run_dir: Path, steps: int, fail: bool) -> None:
+    """An earlier fleet (untraced) runs the suite: every step fails (fail) or succeeds."""
+    first = nb.Fleet(run_dir, nodes=2, preload=nb.PRELOAD + ("fleet_bench_steps",))
+    first.up()
+    try:
+        r = nb.run(nb.fleet_cli("run", str(suite), "--run-dir", str(run_dir)), timeout=600, env=first.env,
+                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    finally:
+        first.down()
+    if r.returncode != (1 if fail else 0):
+        raise RuntimeError(f"the earlier fleet run exited {r.returncode}:\n{r.stdout.decode(errors='replace')[-3000:]}")
+
+
+def _traced(fleet, suite: Path, run_dir: Path, trace: Path, steps: int, idle_s: float, extra=()) -> dict:
     try:
         tracer = attach(fleet.connection()["pid"], trace)
         try:
             t_idle = time.time()
             time.sleep(idle_s)
             t_run = time.time()
-            r = nb.run(nb.fleet_cli("run", str(suite), "--run-dir", str(run_dir)), timeout=600, env=fleet.env,
+            r = nb.run(nb.fleet_cli("run", str(suite), "--run-dir", str(run_dir), *extra), timeout=600, env=fleet.env,
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
             t_end = time.time()
         finally:
@@ -294,6 +320,13 @@ def readme(res: dict) -> str:
                 f".fleet/fleets before `fleet up`): {sh['steps']:,} steps, **{sh['meta_per_step']:.2f} metadata "
                 f"ops per step** (this run's total / steps, its submission included); by call: " + ", ".join(
                     f"{k} {v:.2f}" for k, v in sh["meta_by_call_per_step"].items()) + "."]
+    for kind, what in (("failed", "every step failed once in an earlier fleet, rerun"),
+                       ("force", "every step succeeded in an earlier fleet, `fleet run --force`")):
+        if kind in res.get("rerun", {}):
+            rr = res["rerun"][kind]["summary"]
+            out += ["", f"Rerun on a new fleet ({what}): {rr['steps']:,} steps, **{rr['meta_per_step']:.2f} metadata "
+                    f"ops per step** (this run's total / steps, its submission included); by call: " + ", ".join(
+                        f"{k} {v:.2f}" for k, v in rr["meta_by_call_per_step"].items()) + "."]
     per = sm.get("split", {}).get("meta", {}).get("per_step", big["meta_per_step"])
     net = sm.get("meta_per_step_net_of_time", per)
     out += ["", f"Target (issue 12 c): <= {TARGET:.0f} metadata operation per step, amortized: "
@@ -317,7 +350,20 @@ NOTES: list[str] = [
     "holder's look at .fleet/fleets for fleets that want to share the run directory (one listing a second) "
     "and a refresh of the lease every stale_after/4. A shared run directory claims in batches (the shared row; "
     "before the claims log it cost 22.01, see \"Claims in batches on a shared run directory\").",
+    "",
+    "Reruns on a new fleet (`python benchmarks/metadata_ops.py --only-rerun`, 2026-11-30 23:40 UTC, load average 6-9; [results](results/metadata_ops_rerun.json)): 2,000 steps that all failed in an earlier fleet, rerun; and 2,000 that all succeeded, `fleet run --force`. Before (commit 41213cc, this script copied in), a step whose directory existed was claimed and recorded in per-step files while the fleet was alone: **22.03** (failed) and **26.03** (forced) metadata ops per step. Now (fleet.control.leftovers: each rerun step's `.fleet` listed once when the submission is checked, on the worker thread; then the lease and journal path of a fresh step): **6.03** and **8.03**. What is left per step: the submission's marker read (openat done.json; forced: its fstat too), the listing (openat, fstat, 2 getdents64 of steps/ID/.fleet), and on the loop the one open of done.json after the journal's fsync. The listing finds the claim and attempt files of fleets before this version; a step with a claim file on disk is still claimed per step.",
 ]
+
+
+def reruns(tmp: Path, n: int, idle_s: float) -> dict:
+    """Reruns on a new fleet: n steps that all failed once, and n steps all --force'd."""
+    out = {}
+    for kind in ("failed", "force"):
+        print(f"{n} steps rerun ({kind}) under strace ...", file=sys.stderr, flush=True)
+        r = one_run(tmp / f"rerun-{kind}{n}", n, idle_s, rerun=kind)
+        out[kind] = {**r, "summary": summarize([r])["per_run"][0]}
+        print(f"  {r['run']['meta'] / n:.2f} metadata ops per step", file=sys.stderr, flush=True)
+    return out
 
 
 def main(argv=None) -> int:
@@ -326,6 +372,9 @@ def main(argv=None) -> int:
     ap.add_argument("--idle", type=float, default=5.0, help="idle seconds traced before the run")
     ap.add_argument("--shared-steps", type=int, default=2000,
                     help="steps of the run on a shared run directory (every step claimed); 0: none")
+    ap.add_argument("--rerun-steps", type=int, default=2000,
+                    help="steps of the rerun runs (all failed once in an earlier fleet; all --force); 0: none")
+    ap.add_argument("--only-rerun", action="store_true", help="only the rerun runs (prints, writes nothing)")
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--readme-only", action="store_true")
     args = ap.parse_args(argv)
@@ -336,6 +385,10 @@ def main(argv=None) -> int:
         print("metadata_ops needs strace to count the coordinator's system calls: apt-get install -y strace",
               file=sys.stderr)
         return 2
+    if args.only_rerun:
+        with tempfile.TemporaryDirectory(prefix="fleet-meta-") as tmp:
+            print(json.dumps(reruns(Path(tmp), args.rerun_steps, args.idle), indent=1))
+        return 0
     counts = [int(x) for x in args.steps.split(",")]
     res = {"benchmark": "metadata_ops", "command": "python benchmarks/metadata_ops.py"
            + (f" --steps {args.steps}" if args.steps != "1000,2000" else ""),
@@ -355,6 +408,8 @@ def main(argv=None) -> int:
             sh = one_run(Path(tmp) / f"shared{n}", n, args.idle, shared=True)
             res["shared"] = {**sh, "summary": summarize([sh])["per_run"][0]}
             print(f"  {sh['run']['meta'] / n:.2f} metadata ops per step", file=sys.stderr, flush=True)
+        if args.rerun_steps:
+            res["rerun"] = reruns(Path(tmp), args.rerun_steps, args.idle)
     res["runs"] = runs
     res["summary"] = summarize(runs)
     res["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]

@@ -24,6 +24,13 @@ Per claim turn: one temporary file written, linked and removed, plus one open pe
 batch another fleet wrote since. Per step claimed, nothing, except a marker check for
 a step another fleet held before (it may have finished there).
 
+A batch also says which steps the writer held have ended there (`ended`: their
+outcome is final and recorded), so a fleet waiting for steps another live fleet holds
+reads nothing per step while they run: it follows the log once per period and reads
+the marker (or final record) of a step only once the log says it ended, or once its
+holder is gone. A fleet with ended steps to say and no claim to write puts them in a
+batch of their own, at most once per period.
+
 The log is cleared by a fleet that takes the lease with nobody else on the run
 directory (nobody reads it then), so it grows only within one shared period.
 Per-step claim files of older fleets are still honoured (fleet.control.claims).
@@ -68,6 +75,8 @@ class ClaimLog:
         self.pause = float(os.environ.get(PAUSE_ENV) or 0.0)
         self.files = 0  # batch files this fleet wrote
         self.taken: set[str] = set()  # of the last claim: steps taken from a gone fleet
+        self.ended: set[str] = set()  # steps another fleet's batch said ended there
+        self._ending: list[str] = []  # steps this fleet held that ended here, to say next
 
     def clear(self) -> None:
         """Remove the log (a lone lease holder: nobody else reads or writes it)."""
@@ -101,10 +110,26 @@ class ClaimLog:
         who = str(rec.get("fleet"))
         for s in rec.get("steps") or ():
             self.holder[s] = who
+            self.ended.discard(s)
             if who == self.fleet_id:
                 self.mine.add(s)
             else:
                 self.mine.discard(s)
+        if who != self.fleet_id:
+            self.ended.update(s for s in rec.get("ended") or () if self.holder.get(s) == who)
+
+    # -- saying what ended here -----------------------------------------------------------------
+    def said_ended(self, step: str) -> None:
+        """A step this fleet holds in the log ended here (final, recorded): said in the
+        next batch this fleet writes."""
+        if step in self.mine:
+            self._ending.append(step)
+
+    def say_ended(self) -> None:
+        """Put the ended steps not said yet in a batch of their own (once per period)."""
+        if self._ending and self.next >= 0:
+            while not self._write([]):
+                self.follow()
 
     # -- who is live --------------------------------------------------------------------------
     def live(self, fleet: str) -> bool:
@@ -184,6 +209,8 @@ class ClaimLog:
         tmp = self.root / f".{self.fleet_id}.{os.getpid()}.tmp"
         rec = {"fleet": self.fleet_id, "host": socket.gethostname(), "pid": os.getpid(), "at": time.time(),
                "steps": steps}
+        if self._ending:
+            rec["ended"] = self._ending
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)  # (no fstat, as open() makes)
         try:
             data = json.dumps(rec, separators=(",", ":")).encode()
@@ -199,6 +226,7 @@ class ClaimLog:
             os.unlink(tmp)
         self.next += 1
         self.files += 1
+        self._ending = []
         self._apply(rec)
         if self.pause:
             time.sleep(self.pause)

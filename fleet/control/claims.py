@@ -140,6 +140,17 @@ class Claims:
         a changed definition's, holds it: fleet.control.store.release)."""
         if store.release(run_dir, step, self.fleet_id, keep_later):
             self.claimed.discard(step)
+            self.ended_here(step)  # (recorded in per-step files: claimed so before sharing)
+
+    def _settled(self, step: str) -> None:
+        if self.log is not None:
+            self.log.ended.discard(step)
+
+    def ended_here(self, step: str) -> None:
+        """A step ended here, final and recorded: said in the claims log when shared, so
+        fleets waiting for it read its marker then (fleet.control.claimlog)."""
+        if self.shared and self.log is not None:
+            self.log.said_ended(step)
 
     def release_all(self) -> None:
         """Claims of steps that will not finish here (stopped mid-run, or a retry that was
@@ -159,21 +170,33 @@ class Claims:
             for v in self.sched.running():
                 if v.id in self.claimed:
                     store.refresh(self.run_dir_of(v.id), v.id, self.fleet_id)
+        if self.log is not None and self.shared:
+            self.log.say_ended()
         if self.elsewhere and self.log is not None:
             self.log.follow()
+        log = self.log
         for step, (holder, since, foreign) in list(self.elsewhere.items()):
+            # A live fleet holds it in the log and has not said it ended: nothing to read.
+            # Nor for another shard's step nobody claimed: no fleet runs a step on this run
+            # directory unclaimed while another is live (fleet.control.lease).
+            batch = log.holder.get(step) if log is not None else None
+            if batch is None and foreign and log is not None:
+                continue
+            if batch is not None and batch != self.fleet_id and step not in log.ended and log.live(batch):
+                continue
             run_dir = self.run_dir_of(step)
             if records.is_done(run_dir, self.specs[step]):
+                self._settled(step)
                 yield Settled(step, S.SUCCEEDED)
                 continue
             final = records.read_final(run_dir, step)
             if final is not None and final.get("at", 0) >= since and final.get("fleet") != self.fleet_id:
+                self._settled(step)
                 yield Settled(step, S.FAILED, f"{final.get('outcome')} in fleet "
                                               f"{final.get('fleet')}: {final.get('reason', '')}")
                 continue
             if foreign:
                 continue  # another shard's step: only its outcome settles it
-            batch = self.log.holder.get(step) if self.log is not None else None
             if batch is not None and batch != self.fleet_id:
                 if self.log.live(batch):
                     continue

@@ -8,8 +8,9 @@ each step's done marker (or final.json) after the flush, in one open. Attempts c
 toward --max-attempts from memory: the journals and the attempt files of older fleets,
 read once. When the run directory is shared (another fleet or shard registered), every
 step is claimed first, in batches (fleet.control.claimlog), and recorded the same way.
-A step whose directory an earlier fleet left is claimed per step while alone, and its
-records go to per-step files (fleet.control.claims, fleet.control.store).
+A step that runs again is recorded the same way; only one whose directory held a
+per-step claim when it was submitted (fleet.control.leftovers) is claimed per step
+while alone, and its records go to per-step files (fleet.control.claims, store).
 
 At start, the journals of fleets that are gone and did not seal theirs are replayed:
 the markers and finals they owed are written, and the steps they were running are
@@ -104,13 +105,13 @@ class Recorder:
     # -- the recording paths ----------------------------------------------------------------
     def claim(self, d, spec) -> store.Claim:
         """May this attempt start here? Shared: its batch claim (fleet.control.claimlog);
-        alone, for a step with records from earlier fleets on disk (a claim may be among
-        them): its per-step claim (fleet.control.claims)."""
+        alone, for a step with a per-step claim on disk when it was submitted
+        (fleet.control.leftovers): its per-step claim (fleet.control.claims)."""
         if not self.alone:
             c = self.claims.batch(d, spec, self._pending())
             if c is not None:
                 return c
-        elif store.existed(self.run_dir, d.step) and d.step not in self.ran:
+        elif store.per_step(self.run_dir, d.step) and d.step not in self.ran:
             c = self.claims.claim(d, spec)
             if c.kind == store.Claim.OURS and c.adopted is None:
                 c.adopted = self.adopt.pop(d.step, None)
@@ -160,6 +161,7 @@ class Recorder:
         path, rec = store.done_record(run_dir, spec, record)
         self.journal.append({"k": "done", "step": spec.id, "rec": rec})
         self.journal.owe(path, rec)
+        self.claims.ended_here(spec.id)  # shared: said in the claims log (fleet.control.claimlog)
 
     def final(self, step: str, outcome: str, record: dict) -> None:
         """A step that ended here without success and will not run again here."""
@@ -172,6 +174,7 @@ class Recorder:
         path, rec, drop = store.final_record(self.run_dir, spec, outcome, record)
         self.journal.append({"k": "final", "step": step, "rec": rec, "drop": drop})
         self.journal.owe(path, rec, drop)
+        self.claims.ended_here(step)
 
     # -- each turn, and the end -----------------------------------------------------------------
     def turn(self) -> None:

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from fleet.control import leftovers
 from fleet.core.suite import StepSpec
 from fleet.wire.records import (ATTEMPT, CLAIM, DONE, FINAL, fleet_dir as _fleet_dir, holder_dead, marker_id,
                                 read_claim, read_done, spec_hash, succeeded_as)
@@ -47,15 +48,25 @@ _ended: dict[Path, _Attempt] = {}
 _order = itertools.count()
 
 
-def submitted(run_dir: Path, step_id: str, deps, marker: dict | None, listed: bool = True) -> None:
+def submitted(run_dir: Path, step_id: str, deps, marker: dict | None, listed: bool = True, left=None) -> None:
     """A submission read the step's marker (None: there is none) and hands the step on
     with these deps: a claim does not take that marker for a success that came since.
-    `listed`: the step's directory existed then (it may hold older attempt records)."""
+    `listed`: the step's directory existed then (it may hold older attempt records);
+    `left`: what older fleets left in it (fleet.control.leftovers; None: not looked)."""
     d = _fleet_dir(run_dir, step_id)
     if listed:
         _existed.add(d)
-        if d not in _counted:
-            _listed.add(d)
+        if left is None:  # not looked at: claimed per step, its attempt files listed at its start
+            _per_step.add(d)
+            if d not in _counted:
+                _listed.add(d)
+        else:  # looked at with the submission: only a claim on disk makes it claimed per step
+            _listed.discard(d)
+            _counted[d] = left.attempts
+            if left.claim:
+                _per_step.add(d)
+            else:
+                _per_step.discard(d)
     _seen[d] = marker_id(marker) if marker is not None else None
     _deps[d] = tuple(deps)
 
@@ -66,15 +77,17 @@ def submitted(run_dir: Path, step_id: str, deps, marker: dict | None, listed: bo
 _fresh: dict[Path, set[str]] = {}
 
 
-def declared(run_dir: Path, specs, deps: dict, markers: dict) -> None:
-    """submitted() for many steps of a submission: `deps` and `markers` by step id (a
-    step with no entry in `markers` had no directory: see submissions.read_markers)."""
+def declared(run_dir: Path, specs, deps: dict, markers: dict, left: dict | None = None) -> None:
+    """submitted() for many steps of a submission: `deps`, `markers` and `left` (what
+    older fleets left: fleet.control.leftovers; None: not looked) by step id (a step
+    with no entry in `markers` had no directory: see submissions.read_markers)."""
     fresh = _fresh.setdefault(run_dir, set())
     for s in specs:
         sid, dd = s.id, deps[s.id]
         if sid in markers or tuple(dd) != s.deps:
             fresh.discard(sid)
-            submitted(run_dir, sid, dd, markers.get(sid), sid in markers)
+            submitted(run_dir, sid, dd, markers.get(sid), sid in markers,
+                      None if left is None else left.get(sid, leftovers.NOTHING))
             continue
         if _deps or _seen:  # what an earlier submission or end noted for it goes, as submitted() overwrites it
             d = _fleet_dir(run_dir, sid)
@@ -269,17 +282,27 @@ def _files(d: Path) -> int:
 
 # Attempts of a step in journals (replayed, or this fleet's own), and the steps whose
 # directory existed when a submission scanned for markers: only those can have
-# attempt files from older fleets (counted once, with the lease: nobody else writes).
+# attempt files from older fleets (counted with the submission: fleet.control.leftovers;
+# else listed once at its start, with the lease: nobody else writes). _per_step: steps
+# claimed per step while alone (a claim file on disk at submission, or not looked at).
 _journaled: dict[Path, int] = {}
 _listed: set[Path] = set()
 _counted: dict[Path, int] = {}
 _existed: set[Path] = set()
+_per_step: set[Path] = set()
 
 
 def existed(run_dir: Path, step_id: str) -> bool:
     """True when the step's directory existed when it was submitted here: it may hold
-    records of earlier fleets (a claim among them), so it is claimed as always."""
+    records of earlier fleets (a claim among them)."""
     return _fleet_dir(run_dir, step_id) in _existed
+
+
+def per_step(run_dir: Path, step_id: str) -> bool:
+    """True when the step is claimed per step while this fleet holds the lease alone: a
+    claim file was in its directory when it was submitted (a live holder's is honoured,
+    a dead or stale one's adopted: claim()), or its directory was not looked at."""
+    return _fleet_dir(run_dir, step_id) in _per_step
 
 
 def journaled(run_dir: Path, step_id: str, n: int = 1) -> None:
@@ -290,7 +313,8 @@ def journaled(run_dir: Path, step_id: str, n: int = 1) -> None:
 
 def attempts_known(run_dir: Path, step_id: str) -> int:
     """Attempts recorded for the step, while this fleet holds the lease: its attempt
-    files are listed once, and only if its directory existed at submission."""
+    files as counted at submission (fleet.control.leftovers), or listed once here if
+    its directory existed then and was not looked at."""
     d = _fleet_dir(run_dir, step_id)
     if d in _listed:
         _listed.discard(d)

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fleet.control import declaring, selection, shard
+from fleet.control import declaring, leftovers, selection, shard
 from fleet.control import store
 from fleet.control.checks import checked_suite
 from fleet.core import states as S
@@ -58,6 +58,7 @@ class Checked:
     cleared: frozenset    # steps that run with no success on record (no reason to keep)
     ids: list             # the ids of `steps`
     preload: tuple = ()
+    leftovers: dict = field(default_factory=dict)  # step id -> older fleets' files (fleet.control.leftovers)
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,7 @@ class Accepted:
     preload: tuple = ()   # the suite's [suite] preload (fleet.control.preloads holds it for them)
     order: tuple = ()     # the steps' ids, deps first
     markers: dict = field(default_factory=dict, hash=False)  # step id -> done marker read (store.submitted)
+    leftovers: dict | None = field(default=None, hash=False)  # fleet.control.leftovers (None: not looked)
 
 
 class Problems(ValueError):
@@ -118,7 +120,7 @@ class Submissions:
         self.offload(manifest.write, self.run_dir, self.events.fleet, sid, msg.suite, c.name, msg.shard, msg.force,
                      c.suite_ids)
         return Accepted(self.subs[sid], c.name, c.steps, c.deps, set(c.done), set(c.foreign), c.preload, c.order,
-                        c.markers)
+                        c.markers, c.leftovers)
 
     def withdraw(self, acc: Accepted) -> None:
         """Undo accepting a submission that is refused after all (its preload failed): it
@@ -180,7 +182,7 @@ class Submissions:
         """Some of an accepted submission's steps: counted in it, recorded, and their
         markers as read noted for claims (a big submission is declared over several turns)."""
         sid = acc.sub.id
-        store.declared(self.run_dir, steps, acc.deps, acc.markers)
+        store.declared(self.run_dir, steps, acc.deps, acc.markers, acc.leftovers)
         for s in steps:
             self._take(s, sid)
         # StepDeclared records, encoded by shape (fleet.control.declaring)
@@ -268,9 +270,10 @@ def check(msg: P.Submit, nodes: list, run_dir: Path) -> Checked | P.SubmitReply:
     order = tuple(sid for sid in topological_order(graph) if sid in by_id)
     markers = read_markers(run_dir, order)
     done, again = _done(by_id, order, deps, foreign, markers, msg.force)
+    left = leftovers.scan(run_dir, leftovers.to_scan(markers, done, foreign))  # one listing per step to rerun
     return Checked(suite.name, [s.id for s in suite.steps], steps, deps, order, frozenset(done),
                    frozenset(foreign), markers, {k: v for k, v in again.items() if v is not None},
-                   frozenset(k for k, v in again.items() if v is None), [s.id for s in steps], suite.preload)
+                   frozenset(k for k, v in again.items() if v is None), [s.id for s in steps], suite.preload, left)
 
 
 def read_markers(run_dir: Path, ids) -> dict:

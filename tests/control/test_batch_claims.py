@@ -178,3 +178,30 @@ def test_processes_racing_to_claim_overlapping_batches_each_get_a_disjoint_share
     assert set(held) == set(steps) and set(held.values()) == {1}, held
     last = {s: rec["fleet"] for s, rec in claimlog.holders(tmp_path).items()}
     assert last == {s: who for who, v in won.items() for s in v}
+
+
+def test_a_fleet_waiting_for_steps_a_live_fleet_holds_learns_they_ended_from_the_claims_log(tmp_path, started):
+    """The holder says in the claims log which of its steps ended; the fleet that waits
+    for them settles each as done there while the holder still runs (it reads a step's
+    marker once the log says it ended, not every period while it runs)."""
+    steps = [f"s/{i}" for i in range(60)]
+    suite, run_dir = suite_of(tmp_path, 60, 0.4), tmp_path / "run"
+    first = started("run", str(suite), "--nodes", "2")
+    wait_for(lambda: len(of(run_dir, E.Started)) >= 2, 60, "the first fleet to start steps")
+    second = started("run", str(suite), "--nodes", "2")
+    outs = [p.communicate(timeout=120) for p in (first, second)]
+    assert [first.returncode, second.returncode] == [0, 0], outs
+    assert_each_ended_once(run_dir, steps)
+    fleets = [e.fleet for e in of(run_dir, E.FleetStarting)]
+    batches = [json.loads(p.read_text()) for p in claimlog.batch_files(run_dir)]
+    ended = {f: {s for b in batches if b["fleet"] == f for s in b.get("ended", ())} for f in fleets}
+    held = {f: {s for b in batches if b["fleet"] == f for s in b["steps"]} for f in fleets}
+    assert ended[fleets[0]] and ended[fleets[0]] <= held[fleets[0]]
+    # What the second fleet found held by the first and then settled as done there: each
+    # was said ended in the log, and settled before the first fleet's last record.
+    waited = {e.step for e in of(run_dir, E.Elsewhere) if e.fleet == fleets[1] and e.holder == fleets[0]}
+    settled = {e.step: e.t for e in of(run_dir, E.Skipped) if e.fleet == fleets[1] and e.by == fleets[0]}
+    assert waited and set(settled) <= waited and set(settled) <= ended[fleets[0]], (waited, settled)
+    last_of_first = max(e.t for e in event_records(run_dir) if e.fleet == fleets[0])
+    assert settled and min(settled.values()) < last_of_first
+    assert_nothing_left(run_dir)

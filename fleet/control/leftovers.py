@@ -1,0 +1,56 @@
+"""What earlier fleets left in the directories of steps that run again: their per-step
+claims and attempt files, looked for once, when a submission is checked.
+
+A step that runs again (it failed before, or is forced, changed, or its deps ran anew)
+has a directory on disk, and in it perhaps the records of fleets older than the lease
+and the journal: a per-step claim (`claim`, live or left by a fleet that died) and one
+attempt file per attempt. Everything else about it is in journals (read at start).
+Listing the step's `.fleet` directory once, on the worker thread with the rest of the
+check, tells both, so the loop needs nothing per step: a step with no claim on disk
+is started as a fresh one is (under the lease, recorded in the journal), its attempts
+counted from the files listed here plus its journal lines; only a step that has a
+claim on disk is claimed per step (fleet.control.claims), which honours a live holder
+and adopts a dead or stale one as before.
+
+Only steps that will run are listed: a step found done costs its marker read alone.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from fleet.wire.records import ATTEMPT, CLAIM, fleet_dir
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """What one listing of a step's `.fleet` directory found."""
+
+    claim: bool = False  # a per-step claim file (an older fleet's, or a live lease-less holder's)
+    attempts: int = 0    # attempt files (fleets before the journal)
+
+
+NOTHING = Leftover()
+
+
+def scan(run_dir: Path, ids) -> dict[str, Leftover]:
+    """For each step id (each with a directory on disk), what its `.fleet` directory holds
+    of older fleets' records; steps that hold none get no entry."""
+    out: dict[str, Leftover] = {}
+    for sid in ids:
+        try:
+            names = os.listdir(fleet_dir(run_dir, sid))
+        except OSError:  # no .fleet: nothing was recorded there
+            continue
+        claim = CLAIM in names
+        attempts = sum(1 for n in names if n.startswith(ATTEMPT))
+        if claim or attempts:
+            out[sid] = Leftover(claim, attempts)
+    return out
+
+
+def to_scan(markers: dict, done, foreign) -> list[str]:
+    """The steps whose directory existed (an entry in `markers`) and that will run here."""
+    return [sid for sid in markers if sid not in done and sid not in foreign]
