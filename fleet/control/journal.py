@@ -53,6 +53,7 @@ class Journal:
         store.makedirs(self.path.parent)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._lines: list[str] = []
+        self._starts: list[list] = []  # [step, attempt, generation] started this turn: one line
         self._owed: list[tuple] = []  # (path, record, drop done) to write once durable
         self._unsynced = False
         self.delay = float(os.environ.get(DELAY_ENV) or 0.0)
@@ -65,8 +66,19 @@ class Journal:
 
     def append(self, line: dict) -> None:
         """Buffer one line (written at the end of the loop turn)."""
+        if self._starts:  # the turn's starts so far precede it, as they happened
+            self._start_line()
         line["t"] = time.time()  # (the callers' dicts are made for this line)
         self._lines.append(_dumps(line))
+
+    def start(self, step: str, attempt: int, generation: int) -> None:
+        """An attempt starts: the turn's starts are one `starts` line (fleet.wire.records
+        reads it as one `start` line each), one encoding per turn, not one per step."""
+        self._starts.append([step, attempt, generation])
+
+    def _start_line(self) -> None:
+        self._lines.append(_dumps({"k": "starts", "s": self._starts, "t": time.time()}))
+        self._starts = []
 
     def owe(self, path: Path, rec: dict, drop: bool = False) -> None:
         """A file (a marker, a final.json) to write once what precedes it is durable;
@@ -84,6 +96,8 @@ class Journal:
             self.sync(now)
 
     def _write(self) -> None:
+        if self._starts:
+            self._start_line()
         if self._lines:
             data = ("\n".join(self._lines) + "\n").encode()
             self._lines.clear()
