@@ -40,3 +40,16 @@ def started(fleet: str, now: float, node: str, msg) -> str:
         out["fleet"] = fleet
     out["step"], out["attempt"], out["node"], out["pid"], out["at"] = msg.step, msg.attempt, node, msg.pid, msg.at
     return _dumps(out)
+
+
+def record(cls, **fields):
+    """A record made as fleet.wire.events.parse makes one, without the frozen
+    dataclass's __init__ (object.__setattr__ per field: the `exit` record's 24 fields
+    are ~6 us of the loop per step): its defaults, then `fields`. Equal to cls(**fields)."""
+    rec = object.__new__(cls)
+    values = rec.__dict__
+    values.update(cls._DEFAULTS)
+    for name, factory in cls._FACTORIES:
+        values[name] = factory()
+    values.update(fields)
+    return rec

@@ -31,6 +31,7 @@ from fleet.wire import records
 
 FLUSH_S = 0.1
 _dumps = json.JSONEncoder(separators=(",", ":")).encode  # made once: json.dumps(separators=...) makes one per call
+encode = _dumps  # a record as a line holds it (and a marker file, written from the same text)
 # Test hook (documented in docs/operations.md): seconds for which the journal's lines
 # are not even written, so that a test can kill the coordinator while an outcome it
 # received is in no file yet (the window between a step's exit and the next flush).
@@ -80,7 +81,17 @@ class Journal:
         self._lines.append(_dumps({"k": "starts", "s": self._starts, "t": time.time()}))
         self._starts = []
 
-    def owe(self, path: Path, rec: dict, drop: bool = False) -> None:
+    def done(self, step: str, rec: str, att: dict | None) -> None:
+        """A success's line, its marker's record `rec` already encoded (the marker file
+        is written from the same text: one encoding for both) and, on the same line,
+        its attempt record `att` (fleet.wire.records reads both from it)."""
+        if self._starts:
+            self._start_line()
+        att_text = "" if att is None else ',"att":' + _dumps(att)
+        # (json writes a float as its repr)
+        self._lines.append(f'{{"k":"done","step":{_dumps(step)},"rec":{rec}{att_text},"t":{time.time()!r}}}')
+
+    def owe(self, path: Path, rec: dict | str, drop: bool = False) -> None:
         """A file (a marker, a final.json) to write once what precedes it is durable;
         drop: the step's marker goes then (a final outcome that replaces a success)."""
         self._owed.append((path, rec, drop))
@@ -130,12 +141,12 @@ class Journal:
         os.close(self._fd)
 
 
-def put(path: Path, rec: dict) -> None:
+def put(path: Path, rec: dict | str) -> None:
     """Write a per-step file in place: one open, no temporary file and no rename (the
     journal, flushed before, is its authority; a torn one is rewritten on replay). Its
     .fleet directory is made by the step's process on its node (fleet.node.child), so
     the coordinator makes it only for a step that never started there."""
-    data = json.dumps(rec).encode()
+    data = (rec if isinstance(rec, str) else json.dumps(rec)).encode()  # (str: encoded already)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     except FileNotFoundError:

@@ -165,11 +165,12 @@ class Recorder:
     def write_done(self, run_dir, spec, record: dict) -> None:
         """(Alone) a success: its journal line, and its marker once that is durable."""
         path, rec = store.done_record(run_dir, spec, record)
-        line = {"k": "done", "step": spec.id, "rec": rec}
+        att = None
         if self._held is not None and self._held[0] == spec.id:
-            line["att"], self._held = self._held[1], None
-        self.journal.append(line)
-        self.journal.owe(path, rec)
+            att, self._held = self._held[1], None
+        text = journal.encode(rec)
+        self.journal.done(spec.id, text, att)
+        self.journal.owe(path, text)
 
     def final(self, step: str, outcome: str, record: dict) -> None:
         """A step that ended here without success and will not run again here."""

@@ -46,3 +46,15 @@ def test_a_launch_built_from_its_fields_equals_the_message_made_by_its_construct
         assert msg == made and list(msg.__dict__) == list(made.__dict__) and P.encode(msg) == P.encode(made)
     again = launching.launch(Profile("local", ""), specs[0], Start("plain", 1, ONE), tmp_path)
     assert again.env is not msg.env and again.children is not msg.children  # fresh dicts each
+
+
+@pytest.mark.parametrize("cls, fields", [
+    (events.Exit, dict(t=3.5, step="s", attempt=2, node="n1", outcome="succeeded", reason="", returncode=0,
+                       cores=[1, 2], memory=9, work_s=0.25, neighbours=None)),
+    (events.Start, dict(t=1.0, step="s", attempt=1, node="n1")),  # (fields with default factories)
+])
+def test_a_record_made_without_its_init_equals_the_record_made_by_it_and_is_written_the_same(cls, fields):
+    rec, made = eventlines.record(cls, **fields), cls(**fields)
+    assert rec == made and events._dumps(rec.to_dict("f")) == events._dumps(made.to_dict("f"))
+    if cls is events.Start:
+        assert eventlines.record(cls, **fields).cores is not rec.cores  # fresh lists each
