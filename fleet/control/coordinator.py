@@ -24,7 +24,7 @@ from pathlib import Path
 
 import zmq
 
-from fleet.control import cancelling, drain, launching, outcomes, preloads, recording, store, turns
+from fleet.control import cancelling, drain, eventlines, launching, outcomes, preloads, recording, store, turns
 from fleet.control.claims import Claims
 from fleet.control.intake import Intake
 from fleet.control.liveness import Liveness, scaled
@@ -275,8 +275,7 @@ class Coordinator:
             self.transport.warn("stale started",
                                 f"dropped a start report of {msg.step!r} attempt {msg.attempt} from {node}")
             return
-        self.events.write(events.Started(t=now, step=msg.step, attempt=msg.attempt, node=node, pid=msg.pid,
-                                         at=msg.at))
+        self.events.write_encoded((eventlines.started(self.events.fleet, now, node, msg),))
 
     def _exited(self, node: str, msg: P.Exited, now: float) -> None:
         spec = self.specs.get(msg.step)
@@ -429,8 +428,7 @@ class Coordinator:
             for event in self.claims.not_ours(d, c, now):
                 self._feed(event, now)
             return
-        for rec in launching.start_records(now, d, c.adopted):
-            self.events.write(rec)
+        launching.write_start(self.events, now, d, c.adopted)
         slot = d.placement[0]
         try:
             msg = launching.launch(self.profile, spec, d, self.claims.run_dir_of(d.step), self.fleet_id)

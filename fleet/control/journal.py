@@ -31,6 +31,7 @@ from fleet.wire import records
 
 FLUSH_S = 0.1
 _dumps = json.JSONEncoder(separators=(",", ":")).encode  # made once: json.dumps(separators=...) makes one per call
+encode = _dumps  # a record as a line holds it (and a marker file, written from the same text)
 # Test hook (documented in docs/operations.md): seconds for which the journal's lines
 # are not even written, so that a test can kill the coordinator while an outcome it
 # received is in no file yet (the window between a step's exit and the next flush).
@@ -53,6 +54,7 @@ class Journal:
         store.makedirs(self.path.parent)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._lines: list[str] = []
+        self._starts: list[list] = []  # [step, attempt, generation] started this turn: one line
         self._owed: list[tuple] = []  # (path, record, drop done) to write once durable
         self._unsynced = False
         self.delay = float(os.environ.get(DELAY_ENV) or 0.0)
@@ -65,10 +67,31 @@ class Journal:
 
     def append(self, line: dict) -> None:
         """Buffer one line (written at the end of the loop turn)."""
+        if self._starts:  # the turn's starts so far precede it, as they happened
+            self._start_line()
         line["t"] = time.time()  # (the callers' dicts are made for this line)
         self._lines.append(_dumps(line))
 
-    def owe(self, path: Path, rec: dict, drop: bool = False) -> None:
+    def start(self, step: str, attempt: int, generation: int) -> None:
+        """An attempt starts: the turn's starts are one `starts` line (fleet.wire.records
+        reads it as one `start` line each), one encoding per turn, not one per step."""
+        self._starts.append([step, attempt, generation])
+
+    def _start_line(self) -> None:
+        self._lines.append(_dumps({"k": "starts", "s": self._starts, "t": time.time()}))
+        self._starts = []
+
+    def done(self, step: str, rec: str, att: dict | None) -> None:
+        """A success's line, its marker's record `rec` already encoded (the marker file
+        is written from the same text: one encoding for both) and, on the same line,
+        its attempt record `att` (fleet.wire.records reads both from it)."""
+        if self._starts:
+            self._start_line()
+        att_text = "" if att is None else ',"att":' + _dumps(att)
+        # (json writes a float as its repr)
+        self._lines.append(f'{{"k":"done","step":{_dumps(step)},"rec":{rec}{att_text},"t":{time.time()!r}}}')
+
+    def owe(self, path: Path, rec: dict | str, drop: bool = False) -> None:
         """A file (a marker, a final.json) to write once what precedes it is durable;
         drop: the step's marker goes then (a final outcome that replaces a success)."""
         self._owed.append((path, rec, drop))
@@ -84,6 +107,8 @@ class Journal:
             self.sync(now)
 
     def _write(self) -> None:
+        if self._starts:
+            self._start_line()
         if self._lines:
             data = ("\n".join(self._lines) + "\n").encode()
             self._lines.clear()
@@ -116,12 +141,12 @@ class Journal:
         os.close(self._fd)
 
 
-def put(path: Path, rec: dict) -> None:
+def put(path: Path, rec: dict | str) -> None:
     """Write a per-step file in place: one open, no temporary file and no rename (the
     journal, flushed before, is its authority; a torn one is rewritten on replay). Its
     .fleet directory is made by the step's process on its node (fleet.node.child), so
     the coordinator makes it only for a step that never started there."""
-    data = json.dumps(rec).encode()
+    data = (rec if isinstance(rec, str) else json.dumps(rec)).encode()  # (str: encoded already)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     except FileNotFoundError:

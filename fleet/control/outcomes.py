@@ -17,7 +17,7 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
-from fleet.control import store
+from fleet.control import eventlines, store
 from fleet.core import states as S
 from fleet.core.scheduler import Scheduler
 from fleet.wire import events
@@ -39,8 +39,8 @@ def reported_exit(now: float, node: str, msg: P.Exited, view, sched: Scheduler) 
         reason = (f"killed by {sig}; running beside it on {node}: "
                   + (", ".join(f"{n['step']} (cores={n['cores']}, memory={n['memory'] or 'share'}, gpus={n['gpus']})"
                                for n in neighbours) or "nothing"))
-    return events.Exit(
-        t=now, step=msg.step, attempt=msg.attempt, node=node, outcome=msg.outcome, reason=reason,
+    return eventlines.record(  # an events.Exit (fleet.control.eventlines)
+        events.Exit, t=now, step=msg.step, attempt=msg.attempt, node=node, outcome=msg.outcome, reason=reason,
         returncode=msg.returncode, signal=msg.signal,
         cores=[c for s in view.placement for c in s.cores],
         gpus=[g for s in view.placement for g in s.gpus],

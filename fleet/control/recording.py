@@ -59,6 +59,7 @@ class Recorder:
         # so a later submission's finding them is no reason to claim them.
         self.ran: set[str] = set()
         self._complained = 0.0
+        self._held: tuple | None = None  # (step, attempt record) of a success, for its done line
         # `fleet run` hears a submission finished only once its outcomes are on disk.
         self.submissions.durable = self.sync
 
@@ -128,7 +129,7 @@ class Recorder:
                                                         f"(limit {limit})")
         store.flying(self.run_dir, spec, d.attempt, gen)
         self.ran.add(d.step)
-        self.journal.append({"k": "start", "step": d.step, "attempt": d.attempt, "generation": gen})
+        self.journal.start(d.step, d.attempt, gen)
         return store.Claim(store.Claim.OURS, adopted=self.adopt.pop(d.step, None))
 
     def _files(self, step: str) -> bool:
@@ -145,6 +146,9 @@ class Recorder:
         if outcomes.store_reported(self.run_dir, self.fleet_id, node, msg, rec, spec, rerun=rerun,
                                    submission=subs[-1] if subs else None, sink=store if files else self) and files:
             self.claims.release(self.run_dir, msg.step)
+        if self._held is not None:  # a success without its marker (no spec): its attempt alone
+            self.journal.append({"k": "attempt", "step": self._held[0], "rec": self._held[1]})
+            self._held = None
 
     def record_attempt(self, run_dir, step_id: str, fleet: str, attempt: int, record: dict) -> None:
         """An attempt's record: a file, or (alone) a journal line."""
@@ -152,15 +156,22 @@ class Recorder:
             store.record_attempt(run_dir, step_id, fleet, attempt, record)
             return
         _, rec = store.attempt_record(run_dir, step_id, fleet, attempt, record)
-        self.journal.append({"k": "attempt", "step": step_id, "rec": rec})
+        if record.get("outcome") == S.SUCCEEDED:  # one line with its marker's (write_done)
+            self._held = (step_id, rec)
+        else:
+            self.journal.append({"k": "attempt", "step": step_id, "rec": rec})
         if record.get("outcome") not in GOES_ON:  # the same attempt, recorded again when it ends
             store.journaled(run_dir, step_id)
 
     def write_done(self, run_dir, spec, record: dict) -> None:
         """(Alone) a success: its journal line, and its marker once that is durable."""
         path, rec = store.done_record(run_dir, spec, record)
-        self.journal.append({"k": "done", "step": spec.id, "rec": rec})
-        self.journal.owe(path, rec)
+        att = None
+        if self._held is not None and self._held[0] == spec.id:
+            att, self._held = self._held[1], None
+        text = journal.encode(rec)
+        self.journal.done(spec.id, text, att)
+        self.journal.owe(path, text)
         self.claims.ended_here(spec.id)  # shared: said in the claims log (fleet.control.claimlog)
 
     def final(self, step: str, outcome: str, record: dict) -> None:

@@ -180,7 +180,10 @@ def read_final(run_dir: Path, step_id: str, journals: "Journals | None" = None) 
 # rec, drop} (its final.json; drop: its marker goes), and {"k": "sealed", by, t} once
 # every marker and final of the journal is on disk (written at a clean end, or by the
 # fleet that replayed a dead fleet's journal). A torn last line (a crash mid-write) is
-# skipped: its records were not flushed, so nothing was written from them.
+# skipped: its records were not flushed, so nothing was written from them. Since
+# 2026-12-01 a fleet writes a loop turn's starts as one line, {"k": "starts", "s":
+# [[step, attempt, generation], ...], t}, and a success as one line, {"k": "done",
+# step, rec, att} (att: its attempt record); both read as the lines they replace.
 
 @dataclass
 class Journal:
@@ -242,6 +245,11 @@ def _take(out: Journals, j: Journal, line: dict) -> None:
     elif k == "sealed":
         j.sealed, j.sealed_by = True, str(line.get("by") or "")
         return
+    if k == "starts":
+        for step, attempt, generation in line.get("s") or ():
+            j.touched.add(step)
+            j.running[step] = {"k": "start", "step": step, "attempt": attempt, "generation": generation, "t": t}
+        return
     if step is not None:
         j.touched.add(step)
     if k == "start":
@@ -253,6 +261,8 @@ def _take(out: Journals, j: Journal, line: dict) -> None:
         out.attempts.setdefault(step, {})[(rec.get("fleet"), rec.get("generation"), rec.get("attempt"))] = rec
         j.running.pop(step, None)
     elif k in ("done", "final"):
+        if k == "done" and "att" in line:  # a success's attempt record, on its marker's line
+            _take(out, j, {"k": "attempt", "step": step, "rec": line["att"], "t": t})
         j.last[step] = line
         if step not in out.outcome or out.outcome[step][1] <= t:
             out.outcome[step] = (k, t, line.get("rec") or {})
