@@ -10,15 +10,11 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
-import pytest
-
-from fleetharness import assert_nothing_left, env, fleet, wait_for, write_suite
+from fleetharness import assert_nothing_left, fleet, wait_for, write_suite
 from fleetharness import records as event_records
 
 from fleet.control import claimlog
@@ -42,25 +38,6 @@ def assert_each_ended_once(run_dir: Path, steps: list[str]) -> None:
     got = Counter(f[1] for f in lines if f[0] == "end")
     assert got == Counter(steps), {s: got[s] for s in set(steps) | set(got) if got[s] != 1}
     assert sorted(p.name for p in (run_dir / "out").iterdir()) == sorted(s.replace("/", "_") for s in steps)
-
-
-@pytest.fixture
-def started(tmp_path):
-    """`fleet run` commands in the background, each in its own process group; any left
-    running is killed by group."""
-    ps: list[subprocess.Popen] = []
-
-    def start(*args: str, extra_env: dict | None = None) -> subprocess.Popen:
-        p = subprocess.Popen([sys.executable, "-m", "fleet", *args], cwd=tmp_path, env={**env(), **(extra_env or {})},
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-        ps.append(p)
-        return p
-
-    yield start
-    for p in ps:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
-        p.communicate(timeout=30)
 
 
 def suite_of(tmp_path: Path, count: int, seconds: float) -> Path:

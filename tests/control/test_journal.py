@@ -8,13 +8,11 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from fleetharness import assert_nothing_left, env, fleet, wait_for, write_suite
+from fleetharness import assert_nothing_left, fleet, wait_for, write_suite
 from fleetharness import records as event_records
 
 from fleet.control import journal
@@ -50,25 +48,6 @@ def journal_lines(run_dir: Path) -> list[dict]:
 def runs(run_dir: Path) -> list[str]:
     p = run_dir / "runs.txt"
     return p.read_text().split() if p.exists() else []
-
-
-@pytest.fixture
-def started(tmp_path):
-    """`fleet run` commands started in the background, each in its own process group;
-    any left running is killed by group."""
-    ps: list[subprocess.Popen] = []
-
-    def start(*args: str, extra_env: dict | None = None) -> subprocess.Popen:
-        p = subprocess.Popen([sys.executable, "-m", "fleet", *args], cwd=tmp_path, env={**env(), **(extra_env or {})},
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-        ps.append(p)
-        return p
-
-    yield start
-    for p in ps:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
-        p.communicate(timeout=30)
 
 
 SUITE = """

@@ -4,36 +4,17 @@ a tiny size, against a real coordinator process: what it drives really happens, 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-from pathlib import Path
 
-from fleetharness import REPO, assert_nothing_left, env, records
+from fleetharness import assert_nothing_left, control_scale, records
 
 from fleet.wire import events as E
 
 AGENTS, STEPS = 20, 200
 
 
-def run_benchmark(work: Path, timeout: float = 150.0) -> subprocess.CompletedProcess:
-    argv = [sys.executable, str(REPO / "benchmarks" / "control_scale.py"), "--agents", str(AGENTS),
-            "--steps", str(STEPS), "--idle", "1", "--timeout", "90", "--work", str(work)]
-    p = subprocess.Popen(argv, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
-    try:
-        out, err = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        out, err = p.communicate()
-        raise AssertionError(f"the load generator run timed out\nstdout:\n{out}\nstderr:\n{err}")
-    return subprocess.CompletedProcess(argv, p.returncode, out, err)
-
-
 def test_simulated_agents_run_every_step_of_a_suite_exactly_once_and_leave_no_process(tmp_path):
     work = tmp_path / "work"
-    cp = run_benchmark(work)
+    cp = control_scale(work, AGENTS, STEPS)
     assert cp.returncode == 0, f"stdout:\n{cp.stdout}\nstderr:\n{cp.stderr}"
     run_dir = work / "run"
     recs = records(run_dir)

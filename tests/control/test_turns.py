@@ -5,37 +5,18 @@ control-plane benchmark (each step ends the moment it starts)."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 from collections import Counter
-from pathlib import Path
 
-from fleetharness import REPO, assert_nothing_left, env, records
+from fleetharness import assert_nothing_left, control_scale, records
 
 from fleet.wire import events as E
 
 AGENTS, STEPS = 2, 1000  # 128 cores: every start after the first pass is made by exits
 
 
-def run_benchmark(work: Path, timeout: float = 150.0) -> subprocess.CompletedProcess:
-    argv = [sys.executable, str(REPO / "benchmarks" / "control_scale.py"), "--agents", str(AGENTS),
-            "--steps", str(STEPS), "--idle", "1", "--timeout", "90", "--work", str(work)]
-    p = subprocess.Popen(argv, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
-    try:
-        out, err = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        out, err = p.communicate()
-        raise AssertionError(f"the load generator run timed out\nstdout:\n{out}\nstderr:\n{err}")
-    return subprocess.CompletedProcess(argv, p.returncode, out, err)
-
-
 def test_the_starts_that_a_turns_exits_make_room_for_are_decided_in_one_pass_each_step_once(tmp_path):
     work = tmp_path / "work"
-    cp = run_benchmark(work)
+    cp = control_scale(work, AGENTS, STEPS)
     assert cp.returncode == 0, f"stdout:\n{cp.stdout}\nstderr:\n{cp.stderr}"
     recs = records(work / "run")
     starts = [r for r in recs if isinstance(r, E.Start)]

@@ -146,3 +146,18 @@ def finish(p: subprocess.Popen, timeout: float = 90) -> tuple[int, str, str]:
         raise AssertionError(f"{p.args} timed out\nstdout:\n{out}\nstderr:\n{err}")
     return p.returncode, out, err
 
+
+def control_scale(work: Path, agents: int, steps: int, timeout: float = 150.0) -> subprocess.CompletedProcess:
+    """Run the control-plane load generator (benchmarks/control_scale.py: a real
+    coordinator, simulated agents) at a small size in `work`, in its own process group."""
+    argv = [sys.executable, str(REPO / "benchmarks" / "control_scale.py"), "--agents", str(agents),
+            "--steps", str(steps), "--idle", "1", "--timeout", "90", "--work", str(work)]
+    p = subprocess.Popen(argv, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, err = p.communicate()
+        raise AssertionError(f"the load generator run timed out\nstdout:\n{out}\nstderr:\n{err}")
+    return subprocess.CompletedProcess(argv, p.returncode, out, err)
