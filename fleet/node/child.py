@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Mapping, NoReturn
 import msgpack
 
 from fleet.node import childprep, memlimit, protocol, stepcontext, threads
-from fleet.node.params import parameters
+from fleet.node.params import only_ctx, parameters
 from fleet.node.stepcontext import StepContext  # noqa: F401  (its old home; still imported from here)
 
 if TYPE_CHECKING:
@@ -132,6 +132,8 @@ def call_arguments(func: Callable, ctx: StepContext, args: Mapping,
     argument the function has no parameter for, or a required parameter no argument
     fills, is an :class:`ArgumentMismatch` naming it, raised before the call.
     """
+    if not args and only_ctx(func):
+        return (), {"ctx": ctx}
     try:
         params = parameters(func)  # name -> (kind, has a default)
     except (TypeError, ValueError):  # no signature to read (some builtins): Python checks
@@ -179,8 +181,11 @@ def _local_iso(at: float) -> str:
     time.localtime (datetime costs a forked child ~0.1 ms more in page faults)."""
     t = time.localtime(at)
     off = t.tm_gmtoff or 0
+    if off % 60 == 0:  # every zone since the 1970s: strftime's %z, with the colon
+        text = time.strftime("%Y-%m-%dT%H:%M:%S%z", t)
+        return text[:-2] + ":" + text[-2:]
     sign, off = ("-", -off) if off < 0 else ("+", off)
-    zone = f"{sign}{off // 3600:02d}:{off % 3600 // 60:02d}" + (f":{off % 60:02d}" if off % 60 else "")
+    zone = f"{sign}{off // 3600:02d}:{off % 3600 // 60:02d}:{off % 60:02d}"
     return time.strftime("%Y-%m-%dT%H:%M:%S", t) + zone
 
 
@@ -216,7 +221,7 @@ def make_dirs(launch: Launch) -> None:
     _makedirs(launch.workdir)
     # The log's directory is the step's; its .fleet records directory is made here
     # too, on the node, so the coordinator's marker write needs no mkdir of its own.
-    _makedirs(os.path.join(os.path.dirname(launch.log), ".fleet"))
+    _makedirs((launch.log.rpartition("/")[0] or "/") + "/.fleet")  # (log is absolute)
     for out in launch.outputs:
         _makedirs(os.path.dirname(out) or ".")
 
@@ -296,10 +301,8 @@ def _set_environment(launch: Launch, restore_env: Mapping[str, str | None]) -> N
             environ.pop(name, None)
         else:
             environ[name] = value
-    for name, value in (launch.env or {}).items():
-        name, value = str(name), str(value)
-        if environ.get(name) != value:
-            environ[name] = value
+    for name, value in (launch.env or {}).items():  # (FLEET_STEP etc. differ every step:
+        environ[str(name)] = str(value)              # set, not read and compared first)
     if launch.gpu_vars:
         ids = ",".join(str(g) for g in launch.gpus)
         for name in launch.gpu_vars:

@@ -57,7 +57,12 @@ def _unpack(data: bytes) -> messages.Launch:
 
 def _read_launch(fd: int) -> messages.Launch | None:
     """The Launch framed on ``fd`` (Spare.hand, :func:`_pack`); None at end of file."""
-    header = os.read(fd, 4)
+    data = os.read(fd, 1 << 16)  # the common case: the whole frame (one write) at once
+    if len(data) > 4 and int.from_bytes(data[:4], "big") == len(data) - 4:
+        return _unpack(data[4:])
+    header = data[:4]
+    if len(data) > 4:  # more than the header came: keep what followed it
+        return _read_rest(fd, int.from_bytes(header, "big"), [data[4:]], len(data) - 4)
     while header and len(header) < 4:
         more = os.read(fd, 4 - len(header))
         if not more:
@@ -65,8 +70,10 @@ def _read_launch(fd: int) -> messages.Launch | None:
         header += more
     if not header:
         return None
-    length = int.from_bytes(header, "big")
-    chunks, got = [], 0
+    return _read_rest(fd, int.from_bytes(header, "big"), [], 0)
+
+
+def _read_rest(fd: int, length: int, chunks: list, got: int) -> messages.Launch | None:
     while got < length:
         chunk = os.read(fd, length - got)
         if not chunk:

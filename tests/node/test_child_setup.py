@@ -89,3 +89,38 @@ def test_a_spares_step_holds_only_stdin_from_dev_null_and_its_log_and_collects_g
         assert rec["stdin"] == "" and rec["gc"] is True
         assert rec["env"]["OMP_NUM_THREADS"] == "1"
         assert "to the log through sys.stdout" in log_of(tmp_path, name)
+
+
+def _only_ctx(ctx):
+    return ctx
+
+
+def _ctx_with_default(ctx=None):
+    return ctx
+
+
+def _ctx_and_more(ctx, n=1):
+    return ctx
+
+
+def test_a_plain_ctx_function_without_args_is_called_with_its_context_as_the_general_path_would():
+    from fleet.node.params import only_ctx
+    ctx = object()
+    for func in (_only_ctx, _ctx_with_default, _ctx_and_more, lambda ctx, /: ctx):
+        assert child.call_arguments(func, ctx, {}, "m:f")[1:] == ({} if func.__code__.co_posonlyargcount
+                                                               else {"ctx": ctx},)
+    assert only_ctx(_only_ctx) and only_ctx(_ctx_with_default)
+    assert not only_ctx(_ctx_and_more) and not only_ctx(lambda ctx, /: ctx) and not only_ctx(print)
+
+
+def test_the_log_header_time_has_the_zones_offset_with_a_colon(monkeypatch):
+    import time
+    import datetime
+    for tz in ("UTC", "America/St_Johns", "Asia/Kolkata", "Europe/Paris"):
+        monkeypatch.setenv("TZ", tz)
+        time.tzset()
+        for at in (0.0, 1_750_000_000.0, 1_765_000_000.0):
+            want = datetime.datetime.fromtimestamp(at).astimezone().isoformat(timespec="seconds")
+            assert child._local_iso(at) == want, tz
+    monkeypatch.delenv("TZ")
+    time.tzset()
