@@ -472,9 +472,10 @@ def main(argv=None) -> int:
     res["verdicts"] = verdicts(res["summary"])
     res["total_s"] = round(time.perf_counter() - t, 1)
     res["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    if not args.no_write:  # first: a run of some kinds only has no README text
+        print(f"wrote {nb.write_result(args.result, res).relative_to(nb.REPO)}")
     print(readme(res))
     if not args.no_write:
-        print(f"wrote {nb.write_result(args.result, res).relative_to(nb.REPO)}")
         if args.result == "peer_compare":
             write_section(HEADING, readme(res))
     return 0

@@ -82,3 +82,18 @@ def draw(ctx):
     """Write a draw of the random module: a forked child must not repeat its parent's."""
     import random
     _write(ctx, "draw.json", {"draw": random.random(), "ppid": os.getppid()})
+
+
+def descriptors(ctx):
+    """What the step's process holds: its open fds and where they lead, what stdin gives,
+    whether the collector runs for its code, and its environment."""
+    import gc
+    fds = {}
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            fds[fd] = os.readlink(f"/proc/self/fd/{fd}")
+        except FileNotFoundError:  # listdir's own descriptor, closed by now
+            pass
+    print("to the log through sys.stdout")
+    _write(ctx, "descriptors.json", {"fds": fds, "stdin": sys.stdin.read(), "gc": gc.isenabled(),
+                                     "env": dict(os.environ)})

@@ -15,6 +15,7 @@ The child writes two records to the zygote's report pipe (shared by all children
 from __future__ import annotations
 
 import ctypes
+import gc
 import importlib
 import inspect
 import os
@@ -27,8 +28,8 @@ from typing import TYPE_CHECKING, Callable, Iterable, Mapping, NoReturn
 
 import msgpack
 
-from fleet.node import memlimit, protocol, stepcontext, threads
-from fleet.node.params import parameters
+from fleet.node import childprep, memlimit, protocol, stepcontext, threads
+from fleet.node.params import only_ctx, parameters
 from fleet.node.stepcontext import StepContext  # noqa: F401  (its old home; still imported from here)
 
 if TYPE_CHECKING:
@@ -131,6 +132,8 @@ def call_arguments(func: Callable, ctx: StepContext, args: Mapping,
     argument the function has no parameter for, or a required parameter no argument
     fills, is an :class:`ArgumentMismatch` naming it, raised before the call.
     """
+    if not args and only_ctx(func):
+        return (), {"ctx": ctx}
     try:
         params = parameters(func)  # name -> (kind, has a default)
     except (TypeError, ValueError):  # no signature to read (some builtins): Python checks
@@ -178,8 +181,11 @@ def _local_iso(at: float) -> str:
     time.localtime (datetime costs a forked child ~0.1 ms more in page faults)."""
     t = time.localtime(at)
     off = t.tm_gmtoff or 0
+    if off % 60 == 0:  # every zone since the 1970s: strftime's %z, with the colon
+        text = time.strftime("%Y-%m-%dT%H:%M:%S%z", t)
+        return text[:-2] + ":" + text[-2:]
     sign, off = ("-", -off) if off < 0 else ("+", off)
-    zone = f"{sign}{off // 3600:02d}:{off % 3600 // 60:02d}" + (f":{off % 60:02d}" if off % 60 else "")
+    zone = f"{sign}{off // 3600:02d}:{off % 3600 // 60:02d}:{off % 60:02d}"
     return time.strftime("%Y-%m-%dT%H:%M:%S", t) + zone
 
 
@@ -215,7 +221,7 @@ def make_dirs(launch: Launch) -> None:
     _makedirs(launch.workdir)
     # The log's directory is the step's; its .fleet records directory is made here
     # too, on the node, so the coordinator's marker write needs no mkdir of its own.
-    _makedirs(os.path.join(os.path.dirname(launch.log), ".fleet"))
+    _makedirs((launch.log.rpartition("/")[0] or "/") + "/.fleet")  # (log is absolute)
     for out in launch.outputs:
         _makedirs(os.path.dirname(out) or ".")
 
@@ -284,18 +290,24 @@ def _detach(close_fds: Iterable[int], parent: int, own_group: bool = True) -> No
 
 
 def _set_environment(launch: Launch, restore_env: Mapping[str, str | None]) -> None:
-    # The step's thread count replaces the zygote's "1" (and whatever the agent had).
-    restore = {**restore_env, **threads.thread_env(threads.step_threads(launch))}
-    # Only what the step changes, the same variables and values as step_environment()
-    # of the whole environment; copying and comparing all of os.environ (every name
-    # and value decoded) cost a forked child ~0.7 ms and ~100 copy-on-write faults.
-    overlay = step_environment({}, restore, launch.env, launch.gpus, launch.gpu_vars)
-    for name, value in restore.items():
-        if value is None and name not in overlay and name in os.environ:
-            del os.environ[name]
-    for name, value in overlay.items():
-        if os.environ.get(name) != value:
-            os.environ[name] = value
+    # The step's thread count replaces the zygote's "1" (and whatever the agent had);
+    # then the step's env, then its GPU variables: the same variables and values as
+    # step_environment() of the whole environment, but only what changes is written
+    # (copying and comparing all of os.environ cost a forked child ~0.7 ms), and the
+    # restore part is made once in the zygote for one-thread steps (childprep).
+    environ = os.environ
+    for name, value in childprep.environment_changes(restore_env, threads.step_threads(launch)):
+        if value is None:
+            environ.pop(name, None)
+        else:
+            environ[name] = value
+    for name, value in (launch.env or {}).items():  # (FLEET_STEP etc. differ every step:
+        environ[str(name)] = str(value)              # set, not read and compared first)
+    if launch.gpu_vars:
+        ids = ",".join(str(g) for g in launch.gpus)
+        for name in launch.gpu_vars:
+            if (ids or name != "ZE_AFFINITY_MASK") and environ.get(name) != ids:
+                environ[name] = ids
 
 
 def _setup(launch: Launch, close_fds: Iterable[int],
@@ -315,11 +327,16 @@ def _setup(launch: Launch, close_fds: Iterable[int],
     os.chdir(launch.workdir)
     if not foreground:
         _to_log(launch)
-    # Fresh line-buffered streams: the inherited ones may hold the zygote's bytes.
-    sys.stdout = open(1, "w", buffering=1, encoding="utf-8",
-                      errors="backslashreplace", closefd=False)
-    sys.stderr = open(2, "w", buffering=1, encoding="utf-8",
-                      errors="backslashreplace", closefd=False)
+    # Fresh line-buffered streams: the inherited ones may hold the zygote's bytes
+    # (made once in the zygote, never written to, where it prepared them).
+    if childprep.streams is not None:
+        sys.stdout, sys.stderr = childprep.streams
+        childprep.streams = None
+    else:
+        sys.stdout = open(1, "w", buffering=1, encoding="utf-8",
+                          errors="backslashreplace", closefd=False)
+        sys.stderr = open(2, "w", buffering=1, encoding="utf-8",
+                          errors="backslashreplace", closefd=False)
     if unheld:
         print(unheld, file=sys.stderr, flush=True)
     affinity = sorted(os.sched_getaffinity(0))
@@ -336,7 +353,10 @@ def _setup(launch: Launch, close_fds: Iterable[int],
 def _to_log(launch: Launch) -> None:
     """stdin from /dev/null, stdout and stderr to the step's log, opened by its header."""
     log = os.open(launch.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    null = os.open(os.devnull, os.O_RDONLY)
+    null = childprep.devnull  # opened once in the zygote (childprep), else here
+    childprep.devnull = None
+    if null is None:
+        null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.dup2(log, 1)
     os.dup2(log, 2)
@@ -392,6 +412,10 @@ def run_call(launch: Launch, report_fd: int, *, first_at: float | None = None,
     """
     if first_at is None:
         first_at = time.time()
+    # No collection during the set-up: it would walk (and so copy) pages the zygote
+    # shares; the step's own code runs with the collector as the zygote had it.
+    collecting = gc.isenabled()
+    gc.disable()
     if parent is None:
         parent = os.getppid()
     code, error = 1, None
@@ -406,6 +430,8 @@ def run_call(launch: Launch, report_fd: int, *, first_at: float | None = None,
             ctx = _context(launch)
             stepcontext.enter(ctx)
             positional, kwargs = call_arguments(func, ctx, launch.args, launch.call)
+            if collecting:
+                gc.enable()
             work_start = time.time()
             write_report(report_fd, {
                 "pid": os.getpid(), "phase": "begin", "first_at": first_at,
@@ -429,13 +455,17 @@ def run_call(launch: Launch, report_fd: int, *, first_at: float | None = None,
 
 
 def _context(launch: Launch) -> StepContext:
-    return StepContext(
+    # Every field given, so its __dict__ is set at once: the frozen dataclass's
+    # __init__ (one object.__setattr__ a field) costs a forked child ~0.1 ms more.
+    ctx = object.__new__(StepContext)
+    object.__setattr__(ctx, "__dict__", dict(
         id=launch.step, attempt=launch.attempt, workdir=launch.workdir,
         run_dir=launch.run_dir, cores=launch.cores, gpus=launch.gpus,
         memory=launch.memory, placement=launch.placement,
         inputs=launch.inputs, outputs=launch.outputs, args=launch.args,
         log=launch.log, threads=threads.step_threads(launch), phase=launch.phase, stage=launch.stage,
-        children=dict(launch.children), restarts=launch.restarts, children_omitted=launch.children_omitted)
+        children=dict(launch.children), restarts=launch.restarts, children_omitted=launch.children_omitted))
+    return ctx
 
 
 def _report_end(report_fd: int, first_at: float, work_start: float | None,

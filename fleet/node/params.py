@@ -42,3 +42,14 @@ def parameters(func: Callable) -> dict[str, tuple]:
     if code.co_flags & _VARKEYWORDS:
         out[names[at]] = (P.VAR_KEYWORD, False)
     return out
+
+
+def only_ctx(func: Callable) -> bool:
+    """True for a plain ``def step(ctx)`` (the 0.1 form): a step without args then
+    calls it with just its context, without building the parameters at all."""
+    if type(func) is not types.FunctionType:
+        return False
+    code = func.__code__
+    return (code.co_argcount == 1 and not code.co_kwonlyargcount and not code.co_posonlyargcount
+            and not code.co_flags & (_VARARGS | _VARKEYWORDS) and code.co_varnames[0] == "ctx"
+            and not hasattr(func, "__wrapped__") and not hasattr(func, "__signature__"))

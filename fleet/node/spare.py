@@ -9,6 +9,7 @@ would. Part of the zygote's single-threaded loop: no threads here either.
 from __future__ import annotations
 
 import fcntl
+import marshal
 import os
 import pickle
 import signal
@@ -16,7 +17,7 @@ import sys
 import time
 from typing import Mapping
 
-from fleet.node import child, forker
+from fleet.node import child, childprep, forker
 from fleet.wire import framing, messages
 
 
@@ -35,9 +36,33 @@ def roomy(fd: int) -> bool:
         return False
 
 
+def _pack(msg: messages.Launch) -> bytes:
+    """A Launch for our own child: its fields marshalled (b"m"), or pickled (b"p") if a
+    value is not marshallable. Rebuilding it from a dict of plain values costs the
+    child ~20 page faults fewer than unpickling (no class lookup, no pickle machine);
+    either costs ~35 fewer than decoding (and checking) the message again."""
+    try:
+        return b"m" + marshal.dumps(msg.__dict__)
+    except ValueError:
+        return b"p" + pickle.dumps(msg, pickle.HIGHEST_PROTOCOL)
+
+
+def _unpack(data: bytes) -> messages.Launch:
+    if data[:1] == b"m":
+        msg = object.__new__(messages.Launch)
+        object.__setattr__(msg, "__dict__", marshal.loads(data[1:]))
+        return msg
+    return pickle.loads(data[1:])
+
+
 def _read_launch(fd: int) -> messages.Launch | None:
-    """The pickled Launch framed on ``fd`` (Spare.hand); None at end of file."""
-    header = os.read(fd, 4)
+    """The Launch framed on ``fd`` (Spare.hand, :func:`_pack`); None at end of file."""
+    data = os.read(fd, 1 << 16)  # the common case: the whole frame (one write) at once
+    if len(data) > 4 and int.from_bytes(data[:4], "big") == len(data) - 4:
+        return _unpack(data[4:])
+    header = data[:4]
+    if len(data) > 4:  # more than the header came: keep what followed it
+        return _read_rest(fd, int.from_bytes(header, "big"), [data[4:]], len(data) - 4)
     while header and len(header) < 4:
         more = os.read(fd, 4 - len(header))
         if not more:
@@ -45,15 +70,17 @@ def _read_launch(fd: int) -> messages.Launch | None:
         header += more
     if not header:
         return None
-    length = int.from_bytes(header, "big")
-    chunks, got = [], 0
+    return _read_rest(fd, int.from_bytes(header, "big"), [], 0)
+
+
+def _read_rest(fd: int, length: int, chunks: list, got: int) -> messages.Launch | None:
     while got < length:
         chunk = os.read(fd, length - got)
         if not chunk:
             return None
         chunks.append(chunk)
         got += len(chunk)
-    return pickle.loads(b"".join(chunks))
+    return _unpack(b"".join(chunks))
 
 
 class Spare:
@@ -66,6 +93,7 @@ class Spare:
         self.pid: int | None = None
         self._w: int | None = None  # the write end of its pipe
         self.forker = forker.Forker() if forker.available() else None
+        self._prepared = False  # childprep made for the spares to come
 
     @property
     def fds(self) -> tuple[int, ...]:
@@ -89,6 +117,9 @@ class Spare:
         descriptors, which the child closes."""
         if self.pid is not None:
             return
+        if not self._prepared:
+            childprep.prepare(self.restore_env)
+            self._prepared = True
         if self.forker is not None:
             if self.forker.pending or self._ask(close_fds):
                 return
@@ -134,9 +165,7 @@ class Spare:
         pid, w = self.pid, self._w
         self.pid = self._w = None
         try:
-            # Pickled, from us to our own child: unpickling the checked Launch costs
-            # the child ~35 page faults fewer than decoding (and checking) the message.
-            framing.write_payload(w, pickle.dumps(msg, pickle.HIGHEST_PROTOCOL))
+            framing.write_payload(w, _pack(msg))
             handed = True
         except OSError:
             handed = False
@@ -162,6 +191,7 @@ class Spare:
             self._collect()
         if self.forker is not None:
             self.forker.stop()
+        self._prepared = False  # (a preload may change what the children inherit)
         if self.pid is not None:
             pid, w = self.pid, self._w
             self.pid = self._w = None
