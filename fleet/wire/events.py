@@ -431,20 +431,25 @@ def parse(d: dict) -> Record | Unknown | None:
     cls = KINDS.get(kind)
     if cls is None:
         return Unknown(kind, float(t), {k: v for k, v in d.items() if k not in ("kind", "t")})
-    # The record is filled in directly rather than through __init__: a frozen dataclass's
-    # __init__ sets every field through object.__setattr__, which makes reading a stream
-    # of hundreds of thousands of records several times slower. It fills in what __init__
-    # would (no record class has a __post_init__): the defaults, then the known fields.
+    rec = filled(cls, d)
+    values = rec.__dict__
+    del values["kind"]
+    if len(values) != len(cls._NAMES):  # fields this version does not know
+        for k in [k for k in values if k not in cls._NAMES]:
+            del values[k]
+    return rec
+
+
+def filled(cls, fields: dict):
+    """A record of `cls` filled in as __init__ would (no record class has a
+    __post_init__: defaults, then `fields`) but directly: a frozen dataclass's __init__
+    sets each field through object.__setattr__, several times slower per record."""
     rec = object.__new__(cls)
     values = rec.__dict__
     values.update(cls._DEFAULTS)
     for name, factory in cls._FACTORIES:
         values[name] = factory()
-    values.update(d)
-    del values["kind"]
-    if len(values) != len(cls._NAMES):  # fields this version does not know
-        for k in [k for k in values if k not in cls._NAMES]:
-            del values[k]
+    values.update(fields)
     return rec
 
 
