@@ -21,8 +21,10 @@ old one, the directory fsync'd, and only then the folded journals removed; a cra
 between leaves both, and readers merge records by attempt (fleet, generation,
 attempt) and outcomes by time, so nothing counts twice and nothing is lost.
 
-A long-running fleet rotates its own journal the same way when it grows past
-ROTATE_BYTES (fleet.control.recording): it seals it, folds it, starts it again.
+A long-running fleet rotates its own journal when it grows past ROTATE_BYTES
+(fleet.control.recording): it seals it, moves it aside as a segment, starts it again,
+and folds the segment the same way on a thread (never on the loop: a fold reads
+everything folded so far); a segment left by a crash is folded at the next start.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import json
 import logging
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -134,17 +137,30 @@ def at_start(run_dir: Path, js: records.Journals, live: set, replayed: list) -> 
         log.error("could not fold the journals of %s: %s", run_dir, e)
 
 
-def rotate(rec) -> None:
+def rotate(rec) -> threading.Thread | None:
     """A recorder's own journal grew past rotate_bytes(): seal it (its markers are
-    written), fold it, and start it again with the starts of what runs now."""
+    written), move it aside as a segment, start it again with the starts of what runs
+    now, and fold the segment on a thread of its own, which it returns. A fold reads and
+    writes everything folded so far (seconds at a few hundred thousand steps), so it
+    never runs on the loop; while one runs the journal is not rotated again."""
+    if rec.folding is not None and rec.folding.is_alive():
+        return rec.folding
     old = rec.journal
     old.close()
     root = old.path.parent
-    try:
-        fold(root, [records.Journal(root / FOLDED), records.Journal(old.path)], "rotate")
-    except OSError as e:  # the sealed segment stays; the new one follows it in the same file
-        log.error("could not fold the journal %s: %s", old.path, e)
+    segment = root / f"{old.path.stem}.{time.time_ns()}.jsonl"  # a sealed journal, read like any
+    os.replace(old.path, segment)
     rec.journal = type(old)(rec.run_dir, rec.fleet_id, old.header)
     queued = [rec.sched.view(j.spec.id) for j in rec.sched.window.next.values()]  # fleet.core.window
     for v in [*rec.sched.running(), *queued]:
         rec.journal.append({"k": "start", "step": v.id, "attempt": v.attempt, "generation": v.generation})
+    t = threading.Thread(target=_fold_segment, args=(root, segment), name="fleet-journal-fold", daemon=True)
+    t.start()
+    return t
+
+
+def _fold_segment(root: Path, segment: Path) -> None:
+    try:
+        fold(root, [records.Journal(root / FOLDED), records.Journal(segment)], "rotate")
+    except OSError as e:  # the sealed segment stays, folded at the next start
+        log.error("could not fold the journal %s: %s", segment, e)
