@@ -53,15 +53,22 @@ args = {{ seconds = {seconds} }}
 """)
 
 
-def test_two_fleets_sharing_a_run_directory_claim_in_batches_and_run_each_step_once(tmp_path, started):
-    steps = [f"s/{i}" for i in range(150)]
-    suite, run_dir = suite_of(tmp_path, 150, 0.1), tmp_path / "run"
+def two_fleets_run(tmp_path, started, n: int, seconds: float):
+    """A suite of n steps of `seconds` each run by two fleets on one run directory, the
+    second started once the first has started steps; both succeed, each step ends once."""
+    steps = [f"s/{i}" for i in range(n)]
+    suite, run_dir = suite_of(tmp_path, n, seconds), tmp_path / "run"
     first = started("run", str(suite), "--nodes", "2")
     wait_for(lambda: len(of(run_dir, E.Started)) >= 2, 60, "the first fleet to start steps")
     second = started("run", str(suite), "--nodes", "2")
     outs = [p.communicate(timeout=120) for p in (first, second)]
     assert [first.returncode, second.returncode] == [0, 0], outs
     assert_each_ended_once(run_dir, steps)
+    return run_dir, steps
+
+
+def test_two_fleets_sharing_a_run_directory_claim_in_batches_and_run_each_step_once(tmp_path, started):
+    run_dir, steps = two_fleets_run(tmp_path, started, 150, 0.1)
     fleets = [e.fleet for e in of(run_dir, E.FleetStarting)]
     by_fleet = Counter(e.fleet for e in of(run_dir, E.Started))
     assert len(fleets) == 2 and by_fleet[fleets[1]] > 0  # the second fleet ran its share
@@ -161,14 +168,7 @@ def test_a_fleet_waiting_for_steps_a_live_fleet_holds_learns_they_ended_from_the
     """The holder says in the claims log which of its steps ended; the fleet that waits
     for them settles each as done there while the holder still runs (it reads a step's
     marker once the log says it ended, not every period while it runs)."""
-    steps = [f"s/{i}" for i in range(60)]
-    suite, run_dir = suite_of(tmp_path, 60, 0.4), tmp_path / "run"
-    first = started("run", str(suite), "--nodes", "2")
-    wait_for(lambda: len(of(run_dir, E.Started)) >= 2, 60, "the first fleet to start steps")
-    second = started("run", str(suite), "--nodes", "2")
-    outs = [p.communicate(timeout=120) for p in (first, second)]
-    assert [first.returncode, second.returncode] == [0, 0], outs
-    assert_each_ended_once(run_dir, steps)
+    run_dir, _ = two_fleets_run(tmp_path, started, 60, 0.4)
     fleets = [e.fleet for e in of(run_dir, E.FleetStarting)]
     batches = [json.loads(p.read_text()) for p in claimlog.batch_files(run_dir)]
     ended = {f: {s for b in batches if b["fleet"] == f for s in b.get("ended", ())} for f in fleets}
