@@ -1,15 +1,48 @@
-"""How a step's end is reported: the Exited message the zygote sends for a reaped
-child (or for a launch that never started), from its wait status, its rusage and
-what the child recorded about itself. Part of the zygote's single-threaded loop."""
+"""How a step's end is reported: the zygote's children reaped (:func:`reap`), and the
+Exited message it sends for a reaped child (or for a launch that never started),
+from its wait status, its rusage and what the child recorded about itself. Part of
+the zygote's single-threaded loop."""
 
 from __future__ import annotations
 
 import os
+import signal
 import time
 
 from fleet.node import child, protocol
 from fleet.node.stopping import ended_reason, signal_name
 from fleet.wire import messages as P
+
+
+def reap(zygote, block: bool = False) -> list:
+    """Reap every exited child of ``zygote`` (with ``block``, wait until none of its steps
+    is left); [(its step record, wait status, rusage, ended_at)] for those that were steps.
+    The spare and the preload probe hear of their own children here."""
+    ended = []
+    flags = os.WEXITED | os.WNOWAIT | (0 if block else os.WNOHANG)
+    while True:
+        try:
+            # WNOWAIT leaves the child a zombie for a moment, so its pid cannot
+            # be reused while we kill what it left behind in its group.
+            info = os.waitid(os.P_ALL, 0, flags)
+        except ChildProcessError:
+            return ended
+        if info is None or info.si_pid == 0:
+            return ended
+        step = zygote.steps.get(info.si_pid)
+        zygote.spare.reaped(info.si_pid)  # a spare that died waiting: another is made
+        zygote.preloads.reaped(info.si_pid)
+        if step is not None:
+            # Nothing a step started outlives it (daemons must setsid).
+            try:
+                os.killpg(step.pgid, signal.SIGKILL)
+            except OSError:
+                pass
+        _, status, usage = os.wait4(info.si_pid, 0)
+        if step is not None:  # (left in zygote.steps: its records are found by its pid)
+            ended.append((step, status, usage, time.time()))
+        if block and len(ended) == len(zygote.steps):  # every step reaped
+            return ended
 
 
 def exited(step, status: int, usage, ended_at: float) -> P.Exited:

@@ -23,10 +23,12 @@ Single-threaded like the zygote: no threads here either.
 from __future__ import annotations
 
 import ctypes
+import gc
 import os
 import platform
 import signal
 import socket
+import struct
 import sys
 from typing import Callable
 
@@ -109,7 +111,11 @@ class Forker:
                 os._exit(0)
         theirs.close()
         ours.set_inheritable(False)
-        ours.settimeout(ANSWER_TIMEOUT)  # a stopped or stuck helper must not hang the zygote
+        # A stopped or stuck helper must not hang the zygote: the kernel's timeouts, not
+        # settimeout(), which would poll() before every send and receive (two calls a step).
+        timeout = struct.pack("ll", int(ANSWER_TIMEOUT), 0)
+        ours.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeout)
+        ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeout)
         self.pid, self._sock = pid, ours
         return True
 
@@ -127,7 +133,7 @@ class Forker:
         self.pending = False
         try:
             data, fds, _, _ = socket.recv_fds(self._sock, _PID, 1)
-        except OSError:  # a timeout too: the zygote forks for itself from now on
+        except OSError:  # a timeout too (EAGAIN): the zygote forks for itself from now on
             self.stop()
             self.failed = True
             return None
@@ -173,6 +179,10 @@ def _helper(sock: socket.socket, close_fds: tuple[int, ...], parent: int,
     child.set_pdeathsig(signal.SIGKILL)
     if os.getppid() != parent:
         return
+    # What the zygote made since its own gc.freeze() (its loop's state, childprep's streams)
+    # out of the collector's reach too: a collection in a step would otherwise walk (and so
+    # copy) the pages it lies on.
+    gc.freeze()
     fd = sock.fileno()
     read, pipe, close, send_fds = os.read, os.pipe, os.close, socket.send_fds
     while read(fd, 1):

@@ -27,9 +27,9 @@ REPORT_PIPE = 1 << 20  # bytes: a step's two small records need no wake-up of th
 def roomy(fd: int) -> bool:
     """Make the children's report pipe hold ~5,000 records (each step writes two of
     ~200 bytes: at its start and its end); True if it does. Then the zygote need not
-    wake for each record: it reads them every loop turn (a reap, a request, the
-    agent's Tick each heartbeat), two loop turns fewer per step, and a child never
-    blocks writing one."""
+    wake for each record, nor read them every loop turn: it reads them all when it
+    reaps (a child writes its records before it exits), once per batch of exits. At
+    most two a running step wait in the pipe, so a child never blocks writing one."""
     try:
         return fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), REPORT_PIPE) >= REPORT_PIPE
     except OSError:  # over /proc/sys/fs/pipe-max-size

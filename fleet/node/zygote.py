@@ -109,6 +109,7 @@ class Zygote:
         self.requests = framing.FrameReader()
         self.reports = msgpack.Unpacker(raw=False)
         self.agent_gone = False
+        self.child_ended = True  # a SIGCHLD came since the last reap (_on_child): reap then only
         self.stop_grace: float | None = None  # set: shut down with this grace
         self.spare = Spare(self.report_w, INHERITED_THREAD_ENV)
         self.prefork = True  # keep a spare
@@ -117,7 +118,7 @@ class Zygote:
         # Handlers, not SIG_IGN: an ignored signal stays ignored across exec, a
         # handled one is reset to default, so spawned commands get defaults.
         signal.set_wakeup_fd(self.wake_w, warn_on_full_buffer=False)
-        signal.signal(signal.SIGCHLD, self._on_signal)
+        signal.signal(signal.SIGCHLD, self._on_child)
         signal.signal(signal.SIGINT, self._on_signal)  # the agent decides, not ^C
         signal.signal(signal.SIGTERM, self._on_stop)
         signal.signal(signal.SIGHUP, self._on_stop)
@@ -131,6 +132,9 @@ class Zygote:
 
     def _on_signal(self, signum, frame) -> None:
         pass  # the wakeup fd already woke the loop
+
+    def _on_child(self, signum, frame) -> None:
+        self.child_ended = True  # (and the wakeup fd woke the loop)
 
     def _on_stop(self, signum, frame) -> None:
         if self.stop_grace is None:
@@ -163,9 +167,9 @@ class Zygote:
                 chunk = os.read(fd, 65536)
             except BlockingIOError:
                 break
-            if not chunk:
-                break
             chunks.append(chunk)
+            if len(chunk) < 65536:  # a pipe's read takes all it holds: empty now (no EAGAIN read)
+                break
         return b"".join(chunks)
 
     def _read_reports(self) -> None:
@@ -202,7 +206,8 @@ class Zygote:
                 break  # nothing starts after a Shutdown
             if isinstance(msg, P.Launch):
                 self.launch(msg, payload)
-                self.reap()  # a burst of launches must not delay earlier exits
+                if self.child_ended:  # a burst of launches must not delay earlier exits
+                    self.reap()
             elif isinstance(msg, P.Kill):
                 self.kill(msg)
             elif isinstance(msg, P.Shutdown):  # None: each step's own grace
@@ -320,34 +325,15 @@ class Zygote:
     # -- children ---------------------------------------------------------------
 
     def reap(self, block: bool = False) -> None:
-        """Reap every exited child and send its Exited."""
-        while True:
-            try:
-                # WNOWAIT leaves the child a zombie for a moment, so its pid cannot
-                # be reused while we kill what it left behind in its group.
-                flags = os.WEXITED | os.WNOWAIT | (0 if block else os.WNOHANG)
-                info = os.waitid(os.P_ALL, 0, flags)
-            except ChildProcessError:
-                return
-            if info is None or info.si_pid == 0:
-                return
-            step = self.steps.get(info.si_pid)
-            self.spare.reaped(info.si_pid)  # a spare that died waiting: another is made
-            self.preloads.reaped(info.si_pid)
-            if step is not None:
-                # Nothing a step started outlives it (daemons must setsid).
-                try:
-                    os.killpg(step.pgid, signal.SIGKILL)
-                except OSError:
-                    pass
-            _, status, usage = os.wait4(info.si_pid, 0)
-            ended_at = time.time()
-            if step is not None:
-                self._read_reports()  # its records were written before it exited
-                del self.steps[step.pid]
-                self._exited(step, status, usage, ended_at)
-            if block and not self.steps:
-                return
+        """Reap every exited child and send its Exited; the children's records are read
+        once for the batch (each wrote its own before it exited)."""
+        self.child_ended = False  # before the wait: a child ending after it sets it again
+        ended = exits.reap(self, block)
+        if ended:
+            self._read_reports()
+        for step, status, usage, ended_at in ended:
+            del self.steps[step.pid]
+            self._exited(step, status, usage, ended_at)
 
     def _exited(self, step: _Step, status: int, usage, ended_at: float) -> None:
         self.keys.pop((step.launch.step, step.launch.attempt), None)
@@ -388,10 +374,9 @@ class Zygote:
                     self._read_reports()
                 elif fd == self.fd_in:
                     self._read_requests()
-            if not self.wake_on_reports:
-                self._read_reports()
             self.stops.due(self._grace_of)
-            self.reap()
+            if self.child_ended:  # (the children's records are read when they are reaped)
+                self.reap()
             self.preloads.turn(self)
             self._make_spare()
         self.shutdown(self.stop_grace)
