@@ -73,7 +73,7 @@ def message(name: str):
 
 
 def encode(msg: Any) -> bytes:
-    """The msgpack map for ``msg``: its fields, ``v`` and ``type``."""
+    """The msgpack map for ``msg``: its fields, ``v`` and ``type`` (the SHAPED ones: an array)."""
     if _TYPES.get(getattr(type(msg), "TYPE", None)) is not type(msg):
         raise TypeError(f"not a message: {msg!r}")
     if msg.TYPE in SHAPED:
