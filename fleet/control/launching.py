@@ -203,8 +203,17 @@ def _str(run_dir: Path) -> str:
     return hit[1]
 
 
-@functools.lru_cache(maxsize=1024)
 def _workdir(run_dir: str, workdir: str) -> str:
+    # A clean relative path (an array's steps/<id> each) joined as text: what pathlib
+    # gives for it, without a cache miss and two Paths per step.
+    if (workdir and workdir[0] not in "./" and workdir[-1] != "/" and "//" not in workdir
+            and "/." not in workdir and run_dir[-1:] != "/"):
+        return run_dir + "/" + workdir
+    return _workdir_path(run_dir, workdir)
+
+
+@functools.lru_cache(maxsize=1024)
+def _workdir_path(run_dir: str, workdir: str) -> str:
     return str(Path(workdir) if os.path.isabs(workdir) else Path(run_dir) / workdir)
 
 

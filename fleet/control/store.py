@@ -302,7 +302,7 @@ def per_step(run_dir: Path, step_id: str) -> bool:
     """True when the step is claimed per step while this fleet holds the lease alone: a
     claim file was in its directory when it was submitted (a live holder's is honoured,
     a dead or stale one's adopted: claim()), or its directory was not looked at."""
-    return _fleet_dir(run_dir, step_id) in _per_step
+    return bool(_per_step) and _fleet_dir(run_dir, step_id) in _per_step  # (none: no path made per start)
 
 
 def journaled(run_dir: Path, step_id: str, n: int = 1) -> None:

@@ -271,6 +271,8 @@ def check(msg: P.Submit, nodes: list, run_dir: Path) -> Checked | P.SubmitReply:
     markers = read_markers(run_dir, order)
     done, again = _done(by_id, order, deps, foreign, markers, msg.force)
     left = leftovers.scan(run_dir, leftovers.to_scan(markers, done, foreign))  # one listing per step to rerun
+    for s in steps:  # each definition's hash (its markers name it) taken here, not per step on the loop
+        records.spec_hash(s)
     return Checked(suite.name, [s.id for s in suite.steps], steps, deps, order, frozenset(done),
                    frozenset(foreign), markers, {k: v for k, v in again.items() if v is not None},
                    frozenset(k for k, v in again.items() if v is None), [s.id for s in steps], suite.preload, left)

@@ -7,7 +7,8 @@ message per length-prefixed frame, see :mod:`fleet.wire.framing`). :class:`Launc
 hops unchanged: the agent checks them and forwards the bytes it received.
 
 A message is a msgpack map of its fields plus ``v`` (the protocol version) and
-``type``; each is a frozen dataclass, and nothing else crosses a process boundary.
+``type`` (Launch, Started and Exited, sent on every step: an array of the same by
+shape, fleet.wire.shapes); each is a frozen dataclass, and nothing else crosses a process boundary.
 Steps' messages carry the attempt number, so a report about an earlier attempt is
 recognised and dropped. Which node a report comes from is the transport's to say (the
 agent's ZeroMQ identity), never a field the agent copies in.
@@ -39,7 +40,9 @@ from typing import Any
 
 import msgpack
 
-VERSION = 1
+VERSION = 2  # 2: the per-step messages by shape, msgpack arrays (fleet.wire.shapes)
+# Encoded as ``[v, type, *fields]`` (fleet.wire.shapes): what crosses a hop on every step.
+SHAPED = frozenset({"launch", "started", "exited"})
 # The largest ZeroMQ frame a socket accepts (its MAXMSGSIZE): bigger ones are dropped
 # unread. Pipes have their own, larger bound (fleet.wire.framing.MAX_FRAME).
 MAX_FRAME = 1 << 20
@@ -70,9 +73,11 @@ def message(name: str):
 
 
 def encode(msg: Any) -> bytes:
-    """The msgpack map for ``msg``: its fields, ``v`` and ``type``."""
+    """The msgpack map for ``msg``: its fields, ``v`` and ``type`` (the SHAPED ones: an array)."""
     if _TYPES.get(getattr(type(msg), "TYPE", None)) is not type(msg):
         raise TypeError(f"not a message: {msg!r}")
+    if msg.TYPE in SHAPED:
+        return shapes.encode(msg)
     # A message's __dict__ is its fields, in order (frozen dataclasses, no slots): cheaper
     # than dataclasses.fields() per message, which the zygote pays on every start and exit.
     return msgpack.packb({"v": VERSION, "type": msg.TYPE, **msg.__dict__}, use_bin_type=True)
@@ -89,6 +94,8 @@ def decode(frame: bytes, limit: int = MAX_FRAME) -> Any:
         body = msgpack.unpackb(frame, raw=False, strict_map_key=True)
     except Exception as e:  # msgpack raises several unrelated exception types
         raise ProtocolError(f"not msgpack: {e}") from None
+    if type(body) is list:  # a message by shape (fleet.wire.shapes)
+        return shapes.decode(body)
     if not isinstance(body, dict):
         raise ProtocolError(f"not a map: {type(body).__name__}")
     version = body.pop("v", None)
@@ -482,3 +489,6 @@ class Error:
     """An error reply: ``reason`` says why."""
 
     reason: str
+
+
+from fleet.wire import shapes  # noqa: E402  (it reads this module's tables: imported last)

@@ -104,10 +104,10 @@ def frame(rng: random.Random, socket_kind: str, steps: list[str]) -> tuple[str, 
     if k == "unknown_type":
         return k, [R.raw({"v": P.VERSION, "type": rng.choice(["rm -rf /", "", None, 42, "Status", "STATUS", "exec"])})]
     if k == "version":
-        v = rng.choice([0, 2, -1, 2**40, "1", None, [1], {"v": 1}])
+        v = rng.choice([0, P.VERSION - 1, P.VERSION + 1, -1, 2**40, "1", None, [1], {"v": 1}])
         return k, [R.raw({"v": v, "type": rng.choice(names), "node": "node1"})]
     if k == "multi":
-        return k, [R.raw({"v": 1, "type": "status"})] * rng.randint(2, 4)
+        return k, [R.raw({"v": P.VERSION, "type": "status"})] * rng.randint(2, 4)
     if k == "truncated":
         whole = P.encode(P.Status()) if socket_kind == "client" else R.raw(wrong_fields(rng, "exited"))
         return k, [whole[:rng.randint(1, max(1, len(whole) - 1))]]

@@ -1,0 +1,47 @@
+"""A step's definition hash (fleet.wire.spechash) is the value markers on disk hold:
+sha256 of repr(spec.identity()), whatever way it is computed."""
+
+from __future__ import annotations
+
+import hashlib
+from types import MappingProxyType
+
+import pytest
+
+from fleet.core.suite import StepSpec
+from fleet.wire import records, spechash
+
+
+def _as_ever(spec) -> str:
+    return hashlib.sha256(repr(spec.identity()).encode()).hexdigest()[:16]
+
+
+SPECS = [
+    StepSpec("s/1", 0, command="true", workdir="steps/s/1"),
+    StepSpec("s/2", 1, command=("echo", "{i}", "x"), cores=4, memory=1 << 30, deps=("s/1",), priority=1),
+    StepSpec("a", 2, call="m:f", args=MappingProxyType({"b": [1, 2, {"c": 3}], "a": 1.5}), retries=2, estimate=3.0),
+    StepSpec("b", 3, call="m:f", args={"x": True}, span=True, mpi=True, ranks=8, threads=2, protocol="steps"),
+    StepSpec("c", 4, command="x", inputs=("i",), outputs=("o", "p"), concurrent=False, memory=0, gpus=1),
+    StepSpec("d", 5, command="x", cores=True),  # a bool where an int is: its repr differs, so must the hash
+    StepSpec("e", 6, command="x", cores=1.0),
+    StepSpec("f", 7, command="x", estimate=0.0),
+    StepSpec("g", 8, command="x", estimate=-0.0),  # equal to 0.0, another repr
+]
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=[s.id for s in SPECS])
+def test_the_hash_is_sha256_of_the_identitys_repr_as_markers_on_disk_hold_it(spec):
+    assert spechash.text(spec) == repr(spec.identity())
+    assert spechash.spec_hash(spec) == _as_ever(spec)
+
+
+def test_a_piece_remembered_for_one_step_gives_the_right_text_for_the_next():
+    for _ in range(2):  # the second time every shared piece is remembered
+        for spec in SPECS:
+            assert spechash.spec_hash(spec) == _as_ever(spec)
+    assert len({spechash.spec_hash(s) for s in SPECS}) == len(SPECS)
+
+
+def test_records_spec_hash_gives_the_same_value_once_per_step():
+    spec = StepSpec("z/9", 0, command="true", workdir="steps/z/9")
+    assert records.spec_hash(spec) == _as_ever(spec) == records.spec_hash(spec)
