@@ -77,3 +77,13 @@ def test_the_deferred_steps_are_the_largest_work_among_spanning_steps_off_the_cr
 def test_only_the_defer_widest_order_defers_anything():
     assert [Ranks(o).deferral is None for o in ("setup", "critical-path", "critical-then-smallest")] == [True] * 3
     assert isinstance(Ranks("defer-widest").deferral, Deferral)
+
+
+def test_a_deferred_step_is_not_held_when_nothing_else_runs():
+    sched = Scheduler(None)
+    sched.ranks = Ranks("defer-widest")
+    sched.ranks.deferral = Deferral(share=1.0, hold_s=1000.0)
+    sched.ranks.deferral.steps.add("wide")  # chosen by hand: alone, it is its own critical chain
+    sched.handle(NodeJoined(node("n1", 4)), 0.0)
+    out = sched.handle(submission(suite({"id": "wide", "cores": 4, "span": True, "estimate": 5}).steps), 0.0)
+    assert [d.step for d in out if isinstance(d, Start)] == ["wide"]  # no event would ever come to start it
