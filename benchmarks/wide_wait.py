@@ -139,7 +139,7 @@ def section(res: dict) -> str:
     c = res["checks"]
     nb, oh = c["no_big_memory"], c["offline_hold"]
     L += ["", f"- Fragmentation is not the cause: with the {nb['steps_changed']} non-MPI steps that declare more "
-          f"memory than a core's share given their share instead, setup order without reservations gives p90 "
+          f"than 10 GiB a core (about a core's share) given their share instead, setup order without reservations gives p90 "
           f"{nb['mpi_wait']['p90_s']:.0f} s (base {base['mpi_wait']['p90_s']:.0f} s), makespan {nb['makespan_s']:.0f} s. "
           "(At its first wait, a wide step usually had enough free cores in all but not on nodes with the memory "
           "share for them; freed, those cores go to other steps.)",
