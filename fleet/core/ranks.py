@@ -14,8 +14,9 @@ needs once it starts. Orders (`Scheduler.ranks = Ranks(order)`, `fleet simulate
   (cores x estimate), so many small steps are not held up by a few big ones.
 - "defer-widest": "critical-then-smallest", and the few biggest spanning steps that are
   not critical (the DEFER_SHARE of a submission's spanning steps with the most cores x
-  estimate, none of them with a rank at least CUT of the longest) are held back for
-  DEFER_S after they become ready (fleet.core.deferral): while the cores are short,
+  estimate, none of them with a rank at least CUT of the longest) are held back, after
+  they become ready, for the median expected duration of the submission's spanning
+  steps (fleet.core.deferral): while the cores are short,
   they would hold, for hours, the cores that many smaller wide steps then queue for.
 
 Measured on the benchmarks (benchmarks/README.md, "Reservations ... ordering"): the

@@ -19,15 +19,15 @@ TABLES = ({"id": "long", "estimate": 1000}, {"id": "big", "cores": 6, "span": Tr
                                             for i in range(1, 6)))
 
 
-def run(order: str, deferral: Deferral | None = None):
-    """Simulate by hand: every step ends after its estimate. Returns (starts, waits)."""
+def run(order: str, deferral: Deferral | None = None, tables=TABLES, nodes: int = 3):
+    """Simulate by hand on 4-core nodes: every step ends after its estimate. Returns (starts, waits)."""
     sched = Scheduler(None)
     sched.ranks = Ranks(order)
     if deferral is not None:
         sched.ranks.deferral = deferral
-    for i in range(3):
+    for i in range(nodes):
         sched.handle(NodeJoined(node(f"n{i}", 4)), 0.0)
-    s = suite(*[dict(t) for t in TABLES])
+    s = suite(*[dict(t) for t in tables])
     est = {x.id: x.estimate for x in s.steps}
     started, waits, ends = {}, [], []
 
@@ -54,6 +54,37 @@ def test_the_widest_step_off_the_critical_chain_waits_its_hold_and_a_smaller_wid
     assert after["small"] == 5.0 and after["big"] == 20.0  # held 20 s, started at the first pass after
     assert after["long"] == before["long"] == 0.0
     assert (0.0, "big", "deferred (one of the widest steps not on a critical chain) until 20 s") in waits
+
+
+# 16 nodes of 4 cores, room for every step at once. "long" (5,000 s) is the critical chain;
+# twelve spanning steps of 60 s: "w0" (8 cores) ready at once, the rest (4 cores) once "prep"
+# ends at 30 s; "tick" steps end every 10 s up to 200 s. The default share defers one: w0.
+SHORT = ({"id": "long", "estimate": 5000}, {"id": "w0", "cores": 8, "span": True, "estimate": 60},
+         {"id": "prep", "estimate": 30},
+         *({"id": f"w{i}", "cores": 4, "span": True, "estimate": 60, "deps": ["prep"]} for i in range(1, 12)),
+         {"id": "tick0", "estimate": 10},
+         *({"id": f"tick{i}", "estimate": 10, "deps": [f"tick{i - 1}"]} for i in range(1, 20)))
+
+
+def test_a_suite_of_short_wide_steps_holds_its_deferred_one_about_one_wide_step_not_for_long():
+    started, waits = run("defer-widest", tables=SHORT, nodes=16)
+    # Held the median spanning step's 60 s (not a fixed 2,400 s), then started at the next pass.
+    assert (0.0, "w0", "deferred (one of the widest steps not on a critical chain) until 60 s") in waits
+    assert started["w0"] == 60.0 and started["w1"] == 30.0
+    # With a fixed 2,400 s hold it would have waited for the last event, "long"'s end.
+    fixed, _ = run("defer-widest", Deferral(hold_s=2400.0), tables=SHORT, nodes=16)
+    assert fixed["w0"] == 5000.0
+
+
+def test_the_hold_is_the_median_expected_duration_of_the_submissions_spanning_steps():
+    s = suite(*[dict(t) for t in SHORT], {"id": "w12", "cores": 2, "span": True, "estimate": 7200})
+    graph, _ = build_graph(s.steps)
+    rank = upward_ranks(s.steps, graph.deps)
+    d = Deferral()
+    d.learn(s.steps, rank, 0.8 * max(rank.values()), None)
+    # 13 spanning steps, one deferred: work counted up to the median 60 s, so the 2-core
+    # 2-hour step (120 core-s) is not the biggest; w0 (480 core-s) is, held 60 s.
+    assert d.steps == {"w0"} and d.typical == {"w0": 60.0}
 
 
 def test_the_rule_is_deterministic():
