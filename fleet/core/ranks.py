@@ -12,6 +12,12 @@ needs once it starts. Orders (`Scheduler.ranks = Ranks(order)`, `fleet simulate
 - "critical-then-smallest": steps whose rank is at least CUT of the longest rank in
   their submission first, longest rank first; then the rest, the smallest work first
   (cores x estimate), so many small steps are not held up by a few big ones.
+- "defer-widest": "critical-then-smallest", and the few biggest spanning steps that are
+  not critical (the DEFER_SHARE of a submission's spanning steps with the most cores x
+  estimate, none of them with a rank at least CUT of the longest) are held back, after
+  they become ready, for the median expected duration of the submission's spanning
+  steps (fleet.core.deferral): while the cores are short,
+  they would hold, for hours, the cores that many smaller wide steps then queue for.
 
 Measured on the benchmarks (benchmarks/README.md, "Reservations ... ordering"): the
 default stays setup order because it is the documented tie-breaker users rely on, and
@@ -28,8 +34,9 @@ from __future__ import annotations
 from typing import Iterator, Mapping
 
 from fleet.core import durations
+from fleet.core.deferral import Deferral
 
-MODES = ("setup", "critical-path", "critical-then-smallest")
+MODES = ("setup", "critical-path", "critical-then-smallest", "defer-widest")
 DEFAULT = "setup"
 CUT = 0.8  # "critical-then-smallest": a chain this close to the longest goes first (0.9 measured worse)
 
@@ -98,6 +105,7 @@ class Ranks:
         # critical steps' (the rest are keyed by their work when queued).
         self._first: dict[str, float] = {}
         self._recorded: Mapping[str, float] | None = None
+        self.deferral = Deferral() if order == "defer-widest" else None  # fleet.core.deferral
 
     def learn(self, steps, deps: Mapping[str, tuple[str, ...]], recorded: Mapping[str, float] | None,
               chunk: int = 0) -> Iterator[None]:
@@ -113,6 +121,8 @@ class Ranks:
             return
         cut = CUT * max(rank.values(), default=0.0)
         self._first.update((sid, -r) for sid, r in rank.items() if r >= cut and r > 0)
+        if self.deferral is not None:
+            self.deferral.learn(steps, rank, cut, recorded)
 
     def key(self, job):
         """Setup order, or (minus the rank or the step's work, setup order): a critical

@@ -446,6 +446,9 @@ class Scheduler(Entries, Phases):
             job = self._jobs[sid]
             if self.deadline.drain_at is not None and too_late(self, job, cls, heads, now, out):
                 continue
+            if self.ranks.deferral is not None and self.ranks.deferral.holds(job, now, len(self._running)):  # fleet.core.deferral
+                self._wait(job, self.ranks.deferral.why(job), len(cls.heap) - 1, out)
+                continue
             if cls.exclusive and (self._running or started):
                 why = W.WaitReason(W.ALONE, detail=f"waiting for {counted(len(self._running), 'running step')} to finish")
                 self._wait(job, why, len(cls.heap) - 1, out)

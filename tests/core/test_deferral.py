@@ -1,0 +1,120 @@
+"""The order "defer-widest" (fleet.core.deferral): the few biggest spanning steps that are
+not critical wait a bounded time, so smaller wide steps ready a little later start at
+once. Pure: events in, decisions out."""
+
+from __future__ import annotations
+
+from fleet.core.deferral import Deferral
+from fleet.core.graph import build_graph
+from fleet.core.ranks import Ranks, upward_ranks
+from fleet.core.scheduler import NodeJoined, Scheduler, Start, StepExited, Wait, submission
+
+from tests.core.coretools import node, suite
+
+# 12 cores on 3 nodes. "long" (1000 s) is the critical chain; "big" (6 cores x 100 s) is
+# ready at once, "small" (6 cores x 10 s) once "prep" ends at 5 s; "tick" steps end every 10 s.
+TABLES = ({"id": "long", "estimate": 1000}, {"id": "big", "cores": 6, "span": True, "estimate": 100},
+          {"id": "prep", "estimate": 5}, {"id": "small", "cores": 6, "span": True, "estimate": 10, "deps": ["prep"]},
+          {"id": "tick0", "estimate": 10}, *({"id": f"tick{i}", "estimate": 10, "deps": [f"tick{i - 1}"]}
+                                            for i in range(1, 6)))
+
+
+def run(order: str, deferral: Deferral | None = None, tables=TABLES, nodes: int = 3):
+    """Simulate by hand on 4-core nodes: every step ends after its estimate. Returns (starts, waits)."""
+    sched = Scheduler(None)
+    sched.ranks = Ranks(order)
+    if deferral is not None:
+        sched.ranks.deferral = deferral
+    for i in range(nodes):
+        sched.handle(NodeJoined(node(f"n{i}", 4)), 0.0)
+    s = suite(*[dict(t) for t in tables])
+    est = {x.id: x.estimate for x in s.steps}
+    started, waits, ends = {}, [], []
+
+    def act(out, now):
+        for d in out:
+            if isinstance(d, Start):
+                started[d.step] = now
+                ends.append((now + est[d.step], d.step))
+            elif isinstance(d, Wait):
+                waits.append((now, d.step, d.why.text()))
+    act(sched.handle(submission(s.steps), 0.0), 0.0)
+    while ends:
+        ends.sort()
+        now, sid = ends.pop(0)
+        act(sched.handle(StepExited(sid, 1, "succeeded"), now), now)
+    assert sched.finished()
+    return started, waits
+
+
+def test_the_widest_step_off_the_critical_chain_waits_its_hold_and_a_smaller_wide_one_starts_at_once():
+    before, _ = run("critical-then-smallest")
+    assert before["big"] == 0.0 and before["small"] == 100.0  # small waits 95 s behind big
+    after, waits = run("defer-widest", Deferral(share=0.5, hold_s=20.0))
+    assert after["small"] == 5.0 and after["big"] == 20.0  # held 20 s, started at the first pass after
+    assert after["long"] == before["long"] == 0.0
+    assert (0.0, "big", "deferred (one of the widest steps not on a critical chain) until 20 s") in waits
+
+
+# 16 nodes of 4 cores, room for every step at once. "long" (5,000 s) is the critical chain;
+# twelve spanning steps of 60 s: "w0" (8 cores) ready at once, the rest (4 cores) once "prep"
+# ends at 30 s; "tick" steps end every 10 s up to 200 s. The default share defers one: w0.
+SHORT = ({"id": "long", "estimate": 5000}, {"id": "w0", "cores": 8, "span": True, "estimate": 60},
+         {"id": "prep", "estimate": 30},
+         *({"id": f"w{i}", "cores": 4, "span": True, "estimate": 60, "deps": ["prep"]} for i in range(1, 12)),
+         {"id": "tick0", "estimate": 10},
+         *({"id": f"tick{i}", "estimate": 10, "deps": [f"tick{i - 1}"]} for i in range(1, 20)))
+
+
+def test_a_suite_of_short_wide_steps_holds_its_deferred_one_about_one_wide_step_not_for_long():
+    started, waits = run("defer-widest", tables=SHORT, nodes=16)
+    # Held the median spanning step's 60 s (not a fixed 2,400 s), then started at the next pass.
+    assert (0.0, "w0", "deferred (one of the widest steps not on a critical chain) until 60 s") in waits
+    assert started["w0"] == 60.0 and started["w1"] == 30.0
+    # With a fixed 2,400 s hold it would have waited for the last event, "long"'s end.
+    fixed, _ = run("defer-widest", Deferral(hold_s=2400.0), tables=SHORT, nodes=16)
+    assert fixed["w0"] == 5000.0
+
+
+def test_the_hold_is_the_median_expected_duration_of_the_submissions_spanning_steps():
+    s = suite(*[dict(t) for t in SHORT], {"id": "w12", "cores": 2, "span": True, "estimate": 7200})
+    graph, _ = build_graph(s.steps)
+    rank = upward_ranks(s.steps, graph.deps)
+    d = Deferral()
+    d.learn(s.steps, rank, 0.8 * max(rank.values()), None)
+    # 13 spanning steps, one deferred: work counted up to the median 60 s, so the 2-core
+    # 2-hour step (120 core-s) is not the biggest; w0 (480 core-s) is, held 60 s.
+    assert d.steps == {"w0"} and d.typical == {"w0": 60.0}
+
+
+def test_the_rule_is_deterministic():
+    assert run("defer-widest", Deferral(0.5, 20.0)) == run("defer-widest", Deferral(0.5, 20.0))
+
+
+def test_the_deferred_steps_are_the_largest_work_among_spanning_steps_off_the_critical_chain():
+    s = suite(*[dict(t) for t in TABLES], {"id": "huge", "cores": 8, "span": True, "estimate": 900},
+              {"id": "mid", "cores": 4, "span": True, "estimate": 100})
+    graph, _ = build_graph(s.steps)
+    rank = upward_ranks(s.steps, graph.deps)
+    d = Deferral(share=0.5)
+    d.learn(s.steps, rank, 0.8 * max(rank.values()), None)
+    # 4 spanning steps, half deferred: "huge" (rank 900 >= 800) is critical, so "big" and "mid".
+    assert d.steps == {"big", "mid"}
+    few = Deferral()  # 9 %: fewer than 12 spanning steps in a submission defer none
+    few.learn(s.steps, rank, 0.8 * max(rank.values()), None)
+    assert few.steps == set()
+
+
+def test_only_the_defer_widest_order_defers_anything():
+    assert [Ranks(o).deferral is None for o in ("setup", "critical-path", "critical-then-smallest")] == [True] * 3
+    assert isinstance(Ranks("defer-widest").deferral, Deferral)
+
+
+def test_a_deferred_step_is_not_held_when_nothing_else_runs():
+    sched = Scheduler(None)
+    sched.ranks = Ranks("defer-widest")
+    sched.ranks.deferral = Deferral(share=1.0, hold_s=1000.0)
+    sched.ranks.deferral.steps.add("wide")  # chosen by hand: alone, it is its own critical chain
+    sched.handle(NodeJoined(node("n1", 4)), 0.0)
+    out = sched.handle(submission(suite({"id": "wide", "cores": 4, "span": True, "estimate": 5}).steps), 0.0)
+    assert [d.step for d in out if isinstance(d, Start)] == ["wide"]  # no event would ever come to start it
