@@ -93,6 +93,7 @@ class ClaimLog:
         self._known = -1
         self.said: set[str] = set()
         self.position = -1
+        self.said_at = -1e9
         self.snapshots = 0  # snapshots this fleet wrote
         self._every = max(1, claimsnap.compact_files() // 4)  # said again after this many files
         self._try_at = 0  # the number from which a compaction is tried again after writing

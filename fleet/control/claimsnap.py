@@ -15,10 +15,11 @@ each step and which of them their holder said ended, as the log's next number:
    does not compact); the directory is fsync'd;
 3. then the files before N are removed, lowest first, but only those every live
    fleet has read past: each fleet says where it reads (.fleet/claims/read.<fleet>,
-   when it moved a quarter of COMPACT_FILES, and every FOLLOW_S while shared), and a
-   live fleet that has not said so yet holds every file. The log therefore holds about
-   COMPACT_FILES files plus what the fleets write in FOLLOW_S (more only while a
-   fleet's loop is held up), whatever the length of the run.
+   when it read a quarter of COMPACT_FILES more, which it looks for every FOLLOW_S
+   while shared, and every SAY_S when it moved at all), and a live fleet that has not
+   said so yet holds every file. The log therefore holds about 1.25 x COMPACT_FILES
+   files plus what the fleets write in FOLLOW_S (more only while a fleet's loop is held
+   up), whatever the length of the run.
 
 Why this keeps exactly-once: a fleet writes number n only after failing to open n, and
 n is never removed under a live fleet that has not read past it, so a number is never
@@ -32,20 +33,23 @@ temporary file (removed by a later compaction), the snapshot with the files it h
 
 Cost: one snapshot every COMPACT_FILES claim turns (one write of the whole state, on
 the loop: a few hundred ms at a million steps, so at most a few percent of it), one
-failed open every FOLLOW_S and one small write when the position moved, per fleet,
-and nothing per step.
+failed open every FOLLOW_S and a small write of the position at most every SAY_S or
+quarter of COMPACT_FILES, per fleet, and nothing per step.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import socket
 import time
 
+_log = logging.getLogger("fleet.control.claimsnap")
 COMPACT_FILES = 512  # files written since the last snapshot before a fleet compacts
-FOLLOW_S = 0.25      # a fleet on a shared run directory follows the log and says where it reads this often
+FOLLOW_S = 0.25      # a fleet on a shared run directory follows the log this often
+SAY_S = 2.0          # and says where it reads at least this often when it moved (else every quarter COMPACT_FILES)
 READ = "read."       # .fleet/claims/read.<fleet>: where the fleet reads (its next number)
 # Test hooks (docs/operations.md): kill this process with SIGKILL at a stage of a
 # compaction ("written": the snapshot written aside; "linked": in place, nothing
@@ -101,7 +105,7 @@ def say_position(log) -> None:
         os.write(fd, str(log.next).encode())
     finally:
         os.close(fd)
-    log.position = log.next
+    log.position, log.said_at = log.next, time.monotonic()
 
 
 def positions(log) -> dict[str, int]:
@@ -122,9 +126,19 @@ def positions(log) -> dict[str, int]:
 
 def upkeep(log) -> bool:
     """Once per claims period on a shared run directory: follow the log, say where this
-    fleet reads, and compact when due. True when this fleet wrote a snapshot."""
-    log.follow()
-    say_position(log)
+    fleet reads, and compact when due. True when this fleet wrote a snapshot. A failing
+    filesystem is logged, not raised: the log stays readable at every step of it."""
+    try:
+        return _upkeep(log)
+    except OSError as e:
+        _log.error("could not keep the claims log %s: %s", log.root, e)
+        return False
+
+
+def _upkeep(log) -> bool:
+    log.follow()  # (says the position when it moved by a quarter of COMPACT_FILES)
+    if time.monotonic() - log.said_at >= SAY_S:
+        say_position(log)
     if log.next - log.snap_at < compact_files():
         return False
     log._look(time.monotonic())

@@ -44,14 +44,14 @@ def _doomed(run_dir: str, stage: str, wrote, go) -> None:
 
 
 def _racer(run_dir: str, who: str, steps, ready, barrier, done, results, compact: bool) -> None:
+    if compact:
+        os.environ[claimsnap.FILES_ENV] = "4"
     log = _log(run_dir, who)
     if ready is not None:  # a fleet live before the crash: it read the log and said so
         log.follow()
         claimsnap.say_position(log)
         ready.set()
     barrier.wait()
-    if compact:
-        os.environ[claimsnap.FILES_ENV] = "4"
     most = 0  # the most files this racer saw in the log
     for i in range(0, len(steps), 3):
         log.claim(steps[i:i + 3], lambda s: None)
@@ -172,7 +172,9 @@ def test_two_fleets_sharing_a_run_directory_for_many_claim_turns_keep_the_claims
     assert last >= 150 and most <= last // 3, (last, most)
     journals = tmp_path / "run" / ".fleet" / "journal"
     segments = [p for p in journals.iterdir() if SEGMENT.search(p.name)]
-    assert segments and all(p.stat().st_size < 4096 + 65536 for p in journals.iterdir())
+    sizes = [p.stat().st_size for p in journals.iterdir()]
+    # Rotated past 4 KiB (plus the rest of a loop turn's lines): no file holds much of it.
+    assert len(segments) >= 4 and max(sizes) <= sum(sizes) // 4, sorted(sizes)
     rerun = fleet("run", str(suite), "--nodes", "1", cwd=tmp_path, timeout=120)
     assert rerun.returncode == 0, rerun.stderr
     assert (journals / "folded.jsonl").exists() and not [p for p in journals.iterdir() if SEGMENT.search(p.name)]
