@@ -221,6 +221,8 @@ class Claims:
         self._quiet.setdefault(holder, set()).add(step)
 
     def _look_at(self, step: str, now: float) -> Iterator:
+        if step not in self.elsewhere:
+            return  # settled by what an earlier event of this upkeep led to
         holder, since, foreign = self.elsewhere[step]
         log = self.log
         # A live fleet holds it in the log and has not said it ended: nothing to read.
