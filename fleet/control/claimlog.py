@@ -32,7 +32,13 @@ holder is gone. A fleet with ended steps to say and no claim to write puts them 
 batch of their own, at most once per period.
 
 The log is cleared by a fleet that takes the lease with nobody else on the run
-directory (nobody reads it then), so it grows only within one shared period.
+directory (nobody reads it then). Within a shared period it is compacted
+(fleet.control.claimsnap): every COMPACT_FILES files, a fleet writes a snapshot of
+what the log says as the log's next number, then removes the files before it that
+every live fleet has read past, so the log holds a bounded number of files however
+long the directory stays shared. A fleet reading in order skips a snapshot (it read
+what it holds); one that starts, or finds a listed file gone, starts again from the
+lowest file listed and loads the first snapshot it meets.
 Per-step claim files of older fleets are still honoured (fleet.control.claims).
 """
 
@@ -46,7 +52,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from fleet.control import store
+from fleet.control import claimsnap, store
 from fleet.control.lease import _dead
 
 CLAIMS = Path(".fleet") / "claims"
@@ -77,6 +83,24 @@ class ClaimLog:
         self.taken: set[str] = set()  # of the last claim: steps taken from a gone fleet
         self.ended: set[str] = set()  # steps another fleet's batch said ended there
         self._ending: list[str] = []  # steps this fleet held that ended here, to say next
+        # Compaction (fleet.control.claimsnap): the number of the last snapshot met, whether
+        # what this fleet read holds everything from the log's start (it started at 0 or
+        # loaded a snapshot), the highest number of the last listing, the steps whose
+        # holder said they ended (whichever fleet: a snapshot holds them), and this
+        # fleet's read position as it last said it.
+        self.snap_at = 0
+        self.complete = False
+        self._known = -1
+        self.said: set[str] = set()
+        self.position = -1
+        self.said_at = -1e9
+        self.snapshots = 0  # snapshots this fleet wrote
+        self._every = max(1, claimsnap.compact_files() // 4)  # said again after this many files
+        self._try_at = 0  # the number from which a compaction is tried again after writing
+        # Steps someone waits for (fleet.control.claims: its `elsewhere`), and those of
+        # them a batch or snapshot read since named: what the claims' upkeep looks at.
+        self.watch: dict | set = set()
+        self.touched: set[str] = set()
 
     def clear(self) -> None:
         """Remove the log (a lone lease holder: nobody else reads or writes it)."""
@@ -87,36 +111,64 @@ class ClaimLog:
     def follow(self) -> None:
         """Read the batches written since the last look (the first time: list the log)."""
         if self.next < 0:
-            try:
-                nums = sorted(int(n[:-5]) for n in os.listdir(self.root) if n.endswith(".json") and n[:-5].isdigit())
-            except FileNotFoundError:
-                nums = []
-            self.next = nums[0] if nums else 0
-        while self._read(self.next):
-            self.next += 1
+            self._list()
+        while True:
+            if self._read(self.next):
+                self.next += 1
+            elif self.next < self._known:  # listed, then removed by a compaction: list again
+                self._list()
+            else:
+                break
+        if self.next - self.position >= self._every:  # so that compactions need not wait a period
+            claimsnap.say_position(self)
+
+    def _list(self) -> None:
+        try:
+            nums = sorted(int(n[:-5]) for n in os.listdir(self.root) if n.endswith(".json") and n[:-5].isdigit())
+        except FileNotFoundError:
+            nums = []
+        self.next = nums[0] if nums else 0
+        self._known = nums[-1] if nums else -1
+        # Files are removed from the lowest up, and only after the snapshot that holds
+        # them: a log starting past 0 has a snapshot ahead, loaded when met.
+        self.complete = self.next == 0
 
     def _read(self, n: int) -> bool:
         try:
             with open(self.root / f"{n:09d}.json", "rb") as f:
-                rec = json.loads(f.read())
+                rec = json.loads(f.readline())  # a batch is one line; a snapshot's first line says so
+                if rec.get("snapshot"):
+                    if not self.complete:
+                        claimsnap.load(self, json.loads(f.read()))
+                    self.snap_at = n
+                    return True
         except FileNotFoundError:
             return False
-        except (OSError, ValueError):
+        except (OSError, ValueError, AttributeError):
             rec = {}  # (never torn: put in place whole) a damaged file holds nothing
         self._apply(rec)
         return True
 
     def _apply(self, rec: dict) -> None:
         who = str(rec.get("fleet"))
+        watch, touched, said = self.watch, self.touched, self.said
         for s in rec.get("steps") or ():
             self.holder[s] = who
             self.ended.discard(s)
+            said.discard(s)
+            if s in watch:
+                touched.add(s)
             if who == self.fleet_id:
                 self.mine.add(s)
             else:
                 self.mine.discard(s)
-        if who != self.fleet_id:
-            self.ended.update(s for s in rec.get("ended") or () if self.holder.get(s) == who)
+        for s in rec.get("ended") or ():
+            if self.holder.get(s) == who:
+                said.add(s)
+                if who != self.fleet_id:
+                    self.ended.add(s)
+                    if s in watch:
+                        touched.add(s)
 
     # -- saying what ended here -----------------------------------------------------------------
     def said_ended(self, step: str) -> None:
@@ -228,6 +280,9 @@ class ClaimLog:
         self.files += 1
         self._ending = []
         self._apply(rec)
+        if self.next - self.snap_at >= self._every * 4 and self.next >= self._try_at:
+            self._try_at = self.next + self._every  # (a live fleet not said yet: tried again later)
+            claimsnap.upkeep(self)
         if self.pause:
             time.sleep(self.pause)
         return True
@@ -240,14 +295,21 @@ def batch_files(run_dir: Path) -> list[Path]:
 
 
 def holders(run_dir: Path) -> dict[str, dict]:
-    """step -> the batch record naming it last (readers: fleet audit)."""
+    """step -> the batch record naming it last (readers: fleet audit); a snapshot's
+    steps name the snapshot's file."""
     out: dict[str, dict] = {}
     for p in batch_files(run_dir):
         try:
-            rec = json.loads(p.read_bytes())
-        except (OSError, ValueError):
+            with open(p, "rb") as f:
+                rec = json.loads(f.readline())
+                if rec.get("snapshot"):
+                    out = {}
+                    for who, steps in (json.loads(f.read()).get("holders") or {}).items():
+                        for s in steps:
+                            out[s] = {"fleet": who, "snapshot": True, "file": p.name}
+                    continue
+        except (OSError, ValueError, AttributeError):
             continue
         for s in rec.get("steps") or ():
             out[s] = {**rec, "steps": None, "file": p.name}
     return out
-

@@ -18,7 +18,7 @@ import itertools
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from fleet.control import claimlog, store
+from fleet.control import claimlog, claimsnap, store
 from fleet.core import states as S
 from fleet.core.scheduler import Elsewhere, Reclaim, Scheduler, Settled, Start, StepExited
 from fleet.core.window import Queue
@@ -46,7 +46,17 @@ class Claims:
         # claimed then only if earlier fleets left records (fleet.control.recording).
         self.shared = True
         self._next_refresh = 0.0
+        self._next_say = 0.0
+        self._next_poll = 0.0
         self.log = None  # the claims log (fleet.control.claimlog), set by the recorder
+        # The upkeep looks only at steps whose claim state may have changed: new ones
+        # (_poll, with those whose holder is not in the log and must be read each time),
+        # those a batch read since named (the log's `touched`), and those of a holder found
+        # gone. The rest wait, quiet, under their holder (None: another shard's step no
+        # fleet claimed yet). `examined` counts the steps looked at.
+        self._poll: set[str] = set()
+        self._quiet: dict[str | None, set[str]] = {}
+        self.examined = 0
 
     def run_dir_of(self, step: str) -> Path:
         """Where a step's records live."""
@@ -124,6 +134,7 @@ class Claims:
         if holder is None:
             holder = (records.read_claim(self.run_dir_of(d.step), d.step) or ({}, 0))[0].get("fleet", "")
         self.elsewhere[d.step] = (holder, now, False)
+        self._poll.add(d.step)
         self.events.write(events.Elsewhere(t=now, step=d.step, attempt=d.attempt, holder=holder,
                                            reason=c.detail or "already succeeded"))
         yield Elsewhere(d.step, d.attempt, c.detail or "already succeeded")
@@ -134,6 +145,7 @@ class Claims:
         """Steps another shard runs: waited for through their outcomes, never claimed here."""
         for f in steps:
             self.elsewhere[f] = ("another shard", now, True)
+        self._poll.update(steps)
 
     def release(self, run_dir: Path, step: str, keep_later: bool = True) -> None:
         """Drop our claim on a step that ended here (kept while a later attempt of ours,
@@ -159,55 +171,96 @@ class Claims:
             self.release(self.run_dir_of(step), step, keep_later=False)
 
     def period(self) -> float:
-        """How often steps held elsewhere are looked at."""
+        """How often steps held elsewhere are looked at. Shared, at least every
+        claimsnap.FOLLOW_S: the log is followed and this fleet's read position said, so
+        that the files other fleets write meanwhile (all a compaction must keep) stay few."""
+        return min(self._period(), claimsnap.FOLLOW_S) if self.shared else self._period()
+
+    def _period(self) -> float:
         return min(2.0, max(0.2, self.stale_after / 4))
 
     def tend(self, now: float) -> Iterator:
         """Keep our claims fresh (a few times per stale_after, not every turn: each is a
-        read and a utime per running step) and look at steps other fleets hold."""
+        read and a utime per running step), keep the claims log (fleet.control.claimsnap),
+        and look at the steps other fleets hold whose state may have changed."""
         if self.claimed and now >= self._next_refresh:
             self._next_refresh = now + max(0.2, self.stale_after / 4)
             for v in self.sched.running():
                 if v.id in self.claimed:
                     store.refresh(self.run_dir_of(v.id), v.id, self.fleet_id)
-        if self.log is not None and self.shared:
-            self.log.say_ended()
-        if self.elsewhere and self.log is not None:
-            self.log.follow()
         log = self.log
-        for step, (holder, since, foreign) in list(self.elsewhere.items()):
-            # A live fleet holds it in the log and has not said it ended: nothing to read.
-            # Nor for another shard's step nobody claimed: no fleet runs a step on this run
-            # directory unclaimed while another is live (fleet.control.lease).
-            batch = log.holder.get(step) if log is not None else None
-            if batch is None and foreign and log is not None:
-                continue
-            if batch is not None and batch != self.fleet_id and step not in log.ended and log.live(batch):
-                continue
-            run_dir = self.run_dir_of(step)
-            if records.is_done(run_dir, self.specs[step]):
-                self._settled(step)
-                yield Settled(step, S.SUCCEEDED)
-                continue
-            final = records.read_final(run_dir, step)
-            if final is not None and final.get("at", 0) >= since and final.get("fleet") != self.fleet_id:
-                self._settled(step)
-                yield Settled(step, S.FAILED, f"{final.get('outcome')} in fleet "
-                                              f"{final.get('fleet')}: {final.get('reason', '')}")
-                continue
-            if foreign:
-                continue  # another shard's step: only its outcome settles it
-            if batch is not None and batch != self.fleet_id:
-                if self.log.live(batch):
-                    continue
-                self.elsewhere.pop(step, None)
-                why = f"its holder {batch} is gone"
-                self.events.write(events.Reclaim(t=now, step=step, reason=why))
-                yield Reclaim(step, why)
-                continue
-            cur = records.read_claim(run_dir, step)
-            if cur is None or records.holder_dead(cur[0]) or cur[1] >= self.stale_after:
-                self.elsewhere.pop(step, None)
-                why = "its claim was released" if cur is None else f"its claim by {cur[0].get('fleet')} went stale"
-                self.events.write(events.Reclaim(t=now, step=step, reason=why))
-                yield Reclaim(step, why)
+        if log is not None:
+            log.watch = self.elsewhere
+            if self.shared:
+                if now >= self._next_say:  # (a batch of its own: at most every long period)
+                    self._next_say = now + self._period()
+                    log.say_ended()
+                claimsnap.upkeep(log)  # (follows the log)
+            elif self.elsewhere:
+                log.follow()
+        for step in self._changed(now):
+            self.examined += 1
+            yield from self._look_at(step, now)
+
+    def _changed(self, now: float) -> list[str]:
+        """The waiting steps to look at (see __init__), in a deterministic order; those
+        read each time, every long period (the short one only follows the log)."""
+        todo = set()
+        if now >= self._next_poll:
+            self._next_poll = now + self._period()
+            todo, self._poll = self._poll, set()
+        log = self.log
+        if log is not None:
+            todo |= log.touched
+            log.touched = set()
+            for fleet in [f for f in self._quiet if f is not None and not log.live(f)]:
+                todo |= self._quiet.pop(fleet)
+        return sorted(s for s in todo if s in self.elsewhere)
+
+    def _wait(self, step: str, holder: str | None) -> None:
+        self._quiet.setdefault(holder, set()).add(step)
+
+    def _look_at(self, step: str, now: float) -> Iterator:
+        if step not in self.elsewhere:
+            return  # settled by what an earlier event of this upkeep led to
+        holder, since, foreign = self.elsewhere[step]
+        log = self.log
+        # A live fleet holds it in the log and has not said it ended: nothing to read.
+        # Nor for another shard's step nobody claimed: no fleet runs a step on this run
+        # directory unclaimed while another is live (fleet.control.lease).
+        batch = log.holder.get(step) if log is not None else None
+        if batch is None and foreign and log is not None:
+            return self._wait(step, None)
+        if batch is not None and batch != self.fleet_id and step not in log.ended and log.live(batch):
+            return self._wait(step, batch)
+        run_dir = self.run_dir_of(step)
+        if records.is_done(run_dir, self.specs[step]):
+            self._settled(step)
+            yield Settled(step, S.SUCCEEDED)
+            return
+        final = records.read_final(run_dir, step)
+        if final is not None and final.get("at", 0) >= since and final.get("fleet") != self.fleet_id:
+            self._settled(step)
+            yield Settled(step, S.FAILED, f"{final.get('outcome')} in fleet "
+                                          f"{final.get('fleet')}: {final.get('reason', '')}")
+            return
+        if foreign:
+            self._poll.add(step)
+            return  # another shard's step: only its outcome settles it
+        if batch is not None and batch != self.fleet_id:
+            if self.log.live(batch):
+                self._poll.add(step)  # said ended, its marker not read yet
+                return
+            self.elsewhere.pop(step, None)
+            why = f"its holder {batch} is gone"
+            self.events.write(events.Reclaim(t=now, step=step, reason=why))
+            yield Reclaim(step, why)
+            return
+        cur = records.read_claim(run_dir, step)
+        if cur is None or records.holder_dead(cur[0]) or cur[1] >= self.stale_after:
+            self.elsewhere.pop(step, None)
+            why = "its claim was released" if cur is None else f"its claim by {cur[0].get('fleet')} went stale"
+            self.events.write(events.Reclaim(t=now, step=step, reason=why))
+            yield Reclaim(step, why)
+        else:
+            self._poll.add(step)  # an older fleet's per-step claim: read each period

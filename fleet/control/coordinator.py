@@ -121,7 +121,8 @@ class Coordinator:
                 if code:
                     break
                 busy = self._todo or self._inbox or self.intake.ready()
-                wait_ms = 0 if busy else self.drain.wait_ms(time.time(), int((next_beat - time.monotonic()) * 1000))
+                wake = min(next_beat, next_claims)  # (shared: the claims log is followed every FOLLOW_S)
+                wait_ms = 0 if busy else self.drain.wait_ms(time.time(), int((wake - time.monotonic()) * 1000))
                 ready = dict(poller.poll(wait_ms))
                 # Until the next poll the loop does not listen: not counted against agents.
                 self._until = self.liveness.listening_ended() + TURN_S

@@ -25,6 +25,12 @@ A long-running fleet rotates its own journal when it grows past ROTATE_BYTES
 (fleet.control.recording): it seals it, moves it aside as a segment, starts it again,
 and folds the segment the same way on a thread (never on the loop: a fold reads
 everything folded so far); a segment left by a crash is folded at the next start.
+A fleet on a shared run directory rotates the same way but folds nothing (two fleets
+folding into one file at once would lose one's fold): its sealed segments, one per
+ROTATE_BYTES of journal, wait for the next fleet that holds the run directory alone,
+which folds them at its start. Its journal, the file other fleets replay when it is
+gone, stays under ROTATE_BYTES; a sealed segment owes nothing (its markers were
+written when it was sealed), so replay needs none of them.
 """
 
 from __future__ import annotations
@@ -154,9 +160,22 @@ def rotate(rec) -> threading.Thread | None:
     queued = [rec.sched.view(j.spec.id) for j in rec.sched.window.next.values()]  # fleet.core.window
     for v in [*rec.sched.running(), *queued]:
         rec.journal.append({"k": "start", "step": v.id, "attempt": v.attempt, "generation": v.generation})
+    rec.rotated = getattr(rec, "rotated", 0) + 1
+    if not rec.alone:
+        return None  # shared: the sealed segment is folded by the next lone fleet (docstring)
     t = threading.Thread(target=_fold_segment, args=(root, segment), name="fleet-journal-fold", daemon=True)
     t.start()
     return t
+
+
+def journals_of(run_dir: Path, fleet: str) -> list[str]:
+    """A fleet's journal and its rotated segments (names, in .fleet/journal)."""
+    try:
+        names = os.listdir(Path(run_dir) / records.JOURNALS)
+    except FileNotFoundError:
+        return []
+    return [n for n in names if n == f"{fleet}.jsonl" or (n.startswith(f"{fleet}.") and n.endswith(".jsonl")
+                                                          and n[len(fleet) + 1:-6].isdigit())]
 
 
 def _fold_segment(root: Path, segment: Path) -> None:

@@ -98,7 +98,7 @@ class Recorder:
         """A fleet sharing the run directory is gone (fleet.control.claimlog): write the
         markers its journal owed before any of its steps is taken, note what it was
         running (adopted), and count the attempts it recorded since this fleet started."""
-        js = records.read_journals(self.run_dir, only=[journal.path_of(self.run_dir, fleet).name])
+        js = records.read_journals(self.run_dir, only=fold.journals_of(self.run_dir, fleet))
         for j in journal.replay(self.run_dir, js, {self.fleet_id}, self.fleet_id):
             self._adopting(j)
         for step, n in journal.attempts_since(js, self._started, GOES_ON).items():
@@ -194,7 +194,7 @@ class Recorder:
         now = time.monotonic()
         try:
             self.journal.turn(now)
-            if self.journal.bytes >= self._rotate and self.alone:
+            if self.journal.bytes >= self._rotate:  # shared too: the segment then waits (fleet.control.fold)
                 self.folding = fold.rotate(self)  # fleet.control.fold: the fold on a thread
         except OSError as e:  # a full or failing filesystem: said, not fatal to the loop
             if now >= self._complained:

@@ -9,17 +9,22 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from fleetharness import assert_nothing_left, fleet, wait_for, write_suite
 from fleetharness import records as event_records
 
 from fleet.control import claimlog
 from fleet.wire import events as E
 from fleet.wire import records
+
+
+SEGMENT = re.compile(r"\.\d+\.jsonl$")  # a rotated journal (fleet.control.fold)
 
 
 def of(run_dir: Path, kind: type, **match) -> list:
@@ -84,14 +89,18 @@ def test_two_fleets_sharing_a_run_directory_claim_in_batches_and_run_each_step_o
     assert_nothing_left(run_dir)
 
 
+@pytest.mark.parametrize("rotate", ["", "1024"], ids=["whole-journals", "rotated-journals"])
 def test_a_fleet_killed_mid_run_leaves_the_steps_it_claimed_to_the_other_fleet_which_runs_each_once(
-        tmp_path, started):
+        tmp_path, started, rotate):
+    """(rotated-journals: both fleets rotate their journals every 1 KiB while shared, so
+    the victim dies with sealed segments and a journal started again.)"""
     steps = [f"s/{i}" for i in range(24)]
     suite, run_dir = suite_of(tmp_path, 24, 1.5), tmp_path / "run"
-    first = started("run", str(suite), "--nodes", "2")
+    env = {"FLEET_TEST_JOURNAL_ROTATE_BYTES": rotate} if rotate else {}
+    first = started("run", str(suite), "--nodes", "2", extra_env=env)
     wait_for(lambda: len(of(run_dir, E.Started)) >= 2, 60, "the first fleet to start steps")
     victim = of(run_dir, E.FleetStarting)[0].fleet
-    second = started("run", str(suite), "--nodes", "2")
+    second = started("run", str(suite), "--nodes", "2", extra_env=env)
     wait_for(lambda: len(of(run_dir, E.FleetStarting)) == 2
              and any(e.fleet != victim for e in of(run_dir, E.Started)), 60, "the second fleet to start steps")
 
@@ -102,11 +111,15 @@ def test_a_fleet_killed_mid_run_leaves_the_steps_it_claimed_to_the_other_fleet_w
         now = time.time()
         mine = [e.t for e in of(run_dir, E.Started) if e.fleet == victim]
         ends = [e.t for e in of(run_dir, E.Exit)]
-        return bool(mine) and 0.4 <= now - max(mine) <= 0.9 and (not ends or now - max(ends) >= 0.4)
+        rotated = not rotate or any(SEGMENT.search(p.name) for p in journals.glob(f"{victim}.*"))
+        return rotated and bool(mine) and 0.4 <= now - max(mine) <= 0.9 and (not ends or now - max(ends) >= 0.4)
 
-    wait_for(quiet, 60, "a quiet moment in the first fleet")
+    journals = run_dir / ".fleet" / "journal"
+    wait_for(quiet, 60, "a quiet moment in the first fleet (rotated-journals: once it rotated)")
     os.killpg(first.pid, signal.SIGKILL)
     first.communicate(timeout=30)
+    if rotate:  # it rotated while shared: sealed segments, and its journal started again
+        assert [p for p in journals.iterdir() if p.name.startswith(f"{victim}.") and SEGMENT.search(p.name)]
     ended = {f[1] for f in evidence(run_dir) if f[0] == "end"}
     started_there = {e.step for e in of(run_dir, E.Started) if e.fleet == victim}
     held = {s for s, rec in claimlog.holders(run_dir).items() if rec["fleet"] == victim}
@@ -118,6 +131,11 @@ def test_a_fleet_killed_mid_run_leaves_the_steps_it_claimed_to_the_other_fleet_w
     other = {e.step for e in of(run_dir, E.Started) if e.fleet != victim}
     assert unfinished <= other
     assert len(claimlog.batch_files(run_dir)) < len(steps)
+    if rotate:  # a lone fleet afterwards folds every segment and runs nothing again
+        rerun = fleet("run", str(suite), "--nodes", "1", cwd=tmp_path, timeout=120)
+        assert rerun.returncode == 0, rerun.stderr
+        assert not [p for p in journals.iterdir() if SEGMENT.search(p.name)]
+        assert_each_ended_once(run_dir, steps)
     assert_nothing_left(run_dir)
 
 

@@ -1,0 +1,182 @@
+"""Compacting the claims log (fleet.control.claimsnap) through real processes: a process
+killed with SIGKILL at each stage of a compaction leaves a log that the fleets still
+live and a fleet starting afresh read alike, and racing over it afterwards they each
+take a disjoint share of the steps; racers that compact while they claim (several at
+once) end with every step held once, every reading of the log agreeing with the
+audit's, and a bounded number of files."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import random
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from fleet.control import claimlog, claimsnap
+from fleet.control.lease import Lease
+
+STEPS = [f"s/{i}" for i in range(300)]
+
+
+def _log(run_dir: str, who: str) -> claimlog.ClaimLog:
+    lease = Lease(Path(run_dir), who, 60.0)
+    lease._register()  # live to the others while it runs (gone once its process is)
+    return claimlog.ClaimLog(Path(run_dir), who, lease, lambda fleet: None)
+
+
+def _doomed(run_dir: str, stage: str, wrote, go) -> None:
+    """Claims the first 200 steps, five to a file, then compacts, killed at `stage`."""
+    log = _log(run_dir, "doomed")
+    for i in range(0, 200, 5):
+        log.claim(STEPS[i:i + 5], lambda s: None)
+    claimsnap.say_position(log)
+    wrote.set()
+    go.wait()
+    os.environ[claimsnap.FILES_ENV] = "8"
+    os.environ[claimsnap.FAULT_ENV] = stage
+    claimsnap.upkeep(log)
+    os._exit(3)  # not reached: the fault hook kills the process
+
+
+def _racer(run_dir: str, who: str, steps, ready, barrier, done, results, compact: bool) -> None:
+    if compact:
+        os.environ[claimsnap.FILES_ENV] = "4"
+    log = _log(run_dir, who)
+    if ready is not None:  # a fleet live before the crash: it read the log and said so
+        log.follow()
+        claimsnap.say_position(log)
+        ready.set()
+    barrier.wait()
+    most = 0  # the most files this racer saw in the log
+    for i in range(0, len(steps), 3):
+        log.claim(steps[i:i + 3], lambda s: None)
+        if compact:
+            claimsnap.upkeep(log)
+            most = max(most, len(claimlog.batch_files(Path(run_dir))))
+            barrier.wait()  # in rounds: no racer reads more than a round behind the others
+    log.follow()
+    results.put((who, sorted(log.mine), dict(log.holder), most))
+    done.wait()  # stay live until every racer has claimed
+
+
+def _shuffled(k: int) -> list[str]:
+    mine = STEPS[:]
+    random.Random(k).shuffle(mine)
+    return mine
+
+
+def _collect(procs, results, done, n: int) -> dict:
+    try:
+        got = [results.get(timeout=120) for _ in range(n)]
+        done.wait(timeout=60)
+    finally:
+        for p in procs:
+            p.join(timeout=30)
+            if p.is_alive():
+                p.kill()
+                p.join(timeout=30)
+    return {who: (mine, holder, most) for who, mine, holder, most in got}
+
+
+def assert_held_once(run_dir: Path, won: dict) -> None:
+    held = Counter(s for mine, _, _ in won.values() for s in mine)
+    assert set(held) == set(STEPS) and set(held.values()) == {1}, {s: n for s, n in held.items() if n != 1}
+    truth = {s: who for who, (mine, _, _) in won.items() for s in mine}
+    for who, (_, holder, _) in won.items():
+        assert holder == truth, who  # every racer read the log alike
+    assert {s: rec["fleet"] for s, rec in claimlog.holders(run_dir).items()} == truth
+
+
+@pytest.mark.parametrize("stage", ["written", "linked", "removed"])
+def test_a_process_killed_at_each_stage_of_a_compaction_leaves_a_log_that_live_and_new_fleets_read_alike(
+        tmp_path, stage):
+    ctx = multiprocessing.get_context("fork")
+    wrote, go, ready = ctx.Event(), ctx.Event(), ctx.Event()
+    barrier, done, results = ctx.Barrier(2), ctx.Barrier(3), ctx.Queue()
+    doomed = ctx.Process(target=_doomed, args=(str(tmp_path), stage, wrote, go))
+    doomed.start()
+    assert wrote.wait(60)
+    # A fleet live before the crash, which read the doomed one's batches and said so.
+    live = ctx.Process(target=_racer, args=(str(tmp_path), "live", _shuffled(1), ready, barrier, done, results,
+                                            False))
+    live.start()
+    assert ready.wait(60)
+    go.set()
+    doomed.join(60)
+    assert doomed.exitcode == -9
+    root = tmp_path / claimlog.CLAIMS
+    names = os.listdir(root)
+    heads = {n: json.loads((root / n).read_bytes().split(b"\n")[0]) for n in names if n.endswith(".json")}
+    snaps = [n for n, h in heads.items() if h.get("snapshot")]
+    if stage == "written":
+        assert not snaps and [n for n in names if n.endswith(".snap.tmp")]
+    else:
+        assert snaps == ["000000040.json"]
+        assert ("000000000.json" in names) == (stage == "linked")
+    # Then the live fleet and a fleet starting now race for every step.
+    fresh = ctx.Process(target=_racer, args=(str(tmp_path), "fresh", _shuffled(2), None, barrier, done, results,
+                                             False))
+    fresh.start()
+    won = _collect([live, fresh], results, done, 2)
+    assert_held_once(tmp_path, won)
+
+
+def test_racers_compacting_while_they_claim_hold_each_step_once_and_keep_the_log_bounded(tmp_path):
+    ctx = multiprocessing.get_context("fork")
+    barrier, done, results = ctx.Barrier(4), ctx.Barrier(5), ctx.Queue()
+    procs = [ctx.Process(target=_racer, args=(str(tmp_path), f"racer{k}", _shuffled(k), None, barrier, done,
+                                              results, True)) for k in range(4)]
+    for p in procs:
+        p.start()
+    won = _collect(procs, results, done, 4)
+    assert_held_once(tmp_path, won)
+    files = claimlog.batch_files(tmp_path)
+    last = int(files[-1].name[:-5])
+    most = max(m for _, _, m in won.values())
+    # Over a hundred claim turns were written; the log never held more than the files
+    # since the last snapshot (4) and those of a round or two that some racer had not
+    # read yet (each racer looked after each of its claims).
+    assert last >= 100 and len(files) <= most <= 20, (last, len(files), most)
+
+
+def test_two_fleets_sharing_a_run_directory_for_many_claim_turns_keep_the_claims_log_and_journals_bounded(
+        tmp_path, started):
+    """Two real `fleet run`s on one run directory, compacting every 8 claim files and
+    rotating their journals every 4 KiB: every step ends once, the claims log never
+    holds more than a few dozen files while hundreds are written, each journal stays
+    under its bound with the rest in sealed segments, and a rerun, alone, folds the
+    segments and runs nothing again."""
+    from fleetharness import assert_nothing_left, fleet, wait_for
+    from test_batch_claims import SEGMENT, E, assert_each_ended_once, of, suite_of
+    n = 1000
+    steps = [f"s/{i}" for i in range(n)]
+    suite, run_dir = suite_of(tmp_path, n, 0.01), tmp_path / "run"
+    env = {claimsnap.FILES_ENV: "8", "FLEET_TEST_JOURNAL_ROTATE_BYTES": "4096"}
+    first = started("run", str(suite), "--nodes", "2", extra_env=env)
+    wait_for(lambda: len(of(run_dir, E.Started)) >= 2, 60, "the first fleet to start steps")
+    second = started("run", str(suite), "--nodes", "2", extra_env=env)
+    most = 0
+    while first.poll() is None or second.poll() is None:  # (each look is a listing)
+        most = max(most, len(claimlog.batch_files(run_dir)))
+        time.sleep(0.02)
+    outs = [p.communicate(timeout=120) for p in (first, second)]
+    assert [first.returncode, second.returncode] == [0, 0], outs
+    assert_each_ended_once(run_dir, steps)
+    files = claimlog.batch_files(run_dir)
+    last = int(files[-1].name[:-5]) if files else 0
+    assert last >= 150 and most <= last // 3, (last, most)
+    journals = tmp_path / "run" / ".fleet" / "journal"
+    segments = [p for p in journals.iterdir() if SEGMENT.search(p.name)]
+    sizes = [p.stat().st_size for p in journals.iterdir()]
+    # Rotated past 4 KiB (plus the rest of a loop turn's lines): no file holds much of it.
+    assert len(segments) >= 4 and max(sizes) <= sum(sizes) // 4, sorted(sizes)
+    rerun = fleet("run", str(suite), "--nodes", "1", cwd=tmp_path, timeout=120)
+    assert rerun.returncode == 0, rerun.stderr
+    assert (journals / "folded.jsonl").exists() and not [p for p in journals.iterdir() if SEGMENT.search(p.name)]
+    assert_each_ended_once(run_dir, steps)  # nothing ran again
+    assert_nothing_left(run_dir)
