@@ -134,9 +134,7 @@ class Children:
         sid = (subs.step_subs.get(tag.parent) or [None])[-1]
         sub = subs.subs.get(sid)
         if sub is not None:
-            sub.steps.extend(s.id for s in steps)
-            sub.remaining += len(steps)
-            sub.counted = None
+            sub.add(s.id for s in steps)
         deps = {s.id: s.deps for s in steps}
         done: set = set()
         for s in steps:  # setup order is deps first among siblings

@@ -1,8 +1,10 @@
 """Submissions: suites clients sent, checked and split for a shard, and how far each got.
 
 A step may belong to several submissions (suites sharing steps); it is defined
-once per fleet and counted in each. Progress answers are bounded and their counts
-by state recounted at most every PROGRESS_S.
+once per fleet and counted in each. Progress answers are bounded, and cost no walk of
+the submission's steps: each submission's counts by state are kept up to date as the
+scheduler changes a step's state (it tells Submissions.moved of each change), so an
+answer costs O(states), not O(steps), at a million steps as at ten.
 """
 
 from __future__ import annotations
@@ -26,9 +28,11 @@ from fleet.wire import records
 from fleet.wire import manifest
 from fleet.wire.events import EventLog
 
-PROGRESS_S = 0.5  # how stale a submission's counts by state may be in a progress answer
 PROGRESS_ROWS = 5000  # finished steps in one progress answer
 FAILURES_KEPT = 50  # recent failures kept for status answers
+# Every state a step can be in (each one the scheduler moves a step to is in its table):
+# a submission's counts hold each from the start, so keeping them is two plain dict updates.
+STATES = tuple(sorted({a for a, _ in S.TRANSITIONS} | set(S.TRANSITIONS.values())))
 
 
 @dataclass
@@ -38,7 +42,23 @@ class Submission:
     steps: list[str]
     remaining: int
     finished: list = field(default_factory=list)
-    counted: tuple | None = None  # (monotonic time, counts by state)
+    # Its steps by state: every step waits until the scheduler has it (Submissions.moved
+    # and _take keep it up to date); the counts always add up to len(steps).
+    counts: dict = field(default_factory=lambda: dict.fromkeys(STATES, 0))
+
+    def __post_init__(self):
+        self.counts[S.WAITING] += len(self.steps)
+
+    def counts_now(self) -> dict[str, int]:
+        """Its steps by state, the states none is in left out: O(states)."""
+        return {k: n for k, n in self.counts.items() if n}
+
+    def add(self, ids) -> None:
+        """More steps counted in this submission (a step's children: fleet.control.children)."""
+        ids = list(ids)
+        self.steps.extend(ids)
+        self.remaining += len(ids)
+        self.counts[S.WAITING] += len(ids)
 
 
 @dataclass(frozen=True)
@@ -102,6 +122,7 @@ class Submissions:
         # Makes every outcome recorded so far durable (fleet.control.recording): called
         # before a client hears that its submission finished.
         self.durable = lambda: None
+        sched.moved = self.moved  # each change of a step's state, for the counts by state
 
     # -- submitting -----------------------------------------------------------------------------
     def accept(self, msg: P.Submit) -> Accepted | P.SubmitReply:
@@ -150,6 +171,8 @@ class Submissions:
         except KeyError:
             state = None
         ids = self.step_subs.get(spec.id)
+        if state is not None:  # counted waiting so far, as the scheduler has it now
+            self.moved(spec.id, S.WAITING, state, (sid,))
         if state in S.FINAL or not ids:
             self.step_subs[spec.id] = self._only(sid)
         else:
@@ -204,24 +227,19 @@ class Submissions:
         since = max(0, msg.since)
         if sub.remaining == 0:
             self.durable()
-        return P.ProgressReply(sub.id, sub.remaining == 0, self._counts(sub),
+        return P.ProgressReply(sub.id, sub.remaining == 0, sub.counts_now(),
                                sub.finished[since:since + PROGRESS_ROWS],
                                min(len(sub.finished), since + PROGRESS_ROWS))
 
-    def _counts(self, sub: Submission) -> dict[str, int]:
-        """Steps of a submission by state, recounted at most every PROGRESS_S (a client
-        polls several times a second; a large suite is not recounted each time)."""
-        now = time.monotonic()
-        if sub.counted is None or now - sub.counted[0] > PROGRESS_S or sub.remaining == 0:
-            counts: dict[str, int] = {}
-            for s in sub.steps:
-                try:
-                    st = self.sched.state(s)
-                except KeyError:  # not entered yet (a big submission goes in over several turns)
-                    st = S.WAITING
-                counts[st] = counts.get(st, 0) + 1
-            sub.counted = (now, counts)
-        return sub.counted[1]
+    def moved(self, step: str, old: str, new: str, sids=None) -> None:
+        """A step went from state `old` to `new` (the scheduler's observer): counted so in
+        each submission that follows it (sids; default: step_subs'). A submission in which
+        the step had ended before a later one took it keeps the step's end: step_subs
+        lists it no more (see _take). O(the step's submissions), never O(steps)."""
+        for sid in self.step_subs.get(step, ()) if sids is None else sids:
+            counts = self.subs[sid].counts
+            counts[old] -= 1
+            counts[new] += 1
 
     def ended(self, step: str, outcome: str, attempt: int, reason: str, final: bool) -> None:
         """An attempt of step ended (final: the step will not run again): count it in

@@ -159,6 +159,8 @@ class Entries:
         if old in self._unresolved:
             self._unresolved.remove(old)
         self._counts[old.state] -= 1
+        if self.moved is not None:  # its id is waiting again, as the new generation (_add)
+            self.moved(old.spec.id, old.state, S.WAITING)
         if old.state not in S.FINAL:
             self._open -= 1
 

@@ -54,6 +54,7 @@ class Phases:
         self._families: dict[str, Family] = {}
         self._parent_of: dict[str, tuple[str, int]] = {}  # child id -> (parent id, seq)
         self._front = 0  # the next front sequence is below this
+        self._waiting: dict[str, None] = {}  # steps that began waiting for children, in order (suspended())
 
     def _family(self, sid: str) -> Family:
         fam = self._families.get(sid)
@@ -89,6 +90,7 @@ class Phases:
         fam.pending.discard(job.spec.id)
         if not fam.pending and fam.suspended:
             fam.suspended = False
+            self._waiting.pop(link[0], None)
             parent = self._jobs[link[0]]
             if parent.state == S.SUSPENDED:
                 self._set(parent, "resume")
@@ -118,6 +120,7 @@ class Phases:
                 fam.stage = ev.stage
             elif fam.pending:
                 fam.suspended = True
+                self._waiting[sid] = None
                 self._set(job, "wait")
                 return
         self._set(job, "requeue")
@@ -149,10 +152,12 @@ class Phases:
         return Resume(fam.phase, fam.stage, fam.restarts, kids)
 
     def suspended(self, limit: int) -> list[tuple[str, int, str, int, int]]:
-        """The first `limit` steps waiting for their children, as family() says each (a
-        walk over the steps that ever ran in phases, not over every step)."""
+        """The first `limit` steps waiting for their children, as family() says each, in
+        the order they began to wait (a walk over the steps waiting, or cancelled while they
+        waited: never over every step, nor every step that ran in phases)."""
         out = []
-        for sid, fam in self._families.items():
+        for sid in self._waiting:
+            fam = self._families[sid]
             if fam.suspended and self._jobs[sid].state == S.SUSPENDED:
                 out.append((sid, fam.phase, fam.stage, len(fam.pending), len(fam.kids)))
                 if len(out) >= limit:

@@ -63,6 +63,7 @@ class Scheduler(Entries, Phases):
         self._open = 0  # jobs not yet in a final state
         self._seq = 0
         self._counts: dict[str, int] = {}
+        self.moved = None  # observer: (step, old state, new state) at each change (fleet.control.submissions)
         self._capacity: Capacity | None = None
         # A changed (or rerun) definition of a running step, with its deps and whether
         # it runs serially: it replaces the running one when that ends.
@@ -195,6 +196,8 @@ class Scheduler(Entries, Phases):
         job.state = S.advance(old, what)
         self._counts[old] = self._counts.get(old, 0) - 1
         self._counts[job.state] = self._counts.get(job.state, 0) + 1
+        if self.moved is not None:
+            self.moved(job.spec.id, old, job.state)
         if job.state in S.FINAL:
             self._open -= 1
             self._ended(job)
