@@ -66,6 +66,8 @@ def main(argv: list[str]) -> int:
     from fleet.control import fold
     from fleet.node.child import set_pdeathsig
     set_pdeathsig(signal.SIGKILL)
+    # Ctrl-C reaches the whole process group: the fleet decides how it stops, and waits for this fold.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if os.getppid() != parent:
         return 1  # the fleet is gone: its next start folds the segment
     fold.FAULT_ALSO.append(parent)  # a test fault stops the fleet as well
