@@ -30,6 +30,7 @@ from fleet.control.intake import Intake
 from fleet.control.liveness import Liveness, scaled
 from fleet.control.status import answer as status_answer
 from fleet.control.submissions import Submissions
+from fleet.control import turntrace
 from fleet.control.transport import Transport
 from fleet.core import states as S
 from fleet.core.scheduler import (Blocked, Entering, Finished, Ignored, Kill, NodeJoined, NodeLost, Retry, Scheduler,
@@ -86,6 +87,7 @@ class Coordinator:
         self.ended_why: dict[str, str] = {}  # step -> how its last attempt ended, for its retry line
         self.interrupted: set[str] = set()   # steps stopped by this fleet's own stop (not attempts)
         self.drain = drain.Drain(self)  # the allocation's end (fleet.control.drain)
+        turntrace.install(self)  # FLEET_TURN_TRACE: the slow loop turns, part by part
 
     # What tools and tests reach for by name (the parts own them).
     keys = property(lambda self: self.transport.keys)

@@ -23,14 +23,11 @@ attempt) and outcomes by time, so nothing counts twice and nothing is lost.
 
 A long-running fleet rotates its own journal when it grows past ROTATE_BYTES
 (fleet.control.recording): it seals it, moves it aside as a segment, starts it again,
-and folds the segment the same way on a thread (never on the loop: a fold reads
-everything folded so far); a segment left by a crash is folded at the next start.
-A fleet on a shared run directory rotates the same way but folds nothing (two fleets
-folding into one file at once would lose one's fold): its sealed segments, one per
-ROTATE_BYTES of journal, wait for the next fleet that holds the run directory alone,
-which folds them at its start. Its journal, the file other fleets replay when it is
-gone, stays under ROTATE_BYTES; a sealed segment owes nothing (its markers were
-written when it was sealed), so replay needs none of them.
+    rec.rotated = getattr(rec, "rotated", 0) + 1
+    if not rec.alone:
+        return None  # shared: the sealed segment is folded by the next lone fleet (docstring)
+    from fleet.control import foldproc
+    return foldproc.start(root, segment)
 """
 
 from __future__ import annotations
@@ -39,7 +36,6 @@ import json
 import logging
 import os
 import signal
-import threading
 import time
 from pathlib import Path
 
@@ -54,6 +50,7 @@ ROTATE_BYTES = 64 << 20  # a fleet's own journal is folded past this (a few hund
 # smaller rotation size.
 FAULT_ENV = "FLEET_TEST_FOLD_FAULT"
 ROTATE_ENV = "FLEET_TEST_JOURNAL_ROTATE_BYTES"
+FAULT_ALSO: list[int] = []  # processes a fault kills first (the fleet, from its fold process)
 
 
 def rotate_bytes() -> int:
@@ -62,7 +59,8 @@ def rotate_bytes() -> int:
 
 def _fault(stage: str, when: str) -> None:
     if os.environ.get(FAULT_ENV) in (stage, f"{when}:{stage}"):
-        os.kill(os.getpid(), signal.SIGKILL)
+        for pid in [*FAULT_ALSO, os.getpid()]:
+            os.kill(pid, signal.SIGKILL)
 
 
 def foldable(js: records.Journals, live: set) -> list[records.Journal]:
@@ -143,12 +141,15 @@ def at_start(run_dir: Path, js: records.Journals, live: set, replayed: list) -> 
         log.error("could not fold the journals of %s: %s", run_dir, e)
 
 
-def rotate(rec) -> threading.Thread | None:
+def rotate(rec):
     """A recorder's own journal grew past rotate_bytes(): seal it (its markers are
     written), move it aside as a segment, start it again with the starts of what runs
-    now, and fold the segment on a thread of its own, which it returns. A fold reads and
-    writes everything folded so far (seconds at a few hundred thousand steps), so it
-    never runs on the loop; while one runs the journal is not rotated again."""
+    now, and fold the segment in a process of its own, whose handle it returns
+    (fleet.control.foldproc). A fold reads and writes everything folded so far (seconds
+    at a few hundred thousand steps), so it never runs in the loop's process; while one
+    runs the journal is not rotated again. A fleet sharing the run directory folds
+    nothing (two folds into one file at once would lose one): its sealed segments
+    wait for the next fleet that holds the directory alone."""
     if rec.folding is not None and rec.folding.is_alive():
         return rec.folding
     old = rec.journal
@@ -156,6 +157,11 @@ def rotate(rec) -> threading.Thread | None:
     root = old.path.parent
     segment = root / f"{old.path.stem}.{time.time_ns()}.jsonl"  # a sealed journal, read like any
     os.replace(old.path, segment)
+    # Each fold reads and writes everything folded so far, so rotating at a fixed size
+    # costs a long run O(steps^2) (at 1,000,000 steps, some 14 folds of up to ~900 MiB):
+    # the next rotation waits until the journal is half what has been folded.
+    size = lambda p: p.stat().st_size if p.exists() else 0  # noqa: E731
+    rec._rotate = max(rotate_bytes(), (size(root / FOLDED) + size(segment)) // 2)
     rec.journal = type(old)(rec.run_dir, rec.fleet_id, old.header)
     queued = [rec.sched.view(j.spec.id) for j in rec.sched.window.next.values()]  # fleet.core.window
     for v in [*rec.sched.running(), *queued]:
@@ -163,9 +169,8 @@ def rotate(rec) -> threading.Thread | None:
     rec.rotated = getattr(rec, "rotated", 0) + 1
     if not rec.alone:
         return None  # shared: the sealed segment is folded by the next lone fleet (docstring)
-    t = threading.Thread(target=_fold_segment, args=(root, segment), name="fleet-journal-fold", daemon=True)
-    t.start()
-    return t
+    from fleet.control import foldproc
+    return foldproc.start(root, segment)
 
 
 def journals_of(run_dir: Path, fleet: str) -> list[str]:

@@ -51,7 +51,7 @@ class Recorder:
             self.log.clear()
             fold.at_start(self.run_dir, js, live, replayed)
         self._rotate = fold.rotate_bytes()
-        self.folding = None  # the thread folding a rotated segment (fleet.control.fold)
+        self.folding = None  # the process folding a rotated segment (fleet.control.foldproc)
         self._pending = lambda: c._todo  # the loop turn's other decisions: one batch
         self.journal = journal.Journal(self.run_dir, self.fleet_id, {**self.lease.me, "shared": self.lease.shared})
         self.claims.shared = self.lease.shared
@@ -195,7 +195,7 @@ class Recorder:
         try:
             self.journal.turn(now)
             if self.journal.bytes >= self._rotate:  # shared too: the segment then waits (fleet.control.fold)
-                self.folding = fold.rotate(self)  # fleet.control.fold: the fold on a thread
+                self.folding = fold.rotate(self)  # fleet.control.fold: the fold in a process of its own
         except OSError as e:  # a full or failing filesystem: said, not fatal to the loop
             if now >= self._complained:
                 self._complained = now + 10.0
