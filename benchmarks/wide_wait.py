@@ -43,7 +43,7 @@ from fleet.core.simulate import simulate
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "wide_wait_defer.json"
-HEADING = "### The widest steps held back: order defer-widest (2026-12-01)"
+HEADING = "## The widest steps held back on the Aurora-sized what-if: order defer-widest (2026-12-01)"
 AFTER = "### Orders of ready steps and the wide steps' waits"
 RUNS = (("setup", None), ("critical-then-smallest", RESERVE_AFTER_S), ("defer-widest", None),
         ("defer-widest", RESERVE_AFTER_S))

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import zmq
 
-from fleet.control import cancelling, drain, eventlines, launching, outcomes, preloads, recording, store, turns
+from fleet.control import cancelling, drain, eventlines, heap, launching, outcomes, preloads, recording, store, turns
 from fleet.control.claims import Claims
 from fleet.control.intake import Intake
 from fleet.control.liveness import Liveness, scaled
@@ -109,6 +109,7 @@ class Coordinator:
                              "FLEET_HEARTBEAT": f"{self.heartbeat_s},{self.timeout_s}"})
         deadline = time.monotonic() + self.join_timeout_s
         self.intake.start()
+        heap.watch()
         poller = zmq.Poller()
         poller.register(self.agent_sock, zmq.POLLIN)
         poller.register(self.client_sock, zmq.POLLIN)
@@ -143,6 +144,7 @@ class Coordinator:
                 if time.monotonic() >= next_claims:
                     self._tend_claims()
                     next_claims = time.monotonic() + self.claims.period()
+                heap.after_collection()  # what survived a costly full collection: frozen (control/heap)
                 self.recorder.turn()  # the journal first: the events never say more
                 self.transport.flush(self._unreachable)  # the turn's launches, one message per agent
                 self.events.flush()

@@ -20,8 +20,11 @@ import gc
 import time
 
 FREEZE_S = 0.25  # at most one freeze this often (a full collection walks what came since)
+FULL_S = 0.05    # a full collection this long: what survived it is frozen (after_collection)
 
 _last = 0.0
+_full_t0 = 0.0
+_costly = False  # a full collection took FULL_S or more since the last turn
 
 
 def settle(force: bool = False) -> None:
@@ -31,3 +34,38 @@ def settle(force: bool = False) -> None:
     if force or now - _last >= FREEZE_S:
         _last = now
         gc.freeze()
+
+
+# While steps run the heap grows too (the scheduler's and the records' state of every
+# step that ran), and each full collection walks all of it that is not frozen: at
+# 1,000,000 steps of 1 s there were 32 of up to 5.5 s each, stalling the loop
+# (benchmarks/README.md, "A million steps of 1 s"). What survives a full collection is
+# live at that moment, the moment CPython's documentation gives for gc.freeze(): so
+# after a costly one the survivors are frozen, and the next full collection walks only
+# what came since (a growing heap then costs collections in proportion to its growth,
+# not its size). Cheap ones (a small heap) are left alone.
+
+def _watch(phase: str, info: dict) -> None:
+    global _full_t0, _costly
+    if info.get("generation") != 2:
+        return
+    if phase == "start":
+        _full_t0 = time.perf_counter()
+    elif time.perf_counter() - _full_t0 >= FULL_S:
+        _costly = True
+
+
+def watch() -> None:
+    """Notice costly full collections in this process (once; see after_collection)."""
+    if _watch not in gc.callbacks:
+        gc.callbacks.append(_watch)
+
+
+def after_collection() -> bool:
+    """Once per loop turn: freeze what survived a costly full collection (True if so)."""
+    global _costly
+    if not _costly:
+        return False
+    _costly = False
+    gc.freeze()
+    return True
