@@ -15,11 +15,21 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import sys
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
 log = logging.getLogger("fleet.control.coordinator")
+
+# While a job runs (a big suite checked and hashed: tens of seconds at a million steps),
+# this thread and the loop share the interpreter lock. The loop lets go of it at every
+# ZeroMQ call (a heartbeat to each agent, a launch message to each, every message
+# drained) and then waits up to the switch interval (5 ms by default) before the job's
+# thread must hand it back: at a thousand agents, seconds a turn, and status answers
+# waited that long (benchmarks/README.md, "A million steps of 1 s"). A shorter interval
+# bounds that wait; it costs nothing while only one thread runs.
+SWITCH_S = 0.0002
 
 
 @dataclass(frozen=True)
@@ -41,6 +51,7 @@ class Worker:
         os.set_blocking(self._r, False)
         os.set_blocking(self._w, False)  # a full pipe already wakes the loop: never wait on it
         self.pending = 0  # handed over and not yet collected
+        sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_S))
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 

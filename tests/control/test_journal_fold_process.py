@@ -7,13 +7,9 @@ record of which process folded."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-from pathlib import Path
 
-from fleetharness import assert_nothing_left, env, fleet, write_suite
+from fleetharness import assert_nothing_left, fleet, write_suite
+from test_journal_fold import run  # a real `fleet run` in its own group, 2 nodes
 
 from fleet.control import fold, turntrace
 
@@ -25,19 +21,6 @@ id = "s/{i}"
 array = "1-40"
 call = "fleet_steps:count_runs"
 """
-
-
-def run(tmp_path: Path, suite: Path, extra_env: dict) -> subprocess.CompletedProcess:
-    p = subprocess.Popen([sys.executable, "-m", "fleet", "run", str(suite), "--run-dir", str(tmp_path / "run"),
-                          "--nodes", "2"], cwd=tmp_path, env={**env(), **extra_env},
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        out, err = p.communicate(timeout=120)
-    finally:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.communicate(timeout=30)
-    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
 
 
 def test_a_rotated_journal_is_folded_by_another_process_and_every_step_is_recorded_once(tmp_path):

@@ -1,0 +1,43 @@
+"""fleet.control.worker: the coordinator's worker thread, in a process of its own (the
+switch interval it sets is the process's)."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+SCRIPT = textwrap.dedent("""
+    import json, os, select, sys
+    sys.setswitchinterval(float(sys.argv[1]))
+    from fleet.control import worker
+    w = worker.Worker("test")
+    w.put("sum", sum, range(1000))
+    w.put("bad", int, "x")
+    select.select([w.fd], [], [], 60)
+    got = []
+    while len(got) < 2:
+        got += w.collect()
+        if len(got) < 2:
+            select.select([w.fd], [], [], 60)
+    print(json.dumps({"switch": sys.getswitchinterval(), "limit": worker.SWITCH_S,
+                      "done": [[d.tag, d.value, type(d.error).__name__] for d in got]}))
+""")
+
+
+def _run(switch_s: float) -> dict:
+    out = subprocess.run([sys.executable, "-c", SCRIPT, str(switch_s)], capture_output=True, text=True,
+                         timeout=120, start_new_session=True)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_the_worker_runs_jobs_in_order_and_makes_the_loop_wait_at_most_its_short_switch_interval_for_the_lock():
+    got = _run(0.005)  # CPython's default
+    # (CPython keeps the interval in whole microseconds)
+    assert abs(got["switch"] - got["limit"]) < 2e-6 and got["limit"] < 0.005
+    assert got["done"] == [["sum", 499500, "NoneType"], ["bad", None, "ValueError"]]
+
+
+def test_a_switch_interval_already_shorter_is_kept():
+    got = _run(0.0001)
+    assert abs(got["switch"] - 0.0001) < 2e-6
