@@ -330,7 +330,7 @@ NOT_MADE = """\
 | the issue's run | made here? |
 |---|---|
 | 100, 1,000, 10,000 agents x 200k zero-length steps | yes: 100 agents (results/control_scale_200k.json: 874 starts/s, 655 us of coordinator CPU per step), 1,000 and 10,000 agents (results/control_scale_1000x200k.json, control_scale_10000x200k.json: 1,559-2,602 starts/s, 380-630 us per step) |
-| 1M steps of 1 s | 1,000 agents: yes (above, "A million steps of 1 s": 755 starts/s on the loaded machine, 22 min, each step once); 100 and 10,000 agents: no (the machine's other load made the 1,000-agent run take 22 min instead of the ~10 expected, and the budget ran out) |
+| 1M steps of 1 s | 1,000 agents: yes (above, "A million steps of 1 s": 755 starts/s on the loaded machine, 22 min; and three runs on a quiet machine, 2,600-3,000 starts/s, 6 min each; each step once in all); 100 and 10,000 agents: no (not made this round) |
 | a 1,000,000-step suite submitted in < 60 s while status answers in < 1 s | yes, with 2 simulated agents (benchmarks/million_submit.py): entered in 36.4 s, status max 57 ms (load 1.8: met); 92.7 s, status max 1.1 s with the machine at load 7 |
 """
 
