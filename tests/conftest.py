@@ -16,6 +16,12 @@ PR_SET_CHILD_SUBREAPER = 36
 
 
 def pytest_configure(config):
+    # Started in the background by a shell without job control (`.ci/run &`), this process
+    # and every process it starts would ignore SIGINT (an ignored signal stays ignored
+    # across exec), and the Ctrl-C tests would wait for nothing. A handler is reset to the
+    # default at exec: the fleets the tests start take Ctrl-C as from a terminal.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     # A fleet started by `fleet up` outlives the command that started it; where this
     # machine's init does not reap orphans, the tests adopt them instead, so that
     # a process that really exited is not mistaken for one left behind.
