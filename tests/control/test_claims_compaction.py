@@ -176,7 +176,8 @@ def test_two_fleets_sharing_a_run_directory_for_many_claim_turns_keep_the_claims
     files = claimlog.batch_files(run_dir)
     last = int(files[-1].name[:-5]) if files else 0
     # Never compacted, the log would hold every file written (most == last + 1).
-    assert last >= 150 and removals >= 3 and most <= last and len(files) <= 4 * 8, (last, removals, most, len(files))
+    # At the end it holds what came after the last compaction (a burst may be dozens).
+    assert last >= 150 and removals >= 3 and most <= last and len(files) < last // 3, (last, removals, most, len(files))
     journals = tmp_path / "run" / ".fleet" / "journal"
     segments = [p for p in journals.iterdir() if SEGMENT.search(p.name)]
     sizes = [p.stat().st_size for p in journals.iterdir()]
