@@ -1,9 +1,9 @@
 """fleet.control.heap: what survives a costly full collection is frozen, in a process
 of its own (a freeze in the test process would hide the tests' own garbage)."""
 
-import subprocess
-import sys
 import textwrap
+
+from fleetharness import script_json
 
 SCRIPT = textwrap.dedent("""
     import gc, json, sys
@@ -25,11 +25,7 @@ SCRIPT = textwrap.dedent("""
 
 
 def _run(full_s: float) -> dict:
-    import json
-    out = subprocess.run([sys.executable, "-c", SCRIPT, str(full_s)], capture_output=True, text=True,
-                         timeout=120, start_new_session=True)
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)
+    return script_json(SCRIPT, str(full_s))
 
 
 def test_what_survives_a_costly_full_collection_is_frozen_once_and_the_garbage_it_freed_is_not():

@@ -1,10 +1,9 @@
 """fleet.control.worker: the coordinator's worker thread, in a process of its own (the
 switch interval it sets is the process's)."""
 
-import json
-import subprocess
-import sys
 import textwrap
+
+from fleetharness import script_json
 
 SCRIPT = textwrap.dedent("""
     import json, os, select, sys
@@ -25,10 +24,7 @@ SCRIPT = textwrap.dedent("""
 
 
 def _run(switch_s: float) -> dict:
-    out = subprocess.run([sys.executable, "-c", SCRIPT, str(switch_s)], capture_output=True, text=True,
-                         timeout=120, start_new_session=True)
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)
+    return script_json(SCRIPT, str(switch_s))
 
 
 def test_the_worker_runs_jobs_in_order_and_makes_the_loop_wait_at_most_its_short_switch_interval_for_the_lock():

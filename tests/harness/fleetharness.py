@@ -161,3 +161,12 @@ def control_scale(work: Path, agents: int, steps: int, timeout: float = 150.0) -
         out, err = p.communicate()
         raise AssertionError(f"the load generator run timed out\nstdout:\n{out}\nstderr:\n{err}")
     return subprocess.CompletedProcess(argv, p.returncode, out, err)
+
+
+def script_json(script: str, *args: str, timeout: float = 120) -> dict:
+    """Run a Python script in a process of its own (its own session, a timeout) and
+    return the JSON it prints: for tests of process-wide state (gc, switch interval)."""
+    out = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True,
+                         timeout=timeout, start_new_session=True)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
