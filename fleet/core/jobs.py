@@ -3,6 +3,8 @@ identical demand among ready steps (see fleet.core.scheduler)."""
 
 from __future__ import annotations
 
+import heapq
+
 from fleet.core import states as S
 from fleet.core import waits as W
 from fleet.core.resources import Demand, Placement
@@ -46,3 +48,33 @@ class DemandClass:
         self.exclusive = exclusive
         self.heap: list[tuple] = []  # (priority, queue key (fleet.core.ranks), id)
         self.blocked_at: int | None = None  # len(pool.releases) when it last failed to fit
+
+
+def take_out(classes: dict[tuple, DemandClass], jobs) -> None:
+    """Take many ready steps out of their classes' heaps at once: one rebuild per class
+    touched, where one at a time costs a scan of the heap each (quadratic when a lost
+    node or a cancel takes thousands)."""
+    gone: dict[tuple, set[str]] = {}
+    for job in jobs:
+        key = ("exclusive",) if job.exclusive else (job.demand,)
+        gone.setdefault(key, set()).add(job.spec.id)
+    missed: set[str] = set()
+    for key, ids in gone.items():
+        cls = classes.get(key)
+        n = len(cls.heap) if cls is not None else 0
+        if cls is not None:
+            _drop(classes, cls, ids)
+        if n - (len(cls.heap) if cls is not None else 0) < len(ids):
+            missed |= ids  # not where its demand says (never expected): look everywhere
+    if missed:
+        for cls in list(classes.values()):
+            _drop(classes, cls, missed)
+
+
+def _drop(classes: dict[tuple, DemandClass], cls: DemandClass, ids: set[str]) -> None:
+    heap = [e for e in cls.heap if e[2] not in ids]
+    if len(heap) != len(cls.heap):
+        heapq.heapify(heap)
+        cls.heap = heap
+        if not heap:
+            classes.pop(cls.key, None)

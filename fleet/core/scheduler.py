@@ -29,11 +29,12 @@ from fleet.core.deadline import DRAIN_KILL, AllocationEnds, Deadline, DrainNow, 
 from fleet.core.decisions import (Blocked, Cancel, Decision, Elsewhere, EnterMore, Entering, Event, Finished,
                                   Exits, Ignored, JobView, Kill, NodeJoined, NodeLost, Reclaim, Retry, Settled, Skipped,
                                   Start, StepExited, Submitted, Unrunnable, Wait, submission)
-from fleet.core.jobs import DemandClass as _Class, Job as _Job
+from fleet.core.jobs import DemandClass as _Class, Job as _Job, take_out
 from fleet.core.phases import Phases
 from fleet.core.reservations import RESERVE_AFTER_S, Reservations
 from fleet.core.resources import Capacity, Demand, Pool
 from fleet.core.suite import StepSpec
+from fleet.core.unfit import PendingDemands
 from fleet.core.window import Begin, Queue, Unqueued, Window
 
 __all__ = ["Scheduler", "JobView", "Event", "Decision", "NodeJoined", "NodeLost", "Submitted", "EnterMore",
@@ -65,6 +66,7 @@ class Scheduler(Entries, Phases):
         self._counts: dict[str, int] = {}
         self.moved = None  # observer: (step, old state, new state) at each change (fleet.control.submissions)
         self._capacity: Capacity | None = None
+        self._pending = PendingDemands()  # demands of waiting and ready steps (fleet.core.unfit)
         # A changed (or rerun) definition of a running step, with its deps and whether
         # it runs serially: it replaces the running one when that ends.
         self._after: dict[str, tuple[StepSpec, tuple[str, ...], bool]] = {}
@@ -198,6 +200,8 @@ class Scheduler(Entries, Phases):
         self._counts[job.state] = self._counts.get(job.state, 0) + 1
         if self.moved is not None:
             self.moved(job.spec.id, old, job.state)
+        if job.demand is not None:
+            self._pending.moved(job.demand, old, job.state)
         if job.state in S.FINAL:
             self._open -= 1
             self._ended(job)
@@ -226,6 +230,7 @@ class Scheduler(Entries, Phases):
             self._block_descendants(job, s.id, out)
             return
         job.demand = Demand(cores=w, gpus=s.gpus, memory=s.memory, span=s.span, unit=unit)
+        self._pending.add(job.demand)
         if job.unmet == 0:
             self._make_ready(job)
 
@@ -293,7 +298,7 @@ class Scheduler(Entries, Phases):
         ends cancelled now. Either way its dependents are blocked, and a changed
         definition waiting to replace it is dropped. Every step named is cancelled
         before any dependent is blocked: a named dependent ends cancelled, not blocked."""
-        ended = []
+        ended, ready = [], []
         for sid in self._with_children(ev.steps):  # a waiting parent's children with it
             job = self._jobs.get(sid)
             if job is not None and job.state == S.QUEUED:
@@ -308,12 +313,13 @@ class Scheduler(Entries, Phases):
                 out.append(Kill(sid, job.attempt, ev.reason))
                 continue
             if job.state == S.READY:
-                self._dequeue(job)
+                ready.append(job)
             elif job in self._unresolved:
                 self._unresolved.remove(job)
             self._set(job, "cancel")
             out.append(Finished(sid, job.attempt, S.CANCELLED, ev.reason, ran=False))
             ended.append(job)
+        take_out(self._classes, ready)  # one rebuild per class, not a heap scan per step
         for job in ended:
             self._block_descendants(job, job.spec.id, out)
 
@@ -392,17 +398,15 @@ class Scheduler(Entries, Phases):
         for job in sorted(victims, key=lambda j: j.seq):
             self._exited(StepExited(job.spec.id, job.attempt, S.LOST, ev.reason), now, out)
         # Widths stay as decided; a step that can no longer fit anywhere is reported.
-        cap = self.capacity()
-        for job in list(self._jobs.values()):
-            if job.state in (S.WAITING, S.READY) and job.demand is not None:
-                d = job.demand
-                w = cap.width(d.cores, d.cores, d.unit, d.gpus, d.memory, d.span)
-                if isinstance(w, str):
-                    if job.state == S.READY:
-                        self._dequeue(job)
-                    self._set(job, "impossible")
-                    out.append(Unrunnable(job.spec.id, f"after losing {ev.node}: {w}"))
-                    self._block_descendants(job, job.spec.id, out)
+        unfit = self._pending.unfit(self.capacity())  # once per demand (fleet.core.unfit)
+        if not unfit:
+            return
+        gone = [j for j in self._jobs.values() if j.state in (S.WAITING, S.READY) and j.demand in unfit]
+        take_out(self._classes, [j for j in gone if j.state == S.READY])
+        for job in (j for j in gone if j.state in (S.WAITING, S.READY)):  # not blocked meanwhile
+            self._set(job, "impossible")
+            out.append(Unrunnable(job.spec.id, f"after losing {ev.node}: {unfit[job.demand]}"))
+            self._block_descendants(job, job.spec.id, out)
 
     def _dequeue(self, job: _Job) -> None:
         for cls in self._classes.values():
