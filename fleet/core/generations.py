@@ -22,6 +22,7 @@ from typing import Iterator, Mapping
 from fleet.core import states as S
 from fleet.core.decisions import Blocked, Decision, Skipped, Submitted
 from fleet.core.graph import _kahn
+from fleet.core.jobs import take_out
 from fleet.core.ranks import SETUP_ORDER
 
 NEW, KEEP, RENEW, AFTER = "new", "keep", "renew", "after"
@@ -109,6 +110,9 @@ class Entries:
     # The order of ready steps of equal priority (fleet.core.ranks): setup order (a
     # stateless default shared by all) unless a scheduler is given its own.
     ranks = SETUP_ORDER
+    # Ready jobs replaced by a new generation, taken out of their classes together when
+    # the new ones are entered (fleet.core.jobs.take_out): one at a time was quadratic.
+    _stale: list | None = None
 
     def _submitting(self, ev: Submitted, out: list, entry) -> Iterator[None]:
         chunk, work = ev.chunk, itertools.count(1)
@@ -155,7 +159,11 @@ class Entries:
     def _forget(self, old) -> None:
         """Drop a job's record (a new generation takes its id)."""
         if old.state == S.READY:
-            self._dequeue(old)
+            if self._stale is None:
+                self._stale = []
+            self._stale.append(old)
+        if old.demand is not None:
+            self._pending.moved(old.demand, old.state, "forgotten")  # fleet.core.unfit
         if old in self._unresolved:
             self._unresolved.remove(old)
         self._counts[old.state] -= 1
@@ -175,6 +183,9 @@ class Entries:
     def _entering(self, new: list, skip: set, foreign: frozenset, done: frozenset, out: list, chunk: int,
                   work) -> Iterator[None]:
         """_enter(), pausing after every `chunk` counts of `work`."""
+        if self._stale:  # before any new generation is queued: its heap entry may equal the old one's
+            take_out(self._classes, self._stale)
+            self._stale = None
         kept = []
         for j in new:  # one renewed twice counts once
             if chunk and next(work) % chunk == 0:

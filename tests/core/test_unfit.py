@@ -1,13 +1,14 @@
 """Steps that no longer fit after a node is lost, and many ready steps taken out at
-once (fleet.core.unfit, fleet.core.jobs.take_out), through the real Scheduler handlers."""
+once - by a loss, a cancel, a resubmitted changed suite - (fleet.core.unfit,
+fleet.core.jobs.take_out), through the real Scheduler handlers."""
 
 from __future__ import annotations
 
 from fleet.core import states as S
 from fleet.core.resources import Capacity
-from fleet.core.scheduler import Blocked, Cancel, Finished, NodeLost, Start, StepExited, Unrunnable
+from fleet.core.scheduler import Blocked, Cancel, Finished, NodeLost, Start, StepExited, Unrunnable, submission
 
-from coretools import node, scheduler  # noqa: E402
+from coretools import node, scheduler, suite  # noqa: E402
 
 
 def of(kind, decisions):
@@ -61,3 +62,18 @@ def test_cancelling_thousands_of_ready_steps_takes_them_all_out_and_the_rest_sti
         started += [d.step for d in of(Start, sched.handle(StepExited(sid, 1, S.SUCCEEDED), 2.0 + t))]
     assert started == [f"s{i}" for i in range(3, 4000, 2)]
     assert sched.finished() and sched.counts() == {S.SUCCEEDED: 2001, S.CANCELLED: 1999}
+
+
+def test_a_changed_suite_resubmitted_while_its_steps_are_ready_runs_each_new_definition_exactly_once():
+    sched, out = scheduler([node("n1", 2)], *[{"id": f"s{i}"} for i in range(2000)])
+    starts = [d.step for d in of(Start, out)]
+    again = suite(*[{"id": f"s{i}", "command": "changed"} for i in range(2000)])
+    starts += [d.step for d in of(Start, sched.handle(submission(again.steps), 1.0))]
+    t = 2.0
+    while not sched.finished():
+        v = sched.running()[0]
+        starts += [d.step for d in of(Start, sched.handle(StepExited(v.id, v.attempt, S.SUCCEEDED), t))]
+        t += 1.0
+    # The two running at the resubmission ran twice (old and new definition); every other once.
+    assert sorted(starts) == sorted(["s0", "s1"] + [f"s{i}" for i in range(2000)])
+    assert sched.counts() == {S.SUCCEEDED: 2000} and sched._classes == {}
