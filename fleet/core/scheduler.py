@@ -408,16 +408,6 @@ class Scheduler(Entries, Phases):
             out.append(Unrunnable(job.spec.id, f"after losing {ev.node}: {unfit[job.demand]}"))
             self._block_descendants(job, job.spec.id, out)
 
-    def _dequeue(self, job: _Job) -> None:
-        for cls in self._classes.values():
-            entry = (job.prio, job.qkey, job.spec.id)
-            if entry in cls.heap:
-                cls.heap.remove(entry)
-                heapq.heapify(cls.heap)
-                if not cls.heap:
-                    del self._classes[cls.key]
-                return
-
     # -- the pass --------------------------------------------------------------------------
     def _heads(self, pool: Pool, res, now: float) -> list:
         """The first step of each class worth trying this pass, as a heap in pass order:
