@@ -101,6 +101,9 @@ class ClaimLog:
         # them a batch or snapshot read since named: what the claims' upkeep looks at.
         self.watch: dict | set = set()
         self.touched: set[str] = set()
+        # A snapshot written by a thread (fleet.control.snapwriter), in a coordinator.
+        self.snap_async = False
+        self.pending = None
 
     def clear(self) -> None:
         """Remove the log (a lone lease holder: nobody else reads or writes it)."""
@@ -179,6 +182,8 @@ class ClaimLog:
 
     def say_ended(self) -> None:
         """Put the ended steps not said yet in a batch of their own (once per period)."""
+        if self.pending is not None and not self.pending.decided.is_set():
+            return  # said with the next batch, after the snapshot being written (no wait for it)
         if self._ending and self.next >= 0:
             while not self._write([]):
                 self.follow()
@@ -257,6 +262,8 @@ class ClaimLog:
 
     def _write(self, steps: list[str]) -> bool:
         """Put the batch in place as number self.next, whole (link), if nobody did."""
+        if self.pending is not None:  # a snapshot thread may be about to link this number
+            claimsnap.settle(self, wait=True)
         store.makedirs(self.root)  # once per process
         tmp = self.root / f".{self.fleet_id}.{os.getpid()}.tmp"
         rec = {"fleet": self.fleet_id, "host": socket.gethostname(), "pid": os.getpid(), "at": time.time(),

@@ -23,15 +23,18 @@ from fleet.control.lease import Lease
 STEPS = [f"s/{i}" for i in range(300)]
 
 
-def _log(run_dir: str, who: str) -> claimlog.ClaimLog:
+def _log(run_dir: str, who: str, snap_async: bool = False) -> claimlog.ClaimLog:
+    """`snap_async`: snapshots written by a thread, as in a coordinator (fleet.control.snapwriter)."""
     lease = Lease(Path(run_dir), who, 60.0)
     lease._register()  # live to the others while it runs (gone once its process is)
-    return claimlog.ClaimLog(Path(run_dir), who, lease, lambda fleet: None)
+    log = claimlog.ClaimLog(Path(run_dir), who, lease, lambda fleet: None)
+    log.snap_async = snap_async
+    return log
 
 
-def _doomed(run_dir: str, stage: str, wrote, go) -> None:
+def _doomed(run_dir: str, stage: str, wrote, go, snap_async: bool) -> None:
     """Claims the first 200 steps, five to a file, then compacts, killed at `stage`."""
-    log = _log(run_dir, "doomed")
+    log = _log(run_dir, "doomed", snap_async)
     for i in range(0, 200, 5):
         log.claim(STEPS[i:i + 5], lambda s: None)
     claimsnap.say_position(log)
@@ -40,13 +43,16 @@ def _doomed(run_dir: str, stage: str, wrote, go) -> None:
     os.environ[claimsnap.FILES_ENV] = "8"
     os.environ[claimsnap.FAULT_ENV] = stage
     claimsnap.upkeep(log)
+    if log.pending is not None:  # the thread writes, links and removes: killed there
+        log.pending.thread.join()
     os._exit(3)  # not reached: the fault hook kills the process
 
 
-def _racer(run_dir: str, who: str, steps, ready, barrier, done, results, compact: bool) -> None:
+def _racer(run_dir: str, who: str, steps, ready, barrier, done, results, compact: bool,
+           snap_async: bool = False) -> None:
     if compact:
         os.environ[claimsnap.FILES_ENV] = "4"
-    log = _log(run_dir, who)
+    log = _log(run_dir, who, snap_async)
     if ready is not None:  # a fleet live before the crash: it read the log and said so
         log.follow()
         claimsnap.say_position(log)
@@ -57,6 +63,9 @@ def _racer(run_dir: str, who: str, steps, ready, barrier, done, results, compact
         log.claim(steps[i:i + 3], lambda s: None)
         if compact:
             claimsnap.upkeep(log)
+            if log.pending is not None:  # its thread's work done within the round, as on the loop
+                log.pending.thread.join()
+                claimsnap.settle(log)
             most = max(most, len(claimlog.batch_files(Path(run_dir))))
             barrier.wait()  # in rounds: no racer reads more than a round behind the others
     log.follow()
@@ -92,13 +101,14 @@ def assert_held_once(run_dir: Path, won: dict) -> None:
     assert {s: rec["fleet"] for s, rec in claimlog.holders(run_dir).items()} == truth
 
 
+@pytest.mark.parametrize("snap_async", [False, True], ids=["on_the_loop", "by_a_thread"])
 @pytest.mark.parametrize("stage", ["written", "linked", "removed"])
 def test_a_process_killed_at_each_stage_of_a_compaction_leaves_a_log_that_live_and_new_fleets_read_alike(
-        tmp_path, stage):
+        tmp_path, stage, snap_async):
     ctx = multiprocessing.get_context("fork")
     wrote, go, ready = ctx.Event(), ctx.Event(), ctx.Event()
     barrier, done, results = ctx.Barrier(2), ctx.Barrier(3), ctx.Queue()
-    doomed = ctx.Process(target=_doomed, args=(str(tmp_path), stage, wrote, go))
+    doomed = ctx.Process(target=_doomed, args=(str(tmp_path), stage, wrote, go, snap_async))
     doomed.start()
     assert wrote.wait(60)
     # A fleet live before the crash, which read the doomed one's batches and said so.
@@ -126,11 +136,12 @@ def test_a_process_killed_at_each_stage_of_a_compaction_leaves_a_log_that_live_a
     assert_held_once(tmp_path, won)
 
 
-def test_racers_compacting_while_they_claim_hold_each_step_once_and_keep_the_log_bounded(tmp_path):
+@pytest.mark.parametrize("snap_async", [False, True], ids=["on_the_loop", "by_a_thread"])
+def test_racers_compacting_while_they_claim_hold_each_step_once_and_keep_the_log_bounded(tmp_path, snap_async):
     ctx = multiprocessing.get_context("fork")
     barrier, done, results = ctx.Barrier(4), ctx.Barrier(5), ctx.Queue()
     procs = [ctx.Process(target=_racer, args=(str(tmp_path), f"racer{k}", _shuffled(k), None, barrier, done,
-                                              results, True)) for k in range(4)]
+                                              results, True, snap_async)) for k in range(4)]
     for p in procs:
         p.start()
     won = _collect(procs, results, done, 4)
@@ -188,3 +199,47 @@ def test_two_fleets_sharing_a_run_directory_for_many_claim_turns_keep_the_claims
     assert (journals / "folded.jsonl").exists() and not [p for p in journals.iterdir() if SEGMENT.search(p.name)]
     assert_each_ended_once(run_dir, steps)  # nothing ran again
     assert_nothing_left(run_dir)
+
+
+def test_a_coordinators_snapshot_is_written_by_a_thread_so_the_loop_returns_while_its_file_cannot_be_written(
+        tmp_path):
+    """The snapshot's temporary file is a FIFO nobody reads: opening it to write blocks
+    until someone does. On the loop, the upkeep would block there; by a thread
+    (fleet.control.snapwriter), the upkeep returns and the loop goes on reading the log
+    until the thread is let go; the next snapshot then lands and the log reads alike."""
+    import threading
+    os.environ[claimsnap.FILES_ENV] = "8"
+    try:
+        log = _log(str(tmp_path), "loop", snap_async=True)
+        log._try_at = 1 << 60  # no compaction while these claims are written
+        for i in range(0, 60, 5):
+            log.claim(STEPS[i:i + 5], lambda s: None)
+        log.said.update(STEPS[:10])
+        fifo = log.root / f".loop.{os.getpid()}.snap.tmp"
+        os.mkfifo(fifo)
+        upkeep = threading.Thread(target=claimsnap.upkeep, args=(log,), daemon=True)
+        upkeep.start()
+        upkeep.join(30)
+        assert not upkeep.is_alive(), "the upkeep waited for the snapshot's file"
+        assert log.pending is not None and not log.pending.decided.is_set()
+        assert not [p for p in claimlog.batch_files(tmp_path) if b'"snapshot"' in p.read_bytes().split(b"\n")[0]]
+        log.follow()  # the loop goes on meanwhile
+        fd = os.open(fifo, os.O_RDONLY)  # let the thread go: it writes, and cannot fsync a FIFO
+        try:
+            while os.read(fd, 1 << 16):
+                pass
+        finally:
+            os.close(fd)
+        log.pending.thread.join(30)
+        assert claimsnap.settle(log) is False and log.pending is None  # that one failed: nothing linked
+        os.unlink(fifo)
+        claimsnap.upkeep(log)  # the next one lands
+        log.pending.thread.join(30)
+        assert claimsnap.settle(log) is True and log.snapshots == 1
+        files = claimlog.batch_files(tmp_path)
+        assert len(files) == 1 and json.loads(files[0].read_bytes().split(b"\n")[0])["snapshot"]
+        fresh = _log(str(tmp_path), "fresh")
+        fresh.follow()
+        assert fresh.holder == log.holder and fresh.said == log.said and len(log.holder) == 60
+    finally:
+        os.environ.pop(claimsnap.FILES_ENV, None)
