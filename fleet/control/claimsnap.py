@@ -77,9 +77,9 @@ def load(log, data: dict) -> None:
     for who, steps in (data.get("holders") or {}).items():
         for s in steps:
             holder[s] = who
-    said = set()
+    said: dict[str, None] = {}  # (a set, as ClaimLog.said)
     for who, steps in (data.get("ended") or {}).items():
-        said.update(s for s in steps if holder.get(s) == who)
+        said.update((s, None) for s in steps if holder.get(s) == who)
     log.holder, log.said, log.complete = holder, said, True
     log.mine = {s for s, who in holder.items() if who == log.fleet_id}
     log.ended = {s for s in said if holder[s] != log.fleet_id}
@@ -151,7 +151,7 @@ def _upkeep(log) -> bool:
     if others - set(pos):
         return wrote  # a live fleet has not said where it reads: it may read anything
     if log.snap_async:  # written, linked and the files before removed by a thread
-        log.pending = snapwriter.Pending(log, _head(log), min([log.next, *(pos[f] for f in others)]), others)
+        log.pending = snapwriter.Pending(log, min([log.next, *(pos[f] for f in others)]), others)
         return wrote
     if not _snapshot(log):
         return False
@@ -162,8 +162,7 @@ def _upkeep(log) -> bool:
 
 def settle(log, wait: bool = False) -> bool:
     """Take in what the snapshot thread decided (fleet.control.snapwriter): True once,
-    when its snapshot was linked. `wait`: until it is decided (the loop is about to
-    write a batch, which takes the number after it)."""
+    when its snapshot was linked. `wait`: until it is decided."""
     p = log.pending
     if p is None:
         return False
@@ -173,8 +172,8 @@ def settle(log, wait: bool = False) -> bool:
         return False
     wrote = p.linked and not p.counted
     if wrote:  # (the loop may have read it already: it is then where the log's reading is)
-        log.snap_at = max(log.snap_at, p.of)
-        log.next = max(log.next, p.of + 1)
+        log.snap_at = max(log.snap_at, p.at)
+        log.next = max(log.next, p.at + 1)
         log.snapshots += 1
     p.counted = True
     if p.done():
