@@ -406,10 +406,11 @@ def _status_connection(run_dir: Path, conn_file, login, ssh_option, as_json):
 @click.option("--ssh-option", multiple=True, show_default="none",
               help="extra ssh options, e.g. '-p 2222' or '-F config' (repeatable)")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object (an error too: {\"error\": ...})")
+@click.option("--nodes", "all_nodes", is_flag=True, help="list every node (else: totals, and nodes needing attention)")
 @click.option("--watch", is_flag=True, help="redraw in place until interrupted")
 @click.option("--interval", type=click.FloatRange(min=0, min_open=True), default=1.0,
               help="seconds between redraws with --watch (more than 0)")
-def status(run_dir, conn_file, via, login, ssh_option, as_json, watch, interval):
+def status(run_dir, conn_file, via, login, ssh_option, as_json, all_nodes, watch, interval):
     """What a fleet is doing: nodes, steps by state, running steps, recent failures."""
     import contextlib
     import time as _t
@@ -436,7 +437,7 @@ def status(run_dir, conn_file, via, login, ssh_option, as_json, watch, interval)
         try:
             while True:
                 try:
-                    st = f.status(timeout=10)
+                    st = f.status(timeout=10, nodes=all_nodes)
                 except FleetError as e:
                     raise click.ClickException(str(e))
                 if as_json:

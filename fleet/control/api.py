@@ -165,9 +165,26 @@ class Fleet:
                                    f"within {timeout} s")
             time.sleep(POLL_S)
 
-    def status(self, timeout: float = 10.0) -> dict:
-        """The fleet's state, as `fleet status --json` prints it."""
-        return self.client.ask(P.Status(), timeout=timeout).status
+    def status(self, timeout: float = 10.0, nodes: bool = False) -> dict:
+        """The fleet's state, as `fleet status --json` prints it: the nodes summed up and
+        those that need attention listed (fleet.control.nodestatus); with `nodes`, every
+        node's row too (asked for page by page, so that no one answer grows with the fleet)."""
+        st = self.client.ask(P.Status(), timeout=timeout).status
+        if nodes and st.get("nodes_shown", "all") != "all":  # an older coordinator listed them all
+            st["nodes"], st["nodes_shown"] = self._node_table(timeout), "all"
+        return st
+
+    def _node_table(self, timeout: float) -> list[dict]:
+        """Every node's row, page by page; a node that joined between two pages may
+        shift the order, so a row already taken is not taken twice."""
+        rows: dict[str, dict] = {}
+        start = 0
+        while start is not None:
+            page = self.client.ask(P.Status(nodes_from=start), timeout=timeout).status
+            for r in page["nodes"]:
+                rows.setdefault(r["node"], r)
+            start = page["nodes_next"]
+        return list(rows.values())
 
     def cancel(self, ids: Iterable[str] = (), *, waiting: bool = False, every: bool = False) -> P.CancelReply:
         """Cancel these steps (with `waiting`, every step not yet started; with `every`,

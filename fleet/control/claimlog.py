@@ -44,6 +44,7 @@ Per-step claim files of older fleets are still honoured (fleet.control.claims).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -62,6 +63,7 @@ LIVE_S = 1.0      # how long a look at which fleets are live is trusted for a co
 # Test hook (docs/operations.md): seconds to wait after the batch file is written,
 # before the claim is acted on, so that a test can kill a fleet between the two.
 PAUSE_ENV = "FLEET_TEST_CLAIM_PAUSE"
+_UNLOCKED = contextlib.nullcontext()
 
 
 class ClaimLog:
@@ -91,7 +93,8 @@ class ClaimLog:
         self.snap_at = 0
         self.complete = False
         self._known = -1
-        self.said: set[str] = set()
+        # (a dict as a set: a snapshot copies it in C, and the cycle collector never walks it)
+        self.said: dict[str, None] = {}
         self.position = -1
         self.said_at = -1e9
         self.snapshots = 0  # snapshots this fleet wrote
@@ -101,6 +104,9 @@ class ClaimLog:
         # them a batch or snapshot read since named: what the claims' upkeep looks at.
         self.watch: dict | set = set()
         self.touched: set[str] = set()
+        # A snapshot written by a thread (fleet.control.snapwriter), in a coordinator.
+        self.snap_async = False
+        self.pending = None
 
     def clear(self) -> None:
         """Remove the log (a lone lease holder: nobody else reads or writes it)."""
@@ -129,6 +135,8 @@ class ClaimLog:
             nums = []
         self.next = nums[0] if nums else 0
         self._known = nums[-1] if nums else -1
+        if self.pending is not None:
+            self.pending.stale = True  # read again from here: the thread's numbers no longer follow
         # Files are removed from the lowest up, and only after the snapshot that holds
         # them: a log starting past 0 has a snapshot ahead, loaded when met.
         self.complete = self.next == 0
@@ -138,6 +146,10 @@ class ClaimLog:
             with open(self.root / f"{n:09d}.json", "rb") as f:
                 rec = json.loads(f.readline())  # a batch is one line; a snapshot's first line says so
                 if rec.get("snapshot"):
+                    if self.pending is not None and self.complete:
+                        self.pending.consumed(None)  # (a number, no change)
+                    elif self.pending is not None:
+                        self.pending.stale = True  # loaded: the thread's copies are not this state
                     if not self.complete:
                         claimsnap.load(self, json.loads(f.read()))
                     self.snap_at = n
@@ -150,12 +162,14 @@ class ClaimLog:
         return True
 
     def _apply(self, rec: dict) -> None:
+        if self.pending is not None:
+            self.pending.consumed(rec)  # the snapshot being written takes it in too
         who = str(rec.get("fleet"))
         watch, touched, said = self.watch, self.touched, self.said
         for s in rec.get("steps") or ():
             self.holder[s] = who
             self.ended.discard(s)
-            said.discard(s)
+            said.pop(s, None)
             if s in watch:
                 touched.add(s)
             if who == self.fleet_id:
@@ -164,7 +178,7 @@ class ClaimLog:
                 self.mine.discard(s)
         for s in rec.get("ended") or ():
             if self.holder.get(s) == who:
-                said.add(s)
+                said[s] = None
                 if who != self.fleet_id:
                     self.ended.add(s)
                     if s in watch:
@@ -270,16 +284,18 @@ class ClaimLog:
                 data = data[os.write(fd, data):]
         finally:
             os.close(fd)
-        try:
-            os.link(tmp, self.root / f"{self.next:09d}.json")
-        except FileExistsError:
-            return False
-        finally:
-            os.unlink(tmp)
-        self.next += 1
-        self.files += 1
-        self._ending = []
-        self._apply(rec)
+        # A snapshot's thread links under the same lock (fleet.control.snapwriter).
+        with self.pending.lock if self.pending is not None else _UNLOCKED:
+            try:
+                os.link(tmp, self.root / f"{self.next:09d}.json")
+            except FileExistsError:
+                return False
+            finally:
+                os.unlink(tmp)
+            self.next += 1
+            self.files += 1
+            self._ending = []
+            self._apply(rec)
         if self.next - self.snap_at >= self._every * 4 and self.next >= self._try_at:
             self._try_at = self.next + self._every  # (a live fleet not said yet: tried again later)
             claimsnap.upkeep(self)

@@ -31,8 +31,9 @@ read what the snapshot holds). A kill -9 at any stage leaves the log readable: t
 temporary file (removed by a later compaction), the snapshot with the files it holds
 (both read the same), or some of them removed.
 
-Cost: one snapshot every COMPACT_FILES claim turns (one write of the whole state, on
-the loop: a few hundred ms at a million steps, so at most a few percent of it), one
+Cost: one snapshot every COMPACT_FILES claim turns (one write of the whole state: in a
+coordinator by a thread, fleet.control.snapwriter, the loop only copying its two tables
+and linking nothing; a few hundred ms of that thread at a million steps), one
 failed open every FOLLOW_S and a small write of the position at most every SAY_S or
 quarter of COMPACT_FILES, per fleet, and nothing per step.
 """
@@ -45,6 +46,8 @@ import os
 import signal
 import socket
 import time
+
+from fleet.control import snapwriter
 
 _log = logging.getLogger("fleet.control.claimsnap")
 COMPACT_FILES = 512  # files written since the last snapshot before a fleet compacts
@@ -74,9 +77,9 @@ def load(log, data: dict) -> None:
     for who, steps in (data.get("holders") or {}).items():
         for s in steps:
             holder[s] = who
-    said = set()
+    said: dict[str, None] = {}  # (a set, as ClaimLog.said)
     for who, steps in (data.get("ended") or {}).items():
-        said.update(s for s in steps if holder.get(s) == who)
+        said.update((s, None) for s in steps if holder.get(s) == who)
     log.holder, log.said, log.complete = holder, said, True
     log.mine = {s for s, who in holder.items() if who == log.fleet_id}
     log.ended = {s for s in said if holder[s] != log.fleet_id}
@@ -136,16 +139,20 @@ def upkeep(log) -> bool:
 
 
 def _upkeep(log) -> bool:
+    wrote = settle(log)
     log.follow()  # (says the position when it moved by a quarter of COMPACT_FILES)
     if time.monotonic() - log.said_at >= SAY_S:
         say_position(log)
-    if log.next - log.snap_at < compact_files():
-        return False
+    if log.pending is not None or log.next - log.snap_at < compact_files():
+        return wrote  # (one snapshot at a time: the last one's thread is still at work)
     log._look(time.monotonic())
     others = {f for f in log._live if f != log.fleet_id}
     pos = positions(log)
     if others - set(pos):
-        return False  # a live fleet has not said where it reads: it may read anything
+        return wrote  # a live fleet has not said where it reads: it may read anything
+    if log.snap_async:  # written, linked and the files before removed by a thread
+        log.pending = snapwriter.Pending(log, min([log.next, *(pos[f] for f in others)]), others)
+        return wrote
     if not _snapshot(log):
         return False
     bound = min([log.snap_at, *(pos[f] for f in others)])
@@ -153,14 +160,38 @@ def _upkeep(log) -> bool:
     return True
 
 
+def settle(log, wait: bool = False) -> bool:
+    """Take in what the snapshot thread decided (fleet.control.snapwriter): True once,
+    when its snapshot was linked. `wait`: until it is decided."""
+    p = log.pending
+    if p is None:
+        return False
+    if wait:
+        p.decided.wait()
+    if not p.decided.is_set():
+        return False
+    wrote = p.linked and not p.counted
+    if wrote:  # (the loop may have read it already: it is then where the log's reading is)
+        log.snap_at = max(log.snap_at, p.at)
+        log.next = max(log.next, p.at + 1)
+        log.snapshots += 1
+    p.counted = True
+    if p.done():
+        log.pending = None  # (its removals done too: the next snapshot may start)
+    return wrote
+
+
+def _head(log) -> bytes:
+    return json.dumps({"fleet": log.fleet_id, "host": socket.gethostname(), "pid": os.getpid(), "at": time.time(),
+                       "snapshot": True, "steps": [], "of": log.next}).encode() + b"\n"
+
+
 def _snapshot(log) -> bool:
     """Write the snapshot as the log's next number (see the module's docstring)."""
     tmp = log.root / f".{log.fleet_id}.{os.getpid()}.snap.tmp"
-    head = {"fleet": log.fleet_id, "host": socket.gethostname(), "pid": os.getpid(), "at": time.time(),
-            "snapshot": True, "steps": []}
     while True:
         with open(tmp, "wb") as f:
-            f.write(json.dumps({**head, "of": log.next}).encode() + b"\n" + _state(log))
+            f.write(_head(log) + _state(log))
             f.flush()
             os.fsync(f.fileno())
         _fault("written")

@@ -38,8 +38,9 @@ def _alive(pid: int) -> bool:
 
 
 # An answer comes from the coordinator this client authenticated (CURVE), so it is not
-# held to the 1 MiB bound of what the coordinator takes in: a status answer lists every
-# node, ~130 bytes each (10,000 nodes: ~1.3 MB).
+# held to the 1 MiB bound of what the coordinator takes in: a status answer of a
+# coordinator from before fleet.control.nodestatus listed every node, ~130 bytes each
+# (10,000 nodes: ~1.3 MB); now it is bounded and the node table comes in pages.
 ANSWER_LIMIT = 256 << 20
 
 

@@ -453,7 +453,7 @@ class Coordinator:
         elif isinstance(msg, P.Progress):
             reply(self.submissions.progress(msg))
         elif isinstance(msg, P.Status):
-            reply(P.StatusReply(self.status()))
+            reply(P.StatusReply(self.status(msg.nodes_from)))
         elif isinstance(msg, P.Cancel):
             reply(self.cancelling.asked(msg, time.time()))
         elif isinstance(msg, P.Down):  # the answer says how long its steps may take to stop
@@ -480,12 +480,13 @@ class Coordinator:
         else:  # answered once it is in; those behind it follow (fleet.control.intake)
             self.intake.begin(held.ident, held.msg, held.acc, now)
 
-    def status(self) -> dict:
-        """The answer to `fleet status` (fleet.control.status)."""
+    def status(self, nodes_from: int = -1) -> dict:
+        """The answer to `fleet status` (fleet.control.status); a page of the node table from `nodes_from`."""
         return status_answer(self.sched, self.liveness.in_order(), up_since=self.started, run_dir=self.run_dir,
                              failures=self.submissions.failures, dropped=self.transport.dropped,
-                             submissions=list(self.submissions.subs.values()),
-                             loop=self.liveness.loop_figures(submitting=self.intake.count()))
+                             submissions=list(self.submissions.subs.values()), nodes_from=nodes_from,
+                             loop=self.liveness.loop_figures(submitting=self.intake.count()),
+                             quiet_s=self.liveness.timeout_s / 2)
 
 
 def main(argv: list[str] | None = None) -> int:

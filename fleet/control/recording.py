@@ -47,6 +47,7 @@ class Recorder:
         # Shared, claims are taken in batches (fleet.control.claimlog); alone, nobody
         # else reads the log of an earlier shared period (it goes) or folds journals.
         self.log = self.claims.log = ClaimLog(self.run_dir, self.fleet_id, self.lease, self._gone)
+        self.log.snap_async = True  # claims snapshots off the loop (fleet.control.snapwriter)
         if not self.lease.shared:
             self.log.clear()
             fold.at_start(self.run_dir, js, live, replayed)
@@ -226,6 +227,8 @@ class Recorder:
         try:
             if self.folding is not None:
                 self.folding.join()  # a rotation's fold finishes before the lease goes
+            if self.log.pending is not None:
+                self.log.pending.thread.join()  # a claims snapshot too
             self.journal.close()
         finally:
             self.claims.release_all()

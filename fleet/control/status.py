@@ -9,16 +9,22 @@ import os
 import time
 from pathlib import Path
 
+from fleet.control import nodestatus
 from fleet.core.scheduler import Scheduler
 
 STATUS_RUNNING = 500  # running steps listed in one status answer
 
 
 def answer(sched: Scheduler, agents: list, *, up_since: float, run_dir: Path, failures: list,
-           dropped: dict, submissions: list, loop: dict | None = None) -> dict:
+           dropped: dict, submissions: list, loop: dict | None = None, nodes_from: int = -1,
+           quiet_s: float | None = None) -> dict:
     """The status map. `agents` in the order to list them (fleet.control.liveness.Agent),
     `submissions` as fleet.control.submissions.Submission; `loop`: the coordinator loop's
-    lag and the submissions not yet in (fleet.control.liveness.Liveness.loop_figures)."""
+    lag and the submissions not yet in (fleet.control.liveness.Liveness.loop_figures).
+    With `nodes_from` >= 0, only a page of the whole node table from there; the nodes
+    part of the default answer is bounded (fleet.control.nodestatus)."""
+    if nodes_from >= 0:
+        return nodestatus.page(sched, agents, nodes_from)
     now = time.time()
     # The first STATUS_RUNNING running steps in start order, and how many run in all.
     views = sched.running(STATUS_RUNNING)
@@ -27,7 +33,7 @@ def answer(sched: Scheduler, agents: list, *, up_since: float, run_dir: Path, fa
                     elapsed_s=round(now - v.started_at, 3) if v.started_at else None, **_phase(sched, v.id))
                for v in views]
     return dict(up_since=up_since, run_dir=str(run_dir), pid=os.getpid(),
-                nodes=_nodes(sched, agents), counts=sched.counts(), running=running,
+                **nodestatus.summary(sched, agents, quiet_s), counts=sched.counts(), running=running,
                 running_total=sched.running_count(), failures=failures[-10:], dropped=dict(dropped),
                 submissions=[dict(id=s.id, suite=s.suite, steps=len(s.steps),
                                   finished=len(s.steps) - s.remaining) for s in submissions],
@@ -42,19 +48,3 @@ def _phase(sched: Scheduler, sid: str) -> dict:
     parent, phase, stage, _, _ = sched.family(sid)
     return {k: v for k, v in (("parent", parent), ("phase", phase), ("stage", stage)) if v}
 
-
-def _nodes(sched: Scheduler, agents: list) -> list[dict]:
-    """Each agent's node and what of it is held; one that never reached the scheduler is not alive."""
-    nodes = []
-    specs = {n.name: n for n in sched.pool.nodes()}
-    for a in agents:
-        spec = specs.get(a.node)
-        if spec is not None:
-            free_c, free_g, free_m = sched.pool.free_on(a.node)
-            nodes.append(dict(node=a.node, host=a.host, alive=a.alive, cores=len(spec.cores),
-                              cores_busy=len(spec.cores) - free_c, gpus=len(spec.gpus),
-                              gpus_busy=len(spec.gpus) - free_g, memory=spec.memory,
-                              memory_held=spec.memory - free_m, memory_used=a.memory_used, memlimit=a.memlimit))
-        else:
-            nodes.append(dict(node=a.node, host=a.host, alive=False))
-    return nodes

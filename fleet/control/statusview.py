@@ -83,19 +83,45 @@ def _used(n: dict) -> str:
     return text + (f"; limits: {n['memlimit'].split(' (')[0]}" if n.get("memlimit") else "")  # not its cgroup's path
 
 
+def _node(n: dict) -> str:
+    if not n.get("alive"):
+        return f"  {n['node']:<14} LOST"
+    return (f"  {n['node']:<14} cores {n['cores_busy']:>4}/{n['cores']:<4} gpus {n['gpus_busy']}/{n['gpus']}"
+            f"  memory held {format_memory(n['memory_held'])} of {format_memory(n['memory'])}" + _used(n)
+            + (f"  ({n['attention']})" if n.get("attention") else ""))
+
+
+def _nodes(st: dict) -> list[str]:
+    """The nodes part: every node's row (a small fleet, `--nodes`, an older coordinator),
+    else the totals and the nodes that need attention (fleet.control.nodestatus)."""
+    t = st.get("nodes_summary")
+    if t is None or st.get("nodes_shown", "all") == "all":
+        return ["nodes:"] + [_node(n) for n in st["nodes"]]
+    busy = t.get("busy", {})
+    used = f", used {format_memory(t['memory_used'])}" if t.get("memory_reported") else ""
+    out = [f"nodes: {t['nodes']} ({t['alive']} alive" + (f", {t['lost']} lost" if t["lost"] else "")
+           + (f", {t['not_in_pool']} not in the pool" if t.get("not_in_pool") else "") + ")",
+           f"  cores {t['cores_busy']}/{t['cores']} busy, gpus {t['gpus_busy']}/{t['gpus']}, memory held "
+           f"{format_memory(t['memory_held'])} of {format_memory(t['memory'])}{used}",
+           f"  nodes by cores busy: idle {busy.get('idle', 0)}, under half {busy.get('under_half', 0)}, "
+           f"half or more {busy.get('half_or_more', 0)}, full {busy.get('full', 0)}"]
+    total = st.get("nodes_attention", len(st["nodes"]))
+    if total:
+        out.append(f"  need attention ({total}):")
+        out.extend("  " + _node(n) for n in st["nodes"])
+        if total > len(st["nodes"]):
+            out.append(f"    ... and {total - len(st['nodes'])} more")
+    out.append("  (every node: fleet status --nodes)")
+    return out
+
+
 def render(st: dict, now: float | None = None, max_running: int = 20) -> str:
     """The status map as lines of text for a terminal."""
     now = time.time() if now is None else now
     out = [f"fleet in {st['run_dir']}: up {_dur(now - st['up_since'])} (since "
            f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(st['up_since']))}), coordinator pid {st['pid']}"]
     out.extend(_allocation(st.get("allocation"), now))
-    out.append("nodes:")
-    for n in st["nodes"]:
-        if not n.get("alive"):
-            out.append(f"  {n['node']:<14} LOST")
-            continue
-        out.append(f"  {n['node']:<14} cores {n['cores_busy']:>4}/{n['cores']:<4} gpus {n['gpus_busy']}/{n['gpus']}"
-                   f"  memory held {format_memory(n['memory_held'])} of {format_memory(n['memory'])}" + _used(n))
+    out.extend(_nodes(st))
     counts = st.get("counts", {})
     out.append("steps:  " + ("  ".join(f"{k} {counts[k]}" for k in STATES if counts.get(k)) or "none submitted"))
     out.extend(_suites(st.get("submissions", [])))

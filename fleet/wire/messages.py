@@ -432,7 +432,10 @@ class ProgressReply:
 
 @message("status")
 class Status:
-    """client -> coordinator: the whole fleet's state, please."""
+    """client -> coordinator: the whole fleet's state, please (nodes summed up, those that
+    need attention listed); with nodes_from >= 0, a page of the whole node table from there."""
+
+    nodes_from: int = -1
 
 
 @message("status_reply")
