@@ -9,8 +9,8 @@ import json
 import os
 import socket
 import time
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from fleet.control import leftovers
 from fleet.core.suite import StepSpec
@@ -32,8 +32,7 @@ _made: set[Path] = set()
 # step a later submission changed ends after its next definition was claimed: its marker
 # must still name the definition that ran.)
 
-@dataclass(frozen=True)
-class _Attempt:
+class _Attempt(NamedTuple):  # (immutable as a frozen dataclass; made without its per-field __init__, per start)
     seq: int  # claim order in this process
     attempt: int
     generation: int
