@@ -61,6 +61,7 @@ class Recorder:
         self.ran: set[str] = set()
         self._complained = 0.0
         self._held: tuple | None = None  # (step, attempt record) of a success, for its done line
+        self._steps = f"{self.run_dir}/steps/"  # a marker's path as text: records.fleet_dir's, without a Path
         # `fleet run` hears a submission finished only once its outcomes are on disk.
         self.submissions.durable = self.sync
 
@@ -163,7 +164,7 @@ class Recorder:
                                      submission)
         store.journaled(self.run_dir, spec.id, d=d)
         self.journal.done(spec.id, marker, att)
-        self.journal.owe(f"{d}/{records.DONE}", marker)
+        self.journal.owe(f"{self._steps}{spec.id}/.fleet/{records.DONE}", marker)  # (the file d holds)
         self.claims.ended_here(spec.id)  # shared: said in the claims log (fleet.control.claimlog)
 
     def record_attempt(self, run_dir, step_id: str, fleet: str, attempt: int, record: dict) -> None:
