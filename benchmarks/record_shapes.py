@@ -89,7 +89,8 @@ def success_before():
 def success_after():
     store.flying(RUN, SPEC, 1, 1)
     d, ran, deps, gen, mid = store.succeeded(RUN, SPEC, 1)
-    marker, att = doneline.texts(FLEET, "node0017", EXITED, REC.work_s, REC.reason, ran, deps, gen, mid, "", 1)
+    marker, att = doneline.texts(FLEET, "node0017", EXITED, REC.work_s, REC.reason, ran, deps, gen, mid, "", 1,
+                                 records.spec_hash(SPEC))
     return f'{{"k":"done","step":{doneline.esc(SPEC.id)},"rec":{marker},"att":{att},"t":{NOW!r}}}', \
         f"{RUN}/steps/{SPEC.id}/.fleet/done.json"
 

@@ -20,19 +20,22 @@ _ATTEMPT = ('{"fleet":%s,"attempt":%r,"generation":%r,"outcome":"succeeded","nod
 
 
 def texts(fleet: str, node: str, msg, work_s: float, reason: str, spec: str, deps: dict, generation: int, mid: str,
-          rerun: str, submission) -> tuple[str, str]:
+          rerun: str, submission, att_spec: str) -> tuple[str, str]:
     """(marker, attempt record) of the success `msg` (an Exited) on `node`: as
-    fleet.control.journal.encode of store.done_record's and attempt_record's dicts."""
+    fleet.control.journal.encode of store.done_record's and attempt_record's dicts.
+    `spec` is the hash of the definition that ran (the marker's), `att_spec` the one the
+    attempt record names (the step's definition now: fleet.control.outcomes.store_reported)."""
     started, ended = msg.work_start, msg.ended_at
     if not -_INF < work_s + started + ended < _INF:  # json spells these NaN, Infinity
         work_s, started, ended = Num(work_s), Num(started), Num(ended)
     fl, nd, sp = text(fleet), text(node), esc(spec)
+    asp = sp if att_spec == spec else esc(att_spec)
     if deps:
         ids = "{" + ",".join(esc(k) + ":" + value(v) for k, v in deps.items()) + "}"
     else:
         ids = "{}"
     marker = _MARKER % (sp, msg.attempt, nd, work_s, ended, fl, esc(mid), ids, generation)
-    att = _ATTEMPT % (fl, msg.attempt, generation, nd, esc(reason), work_s, started, ended, sp, esc(rerun),
+    att = _ATTEMPT % (fl, msg.attempt, generation, nd, esc(reason), work_s, started, ended, asp, esc(rerun),
                       "null" if submission is None else num(submission))
     return marker, att
 

@@ -161,7 +161,7 @@ class Recorder:
         made as text (no Path a step)."""
         d, ran, deps, gen, mid = store.succeeded(self.run_dir, spec, msg.attempt)
         marker, att = doneline.texts(self.fleet_id, node, msg, rec.work_s, rec.reason, ran, deps, gen, mid, rerun,
-                                     submission)
+                                     submission, records.spec_hash(spec))
         store.journaled(self.run_dir, spec.id, d=d)
         self.journal.done(spec.id, marker, att)
         self.journal.owe(f"{self._steps}{spec.id}/.fleet/{records.DONE}", marker)  # (the file d holds)

@@ -76,12 +76,57 @@ def test_a_success_s_marker_and_attempt_texts_are_byte_for_byte_the_records_the_
     store.flying(tmp_path, spec, 2, 1)
     msg = exited(step="x/1", work_end=work_end)
     work_s = round(max(0.0, msg.work_end - msg.work_start), 6)
+    # The attempt record names the step's definition now (here another than ran: a later
+    # submission changed the running step), the marker the one that ran.
     _, att = store.attempt_record(tmp_path, "x/1", "f-1", 2, {
         "outcome": "succeeded", "node": "n1", "reason": "", "work_s": work_s, "started_at": msg.work_start,
-        "ended_at": msg.ended_at, "spec": "h", "rerun": rerun, "submission": submission})
+        "ended_at": msg.ended_at, "spec": "changed-0123", "rerun": rerun, "submission": submission})
     _, rec = store.done_record(tmp_path, spec, {"attempt": 2, "node": "n1", "work_s": work_s,
                                                 "ended_at": msg.ended_at, "fleet": "f-1"})
-    att["spec"] = rec["spec"]  # (the attempt record names the hash the recorder passes it)
     got = doneline.texts("f-1", "n1", exited(step="x/1", attempt=2, work_end=work_end), work_s, "", rec["spec"],
-                         rec["deps"], rec["generation"], rec["id"], rerun, submission)
+                         rec["deps"], rec["generation"], rec["id"], rerun, submission, "changed-0123")
     assert got == (journal.encode(rec), journal.encode(att))
+
+
+def test_a_real_run_s_per_step_lines_and_markers_are_what_the_encoder_writes_for_the_records_read_back(tmp_path):
+    import json
+
+    from fleetharness import assert_nothing_left, fleet, write_suite
+
+    from fleet.wire import records
+    suite = write_suite(tmp_path / "s.toml", """
+[suite]
+name = "shapes"
+[[steps]]
+id = "ok/{i}"
+array = "1-6"
+call = "fleet_steps:count_runs"
+[[steps]]
+id = "after"
+call = "fleet_steps:count_runs"
+deps = ["ok/1", "ok/2"]
+[[steps]]
+id = "bad"
+command = ["sh", "-c", "echo no >&2; exit 3"]
+retries = 1
+""")
+    run_dir = tmp_path / "run"
+    r = fleet("run", str(suite), "--run-dir", str(run_dir), "--nodes", "2", cwd=tmp_path, timeout=120)
+    assert r.returncode != 0 and "bad" in r.stdout + r.stderr
+    kinds = set()
+    for raw in (run_dir / "events.jsonl").read_text().splitlines():
+        d = json.loads(raw)
+        if d["kind"] in ("start", "started", "exit"):
+            kinds.add((d["kind"], d.get("outcome")))
+            assert events._dumps(events.parse(d).to_dict()) == raw  # byte for byte the record's own line
+    assert {("start", None), ("started", None), ("exit", "succeeded"), ("exit", "failed")} <= kinds
+    done = [json.loads(raw) for p in (run_dir / records.JOURNALS).glob("*.jsonl")
+            for raw in p.read_text().splitlines() if '"k":"done"' in raw]
+    assert len(done) == 7
+    for line in done:  # the marker file holds its journal line's text; both re-encode to themselves
+        marker = (records.fleet_dir(run_dir, line["step"]) / records.DONE).read_text()
+        assert marker == events._dumps(line["rec"]) and json.loads(marker) == line["rec"]
+        assert line["att"]["spec"] == line["rec"]["spec"] and line["att"]["outcome"] == "succeeded"
+    ids = {x["step"]: x["rec"]["id"] for x in done}
+    assert next(x for x in done if x["step"] == "after")["rec"]["deps"] == {s: ids[s] for s in ("ok/1", "ok/2")}
+    assert_nothing_left(run_dir)
