@@ -292,10 +292,7 @@ class Coordinator:
         if (self.stopping or self.drain.drained) and msg.outcome != S.SUCCEEDED:
             self._interrupt(node, msg, view, now)
             return
-        rec = outcomes.reported_exit(now, node, msg, view, self.sched)
-        if not msg.placement_ok:
-            self.events.write(outcomes.mismatch(now, node, msg, rec.cores))
-        self.events.write(rec)
+        rec = outcomes.written(self.events, now, node, msg, view, self.sched)  # the `exit` record, by shape
         # Decide and launch what this exit frees first; the files that record it come
         # after, off the path between one step's end and the next one's start. (The
         # done marker still precedes the claim's release, which other fleets rely on.)

@@ -11,36 +11,43 @@ compares them), so every reader reads it as before.
 
 from __future__ import annotations
 
+from fleet.control.linetext import Num, esc, ints, num, text
 from fleet.wire import events as E
 from fleet.wire.events import _dumps
+
+
+_START = ('{"t":%r,"kind":"start"%s,"step":%s,"attempt":%r,"node":%s,"cores":%s,"gpus":%s,"memory":%r,'
+          '"nodes":[%s],"placement":[{"node":%s,"cores":%s,"gpus":%s,"memory":%r}]}')
+_STARTED = '{"t":%r,"kind":"started"%s,"step":%s,"attempt":%r,"node":%s,"pid":%r,"at":%s}'
+
+
+def _fleet(fleet: str) -> str:
+    return ',"fleet":' + text(fleet) if fleet else ""
 
 
 def start(fleet: str, now: float, d) -> str:
     """The `start` line of a decision `d` (Start or Begin): as
     EventLog.write(fleet.control.launching.start_record(now, d))."""
     p = d.placement
+    if len(p) == 1:  # the common case: one node's slot, by shape (fleet.control.linetext)
+        s = p[0]
+        node, cores, gpus = text(s.node), ints(s.cores), ints(s.gpus)
+        return _START % (round(now, 6), _fleet(fleet), esc(d.step), d.attempt, node, cores, gpus, s.memory, node,
+                         node, cores, gpus, s.memory)
     out = {"t": round(now, 6), "kind": "start"}
     if fleet:
         out["fleet"] = fleet
     out["step"], out["attempt"], out["node"] = d.step, d.attempt, p[0].node
-    if len(p) == 1:  # the common case: one node's slot
-        s = p[0]
-        out["cores"], out["gpus"], out["memory"], out["nodes"] = list(s.cores), list(s.gpus), s.memory, [s.node]
-    else:
-        out["cores"] = [c for s in p for c in s.cores]
-        out["gpus"] = [g for s in p for g in s.gpus]
-        out["memory"], out["nodes"] = sum(s.memory for s in p), [s.node for s in p]
+    out["cores"] = [c for s in p for c in s.cores]
+    out["gpus"] = [g for s in p for g in s.gpus]
+    out["memory"], out["nodes"] = sum(s.memory for s in p), [s.node for s in p]
     out["placement"] = [{"node": s.node, "cores": list(s.cores), "gpus": list(s.gpus), "memory": s.memory} for s in p]
     return _dumps(out)
 
 
 def started(fleet: str, now: float, node: str, msg) -> str:
     """The `started` line of an agent's Started report: as EventLog.write(events.Started(...))."""
-    out = {"t": round(now, 6), "kind": "started"}
-    if fleet:
-        out["fleet"] = fleet
-    out["step"], out["attempt"], out["node"], out["pid"], out["at"] = msg.step, msg.attempt, node, msg.pid, msg.at
-    return _dumps(out)
+    return _STARTED % (round(now, 6), _fleet(fleet), esc(msg.step), msg.attempt, text(node), msg.pid, num(msg.at))
 
 
 def record(cls, **fields):
@@ -48,3 +55,50 @@ def record(cls, **fields):
     dataclass's __init__ (object.__setattr__ per field, for the `exit` record's 24
     fields): equal to cls(**fields)."""
     return E.filled(cls, fields)
+
+
+class Ended:
+    """What the other readers of a reported exit take from its `exit` record (the
+    scheduler's event, the attempt record, a placement mismatch), when the record was
+    written by exit_line and never made."""
+
+    __slots__ = ("reason", "work_s", "cores")
+
+    def __init__(self, reason: str, work_s: float, cores: list):
+        self.reason, self.work_s, self.cores = reason, work_s, cores
+
+
+# The `exit` line's text with every value spelled by %r (ints, and floats once they are
+# known finite): one formatting instead of one call per value.
+_EXIT = ('{"t":%r,"kind":"exit"%s,"step":%s,"attempt":%r,"node":%s,"outcome":%s,"reason":%s%s,"cores":%s,'
+         '"gpus":%s,"memory":%r,"decided_at":%r,"first_at":%r,"work_start":%r,"work_end":%r,"ended_at":%r,'
+         '"startup_s":%r,"work_s":%r,"utime":%r,"stime":%r,"maxrss_kb":%r%s}')
+_INF = float("inf")
+
+
+def exit_line(fleet: str, now: float, node: str, msg, view) -> tuple[str, Ended]:
+    """The `exit` line of an agent's Exited report that names no neighbours (any outcome
+    but terminated): as EventLog.write(fleet.control.outcomes.reported_exit(...)), put
+    together by shape (fleet.control.linetext), and what else reads that record."""
+    p = view.placement
+    if len(p) == 1:
+        s = p[0]
+        cores, gpus, memory = list(s.cores), s.gpus, s.memory
+    else:
+        cores, gpus, memory = [c for s in p for c in s.cores], [g for s in p for g in s.gpus], sum(s.memory for s in p)
+    decided, first, ws, we, end, ut, st = (msg.decided_at, msg.first_at, msg.work_start, msg.work_end, msg.ended_at,
+                                           msg.utime, msg.stime)
+    startup, work = round(max(0.0, ws - decided), 6), round(max(0.0, we - ws), 6)
+    reason, rc, sig, err, peak = msg.error or "", msg.returncode, msg.signal, msg.error, msg.memory_peak
+    # The message's numbers are ints or floats (its decoder checks): repr is json's
+    # spelling unless one is not finite (json writes NaN, Infinity).
+    spelt = startup, work
+    if not -_INF < decided + first + ws + we + end + ut + st < _INF:
+        decided, first, ws, we, end, ut, st, *spelt = map(Num, (decided, first, ws, we, end, ut, st, startup, work))
+    mid = ("" if rc is None else ',"returncode":' + num(rc)) + ("" if sig is None else ',"signal":' + num(sig))
+    tail = ("" if err is None else ',"error":' + esc(err)) + ("" if peak is None else ',"memory_peak":' + num(peak))
+    line = _EXIT % (round(now, 6), _fleet(fleet), esc(msg.step), msg.attempt, text(node),
+                    text(msg.outcome), esc(reason), mid, ints(cores), ints(gpus), memory, decided, first, ws, we,
+                    end, *spelt, ut, st, msg.maxrss_kb, tail)
+    return line, Ended(reason, work, cores)
+

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 from fleet.control import store
+from fleet.control.linetext import esc
 from fleet.wire import records
 
 FLUSH_S = 0.1
@@ -81,17 +82,18 @@ class Journal:
         self._lines.append(_dumps({"k": "starts", "s": self._starts, "t": time.time()}))
         self._starts = []
 
-    def done(self, step: str, rec: str, att: dict | None) -> None:
+    def done(self, step: str, rec: str, att: dict | str | None) -> None:
         """A success's line, its marker's record `rec` already encoded (the marker file
         is written from the same text: one encoding for both) and, on the same line,
-        its attempt record `att` (fleet.wire.records reads both from it)."""
+        its attempt record `att` (encoded already, if text; fleet.wire.records reads
+        both from it)."""
         if self._starts:
             self._start_line()
-        att_text = "" if att is None else ',"att":' + _dumps(att)
+        att_text = "" if att is None else ',"att":' + (att if isinstance(att, str) else _dumps(att))
         # (json writes a float as its repr)
-        self._lines.append(f'{{"k":"done","step":{_dumps(step)},"rec":{rec}{att_text},"t":{time.time()!r}}}')
+        self._lines.append(f'{{"k":"done","step":{esc(step)},"rec":{rec}{att_text},"t":{time.time()!r}}}')
 
-    def owe(self, path: Path, rec: dict | str, drop: bool = False) -> None:
+    def owe(self, path: Path | str, rec: dict | str, drop: bool = False) -> None:
         """A file (a marker, a final.json) to write once what precedes it is durable;
         drop: the step's marker goes then (a final outcome that replaces a success)."""
         self._owed.append((path, rec, drop))
@@ -130,7 +132,7 @@ class Journal:
         for path, rec, drop in owed:
             put(path, rec)
             if drop:
-                store.unlink_done(path.parent)
+                store.unlink_done(Path(path).parent)
 
     def close(self, seal: bool = True) -> None:
         """Flush, write what is owed and (seal) say so: a sealed journal is never replayed."""
@@ -141,7 +143,7 @@ class Journal:
         os.close(self._fd)
 
 
-def put(path: Path, rec: dict | str) -> None:
+def put(path: Path | str, rec: dict | str) -> None:
     """Write a per-step file in place: one open, no temporary file and no rename (the
     journal, flushed before, is its authority; a torn one is rewritten on replay). Its
     .fleet directory is made by the step's process on its node (fleet.node.child), so
@@ -150,7 +152,7 @@ def put(path: Path, rec: dict | str) -> None:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     except FileNotFoundError:
-        store.makedirs(path.parent)
+        store.makedirs(Path(path).parent)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         while data:

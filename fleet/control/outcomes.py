@@ -53,6 +53,23 @@ def reported_exit(now: float, node: str, msg: P.Exited, view, sched: Scheduler) 
         memory_peak=msg.memory_peak)
 
 
+def written(log, now: float, node: str, msg: P.Exited, view, sched: Scheduler):
+    """Write a reported exit's `exit` record (after its placement mismatch, if any) and
+    return what else reads it: the record itself for a step killed by a signal (it names
+    its neighbours), else its line put together by shape (fleet.control.eventlines.exit_line)."""
+    if msg.outcome == S.TERMINATED:
+        rec = reported_exit(now, node, msg, view, sched)
+        if not msg.placement_ok:
+            log.write(mismatch(now, node, msg, rec.cores))
+        log.write(rec)
+        return rec
+    line, ended = eventlines.exit_line(log.fleet, now, node, msg, view)
+    if not msg.placement_ok:
+        log.write(mismatch(now, node, msg, ended.cores))
+    log.write_encoded((line,))
+    return ended
+
+
 def interrupted_exit(now: float, node: str, msg: P.Exited, view, why: str = STOPPED_WITH_FLEET) -> events.Exit:
     """The `exit` record of an attempt the fleet stopped while going down (or draining
     before the allocation's end: `why`): its times and status as reported, outcome

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import time
 
-from fleet.control import fold, journal, outcomes, store
+from fleet.control import doneline, fold, journal, outcomes, store
 from fleet.control.claimlog import ClaimLog
 from fleet.control.lease import Lease
 from fleet.core import states as S
@@ -62,6 +62,7 @@ class Recorder:
         self.ran: set[str] = set()
         self._complained = 0.0
         self._held: tuple | None = None  # (step, attempt record) of a success, for its done line
+        self._steps = f"{self.run_dir}/steps/"  # a marker's path as text: records.fleet_dir's, without a Path
         # `fleet run` hears a submission finished only once its outcomes are on disk.
         self.submissions.durable = self.sync
 
@@ -145,12 +146,27 @@ class Recorder:
         # Why a step that had succeeded runs again, for its attempt record (fleet audit).
         rerun = self.submissions.rerun.get(msg.step, "")
         files = self._files(msg.step)
+        if msg.outcome == S.SUCCEEDED and spec is not None and not files:  # the common case, by shape
+            self._succeeded(node, msg, rec, spec, rerun, subs[-1] if subs else None)
+            return
         if outcomes.store_reported(self.run_dir, self.fleet_id, node, msg, rec, spec, rerun=rerun,
                                    submission=subs[-1] if subs else None, sink=store if files else self) and files:
             self.claims.release(self.run_dir, msg.step)
         if self._held is not None:  # a success without its marker (no spec): its attempt alone
             self.journal.append({"k": "attempt", "step": self._held[0], "rec": self._held[1]})
             self._held = None
+
+    def _succeeded(self, node: str, msg, rec, spec, rerun: str, submission) -> None:
+        """A success recorded in the journal: as record_attempt and write_done would,
+        its texts put together by shape (fleet.control.doneline) and its marker's path
+        made as text (no Path a step)."""
+        d, ran, deps, gen, mid = store.succeeded(self.run_dir, spec, msg.attempt)
+        marker, att = doneline.texts(self.fleet_id, node, msg, rec.work_s, rec.reason, ran, deps, gen, mid, rerun,
+                                     submission, records.spec_hash(spec))
+        store.journaled(self.run_dir, spec.id, d=d)
+        self.journal.done(spec.id, marker, att)
+        self.journal.owe(f"{self._steps}{spec.id}/.fleet/{records.DONE}", marker)  # (the file d holds)
+        self.claims.ended_here(spec.id)  # shared: said in the claims log (fleet.control.claimlog)
 
     def record_attempt(self, run_dir, step_id: str, fleet: str, attempt: int, record: dict) -> None:
         """An attempt's record: a file, or (alone) a journal line."""

@@ -9,8 +9,8 @@ import json
 import os
 import socket
 import time
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from fleet.control import leftovers
 from fleet.core.suite import StepSpec
@@ -32,8 +32,7 @@ _made: set[Path] = set()
 # step a later submission changed ends after its next definition was claimed: its marker
 # must still name the definition that ran.)
 
-@dataclass(frozen=True)
-class _Attempt:
+class _Attempt(NamedTuple):  # (immutable as a frozen dataclass; made without its per-field __init__, per start)
     seq: int  # claim order in this process
     attempt: int
     generation: int
@@ -138,15 +137,24 @@ def write_done(run_dir: Path, spec: StepSpec, record: dict) -> None:
 def done_record(run_dir: Path, spec: StepSpec, record: dict) -> tuple[Path, dict]:
     """The done marker a success gets (its path and record), remembered as the step's
     newest marker (its dependents' markers name it); nothing is written."""
+    d, ran_spec, deps, generation, mid = succeeded(run_dir, spec, record.get("attempt"))
+    rec = {"outcome": "succeeded", "spec": ran_spec, **record, "id": mid, "deps": deps, "generation": generation}
+    return d / DONE, rec
+
+
+def succeeded(run_dir: Path, spec: StepSpec, attempt) -> tuple[Path, str, dict, int, str]:
+    """What a success's marker says besides its attempt's figures (see done_record): the
+    step's .fleet directory, the definition that ran, its deps' marker ids, the
+    generation and a new marker id, remembered as the step's newest marker."""
     d = _fleet_dir(run_dir, spec.id)
-    ran = _ending(d, record.get("attempt"))
+    ran = _ending(d, attempt)
     deps = ran.deps if ran is not None else _deps.get(d, spec.deps)
     mid = os.urandom(8).hex()
-    rec = {"outcome": "succeeded", "spec": ran.spec if ran is not None else spec_hash(spec),
-           **record, "id": mid, "deps": {dep: _marker_of(run_dir, dep) for dep in deps},
-           "generation": ran.generation if ran is not None else 1}
+    ids = {dep: _marker_of(run_dir, dep) for dep in deps} if deps else {}
     _seen[d] = mid
-    return d / DONE, rec
+    if ran is None:
+        return d, spec_hash(spec), ids, 1, mid
+    return d, ran.spec, ids, ran.generation, mid
 
 
 def flying(run_dir: Path, spec: StepSpec, attempt: int, generation: int) -> None:
@@ -305,9 +313,9 @@ def per_step(run_dir: Path, step_id: str) -> bool:
     return bool(_per_step) and _fleet_dir(run_dir, step_id) in _per_step  # (none: no path made per start)
 
 
-def journaled(run_dir: Path, step_id: str, n: int = 1) -> None:
-    """n more attempts of the step recorded in a journal."""
-    d = _fleet_dir(run_dir, step_id)
+def journaled(run_dir: Path, step_id: str, n: int = 1, d: Path | None = None) -> None:
+    """n more attempts of the step recorded in a journal (d: its .fleet directory, if known)."""
+    d = _fleet_dir(run_dir, step_id) if d is None else d
     _journaled[d] = _journaled.get(d, 0) + n
 
 

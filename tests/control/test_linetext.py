@@ -1,0 +1,132 @@
+"""The per-step lines the coordinator puts together by shape (fleet.control.linetext,
+eventlines.exit_line) are byte for byte what json's encoder writes for their records."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from fleet.control import eventlines, linetext, outcomes
+from fleet.core.resources import Slot
+from fleet.wire import events
+from fleet.wire import messages as P
+
+ONE = (Slot("n1", (0, 3), (), 1 << 30),)
+TWO = (Slot("n1", (0, 1), (2,), 5), Slot("n2", (4,), (0, 1), 7))
+
+
+def exited(**over) -> P.Exited:
+    fields = dict(step="s/1\u00e9\"q", attempt=2, pid=77, outcome="succeeded", returncode=0, signal=None,
+                  decided_at=1796091680.4997356, first_at=1796091680.5, work_start=1796091680.51234567,
+                  work_end=1796091681, ended_at=1796091681.0000001, utime=0.012, stime=0.0, maxrss_kb=9000,
+                  affinity=(0, 3), placement_ok=True, error=None)
+    fields.update(over)
+    return P.Exited(**fields)
+
+
+@pytest.mark.parametrize("v", [0, -3, 1 << 70, 0.1, 1e-05, 1796091680.4997356, 1e300, float("inf"), float("-inf"),
+                               True, None, "a\u00e9\n\"", [1, 2], {"a": None}])
+def test_a_value_is_spelled_as_json_spells_it(v):
+    assert linetext.value(v) == events._dumps(v)
+    if type(v) in (int, float):
+        assert linetext.num(v) == events._dumps(v)
+
+
+def test_a_list_of_ints_is_spelled_as_json_spells_it():
+    for v in ([], [5], [0, 1, 2, 63], (4, 5)):
+        assert linetext.ints(v) == events._dumps(list(v))
+
+
+@pytest.mark.parametrize("fleet", ["", "host-12-ab\u00e9"])
+@pytest.mark.parametrize("placement", [ONE, TWO, ()])
+@pytest.mark.parametrize("msg", [
+    exited(),
+    exited(outcome="failed", returncode=3, error="boom \u2603", memory_peak=1 << 33),
+    exited(outcome="timed_out", returncode=None, signal=9, error="took too long", utime=1, stime=2),
+    exited(outcome="out_of_memory", returncode=None, signal=9, decided_at=float("nan"), work_start=2.0),
+])
+def test_an_exit_line_is_byte_for_byte_the_exit_record_the_event_log_writes(fleet, placement, msg):
+    view = SimpleNamespace(placement=placement)
+    rec = outcomes.reported_exit(1796091681.0123456789, "n1", msg, view, sched=None)
+    line, ended = eventlines.exit_line(fleet, 1796091681.0123456789, "n1", msg, view)
+    assert line == events._dumps(rec.to_dict(fleet))
+    assert (ended.reason, ended.work_s, ended.cores) == (rec.reason, rec.work_s, rec.cores)
+
+
+def test_a_terminated_step_keeps_its_record_naming_what_ran_beside_it(tmp_path):
+    log = events.EventLog(tmp_path / "events.jsonl", fleet="f")
+    sched = SimpleNamespace(running_on=lambda node: [])
+    msg = exited(outcome="terminated", returncode=None, signal=9, placement_ok=False, affinity=(7,))
+    rec = outcomes.written(log, 5.0, "n1", msg, SimpleNamespace(placement=ONE), sched)
+    log.close()
+    got = list(events.read_records(tmp_path / "events.jsonl"))
+    assert isinstance(rec, events.Exit) and [type(r) for r in got] == [events.PlacementMismatch, events.Exit]
+    assert got[1].neighbours == [] and "nothing" in got[1].reason
+
+
+@pytest.mark.parametrize("deps", [(), ("a", "b.c")])
+@pytest.mark.parametrize("submission, rerun, work_end", [(3, "", 1796091682.25), (None, "forced", float("inf"))])
+def test_a_success_s_marker_and_attempt_texts_are_byte_for_byte_the_records_the_journal_encodes(
+        tmp_path, deps, submission, rerun, work_end):
+    from fleet.control import doneline, journal, store
+    from fleet.core.suite import parse_suite
+    steps = [{"id": d, "command": "true"} for d in deps] + [{"id": "x/1", "command": "true", "deps": list(deps)}]
+    spec = parse_suite({"steps": steps}, tmp_path / "s.toml").step("x/1")
+    store.flying(tmp_path, spec, 2, 1)
+    msg = exited(step="x/1", work_end=work_end)
+    work_s = round(max(0.0, msg.work_end - msg.work_start), 6)
+    # The attempt record names the step's definition now (here another than ran: a later
+    # submission changed the running step), the marker the one that ran.
+    _, att = store.attempt_record(tmp_path, "x/1", "f-1", 2, {
+        "outcome": "succeeded", "node": "n1", "reason": "", "work_s": work_s, "started_at": msg.work_start,
+        "ended_at": msg.ended_at, "spec": "changed-0123", "rerun": rerun, "submission": submission})
+    _, rec = store.done_record(tmp_path, spec, {"attempt": 2, "node": "n1", "work_s": work_s,
+                                                "ended_at": msg.ended_at, "fleet": "f-1"})
+    got = doneline.texts("f-1", "n1", exited(step="x/1", attempt=2, work_end=work_end), work_s, "", rec["spec"],
+                         rec["deps"], rec["generation"], rec["id"], rerun, submission, "changed-0123")
+    assert got == (journal.encode(rec), journal.encode(att))
+
+
+def test_a_real_run_s_per_step_lines_and_markers_are_what_the_encoder_writes_for_the_records_read_back(tmp_path):
+    import json
+
+    from fleetharness import assert_nothing_left, fleet, write_suite
+
+    from fleet.wire import records
+    suite = write_suite(tmp_path / "s.toml", """
+[suite]
+name = "shapes"
+[[steps]]
+id = "ok/{i}"
+array = "1-6"
+call = "fleet_steps:count_runs"
+[[steps]]
+id = "after"
+call = "fleet_steps:count_runs"
+deps = ["ok/1", "ok/2"]
+[[steps]]
+id = "bad"
+command = ["sh", "-c", "echo no >&2; exit 3"]
+retries = 1
+""")
+    run_dir = tmp_path / "run"
+    r = fleet("run", str(suite), "--run-dir", str(run_dir), "--nodes", "2", cwd=tmp_path, timeout=120)
+    assert r.returncode != 0 and "bad" in r.stdout + r.stderr
+    kinds = set()
+    for raw in (run_dir / "events.jsonl").read_text().splitlines():
+        d = json.loads(raw)
+        if d["kind"] in ("start", "started", "exit"):
+            kinds.add((d["kind"], d.get("outcome")))
+            assert events._dumps(events.parse(d).to_dict()) == raw  # byte for byte the record's own line
+    assert {("start", None), ("started", None), ("exit", "succeeded"), ("exit", "failed")} <= kinds
+    done = [json.loads(raw) for p in (run_dir / records.JOURNALS).glob("*.jsonl")
+            for raw in p.read_text().splitlines() if '"k":"done"' in raw]
+    assert len(done) == 7
+    for line in done:  # the marker file holds its journal line's text; both re-encode to themselves
+        marker = (records.fleet_dir(run_dir, line["step"]) / records.DONE).read_text()
+        assert marker == events._dumps(line["rec"]) and json.loads(marker) == line["rec"]
+        assert line["att"]["spec"] == line["rec"]["spec"] and line["att"]["outcome"] == "succeeded"
+    ids = {x["step"]: x["rec"]["id"] for x in done}
+    assert next(x for x in done if x["step"] == "after")["rec"]["deps"] == {s: ids[s] for s in ("ok/1", "ok/2")}
+    assert_nothing_left(run_dir)
