@@ -144,7 +144,8 @@ class Liveness:
         return agent
 
     def send(self, node: str, msg) -> bool:
-        """Send msg to the live agent on node; False if there is none or it cannot be reached."""
+        """Send msg (or its encoded bytes) to the live agent on node; False if there is
+        none or it cannot be reached."""
         a = self.agents.get(node)
         if a is None or not a.alive:
             return False
@@ -159,6 +160,7 @@ class Liveness:
         now_m = time.monotonic()
         this_turn = now_m - self._turn_began
         deaf = self.deaf + (this_turn if this_turn > STALL_S else 0.0)
+        beat = P.encode(P.Heartbeat("coordinator"))  # the same bytes to every agent
         for a in list(self.agents.values()):
             if not a.alive:
                 continue
@@ -171,7 +173,7 @@ class Liveness:
                 self.transport.reply(self.transport.agent_sock, a.identity, P.Shutdown(grace=0.0))
                 yield a.node
             else:
-                self.send(a.node, P.Heartbeat("coordinator"))
+                self.send(a.node, beat)
 
     def lose(self, node: str, now: float, reason: str) -> bool:
         """Mark a live agent lost (recorded, told to stop); False if it already was."""

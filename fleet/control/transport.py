@@ -133,11 +133,12 @@ class Transport:
         end of the loop turn (flush), and so does whatever follows it to the same agent
         meanwhile (in order): a turn's launches to one agent go as one message."""
         pending = self._out.get(identity)
-        if pending is not None or isinstance(msg, P.Launch):
-            self._out.setdefault(identity, []).append(P.encode(msg))
+        frame = msg if type(msg) is bytes else P.encode(msg)  # (bytes: encoded once for many, a heartbeat)
+        if pending is not None or type(msg) is P.Launch:
+            self._out.setdefault(identity, []).append(frame)
             return True
         try:
-            self.agent_sock.send_multipart([identity, P.encode(msg)], zmq.NOBLOCK)
+            self.agent_sock.send_multipart([identity, frame], zmq.NOBLOCK)
             return True
         except (zmq.Again, zmq.ZMQError):
             return False
