@@ -151,6 +151,18 @@ class Liveness:
             return False
         return self.transport.send(a.identity, msg)
 
+    def doubtful(self) -> bool:
+        """Whether some live agent has been silent for half its timeout (counted as beat()
+        counts). Only then must the caller read every waiting message before beat()
+        judges: otherwise nobody can be judged lost this beat, and a read of up to ten
+        thousand queued reports before the heartbeats (2-3 s of one turn at 1,000 agents,
+        launches decided in the turn waiting behind it) buys nothing."""
+        now_m = time.monotonic()
+        this_turn = now_m - self._turn_began
+        deaf = self.deaf + (this_turn if this_turn > STALL_S else 0.0)
+        half = self.timeout_s / 2
+        return any(a.alive and now_m - a.last_seen - (deaf - a.deaf_seen) > half for a in self.agents.values())
+
     def beat(self, now: float, judge: bool = True) -> Iterator[str]:
         """Heartbeat every live agent and yield, one at a time, each node whose agent
         missed heartbeats (marked lost, recorded, told to stop). The caller hands each

@@ -57,14 +57,18 @@ class Transport:
         self._out: dict[bytes, list[bytes]] = {}  # identity -> frames for it this turn, in order
 
     def drain(self, sock, handler: Callable, refused: Callable[[P.ProtocolError], None] | None = None) -> bool:
-        """Hand up to DRAIN_BATCH waiting messages of `sock` to handler(identity, msg);
+        """Hand about DRAIN_BATCH waiting messages of `sock` to handler(identity, msg);
         True if none was left waiting. `refused` hears of a peer that speaks another
-        protocol version."""
-        for _ in range(DRAIN_BATCH):
+        protocol version. Counted in messages, not in ZeroMQ messages: an agent's batch
+        may hold many, and a drain of a thousand batches held the loop (and the launches
+        it had decided) for seconds."""
+        taken = 0
+        while taken < DRAIN_BATCH:
             try:
                 frames = sock.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return True
+            taken += max(1, len(frames) - 1)
             # A client asks one thing at a time; an agent may batch (one message a frame).
             if len(frames) != 2 and (sock is self.client_sock or len(frames) < 2):
                 self.warn("frames", f"dropped a message of {len(frames)} frames")
