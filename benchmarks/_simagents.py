@@ -34,10 +34,8 @@ coordinator, the bottleneck. ZMQ_FD only says that a socket's state may have cha
 and a send may consume that signal while a message waits, so a socket is also looked at
 after every send (the usual rule for ZMQ_FD).
 
-An agent's Started and Exited reports go as the real agent sends them: what one pass
-over its sockets produced, one ZeroMQ message of one frame per report (fleet.node.agent
-relays the zygote's reports of one read as one batch). FLEET_SIM_UNBATCHED=1 sends each
-report as a message of its own, as this load generator did before (for comparison).
+A pass's Started and Exited reports go per agent as one batch, as fleet.node.agent relays
+a read of its zygote's; FLEET_SIM_UNBATCHED=1 sends each alone (this generator before).
 """
 
 from __future__ import annotations
@@ -192,25 +190,17 @@ class SimAgents:
             self.flush_reports()
         self.send_bytes(i, P.encode(msg))
 
-    def report(self, i: int, msg) -> None:
-        """A Started or Exited, sent with the rest of this pass's (flush_reports)."""
-        if UNBATCHED:
-            self.send(i, msg)
-        else:
-            self.reports.setdefault(i, []).append(P.encode(msg))
+    def report(self, i: int, msg) -> None:  # a Started or Exited: with the pass's others
+        self.send(i, msg) if UNBATCHED else self.reports.setdefault(i, []).append(P.encode(msg))
 
     def flush_reports(self) -> None:
         reports, self.reports = self.reports, {}
         for i, frames in reports.items():
-            try:
-                self.socks[i].send_multipart(frames, zmq.NOBLOCK)
-            except zmq.Again:
-                self.stats["send_again"] += 1
-            self.recheck.add(i)
+            self.send_bytes(i, frames)
 
-    def send_bytes(self, i: int, frame: bytes) -> None:
+    def send_bytes(self, i: int, frame: bytes | list) -> None:
         try:
-            self.socks[i].send(frame, zmq.NOBLOCK)
+            self.socks[i].send_multipart(frame if type(frame) is list else [frame], zmq.NOBLOCK)
         except zmq.Again:
             self.stats["send_again"] += 1
         self.recheck.add(i)
