@@ -33,6 +33,9 @@ every socket on every call, which at thousands of sockets made this process, not
 coordinator, the bottleneck. ZMQ_FD only says that a socket's state may have changed,
 and a send may consume that signal while a message waits, so a socket is also looked at
 after every send (the usual rule for ZMQ_FD).
+
+A pass's Started and Exited reports go per agent as one batch, as fleet.node.agent relays
+a read of its zygote's; FLEET_SIM_UNBATCHED=1 sends each alone (this generator before).
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ from fleet.wire import security  # noqa: E402
 # Each DEALER socket holds a TCP connection and an eventfd; a process may hold 20,000
 # descriptors here, so one load generator process serves at most this many agents.
 MAX_PER_PROCESS = 4000
+UNBATCHED = os.environ.get("FLEET_SIM_UNBATCHED") == "1"
 
 
 # -- the coordinator's side ------------------------------------------------------------------
@@ -154,6 +158,7 @@ class SimAgents:
         self.epoll = select.epoll()
         self.by_fd: dict[int, int] = {}
         self.recheck: set[int] = set()  # sockets sent on since they were last read
+        self.reports: dict[int, list[bytes]] = {}  # agent -> this pass's reports, encoded
         for i, name in enumerate(self.names):
             s = self.ctx.socket(zmq.DEALER)
             s.setsockopt(zmq.IDENTITY, name.encode())
@@ -181,11 +186,21 @@ class SimAgents:
         self.first_launch = self.last_launch = self.last_exit = 0.0
 
     def send(self, i: int, msg) -> None:
+        if i in self.reports:  # after the reports before it
+            self.flush_reports()
         self.send_bytes(i, P.encode(msg))
 
-    def send_bytes(self, i: int, frame: bytes) -> None:
+    def report(self, i: int, msg) -> None:  # a Started or Exited: with the pass's others
+        self.send(i, msg) if UNBATCHED else self.reports.setdefault(i, []).append(P.encode(msg))
+
+    def flush_reports(self) -> None:
+        reports, self.reports = self.reports, {}
+        for i, frames in reports.items():
+            self.send_bytes(i, frames)
+
+    def send_bytes(self, i: int, frame: bytes | list) -> None:
         try:
-            self.socks[i].send(frame, zmq.NOBLOCK)
+            self.socks[i].send_multipart(frame if type(frame) is list else [frame], zmq.NOBLOCK)
         except zmq.Again:
             self.stats["send_again"] += 1
         self.recheck.add(i)
@@ -221,6 +236,7 @@ class SimAgents:
             for i in ready:
                 self._drain(i)
             self._send_exits()
+            self.flush_reports()
             self._send_beats()
         self.stats["cpu_s"] = round(time.process_time() - cpu0, 3)
         return stop[0] if stop else "every agent was told to shut down"
@@ -277,7 +293,7 @@ class SimAgents:
         # As a step's process does on its node (fleet.node.child): its .fleet directory,
         # where the coordinator writes the done marker without a mkdir of its own.
         os.makedirs(os.path.join(os.path.dirname(msg.log), ".fleet"), exist_ok=True)
-        self.send(i, P.Started(msg.step, msg.attempt, self.pid, self.pid, t))
+        self.report(i, P.Started(msg.step, msg.attempt, self.pid, self.pid, t))
         item = (time.monotonic() + self.duration, i, msg.step, msg.attempt, msg.decided_at, t, tuple(msg.cores))
         if self.duration <= 0:
             self._exited(item, "succeeded")
@@ -295,7 +311,7 @@ class SimAgents:
         _, i, step, attempt, decided, started, cores = item
         t = time.time()
         self.last_exit = t
-        self.send(i, P.Exited(step=step, attempt=attempt, pid=self.pid, outcome=outcome,
+        self.report(i, P.Exited(step=step, attempt=attempt, pid=self.pid, outcome=outcome,
                               returncode=0 if outcome == "succeeded" else None, signal=sig, decided_at=decided,
                               first_at=started, work_start=started, work_end=t, ended_at=t, utime=0.0,
                               stime=0.0, maxrss_kb=0, affinity=cores, placement_ok=True, error=None))

@@ -312,7 +312,8 @@ class Coordinator:
     def _beat(self) -> None:
         # Silence is judged only with every agent message read: what waited in the socket
         # while the loop was busy is not silence (bounded: then the next beat judges).
-        emptied = any(self._drain(self.agent_sock, self._on_agent) for _ in range(10))
+        # Read only when some agent is half way to its timeout (Liveness.doubtful).
+        emptied = not self.liveness.doubtful() or any(self._drain(self.agent_sock, self._on_agent) for _ in range(10))
         now = time.time()
         for node in self.liveness.beat(now, judge=emptied):
             self._feed(NodeLost(node, "agent missed heartbeats"), now)

@@ -145,47 +145,56 @@ def launch(profile: Profile, spec, d: Start, run_dir: Path, fleet_id: str = "") 
     """The message that starts the step on its first node's agent; CannotLaunch if an
     MPI step's command cannot be rendered or its files written."""
     slot = d.placement[0]
+    rd = _str(run_dir)
     command = list(spec.command) if isinstance(spec.command, tuple) else spec.command
     cores = list(slot.cores)
-    env = {"FLEET_STEP": d.step, "FLEET_ATTEMPT": str(d.attempt), "FLEET_RUN_DIR": str(run_dir),
-           "FLEET_ID": fleet_id}
+    env = {"FLEET_STEP": d.step, "FLEET_ATTEMPT": str(d.attempt), "FLEET_RUN_DIR": rd, "FLEET_ID": fleet_id}
     if spec.mpi:
         try:
             command, cores = render_mpi(profile, spec, d, run_dir, command, env)
         except (mpi.RenderError, OSError) as e:
             raise CannotLaunch(f"cannot launch the MPI step: {e}") from e
-    return _launch(
-        step=d.step, attempt=d.attempt, kind="command" if spec.mpi else spec.kind, call=spec.call or "",
-        args=dict(spec.args), command=command, cores=cores, gpus=list(slot.gpus), memory=slot.memory,
-        workdir=_workdir(_str(run_dir), spec.workdir), log=os.path.join(_str(run_dir), "steps", d.step, "log"),
-        run_dir=_str(run_dir), inputs=[str(run_dir / i) for i in spec.inputs],
-        outputs=[str(run_dir / o) for o in spec.outputs],
-        placement=[[s.node, list(s.cores), list(s.gpus), s.memory] for s in d.placement],
-        decided_at=time.time(),
+    # The Launch as its __dict__, every field in the class's order, without the frozen
+    # dataclass's __init__ (object.__setattr__ per field: ~9 us of the loop per step)
+    # nor a dict of defaults updated with keywords: the same message, equal, encoded to
+    # the same bytes (tests/control/test_launching_fields.py).
+    fields = {
+        "step": d.step, "attempt": d.attempt, "kind": "command" if spec.mpi else spec.kind, "call": spec.call or "",
+        "args": dict(spec.args), "command": command, "cores": cores, "gpus": list(slot.gpus), "memory": slot.memory,
+        "workdir": _workdir(rd, spec.workdir), "log": _log(rd, d.step), "run_dir": rd,
+        "inputs": [str(run_dir / i) for i in spec.inputs] if spec.inputs else [],
+        "outputs": [str(run_dir / o) for o in spec.outputs] if spec.outputs else [],
+        "placement": [[s.node, list(s.cores), list(s.gpus), s.memory] for s in d.placement],
+        "decided_at": time.time(),
         # Every step is given its GPUs, none included (CUDA_VISIBLE_DEVICES="" hides them);
         # an MPI launcher's ranks get theirs, per node, from the rendered command instead.
-        env=env, gpu_vars=[profile.gpu_var] if profile.gpu_var and not spec.mpi else [],
-        threads=spec.threads if spec.mpi else 0, timeout=spec.timeout, grace=spec.grace,
+        "env": env, "gpu_vars": [profile.gpu_var] if profile.gpu_var and not spec.mpi else [],
+        "threads": spec.threads if spec.mpi else 0, "timeout": spec.timeout, "grace": spec.grace,
+        "phase": 0, "stage": "", "restarts": 0, "children": {}, "children_omitted": 0, "protocol": "",
         # A declared memory is a limit; a share taken for want of one is not. An MPI step's
         # ranks are its launcher's, and the launcher is given the limit (fleet.site.mpi).
-        memory_limit=slot.memory if spec.memory is not None and not spec.mpi else 0,
-        after=getattr(d, "after", ""), **resumed(spec, d, run_dir, env))
-
-
-# The Launch's fields in order, with their defaults (the two default factories' dicts
-# made per message below): a Launch built as its __dict__, without the frozen
-# dataclass's __init__ (object.__setattr__ per field: ~9 us of the loop per step,
-# against ~2 here). The same message: equal, and encoded to the same bytes.
-_LAUNCH = {f.name: (f.default if f.default is not dataclasses.MISSING else None) for f in dataclasses.fields(P.Launch)}
+        "memory_limit": slot.memory if spec.memory is not None and not spec.mpi else 0,
+        "after": getattr(d, "after", "")}
+    if d.resume is not None or spec.protocol:
+        fields.update(resumed(spec, d, run_dir, env))
+    msg = object.__new__(P.Launch)
+    object.__setattr__(msg, "__dict__", fields)
+    return msg
 
 
 def _launch(**fields) -> P.Launch:
+    """A Launch of these fields (the rest their defaults) without the frozen __init__
+    (benchmarks/step_jobs.py and step_records.py time it against the constructor)."""
     msg = object.__new__(P.Launch)
-    values = msg.__dict__
-    values.update(_LAUNCH)
-    values["env"], values["children"] = {}, {}
+    values = {f: (d() if callable(d) else d) for f, d in _DEFAULTS.items()}
     values.update(fields)
+    object.__setattr__(msg, "__dict__", values)
     return msg
+
+
+_DEFAULTS = {f.name: (f.default if f.default is not dataclasses.MISSING else
+                      f.default_factory if f.default_factory is not dataclasses.MISSING else None)
+             for f in dataclasses.fields(P.Launch)}
 
 
 # A step's paths as strings without pathlib per step (a step id is a clean relative
@@ -210,6 +219,11 @@ def _workdir(run_dir: str, workdir: str) -> str:
             and "/." not in workdir and run_dir[-1:] != "/"):
         return run_dir + "/" + workdir
     return _workdir_path(run_dir, workdir)
+
+
+def _log(run_dir: str, step: str) -> str:
+    # os.path.join(run_dir, "steps", step, "log") for a clean relative step id, as text.
+    return (run_dir if run_dir[-1:] != "/" else run_dir[:-1]) + "/steps/" + step + "/log"
 
 
 @functools.lru_cache(maxsize=1024)

@@ -57,14 +57,18 @@ class Transport:
         self._out: dict[bytes, list[bytes]] = {}  # identity -> frames for it this turn, in order
 
     def drain(self, sock, handler: Callable, refused: Callable[[P.ProtocolError], None] | None = None) -> bool:
-        """Hand up to DRAIN_BATCH waiting messages of `sock` to handler(identity, msg);
+        """Hand about DRAIN_BATCH waiting messages of `sock` to handler(identity, msg);
         True if none was left waiting. `refused` hears of a peer that speaks another
-        protocol version."""
-        for _ in range(DRAIN_BATCH):
+        protocol version. Counted in messages, not in ZeroMQ messages: an agent's batch
+        may hold many, and a drain of a thousand batches held the loop (and the launches
+        it had decided) for seconds."""
+        taken = 0
+        while taken < DRAIN_BATCH:
             try:
                 frames = sock.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return True
+            taken += max(1, len(frames) - 1)
             # A client asks one thing at a time; an agent may batch (one message a frame).
             if len(frames) != 2 and (sock is self.client_sock or len(frames) < 2):
                 self.warn("frames", f"dropped a message of {len(frames)} frames")
@@ -133,11 +137,12 @@ class Transport:
         end of the loop turn (flush), and so does whatever follows it to the same agent
         meanwhile (in order): a turn's launches to one agent go as one message."""
         pending = self._out.get(identity)
-        if pending is not None or isinstance(msg, P.Launch):
-            self._out.setdefault(identity, []).append(P.encode(msg))
+        frame = msg if type(msg) is bytes else P.encode(msg)  # (bytes: encoded once for many, a heartbeat)
+        if pending is not None or type(msg) is P.Launch:
+            self._out.setdefault(identity, []).append(frame)
             return True
         try:
-            self.agent_sock.send_multipart([identity, P.encode(msg)], zmq.NOBLOCK)
+            self.agent_sock.send_multipart([identity, frame], zmq.NOBLOCK)
             return True
         except (zmq.Again, zmq.ZMQError):
             return False

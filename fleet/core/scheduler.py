@@ -22,6 +22,7 @@ import itertools
 from collections import deque
 
 from fleet.core import states as S
+from fleet.core import viewfill
 from fleet.core import waits as W
 from fleet.core.units import counted
 from fleet.core.generations import Entries, Entry as _Entry
@@ -161,9 +162,7 @@ class Scheduler(Entries, Phases):
 
     def view(self, step: str) -> JobView:
         """A read-only view of one step."""
-        j = self._jobs[step]
-        return JobView(j.spec.id, j.state, j.attempt, j.placement, j.started_at,
-                       j.why.text() if j.why is not None else None, j.spec, j.why, j.generation)
+        return viewfill.view(self._jobs[step])  # (fleet.core.viewfill: without the frozen __init__)
 
     def views(self) -> list[JobView]:
         """Every submitted step, in submission order."""

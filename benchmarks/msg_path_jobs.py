@@ -1,0 +1,84 @@
+"""The coordinator's per-step jobs on the message and decision path, timed in one
+process per tree, trees alternated: decoding an agent's Started and Exited, making
+and encoding the Launch, a step's view (Scheduler.view, looked at on each report).
+
+    python benchmarks/msg_path_jobs.py --trees /tmp/base,. [--rounds 7] [--out FILE]
+
+Each tree is put first on PYTHONPATH of a child process that times every job (best of
+5 repeats of 20,000); the rounds alternate the trees, and the best per tree is kept.
+The same public calls in every tree (fleet.wire.messages.decode/encode,
+fleet.control.launching.launch, Scheduler.view), so any two trees compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import timeit
+from pathlib import Path
+
+N, REPEAT = 20_000, 5
+
+
+def jobs() -> dict:
+    """us per call of each job, in this process's fleet."""
+    from fleet.control import launching
+    from fleet.core.decisions import NodeJoined, Start, submission
+    from fleet.core.resources import NodeSpec
+    from fleet.core.scheduler import Scheduler
+    from fleet.core.suite import parse_suite
+    from fleet.site.profiles import Profile
+    from fleet.wire import messages as P
+
+    started = P.encode(P.Started(step="s/123", attempt=1, pid=4242, pgid=4242, at=1.5e9))
+    exited = P.encode(P.Exited(step="s/123", attempt=1, pid=4242, outcome="succeeded", returncode=0, signal=None,
+                               decided_at=1.5e9, first_at=1.5e9, work_start=1.5e9, work_end=1.5e9, ended_at=1.5e9,
+                               utime=0.0, stime=0.0, maxrss_kb=9000, affinity=(5,), placement_ok=True, error=None))
+    spec = parse_suite({"steps": [{"id": "s/{i}", "array": "1-2", "command": "true"}]}, Path("/run/s.toml")).steps[0]
+    sched = Scheduler()
+    sched.handle(NodeJoined(NodeSpec("node17", tuple(range(64)), (), 64 << 30)), 0.0)
+    d = next(x for x in sched.handle(submission([spec]), 0.0) if isinstance(x, Start))
+    run_dir, profile = Path("/run"), Profile("local", "")
+    msg = launching.launch(profile, spec, d, run_dir, "f")
+    t = lambda f: round(min(timeit.repeat(f, number=N, repeat=REPEAT)) / N * 1e6, 3)  # noqa: E731
+    return {"decode Started": t(lambda: P.decode(started)), "decode Exited": t(lambda: P.decode(exited)),
+            "Launch made": t(lambda: launching.launch(profile, spec, d, run_dir, "f")),
+            "Launch encoded": t(lambda: P.encode(msg)), "step view": t(lambda: sched.view(d.step))}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trees", help="comma-separated trees holding fleet/")
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--out", default="")
+    ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.one:
+        print(json.dumps(jobs()))
+        return 0
+    trees = [str(Path(t).resolve()) for t in args.trees.split(",")]
+    best: dict[str, dict] = {t: {} for t in trees}
+    for r in range(args.rounds):
+        for tree in (trees if r % 2 == 0 else trees[::-1]):
+            env = dict(os.environ, PYTHONPATH=tree)
+            out = subprocess.run([sys.executable, __file__, "--one"], env=env, capture_output=True, text=True,
+                                 timeout=600, check=True, cwd="/")
+            for job, us in json.loads(out.stdout).items():
+                best[tree][job] = min(us, best[tree].get(job, us))
+    result = {"command": "python benchmarks/msg_path_jobs.py " + " ".join(sys.argv[1:]), "rounds": args.rounds,
+              "at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "loadavg": os.getloadavg()[0],
+              "us_per_call_best": best,
+              "total_per_step": {t: round(sum(b.values()) + b["step view"], 2) for t, b in best.items()}}
+    text = json.dumps(result, indent=1)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
