@@ -60,6 +60,8 @@ class Lookahead(Reservations):
         self.planned: dict[tuple, object] = {}  # class key -> its plan made ahead, while it stands
         self.spoilt: set[str] = set()  # steps whose plan's shadow passed while they waited
         self._wide = (-1, 0)  # (pool's total cores when computed, the wide threshold)
+        self._check: dict[tuple, None] = {}  # plans ahead whose step lost a running dependency (in order)
+        self._seen = 0  # len(self.plans) when the plans ahead were last pruned
 
     # -- the dependencies' starts and ends ----------------------------------------------------
     def started(self, job, now: float) -> None:
@@ -79,6 +81,8 @@ class Lookahead(Reservations):
         super().stopped(job, pool)
         for dj in job.dependents:
             n = self._running_deps.get(dj.spec.id)
+            if ("ahead", dj.spec.id) in self.planned:
+                self._check[("ahead", dj.spec.id)] = None  # it may be ready at the next pass
             if n is not None:
                 if n > 1:
                     self._running_deps[dj.spec.id] = n - 1
@@ -89,9 +93,11 @@ class Lookahead(Reservations):
     def begin(self, pool, now: float, classes: dict) -> None:
         """Drop what no longer stands (the base's rule, and this module's for steps not
         yet ready), then plan ahead for the first candidates while there is room."""
-        for key, p in list(self.planned.items()):
-            if key[0] == "ahead" and self.plans.get(key) is p and p.job.state == S.READY:
+        for key in self._check:
+            p = self.planned.get(key)
+            if p is not None and self.plans.get(key) is p and p.job.state == S.READY:
                 self._ready(key, p, pool)
+        self._check.clear()
         super().begin(pool, now, classes)
         self._prune()
         if self.enabled:
@@ -148,12 +154,21 @@ class Lookahead(Reservations):
         self.plans[ckey] = p
         self.planned[ckey] = p
 
+    def drop(self, pool, key) -> None:
+        """As the base; a plan ahead is forgotten with it."""
+        super().drop(pool, key)
+        self._prune()
+
     def _prune(self) -> None:
-        """Forget the plans ahead that started or were dropped; the ordinary limit stays."""
+        """Forget the plans ahead that started (or were dropped); the ordinary limit stays.
+        Only when the number of plans changed: a start on a plan takes it out of `plans`."""
+        if len(self.plans) == self._seen:
+            return
         for key, p in list(self.planned.items()):
             if self.plans.get(key) is not p:
                 del self.planned[key]
         self.most = self._most + len(self.planned)
+        self._seen = len(self.plans)
 
     def _expected_ready(self, job, now: float) -> float | None:
         """The latest expected end of the step's running dependencies (None: one has no estimate)."""
