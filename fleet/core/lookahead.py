@@ -6,16 +6,19 @@ ready and has failed to start: on a fleet kept full by narrow steps, its cores a
 then still busy with steps that started after its dependencies did, and it waits about
 one of their durations. The cores it needs are known earlier. When every dependency it
 still lacks is running and has an expected duration (fleet.core.durations), it is
-expected ready at the latest of their expected ends; a reservation made then, with
-shadow time max(expected ready, the walk's shadow), drains what it needs as the
-dependencies and their neighbours end, and it starts on the holds when it is ready.
-Backfill still borrows the held resources (a step with an estimate that ends by the
-shadow), so little idles.
+expected ready at the latest of their expected ends. A reservation is planned then by
+the same walk as an ordinary one (fleet.core.reservations) and kept only if the walk's
+shadow is at most that time (it can start when ready); its shadow is then the expected
+ready time. It drains what the step needs as the dependencies and their neighbours
+end, and the step starts on the holds when it is ready. Backfill still borrows the
+held resources (a step with an estimate that ends by the shadow), so little idles. A
+plan that could not make it on time is not kept: it would hold cores for a step that
+waits anyway, and push every later plan back (measured: benchmarks/README.md).
 
 Which steps (the rule, from the allocation, not the workload): a *wide* step, one
 that needs at least half of the largest node's cores (the threshold `fleet simulate`
-reports wide waits at); narrow steps find room in the holes others leave. Exclusive steps (which run alone) have their
-own drain and are left out.
+reports wide waits at); narrow steps find room in the holes others leave. Exclusive
+steps (which run alone) have their own drain and are left out.
 
 How many: at most N plans ahead stand at once (besides the ordinary reservations),
 given to the candidates in order (priority, expected ready time, setup order). A
@@ -23,6 +26,8 @@ candidate is noted when its last dependency starts (a counter per wide waiting s
 of its running dependencies, kept at each start and end of a dependency: O(its
 dependents) per start or end, as the scheduler's own bookkeeping) and planned at the
 next pass with room; a plan costs one walk of the running steps (as an ordinary one).
+A pass costs O(1) more: plans ahead are looked at only when a dependency of theirs
+ended, and their count is brought up to date only when the number of plans changed.
 
 When the estimates are wrong: a plan stands while every dependency the step lacks
 still runs and the shadow time has not passed. If a dependency ends without success
@@ -57,7 +62,7 @@ class Lookahead(Reservations):
         self._jobs = jobs  # the scheduler's steps by id (to read a candidate's dependencies)
         self._running_deps: dict[str, int] = {}  # wide waiting step -> how many of its deps run
         self._due: list[tuple] = []  # (priority, expected ready, setup order, step): candidates
-        self.planned: dict[tuple, object] = {}  # class key -> its plan made ahead, while it stands
+        self.planned: dict[tuple, object] = {}  # ("ahead", step), then class key -> a plan made ahead
         self.spoilt: set[str] = set()  # steps whose plan's shadow passed while they waited
         self._wide = (-1, 0)  # (pool's total cores when computed, the wide threshold)
         self._check: dict[tuple, None] = {}  # plans ahead whose step lost a running dependency (in order)

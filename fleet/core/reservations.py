@@ -155,6 +155,7 @@ class Reservations:
             self.lowest = max((c.heap[0][0] for c in classes.values() if c.heap), default=0)
 
     def _stands(self, p: _Plan, pool: Pool, now: float) -> bool:
+        """Whether a reservation still stands (see begin; fleet.core.lookahead adds to it)."""
         return not (p.job.state != S.READY or pool.total_cores != p.total_cores
                     or (p.short and (not self._live or (p.shadow is not None and now > p.shadow))))
 
