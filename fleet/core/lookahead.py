@@ -13,7 +13,10 @@ ready time. It drains what the step needs as the dependencies and their neighbou
 end, and the step starts on the holds when it is ready. Backfill still borrows the
 held resources (a step with an estimate that ends by the shadow), so little idles. A
 plan that could not make it on time is not kept: it would hold cores for a step that
-waits anyway, and push every later plan back (measured: benchmarks/README.md).
+waits anyway, and push every later plan back. Ready wide steps go first: no plan is
+made while a class of ready wide steps is blocked (a plan ahead would take the cores
+they wait for; measured worse, benchmarks/README.md). Steps the order holds back once
+ready (fleet.core.deferral) are never planned ahead.
 
 Which steps (the rule, from the allocation, not the workload): a *wide* step, one
 that needs at least half of the largest node's cores (the threshold `fleet simulate`
@@ -26,8 +29,9 @@ candidate is noted when its last dependency starts (a counter per wide waiting s
 of its running dependencies, kept at each start and end of a dependency: O(its
 dependents) per start or end, as the scheduler's own bookkeeping) and planned at the
 next pass with room; a plan costs one walk of the running steps (as an ordinary one).
-A pass costs O(1) more: plans ahead are looked at only when a dependency of theirs
-ended, and their count is brought up to date only when the number of plans changed.
+A pass costs O(1) more (O(classes) while candidates wait for room: whether a wide
+class is blocked): plans ahead are looked at only when a dependency of theirs ended,
+and their count is brought up to date only when the number of plans changed.
 
 When the estimates are wrong: a plan stands while every dependency the step lacks
 still runs and the shadow time has not passed. If a dependency ends without success
@@ -54,8 +58,10 @@ from fleet.core.reservations import MOST, Reservations, expected_s
 class Lookahead(Reservations):
     """Reservations, plus at most `ahead` planned for wide steps about to become ready."""
 
-    def __init__(self, reserve_after: float | None, ahead: int, jobs: dict, pool, most: int = MOST):
+    def __init__(self, reserve_after: float | None, ahead: int, jobs: dict, pool, most: int = MOST,
+                 deferred=frozenset()):
         super().__init__(reserve_after, most)
+        self._deferred = deferred  # steps the order holds back once ready (fleet.core.deferral): never planned
         self._pool = pool  # the scheduler's (the wide threshold follows its nodes)
         self.ahead = ahead
         self._most = most  # the ordinary reservations' limit (self.most adds the plans ahead)
@@ -97,7 +103,8 @@ class Lookahead(Reservations):
     # -- the pass ----------------------------------------------------------------------------
     def begin(self, pool, now: float, classes: dict) -> None:
         """Drop what no longer stands (the base's rule, and this module's for steps not
-        yet ready), then plan ahead for the first candidates while there is room."""
+        yet ready), then plan ahead for the first candidates while there is room and no
+        ready wide step is waiting (a plan ahead would take the cores it waits for)."""
         for key in self._check:
             p = self.planned.get(key)
             if p is not None and self.plans.get(key) is p and p.job.state == S.READY:
@@ -106,7 +113,7 @@ class Lookahead(Reservations):
         super().begin(pool, now, classes)
         self._prune()
         if self.enabled:
-            while self._due and len(self.planned) < self.ahead:
+            while self._due and len(self.planned) < self.ahead and not self._wide_waits(classes):
                 _, ready, _, sid = heapq.heappop(self._due)
                 self._plan(self._jobs.get(sid), ready, pool, now)
             self._prune()
@@ -188,10 +195,15 @@ class Lookahead(Reservations):
             ready = max(ready, dep.started_at + e)
         return ready
 
+    def _wide_waits(self, classes) -> bool:
+        """Whether a ready wide step could not start (its class is blocked): it goes first."""
+        return any(c.blocked_at is not None and c.heap and not c.exclusive and c.demand.cores >= self._wide[1]
+                   for c in classes.values())
+
     def _worthy(self, job) -> bool:
         """Wide: at least half of the largest node's cores."""
         d = job.demand
-        if d is None or job.exclusive:
+        if d is None or job.exclusive or job.spec.id in self._deferred:
             return False
         total = self._pool.total_cores
         if self._wide[0] != total:  # a node joined or was lost since
@@ -204,7 +216,9 @@ def ahead(sched, n: int):
     (0: none; nothing without reservations); returns it."""
     res = sched._res
     if n > 0 and res.enabled:
-        new = Lookahead(res.reserve_after, n, sched._jobs, sched.pool, res.most)
+        deferral = getattr(getattr(sched, "ranks", None), "deferral", None)
+        new = Lookahead(res.reserve_after, n, sched._jobs, sched.pool, res.most,
+                        deferral.steps if deferral is not None else frozenset())
         new.recorded, new.queued = res.recorded, res.queued
         sched._res = new
     return sched

@@ -131,3 +131,13 @@ def test_the_same_events_give_the_same_decisions_with_plans_ahead():
     first, res = run()
     assert first == run()[0]
     assert isinstance(res, Lookahead)
+
+
+def test_no_plan_is_made_while_a_ready_wide_step_waits_and_a_deferred_step_is_never_planned():
+    # "ready8" (8 cores) is ready and blocked behind the narrow steps: it goes first.
+    sched, _ = fleet_of(1, *BASE, {"id": "ready8", "cores": 8, "estimate": 5})
+    more(sched, 5.0, 7)
+    assert len(started(exit_(sched, "s0", 10.0))) == 1 and not sched._res.plans
+    from fleet.core.ranks import ordered
+    deferring = ahead(ordered(Scheduler(600.0), "defer-widest"), 1)
+    assert deferring._res._deferred is deferring.ranks.deferral.steps
