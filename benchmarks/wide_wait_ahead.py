@@ -41,25 +41,30 @@ RUNS = (("setup", RESERVE_AFTER_S, 0), ("setup", RESERVE_AFTER_S, AHEAD),
 # Taken from the recorded results of `python benchmarks/wide_wait.py` (the same deterministic
 # simulations, with no plan ahead the scheduler is unchanged): the base and the orders' rows.
 RECORDED = HERE / "results" / "wide_wait_defer.json"
-FROM_RECORDED = (("setup/without", "setup/without/0"), ("critical-then-smallest/with", "critical-then-smallest/with/0"),
+FROM_RECORDED = (("setup/without", "setup/without/0"),
+                 ("critical-then-smallest/with", "critical-then-smallest/with/0"),
                  ("defer-widest/with", "defer-widest/with/0"))
 NOTES = (
-    "Variants tried by hand the same day (critical-then-smallest with reservations unless said; p90 / makespan):",
-    "- Plans keyed by the step's class of demand (the first version): 1 ahead 1549 s / 16569 s, 4: 1462 / 16517 "
-    "(p50 79 s), 16: 1277 / 17589 (p50 99 s), defer-widest 4: 1007 / 16495. A class's plan passed from step to "
-    "step of the same demand (31 demands among 908 wide steps), so plans stood for good: one per demand.",
-    "- Plans keyed by the step until it is ready, shadow max(expected ready, the walk's): 8 ahead 1467 / 16559, "
-    "64: 1498 / 16495 (p50 2.9 s); defer-widest 64: 1169 / 16495.",
+    "Variants tried by hand the same day, in this order (critical-then-smallest with reservations unless said; "
+    "wide p90 wait / makespan, s; the same simulate call, one variant of fleet.core.lookahead at a time):",
+    "- Plans keyed by the step's class of demand (the first version): 1 ahead 1549 / 16569, 4: 1462 / 16517 "
+    "(p50 79), 16: 1277 / 17589 (p50 99); defer-widest, 4: 1007 / 16495. A class's plan passed from step to "
+    "step of the same demand (31 demands among the 908 wide steps), so one plan per demand stood for good.",
+    "- Keyed by the step until it is ready, shadow max(expected ready, the walk's): 8 ahead 1467 / 16559, "
+    "64: 1498 / 16495 (p50 2.9); defer-widest 64: 1169 / 16495.",
     "- The same, a ready planned step moved to the front of its class (its plan displacing the class's): "
     "64 ahead 1915 / 18580; setup order 1736 / 18106; defer-widest 2555 / 17693. Worse everywhere.",
-    "- Only plans that let the step start on time (the walk's shadow at most its expected ready time; the "
-    "rule kept): 8 ahead 1474 / 16547, 64: 1412 / 16513 (p50 0 s); defer-widest 64: 1128 / 16513.",
+    "- Only plans that let the step start on time (the walk's shadow at most its expected ready time): "
+    "8 ahead 1474 / 16547, 64: 1412 / 16513 (p50 0); defer-widest 64: 1128 / 16513; with the steps "
+    "defer-widest holds never planned, defer-widest 16: 890 / 16513.",
+    "- And no plan while a class of ready wide steps is blocked (kept; the table): the plans had been taking "
+    "the cores that ready wide steps were waiting for.",
     "- Why it stays far from 5x: the wide steps' dependencies are one-core steps of about a minute, so a plan "
     "is made a median 18 s (p90 380 s) before the step is ready, and in the bursts that set the p90 the walk "
-    "finds the cores busy with other wide steps for far longer: those steps wait whether planned or not. "
-    "Planning only decides which wide step the next free cores go to; the p90 needs some wide steps to wait "
-    "much longer so the rest wait little (the integer program's left-out set, defer-widest's hold), which "
-    "planned starts for steps about to be ready do not choose.",
+    "finds the cores busy with other wide steps for far longer: those steps wait, planned or not. Planning "
+    "decides which wide step the next free cores go to; the p90 needs some wide steps to wait much longer so "
+    "the rest wait little (the integer program's left-out set; defer-widest's hold), which planned starts "
+    "for steps about to be ready do not choose.",
 )
 
 
