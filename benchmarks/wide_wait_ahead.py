@@ -118,9 +118,10 @@ def section(res: dict) -> str:
     L = [HEADING, "", f"{res['date']}, commit {res['commit']}, on {res['machine']['cpus']} cores, load average "
          f"{res['load_average']['start'][0]} at the start, {res['load_average']['end'][0]} at the end:", "",
          f"    {res['command']}", "", "Results: `benchmarks/results/wide_wait_ahead.json`. The 100,000-step "
-         "workload; wait as above; `ahead`: `--reserve-ahead` (fleet.core.lookahead). The rows with no plan "
-         "ahead but setup order with reservations are the recorded ones of `python benchmarks/wide_wait.py` "
-         "(wide_wait_defer.json, the same deterministic simulation).", "",
+         "workload; wait as above; `ahead`: `--reserve-ahead` (fleet.core.lookahead). The rows with ahead 0, "
+         "but for setup order with reservations, are the recorded ones of `python benchmarks/wide_wait.py` "
+         "(wide_wait_defer.json, the same deterministic simulations). Target: p90 cut 5x (405 s) within 2 % "
+         "of the base's makespan.", "",
          "| order | reservations | ahead | makespan (s) | vs base | wait p50 (s) | p90 (s) | max (s) | p90 cut |",
          "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for key, r in sorted(rows.items(), key=lambda kv: ORDER.index(kv[0].rsplit("/", 1)[0])):
@@ -135,7 +136,10 @@ def section(res: dict) -> str:
           f"wide p50/p90/max {off['mpi_wait']['p50_s']:.0f}/{off['mpi_wait']['p90_s']:.0f}/"
           f"{off['mpi_wait']['max_s']:.0f} s at makespan {off['makespan_s']:.0f} s without plans ahead, "
           f"{on['mpi_wait']['p50_s']:.0f}/{on['mpi_wait']['p90_s']:.0f}/{on['mpi_wait']['max_s']:.0f} s at "
-          f"{on['makespan_s']:.0f} s with {res['ahead']}.", ""]
+          f"{on['makespan_s']:.0f} s with {res['ahead']}.", "",
+          "So not the default (`--reserve-ahead` is opt-in): on the Aurora what-if it changes the p90 by 1-2 % "
+          "either way and the makespan by at most 0.5 %; on the stream it costs 5 % of makespan (cores held "
+          "for the wide steps, borrowed only by steps that end in time). Nowhere near the 5x target.", ""]
     L += list(NOTES)
     return "\n".join(L) + "\n"
 
