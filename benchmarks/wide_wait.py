@@ -3,6 +3,8 @@
 tighter lower bound (one set of steps left out of every window).
 
     python benchmarks/wide_wait.py     # writes benchmarks/results/wide_wait_defer.json and its README subsection
+    python benchmarks/wide_wait.py --ahead   # reservations planned ahead (fleet.core.lookahead):
+                                             # results/wide_wait_ahead.json and its own subsection
 
 Runs, one at a time, `fleet.core.simulate.simulate` on aurora_whatif's allocation and
 seeded 100,000-step workload: setup order without reservations (the issue's base),
@@ -59,6 +61,9 @@ NOTE = ("- The hold and the work's horizon are the submission's median spanning-
 
 
 def main() -> int:
+    if "--ahead" in sys.argv[1:]:
+        import wide_wait_ahead
+        return wide_wait_ahead.main()
     load = os.getloadavg()
     steps = workload(100_000)
     graph, problems = build_graph(steps)

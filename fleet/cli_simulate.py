@@ -34,13 +34,17 @@ def _keep(name: str):
 
 
 def reservation_options(f):
-    """--reserve-after, --no-reservations and --order (values read back with
-    reserve_after() and order())."""
+    """--reserve-after, --no-reservations, --reserve-ahead and --order (values read
+    back with reserve_after(), reserve_ahead() and order())."""
     f = click.option("--order", type=click.Choice(ORDERS), default=DEFAULT_ORDER, expose_value=False,
                      callback=_keep("order"), show_default=True,
                      help="the order of ready steps of equal priority: setup order, the longest chain of "
                           "estimates after the step first, or steps on the longest chains first and then "
                           "the smallest (cores x estimate) first")(f)
+    f = click.option("--reserve-ahead", type=click.IntRange(min=0), default=0, expose_value=False,
+                     callback=_keep("ahead"), metavar="N", show_default=True,
+                     help="plan up to N reservations ahead, for wide steps whose last dependencies run: "
+                          "their cores are drained as those end, and they start when ready (0: none)")(f)
     f = click.option("--no-reservations", is_flag=True, expose_value=False, callback=_keep("off"),
                      help="no reservations: every step that fits starts (greedy backfill; wide steps may wait long)")(f)
     f = click.option("--reserve-after", type=click.FloatRange(min=0), default=RESERVE_AFTER_S, expose_value=False,
@@ -72,10 +76,16 @@ def reserve_after() -> float | None:
     return None if v.get("off") else v.get("after", RESERVE_AFTER_S)
 
 
+def reserve_ahead() -> int:
+    """--reserve-ahead (fleet.core.lookahead): how many reservations may be planned ahead."""
+    return int(_values().get("ahead") or 0)
+
+
 def coordinator_args() -> list[str]:
     """The options as the coordinator's command line takes them."""
     after = reserve_after()
     out = ["--no-reservations"] if after is None else ["--reserve-after", repr(float(after))]
+    out += ["--reserve-ahead", str(reserve_ahead())] if reserve_ahead() else []
     return out + ([] if order() == DEFAULT_ORDER else ["--order", order()])
 
 
@@ -107,13 +117,16 @@ def show_comparison(run_sim, steps, graph, alloc, as_json: bool) -> None:
     wide = max(2, max((len(n.cores) for n in alloc), default=1) // 2)
     rows = {}
     for name, ra in (("without", None), ("with", after)):
-        r = run_sim(steps, graph, alloc, reserve_after=ra, window=window_option.value(), order=order())
+        r = run_sim(steps, graph, alloc, reserve_after=ra, window=window_option.value(), order=order(),
+                    reserve_ahead=reserve_ahead())
         rows[name] = _row(r, steps, graph, wide)
     if as_json:
-        click.echo(json.dumps({"reserve_after_s": after, "wide_cores": wide, "order": order(), **rows},
+        click.echo(json.dumps({"reserve_after_s": after, "reserve_ahead": reserve_ahead(), "wide_cores": wide,
+                               "order": order(), **rows},
                               indent=1, sort_keys=True))
         return
-    named = "" if order() == DEFAULT_ORDER else f", order {order()}"
+    named = ("" if order() == DEFAULT_ORDER else f", order {order()}") + (
+        f", reserve ahead {reserve_ahead()}" if reserve_ahead() else "")
     click.echo(f"reservations (reserve after {after:g} s{named}); wide steps: {wide} cores or more")
     _table(rows)
 
@@ -128,7 +141,8 @@ def show_orders(run_sim, steps, graph, alloc, as_json: bool) -> None:
     after = reserve_after()
     wide = max(2, max((len(n.cores) for n in alloc), default=1) // 2)
     window = window_option.value()
-    rows = {name: _row(run_sim(steps, graph, alloc, reserve_after=after, window=window, order=name), steps, graph, wide)
+    rows = {name: _row(run_sim(steps, graph, alloc, reserve_after=after, window=window, order=name,
+                               reserve_ahead=reserve_ahead()), steps, graph, wide)
             for name in ORDERS}
     if as_json:
         click.echo(json.dumps({"reserve_after_s": after, "wide_cores": wide, "orders": rows}, indent=1,
@@ -161,7 +175,7 @@ def show(suite, graph, alloc, nodes: int, cores_per_node: int, as_json: bool, en
         return
     window = window_option.value()  # None: the node's cores, as `fleet up`'s default
     r = run_sim(suite.steps, graph, alloc, reserve_after=reserve_after(), end_s=end_s, drain_before_s=drain_before_s,
-                window=window, order=order())
+                window=window, order=order(), reserve_ahead=reserve_ahead())
     window = cores_per_node if window is None else window
     if as_json:
         click.echo(json.dumps({**r.to_json(), "window": window}, indent=1, sort_keys=True))

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from fleet.control.drain import DRAIN_BEFORE_S
+from fleet.core.lookahead import ahead
 from fleet.core.ranks import DEFAULT as DEFAULT_ORDER, MODES as ORDERS, ordered
 from fleet.core.reservations import RESERVE_AFTER_S
 from fleet.site.allocation import AllocationError, end_time, from_environment
@@ -44,6 +45,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--reserve-after", type=float, default=RESERVE_AFTER_S,
                     help="seconds a ready step waits before resources are reserved for it (fleet.core.reservations)")
     ap.add_argument("--no-reservations", action="store_true", help="no reservations: greedy backfill only")
+    ap.add_argument("--reserve-ahead", type=int, default=0,
+                    help="reservations planned ahead for wide steps about to be ready (fleet.core.lookahead)")
     ap.add_argument("--order", choices=ORDERS, default=DEFAULT_ORDER,
                     help="the order of ready steps of equal priority (fleet.core.ranks)")
     ap.add_argument("--connection-name", default=connection.NAME)
@@ -81,8 +84,9 @@ def main(argv: list[str] | None = None) -> int:
         nodes = len(alloc_nodes)
     # What governs this fleet's patience, for whoever reads coordinator.log after.
     log.info("settings: heartbeat %g s, agent lost after %g s, stale claims adopted after %g s, "
-             "max attempts %s, reservations %s, order %s", args.heartbeat, args.timeout, args.stale_after,
-             args.max_attempts or "unlimited", "off" if args.no_reservations else f"after {args.reserve_after:g} s", args.order)
+             "max attempts %s, reservations %s (%d planned ahead), order %s", args.heartbeat, args.timeout, args.stale_after,
+             args.max_attempts or "unlimited", "off" if args.no_reservations else f"after {args.reserve_after:g} s",
+             args.reserve_ahead, args.order)
     bind = args.bind or ("127.0.0.1" if profile.launcher == "local" else "0.0.0.0")
     # Looked up at call time, through the module: what the coordinator module holds is what runs.
     from fleet.control import coordinator
@@ -96,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     # The batch system's warning (#SBATCH --signal=B:USR1@300, passed on by fleet run): drain now.
     signal.signal(signal.SIGUSR1, coord.drain.on_signal)
     coord.sched.reserve_after(None if args.no_reservations else args.reserve_after)
-    ordered(coord.sched, args.order)
+    ahead(ordered(coord.sched, args.order), args.reserve_ahead)
     return coord.serve()
 
 

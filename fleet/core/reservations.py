@@ -149,11 +149,15 @@ class Reservations:
         longer ready, a node was lost, or it is still short past its time or with
         nothing left running to release what it lacks (the estimates were wrong)."""
         for key, p in list(self.plans.items()):
-            if (p.job.state != S.READY or pool.total_cores != p.total_cores
-                    or (p.short and (not self._live or (p.shadow is not None and now > p.shadow)))):
+            if not self._stands(p, pool, now):
                 self.drop(pool, key)
         if self.enabled:
             self.lowest = max((c.heap[0][0] for c in classes.values() if c.heap), default=0)
+
+    def _stands(self, p: _Plan, pool: Pool, now: float) -> bool:
+        """Whether a reservation still stands (see begin; fleet.core.lookahead adds to it)."""
+        return not (p.job.state != S.READY or pool.total_cores != p.total_cores
+                    or (p.short and (not self._live or (p.shadow is not None and now > p.shadow))))
 
     def revisit(self, cls, now: float, jobs) -> bool:
         """Whether a class that is blocked must be tried anyway: it holds a reserved
