@@ -111,7 +111,7 @@ class ClaimLog:
     def clear(self) -> None:
         """Remove the log (a lone lease holder: nobody else reads or writes it)."""
         shutil.rmtree(self.root, ignore_errors=True)
-        store._made.discard(self.root)  # made again when the run directory becomes shared
+        store._made.discard(os.fspath(self.root))  # made again when the run directory becomes shared
 
     # -- reading ----------------------------------------------------------------------------
     def follow(self) -> None:

@@ -66,7 +66,7 @@ class Claims:
         """Claim a decided step for this attempt (counting attempts across fleets)."""
         c = store.claim(self.run_dir_of(d.step), spec, self.fleet_id, d.attempt, self.stale_after,
                         max(self.max_attempts, spec.retries + 1) if self.max_attempts else 0,
-                        generation=self.sched.view(d.step).generation)
+                        generation=self.sched.generation(d.step))
         if c.kind == store.Claim.OURS:
             self.claimed.add(d.step)
         return c

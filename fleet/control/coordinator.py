@@ -267,16 +267,9 @@ class Coordinator:
         if nodes and not was_ready:
             self._become_ready(now)
 
-    def _view(self, step: str):
-        try:
-            return self.sched.view(step)
-        except KeyError:
-            return None
-
     def _started(self, node: str, msg: P.Started, now: float) -> None:
-        view = self._view(msg.step)
-        if view is None or view.state != S.RUNNING or view.attempt != msg.attempt \
-                or not view.placement or view.placement[0].node != node:
+        view = self.sched.placed(msg.step)  # (attempt, placement) if it runs: fleet.core.viewfill.Placed
+        if view is None or view.attempt != msg.attempt or not view.placement or view.placement[0].node != node:
             self.transport.warn("stale started",
                                 f"dropped a start report of {msg.step!r} attempt {msg.attempt} from {node}")
             return
@@ -284,9 +277,8 @@ class Coordinator:
 
     def _exited(self, node: str, msg: P.Exited, now: float) -> None:
         spec = self.specs.get(msg.step)
-        view = self._view(msg.step)
-        if (view is None or view.state != S.RUNNING or view.attempt != msg.attempt
-                or (view.placement and view.placement[0].node != node)):  # not where it runs
+        view = self.sched.placed(msg.step)
+        if view is None or view.attempt != msg.attempt or (view.placement and view.placement[0].node != node):
             self.transport.warn("stale exit", f"dropped a stale exit report of {msg.step} attempt {msg.attempt}")
             return
         if (self.stopping or self.drain.drained) and msg.outcome != S.SUCCEEDED:

@@ -30,6 +30,7 @@ from fleet.wire import records
 
 log = logging.getLogger("fleet.control.recording")
 GOES_ON = frozenset({S.WAIT, S.NEXT, S.RESTART})  # exits of an attempt that runs on: not attempts
+_OURS = store.Claim(store.Claim.OURS)  # a start's answer, alone (read, never changed: one for all)
 
 
 class Recorder:
@@ -120,7 +121,7 @@ class Recorder:
             if c.kind == store.Claim.OURS and c.adopted is None:
                 c.adopted = self.adopt.pop(d.step, None)
             return c
-        gen = self.sched.view(d.step).generation
+        gen = self.sched.generation(d.step)
         m = self.claims.max_attempts
         limit = max(m, spec.retries + 1) if m else 0
         if limit:
@@ -133,7 +134,8 @@ class Recorder:
         store.flying(self.run_dir, spec, d.attempt, gen)
         self.ran.add(d.step)
         self.journal.start(d.step, d.attempt, gen)
-        return store.Claim(store.Claim.OURS, adopted=self.adopt.pop(d.step, None))
+        adopted = self.adopt.pop(d.step, None) if self.adopt else None
+        return store.Claim(store.Claim.OURS, adopted=adopted) if adopted is not None else _OURS
 
     def _files(self, step: str) -> bool:
         """Recorded in per-step files: this fleet holds the step's per-step claim (an

@@ -14,11 +14,20 @@ from typing import NamedTuple
 
 from fleet.control import leftovers
 from fleet.core.suite import StepSpec
-from fleet.wire.records import (ATTEMPT, CLAIM, DONE, FINAL, fleet_dir as _fleet_dir, holder_dead, marker_id,
-                                read_claim, read_done, spec_hash, succeeded_as)
+from fleet.wire.records import (ATTEMPT, CLAIM, DONE, FINAL, holder_dead, marker_id, read_claim, read_done,
+                                spec_hash, succeeded_as)
 
 
-_made: set[Path] = set()
+_made: set[str] = set()
+
+
+def _fleet_dir(run_dir, step_id: str) -> str:
+    """The key of a step in this module's tables: its .fleet directory as text (where
+    fleet.wire.records.fleet_dir puts it). A step's records are looked up several times
+    per step; a str key hashes and compares in C, where a Path's __hash__ and __eq__
+    are Python calls (and a Path a step is one more object). A Path is made only where
+    a file is opened."""
+    return f"{run_dir}/steps/{step_id}/.fleet"
 
 
 # --- what a step ran against ---------------------------------------------------------------
@@ -26,7 +35,7 @@ _made: set[Path] = set()
 # A done marker says what succeeded (`spec`, the definition's hash) and against what: its
 # `id`, and `deps`, each dependency's marker id when the step ran. A submission counts a
 # step done only if both still hold (fleet.control.submissions). So that writing a marker
-# reads nothing, this process remembers, per step (keyed by its .fleet directory): the
+# reads nothing, this process remembers, per step (keyed by its .fleet directory, as text): the
 # newest marker id it saw or wrote, the deps it was submitted with, and the attempts it
 # claimed that have not ended, oldest first, with the definition each runs. (A running
 # step a later submission changed ends after its next definition was claimed: its marker
@@ -40,10 +49,10 @@ class _Attempt(NamedTuple):  # (immutable as a frozen dataclass; made without it
     deps: tuple[str, ...]
 
 
-_seen: dict[Path, str | None] = {}
-_deps: dict[Path, tuple[str, ...]] = {}
-_flight: dict[Path, list[_Attempt]] = {}
-_ended: dict[Path, _Attempt] = {}
+_seen: dict[str, str | None] = {}
+_deps: dict[str, tuple[str, ...]] = {}
+_flight: dict[str, list[_Attempt]] = {}
+_ended: dict[str, _Attempt] = {}
 _order = itertools.count()
 
 
@@ -73,14 +82,14 @@ def submitted(run_dir: Path, step_id: str, deps, marker: dict | None, listed: bo
 # Steps submitted with no directory on disk and their own deps, per run directory, by
 # id: what submitted() would note for them is "no marker, the spec's deps", so they get
 # no entry (and no Path) of their own; a million-step suite is mostly such steps.
-_fresh: dict[Path, set[str]] = {}
+_fresh: dict[str, set[str]] = {}  # (by the run directory as text)
 
 
 def declared(run_dir: Path, specs, deps: dict, markers: dict, left: dict | None = None) -> None:
     """submitted() for many steps of a submission: `deps`, `markers` and `left` (what
     older fleets left: fleet.control.leftovers; None: not looked) by step id (a step
     with no entry in `markers` had no directory: see submissions.read_markers)."""
-    fresh = _fresh.setdefault(run_dir, set())
+    fresh = _fresh.setdefault(f"{run_dir}", set())
     for s in specs:
         sid, dd = s.id, deps[s.id]
         if sid in markers or tuple(dd) != s.deps:
@@ -95,7 +104,7 @@ def declared(run_dir: Path, specs, deps: dict, markers: dict, left: dict | None 
         fresh.add(sid)
 
 
-def _ending(d: Path, attempt) -> _Attempt | None:
+def _ending(d: str, attempt) -> _Attempt | None:
     """The in-flight attempt of this number that ends now (the oldest: attempt numbers
     start again with each generation), dropping older ones that never ended here."""
     flight = _flight.get(d, [])
@@ -111,40 +120,41 @@ def _ending(d: Path, attempt) -> _Attempt | None:
 def _marker_of(run_dir: Path, step_id: str) -> str | None:
     d = _fleet_dir(run_dir, step_id)
     if d not in _seen:  # another fleet's step, settled there: read once
-        if step_id in _fresh.get(run_dir, ()):  # no directory when submitted, nothing seen since
+        if step_id in _fresh.get(f"{run_dir}", ()):  # no directory when submitted, nothing seen since
             return None
         rec = read_done(run_dir, step_id)
         _seen[d] = marker_id(rec) if rec is not None else None
     return _seen[d]
 
 
-def makedirs(path: Path) -> None:
+def makedirs(path: Path | str) -> None:
     """mkdir -p, once per directory per process: on a parallel filesystem every
     metadata call counts, and the coordinator makes several per step."""
-    if path not in _made:
-        path.mkdir(parents=True, exist_ok=True)
-        _made.add(path)
+    p = os.fspath(path)
+    if p not in _made:
+        os.makedirs(p, exist_ok=True)
+        _made.add(p)
 
 
 def write_done(run_dir: Path, spec: StepSpec, record: dict) -> None:
     """Record success atomically (write aside, then rename): the definition that ran
     (as claimed), a new marker id, and the marker ids of the deps it ran against."""
     path, rec = done_record(run_dir, spec, record)
-    makedirs(path.parent)
+    makedirs(os.path.dirname(path))
     _replace(path, rec)
 
 
-def done_record(run_dir: Path, spec: StepSpec, record: dict) -> tuple[Path, dict]:
-    """The done marker a success gets (its path and record), remembered as the step's
-    newest marker (its dependents' markers name it); nothing is written."""
+def done_record(run_dir: Path, spec: StepSpec, record: dict) -> tuple[str, dict]:
+    """The done marker a success gets (its path, as text, and record), remembered as the
+    step's newest marker (its dependents' markers name it); nothing is written."""
     d, ran_spec, deps, generation, mid = succeeded(run_dir, spec, record.get("attempt"))
     rec = {"outcome": "succeeded", "spec": ran_spec, **record, "id": mid, "deps": deps, "generation": generation}
-    return d / DONE, rec
+    return f"{d}/{DONE}", rec
 
 
-def succeeded(run_dir: Path, spec: StepSpec, attempt) -> tuple[Path, str, dict, int, str]:
+def succeeded(run_dir: Path, spec: StepSpec, attempt) -> tuple[str, str, dict, int, str]:
     """What a success's marker says besides its attempt's figures (see done_record): the
-    step's .fleet directory, the definition that ran, its deps' marker ids, the
+    step's .fleet directory (as text), the definition that ran, its deps' marker ids, the
     generation and a new marker id, remembered as the step's newest marker."""
     d = _fleet_dir(run_dir, spec.id)
     ran = _ending(d, attempt)
@@ -170,7 +180,7 @@ def take(run_dir: Path, step_id: str, fleet: str, attempt: int, generation: int)
     False if another fleet holds its claim."""
     d = _fleet_dir(run_dir, step_id)
     makedirs(d)
-    return _write_new(d / CLAIM, {"fleet": fleet, "host": socket.gethostname(), "pid": os.getpid(),
+    return _write_new(f"{d}/{CLAIM}", {"fleet": fleet, "host": socket.gethostname(), "pid": os.getpid(),
                                   "attempt": attempt, "at": time.time(), "generation": generation, "base": 0})
 
 
@@ -187,7 +197,7 @@ def take(run_dir: Path, step_id: str, fleet: str, attempt: int, generation: int)
 
 
 
-def _write_new(path: Path, data: dict) -> bool:
+def _write_new(path: Path | str, data: dict) -> bool:
     """Create path with data, only if it does not exist (atomic on POSIX filesystems)."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
@@ -198,7 +208,7 @@ def _write_new(path: Path, data: dict) -> bool:
     return True
 
 
-def _replace(path: Path, data: dict) -> None:
+def _replace(path: Path | str, data: dict) -> None:
     """Write aside, then rename: readers see the old record or the new one, whole."""
     p = os.fspath(path)
     head, name = os.path.split(p)
@@ -234,7 +244,7 @@ def claim(run_dir: Path, spec: StepSpec, fleet: str, attempt: int, stale_after: 
     makedirs(d)
     record = {"fleet": fleet, "host": socket.gethostname(), "pid": os.getpid(), "attempt": attempt,
               "at": time.time()}
-    path = d / CLAIM
+    path = f"{d}/{CLAIM}"
     adopted = None
     # A new generation's first attempt counts from the attempts recorded now.
     n = _recorded(d) if max_attempts and generation > 1 and attempt == 1 else None
@@ -250,7 +260,7 @@ def claim(run_dir: Path, spec: StepSpec, fleet: str, attempt: int, stale_after: 
             return Claim(Claim.ELSEWHERE, f"claimed by fleet {held.get('fleet')} on {held.get('host')} "
                                           f"({age:.0f} s ago)")
         gen = int(held.get("generation", 1))
-        if not _write_new(d / f"adopt.{gen}", {**record, "from": held, "stale_s": age, "dead": dead}):
+        if not _write_new(f"{d}/adopt.{gen}", {**record, "from": held, "stale_s": age, "dead": dead}):
             return Claim(Claim.ELSEWHERE, f"being adopted by another fleet (generation {gen})")
         base = int(held.get("base", 0))
         _replace(path, {**record, "generation": gen + 1, "base": base})
@@ -275,13 +285,13 @@ def done_since(run_dir: Path, spec: StepSpec) -> bool:
     return succeeded_as(rec, spec) and _seen.get(_fleet_dir(run_dir, spec.id), "") != marker_id(rec)
 
 
-def _recorded(d: Path) -> int:
+def _recorded(d: str) -> int:
     """Attempts recorded for the step in every fleet: its attempt files, and those in
     journals (fleet.control.journal) as replayed at start and written since."""
     return _files(d) + _journaled.get(d, 0)
 
 
-def _files(d: Path) -> int:
+def _files(d: str) -> int:
     try:
         return sum(1 for name in os.listdir(d) if name.startswith(ATTEMPT))
     except FileNotFoundError:
@@ -293,11 +303,11 @@ def _files(d: Path) -> int:
 # attempt files from older fleets (counted with the submission: fleet.control.leftovers;
 # else listed once at its start, with the lease: nobody else writes). _per_step: steps
 # claimed per step while alone (a claim file on disk at submission, or not looked at).
-_journaled: dict[Path, int] = {}
-_listed: set[Path] = set()
-_counted: dict[Path, int] = {}
-_existed: set[Path] = set()
-_per_step: set[Path] = set()
+_journaled: dict[str, int] = {}
+_listed: set[str] = set()
+_counted: dict[str, int] = {}
+_existed: set[str] = set()
+_per_step: set[str] = set()
 
 
 def existed(run_dir: Path, step_id: str) -> bool:
@@ -313,8 +323,8 @@ def per_step(run_dir: Path, step_id: str) -> bool:
     return bool(_per_step) and _fleet_dir(run_dir, step_id) in _per_step  # (none: no path made per start)
 
 
-def journaled(run_dir: Path, step_id: str, n: int = 1, d: Path | None = None) -> None:
-    """n more attempts of the step recorded in a journal (d: its .fleet directory, if known)."""
+def journaled(run_dir: Path, step_id: str, n: int = 1, d: str | None = None) -> None:
+    """n more attempts of the step recorded in a journal (d: its key, as succeeded() gave it, if known)."""
     d = _fleet_dir(run_dir, step_id) if d is None else d
     _journaled[d] = _journaled.get(d, 0) + n
 
@@ -351,7 +361,7 @@ def refresh(run_dir: Path, step_id: str, fleet: str) -> None:
     if cur is None or cur[0].get("fleet") != fleet:
         return
     try:
-        os.utime(_fleet_dir(run_dir, step_id) / CLAIM)
+        os.utime(f"{_fleet_dir(run_dir, step_id)}/{CLAIM}")
     except OSError:
         pass
 
@@ -364,11 +374,11 @@ def release(run_dir: Path, step_id: str, fleet: str, keep_later: bool = True) ->
     ended = _ended.get(d)
     if keep_later and ended is not None and any(a.seq > ended.seq for a in _flight.get(d, ())):
         return False
-    path = d / CLAIM
+    path = f"{d}/{CLAIM}"
     cur = read_claim(run_dir, step_id)
     if cur is not None and cur[0].get("fleet") == fleet:
         try:
-            path.unlink()
+            os.unlink(path)
         except FileNotFoundError:
             pass
     return True
@@ -379,20 +389,20 @@ def record_attempt(run_dir: Path, step_id: str, fleet: str, attempt: int, record
     a later generation in the same fleet (attempts count from 1 again)
     .fleet/attempt.<fleet>.g<generation>.<attempt>.json, so no attempt record is lost."""
     path, rec = attempt_record(run_dir, step_id, fleet, attempt, record)
-    makedirs(path.parent)
+    makedirs(os.path.dirname(path))
     _replace(path, rec)
 
 
-def attempt_record(run_dir: Path, step_id: str, fleet: str, attempt: int, record: dict) -> tuple[Path, dict]:
-    """An attempt's record and the file it would have (see record_attempt); nothing is written."""
+def attempt_record(run_dir: Path, step_id: str, fleet: str, attempt: int, record: dict) -> tuple[str, dict]:
+    """An attempt's record and the file it would have, as text (see record_attempt); nothing is written."""
     d = _fleet_dir(run_dir, step_id)
     ran = _ending(d, attempt) if record.get("outcome") != "succeeded" else _current(d, attempt)
     gen = ran.generation if ran is not None else 1
     name = f"{ATTEMPT}{fleet}.{attempt}.json" if gen == 1 else f"{ATTEMPT}{fleet}.g{gen}.{attempt}.json"
-    return d / name, {"fleet": fleet, "attempt": attempt, "generation": gen, **record}
+    return f"{d}/{name}", {"fleet": fleet, "attempt": attempt, "generation": gen, **record}
 
 
-def _current(d: Path, attempt: int) -> _Attempt | None:
+def _current(d: str, attempt: int) -> _Attempt | None:
     """The in-flight attempt of this number that ends now, left for its marker to take."""
     a = next((a for a in _flight.get(d, ()) if a.attempt == attempt), None)
     return a if a is not None else (_ended.get(d) if _ended.get(d) and _ended[d].attempt == attempt else None)
@@ -402,14 +412,14 @@ def write_final(run_dir: Path, spec: StepSpec, outcome: str, record: dict) -> No
     """A step that ended without success and will not be retried by this fleet (after
     running: its completion marker, if an earlier run left one, goes)."""
     path, rec, drop = final_record(run_dir, spec, outcome, record)
-    makedirs(path.parent)
+    makedirs(os.path.dirname(path))
     _replace(path, rec)
     if drop:
-        unlink_done(path.parent)
+        unlink_done(os.path.dirname(path))
 
 
-def final_record(run_dir: Path, spec: StepSpec, outcome: str, record: dict) -> tuple[Path, dict, bool]:
-    """A final outcome's file and record, and whether it replaces the step's success
+def final_record(run_dir: Path, spec: StepSpec, outcome: str, record: dict) -> tuple[str, dict, bool]:
+    """A final outcome's file (as text) and record, and whether it replaces the step's success
     (the step's marker must then go); nothing is written."""
     d = _fleet_dir(run_dir, spec.id)
     ran = _ending(d, record["attempt"]) if "attempt" in record else None
@@ -419,13 +429,13 @@ def final_record(run_dir: Path, spec: StepSpec, outcome: str, record: dict) -> t
     drop = "attempt" in record and outcome in ("failed", "terminated", "out_of_memory", "lost", "broken")
     if drop:
         _seen[d] = None
-    return d / FINAL, rec, drop
+    return f"{d}/{FINAL}", rec, drop
 
 
-def unlink_done(d: Path) -> None:
+def unlink_done(d: Path | str) -> None:
     """Remove a step's marker (its .fleet directory d), if it has one."""
     try:
-        os.unlink(d / DONE)
+        os.unlink(os.path.join(d, DONE))
     except FileNotFoundError:
         pass
 

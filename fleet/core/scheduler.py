@@ -164,6 +164,15 @@ class Scheduler(Entries, Phases):
         """A read-only view of one step."""
         return viewfill.view(self._jobs[step])  # (fleet.core.viewfill: without the frozen __init__)
 
+    def generation(self, step: str) -> int:
+        """The step's generation (what a start records), without a whole view."""
+        return self._jobs[step].generation
+
+    def placed(self, step: str) -> viewfill.Placed | None:
+        """(attempt, placement) of a running step, else None: what a report is checked against."""
+        j = self._jobs.get(step)
+        return viewfill.Placed(j.attempt, j.placement) if j is not None and j.state == S.RUNNING else None
+
     def views(self) -> list[JobView]:
         """Every submitted step, in submission order."""
         return [self.view(s) for s in self._jobs]

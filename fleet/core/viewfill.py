@@ -10,6 +10,8 @@ no I/O, no clock.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from fleet.core.decisions import JobView
 
 _new = object.__new__
@@ -25,3 +27,10 @@ def view(j) -> JobView:
                          "started_at": j.started_at, "wait_reason": why.text() if why is not None else None,
                          "spec": j.spec, "why": why, "generation": j.generation})
     return v
+
+
+class Placed(NamedTuple):
+    """What the coordinator checks an agent's report of a running step against (and the
+    exit record's placement): two of a view's nine fields, for a fraction of its cost."""
+    attempt: int
+    placement: tuple

@@ -5,9 +5,10 @@ attempt records on disk hold it, and a rerun compares it, so its value must neve
 change. identity() builds a tuple of (name, frozen value) pairs (a generator and a
 function call per field) that repr then walks: ~17 us per step in CPython, taken for
 every step that runs. Here the same text is made from each field's piece,
-"(name, repr(value))" joined by ", " in brackets (what repr gives for a tuple of pairs),
-and a piece is remembered for values steps share (an array's command, cores, priority
-...): the per-step cost is a few dictionary lookups and one join. A field that is not a
+"(name, repr(value))" joined by ", " in brackets (what repr gives for a tuple of pairs):
+a plain value's piece spelt by one format, an empty one's remembered (per-step cost
+~4 us, where remembering every shared value's piece cost ~11 with a million steps'
+unique ids churning the table). A field that is not a
 plain value (args, command lists) goes through the same _freeze as identity().
 tests/wire/test_spechash.py compares the two over varied steps.
 """
@@ -15,13 +16,18 @@ tests/wire/test_spechash.py compares the two over varied steps.
 from __future__ import annotations
 
 import hashlib
+from types import MappingProxyType
 
 from fleet.core import suite as _suite
 
-# Values whose pieces are remembered: equal keys have equal reprs (not floats: 0.0 == -0.0).
-_KEYED = frozenset({str, int, bool, type(None)})
-_pieces: dict[tuple, str] = {}  # (field, type, value) -> "('field', value)"; bounded below
-_MAX_PIECES = 1 << 16
+# Plain values: repr(v) is repr(_freeze(v)), so "(name, value)" is spelt directly (the
+# field names are identifiers: repr(name) is name in quotes). Not remembered: most steps'
+# pieces of these are unique (id, task, workdir) and a table of them only churned.
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+# An empty tuple, list or mapping (args, deps, inputs ...: most steps) freezes to ();
+# its piece is remembered by (field, type).
+_EMPTY = frozenset({tuple, list, dict, MappingProxyType})
+_pieces: dict[tuple, str] = {}
 
 
 def text(spec) -> str:
@@ -29,15 +35,16 @@ def text(spec) -> str:
     parts = []
     for name in _suite._IDENTITY:
         v = getattr(spec, name)
-        key = (name, type(v), v) if type(v) in _KEYED or v == () else None
-        piece = _pieces.get(key) if key is not None else None
-        if piece is None:
-            piece = repr((name, _suite._freeze(v)))
-            if key is not None:
-                if len(_pieces) >= _MAX_PIECES:  # unique values (ids, work dirs) must not grow it
-                    _pieces.clear()
-                _pieces[key] = piece
-        parts.append(piece)
+        t = type(v)
+        if t in _PLAIN:
+            parts.append(f"('{name}', {v!r})")
+        elif t in _EMPTY and not v:
+            piece = _pieces.get((name, t))
+            if piece is None:
+                piece = _pieces[name, t] = repr((name, _suite._freeze(v)))
+            parts.append(piece)
+        else:
+            parts.append(repr((name, _suite._freeze(v))))
     if spec.protocol:
         parts.append(repr(("protocol", spec.protocol)))
     return "(" + ", ".join(parts) + ")"

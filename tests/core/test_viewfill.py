@@ -28,3 +28,13 @@ def test_a_view_filled_directly_equals_the_one_its_constructor_makes_waiting_or_
     running, waiting = s.view("a"), s.view("b")
     assert running.state == "running" and running.placement[0].node == "n1" and running.attempt == 1
     assert waiting.why is not None and isinstance(waiting.why, W.WaitReason) and waiting.wait_reason == waiting.why.text()
+
+
+def test_a_report_s_check_and_a_start_s_generation_read_what_the_view_says_without_one():
+    s = Scheduler()
+    s.handle(NodeJoined(node("n1", 4)), 0.0)
+    s.handle(submission(suite({"id": "a", "cores": 4}, {"id": "b", "cores": 4}).steps), 1.0)
+    v = s.view("a")
+    assert s.placed("a") == (v.attempt, v.placement) and s.placed("a").placement[0].node == "n1"
+    assert s.placed("b") is None and s.placed("no such step") is None  # waiting, unknown: not running
+    assert [s.generation(x) for x in ("a", "b")] == [s.view("a").generation, s.view("b").generation] == [1, 1]

@@ -45,3 +45,14 @@ def test_a_piece_remembered_for_one_step_gives_the_right_text_for_the_next():
 def test_records_spec_hash_gives_the_same_value_once_per_step():
     spec = StepSpec("z/9", 0, command="true", workdir="steps/z/9")
     assert records.spec_hash(spec) == _as_ever(spec) == records.spec_hash(spec)
+
+
+def test_many_steps_unique_ids_and_empty_fields_hash_as_ever_in_any_order():
+    # (each step's id, task and workdir are unique; its args, deps, inputs empty: the
+    # pieces of the latter are remembered by field and type, of the former never)
+    specs = [StepSpec(f"m/{i}", i, command=("run", str(i)) if i % 3 else "true", workdir=f"steps/m/{i}",
+                      args=MappingProxyType({}) if i % 2 else {}, deps=() if i % 5 else [], estimate=i / 7)
+             for i in range(300)]
+    for spec in specs + specs[::-1]:
+        assert spechash.text(spec) == repr(spec.identity())
+        assert spechash.spec_hash(spec) == _as_ever(spec)
