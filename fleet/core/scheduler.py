@@ -38,10 +38,9 @@ from fleet.core.suite import StepSpec
 from fleet.core.unfit import PendingDemands
 from fleet.core.window import Begin, Queue, Unqueued, Window
 
-__all__ = ["Scheduler", "JobView", "Event", "Decision", "NodeJoined", "NodeLost", "Submitted", "EnterMore",
-           "StepExited", "Elsewhere", "Settled", "Reclaim", "Cancel", "Start", "Wait", "Retry", "Finished",
-           "Blocked", "Unrunnable", "Skipped", "Entering", "Ignored", "Kill", "submission", "Queue", "Begin", "Unqueued",
-           "Exits"]
+__all__ = ["Scheduler", "JobView", "Event", "Decision", "NodeJoined", "NodeLost", "Submitted", "EnterMore", "StepExited",
+           "Elsewhere", "Settled", "Reclaim", "Cancel", "Start", "Wait", "Retry", "Finished", "Blocked", "Unrunnable",
+           "Skipped", "Entering", "Ignored", "Kill", "submission", "Queue", "Begin", "Unqueued", "Exits"]
 
 
 class Scheduler(Entries, Phases):
@@ -179,8 +178,11 @@ class Scheduler(Entries, Phases):
 
     def running(self, limit: int | None = None) -> list[JobView]:
         """Running steps in start order (the first `limit` of them)."""
-        ids = self._running if limit is None else itertools.islice(self._running, limit)
-        return [self.view(s) for s in ids]
+        return [self.view(s) for s in self.running_ids(limit)]
+
+    def running_ids(self, limit: int | None = None):
+        """The running steps' ids in start order (the first `limit`), without a view each."""
+        return self._running if limit is None else itertools.islice(self._running, limit)
 
     def running_count(self) -> int:
         """How many steps run now."""

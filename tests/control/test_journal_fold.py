@@ -100,11 +100,11 @@ def test_a_long_run_rotates_its_journal_and_a_kill_mid_rotation_then_a_rerun_rec
     assert r.returncode == 1, r.stdout + r.stderr
     own = [p for p in (tmp_path / "quiet" / records.JOURNALS).glob("*.jsonl") if p.name != fold.FOLDED]
     assert journal_files(tmp_path / "quiet")[0] == fold.FOLDED and len(own) == 1
-    # Rotated into the fold as it ran: the next rotation waits until the journal is half
-    # what was folded so far (fleet.control.fold.rotate), so the live journal stays under
-    # that (plus a loop turn's lines), never the whole run.
-    folded = (tmp_path / "quiet" / records.JOURNALS / fold.FOLDED).stat().st_size
-    assert own[0].stat().st_size < max(4 * 1500, folded), (own[0].stat().st_size, folded)
+    # Rotated into the fold as it ran: the live journal does not hold the whole run. (How
+    # many times depends on timing: a rotation waits while the last one's fold process
+    # runs, and this run may end before that process has started.)
+    live = [json.loads(line) for line in own[0].read_text().splitlines()]
+    assert len([x for x in live if x["k"] == "done"]) < 40, len(live)
     a = audited(tmp_path, "quiet")
     assert all(a[f"s/{i}"]["successes"] == 1 and a[f"s/{i}"]["attempts"] == 1 for i in range(1, 41))
     assert a["bad"]["attempts"] == 2
