@@ -33,6 +33,7 @@ from fleet.control.submissions import Submissions
 from fleet.control import turntrace
 from fleet.control.transport import Transport
 from fleet.core import states as S
+from fleet.core.decisions import Exits, GoOn
 from fleet.core.scheduler import (Blocked, Entering, Finished, Ignored, Kill, NodeJoined, NodeLost, Retry, Scheduler,
                                   Skipped, Start, StepExited, Unrunnable, Wait)
 from fleet.site.launch import Launcher
@@ -67,6 +68,7 @@ class Coordinator:
         self.profile = profile or Profile("local", "")
         self.started = time.time()
         self.sched = Scheduler(window=window)  # steps handed to a node ahead (fleet.core.window; None: its cores)
+        self.sched.pass_starts = int(os.environ.get("FLEET_TEST_PASS_STARTS") or self.sched.pass_starts)  # tests
         self.events = EventLog(self.run_dir / "events.jsonl", fleet=self.fleet_id)
         self.transport = Transport(bind_host, advertise)
         self.specs: dict[str, object] = {}  # step id -> StepSpec, every step submitted to this fleet
@@ -387,6 +389,8 @@ class Coordinator:
                 self.intake.entering(d)
             elif isinstance(d, Ignored):
                 self.transport.warn("ignored", d.what)
+            elif isinstance(d, GoOn):  # a bounded pass: the rest of it after what is queued now
+                self._inbox.append((Exits(()), now))
 
     def _finished(self, d: Finished, now: float) -> None:
         elsewhere = self.claims.elsewhere

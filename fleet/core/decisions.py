@@ -88,6 +88,17 @@ class Exits:
 
 
 @dataclass(frozen=True)
+class GoOn:
+    """Decision: the pass stopped after PASS_STARTS starts with more to try; feed any
+    event (`Exits(())`: nothing ended) to go on. One call's decisions, and the loop turn
+    acting on them, stay bounded: at 10,000 nodes a first pass started 640,000 steps
+    in one call of 12 s."""
+
+
+PASS_STARTS = 10_000
+
+
+@dataclass(frozen=True)
 class Elsewhere:
     """The step just started is claimed by another live fleet: it runs there, not here."""
 
@@ -240,7 +251,7 @@ class Kill:
     reason: str = "cancelled"
 
 
-Decision = Union[Start, Wait, Retry, Finished, Blocked, Unrunnable, Skipped, Entering, Ignored, Kill]
+Decision = Union[Start, Wait, Retry, Finished, Blocked, Unrunnable, Skipped, Entering, Ignored, Kill, GoOn]
 
 
 # --- views ----------------------------------------------------------------------

@@ -17,12 +17,13 @@ rule): what runs makes its dependents run, so no marker is trusted past it.
 from __future__ import annotations
 
 import itertools
+from collections import deque
 from typing import Iterator, Mapping
 
 from fleet.core import states as S
 from fleet.core.decisions import Blocked, Decision, Skipped, Submitted
 from fleet.core.graph import _kahn
-from fleet.core.jobs import take_out
+from fleet.core.jobs import Job, take_out
 from fleet.core.ranks import SETUP_ORDER
 
 NEW, KEEP, RENEW, AFTER = "new", "keep", "renew", "after"
@@ -171,6 +172,18 @@ class Entries:
             self.moved(old.spec.id, old.state, S.WAITING)
         if old.state not in S.FINAL:
             self._open -= 1
+
+    def _block_descendants(self, job: Job, because: str, out: list[Decision]) -> None:
+        todo = deque(self._dependents(job))
+        while todo:
+            dj = todo.popleft()
+            if dj.state != S.WAITING:
+                continue
+            self._set(dj, "dep_failed")
+            if dj in self._unresolved:
+                self._unresolved.remove(dj)
+            out.append(Blocked(dj.spec.id, because))
+            todo.extend(self._dependents(dj))
 
     def _dependents(self, job):
         """The job's dependents that are current (not replaced by a later generation)."""

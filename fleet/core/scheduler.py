@@ -27,9 +27,9 @@ from fleet.core import waits as W
 from fleet.core.units import counted
 from fleet.core.generations import Entries, Entry as _Entry
 from fleet.core.deadline import DRAIN_KILL, AllocationEnds, Deadline, DrainNow, too_late
-from fleet.core.decisions import (Blocked, Cancel, Decision, Elsewhere, EnterMore, Entering, Event, Finished,
-                                  Exits, Ignored, JobView, Kill, NodeJoined, NodeLost, Reclaim, Retry, Settled, Skipped,
-                                  Start, StepExited, Submitted, Unrunnable, Wait, submission)
+from fleet.core.decisions import (PASS_STARTS, Blocked, Cancel, Decision, Elsewhere, EnterMore, Entering, Event,
+                                  Finished, Exits, GoOn, Ignored, JobView, Kill, NodeJoined, NodeLost, Reclaim, Retry,
+                                  Settled, Skipped, Start, StepExited, Submitted, Unrunnable, Wait, submission)
 from fleet.core.jobs import DemandClass as _Class, Job as _Job, take_out
 from fleet.core.phases import Phases
 from fleet.core.reservations import RESERVE_AFTER_S, Reservations
@@ -45,6 +45,8 @@ __all__ = ["Scheduler", "JobView", "Event", "Decision", "NodeJoined", "NodeLost"
 
 class Scheduler(Entries, Phases):
     """Decides what runs where and when. Feed it events; act on its decisions."""
+
+    pass_starts = PASS_STARTS  # starts in one pass at most (fleet.core.decisions.GoOn)
 
     def __init__(self, reserve_after: float | None = RESERVE_AFTER_S, window: int | None = 0) -> None:
         """`reserve_after`: seconds a ready step waits before it gets a reservation
@@ -385,18 +387,6 @@ class Scheduler(Entries, Phases):
         if self._exclusive_running is job:
             self._exclusive_running = None
 
-    def _block_descendants(self, job: _Job, because: str, out: list[Decision]) -> None:
-        todo = deque(self._dependents(job))
-        while todo:
-            dj = todo.popleft()
-            if dj.state != S.WAITING:
-                continue
-            self._set(dj, "dep_failed")
-            if dj in self._unresolved:
-                self._unresolved.remove(dj)
-            out.append(Blocked(dj.spec.id, because))
-            todo.extend(self._dependents(dj))
-
     def _lost(self, ev: NodeLost, now: float, out: list[Decision]) -> None:
         if not self.pool.has(ev.node):
             out.append(Ignored(f"loss of unknown node {ev.node!r}"))
@@ -446,7 +436,7 @@ class Scheduler(Entries, Phases):
         pool, res = self.pool, self._res
         res.begin(pool, now, self._classes)  # before the blocked classes are judged: it may free holds
         heads = self._heads(pool, res, now)
-        started = False
+        started = 0
         while heads:
             (_, _, sid), key = heapq.heappop(heads)
             cls = self._classes[key]
@@ -483,12 +473,15 @@ class Scheduler(Entries, Phases):
                 self._on_node[slot.node].add(sid)
             out.append(Start(sid, job.attempt, placement, self._resume_of(sid)))
             self.window.started(job)
-            started = True
+            started += 1
             if cls.exclusive:
                 self._exclusive_running = job
                 return
             if cls.heap:
                 heapq.heappush(heads, (cls.heap[0], key))
+            if started >= self.pass_starts and heads:  # a bounded pass: the shell feeds the rest (GoOn)
+                out.append(GoOn())
+                return
         if self._exclusive_running is None:
             self.window.fill(out)
 

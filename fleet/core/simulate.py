@@ -25,6 +25,7 @@ from fleet.core.reservations import RESERVE_AFTER_S
 from fleet.core.resources import NodeSpec
 from fleet.core import states as S
 from fleet.core.deadline import AllocationEnds, DrainNow
+from fleet.core.decisions import Exits, GoOn
 from fleet.core.scheduler import (Begin, Blocked, Kill, NodeJoined, Scheduler, Start, StepExited, Unrunnable,
                         Submitted)
 from fleet.core.suite import StepSpec
@@ -99,12 +100,12 @@ def simulate(steps: Iterable[StepSpec], graph: Graph, nodes: list[NodeSpec],
     ends: list[tuple[float, int, str, int]] = []
     placed: dict[str, SimStep] = {}
     log: list = []
-    unrunnable: dict[str, str] = {}
-    blocked: dict[str, str] = {}
+    unrunnable, blocked = {}, {}  # id -> why
     count = seq = 0
 
     def act(decisions, now):
         nonlocal count, seq
+        decisions = _whole(sched, decisions, now)
         count += len(decisions)
         for d in decisions:
             if keep_log:
@@ -127,7 +128,7 @@ def simulate(steps: Iterable[StepSpec], graph: Graph, nodes: list[NodeSpec],
                     interrupted[d.step] = now
                     placed[d.step] = SimStep(placed[d.step].nodes, placed[d.step].cores, placed[d.step].start_s, now)
 
-    interrupted: dict[str, float] = {}
+    interrupted: dict[str, float] = {}  # (the drain's, filled by act)
     drain_s = max(0.0, end_s - drain_before_s) if end_s is not None else None
     if end_s is not None:
         sched.handle(AllocationEnds(end_s, drain_s), 0.0)
@@ -141,6 +142,13 @@ def simulate(steps: Iterable[StepSpec], graph: Graph, nodes: list[NodeSpec],
         act(sched.handle(StepExited(sid, attempt, "succeeded") if sid else DrainNow("the drain point"), now), now)
     return _result(steps, dur, graph, nodes, placed, count, unrunnable, blocked, tuple(log), interrupted,
                    end_s, drain_s)
+
+
+def _whole(sched, decisions: list, now: float) -> list:
+    """The decisions with a bounded pass's rest (fleet.core.decisions.GoOn) taken at once."""
+    while any(type(d) is GoOn for d in decisions):
+        decisions = [d for d in decisions if type(d) is not GoOn] + sched.handle(Exits(()), now)
+    return decisions
 
 
 def _result(steps, dur, graph, nodes, placed, count, unrunnable, blocked, log, interrupted, end_s, drain_s):
