@@ -15,11 +15,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 import timeit
 from pathlib import Path
+
+from _trees import best_per_tree  # noqa: E402
 
 N, REPEAT = 20_000, 5
 
@@ -60,15 +61,7 @@ def main() -> int:
     if args.one:
         print(json.dumps(jobs()))
         return 0
-    trees = [str(Path(t).resolve()) for t in args.trees.split(",")]
-    best: dict[str, dict] = {t: {} for t in trees}
-    for r in range(args.rounds):
-        for tree in (trees if r % 2 == 0 else trees[::-1]):
-            env = dict(os.environ, PYTHONPATH=tree)
-            out = subprocess.run([sys.executable, __file__, "--one"], env=env, capture_output=True, text=True,
-                                 timeout=600, check=True, cwd="/")
-            for job, us in json.loads(out.stdout).items():
-                best[tree][job] = min(us, best[tree].get(job, us))
+    best = best_per_tree(__file__, args.trees, args.rounds)  # _trees: trees alternated
     result = {"command": "python benchmarks/msg_path_jobs.py " + " ".join(sys.argv[1:]), "rounds": args.rounds,
               "at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "loadavg": os.getloadavg()[0],
               "us_per_call_best": best,
