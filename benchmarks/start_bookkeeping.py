@@ -19,17 +19,13 @@ coordinator's own methods on a stand-in holding what they read), so any two comp
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import shutil
 import sys
 import tempfile
-import time
 import timeit
 from pathlib import Path
 
-from _trees import best_per_tree  # noqa: E402
+import _trees  # noqa: E402
 from types import SimpleNamespace
 
 N, REPEAT = 10_000, 5
@@ -114,26 +110,5 @@ def jobs() -> dict:
     return out
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--trees", help="comma-separated trees holding fleet/")
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--out", default="")
-    ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    if args.one:
-        print(json.dumps(jobs()))
-        return 0
-    best = best_per_tree(__file__, args.trees, args.rounds)  # _trees: trees alternated
-    result = {"command": "python benchmarks/start_bookkeeping.py " + " ".join(sys.argv[1:]), "rounds": args.rounds,
-              "at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "loadavg": os.getloadavg()[0],
-              "us_per_call_best": best, "total_per_step": {t: round(sum(b.values()), 2) for t, b in best.items()}}
-    text = json.dumps(result, indent=1)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
-    print(text)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_trees.main(__file__, jobs, 5))
