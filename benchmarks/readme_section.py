@@ -7,14 +7,21 @@ from pathlib import Path
 README = Path(__file__).resolve().parent / "README.md"
 
 
-def write_section(heading: str, text: str, readme: Path = README) -> None:
+def write_section(heading: str, text: str, readme: Path = README, after: str | None = None) -> None:
     """Replace the section that starts with the line `heading` (up to the next "## "),
-    or add it at the end; every other section is left as it is."""
+    or add it at the end (or, given `after`, right after the section whose heading line
+    starts with it); every other section is left as it is."""
     old = readme.read_text() if readme.exists() else "# Benchmarks\n"
     lines = old.splitlines(keepends=True)
     if not text.endswith("\n"):
         text += "\n"
     start = next((i for i, line in enumerate(lines) if line.rstrip("\n") == heading), None)
+    if start is None and after is not None:
+        at = next((i for i, line in enumerate(lines) if line.startswith(after)), None)
+        if at is not None:
+            start = next((i for i in range(at + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+            readme.write_text("".join(lines[:start]) + text + "\n" + "".join(lines[start:]))
+            return
     if start is None:
         readme.write_text(old + ("" if old.endswith("\n") else "\n") + "\n" + text)
         return

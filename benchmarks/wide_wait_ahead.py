@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from aurora_whatif import aurora_nodes, cpu_name, workload  # noqa: E402
+from readme_section import write_section  # noqa: E402
 from reservations_whatif import mpi_waits  # noqa: E402
 
 from fleet.core.graph import build_graph
@@ -145,16 +146,8 @@ def section(res: dict) -> str:
 
 
 def write(text: str) -> None:
-    """Replace this subsection (up to the next heading), or put it after the defer-widest one."""
-    readme = HERE / "README.md"
-    lines = readme.read_text().splitlines(keepends=True)
-    start = next((i for i, x in enumerate(lines) if x.rstrip("\n") == HEADING), None)
-    if start is None:
-        after = next(i for i, x in enumerate(lines) if x.startswith(AFTER))
-        start = end = next(i for i in range(after + 1, len(lines)) if lines[i].startswith("## "))
-    else:
-        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-    readme.write_text("".join(lines[:start]) + text + "\n" + "".join(lines[end:]))
+    """Replace this subsection, or put it after the defer-widest one."""
+    write_section(HEADING, text, HERE / "README.md", after=AFTER)
 
 
 if __name__ == "__main__":
