@@ -68,7 +68,7 @@ def planned(ev: Submitted, jobs: Mapping, chunk: int, work) -> Iterator[None]:
         if chunk and next(work) % chunk == 0:
             yield
         old = jobs.get(sid)
-        dep_runs = any(d in runs for d in deps[sid])
+        dep_runs = any(d in runs for d in deps[sid]) if deps[sid] else False  # (most steps: no deps, no generator)
         done = sid in ev.done and not dep_runs
         if old is None:
             what = NEW
@@ -239,7 +239,8 @@ class Entries:
                 yield
             if job.state != S.WAITING:
                 continue
-            bad = next((d for d in job.deps if d in self._jobs and self._jobs[d].state in S.FINAL - S.GOOD), None)
+            bad = next((d for d in job.deps if d in self._jobs and self._jobs[d].state in S.FINAL - S.GOOD),
+                       None) if job.deps else None
             if bad is not None:
                 failed_deps.append((job, bad))
             elif have_nodes:

@@ -20,9 +20,12 @@ short of GPUs or memory are not looked at again until they change.
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left, insort
 from dataclasses import dataclass, field
 
 from fleet.core.units import format_memory
+
+_new, _set = object.__new__, object.__setattr__
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,14 @@ class Demand:
     span: bool = False
     unit: int = 1
 
+    # The scheduler's hot tables are keyed by demands (fleet.core.demands): the hash,
+    # the generated one's value, is taken once, not five fields' worth per lookup.
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_h", hash((self.cores, self.gpus, self.memory, self.span, self.unit)))
+
+    def __hash__(self) -> int:
+        return self._h
+
 
 @dataclass
 class _Node:
@@ -89,6 +100,7 @@ class Pool:
         self._nodes: list[_Node] = []
         self._by_name: dict[str, _Node] = {}
         self._buckets: dict[int, list[int]] = {}
+        self._keys: list[int] = []  # the buckets' free core counts, ascending (best fit bisects it)
         self.free_cores = 0
         self.free_gpus = 0
         self.total_cores = 0
@@ -159,7 +171,7 @@ class Pool:
             return self._place_span_gpus(d)
         chosen: list[tuple[_Node, int]] = []
         need = d.cores
-        for k in sorted((b for b in self._buckets if b >= d.unit), reverse=True):
+        for k in reversed(self._keys[bisect_left(self._keys, d.unit):]):
             for node in self._bucket_nodes(k):
                 usable = (len(node.free_cores) // d.unit) * d.unit
                 take = min(usable, need)
@@ -240,7 +252,9 @@ class Pool:
         self.free_cores -= cores
         self.free_gpus -= gpus
         self._file(node)
-        return Slot(node.spec.name, tuple(got_c), tuple(got_g), mem)
+        slot = _new(Slot)  # Slot(...) without the frozen __init__: one per start (fleet.core.made)
+        _set(slot, "__dict__", {"node": node.spec.name, "cores": tuple(got_c), "gpus": tuple(got_g), "memory": mem})
+        return slot
 
     def release(self, placement: Placement) -> None:
         """Give a placement back (parts on nodes that were lost are ignored)."""
@@ -248,7 +262,11 @@ class Pool:
             node = self._by_name.get(slot.node)
             if node is None or not node.alive:
                 continue
-            node.free_cores = sorted(node.free_cores + list(slot.cores))
+            if len(slot.cores) <= 8:  # a few cores back: in place (the node's list is its own)
+                for c in slot.cores:
+                    insort(node.free_cores, c)
+            else:
+                node.free_cores = sorted(node.free_cores + list(slot.cores))
             node.free_gpus = sorted(node.free_gpus + list(slot.gpus))
             node.free_mem += slot.memory
             self.free_cores += len(slot.cores)
@@ -276,7 +294,10 @@ class Pool:
     # -- bucket index -------------------------------------------------------------
     def _file(self, node: _Node) -> None:
         k = len(node.free_cores)
-        heap = self._buckets.setdefault(k, [])
+        heap = self._buckets.get(k)
+        if heap is None:
+            heap = self._buckets[k] = []
+            insort(self._keys, k)
         heapq.heappush(heap, node.idx)
         if len(heap) > 2 * len(self._nodes) + 64:
             self._bucket_nodes(k)  # drops the stale entries
@@ -295,12 +316,14 @@ class Pool:
         log = self._changed
         memo = self._fit.pop(d, None)
         if memo is None:
-            for k in sorted(b for b in self._buckets if b >= d.cores):
+            keys = self._keys
+            for k in keys[bisect_left(keys, d.cores):]:
                 heap = self._buckets[k]
-                while heap and not self._valid(k, heap[0]):
+                while heap and not (nodes[heap[0]].alive and len(nodes[heap[0]].free_cores) == k):  # (_valid)
                     heapq.heappop(heap)
                 if not heap:
                     del self._buckets[k]
+                    del keys[bisect_left(keys, k)]
                     continue
                 if nodes[heap[0]].fits(d):
                     return nodes[heap[0]]
@@ -384,7 +407,9 @@ class Pool:
 
     def _bucket_nodes(self, k: int):
         """Valid nodes of bucket k in join order (a snapshot: callers may change them)."""
-        heap = self._buckets.get(k, [])
+        heap = self._buckets.get(k)
+        if heap is None:
+            return []
         live = sorted({i for i in heap if self._valid(k, i)})
         self._buckets[k] = list(live)  # sorted list is a valid heap; drops stale entries
         return [self._nodes[i] for i in live]

@@ -21,11 +21,12 @@ import heapq
 import itertools
 from collections import deque
 
+from fleet.core import made, viewfill
 from fleet.core import states as S
-from fleet.core import viewfill
 from fleet.core import waits as W
 from fleet.core.units import counted
 from fleet.core.generations import Entries, Entry as _Entry
+from fleet.core.demands import Demands
 from fleet.core.deadline import DRAIN_KILL, AllocationEnds, Deadline, DrainNow, too_late
 from fleet.core.decisions import (PASS_STARTS, Blocked, Cancel, Decision, Elsewhere, EnterMore, Entering, Event,
                                   Finished, Exits, GoOn, Ignored, JobView, Kill, NodeJoined, NodeLost, Reclaim, Retry,
@@ -33,9 +34,9 @@ from fleet.core.decisions import (PASS_STARTS, Blocked, Cancel, Decision, Elsewh
 from fleet.core.jobs import DemandClass as _Class, Job as _Job, take_out
 from fleet.core.phases import Phases
 from fleet.core.reservations import RESERVE_AFTER_S, Reservations
-from fleet.core.resources import Capacity, Demand, Pool
+from fleet.core.resources import Capacity, Pool
 from fleet.core.suite import StepSpec
-from fleet.core.unfit import PendingDemands
+from fleet.core.unfit import PENDING, PendingDemands
 from fleet.core.window import Begin, Queue, Unqueued, Window
 
 __all__ = ["Scheduler", "JobView", "Event", "Decision", "NodeJoined", "NodeLost", "Submitted", "EnterMore", "StepExited",
@@ -69,6 +70,7 @@ class Scheduler(Entries, Phases):
         self.moved = None  # observer: (step, old state, new state) at each change (fleet.control.submissions)
         self._capacity: Capacity | None = None
         self._pending = PendingDemands()  # demands of waiting and ready steps (fleet.core.unfit)
+        self._demands = Demands()  # each kind of step's, shared (fleet.core.demands)
         # A changed (or rerun) definition of a running step, with its deps and whether
         # it runs serially: it replaces the running one when that ends.
         self._after: dict[str, tuple[StepSpec, tuple[str, ...], bool]] = {}
@@ -207,14 +209,14 @@ class Scheduler(Entries, Phases):
     # -- transitions -------------------------------------------------------------------
     def _set(self, job: _Job, what: str) -> None:
         old = job.state
-        job.state = S.advance(old, what)
+        new = job.state = S.TRANSITIONS.get((old, what)) or S.advance(old, what)  # (advance raises)
         self._counts[old] = self._counts.get(old, 0) - 1
-        self._counts[job.state] = self._counts.get(job.state, 0) + 1
+        self._counts[new] = self._counts.get(new, 0) + 1
         if self.moved is not None:
-            self.moved(job.spec.id, old, job.state)
-        if job.demand is not None:
-            self._pending.moved(job.demand, old, job.state)
-        if job.state in S.FINAL:
+            self.moved(job.spec.id, old, new)
+        if job.demand is not None and (old in PENDING) is not (new in PENDING):  # else no count moves
+            self._pending.moved(job.demand, old, new)
+        if new in S.FINAL:
             self._open -= 1
             self._ended(job)
 
@@ -233,16 +235,14 @@ class Scheduler(Entries, Phases):
 
     def _resolve(self, job: _Job, out: list[Decision]) -> None:
         """Decide the step's width once, from the whole allocation."""
-        s = job.spec
-        unit = s.threads if s.mpi else 1
-        w = self.capacity().width(s.cores, s.min_cores, unit, s.gpus, s.memory, s.span)
-        if isinstance(w, str):
+        d = self._demands.of(self.capacity(), job.spec)  # once per kind of step (fleet.core.demands)
+        if isinstance(d, str):
             self._set(job, "impossible")
-            out.append(Unrunnable(s.id, w))
-            self._block_descendants(job, s.id, out)
+            out.append(Unrunnable(job.spec.id, d))
+            self._block_descendants(job, job.spec.id, out)
             return
-        job.demand = Demand(cores=w, gpus=s.gpus, memory=s.memory, span=s.span, unit=unit)
-        self._pending.add(job.demand)
+        job.demand = d
+        self._pending.add(d)
         if job.unmet == 0:
             self._make_ready(job)
 
@@ -288,8 +288,8 @@ class Scheduler(Entries, Phases):
             return
         if ev.outcome == S.SUCCEEDED:
             self._set(job, S.SUCCEEDED)
-            out.append(Finished(job.spec.id, job.attempt, S.SUCCEEDED))
-            for dj in self._dependents(job):
+            out.append(made.finished(job.spec.id, job.attempt, S.SUCCEEDED))
+            for dj in self._dependents(job) if job.dependents else ():
                 dj.unmet -= 1
                 if dj.unmet == 0 and dj.state == S.WAITING and dj.demand is not None:
                     self._make_ready(dj)
@@ -383,7 +383,9 @@ class Scheduler(Entries, Phases):
         self._res.stopped(job, self.pool)
         del self._running[job.spec.id]
         for slot in job.placement:
-            self._on_node.get(slot.node, set()).discard(job.spec.id)
+            on = self._on_node.get(slot.node)
+            if on is not None:
+                on.discard(job.spec.id)
         if self._exclusive_running is job:
             self._exclusive_running = None
 
@@ -471,7 +473,7 @@ class Scheduler(Entries, Phases):
             self._running[sid] = job
             for slot in placement:
                 self._on_node[slot.node].add(sid)
-            out.append(Start(sid, job.attempt, placement, self._resume_of(sid)))
+            out.append(made.start(sid, job.attempt, placement, self._resume_of(sid)))
             self.window.started(job)
             started += 1
             if cls.exclusive:

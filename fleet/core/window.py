@@ -132,7 +132,7 @@ class Window(WindowPick):
     def started(self, job, now: float | None = None) -> None:
         """`job` runs now (since `now`, else its started_at): steps of its demand may be
         queued behind it."""
-        if not self.on or job.exclusive or len(job.placement) != 1 or job.demand is None or job.demand.span:
+        if self.size == 0 or job.exclusive or len(job.placement) != 1 or job.demand is None or job.demand.span:
             return
         sid = job.spec.id
         if sid not in self.ends:  # its expected end, once per start (it is opened again after a queued one leaves)
@@ -288,12 +288,13 @@ class Window(WindowPick):
         """`job` no longer takes a step behind it."""
         sid = job.spec.id
         self.ends.pop(sid, None)
-        self.blocker.pop(sid, None)
+        if self.blocker:  # (each table looked in only when it holds something: most are empty)
+            self.blocker.pop(sid, None)
         for table in (self.taking, self.held, self.chained):
-            preds = table.get(job.demand)
+            preds = table.get(job.demand) if table else None
             if preds is not None and preds.drop(sid) and not preds:
                 del table[job.demand]
-        if job.placement:
+        if job.placement and (self.parked or self.shelved):
             node = job.placement[0].node
             for table in (self.parked, self.shelved):
                 kept = table.get(node)
