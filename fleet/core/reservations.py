@@ -124,7 +124,7 @@ class Reservations:
         if not self.enabled:
             return
         self._starts += 1
-        e = expected_s(job, self.recorded)
+        e = durations.expected_s(job.spec, self.recorded)  # (expected_s, a call less per start)
         heapq.heappush(self._ends, (now + e if e is not None else math.inf, self._starts, job.spec.id))
         self._live[job.spec.id] = (self._starts, job)
         if len(self._ends) > 2 * len(self._live) + 64:

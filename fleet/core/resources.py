@@ -156,10 +156,9 @@ class Pool:
         """Reserve resources for d and return where, or None if it does not fit now."""
         if d.cores > self.free_cores or d.gpus > self.free_gpus:
             return None
-        return self._place_span(d) if d.span else self._place_one(d)
-
-    def _place_one(self, d: Demand) -> Placement | None:
-        node = self._best_fit(d)
+        if d.span:
+            return self._place_span(d)
+        node = self._best_fit(d)  # one node
         if node is None:
             return None
         return (self._take(node, d.cores, d.gpus, node.mem_for(d.cores, d)),)

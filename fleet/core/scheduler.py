@@ -32,6 +32,7 @@ from fleet.core.decisions import (PASS_STARTS, Blocked, Cancel, Decision, Elsewh
                                   Finished, Exits, GoOn, Ignored, JobView, Kill, NodeJoined, NodeLost, Reclaim, Retry,
                                   Settled, Skipped, Start, StepExited, Submitted, Unrunnable, Wait, submission)
 from fleet.core.jobs import DemandClass as _Class, Job as _Job, take_out
+from fleet.core.outside import Outside
 from fleet.core.phases import Phases
 from fleet.core.reservations import RESERVE_AFTER_S, Reservations
 from fleet.core.resources import Capacity, Pool
@@ -44,7 +45,7 @@ __all__ = ["Scheduler", "JobView", "Event", "Decision", "NodeJoined", "NodeLost"
            "Skipped", "Entering", "Ignored", "Kill", "submission", "Queue", "Begin", "Unqueued", "Exits"]
 
 
-class Scheduler(Entries, Phases):
+class Scheduler(Entries, Phases, Outside):
     """Decides what runs where and when. Feed it events; act on its decisions."""
 
     pass_starts = PASS_STARTS  # starts in one pass at most (fleet.core.decisions.GoOn)
@@ -218,7 +219,8 @@ class Scheduler(Entries, Phases):
             self._pending.moved(job.demand, old, new)
         if new in S.FINAL:
             self._open -= 1
-            self._ended(job)
+            if self._parent_of:  # (a child's parent may go on: fleet.core.phases)
+                self._ended(job)
 
     def _add(self, spec: StepSpec, deps: tuple[str, ...], serial: bool) -> _Job:
         job = _Job(spec, deps)
@@ -228,7 +230,8 @@ class Scheduler(Entries, Phases):
         job.seq = self._seq
         self._seq += 1
         self._jobs[spec.id] = job
-        self._added(job)  # a child: counted in its parent, queued ahead (fleet.core.phases)
+        if self._parent_of:
+            self._added(job)  # a child: counted in its parent, queued ahead (fleet.core.phases)
         self._counts[S.WAITING] = self._counts.get(S.WAITING, 0) + 1
         self._open += 1
         return job
@@ -305,36 +308,6 @@ class Scheduler(Entries, Phases):
         out.append(Finished(job.spec.id, job.attempt, ev.outcome, ev.reason))
         self._block_descendants(job, job.spec.id, out)
 
-    def _cancel(self, ev: Cancel, out: list[Decision]) -> None:
-        """A running step is to be killed (its exit, cancelled, ends it); one not started
-        ends cancelled now. Either way its dependents are blocked, and a changed
-        definition waiting to replace it is dropped. Every step named is cancelled
-        before any dependent is blocked: a named dependent ends cancelled, not blocked."""
-        ended, ready = [], []
-        for sid in self._with_children(ev.steps):  # a waiting parent's children with it
-            job = self._jobs.get(sid)
-            if job is not None and job.state == S.QUEUED:
-                self.window.cancel(job, ev.reason, out)  # its node drops it
-                continue
-            if job is None or job.state not in (S.WAITING, S.READY, S.RUNNING, S.SUSPENDED):
-                out.append(Ignored(f"cancel of {sid!r}: " + (f"it is {job.state}" if job else "unknown step")))
-                continue
-            self._after.pop(sid, None)
-            if job.state == S.RUNNING:
-                job.cancelled = True
-                out.append(Kill(sid, job.attempt, ev.reason))
-                continue
-            if job.state == S.READY:
-                ready.append(job)
-            elif job in self._unresolved:
-                self._unresolved.remove(job)
-            self._set(job, "cancel")
-            out.append(Finished(sid, job.attempt, S.CANCELLED, ev.reason, ran=False))
-            ended.append(job)
-        take_out(self._classes, ready)  # one rebuild per class, not a heap scan per step
-        for job in ended:
-            self._block_descendants(job, job.spec.id, out)
-
     def _next_generation(self, job: _Job, ev: StepExited, out: list[Decision]) -> None:
         """A running step that a later submission changed (or reran) ended: its outcome
         is reported, but neither retried nor passed to its dependents; the submitted
@@ -346,36 +319,6 @@ class Scheduler(Entries, Phases):
         new: list[_Job] = []
         new.append(self._renew(job, spec, deps, serial, new))
         self._enter(new, set(), frozenset(), frozenset(), out)
-
-    def _elsewhere(self, ev, out: list[Decision]) -> None:
-        job = self._jobs.get(ev.step)
-        if isinstance(ev, Elsewhere) and job is not None and job.state == S.QUEUED and job.attempt == ev.attempt:
-            return self.window.elsewhere(job, ev.reason, out)
-        if isinstance(ev, Elsewhere):
-            if job is None or job.state != S.RUNNING or job.attempt != ev.attempt:
-                out.append(Ignored(f"{ev.step!r} attempt {ev.attempt} is not running"))
-                return
-            self._stop_running(job)
-            self._set(job, "elsewhere")
-            out.append(Wait(job.spec.id, W.WaitReason(W.ELSEWHERE, detail=ev.reason)))
-            return
-        if job is None or job.state != S.ELSEWHERE:
-            out.append(Ignored(f"{ev.step!r} is not elsewhere"))
-            return
-        if isinstance(ev, Reclaim):
-            self._set(job, "reclaim")
-            self._enqueue(job)
-        elif ev.outcome == S.SUCCEEDED:
-            self._set(job, "done_elsewhere")
-            out.append(Skipped(job.spec.id))
-            for dj in self._dependents(job):
-                dj.unmet -= 1
-                if dj.unmet == 0 and dj.state == S.WAITING and dj.demand is not None:
-                    self._make_ready(dj)
-        else:
-            self._set(job, "failed_elsewhere")
-            out.append(Finished(job.spec.id, job.attempt, S.FAILED, ev.reason or "failed in another fleet"))
-            self._block_descendants(job, job.spec.id, out)
 
     def _stop_running(self, job: _Job) -> None:
         if not self.window.stop(job):  # else a queued step takes its resources
@@ -473,7 +416,7 @@ class Scheduler(Entries, Phases):
             self._running[sid] = job
             for slot in placement:
                 self._on_node[slot.node].add(sid)
-            out.append(made.start(sid, job.attempt, placement, self._resume_of(sid)))
+            out.append(made.start(sid, job.attempt, placement, self._resume_of(sid) if self._families else None))
             self.window.started(job)
             started += 1
             if cls.exclusive:

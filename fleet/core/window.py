@@ -140,7 +140,8 @@ class Window(WindowPick):
             at = now if now is not None else job.started_at
             self.ends[sid] = at + exp if exp is not None and at is not None else math.inf
         node = job.placement[0].node
-        if self.count.get(node, 0) >= self._limit(node):
+        n = self.count.get(node)  # (none queued there: room, as a node in the pool has a core)
+        if n is not None and n >= self._limit(node):
             self.parked.setdefault(node, {})[sid] = job
         else:
             self._open(job)
