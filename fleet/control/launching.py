@@ -173,7 +173,8 @@ def launch(profile: Profile, spec, d: Start, run_dir: Path, fleet_id: str = "") 
         "workdir": _workdir(rd, spec.workdir), "log": _log(rd, d.step), "run_dir": rd,
         "inputs": [str(run_dir / i) for i in spec.inputs] if spec.inputs else [],
         "outputs": [str(run_dir / o) for o in spec.outputs] if spec.outputs else [],
-        "placement": [[s.node, list(s.cores), list(s.gpus), s.memory] for s in d.placement],
+        "placement": ([[slot.node, list(slot.cores), list(slot.gpus), slot.memory]] if len(d.placement) == 1
+                      else [[s.node, list(s.cores), list(s.gpus), s.memory] for s in d.placement]),
         "decided_at": time.time(),
         # Every step is given its GPUs, none included (CUDA_VISIBLE_DEVICES="" hides them);
         # an MPI launcher's ranks get theirs, per node, from the rendered command instead.
