@@ -112,9 +112,12 @@ def exit_line(fleet: str, now: float, node: str, msg, view) -> tuple[str, Ended]
     reason, rc, sig, err, peak = msg.error or "", msg.returncode, msg.signal, msg.error, msg.memory_peak
     # The message's numbers are ints or floats (its decoder checks): repr is json's
     # spelling unless one is not finite (json writes NaN, Infinity).
-    if not -_INF < decided + first + we + ut + st < _INF:
+    if -_INF < decided + first + ws + we + end + ut + st + work < _INF:  # (finite: each one is)
+        wst, endt, workt = repr(ws), repr(end), repr(work)  # (an int's or finite float's repr: json's)
+    else:
         decided, first, we, ut, st = map(Num, (decided, first, we, ut, st))
-    nd, wst, endt, workt = text(node), num(ws), num(end), num(work)
+        wst, endt, workt = num(ws), num(end), num(work)
+    nd = text(node)
     mid = ("" if rc is None else ',"returncode":' + num(rc)) + ("" if sig is None else ',"signal":' + num(sig))
     tail = ("" if err is None else ',"error":' + esc(err)) + ("" if peak is None else ',"memory_peak":' + num(peak))
     line = _EXIT % (r6(now), _fleet(fleet), esc(msg.step), msg.attempt, nd, text(msg.outcome), esc(reason), mid,

@@ -181,10 +181,12 @@ os.register_at_fork(after_in_child=_ids.clear)  # (a child never writes one its 
 
 def _new_id() -> str:
     """A new marker id: 8 random bytes, in hex (as os.urandom(8).hex())."""
-    if not _ids:
+    try:
+        return _ids.pop()
+    except IndexError:  # (drawn again; a pop is atomic, should another thread draw too)
         raw = os.urandom(8 * 512).hex()
         _ids.extend(raw[i:i + 16] for i in range(0, len(raw), 16))
-    return _ids.pop()
+        return _ids.pop()
 
 
 def flying(run_dir: Path, spec: StepSpec, attempt: int, generation: int, d: str | None = None) -> None:
