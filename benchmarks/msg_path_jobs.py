@@ -5,7 +5,8 @@ and encoding the Launch, a step's view (Scheduler.view, looked at on each report
     python benchmarks/msg_path_jobs.py --trees /tmp/base,. [--rounds 7] [--out FILE]
 
 Each tree is put first on PYTHONPATH of a child process that times every job (best of
-5 repeats of 20,000); the rounds alternate the trees, and the best per tree is kept.
+5 repeats of 20,000, in the thread's CPU time: a loaded machine's
+preemption is not counted); the rounds alternate the trees, and the best per tree is kept.
 The same public calls in every tree (fleet.wire.messages.decode/encode,
 fleet.control.launching.launch, Scheduler.view), so any two trees compare.
 """
@@ -13,6 +14,7 @@ fleet.control.launching.launch, Scheduler.view), so any two trees compare.
 from __future__ import annotations
 
 import sys
+import time
 import timeit
 from pathlib import Path
 
@@ -41,7 +43,7 @@ def jobs() -> dict:
     d = next(x for x in sched.handle(submission([spec]), 0.0) if isinstance(x, Start))
     run_dir, profile = Path("/run"), Profile("local", "")
     msg = launching.launch(profile, spec, d, run_dir, "f")
-    t = lambda f: round(min(timeit.repeat(f, number=N, repeat=REPEAT)) / N * 1e6, 3)  # noqa: E731
+    t = lambda f: round(min(timeit.repeat(f, number=N, repeat=REPEAT, timer=time.thread_time)) / N * 1e6, 3)  # noqa: E731
     return {"decode Started": t(lambda: P.decode(started)), "decode Exited": t(lambda: P.decode(exited)),
             "Launch made": t(lambda: launching.launch(profile, spec, d, run_dir, "f")),
             "Launch encoded": t(lambda: P.encode(msg)), "step view": t(lambda: sched.view(d.step))}

@@ -11,7 +11,8 @@ taken for each step of a submission on the worker thread (in the coordinator's p
     python benchmarks/start_bookkeeping.py --trees /tmp/base,. [--rounds 5] [--out FILE]
 
 Each tree is put first on PYTHONPATH of a child process that times every job (best
-of 5 repeats of 10,000 calls; claim and exit take a new step each call, as a run
+of 5 repeats of 10,000 calls, in the thread's CPU time: a loaded machine's preemption is
+not counted; claim and exit take a new step each call, as a run
 does); the rounds alternate the trees and the best per tree is kept. The same calls
 in every tree (a real Recorder on a run directory under /tmp, a real Scheduler, the
 coordinator's own methods on a stand-in holding what they read), so any two compare.
@@ -22,6 +23,7 @@ from __future__ import annotations
 import shutil
 import sys
 import tempfile
+import time
 import timeit
 from pathlib import Path
 
@@ -97,7 +99,7 @@ def jobs() -> dict:
         i = next(ei)
         rec.exited("node17", exits[i], ended, specs[i])
 
-    t = lambda f: round(min(timeit.repeat(f, number=N, repeat=REPEAT)) / N * 1e6, 3)  # noqa: E731
+    t = lambda f: round(min(timeit.repeat(f, number=N, repeat=REPEAT, timer=time.thread_time)) / N * 1e6, 3)  # noqa: E731
     try:
         out = {"Recorder.claim (alone)": t(claim),
                "Coordinator._started": t(lambda: Coord._started(coord, node, started, 1.5e9)),

@@ -37,6 +37,8 @@ from fleet.core.problems import Problem
 from fleet.core.scheduler import StepExited, Submitted
 from fleet.wire import records
 
+_new, _set = object.__new__, object.__setattr__
+
 CHUNK = 2000  # children per part handed to the scheduler (as fleet.control.intake.CHUNK)
 
 if sys.version_info >= (3, 11):
@@ -83,7 +85,9 @@ class Children:
 
     def exited(self, msg, rec, now: float) -> None:
         """An attempt ended (the agent's Exited): to the scheduler now, or after its children."""
-        ev = StepExited(msg.step, msg.attempt, msg.outcome, rec.reason, stage=str(msg.control.get("stage", "")))
+        ev = _new(StepExited)  # StepExited(step, attempt, outcome, reason, stage) without the frozen __init__
+        _set(ev, "__dict__", {"step": msg.step, "attempt": msg.attempt, "outcome": msg.outcome, "reason": rec.reason,
+                              "stage": str(msg.control.get("stage", ""))})
         # A cancelled parent's children are not taken, whatever it managed to write.
         if not msg.control.get("submitted") or msg.outcome == S.CANCELLED or self.intake.worker is None:
             self.coord._feed(ev, now)

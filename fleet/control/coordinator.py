@@ -24,7 +24,7 @@ from pathlib import Path
 
 import zmq
 
-from fleet.control import cancelling, drain, eventlines, heap, launching, outcomes, preloads, recording, store, turns
+from fleet.control import cancelling, drain, heap, launching, outcomes, preloads, recording, reports, store, turns
 from fleet.control.claims import Claims
 from fleet.control.intake import Intake
 from fleet.control.liveness import Liveness, scaled
@@ -236,6 +236,9 @@ class Coordinator:
     # -- agents -------------------------------------------------------------------------------
     def _on_agent(self, ident: bytes, msg) -> None:
         now = time.time()
+        if type(msg) in reports.KINDS:  # a step's Started or Exited: most messages (fleet.control.reports)
+            reports.report(self, ident, msg, now)
+            return
         if isinstance(msg, P.Join):
             self._join(ident, msg, now)
             return
@@ -270,28 +273,10 @@ class Coordinator:
             self._become_ready(now)
 
     def _started(self, node: str, msg: P.Started, now: float) -> None:
-        view = self.sched.placed(msg.step)  # (attempt, placement) if it runs: fleet.core.viewfill.Placed
-        if view is None or view.attempt != msg.attempt or not view.placement or view.placement[0].node != node:
-            self.transport.warn("stale started",
-                                f"dropped a start report of {msg.step!r} attempt {msg.attempt} from {node}")
-            return
-        self.events.write_encoded((eventlines.started(self.events.fleet, now, node, msg),))
+        reports.started(self, node, msg, now, self.sched.placed(msg.step))
 
     def _exited(self, node: str, msg: P.Exited, now: float) -> None:
-        spec = self.specs.get(msg.step)
-        view = self.sched.placed(msg.step)
-        if view is None or view.attempt != msg.attempt or (view.placement and view.placement[0].node != node):
-            self.transport.warn("stale exit", f"dropped a stale exit report of {msg.step} attempt {msg.attempt}")
-            return
-        if (self.stopping or self.drain.drained) and msg.outcome != S.SUCCEEDED:
-            self._interrupt(node, msg, view, now)
-            return
-        rec = outcomes.written(self.events, now, node, msg, view, self.sched)  # the `exit` record, by shape
-        # Decide and launch what this exit frees first; the files that record it come
-        # after, off the path between one step's end and the next one's start. (The
-        # done marker still precedes the claim's release, which other fleets rely on.)
-        self.intake.children.exited(msg, rec, now)  # after its children are in (control/children)
-        self.recorder.exited(node, msg, rec, spec)
+        reports.exited(self, node, msg, now, self.sched.placed(msg.step))
 
     def _interrupt(self, node: str, msg: P.Exited, view, now: float) -> None:
         """A step this fleet stopped because it is stopping: recorded as interrupted, not

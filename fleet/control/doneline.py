@@ -10,32 +10,32 @@ spells them.
 
 from __future__ import annotations
 
-from fleet.control.linetext import Num, esc, num, text, value
+from fleet.control.linetext import esc, num, text, value
 
-_INF = float("inf")
-_MARKER = ('{"outcome":"succeeded","spec":%s,"attempt":%r,"node":%s,"work_s":%r,"ended_at":%r,"fleet":%s,'
+_MARKER = ('{"outcome":"succeeded","spec":%s,"attempt":%r,"node":%s,"work_s":%s,"ended_at":%s,"fleet":%s,'
            '"id":%s,"deps":%s,"generation":%r}')
-_ATTEMPT = ('{"fleet":%s,"attempt":%r,"generation":%r,"outcome":"succeeded","node":%s,"reason":%s,"work_s":%r,'
-            '"started_at":%r,"ended_at":%r,"spec":%s,"rerun":%s,"submission":%s}')
+_ATTEMPT = ('{"fleet":%s,"attempt":%r,"generation":%r,"outcome":"succeeded","node":%s,"reason":%s,"work_s":%s,'
+            '"started_at":%s,"ended_at":%s,"spec":%s,"rerun":%s,"submission":%s}')
 
 
 def texts(fleet: str, node: str, msg, work_s: float, reason: str, spec: str, deps: dict, generation: int, mid: str,
-          rerun: str, submission, att_spec: str) -> tuple[str, str]:
+          rerun: str, submission, att_spec: str, spelt: tuple | None = None) -> tuple[str, str]:
     """(marker, attempt record) of the success `msg` (an Exited) on `node`: as
     fleet.control.journal.encode of store.done_record's and attempt_record's dicts.
     `spec` is the hash of the definition that ran (the marker's), `att_spec` the one the
-    attempt record names (the step's definition now: fleet.control.outcomes.store_reported)."""
-    started, ended = msg.work_start, msg.ended_at
-    if not -_INF < work_s + started + ended < _INF:  # json spells these NaN, Infinity
-        work_s, started, ended = Num(work_s), Num(started), Num(ended)
-    fl, nd, sp = text(fleet), text(node), esc(spec)
+    attempt record names (the step's definition now: fleet.control.outcomes.store_reported).
+    `spelt`: (node, work_s, work_start, ended_at) as the step's `exit` line spelled them
+    (fleet.control.eventlines.Ended), each value spelled once a step; None: spelled here."""
+    if spelt is None:
+        spelt = text(node), num(work_s), num(msg.work_start), num(msg.ended_at)
+    nd, work, started, ended = spelt
+    fl, sp = text(fleet), esc(spec)
     asp = sp if att_spec == spec else esc(att_spec)
     if deps:
         ids = "{" + ",".join(esc(k) + ":" + value(v) for k, v in deps.items()) + "}"
     else:
         ids = "{}"
-    marker = _MARKER % (sp, msg.attempt, nd, work_s, ended, fl, esc(mid), ids, generation)
-    att = _ATTEMPT % (fl, msg.attempt, generation, nd, esc(reason), work_s, started, ended, asp, esc(rerun),
+    marker = _MARKER % (sp, msg.attempt, nd, work, ended, fl, esc(mid), ids, generation)
+    att = _ATTEMPT % (fl, msg.attempt, generation, nd, esc(reason), work, started, ended, asp, esc(rerun),
                       "null" if submission is None else num(submission))
     return marker, att
-

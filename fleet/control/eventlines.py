@@ -11,18 +11,36 @@ compares them), so every reader reads it as before.
 
 from __future__ import annotations
 
-from fleet.control.linetext import Num, esc, ints, num, text
+from fleet.control.linetext import Num, esc, ints, num, r6, text
 from fleet.wire import events as E
 from fleet.wire.events import _dumps
 
 
-_START = ('{"t":%r,"kind":"start"%s,"step":%s,"attempt":%r,"node":%s,"cores":%s,"gpus":%s,"memory":%r,'
+_START = ('{"t":%s,"kind":"start"%s,"step":%s,"attempt":%r,"node":%s,"cores":%s,"gpus":%s,"memory":%r,'
           '"nodes":[%s],"placement":[{"node":%s,"cores":%s,"gpus":%s,"memory":%r}]}')
-_STARTED = '{"t":%r,"kind":"started"%s,"step":%s,"attempt":%r,"node":%s,"pid":%r,"at":%s}'
+_STARTED = '{"t":%s,"kind":"started"%s,"step":%s,"attempt":%r,"node":%s,"pid":%r,"at":%s}'
+
+
+_fleets = {"": ""}  # a fleet's id -> its `fleet` field's text (one fleet a coordinator)
 
 
 def _fleet(fleet: str) -> str:
-    return ',"fleet":' + text(fleet) if fleet else ""
+    out = _fleets.get(fleet)
+    if out is None:
+        if len(_fleets) > 64:  # (tests make many fleets in one process)
+            _fleets.clear()
+            _fleets[""] = ""
+        out = _fleets[fleet] = ',"fleet":' + esc(fleet)
+    return out
+
+
+_t = [None, ""]  # the last `t` a start line spelled: a pass's starts share their time
+
+
+def _time(now: float) -> str:
+    if now != _t[0]:
+        _t[:] = now, r6(now)
+    return _t[1]
 
 
 def start(fleet: str, now: float, d) -> str:
@@ -32,7 +50,7 @@ def start(fleet: str, now: float, d) -> str:
     if len(p) == 1:  # the common case: one node's slot, by shape (fleet.control.linetext)
         s = p[0]
         node, cores, gpus = text(s.node), ints(s.cores), ints(s.gpus)
-        return _START % (round(now, 6), _fleet(fleet), esc(d.step), d.attempt, node, cores, gpus, s.memory, node,
+        return _START % (_time(now), _fleet(fleet), esc(d.step), d.attempt, node, cores, gpus, s.memory, node,
                          node, cores, gpus, s.memory)
     out = {"t": round(now, 6), "kind": "start"}
     if fleet:
@@ -47,7 +65,7 @@ def start(fleet: str, now: float, d) -> str:
 
 def started(fleet: str, now: float, node: str, msg) -> str:
     """The `started` line of an agent's Started report: as EventLog.write(events.Started(...))."""
-    return _STARTED % (round(now, 6), _fleet(fleet), esc(msg.step), msg.attempt, text(node), msg.pid, num(msg.at))
+    return _STARTED % (r6(now), _fleet(fleet), esc(msg.step), msg.attempt, text(node), msg.pid, num(msg.at))
 
 
 def record(cls, **fields):
@@ -60,26 +78,28 @@ def record(cls, **fields):
 class Ended:
     """What the other readers of a reported exit take from its `exit` record (the
     scheduler's event, the attempt record, a placement mismatch), when the record was
-    written by exit_line and never made."""
+    written by exit_line and never made; `spelt`: the values the attempt's records
+    repeat, as the line spells them (node, work_s, work_start, ended_at), or None."""
 
-    __slots__ = ("reason", "work_s", "cores")
+    __slots__ = ("reason", "work_s", "cores", "spelt")
 
-    def __init__(self, reason: str, work_s: float, cores: list):
-        self.reason, self.work_s, self.cores = reason, work_s, cores
+    def __init__(self, reason: str, work_s: float, cores: list, spelt: tuple | None = None):
+        self.reason, self.work_s, self.cores, self.spelt = reason, work_s, cores, spelt
 
 
 # The `exit` line's text with every value spelled by %r (ints, and floats once they are
-# known finite): one formatting instead of one call per value.
-_EXIT = ('{"t":%r,"kind":"exit"%s,"step":%s,"attempt":%r,"node":%s,"outcome":%s,"reason":%s%s,"cores":%s,'
-         '"gpus":%s,"memory":%r,"decided_at":%r,"first_at":%r,"work_start":%r,"work_end":%r,"ended_at":%r,'
-         '"startup_s":%r,"work_s":%r,"utime":%r,"stime":%r,"maxrss_kb":%r%s}')
+# known finite) or spelled already (%s): one formatting instead of one call per value.
+_EXIT = ('{"t":%s,"kind":"exit"%s,"step":%s,"attempt":%r,"node":%s,"outcome":%s,"reason":%s%s,"cores":%s,'
+         '"gpus":%s,"memory":%r,"decided_at":%r,"first_at":%r,"work_start":%s,"work_end":%r,"ended_at":%s,'
+         '"startup_s":%s,"work_s":%s,"utime":%r,"stime":%r,"maxrss_kb":%r%s}')
 _INF = float("inf")
 
 
 def exit_line(fleet: str, now: float, node: str, msg, view) -> tuple[str, Ended]:
     """The `exit` line of an agent's Exited report that names no neighbours (any outcome
     but terminated): as EventLog.write(fleet.control.outcomes.reported_exit(...)), put
-    together by shape (fleet.control.linetext), and what else reads that record."""
+    together by shape (fleet.control.linetext), and what else reads that record, with the
+    values a success's records repeat spelled once (Ended.spelt)."""
     p = view.placement
     if len(p) == 1:
         s = p[0]
@@ -88,17 +108,19 @@ def exit_line(fleet: str, now: float, node: str, msg, view) -> tuple[str, Ended]
         cores, gpus, memory = [c for s in p for c in s.cores], [g for s in p for g in s.gpus], sum(s.memory for s in p)
     decided, first, ws, we, end, ut, st = (msg.decided_at, msg.first_at, msg.work_start, msg.work_end, msg.ended_at,
                                            msg.utime, msg.stime)
-    startup, work = round(max(0.0, ws - decided), 6), round(max(0.0, we - ws), 6)
+    work, startup = round(max(0.0, we - ws), 6), r6(max(0.0, ws - decided))
     reason, rc, sig, err, peak = msg.error or "", msg.returncode, msg.signal, msg.error, msg.memory_peak
     # The message's numbers are ints or floats (its decoder checks): repr is json's
     # spelling unless one is not finite (json writes NaN, Infinity).
-    spelt = startup, work
-    if not -_INF < decided + first + ws + we + end + ut + st < _INF:
-        decided, first, ws, we, end, ut, st, *spelt = map(Num, (decided, first, ws, we, end, ut, st, startup, work))
+    if -_INF < decided + first + ws + we + end + ut + st + work < _INF:  # (finite: each one is)
+        wst, endt, workt = repr(ws), repr(end), repr(work)  # (an int's or finite float's repr: json's)
+    else:
+        decided, first, we, ut, st = map(Num, (decided, first, we, ut, st))
+        wst, endt, workt = num(ws), num(end), num(work)
+    nd = text(node)
     mid = ("" if rc is None else ',"returncode":' + num(rc)) + ("" if sig is None else ',"signal":' + num(sig))
     tail = ("" if err is None else ',"error":' + esc(err)) + ("" if peak is None else ',"memory_peak":' + num(peak))
-    line = _EXIT % (round(now, 6), _fleet(fleet), esc(msg.step), msg.attempt, text(node),
-                    text(msg.outcome), esc(reason), mid, ints(cores), ints(gpus), memory, decided, first, ws, we,
-                    end, *spelt, ut, st, msg.maxrss_kb, tail)
-    return line, Ended(reason, work, cores)
-
+    line = _EXIT % (r6(now), _fleet(fleet), esc(msg.step), msg.attempt, nd, text(msg.outcome), esc(reason), mid,
+                    ints(cores), ints(gpus), memory, decided, first, wst, we, endt, startup, workt, ut, st,
+                    msg.maxrss_kb, tail)
+    return line, Ended(reason, work, cores, (nd, workt, wst, endt))

@@ -69,6 +69,13 @@ def recorded(log, d, now: float) -> bool:
 
 # Reports of steps their node started before the scheduler knew (see early()), per coordinator.
 _EARLY: "weakref.WeakKeyDictionary[object, list]" = weakref.WeakKeyDictionary()
+_held = [0]  # reports held, every coordinator's: while none is, a report needs no look here (holding())
+
+
+def holding() -> bool:
+    """Whether any report is held (early()): while none is, a Started or Exited of a
+    running step is the coordinator's own to handle, with no look here."""
+    return _held[0] > 0
 
 
 def reported(coord, node: str, msg, now: float) -> bool:
@@ -124,6 +131,7 @@ def early(coord, node: str, msg, now: float) -> bool:
     if coord.sched.state(msg.step) != S.QUEUED:
         return False
     _EARLY.setdefault(coord, []).append((node, msg, now))
+    _held[0] += 1
     return True
 
 
@@ -138,6 +146,7 @@ def _replay(coord, held: list) -> None:
             coord._started(node, msg, now)
         else:
             coord._exited(node, msg, now)
+    _held[0] -= len(held) - len(keep)
     held[:] = keep
 
 
@@ -164,7 +173,8 @@ def launch(profile: Profile, spec, d: Start, run_dir: Path, fleet_id: str = "") 
         "workdir": _workdir(rd, spec.workdir), "log": _log(rd, d.step), "run_dir": rd,
         "inputs": [str(run_dir / i) for i in spec.inputs] if spec.inputs else [],
         "outputs": [str(run_dir / o) for o in spec.outputs] if spec.outputs else [],
-        "placement": [[s.node, list(s.cores), list(s.gpus), s.memory] for s in d.placement],
+        "placement": ([[slot.node, list(slot.cores), list(slot.gpus), slot.memory]] if len(d.placement) == 1
+                      else [[s.node, list(s.cores), list(s.gpus), s.memory] for s in d.placement]),
         "decided_at": time.time(),
         # Every step is given its GPUs, none included (CUDA_VISIBLE_DEVICES="" hides them);
         # an MPI launcher's ranks get theirs, per node, from the rendered command instead.

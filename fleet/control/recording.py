@@ -124,14 +124,15 @@ class Recorder:
         gen = self.sched.generation(d.step)
         m = self.claims.max_attempts
         limit = max(m, spec.retries + 1) if m else 0
+        key = store.key(self.run_dir, d.step)  # (one for the store's two looks)
         if limit:
-            n = store.attempts_known(self.run_dir, d.step)
+            n = store.attempts_known(self.run_dir, d.step, key)
             if gen > 1 and d.attempt == 1:  # a new generation counts from here
                 self.base[d.step] = n
             if n - self.base.get(d.step, 0) >= limit:
                 return store.Claim(store.Claim.STOPPED, f"{n - self.base.get(d.step, 0)} attempts recorded "
                                                         f"(limit {limit})")
-        store.flying(self.run_dir, spec, d.attempt, gen)
+        store.flying(self.run_dir, spec, d.attempt, gen, key)
         self.ran.add(d.step)
         self.journal.start(d.step, d.attempt, gen)
         adopted = self.adopt.pop(d.step, None) if self.adopt else None
@@ -147,7 +148,7 @@ class Recorder:
         subs = self.submissions.step_subs.get(msg.step)
         # Why a step that had succeeded runs again, for its attempt record (fleet audit).
         rerun = self.submissions.rerun.get(msg.step, "")
-        files = self._files(msg.step)
+        files = msg.step in self.claims.claimed  # (_files)
         if msg.outcome == S.SUCCEEDED and spec is not None and not files:  # the common case, by shape
             self._succeeded(node, msg, rec, spec, rerun, subs[-1] if subs else None)
             return
@@ -164,7 +165,7 @@ class Recorder:
         made as text (no Path a step)."""
         d, ran, deps, gen, mid = store.succeeded(self.run_dir, spec, msg.attempt)
         marker, att = doneline.texts(self.fleet_id, node, msg, rec.work_s, rec.reason, ran, deps, gen, mid, rerun,
-                                     submission, records.spec_hash(spec))
+                                     submission, records.spec_hash(spec), getattr(rec, "spelt", None))
         store.journaled(self.run_dir, spec.id, d=d)
         self.journal.done(spec.id, marker, att)
         self.journal.owe(f"{self._steps}{spec.id}/.fleet/{records.DONE}", marker)  # (the file d holds)

@@ -21,13 +21,16 @@ from fleet.wire.records import (ATTEMPT, CLAIM, DONE, FINAL, holder_dead, marker
 _made: set[str] = set()
 
 
-def _fleet_dir(run_dir, step_id: str) -> str:
+def key(run_dir, step_id: str) -> str:
     """The key of a step in this module's tables: its .fleet directory as text (where
     fleet.wire.records.fleet_dir puts it). A step's records are looked up several times
     per step; a str key hashes and compares in C, where a Path's __hash__ and __eq__
     are Python calls (and a Path a step is one more object). A Path is made only where
     a file is opened."""
     return f"{run_dir}/steps/{step_id}/.fleet"
+
+
+_fleet_dir = key
 
 
 # --- what a step ran against ---------------------------------------------------------------
@@ -49,6 +52,7 @@ class _Attempt(NamedTuple):  # (immutable as a frozen dataclass; made without it
     deps: tuple[str, ...]
 
 
+_tuple = tuple.__new__
 _seen: dict[str, str | None] = {}
 _deps: dict[str, tuple[str, ...]] = {}
 _flight: dict[str, list[_Attempt]] = {}
@@ -108,6 +112,10 @@ def _ending(d: str, attempt) -> _Attempt | None:
     """The in-flight attempt of this number that ends now (the oldest: attempt numbers
     start again with each generation), dropping older ones that never ended here."""
     flight = _flight.get(d, [])
+    if len(flight) == 1 and flight[0].attempt == attempt:  # the common case: its only one (no empty list kept)
+        a = _ended[d] = flight[0]
+        del _flight[d]
+        return a
     for i, a in enumerate(flight):
         if a.attempt == attempt:
             del flight[:i + 1]
@@ -159,7 +167,7 @@ def succeeded(run_dir: Path, spec: StepSpec, attempt) -> tuple[str, str, dict, i
     d = _fleet_dir(run_dir, spec.id)
     ran = _ending(d, attempt)
     deps = ran.deps if ran is not None else _deps.get(d, spec.deps)
-    mid = os.urandom(8).hex()
+    mid = _new_id()
     ids = {dep: _marker_of(run_dir, dep) for dep in deps} if deps else {}
     _seen[d] = mid
     if ran is None:
@@ -167,12 +175,28 @@ def succeeded(run_dir: Path, spec: StepSpec, attempt) -> tuple[str, str, dict, i
     return d, ran.spec, ids, ran.generation, mid
 
 
-def flying(run_dir: Path, spec: StepSpec, attempt: int, generation: int) -> None:
+_ids: list[str] = []  # marker ids drawn ahead: one getrandom for 512 successes, not one each
+os.register_at_fork(after_in_child=_ids.clear)  # (a child never writes one its parent may)
+
+
+def _new_id() -> str:
+    """A new marker id: 8 random bytes, in hex (as os.urandom(8).hex())."""
+    try:
+        return _ids.pop()
+    except IndexError:  # (drawn again; a pop is atomic, should another thread draw too)
+        raw = os.urandom(8 * 512).hex()
+        _ids.extend(raw[i:i + 16] for i in range(0, len(raw), 16))
+        return _ids.pop()
+
+
+def flying(run_dir: Path, spec: StepSpec, attempt: int, generation: int, d: str | None = None) -> None:
     """An attempt starts without a claim (this fleet holds the run directory's lease:
-    fleet.control.lease): remember what runs, for its marker, as a claim would."""
-    d = _fleet_dir(run_dir, spec.id)
-    _flight.setdefault(d, []).append(_Attempt(next(_order), attempt, generation, spec_hash(spec),
-                                              _deps.get(d, spec.deps)))
+    fleet.control.lease): remember what runs, for its marker, as a claim would (d: the
+    step's key, _fleet_dir's, if known)."""
+    d = _fleet_dir(run_dir, spec.id) if d is None else d
+    # (an _Attempt made as its tuple: NamedTuple's __new__ is a Python call)
+    _flight.setdefault(d, []).append(_tuple(_Attempt, (next(_order), attempt, generation, spec_hash(spec),
+                                                       _deps.get(d, spec.deps))))
 
 
 def take(run_dir: Path, step_id: str, fleet: str, attempt: int, generation: int) -> bool:
@@ -329,11 +353,11 @@ def journaled(run_dir: Path, step_id: str, n: int = 1, d: str | None = None) -> 
     _journaled[d] = _journaled.get(d, 0) + n
 
 
-def attempts_known(run_dir: Path, step_id: str) -> int:
+def attempts_known(run_dir: Path, step_id: str, d: str | None = None) -> int:
     """Attempts recorded for the step, while this fleet holds the lease: its attempt
     files as counted at submission (fleet.control.leftovers), or listed once here if
-    its directory existed then and was not looked at."""
-    d = _fleet_dir(run_dir, step_id)
+    its directory existed then and was not looked at (d: the step's key, if known)."""
+    d = _fleet_dir(run_dir, step_id) if d is None else d
     if d in _listed:
         _listed.discard(d)
         _counted[d] = _files(d)

@@ -83,6 +83,11 @@ def encode(msg) -> bytes:
     return pack([M.VERSION, msg.TYPE, *_SHAPES[type(msg)].values(msg.__dict__)])
 
 
+# A message type's whole array length and its decoder, once one was decoded: the rest of
+# its kind go straight to it (a type name is one of a few: fleet.wire.messages._TYPES).
+_FULL: dict[str, tuple] = {}
+
+
 def decode(body: list):
     """The message an array holds (see the module doc); ProtocolError as for a map."""
     if len(body) < 2:
@@ -90,12 +95,17 @@ def decode(body: list):
     version, kind = body[0], body[1]
     if type(version) is not int or version != M.VERSION:  # True == 1 and 1.0 == 1 are no version
         raise M.VersionMismatch(version)
+    full = _FULL.get(kind) if type(kind) is str else None
+    if full is not None and len(body) == full[0]:  # every field there, as fleet sends them: its decoder
+        return full[1](body)
     cls = M._TYPES.get(kind) if isinstance(kind, str) else None
     if cls is None:
         raise M.ProtocolError(f"unknown message type {kind!r}")
     shape = _SHAPES[cls]
     n = len(body) - 2
     if n == len(shape.names):  # every field there (what fleet sends): one generated function
+        if type(kind) is str:  # (not a subclass: its hash and equality are str's)
+            _FULL[kind] = (len(body), shape.decoder(cls, kind))
         return shape.decoder(cls, kind)(body)
     if n > len(shape.names):
         raise M.ProtocolError(f"{kind}: {n} fields, it has {len(shape.names)}")

@@ -7,7 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from fleet.control import eventlines, linetext, outcomes
+from fleet.control import eventlines, launching, linetext, outcomes
+from fleet.core.decisions import Start
 from fleet.core.resources import Slot
 from fleet.wire import events
 from fleet.wire import messages as P
@@ -33,6 +34,51 @@ def test_a_value_is_spelled_as_json_spells_it(v):
         assert linetext.num(v) == events._dumps(v)
 
 
+@pytest.mark.parametrize("v", [0.0, -0.0, 1e-05, 9.99999e-05, 0.0001, 0.00010000049, 0.1, 0.2500005, 1.0, 3, 12.0000001,
+                               1796091680.4997356, 1796091681.0, 1796091681.9999996, 1796091681.0000004,
+                               7999999999.9999995, 8e9, 8.1e9, 1e16, 2.5e20, float("nan"), float("inf"), -1.5])
+def test_a_value_rounded_to_the_microsecond_is_spelled_as_json_spells_it(v):
+    assert linetext.r6(v) == events._dumps(round(v, 6))
+
+
+def test_times_and_durations_across_their_range_are_spelled_rounded_as_json_spells_them():
+    import random
+    rng = random.Random(12)
+    for i in range(100_000):
+        v = rng.choice((rng.uniform(1e9, 8e9), rng.uniform(1e-4, 10.0), rng.expovariate(0.01), rng.uniform(0, 2e-4)))
+        if i % 3 == 0:
+            v = round(v, rng.randint(0, 8))
+        assert linetext.r6(v) == events._dumps(round(v, 6)), v
+
+
+def test_start_lines_that_share_their_time_and_those_that_do_not_are_each_their_record_s_line():
+    ds = [Start("a/1", 1, ONE), Start("a/2", 1, ONE), Start("a/3", 2, ONE)]
+    for now, d in [(1796091681.25, ds[0]), (1796091681.25, ds[1]), (1796091682.0000005, ds[2]), (1796091681.25, ds[0]),
+                   (5e-05, ds[1]), (1796091681.25, ds[2])]:
+        assert eventlines.start("f-1", now, d) == events._dumps(launching.start_record(now, d).to_dict("f-1"))
+
+
+def test_marker_ids_are_new_hex_and_a_forked_child_draws_none_its_parent_does():
+    import os
+    from fleet.control import store
+    ids = [store._new_id() for _ in range(2000)]  # more than one draw ahead
+    assert len(set(ids)) == 2000 and all(len(i) == 16 and int(i, 16) >= 0 for i in ids)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its ids, then gone
+        try:
+            os.write(w, " ".join(store._new_id() for _ in range(100)).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    try:
+        with os.fdopen(r) as f:
+            child = set(f.read().split())
+    finally:
+        os.waitpid(pid, 0)
+    assert len(child) == 100 and not child & {store._new_id() for _ in range(1000)}
+
+
 def test_a_list_of_ints_is_spelled_as_json_spells_it():
     for v in ([], [5], [0, 1, 2, 63], (4, 5)):
         assert linetext.ints(v) == events._dumps(list(v))
@@ -45,6 +91,7 @@ def test_a_list_of_ints_is_spelled_as_json_spells_it():
     exited(outcome="failed", returncode=3, error="boom \u2603", memory_peak=1 << 33),
     exited(outcome="timed_out", returncode=None, signal=9, error="took too long", utime=1, stime=2),
     exited(outcome="out_of_memory", returncode=None, signal=9, decided_at=float("nan"), work_start=2.0),
+    exited(decided_at=0.5, first_at=0.5, work_start=-1e308, work_end=1e308, ended_at=2.5, utime=5),
 ])
 def test_an_exit_line_is_byte_for_byte_the_exit_record_the_event_log_writes(fleet, placement, msg):
     view = SimpleNamespace(placement=placement)
@@ -83,9 +130,15 @@ def test_a_success_s_marker_and_attempt_texts_are_byte_for_byte_the_records_the_
         "ended_at": msg.ended_at, "spec": "changed-0123", "rerun": rerun, "submission": submission})
     _, rec = store.done_record(tmp_path, spec, {"attempt": 2, "node": "n1", "work_s": work_s,
                                                 "ended_at": msg.ended_at, "fleet": "f-1"})
-    got = doneline.texts("f-1", "n1", exited(step="x/1", attempt=2, work_end=work_end), work_s, "", rec["spec"],
-                         rec["deps"], rec["generation"], rec["id"], rerun, submission, "changed-0123")
+    msg = exited(step="x/1", attempt=2, work_end=work_end)
+    got = doneline.texts("f-1", "n1", msg, work_s, "", rec["spec"], rec["deps"], rec["generation"], rec["id"],
+                         rerun, submission, "changed-0123")
     assert got == (journal.encode(rec), journal.encode(att))
+    # As the coordinator makes them: with the values its `exit` line spelled (Ended.spelt).
+    _, ended = eventlines.exit_line("f-1", 1796091683.5, "n1", msg, SimpleNamespace(placement=ONE))
+    assert ended.work_s == work_s and ended.spelt is not None
+    assert doneline.texts("f-1", "n1", msg, work_s, "", rec["spec"], rec["deps"], rec["generation"], rec["id"], rerun,
+                          submission, "changed-0123", ended.spelt) == got
 
 
 def test_a_real_run_s_per_step_lines_and_markers_are_what_the_encoder_writes_for_the_records_read_back(tmp_path):

@@ -1,0 +1,63 @@
+"""An agent's Started and Exited reports: every step's two messages, handled first.
+
+Each step that runs brings the coordinator a Started and an Exited. The agent that
+sent one is looked up (fleet.control.liveness.Liveness.known), the report checked
+against the step as the scheduler holds it (its attempt, its first node:
+Scheduler.placed), then recorded: the `started` line, or the `exit` line, the
+attempt's records and the scheduler's event. The step is looked up once: its
+placement is carried from the check to the records. A report of a step its node
+started before the scheduler knew (fleet.control.launching.early) goes the general
+way, and so does every report while such a report is held (they keep their order).
+"""
+
+from __future__ import annotations
+
+from fleet.control import eventlines, launching, outcomes
+from fleet.core import states as S
+from fleet.wire import messages as P
+
+KINDS = (P.Started, P.Exited)
+
+
+def report(coord, ident: bytes, msg, now: float) -> None:
+    """A Started or Exited (`msg`) from the agent `ident`: checked and recorded."""
+    agent = coord.liveness.known(ident, msg)
+    if agent is None:
+        return
+    node = agent.node
+    view = None if launching.holding() else coord.sched.placed(msg.step)  # (None: not running)
+    if view is None:
+        if launching.reported(coord, node, msg, now):  # held, or handled with those held before it
+            return
+        view = coord.sched.placed(msg.step)  # (it may run now: launching.early)
+    if type(msg) is P.Started:
+        started(coord, node, msg, now, view)
+    else:
+        exited(coord, node, msg, now, view)
+
+
+def started(coord, node: str, msg: P.Started, now: float, view) -> None:
+    """A step's process started: its `started` line, if the report is of the attempt
+    that runs there now (`view`: Scheduler.placed; None, it runs nowhere)."""
+    if view is None or view.attempt != msg.attempt or not view.placement or view.placement[0].node != node:
+        coord.transport.warn("stale started",
+                             f"dropped a start report of {msg.step!r} attempt {msg.attempt} from {node}")
+        return
+    coord.events.write_encoded((eventlines.started(coord.events.fleet, now, node, msg),))
+
+
+def exited(coord, node: str, msg: P.Exited, now: float, view) -> None:
+    """A step's attempt ended: its `exit` record and, after the scheduler's event (what it
+    frees is decided and launched first), its attempt's records (`view` as for started)."""
+    if view is None or view.attempt != msg.attempt or (view.placement and view.placement[0].node != node):
+        coord.transport.warn("stale exit", f"dropped a stale exit report of {msg.step} attempt {msg.attempt}")
+        return
+    if (coord.stopping or coord.drain.drained) and msg.outcome != S.SUCCEEDED:
+        coord._interrupt(node, msg, view, now)
+        return
+    rec = outcomes.written(coord.events, now, node, msg, view, coord.sched)  # the `exit` record, by shape
+    # Decide and launch what this exit frees first; the files that record it come
+    # after, off the path between one step's end and the next one's start. (The
+    # done marker still precedes the claim's release, which other fleets rely on.)
+    coord.intake.children.exited(msg, rec, now)  # after its children are in (control/children)
+    coord.recorder.exited(node, msg, rec, coord.specs.get(msg.step))
