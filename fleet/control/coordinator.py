@@ -157,13 +157,15 @@ class Coordinator:
 
     def _not_up(self, deadline: float) -> int:
         """3 (recorded) if the fleet cannot come up: agents late, or failed to start; else 0."""
-        if not self.ready and time.monotonic() > deadline:
+        if self.ready:  # (up: nothing to check, and no wait4 per agent process each turn)
+            return 0
+        if time.monotonic() > deadline:
             log.error("only %d of %d agents joined within %.0f s", len(self.agents),
                       self.expected, self.join_timeout_s)
             self.events.write(events.FleetFailed(t=time.time(), reason="agents did not join in time"))
             return 3
         failed = self.launcher.failed()
-        if failed and not self.ready:
+        if failed:
             log.error("agent start failed: %s", failed)
             self.events.write(events.FleetFailed(t=time.time(), reason=failed))
             return 3

@@ -66,6 +66,7 @@ class Agent:
             from fleet.wire import security
             security.connect_as(self.sock, *args.curve.split())
         self.sock.connect(args.connect)
+        self._flags = int(zmq.RCVMORE), int(zmq.EVENTS), int(zmq.POLLIN), int(zmq.NOBLOCK)  # (no enum arithmetic)
         self.pgids: dict[tuple[str, int], int] = {}
         self.graces: dict[tuple[str, int], float] = {}  # each launched step's grace, until it exits
         # Stopping on its own (the coordinator silent, a signal), the agent gives steps at
@@ -176,10 +177,16 @@ class Agent:
         """Handle what the coordinator sent; what is for the zygote joins ``relayed``.
         True if a Launch did (it cannot be lost silently: a zygote gone means stopping)."""
         launches = False
-        zmq = self.zmq
+        zmq, sock = self.zmq, self.sock
+        more, events, pollin, noblock = self._flags
+        frame = None
         while True:
+            # After a frame: the batch's next, or a message waiting, asked rather than tried
+            # (a receive that finds nothing raises zmq.Again, which costs more than a frame).
+            if frame is not None and not sock.getsockopt(more) and not sock.getsockopt(events) & pollin:
+                return launches
             try:
-                frame = self.sock.recv(zmq.NOBLOCK)  # a batch's frames come one by one
+                frame = sock.recv(noblock)  # a batch's frames come one by one
             except zmq.Again:
                 return launches
             self.last_heard = time.monotonic()
