@@ -48,6 +48,9 @@ def one(tree: Path, label: str, extra_env: dict, args, k: int) -> dict:
     run = r.get("run") or {}
     row = {"case": label, "tree": str(tree), "env": extra_env, "exit": p.returncode, "t": t0,
            **{key: r.get(key) for key in KEYS},
+           # Submit -> the Progress answer that said done (polled each second): includes the
+           # wait for the submission's markers to be written.
+           "done_polled_s": round(run["t_done_polled"] - run["t_submit"], 1) if run.get("t_done_polled") else None,
            "status_during_run": run.get("status_during_run"), "coordinator_loop": run.get("coordinator_loop"),
            "each_step_once": (r.get("events") or {}).get("each_step_once"),
            "loadavg": [run.get("loadavg_at_submit"), run.get("loadavg_at_done")], "error": r.get("error")}

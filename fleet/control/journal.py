@@ -9,8 +9,8 @@ A journal line costs none: the lines of a loop turn are one write at its end, fs
 at most every FLUSH_S. The journal is the authority; a step's done marker (or
 final.json) is written only after the line that records it was fsync'd, with one open
 and no rename, by the threads of fleet.control.markwriter (a sealed journal owes
-nothing: sealing waits for them), and a fleet that takes over a dead fleet's run directory writes
-whatever markers its journal still owed (replay). So a kill -9 at any moment:
+nothing: sealing waits for them), and a fleet that takes over a dead fleet's run
+directory writes whatever markers its journal still owed (replay). So a kill -9 at any moment:
 
 - loses no outcome whose line was written (the marker is written on replay); one
   received in the turn the coordinator died in is in no file: the step runs again;
@@ -59,7 +59,8 @@ def path_of(run_dir: Path, fleet_id: str) -> Path:
 
 class Journal:
     """This fleet's journal: lines buffered in a loop turn and written at its end (one
-    write), fsync'd at most every FLUSH_S, and after each fsync the files they owe."""
+    write), fsync'd at most every FLUSH_S, and after each fsync the files they owe
+    handed to the writer's threads."""
 
     def __init__(self, run_dir: Path, fleet_id: str, header: dict, writer=None):
         self.writer = writer  # fleet.control.markwriter.Writer (None: the files written here, on the loop)
