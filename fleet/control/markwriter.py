@@ -174,9 +174,9 @@ class Writer:
             self._put(path, rec)
             if drop:
                 self._unlink(os.path.dirname(path))
-        except OSError as e:  # the journal still owes it: the next fleet's replay writes it
+        except Exception as e:  # (never ends the thread) still owed by the journal: replay writes it
             self.failed += 1
-            log.error("cannot write %s: %s", path, e)
+            log.error("cannot write %s: %r", path, e)
 
 
 def queued_in(run_dir) -> dict:
