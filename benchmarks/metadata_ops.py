@@ -96,10 +96,12 @@ def pattern(path: str, run_dir: str) -> str:
     return re.sub(r"[0-9a-f]*[0-9][0-9a-f]*", "N", path.replace(run_dir, "RUN"))
 
 
-def parse(trace: Path, run_dir: str, windows: dict[str, tuple[float, float]]) -> dict:
-    """Counts per window: every call by name, and the file ones by class and by (call, path)."""
+def parse(trace: Path, run_dir: str, windows: dict[str, tuple[float, float]], loop: str = "") -> dict:
+    """Counts per window: every call by name, and the file ones by class and by (call, path);
+    `on_loop`: the file ones by class made by the thread `loop` (the coordinator's main
+    thread, whose id is its pid: its loop)."""
     out = {w: {"calls": Counter(), "classes": Counter(), "meta_by_call": Counter(),
-               "by_path": Counter(), "threads": set()} for w in windows}
+               "by_path": Counter(), "threads": set(), "on_loop": Counter()} for w in windows}
     with open(trace, errors="replace") as f:
         for line in f:
             m = LINE.match(line)
@@ -114,6 +116,8 @@ def parse(trace: Path, run_dir: str, windows: dict[str, tuple[float, float]]) ->
                     cls, path = classify(name, args)
                     if cls:
                         c["classes"][cls] += 1
+                        if pid == loop:
+                            c["on_loop"][cls] += 1
                         c["by_path"][f"{cls} {name} {pattern(path, run_dir)}"] += 1
                         if cls == "meta":
                             c["meta_by_call"][name] += 1
@@ -212,7 +216,8 @@ def _earlier(suite: Path, run_dir: Path, steps: int, fail: bool) -> None:
 
 def _traced(fleet, suite: Path, run_dir: Path, trace: Path, steps: int, idle_s: float, extra=()) -> dict:
     try:
-        tracer = attach(fleet.connection()["pid"], trace)
+        pid = fleet.connection()["pid"]
+        tracer = attach(pid, trace)
         try:
             t_idle = time.time()
             time.sleep(idle_s)
@@ -226,13 +231,14 @@ def _traced(fleet, suite: Path, run_dir: Path, trace: Path, steps: int, idle_s: 
             raise RuntimeError(f"fleet run exited {r.returncode}:\n{r.stdout.decode(errors='replace')[-3000:]}")
     finally:
         left = fleet.down()
-    counts = parse(trace, str(run_dir), {"idle": (t_idle, t_run), "run": (t_run, t_end)})
+    counts = parse(trace, str(run_dir), {"idle": (t_idle, t_run), "run": (t_run, t_end)}, str(pid))
     exits = sum(1 for line in (run_dir / "events.jsonl").read_text().splitlines() if '"kind": "exit"' in line
                 or '"kind":"exit"' in line)
     idle, run = counts["idle"], counts["run"]
     return {"steps": steps, "exits": exits, "idle_s": round(t_run - t_idle, 2), "run_s": round(t_end - t_run, 2),
             "trace_mib": round(trace.stat().st_size / 2**20, 1), "threads_traced": run["threads"],
             "run": {"meta": run["classes"]["meta"], "file_closes": run["classes"]["close"],
+                    "meta_on_loop": run["on_loop"]["meta"], "file_closes_on_loop": run["on_loop"]["close"],
                     "file_data_calls": run["classes"]["data"],
                     "meta_in_run_dir": run["classes"]["meta_in_run_dir"], "all_calls": sum(run["calls"].values()),
                     "meta_by_call": dict(run["meta_by_call"].most_common()),
@@ -251,6 +257,7 @@ def summarize(runs: list[dict]) -> dict:
     per = [{"steps": r["steps"],
             "meta_per_step": round(r["run"]["meta"] / r["steps"], 3),
             "meta_in_run_dir_per_step": round(r["run"]["meta_in_run_dir"] / r["steps"], 3),
+            "meta_on_loop_per_step": round(r["run"].get("meta_on_loop", 0) / r["steps"], 3),
             "file_closes_per_step": round(r["run"]["file_closes"] / r["steps"], 3),
             "file_data_calls_per_step": round(r["run"]["file_data_calls"] / r["steps"], 3),
             "all_calls_per_step": round(r["run"]["all_calls"] / r["steps"], 1),
@@ -271,7 +278,10 @@ def summarize(runs: list[dict]) -> dict:
         per_s = b["idle"]["meta_per_s"]
         out["meta_per_step_net_of_time"] = round(
             (b["run"]["meta"] - a["run"]["meta"] - per_s * (b["run_s"] - a["run_s"])) / d, 3)
-        out["split"] = {k: split(k) for k in ("meta", "meta_in_run_dir", "file_closes", "file_data_calls")}
+        out["split"] = {k: split(k) for k in ("meta", "meta_in_run_dir", "file_closes", "file_data_calls")
+                        if k in a["run"] and k in b["run"]}
+        if "meta_on_loop" in a["run"] and "meta_on_loop" in b["run"]:
+            out["split"]["meta_on_loop"] = split("meta_on_loop")
         paths = set(a["run"]["by_path"]) | set(b["run"]["by_path"])
         out["by_path_per_step"] = dict(sorted(
             ((p, round((b["run"]["by_path"].get(p, 0) - a["run"]["by_path"].get(p, 0)) / d, 3)) for p in paths),
@@ -290,11 +300,13 @@ def readme(res: dict) -> str:
            f"the coordinator, {res['idle_s']:.0f} s idle, then `fleet run` of N no-op call steps; a fresh fleet "
            f"for each N. Load average {m['loadavg_at_start'][0]} at the start, {m['loadavg_at_end'][0]} at the end.",
            "", "| steps | run (s, traced) | metadata ops per step | of them in the run directory | "
-           "file closes per step | file reads/writes/fsyncs per step | system calls per step, all |",
-           "|---|---|---|---|---|---|---|"]
+           "of them on the loop's thread | file closes per step | file reads/writes/fsyncs per step | "
+           "system calls per step, all |",
+           "|---|---|---|---|---|---|---|---|"]
     for r, p in zip(res["runs"], sm["per_run"]):
+        on_loop = f"{p['meta_on_loop_per_step']:.2f}" if "meta_on_loop" in r["run"] else "not counted"
         out.append(f"| {r['steps']:,} | {r['run_s']:.1f} | {p['meta_per_step']:.2f} | "
-                   f"{p['meta_in_run_dir_per_step']:.2f} | {p['file_closes_per_step']:.2f} | "
+                   f"{p['meta_in_run_dir_per_step']:.2f} | {on_loop} | {p['file_closes_per_step']:.2f} | "
                    f"{p['file_data_calls_per_step']:.2f} | {p['all_calls_per_step']:.0f} |")
     out += ["", f"By call, {big['steps']:,} steps (per step): " + ", ".join(
         f"{k} {v:.2f}" for k, v in big["meta_by_call_per_step"].items()) + "."]
@@ -302,7 +314,11 @@ def readme(res: dict) -> str:
         s = sm["split"]
         out += ["", f"From the two runs: **{s['meta']['per_step']:.2f} metadata ops per step** "
                 f"({s['meta_in_run_dir']['per_step']:.2f} in the run directory) plus "
-                f"{s['meta']['per_submission']:.0f} per submission; file closes {s['file_closes']['per_step']:.2f} "
+                f"{s['meta']['per_submission']:.0f} per submission"
+                + (f", {s['meta_on_loop']['per_step']:.2f} per step on the loop's thread (the coordinator's main "
+                   "thread; the rest on its other threads: the done markers' writers, fleet.control.markwriter, "
+                   "and the worker thread)" if "meta_on_loop" in s else "")
+                + f"; file closes {s['file_closes']['per_step']:.2f} "
                 f"per step. Idle, the coordinator made {res['runs'][-1]['idle']['meta_per_s']:.2f} metadata ops a "
                 "second (the lease holder's look for fleets that want to share the run directory; heartbeats cost none).", "",
                 "Per step, by kind of file (the difference of the two runs / the difference of their steps; "

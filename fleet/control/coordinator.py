@@ -466,7 +466,7 @@ class Coordinator:
         return status_answer(self.sched, self.liveness.in_order(), up_since=self.started, run_dir=self.run_dir,
                              failures=self.submissions.failures, dropped=self.transport.dropped,
                              submissions=list(self.submissions.subs.values()), nodes_from=nodes_from,
-                             loop=self.liveness.loop_figures(submitting=self.intake.count()),
+                             loop=self.liveness.loop_figures(submitting=self.intake.count(), **self.recorder.figures()),
                              quiet_s=self.liveness.timeout_s / 2)
 
 

@@ -150,7 +150,7 @@ def rotate(rec):
     if rec.folding is not None and rec.folding.is_alive():
         return rec.folding
     old = rec.journal
-    old.close()
+    sealed = old.close()  # (waits for the files it owes: fleet.control.markwriter)
     root = old.path.parent
     segment = root / f"{old.path.stem}.{time.time_ns()}.jsonl"  # a sealed journal, read like any
     os.replace(old.path, segment)
@@ -159,7 +159,7 @@ def rotate(rec):
     # the next rotation waits until the journal is half what has been folded.
     size = lambda p: p.stat().st_size if p.exists() else 0  # noqa: E731
     rec._rotate = max(rotate_bytes(), (size(root / FOLDED) + size(segment)) // 2)
-    rec.journal = type(old)(rec.run_dir, rec.fleet_id, old.header)
+    rec.journal = type(old)(rec.run_dir, rec.fleet_id, old.header, old.writer)
     # What runs now, as one `starts` line: at 10,000 nodes that is 640,000 steps, and a
     # view and an encoded line each held the loop for seconds at every rotation.
     sched = rec.sched
@@ -168,8 +168,10 @@ def rotate(rec):
     for j in sched.window.next.values():  # handed to a node ahead (fleet.core.window)
         rec.journal.start(j.spec.id, j.attempt, j.generation)
     rec.rotated = getattr(rec, "rotated", 0) + 1
-    if not rec.alone:
-        return None  # shared: the sealed segment is folded by the next lone fleet (docstring)
+    if not rec.alone or not sealed:
+        # Shared: the sealed segment is folded by the next lone fleet (docstring). Not
+        # sealed (files it owes still queued or not written): replayed by the next fleet.
+        return None
     from fleet.control import foldproc
     return foldproc.start(root, segment)
 

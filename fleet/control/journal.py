@@ -1,14 +1,16 @@
 """A fleet's journal: its attempts and outcomes, appended to one file per fleet
 (.fleet/journal/<fleet>.jsonl, the format is fleet.wire.records') and made durable in
-batches, with the per-step files that other fleets and reruns read written after.
+batches, with the per-step files that other fleets and reruns read written after
+(off the loop: fleet.control.markwriter).
 
 Why: a per-step file written aside and renamed costs several metadata operations per
 step on the coordinator (on Lustre/GPFS each is a round trip to the metadata server).
 A journal line costs none: the lines of a loop turn are one write at its end, fsync'd
 at most every FLUSH_S. The journal is the authority; a step's done marker (or
 final.json) is written only after the line that records it was fsync'd, with one open
-and no rename, and a fleet that takes over a dead fleet's run directory writes
-whatever markers its journal still owed (replay). So a kill -9 at any moment:
+and no rename, by the threads of fleet.control.markwriter (a sealed journal owes
+nothing: sealing waits for them), and a fleet that takes over a dead fleet's run
+directory writes whatever markers its journal still owed (replay). So a kill -9 at any moment:
 
 - loses no outcome whose line was written (the marker is written on replay); one
   received in the turn the coordinator died in is in no file: the step runs again;
@@ -22,6 +24,7 @@ FLUSH_S of outcomes): their markers were not written either, so those steps run 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from pathlib import Path
@@ -30,6 +33,7 @@ from fleet.control import store
 from fleet.control.linetext import esc
 from fleet.wire import records
 
+log = logging.getLogger("fleet.control.journal")
 FLUSH_S = 0.1
 _dumps = json.JSONEncoder(separators=(",", ":")).encode  # made once: json.dumps(separators=...) makes one per call
 encode = _dumps  # a record as a line holds it (and a marker file, written from the same text)
@@ -40,6 +44,13 @@ DELAY_ENV = "FLEET_TEST_JOURNAL_DELAY"
 # Test hook: "1" writes no marker or final file after a flush (the journal alone holds
 # them), so that a test can kill the coordinator between the journal and the markers.
 HOLD_ENV = "FLEET_TEST_HOLD_MARKERS"
+# Test and benchmark hook (docs/operations.md): milliseconds slept in each per-step
+# file's write, on whichever thread writes it, to emulate a parallel filesystem's
+# metadata latency (an emulation: the sleep lets go of the interpreter's lock as a
+# blocking open does).
+SLEEP_ENV = "FLEET_TEST_MARKER_SLEEP_MS"
+_SLEEP = float(os.environ.get(SLEEP_ENV) or 0) / 1000
+CLOSE_S = 60.0  # at most this long a close waits for the files queued (then: left unsealed, replayed)
 
 
 def path_of(run_dir: Path, fleet_id: str) -> Path:
@@ -48,15 +59,17 @@ def path_of(run_dir: Path, fleet_id: str) -> Path:
 
 class Journal:
     """This fleet's journal: lines buffered in a loop turn and written at its end (one
-    write), fsync'd at most every FLUSH_S, and after each fsync the files they owe."""
+    write), fsync'd at most every FLUSH_S, and after each fsync the files they owe
+    handed to the writer's threads."""
 
-    def __init__(self, run_dir: Path, fleet_id: str, header: dict):
+    def __init__(self, run_dir: Path, fleet_id: str, header: dict, writer=None):
+        self.writer = writer  # fleet.control.markwriter.Writer (None: the files written here, on the loop)
         self.path = path_of(run_dir, fleet_id)
         store.makedirs(self.path.parent)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._lines: list[str] = []
         self._starts: list[list] = []  # [step, attempt, generation] started this turn: one line
-        self._owed: list[tuple] = []  # (path, record, drop done) to write once durable
+        self._owed: list[tuple] = []  # (path, record, drop done, step) to write once durable
         self._unsynced = False
         self.delay = float(os.environ.get(DELAY_ENV) or 0.0)
         self.hold = os.environ.get(HOLD_ENV) == "1"
@@ -93,10 +106,11 @@ class Journal:
         # (json writes a float as its repr)
         self._lines.append(f'{{"k":"done","step":{esc(step)},"rec":{rec}{att_text},"t":{time.time()!r}}}')
 
-    def owe(self, path: Path | str, rec: dict | str, drop: bool = False) -> None:
-        """A file (a marker, a final.json) to write once what precedes it is durable;
-        drop: the step's marker goes then (a final outcome that replaces a success)."""
-        self._owed.append((path, rec, drop))
+    def owe(self, path: str, rec: dict | str, step: str, drop: bool = False) -> None:
+        """A file (a marker, a final.json: its path as text) of `step` to write once what
+        precedes it is durable; drop: the step's marker goes then (a final outcome that
+        replaces a success)."""
+        self._owed.append((path, rec, drop, step))
 
     def turn(self, now: float) -> None:
         """At the end of each loop turn (before the event stream's write, which must not
@@ -120,7 +134,8 @@ class Journal:
             self._unsynced = True
 
     def sync(self, now: float | None = None) -> None:
-        """Write and fsync every buffered line, then the files they owe."""
+        """Write and fsync every buffered line, then hand the files they owe to the
+        writer's threads (none: write them here)."""
         self._last = time.monotonic() if now is None else now
         self._write()
         if self._unsynced:
@@ -129,18 +144,33 @@ class Journal:
         if self.hold:
             return
         owed, self._owed = self._owed, []
-        for path, rec, drop in owed:
+        if self.writer is not None:
+            if owed:
+                self.writer.add(owed)
+            return
+        for path, rec, drop, _ in owed:
             put(path, rec)
             if drop:
-                store.unlink_done(Path(path).parent)
+                store.unlink_done(os.path.dirname(path))
 
-    def close(self, seal: bool = True) -> None:
-        """Flush, write what is owed and (seal) say so: a sealed journal is never replayed."""
+    def close(self, seal: bool = True) -> bool:
+        """Flush, wait (at most CLOSE_S) for what is owed to be written and (seal) say
+        so: a sealed journal is never replayed. Returns whether it was sealed: not when
+        files are still queued or could not be written (the next fleet replays it)."""
         self.sync()
-        if seal and not self.hold:
+        sealed = seal and not self.hold
+        w = self.writer
+        if sealed and w is not None:
+            failed = w.failed
+            if not w.drain(CLOSE_S) or failed:
+                log.error("%s: %d files still queued, %d not written: left for the next fleet to write",
+                          self.path, w.figures()["markers_queued"], failed)
+                sealed = False
+        if sealed:
             self.append({"k": "sealed", "by": "itself"})
             self.sync()
         os.close(self._fd)
+        return sealed
 
 
 def put(path: Path | str, rec: dict | str) -> None:
@@ -149,6 +179,8 @@ def put(path: Path | str, rec: dict | str) -> None:
     .fleet directory is made by the step's process on its node (fleet.node.child), so
     the coordinator makes it only for a step that never started there."""
     data = (rec if isinstance(rec, str) else json.dumps(rec)).encode()  # (str: encoded already)
+    if _SLEEP:
+        time.sleep(_SLEEP)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     except FileNotFoundError:

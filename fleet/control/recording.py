@@ -3,8 +3,9 @@ its loop (start, exit, lost attempt, final outcome, once per turn, teardown).
 
 Holding the run directory's lease alone (fleet.control.lease), the common case, a
 fleet takes no per-step claim and writes no attempt file: it appends to its journal
-(fleet.control.journal), flushed once per loop turn at most every FLUSH_S, and writes
-each step's done marker (or final.json) after the flush, in one open. Attempts count
+(fleet.control.journal), flushed once per loop turn at most every FLUSH_S; each step's
+done marker (or final.json) is written after the flush, in one open, by the threads of
+fleet.control.markwriter, off the loop. Attempts count
 toward --max-attempts from memory: the journals and the attempt files of older fleets,
 read once. When the run directory is shared (another fleet or shard registered), every
 step is claimed first, in batches (fleet.control.claimlog), and recorded the same way.
@@ -22,7 +23,7 @@ from __future__ import annotations
 import logging
 import time
 
-from fleet.control import doneline, fold, journal, outcomes, store
+from fleet.control import doneline, fold, journal, markwriter, outcomes, store
 from fleet.control.claimlog import ClaimLog
 from fleet.control.lease import Lease
 from fleet.core import states as S
@@ -55,7 +56,10 @@ class Recorder:
         self._rotate = fold.rotate_bytes()
         self.folding = None  # the process folding a rotated segment (fleet.control.foldproc)
         self._pending = lambda: c._todo  # the loop turn's other decisions: one batch
-        self.journal = journal.Journal(self.run_dir, self.fleet_id, {**self.lease.me, "shared": self.lease.shared})
+        n = markwriter.threads()  # (0: the files written on the loop, as before)
+        self.writer = markwriter.Writer(self.run_dir, journal.put, store.unlink_done, n) if n > 0 else None
+        self.journal = journal.Journal(self.run_dir, self.fleet_id, {**self.lease.me, "shared": self.lease.shared},
+                                       self.writer)
         self.claims.shared = self.lease.shared
         self.base: dict[str, int] = {}  # step -> attempts recorded when its generation began
         # Steps started here without a claim: their directories are this fleet's doing,
@@ -65,7 +69,8 @@ class Recorder:
         self._held: tuple | None = None  # (step, attempt record) of a success, for its done line
         self._steps = f"{self.run_dir}/steps/"  # a marker's path as text: records.fleet_dir's, without a Path
         # `fleet run` hears a submission finished only once its outcomes are on disk.
-        self.submissions.durable = self.sync
+        self.submissions.durable = self.durable
+        self._tickets: dict[int, tuple] = {}  # submission -> (its steps finished, the writer's ticket)
 
     @property
     def alone(self) -> bool:
@@ -168,7 +173,7 @@ class Recorder:
                                      submission, records.spec_hash(spec), getattr(rec, "spelt", None))
         store.journaled(self.run_dir, spec.id, d=d)
         self.journal.done(spec.id, marker, att)
-        self.journal.owe(f"{self._steps}{spec.id}/.fleet/{records.DONE}", marker)  # (the file d holds)
+        self.journal.owe(f"{self._steps}{spec.id}/.fleet/{records.DONE}", marker, spec.id)  # (the file d holds)
         self.claims.ended_here(spec.id)  # shared: said in the claims log (fleet.control.claimlog)
 
     def record_attempt(self, run_dir, step_id: str, fleet: str, attempt: int, record: dict) -> None:
@@ -192,7 +197,7 @@ class Recorder:
             att, self._held = self._held[1], None
         text = journal.encode(rec)
         self.journal.done(spec.id, text, att)
-        self.journal.owe(path, text)
+        self.journal.owe(path, text, spec.id)
         self.claims.ended_here(spec.id)  # shared: said in the claims log (fleet.control.claimlog)
 
     def final(self, step: str, outcome: str, record: dict) -> None:
@@ -205,7 +210,7 @@ class Recorder:
             return
         path, rec, drop = store.final_record(self.run_dir, spec, outcome, record)
         self.journal.append({"k": "final", "step": step, "rec": rec, "drop": drop})
-        self.journal.owe(path, rec, drop)
+        self.journal.owe(path, rec, step, drop)
         self.claims.ended_here(step)
 
     # -- each turn, and the end -----------------------------------------------------------------
@@ -214,7 +219,9 @@ class Recorder:
         now = time.monotonic()
         try:
             self.journal.turn(now)
-            if self.journal.bytes >= self._rotate:  # shared too: the segment then waits (fleet.control.fold)
+            # Shared too: the segment then waits (fleet.control.fold). Only once the files
+            # queued are written: the rotation's seal then waits for one flush's files.
+            if self.journal.bytes >= self._rotate and (self.writer is None or not self.writer.depth()):
                 self.folding = fold.rotate(self)  # fleet.control.fold: the fold in a process of its own
         except OSError as e:  # a full or failing filesystem: said, not fatal to the loop
             if now >= self._complained:
@@ -224,21 +231,37 @@ class Recorder:
             self._share()
 
     def _share(self) -> None:
-        """Another fleet registered: make every outcome durable and its marker written,
-        claim every step running here (one batch), then say the run directory is shared."""
+        """Another fleet registered: make every outcome durable, claim every step running
+        here and every step whose marker is still queued (fleet.control.markwriter) in
+        one batch, the latter said ended (the newcomer then waits for their markers, never
+        runs them again), then say the run directory is shared."""
         self.journal.sync()
         queued = [j.spec.id for j in self.sched.window.next.values()]  # fleet.core.window
-        for step, holder in self.log.claim([*(v.id for v in self.sched.running()), *queued],
+        unwritten = self.writer.steps() if self.writer is not None else []
+        for step, holder in self.log.claim([*(v.id for v in self.sched.running()), *queued, *unwritten],
                                            lambda s: None).items():
             log.error("step %s runs here but fleet %s claimed it", step, holder)
+        for step in unwritten:
+            self.log.said_ended(step)
         self.journal.append({"k": "shared"})  # (its time precedes anything the newcomer starts)
         self.lease.share()
         self.claims.shared = True
         log.info("run directory %s is shared from now on: every step is claimed", self.run_dir)
 
-    def sync(self) -> None:
-        """Every outcome recorded so far durable, and its marker written."""
+    def durable(self, sub) -> bool:
+        """Every outcome of a finished submission durable, and the files they owe written:
+        asked again until then (the files are written off the loop, never waited for)."""
         self.journal.sync()
+        if self.writer is None:
+            return True
+        t = self._tickets.get(sub.id)
+        if t is None or t[0] != len(sub.finished):  # (a step's children may have come since)
+            t = self._tickets[sub.id] = (len(sub.finished), self.writer.ticket())
+        return self.writer.reached(t[1])
+
+    def figures(self) -> dict:
+        """The writer's queue, for status answers (fleet.control.markwriter)."""
+        return self.writer.figures() if self.writer is not None else {}
 
     def close(self) -> None:
         """At teardown: the journal flushed, its markers written and sealed; claims and
@@ -248,7 +271,9 @@ class Recorder:
                 self.folding.join()  # a rotation's fold finishes before the lease goes
             if self.log.pending is not None:
                 self.log.pending.thread.join()  # a claims snapshot too
-            self.journal.close()
+            self.journal.close()  # (waits for the files queued, bounded: fleet.control.markwriter)
+            if self.writer is not None:
+                self.writer.close(0)
         finally:
             self.claims.release_all()
             self.lease.release()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fleet.control import markwriter
 from fleet.wire import records
 
 
@@ -42,7 +43,7 @@ def select(run_dir: Path, name: str, steps: list, deps: dict, foreign: set,
         for d in deps[sid]:
             if d in chosen or d in settled:
                 continue
-            if d in foreign or records.is_done(run_dir, by_id[d]):
+            if d in foreign or records.succeeded_as(markwriter.read_done(run_dir, d), by_id[d]):
                 settled.add(d)
             else:
                 problems.append(f"{by_id[sid].source}: step '{sid}': field 'deps': depends on '{d}', which is "

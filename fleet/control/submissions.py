@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fleet.control import declaring, leftovers, selection, shard
+from fleet.control import declaring, leftovers, markwriter, selection, shard
 from fleet.control import store
 from fleet.control.checks import checked_suite
 from fleet.core import states as S
@@ -119,9 +119,9 @@ class Submissions:
         # Runs file writes nothing waits for (a submission's manifest, and its removal),
         # in order: the coordinator's worker thread (fleet.control.intake), else at once.
         self.offload = lambda fn, *args: fn(*args)
-        # Makes every outcome recorded so far durable (fleet.control.recording): called
-        # before a client hears that its submission finished.
-        self.durable = lambda: None
+        # Makes every outcome recorded so far durable (fleet.control.recording): asked
+        # before a client hears that its submission finished (True: its files are written).
+        self.durable = lambda sub: True
         sched.moved = self.moved  # each change of a step's state, for the counts by state
 
     # -- submitting -----------------------------------------------------------------------------
@@ -225,9 +225,8 @@ class Submissions:
         if sub is None:
             return P.Error(f"no submission {msg.submission}")
         since = max(0, msg.since)
-        if sub.remaining == 0:
-            self.durable()
-        return P.ProgressReply(sub.id, sub.remaining == 0, sub.counts_now(),
+        done = sub.remaining == 0 and self.durable(sub)
+        return P.ProgressReply(sub.id, done, sub.counts_now(),
                                sub.finished[since:since + PROGRESS_ROWS],
                                min(len(sub.finished), since + PROGRESS_ROWS))
 
@@ -318,7 +317,9 @@ def read_markers(run_dir: Path, ids) -> dict:
         return name in names
 
     # A step whose directory does not exist has no entry: nothing of it is on disk.
-    return {sid: records.read_done(run_dir, sid) for sid in ids if exists(sid)}
+    # This fleet's markers still queued count as written (fleet.control.markwriter).
+    queued = markwriter.queued_in(run_dir)
+    return {sid: markwriter.read_done(run_dir, sid) for sid in ids if sid in queued or exists(sid)}
 
 
 def _done(by_id: dict, order, deps: dict, foreign: set, markers: dict, force: bool) -> tuple[set, dict]:
