@@ -109,8 +109,13 @@ class Journal:
     def owe(self, path: str, rec: dict | str, step: str, drop: bool = False) -> None:
         """A file (a marker, a final.json: its path as text) of `step` to write once what
         precedes it is durable; drop: the step's marker goes then (a final outcome that
-        replaces a success)."""
-        self._owed.append((path, rec, drop, step))
+        replaces a success). The fleet's own reads see it at once (the writer's view),
+        not only from the flush that hands it over: a suite submitted again within
+        that flush's wait finds the step done instead of running it again."""
+        item = (path, rec, drop, step)
+        self._owed.append(item)
+        if self.writer is not None:
+            self.writer.owed(item)
 
     def turn(self, now: float) -> None:
         """At the end of each loop turn (before the event stream's write, which must not

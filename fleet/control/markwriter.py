@@ -79,6 +79,13 @@ class Writer:
         _pending[self.key] = self
 
     # -- the loop's side ---------------------------------------------------------------------------
+    def owed(self, item: tuple) -> None:
+        """A (path, rec, drop, step) file owed, not yet durable: seen by read_done already
+        (add() queues it for the threads after the journal's fsync)."""
+        if item[2] or item[0].endswith(_DONE):
+            with self._lock:
+                self.queued[item[3]] = item
+
     def add(self, owed: list) -> None:
         """Queue (path, rec, drop, step) files, their journal lines durable already."""
         n, queued, qs = self.n, self.queued, self._queues

@@ -78,6 +78,26 @@ def test_the_fleets_own_reads_see_a_queued_marker_as_written_and_a_queued_drop_a
     assert markwriter.queued_in(tmp_path) == {}
 
 
+def test_a_marker_owed_but_not_yet_flushed_is_already_seen_by_the_fleets_own_reads(tmp_path):
+    """Between a step's exit and the journal's next fsync (up to a loop turn after
+    FLUSH_S), its marker is owed but not handed to the threads; a suite submitted again
+    in that window must find the step done (it ran again, before, now and then)."""
+    w = markwriter.Writer(tmp_path, journal.put, store.unlink_done, n=1, bound=100)
+    j = journal.Journal(tmp_path, "f1", {"k": "fleet", "fleet": "f1"}, writer=w)
+    try:
+        path, rec, _, _ = _item(tmp_path, "a")
+        j.owe(path, rec, "a")
+        assert records.read_done(tmp_path, "a") is None  # nothing durable, nothing written
+        assert markwriter.read_done(tmp_path, "a")["outcome"] == "succeeded"
+        j.sync()
+        assert w.drain(30)
+        assert records.read_done(tmp_path, "a") == markwriter.read_done(tmp_path, "a")
+        assert not w.steps()
+    finally:
+        j.close()
+        w.close(5)
+
+
 # An audit hook (PEP 578) in every process of the fleet: each open of a done marker or a
 # final.json for writing is noted with the process and whether its thread is the main one
 # (the coordinator's loop). It sees os.open and open() whatever fleet's version does.
