@@ -168,7 +168,7 @@ def _schedule(self, now, out):
             continue
         placement = res.place(job, key, pool, now, cls.exclusive)
         if placement is None:
-            cls.blocked_at = len(pool.releases)
+            cls.blocked_at = pool.releases.end()
             if isinstance(dfr, Probe) and key not in res.plans and dfr.demote(job, now, pool, res):
                 e = heapq.heappop(cls.heap)  # to the back of its class
                 job.qkey = (math.inf,) + tuple(e[1]) if isinstance(e[1], tuple) else e[1]

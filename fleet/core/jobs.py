@@ -47,7 +47,7 @@ class DemandClass:
         self.demand = demand
         self.exclusive = exclusive
         self.heap: list[tuple] = []  # (priority, queue key (fleet.core.ranks), id)
-        self.blocked_at: int | None = None  # len(pool.releases) when it last failed to fit
+        self.blocked_at: int | None = None  # pool.releases.end() when it last failed to fit
 
 
 def take_out(classes: dict[tuple, DemandClass], jobs) -> None:

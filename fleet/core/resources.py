@@ -14,7 +14,8 @@ buckets by free core count (lazy heaps of join indices), and every release is lo
 so a blocked demand is re-tried only when a node it could fit on has changed. Every
 change to a node is logged too, so that each kind of demand keeps, up to date, the
 nodes that can hold it (one node) or the cores it could gather (spanning): nodes
-short of GPUs or memory are not looked at again until they change.
+short of GPUs or memory are not looked at again until they change. The logs keep
+only their recent entries (fleet.core.nodelog), so they do not grow with the steps.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import heapq
 from bisect import bisect_left, insort
 from dataclasses import dataclass, field
 
+from fleet.core.nodelog import NodeLog
+from fleet.core.spangpus import place_span_gpus
 from fleet.core.units import format_memory
 
 _new, _set = object.__new__, object.__setattr__
@@ -105,9 +108,10 @@ class Pool:
         self.free_gpus = 0
         self.total_cores = 0
         # Node indices whose free resources grew, in order (joins and releases).
-        self.releases: list[int] = []
+        self.releases = NodeLog()
         # Node indices whose free resources changed at all, in order (and losses).
-        self._changed: list[int] = []
+        self._changed = NodeLog()
+        self._trim_at = 8192  # the logs' length that drops their old entries (_trim)
         self._fit: dict[Demand, list] = {}   # one-node demand -> [log position, heap]
         self._reach: dict[tuple, list] = {}  # spanning kind -> [log position, per node..., sums]
 
@@ -167,7 +171,7 @@ class Pool:
         if self._span_short(d):
             return None  # what the scans below would conclude, known without them
         if d.gpus:
-            return self._place_span_gpus(d)
+            return place_span_gpus(self, d)
         chosen: list[tuple[_Node, int]] = []
         need = d.cores
         for k in reversed(self._keys[bisect_left(self._keys, d.unit):]):
@@ -194,55 +198,6 @@ class Pool:
         if gpus_left:
             return None
         return tuple(self._take(node, take, g, node.mem_for(take, d)) for node, take, g in plan)
-
-    def _place_span_gpus(self, d: Demand) -> Placement | None:
-        """A spanning step with GPUs takes them from nodes that hold some of its cores:
-        first the nodes with the most free GPUs, one rank (`unit` cores) on each, until
-        its GPUs are covered (never more nodes than it has ranks); then each of those
-        nodes is topped up toward its share of the cores (in proportion to its GPUs);
-        the cores still missing come from those nodes, then from the others with the
-        most free cores. Scans the live nodes: for this rarer kind of step only."""
-        unit = d.unit
-
-        def room(node: _Node, now: int) -> int:
-            """Cores (whole units) the node can add to `now` with its free cores and memory."""
-            t = (len(node.free_cores) // unit) * unit
-            while t > now and node.free_mem < node.mem_for(t, d):
-                t -= unit
-            return t - now
-
-        live = [n for n in self._nodes if n.alive and len(n.free_cores) >= unit]
-        take: dict[int, int] = {}
-        gpus: dict[int, int] = {}
-        left = d.gpus
-        for node in sorted((n for n in live if n.free_gpus),
-                           key=lambda n: (-len(n.free_gpus), -len(n.free_cores), n.idx)):
-            if left == 0 or len(take) == d.cores // unit:
-                break
-            if room(node, 0) < unit:
-                continue
-            take[node.idx], gpus[node.idx] = unit, min(len(node.free_gpus), left)
-            left -= gpus[node.idx]
-        if left:
-            return None
-        need = d.cores - unit * len(take)
-        for i in list(take):
-            share = -(-d.cores * gpus[i] // d.gpus)   # its part of the cores, rounded up...
-            share = -(-share // unit) * unit             # ...to whole ranks
-            extra = min(max(0, share - take[i]), room(self._nodes[i], take[i]), need)
-            take[i] += extra
-            need -= extra
-        for node in sorted(live, key=lambda n: (n.idx not in take, -len(n.free_cores), n.idx)):
-            if need == 0:
-                break
-            extra = min(room(node, take.get(node.idx, 0)), need)
-            if extra > 0:
-                take[node.idx] = take.get(node.idx, 0) + extra
-                need -= extra
-        if need:
-            return None
-        return tuple(self._take(self._nodes[i], t, gpus.get(i, 0), self._nodes[i].mem_for(t, d))
-                     for i, t in sorted(take.items()))
 
     def _take(self, node: _Node, cores: int, gpus: int, mem: int) -> Slot:
         got_c, node.free_cores = node.free_cores[:cores], node.free_cores[cores:]
@@ -272,6 +227,15 @@ class Pool:
             self.free_gpus += len(slot.gpus)
             self._file(node)
             self.releases.append(node.idx)
+        if len(self._changed) > self._trim_at:
+            self._trim()
+
+    def _trim(self) -> None:
+        # Kept: more entries than nodes, the readers' own rebuild threshold (fleet.core.nodelog).
+        keep = 2 * len(self._nodes) + 4096
+        self.releases.trim(keep)
+        self._changed.trim(keep)
+        self._trim_at = 2 * keep
 
     def take_on(self, name: str, cores: int, gpus: int, memory: int) -> Slot:
         """Take these amounts (at most what is free) from the named node now: a
@@ -288,7 +252,8 @@ class Pool:
         if d.span:
             return True
         nodes = self._nodes
-        return any(nodes[i].fits(d) for i in set(self.releases[since:]))
+        grown = self.releases.since(since)
+        return grown is None or any(nodes[i].fits(d) for i in set(grown))
 
     # -- bucket index -------------------------------------------------------------
     def _file(self, node: _Node) -> None:
@@ -329,17 +294,17 @@ class Pool:
                 break
             else:
                 return None  # no node has the cores
-        if memo is None or len(log) - memo[0] > len(nodes) or len(memo[1]) > 2 * len(nodes) + 64:
+        if memo is None or log.end() - memo[0] > len(nodes) or len(memo[1]) > 2 * len(nodes) + 64:
             heap = [(len(n.free_cores), n.idx) for n in nodes if n.fits(d)]
             heapq.heapify(heap)
-            memo = [len(log), heap]
+            memo = [log.end(), heap]
         else:
             heap = memo[1]
-            for i in set(log[memo[0]:]):
+            for i in set(log.since(memo[0])):
                 n = nodes[i]
                 if n.fits(d):
                     heapq.heappush(heap, (len(n.free_cores), i))
-            memo[0] = len(log)
+            memo[0] = log.end()
         self._fit[d] = memo
         if len(self._fit) > self._MEMOS:
             del self._fit[next(iter(self._fit))]
@@ -362,12 +327,12 @@ class Pool:
         nodes = self._nodes
         log = self._changed
         memo = self._reach.pop(key, None)
-        if memo is None or len(log) - memo[0] > len(nodes):
-            memo = [len(log), [], [], 0, {}]
+        if memo is None or log.end() - memo[0] > len(nodes):
+            memo = [log.end(), [], [], 0, {}]
             todo = range(len(nodes))
         else:
-            todo = set(log[memo[0]:])
-            memo[0] = len(log)
+            todo = set(log.since(memo[0]))
+            memo[0] = log.end()
         self._reach[key] = memo
         if len(self._reach) > self._MEMOS:
             del self._reach[next(iter(self._reach))]

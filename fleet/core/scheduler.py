@@ -363,7 +363,7 @@ class Scheduler(Entries, Phases, Outside):
                 continue
             if cls.blocked_at is not None and not cls.exclusive and not res.revisit(cls, now, self._jobs):
                 if not pool.could_fit_since(cls.demand, cls.blocked_at):
-                    cls.blocked_at = len(pool.releases)
+                    cls.blocked_at = pool.releases.end()
                     continue
             heads.append((cls.heap[0], cls.key))
         heapq.heapify(heads)
@@ -398,7 +398,7 @@ class Scheduler(Entries, Phases, Outside):
             # The job's own demand: the one "exclusive" class holds steps of every width.
             placement = res.place(job, key, pool, now, cls.exclusive)
             if placement is None:
-                cls.blocked_at = len(pool.releases)
+                cls.blocked_at = pool.releases.end()
                 why = W.short_of(self.pool, job.demand)  # before a reservation made for it takes its holds
                 self._wait(job, res.held_back(job, key, pool, now) or why, len(cls.heap) - 1, out)
                 if cls.exclusive:

@@ -489,3 +489,50 @@ def test_a_spanning_step_whose_memory_share_no_set_of_nodes_holds_is_narrowed_or
     assert out == [Start("m", 1, (slot("n1", [0], memory=2 * GiB), slot("n2", [0], memory=2 * GiB)))]
     s = suite({"id": "m", "cores": 3, "span": True, "memory": "4GiB"})
     assert [(p.step, p.field) for p in fit_problems(s, nodes)] == [("m", "memory")]
+
+
+# --- the pool's change logs keep only their recent entries (fleet.core.nodelog) -------------------
+
+def test_the_pools_change_logs_stay_bounded_however_many_steps_come_and_go():
+    pool = Pool()
+    for n in (node("a", 4), node("b", 4)):
+        pool.add(n)
+    one = Demand(1)
+    for _ in range(50_000):
+        pool.release(pool.place(one))
+    assert pool.releases.end() == 50_002          # positions still count every entry
+    assert pool._changed.end() == 100_002
+    bound = 2 * (2 * 2 + 4096)
+    assert len(pool.releases) <= bound and len(pool._changed) <= bound
+
+
+def test_a_blocked_demand_that_fell_behind_the_kept_entries_is_tried_again():
+    pool = Pool()
+    for n in (node("a", 4), node("b", 4)):
+        pool.add(n)
+    big = Demand(4)
+    hold = pool.place(big), pool.place(big)
+    since = pool.releases.end()                    # big fails from here on...
+    assert pool.place(big) is None
+    pool.release(hold[0])                          # ...until "a" is back,
+    for _ in range(40_000):                        # and many releases later that one is dropped
+        pool.release(pool.place(Demand(1)))
+    assert pool.releases.since(since) is None
+    assert pool.could_fit_since(big, since)
+    assert pool.place(big) is not None
+
+
+def test_dropping_old_log_entries_changes_no_decision_of_a_long_schedule(monkeypatch):
+    tables = [{"id": f"s{i}", "cores": 1 + (i * 7) % 5, "estimate": 1 + (i * 13) % 17,
+               **({"gpus": 1} if i % 11 == 0 else {})} for i in range(6_000)]
+    tables += [{"id": f"w{i}", "mpi": True, "ranks": 6, "threads": 2, "estimate": 30} for i in range(40)]
+    tables += [{"id": f"g{i}", "cores": 12, "gpus": 3, "span": True, "estimate": 20} for i in range(20)]
+    s = suite(*tables)
+    graph, problems = build_graph(s.steps)
+    assert problems == []
+    nodes = [node(f"n{i}", 8, gpus=2) for i in range(6)]
+    trimmed = simulate(s.steps, graph, nodes, keep_log=True)
+    monkeypatch.setattr(Pool, "_trim", lambda self: setattr(self, "_trim_at", 1 << 60))
+    whole = simulate(s.steps, graph, nodes, keep_log=True)
+    assert len(trimmed.steps) == 6_060
+    assert schedule_of(trimmed) == schedule_of(whole)
