@@ -331,6 +331,7 @@ class Scheduler(Entries, Phases, Outside):
                 on.discard(job.spec.id)
         if self._exclusive_running is job:
             self._exclusive_running = None
+        job.placement = ()  # (its slots went back to the pool: a finished step holds none, ~350 B each)
 
     def _lost(self, ev: NodeLost, now: float, out: list[Decision]) -> None:
         if not self.pool.has(ev.node):

@@ -27,3 +27,14 @@ def test_the_same_exits_one_by_one_or_together_leave_the_same_steps_done_and_are
         return sched.counts(), [d for o in outs for d in o]
     assert run(True)[0] == run(False)[0] == {"succeeded": 2, "running": 2, "ready": 2}
     assert run(True) == run(True)
+
+
+def test_a_step_that_ended_holds_no_placement_so_a_long_run_does_not_keep_every_slot_it_gave():
+    sched, out = scheduler([node("n1", 2)], {"id": "a"}, {"id": "b", "retries": 1}, {"id": "c"})
+    assert sched.view("a").placement and sched.view("b").placement
+    sched.handle(Exits((StepExited("a", 1, "succeeded"), StepExited("b", 1, "failed", "boom"))), 5.0)
+    # a is done: nothing of the slot it ran on stays with it; b's retry runs on a new placement.
+    assert sched.view("a").state == "succeeded" and sched.view("a").placement == ()
+    assert sched.view("b").state == "running" and sched.view("b").placement
+    sched.handle(StepExited("b", 2, "failed", "again"), 6.0)
+    assert sched.view("b").state == "failed" and sched.view("b").placement == ()
