@@ -119,6 +119,9 @@ def coordinator_main(argv: list[str]) -> int:
     coord = Coordinator(Path(args.run_dir), args.nodes, KeysFileLauncher(Path(args.agents_file)),
                         heartbeat_s=args.heartbeat, timeout_s=args.timeout, join_timeout_s=args.join_timeout,
                         window=0)
+    trace = os.environ.get("FLEET_BENCH_TRACEMALLOC")
+    if trace:  # what the coordinator holds, by line (benchmarks/coord_memory.py)
+        return _traced(coord, trace)
     if not args.profile:
         return coord.serve()
     import cProfile
@@ -127,6 +130,37 @@ def coordinator_main(argv: list[str]) -> int:
         return prof.runcall(coord.serve)
     finally:
         prof.dump_stats(args.profile)
+
+
+def _traced(coord, path: str) -> int:
+    """coord.serve() under tracemalloc: snapshots of what it holds at the end (path) and
+    near its peak (path + ".peak": taken by a thread each time the traced size passes
+    1.1x the last snapshot's; each snapshot holds the interpreter's lock a while, so
+    the run's timings are not the untraced ones)."""
+    import threading
+    import tracemalloc
+    tracemalloc.start(int(os.environ.get("FLEET_BENCH_TRACEMALLOC_FRAMES", "1")))
+    best = {"size": 0, "snap": None}
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.wait(0.5):
+            cur = tracemalloc.get_traced_memory()[0]
+            if cur > 1.1 * best["size"] and cur > 32 << 20:
+                best["snap"], best["size"] = tracemalloc.take_snapshot(), cur
+    t = threading.Thread(target=watch, name="bench-tracemalloc", daemon=True)
+    t.start()
+    try:
+        return coord.serve()
+    finally:
+        stop.set()
+        t.join()
+        tracemalloc.take_snapshot().dump(path)
+        if best["snap"] is not None:
+            best["snap"].dump(path + ".peak")
+        with open(path + ".json", "w") as f:
+            json.dump({"peak_traced_mib": tracemalloc.get_traced_memory()[1] / 2**20,
+                       "peak_snapshot_traced_mib": best["size"] / 2**20}, f)
 
 
 def _die_with_parent(parent: int) -> None:
