@@ -27,8 +27,10 @@ ready next, which no state of the ready queue shows.
 
 The hold is checked in the scheduler's passes, which follow events (a step ends, a
 submission, a node joins): on a busy fleet within seconds of its end; a held step
-starts at once when nothing else is running. In its class of demand it queues after
-the others (its work is larger), so it holds up none of them.
+starts at once when nothing else is running. A held step holds up no other step: for
+the pass it is set aside, and the steps queued behind it in its class of demand are
+tried (it is often first there: its class is keyed by whole work, the choice by work
+up to the typical duration).
 
 Deterministic (the choice is made from the submission alone; the hold from the
 step's ready time and the event's time). Cost: one sort of a submission's spanning
@@ -38,6 +40,7 @@ deferred.
 
 from __future__ import annotations
 
+import heapq
 from statistics import median
 from typing import Mapping
 
@@ -84,3 +87,17 @@ class Deferral:
         """The reason a held step waits."""
         return W.WaitReason(W.OTHER, detail=f"deferred (one of the widest steps not on a critical chain) "
                                             f"until {self.until(job):g} s")
+
+
+def held(sched, job, cls, heads: list, now: float, aside: list, out: list) -> bool:
+    """In the scheduler's pass: True if the order holds this step (the first of its
+    class) back now. It then waits, and leaves its class until the pass ends (onto
+    `aside`, which the scheduler puts back): the class's next step is tried."""
+    deferral = sched.ranks.deferral
+    if not deferral.holds(job, now, len(sched._running)):
+        return False
+    sched._wait(job, deferral.why(job), len(cls.heap) - 1, out)
+    aside.append((cls, heapq.heappop(cls.heap)))
+    if cls.heap:
+        heapq.heappush(heads, (cls.heap[0], cls.key))
+    return True

@@ -28,6 +28,7 @@ from fleet.core.units import counted
 from fleet.core.generations import Entries, Entry as _Entry
 from fleet.core.demands import Demands
 from fleet.core.deadline import DRAIN_KILL, AllocationEnds, Deadline, DrainNow, too_late
+from fleet.core.deferral import held
 from fleet.core.decisions import (PASS_STARTS, Blocked, Cancel, Decision, Elsewhere, EnterMore, Entering, Event,
                                   Finished, Exits, GoOn, Ignored, JobView, Kill, NodeJoined, NodeLost, Reclaim, Retry,
                                   Settled, Skipped, Start, StepExited, Submitted, Unrunnable, Wait, submission)
@@ -371,6 +372,16 @@ class Scheduler(Entries, Phases, Outside):
         return heads
 
     def _schedule(self, now: float, out: list[Decision]) -> None:
+        aside: list[tuple[_Class, tuple]] = []  # held steps taken off their classes for this pass (deferral.held)
+        whole = self._pass(now, out, aside)
+        for cls, entry in aside:  # back in their classes (one a start emptied was dropped: made again)
+            heapq.heappush(self._classes.setdefault(cls.key, cls).heap, entry)
+        if whole and self._exclusive_running is None:
+            self.window.fill(out)
+
+    def _pass(self, now: float, out: list[Decision], aside: list) -> bool:
+        """One pass over the ready steps; False if it ended early (nothing more may
+        start now, or the shell is to feed the rest)."""
         self.window.begin(now, out)
         if self._unresolved and self.pool.nodes():
             pending, self._unresolved = self._unresolved, []
@@ -378,7 +389,7 @@ class Scheduler(Entries, Phases, Outside):
                 if job.state == S.WAITING:
                     self._resolve(job, out)
         if self._exclusive_running is not None or self.deadline.drained:
-            return
+            return False
         pool, res = self.pool, self._res
         res.begin(pool, now, self._classes)  # before the blocked classes are judged: it may free holds
         heads = self._heads(pool, res, now)
@@ -389,13 +400,12 @@ class Scheduler(Entries, Phases, Outside):
             job = self._jobs[sid]
             if self.deadline.drain_at is not None and too_late(self, job, cls, heads, now, out):
                 continue
-            if self.ranks.deferral is not None and self.ranks.deferral.holds(job, now, len(self._running)):  # fleet.core.deferral
-                self._wait(job, self.ranks.deferral.why(job), len(cls.heap) - 1, out)
+            if self.ranks.deferral is not None and held(self, job, cls, heads, now, aside, out):
                 continue
             if cls.exclusive and (self._running or started):
                 why = W.WaitReason(W.ALONE, detail=f"waiting for {counted(len(self._running), 'running step')} to finish")
                 self._wait(job, why, len(cls.heap) - 1, out)
-                return  # nothing ordered after it starts: the fleet drains for it
+                return False  # nothing ordered after it starts: the fleet drains for it
             # The job's own demand: the one "exclusive" class holds steps of every width.
             placement = res.place(job, key, pool, now, cls.exclusive)
             if placement is None:
@@ -403,7 +413,7 @@ class Scheduler(Entries, Phases, Outside):
                 why = W.short_of(self.pool, job.demand)  # before a reservation made for it takes its holds
                 self._wait(job, res.held_back(job, key, pool, now) or why, len(cls.heap) - 1, out)
                 if cls.exclusive:
-                    return
+                    return False
                 continue
             heapq.heappop(cls.heap)
             cls.blocked_at = None
@@ -422,14 +432,13 @@ class Scheduler(Entries, Phases, Outside):
             started += 1
             if cls.exclusive:
                 self._exclusive_running = job
-                return
+                return False
             if cls.heap:
                 heapq.heappush(heads, (cls.heap[0], key))
             if started >= self.pass_starts and heads:  # a bounded pass: the shell feeds the rest (GoOn)
                 out.append(GoOn())
-                return
-        if self._exclusive_running is None:
-            self.window.fill(out)
+                return False
+        return True
 
     def _wait(self, job: _Job, why: W.WaitReason, behind: int, out: list[Decision]) -> None:
         # Said again only when the words change: the free counts behind an unchanged

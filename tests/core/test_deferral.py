@@ -118,3 +118,18 @@ def test_a_deferred_step_is_not_held_when_nothing_else_runs():
     sched.handle(NodeJoined(node("n1", 4)), 0.0)
     out = sched.handle(submission(suite({"id": "wide", "cores": 4, "span": True, "estimate": 5}).steps), 0.0)
     assert [d.step for d in out if isinstance(d, Start)] == ["wide"]  # no event would ever come to start it
+
+
+def test_a_held_step_first_in_its_class_holds_up_none_of_the_steps_queued_behind_it():
+    # "a" and "b" are the same demand (4 cores, spanning): "a" has less work, so it is
+    # first in the class, and it is the deferred one. "b" must start at once, not when
+    # "a"'s hold ends; "a" starts at the first pass after its hold (a tick's end).
+    tables = ({"id": "long", "estimate": 1000}, {"id": "a", "cores": 4, "span": True, "estimate": 10},
+              {"id": "b", "cores": 4, "span": True, "estimate": 50}, {"id": "tick0", "estimate": 10},
+              *({"id": f"tick{i}", "estimate": 10, "deps": [f"tick{i - 1}"]} for i in range(1, 6)))
+    deferral = Deferral(share=0.0, hold_s=20.0)
+    deferral.steps.add("a")
+    started, waits = run("defer-widest", deferral, tables=tables)
+    assert started["b"] == 0.0
+    assert started["a"] == 20.0
+    assert (0.0, "a", "deferred (one of the widest steps not on a critical chain) until 20 s") in waits
