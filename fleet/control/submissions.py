@@ -166,10 +166,7 @@ class Submissions:
         still to run counts in each that waits for it. The newest definition is the one
         to launch (a running older one's marker still names what ran: fleet.control.store),
         except for a step another fleet runs, which is waited for as it is."""
-        try:
-            state = self.sched.state(spec.id)
-        except KeyError:
-            state = None
+        state = self.sched.state_of(spec.id)
         ids = self.step_subs.get(spec.id)
         if state is not None:  # counted waiting so far, as the scheduler has it now
             self.moved(spec.id, S.WAITING, state, (sid,))
