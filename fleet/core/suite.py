@@ -165,6 +165,8 @@ class Reading:
     def merged(self, later: list[Problem]) -> list[Problem]:
         """These problems and `later` ones, each later one after the problems of the
         steps set up before its step (one about no step of the suite goes last)."""
+        if not later:
+            return list(self.problems)
         order = {s.id: s.order for s in self.suite.steps}
         end = len(self.problems) + 1
         keyed = [((i + 1, 0, 0, i), p) for i, p in enumerate(self.problems)]
