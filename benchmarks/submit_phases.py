@@ -21,7 +21,8 @@ in the order the coordinator does it, timing each phase (time.process_time):
 The run directory is new (a first run: no markers). The collector is frozen before each
 phase as fleet.control.heap does while a submission comes in. Best of REPEAT runs a
 process, trees alternated over --rounds. `--profile` runs one tree's whole entry under
-cProfile and prints the top functions by own time instead.
+cProfile and prints the top functions by own time instead. `--deps`: two arrays of
+STEPS/2, each step of the second depending on its twin in the first.
 
     python benchmarks/submit_phases.py --trees /tmp/base,. [--rounds 2] [--steps 100000] [--out FILE]
     PYTHONPATH=. python benchmarks/submit_phases.py --profile [--steps 100000]
@@ -52,6 +53,13 @@ PHASES = ("read", "graph", "fit", "merge", "order", "markers", "done", "leftover
 
 
 def _suite(work: Path, steps: int) -> Path:
+    if os.environ.get("SUBMIT_PHASES_DEPS"):  # --deps: half the steps each depend on one of the other half
+        half = steps // 2
+        path = work / "suite.toml"
+        path.write_text(f'[suite]\nname = "scale"\nrun_dir = "{work / "run"}"\nmax_steps = {steps}\n\n'
+                        f'[[steps]]\nid = "s/{{i}}"\narray = "1-{half}"\ncommand = "true"\n\n'
+                        f'[[steps]]\nid = "t/{{i}}"\narray = "1-{half}"\ncommand = "true"\ndeps = ["s/{{i}}"]\n')
+        return path
     from control_scale import write_suite
     return write_suite(work / "suite.toml", work / "run", steps)
 
@@ -165,9 +173,12 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--steps", type=int, default=100_000)
     ap.add_argument("--out", default="")
+    ap.add_argument("--deps", action="store_true", help="two arrays, each step of the second depending on one of the first")
     ap.add_argument("--profile", action="store_true", help="this tree's entry under cProfile")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.deps:
+        os.environ["SUBMIT_PHASES_DEPS"] = "1"  # (the children inherit it)
     if args.profile:
         _profile(args.steps)
         return 0
@@ -178,7 +189,7 @@ def main() -> int:
     load0 = os.getloadavg()
     best = _trees.best_per_tree(__file__, args.trees, args.rounds)
     result = {"command": "python benchmarks/submit_phases.py " + " ".join(sys.argv[1:]), "rounds": args.rounds,
-              "repeat": REPEAT, "steps": args.steps, "at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+              "repeat": REPEAT, "steps": args.steps, "deps": args.deps, "at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
               "loadavg_before_after": [load0, os.getloadavg()], "us_per_step_best": best,
               "same_decisions": len({b["digest"] for b in best.values()}) == 1}
     text = json.dumps(result, indent=1)
