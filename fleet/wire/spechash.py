@@ -44,6 +44,8 @@ def _piece(name: str, v) -> str:
         if piece is None:
             piece = _pieces[name, t] = repr((name, _suite._freeze(v)))
         return piece
+    if t is tuple and all(type(x) is str for x in v):  # deps, inputs, argv: _freeze gives the tuple itself
+        return repr((name, v))
     return repr((name, _suite._freeze(v)))
 
 
