@@ -45,8 +45,14 @@ def fit_problems(suite: Suite, nodes: list[NodeSpec]) -> list[Problem]:
     """Steps whose minimum can never be met by this allocation."""
     cap = Capacity.of(nodes)
     out = []
+    # The answer depends only on the step's demand: asked once per distinct one (a big
+    # array suite has a handful), not once per step.
+    widths: dict[tuple, object] = {}
     for s in suite.steps:
-        w = cap.width(s.cores, s.min_cores, s.threads if s.mpi else 1, s.gpus, s.memory, s.span)
+        key = (s.cores, s.min_cores, s.threads if s.mpi else 1, s.gpus, s.memory, s.span)
+        w = widths.get(key, widths)
+        if w is widths:
+            w = widths[key] = cap.width(*key)
         if isinstance(w, str):
             field = "gpus" if "GPU" in w else "memory" if "memory" in w else _width_field(s)
             out.append(Problem(s.source, s.id, field, "can never run on this allocation: " + w))

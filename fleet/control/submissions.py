@@ -166,10 +166,7 @@ class Submissions:
         still to run counts in each that waits for it. The newest definition is the one
         to launch (a running older one's marker still names what ran: fleet.control.store),
         except for a step another fleet runs, which is waited for as it is."""
-        try:
-            state = self.sched.state(spec.id)
-        except KeyError:
-            state = None
+        state = self.sched.state_of(spec.id)
         ids = self.step_subs.get(spec.id)
         if state is not None:  # counted waiting so far, as the scheduler has it now
             self.moved(spec.id, S.WAITING, state, (sid,))
@@ -319,6 +316,8 @@ def read_markers(run_dir: Path, ids) -> dict:
     # A step whose directory does not exist has no entry: nothing of it is on disk.
     # This fleet's markers still queued count as written (fleet.control.markwriter).
     queued = markwriter.queued_in(run_dir)
+    if not queued and not root.is_dir():  # a first run: no step has a directory, none is looked for
+        return {}
     return {sid: markwriter.read_done(run_dir, sid) for sid in ids if sid in queued or exists(sid)}
 
 
@@ -328,6 +327,8 @@ def _done(by_id: dict, order, deps: dict, foreign: set, markers: dict, force: bo
     done (one that runs makes its dependents run). With force none is (but another
     shard's steps), and nothing is deleted: a marker stays until a new outcome replaces
     it. Also why each other step with a success on record runs again (None: it has none)."""
+    if not any(markers.values()):  # no marker at all (a first run): nothing is done, none runs again
+        return set(), dict.fromkeys(order)
     done: set = set()
     again: dict = {}
     ids = {sid: records.marker_id(rec) if rec is not None else None for sid, rec in markers.items()}

@@ -21,6 +21,10 @@ class Graph:
 
     steps: tuple[StepSpec, ...]
     deps: dict[str, tuple[str, ...]]
+    # The steps are in setup order and every dep is a step set up before its dependent
+    # (build_graph found so): then there is no cycle and setup order is the topological
+    # order, and neither needs a search. False: not known.
+    forward: bool = False
 
     def dependents(self) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {s.id: [] for s in self.steps}
@@ -59,6 +63,9 @@ def build_graph(steps: tuple[StepSpec, ...] | list[StepSpec], *, known_done: Con
                 producer[key] = s.id
     deps: dict[str, tuple[str, ...]] = {}
     for s in steps:
+        if not s.deps and not s.inputs:  # most steps of a big suite: no edge, nothing to look for
+            deps[s.id] = ()
+            continue
         ds = list(s.deps)
         for d in s.deps:
             if d not in ids and d not in known_done:
@@ -71,12 +78,29 @@ def build_graph(steps: tuple[StepSpec, ...] | list[StepSpec], *, known_done: Con
             elif unproduced is not None and (problem := unproduced(s, inp)) is not None:
                 problems.append(problem)
         deps[s.id] = tuple(d for d in ds if d in ids)
-    graph = Graph(steps, deps)
-    for cycle in find_cycles(graph):
+    graph = Graph(steps, deps, _forward(steps, deps))
+    for cycle in () if graph.forward else find_cycles(graph):
         first = next(s for s in steps if s.id == cycle[0])
         problems.append(Problem(first.source, first.id, "deps",
                                 "dependency cycle through steps " + " -> ".join(cycle + [cycle[0]])))
     return graph, problems
+
+
+def _forward(steps: tuple[StepSpec, ...], deps: dict[str, tuple[str, ...]]) -> bool:
+    """Whether the steps are in setup order and each one's deps all come before it (the
+    common case: a suite is mostly written deps first). Every edge then points back
+    along the list, so no path can come round to where it began."""
+    seen: set[str] = set()
+    last = None
+    for s in steps:
+        if last is not None and s.order <= last:
+            return False
+        for d in deps[s.id]:
+            if d not in seen:
+                return False
+        seen.add(s.id)
+        last = s.order
+    return True
 
 
 def find_cycles(graph: Graph) -> list[list[str]]:
@@ -149,6 +173,8 @@ def _walk(comp: list[str], graph: Graph, order: dict[str, int]) -> list[str]:
 
 def topological_order(graph: Graph) -> list[str]:
     """Steps with every dependency before its dependents, ties in setup order."""
+    if graph.forward:
+        return [s.id for s in graph.steps]
     order = {s.id: s.order for s in graph.steps}
     if _deps_come_first(graph, order):
         # Then that order is setup order (the earliest step left always has its deps

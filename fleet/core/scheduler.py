@@ -202,6 +202,12 @@ class Scheduler(Entries, Phases, Outside):
         """The step's state (fleet.core.states)."""
         return self._jobs[step].state
 
+    def state_of(self, step: str) -> str | None:
+        """The step's state, or None for a step this scheduler does not have: for callers
+        asking of every step of a big submission, most of them new (no KeyError raised)."""
+        job = self._jobs.get(step)
+        return None if job is None else job.state
+
     def capacity(self) -> Capacity:
         """The whole allocation's shape, which step widths are decided from."""
         if self._capacity is None:

@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
 from fleet.core.problems import Problem, SuiteError
+from fleet.core.slotfill import filler
 from fleet.core.units import (CHECKS, STEP_FIELDS, STEP_ID, SUITE_FIELDS, array_ranges, array_size, check_int,
                               check_str, parse_array)
 
@@ -78,6 +79,8 @@ class StepSpec:
         # Only when set: a suite written before the field keeps its steps' identity.
         return ident + (("protocol", self.protocol),) if self.protocol else ident
 
+
+_new_spec = filler(StepSpec)  # StepSpec(...) without the frozen __init__ (fleet.core.slotfill)
 
 # How long a step may run, and how it is stopped, do not change what it does: a new
 # timeout reruns nothing that succeeded.
@@ -162,6 +165,8 @@ class Reading:
     def merged(self, later: list[Problem]) -> list[Problem]:
         """These problems and `later` ones, each later one after the problems of the
         steps set up before its step (one about no step of the suite goes last)."""
+        if not later:
+            return list(self.problems)
         order = {s.id: s.order for s in self.suite.steps}
         end = len(self.problems) + 1
         keyed = [((i + 1, 0, 0, i), p) for i, p in enumerate(self.problems)]
@@ -428,7 +433,7 @@ def _make_step(raw: dict, order: int, fname: str, problems: list[Problem]) -> St
     if len(problems) > before:
         return None
     sid = values["id"]
-    return StepSpec(
+    return _new_spec(
         id=sid, order=order, call=values.get("call"), command=values.get("command"),
         args=values.get("args", NO_ARGS), task=values.get("task", sid),
         cores=cores, min_cores=min_cores, gpus=values.get("gpus", 0), memory=values.get("memory"),

@@ -10,12 +10,15 @@ a plain value's piece spelt by one format, an empty one's remembered (per-step c
 ~4 us, where remembering every shared value's piece cost ~11 with a million steps'
 unique ids churning the table). A field that is not a
 plain value (args, command lists) goes through the same _freeze as identity().
+The text between the fields that changed since the step before is kept as a template
+(see _template): a step of a big array table spells only its own few pieces.
 tests/wire/test_spechash.py compares the two over varied steps.
 """
 
 from __future__ import annotations
 
 import hashlib
+import operator
 from types import MappingProxyType
 
 from fleet.core import suite as _suite
@@ -28,26 +31,55 @@ _PLAIN = frozenset({str, int, float, bool, type(None)})
 # its piece is remembered by (field, type).
 _EMPTY = frozenset({tuple, list, dict, MappingProxyType})
 _pieces: dict[tuple, str] = {}
+_NAMES = _suite._IDENTITY
+
+
+def _piece(name: str, v) -> str:
+    """One field's "(name, repr(frozen value))"."""
+    t = type(v)
+    if t in _PLAIN:
+        return f"('{name}', {v!r})"
+    if t in _EMPTY and not v:
+        piece = _pieces.get((name, t))
+        if piece is None:
+            piece = _pieces[name, t] = repr((name, _suite._freeze(v)))
+        return piece
+    if t is tuple and all(type(x) is str for x in v):  # deps, inputs, argv: _freeze gives the tuple itself
+        return repr((name, v))
+    return repr((name, _suite._freeze(v)))
+
+
+_values = operator.attrgetter(*_suite._IDENTITY)
+# The text of the last step hashed, as a template: (its field values, which of them were
+# the very objects of the step before, the text between the others). Steps of one array
+# table share most field values as the same objects (only id, task, workdir differ), so
+# the next such step's text is that template filled with its few own pieces. One tuple,
+# replaced whole: the worker thread and the loop may both hash, and each reads a
+# consistent template (a lost update costs one rebuild, never a wrong text).
+_template: tuple | None = None
+_HOLE = "\0"  # in no piece: repr escapes it
 
 
 def text(spec) -> str:
     """repr(spec.identity()), made piece by piece (see the module doc)."""
-    parts = []
-    for name in _suite._IDENTITY:
-        v = getattr(spec, name)
-        t = type(v)
-        if t in _PLAIN:
-            parts.append(f"('{name}', {v!r})")
-        elif t in _EMPTY and not v:
-            piece = _pieces.get((name, t))
-            if piece is None:
-                piece = _pieces[name, t] = repr((name, _suite._freeze(v)))
-            parts.append(piece)
-        else:
-            parts.append(repr((name, _suite._freeze(v))))
-    if spec.protocol:
-        parts.append(repr(("protocol", spec.protocol)))
-    return "(" + ", ".join(parts) + ")"
+    global _template
+    vals = _values(spec)
+    tpl = _template
+    same = (False,) * len(vals) if tpl is None else tuple(map(operator.is_, vals, tpl[0]))
+    if tpl is not None and same == tpl[1]:
+        holes, segs = tpl[2], tpl[3]
+    else:  # a new template: this step's pieces, with a hole where a value changed
+        holes = tuple(i for i, s in enumerate(same) if not s)
+        segs = ("(" + ", ".join(_HOLE if not s else _piece(n, v) for n, v, s in zip(_NAMES, vals, same))
+                + ")").split(_HOLE)
+    _template = (vals, same, holes, segs)
+    parts = [segs[0]]
+    for k, i in enumerate(holes):
+        parts.append(_piece(_NAMES[i], vals[i]))
+        parts.append(segs[k + 1])
+    if spec.protocol:  # only when set (StepSpec.identity): after every other field
+        parts[-1] = parts[-1][:-1] + ", " + repr(("protocol", spec.protocol)) + ")"
+    return "".join(parts)
 
 
 def spec_hash(spec) -> str:

@@ -193,6 +193,48 @@ def test_the_topological_order_breaks_ties_by_setup_order():
     assert [s.id for s in graph.steps] == ["z", "y", "x", "w", "v"]
 
 
+def test_a_suite_written_deps_first_takes_setup_order_without_a_search_and_has_no_cycle(monkeypatch):
+    import fleet.core.graph as graph_mod
+
+    def no_search(graph):
+        raise AssertionError("searched for cycles in a graph whose deps all come first")
+    monkeypatch.setattr(graph_mod, "find_cycles", no_search)
+    graph, problems = build_graph(steps(
+        {"id": "mesh", "outputs": ["m.nc"]}, {"id": "a", "inputs": ["m.nc"]}, {"id": "b", "deps": ["a", "mesh"]},
+    ))
+    assert problems == [] and graph.forward
+    assert topological_order(graph) == ["mesh", "a", "b"]
+
+
+def test_a_suite_whose_setup_order_puts_a_dep_late_still_gets_deps_first_and_its_cycles_reported():
+    graph, problems = build_graph(steps({"id": "late"}, {"id": "b", "deps": ["c"]}, {"id": "c"}))
+    assert problems == [] and not graph.forward
+    assert topological_order(graph) == ["late", "c", "b"]
+    # A file dep on a later producer counts the same as an explicit one.
+    graph, _ = build_graph(steps({"id": "use", "inputs": ["f"]}, {"id": "make", "outputs": ["f"]}))
+    assert not graph.forward and topological_order(graph) == ["make", "use"]
+    graph, problems = build_graph(steps({"id": "a", "deps": ["b"]}, {"id": "b", "deps": ["a"]}, {"id": "x"}))
+    assert not graph.forward
+    assert [p.message for p in problems] == ["dependency cycle through steps a -> b -> a"]
+    graph, problems = build_graph(steps({"id": "me", "deps": ["me"]}))
+    assert not graph.forward and [p.step for p in problems] == ["me"]
+
+
+def test_the_fast_order_is_the_searched_order_on_many_shapes_of_graph():
+    import random
+    rng = random.Random(3)
+    for _ in range(60):
+        n = rng.randint(1, 25)
+        tables = [{"id": f"s{i}", "deps": [f"s{j}" for j in range(n) if j != i and rng.random() < 0.08
+                                           and (j < i or rng.random() < 0.3)]} for i in range(n)]
+        graph, problems = build_graph(steps(*tables))
+        slow = type(graph)(graph.steps, graph.deps)  # not known to be forward: the full search
+        assert topological_order(graph) == topological_order(slow)
+        assert bool(find_cycles(slow)) == any("cycle" in p.message for p in problems)
+        if graph.forward:
+            assert find_cycles(slow) == []
+
+
 def test_the_graph_is_the_same_however_often_it_is_built():
     specs = steps(*({"id": f"s{i}", "deps": [f"s{j}" for j in range(i) if (i * j) % 3 == 1]} for i in range(40)))
     first, _ = build_graph(specs)

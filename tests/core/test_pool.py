@@ -105,6 +105,21 @@ def test_minimums_larger_than_the_allocation_are_reported_before_the_run_naming_
     assert problems[3].message.endswith("needs at least 9 cores; the allocation has 6")
 
 
+def test_every_step_of_one_impossible_demand_is_reported_each_with_the_field_it_wrote():
+    s = suite(
+        {"id": "a", "cores": 6, "min_cores": 6},
+        {"id": "ok", "cores": 2},
+        {"id": "b", "cores": 6},  # the same demand as a, written as a target alone
+        {"id": "c", "cores": 6, "min_cores": 6},
+        {"id": "m", "mpi": True, "ranks": 10},  # MPI steps span: this one is too wide for all
+        {"id": "m2", "mpi": True, "ranks": 10},
+    )
+    problems = fit_problems(s, [node("n1", 4), node("n2", 4)])
+    assert [(p.step, p.field) for p in problems] == [("a", "cores"), ("b", "cores"), ("c", "cores"),
+                                                     ("m", "ranks"), ("m2", "ranks")]
+    assert len({p.message for p in problems[:3]}) == 1 and problems[3].message == problems[4].message
+
+
 def test_the_scheduler_reports_an_impossible_step_as_unrunnable_and_blocks_its_dependents():
     sched, out = scheduler([node("n1", 4)],
                            {"id": "wide", "cores": 6, "min_cores": 6},

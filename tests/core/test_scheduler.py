@@ -43,6 +43,16 @@ def test_ready_steps_start_by_priority_then_setup_order():
     assert order == ["b", "e", "d", "a", "c", "f"]
 
 
+def test_state_of_answers_as_state_does_and_none_for_a_step_the_scheduler_does_not_have():
+    sched, _ = scheduler([node("n1", 1)], {"id": "a"}, {"id": "b", "deps": ["a"]})
+    for sid in ("a", "b"):
+        assert sched.state_of(sid) == sched.state(sid)
+    assert sched.state_of("a") == "running" and sched.state_of("b") == "waiting"
+    assert sched.state_of("nope") is None
+    with pytest.raises(KeyError):
+        sched.state("nope")
+
+
 def test_priority_and_setup_order_hold_across_steps_of_different_sizes():
     sched, out = scheduler([node("n1", 4)],
                            {"id": "wide", "cores": 4}, {"id": "urgent", "cores": 2, "priority": 1},

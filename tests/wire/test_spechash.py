@@ -56,3 +56,31 @@ def test_many_steps_unique_ids_and_empty_fields_hash_as_ever_in_any_order():
     for spec in specs + specs[::-1]:
         assert spechash.text(spec) == repr(spec.identity())
         assert spechash.spec_hash(spec) == _as_ever(spec)
+
+
+def test_steps_of_arrays_interleaved_with_other_shapes_hash_as_ever():
+    # The template of the step before is reused only where the same objects recur;
+    # a hole at the first and last field, alternating shapes and protocol steps too.
+    shared_cmd, shared_args = ("run", "x"), MappingProxyType({"k": [1, 2]})
+    specs = []
+    for i in range(200):
+        specs.append(StepSpec(f"a/{i}", i, command=shared_cmd, workdir=f"steps/a/{i}", args=shared_args,
+                              estimate=float(i) if i % 7 == 0 else None, protocol="steps" if i % 3 == 0 else ""))
+        if i % 4 == 0:
+            specs.append(StepSpec(f"b/{i}", i, call="m:f", cores=i, min_cores=1, task="t", estimate=float(i)))
+        if i % 9 == 0:
+            specs.append(StepSpec(f"c/{i}", i, command=("run", "x"), args={"k": [1, 2]}, workdir=f"w/{i}"))
+    for spec in specs + specs[::-1] + specs[::2]:
+        assert spechash.text(spec) == repr(spec.identity())
+        assert spechash.spec_hash(spec) == _as_ever(spec)
+
+
+def test_an_array_suites_steps_hash_as_ever():
+    from pathlib import Path
+    from fleet.core.suite import parse_suite
+    steps = parse_suite({"steps": [
+        {"id": "s/{i}", "array": "1-50", "command": ["echo", "{i}"], "cores": 2},
+        {"id": "t/{i}", "array": "1-50", "call": "m:f", "args": {"n": "{i}", "k": "v"}, "deps": ["s/{i}"]},
+    ]}, Path("/r/s.toml")).steps
+    for spec in steps:
+        assert spechash.text(spec) == repr(spec.identity())
