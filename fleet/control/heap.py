@@ -17,7 +17,6 @@ come in.
 from __future__ import annotations
 
 import gc
-import os
 import time
 
 FREEZE_S = 0.25  # at most one freeze this often (a full collection walks what came since)
@@ -56,25 +55,10 @@ def _watch(phase: str, info: dict) -> None:
         _costly = True
 
 
-# A running step's objects (its job's placement, its attempt's records, its reports
-# on their way) live as long as the step runs. With the pool full a step runs for its
-# whole duration, and at CPython's young threshold (700 allocations) the young
-# collections come so often that they all outlive two of them: each is walked by a
-# young and a middle collection, then counted into the old generation, whose full
-# collections come sooner and walk them again, although most are freed by their
-# reference counts soon after. A young generation of YOUNG objects lets a running step's
-# objects die before they are promoted; a young collection then walks more objects at
-# a time, about what it walks in all between two of CPython's.
-YOUNG = int(os.environ.get("FLEET_GC_YOUNG") or 20_000)
-
-
 def watch() -> None:
-    """Notice costly full collections in this process (once; see after_collection),
-    and give young objects room to die young (YOUNG)."""
+    """Notice costly full collections in this process (once; see after_collection)."""
     if _watch not in gc.callbacks:
         gc.callbacks.append(_watch)
-        _, middle, old = gc.get_threshold()
-        gc.set_threshold(YOUNG, middle, old)
 
 
 def after_collection() -> bool:
