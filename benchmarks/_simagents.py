@@ -119,17 +119,30 @@ def coordinator_main(argv: list[str]) -> int:
     coord = Coordinator(Path(args.run_dir), args.nodes, KeysFileLauncher(Path(args.agents_file)),
                         heartbeat_s=args.heartbeat, timeout_s=args.timeout, join_timeout_s=args.join_timeout,
                         window=0)
+    stats = os.environ.get("FLEET_BENCH_STATS")
+    if stats:  # collections, turns, messages, scheduler calls (benchmarks/_coordstats.py)
+        from _coordstats import install
+        write_stats = install(coord, stats)
+        try:
+            return _serve(coord, args.profile)
+        finally:
+            write_stats()
     trace = os.environ.get("FLEET_BENCH_TRACEMALLOC")
     if trace:  # what the coordinator holds, by line (benchmarks/coord_memory.py)
         return _traced(coord, trace)
-    if not args.profile:
+    return _serve(coord, args.profile)
+
+
+def _serve(coord, profile: str) -> int:
+    """coord.serve(), under cProfile (its stats to `profile`) if named."""
+    if not profile:
         return coord.serve()
     import cProfile
     prof = cProfile.Profile()
     try:
         return prof.runcall(coord.serve)
     finally:
-        prof.dump_stats(args.profile)
+        prof.dump_stats(profile)
 
 
 def _traced(coord, path: str) -> int:
