@@ -36,6 +36,13 @@ after every send (the usual rule for ZMQ_FD).
 
 A pass's Started and Exited reports go per agent as one batch, as fleet.node.agent relays
 a read of its zygote's; FLEET_SIM_UNBATCHED=1 sends each alone (this generator before).
+
+FLEET_SIM_WINDOW=N (or "cores": the node's cores, a real fleet's default) gives the
+coordinator a node window (fleet.core.window) and makes these agents keep the queue a
+node's zygote keeps (fleet.node.queued): a Launch with ``after`` a step running on that
+agent starts the moment that step ends, its Started in the same batch as that Exited; a
+Kill with cancel of a held launch drops it (Dropped). Unset: window 0, as the recorded
+runs were made.
 """
 
 from __future__ import annotations
@@ -67,6 +74,8 @@ from _reports import merge_reports, ms, pct, start_rates  # noqa: E402,F401  (ke
 # descriptors here, so one load generator process serves at most this many agents.
 MAX_PER_PROCESS = 4000
 UNBATCHED = os.environ.get("FLEET_SIM_UNBATCHED") == "1"
+_WINDOW = os.environ.get("FLEET_SIM_WINDOW", "")
+WINDOW = None if _WINDOW == "cores" else int(_WINDOW or 0)  # the coordinator's window: None is the node's cores
 
 
 # -- the coordinator's side ------------------------------------------------------------------
@@ -114,11 +123,10 @@ def coordinator_main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     _die_with_parent(args.parent_pid)
     from fleet.control.coordinator import Coordinator
-    # window=0: these agents start each launch when it comes; they keep no queue behind a
-    # running step, as a real node's zygote does (fleet.node.queued).
+    # window 0 unless FLEET_SIM_WINDOW says otherwise (see the module's docstring).
     coord = Coordinator(Path(args.run_dir), args.nodes, KeysFileLauncher(Path(args.agents_file)),
                         heartbeat_s=args.heartbeat, timeout_s=args.timeout, join_timeout_s=args.join_timeout,
-                        window=0)
+                        window=WINDOW)
     stats = os.environ.get("FLEET_BENCH_STATS")
     if stats:  # collections, turns, messages, scheduler calls (benchmarks/_coordstats.py)
         from _coordstats import install
@@ -224,6 +232,8 @@ class SimAgents:
         self.n_down = 0
         self.exits: list = []          # heap of (due, agent, step, attempt, decided_at, started, cores)
         self.killed: set = set()
+        self.running: set = set()      # (agent, step) running now: what a queued launch may wait for
+        self.held: dict = {}           # (agent, step it waits for) -> [(Launch, received at)]
         self.beats: deque = deque()    # (due, agent), in due order: one period apart per agent
         self.stats = {"agents": count, "first": first, "launches": 0, "duplicate_launches": 0,
                       "kills": 0, "heartbeats_in": 0, "rejects": [], "errors": [], "send_again": 0,
@@ -338,10 +348,18 @@ class SimAgents:
         self.received.append(t)
         self.first_launch = self.first_launch or t
         self.last_launch = t
+        if msg.after and (i, msg.after) in self.running:  # a node's window: start when that one ends
+            self.held.setdefault((i, msg.after), []).append(msg)
+            self.stats["held"] = self.stats.get("held", 0) + 1
+            return
+        self._start(i, msg, t)
+
+    def _start(self, i: int, msg: P.Launch, t: float) -> None:
         # As a step's process does on its node (fleet.node.child): its .fleet directory,
         # where the coordinator writes the done marker without a mkdir of its own.
         os.makedirs(os.path.join(os.path.dirname(msg.log), ".fleet"), exist_ok=True)
         self.report(i, P.Started(msg.step, msg.attempt, self.pid, self.pid, t))
+        self.running.add((i, msg.step))
         item = (time.monotonic() + self.duration, i, msg.step, msg.attempt, msg.decided_at, t, tuple(msg.cores))
         if self.duration <= 0:
             self._exited(item, "succeeded")
@@ -350,6 +368,13 @@ class SimAgents:
 
     def _kill(self, i: int, msg: P.Kill, t: float) -> None:
         self.stats["kills"] += 1
+        if msg.cancel:
+            for key, held in self.held.items():
+                kept = [m for m in held if key[0] != i or (m.step, m.attempt) != (msg.step, msg.attempt)]
+                if len(kept) < len(held):
+                    self.held[key] = kept
+                    self.report(i, P.Dropped(msg.step, msg.attempt, "cancelled before it started"))
+                    return
         for item in self.exits:
             if item[1] == i and item[2] == msg.step and item[3] == msg.attempt:
                 self.killed.add((i, msg.step, msg.attempt))
@@ -363,6 +388,9 @@ class SimAgents:
                               returncode=0 if outcome == "succeeded" else None, signal=sig, decided_at=decided,
                               first_at=started, work_start=started, work_end=t, ended_at=t, utime=0.0,
                               stime=0.0, maxrss_kb=0, affinity=cores, placement_ok=True, error=None))
+        self.running.discard((i, step))
+        for msg in self.held.pop((i, step), ()):  # its queued successors, Started after this Exited
+            self._start(i, msg, t)
 
     def _send_exits(self) -> None:
         now = time.monotonic()
