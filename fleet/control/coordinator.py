@@ -24,7 +24,7 @@ from pathlib import Path
 
 import zmq
 
-from fleet.control import cancelling, drain, heap, launching, outcomes, preloads, recording, reports, store, turns
+from fleet.control import cancelling, drain, early, heap, launching, outcomes, preloads, recording, reports, store, turns
 from fleet.control.claims import Claims
 from fleet.control.intake import Intake
 from fleet.control.liveness import Liveness, scaled
@@ -83,6 +83,7 @@ class Coordinator:
         self._inbox: deque = deque()  # (event, time): scheduler events not yet handed over (see _feed)
         self._todo: deque = deque()   # (decision, time): decisions not yet acted on
         self._feeding = False
+        self.early = early.Early()  # reports of queued steps read before the pass that runs them
         self._until: float | None = None  # this loop turn's end for acting (time.monotonic())
         self.intake = Intake(self)  # submissions on their way in
         self.ready = False
@@ -317,23 +318,28 @@ class Coordinator:
     def _pump(self) -> None:
         """Act on waiting decisions, then hand over waiting events, first come first,
         until the turn's time is up (the rest waits for the next turn: thousands of
-        starts do not keep the loop from its sockets)."""
+        starts do not keep the loop from its sockets); then the reports held for the
+        steps those events made run (fleet.control.early), and what they bring."""
         if self._feeding:
             return
         self._feeding = True
         try:
-            while self._todo or self._inbox:
-                if self._until is not None and time.monotonic() > self._until:
-                    return
-                try:
-                    if self._todo:
-                        d, now = self._todo.popleft()
-                        self._act((d,), now)
-                    else:
-                        event, now = turns.take(self._inbox)  # a turn's exits in one pass
-                        self._todo.extend((d, now) for d in self.sched.handle(event, now))
-                except Exception:  # a bug must not stop the fleet: counted, logged once
-                    self.transport.error("acting")
+            while self._todo or self._inbox or self.early:
+                while self._todo or self._inbox:
+                    if self._until is not None and time.monotonic() > self._until:
+                        return
+                    try:
+                        if self._todo:
+                            d, now = self._todo.popleft()
+                            self._act((d,), now)
+                        else:
+                            event, now = turns.take(self._inbox)  # a turn's exits in one pass
+                            self._todo.extend((d, now) for d in self.sched.handle(event, now))
+                    except Exception:  # a bug must not stop the fleet: counted, logged once
+                        self.transport.error("acting")
+                if not self.early.replay(self.sched, self._started, self._exited,
+                                         lambda: self.transport.error("acting")):
+                    return  # (what is held waits for events still to come)
         finally:
             self._feeding = False
 

@@ -13,7 +13,6 @@ import functools
 import itertools
 import os
 import time
-import weakref
 from pathlib import Path
 
 from fleet.control import eventlines
@@ -67,25 +66,12 @@ def recorded(log, d, now: float) -> bool:
     return True
 
 
-# Reports of steps their node started before the scheduler knew (see early()), per coordinator.
-_EARLY: "weakref.WeakKeyDictionary[object, list]" = weakref.WeakKeyDictionary()
-_held = [0]  # reports held, every coordinator's: while none is, a report needs no look here (holding())
-
-
-def holding() -> bool:
-    """Whether any report is held (early()): while none is, a Started or Exited of a
-    running step is the coordinator's own to handle, with no look here."""
-    return _held[0] > 0
-
-
 def reported(coord, node: str, msg, now: float) -> bool:
-    """An agent's report this module handles: True if it did (a Dropped; a report that
-    came early, held), False for the coordinator's own handlers."""
-    held = _EARLY.get(coord)
-    if held:
-        _replay(coord, held)
+    """An agent's report this module handles: True if it did (a Dropped; a Started or
+    Exited of a step still queued, held: fleet.control.early), False for the
+    coordinator's own handlers."""
     if isinstance(msg, (P.Started, P.Exited)):
-        return early(coord, node, msg, now)
+        return coord.early.hold(coord.sched, node, msg, now)
     if not isinstance(msg, P.Dropped):
         return False
     try:
@@ -108,46 +94,6 @@ def start_record(now: float, d) -> events.Start:
                         nodes=[s.node for s in d.placement],
                         placement=[dict(node=s.node, cores=list(s.cores), gpus=list(s.gpus), memory=s.memory)
                                    for s in d.placement])
-
-
-def early(coord, node: str, msg, now: float) -> bool:
-    """A Started or Exited of a step still QUEUED here: its node started it when its
-    predecessor ended, and that exit is still among the events the loop has not handed
-    the scheduler yet (a busy turn ends before its inbox does). Hand it those events
-    now, up to the one that starts the step; should the scheduler be holding events
-    (a submission part way in), keep the report until it knows (True: held)."""
-    try:
-        if coord.sched.state(msg.step) != S.QUEUED:  # the common case, at the cost of a lookup
-            return False
-    except KeyError:
-        return False
-    view = coord.sched.view(msg.step)
-    if view.attempt != msg.attempt or view.placement[0].node != node:
-        return False
-    inbox, todo = coord._inbox, coord._todo
-    while inbox and coord.sched.state(msg.step) == S.QUEUED and not coord.sched.entering():
-        event, at = inbox.popleft()
-        todo.extend((d, at) for d in coord.sched.handle(event, at))
-    if coord.sched.state(msg.step) != S.QUEUED:
-        return False
-    _EARLY.setdefault(coord, []).append((node, msg, now))
-    _held[0] += 1
-    return True
-
-
-def _replay(coord, held: list) -> None:
-    """Hand the held early reports to the coordinator's handlers, in order, once their
-    steps are no longer queued."""
-    keep = []
-    for node, msg, now in held:
-        if keep or coord.sched.state(msg.step) == S.QUEUED:
-            keep.append((node, msg, now))  # and all after it: a step's Exited never before its Started
-        elif isinstance(msg, P.Started):
-            coord._started(node, msg, now)
-        else:
-            coord._exited(node, msg, now)
-    _held[0] -= len(held) - len(keep)
-    held[:] = keep
 
 
 def launch(profile: Profile, spec, d: Start, run_dir: Path, fleet_id: str = "") -> P.Launch:

@@ -6,8 +6,9 @@ against the step as the scheduler holds it (its attempt, its first node:
 Scheduler.placed), then recorded: the `started` line, or the `exit` line, the
 attempt's records and the scheduler's event. The step is looked up once: its
 placement is carried from the check to the records. A report of a step its node
-started before the scheduler knew (fleet.control.launching.early) goes the general
-way, and so does every report while such a report is held (they keep their order).
+started before the scheduler knew goes the general way and is held
+(fleet.control.early), and so does every report while such a report is held (a
+step's reports keep their order).
 """
 
 from __future__ import annotations
@@ -25,11 +26,11 @@ def report(coord, ident: bytes, msg, now: float) -> None:
     if agent is None:
         return
     node = agent.node
-    view = None if launching.holding() else coord.sched.placed(msg.step)  # (None: not running)
+    view = None if coord.early.held else coord.sched.placed(msg.step)  # (None: not running)
     if view is None:
-        if launching.reported(coord, node, msg, now):  # held, or handled with those held before it
+        if launching.reported(coord, node, msg, now):  # held (fleet.control.early)
             return
-        view = coord.sched.placed(msg.step)  # (it may run now: launching.early)
+        view = coord.sched.placed(msg.step)
     if type(msg) is P.Started:
         started(coord, node, msg, now, view)
     else:

@@ -147,13 +147,15 @@ def finish(p: subprocess.Popen, timeout: float = 90) -> tuple[int, str, str]:
     return p.returncode, out, err
 
 
-def control_scale(work: Path, agents: int, steps: int, timeout: float = 150.0) -> subprocess.CompletedProcess:
+def control_scale(work: Path, agents: int, steps: int, timeout: float = 150.0, args: tuple = (),
+                  environ: dict | None = None) -> subprocess.CompletedProcess:
     """Run the control-plane load generator (benchmarks/control_scale.py: a real
-    coordinator, simulated agents) at a small size in `work`, in its own process group."""
+    coordinator, simulated agents) at a small size in `work`, in its own process group
+    (`args`: more of its options; `environ`: more environment, FLEET_SIM_WINDOW...)."""
     argv = [sys.executable, str(REPO / "benchmarks" / "control_scale.py"), "--agents", str(agents),
-            "--steps", str(steps), "--idle", "1", "--timeout", "90", "--work", str(work)]
-    p = subprocess.Popen(argv, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
+            "--steps", str(steps), "--idle", "1", "--timeout", "90", "--work", str(work), *args]
+    p = subprocess.Popen(argv, env={**env(), **(environ or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, start_new_session=True)
     try:
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -1,0 +1,80 @@
+"""Reports of steps their node started before the scheduler knew (a node's window,
+fleet.core.window).
+
+A step handed ahead starts on its node the moment its predecessor is reaped, and the
+node reports the predecessor's Exited and the step's Started in one batch. The
+coordinator reads that batch while it drains its agents, when the predecessor's exit
+only joins the inbox: the loop hands a turn's exits to the scheduler together, in one
+pass (fleet.control.turns). So the step is still QUEUED to the scheduler when its
+Started is read, and often its Exited too.
+
+Such a report is held here, with every later report of the same step (a step's Exited
+never comes before its Started), and handed to the coordinator's handlers once the
+scheduler runs the step: after the loop's pump has handed it the inbox (replay), once
+per pump. A report of a step no longer queued then is handled as it would have been
+on arrival; one whose step left its node's window without starting (the node was lost)
+is dropped as stale there.
+
+Before, each such report handed the scheduler the inbox up to the predecessor's exit
+on the spot, one event at a time: a scheduling pass per queued step's Started, which
+at a full pool is one pass per step (benchmarks/README.md, "Reports of queued steps
+held for the turn's pass").
+"""
+
+from __future__ import annotations
+
+from fleet.core import states as S
+from fleet.wire import messages as P
+
+
+class Early:
+    """One coordinator's held reports, in the order they came."""
+
+    __slots__ = ("held", "steps")
+
+    def __init__(self) -> None:
+        self.held: list = []  # (node, report, time received)
+        self.steps: dict[str, int] = {}  # step -> its reports held
+
+    def __bool__(self) -> bool:
+        return bool(self.held)
+
+    def hold(self, sched, node: str, msg, now: float) -> bool:
+        """Keep a Started or Exited (`msg`, from `node`) of a step still QUEUED there, or
+        of a step with a report kept already; True if kept (False: handle it now)."""
+        step = msg.step
+        if step not in self.steps:
+            try:
+                if sched.state(step) != S.QUEUED:  # the common case, at the cost of a lookup
+                    return False
+            except KeyError:
+                return False
+            view = sched.view(step)
+            if view.attempt != msg.attempt or view.placement[0].node != node:
+                return False
+        self.held.append((node, msg, now))
+        self.steps[step] = self.steps.get(step, 0) + 1
+        return True
+
+    def replay(self, sched, started, exited, failed) -> bool:
+        """Hand the held reports of steps that are no longer queued to started(node, msg,
+        now) or exited(...), in order; True if any was handed. A handler that raises is
+        failed() from its except block, and the rest are handed all the same."""
+        if not self.held:
+            return False
+        keep: list = []
+        kept: dict[str, int] = {}
+        held, self.held, self.steps = self.held, keep, kept
+        handed = 0
+        for node, msg, now in held:
+            step = msg.step
+            if step in kept or sched.state(step) == S.QUEUED:
+                keep.append((node, msg, now))
+                kept[step] = kept.get(step, 0) + 1
+            else:
+                handed += 1
+                try:
+                    (started if type(msg) is P.Started else exited)(node, msg, now)
+                except Exception:  # a bug must not lose the reports after it
+                    failed()
+        return handed > 0
