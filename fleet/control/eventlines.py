@@ -19,6 +19,7 @@ from fleet.wire.events import _dumps
 _START = ('{"t":%s,"kind":"start"%s,"step":%s,"attempt":%r,"node":%s,"cores":%s,"gpus":%s,"memory":%r,'
           '"nodes":[%s],"placement":[{"node":%s,"cores":%s,"gpus":%s,"memory":%r}]}')
 _STARTED = '{"t":%s,"kind":"started"%s,"step":%s,"attempt":%r,"node":%s,"pid":%r,"at":%s}'
+_QUEUED = '{"t":%s,"kind":"queued"%s,"step":%s,"attempt":%r,"node":%s,"after":%s}'
 
 
 _fleets = {"": ""}  # a fleet's id -> its `fleet` field's text (one fleet a coordinator)
@@ -61,6 +62,12 @@ def start(fleet: str, now: float, d) -> str:
     out["memory"], out["nodes"] = sum(s.memory for s in p), [s.node for s in p]
     out["placement"] = [{"node": s.node, "cores": list(s.cores), "gpus": list(s.gpus), "memory": s.memory} for s in p]
     return _dumps(out)
+
+
+def queued(fleet: str, now: float, d) -> str:
+    """The `queued` line of a Queue decision `d` (fleet.core.window): as
+    EventLog.write(events.Queued(...)) of its step, attempt, node and predecessor."""
+    return _QUEUED % (_time(now), _fleet(fleet), esc(d.step), d.attempt, text(d.placement[0].node), esc(d.after))
 
 
 def started(fleet: str, now: float, node: str, msg) -> str:

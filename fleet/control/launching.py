@@ -47,9 +47,11 @@ def start_records(now: float, d, adopted) -> list:
 def write_start(log, now: float, d, adopted) -> None:
     """Record a decided launch (start_records), the common `start` encoded directly
     (fleet.control.eventlines)."""
-    if adopted is not None or isinstance(d, Queue):
+    if adopted is not None:
         for rec in start_records(now, d, adopted):
             log.write(rec)
+    elif type(d) is Queue:
+        log.write_encoded((eventlines.queued(log.fleet, now, d),))
     else:
         log.write_encoded((eventlines.start(log.fleet, now, d),))
 

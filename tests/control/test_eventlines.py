@@ -12,7 +12,7 @@ from fleet.control import eventlines, launching
 from fleet.core.decisions import Resume, Start
 from fleet.core.resources import Slot
 from fleet.core.suite import parse_suite
-from fleet.core.window import Begin
+from fleet.core.window import Begin, Queue
 from fleet.site.profiles import Profile
 from fleet.wire import events
 from fleet.wire import messages as P
@@ -33,6 +33,15 @@ def test_a_started_line_is_byte_for_byte_the_started_record_the_event_log_writes
     msg = SimpleNamespace(step="x/9", attempt=2, pid=4321, at=99.125)
     rec = events.Started(t=7.0000004, step="x/9", attempt=2, node="n3", pid=4321, at=99.125)
     assert eventlines.started(fleet, 7.0000004, "n3", msg) == events._dumps(rec.to_dict(fleet))
+
+
+@pytest.mark.parametrize("fleet", ["", "f-1"])
+@pytest.mark.parametrize("step, after", [("q/7", "a/1"), ('odd "step"\u00e9', "b\\c")])
+def test_a_queued_line_is_byte_for_byte_the_queued_record_the_event_log_writes(fleet, step, after):
+    d = Queue(step, 3, ONE, after=after)
+    rec = events.Queued(t=5.1234567, step=step, attempt=3, node="n1", after=after)
+    assert eventlines.queued(fleet, 5.1234567, d) == events._dumps(rec.to_dict(fleet))
+    assert launching.start_records(5.1234567, d, None) == [rec]
 
 
 def test_a_launch_built_from_its_fields_equals_the_message_made_by_its_constructor_and_encodes_the_same(tmp_path):
