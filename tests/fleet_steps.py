@@ -165,3 +165,16 @@ def says_attempt(ctx):
 
 def writes_nothing(ctx):
     print("succeeded without writing its outputs")
+
+
+def oom_chain(ctx):
+    """Record the oom_score_adj of this step and of its ancestors (zygote, agent,
+    coordinator...), with each one's command line, to oom.json in the workdir."""
+    chain, pid = [], os.getpid()
+    while pid > 1 and len(chain) < 6:
+        proc = Path(f"/proc/{pid}")
+        cmd = (proc / "cmdline").read_bytes().split(b"\0")
+        chain.append({"pid": pid, "cmd": [c.decode(errors="replace") for c in cmd[:3]],
+                      "adj": int((proc / "oom_score_adj").read_text())})
+        pid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    Path(ctx.workdir, "oom.json").write_text(json.dumps(chain))

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Mapping, NoReturn
 
 import msgpack
 
-from fleet.node import childprep, memlimit, protocol, stepcontext, threads
+from fleet.node import childprep, memlimit, oomscore, protocol, stepcontext, threads
 from fleet.node.params import only_ctx, parameters
 from fleet.node.stepcontext import StepContext  # noqa: F401  (its old home; still imported from here)
 
@@ -54,6 +54,8 @@ _ERROR_MAX = 1000
 # Set in the zygote's forking helper (fleet.node.forker), which its forks inherit: every
 # signal in DEFAULT_SIGNALS at default, none blocked, no wakeup fd.
 signals_clean = False
+# Set there too: the OOM killer's preference for steps (fleet.node.oomscore) is inherited.
+oom_raised = False
 
 _prctl = None  # libc's prctl, looked up once: the zygote's own call warms it for every child
 _prctl_args: dict = {}  # signal -> prctl's arguments, made once (the helper's call makes the children's)
@@ -291,6 +293,8 @@ def _detach(close_fds: Iterable[int], parent: int, own_group: bool = True) -> No
     set_pdeathsig(signal.SIGKILL)
     if os.getppid() != parent:  # the zygote died before the death signal was armed
         os._exit(1)
+    if not oom_raised:  # a step, not fleet, is the OOM killer's first choice
+        oomscore.raise_for()
 
 
 def _set_environment(launch: Launch, restore_env: Mapping[str, str | None]) -> None:

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Mapping
 
-from fleet.node import child, memlimit, threads
+from fleet.node import child, memlimit, oomscore, threads
 from fleet.wire.messages import Launch
 
 
@@ -99,6 +99,7 @@ def spawn(msg: Launch, restore_env: Mapping[str, str | None] | None = None,
             os.write(log, f"fleet: cannot start {argv!r}: {exc}\n".encode())
             raise NotStarted(f"{type(exc).__name__}: {exc}") from None
         at = time.time()
+        oomscore.raise_for(popen.pid)  # a step, not fleet, is the OOM killer's first choice
     finally:
         if msg.cores:
             os.sched_setaffinity(0, own)

@@ -32,7 +32,7 @@ import struct
 import sys
 from typing import Callable
 
-from fleet.node import child
+from fleet.node import child, oomscore
 
 CLONE_PARENT = 0x00008000
 _SYS_CLONE = {"x86_64": 56, "aarch64": 220}.get(platform.machine())
@@ -171,6 +171,8 @@ def _helper(sock: socket.socket, close_fds: tuple[int, ...], parent: int,
         signal.signal(sig, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
     child.signals_clean = True  # so its forks need not do this again
+    # Its forks are steps: the OOM killer's first choice (fleet.node.oomscore), inherited.
+    child.oom_raised = oomscore.raise_for()
     for fd in close_fds:
         try:
             os.close(fd)
