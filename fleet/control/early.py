@@ -44,13 +44,8 @@ class Early:
         of a step with a report kept already; True if kept (False: handle it now)."""
         step = msg.step
         if step not in self.steps:
-            try:
-                if sched.state(step) != S.QUEUED:  # the common case, at the cost of a lookup
-                    return False
-            except KeyError:
-                return False
-            view = sched.view(step)
-            if view.attempt != msg.attempt or view.placement[0].node != node:
+            view = sched.queued(step)  # (None: not queued, the common case)
+            if view is None or view.attempt != msg.attempt or view.placement[0].node != node:
                 return False
         self.held.append((node, msg, now))
         self.steps[step] = self.steps.get(step, 0) + 1

@@ -178,6 +178,12 @@ class Scheduler(Entries, Phases, Outside):
         j = self._jobs.get(step)
         return viewfill.Placed(j.attempt, j.placement) if j is not None and j.state == S.RUNNING else None
 
+    def queued(self, step: str) -> viewfill.Placed | None:
+        """(attempt, placement) of a step handed ahead to its node (fleet.core.window),
+        else None: what a report that came early is checked against."""
+        j = self._jobs.get(step)
+        return viewfill.Placed(j.attempt, j.placement) if j is not None and j.state == S.QUEUED else None
+
     def views(self) -> list[JobView]:
         """Every submitted step, in submission order."""
         return [self.view(s) for s in self._jobs]

@@ -32,6 +32,9 @@ def test_steps_that_do_not_fit_are_queued_behind_running_steps_of_their_demand_o
     assert of(Queue, out) == [Queue("s2", 1, (slot("n1", [0]),), "s0"), Queue("s3", 1, (slot("n1", [1]),), "s1")]
     assert sched.state("s2") == S.QUEUED and sched.state("s4") == S.READY
     assert sched.counts() == {S.RUNNING: 2, S.QUEUED: 2, S.READY: 2}
+    # What an early report is checked against: a queued step's attempt and placement, none for others.
+    assert sched.queued("s2") == (1, (slot("n1", [0]),)) and sched.queued("s0") is None
+    assert sched.queued("s4") is None and sched.queued("nosuch") is None
 
 
 def test_a_queued_step_runs_on_its_predecessors_cores_the_moment_that_one_ends():
