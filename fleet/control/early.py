@@ -63,7 +63,7 @@ class Early:
         handed = 0
         for node, msg, now in held:
             step = msg.step
-            if step in kept or sched.state(step) == S.QUEUED:
+            if step in kept or sched.state_of(step) == S.QUEUED:
                 keep.append((node, msg, now))
                 kept[step] = kept.get(step, 0) + 1
             else:
