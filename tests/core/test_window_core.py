@@ -181,3 +181,29 @@ def test_without_a_reservation_the_window_keeps_queueing_behind_every_running_st
     sched, _ = windowed([node("n1", 2)], *steps(8, estimate=3), window=None)
     out = sched.handle(StepExited("s0", 1, S.SUCCEEDED), 3.0)
     assert [d.step for d in of(Begin, out)] == ["s2"] and [d.step for d in of(Queue, out)] == ["s4"]
+
+
+def test_once_every_step_has_ended_the_window_keeps_nothing_of_them():
+    # 3 nodes of 4 cores, 400 steps of two demands, some failing and retried, one node lost
+    # on the way: every table of the window is empty at the end (nothing is kept per step).
+    sched, out = windowed([node("n1", 4), node("n2", 4), node("n3", 4)],
+                          *steps(300, estimate=2, retries=1), *[dict(id=f"w{i}", cores=2, retries=1) for i in range(100)],
+                          window=None)
+    running, now, lost, seen = [], 0.0, False, []
+    while not sched.finished():
+        seen += [type(d).__name__ for d in out]
+        running += [(d.step, d.attempt) for d in out if isinstance(d, (Start, Begin))]
+        now += 1.0
+        if not lost and now == 20.0:
+            out, lost = sched.handle(NodeLost("n2", "gone"), now), True
+            running = [(s, a) for s, a in running if sched.state(s) == S.RUNNING]
+            continue
+        assert running, "nothing runs and the suite is not finished"
+        step, attempt = running.pop(0)
+        outcome = S.FAILED if step.endswith("7") and attempt == 1 else S.SUCCEEDED
+        out = sched.handle(StepExited(step, attempt, outcome), now)
+    w = sched.window
+    assert lost and sched.counts() == {S.SUCCEEDED: 400}
+    assert seen.count("Begin") > 100 and seen.count("Unqueued") > 0 and seen.count("Retry") > 0, set(seen)
+    assert not (w.next or w.behind or w.count or w.taking or w.ends or w.held or w.chained or w.shelved
+                or w.blocker or w.parked or w.began)
