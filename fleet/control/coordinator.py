@@ -126,7 +126,7 @@ class Coordinator:
                 code = self._not_up(deadline)
                 if code:
                     break
-                busy = self._todo or self._inbox or self.intake.ready()
+                busy = self._todo or self._inbox or self.early.cut or self.intake.ready()
                 wake = min(next_beat, next_claims)  # (shared: the claims log is followed every FOLLOW_S)
                 wait_ms = 0 if busy else self.drain.wait_ms(time.time(), int((wake - time.monotonic()) * 1000))
                 ready = dict(poller.poll(wait_ms))
@@ -338,8 +338,8 @@ class Coordinator:
                     except Exception:  # a bug must not stop the fleet: counted, logged once
                         self.transport.error("acting")
                 if not self.early.replay(self.sched, self._started, self._exited,
-                                         lambda: self.transport.error("acting")):
-                    return  # (what is held waits for events still to come)
+                                         lambda: self.transport.error("acting"), self._until):
+                    return  # (what is held waits for events still to come, or the next turn)
         finally:
             self._feeding = False
 

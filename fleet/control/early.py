@@ -11,9 +11,11 @@ Started is read, and often its Exited too.
 Such a report is held here, with every later report of the same step (a step's Exited
 never comes before its Started), and handed to the coordinator's handlers once the
 scheduler runs the step: after the loop's pump has handed it the inbox (replay), once
-per pump. A report of a step no longer queued then is handled as it would have been
-on arrival; one whose step left its node's window without starting (the node was lost)
-is dropped as stale there.
+per pump, within the turn's time as the pump's own work is (a pass that makes
+thousands of queued steps run at once, as at 10,000 nodes, hands their reports on over
+several turns, not in one stall). A report of a step no longer queued then is handled as
+it would have been on arrival; one whose step left its node's window without starting
+(the node was lost) is dropped as stale there.
 
 Before, each such report handed the scheduler the inbox up to the predecessor's exit
 on the spot, one event at a time: a scheduling pass per queued step's Started, which
@@ -23,18 +25,23 @@ held for the turn's pass").
 
 from __future__ import annotations
 
+import time
+
 from fleet.core import states as S
 from fleet.wire import messages as P
+
+CHECK = 64  # reports handed between two looks at the clock (a report's handling: ~50-100 us)
 
 
 class Early:
     """One coordinator's held reports, in the order they came."""
 
-    __slots__ = ("held", "steps")
+    __slots__ = ("held", "steps", "cut")
 
     def __init__(self) -> None:
         self.held: list = []  # (node, report, time received)
         self.steps: dict[str, int] = {}  # step -> its reports held
+        self.cut = False  # the last replay stopped at its time with reports it could hand
 
     def __bool__(self) -> bool:
         return bool(self.held)
@@ -51,25 +58,35 @@ class Early:
         self.steps[step] = self.steps.get(step, 0) + 1
         return True
 
-    def replay(self, sched, started, exited, failed) -> bool:
+    def replay(self, sched, started, exited, failed, until: float | None = None) -> bool:
         """Hand the held reports of steps that are no longer queued to started(node, msg,
         now) or exited(...), in order; True if any was handed. A handler that raises is
-        failed() from its except block, and the rest are handed all the same."""
+        failed() from its except block, and the rest are handed all the same. Past
+        `until` (time.monotonic(), looked at every CHECK reports handed) the rest stay
+        held, in order, and `cut` says so: a turn that made thousands of queued steps run
+        at once hands their reports over several turns, as the pump acts on decisions."""
+        self.cut = False
         if not self.held:
             return False
         keep: list = []
         kept: dict[str, int] = {}
         held, self.held, self.steps = self.held, keep, kept
         handed = 0
-        for node, msg, now in held:
+        for i, (node, msg, now) in enumerate(held):
             step = msg.step
             if step in kept or sched.state_of(step) == S.QUEUED:
                 keep.append((node, msg, now))
                 kept[step] = kept.get(step, 0) + 1
-            else:
-                handed += 1
-                try:
-                    (started if type(msg) is P.Started else exited)(node, msg, now)
-                except Exception:  # a bug must not lose the reports after it
-                    failed()
+                continue
+            if until is not None and handed % CHECK == 0 and time.monotonic() > until:
+                self.cut = True
+                for node, msg, now in held[i:]:  # the rest, in order, for the next turn
+                    keep.append((node, msg, now))
+                    kept[msg.step] = kept.get(msg.step, 0) + 1
+                break
+            handed += 1
+            try:
+                (started if type(msg) is P.Started else exited)(node, msg, now)
+            except Exception:  # a bug must not lose the reports after it
+                failed()
         return handed > 0

@@ -103,3 +103,27 @@ def test_a_handler_that_raises_loses_none_of_the_reports_after_it():
         raise RuntimeError("a bug")
     assert early.replay(sched, boom, lambda n, m, t: seen.append(m.step), lambda: seen.append("failed"))
     assert seen == ["failed", "s2"] and not early
+
+
+def test_a_replay_past_its_time_keeps_the_rest_in_order_for_the_next_turn(monkeypatch):
+    import fleet.control.early as early_mod
+    sched, early = windowed(), Early()
+    for i, (node, pred, step) in enumerate([("n1", "s0", "s2"), ("n2", "s1", "s3")]):
+        early.hold(sched, node, started(step), 1.0 + i)
+        early.hold(sched, node, exited(step), 1.5 + i)
+    sched.handle(StepExited("s0", 1, S.SUCCEEDED), 3.0)
+    sched.handle(StepExited("s1", 1, S.SUCCEEDED), 3.0)
+    clock = iter([0.0, 5.0, 5.0, 5.0])  # the first look is in time, the next one past it
+    monkeypatch.setattr(early_mod, "CHECK", 1)
+    monkeypatch.setattr(early_mod, "time", type("Clock", (), {"monotonic": staticmethod(lambda: next(clock))}))
+    seen = []
+    handed = early.replay(sched, lambda n, m, t: seen.append(("started", m.step)),
+                          lambda n, m, t: seen.append(("exited", m.step)), lambda: None, until=1.0)
+    assert handed and early.cut and seen == [("started", "s2")]
+    assert [(type(m).__name__, m.step) for _, m, _ in early.held] == [
+        ("Exited", "s2"), ("Started", "s3"), ("Exited", "s3")]
+    assert early.steps == {"s2": 1, "s3": 2}
+    # The next turn hands the rest, in order.
+    handed, rest = replayed(early, sched)
+    assert handed and [(k, s) for k, s, _, _ in rest] == [("exited", "s2"), ("started", "s3"), ("exited", "s3")]
+    assert not early and not early.cut
