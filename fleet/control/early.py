@@ -30,7 +30,7 @@ import time
 from fleet.core import states as S
 from fleet.wire import messages as P
 
-CHECK = 64  # reports handed between two looks at the clock (a report's handling: ~50-100 us)
+CHECK = 64  # reports handed between two looks at the clock
 
 
 class Early:

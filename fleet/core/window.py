@@ -53,7 +53,7 @@ from dataclasses import dataclass
 
 from fleet.core import states as S
 from fleet.core import waits as W
-from fleet.core.decisions import Finished, Kill, Wait
+from fleet.core.decisions import Finished, GoOn, Kill, Wait
 from fleet.core.durations import expected_s
 from fleet.core.windowpick import _Lazy, WindowPick
 from fleet.core.resources import Demand, Placement
@@ -182,7 +182,11 @@ class Window(WindowPick):
 
     def fill(self, out: list) -> None:
         """After a pass: queue the head of each class left waiting behind open running
-        steps of its demand, in the order the pass would start them."""
+        steps of its demand, in the order the pass would start them. At most the
+        pass's bound of them (Scheduler.pass_starts), as the pass's starts: then GoOn,
+        and the next pass queues the rest (a pool that a big submission has just filled
+        has an open running step on every core; benchmarks/README.md, "A million steps
+        at 10,000 agents with the window")."""
         sched = self.sched
         # Nothing is handed ahead on a node where a reservation waits for resources to come
         # back to the pool (fleet.core.reservations), nor once the fleet drains (fleet.core.deadline).
@@ -198,37 +202,52 @@ class Window(WindowPick):
             if cls is not None and cls.heap:
                 heads.append((cls.heap[0], key))
         heads.sort()
+        left = sched.pass_starts  # queued at most, as the pass's starts (then GoOn)
         for _, key in heads:
-            cls = sched._classes[key]
-            self._release(cls.demand, cls.heap[0])
-            preds = self.taking.get(cls.demand)
-            back: list = []  # past the drain point: open again after this class
-            while preds and cls.heap:
-                if self._later(cls.demand, preds, cls.heap[0]):
-                    break  # a slot with a step queued behind frees sooner: the head waits for it
-                entry, pred = preds.pop()
-                node = pred.placement[0].node
-                if node in reserved:  # open again once the reservation is gone
-                    self.shelved.setdefault(node, {})[pred.spec.id] = (entry, pred)
-                    continue
-                if self.count.get(node, 0) >= self._limit(node):
-                    self.parked.setdefault(node, {})[pred.spec.id] = pred  # back when its window has room
-                    continue
-                head = cls.heap[0]
-                if sched.deadline.refuse(sched._jobs[head[2]].spec, sched._now) is not None:
-                    back.append((entry, pred))  # it would not end before the drain point: the pass says so
-                    break
-                if self._overtaken(pred, head):
-                    self._hold(pred, entry)
-                    continue
-                heapq.heappop(cls.heap)
-                self._queue(sched._jobs[head[2]], pred, out)
-            for entry, pred in back:
-                preds.put(entry, pred.spec.id, pred)
-            if preds is not None and not preds:
-                del self.taking[cls.demand]
-            if not cls.heap:  # as the pass does: it walks live classes only
-                del sched._classes[key]
+            if left <= 0:  # a bounded fill: the shell feeds the rest (GoOn)
+                out.append(GoOn())
+                return
+            left -= self._fill_class(sched._classes[key], key, reserved, left, out)
+            if left <= 0 and key in sched._classes and self.taking.get(sched._classes[key].demand):
+                out.append(GoOn())  # this class has more to queue: the next pass goes on with it
+                return
+
+    def _fill_class(self, cls, key, reserved, most: int, out: list) -> int:
+        """Queue up to `most` of a class's ready steps behind open running steps of its
+        demand (fill); how many were queued."""
+        sched = self.sched
+        self._release(cls.demand, cls.heap[0])
+        preds = self.taking.get(cls.demand)
+        back: list = []  # past the drain point: open again after this class
+        queued = 0
+        while preds and cls.heap and queued < most:
+            if self._later(cls.demand, preds, cls.heap[0]):
+                break  # a slot with a step queued behind frees sooner: the head waits for it
+            entry, pred = preds.pop()
+            node = pred.placement[0].node
+            if node in reserved:  # open again once the reservation is gone
+                self.shelved.setdefault(node, {})[pred.spec.id] = (entry, pred)
+                continue
+            if self.count.get(node, 0) >= self._limit(node):
+                self.parked.setdefault(node, {})[pred.spec.id] = pred  # back when its window has room
+                continue
+            head = cls.heap[0]
+            if sched.deadline.refuse(sched._jobs[head[2]].spec, sched._now) is not None:
+                back.append((entry, pred))  # it would not end before the drain point: the pass says so
+                break
+            if self._overtaken(pred, head):
+                self._hold(pred, entry)
+                continue
+            heapq.heappop(cls.heap)
+            self._queue(sched._jobs[head[2]], pred, out)
+            queued += 1
+        for entry, pred in back:
+            preds.put(entry, pred.spec.id, pred)
+        if preds is not None and not preds:
+            del self.taking[cls.demand]
+        if not cls.heap:  # as the pass does: it walks live classes only
+            del sched._classes[key]
+        return queued
 
     def lost(self, node: str, reason: str, out: list) -> None:
         """`node` is gone: its queued steps are ready again, their attempts unused

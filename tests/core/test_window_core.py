@@ -207,3 +207,23 @@ def test_once_every_step_has_ended_the_window_keeps_nothing_of_them():
     assert seen.count("Begin") > 100 and seen.count("Unqueued") > 0 and seen.count("Retry") > 0, set(seen)
     assert not (w.next or w.behind or w.count or w.taking or w.ends or w.held or w.chained or w.shelved
                 or w.blocker or w.parked or w.began)
+
+
+def test_a_fill_queues_at_most_a_passes_bound_and_the_next_passes_queue_the_rest_in_the_same_order():
+    from fleet.core.decisions import Exits, GoOn
+
+    def run(bound):
+        sched = Scheduler(window=None)
+        sched.pass_starts = bound
+        sched.handle(NodeJoined(node("n1", 8)), 0.0)
+        outs = [sched.handle(submission(suite(*steps(30)).steps), 0.0)]
+        while any(isinstance(d, GoOn) for d in outs[-1]):
+            outs.append(sched.handle(Exits(()), 0.0))
+        return outs
+
+    bounded, whole = run(3), run(1000)
+    assert len(whole) == 1 and len(of(Queue, whole[0])) == 8
+    assert all(len(of(Queue, out)) <= 3 and len(of(Start, out)) <= 3 for out in bounded) and len(bounded) > 3
+    # The same starts and the same queues, in the same order: only the turns they take differ.
+    flat = [d for out in bounded for d in out if isinstance(d, (Start, Queue))]
+    assert flat == [d for d in whole[0] if isinstance(d, (Start, Queue))]
