@@ -148,6 +148,7 @@ class Coordinator:
                     self._tend_claims()
                     next_claims = time.monotonic() + self.claims.period()
                 heap.after_collection()  # what survived a costly full collection: frozen (control/heap)
+                heap.trim()  # the C library's free heap back to the system, every few seconds (control/heap)
                 self.recorder.turn()  # the journal first: the events never say more
                 self.transport.flush(self._unreachable)  # the turn's launches, one message per agent
                 self.events.flush()
@@ -472,7 +473,8 @@ class Coordinator:
         return status_answer(self.sched, self.liveness.in_order(), up_since=self.started, run_dir=self.run_dir,
                              failures=self.submissions.failures, dropped=self.transport.dropped,
                              submissions=list(self.submissions.subs.values()), nodes_from=nodes_from,
-                             loop=self.liveness.loop_figures(submitting=self.intake.count(), **self.recorder.figures()),
+                             loop=self.liveness.loop_figures(submitting=self.intake.count(), **self.recorder.figures(),
+                                                             **heap.figures()),
                              quiet_s=self.liveness.timeout_s / 2)
 
 

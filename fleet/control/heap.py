@@ -1,4 +1,5 @@
-"""Keeping the cyclic garbage collector off a big submission's objects.
+"""The coordinator's heap: the cyclic collector kept off a big submission's objects,
+and the memory freed given back to the system.
 
 A million-step submission brings millions of objects (step definitions, their graph,
 the scheduler's jobs) that live as long as the fleet. CPython's collector walks every
@@ -17,6 +18,8 @@ come in.
 from __future__ import annotations
 
 import gc
+import os
+import sys
 import time
 
 FREEZE_S = 0.25  # at most one freeze this often (a full collection walks what came since)
@@ -69,3 +72,64 @@ def after_collection() -> bool:
     _costly = False
     gc.freeze()
     return True
+
+
+# Memory Python frees does not always go back to the system: an object over 512 bytes
+# (a big dict's table, a list, a message's buffer; ZeroMQ's buffers too) comes from the
+# C library's malloc, which returns by itself only the free space at the top of its
+# heaps and keeps the rest for reuse. A coordinator stays up for the whole allocation:
+# after a big suite its heaps held more than 2 GiB of free memory, resident on the
+# first node with the steps, until the fleet went down (benchmarks/README.md, "The
+# coordinator's memory"). glibc's malloc_trim gives back the free pages anywhere in
+# its heaps, so the loop calls it at most every TRIM_S. Elsewhere (no glibc) nothing
+# is done.
+TRIM_S = 10.0
+
+_trim_fn = None  # glibc's malloc_trim, looked up once (False: there is none)
+_trim_last = float("-inf")
+trims = {"count": 0, "seconds": 0.0, "max_s": 0.0}  # what trimming cost, for status answers
+
+
+def _malloc_trim():
+    global _trim_fn
+    if _trim_fn is None:
+        try:
+            import ctypes
+            fn = ctypes.CDLL(None).malloc_trim
+            fn.argtypes, fn.restype = (ctypes.c_size_t,), ctypes.c_int
+            _trim_fn = fn
+        except (OSError, AttributeError):
+            _trim_fn = False
+    return _trim_fn
+
+
+def trim(force: bool = False) -> bool:
+    """Once per loop turn: give the C library's free heap back to the system, at most
+    every TRIM_S (or now, with force). True if it was done."""
+    global _trim_last
+    t0 = time.monotonic()
+    if not force and t0 - _trim_last < TRIM_S:
+        return False
+    _trim_last = t0
+    fn = _malloc_trim()
+    if not fn:
+        return False
+    fn(0)  # (ctypes lets the GIL go: the coordinator's other threads go on meanwhile)
+    took = time.monotonic() - t0
+    trims["count"] += 1
+    trims["seconds"] += took
+    trims["max_s"] = max(trims["max_s"], took)
+    return True
+
+
+def figures() -> dict:
+    """The coordinator's memory now and at its peak, and what trimming cost, for status."""
+    import resource
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            rss = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        rss = -1
+    return {"rss": rss, "peak_rss": peak, "heap_trims": trims["count"],
+            "heap_trim_s": round(trims["seconds"], 3), "heap_trim_max_s": round(trims["max_s"], 3)}

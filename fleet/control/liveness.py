@@ -60,6 +60,9 @@ def scaled(heartbeat_s: float, timeout_s: float, nodes: int) -> tuple[float, flo
     return period, max(timeout_s, TIMEOUT_BEATS * period)
 
 
+REPORT_FRESH_S = 10.0  # an exit report read longer ago than this says nothing of now
+
+
 class Liveness:
     """The agents of this fleet, by node name and by socket identity."""
 
@@ -78,6 +81,9 @@ class Liveness:
         self.max_lag = 0.0  # the longest turn
         self.slow_turns = 0  # turns longer than STALL_S
         self._turn_began = time.monotonic()
+        # (read at, the step's end on its node) of the last exit report read: how far
+        # behind its nodes the coordinator reads (reports wait in its socket while it is).
+        self.last_report = (0.0, 0.0)
 
     def listening_ended(self) -> float:
         """The loop's poll returned: a turn begins (its time.monotonic(), returned)."""
@@ -92,10 +98,15 @@ class Liveness:
             self.slow_turns += 1
             self.deaf += took
 
-    def loop_figures(self, **more) -> dict:
-        """The loop's lag, for status answers."""
+    def loop_figures(self, now: float | None = None, **more) -> dict:
+        """The loop's lag, and how late it reads its nodes' reports (`report_age_s`: the
+        last exit report read within REPORT_FRESH_S, from the step's end on its node to
+        its reading; None: none read lately), for status answers."""
+        now = time.time() if now is None else now
+        read, ended = self.last_report
+        age = round(max(0.0, read - ended), 3) if now - read <= REPORT_FRESH_S else None
         return dict(max_lag_s=round(self.max_lag, 3), turns_over_100ms=self.slow_turns,
-                    stalled_s=round(self.deaf, 3), **more)
+                    stalled_s=round(self.deaf, 3), report_age_s=age, **more)
 
     def join(self, ident: bytes, msg: P.Join, now: float, ready: bool) -> list[NodeSpec]:
         """Welcome (or reject) an agent; the nodes the scheduler is to be told of now:

@@ -57,6 +57,7 @@ def exited(coord, node: str, msg: P.Exited, now: float, view) -> None:
         coord._interrupt(node, msg, view, now)
         return
     rec = outcomes.written(coord.events, now, node, msg, view, coord.sched)  # the `exit` record, by shape
+    coord.liveness.last_report = (now, msg.ended_at)  # how late reports are read (status)
     # Decide and launch what this exit frees first; the files that record it come
     # after, off the path between one step's end and the next one's start. (The
     # done marker still precedes the claim's release, which other fleets rely on.)

@@ -6,6 +6,8 @@ import time
 
 from fleet.core.units import format_memory
 
+BEHIND_S = 2.0  # reports read this late are shown (clocks of different nodes differ by ms)
+
 STATES = ("waiting", "ready", "queued", "running", "suspended", "succeeded", "skipped", "failed", "terminated",
           "out_of_memory", "lost", "blocked", "unrunnable", "broken", "interrupted")
 
@@ -115,11 +117,30 @@ def _nodes(st: dict) -> list[str]:
     return out
 
 
+def _memory(loop: dict) -> str:
+    """", memory 1.7GiB (peak 2.9GiB)": the coordinator's own, on the first node (nothing
+    from a coordinator of before these were sent)."""
+    if loop.get("rss", -1) < 0:
+        return ""
+    return f", memory {format_memory(loop['rss'])} (peak {format_memory(loop['peak_rss'])})"
+
+
+def _behind(loop: dict) -> list[str]:
+    """A line when the coordinator reads its nodes' reports late (BEHIND_S or more)."""
+    age = loop.get("report_age_s")
+    if age is None or age < BEHIND_S:
+        return []
+    return [f"  BEHIND: the last step end read came {age:.1f}s after the step ended on its node "
+            "(reports wait for the coordinator; status lags by as much)"]
+
+
 def render(st: dict, now: float | None = None, max_running: int = 20) -> str:
     """The status map as lines of text for a terminal."""
     now = time.time() if now is None else now
     out = [f"fleet in {st['run_dir']}: up {_dur(now - st['up_since'])} (since "
-           f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(st['up_since']))}), coordinator pid {st['pid']}"]
+           f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(st['up_since']))}), coordinator pid {st['pid']}"
+           + _memory(st.get("loop") or {})]
+    out.extend(_behind(st.get("loop") or {}))
     out.extend(_allocation(st.get("allocation"), now))
     out.extend(_nodes(st))
     counts = st.get("counts", {})

@@ -108,6 +108,10 @@ def test_status_json_during_a_run_lists_running_steps_with_node_cores_and_elapse
         [sub] = st["submissions"]
         assert sub["steps"] == 6 and sub["finished"] < 6 and sub["suite"].endswith("s.toml")
         assert st["up_since"] <= time.time() and st["pid"] > 0 and st["run_dir"] == str(run_dir.resolve())
+        # The coordinator's own memory, as the kernel counts it, and its heap given back (fleet.control.heap).
+        loop, seen = st["loop"], psutil.Process(st["pid"]).memory_info().rss
+        assert 0 < loop["rss"] <= loop["peak_rss"] and abs(loop["rss"] - seen) < seen / 2, (loop, seen)
+        assert loop["heap_trims"] >= 1 and loop["heap_trim_s"] >= 0, loop
         # Elapsed time moves on for a step that is still running.
         time.sleep(0.5)
         again = {r["step"]: r["elapsed_s"] for r in status_json("--run-dir", str(run_dir), cwd=tmp_path)["running"]}
@@ -121,6 +125,36 @@ def test_status_json_during_a_run_lists_running_steps_with_node_cores_and_elapse
         assert all(n["cores_busy"] == 0 and n["memory_held"] == 0 for n in st["nodes"])
         assert st["failures"] == []
     finally:
+        kill_group(runner)
+        R.down(run_dir, tmp_path)
+    R.assert_gone(run_dir)
+
+
+def test_status_says_when_the_coordinator_reads_its_nodes_reports_late(tmp_path):
+    """Steps that end while the coordinator is stopped are read late: status says how late."""
+    run_dir = tmp_path / "run"
+    R.up(run_dir, tmp_path)
+    suite = R.call_suite(tmp_path / "s.toml", "late", 4, 0.5)  # two run, two queued behind them
+    runner = spawn("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path)
+    coordinator = None
+    try:
+        wait_for(lambda: len([e for e in records(run_dir) if isinstance(e, E.Started)]) >= 2, 60, "two running steps")
+        age = status_json("--run-dir", str(run_dir), cwd=tmp_path)["loop"]["report_age_s"]
+        assert age is None or age < 2.0, age  # (none read yet, or read as they come)
+        coordinator = psutil.Process(json.loads((run_dir / "fleet.json").read_text())["pid"])
+        coordinator.suspend()  # every step ends meanwhile (queued ones start without it)
+        time.sleep(4.0)
+        coordinator.resume()
+        wait_for(lambda: len([e for e in records(run_dir) if isinstance(e, E.Exit)]) == 4, 60, "the four exits")
+        st = status_json("--run-dir", str(run_dir), cwd=tmp_path)
+        assert st["loop"]["report_age_s"] >= 2.0, st["loop"]  # (the last one ended >= 2.5 s before it was read)
+        text = fleet("status", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60).stdout
+        assert re.search(r"BEHIND: the last step end read came \d+\.\ds after the step ended", text), text
+        out, err = runner.communicate(timeout=120)
+        assert runner.returncode == 0, out + err
+    finally:
+        if coordinator is not None and coordinator.is_running():
+            coordinator.resume()
         kill_group(runner)
         R.down(run_dir, tmp_path)
     R.assert_gone(run_dir)
@@ -155,7 +189,8 @@ command = ["true"]
         assert r.returncode == 0, r.stderr
         text = r.stdout
         print(text)
-        assert f"fleet in {run_dir.resolve()}: up " in text and "coordinator pid" in text
+        assert f"fleet in {run_dir.resolve()}: up " in text
+        assert re.search(r"coordinator pid \d+, memory \S+ \(peak \S+\)\n", text), text
         assert re.search(r"node1 +cores +1/1 +gpus 0/0 +memory held \S+ of \S+(, used \S+)?(; limits: .+)?\n", text), text
         # The third long step is queued on a node behind a running one (fleet.core.window).
         assert re.search(r"steps: .*queued 1.*running 2.*succeeded 1.*failed 1", text), text
