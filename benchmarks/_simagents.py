@@ -466,11 +466,14 @@ def check_events(run: Path, steps: int) -> dict:
     starts: dict[str, int] = {}
     ok: dict[str, int] = {}
     other, up, declared, last = 0, None, 0, 0.0
+    lags: list[tuple[float, float]] = []  # (recorded at, recorded at - the step's end on its node)
     for rec in E.read_records(run / "events.jsonl"):
         if isinstance(rec, E.Start):
             starts[rec.step] = starts.get(rec.step, 0) + 1
         elif isinstance(rec, E.Exit):
             last = max(last, rec.t)
+            if rec.ended_at:
+                lags.append((rec.t, rec.t - rec.ended_at))
             if rec.outcome == "succeeded":
                 ok[rec.step] = ok.get(rec.step, 0) + 1
             else:
@@ -484,7 +487,22 @@ def check_events(run: Path, steps: int) -> dict:
     return {"declared": declared, "started_steps": len(starts), "succeeded_steps": len(ok),
             "started_twice": sum(v > 1 for v in starts.values()), "succeeded_twice": sum(v > 1 for v in ok.values()),
             "other_exits": other, "each_step_once": once and other == 0, "fleet_up_t": up,
-            "last_exit_t": last}
+            "last_exit_t": last, "exit_to_record": report_lag(lags)}
+
+
+def report_lag(lags: list[tuple[float, float]], window_s: float = 10.0) -> dict:
+    """How long a step's end waited to be recorded (the `exit` line's time minus the end
+    its node reported: the reports' wait in the coordinator's sockets and loop), in all
+    and by window_s of the run (p50, max), from the first exit."""
+    if not lags:
+        return {}
+    waits = sorted(w for _, w in lags)
+    pick = lambda xs, q: round(xs[min(len(xs) - 1, int(q * len(xs)))], 3)  # noqa: E731
+    t0, by = min(t for t, _ in lags), {}
+    for t, w in lags:
+        by.setdefault(int((t - t0) // window_s), []).append(w)
+    return {"p50_s": pick(waits, 0.5), "p99_s": pick(waits, 0.99), "max_s": round(waits[-1], 3),
+            "by_window": [[int(k * window_s), pick(sorted(v), 0.5), round(max(v), 3)] for k, v in sorted(by.items())]}
 
 
 def agents_main(argv: list[str]) -> int:

@@ -206,11 +206,13 @@ def submit_and_run(conn, coord: psutil.Process, suite: Path, steps: int, deadlin
         t1, cpu_in, loop_in = time.time(), cpu_s(coord), loop_cpu_s(coord)
         if not reply.ok:
             raise RuntimeError(f"submission refused: {reply.problems}")
-        done, rss = False, []
+        done, rss, series = False, [], []
         while not done and time.monotonic() < deadline:
             pr = c.ask(P.Progress(reply.submission, since=1 << 40), timeout=max(1.0, deadline - time.monotonic()))
             done = pr.done
             rss.append(coord.memory_info().rss)
+            if len(rss) % 10 == 1:  # the coordinator's memory through the run, every ~10 s
+                series.append((round(time.time() - t1, 1), round(rss[-1] / 2**20)))
             if not done:
                 time.sleep(1.0)
         t2, cpu1, sys1, loop1 = time.time(), cpu_s(coord), coord.cpu_times().system, loop_cpu_s(coord)
@@ -227,6 +229,7 @@ def submit_and_run(conn, coord: psutil.Process, suite: Path, steps: int, deadlin
             # threads, the worker thread, the marker writer's threads).
             "coordinator_loop_cpu_s": round(loop1 - loop0, 3), "coordinator_loop_cpu_submit_s": round(loop_in - loop0, 3),
             "coordinator_rss_mib_max_sampled": round(max(rss) / 2**20, 1),
+            "coordinator_rss_mib_series": series,  # [(s after the submission's reply, MiB)]
             "status_before_submit": ms([lat for s, lat in probe.samples if s < t0]),
             "status_during_submit": ms(probe.between(t0, t1)), "status_during_run": ms(probe.between(t1, t2)),
             "status_probe_error": probe.error, "status_slowest": slowest(probe.samples, t0),
