@@ -25,9 +25,11 @@ reply), step starts per second (Launches received by the agents: over the whole 
 Submit sent -> last Launch; inside the Submit's handling; after it), decision-to-agent
 latency (Launch.decided_at -> received, one clock), coordinator CPU per step (Submit ->
 done, including the probes' answers; "net" less the heartbeat cost), its peak RSS
-(VmHWM), Status answer times during the submission and the run, and the machine's TCP
-listen-queue counters during the join. Then events.jsonl (read_records) must show each
-step started once and succeeded once.
+(VmHWM) and its RSS every ~10 s of the run, Status answer times during the submission and
+the run, and the machine's TCP listen-queue counters during the join. Then events.jsonl
+(read_records) must show each step started once and succeeded once; from it too, how long
+each step's end waited to be recorded (`exit` line's time - the end its node reported:
+reports waiting in the coordinator's socket while it is behind).
 """
 
 from __future__ import annotations
@@ -336,7 +338,8 @@ def headline(r: dict) -> dict:
     run = r.get("run") or {}
     return {**{k: r.get(k) for k in keys}, "heartbeat_core": (r.get("heartbeat") or {}).get("coordinator_core_fraction"),
             "latency": r["agents_seen"]["decision_to_agent"], "submit_s": run.get("submit_s"),
-            "status_during_submit": run.get("status_during_submit"), "each_step_once": r["events"]["each_step_once"]}
+            "status_during_submit": run.get("status_during_submit"), "each_step_once": r["events"]["each_step_once"],
+            "exit_to_record": {k: v for k, v in r["events"].get("exit_to_record", {}).items() if k != "by_window"}}
 
 
 # -- the README section ------------------------------------------------------------------------------
