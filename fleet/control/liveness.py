@@ -104,7 +104,7 @@ class Liveness:
         its reading; None: none read lately), for status answers."""
         now = time.time() if now is None else now
         read, ended = self.last_report
-        age = round(max(0.0, read - ended), 3) if now - read <= REPORT_FRESH_S else None
+        age = round(max(0.0, read - ended), 3) if ended > 0 and now - read <= REPORT_FRESH_S else None
         return dict(max_lag_s=round(self.max_lag, 3), turns_over_100ms=self.slow_turns,
                     stalled_s=round(self.deaf, 3), report_age_s=age, **more)
 
