@@ -537,13 +537,17 @@ def test_four_shards_started_killed_and_restarted_at_different_times_give_every_
             time.sleep(0.5)  # deliberate: array elements start at different times
         launch(k)
     def fresh_pair(k: int) -> bool:
-        """Shard k has finished 2 tasks and both its slots have just started new ones:
-        nothing of it is near its end (a task that had published its output but not yet
-        been recorded would, rightly, run again: at least once, not exactly once)."""
+        """Shard k has finished 2 tasks, its coordinator has recorded them, and both its
+        slots have just started new ones: nothing of it is near its end (a task that had
+        published its output but not yet been recorded would, rightly, run again: at
+        least once, not exactly once). The record is looked for because a node's window
+        starts the next task the moment one ends, before its coordinator hears of it."""
         ns = [n for n in notes(run_dir) if n.shard == str(k)]
         ended = {n.pid for n in ns if n.what == "end"}
         running = [n.t for n in ns if n.what == "start" and n.pid not in ended]
-        return len(ended) >= 2 and len(running) == 2 and time.time() - min(running) < 0.15
+        if not (len(ended) >= 2 and len(running) == 2 and time.time() - min(running) < 0.15):
+            return False
+        return {n.step for n in ns if n.what == "end"} <= {e.step for e in of(run_dir, E.Exit)}
 
     wait_for(lambda: fresh_pair(1), 60, "shard 1 to finish 2 tasks and start 2 more")
     kill(1, hard=False)
