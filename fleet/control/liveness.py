@@ -98,13 +98,12 @@ class Liveness:
             self.slow_turns += 1
             self.deaf += took
 
-    def loop_figures(self, now: float | None = None, **more) -> dict:
+    def loop_figures(self, **more) -> dict:
         """The loop's lag, and how late it reads its nodes' reports (`report_age_s`: the
         last exit report read within REPORT_FRESH_S, from the step's end on its node to
         its reading; None: none read lately), for status answers."""
-        now = time.time() if now is None else now
         read, ended = self.last_report
-        age = round(max(0.0, read - ended), 3) if ended > 0 and now - read <= REPORT_FRESH_S else None
+        age = round(max(0.0, read - ended), 3) if ended > 0 and time.time() - read <= REPORT_FRESH_S else None
         return dict(max_lag_s=round(self.max_lag, 3), turns_over_100ms=self.slow_turns,
                     stalled_s=round(self.deaf, 3), report_age_s=age, **more)
 
