@@ -35,7 +35,13 @@ and a send may consume that signal while a message waits, so a socket is also lo
 after every send (the usual rule for ZMQ_FD).
 
 A pass's Started and Exited reports go per agent as one batch, as fleet.node.agent relays
-a read of its zygote's; FLEET_SIM_UNBATCHED=1 sends each alone (this generator before).
+a read of its zygote's; FLEET_SIM_UNBATCHED=1 sends each alone (this generator before;
+a real agent's zygote read at a busy node carries one or two), unless held.
+And as fleet.node.agent does, an agent that sent reports less than the coordinator's
+report hold ago (Welcome.report_hold_s) holds what comes until the hold has passed.
+The coordinator's hold is its default (scaled with the allocation:
+fleet.control.liveness.report_hold) unless FLEET_SIM_REPORT_HOLD gives one (seconds; 0:
+no hold, as before it existed).
 
 FLEET_SIM_WINDOW=N (or "cores": the node's cores, a real fleet's default) gives the
 coordinator a node window (fleet.core.window) and makes these agents keep the queue a
@@ -74,6 +80,7 @@ from _reports import merge_reports, ms, pct, start_rates  # noqa: E402,F401  (ke
 # descriptors here, so one load generator process serves at most this many agents.
 MAX_PER_PROCESS = 4000
 UNBATCHED = os.environ.get("FLEET_SIM_UNBATCHED") == "1"
+HOLD = float(os.environ["FLEET_SIM_REPORT_HOLD"]) if os.environ.get("FLEET_SIM_REPORT_HOLD") else None
 _WINDOW = os.environ.get("FLEET_SIM_WINDOW", "")
 WINDOW = None if _WINDOW == "cores" else int(_WINDOW or 0)  # the coordinator's window: None is the node's cores
 
@@ -126,7 +133,7 @@ def coordinator_main(argv: list[str]) -> int:
     # window 0 unless FLEET_SIM_WINDOW says otherwise (see the module's docstring).
     coord = Coordinator(Path(args.run_dir), args.nodes, KeysFileLauncher(Path(args.agents_file)),
                         heartbeat_s=args.heartbeat, timeout_s=args.timeout, join_timeout_s=args.join_timeout,
-                        window=WINDOW)
+                        window=WINDOW, report_hold_s=HOLD)
     stats = os.environ.get("FLEET_BENCH_STATS")
     if stats:  # collections, turns, messages, scheduler calls (benchmarks/_coordstats.py)
         from _coordstats import install
@@ -215,6 +222,9 @@ class SimAgents:
         self.by_fd: dict[int, int] = {}
         self.recheck: set[int] = set()  # sockets sent on since they were last read
         self.reports: dict[int, list[bytes]] = {}  # agent -> this pass's reports, encoded
+        self.hold_s = 0.0  # the coordinator's report hold (Welcome)
+        self.reported_at = [float("-inf")] * count  # agent -> when its reports last went (monotonic)
+        self.report_due: float | None = None  # the earliest time a held agent's reports go
         for i, name in enumerate(self.names):
             s = self.ctx.socket(zmq.DEALER)
             s.setsockopt(zmq.IDENTITY, name.encode())
@@ -244,17 +254,32 @@ class SimAgents:
         self.first_launch = self.last_launch = self.last_exit = 0.0
 
     def send(self, i: int, msg) -> None:
-        if i in self.reports:  # after the reports before it
-            self.flush_reports()
-        self.send_bytes(i, P.encode(msg))
+        held = self.reports.pop(i, None)  # after the reports before it, with them (fleet.node.agent)
+        if held:
+            self.reported_at[i] = time.monotonic()
+            self.send_bytes(i, [*held, P.encode(msg)])
+        else:
+            self.send_bytes(i, P.encode(msg))
 
     def report(self, i: int, msg) -> None:  # a Started or Exited: with the pass's others
-        self.send(i, msg) if UNBATCHED else self.reports.setdefault(i, []).append(P.encode(msg))
+        if UNBATCHED and self.hold_s <= 0:
+            self.send(i, msg)
+        else:  # (unbatched with a hold: held as a real agent holds what it would send alone)
+            self.reports.setdefault(i, []).append(P.encode(msg))
 
     def flush_reports(self) -> None:
-        reports, self.reports = self.reports, {}
+        """Send each agent's reports, but those of an agent that sent some within the hold."""
+        reports, self.reports, self.report_due = self.reports, {}, None
+        now, hold, at = time.monotonic(), self.hold_s, self.reported_at
         for i, frames in reports.items():
-            self.send_bytes(i, frames)
+            if now - at[i] >= hold:
+                at[i] = now
+                self.send_bytes(i, frames)
+            else:
+                self.reports[i] = frames
+                due = at[i] + hold
+                if self.report_due is None or due < self.report_due:
+                    self.report_due = due
 
     def send_bytes(self, i: int, frame: bytes | list) -> None:
         try:
@@ -286,7 +311,8 @@ class SimAgents:
                 stop.append("deadline")
                 break
             due = min(self.beats[0][0] if self.beats else deadline,
-                      self.exits[0][0] if self.exits else deadline, deadline)
+                      self.exits[0][0] if self.exits else deadline, deadline,
+                      self.report_due if self.report_due is not None else deadline)
             wait = 0 if self.recheck else max(0.0, due - now)
             ready = {self.by_fd[fd] for fd, _ in self.epoll.poll(wait)}
             ready |= self.recheck
@@ -323,6 +349,7 @@ class SimAgents:
                 self.stats["welcomed"] += 1
                 self.t_last_welcome = t
                 self.heartbeat_s = msg.heartbeat_s
+                self.hold_s = msg.report_hold_s
             elif isinstance(msg, P.Kill):
                 self._kill(i, msg, t)
             elif isinstance(msg, P.Shutdown):

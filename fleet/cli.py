@@ -175,7 +175,7 @@ def coordinator_options(f):
                      help="attempts of a step across all fleets before it is stopped (0: no limit)")(f)
     f = click.option("--stale-after", type=click.FloatRange(min=0), default=600.0,
                      help="seconds after which another fleet's unrefreshed claim on a step is adopted")(f)
-    return window_option.option(f)
+    return window_option.hold_option(window_option.option(f))
 
 
 @main.command()

@@ -27,7 +27,7 @@ import zmq
 from fleet.control import cancelling, drain, early, heap, launching, outcomes, preloads, recording, reports, store, turns
 from fleet.control.claims import Claims
 from fleet.control.intake import Intake
-from fleet.control.liveness import Liveness, scaled
+from fleet.control.liveness import Liveness, report_hold, scaled
 from fleet.control.status import answer as status_answer
 from fleet.control.submissions import Submissions
 from fleet.control import turntrace
@@ -54,7 +54,8 @@ class Coordinator:
     def __init__(self, run_dir: Path, nodes: int, launcher: Launcher, *, bind_host: str = "127.0.0.1",
                  heartbeat_s: float = 1.0, timeout_s: float = 10.0, join_timeout_s: float = 60.0,
                  preload: tuple[str, ...] = (), profile: Profile | None = None, advertise: str = "",
-                 stale_after: float = 600.0, max_attempts: int = 5, connection_name: str = connection.NAME, window=None):
+                 stale_after: float = 600.0, max_attempts: int = 5, connection_name: str = connection.NAME, window=None,
+                 report_hold_s: float | None = None):
         self.run_dir = Path(run_dir).resolve()
         # This fleet among all that may share the run directory (claims name it).
         self.fleet_id = f"{socket.gethostname()}-{os.getpid()}-{os.urandom(3).hex()}"
@@ -72,7 +73,8 @@ class Coordinator:
         self.events = EventLog(self.run_dir / "events.jsonl", fleet=self.fleet_id)
         self.transport = Transport(bind_host, advertise)
         self.specs: dict[str, object] = {}  # step id -> StepSpec, every step submitted to this fleet
-        self.liveness = Liveness(self.transport, self.events, nodes, self.heartbeat_s, self.timeout_s)
+        self.liveness = Liveness(self.transport, self.events, nodes, self.heartbeat_s, self.timeout_s,
+                                 report_hold(nodes, report_hold_s))  # (None: scaled with the allocation)
         self.claims = Claims(self.run_dir, self.fleet_id, self.sched, self.specs, self.events,
                              stale_after=stale_after, max_attempts=max_attempts)
         self.submissions = Submissions(self.run_dir, self.sched, self.specs, self.events)

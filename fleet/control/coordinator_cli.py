@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from fleet.control.drain import DRAIN_BEFORE_S
+from fleet.control.liveness import report_hold
 from fleet.core.lookahead import ahead
 from fleet.core.ranks import DEFAULT as DEFAULT_ORDER, MODES as ORDERS, ordered
 from fleet.core.reservations import RESERVE_AFTER_S
@@ -52,6 +53,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--connection-name", default=connection.NAME)
     ap.add_argument("--window", type=int, default=None,
                     help="steps each node may be handed ahead of time (default: its cores; 0: none)")
+    ap.add_argument("--report-hold", type=float, default=None,
+                    help="seconds an agent holds step reports after a send, to send them together "
+                         "(default: scaled with the allocation, fleet.control.liveness.report_hold)")
     ap.add_argument("--parent-pid", type=int, default=0,
                     help="stop (SIGTERM: a clean teardown) when this process, our parent, dies")
     return ap
@@ -84,9 +88,10 @@ def main(argv: list[str] | None = None) -> int:
         nodes = len(alloc_nodes)
     # What governs this fleet's patience, for whoever reads coordinator.log after.
     log.info("settings: heartbeat %g s, agent lost after %g s, stale claims adopted after %g s, "
-             "max attempts %s, reservations %s (%d planned ahead), order %s", args.heartbeat, args.timeout, args.stale_after,
-             args.max_attempts or "unlimited", "off" if args.no_reservations else f"after {args.reserve_after:g} s",
-             args.reserve_ahead, args.order)
+             "max attempts %s, reservations %s (%d planned ahead), order %s, reports held %g s", args.heartbeat,
+             args.timeout, args.stale_after, args.max_attempts or "unlimited",
+             "off" if args.no_reservations else f"after {args.reserve_after:g} s", args.reserve_ahead, args.order,
+             report_hold(nodes, args.report_hold))
     bind = args.bind or ("127.0.0.1" if profile.launcher == "local" else "0.0.0.0")
     # Looked up at call time, through the module: what the coordinator module holds is what runs.
     from fleet.control import coordinator
@@ -95,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
                                     join_timeout_s=args.join_timeout, preload=preload, profile=profile,
                                     advertise=args.advertise, stale_after=args.stale_after,
                                     max_attempts=args.max_attempts, connection_name=args.connection_name,
-                                    window=args.window)
+                                    window=args.window, report_hold_s=args.report_hold)
     coord.drain.plan(*_end(args))
     # The batch system's warning (#SBATCH --signal=B:USR1@300, passed on by fleet run): drain now.
     signal.signal(signal.SIGUSR1, coord.drain.on_signal)

@@ -60,14 +60,40 @@ def scaled(heartbeat_s: float, timeout_s: float, nodes: int) -> tuple[float, flo
     return period, max(timeout_s, TIMEOUT_BEATS * period)
 
 
+# Step reports (Started, Exited) an agent sends in one ZeroMQ message when they come
+# close together. Each message, whatever it carries, costs the coordinator a receive,
+# CURVE and a wake-up of its I/O thread: at 1,000 busy nodes, with each report its own
+# message, that was most of what a full pool costs it more a step (benchmarks/README.md,
+# "A full pool's extra coordinator CPU per step"). So an agent sends a report at once
+# if it sent none for report_hold_s, and otherwise holds it (and what follows) until
+# report_hold_s after its last send: at most 1/report_hold_s messages of reports a
+# second from each node, with no wait at all for a node that reports seldom. The hold
+# grows with the allocation, so that all nodes together send at most
+# REPORT_MESSAGES_PER_S; a small fleet does not wait (2 nodes: 0.4 ms). A node window
+# (fleet.core.window) keeps a node's steps starting meanwhile; what the hold delays is
+# the coordinator hearing of an end: a dependent step's start, a retry, `fleet status`.
+REPORT_MESSAGES_PER_S = 5000
+REPORT_HOLD_MAX_S = 0.5
+
+
+def report_hold(nodes: int, asked: float | None = None) -> float:
+    """How long an agent of a fleet of `nodes` holds step reports after a send (seconds;
+    `asked`: as `fleet up --report-hold` said, else scaled with the allocation)."""
+    if asked is not None:
+        return max(0.0, asked)
+    return min(REPORT_HOLD_MAX_S, nodes / REPORT_MESSAGES_PER_S)
+
+
 REPORT_FRESH_S = 10.0  # an exit report read longer ago than this says nothing of now
 
 
 class Liveness:
     """The agents of this fleet, by node name and by socket identity."""
 
-    def __init__(self, transport: Transport, log_: EventLog, expected: int, heartbeat_s: float, timeout_s: float):
+    def __init__(self, transport: Transport, log_: EventLog, expected: int, heartbeat_s: float, timeout_s: float,
+                 report_hold_s: float = 0.0):
         self.transport = transport
+        self.report_hold_s = report_hold_s  # told to each agent as it joins (report_hold)
         self.events = log_
         self.expected = expected
         self.heartbeat_s = heartbeat_s
@@ -121,7 +147,8 @@ class Liveness:
         self.events.write(events.NodeJoined(t=now, node=msg.node, host=msg.host, cores=list(msg.cores),
                                             gpus=list(msg.gpus), memory=msg.memory, pid=msg.pid,
                                             zygote_pid=msg.zygote_pid, memlimit=msg.memlimit))
-        self.transport.reply(self.transport.agent_sock, ident, P.Welcome(msg.node, self.heartbeat_s, self.timeout_s))
+        self.transport.reply(self.transport.agent_sock, ident, P.Welcome(msg.node, self.heartbeat_s, self.timeout_s,
+                                                                       self.report_hold_s))
         if ready:
             return [spec]
         self._joining.append(spec)

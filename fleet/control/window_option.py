@@ -1,13 +1,16 @@
-"""`--window` of `fleet up` and `fleet run`: how many steps the coordinator may hand
-each node ahead of time (fleet.core.window). Kept here, and handed from the option
-to the coordinator's command line through click's context, so that the commands'
-signatures need not carry it."""
+"""The options of a node's step cycle, of `fleet up` and `fleet run`: `--window`, how
+many steps the coordinator may hand each node ahead of time (fleet.core.window), and
+`--report-hold`, how long an agent holds step reports to send them together
+(fleet.control.liveness.report_hold). Kept here, and handed from the options to the
+coordinator's command line through click's context, so that the commands' signatures
+need not carry them."""
 
 from __future__ import annotations
 
 import click
 
 _KEY = "fleet.window"
+_HOLD = "fleet.report_hold"
 
 
 def option(f):
@@ -18,16 +21,32 @@ def option(f):
                              "step there ends (0: none)")(f)
 
 
+def hold_option(f):
+    """Add `--report-hold SECONDS` to a command that starts a coordinator."""
+    return click.option("--report-hold", type=click.FloatRange(min=0), default=None, expose_value=False,
+                        callback=_keep_hold, show_default="the nodes / 5,000 s, at most 0.5 s",
+                        help="seconds an agent holds step reports after sending some, to send what comes "
+                             "meanwhile in one message (0: each at once)")(f)
+
+
 def _keep(ctx: click.Context, param, value):
     ctx.meta[_KEY] = value
     return value
 
 
+def _keep_hold(ctx: click.Context, param, value):
+    ctx.meta[_HOLD] = value
+    return value
+
+
 def args() -> list[str]:
-    """The coordinator's `--window` argument for the command being run ([] for its default)."""
+    """The coordinator's `--window` and `--report-hold` arguments for the command being
+    run ([] for their defaults)."""
     ctx = click.get_current_context(silent=True)
-    value = ctx.meta.get(_KEY) if ctx is not None else None
-    return [] if value is None else ["--window", str(value)]
+    meta = ctx.meta if ctx is not None else {}
+    window, hold = meta.get(_KEY), meta.get(_HOLD)
+    return (([] if window is None else ["--window", str(window)])
+            + ([] if hold is None else ["--report-hold", str(hold)]))
 
 
 def value() -> int | None:

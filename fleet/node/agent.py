@@ -13,12 +13,15 @@ Started, Exited and Preloaded reach the coordinator, exactly as their senders en
 them. The coordinator knows which node reports from this agent's ZeroMQ identity.
 What one loop turn relays goes as one batch each way (fleet.wire.framing, "Batches"):
 the coordinator's messages to the zygote in one write, the zygote's reports to the
-coordinator as one multipart ZeroMQ message.
+coordinator as one multipart ZeroMQ message. Reports that come within the hold the
+coordinator gave (Welcome.report_hold_s, fleet.control.liveness.report_hold) of the
+last ones sent wait for it and go together, with whatever the agent sends first.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
 import socket
@@ -79,10 +82,29 @@ class Agent:
         self.last_heard = time.monotonic()
         self.stopping: str | None = None
         self.memory = memwatch.Enforcer(getattr(args, "memlimit", None) or memlimit.Choice(memlimit.NONE))
+        self.hold_s = 0.0  # reports sent at most this often (Welcome.report_hold_s)
+        self.held: list[bytes] = []  # the zygote's reports waiting for the hold to pass
+        self.reported_at = float("-inf")  # when reports were last sent (time.monotonic())
 
     def send(self, msg) -> None:
-        """Send one of our own messages to the coordinator."""
-        self.relay(P.encode(msg))
+        """Send one of our own messages to the coordinator (after the reports held)."""
+        held, self.held = self.held, []
+        if held:
+            self.reported_at = time.monotonic()
+        self.relay(*held, P.encode(msg))
+
+    def report(self, payloads: list[bytes]) -> None:
+        """Send the zygote's reports now, or hold them until report_due() if some were
+        sent less than hold_s ago: so that a busy node's reports go together."""
+        self.held += payloads
+        now = time.monotonic()
+        if self.held and now - self.reported_at >= self.hold_s:
+            held, self.held, self.reported_at = self.held, [], now
+            self.relay(*held)
+
+    def report_due(self) -> float | None:
+        """When the reports held are to be sent (time.monotonic()); None: none held."""
+        return self.reported_at + self.hold_s if self.held else None
 
     def relay(self, *payloads: bytes) -> None:
         """Send encoded messages to the coordinator as one message of one frame each
@@ -132,9 +154,12 @@ class Agent:
         next_beat = time.monotonic()
         zygote_open = True
         while not self.stopping:
-            wait = next_beat - time.monotonic()
-            sample = self.memory.due_in(time.monotonic())
-            ready = dict(poller.poll(max(0, int((wait if sample is None else min(wait, sample)) * 1000))))
+            now = time.monotonic()
+            due = self.report_due()
+            wait = next_beat - now if due is None else min(next_beat, due) - now
+            sample = self.memory.due_in(now)
+            # (rounded up: a wait rounded down to 0 ms would spin until the hold passes)
+            ready = dict(poller.poll(max(0, math.ceil((wait if sample is None else min(wait, sample)) * 1000))))
             if wake_r in ready:
                 try:
                     while os.read(wake_r, 512):
@@ -152,6 +177,8 @@ class Agent:
                 else:
                     self._from_zygote(data)
             now = time.monotonic()
+            if self.held:
+                self.report([])  # (sent if the hold has passed)
             self.memory.tick(now)  # the watchdog's sample, when due
             if now - self.last_heard > self.timeout_s:
                 self.stopping = f"no word from the coordinator for {now - self.last_heard:.1f} s"
@@ -207,6 +234,7 @@ class Agent:
                 relayed.append(frame)
             elif isinstance(msg, P.Welcome):
                 self.heartbeat_s = msg.heartbeat_s
+                self.hold_s = msg.report_hold_s
                 self.timeout_s = self.fence_s
             elif isinstance(msg, P.Reject):
                 self.stopping = f"rejected by the coordinator: {msg.reason}"
@@ -234,12 +262,14 @@ class Agent:
                 self._warn(f"dropped an unexpected {msg.TYPE} message from the zygote")
                 continue
             out.append(payload)  # as the zygote encoded it
-        self.relay(*out)
+        self.report(out)
         for reason in self.reader.dropped:
             self._warn(f"dropped a malformed message from the zygote: {reason}")
         self.reader.dropped.clear()
 
     def _stop(self, zygote_open: bool) -> int:
+        self.hold_s = 0.0  # what the steps stopped now report goes at once
+        self.report([])
         longest = max(self.graces.values(), default=0.0)
         grace = longest if self.grace is None else min(self.grace, longest)
         self._warn(f"stopping: {self.stopping}")

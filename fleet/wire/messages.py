@@ -200,11 +200,13 @@ class JoinFailed:
 
 @message("welcome")
 class Welcome:
-    """coordinator -> agent: joined; heartbeat every ``heartbeat_s``."""
+    """coordinator -> agent: joined; heartbeat every ``heartbeat_s``; send step reports
+    at most once every ``report_hold_s`` (fleet.control.liveness.report_hold)."""
 
     node: str
     heartbeat_s: float
     timeout_s: float
+    report_hold_s: float = 0.0
 
 
 @message("reject")

@@ -45,3 +45,18 @@ def test_simulated_agents_run_every_step_of_a_suite_exactly_once_and_leave_no_pr
 
     # Coordinator (fleet_starting) and load generator (node_joined) are gone.
     assert_nothing_left(run_dir)
+
+
+def test_simulated_agents_hold_their_reports_as_real_agents_do_and_lose_none(tmp_path):
+    work = tmp_path / "work"
+    hold = 0.5
+    # Steps of 0.2 s: an agent's second report comes before the hold after its first has passed.
+    cp = control_scale(work, AGENTS, STEPS, args=("--duration", "0.2"),
+                       environ={"FLEET_SIM_REPORT_HOLD": str(hold), "FLEET_SIM_WINDOW": "cores"})
+    assert cp.returncode == 0, f"stdout:\n{cp.stdout}\nstderr:\n{cp.stderr}"
+    assert json.loads(cp.stdout)["events"]["each_step_once"] is True
+    exits = [r for r in records(work / "run") if isinstance(r, E.Exit)]
+    assert len(exits) == STEPS and {r.outcome for r in exits} == {"succeeded"}
+    # An agent's first reports went at once; its exits, 0.2 s later, waited for the hold.
+    assert max(r.t - r.ended_at for r in exits) >= hold / 2
+    assert_nothing_left(work / "run")
