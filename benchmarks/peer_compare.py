@@ -251,7 +251,7 @@ def besides_work(m: dict, work_ms: float) -> float:
 def summarize(runs: list[dict], work_ms: float) -> dict:
     """Per workload: each system's median rate and CPU per step; the per-round ratios."""
     out = {}
-    for kind in KINDS:
+    for kind in [k for k in KINDS if any(r["kind"] == k for r in runs)]:  # (--kinds: what was run)
         wm = work_ms if kind == "numpy" else 0.0
         systems_run = [s for s in (*SYSTEMS, "before") if any(r["system"] == s for r in runs)]
         by = {s: [r for r in runs if r["kind"] == kind and r["system"] == s] for s in systems_run}

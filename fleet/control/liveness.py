@@ -69,10 +69,14 @@ def scaled(heartbeat_s: float, timeout_s: float, nodes: int) -> tuple[float, flo
 # report_hold_s after its last send: at most 1/report_hold_s messages of reports a
 # second from each node, with no wait at all for a node that reports seldom. The hold
 # grows with the allocation, so that all nodes together send at most
-# REPORT_MESSAGES_PER_S; a small fleet does not wait (2 nodes: 0.4 ms). A node window
-# (fleet.core.window) keeps a node's steps starting meanwhile; what the hold delays is
-# the coordinator hearing of an end: a dependent step's start, a retry, `fleet status`.
+# REPORT_MESSAGES_PER_S; a small fleet does not wait: a hold under REPORT_HOLD_MIN_S
+# (fewer than 10 nodes) is none, since the agent's poll counts whole milliseconds and
+# such a hold only made a 2-node fleet's no-op steps slower (benchmarks/README.md). A
+# node window (fleet.core.window) keeps a node's steps starting meanwhile; what the
+# hold delays is the coordinator hearing of an end: a dependent step's start, a retry,
+# `fleet status`.
 REPORT_MESSAGES_PER_S = 5000
+REPORT_HOLD_MIN_S = 0.002
 REPORT_HOLD_MAX_S = 0.5
 
 
@@ -81,7 +85,8 @@ def report_hold(nodes: int, asked: float | None = None) -> float:
     `asked`: as `fleet up --report-hold` said, else scaled with the allocation)."""
     if asked is not None:
         return max(0.0, asked)
-    return min(REPORT_HOLD_MAX_S, nodes / REPORT_MESSAGES_PER_S)
+    hold = min(REPORT_HOLD_MAX_S, nodes / REPORT_MESSAGES_PER_S)
+    return hold if hold >= REPORT_HOLD_MIN_S else 0.0
 
 
 REPORT_FRESH_S = 10.0  # an exit report read longer ago than this says nothing of now

@@ -62,8 +62,8 @@ def test_a_busy_nodes_reports_reach_the_coordinator_together_and_a_report_after_
     assert_nothing_left(tmp_path / "run", tag)
 
 
-def test_the_hold_grows_with_the_allocation_up_to_its_bound_and_an_asked_hold_is_kept():
-    assert report_hold(2) < 0.001
+def test_the_hold_grows_with_the_allocation_up_to_its_bound_a_small_fleet_holds_nothing_and_an_asked_hold_is_kept():
+    assert report_hold(2) == report_hold(9) == 0.0 < report_hold(10)
     assert report_hold(100) < report_hold(1000) <= REPORT_HOLD_MAX_S
     assert report_hold(1_000_000) == REPORT_HOLD_MAX_S
     assert report_hold(1000, 0.0) == 0.0 and report_hold(2, 0.3) == 0.3
