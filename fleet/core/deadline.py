@@ -40,9 +40,12 @@ class AllocationEnds:
 @dataclass(frozen=True)
 class DrainNow:
     """The drain point came (its timer, or the batch system's warning signal): start
-    nothing more and stop every running step."""
+    nothing more and stop every running step. With `stop_running` False (the run
+    directory's file system is full: fleet.control.drain) nothing more starts either,
+    but the running steps go on to their own ends."""
 
     reason: str = "the allocation ends"
+    stop_running: bool = True
 
 
 DRAIN_KILL = "drained: "  # a drain's Kill reasons start so (the coordinator's records say why)
@@ -51,13 +54,14 @@ DRAIN_KILL = "drained: "  # a drain's Kill reasons start so (the coordinator's r
 class Deadline:
     """The allocation's end as the scheduler knows it (nothing known: no end)."""
 
-    __slots__ = ("end", "drain_at", "source", "drained", "reason", "recorded", "held")
+    __slots__ = ("end", "drain_at", "source", "drained", "reason", "recorded", "held", "stopping")
 
     def __init__(self) -> None:
         self.end: float | None = None
         self.drain_at: float | None = None
         self.source = ""
         self.drained = False
+        self.stopping = False  # the drain stopped the running steps (DrainNow.stop_running)
         self.reason = ""
         self.recorded: dict[str, float] = {}  # step id -> work seconds of an earlier run
         self.held = 0  # steps not started because they would not fit before the drain point
@@ -95,11 +99,16 @@ class Deadline:
 
     def drain(self, ev: DrainNow, running: Iterable) -> list[Kill]:
         """The drain point: nothing starts from now on; a Kill for each running step
-        (JobViews or jobs with spec and attempt) that was not already being killed."""
-        if self.drained:
+        (JobViews or jobs with spec and attempt) that was not already being killed,
+        unless the drain lets them run (DrainNow.stop_running); a drain that let them
+        run may be followed by one that stops them (the drain point after a full disk)."""
+        if self.stopping or (self.drained and not ev.stop_running):
             return []
         self.drained = True
         self.reason = ev.reason
+        if not ev.stop_running:
+            return []
+        self.stopping = True
         return [Kill(j.spec.id, j.attempt, DRAIN_KILL + ev.reason) for j in running]
 
 

@@ -84,8 +84,8 @@ class Begin:
 
 @dataclass(frozen=True)
 class Unqueued:
-    """A queued step left its node's window without starting (the node was lost): it
-    is ready again, and the attempt was not used."""
+    """A queued step left its node's window without starting (the node was lost, or
+    the drain dropped it there): it is ready again, and the attempt was not used."""
 
     step: str
     attempt: int
@@ -269,11 +269,15 @@ class Window(WindowPick):
         out.append(Kill(job.spec.id, job.attempt, reason))
 
     def dropped(self, job, outcome: str, reason: str, out: list) -> None:
-        """A queued step ended before it started: its node dropped it (cancelled), its
-        claim says it may not run (stopped), or its launch could not be made (failed)."""
+        """A queued step ended before it started: its node dropped it (cancelled; ready
+        again if the drain dropped it: not started), its claim says it may not run
+        (stopped), or its launch could not be made (failed)."""
         self._unlink(job)
         if outcome == S.STOPPED:
             self._end(job, "stopped", S.STOPPED, reason, out)
+        elif job.cancelled and self.sched.deadline.drained:  # dropped by the drain: not started, no attempt
+            job.cancelled = False
+            self._ready(job, out, reason)
         elif job.cancelled or outcome == S.CANCELLED:
             self._end(job, "cancel", S.CANCELLED, reason or "cancelled", out, ran=False)
         else:  # it could not be launched at all (its launch could not be made): as it would fail again

@@ -111,3 +111,30 @@ def test_fleet_simulate_with_a_walltime_says_what_was_interrupted_and_not_starte
     j = CliRunner().invoke(main, ["simulate", str(p), "--nodes", "1", "--cores-per-node", "2", "--walltime", "1m",
                                   "--drain-before", "20s", "--json"])
     assert json.loads(j.output)["not_started"] == ["b"]
+
+
+def test_a_drain_that_lets_running_steps_run_kills_nothing_starts_nothing_and_their_failures_are_no_attempts():
+    # What a full run directory brings (fleet.control.drain): DrainNow(stop_running=False).
+    sched, out = ended_scheduler(1e9, 1e9 - 60, {"id": "a", "retries": 3}, {"id": "b"}, {"id": "c", "cores": 4},
+                                 {"id": "d", "deps": ["a"]})
+    assert sorted(d.step for d in out if isinstance(d, Start)) == ["a", "b"]
+    out = sched.handle(DrainNow("the run directory is full", stop_running=False), 5.0)
+    assert not [d for d in out if isinstance(d, (Kill, Start))]
+    assert sched.state("a") == sched.state("b") == S.RUNNING
+    out = sched.handle(StepExited("b", 1, S.SUCCEEDED), 6.0)  # a running step still succeeds, and frees its cores
+    assert [d.outcome for d in out if isinstance(d, Finished)] == [S.SUCCEEDED]
+    assert not [d for d in out if isinstance(d, Start)]
+    out = sched.handle(StepExited("a", 1, S.FAILED), 7.0)  # its failure uses no attempt: the next run runs it
+    assert not [d for d in out if isinstance(d, (Retry, Blocked, Finished, Start))]
+    assert sched.state("a") == S.INTERRUPTED and sched.state("c") == S.READY and sched.state("d") == S.WAITING
+    assert sched.running_count() == 0 and not sched.finished()
+
+
+def test_the_drain_point_after_a_drain_that_let_steps_run_stops_them():
+    sched, _ = ended_scheduler(1e9, 1e9 - 60, {"id": "a"}, {"id": "b"})
+    assert sched.handle(DrainNow("full", stop_running=False), 5.0) == []
+    assert sched.handle(DrainNow("full again", stop_running=False), 6.0) == []
+    out = sched.handle(DrainNow("the drain point"), 7.0)
+    assert sorted((d.step, d.reason) for d in out if isinstance(d, Kill)) == [
+        ("a", "drained: the drain point"), ("b", "drained: the drain point")]
+    assert sched.handle(DrainNow("again"), 8.0) == []

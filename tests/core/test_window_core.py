@@ -227,3 +227,17 @@ def test_a_fill_queues_at_most_a_passes_bound_and_the_next_passes_queue_the_rest
     # The same starts and the same queues, in the same order: only the turns they take differ.
     flat = [d for out in bounded for d in out if isinstance(d, (Start, Queue))]
     assert flat == [d for d in whole[0] if isinstance(d, (Start, Queue))]
+
+
+def test_a_queued_step_its_node_drops_at_a_drain_is_ready_again_not_cancelled_and_uses_no_attempt():
+    from fleet.core.deadline import DrainNow
+    sched, _ = windowed([node("n1", 1)], {"id": "a"}, {"id": "b"}, {"id": "c", "deps": ["b"]}, window=None)
+    assert sched.state("b") == S.QUEUED
+    out = sched.handle(DrainNow("the run directory is full", stop_running=False), 1.0)
+    assert out == [Kill("b", 1, "drained: the run directory is full")]  # its node drops it; a lets run
+    out = sched.handle(StepExited("b", 1, S.CANCELLED, "cancelled before it started"), 2.0)
+    assert of(Unqueued, out) == [Unqueued("b", 1, "cancelled before it started")]
+    assert not of(Finished, out) and not of(Blocked, out)
+    assert sched.state("b") == S.READY and sched.state("c") == S.WAITING
+    out = sched.handle(StepExited("a", 1, S.SUCCEEDED), 3.0)
+    assert not of(Begin, out) and not of(Start, out) and sched.pool.free_cores == 1 and not sched.finished()
