@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Mapping, NoReturn
 
 import msgpack
 
-from fleet.node import childprep, memlimit, oomscore, protocol, stepcontext, threads
+from fleet.node import childprep, diskfull, memlimit, oomscore, protocol, stepcontext, threads
 from fleet.node.params import only_ctx, parameters
 from fleet.node.stepcontext import StepContext  # noqa: F401  (its old home; still imported from here)
 
@@ -426,7 +426,7 @@ def run_call(launch: Launch, report_fd: int, *, first_at: float | None = None,
     gc.disable()
     if parent is None:
         parent = os.getppid()
-    code, error = 1, None
+    code, error, full = 1, None, None
     affinity: list = []
     placement_ok = True
     work_start = work_end = None
@@ -452,12 +452,14 @@ def run_call(launch: Launch, report_fd: int, *, first_at: float | None = None,
                 work_end = time.time()
         except BaseException as exc:
             code, error = _failure(exc)
+            if work_start is None:  # its set-up (directories, log) found the disk full: no attempt
+                full = diskfull.errno_of(exc)
         try:
             sys.stdout.flush()
             sys.stderr.flush()
         except BaseException:
             pass
-        _report_end(report_fd, first_at, work_start, work_end, affinity, placement_ok, error)
+        _report_end(report_fd, first_at, work_start, work_end, affinity, placement_ok, error, full)
     finally:
         os._exit(code)
 
@@ -478,12 +480,16 @@ def _context(launch: Launch) -> StepContext:
 
 def _report_end(report_fd: int, first_at: float, work_start: float | None,
                 work_end: float | None, affinity: list, placement_ok: bool,
-                error: str | None) -> None:
-    """The ``end`` record; a step that never reached its work is given none (now)."""
+                error: str | None, full: int | None = None) -> None:
+    """The ``end`` record; a step that never reached its work is given none (now).
+    ``full``: the errno with which its set-up found the file system full (fleet.node.diskfull)."""
     now = time.time()
-    write_report(report_fd, {
+    record = {
         "pid": os.getpid(), "phase": "end", "first_at": first_at,
         "work_start": work_start if work_start is not None else now,
         "work_end": work_end if work_end is not None else now,
         "affinity": affinity, "placement_ok": placement_ok, "error": error,
-        "control": stepcontext.control})
+        "control": stepcontext.control}
+    if full is not None:
+        record["full"] = full
+    write_report(report_fd, record)

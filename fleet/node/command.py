@@ -15,12 +15,17 @@ import time
 from dataclasses import dataclass
 from typing import Mapping
 
-from fleet.node import child, memlimit, oomscore, threads
+from fleet.node import child, diskfull, memlimit, oomscore, threads
 from fleet.wire.messages import Launch
 
 
 class NotStarted(Exception):
-    """The command could not be started; the message says why."""
+    """The command could not be started; the message says why. ``disk_full``: the errno
+    with which its set-up found the file system full (fleet.node.diskfull)."""
+
+    def __init__(self, message: str, disk_full: int | None = None):
+        super().__init__(message)
+        self.disk_full = disk_full
 
 
 @dataclass(frozen=True)
@@ -50,7 +55,7 @@ def _open_log(msg: Launch, foreground: bool) -> int:
             return os.dup(2)
         log = os.open(msg.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     except OSError as exc:
-        raise NotStarted(f"{type(exc).__name__}: {exc}") from None
+        raise NotStarted(f"{type(exc).__name__}: {exc}", diskfull.errno_of(exc)) from None
     try:
         os.write(log, child.log_header(msg, time.time()))
     except OSError:

@@ -81,15 +81,17 @@ def exited(step, status: int, usage, ended_at: float) -> P.Exited:
         work_start=work_start, work_end=work_end, ended_at=ended_at,
         utime=usage.ru_utime, stime=usage.ru_stime, maxrss_kb=usage.ru_maxrss,
         affinity=tuple(rep.get("affinity") or ()),
-        placement_ok=bool(rep.get("placement_ok", True)), error=error, control=rep.get("control") or {})
+        placement_ok=bool(rep.get("placement_ok", True)), error=error, control=rep.get("control") or {},
+        disk_full=rep.get("full"))
 
 
-def not_started(msg: P.Launch, error: str) -> P.Exited:
-    """The Exited of a launch that could not start (pid 0)."""
+def not_started(msg: P.Launch, error: str, disk_full: int | None = None) -> P.Exited:
+    """The Exited of a launch that could not start (pid 0); ``disk_full`` as in
+    P.Exited."""
     now = time.time()
     return P.Exited(
         step=msg.step, attempt=msg.attempt, pid=0, outcome="failed",
         returncode=None, signal=None, decided_at=msg.decided_at, first_at=now,
         work_start=now, work_end=now, ended_at=now, utime=0.0, stime=0.0,
-        maxrss_kb=0, affinity=(), placement_ok=True, error=error)
+        maxrss_kb=0, affinity=(), placement_ok=True, error=error, disk_full=disk_full)
 

@@ -279,7 +279,7 @@ class Zygote:
         try:
             spawned = command.spawn(msg, INHERITED_THREAD_ENV)
         except command.NotStarted as exc:
-            self._not_started(msg, str(exc))
+            self._not_started(msg, str(exc), exc.disk_full)
             return
         pid = spawned.popen.pid
         step = _Step(msg, pid, pid, spawned.at, spawned.popen)
@@ -294,8 +294,8 @@ class Zygote:
         self.send(P.Started(step.launch.step, step.launch.attempt, step.pid,
                                step.pgid, step.spawned_at))
 
-    def _not_started(self, msg: P.Launch, error: str) -> None:
-        self.send(exits.not_started(msg, error))
+    def _not_started(self, msg: P.Launch, error: str, disk_full: int | None = None) -> None:
+        self.send(exits.not_started(msg, error, disk_full))
 
     def _signal_group(self, step: _Step, sig: int) -> None:
         try:

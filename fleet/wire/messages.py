@@ -329,6 +329,7 @@ class Exited:
     # {"submitted": children files written} (the coordinator collects them).
     control: dict = field(default_factory=dict)
     memory_peak: int | None = None  # bytes, where its memory limit kept it (fleet.node.memwatch)
+    disk_full: int | None = None  # ENOSPC or EDQUOT: its set-up found the disk full (fleet.control.drain)
 
 
 @message("dropped")
