@@ -15,6 +15,16 @@ running step (SIGTERM, SIGKILL after its grace); each exit is recorded interrupt
 released, so the next allocation's fleet runs it at once. When none runs any more,
 every step that never started is counted ended, `not_started`, in each submission:
 `fleet run` then exits 3 (the allocation ended before the suite did).
+
+A full run directory drains the same way, with one difference. When a step's set-up
+(its directories, its log: fleet.node.child) fails because the file system is full
+(ENOSPC, or EDQUOT: a block or file-count quota), the next steps would fail the same way
+in milliseconds, each burning an attempt. So the first such report (`full`) drains the
+fleet at once, without stopping the running steps (they may need no more space, and
+their work is not thrown away): nothing more starts, that step and every step that
+ends otherwise than succeeded from then on are interrupted (no attempt), the rest are
+`not_started`, and `fleet run` exits 4. Free space (or raise the quota) and run the
+suite again: what succeeded is skipped, the rest run.
 """
 
 from __future__ import annotations
@@ -36,6 +46,7 @@ log = logging.getLogger("fleet.control.coordinator")
 
 NOT_STARTED = "not_started"  # a step's outcome in a submission the drain ended (never started here)
 DRAIN_BEFORE_S = 300.0  # the default drain point: five minutes before the end
+FULL = "the run directory's file system is full"  # a full drain's reason starts so (fleet run's exit 4)
 
 
 def clock(t: float) -> str:
@@ -56,6 +67,7 @@ class Drain:
         self.signalled = ""  # the warning signal's words, once it came
         self.drained = False
         self.reason = ""
+        self.full = False  # drained because the run directory is full (not for the allocation's end)
         self.closed_subs: set[int] = set()  # submissions closed after the drain (later ones are too)
         self._wake = -1  # the wakeup pipe's read end (wakeup)
 
@@ -116,8 +128,9 @@ class Drain:
             self.announced = True
             c.events.write(events.AllocationEnd(t=now, end=self.end, drain_at=self.drain_at, source=self.source))
             c._feed(AllocationEnds(self.end, self.drain_at, self.source), now)
-        if not self.drained and (self.signalled or (self.drain_at is not None and now >= self.drain_at)):
-            self.drained = True
+        # (A full disk's drain lets the running steps run: at the drain point they stop.)
+        if (not self.drained or self.full) and (self.signalled or (self.drain_at is not None and now >= self.drain_at)):
+            self.drained, self.full = True, False
             self.reason = self.signalled or f"the drain point, {self.end - self.drain_at:g} s before the end"
             log.warning("draining (%s): stopping %d running steps, starting nothing more", self.reason,
                         c.sched.running_count())
@@ -127,12 +140,28 @@ class Drain:
                 and any(sid not in self.closed_subs for sid in c.submissions.subs)):
             self._close(now)
 
+    def disk_full(self, node: str, step: str, errno: int, now: float) -> None:
+        """A step's set-up on `node` found the run directory's file system full (`errno`,
+        P.Exited's disk_full: ENOSPC or EDQUOT): drain now, letting the running steps
+        end (see the module's doc). Once: later reports of a full disk change nothing;
+        a drain already under way (the allocation's end) stays as it is."""
+        if self.drained:
+            return
+        c = self.coord
+        self.drained = self.full = True
+        self.reason = f"{FULL} ({os.strerror(errno)}: the set-up of step {step!r} on {node})"
+        log.error("draining (%s): starting nothing more; %d running steps go on; free space and run the suite "
+                  "again", self.reason, c.sched.running_count())
+        c.events.write(events.Drained(t=now, reason=self.reason, running=c.sched.running_count()))
+        c._feed(DrainNow(self.reason, stop_running=False), now)
+
     def why(self) -> str:
         """The reason an interrupted exit gives: the drain's, or the fleet going down."""
         from fleet.control.outcomes import STOPPED_WITH_FLEET
         if not self.drained:
             return STOPPED_WITH_FLEET
-        return "drained: " + (f"the allocation ends at {clock(self.end)}; " if self.end else "") + self.reason
+        end = f"the allocation ends at {clock(self.end)}; " if self.end and not self.full else ""
+        return "drained: " + end + self.reason
 
     def interrupted(self, step: str, attempt: int, now: float) -> None:
         """A step's exit after the drain, recorded interrupted: the scheduler frees its

@@ -53,6 +53,8 @@ def exited(coord, node: str, msg: P.Exited, now: float, view) -> None:
     if view is None or view.attempt != msg.attempt or (view.placement and view.placement[0].node != node):
         coord.transport.warn("stale exit", f"dropped a stale exit report of {msg.step} attempt {msg.attempt}")
         return
+    if msg.disk_full is not None and not coord.stopping:  # its set-up found the disk full: start nothing more
+        coord.drain.disk_full(node, msg.step, msg.disk_full, now)
     if (coord.stopping or coord.drain.drained) and msg.outcome != S.SUCCEEDED:
         coord._interrupt(node, msg, view, now)
         return

@@ -4,7 +4,10 @@ Exit codes: 0 every selected step succeeded (or was done already); 1 some did no
 the fleet went down before the suite finished; 2 the suite or the run directory is
 invalid (nothing started); 3 the allocation ended before the suite did (the fleet
 drained: steps interrupted or never started; run it again in the next allocation to
-finish it: jobscripts/); 130 interrupted (Ctrl-C, SIGTERM).
+finish it: jobscripts/); 4 the run directory's file system is full (a step's set-up
+found no space or no quota left: nothing more was started, the steps that did not run
+are interrupted or not started, with no attempt used; free space and run it again);
+130 interrupted (Ctrl-C, SIGTERM).
 """
 
 from __future__ import annotations
@@ -18,12 +21,14 @@ from pathlib import Path
 
 from fleet.core import states as S
 from fleet.control.api import Fleet, Submission, SubmitError, Update
+from fleet.control.drain import FULL
 from fleet.control.client import FleetError, RunDirError, down, embedded_name, find, up, usable_run_dir
 from fleet.wire import connection
 from fleet.core.suite import Suite
 from fleet.core.units import counted
 
 EXIT_DRAINED = 3
+EXIT_FULL = 4
 DRAINED = (S.INTERRUPTED, "not_started")  # outcomes the drain gives (fleet.control.drain)
 
 
@@ -110,6 +115,7 @@ def _follow(f: Fleet, sub: Submission, suite: Suite, run_dir: Path, out) -> int:
           file=out, flush=True)
 
     outcomes: dict[str, str] = {}
+    full = []  # steps drained because the run directory is full (fleet.control.drain)
 
     def show(u: Update) -> None:
         nonlocal total
@@ -119,6 +125,8 @@ def _follow(f: Fleet, sub: Submission, suite: Suite, run_dir: Path, out) -> int:
                 line = f"  {'retry':<10} {step}: retry {attempt}{of}: {reason}"
             else:
                 outcomes[step] = outcome
+                if outcome in DRAINED and reason and FULL in reason:
+                    full.append(step)
                 total = max(total, len(outcomes))  # steps its steps submitted count too
                 line = f"  {outcome:<10} {step}" + (f": {reason}" if reason and outcome not in (S.SUCCEEDED, S.SKIPPED) else "")
             if tty:
@@ -147,6 +155,11 @@ def _follow(f: Fleet, sub: Submission, suite: Suite, run_dir: Path, out) -> int:
     print(f"suite '{suite.name}': " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
           + f" in {time.monotonic() - started:.1f} s", file=out, flush=True)
     drained = sum(1 for o in outcomes.values() if o in DRAINED)
+    if full:  # before the allocation's end: a resubmitted job would only drain again
+        print(f"fleet: {FULL}: {counted(drained, 'step')} interrupted or not started (no attempt used); free "
+              f"space in {run_dir} (or raise the quota) and run the suite again to finish it", file=sys.stderr,
+              flush=True)
+        return EXIT_FULL
     if drained:
         print(f"fleet: the allocation ended before the suite did: {counted(drained, 'step')} interrupted or not "
               f"started; run the suite again (in the next allocation) to finish it", file=sys.stderr, flush=True)

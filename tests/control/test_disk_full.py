@@ -1,0 +1,102 @@
+"""A full run directory through the real CLI, on a real file system that runs out: a
+tmpfs mounted with few inodes (a file-count quota's EDQUOT and a full disk's ENOSPC take
+the same path: fleet.node.diskfull). The first step whose set-up finds no room drains
+the fleet (fleet.control.drain): nothing more starts, the step already running goes on
+and succeeds, nothing is counted as an attempt or ends failed, and `fleet run` exits 4.
+With room again, the rerun runs exactly the steps that had not succeeded."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fleetharness import assert_nothing_left, events, finish, fleet, spawn, wait_for, write_suite
+from fleetharness import records as event_records
+
+from fleet.control.drain import FULL
+from fleet.wire import events as E
+from fleet.wire import records
+
+HB = ["--heartbeat", "0.2", "--heartbeat-timeout", "5"]
+STEPS = 120
+
+
+@contextlib.contextmanager
+def small_tmpfs(path: Path, inodes: int):
+    """A tmpfs of `inodes` files at path (skips where this test may not mount one)."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a small tmpfs needs root")
+    path.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size=32m,nr_inodes={inodes}", "tmpfs", str(path)],
+                       capture_output=True, text=True, timeout=30)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True, timeout=30)
+
+
+def full_suite(tmp_path: Path, flag: Path) -> Path:
+    """`long` (first: priority 1) runs until the flag exists; then call and command steps
+    that each need a few files of their own (directory, records, log)."""
+    lines = ['[suite]', 'name = "full"', '[[steps]]', 'id = "long"', 'priority = 1',
+             f'command = "while [ ! -e {flag} ]; do sleep 0.05; done"']
+    for i in range(STEPS):
+        lines += ['[[steps]]', f'id = "c{i:03d}"', 'command = "true"'] if i % 2 else \
+                 ['[[steps]]', f'id = "p{i:03d}"', 'call = "os:getpid"']
+    return write_suite(tmp_path / "full.toml", "\n".join(lines) + "\n")
+
+
+def test_a_full_run_directory_starts_nothing_more_lets_the_running_step_finish_uses_no_attempt_and_exits_4(tmp_path):
+    flag = tmp_path / "flag"
+    suite = full_suite(tmp_path, flag)
+    with small_tmpfs(tmp_path / "mnt", 300) as mnt:
+        run_dir = mnt / "run"
+        p = spawn("run", str(suite), "--run-dir", str(run_dir), "--nodes", "1", "--max-attempts", "1", *HB,
+                  cwd=tmp_path)
+        try:
+            drained = wait_for(lambda: [e for e in events(run_dir) if e["kind"] == "drained"], timeout=90,
+                               what="the fleet to drain on a full run directory")
+            assert not [e for e in events(run_dir) if e["kind"] == "exit" and e["step"] == "long"]  # it runs on
+        finally:
+            flag.touch()
+        code, out, err = finish(p, timeout=90)
+        assert code == 4, out + err
+        assert FULL in err and "free space" in err, err
+        recs = event_records(run_dir)
+        exits = {e.step: e for e in recs if isinstance(e, E.Exit)}
+        assert exits["long"].outcome == "succeeded"  # started before, not stopped by the drain
+        outcomes = {e.outcome for e in exits.values()}
+        assert outcomes <= {"succeeded", "interrupted"}, outcomes  # nothing failed, nothing cancelled
+        full = [e for e in exits.values() if e.outcome == "interrupted"]
+        assert full and all(FULL in e.reason for e in full), full
+        assert any("No space left on device" in e.reason for e in full), full
+        [d] = [e for e in recs if isinstance(e, E.Drained)]
+        assert FULL in d.reason and d.reason == drained[0]["reason"]
+        done = {s for s, e in exits.items() if e.outcome == "succeeded"}
+        assert 1 < len(done) < STEPS + 1, len(done)
+        [ns] = [e for e in recs if isinstance(e, E.NotStarted)]
+        assert ns.steps == STEPS + 1 - len(done) - len(full)
+        for s in [f"c{i:03d}" if i % 2 else f"p{i:03d}" for i in range(STEPS)]:
+            if s not in done:
+                assert records.attempts(run_dir, s) == [], s     # no attempt used
+                assert records.read_final(run_dir, s) is None, s  # nothing on disk stops the rerun
+        assert_nothing_left(run_dir, tag=str(flag))
+
+        # Room again (as after freeing space): the rerun runs the rest, each step once in all.
+        r = subprocess.run(["mount", "-o", "remount,nr_inodes=20000", str(mnt)], capture_output=True, text=True,
+                           timeout=30)
+        assert r.returncode == 0, r.stderr
+        r = fleet("run", str(suite), "--run-dir", str(run_dir), "--nodes", "1", "--max-attempts", "1", *HB,
+                  cwd=tmp_path, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert f"{len(done)} already done" in r.stdout, r.stdout
+        for s in [f"c{i:03d}" if i % 2 else f"p{i:03d}" for i in range(STEPS)] + ["long"]:
+            assert [a["outcome"] for a in records.attempts(run_dir, s)] == ["succeeded"], s
+        assert_nothing_left(run_dir, tag=str(flag))
