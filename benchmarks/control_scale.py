@@ -177,10 +177,10 @@ def wait_up(run: Path, procs: Processes, timeout: float) -> connection.Connectio
 
 
 def helpers_cpu_s(proc: psutil.Process) -> float:
-    """CPU seconds of the coordinator's own child processes (the journal's fold processes,
-    fleet.control.foldproc; this coordinator's launcher starts no agent): those it has
-    reaped (its children's times) and those still running. Coordinator work on another
-    core, not in cpu_s."""
+    """CPU seconds of the coordinator's own child processes (this coordinator's launcher
+    starts no agent; until 2026-12-02 the journal's fold processes ran during a run):
+    those it has reaped (its children's times) and those still running. Coordinator
+    work on another core, not in cpu_s."""
     t = proc.cpu_times()
     out = t.children_user + t.children_system
     for c in proc.children(recursive=True):

@@ -22,9 +22,10 @@ between leaves both, and readers merge records by attempt (fleet, generation,
 attempt) and outcomes by time, so nothing counts twice and nothing is lost.
 
 A long-running fleet rotates its own journal when it grows past ROTATE_BYTES
-(fleet.control.recording): it seals it, moves it aside as a segment, starts it again
-with the starts of what runs now, and folds the segment in a process of its own
-(fleet.control.foldproc; see `rotate`).
+(fleet.control.recording): it seals it, moves it aside as a segment and starts it
+again with the starts of what runs now. It does not fold the segment: sealed, a
+segment owes nothing, and the next fleet that holds the run directory alone folds it
+with the rest at its start (see `rotate`).
 """
 
 from __future__ import annotations
@@ -40,14 +41,13 @@ from fleet.wire import records
 
 log = logging.getLogger("fleet.control.fold")
 FOLDED = "folded.jsonl"
-ROTATE_BYTES = 64 << 20  # a fleet's own journal is folded past this (a few hundred thousand steps)
+ROTATE_BYTES = 64 << 20  # a fleet's own journal is rotated past this (a few hundred thousand steps)
 # Test hooks (docs/operations.md): kill this process with SIGKILL at a stage of the fold
 # ("written": the new file written aside; "renamed": in place, nothing removed;
-# "removed": one folded journal removed; "rotate:<stage>" only in a rotation), and a
-# smaller rotation size.
+# "removed": one folded journal removed) or of a rotation ("rotate:moved": the sealed
+# segment moved aside, the journal not begun again), and a smaller rotation size.
 FAULT_ENV = "FLEET_TEST_FOLD_FAULT"
 ROTATE_ENV = "FLEET_TEST_JOURNAL_ROTATE_BYTES"
-FAULT_ALSO: list[int] = []  # processes a fault kills first (the fleet, from its fold process)
 
 
 def rotate_bytes() -> int:
@@ -56,8 +56,7 @@ def rotate_bytes() -> int:
 
 def _fault(stage: str, when: str) -> None:
     if os.environ.get(FAULT_ENV) in (stage, f"{when}:{stage}"):
-        for pid in [*FAULT_ALSO, os.getpid()]:
-            os.kill(pid, signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def foldable(js: records.Journals, live: set) -> list[records.Journal]:
@@ -138,27 +137,26 @@ def at_start(run_dir: Path, js: records.Journals, live: set, replayed: list) -> 
         log.error("could not fold the journals of %s: %s", run_dir, e)
 
 
-def rotate(rec):
+def rotate(rec) -> None:
     """A recorder's own journal grew past rotate_bytes(): seal it (its markers are
-    written), move it aside as a segment, start it again with the starts of what runs
-    now, and fold the segment in a process of its own, whose handle it returns
-    (fleet.control.foldproc). A fold reads and writes everything folded so far (seconds
-    at a few hundred thousand steps), so it never runs in the loop's process; while one
-    runs the journal is not rotated again. A fleet sharing the run directory folds
-    nothing (two folds into one file at once would lose one): its sealed segments
-    wait for the next fleet that holds the directory alone."""
-    if rec.folding is not None and rec.folding.is_alive():
-        return rec.folding
+    written), move it aside as a segment and start it again with the starts of what
+    runs now.
+
+    The segment is not folded now. A fold reads and writes everything folded so far,
+    and folding each segment as it came cost a long run about twice its whole journal
+    in all (a million 1-s steps at 1,000 agents: 66 us of CPU a step in fold processes
+    during the run, and a last fold of ~40 s that the fleet's end waited for;
+    benchmarks/README.md, "The journal's fold processes"), on the core the coordinator's
+    loop shares. The next fleet that holds the run directory alone folds every sealed
+    segment at its start, as it folds every earlier fleet's journal (at_start): one
+    pass over what it reads anyway. A fleet sharing the run directory rotates the same
+    way."""
     old = rec.journal
-    sealed = old.close()  # (waits for the files it owes: fleet.control.markwriter)
+    old.close()  # (waits for the files it owes: fleet.control.markwriter; not sealed: replayed later)
     root = old.path.parent
     segment = root / f"{old.path.stem}.{time.time_ns()}.jsonl"  # a sealed journal, read like any
     os.replace(old.path, segment)
-    # Each fold reads and writes everything folded so far, so rotating at a fixed size
-    # costs a long run O(steps^2) (at 1,000,000 steps, some 14 folds of up to ~900 MiB):
-    # the next rotation waits until the journal is half what has been folded.
-    size = lambda p: p.stat().st_size if p.exists() else 0  # noqa: E731
-    rec._rotate = max(rotate_bytes(), (size(root / FOLDED) + size(segment)) // 2)
+    _fault("moved", "rotate")
     rec.journal = type(old)(rec.run_dir, rec.fleet_id, old.header, old.writer)
     # What runs now, as one `starts` line: at 10,000 nodes that is 640,000 steps, and a
     # view and an encoded line each held the loop for seconds at every rotation.
@@ -168,12 +166,6 @@ def rotate(rec):
     for j in sched.window.next.values():  # handed to a node ahead (fleet.core.window)
         rec.journal.start(j.spec.id, j.attempt, j.generation)
     rec.rotated = getattr(rec, "rotated", 0) + 1
-    if not rec.alone or not sealed:
-        # Shared: the sealed segment is folded by the next lone fleet (docstring). Not
-        # sealed (files it owes still queued or not written): replayed by the next fleet.
-        return None
-    from fleet.control import foldproc
-    return foldproc.start(root, segment)
 
 
 def journals_of(run_dir: Path, fleet: str) -> list[str]:
@@ -184,10 +176,3 @@ def journals_of(run_dir: Path, fleet: str) -> list[str]:
         return []
     return [n for n in names if n == f"{fleet}.jsonl" or (n.startswith(f"{fleet}.") and n.endswith(".jsonl")
                                                           and n[len(fleet) + 1:-6].isdigit())]
-
-
-def _fold_segment(root: Path, segment: Path) -> None:
-    try:
-        fold(root, [records.Journal(root / FOLDED), records.Journal(segment)], "rotate")
-    except OSError as e:  # the sealed segment stays, folded at the next start
-        log.error("could not fold the journal %s: %s", segment, e)

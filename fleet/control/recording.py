@@ -54,7 +54,6 @@ class Recorder:
             self.log.clear()
             fold.at_start(self.run_dir, js, live, replayed)
         self._rotate = fold.rotate_bytes()
-        self.folding = None  # the process folding a rotated segment (fleet.control.foldproc)
         self._pending = lambda: c._todo  # the loop turn's other decisions: one batch
         n = markwriter.threads()  # (0: the files written on the loop, as before)
         self.writer = markwriter.Writer(self.run_dir, journal.put, store.unlink_done, n) if n > 0 else None
@@ -219,10 +218,10 @@ class Recorder:
         now = time.monotonic()
         try:
             self.journal.turn(now)
-            # Shared too: the segment then waits (fleet.control.fold). Only once the files
+            # The sealed segment waits for the next lone fleet's fold (fleet.control.fold). Only once the files
             # queued are written: the rotation's seal then waits for one flush's files.
             if self.journal.bytes >= self._rotate and (self.writer is None or not self.writer.depth()):
-                self.folding = fold.rotate(self)  # fleet.control.fold: the fold in a process of its own
+                fold.rotate(self)  # fleet.control.fold: sealed and moved aside, folded by the next lone fleet
         except OSError as e:  # a full or failing filesystem: said, not fatal to the loop
             if now >= self._complained:
                 self._complained = now + 10.0
@@ -267,8 +266,6 @@ class Recorder:
         """At teardown: the journal flushed, its markers written and sealed; claims and
         the lease given back (markers first: another fleet may be waiting for them)."""
         try:
-            if self.folding is not None:
-                self.folding.join()  # a rotation's fold finishes before the lease goes
             if self.log.pending is not None:
                 self.log.pending.thread.join()  # a claims snapshot too
             self.journal.close()  # (waits for the files queued, bounded: fleet.control.markwriter)

@@ -5,12 +5,10 @@ longer than FLEET_TURN_TRACE_SLOW seconds (0.2 by default) is one JSON line ther
 when it began, how long it took (wall) against the loop thread's own CPU time in it
 (wall much longer than CPU: the thread waited, for the interpreter lock, the disk or
 the machine), the time in each part of the turn (the outermost call of each, so the
-parts add up to at most the turn), CPython's collections during it, and whether a
-journal fold was running. Each fold of a rotated journal (fleet.control.fold) is a
-line when it starts and one when it is seen ended, with the turns counted so far and
-the pid that folds (the coordinator's own, when a fold ran on its thread); every
-status answer is a line with when it was made and how long it took, so that a slow
-answer seen by a client can be placed.
+parts add up to at most the turn) and CPython's collections during it; every status
+answer is a line with when it was made and how long it took, so that a slow answer
+seen by a client can be placed. (A rotation's journal fold, which the trace used to
+mark, no longer runs during a fleet's run: fleet.control.fold.rotate.)
 
 Installed by wrapping the loop's parts on the one coordinator instance (nothing on the
 loop changes when it is off); the cost when on is a few clock reads per part.
@@ -59,7 +57,6 @@ class TurnTrace:
         live.listening_ended = lambda: self._begin(began())
         live.listening = lambda: (ended(), self._end())[0]
         gc.callbacks.append(self._gc)
-        self.folding = self._ended = None  # the recorder's fold handle last seen; the last seen ended
 
     def write(self, line: dict) -> None:
         with self.lock:
@@ -87,12 +84,10 @@ class TurnTrace:
     def _end(self) -> None:
         self.turns += 1
         wall = time.perf_counter() - self.t0
-        folding = self._fold()
         if wall < self.slow_s:
             return
         self.write({"k": "turn", "t": round(time.time() - wall, 3), "n": self.turns, "wall": round(wall, 4),
                     "cpu": round(time.thread_time() - self.cpu0, 4), "gc_s": round(self.gc_s, 4), "gc_n": self.gc_n,
-                    "fold": bool(folding is not None and folding.is_alive()),
                     "parts": {k: round(v, 4) for k, v in sorted(self.parts.items(), key=lambda kv: -kv[1])}})
 
     def _gc(self, phase: str, info: dict) -> None:
@@ -101,18 +96,3 @@ class TurnTrace:
         else:
             self.gc_s += time.perf_counter() - self._gc_t0
             self.gc_n[info["generation"]] += 1
-
-    def _fold(self):
-        """The recorder's fold now; a line when one starts and when it is seen ended."""
-        f = getattr(self.coord.recorder, "folding", None)
-        if f is not self.folding:
-            if self.folding is not None and self._ended is not self.folding:  # ended since it was looked at
-                self.write({"k": "fold", "event": "end", "t": round(time.time(), 3), "turn": self.turns})
-            self.folding = f
-            if f is not None:
-                self.write({"k": "fold", "event": "start", "t": round(time.time(), 3), "turn": self.turns,
-                            "pid": getattr(f, "pid", None), "coordinator": os.getpid()})
-        if f is not None and self._ended is not f and not f.is_alive():
-            self._ended = f
-            self.write({"k": "fold", "event": "end", "t": round(time.time(), 3), "turn": self.turns})
-        return f

@@ -1,7 +1,8 @@
 """Journals folded (fleet.control.fold), through real `fleet run` processes: many reruns
 leave a bounded number of journal files while `fleet audit` still counts every attempt;
-a coordinator killed with SIGKILL at each stage of the fold (at start, or while it
-rotates its own journal mid-run) loses nothing and runs nothing twice."""
+a coordinator killed with SIGKILL at each stage of the fold at start, or while it
+rotates its own journal mid-run (into sealed segments, folded by the next lone fleet),
+loses nothing and runs nothing twice."""
 
 from __future__ import annotations
 
@@ -93,27 +94,36 @@ def test_a_coordinator_killed_at_each_stage_of_the_fold_loses_no_attempt_and_run
     assert_nothing_left(run_dir)
 
 
-def test_a_long_run_rotates_its_journal_and_a_kill_mid_rotation_then_a_rerun_records_each_step_once(tmp_path):
+def test_a_long_run_rotates_its_journal_into_sealed_segments_folded_by_the_next_run_and_a_kill_mid_rotation_loses_nothing(
+        tmp_path):
     suite = write_suite(tmp_path / "s.toml", SUITE.replace('array = "1-6"', 'array = "1-40"'))
     small = {fold.ROTATE_ENV: "1500"}  # a few steps' lines
     r = run(tmp_path, suite, small, run_dir="quiet")
     assert r.returncode == 1, r.stdout + r.stderr
-    own = [p for p in (tmp_path / "quiet" / records.JOURNALS).glob("*.jsonl") if p.name != fold.FOLDED]
-    assert journal_files(tmp_path / "quiet")[0] == fold.FOLDED and len(own) == 1
-    # Rotated into the fold as it ran: the live journal does not hold the whole run. (How
-    # many times depends on timing: a rotation waits while the last one's fold process
-    # runs, and this run may end before that process has started.)
-    live = [json.loads(line) for line in own[0].read_text().splitlines()]
-    assert len([x for x in live if x["k"] == "done"]) < 40, len(live)
+    # Rotated as it ran, and nothing folded meanwhile (fleet.control.fold.rotate): sealed
+    # segments, each owing nothing, and the journal begun again; no fold yet.
+    files = journal_files(tmp_path / "quiet")
+    segments = [n for n in files if n != fold.FOLDED and n.count(".") == 2]
+    assert fold.FOLDED not in files and len(segments) >= 2, files
+    for name in segments:
+        lines = [json.loads(x) for x in (tmp_path / "quiet" / records.JOURNALS / name).read_text().splitlines()]
+        assert lines[-1]["k"] == "sealed" and lines[-1]["by"] == "itself", name
     a = audited(tmp_path, "quiet")
     assert all(a[f"s/{i}"]["successes"] == 1 and a[f"s/{i}"]["attempts"] == 1 for i in range(1, 41))
     assert a["bad"]["attempts"] == 2
+    # The next run, alone, folds them all at its start, and runs nothing again.
+    r = run(tmp_path, suite, run_dir="quiet")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert journal_files(tmp_path / "quiet")[0] == fold.FOLDED and len(journal_files(tmp_path / "quiet")) == 2
+    assert sorted(runs(tmp_path / "quiet")) == sorted(f"s/{i}" for i in range(1, 41))
+    a = audited(tmp_path, "quiet")
+    assert all(a[f"s/{i}"]["successes"] == 1 and a[f"s/{i}"]["attempts"] == 1 for i in range(1, 41))
+    assert a["bad"]["attempts"] == 4
 
-    run_dir = tmp_path / "run"  # killed at its first rotation: folded, the segment not yet removed
-    killed = run(tmp_path, suite, {**small, fold.FAULT_ENV: "rotate:renamed"})
+    run_dir = tmp_path / "run"  # killed at its first rotation: the segment moved aside, no journal begun
+    killed = run(tmp_path, suite, {**small, fold.FAULT_ENV: "rotate:moved"})
     assert killed.returncode != 0 and (run_dir / ".fleet" / "lease").exists(), killed.stderr  # never given back
-    # The fold, the segment it had not yet removed, and the journal begun meanwhile.
-    assert len(journal_files(run_dir)) == 3
+    assert len(journal_files(run_dir)) == 1, journal_files(run_dir)  # the segment alone
     for _ in range(2):
         r = run(tmp_path, suite)
         assert r.returncode == 1, r.stdout + r.stderr
