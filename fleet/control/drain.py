@@ -19,7 +19,7 @@ every step that never started is counted ended, `not_started`, in each submissio
 A full run directory drains the same way, with one difference. When a step's set-up
 (its directories, its log: fleet.node.child) fails because the file system is full
 (ENOSPC, or EDQUOT: a block or file-count quota), the next steps would fail the same way
-in milliseconds, each burning an attempt. So the first such report (`full`) drains the
+in milliseconds, each burning an attempt. So the first such report (`disk_full`) drains the
 fleet at once, without stopping the running steps (they may need no more space, and
 their work is not thrown away): nothing more starts, that step and every step that
 ends otherwise than succeeded from then on are interrupted (no attempt), the rest are
