@@ -75,6 +75,34 @@ def test_many_reruns_leave_a_bounded_number_of_journal_files_and_every_attempt_i
     assert_nothing_left(run_dir)
 
 
+def test_the_fold_at_start_reads_the_journals_once_and_writes_what_a_second_read_would(tmp_path, monkeypatch):
+    suite = write_suite(tmp_path / "s.toml", SUITE)
+    for name in ("once", "twice"):  # sealed segments and the last journal, none folded yet
+        assert run(tmp_path, suite, {fold.ROTATE_ENV: "1500"}, run_dir=name).returncode == 1
+    folded = {}
+    for name in ("once", "twice"):
+        run_dir = tmp_path / name
+        js = records.read_journals(run_dir)  # as the recorder reads them at start
+        assert len(fold.foldable(js, set())) == len(js.each) >= 2, journal_files(run_dir)
+        if name == "once":
+            def no_second_read(*a, **kw):
+                raise AssertionError("the journals were read again")
+            monkeypatch.setattr(records, "read_journals", no_second_read)
+            fold.at_start(run_dir, js, set(), [])
+            monkeypatch.undo()
+        else:
+            assert fold.fold(run_dir / records.JOURNALS, fold.foldable(js, set()))  # reads them again
+        assert journal_files(run_dir) == [fold.FOLDED]
+        lines = (run_dir / records.JOURNALS / fold.FOLDED).read_text().splitlines()
+        folded[name] = [x for x in lines if '"k":"sealed"' not in x and '"k":"fleet"' not in x]
+    kinds = lambda lines: sorted(json.loads(x)["k"] for x in lines)  # noqa: E731  (two runs: ids and times differ)
+    assert folded["once"] and kinds(folded["once"]) == kinds(folded["twice"])
+    a = records.read_journals(tmp_path / "once")
+    b = records.read_journals(tmp_path / "twice")
+    assert sorted(a.attempts) == sorted(b.attempts) and sorted(a.outcome) == sorted(b.outcome)
+    assert {s: len(t) for s, t in a.attempts.items()} == {s: len(t) for s, t in b.attempts.items()}
+
+
 @pytest.mark.parametrize("stage", ["written", "renamed", "removed"])
 def test_a_coordinator_killed_at_each_stage_of_the_fold_loses_no_attempt_and_runs_nothing_twice(tmp_path, stage):
     suite = write_suite(tmp_path / "s.toml", SUITE)
