@@ -53,6 +53,7 @@ from dataclasses import dataclass
 
 from fleet.core import states as S
 from fleet.core import waits as W
+from fleet.core.deadline import DRAIN_KILL
 from fleet.core.decisions import Finished, GoOn, Kill, Wait
 from fleet.core.durations import expected_s
 from fleet.core.windowpick import _Lazy, WindowPick
@@ -277,7 +278,7 @@ class Window(WindowPick):
             self._end(job, "stopped", S.STOPPED, reason, out)
         elif job.cancelled and self.sched.deadline.drained:  # dropped by the drain: not started, no attempt
             job.cancelled = False
-            self._ready(job, out, reason)
+            self._ready(job, out, DRAIN_KILL + self.sched.deadline.reason)
         elif job.cancelled or outcome == S.CANCELLED:
             self._end(job, "cancel", S.CANCELLED, reason or "cancelled", out, ran=False)
         else:  # it could not be launched at all (its launch could not be made): as it would fail again

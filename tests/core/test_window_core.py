@@ -236,7 +236,7 @@ def test_a_queued_step_its_node_drops_at_a_drain_is_ready_again_not_cancelled_an
     out = sched.handle(DrainNow("the run directory is full", stop_running=False), 1.0)
     assert out == [Kill("b", 1, "drained: the run directory is full")]  # its node drops it; a lets run
     out = sched.handle(StepExited("b", 1, S.CANCELLED, "cancelled before it started"), 2.0)
-    assert of(Unqueued, out) == [Unqueued("b", 1, "cancelled before it started")]
+    assert of(Unqueued, out) == [Unqueued("b", 1, "drained: the run directory is full")]
     assert not of(Finished, out) and not of(Blocked, out)
     assert sched.state("b") == S.READY and sched.state("c") == S.WAITING
     out = sched.handle(StepExited("a", 1, S.SUCCEEDED), 3.0)
