@@ -24,6 +24,7 @@ from fleet.wire import records
 
 HB = ["--heartbeat", "0.2", "--heartbeat-timeout", "5"]
 STEPS = 120
+IDS = [f"c{i:03d}" if i % 2 else f"p{i:03d}" for i in range(STEPS)]  # command and call steps, alternating
 
 
 @contextlib.contextmanager
@@ -47,9 +48,8 @@ def full_suite(tmp_path: Path, flag: Path) -> Path:
     that each need a few files of their own (directory, records, log)."""
     lines = ['[suite]', 'name = "full"', '[[steps]]', 'id = "long"', 'priority = 1',
              f'command = "while [ ! -e {flag} ]; do sleep 0.05; done"']
-    for i in range(STEPS):
-        lines += ['[[steps]]', f'id = "c{i:03d}"', 'command = "true"'] if i % 2 else \
-                 ['[[steps]]', f'id = "p{i:03d}"', 'call = "os:getpid"']
+    for sid in IDS:
+        lines += ['[[steps]]', f'id = "{sid}"', 'command = "true"' if sid[0] == "c" else 'call = "os:getpid"']
     return write_suite(tmp_path / "full.toml", "\n".join(lines) + "\n")
 
 
@@ -83,7 +83,7 @@ def test_a_full_run_directory_starts_nothing_more_lets_the_running_step_finish_u
         assert 1 < len(done) < STEPS + 1, len(done)
         [ns] = [e for e in recs if isinstance(e, E.NotStarted)]
         assert ns.steps == STEPS + 1 - len(done) - len(full)
-        for s in [f"c{i:03d}" if i % 2 else f"p{i:03d}" for i in range(STEPS)]:
+        for s in IDS:
             if s not in done:
                 assert records.attempts(run_dir, s) == [], s     # no attempt used
                 assert records.read_final(run_dir, s) is None, s  # nothing on disk stops the rerun
@@ -97,6 +97,6 @@ def test_a_full_run_directory_starts_nothing_more_lets_the_running_step_finish_u
                   cwd=tmp_path, timeout=120)
         assert r.returncode == 0, r.stdout + r.stderr
         assert f"{len(done)} already done" in r.stdout, r.stdout
-        for s in [f"c{i:03d}" if i % 2 else f"p{i:03d}" for i in range(STEPS)] + ["long"]:
+        for s in IDS + ["long"]:
             assert [a["outcome"] for a in records.attempts(run_dir, s)] == ["succeeded"], s
         assert_nothing_left(run_dir, tag=str(flag))
