@@ -24,7 +24,8 @@ from pathlib import Path
 
 import zmq
 
-from fleet.control import cancelling, drain, early, heap, launching, outcomes, preloads, recording, reports, store, turns
+from fleet.control import (cancelling, drain, early, heap, launching, nodemarkers, outcomes, preloads, recording,
+                           reports, store, turns)
 from fleet.control.claims import Claims
 from fleet.control.intake import Intake
 from fleet.control.liveness import Liveness, report_hold, scaled
@@ -79,6 +80,8 @@ class Coordinator:
                              stale_after=stale_after, max_attempts=max_attempts)
         self.submissions = Submissions(self.run_dir, self.sched, self.specs, self.events)
         self.recorder = recording.Recorder(self)  # the run directory's lease, the journal
+        # Done markers written by the steps' nodes, else by the writer's threads (nodemarkers).
+        self.markers = nodemarkers.attach(self.recorder.writer, self.transport, self.liveness.agents)
         self.preloads = preloads.Preloads(preload, self.liveness, self.events)
         self.cancelling = cancelling.Cancelling(self.sched, self.liveness.send, self._feed, self._unreachable)
         self.stopping = False
@@ -129,7 +132,8 @@ class Coordinator:
                 if code:
                     break
                 busy = self._todo or self._inbox or self.early.cut or self.intake.ready()
-                wake = min(next_beat, next_claims)  # (shared: the claims log is followed every FOLLOW_S)
+                # (shared: the claims log is followed every FOLLOW_S; done markers waiting to ride)
+                wake = self.markers.wake(min(next_beat, next_claims))
                 wait_ms = 0 if busy else self.drain.wait_ms(time.time(), int((wake - time.monotonic()) * 1000))
                 ready = dict(poller.poll(wait_ms))
                 # Until the next poll the loop does not listen: not counted against agents.
@@ -152,6 +156,7 @@ class Coordinator:
                 heap.after_collection()  # what survived a costly full collection: frozen (control/heap)
                 heap.trim()  # the C library's free heap back to the system, every few seconds (control/heap)
                 self.recorder.turn()  # the journal first: the events never say more
+                self.markers.tick(time.monotonic())  # done markers that found no message to ride
                 self.transport.flush(self._unreachable)  # the turn's launches, one message per agent
                 self.events.flush()
                 self.liveness.listening()
@@ -263,8 +268,11 @@ class Coordinator:
         elif isinstance(msg, P.Preloaded):
             self.preloads.answered(agent.node, msg, now)
             self._settle_preloads(now)
+        elif isinstance(msg, P.MarkersWritten):
+            self.markers.written(agent.node, msg)
         elif isinstance(msg, P.Ok) and msg.what == "bye":
             agent.alive = False
+            self.markers.gone(agent.node)
         else:
             self.transport.warn(f"unexpected:{type(msg).__name__}",
                                 f"dropped an unexpected {type(msg).__name__} from an agent")
@@ -301,6 +309,7 @@ class Coordinator:
         emptied = not self.liveness.doubtful() or any(self._drain(self.agent_sock, self._on_agent) for _ in range(10))
         now = time.time()
         for node in self.liveness.beat(now, judge=emptied):
+            self.markers.gone(node)
             self._feed(NodeLost(node, "agent missed heartbeats"), now)
         self._settle_preloads(now)  # lost nodes are not waited for; nor anyone past the time
 
@@ -350,6 +359,7 @@ class Coordinator:
         """A launch could not be sent: the node is lost, once. The scheduler then ends
         every step it holds there as lost, each once, and retries them elsewhere."""
         if self.liveness.lose(node, now, "could not reach the agent"):
+            self.markers.gone(node)
             self._feed(NodeLost(node, f"could not reach the agent on {node}"), now)
 
     def _act(self, decisions, now: float) -> None:

@@ -69,7 +69,7 @@ class Journal:
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._lines: list[str] = []
         self._starts: list[list] = []  # [step, attempt, generation] started this turn: one line
-        self._owed: list[tuple] = []  # (path, record, drop done, step) to write once durable
+        self._owed: list[tuple] = []  # (path, record, drop done, step, node) to write once durable
         self._unsynced = False
         self.delay = float(os.environ.get(DELAY_ENV) or 0.0)
         self.hold = os.environ.get(HOLD_ENV) == "1"
@@ -106,13 +106,13 @@ class Journal:
         # (json writes a float as its repr)
         self._lines.append(f'{{"k":"done","step":{esc(step)},"rec":{rec}{att_text},"t":{time.time()!r}}}')
 
-    def owe(self, path: str, rec: dict | str, step: str, drop: bool = False) -> None:
+    def owe(self, path: str, rec: dict | str, step: str, drop: bool = False, node: str | None = None) -> None:
         """A file (a marker, a final.json: its path as text) of `step` to write once what
         precedes it is durable; drop: the step's marker goes then (a final outcome that
         replaces a success). The fleet's own reads see it at once (the writer's view),
         not only from the flush that hands it over: a suite submitted again within
         that flush's wait finds the step done instead of running it again."""
-        item = (path, rec, drop, step)
+        item = (path, rec, drop, step, node)  # node: the one that ran a success, which may write its marker
         self._owed.append(item)
         if self.writer is not None:
             self.writer.owed(item)
@@ -153,7 +153,7 @@ class Journal:
             if owed:
                 self.writer.add(owed)
             return
-        for path, rec, drop, _ in owed:
+        for path, rec, drop, *_ in owed:
             put(path, rec)
             if drop:
                 store.unlink_done(os.path.dirname(path))

@@ -71,6 +71,10 @@ class Writer:
         self.failed = 0  # files not written (an error logged): the journal still owes them
         self.most = 0  # files queued at most
         self._closing = False
+        self.nodes = None  # fleet.control.nodemarkers.NodeMarkers, once the coordinator gives one
+        self._after: dict[str, list] = {}  # step -> its files waiting for its marker on a node
+        self._after_n = 0
+        self._floor: tuple | None = None  # the threads' queues' ends when they last took over nodes' files
         self._threads = [threading.Thread(target=self._run, args=(i,), name=f"fleet-markers-{i}", daemon=True)
                          for i in range(self.n)]
         for t in self._threads:
@@ -80,14 +84,46 @@ class Writer:
 
     # -- the loop's side ---------------------------------------------------------------------------
     def owed(self, item: tuple) -> None:
-        """A (path, rec, drop, step) file owed, not yet durable: seen by read_done already
+        """A (path, rec, drop, step, node) file owed, not yet durable: seen by read_done already
         (add() queues it for the threads after the journal's fsync)."""
         if item[2] or item[0].endswith(_DONE):
             with self._lock:
                 self.queued[item[3]] = item
 
     def add(self, owed: list) -> None:
-        """Queue (path, rec, drop, step) files, their journal lines durable already."""
+        """Queue (path, rec, drop, step, node) files, their journal lines durable already:
+        a success's marker to the node that ran the step (fleet.control.nodemarkers), the
+        rest to the threads."""
+        if self.nodes is not None:
+            owed = self._to_nodes(owed)
+        if owed:
+            self._enqueue(owed)
+
+    def _to_nodes(self, owed: list) -> list:
+        """Hand the markers nodes write to them; what the threads write is returned. A
+        file of a step whose marker a node still has waits for it (_after): a final that
+        drops the marker must not precede it."""
+        nodes, after, rest, mine = self.nodes, self._after, [], []
+        steps, takes = nodes.steps, nodes.takes
+        for item in owed:
+            step = item[3]
+            if step in steps or step in after:
+                after.setdefault(step, []).append(item)
+                self._after_n += 1
+                mine.append(item)
+            elif item[4] is not None and not item[2] and takes(item[4]) and nodes.room(item[4]):
+                nodes.add(item[4], item)
+                mine.append(item)
+            else:
+                rest.append(item)
+        if mine:  # (the journal said them owed already: owed(); said again for any other caller)
+            with self._lock:
+                for item in mine:
+                    if item[2] or item[0].endswith(_DONE):
+                        self.queued[item[3]] = item
+        return rest
+
+    def _enqueue(self, owed: list) -> None:
         n, queued, qs = self.n, self.queued, self._queues
         with self._lock:
             before = [len(q) for q in qs]
@@ -100,20 +136,58 @@ class Writer:
                 if len(q) > before[i]:
                     self.added[i] += len(q) - before[i]
                     self._work[i].notify()
-            depth = self.depth()
+            depth = self.depth(threads=True)
             self.most = max(self.most, depth)
             if depth > self.bound:
                 self._wait_under(self.bound)
 
-    def depth(self) -> int:
-        """Files queued and not yet written."""
-        return sum(self.added) - sum(self.written)
+    # -- markers on the nodes (fleet.control.nodemarkers) -----------------------------------------
+    def written_on(self, node: str, msg) -> None:
+        """A node's P.MarkersWritten: those it wrote leave the queue; the threads write the
+        ones it could not; a step's files that waited for its marker go on."""
+        done, failed = self.nodes.said(node, msg)
+        if done:
+            queued = self.queued
+            with self._lock:
+                for item in done:
+                    if queued.get(item[3]) is item:
+                        del queued[item[3]]
+        self._moved_back(failed, [item[3] for item in done])
+
+    def node_gone(self, node: str) -> None:
+        """A node that will say nothing more (lost, unreachable, said goodbye): the
+        threads write what it was given and did not say written."""
+        if self.nodes is not None:
+            self._moved_back(self.nodes.take_back(node.encode()), [])
+
+    def _moved_back(self, items: list, released: list) -> None:
+        """Items the threads write instead of a node; then the files that waited for
+        those steps' markers (and for `released`, written by their node)."""
+        waited = []
+        for step in [*released, *(item[3] for item in items)]:
+            more = self._after.pop(step, None)
+            if more:
+                waited += more
+                self._after_n -= len(more)
+        if items or waited:
+            self._enqueue(items)
+            self._enqueue(waited)
+            self._floor = tuple(self.added)  # a ticket taken before waits for these too
+
+    def depth(self, threads: bool = False) -> int:
+        """Files queued and not yet written (by the threads or by nodes; threads: theirs only)."""
+        out = sum(self.added) - sum(self.written)
+        if threads:
+            return out
+        out += self._after_n
+        return out + self.nodes.pending if self.nodes is not None else out
 
     def _wait_under(self, most: int, timeout: float | None = None) -> bool:
-        """(Lock held) wait until at most `most` files are queued; False on timeout."""
+        """(Lock held) wait until at most `most` files are queued for the threads; False on
+        timeout. (Not for nodes': they say so on the loop, which this holds.)"""
         t0 = time.monotonic()
         end = None if timeout is None else t0 + timeout
-        while self.depth() > most:
+        while self.depth(threads=True) > most:
             left = None if end is None else end - time.monotonic()
             if left is not None and left <= 0:
                 break
@@ -121,17 +195,31 @@ class Writer:
         if most:  # back-pressure, not a drain
             self.waited_s += time.monotonic() - t0
             self.waits += 1
-        return self.depth() <= most
+        return self.depth(threads=True) <= most
 
     def ticket(self) -> tuple:
-        """Where each thread's queue ends now: reached() once all before it is written."""
-        return tuple(self.added)
+        """Where each thread's queue ends now, and how many items nodes were given:
+        reached() once all before it is written."""
+        return tuple(self.added), (self.nodes.seq if self.nodes is not None else 0)
 
     def reached(self, ticket: tuple) -> bool:
-        return all(w >= t for w, t in zip(self.written, ticket))
+        added, seq = ticket
+        if self.nodes is not None:
+            self.nodes.send_all()  # (asked once a submission finished: its last markers ride nothing)
+            oldest = self.nodes.oldest_seq()
+            if oldest is not None and oldest <= seq:
+                return False
+        floor = self._floor or added
+        return all(w >= max(t, f) for w, t, f in zip(self.written, added, floor))
 
     def drain(self, timeout: float) -> bool:
-        """Wait (at most timeout s) until every file queued is written."""
+        """Wait (at most timeout s) until every file queued is written: what nodes were
+        given and did not say written yet is written by the threads (a seal never waits
+        on a node)."""
+        if self.nodes is not None:
+            self._moved_back(self.nodes.take_back(), [])
+        if self._after:
+            self._moved_back([], list(self._after))
         with self._lock:
             return self._wait_under(0, timeout)
 
@@ -141,9 +229,13 @@ class Writer:
             return list(self.queued)
 
     def figures(self) -> dict:
-        """For status answers: files queued now and at most, the loop's waits for room."""
-        return dict(markers_queued=self.depth(), markers_queued_most=self.most, markers_waits=self.waits,
-                    markers_waited_s=round(self.waited_s, 3), markers_failed=self.failed)
+        """For status answers: files queued now and at most, the loop's waits for room,
+        markers written by nodes and taken back from them."""
+        out = dict(markers_queued=self.depth(), markers_queued_most=self.most, markers_waits=self.waits,
+                   markers_waited_s=round(self.waited_s, 3), markers_failed=self.failed)
+        if self.nodes is not None:
+            out.update(markers_on_nodes=self.nodes.on_nodes, markers_taken_back=self.nodes.taken_back)
+        return out
 
     def close(self, timeout: float) -> bool:
         """Drain (bounded), then end the threads; False if files are still queued."""
@@ -166,7 +258,7 @@ class Writer:
                 if not q:
                     return
                 piece = [q.popleft() for _ in range(min(len(q), 64))]  # (left in q: counted as queued)
-            for path, rec, drop, _ in piece:
+            for path, rec, drop, *_ in piece:
                 self._one(path, rec, drop)
             with self._lock:
                 self.written[i] += len(piece)

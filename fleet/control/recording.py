@@ -172,7 +172,7 @@ class Recorder:
                                      submission, records.spec_hash(spec), getattr(rec, "spelt", None))
         store.journaled(self.run_dir, spec.id, d=d)
         self.journal.done(spec.id, marker, att)
-        self.journal.owe(f"{self._steps}{spec.id}/.fleet/{records.DONE}", marker, spec.id)  # (the file d holds)
+        self.journal.owe(f"{self._steps}{spec.id}/.fleet/{records.DONE}", marker, spec.id, False, node)  # (d's)
         self.claims.ended_here(spec.id)  # shared: said in the claims log (fleet.control.claimlog)
 
     def record_attempt(self, run_dir, step_id: str, fleet: str, attempt: int, record: dict) -> None:
@@ -218,9 +218,10 @@ class Recorder:
         now = time.monotonic()
         try:
             self.journal.turn(now)
-            # The sealed segment waits for the next lone fleet's fold (fleet.control.fold). Only once the files
-            # queued are written: the rotation's seal then waits for one flush's files.
-            if self.journal.bytes >= self._rotate and (self.writer is None or not self.writer.depth()):
+            # The sealed segment waits for the next lone fleet's fold (fleet.control.fold). Only once the threads'
+            # files are written: the rotation's seal then waits for one flush's files, and for what nodes still
+            # have to write (never at rest under load: the threads write those instead, fleet.control.nodemarkers).
+            if self.journal.bytes >= self._rotate and (self.writer is None or not self.writer.depth(threads=True)):
                 fold.rotate(self)  # fleet.control.fold: sealed and moved aside, folded by the next lone fleet
         except OSError as e:  # a full or failing filesystem: said, not fatal to the loop
             if now >= self._complained:

@@ -56,6 +56,8 @@ class Transport:
         self.dropped: dict[str, int] = {}
         self._warned: set[str] = set()
         self._out: dict[bytes, list[bytes]] = {}  # identity -> frames for it this turn, in order
+        # identity -> a frame to add to what goes to it (fleet.control.nodemarkers: done markers)
+        self.ride: Callable[[bytes], bytes | None] | None = None
 
     def drain(self, sock, handler: Callable, refused: Callable[[P.ProtocolError], None] | None = None) -> bool:
         """Hand about DRAIN_BATCH waiting messages of `sock` to handler(identity, msg);
@@ -158,7 +160,12 @@ class Transport:
         message, in order; unreachable(node, now) for each agent it could not be given to
         (its identity is its node's name)."""
         out, self._out = self._out, {}
+        ride = self.ride
         for identity, frames in out.items():
+            if ride is not None:
+                extra = ride(identity)
+                if extra is not None:
+                    frames.append(extra)
             try:
                 self.agent_sock.send_multipart([identity, *frames], zmq.NOBLOCK)
             except (zmq.Again, zmq.ZMQError):

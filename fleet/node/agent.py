@@ -16,6 +16,9 @@ the coordinator's messages to the zygote in one write, the zygote's reports to t
 coordinator as one multipart ZeroMQ message. Reports that come within the hold the
 coordinator gave (Welcome.report_hold_s, fleet.control.liveness.report_hold) of the
 last ones sent wait for it and go together, with whatever the agent sends first.
+The done markers of the steps that succeeded here come with the coordinator's messages
+(P.Markers) and are written by a thread of the agent's (fleet.node.markers); how far it
+got rides with the agent's next message (P.MarkersWritten), or goes alone.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ import subprocess
 import sys
 import time
 
-from fleet.node import child, memlimit, memwatch
+from fleet.node import child, markers, memlimit, memwatch
 from fleet.node.launcherenv import clean_environment
 from fleet.wire import framing
 from fleet.wire import messages as P
@@ -85,6 +88,8 @@ class Agent:
         self.hold_s = 0.0  # reports sent at most this often (Welcome.report_hold_s)
         self.held: list[bytes] = []  # the zygote's reports waiting for the hold to pass
         self.reported_at = float("-inf")  # when reports were last sent (time.monotonic())
+        self.markers = markers.Writer()  # the done markers the coordinator hands this node
+        self.progress_due: float | None = None  # the markers' progress said alone then, if nothing carried it
 
     def send(self, msg) -> None:
         """Send one of our own messages to the coordinator (after the reports held)."""
@@ -108,7 +113,11 @@ class Agent:
 
     def relay(self, *payloads: bytes) -> None:
         """Send encoded messages to the coordinator as one message of one frame each
-        (dropped if its queue is full)."""
+        (dropped if its queue is full), with the markers' progress, if any is new."""
+        progress = self.markers.progress()
+        if progress is not None:
+            payloads = (*payloads, P.encode(P.MarkersWritten(*progress)))
+        self.progress_due = None
         over = [p for p in payloads if len(p) > P.MAX_FRAME]
         for p in over:  # the coordinator's socket would drop us for it
             self._warn(f"dropped a message of {len(p)} bytes, over the {P.MAX_FRAME} limit")
@@ -118,7 +127,8 @@ class Agent:
         try:
             self.sock.send_multipart(frames, self.zmq.NOBLOCK)
         except self.zmq.Again:
-            pass
+            if progress is not None:  # the coordinator would wait for it for good: said again next time
+                self.markers.unsay(progress)
 
     def to_zygote(self, *payloads: bytes) -> bool:
         """Write encoded messages to the zygote, in one write; False if it is gone."""
@@ -151,12 +161,15 @@ class Agent:
         poller.register(self.sock, zmq.POLLIN)
         poller.register(self.rep_r, zmq.POLLIN)
         poller.register(wake_r, zmq.POLLIN)
+        poller.register(self.markers.wake_r, zmq.POLLIN)
         next_beat = time.monotonic()
         zygote_open = True
         while not self.stopping:
             now = time.monotonic()
             due = self.report_due()
             wait = next_beat - now if due is None else min(next_beat, due) - now
+            if self.progress_due is not None:
+                wait = min(wait, self.progress_due - now)
             sample = self.memory.due_in(now)
             # (rounded up: a wait rounded down to 0 ms would spin until the hold passes)
             ready = dict(poller.poll(max(0, math.ceil((wait if sample is None else min(wait, sample)) * 1000))))
@@ -166,6 +179,8 @@ class Agent:
                         pass
                 except BlockingIOError:
                     pass  # drained; the handler has set self.stopping
+            if self.markers.wake_r in ready:
+                self._markers_written(now)
             if self.sock in ready:
                 self._drain_coordinator()
             if zygote_open and self.rep_r in ready:
@@ -179,6 +194,8 @@ class Agent:
             now = time.monotonic()
             if self.held:
                 self.report([])  # (sent if the hold has passed)
+            if self.progress_due is not None and now >= self.progress_due:
+                self.relay()  # nothing carried the markers' progress: it goes alone
             self.memory.tick(now)  # the watchdog's sample, when due
             if now - self.last_heard > self.timeout_s:
                 self.stopping = f"no word from the coordinator for {now - self.last_heard:.1f} s"
@@ -188,6 +205,20 @@ class Agent:
                     self.to_zygote(P.encode(P.Tick()))
                 next_beat = now + self.heartbeat_s
         return self._stop(zygote_open)
+
+    def _markers_written(self, now: float) -> None:
+        """The writer wrote some: its progress rides with the next message, or goes
+        alone after markers.HOLD_S (a busy node reports a step's exit within that), or
+        at once when no step of this node is under way (nothing to ride with)."""
+        try:
+            while os.read(self.markers.wake_r, 512):
+                pass
+        except BlockingIOError:
+            pass
+        if not self.graces:
+            self.relay()
+        elif self.progress_due is None:
+            self.progress_due = now + markers.HOLD_S
 
     def _on_signal(self, signum, frame) -> None:
         self.stopping = f"signal {signal.Signals(signum).name}"
@@ -232,6 +263,8 @@ class Agent:
                 launches = True
             elif isinstance(msg, (P.Kill, P.Preload)):
                 relayed.append(frame)
+            elif isinstance(msg, P.Markers):
+                self.markers.add(msg.files, msg.last)
             elif isinstance(msg, P.Welcome):
                 self.heartbeat_s = msg.heartbeat_s
                 self.hold_s = msg.report_hold_s
@@ -300,7 +333,9 @@ class Agent:
             except (ProcessLookupError, PermissionError):
                 pass
         self.memory.close()  # its cgroups removed, now that nothing is left in them
-        self.send(P.Ok("bye"))
+        self.markers.drain(3.0)  # (bounded: what is not said written, the coordinator writes itself)
+        self.send(P.Ok("bye"))  # (with the markers' progress)
+        self.markers.close()
         self.sock.close(linger=500)
         self.ctx.term()
         return 0

@@ -30,6 +30,9 @@ Validation, the same on every hop (:func:`decode`):
 
 Anything that fails is a :class:`ProtocolError` (a ValueError): receivers log it and
 drop the message.
+
+The module is better whole, past the usual length: every message of every hop in one
+place is the protocol's reference, and each class is a few lines.
 """
 
 from __future__ import annotations
@@ -361,6 +364,27 @@ class Preloaded:
     ok: bool
     reason: str
     import_s: float
+
+
+# --- coordinator <-> agent: the done markers a node writes (fleet.control.nodemarkers) ---
+
+@message("markers")
+class Markers:
+    """coordinator -> agent: write these files ([path, text] each, in order: a step's done
+    marker, its journal line durable already). ``last`` numbers the last of them among all
+    the files this node was given (the first is ``last - len(files) + 1``)."""
+
+    files: list
+    last: int
+
+
+@message("markers_written")
+class MarkersWritten:
+    """agent -> coordinator: every file given up to number ``upto`` is written, but those
+    numbered in ``failed`` (the coordinator writes them itself)."""
+
+    upto: int
+    failed: list = field(default_factory=list)
 
 
 # --- agent <-> zygote only ------------------------------------------------------------

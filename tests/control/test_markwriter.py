@@ -15,11 +15,15 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from fleetharness import assert_nothing_left, env, fleet, wait_for, write_suite
 from fleetharness import records as event_records
 
-from fleet.control import journal, markwriter, store
+from fleet.control import journal, markwriter, nodemarkers, store
 from fleet.wire import events as E
+from fleet.node import markers as node_markers
+from fleet.wire import messages as P
 from fleet.wire import records
 
 
@@ -27,7 +31,7 @@ def _item(run_dir: Path, step: str, final: bool = False, drop: bool = False) -> 
     d = records.fleet_dir(run_dir, step)
     name = records.FINAL if final else records.DONE
     rec = {"outcome": "failed" if final else "succeeded", "step": step}
-    return (f"{d}/{name}", rec if final else journal.encode(rec), drop, step)
+    return (f"{d}/{name}", rec if final else journal.encode(rec), drop, step, None)
 
 
 def test_the_writer_keeps_each_steps_files_in_order_and_makes_the_loop_wait_only_past_its_bound(tmp_path):
@@ -85,7 +89,7 @@ def test_a_marker_owed_but_not_yet_flushed_is_already_seen_by_the_fleets_own_rea
     w = markwriter.Writer(tmp_path, journal.put, store.unlink_done, n=1, bound=100)
     j = journal.Journal(tmp_path, "f1", {"k": "fleet", "fleet": "f1"}, writer=w)
     try:
-        path, rec, _, _ = _item(tmp_path, "a")
+        path, rec, *_ = _item(tmp_path, "a")
         j.owe(path, rec, "a")
         assert records.read_done(tmp_path, "a") is None  # nothing durable, nothing written
         assert markwriter.read_done(tmp_path, "a")["outcome"] == "succeeded"
@@ -121,13 +125,7 @@ if _path:
 '''
 
 
-def test_the_coordinators_loop_thread_opens_no_done_marker_or_final_file(tmp_path, started):
-    """Fails on the code before fleet.control.markwriter: there the loop wrote them."""
-    hook = tmp_path / "hook"
-    hook.mkdir()
-    (hook / "sitecustomize.py").write_text(SITECUSTOMIZE)
-    opens = tmp_path / "opens.txt"
-    suite = write_suite(tmp_path / "s.toml", """
+OPENS_SUITE = """
 [suite]
 name = "off-loop"
 [[steps]]
@@ -137,21 +135,55 @@ call = "fleet_steps:count_runs"
 [[steps]]
 id = "bad"
 call = "fleet_steps:always_fails"
-""")
+"""
+
+
+def _opens(tmp_path, started, extra: dict) -> tuple[Path, list]:
+    """A 2-node `fleet run` of OPENS_SUITE with the audit hook: (run_dir, [(pid, thread, path)])."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    opens = tmp_path / "opens.txt"
+    suite = write_suite(tmp_path / "s.toml", OPENS_SUITE)
     run_dir = tmp_path / "run"
     e = env()
     p = started("run", str(suite), "--run-dir", str(run_dir), "--nodes", "2",
-                extra_env={"PYTHONPATH": f"{hook}{os.pathsep}{e['PYTHONPATH']}", "FLEET_TEST_OPEN_LOG": str(opens)})
+                extra_env={"PYTHONPATH": f"{hook}{os.pathsep}{e['PYTHONPATH']}", "FLEET_TEST_OPEN_LOG": str(opens),
+                           **extra})
     out, err = p.communicate(timeout=120)
     assert p.returncode == 1, out + err  # `bad` failed
+    assert_nothing_left(run_dir)
+    return run_dir, [(int(pid), who, path) for pid, who, path in
+                     (line.split(" ", 2) for line in opens.read_text().splitlines())]
+
+
+def test_each_done_marker_is_written_by_the_agent_of_the_node_that_ran_its_step_not_by_the_coordinator(
+        tmp_path, started):
+    """Fails on the code before fleet.control.nodemarkers: there the coordinator's threads wrote them."""
+    run_dir, seen = _opens(tmp_path, started, {})
+    recs = event_records(run_dir)
+    coord = [r.pid for r in recs if isinstance(r, E.FleetStarting)][0]
+    agent_of = {r.pid: r.node for r in recs if isinstance(r, E.NodeJoined)}
+    ran_on = {r.step: r.node for r in recs if isinstance(r, E.Exit) and r.outcome == "succeeded"}
+    assert len(ran_on) == 30 and len(set(ran_on.values())) == 2, ran_on  # both nodes ran some
+    mine = [(who, Path(path).name) for pid, who, path in seen if pid == coord]
+    assert mine and {name for _, name in mine} == {"final.json"}, mine  # `bad`'s, on a writer thread
+    assert {who for who, _ in mine} <= {f"fleet-markers-{i}" for i in range(markwriter.THREADS)}
+    by_agents = {(agent_of.get(pid), Path(path).parent.parent.relative_to(run_dir / "steps").as_posix(), who)
+                 for pid, who, path in seen if path.endswith("done.json")}
+    assert by_agents == {(node, step, "fleet-agent-markers") for step, node in ran_on.items()}
+    assert all((run_dir / "steps" / step / ".fleet" / records.DONE).exists() for step in ran_on)
+
+
+def test_with_markers_on_the_coordinator_its_loop_thread_opens_no_done_marker_or_final_file(tmp_path, started):
+    """Fails on the code before fleet.control.markwriter: there the loop wrote them."""
+    run_dir, seen = _opens(tmp_path, started, {"FLEET_MARKERS_ON": "coordinator"})
     coord = [r.pid for r in event_records(run_dir) if isinstance(r, E.FleetStarting)][0]
-    seen = [line.split(" ", 2) for line in opens.read_text().splitlines()]
-    mine = [(who, path) for pid, who, path in seen if int(pid) == coord]
+    mine = [(who, path) for pid, who, path in seen if pid == coord]
     assert sorted(Path(path).name for _, path in mine) == ["done.json"] * 30 + ["final.json"]
     on_loop = [path for who, path in mine if who == "main"]
     assert not on_loop, f"the loop's thread opened {len(on_loop)} of them, e.g. {on_loop[:3]}"
     assert {who for who, _ in mine} <= {f"fleet-markers-{i}" for i in range(markwriter.THREADS)}
-    assert_nothing_left(run_dir)
 
 
 def journal_done(run_dir: Path) -> set:
@@ -258,12 +290,14 @@ call = "fleet_steps:count_runs"
     assert_nothing_left(run_dir)
 
 
+@pytest.mark.parametrize("markers_on", ["nodes", "coordinator"])
 def test_a_fleet_let_into_the_run_directory_while_the_holders_markers_are_queued_runs_none_of_their_steps_again(
-        tmp_path, started):
-    """The lease holder's writer takes 1 s a file (one thread): when a second fleet
-    registers, several steps have succeeded there with their markers still queued. The
-    holder claims those too and says them ended, so the newcomer waits for their
-    markers instead of running them again: every step runs to its end once."""
+        tmp_path, started, markers_on):
+    """The lease holder's markers take 1 s a file (one thread, on its nodes' agents or
+    on the coordinator): when a second fleet registers, several steps have succeeded
+    there with their markers still queued. The holder claims those too and says them
+    ended, so the newcomer waits for their markers instead of running them again:
+    every step runs to its end once."""
     suite = write_suite(tmp_path / "s.toml", """
 [suite]
 name = "share-queued"
@@ -275,7 +309,8 @@ call = "fleet_steps:once"
 args = { seconds = 0.2 }
 """)
     run_dir = tmp_path / "run"
-    first = started("run", str(suite), "--nodes", "2", extra_env={journal.SLEEP_ENV: "1000", markwriter.THREADS_ENV: "1"})
+    first = started("run", str(suite), "--nodes", "2",
+                    extra_env={journal.SLEEP_ENV: "1000", markwriter.THREADS_ENV: "1", nodemarkers.ENV: markers_on})
     wait_for(lambda: len(journal_done(run_dir)) >= 6, 60, "six successes in the holder's journal")
     queued = {s for s in journal_done(run_dir) if records.read_done(run_dir, s) is None}
     second = started("run", str(suite), "--nodes", "2")
@@ -287,3 +322,98 @@ args = { seconds = 0.2 }
     a = json.loads(fleet("audit", str(run_dir), "--json", cwd=tmp_path, timeout=60).stdout)
     assert a["ok"] and not a["duplicates"] and set(v["status"] for v in a["steps"].values()) == {"succeeded"}
     assert_nothing_left(run_dir)
+
+
+def test_the_markers_a_lost_node_had_not_said_written_are_written_by_the_coordinator(tmp_path, started):
+    """Each marker write takes 1.5 s (the test hook, on nodes and coordinator alike), so
+    a node's agent has markers in hand when it is killed -9. The coordinator loses the
+    node (missed heartbeats) and its threads write what that agent had not said written:
+    every success ends with its marker, written by the dead node or by the coordinator."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    opens = tmp_path / "opens.txt"
+    suite = write_suite(tmp_path / "s.toml", """
+[suite]
+name = "lost-markers"
+[[steps]]
+id = "s/{i}"
+array = "1-8"
+call = "fleet_steps:count_runs"
+""")
+    run_dir = tmp_path / "run"
+    e = env()
+    p = started("run", str(suite), "--run-dir", str(run_dir), "--nodes", "2", "--heartbeat", "0.2",
+                "--heartbeat-timeout", "2",
+                extra_env={"PYTHONPATH": f"{hook}{os.pathsep}{e['PYTHONPATH']}", "FLEET_TEST_OPEN_LOG": str(opens),
+                           journal.SLEEP_ENV: "1500"})
+    wait_for(lambda: len(journal_done(run_dir)) == 8, 60, "eight successes in the journal")
+    recs = event_records(run_dir)
+    ran_on = {r.step: r.node for r in recs if isinstance(r, E.Exit) and r.outcome == "succeeded"}
+    victim = ran_on["s/1"]
+    agent = [r.pid for r in recs if isinstance(r, E.NodeJoined) and r.node == victim][0]
+    os.kill(agent, signal.SIGKILL)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, out + err
+    recs = event_records(run_dir)
+    assert [r.node for r in recs if isinstance(r, E.NodeLost)] == [victim]
+    coord = [r.pid for r in recs if isinstance(r, E.FleetStarting)][0]
+    by_coord = {Path(path).parent.parent.name for pid, who, path in
+                (line.split(" ", 2) for line in opens.read_text().splitlines()) if int(pid) == coord}
+    lost_ones = {s.split("/")[1] for s, n in ran_on.items() if n == victim}
+    assert by_coord and by_coord <= lost_ones, (by_coord, lost_ones)  # taken back from the lost node only
+    assert all(records.read_done(run_dir, s) is not None for s in ran_on)
+    assert_nothing_left(run_dir)
+
+
+def test_a_file_of_a_step_whose_marker_a_node_has_waits_for_it_and_a_gone_nodes_markers_go_to_the_threads(tmp_path):
+    """The writer's bookkeeping with nodes (fleet.control.nodemarkers), the node played by
+    this test: a success's marker goes to its node, not to the threads; a final that
+    drops it waits until the node says it wrote the marker, so the drop is never
+    overtaken; a ticket is reached only once both are on disk; and what a node that is
+    gone was given and did not say written, the threads write."""
+    sent = []
+
+    class Transport:
+        ride = None
+
+        def send(self, ident, msg):
+            sent.append((ident, msg))
+            return True
+
+    agents = {"n1": _Agent(), "n2": _Agent()}
+    w = markwriter.Writer(tmp_path, journal.put, store.unlink_done, n=2, bound=100)
+    nodes = nodemarkers.attach(w, Transport(), agents)
+    d = records.fleet_dir(tmp_path, "a")
+    try:
+        a = (*_item(tmp_path, "a")[:4], "n1")
+        w.add([a])
+        assert markwriter.read_done(tmp_path, "a") is not None  # this fleet's reads see it queued
+        msg = P.decode(nodes.ride(b"n1"))
+        assert msg.files == [[a[0], a[1]]] and msg.last == 1 and not sent
+        ticket = w.ticket()
+        w.add([_item(tmp_path, "a", final=True, drop=True)])  # `a` ran again here and failed
+        time.sleep(0.3)  # (the threads are idle: the final waits for the marker, not for them)
+        assert not (d / records.FINAL).exists() and w.depth() == 2 and not w.reached(ticket)
+        for path, text in msg.files:  # the node writes it, and says so
+            node_markers.put(path, text)
+        w.written_on("n1", P.MarkersWritten(upto=1))
+        wait_for(lambda: w.reached(ticket), 10, "the final written after the marker")
+        assert (d / records.FINAL).exists() and not (d / records.DONE).exists()
+        assert markwriter.read_done(tmp_path, "a") is None
+        w.add([(*_item(tmp_path, "b")[:4], "n2")])
+        P.decode(nodes.ride(b"n2"))
+        agents["n2"].alive = False  # lost, before it said anything
+        w.node_gone("n2")
+        w.add([(*_item(tmp_path, "c")[:4], "n2")])  # nothing more is given to it
+        assert b"n2" not in nodes.out
+        wait_for(lambda: not w.depth(), 10, "the threads wrote b's and c's markers")
+        assert records.read_done(tmp_path, "b") is not None and records.read_done(tmp_path, "c") is not None
+        assert (nodes.on_nodes, nodes.taken_back) == (1, 1)
+    finally:
+        w.close(5)
+
+
+class _Agent:
+    def __init__(self):
+        self.alive = True
