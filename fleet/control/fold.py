@@ -145,9 +145,10 @@ def at_start(run_dir: Path, js: records.Journals, live: set, replayed: list) -> 
 
 
 def rotate(rec) -> None:
-    """A recorder's own journal grew past rotate_bytes(): seal it (its markers are
-    written), move it aside as a segment and start it again with the starts of what
-    runs now.
+    """A recorder's own journal grew past rotate_bytes(): move it aside as a segment,
+    to be sealed once the files it owes are written (Recorder.turn: until then it
+    would be replayed, as a crashed fleet's), and start it again with the starts of
+    what runs now.
 
     The segment is not folded now. A fold reads and writes everything folded so far,
     and folding each segment as it came cost a long run about twice its whole journal
@@ -159,7 +160,9 @@ def rotate(rec) -> None:
     pass over what it reads anyway. A fleet sharing the run directory rotates the same
     way."""
     old = rec.journal
-    old.close()  # (waits for the files it owes: fleet.control.markwriter; not sealed: replayed later)
+    # Sealed once the files it owes are written (Recorder.turn), not waited for here: nodes say
+    # theirs written with their reports, which a busy coordinator reads seconds late.
+    rec.sealing.append((old, old.handed()))
     root = old.path.parent
     segment = root / f"{old.path.stem}.{time.time_ns()}.jsonl"  # a sealed journal, read like any
     os.replace(old.path, segment)

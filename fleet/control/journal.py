@@ -158,6 +158,22 @@ class Journal:
             if drop:
                 store.unlink_done(os.path.dirname(path))
 
+    def handed(self):
+        """Flush, and where the files it owes end in the writer's queues (a ticket; None:
+        written already, on the loop): a rotated segment is sealed once that is reached."""
+        self.sync()
+        return self.writer.ticket() if self.writer is not None else None
+
+    def finish(self, seal: bool) -> bool:
+        """Close a journal whose files are all written (seal) or not (left for replay);
+        whether it was sealed."""
+        sealed = seal and not self.hold and (self.writer is None or not self.writer.failed)
+        if sealed:
+            self.append({"k": "sealed", "by": "itself"})
+            self.sync()
+        os.close(self._fd)
+        return sealed
+
     def close(self, seal: bool = True) -> bool:
         """Flush, wait (at most CLOSE_S) for what is owed to be written and (seal) say
         so: a sealed journal is never replayed. Returns whether it was sealed: not when

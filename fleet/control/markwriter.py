@@ -202,10 +202,13 @@ class Writer:
         reached() once all before it is written."""
         return tuple(self.added), (self.nodes.seq if self.nodes is not None else 0)
 
-    def reached(self, ticket: tuple) -> bool:
+    def reached(self, ticket: tuple, hurry: bool = True) -> bool:
+        """Whether every file queued before the ticket is written. hurry: what waits for
+        a message to ride goes now (a finished submission's last markers ride nothing)."""
         added, seq = ticket
         if self.nodes is not None:
-            self.nodes.send_all()  # (asked once a submission finished: its last markers ride nothing)
+            if hurry:
+                self.nodes.send_all()
             oldest = self.nodes.oldest_seq()
             if oldest is not None and oldest <= seq:
                 return False

@@ -54,6 +54,8 @@ class Recorder:
             self.log.clear()
             fold.at_start(self.run_dir, js, live, replayed)
         self._rotate = fold.rotate_bytes()
+        self.sealing: list[tuple] = []  # (rotated segment's journal, its writer ticket) to seal (fleet.control.fold)
+        self._seal_at = 0.0
         self._pending = lambda: c._todo  # the loop turn's other decisions: one batch
         n = markwriter.threads()  # (0: the files written on the loop, as before)
         self.writer = markwriter.Writer(self.run_dir, journal.put, store.unlink_done, n) if n > 0 else None
@@ -214,10 +216,14 @@ class Recorder:
 
     # -- each turn, and the end -----------------------------------------------------------------
     def turn(self) -> None:
-        """Once per loop turn: flush the journal when due; let in a fleet that wants to share."""
+        """Once per loop turn: flush the journal when due; seal rotated segments whose files
+        are written; let in a fleet that wants to share."""
         now = time.monotonic()
         try:
             self.journal.turn(now)
+            if self.sealing and now >= self._seal_at:  # (a look costs O(nodes): twice a second)
+                self._seal_at = now + 0.5
+                self._seal_segments()
             # The sealed segment waits for the next lone fleet's fold (fleet.control.fold). Only once the threads'
             # files are written: the rotation's seal then waits for one flush's files, and for what nodes still
             # have to write (never at rest under load: the threads write those instead, fleet.control.nodemarkers).
@@ -263,6 +269,14 @@ class Recorder:
         """The writer's queue, for status answers (fleet.control.markwriter)."""
         return self.writer.figures() if self.writer is not None else {}
 
+    def _seal_segments(self, last: bool = False) -> None:
+        """Seal each rotated segment whose files are written (last: close the rest unsealed)."""
+        for j, ticket in list(self.sealing):
+            done = ticket is None or self.writer.reached(ticket, hurry=False)
+            if done or last:
+                self.sealing.remove((j, ticket))
+                j.finish(seal=done)
+
     def close(self) -> None:
         """At teardown: the journal flushed, its markers written and sealed; claims and
         the lease given back (markers first: another fleet may be waiting for them)."""
@@ -270,6 +284,7 @@ class Recorder:
             if self.log.pending is not None:
                 self.log.pending.thread.join()  # a claims snapshot too
             self.journal.close()  # (waits for the files queued, bounded: fleet.control.markwriter)
+            self._seal_segments(last=True)  # (their files are written now, unless the wait ran out)
             if self.writer is not None:
                 self.writer.close(0)
         finally:
