@@ -20,7 +20,8 @@ children, --only. Other readers go through the journal or wait for the file: ano
 fleet polls a marker after the claims log says the step ended; at sharing, steps whose
 files are queued are claimed and said ended (fleet.control.recording); a client hears
 that its submission finished once its files are written (`reached`); a sealed journal
-owes nothing (close and rotation wait for the threads). A kill -9 loses nothing: the
+owes nothing (close waits for the files; a rotated segment is sealed once they are
+written, fleet.control.fold.rotate). A kill -9 loses nothing: the
 journal owes the files still queued, and the next fleet's replay writes them.
 
 Back-pressure: at most BOUND files are queued. When a flush would queue more, the loop

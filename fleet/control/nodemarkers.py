@@ -17,10 +17,10 @@ Launch comes within a step: no message of its own), or goes alone after HOLD_S. 
 agent writes it on a thread (fleet.node.markers) and says how far it got
 (P.MarkersWritten) with its next message. Until then the marker counts as queued for
 everything that asks the writer (this fleet's reads, a submission's durability, a
-fleet that comes to share, the journal's seal). The coordinator's threads write
-instead, the same bytes, whatever a node did not say written by the time it goes
-(lost, unreachable, or said goodbye), what it said it could not write, and, before a
-seal (rotation, teardown), whatever is still out: a seal never waits on a node.
+fleet that comes to share, the seal of a rotated journal). The coordinator's threads
+write instead, the same bytes, whatever a node did not say written by the time it goes
+(lost, unreachable, or said goodbye), what it said it could not write, and, before the
+journal's seal at teardown, whatever is still out: that seal never waits on a node.
 """
 
 from __future__ import annotations

@@ -162,3 +162,27 @@ def test_a_long_run_rotates_its_journal_into_sealed_segments_folded_by_the_next_
     for s, n in counted.items():  # recorded done once; ran again only if the kill took its outcome
         assert a[s]["successes"] == 1 and not a[s]["duplicates"] and a[s]["attempts"] in (1, n), (s, n, a[s])
     assert_nothing_left(run_dir)
+
+
+def test_a_rotated_segment_is_sealed_only_after_every_marker_it_owes_is_on_disk(tmp_path):
+    """Markers take 300 ms each to write (the test hook, on the nodes' agents) while the
+    journal rotates every few steps: the segments are moved aside at once and sealed
+    later (fleet.control.fold.rotate). From the recorded times: each segment's seal is
+    later than the last change of every done marker its lines owe."""
+    suite = write_suite(tmp_path / "s.toml", SUITE.replace('array = "1-6"', 'array = "1-24"'))
+    r = run(tmp_path, suite, {fold.ROTATE_ENV: "1500", "FLEET_TEST_MARKER_SLEEP_MS": "300"})
+    assert r.returncode == 1, r.stdout + r.stderr
+    run_dir = tmp_path / "run"
+    segments = [n for n in journal_files(run_dir) if n != fold.FOLDED and n.count(".") == 2]
+    assert len(segments) >= 2, journal_files(run_dir)
+    owed = 0
+    for name in segments:
+        lines = [json.loads(x) for x in (run_dir / records.JOURNALS / name).read_text().splitlines()]
+        assert lines[-1]["k"] == "sealed" and lines[-1]["by"] == "itself", name
+        for line in lines:
+            if line["k"] == "done":
+                owed += 1
+                marker = records.fleet_dir(run_dir, line["step"]) / records.DONE
+                assert marker.stat().st_mtime <= lines[-1]["t"], (name, line["step"])
+    assert owed >= 12  # most of the successes were owed by segments
+    assert_nothing_left(run_dir)
