@@ -71,6 +71,7 @@ if str(HERE.parent) not in sys.path:
 import psutil  # noqa: E402
 import zmq  # noqa: E402
 
+from fleet.node import markers as node_markers  # noqa: E402
 from fleet.wire import events as E  # noqa: E402
 from fleet.wire import messages as P  # noqa: E402
 from fleet.wire import security  # noqa: E402
@@ -80,6 +81,8 @@ from _reports import merge_reports, ms, pct, start_rates  # noqa: E402,F401  (ke
 # descriptors here, so one load generator process serves at most this many agents.
 MAX_PER_PROCESS = 4000
 UNBATCHED = os.environ.get("FLEET_SIM_UNBATCHED") == "1"
+MARKER_S = float(os.environ.get("FLEET_TEST_MARKER_SLEEP_MS") or 0) / 1000  # a node's marker write, modelled
+node_markers._SLEEP = 0.0  # (modelled per node here, never slept: see SimAgents.acks)
 HOLD = float(os.environ["FLEET_SIM_REPORT_HOLD"]) if os.environ.get("FLEET_SIM_REPORT_HOLD") else None
 _WINDOW = os.environ.get("FLEET_SIM_WINDOW", "")
 WINDOW = None if _WINDOW == "cores" else int(_WINDOW or 0)  # the coordinator's window: None is the node's cores
@@ -252,10 +255,28 @@ class SimAgents:
         self.latency: list[float] = []  # decision -> Launch received here, s
         self.received: list[float] = []  # time.time() each Launch was received
         self.first_launch = self.last_launch = self.last_exit = 0.0
+        # Done markers the coordinator hands (fleet.control.nodemarkers): written here at once,
+        # as a real agent's thread writes them, and said written with the agent's next message,
+        # or alone after node_markers.HOLD_S (agent -> (upto, when it was written)). With
+        # FLEET_TEST_MARKER_SLEEP_MS each node's writer is modelled, not slept: its files count
+        # as written that long apart, each node on its own (as its own thread on its own node);
+        # sleeping here would make the hundreds of agents of this process wait for each other.
+        self.acks: dict[int, tuple[int, float]] = {}
+        self.writing: dict[int, deque] = {}  # agent -> (when written, upto) not yet due
+        self.acks_seen = 0.0  # when to look at them again
+        self.stats["markers_written"] = 0
+
+    def _ack(self, i: int, frames: list) -> list:
+        """frames, with the agent's markers' progress if it has some to say."""
+        ack = self.acks.pop(i, None)
+        return frames if ack is None else [*frames, P.encode(P.MarkersWritten(ack[0]))]
 
     def send(self, i: int, msg) -> None:
         held = self.reports.pop(i, None)  # after the reports before it, with them (fleet.node.agent)
-        if held:
+        if i in self.acks:
+            self.reported_at[i] = time.monotonic()
+            self.send_bytes(i, self._ack(i, [*(held or ()), P.encode(msg)]))
+        elif held:
             self.reported_at[i] = time.monotonic()
             self.send_bytes(i, [*held, P.encode(msg)])
         else:
@@ -274,7 +295,7 @@ class SimAgents:
         for i, frames in reports.items():
             if now - at[i] >= hold:
                 at[i] = now
-                self.send_bytes(i, frames)
+                self.send_bytes(i, self._ack(i, frames))
             else:
                 self.reports[i] = frames
                 due = at[i] + hold
@@ -312,7 +333,8 @@ class SimAgents:
                 break
             due = min(self.beats[0][0] if self.beats else deadline,
                       self.exits[0][0] if self.exits else deadline, deadline,
-                      self.report_due if self.report_due is not None else deadline)
+                      self.report_due if self.report_due is not None else deadline,
+                      self.acks_seen if self.acks or self.writing else deadline)
             wait = 0 if self.recheck else max(0.0, due - now)
             ready = {self.by_fd[fd] for fd, _ in self.epoll.poll(wait)}
             ready |= self.recheck
@@ -321,6 +343,7 @@ class SimAgents:
                 self._drain(i)
             self._send_exits()
             self.flush_reports()
+            self._send_acks()
             self._send_beats()
         self.stats["cpu_s"] = round(time.process_time() - cpu0, 3)
         return stop[0] if stop else "every agent was told to shut down"
@@ -345,6 +368,8 @@ class SimAgents:
                 self._launch(i, msg, t)
             elif isinstance(msg, P.Heartbeat):
                 self.stats["heartbeats_in"] += 1
+            elif isinstance(msg, P.Markers):
+                self._markers(i, msg)
             elif isinstance(msg, P.Welcome):
                 self.stats["welcomed"] += 1
                 self.t_last_welcome = t
@@ -383,7 +408,7 @@ class SimAgents:
 
     def _start(self, i: int, msg: P.Launch, t: float) -> None:
         # As a step's process does on its node (fleet.node.child): its .fleet directory,
-        # where the coordinator writes the done marker without a mkdir of its own.
+        # where the done marker is written without a mkdir of its own.
         os.makedirs(os.path.join(os.path.dirname(msg.log), ".fleet"), exist_ok=True)
         self.report(i, P.Started(msg.step, msg.attempt, self.pid, self.pid, t))
         self.running.add((i, msg.step))
@@ -427,6 +452,35 @@ class SimAgents:
                 self.killed.discard((item[1], item[2], item[3]))
                 continue
             self._exited(item, "succeeded")
+
+    def _markers(self, i: int, msg: P.Markers) -> None:
+        for path, text in msg.files:
+            node_markers.put(path, text)
+        self.stats["markers_written"] += len(msg.files)
+        now = time.monotonic()
+        if MARKER_S:
+            q = self.writing.setdefault(i, deque())
+            q.append((max(now, q[-1][0] if q else now) + MARKER_S * len(msg.files), msg.last))
+        else:
+            self.acks[i] = (msg.last, self.acks.get(i, (0, now))[1])
+
+    def _send_acks(self) -> None:
+        """Progress that no report carried within node_markers.HOLD_S goes alone (looked
+        at every tenth of it)."""
+        now = time.monotonic()
+        if not (self.acks or self.writing) or now < self.acks_seen:
+            return
+        self.acks_seen = now + node_markers.HOLD_S / 10
+        for i in [i for i, q in self.writing.items() if q[0][0] <= now]:  # (MARKER_S) written by now
+            q = self.writing[i]
+            while q and q[0][0] <= now:
+                at, upto = q.popleft()
+                self.acks[i] = (upto, self.acks.get(i, (0, at))[1])
+            if not q:
+                del self.writing[i]
+        late = now - node_markers.HOLD_S
+        for i in [i for i, (_, t) in self.acks.items() if t <= late]:
+            self.send_bytes(i, self._ack(i, []))
 
     def _send_beats(self) -> None:
         now = time.monotonic()

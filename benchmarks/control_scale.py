@@ -200,6 +200,20 @@ def loop_cpu_s(proc: psutil.Process) -> float:
     return 0.0
 
 
+def threads_cpu_s(proc: psutil.Process) -> dict:
+    """CPU seconds of the process's threads, summed by name (/proc's comm; digits dropped, so the
+    marker writer's threads are one line): where the CPU beside the loop's goes."""
+    out: dict[str, float] = {}
+    for t in proc.threads():
+        try:
+            with open(f"/proc/{proc.pid}/task/{t.id}/comm") as f:
+                name = "loop" if t.id == proc.pid else f.read().strip().rstrip("0123456789").rstrip("-")
+        except OSError:
+            continue
+        out[name] = out.get(name, 0.0) + t.user_time + t.system_time
+    return out
+
+
 def heartbeat_cost(coord: psutil.Process, loadgens: list[psutil.Process], idle: float) -> dict:
     """Coordinator (and load generator) CPU per second with every agent joined, no steps."""
     time.sleep(min(2.0, idle))  # the join's own work settles first
@@ -222,6 +236,7 @@ def submit_and_run(conn, coord: psutil.Process, suite: Path, steps: int, deadlin
         loop0, help0 = loop_cpu_s(coord), helpers_cpu_s(coord)
         reply = c.ask(P.Submit(str(suite)), timeout=max(1.0, deadline - time.monotonic()))
         t1, cpu_in, loop_in = time.time(), cpu_s(coord), loop_cpu_s(coord)
+        threads_in = threads_cpu_s(coord)
         if not reply.ok:
             raise RuntimeError(f"submission refused: {reply.problems}")
         done, rss, series = False, [], []
@@ -234,7 +249,7 @@ def submit_and_run(conn, coord: psutil.Process, suite: Path, steps: int, deadlin
             if not done:
                 time.sleep(1.0)
         t2, cpu1, sys1, loop1 = time.time(), cpu_s(coord), coord.cpu_times().system, loop_cpu_s(coord)
-        help1 = helpers_cpu_s(coord)
+        help1, threads1 = helpers_cpu_s(coord), threads_cpu_s(coord)
         time.sleep(0.5)
     finally:
         probe.stop.set()
@@ -249,6 +264,9 @@ def submit_and_run(conn, coord: psutil.Process, suite: Path, steps: int, deadlin
             # Of coordinator_cpu_s, its main thread's (the loop's; the rest: ZeroMQ's I/O
             # threads, the worker thread, the marker writer's threads).
             "coordinator_loop_cpu_s": round(loop1 - loop0, 3), "coordinator_loop_cpu_submit_s": round(loop_in - loop0, 3),
+            # After the submission's reply, by thread name (loop, fleet-markers, ZMQbg/IO, ...).
+            "coordinator_threads_cpu_s_after_submission": {k: round(v - threads_in.get(k, 0.0), 3)
+                                                           for k, v in sorted(threads1.items())},
             "coordinator_rss_mib_max_sampled": round(max(rss) / 2**20, 1),
             "coordinator_rss_mib_series": series,  # [(s after the submission's reply, MiB)]
             "status_before_submit": ms([lat for s, lat in probe.samples if s < t0]),

@@ -360,8 +360,9 @@ NOTES: list[str] = [
     "",
     "Now, with one fleet on the run directory (fleet.control.lease, fleet.control.journal): no claim, no "
     "attempt file, no rename; the step's .fleet directory is made on its node by the step's process "
-    "(fleet.node.child); the coordinator's one operation per step is the open of done.json, written in place "
-    "after the journal's fsync. Attempts and outcomes are lines of .fleet/journal/<fleet>.jsonl: one write per "
+    "(fleet.node.child), and since fleet.control.nodemarkers (2026-12-02) its done.json is written there too, "
+    "by the node's agent after the journal's fsync (before: by the coordinator, its one operation per step; "
+    "`FLEET_MARKERS_ON=coordinator` still does so): a success costs the coordinator none. Attempts and outcomes are lines of .fleet/journal/<fleet>.jsonl: one write per "
     "loop turn and an fsync at most every 100 ms (data, not metadata). What remains per second is the lease "
     "holder's look at .fleet/fleets for fleets that want to share the run directory (one listing a second) "
     "and a refresh of the lease every stale_after/4. A shared run directory claims in batches (the shared row; "

@@ -1,0 +1,97 @@
+"""Done markers written by the steps' nodes (fleet.control.nodemarkers) against the
+coordinator's threads (FLEET_MARKERS_ON=coordinator), in one tree, the cases alternated:
+the coordinator's CPU per step (by thread), step starts per second, and how long
+`fleet run` waits after the last exit for the markers.
+
+    python benchmarks/markers_on_nodes.py [--rounds 2] [--agents 1000] [--steps 300000]
+        [--duration 1] [--slow-ms 0] [--out results/markers_on_nodes.json]
+
+Each case is one `benchmarks/control_scale.py` run (simulated agents over real ZeroMQ
+and CURVE; they write the markers they are given, as an agent's thread does). With
+--slow-ms X each marker's write takes X ms (FLEET_TEST_MARKER_SLEEP_MS): slept on the
+coordinator's threads; on the simulated nodes modelled per node (each node's files
+X ms apart, every node on its own, as each real node's writer thread is), since the
+simulated agents share a few processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+KEYS = ("starts_per_s", "starts_per_s_after_submission", "coordinator_cpu_us_per_step",
+        "coordinator_cpu_us_per_step_after_submission", "coordinator_and_helpers_cpu_us_per_step_after_submission",
+        "coordinator_loop_cpu_us_per_step_after_submission", "wall_s")
+
+
+def one(label: str, extra_env: dict, args, k: int) -> dict:
+    work = Path(f"/dev/shm/markers-on-nodes-{os.getpid()}-{k}")
+    out = work.with_suffix(".json")
+    cmd = [sys.executable, str(HERE / "control_scale.py"), "--agents", str(args.agents), "--steps", str(args.steps),
+           "--duration", str(args.duration), "--idle", "2", "--agent-timeout", "120", "--timeout", str(args.timeout),
+           "--work", str(work), "--out", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "FLEET_SIM_UNBATCHED": "1", "FLEET_SIM_WINDOW": "cores",
+           **extra_env}
+    t0 = time.time()
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout + 300)
+    try:
+        r = json.loads(out.read_text())
+    except (OSError, ValueError):
+        r = {"error": p.stderr[-2000:]}
+    shutil.rmtree(work, ignore_errors=True)
+    out.unlink(missing_ok=True)
+    run, ev = r.get("run") or {}, r.get("events") or {}
+    threads = run.get("coordinator_threads_cpu_s_after_submission") or {}
+    n = r.get("steps") or 1
+    row = {"case": label, "env": extra_env, "exit": p.returncode, "t": t0, **{key: r.get(key) for key in KEYS},
+           # after the submission, by thread: the loop, the markers' threads ("python"), ZeroMQ's I/O thread
+           "threads_us_per_step_after_submission": {k: round(1e6 * v / n, 1) for k, v in threads.items()},
+           "sustained": r.get("starts_sustained"),
+           # the last exit recorded -> the Progress answer that said done (polled each second): the
+           # wait for the submission's markers to be written
+           "last_exit_to_done_s": (round(run["t_done_polled"] - ev["last_exit_t"], 1)
+                                   if run.get("t_done_polled") and ev.get("last_exit_t") else None),
+           "each_step_once": ev.get("each_step_once"),
+           "loadavg": [run.get("loadavg_at_submit"), run.get("loadavg_at_done")], "error": r.get("error")}
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--agents", type=int, default=1000)
+    ap.add_argument("--steps", type=int, default=300_000)
+    ap.add_argument("--duration", type=float, default=1.0)
+    ap.add_argument("--slow-ms", type=float, default=0.0)
+    ap.add_argument("--timeout", type=float, default=1800.0)
+    ap.add_argument("--out", default=str(HERE / "results" / "markers_on_nodes.json"))
+    args = ap.parse_args(argv)
+    slow = {"FLEET_TEST_MARKER_SLEEP_MS": f"{args.slow_ms:g}"} if args.slow_ms else {}
+    cases = [("coordinator's threads", {"FLEET_MARKERS_ON": "coordinator", **slow}),
+             ("nodes", {"FLEET_MARKERS_ON": "nodes", **slow})]
+    rows, k = [], 0
+    for _ in range(args.rounds):
+        for label, extra in cases:
+            k += 1
+            rows.append(one(label, extra, args, k))
+    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    res = {"benchmark": "markers_on_nodes", "command": "python benchmarks/markers_on_nodes.py " + " ".join(
+        argv if argv is not None else sys.argv[1:]), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "commit": commit, "cpus": os.cpu_count(), "rows": rows}
+    Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
