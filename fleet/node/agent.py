@@ -89,7 +89,8 @@ class Agent:
         self.held: list[bytes] = []  # the zygote's reports waiting for the hold to pass
         self.reported_at = float("-inf")  # when reports were last sent (time.monotonic())
         self.markers = markers.Writer()  # the done markers the coordinator hands this node
-        self.progress_due: float | None = None  # the markers' progress said alone then, if nothing carried it
+        self.relayed_at = float("-inf")  # when a message last went to the coordinator (time.monotonic())
+        self.idle = True  # no step launched here and not yet exited: the writer wakes the loop
 
     def send(self, msg) -> None:
         """Send one of our own messages to the coordinator (after the reports held)."""
@@ -117,7 +118,7 @@ class Agent:
         progress = self.markers.progress()
         if progress is not None:
             payloads = (*payloads, P.encode(P.MarkersWritten(*progress)))
-        self.progress_due = None
+        self.relayed_at = time.monotonic()
         over = [p for p in payloads if len(p) > P.MAX_FRAME]
         for p in over:  # the coordinator's socket would drop us for it
             self._warn(f"dropped a message of {len(p)} bytes, over the {P.MAX_FRAME} limit")
@@ -168,8 +169,8 @@ class Agent:
             now = time.monotonic()
             due = self.report_due()
             wait = next_beat - now if due is None else min(next_beat, due) - now
-            if self.progress_due is not None:
-                wait = min(wait, self.progress_due - now)
+            if self.markers.pending():  # what it writes is said within markers.HOLD_S (looked at 20 times a second)
+                wait = min(wait, max(self.relayed_at + markers.HOLD_S - now, markers.HOLD_S / 5))
             sample = self.memory.due_in(now)
             # (rounded up: a wait rounded down to 0 ms would spin until the hold passes)
             ready = dict(poller.poll(max(0, math.ceil((wait if sample is None else min(wait, sample)) * 1000))))
@@ -180,7 +181,7 @@ class Agent:
                 except BlockingIOError:
                     pass  # drained; the handler has set self.stopping
             if self.markers.wake_r in ready:
-                self._markers_written(now)
+                self._markers_written()
             if self.sock in ready:
                 self._drain_coordinator()
             if zygote_open and self.rep_r in ready:
@@ -194,8 +195,7 @@ class Agent:
             now = time.monotonic()
             if self.held:
                 self.report([])  # (sent if the hold has passed)
-            if self.progress_due is not None and now >= self.progress_due:
-                self.relay()  # nothing carried the markers' progress: it goes alone
+            self._say_markers(now)
             self.memory.tick(now)  # the watchdog's sample, when due
             if now - self.last_heard > self.timeout_s:
                 self.stopping = f"no word from the coordinator for {now - self.last_heard:.1f} s"
@@ -206,19 +206,25 @@ class Agent:
                 next_beat = now + self.heartbeat_s
         return self._stop(zygote_open)
 
-    def _markers_written(self, now: float) -> None:
-        """The writer wrote some: its progress rides with the next message, or goes
-        alone after markers.HOLD_S (a busy node reports a step's exit within that), or
-        at once when no step of this node is under way (nothing to ride with)."""
+    def _say_markers(self, now: float) -> None:
+        """(Each loop turn) the markers' progress where no report will carry it soon: at
+        once when the node has just run out of steps (from then on the writer wakes the
+        loop after each piece), alone once markers.HOLD_S passed with nothing sent."""
+        idle = not self.graces
+        if idle is not self.idle:
+            self.idle = idle
+            self.markers.wake_when_written(idle)
+        if self.markers.unsaid() and (idle or now - self.relayed_at >= markers.HOLD_S):
+            self.relay()
+
+    def _markers_written(self) -> None:
+        """The writer's thread woke the loop (it does so only while no step of this node
+        is under way): _say_markers says its progress this turn."""
         try:
             while os.read(self.markers.wake_r, 512):
                 pass
         except BlockingIOError:
             pass
-        if not self.graces:
-            self.relay()
-        elif self.progress_due is None:
-            self.progress_due = now + markers.HOLD_S
 
     def _on_signal(self, signum, frame) -> None:
         self.stopping = f"signal {signal.Signals(signum).name}"

@@ -171,7 +171,8 @@ def test_each_done_marker_is_written_by_the_agent_of_the_node_that_ran_its_step_
     assert {who for who, _ in mine} <= {f"fleet-markers-{i}" for i in range(markwriter.THREADS)}
     by_agents = {(agent_of.get(pid), Path(path).parent.parent.relative_to(run_dir / "steps").as_posix(), who)
                  for pid, who, path in seen if path.endswith("done.json")}
-    assert by_agents == {(node, step, "fleet-agent-markers") for step, node in ran_on.items()}
+    assert {(node, step) for node, step, _ in by_agents} == set((n, s) for s, n in ran_on.items())
+    assert {who for _, _, who in by_agents} <= {"main", "fleet-agent-markers"}  # (its loop; its thread once slow)
     assert all((run_dir / "steps" / step / ".fleet" / records.DONE).exists() for step in ran_on)
 
 
