@@ -116,7 +116,19 @@ class NodeMarkers:
     def send_all(self) -> None:
         """Everything waiting goes now (a submission waits for its files: nothing to wait for)."""
         for ident in list(self.out):
-            self._send(ident, self._given(ident))
+            self._alone(ident)
+
+    def _alone(self, ident: bytes) -> None:
+        """The next message of markers for this node, sent by itself."""
+        msg = self._given(ident)
+        if not self._send(ident, msg):  # its queue is full now: given again later
+            sent, back = self.sent[ident], []
+            for _ in msg.files:
+                _, seq, item = sent.pop()
+                back.append((seq, item))
+            self.out[ident] = back[::-1] + self.out.get(ident, [])
+            self._oldest.setdefault(ident, time.monotonic())
+            self._number[ident] -= len(msg.files)
 
     def _given(self, ident: bytes) -> P.Markers:
         """The next message of markers for this node (at most CAP), counted as given."""
@@ -154,7 +166,7 @@ class NodeMarkers:
         self._sweep = now + HOLD_S / 4
         late = time.monotonic() - HOLD_S
         for ident in [i for i, t in self._oldest.items() if t <= late]:
-            self._send(ident, self._given(ident))
+            self._alone(ident)
 
     def said(self, node: str, msg: P.MarkersWritten) -> tuple[list, list]:
         """A node's progress: (items now written, items it could not write)."""

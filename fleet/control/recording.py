@@ -224,9 +224,9 @@ class Recorder:
             if self.sealing and now >= self._seal_at:  # (a look costs O(nodes): twice a second)
                 self._seal_at = now + 0.5
                 self._seal_segments()
-            # The sealed segment waits for the next lone fleet's fold (fleet.control.fold). Only once the threads'
-            # files are written: the rotation's seal then waits for one flush's files, and for what nodes still
-            # have to write (never at rest under load: the threads write those instead, fleet.control.nodemarkers).
+            # The segment waits for the next lone fleet's fold (fleet.control.fold). Only once the threads' files
+            # are written (then the segment owes them one flush's at most); what nodes still have to write is
+            # never at rest under load, and the segment's seal waits for it (_seal_segments).
             if self.journal.bytes >= self._rotate and (self.writer is None or not self.writer.depth(threads=True)):
                 fold.rotate(self)  # fleet.control.fold: sealed and moved aside, folded by the next lone fleet
         except OSError as e:  # a full or failing filesystem: said, not fatal to the loop

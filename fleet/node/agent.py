@@ -17,8 +17,9 @@ coordinator as one multipart ZeroMQ message. Reports that come within the hold t
 coordinator gave (Welcome.report_hold_s, fleet.control.liveness.report_hold) of the
 last ones sent wait for it and go together, with whatever the agent sends first.
 The done markers of the steps that succeeded here come with the coordinator's messages
-(P.Markers) and are written by a thread of the agent's (fleet.node.markers); how far it
-got rides with the agent's next message (P.MarkersWritten), or goes alone.
+(P.Markers) and are written by the agent (fleet.node.markers: on a thread until the
+filesystem proved fast); how far it got rides with the agent's next message
+(P.MarkersWritten), or goes alone.
 """
 
 from __future__ import annotations

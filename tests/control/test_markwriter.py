@@ -418,3 +418,23 @@ def test_a_file_of_a_step_whose_marker_a_node_has_waits_for_it_and_a_gone_nodes_
 class _Agent:
     def __init__(self):
         self.alive = True
+
+
+def test_markers_that_could_not_be_sent_to_a_node_wait_to_be_given_again_with_the_same_numbers():
+    """A node's queue full (the transport's send says False): the markers are not counted
+    as given, so nothing waits for a node's word on files it never got."""
+    answers, sent = [False, True], []
+
+    def send(ident, msg):
+        sent.append(msg)
+        return answers.pop(0)
+
+    nodes = nodemarkers.NodeMarkers(send, lambda node: True)
+    items = [(f"/x/{s}/done.json", "{}", False, s, "n1") for s in ("a", "b")]
+    for item in items:
+        nodes.add("n1", item)
+    nodes.send_all()
+    assert nodes.out[b"n1"] == [(1, items[0]), (2, items[1])] and not nodes.sent[b"n1"]
+    nodes.send_all()
+    assert sent[1].files == sent[0].files and sent[1].last == 2 and b"n1" not in nodes.out
+    assert nodes.said("n1", P.MarkersWritten(upto=2)) == (items, []) and nodes.pending == 0
