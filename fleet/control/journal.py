@@ -202,16 +202,7 @@ def put(path: Path | str, rec: dict | str) -> None:
     data = (rec if isinstance(rec, str) else json.dumps(rec)).encode()  # (str: encoded already)
     if _SLEEP:
         time.sleep(_SLEEP)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    except FileNotFoundError:
-        store.makedirs(Path(path).parent)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        while data:
-            data = data[os.write(fd, data):]
-    finally:
-        os.close(fd)
+    records.put(os.fspath(path), data, store.makedirs)
 
 
 def replay(run_dir: Path, js: records.Journals, live: set, by: str) -> list[records.Journal]:

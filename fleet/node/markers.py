@@ -23,6 +23,8 @@ import threading
 import time
 from collections import deque
 
+from fleet.wire import records
+
 HOLD_S = 0.25  # progress said alone when no other message has carried it for this long
 SLOW_S = 0.001  # a write slower than this is a remote filesystem's: the thread writes
 FAST_N = 32     # writes in a row faster than SLOW_S before the loop writes them itself
@@ -33,21 +35,10 @@ _SLEEP = float(os.environ.get("FLEET_TEST_MARKER_SLEEP_MS") or 0) / 1000
 
 
 def put(path: str, text: str) -> None:
-    """One open, no temporary file, no rename (the coordinator's journal is the
-    authority; a torn file is rewritten by the next fleet's replay)."""
-    data = text.encode()
+    """A marker written in place (fleet.wire.records.put), after the test hook's sleep."""
     if _SLEEP:
         time.sleep(_SLEEP)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    except FileNotFoundError:  # a step that never started here: its .fleet is not made yet
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        while data:
-            data = data[os.write(fd, data):]
-    finally:
-        os.close(fd)
+    records.put(path, text.encode())
 
 
 class Writer:

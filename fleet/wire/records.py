@@ -54,6 +54,23 @@ def fleet_dir(run_dir: Path, step_id: str) -> Path:
 _hashes: dict[int, tuple[StepSpec, str]] = {}
 
 
+def put(path: str, data: bytes, makedirs=None) -> None:
+    """Write a per-step record file (a done marker, a final.json) in place: one open, no
+    temporary file and no rename; the journal line written and fsync'd before it is its
+    authority (a torn one is rewritten on replay). makedirs(its directory) first when
+    that is missing (default: os.makedirs)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    except FileNotFoundError:
+        (makedirs or functools.partial(os.makedirs, exist_ok=True))(os.path.dirname(path))
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        while data:
+            data = data[os.write(fd, data):]
+    finally:
+        os.close(fd)
+
+
 def spec_hash(spec: StepSpec) -> str:
     """A digest of what the step does: a changed step is not skipped on rerun."""
     hit = _hashes.get(id(spec))
