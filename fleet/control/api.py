@@ -59,11 +59,13 @@ class Update:
     """What :meth:`Fleet.wait` passes to ``on_progress`` after each answer: the rows
     that finished since the last one (``[step, outcome, attempt, reason, ...]``; an
     outcome "retry" is an attempt that runs again, not an end), the submission's steps
-    counted by state, and the final outcomes so far (step id -> outcome)."""
+    counted by state, and the final outcomes so far (step id -> outcome); ``full``: with
+    the last one, why the fleet drained if its run directory's file system is full."""
 
     finished: tuple
     counts: dict
     outcomes: dict
+    full: str = ""
 
 
 class Fleet:
@@ -155,7 +157,7 @@ class Fleet:
                         outcomes[row[0]] = row[1]
                 since = pr.next
                 if on_progress is not None:
-                    on_progress(Update(tuple(pr.finished), dict(pr.counts), dict(outcomes)))
+                    on_progress(Update(tuple(pr.finished), dict(pr.counts), dict(outcomes), pr.full))
                 if pr.done and not pr.finished:
                     return outcomes
                 if pr.finished:

@@ -158,7 +158,7 @@ class Coordinator:
                 self.recorder.turn()  # the journal first: the events never say more
                 self.markers.tick(time.monotonic())  # done markers that found no message to ride
                 self.transport.flush(self._unreachable)  # the turn's launches, one message per agent
-                self.events.flush()
+                self.drain.write_events()  # (what a full disk refuses is kept; it drains the fleet)
                 self.liveness.listening()
         finally:
             self._teardown()
@@ -200,7 +200,7 @@ class Coordinator:
         self.launcher.stop()
         self.recorder.close()
         self.events.write(events.FleetDown(t=time.time()))
-        self.events.close()
+        self.drain.write_events(close=True)
         if self.ready:
             try:
                 (self.run_dir / self.connection_name).unlink()

@@ -25,10 +25,18 @@ their work is not thrown away): nothing more starts, that step and every step th
 ends otherwise than succeeded from then on are interrupted (no attempt), the rest are
 `not_started`, and `fleet run` exits 4. Free space (or raise the quota) and run the
 suite again: what succeeded is skipped, the rest run.
+
+The coordinator's own writes to the run directory (the event stream, the journal) that
+fail so drain the fleet the same way (`cannot_write`), and the coordinator goes on: what
+it could not write stays buffered and is written first at the next attempt, so nothing
+is torn or dropped while it lives. Outcomes the journal could not make durable are not
+recorded: those steps run again next time. A finished submission is then answered
+`done` with the drain's reason (P.ProgressReply.full), and `fleet run` exits 4.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import math
 import os
@@ -47,6 +55,7 @@ log = logging.getLogger("fleet.control.coordinator")
 NOT_STARTED = "not_started"  # a step's outcome in a submission the drain ended (never started here)
 DRAIN_BEFORE_S = 300.0  # the default drain point: five minutes before the end
 FULL = "the run directory's file system is full"  # a full drain's reason starts so (fleet run's exit 4)
+FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})  # (fleet.node.diskfull's, on the coordinator's side)
 
 
 def clock(t: float) -> str:
@@ -60,6 +69,8 @@ class Drain:
 
     def __init__(self, coord):
         self.coord = coord
+        # A finished submission's answer says so when the fleet drained for a full disk (fleet run's exit 4).
+        coord.submissions.full = lambda: self.reason if self.full else ""
         self.end: float | None = None
         self.drain_at: float | None = None
         self.source = ""
@@ -68,6 +79,8 @@ class Drain:
         self.drained = False
         self.reason = ""
         self.full = False  # drained because the run directory is full (not for the allocation's end)
+        self.unwritable = False  # the coordinator's own records could not be written (cannot_write)
+        self._complained = 0.0
         self.closed_subs: set[int] = set()  # submissions closed after the drain (later ones are too)
         self._wake = -1  # the wakeup pipe's read end (wakeup)
 
@@ -154,6 +167,34 @@ class Drain:
                   "again", self.reason, c.sched.running_count())
         c.events.write(events.Drained(t=now, reason=self.reason, running=c.sched.running_count()))
         c._feed(DrainNow(self.reason, stop_running=False), now)
+
+    def cannot_write(self, what: str, e: OSError, now: float) -> bool:
+        """The coordinator's own write of `what` failed with `e`: drain, as disk_full does,
+        if the file system is full (ENOSPC, EDQUOT); whether it is. Logged at most every
+        10 s (it is tried again every loop turn)."""
+        full = e.errno in FULL_ERRNOS
+        if now >= self._complained:
+            self._complained = now + 10.0
+            log.error("cannot write %s: %s%s", what, e, " (kept, written once there is room)" if full else "")
+        if full and not self.drained:
+            self.unwritable = True
+            self.drained = self.full = True
+            self.reason = f"{FULL} ({os.strerror(e.errno)}: the coordinator's {what})"
+            c = self.coord
+            log.error("draining (%s): starting nothing more; %d running steps go on; free space and run the suite "
+                      "again", self.reason, c.sched.running_count())
+            c.events.write(events.Drained(t=now, reason=self.reason, running=c.sched.running_count()))
+            c._feed(DrainNow(self.reason, stop_running=False), now)
+        return full
+
+    def write_events(self, close: bool = False) -> None:
+        """Flush the event stream (close: and close it); a write that fails is
+        cannot_write's (its lines are kept for the next flush)."""
+        c = self.coord
+        try:
+            c.events.close() if close else c.events.flush()
+        except OSError as e:
+            self.cannot_write("events.jsonl", e, time.time())
 
     def why(self) -> str:
         """The reason an interrupted exit gives: the drain's, or the fleet going down."""

@@ -71,6 +71,7 @@ class Journal:
         self._starts: list[list] = []  # [step, attempt, generation] started this turn: one line
         self._owed: list[tuple] = []  # (path, record, drop done, step, node) to write once durable
         self._unsynced = False
+        self._rest = b""  # what a failed write left unwritten (_write)
         self.delay = float(os.environ.get(DELAY_ENV) or 0.0)
         self.hold = os.environ.get(HOLD_ENV) == "1"
         self._last = time.monotonic()
@@ -128,15 +129,20 @@ class Journal:
             self.sync(now)
 
     def _write(self) -> None:
+        """Write the buffered lines. An OSError (a full disk) is raised with nothing lost:
+        the rest is written first next time, so no line is torn or dropped."""
         if self._starts:
             self._start_line()
-        if self._lines:
-            data = ("\n".join(self._lines) + "\n").encode()
+        if self._lines or self._rest:
+            data = self._rest + (("\n".join(self._lines) + "\n").encode() if self._lines else b"")
             self._lines.clear()
-            self.bytes += len(data)
-            while data:
-                data = data[os.write(self._fd, data):]
-            self._unsynced = True
+            try:
+                while data:
+                    n = os.write(self._fd, data)
+                    self.bytes += n
+                    data = data[n:]
+            finally:
+                self._rest, self._unsynced = data, True
 
     def sync(self, now: float | None = None) -> None:
         """Write and fsync every buffered line, then hand the files they owe to the

@@ -57,6 +57,7 @@ class Recorder:
         self.sealing: list[tuple] = []  # (rotated segment's journal, its writer ticket) to seal (fleet.control.fold)
         self._seal_at = 0.0
         self._pending = lambda: c._todo  # the loop turn's other decisions: one batch
+        self._cannot_write = lambda e: c.drain.cannot_write("journal", e, time.time())  # a full disk drains
         n = markwriter.threads()  # (0: the files written on the loop, as before)
         self.writer = markwriter.Writer(self.run_dir, journal.put, store.unlink_done, n) if n > 0 else None
         self.journal = journal.Journal(self.run_dir, self.fleet_id, {**self.lease.me, "shared": self.lease.shared},
@@ -66,7 +67,6 @@ class Recorder:
         # Steps started here without a claim: their directories are this fleet's doing,
         # so a later submission's finding them is no reason to claim them.
         self.ran: set[str] = set()
-        self._complained = 0.0
         self._held: tuple | None = None  # (step, attempt record) of a success, for its done line
         self._steps = f"{self.run_dir}/steps/"  # a marker's path as text: records.fleet_dir's, without a Path
         # `fleet run` hears a submission finished only once its outcomes are on disk.
@@ -229,10 +229,8 @@ class Recorder:
             # never at rest under load, and the segment's seal waits for it (_seal_segments).
             if self.journal.bytes >= self._rotate and (self.writer is None or not self.writer.depth(threads=True)):
                 fold.rotate(self)  # fleet.control.fold: sealed and moved aside, folded by the next lone fleet
-        except OSError as e:  # a full or failing filesystem: said, not fatal to the loop
-            if now >= self._complained:
-                self._complained = now + 10.0
-                log.error("cannot write the journal %s: %s", self.journal.path, e)
+        except OSError as e:  # a full or failing filesystem: said (a full one drains), not fatal to the loop
+            self._cannot_write(e)
         if self.lease.wants_sharing(now):
             self._share()
 
@@ -256,8 +254,13 @@ class Recorder:
 
     def durable(self, sub) -> bool:
         """Every outcome of a finished submission durable, and the files they owe written:
-        asked again until then (the files are written off the loop, never waited for)."""
-        self.journal.sync()
+        asked again until then (the files are written off the loop, never waited for).
+        On a file system too full for the journal (the fleet drained for it): as durable
+        as it will get, so said finished; its unrecorded outcomes run again next time."""
+        try:
+            self.journal.sync()
+        except OSError as e:
+            return self._cannot_write(e)
         if self.writer is None:
             return True
         t = self._tickets.get(sub.id)
@@ -283,8 +286,11 @@ class Recorder:
         try:
             if self.log.pending is not None:
                 self.log.pending.thread.join()  # a claims snapshot too
-            self.journal.close()  # (waits for the files queued, bounded: fleet.control.markwriter)
-            self._seal_segments(last=True)  # (their files are written now, unless the wait ran out)
+            try:
+                self.journal.close()  # (waits for the files queued, bounded: fleet.control.markwriter)
+                self._seal_segments(last=True)  # (their files are written now, unless the wait ran out)
+            except OSError as e:  # a full disk: left unsealed, the next fleet replays what was written
+                log.error("cannot close the journal %s: %s (left for the next fleet to replay)", self.journal.path, e)
             if self.writer is not None:
                 self.writer.close(0)
         finally:

@@ -114,11 +114,12 @@ def _follow(f: Fleet, sub: Submission, suite: Suite, run_dir: Path, out) -> int:
     print(f"suite '{suite.name}': {counted(total, 'step')}" + (f", {sub.skipped} already done" if sub.skipped else ""),
           file=out, flush=True)
 
-    outcomes: dict[str, str] = {}
-    full = []  # steps drained because the run directory is full (fleet.control.drain)
+    outcomes, full = {}, []  # full: steps drained because the run directory is full, or why (control.drain)
 
     def show(u: Update) -> None:
         nonlocal total
+        if u.full:  # (the fleet's own records found no room: said with the last answer)
+            full.append(u.full)
         for step, outcome, attempt, reason, *more in u.finished:
             if outcome == "retry":  # not final: counted when it is
                 of = f" of {more[0]}" if more else ""
@@ -157,7 +158,8 @@ def _follow(f: Fleet, sub: Submission, suite: Suite, run_dir: Path, out) -> int:
     drained = sum(1 for o in outcomes.values() if o in DRAINED)
     if full:  # before the allocation's end: a resubmitted job would only drain again
         print(f"fleet: {FULL}: {counted(drained, 'step')} interrupted or not started (no attempt used); free "
-              f"space in {run_dir} (or raise the quota) and run the suite again to finish it", file=sys.stderr,
+              f"space in {run_dir} (or raise the quota) and run the suite again to finish it (a step whose "
+              f"outcome could not be recorded runs again)", file=sys.stderr,
               flush=True)
         return EXIT_FULL
     if drained:

@@ -122,6 +122,7 @@ class Submissions:
         # Makes every outcome recorded so far durable (fleet.control.recording): asked
         # before a client hears that its submission finished (True: its files are written).
         self.durable = lambda sub: True
+        self.full = lambda: ""  # the drain's reason, if the run directory's file system is full (control.drain)
         sched.moved = self.moved  # each change of a step's state, for the counts by state
 
     # -- submitting -----------------------------------------------------------------------------
@@ -225,7 +226,7 @@ class Submissions:
         done = sub.remaining == 0 and self.durable(sub)
         return P.ProgressReply(sub.id, done, sub.counts_now(),
                                sub.finished[since:since + PROGRESS_ROWS],
-                               min(len(sub.finished), since + PROGRESS_ROWS))
+                               min(len(sub.finished), since + PROGRESS_ROWS), full=self.full() if done else "")
 
     def moved(self, step: str, old: str, new: str, sids=None) -> None:
         """A step went from state `old` to `new` (the scheduler's observer): counted so in

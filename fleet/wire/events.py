@@ -2,7 +2,8 @@
 
 This module is the stream's schema: one frozen dataclass per record kind, used by
 the writer (the coordinator), by every reader (`fleet report`, `fleet audit`) and by
-the tests, so nobody re-declares the fields by hand.
+the tests, so nobody re-declares the fields by hand. It is better whole, past the usual
+length: the kinds, the one writer and the readers of one format, each a few lines.
 
 Theory of operation:
 - Writing is strict: :class:`EventLog` takes records, never loose dicts. Records are
@@ -395,6 +396,7 @@ class EventLog:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._pending: list[str] = []
+        self._rest = b""  # what a failed write left unwritten (a full disk): written first next time
 
     def write(self, rec: Record) -> None:
         """Buffer one record (written at the next flush), tagged with this log's fleet."""
@@ -408,11 +410,16 @@ class EventLog:
         self._pending.extend(lines)
 
     def flush(self) -> None:
-        if self._pending:
-            data = ("\n".join(self._pending) + "\n").encode()
+        """Write what is buffered. An OSError (a full disk) is raised with the rest kept:
+        written first at the next flush, so no line is torn or dropped."""
+        if self._pending or self._rest:
+            data = self._rest + (("\n".join(self._pending) + "\n").encode() if self._pending else b"")
             self._pending.clear()
-            while data:
-                data = data[os.write(self._fd, data):]
+            try:
+                while data:
+                    data = data[os.write(self._fd, data):]
+            finally:
+                self._rest = data
 
     def close(self) -> None:
         self.flush()

@@ -455,6 +455,7 @@ class ProgressReply:
     counts: dict
     finished: list   # [[step, outcome, attempt, seconds, reason], ...] after `since`
     next: int
+    full: str = ""   # (done) why the fleet drained: its run directory's file system is full
 
 
 @message("status")

@@ -8,6 +8,7 @@ With room again, the rerun runs exactly the steps that had not succeeded."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import subprocess
@@ -28,12 +29,12 @@ IDS = [f"c{i:03d}" if i % 2 else f"p{i:03d}" for i in range(STEPS)]  # command a
 
 
 @contextlib.contextmanager
-def small_tmpfs(path: Path, inodes: int):
-    """A tmpfs of `inodes` files at path (skips where this test may not mount one)."""
+def small_tmpfs(path: Path, inodes: int, size: str = "32m"):
+    """A tmpfs of `inodes` files (and `size` bytes) at path (skips where this test may not mount one)."""
     if os.geteuid() != 0 or shutil.which("mount") is None:
         pytest.skip("mounting a small tmpfs needs root")
     path.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size=32m,nr_inodes={inodes}", "tmpfs", str(path)],
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},nr_inodes={inodes}", "tmpfs", str(path)],
                        capture_output=True, text=True, timeout=30)
     if r.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
@@ -100,3 +101,39 @@ def test_a_full_run_directory_starts_nothing_more_lets_the_running_step_finish_u
         for s in IDS + ["long"]:
             assert [a["outcome"] for a in records.attempts(run_dir, s)] == ["succeeded"], s
         assert_nothing_left(run_dir, tag=str(flag))
+
+
+def test_a_run_directory_out_of_blocks_drains_the_fleet_the_coordinator_lives_on_and_the_rerun_finishes(tmp_path):
+    """A tmpfs of 1 MiB, nearly filled: the steps' set-up or the coordinator's own
+    appends (events.jsonl, the journal) run out of blocks first, whichever it is here.
+    Before fleet.control.drain.cannot_write, the coordinator's failed append took it
+    down ("went down before the suite finished", exit 1). Now the fleet drains, `fleet
+    run` exits 4, no line of the event stream is torn, and with room again the rerun
+    finishes the suite: nothing failed, every step succeeded."""
+    ids = [f"p{i:03d}" for i in range(400)]
+    suite = write_suite(tmp_path / "blocks.toml", "\n".join(
+        ['[suite]', 'name = "blocks"'] + [f'[[steps]]\nid = "{s}"\ncall = "os:getpid"' for s in ids]) + "\n")
+    with small_tmpfs(tmp_path / "mnt", 100_000, size="1m") as mnt:
+        filler = mnt / "filler"
+        st = os.statvfs(mnt)
+        filler.write_bytes(b"\0" * (st.f_bavail * st.f_frsize - 160_000))
+        run_dir = mnt / "run"
+        r = fleet("run", str(suite), "--run-dir", str(run_dir), "--nodes", "1", "--max-attempts", "1", *HB,
+                  cwd=tmp_path, timeout=120)
+        assert r.returncode == 4, r.stdout + r.stderr
+        assert FULL in r.stderr and "went down" not in r.stderr, r.stderr
+        raw = (run_dir / "events.jsonl").read_text().splitlines()
+        assert all(json.loads(line) for line in raw)  # none torn
+        exits = [e for e in event_records(run_dir) if isinstance(e, E.Exit)]
+        assert exits and {e.outcome for e in exits} <= {"succeeded", "interrupted"}
+        assert_nothing_left(run_dir)
+        filler.unlink()  # room again (each step's files take a page or more each: more than the filler's)
+        r = subprocess.run(["mount", "-o", "remount,size=64m", str(mnt)], capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        r = fleet("run", str(suite), "--run-dir", str(run_dir), "--nodes", "1", "--max-attempts", "1", *HB,
+                  cwd=tmp_path, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        for s in ids:
+            outcomes = [a["outcome"] for a in records.attempts(run_dir, s)]
+            assert "succeeded" in outcomes and "failed" not in outcomes, (s, outcomes)
+        assert_nothing_left(run_dir)
