@@ -79,7 +79,6 @@ class Drain:
         self.drained = False
         self.reason = ""
         self.full = False  # drained because the run directory is full (not for the allocation's end)
-        self.unwritable = False  # the coordinator's own records could not be written (cannot_write)
         self._complained = 0.0
         self.closed_subs: set[int] = set()  # submissions closed after the drain (later ones are too)
         self._wake = -1  # the wakeup pipe's read end (wakeup)
@@ -158,11 +157,14 @@ class Drain:
         P.Exited's disk_full: ENOSPC or EDQUOT): drain now, letting the running steps
         end (see the module's doc). Once: later reports of a full disk change nothing;
         a drain already under way (the allocation's end) stays as it is."""
-        if self.drained:
-            return
+        if not self.drained:
+            self._full(f"{FULL} ({os.strerror(errno)}: the set-up of step {step!r} on {node})", now)
+
+    def _full(self, reason: str, now: float) -> None:
+        """Drain for a full file system: nothing more starts, the running steps go on."""
         c = self.coord
         self.drained = self.full = True
-        self.reason = f"{FULL} ({os.strerror(errno)}: the set-up of step {step!r} on {node})"
+        self.reason = reason
         log.error("draining (%s): starting nothing more; %d running steps go on; free space and run the suite "
                   "again", self.reason, c.sched.running_count())
         c.events.write(events.Drained(t=now, reason=self.reason, running=c.sched.running_count()))
@@ -177,14 +179,7 @@ class Drain:
             self._complained = now + 10.0
             log.error("cannot write %s: %s%s", what, e, " (kept, written once there is room)" if full else "")
         if full and not self.drained:
-            self.unwritable = True
-            self.drained = self.full = True
-            self.reason = f"{FULL} ({os.strerror(e.errno)}: the coordinator's {what})"
-            c = self.coord
-            log.error("draining (%s): starting nothing more; %d running steps go on; free space and run the suite "
-                      "again", self.reason, c.sched.running_count())
-            c.events.write(events.Drained(t=now, reason=self.reason, running=c.sched.running_count()))
-            c._feed(DrainNow(self.reason, stop_running=False), now)
+            self._full(f"{FULL} ({os.strerror(e.errno)}: the coordinator's {what})", now)
         return full
 
     def write_events(self, close: bool = False) -> None:
