@@ -7,16 +7,12 @@ With room again, the rerun runs exactly the steps that had not succeeded."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
-
-from fleetharness import assert_nothing_left, events, finish, fleet, spawn, wait_for, write_suite
+from fleetharness import assert_nothing_left, events, finish, fleet, small_tmpfs, spawn, wait_for, write_suite
 from fleetharness import records as event_records
 
 from fleet.control.drain import FULL
@@ -26,22 +22,6 @@ from fleet.wire import records
 HB = ["--heartbeat", "0.2", "--heartbeat-timeout", "5"]
 STEPS = 120
 IDS = [f"c{i:03d}" if i % 2 else f"p{i:03d}" for i in range(STEPS)]  # command and call steps, alternating
-
-
-@contextlib.contextmanager
-def small_tmpfs(path: Path, inodes: int, size: str = "32m"):
-    """A tmpfs of `inodes` files (and `size` bytes) at path (skips where this test may not mount one)."""
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("mounting a small tmpfs needs root")
-    path.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},nr_inodes={inodes}", "tmpfs", str(path)],
-                       capture_output=True, text=True, timeout=30)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], capture_output=True, timeout=30)
 
 
 def full_suite(tmp_path: Path, flag: Path) -> Path:
@@ -57,7 +37,7 @@ def full_suite(tmp_path: Path, flag: Path) -> Path:
 def test_a_full_run_directory_starts_nothing_more_lets_the_running_step_finish_uses_no_attempt_and_exits_4(tmp_path):
     flag = tmp_path / "flag"
     suite = full_suite(tmp_path, flag)
-    with small_tmpfs(tmp_path / "mnt", 300) as mnt:
+    with small_tmpfs(tmp_path / "mnt", inodes=300) as mnt:
         run_dir = mnt / "run"
         p = spawn("run", str(suite), "--run-dir", str(run_dir), "--nodes", "1", "--max-attempts", "1", *HB,
                   cwd=tmp_path)
@@ -113,7 +93,7 @@ def test_a_run_directory_out_of_blocks_drains_the_fleet_the_coordinator_lives_on
     ids = [f"p{i:03d}" for i in range(400)]
     suite = write_suite(tmp_path / "blocks.toml", "\n".join(
         ['[suite]', 'name = "blocks"'] + [f'[[steps]]\nid = "{s}"\ncall = "os:getpid"' for s in ids]) + "\n")
-    with small_tmpfs(tmp_path / "mnt", 100_000, size="1m") as mnt:
+    with small_tmpfs(tmp_path / "mnt", size="1m", inodes=100_000) as mnt:
         filler = mnt / "filler"
         st = os.statvfs(mnt)
         filler.write_bytes(b"\0" * (st.f_bavail * st.f_frsize - 160_000))

@@ -3,8 +3,10 @@ group with a timeout, and a look at the process table afterwards."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -129,6 +131,25 @@ def assert_nothing_left(run_dir: Path, tag: str | None = None, timeout: float = 
             break
         time.sleep(0.05)
     assert not left, "processes outlived the fleet:\n" + "\n".join(left)
+
+
+@contextlib.contextmanager
+def small_tmpfs(path: Path, size: str = "32m", inodes: int | None = None):
+    """A real file system that runs out soon: a tmpfs of `size` bytes (and `inodes`
+    files) mounted at path, unmounted after (skips where a test may not mount one)."""
+    import pytest
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a small tmpfs needs root")
+    path.mkdir()
+    opts = f"size={size}" + (f",nr_inodes={inodes}" if inodes else "")
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", opts, "tmpfs", str(path)], capture_output=True, text=True,
+                       timeout=30)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True, timeout=30)
 
 
 def write_suite(path: Path, text: str) -> Path:

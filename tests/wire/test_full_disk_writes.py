@@ -4,33 +4,15 @@ write it first once there is room: no line torn, dropped or written twice."""
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import os
-import shutil
-import subprocess
 from pathlib import Path
 
-import pytest
+from fleetharness import small_tmpfs
 
 from fleet.control import journal
 from fleet.wire import events as E
-
-
-@contextlib.contextmanager
-def tiny_tmpfs(path: Path, size: str = "64k"):
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("mounting a small tmpfs needs root")
-    path.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True,
-                       text=True, timeout=30)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], capture_output=True, timeout=30)
 
 
 def _fill(mnt: Path, leave: int) -> Path:
@@ -41,20 +23,26 @@ def _fill(mnt: Path, leave: int) -> Path:
     return filler
 
 
+def _until_refused(add, flush) -> int:
+    """add(i) records and flush() every 50 until the file system refuses (ENOSPC): how many were added."""
+    n = 0
+    while n < 10_000:
+        for _ in range(50):
+            add(n)
+            n += 1
+        try:
+            flush()
+        except OSError as e:
+            assert e.errno == errno.ENOSPC
+            return n
+    raise AssertionError("the file system never filled")
+
+
 def test_the_event_stream_keeps_what_a_full_disk_refused_and_writes_it_once_there_is_room(tmp_path):
-    with tiny_tmpfs(tmp_path / "mnt") as mnt:
+    with small_tmpfs(tmp_path / "mnt", size="64k") as mnt:
         log = E.EventLog(mnt / "events.jsonl", fleet="f")
         filler = _fill(mnt, 8192)
-        n, refused = 0, None
-        while refused is None and n < 10_000:
-            for _ in range(50):
-                log.write(E.Wait(t=float(n), step=f"s/{n}", reason="x" * 40))
-                n += 1
-            try:
-                log.flush()
-            except OSError as e:
-                refused = e
-        assert refused is not None and refused.errno == errno.ENOSPC
+        n = _until_refused(lambda i: log.write(E.Wait(t=float(i), step=f"s/{i}", reason="x" * 40)), log.flush)
         lines = (mnt / "events.jsonl").read_text().splitlines(keepends=True)
         assert all(json.loads(x) for x in lines[:-1])  # what is there so far: whole lines but the last write's
         filler.unlink()
@@ -65,19 +53,10 @@ def test_the_event_stream_keeps_what_a_full_disk_refused_and_writes_it_once_ther
 
 
 def test_the_journal_keeps_what_a_full_disk_refused_and_writes_it_once_there_is_room(tmp_path):
-    with tiny_tmpfs(tmp_path / "mnt") as mnt:
+    with small_tmpfs(tmp_path / "mnt", size="64k") as mnt:
         j = journal.Journal(mnt, "f1", {"fleet": "f1"})
         filler = _fill(mnt, 8192)
-        n, refused = 0, None
-        while refused is None and n < 10_000:
-            for _ in range(50):
-                j.append({"k": "attempt", "step": f"s/{n}", "rec": {"pad": "x" * 40}})
-                n += 1
-            try:
-                j.sync()
-            except OSError as e:
-                refused = e
-        assert refused is not None and refused.errno == errno.ENOSPC
+        n = _until_refused(lambda i: j.append({"k": "attempt", "step": f"s/{i}", "rec": {"pad": "x" * 40}}), j.sync)
         filler.unlink()
         assert j.close()  # sealed: everything written
         lines = [json.loads(x) for x in journal.path_of(mnt, "f1").read_text().splitlines()]
