@@ -80,7 +80,7 @@ class NodeMarkers:
         self._send = send    # (identity, message) -> queued (the transport's send)
         self.takes = takes   # node -> whether its agent is there to write (joined, alive)
         self.out: dict[bytes, list] = {}        # identity -> items to give it, in order
-        self._oldest: dict[bytes, float] = {}   # identity -> when its first item waiting came
+        self._oldest: dict[bytes, float] = {}   # identity -> when its first item waiting came (in that order)
         self.sent: dict[bytes, deque] = {}      # identity -> (number, seq, item) given, not said written
         self._number: dict[bytes, int] = {}     # identity -> the last number given
         self.steps: dict[str, tuple] = {}       # step -> its item, while out or sent
@@ -164,8 +164,12 @@ class NodeMarkers:
         if not self.out or now < self._sweep:
             return
         self._sweep = now + HOLD_S / 4
-        late = time.monotonic() - HOLD_S
-        for ident in [i for i, t in self._oldest.items() if t <= late]:
+        late, due = time.monotonic() - HOLD_S, []
+        for ident, t in self._oldest.items():  # (in the order they began to wait: the late ones first)
+            if t > late:
+                break
+            due.append(ident)
+        for ident in due:
             self._alone(ident)
 
     def said(self, node: str, msg: P.MarkersWritten) -> tuple[list, list]:
