@@ -12,9 +12,26 @@ in the results file: no per-step list goes into it, only summaries of them.
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import subprocess
+from pathlib import Path
 
 WINDOW_S = 10.0
+
+
+def run_scale(cmd: list[str], env: dict, work: Path, out: Path, timeout: float) -> tuple[dict, int]:
+    """Run a control_scale.py command that writes `out`: (its results, or {"error": its stderr's
+    end}; its exit status). `work` and `out` are removed after."""
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    try:
+        r = json.loads(out.read_text())
+    except (OSError, ValueError):
+        r = {"error": p.stderr[-2000:]}
+    shutil.rmtree(work, ignore_errors=True)
+    out.unlink(missing_ok=True)
+    return r, p.returncode
 
 
 def sustained(received: list[float], window: float = WINDOW_S) -> dict:

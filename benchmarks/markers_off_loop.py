@@ -24,6 +24,9 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _scale_extra import run_scale  # noqa: E402
+
 REPO = HERE.parent
 KEYS = ("steps_per_s_end_to_end", "starts_per_s", "starts_per_s_after_submission", "coordinator_cpu_us_per_step",
         "coordinator_cpu_us_per_step_after_submission", "coordinator_loop_cpu_us_per_step_after_submission",
@@ -38,15 +41,9 @@ def one(tree: Path, label: str, extra_env: dict, args, k: int) -> dict:
            str(args.timeout), "--work", str(work), "--out", str(out)]
     env = {**os.environ, "PYTHONPATH": str(tree), **extra_env}
     t0 = time.time()
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout + 120)
-    try:
-        r = json.loads(out.read_text())
-    except (OSError, ValueError):
-        r = {"error": p.stderr[-2000:]}
-    shutil.rmtree(work, ignore_errors=True)
-    out.unlink(missing_ok=True)
+    r, code = run_scale(cmd, env, work, out, args.timeout + 120)
     run = r.get("run") or {}
-    row = {"case": label, "tree": str(tree), "env": extra_env, "exit": p.returncode, "t": t0,
+    row = {"case": label, "tree": str(tree), "env": extra_env, "exit": code, "t": t0,
            **{key: r.get(key) for key in KEYS},
            # Submit -> the Progress answer that said done (polled each second): includes the
            # wait for the submission's markers to be written.

@@ -19,13 +19,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _scale_extra import run_scale  # noqa: E402
+
 REPO = HERE.parent
 KEYS = ("starts_per_s", "starts_per_s_after_submission", "coordinator_cpu_us_per_step",
         "coordinator_cpu_us_per_step_after_submission", "coordinator_and_helpers_cpu_us_per_step_after_submission",
@@ -41,17 +43,11 @@ def one(label: str, extra_env: dict, args, k: int) -> dict:
     env = {**os.environ, "PYTHONPATH": str(REPO), "FLEET_SIM_UNBATCHED": "1", "FLEET_SIM_WINDOW": "cores",
            **extra_env}
     t0 = time.time()
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=args.timeout + 300)
-    try:
-        r = json.loads(out.read_text())
-    except (OSError, ValueError):
-        r = {"error": p.stderr[-2000:]}
-    shutil.rmtree(work, ignore_errors=True)
-    out.unlink(missing_ok=True)
+    r, code = run_scale(cmd, env, work, out, args.timeout + 300)
     run, ev = r.get("run") or {}, r.get("events") or {}
     threads = run.get("coordinator_threads_cpu_s_after_submission") or {}
     n = r.get("steps") or 1
-    row = {"case": label, "env": extra_env, "exit": p.returncode, "t": t0, **{key: r.get(key) for key in KEYS},
+    row = {"case": label, "env": extra_env, "exit": code, "t": t0, **{key: r.get(key) for key in KEYS},
            # after the submission, by thread: the loop, the markers' threads ("python"), ZeroMQ's I/O thread
            "threads_us_per_step_after_submission": {k: round(1e6 * v / n, 1) for k, v in threads.items()},
            "sustained": r.get("starts_sustained"),
