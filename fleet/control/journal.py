@@ -57,6 +57,24 @@ def path_of(run_dir: Path, fleet_id: str) -> Path:
     return Path(run_dir) / records.JOURNALS / f"{fleet_id}.jsonl"
 
 
+def write_sealed(run_dir: Path, header: dict, lines: list[dict]) -> None:
+    """A whole journal written at once and sealed (`fleet step --record`: outcomes written
+    outside any fleet), fsync'd before the files it records are written, so that the fleets
+    that read journals for markers (fleet.control.journalmarks) learn of them."""
+    # Named as a sealed segment of its fleet's (fleet.control.fold.journals_of): a pid comes again.
+    path = Path(run_dir) / records.JOURNALS / f"{header['fleet']}.{time.time_ns()}.jsonl"
+    store.makedirs(path.parent)
+    t = time.time()
+    text = "".join(_dumps(x) + "\n" for x in [{"k": "fleet", **header, "t": t}, *lines,
+                                              {"k": "sealed", "by": "itself", "t": t}])
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        os.write(fd, text.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 class Journal:
     """This fleet's journal: lines buffered in a loop turn and written at its end (one
     write), fsync'd at most every FLUSH_S, and after each fsync the files they owe

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import msgpack
 
-from fleet.control import launching, store
+from fleet.control import journal, launching, store
 from fleet.core import states as S
 from fleet.core.decisions import NodeJoined, Start, Submitted, Unrunnable, Wait
 from fleet.core.resources import NodeSpec
@@ -177,12 +177,24 @@ def record(run_dir: Path, spec, deps, fid: str, ran: Ran) -> None:
         "outcome": ran.outcome, "node": NODE, "reason": ran.reason, "work_s": work_s,
         "started_at": ran.work_start, "ended_at": ran.work_end, "spec": records.spec_hash(spec),
         "rerun": rerun, "submission": None})
+    # Its outcome in a sealed journal of its own first: a fleet alone in the run directory
+    # takes markers from the journals (fleet.control.journalmarks), and learns of this one so.
+    header = {"fleet": fid, "host": socket.gethostname(), "pid": os.getpid(), "shared": False}
+    t = time.time()
     if ran.outcome == S.SUCCEEDED:
-        store.write_done(run_dir, spec, {"attempt": 1, "node": NODE, "work_s": work_s,
-                                         "ended_at": ran.work_end, "fleet": fid})
+        path, rec = store.done_record(run_dir, spec, {"attempt": 1, "node": NODE, "work_s": work_s,
+                                                      "ended_at": ran.work_end, "fleet": fid})
+        journal.write_sealed(run_dir, header, [{"k": "done", "step": spec.id, "rec": rec, "t": t}])
+        store.makedirs(os.path.dirname(path))
+        store._replace(path, rec)
     else:
-        store.write_final(run_dir, spec, ran.outcome, {"reason": ran.reason, "attempt": 1, "fleet": fid,
-                                                       "at": time.time()})
+        path, rec, drop = store.final_record(run_dir, spec, ran.outcome, {"reason": ran.reason, "attempt": 1,
+                                                                         "fleet": fid, "at": t})
+        journal.write_sealed(run_dir, header, [{"k": "final", "step": spec.id, "rec": rec, "drop": drop, "t": t}])
+        store.makedirs(os.path.dirname(path))
+        store._replace(path, rec)
+        if drop:
+            store.unlink_done(os.path.dirname(path))
 
 
 def step(suite, graph, step_id: str, run_dir: Path, keep: bool = False) -> int:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import time
 
-from fleet.control import doneline, fold, journal, markwriter, outcomes, store
+from fleet.control import doneline, fold, journal, journalmarks, markwriter, outcomes, store
 from fleet.control.claimlog import ClaimLog
 from fleet.control.lease import Lease
 from fleet.core import states as S
@@ -50,6 +50,8 @@ class Recorder:
         # else reads the log of an earlier shared period (it goes) or folds journals.
         self.log = self.claims.log = ClaimLog(self.run_dir, self.fleet_id, self.lease, self._gone)
         self.log.snap_async = True  # claims snapshots off the loop (fleet.control.snapwriter)
+        # Alone, a submission takes the markers the journals recorded (fleet.control.journalmarks).
+        self.known = journalmarks.start(self.run_dir, js, self.fleet_id) if not self.lease.shared else None
         if not self.lease.shared:
             self.log.clear()
             fold.at_start(self.run_dir, js, live, replayed)
@@ -158,6 +160,8 @@ class Recorder:
         if msg.outcome == S.SUCCEEDED and spec is not None and not files:  # the common case, by shape
             self._succeeded(node, msg, rec, spec, rerun, subs[-1] if subs else None)
             return
+        if files and self.known is not None:  # its files are written here, not from the journal: read again
+            self.known.forget(msg.step)
         if outcomes.store_reported(self.run_dir, self.fleet_id, node, msg, rec, spec, rerun=rerun,
                                    submission=subs[-1] if subs else None, sink=store if files else self) and files:
             self.claims.release(self.run_dir, msg.step)
@@ -174,6 +178,8 @@ class Recorder:
                                      submission, records.spec_hash(spec), getattr(rec, "spelt", None))
         store.journaled(self.run_dir, spec.id, d=d)
         self.journal.done(spec.id, marker, att)
+        if self.known is not None:
+            self.known.done_as(spec.id, ran, mid, deps, rec.work_s)
         self.journal.owe(f"{self._steps}{spec.id}/.fleet/{records.DONE}", marker, spec.id, False, node)  # (d's)
         self.claims.ended_here(spec.id)  # shared: said in the claims log (fleet.control.claimlog)
 
@@ -198,12 +204,16 @@ class Recorder:
             att, self._held = self._held[1], None
         text = journal.encode(rec)
         self.journal.done(spec.id, text, att)
+        if self.known is not None:
+            self.known.done(spec.id, rec)
         self.journal.owe(path, text, spec.id)
         self.claims.ended_here(spec.id)  # shared: said in the claims log (fleet.control.claimlog)
 
     def final(self, step: str, outcome: str, record: dict) -> None:
         """A step that ended here without success and will not run again here."""
         spec = self.submissions.specs[step]
+        if self.known is not None:  # whether this final removes the marker or not, its file says (finals are few)
+            self.known.forget(step)
         if self._files(step):
             store.write_final(self.run_dir, spec, outcome, record)
             if "attempt" in record:
@@ -248,6 +258,8 @@ class Recorder:
         for step in unwritten:
             self.log.said_ended(step)
         self.journal.append({"k": "shared"})  # (its time precedes anything the newcomer starts)
+        journalmarks.off(self.run_dir, self.known)  # other fleets write markers from now on
+        self.known = None
         self.lease.share()
         self.claims.shared = True
         log.info("run directory %s is shared from now on: every step is claimed", self.run_dir)
@@ -294,5 +306,6 @@ class Recorder:
             if self.writer is not None:
                 self.writer.close(0)
         finally:
+            journalmarks.off(self.run_dir, self.known)
             self.claims.release_all()
             self.lease.release()

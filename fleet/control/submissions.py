@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fleet.control import declaring, leftovers, markwriter, selection, shard
+from fleet.control import declaring, journalmarks, leftovers, markwriter, selection, shard
 from fleet.control import store
 from fleet.control.checks import checked_suite
 from fleet.core import states as S
@@ -296,7 +296,9 @@ def check(msg: P.Submit, nodes: list, run_dir: Path) -> Checked | P.SubmitReply:
 def read_markers(run_dir: Path, ids) -> dict:
     """Each step's done marker (None: none; no entry: not even its directory). A step's directory is looked for by listing
     its parent once for all its siblings, and a marker is opened only where its step's
-    directory exists: a new suite costs a few listings, not one failed open per step."""
+    directory exists: a new suite costs a few listings, not one failed open per step.
+    A fleet alone in its run directory takes a step's marker from its journals where
+    they know it (fleet.control.journalmarks): a rerun costs the listings too."""
     root = Path(run_dir) / "steps"
     listed: dict[str, set] = {}
 
@@ -319,7 +321,19 @@ def read_markers(run_dir: Path, ids) -> dict:
     queued = markwriter.queued_in(run_dir)
     if not queued and not root.is_dir():  # a first run: no step has a directory, none is looked for
         return {}
-    return {sid: markwriter.read_done(run_dir, sid) for sid in ids if sid in queued or exists(sid)}
+    known = journalmarks.of(run_dir)  # alone: the markers as the journals recorded them, no open a step
+    if known is not None:
+        known.news(run_dir)
+    if known is None or not len(known):
+        return {sid: markwriter.read_done(run_dir, sid) for sid in ids if sid in queued or exists(sid)}
+    out = {}
+    for sid in ids:
+        if sid in queued:
+            out[sid] = markwriter.read_done(run_dir, sid)
+        elif exists(sid):
+            rec = known.get(sid)
+            out[sid] = rec if rec is not None else markwriter.read_done(run_dir, sid)
+    return out
 
 
 def _done(by_id: dict, order, deps: dict, foreign: set, markers: dict, force: bool) -> tuple[set, dict]:
