@@ -27,7 +27,7 @@ from fleet.control import doneline, fold, journal, journalmarks, markwriter, out
 from fleet.control.claimlog import ClaimLog
 from fleet.control.lease import Lease
 from fleet.core import states as S
-from fleet.wire import records
+from fleet.wire import gcpause, records
 
 log = logging.getLogger("fleet.control.recording")
 GOES_ON = frozenset({S.WAIT, S.NEXT, S.RESTART})  # exits of an attempt that runs on: not attempts
@@ -45,16 +45,18 @@ class Recorder:
         self.lease.acquire()
         self.adopt: dict[str, dict] = {}  # step -> the dead fleet's attempt it was running
         self._started = time.time()
-        js, live, replayed = self._replay()
-        # Shared, claims are taken in batches (fleet.control.claimlog); alone, nobody
-        # else reads the log of an earlier shared period (it goes) or folds journals.
-        self.log = self.claims.log = ClaimLog(self.run_dir, self.fleet_id, self.lease, self._gone)
-        self.log.snap_async = True  # claims snapshots off the loop (fleet.control.snapwriter)
-        # Alone, a submission takes the markers the journals recorded (fleet.control.journalmarks).
-        self.known = journalmarks.start(self.run_dir, js, self.fleet_id) if not self.lease.shared else None
-        if not self.lease.shared:
-            self.log.clear()
-            fold.at_start(self.run_dir, js, live, replayed)
+        with gcpause.paused():  # (the journals read, replayed and folded: millions of plain objects)
+            js, live, replayed = self._replay()
+            # Shared, claims are taken in batches (fleet.control.claimlog); alone, nobody
+            # else reads the log of an earlier shared period (it goes) or folds journals.
+            self.log = self.claims.log = ClaimLog(self.run_dir, self.fleet_id, self.lease, self._gone)
+            self.log.snap_async = True  # claims snapshots off the loop (fleet.control.snapwriter)
+            # Alone, a submission takes the markers the journals recorded (fleet.control.journalmarks).
+            self.known = journalmarks.start(self.run_dir, js, self.fleet_id) if not self.lease.shared else None
+            if not self.lease.shared:
+                self.log.clear()
+                fold.at_start(self.run_dir, js, live, replayed)
+            del js, live, replayed
         self._rotate = fold.rotate_bytes()
         self.sealing: list[tuple] = []  # (rotated segment's journal, its writer ticket) to seal (fleet.control.fold)
         self._seal_at = 0.0

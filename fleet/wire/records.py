@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fleet.core.suite import StepSpec
-from fleet.wire import spechash
+from fleet.wire import gcpause, spechash
 
 CLAIM = "claim"
 ATTEMPT = "attempt."
@@ -235,6 +235,11 @@ class Journals:
 
 def read_journals(run_dir: Path, only: list[str] | None = None) -> Journals:
     """Every journal under the run directory (none: empty), or only those named."""
+    with gcpause.paused():  # (millions of plain dicts at a million steps: fleet.wire.gcpause)
+        return _read_journals(run_dir, only)
+
+
+def _read_journals(run_dir: Path, only: list[str] | None) -> Journals:
     out = Journals()
     root = Path(run_dir) / JOURNALS
     try:
