@@ -5,8 +5,9 @@ Every `fleet run` leaves a journal (.fleet/journal/<fleet>.jsonl, fleet.control.
 Left alone, a run directory rerun a thousand times holds a thousand journals, all read
 by every fleet at start and by every audit. A fleet that holds the run directory's
 lease alone (nobody else writes journals or reads them to act) folds, after replaying
-the journals of dead fleets, every sealed journal of a fleet that is not live into
-.fleet/journal/folded.jsonl, which keeps what readers take from them
+the journals of dead fleets and once FOLD_FILES of them wait (see at_start), every
+sealed journal of a fleet that is not live into .fleet/journal/folded.jsonl, which
+keeps what readers take from them
 (fleet.wire.records.read_journals):
 
 - every attempt record (one per attempt: `fleet audit` counts them, --max-attempts
@@ -48,10 +49,18 @@ ROTATE_BYTES = 64 << 20  # a fleet's own journal is rotated past this (a few hun
 # segment moved aside, the journal not begun again), and a smaller rotation size.
 FAULT_ENV = "FLEET_TEST_FOLD_FAULT"
 ROTATE_ENV = "FLEET_TEST_JOURNAL_ROTATE_BYTES"
+# A lone fleet folds at its start only once this many sealed journals (not counting the
+# fold) wait: see at_start. Test hook: FLEET_TEST_FOLD_FILES=N folds at N.
+FOLD_FILES = 16
+FOLD_FILES_ENV = "FLEET_TEST_FOLD_FILES"
 
 
 def rotate_bytes() -> int:
     return int(os.environ.get(ROTATE_ENV) or ROTATE_BYTES)
+
+
+def fold_files() -> int:
+    return max(1, int(os.environ.get(FOLD_FILES_ENV) or FOLD_FILES))
 
 
 def _fault(stage: str, when: str) -> None:
@@ -135,11 +144,23 @@ def _sync_dir(root: Path) -> None:
 
 def at_start(run_dir: Path, js: records.Journals, live: set, replayed: list) -> None:
     """(A lone lease holder, after replaying the dead fleets' journals) fold every sealed
-    journal of a fleet not live; a failure is logged, never fatal (the journals stay)."""
+    journal of a fleet not live, once fold_files() of them wait; a failure is logged,
+    never fatal (the journals stay).
+
+    Why not at every start: a fold exists to bound how many files a start reads, not
+    what it reads (a fold holds every attempt record: about as many bytes as the
+    journals it replaces). Rewritten at each start, it took about half of a big run
+    directory's start, to replace a few files by one (benchmarks/README.md, "A rerun of
+    a million done steps"). Folding at FOLD_FILES keeps the run directory to the
+    fold and fewer than FOLD_FILES sealed journals between runs, and rewrites the fold
+    once every FOLD_FILES runs at most."""
     for j in replayed:
         j.sealed, j.sealed_by = True, "replayed"
+    sources = foldable(js, live)
+    if sum(1 for j in sources if j.path.name != FOLDED) < fold_files():
+        return
     try:
-        fold(Path(run_dir) / records.JOURNALS, foldable(js, live), read=js)
+        fold(Path(run_dir) / records.JOURNALS, sources, read=js)
     except OSError as e:
         log.error("could not fold the journals of %s: %s", run_dir, e)
 

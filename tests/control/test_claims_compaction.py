@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from fleet.control import claimlog, claimsnap
+from fleet.control import claimlog, claimsnap, fold
 from fleet.control.lease import Lease
 
 STEPS = [f"s/{i}" for i in range(300)]
@@ -170,7 +170,7 @@ def test_racers_compacting_while_they_claim_hold_each_step_once_and_keep_the_log
 
 
 def test_two_fleets_sharing_a_run_directory_for_many_claim_turns_keep_the_claims_log_and_journals_bounded(
-        tmp_path, started):
+        tmp_path, started, monkeypatch):
     """Two real `fleet run`s on one run directory, compacting every 8 claim files and
     rotating their journals every 4 KiB: every step ends once, the claims log is
     compacted again and again while both run and ends with a few files of the
@@ -208,6 +208,7 @@ def test_two_fleets_sharing_a_run_directory_for_many_claim_turns_keep_the_claims
     sizes = [p.stat().st_size for p in journals.iterdir()]
     # Rotated past 4 KiB (plus the rest of a loop turn's lines): no file holds much of it.
     assert len(segments) >= 4 and max(sizes) <= sum(sizes) // 4, sorted(sizes)
+    monkeypatch.setenv(fold.FOLD_FILES_ENV, "1")  # (folded at the next lone start, however few segments)
     rerun = fleet("run", str(suite), "--nodes", "1", cwd=tmp_path, timeout=120)
     assert rerun.returncode == 0, rerun.stderr
     assert (journals / "folded.jsonl").exists() and not [p for p in journals.iterdir() if SEGMENT.search(p.name)]

@@ -34,6 +34,13 @@ retries = 1
 """
 
 
+@pytest.fixture(autouse=True)
+def fold_at_every_start(monkeypatch):
+    """These tests fold at every start that finds a sealed journal (FLEET_TEST_FOLD_FILES=1),
+    but the one about when a start folds."""
+    monkeypatch.setenv(fold.FOLD_FILES_ENV, "1")
+
+
 def journal_files(run_dir: Path) -> list[str]:
     return sorted(p.name for p in (run_dir / records.JOURNALS).glob("*.jsonl"))
 
@@ -72,6 +79,29 @@ def test_many_reruns_leave_a_bounded_number_of_journal_files_and_every_attempt_i
     a = audited(tmp_path)
     assert a["bad"]["attempts"] == 10 and a["bad"]["status"] == "failed"
     assert all(a[f"s/{i}"]["status"] == "succeeded" and a[f"s/{i}"]["successes"] == 1 for i in range(1, 7))
+    assert_nothing_left(run_dir)
+
+
+def test_a_start_folds_only_once_enough_sealed_journals_wait_and_every_attempt_is_counted_either_way(
+        tmp_path, monkeypatch):
+    """Folding at N sealed journals (fold.FOLD_FILES, here 3): the first N reruns leave
+    their journals as they are (each start reads them; nothing is rewritten), the start
+    that finds N folds them, and every attempt is counted throughout."""
+    n = 3
+    monkeypatch.setenv(fold.FOLD_FILES_ENV, str(n))
+    suite = write_suite(tmp_path / "s.toml", SUITE)
+    run_dir = tmp_path / "run"
+    for i in range(1, n + 2):
+        assert run(tmp_path, suite).returncode == 1  # `bad` fails, twice per run
+        files = journal_files(run_dir)
+        if i <= n:
+            assert fold.FOLDED not in files and len(files) == i, files
+            assert audited(tmp_path)["bad"]["attempts"] == 2 * i
+    assert fold.FOLDED in files and len(files) == 2, files  # the fold, and the last run's
+    a = audited(tmp_path)
+    assert a["bad"]["attempts"] == 2 * (n + 1) and a["bad"]["status"] == "failed"
+    assert all(a[f"s/{i}"]["successes"] == 1 for i in range(1, 7))
+    assert sorted(runs(run_dir)) == [f"s/{i}" for i in range(1, 7)]
     assert_nothing_left(run_dir)
 
 
