@@ -322,15 +322,16 @@ def read_markers(run_dir: Path, ids) -> dict:
     if not queued and not root.is_dir():  # a first run: no step has a directory, none is looked for
         return {}
     known = journalmarks.of(run_dir)  # alone: the markers as the journals recorded them, no open a step
-    if known is not None:
-        known.news(run_dir)
     if known is None or not len(known):
         return {sid: markwriter.read_done(run_dir, sid) for sid in ids if sid in queued or exists(sid)}
-    out = {}
+    out, looked = {}, False
     for sid in ids:
         if sid in queued:
             out[sid] = markwriter.read_done(run_dir, sid)
         elif exists(sid):
+            if not looked:  # (journals that came since: once, and only if a step's marker is asked for)
+                known.news(run_dir)
+                looked = True
             rec = known.get(sid)
             out[sid] = rec if rec is not None else markwriter.read_done(run_dir, sid)
     return out
