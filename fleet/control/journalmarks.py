@@ -30,6 +30,7 @@ again. A marker removed by hand, its directory left, is not noticed by the lone 
 from __future__ import annotations
 
 import os
+import struct
 from pathlib import Path
 
 from fleet.control.fold import FOLDED  # (the fold at start writes it after the journals were read)
@@ -39,7 +40,9 @@ _known: dict[str, "Known"] = {}  # run directory -> its lone fleet's markers (se
 
 
 class Known:
-    """step -> (spec, id, deps as items or None, work_s) of its marker (see the module's docstring)."""
+    """step -> what a submission reads of its marker (see the module's docstring): 24 bytes
+    (spec and id as the 8 bytes their 16 hex digits spell, work_s as a double) for a
+    marker with no deps, as most are; else (spec, id, deps as items or None, work_s)."""
 
     __slots__ = ("steps", "seen", "mine")
 
@@ -66,12 +69,12 @@ class Known:
     def done(self, step: str, rec: dict) -> None:
         """A success's marker `rec` (as written), the step's newest."""
         deps = rec.get("deps")
-        self.steps[step] = (rec.get("spec"), rec.get("id"), _items(deps) if isinstance(deps, dict) else None,
-                            rec.get("work_s"))
+        self.steps[step] = _kept(rec.get("spec"), rec.get("id"), _items(deps) if isinstance(deps, dict) else None,
+                                 rec.get("work_s"))
 
     def done_as(self, step: str, spec: str, mid: str, deps: dict, work_s: float) -> None:
         """done() from the parts the loop's recording path has (no dict made)."""
-        self.steps[step] = (spec, mid, _items(deps), work_s)
+        self.steps[step] = _kept(spec, mid, _items(deps), work_s)
 
     def forget(self, step: str) -> None:
         """The step's marker is not known here any more (removed, or written elsewhere): read its file."""
@@ -82,6 +85,9 @@ class Known:
         k = self.steps.get(step)
         if k is None:
             return None
+        if type(k) is bytes:
+            return {"outcome": "succeeded", "spec": k[:8].hex(), "id": k[8:16].hex(), "deps": {},
+                    "work_s": _DOUBLE.unpack_from(k, 16)[0]}
         rec = {"outcome": "succeeded", "spec": k[0], "id": k[1]}
         if k[2] is not None:
             rec["deps"] = dict(k[2])
@@ -94,10 +100,24 @@ class Known:
 
 
 _NONE = ()  # the deps of most steps: one empty tuple for all
+_DOUBLE = struct.Struct("<d")
 
 
 def _items(deps: dict) -> tuple:
     return tuple(deps.items()) if deps else _NONE
+
+
+def _kept(spec, mid, deps, work_s):
+    """What is kept of a marker: 24 bytes where they say it all exactly (one small object
+    instead of a tuple, two strings and a float), else the tuple."""
+    if deps is _NONE and type(work_s) is float and type(spec) is str and type(mid) is str:
+        try:
+            b = bytes.fromhex(spec + mid)
+        except ValueError:
+            b = b""
+        if len(b) == 16 and b.hex() == spec + mid:
+            return b + _DOUBLE.pack(work_s)
+    return (spec, mid, deps, work_s)
 
 
 def start(run_dir, js: records.Journals, fleet_id: str) -> Known:
@@ -111,9 +131,10 @@ def start(run_dir, js: records.Journals, fleet_id: str) -> Known:
             # memory that reading took (GiBs at a million steps), and one kept from each
             # stretch of it would keep it all from being given back when the reading goes.
             deps, w = rec.get("deps"), rec.get("work_s")
-            steps[_copy(step)] = (_copy(rec.get("spec")), _copy(rec.get("id")),
-                                  tuple((_copy(d), _copy(i)) for d, i in deps.items()) if isinstance(deps, dict) else None,
-                                  w + 0.0 if isinstance(w, float) else w)
+            steps[_copy(step)] = _kept(_copy(rec.get("spec")), _copy(rec.get("id")),
+                                       tuple((_copy(d), _copy(i)) for d, i in deps.items()) if deps else
+                                       _NONE if isinstance(deps, dict) else None,
+                                       w + 0.0 if isinstance(w, float) else w)
     _known[str(run_dir)] = k
     return k
 
