@@ -67,12 +67,20 @@ def write_sealed(run_dir: Path, header: dict, lines: list[dict]) -> None:
     t = time.time()
     text = "".join(_dumps(x) + "\n" for x in [{"k": "fleet", **header, "t": t}, *lines,
                                               {"k": "sealed", "by": "itself", "t": t}])
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    # Written aside and renamed: a fleet listing the journals meanwhile finds it whole or not at all.
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
         os.write(fd, text.encode())
         os.fsync(fd)
     finally:
         os.close(fd)
+    os.replace(tmp, path)
+    dfd = os.open(path.parent, os.O_RDONLY)  # (the rename durable before the files it records are written)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
 
 
 class Journal:
