@@ -121,14 +121,18 @@ class Writer:
             return self._lock.wait_for(lambda: not self._queue and not self._busy, timeout)
 
     def close(self) -> None:
+        """Stop the thread and close the pipe. Under the lock, as the thread's wake-up
+        write is: once closed, the pipe's numbers are the next file's (a test's pipe, a
+        step's stdout), and a late b"m" would land in it. The thread is not joined: it
+        may be in a hung filesystem's write."""
         with self._lock:
             self._closing = True
             self._lock.notify()
-        for fd in (self.wake_r, self._wake_w):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+            for fd in (self.wake_r, self._wake_w):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
 
     def _write(self, piece: list) -> bool:
         """Write a piece and record its progress; whether every write was fast."""
@@ -164,9 +168,8 @@ class Writer:
                 self._fast = self._fast + len(piece) if fast else 0
                 if self._fast >= FAST_N and not self._queue:  # (nothing of the thread's left to precede it)
                     self.inline = True
-                wake = self._wake
-            if wake:
-                try:
-                    os.write(self._wake_w, b"m")
-                except OSError:  # full (the loop is behind: it reads progress anyway) or closed
-                    pass
+                if self._wake and not self._closing:  # (closed under this lock: see close)
+                    try:
+                        os.write(self._wake_w, b"m")  # non-blocking: never holds the lock long
+                    except OSError:  # full: the loop is behind, and reads progress anyway
+                        pass

@@ -81,3 +81,33 @@ def test_after_enough_fast_writes_the_loop_writes_them_itself_until_one_is_slow(
         assert w.progress() == (n + 3, []) and (tmp_path / "i").read_text() == "i"
     finally:
         w.close()
+
+
+def test_a_closed_writer_never_wakes_into_the_file_that_took_its_pipes_number(tmp_path, monkeypatch):
+    # The thread is in a write when the agent closes the writer; the pipe's write end's
+    # number then belongs to another file (here forced with dup2; in CI it was a step's
+    # stdout and the next test's pipe). The thread's wake-up must not land there.
+    import threading
+    entered, release = threading.Event(), threading.Event()
+
+    def slow_put(path, text):
+        entered.set()
+        release.wait(10)
+
+    monkeypatch.setattr(markers, "put", slow_put)
+    w = markers.Writer()
+    old = w._wake_w
+    w.add([[str(tmp_path / "a"), "a"]], last=1)
+    assert entered.wait(10)
+    w.close()
+    r, wr = os.pipe()
+    try:
+        if wr != old:
+            os.dup2(wr, old)  # the next file opened takes the closed number
+        release.set()
+        w._thread.join(10)
+        assert not w._thread.is_alive()
+        assert not select.select([r], [], [], 0.2)[0]  # nothing written into it
+    finally:
+        for fd in {r, wr, old}:  # (the pipe usually takes the very numbers: then dup2 does nothing)
+            os.close(fd)

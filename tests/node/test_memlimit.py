@@ -29,7 +29,8 @@ def test_an_agent_s_cgroup_left_by_a_dead_agent_is_removed_when_the_next_agent_c
     if first.kind != M.CGROUP1:
         pytest.skip(f"no writable cgroup v1 memory controller here: {first.why}")
     # A pid that is gone, from the process table, not read from the child's output (once
-    # in CI that read "m14191": something else wrote to the pipe).
+    # in CI that read "m14191": a closed markers.Writer's thread woke into the pipe that
+    # took its number; fixed, see test_markers).
     p = subprocess.Popen([sys.executable, "-c", "pass"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     assert p.wait(timeout=30) == 0
     dead = p.pid
