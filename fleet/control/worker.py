@@ -101,6 +101,8 @@ class Worker:
         """Stop after the current job (bounded wait; the thread is a daemon)."""
         self._jobs.put(None)
         self._thread.join(timeout)
+        if self._thread.is_alive():  # still in a job: its wake-up would land in whatever
+            return                   # file took the pipe's numbers; two fds left open instead
         for fd in (self._r, self._w):
             try:
                 os.close(fd)

@@ -37,3 +37,25 @@ def test_the_worker_runs_jobs_in_order_and_makes_the_loop_wait_at_most_its_short
 def test_a_switch_interval_already_shorter_is_kept():
     got = _run(0.0001)
     assert abs(got["switch"] - 0.0001) < 2e-6
+
+
+CLOSED = textwrap.dedent("""
+    import json, os, select, threading
+    from fleet.control import worker
+    w = worker.Worker("test")
+    entered, release = threading.Event(), threading.Event()
+    w.put("slow", lambda: (entered.set(), release.wait(30)))
+    entered.wait(30)
+    old = w.fd, w._w
+    w.close(timeout=0.05)  # the job goes on past the wait
+    r, wr = os.pipe()  # takes the lowest free numbers: the worker's, were they closed
+    release.set()
+    w._thread.join(30)
+    print(json.dumps({"same": sorted(old) == sorted((r, wr)),
+                      "woke": bool(select.select([r], [], [], 0.2)[0])}))
+""")
+
+
+def test_a_worker_closed_in_the_middle_of_a_job_never_wakes_into_the_file_that_took_its_pipes_numbers():
+    got = script_json(CLOSED)
+    assert got == {"same": False, "woke": False}  # its pipe left open: nothing took its numbers
