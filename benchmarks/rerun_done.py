@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -52,7 +53,7 @@ def rss_mib(pid: int) -> float:
     return 0.0
 
 
-def measure(tree: Path, work: Path, hook: Path, fold_every_start: bool = False) -> dict:
+def measure(tree: Path, work: Path, hook: Path, fold_every_start: bool = False, spy: Path | None = None) -> dict:
     run_dir, pristine = work / "run", work / "fleet-pristine"
     shutil.rmtree(run_dir / ".fleet", ignore_errors=True)
     shutil.copytree(pristine, run_dir / ".fleet", symlinks=True)
@@ -71,10 +72,20 @@ def measure(tree: Path, work: Path, hook: Path, fold_every_start: bool = False) 
     pid = coordinator_pid(run_dir)
     time.sleep(2)
     rss_up = rss_mib(pid)
+    client = [*fleet, "run", "--run-dir", str(run_dir), str(work / "suite.toml")]
+    spies = []
+    if spy:  # py-spy on the coordinator and on the client, for the rerun only (raw: collapsed stacks)
+        spy.mkdir(parents=True, exist_ok=True)
+        spies.append(subprocess.Popen(["py-spy", "record", "--format", "raw", "--threads", "--rate", "200",
+                                       "-o", str(spy / "coordinator.txt"), "-p", str(pid)],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        client = ["py-spy", "record", "--format", "raw", "--rate", "200", "-o", str(spy / "client.txt"), "--", *client]
     t0 = time.time()
-    r = subprocess.run([*fleet, "run", "--run-dir", str(run_dir), str(work / "suite.toml")], env=env, cwd="/tmp",
-                       capture_output=True, text=True, timeout=1800)
+    r = subprocess.run(client, env=env, cwd="/tmp", capture_output=True, text=True, timeout=1800)
     rerun_s = time.time() - t0
+    for p in spies:
+        p.send_signal(signal.SIGINT)
+        p.wait(timeout=120)
     rss_after = rss_mib(pid)
     subprocess.run([*fleet, "down", "--run-dir", str(run_dir)], env=env, cwd="/tmp", capture_output=True, timeout=600)
     deadline = time.time() + 120
@@ -94,6 +105,8 @@ def main() -> None:
     ap.add_argument("--trees", default=".", help="checkouts to measure, comma-separated, in this order")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--out", help="write the results here (JSON)")
+    ap.add_argument("--spy", help="py-spy the rerun's coordinator and client into this directory (raw stacks; "
+                                  "the figures then include py-spy's sampling)")
     a = ap.parse_args()
     work = Path(a.work).resolve()
     if not (work / "fleet-pristine").exists():
@@ -105,7 +118,7 @@ def main() -> None:
     out = {"command": "python benchmarks/" + " ".join([Path(__file__).name, *sys.argv[1:]]), "runs": []}
     for _ in range(a.rounds):
         for tree, fold_every_start in trees:
-            res = measure(tree, work, hook, fold_every_start)
+            res = measure(tree, work, hook, fold_every_start, Path(a.spy) / tree.name if a.spy else None)
             print(json.dumps(res), flush=True)
             out["runs"].append(res)
     if a.out:

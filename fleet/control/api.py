@@ -20,6 +20,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Callable, Iterable, Mapping
 
 from fleet.control import client as C
@@ -59,12 +60,14 @@ class Update:
     """What :meth:`Fleet.wait` passes to ``on_progress`` after each answer: the rows
     that finished since the last one (``[step, outcome, attempt, reason, ...]``; an
     outcome "retry" is an attempt that runs again, not an end), the submission's steps
-    counted by state, and the final outcomes so far (step id -> outcome); ``full``: with
-    the last one, why the fleet drained if its run directory's file system is full."""
+    counted by state, and the final outcomes so far (step id -> outcome: a read-only
+    view that goes on growing with the next answers; ``dict(u.outcomes)`` keeps one
+    moment's); ``full``: with the last one, why the fleet drained if its run directory's
+    file system is full."""
 
     finished: tuple
     counts: dict
-    outcomes: dict
+    outcomes: Mapping
     full: str = ""
 
 
@@ -157,7 +160,9 @@ class Fleet:
                         outcomes[row[0]] = row[1]
                 since = pr.next
                 if on_progress is not None:
-                    on_progress(Update(tuple(pr.finished), dict(pr.counts), dict(outcomes), pr.full))
+                    # A view, not a copy: a copy per answer was quadratic (a million
+                    # steps: 200 answers copying up to a million entries each).
+                    on_progress(Update(tuple(pr.finished), dict(pr.counts), MappingProxyType(outcomes), pr.full))
                 if pr.done and not pr.finished:
                     return outcomes
                 if pr.finished:

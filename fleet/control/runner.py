@@ -30,6 +30,9 @@ from fleet.core.units import counted
 EXIT_DRAINED = 3
 EXIT_FULL = 4
 DRAINED = (S.INTERRUPTED, "not_started")  # outcomes the drain gives (fleet.control.drain)
+# Skipped steps listed one by one in a log (not a terminal), at most: a rerun of a big
+# suite would otherwise write a line per step already done (a million, for a million).
+SKIPPED_LISTED = 100
 
 
 def _interrupt(signum, frame):
@@ -115,12 +118,20 @@ def _follow(f: Fleet, sub: Submission, suite: Suite, run_dir: Path, out) -> int:
           file=out, flush=True)
 
     outcomes, full = {}, []  # full: steps drained because the run directory is full, or why (control.drain)
+    listed = unlisted = 0  # skipped steps listed in a log; those past SKIPPED_LISTED, only counted
 
     def show(u: Update) -> None:
-        nonlocal total
+        nonlocal total, listed, unlisted
         if u.full:  # (the fleet's own records found no room: said with the last answer)
             full.append(u.full)
         for step, outcome, attempt, reason, *more in u.finished:
+            if outcome == S.SKIPPED and (tty or listed >= SKIPPED_LISTED):
+                outcomes[step] = outcome  # a big rerun's fast path: nothing shown for the step
+                if len(outcomes) > total:
+                    total = len(outcomes)
+                unlisted += not tty
+                continue
+            listed += outcome == S.SKIPPED
             if outcome == "retry":  # not final: counted when it is
                 of = f" of {more[0]}" if more else ""
                 line = f"  {'retry':<10} {step}: retry {attempt}{of}: {reason}"
@@ -138,7 +149,7 @@ def _follow(f: Fleet, sub: Submission, suite: Suite, run_dir: Path, out) -> int:
             width = 30
             fill = int(width * len(outcomes) / total) if total else width
             running = u.counts.get(S.RUNNING, 0)
-            out.write(f"\r[{'#' * fill}{'.' * (width - fill)}] {len(outcomes)}/{total} done, {running} running, "
+            out.write(f"\r\033[K[{'#' * fill}{'.' * (width - fill)}] {len(outcomes)}/{total} done, {running} running, "
                       f"{time.monotonic() - started:.0f} s")
             out.flush()
 
@@ -149,6 +160,8 @@ def _follow(f: Fleet, sub: Submission, suite: Suite, run_dir: Path, out) -> int:
         return 1
     if tty:
         out.write("\n")
+    if unlisted:
+        print(f"  ... and {unlisted} more skipped (done before), not listed", file=out)
     bad = {s: o for s, o in outcomes.items() if o not in (S.SUCCEEDED, S.SKIPPED)}
     counts: dict[str, int] = {}
     for o in outcomes.values():

@@ -237,3 +237,24 @@ def test_markers_written_by_0_1_count_as_done_when_their_dependencies_are_done(t
     finally:
         fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
     assert_nothing_left(run_dir)
+
+
+def test_a_rerun_lists_the_first_hundred_steps_done_before_and_counts_the_rest(tmp_path, live):
+    from fleet.control.runner import SKIPPED_LISTED
+    n = SKIPPED_LISTED + 23
+    suite = write_suite(tmp_path / "many.toml", f"""
+[suite]
+name = "many"
+[[steps]]
+id = "s/{{i}}"
+array = "1-{n}"
+call = "fleet_steps:writes_nothing"
+""")
+    first = run(suite, live)
+    assert first.returncode == 0 and f"{n} succeeded" in first.stdout, first.stdout + first.stderr
+    again = run(suite, live)
+    lines = again.stdout.splitlines()
+    listed = [line for line in lines if line.startswith("[") and line.split("]", 1)[1].split()[0] == "skipped"]
+    assert again.returncode == 0 and len(listed) == SKIPPED_LISTED, again.stdout
+    assert f"  ... and {n - SKIPPED_LISTED} more skipped (done before), not listed" in lines
+    assert f"suite 'many': {n} skipped in" in again.stdout
