@@ -24,8 +24,8 @@ from pathlib import Path
 
 import zmq
 
-from fleet.control import (cancelling, drain, early, heap, launching, nodemarkers, outcomes, preloads, recording,
-                           reports, store, turns)
+from fleet.control import (cancelling, drain, early, eventlines, heap, launching, nodemarkers, outcomes, preloads,
+                           recording, reports, store, turns)
 from fleet.control.claims import Claims
 from fleet.control.intake import Intake
 from fleet.control.liveness import Liveness, report_hold, scaled
@@ -386,7 +386,10 @@ class Coordinator:
                 self.submissions.ended(d.step, S.UNRUNNABLE, 0, d.reason, final=True)
             elif isinstance(d, Skipped):
                 where = self.claims.elsewhere.pop(d.step, None)
-                self.events.write(events.Skipped(t=now, step=d.step, by=where[0] if where else None))
+                if where:
+                    self.events.write(events.Skipped(t=now, step=d.step, by=where[0]))
+                else:  # a rerun's million done steps: each line by shape (fleet.control.eventlines)
+                    self.events.write_encoded((eventlines.skipped(self.events.fleet, now, d.step),))
                 self.submissions.ended(d.step, S.SKIPPED, 0,
                                        "succeeded in another fleet" if where else "already succeeded", final=True)
             elif isinstance(d, Kill):

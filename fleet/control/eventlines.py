@@ -1,6 +1,8 @@
-"""The coordinator's per-step `start` and `started` records, encoded without the record.
+"""The coordinator's per-step `start`, `started` and `skipped` records, encoded without
+the record.
 
-Every step that runs leaves a `start` and a `started` record in events.jsonl. Built as
+Every step that runs leaves a `start` and a `started` record in events.jsonl, and every
+step a rerun finds done a `skipped` one. Built as
 frozen dataclasses (each field set through object.__setattr__), mapped by to_dict and
 then encoded, each cost the loop several microseconds per step. Here the record's JSON
 object is built directly, in the order Record.to_dict writes it (t and kind first, the
@@ -20,6 +22,7 @@ _START = ('{"t":%s,"kind":"start"%s,"step":%s,"attempt":%r,"node":%s,"cores":%s,
           '"nodes":[%s],"placement":[{"node":%s,"cores":%s,"gpus":%s,"memory":%r}]}')
 _STARTED = '{"t":%s,"kind":"started"%s,"step":%s,"attempt":%r,"node":%s,"pid":%r,"at":%s}'
 _QUEUED = '{"t":%s,"kind":"queued"%s,"step":%s,"attempt":%r,"node":%s,"after":%s}'
+_SKIPPED = '{"t":%s,"kind":"skipped"%s,"step":%s}'
 
 
 _fleets = {"": ""}  # a fleet's id -> its `fleet` field's text (one fleet a coordinator)
@@ -68,6 +71,12 @@ def queued(fleet: str, now: float, d) -> str:
     """The `queued` line of a Queue decision `d` (fleet.core.window): as
     EventLog.write(events.Queued(...)) of its step, attempt, node and predecessor."""
     return _QUEUED % (_time(now), _fleet(fleet), esc(d.step), d.attempt, text(d.placement[0].node), esc(d.after))
+
+
+def skipped(fleet: str, now: float, step: str) -> str:
+    """The `skipped` line of a step done before (no other fleet named): as
+    EventLog.write(events.Skipped(t=now, step=step))."""
+    return _SKIPPED % (_time(now), _fleet(fleet), esc(step))
 
 
 def started(fleet: str, now: float, node: str, msg) -> str:

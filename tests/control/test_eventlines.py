@@ -4,6 +4,7 @@ frozen dataclasses' __init__ are exactly what the records and the message give."
 from __future__ import annotations
 
 import dataclasses
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -67,3 +68,12 @@ def test_a_record_made_without_its_init_equals_the_record_made_by_it_and_is_writ
     assert rec == made and events._dumps(rec.to_dict("f")) == events._dumps(made.to_dict("f"))
     if cls is events.Start:
         assert eventlines.record(cls, **fields).cores is not rec.cores  # fresh lists each
+
+
+@pytest.mark.parametrize("fleet", ["", "f-1"])
+@pytest.mark.parametrize("step", ["s/000123", 'odd "step"\u00e9\\'])
+def test_a_skipped_line_is_byte_for_byte_the_skipped_record_the_event_log_writes(fleet, step):
+    rec = events.Skipped(t=1764698000.1234567, step=step)
+    assert eventlines.skipped(fleet, 1764698000.1234567, step) == events._dumps(rec.to_dict(fleet))
+    line = eventlines.skipped(fleet, 3.5, step)
+    assert events.parse(json.loads(line)) == events.Skipped(t=3.5, fleet=fleet, step=step)
