@@ -18,7 +18,7 @@ from pathlib import Path
 from fleet.core.graph import Graph, build_graph
 from fleet.core.problems import Problem, SuiteError
 from fleet.core.resources import Capacity, NodeSpec
-from fleet.core.suite import Reading, StepSpec, Suite, Unparsed, read_toml
+from fleet.core.suite import Reading, StepSpec, Suite, Unparsed, read_head, read_toml
 
 IMPORT_TIMEOUT_S = 120.0  # for importing every call module of a suite, all together
 
@@ -26,14 +26,24 @@ IMPORT_TIMEOUT_S = 120.0  # for importing every call module of a suite, all toge
 def read_suite_file(path: str | Path) -> Reading:
     """Read and check a suite file: the steps that read cleanly and every problem."""
     path = Path(path)
+    return read_toml(_text(path), path, resolve=Path.resolve)
+
+
+def suite_head(path: str | Path) -> Suite:
+    """A suite file's [suite] table only (fleet.core.suite.read_head): the suite with no
+    steps; SuiteError with that table's problems."""
+    path = Path(path)
+    return read_head(_text(path), path, resolve=Path.resolve).check()
+
+
+def _text(path: Path) -> str:
     fname = str(path)
     try:
-        text = path.read_text()
+        return path.read_text()
     except FileNotFoundError:
         raise SuiteError([Problem(fname, None, None, "no such file")]) from None
     except (OSError, UnicodeDecodeError) as e:
         raise SuiteError([Problem(fname, None, None, f"cannot read: {e}")]) from None
-    return read_toml(text, path, resolve=Path.resolve)
 
 
 def load_suite(path: str | Path) -> Suite:

@@ -87,6 +87,10 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
                 print(f"error: {p}", file=sys.stderr)
             print(f"{counted(len(e.problems), 'problem')} found; nothing was started", file=sys.stderr)
             return 2
+        if not sub.steps:  # (a fleet that was up read the suite: none here, or none in the shard)
+            print(f"suite '{suite.name}' has no steps" + (f" in shard {shard}" if shard else "") + "; nothing was started",
+                  file=out)
+            return 0
         return _follow(f, sub, suite, run_dir, out)
     except RunDirError as e:
         print(f"fleet: {e}", file=sys.stderr)

@@ -22,13 +22,15 @@ class Unselectable(ValueError):
     """The selection cannot run; args[0] is the list of problems, each naming its step."""
 
 
-def select(run_dir: Path, name: str, steps: list, deps: dict, foreign: set,
+def select(run_dir: Path, suite, steps: list, deps: dict, foreign: set,
            only, with_deps: bool) -> tuple[list, dict, set]:
-    """(steps, deps, foreign) of the selection; Unselectable with every problem."""
+    """(steps, deps, foreign) of the selection from `suite` (fleet.core.suite.Suite);
+    Unselectable with every problem."""
     by_id = {s.id: s for s in steps}
     unknown = [i for i in only if i not in by_id]
     if unknown:
-        raise Unselectable([f"--only: suite '{name}' has no step " + ", ".join(f"'{i}'" for i in unknown)])
+        raise Unselectable([f"{suite.path}: --only: suite '{suite.name}' has no step "
+                            + ", ".join(f"'{i}'" for i in unknown)])
     chosen = dict.fromkeys(only)
     if with_deps:
         todo = list(only)

@@ -278,7 +278,7 @@ def check(msg: P.Submit, nodes: list, run_dir: Path) -> Checked | P.SubmitReply:
             return P.SubmitReply(False, problems=[str(e)] if not isinstance(e, Problems) else e.args[0])
     if msg.only:  # --only [--with-deps]: fleet.control.selection
         try:
-            steps, deps, foreign = selection.select(run_dir, suite.name, steps, deps, foreign, msg.only, msg.with_deps)
+            steps, deps, foreign = selection.select(run_dir, suite, steps, deps, foreign, msg.only, msg.with_deps)
         except selection.Unselectable as e:
             return P.SubmitReply(False, problems=e.args[0])
     by_id = {s.id: s for s in steps}

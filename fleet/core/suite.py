@@ -192,6 +192,32 @@ def read_toml(text: str, path: str | Path, resolve: Callable[[Path], Path] | Non
     return read_suite(raw, path, resolve)
 
 
+def read_head(text: str, path: str | Path, resolve: Callable[[Path], Path] | None = None) -> Reading:
+    """As read_toml, but only the [suite] table: the suite with no steps (its name,
+    run_dir and preload), and the problems of that table. What a client needs before a
+    fleet that reads the whole suite itself: a million array steps are not made twice."""
+    path = Path(path)
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        empty = Suite(path, path.stem, path.parent, (), ())
+        return Reading(empty, (Problem(str(path), None, None, f"not valid TOML: {e}"),))
+    problems: list[Problem] = []
+    name, run_dir_raw, preload, _ = _suite_table(raw, path, problems)
+    return Reading(Suite(path=path, name=name, run_dir=_run_dir(run_dir_raw, path, resolve), preload=tuple(preload),
+                         steps=()), tuple(problems))
+
+
+def _run_dir(raw: str, path: Path, resolve: Callable[[Path], Path] | None) -> Path:
+    """A suite's run_dir as written: a relative one from the suite file's directory."""
+    run_dir = Path(raw)
+    if not run_dir.is_absolute():
+        run_dir = path.parent / run_dir
+        if resolve is not None:
+            run_dir = resolve(run_dir)
+    return run_dir
+
+
 def parse_suite(raw: dict, path: Path, resolve: Callable[[Path], Path] | None = None) -> Suite:
     """Check an already-parsed suite table from the file `path`; raise SuiteError
     listing every problem found. See read_suite."""
@@ -217,12 +243,7 @@ def read_suite(raw: dict, path: Path, resolve: Callable[[Path], Path] | None = N
         problems.append(Problem(fname, None, "steps", "expected [[steps]] tables"))
         tables = []
     steps, marks, unparsed, outputs = _read_steps(tables, defaults, limit, fname, problems)
-    run_dir = Path(run_dir_raw)
-    if not run_dir.is_absolute():
-        run_dir = path.parent / run_dir
-        if resolve is not None:
-            run_dir = resolve(run_dir)
-    suite = Suite(path=path, name=name, run_dir=run_dir, preload=tuple(preload),
+    suite = Suite(path=path, name=name, run_dir=_run_dir(run_dir_raw, path, resolve), preload=tuple(preload),
                   steps=tuple(sorted(steps.values(), key=lambda s: s.order)))
     return Reading(suite, tuple(problems), marks, unparsed, outputs)
 
