@@ -87,6 +87,8 @@ def measure(tree: Path, work: Path, hook: Path, fold_every_start: bool = False, 
         p.send_signal(signal.SIGINT)
         p.wait(timeout=120)
     rss_after = rss_mib(pid)
+    time.sleep(12)  # past the coordinator's next heap trim (fleet.control.heap.TRIM_S): like for like across trees
+    rss_later = rss_mib(pid)
     subprocess.run([*fleet, "down", "--run-dir", str(run_dir)], env=env, cwd="/tmp", capture_output=True, timeout=600)
     deadline = time.time() + 120
     while coordinator_pid(run_dir) and time.time() < deadline:
@@ -95,6 +97,7 @@ def measure(tree: Path, work: Path, hook: Path, fold_every_start: bool = False, 
     return {"tree": str(tree) + ("@fold" if fold_every_start else ""), "up_s": round(up_s, 1), "rerun_s": round(rerun_s, 1), "rerun_rc": r.returncode,
             "rerun_last_line": r.stdout.strip().splitlines()[-1] if r.stdout.strip() else r.stderr[-300:],
             "coordinator_rss_mib_after_up": round(rss_up, 1), "coordinator_rss_mib_after_rerun": round(rss_after, 1),
+            "coordinator_rss_mib_12s_after_rerun": round(rss_later, 1),
             "coordinator_done_marker_opens": opens.get(pid, 0), "all_done_marker_opens": sum(opens.values()),
             "loadavg": os.getloadavg()}
 
