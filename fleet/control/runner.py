@@ -153,8 +153,9 @@ def _follow(f: Fleet, sub: Submission, suite: Suite, run_dir: Path, out) -> int:
             width = 30
             fill = int(width * len(outcomes) / total) if total else width
             running = u.counts.get(S.RUNNING, 0)
-            out.write(f"\r\033[K[{'#' * fill}{'.' * (width - fill)}] {len(outcomes)}/{total} done, {running} running, "
-                      f"{time.monotonic() - started:.0f} s")
+            # (cleared after it, not before: a shorter bar than the last leaves nothing of it)
+            out.write(f"\r[{'#' * fill}{'.' * (width - fill)}] {len(outcomes)}/{total} done, {running} running, "
+                      f"{time.monotonic() - started:.0f} s\033[K")
             out.flush()
 
     try:
@@ -165,7 +166,7 @@ def _follow(f: Fleet, sub: Submission, suite: Suite, run_dir: Path, out) -> int:
     if tty:
         out.write("\n")
     if unlisted:
-        print(f"  ... and {unlisted} more skipped (done before), not listed", file=out)
+        print(f"  ... and {unlisted} more skipped, not listed", file=out)
     bad = {s: o for s, o in outcomes.items() if o not in (S.SUCCEEDED, S.SKIPPED)}
     counts: dict[str, int] = {}
     for o in outcomes.values():
