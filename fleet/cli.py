@@ -157,37 +157,6 @@ def _cannot_use(err) -> None:
     sys.exit(EXIT_INVALID)
 
 
-def _shard_spec(shard: str) -> tuple[int, int]:
-    from fleet.control.shard import ShardError, parse
-    try:
-        return parse(shard)
-    except ShardError as e:
-        raise click.UsageError(str(e))
-
-
-def _checked_for_run(suite: str, shard: str, only: tuple[str, ...]):
-    """`fleet run`'s suite checked whole before an embedded fleet starts (exit 2 with
-    its problems), or None (said): no steps to run."""
-    try:
-        s, _ = checked_suite(suite, check_inputs=False)
-    except SuiteError as e:
-        _invalid(e)
-    steps, where = s.steps, ""
-    if shard:
-        from fleet.control.shard import owner
-        i, n = _shard_spec(shard)
-        steps, where = [x for x in s.steps if owner(x.task, n) == i], f" in shard {shard}"
-    unknown = [i for i in only if i not in {x.id for x in s.steps}]
-    if unknown:
-        click.echo(f"error: {suite}: --only: suite '{s.name}' has no step " + ", ".join(f"'{i}'" for i in unknown),
-                   err=True)
-        sys.exit(EXIT_INVALID)
-    if not steps:
-        click.echo(f"suite '{s.name}' has no steps{where}; nothing was started")
-        return None
-    return s
-
-
 def _coordinator_options(heartbeat, heartbeat_timeout, stale_after, max_attempts, **end) -> list[str]:
     return ["--heartbeat", str(heartbeat), "--timeout", str(heartbeat_timeout),
             "--stale-after", str(stale_after), "--max-attempts", str(max_attempts)] + end_args(**end) \
@@ -320,6 +289,7 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
     the suite is invalid, 3 if the allocation ended (drained) before the suite did:
     run it again in the next allocation, 4 if the run directory's disk is full: free
     space and run it again (docs/operations.md)."""
+    from fleet.cli_run import shard_spec, steps_to_run
     from fleet.control.checks import suite_head
     from fleet.control.client import FleetError, find
     from fleet.control.runner import run_suite
@@ -340,11 +310,15 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
     # well made a big suite's steps twice (a million array steps: 8 s before the
     # submission left). With none up it is checked here, before a fleet is started.
     if not up:
-        s = _checked_for_run(suite, shard, only)
-        if s is None:
+        try:
+            s, nothing = steps_to_run(suite, shard, only)
+        except SuiteError as e:
+            _invalid(e)
+        if nothing:
+            click.echo(nothing)
             return
     elif shard:
-        _shard_spec(shard)
+        shard_spec(shard)
     if other:
         click.echo(f"fleet: running on the fleet up in {target} (not the suite's run_dir {s.run_dir})", err=True)
     sys.exit(run_suite(Path(suite).resolve(), s, target, force=force, serial=serial, nodes=nodes,

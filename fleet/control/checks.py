@@ -18,7 +18,7 @@ from pathlib import Path
 from fleet.core.graph import Graph, build_graph
 from fleet.core.problems import Problem, SuiteError
 from fleet.core.resources import Capacity, NodeSpec
-from fleet.core.suite import Reading, StepSpec, Suite, Unparsed, read_head, read_toml
+from fleet.core.suite import Reading, StepSpec, Suite, Unparsed, read_toml
 
 IMPORT_TIMEOUT_S = 120.0  # for importing every call module of a suite, all together
 
@@ -30,10 +30,10 @@ def read_suite_file(path: str | Path) -> Reading:
 
 
 def suite_head(path: str | Path) -> Suite:
-    """A suite file's [suite] table only (fleet.core.suite.read_head): the suite with no
-    steps; SuiteError with that table's problems."""
+    """A suite file's [suite] table only (fleet.core.suite.read_toml's `head`): the
+    suite with no steps; SuiteError with that table's problems."""
     path = Path(path)
-    return read_head(_text(path), path, resolve=Path.resolve).check()
+    return read_toml(_text(path), path, resolve=Path.resolve, head=True).check()
 
 
 def _text(path: Path) -> str:

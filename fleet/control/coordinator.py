@@ -385,11 +385,8 @@ class Coordinator:
                 self._final(d.step, S.UNRUNNABLE, d.reason, now)
                 self.submissions.ended(d.step, S.UNRUNNABLE, 0, d.reason, final=True)
             elif isinstance(d, Skipped):
-                where = self.claims.elsewhere.pop(d.step, None)
-                if where:
-                    self.events.write(events.Skipped(t=now, step=d.step, by=where[0]))
-                else:  # a rerun's million done steps: each line by shape (fleet.control.eventlines)
-                    self.events.write_encoded((eventlines.skipped(self.events.fleet, now, d.step),))
+                where = self.claims.elsewhere.pop(d.step, None)  # (a rerun's million: lines by shape)
+                self.events.write_encoded((eventlines.skipped(self.events.fleet, now, d.step, where and where[0]),))
                 self.submissions.ended(d.step, S.SKIPPED, 0,
                                        "succeeded in another fleet" if where else "already succeeded", final=True)
             elif isinstance(d, Kill):

@@ -22,7 +22,7 @@ _START = ('{"t":%s,"kind":"start"%s,"step":%s,"attempt":%r,"node":%s,"cores":%s,
           '"nodes":[%s],"placement":[{"node":%s,"cores":%s,"gpus":%s,"memory":%r}]}')
 _STARTED = '{"t":%s,"kind":"started"%s,"step":%s,"attempt":%r,"node":%s,"pid":%r,"at":%s}'
 _QUEUED = '{"t":%s,"kind":"queued"%s,"step":%s,"attempt":%r,"node":%s,"after":%s}'
-_SKIPPED = '{"t":%s,"kind":"skipped"%s,"step":%s}'
+_SKIPPED = '{"t":%s,"kind":"skipped"%s,"step":%s%s}'
 
 
 _fleets = {"": ""}  # a fleet's id -> its `fleet` field's text (one fleet a coordinator)
@@ -73,10 +73,10 @@ def queued(fleet: str, now: float, d) -> str:
     return _QUEUED % (_time(now), _fleet(fleet), esc(d.step), d.attempt, text(d.placement[0].node), esc(d.after))
 
 
-def skipped(fleet: str, now: float, step: str) -> str:
-    """The `skipped` line of a step done before (no other fleet named): as
-    EventLog.write(events.Skipped(t=now, step=step))."""
-    return _SKIPPED % (_time(now), _fleet(fleet), esc(step))
+def skipped(fleet: str, now: float, step: str, by=None) -> str:
+    """The `skipped` line of a step done before (`by`: the other fleet that did it): as
+    EventLog.write(events.Skipped(t=now, step=step, by=by))."""
+    return _SKIPPED % (_time(now), _fleet(fleet), esc(step), "" if by is None else ',"by":' + _dumps(by))
 
 
 def started(fleet: str, now: float, node: str, msg) -> str:

@@ -20,8 +20,9 @@ import time
 from pathlib import Path
 
 from fleet.core import states as S
-from fleet.control.api import Fleet, Submission, SubmitError, Update
+from fleet.control.api import Fleet, Submission, SubmitError
 from fleet.control.drain import FULL
+from fleet.control.followlines import DRAINED, Lines
 from fleet.control.client import FleetError, RunDirError, down, embedded_name, find, up, usable_run_dir
 from fleet.wire import connection
 from fleet.core.suite import Suite
@@ -29,10 +30,6 @@ from fleet.core.units import counted
 
 EXIT_DRAINED = 3
 EXIT_FULL = 4
-DRAINED = (S.INTERRUPTED, "not_started")  # outcomes the drain gives (fleet.control.drain)
-# Skipped steps listed one by one in a log (not a terminal), at most: a rerun of a big
-# suite would otherwise write a line per step already done (a million, for a million).
-SKIPPED_LISTED = 100
 
 
 def _interrupt(signum, frame):
@@ -87,11 +84,7 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
                 print(f"error: {p}", file=sys.stderr)
             print(f"{counted(len(e.problems), 'problem')} found; nothing was started", file=sys.stderr)
             return 2
-        if not sub.steps:  # (a fleet that was up read the suite: none here, or none in the shard)
-            print(f"suite '{suite.name}' has no steps" + (f" in shard {shard}" if shard else "") + "; nothing was started",
-                  file=out)
-            return 0
-        return _follow(f, sub, suite, run_dir, out)
+        return _follow(f, sub, suite, run_dir, out, shard)
     except RunDirError as e:
         print(f"fleet: {e}", file=sys.stderr)
         return 2
@@ -114,65 +107,27 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
         signal.signal(signal.SIGUSR1, old_usr1)
 
 
-def _follow(f: Fleet, sub: Submission, suite: Suite, run_dir: Path, out) -> int:
-    tty = out.isatty()
-    total = sub.steps
-    started = time.monotonic()
-    print(f"suite '{suite.name}': {counted(total, 'step')}" + (f", {sub.skipped} already done" if sub.skipped else ""),
+def _follow(f: Fleet, sub: Submission, suite: Suite, run_dir: Path, out, shard: str) -> int:
+    if not sub.steps:  # (a fleet that was up read the suite: none here, or none in the shard)
+        print(f"suite '{suite.name}' has no steps" + (f" in shard {shard}" if shard else "") + "; nothing was started",
+              file=out)
+        return 0
+    print(f"suite '{suite.name}': {counted(sub.steps, 'step')}" + (f", {sub.skipped} already done" if sub.skipped else ""),
           file=out, flush=True)
-
-    outcomes, full = {}, []  # full: steps drained because the run directory is full, or why (control.drain)
-    listed = unlisted = 0  # skipped steps listed in a log; those past SKIPPED_LISTED, only counted
-
-    def show(u: Update) -> None:
-        nonlocal total, listed, unlisted
-        if u.full:  # (the fleet's own records found no room: said with the last answer)
-            full.append(u.full)
-        for step, outcome, attempt, reason, *more in u.finished:
-            if outcome == S.SKIPPED and (tty or listed >= SKIPPED_LISTED):
-                outcomes[step] = outcome  # a big rerun's fast path: nothing shown for the step
-                if len(outcomes) > total:
-                    total = len(outcomes)
-                unlisted += not tty
-                continue
-            listed += outcome == S.SKIPPED
-            if outcome == "retry":  # not final: counted when it is
-                of = f" of {more[0]}" if more else ""
-                line = f"  {'retry':<10} {step}: retry {attempt}{of}: {reason}"
-            else:
-                outcomes[step] = outcome
-                if outcome in DRAINED and reason and FULL in reason:
-                    full.append(step)
-                total = max(total, len(outcomes))  # steps its steps submitted count too
-                line = f"  {outcome:<10} {step}" + (f": {reason}" if reason and outcome not in (S.SUCCEEDED, S.SKIPPED) else "")
-            if tty:
-                out.write("\r\033[K")
-            if not tty or outcome not in (S.SUCCEEDED, S.SKIPPED):
-                print(f"[{len(outcomes):>{len(str(total))}}/{total}]{line}", file=out)
-        if tty:
-            width = 30
-            fill = int(width * len(outcomes) / total) if total else width
-            running = u.counts.get(S.RUNNING, 0)
-            # (cleared after it, not before: a shorter bar than the last leaves nothing of it)
-            out.write(f"\r[{'#' * fill}{'.' * (width - fill)}] {len(outcomes)}/{total} done, {running} running, "
-                      f"{time.monotonic() - started:.0f} s\033[K")
-            out.flush()
-
+    show = Lines(out, sub.steps)
     try:
         f.wait(sub, on_progress=show)
     except FleetError:
         print(f"\nfleet: the fleet in {run_dir} went down before the suite finished", file=sys.stderr)
         return 1
-    if tty:
-        out.write("\n")
-    if unlisted:
-        print(f"  ... and {unlisted} more skipped, not listed", file=out)
+    show.ended()
+    outcomes, full = show.outcomes, show.full
     bad = {s: o for s, o in outcomes.items() if o not in (S.SUCCEEDED, S.SKIPPED)}
     counts: dict[str, int] = {}
     for o in outcomes.values():
         counts[o] = counts.get(o, 0) + 1
     print(f"suite '{suite.name}': " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
-          + f" in {time.monotonic() - started:.1f} s", file=out, flush=True)
+          + f" in {time.monotonic() - show.started:.1f} s", file=out, flush=True)
     drained = sum(1 for o in outcomes.values() if o in DRAINED)
     if full:  # before the allocation's end: a resubmitted job would only drain again
         print(f"fleet: {FULL}: {counted(drained, 'step')} interrupted or not started (no attempt used); free "

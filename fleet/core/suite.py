@@ -181,27 +181,20 @@ def suite_from_toml(text: str, path: str | Path, resolve: Callable[[Path], Path]
     return read_toml(text, path, resolve).check()
 
 
-def read_toml(text: str, path: str | Path, resolve: Callable[[Path], Path] | None = None) -> Reading:
-    """As suite_from_toml, but return what reads and every problem instead of raising."""
+def read_toml(text: str, path: str | Path, resolve: Callable[[Path], Path] | None = None,
+              head: bool = False) -> Reading:
+    """As suite_from_toml, but return what reads and every problem instead of raising.
+    With `head`, only the [suite] table: the suite with no steps (name, run_dir, preload)
+    and that table's problems; what a client needs before a fleet that reads the whole
+    suite itself (a million array steps are not made twice)."""
     path = Path(path)
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         empty = Suite(path, path.stem, path.parent, (), ())
         return Reading(empty, (Problem(str(path), None, None, f"not valid TOML: {e}"),))
-    return read_suite(raw, path, resolve)
-
-
-def read_head(text: str, path: str | Path, resolve: Callable[[Path], Path] | None = None) -> Reading:
-    """As read_toml, but only the [suite] table: the suite with no steps (its name,
-    run_dir and preload), and the problems of that table. What a client needs before a
-    fleet that reads the whole suite itself: a million array steps are not made twice."""
-    path = Path(path)
-    try:
-        raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        empty = Suite(path, path.stem, path.parent, (), ())
-        return Reading(empty, (Problem(str(path), None, None, f"not valid TOML: {e}"),))
+    if not head:
+        return read_suite(raw, path, resolve)
     problems: list[Problem] = []
     name, run_dir_raw, preload, _ = _suite_table(raw, path, problems)
     return Reading(Suite(path=path, name=name, run_dir=_run_dir(run_dir_raw, path, resolve), preload=tuple(preload),

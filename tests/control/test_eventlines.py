@@ -72,8 +72,9 @@ def test_a_record_made_without_its_init_equals_the_record_made_by_it_and_is_writ
 
 @pytest.mark.parametrize("fleet", ["", "f-1"])
 @pytest.mark.parametrize("step", ["s/000123", 'odd "step"\u00e9\\'])
-def test_a_skipped_line_is_byte_for_byte_the_skipped_record_the_event_log_writes(fleet, step):
-    rec = events.Skipped(t=1764698000.1234567, step=step)
-    assert eventlines.skipped(fleet, 1764698000.1234567, step) == events._dumps(rec.to_dict(fleet))
-    line = eventlines.skipped(fleet, 3.5, step)
-    assert events.parse(json.loads(line)) == events.Skipped(t=3.5, fleet=fleet, step=step)
+@pytest.mark.parametrize("by", [None, "other-fleet-7"])
+def test_a_skipped_line_is_byte_for_byte_the_skipped_record_the_event_log_writes(fleet, step, by):
+    rec = events.Skipped(t=1764698000.1234567, step=step, by=by)
+    assert eventlines.skipped(fleet, 1764698000.1234567, step, by) == events._dumps(rec.to_dict(fleet))
+    line = eventlines.skipped(fleet, 3.5, step, by)
+    assert events.parse(json.loads(line)) == events.Skipped(t=3.5, fleet=fleet, step=step, by=by)

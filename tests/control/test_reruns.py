@@ -240,7 +240,7 @@ def test_markers_written_by_0_1_count_as_done_when_their_dependencies_are_done(t
 
 
 def test_a_rerun_lists_the_first_hundred_steps_done_before_and_counts_the_rest(tmp_path, live):
-    from fleet.control.runner import SKIPPED_LISTED
+    from fleet.control.followlines import SKIPPED_LISTED
     n = SKIPPED_LISTED + 23
     suite = write_suite(tmp_path / "many.toml", f"""
 [suite]

@@ -4,15 +4,12 @@ suite itself before an embedded fleet starts. Real client processes, a real flee
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from fleetharness import assert_nothing_left, env, fleet, write_suite
+from fleetharness import assert_nothing_left, fleet, python, write_suite
 
 # The client, with fleet.core.suite's making of a step counted (said on stderr at exit).
 CLIENT = """
@@ -30,15 +27,7 @@ main(sys.argv[1:], prog_name="fleet")
 
 
 def client(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    p = subprocess.Popen([sys.executable, "-c", CLIENT, *args], cwd=cwd, env=env(), stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        out, err = p.communicate(timeout=90)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        out, err = p.communicate()
-        raise AssertionError(f"the client timed out\n{out}\n{err}")
-    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
+    return python("-c", CLIENT, *args, cwd=cwd)
 
 
 def made(r: subprocess.CompletedProcess) -> int:

@@ -28,17 +28,23 @@ def env() -> dict:
 
 def fleet(*args: str, cwd: Path, timeout: float = 90.0, check: bool = False) -> subprocess.CompletedProcess:
     """Run `fleet ARGS` to completion in its own process group; kill the group on timeout."""
-    p = subprocess.Popen([sys.executable, "-m", "fleet", *args], cwd=cwd, env=env(),
+    return python("-m", "fleet", *args, cwd=cwd, timeout=timeout, check=check)
+
+
+def python(*args: str, cwd: Path, timeout: float = 90.0, check: bool = False) -> subprocess.CompletedProcess:
+    """Run `python ARGS` (this interpreter, the tests' environment) to completion in its
+    own process group; kill the group on timeout."""
+    p = subprocess.Popen([sys.executable, *args], cwd=cwd, env=env(),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(p.pid, signal.SIGKILL)
         out, err = p.communicate()
-        raise AssertionError(f"fleet {' '.join(args)} timed out\nstdout:\n{out}\nstderr:\n{err}")
+        raise AssertionError(f"{' '.join(args)} timed out\nstdout:\n{out}\nstderr:\n{err}")
     cp = subprocess.CompletedProcess(p.args, p.returncode, out, err)
     if check and cp.returncode != 0:
-        raise AssertionError(f"fleet {' '.join(args)} exited {cp.returncode}\nstdout:\n{out}\nstderr:\n{err}")
+        raise AssertionError(f"{' '.join(args)} exited {cp.returncode}\nstdout:\n{out}\nstderr:\n{err}")
     return cp
 
 

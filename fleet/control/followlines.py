@@ -1,0 +1,70 @@
+"""What `fleet run` prints while a submission's steps end: a line per step in a log, a
+progress bar on a terminal (where successes only move the bar). Of the steps skipped
+(done before, or by another fleet), a log lists SKIPPED_LISTED and counts the rest: a
+rerun of a big suite would otherwise write a line per step it did not run."""
+
+from __future__ import annotations
+
+import time
+
+from fleet.control.api import Update
+from fleet.control.drain import FULL
+from fleet.core import states as S
+
+DRAINED = (S.INTERRUPTED, "not_started")  # outcomes the drain gives (fleet.control.drain)
+SKIPPED_LISTED = 100
+BAR_WIDTH = 30
+
+
+class Lines:
+    """Fleet.wait's on_progress for `fleet run`: prints each answer, and keeps what the
+    summary needs (the outcomes, the steps the full disk drained, the skipped not listed)."""
+
+    def __init__(self, out, total: int):
+        self.out, self.tty, self.total = out, out.isatty(), total
+        self.started = time.monotonic()
+        self.outcomes: dict[str, str] = {}
+        self.full: list[str] = []  # steps drained because the run directory is full, or why (control.drain)
+        self.listed = self.unlisted = 0  # skipped steps listed in a log; those past SKIPPED_LISTED
+
+    def __call__(self, u: Update) -> None:
+        out, tty, outcomes = self.out, self.tty, self.outcomes
+        if u.full:  # (the fleet's own records found no room: said with the last answer)
+            self.full.append(u.full)
+        for step, outcome, attempt, reason, *more in u.finished:
+            if outcome == S.SKIPPED and (tty or self.listed >= SKIPPED_LISTED):
+                outcomes[step] = outcome  # a big rerun's fast path: nothing shown for the step
+                self.total = max(self.total, len(outcomes))
+                self.unlisted += not tty
+                continue
+            self.listed += outcome == S.SKIPPED
+            if outcome == "retry":  # not final: counted when it is
+                of = f" of {more[0]}" if more else ""
+                line = f"  {'retry':<10} {step}: retry {attempt}{of}: {reason}"
+            else:
+                outcomes[step] = outcome
+                if outcome in DRAINED and reason and FULL in reason:
+                    self.full.append(step)
+                self.total = max(self.total, len(outcomes))  # steps its steps submitted count too
+                line = f"  {outcome:<10} {step}" + (f": {reason}" if reason and outcome not in (S.SUCCEEDED, S.SKIPPED) else "")
+            if tty:
+                out.write("\r\033[K")
+            if not tty or outcome not in (S.SUCCEEDED, S.SKIPPED):
+                print(f"[{len(outcomes):>{len(str(self.total))}}/{self.total}]{line}", file=out)
+        if tty:
+            self._bar(u.counts.get(S.RUNNING, 0))
+
+    def _bar(self, running: int) -> None:
+        n, total = len(self.outcomes), self.total
+        fill = int(BAR_WIDTH * n / total) if total else BAR_WIDTH
+        # (cleared after it, not before: a shorter bar than the last leaves nothing of it)
+        self.out.write(f"\r[{'#' * fill}{'.' * (BAR_WIDTH - fill)}] {n}/{total} done, {running} running, "
+                       f"{time.monotonic() - self.started:.0f} s\033[K")
+        self.out.flush()
+
+    def ended(self) -> None:
+        """The last answer came: the bar's line ended, the skipped steps not listed counted."""
+        if self.tty:
+            self.out.write("\n")
+        if self.unlisted:
+            print(f"  ... and {self.unlisted} more skipped, not listed", file=self.out)
