@@ -26,16 +26,32 @@ def events_path(run_dir: Path) -> Path:
     return p if p.is_file() else p / "events.jsonl"
 
 
+# The stream is read this many bytes at a time (whole lines): a million steps' stream is
+# ~1 GB, and holding its text, its text as one array and every line's dict at once
+# besides the records came to ~9 GB (benchmarks/README.md, "fleet report on a million steps").
+CHUNK_BYTES = 32 << 20
+
+
 def load(run_dir: Path) -> list[E.Record | E.Unknown]:
     """The records written so far, typed (a torn last line of a live run is skipped)."""
-    path = events_path(run_dir)
-    text = path.read_text(encoding="utf-8")
-    # One parse of the whole stream as an array is much quicker than one per line;
-    # a stream with a torn or damaged line is read line by line instead.
+    out: list = []
+    with open(events_path(run_dir), "rb") as f:
+        while block := f.read(CHUNK_BYTES):
+            if not block.endswith(b"\n"):
+                block += f.readline()  # whole lines: a multi-byte character is never cut
+            out += _records(block.decode("utf-8"))
+    return out
+
+
+def _records(text: str) -> list:
+    """The records of some whole lines. One parse of them as an array is much quicker
+    than one per line; lines with a torn or damaged one among them are read one by one."""
+    if not text.strip():
+        return []
     try:
-        dicts = json.loads("[" + text.rstrip("\n").replace("\n", ",") + "]") if text.strip() else []
+        dicts = json.loads("[" + text.rstrip("\n").replace("\n", ",") + "]")
     except ValueError:
-        return list(E.read_records(path))
+        dicts = list(E.events_of(text.split("\n")))
     parse = E.parse
     return [rec for rec in map(parse, dicts) if rec is not None]
 

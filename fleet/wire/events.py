@@ -471,14 +471,19 @@ def read_records(path: Path) -> Iterator[Record | Unknown]:
 def read_events(path: Path) -> Iterator[dict]:
     """The JSON objects written so far (a torn last line of a live run is skipped)."""
     with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                yield json.loads(line)
-            except json.JSONDecodeError:
-                continue
+        yield from events_of(f)
+
+
+def events_of(lines) -> Iterator[dict]:
+    """The JSON objects of these lines (blank and torn ones skipped)."""
+    for line in lines:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            yield json.loads(line)
+        except json.JSONDecodeError:
+            continue
 
 
 # 0.1 wrote a wait's reason as prose only; these are the shapes it wrote.
