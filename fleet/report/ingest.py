@@ -39,7 +39,7 @@ def load(run_dir: Path) -> list[E.Record | E.Unknown]:
         while block := f.read(CHUNK_BYTES):
             if not block.endswith(b"\n"):
                 block += f.readline()  # whole lines: a multi-byte character is never cut
-            out += _records(block.decode("utf-8"))
+            out += _records(block.decode("utf-8", "replace"))  # (a torn last line may end mid-character)
     return out
 
 

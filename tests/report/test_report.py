@@ -435,12 +435,16 @@ def test_report_command_says_when_there_is_no_stream(tmp_path):
 def test_the_stream_read_a_chunk_at_a_time_gives_the_records_line_by_line_gives(tmp_path, monkeypatch):
     from fleet.report import ingest
     from fleet.wire import events as E
-    lines = [json.dumps({"t": 1.0 + i, "kind": "step", "step": f"s\u00e9/{i}", "cores": 1}) for i in range(40)]
+    lines = [json.dumps({"t": 1.0 + i, "kind": "step", "step": f"s\u00e9/{i}", "cores": 1}, ensure_ascii=False)
+             for i in range(40)]  # (fleet writes ASCII; a stream by hand may not)
     lines[17] = lines[17][:25]  # a damaged line mid-stream: skipped, the rest still read
     lines.insert(30, "")        # and a blank one
     path = tmp_path / "events.jsonl"
-    path.write_text("\n".join(lines) + "\n" + lines[5][:10], encoding="utf-8")  # a torn last line
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    line_by_line = list(E.read_records(path))
+    with open(path, "ab") as f:  # a live run's torn last line, cut inside a character
+        f.write(lines[5].encode()[:lines[5].encode().index("\u00e9".encode()) + 1])
     monkeypatch.setattr(ingest, "CHUNK_BYTES", 97)  # many chunks, cut inside lines and characters
     got = ingest.load(tmp_path)
-    assert got == list(E.read_records(path))
+    assert got == line_by_line
     assert [r.step for r in got] == [f"s\u00e9/{i}" for i in range(40) if i != 17]
