@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 from fleet.control import nodestatus
 from fleet.core.scheduler import Scheduler
 
 STATUS_RUNNING = 500  # running steps listed in one status answer
+STATUS_READY = 50  # ready steps listed, the first of each class of demand (fleet.core.queueview)
 
 
 def answer(sched: Scheduler, agents: list, *, up_since: float, run_dir: Path, failures: list,
@@ -38,6 +40,8 @@ def answer(sched: Scheduler, agents: list, *, up_since: float, run_dir: Path, fa
                 submissions=[dict(id=s.id, suite=s.suite, steps=len(s.steps),
                                   finished=len(s.steps) - s.remaining) for s in submissions],
                 loop=loop or {}, allocation=sched.deadline.shown(),
+                ready=[asdict(h) for h in sched.waiting_heads(now, STATUS_READY)],
+                reservations=[asdict(r) for r in sched.reservations()],
                 waiting_children=[dict(step=sid, phase=phase, stage=stage, waiting_for=n, children=total,
                                        **({"parent": p} if (p := sched.family(sid)[0]) else {}))
                                   for sid, phase, stage, n, total in sched.suspended(STATUS_RUNNING)])

@@ -38,7 +38,7 @@ def _suites(submissions: list[dict]) -> list[str]:
     return out
 
 
-def _allocation(a: dict | None, now: float) -> list[str]:
+def _allocation(a: dict | None, now: float, limit: int = 5) -> list[str]:
     """The allocation's end, its drain point, and what they hold back (fleet.core.deadline)."""
     if not a:
         return []
@@ -52,6 +52,33 @@ def _allocation(a: dict | None, now: float) -> list[str]:
         out.append(f"  DRAINED ({a.get('reason', '')}): nothing more starts; the next run goes on")
     if a.get("held"):
         out.append(f"  {_n(a['held'], 'step')} not started: expected to end after the drain point")
+        named = a.get("held_steps") or []
+        out.extend(f"    {h['step']}: {h['reason']}" for h in named[:limit])
+        if a["held"] > min(len(named), limit):
+            out.append(f"    ... and {a['held'] - min(len(named), limit)} more")
+    return out
+
+
+def _ready(st: dict, now: float, limit: int) -> list[str]:
+    """Why ready steps have not started: the first of each kind (class of demand), in
+    the order the scheduler tries them (fleet.core.queueview), and the reservations."""
+    heads = st.get("ready") or []
+    out = []
+    if heads:
+        out.append(f"ready, not started ({st.get('counts', {}).get('ready', len(heads))}), "
+                   "the first of each kind of step:")
+        for h in heads[:limit]:
+            more = f"  (+{h['behind']} more like it)" if h["behind"] else ""
+            ready = f"ready {_dur(h['ready_s'])}" if h.get("ready_s") is not None else ""
+            out.append(f"  {h['step']:<30} {ready:>12}  {h['reason'] or 'next in line'}{more}")
+        if len(heads) > limit:
+            out.append(f"  ... and {len(heads) - limit} more kinds")
+    for r in st.get("reservations") or []:
+        when = r.get("expected_start")
+        start = (f"expected to start {time.strftime('%H:%M:%S', time.localtime(when))}"
+                 f" (in {_dur(max(0.0, when - now))})" if when is not None
+                 else "start not known (a step it waits for has no estimate)")
+        out.append(f"reservation for {r['step']}: {r['held_cores']} of {_n(r['cores'], 'core')} held, {start}")
     return out
 
 
@@ -134,7 +161,7 @@ def _behind(loop: dict) -> list[str]:
             "(reports wait for the coordinator; status lags by as much)"]
 
 
-def render(st: dict, now: float | None = None, max_running: int = 20) -> str:
+def render(st: dict, now: float | None = None, max_running: int = 20, max_ready: int = 10) -> str:
     """The status map as lines of text for a terminal."""
     now = time.time() if now is None else now
     out = [f"fleet in {st['run_dir']}: up {_dur(now - st['up_since'])} (since "
@@ -156,6 +183,7 @@ def render(st: dict, now: float | None = None, max_running: int = 20) -> str:
                        + (f"  attempt {r['attempt']}" if r["attempt"] > 1 else "") + _stage(r))
         if total > max_running:
             out.append(f"  ... and {total - max_running} more")
+    out.extend(_ready(st, now, max_ready))
     if st.get("failures"):
         out.append("recent failures:")
         for f in st["failures"]:

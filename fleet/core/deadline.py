@@ -48,13 +48,14 @@ class DrainNow:
     stop_running: bool = True
 
 
+HELD_LISTED = 20  # steps held back that `fleet status` names (the rest are counted)
 DRAIN_KILL = "drained: "  # a drain's Kill reasons start so (the coordinator's records say why)
 
 
 class Deadline:
     """The allocation's end as the scheduler knows it (nothing known: no end)."""
 
-    __slots__ = ("end", "drain_at", "source", "drained", "reason", "recorded", "held", "stopping")
+    __slots__ = ("end", "drain_at", "source", "drained", "reason", "recorded", "held", "held_first", "stopping")
 
     def __init__(self) -> None:
         self.end: float | None = None
@@ -65,6 +66,7 @@ class Deadline:
         self.reason = ""
         self.recorded: dict[str, float] = {}  # step id -> work seconds of an earlier run
         self.held = 0  # steps not started because they would not fit before the drain point
+        self.held_first: list[tuple[str, str]] = []  # the first HELD_LISTED of them: (step, reason)
 
     def ends(self, ev: AllocationEnds) -> None:
         """Take the allocation's end (a later one replaces it)."""
@@ -87,15 +89,19 @@ class Deadline:
             return None
         self.held += 1
         how = "estimate" if spec.estimate is not None else "earlier run"
-        return W.WaitReason(W.DEADLINE, detail=f"expected to take {exp:.0f} s ({how}), "
-                                               f"{left:.0f} s left before the drain point")
+        why = W.WaitReason(W.DEADLINE, detail=f"expected to take {exp:.0f} s ({how}), "
+                                              f"{left:.0f} s left before the drain point")
+        if len(self.held_first) < HELD_LISTED:
+            self.held_first.append((spec.id, why.text()))
+        return why
 
     def shown(self) -> dict | None:
         """The end as `fleet status` shows it (None: no end known, no drain)."""
         if self.end is None and not self.drained:
             return None
         return dict(end=self.end, drain_at=self.drain_at, source=self.source, drained=self.drained,
-                    reason=self.reason, held=self.held)
+                    reason=self.reason, held=self.held,
+                    held_steps=[dict(step=s, reason=r) for s, r in self.held_first])
 
     def drain(self, ev: DrainNow, running: Iterable) -> list[Kill]:
         """The drain point: nothing starts from now on; a Kill for each running step

@@ -21,7 +21,7 @@ import heapq
 import itertools
 from collections import deque
 
-from fleet.core import made, viewfill
+from fleet.core import made, queueview, viewfill
 from fleet.core import states as S
 from fleet.core import waits as W
 from fleet.core.units import counted
@@ -203,6 +203,15 @@ class Scheduler(Entries, Phases, Outside):
     def running_on(self, node: str) -> list[JobView]:
         """The steps with a part on `node`, in submission order."""
         return [self.view(s) for s in sorted(self._on_node.get(node, ()), key=lambda s: self._jobs[s].seq)]
+
+    def waiting_heads(self, now: float, limit: int) -> list[queueview.Head]:
+        """Why ready steps have not started: the first of each class of demand, in pass
+        order, at most `limit` (fleet.core.queueview; O(classes))."""
+        return queueview.heads(self._classes, self._jobs, self.pool, now, limit)
+
+    def reservations(self) -> list[queueview.Reserved]:
+        """The standing reservations, oldest first (fleet.core.reservations)."""
+        return queueview.reserved(self._res.plans)
 
     def state(self, step: str) -> str:
         """The step's state (fleet.core.states)."""

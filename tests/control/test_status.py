@@ -204,6 +204,56 @@ command = ["true"]
     R.assert_gone(run_dir)
 
 
+def test_status_says_why_each_kind_of_ready_step_has_not_started(tmp_path):
+    run_dir = tmp_path / "run"
+    R.up(run_dir, tmp_path)  # two nodes of one core
+    suite = R.call_suite(tmp_path / "s.toml", "why", 6, 30)
+    runner = spawn("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path)
+    try:
+        # Two run and two are handed to the nodes ahead (queued): two are left ready.
+        st = wait_for(lambda: (s := json.loads(fleet("status", "--run-dir", str(run_dir), "--json", cwd=tmp_path,
+                                                     timeout=60).stdout))["counts"].get("ready") == 2 and s, 60,
+                      "two steps ready behind the running and queued ones")
+        [head] = st["ready"]
+        assert head["behind"] == 1 and head["cause"] == "cores" and head["reason"] == "needs 1 core, 0 free", head
+        assert head["ready_s"] >= 0 and st["reservations"] == []
+        text = fleet("status", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60).stdout
+        assert "ready, not started (2), the first of each kind of step:" in text, text
+        assert re.search(rf"\n  {re.escape(head['step'])} +ready \d+s  needs 1 core, 0 free  \(\+1 more like it\)\n",
+                         text), text
+    finally:
+        kill_group(runner)
+        R.down(run_dir, tmp_path)
+    R.assert_gone(run_dir)
+
+
+def test_status_names_the_steps_held_back_because_they_would_end_after_the_drain_point(tmp_path):
+    run_dir = tmp_path / "run"
+    fleet("up", "--run-dir", str(run_dir), "--nodes", "1", "--walltime", "1h", "--drain-before", "10m",
+          cwd=tmp_path, check=True, timeout=90)
+    suite = tmp_path / "s.toml"
+    suite.write_text('[suite]\nname = "late"\n[[steps]]\nid = "long/{i}"\narray = "1-7"\ncommand = "true"\n'
+                     'estimate = 7200\n[[steps]]\nid = "quick"\ncommand = "true"\nestimate = 1\n')
+    runner = spawn("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path)
+    try:
+        a = wait_for(lambda: (s := _status(run_dir, tmp_path).get("allocation") or {}).get("held") == 7 and s,
+                     60, "the seven long steps held back")
+        assert [h["step"] for h in a["held_steps"]] == [f"long/{i}" for i in range(1, 8)]
+        assert re.fullmatch(r"expected to take 7200 s \(estimate\), \d+ s left before the drain point",
+                            a["held_steps"][0]["reason"]), a
+        text = fleet("status", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60).stdout
+        assert "  7 steps not started: expected to end after the drain point\n    long/1: expected to take 7200 s" in text, text
+        assert "    long/5: " in text and "long/6:" not in text and "    ... and 2 more\n" in text, text
+    finally:
+        kill_group(runner)
+        R.down(run_dir, tmp_path)
+    R.assert_gone(run_dir)
+
+
+def _status(run_dir: Path, cwd: Path) -> dict:
+    return json.loads(fleet("status", "--run-dir", str(run_dir), "--json", cwd=cwd, timeout=60).stdout)
+
+
 def test_plain_status_counts_repeated_submissions_of_one_suite_on_one_line(tmp_path):
     run_dir = tmp_path / "run"
     R.up(run_dir, tmp_path)

@@ -1,0 +1,34 @@
+"""`fleet status`'s lines on why ready steps wait and on the reservation, from the
+coordinator's real status answer (fleet.control.status) of a scheduler brought to that
+state through its handlers, laid out by fleet.control.statusview."""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from pathlib import Path
+
+from fleet.control import status, statusview
+from fleet.core.scheduler import NodeJoined, Scheduler, StepExited, submission
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "core"))
+from coretools import node, suite  # noqa: E402
+
+
+def test_the_reservation_and_the_steps_it_holds_back_are_shown_with_the_expected_start():
+    t0 = time.time() - 10  # the status answer's clock is the wall clock: the exit was just now
+    sched = Scheduler(reserve_after=0.0)
+    sched.handle(NodeJoined(node("n1", 4)), t0)
+    sched.handle(submission(suite(*({"id": f"n{i}", "estimate": 10.0 if i < 2 else 600.0} for i in range(4))).steps), t0)
+    sched.handle(submission(suite({"id": "wide", "cores": 4, "priority": 1, "estimate": 5},
+                                  *({"id": f"late{i}", "estimate": 700} for i in range(3))).steps), t0 + 1)
+    sched.handle(StepExited("n0", 1, "succeeded"), t0 + 10)
+    st = status.answer(sched, [], up_since=t0, run_dir=Path("/run"), failures=[], dropped={}, submissions=[])
+    text = statusview.render(st, now=t0 + 10)
+    assert "ready, not started (4), the first of each kind of step:" in text, text
+    assert re.search(r"\n  wide +ready (9|10)s  needs 4 cores, 0 free\n", text), text
+    assert re.search(r"\n  late0 +ready (9|10)s  held back by a reservation for wide \(needs 1 core\)  \(\+2 more like it\)\n",
+                     text), text
+    expected = time.strftime("%H:%M:%S", time.localtime(t0 + 600))
+    assert f"\nreservation for wide: 1 of 4 cores held, expected to start {expected} (in 9m50s)" in text, text
