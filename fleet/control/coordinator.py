@@ -157,7 +157,7 @@ class Coordinator:
                 heap.trim()  # the C library's free heap back to the system, every few seconds (control/heap)
                 self.recorder.turn()  # the journal first: the events never say more
                 self.markers.tick(time.monotonic())  # done markers that found no message to ride
-                self.transport.flush(self._unreachable)  # the turn's launches, one message per agent
+                self.transport.flush(lambda n, t: self._unreachable(n, t, False))  # the launches, one message an agent
                 self.drain.write_events()  # (what a full disk refuses is kept; it drains the fleet)
                 self.liveness.listening()
         finally:
@@ -202,10 +202,7 @@ class Coordinator:
         self.events.write(events.FleetDown(t=time.time()))
         self.drain.write_events(close=True)
         if self.ready:
-            try:
-                (self.run_dir / self.connection_name).unlink()
-            except FileNotFoundError:
-                pass
+            (self.run_dir / self.connection_name).unlink(missing_ok=True)
         self.transport.close()
 
     def _become_ready(self, now: float) -> None:
@@ -355,12 +352,15 @@ class Coordinator:
         finally:
             self._feeding = False
 
-    def _unreachable(self, node: str, now: float) -> None:
-        """A launch could not be sent: the node is lost, once. The scheduler then ends
-        every step it holds there as lost, each once, and retries them elsewhere."""
+    def _unreachable(self, node: str, now: float, pump: bool = True) -> None:
+        """A launch could not be sent: the node is lost, once; the scheduler ends each step
+        it holds there as lost and retries it elsewhere. Found by the turn's flush (after the
+        journal's write; pump False) the loss waits for the next turn: journaled, then told."""
         if self.liveness.lose(node, now, "could not reach the agent"):
             self.markers.gone(node)
-            self._feed(NodeLost(node, f"could not reach the agent on {node}"), now)
+            self._inbox.append((NodeLost(node, f"could not reach the agent on {node}"), now))
+            if pump:
+                self._pump()
 
     def _act(self, decisions, now: float) -> None:
         for d in decisions:
