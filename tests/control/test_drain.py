@@ -2,15 +2,18 @@
 steps that would not end before the drain point, stops the running ones there
 (interrupted: no attempt), starts nothing more, and `fleet run` exits 3; the next run
 finishes the suite. The batch system's warning signal (SIGUSR1 to `fleet run`) drains
-at once. `fleet status` shows the end."""
+at once. `fleet status` and `fleet report` show the end."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 from pathlib import Path
+
+import pytest
 
 from fleetharness import assert_nothing_left, events, finish, fleet, spawn, wait_for, write_suite
 from fleetharness import records as event_records
@@ -92,7 +95,33 @@ def test_a_fleet_with_a_walltime_skips_long_steps_interrupts_running_ones_at_the
     assert w["cause"] == "deadline" and w["reason"].startswith("expected to take 3600 s (estimate)"), w
     [ns] = [e for e in ev if e["kind"] == "not_started"]
     assert ns["steps"] == 2 and ns["held"] == 1
+    [drained] = [e for e in ev if e["kind"] == "drained"]
+    assert_report_shows_the_allocation(run_dir, tmp_path, end, drained)
     assert_drained_then_rerun(run_dir, tmp_path, suite, flag, "the drain point, 10 s before the end")
+
+
+def assert_report_shows_the_allocation(run_dir: Path, tmp_path: Path, end: dict, drained: dict) -> None:
+    """`fleet report`'s text: when the allocation ends and its drain point, and the drain,
+    each at its time from the first submission (the report's t0)."""
+    t0 = json.loads(fleet("report", str(run_dir), "--json", cwd=tmp_path, timeout=60).stdout)["t0"]
+    r = fleet("report", str(run_dir), cwd=tmp_path, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    n = r"(\d+(?:\.\d+)?) (ms|s|h)"
+    m = re.search(rf"^  allocation    ends at {n} \(given\), drain point at {n} \(from the first submission\)$",
+                  r.stdout, re.M)
+    assert m, r.stdout
+    assert in_seconds(m[1], m[2]) == pytest.approx(end["end"] - t0, abs=0.006), (m[0], end, t0)
+    assert in_seconds(m[3], m[4]) == pytest.approx(end["drain_at"] - t0, abs=0.006), (m[0], end, t0)
+    m = re.search(rf"^  drained       at {n}: (.*); 1 step interrupted, 2 steps not started "
+                  r"\(1 would not have ended before the drain point\): the next run goes on$", r.stdout, re.M)
+    assert m, r.stdout
+    assert in_seconds(m[1], m[2]) == pytest.approx(drained["t"] - t0, abs=0.006), (m[0], drained, t0)
+    assert m[3] == drained["reason"] and "the drain point, 10 s before the end" in m[3], m[0]
+
+
+def in_seconds(number: str, unit: str) -> float:
+    """A duration as fleet.report.text writes it (ms, s or h), in seconds."""
+    return float(number) * {"ms": 0.001, "s": 1.0, "h": 3600.0}[unit]
 
 
 def test_the_batch_systems_warning_signal_to_fleet_run_drains_at_once(tmp_path, background):

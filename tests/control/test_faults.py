@@ -261,7 +261,7 @@ def test_an_agent_killed_mid_run_has_its_steps_retried_on_the_other_node_and_eve
     assert_nothing_left(run_dir)
 
 
-def test_an_unreachable_agent_with_two_thousand_ready_steps_is_lost_once_and_the_suite_ends_on_the_other_node(
+def test_an_unreachable_agent_with_two_thousand_ready_steps_is_lost_once_and_the_suite_ends_on_the_other_node_with_no_error_swallowed(
         tmp_path, procs):
     # Heartbeats would take two minutes to notice: the failed launches must, at once.
     run_dir = tmp_path / "run"
@@ -288,9 +288,17 @@ retries = 1
     assert len(lost) == len(set(lost)) <= 1, lost  # node2 held one core: one step at most was on it
     assert sorted(e.step for e in exits if e.outcome == "succeeded") == sorted(f"s/{i}" for i in range(1, 2001))
     assert {e.node for e in exits if e.outcome == "succeeded"} == {"node1"}
-    assert fleet("status", "--run-dir", str(run_dir), "--json", cwd=tmp_path, timeout=60).returncode == 0
+    # Nothing went wrong inside the coordinator on the way: a caught exception (acting on a
+    # decision, handling a message) is counted as an "error:" kind of dropped input and
+    # logged once; the fleet would go on, so only these say it happened.
+    st = fleet("status", "--run-dir", str(run_dir), "--json", cwd=tmp_path, timeout=60)
+    assert st.returncode == 0, st.stdout + st.stderr
+    dropped = json.loads(st.stdout)["dropped"]
+    assert not {k: v for k, v in dropped.items() if k.startswith("error:")}, dropped
     fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, check=True, timeout=60)
     assert_nothing_left(run_dir)
+    log = (run_dir / "coordinator.log").read_text()
+    assert "further failures of this kind are counted" not in log, log[-4000:]
 
 
 # --- 2. an agent stopped -------------------------------------------------------------------
