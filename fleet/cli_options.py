@@ -18,13 +18,17 @@ _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def parse_duration(text: str) -> float:
-    """"90", "20s", "90m", "1h30m", "2d", or "[[D-]HH:]MM:SS" (as Slurm writes a time limit)
-    as seconds; ValueError if it is none of them."""
+    """"90" (seconds), "20s", "90m", "1h30m", "2d", "[[D-]HH:]MM:SS" (as Slurm writes a
+    time limit) or "D-HH" and "D-HH:MM" (as Slurm's --time takes them) as seconds;
+    ValueError if it is none of them."""
     t = str(text).strip().lower()
     if re.fullmatch(r"\d+(\.\d+)?", t):
         return float(t)
     if re.fullmatch(r"(\d+(\.\d+)?[smhd])+", t):
         return sum(float(n) * _UNITS[u] for n, u in re.findall(r"(\d+(?:\.\d+)?)([smhd])", t))
+    m = re.fullmatch(r"(\d+)-(\d+)", t)  # D-HH, as Slurm's --time takes it
+    if m:
+        return int(m.group(1)) * 86400 + int(m.group(2)) * 3600.0
     m = re.fullmatch(r"(?:(\d+)-)?(\d+(?::\d+){1,2})", t)
     if m:
         total = 0.0

@@ -102,8 +102,9 @@ def test_a_value_that_is_no_time_is_refused_naming_the_forms_a_time_takes(text):
 @pytest.mark.parametrize("text, seconds", [
     ("90", 90), ("2.5", 2.5), ("20s", 20), ("90m", 5400), ("1h30m", 5400), ("1.5h", 5400), ("2d", 172800),
     ("1d12h", 129600), (" 20S ", 20),
-    # As Slurm writes a time limit: MM:SS, HH:MM:SS, D-HH:MM, D-HH:MM:SS.
+    # As Slurm writes a time limit: MM:SS, HH:MM:SS, D-HH:MM, D-HH:MM:SS; and D-HH, as its --time takes it.
     ("05:00", 300), ("1:30", 90), ("01:30:00", 5400), ("1-02:30", 86400 + 9000), ("1-00:00:01", 86401),
+    ("1-12", 129600), ("0-02", 7200),
 ])
 def test_a_duration_is_a_number_of_seconds_units_or_a_slurm_time_limit(text, seconds):
     assert parse_duration(text) == seconds
