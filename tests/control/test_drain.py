@@ -145,6 +145,29 @@ def test_the_batch_systems_warning_signal_to_fleet_run_drains_at_once(tmp_path, 
     assert_drained_then_rerun(run_dir, tmp_path, suite, flag, "warning signal (SIGUSR1)")
 
 
+def test_the_warning_signal_to_fleet_run_reaches_a_fleet_brought_up_by_fleet_up_on_this_host(tmp_path, background):
+    # The job script's shape: `fleet up`, then `fleet run` in the background, the trap
+    # passing the batch shell's SIGUSR1 to it; the coordinator is another process here.
+    run_dir = tmp_path / "run"
+    suite, flag = drain_suite(tmp_path)
+    fleet("up", "--run-dir", str(run_dir), "--nodes", "1", "--walltime", "40m", *HB, cwd=tmp_path, check=True,
+          timeout=60)
+    try:
+        runner = spawn("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path)
+        background.append(runner)
+        wait_for(lambda: {("started", "sleepy"), ("exit", "quick")} <= {(e["kind"], e.get("step"))
+                                                                         for e in events(run_dir)},
+                 60, "sleepy running, quick done")
+        os.kill(runner.pid, signal.SIGUSR1)
+        code, out, err = finish(runner)
+        assert code == 3, out + err
+        st = json.loads(fleet("status", "--run-dir", str(run_dir), "--json", cwd=tmp_path, timeout=30).stdout)
+        assert st["allocation"]["drained"] and "warning signal (SIGUSR1)" in st["allocation"]["reason"], st
+    finally:
+        assert fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60).returncode == 0
+    assert_drained_then_rerun(run_dir, tmp_path, suite, flag, "warning signal (SIGUSR1)")
+
+
 def test_fleet_status_shows_when_the_allocation_ends_and_its_drain_point(tmp_path):
     run_dir = tmp_path / "run"
     before = time.time()
