@@ -25,13 +25,12 @@ from pathlib import Path
 import zmq
 
 from fleet.control import (cancelling, drain, early, eventlines, heap, launching, nodemarkers, outcomes, preloads,
-                           recording, reports, store, turns)
+                           recording, reports, store, turns, turntrace)
 from fleet.control.claims import Claims
 from fleet.control.intake import Intake
 from fleet.control.liveness import Liveness, report_hold, scaled
 from fleet.control.status import answer as status_answer
 from fleet.control.submissions import Submissions
-from fleet.control import turntrace
 from fleet.control.transport import Transport
 from fleet.core import states as S
 from fleet.core.decisions import Exits, GoOn
@@ -135,7 +134,7 @@ class Coordinator:
                 # (shared: the claims log is followed every FOLLOW_S; done markers waiting to ride)
                 wake = self.markers.wake(min(next_beat, next_claims))
                 wait_ms = 0 if busy else self.drain.wait_ms(time.time(), int((wake - time.monotonic()) * 1000))
-                ready = dict(poller.poll(wait_ms))
+                ready = dict(poller.poll(self.liveness.polling(wait_ms)))  # (returning late: a stall, Liveness)
                 # Until the next poll the loop does not listen: not counted against agents.
                 self._until = self.liveness.listening_ended() + TURN_S
                 if self.agent_sock in ready:
@@ -267,8 +266,9 @@ class Coordinator:
             self._settle_preloads(now)
         elif isinstance(msg, P.MarkersWritten):
             self.markers.written(agent.node, msg)
-        elif isinstance(msg, P.Ok) and msg.what == "bye":
-            agent.alive = False
+        elif isinstance(msg, P.Ok) and msg.what == "bye":  # unasked (the fleet going on): its node is lost
+            if self.liveness.left(agent, now, asked=self.stopping or not self.sched.pool.has(agent.node)):
+                self._feed(NodeLost(agent.node, f"the agent on {agent.node} stopped on its own"), now)
             self.markers.gone(agent.node)
         else:
             self.transport.warn(f"unexpected:{type(msg).__name__}",

@@ -108,22 +108,37 @@ class Liveness:
         self._joining: list[NodeSpec] = []
         # The coordinator's own stalls: an agent is not lost for silence while the loop
         # was not listening (its heartbeats waited in the socket).
-        self.deaf = 0.0  # seconds of loop turns longer than STALL_S, summed
-        self.max_lag = 0.0  # the longest turn
-        self.slow_turns = 0  # turns longer than STALL_S
-        self._turn_began = time.monotonic()
+        self.deaf = 0.0  # seconds of loop turns longer than STALL_S (and polls that late), summed
+        self.max_lag = 0.0  # the longest turn (or a poll's lateness)
+        self.slow_turns = 0  # turns longer than STALL_S (and polls that returned that late)
+        self._turn_began = self._listen_began = time.monotonic()
+        self._wait_s: float | None = None  # how long the loop's poll was to wait (None: not polling)
         # (read at, the step's end on its node) of the last exit report read: how far
         # behind its nodes the coordinator reads (reports wait in its socket while it is).
         self.last_report = (0.0, 0.0)
 
+    def polling(self, wait_ms: int) -> int:
+        """The loop polls its sockets for at most wait_ms (returned, for the poll)."""
+        self._wait_s = wait_ms / 1000
+        return wait_ms
+
     def listening_ended(self) -> float:
-        """The loop's poll returned: a turn begins (its time.monotonic(), returned)."""
+        """The loop's poll returned: a turn begins (its time.monotonic(), returned). A
+        poll that returned later than asked did not listen meanwhile either: the process
+        did not run (stopped by SIGSTOP or a suspended job, starved of the CPU), a stall
+        like a long turn (the poll's wait itself counted as listening)."""
         self._turn_began = time.monotonic()
+        if self._wait_s is not None:
+            self._stalled(self._turn_began - self._listen_began - self._wait_s)
+            self._wait_s = None
         return self._turn_began
 
     def listening(self) -> None:
         """The loop polls again: the turn that began at listening_ended() is over."""
-        took = time.monotonic() - self._turn_began
+        self._listen_began = time.monotonic()
+        self._stalled(self._listen_began - self._turn_began)
+
+    def _stalled(self, took: float) -> None:
         self.max_lag = max(self.max_lag, took)
         if took > STALL_S:
             self.slow_turns += 1
@@ -239,6 +254,16 @@ class Liveness:
         self.events.write(events.NodeLost(t=now, node=node, reason=reason))
         self.transport.reply(self.transport.agent_sock, a.identity, P.Shutdown(grace=0.0))
         return True
+
+    def left(self, agent: Agent, now: float, asked: bool) -> bool:
+        """An agent said goodbye: it is gone. Unless it was `asked` to go, its node is lost
+        (recorded, and True: the caller tells the scheduler): an agent stops on its own when
+        it heard nothing from the coordinator for 3/4 of the timeout (fleet.node.agent), or
+        when signalled, and whatever is sent to its node from now on goes nowhere."""
+        if asked:
+            agent.alive = False
+            return False
+        return self.lose(agent.node, now, "the agent stopped on its own")
 
     def any_alive(self) -> bool:
         return any(a.alive for a in self.agents.values())
