@@ -109,10 +109,22 @@ def end_args(end: float | None, walltime: float | None, drain_before: float | No
     """The coordinator's options for them (an absolute end, from now for --walltime)."""
     if end is not None and walltime is not None:
         raise click.UsageError("give --end or --walltime, not both")
+    now = time.time()
     if walltime is not None:
-        end = time.time() + walltime
+        if walltime <= 0:
+            raise click.UsageError(f"--walltime {walltime:g}: the allocation would end now; give a time to come")
+        end = now + walltime
+    elif end is not None and end <= now:
+        # An end already past would drain at once and start nothing: surely a typo
+        # (a date, or a time zone), said before the fleet starts rather than after.
+        raise click.UsageError(f"--end {_local(end)} is past (it is {_local(now)} here): "
+                               "the allocation would already be over")
     return ((["--end", repr(end)] if end is not None else [])
             + (["--drain-before", repr(drain_before)] if drain_before is not None else []))
+
+
+def _local(t: float) -> str:
+    return datetime.fromtimestamp(t).astimezone().isoformat(timespec="seconds")
 
 
 def simulate_end(f):

@@ -160,10 +160,35 @@ def test_a_walltime_becomes_an_end_that_long_from_now_for_the_coordinator():
     after = time.time()
     assert args[0] == "--end" and args[2:] == ["--drain-before", "600.0"]
     assert before + 5400 <= float(args[1]) <= after + 5400
-    assert end_args(1780000000.0, None, None) == ["--end", "1780000000.0"]
+    later = time.time() + 3600
+    assert end_args(later, None, None) == ["--end", repr(later)]
     assert end_args(None, None, None) == []
 
 
 def test_an_end_and_a_walltime_together_are_refused():
     with pytest.raises(click.UsageError, match="give --end or --walltime, not both"):
-        end_args(1780000000.0, 3600.0, None)
+        end_args(time.time() + 3600, 3600.0, None)
+
+
+def test_an_end_already_past_is_refused_naming_it_and_the_time_now(zone):
+    zone(BERLIN)
+    with pytest.raises(click.UsageError) as e:
+        end_args(at(ZoneInfo(BERLIN), 2026, 5, 1, 18, 0), None, None)
+    text = e.value.message
+    assert text.startswith("--end 2026-05-01T18:00:00+02:00 is past (it is ")
+    assert "the allocation would already be over" in text
+    with pytest.raises(click.UsageError, match="--walltime 0: the allocation would end now"):
+        end_args(None, 0.0, None)
+
+
+def test_fleet_up_with_an_end_already_past_starts_nothing(tmp_path):
+    """Through the real command: exit 2 with the reason, no coordinator, no fleet.json."""
+    import subprocess
+    import sys
+    run = tmp_path / "run"
+    p = subprocess.run([sys.executable, "-m", "fleet", "up", "--run-dir", str(run), "--nodes", "1",
+                        "--end", "2026-01-01T00:00"], capture_output=True, text=True, timeout=60,
+                       start_new_session=True)
+    assert p.returncode == 2, p.stderr
+    assert "--end 2026-01-01T00:00:00" in p.stderr and "is past" in p.stderr
+    assert not (run / "fleet.json").exists()
