@@ -97,6 +97,26 @@ def many(ctx, n: int = 200) -> None:
     _note(ctx, "resumed", count=len(ctx.children), bad=bad)
 
 
+def flaky(ctx, i: int, flag: str = "") -> None:
+    """Fails while the file `flag` exists and this is case 1 (a cause a user fixes)."""
+    _note(ctx, "child")
+    if i == 1 and flag and os.path.exists(flag):
+        raise RuntimeError(f"case 1 fails while {flag} exists")
+
+
+def sweep(ctx, n: int = 3, flag: str = "") -> None:
+    """The user guide's sweep: children, then fail if any did not succeed."""
+    if ctx.phase == 0:
+        ctx.submit([{"id": f"case{i}", "call": "children_steps:flaky", "args": {"i": i, "flag": flag}}
+                    for i in range(n)])
+        _note(ctx, "submitted")
+        raise fleet.WaitForChildren()
+    _note(ctx, "resumed", children=ctx.children)
+    failed = [k for k, v in ctx.children.items() if v != "succeeded"]
+    if failed:
+        raise RuntimeError(f"{len(failed)} cases failed: {failed[:5]}")
+
+
 def ran(run_dir) -> list[dict]:
     path = os.path.join(run_dir, "ran.jsonl")
     if not os.path.exists(path):

@@ -5,17 +5,17 @@ files from ``ctx.submit``, TOML files of [[steps]] tables from a command's
 $FLEET_SUBMIT_DIR; names starting with "." or "ht.tmp" are never read, so a file
 written aside and renamed is read whole or not at all). No socket from the step: when
 its attempt ends (however it ends) and its exit says it submitted something, the
-directory is read on the worker thread (fleet.control.worker) -- only the files not
-yet read by this fleet -- and the children are checked as the suite's steps are
+directory is read on the worker thread (fleet.control.worker) and the children are checked as the suite's steps are
 (fleet.core.childsteps). Back on the loop they are entered as a submission of their
 own (fleet.control.intake: in parts, like a big suite), counted in the parent's
 submission, and only then is the parent's exit handed to the scheduler: a parent that
 waits always finds its children there. Children submitted by a step that keeps running
 start when it waits or ends.
 
-A child already known to this fleet with the same definition adds nothing (a retried
-parent that submits the same children again); a changed one follows the rules of a
-resubmitted step (fleet.core.generations). A child whose marker says it already
+A child already known to this fleet with the same definition adds nothing if it is
+still to run or succeeded (a retried parent that submits the same children again); one
+that ended without success, or a changed one, follows the rules of a resubmitted step
+(fleet.core.generations): it runs again. A child whose marker says it already
 succeeded with this definition is skipped (a rerun after a crash runs only the rest).
 Children that cannot be taken (a problem in a table, a dep on an unknown step, an id
 the suite already uses) fail the parent's attempt, with the problems as its reason
@@ -80,7 +80,6 @@ class Children:
     def __init__(self, coord, intake):
         self.coord = coord
         self.intake = intake
-        self.read: dict[str, set] = {}  # parent -> names of its files read by this fleet
         self.given: dict[str, set] = {}  # parent -> given ids of its children (deps name siblings first)
 
     def exited(self, msg, rec, now: float) -> None:
@@ -95,7 +94,7 @@ class Children:
         c = self.coord
         spec = c.specs.get(msg.step)
         self.intake.worker.put(Tag(msg.step, ev), collect, msg.step, c.claims.run_dir_of(msg.step),
-                               frozenset(self.read.get(msg.step, ())), frozenset(self.given.get(msg.step, ())),
+                               frozenset(self.given.get(msg.step, ())),
                                spec.priority if spec is not None else None)
 
     def collected(self, done, now: float) -> None:
@@ -103,7 +102,6 @@ class Children:
         tag, got = done.tag, done.value
         if done.error is not None:
             got = Collected(problems=[Problem(tag.parent, None, None, f"reading its children failed: {done.error!r}")])
-        self.read.setdefault(tag.parent, set()).update(got.names)
         problems = list(got.problems) or self._check(tag.parent, got.steps)
         if problems:
             why = "its submitted steps were refused: " + "; ".join(str(p) for p in problems[:5])
@@ -117,8 +115,13 @@ class Children:
         self.intake.waiting.append((None, None, self._batch(tag, new, got.markers)))
 
     def _same(self, spec) -> bool:
+        """Known with this definition, and still to run or done: submitting it adds nothing.
+        One that ended without success runs again (its parent is retried, or run anew)."""
         old = self.coord.specs.get(spec.id)
-        return old is not None and old.identity() == spec.identity()
+        if old is None or old.identity() != spec.identity():
+            return False
+        state = self.coord.sched.state_of(spec.id)
+        return state not in S.FINAL or state in S.GOOD
 
     def _check(self, parent: str, steps: list) -> list:
         """Problems only the loop can see: deps on unknown steps, ids the suite uses."""
@@ -150,11 +153,13 @@ class Children:
 
 
 # -- off the loop (fleet.control.worker) ----------------------------------------------------------
-def collect(parent: str, run_dir: Path, read: frozenset, given: frozenset, priority) -> Collected:
-    """Read the parent's submit files not read yet, in name order, and check them."""
+def collect(parent: str, run_dir: Path, given: frozenset, priority) -> Collected:
+    """Read the parent's submit files, in name order, and check them. They are the run's
+    that just ended: a step's first submission in a run removes those of its earlier runs
+    (fleet.node.protocol.clear_submitted), each taken in when its run ended."""
     d = records.step_dir(run_dir, parent) / ".fleet" / "submit"
     try:
-        names = sorted(n for n in os.listdir(d) if not n.startswith((".", "ht.tmp")) and n not in read
+        names = sorted(n for n in os.listdir(d) if not n.startswith((".", "ht.tmp"))
                        and n.endswith((".json", ".toml")))
     except FileNotFoundError:
         return Collected()

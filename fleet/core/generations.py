@@ -143,6 +143,8 @@ class Entries:
         counted the old one as a success waits again; one already queued goes back to
         waiting (it is renewed too, as it was, and appended to `new`)."""
         self._forget(old)
+        if old.state in S.FINAL and self._families:
+            self._anew(spec.id)  # (fleet.core.phases)
         job = self._add(spec, deps, serial)
         job.generation = old.generation + 1
         job.dependents = list(self._dependents(old))

@@ -42,7 +42,7 @@ class Family:
         self.phase = 0
         self.stage = ""
         self.restarts = 0
-        self.kids: list[str] = []  # every child submitted, in order
+        self.kids: dict[str, None] = {}  # every child submitted, in order (a set that keeps it)
         self.pending: set[str] = set()  # children not final
         self.suspended = False
 
@@ -72,7 +72,17 @@ class Phases:
         self._front = base
         for i, cid in enumerate(new):
             self._parent_of[cid] = (ev.parent, base + i)
-            fam.kids.append(cid)
+        for s in ev.steps:  # known ones too: a parent run anew submits them again
+            fam.kids[s.id] = None
+
+    def _anew(self, sid: str) -> None:
+        """A finished step runs anew (a new generation, on a live fleet): from phase 0.
+        Its children stay its children (submitted again, one done is kept and one that
+        ended without success runs again: fleet.control.children)."""
+        fam = self._families.get(sid)
+        if fam is not None:
+            fam.phase, fam.stage, fam.restarts, fam.suspended = 0, "", 0, False
+            self._waiting.pop(sid, None)
 
     def _added(self, job) -> None:
         """A job was made (new, or a new generation): a child is counted open in its parent."""
@@ -86,7 +96,9 @@ class Phases:
         link = self._parent_of.get(job.spec.id)
         if link is None or self._jobs.get(job.spec.id) is not job:
             return
-        fam = self._families[link[0]]
+        fam = self._families.get(link[0])
+        if fam is None:
+            return
         fam.pending.discard(job.spec.id)
         if not fam.pending and fam.suspended:
             fam.suspended = False
@@ -148,7 +160,9 @@ class Phases:
         fam = self._families.get(sid)
         if fam is None or (fam.phase == 0 and fam.restarts == 0):
             return None
-        kids = tuple((k, self._jobs[k].state) for k in fam.kids if k in self._jobs)
+        # A child found done from before (SKIPPED) succeeded, as far as its parent can tell.
+        kids = tuple((k, S.SUCCEEDED if self._jobs[k].state == S.SKIPPED else self._jobs[k].state)
+                     for k in fam.kids if k in self._jobs)
         return Resume(fam.phase, fam.stage, fam.restarts, kids)
 
     def suspended(self, limit: int) -> list[tuple[str, int, str, int, int]]:

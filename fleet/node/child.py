@@ -220,6 +220,7 @@ def make_dirs(launch: Launch) -> None:
         protocol.fresh_workdir(launch)
     if launch.protocol:
         os.makedirs(protocol.submit_dir(launch), exist_ok=True)
+        protocol.clear_submitted(protocol.submit_dir(launch))
         try:
             os.unlink(os.path.join(protocol.fleet_dir(launch), protocol.NEXT_STAGE))
         except FileNotFoundError:

@@ -97,6 +97,23 @@ def submitted_files(path: str) -> int:
         return 0
 
 
+def clear_submitted(path: str) -> None:
+    """Remove the children files of the step's earlier runs, before its first submission
+    in this run. Each was taken in when its run ended (the coordinator reads them before
+    the step can run again); one a fleet that stopped first never read belongs to a run
+    that starts over and submits again. Left, it would bring back children the suite no
+    longer has, or be counted as this run's."""
+    try:
+        names = os.listdir(path)
+    except FileNotFoundError:
+        return
+    for n in names:
+        try:
+            os.unlink(os.path.join(path, n))
+        except (FileNotFoundError, IsADirectoryError):
+            pass
+
+
 def outcome(launch, rc: int, report: dict) -> str:
     """The outcome of a step that exited with status ``rc`` (the zygote's, at reaping);
     sets ``report["control"]`` and ``report["error"]`` for one that asked to go on."""

@@ -72,6 +72,9 @@ class StepContext:
             raise SuiteError(problems)
         d = os.path.join(self.run_dir, "steps", *self.id.split("/"), ".fleet", "submit")
         os.makedirs(d, exist_ok=True)
+        if not control.get("submitted"):  # this run's first: its earlier runs' files go
+            from fleet.node.protocol import clear_submitted
+            clear_submitted(d)
         name = f"a{self.attempt}-r{self.restarts}-p{self.phase}-{os.getpid()}-{next(_files):06d}.json"
         _write_durably(d, name, text.encode())
         _given.update(t["id"] for t in steps)

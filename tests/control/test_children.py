@@ -234,7 +234,87 @@ args = { n = 3 }
     assert [x["step"] for x in seen if x["what"] == "child"].count("p/c0") == 1
     assert {x["step"] for x in seen if x["what"] == "child"} == {"p/c0", "p/c1", "p/c2"}
     resumed = seen[-1] if seen[-1]["step"] == "p" else next(x for x in seen if x["what"] == "resumed")
-    assert resumed["children"] == {"p/c0": "skipped", "p/c1": "succeeded", "p/c2": "succeeded"}
+    # The child done before counts as succeeded for its parent (it was not run again).
+    assert resumed["children"] == {"p/c0": "succeeded", "p/c1": "succeeded", "p/c2": "succeeded"}
+    assert_nothing_left(run_dir)
+
+
+SWEEP = """
+[suite]
+name = "sweep"
+[[steps]]
+id = "sweep"
+call = "children_steps:sweep"
+args = {{ n = {n}, flag = "{flag}" }}
+[[steps]]
+id = "after"
+call = "children_steps:child"
+deps = ["sweep"]
+"""
+
+
+def _children_ran(run_dir: Path) -> list[str]:
+    return sorted(x["step"] for x in ran(run_dir) if x["what"] == "child" and x["step"].startswith("sweep/"))
+
+
+def test_a_sweep_whose_child_failed_passes_on_the_next_run_once_the_cause_is_fixed(tmp_path):
+    """The user guide's sweep: only the failed child runs again, and the children done
+    before count as succeeded for their parent."""
+    flag = tmp_path / "broken-input"
+    flag.touch()
+    suite = write_suite(tmp_path / "s.toml", SWEEP.format(n=3, flag=flag))
+    run_dir = tmp_path / "run"
+    r = fleet("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path, timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert [e["outcome"] for e in exits(run_dir, "sweep/case1")] == ["failed"]
+    flag.unlink()
+    r = fleet("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert _children_ran(run_dir) == ["sweep/case0", "sweep/case1", "sweep/case1", "sweep/case2"]
+    resumed = [x for x in ran(run_dir) if x["what"] == "resumed"]
+    assert resumed[-1]["children"] == {f"sweep/case{i}": "succeeded" for i in range(3)}
+    assert [e["outcome"] for e in exits(run_dir, "after")] == ["succeeded"]
+    assert_nothing_left(run_dir)
+
+
+def test_children_a_parent_no_longer_submits_are_not_brought_back_by_the_next_run(tmp_path):
+    """The earlier run's submission (case2) is not read again when the parent runs anew."""
+    flag = tmp_path / "broken-input"
+    flag.touch()
+    run_dir = tmp_path / "run"
+    r = fleet("run", str(write_suite(tmp_path / "s.toml", SWEEP.format(n=3, flag=flag))),
+              "--run-dir", str(run_dir), cwd=tmp_path, timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr
+    flag.unlink()
+    r = fleet("run", str(write_suite(tmp_path / "s2.toml", SWEEP.format(n=2, flag=flag))),
+              "--run-dir", str(run_dir), cwd=tmp_path, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    resumed = [x for x in ran(run_dir) if x["what"] == "resumed"]
+    assert resumed[-1]["children"] == {"sweep/case0": "succeeded", "sweep/case1": "succeeded"}
+    assert sorted((run_dir / "steps/sweep/.fleet/submit").iterdir()) != []  # this run's, kept
+    assert_nothing_left(run_dir)
+
+
+def test_on_a_live_fleet_a_sweep_run_again_starts_over_and_reruns_only_its_failed_child(tmp_path):
+    flag = tmp_path / "broken-input"
+    flag.touch()
+    run_dir = tmp_path / "run"
+    suite = write_suite(tmp_path / "s.toml", SWEEP.format(n=3, flag=flag))
+    fleet("up", "--run-dir", str(run_dir), "--nodes", "1", cwd=tmp_path, check=True, timeout=60)
+    try:
+        r = fleet("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path, timeout=120)
+        assert r.returncode == 1, r.stdout + r.stderr
+        flag.unlink()
+        r = fleet("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+    finally:
+        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
+    seen = ran(run_dir)
+    # Phase 0 ran again (it submitted again): the parent did not go on with the old outcomes.
+    assert [x["what"] for x in seen if x["step"] == "sweep"] == ["submitted", "resumed", "submitted", "resumed"]
+    assert _children_ran(run_dir) == ["sweep/case0", "sweep/case1", "sweep/case1", "sweep/case2"]
+    assert [x for x in seen if x["what"] == "resumed"][-1]["children"] == {
+        f"sweep/case{i}": "succeeded" for i in range(3)}
     assert_nothing_left(run_dir)
 
 
