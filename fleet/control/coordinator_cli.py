@@ -121,6 +121,14 @@ def _end(args) -> tuple[float | None, float, str]:
         except AllocationError as e:
             end, source = None, str(e)
     before = args.drain_before
+    left = max(0.0, end - time.time()) if end is not None else None
     if before is None:
-        before = min(DRAIN_BEFORE_S, max(0.0, (end - time.time()) / 2)) if end is not None else DRAIN_BEFORE_S
+        before = min(DRAIN_BEFORE_S, left / 2) if left is not None else DRAIN_BEFORE_S
+    elif left is not None and before >= left:
+        # A drain point already past would start nothing and exit 3 at once: a job
+        # that resubmits itself would then resubmit jobs that do nothing. Half the time
+        # left, as the default takes, and say so.
+        log.warning("--drain-before %g s is more than the %g s left before the allocation ends: "
+                    "draining %g s before it instead (half the time left)", before, left, left / 2)
+        before = left / 2
     return end, before, source

@@ -72,8 +72,10 @@ QUERY_TIMEOUT_S = 10.0  # one query of the batch system at start, bounded
 def _query(argv: list[str]) -> str | None:
     """stdout of one batch-system command, or None if it failed (or took too long)."""
     try:
+        # A user's SLURM_TIME_FORMAT (relative, or a strftime of their own) would make
+        # squeue's %e unreadable, and the fleet would not drain: the standard one here.
         p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                           timeout=QUERY_TIMEOUT_S, check=False)
+                           timeout=QUERY_TIMEOUT_S, check=False, env={**os.environ, "SLURM_TIME_FORMAT": "standard"})
     except (OSError, subprocess.SubprocessError):
         return None
     return p.stdout if p.returncode == 0 else None

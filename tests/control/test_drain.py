@@ -193,6 +193,17 @@ def test_the_default_drain_margin_is_five_minutes_but_at_most_half_the_time_left
     assert _end(parser().parse_args(["--run-dir", "x", "--end", str(now + 180), "--drain-before", "170"]))[1] == 170
 
 
+def test_a_drain_margin_given_longer_than_the_time_left_drains_at_half_the_time_left_and_says_so(caplog):
+    """A 2-minute job given --drain-before 5m (a resubmitting job script's) would start
+    nothing and exit 3 at once, resubmitting jobs that do nothing."""
+    from fleet.control.coordinator_cli import _end, parser
+    now = time.time()
+    with caplog.at_level("WARNING", logger="fleet.control.coordinator"):
+        before = _end(parser().parse_args(["--run-dir", "x", "--end", str(now + 120), "--drain-before", "300"]))[1]
+    assert 59 <= before <= 60
+    assert "--drain-before 300 s is more than the" in caplog.text and "half the time left" in caplog.text
+
+
 def test_the_drain_starts_at_its_point_not_at_the_next_heartbeat_however_long_the_period(tmp_path):
     # 10,000 nodes beat every 20 s (fleet.control.liveness.scaled); a 30 s period here.
     # The drain point comes about 10 s after the fleet is up, long before the second beat.

@@ -44,6 +44,7 @@ def test_a_slurm_job_ended_by_its_time_limit_drains_the_fleet_before_and_fleet_r
         echo "$SLURM_JOB_ID" > jobid
         export PYTHONPATH={TESTS}:{REPO}${{PYTHONPATH:+:$PYTHONPATH}}
         unset FLEET_RUN_DIR FLEET_MACHINE FLEET_MACHINES SLURM_JOB_END_TIME
+        export SLURM_TIME_FORMAT=relative  # a user's taste: squeue's times unreadable to a parser
         PY={sys.executable}
         # The end from Slurm (one squeue); the drain 45 s before it: ~15 s into the job.
         timeout -k 5 60 $PY -m fleet up --run-dir {run_dir} --timeout 40 --drain-before 45s \\
