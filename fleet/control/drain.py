@@ -151,6 +151,14 @@ class Drain:
         if (self.drained and c.sched.deadline.drained and c.sched.running_count() == 0
                 and any(sid not in self.closed_subs for sid in c.submissions.subs)):
             self._close(now)
+        elif (not self.drained and c.sched.deadline.held_ids and c.sched.running_count() == 0
+              and any(sid not in self.closed_subs for sid in c.submissions.subs)
+              and c.intake.count() == 0 and c.sched.held_only()):
+            # Nothing left can start before the drain point: say so now, not at it (a
+            # job script resubmits sooner; the fleet stays up for what comes next).
+            log.warning("nothing left can end before the drain point at %s: the steps left are not started",
+                        clock(self.drain_at))
+            self._close(now, f"not started: it would not end before the drain point at {clock(self.drain_at)}")
 
     def disk_full(self, node: str, step: str, errno: int, now: float) -> None:
         """A step's set-up on `node` found the run directory's file system full (`errno`,
@@ -210,12 +218,12 @@ class Drain:
         if step in c.claims.claimed:  # a lease holder alone claims nothing (fleet.control.lease)
             c.claims.release(c.claims.run_dir_of(step), step)
 
-    def _close(self, now: float) -> None:
+    def _close(self, now: float, reason: str = "") -> None:
         """Every step of a submission not yet closed that never ended here is counted
         ended in it: `not_started`, or interrupted if its exit never came. Each
         submission is closed once (one that comes after the drain too)."""
         c = self.coord
-        reason = "not started: " + self.why()[len("drained: "):]
+        reason = reason or "not started: " + self.why()[len("drained: "):]
         n = 0
         for sub in list(c.submissions.subs.values()):
             if sub.id in self.closed_subs:

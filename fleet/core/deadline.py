@@ -13,6 +13,10 @@ point it is interrupted there like any other.
 
 The scheduler holds one Deadline and calls it from its pass (refuse), on its events
 (AllocationEnds, DrainNow) and on exits after the drain (interrupted).
+
+When nothing runs any more and every step left is held back (or waits for one that is),
+no step can start before the drain point: held_only() says so, and the coordinator ends
+their submissions then (`not_started`) instead of idling to the drain point.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import heapq
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
+from fleet.core import states as S
 from fleet.core import waits as W
 from fleet.core.decisions import Kill
 from fleet.core.durations import expected_s
@@ -55,7 +60,8 @@ DRAIN_KILL = "drained: "  # a drain's Kill reasons start so (the coordinator's r
 class Deadline:
     """The allocation's end as the scheduler knows it (nothing known: no end)."""
 
-    __slots__ = ("end", "drain_at", "source", "drained", "reason", "recorded", "held", "held_first", "stopping")
+    __slots__ = ("end", "drain_at", "source", "drained", "reason", "recorded", "held", "held_first", "stopping",
+                 "held_ids")
 
     def __init__(self) -> None:
         self.end: float | None = None
@@ -67,6 +73,7 @@ class Deadline:
         self.recorded: dict[str, float] = {}  # step id -> work seconds of an earlier run
         self.held = 0  # steps not started because they would not fit before the drain point
         self.held_first: list[tuple[str, str]] = []  # the first HELD_LISTED of them: (step, reason)
+        self.held_ids: set[str] = set()  # each counted once, however often it is asked about
 
     def ends(self, ev: AllocationEnds) -> None:
         """Take the allocation's end (a later one replaces it)."""
@@ -87,12 +94,14 @@ class Deadline:
         exp = expected_s(spec, self.recorded)
         if exp is None or exp <= left:
             return None
-        self.held += 1
         how = "estimate" if spec.estimate is not None else "earlier run"
         why = W.WaitReason(W.DEADLINE, detail=f"expected to take {exp:.0f} s ({how}), "
                                               f"{left:.0f} s left before the drain point")
-        if len(self.held_first) < HELD_LISTED:
-            self.held_first.append((spec.id, why.text()))
+        if spec.id not in self.held_ids:  # (the node window asks too: fleet.core.window)
+            self.held_ids.add(spec.id)
+            self.held += 1
+            if len(self.held_first) < HELD_LISTED:
+                self.held_first.append((spec.id, why.text()))
         return why
 
     def shown(self) -> dict | None:
@@ -131,3 +140,19 @@ def too_late(sched, job, cls, heads: list, now: float, out: list) -> bool:
     else:
         del sched._classes[cls.key]
     return True
+
+
+def held_only(sched) -> bool:
+    """True when no step left can start before the drain point: nothing runs, is handed
+    to a node, is being entered, runs in another fleet or waits for its children, and
+    every ready step was held back by the allocation's end (the waiting ones wait for
+    those). O(1) but when nothing runs and some step is held; then O(held)."""
+    d = sched.deadline
+    if not d.held_ids or d.drained or sched._running or sched.window.next or sched._entry is not None:
+        return False
+    counts = sched._counts
+    if counts.get(S.ELSEWHERE) or counts.get(S.SUSPENDED) or counts.get(S.QUEUED):
+        return False
+    ready = counts.get(S.READY, 0)
+    jobs = sched._jobs
+    return ready > 0 and ready == sum(1 for h in d.held_ids if h in jobs and jobs[h].state == S.READY)

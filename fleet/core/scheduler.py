@@ -27,7 +27,7 @@ from fleet.core import waits as W
 from fleet.core.units import counted
 from fleet.core.generations import Entries, Entry as _Entry
 from fleet.core.demands import Demands
-from fleet.core.deadline import DRAIN_KILL, AllocationEnds, Deadline, DrainNow, too_late
+from fleet.core.deadline import DRAIN_KILL, AllocationEnds, Deadline, DrainNow, held_only, too_late
 from fleet.core.deferral import held
 from fleet.core.decisions import (PASS_STARTS, Blocked, Cancel, Decision, Elsewhere, EnterMore, Entering, Event,
                                   Finished, Exits, GoOn, Ignored, JobView, Kill, NodeJoined, NodeLost, Reclaim, Retry,
@@ -156,6 +156,10 @@ class Scheduler(Entries, Phases, Outside):
     def entering(self) -> bool:
         """Whether a chunked submission is part way in (EnterMore goes on with it)."""
         return self._entry is not None
+
+    def held_only(self) -> bool:
+        """No step left can start before the drain point (fleet.core.deadline.held_only)."""
+        return held_only(self)
 
     def finished(self) -> bool:
         """True when every submitted step is in a final state."""

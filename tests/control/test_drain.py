@@ -222,3 +222,42 @@ def test_the_drain_starts_at_its_point_not_at_the_next_heartbeat_however_long_th
     assert 0 <= drained["t"] - end["drain_at"] < period / 10, (drained, end)
     assert sleepy["outcome"] == "interrupted" and sleepy["t"] - end["drain_at"] < period / 10, sleepy
     assert_drained_then_rerun(run_dir, tmp_path, suite, flag, "the drain point, 10 s before the end")
+
+
+def test_when_only_steps_held_back_by_the_end_are_left_fleet_run_exits_3_at_once_not_at_the_drain_point(tmp_path):
+    """Nothing can start before the drain point any more: the fleet says so when the last
+    step that could run ends, instead of idling to the drain point (a job script's
+    resubmission comes that much sooner); the held step and its dependent are not
+    started, and nothing counts as an attempt."""
+    suite = write_suite(tmp_path / "s.toml", """
+[suite]
+name = "heldonly"
+[[steps]]
+id = "quick"
+command = "true"
+estimate = 1
+[[steps]]
+id = "long"
+command = "true"
+estimate = 3600
+[[steps]]
+id = "after"
+command = "true"
+deps = ["long"]
+""")
+    run_dir = tmp_path / "run"
+    r = fleet("run", str(suite), "--run-dir", str(run_dir), "--nodes", "1", "--walltime", "240s", *HB,
+              cwd=tmp_path, timeout=200)
+    assert r.returncode == 3, r.stdout + r.stderr
+    recs = event_records(run_dir)
+    [end] = [e for e in recs if isinstance(e, E.AllocationEnd)]
+    [closed] = [e for e in recs if isinstance(e, E.NotStarted)]
+    quick = next(e for e in recs if isinstance(e, E.Exit) and e.step == "quick")
+    assert quick.outcome == "succeeded"
+    assert quick.t <= closed.t < end.drain_at, (quick.t, closed.t, end.drain_at)  # recorded times, not a clock
+    assert closed.steps == 2 and closed.held == 1
+    assert not [e for e in recs if isinstance(e, E.Drained)]  # the fleet did not drain: nothing was stopped
+    assert "long" in r.stdout and "not started" in r.stdout, r.stdout
+    for s in ("long", "after"):
+        assert records.attempts(run_dir, s) == [] and records.read_final(run_dir, s) is None
+    assert_nothing_left(run_dir)

@@ -138,3 +138,29 @@ def test_the_drain_point_after_a_drain_that_let_steps_run_stops_them():
     assert sorted((d.step, d.reason) for d in out if isinstance(d, Kill)) == [
         ("a", "drained: the drain point"), ("b", "drained: the drain point")]
     assert sched.handle(DrainNow("again"), 8.0) == []
+
+
+def test_a_held_step_is_counted_and_listed_once_however_often_the_pass_and_the_window_ask():
+    sched = Scheduler(window=None)
+    sched.handle(NodeJoined(node("n1", 1)), 0.0)
+    sched.handle(AllocationEnds(100.0, 60.0), 0.0)
+    sched.handle(submission(suite({"id": "a", "estimate": 5}, {"id": "b", "estimate": 5},
+                                  {"id": "long", "estimate": 90}).steps), 0.0)
+    for t, step in ((5.0, "a"), (10.0, "b")):  # each exit brings a pass and the window's look again
+        sched.handle(StepExited(step, 1, S.SUCCEEDED), t)
+    assert sched.deadline.held == 1
+    assert [s for s, _ in sched.deadline.held_first] == ["long"]
+
+
+def test_held_only_says_when_nothing_left_can_start_before_the_drain_point():
+    sched, out = ended_scheduler(100.0, 60.0, {"id": "quick", "estimate": 10}, {"id": "long", "estimate": 90},
+                                 {"id": "after", "deps": ["long"]}, {"id": "free"}, cores=1)
+    assert [d.step for d in out if isinstance(d, Start)] == ["quick"]
+    assert not sched.held_only()  # quick runs; free is ready and fits
+    out = sched.handle(StepExited("quick", 1, S.SUCCEEDED), 5.0)
+    assert [d.step for d in out if isinstance(d, Start)] == ["free"]
+    assert not sched.held_only()
+    sched.handle(StepExited("free", 1, S.SUCCEEDED), 9.0)
+    assert sched.held_only()  # long is held, after waits for it, nothing runs
+    sched.handle(submission(suite({"id": "more", "estimate": 1}).steps), 10.0)
+    assert not sched.held_only()  # a later submission that fits runs: not held
