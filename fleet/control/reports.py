@@ -63,5 +63,8 @@ def exited(coord, node: str, msg: P.Exited, now: float, view) -> None:
     # Decide and launch what this exit frees first; the files that record it come
     # after, off the path between one step's end and the next one's start. (The
     # done marker still precedes the claim's release, which other fleets rely on.)
+    # The definition that ran: the scheduler's, taken before it hears of the exit (a
+    # newer one submitted meanwhile replaces it then, and is coord.specs' already).
+    spec = coord.sched.spec_of(msg.step)
     coord.intake.children.exited(msg, rec, now)  # after its children are in (control/children)
-    coord.recorder.exited(node, msg, rec, coord.specs.get(msg.step))
+    coord.recorder.exited(node, msg, rec, spec)

@@ -177,6 +177,11 @@ class Scheduler(Entries, Phases, Outside):
         """The step's generation (what a start records), without a whole view."""
         return self._jobs[step].generation
 
+    def spec_of(self, step: str):
+        """The definition the scheduler has for the step now (None: not known)."""
+        j = self._jobs.get(step)
+        return None if j is None else j.spec
+
     def placed(self, step: str) -> viewfill.Placed | None:
         """(attempt, placement) of a running step, else None: what a report is checked against."""
         j = self._jobs.get(step)

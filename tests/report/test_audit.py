@@ -107,3 +107,35 @@ args = { seconds = 0.05 }
     code, a, text = audit(run_dir, tmp_path)
     assert code == 0 and a["missing"] == [] and a["counts"] == {"succeeded": 4}, text
     assert_nothing_left(run_dir)
+
+
+def test_a_definition_changed_while_its_old_one_runs_on_a_live_fleet_is_audited_as_a_rerun(tmp_path, background):
+    """The old definition is let finish, then the new one runs: two successes of two
+    definitions, each attempt recorded under the definition that ran."""
+    from fleetharness import events, finish, spawn, wait_for
+    run_dir = tmp_path / "run"
+    go = tmp_path / "go"
+    one = write_suite(tmp_path / "one.toml", '[suite]\nname = "c"\n[[steps]]\nid = "c"\n'
+                                             f'command = "while ! test -e {go}; do sleep 0.1; done; echo v1"\n')
+    two = write_suite(tmp_path / "two.toml", '[suite]\nname = "c"\n[[steps]]\nid = "c"\ncommand = "echo v2"\n')
+    fleet("up", "--run-dir", str(run_dir), "--nodes", "1", cwd=tmp_path, check=True, timeout=60)
+    try:
+        first = spawn("run", str(one), "--run-dir", str(run_dir), cwd=tmp_path)
+        background.append(first)
+        wait_for(lambda: any(e["kind"] == "started" and e["step"] == "c" for e in events(run_dir)), 60,
+                 "the old definition to start")
+        second = spawn("run", str(two), "--run-dir", str(run_dir), cwd=tmp_path)
+        background.append(second)
+        wait_for(lambda: sum(e["kind"] == "submitted" for e in events(run_dir)) >= 2 or second.poll() is not None,
+                 60, "the new definition to be submitted")
+        go.touch()  # the old one ends now
+        assert finish(first, 60)[0] == 0 and finish(second, 60)[0] == 0
+    finally:
+        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
+    tries = sorted(records.attempts(run_dir, "c"), key=lambda t: t["ended_at"])
+    assert [t["outcome"] for t in tries] == ["succeeded", "succeeded"]
+    assert tries[0]["spec"] != tries[1]["spec"]  # each under the definition that ran
+    code, a, text = audit(run_dir, tmp_path)
+    assert code == 0 and a["duplicates"] == [], text
+    assert (a["steps"]["c"]["successes"], a["steps"]["c"]["reruns"]) == (2, 1)
+    assert_nothing_left(run_dir)
