@@ -117,6 +117,12 @@ def sweep(ctx, n: int = 3, flag: str = "") -> None:
         raise RuntimeError(f"{len(failed)} cases failed: {failed[:5]}")
 
 
+def bad_dep(ctx) -> None:
+    """A child whose dep names no step: only the coordinator can tell (ctx.submit takes it)."""
+    ctx.submit([{"id": "x", "call": "children_steps:child", "deps": ["nosuch"]}])
+    raise fleet.WaitForChildren()
+
+
 def ran(run_dir) -> list[dict]:
     path = os.path.join(run_dir, "ran.jsonl")
     if not os.path.exists(path):

@@ -35,7 +35,7 @@ from fleet.core import states as S
 from fleet.core.childsteps import expand
 from fleet.core.problems import Problem
 from fleet.core.scheduler import StepExited, Submitted
-from fleet.wire import records
+from fleet.wire import events, records
 
 _new, _set = object.__new__, object.__setattr__
 
@@ -102,9 +102,17 @@ class Children:
         tag, got = done.tag, done.value
         if done.error is not None:
             got = Collected(problems=[Problem(tag.parent, None, None, f"reading its children failed: {done.error!r}")])
-        problems = list(got.problems) or self._check(tag.parent, got.steps)
+        problems = list(got.problems)
+        if not problems:
+            problems = self._check(tag.parent, got.steps)
+            if problems:  # (the worker logged those it found; these, off the loop too)
+                self.coord.submissions.offload(_to_log, self.coord.claims.run_dir_of(tag.parent), tag.parent,
+                                               problems)
         if problems:
             why = "its submitted steps were refused: " + "; ".join(str(p) for p in problems[:5])
+            # The agent's exit record said it waits: how it really ended is ours to record.
+            self.coord.events.write(events.Exit(t=now, step=tag.parent, attempt=tag.exit.attempt,
+                                                outcome=S.FAILED, reason=why))
             self.coord._feed(StepExited(tag.parent, tag.exit.attempt, S.FAILED, why), now)
             return
         self.given.setdefault(tag.parent, set()).update(s.id.rpartition("/")[2] for s in got.steps)

@@ -144,6 +144,11 @@ def _on_exit(g: Gathered, rec: E.Exit) -> None:
     att = rec.attempt
     a = s.attempts[-1] if s.attempts and s.attempts[-1].attempt == att else next(
         (x for x in reversed(s.attempts) if x.attempt == att), None)
+    if a is not None and a.exit is not None and rec.node is None:
+        # The coordinator's verdict on an attempt its node already reported (children
+        # refused after the step said it waits): how it ended, not another run.
+        a.outcome, a.reason = rec.outcome or S.FAILED, rec.reason or ""
+        return
     if a is None:  # an exit without its start record (a cut stream)
         piece = Piece(rec.node, rec.cores or [], rec.gpus or [], int(rec.memory or 0))
         a = Attempt.placed(s.id, att, rec.node, [piece], rec.decided_at or rec.t)

@@ -4,6 +4,7 @@ functions live in tests/children_steps.py."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -122,6 +123,27 @@ call = "children_steps:bad_submit"
     refused = next(x for x in seen if x["what"] == "refused")
     assert refused["problems"] == ["bad: ctx.submit: step 'bad/x': field 'cores': "
                                    + refused["problems"][0].split("field 'cores': ")[1]]
+    assert_nothing_left(run_dir)
+
+
+def test_a_child_with_a_dep_on_no_known_step_fails_its_parent_with_the_problem_in_its_reason_and_log(tmp_path):
+    r, run_dir = run(tmp_path, """
+[[steps]]
+id = "p"
+call = "children_steps:bad_dep"
+""")
+    assert r.returncode == 1, r.stdout + r.stderr
+    said, verdict = exits(run_dir, "p")  # the node's (it waits), then the coordinator's (it failed)
+    problem = "'nosuch' is neither a sibling nor a step of the fleet"
+    assert said["outcome"] == "wait" and verdict["outcome"] == "failed" and "node" not in verdict
+    assert "its submitted steps were refused" in verdict["reason"] and problem in verdict["reason"]
+    rep = json.loads(fleet("report", str(run_dir), "--json", cwd=tmp_path, timeout=60).stdout)
+    assert rep["steps"]["p"]["outcome"] == "failed" and problem in rep["steps"]["p"]["reason"], rep["steps"]["p"]
+    from fleetharness import wait_for
+    log = run_dir / "steps" / "p" / "log"
+    wait_for(lambda: problem in log.read_text(), 10, "the problem in the parent's log")  # written off the loop
+    assert "p/x" in log.read_text() and "deps" in log.read_text()
+    assert not exits(run_dir, "p/x")
     assert_nothing_left(run_dir)
 
 
