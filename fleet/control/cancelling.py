@@ -68,6 +68,11 @@ def choose(sched: Scheduler, msg: P.Cancel) -> P.CancelReply:
     if msg.waiting or msg.all:
         wanted = NOT_STARTED + ((S.RUNNING, S.SUSPENDED) if msg.all else ())
         states.update((v.id, v.state) for v in sched.views() if v.state in wanted and v.id not in states)
+    parents = [s for s, st in states.items() if st == S.SUSPENDED]
+    if parents:  # a waiting parent's unfinished children end with it: the answer counts them
+        for sid in sched.with_children(parents):
+            if sid not in states:
+                states[sid] = sched.state(sid)
     return P.CancelReply(running=[s for s, st in states.items() if st == S.RUNNING],
                          waiting=[s for s, st in states.items() if st in HELD],
                          ended=[s for s, st in states.items() if st not in HELD and st != S.RUNNING],

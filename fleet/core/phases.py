@@ -138,6 +138,11 @@ class Phases:
         self._set(job, "requeue")
         self._again(job)
 
+    def with_children(self, ids) -> Iterator[str]:
+        """The steps a Cancel of `ids` ends: these and the unfinished children of those
+        that wait for them (what `fleet cancel` answers)."""
+        return self._with_children(ids)
+
     def _with_children(self, ids) -> Iterator[str]:
         """Steps to cancel: these, each followed by the unfinished children of one that
         waits for them (and theirs), once each. A running parent's children are not

@@ -395,6 +395,8 @@ args = { n = 3, step_s = 30.0 }
         wait_for(lambda: exits(run_dir, "p/c0") and exits(run_dir, "p"), 60, "the parent to wait")
         r = fleet("cancel", "--run-dir", str(run_dir), "p", cwd=tmp_path, timeout=30)
         assert r.returncode == 0, r.stdout + r.stderr
+        # The answer counts the children that end with their parent (c1, c2: running or not yet).
+        assert "cancelled 3 steps: " in r.stdout, r.stdout
         rc, out, err = finish(runner, 60)
         assert rc == 1, out + err
         assert "cancelled  p" in out and "cancelled  p/c1" in out and "cancelled  p/c2" in out, out
