@@ -77,7 +77,7 @@ def validate(suite, nodes, cores_per_node, memory_per_node, gpus_per_node, impor
         s, graph = checked_suite(suite, alloc, imports=imports)
     except SuiteError as e:
         _invalid(e)
-    click.echo(f"{suite}: suite '{s.name}' is valid: {len(s.steps)} steps, run dir {s.run_dir}")
+    click.echo(f"{suite}: suite '{s.name}' is valid: {counted(len(s.steps), 'step')}, run dir {s.run_dir}")
     hint = preload_hint(s)
     if hint:  # advice, on stderr; the suite is valid either way
         click.echo(hint, err=True)

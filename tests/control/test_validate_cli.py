@@ -63,6 +63,15 @@ inputs = ["/an/absolute/dataset/is/fine/when/it/exists", "../outside.nc"]
     assert not (tmp_path / "runs").exists(), "nothing may start, not even the run directory"
 
 
+def test_validate_counts_one_step_in_the_singular_and_more_in_the_plural(tmp_path):
+    for count, said in ((1, "1 step,"), (2, "2 steps,")):
+        suite = write_suite(tmp_path / f"s{count}.toml", "".join(
+            f'[[steps]]\nid = "a{i}"\ncommand = "true"\n' for i in range(count)))
+        r = fleet("validate", str(suite), cwd=tmp_path, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert f"is valid: {said} run dir" in r.stdout, r.stdout
+
+
 def test_a_suite_name_that_would_put_the_run_dir_elsewhere_is_refused_but_a_run_dir_may_be_anywhere(tmp_path):
     suite = write_suite(tmp_path / "s.toml", '[suite]\nname = "../../elsewhere"\n[[steps]]\nid = "a"\ncommand = "true"\n')
     (error,) = refused(fleet("validate", str(suite), cwd=tmp_path, timeout=60), 1)
