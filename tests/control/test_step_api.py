@@ -75,7 +75,11 @@ def in_pty(*args: str, cwd: Path, timeout: float = 60.0) -> tuple[int, str]:
             p.wait()
 
 
-def nothing_recorded(run: Path) -> None:
+def nothing_recorded(run: Path, fleet_dirs: bool = False) -> None:
+    """No record of the step; nor (unless `fleet_dirs`: an MPI step's launcher files
+    are kept there) any empty .fleet directory."""
+    if not fleet_dirs:
+        assert not list(run.glob("steps/**/.fleet")), sorted(run.glob("steps/**/.fleet"))
     assert not (run / "events.jsonl").exists()
     assert not list(run.glob("steps/*/.fleet/done.json"))
     assert not list(run.glob("steps/*/.fleet/attempt.*"))
@@ -130,7 +134,7 @@ ranks = 2
     r = fleet("step", str(suite), "m", cwd=tmp_path, timeout=90)
     assert r.returncode == 0, r.stderr
     assert sorted(r.stdout.splitlines()) == ["rank 0 of 2", "rank 1 of 2"]
-    nothing_recorded(tmp_path / "run")
+    nothing_recorded(tmp_path / "run", fleet_dirs=True)
 
 
 def ignores_sigint(pid: int) -> bool:
