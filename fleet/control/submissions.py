@@ -19,7 +19,7 @@ from fleet.control import store
 from fleet.control.checks import checked_suite
 from fleet.core import states as S
 from fleet.core.durations import recorded
-from fleet.core.graph import topological_order
+from fleet.core.graph import dependency_on, topological_order
 from fleet.core.problems import SuiteError
 from fleet.core.scheduler import Scheduler, Submitted
 from fleet.wire import events
@@ -377,9 +377,11 @@ def _shard(suite, graph, msg: P.Submit, run_dir: Path):
     owned = {s.id for s in suite.steps if shard.owner(s.task, n) == i}
     foreign = {d for s in suite.steps if s.id in owned for d in graph.deps[s.id] if d not in owned}
     if foreign and not msg.wait_foreign:
-        raise Problems([f"{s.source}: step '{s.id}': field 'deps': depends on '{d}', which shard "
-                        f"{shard.owner(suite.step(d).task, n)}/{n} runs (--no-wait-foreign)"
-                        for s in suite.steps if s.id in owned for d in graph.deps[s.id] if d in foreign])
+        by_id = {s.id: s for s in suite.steps}
+        raise Problems([f"{s.source}: step '{s.id}': field '{where}': {why}, which shard "
+                        f"{shard.owner(by_id[d].task, n)}/{n} runs (--no-wait-foreign)"
+                        for s in suite.steps if s.id in owned for d in graph.deps[s.id] if d in foreign
+                        for where, why in [dependency_on(s, by_id[d])]])
     shard.record(run_dir, n, msg.new_generation)
     steps = [s for s in suite.steps if s.id in owned or s.id in foreign]
     deps = {s.id: (() if s.id in foreign else graph.deps[s.id]) for s in steps}
