@@ -69,8 +69,9 @@ def allocation_options(f):
 @click.argument("suite", type=click.Path(dir_okay=False))
 @allocation_options
 @click.option("--imports", is_flag=True,
-              help="also import each call step's module (in one child process, with this Python, "
-                   "environment and directory) and report a missing module or function")
+              help="also import the preload modules (as a zygote: one that starts a thread is refused) and "
+                   "each call step's module (in one child process, with this Python, environment and "
+                   "directory) and report a missing module or function")
 def validate(suite, nodes, cores_per_node, memory_per_node, gpus_per_node, imports):
     """Check SUITE (and, given an allocation, that every step can fit it)."""
     alloc = _allocation(nodes, cores_per_node, memory_per_node, gpus_per_node)

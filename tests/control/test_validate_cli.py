@@ -348,6 +348,34 @@ def test_validate_imports_accepts_a_suite_whose_call_targets_all_import(tmp_path
     assert "11 steps" in r.stdout
 
 
+def test_validate_imports_imports_the_preload_modules_as_a_zygote_and_reports_them_under_suite_preload(tmp_path):
+    suite = write_suite(tmp_path / "s.toml", '[suite]\npreload = ["json", "preload_starts_thread", '
+                        '"no_such_module_xyz", "preload_fails"]\n[[steps]]\nid = "a"\ncall = "json:dumps"\n')
+    # Without --imports the preload is not imported: the suite is well formed.
+    r = fleet("validate", str(suite), cwd=tmp_path, timeout=60)
+    assert r.returncode == 0, r.stderr
+    errors = refused(fleet("validate", "--imports", str(suite), cwd=tmp_path, timeout=120), 3)
+    f = str(suite)
+    assert errors == [
+        f"{f}: field 'suite.preload': module 'preload_starts_thread' starts a thread when imported "
+        "(2 threads after importing it); a zygote forks, which needs exactly 1",
+        f"{f}: field 'suite.preload': module 'no_such_module_xyz' not found",
+        f"{f}: field 'suite.preload': module 'preload_fails' cannot be imported: "
+        "RuntimeError: this module cannot be imported"]
+
+
+def test_validate_imports_pins_the_thread_pools_as_a_zygote_does_so_numpy_may_be_preloaded(tmp_path):
+    pytest.importorskip("numpy")
+    count = "import numpy; print(open('/proc/self/status').read().split('Threads:')[1].split()[0])"
+    unpinned = {k: v for k, v in env().items() if not k.endswith("_THREADS")}
+    r = subprocess.run([sys.executable, "-c", count], env=unpinned, capture_output=True, text=True, timeout=60)
+    if r.stdout.strip() == "1":
+        pytest.skip("numpy starts no thread pool here: nothing to tell apart")
+    suite = write_suite(tmp_path / "s.toml", '[suite]\npreload = ["numpy"]\n[[steps]]\nid = "a"\ncommand = "true"\n')
+    r = fleet("validate", "--imports", str(suite), cwd=tmp_path, timeout=120)  # OpenBLAS would start its pool
+    assert r.returncode == 0 and "is valid: 1 step," in r.stdout, r.stdout + r.stderr
+
+
 def test_validate_imports_reports_field_problems_and_import_problems_together(tmp_path):
     suite = write_suite(tmp_path / "s.toml", '[[steps]]\nid = "a"\ncall = "no_such_module_xyz:run"\n'
                         '[[steps]]\nid = "b"\ncommand = "true"\npriority = 0\n')
