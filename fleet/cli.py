@@ -25,10 +25,11 @@ def _session_index(ctx, param, value: int) -> int:
     return value
 
 
-def _invalid(err: SuiteError) -> None:
-    for p in err.problems:
+def _invalid(problems: list) -> None:
+    """Every problem (a Problem, or a line naming file, step and field), exit 2."""
+    for p in problems:
         click.echo(f"error: {p}", err=True)
-    n = len(err.problems)
+    n = len(problems)
     click.echo(f"{n} problem{'s' if n != 1 else ''} found; nothing was started", err=True)
     sys.exit(EXIT_INVALID)
 
@@ -68,16 +69,17 @@ def allocation_options(f):
 @click.argument("suite", type=click.Path(dir_okay=False))
 @allocation_options
 @click.option("--imports", is_flag=True,
-              help="also import each call step's module (in one child process, with this Python, "
-                   "environment and directory) and report a missing module or function")
+              help="also import the preload modules (as a zygote: one that starts a thread is refused) and "
+                   "each call step's module (in one child process, with this Python, environment and "
+                   "directory) and report a missing module or function")
 def validate(suite, nodes, cores_per_node, memory_per_node, gpus_per_node, imports):
     """Check SUITE (and, given an allocation, that every step can fit it)."""
     alloc = _allocation(nodes, cores_per_node, memory_per_node, gpus_per_node)
     try:
         s, graph = checked_suite(suite, alloc, imports=imports)
     except SuiteError as e:
-        _invalid(e)
-    click.echo(f"{suite}: suite '{s.name}' is valid: {len(s.steps)} steps, run dir {s.run_dir}")
+        _invalid(e.problems)
+    click.echo(f"{suite}: suite '{s.name}' is valid: {counted(len(s.steps), 'step')}, run dir {s.run_dir}")
     hint = preload_hint(s)
     if hint:  # advice, on stderr; the suite is valid either way
         click.echo(hint, err=True)
@@ -100,7 +102,7 @@ def simulate(suite, nodes, cores_per_node, memory_per_node, gpus_per_node, as_js
     try:
         s, graph = checked_suite(suite, alloc, check_inputs=False)
     except SuiteError as e:
-        _invalid(e)
+        _invalid(e.problems)
     show(s, graph, alloc, nodes, cores_per_node, as_json, end_s=walltime,
          drain_before_s=drain_margin(walltime, drain_before))
 
@@ -289,14 +291,16 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
     the suite is invalid, 3 if the allocation ended (drained) before the suite did:
     run it again in the next allocation, 4 if the run directory's disk is full: free
     space and run it again (docs/operations.md)."""
-    from fleet.cli_run import shard_spec, steps_to_run
+    from fleet.cli_run import embedded_nodes, shard_spec, steps_to_run
     from fleet.control.checks import suite_head
     from fleet.control.client import FleetError, find
     from fleet.control.runner import run_suite
+    from fleet.control.submissions import Problems
+    from fleet.wire.messages import Submit
     try:
         s = suite_head(suite)
     except SuiteError as e:
-        _invalid(e)
+        _invalid(e.problems)
     only = tuple(dict.fromkeys(i.strip() for i in only.split(",") if i.strip()))
     if with_deps and not only:
         raise click.UsageError("--with-deps selects with --only")
@@ -308,12 +312,15 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
     # A fleet that is up reads and checks the whole suite itself (off its loop) and
     # answers with the same problems, its shard's and --only's too: reading it here as
     # well made a big suite's steps twice (a million array steps: 8 s before the
-    # submission left). With none up it is checked here, before a fleet is started.
+    # submission left). With none up, all of that is checked here, against the run
+    # directory and the embedded fleet's nodes, before a fleet is started.
     if not up:
+        msg = Submit(str(Path(suite).resolve()), force, serial, shard, new_generation, not no_wait_foreign,
+                     list(only), with_deps)
         try:
-            s, nothing = steps_to_run(suite, shard, only)
-        except SuiteError as e:
-            _invalid(e)
+            s, nothing = steps_to_run(msg, target, embedded_nodes(nodes))
+        except Problems as e:
+            _invalid(e.args[0])
         if nothing:
             click.echo(nothing)
             return
@@ -341,7 +348,7 @@ def step(suite, step_id, run_dir, keep):
     try:
         s, graph = checked_suite(suite, check_inputs=False)
     except SuiteError as e:
-        _invalid(e)
+        _invalid(e.problems)
     target, _ = _run_dir_for_suite(run_dir, s)
     try:
         sys.exit(run_one(s, graph, step_id, target, keep))
@@ -474,7 +481,7 @@ def audit(run_dir, suite_path, stale_after, as_json):
         try:
             steps = checked_suite(suite_path, check_inputs=False)[0].steps
         except SuiteError as e:
-            _invalid(e)
+            _invalid(e.problems)
     a = do_audit(Path(run_dir), steps, stale_after)
     if as_json:
         click.echo(json.dumps(a.to_json(), indent=1, sort_keys=True))

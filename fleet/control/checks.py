@@ -1,5 +1,6 @@
 """Everything checked before a suite runs: the file, the graph, given an allocation
-whether every step can ever fit it, and on request whether every call target imports.
+whether every step can ever fit it, and on request whether the preload modules and
+every call target import.
 
 This is the shell around the pure core: it reads the suite file, resolves its run
 directory, looks on disk for the inputs no step produces and imports call targets in
@@ -20,7 +21,7 @@ from fleet.core.problems import Problem, SuiteError
 from fleet.core.resources import Capacity, NodeSpec
 from fleet.core.suite import Reading, StepSpec, Suite, Unparsed, read_toml
 
-IMPORT_TIMEOUT_S = 120.0  # for importing every call module of a suite, all together
+IMPORT_TIMEOUT_S = 120.0  # for importing every preload and call module of a suite, all together
 
 
 def read_suite_file(path: str | Path) -> Reading:
@@ -131,20 +132,42 @@ def preload_hint(suite: Suite) -> str | None:
 
 
 # The child that imports: one process for every module, each import's failure caught,
-# the answer on one marked line (a module may print while it is imported).
+# the answer on one marked line (a module may print while it is imported). The preload
+# modules come first, in order, as a zygote imports them, each followed by a count of
+# the process's threads (a zygote refuses one that starts a thread: it forks); then the
+# call steps' modules, as a forked child imports them once the preloads are in.
 _IMPORTER = r"""
 import importlib, json, sys
-out = {}
-for module, names in json.loads(sys.argv[1]):
+
+def threads():
     try:
-        m = importlib.import_module(module)
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Threads:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+def load(module):
+    try:
+        return importlib.import_module(module), None
     except ModuleNotFoundError as e:
         mine = e.name is not None and (module == e.name or module.startswith(e.name + "."))
-        out[module] = ["not found", []] if mine else [f"{type(e).__name__}: {e}", []]
+        return None, "not found" if mine else f"{type(e).__name__}: {e}"
     except BaseException as e:
-        out[module] = [f"{type(e).__name__}: {e}", []]
-    else:
-        out[module] = [None, [n for n in names if not callable(getattr(m, n, None))]]
+        return None, f"{type(e).__name__}: {e}"
+
+preload, calls = json.loads(sys.argv[1])
+out = {"preload": {}, "calls": {}}
+for module in preload:
+    before = threads()
+    m, error = load(module)
+    after = threads()
+    out["preload"][module] = [error, after if after != 1 and after != before else None]
+for module, names in calls:
+    m, error = load(module)
+    out["calls"][module] = [error, [] if m is None else [n for n in names if not callable(getattr(m, n, None))]]
 sys.stdout.flush()
 print("\nFLEET-IMPORTS " + json.dumps(out), flush=True)
 """
@@ -152,30 +175,47 @@ _MARK = "FLEET-IMPORTS "
 
 
 def import_problems(suite: Suite, timeout: float = IMPORT_TIMEOUT_S) -> list[Problem]:
-    """Import each distinct module a call step names, all in one child process with the
-    interpreter, environment and working directory the fleet's agents would have, and
-    report a module that is not found or fails to import and a function it lacks, at
+    """Import the suite's ``preload`` modules as a zygote does (in order, thread-pool
+    variables pinned to 1, each to import and leave the process one thread), then each
+    distinct module a call step names, all in one child process with the interpreter,
+    environment and working directory the fleet's agents would have. Report a preload
+    module that is not found, fails to import or starts a thread (field suite.preload),
+    and a call module that is not found or fails to import and a function it lacks, at
     the first step that calls it (counting the others)."""
     users: dict[tuple[str, str], list[StepSpec]] = {}
     for s in suite.steps:
         if s.call is not None:
             module, _, function = s.call.partition(":")
             users.setdefault((module, function), []).append(s)
-    if not users:
+    if not users and not suite.preload:
         return []
     wanted: dict[str, list[str]] = {}
     for module, function in users:
         wanted.setdefault(module, []).append(function)
-    answer = _import_in_child(list(wanted.items()), timeout)
+    answer = _import_in_child(list(dict.fromkeys(suite.preload)), list(wanted.items()), timeout)
     if isinstance(answer, str):
         return [Problem(str(suite.path), None, None, answer)]
+    return _preload_problems(suite, answer["preload"]) + _call_problems(users, answer["calls"])
+
+
+def _preload_problems(suite: Suite, answer: dict) -> list[Problem]:
+    from fleet.node.preload import thread_problem
+    out = []
+    for module in dict.fromkeys(suite.preload):
+        error, threads = answer.get(module, ["no answer", None])
+        if error is not None:
+            out.append(Problem(str(suite.path), None, "suite.preload", _cannot(module, error)))
+        if threads is not None:
+            out.append(Problem(str(suite.path), None, "suite.preload", thread_problem(module, threads)))
+    return out
+
+
+def _call_problems(users: dict, answer: dict) -> list[Problem]:
     out = []
     for (module, function), steps in users.items():
         error, missing = answer.get(module, ["no answer", []])
-        if error == "not found":
-            message = f"module '{module}' not found"
-        elif error is not None:
-            message = f"module '{module}' cannot be imported: {error}"
+        if error is not None:
+            message = _cannot(module, error)
         elif function in missing:
             message = f"module '{module}' has no function '{function}'"
         else:
@@ -186,16 +226,22 @@ def import_problems(suite: Suite, timeout: float = IMPORT_TIMEOUT_S) -> list[Pro
     return out
 
 
-def _import_in_child(wanted: list[tuple[str, list[str]]], timeout: float) -> dict | str:
+def _cannot(module: str, error: str) -> str:
+    return f"module '{module}' not found" if error == "not found" else f"module '{module}' cannot be imported: {error}"
+
+
+def _import_in_child(preload: list[str], calls: list[tuple[str, list[str]]], timeout: float) -> dict | str:
     """The child's answer, or what went wrong with the child itself."""
-    p = subprocess.Popen([sys.executable, "-c", _IMPORTER, json.dumps(wanted)], stdin=subprocess.DEVNULL,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    from fleet.node.threads import THREAD_VARS
+    env = {**os.environ, **dict.fromkeys(THREAD_VARS, "1")}  # as a zygote has them (fleet.node.zygote)
+    p = subprocess.Popen([sys.executable, "-c", _IMPORTER, json.dumps([preload, calls])], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, env=env)
     try:
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(p.pid, signal.SIGKILL)  # its own session: whatever an import started goes too
         p.communicate()
-        return f"importing the call modules took longer than {timeout:g} s"
+        return f"importing the suite's modules took longer than {timeout:g} s"
     try:
         os.killpg(p.pid, signal.SIGKILL)  # anything an import left running in the child's session
     except ProcessLookupError:
@@ -204,4 +250,4 @@ def _import_in_child(wanted: list[tuple[str, list[str]]], timeout: float) -> dic
         if line.startswith(_MARK):
             return json.loads(line[len(_MARK):])
     tail = " ".join(err.strip().splitlines()[-3:])
-    return f"importing the call modules ended without an answer (exit {p.returncode}): {tail}"
+    return f"importing the suite's modules ended without an answer (exit {p.returncode}): {tail}"

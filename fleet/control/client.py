@@ -119,6 +119,16 @@ class RunDirError(FleetError):
     """The run directory cannot be created or written; nothing was started."""
 
 
+class PreloadRefused(FleetError):
+    """The fleet did not come up: the zygotes refused its preload modules (a module
+    failed to import or started a thread). `nodes`: (node, why) of each that said so."""
+
+    def __init__(self, nodes: list[tuple[str, str]], log: Path):
+        self.nodes = nodes
+        super().__init__("the zygotes could not import the preload modules: "
+                         + "; ".join(f"node {n}: {why}" for n, why in nodes) + f" (see {log})")
+
+
 def usable_run_dir(run_dir: Path) -> Path:
     """Create run_dir (mode 0700) if need be and prove a file can be made in it, before
     anything starts; RunDirError names the directory and the OS error otherwise."""
@@ -162,14 +172,14 @@ def up(run_dir: Path, nodes: int = 1, machine: str = "local", preload: tuple[str
         # An embedded fleet lives only as long as the `fleet run` that brings it up, even
         # one killed with SIGKILL (its own session keeps it out of that run's group).
         argv += ["--parent-pid", str(os.getpid())]
+    offset = _size(run_dir / "events.jsonl")  # what this fleet writes comes after
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, start_new_session=True)
     logf.close()
     deadline = time.monotonic() + timeout
     path = run_dir / name
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise FleetError(f"the coordinator exited with status {proc.returncode} before the fleet was up; "
-                             f"see {run_dir / 'coordinator.log'}:\n" + _tail(run_dir / "coordinator.log"))
+            raise _not_up(run_dir, proc, offset)
         if path.exists():
             try:
                 conn = connection.read(path)
@@ -271,6 +281,39 @@ def _kill(pid: int, sig: int) -> None:
         os.kill(pid, sig)
     except ProcessLookupError:
         pass
+
+
+def _not_up(run_dir: Path, proc: subprocess.Popen, offset: int) -> FleetError:
+    """Why the coordinator exited before its fleet was up: the zygotes' refusal of the
+    preload modules (PreloadRefused), else its exit status and the end of its log."""
+    refused = preload_refusals(run_dir / "events.jsonl", offset, proc.pid)
+    if refused:
+        return PreloadRefused(refused, run_dir / "coordinator.log")
+    return FleetError(f"the coordinator exited with status {proc.returncode} before the fleet was up; "
+                      f"see {run_dir / 'coordinator.log'}:\n" + _tail(run_dir / "coordinator.log"))
+
+
+def preload_refusals(path: Path, offset: int, pid: int) -> list[tuple[str, str]]:
+    """(node, why) of each agent whose zygote refused its preload modules, as the fleet
+    whose coordinator is `pid` on this host recorded them in events.jsonl past `offset`."""
+    from fleet.wire import events
+    tag = f"{socket.gethostname()}-{pid}-"  # the fleet's id begins so (fleet.control.coordinator)
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            lines = f.read().decode(errors="replace").splitlines()
+    except OSError:
+        return []
+    found = [events.parse(d) for d in events.events_of(lines)]
+    return [(r.node, r.reason) for r in found
+            if isinstance(r, events.AgentFailed) and r.preload and r.fleet.startswith(tag)]
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
 
 
 def _tail(path: Path, lines: int = 15) -> str:

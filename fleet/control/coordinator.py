@@ -251,7 +251,7 @@ class Coordinator:
             return
         if isinstance(msg, P.JoinFailed):
             log.error("agent on %s could not start: %s", msg.node, msg.reason)
-            self.events.write(events.AgentFailed(t=now, node=msg.node, reason=msg.reason))
+            self.events.write(events.AgentFailed(t=now, node=msg.node, reason=msg.reason, preload=msg.preload or None))
             self.launcher.note_failure(f"{msg.node}: {msg.reason}")
             return
         agent = self.liveness.known(ident, msg)

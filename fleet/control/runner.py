@@ -23,8 +23,9 @@ from fleet.core import states as S
 from fleet.control.api import Fleet, Submission, SubmitError
 from fleet.control.drain import FULL
 from fleet.control.followlines import DRAINED, Lines
-from fleet.control.client import FleetError, RunDirError, down, embedded_name, find, up, usable_run_dir
+from fleet.control.client import FleetError, PreloadRefused, RunDirError, down, embedded_name, find, up, usable_run_dir
 from fleet.wire import connection
+from fleet.core.problems import Problem
 from fleet.core.suite import Suite
 from fleet.core.units import counted
 
@@ -80,11 +81,10 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
             sub = f.submit(path, force=force, serial=serial, shard=shard, new_generation=new_generation,
                            wait_foreign=wait_foreign, only=only, with_deps=with_deps)
         except SubmitError as e:
-            for p in e.problems:
-                print(f"error: {p}", file=sys.stderr)
-            print(f"{counted(len(e.problems), 'problem')} found; nothing was started", file=sys.stderr)
-            return 2
+            return _refused(e.problems)
         return _follow(f, sub, suite, run_dir, out, shard)
+    except PreloadRefused as e:  # an embedded fleet's zygotes: said as a fleet that is up says it (preloads)
+        return _refused([Problem(str(path), None, "suite.preload", f"node {n}: {why}") for n, why in e.nodes])
     except RunDirError as e:
         print(f"fleet: {e}", file=sys.stderr)
         return 2
@@ -105,6 +105,14 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
             down(run_dir, name=embedded)
         signal.signal(signal.SIGTERM, old)
         signal.signal(signal.SIGUSR1, old_usr1)
+
+
+def _refused(problems: list) -> int:
+    """Every problem of a suite refused (nothing of it started) on stderr; exit 2."""
+    for p in problems:
+        print(f"error: {p}", file=sys.stderr)
+    print(f"{counted(len(problems), 'problem')} found; nothing was started", file=sys.stderr)
+    return 2
 
 
 def _follow(f: Fleet, sub: Submission, suite: Suite, run_dir: Path, out, shard: str) -> int:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fleet.control import markwriter
+from fleet.core.graph import dependency_on
 from fleet.wire import records
 
 
@@ -48,8 +49,9 @@ def select(run_dir: Path, suite, steps: list, deps: dict, foreign: set,
             if d in foreign or records.succeeded_as(markwriter.read_done(run_dir, d), by_id[d]):
                 settled.add(d)
             else:
-                problems.append(f"{by_id[sid].source}: step '{sid}': field 'deps': depends on '{d}', which is "
-                                f"not selected and has not succeeded in {run_dir} (add it to --only, or use --with-deps)")
+                where, why = dependency_on(by_id[sid], by_id[d])
+                problems.append(f"{by_id[sid].source}: step '{sid}': field '{where}': {why}, which is not "
+                                f"selected and has not succeeded in {run_dir} (add it to --only, or use --with-deps)")
     if problems:
         raise Unselectable(problems)
     keep = chosen.keys() | settled

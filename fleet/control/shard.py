@@ -39,6 +39,25 @@ def owner(task: str, n: int) -> int:
     return int.from_bytes(hashlib.sha256(task.encode()).digest()[:8], "big") % n
 
 
+def check(run_dir: Path, n: int, new_generation: bool = False) -> None:
+    """What record() would refuse, found without writing anything (fleet run's check
+    before it starts an embedded fleet): ShardError if the run directory is split
+    another number of ways and no new generation is asked for."""
+    path = Path(run_dir) / FILE
+    try:
+        cur = json.loads(path.read_text())
+    except FileNotFoundError:
+        return
+    if cur.get("shards") != n and not new_generation:
+        raise _another_count(path, cur, n)
+
+
+def _another_count(path: Path, cur: dict, n: int) -> ShardError:
+    return ShardError(f"{path}: this run directory is split {cur.get('shards')} ways (generation "
+                      f"{cur.get('generation', 1)}); a run with {n} shards would give tasks new owners. "
+                      f"Use --new-generation to start a new generation with {n} shards.")
+
+
 def record(run_dir: Path, n: int, new_generation: bool = False) -> int:
     """Check (or make) the run directory's shard count; the generation in force."""
     path = Path(run_dir) / FILE
@@ -54,9 +73,7 @@ def record(run_dir: Path, n: int, new_generation: bool = False) -> int:
     if cur.get("shards") == n:
         return int(cur.get("generation", 1))
     if not new_generation:
-        raise ShardError(f"{path}: this run directory is split {cur.get('shards')} ways (generation "
-                         f"{cur.get('generation', 1)}); a run with {n} shards would give tasks new owners. "
-                         f"Use --new-generation to start a new generation with {n} shards.")
+        raise _another_count(path, cur, n)
     gen = int(cur.get("generation", 1)) + 1
     tmp = path.with_name(f".{FILE}.{os.getpid()}")
     tmp.write_text(json.dumps({"shards": n, "generation": gen, "previous": cur}))

@@ -19,7 +19,7 @@ from fleet.control import store
 from fleet.control.checks import checked_suite
 from fleet.core import states as S
 from fleet.core.durations import recorded
-from fleet.core.graph import topological_order
+from fleet.core.graph import dependency_on, topological_order
 from fleet.core.problems import SuiteError
 from fleet.core.scheduler import Scheduler, Submitted
 from fleet.wire import events
@@ -267,20 +267,9 @@ def check(msg: P.Submit, nodes: list, run_dir: Path) -> Checked | P.SubmitReply:
     (and records the shard count, as a submission always did): nothing of the
     coordinator's, so that it runs on the worker thread."""
     try:
-        suite, graph = checked_suite(msg.suite, nodes, run_dir=run_dir)
-    except SuiteError as e:
-        return P.SubmitReply(False, problems=[str(p) for p in e.problems])
-    steps, deps, foreign = suite.steps, graph.deps, set()
-    if msg.shard:
-        try:
-            steps, deps, foreign = _shard(suite, graph, msg, run_dir)
-        except (shard.ShardError, ValueError) as e:
-            return P.SubmitReply(False, problems=[str(e)] if not isinstance(e, Problems) else e.args[0])
-    if msg.only:  # --only [--with-deps]: fleet.control.selection
-        try:
-            steps, deps, foreign = selection.select(run_dir, suite, steps, deps, foreign, msg.only, msg.with_deps)
-        except selection.Unselectable as e:
-            return P.SubmitReply(False, problems=e.args[0])
+        suite, graph, steps, deps, foreign = chosen(msg, nodes, run_dir)
+    except Problems as e:
+        return P.SubmitReply(False, problems=e.args[0])
     by_id = {s.id: s for s in steps}
     order = tuple(sid for sid in topological_order(graph) if sid in by_id)
     markers = read_markers(run_dir, order)
@@ -291,6 +280,34 @@ def check(msg: P.Submit, nodes: list, run_dir: Path) -> Checked | P.SubmitReply:
     return Checked(suite.name, [s.id for s in suite.steps], steps, deps, order, frozenset(done),
                    frozenset(foreign), markers, {k: v for k, v in again.items() if v is not None},
                    frozenset(k for k, v in again.items() if v is None), [s.id for s in steps], suite.preload, left)
+
+
+def chosen(msg: P.Submit, nodes: list | None, run_dir: Path, record: bool = True) -> tuple:
+    """The submitted suite checked whole (against these nodes; None: no fit check),
+    its inputs looked for in run_dir, and what of it runs: its shard's steps and the
+    --only selection. (suite, graph, steps, deps, foreign); Problems with every problem
+    otherwise (each a line naming file, step and field). Reads files only; with
+    `record`, the shard count is recorded as a submission always did; without, it is
+    only compared with the recorded one (fleet run's check before it starts an
+    embedded fleet, which then checks again: fleet.cli_run)."""
+    try:
+        suite, graph = checked_suite(msg.suite, nodes, run_dir=run_dir)
+    except SuiteError as e:
+        raise Problems([str(p) for p in e.problems]) from None
+    steps, deps, foreign = suite.steps, graph.deps, set()
+    if msg.shard:
+        try:
+            steps, deps, foreign = _shard(suite, graph, msg, run_dir, record)
+        except Problems:
+            raise
+        except (shard.ShardError, ValueError) as e:
+            raise Problems([str(e)]) from None
+    if msg.only:  # --only [--with-deps]: fleet.control.selection
+        try:
+            steps, deps, foreign = selection.select(run_dir, suite, steps, deps, foreign, msg.only, msg.with_deps)
+        except selection.Unselectable as e:
+            raise Problems(e.args[0]) from None
+    return suite, graph, steps, deps, foreign
 
 
 def read_markers(run_dir: Path, ids) -> dict:
@@ -370,17 +387,20 @@ def _why_again(spec, rec: dict | None, force: bool) -> str | None:
     return "changed" if not records.succeeded_as(rec, spec) else "dependency changed"
 
 
-def _shard(suite, graph, msg: P.Submit, run_dir: Path):
+def _shard(suite, graph, msg: P.Submit, run_dir: Path, record: bool = True):
     """This shard's steps, plus the other shards' steps they depend on (foreign:
-    waited for through their markers, never run here)."""
+    waited for through their markers, never run here). The shard count is recorded
+    (without `record`: only compared with the recorded one)."""
     i, n = shard.parse(msg.shard)
     owned = {s.id for s in suite.steps if shard.owner(s.task, n) == i}
     foreign = {d for s in suite.steps if s.id in owned for d in graph.deps[s.id] if d not in owned}
     if foreign and not msg.wait_foreign:
-        raise Problems([f"{s.source}: step '{s.id}': field 'deps': depends on '{d}', which shard "
-                        f"{shard.owner(suite.step(d).task, n)}/{n} runs (--no-wait-foreign)"
-                        for s in suite.steps if s.id in owned for d in graph.deps[s.id] if d in foreign])
-    shard.record(run_dir, n, msg.new_generation)
+        by_id = {s.id: s for s in suite.steps}
+        raise Problems([f"{s.source}: step '{s.id}': field '{where}': {why}, which shard "
+                        f"{shard.owner(by_id[d].task, n)}/{n} runs (--no-wait-foreign)"
+                        for s in suite.steps if s.id in owned for d in graph.deps[s.id] if d in foreign
+                        for where, why in [dependency_on(s, by_id[d])]])
+    (shard.record if record else shard.check)(run_dir, n, msg.new_generation)
     steps = [s for s in suite.steps if s.id in owned or s.id in foreign]
     deps = {s.id: (() if s.id in foreign else graph.deps[s.id]) for s in steps}
     return steps, deps, foreign

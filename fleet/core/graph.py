@@ -38,6 +38,20 @@ def _norm(p: str) -> str:
     return os.path.normpath(p)  # string arithmetic only: "./x" and "x" are one file
 
 
+def dependency_on(step: StepSpec, dep: StepSpec) -> tuple[str, str]:
+    """Why `step` depends on `dep`, for a message naming the field it comes from:
+    ("deps", "depends on 'b'") when its deps name it, else ("inputs", "'x' is an output
+    of 'b'") for the first of its inputs that dep produces. Each phrase ends with the
+    dependency's id, so that a message can go on about it ("..., which ...")."""
+    if dep.id in step.deps:
+        return "deps", f"depends on '{dep.id}'"
+    made = {_norm(o) for o in dep.outputs}
+    read = next((i for i in step.inputs if _norm(i) in made), None)
+    if read is None:  # (not a dependency of step at all: said plainly)
+        return "deps", f"depends on '{dep.id}'"
+    return "inputs", f"{read!r} is an output of '{dep.id}'"
+
+
 def build_graph(steps: tuple[StepSpec, ...] | list[StepSpec], *, known_done: Container[str] = frozenset(),
                 unproduced: Callable[[StepSpec, str], Problem | None] | None = None,
                 ) -> tuple[Graph, list[Problem]]:

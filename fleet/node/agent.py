@@ -409,7 +409,7 @@ def main(argv: list[str] | None = None) -> int:
     agent = Agent(args, zygote, req_w, rep_r, hello)
     if not isinstance(hello, P.Hello):
         reason = hello.reason if isinstance(hello, P.Refused) else "the zygote exited before saying hello"
-        agent.send(P.JoinFailed(args.node, reason))
+        agent.send(P.JoinFailed(args.node, reason, isinstance(hello, P.Refused) and hello.preload))
         print(f"fleet agent {args.node}: cannot serve: {reason}", file=sys.stderr, flush=True)
         zygote.wait(timeout=10)
         memlimit.release(args.memlimit)

@@ -211,11 +211,13 @@ def write_report(fd: int, record: dict) -> None:
     os.write(fd, data)
 
 
-def make_dirs(launch: Launch) -> None:
+def make_dirs(launch: Launch, records: bool = True) -> None:
     """The work directory, the log's directory and every output's parent: a step
     writes its outputs where the suite says without creating directories itself.
     After a restart the old work directory is moved aside first; a command with
-    protocol = "steps" gets its $FLEET_SUBMIT_DIR, and no stale $FLEET_NEXT_STAGE."""
+    protocol = "steps" gets its $FLEET_SUBMIT_DIR, and no stale $FLEET_NEXT_STAGE.
+    Without ``records`` (`fleet step` in the foreground: no log, and its records, if
+    kept, make their own directory) the step's .fleet directory is not made."""
     if launch.restarts:
         protocol.fresh_workdir(launch)
     if launch.protocol:
@@ -228,7 +230,8 @@ def make_dirs(launch: Launch) -> None:
     _makedirs(launch.workdir)
     # The log's directory is the step's; its .fleet records directory is made here
     # too, on the node, so the coordinator's marker write needs no mkdir of its own.
-    _makedirs((launch.log.rpartition("/")[0] or "/") + "/.fleet")  # (log is absolute)
+    if records:
+        _makedirs((launch.log.rpartition("/")[0] or "/") + "/.fleet")  # (log is absolute)
     for out in launch.outputs:
         _makedirs(os.path.dirname(out) or ".")
 
@@ -332,7 +335,7 @@ def _setup(launch: Launch, close_fds: Iterable[int],
         except OSError:
             pass  # e.g. no given core exists here; reported as a mismatch below
     _set_environment(launch, restore_env)
-    make_dirs(launch)
+    make_dirs(launch, records=not foreground)
     os.chdir(launch.workdir)
     if not foreground:
         _to_log(launch)

@@ -50,7 +50,7 @@ def _open_log(msg: Launch, foreground: bool) -> int:
     """The fd the command writes to: its log, opened by the attempt's header line; or,
     in the foreground (`fleet step`), a duplicate of our stderr, the terminal."""
     try:
-        child.make_dirs(msg)
+        child.make_dirs(msg, records=not foreground)
         if foreground:
             return os.dup(2)
         log = os.open(msg.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

@@ -57,7 +57,7 @@ from dataclasses import dataclass, field  # noqa: E402
 import msgpack  # noqa: E402
 
 from fleet.node import child, command, exits, memlimit, threads as step_threads  # noqa: E402
-from fleet.node.preload import Preloads, thread_count  # noqa: E402,F401  (thread_count: ours too)
+from fleet.node.preload import Preloads, thread_count, thread_problem  # noqa: E402,F401  (thread_count: ours too)
 from fleet.node.queued import Queued  # noqa: E402
 from fleet.node import spare as spare_mod  # noqa: E402
 from fleet.node.spare import Spare  # noqa: E402
@@ -415,9 +415,9 @@ class Zygote:
                 break
 
 
-def _refuse(fd_out: int, reason: str) -> None:
+def _refuse(fd_out: int, reason: str, preload: bool = False) -> None:
     try:
-        framing.write_message(fd_out, P.Refused(reason))
+        framing.write_message(fd_out, P.Refused(reason, preload))
     except OSError:
         pass
     print(f"fleet zygote: refused: {reason}", file=sys.stderr, flush=True)
@@ -445,12 +445,14 @@ def main(argv: list[str] | None = None) -> int:
     child.set_pdeathsig(signal.SIGTERM)
     preload = tuple(m.strip() for m in args.preload.split(",") if m.strip())
     t0 = time.perf_counter()
-    for name in preload:
+    for name in preload:  # each refusal worded as a preload while serving words it (fleet.node.preload)
         try:
             importlib.import_module(name)
         except BaseException as exc:
-            _refuse(args.fd_out, f"preload module {name} failed to import: "
-                                 f"{type(exc).__name__}: {exc}")
+            _refuse(args.fd_out, f"module '{name}' failed to import: {type(exc).__name__}: {exc}"[:1000], True)
+        threads = thread_count()
+        if threads != 1:  # after each: the refusal names the module that started one
+            _refuse(args.fd_out, thread_problem(name, threads), True)
     import_s = time.perf_counter() - t0
     step_threads.note_preloaded_pools()  # the children resize those pools (never us)
     threads = thread_count()

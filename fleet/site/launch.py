@@ -44,6 +44,33 @@ def split_cores(cores: list[int], parts: int) -> list[list[int]]:
     return out
 
 
+def local_names(nodes: int) -> list[str]:
+    """The names of a local fleet's pretend nodes: node1.., zero-padded to one width."""
+    width = len(str(nodes))
+    return [f"node{i:0{width}d}" for i in range(1, nodes + 1)]
+
+
+def local_split(nodes: int, hold_back: tuple[int, ...] = ()) -> tuple[list[list[int]], int]:
+    """This machine as a local fleet of `nodes` pretend nodes has it: each node's cores
+    (the usable ones but `hold_back`) and memory; ValueError if there are too few cores."""
+    from fleet.node.probe import node_memory, usable_cores
+    return split_cores([c for c in usable_cores() if c not in hold_back], nodes), node_memory() // nodes
+
+
+def local_nodes(nodes: int, hold_back: tuple[int, ...] = ()) -> list:
+    """The nodes (fleet.core.resources.NodeSpec) a local fleet of `nodes` pretend nodes
+    will have once its agents join, known before it starts (`fleet run`'s checks of a
+    suite for its embedded fleet): its launcher's split, and the GPUs each agent sees."""
+    from fleet.core.resources import NodeSpec
+    from fleet.node.probe import visible_gpus
+    groups, memory = local_split(nodes, hold_back)
+    try:
+        gpus = tuple(visible_gpus())
+    except ValueError:  # the agents offer none then (fleet.node.agent)
+        gpus = ()
+    return [NodeSpec(name, tuple(cores), gpus, memory) for name, cores in zip(local_names(nodes), groups)]
+
+
 class LocalLauncher:
     """Agents as local processes, each its own process group, dying with us."""
 
@@ -54,14 +81,10 @@ class LocalLauncher:
         self._failure: str | None = None
 
     def start(self, endpoint: str, nodes: int, preload: tuple[str, ...], env: dict[str, str]) -> None:
-        from fleet.node.probe import node_memory, usable_cores
-        groups = split_cores([c for c in usable_cores() if c not in self.hold_back], nodes)
-        memory = node_memory() // nodes
+        groups, memory = local_split(nodes, self.hold_back)
         logs = self.run_dir / "agents"
         logs.mkdir(parents=True, exist_ok=True)
-        width = len(str(nodes))
-        for i, cores in enumerate(groups, 1):
-            name = f"node{i:0{width}d}"
+        for name, cores in zip(local_names(nodes), groups):
             argv = [sys.executable, "-m", "fleet.node.agent", "--connect", endpoint, "--node", name,
                     "--cores", ",".join(map(str, cores)), "--memory", str(memory),
                     "--preload", ",".join(preload)]

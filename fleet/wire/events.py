@@ -101,6 +101,7 @@ class FleetDown(Record):
 class AgentFailed(Record):
     node: str = ""
     reason: str = ""
+    preload: bool | None = None  # True: its zygote refused the preload modules (`reason` says which, why)
 
 
 @_record("node_joined")

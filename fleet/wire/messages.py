@@ -199,6 +199,7 @@ class JoinFailed:
 
     node: str
     reason: str
+    preload: bool = False  # the zygote refused its preload modules (Refused.preload)
 
 
 @message("welcome")
@@ -409,6 +410,7 @@ class Refused:
     """zygote -> agent: cannot serve (e.g. a preload started a thread); it exits 3."""
 
     reason: str
+    preload: bool = False  # because of its preload modules: one failed to import or started a thread
 
 
 # --- client <-> coordinator -----------------------------------------------------------

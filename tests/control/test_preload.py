@@ -9,6 +9,7 @@ imported the module the step runs with.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -93,6 +94,31 @@ def test_a_preload_that_starts_a_thread_refuses_the_submission_naming_module_and
     r = fleet("run", str(good), "--run-dir", str(up), cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert len([e for e in records(up) if isinstance(e, E.Submitted)]) == 1
+
+
+THREAD = "starts a thread when imported (2 threads after importing it); a zygote forks, which needs exactly 1"
+NOT_FOUND = "failed to import: ModuleNotFoundError: No module named 'no_such_module_for_fleet'"
+
+
+@pytest.mark.parametrize("module,why", [("preload_starts_thread", THREAD), ("no_such_module_for_fleet", NOT_FOUND)])
+def test_a_bad_preload_on_an_embedded_fleet_is_refused_as_on_a_fleet_up_exit_2_naming_module_and_node(
+        tmp_path, module, why):
+    suite = write_suite(tmp_path / "s.toml", f'[suite]\nname = "bad"\nrun_dir = "run"\npreload = ["{module}"]\n'
+                                             '[[steps]]\nid = "never"\ncommand = "touch ran"\n')
+    r = fleet("run", str(suite), "--nodes", "2", cwd=tmp_path, timeout=120)
+    assert r.returncode == 2, r.stdout + r.stderr
+    lines = r.stderr.splitlines()
+    errors = [line for line in lines if line.startswith("error: ")]
+    # The same line a fleet that is up gives (above), for each node whose zygote said so
+    # before the embedded fleet gave up (at least one); no coordinator status, no log dump.
+    assert errors and all(re.fullmatch(re.escape(f"error: {suite}: field 'suite.preload': node ") + r"node\d: "
+                                       + re.escape(f"module '{module}' {why}"), e) for e in errors), r.stderr
+    assert lines[-1] == f"{len(errors)} problem{'s' if len(errors) != 1 else ''} found; nothing was started"
+    assert "coordinator exited" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+    run = tmp_path / "run"
+    assert not [e for e in records(run) if isinstance(e, (E.Submitted, E.Start, E.Started))]
+    assert not (run / "steps").exists()
+    assert_nothing_left(run)
 
 
 def test_a_node_that_joins_a_fleet_with_preloads_reaches_the_scheduler_only_once_its_zygote_has_them(tmp_path):

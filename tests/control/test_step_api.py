@@ -75,7 +75,11 @@ def in_pty(*args: str, cwd: Path, timeout: float = 60.0) -> tuple[int, str]:
             p.wait()
 
 
-def nothing_recorded(run: Path) -> None:
+def nothing_recorded(run: Path, fleet_dirs: bool = False) -> None:
+    """No record of the step; nor (unless `fleet_dirs`: an MPI step's launcher files
+    are kept there) any empty .fleet directory."""
+    if not fleet_dirs:
+        assert not list(run.glob("steps/**/.fleet")), sorted(run.glob("steps/**/.fleet"))
     assert not (run / "events.jsonl").exists()
     assert not list(run.glob("steps/*/.fleet/done.json"))
     assert not list(run.glob("steps/*/.fleet/attempt.*"))
@@ -130,7 +134,7 @@ ranks = 2
     r = fleet("step", str(suite), "m", cwd=tmp_path, timeout=90)
     assert r.returncode == 0, r.stderr
     assert sorted(r.stdout.splitlines()) == ["rank 0 of 2", "rank 1 of 2"]
-    nothing_recorded(tmp_path / "run")
+    nothing_recorded(tmp_path / "run", fleet_dirs=True)
 
 
 def ignores_sigint(pid: int) -> bool:
@@ -228,6 +232,48 @@ def test_fleet_run_only_refuses_an_unselected_dependency_that_has_not_succeeded(
     r = fleet("run", str(suite), "--only", "c,zz,yy", cwd=tmp_path)
     assert r.returncode == 2 and "has no step 'zz', 'yy'" in r.stderr
     assert not list((tmp_path / "run").glob("steps/*/*.txt"))
+
+
+BY_FILES = """
+[suite]
+name = "files"
+run_dir = "run"
+[[steps]]
+id = "a"
+task = "0"
+command = "echo a > a.txt"
+outputs = ["steps/a/a.txt"]
+[[steps]]
+id = "b"
+task = "1"
+command = "cat ../a/a.txt"
+inputs = ["./steps/a/a.txt"]
+[[steps]]
+id = "c"
+task = "1"
+command = "cat ../a/a.txt"
+deps = ["a"]
+inputs = ["steps/a/a.txt"]
+"""
+
+
+def test_a_refused_dependency_is_named_by_the_field_it_comes_from_deps_or_inputs(tmp_path):
+    suite = write_suite(tmp_path / "s.toml", BY_FILES)
+    run = tmp_path / "run"
+    r = fleet("run", str(suite), "--only", "b,c", cwd=tmp_path)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert [line for line in r.stderr.splitlines() if line.startswith("error: ")] == [
+        f"error: {suite}: step 'b': field 'inputs': './steps/a/a.txt' is an output of 'a', which is not selected "
+        f"and has not succeeded in {run} (add it to --only, or use --with-deps)",
+        f"error: {suite}: step 'c': field 'deps': depends on 'a', which is not selected "
+        f"and has not succeeded in {run} (add it to --only, or use --with-deps)"], r.stderr
+    r = fleet("run", str(suite), "--shard", "1/2", "--no-wait-foreign", cwd=tmp_path)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert [line for line in r.stderr.splitlines() if line.startswith("error: ")] == [
+        f"error: {suite}: step 'b': field 'inputs': './steps/a/a.txt' is an output of 'a', which shard 0/2 runs "
+        f"(--no-wait-foreign)",
+        f"error: {suite}: step 'c': field 'deps': depends on 'a', which shard 0/2 runs (--no-wait-foreign)"], r.stderr
+    assert not list(run.glob("steps/*"))
 
 
 def test_fleet_run_only_with_deps_runs_the_selection_and_its_ancestors_and_then_a_step_alone(tmp_path):

@@ -13,7 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from fleetharness import env, fleet, write_suite
+from fleetharness import env, fleet, records, write_suite
+
+from fleet.node.probe import usable_cores
+from fleet.wire import events as E
 
 EXIT_INVALID = 2
 
@@ -61,6 +64,15 @@ inputs = ["/an/absolute/dataset/is/fine/when/it/exists", "../outside.nc"]
             ["step 'w'", "field 'workdir'"], ["step 'o'", "field 'outputs'"], ["step 'i'", "field 'inputs'"]]
         assert all(e.startswith(f"{suite}: ") for e in errors)
     assert not (tmp_path / "runs").exists(), "nothing may start, not even the run directory"
+
+
+def test_validate_counts_one_step_in_the_singular_and_more_in_the_plural(tmp_path):
+    for count, said in ((1, "1 step,"), (2, "2 steps,")):
+        suite = write_suite(tmp_path / f"s{count}.toml", "".join(
+            f'[[steps]]\nid = "a{i}"\ncommand = "true"\n' for i in range(count)))
+        r = fleet("validate", str(suite), cwd=tmp_path, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert f"is valid: {said} run dir" in r.stdout, r.stdout
 
 
 def test_a_suite_name_that_would_put_the_run_dir_elsewhere_is_refused_but_a_run_dir_may_be_anywhere(tmp_path):
@@ -127,6 +139,75 @@ ranks = 2
         (error,) = refused(fleet(command, str(suite), cwd=tmp_path, timeout=60), 1)
         assert error.startswith(f"{suite}: step 'm': field 'mpi': ")
     assert not (tmp_path / "run").exists()
+
+
+def test_with_no_fleet_up_run_refuses_what_the_embedded_fleet_would_before_it_starts_one(tmp_path):
+    # A step no node of the machine can hold, an input that does not exist, and an
+    # unselected dependency (through inputs): a fleet's to refuse once it has its nodes
+    # and run directory; without one, fleet run knows both before it starts it.
+    steps = '''
+[suite]
+run_dir = "run"
+[[steps]]
+id = "a"
+command = "echo a > a.txt"
+outputs = ["steps/a/a.txt"]
+[[steps]]
+id = "b"
+command = "cat ../a/a.txt"
+inputs = ["steps/a/a.txt"]
+'''
+    suite = write_suite(tmp_path / "s.toml", steps + f"""
+[[steps]]
+id = "wide"
+command = "true"
+cores = {len(usable_cores()) + 1}
+[[steps]]
+id = "reads"
+command = "true"
+inputs = ["absent.txt"]
+""")
+    run = tmp_path / "run"
+    r = fleet("run", str(suite), cwd=tmp_path, timeout=60)
+    errors = refused(r, 2)
+    assert [e.split(": ")[1:3] for e in errors] == [["step 'wide'", "field 'cores'"], ["step 'reads'", "field 'inputs'"]]
+    assert "can never run on this allocation" in errors[0] and "does not exist in " + str(run) in errors[1]
+    assert "starting an embedded fleet" not in r.stderr
+    assert not run.exists(), "nothing may start, not even the run directory"
+    chain = write_suite(tmp_path / "chain.toml", steps)
+    r = fleet("run", str(chain), "--only", "b", cwd=tmp_path, timeout=60)
+    (error,) = refused(r, 1)
+    assert error.startswith(f"{chain}: step 'b': field 'inputs': 'steps/a/a.txt' is an output of 'a', which is not "
+                            f"selected and has not succeeded in {run}"), error
+    assert "starting an embedded fleet" not in r.stderr and not run.exists()
+    # More pretend nodes than this machine has cores: a usage error, before anything starts.
+    r = fleet("run", str(chain), "--nodes", str(len(usable_cores()) + 1), cwd=tmp_path, timeout=60)
+    assert r.returncode == EXIT_INVALID and "cannot split" in r.stderr, r.stderr
+    assert not run.exists()
+
+
+def test_with_no_fleet_up_a_shard_count_other_than_the_recorded_one_is_refused_and_nothing_written(tmp_path):
+    suite = write_suite(tmp_path / "s.toml", '[suite]\nrun_dir = "run"\n[[steps]]\nid = "s/{i}"\narray = "0-5"\n'
+                                             'command = "true"\n')
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "shards.json").write_text(json.dumps({"shards": 2, "generation": 1}))
+    (error,) = refused(fleet("run", str(suite), "--shard", "0/3", cwd=tmp_path, timeout=60), 1)
+    assert "split 2 ways" in error and "--new-generation" in error
+    assert sorted(p.name for p in run.iterdir()) == ["shards.json"]
+    assert json.loads((run / "shards.json").read_text()) == {"shards": 2, "generation": 1}
+
+
+@pytest.mark.skipif(len(usable_cores()) < 2, reason="needs two usable cores")
+def test_the_fit_is_checked_on_the_embedded_fleets_nodes_this_machines_cores_split_by_nodes(tmp_path):
+    suite = write_suite(tmp_path / "s.toml", f'[suite]\nrun_dir = "run"\n[[steps]]\nid = "all"\n'
+                                             f'command = "true"\ncores = {len(usable_cores())}\n')
+    (error,) = refused(fleet("run", str(suite), "--nodes", "2", cwd=tmp_path, timeout=60), 1)
+    assert error.startswith(f"{suite}: step 'all': field 'cores': can never run on this allocation"), error
+    assert not (tmp_path / "run").exists()
+    r = fleet("run", str(suite), "--nodes", "1", cwd=tmp_path, timeout=90)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert [e.step for e in records(tmp_path / "run") if isinstance(e, E.Exit)] == ["all"]
 
 
 def test_every_problem_comes_at_once_field_and_graph_problems_in_setup_order(tmp_path):
@@ -265,6 +346,34 @@ def test_validate_imports_accepts_a_suite_whose_call_targets_all_import(tmp_path
     r = fleet("validate", "--imports", str(suite), cwd=tmp_path, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "11 steps" in r.stdout
+
+
+def test_validate_imports_imports_the_preload_modules_as_a_zygote_and_reports_them_under_suite_preload(tmp_path):
+    suite = write_suite(tmp_path / "s.toml", '[suite]\npreload = ["json", "preload_starts_thread", '
+                        '"no_such_module_xyz", "preload_fails"]\n[[steps]]\nid = "a"\ncall = "json:dumps"\n')
+    # Without --imports the preload is not imported: the suite is well formed.
+    r = fleet("validate", str(suite), cwd=tmp_path, timeout=60)
+    assert r.returncode == 0, r.stderr
+    errors = refused(fleet("validate", "--imports", str(suite), cwd=tmp_path, timeout=120), 3)
+    f = str(suite)
+    assert errors == [
+        f"{f}: field 'suite.preload': module 'preload_starts_thread' starts a thread when imported "
+        "(2 threads after importing it); a zygote forks, which needs exactly 1",
+        f"{f}: field 'suite.preload': module 'no_such_module_xyz' not found",
+        f"{f}: field 'suite.preload': module 'preload_fails' cannot be imported: "
+        "RuntimeError: this module cannot be imported"]
+
+
+def test_validate_imports_pins_the_thread_pools_as_a_zygote_does_so_numpy_may_be_preloaded(tmp_path):
+    pytest.importorskip("numpy")
+    count = "import numpy; print(open('/proc/self/status').read().split('Threads:')[1].split()[0])"
+    unpinned = {k: v for k, v in env().items() if not k.endswith("_THREADS")}
+    r = subprocess.run([sys.executable, "-c", count], env=unpinned, capture_output=True, text=True, timeout=60)
+    if r.stdout.strip() == "1":
+        pytest.skip("numpy starts no thread pool here: nothing to tell apart")
+    suite = write_suite(tmp_path / "s.toml", '[suite]\npreload = ["numpy"]\n[[steps]]\nid = "a"\ncommand = "true"\n')
+    r = fleet("validate", "--imports", str(suite), cwd=tmp_path, timeout=120)  # OpenBLAS would start its pool
+    assert r.returncode == 0 and "is valid: 1 step," in r.stdout, r.stdout + r.stderr
 
 
 def test_validate_imports_reports_field_problems_and_import_problems_together(tmp_path):

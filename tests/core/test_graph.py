@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fleet.control.checks import checked_suite, load_suite, missing_on_disk
-from fleet.core.graph import build_graph, critical_path, find_cycles, topological_order
+from fleet.core.graph import build_graph, critical_path, dependency_on, find_cycles, topological_order
 from fleet.core.problems import Problem, SuiteError
 from fleet.core.suite import parse_suite
 
@@ -39,6 +39,17 @@ def test_an_input_that_another_step_outputs_makes_a_file_dependency():
     ))
     assert problems == []
     assert graph.deps == {"mesh": (), "init": ("mesh",), "run": ("init", "mesh")}
+
+
+
+def test_a_dependency_is_said_to_come_from_deps_when_named_there_else_from_the_input_it_produces():
+    mesh, init, run = steps(
+        {"id": "mesh", "outputs": ["mesh/grid.nc", "mesh/graph.info"]},
+        {"id": "init", "inputs": ["x.nc", "./mesh/grid.nc"]},
+        {"id": "run", "inputs": ["mesh/graph.info"], "deps": ["mesh"]},
+    )
+    assert dependency_on(init, mesh) == ("inputs", "'./mesh/grid.nc' is an output of 'mesh'")
+    assert dependency_on(run, mesh) == ("deps", "depends on 'mesh'")
 
 
 def test_an_unknown_dep_is_reported_naming_the_step_and_the_missing_id():

@@ -80,7 +80,7 @@ def test_every_message_type_carries_its_type_and_protocol_version_2():
     assert {"launch", "kill", "shutdown", "tick", "hello", "refused", "started",
             "exited"} <= set(messages._TYPES)
     body = msgpack.unpackb(encode(Refused("no")))
-    assert body == {"v": 2, "type": "refused", "reason": "no"}
+    assert body == {"v": 2, "type": "refused", "reason": "no", "preload": False}
 
 
 def test_one_launch_class_serves_the_coordinator_and_the_zygote_whatever_sequence_it_was_given():
