@@ -121,7 +121,7 @@ def _periods(s: Step, t_end: float) -> Iterator[tuple[float, float, bool]]:
     periods += [(rt, atts[i + 1].start if i + 1 < len(atts) else None, False) for i, rt in enumerate(s.retries)]
     for p_from, p_to, first in periods:
         if p_to is None:
-            p_to = s.final_t if s.final in (S.BLOCKED, S.UNRUNNABLE, S.SKIPPED) else (
+            p_to = s.final_t if s.final in (S.BLOCKED, S.UNRUNNABLE, S.SKIPPED, S.CANCELLED) else (
                 s.end if s.outcome == NOT_RUN and s.end is not None else t_end)
         if p_to is not None and p_to > p_from:
             yield p_from, p_to, first

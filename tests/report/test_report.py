@@ -448,3 +448,14 @@ def test_the_stream_read_a_chunk_at_a_time_gives_the_records_line_by_line_gives(
     got = ingest.load(tmp_path)
     assert got == line_by_line
     assert [r.step for r in got] == [f"s\u00e9/{i}" for i in range(40) if i != 17]
+
+
+def test_a_step_cancelled_before_it_started_waits_until_its_cancel_not_to_the_end_of_the_run():
+    s = Stream().fleet(90, [("n1", [0], [], 100)])
+    s.submit(100, [("a", [], 1, None), ("b", [], 1, None)])
+    s.start(100, "a", "n1", [0]).wait(100, "b", W.WaitReason(W.CORES, cores=1, free_cores=0))
+    s.add(E.Cancelled(t=102, step="b", reason="cancelled (fleet cancel)"))
+    s.exit(110, "a", 0, 10).down(111)
+    r = R.build(s.recs)
+    assert r.steps["b"].final == "cancelled"
+    assert sum(b - a for a, b, _, _ in r.steps["b"].segments) == pytest.approx(2)  # 100 -> 102, not -> 111
