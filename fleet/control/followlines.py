@@ -29,6 +29,8 @@ class Lines:
 
     def __call__(self, u: Update) -> None:
         out, tty, outcomes = self.out, self.tty, self.outcomes
+        # Every step the submission counts now, its steps' children too (they add to it).
+        self.total = max(self.total, sum(u.counts.values()))
         if u.full:  # (the fleet's own records found no room: said with the last answer)
             self.full.append(u.full)
         for step, outcome, attempt, reason, *more in u.finished:

@@ -5,6 +5,7 @@ functions live in tests/children_steps.py."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -58,6 +59,9 @@ call = "children_steps:child"
 deps = ["big"]
 """)
     assert r.returncode == 0, r.stdout + r.stderr
+    # The progress counts the children from the first line after they came in.
+    counted = [(int(a), int(b)) for a, b in re.findall(r"^\[\s*(\d+)/(\d+)\]", r.stdout, re.M)]
+    assert counted[-1] == (202, 202) and all(total == 202 for _, total in counted[1:]), r.stdout
     seen = ran(run_dir)
     resumed = [x for x in seen if x["what"] == "resumed"]
     assert resumed == [dict(resumed[0], count=200, bad={})]
