@@ -174,7 +174,8 @@ def coordinator_options(f):
     f = click.option("--heartbeat", type=click.FloatRange(min=0.05), default=1.0,
                      help="seconds between heartbeats")(f)
     f = click.option("--max-attempts", type=click.IntRange(0), default=5,
-                     help="attempts of a step across all fleets before it is stopped (0: no limit)")(f)
+                     help="attempts of a step's current definition that ended without success (across "
+                          "fleets, since it last succeeded or was forced) before it is stopped (0: no limit)")(f)
     f = click.option("--stale-after", type=click.FloatRange(min=0), default=600.0,
                      help="seconds after which another fleet's unrefreshed claim on a step is adopted")(f)
     return window_option.hold_option(window_option.option(f))

@@ -37,7 +37,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--stale-after", type=float, default=600.0,
                     help="seconds after which another fleet's unrefreshed claim may be adopted")
     ap.add_argument("--max-attempts", type=int, default=5,
-                    help="attempts of a step across every fleet before it is stopped (0: no limit)")
+                    help="attempts of a step's current definition that ended without success (across "
+                         "fleets, since it last succeeded or was forced) before it is stopped (0: no limit)")
     ap.add_argument("--end", type=float, default=None,
                     help="when the allocation ends, epoch seconds (default: asked of the batch system, once)")
     ap.add_argument("--drain-before", type=float, default=None,

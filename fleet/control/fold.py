@@ -13,6 +13,8 @@ keeps what readers take from them
 - every attempt record (one per attempt: `fleet audit` counts them, --max-attempts
   counts them across runs);
 - each step's newest outcome (done or final) and when;
+- each step's newest reset (the user asked for it again: --max-attempts counts from
+  there, fleet.core.attempts);
 - the steps a crashed fleet was running that no later journal touched (named with
   the crashed fleet, for the `adopted` record of whoever starts them).
 
@@ -91,6 +93,7 @@ def fold(root: Path, sources: list[records.Journal], when: str = "start",
         lines += [{"k": "attempt", "step": step, "rec": rec} for rec in tries.values()]
     for step, (k, t, rec) in merged.outcome.items():
         lines.append({"k": k, "step": step, "rec": rec, "t": t})
+    lines += [{"k": "reset", "step": step, "t": t} for step, t in merged.resets.items()]
     lines += [{**line, "k": "start", "step": step} for step, line in _crashed(merged).items()]
     lines.append({"k": "sealed", "by": "folded", "t": time.time()})
     tmp = root / f".{FOLDED}.{os.getpid()}.tmp"

@@ -260,13 +260,3 @@ def replay(run_dir: Path, js: records.Journals, live: set, by: str) -> list[reco
         done.append(j)
     return done
 
-
-def attempts_since(js: records.Journals, t0: float, goes_on) -> dict[str, int]:
-    """step -> attempts in the journals that ended at or after t0 (wall clock) and did
-    not go on (an attempt that went on is recorded again when it ends)."""
-    out: dict[str, int] = {}
-    for step, tries in js.attempts.items():
-        n = sum(1 for r in tries.values() if r.get("outcome") not in goes_on and float(r.get("ended_at") or 0) >= t0)
-        if n:
-            out[step] = n
-    return out

@@ -8,7 +8,9 @@ attempt file per attempt. Everything else about it is in journals (read at start
 Listing the step's `.fleet` directory once, on the worker thread with the rest of the
 check, tells both, so the loop needs nothing per step: a step with no claim on disk
 is started as a fresh one is (under the lease, recorded in the journal), its attempts
-counted from the files listed here plus its journal lines; only a step that has a
+counted from the files read here plus its journal lines (fleet.control.tally: the
+files are read only where there are some, which only fleets before the journal, or
+holding a per-step claim, wrote); only a step that has a
 claim on disk is claimed per step (fleet.control.claims), which honours a live holder
 and adopts a dead or stale one as before.
 
@@ -21,6 +23,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from fleet.control import tally
+from fleet.core.attempts import NONE, Tally
 from fleet.wire.records import ATTEMPT, CLAIM, fleet_dir
 
 
@@ -29,7 +33,7 @@ class Leftover:
     """What one listing of a step's `.fleet` directory found."""
 
     claim: bool = False  # a per-step claim file (an older fleet's, or a live lease-less holder's)
-    attempts: int = 0    # attempt files (fleets before the journal)
+    attempts: Tally = NONE  # what its attempt files count toward --max-attempts (fleet.core.attempts)
 
 
 NOTHING = Leftover()
@@ -40,13 +44,14 @@ def scan(run_dir: Path, ids) -> dict[str, Leftover]:
     of older fleets' records; steps that hold none get no entry."""
     out: dict[str, Leftover] = {}
     for sid in ids:
+        d = fleet_dir(run_dir, sid)
         try:
-            names = os.listdir(fleet_dir(run_dir, sid))
+            names = os.listdir(d)
         except OSError:  # no .fleet: nothing was recorded there
             continue
         claim = CLAIM in names
-        attempts = sum(1 for n in names if n.startswith(ATTEMPT))
-        if claim or attempts:
+        attempts = tally.read(f"{d}", names) if any(n.startswith(ATTEMPT) for n in names) else NONE
+        if claim or attempts.ended:
             out[sid] = Leftover(claim, attempts)
     return out
 

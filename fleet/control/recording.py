@@ -5,13 +5,15 @@ Holding the run directory's lease alone (fleet.control.lease), the common case, 
 fleet takes no per-step claim and writes no attempt file: it appends to its journal
 (fleet.control.journal), flushed once per loop turn at most every FLUSH_S; each step's
 done marker (or final.json) is written after the flush, in one open, by the threads of
-fleet.control.markwriter, off the loop. Attempts count
-toward --max-attempts from memory: the journals and the attempt files of older fleets,
-read once. When the run directory is shared (another fleet or shard registered), every
-step is claimed first, in batches (fleet.control.claimlog), and recorded the same way.
-A step that runs again is recorded the same way; only one whose directory held a
-per-step claim when it was submitted (fleet.control.leftovers) is claimed per step
-while alone, and its records go to per-step files (fleet.control.claims, store).
+fleet.control.markwriter, off the loop. Attempts count toward --max-attempts from
+memory (fleet.control.tally): the journals and the attempt files of older fleets, read
+once; a step the user asked for again (--force, or its directory removed) counts from
+a `reset` line this fleet writes for it. When the run directory is shared (another
+fleet or shard registered), every step is claimed first, in batches
+(fleet.control.claimlog), and recorded the same way. A step that runs again is
+recorded the same way; only one whose directory held a per-step claim when it was
+submitted (fleet.control.leftovers) is claimed per step while alone, and its records
+go to per-step files (fleet.control.claims, store).
 
 At start, the journals of fleets that are gone and did not seal theirs are replayed:
 the markers and finals they owed are written, and the steps they were running are
@@ -23,14 +25,14 @@ from __future__ import annotations
 import logging
 import time
 
-from fleet.control import doneline, fold, journal, journalmarks, markwriter, outcomes, store
+from fleet.control import doneline, fold, journal, journalmarks, markwriter, outcomes, store, tally
 from fleet.control.claimlog import ClaimLog
 from fleet.control.lease import Lease
+from fleet.core import attempts
 from fleet.core import states as S
 from fleet.wire import gcpause, records
 
 log = logging.getLogger("fleet.control.recording")
-GOES_ON = frozenset({S.WAIT, S.NEXT, S.RESTART})  # exits of an attempt that runs on: not attempts
 _OURS = store.Claim(store.Claim.OURS)  # a start's answer, alone (read, never changed: one for all)
 
 
@@ -75,6 +77,7 @@ class Recorder:
         self._steps = f"{self.run_dir}/steps/"  # a marker's path as text: records.fleet_dir's, without a Path
         # `fleet run` hears a submission finished only once its outcomes are on disk.
         self.submissions.durable = self.durable
+        self.submissions.reset = self.reset
         self._tickets: dict[int, tuple] = {}  # submission -> (its steps finished, the writer's ticket)
 
     @property
@@ -97,9 +100,11 @@ class Recorder:
                 self.adopt.pop(step, None)
             if j.path in replayed or (j.sealed and j.sealed_by != "itself"):
                 self._adopting(j)
-        for step, tries in js.attempts.items():
-            store.journaled(self.run_dir, step, sum(1 for r in tries.values() if r.get("outcome") not in GOES_ON))
+        tally.replayed(js, self._key)
         return js, live, done
+
+    def _key(self, step: str) -> str:
+        return store.key(self.run_dir, step)
 
     def _adopting(self, j: records.Journal) -> None:
         """The steps a crashed fleet's journal says were running: adopted when they start here."""
@@ -110,12 +115,11 @@ class Recorder:
     def _gone(self, fleet: str) -> None:
         """A fleet sharing the run directory is gone (fleet.control.claimlog): write the
         markers its journal owed before any of its steps is taken, note what it was
-        running (adopted), and count the attempts it recorded since this fleet started."""
+        running (adopted), and count the attempts (and resets) it recorded since this fleet started."""
         js = records.read_journals(self.run_dir, only=fold.journals_of(self.run_dir, fleet))
         for j in journal.replay(self.run_dir, js, {self.fleet_id}, self.fleet_id):
             self._adopting(j)
-        for step, n in journal.attempts_since(js, self._started, GOES_ON).items():
-            store.journaled(self.run_dir, step, n)
+        tally.since(js, self._started, self._key)
 
     # -- the recording paths ----------------------------------------------------------------
     def claim(self, d, spec) -> store.Claim:
@@ -136,12 +140,11 @@ class Recorder:
         limit = max(m, spec.retries + 1) if m else 0
         key = store.key(self.run_dir, d.step)  # (one for the store's two looks)
         if limit:
-            n = store.attempts_known(self.run_dir, d.step, key)
+            n = tally.count(key, spec)
             if gen > 1 and d.attempt == 1:  # a new generation counts from here
                 self.base[d.step] = n
             if n - self.base.get(d.step, 0) >= limit:
-                return store.Claim(store.Claim.STOPPED, f"{n - self.base.get(d.step, 0)} attempts recorded "
-                                                        f"(limit {limit})")
+                return store.Claim(store.Claim.STOPPED, attempts.stopped(n - self.base.get(d.step, 0), limit))
         store.flying(self.run_dir, spec, d.attempt, gen, key)
         self.ran.add(d.step)
         self.journal.start(d.step, d.attempt, gen)
@@ -178,7 +181,7 @@ class Recorder:
         d, ran, deps, gen, mid = store.succeeded(self.run_dir, spec, msg.attempt)
         marker, att = doneline.texts(self.fleet_id, node, msg, rec.work_s, rec.reason, ran, deps, gen, mid, rerun,
                                      submission, records.spec_hash(spec), getattr(rec, "spelt", None))
-        store.journaled(self.run_dir, spec.id, d=d)
+        tally.succeeded(d, msg.ended_at)
         self.journal.done(spec.id, marker, att)
         if self.known is not None:
             self.known.done_as(spec.id, ran, mid, deps, rec.work_s)
@@ -195,8 +198,13 @@ class Recorder:
             self._held = (step_id, rec)
         else:
             self.journal.append({"k": "attempt", "step": step_id, "rec": rec})
-        if record.get("outcome") not in GOES_ON:  # the same attempt, recorded again when it ends
-            store.journaled(run_dir, step_id)
+        tally.ended(store.key(run_dir, step_id), rec)  # (counted when it ends, not as it goes on)
+
+    def reset(self, steps) -> None:
+        """The user asked for these steps again (fleet.control.submissions): said in the
+        journal, so that every later fleet counts their attempts from here too."""
+        for step in steps:
+            self.journal.append({"k": "reset", "step": step})
 
     def write_done(self, run_dir, spec, record: dict) -> None:
         """(Alone) a success: its journal line, and its marker once that is durable."""

@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-from fleet.control import leftovers
+from fleet.control import leftovers, tally
+from fleet.core import attempts
 from fleet.core.suite import StepSpec
 from fleet.wire.records import (ATTEMPT, CLAIM, DONE, FINAL, holder_dead, marker_id, read_claim, read_done,
                                 spec_hash, succeeded_as)
@@ -68,13 +69,11 @@ def submitted(run_dir: Path, step_id: str, deps, marker: dict | None, listed: bo
     d = _fleet_dir(run_dir, step_id)
     if listed:
         _existed.add(d)
-        if left is None:  # not looked at: claimed per step, its attempt files listed at its start
+        if left is None:  # not looked at: claimed per step, its attempt files read at its start
             _per_step.add(d)
-            if d not in _counted:
-                _listed.add(d)
+            tally.submitted(d, None, marker)
         else:  # looked at with the submission: only a claim on disk makes it claimed per step
-            _listed.discard(d)
-            _counted[d] = left.attempts
+            tally.submitted(d, left.attempts, marker)
             if left.claim:
                 _per_step.add(d)
             else:
@@ -262,16 +261,17 @@ def claim(run_dir: Path, spec: StepSpec, fleet: str, attempt: int, stale_after: 
     submission never gets here), which is when it matters: only a marker that appeared
     since this fleet's submission looked (fleet.control.store.submitted) makes it DONE,
     so a step submitted to run again (forced, or its deps ran anew) is not skipped.
-    Attempts count toward `max_attempts` across fleets, from the generation (a later
-    submission to the same fleet that ran the step anew) that started them."""
+    Attempts count toward `max_attempts` across fleets (those fleet.core.attempts says),
+    from the generation (a later submission to the same fleet that ran the step anew)
+    that started them."""
     d = _fleet_dir(run_dir, spec.id)
     makedirs(d)
     record = {"fleet": fleet, "host": socket.gethostname(), "pid": os.getpid(), "attempt": attempt,
               "at": time.time()}
     path = f"{d}/{CLAIM}"
     adopted = None
-    # A new generation's first attempt counts from the attempts recorded now.
-    n = _recorded(d) if max_attempts and generation > 1 and attempt == 1 else None
+    # A new generation's first attempt counts from the attempts that count now.
+    n = tally.on_disk(d, spec) if max_attempts and generation > 1 and attempt == 1 else None
     current = read_claim(run_dir, spec.id)
     if current is not None and current[0].get("fleet") == fleet:  # our own retry, or a new generation
         base = n if n is not None else int(current[0].get("base", 0))
@@ -309,27 +309,9 @@ def done_since(run_dir: Path, spec: StepSpec) -> bool:
     return succeeded_as(rec, spec) and _seen.get(_fleet_dir(run_dir, spec.id), "") != marker_id(rec)
 
 
-def _recorded(d: str) -> int:
-    """Attempts recorded for the step in every fleet: its attempt files, and those in
-    journals (fleet.control.journal) as replayed at start and written since."""
-    return _files(d) + _journaled.get(d, 0)
-
-
-def _files(d: str) -> int:
-    try:
-        return sum(1 for name in os.listdir(d) if name.startswith(ATTEMPT))
-    except FileNotFoundError:
-        return 0
-
-
-# Attempts of a step in journals (replayed, or this fleet's own), and the steps whose
-# directory existed when a submission scanned for markers: only those can have
-# attempt files from older fleets (counted with the submission: fleet.control.leftovers;
-# else listed once at its start, with the lease: nobody else writes). _per_step: steps
-# claimed per step while alone (a claim file on disk at submission, or not looked at).
-_journaled: dict[str, int] = {}
-_listed: set[str] = set()
-_counted: dict[str, int] = {}
+# The steps whose directory existed when a submission scanned for markers: only those
+# can have records of older fleets (their attempts: fleet.control.tally). _per_step:
+# steps claimed per step while alone (a claim file on disk at submission, or not looked at).
 _existed: set[str] = set()
 _per_step: set[str] = set()
 
@@ -347,33 +329,16 @@ def per_step(run_dir: Path, step_id: str) -> bool:
     return bool(_per_step) and _fleet_dir(run_dir, step_id) in _per_step  # (none: no path made per start)
 
 
-def journaled(run_dir: Path, step_id: str, n: int = 1, d: str | None = None) -> None:
-    """n more attempts of the step recorded in a journal (d: its key, as succeeded() gave it, if known)."""
-    d = _fleet_dir(run_dir, step_id) if d is None else d
-    _journaled[d] = _journaled.get(d, 0) + n
-
-
-def attempts_known(run_dir: Path, step_id: str, d: str | None = None) -> int:
-    """Attempts recorded for the step, while this fleet holds the lease: its attempt
-    files as counted at submission (fleet.control.leftovers), or listed once here if
-    its directory existed then and was not looked at (d: the step's key, if known)."""
-    d = _fleet_dir(run_dir, step_id) if d is None else d
-    if d in _listed:
-        _listed.discard(d)
-        _counted[d] = _files(d)
-    return _counted.get(d, 0) + _journaled.get(d, 0)
-
-
 def _ours(run_dir: Path, spec: StepSpec, fleet: str, attempt: int, generation: int, max_attempts: int,
           base: int, n: int | None, adopted: dict | None) -> Claim:
     """The claim is ours: stop here if the attempts recorded since its base reached the
     limit, else remember what runs (for its marker) and run it."""
     d = _fleet_dir(run_dir, spec.id)
     if max_attempts:
-        n = _recorded(d) if n is None else n
+        n = tally.on_disk(d, spec) if n is None else n
         if n - base >= max_attempts:
             release(run_dir, spec.id, fleet, keep_later=False)
-            return Claim(Claim.STOPPED, f"{n - base} attempts recorded (limit {max_attempts})")
+            return Claim(Claim.STOPPED, attempts.stopped(n - base, max_attempts))
     _flight.setdefault(d, []).append(_Attempt(next(_order), attempt, generation, spec_hash(spec),
                                               _deps.get(d, spec.deps)))
     return Claim(Claim.OURS, adopted=adopted)
@@ -423,7 +388,10 @@ def attempt_record(run_dir: Path, step_id: str, fleet: str, attempt: int, record
     ran = _ending(d, attempt) if record.get("outcome") != "succeeded" else _current(d, attempt)
     gen = ran.generation if ran is not None else 1
     name = f"{ATTEMPT}{fleet}.{attempt}.json" if gen == 1 else f"{ATTEMPT}{fleet}.g{gen}.{attempt}.json"
-    return f"{d}/{name}", {"fleet": fleet, "attempt": attempt, "generation": gen, **record}
+    rec = {"fleet": fleet, "attempt": attempt, "generation": gen, **record}
+    if rec.get("spec") is None and ran is not None:  # (a lost attempt's): --max-attempts counts it for what ran
+        rec["spec"] = ran.spec
+    return f"{d}/{name}", rec
 
 
 def _current(d: str, attempt: int) -> _Attempt | None:
@@ -462,8 +430,3 @@ def unlink_done(d: Path | str) -> None:
         os.unlink(os.path.join(d, DONE))
     except FileNotFoundError:
         pass
-
-
-def recorded(run_dir: Path, step_id: str) -> int:
-    """Attempt records (files) of a step, every fleet's."""
-    return _recorded(_fleet_dir(run_dir, step_id))

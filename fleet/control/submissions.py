@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fleet.control import declaring, journalmarks, leftovers, markwriter, selection, shard
-from fleet.control import store
+from fleet.control import store, tally
 from fleet.control.checks import checked_suite
 from fleet.core import states as S
 from fleet.core.durations import recorded
@@ -95,6 +95,7 @@ class Accepted:
     order: tuple = ()     # the steps' ids, deps first
     markers: dict = field(default_factory=dict, hash=False)  # step id -> done marker read (store.submitted)
     leftovers: dict | None = field(default=None, hash=False)  # fleet.control.leftovers (None: not looked)
+    force: bool = False   # --force: every step of it that runs here was asked for again
 
 
 class Problems(ValueError):
@@ -122,6 +123,8 @@ class Submissions:
         # Makes every outcome recorded so far durable (fleet.control.recording): asked
         # before a client hears that its submission finished (True: its files are written).
         self.durable = lambda sub: True
+        # Says the steps the user asked for again (fleet.control.recording: a journal line each).
+        self.reset = lambda steps: None
         self.full = lambda: ""  # the drain's reason, if the run directory's file system is full (control.drain)
         sched.moved = self.moved  # each change of a step's state, for the counts by state
 
@@ -142,7 +145,7 @@ class Submissions:
         self.offload(manifest.write, self.run_dir, self.events.fleet, sid, msg.suite, c.name, msg.shard, msg.force,
                      c.suite_ids)
         return Accepted(self.subs[sid], c.name, c.steps, c.deps, set(c.done), set(c.foreign), c.preload, c.order,
-                        c.markers, c.leftovers)
+                        c.markers, c.leftovers, msg.force)
 
     def withdraw(self, acc: Accepted) -> None:
         """Undo accepting a submission that is refused after all (its preload failed): it
@@ -204,10 +207,28 @@ class Submissions:
         markers as read noted for claims (a big submission is declared over several turns)."""
         sid = acc.sub.id
         store.declared(self.run_dir, steps, acc.deps, acc.markers, acc.leftovers)
+        if tally.anything():
+            self._resets(acc, steps, now)
         for s in steps:
             self._take(s, sid)
         # StepDeclared records, encoded by shape (fleet.control.declaring)
         self.events.write_encoded(declaring.lines(self.events.fleet, now, sid, steps, acc.deps, acc.foreign))
+
+    def _resets(self, acc: Accepted, steps, now: float) -> None:
+        """Steps the user asked for again, forced or with their directory removed (none
+        of their records on disk: `rm -rf steps/<id>`): --max-attempts counts their
+        attempts from now on (fleet.core.attempts), here and in later fleets. Only a
+        step with something counted has anything to reset."""
+        out = []
+        for s in steps:
+            if s.id in acc.foreign or (s.id in acc.markers and not acc.force):
+                continue
+            d = store.key(self.run_dir, s.id)
+            if tally.counted(d):
+                tally.reset(d, now)
+                out.append(s.id)
+        if out:
+            self.reset(out)
 
     @staticmethod
     def submitted(acc: Accepted, msg: P.Submit, chunk: int = 0) -> Submitted:

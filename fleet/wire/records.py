@@ -204,7 +204,10 @@ def read_final(run_dir: Path, step_id: str, journals: "Journals | None" = None) 
 # skipped: its records were not flushed, so nothing was written from them. Since
 # 2026-12-01 a fleet writes a loop turn's starts as one line, {"k": "starts", "s":
 # [[step, attempt, generation], ...], t}, and a success as one line, {"k": "done",
-# step, rec, att} (att: its attempt record); both read as the lines they replace.
+# step, rec, att} (att: its attempt record); both read as the lines they replace. Since
+# 2026-12-02, {"k": "reset", step, t}: the user asked for the step again (--force, or
+# its directory removed), so --max-attempts counts its attempts from t
+# (fleet.core.attempts); older readers take nothing from it.
 
 @dataclass
 class Journal:
@@ -226,6 +229,7 @@ class Journals:
     each: list = field(default_factory=list)        # Journal, one per file
     attempts: dict = field(default_factory=dict)    # step -> {(fleet, generation, attempt): record}
     outcome: dict = field(default_factory=dict)     # step -> ("done" | "final", t, rec): the newest
+    resets: dict = field(default_factory=dict)      # step -> t of its newest reset (fleet.core.attempts)
 
     def done(self, step_id: str) -> dict | None:
         """The marker of the step's newest outcome in a journal, if it was a success."""
@@ -270,6 +274,9 @@ def _take(out: Journals, j: Journal, line: dict) -> None:
         j.fleet, j.sealed = line, False
     elif k == "sealed":
         j.sealed, j.sealed_by = True, str(line.get("by") or "")
+        return
+    if k == "reset":  # the user asked for the step again: its attempts count from t (touches nothing)
+        out.resets[step] = max(t, out.resets.get(step, t))
         return
     if k == "starts":
         for step, attempt, generation in line.get("s") or ():

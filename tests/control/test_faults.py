@@ -800,7 +800,7 @@ retries = 0
         assert len([x for x in notes(run_dir) if x.what == "start"]) == n
     r = fleet("run", str(suite), "--max-attempts", "2", cwd=tmp_path, timeout=60)
     assert r.returncode == 1
-    assert "stopped" in r.stdout and "2 attempts recorded (limit 2)" in r.stdout, r.stdout
+    assert "stopped" in r.stdout and "2 attempts of this definition recorded without success (limit 2)" in r.stdout, r.stdout
     assert len([x for x in notes(run_dir) if x.what == "start"]) == 2  # not run a third time
     assert len(of(run_dir, E.Start)) == 2
     a = audit(run_dir, tmp_path)

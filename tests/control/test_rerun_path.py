@@ -119,7 +119,7 @@ def test_a_run_directory_an_older_layout_left_with_claims_and_attempt_files_reru
     # s2 had its 2 attempts (limit 2) in the old files: stopped, not run; s1 runs its
     # second; s3's claim (its holder is dead) is adopted and s3 runs; s4-s6 are done.
     assert r.returncode == 1, r.stdout + r.stderr
-    assert "2 attempts recorded (limit 2)" in r.stdout, r.stdout
+    assert "2 attempts of this definition recorded without success (limit 2)" in r.stdout, r.stdout
     assert Counter(x[0] for x in runs_seen(seen)) == Counter(["s1", "s3"])
     adopted = [e for e in records(run_dir) if isinstance(e, E.Adopted)]
     assert [e.step for e in adopted] == ["s3"] and adopted[0].previous["pid"] == dead.pid

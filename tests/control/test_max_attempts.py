@@ -1,0 +1,157 @@
+"""--max-attempts counts the attempts that could be the same stuck step: those of the
+step's current definition that ended without success since it last succeeded or was
+explicitly rerun (--force, or its directory removed). A changed step, a forced one and
+a removed one run again; the same definition, rerun as it is, stays stopped (the
+protection for a job that resubmits itself). Real `fleet run` processes (each an
+embedded fleet), real files."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from fleetharness import assert_nothing_left, fleet, write_suite
+
+from fleet.control import fold
+
+LIMIT = "2"
+HB = ("--heartbeat", "0.2", "--heartbeat-timeout", "2")
+
+
+def suite(tmp_path: Path, command: str, retries: int = 0) -> Path:
+    """One step `f` running `command`; each of its runs adds a line to runs.txt."""
+    return write_suite(tmp_path / "s.toml", f"""
+[suite]
+name = "limit"
+run_dir = "run"
+[[steps]]
+id = "f"
+retries = {retries}
+command = ["sh", "-c", "echo run >> {tmp_path / 'runs.txt'}; {command}"]
+""")
+
+
+def runs(tmp_path: Path) -> int:
+    p = tmp_path / "runs.txt"
+    return len(p.read_text().splitlines()) if p.exists() else 0
+
+
+def run(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
+    return fleet("run", str(tmp_path / "s.toml"), "--max-attempts", LIMIT, *extra, cwd=tmp_path, timeout=90)
+
+
+def stop_it(tmp_path: Path, flag: Path) -> None:
+    """Fail `f` (it needs `flag`) in two runs, then see the third stop it unrun."""
+    suite(tmp_path, f"test -e {flag}")
+    for n in (1, 2):
+        r = run(tmp_path)
+        assert r.returncode == 1 and "failed" in r.stdout and runs(tmp_path) == n, r.stdout + r.stderr
+    stopped(run(tmp_path), 2)
+    assert runs(tmp_path) == 2
+
+
+def stopped(r: subprocess.CompletedProcess, n: int) -> None:
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"stopped    f: {n} attempts of this definition recorded without success (limit {n})" in r.stdout, r.stdout
+    assert "change the step, rerun it with --force, or raise --max-attempts (0: no limit)" in r.stdout, r.stdout
+
+
+def succeeds(r: subprocess.CompletedProcess) -> None:
+    assert r.returncode == 0 and "succeeded" in r.stdout, r.stdout + r.stderr
+
+
+def test_a_step_stopped_by_the_limit_runs_again_once_its_definition_changes_and_succeeds(tmp_path):
+    flag = tmp_path / "flag"
+    stop_it(tmp_path, flag)
+    suite(tmp_path, "exit 0")  # the fix
+    succeeds(run(tmp_path))
+    assert runs(tmp_path) == 3
+    r = run(tmp_path)  # and it is done
+    assert r.returncode == 0 and "skipped" in r.stdout and runs(tmp_path) == 3, r.stdout + r.stderr
+    assert_nothing_left(tmp_path / "run")
+
+
+def test_a_step_that_used_up_the_limit_with_its_retries_in_one_run_runs_again_once_fixed(tmp_path):
+    suite(tmp_path, "exit 1", retries=4)  # its limit is then 5: every try of one run
+    r = run(tmp_path)
+    assert r.returncode == 1 and "failed" in r.stdout and runs(tmp_path) == 5, r.stdout + r.stderr
+    r = run(tmp_path)
+    assert r.returncode == 1 and "5 attempts of this definition recorded without success (limit 5)" in r.stdout
+    assert runs(tmp_path) == 5
+    suite(tmp_path, "exit 0", retries=4)
+    succeeds(run(tmp_path))
+    assert runs(tmp_path) == 6
+
+
+def test_the_same_definition_rerun_as_it_is_stays_stopped_even_once_it_would_succeed(tmp_path):
+    flag = tmp_path / "flag"
+    stop_it(tmp_path, flag)
+    flag.write_text("go")  # nothing in the step's definition says so: still the stuck step
+    for _ in range(2):
+        stopped(run(tmp_path), 2)
+    assert runs(tmp_path) == 2
+
+
+@pytest.mark.parametrize("folded", [False, True], ids=["journals", "folded"])
+def test_force_runs_a_stopped_step_again_and_later_runs_count_only_from_there(tmp_path, monkeypatch, folded):
+    if folded:  # every start folds the journals before: the reset must survive the fold
+        monkeypatch.setenv(fold.FOLD_FILES_ENV, "1")
+    flag = tmp_path / "flag"
+    stop_it(tmp_path, flag)
+    r = run(tmp_path, "--force")  # fails again: one attempt since the forced rerun
+    assert r.returncode == 1 and "failed" in r.stdout and runs(tmp_path) == 3, r.stdout + r.stderr
+    r = run(tmp_path)  # a new fleet reads the forced rerun from the journal: the second attempt since
+    assert r.returncode == 1 and "failed" in r.stdout and runs(tmp_path) == 4, r.stdout + r.stderr
+    stopped(run(tmp_path), 2)
+    flag.write_text("go")
+    succeeds(run(tmp_path, "--force"))
+    assert runs(tmp_path) == 5
+    assert_nothing_left(tmp_path / "run")
+
+
+def test_removing_a_stopped_steps_directory_runs_it_again(tmp_path):
+    flag = tmp_path / "flag"
+    stop_it(tmp_path, flag)
+    shutil.rmtree(tmp_path / "run" / "steps" / "f")
+    r = run(tmp_path)
+    assert r.returncode == 1 and "failed" in r.stdout and runs(tmp_path) == 3, r.stdout + r.stderr
+    r = run(tmp_path)  # counted from the removal on, in a new fleet too
+    assert r.returncode == 1 and "failed" in r.stdout and runs(tmp_path) == 4, r.stdout + r.stderr
+    stopped(run(tmp_path), 2)
+
+
+def test_a_step_that_keeps_succeeding_when_its_dependency_reruns_is_never_stopped(tmp_path):
+    write_suite(tmp_path / "s.toml", f"""
+[suite]
+name = "limit"
+run_dir = "run"
+[[steps]]
+id = "a"
+command = "true"
+[[steps]]
+id = "b"
+deps = ["a"]
+command = ["sh", "-c", "echo run >> {tmp_path / 'runs.txt'}"]
+""")
+    succeeds(run(tmp_path))
+    for n in (2, 3, 4):  # `a` forced alone, then `b` runs again against its new marker
+        succeeds(run(tmp_path, "--force", "--only", "a"))
+        succeeds(run(tmp_path))
+        assert runs(tmp_path) == n
+
+
+def test_a_step_that_takes_its_node_down_is_stopped_after_the_limit_and_runs_again_once_changed(tmp_path):
+    # Its lost attempts name the definition that ran, though no agent reported them.
+    kill_agent = "kill -9 $(cut -d' ' -f4 /proc/$PPID/stat)"  # the step's parent is its zygote, the agent's child
+    suite(tmp_path, kill_agent)
+    for n in (1, 2):
+        r = run(tmp_path, *HB)
+        assert r.returncode == 1 and "lost" in r.stdout and runs(tmp_path) == n, r.stdout + r.stderr
+    stopped(run(tmp_path, *HB), 2)
+    assert runs(tmp_path) == 2
+    suite(tmp_path, "exit 0")
+    succeeds(run(tmp_path, *HB))
+    assert runs(tmp_path) == 3
+    assert_nothing_left(tmp_path / "run")

@@ -1,0 +1,55 @@
+"""Which recorded attempts count toward --max-attempts (fleet.core.attempts): those of
+the definition that runs now, that ended without success, since the step's last
+success or the user's last explicit rerun (a reset)."""
+
+from __future__ import annotations
+
+from fleet.core import attempts as A
+
+
+def rec(outcome: str, t: float, spec: str | None = "A") -> dict:
+    return {"outcome": outcome, "ended_at": t, "spec": spec}
+
+
+def test_only_the_attempts_of_the_definition_asked_for_count():
+    t = A.tally([rec("failed", 1), rec("lost", 2), rec("failed", 3, "B")])
+    assert (t.count("A"), t.count("B"), t.count("C")) == (2, 1, 0)
+
+
+def test_a_success_starts_the_count_again_whatever_the_order_of_the_records():
+    recs = [rec("failed", 5), rec("succeeded", 3), rec("failed", 1), rec("failed", 4, "B")]
+    t = A.tally(recs)
+    assert (t.count("A"), t.count("B"), t.cut) == (1, 1, 3)
+
+
+def test_a_reset_starts_the_count_again_and_a_later_success_too():
+    recs = [rec("failed", 1), rec("failed", 2), rec("failed", 4)]
+    assert A.tally(recs, reset=3).count("A") == 1
+    assert A.tally([*recs, rec("succeeded", 5)], reset=3).count("A") == 0
+
+
+def test_attempts_that_went_on_and_records_naming_no_definition_count_for_none():
+    t = A.tally([rec("wait", 1), rec("next", 2), rec("restart", 3), rec("lost", 4, None), rec("failed", 5)])
+    assert t.count("A") == 1 and len(t.ended) == 1
+
+
+def test_an_attempt_added_later_counts_and_a_merge_or_a_later_cut_drops_what_came_before_it():
+    t = A.tally([rec("failed", 1)]).failed(2, "A").failed(3, None)
+    assert t.count("A") == 2
+    cut = t.after(1.5)
+    assert cut.count("A") == 1 and t.after(0.5) == A.Tally(0.5, t.ended)
+    assert cut.after(1.0) is cut  # (an earlier cut: nothing changes)
+    other = A.tally([rec("succeeded", 1.5), rec("failed", 4)])
+    m = t.merged(other)
+    assert m.cut == 1.5 and m.count("A") == 2  # 2 of t's, 4 of other's
+
+
+def test_an_old_record_without_its_end_counts_until_anything_cuts():
+    t = A.tally([{"outcome": "failed", "spec": "A"}])
+    assert t.count("A") == 1 and t.after(0.5).count("A") == 0
+
+
+def test_the_stopped_reason_says_what_counted_and_how_to_go_on():
+    why = A.stopped(5, 5)
+    assert why.startswith("5 attempts of this definition recorded without success (limit 5)")
+    assert "change the step" in why and "--force" in why and "--max-attempts (0: no limit)" in why
