@@ -70,10 +70,12 @@ QUERY_TIMEOUT_S = 10.0  # one query of the batch system at start, bounded
 
 
 def _query(argv: list[str]) -> str | None:
-    """stdout of one batch-system command, or None if it failed (or took too long)."""
+    """stdout of one batch-system command, or None if it failed (or took too long). Times
+    in Slurm's standard format, whatever the user's SLURM_TIME_FORMAT ("relative" gave
+    "23:34:04" for an end today, no end at all)."""
     try:
         p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                           timeout=QUERY_TIMEOUT_S, check=False)
+                           timeout=QUERY_TIMEOUT_S, check=False, env={**os.environ, "SLURM_TIME_FORMAT": "standard"})
     except (OSError, subprocess.SubprocessError):
         return None
     return p.stdout if p.returncode == 0 else None
