@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -48,12 +47,13 @@ class Jobs:
         (bindir / "fleet").write_text(f'#!/bin/sh\nexec {sys.executable} -m fleet "$@"\n')
         (bindir / "fleet").chmod(0o755)
         # The step writes down the job it runs in, then waits (bounded) for the test's word.
+        wait = f'timeout 120 sh -c "until [ -e {self.go} ]; do sleep 0.1; done"'
         self.suite.write_text(textwrap.dedent(f"""
             [suite]
             name = "samedir"
             [[steps]]
             id = "slow"
-            command = 'echo "${{SLURM_JOB_ID:-bash}}" >> {work}/slow.jobs; timeout 120 sh -c "until [ -e {self.go} ]; do sleep 0.1; done"'
+            command = 'echo "${{SLURM_JOB_ID:-bash}}" >> {work}/slow.jobs; {wait}'
             """))
         e = {k: v for k, v in env().items() if not k.startswith(("SLURM_", "SBATCH_", "SALLOC_", "FLEET_", "PBS_"))}
         e.update(PATH=f"{bindir}{os.pathsep}{e.get('PATH', '')}", SBATCH_JOB_NAME=self.name)
