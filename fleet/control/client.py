@@ -162,8 +162,8 @@ def up(run_dir: Path, nodes: int = 1, machine: str = "local", preload: tuple[str
         connection.check_directory(run_dir)
     except connection.ConnectionError_ as e:
         raise FleetError(str(e)) from None
-    if name == connection.NAME and find(run_dir) is not None:
-        raise FleetError(f"a fleet is already up in {run_dir} (fleet down --run-dir {run_dir})")
+    if name == connection.NAME and (there := find(run_dir)) is not None:
+        raise FleetError(already_up(run_dir, there))
     logf = open(run_dir / "coordinator.log", "ab")
     argv = [sys.executable, "-m", "fleet.control.coordinator", "--run-dir", str(run_dir), "--nodes", str(nodes),
             "--machine", machine, "--preload", ",".join(preload), "--connection-name", name,
@@ -192,13 +192,22 @@ def up(run_dir: Path, nodes: int = 1, machine: str = "local", preload: tuple[str
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
-                raise FleetError(f"a fleet is already up in {run_dir} (coordinator pid {conn.pid}; "
-                                 f"fleet down --run-dir {run_dir})")
+                raise FleetError(already_up(run_dir, conn))
             if conn is not None:
                 return conn
         time.sleep(0.02)
     down(run_dir, pid=proc.pid, name=name)
     raise FleetError(f"the fleet did not come up within {timeout:.0f} s; see {run_dir / 'coordinator.log'}")
+
+
+def already_up(run_dir: Path, conn: connection.Connection) -> str:
+    """Why `fleet up` refuses: whose fleet is in the way (it may be another job's, still
+    at work: `fleet down` would stop that job's fleet), and what to do."""
+    since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(conn.started))
+    job = f"{conn.job}, " if conn.job else ""
+    return (f"a fleet is already up in {run_dir}: {job}coordinator pid {conn.pid} on {conn.host}, up since {since}. "
+            f"If it is another job's, it is at work there: use another run directory, or wait for that job; "
+            f"stop it (fleet down --run-dir {run_dir}) only if nothing needs it any more")
 
 
 def down(run_dir: Path, pid: int | None = None, timeout: float = 20.0,

@@ -48,7 +48,7 @@ def fetch_connection(login: str, path: str, options: list[str], timeout: float =
     if p.returncode != 0:
         raise TunnelError(f"cannot read {path} through ssh {login}: {p.stderr.strip() or f'exit {p.returncode}'}")
     try:
-        return connection.Connection(**json.loads(p.stdout))
+        return connection.from_dict(json.loads(p.stdout))
     except (ValueError, TypeError) as e:
         raise TunnelError(f"{login}:{path} is not a fleet connection file: {e}") from None
 

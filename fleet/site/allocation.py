@@ -70,7 +70,9 @@ QUERY_TIMEOUT_S = 10.0  # one query of the batch system at start, bounded
 
 
 def _query(argv: list[str]) -> str | None:
-    """stdout of one batch-system command, or None if it failed (or took too long)."""
+    """stdout of one batch-system command, or None if it failed (or took too long). Times
+    in Slurm's standard format, whatever the user's SLURM_TIME_FORMAT ("relative" gave
+    "23:34:04" for an end today, no end at all)."""
     try:
         # A user's SLURM_TIME_FORMAT (relative, or a strftime of their own) would make
         # squeue's %e unreadable, and the fleet would not drain: the standard one here.

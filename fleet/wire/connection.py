@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import os
 import stat
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Mapping
 
 from fleet.wire.messages import VERSION
 
@@ -33,6 +34,27 @@ class Connection:
     client_public: str = ""   # the key pair clients present (hence mode 0600)
     client_secret: str = ""
     version: int = VERSION
+    job: str = ""             # the batch job the coordinator runs in ("Slurm job 1234"; "": none, or not said)
+
+
+def this_job(env: Mapping[str, str] | None = None) -> str:
+    """The batch job this process runs in, as the connection file names it: whose fleet
+    it is, for whoever finds it in the way of theirs. "" outside a batch job."""
+    env = os.environ if env is None else env
+    if env.get("SLURM_JOB_ID"):
+        return f"Slurm job {env['SLURM_JOB_ID']}"
+    if env.get("PBS_JOBID"):
+        return f"PBS job {env['PBS_JOBID']}"
+    return ""
+
+
+def from_dict(data: dict) -> Connection:
+    """A connection from its JSON fields; fields this version does not know are left out
+    (a newer fleet's file is still read), a missing required one is a TypeError."""
+    if not isinstance(data, dict):
+        raise TypeError(f"a JSON object was expected, not {type(data).__name__}")
+    known = {f.name for f in fields(Connection)}
+    return Connection(**{k: v for k, v in data.items() if k in known})
 
 
 def path_in(run_dir: Path) -> Path:
@@ -73,7 +95,7 @@ def read(path: Path) -> Connection:
                                f"(mode {stat.S_IMODE(st.st_mode):04o}; it must be 0600)")
     try:
         data = json.loads(path.read_text())
-        return Connection(**data)
+        return from_dict(data)
     except PermissionError as e:
         raise ConnectionError_(f"{path}: cannot read it: {e.strerror}") from None
     except (ValueError, TypeError) as e:

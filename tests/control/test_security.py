@@ -292,6 +292,11 @@ def test_a_second_fleet_up_in_the_same_run_dir_refuses_and_leaves_the_first_alon
     r = fleet("up", "--run-dir", str(run_dir), "--nodes", "2", cwd=base, timeout=60)
     assert r.returncode != 0 and "already up" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
+    # Whose fleet it is, before the hint that would stop it (it may be another job's, at work).
+    message = " ".join(r.stderr.split())
+    assert f"already up in {run_dir}: coordinator pid {conn.pid} on {conn.host}, up since " in message, message
+    assert conn.job == "" and " job " not in message.split(". If")[0], message  # (this test is no batch job)
+    assert "stop it (fleet down --run-dir" in message and "only if nothing needs it any more" in message, message
     assert (run_dir / "fleet.json").read_text() == text
     assert snapshot(conn, run_dir) == before
 
@@ -319,6 +324,7 @@ def test_two_fleet_ups_racing_for_one_run_dir_leave_exactly_one_fleet(tmp_path):
         else:
             loser = next(r for r in results if r[0] != 0)
             assert "already up" in loser[2] and "Traceback" not in loser[2], loser
+            assert f"coordinator pid {conn.pid} on {conn.host}" in " ".join(loser[2].split()), loser
             assert len(coords) == 2, coords
             # The loser stopped by itself, saying why (not killed after a wait by its `fleet up`).
             assert [e["reason"] for e in events(run_dir) if e["kind"] == "fleet_failed"] == [

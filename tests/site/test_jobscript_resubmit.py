@@ -2,6 +2,10 @@
 with bash outside Slurm (so that this test can signal its shell as Slurm's
 `--signal=B:USR1@300` would), and the job it submits of itself when `fleet run` exits 3
 runs under the real local Slurm (tests/cluster/slurm-up.sh) and finishes the suite.
+In one case the first job is a real Slurm job too (`sbatch -N 2 -t 10`), its warning
+sent by Slurm (`scancel --batch --signal=USR1`): there the batch shell's HOSTNAME is
+the node's name, not the host's, and the job it submits must ask for its nodes, time
+limit and partition (they were on sbatch's command line, in no copy of the script).
 
 Slurm may send its warning up to a minute early, so in a short job it can come while
 `fleet up` still runs: the script must neither die of it (bash's default action on
@@ -96,6 +100,15 @@ class Chain:
         return wait_for(lambda: (f := _job_fields(jobid)) and f.get("JobState") in TERMINAL_STATES and f,
                         SECOND_JOB_TIMEOUT, f"Slurm job {jobid} to end")
 
+    def submit_first(self, *sbatch_args: str) -> str:
+        """The first job as a real Slurm job (its output: fleet-JOBID.out); its id."""
+        p = subprocess.run(["sbatch", "--parsable", *sbatch_args, str(SCRIPT), str(self.suite), str(self.run_dir)],
+                           cwd=self.work, env=self.env, capture_output=True, text=True, timeout=30)
+        assert p.returncode == 0, p.stderr
+        jobid = p.stdout.strip().split(";")[0]
+        self.out = self.work / f"fleet-{jobid}.out"
+        return jobid
+
     def report(self) -> str:
         parts = [f"job 1 output:\n{_read(self.out)}"]
         parts += [f"{p.name}:\n{_read(p)}" for p in sorted(self.work.glob("fleet-*.out"))]
@@ -159,13 +172,15 @@ def assert_drained_by_the_warning(chain: Chain, code: int, interrupted: bool | N
     assert not living(pids), living(pids)
 
 
-def assert_the_second_job_finished_the_suite(chain: Chain, jobid: str, sleepy_ran_in: list[str] | None) -> None:
+def assert_the_second_job_finished_the_suite(chain: Chain, jobid: str, sleepy_ran_in: list[str] | None,
+                                            command: str | None = str(SCRIPT)) -> dict[str, str]:
     """Job `jobid`, the script submitted by itself, ran under Slurm and finished the suite
-    (`sleepy_ran_in`: the jobs sleepy started in; None: in the second, maybe the first too)."""
+    (`sleepy_ran_in`: the jobs sleepy started in; None: in the second, maybe the first too;
+    `command`: the script it ran, None: Slurm's copy of the first job's); its fields."""
     fields = chain.second_job_ends(jobid)
     report = chain.report()
     assert (fields["JobState"], fields.get("ExitCode")) == ("COMPLETED", "0:0"), f"{fields}\n{report}"
-    assert fields.get("Command") == str(SCRIPT), fields  # the script submitted itself
+    assert command is None or fields.get("Command") == command, fields  # the script submitted itself
     assert f"(job {jobid}, 2 of at most 2, on " in _read(chain.work / f"fleet-{jobid}.out"), report
     for s in STEPS:  # each succeeded once; nothing counted a failed attempt or stops a rerun
         assert [a["outcome"] for a in records.attempts(chain.run_dir, s)] == ["succeeded"], (s, report)
@@ -175,6 +190,7 @@ def assert_the_second_job_finished_the_suite(chain: Chain, jobid: str, sleepy_ra
     jobs = _read(chain.work / "sleepy.jobs").split()
     assert jobs == sleepy_ran_in if sleepy_ran_in is not None else jobs in (["2"], ["1", "2"]), (jobs, report)
     assert_nothing_left(chain.run_dir)
+    return fields
 
 
 def test_the_warning_while_fleet_run_runs_drains_the_fleet_exits_3_and_the_next_job_finishes_the_suite(tmp_path):
@@ -209,6 +225,41 @@ def test_a_warning_that_comes_while_the_fleet_comes_up_is_not_fatal_and_drains_t
         # (With "run", whether the submission reached the fleet before the drain is a race: either is right.)
         assert_drained_by_the_warning(chain, chain.first_job_ends(), interrupted=False if during == "up" else None)
         assert_the_second_job_finished_the_suite(chain, chain.submitted(), ["2"] if during == "up" else None)
+    finally:
+        chain.clean_up()
+
+
+def test_under_slurm_slurms_warning_reaches_the_coordinator_and_the_next_job_asks_for_the_same_nodes_and_time(
+        tmp_path):
+    chain = Chain(tmp_path)
+    # A user's SLURM_TIME_FORMAT (the job gets it with the rest of the environment) changes
+    # how squeue prints times: the script's query of the time limit, and fleet up's of the
+    # end, must read Slurm's standard format anyway.
+    chain.env["SLURM_TIME_FORMAT"] = "relative"
+    try:
+        # Both nodes for 10 minutes: the drain point (5 minutes before the end) is far,
+        # only Slurm's warning drains the fleet. Slurm may need to free the nodes first.
+        first = chain.submit_first("-N", "2", "-t", "10")
+        wait_for(lambda: {("started", "sleepy"), ("exit", "quick")} <= {(e["kind"], e.get("step"))
+                                                                        for e in events(chain.run_dir)}
+                 or (_job_fields(first) or {}).get("JobState") in TERMINAL_STATES,
+                 FIRST_JOB_TIMEOUT + 60, "sleepy running, quick done, in the first Slurm job")
+        before = _job_fields(first) or {}
+        assert before.get("JobState") == "RUNNING", f"{before}\n{chain.report()}"
+        code, out = _run(["scancel", "--batch", "--signal=USR1", first], timeout=15)  # as --signal=B:USR1@300 does
+        assert code == 0, out
+        ended = chain.second_job_ends(first)
+        assert ended["JobState"] == "FAILED" and ended["ExitCode"] == "3:0", f"{ended}\n{chain.report()}"
+        # The batch shell's HOSTNAME is the node's name (node1), the coordinator's host this
+        # machine's: the warning went to the coordinator itself all the same.
+        assert_drained_by_the_warning(chain, 3, interrupted=True)
+        ends = [e for e in first_fleet(chain.run_dir) if e["kind"] == "allocation_end"]
+        assert [e["source"] for e in ends] == [f"squeue -j {first}"], ends  # read despite SLURM_TIME_FORMAT
+        second = chain.submitted()
+        fields = assert_the_second_job_finished_the_suite(chain, second, ["1", "2"], command=None)
+        same = ("NumNodes", "TimeLimit", "Partition", "JobName")
+        assert {k: fields.get(k) for k in same} == {k: ended.get(k) for k in same}, (fields, ended)
+        assert (fields["NumNodes"], fields["TimeLimit"]) == ("2", "00:10:00"), fields
     finally:
         chain.clean_up()
 
