@@ -74,8 +74,6 @@ def _query(argv: list[str]) -> str | None:
     in Slurm's standard format, whatever the user's SLURM_TIME_FORMAT ("relative" gave
     "23:34:04" for an end today, no end at all)."""
     try:
-        # A user's SLURM_TIME_FORMAT (relative, or a strftime of their own) would make
-        # squeue's %e unreadable, and the fleet would not drain: the standard one here.
         p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                            timeout=QUERY_TIMEOUT_S, check=False, env={**os.environ, "SLURM_TIME_FORMAT": "standard"})
     except (OSError, subprocess.SubprocessError):
