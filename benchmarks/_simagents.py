@@ -47,7 +47,8 @@ FLEET_SIM_WINDOW=N (or "cores": the node's cores, a real fleet's default) gives 
 coordinator a node window (fleet.core.window) and makes these agents keep the queue a
 node's zygote keeps (fleet.node.queued): a Launch with ``after`` a step running on that
 agent starts the moment that step ends, its Started in the same batch as that Exited; a
-Kill with cancel of a held launch drops it (Dropped). Unset: window 0, as the recorded
+Kill with cancel or withdraw of a held launch drops it (Dropped; a withdraw of a started
+one does nothing). Unset: window 0, as the recorded
 runs were made.
 """
 
@@ -420,13 +421,16 @@ class SimAgents:
 
     def _kill(self, i: int, msg: P.Kill, t: float) -> None:
         self.stats["kills"] += 1
-        if msg.cancel:
+        if msg.cancel or msg.withdraw:
             for key, held in self.held.items():
                 kept = [m for m in held if key[0] != i or (m.step, m.attempt) != (msg.step, msg.attempt)]
                 if len(kept) < len(held):
                     self.held[key] = kept
-                    self.report(i, P.Dropped(msg.step, msg.attempt, "cancelled before it started"))
+                    how = "withdrawn" if msg.withdraw else "cancelled"
+                    self.report(i, P.Dropped(msg.step, msg.attempt, f"{how} before it started"))
                     return
+        if msg.withdraw:  # started already: it runs (fleet.core.windowback)
+            return
         for item in self.exits:
             if item[1] == i and item[2] == msg.step and item[3] == msg.attempt:
                 self.killed.add((i, msg.step, msg.attempt))

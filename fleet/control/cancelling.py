@@ -1,5 +1,6 @@
 """`fleet cancel` in the coordinator: which steps a Cancel names, the scheduler event
-that cancels them, and the Kill that stops one running.
+that cancels them, and the Kill that stops one running (or takes a queued one back from
+its node: a Withdraw, fleet.core.windowback).
 
 A Cancel names steps by id, or every step not yet started (`waiting`), or every step
 not yet ended (`all`). An unknown id cancels nothing: the answer names it (the client
@@ -14,10 +15,11 @@ from __future__ import annotations
 from typing import Callable
 
 from fleet.core import states as S
-from fleet.core.scheduler import Cancel, Kill, Scheduler
+from fleet.core.scheduler import Cancel, Kill, Scheduler, Withdraw
 from fleet.wire import messages as P
 
 REASON = "cancelled (fleet cancel)"
+STOPS = (Kill, Withdraw)  # the decisions kill() sends to an agent
 NOT_STARTED = (S.WAITING, S.READY, S.QUEUED)  # queued: handed to its node, not started (fleet.core.window)
 HELD = NOT_STARTED + (S.SUSPENDED,)  # not running now: a parent waiting for its children too
 
@@ -41,17 +43,20 @@ class Cancelling:
             self.feed(Cancel(tuple(answer.running + answer.waiting), REASON), now)
         return answer
 
-    def kill(self, d: Kill, now: float) -> None:
+    def kill(self, d: Kill | Withdraw, now: float) -> None:
         """Tell the agent of the step's first node to stop the attempt (its zygote holds
-        the step's process group and grace)."""
+        the step's process group and grace), or, a Withdraw, to drop its queued launch
+        if it has not started it (fleet.core.windowback)."""
         try:
             view = self.sched.view(d.step)
         except KeyError:
             return
-        if view.state not in (S.RUNNING, S.QUEUED) or view.attempt != d.attempt or not view.placement:
+        withdraw = type(d) is Withdraw
+        if view.state not in ((S.QUEUED,) if withdraw else (S.RUNNING, S.QUEUED)) or view.attempt != d.attempt \
+                or not view.placement:
             return
         node = view.placement[0].node
-        if not self.send(node, P.Kill(d.step, d.attempt, cancel=True)):
+        if not self.send(node, P.Kill(d.step, d.attempt, cancel=not withdraw, withdraw=withdraw)):
             self.unreachable(node, now)
 
 

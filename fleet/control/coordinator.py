@@ -34,7 +34,7 @@ from fleet.control.submissions import Submissions
 from fleet.control.transport import Transport
 from fleet.core import states as S
 from fleet.core.decisions import Exits, GoOn
-from fleet.core.scheduler import (Blocked, Entering, Finished, Ignored, Kill, NodeJoined, NodeLost, Retry, Scheduler,
+from fleet.core.scheduler import (Blocked, Entering, Finished, Ignored, NodeJoined, NodeLost, Retry, Scheduler,
                                   Skipped, Start, StepExited, Unrunnable, Wait)
 from fleet.site.launch import Launcher
 from fleet.site.profiles import Profile
@@ -389,7 +389,7 @@ class Coordinator:
                 self.events.write_encoded((eventlines.skipped(self.events.fleet, now, d.step, where and where[0]),))
                 self.submissions.ended(d.step, S.SKIPPED, 0,
                                        "succeeded in another fleet" if where else "already succeeded", final=True)
-            elif isinstance(d, Kill):
+            elif isinstance(d, cancelling.STOPS):  # a Kill, or a Withdraw of a queued step
                 self.cancelling.kill(d, now)
             elif isinstance(d, Entering):
                 self.intake.entering(d)

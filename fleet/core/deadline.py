@@ -104,6 +104,18 @@ class Deadline:
                 self.held_first.append((spec.id, why.text()))
         return why
 
+    def in_time(self, spec: StepSpec, start: float, now: float) -> bool:
+        """Whether a step that would start at `start` (math.inf: nobody knows when, as
+        a step queued behind one with no expected end) is expected to end by the drain
+        point; as refuse, a step with no expected duration is, before it. Nothing is
+        recorded: the node window asks it of a step it may hand ahead (fleet.core.window)."""
+        if self.drain_at is None:
+            return True
+        exp = expected_s(spec, self.recorded)
+        if exp is None:
+            return now < self.drain_at
+        return max(start, now) + exp <= self.drain_at
+
     def shown(self) -> dict | None:
         """The end as `fleet status` shows it (None: no end known, no drain)."""
         if self.end is None and not self.drained:

@@ -167,6 +167,10 @@ class Pool:
             return None
         return (self._take(node, d.cores, d.gpus, node.mem_for(d.cores, d)),)
 
+    def fits(self, d: Demand) -> bool:
+        """Whether a one-node demand would place now (nothing is taken)."""
+        return d.cores <= self.free_cores and d.gpus <= self.free_gpus and self._best_fit(d) is not None
+
     def _place_span(self, d: Demand) -> Placement | None:
         if self._span_short(d):
             return None  # what the scans below would conclude, known without them

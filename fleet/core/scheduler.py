@@ -39,11 +39,12 @@ from fleet.core.reservations import RESERVE_AFTER_S, Reservations
 from fleet.core.resources import Capacity, Pool
 from fleet.core.suite import StepSpec
 from fleet.core.unfit import PENDING, PendingDemands
-from fleet.core.window import Begin, Queue, Unqueued, Window
+from fleet.core.window import Begin, Queue, Unqueued, Window, Withdraw
 
 __all__ = ["Scheduler", "JobView", "Event", "Decision", "NodeJoined", "NodeLost", "Submitted", "EnterMore", "StepExited",
            "Elsewhere", "Settled", "Reclaim", "Cancel", "Start", "Wait", "Retry", "Finished", "Blocked", "Unrunnable",
-           "Skipped", "Entering", "Ignored", "Kill", "submission", "Queue", "Begin", "Unqueued", "Exits"]
+           "Skipped", "Entering", "Ignored", "Kill", "submission", "Queue", "Begin", "Unqueued", "Withdraw",
+           "Exits"]
 
 
 class Scheduler(Entries, Phases, Outside):

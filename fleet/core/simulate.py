@@ -7,8 +7,9 @@ started, and at the drain point the running ones are interrupted.
 
 With a node window (`window`, as a live fleet's, fleet.core.window), steps handed to a
 node ahead wait there behind a running step (Queue) and start the moment it ends, on
-its resources (Begin): the same commitments a live fleet makes, so a step queued behind
-a long one waits for it even when another node frees first. `fleet simulate` uses the
+its resources (Begin): the same commitments a live fleet makes, and the same taking
+back (Withdraw, fleet.core.windowback) when cores of its demand free elsewhere first,
+answered here at once (nothing is in flight). `fleet simulate` uses the
 live default (None: each node's cores); this function's default, 0, is no window (what
 the recorded what-if benchmarks measured)."""
 
@@ -27,7 +28,7 @@ from fleet.core import states as S
 from fleet.core.deadline import AllocationEnds, DrainNow
 from fleet.core.decisions import Exits, GoOn
 from fleet.core.scheduler import (Begin, Blocked, Kill, NodeJoined, Scheduler, Start, StepExited, Unrunnable,
-                        Submitted)
+                                  Submitted, Withdraw)
 from fleet.core.suite import StepSpec
 
 
@@ -145,10 +146,21 @@ def simulate(steps: Iterable[StepSpec], graph: Graph, nodes: list[NodeSpec],
 
 
 def _whole(sched, decisions: list, now: float) -> list:
-    """The decisions with a bounded pass's rest (fleet.core.decisions.GoOn) taken at once."""
-    while any(type(d) is GoOn for d in decisions):
-        decisions = [d for d in decisions if type(d) is not GoOn] + sched.handle(Exits(()), now)
-    return decisions
+    """The decisions with a bounded pass's rest (fleet.core.decisions.GoOn) taken at once,
+    and each Withdraw answered at once (a queued step has not begun here: its node drops
+    it), with what that brings."""
+    out: list = []
+    while decisions:
+        more: list = []
+        for d in decisions:
+            if type(d) is not GoOn:
+                out.append(d)
+            if type(d) is Withdraw:
+                more += sched.handle(StepExited(d.step, d.attempt, S.CANCELLED, "withdrawn before it started"), now)
+        if any(type(d) is GoOn for d in decisions):
+            more += sched.handle(Exits(()), now)
+        decisions = more
+    return out
 
 
 def _result(steps, dur, graph, nodes, placed, count, unrunnable, blocked, log, interrupted, end_s, drain_s):

@@ -17,7 +17,8 @@ the decisions stay deterministic: the same events give the same queues. The rule
 - which one (fleet.core.windowpick): the one expected to END SOONEST (start +
   fleet.core.durations.expected_s; none known: last; ties in start order), and none
   while the step could run in full in a slot that already has a step queued before
-  that one ends (it waits for that slot); not one whose dependent, waiting for it
+  that one ends, or while that one's end is unknown and such a slot's is known (an
+  unknown end is not soon): it waits for that slot; not one whose dependent, waiting for it
   alone, comes before the step in the pass's order (priority, fleet.core.ranks) and
   fits its resources:
   that dependent takes them when it ends, as without a window (the window keeps the
@@ -29,12 +30,20 @@ the decisions stay deterministic: the same events give the same queues. The rule
 - nothing is queued on a node a reservation takes (fleet.core.reservations): what the
   reserved step waits for must come back to the pool; a plan counts the steps already
   queued there (their predecessor's resources come back when they end);
+- near the allocation's end a step is queued only behind a predecessor it is expected
+  to end after, before the drain point (its start is that one's expected end; unknown:
+  it is not known to, and waits in the ready set; fleet.core.deadline.in_time);
 - a queued step is not an attempt until it starts: when its predecessor ends here
   (exit, cancel, claimed elsewhere: however it stops) it becomes RUNNING on the
   predecessor's placement (a Begin decision); when the node is lost first, it returns
   to the ready set with its attempt unchanged (Unqueued); `fleet cancel` asks the node
   to drop it (a Kill), and the node's report ends it; another fleet's claim sends it
-  ELSEWHERE like a started step.
+  ELSEWHERE like a started step;
+- a queued step is not stuck when cores of its demand free elsewhere first: with no
+  ready step of that demand waiting for them, it is taken back (a Withdraw,
+  fleet.core.windowback), the one behind the latest expected end first; its node drops
+  it (ready again, its attempt unused: Unqueued) unless its predecessor ended first and
+  it started there: the node's answer decides, so it runs once.
 
 Cost: a pass visits the classes left with ready steps and queues at most one step per
 open predecessor, so it stays O(classes + starts + queued), plus O(log running) per
@@ -42,7 +51,8 @@ queue for the heaps by expected end; a node whose window is full has its open
 predecessors set aside until one of its queued steps leaves the window, and a held one
 (its dependent comes first) until a step that comes before that dependent is ready.
 A predecessor's dependents are walked when it is first looked at (then cached), which
-its own exit costs anyway.
+its own exit costs anyway. Taking back costs nothing in a pass with no free core, else
+O(demands with queued steps) plus O(log queued) per step taken back.
 """
 
 from __future__ import annotations
@@ -56,6 +66,7 @@ from fleet.core import waits as W
 from fleet.core.deadline import DRAIN_KILL
 from fleet.core.decisions import Finished, GoOn, Kill, Wait
 from fleet.core.durations import expected_s
+from fleet.core.windowback import Withdraw, WindowBack
 from fleet.core.windowpick import _Lazy, WindowPick
 from fleet.core.resources import Demand, Placement
 
@@ -93,7 +104,10 @@ class Unqueued:
     reason: str
 
 
-class Window(WindowPick):
+__all__ = ["Queue", "Begin", "Unqueued", "Withdraw", "Window"]
+
+
+class Window(WindowPick, WindowBack):
     """The scheduler's queues per node (a part of fleet.core.scheduler.Scheduler)."""
 
     def __init__(self, sched, size: int | None = 0):
@@ -114,6 +128,7 @@ class Window(WindowPick):
         self._n = 0  # start order among equal expected ends
         self.parked: dict[str, dict[str, object]] = {}  # node -> open ones while its window is full
         self.began: list = []  # promoted since the last pass: their Begin is still to say
+        self._back_init()  # queued steps that may be taken back (fleet.core.windowback)
 
     @property
     def on(self) -> bool:
@@ -133,9 +148,11 @@ class Window(WindowPick):
     def started(self, job, now: float | None = None) -> None:
         """`job` runs now (since `now`, else its started_at): steps of its demand may be
         queued behind it."""
+        sid = job.spec.id
+        if self.once:  # taken back once, started now
+            self.once.discard(sid)
         if self.size == 0 or job.exclusive or len(job.placement) != 1 or job.demand is None or job.demand.span:
             return
-        sid = job.spec.id
         if sid not in self.ends:  # its expected end, once per start (it is opened again after a queued one leaves)
             exp = expected_s(job.spec, self.sched.deadline.recorded)
             at = now if now is not None else job.started_at
@@ -163,6 +180,7 @@ class Window(WindowPick):
         if succ is None:
             return False
         del self.behind[succ.spec.id]
+        self._let_go(succ)  # (taken back meanwhile: its node started it first, as it says)
         self._left(job.placement[0].node)
         sched = self.sched
         sched._set(succ, "start")
@@ -187,12 +205,20 @@ class Window(WindowPick):
         pass's bound of them (Scheduler.pass_starts), as the pass's starts: then GoOn,
         and the next pass queues the rest (a pool that a big submission has just filled
         has an open running step on every core; benchmarks/README.md, "A million steps
-        at 10,000 agents with the window")."""
+        at 10,000 agents with the window"). Then take back the queued steps stuck while
+        cores of their demand are free (fleet.core.windowback)."""
         sched = self.sched
         # Nothing is handed ahead on a node where a reservation waits for resources to come
         # back to the pool (fleet.core.reservations), nor once the fleet drains (fleet.core.deadline).
-        if not self.on or not (self.taking or self.held) or sched.deadline.drained:
+        if not self.on or sched.deadline.drained:
             return
+        if self.taking or self.held:
+            self._fill(out)
+        if self.loose:  # queued steps stuck while their cores are free elsewhere (fleet.core.windowback)
+            self._recall(out)
+
+    def _fill(self, out: list) -> None:
+        sched = self.sched
         reserved = sched._res.nodes() if sched._res.plans else ()
         if self.shelved:
             self._unshelve(reserved)
@@ -233,8 +259,8 @@ class Window(WindowPick):
                 self.parked.setdefault(node, {})[pred.spec.id] = pred  # back when its window has room
                 continue
             head = cls.heap[0]
-            if sched.deadline.refuse(sched._jobs[head[2]].spec, sched._now) is not None:
-                back.append((entry, pred))  # it would not end before the drain point: the pass says so
+            if not self._behind_ok(sched._jobs[head[2]], pred):
+                back.append((entry, pred))  # not known to end before the drain point from there: it waits
                 break
             if self._overtaken(pred, head):
                 self._hold(pred, entry)
@@ -272,15 +298,21 @@ class Window(WindowPick):
     def dropped(self, job, outcome: str, reason: str, out: list) -> None:
         """A queued step ended before it started: its node dropped it (cancelled; ready
         again if the drain dropped it: not started), its claim says it may not run
-        (stopped), or its launch could not be made (failed)."""
+        (stopped), its launch could not be made (failed), or it was taken back (ready
+        again: fleet.core.windowback)."""
+        back = self.recalled.get(job.spec.id) if self.recalled else None
         self._unlink(job)
         if outcome == S.STOPPED:
             self._end(job, "stopped", S.STOPPED, reason, out)
         elif job.cancelled and self.sched.deadline.drained:  # dropped by the drain: not started, no attempt
             job.cancelled = False
             self._ready(job, out, DRAIN_KILL + self.sched.deadline.reason)
-        elif job.cancelled or outcome == S.CANCELLED:
-            self._end(job, "cancel", S.CANCELLED, reason or "cancelled", out, ran=False)
+        elif back is not None and not job.cancelled and outcome == S.CANCELLED:  # taken back: no attempt
+            self.once.add(job.spec.id)
+            self._ready(job, out, back)
+        elif job.cancelled or outcome == S.CANCELLED:  # (its node's words for a drop it was asked for first)
+            why = "cancelled before it started" if back is not None else reason or "cancelled"
+            self._end(job, "cancel", S.CANCELLED, why, out, ran=False)
         else:  # it could not be launched at all (its launch could not be made): as it would fail again
             self._end(job, "failed", S.FAILED, reason, out)
 
@@ -305,6 +337,7 @@ class Window(WindowPick):
         self.next[pred.spec.id] = job
         self.behind[job.spec.id] = pred
         self._chain(job, pred)
+        self._loosen(job, pred)
         node = pred.placement[0].node
         self.count[node] = self.count.get(node, 0) + 1
         out.append(Queue(job.spec.id, job.attempt, job.placement, pred.spec.id, self.sched._resume_of(job.spec.id)))
@@ -331,6 +364,7 @@ class Window(WindowPick):
         running, may take another."""
         pred = self.behind.pop(job.spec.id)
         del self.next[pred.spec.id]
+        self._let_go(job)
         chained = self.chained.get(pred.demand)
         if chained is not None and chained.drop(pred.spec.id) and not chained:
             del self.chained[pred.demand]

@@ -9,8 +9,12 @@ running steps take none for now.
   in a slot that already has a step queued (that step's predecessor's end + its
   expected duration + the head's) before the soonest-ending open step is expected to
   end, nothing more is queued for that demand in this pass; the head waits for that
-  slot (it is handed ahead, or started, once the queued step begins). Only with all
-  three known: with no expectations the window queues as it always did.
+  slot (it is handed ahead, or started, once the queued step begins). An unknown end
+  is not soon: when the soonest open step's end is unknown and such a slot's is known,
+  the head waits for that slot too, whatever its own expectation (a short step used to
+  go behind a step with no estimate, on a node that then ran it only when that one
+  ended). With no expectations at all the window queues as it always did (start
+  order); a step stuck so is taken back when cores free elsewhere (fleet.core.windowback).
 - The order of ready steps is kept: a running step is not given a step behind it while
   one of its dependents that waits for it alone (unmet 1) would come before that step
   in the pass's order (priority, then fleet.core.ranks' key) and fits its resources:
@@ -105,16 +109,20 @@ class WindowPick:
         chained.put((end, self._n), pred.spec.id, None)
 
     def _later(self, demand, preds: _Lazy, head: tuple) -> bool:
-        """Whether the head could run in full in a slot of `demand` that has a step queued
-        before the soonest open one is expected to end (all three known)."""
+        """Whether the head is to wait for a slot of `demand` that has a step queued: one
+        whose end is known while the soonest open step's is not (an unknown end is not
+        soon), or one the head could run in full in before that step is expected to end."""
         chained = self.chained.get(demand)
         if not chained:
             return False
+        slot = chained.peek()[0][0]
+        if slot == math.inf:
+            return False
         end = preds.peek()[0][0]
         if end == math.inf:
-            return False
+            return True
         exp = expected_s(self.sched._jobs[head[2]].spec, self.sched.deadline.recorded)
-        return exp is not None and chained.peek()[0][0] + exp <= end
+        return exp is not None and slot + exp <= end
 
     def _overtaken(self, pred, head: tuple) -> bool:
         """Whether a dependent of `pred` waiting for it alone comes before `head` (a

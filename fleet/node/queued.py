@@ -4,8 +4,9 @@ A Launch with ``after`` names a step running here: it is held until that step's
 process is reaped, and started then, before anything else happens in that loop turn
 (the Exited of the one goes out first, then the Started of the other). A launch whose
 ``after`` is not running here (it ended already, or never came: the coordinator ended
-it without launching it) starts at once. A Kill with ``cancel`` of a held launch drops
-it: nothing ran (reported as Dropped).
+it without launching it) starts at once. A Kill with ``cancel`` or ``withdraw`` of a
+held launch drops it: nothing ran (reported as Dropped). A withdrawal that comes after
+the launch has started does nothing: the step runs here (fleet.core.windowback).
 """
 
 from __future__ import annotations

@@ -308,9 +308,14 @@ class Zygote:
 
     def kill(self, msg: P.Kill) -> None:
         """Signal a running step's process group (cancel: stop it, fleet.node.stopping);
-        unknown steps are ignored (they have exited, and their Exited is on its way)."""
-        if msg.cancel and self.queued.drop(msg.step, msg.attempt):  # held: nothing ran
-            self.send(P.Dropped(msg.step, msg.attempt, "cancelled before it started"))
+        unknown steps are ignored (they have exited, and their Exited is on its way).
+        A held launch is dropped by a cancel or a withdrawal; a withdrawal does nothing else
+        (the step started: its Started says so, and it runs)."""
+        if (msg.cancel or msg.withdraw) and self.queued.drop(msg.step, msg.attempt):  # held: nothing ran
+            how = "withdrawn" if msg.withdraw else "cancelled"
+            self.send(P.Dropped(msg.step, msg.attempt, f"{how} before it started"))
+            return
+        if msg.withdraw:
             return
         pid = self.keys.get((msg.step, msg.attempt))
         if pid is not None and msg.cancel:

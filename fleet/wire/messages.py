@@ -275,12 +275,15 @@ class Launch:
 class Kill:
     """coordinator -> agent -> zygote: send ``signal`` to a running step's process group.
     With ``cancel``, ``signal`` is ignored: the step is stopped (SIGTERM, SIGKILL after its
-    grace) and its exit is reported as cancelled, whatever its status."""
+    grace) and its exit is reported as cancelled, whatever its status. With ``withdraw``
+    (a node's window taking a queued launch back, fleet.core.windowback) only a launch
+    still held is dropped (Dropped); one started already is left to run."""
 
     step: str
     attempt: int
     signal: int = 15
     cancel: bool = False
+    withdraw: bool = False
 
 
 @message("shutdown")
@@ -339,7 +342,7 @@ class Exited:
 @message("dropped")
 class Dropped:
     """zygote -> agent -> coordinator: a queued Launch (``after``) was dropped before it
-    started (a Kill with ``cancel``): nothing ran, the attempt was not used."""
+    started (a Kill with ``cancel`` or ``withdraw``): nothing ran, the attempt was not used."""
 
     step: str
     attempt: int

@@ -1,8 +1,8 @@
 """`fleet simulate` with a node window (fleet.core.window), through the real command
 line: the same default as `fleet up` (each node's cores), the same commitments (a step
-handed to a node ahead starts there the moment its predecessor ends, even when another
-node frees first), the predecessor expected to end soonest, and `--window 0` gives the
-window-less figures."""
+handed to a node ahead starts there the moment its predecessor ends, unless cores free
+elsewhere first: then it is taken back), the predecessor expected to end soonest, and
+`--window 0` gives the window-less figures."""
 
 from __future__ import annotations
 
@@ -59,12 +59,14 @@ def test_by_default_simulate_hands_a_step_ahead_behind_the_running_step_expected
     assert simulate(tmp_path, "--window", "0")["makespan_s"] == 10.0
 
 
-def test_a_step_handed_ahead_goes_behind_a_running_step_with_no_expectation_only_last(tmp_path):
-    # "short" has no estimate: it counts as ending last, so "next" is handed to long's node,
-    # where it starts the moment "long" ends even though "short" (1 s in simulate) ended long before.
+def test_a_step_handed_ahead_behind_a_long_step_is_taken_back_when_another_node_frees_first(tmp_path):
+    # "short" has no estimate: it counts as ending last, so "next" is handed to long's node (10 s);
+    # when "short" (1 s in simulate) ends first, "next" is taken back and runs on the free node at
+    # once. It used to start there only when "long" ended, at 10 s.
     suite = SUITE.replace("priority = 2\n    estimate = 1", "priority = 2")
-    st = simulate(tmp_path, suite=suite)["steps"]
-    assert st["next"] == {"node": "node1", "cores": 1, "start_s": 10.0, "end_s": 11.0}
+    out = simulate(tmp_path, suite=suite)
+    assert out["steps"]["next"] == {"node": "node2", "cores": 1, "start_s": 1.0, "end_s": 2.0}
+    assert out["makespan_s"] == 10.0 == simulate(tmp_path, "--window", "0", suite=suite)["makespan_s"]
 
 
 def test_with_window_0_simulate_gives_the_window_less_answer(tmp_path):
@@ -83,18 +85,14 @@ def test_the_summary_in_words_says_the_window(tmp_path):
 
 
 def test_a_step_handed_ahead_that_begins_just_before_the_drain_point_is_interrupted_there(tmp_path):
-    # "long" ends at 5.5 s; "next" (no estimate: it is not held back; simulate gives it 1 s)
-    # is handed ahead behind it ("short" has no estimate: it counts as ending last), begins
-    # then and runs into the drain point at 6 s.
-    suite = (SUITE.replace("estimate = 10", "estimate = 5.5").replace("priority = 3\n    estimate = 1", "priority = 3")
-             .replace("priority = 2\n    estimate = 1", "priority = 2"))
-    out = simulate(tmp_path, "--walltime", "8s", "--drain-before", "2s", suite=suite)
+    # One node: "long" ends at 5.5 s; "next" (no estimate: it is not held back; simulate gives
+    # it 1 s) is handed ahead behind it, begins then and runs into the drain point at 6 s.
+    suite = SUITE.replace("estimate = 10", "estimate = 5.5").replace("priority = 3\n    estimate = 1", "priority = 3")
+    suite = suite[:suite.index('[[steps]]\n    id = "short"')] + suite[suite.index('[[steps]]\n    id = "next"'):]
+    out = simulate(tmp_path, "--walltime", "8s", "--drain-before", "2s", suite=suite, nodes="1")
     assert out["drain_s"] == 6.0
     assert out["steps"]["next"] == {"node": "node1", "cores": 1, "start_s": 5.5, "end_s": 6.0}
     assert out["interrupted"] == {"next": 6.0} and out["not_started"] == []
-    # Without a window "next" ran on the other node long before the drain point.
-    out = simulate(tmp_path, "--walltime", "8s", "--drain-before", "2s", "--window", "0", suite=suite)
-    assert out["interrupted"] == {} and out["steps"]["next"]["end_s"] == 2.0
 
 
 def test_at_the_drain_point_a_step_still_queued_on_its_node_is_dropped_there_never_started(tmp_path):

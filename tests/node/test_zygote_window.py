@@ -71,3 +71,24 @@ def test_a_shutdown_drops_queued_launches_and_leaves_nothing_behind(zygote, tmp_
     assert not [m for m in z.inbox if getattr(m, "step", "") == "b"]
     assert not (tmp_path / "steps" / "b" / "record.json").exists()
     assert_nothing_left([started.pid], [started.pgid])
+
+
+def test_a_withdrawal_drops_a_held_launch_and_leaves_one_already_started_running(zygote, tmp_path):
+    z = zygote()
+    gate, a = gated(tmp_path, "a")
+    z.send(a)
+    z.send(launch(tmp_path, "b", "steps:record", after="a"))
+    assert z.expect(Started).step == "a"
+    z.send(Kill("b", 1, withdraw=True))
+    assert z.expect(Dropped) == Dropped("b", 1, "withdrawn before it started")
+    gate2, c = gated(tmp_path, "c")
+    z.send(c)
+    assert z.expect(Started).step == "c"
+    z.send(Kill("c", 1, withdraw=True))  # started already: it runs on, nothing is said
+    z.send(launch(tmp_path, "d", "steps:record"))
+    assert z.expect(Started).step == "d" and z.exited("d").outcome == "succeeded"
+    gate.touch()
+    gate2.touch()
+    assert {z.exited("a").outcome, z.exited("c").outcome} == {"succeeded"}
+    assert not [m for m in z.inbox if getattr(m, "step", "") == "b"]
+    assert not (tmp_path / "steps" / "b" / "record.json").exists()
