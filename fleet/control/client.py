@@ -164,12 +164,23 @@ def up(run_dir: Path, nodes: int = 1, machine: str = "local", preload: tuple[str
         argv += ["--parent-pid", str(os.getpid())]
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, start_new_session=True)
     logf.close()
+    try:
+        return _until_up(proc, run_dir, name, timeout)
+    except BaseException:
+        # Interrupted (Ctrl-C, or a signal the caller made an exception) while the fleet
+        # came up: nothing it started outlives it, or the fleet comes up later unasked.
+        stop_started(proc)
+        raise
+
+
+def _until_up(proc: subprocess.Popen, run_dir: Path, name: str, timeout: float) -> connection.Connection:
+    """Wait for the coordinator proc to publish its connection file; FleetError if it
+    cannot (it exited, another fleet won the run directory, or `timeout` passed)."""
     deadline = time.monotonic() + timeout
     path = run_dir / name
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise FleetError(f"the coordinator exited with status {proc.returncode} before the fleet was up; "
-                             f"see {run_dir / 'coordinator.log'}:\n" + _tail(run_dir / "coordinator.log"))
+        if proc.poll() is not None and (proc.returncode not in (0, -signal.SIGTERM) or not path.exists()):
+            raise FleetError(_exited(proc, run_dir))
         if path.exists():
             try:
                 conn = connection.read(path)
@@ -189,6 +200,36 @@ def up(run_dir: Path, nodes: int = 1, machine: str = "local", preload: tuple[str
         time.sleep(0.02)
     down(run_dir, pid=proc.pid, name=name)
     raise FleetError(f"the fleet did not come up within {timeout:.0f} s; see {run_dir / 'coordinator.log'}")
+
+
+def _exited(proc: subprocess.Popen, run_dir: Path) -> str:
+    """Why the fleet is not up, its coordinator having exited."""
+    if proc.returncode in (0, -signal.SIGTERM):  # (its teardown's status, or ended waiting for the lease)
+        return f"the fleet was stopped before it was up (fleet down, or SIGTERM to its coordinator pid {proc.pid})"
+    return (f"the coordinator exited with status {proc.returncode} before the fleet was up; "
+            f"see {run_dir / 'coordinator.log'}:\n" + _tail(run_dir / "coordinator.log"))
+
+
+STOP_S = 30.0  # how long a coordinator stopped before it was up is given for its teardown
+
+
+def stop_started(proc: subprocess.Popen, timeout: float = STOP_S) -> None:
+    """Stop a coordinator this process started and wait for it, bounded: SIGTERM to its
+    process group (its teardown stops the agents it launched and gives back the lease;
+    one still waiting for the lease just ends), SIGKILL after `timeout` (its agents
+    then end by their death signal)."""
+    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10.0)):
+        if proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def down(run_dir: Path, pid: int | None = None, timeout: float = 20.0,
