@@ -19,19 +19,37 @@ from fleet.cli_simulate import coordinator_args, reservation_options
 from fleet.control import window_option
 
 EXIT_INVALID = 2
+_ADVERTISE = "fleet.advertise"
+
+
+def _keep_advertise(ctx, param, value):
+    ctx.meta[_ADVERTISE] = value
+    return value
+
+
+def advertise_option(f):
+    """--advertise ADDR (else $FLEET_ADVERTISE): what agents and clients connect to."""
+    return click.option("--advertise", default=None, metavar="ADDR", envvar="FLEET_ADVERTISE",
+                        expose_value=False, callback=_keep_advertise,
+                        show_default="$FLEET_ADVERTISE, else the machine profile's, else this host's address; "
+                                     "127.0.0.1 for a local fleet",
+                        help="the address, host name or network interface (e.g. ib0) agents and clients reach "
+                             "the coordinator at (a local fleet listens there only)")(f)
 
 
 def coordinator_args_of(heartbeat, heartbeat_timeout, stale_after, max_attempts, **end) -> list[str]:
     """The coordinator's command line for the coordinator options given."""
+    advertise = click.get_current_context().meta.get(_ADVERTISE)
     return ["--heartbeat", str(heartbeat), "--timeout", str(heartbeat_timeout),
             "--stale-after", str(stale_after), "--max-attempts", str(max_attempts)] + end_args(**end) \
-        + coordinator_args() + window_option.args()
+        + coordinator_args() + window_option.args() + (["--advertise", advertise] if advertise else [])
 
 
 def coordinator_options(f):
     """The options that govern a coordinator: `fleet up`'s, and `fleet run`'s embedded one."""
     f = end_options(f)  # the allocation's end (fleet.cli_options)
     f = reservation_options(f)
+    f = advertise_option(f)
     f = click.option("--heartbeat-timeout", type=click.FloatRange(min=0.5), default=10.0,
                      help="seconds of silence after which an agent is lost (its steps are retried elsewhere)")(f)
     f = click.option("--heartbeat", type=click.FloatRange(min=0.05), default=1.0,
