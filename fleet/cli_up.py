@@ -139,4 +139,4 @@ def stop_all(run_dir: Path) -> None:
     except FleetError as e:
         raise click.ClickException(str(e))
     if not fleets and not early:
-        click.echo(f"no fleet was up in {run_dir}")
+        click.echo(f"no fleet was up in {run_dir}{starting.foreign_lease(run_dir)}")

@@ -178,7 +178,13 @@ def _until_up(proc: subprocess.Popen, run_dir: Path, name: str, timeout: float) 
     cannot (it exited, another fleet won the run directory, or `timeout` passed)."""
     deadline = time.monotonic() + timeout
     path = run_dir / name
+    look, said = 0.0, False
     while time.monotonic() < deadline:
+        if time.monotonic() >= look:
+            look, wait = time.monotonic() + 0.25, _waiting(run_dir, proc.pid, said)
+            if wait:
+                # Agents start only once the lease is taken: --timeout counts from then (as the coordinator's).
+                said, deadline = True, max(deadline, time.monotonic() + timeout)
         if proc.poll() is not None and (proc.returncode not in (0, -signal.SIGTERM) or not path.exists()):
             raise FleetError(_exited(proc, run_dir))
         if path.exists():
@@ -200,6 +206,18 @@ def _until_up(proc: subprocess.Popen, run_dir: Path, name: str, timeout: float) 
         time.sleep(0.02)
     down(run_dir, pid=proc.pid, name=name)
     raise FleetError(f"the fleet did not come up within {timeout:.0f} s; see {run_dir / 'coordinator.log'}")
+
+
+def _waiting(run_dir: Path, pid: int, said: bool) -> bool:
+    """Whether the coordinator pid waits for another fleet's lease; the first time, say
+    (stderr, one line) whose and until when: a crashed fleet's from another host is
+    waited for until --stale-after."""
+    from fleet.control.lease import waiting_line
+    from fleet.control.starting import waiting_for
+    wait = waiting_for(run_dir, pid)
+    if wait is not None and not said:
+        print(waiting_line(wait, run_dir, time.time()), file=sys.stderr, flush=True)
+    return wait is not None
 
 
 def _exited(proc: subprocess.Popen, run_dir: Path) -> str:

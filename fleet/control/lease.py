@@ -17,6 +17,11 @@ Registering before reading the lease, and creating the lease before listing the
 registrations, make sure that of two fleets starting together at least one sees the
 other.
 
+A fleet that waits longer than NOTE_AFTER_S for a holder that does not share (one on
+another host that crashed is waited for until stale_after) says so: whose lease, when
+it was refreshed and when it will be taken over, in its registration (`waiting`: what
+`fleet up` and `fleet run` tell the user, fleet.control.client) and in its log.
+
 A lease whose holder is provably dead (same host, no such pid) or that was not
 refreshed for stale_after seconds is taken over: the taker first creates
 .fleet/lease.adopt.<generation> exclusively (exactly one fleet takes each generation),
@@ -26,6 +31,7 @@ then replaces the lease with generation + 1, as claims are adopted.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import time
@@ -41,6 +47,17 @@ def _dead(rec: dict) -> bool:
     return holder_dead(rec) or zombie(rec)
 
 LOOK_S = 1.0  # how often a lease holder looks for fleets that want to share (one listing)
+NOTE_AFTER_S = 2 * LOOK_S  # a live holder lets a fleet in within about LOOK_S: longer, and the wait is said
+
+log = logging.getLogger("fleet.control.coordinator")
+
+
+def waiting_line(wait: dict, run_dir: Path | str, now: float) -> str:
+    """One line for the user: the lease a fleet waits for, and when it takes it over."""
+    return (f"fleet: waiting for the lease on {run_dir}, held by pid {wait.get('pid')} on host {wait.get('host')} "
+            f"(last refreshed {max(0.0, now - wait['refreshed']):.0f} s ago): this fleet takes it over in "
+            f"{max(0.0, wait['takeover_at'] - now):.0f} s unless it is refreshed (--stale-after "
+            f"{wait['stale_after']:g}; a smaller --stale-after waits less; fleet down stops this fleet)")
 
 
 class Lease:
@@ -66,6 +83,7 @@ class Lease:
         """Hold the lease, or share the run directory with its live holder (waiting for
         it to say so: about LOOK_S, longer only while its loop is held up)."""
         store.makedirs(self.root)
+        since, noted = time.monotonic(), None
         while True:
             if self._create(1):
                 return
@@ -84,11 +102,26 @@ class Lease:
                     self._held(gen + 1)
                     return
             elif rec.get("shared") and self._registered():
+                if noted is not None:  # waiting no more
+                    store._replace(self._reg_path(), {**self.me, "at": time.time()})
                 self.shared = True
                 return
             elif rec:
                 self._register()
+                if time.monotonic() - since >= NOTE_AFTER_S:
+                    noted = self._note(rec, time.time() - age, noted)
             time.sleep(poll_s)
+
+    def _note(self, rec: dict, refreshed: float, noted: float | None) -> float:
+        """Say, in the registration and the log, whose lease this fleet waits for and
+        when it takes it over (again if the holder refreshed it); when it was refreshed."""
+        if noted is not None and abs(refreshed - noted) < 1.0:
+            return noted
+        wait = {"fleet": rec.get("fleet"), "host": rec.get("host"), "pid": rec.get("pid"), "refreshed": refreshed,
+                "takeover_at": refreshed + self.stale_after, "stale_after": self.stale_after}
+        store._replace(self._reg_path(), {**self.me, "at": time.time(), "waiting": wait})
+        log.warning("%s", waiting_line(wait, self.root.parent, time.time()))
+        return refreshed
 
     def _create(self, gen: int) -> bool:
         if not store._write_new(self.path, {**self.me, "at": time.time(), "generation": gen, "shared": False}):

@@ -35,6 +35,22 @@ class Starting:
                 f"{self.lease.get('host')}; coordinator pid {self.pid}")
 
 
+def foreign_lease(run_dir: Path) -> str:
+    """A word on the run directory's lease when another host's fleet holds it (nothing
+    here can tell whether that one is alive), else ""."""
+    path = Path(run_dir) / ".fleet" / "lease"
+    rec = _read(path)
+    if not rec or rec.get("host") in (None, socket.gethostname()):
+        return ""
+    try:
+        ago = max(0.0, time.time() - path.stat().st_mtime)
+    except OSError:
+        return ""
+    return (f"; its lease is held by pid {rec.get('pid')} on host {rec.get('host')}, last refreshed {ago:.0f} s ago "
+            f"(a fleet there, or one that crashed: the next fleet here takes the lease over once it is "
+            f"--stale-after old)")
+
+
 def _read(path: Path) -> dict:
     try:
         rec = json.loads(path.read_text())
@@ -79,6 +95,23 @@ def coordinators(run_dir: Path, known: set[int] = frozenset()) -> list[Starting]
         if _coordinator_of(pid, run_dir):
             out.append(Starting(pid, holds, lease))
     return out
+
+
+def waiting_for(run_dir: Path, pid: int) -> dict | None:
+    """What the coordinator pid of this host says it waits for (fleet.control.lease,
+    its registration's `waiting`), if it says so."""
+    root = Path(run_dir) / ".fleet" / "fleets"
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return None
+    here = socket.gethostname()
+    for name in names:
+        if name.endswith(".json"):
+            rec = _read(root / name)
+            if rec.get("pid") == pid and rec.get("host") == here and isinstance(rec.get("waiting"), dict):
+                return rec["waiting"]
+    return None
 
 
 def _gone(p: psutil.Process) -> bool:
