@@ -24,8 +24,17 @@ it was refreshed and when it will be taken over, in its registration (`waiting`:
 
 A lease whose holder is provably dead (same host, no such pid) or that was not
 refreshed for stale_after seconds is taken over: the taker first creates
-.fleet/lease.adopt.<generation> exclusively (exactly one fleet takes each generation),
-then replaces the lease with generation + 1, as claims are adopted.
+.fleet/lease.adopt.<generation>.<holder> exclusively, then reads the lease again and,
+finding the same one (holder and generation) still dead or stale, replaces it with
+generation + 1, as claims are adopted; then it removes the adoption file. Exactly one
+fleet takes each lease: another one that read it can create the file only once it is
+removed, so after the lease was replaced, and then finds a lease that is not the one it
+read; it removes the file it made and starts over. (The file is named by the holder too
+because a lease given back starts again at generation 1: files named by the generation
+alone piled up, one a take-over, and the next take-over of a generation-1 lease found
+its file taken and waited forever.) A taker that dies between creating the file and
+removing it leaves it behind: that lease (holder and generation) can then not be taken
+over, as before.
 """
 
 from __future__ import annotations
@@ -91,15 +100,8 @@ class Lease:
             if cur is None:
                 continue  # released a moment ago: try again
             rec, age = cur
-            # (An empty lease for seconds: its holder died while writing it.)
-            if (not rec and age > 5.0) or (rec and (_dead(rec) or age >= self.stale_after)):
-                gen = int(rec.get("generation", 1))
-                if store._write_new(self.root / f"lease.adopt.{gen}",
-                                    {**self.me, "at": time.time(), "from": rec, "stale_s": age,
-                                     "dead": _dead(rec)}):
-                    store._replace(self.path, {**self.me, "at": time.time(), "generation": gen + 1, "shared": False})
-                    self.took_from = rec
-                    self._held(gen + 1)
+            if self._takeable(rec, age):
+                if self._take_over(rec, age):
                     return
             elif rec.get("shared") and self._registered():
                 if noted is not None:  # waiting no more
@@ -122,6 +124,35 @@ class Lease:
         store._replace(self._reg_path(), {**self.me, "at": time.time(), "waiting": wait})
         log.warning("%s", waiting_line(wait, self.root.parent, time.time()))
         return refreshed
+
+    def _takeable(self, rec: dict, age: float) -> bool:
+        """The lease's holder is provably dead, or it was not refreshed for stale_after
+        (an empty lease for seconds: its holder died while writing it)."""
+        return (not rec and age > 5.0) or bool(rec and (_dead(rec) or age >= self.stale_after))
+
+    def _take_over(self, rec: dict, age: float) -> bool:
+        """Take over the dead or stale lease rec (read age seconds after its last
+        refresh): True if this fleet now holds it, False if another fleet takes it or
+        took it (see the module's docstring)."""
+        gen = int(rec.get("generation", 1))
+        adopt = self.root / f"lease.adopt.{gen}.{rec.get('fleet') or 'unnamed'}"
+        dead = _dead(rec)
+        if not store._write_new(adopt, {**self.me, "at": time.time(), "from": rec, "stale_s": age, "dead": dead}):
+            return False
+        try:
+            cur = self._read()
+            if cur is None or not self._takeable(*cur) or \
+                    (cur[0].get("fleet"), cur[0].get("generation")) != (rec.get("fleet"), rec.get("generation")):
+                return False
+            store._replace(self.path, {**self.me, "at": time.time(), "generation": gen + 1, "shared": False})
+        finally:
+            adopt.unlink(missing_ok=True)
+        log.info("took over the run directory's lease (generation %d) of fleet %s, pid %s on host %s: %s", gen,
+                 rec.get("fleet"), rec.get("pid"), rec.get("host"),
+                 "its holder is gone" if dead else f"not refreshed for {age:.0f} s")
+        self.took_from = rec
+        self._held(gen + 1)
+        return True
 
     def _create(self, gen: int) -> bool:
         if not store._write_new(self.path, {**self.me, "at": time.time(), "generation": gen, "shared": False}):

@@ -99,3 +99,35 @@ def test_fleet_run_says_whose_lease_it_waits_for_and_fleet_down_stops_the_waitin
                                    "elsewhere, last refreshed "), r.stdout
     finally:
         kill_group(run)
+
+
+def test_each_crashed_fleets_lease_is_taken_over_at_once_and_no_adoption_file_is_left_though_generations_restart(
+        tmp_path):
+    run_dir = tmp_path / "run"
+
+    def up() -> subprocess.CompletedProcess:
+        return fleet("up", "--local", "--timeout", "30", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
+
+    def up_then_crash() -> int:
+        r = up()
+        assert r.returncode == 0, r.stderr
+        pid = connection.read(run_dir / connection.NAME).pid
+        os.kill(pid, signal.SIGKILL)
+        assert_nothing_left(run_dir)
+        return pid
+
+    up_then_crash()  # a generation-1 lease left by a dead holder: taken over (generation 2) ...
+    assert up().returncode == 0
+    r = fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)  # ... and given back
+    assert r.returncode == 0 and not (run_dir / ".fleet" / "lease").exists(), r.stdout + r.stderr
+    crashed = up_then_crash()  # generation 1 again, its holder dead: taken over at once, as the first one
+    r = up()
+    try:
+        assert r.returncode == 0, r.stderr
+        lease = json.loads((run_dir / ".fleet" / "lease").read_text())
+        assert lease["generation"] == 2
+        assert f"pid {crashed} on host" in (run_dir / "coordinator.log").read_text()
+        assert not list((run_dir / ".fleet").glob("lease.adopt.*"))
+    finally:
+        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
+    assert_nothing_left(run_dir)
