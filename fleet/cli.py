@@ -9,12 +9,12 @@ from pathlib import Path
 
 import click
 
-from fleet.cli_simulate import coordinator_args, reservation_options, simulate_options
-from fleet.control import window_option
+from fleet.cli_simulate import simulate_options
+from fleet.cli_up import coordinator_args_of, coordinator_options, start, stop_all
 from fleet.control.checks import checked_suite, preload_hint
 from fleet.core.problems import SuiteError
 from fleet.core.units import counted
-from fleet.cli_options import MEMORY, drain_margin, end_args, end_options, simulate_end
+from fleet.cli_options import MEMORY, drain_margin, simulate_end
 
 EXIT_INVALID = 2
 
@@ -153,34 +153,6 @@ def _run_dir_for_suite(given: str | None, suite) -> tuple[Path, bool]:
         raise click.ClickException(str(e))
 
 
-def _cannot_use(err) -> None:
-    """A run directory nothing can be written in: one line, exit 2, nothing started."""
-    click.echo(f"fleet: {err}", err=True)
-    sys.exit(EXIT_INVALID)
-
-
-def _coordinator_options(heartbeat, heartbeat_timeout, stale_after, max_attempts, **end) -> list[str]:
-    return ["--heartbeat", str(heartbeat), "--timeout", str(heartbeat_timeout),
-            "--stale-after", str(stale_after), "--max-attempts", str(max_attempts)] + end_args(**end) \
-        + coordinator_args() + window_option.args()
-
-
-def coordinator_options(f):
-    """The options that govern a coordinator: `fleet up`'s, and `fleet run`'s embedded one."""
-    f = end_options(f)  # the allocation's end (fleet.cli_options)
-    f = reservation_options(f)
-    f = click.option("--heartbeat-timeout", type=click.FloatRange(min=0.5), default=10.0,
-                     help="seconds of silence after which an agent is lost (its steps are retried elsewhere)")(f)
-    f = click.option("--heartbeat", type=click.FloatRange(min=0.05), default=1.0,
-                     help="seconds between heartbeats")(f)
-    f = click.option("--max-attempts", type=click.IntRange(0), default=5,
-                     help="attempts of a step's current definition that ended without success (across "
-                          "fleets, since it last succeeded or was forced) before it is stopped (0: no limit)")(f)
-    f = click.option("--stale-after", type=click.FloatRange(min=0), default=600.0,
-                     help="seconds after which another fleet's unrefreshed claim on a step is adopted")(f)
-    return window_option.hold_option(window_option.option(f))
-
-
 @main.command()
 @click.option("--run-dir", type=click.Path(file_okay=False), default=None, show_default=RUN_DIR_DEFAULT,
               help="where the fleet keeps fleet.json, events.jsonl and step directories")
@@ -194,9 +166,9 @@ def coordinator_options(f):
 @coordinator_options
 def up(run_dir, local, machine, nodes, preload, timeout, stale_after, max_attempts, heartbeat, heartbeat_timeout,
        **end):
-    """Start a coordinator and one agent per node; return when all have joined."""
-    import shlex
-    from fleet.control.client import FleetError, RunDirError, up as start
+    """Start a coordinator and one agent per node; return when all have joined.
+    Interrupted before that (Ctrl-C, SIGTERM, SIGHUP), it stops what it started and
+    exits 128 + the signal's number (130 for Ctrl-C)."""
     from fleet.site.profiles import ProfileError, detect, load
     run_dir = _run_dir(run_dir)
     name = "local" if local else (machine or detect())
@@ -204,18 +176,8 @@ def up(run_dir, local, machine, nodes, preload, timeout, stale_after, max_attemp
         profile = load(name)
     except ProfileError as e:
         raise click.ClickException(str(e))
-    try:
-        conn = start(run_dir, nodes=nodes, machine=profile.name,
-                     preload=tuple(m for m in preload.split(",") if m), timeout=timeout,
-                     extra=_coordinator_options(heartbeat, heartbeat_timeout, stale_after, max_attempts, **end))
-    except RunDirError as e:
-        _cannot_use(e)
-    except FleetError as e:
-        raise click.ClickException(str(e))
-    click.echo(f"fleet up on {profile.name}: coordinator pid {conn.pid} on {conn.host}, run dir {run_dir}")
-    if os.environ.get("FLEET_RUN_DIR") != str(run_dir):
-        click.echo(f"fleet run, status and down find it from {run_dir}; from elsewhere: "
-                   f"export FLEET_RUN_DIR={shlex.quote(str(run_dir))}")
+    start(run_dir, profile, nodes, preload, timeout,
+          coordinator_args_of(heartbeat, heartbeat_timeout, stale_after, max_attempts, **end))
 
 
 @main.command()
@@ -223,21 +185,9 @@ def up(run_dir, local, machine, nodes, preload, timeout, stale_after, max_attemp
               help="the fleet's run directory")
 def down(run_dir):
     """Stop the fleet in the run directory (the one `fleet up` started, and any a
-    `fleet run` embedded there): the coordinator, every agent and every step they started."""
-    from fleet.control.api import FleetError, fleets as live_fleets
-    from fleet.wire.connection import NAME
-    run_dir = _run_dir(run_dir)
-    try:
-        fleets = live_fleets(run_dir)
-        if not fleets:
-            click.echo(f"no fleet was up in {run_dir}")
-            return
-        for f in fleets:
-            f.down()
-            what = "" if f.path.name == NAME else f" (a fleet run's embedded fleet, coordinator pid {f.conn.pid})"
-            click.echo(f"fleet down: {run_dir}{what}")
-    except FleetError as e:
-        raise click.ClickException(str(e))
+    `fleet run` embedded there, those still coming up too): the coordinator, every
+    agent and every step they started."""
+    stop_all(_run_dir(run_dir))
 
 
 @main.command()
@@ -331,7 +281,7 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
         click.echo(f"fleet: running on the fleet up in {target} (not the suite's run_dir {s.run_dir})", err=True)
     sys.exit(run_suite(Path(suite).resolve(), s, target, force=force, serial=serial, nodes=nodes,
                        shard=shard, new_generation=new_generation, wait_foreign=not no_wait_foreign,
-                       only=only, with_deps=with_deps, fleet_options=_coordinator_options(heartbeat, heartbeat_timeout, stale_after, max_attempts, **end)))
+                       only=only, with_deps=with_deps, fleet_options=coordinator_args_of(heartbeat, heartbeat_timeout, stale_after, max_attempts, **end)))
 
 
 @main.command()

@@ -175,10 +175,29 @@ def up(run_dir: Path, nodes: int = 1, machine: str = "local", preload: tuple[str
     offset = _size(run_dir / "events.jsonl")  # what this fleet writes comes after
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, start_new_session=True)
     logf.close()
+    try:
+        return _until_up(proc, run_dir, name, timeout, offset)
+    except BaseException:
+        # Interrupted (Ctrl-C, or a signal the caller made an exception) while the fleet
+        # came up: nothing it started outlives it, or the fleet comes up later unasked.
+        stop_started(proc)
+        raise
+
+
+def _until_up(proc: subprocess.Popen, run_dir: Path, name: str, timeout: float,
+              offset: int) -> connection.Connection:
+    """Wait for the coordinator proc to publish its connection file; FleetError if it
+    cannot (it exited, another fleet won the run directory, or `timeout` passed)."""
     deadline = time.monotonic() + timeout
     path = run_dir / name
+    look, said = 0.0, False
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
+        if time.monotonic() >= look:
+            look, wait = time.monotonic() + 0.25, _waiting(run_dir, proc.pid, said)
+            if wait:
+                # Agents start only once the lease is taken: --timeout counts from then (as the coordinator's).
+                said, deadline = True, max(deadline, time.monotonic() + timeout)
+        if proc.poll() is not None and (proc.returncode not in (0, -signal.SIGTERM) or not path.exists()):
             raise _not_up(run_dir, proc, offset)
         if path.exists():
             try:
@@ -208,6 +227,40 @@ def already_up(run_dir: Path, conn: connection.Connection) -> str:
     return (f"a fleet is already up in {run_dir}: {job}coordinator pid {conn.pid} on {conn.host}, up since {since}. "
             f"If it is another job's, it is at work there: use another run directory, or wait for that job; "
             f"stop it (fleet down --run-dir {run_dir}) only if nothing needs it any more")
+
+
+def _waiting(run_dir: Path, pid: int, said: bool) -> bool:
+    """Whether the coordinator pid waits for another fleet's lease; the first time, say
+    (stderr, one line) whose and until when: a crashed fleet's from another host is
+    waited for until --stale-after."""
+    from fleet.control.lease import waiting_line
+    from fleet.control.starting import waiting_for
+    wait = waiting_for(run_dir, pid)
+    if wait is not None and not said:
+        print(waiting_line(wait, run_dir, time.time()), file=sys.stderr, flush=True)
+    return wait is not None
+
+
+STOP_S = 30.0  # how long a coordinator stopped before it was up is given for its teardown
+
+
+def stop_started(proc: subprocess.Popen, timeout: float = STOP_S) -> None:
+    """Stop a coordinator this process started and wait for it, bounded: SIGTERM to its
+    process group (its teardown stops the agents it launched and gives back the lease;
+    one still waiting for the lease just ends), SIGKILL after `timeout` (its agents
+    then end by their death signal)."""
+    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10.0)):
+        if proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def down(run_dir: Path, pid: int | None = None, timeout: float = 20.0,
@@ -298,6 +351,9 @@ def _not_up(run_dir: Path, proc: subprocess.Popen, offset: int) -> FleetError:
     refused = preload_refusals(run_dir / "events.jsonl", offset, proc.pid)
     if refused:
         return PreloadRefused(refused, run_dir / "coordinator.log")
+    if proc.returncode in (0, -signal.SIGTERM):  # (its teardown's status, or ended waiting for the lease)
+        return FleetError(f"the fleet was stopped before it was up (fleet down, or SIGTERM to its coordinator "
+                          f"pid {proc.pid})")
     return FleetError(f"the coordinator exited with status {proc.returncode} before the fleet was up; "
                       f"see {run_dir / 'coordinator.log'}:\n" + _tail(run_dir / "coordinator.log"))
 

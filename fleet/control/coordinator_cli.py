@@ -7,8 +7,12 @@ import argparse
 import logging
 import os
 import signal
+import socket
 import time
 from pathlib import Path
+
+import psutil
+import zmq
 
 from fleet.control.drain import DRAIN_BEFORE_S
 from fleet.control.liveness import report_hold
@@ -29,7 +33,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--nodes", type=int, default=1, help="pretend nodes of a local fleet")
     ap.add_argument("--machine", default="", help="machine profile (default: detected)")
     ap.add_argument("--bind", default="", help="address to listen on (default: 127.0.0.1 locally, all interfaces in a job)")
-    ap.add_argument("--advertise", default="", help="address agents and clients use to reach us")
+    ap.add_argument("--advertise", default=os.environ.get("FLEET_ADVERTISE", ""),
+                    help="address, host name or network interface agents and clients use to reach us "
+                         "(default: $FLEET_ADVERTISE, else the machine profile's, else this host's address)")
     ap.add_argument("--preload", default="")
     ap.add_argument("--heartbeat", type=float, default=1.0)
     ap.add_argument("--timeout", type=float, default=10.0)
@@ -93,21 +99,59 @@ def main(argv: list[str] | None = None) -> int:
              args.timeout, args.stale_after, args.max_attempts or "unlimited",
              "off" if args.no_reservations else f"after {args.reserve_after:g} s", args.reserve_ahead, args.order,
              report_hold(nodes, args.report_hold))
-    bind = args.bind or ("127.0.0.1" if profile.launcher == "local" else "0.0.0.0")
+    try:
+        bind, advertise = addresses(args.bind, args.advertise or profile.advertise, profile.launcher == "local")
+    except ValueError as e:
+        log.error("%s", e)
+        return 2
     # Looked up at call time, through the module: what the coordinator module holds is what runs.
     from fleet.control import coordinator
-    coord = coordinator.Coordinator(run_dir, nodes, launcher_for(profile, run_dir, alloc_nodes),
-                                    bind_host=bind, heartbeat_s=args.heartbeat, timeout_s=args.timeout,
-                                    join_timeout_s=args.join_timeout, preload=preload, profile=profile,
-                                    advertise=args.advertise, stale_after=args.stale_after,
-                                    max_attempts=args.max_attempts, connection_name=args.connection_name,
-                                    window=args.window, report_hold_s=args.report_hold)
+    try:
+        coord = coordinator.Coordinator(run_dir, nodes, launcher_for(profile, run_dir, alloc_nodes),
+                                        bind_host=bind, heartbeat_s=args.heartbeat, timeout_s=args.timeout,
+                                        join_timeout_s=args.join_timeout, preload=preload, profile=profile,
+                                        advertise=advertise, stale_after=args.stale_after,
+                                        max_attempts=args.max_attempts, connection_name=args.connection_name,
+                                        window=args.window, report_hold_s=args.report_hold)
+    except zmq.ZMQError as e:  # (the sockets are bound first, before the lease is taken)
+        log.error("cannot listen on %s: %s%s", bind, e,
+                  f" (is {advertise} an address of this host?)" if advertise and bind == advertise else "")
+        return 2
+    log.info("agents connect to %s, clients to %s (listening on %s)", coord.agent_endpoint, coord.client_endpoint,
+             bind)
     coord.drain.plan(*_end(args))
     # The batch system's warning (#SBATCH --signal=B:USR1@300, passed on by fleet run): drain now.
     signal.signal(signal.SIGUSR1, coord.drain.on_signal)
     coord.sched.reserve_after(None if args.no_reservations else args.reserve_after)
     ahead(ordered(coord.sched, args.order), args.reserve_ahead)
     return coord.serve()
+
+
+def addresses(bind: str, advertise: str, local: bool) -> tuple[str, str]:
+    """Where the coordinator listens and what it advertises (fleet.json, the agents'
+    --connect): `advertise` as given (an address or a host name), a network interface
+    of this host (ib0, hsn0) as its IPv4 address; "" for the bound address, else this
+    host's (fleet.control.transport). A local fleet listens on 127.0.0.1, or only on
+    the address advertised; one in a job on every interface. ValueError for an
+    interface without an IPv4 address."""
+    if advertise:
+        addrs = psutil.net_if_addrs()
+        if advertise in addrs:
+            ipv4 = [a.address for a in addrs[advertise] if a.family == socket.AF_INET]
+            if not ipv4:
+                raise ValueError(f"network interface {advertise} has no IPv4 address to advertise")
+            advertise = ipv4[0]
+    if not bind:
+        bind = ("127.0.0.1" if not advertise else _ipv4(advertise)) if local else "0.0.0.0"
+    return bind, advertise
+
+
+def _ipv4(host: str) -> str:
+    try:
+        return socket.gethostbyname(host)
+    except OSError as e:
+        raise ValueError(f"cannot resolve {host!r} (--advertise, FLEET_ADVERTISE or the profile's advertise): "
+                         f"{e.strerror or e}") from None
 
 
 def _end(args) -> tuple[float | None, float, str]:

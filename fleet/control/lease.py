@@ -17,15 +17,30 @@ Registering before reading the lease, and creating the lease before listing the
 registrations, make sure that of two fleets starting together at least one sees the
 other.
 
+A fleet that waits longer than NOTE_AFTER_S for a holder that does not share (one on
+another host that crashed is waited for until stale_after) says so: whose lease, when
+it was refreshed and when it will be taken over, in its registration (`waiting`: what
+`fleet up` and `fleet run` tell the user, fleet.control.client) and in its log.
+
 A lease whose holder is provably dead (same host, no such pid) or that was not
 refreshed for stale_after seconds is taken over: the taker first creates
-.fleet/lease.adopt.<generation> exclusively (exactly one fleet takes each generation),
-then replaces the lease with generation + 1, as claims are adopted.
+.fleet/lease.adopt.<generation>.<holder> exclusively, then reads the lease again and,
+finding the same one (holder and generation) still dead or stale, replaces it with
+generation + 1, as claims are adopted; then it removes the adoption file. Exactly one
+fleet takes each lease: another one that read it can create the file only once it is
+removed, so after the lease was replaced, and then finds a lease that is not the one it
+read; it removes the file it made and starts over. (The file is named by the holder too
+because a lease given back starts again at generation 1: files named by the generation
+alone piled up, one a take-over, and the next take-over of a generation-1 lease found
+its file taken and waited forever.) A taker that dies between creating the file and
+removing it leaves it behind: that lease (holder and generation) can then not be taken
+over, as before.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import time
@@ -41,6 +56,17 @@ def _dead(rec: dict) -> bool:
     return holder_dead(rec) or zombie(rec)
 
 LOOK_S = 1.0  # how often a lease holder looks for fleets that want to share (one listing)
+NOTE_AFTER_S = 2 * LOOK_S  # a live holder lets a fleet in within about LOOK_S: longer, and the wait is said
+
+log = logging.getLogger("fleet.control.coordinator")
+
+
+def waiting_line(wait: dict, run_dir: Path | str, now: float) -> str:
+    """One line for the user: the lease a fleet waits for, and when it takes it over."""
+    return (f"fleet: waiting for the lease on {run_dir}, held by pid {wait.get('pid')} on host {wait.get('host')} "
+            f"(last refreshed {max(0.0, now - wait['refreshed']):.0f} s ago): this fleet takes it over in "
+            f"{max(0.0, wait['takeover_at'] - now):.0f} s unless it is refreshed (--stale-after "
+            f"{wait['stale_after']:g}; a smaller --stale-after waits less; fleet down stops this fleet)")
 
 
 class Lease:
@@ -66,6 +92,7 @@ class Lease:
         """Hold the lease, or share the run directory with its live holder (waiting for
         it to say so: about LOOK_S, longer only while its loop is held up)."""
         store.makedirs(self.root)
+        since, noted = time.monotonic(), None
         while True:
             if self._create(1):
                 return
@@ -73,22 +100,59 @@ class Lease:
             if cur is None:
                 continue  # released a moment ago: try again
             rec, age = cur
-            # (An empty lease for seconds: its holder died while writing it.)
-            if (not rec and age > 5.0) or (rec and (_dead(rec) or age >= self.stale_after)):
-                gen = int(rec.get("generation", 1))
-                if store._write_new(self.root / f"lease.adopt.{gen}",
-                                    {**self.me, "at": time.time(), "from": rec, "stale_s": age,
-                                     "dead": _dead(rec)}):
-                    store._replace(self.path, {**self.me, "at": time.time(), "generation": gen + 1, "shared": False})
-                    self.took_from = rec
-                    self._held(gen + 1)
+            if self._takeable(rec, age):
+                if self._take_over(rec, age):
                     return
             elif rec.get("shared") and self._registered():
+                if noted is not None:  # waiting no more
+                    store._replace(self._reg_path(), {**self.me, "at": time.time()})
                 self.shared = True
                 return
             elif rec:
                 self._register()
+                if time.monotonic() - since >= NOTE_AFTER_S:
+                    noted = self._note(rec, time.time() - age, noted)
             time.sleep(poll_s)
+
+    def _note(self, rec: dict, refreshed: float, noted: float | None) -> float:
+        """Say, in the registration and the log, whose lease this fleet waits for and
+        when it takes it over (again if the holder refreshed it); when it was refreshed."""
+        if noted is not None and abs(refreshed - noted) < 1.0:
+            return noted
+        wait = {"fleet": rec.get("fleet"), "host": rec.get("host"), "pid": rec.get("pid"), "refreshed": refreshed,
+                "takeover_at": refreshed + self.stale_after, "stale_after": self.stale_after}
+        store._replace(self._reg_path(), {**self.me, "at": time.time(), "waiting": wait})
+        log.warning("%s", waiting_line(wait, self.root.parent, time.time()))
+        return refreshed
+
+    def _takeable(self, rec: dict, age: float) -> bool:
+        """The lease's holder is provably dead, or it was not refreshed for stale_after
+        (an empty lease for seconds: its holder died while writing it)."""
+        return (not rec and age > 5.0) or bool(rec and (_dead(rec) or age >= self.stale_after))
+
+    def _take_over(self, rec: dict, age: float) -> bool:
+        """Take over the dead or stale lease rec (read age seconds after its last
+        refresh): True if this fleet now holds it, False if another fleet takes it or
+        took it (see the module's docstring)."""
+        gen = int(rec.get("generation", 1))
+        adopt = self.root / f"lease.adopt.{gen}.{rec.get('fleet') or 'unnamed'}"
+        dead = _dead(rec)
+        if not store._write_new(adopt, {**self.me, "at": time.time(), "from": rec, "stale_s": age, "dead": dead}):
+            return False
+        try:
+            cur = self._read()
+            if cur is None or not self._takeable(*cur) or \
+                    (cur[0].get("fleet"), cur[0].get("generation")) != (rec.get("fleet"), rec.get("generation")):
+                return False
+            store._replace(self.path, {**self.me, "at": time.time(), "generation": gen + 1, "shared": False})
+        finally:
+            adopt.unlink(missing_ok=True)
+        log.info("took over the run directory's lease (generation %d) of fleet %s, pid %s on host %s: %s", gen,
+                 rec.get("fleet"), rec.get("pid"), rec.get("host"),
+                 "its holder is gone" if dead else f"not refreshed for {age:.0f} s")
+        self.took_from = rec
+        self._held(gen + 1)
+        return True
 
     def _create(self, gen: int) -> bool:
         if not store._write_new(self.path, {**self.me, "at": time.time(), "generation": gen, "shared": False}):

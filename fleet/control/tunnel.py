@@ -23,6 +23,9 @@ class TunnelError(RuntimeError):
     pass
 
 
+_ABSENT = 5  # the remote script's exit status for a connection file that is not there
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -37,14 +40,17 @@ def _ssh_base(login: str, options: list[str]) -> list[str]:
 
 
 def fetch_connection(login: str, path: str, options: list[str], timeout: float = 20.0) -> connection.Connection:
-    """Read a connection file on the far side (its 0600 mode is checked there)."""
-    script = (f"f={shlex.quote(path)}; m=$(stat -c %a \"$f\") || exit 3; "
+    """Read a connection file on the far side (its 0600 mode is checked there);
+    TunnelError saying no fleet is up there if it is not there."""
+    script = (f"f={shlex.quote(path)}; [ -e \"$f\" ] || exit {_ABSENT}; m=$(stat -c %a \"$f\") || exit 3; "
               f"case $m in 600|400) cat \"$f\";; *) echo \"$f has mode $m, not 600\" >&2; exit 4;; esac")
     try:
         p = subprocess.run(_ssh_base(login, options) + [script], capture_output=True, text=True, timeout=timeout,
                            stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         raise TunnelError(f"ssh {login} did not answer within {timeout:.0f} s") from None
+    if p.returncode == _ABSENT:
+        raise TunnelError(f"no fleet is up in {os.path.dirname(path) or '.'} on {login} (no {path} there)")
     if p.returncode != 0:
         raise TunnelError(f"cannot read {path} through ssh {login}: {p.stderr.strip() or f'exit {p.returncode}'}")
     try:

@@ -40,6 +40,7 @@ class Profile:
     held_back_cores: tuple[int, ...] = ()
     agent_flags: tuple[str, ...] = ()
     mpi_flags: tuple[str, ...] = ()
+    advertise: str = ""  # the address, host name or interface (hsn0) agents reach the coordinator at
 
 
 def search_path() -> list[Path]:
@@ -69,7 +70,7 @@ def parse_profile(name: str, path: Path, text: str) -> Profile:
         raise ProfileError(f"{where}: expected exactly one [machine] table, found {sorted(raw) or 'nothing'}")
     m = raw["machine"]
     problems = []
-    known = {"description", "launcher", "mpi", "gpu_var", "held_back_cores", "agent_flags", "mpi_flags"}
+    known = {"description", "launcher", "mpi", "gpu_var", "held_back_cores", "agent_flags", "mpi_flags", "advertise"}
     for k in m:
         if k not in known:
             problems.append(f"{where}: field 'machine.{k}': unknown field")
@@ -92,13 +93,16 @@ def parse_profile(name: str, path: Path, text: str) -> Profile:
     if not isinstance(held, list) or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in held):
         problems.append(f"{where}: field 'machine.held_back_cores': expected a list of core ids, got {held!r}")
         held = []
-    desc = m.get("description", "")
-    if not isinstance(desc, str):
-        problems.append(f"{where}: field 'machine.description': expected a string")
-        desc = ""
-    prof = Profile(name, where, desc, choice("launcher", LAUNCHERS, "local"), choice("mpi", MPI_LAUNCHERS, "hydra"),
-                   choice("gpu_var", GPU_VARS, "CUDA_VISIBLE_DEVICES"), tuple(held),
-                   strings("agent_flags"), strings("mpi_flags"))
+    def string(key):
+        v = m.get(key, "")
+        if not isinstance(v, str):
+            problems.append(f"{where}: field 'machine.{key}': expected a string")
+            return ""
+        return v
+
+    prof = Profile(name, where, string("description"), choice("launcher", LAUNCHERS, "local"),
+                   choice("mpi", MPI_LAUNCHERS, "hydra"), choice("gpu_var", GPU_VARS, "CUDA_VISIBLE_DEVICES"),
+                   tuple(held), strings("agent_flags"), strings("mpi_flags"), string("advertise"))
     if problems:
         raise ProfileError("\n".join(problems))
     return prof

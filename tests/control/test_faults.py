@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import re
 import signal
 import socket
 import statistics
@@ -387,8 +388,10 @@ args = { seconds = 1.5 }
     adopted = [e for e in second if isinstance(e, E.Adopted)]
     assert sorted(e.step for e in adopted) == slow
     assert {e.previous["pid"] for e in adopted} == {coordinator}
-    took = json.loads((run_dir / ".fleet" / "lease.adopt.1").read_text())
-    assert took["from"]["pid"] == coordinator and took["dead"] is True
+    log = (run_dir / "coordinator.log").read_text()
+    assert re.search(rf"took over the run directory's lease \(generation 1\) of fleet \S+, pid {coordinator} "
+                     r"on host \S+: its holder is gone", log), log
+    assert not list((run_dir / ".fleet").glob("lease.adopt.*"))  # removed once taken: none pile up
     assert_each_ran_once(run_dir, quick + slow)
     assert_audit_clean(run_dir, tmp_path, quick + slow)
     assert_nothing_left(run_dir)

@@ -602,6 +602,14 @@ def test_status_ssh_refuses_a_remote_connection_file_that_others_can_read(idle_f
     assert "Traceback" not in r.stderr
 
 
+def test_status_ssh_where_no_fleet_is_up_on_the_login_node_says_so(idle_fleet, sshd, tmp_path):
+    login, options, log, home = sshd
+    r = fleet("status", "--run-dir", "elsewhere", "--ssh", login, "--ssh-option", options[0], cwd=tmp_path,
+              timeout=90)
+    assert r.returncode == 1
+    assert r.stderr == f"Error: no fleet is up in elsewhere on {login} (no elsewhere/fleet.json there)\n", r.stderr
+
+
 def test_status_ssh_to_a_login_that_refuses_us_fails_clearly_and_leaves_no_ssh_behind(idle_fleet, sshd, tmp_path):
     base, run_dir, conn = idle_fleet
     login, options, log, home = sshd

@@ -476,6 +476,7 @@ def test_a_profile_with_a_bad_launcher_is_an_error_naming_the_file_field_and_cho
     ('agent_flags = "--exclusive"', "machine.agent_flags", "expected a list of strings"),
     ('mpi_flags = [1]', "machine.mpi_flags", "expected a list of strings"),
     ('description = 3', "machine.description", "expected a string"),
+    ('advertise = ["hsn0"]', "machine.advertise", "expected a string"),
 ])
 def test_each_malformed_profile_field_is_named_with_its_file(tmp_path, monkeypatch, body, field, says):
     d = machines(tmp_path, monkeypatch, m=f"[machine]\n{body}\n")

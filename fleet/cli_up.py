@@ -1,0 +1,143 @@
+"""`fleet up` and `fleet down` beside fleet/cli.py: the options that govern a coordinator
+(`fleet up`'s, and `fleet run`'s embedded fleet's), starting a fleet so that an
+interrupted start leaves nothing behind, and stopping every fleet of a run directory,
+those still coming up too."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+import sys
+from pathlib import Path
+
+import click
+
+from fleet.cli_options import end_args, end_options
+from fleet.cli_simulate import coordinator_args, reservation_options
+from fleet.control import window_option
+
+EXIT_INVALID = 2
+_ADVERTISE = "fleet.advertise"
+
+
+def _keep_advertise(ctx, param, value):
+    ctx.meta[_ADVERTISE] = value
+    return value
+
+
+def advertise_option(f):
+    """--advertise ADDR (else $FLEET_ADVERTISE): what agents and clients connect to."""
+    return click.option("--advertise", default=None, metavar="ADDR", envvar="FLEET_ADVERTISE",
+                        expose_value=False, callback=_keep_advertise,
+                        show_default="$FLEET_ADVERTISE, else the machine profile's, else this host's address; "
+                                     "127.0.0.1 for a local fleet",
+                        help="the address, host name or network interface (e.g. ib0) agents and clients reach "
+                             "the coordinator at (a local fleet listens there only)")(f)
+
+
+def coordinator_args_of(heartbeat, heartbeat_timeout, stale_after, max_attempts, **end) -> list[str]:
+    """The coordinator's command line for the coordinator options given."""
+    advertise = click.get_current_context().meta.get(_ADVERTISE)
+    return ["--heartbeat", str(heartbeat), "--timeout", str(heartbeat_timeout),
+            "--stale-after", str(stale_after), "--max-attempts", str(max_attempts)] + end_args(**end) \
+        + coordinator_args() + window_option.args() + (["--advertise", advertise] if advertise else [])
+
+
+def coordinator_options(f):
+    """The options that govern a coordinator: `fleet up`'s, and `fleet run`'s embedded one."""
+    f = end_options(f)  # the allocation's end (fleet.cli_options)
+    f = reservation_options(f)
+    f = advertise_option(f)
+    f = click.option("--heartbeat-timeout", type=click.FloatRange(min=0.5), default=10.0,
+                     help="seconds of silence after which an agent is lost (its steps are retried elsewhere)")(f)
+    f = click.option("--heartbeat", type=click.FloatRange(min=0.05), default=1.0,
+                     help="seconds between heartbeats")(f)
+    f = click.option("--max-attempts", type=click.IntRange(0), default=5,
+                     help="attempts of a step's current definition that ended without success (across "
+                          "fleets, since it last succeeded or was forced) before it is stopped (0: no limit)")(f)
+    f = click.option("--stale-after", type=click.FloatRange(min=0), default=600.0,
+                     help="seconds after which another fleet's unrefreshed claim on a step (or lease on the "
+                          "run directory) is adopted")(f)
+    return window_option.hold_option(window_option.option(f))
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT, SIGTERM or SIGHUP while a fleet was starting."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def interruptible(saying: str):
+    """SIGINT, SIGTERM and SIGHUP raise Interrupted, the first of them only (after
+    `saying` and the signal's name on stderr, at once): later ones are ignored, so the
+    clean-up the first one began (stopping what was started, with a deadline) is not
+    cut short. A signal this process was started ignoring (nohup's SIGHUP) stays ignored."""
+    got: list[int] = []
+
+    def handler(signum, frame):
+        if not got:
+            got.append(signum)
+            # (os.write: a buffered stream may be in the middle of a write of its own)
+            os.write(2, f"\n{saying} ({signal.Signals(signum).name})\n".encode())
+            raise Interrupted(signum)
+
+    old = {}
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) != signal.SIG_IGN:
+            old[sig] = signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
+
+
+def start(run_dir: Path, profile, nodes: int, preload: str, timeout: float, extra: list[str]) -> None:
+    """`fleet up`: start the fleet and say where it is. Interrupted before it is up, it
+    stops what it started (fleet.control.client.up) and exits 128 + the signal's number
+    (130 for Ctrl-C)."""
+    from fleet.control.client import FleetError, RunDirError, up
+    try:
+        with interruptible(f"fleet up: interrupted; stopping the fleet it was starting in {run_dir}"):
+            conn = up(run_dir, nodes=nodes, machine=profile.name, preload=tuple(m for m in preload.split(",") if m),
+                      timeout=timeout, extra=extra)
+    except RunDirError as e:
+        click.echo(f"fleet: {e}", err=True)
+        sys.exit(EXIT_INVALID)
+    except FleetError as e:
+        raise click.ClickException(str(e))
+    except KeyboardInterrupt as e:
+        click.echo("fleet up: the fleet it was starting is stopped", err=True)
+        sys.exit(128 + (e.signum if isinstance(e, Interrupted) else signal.SIGINT))
+    click.echo(f"fleet up on {profile.name}: coordinator pid {conn.pid} on {conn.host}, run dir {run_dir}")
+    if os.environ.get("FLEET_RUN_DIR") != str(run_dir):
+        click.echo(f"fleet run, status and down find it from {run_dir}; from elsewhere: "
+                   f"export FLEET_RUN_DIR={shlex.quote(str(run_dir))}")
+
+
+def stop_all(run_dir: Path) -> None:
+    """`fleet down`: every fleet of run_dir. Those with no connection file yet (coming
+    up, or waiting for the lease: fleet.control.starting) first: a fleet up that is
+    stopped gives its lease back, and one of them would take it."""
+    from fleet.control import starting
+    from fleet.control.api import FleetError, fleets as live_fleets
+    from fleet.wire.connection import NAME
+    try:
+        fleets = live_fleets(run_dir)
+        early = starting.coordinators(run_dir, {f.conn.pid for f in fleets})
+        for s in early:
+            starting.stop(s.pid)
+            click.echo(f"fleet down: {run_dir} ({s.describe()})")
+        for f in fleets:
+            f.down()
+            what = "" if f.path.name == NAME else f" (a fleet run's embedded fleet, coordinator pid {f.conn.pid})"
+            click.echo(f"fleet down: {run_dir}{what}")
+    except FleetError as e:
+        raise click.ClickException(str(e))
+    if not fleets and not early:
+        click.echo(f"no fleet was up in {run_dir}{starting.foreign_lease(run_dir)}")
