@@ -214,7 +214,7 @@ class Window(WindowPick, WindowBack):
             return
         if self.taking or self.held:
             self._fill(out)
-        if self.loose:  # queued steps stuck while their cores are free elsewhere (fleet.core.windowback)
+        if self.queued_of:  # queued steps stuck while their cores are free elsewhere (fleet.core.windowback)
             self._recall(out)
 
     def _fill(self, out: list) -> None:

@@ -16,7 +16,9 @@ Bounds, so that this stays cheap at 10,000 nodes and cannot go back and forth:
   cores (and GPUs) hold steps of it, and only where the pool can place one now
   (Pool.fits); a pass with no free core costs nothing;
 - the queued steps that may be taken back are a heap per demand (`_Lazy`), keyed by
-  their predecessor's expected end, so a pass pops what it takes back, not a scan;
+  their predecessor's expected end, so a pass pops what it takes back, not a scan; the
+  heaps are kept only from the first pass that could take one back (a run's tail) until
+  nothing is queued: before, a queued step costs a count per demand;
 - a step taken back once is not taken back again, nor queued again behind a running
   step whose end is unknown (it waits in the ready set for free cores instead).
 """
@@ -47,22 +49,41 @@ class WindowBack:
         self.recalled: dict[str, str] = {}  # taken back, the node's answer still to come -> why
         self.recalling: dict = {}  # demand -> how many of it are in `recalled`
         self.once: set[str] = set()  # taken back: not again, nor behind an unknown end
+        self.kept: set[str] = set()  # queued again after being taken back: never taken back
+        self.queued_of: dict = {}  # demand -> how many steps of it are queued
+        # `loose` is kept only from the first pass that finds cores of a queued demand free
+        # with no ready step of it (the tail of a run), until nothing is queued: before,
+        # a step queued costs a count, not a heap entry (the million-step benchmark's path).
+        self.tracking = False
 
     def _loosen(self, job, pred) -> None:
         """`job` was queued behind `pred`: it may be taken back (unless it was once)."""
         sid = job.spec.id
+        self.queued_of[job.demand] = self.queued_of.get(job.demand, 0) + 1
         if sid in self.once:
             self.once.discard(sid)
+            self.kept.add(sid)
             return
+        if self.tracking:
+            self._put(job, pred)
+
+    def _put(self, job, pred) -> None:
         loose = self.loose.get(job.demand)
         if loose is None:
             loose = self.loose[job.demand] = _Lazy()
         self._n += 1
-        loose.put((-self.ends.get(pred.spec.id, math.inf), self._n), sid, job)
+        loose.put((-self.ends.get(pred.spec.id, math.inf), self._n), job.spec.id, job)
 
     def _let_go(self, job) -> None:
         """`job` is no longer queued (it began, or left the window)."""
         sid = job.spec.id
+        left = self.queued_of[job.demand] - 1
+        if left:
+            self.queued_of[job.demand] = left
+        else:
+            del self.queued_of[job.demand]
+        if self.kept:
+            self.kept.discard(sid)
         loose = self.loose.get(job.demand) if self.loose else None
         if loose is not None and loose.drop(sid) and not loose:
             del self.loose[job.demand]
@@ -72,6 +93,16 @@ class WindowBack:
                 self.recalling[job.demand] = left
             else:
                 del self.recalling[job.demand]
+        if self.tracking and not self.queued_of:
+            self.tracking = False
+            self.loose.clear()
+
+    def _track(self) -> None:
+        """Begin keeping `loose`: every queued step that may be taken back, in queue order."""
+        self.tracking = True
+        for sid, pred in self.behind.items():
+            if sid not in self.kept:
+                self._put(self.next[pred.spec.id], pred)
 
     def _behind_ok(self, job, pred) -> bool:
         """Whether `job` may be queued behind `pred`: expected to end before the drain
@@ -89,6 +120,10 @@ class WindowBack:
         pool = sched.pool
         if not pool.free_cores:
             return
+        if not self.tracking:
+            if not any((d,) not in sched._classes and pool.fits(d) for d in self.queued_of):
+                return
+            self._track()
         for demand in list(self.loose):
             if (demand,) in sched._classes or not pool.fits(demand):
                 continue  # its ready steps come first (the pass had no room for them), or no room
