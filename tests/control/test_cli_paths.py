@@ -9,29 +9,15 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import psutil
 import pytest
 
 import rawpeer as R
-from fleetharness import env as fleet_env, fleet, records, spawn, tagged, wait_for
+from fleetharness import fleet, records, spawn, tagged, wait_for
 
 from fleet.wire import events as E
-
-
-def fleet_with(*args: str, cwd: Path, extra_env: dict, timeout: float = 90.0) -> subprocess.CompletedProcess:
-    """`fleet ARGS` with more environment (FLEET_RUN_DIR), in its own process group."""
-    p = subprocess.Popen([sys.executable, "-m", "fleet", *args], cwd=cwd, env={**fleet_env(), **extra_env},
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        out, err = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        out, err = p.communicate()
-        raise AssertionError(f"fleet {' '.join(args)} timed out\nstdout:\n{out}\nstderr:\n{err}")
-    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
 
 
 def kill_group(p: subprocess.Popen) -> None:
@@ -79,17 +65,17 @@ def test_with_FLEET_RUN_DIR_up_run_status_and_down_all_use_it_from_any_directory
     elsewhere.mkdir()
     suite = two_steps(tmp_path / "s.toml", "runs/pair")
     env = {"FLEET_RUN_DIR": str(run_dir)}
-    r = fleet_with("up", "--local", "--nodes", "2", cwd=tmp_path, extra_env=env)
+    r = fleet("up", "--local", "--nodes", "2", cwd=tmp_path, environ=env)
     assert r.returncode == 0, r.stdout + r.stderr
     try:
         assert f"run dir {run_dir}" in r.stdout and "export FLEET_RUN_DIR" not in r.stdout, r.stdout  # set: no hint
-        r = fleet_with("run", str(suite), cwd=elsewhere, extra_env=env, timeout=120)
+        r = fleet("run", str(suite), cwd=elsewhere, environ=env, timeout=120)
         assert r.returncode == 0 and "embedded" not in r.stderr, r.stdout + r.stderr
         assert sorted(started_steps(run_dir)) == ["a", "b"]
-        r = fleet_with("status", "--json", cwd=elsewhere, extra_env=env)
+        r = fleet("status", "--json", cwd=elsewhere, environ=env)
         assert r.returncode == 0 and json.loads(r.stdout)["run_dir"] == str(run_dir), r.stdout + r.stderr
     finally:
-        r = fleet_with("down", cwd=elsewhere, extra_env=env)
+        r = fleet("down", cwd=elsewhere, environ=env)
     assert r.stdout.strip() == f"fleet down: {run_dir}", r.stdout + r.stderr
     assert not (tmp_path / "runs").exists() and not (elsewhere / "fleet.json").exists()
     R.assert_gone(run_dir)

@@ -4,17 +4,13 @@ a network interface is advertised as its IPv4 address. Real fleets, real process
 
 from __future__ import annotations
 
-import os
-import signal
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import psutil
 import pytest
 
-from fleetharness import assert_nothing_left, env, fleet, records, write_suite
+from fleetharness import assert_nothing_left, fleet, records, write_suite
 
 from fleet.control.coordinator_cli import addresses
 from fleet.wire import connection
@@ -28,19 +24,6 @@ def interface() -> tuple[str, str]:
              for a in addrs if a.family == socket.AF_INET]
     others = [f for f in found if not f[1].startswith("127.")]
     return (others or found)[0]
-
-
-def fleet_env(*args: str, cwd: Path, extra: dict, timeout: float = 90.0) -> subprocess.CompletedProcess:
-    """`fleet ARGS` with more environment, in its own process group, killed on timeout."""
-    p = subprocess.Popen([sys.executable, "-m", "fleet", *args], cwd=cwd, env={**env(), **extra},
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        out, err = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        out, err = p.communicate()
-        raise AssertionError(f"fleet {' '.join(args)} timed out\nstdout:\n{out}\nstderr:\n{err}")
-    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
 
 
 def pair(path: Path, run_dir: Path) -> Path:
@@ -81,7 +64,7 @@ def test_a_network_interface_from_the_environment_or_the_machine_profile_is_adve
     (machines / "site.toml").write_text(f'[machine]\nlauncher = "local"\nadvertise = "{name}"\n')
     extra = {"FLEET_ADVERTISE": name} if where == "FLEET_ADVERTISE" else {"FLEET_MACHINES": str(machines)}
     machine = ["--local"] if where == "FLEET_ADVERTISE" else ["--machine", "site"]
-    r = fleet_env("up", *machine, "--run-dir", str(run_dir), cwd=tmp_path, extra=extra)
+    r = fleet("up", *machine, "--run-dir", str(run_dir), cwd=tmp_path, environ=extra)
     try:
         assert r.returncode == 0, r.stderr
         assert_up_at(run_dir, address, 1)

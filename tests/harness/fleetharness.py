@@ -26,15 +26,18 @@ def env() -> dict:
     return e
 
 
-def fleet(*args: str, cwd: Path, timeout: float = 90.0, check: bool = False) -> subprocess.CompletedProcess:
-    """Run `fleet ARGS` to completion in its own process group; kill the group on timeout."""
-    return python("-m", "fleet", *args, cwd=cwd, timeout=timeout, check=check)
+def fleet(*args: str, cwd: Path, timeout: float = 90.0, check: bool = False,
+          environ: dict | None = None) -> subprocess.CompletedProcess:
+    """Run `fleet ARGS` to completion in its own process group; kill the group on timeout
+    (`environ`: more environment)."""
+    return python("-m", "fleet", *args, cwd=cwd, timeout=timeout, check=check, environ=environ)
 
 
-def python(*args: str, cwd: Path, timeout: float = 90.0, check: bool = False) -> subprocess.CompletedProcess:
-    """Run `python ARGS` (this interpreter, the tests' environment) to completion in its
-    own process group; kill the group on timeout."""
-    p = subprocess.Popen([sys.executable, *args], cwd=cwd, env=env(),
+def python(*args: str, cwd: Path, timeout: float = 90.0, check: bool = False,
+           environ: dict | None = None) -> subprocess.CompletedProcess:
+    """Run `python ARGS` (this interpreter, the tests' environment and `environ`) to
+    completion in its own process group; kill the group on timeout."""
+    p = subprocess.Popen([sys.executable, *args], cwd=cwd, env={**env(), **(environ or {})},
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         out, err = p.communicate(timeout=timeout)
