@@ -26,6 +26,16 @@ def env() -> dict:
     return e
 
 
+def fleet_command(bindir: Path) -> Path:
+    """A `fleet` in bindir that is this test's interpreter's (`-m fleet`), for scripts that
+    call `fleet` from PATH (job scripts: a Slurm job inherits PATH); bindir is made."""
+    bindir.mkdir(parents=True, exist_ok=True)
+    cmd = bindir / "fleet"
+    cmd.write_text(f'#!/bin/sh\nexec {sys.executable} -m fleet "$@"\n')
+    cmd.chmod(0o755)
+    return cmd
+
+
 def fleet(*args: str, cwd: Path, timeout: float = 90.0, check: bool = False,
           environ: dict | None = None) -> subprocess.CompletedProcess:
     """Run `fleet ARGS` to completion in its own process group; kill the group on timeout

@@ -21,7 +21,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import textwrap
 import time
 import uuid
@@ -31,7 +30,7 @@ import psutil
 import pytest
 
 from cluster import TERMINAL_STATES, _job_fields, _run, requires_slurm
-from fleetharness import REPO, assert_nothing_left, env, events, living, wait_for
+from fleetharness import REPO, assert_nothing_left, env, events, fleet_command, living, wait_for
 
 from fleet.wire import records
 
@@ -53,10 +52,7 @@ class Chain:
         self.out = work / "job1.out"
         self.bash: subprocess.Popen | None = None
         bindir = work / "bin"
-        bindir.mkdir()
-        # `fleet` on PATH is this test's interpreter (the Slurm job inherits PATH: --export=ALL).
-        (bindir / "fleet").write_text(f'#!/bin/sh\nexec {sys.executable} -m fleet "$@"\n')
-        (bindir / "fleet").chmod(0o755)
+        fleet_command(bindir)  # `fleet` on PATH is this test's interpreter (the Slurm job inherits PATH)
         # sleepy writes down the job it runs in and sleeps in the first (until the drain stops it).
         self.suite.write_text(textwrap.dedent(f"""
             [suite]

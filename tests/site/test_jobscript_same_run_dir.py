@@ -17,7 +17,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import textwrap
 import uuid
 from pathlib import Path
@@ -26,7 +25,7 @@ import psutil
 import pytest
 
 from cluster import TERMINAL_STATES, _job_fields, _run, slurm_available
-from fleetharness import REPO, assert_nothing_left, env, events, wait_for
+from fleetharness import REPO, assert_nothing_left, env, events, fleet_command, wait_for
 
 from fleet.wire import records
 
@@ -43,9 +42,7 @@ class Jobs:
         self.name = f"fleet-samedir-test-{uuid.uuid4().hex[:10]}"
         self.bash: list[subprocess.Popen] = []
         bindir = work / "bin"
-        bindir.mkdir()
-        (bindir / "fleet").write_text(f'#!/bin/sh\nexec {sys.executable} -m fleet "$@"\n')
-        (bindir / "fleet").chmod(0o755)
+        fleet_command(bindir)  # `fleet` on PATH is this test's interpreter (the Slurm job inherits PATH)
         # The step writes down the job it runs in, then waits (bounded) for the test's word.
         wait = f'timeout 120 sh -c "until [ -e {self.go} ]; do sleep 0.1; done"'
         self.suite.write_text(textwrap.dedent(f"""
