@@ -178,3 +178,12 @@ def oom_chain(ctx):
                       "adj": int((proc / "oom_score_adj").read_text())})
         pid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
     Path(ctx.workdir, "oom.json").write_text(json.dumps(chain))
+
+
+def wait_for_file(ctx):
+    """Wait (polling) until args.path exists, at most args.timeout s (then fail)."""
+    deadline = time.monotonic() + float(ctx.args.get("timeout", 60))
+    while not os.path.exists(ctx.args["path"]):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{ctx.args['path']} did not appear")
+        time.sleep(0.05)

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import zmq
 
-from fleet.control import (cancelling, drain, early, eventlines, heap, launching, nodemarkers, outcomes, preloads,
-                           recording, reports, store, turns, turntrace)
+from fleet.control import (cancelling, drain, early, eventlines, heap, jobend, launching, nodemarkers, outcomes,
+                           preloads, recording, reports, store, turns, turntrace)
 from fleet.control.claims import Claims
 from fleet.control.intake import Intake
 from fleet.control.liveness import Liveness, report_hold, scaled
@@ -94,6 +94,7 @@ class Coordinator:
         self.ended_why: dict[str, str] = {}  # step -> how its last attempt ended, for its retry line
         self.interrupted: set[str] = set()   # steps stopped by this fleet's own stop (not attempts)
         self.drain = drain.Drain(self)  # the allocation's end (fleet.control.drain)
+        self.orphan = jobend.Orphan(self)  # every agent gone for good (fleet.control.jobend)
         turntrace.install(self)  # FLEET_TURN_TRACE: the slow loop turns, part by part
 
     # What tools and tests reach for by name (the parts own them).
@@ -267,9 +268,7 @@ class Coordinator:
         elif isinstance(msg, P.MarkersWritten):
             self.markers.written(agent.node, msg)
         elif isinstance(msg, P.Ok) and msg.what == "bye":  # unasked (the fleet going on): its node is lost
-            if self.liveness.left(agent, now, asked=self.stopping or not self.sched.pool.has(agent.node)):
-                self._feed(NodeLost(agent.node, f"the agent on {agent.node} stopped on its own"), now)
-            self.markers.gone(agent.node)
+            jobend.bye(self, agent, msg.signal, now)  # (a signal: the job ends, fleet.control.jobend)
         else:
             self.transport.warn(f"unexpected:{type(msg).__name__}",
                                 f"dropped an unexpected {type(msg).__name__} from an agent")
@@ -307,7 +306,8 @@ class Coordinator:
         now = time.time()
         for node in self.liveness.beat(now, judge=emptied):
             self.markers.gone(node)
-            self._feed(NodeLost(node, "agent missed heartbeats"), now)
+            jobend.lost(self, node, "agent missed heartbeats", now)
+        self.orphan.tick(now)  # no agent left, none to come: the fleet stops (fleet.control.jobend)
         self._settle_preloads(now)  # lost nodes are not waited for; nor anyone past the time
 
     def _tend_claims(self) -> None:

@@ -14,7 +14,9 @@ running step (SIGTERM, SIGKILL after its grace); each exit is recorded interrupt
 (not an attempt: coordinator._interrupt), handed back to the scheduler, and its claim
 released, so the next allocation's fleet runs it at once. When none runs any more,
 every step that never started is counted ended, `not_started`, in each submission:
-`fleet run` then exits 3 (the allocation ended before the suite did).
+`fleet run` then exits 3 (the allocation ended before the suite did). A job ended with
+no warning (its agents stopped by the batch system's SIGTERM) drains the same way, at
+once (outside; fleet.control.jobend).
 
 A full run directory drains the same way, with one difference. When a step's set-up
 (its directories, its log: fleet.node.child) fails because the file system is full
@@ -142,12 +144,7 @@ class Drain:
             c._feed(AllocationEnds(self.end, self.drain_at, self.source), now)
         # (A full disk's drain lets the running steps run: at the drain point they stop.)
         if (not self.drained or self.full) and (self.signalled or (self.drain_at is not None and now >= self.drain_at)):
-            self.drained, self.full = True, False
-            self.reason = self.signalled or f"the drain point, {self.end - self.drain_at:g} s before the end"
-            log.warning("draining (%s): stopping %d running steps, starting nothing more", self.reason,
-                        c.sched.running_count())
-            c.events.write(events.Drained(t=now, reason=self.reason, running=c.sched.running_count()))
-            c._feed(DrainNow(self.reason), now)
+            self._drain(self.signalled or f"the drain point, {self.end - self.drain_at:g} s before the end", now)
         if (self.drained and c.sched.deadline.drained and c.sched.running_count() == 0
                 and any(sid not in self.closed_subs for sid in c.submissions.subs)):
             self._close(now)
@@ -159,6 +156,23 @@ class Drain:
             log.warning("nothing left can end before the drain point at %s: the steps left are not started",
                         clock(self.drain_at))
             self._close(now, f"not started: it would not end before the drain point at {clock(self.drain_at)}")
+
+    def _drain(self, reason: str, now: float) -> None:
+        """Drain now: stop the running steps, start nothing more."""
+        c = self.coord
+        self.drained, self.full, self.reason = True, False, reason
+        log.warning("draining (%s): stopping %d running steps, starting nothing more", self.reason,
+                    c.sched.running_count())
+        c.events.write(events.Drained(t=now, reason=self.reason, running=c.sched.running_count()))
+        c._feed(DrainNow(self.reason), now)
+
+    def outside(self, reason: str, now: float) -> None:
+        """The job is ending under the fleet (`reason`: an agent stopped by a signal, or
+        every agent gone for good; fleet.node.jobend): drain now, as at the warning
+        signal, unless a drain for the end is under way. What ends from now on is
+        interrupted, what never started is `not_started`, and `fleet run` exits 3."""
+        if not self.drained or self.full:
+            self._drain(reason, now)
 
     def disk_full(self, node: str, step: str, errno: int, now: float) -> None:
         """A step's set-up on `node` found the run directory's file system full (`errno`,

@@ -86,12 +86,13 @@ def interrupted_exit(now: float, node: str, msg: P.Exited, view, why: str = STOP
         utime=msg.utime, stime=msg.stime, maxrss_kb=msg.maxrss_kb, error=msg.error)
 
 
-def unreported_interrupted(now: float, view) -> events.Exit:
-    """The `exit` record of a step still running when the fleet's agents were gone:
-    interrupted, though its exit never reached the coordinator."""
+def unreported_interrupted(now: float, view, why: str = STOPPED_WITH_FLEET) -> events.Exit:
+    """The `exit` record of a step still running when the fleet's agents were gone
+    (`why`: the fleet went down, or the drain's reason): interrupted, though its exit
+    never reached the coordinator."""
     return events.Exit(t=now, step=view.id, attempt=view.attempt,
                        node=view.placement[0].node if view.placement else None, outcome=S.INTERRUPTED,
-                       reason=STOPPED_WITH_FLEET + "; its agent did not report its end",
+                       reason=why + "; its agent did not report its end",
                        cores=[c for s in view.placement for c in s.cores],
                        gpus=[g for s in view.placement for g in s.gpus],
                        memory=sum(s.memory for s in view.placement))

@@ -55,6 +55,8 @@ def exited(coord, node: str, msg: P.Exited, now: float, view) -> None:
         return
     if msg.disk_full is not None and not coord.stopping:  # its set-up found the disk full: start nothing more
         coord.drain.disk_full(node, msg.step, msg.disk_full, now)
+    if msg.outcome == S.INTERRUPTED and not coord.stopping:  # its agent got a signal: the job ends (node.jobend)
+        coord.drain.outside(f"the batch job is ending (the agent on {node} was stopped by a signal)", now)
     if (coord.stopping or coord.drain.drained) and msg.outcome != S.SUCCEEDED:
         coord._interrupt(node, msg, view, now)
         return

@@ -375,8 +375,9 @@ class Scheduler(Entries, Phases, Outside):
         self._capacity = None
         for job in sorted(victims, key=lambda j: j.seq):
             self._exited(StepExited(job.spec.id, job.attempt, S.LOST, ev.reason), now, out)
-        # Widths stay as decided; a step that can no longer fit anywhere is reported.
-        unfit = self._pending.unfit(self.capacity())  # once per demand (fleet.core.unfit)
+        # Widths stay as decided; a step that can no longer fit anywhere is reported
+        # (not once drained: nothing starts anyway, and the steps left are not_started).
+        unfit = {} if self.deadline.drained else self._pending.unfit(self.capacity())  # once per demand
         if not unfit:
             return
         gone = [j for j in self._jobs.values() if j.state in (S.WAITING, S.READY) and j.demand in unfit]

@@ -5,7 +5,9 @@ the moment a context exists), joins the coordinator with what the node has, rela
 launches and kills to the zygote and exits back, and heartbeats. It never forks a
 step. If the coordinator goes silent past the timeout, or the agent's parent dies,
 or it is told to stop, it stops the zygote (which kills every step's process group),
-kills any group the zygote left, and exits.
+kills any group the zygote left, and exits. Stopped by a signal (the batch system
+ending the job), it relays its steps' failures from then on as interrupted, and says
+the signal in its goodbye (fleet.node.jobend).
 
 A relayed message is forwarded as the bytes that came, once decoding them has checked
 them: the coordinator's Launch, Kill and Preload reach the zygote, and the zygote's
@@ -33,7 +35,7 @@ import subprocess
 import sys
 import time
 
-from fleet.node import child, markers, memlimit, memwatch
+from fleet.node import child, jobend, markers, memlimit, memwatch
 from fleet.node.launcherenv import clean_environment
 from fleet.wire import framing
 from fleet.wire import messages as P
@@ -85,6 +87,8 @@ class Agent:
         self.fence_s = args.fence
         self.last_heard = time.monotonic()
         self.stopping: str | None = None
+        self.outside = ""  # the signal that stopped us (the batch system ending the job: fleet.node.jobend)
+        self.doubts: list[tuple[float, P.Exited, bytes]] = []  # exits held for jobend.DOUBT_S, in time order
         self.memory = memwatch.Enforcer(getattr(args, "memlimit", None) or memlimit.Choice(memlimit.NONE))
         self.hold_s = 0.0  # reports sent at most this often (Welcome.report_hold_s)
         self.held: list[bytes] = []  # the zygote's reports waiting for the hold to pass
@@ -167,14 +171,8 @@ class Agent:
         next_beat = time.monotonic()
         zygote_open = True
         while not self.stopping:
-            now = time.monotonic()
-            due = self.report_due()
-            wait = next_beat - now if due is None else min(next_beat, due) - now
-            if self.markers.pending():  # what it writes is said within markers.HOLD_S (looked at 20 times a second)
-                wait = min(wait, max(self.relayed_at + markers.HOLD_S - now, markers.HOLD_S / 5))
-            sample = self.memory.due_in(now)
             # (rounded up: a wait rounded down to 0 ms would spin until the hold passes)
-            ready = dict(poller.poll(max(0, math.ceil((wait if sample is None else min(wait, sample)) * 1000))))
+            ready = dict(poller.poll(max(0, math.ceil(self._wait(time.monotonic(), next_beat) * 1000))))
             if wake_r in ready:
                 try:
                     while os.read(wake_r, 512):
@@ -194,6 +192,8 @@ class Agent:
                 else:
                     self._from_zygote(data)
             now = time.monotonic()
+            if self.doubts:
+                self._release_doubts(now)
             if self.held:
                 self.report([])  # (sent if the hold has passed)
             self._say_markers(now)
@@ -206,6 +206,18 @@ class Agent:
                     self.to_zygote(P.encode(P.Tick()))
                 next_beat = now + self.heartbeat_s
         return self._stop(zygote_open)
+
+    def _wait(self, now: float, next_beat: float) -> float:
+        """Seconds the loop may wait: until the next beat, or sooner for the reports held,
+        the exits in doubt, the markers' progress or a memory sample."""
+        due = self.report_due()
+        wait = next_beat - now if due is None else min(next_beat, due) - now
+        if self.doubts:
+            wait = min(wait, self.doubts[0][0] - now)
+        if self.markers.pending():  # what it writes is said within markers.HOLD_S (looked at 20 times a second)
+            wait = min(wait, max(self.relayed_at + markers.HOLD_S - now, markers.HOLD_S / 5))
+        sample = self.memory.due_in(now)
+        return wait if sample is None else min(wait, sample)
 
     def _say_markers(self, now: float) -> None:
         """(Each loop turn) the markers' progress where no report will carry it soon: at
@@ -228,7 +240,16 @@ class Agent:
             pass
 
     def _on_signal(self, signum, frame) -> None:
-        self.stopping = f"signal {signal.Signals(signum).name}"
+        self.outside = signal.Signals(signum).name
+        self.stopping = f"signal {self.outside}"
+
+    def _release_doubts(self, now: float) -> None:
+        """Relay the held exits whose doubt is over (jobend.DOUBT_S): interrupted if a
+        signal stopped this agent meanwhile, else as they came."""
+        n = next((i for i, d in enumerate(self.doubts) if d[0] > now), len(self.doubts))
+        due, self.doubts = self.doubts[:n], self.doubts[n:]
+        if due:
+            self.report([jobend.relabel(msg, self.outside) if self.outside else payload for _, msg, payload in due])
 
     def _drain_coordinator(self) -> None:
         relayed: list[bytes] = []  # for the zygote, as they came, in one write
@@ -295,7 +316,14 @@ class Agent:
                 self.pgids.pop((msg.step, msg.attempt), None)
                 self.graces.pop((msg.step, msg.attempt), None)
                 if isinstance(msg, P.Exited):
-                    payload = self.memory.exited(msg, payload)  # out_of_memory, and its peak
+                    judged = self.memory.exited(msg, payload)  # out_of_memory, and its peak
+                    if judged is payload and msg.outcome in jobend.RELABELLED:  # the job's end? (fleet.node.jobend)
+                        if self.outside:
+                            judged = jobend.relabel(msg, self.outside)
+                        elif jobend.doubtful(msg):
+                            self.doubts.append((time.monotonic() + jobend.DOUBT_S, msg, payload))
+                            continue
+                    payload = judged
                 else:
                     self.memory.dropped(msg)
             elif not isinstance(msg, P.Preloaded):
@@ -309,6 +337,7 @@ class Agent:
 
     def _stop(self, zygote_open: bool) -> int:
         self.hold_s = 0.0  # what the steps stopped now report goes at once
+        self._release_doubts(math.inf)
         self.report([])
         longest = max(self.graces.values(), default=0.0)
         grace = longest if self.grace is None else min(self.grace, longest)
@@ -341,7 +370,7 @@ class Agent:
                 pass
         self.memory.close()  # its cgroups removed, now that nothing is left in them
         self.markers.drain(3.0)  # (bounded: what is not said written, the coordinator writes itself)
-        self.send(P.Ok("bye"))  # (with the markers' progress)
+        self.send(P.Ok("bye", signal=self.outside))  # (with the markers' progress)
         self.markers.close()
         self.sock.close(linger=500)
         self.ctx.term()

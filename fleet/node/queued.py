@@ -58,7 +58,10 @@ class Queued:
             del self._after[after]
         return True
 
-    def clear(self) -> None:
-        """Forget every held launch (the zygote stops: none of them starts)."""
+    def clear(self) -> list[tuple[str, int]]:
+        """Forget every held launch (the zygote stops: none of them starts); their
+        (step, attempt), to be reported Dropped."""
+        dropped = list(self._keys)
         self._after.clear()
         self._keys.clear()
+        return dropped

@@ -396,7 +396,8 @@ class Zygote:
         """SIGTERM every step's group, SIGKILL each after its own grace (at most
         ``grace`` s), reap all."""
         self.stop_grace = grace
-        self.queued.clear()  # none of them starts
+        for step, attempt in self.queued.clear():  # none of them starts: nothing ran, no attempt used
+            self.send(P.Dropped(step, attempt, "its node stopped before it started"))
         self.spare.drop()
         self.preloads.drop()
         for step in list(self.steps.values()):

@@ -27,6 +27,9 @@ class Launcher(Protocol):
     def note_failure(self, reason: str) -> None:
         """An agent reported that it could not start."""
 
+    def ended(self) -> bool:
+        """Whether every process it started has exited (no agent can join any more)."""
+
     def stop(self) -> None:
         """Make sure every agent process is gone (after they were asked to shut down)."""
 
@@ -103,6 +106,9 @@ class LocalLauncher:
     def note_failure(self, reason: str) -> None:
         self._failure = self._failure or reason
 
+    def ended(self) -> bool:
+        return all(p.poll() is not None for p in self.procs)
+
     def stop(self) -> None:
         deadline = time.monotonic() + 5.0
         for p in self.procs:
@@ -156,6 +162,9 @@ class _BatchLauncher:
 
     def note_failure(self, reason: str) -> None:
         self._failure = self._failure or reason
+
+    def ended(self) -> bool:
+        return self.proc is None or self.proc.poll() is not None
 
     def stop(self) -> None:
         if self.proc is None:

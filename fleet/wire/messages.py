@@ -318,7 +318,7 @@ class Exited:
     step: str
     attempt: int
     pid: int
-    outcome: str  # "succeeded" | "failed" | "terminated" | "timed_out" | "cancelled" | "out_of_memory"
+    outcome: str  # "succeeded" | "failed" | "terminated" | "timed_out" | "cancelled" | "out_of_memory" | "interrupted" (fleet.node.jobend)
     returncode: int | None
     signal: int | None
     decided_at: float
@@ -515,9 +515,12 @@ class CancelReply:
 
 @message("ok")
 class Ok:
-    """A bare acknowledgement (``what`` says of what)."""
+    """A bare acknowledgement (``what`` says of what). An agent's last word is
+    ``Ok("bye")``; ``signal`` names the signal that stopped it, if one did (the batch
+    system ending the job: fleet.node.jobend)."""
 
     what: str = ""
+    signal: str = ""
 
 
 @message("error")

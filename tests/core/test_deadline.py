@@ -12,7 +12,8 @@ from fleet.core import waits as W
 from fleet.core.deadline import AllocationEnds, DrainNow
 from fleet.core.durations import expected_s, recorded
 from fleet.core.graph import build_graph
-from fleet.core.scheduler import Blocked, Finished, Kill, NodeJoined, Retry, Scheduler, Start, StepExited, Wait
+from fleet.core.scheduler import (Blocked, Finished, Kill, NodeJoined, NodeLost, Retry, Scheduler, Start, StepExited,
+                                  Unrunnable, Wait)
 from fleet.core.scheduler import submission
 from fleet.core.simulate import pretend_nodes, simulate
 
@@ -63,6 +64,17 @@ def test_the_drain_kills_every_running_step_starts_nothing_more_and_their_exits_
     assert sched.state("c") == S.READY and sched.state("d") == S.WAITING
     assert sched.running_count() == 0 and not sched.finished()
     assert sched.handle(DrainNow("again"), 62.0) == []
+
+
+def test_losing_every_node_while_drained_makes_nothing_unrunnable_and_its_running_steps_are_interrupted():
+    # The job ending under the fleet (fleet.control.jobend): its agents go, one by one.
+    sched, out = ended_scheduler(100.0, 60.0, {"id": "a", "retries": 3}, {"id": "b", "cores": 4},
+                                 {"id": "c", "deps": ["b"]})
+    assert [d.step for d in out if isinstance(d, Start)] == ["a"]
+    sched.handle(DrainNow("the batch job is ending"), 10.0)
+    out = sched.handle(NodeLost("n1", "the agent stopped on its own"), 10.5)
+    assert not [d for d in out if isinstance(d, (Unrunnable, Blocked, Retry, Finished, Start))], out
+    assert sched.state("a") == S.INTERRUPTED and sched.state("b") == S.READY and sched.state("c") == S.WAITING
 
 
 def test_a_step_that_succeeds_at_the_drain_point_still_succeeds():

@@ -58,7 +58,7 @@ def test_cancelling_a_queued_launch_drops_it_and_it_never_runs(zygote, tmp_path)
     assert not (tmp_path / "steps" / "b" / "record.json").exists()
 
 
-def test_a_shutdown_drops_queued_launches_and_leaves_nothing_behind(zygote, tmp_path, subreaper):
+def test_a_shutdown_drops_queued_launches_says_so_and_leaves_nothing_behind(zygote, tmp_path, subreaper):
     z = zygote()
     _, a = gated(tmp_path, "a")
     z.send(a)
@@ -68,7 +68,9 @@ def test_a_shutdown_drops_queued_launches_and_leaves_nothing_behind(zygote, tmp_
     ended = z.exited("a")
     assert ended.outcome in ("terminated", "failed")
     assert z.wait() == 0
-    assert not [m for m in z.inbox if getattr(m, "step", "") == "b"]
+    # Said, so the coordinator knows it never ran (a job ending under the fleet: fleet.node.jobend).
+    assert [m for m in z.inbox if getattr(m, "step", "") == "b"] == [
+        Dropped("b", 1, "its node stopped before it started")]
     assert not (tmp_path / "steps" / "b" / "record.json").exists()
     assert_nothing_left([started.pid], [started.pgid])
 

@@ -1,0 +1,80 @@
+"""The coordinator's side of a job ended under the fleet (the node's: fleet.node.jobend).
+
+A cancelled job (scancel, qdel), or one that reaches its time limit with no warning
+signal asked for, gets SIGTERM in every process at about the same moment. The
+coordinator may get it too (then it stops, and what ends meanwhile is interrupted:
+coordinator._interrupt); where the batch system does not track it (Slurm's
+proctrack/linuxproc, with the coordinator started by `fleet up` in the batch step
+and detached) it hears only its agents: their interrupted exits and their goodbyes
+naming the signal. Either of those drains the fleet (Drain.outside): nothing more
+starts, what ends is interrupted (no attempt used), what never started is
+`not_started`, and `fleet run` exits 3, as at the allocation's end.
+
+Two more rules make that hold:
+- A node lost while the fleet drains (its agent said goodbye, or went silent) takes
+  its running steps as interrupted, each recorded ("its agent did not report its end"),
+  not lost: their exits can no longer come, and a lost attempt would count.
+- A fleet whose agents are all gone, with its launcher's processes ended (so none can
+  come back: srun, mpiexec or the local agents exited), stops: drained first, so a
+  `fleet run` following it hears how its suite ended, then down after LINGER_S. Before
+  this rule such a coordinator, detached from the job, outlived it for good.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fleet.control import outcomes
+from fleet.core import states as S
+from fleet.core.decisions import NodeLost
+
+log = logging.getLogger("fleet.control.coordinator")
+
+LINGER_S = 5.0  # from the drain of a fleet with no agent left to its stop: clients hear the end
+
+
+def bye(coord, agent, signal: str, now: float) -> None:
+    """An agent said goodbye (P.Ok "bye"); `signal`: the one that stopped it, if any."""
+    if signal and not coord.stopping:  # before the loss: its steps are interrupted, not lost
+        coord.drain.outside(f"the batch job is ending (the agent on {agent.node} was stopped by {signal})", now)
+    if coord.liveness.left(agent, now, asked=coord.stopping or not coord.sched.pool.has(agent.node)):
+        lost(coord, agent.node, f"the agent on {agent.node} stopped on its own", now)
+    coord.markers.gone(agent.node)
+
+
+def lost(coord, node: str, reason: str, now: float) -> None:
+    """Tell the scheduler `node` is lost; while the fleet drains, its running steps are
+    recorded interrupted first (see the module doc)."""
+    if coord.drain.drained and not coord.stopping:
+        why = coord.drain.why()
+        for v in coord.sched.running_on(node):
+            if v.id in coord.interrupted:  # its exit came (the scheduler hears of it this turn)
+                continue
+            coord.interrupted.add(v.id)
+            rec = outcomes.unreported_interrupted(now, v, why)
+            coord.events.write(rec)
+            coord.submissions.ended(v.id, S.INTERRUPTED, v.attempt, rec.reason, final=True)
+            coord.drain.interrupted(v.id, v.attempt, now)
+    coord._feed(NodeLost(node, reason), now)
+
+
+class Orphan:
+    """Whether the fleet has no agent left and none can come (asked once a heartbeat:
+    `tick`); then it drains, and stops LINGER_S later."""
+
+    def __init__(self, coord):
+        self.coord = coord
+        self.stop_at: float | None = None
+
+    def tick(self, now: float) -> None:
+        c = self.coord
+        if self.stop_at is not None:
+            if now >= self.stop_at:
+                log.error("every agent is gone and none can come back: the fleet stops")
+                c.stopping = True
+            return
+        if not c.ready or c.stopping or c.liveness.any_alive() or not getattr(c.launcher, "ended", bool)():
+            return
+        c.drain.outside("the batch job is ending (every agent is gone, and none can come back: the launcher's "
+                        "processes ended)", now)
+        self.stop_at = now + LINGER_S

@@ -1,0 +1,49 @@
+"""A stop from outside: the batch system ending the job under the fleet.
+
+When a job is cancelled, or reaches its time limit with no warning signal asked for,
+Slurm (or PBS) sends SIGTERM to every process of the job at about the same moment,
+and SIGKILL after its KillWait: the agents, their zygotes and every step. The steps
+then end "failed" (exit status 143: a shell or a program that catches SIGTERM) or
+"terminated" (killed by SIGTERM), which is not how they would have ended: such an end
+is `interrupted` (no attempt used; the next run runs the step again), as at a drain.
+
+The agent knows: it got the same signal. From the moment it did, every exit of its
+steps that is a failure or a termination is relayed as interrupted (:func:`relabel`).
+The batch system signals the processes one by one, so a step may die and be reaped a
+moment before its agent's signal arrives: an exit that looks like that (a SIGTERM,
+SIGHUP or SIGINT the fleet did not send, or the 128 + signal status of a program that
+caught one; :func:`doubtful`) is held for :data:`DOUBT_S` before it is relayed as it
+is, and relabelled if the agent's signal comes meanwhile. Exits the fleet caused
+(timed_out, cancelled) and memory's verdict (out_of_memory) keep their outcome.
+
+The coordinator takes an interrupted exit, or an agent's goodbye naming a signal
+(P.Ok.signal), for the allocation ending: it drains (fleet.control.drain.Drain.outside).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+
+from fleet.wire import messages as P
+
+INTERRUPTED = "interrupted"
+DOUBT_S = 0.5  # how long an exit that may be the job's end waits for the agent's own signal
+RELABELLED = frozenset({"failed", "terminated"})  # exits of a step that the job's end may have caused
+STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGHUP, signal.SIGINT})
+_STOP_STATUSES = frozenset(128 + s for s in STOP_SIGNALS)
+
+
+def doubtful(msg: P.Exited) -> bool:
+    """Whether ``msg`` may be a step the batch system just stopped (see the module doc)."""
+    return msg.outcome in RELABELLED and (msg.signal in STOP_SIGNALS or msg.returncode in _STOP_STATUSES)
+
+
+def relabel(msg: P.Exited, why: str) -> bytes | None:
+    """``msg`` as an interrupted exit (encoded) if the job's end is how it ended
+    (``why``: the signal its agent got); None if it keeps its own outcome."""
+    if msg.outcome not in RELABELLED:
+        return None
+    return P.encode(dataclasses.replace(
+        msg, outcome=INTERRUPTED, error=f"{msg.error or msg.outcome}; its agent got {why} (the job ending: "
+                                        f"no attempt used)"))

@@ -1,0 +1,124 @@
+"""A batch job ended under the fleet with no warning (scancel, a time limit with no
+--signal): the batch system sends SIGTERM to every process of the job, here by hand to
+the agents, zygotes and steps of a real local fleet, but not to the coordinator (as
+Slurm's proctrack/linuxproc misses the one `fleet up` detached). The steps are
+interrupted (no attempt used, nothing final on disk), the queued one is dropped
+unstarted, nothing is lost or unrunnable, `fleet run` exits 3, the coordinator stops
+on its own (no agent can come back), nothing is left, and the next run finishes the
+suite (fleet.node.jobend, fleet.control.jobend). The real Slurm's scancel:
+tests/site/test_slurm_cancel.py."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+from fleetharness import assert_nothing_left, events, finish, fleet, wait_for, write_suite
+from fleetharness import records as event_records
+
+from fleet.wire import events as E
+from fleet.wire import records
+
+HB = ["--heartbeat", "0.2", "--heartbeat-timeout", "5"]
+STEPS = ("shell", "call", "queued", "after")
+
+
+def job_suite(tmp_path: Path) -> tuple[Path, Path]:
+    """Two steps that run until the job ends (a shell that catches SIGTERM and exits 143,
+    a Python call killed by it), one queued behind them, one after the first."""
+    flag = tmp_path / "flag"
+    suite = write_suite(tmp_path / "s.toml", f"""
+[suite]
+name = "jobend"
+[[steps]]
+id = "shell"
+command = "trap 'exit 143' TERM; test -e {flag} || (sleep 120 & wait)"
+[[steps]]
+id = "call"
+call = "fleet_steps:wait_for_file"
+args = {{ path = "{flag}", timeout = 120 }}
+[[steps]]
+id = "queued"
+command = "test -e {flag} || sleep 120"
+[[steps]]
+id = "after"
+command = "true"
+deps = ["shell"]
+""")
+    return suite, flag
+
+
+def signal_like_the_batch_system(run_dir: Path, steps_first_by: float) -> None:
+    """SIGTERM to every step, then (`steps_first_by` s later) to every agent and zygote:
+    the steps' ends reach their agents before the agents' own signal does."""
+    ev = events(run_dir)
+    for e in ev:
+        if e["kind"] == "started":
+            os.killpg(e["pid"], signal.SIGTERM)
+    time.sleep(steps_first_by)
+    for e in ev:
+        if e["kind"] == "node_joined":
+            for pid in (e["pid"], e["zygote_pid"]):
+                os.kill(pid, signal.SIGTERM)
+
+
+def test_a_job_ended_under_the_fleet_interrupts_its_steps_drains_exits_3_stops_the_coordinator_and_the_rerun_finishes(
+        tmp_path, started):
+    run_dir = tmp_path / "run"
+    suite, flag = job_suite(tmp_path)
+    up = fleet("up", "--run-dir", str(run_dir), "--nodes", "2", *HB, cwd=tmp_path, timeout=60)
+    assert up.returncode == 0, up.stdout + up.stderr
+    runner = started("run", str(suite), "--run-dir", str(run_dir))
+    wait_for(lambda: {("started", "shell"), ("started", "call"), ("queued", "queued")}
+             <= {(e["kind"], e.get("step")) for e in events(run_dir)}, 60, "two steps running, one queued")
+    signal_like_the_batch_system(run_dir, steps_first_by=0.1)
+    code, out, err = finish(runner, timeout=60)
+    assert code == 3, out + err
+    assert "the allocation ended before the suite did" in err, err
+    # No agent can come back: the coordinator stops on its own, its connection file goes.
+    wait_for(lambda: not (run_dir / "fleet.json").exists(), 30, "the coordinator to stop")
+    recs = event_records(run_dir)
+    [drained] = [e for e in recs if isinstance(e, E.Drained)]
+    assert drained.reason.startswith("the batch job is ending (the agent on node"), drained
+    exits = {e.step: e for e in recs if isinstance(e, E.Exit)}
+    # The queued step started when `shell` was reaped (its zygote's signal came 0.1 s
+    # later) and was stopped with the rest, or was dropped unstarted; `after` never ran.
+    assert {"call", "shell"} <= set(exits) <= {"call", "shell", "queued"}, exits
+    assert {e.outcome for e in exits.values()} == {"interrupted"}, exits
+    assert exits["shell"].returncode == 143 and exits["call"].signal == signal.SIGTERM, exits
+    assert all("its agent got SIGTERM (the job ending: no attempt used)" in e.reason for e in exits.values())
+    assert ("queued" in exits) == ("queued" in {e.step for e in recs if isinstance(e, E.Start)})
+    assert not [e for e in recs if isinstance(e, (E.Retry, E.Blocked, E.Unrunnable))], recs
+    assert [e.steps for e in recs if isinstance(e, E.NotStarted)] == [len(STEPS) - len(exits)]
+    assert sum(isinstance(e, E.FleetDown) for e in recs) == 1
+    for s in STEPS:
+        assert records.attempts(run_dir, s) == [], s       # nothing counted as an attempt
+        assert records.read_final(run_dir, s) is None, s   # nothing on disk stops a rerun
+    assert_nothing_left(run_dir, tag=str(flag))
+    # The next run finishes the suite, one attempt each (none was used up).
+    flag.touch()
+    r = fleet("run", str(suite), "--run-dir", str(run_dir), "--nodes", "2", "--max-attempts", "1", *HB,
+              cwd=tmp_path, timeout=90)
+    assert r.returncode == 0 and "4 succeeded" in r.stdout, r.stdout + r.stderr
+    for s in STEPS:
+        assert [a["outcome"] for a in records.attempts(run_dir, s)] == ["succeeded"], s
+    assert_nothing_left(run_dir, tag=str(flag))
+
+
+def test_an_idle_fleet_whose_agents_are_signalled_drains_and_its_coordinator_stops_on_its_own(tmp_path):
+    run_dir = tmp_path / "run"
+    up = fleet("up", "--run-dir", str(run_dir), "--nodes", "2", *HB, cwd=tmp_path, timeout=60)
+    assert up.returncode == 0, up.stdout + up.stderr
+    for e in events(run_dir):
+        if e["kind"] == "node_joined":
+            os.kill(e["pid"], signal.SIGTERM)  # the agents alone: their goodbyes say why
+    wait_for(lambda: not (run_dir / "fleet.json").exists(), 30, "the coordinator to stop")
+    recs = event_records(run_dir)
+    [drained] = [e for e in recs if isinstance(e, E.Drained)]
+    assert drained.reason.startswith("the batch job is ending (the agent on node") and \
+        drained.reason.endswith("was stopped by SIGTERM)"), drained
+    assert sorted(e.node for e in recs if isinstance(e, E.NodeLost)) == ["node1", "node2"]
+    assert sum(isinstance(e, E.FleetDown) for e in recs) == 1
+    assert_nothing_left(run_dir)

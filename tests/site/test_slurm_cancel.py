@@ -1,0 +1,139 @@
+"""A real Slurm job cancelled under a running suite (`scancel JOBID`: no warning signal,
+as a time limit with no --signal): Slurm sends SIGTERM to every process of the job it
+tracks (this Slurm's proctrack/linuxproc does not track the coordinator `fleet up`
+detached; a proctrack/cgroup site's would get it too and stop, the same outcome).
+Every running step ends interrupted (no attempt used), the queued one too or dropped
+unstarted, nothing is lost or unrunnable, the coordinator does not outlive the job, and
+the next job finishes the suite (fleet.node.jobend, fleet.control.jobend)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import psutil
+
+from cluster import TERMINAL_STATES, _job_fields, _run, requires_slurm, sbatch_wait
+from fleetharness import REPO, TESTS, assert_nothing_left, events, wait_for
+
+from fleet.wire import records
+
+pytestmark = [requires_slurm]
+
+NAME = "fleet-cancelled"
+RUNNING = ("shell", "call", "c1", "c2")  # two nodes of two cores: these four start at once
+
+
+def _suite(work: Path, flag: Path) -> Path:
+    path = work / "suite.toml"
+    path.write_text(textwrap.dedent(f"""
+        [suite]
+        name = "cancelled"
+        [[steps]]
+        id = "shell"
+        command = "trap 'exit 143' TERM; test -e {flag} || (sleep 120 & wait)"
+        [[steps]]
+        id = "call"
+        call = "fleet_steps:wait_for_file"
+        args = {{ path = "{flag}", timeout = 120 }}
+        [[steps]]
+        id = "c1"
+        command = "test -e {flag} || sleep 120"
+        [[steps]]
+        id = "c2"
+        command = "test -e {flag} || sleep 120"
+        [[steps]]
+        id = "queued"
+        command = "test -e {flag} || sleep 120"
+        [[steps]]
+        id = "after"
+        command = "true"
+        deps = ["shell"]
+        """))
+    return path
+
+
+def _script(work: Path, run_dir: Path, suite: Path, name: str) -> Path:
+    script = work / f"{name}.sh"
+    script.write_text(textwrap.dedent(f"""\
+        #!/bin/bash
+        cd {work}
+        export PYTHONPATH={TESTS}:{REPO}${{PYTHONPATH:+:$PYTHONPATH}}
+        unset FLEET_RUN_DIR FLEET_MACHINE FLEET_MACHINES
+        PY={sys.executable}
+        timeout -k 5 60 $PY -m fleet up --run-dir {run_dir} --timeout 40 --heartbeat 0.5; echo "up $?" >> {name}.rcs
+        timeout -k 5 120 $PY -m fleet run {suite} --run-dir {run_dir}; echo "run $?" >> {name}.rcs
+        timeout -k 5 40 $PY -m fleet down --run-dir {run_dir}; echo "down $?" >> {name}.rcs
+        """))
+    script.chmod(0o755)
+    return script
+
+
+def _coordinators(run_dir: Path) -> list[psutil.Process]:
+    out = []
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = p.info["cmdline"] or []
+        if "fleet.control.coordinator" in cmd and str(run_dir) in cmd:
+            out.append(p)
+    return out
+
+
+def test_a_cancelled_slurm_job_interrupts_its_steps_leaves_no_coordinator_behind_and_the_next_job_finishes(
+        tmp_path):
+    work, run_dir, flag = tmp_path, tmp_path / "run", tmp_path / "flag"
+    suite = _suite(work, flag)
+    first = _script(work, run_dir, suite, "first")
+    p = subprocess.run(["sbatch", "--parsable", "-N", "2", "--ntasks-per-node=2", "-J", NAME,
+                        "-o", str(work / "first.out"), str(first)], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    jobid = p.stdout.strip().split(";")[0]
+    try:
+        wait_for(lambda: {("started", s) for s in RUNNING} | {("queued", "queued")}
+                 <= {(e["kind"], e.get("step")) for e in events(run_dir)}, 90, "four steps running, one queued")
+        code, out = _run(["scancel", jobid], timeout=15)
+        assert code == 0, out
+        wait_for(lambda: (_job_fields(jobid) or {}).get("JobState") in TERMINAL_STATES, 60, "the job to end")
+        # The coordinator, which Slurm did not stop, stops on its own once its agents are gone.
+        wait_for(lambda: not _coordinators(run_dir), 60, "no coordinator left")
+        report = _read(work / "first.out") + _read(run_dir / "coordinator.log")
+        ev = events(run_dir)
+        [drained] = [e for e in ev if e["kind"] == "drained"]
+        assert drained["reason"].startswith("the batch job is ending (the agent on node"), report
+        exits = {e["step"]: e for e in ev if e["kind"] == "exit"}
+        assert set(RUNNING) <= set(exits) <= set(RUNNING) | {"queued"}, (exits, report)
+        assert {e["outcome"] for e in exits.values()} == {"interrupted"}, (exits, report)
+        assert not [e for e in ev if e["kind"] in ("retry", "blocked", "unrunnable")], report
+        [ns] = [e for e in ev if e["kind"] == "not_started"]
+        assert ns["steps"] == 6 - len(exits), (ns, report)
+        for s in (*RUNNING, "queued", "after"):
+            assert records.attempts(run_dir, s) == [], s       # nothing counted as an attempt
+            assert records.read_final(run_dir, s) is None, s   # nothing on disk stops a rerun
+        assert not (run_dir / "fleet.json").exists(), report
+        assert_nothing_left(run_dir, tag=str(flag))
+        # The next job finishes the suite, one attempt each.
+        flag.touch()
+        rc, output = sbatch_wait(_script(work, run_dir, suite, "second"), 180, cwd=work,
+                                 sbatch_args=("-N", "2", "--ntasks-per-node=2", "-J", NAME,
+                                              "-o", str(work / "second.out")))
+        rcs = _read(work / "second.rcs")
+        assert rc == 0 and rcs.split("\n")[:3] == ["up 0", "run 0", "down 0"], (rc, rcs, output)
+        for s in (*RUNNING, "queued", "after"):
+            assert [a["outcome"] for a in records.attempts(run_dir, s)] == ["succeeded"], s
+        assert_nothing_left(run_dir, tag=str(flag))
+    finally:
+        _run(["scancel", "--name", NAME], timeout=15)
+        left = _coordinators(run_dir)
+        for c in left:
+            c.send_signal(signal.SIGTERM)
+        for c in psutil.wait_procs(left, timeout=30)[1]:
+            c.kill()
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError as e:
+        return f"({e})"
