@@ -107,6 +107,30 @@ def test_a_job_ended_under_the_fleet_interrupts_its_steps_drains_exits_3_stops_t
     assert_nothing_left(run_dir, tag=str(flag))
 
 
+def test_a_job_end_that_signals_the_coordinator_too_interrupts_every_step_and_counts_no_attempt(tmp_path, started):
+    # As under proctrack/cgroup, which tracks the coordinator `fleet up` detached.
+    run_dir = tmp_path / "run"
+    suite, flag = job_suite(tmp_path)
+    up = fleet("up", "--run-dir", str(run_dir), "--nodes", "2", *HB, cwd=tmp_path, timeout=60)
+    assert up.returncode == 0, up.stdout + up.stderr
+    runner = started("run", str(suite), "--run-dir", str(run_dir))
+    wait_for(lambda: {("started", "shell"), ("started", "call")} <= {(e["kind"], e.get("step")) for e in events(run_dir)},
+             60, "two steps running")
+    [coordinator] = [e["pid"] for e in events(run_dir) if e["kind"] == "fleet_starting"]
+    signal_like_the_batch_system(run_dir, steps_first_by=0.1)
+    os.kill(coordinator, signal.SIGTERM)
+    code, out, err = finish(runner, timeout=60)
+    assert code in (1, 3), out + err  # the fleet went down (or drained first): no verdict on the suite
+    wait_for(lambda: not (run_dir / "fleet.json").exists(), 30, "the coordinator to stop")
+    recs = event_records(run_dir)
+    exits = {e.step: e for e in recs if isinstance(e, E.Exit)}
+    assert {"call", "shell"} <= set(exits) and {e.outcome for e in exits.values()} == {"interrupted"}, exits
+    assert not [e for e in recs if isinstance(e, (E.Retry, E.Blocked, E.Unrunnable))], recs
+    for s in STEPS:
+        assert records.attempts(run_dir, s) == [] and records.read_final(run_dir, s) is None, s
+    assert_nothing_left(run_dir, tag=str(flag))
+
+
 def test_an_idle_fleet_whose_agents_are_signalled_drains_and_its_coordinator_stops_on_its_own(tmp_path):
     run_dir = tmp_path / "run"
     up = fleet("up", "--run-dir", str(run_dir), "--nodes", "2", *HB, cwd=tmp_path, timeout=60)
