@@ -201,7 +201,7 @@ class Agent:
             if now - self.last_heard > self.timeout_s:
                 self.stopping = f"no word from the coordinator for {now - self.last_heard:.1f} s"
             if now >= next_beat:
-                self.send(P.Heartbeat(self.node, memory_used=memwatch.node_used()))
+                self.send(P.Heartbeat(self.node, memory_used=memwatch.node_used(getattr(self.args, "memory", 0))))
                 if zygote_open:
                     self.to_zygote(P.encode(P.Tick()))
                 next_beat = now + self.heartbeat_s

@@ -175,10 +175,13 @@ def _private(pids: list[int]) -> int:
     return total
 
 
-def node_used() -> int:
-    """Bytes in use on this node (total less available: one read of /proc/meminfo)."""
+def node_used(offered: int = 0) -> int:
+    """Bytes in use on this node (total less available: one read of /proc/meminfo). An
+    agent offering ``offered`` bytes of a larger machine (a local fleet's pretend node:
+    they share it) says its share of that: the machine's use times offered / total."""
     vm = psutil.virtual_memory()
-    return int(vm.total - vm.available)
+    used = vm.total - vm.available
+    return int(used * offered / vm.total) if 0 < offered < vm.total else int(used)
 
 
 def _oom(msg: P.Exited, peak: int | None, limit: int, how: str) -> P.Exited:

@@ -117,3 +117,23 @@ def test_a_node_needs_attention_when_lost_out_of_the_pool_quiet_or_short_of_memo
     t = got["nodes_summary"]
     assert (t["nodes"], t["alive"], t["lost"], t["not_in_pool"], t["cores"]) == (41, 39, 1, 1, 156)
     assert got["nodes_attention"] == 5 and got["nodes_shown"] == "attention"
+
+
+def test_the_pretend_nodes_of_a_local_fleet_each_say_their_share_of_the_machines_memory_in_use(tmp_path):
+    # Two pretend nodes share this machine: each said the whole machine's use before, so
+    # a laptop using half its memory showed both nodes "memory nearly full".
+    import psutil
+    run_dir = tmp_path / "run"
+    fleet("up", "--run-dir", str(run_dir), "--nodes", "2", "--heartbeat", "0.2", cwd=tmp_path, check=True, timeout=90)
+    try:
+        def rows():
+            st = json.loads(status(tmp_path, run_dir, "--json"))
+            return st["nodes"] if all(n.get("memory_used", -1) >= 0 for n in st["nodes"]) else None
+        nodes = wait_for(rows, 30, "both nodes' heartbeats")
+        vm = psutil.virtual_memory()
+        share = (vm.total - vm.available) / vm.total
+        for n in nodes:
+            # (memory in use moves between the agent's read and this one: a loose bound)
+            assert n["memory_used"] == pytest.approx(share * n["memory"], rel=0.25, abs=256 << 20), (n, share)
+    finally:
+        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
