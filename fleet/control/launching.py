@@ -56,13 +56,14 @@ def write_start(log, now: float, d, adopted) -> None:
         log.write_encoded((eventlines.start(log.fleet, now, d),))
 
 
-def recorded(log, d, now: float) -> bool:
-    """Record a Begin (the step runs now: its `start` record) or an Unqueued; True if
-    `d` was one of them (nothing else is done for it)."""
+def recorded(log, d, now: float, taken_back: dict) -> bool:
+    """Record a Begin (the step runs now: its `start` record) or an Unqueued (noted in
+    `taken_back`, the recorder's); True if `d` was one of them (nothing else is done for it)."""
     if isinstance(d, Begin):
         log.write_encoded((eventlines.start(log.fleet, now, d),))
     elif isinstance(d, Unqueued):
         log.write(events.Unqueued(t=now, step=d.step, attempt=d.attempt, reason=d.reason))
+        taken_back[d.step] = d.attempt
     else:
         return False
     return True

@@ -73,6 +73,9 @@ class Recorder:
         # Steps started here without a claim: their directories are this fleet's doing,
         # so a later submission's finding them is no reason to claim them.
         self.ran: set[str] = set()
+        # Queued steps taken back from their node (a node window's Unqueued), by attempt:
+        # that attempt's start is journaled already; started elsewhere, it is not again.
+        self.taken_back: dict[str, int] = {}
         self._held: tuple | None = None  # (step, attempt record) of a success, for its done line
         self._steps = f"{self.run_dir}/steps/"  # a marker's path as text: records.fleet_dir's, without a Path
         # `fleet run` hears a submission finished only once its outcomes are on disk.
@@ -145,6 +148,8 @@ class Recorder:
                 self.base[d.step] = n
             if n - self.base.get(d.step, 0) >= limit:
                 return store.Claim(store.Claim.STOPPED, attempts.stopped(n - self.base.get(d.step, 0), limit))
+        if self.taken_back and self.taken_back.pop(d.step, None) == d.attempt:
+            return _OURS  # (journaled when it was first handed to a node)
         store.flying(self.run_dir, spec, d.attempt, gen, key)
         self.ran.add(d.step)
         self.journal.start(d.step, d.attempt, gen)

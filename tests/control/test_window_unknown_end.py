@@ -6,7 +6,11 @@ Shown from the recorded timestamps (events.jsonl)."""
 
 from __future__ import annotations
 
+import json
+
 from fleetharness import assert_nothing_left, events, fleet, write_suite
+
+from fleet.wire import records
 
 
 def suite(tag: str, *steps: str) -> str:
@@ -63,4 +67,9 @@ def test_a_step_queued_behind_one_with_no_estimate_is_taken_back_when_the_other_
     assert 0 <= started["q"]["at"] - exits["mid"]["ended_at"] < 0.5, (exits["mid"], started["q"])
     assert exits["q"]["ended_at"] < exits["long"]["ended_at"] - 2  # it did not wait for long
     assert (exits["q"]["outcome"], exits["q"]["attempt"]) == ("succeeded", 1)
+    # Its attempt is journaled started once, when first handed to a node (twice before).
+    lines = [json.loads(raw) for p in sorted((tmp_path / "run" / records.JOURNALS).glob("*.jsonl"))
+             for raw in p.read_text().splitlines() if raw.strip()]
+    starts = [tuple(s[:2]) for x in lines if x["k"] == "starts" for s in x["s"]]
+    assert sorted(starts) == [("long", 1), ("mid", 1), ("q", 1)], starts
     assert_nothing_left(tmp_path / "run", tag)
