@@ -267,8 +267,8 @@ class Coordinator:
             self._settle_preloads(now)
         elif isinstance(msg, P.MarkersWritten):
             self.markers.written(agent.node, msg)
-        elif isinstance(msg, P.Ok) and msg.what == "bye":  # unasked (the fleet going on): its node is lost
-            jobend.bye(self, agent, msg.signal, now)  # (a signal: the job ends, fleet.control.jobend)
+        elif isinstance(msg, P.Ok) and msg.what in ("bye", "warned"):  # unasked: its node is lost, or it was warned
+            jobend.said(self, agent, msg, now)  # (a signal: the job ends, fleet.control.jobend)
         else:
             self.transport.warn(f"unexpected:{type(msg).__name__}",
                                 f"dropped an unexpected {type(msg).__name__} from an agent")

@@ -255,6 +255,10 @@ class Drain:
                     continue
                 outcome = S.INTERRUPTED if st == S.INTERRUPTED else NOT_STARTED
                 n += outcome == NOT_STARTED
+                if outcome == S.INTERRUPTED and sid not in c.interrupted:  # (its node lost as it began)
+                    c.interrupted.add(sid)
+                    from fleet.control.outcomes import unreported_interrupted
+                    c.events.write(unreported_interrupted(now, c.sched.view(sid), self.why()))
                 sub.finished.append([sid, outcome, 0, self.why() if outcome == S.INTERRUPTED else reason])
                 sub.remaining -= 1
         c.events.write(events.NotStarted(t=now, steps=n, held=c.sched.deadline.held))

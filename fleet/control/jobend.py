@@ -33,6 +33,17 @@ log = logging.getLogger("fleet.control.coordinator")
 LINGER_S = 5.0  # from the drain of a fleet with no agent left to its stop: clients hear the end
 
 
+def said(coord, agent, msg, now: float) -> None:
+    """An agent's word of its own (a P.Ok): "warned", the batch system's warning signal
+    reached it (fleet.node.jobend): drain now; or "bye", it stopped."""
+    if msg.what == "warned":
+        if not coord.stopping:
+            coord.drain.outside(f"the batch system's warning signal ({msg.signal}) reached the agent on "
+                                f"{agent.node}", now)
+        return
+    bye(coord, agent, msg.signal, now)
+
+
 def bye(coord, agent, signal: str, now: float) -> None:
     """An agent said goodbye (P.Ok "bye"); `signal`: the one that stopped it, if any."""
     if signal and not coord.stopping:  # before the loss: its steps are interrupted, not lost

@@ -88,6 +88,7 @@ class Agent:
         self.last_heard = time.monotonic()
         self.stopping: str | None = None
         self.outside = ""  # the signal that stopped us (the batch system ending the job: fleet.node.jobend)
+        self.warned = ""  # the batch system's warning signal, until said to the coordinator
         self.doubts: list[tuple[float, P.Exited, bytes]] = []  # exits held for jobend.DOUBT_S, in time order
         self.memory = memwatch.Enforcer(getattr(args, "memlimit", None) or memlimit.Choice(memlimit.NONE))
         self.hold_s = 0.0  # reports sent at most this often (Welcome.report_hold_s)
@@ -157,6 +158,8 @@ class Agent:
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
         signal.signal(signal.SIGHUP, self._on_signal)
+        for sig in jobend.WARNING_SIGNALS:
+            signal.signal(sig, self._on_warning)
         # A signal (SIGTERM when the coordinator dies) must end the wait at once, not at
         # the next heartbeat: it writes to this pipe, which the poller watches.
         wake_r, wake_w = os.pipe()
@@ -178,7 +181,10 @@ class Agent:
                     while os.read(wake_r, 512):
                         pass
                 except BlockingIOError:
-                    pass  # drained; the handler has set self.stopping
+                    pass  # drained; the handler has set self.stopping (or self.warned)
+                if self.warned:  # before the exits it may have caused (fleet.node.jobend)
+                    self.send(P.Ok("warned", signal=self.warned))
+                    self.warned = ""
             if self.markers.wake_r in ready:
                 self._markers_written()
             if self.sock in ready:
@@ -242,6 +248,9 @@ class Agent:
     def _on_signal(self, signum, frame) -> None:
         self.outside = signal.Signals(signum).name
         self.stopping = f"signal {self.outside}"
+
+    def _on_warning(self, signum, frame) -> None:
+        self.warned = signal.Signals(signum).name
 
     def _release_doubts(self, now: float) -> None:
         """Relay the held exits whose doubt is over (jobend.DOUBT_S): interrupted if a

@@ -18,6 +18,12 @@ is, and relabelled if the agent's signal comes meanwhile. Exits the fleet caused
 
 The coordinator takes an interrupted exit, or an agent's goodbye naming a signal
 (P.Ok.signal), for the allocation ending: it drains (fleet.control.drain.Drain.outside).
+
+Slurm's warning signal asked for without ``B:`` (``--signal=USR1@300``) goes to every
+process of the job's steps, not to the batch shell: the agent and its zygote take SIGUSR1
+and SIGUSR2 (they would die of them), the agent says so at once (``P.Ok("warned")``) and
+the coordinator drains, as at the warning the job script passes on. The steps it killed
+are held as above, so the drain comes first and they end interrupted.
 """
 
 from __future__ import annotations
@@ -31,12 +37,16 @@ INTERRUPTED = "interrupted"
 DOUBT_S = 0.5  # how long an exit that may be the job's end waits for the agent's own signal
 RELABELLED = frozenset({"failed", "terminated"})  # exits of a step that the job's end may have caused
 STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGHUP, signal.SIGINT})
-_STOP_STATUSES = frozenset(128 + s for s in STOP_SIGNALS)
+# The batch system's warning, where it reaches every process of the job's steps (Slurm's
+# --signal=USR1@300 without B:): the agent and zygote live on and the fleet drains.
+WARNING_SIGNALS = frozenset({signal.SIGUSR1, signal.SIGUSR2})
+_DOUBTED = STOP_SIGNALS | WARNING_SIGNALS
+_STATUSES = frozenset(128 + s for s in _DOUBTED)
 
 
 def doubtful(msg: P.Exited) -> bool:
     """Whether ``msg`` may be a step the batch system just stopped (see the module doc)."""
-    return msg.outcome in RELABELLED and (msg.signal in STOP_SIGNALS or msg.returncode in _STOP_STATUSES)
+    return msg.outcome in RELABELLED and (msg.signal in _DOUBTED or msg.returncode in _STATUSES)
 
 
 def relabel(msg: P.Exited, why: str) -> bytes | None:

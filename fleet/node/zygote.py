@@ -120,6 +120,8 @@ class Zygote:
         signal.set_wakeup_fd(self.wake_w, warn_on_full_buffer=False)
         signal.signal(signal.SIGCHLD, self._on_child)
         signal.signal(signal.SIGINT, self._on_signal)  # the agent decides, not ^C
+        for sig in (signal.SIGUSR1, signal.SIGUSR2):  # a --signal without B: reaches us too (node.jobend)
+            signal.signal(sig, self._on_signal)
         signal.signal(signal.SIGTERM, self._on_stop)
         signal.signal(signal.SIGHUP, self._on_stop)
 
@@ -349,6 +351,8 @@ class Zygote:
         for msg, payload in self.queued.due(step.launch.step):
             if self.stop_grace is None:
                 self.launch(msg, payload)
+            else:  # stopping: it never starts, and the coordinator hears so
+                self.send(P.Dropped(msg.step, msg.attempt, "its node stopped before it started"))
 
     # -- the loop ---------------------------------------------------------------
 

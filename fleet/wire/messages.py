@@ -517,7 +517,8 @@ class CancelReply:
 class Ok:
     """A bare acknowledgement (``what`` says of what). An agent's last word is
     ``Ok("bye")``; ``signal`` names the signal that stopped it, if one did (the batch
-    system ending the job: fleet.node.jobend)."""
+    system ending the job: fleet.node.jobend). ``Ok("warned", signal=...)``: the batch
+    system's warning signal reached the agent (the coordinator drains)."""
 
     what: str = ""
     signal: str = ""

@@ -34,7 +34,7 @@ def job_suite(tmp_path: Path) -> tuple[Path, Path]:
 name = "jobend"
 [[steps]]
 id = "shell"
-command = "trap 'exit 143' TERM; test -e {flag} || (sleep 120 & wait)"
+command = "trap 'exit 143' TERM; test -e {flag} || (sleep 120 & wait $!)"
 [[steps]]
 id = "call"
 call = "fleet_steps:wait_for_file"

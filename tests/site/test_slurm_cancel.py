@@ -4,7 +4,9 @@ tracks (this Slurm's proctrack/linuxproc does not track the coordinator `fleet u
 detached; a proctrack/cgroup site's would get it too and stop, the same outcome).
 Every running step ends interrupted (no attempt used), the queued one too or dropped
 unstarted, nothing is lost or unrunnable, the coordinator does not outlive the job, and
-the next job finishes the suite (fleet.node.jobend, fleet.control.jobend)."""
+the next job finishes the suite (fleet.node.jobend, fleet.control.jobend). Slurm's
+warning signal sent to every step (`--signal=USR1@300` without B:) drains the fleet as
+the one the job script passes on does."""
 
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ def _suite(work: Path, flag: Path) -> Path:
         name = "cancelled"
         [[steps]]
         id = "shell"
-        command = "trap 'exit 143' TERM; test -e {flag} || (sleep 120 & wait)"
+        command = "trap 'exit 143' TERM; test -e {flag} || (sleep 120 & wait $!)"
         [[steps]]
         id = "call"
         call = "fleet_steps:wait_for_file"
@@ -122,6 +124,45 @@ def test_a_cancelled_slurm_job_interrupts_its_steps_leaves_no_coordinator_behind
         assert rc == 0 and rcs.split("\n")[:3] == ["up 0", "run 0", "down 0"], (rc, rcs, output)
         for s in (*RUNNING, "queued", "after"):
             assert [a["outcome"] for a in records.attempts(run_dir, s)] == ["succeeded"], s
+        assert_nothing_left(run_dir, tag=str(flag))
+    finally:
+        _run(["scancel", "--name", NAME], timeout=15)
+        left = _coordinators(run_dir)
+        for c in left:
+            c.send_signal(signal.SIGTERM)
+        for c in psutil.wait_procs(left, timeout=30)[1]:
+            c.kill()
+
+
+def test_slurms_warning_signal_to_every_step_not_the_batch_shell_drains_the_fleet_and_fleet_run_exits_3(tmp_path):
+    # `#SBATCH --signal=USR1@300` without B: signals every process of the job's steps
+    # (the agents, zygotes and steps), not the batch shell: as `scancel --signal=USR1`.
+    work, run_dir, flag = tmp_path, tmp_path / "run", tmp_path / "flag"
+    suite = _suite(work, flag)
+    p = subprocess.run(["sbatch", "--parsable", "-N", "2", "--ntasks-per-node=2", "-J", NAME,
+                        "-o", str(work / "first.out"), str(_script(work, run_dir, suite, "first"))],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    jobid = p.stdout.strip().split(";")[0]
+    try:
+        wait_for(lambda: {("started", s) for s in RUNNING} <= {(e["kind"], e.get("step")) for e in events(run_dir)},
+                 90, "four steps running")
+        code, out = _run(["scancel", "--signal=USR1", jobid], timeout=15)
+        assert code == 0, out
+        # The script goes on: fleet run exits 3, fleet down stops the fleet, the job ends.
+        wait_for(lambda: (_job_fields(jobid) or {}).get("JobState") in TERMINAL_STATES, 90, "the job to end")
+        rcs = _read(work / "first.rcs")
+        report = rcs + _read(work / "first.out") + _read(run_dir / "coordinator.log")
+        assert rcs.split("\n")[:3] == ["up 0", "run 3", "down 0"], report
+        ev = events(run_dir)
+        [drained] = [e for e in ev if e["kind"] == "drained"]
+        assert drained["reason"].startswith("the batch system's warning signal (SIGUSR1) reached the agent on node"), \
+            report
+        assert not [e for e in ev if e["kind"] == "node_lost"], report  # the agents lived on until fleet down
+        exits = {e["step"]: e for e in ev if e["kind"] == "exit"}
+        assert set(RUNNING) <= set(exits) and {e["outcome"] for e in exits.values()} == {"interrupted"}, report
+        for s in (*RUNNING, "queued", "after"):
+            assert records.attempts(run_dir, s) == [] and records.read_final(run_dir, s) is None, s
         assert_nothing_left(run_dir, tag=str(flag))
     finally:
         _run(["scancel", "--name", NAME], timeout=15)
