@@ -77,6 +77,8 @@ def reported(coord, node: str, msg, now: float) -> bool:
         return coord.early.hold(coord.sched, node, msg, now)
     if not isinstance(msg, P.Dropped):
         return False
+    if msg.stopped and (coord.stopping or not coord.drain.drained):
+        return True  # its node stops: the loss (or the teardown) puts it back, not this report
     try:
         view = coord.sched.view(msg.step)
     except KeyError:

@@ -352,7 +352,7 @@ class Zygote:
             if self.stop_grace is None:
                 self.launch(msg, payload)
             else:  # stopping: it never starts, and the coordinator hears so
-                self.send(P.Dropped(msg.step, msg.attempt, "its node stopped before it started"))
+                self.send(P.Dropped(msg.step, msg.attempt, "its node stopped before it started", stopped=True))
 
     # -- the loop ---------------------------------------------------------------
 
@@ -401,7 +401,7 @@ class Zygote:
         ``grace`` s), reap all."""
         self.stop_grace = grace
         for step, attempt in self.queued.clear():  # none of them starts: nothing ran, no attempt used
-            self.send(P.Dropped(step, attempt, "its node stopped before it started"))
+            self.send(P.Dropped(step, attempt, "its node stopped before it started", stopped=True))
         self.spare.drop()
         self.preloads.drop()
         for step in list(self.steps.values()):

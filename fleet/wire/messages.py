@@ -347,6 +347,9 @@ class Dropped:
     step: str
     attempt: int
     reason: str = ""
+    # Dropped because the zygote stops (not asked): the step goes back to the ready ones
+    # with its node's loss, or is not started at a drain (fleet.node.jobend).
+    stopped: bool = False
 
 
 @message("preload")

@@ -146,3 +146,25 @@ def test_an_idle_fleet_whose_agents_are_signalled_drains_and_its_coordinator_sto
     assert sorted(e.node for e in recs if isinstance(e, E.NodeLost)) == ["node1", "node2"]
     assert sum(isinstance(e, E.FleetDown) for e in recs) == 1
     assert_nothing_left(run_dir)
+
+
+def test_fleet_down_with_a_step_queued_on_a_node_leaves_it_to_the_next_run_not_cancelled(tmp_path, started):
+    # Its zygote drops it as it stops and says so (Dropped, stopped): that is no verdict on the step.
+    run_dir = tmp_path / "run"
+    suite, flag = job_suite(tmp_path)
+    up = fleet("up", "--run-dir", str(run_dir), "--nodes", "2", *HB, cwd=tmp_path, timeout=60)
+    assert up.returncode == 0, up.stdout + up.stderr
+    runner = started("run", str(suite), "--run-dir", str(run_dir))
+    wait_for(lambda: {("started", "shell"), ("started", "call"), ("queued", "queued")}
+             <= {(e["kind"], e.get("step")) for e in events(run_dir)}, 60, "two steps running, one queued")
+    down = fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
+    assert down.returncode == 0, down.stdout + down.stderr
+    finish(runner, timeout=60)
+    recs = event_records(run_dir)
+    assert "queued" not in {e.step for e in recs if isinstance(e, E.Exit)}, recs
+    assert not [e for e in recs if isinstance(e, (E.Retry, E.Blocked, E.Unrunnable))], recs
+    assert records.read_final(run_dir, "queued") is None and records.attempts(run_dir, "queued") == []
+    assert_nothing_left(run_dir, tag=str(flag))
+    flag.touch()
+    r = fleet("run", str(suite), "--run-dir", str(run_dir), "--nodes", "2", *HB, cwd=tmp_path, timeout=90)
+    assert r.returncode == 0 and "4 succeeded" in r.stdout, r.stdout + r.stderr

@@ -70,7 +70,7 @@ def test_a_shutdown_drops_queued_launches_says_so_and_leaves_nothing_behind(zygo
     assert z.wait() == 0
     # Said, so the coordinator knows it never ran (a job ending under the fleet: fleet.node.jobend).
     assert [m for m in z.inbox if getattr(m, "step", "") == "b"] == [
-        Dropped("b", 1, "its node stopped before it started")]
+        Dropped("b", 1, "its node stopped before it started", stopped=True)]
     assert not (tmp_path / "steps" / "b" / "record.json").exists()
     assert_nothing_left([started.pid], [started.pgid])
 
