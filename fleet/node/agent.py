@@ -329,7 +329,7 @@ class Agent:
                     if judged is payload and msg.outcome in jobend.RELABELLED:  # the job's end? (fleet.node.jobend)
                         if self.outside:
                             judged = jobend.relabel(msg, self.outside)
-                        elif jobend.doubtful(msg):
+                        elif jobend.doubtful(msg) and not self.stopping:  # (stopping: the zygote's own kills)
                             self.doubts.append((time.monotonic() + jobend.DOUBT_S, msg, payload))
                             continue
                     payload = judged

@@ -161,7 +161,11 @@ def test_fleet_down_with_a_step_queued_on_a_node_leaves_it_to_the_next_run_not_c
     assert down.returncode == 0, down.stdout + down.stderr
     finish(runner, timeout=60)
     recs = event_records(run_dir)
-    assert "queued" not in {e.step for e in recs if isinstance(e, E.Exit)}, recs
+    exits = {e.step: e for e in recs if isinstance(e, E.Exit)}
+    assert "queued" not in exits, recs
+    # The running ones' exits came from their agents (none held back as the agents stopped).
+    assert {s: e.outcome for s, e in exits.items()} == {"shell": "interrupted", "call": "interrupted"}, exits
+    assert not [e for e in exits.values() if "did not report its end" in e.reason], exits
     assert not [e for e in recs if isinstance(e, (E.Retry, E.Blocked, E.Unrunnable))], recs
     assert records.read_final(run_dir, "queued") is None and records.attempts(run_dir, "queued") == []
     assert_nothing_left(run_dir, tag=str(flag))
