@@ -324,10 +324,13 @@ class SimAgents:
 
     def serve(self, deadline: float) -> str:
         """Until every agent was told to shut down (or the deadline, or SIGTERM): why it stopped."""
-        stop = []
+        stop, ended = [], []
         signal.signal(signal.SIGTERM, lambda *a: stop.append("SIGTERM"))
+        signal.signal(signal.SIGUSR1, lambda *a: ended.append(time.time()))  # benchmarks/job_end_scale.py
         cpu0 = time.process_time()
         while not stop and self.n_down < len(self.socks):
+            if ended and "job_end_t" not in self.stats:
+                self.job_end(ended[0])
             now = time.monotonic()
             if now > deadline:
                 stop.append("deadline")
@@ -348,6 +351,32 @@ class SimAgents:
             self._send_beats()
         self.stats["cpu_s"] = round(time.process_time() - cpu0, 3)
         return stop[0] if stop else "every agent was told to shut down"
+
+    def job_end(self, t: float) -> None:
+        """The batch system's SIGTERM to every agent at `t` (SIGUSR1 to this process):
+        each agent relays its running steps' ends as interrupted and its queued launches
+        as dropped, then says goodbye naming the signal, as fleet.node.agent and its zygote
+        do (fleet.node.jobend)."""
+        self.stats["job_end_t"] = t
+        why = "killed by SIGTERM; its agent got SIGTERM (the job ending: no attempt used)"
+        for _, i, step, attempt, decided, started, cores in self.exits:
+            now = time.time()
+            self.report(i, P.Exited(step=step, attempt=attempt, pid=self.pid, outcome="interrupted", returncode=None,
+                                    signal=signal.SIGTERM, decided_at=decided, first_at=started, work_start=started,
+                                    work_end=now, ended_at=now, utime=0.0, stime=0.0, maxrss_kb=0, affinity=cores,
+                                    placement_ok=True, error=why))
+        for (i, _), held in self.held.items():
+            for m in held:
+                self.report(i, P.Dropped(m.step, m.attempt, "its node stopped before it started", stopped=True))
+        self.stats["job_end_interrupted"] = len(self.exits)
+        self.stats["job_end_dropped"] = sum(map(len, self.held.values()))
+        self.exits, self.held = [], {}
+        self.running.clear()
+        for i in range(len(self.socks)):
+            if not self.down[i]:
+                self.send(i, P.Ok("bye", signal="SIGTERM"))  # (with its reports: fleet.node.agent)
+                self._down(i)
+        self.stats["job_end_sent_s"] = round(time.time() - t, 3)
 
     def _drain(self, i: int) -> None:
         s = self.socks[i]

@@ -83,6 +83,7 @@ class Drain:
         self.full = False  # drained because the run directory is full (not for the allocation's end)
         self._complained = 0.0
         self.closed_subs: set[int] = set()  # submissions closed after the drain (later ones are too)
+        self.dropped: set[str] = set()  # queued steps their stopping nodes dropped unstarted (P.Dropped.stopped)
         self._wake = -1  # the wakeup pipe's read end (wakeup)
 
     def plan(self, end: float | None, drain_before: float, source: str) -> None:
@@ -253,7 +254,9 @@ class Drain:
                     st = S.WAITING  # not entered before the drain
                 if st in S.FINAL:
                     continue
-                outcome = S.INTERRUPTED if st == S.INTERRUPTED else NOT_STARTED
+                # (A queued step is promoted when the step it waited for ends, lest its node
+                # started it: its node's Dropped, in the same batch, says it did not.)
+                outcome = S.INTERRUPTED if st == S.INTERRUPTED and sid not in self.dropped else NOT_STARTED
                 n += outcome == NOT_STARTED
                 if outcome == S.INTERRUPTED and sid not in c.interrupted:  # (its node lost as it began)
                     c.interrupted.add(sid)

@@ -77,8 +77,10 @@ def reported(coord, node: str, msg, now: float) -> bool:
         return coord.early.hold(coord.sched, node, msg, now)
     if not isinstance(msg, P.Dropped):
         return False
-    if msg.stopped and (coord.stopping or not coord.drain.drained):
-        return True  # its node stops: the loss (or the teardown) puts it back, not this report
+    if msg.stopped:
+        if coord.stopping or not coord.drain.drained:
+            return True  # its node stops: the loss (or the teardown) puts it back, not this report
+        coord.drain.dropped.add(msg.step)  # never started, whatever the scheduler makes of it now
     try:
         view = coord.sched.view(msg.step)
     except KeyError:
