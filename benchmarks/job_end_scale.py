@@ -32,7 +32,7 @@ if str(HERE) not in sys.path:
 
 import psutil  # noqa: E402
 
-from control_scale import Processes, StatusProbe, ms, start_fleet, wait_up, write_suite  # noqa: E402
+from control_scale import Processes, StatusProbe, loop_cpu_s, ms, start_fleet, wait_up, write_suite  # noqa: E402
 from _simagents import cpu_s, peak_rss_mib  # noqa: E402
 from fleet.control.client import Client  # noqa: E402
 from fleet.wire import messages as P  # noqa: E402
@@ -67,7 +67,7 @@ def run(work: Path, agents: int, steps: int, timeout: float) -> dict:
         probe = StatusProbe(conn)
         probe.start()
         time.sleep(0.5)
-        cpu0, loop0, t_end = cpu_s(coord), _loop(coord), time.time()
+        cpu0, loop0, t_end = cpu_s(coord), loop_cpu_s(coord), time.time()
         for p in procs.procs[1:]:
             os.kill(p.pid, signal.SIGUSR1)
         done = False
@@ -75,7 +75,7 @@ def run(work: Path, agents: int, steps: int, timeout: float) -> dict:
             done = c.ask(P.Progress(reply.submission, since=1 << 40), timeout=60).done
             if not done:
                 time.sleep(0.1)
-        t_done, cpu1, loop1 = time.time(), cpu_s(coord), _loop(coord)
+        t_done, cpu1, loop1 = time.time(), cpu_s(coord), loop_cpu_s(coord)
         probe.stop.set()
         probe.join(timeout=30)
         res.update(done=done, coordinator_cpu_s=round(cpu1 - cpu0, 3), coordinator_loop_cpu_s=round(loop1 - loop0, 3),
@@ -91,13 +91,6 @@ def run(work: Path, agents: int, steps: int, timeout: float) -> dict:
     res["coordinator_cpu_us_per_interrupted_step"] = round(1e6 * res["coordinator_cpu_s"] / max(1, n), 1)
     res["coordinator_cpu_ms_per_node"] = round(1e3 * res["coordinator_cpu_s"] / agents, 3)
     return res
-
-
-def _loop(proc: psutil.Process) -> float:
-    for t in proc.threads():
-        if t.id == proc.pid:
-            return t.user_time + t.system_time
-    return 0.0
 
 
 def _check(rd: Path, t_end: float, steps: int) -> dict:

@@ -15,7 +15,7 @@ import signal
 import time
 from pathlib import Path
 
-from fleetharness import assert_nothing_left, events, finish, fleet, wait_for, write_suite
+from fleetharness import assert_nothing_left, events, finish, fleet, interruptible_steps, wait_for, write_suite
 from fleetharness import records as event_records
 
 from fleet.wire import events as E
@@ -29,25 +29,20 @@ def job_suite(tmp_path: Path) -> tuple[Path, Path]:
     """Two steps that run until the job ends (a shell that catches SIGTERM and exits 143,
     a Python call killed by it), one queued behind them, one after the first."""
     flag = tmp_path / "flag"
-    suite = write_suite(tmp_path / "s.toml", f"""
-[suite]
-name = "jobend"
-[[steps]]
-id = "shell"
-command = "trap 'exit 143' TERM; test -e {flag} || (sleep 120 & wait $!)"
-[[steps]]
-id = "call"
-call = "fleet_steps:wait_for_file"
-args = {{ path = "{flag}", timeout = 120 }}
-[[steps]]
-id = "queued"
-command = "test -e {flag} || sleep 120"
-[[steps]]
-id = "after"
-command = "true"
-deps = ["shell"]
-""")
-    return suite, flag
+    return write_suite(tmp_path / "s.toml", '[suite]\nname = "jobend"\n' + interruptible_steps(flag)), flag
+
+
+def running_fleet(tmp_path: Path, started, queued: bool = True):
+    """`fleet up` (two one-core nodes) and `fleet run` of job_suite, once two steps run (and
+    the third is queued): (run directory, suite, flag, the `fleet run` process)."""
+    run_dir = tmp_path / "run"
+    suite, flag = job_suite(tmp_path)
+    up = fleet("up", "--run-dir", str(run_dir), "--nodes", "2", *HB, cwd=tmp_path, timeout=60)
+    assert up.returncode == 0, up.stdout + up.stderr
+    runner = started("run", str(suite), "--run-dir", str(run_dir))
+    want = {("started", "shell"), ("started", "call")} | ({("queued", "queued")} if queued else set())
+    wait_for(lambda: want <= {(e["kind"], e.get("step")) for e in events(run_dir)}, 60, "the steps running")
+    return run_dir, suite, flag, runner
 
 
 def signal_like_the_batch_system(run_dir: Path, steps_first_by: float) -> None:
@@ -66,13 +61,7 @@ def signal_like_the_batch_system(run_dir: Path, steps_first_by: float) -> None:
 
 def test_a_job_ended_under_the_fleet_interrupts_its_steps_drains_exits_3_stops_the_coordinator_and_the_rerun_finishes(
         tmp_path, started):
-    run_dir = tmp_path / "run"
-    suite, flag = job_suite(tmp_path)
-    up = fleet("up", "--run-dir", str(run_dir), "--nodes", "2", *HB, cwd=tmp_path, timeout=60)
-    assert up.returncode == 0, up.stdout + up.stderr
-    runner = started("run", str(suite), "--run-dir", str(run_dir))
-    wait_for(lambda: {("started", "shell"), ("started", "call"), ("queued", "queued")}
-             <= {(e["kind"], e.get("step")) for e in events(run_dir)}, 60, "two steps running, one queued")
+    run_dir, suite, flag, runner = running_fleet(tmp_path, started)
     signal_like_the_batch_system(run_dir, steps_first_by=0.1)
     code, out, err = finish(runner, timeout=60)
     assert code == 3, out + err
@@ -109,13 +98,7 @@ def test_a_job_ended_under_the_fleet_interrupts_its_steps_drains_exits_3_stops_t
 
 def test_a_job_end_that_signals_the_coordinator_too_interrupts_every_step_and_counts_no_attempt(tmp_path, started):
     # As under proctrack/cgroup, which tracks the coordinator `fleet up` detached.
-    run_dir = tmp_path / "run"
-    suite, flag = job_suite(tmp_path)
-    up = fleet("up", "--run-dir", str(run_dir), "--nodes", "2", *HB, cwd=tmp_path, timeout=60)
-    assert up.returncode == 0, up.stdout + up.stderr
-    runner = started("run", str(suite), "--run-dir", str(run_dir))
-    wait_for(lambda: {("started", "shell"), ("started", "call")} <= {(e["kind"], e.get("step")) for e in events(run_dir)},
-             60, "two steps running")
+    run_dir, suite, flag, runner = running_fleet(tmp_path, started, queued=False)
     [coordinator] = [e["pid"] for e in events(run_dir) if e["kind"] == "fleet_starting"]
     signal_like_the_batch_system(run_dir, steps_first_by=0.1)
     os.kill(coordinator, signal.SIGTERM)
@@ -150,13 +133,7 @@ def test_an_idle_fleet_whose_agents_are_signalled_drains_and_its_coordinator_sto
 
 def test_fleet_down_with_a_step_queued_on_a_node_leaves_it_to_the_next_run_not_cancelled(tmp_path, started):
     # Its zygote drops it as it stops and says so (Dropped, stopped): that is no verdict on the step.
-    run_dir = tmp_path / "run"
-    suite, flag = job_suite(tmp_path)
-    up = fleet("up", "--run-dir", str(run_dir), "--nodes", "2", *HB, cwd=tmp_path, timeout=60)
-    assert up.returncode == 0, up.stdout + up.stderr
-    runner = started("run", str(suite), "--run-dir", str(run_dir))
-    wait_for(lambda: {("started", "shell"), ("started", "call"), ("queued", "queued")}
-             <= {(e["kind"], e.get("step")) for e in events(run_dir)}, 60, "two steps running, one queued")
+    run_dir, suite, flag, runner = running_fleet(tmp_path, started)
     down = fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
     assert down.returncode == 0, down.stdout + down.stderr
     finish(runner, timeout=60)

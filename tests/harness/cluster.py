@@ -23,12 +23,14 @@ import functools
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 HERE = Path(__file__).resolve().parent
@@ -236,3 +238,24 @@ def sbatch_wait(script_path, timeout: float, *, sbatch_args=(), poll: float = 0.
     except OSError as e:
         output = f"[sbatch_wait] cannot read job output {stdout_path}: {e}\n"
     return returncode, output + note
+
+
+def coordinators(run_dir) -> list[psutil.Process]:
+    """The coordinators of `run_dir` still running on this machine (started by a job's
+    `fleet up`, or outliving it)."""
+    out = []
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = p.info["cmdline"] or []
+        if "fleet.control.coordinator" in cmd and str(run_dir) in cmd:
+            out.append(p)
+    return out
+
+
+def stop_coordinators(run_dir) -> None:
+    """A test's clean-up: the coordinators of `run_dir` get SIGTERM (they stop their
+    agents and steps), SIGKILL if they linger past 30 s."""
+    left = coordinators(run_dir)
+    for p in left:
+        p.send_signal(signal.SIGTERM)
+    for p in psutil.wait_procs(left, timeout=30)[1]:
+        p.kill()

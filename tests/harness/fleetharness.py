@@ -176,6 +176,28 @@ def write_suite(path: Path, text: str) -> Path:
     return path
 
 
+def interruptible_steps(flag: Path) -> str:
+    """Suite steps that run until `flag` exists (the tests of a job ended under the fleet):
+    `shell`, which exits 143 on SIGTERM (as a script that traps it); `call`, a Python call
+    SIGTERM kills; `queued`, a command; and `after`, which needs `shell`."""
+    return f"""
+[[steps]]
+id = "shell"
+command = "trap 'exit 143' TERM; test -e {flag} || (sleep 120 & wait $!)"
+[[steps]]
+id = "call"
+call = "fleet_steps:wait_for_file"
+args = {{ path = "{flag}", timeout = 120 }}
+[[steps]]
+id = "queued"
+command = "test -e {flag} || sleep 120"
+[[steps]]
+id = "after"
+command = "true"
+deps = ["shell"]
+"""
+
+
 def finish(p: subprocess.Popen, timeout: float = 90) -> tuple[int, str, str]:
     """Wait for a background `fleet` command; kill its group and fail if it overruns."""
     try:

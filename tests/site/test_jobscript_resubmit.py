@@ -29,7 +29,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from cluster import TERMINAL_STATES, _job_fields, _run, requires_slurm
+from cluster import TERMINAL_STATES, _job_fields, _run, requires_slurm, stop_coordinators
 from fleetharness import REPO, assert_nothing_left, env, events, fleet_command, living, wait_for
 
 from fleet.wire import records
@@ -124,11 +124,7 @@ class Chain:
             except ProcessLookupError:
                 pass
             self.bash.wait(timeout=30)
-        left = _coordinators(self.run_dir)
-        for p in left:
-            p.send_signal(signal.SIGTERM)
-        for p in psutil.wait_procs(left, timeout=30)[1]:
-            p.kill()
+        stop_coordinators(self.run_dir)
 
 
 def _read(path: Path) -> str:
@@ -258,15 +254,6 @@ def test_under_slurm_slurms_warning_reaches_the_coordinator_and_the_next_job_ask
         assert (fields["NumNodes"], fields["TimeLimit"]) == ("2", "00:10:00"), fields
     finally:
         chain.clean_up()
-
-
-def _coordinators(run_dir: Path) -> list[psutil.Process]:
-    out = []
-    for p in psutil.process_iter(["cmdline"]):
-        cmd = p.info["cmdline"] or []
-        if "fleet.control.coordinator" in cmd and str(run_dir) in cmd:
-            out.append(p)
-    return out
 
 
 def _fleet_child(pid: int, command: str) -> psutil.Process | None:

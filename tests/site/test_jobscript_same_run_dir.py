@@ -24,7 +24,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from cluster import TERMINAL_STATES, _job_fields, _run, slurm_available
+from cluster import TERMINAL_STATES, _job_fields, _run, slurm_available, stop_coordinators
 from fleetharness import REPO, assert_nothing_left, env, events, fleet_command, wait_for
 
 from fleet.wire import records
@@ -109,12 +109,7 @@ class Jobs:
             except ProcessLookupError:
                 pass
             p.wait(timeout=30)
-        left = [p for p in psutil.process_iter(["cmdline"])
-                if "fleet.control.coordinator" in (p.info["cmdline"] or []) and str(self.run_dir) in p.info["cmdline"]]
-        for p in left:
-            p.send_signal(signal.SIGTERM)
-        for p in psutil.wait_procs(left, timeout=30)[1]:
-            p.kill()
+        stop_coordinators(self.run_dir)
 
 
 def the_first_fleet_is_at_work(jobs: Jobs) -> dict:

@@ -10,16 +10,13 @@ the one the job script passes on does."""
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
-import psutil
-
-from cluster import TERMINAL_STATES, _job_fields, _run, requires_slurm, sbatch_wait
-from fleetharness import REPO, TESTS, assert_nothing_left, events, wait_for
+from cluster import TERMINAL_STATES, _job_fields, _run, coordinators, requires_slurm, sbatch_wait, stop_coordinators
+from fleetharness import REPO, TESTS, assert_nothing_left, events, interruptible_steps, wait_for, write_suite
 
 from fleet.wire import records
 
@@ -30,32 +27,9 @@ RUNNING = ("shell", "call", "c1", "c2")  # two nodes of two cores: these four st
 
 
 def _suite(work: Path, flag: Path) -> Path:
-    path = work / "suite.toml"
-    path.write_text(textwrap.dedent(f"""
-        [suite]
-        name = "cancelled"
-        [[steps]]
-        id = "shell"
-        command = "trap 'exit 143' TERM; test -e {flag} || (sleep 120 & wait $!)"
-        [[steps]]
-        id = "call"
-        call = "fleet_steps:wait_for_file"
-        args = {{ path = "{flag}", timeout = 120 }}
-        [[steps]]
-        id = "c1"
-        command = "test -e {flag} || sleep 120"
-        [[steps]]
-        id = "c2"
-        command = "test -e {flag} || sleep 120"
-        [[steps]]
-        id = "queued"
-        command = "test -e {flag} || sleep 120"
-        [[steps]]
-        id = "after"
-        command = "true"
-        deps = ["shell"]
-        """))
-    return path
+    extra = "".join(f'[[steps]]\nid = "{c}"\ncommand = "test -e {flag} || sleep 120"\n' for c in ("c1", "c2"))
+    # (c1 and c2 first: with shell and call they fill the four cores, and `queued` waits)
+    return write_suite(work / "suite.toml", '[suite]\nname = "cancelled"\n' + extra + interruptible_steps(flag))
 
 
 def _script(work: Path, run_dir: Path, suite: Path, name: str) -> Path:
@@ -74,24 +48,24 @@ def _script(work: Path, run_dir: Path, suite: Path, name: str) -> Path:
     return script
 
 
-def _coordinators(run_dir: Path) -> list[psutil.Process]:
-    out = []
-    for p in psutil.process_iter(["cmdline"]):
-        cmd = p.info["cmdline"] or []
-        if "fleet.control.coordinator" in cmd and str(run_dir) in cmd:
-            out.append(p)
-    return out
+def _submit(work: Path, script: Path) -> str:
+    """The first job, not waited for: its id."""
+    p = subprocess.run(["sbatch", "--parsable", "-N", "2", "--ntasks-per-node=2", "-J", NAME,
+                        "-o", str(work / "first.out"), str(script)], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.strip().split(";")[0]
+
+
+def _clean_up(run_dir: Path) -> None:
+    _run(["scancel", "--name", NAME], timeout=15)
+    stop_coordinators(run_dir)
 
 
 def test_a_cancelled_slurm_job_interrupts_its_steps_leaves_no_coordinator_behind_and_the_next_job_finishes(
         tmp_path):
     work, run_dir, flag = tmp_path, tmp_path / "run", tmp_path / "flag"
     suite = _suite(work, flag)
-    first = _script(work, run_dir, suite, "first")
-    p = subprocess.run(["sbatch", "--parsable", "-N", "2", "--ntasks-per-node=2", "-J", NAME,
-                        "-o", str(work / "first.out"), str(first)], capture_output=True, text=True, timeout=30)
-    assert p.returncode == 0, p.stderr
-    jobid = p.stdout.strip().split(";")[0]
+    jobid = _submit(work, _script(work, run_dir, suite, "first"))
     try:
         wait_for(lambda: {("started", s) for s in RUNNING} | {("queued", "queued")}
                  <= {(e["kind"], e.get("step")) for e in events(run_dir)}, 90, "four steps running, one queued")
@@ -99,7 +73,7 @@ def test_a_cancelled_slurm_job_interrupts_its_steps_leaves_no_coordinator_behind
         assert code == 0, out
         wait_for(lambda: (_job_fields(jobid) or {}).get("JobState") in TERMINAL_STATES, 60, "the job to end")
         # The coordinator, which Slurm did not stop, stops on its own once its agents are gone.
-        wait_for(lambda: not _coordinators(run_dir), 60, "no coordinator left")
+        wait_for(lambda: not coordinators(run_dir), 60, "no coordinator left")
         report = _read(work / "first.out") + _read(run_dir / "coordinator.log")
         ev = events(run_dir)
         [drained] = [e for e in ev if e["kind"] == "drained"]
@@ -126,12 +100,7 @@ def test_a_cancelled_slurm_job_interrupts_its_steps_leaves_no_coordinator_behind
             assert [a["outcome"] for a in records.attempts(run_dir, s)] == ["succeeded"], s
         assert_nothing_left(run_dir, tag=str(flag))
     finally:
-        _run(["scancel", "--name", NAME], timeout=15)
-        left = _coordinators(run_dir)
-        for c in left:
-            c.send_signal(signal.SIGTERM)
-        for c in psutil.wait_procs(left, timeout=30)[1]:
-            c.kill()
+        _clean_up(run_dir)
 
 
 def test_slurms_warning_signal_to_every_step_not_the_batch_shell_drains_the_fleet_and_fleet_run_exits_3(tmp_path):
@@ -139,11 +108,7 @@ def test_slurms_warning_signal_to_every_step_not_the_batch_shell_drains_the_flee
     # (the agents, zygotes and steps), not the batch shell: as `scancel --signal=USR1`.
     work, run_dir, flag = tmp_path, tmp_path / "run", tmp_path / "flag"
     suite = _suite(work, flag)
-    p = subprocess.run(["sbatch", "--parsable", "-N", "2", "--ntasks-per-node=2", "-J", NAME,
-                        "-o", str(work / "first.out"), str(_script(work, run_dir, suite, "first"))],
-                       capture_output=True, text=True, timeout=30)
-    assert p.returncode == 0, p.stderr
-    jobid = p.stdout.strip().split(";")[0]
+    jobid = _submit(work, _script(work, run_dir, suite, "first"))
     try:
         wait_for(lambda: {("started", s) for s in RUNNING} <= {(e["kind"], e.get("step")) for e in events(run_dir)},
                  90, "four steps running")
@@ -165,12 +130,7 @@ def test_slurms_warning_signal_to_every_step_not_the_batch_shell_drains_the_flee
             assert records.attempts(run_dir, s) == [] and records.read_final(run_dir, s) is None, s
         assert_nothing_left(run_dir, tag=str(flag))
     finally:
-        _run(["scancel", "--name", NAME], timeout=15)
-        left = _coordinators(run_dir)
-        for c in left:
-            c.send_signal(signal.SIGTERM)
-        for c in psutil.wait_procs(left, timeout=30)[1]:
-            c.kill()
+        _clean_up(run_dir)
 
 
 def _read(path: Path) -> str:
