@@ -34,7 +34,7 @@ from fleet.control.submissions import Submissions
 from fleet.control.transport import Transport
 from fleet.core import states as S
 from fleet.core.decisions import Exits, GoOn
-from fleet.core.scheduler import (Blocked, Entering, Finished, Ignored, NodeJoined, NodeLost, Retry, Scheduler,
+from fleet.core.scheduler import (Blocked, Entering, Finished, Ignored, NodeJoined, Retry, Scheduler,
                                   Skipped, Start, StepExited, Unrunnable, Wait)
 from fleet.site.launch import Launcher
 from fleet.site.profiles import Profile
@@ -358,7 +358,7 @@ class Coordinator:
         journal's write; pump False) the loss waits for the next turn: journaled, then told."""
         if self.liveness.lose(node, now, "could not reach the agent"):
             self.markers.gone(node)
-            self._inbox.append((NodeLost(node, f"could not reach the agent on {node}"), now))
+            jobend.lost(self, node, f"could not reach the agent on {node}", now, later=True)
             if pump:
                 self._pump()
 

@@ -53,9 +53,10 @@ def bye(coord, agent, signal: str, now: float) -> None:
     coord.markers.gone(agent.node)
 
 
-def lost(coord, node: str, reason: str, now: float) -> None:
-    """Tell the scheduler `node` is lost; while the fleet drains, its running steps are
-    recorded interrupted first (see the module doc)."""
+def lost(coord, node: str, reason: str, now: float, later: bool = False) -> None:
+    """Tell the scheduler `node` is lost (`later`: at the next turn, through the inbox);
+    while the fleet drains, its running steps are recorded interrupted first (see the
+    module doc)."""
     if coord.drain.drained and not coord.stopping:
         why = coord.drain.why()
         for v in coord.sched.running_on(node):
@@ -65,8 +66,14 @@ def lost(coord, node: str, reason: str, now: float) -> None:
             rec = outcomes.unreported_interrupted(now, v, why)
             coord.events.write(rec)
             coord.submissions.ended(v.id, S.INTERRUPTED, v.attempt, rec.reason, final=True)
-            coord.drain.interrupted(v.id, v.attempt, now)
-    coord._feed(NodeLost(node, reason), now)
+            # (Not fed as an exit: one would hand its node's queued step the cores, as if the
+            # node had started it; the loss puts that one back, and ends this one interrupted.)
+            if v.id in coord.claims.claimed:
+                coord.claims.release(coord.claims.run_dir_of(v.id), v.id)
+    if later:
+        coord._inbox.append((NodeLost(node, reason), now))
+    else:
+        coord._feed(NodeLost(node, reason), now)
 
 
 class Orphan:

@@ -278,11 +278,14 @@ class Window(WindowPick, WindowBack):
 
     def lost(self, node: str, reason: str, out: list) -> None:
         """`node` is gone: its queued steps are ready again, their attempts unused
-        (one cancelled meanwhile ends cancelled)."""
+        (one cancelled meanwhile ends cancelled, but for the drain's cancel: not started)."""
         jobs = sorted((j for j in self.next.values() if j.placement[0].node == node), key=lambda j: j.seq)
         for job in jobs:
             self._unlink(job)
-            if job.cancelled:
+            if job.cancelled and self.sched.deadline.drained:  # as dropped() has it
+                job.cancelled = False
+                self._ready(job, out, DRAIN_KILL + self.sched.deadline.reason)
+            elif job.cancelled:
                 self._end(job, "cancel", S.CANCELLED, "cancelled", out, ran=False)
             else:
                 self._ready(job, out, f"{node} was lost before it started: {reason}")

@@ -241,3 +241,15 @@ def test_a_queued_step_its_node_drops_at_a_drain_is_ready_again_not_cancelled_an
     assert sched.state("b") == S.READY and sched.state("c") == S.WAITING
     out = sched.handle(StepExited("a", 1, S.SUCCEEDED), 3.0)
     assert not of(Begin, out) and not of(Start, out) and sched.pool.free_cores == 1 and not sched.finished()
+
+
+def test_a_queued_step_whose_node_is_lost_during_a_drain_is_not_started_not_cancelled_and_its_runner_interrupted():
+    # The job ended under the fleet (fleet.control.jobend): the drain asked the node to drop
+    # the queued step, and the node went before it answered.
+    from fleet.core.deadline import DrainNow
+    sched, _ = windowed([node("n1", 1)], {"id": "a"}, {"id": "b"}, window=None)
+    assert sched.state("b") == S.QUEUED
+    sched.handle(DrainNow("the batch job is ending"), 1.0)
+    out = sched.handle(NodeLost("n1", "could not reach the agent on n1"), 2.0)
+    assert not of(Finished, out) and not of(Begin, out), out
+    assert sched.state("b") == S.READY and sched.state("a") == S.INTERRUPTED
