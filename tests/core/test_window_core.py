@@ -253,3 +253,24 @@ def test_a_queued_step_whose_node_is_lost_during_a_drain_is_not_started_not_canc
     out = sched.handle(NodeLost("n1", "could not reach the agent on n1"), 2.0)
     assert not of(Finished, out) and not of(Begin, out), out
     assert sched.state("b") == S.READY and sched.state("a") == S.INTERRUPTED
+
+
+class _Counted(dict):
+    """A dict that counts the walks over all its values."""
+    walks = 0
+
+    def values(self):
+        _Counted.walks += 1
+        return super().values()
+
+
+def test_losing_a_node_looks_only_at_the_steps_queued_there_not_at_every_queued_step():
+    # A job's end loses every node at once: a walk over every queued step per lost node is
+    # nodes x queued (10,000 x 640,000 at a full allocation).
+    sched, _ = windowed([node(f"n{i}", 2) for i in range(50)], *steps(400), window=None)
+    assert sched.counts()[S.QUEUED] == 100
+    sched.window.next = _Counted(sched.window.next)
+    for i in range(50):
+        sched.handle(NodeLost(f"n{i}", "the agent stopped on its own"), 1.0 + i)
+    assert _Counted.walks == 0
+    assert sched.counts().get(S.QUEUED, 0) == 0 and sched.counts()[S.LOST] == 100
