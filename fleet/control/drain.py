@@ -230,6 +230,11 @@ class Drain:
         if not self.drained or c.stopping:
             return
         c._feed(StepExited(step, attempt, S.INTERRUPTED, self.reason), now)
+        self.release(step)
+
+    def release(self, step: str) -> None:
+        """An interrupted step's claim goes: the next allocation's fleet runs it at once."""
+        c = self.coord
         if step in c.claims.claimed:  # a lease holder alone claims nothing (fleet.control.lease)
             c.claims.release(c.claims.run_dir_of(step), step)
 

@@ -68,8 +68,7 @@ def lost(coord, node: str, reason: str, now: float, later: bool = False) -> None
             coord.submissions.ended(v.id, S.INTERRUPTED, v.attempt, rec.reason, final=True)
             # (Not fed as an exit: one would hand its node's queued step the cores, as if the
             # node had started it; the loss puts that one back, and ends this one interrupted.)
-            if v.id in coord.claims.claimed:
-                coord.claims.release(coord.claims.run_dir_of(v.id), v.id)
+            coord.drain.release(v.id)
     if later:
         coord._inbox.append((NodeLost(node, reason), now))
     else:

@@ -31,11 +31,11 @@ from __future__ import annotations
 import dataclasses
 import signal
 
+from fleet.core import states as S
 from fleet.wire import messages as P
 
-INTERRUPTED = "interrupted"
 DOUBT_S = 0.5  # how long an exit that may be the job's end waits for the agent's own signal
-RELABELLED = frozenset({"failed", "terminated"})  # exits of a step that the job's end may have caused
+RELABELLED = frozenset({S.FAILED, S.TERMINATED})  # exits of a step that the job's end may have caused
 STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGHUP, signal.SIGINT})
 # The batch system's warning, where it reaches every process of the job's steps (Slurm's
 # --signal=USR1@300 without B:): the agent and zygote live on and the fleet drains.
@@ -55,5 +55,5 @@ def relabel(msg: P.Exited, why: str) -> bytes | None:
     if msg.outcome not in RELABELLED:
         return None
     return P.encode(dataclasses.replace(
-        msg, outcome=INTERRUPTED, error=f"{msg.error or msg.outcome}; its agent got {why} (the job ending: "
+        msg, outcome=S.INTERRUPTED, error=f"{msg.error or msg.outcome}; its agent got {why} (the job ending: "
                                         f"no attempt used)"))
