@@ -285,9 +285,10 @@ class Scheduler(Entries, Phases, Outside):
         self._set(job, "deps_met")
         self._enqueue(job)
 
-    def _enqueue(self, job: _Job) -> None:
+    def _enqueue(self, job: _Job, since: float | None = None) -> None:
+        """Into its class of ready steps, ready since ``since`` (None: now)."""
         key = ("exclusive",) if job.exclusive else (job.demand,)
-        job.ready_at = self._now
+        job.ready_at = self._now if since is None else since
         cls = self._classes.get(key)
         if cls is None:
             cls = self._classes[key] = _Class(key, job.demand, job.exclusive)

@@ -390,9 +390,11 @@ class Window(WindowPick, WindowBack):
                 self.started(job)
 
     def _ready(self, job, out: list, reason: str) -> None:
+        # It never started: it has waited since it first became ready (status's age,
+        # --reserve-after's), not since it came back.
         self.sched._set(job, "unqueue")
         job.placement = ()
-        self.sched._enqueue(job)
+        self.sched._enqueue(job, since=job.ready_at)
         out.append(Unqueued(job.spec.id, job.attempt, reason))
 
     def _end(self, job, what: str, outcome: str, reason: str, out: list, ran: bool = True) -> None:

@@ -162,3 +162,14 @@ def test_the_same_events_give_the_same_decisions_when_steps_are_taken_back():
         return log
     first = run()
     assert first == run() and of(Withdraw, first) and of(Begin, first)
+
+
+def test_a_queued_step_returned_to_the_ready_steps_keeps_the_time_it_has_waited():
+    # q is ready at 0 and queued behind long on n1 (r behind mid on n2: both windows
+    # full); n1 is lost at 30 before q started. Back among the ready steps, q has waited
+    # 40 s at 40, not 10: the age that status shows and that --reserve-after counts.
+    sched, out = windowed(TWO, {"id": "long"}, {"id": "mid"}, {"id": "q"}, {"id": "r"})
+    assert queued(out) == [("q", "long"), ("r", "mid")]
+    out = sched.handle(NodeLost("n1", "gone"), 30.0)
+    assert [d.step for d in of(Unqueued, out)] == ["q"] and sched.state("q") == S.READY
+    assert {h.step: h.ready_s for h in sched.waiting_heads(now=40.0, limit=10)} == {"q": 40.0}
