@@ -302,6 +302,8 @@ class Scheduler(Entries, Phases, Outside):
             out.append(Ignored(f"exit of {ev.step!r} attempt {ev.attempt}: not running"
                                + (f" (now {job.state}, attempt {job.attempt})" if job else " (unknown step)")))
             return
+        if self.window.began and self.window.unbegun(job, ev.outcome, ev.reason, out):
+            return  # promoted in this batch, and its node never started it
         if self.deadline.drained and ev.outcome != S.SUCCEEDED:  # stopped by the drain: no attempt
             self._stop_running(job)
             self._set(job, "interrupted")

@@ -103,6 +103,9 @@ TRANSITIONS: dict[tuple[str, str], str] = {
     (QUEUED, "stopped"): STOPPED,
     (QUEUED, "elsewhere"): ELSEWHERE,
     (QUEUED, "failed"): FAILED,  # its launch could not be made
+    # Promoted as its predecessor ended, then its node's word in the same batch that it
+    # dropped it unstarted (fleet.core.window.unbegun): queued again, to be judged so.
+    (RUNNING, "unbegin"): QUEUED,
 }
 
 FINAL = frozenset({SUCCEEDED, FAILED, TERMINATED, LOST, BLOCKED, UNRUNNABLE, SKIPPED, STOPPED, TIMED_OUT, CANCELLED,

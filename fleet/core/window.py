@@ -180,6 +180,7 @@ class Window(WindowPick, WindowBack):
         if succ is None:
             return False
         del self.behind[succ.spec.id]
+        back = self.recalled.get(succ.spec.id) if self.recalled else None  # (for unbegun)
         self._let_go(succ)  # (taken back meanwhile: its node started it first, as it says)
         self._left(job.placement[0].node)
         sched = self.sched
@@ -187,14 +188,14 @@ class Window(WindowPick, WindowBack):
         sched._running[succ.spec.id] = succ
         for slot in succ.placement:
             sched._on_node[slot.node].add(succ.spec.id)
-        self.began.append((succ, sid))
+        self.began.append((succ, sid, back))
         sched._res.started(succ, sched._now)  # its expected end, for reservations' plans
         self.started(succ, sched._now)
         return True
 
     def begin(self, now: float, out: list) -> None:
         """Say the promotions since the last pass (Begin), with the time they are known."""
-        for succ, pred in self.began:
+        for succ, pred, _ in self.began:
             succ.started_at = now
             out.append(Begin(succ.spec.id, succ.attempt, succ.placement, pred))
         self.began.clear()
@@ -308,6 +309,28 @@ class Window(WindowPick, WindowBack):
         again: fleet.core.windowback)."""
         back = self.recalled.get(job.spec.id) if self.recalled else None
         self._unlink(job)
+        self._judge(job, outcome, reason, out, back)
+
+    def unbegun(self, job, outcome: str, reason: str, out: list) -> bool:
+        """True if `job` was promoted in this batch (its predecessor's exit came first) and
+        this is its node's word, in the same batch, that it dropped it unstarted (a drop
+        comes as a cancelled exit; a queued step's own reports wait for its promotion,
+        fleet.control.early, so no other exit of it can be here): it never ran. The
+        promotion is undone unsaid, and the drop judged as a queued step's."""
+        if outcome != S.CANCELLED:
+            return False
+        for i, entry in enumerate(self.began):
+            if entry[0] is job:
+                break
+        else:
+            return False
+        del self.began[i]
+        self.sched._stop_running(job)  # the cores it took from its predecessor go back
+        self.sched._set(job, "unbegin")
+        self._judge(job, outcome, reason, out, entry[2])
+        return True
+
+    def _judge(self, job, outcome: str, reason: str, out: list, back: str | None) -> None:
         if outcome == S.STOPPED:
             self._end(job, "stopped", S.STOPPED, reason, out)
         elif job.cancelled and self.sched.deadline.drained:  # dropped by the drain: not started, no attempt

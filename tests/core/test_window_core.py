@@ -274,3 +274,47 @@ def test_losing_a_node_looks_only_at_the_steps_queued_there_not_at_every_queued_
         sched.handle(NodeLost(f"n{i}", "the agent stopped on its own"), 1.0 + i)
     assert _Counted.walks == 0
     assert sched.counts().get(S.QUEUED, 0) == 0 and sched.counts()[S.LOST] == 100
+
+
+# A node reaps a step and, in the same write, says it dropped the step queued behind it
+# (cancelled, drained, taken back): the coordinator hands the scheduler both in one batch
+# (fleet.control.turns), the exit first, which promotes the queued step "lest its node
+# started it". The drop then says it did not: it never ran, and nothing says it began.
+
+def same_batch(sched, pred_outcome, now=10.0):
+    from fleet.core.scheduler import Exits
+    return sched.handle(Exits((StepExited("a", 1, pred_outcome),
+                               StepExited("b", 1, S.CANCELLED, "cancelled before it started"))), now)
+
+
+def test_a_queued_step_cancelled_and_dropped_as_its_predecessor_ends_never_began_and_its_cores_are_free():
+    sched, out = windowed([node("n1", 1)], {"id": "a"}, {"id": "b"}, {"id": "c", "deps": ["b"]}, {"id": "d"})
+    assert of(Queue, out) == [Queue("b", 1, (slot("n1", [0]),), "a")]
+    assert of(Kill, sched.handle(Cancel(("b",)), 5.0)) == [Kill("b", 1, "cancelled")]
+    out = same_batch(sched, S.SUCCEEDED)
+    assert not of(Begin, out)
+    assert of(Finished, out) == [Finished("a", 1, S.SUCCEEDED, ""),
+                                 Finished("b", 1, S.CANCELLED, "cancelled before it started", ran=False)]
+    assert of(Blocked, out) == [Blocked("c", "b")] and sched.state("b") == S.CANCELLED
+    assert of(Start, out) == [Start("d", 1, (slot("n1", [0]),))]  # a's core, free again
+
+
+def test_a_queued_step_the_drain_dropped_as_its_predecessor_ended_is_ready_again_not_begun():
+    from fleet.core.deadline import DrainNow
+    sched, _ = windowed([node("n1", 1)], {"id": "a"}, {"id": "b"})
+    assert sorted(d.step for d in of(Kill, sched.handle(DrainNow("the batch job is ending"), 5.0))) == ["a", "b"]
+    out = same_batch(sched, S.INTERRUPTED)
+    assert not of(Begin, out) and not of(Finished, out)
+    assert of(Unqueued, out) == [Unqueued("b", 1, "drained: the batch job is ending")]
+    assert sched.state("a") == S.INTERRUPTED and sched.state("b") == S.READY and sched.running_count() == 0
+
+
+def test_a_queued_step_taken_back_and_dropped_as_its_predecessor_ends_is_ready_again_with_no_attempt_used():
+    from fleet.core.window import Withdraw
+    sched, out = windowed([node("n1", 1), node("n2", 1)], {"id": "a"}, {"id": "m"}, {"id": "b"})
+    assert of(Queue, out) == [Queue("b", 1, (slot("n1", [0]),), "a")]
+    (w,) = of(Withdraw, sched.handle(StepExited("m", 1, S.SUCCEEDED), 1.0))  # n2's core is free first
+    out = same_batch(sched, S.SUCCEEDED, 2.0)
+    assert not of(Begin, out) and not of(Finished, [d for d in out if d.step == "b"])
+    assert of(Unqueued, out) == [Unqueued("b", 1, w.reason)]
+    assert [(d.step, d.attempt) for d in of(Start, out)] == [("b", 1)]
