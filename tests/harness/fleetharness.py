@@ -150,6 +150,20 @@ def assert_nothing_left(run_dir: Path, tag: str | None = None, timeout: float = 
             break
         time.sleep(0.05)
     assert not left, "processes outlived the fleet:\n" + "\n".join(left)
+    assert_no_loop_error(run_dir)
+
+
+# What the coordinator's loop logs when acting on its own decisions raised: a bug of
+# fleet's (the loop counts it and goes on), never the fault of a step or a peer.
+LOOP_ERROR = "acting failed (further failures"
+
+
+def assert_no_loop_error(run_dir: Path) -> None:
+    """The coordinator's log (when there is one) shows no exception caught in its loop."""
+    log = Path(run_dir) / "coordinator.log"
+    text = log.read_text(errors="replace") if log.exists() else ""
+    at = text.find(LOOP_ERROR)
+    assert at < 0, "the coordinator's loop caught an exception:\n" + text[at:at + 3000]
 
 
 @contextlib.contextmanager
