@@ -22,12 +22,13 @@ their submissions then (`not_started`) instead of idling to the drain point.
 from __future__ import annotations
 
 import heapq
+from collections import deque
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from fleet.core import states as S
 from fleet.core import waits as W
-from fleet.core.decisions import Kill
+from fleet.core.decisions import GoOn, Kill
 from fleet.core.durations import expected_s
 from fleet.core.suite import StepSpec
 
@@ -55,13 +56,17 @@ class DrainNow:
 
 HELD_LISTED = 20  # steps held back that `fleet status` names (the rest are counted)
 DRAIN_KILL = "drained: "  # a drain's Kill reasons start so (the coordinator's records say why)
+# The drain's Kills a handled event says at most; the rest after a GoOn, at the shell's
+# next turn (at a job's end a 10,000-node fleet has 640,000 steps running: said at once,
+# they held the coordinator's loop, and a status answer, for 3 s).
+DRAIN_STOPS = 10_000
 
 
 class Deadline:
     """The allocation's end as the scheduler knows it (nothing known: no end)."""
 
     __slots__ = ("end", "drain_at", "source", "drained", "reason", "recorded", "held", "held_first", "stopping",
-                 "held_ids")
+                 "held_ids", "to_stop")
 
     def __init__(self) -> None:
         self.end: float | None = None
@@ -74,6 +79,7 @@ class Deadline:
         self.held = 0  # steps not started because they would not fit before the drain point
         self.held_first: list[tuple[str, str]] = []  # the first HELD_LISTED of them: (step, reason)
         self.held_ids: set[str] = set()  # each counted once, however often it is asked about
+        self.to_stop: deque = deque()  # (job, attempt, reason): the drain's Kills not said yet (stops)
 
     def ends(self, ev: AllocationEnds) -> None:
         """Take the allocation's end (a later one replaces it)."""
@@ -124,19 +130,35 @@ class Deadline:
                     reason=self.reason, held=self.held,
                     held_steps=[dict(step=s, reason=r) for s, r in self.held_first])
 
-    def drain(self, ev: DrainNow, running: Iterable) -> list[Kill]:
-        """The drain point: nothing starts from now on; a Kill for each running step
-        (JobViews or jobs with spec and attempt) that was not already being killed,
-        unless the drain lets them run (DrainNow.stop_running); a drain that let them
-        run may be followed by one that stops them (the drain point after a full disk)."""
-        if self.stopping or (self.drained and not ev.stop_running):
-            return []
-        self.drained = True
-        self.reason = ev.reason
-        if not ev.stop_running:
-            return []
-        self.stopping = True
-        return [Kill(j.spec.id, j.attempt, DRAIN_KILL + ev.reason) for j in running]
+    def drain(self, ev: DrainNow, running: Iterable, queued: Iterable = ()) -> None:
+        """The drain point: nothing starts from now on. Each running step (a job) that was
+        not already being killed is to be killed, unless the drain lets them run
+        (DrainNow.stop_running); a drain that let them run may be followed by one that
+        stops them (the drain point after a full disk). Each step handed to a node and not
+        started (`queued`) is marked cancelled now, and is to be dropped there. The Kills
+        are said by stops(), at most DRAIN_STOPS an event."""
+        why = DRAIN_KILL + ev.reason
+        if not (self.stopping or (self.drained and not ev.stop_running)):
+            self.drained = True
+            self.reason = ev.reason
+            if ev.stop_running:
+                self.stopping = True
+                self.to_stop.extend((j, j.attempt, why) for j in running)
+        for j in queued:
+            j.cancelled = True
+            self.to_stop.append((j, j.attempt, why))
+
+    def stops(self, out: list) -> None:
+        """The next DRAIN_STOPS of the drain's Kills, each for a step still running (or
+        queued) at that attempt, and GoOn if more are left."""
+        left, n = self.to_stop, 0
+        while left and n < DRAIN_STOPS:
+            j, attempt, why = left.popleft()
+            if j.attempt == attempt and j.state in (S.RUNNING, S.QUEUED):
+                out.append(Kill(j.spec.id, attempt, why))
+                n += 1
+        if left:
+            out.append(GoOn())
 
 
 def too_late(sched, job, cls, heads: list, now: float, out: list) -> bool:

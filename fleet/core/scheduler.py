@@ -27,7 +27,7 @@ from fleet.core import waits as W
 from fleet.core.units import counted
 from fleet.core.generations import Entries, Entry as _Entry
 from fleet.core.demands import Demands
-from fleet.core.deadline import DRAIN_KILL, AllocationEnds, Deadline, DrainNow, held_only, too_late
+from fleet.core.deadline import AllocationEnds, Deadline, DrainNow, held_only, too_late
 from fleet.core.deferral import held
 from fleet.core.decisions import (PASS_STARTS, Blocked, Cancel, Decision, Elsewhere, EnterMore, Entering, Event,
                                   Finished, Exits, GoOn, Ignored, JobView, Kill, NodeJoined, NodeLost, Reclaim, Retry,
@@ -109,12 +109,12 @@ class Scheduler(Entries, Phases, Outside):
             self._cancel(event, out)
         elif isinstance(event, AllocationEnds):
             self.deadline.ends(event)
-        elif isinstance(event, DrainNow):
-            out += self.deadline.drain(event, [j for j in self._running.values() if not j.cancelled])
-            for job in list(self.window.next.values()):  # handed to a node, not started: dropped there
-                self.window.cancel(job, DRAIN_KILL + event.reason, out)
+        elif isinstance(event, DrainNow):  # (steps handed to a node, not started: dropped there)
+            self.deadline.drain(event, [j for j in self._running.values() if not j.cancelled], self.window.next.values())
         else:
             raise TypeError(f"not a scheduler event: {event!r}")
+        if self.deadline.to_stop:  # the drain's Kills, a bounded number an event (then GoOn)
+            self.deadline.stops(out)
         self._schedule(now, out)
         return out
 

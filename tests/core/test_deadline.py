@@ -176,3 +176,30 @@ def test_held_only_says_when_nothing_left_can_start_before_the_drain_point():
     assert sched.held_only()  # long is held, after waits for it, nothing runs
     sched.handle(submission(suite({"id": "more", "estimate": 1}).steps), 10.0)
     assert not sched.held_only()  # a later submission that fits runs: not held
+
+
+def test_a_drain_of_many_running_steps_says_its_kills_a_bounded_number_at_a_time_each_once(monkeypatch):
+    # At a job's end a big fleet has hundreds of thousands of steps running: the Kills
+    # come a chunk an event (then GoOn: the shell's next turn), not all in one.
+    from fleet.core import deadline
+    from fleet.core.scheduler import Exits, GoOn
+    monkeypatch.setattr(deadline, "DRAIN_STOPS", 3)
+    sched = Scheduler()
+    sched.handle(NodeJoined(node("n1", 8)), 0.0)
+    sched.handle(submission(suite(*[{"id": f"s{i}"} for i in range(10)]).steps), 0.0)
+    assert sched.running_count() == 8
+    said, rounds = [], []
+    out = sched.handle(DrainNow("the batch job is ending"), 5.0)
+    while True:
+        kills = [d for d in out if isinstance(d, Kill)]
+        said += [k.step for k in kills]
+        rounds.append(len(kills))
+        if not [d for d in out if isinstance(d, GoOn)]:
+            break
+        if len(rounds) == 1:  # s5 and s6 end between two chunks: no Kill for them
+            out = sched.handle(Exits((StepExited("s5", 1, S.TERMINATED), StepExited("s6", 1, S.SUCCEEDED))), 5.1)
+        else:
+            out = sched.handle(Exits(()), 5.2)
+    assert said == ["s0", "s1", "s2", "s3", "s4", "s7"] and rounds[0] == 3
+    assert all(r <= 3 for r in rounds) and not [d for d in out if isinstance(d, Start)]
+    assert sched.state("s5") == S.INTERRUPTED and sched.state("s6") == S.SUCCEEDED and sched.state("s8") == S.READY
