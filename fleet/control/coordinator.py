@@ -2,13 +2,12 @@
 
 It wires the parts: the sockets (fleet.control.transport), the agents table and
 heartbeats (liveness), what clients submit (submissions; read and checked on a worker
-thread and entered a part per turn: intake), claims on a shared run
-directory (claims), turning a start into a launch (launching), how attempts ended
-(outcomes) and the status answer (status). A ZeroMQ poller with a timer for
-heartbeats drives it (no busy waiting). Every message becomes a scheduler event;
-every decision becomes a message, a record, or both. Nothing here decides what runs:
-that is fleet.core.scheduler. The command line is fleet.control.coordinator_cli
-(`python -m fleet.control.coordinator` runs it).
+thread and entered a part per turn: intake), claims on a shared run directory (claims),
+turning a start into a launch (launching), how attempts ended (outcomes) and the status
+answer (status). A ZeroMQ poller with a timer for heartbeats drives it (no busy waiting).
+Every message becomes a scheduler event; every decision becomes a message, a record, or
+both. Nothing here decides what runs: that is fleet.core.scheduler. The command line is
+fleet.control.coordinator_cli (`python -m fleet.control.coordinator` runs it).
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ from fleet.control.intake import Intake
 from fleet.control.liveness import Liveness, report_hold, scaled
 from fleet.control.status import answer as status_answer
 from fleet.control.submissions import Submissions
-from fleet.control.transport import Transport
+from fleet.control.transport import DRAIN_S, Transport
 from fleet.core import states as S
 from fleet.core.decisions import Exits, GoOn
 from fleet.core.scheduler import (Blocked, Entering, Finished, Ignored, NodeJoined, Retry, Scheduler,
@@ -229,8 +228,9 @@ class Coordinator:
         """Hand a batch of sock's messages to handler; True if none is left waiting."""
         agents = sock is self.agent_sock  # their events wait: one pass after the batch (control.turns)
         held, self._feeding = self._feeding, self._feeding or agents
+        until = time.monotonic() + DRAIN_S if agents else None  # (a node's goodbye ends all it ran)
         try:
-            return self.transport.drain(sock, handler, self._agent_refused if agents else None)
+            return self.transport.drain(sock, handler, self._agent_refused if agents else None, until)
         finally:
             self._feeding = held
             if agents and self._until is not None:  # what they brought is acted on this turn

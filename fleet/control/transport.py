@@ -26,6 +26,10 @@ log = logging.getLogger("fleet.control.coordinator")
 
 AGENT_BACKLOG = 8192  # connections waiting to be accepted (the kernel caps it at net.core.somaxconn)
 DRAIN_BATCH = 1000  # messages taken from one socket per drain
+# ...and no longer than this (s) a drain of the agents' socket: one message may be a
+# node's goodbye, which ends every step it ran (64 at once), and at a job's end a
+# thousand of them held the loop, and a status answer, for 1.3-1.4 s.
+DRAIN_S = 0.2
 _EVENTS, _POLLIN, _NOBLOCK = int(zmq.EVENTS), int(zmq.POLLIN), int(zmq.NOBLOCK)  # (plain ints: no enum arithmetic)
 
 
@@ -59,14 +63,16 @@ class Transport:
         # identity -> a frame to add to what goes to it (fleet.control.nodemarkers: done markers)
         self.ride: Callable[[bytes], bytes | None] | None = None
 
-    def drain(self, sock, handler: Callable, refused: Callable[[P.ProtocolError], None] | None = None) -> bool:
-        """Hand about DRAIN_BATCH waiting messages of `sock` to handler(identity, msg);
-        True if none was left waiting. `refused` hears of a peer that speaks another
-        protocol version. Counted in messages, not in ZeroMQ messages: an agent's batch
-        may hold many, and a drain of a thousand batches held the loop (and the launches
-        it had decided) for seconds."""
+    def drain(self, sock, handler: Callable, refused: Callable[[P.ProtocolError], None] | None = None,
+              until: float | None = None) -> bool:
+        """Hand about DRAIN_BATCH waiting messages of `sock` to handler(identity, msg), or
+        those that come before `until` (time.monotonic()) if that is sooner; True if none
+        was left waiting. `refused` hears of a peer that speaks another protocol version.
+        Counted in messages, not in ZeroMQ messages: an agent's batch may hold many, and a
+        drain of a thousand batches held the loop (and the launches it had decided) for
+        seconds."""
         taken = 0
-        while taken < DRAIN_BATCH:
+        while taken < DRAIN_BATCH and (until is None or not taken or time.monotonic() < until):
             # Asked, not tried, after the first: a receive that finds nothing raises
             # zmq.Again, which took pyzmq about twice a whole message's receive, once
             # per loop turn (benchmarks/README.md, "The loop's turn on a small fleet").

@@ -51,3 +51,44 @@ def test_a_drain_hands_on_about_drain_batch_messages_however_many_each_batch_car
         agent.close(0)
         ctx.term()
         tr.close()
+
+
+def test_a_drain_also_stops_at_its_deadline_when_each_message_is_costly_then_takes_the_rest():
+    # A node's goodbye ends every step it ran: a handler that takes 20 ms a message stands
+    # for it. With a deadline 0.1 s away each drain stops after the message that passes
+    # it, well before DRAIN_BATCH; nothing is lost and the order is kept.
+    tr = T.Transport()
+    ctx = zmq.Context()
+    agent = ctx.socket(zmq.DEALER)
+    try:
+        agent.setsockopt(zmq.IDENTITY, b"node1")
+        agent.setsockopt(zmq.LINGER, 0)
+        k = tr.keys
+        security.connect_as(agent, k.server_public, k.agent_public, k.agent_secret)
+        agent.connect(tr.agent_endpoint)
+        total = 30
+        for i in range(total):
+            agent.send(P.encode(P.Started(f"s/{i}", 1, 7, 7, 1.0)))
+        got: list = []
+
+        def costly(ident, msg):
+            got.append(msg.step)
+            time.sleep(0.02)
+
+        deadline = time.monotonic() + 60
+        drains, spans = [], []
+        while len(got) < total and time.monotonic() < deadline:
+            tr.agent_sock.poll(100)
+            before, t0 = len(got), time.monotonic()
+            tr.drain(tr.agent_sock, costly, None, until=t0 + 0.1)
+            if len(got) > before:
+                drains.append(len(got) - before)
+                spans.append(time.monotonic() - t0)
+        assert got == [f"s/{i}" for i in range(total)]
+        assert len(drains) >= 3 and max(drains) < total, drains  # several drains, none took them all
+        # Each stopped at the first message after its deadline (a slow machine may take longer for one).
+        assert max(drains) <= 0.1 / 0.02 + 2, (drains, spans)
+    finally:
+        agent.close(0)
+        ctx.term()
+        tr.close()
