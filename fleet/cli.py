@@ -337,15 +337,16 @@ def _json_error(e: click.ClickException) -> None:
 
 
 def _status_connection(run_dir: Path, conn_file, login, ssh_option, as_json):
-    """The connection to ask: a given file, one fetched over ssh, or a live fleet of run_dir."""
+    """(The connection to ask, the file it is kept in here or None): a given file, one
+    fetched over ssh, or a live fleet of run_dir (whose file goes when the fleet does)."""
     from fleet.wire import connection as _conn
     from fleet.control.client import FleetError, live
     from fleet.control.tunnel import TunnelError, fetch_connection
     try:
         if conn_file:
-            return _conn.read(Path(conn_file))
+            return _conn.read(Path(conn_file)), None
         if login and not _conn.path_in(run_dir.resolve()).exists():
-            return fetch_connection(login, str(run_dir / _conn.NAME), list(ssh_option))
+            return fetch_connection(login, str(run_dir / _conn.NAME), list(ssh_option)), None
         fleets = live(run_dir.resolve())
     except (_conn.ConnectionError_, TunnelError, FleetError) as e:
         raise click.ClickException(str(e))
@@ -355,7 +356,7 @@ def _status_connection(run_dir: Path, conn_file, login, ssh_option, as_json):
         others = ", ".join(str(c.pid) for _, c in fleets[1:])
         click.echo(f"fleet: {len(fleets)} fleets are up in {run_dir.resolve()}; showing coordinator pid "
                    f"{fleets[0][1].pid} (the others: pid {others})", err=True)
-    return fleets[0][1]
+    return fleets[0][1], fleets[0][0]
 
 
 @main.command(cls=_JsonErrors)
@@ -383,7 +384,7 @@ def status(run_dir, conn_file, via, login, ssh_option, as_json, all_nodes, watch
     from fleet.control.tunnel import Tunnel, TunnelError
     # Not resolved here: with --ssh, a relative run dir is the login node's, relative to its home.
     given = Path(run_dir or os.environ.get("FLEET_RUN_DIR") or ".")
-    conn = _status_connection(given, conn_file, login, ssh_option, as_json)
+    conn, kept = _status_connection(given, conn_file, login, ssh_option, as_json)
     with contextlib.ExitStack() as stack:
         endpoint = None
         if via:
@@ -400,10 +401,19 @@ def status(run_dir, conn_file, via, login, ssh_option, as_json, all_nodes, watch
         stack.callback(f.close)
         try:
             while True:
-                try:
-                    st = f.status(timeout=10, nodes=all_nodes)
-                except FleetError as e:
-                    raise click.ClickException(str(e))
+                # Watching a fleet of this machine: its connection file goes at `fleet down`,
+                # so the watch ends then, not after a request that nobody answers.
+                down = lambda: watch and kept is not None and not kept.exists()  # noqa: E731
+                st = None
+                if not down():
+                    try:
+                        st = f.status(timeout=10, nodes=all_nodes)
+                    except FleetError as e:
+                        if not down():
+                            raise click.ClickException(str(e))
+                if st is None:
+                    click.echo(f"fleet: the fleet is down ({kept} is gone)", err=True)
+                    return
                 if as_json:
                     click.echo(json.dumps(st, sort_keys=True))
                 else:

@@ -625,3 +625,19 @@ def test_status_ssh_to_a_login_that_refuses_us_fails_clearly_and_leaves_no_ssh_b
                                       or "cannot read" in r.stderr), r.stderr
         assert "Traceback" not in r.stderr
     assert _ssh_clients() == before
+
+
+def test_status_watch_ends_by_itself_when_the_fleet_goes_down(tmp_path):
+    run_dir = tmp_path / "run"
+    R.up(run_dir, tmp_path)
+    p = spawn("status", "--run-dir", str(run_dir), "--watch", "--interval", "0.2", cwd=tmp_path)
+    try:
+        read_until(p.stdout.fileno(), lambda b: b.count(b"fleet in ") >= 2, 30, "two frames")
+        assert fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60).returncode == 0
+        p.wait(timeout=30)  # (a request in flight as the fleet went may wait its 10 s first)
+        err = p.stderr.read()
+        assert p.returncode == 0 and "the fleet is down" in err and "Traceback" not in err, err
+        R.assert_gone(run_dir)
+    finally:
+        kill_group(p)
+        R.down(run_dir, tmp_path)
