@@ -127,7 +127,7 @@ class Window(WindowPick, WindowBack):
         self.blocker: dict[str, tuple] = {}  # held id -> (the dependent's pass key, the dependent)
         self._n = 0  # start order among equal expected ends
         self.parked: dict[str, dict[str, object]] = {}  # node -> open ones while its window is full
-        self.began: list = []  # promoted since the last pass: their Begin is still to say
+        self.began: dict = {}  # step -> (job, predecessor, taken back why): promoted since the last pass, Begin unsaid
         self._back_init()  # queued steps that may be taken back (fleet.core.windowback)
 
     @property
@@ -188,14 +188,14 @@ class Window(WindowPick, WindowBack):
         sched._running[succ.spec.id] = succ
         for slot in succ.placement:
             sched._on_node[slot.node].add(succ.spec.id)
-        self.began.append((succ, sid, back))
+        self.began[succ.spec.id] = (succ, sid, back)
         sched._res.started(succ, sched._now)  # its expected end, for reservations' plans
         self.started(succ, sched._now)
         return True
 
     def begin(self, now: float, out: list) -> None:
         """Say the promotions since the last pass (Begin), with the time they are known."""
-        for succ, pred, _ in self.began:
+        for succ, pred, _ in self.began.values():
             succ.started_at = now
             out.append(Begin(succ.spec.id, succ.attempt, succ.placement, pred))
         self.began.clear()
@@ -317,14 +317,10 @@ class Window(WindowPick, WindowBack):
         comes as a cancelled exit; a queued step's own reports wait for its promotion,
         fleet.control.early, so no other exit of it can be here): it never ran. The
         promotion is undone unsaid, and the drop judged as a queued step's."""
-        if outcome != S.CANCELLED:
+        entry = self.began.get(job.spec.id) if outcome == S.CANCELLED else None
+        if entry is None or entry[0] is not job:
             return False
-        for i, entry in enumerate(self.began):
-            if entry[0] is job:
-                break
-        else:
-            return False
-        del self.began[i]
+        del self.began[job.spec.id]
         self.sched._stop_running(job)  # the cores it took from its predecessor go back
         self.sched._set(job, "unbegin")
         self._judge(job, outcome, reason, out, entry[2])
