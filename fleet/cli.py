@@ -399,11 +399,11 @@ def status(run_dir, conn_file, via, login, ssh_option, as_json, all_nodes, watch
                 raise click.ClickException(str(e))
         f = Fleet(given, conn, endpoint=endpoint)
         stack.callback(f.close)
+        # Watching a fleet of this machine: its connection file goes at `fleet down`,
+        # so the watch ends then, not after a request that nobody answers.
+        down = lambda: watch and kept is not None and not kept.exists()  # noqa: E731
         try:
             while True:
-                # Watching a fleet of this machine: its connection file goes at `fleet down`,
-                # so the watch ends then, not after a request that nobody answers.
-                down = lambda: watch and kept is not None and not kept.exists()  # noqa: E731
                 st = None
                 if not down():
                     try:
