@@ -22,3 +22,9 @@ def fails_unless_flag(ctx):
     then succeeds when rerun after the flag is made (benchmarks/metadata_ops.py --rerun)."""
     if not os.path.exists(ctx.args["flag"]):
         raise RuntimeError(f"no {ctx.args['flag']} yet")
+
+
+def nap(ctx):
+    """Sleep args.seconds (default 0.02) and do nothing else: the machine stays idle
+    between the fleet's wake-ups (benchmarks/wakeups.py)."""
+    time.sleep(float(ctx.args.get("seconds", 0.02)))
