@@ -47,6 +47,7 @@ import time
 
 import zmq
 
+from fleet.control.closing import Closing
 from fleet.core import states as S
 from fleet.core.deadline import AllocationEnds, DrainNow
 from fleet.core.scheduler import StepExited
@@ -54,7 +55,6 @@ from fleet.wire import events
 
 log = logging.getLogger("fleet.control.coordinator")
 
-NOT_STARTED = "not_started"  # a step's outcome in a submission the drain ended (never started here)
 DRAIN_BEFORE_S = 300.0  # the default drain point: five minutes before the end
 FULL = "the run directory's file system is full"  # a full drain's reason starts so (fleet run's exit 4)
 FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})  # (fleet.node.diskfull's, on the coordinator's side)
@@ -82,7 +82,7 @@ class Drain:
         self.reason = ""
         self.full = False  # drained because the run directory is full (not for the allocation's end)
         self._complained = 0.0
-        self.closed_subs: set[int] = set()  # submissions closed after the drain (later ones are too)
+        self.closing = Closing(coord, self)  # submissions closed after the drain (later ones are too)
         self.dropped: set[str] = set()  # queued steps their stopping nodes dropped unstarted (P.Dropped.stopped)
         self._wake = -1  # the wakeup pipe's read end (wakeup)
 
@@ -126,7 +126,7 @@ class Drain:
     def wait_ms(self, now: float, beat_ms: int) -> int:
         """How long the loop may wait (ms): until its next heartbeat (`beat_ms`), or the
         first moment the drain has something to do, if sooner (rounded up: no spinning)."""
-        if self.end is not None and not self.announced:
+        if (self.end is not None and not self.announced) or self.closing.busy:
             return 0
         if self.drained or self.drain_at is None:
             return max(0, beat_ms)
@@ -146,11 +146,13 @@ class Drain:
         # (A full disk's drain lets the running steps run: at the drain point they stop.)
         if (not self.drained or self.full) and (self.signalled or (self.drain_at is not None and now >= self.drain_at)):
             self._drain(self.signalled or f"the drain point, {self.end - self.drain_at:g} s before the end", now)
+        if self.closing.busy:
+            self.closing.step(now)
         if (self.drained and c.sched.deadline.drained and c.sched.running_count() == 0
-                and any(sid not in self.closed_subs for sid in c.submissions.subs)):
+                and self.closing.open_subs()):
             self._close(now)
         elif (not self.drained and c.sched.deadline.held_ids and c.sched.running_count() == 0
-              and any(sid not in self.closed_subs for sid in c.submissions.subs)
+              and self.closing.open_subs()
               and c.intake.count() == 0 and c.sched.held_only()):
             # Nothing left can start before the drain point: say so now, not at it (a
             # job script resubmits sooner; the fleet stays up for what comes next).
@@ -239,34 +241,8 @@ class Drain:
             c.claims.release(c.claims.run_dir_of(step), step)
 
     def _close(self, now: float, reason: str = "") -> None:
-        """Every step of a submission not yet closed that never ended here is counted
-        ended in it: `not_started`, or interrupted if its exit never came. Each
-        submission is closed once (one that comes after the drain too)."""
-        c = self.coord
-        reason = reason or "not started: " + self.why()[len("drained: "):]
-        n = 0
-        for sub in list(c.submissions.subs.values()):
-            if sub.id in self.closed_subs:
-                continue
-            self.closed_subs.add(sub.id)
-            counted = {row[0] for row in sub.finished if row[1] != "retry"}
-            for sid in sub.steps:
-                if sid in counted:
-                    continue
-                try:
-                    st = c.sched.state(sid)
-                except KeyError:
-                    st = S.WAITING  # not entered before the drain
-                if st in S.FINAL:
-                    continue
-                # (A queued step is promoted when the step it waited for ends, lest its node
-                # started it: its node's Dropped, in the same batch, says it did not.)
-                outcome = S.INTERRUPTED if st == S.INTERRUPTED and sid not in self.dropped else NOT_STARTED
-                n += outcome == NOT_STARTED
-                if outcome == S.INTERRUPTED and sid not in c.interrupted:  # (its node lost as it began)
-                    c.interrupted.add(sid)
-                    from fleet.control.outcomes import unreported_interrupted
-                    c.events.write(unreported_interrupted(now, c.sched.view(sid), self.why()))
-                sub.finished.append([sid, outcome, 0, self.why() if outcome == S.INTERRUPTED else reason])
-                sub.remaining -= 1
-        c.events.write(events.NotStarted(t=now, steps=n, held=c.sched.deadline.held))
+        """Count every step of each submission not yet closed that never ended here as
+        ended in it: `not_started`, or interrupted if its exit never came; a bounded part
+        each loop turn (fleet.control.closing). Each submission is closed once (one that
+        comes after the drain too)."""
+        self.closing.close(now, reason or "not started: " + self.why()[len("drained: "):])

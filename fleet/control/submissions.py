@@ -126,6 +126,8 @@ class Submissions:
         # Says the steps the user asked for again (fleet.control.recording: a journal line each).
         self.reset = lambda steps: None
         self.full = lambda: ""  # the drain's reason, if the run directory's file system is full (control.drain)
+        # Submissions a drain's close is walking: each one's steps counted so far (fleet.control.closing).
+        self.closing: dict[int, set[str]] = {}
         sched.moved = self.moved  # each change of a step's state, for the counts by state
 
     # -- submitting -----------------------------------------------------------------------------
@@ -270,6 +272,10 @@ class Submissions:
         if not final:
             return
         for sid in self.step_subs.get(step, ()):
+            if self.closing and sid in self.closing:  # a drain's close is walking it
+                if step in self.closing[sid]:
+                    continue  # counted by the close already
+                self.closing[sid].add(step)
             sub = self.subs[sid]
             sub.finished.append([step, outcome, attempt, reason])
             sub.remaining -= 1

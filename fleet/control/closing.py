@@ -1,0 +1,113 @@
+"""The drain's close: every step of a submission that never ended here is counted ended
+in it, `not_started` (or interrupted, if its exit never came), so that `fleet run`
+hears its submission finished and exits 3 (fleet.control.drain says when).
+
+A close walks every step of the submissions it closes: at a job end of 700,000 steps one
+walk held the coordinator's loop ~0.9 s, the longest turn of the job's end
+(benchmarks/README.md, "A job ended under the fleet"). So it goes CLOSE_STEPS steps a
+loop turn, submission by submission, and the loop does not sleep while a close is
+under way (Closing.busy). Between two turns a step may still end (an interrupted exit
+that comes late, a `fleet cancel`): Submissions.ended counts it then, and adds it to
+the set of steps its submission counted while the walk is under way
+(Submissions.closing), which the walk passes over, so no step is counted twice. One
+`not_started` event says how many steps the close counted so, when it is done.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fleet.core import states as S
+from fleet.wire import events
+
+NOT_STARTED = "not_started"  # a step's outcome in a submission the drain ended (never started here)
+CLOSE_STEPS = 50_000  # steps of a close walked in one loop turn (~60 ms of the loop)
+
+
+@dataclass
+class _Walk:
+    sub: object  # fleet.control.submissions.Submission
+    reason: str  # a not_started step's reason
+    at: int = 0  # the next of sub.steps to look at
+
+
+class Closing:
+    """The closes under way of one coordinator (`coord`: its scheduler, submissions,
+    events and interrupted steps; `drain`: its fleet.control.drain.Drain)."""
+
+    def __init__(self, coord, drain):
+        self.coord = coord
+        self.drain = drain
+        self.closed: set[int] = set()  # submissions closed, or being closed (later ones are too)
+        self._walks: list[_Walk] = []
+        self._counted = -1  # steps counted not_started by the closes under way (-1: no close to say)
+
+    @property
+    def busy(self) -> bool:
+        """A close is under way: the loop must not wait."""
+        return bool(self._walks)
+
+    def open_subs(self) -> bool:
+        """A submission not closed yet."""
+        return any(sid not in self.closed for sid in self.coord.submissions.subs)
+
+    def close(self, now: float, reason: str) -> None:
+        """Close every submission not closed yet (its steps' reason: `reason`), a first part now."""
+        subs = self.coord.submissions
+        self._counted = max(self._counted, 0)
+        for sub in list(subs.subs.values()):
+            if sub.id in self.closed:
+                continue
+            self.closed.add(sub.id)
+            subs.closing[sub.id] = {row[0] for row in sub.finished if row[1] != "retry"}
+            self._walks.append(_Walk(sub, reason))
+        self.step(now)
+
+    def step(self, now: float) -> None:
+        """Walk up to CLOSE_STEPS steps of the closes under way (every loop turn)."""
+        budget = CLOSE_STEPS
+        while self._walks and budget > 0:
+            walk = self._walks[0]
+            end = min(len(walk.sub.steps), walk.at + budget)
+            budget -= end - walk.at
+            self._walk(walk, end, now)
+            if walk.at >= len(walk.sub.steps):
+                self._walks.pop(0)
+                self.coord.submissions.closing.pop(walk.sub.id, None)
+        if not self._walks and self._counted >= 0:
+            self._done(now)
+
+    def _walk(self, walk: _Walk, end: int, now: float) -> None:
+        c, drain = self.coord, self.drain
+        sub, counted, state = walk.sub, c.submissions.closing[walk.sub.id], c.sched.state
+        why = None
+        for sid in sub.steps[walk.at:end]:
+            if sid in counted:
+                continue
+            try:
+                st = state(sid)
+            except KeyError:
+                st = S.WAITING  # not entered before the drain
+            if st in S.FINAL:
+                continue
+            # (A queued step is promoted when the step it waited for ends, lest its node
+            # started it: its node's Dropped, in the same batch, says it did not.)
+            outcome = S.INTERRUPTED if st == S.INTERRUPTED and sid not in drain.dropped else NOT_STARTED
+            counted.add(sid)
+            if outcome == NOT_STARTED:
+                self._counted += 1
+                sub.finished.append([sid, outcome, 0, walk.reason])
+            else:
+                why = why or drain.why()
+                if sid not in c.interrupted:  # (its node lost as it began)
+                    c.interrupted.add(sid)
+                    from fleet.control.outcomes import unreported_interrupted
+                    c.events.write(unreported_interrupted(now, c.sched.view(sid), why))
+                sub.finished.append([sid, outcome, 0, why])
+            sub.remaining -= 1
+        walk.at = end
+
+    def _done(self, now: float) -> None:
+        c = self.coord
+        c.events.write(events.NotStarted(t=now, steps=self._counted, held=c.sched.deadline.held))
+        self._counted = -1  # said: nothing to say until the next close

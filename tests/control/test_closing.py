@@ -1,0 +1,99 @@
+"""The drain's close (fleet.control.closing) counts every step that never ended, once,
+a bounded part each loop turn: at a job end of 700,000 steps the whole walk in one turn
+held the coordinator's loop ~0.9 s. Built from the real parts the close uses: a real
+suite checked and entered through fleet.control.submissions, the real scheduler, a real
+event stream on disk."""
+
+from __future__ import annotations
+
+import json
+import time
+from types import SimpleNamespace
+
+from fleetharness import write_suite
+
+from fleet.control import closing
+from fleet.control.submissions import Submissions
+from fleet.core import states as S
+from fleet.core.deadline import DrainNow
+from fleet.core.resources import NodeSpec
+from fleet.core.scheduler import NodeJoined, Scheduler
+from fleet.wire import events as E
+from fleet.wire import messages as P
+
+STEPS = 10
+
+
+def closing_of(tmp_path, monkeypatch, per_turn: int):
+    """A Closing over one submission of STEPS never-started steps, CLOSE_STEPS = per_turn."""
+    monkeypatch.setattr(closing, "CLOSE_STEPS", per_turn)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    suite = write_suite(tmp_path / "s.toml", f"""
+[suite]
+name = "closing"
+[[steps]]
+id = "s/{{i}}"
+array = "0-{STEPS - 1}"
+command = "true"
+""")
+    sched = Scheduler()
+    sched.handle(NodeJoined(NodeSpec("n1", (0,), (), 2**30)), 0.0)
+    sched.handle(DrainNow("the test's"), 0.0)  # drained: nothing starts
+    log = E.EventLog(run_dir / "events.jsonl", fleet="f")
+    subs = Submissions(run_dir, sched, {}, log)
+    msg = P.Submit(str(suite))
+    acc = subs.accept(msg)
+    now = time.time()
+    sched.handle(subs.enter(acc, msg, now), now)
+    assert sched.running_count() == 0 and all(sched.state(s) not in S.FINAL for s in acc.sub.steps)
+    coord = SimpleNamespace(sched=sched, submissions=subs, events=log, interrupted=set())
+    drain = SimpleNamespace(dropped=set(), why=lambda: "drained: the test's")
+    return closing.Closing(coord, drain), acc.sub, log
+
+
+def rows(sub) -> list[str]:
+    return [r[0] for r in sub.finished if r[1] != "retry"]
+
+
+def not_started_events(log) -> list[dict]:
+    log.flush()
+    lines = [json.loads(line) for line in log.path.read_text().splitlines()]
+    return [e for e in lines if e["kind"] == "not_started"]
+
+
+def test_a_close_counts_at_most_close_steps_a_turn_and_says_not_started_once_when_done(tmp_path, monkeypatch):
+    c, sub, log = closing_of(tmp_path, monkeypatch, per_turn=3)
+    c.close(time.time(), "not started: the test's")
+    assert c.busy and len(rows(sub)) == 3 and not not_started_events(log)
+    turns = 1
+    while c.busy:
+        before = len(rows(sub))
+        c.step(time.time())
+        turns += 1
+        assert len(rows(sub)) - before <= 3
+    assert turns == 4  # 10 steps, 3 a turn
+    assert sorted(rows(sub)) == sorted(sub.steps) and sub.remaining == 0
+    assert {r[1] for r in sub.finished} == {closing.NOT_STARTED}
+    [ns] = not_started_events(log)
+    assert ns["steps"] == STEPS
+    c.step(time.time())  # nothing more to say
+    assert len(not_started_events(log)) == 1 and not c.open_subs()
+
+
+def test_a_step_that_ends_while_the_close_walks_its_submission_is_counted_once(tmp_path, monkeypatch):
+    c, sub, log = closing_of(tmp_path, monkeypatch, per_turn=4)
+    c.close(time.time(), "not started: the test's")
+    walked, ahead = sub.steps[0], sub.steps[-1]
+    # A cancel of a step the walk has counted, and of one it has yet to reach.
+    c.coord.submissions.ended(walked, S.CANCELLED, 0, "cancelled", final=True)
+    c.coord.submissions.ended(ahead, S.CANCELLED, 0, "cancelled", final=True)
+    while c.busy:
+        c.step(time.time())
+    counted = rows(sub)
+    assert sorted(counted) == sorted(sub.steps), counted  # each once
+    assert sub.remaining == 0
+    outcome = {r[0]: r[1] for r in sub.finished}
+    assert outcome[walked] == closing.NOT_STARTED and outcome[ahead] == S.CANCELLED
+    [ns] = not_started_events(log)
+    assert ns["steps"] == STEPS - 1
