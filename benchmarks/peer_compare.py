@@ -388,41 +388,27 @@ def _before_after(sm: dict) -> list[str]:
 
 # Written after looking at the recorded run (the figures above are regenerated; this is not).
 NOTES: list[str] = [
-    "What the figures say (the run of 2026-11-30 20:51 UTC; `--baseline /tmp/window-base` is `git archive 327cf29 "
-    "| tar -x -C /tmp/window-base`, main just before the node window, run with the same benchmark code from a "
-    "neutral working directory (`cd /tmp`), so that `python -m fleet` in each fleet's processes finds the "
-    "PYTHONPATH's fleet and not the current directory's). Load average 2-4: other work used 0.4-1.0 of the 2 "
-    "cores during the measurements, so every rate moves by 20-40 % between rounds; the ratios, taken within a "
-    "round, and the CPU per step are the figures to read:",
+    "What the figures say (the run of 2026-12-03 09:44 UTC, from a neutral working directory: `cd /tmp && "
+    "python /work/main/benchmarks/peer_compare.py`). A quiet machine: other work used at most 0.03 of the 2 "
+    "cores in any measurement (the load average of 2.2 at the end is this run's own). The first recorded run "
+    "(2026-11-30, under load, before most of issue 12's work) is the first subsection below; the subsections "
+    "after it measure each change on the way:",
     "",
-    "- The node window (fleet/core/window.py, fleet/node/queued.py) takes the coordinator off a node's step "
-    "cycle: a queued step starts when its predecessor is reaped, before the coordinator hears of that exit "
-    "(tests/control/test_window_fleet.py shows it from the records). After / before in the same round: 1.04 "
-    "(0.88-1.18) on no-ops, 1.26 (0.72-1.44) on the numpy step; fleet / floor went from 0.28 to 0.33 (no-op) "
-    "and from 0.71 to 0.80 (numpy). The 0.9 x target is still missed on both.",
-    "- Why so little here: with 2 cores for 2 one-core pretend nodes plus the coordinator, two agents and two "
-    "zygotes, fleet is bound by CPU, not by latency: ~11 ms of CPU per no-op step besides the work (its own "
-    "processes ~5.2 ms, its step processes ~6 ms) against the floor's ~3 ms. Hiding the coordinator's round "
-    "trip frees no CPU. Where fleet's own processes have cores of their own (a real allocation: the "
-    "coordinator on its node, 64 cores a node), the window removes that round trip from every step cycle.",
-    "- Fleet's own CPU per step, before -> after (medians): coordinator 1.88 -> 1.69 ms (a turn's launches to "
-    "one agent go as one multipart message), agents 0.77 -> 0.67 (reports batched per turn both ways), "
-    "zygotes 3.10 -> 2.88 (no loop turn per child report; messages encoded from __dict__). Target 1.5 ms for "
-    "all three: missed (5.2-5.6 ms).",
-    "- The zygote's remaining ~2.9 ms is mostly the kernel's: one fork of the preloaded process per step "
-    "(a bare fork/_exit/waitpid loop holding the same imports spends ~0.85 ms per step) and ~300 copy-on-write "
-    "page faults per step (the bare loop: ~40), counted per phase by wrapping the zygote's methods in a throwaway script: ~110 while "
-    "reading and handing a launch, ~60-85 reaping and reporting an exit, ~50 forking the spare, ~40 writing "
-    "to the agent. Every page the zygote's Python writes between two forks is copied once, because the spare "
-    "child (and the running step) still share it; CPython 3.11 writes a page for every object it merely "
-    "references (refcounts). Cutting that needs a zygote that does not fork itself (a small forking helper "
-    "that it drives, with less Python between forks) - not done here.",
-    "- The step processes (~6 ms per no-op step besides the work, the floor's ~2.2) are the child's setup in "
-    "Python before the work (fleet/node/child.py: environment, directories, log, the step context) and its "
-    "copy-on-write faults (~700-1,000 per step); the coordinator's ~1.7-1.8 ms is the scheduler plus the "
-    "per-step files (see the next section). Both are other items of issue 12.",
-    "- What giving each step its own process costs, against Parsl's shared workers: even the raw floor is "
-    "~0.4-0.5 x Parsl here, and fleet / Parsl is ~0.14 on no-ops and ~0.4 on the numpy step; longer steps "
+    "- fleet / floor 0.41 on no-ops and 0.69 on the numpy step: the 0.9 x target is missed on both. Both "
+    "systems are bound by CPU on these 2 cores, so fleet can reach at most the ratio of their CPU a step: "
+    "~0.44 and ~0.84 (\"where a step's CPU goes\", below).",
+    "- Fleet's own processes: 1.82 ms of CPU a step on no-ops, 2.24 on the numpy step (5.2-5.6 ms in the first "
+    "recorded run): target 1.5 ms, missed by 0.3-0.7 ms. About 0.8 ms of it is the forking helpers' fork of "
+    "the preloaded process, which the floor's loops pay too (0.52-0.59 ms here); the rest is about ten "
+    "wake-ups of fleet's processes a step, at 130-360 us each, because on two one-core nodes each loop turn "
+    "carries about one step (\"fleet's own CPU a step is wake-ups\", below: the same coordinator code costs "
+    "73 us a step when a turn carries dozens).",
+    "- Fleet's step processes cost more than the floor's: 2.65 against 1.36 ms a no-op step (the child's "
+    "set-up: signals, process group, death signal, pinning, environment, directories, log, two reports, and "
+    "~260 more copy-on-write faults), 9.32 against 7.46 ms on the numpy step, where the step's own work also "
+    "runs slower among fleet's processes than alone (it was calibrated alone at 5.48 ms).",
+    "- What giving each step its own process costs, against Parsl's shared warm workers: fleet / Parsl 0.33 "
+    "on no-ops and 0.63 on the numpy step, and the raw floor itself is 0.82 and 0.92 x Parsl; longer steps "
     "dilute it. What it buys is isolation (a step's globals, leaks, threads, signal handlers, crashes or "
     "os._exit cannot reach the next step; its memory is returned when it exits; it can be killed alone), "
     "per-step logs, pinning and placement.",
