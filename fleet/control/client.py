@@ -266,7 +266,9 @@ def stop_started(proc: subprocess.Popen, timeout: float = STOP_S) -> None:
 def down(run_dir: Path, pid: int | None = None, timeout: float = 20.0,
          name: str = connection.NAME) -> bool:
     """Stop the fleet in run_dir whose connection file is `name`: ask, then insist.
-    True if one was running."""
+    True if one was running. A coordinator of another host (a run directory on a
+    shared file system, `fleet down` from a login node) is only asked: its pid means
+    nothing here, so nothing here is signalled; FleetError if it does not stop."""
     run_dir = Path(run_dir).resolve()
     conn = None
     path = run_dir / name
@@ -278,11 +280,13 @@ def down(run_dir: Path, pid: int | None = None, timeout: float = 20.0,
         if conn.host == socket.gethostname() and not _alive(conn.pid):
             path.unlink(missing_ok=True)
             conn = None
+    answered = False
     if conn is not None:
         pid = conn.pid
         c = Client(conn)
         try:
             reply = c.ask(P.Down(), timeout=5.0)
+            answered = True
             if isinstance(reply, P.Stopping):
                 # Its steps may take their grace to stop, and its agents a little more
                 # (fleet.control.coordinator's teardown): only then insist.
@@ -291,18 +295,46 @@ def down(run_dir: Path, pid: int | None = None, timeout: float = 20.0,
             pass
         finally:
             c.close()
+        if conn.host != socket.gethostname():
+            return _gone_elsewhere(path, conn, answered, timeout)
     if pid is None:
         return False
     deadline = time.monotonic() + timeout
     sent_term = False
     while _alive(pid):
-        if time.monotonic() > deadline - timeout / 2 and not sent_term:
+        if not sent_term and (time.monotonic() > deadline - timeout / 2 or (not answered and _stopped(pid))):
             _kill(pid, signal.SIGTERM)
+            _kill(pid, signal.SIGCONT)  # a stopped coordinator (SIGSTOP, Ctrl-Z) handles its SIGTERM then
             sent_term = True
         if time.monotonic() > deadline:
             _kill(pid, signal.SIGKILL)
             break
         time.sleep(0.02)
+    return True
+
+
+def _stopped(pid: int) -> bool:
+    """The process is stopped (SIGSTOP, SIGTSTP: state T), so it cannot answer."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
+    except OSError:
+        return False
+
+
+def _gone_elsewhere(path: Path, conn: connection.Connection, answered: bool, timeout: float) -> bool:
+    """Wait for a coordinator of another host that was asked to stop to remove its
+    connection file (its teardown's last step); FleetError if it did not answer or stop."""
+    where = f"its coordinator runs on {conn.host} (pid {conn.pid})"
+    if not answered:
+        raise FleetError(f"the fleet in {path.parent} did not answer: {where}, and only `fleet down` there can "
+                         f"stop it for sure (ssh {conn.host} fleet down --run-dir {path.parent})")
+    deadline = time.monotonic() + timeout
+    while path.exists():
+        if time.monotonic() > deadline:
+            raise FleetError(f"the fleet in {path.parent} said it was stopping but is still up after {timeout:g} s: "
+                             f"{where}; run `fleet down` there (ssh {conn.host} fleet down --run-dir {path.parent})")
+        time.sleep(0.1)
     return True
 
 

@@ -1,0 +1,83 @@
+"""`fleet down` signals only what it can know is the fleet's: a coordinator of this host,
+by its pid. Real fleets, real processes.
+
+- A connection file written on another host (a run directory on a shared file system,
+  `fleet down` from a login node) names a pid of that host: here it may be anyone's
+  process. Such a fleet is only asked to stop; if it does not answer, `fleet down` says
+  where to run it and signals nothing here.
+- A coordinator stopped with SIGSTOP (Ctrl-Z) cannot answer: it gets SIGTERM with
+  SIGCONT, so it tears down as on any `fleet down`, instead of waiting out a SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+
+from fleetharness import assert_nothing_left, events, fleet, wait_for
+
+
+def _up(tmp_path: Path) -> Path:
+    run_dir = tmp_path / "run"
+    fleet("up", "--run-dir", str(run_dir), "--nodes", "1", cwd=tmp_path, check=True, timeout=60)
+    return run_dir
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_fleet_down_of_a_fleet_of_another_host_that_does_not_answer_signals_nothing_here(tmp_path):
+    run_dir = _up(tmp_path)
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True)
+    try:
+        # The connection file a coordinator of another host would have left: its pid is
+        # a process of this host that has nothing to do with any fleet.
+        conn = json.loads((run_dir / "fleet.json").read_text())
+        conn.update(host="node9.elsewhere.invalid", pid=bystander.pid, client=f"tcp://127.0.0.1:{_free_port()}")
+        other = tmp_path / "shared"
+        other.mkdir()
+        fd = os.open(other / "fleet.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(conn, f)
+        r = fleet("down", "--run-dir", str(other), cwd=tmp_path, timeout=90)
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert "runs on node9.elsewhere.invalid" in r.stderr and f"ssh node9.elsewhere.invalid fleet down --run-dir {other}" in r.stderr, r.stderr
+        assert bystander.poll() is None and psutil.Process(bystander.pid).status() != psutil.STATUS_STOPPED
+        assert (other / "fleet.json").exists()  # not ours to remove: that fleet may well be up
+        # The fleet of this host was not touched either.
+        st = fleet("status", "--run-dir", str(run_dir), "--json", cwd=tmp_path, timeout=60)
+        assert st.returncode == 0, st.stderr
+    finally:
+        bystander.kill()
+        bystander.wait(timeout=10)
+        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
+    assert_nothing_left(run_dir)
+
+
+def test_fleet_down_of_a_stopped_coordinator_continues_it_and_it_tears_down(tmp_path):
+    run_dir = _up(tmp_path)
+    coordinator = json.loads((run_dir / "fleet.json").read_text())["pid"]
+    try:
+        os.kill(coordinator, signal.SIGSTOP)
+        wait_for(lambda: psutil.Process(coordinator).status() == psutil.STATUS_STOPPED, 10, "the coordinator stopped")
+        r = fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=90)
+        assert r.returncode == 0, r.stdout + r.stderr
+        # Its own teardown ran (a SIGKILL would have left both the file and no record).
+        assert not (run_dir / "fleet.json").exists()
+        assert [e for e in events(run_dir) if e["kind"] == "fleet_down"]
+    finally:
+        try:
+            os.kill(coordinator, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
+    assert_nothing_left(run_dir)
