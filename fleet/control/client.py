@@ -67,11 +67,18 @@ class Client:
             # A late answer must not be taken for the answer to the next question.
             self.sock.close(0)
             self._connect()
-            raise FleetError(f"the coordinator at {self.endpoint} did not answer within {timeout:.0f} s")
+            raise FleetError(f"the coordinator at {self.endpoint} did not answer within {timeout:.0f} s{self._where()}")
         reply = P.decode(self.sock.recv(), limit=ANSWER_LIMIT)
         if isinstance(reply, P.Error):
             raise FleetError(reply.reason)
         return reply
+
+    def _where(self) -> str:
+        """Where the coordinator runs, if not here and asked at its own address: the likely why."""
+        if self.conn.host in ("", socket.gethostname()) or self.endpoint != self.conn.client:
+            return ""
+        return (f" (it runs on {self.conn.host}, pid {self.conn.pid}, which this host may not reach: "
+                f"`fleet status --ssh LOGIN` or `--via HOST:PORT` go through ssh)")
 
     def close(self) -> None:
         self.sock.close(0)

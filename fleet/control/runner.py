@@ -76,6 +76,8 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
             conn = up(run_dir, nodes=nodes, machine=machine, preload=suite.preload, extra=fleet_options,
                       name=embedded)
         f = Fleet(run_dir, conn, run_dir / (embedded or connection.NAME))
+        if embedded is None:  # a fleet that does not answer is said in 10 s, not after a submission's 60
+            f.status(timeout=10.0)
         signal.signal(signal.SIGUSR1, _pass_warning(conn))
         try:
             sub = f.submit(path, force=force, serial=serial, shard=shard, new_generation=new_generation,

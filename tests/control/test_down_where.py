@@ -6,7 +6,9 @@ by its pid. Real fleets, real processes.
   process. Such a fleet is only asked to stop; if it does not answer, `fleet down` says
   where to run it and signals nothing here.
 - A coordinator stopped with SIGSTOP (Ctrl-Z) cannot answer: it gets SIGTERM with
-  SIGCONT, so it tears down as on any `fleet down`, instead of waiting out a SIGKILL."""
+  SIGCONT, so it tears down as on any `fleet down`, instead of waiting out a SIGKILL.
+- `fleet status` and `fleet run` of a fleet that does not answer say where its
+  coordinator runs, and `fleet run` says so before waiting out a submission's 60 s."""
 
 from __future__ import annotations
 
@@ -79,5 +81,28 @@ def test_fleet_down_of_a_stopped_coordinator_continues_it_and_it_tears_down(tmp_
             os.kill(coordinator, signal.SIGCONT)
         except ProcessLookupError:
             pass
+        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
+    assert_nothing_left(run_dir)
+
+
+def test_fleet_status_and_run_on_a_fleet_of_another_host_that_does_not_answer_say_where_it_runs(tmp_path):
+    run_dir = _up(tmp_path)
+    try:
+        conn = json.loads((run_dir / "fleet.json").read_text())
+        conn.update(host="node9.elsewhere.invalid", pid=1, client=f"tcp://127.0.0.1:{_free_port()}")
+        other = tmp_path / "shared"
+        other.mkdir()
+        fd = os.open(other / "fleet.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(conn, f)
+        suite = tmp_path / "s.toml"
+        suite.write_text('[suite]\nname = "s"\n[[steps]]\nid = "a"\ncommand = "true"\n')
+        for args in (("status", "--run-dir", str(other)), ("run", str(suite), "--run-dir", str(other))):
+            r = fleet(*args, cwd=tmp_path, timeout=90)
+            assert r.returncode == 1, (args, r.stdout, r.stderr)
+            assert "did not answer within 10 s" in r.stderr and "it runs on node9.elsewhere.invalid, pid 1" in r.stderr \
+                and "--ssh LOGIN" in r.stderr, (args, r.stderr)
+        assert not (other / "steps").exists()  # nothing was started, nor submitted
+    finally:
         fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
     assert_nothing_left(run_dir)
