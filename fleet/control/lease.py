@@ -18,12 +18,15 @@ registrations, make sure that of two fleets starting together at least one sees 
 other.
 
 A fleet that waits longer than NOTE_AFTER_S for a holder that does not share (one on
-another host that crashed is waited for until stale_after) says so: whose lease, when
-it was refreshed and when it will be taken over, in its registration (`waiting`: what
-`fleet up` and `fleet run` tell the user, fleet.control.client) and in its log.
+another host that crashed is waited for until stale_after, or until its job ended) says
+so: whose lease, when it was refreshed and when it will be taken over, in its
+registration (`waiting`: what `fleet up` and `fleet run` tell the user,
+fleet.control.client) and in its log.
 
-A lease whose holder is provably dead (same host, no such pid) or that was not
-refreshed for stale_after seconds is taken over: the taker first creates
+A lease whose holder is provably dead (same host, no such pid), whose holder's batch
+job has ended (a holder of another host, in another job of this fleet's Slurm cluster:
+fleet.site.jobstate, asked every JOB_LOOK_S while waiting), or that was not refreshed
+for stale_after seconds is taken over: the taker first creates
 .fleet/lease.adopt.<generation>.<holder> exclusively, then reads the lease again and,
 finding the same one (holder and generation) still dead or stale, replaces it with
 generation + 1, as claims are adopted; then it removes the adoption file. Exactly one
@@ -47,6 +50,8 @@ import time
 from pathlib import Path
 
 from fleet.control import store
+from fleet.site import jobstate
+from fleet.wire.connection import this_job
 from fleet.wire.records import holder_dead, zombie
 
 
@@ -56,6 +61,7 @@ def _dead(rec: dict) -> bool:
     return holder_dead(rec) or zombie(rec)
 
 LOOK_S = 1.0  # how often a lease holder looks for fleets that want to share (one listing)
+JOB_LOOK_S = 10.0  # how often a waiting fleet asks the batch system whether the holder's job ended
 NOTE_AFTER_S = 2 * LOOK_S  # a live holder lets a fleet in within about LOOK_S: longer, and the wait is said
 
 log = logging.getLogger("fleet.control.coordinator")
@@ -65,8 +71,9 @@ def waiting_line(wait: dict, run_dir: Path | str, now: float) -> str:
     """One line for the user: the lease a fleet waits for, and when it takes it over."""
     return (f"fleet: waiting for the lease on {run_dir}, held by pid {wait.get('pid')} on host {wait.get('host')} "
             f"(last refreshed {max(0.0, now - wait['refreshed']):.0f} s ago): this fleet takes it over in "
-            f"{max(0.0, wait['takeover_at'] - now):.0f} s unless it is refreshed (--stale-after "
-            f"{wait['stale_after']:g}; a smaller --stale-after waits less; fleet down stops this fleet)")
+            f"{max(0.0, wait['takeover_at'] - now):.0f} s unless it is refreshed"
+            + (f", or at once when its batch job ({wait['job']}) ends" if wait.get("job") else "")
+            + f" (--stale-after {wait['stale_after']:g}; a smaller --stale-after waits less; fleet down stops this fleet)")
 
 
 class Lease:
@@ -80,6 +87,10 @@ class Lease:
         self.fleet_id = fleet_id
         self.stale_after = stale_after
         self.me = {"fleet": fleet_id, "host": socket.gethostname(), "pid": os.getpid()}
+        job, cluster = this_job(), os.environ.get("SLURM_CLUSTER_NAME", "")
+        if job:  # (a holder's job that ended frees its lease at once: _job_ended)
+            self.me.update(job=job, cluster=cluster)
+        self._jobs: dict[str, tuple[float, bool | None]] = {}  # job -> (asked at, ended)
         self.holder = False      # this fleet holds the lease
         self.shared = False      # every fleet claims each step
         self.took_from: dict | None = None  # the lease of a dead or stale holder taken over
@@ -120,7 +131,8 @@ class Lease:
         if noted is not None and abs(refreshed - noted) < 1.0:
             return noted
         wait = {"fleet": rec.get("fleet"), "host": rec.get("host"), "pid": rec.get("pid"), "refreshed": refreshed,
-                "takeover_at": refreshed + self.stale_after, "stale_after": self.stale_after}
+                "takeover_at": refreshed + self.stale_after, "stale_after": self.stale_after,
+                "job": rec.get("job") if self._asks_job(rec) else None}
         store._replace(self._reg_path(), {**self.me, "at": time.time(), "waiting": wait})
         log.warning("%s", waiting_line(wait, self.root.parent, time.time()))
         return refreshed
@@ -128,7 +140,26 @@ class Lease:
     def _takeable(self, rec: dict, age: float) -> bool:
         """The lease's holder is provably dead, or it was not refreshed for stale_after
         (an empty lease for seconds: its holder died while writing it)."""
-        return (not rec and age > 5.0) or bool(rec and (_dead(rec) or age >= self.stale_after))
+        return (not rec and age > 5.0) or bool(rec and (_dead(rec) or age >= self.stale_after or self._job_ended(rec)))
+
+    def _asks_job(self, rec: dict) -> bool:
+        """Whether the holder's batch job can tell: another host's holder (its pid means
+        nothing here), in another job of the same Slurm cluster as this fleet (a job id
+        of another cluster sharing the file system names another job, or none, here)."""
+        job = rec.get("job")
+        return bool(job and rec.get("host") != self.me["host"] and job != self.me.get("job")
+                    and self.me.get("cluster") and rec.get("cluster") == self.me["cluster"])
+
+    def _job_ended(self, rec: dict) -> bool:
+        """The holder's batch job has ended (fleet.site.jobstate), asked at most every JOB_LOOK_S."""
+        if not self._asks_job(rec):
+            return False
+        job, now = rec["job"], time.monotonic()
+        at, said = self._jobs.get(job, (-JOB_LOOK_S, None))
+        if now - at >= JOB_LOOK_S:
+            said = jobstate.ended(job)
+            self._jobs[job] = (now, said)
+        return said is True
 
     def _take_over(self, rec: dict, age: float) -> bool:
         """Take over the dead or stale lease rec (read age seconds after its last
@@ -137,6 +168,7 @@ class Lease:
         gen = int(rec.get("generation", 1))
         adopt = self.root / f"lease.adopt.{gen}.{rec.get('fleet') or 'unnamed'}"
         dead = _dead(rec)
+        ended = not dead and age < self.stale_after and self._job_ended(rec)
         if not store._write_new(adopt, {**self.me, "at": time.time(), "from": rec, "stale_s": age, "dead": dead}):
             return False
         try:
@@ -149,7 +181,8 @@ class Lease:
             adopt.unlink(missing_ok=True)
         log.info("took over the run directory's lease (generation %d) of fleet %s, pid %s on host %s: %s", gen,
                  rec.get("fleet"), rec.get("pid"), rec.get("host"),
-                 "its holder is gone" if dead else f"not refreshed for {age:.0f} s")
+                 "its holder is gone" if dead else f"its batch job ({rec.get('job')}) has ended" if ended
+                 else f"not refreshed for {age:.0f} s")
         self.took_from = rec
         self._held(gen + 1)
         return True

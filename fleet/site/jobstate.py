@@ -1,0 +1,42 @@
+"""Whether a batch job has ended, asked of the batch system once.
+
+A fleet that finds the run directory's lease held by a coordinator of another host
+cannot tell from its pid whether it is alive (fleet.control.lease), and would wait for
+the lease to go stale (`--stale-after`, 10 minutes by default): the whole wait of a job
+that resubmitted itself after its predecessor was killed. The lease names the holder's
+batch job (fleet.wire.connection.this_job); when that job has ended, nothing of it
+runs any more, and the lease is taken over at once.
+
+Slurm: `squeue -h -j JOB -o %T`. A job still known prints its state; one that ended
+prints nothing (with no state filter squeue lists only live states) or, once slurmctld
+forgot it, fails with "Invalid job id specified": both are ended. PBS and others:
+not known here (None), and the lease waits to go stale as before.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+QUERY_TIMEOUT_S = 10.0
+_SLURM = re.compile(r"^Slurm job (\d+(?:_\d+)?)$")
+# Job states in which something of the job may still run (squeue's %T).
+ALIVE = frozenset({"PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING", "RESIZING", "REQUEUED",
+                   "REQUEUE_FED", "REQUEUE_HOLD", "SIGNALING", "STAGE_OUT", "STOPPED", "RESV_DEL_HOLD"})
+
+
+def ended(job: str) -> bool | None:
+    """True if the batch job named so (as this_job names it: "Slurm job 1234") has
+    ended, False if it may still run, None if that cannot be known here."""
+    m = _SLURM.match(job or "")
+    if m is None:
+        return None
+    try:
+        p = subprocess.run(["squeue", "-h", "-j", m.group(1), "-o", "%T"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, timeout=QUERY_TIMEOUT_S, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if p.returncode != 0:
+        return True if "Invalid job id" in p.stderr else None
+    states = set(p.stdout.split())
+    return not (states & ALIVE)

@@ -1,0 +1,97 @@
+"""A run directory's lease held by a coordinator of another host is taken over as soon as
+that coordinator's batch job has ended, not after `--stale-after` (10 minutes): the wait
+a job that resubmitted itself paid when its predecessor's coordinator was killed on
+another node (fleet.control.lease, fleet.site.jobstate). While that job runs, the lease
+is waited for. Real Slurm jobs: the holder's is a job that sleeps, the lease is the one
+its coordinator on another node would have left; the taker is a real `fleet up` in a job
+of its own."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+from cluster import TERMINAL_STATES, _job_fields, _run, requires_slurm, stop_coordinators
+from fleetharness import REPO, TESTS, assert_nothing_left, wait_for, write_suite
+
+pytestmark = [requires_slurm]
+
+
+def _sbatch(*args: str) -> str:
+    p = subprocess.run(["sbatch", "--parsable", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                       timeout=30)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.strip().split(";")[0]
+
+
+def _state(job: str) -> str:
+    fields = _job_fields(job)
+    return fields.get("JobState", "") if fields else "GONE"
+
+
+def _cluster() -> str:
+    rc, out = _run(["scontrol", "show", "config"])
+    assert rc == 0, out
+    return next(line.split("=", 1)[1].strip() for line in out.splitlines() if line.startswith("ClusterName"))
+
+
+def test_a_lease_whose_holders_slurm_job_ended_is_taken_over_at_once_and_not_while_it_runs(tmp_path):
+    run_dir = tmp_path / "run"
+    holder = _sbatch("-o", "/dev/null", "-J", "fleet-lease-holder", "--wrap", "sleep 300")
+    taker = None
+    try:
+        wait_for(lambda: _state(holder) == "RUNNING", 60, "the holder's job running")
+        (run_dir / ".fleet").mkdir(parents=True)
+        # What a coordinator on another node, in the holder's job, left when it was killed.
+        (run_dir / ".fleet" / "lease").write_text(json.dumps({
+            "fleet": "crashed-elsewhere", "host": "node9.elsewhere.invalid", "pid": 4242, "at": time.time(),
+            "generation": 1, "shared": False, "job": f"Slurm job {holder}", "cluster": _cluster()}))
+        suite = write_suite(tmp_path / "suite.toml", '[suite]\nname = "after"\n[[steps]]\nid = "a"\ncommand = "true"\n')
+        script = tmp_path / "taker.sh"
+        script.write_text(textwrap.dedent(f"""\
+            #!/bin/bash
+            cd {tmp_path}
+            export PYTHONPATH={TESTS}:{REPO}${{PYTHONPATH:+:$PYTHONPATH}}
+            unset FLEET_RUN_DIR FLEET_MACHINE FLEET_MACHINES
+            PY={sys.executable}
+            timeout -k 5 120 $PY -m fleet up --run-dir {run_dir} --timeout 40; echo "up $?" >> rcs
+            timeout -k 5 60 $PY -m fleet run {suite} --run-dir {run_dir}; echo "run $?" >> rcs
+            timeout -k 5 40 $PY -m fleet down --run-dir {run_dir}; echo "down $?" >> rcs
+            """))
+        script.chmod(0o755)
+        taker = _sbatch("-N", "1", "-o", str(tmp_path / "taker.out"), "-J", "fleet-lease-taker", str(script))
+        # The taker waits, and says for what, while the holder's job runs.
+        regs = run_dir / ".fleet" / "fleets"
+
+        def waiting() -> dict | None:
+            for p in regs.glob("*.json") if regs.exists() else ():
+                try:
+                    w = json.loads(p.read_text()).get("waiting")
+                except (OSError, ValueError):
+                    continue
+                if w:
+                    return w
+            return None
+        wait_for(lambda: waiting() is not None, 90, "the taker saying it waits for the lease")
+        assert waiting().get("job") == f"Slurm job {holder}", waiting()
+        assert json.loads((run_dir / ".fleet" / "lease").read_text())["fleet"] == "crashed-elsewhere"
+        assert not (run_dir / "fleet.json").exists()
+        # The holder's job ends: the lease is the taker's within a look or two, not 600 s.
+        _run(["scancel", holder])
+        wait_for(lambda: _state(holder) in TERMINAL_STATES or _state(holder) == "GONE", 30, "the holder's job ended")
+        wait_for(lambda: _state(taker) in TERMINAL_STATES or _state(taker) == "GONE", 150, "the taker's job ended")
+        rcs = (tmp_path / "rcs").read_text().split("\n") if (tmp_path / "rcs").exists() else []
+        assert [r for r in rcs if r] == ["up 0", "run 0", "down 0"], (rcs, (tmp_path / "taker.out").read_text())
+        log = (run_dir / "coordinator.log").read_text()
+        assert f"its batch job (Slurm job {holder}) has ended" in log, log[-3000:]
+        assert_nothing_left(run_dir)
+    finally:
+        for job in (holder, taker):
+            if job is not None:
+                _run(["scancel", job])
+        stop_coordinators(run_dir)
