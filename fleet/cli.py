@@ -359,6 +359,24 @@ def _status_connection(run_dir: Path, conn_file, login, ssh_option, as_json):
     return fleets[0][1], fleets[0][0]
 
 
+def _gone_there(login: str, run_dir: Path, ssh_option, conn) -> str:
+    """Why the fleet watched through `ssh login` is down, read there once its requests
+    go unanswered: its connection file is gone, or names another coordinator ("": it is
+    there, or ssh cannot tell)."""
+    from fleet.wire import connection as _conn
+    from fleet.control.tunnel import NoFleetThere, TunnelError, fetch_connection
+    path = str(run_dir / _conn.NAME)
+    try:
+        now = fetch_connection(login, path, list(ssh_option))
+    except NoFleetThere:
+        return f"{path} is gone on {login}"
+    except TunnelError:
+        return ""
+    if (now.pid, now.started) != (conn.pid, conn.started):
+        return f"{path} on {login} names another coordinator, pid {now.pid}"
+    return ""
+
+
 @main.command(cls=_JsonErrors)
 @click.option("--run-dir", type=click.Path(file_okay=False), default=None, show_default=RUN_DIR_DEFAULT,
               help="the fleet's run directory (a fleet `fleet up` started, else one a `fleet run` embedded there)")
@@ -409,6 +427,10 @@ def status(run_dir, conn_file, via, login, ssh_option, as_json, all_nodes, watch
                     try:
                         st = f.status(timeout=10, nodes=all_nodes)
                     except FleetError as e:
+                        gone = _gone_there(login, given, ssh_option, conn) if watch and login and not conn_file else ""
+                        if gone:
+                            click.echo(f"fleet: the fleet is down ({gone})", err=True)
+                            return
                         if not down():
                             raise click.ClickException(str(e))
                 if st is None:

@@ -23,6 +23,10 @@ class TunnelError(RuntimeError):
     pass
 
 
+class NoFleetThere(TunnelError):
+    """The far side has no connection file there: no fleet is up (any more)."""
+
+
 _ABSENT = 5  # the remote script's exit status for a connection file that is not there
 
 
@@ -50,7 +54,7 @@ def fetch_connection(login: str, path: str, options: list[str], timeout: float =
     except subprocess.TimeoutExpired:
         raise TunnelError(f"ssh {login} did not answer within {timeout:.0f} s") from None
     if p.returncode == _ABSENT:
-        raise TunnelError(f"no fleet is up in {os.path.dirname(path) or '.'} on {login} (no {path} there)")
+        raise NoFleetThere(f"no fleet is up in {os.path.dirname(path) or '.'} on {login} (no {path} there)")
     if p.returncode != 0:
         raise TunnelError(f"cannot read {path} through ssh {login}: {p.stderr.strip() or f'exit {p.returncode}'}")
     try:

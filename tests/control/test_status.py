@@ -590,6 +590,28 @@ def test_status_ssh_fetches_the_connection_file_from_the_login_node_when_it_is_n
     assert list(here.iterdir()) == []
 
 
+def test_status_watch_through_ssh_ends_saying_the_fleet_is_down_once_its_file_is_gone_there(sshd, tmp_path):
+    login, options, log, home = sshd
+    run_dir = home / "run-watched"
+    R.up(run_dir, tmp_path)
+    here = tmp_path / "laptop"
+    here.mkdir()
+    p = spawn("status", "--run-dir", "run-watched", "--ssh", login, "--ssh-option", options[0], "--watch",
+              "--interval", "0.2", cwd=here)
+    try:
+        read_until(p.stdout.fileno(), lambda b: b.count(b"fleet in ") >= 2, 60, "two frames")
+        R.down(run_dir, tmp_path)
+        # Its next request goes unanswered; the login node says why, and the watch ends.
+        p.wait(timeout=60)
+        err = p.stderr.read()
+        assert p.returncode == 0, err
+        assert f"the fleet is down (run-watched/fleet.json is gone on {login})" in err and "Traceback" not in err, err
+    finally:
+        kill_group(p)
+        R.down(run_dir, tmp_path)
+    R.assert_gone(run_dir)
+
+
 def test_status_ssh_refuses_a_remote_connection_file_that_others_can_read(idle_fleet, sshd, tmp_path):
     base, run_dir, conn = idle_fleet
     login, options, log, home = sshd
