@@ -13,6 +13,7 @@ from pathlib import Path
 
 import zmq
 
+from fleet.site import jobstate
 from fleet.wire import connection
 from fleet.wire import messages as P
 from fleet.wire import security
@@ -87,7 +88,9 @@ class Client:
 def live(run_dir: Path, embedded: bool = True) -> list[tuple[Path, connection.Connection]]:
     """The live fleets of run_dir, each as (connection file, connection): the one `fleet
     up` started (fleet.json) first, then (with embedded) those that `fleet run`s embed
-    there, newest first. A stale connection file of this host is removed."""
+    there, newest first. A stale connection file is removed: of this host, its pid gone;
+    of another host, its batch job ended (fleet.site.jobstate: asked only from a job of
+    the same Slurm cluster)."""
     run_dir = Path(run_dir)
     paths = [connection.path_in(run_dir)]
     if embedded:
@@ -110,6 +113,11 @@ def live(run_dir: Path, embedded: bool = True) -> list[tuple[Path, connection.Co
         if conn.host == socket.gethostname() and not _alive(conn.pid):
             path.unlink(missing_ok=True)
             continue
+        if jobstate.ended_elsewhere(conn.host, conn.job, conn.cluster):  # nothing of that job runs any more
+            print(f"fleet: removed {path}: its fleet's coordinator (pid {conn.pid} on {conn.host}) ran in {conn.job}, "
+                  f"which has ended", file=sys.stderr)
+            path.unlink(missing_ok=True)
+            continue
         out.append((path, conn))
     return out
 
@@ -117,7 +125,7 @@ def live(run_dir: Path, embedded: bool = True) -> list[tuple[Path, connection.Co
 def find(run_dir: Path, embedded: bool = False) -> connection.Connection | None:
     """The live fleet started by `fleet up` in run_dir (with embedded=True, failing
     that, the newest live fleet that a `fleet run` embeds there), or None. A stale
-    connection file of this host is removed."""
+    connection file is removed (see live)."""
     fleets = live(run_dir, embedded)
     return fleets[0][1] if fleets else None
 

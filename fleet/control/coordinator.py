@@ -211,7 +211,7 @@ class Coordinator:
                 client=self.client_endpoint, agents=self.agent_endpoint, pid=os.getpid(),
                 host=socket.gethostname(), started=self.started, run_dir=str(self.run_dir),
                 server_key=self.keys.server_public, client_public=self.keys.client_public,
-                client_secret=self.keys.client_secret, job=connection.this_job()))
+                client_secret=self.keys.client_secret, job=connection.this_job(), cluster=connection.this_cluster()))
         except FileExistsError:
             # Another coordinator won the race for this run directory: stop, and
             # leave its connection file alone (not ready: teardown does not remove it).

@@ -51,7 +51,7 @@ from pathlib import Path
 
 from fleet.control import store
 from fleet.site import jobstate
-from fleet.wire.connection import this_job
+from fleet.wire.connection import this_cluster, this_job
 from fleet.wire.records import holder_dead, zombie
 
 
@@ -73,7 +73,8 @@ def waiting_line(wait: dict, run_dir: Path | str, now: float) -> str:
             f"(last refreshed {max(0.0, now - wait['refreshed']):.0f} s ago): this fleet takes it over in "
             f"{max(0.0, wait['takeover_at'] - now):.0f} s unless it is refreshed"
             + (f", or at once when its batch job ({wait['job']}) ends" if wait.get("job") else "")
-            + f" (--stale-after {wait['stale_after']:g}; a smaller --stale-after waits less; fleet down stops this fleet)")
+            + f" (--stale-after {wait['stale_after']:g}; a smaller --stale-after waits less; "
+              f"fleet down stops this fleet)")
 
 
 class Lease:
@@ -87,9 +88,8 @@ class Lease:
         self.fleet_id = fleet_id
         self.stale_after = stale_after
         self.me = {"fleet": fleet_id, "host": socket.gethostname(), "pid": os.getpid()}
-        job, cluster = this_job(), os.environ.get("SLURM_CLUSTER_NAME", "")
-        if job:  # (a holder's job that ended frees its lease at once: _job_ended)
-            self.me.update(job=job, cluster=cluster)
+        if this_job():  # (a holder's job that ended frees its lease at once: _job_ended)
+            self.me.update(job=this_job(), cluster=this_cluster())
         self._jobs: dict[str, tuple[float, bool | None]] = {}  # job -> (asked at, ended)
         self.holder = False      # this fleet holds the lease
         self.shared = False      # every fleet claims each step
@@ -142,13 +142,10 @@ class Lease:
         (an empty lease for seconds: its holder died while writing it)."""
         return (not rec and age > 5.0) or bool(rec and (_dead(rec) or age >= self.stale_after or self._job_ended(rec)))
 
-    def _asks_job(self, rec: dict) -> bool:
-        """Whether the holder's batch job can tell: another host's holder (its pid means
-        nothing here), in another job of the same Slurm cluster as this fleet (a job id
-        of another cluster sharing the file system names another job, or none, here)."""
-        job = rec.get("job")
-        return bool(job and rec.get("host") != self.me["host"] and job != self.me.get("job")
-                    and self.me.get("cluster") and rec.get("cluster") == self.me["cluster"])
+    @staticmethod
+    def _asks_job(rec: dict) -> bool:
+        """Whether the holder's batch job can tell if it is gone (fleet.site.jobstate.tells)."""
+        return jobstate.tells(rec.get("host"), rec.get("job"), rec.get("cluster"))
 
     def _job_ended(self, rec: dict) -> bool:
         """The holder's batch job has ended (fleet.site.jobstate), asked at most every JOB_LOOK_S."""

@@ -16,13 +16,30 @@ not known here (None), and the lease waits to go stale as before.
 from __future__ import annotations
 
 import re
+import socket
 import subprocess
+
+from fleet.wire.connection import this_cluster, this_job
 
 QUERY_TIMEOUT_S = 10.0
 _SLURM = re.compile(r"^Slurm job (\d+(?:_\d+)?)$")
 # Job states in which something of the job may still run (squeue's %T).
 ALIVE = frozenset({"PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING", "RESIZING", "REQUEUED",
                    "REQUEUE_FED", "REQUEUE_HOLD", "SIGNALING", "STAGE_OUT", "STOPPED", "RESV_DEL_HOLD"})
+
+
+def tells(host: str | None, job: str | None, cluster: str | None) -> bool:
+    """Whether the batch job a record names can tell if the record's process is gone: a
+    process of another host (its pid means nothing here), in another job of the Slurm
+    cluster this process runs in (another cluster's job id names another job, or none,
+    here: several clusters may share a file system)."""
+    mine = this_cluster()
+    return bool(job and host != socket.gethostname() and job != this_job() and mine and cluster == mine)
+
+
+def ended_elsewhere(host: str | None, job: str | None, cluster: str | None) -> bool:
+    """A record of another host's process whose batch job (see tells) has ended."""
+    return tells(host, job, cluster) and ended(job) is True
 
 
 def ended(job: str) -> bool | None:

@@ -35,6 +35,7 @@ class Connection:
     client_secret: str = ""
     version: int = VERSION
     job: str = ""             # the batch job the coordinator runs in ("Slurm job 1234"; "": none, or not said)
+    cluster: str = ""         # its Slurm cluster ("": none, or not said): fleet.site.jobstate
 
 
 def this_job(env: Mapping[str, str] | None = None) -> str:
@@ -55,6 +56,13 @@ def from_dict(data: dict) -> Connection:
         raise TypeError(f"a JSON object was expected, not {type(data).__name__}")
     known = {f.name for f in fields(Connection)}
     return Connection(**{k: v for k, v in data.items() if k in known})
+
+
+def this_cluster(env: Mapping[str, str] | None = None) -> str:
+    """The Slurm cluster this process's job runs on ("" outside a Slurm job): a job id
+    means that job only on its own cluster (several may share a file system)."""
+    env = os.environ if env is None else env
+    return env.get("SLURM_CLUSTER_NAME", "") if env.get("SLURM_JOB_ID") else ""
 
 
 def path_in(run_dir: Path) -> Path:

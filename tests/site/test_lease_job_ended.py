@@ -95,3 +95,63 @@ def test_a_lease_whose_holders_slurm_job_ended_is_taken_over_at_once_and_not_whi
             if job is not None:
                 _run(["scancel", job])
         stop_coordinators(run_dir)
+
+
+def test_a_job_after_one_whose_coordinator_was_killed_on_another_node_comes_up_at_once(tmp_path):
+    """What a job that resubmits itself finds when its predecessor's coordinator was
+    killed on another node (a node failure, a SIGKILL at the time limit): that fleet's
+    fleet.json and lease. Once that job has ended both are stale: `fleet up` removes the
+    one and takes the other over, and the suite runs."""
+    run_dir = tmp_path / "run"
+    scratch = tmp_path / "scratch"
+    fleet_up = subprocess.run([sys.executable, "-m", "fleet", "up", "--run-dir", str(scratch), "--nodes", "1"],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "PYTHONPATH": f"{TESTS}:{REPO}"})
+    assert fleet_up.returncode == 0, fleet_up.stderr
+    conn = json.loads((scratch / "fleet.json").read_text())  # a real file's keys and fields
+    subprocess.run([sys.executable, "-m", "fleet", "down", "--run-dir", str(scratch)], cwd=tmp_path,
+                   capture_output=True, timeout=60, env={**os.environ, "PYTHONPATH": f"{TESTS}:{REPO}"})
+    holder = _sbatch("-o", "/dev/null", "-J", "fleet-killed-elsewhere", "--wrap", "sleep 300")
+    taker = None
+    try:
+        wait_for(lambda: _state(holder) == "RUNNING", 60, "the killed fleet's job running")
+        cluster, job = _cluster(), f"Slurm job {holder}"
+        (run_dir / ".fleet").mkdir(parents=True)
+        (run_dir / ".fleet" / "lease").write_text(json.dumps({
+            "fleet": "killed-elsewhere", "host": "node9.elsewhere.invalid", "pid": 4242, "at": time.time(),
+            "generation": 1, "shared": False, "job": job, "cluster": cluster}))
+        conn.update(host="node9.elsewhere.invalid", pid=4242, client="tcp://127.0.0.1:9", job=job, cluster=cluster,
+                    run_dir=str(run_dir))
+        fd = os.open(run_dir / "fleet.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(conn, f)
+        _run(["scancel", holder])
+        wait_for(lambda: _state(holder) in TERMINAL_STATES or _state(holder) == "GONE", 30, "that job ended")
+        suite = write_suite(tmp_path / "suite.toml", '[suite]\nname = "next"\n[[steps]]\nid = "a"\ncommand = "true"\n')
+        script = tmp_path / "next.sh"
+        script.write_text(textwrap.dedent(f"""\
+            #!/bin/bash
+            cd {tmp_path}
+            export PYTHONPATH={TESTS}:{REPO}${{PYTHONPATH:+:$PYTHONPATH}}
+            unset FLEET_RUN_DIR FLEET_MACHINE FLEET_MACHINES
+            PY={sys.executable}
+            timeout -k 5 120 $PY -m fleet up --run-dir {run_dir} --timeout 40; echo "up $?" >> rcs
+            timeout -k 5 60 $PY -m fleet run {suite} --run-dir {run_dir}; echo "run $?" >> rcs
+            timeout -k 5 40 $PY -m fleet down --run-dir {run_dir}; echo "down $?" >> rcs
+            """))
+        script.chmod(0o755)
+        taker = _sbatch("-N", "1", "-o", str(tmp_path / "next.out"), "-J", "fleet-next-job", str(script))
+        wait_for(lambda: _state(taker) in TERMINAL_STATES or _state(taker) == "GONE", 150, "the next job ended")
+        out = (tmp_path / "next.out").read_text()
+        rcs = (tmp_path / "rcs").read_text().split() if (tmp_path / "rcs").exists() else []
+        assert rcs == ["up", "0", "run", "0", "down", "0"], (rcs, out)
+        assert f"removed {run_dir / 'fleet.json'}: its fleet's coordinator (pid 4242 on node9.elsewhere.invalid) " \
+               f"ran in {job}, which has ended" in out, out
+        log = (run_dir / "coordinator.log").read_text()
+        assert f"its batch job ({job}) has ended" in log, log[-3000:]
+        assert_nothing_left(run_dir)
+    finally:
+        for j in (holder, taker):
+            if j is not None:
+                _run(["scancel", j])
+        stop_coordinators(run_dir)
