@@ -339,8 +339,15 @@ def _stopped(pid: int) -> bool:
 
 def _gone_elsewhere(path: Path, conn: connection.Connection, answered: bool, timeout: float) -> bool:
     """Wait for a coordinator of another host that was asked to stop to remove its
-    connection file (its teardown's last step); FleetError if it did not answer or stop."""
+    connection file (its teardown's last step). One that did not answer, of a Slurm job
+    that has ended (fleet.site.jobstate), is gone: its file is removed. FleetError if it
+    did not answer otherwise, or did not stop."""
     where = f"its coordinator runs on {conn.host} (pid {conn.pid})"
+    if not answered and jobstate.ended_elsewhere(conn.host, conn.job, conn.cluster, outside=True):
+        print(f"fleet: removed {path}: its fleet's coordinator (pid {conn.pid} on {conn.host}) ran in {conn.job}, "
+              f"which has ended", file=sys.stderr)
+        path.unlink(missing_ok=True)
+        return True
     if not answered:
         raise FleetError(f"the fleet in {path.parent} did not answer: {where}, and only `fleet down` there can "
                          f"stop it for sure (ssh {conn.host} fleet down --run-dir {path.parent})")

@@ -28,18 +28,36 @@ ALIVE = frozenset({"PENDING", "RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING
                    "REQUEUE_FED", "REQUEUE_HOLD", "SIGNALING", "STAGE_OUT", "STOPPED", "RESV_DEL_HOLD"})
 
 
-def tells(host: str | None, job: str | None, cluster: str | None) -> bool:
+def tells(host: str | None, job: str | None, cluster: str | None, outside: bool = False) -> bool:
     """Whether the batch job a record names can tell if the record's process is gone: a
     process of another host (its pid means nothing here), in another job of the Slurm
     cluster this process runs in (another cluster's job id names another job, or none,
-    here: several clusters may share a file system)."""
-    mine = this_cluster()
-    return bool(job and host != socket.gethostname() and job != this_job() and mine and cluster == mine)
+    here: several clusters may share a file system). `outside`: also from outside a job
+    (a login node), the cluster then asked of Slurm (`scontrol show config`): for an
+    explicit command (`fleet down`), not for what runs often (`fleet status`)."""
+    if not job or host == socket.gethostname() or job == this_job():
+        return False
+    mine = this_cluster() or (_cluster_asked() if outside and not this_job() else "")
+    return bool(mine and cluster == mine)
 
 
-def ended_elsewhere(host: str | None, job: str | None, cluster: str | None) -> bool:
+def ended_elsewhere(host: str | None, job: str | None, cluster: str | None, outside: bool = False) -> bool:
     """A record of another host's process whose batch job (see tells) has ended."""
-    return tells(host, job, cluster) and ended(job) is True
+    return tells(host, job, cluster, outside) and ended(job) is True
+
+
+def _cluster_asked() -> str:
+    """This machine's Slurm cluster, as `scontrol show config` names it ("" if none)."""
+    try:
+        p = subprocess.run(["scontrol", "show", "config"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                           text=True, timeout=QUERY_TIMEOUT_S, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    for line in p.stdout.splitlines() if p.returncode == 0 else ():
+        key, _, value = line.partition("=")
+        if key.strip() == "ClusterName":
+            return value.strip()
+    return ""
 
 
 def ended(job: str) -> bool | None:

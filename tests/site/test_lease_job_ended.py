@@ -155,3 +155,33 @@ def test_a_job_after_one_whose_coordinator_was_killed_on_another_node_comes_up_a
             if j is not None:
                 _run(["scancel", j])
         stop_coordinators(run_dir)
+
+
+def test_fleet_down_from_outside_any_job_removes_the_file_of_a_fleet_whose_job_ended_and_only_then(tmp_path):
+    """`fleet down` on a login node (no job: the cluster is asked of Slurm) of a fleet
+    that died with its job on another node: nothing to stop, its fleet.json goes; of one
+    whose job still runs, nothing is touched."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    holder = _sbatch("-o", "/dev/null", "-J", "fleet-down-elsewhere", "--wrap", "sleep 300")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env["PYTHONPATH"] = f"{TESTS}:{REPO}"
+    try:
+        wait_for(lambda: _state(holder) == "RUNNING", 60, "the job running")
+        fd = os.open(run_dir / "fleet.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump({"client": "tcp://127.0.0.1:9", "agents": "tcp://127.0.0.1:9", "pid": 4242,
+                       "host": "node9.elsewhere.invalid", "started": time.time(), "run_dir": str(run_dir),
+                       "job": f"Slurm job {holder}", "cluster": _cluster()}, f)
+        down = [sys.executable, "-m", "fleet", "down", "--run-dir", str(run_dir)]
+        r = subprocess.run(down, cwd=tmp_path, capture_output=True, text=True, timeout=90, env=env)
+        assert r.returncode == 1 and "did not answer" in r.stderr, r.stderr  # its job runs: it may be at work
+        assert (run_dir / "fleet.json").exists()
+        _run(["scancel", holder])
+        wait_for(lambda: _state(holder) in TERMINAL_STATES or _state(holder) == "GONE", 30, "the job ended")
+        r = subprocess.run(down, cwd=tmp_path, capture_output=True, text=True, timeout=90, env=env)
+        assert r.returncode == 0, r.stderr
+        assert f"removed {run_dir / 'fleet.json'}" in r.stderr and f"Slurm job {holder}, which has ended" in r.stderr
+        assert not (run_dir / "fleet.json").exists()
+    finally:
+        _run(["scancel", holder])
