@@ -138,8 +138,9 @@ class Lease:
         return refreshed
 
     def _takeable(self, rec: dict, age: float) -> bool:
-        """The lease's holder is provably dead, or it was not refreshed for stale_after
-        (an empty lease for seconds: its holder died while writing it)."""
+        """The lease's holder is provably dead (here, its pid; elsewhere, its batch job
+        ended), or it was not refreshed for stale_after (an empty lease for seconds: its
+        holder died while writing it)."""
         return (not rec and age > 5.0) or bool(rec and (_dead(rec) or age >= self.stale_after or self._job_ended(rec)))
 
     @staticmethod

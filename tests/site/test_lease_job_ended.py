@@ -14,7 +14,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 from cluster import TERMINAL_STATES, _job_fields, _run, requires_slurm, stop_coordinators
 from fleetharness import REPO, TESTS, assert_nothing_left, wait_for, write_suite
