@@ -39,6 +39,25 @@ def _cluster() -> str:
     return next(line.split("=", 1)[1].strip() for line in out.splitlines() if line.startswith("ClusterName"))
 
 
+def _fleet_job(tmp_path, run_dir, name: str):
+    """A batch script that runs a one-step suite on run_dir (up, run, down), each
+    command's exit status appended to tmp_path/rcs."""
+    suite = write_suite(tmp_path / "suite.toml", '[suite]\nname = "after"\n[[steps]]\nid = "a"\ncommand = "true"\n')
+    script = tmp_path / f"{name}.sh"
+    script.write_text(textwrap.dedent(f"""\
+        #!/bin/bash
+        cd {tmp_path}
+        export PYTHONPATH={TESTS}:{REPO}${{PYTHONPATH:+:$PYTHONPATH}}
+        unset FLEET_RUN_DIR FLEET_MACHINE FLEET_MACHINES
+        PY={sys.executable}
+        timeout -k 5 120 $PY -m fleet up --run-dir {run_dir} --timeout 40; echo "up $?" >> rcs
+        timeout -k 5 60 $PY -m fleet run {suite} --run-dir {run_dir}; echo "run $?" >> rcs
+        timeout -k 5 40 $PY -m fleet down --run-dir {run_dir}; echo "down $?" >> rcs
+        """))
+    script.chmod(0o755)
+    return script
+
+
 def test_a_lease_whose_holders_slurm_job_ended_is_taken_over_at_once_and_not_while_it_runs(tmp_path):
     run_dir = tmp_path / "run"
     holder = _sbatch("-o", "/dev/null", "-J", "fleet-lease-holder", "--wrap", "sleep 300")
@@ -50,19 +69,7 @@ def test_a_lease_whose_holders_slurm_job_ended_is_taken_over_at_once_and_not_whi
         (run_dir / ".fleet" / "lease").write_text(json.dumps({
             "fleet": "crashed-elsewhere", "host": "node9.elsewhere.invalid", "pid": 4242, "at": time.time(),
             "generation": 1, "shared": False, "job": f"Slurm job {holder}", "cluster": _cluster()}))
-        suite = write_suite(tmp_path / "suite.toml", '[suite]\nname = "after"\n[[steps]]\nid = "a"\ncommand = "true"\n')
-        script = tmp_path / "taker.sh"
-        script.write_text(textwrap.dedent(f"""\
-            #!/bin/bash
-            cd {tmp_path}
-            export PYTHONPATH={TESTS}:{REPO}${{PYTHONPATH:+:$PYTHONPATH}}
-            unset FLEET_RUN_DIR FLEET_MACHINE FLEET_MACHINES
-            PY={sys.executable}
-            timeout -k 5 120 $PY -m fleet up --run-dir {run_dir} --timeout 40; echo "up $?" >> rcs
-            timeout -k 5 60 $PY -m fleet run {suite} --run-dir {run_dir}; echo "run $?" >> rcs
-            timeout -k 5 40 $PY -m fleet down --run-dir {run_dir}; echo "down $?" >> rcs
-            """))
-        script.chmod(0o755)
+        script = _fleet_job(tmp_path, run_dir, "taker")
         taker = _sbatch("-N", "1", "-o", str(tmp_path / "taker.out"), "-J", "fleet-lease-taker", str(script))
         # The taker waits, and says for what, while the holder's job runs.
         regs = run_dir / ".fleet" / "fleets"
@@ -126,19 +133,7 @@ def test_a_job_after_one_whose_coordinator_was_killed_on_another_node_comes_up_a
             json.dump(conn, f)
         _run(["scancel", holder])
         wait_for(lambda: _state(holder) in TERMINAL_STATES or _state(holder) == "GONE", 30, "that job ended")
-        suite = write_suite(tmp_path / "suite.toml", '[suite]\nname = "next"\n[[steps]]\nid = "a"\ncommand = "true"\n')
-        script = tmp_path / "next.sh"
-        script.write_text(textwrap.dedent(f"""\
-            #!/bin/bash
-            cd {tmp_path}
-            export PYTHONPATH={TESTS}:{REPO}${{PYTHONPATH:+:$PYTHONPATH}}
-            unset FLEET_RUN_DIR FLEET_MACHINE FLEET_MACHINES
-            PY={sys.executable}
-            timeout -k 5 120 $PY -m fleet up --run-dir {run_dir} --timeout 40; echo "up $?" >> rcs
-            timeout -k 5 60 $PY -m fleet run {suite} --run-dir {run_dir}; echo "run $?" >> rcs
-            timeout -k 5 40 $PY -m fleet down --run-dir {run_dir}; echo "down $?" >> rcs
-            """))
-        script.chmod(0o755)
+        script = _fleet_job(tmp_path, run_dir, "next")
         taker = _sbatch("-N", "1", "-o", str(tmp_path / "next.out"), "-J", "fleet-next-job", str(script))
         wait_for(lambda: _state(taker) in TERMINAL_STATES or _state(taker) == "GONE", 150, "the next job ended")
         out = (tmp_path / "next.out").read_text()
