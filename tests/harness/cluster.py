@@ -27,6 +27,7 @@ import signal
 import subprocess
 import sys
 import sysconfig
+import textwrap
 import time
 from pathlib import Path
 
@@ -238,6 +239,28 @@ def sbatch_wait(script_path, timeout: float, *, sbatch_args=(), poll: float = 0.
     except OSError as e:
         output = f"[sbatch_wait] cannot read job output {stdout_path}: {e}\n"
     return returncode, output + note
+
+
+def fleet_job_script(work: Path, run_dir: Path, suite: Path, name: str, up_args: tuple = (),
+                     up_s: int = 60, run_s: int = 120) -> Path:
+    """A batch script for a real job: `fleet up` on run_dir (with up_args), `fleet run`
+    of suite, `fleet down`, each bounded by `timeout` (up_s, run_s, 40 s) and each one's
+    exit status appended to work/<name>.rcs ("up 0", "run 3", ...)."""
+    tests = HERE.parent
+    script = work / f"{name}.sh"
+    up = " ".join(["--timeout", "40", *map(str, up_args)])
+    script.write_text(textwrap.dedent(f"""\
+        #!/bin/bash
+        cd {work}
+        export PYTHONPATH={tests}:{tests.parent}${{PYTHONPATH:+:$PYTHONPATH}}
+        unset FLEET_RUN_DIR FLEET_MACHINE FLEET_MACHINES
+        PY={sys.executable}
+        timeout -k 5 {up_s} $PY -m fleet up --run-dir {run_dir} {up}; echo "up $?" >> {name}.rcs
+        timeout -k 5 {run_s} $PY -m fleet run {suite} --run-dir {run_dir}; echo "run $?" >> {name}.rcs
+        timeout -k 5 40 $PY -m fleet down --run-dir {run_dir}; echo "down $?" >> {name}.rcs
+        """))
+    script.chmod(0o755)
+    return script
 
 
 def coordinators(run_dir) -> list[psutil.Process]:

@@ -12,10 +12,9 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 import time
 
-from cluster import TERMINAL_STATES, _job_fields, _run, requires_slurm, stop_coordinators
+from cluster import TERMINAL_STATES, _job_fields, _run, fleet_job_script, requires_slurm, stop_coordinators
 from fleetharness import REPO, TESTS, assert_nothing_left, wait_for, write_suite
 
 pytestmark = [requires_slurm]
@@ -40,22 +39,10 @@ def _cluster() -> str:
 
 
 def _fleet_job(tmp_path, run_dir, name: str):
-    """A batch script that runs a one-step suite on run_dir (up, run, down), each
-    command's exit status appended to tmp_path/rcs."""
+    """A batch script running a one-step suite on run_dir (fleet_job_script: up may wait
+    for the lease), each command's exit status in tmp_path/<name>.rcs."""
     suite = write_suite(tmp_path / "suite.toml", '[suite]\nname = "after"\n[[steps]]\nid = "a"\ncommand = "true"\n')
-    script = tmp_path / f"{name}.sh"
-    script.write_text(textwrap.dedent(f"""\
-        #!/bin/bash
-        cd {tmp_path}
-        export PYTHONPATH={TESTS}:{REPO}${{PYTHONPATH:+:$PYTHONPATH}}
-        unset FLEET_RUN_DIR FLEET_MACHINE FLEET_MACHINES
-        PY={sys.executable}
-        timeout -k 5 120 $PY -m fleet up --run-dir {run_dir} --timeout 40; echo "up $?" >> rcs
-        timeout -k 5 60 $PY -m fleet run {suite} --run-dir {run_dir}; echo "run $?" >> rcs
-        timeout -k 5 40 $PY -m fleet down --run-dir {run_dir}; echo "down $?" >> rcs
-        """))
-    script.chmod(0o755)
-    return script
+    return fleet_job_script(tmp_path, run_dir, suite, name, up_s=120, run_s=60)
 
 
 def test_a_lease_whose_holders_slurm_job_ended_is_taken_over_at_once_and_not_while_it_runs(tmp_path):
@@ -91,7 +78,7 @@ def test_a_lease_whose_holders_slurm_job_ended_is_taken_over_at_once_and_not_whi
         _run(["scancel", holder])
         wait_for(lambda: _state(holder) in TERMINAL_STATES or _state(holder) == "GONE", 30, "the holder's job ended")
         wait_for(lambda: _state(taker) in TERMINAL_STATES or _state(taker) == "GONE", 150, "the taker's job ended")
-        rcs = (tmp_path / "rcs").read_text().split("\n") if (tmp_path / "rcs").exists() else []
+        rcs = (tmp_path / "taker.rcs").read_text().split("\n") if (tmp_path / "taker.rcs").exists() else []
         assert [r for r in rcs if r] == ["up 0", "run 0", "down 0"], (rcs, (tmp_path / "taker.out").read_text())
         log = (run_dir / "coordinator.log").read_text()
         assert f"its batch job (Slurm job {holder}) has ended" in log, log[-3000:]
@@ -137,7 +124,7 @@ def test_a_job_after_one_whose_coordinator_was_killed_on_another_node_comes_up_a
         taker = _sbatch("-N", "1", "-o", str(tmp_path / "next.out"), "-J", "fleet-next-job", str(script))
         wait_for(lambda: _state(taker) in TERMINAL_STATES or _state(taker) == "GONE", 150, "the next job ended")
         out = (tmp_path / "next.out").read_text()
-        rcs = (tmp_path / "rcs").read_text().split() if (tmp_path / "rcs").exists() else []
+        rcs = (tmp_path / "next.rcs").read_text().split() if (tmp_path / "next.rcs").exists() else []
         assert rcs == ["up", "0", "run", "0", "down", "0"], (rcs, out)
         assert f"removed {run_dir / 'fleet.json'}: its fleet's coordinator (pid 4242 on node9.elsewhere.invalid) " \
                f"ran in {job}, which has ended" in out, out

@@ -11,18 +11,18 @@ the one the job script passes on does."""
 from __future__ import annotations
 
 import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
-from cluster import TERMINAL_STATES, _job_fields, _run, coordinators, requires_slurm, sbatch_wait, stop_coordinators
-from fleetharness import REPO, TESTS, assert_nothing_left, events, interruptible_steps, wait_for, write_suite
+from cluster import (TERMINAL_STATES, _job_fields, _run, coordinators, fleet_job_script, requires_slurm, sbatch_wait,
+                     stop_coordinators)
+from fleetharness import assert_nothing_left, events, interruptible_steps, wait_for, write_suite
 
 from fleet.wire import records
 
 pytestmark = [requires_slurm]
 
 NAME = "fleet-cancelled"
+HB = ("--heartbeat", "0.5")
 RUNNING = ("shell", "call", "c1", "c2")  # two nodes of two cores: these four start at once
 
 
@@ -30,22 +30,6 @@ def _suite(work: Path, flag: Path) -> Path:
     extra = "".join(f'[[steps]]\nid = "{c}"\ncommand = "test -e {flag} || sleep 120"\n' for c in ("c1", "c2"))
     # (c1 and c2 first: with shell and call they fill the four cores, and `queued` waits)
     return write_suite(work / "suite.toml", '[suite]\nname = "cancelled"\n' + extra + interruptible_steps(flag))
-
-
-def _script(work: Path, run_dir: Path, suite: Path, name: str) -> Path:
-    script = work / f"{name}.sh"
-    script.write_text(textwrap.dedent(f"""\
-        #!/bin/bash
-        cd {work}
-        export PYTHONPATH={TESTS}:{REPO}${{PYTHONPATH:+:$PYTHONPATH}}
-        unset FLEET_RUN_DIR FLEET_MACHINE FLEET_MACHINES
-        PY={sys.executable}
-        timeout -k 5 60 $PY -m fleet up --run-dir {run_dir} --timeout 40 --heartbeat 0.5; echo "up $?" >> {name}.rcs
-        timeout -k 5 120 $PY -m fleet run {suite} --run-dir {run_dir}; echo "run $?" >> {name}.rcs
-        timeout -k 5 40 $PY -m fleet down --run-dir {run_dir}; echo "down $?" >> {name}.rcs
-        """))
-    script.chmod(0o755)
-    return script
 
 
 def _submit(work: Path, script: Path) -> str:
@@ -65,7 +49,7 @@ def test_a_cancelled_slurm_job_interrupts_its_steps_leaves_no_coordinator_behind
         tmp_path):
     work, run_dir, flag = tmp_path, tmp_path / "run", tmp_path / "flag"
     suite = _suite(work, flag)
-    jobid = _submit(work, _script(work, run_dir, suite, "first"))
+    jobid = _submit(work, fleet_job_script(work, run_dir, suite, "first", HB))
     try:
         wait_for(lambda: {("started", s) for s in RUNNING} | {("queued", "queued")}
                  <= {(e["kind"], e.get("step")) for e in events(run_dir)}, 90, "four steps running, one queued")
@@ -91,7 +75,7 @@ def test_a_cancelled_slurm_job_interrupts_its_steps_leaves_no_coordinator_behind
         assert_nothing_left(run_dir, tag=str(flag))
         # The next job finishes the suite, one attempt each.
         flag.touch()
-        rc, output = sbatch_wait(_script(work, run_dir, suite, "second"), 180, cwd=work,
+        rc, output = sbatch_wait(fleet_job_script(work, run_dir, suite, "second", HB), 180, cwd=work,
                                  sbatch_args=("-N", "2", "--ntasks-per-node=2", "-J", NAME,
                                               "-o", str(work / "second.out")))
         rcs = _read(work / "second.rcs")
@@ -108,7 +92,7 @@ def test_slurms_warning_signal_to_every_step_not_the_batch_shell_drains_the_flee
     # (the agents, zygotes and steps), not the batch shell: as `scancel --signal=USR1`.
     work, run_dir, flag = tmp_path, tmp_path / "run", tmp_path / "flag"
     suite = _suite(work, flag)
-    jobid = _submit(work, _script(work, run_dir, suite, "first"))
+    jobid = _submit(work, fleet_job_script(work, run_dir, suite, "first", HB))
     try:
         wait_for(lambda: {("started", s) for s in RUNNING} <= {(e["kind"], e.get("step")) for e in events(run_dir)},
                  90, "four steps running")
