@@ -1,11 +1,13 @@
-"""Whether a batch job has ended, asked of the batch system once.
+"""Whether a batch job has ended, asked of the batch system (never from the coordinator's loop).
 
-A fleet that finds the run directory's lease held by a coordinator of another host
-cannot tell from its pid whether it is alive (fleet.control.lease), and would wait for
-the lease to go stale (`--stale-after`, 10 minutes by default): the whole wait of a job
-that resubmitted itself after its predecessor was killed. The lease names the holder's
-batch job (fleet.wire.connection.this_job); when that job has ended, nothing of it
-runs any more, and the lease is taken over at once.
+A fleet that finds the run directory's lease, or its `fleet.json`, left by a
+coordinator of another host cannot tell from its pid whether it is alive: `fleet up`
+refused the run directory, and the lease was waited for until it went stale
+(`--stale-after`, 10 minutes by default): the next job of a chain that resubmits itself
+after its predecessor's coordinator was killed on another node. Both name the holder's
+batch job and Slurm cluster (fleet.wire.connection.this_job, this_cluster); when that
+job has ended, nothing of it runs any more: the file is removed and the lease taken
+over at once (fleet.control.client.live, fleet.control.lease).
 
 Slurm: `squeue -h -j JOB -o %T`. A job still known prints its state; one that ended
 prints nothing (with no state filter squeue lists only live states) or, once slurmctld
