@@ -73,7 +73,7 @@ class Writer:
             inline = self.inline and not self._queue and not self._busy
         if inline:
             for k, item in enumerate(items):
-                if not self._write([item]):  # slow: the thread writes from now on
+                if not self._write([item], False):  # slow: the thread writes from now on
                     self.inline, self._fast = False, 0
                     items = items[k + 1:]
                     break
@@ -134,8 +134,10 @@ class Writer:
                 except OSError:
                     pass
 
-    def _write(self, piece: list) -> bool:
-        """Write a piece and record its progress; whether every write was fast."""
+    def _write(self, piece: list, thread: bool) -> bool:
+        """Write a piece and record its progress; whether every write was fast. The
+        thread's piece also counts toward `inline`, under the same lock that ends
+        `_busy`, so that whoever sees the piece written (drain) sees its verdict."""
         failed, fast = [], True
         for number, path, text in piece:
             t0 = time.perf_counter()
@@ -151,6 +153,10 @@ class Writer:
         with self._lock:
             self._upto = piece[-1][0]
             self._failed += failed
+            if thread:
+                self._fast = self._fast + len(piece) if fast else 0
+                if self._fast >= FAST_N and not self._queue:  # (nothing of the thread's left to precede it)
+                    self.inline = True
             self._busy = False
             self._lock.notify_all()
         return fast
@@ -163,11 +169,8 @@ class Writer:
                     return
                 piece = [self._queue.popleft() for _ in range(min(len(self._queue), 256))]
                 self._busy = True
-            fast = self._write(piece)
+            self._write(piece, True)
             with self._lock:
-                self._fast = self._fast + len(piece) if fast else 0
-                if self._fast >= FAST_N and not self._queue:  # (nothing of the thread's left to precede it)
-                    self.inline = True
                 if self._wake and not self._closing:  # (closed under this lock: see close)
                     try:
                         os.write(self._wake_w, b"m")  # non-blocking: never holds the lock long

@@ -71,6 +71,7 @@ def test_after_enough_fast_writes_the_loop_writes_them_itself_until_one_is_slow(
     w = markers.Writer()
     try:
         n = markers.FAST_N
+        monkeypatch.setattr(markers, "SLOW_S", 60.0)  # every write is fast, however busy the machine
         w.add([[str(tmp_path / f"f{i}"), "x"] for i in range(n)], last=n)  # on the thread, all fast
         assert w.drain(10) and w.inline
         w.add([[str(tmp_path / "g"), "g"]], last=n + 1)  # written before add returns
