@@ -15,7 +15,8 @@ or held by a fleet that is gone.
 A fleet is live while it holds the lease or its registration (.fleet/fleets/) is
 fresh, refreshed every stale_after/4 as today's claims were: liveness is per fleet,
 not per step, so nothing is refreshed per step. A fleet judged gone (provably dead on
-this host, stale, or ended) holds nothing: before any of its steps is taken, its
+this host, stale, ended, or of another host in a batch job that has ended:
+fleet.control.jobwatch) holds nothing: before any of its steps is taken, its
 journal is replayed (the markers it owed are written; fleet.control.journal), so a
 step it finished is found done and never runs again, and one it had not finished
 runs again once, in whichever fleet names it first.
@@ -221,7 +222,7 @@ class ClaimLog:
         cur = self.lease._read()
         if cur is not None and cur[0]:
             rec, age = cur
-            if not _dead(rec) and age < self.lease.stale_after:
+            if not _dead(rec) and age < self.lease.stale_after and not self.lease.jobwatch.of(rec):
                 live.add(str(rec.get("fleet")))
         self._live, self._looked = live, now
 

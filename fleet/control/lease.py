@@ -50,6 +50,7 @@ import time
 from pathlib import Path
 
 from fleet.control import store
+from fleet.control.jobwatch import JobWatch
 from fleet.site import jobstate
 from fleet.wire.connection import this_cluster, this_job
 from fleet.wire.records import holder_dead, zombie
@@ -90,7 +91,8 @@ class Lease:
         self.me = {"fleet": fleet_id, "host": socket.gethostname(), "pid": os.getpid()}
         if this_job():  # (a holder's job that ended frees its lease at once: _job_ended)
             self.me.update(job=this_job(), cluster=this_cluster())
-        self._jobs: dict[str, tuple[float, bool | None]] = {}  # job -> (asked at, ended)
+        self._jobs: dict[str, tuple[float, bool | None]] = {}  # job -> (asked at, ended): waiting, before the loop
+        self.jobwatch = JobWatch()  # the same, asked from the loop: registrations, a sharing holder (claimlog)
         self.holder = False      # this fleet holds the lease
         self.shared = False      # every fleet claims each step
         self.took_from: dict | None = None  # the lease of a dead or stale holder taken over
@@ -244,7 +246,7 @@ class Lease:
                 rec, age = json.loads(p.read_text()), time.time() - p.stat().st_mtime
             except (OSError, ValueError):
                 continue  # being written (or gone)
-            if _dead(rec) or age >= self.stale_after:
+            if _dead(rec) or age >= self.stale_after or self.jobwatch.of(rec):
                 try:
                     p.unlink()
                 except OSError:
