@@ -196,9 +196,9 @@ def rotate(rec) -> None:
     # view and an encoded line each held the loop for seconds at every rotation.
     sched = rec.sched
     for sid in sched.running_ids():
-        rec.journal.start(sid, sched.placed(sid).attempt, sched.generation(sid))
+        rec.journal.start(sid, sched.placed(sid).attempt, sched.generation(sid), records.spec_hash(sched.spec_of(sid)))
     for j in sched.window.next.values():  # handed to a node ahead (fleet.core.window)
-        rec.journal.start(j.spec.id, j.attempt, j.generation)
+        rec.journal.start(j.spec.id, j.attempt, j.generation, records.spec_hash(j.spec))
     rec.rotated = getattr(rec, "rotated", 0) + 1
 
 

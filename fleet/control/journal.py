@@ -95,6 +95,7 @@ class Journal:
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._lines: list[str] = []
         self._starts: list[list] = []  # [step, attempt, generation] started this turn: one line
+        self._hashes: list = []  # each one's definition (records.spec_hash), in the same order
         self._owed: list[tuple] = []  # (path, record, drop done, step, node) to write once durable
         self._unsynced = False
         self._rest = b""  # what a failed write left unwritten (_write)
@@ -113,14 +114,18 @@ class Journal:
         line["t"] = time.time()  # (the callers' dicts are made for this line)
         self._lines.append(_dumps(line))
 
-    def start(self, step: str, attempt: int, generation: int) -> None:
+    def start(self, step: str, attempt: int, generation: int, spec: str | None = None) -> None:
         """An attempt starts: the turn's starts are one `starts` line (fleet.wire.records
-        reads it as one `start` line each), one encoding per turn, not one per step."""
+        reads it as one `start` line each), one encoding per turn, not one per step.
+        `spec`: its definition's hash, so that a fleet replaying this journal after a
+        crash counts the attempt toward --max-attempts (fleet.control.recording)."""
         self._starts.append([step, attempt, generation])
+        self._hashes.append(spec)
 
     def _start_line(self) -> None:
-        self._lines.append(_dumps({"k": "starts", "s": self._starts, "t": time.time()}))
-        self._starts = []
+        # The hashes beside the starts, not in them: readers before 2026-12-03 unpack three.
+        self._lines.append(_dumps({"k": "starts", "s": self._starts, "h": self._hashes, "t": time.time()}))
+        self._starts, self._hashes = [], []
 
     def done(self, step: str, rec: str, att: dict | str | None) -> None:
         """A success's line, its marker's record `rec` already encoded (the marker file

@@ -68,6 +68,9 @@ class Recorder:
         self.writer = markwriter.Writer(self.run_dir, journal.put, store.unlink_done, n) if n > 0 else None
         self.journal = journal.Journal(self.run_dir, self.fleet_id, {**self.lease.me, "shared": self.lease.shared},
                                        self.writer)
+        for step, rec in self._lost_at_start:  # (read before this journal was made)
+            self.journal.append({"k": "lost", "step": step, "rec": rec})
+        del self._lost_at_start
         self.claims.shared = self.lease.shared
         self.base: dict[str, int] = {}  # step -> attempts recorded when its generation began
         # Steps started here without a claim: their directories are this fleet's doing,
@@ -96,6 +99,7 @@ class Recorder:
             live.add(holder)
         done = journal.replay(self.run_dir, js, live, self.fleet_id)
         replayed = {j.path for j in done}
+        self._lost_at_start = self._lost(done, js)
         # What crashed fleets were running (replayed now, or earlier by another fleet:
         # a shard restarted after its peers did), unless a later journal ran it since.
         for j in sorted(js.each, key=lambda j: float(j.fleet.get("t") or 0.0)):
@@ -120,9 +124,40 @@ class Recorder:
         markers its journal owed before any of its steps is taken, note what it was
         running (adopted), and count the attempts (and resets) it recorded since this fleet started."""
         js = records.read_journals(self.run_dir, only=fold.journals_of(self.run_dir, fleet))
-        for j in journal.replay(self.run_dir, js, {self.fleet_id}, self.fleet_id):
+        done = journal.replay(self.run_dir, js, {self.fleet_id}, self.fleet_id)
+        for j in done:
             self._adopting(j)
+        for step, rec in self._lost(done, js):
+            self.journal.append({"k": "lost", "step": step, "rec": rec})
+            tally.ended(self._key(step), rec)  # (it began before this fleet did: since() would leave it out)
         tally.since(js, self._started, self._key)
+
+    @staticmethod
+    def _lost(done: list, js: records.Journals) -> list[tuple[str, dict]]:
+        """The attempts the journals `done` (of dead fleets, replayed by this fleet: no
+        other fleet recorded their ends) say began and never ended: their fleet died with
+        them (killed, its node failed; or the step took it down). Each counts toward
+        --max-attempts as a lost attempt (fleet.core.attempts: a step that takes its fleet
+        down in every fleet that runs it must not run forever in a job that resubmits
+        itself). Added to `js` (so that this fleet's tally counts them), and returned, as
+        (step, attempt record), to be recorded in this fleet's journal for later fleets
+        (a `lost` line: it touches nothing, so the step is still adopted where it runs
+        next, fleet.wire.records).
+        A start line of a fleet before 2026-12-03 names no definition: it counts for none."""
+        out = []
+        for j in done:
+            who = {k: j.fleet.get(k) for k in ("fleet", "host", "pid")}
+            for step, line in j.running.items():
+                if not line.get("spec"):
+                    continue
+                rec = {"fleet": who["fleet"], "attempt": line.get("attempt"), "generation": line.get("generation"),
+                       "outcome": S.LOST, "spec": line["spec"], "started_at": line.get("t"), "ended_at": line.get("t"),
+                       "reason": f"its fleet ({who['fleet']}, pid {who['pid']} on {who['host']}) ended while it ran or "
+                                 "was handed to a node: nothing recorded its end (the coordinator was killed, its "
+                                 "node failed, or the step took it down)"}
+                js.attempts.setdefault(step, {})[(rec["fleet"], rec["generation"], rec["attempt"])] = rec
+                out.append((step, rec))
+        return out
 
     # -- the recording paths ----------------------------------------------------------------
     def claim(self, d, spec) -> store.Claim:
@@ -152,7 +187,7 @@ class Recorder:
             return _OURS  # (journaled when it was first handed to a node)
         store.flying(self.run_dir, spec, d.attempt, gen, key)
         self.ran.add(d.step)
-        self.journal.start(d.step, d.attempt, gen)
+        self.journal.start(d.step, d.attempt, gen, records.spec_hash(spec))
         adopted = self.adopt.pop(d.step, None) if self.adopt else None
         return store.Claim(store.Claim.OURS, adopted=adopted) if adopted is not None else _OURS
 

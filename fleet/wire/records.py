@@ -207,7 +207,11 @@ def read_final(run_dir: Path, step_id: str, journals: "Journals | None" = None) 
 # step, rec, att} (att: its attempt record); both read as the lines they replace. Since
 # 2026-12-02, {"k": "reset", step, t}: the user asked for the step again (--force, or
 # its directory removed), so --max-attempts counts its attempts from t
-# (fleet.core.attempts); older readers take nothing from it.
+# (fleet.core.attempts); older readers take nothing from it. Since 2026-12-03 a `starts`
+# line has "h": each start's definition hash, in order, and {"k": "lost", step, rec} is
+# the attempt record a fleet writes for a dead fleet's attempt that its journal says
+# began and never ended (fleet.control.recording): read as that fleet's attempt, it
+# touches nothing of this journal's (it says nothing ran here).
 
 @dataclass
 class Journal:
@@ -278,10 +282,17 @@ def _take(out: Journals, j: Journal, line: dict) -> None:
     if k == "reset":  # the user asked for the step again: its attempts count from t (touches nothing)
         out.resets[step] = max(t, out.resets.get(step, t))
         return
+    if k == "lost":  # another fleet's attempt, recorded by the fleet that replayed its journal: no run here
+        rec = line.get("rec") or {}
+        out.attempts.setdefault(step, {})[(rec.get("fleet"), rec.get("generation"), rec.get("attempt"))] = rec
+        return
     if k == "starts":
-        for step, attempt, generation in line.get("s") or ():
+        starts, hashes = line.get("s") or (), line.get("h") or ()
+        for i, (step, attempt, generation) in enumerate(starts):
             j.touched.add(step)
             j.running[step] = {"k": "start", "step": step, "attempt": attempt, "generation": generation, "t": t}
+            if i < len(hashes) and hashes[i]:
+                j.running[step]["spec"] = hashes[i]
         return
     if step is not None:
         j.touched.add(step)

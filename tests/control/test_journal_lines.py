@@ -73,3 +73,16 @@ def test_the_compact_lines_read_as_the_lines_they_replace_and_a_journal_written_
     assert jn.running == jo.running == {"b": {"k": "start", "step": "b", "attempt": 2, "generation": 3, "t": 2.0}}
     assert jn.touched == jo.touched == {"a", "b"} and not jn.sealed
     assert records.attempts(tmp_path / "new", "a") == [att]
+    # Since 2026-12-03 a starts line names each start's definition beside it ("h"): a
+    # crashed fleet's attempts are counted by the fleet that replays its journal.
+    _journal(tmp_path / "hashed", "f.jsonl", [head, {"k": "starts", "s": [["a", 1, 1], ["b", 2, 3]], "h": ["x", "y"],
+                                                     "t": 2.0}])
+    [jh] = records.read_journals(tmp_path / "hashed").each
+    assert jh.running == {"a": {"k": "start", "step": "a", "attempt": 1, "generation": 1, "t": 2.0, "spec": "x"},
+                          "b": {"k": "start", "step": "b", "attempt": 2, "generation": 3, "t": 2.0, "spec": "y"}}
+    # ... and the fleet that replays such a journal records those attempts as lost in its
+    # own: an attempt of the dead fleet's, touching nothing of its own journal's.
+    lost = {"fleet": "f", "attempt": 2, "generation": 3, "outcome": "lost", "spec": "y"}
+    _journal(tmp_path / "lost", "g.jsonl", [{**head, "fleet": "g"}, {"k": "lost", "step": "b", "rec": lost, "t": 4.0}])
+    r = records.read_journals(tmp_path / "lost")
+    assert r.attempts == {"b": {("f", 3, 2): lost}} and not r.each[0].touched and not r.each[0].running

@@ -15,6 +15,7 @@ import pytest
 from fleetharness import assert_nothing_left, fleet, write_suite
 
 from fleet.control import fold
+from fleet.wire import records
 
 LIMIT = "2"
 HB = ("--heartbeat", "0.2", "--heartbeat-timeout", "2")
@@ -151,6 +152,26 @@ def test_a_step_that_takes_its_node_down_is_stopped_after_the_limit_and_runs_aga
         assert r.returncode == 1 and "lost" in r.stdout and runs(tmp_path) == n, r.stdout + r.stderr
     stopped(run(tmp_path, *HB), 2)
     assert runs(tmp_path) == 2
+    suite(tmp_path, "exit 0")
+    succeeds(run(tmp_path, *HB))
+    assert runs(tmp_path) == 3
+    assert_nothing_left(tmp_path / "run")
+
+
+def test_a_step_that_takes_its_fleet_down_is_stopped_after_the_limit_and_runs_again_once_changed(tmp_path):
+    # It kills its coordinator (SIGKILL: nothing records its end); the next fleet replays
+    # the dead one's journal and counts that attempt as lost, for the definition that ran.
+    kill_coordinator = f"pkill -9 -f '[f]leet.control.coordinator.*{tmp_path / 'run'}'; sleep 30"
+    suite(tmp_path, kill_coordinator)
+    for n in (1, 2):
+        r = run(tmp_path, *HB)
+        assert r.returncode != 0 and runs(tmp_path) == n, r.stdout + r.stderr
+        assert_nothing_left(tmp_path / "run")
+    r = run(tmp_path, *HB)
+    stopped(r, 2)
+    assert runs(tmp_path) == 2
+    lost = [r for r in records.read_journals(tmp_path / "run").attempts["f"].values() if r["outcome"] == "lost"]
+    assert len(lost) == 2 and all("ended while it ran" in r["reason"] and r["spec"] for r in lost), lost
     suite(tmp_path, "exit 0")
     succeeds(run(tmp_path, *HB))
     assert runs(tmp_path) == 3
