@@ -39,6 +39,20 @@ def _cluster() -> str:
     return next(line.split("=", 1)[1].strip() for line in out.splitlines() if line.startswith("ClusterName"))
 
 
+def _ran_whole(tmp_path, job: str, name: str) -> None:
+    """Wait for the fleet job `name` to end; its up, run and down all exited 0."""
+    wait_for(lambda: _state(job) in TERMINAL_STATES or _state(job) == "GONE", 150, f"the {name}'s job ended")
+    rcs = (tmp_path / f"{name}.rcs").read_text().split("\n") if (tmp_path / f"{name}.rcs").exists() else []
+    assert [r for r in rcs if r] == ["up 0", "run 0", "down 0"], (rcs, (tmp_path / f"{name}.out").read_text())
+
+
+def _clean_up(run_dir, *jobs) -> None:
+    for job in jobs:
+        if job is not None:
+            _run(["scancel", job])
+    stop_coordinators(run_dir)
+
+
 def _fleet_job(tmp_path, run_dir, name: str):
     """A batch script running a one-step suite on run_dir (fleet_job_script: up may wait
     for the lease), each command's exit status in tmp_path/<name>.rcs."""
@@ -78,17 +92,12 @@ def test_a_lease_whose_holders_slurm_job_ended_is_taken_over_at_once_and_not_whi
         # The holder's job ends: the lease is the taker's within a look or two, not 600 s.
         _run(["scancel", holder])
         wait_for(lambda: _state(holder) in TERMINAL_STATES or _state(holder) == "GONE", 30, "the holder's job ended")
-        wait_for(lambda: _state(taker) in TERMINAL_STATES or _state(taker) == "GONE", 150, "the taker's job ended")
-        rcs = (tmp_path / "taker.rcs").read_text().split("\n") if (tmp_path / "taker.rcs").exists() else []
-        assert [r for r in rcs if r] == ["up 0", "run 0", "down 0"], (rcs, (tmp_path / "taker.out").read_text())
+        _ran_whole(tmp_path, taker, "taker")
         log = (run_dir / "coordinator.log").read_text()
         assert f"its batch job (Slurm job {holder}) has ended" in log, log[-3000:]
         assert_nothing_left(run_dir)
     finally:
-        for job in (holder, taker):
-            if job is not None:
-                _run(["scancel", job])
-        stop_coordinators(run_dir)
+        _clean_up(run_dir, holder, taker)
 
 
 def test_a_job_after_one_whose_coordinator_was_killed_on_another_node_comes_up_at_once(tmp_path):
@@ -208,15 +217,10 @@ def test_steps_a_fleet_of_another_node_held_are_free_once_its_job_ended_not_afte
         assert not started("a")
         assert _state(taker) == "RUNNING"
         _run(["scancel", holder])
-        wait_for(lambda: _state(taker) in TERMINAL_STATES or _state(taker) == "GONE", 150, "the taker's job ended")
-        rcs = (tmp_path / "taker.rcs").read_text().split("\n") if (tmp_path / "taker.rcs").exists() else []
-        assert [r for r in rcs if r] == ["up 0", "run 0", "down 0"], (rcs, (tmp_path / "taker.out").read_text())
+        _ran_whole(tmp_path, taker, "taker")
         assert started("a")
         log = (run_dir / "coordinator.log").read_text()
         assert f"another fleet's batch job (Slurm job {holder}) has ended" in log, log[-3000:]
         assert_nothing_left(run_dir)
     finally:
-        for job in (holder, taker):
-            if job is not None:
-                _run(["scancel", job])
-        stop_coordinators(run_dir)
+        _clean_up(run_dir, holder, taker)
