@@ -89,11 +89,16 @@ def test_two_fleets_sharing_a_run_directory_claim_in_batches_and_run_each_step_o
     assert_nothing_left(run_dir)
 
 
-@pytest.mark.parametrize("rotate", ["", "1024"], ids=["whole-journals", "rotated-journals"])
+@pytest.mark.parametrize("rotate,hard", [("", False), ("1024", False), ("", True)],
+                         ids=["whole-journals", "rotated-journals", "coordinator-killed-too"])
 def test_a_fleet_killed_mid_run_leaves_the_steps_it_claimed_to_the_other_fleet_which_runs_each_once(
-        tmp_path, started, rotate, monkeypatch):
+        tmp_path, started, rotate, hard, monkeypatch):
     """(rotated-journals: both fleets rotate their journals every 1 KiB while shared, so
-    the victim dies with sealed segments and a journal started again.)"""
+    the victim dies with sealed segments and a journal started again. Its `fleet run`
+    is killed; its embedded coordinator, in a session of its own, then stops its steps
+    and ends as it would at Ctrl-C: they were interrupted, not lost. coordinator-killed-too:
+    SIGKILL for the coordinator as well, which records nothing more: the other fleet finds
+    its journal unsealed and records the attempts it began and never ended as lost.)"""
     steps = [f"s/{i}" for i in range(24)]
     suite, run_dir = suite_of(tmp_path, 24, 1.5), tmp_path / "run"
     env = {"FLEET_TEST_JOURNAL_ROTATE_BYTES": rotate} if rotate else {}
@@ -117,6 +122,8 @@ def test_a_fleet_killed_mid_run_leaves_the_steps_it_claimed_to_the_other_fleet_w
     journals = run_dir / ".fleet" / "journal"
     wait_for(quiet, 60, "a quiet moment in the first fleet (rotated-journals: once it rotated)")
     os.killpg(first.pid, signal.SIGKILL)
+    if hard:
+        os.kill(next(e.pid for e in of(run_dir, E.FleetStarting) if e.fleet == victim), signal.SIGKILL)
     first.communicate(timeout=30)
     if rotate:  # it rotated while shared: sealed segments, and its journal started again
         assert [p for p in journals.iterdir() if p.name.startswith(f"{victim}.") and SEGMENT.search(p.name)]
@@ -130,6 +137,15 @@ def test_a_fleet_killed_mid_run_leaves_the_steps_it_claimed_to_the_other_fleet_w
     assert_each_ended_once(run_dir, steps)  # each of them ran once more, in the other fleet
     other = {e.step for e in of(run_dir, E.Started) if e.fleet != victim}
     assert unfinished <= other
+    # Killed hard, the victim's unended attempts were recorded lost by the other fleet,
+    # which replayed its journal (--max-attempts counts them), once each, and no other.
+    lost = [(s, rec) for s, tries in records.read_journals(run_dir).attempts.items() for rec in tries.values()
+            if rec["outcome"] == "lost"]
+    if hard:
+        assert unfinished <= {s for s, _ in lost} <= held - ended, (lost, unfinished, held)
+        assert len(lost) == len({s for s, _ in lost}) and all(r["fleet"] == victim and r["spec"] for _, r in lost)
+    else:
+        assert not lost, lost
     assert len(claimlog.batch_files(run_dir)) < len(steps)
     if rotate:  # a lone fleet afterwards folds every segment and runs nothing again
         monkeypatch.setenv(fold.FOLD_FILES_ENV, "1")  # (at its start, however few segments wait)
