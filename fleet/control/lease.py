@@ -96,6 +96,10 @@ class Lease:
         self.holder = False      # this fleet holds the lease
         self.shared = False      # every fleet claims each step
         self.took_from: dict | None = None  # the lease of a dead or stale holder taken over
+        # Fleets found gone without giving back their lease or registration (dead, stale,
+        # their job ended): they died, and what their journals say ran, died with them
+        # (fleet.control.recording counts it lost). A fleet that ended gave them back.
+        self.died: set[str] = set()
         self.generation = 1
         self._next_look = 0.0
         self._next_refresh = 0.0
@@ -184,6 +188,7 @@ class Lease:
                  "its holder is gone" if dead else f"its batch job ({rec.get('job')}) has ended" if ended
                  else f"not refreshed for {age:.0f} s")
         self.took_from = rec
+        self.died.add(str(rec.get("fleet")))
         self._held(gen + 1)
         return True
 
@@ -247,6 +252,7 @@ class Lease:
             except (OSError, ValueError):
                 continue  # being written (or gone)
             if _dead(rec) or age >= self.stale_after or self.jobwatch.of(rec):
+                self.died.add(str(rec.get("fleet")))
                 try:
                     p.unlink()
                 except OSError:

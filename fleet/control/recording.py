@@ -99,7 +99,9 @@ class Recorder:
             live.add(holder)
         done = journal.replay(self.run_dir, js, live, self.fleet_id)
         replayed = {j.path for j in done}
-        self._lost_at_start = self._lost(done, js)
+        self._lost_at_start = self._lost(done, js, self.lease.died)
+        for step, rec in self._lost_at_start:  # (counted with the rest by tally.replayed below)
+            js.attempts.setdefault(step, {})[(rec["fleet"], rec["generation"], rec["attempt"])] = rec
         # What crashed fleets were running (replayed now, or earlier by another fleet:
         # a shard restarted after its peers did), unless a later journal ran it since.
         for j in sorted(js.each, key=lambda j: float(j.fleet.get("t") or 0.0)):
@@ -127,35 +129,42 @@ class Recorder:
         done = journal.replay(self.run_dir, js, {self.fleet_id}, self.fleet_id)
         for j in done:
             self._adopting(j)
-        for step, rec in self._lost(done, js):
-            self.journal.append({"k": "lost", "step": step, "rec": rec})
-            tally.ended(self._key(step), rec)  # (it began before this fleet did: since() would leave it out)
         tally.since(js, self._started, self._key)
+        # Not added to js: since() would count again one that began after this fleet did.
+        for step, rec in self._lost(done, js, self.lease.died):
+            self.journal.append({"k": "lost", "step": step, "rec": rec})
+            tally.ended(self._key(step), rec)
 
     @staticmethod
-    def _lost(done: list, js: records.Journals) -> list[tuple[str, dict]]:
+    def _lost(done: list, js: records.Journals, died: set) -> list[tuple[str, dict]]:
         """The attempts the journals `done` (of dead fleets, replayed by this fleet: no
-        other fleet recorded their ends) say began and never ended: their fleet died with
-        them (killed, its node failed; or the step took it down). Each counts toward
-        --max-attempts as a lost attempt (fleet.core.attempts: a step that takes its fleet
+        other fleet recorded their ends) say began and never ended, of the fleets that
+        `died` (found gone still holding the lease or a registration: killed, their node
+        failed, or a step took them down; a fleet that ended gave them back, and one that
+        could not seal its journal, on a full disk, had interrupted what ran). Each
+        counts toward --max-attempts as a lost attempt (fleet.core.attempts: a step that takes its fleet
         down in every fleet that runs it must not run forever in a job that resubmits
-        itself). Added to `js` (so that this fleet's tally counts them), and returned, as
-        (step, attempt record), to be recorded in this fleet's journal for later fleets
-        (a `lost` line: it touches nothing, so the step is still adopted where it runs
-        next, fleet.wire.records).
-        A start line of a fleet before 2026-12-03 names no definition: it counts for none."""
-        out = []
+        itself). Returned as (step, attempt record), to be counted here and recorded in
+        this fleet's journal for later fleets (a `lost` line: it touches nothing, so the
+        step is still adopted where it runs next, fleet.wire.records). An attempt some
+        journal of `js` recorded the end of is not lost (a rotated segment's start, ended
+        in the journal begun after it). A start line of a fleet before 2026-12-03 names no
+        definition: it counts for none."""
+        out, seen = [], set()
         for j in done:
             who = {k: j.fleet.get(k) for k in ("fleet", "host", "pid")}
+            if who["fleet"] not in died:
+                continue
             for step, line in j.running.items():
-                if not line.get("spec"):
+                key = (who["fleet"], line.get("generation"), line.get("attempt"))
+                if not line.get("spec") or key in js.attempts.get(step, ()) or (step, key) in seen:
                     continue
+                seen.add((step, key))
                 rec = {"fleet": who["fleet"], "attempt": line.get("attempt"), "generation": line.get("generation"),
                        "outcome": S.LOST, "spec": line["spec"], "started_at": line.get("t"), "ended_at": line.get("t"),
                        "reason": f"its fleet ({who['fleet']}, pid {who['pid']} on {who['host']}) ended while it ran or "
                                  "was handed to a node: nothing recorded its end (the coordinator was killed, its "
                                  "node failed, or the step took it down)"}
-                js.attempts.setdefault(step, {})[(rec["fleet"], rec["generation"], rec["attempt"])] = rec
                 out.append((step, rec))
         return out
 

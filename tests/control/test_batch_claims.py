@@ -105,7 +105,8 @@ def test_a_fleet_killed_mid_run_leaves_the_steps_it_claimed_to_the_other_fleet_w
     first = started("run", str(suite), "--nodes", "2", extra_env=env)
     wait_for(lambda: len(of(run_dir, E.Started)) >= 2, 60, "the first fleet to start steps")
     victim = of(run_dir, E.FleetStarting)[0].fleet
-    second = started("run", str(suite), "--nodes", "2", extra_env=env)
+    # --max-attempts 2: the steps the victim leaves (one lost attempt each, when hard) run here again.
+    second = started("run", str(suite), "--nodes", "2", "--max-attempts", "2", extra_env=env)
     wait_for(lambda: len(of(run_dir, E.FleetStarting)) == 2
              and any(e.fleet != victim for e in of(run_dir, E.Started)), 60, "the second fleet to start steps")
 
