@@ -235,8 +235,11 @@ class Drain:
         self.release(step)
 
     def release(self, step: str) -> None:
-        """An interrupted step's claim goes: the next allocation's fleet runs it at once."""
+        """An interrupted step's claim goes: the next allocation's fleet runs it at once.
+        Its journal says it ended (no attempt): killed after the drain with the journal
+        unsealed, the fleet did not die with it (fleet.control.recording counts no loss)."""
         c = self.coord
+        c.recorder.interrupted(step)
         if step in c.claims.claimed:  # a lease holder alone claims nothing (fleet.control.lease)
             c.claims.release(c.claims.run_dir_of(step), step)
 

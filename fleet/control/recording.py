@@ -249,6 +249,11 @@ class Recorder:
             self.journal.append({"k": "attempt", "step": step_id, "rec": rec})
         tally.ended(store.key(run_dir, step_id), rec)  # (counted when it ends, not as it goes on)
 
+    def interrupted(self, step: str) -> None:
+        """The drain interrupted the step: an `interrupted` line, so that a fleet replaying
+        this journal finds it ended, not lost (it is no attempt)."""
+        self.journal.append({"k": "interrupted", "step": step})
+
     def reset(self, steps) -> None:
         """The user asked for these steps again (fleet.control.submissions): said in the
         journal, so that every later fleet counts their attempts from here too."""

@@ -211,7 +211,9 @@ def read_final(run_dir: Path, step_id: str, journals: "Journals | None" = None) 
 # line has "h": each start's definition hash, in order, and {"k": "lost", step, rec} is
 # the attempt record a fleet writes for a dead fleet's attempt that its journal says
 # began and never ended (fleet.control.recording): read as that fleet's attempt, it
-# touches nothing of this journal's (it says nothing ran here).
+# touches nothing of this journal's (it says nothing ran here); {"k": "interrupted",
+# step, t}: the drain stopped the step (no attempt), so it was not running when the fleet
+# died.
 
 @dataclass
 class Journal:
@@ -298,6 +300,8 @@ def _take(out: Journals, j: Journal, line: dict) -> None:
         j.touched.add(step)
     if k == "start":
         j.running[step] = line
+    elif k == "interrupted":  # the drain stopped it: ended, no attempt
+        j.running.pop(step, None)
     elif k == "attempt":
         rec = line.get("rec") or {}
         # One record per attempt, as its file would hold: an attempt that went on (a next

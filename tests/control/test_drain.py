@@ -261,3 +261,30 @@ deps = ["long"]
     for s in ("long", "after"):
         assert records.attempts(run_dir, s) == [] and records.read_final(run_dir, s) is None
     assert_nothing_left(run_dir)
+
+
+def test_a_drained_fleet_killed_before_it_sealed_its_journal_costs_its_interrupted_steps_no_attempt(
+        tmp_path, background):
+    # The time limit's SIGKILL after the drain (the coordinator did not get to `fleet
+    # down`): its journal is unsealed and its lease left, so the next fleet finds a fleet
+    # that died; the steps the drain interrupted were not running then (its journal says
+    # so), and are not counted lost: the rerun, with --max-attempts 1, runs them.
+    run_dir = tmp_path / "run"
+    suite, flag = drain_suite(tmp_path)
+    fleet("up", "--run-dir", str(run_dir), "--nodes", "1", "--walltime", "40m", *HB, cwd=tmp_path, check=True,
+          timeout=60)
+    coordinator = json.loads((run_dir / "fleet.json").read_text())["pid"]
+    try:
+        runner = spawn("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path)
+        background.append(runner)
+        wait_for(lambda: {("started", "sleepy"), ("exit", "quick")} <= {(e["kind"], e.get("step"))
+                                                                         for e in events(run_dir)},
+                 60, "sleepy running, quick done")
+        os.kill(runner.pid, signal.SIGUSR1)
+        code, out, err = finish(runner)
+        assert code == 3, out + err
+    finally:
+        os.kill(coordinator, signal.SIGKILL)
+    journal = next((run_dir / ".fleet" / "journal").glob("*.jsonl")).read_text()
+    assert '"sealed"' not in journal and '"k":"interrupted","step":"sleepy"' in journal, journal
+    assert_drained_then_rerun(run_dir, tmp_path, suite, flag, "warning signal (SIGUSR1)")

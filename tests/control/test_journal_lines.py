@@ -86,3 +86,8 @@ def test_the_compact_lines_read_as_the_lines_they_replace_and_a_journal_written_
     _journal(tmp_path / "lost", "g.jsonl", [{**head, "fleet": "g"}, {"k": "lost", "step": "b", "rec": lost, "t": 4.0}])
     r = records.read_journals(tmp_path / "lost")
     assert r.attempts == {"b": {("f", 3, 2): lost}} and not r.each[0].touched and not r.each[0].running
+    # A step the drain interrupted ended there (no attempt): not running when its fleet died.
+    _journal(tmp_path / "drained", "f.jsonl", [head, {"k": "starts", "s": [["a", 1, 1]], "h": ["x"], "t": 2.0},
+                                               {"k": "interrupted", "step": "a", "t": 3.0}])
+    [jd] = records.read_journals(tmp_path / "drained").each
+    assert not jd.running and jd.touched == {"a"}
