@@ -145,6 +145,19 @@ def test_the_batch_systems_warning_signal_to_fleet_run_drains_at_once(tmp_path, 
     assert_drained_then_rerun(run_dir, tmp_path, suite, flag, "warning signal (SIGUSR1)")
 
 
+def warned_run(tmp_path: Path, run_dir: Path, suite: Path, background) -> None:
+    """`fleet run` of the suite on the fleet up in run_dir, in the background, as the job
+    script starts it; once sleepy runs and quick is done, the warning (SIGUSR1) passed on
+    to it: it exits 3."""
+    runner = spawn("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path)
+    background.append(runner)
+    wait_for(lambda: {("started", "sleepy"), ("exit", "quick")} <= {(e["kind"], e.get("step")) for e in events(run_dir)},
+             60, "sleepy running, quick done")
+    os.kill(runner.pid, signal.SIGUSR1)
+    code, out, err = finish(runner)
+    assert code == 3, out + err
+
+
 def test_the_warning_signal_to_fleet_run_reaches_a_fleet_brought_up_by_fleet_up_on_this_host(tmp_path, background):
     # The job script's shape: `fleet up`, then `fleet run` in the background, the trap
     # passing the batch shell's SIGUSR1 to it; the coordinator is another process here.
@@ -153,14 +166,7 @@ def test_the_warning_signal_to_fleet_run_reaches_a_fleet_brought_up_by_fleet_up_
     fleet("up", "--run-dir", str(run_dir), "--nodes", "1", "--walltime", "40m", *HB, cwd=tmp_path, check=True,
           timeout=60)
     try:
-        runner = spawn("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path)
-        background.append(runner)
-        wait_for(lambda: {("started", "sleepy"), ("exit", "quick")} <= {(e["kind"], e.get("step"))
-                                                                         for e in events(run_dir)},
-                 60, "sleepy running, quick done")
-        os.kill(runner.pid, signal.SIGUSR1)
-        code, out, err = finish(runner)
-        assert code == 3, out + err
+        warned_run(tmp_path, run_dir, suite, background)
         st = json.loads(fleet("status", "--run-dir", str(run_dir), "--json", cwd=tmp_path, timeout=30).stdout)
         assert st["allocation"]["drained"] and "warning signal (SIGUSR1)" in st["allocation"]["reason"], st
     finally:
@@ -275,14 +281,7 @@ def test_a_drained_fleet_killed_before_it_sealed_its_journal_costs_its_interrupt
           timeout=60)
     coordinator = json.loads((run_dir / "fleet.json").read_text())["pid"]
     try:
-        runner = spawn("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path)
-        background.append(runner)
-        wait_for(lambda: {("started", "sleepy"), ("exit", "quick")} <= {(e["kind"], e.get("step"))
-                                                                         for e in events(run_dir)},
-                 60, "sleepy running, quick done")
-        os.kill(runner.pid, signal.SIGUSR1)
-        code, out, err = finish(runner)
-        assert code == 3, out + err
+        warned_run(tmp_path, run_dir, suite, background)
     finally:
         os.kill(coordinator, signal.SIGKILL)
     journal = next((run_dir / ".fleet" / "journal").glob("*.jsonl")).read_text()
