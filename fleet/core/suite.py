@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
 from fleet.core.problems import Problem, SuiteError
+from fleet.core import spelling
 from fleet.core.slotfill import filler
 from fleet.core.units import (CHECKS, STEP_FIELDS, STEP_ID, SUITE_FIELDS, array_ranges, array_size, check_int,
                               check_str, parse_array)
@@ -306,7 +307,8 @@ def _suite_table(raw: dict, path: Path, problems: list[Problem]) -> tuple[str, s
         head = {}
     for key in head:
         if key not in SUITE_FIELDS:
-            problems.append(Problem(fname, None, f"suite.{key}", "unknown field (expected name, run_dir, preload, max_steps)"))
+            problems.append(Problem(fname, None, f"suite.{key}", "unknown field" + (
+                spelling.hint(key, SUITE_FIELDS) or " (expected name, run_dir, preload, max_steps)")))
     name = head.get("name", path.stem)
     if not isinstance(name, str) or not SUITE_NAME.match(name) or name in (".", ".."):
         problems.append(Problem(fname, None, "suite.name", "expected a name of letters, digits and . _ -"
@@ -339,7 +341,8 @@ def _defaults(raw: dict, fname: str, problems: list[Problem]) -> dict:
         if key == "id":
             problems.append(Problem(fname, None, "defaults.id", "a step id cannot have a default"))
         elif key not in STEP_FIELDS:
-            problems.append(Problem(fname, None, f"defaults.{key}", "unknown field"))
+            problems.append(Problem(fname, None, f"defaults.{key}",
+                                    "unknown field" + spelling.hint(key, STEP_FIELDS, spelling.HABITS)))
         else:
             try:
                 CHECKS[key](value)
@@ -363,7 +366,7 @@ def _instances(table: dict, n: int, defaults: dict, room: int, fname: str,
             merged.pop(k, None)
     unknown = [k for k in table if k not in STEP_FIELDS]
     for key in unknown:
-        problems.append(Problem(fname, label, key, "unknown field"))
+        problems.append(Problem(fname, label, key, "unknown field" + spelling.hint(key, STEP_FIELDS, spelling.HABITS)))
     if "id" not in table:
         problems.append(Problem(fname, label, "id", "every step needs an id"))
         return [], True

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
+from fleet.core import spelling
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
@@ -73,7 +75,7 @@ def parse_profile(name: str, path: Path, text: str) -> Profile:
     known = {"description", "launcher", "mpi", "gpu_var", "held_back_cores", "agent_flags", "mpi_flags", "advertise"}
     for k in m:
         if k not in known:
-            problems.append(f"{where}: field 'machine.{k}': unknown field")
+            problems.append(f"{where}: field 'machine.{k}': unknown field" + spelling.hint(k, known))
 
     def choice(key, options, default):
         v = m.get(key, default)

@@ -152,7 +152,26 @@ def test_unknown_fields_are_reported_naming_file_step_and_field():
     assert where(problems) == {("a", "coers"), (None, "defaults.prio"), (None, "suite.rundir")}
     step_problem = next(p for p in problems if p.field == "coers")
     assert step_problem.file == "/x/my.toml"
-    assert str(step_problem) == "/x/my.toml: step 'a': field 'coers': unknown field"
+    assert str(step_problem) == "/x/my.toml: step 'a': field 'coers': unknown field (did you mean 'cores'?)"
+
+
+@pytest.mark.parametrize("key,meant", [
+    ("after", "'deps'"), ("depends_on", "'deps'"), ("walltime", "'timeout'"), ("mem", "'memory'"),
+    ("ntasks", "'ranks'"), ("cmd", "'command'"), ("exclusive", "concurrent = false"), ("Retry", "'retries'"),
+])
+def test_an_unknown_field_another_tool_would_take_names_the_field_fleet_means(key, meant):
+    problems = problems_of({"id": "a", "command": "x", key: 1}, defaults={key: 1})
+    said = {(p.step, p.field): p.message for p in problems}
+    assert said[("a", key)] == f"unknown field (did you mean {meant}?)"
+    assert said[(None, f"defaults.{key}")] == f"unknown field (did you mean {meant}?)"
+
+
+def test_an_unknown_field_close_to_nothing_gets_no_guess_and_a_suite_field_lists_the_known_ones():
+    problems = problems_of({"id": "a", "command": "x", "colour": 1}, suite={"name": "s", "flavour": 1})
+    said = {(p.step, p.field): p.message for p in problems}
+    assert said[("a", "colour")] == "unknown field"
+    assert said[(None, "suite.flavour")] == "unknown field (expected name, run_dir, preload, max_steps)"
+    assert "did you mean 'run_dir'" in problems_of({"id": "a", "command": "x"}, suite={"rundir": "x"})[0].message
 
 
 def test_an_unknown_top_level_table_is_reported():

@@ -453,7 +453,8 @@ def test_a_profile_with_an_unknown_field_is_an_error_naming_the_file_and_the_fie
         """)
     with pytest.raises(ProfileError) as e:
         profiles.load("typo")
-    assert str(e.value) == f"{d / 'typo.toml'}: field 'machine.held_back_core': unknown field"
+    assert str(e.value) == (f"{d / 'typo.toml'}: field 'machine.held_back_core': unknown field"
+                            " (did you mean 'held_back_cores'?)")
 
 
 def test_a_profile_with_a_bad_launcher_is_an_error_naming_the_file_field_and_choices(tmp_path, monkeypatch):
