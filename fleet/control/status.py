@@ -15,6 +15,7 @@ from fleet.core.scheduler import Scheduler
 
 STATUS_RUNNING = 500  # running steps listed in one status answer
 STATUS_READY = 50  # ready steps listed, the first of each class of demand (fleet.core.queueview)
+STATUS_QUEUED = 50  # steps handed ahead to their nodes listed (fleet.core.window)
 
 
 def answer(sched: Scheduler, agents: list, *, up_since: float, run_dir: Path, failures: list,
@@ -36,7 +37,9 @@ def answer(sched: Scheduler, agents: list, *, up_since: float, run_dir: Path, fa
                for v in views]
     return dict(up_since=up_since, run_dir=str(run_dir), pid=os.getpid(),
                 **nodestatus.summary(sched, agents, quiet_s), counts=sched.counts(), running=running,
-                running_total=sched.running_count(), failures=failures[-10:], dropped=dict(dropped),
+                running_total=sched.running_count(),
+                queued=[dict(step=sid, node=node, after=after) for sid, node, after in sched.queued_on_nodes(STATUS_QUEUED)],
+                failures=failures[-10:], dropped=dict(dropped),
                 submissions=[dict(id=s.id, suite=s.suite, steps=len(s.steps),
                                   finished=len(s.steps) - s.remaining) for s in submissions],
                 loop=loop or {}, allocation=sched.deadline.shown(),

@@ -59,6 +59,20 @@ def _allocation(a: dict | None, now: float, limit: int = 5) -> list[str]:
     return out
 
 
+def _queued(st: dict, limit: int) -> list[str]:
+    """The steps handed to a node ahead of time (fleet.core.window), each with the
+    running step whose end starts it there."""
+    queued = st.get("queued") or []
+    if not queued:
+        return []
+    total = st.get("counts", {}).get("queued", len(queued))
+    out = [f"queued on their nodes ({total}), each to start there when the step it is behind ends:"]
+    out.extend(f"  {q['step']:<30} on {q['node']:<10} after {q['after']}" for q in queued[:limit])
+    if total > limit:
+        out.append(f"  ... and {total - limit} more")
+    return out
+
+
 def _ready(st: dict, now: float, limit: int) -> list[str]:
     """Why ready steps have not started: the first of each kind (class of demand), in
     the order the scheduler tries them (fleet.core.queueview), and the reservations."""
@@ -183,6 +197,7 @@ def render(st: dict, now: float | None = None, max_running: int = 20, max_ready:
                        + (f"  attempt {r['attempt']}" if r["attempt"] > 1 else "") + _stage(r))
         if total > max_running:
             out.append(f"  ... and {total - max_running} more")
+    out.extend(_queued(st, max_ready))
     out.extend(_ready(st, now, max_ready))
     if st.get("failures"):
         out.append("recent failures:")

@@ -206,6 +206,12 @@ class Scheduler(Entries, Phases, Outside):
         """The running steps' ids in start order (the first `limit`), without a view each."""
         return self._running if limit is None else itertools.islice(self._running, limit)
 
+    def queued_on_nodes(self, limit: int) -> list[tuple[str, str, str]]:
+        """The first `limit` steps handed ahead to their nodes, in the order they were
+        queued: (step, node, the running step it starts after) (fleet.core.window)."""
+        return [(sid, pred.placement[0].node, pred.spec.id)
+                for sid, pred in itertools.islice(self.window.behind.items(), limit)]
+
     def running_count(self) -> int:
         """How many steps run now."""
         return len(self._running)

@@ -217,8 +217,15 @@ def test_status_says_why_each_kind_of_ready_step_has_not_started(tmp_path):
         [head] = st["ready"]
         assert head["behind"] == 1 and head["cause"] == "cores" and head["reason"] == "needs 1 core, 0 free", head
         assert head["ready_s"] >= 0 and st["reservations"] == []
+        # The two queued ones: one on each node, each behind the step running there.
+        running = {r["step"]: r["node"] for r in st["running"]}
+        assert len(st["queued"]) == 2 and {q["node"] for q in st["queued"]} == {"node1", "node2"}, st["queued"]
+        assert all(running[q["after"]] == q["node"] for q in st["queued"]), (st["queued"], running)
         text = fleet("status", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60).stdout
         assert "ready, not started (2), the first of each kind of step:" in text, text
+        assert "queued on their nodes (2), each to start there when the step it is behind ends:" in text, text
+        for q in st["queued"]:
+            assert re.search(rf"\n  {re.escape(q['step'])} +on {q['node']} +after {re.escape(q['after'])}\n", text), text
         assert re.search(rf"\n  {re.escape(head['step'])} +ready \d+s  needs 1 core, 0 free  \(\+1 more like it\)\n",
                          text), text
     finally:
