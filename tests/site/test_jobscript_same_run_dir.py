@@ -41,6 +41,7 @@ class Jobs:
         self.run_dir, self.suite, self.go = work / "run", work / "suite.toml", work / "go"
         self.name = f"fleet-samedir-test-{uuid.uuid4().hex[:10]}"
         self.bash: list[subprocess.Popen] = []
+        self.submitted = False  # any Slurm job (else no Slurm command at clean-up: none may answer here)
         bindir = work / "bin"
         fleet_command(bindir)  # `fleet` on PATH is this test's interpreter (the Slurm job inherits PATH)
         # The step writes down the job it runs in, then waits (bounded) for the test's word.
@@ -58,6 +59,7 @@ class Jobs:
 
     # -- the Slurm scripts: real jobs -------------------------------------------------------
     def sbatch(self) -> str:
+        self.submitted = True
         # 10 minutes: slurm-resubmit.sbatch drains 5 minutes before the end (a 5-minute job would start nothing).
         p = subprocess.run(["sbatch", "--parsable", "-N", "1", "-t", "10", str(self.script), str(self.suite),
                             str(self.run_dir)], cwd=self.work, env=self.env, capture_output=True, text=True,
@@ -97,12 +99,13 @@ class Jobs:
         """The Slurm jobs by name, the bash jobs by process group, then the coordinators of
         this run directory (SIGTERM: they stop their agents and steps), SIGKILL if they linger."""
         self.go.touch()
-        _run(["scancel", "--name", self.name], timeout=15)
-        try:
-            wait_for(lambda: not _run(["squeue", "-h", "-n", self.name, "-o", "%i"])[1].strip(), 30,
-                     "this test's Slurm jobs to go")
-        except AssertionError:
-            pass  # (the test's own failure is the one to see)
+        if self.submitted:
+            _run(["scancel", "--name", self.name], timeout=15)
+            try:
+                wait_for(lambda: not _run(["squeue", "-h", "-n", self.name, "-o", "%i"])[1].strip(), 30,
+                         "this test's Slurm jobs to go")
+            except AssertionError:
+                pass  # (the test's own failure is the one to see)
         for p in self.bash:
             try:
                 os.killpg(p.pid, signal.SIGKILL)
