@@ -127,15 +127,16 @@ def write_suite(path: Path, steps: int) -> None:
         f'[[steps]]\nid = "noop/{{i}}"\narray = "0-{steps - 1}"\ncall = "{nb.STEPS_MODULE}:noop"\n')
 
 
-def fleet_run(work: Path, steps: int, write=write_suite, preload=nb.PRELOAD) -> dict:
-    """`fleet up --nodes 2 --preload ...` in work/run, `fleet run` of the suite that
-    write(path, steps) writes (by default 2,000 no-op steps), `fleet down`; the figures.
-    peer_compare.py calls it with its own suites."""
+def fleet_run(work: Path, steps: int, write=write_suite, preload=nb.PRELOAD, nodes: int = 2) -> dict:
+    """`fleet up --nodes 2 --preload ...` in work/run (`nodes` pretend nodes sharing this
+    machine's cores), `fleet run` of the suite that write(path, steps) writes (by default
+    2,000 no-op steps), `fleet down`; the figures. peer_compare.py calls it with its own
+    suites."""
     work.mkdir(parents=True, exist_ok=True)
     suite = work / "suite.toml"
     write(suite, steps)
     run_dir = work / "run"
-    fleet = nb.Fleet(run_dir, nodes=2, preload=preload)
+    fleet = nb.Fleet(run_dir, nodes=nodes, preload=preload)
     leftovers: list[int] = []
     t_up = time.perf_counter()
     fleet.up()
