@@ -187,3 +187,8 @@ def wait_for_file(ctx):
         if time.monotonic() > deadline:
             raise TimeoutError(f"{ctx.args['path']} did not appear")
         time.sleep(0.05)
+
+
+def env_report(ctx, names):
+    """Record the values of the environment variables `names` this step sees, as env.json."""
+    Path(ctx.workdir, "env.json").write_text(json.dumps({n: os.environ.get(n) for n in names}))

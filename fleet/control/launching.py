@@ -110,7 +110,8 @@ def launch(profile: Profile, spec, d: Start, run_dir: Path, fleet_id: str = "") 
     rd = _str(run_dir)
     command = list(spec.command) if isinstance(spec.command, tuple) else spec.command
     cores = list(slot.cores)
-    env = {"FLEET_STEP": d.step, "FLEET_ATTEMPT": str(d.attempt), "FLEET_RUN_DIR": rd, "FLEET_ID": fleet_id}
+    env = dict(spec.env) if spec.env else {}  # the step's own, then fleet's (the suite may not set FLEET_*)
+    env.update(FLEET_STEP=d.step, FLEET_ATTEMPT=str(d.attempt), FLEET_RUN_DIR=rd, FLEET_ID=fleet_id)
     if spec.mpi:
         try:
             command, cores = render_mpi(profile, spec, d, run_dir, command, env)

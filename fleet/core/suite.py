@@ -16,19 +16,17 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
-from fleet.core.problems import Problem, SuiteError
 from fleet.core import spelling
+from fleet.core.problems import Problem, SuiteError
 from fleet.core.slotfill import filler
-from fleet.core.units import (CHECKS, STEP_FIELDS, STEP_ID, SUITE_FIELDS, array_ranges, array_size, check_int,
-                              check_str, parse_array)
+from fleet.core.suitehead import defaults_table, suite_table
+from fleet.core.units import CHECKS, STEP_FIELDS, STEP_ID, array_ranges, array_size, check_str, parse_array
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-SUITE_NAME = re.compile(r"^[A-Za-z0-9._-]+\Z")  # one path segment: the default run dir is runs/<name>
-MAX_STEPS = 1_000_000  # steps one suite may declare unless its [suite] max_steps says otherwise
 # The args of a step that has none, shared by all such steps (read-only: a million
 # steps need not carry a million empty dicts).
 NO_ARGS: Mapping[str, Any] = MappingProxyType({})
@@ -69,6 +67,7 @@ class StepSpec:
     timeout: float | None = None  # seconds an attempt may run before it is stopped (timed_out)
     grace: float = 10.0  # seconds from SIGTERM to SIGKILL when the step is stopped
     protocol: str = ""  # "steps": a command's exit codes 2-5 say next/wait/restart/broken
+    env: tuple[tuple[str, str], ...] = ()  # (name, value) pairs, by name: the step's own environment variables
 
     @property
     def kind(self) -> str:
@@ -78,14 +77,15 @@ class StepSpec:
         """Everything that defines what the step does (for shared-step checks and markers)."""
         ident = tuple((name, _freeze(getattr(self, name))) for name in _IDENTITY)
         # Only when set: a suite written before the field keeps its steps' identity.
-        return ident + (("protocol", self.protocol),) if self.protocol else ident
+        return ident + tuple((k, getattr(self, k)) for k in ("protocol", "env") if getattr(self, k))
 
 
 _new_spec = filler(StepSpec)  # StepSpec(...) without the frozen __init__ (fleet.core.slotfill)
 
 # How long a step may run, and how it is stopped, do not change what it does: a new
 # timeout reruns nothing that succeeded.
-_IDENTITY = tuple(f.name for f in fields(StepSpec) if f.name not in ("order", "source", "timeout", "grace", "protocol"))
+_IDENTITY = tuple(f.name for f in fields(StepSpec)
+                  if f.name not in ("order", "source", "timeout", "grace", "protocol", "env"))
 
 
 @dataclass(frozen=True)
@@ -197,7 +197,7 @@ def read_toml(text: str, path: str | Path, resolve: Callable[[Path], Path] | Non
     if not head:
         return read_suite(raw, path, resolve)
     problems: list[Problem] = []
-    name, run_dir_raw, preload, _ = _suite_table(raw, path, problems)
+    name, run_dir_raw, preload, _ = suite_table(raw, path, problems)
     return Reading(Suite(path=path, name=name, run_dir=_run_dir(run_dir_raw, path, resolve), preload=tuple(preload),
                          steps=()), tuple(problems))
 
@@ -230,8 +230,8 @@ def read_suite(raw: dict, path: Path, resolve: Callable[[Path], Path] | None = N
     for key in raw:
         if key not in ("suite", "defaults", "steps"):
             problems.append(Problem(fname, None, key, "unknown top-level table (expected [suite], [defaults], [[steps]])"))
-    name, run_dir_raw, preload, limit = _suite_table(raw, path, problems)
-    defaults = _defaults(raw, fname, problems)
+    name, run_dir_raw, preload, limit = suite_table(raw, path, problems)
+    defaults = defaults_table(raw, fname, problems)
     tables = raw.get("steps", [])
     if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
         problems.append(Problem(fname, None, "steps", "expected [[steps]] tables"))
@@ -297,60 +297,6 @@ def _read_steps(tables: list[dict], defaults: dict, limit: int, fname: str, prob
     return (steps, marks, *failed.frozen())
 
 
-def _suite_table(raw: dict, path: Path, problems: list[Problem]) -> tuple[str, str, list, int]:
-    """The [suite] table: name, run_dir (as written), preload and max_steps, defaults in
-    place of bad values."""
-    fname = str(path)
-    head = raw.get("suite", {})
-    if not isinstance(head, dict):
-        problems.append(Problem(fname, None, "suite", "expected a [suite] table"))
-        head = {}
-    for key in head:
-        if key not in SUITE_FIELDS:
-            problems.append(Problem(fname, None, f"suite.{key}", "unknown field" + (
-                spelling.hint(key, SUITE_FIELDS) or " (expected name, run_dir, preload, max_steps)")))
-    name = head.get("name", path.stem)
-    if not isinstance(name, str) or not SUITE_NAME.match(name) or name in (".", ".."):
-        problems.append(Problem(fname, None, "suite.name", "expected a name of letters, digits and . _ -"
-                                f" (one path segment: the default run dir is runs/<name>), got {name!r}"))
-        name = "suite"
-    run_dir_raw = head.get("run_dir", f"runs/{name}")
-    if not isinstance(run_dir_raw, str) or not run_dir_raw:
-        problems.append(Problem(fname, None, "suite.run_dir", f"expected a path, got {run_dir_raw!r}"))
-        run_dir_raw = f"runs/{name}"
-    preload = head.get("preload", [])
-    if not isinstance(preload, list) or not all(isinstance(m, str) and m for m in preload):
-        problems.append(Problem(fname, None, "suite.preload", f"expected a list of module names, got {preload!r}"))
-        preload = []
-    limit = head.get("max_steps", MAX_STEPS)
-    try:
-        check_int(1)(limit)
-    except ValueError as e:
-        problems.append(Problem(fname, None, "suite.max_steps", str(e)))
-        limit = MAX_STEPS
-    return name, run_dir_raw, preload, limit
-
-
-def _defaults(raw: dict, fname: str, problems: list[Problem]) -> dict:
-    """The [defaults] table, each value checked as the step field it defaults."""
-    defaults = raw.get("defaults", {})
-    if not isinstance(defaults, dict):
-        problems.append(Problem(fname, None, "defaults", "expected a [defaults] table"))
-        return {}
-    for key, value in defaults.items():
-        if key == "id":
-            problems.append(Problem(fname, None, "defaults.id", "a step id cannot have a default"))
-        elif key not in STEP_FIELDS:
-            problems.append(Problem(fname, None, f"defaults.{key}",
-                                    "unknown field" + spelling.hint(key, STEP_FIELDS, spelling.HABITS)))
-        else:
-            try:
-                CHECKS[key](value)
-            except ValueError as e:
-                problems.append(Problem(fname, None, f"defaults.{key}", str(e)))
-    return defaults
-
-
 def _instances(table: dict, n: int, defaults: dict, room: int, fname: str,
                problems: list[Problem]) -> tuple[list[dict] | _Expanded, bool]:
     """The raw steps one [[steps]] table declares, defaults applied (an array gives
@@ -359,6 +305,8 @@ def _instances(table: dict, n: int, defaults: dict, room: int, fname: str,
     label = table.get("id") if isinstance(table.get("id"), str) else f"#{n}"
     merged = {k: v for k, v in defaults.items() if k in STEP_FIELDS and k != "id"}
     merged.update(table)
+    if isinstance(table.get("env"), dict) and isinstance(defaults.get("env"), dict):
+        merged["env"] = {**defaults["env"], **table["env"]}  # a step's variables on top of the defaults'
     # A default for cores does not make an MPI step wrong, nor one for ranks a plain step.
     foreign = ("cores", "min_cores") if merged.get("mpi") is True else ("ranks", "min_ranks", "threads")
     for k in foreign:
@@ -460,6 +408,7 @@ def _make_step(raw: dict, order: int, fname: str, problems: list[Problem]) -> St
         priority=values.get("priority", 3), concurrent=values.get("concurrent", True),
         retries=values.get("retries", 0), estimate=values.get("estimate"), source=fname,
         timeout=values.get("timeout"), grace=values.get("grace", 10.0), protocol=values.get("protocol", ""),
+        env=values.get("env", ()),
     )
 
 

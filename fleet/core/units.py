@@ -206,6 +206,39 @@ def check_table(v: Any) -> dict:
     return v
 
 
+# Thread-pool sizes of numerical libraries: they read these when loaded. A step's are set
+# from its cores (or an MPI step's threads) by its node (fleet.node.threads).
+THREAD_VARS = (
+    "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+    "NUMEXPR_NUM_THREADS", "NUMEXPR_MAX_THREADS", "VECLIB_MAXIMUM_THREADS",
+    "BLIS_NUM_THREADS", "GOTO_NUM_THREADS", "NUMBA_NUM_THREADS",
+    "RAYON_NUM_THREADS", "TBB_NUM_THREADS",
+)
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def check_env(v: Any) -> tuple[tuple[str, str], ...]:
+    """Environment variables for the step: a table of NAME = "value" (a number is
+    written as text), as (name, value) pairs sorted by name. Not fleet's own (FLEET_*),
+    nor a thread-pool size (cores or threads set those)."""
+    if not isinstance(v, dict):
+        raise ValueError(f'expected a table of NAME = "value", got {v!r}')
+    out = []
+    for name, value in v.items():
+        if not isinstance(name, str) or not _ENV_NAME.match(name):
+            raise ValueError(f"{name!r} is not an environment variable's name (letters, digits and _, "
+                             "not starting with a digit)")
+        if name.startswith("FLEET_"):
+            raise ValueError(f"{name} is fleet's own: a step's env may not set FLEET_* variables")
+        if name in THREAD_VARS:
+            raise ValueError(f"{name} is set from the step's cores (an MPI step's threads): "
+                             "change those instead")
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise ValueError(f'{name}: expected a string (or a number), got {value!r}')
+        out.append((name, value if isinstance(value, str) else str(value)))
+    return tuple(sorted(out))
+
+
 def check_estimate(v: Any) -> float:
     """Seconds, at least 0."""
     if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
@@ -257,7 +290,7 @@ CHECKS = {
     "deps": check_strings, "inputs": check_inputs, "outputs": check_outputs, "workdir": check_workdir,
     "priority": check_int(1, 5), "concurrent": check_bool, "retries": check_int(0), "estimate": check_estimate,
     "timeout": check_timeout, "grace": check_grace, "array": check_str,
-    "protocol": check_protocol,
+    "protocol": check_protocol, "env": check_env,
 }
 STEP_FIELDS = frozenset(CHECKS)
 SUITE_FIELDS = frozenset({"name", "run_dir", "preload", "max_steps"})

@@ -16,13 +16,7 @@ from __future__ import annotations
 
 import os
 
-# Thread-pool sizes of numerical libraries: they read these when loaded.
-THREAD_VARS = (
-    "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
-    "NUMEXPR_NUM_THREADS", "NUMEXPR_MAX_THREADS", "VECLIB_MAXIMUM_THREADS",
-    "BLIS_NUM_THREADS", "GOTO_NUM_THREADS", "NUMBA_NUM_THREADS",
-    "RAYON_NUM_THREADS", "TBB_NUM_THREADS",
-)
+from fleet.core.units import THREAD_VARS  # (defined with the suite's checks: a step's env may not set them)
 
 # Shared objects whose thread pool threadpoolctl can resize (names as in /proc/self/maps).
 _POOL_LIBRARIES = ("openblas", "libmkl_rt", "libblis", "flexiblas", "libgomp", "libiomp", "libomp")

@@ -79,6 +79,8 @@ def text(spec) -> str:
         parts.append(segs[k + 1])
     if spec.protocol:  # only when set (StepSpec.identity): after every other field
         parts[-1] = parts[-1][:-1] + ", " + repr(("protocol", spec.protocol)) + ")"
+    if spec.env:  # the same, after protocol
+        parts[-1] = parts[-1][:-1] + ", " + repr(("env", spec.env)) + ")"
     return "".join(parts)
 
 

@@ -127,13 +127,15 @@ name = "m"
 run_dir = "run"
 [[steps]]
 id = "m"
-command = ["sh", "-c", "echo rank ${PMI_RANK:-$OMPI_COMM_WORLD_RANK} of ${PMI_SIZE:-$OMPI_COMM_WORLD_SIZE}"]
+command = ["sh", "-c", "echo rank ${PMI_RANK:-$OMPI_COMM_WORLD_RANK} of ${PMI_SIZE:-$OMPI_COMM_WORLD_SIZE} $CASE"]
 mpi = true
 ranks = 2
+env = { CASE = "ocean" }
 """)
     r = fleet("step", str(suite), "m", cwd=tmp_path, timeout=90)
     assert r.returncode == 0, r.stderr
-    assert sorted(r.stdout.splitlines()) == ["rank 0 of 2", "rank 1 of 2"]
+    # (the step's env reaches every rank through the launcher's environment)
+    assert sorted(r.stdout.splitlines()) == ["rank 0 of 2 ocean", "rank 1 of 2 ocean"]
     nothing_recorded(tmp_path / "run", fleet_dirs=True)
 
 

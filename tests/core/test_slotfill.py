@@ -16,7 +16,7 @@ from fleet.core.suite import StepSpec, parse_suite
 ALL = dict(id="a/1", order=3, call=None, command=("run", "1"), args=MappingProxyType({"n": 1}), task="a",
            cores=2, min_cores=1, gpus=0, memory=1 << 30, span=False, mpi=False, ranks=1, min_ranks=1, threads=1,
            deps=("b",), inputs=("i",), outputs=("o",), workdir="steps/a/1", priority=2, concurrent=True,
-           retries=1, estimate=2.5, source="/s.toml", timeout=None, grace=10.0, protocol="steps")
+           retries=1, estimate=2.5, source="/s.toml", timeout=None, grace=10.0, protocol="steps", env=(("A", "1"),))
 
 
 def test_a_filled_step_is_the_step_init_makes_and_stays_frozen():

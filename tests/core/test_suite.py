@@ -49,8 +49,29 @@ def test_the_step_fields_are_exactly_the_documented_names():
         "id", "task", "call", "command", "args", "cores", "min_cores", "gpus", "memory",
         "span", "mpi", "ranks", "min_ranks", "threads", "deps", "inputs", "outputs",
         "workdir", "priority", "concurrent", "retries", "estimate", "timeout", "grace", "array",
-        "protocol",
+        "protocol", "env",
     }
+
+
+def test_a_steps_env_is_its_variables_by_name_on_top_of_the_defaults_numbers_as_text():
+    [a, b] = parse({"id": "a", "command": "x", "env": {"Z": "last", "N": 3, "X": 0.5}},
+                   {"id": "b", "command": "x"}, defaults={"env": {"N": "1", "D": "d"}}).steps
+    assert a.env == (("D", "d"), ("N", "3"), ("X", "0.5"), ("Z", "last"))
+    assert b.env == (("D", "d"), ("N", "1"))
+    assert parse({"id": "c", "command": "x"}).steps[0].env == ()
+
+
+@pytest.mark.parametrize("env,said", [
+    ({"FLEET_ID": "x"}, "FLEET_ID is fleet's own: a step's env may not set FLEET_* variables"),
+    ({"MKL_NUM_THREADS": "2"}, "MKL_NUM_THREADS is set from the step's cores (an MPI step's threads): change those instead"),
+    ({"A-B": "x"}, "'A-B' is not an environment variable's name (letters, digits and _, not starting with a digit)"),
+    ({"A": True}, "A: expected a string (or a number), got True"),
+    ({"A": ["x"]}, "A: expected a string (or a number), got ['x']"),
+    (["A=1"], 'expected a table of NAME = "value", got [\'A=1\']'),
+])
+def test_an_env_that_is_not_a_table_of_plain_names_and_values_is_refused_naming_why(env, said):
+    problems = problems_of({"id": "a", "command": "x", "env": env})
+    assert [(p.step, p.field, p.message) for p in problems] == [("a", "env", said)]
 
 
 def test_every_field_of_a_call_step_is_read_into_its_spec(tmp_path):

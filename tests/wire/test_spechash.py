@@ -26,7 +26,17 @@ SPECS = [
     StepSpec("e", 6, command="x", cores=1.0),
     StepSpec("f", 7, command="x", estimate=0.0),
     StepSpec("g", 8, command="x", estimate=-0.0),  # equal to 0.0, another repr
+    StepSpec("h", 9, command="x", env=(("A", "1"), ("B", "x y"))),
+    StepSpec("i", 10, command="x", protocol="steps", env=(("A", "1"),)),
 ]
+
+
+def test_a_step_without_env_or_protocol_hashes_as_before_those_fields_existed():
+    # The text of a step written before either field: no piece of them at all.
+    spec = StepSpec("s/1", 0, command="true", workdir="steps/s/1")
+    assert "env" not in spechash.text(spec) and "protocol" not in spechash.text(spec)
+    assert spechash.spec_hash(spec) != spechash.spec_hash(StepSpec("s/1", 0, command="true", workdir="steps/s/1",
+                                                                   env=(("A", "1"),)))
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=[s.id for s in SPECS])

@@ -1,0 +1,69 @@
+"""The head of a suite file: its [suite] table (name, run_dir, preload, max_steps) and
+its [defaults] table, each default checked as the step field it defaults. (The steps
+are fleet.core.suite's.)"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from fleet.core import spelling
+from fleet.core.problems import Problem
+from fleet.core.units import CHECKS, STEP_FIELDS, SUITE_FIELDS, check_int
+
+SUITE_NAME = re.compile(r"^[A-Za-z0-9._-]+\Z")  # one path segment: the default run dir is runs/<name>
+MAX_STEPS = 1_000_000  # steps one suite may declare unless its [suite] max_steps says otherwise
+
+
+def suite_table(raw: dict, path: Path, problems: list[Problem]) -> tuple[str, str, list, int]:
+    """The [suite] table: name, run_dir (as written), preload and max_steps, defaults in
+    place of bad values."""
+    fname = str(path)
+    head = raw.get("suite", {})
+    if not isinstance(head, dict):
+        problems.append(Problem(fname, None, "suite", "expected a [suite] table"))
+        head = {}
+    for key in head:
+        if key not in SUITE_FIELDS:
+            problems.append(Problem(fname, None, f"suite.{key}", "unknown field" + (
+                spelling.hint(key, SUITE_FIELDS) or " (expected name, run_dir, preload, max_steps)")))
+    name = head.get("name", path.stem)
+    if not isinstance(name, str) or not SUITE_NAME.match(name) or name in (".", ".."):
+        problems.append(Problem(fname, None, "suite.name", "expected a name of letters, digits and . _ -"
+                                f" (one path segment: the default run dir is runs/<name>), got {name!r}"))
+        name = "suite"
+    run_dir_raw = head.get("run_dir", f"runs/{name}")
+    if not isinstance(run_dir_raw, str) or not run_dir_raw:
+        problems.append(Problem(fname, None, "suite.run_dir", f"expected a path, got {run_dir_raw!r}"))
+        run_dir_raw = f"runs/{name}"
+    preload = head.get("preload", [])
+    if not isinstance(preload, list) or not all(isinstance(m, str) and m for m in preload):
+        problems.append(Problem(fname, None, "suite.preload", f"expected a list of module names, got {preload!r}"))
+        preload = []
+    limit = head.get("max_steps", MAX_STEPS)
+    try:
+        check_int(1)(limit)
+    except ValueError as e:
+        problems.append(Problem(fname, None, "suite.max_steps", str(e)))
+        limit = MAX_STEPS
+    return name, run_dir_raw, preload, limit
+
+
+def defaults_table(raw: dict, fname: str, problems: list[Problem]) -> dict:
+    """The [defaults] table, each value checked as the step field it defaults."""
+    defaults = raw.get("defaults", {})
+    if not isinstance(defaults, dict):
+        problems.append(Problem(fname, None, "defaults", "expected a [defaults] table"))
+        return {}
+    for key, value in defaults.items():
+        if key == "id":
+            problems.append(Problem(fname, None, "defaults.id", "a step id cannot have a default"))
+        elif key not in STEP_FIELDS:
+            problems.append(Problem(fname, None, f"defaults.{key}",
+                                    "unknown field" + spelling.hint(key, STEP_FIELDS, spelling.HABITS)))
+        else:
+            try:
+                CHECKS[key](value)
+            except ValueError as e:
+                problems.append(Problem(fname, None, f"defaults.{key}", str(e)))
+    return defaults
