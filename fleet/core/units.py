@@ -214,7 +214,7 @@ THREAD_VARS = (
     "BLIS_NUM_THREADS", "GOTO_NUM_THREADS", "NUMBA_NUM_THREADS",
     "RAYON_NUM_THREADS", "TBB_NUM_THREADS",
 )
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def check_env(v: Any) -> tuple[tuple[str, str], ...]:

@@ -59,12 +59,15 @@ def test_a_steps_env_is_its_variables_by_name_on_top_of_the_defaults_numbers_as_
     assert a.env == (("D", "d"), ("N", "3"), ("X", "0.5"), ("Z", "last"))
     assert b.env == (("D", "d"), ("N", "1"))
     assert parse({"id": "c", "command": "x"}).steps[0].env == ()
+    arr = parse({"id": "a/{i}", "array": "1-2", "command": "x", "env": {"CASE": "case {i}", "N": "{i}"}}).steps
+    assert [s.env for s in arr] == [(("CASE", "case 1"), ("N", "1")), (("CASE", "case 2"), ("N", "2"))]
 
 
 @pytest.mark.parametrize("env,said", [
     ({"FLEET_ID": "x"}, "FLEET_ID is fleet's own: a step's env may not set FLEET_* variables"),
     ({"MKL_NUM_THREADS": "2"}, "MKL_NUM_THREADS is set from the step's cores (an MPI step's threads): change those instead"),
     ({"A-B": "x"}, "'A-B' is not an environment variable's name (letters, digits and _, not starting with a digit)"),
+    ({"A\n": "x"}, "'A\\n' is not an environment variable's name (letters, digits and _, not starting with a digit)"),
     ({"A": True}, "A: expected a string (or a number), got True"),
     ({"A": ["x"]}, "A: expected a string (or a number), got ['x']"),
     (["A=1"], 'expected a table of NAME = "value", got [\'A=1\']'),
