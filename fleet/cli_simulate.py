@@ -118,7 +118,7 @@ def show_comparison(run_sim, steps, graph, alloc, as_json: bool) -> None:
     rows = {}
     for name, ra in (("without", None), ("with", after)):
         r = run_sim(steps, graph, alloc, reserve_after=ra, window=window_option.value(), order=order(),
-                    reserve_ahead=reserve_ahead())
+                    reserve_ahead=reserve_ahead(), depth=window_option.depth())
         rows[name] = _row(r, steps, graph, wide)
     if as_json:
         click.echo(json.dumps({"reserve_after_s": after, "reserve_ahead": reserve_ahead(), "wide_cores": wide,
@@ -142,7 +142,7 @@ def show_orders(run_sim, steps, graph, alloc, as_json: bool) -> None:
     wide = max(2, max((len(n.cores) for n in alloc), default=1) // 2)
     window = window_option.value()
     rows = {name: _row(run_sim(steps, graph, alloc, reserve_after=after, window=window, order=name,
-                               reserve_ahead=reserve_ahead()), steps, graph, wide)
+                               reserve_ahead=reserve_ahead(), depth=window_option.depth()), steps, graph, wide)
             for name in ORDERS}
     if as_json:
         click.echo(json.dumps({"reserve_after_s": after, "wide_cores": wide, "orders": rows}, indent=1,
@@ -175,8 +175,8 @@ def show(suite, graph, alloc, nodes: int, cores_per_node: int, as_json: bool, en
         return
     window = window_option.value()  # None: the node's cores, as `fleet up`'s default
     r = run_sim(suite.steps, graph, alloc, reserve_after=reserve_after(), end_s=end_s, drain_before_s=drain_before_s,
-                window=window, order=order(), reserve_ahead=reserve_ahead())
-    window = cores_per_node if window is None else window
+                window=window, order=order(), reserve_ahead=reserve_ahead(), depth=window_option.depth())
+    window = cores_per_node * window_option.depth() if window is None else window
     if as_json:
         click.echo(json.dumps({**r.to_json(), "window": window}, indent=1, sort_keys=True))
         return
@@ -191,4 +191,6 @@ def show(suite, graph, alloc, nodes: int, cores_per_node: int, as_json: bool, en
         click.echo(f"  speedup       {r.work_s / r.makespan_s:10.2f} x against one at a time")
     for line in simulate_end_lines(r):
         click.echo(line)
-    click.echo(f"  window        {window:10d} step(s) per node handed ahead" + (" (none)" if not window else ""))
+    depth = window_option.depth()
+    click.echo(f"  window        {window:10d} step(s) per node handed ahead" + (" (none)" if not window else "")
+               + (f", up to {depth} behind a running step" if window and depth > 1 else ""))

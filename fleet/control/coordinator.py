@@ -54,7 +54,7 @@ class Coordinator:
                  heartbeat_s: float = 1.0, timeout_s: float = 10.0, join_timeout_s: float = 60.0,
                  preload: tuple[str, ...] = (), profile: Profile | None = None, advertise: str = "",
                  stale_after: float = 600.0, max_attempts: int = 5, connection_name: str = connection.NAME, window=None,
-                 report_hold_s: float | None = None):
+                 report_hold_s: float | None = None, window_depth: int = 1):
         self.run_dir = Path(run_dir).resolve()
         # This fleet among all that may share the run directory (claims name it).
         self.fleet_id = f"{socket.gethostname()}-{os.getpid()}-{os.urandom(3).hex()}"
@@ -67,7 +67,7 @@ class Coordinator:
         self.preload = preload
         self.profile = profile or Profile("local", "")
         self.started = time.time()
-        self.sched = Scheduler(window=window)  # steps handed to a node ahead (fleet.core.window; None: its cores)
+        self.sched = Scheduler(window=window, depth=window_depth)  # steps handed to nodes ahead (fleet.core.window)
         self.sched.pass_starts = int(os.environ.get("FLEET_TEST_PASS_STARTS") or self.sched.pass_starts)  # tests
         self.events = EventLog(self.run_dir / "events.jsonl", fleet=self.fleet_id)
         self.transport = Transport(bind_host, advertise)
@@ -77,6 +77,7 @@ class Coordinator:
         self.claims = Claims(self.run_dir, self.fleet_id, self.sched, self.specs, self.events,
                              stale_after=stale_after, max_attempts=max_attempts)
         self.submissions = Submissions(self.run_dir, self.sched, self.specs, self.events)
+        self.submissions.node_hold = self.liveness.report_hold_s if window_depth > 1 else 0.0  # (Submissions.hold)
         self.recorder = recording.Recorder(self)  # the run directory's lease, the journal
         # Done markers written by the steps' nodes, else by the writer's threads (nodemarkers).
         self.markers = nodemarkers.attach(self.recorder.writer, self.transport, self.liveness.agents)
@@ -168,8 +169,7 @@ class Coordinator:
         if self.ready:  # (up: nothing to check, and no wait4 per agent process each turn)
             return 0
         if time.monotonic() > deadline:
-            log.error("only %d of %d agents joined within %.0f s", len(self.agents),
-                      self.expected, self.join_timeout_s)
+            log.error("only %d of %d agents joined within %.0f s", len(self.agents), self.expected, self.join_timeout_s)
             self.events.write(events.FleetFailed(t=time.time(), reason="agents did not join in time"))
             return 3
         failed = self.launcher.failed()
@@ -436,7 +436,8 @@ class Coordinator:
         launching.write_start(self.events, now, d, c.adopted)
         slot = d.placement[0]
         try:
-            msg = launching.launch(self.profile, spec, d, self.claims.run_dir_of(d.step), self.fleet_id)
+            msg = launching.launch(self.profile, spec, d, self.claims.run_dir_of(d.step), self.fleet_id,
+                                   self.submissions.hold(d.step))
         except launching.CannotLaunch as e:
             self.events.write(events.Exit(t=now, step=d.step, attempt=d.attempt, node=slot.node, outcome=S.FAILED,
                                           reason=str(e)))
@@ -486,8 +487,7 @@ class Coordinator:
                              failures=self.submissions.failures, dropped=self.transport.dropped,
                              submissions=list(self.submissions.subs.values()), nodes_from=nodes_from,
                              loop=self.liveness.loop_figures(submitting=self.intake.count(), **self.recorder.figures(),
-                                                             **heap.figures()),
-                             quiet_s=self.liveness.timeout_s / 2)
+                                                             **heap.figures()), quiet_s=self.liveness.timeout_s / 2)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -60,12 +60,22 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--connection-name", default=connection.NAME)
     ap.add_argument("--window", type=int, default=None,
                     help="steps each node may be handed ahead of time (default: its cores; 0: none)")
+    ap.add_argument("--window-depth", type=_one_or_more, default=1,
+                    help="of them, steps that may wait behind one running step, each behind the one before "
+                         "(default 1; above 1 the default window is the node's cores times it)")
     ap.add_argument("--report-hold", type=float, default=None,
                     help="seconds an agent holds step reports after a send, to send them together "
                          "(default: scaled with the allocation, fleet.control.liveness.report_hold)")
     ap.add_argument("--parent-pid", type=int, default=0,
                     help="stop (SIGTERM: a clean teardown) when this process, our parent, dies")
     return ap
+
+
+def _one_or_more(text: str) -> int:
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, not {n}")
+    return n
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -112,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
                                         join_timeout_s=args.join_timeout, preload=preload, profile=profile,
                                         advertise=advertise, stale_after=args.stale_after,
                                         max_attempts=args.max_attempts, connection_name=args.connection_name,
-                                        window=args.window, report_hold_s=args.report_hold)
+                                        window=args.window, window_depth=args.window_depth,
+                                        report_hold_s=args.report_hold)
     except zmq.ZMQError as e:  # (the sockets are bound first, before the lease is taken)
         log.error("cannot listen on %s: %s%s", bind, e,
                   f" (is {advertise} an address of this host?)" if advertise and bind == advertise else "")

@@ -103,9 +103,10 @@ def start_record(now: float, d) -> events.Start:
                                    for s in d.placement])
 
 
-def launch(profile: Profile, spec, d: Start, run_dir: Path, fleet_id: str = "") -> P.Launch:
+def launch(profile: Profile, spec, d: Start, run_dir: Path, fleet_id: str = "", hold: float = 0.0) -> P.Launch:
     """The message that starts the step on its first node's agent; CannotLaunch if an
-    MPI step's command cannot be rendered or its files written."""
+    MPI step's command cannot be rendered or its files written. `hold`: how long its
+    node may hold its reports (fleet.node.outbox)."""
     slot = d.placement[0]
     rd = _str(run_dir)
     command = list(spec.command) if isinstance(spec.command, tuple) else spec.command
@@ -138,7 +139,7 @@ def launch(profile: Profile, spec, d: Start, run_dir: Path, fleet_id: str = "") 
         # A declared memory is a limit; a share taken for want of one is not. An MPI step's
         # ranks are its launcher's, and the launcher is given the limit (fleet.site.mpi).
         "memory_limit": slot.memory if spec.memory is not None and not spec.mpi else 0,
-        "after": getattr(d, "after", "")}
+        "after": getattr(d, "after", ""), "hold": hold}
     if d.resume is not None or spec.protocol:
         fields.update(resumed(spec, d, run_dir, env))
     msg = object.__new__(P.Launch)

@@ -114,6 +114,8 @@ class Submissions:
         self.step_subs: dict[str, list[int]] = {}  # step id -> its submissions (lists shared: see _only)
         self._lists: dict[int, list[int]] = {}
         self.failures: list[dict] = []
+        self.awaited: set[str] = set()  # steps some declared step depends on (see hold)
+        self.node_hold = 0.0  # seconds a node may hold a step's reports (the coordinator's, with chains)
         # Why a step that succeeded before runs again ("forced", "changed", "dependency
         # changed"): its attempt records say so, and `fleet audit` counts it as a rerun.
         self.rerun: dict[str, str] = {}
@@ -129,6 +131,14 @@ class Submissions:
         # Submissions a drain's close is walking: each one's steps counted so far (fleet.control.closing).
         self.closing: dict[int, set[str]] = {}
         sched.moved = self.moved  # each change of a step's state, for the counts by state
+
+    def hold(self, step: str) -> float:
+        """How long the step's node may hold its reports while it has steps queued, to
+        send several together (fleet.node.outbox): with chains in the window
+        (fleet.core.windowchain), a step no declared step depends on; else none. (A
+        step that waits for its children is not held back by it: their ends reach it
+        up to the hold later.)"""
+        return self.node_hold if self.node_hold and step not in self.awaited else 0.0
 
     # -- submitting -----------------------------------------------------------------------------
     def accept(self, msg: P.Submit) -> Accepted | P.SubmitReply:
@@ -211,8 +221,12 @@ class Submissions:
         store.declared(self.run_dir, steps, acc.deps, acc.markers, acc.leftovers)
         if tally.anything():
             self._resets(acc, steps, now)
+        awaited, deps = self.awaited, acc.deps
         for s in steps:
             self._take(s, sid)
+            d = deps.get(s.id)
+            if d:
+                awaited.update(d)
         # StepDeclared records, encoded by shape (fleet.control.declaring)
         self.events.write_encoded(declaring.lines(self.events.fleet, now, sid, steps, acc.deps, acc.foreign))
 

@@ -324,12 +324,19 @@ class Reservations:
 
     def _queued_end(self, sid: str, end: float):
         """When the resources of running step `sid` (expected to end at `end`) come back:
-        None if at its end; else (the end of the step queued behind it, that step)."""
-        succ = self.queued.get(sid)
+        None if at its end; else (the end of the last step queued behind it, that step:
+        a chain's, fleet.core.windowchain, each after the one before)."""
+        queued = self.queued
+        succ = queued.get(sid)
         if succ is None:
             return None
-        e = expected_s(succ, self.recorded)
-        return (end + e if e is not None else math.inf), succ
+        while True:
+            e = expected_s(succ, self.recorded)
+            end = end + e if e is not None else math.inf
+            nxt = queued.get(succ.spec.id)
+            if nxt is None:
+                return end, succ
+            succ = nxt
 
     def _job_at(self, sid: str, no: int):
         """The running job an index entry names, or None if the entry is stale."""

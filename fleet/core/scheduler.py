@@ -52,15 +52,17 @@ class Scheduler(Entries, Phases, Outside):
 
     pass_starts = PASS_STARTS  # starts in one pass at most (fleet.core.decisions.GoOn)
 
-    def __init__(self, reserve_after: float | None = RESERVE_AFTER_S, window: int | None = 0) -> None:
+    def __init__(self, reserve_after: float | None = RESERVE_AFTER_S, window: int | None = 0,
+                 depth: int = 1) -> None:
         """`reserve_after`: seconds a ready step waits before it gets a reservation
         (fleet.core.reservations); None: no reservations at all (greedy backfill).
         `window`: steps each node may be handed ahead of time (fleet.core.window;
-        None: as many as it has cores, 0: none)."""
+        None: as many as it has cores, 0: none); `depth`: of them, how many may wait
+        behind one running step (fleet.core.windowchain)."""
         self.pool = Pool()
         self._res = Reservations(reserve_after)
         self._now = 0.0
-        self.window = Window(self, window)
+        self.window = Window(self, window, depth)
         self._jobs: dict[str, _Job] = {}
         self._classes: dict[tuple, _Class] = {}
         self._running: dict[str, _Job] = {}

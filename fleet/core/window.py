@@ -23,8 +23,14 @@ the decisions stay deterministic: the same events give the same queues. The rule
   fits its resources:
   that dependent takes them when it ends, as without a window (the window keeps the
   order of ready steps and chains);
-- each running step has at most one step queued behind it, and a node at most `size`
-  (None: as many as the node has cores, i.e. the next step of every one-core slot);
+- each running step has at most `depth` steps queued behind it (default 1), and a node
+  at most `size` (None: as many as the node has cores times the depth, i.e. the next
+  `depth` steps of every one-core slot). With a depth above 1 the queued steps of a slot form a chain: each
+  waits for the one before it, and the last one (the tail) may take another behind it
+  while the chain is shorter than the depth; its expected end is its predecessor's
+  expected end plus its own expected duration (unknown: unknown). A queued step that
+  leaves the chain without starting hands its follower to its own predecessor, as the
+  node does (fleet.node.queued); only a chain's tail is taken back;
 - steps that run alone, span nodes or are placed on several nodes are never queued,
   nor queued behind;
 - nothing is queued on a node a reservation takes (fleet.core.reservations): what the
@@ -67,6 +73,7 @@ from fleet.core.deadline import DRAIN_KILL
 from fleet.core.decisions import Finished, GoOn, Kill, Wait
 from fleet.core.durations import expected_s
 from fleet.core.windowback import Withdraw, WindowBack
+from fleet.core.windowchain import WindowChain
 from fleet.core.windowpick import _Lazy, WindowPick
 from fleet.core.resources import Demand, Placement
 
@@ -107,14 +114,18 @@ class Unqueued:
 __all__ = ["Queue", "Begin", "Unqueued", "Withdraw", "Window"]
 
 
-class Window(WindowPick, WindowBack):
+class Window(WindowPick, WindowBack, WindowChain):
     """The scheduler's queues per node (a part of fleet.core.scheduler.Scheduler)."""
 
-    def __init__(self, sched, size: int | None = 0):
+    def __init__(self, sched, size: int | None = 0, depth: int = 1):
         if size is not None and size < 0:
             raise ValueError(f"window must be >= 0 or None, not {size!r}")
+        if depth < 1:
+            raise ValueError(f"window depth must be >= 1, not {depth!r}")
         self.sched = sched
         self.size = size  # per node; None: the node's cores; 0: no window
+        self.depth = depth  # steps queued behind one running step at most (a chain above 1)
+        self.full: set[str] = set()  # chain tails at the depth: they take one once the chain's head starts
         self.next: dict[str, object] = {}    # predecessor id -> the job queued behind it
         self.behind: dict[str, object] = {}  # queued id -> its predecessor's job
         self.count: dict[str, int] = {}      # node -> steps queued there
@@ -190,7 +201,14 @@ class Window(WindowPick, WindowBack):
             sched._on_node[slot.node].add(succ.spec.id)
         self.began[succ.spec.id] = (succ, sid, back)
         sched._res.started(succ, sched._now)  # its expected end, for reservations' plans
-        self.started(succ, sched._now)
+        if self.depth == 1:
+            self.started(succ, sched._now)
+        elif succ.spec.id in self.next:  # the head of a chain: it keeps its follower
+            self._shortened(succ)
+        else:  # a tail no longer queued: open again from its real start
+            self._close(succ)
+            self.full.discard(succ.spec.id)
+            self.started(succ, sched._now)
         return True
 
     def begin(self, now: float, out: list) -> None:
@@ -283,9 +301,11 @@ class Window(WindowPick, WindowBack):
         # Behind the steps running there (not a scan of every queued step: at a job's end
         # every node is lost, and 10,000 nodes x 640,000 queued steps would be hours).
         on = self.sched._on_node.get(node, ()) if self.count.get(node) else ()
-        jobs = sorted((self.next[p] for p in on if p in self.next), key=lambda j: j.seq)
-        for job in jobs:
-            self._unlink(job)
+        chains = [self._chain_of(self.next[p]) for p in on if p in self.next]
+        for chain in chains:  # each chain's tail first, so that nothing is handed on
+            for job in reversed(chain):
+                self._unlink(job)
+        for job in sorted((j for chain in chains for j in chain), key=lambda j: j.seq):
             if job.cancelled and self.sched.deadline.drained:  # as dropped() has it
                 job.cancelled = False
                 self._ready(job, out, DRAIN_KILL + self.sched.deadline.reason)
@@ -300,6 +320,7 @@ class Window(WindowPick, WindowBack):
         """`fleet cancel` of a queued step: the node drops it (or stops it, if it has just
         started it); its report ends it."""
         job.cancelled = True
+        self._no_more(job)
         out.append(Kill(job.spec.id, job.attempt, reason))
 
     def dropped(self, job, outcome: str, reason: str, out: list) -> None:
@@ -353,7 +374,7 @@ class Window(WindowPick, WindowBack):
         if self.size is not None:
             return self.size
         spec = self.sched.pool.spec_of(node)
-        return len(spec.cores) if spec is not None else 0
+        return len(spec.cores) * self.depth if spec is not None else 0
 
     def _queue(self, job, pred, out: list) -> None:
         self.sched._set(job, "queue")
@@ -365,6 +386,8 @@ class Window(WindowPick, WindowBack):
         self._loosen(job, pred)
         node = pred.placement[0].node
         self.count[node] = self.count.get(node, 0) + 1
+        if self.depth > 1:
+            self._extend(job, pred, node)
         out.append(Queue(job.spec.id, job.attempt, job.placement, pred.spec.id, self.sched._resume_of(job.spec.id)))
 
     def _close(self, job) -> None:
@@ -386,16 +409,20 @@ class Window(WindowPick, WindowBack):
 
     def _unlink(self, job) -> None:
         """A queued job leaves the window without starting; its predecessor, if still
-        running, may take another."""
+        running, may take another (in a chain: its follower goes behind its predecessor)."""
         pred = self.behind.pop(job.spec.id)
         del self.next[pred.spec.id]
         self._let_go(job)
+        if self.depth > 1 and self._unchain(job, pred):
+            return
         chained = self.chained.get(pred.demand)
         if chained is not None and chained.drop(pred.spec.id) and not chained:
             del self.chained[pred.demand]
         self._left(pred.placement[0].node)
         if pred.state == S.RUNNING:
             self.started(pred)
+        elif self.depth > 1 and pred.spec.id in self.behind:  # a queued one: the chain's tail again
+            self._retail(pred)
 
     def _left(self, node: str) -> None:
         left = self.count[node] - 1

@@ -101,7 +101,7 @@ class WindowBack:
         """Begin keeping `loose`: every queued step that may be taken back, in queue order."""
         self.tracking = True
         for sid, pred in self.behind.items():
-            if sid not in self.kept:
+            if sid not in self.kept and sid not in self.next:  # (a chain's tail only: fleet.core.windowchain)
                 self._put(self.next[pred.spec.id], pred)
 
     def _behind_ok(self, job, pred) -> bool:
@@ -138,6 +138,7 @@ class WindowBack:
                 why = (f"taken back from {pred.placement[0].node}: cores came free elsewhere before "
                        f"{pred.spec.id!r} ended")
                 self.recalled[job.spec.id] = why
+                self._no_more(job)
                 self.recalling[demand] = self.recalling.get(demand, 0) + 1
                 out.append(Withdraw(job.spec.id, job.attempt, why))
                 room -= 1

@@ -7,6 +7,11 @@ process is reaped, and started then, before anything else happens in that loop t
 it without launching it) starts at once. A Kill with ``cancel`` or ``withdraw`` of a
 held launch drops it: nothing ran (reported as Dropped). A withdrawal that comes after
 the launch has started does nothing: the step runs here (fleet.core.windowback).
+
+A launch may also name a step that is itself held here (a chain, fleet.core.windowchain):
+it starts when that one is reaped in turn. A held launch that is dropped hands the
+launches waiting for it to the step it waited for, as the coordinator does; one whose
+launch could not be made when it was due releases them at once (the zygote's reap).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ class Queued:
     def __init__(self) -> None:
         self._after: dict[str, list[tuple[P.Launch, bytes | None]]] = {}
         self._keys: dict[tuple[str, int], str] = {}  # (step, attempt) -> the step it waits for
+        self._steps: dict[str, int] = {}  # held step -> its launches held (a chain may wait for it)
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -34,6 +40,7 @@ class Queued:
         """Keep ``msg`` until the step ``msg.after`` is reaped."""
         self._after.setdefault(msg.after, []).append((msg, payload))
         self._keys[(msg.step, msg.attempt)] = msg.after
+        self._steps[msg.step] = self._steps.get(msg.step, 0) + 1
 
     def due(self, step: str) -> list[tuple[P.Launch, bytes | None]]:
         """The launches that waited for ``step``, which was just reaped: start them now."""
@@ -42,21 +49,39 @@ class Queued:
             return []
         for msg, _ in held:
             del self._keys[(msg.step, msg.attempt)]
+            self._unhold(msg.step)
         # Its start is decided now, when its cores came free: its startup counts from here,
         # not from when it was handed over (re-encoded, then: a few queued steps only).
         now = time.time()
         return [(dataclasses.replace(msg, decided_at=now), None) for msg, _ in held]
 
+    def holds(self, step: str) -> bool:
+        """Whether a launch of ``step`` is held here (a launch may wait behind it)."""
+        return step in self._steps
+
     def drop(self, step: str, attempt: int) -> bool:
-        """Drop the held launch of this attempt; True if there was one."""
+        """Drop the held launch of this attempt; True if there was one. What waited
+        behind it waits for what it waited for."""
         after = self._keys.pop((step, attempt), None)
         if after is None:
             return False
+        self._unhold(step)
         held = self._after[after]
         held[:] = [(m, p) for m, p in held if (m.step, m.attempt) != (step, attempt)]
+        if step not in self._steps:  # (no other attempt of it held: never, but then they wait on)
+            for m, p in self._after.pop(step, ()):
+                self._keys[(m.step, m.attempt)] = after
+                held.append((m, p))
         if not held:
             del self._after[after]
         return True
+
+    def _unhold(self, step: str) -> None:
+        n = self._steps[step] - 1
+        if n:
+            self._steps[step] = n
+        else:
+            del self._steps[step]
 
     def clear(self) -> list[tuple[str, int]]:
         """Forget every held launch (the zygote stops: none of them starts); their
@@ -64,4 +89,5 @@ class Queued:
         dropped = list(self._keys)
         self._after.clear()
         self._keys.clear()
+        self._steps.clear()
         return dropped

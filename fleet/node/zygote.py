@@ -58,6 +58,7 @@ import msgpack  # noqa: E402
 
 from fleet.node import child, command, exits, memlimit, threads as step_threads  # noqa: E402
 from fleet.node.preload import Preloads, thread_count, thread_problem  # noqa: E402,F401  (thread_count: ours too)
+from fleet.node.outbox import Outbox  # noqa: E402
 from fleet.node.queued import Queued  # noqa: E402
 from fleet.node import spare as spare_mod  # noqa: E402
 from fleet.node.spare import Spare  # noqa: E402
@@ -105,7 +106,7 @@ class Zygote:
         self.keys: dict[tuple[str, int], int] = {}  # (step, attempt) -> pid
         self.ids: dict[str, int] = {}  # step -> pid: what a queued launch may wait for
         self.queued = Queued()  # launches waiting for a step running here (fleet.node.queued)
-        self.outbox: list[bytes] = []  # reports of this loop turn, written at its end (flush)
+        self.outbox = Outbox(self.fd_out)  # reports, written at the turn's end (or held: fleet.node.outbox)
         self.requests = framing.FrameReader()
         self.reports = msgpack.Unpacker(raw=False)
         self.agent_gone = False
@@ -145,19 +146,14 @@ class Zygote:
     def _warn(self, text: str) -> None:
         print(f"fleet zygote {os.getpid()}: {text}", file=sys.stderr, flush=True)
 
-    def send(self, msg) -> None:
-        """Report to the agent at the end of this loop turn (flush)."""
-        if not self.agent_gone:
-            self.outbox.append(P.encode(msg))
+    def send(self, msg, hold: float = 0.0) -> None:
+        """Report to the agent at the end of this loop turn, or within `hold` seconds
+        while launches are queued here (fleet.node.outbox)."""
+        self.outbox.add(msg, hold)
 
     def flush(self) -> None:
-        """Write this turn's reports to the agent, in one write."""
-        out, self.outbox = self.outbox, []
-        if not out or self.agent_gone:
-            return
-        try:
-            framing.write_payloads(self.fd_out, out)
-        except OSError:  # BrokenPipeError: the agent is gone, so are we
+        """Write the reports held to the agent, in one write."""
+        if not self.outbox.flush():
             self.agent_gone = True
             if self.stop_grace is None:
                 self.stop_grace = self.grace
@@ -190,7 +186,7 @@ class Zygote:
             data = b""
         self.last_heard = time.monotonic()
         if not data:  # end of file: the agent died or closed us
-            self.agent_gone = True  # nobody is left to read what we would send
+            self.agent_gone = self.outbox.gone = True  # nobody is left to read what we would send
             if self.stop_grace is None:
                 self.stop_grace = self.grace
             return
@@ -226,8 +222,8 @@ class Zygote:
         ``msg`` as received (None: made here)."""
         if (msg.step, msg.attempt) in self.keys or (msg.step, msg.attempt) in self.queued:
             self._warn(f"dropped a second launch of {msg.step} attempt {msg.attempt}")
-        elif msg.after and msg.after in self.ids:
-            self.queued.hold(msg, payload)  # started when that step is reaped
+        elif msg.after and (msg.after in self.ids or self.queued.holds(msg.after)):
+            self.queued.hold(msg, payload)  # started when that step is reaped (a chain: in turn)
         elif msg.kind == "call" and self.preloads.poisoned:
             self._not_started(msg, self.preloads.poisoned)
         elif msg.kind == "call":
@@ -293,8 +289,8 @@ class Zygote:
         self.keys[(step.launch.step, step.launch.attempt)] = step.pid
         self.ids[step.launch.step] = step.pid
         self.stops.arm(step, step.launch.timeout)
-        self.send(P.Started(step.launch.step, step.launch.attempt, step.pid,
-                               step.pgid, step.spawned_at))
+        self.send(P.Started(step.launch.step, step.launch.attempt, step.pid, step.pgid, step.spawned_at),
+                  step.launch.hold)
 
     def _not_started(self, msg: P.Launch, error: str, disk_full: int | None = None) -> None:
         self.send(exits.not_started(msg, error, disk_full))
@@ -346,12 +342,17 @@ class Zygote:
         self.keys.pop((step.launch.step, step.launch.attempt), None)
         if self.ids.get(step.launch.step) == step.pid:
             del self.ids[step.launch.step]
-        self.send(exits.exited(step, status, usage, ended_at))
-        # Its cores are free: what was queued behind it starts now, its Started after this Exited.
-        for msg, payload in self.queued.due(step.launch.step):
+        self.send(exits.exited(step, status, usage, ended_at), step.launch.hold)
+        # Its cores are free: what was queued behind it starts now, its Started after this
+        # Exited; one that could not start passes them on at once to what waited for it.
+        due = self.queued.due(step.launch.step)
+        while due:
+            msg, payload = due.pop(0)
             if self.stop_grace is None:
                 self.launch(msg, payload)
-            else:  # stopping: it never starts, and the coordinator hears so
+                if msg.step not in self.ids:
+                    due += self.queued.due(msg.step)
+            else:  # stopping: it never starts, and the coordinator hears so (what waits for it: at shutdown)
                 self.send(P.Dropped(msg.step, msg.attempt, "its node stopped before it started", stopped=True))
 
     # -- the loop ---------------------------------------------------------------
@@ -375,7 +376,11 @@ class Zygote:
             timer = self.stops.next_ms()
             if timer is not None:
                 timeout = timer if timeout is None else min(timeout, timer)
-            self.flush()
+            wait = self.outbox.wait_ms(len(self.queued))
+            if wait == 0:
+                self.flush()
+            elif wait is not None:  # reports held while launches are queued here
+                timeout = wait if timeout is None else min(timeout, wait)
             for fd, _events in poller.poll(timeout):
                 if fd == self.wake_r:
                     self._drain(self.wake_r)

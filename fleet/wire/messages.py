@@ -269,6 +269,9 @@ class Launch:
     # Queued (fleet.core.window): start when this step ends on the node, not now (at
     # once if it is not running there); a Kill with cancel drops it unstarted (Dropped).
     after: str = ""
+    # Seconds the zygote may hold this step's Started and Exited while it has launches
+    # queued, to send several together (fleet.node.outbox); 0: at the turn's end.
+    hold: float = 0.0
 
 
 @message("kill")
