@@ -116,16 +116,17 @@ class Fleet:
     """`fleet up` in a run directory, and whatever it started; `down()` stops it and
     checks, from the process table, that none of it is left (killing by pid if so)."""
 
-    def __init__(self, run_dir: Path, nodes: int = 2, preload=PRELOAD):
+    def __init__(self, run_dir: Path, nodes: int = 2, preload=PRELOAD, up_args=()):
         self.run_dir = Path(run_dir)
         self.nodes = nodes
         self.preload = preload
+        self.up_args = list(up_args)  # more options of `fleet up` (e.g. --window-depth)
         self.env = bench_env()
         self.pids: set[int] = set()
 
     def up(self, timeout: float = 120.0) -> None:
         r = run(fleet_cli("up", "--run-dir", str(self.run_dir), "--nodes", str(self.nodes),
-                          "--preload", ",".join(self.preload)),
+                          "--preload", ",".join(self.preload), *self.up_args),
                 timeout=timeout, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         if r.returncode != 0:
             raise RuntimeError(f"fleet up failed ({r.returncode}): {r.stdout.decode(errors='replace')}")

@@ -161,7 +161,8 @@ def fleet_suite(kind: str, work: dict):
 def fleet(kind: str, steps: int, work: dict, tmp: Path) -> dict:
     """startup_throughput.fleet_run on this workload; timed from the first decision."""
     w = tmp / f"fleet-{kind}-{time.monotonic_ns()}"
-    r = st.fleet_run(w, steps, write=fleet_suite(kind, work), preload=nb.PRELOAD + STEP_MODULES, nodes=FLEET_NODES[0])
+    r = st.fleet_run(w, steps, write=fleet_suite(kind, work), preload=nb.PRELOAD + STEP_MODULES, nodes=FLEET_NODES[0],
+                     up_args=FLEET_UP_ARGS)
     exits = [json.loads(line) for line in (w / "run" / "events.jsonl").read_text().splitlines()
              if '"exit"' in line]
     exits = [e for e in exits if e.get("kind") == "exit"]
@@ -189,6 +190,7 @@ def fleet(kind: str, steps: int, work: dict, tmp: Path) -> dict:
 
 BASELINE: list[str] = []  # --baseline: the checkout whose fleet "before" runs
 FLEET_NODES = [2]  # fleet's pretend nodes on this machine (one_node.py sets 1)
+FLEET_UP_ARGS: list[str] = []  # more `fleet up` options (chain_window.py sets --window-depth)
 
 
 @contextlib.contextmanager

@@ -127,7 +127,7 @@ def write_suite(path: Path, steps: int) -> None:
         f'[[steps]]\nid = "noop/{{i}}"\narray = "0-{steps - 1}"\ncall = "{nb.STEPS_MODULE}:noop"\n')
 
 
-def fleet_run(work: Path, steps: int, write=write_suite, preload=nb.PRELOAD, nodes: int = 2) -> dict:
+def fleet_run(work: Path, steps: int, write=write_suite, preload=nb.PRELOAD, nodes: int = 2, up_args=()) -> dict:
     """`fleet up --nodes 2 --preload ...` in work/run (`nodes` pretend nodes sharing this
     machine's cores), `fleet run` of the suite that write(path, steps) writes (by default
     2,000 no-op steps), `fleet down`; the figures. peer_compare.py calls it with its own
@@ -136,7 +136,7 @@ def fleet_run(work: Path, steps: int, write=write_suite, preload=nb.PRELOAD, nod
     suite = work / "suite.toml"
     write(suite, steps)
     run_dir = work / "run"
-    fleet = nb.Fleet(run_dir, nodes=nodes, preload=preload)
+    fleet = nb.Fleet(run_dir, nodes=nodes, preload=preload, up_args=up_args)
     leftovers: list[int] = []
     t_up = time.perf_counter()
     fleet.up()
