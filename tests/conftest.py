@@ -16,6 +16,7 @@ PR_SET_CHILD_SUBREAPER = 36
 
 
 def pytest_configure(config):
+    config.addinivalue_line("markers", "xdist_group(name): run on one pytest-xdist worker with its group")
     # Started in the background by a shell without job control (`.ci/run &`), this process
     # and every process it starts would ignore SIGINT (an ignored signal stays ignored
     # across exec), and the Ctrl-C tests would wait for nothing. A handler is reset to the
@@ -29,6 +30,25 @@ def pytest_configure(config):
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     except (OSError, AttributeError):
         pass
+
+
+# The README's test command runs two pytest-xdist workers (`-n 2 --dist loadgroup`): most
+# tests wait on real processes more than they compute, so two at a time halve the run.
+# The site's tests share one real Slurm (its two nodes, its job queue, its time limits)
+# and the MPI launcher: they stay on one worker, in order.
+SERIAL_DIRS = ("site", "cluster")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups
+def pytest_collection_modifyitems(config, items):
+    tests = Path(__file__).resolve().parent
+    for item in items:
+        try:
+            top = Path(item.path).resolve().relative_to(tests).parts[0]
+        except ValueError:
+            continue
+        if top in SERIAL_DIRS:
+            item.add_marker(pytest.mark.xdist_group("cluster"))
 
 
 @pytest.fixture
