@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from fleetharness import assert_nothing_left, events, fleet, finish, spawn, wait_for, write_suite
+from fleetharness import assert_nothing_left, events, fleet, write_suite
 
-from test_window_fleet import HB, by, steps
+from test_window_fleet import HB, by, cancel_when_queued, steps
 
 
 def whole(tag: str, *specs: tuple[str, str]) -> str:
@@ -47,18 +47,9 @@ def test_a_step_cancelled_in_the_middle_of_a_chain_never_runs_and_the_one_behind
     run_dir = tmp_path / "run"
     fleet("up", "--run-dir", str(run_dir), "--nodes", "1", "--window-depth", "3", *HB, cwd=tmp_path, check=True,
           timeout=60)
-    try:
-        p = spawn("run", "s.toml", cwd=tmp_path)
-        wait_for(lambda: "c" in by("queued", events(run_dir)) and "first" in by("started", events(run_dir)),
-                 60, "a chain of three behind first")
-        assert by("queued", events(run_dir))["c"]["after"] == "b"
-        r = fleet("cancel", "b", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
-        assert r.returncode == 0, r.stdout + r.stderr
-        wait_for(lambda: "b" in by("cancelled", events(run_dir)), 30, "b cancelled")
-        gate.touch()
-        code, out, err = finish(p, timeout=60)
-    finally:
-        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=90)
+    code, out = cancel_when_queued(  # b is cancelled once c waits behind it, in a chain of three behind first
+        tmp_path, run_dir, gate, "b",
+        lambda ev: by("queued", ev).get("c", {}).get("after") == "b" and "first" in by("started", ev))
     ev = events(run_dir)
     exits, started = by("exit", ev), by("started", ev)
     assert code != 0, out  # one step cancelled

@@ -26,6 +26,23 @@ def by(kind: str, ev: list[dict]) -> dict[str, dict]:
     return {e["step"]: e for e in ev if e["kind"] == kind}
 
 
+def cancel_when_queued(tmp_path: Path, run_dir: Path, gate: Path, step: str, ready) -> tuple[int, str]:
+    """`fleet run s.toml` on the fleet up in run_dir; once ready(events) holds, `fleet
+    cancel` of `step`, then `gate` opened; the run's exit code and output. The fleet is
+    brought down after, whatever happened."""
+    try:
+        p = spawn("run", "s.toml", cwd=tmp_path)
+        wait_for(lambda: ready(events(run_dir)), 60, f"{step} queued")
+        r = fleet("cancel", step, "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
+        assert r.returncode == 0, r.stdout + r.stderr
+        wait_for(lambda: step in by("cancelled", events(run_dir)), 30, f"{step} cancelled")
+        gate.touch()
+        code, out, _ = finish(p, timeout=60)
+    finally:
+        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=90)
+    return code, out
+
+
 def test_a_queued_step_starts_on_its_node_before_the_coordinator_hears_its_predecessor_ended(tmp_path):
     tag = str(tmp_path)
     # q0 and q1 last a while: a node that frees while the other's predecessor still runs
@@ -89,17 +106,8 @@ def test_a_cancelled_queued_step_is_dropped_by_its_node_and_never_runs(tmp_path)
     write_suite(tmp_path / "s.toml", steps(tag, ("first", wait), ("second", wait), ("q", f"touch {tmp_path}/q-ran")))
     run_dir = tmp_path / "run"
     fleet("up", "--run-dir", str(run_dir), "--nodes", "2", *HB, cwd=tmp_path, check=True, timeout=60)
-    try:
-        p = spawn("run", "s.toml", cwd=tmp_path)
-        wait_for(lambda: "q" in by("queued", events(run_dir)) and "first" in by("started", events(run_dir)),
-                 60, "q queued behind a running step")
-        r = fleet("cancel", "q", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
-        assert r.returncode == 0, r.stdout + r.stderr
-        wait_for(lambda: "q" in by("cancelled", events(run_dir)), 30, "q cancelled")
-        gate.touch()
-        code, out, err = finish(p, timeout=60)
-    finally:
-        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=90)
+    code, out = cancel_when_queued(tmp_path, run_dir, gate, "q",
+                                   lambda ev: "q" in by("queued", ev) and "first" in by("started", ev))
     ev = events(run_dir)
     assert code != 0, out  # one step cancelled
     assert by("exit", ev)["first"]["outcome"] == by("exit", ev)["second"]["outcome"] == "succeeded"

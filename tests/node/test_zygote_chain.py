@@ -18,13 +18,19 @@ from test_zygote_window import gated
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the zygote needs Linux")
 
 
-def test_a_chain_of_queued_launches_starts_one_after_the_other_each_after_the_exit_before_it(zygote, tmp_path):
-    z = zygote()
+def chain_of_three(z, tmp_path):
+    """a running (until its gate is opened), b held behind a, c behind b; the gate."""
     gate, a = gated(tmp_path, "a")
     z.send(a)
     z.send(launch(tmp_path, "b", "steps:record", after="a"))
     z.send(launch(tmp_path, "c", "steps:record", after="b"))
     assert z.expect(Started).step == "a"
+    return gate
+
+
+def test_a_chain_of_queued_launches_starts_one_after_the_other_each_after_the_exit_before_it(zygote, tmp_path):
+    z = zygote()
+    gate = chain_of_three(z, tmp_path)
     gate.touch()
     order = [z.next() for _ in range(5)]
     assert [(type(m).__name__, m.step) for m in order] == [
@@ -36,11 +42,7 @@ def test_a_chain_of_queued_launches_starts_one_after_the_other_each_after_the_ex
 
 def test_a_launch_dropped_in_the_middle_of_a_chain_hands_its_follower_to_what_it_waited_for(zygote, tmp_path):
     z = zygote()
-    gate, a = gated(tmp_path, "a")
-    z.send(a)
-    z.send(launch(tmp_path, "b", "steps:record", after="a"))
-    z.send(launch(tmp_path, "c", "steps:record", after="b"))
-    assert z.expect(Started).step == "a"
+    gate = chain_of_three(z, tmp_path)
     z.send(Kill("b", 1, cancel=True))
     assert z.expect(Dropped) == Dropped("b", 1, "cancelled before it started")
     assert not (tmp_path / "steps" / "c" / "record.json").exists()  # c still waits, now for a
