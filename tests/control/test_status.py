@@ -547,12 +547,16 @@ LogLevel DEBUG1
         kill_group(proc)
 
 
-def _ssh_clients() -> list[str]:
+def _ssh_clients(options: list[str]) -> list[str]:
+    """The ssh tunnels (-L) to the sshd these options name (its port): this test's, not
+    another's running meanwhile (the tests run on two workers)."""
+    port = re.search(r"-p (\d+)", options[0]).group(1)
     out = []
     for p in psutil.process_iter(["pid", "name", "cmdline"]):
         try:
-            if p.info["name"] == "ssh" and "-L" in (p.info["cmdline"] or []):
-                out.append(" ".join(p.info["cmdline"]))
+            cmd = p.info["cmdline"] or []
+            if p.info["name"] == "ssh" and "-L" in cmd and f" -p {port} " in f" {' '.join(cmd)} ":
+                out.append(" ".join(cmd))
         except psutil.Error:
             pass
     return out
@@ -567,13 +571,13 @@ def _forwarded_to(log: Path, port: int) -> bool:
 def test_status_ssh_with_a_local_connection_file_tunnels_through_sshd(idle_fleet, sshd):
     base, run_dir, conn = idle_fleet
     login, options, log, home = sshd
-    before = _ssh_clients()
+    before = _ssh_clients(options)
     st = status_json("--run-dir", str(run_dir), "--ssh", login, "--ssh-option", options[0], cwd=base)
     assert st["pid"] == conn.pid and [n["node"] for n in st["nodes"]] == ["node1", "node2"]
     port = int(conn.client.rsplit(":", 1)[1])
     ok, tail = _forwarded_to(log, port)
     assert ok, f"sshd did not forward to the coordinator's port {port}:\n{tail}"
-    assert _ssh_clients() == before, "the ssh tunnel outlived fleet status"
+    assert _ssh_clients(options) == before, "the ssh tunnel outlived fleet status"
 
 
 def test_status_ssh_fetches_the_connection_file_from_the_login_node_when_it_is_not_here(idle_fleet, sshd, tmp_path):
@@ -582,7 +586,7 @@ def test_status_ssh_fetches_the_connection_file_from_the_login_node_when_it_is_n
     here = tmp_path / "laptop"
     here.mkdir()
     assert not (here / "run").exists()  # "run/fleet.json" exists only in the login node's home
-    before = _ssh_clients()
+    before = _ssh_clients(options)
     sessions = log.read_text(errors="replace").count("forced-command")
     r = fleet("status", "--run-dir", "run", "--ssh", login, "--ssh-option", options[0], cwd=here, timeout=90)
     assert r.returncode == 0, r.stderr
@@ -592,7 +596,7 @@ def test_status_ssh_fetches_the_connection_file_from_the_login_node_when_it_is_n
     assert log.read_text(errors="replace").count("forced-command") > sessions
     ok, tail = _forwarded_to(log, int(conn.client.rsplit(":", 1)[1]))
     assert ok, tail
-    assert _ssh_clients() == before
+    assert _ssh_clients(options) == before
     # Nothing of the fleet's was left here.
     assert list(here.iterdir()) == []
 
@@ -607,6 +611,7 @@ def test_status_watch_through_ssh_ends_saying_the_fleet_is_down_once_its_file_is
               "--interval", "0.2", cwd=here)
     try:
         read_until(p.stdout.fileno(), lambda b: b.count(b"fleet in ") >= 2, 60, "two frames")
+        assert len(_ssh_clients(options)) == 1  # the watch's tunnel (what the other tests count)
         R.down(run_dir, tmp_path)
         # Its next request goes unanswered; the login node says why, and the watch ends.
         p.wait(timeout=60)
@@ -617,6 +622,7 @@ def test_status_watch_through_ssh_ends_saying_the_fleet_is_down_once_its_file_is
         kill_group(p)
         R.down(run_dir, tmp_path)
     R.assert_gone(run_dir)
+    assert _ssh_clients(options) == []
 
 
 def test_status_ssh_refuses_a_remote_connection_file_that_others_can_read(idle_fleet, sshd, tmp_path):
@@ -646,14 +652,14 @@ def test_status_ssh_to_a_login_that_refuses_us_fails_clearly_and_leaves_no_ssh_b
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(stranger)], check=True, timeout=30,
                    stdin=subprocess.DEVNULL)
     bad = re.sub(r"-i \S+", f"-i {stranger}", options[0])
-    before = _ssh_clients()
+    before = _ssh_clients(options)
     for args in (["--run-dir", str(run_dir)], ["--run-dir", "run"]):  # tunnel only; fetch first
         r = fleet("status", *args, "--ssh", login, "--ssh-option", bad, cwd=tmp_path, timeout=90)
         assert r.returncode != 0, r.stdout
         assert login in r.stderr and ("Permission denied" in r.stderr or "could not" in r.stderr
                                       or "cannot read" in r.stderr), r.stderr
         assert "Traceback" not in r.stderr
-    assert _ssh_clients() == before
+    assert _ssh_clients(options) == before
 
 
 def test_status_watch_ends_by_itself_when_the_fleet_goes_down(tmp_path):
