@@ -28,9 +28,6 @@ class Outbox:
         self.due = math.inf  # time.monotonic() by which `held` is to be written
         self.gone = False  # the agent is gone: nothing is written any more
 
-    def __bool__(self) -> bool:
-        return bool(self.held)
-
     def add(self, msg, hold: float = 0.0) -> None:
         """Report `msg` at the end of this turn, or within `hold` seconds."""
         if not self.gone:
