@@ -26,6 +26,7 @@ held for the turn's pass").
 from __future__ import annotations
 
 import time
+from collections import deque
 
 from fleet.core import states as S
 from fleet.wire import messages as P
@@ -39,7 +40,7 @@ class Early:
     __slots__ = ("held", "steps", "cut")
 
     def __init__(self) -> None:
-        self.held: list = []  # (node, report, time received)
+        self.held: deque = deque()  # (node, report, time received)
         self.steps: dict[str, int] = {}  # step -> its reports held
         self.cut = False  # the last replay stopped at its time with reports it could hand
 
@@ -64,29 +65,37 @@ class Early:
         failed() from its except block, and the rest are handed all the same. Past
         `until` (time.monotonic(), looked at every CHECK reports handed) the rest stay
         held, in order, and `cut` says so: a turn that made thousands of queued steps run
-        at once hands their reports over several turns, as the pump acts on decisions."""
+        at once hands their reports over several turns, as the pump acts on decisions.
+
+        A replay costs what it hands and what it keeps back, never what it leaves for the
+        next turn: those wait where they are (they were copied once per turn, so a pass
+        that freed 100,000 reports cost the loop time quadratic in them)."""
         self.cut = False
-        if not self.held:
-            return False
-        keep: list = []
-        kept: dict[str, int] = {}
-        held, self.held, self.steps = self.held, keep, kept
+        held, steps = self.held, self.steps
+        keep: list = []  # reports of steps still queued, and those behind them
+        kept: set = set()
         handed = 0
-        for i, (node, msg, now) in enumerate(held):
-            step = msg.step
+        for _ in range(len(held)):
+            entry = held.popleft()
+            step = entry[1].step
             if step in kept or sched.state_of(step) == S.QUEUED:
-                keep.append((node, msg, now))
-                kept[step] = kept.get(step, 0) + 1
+                keep.append(entry)
+                kept.add(step)
                 continue
             if until is not None and handed % CHECK == 0 and time.monotonic() > until:
                 self.cut = True
-                for node, msg, now in held[i:]:  # the rest, in order, for the next turn
-                    keep.append((node, msg, now))
-                    kept[msg.step] = kept.get(msg.step, 0) + 1
+                held.appendleft(entry)  # it and the rest, in order, for the next turn
                 break
             handed += 1
+            left = steps[step] - 1
+            if left:
+                steps[step] = left
+            else:
+                del steps[step]
+            node, msg, now = entry
             try:
                 (started if type(msg) is P.Started else exited)(node, msg, now)
             except Exception:  # a bug must not lose the reports after it
                 failed()
+        held.extendleft(reversed(keep))  # they came first: ahead of the rest
         return handed > 0

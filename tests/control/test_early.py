@@ -127,3 +127,39 @@ def test_a_replay_past_its_time_keeps_the_rest_in_order_for_the_next_turn(monkey
     handed, rest = replayed(early, sched)
     assert handed and [(k, s) for k, s, _, _ in rest] == [("exited", "s2"), ("started", "s3"), ("exited", "s3")]
     assert not early and not early.cut
+
+
+def test_reports_handed_over_many_cut_turns_come_out_in_order_with_the_queued_ones_kept_ahead(monkeypatch):
+    import fleet.control.early as early_mod
+    sched = Scheduler(window=None)
+    for i in range(40):
+        sched.handle(NodeJoined(node(f"n{i}", 1)), 0.0)
+    sched.handle(submission(suite(*[{"id": f"s{i}"} for i in range(80)]).steps), 0.0)
+    early = Early()
+    for i in range(40, 80):  # s40..s79 queued, each behind s(i - 40) on n(i - 40)
+        assert early.hold(sched, f"n{i - 40}", started(f"s{i}"), float(i))
+        assert early.hold(sched, f"n{i - 40}", exited(f"s{i}"), i + 0.5)
+    sched.handle(StepExited("s0", 1, S.SUCCEEDED), 1.0)  # s40 runs; the rest stay queued
+    sched.handle(StepExited("s2", 1, S.SUCCEEDED), 1.0)  # s42 too
+    monkeypatch.setattr(early_mod, "CHECK", 1)
+    looks = []  # a turn's first look at the clock is in time, the next past it: one report a turn
+    monkeypatch.setattr(early_mod, "time", type("Clock", (), {"monotonic": staticmethod(lambda: looks.pop())}))
+    seen = []
+
+    def turn():
+        looks[:] = [5.0, 0.0]
+        return early.replay(sched, lambda n, m, t: seen.append(("started", m.step)),
+                            lambda n, m, t: seen.append(("exited", m.step)), lambda: None, until=1.0)
+    turns = 0
+    while turn():
+        turns += 1
+    assert turns == 4 and seen == [("started", "s40"), ("exited", "s40"), ("started", "s42"), ("exited", "s42")]
+    assert [m.step for _, m, _ in early.held][:4] == ["s41", "s41", "s43", "s43"]  # still in the order they came
+    assert len(early.held) == 76 and early.steps == {f"s{i}": 2 for i in range(40, 80) if i not in (40, 42)}
+    for i in range(1, 40):
+        if i != 2:
+            sched.handle(StepExited(f"s{i}", 1, S.SUCCEEDED), 2.0)
+    while turn():
+        pass
+    assert seen[4:] == [(k, f"s{i}") for i in range(40, 80) if i not in (40, 42) for k in ("started", "exited")]
+    assert not early and early.steps == {}
