@@ -81,13 +81,20 @@ class WindowChain:
         fid = follower.spec.id
         self.next[pred.spec.id] = follower
         self.behind[fid] = pred
-        exp = expected_s(follower.spec, self.sched.deadline.recorded)
-        self.ends[fid] = self.ends.get(pred.spec.id, math.inf) + exp if exp is not None else math.inf
+        self._reckon(pred, self._chain_of(follower))
         if fid not in self.next:  # the follower is the tail: the slot's entry goes to pred
             self._chain(follower, pred)
         self._shortened(pred)
         self._left(pred.placement[0].node)
         return True
+
+    def _reckon(self, pred, chain) -> None:
+        """The expected ends of `chain`, queued in order behind `pred`, from pred's."""
+        end, recorded = self.ends.get(pred.spec.id, math.inf), self.sched.deadline.recorded
+        for job in chain:
+            exp = expected_s(job.spec, recorded)
+            end = end + exp if exp is not None else math.inf
+            self.ends[job.spec.id] = end
 
     def _retail(self, job) -> None:
         """Queued `job` is its chain's tail again (its follower left)."""

@@ -204,3 +204,14 @@ def test_a_simulated_suite_with_chains_never_runs_more_than_a_nodes_cores_and_en
         for t in sorted({s.start_s for s in on}):
             assert sum(s.cores for s in on if s.start_s <= t < s.end_s) <= len(n.cores), (n.name, t)
     assert deep.makespan_s <= plain.makespan_s * 1.25  # chains commit ahead; here they cost little
+
+
+def test_a_step_leaving_the_middle_of_a_chain_brings_the_expected_ends_of_all_behind_it_forward():
+    # first (2 s) runs; s0, s1, s2 (3 s each) wait behind it: they end at 5, 8 and 11 s.
+    sched, out = chained([node("n1", 1)], {"id": "first", "estimate": 2}, *steps(3, estimate=3))
+    assert queued(out) == [("s0", "first"), ("s1", "s0"), ("s2", "s1")]
+    assert [sched.window.ends[s] for s in ("s0", "s1", "s2")] == [5.0, 8.0, 11.0]
+    sched.handle(Cancel(("s0",), "not wanted"), 1.0)
+    sched.handle(StepExited("s0", 1, S.CANCELLED, "cancelled before it started"), 1.1)
+    assert sched.window.after("s1") == "first"
+    assert [sched.window.ends[s] for s in ("s1", "s2")] == [5.0, 8.0]  # s2's, too, not only its follower's
