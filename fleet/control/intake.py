@@ -33,6 +33,7 @@ from fleet.control import submissions as subs_mod
 from fleet.control.submissions import Accepted, Submissions
 from fleet.control.worker import Worker
 from fleet.core.scheduler import EnterMore, Entering
+from fleet.wire import events
 from fleet.wire import messages as P
 
 log = logging.getLogger("fleet.control.coordinator")
@@ -174,6 +175,7 @@ class Intake:
             return
         self.entry = None
         c = self.coord
+        c.events.write(events.Entered(t=time.time(), submission=e.acc.sub.id, steps=d.total))
         if e.batch is not None:  # children: now the parent's exit (fleet.control.children)
             c._feed(e.batch.then, time.time())
             return

@@ -21,7 +21,7 @@ from collections import deque
 from typing import Iterator, Mapping
 
 from fleet.core import states as S
-from fleet.core.decisions import Blocked, Decision, Skipped, Submitted
+from fleet.core.decisions import Blocked, Decision, Exits, Skipped, StepExited, Submitted
 from fleet.core.graph import _kahn
 from fleet.core.jobs import Job, take_out
 from fleet.core.ranks import SETUP_ORDER
@@ -88,9 +88,16 @@ def planned(ev: Submitted, jobs: Mapping, chunk: int, work) -> Iterator[None]:
 
 
 class Entry:
-    """A chunked submission being entered (see EnterMore)."""
+    """A chunked submission being entered (see EnterMore).
 
-    __slots__ = ("gen", "now", "out", "entered", "total", "chunked")
+    Events that come meanwhile are held until it is in, in order, but for the exits of
+    steps it owes nothing (`apart`): once its plan is made, a submission that renews or
+    queues after no known step lets the ends of steps that are neither its own, nor its
+    steps' deps, nor its parent be handled between its parts, as long as nothing is held
+    before them. A million-step submission so does not stop the rest of the fleet from
+    starting steps for the half minute it takes to enter."""
+
+    __slots__ = ("gen", "now", "out", "entered", "total", "chunked", "planned", "apart", "latest")
 
     def __init__(self, now: float, total: int, chunked: bool):
         self.gen = None
@@ -99,6 +106,34 @@ class Entry:
         self.entered = 0
         self.total = total
         self.chunked = chunked
+        self.planned = False  # its plan is made (and `apart` with it)
+        self.apart: tuple[Mapping, set] | None = None  # (its plan, the known steps it needs)
+        self.latest = now  # the time of the last event handled between its parts
+
+    def passes(self, event) -> bool:
+        """Whether `event` (an exit, or a loop turn's) may be handled before the rest is in."""
+        if self.apart is None:
+            return False
+        exits = (event,) if isinstance(event, StepExited) else event.exits if isinstance(event, Exits) else None
+        if exits is None:
+            return False
+        plan, needs = self.apart
+        return not any(e.step in plan or e.step in needs for e in exits)
+
+
+def apart(ev: Submitted, plan: Mapping, chunk: int, work) -> Iterator[None]:
+    """Entry.apart for a submission with this plan (None if it renews or queues after a
+    known step), pausing as planned() does."""
+    needs: set = {ev.parent} if ev.parent else set()
+    for s in ev.steps:
+        if chunk and next(work) % chunk == 0:
+            yield
+        if plan[s.id] in (RENEW, AFTER):
+            return None
+        for d in ev.deps.get(s.id, s.deps):
+            if d not in plan:
+                needs.add(d)
+    return plan, needs
 
 
 class Entries:
@@ -119,6 +154,9 @@ class Entries:
         chunk, work = ev.chunk, itertools.count(1)
         yield from self.ranks.learn(ev.steps, ev.deps, self.deadline.recorded, chunk)  # O(steps + deps)
         plan, skip = yield from planned(ev, self._jobs, chunk, work)
+        if chunk:
+            entry.apart = yield from apart(ev, plan, chunk, work)
+            entry.planned = True
         new: list = []
         for spec in ev.steps:
             if chunk and next(work) % chunk == 0:
@@ -136,6 +174,15 @@ class Entries:
             else:
                 new.append(self._renew(self._jobs[spec.id], spec, deps, ev.serial, new))
         yield from self._entering(new, skip, ev.foreign, ev.done, out, chunk, work)
+
+    def _let_through(self, entry: Entry, out: list) -> None:
+        """Handle the held exits at the front that `entry` owes nothing (those that came
+        while it was still being planned), in order, up to the first it does."""
+        held = self._held
+        while held and entry.passes(held[0][0]):
+            event, then = held.popleft()
+            entry.latest = max(entry.latest, then)
+            out += self._handle(event, then)
 
     def _renew(self, old, spec, deps: tuple[str, ...], serial: bool, new: list):
         """A new generation of a known step that is not running: it replaces the old one

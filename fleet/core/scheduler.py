@@ -88,9 +88,15 @@ class Scheduler(Entries, Phases, Outside):
     # -- public ---------------------------------------------------------------------
     def handle(self, event: Event, now: float) -> list[Decision]:
         """Apply one event at time `now`; return the decisions that follow."""
-        if self._entry is not None and not isinstance(event, EnterMore):
-            self._held.append((event, now))  # after the submission part way in (EnterMore)
-            return []
+        entry = self._entry
+        if entry is not None and not isinstance(event, EnterMore):
+            if self._held or not entry.passes(event):
+                self._held.append((event, now))  # after the submission part way in (EnterMore)
+                return []
+            entry.latest = max(entry.latest, now)  # an exit it owes nothing: handled now
+        return self._handle(event, now)
+
+    def _handle(self, event: Event, now: float) -> list[Decision]:
         out: list[Decision] = []
         self._now = now  # when steps made ready by this event became ready
         if isinstance(event, (Submitted, EnterMore)):
@@ -141,12 +147,13 @@ class Scheduler(Entries, Phases, Outside):
             entry.out.clear()
             # Linking and resolving follow the last step's placing: all in only at the end.
             out.append(Entering(min(entry.entered, entry.total - 1), entry.total))
+            self._let_through(entry, out)
             return
         self._entry = None
         out += entry.out
         if entry.chunked:
             out.append(Entering(entry.total, entry.total))
-        self._schedule(entry.now, out)
+        self._schedule(entry.latest, out)
         while self._held and self._entry is None:
             out += self.handle(*self._held.popleft())
 

@@ -158,6 +158,15 @@ class Submitted(Record):
     foreign: int = 0
 
 
+@_record("entered")
+class Entered(Record):
+    """A submission is all in the scheduler (a big one goes in over many loop turns,
+    while the fleet's other steps go on): from here its steps may start."""
+
+    submission: int = 0
+    steps: int = 0
+
+
 @_record("step")
 class StepDeclared(Record):
     """A step as submitted: what it asks for and what it depends on."""

@@ -145,3 +145,90 @@ def test_a_chunked_submission_reports_its_progress_and_its_end():
     assert len(notes) > 3
     assert [n.entered for n in notes] == sorted(n.entered for n in notes)
     assert notes[-1] == Entering(len(s.steps), len(s.steps))
+
+
+def _busy_fleet(running_deps=()):
+    """Two one-core nodes running a0 and a1 of a first suite, a2..a5 ready behind them
+    (no window: each ends before the next starts)."""
+    sched = Scheduler(window=0)
+    for n in (node("n1", 1), node("n2", 1)):
+        sched.handle(NodeJoined(n), 0.0)
+    _enter(sched, _submitted(suite(*[{"id": f"a{i}"} for i in range(6)])))
+    assert sorted(v.id for v in sched.running()) == ["a0", "a1"]
+    return sched
+
+
+def _second(n=30, needs=None, chunk=4):
+    """A second suite of n new steps, b7 depending on `needs` of the first if given."""
+    steps = suite(*[{"id": f"b{i}"} for i in range(n)]).steps
+    deps = {s.id: ((needs,) if needs and s.id == "b7" else ()) for s in steps}
+    return Submitted(tuple(steps), deps, chunk=chunk, order=tuple(s.id for s in steps))
+
+
+def _planned(sched, ev):
+    """Hand `ev` and enter it until its plan is made (events wait meanwhile)."""
+    sched.handle(ev, 1.0)
+    while sched.entering() and not sched._entry.planned:
+        sched.handle(EnterMore(), 1.0)
+    assert sched.entering()
+
+
+def _finish(sched):
+    while sched.entering():
+        sched.handle(EnterMore(), 3.0)
+    for i in range(100):  # everything ends
+        running = sched.running()
+        if not running:
+            break
+        for v in running:
+            sched.handle(StepExited(v.id, v.attempt, "succeeded"), 4.0 + i)
+
+
+def test_an_exit_a_new_submission_owes_nothing_is_handled_between_its_parts():
+    sched = _busy_fleet()
+    _planned(sched, _second())
+    got = sched.handle(StepExited("a0", 1, "succeeded"), 2.0)
+    assert [d.step for d in got if isinstance(d, Start)] == ["a2"]  # not held: a2 starts at once
+    assert sched.entering()
+    _finish(sched)
+    assert sched.finished() and sched.counts() == {"succeeded": 36}
+
+
+def test_an_exit_of_a_step_the_new_submission_needs_waits_until_it_is_in_and_so_does_what_comes_after_it():
+    sched = _busy_fleet()
+    _planned(sched, _second(needs="a0"))
+    assert sched.handle(StepExited("a0", 1, "succeeded"), 2.0) == []  # b7 depends on it: held
+    assert sched.handle(StepExited("a1", 1, "succeeded"), 2.0) == []  # behind it, in order
+    assert sched.state("a0") == sched.state("a1") == "running"
+    while sched.entering():
+        sched.handle(EnterMore(), 3.0)
+    assert sched.state("a0") == sched.state("a1") == "succeeded"
+    _finish(sched)
+    assert sched.finished() and sched.counts() == {"succeeded": 36}
+
+
+def test_a_resubmission_that_renews_a_known_step_holds_every_exit_until_it_is_in():
+    sched = _busy_fleet()
+    # a5 changed (renewed); a1 is not in it, but a renewal makes every exit wait.
+    changed = suite(*[{"id": f"a{i}", **({"command": "y"} if i == 5 else {})} for i in range(2, 6)],
+                    *[{"id": f"b{i}"} for i in range(30)])
+    _planned(sched, _submitted(changed, chunk=4))
+    assert sched._entry.apart is None
+    assert sched.handle(StepExited("a1", 1, "succeeded"), 2.0) == []
+    assert sched.state("a1") == "running"
+    _finish(sched)
+    assert sched.state("a1") == "succeeded" and sched.finished()
+
+
+def test_an_exit_that_came_while_the_submission_was_planned_goes_through_once_its_plan_is_made():
+    sched = _busy_fleet()
+    sched.handle(_second(chunk=2), 1.0)
+    assert sched.entering() and not sched._entry.planned
+    assert sched.handle(StepExited("a0", 1, "succeeded"), 2.0) == []  # its plan not made yet: held
+    out = []
+    while sched.entering() and not sched._entry.planned:
+        out += sched.handle(EnterMore(), 3.0)
+    assert sched.entering() and sched.state("a0") == "succeeded"  # let through before the rest is in
+    assert [d.step for d in out if isinstance(d, Start)] == ["a2"]
+    _finish(sched)
+    assert sched.finished() and sched.counts() == {"succeeded": 36}
