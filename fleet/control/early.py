@@ -37,12 +37,13 @@ CHECK = 64  # reports handed between two looks at the clock
 class Early:
     """One coordinator's held reports, in the order they came."""
 
-    __slots__ = ("held", "steps", "cut")
+    __slots__ = ("held", "steps", "cut", "seen")
 
     def __init__(self) -> None:
         self.held: deque = deque()  # (node, report, time received)
         self.steps: dict[str, int] = {}  # step -> its reports held
         self.cut = False  # the last replay stopped at its time with reports it could hand
+        self.seen = -1  # the scheduler's count of events applied at the last replay
 
     def __bool__(self) -> bool:
         return bool(self.held)
@@ -69,7 +70,14 @@ class Early:
 
         A replay costs what it hands and what it keeps back, never what it leaves for the
         next turn: those wait where they are (they were copied once per turn, so a pass
-        that freed 100,000 reports cost the loop time quadratic in them)."""
+        that freed 100,000 reports cost the loop time quadratic in them). And none is
+        looked at while the scheduler has applied no event since the last replay that
+        handed all it could: a step leaves QUEUED only by one (while a submission is
+        entered, a report for each step its nodes start from their windows waits here,
+        and the pump replays after every message it reads)."""
+        if not self.cut and sched.handled == self.seen:
+            return False
+        self.seen = sched.handled
         self.cut = False
         held, steps = self.held, self.steps
         keep: list = []  # reports of steps still queued, and those behind them

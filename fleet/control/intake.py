@@ -12,8 +12,9 @@ loop keeps answering agents and clients:
    wait behind it, and behind the one being entered;
 3. its steps are declared (counted, recorded) DECLARE at a time, one batch per turn;
 4. it is handed to the scheduler as a Submitted of CHUNK steps a part
-   (fleet.core.decisions.EnterMore): one part per turn. When the scheduler says it
-   is all in (Entering), the client is answered.
+   (fleet.core.decisions.EnterMore): as many parts a turn as the turn's time leaves
+   after the agents' reports. When the scheduler says it is all in (Entering), the
+   client is answered.
 
 Steps a running step submitted (its children: fleet.control.children) come the same
 way, read on the same worker thread, queued with the clients' submissions and entered
@@ -142,7 +143,9 @@ class Intake:
                     c._feed(e.batch.event, now)
                 else:
                     c._feed(Submissions.submitted(e.acc, e.msg, CHUNK) if first else EnterMore(), now)
-                return  # one part per turn
+                # More parts while the turn has time: the loop's other work came first this
+                # turn (the agents' reports were pumped before), so a busy fleet's entry
+                # takes what its turns leave, an idle fleet's a whole turn.
             else:
                 return  # the scheduler has it; its Entering comes back through _act
 

@@ -62,6 +62,7 @@ class Scheduler(Entries, Phases, Outside):
         self.pool = Pool()
         self._res = Reservations(reserve_after)
         self._now = 0.0
+        self.handled = 0  # events applied (not held): what the shell may have missed changes since
         self.window = Window(self, window, depth)
         self._jobs: dict[str, _Job] = {}
         self._classes: dict[tuple, _Class] = {}
@@ -98,6 +99,7 @@ class Scheduler(Entries, Phases, Outside):
 
     def _handle(self, event: Event, now: float) -> list[Decision]:
         out: list[Decision] = []
+        self.handled += 1
         self._now = now  # when steps made ready by this event became ready
         if isinstance(event, (Submitted, EnterMore)):
             self._go_on(event, now, out)

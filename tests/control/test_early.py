@@ -163,3 +163,26 @@ def test_reports_handed_over_many_cut_turns_come_out_in_order_with_the_queued_on
         pass
     assert seen[4:] == [(k, f"s{i}") for i in range(40, 80) if i not in (40, 42) for k in ("started", "exited")]
     assert not early and early.steps == {}
+
+
+def test_a_replay_looks_at_no_report_until_the_scheduler_has_applied_another_event():
+    sched, early = windowed(), Early()
+
+    class Counting:  # the real scheduler, its lookups counted
+        looked = 0
+        handled = property(lambda self: sched.handled)
+
+        def state_of(self, step):
+            Counting.looked += 1
+            return sched.state_of(step)
+    for step in ("s2", "s3"):
+        assert early.hold(sched, "n1" if step == "s2" else "n2", started(step), 1.0)
+    counting = Counting()
+    assert not early.replay(counting, None, None, None) and Counting.looked == 2  # both still queued
+    for _ in range(3):  # nothing applied since: not one look
+        assert not early.replay(counting, None, None, None)
+    assert Counting.looked == 2
+    sched.handle(StepExited("s0", 1, S.SUCCEEDED), 1.1)  # s2 runs now
+    seen = []
+    assert early.replay(counting, lambda n, m, t: seen.append(m.step), None, None) and seen == ["s2"]
+    assert [m.step for _, m, _ in early.held] == ["s3"]
