@@ -2,7 +2,7 @@
 
 It wires the parts: the sockets (fleet.control.transport), the agents table and
 heartbeats (liveness), what clients submit (submissions; read and checked on a worker
-thread and entered a part per turn: intake), claims on a shared run directory (claims),
+thread and entered in parts: intake), claims on a shared run directory (claims),
 turning a start into a launch (launching), how attempts ended (outcomes) and the status
 answer (status). A ZeroMQ poller with a timer for heartbeats drives it (no busy waiting).
 Every message becomes a scheduler event; every decision becomes a message, a record, or
