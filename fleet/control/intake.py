@@ -139,13 +139,17 @@ class Intake:
                 e.declared += len(batch)
             elif not e.fed or e.more:
                 first, e.fed, e.more = not e.fed, True, False
+                t0 = time.monotonic()
                 if e.batch is not None and first:
                     c._feed(e.batch.event, now)
                 else:
                     c._feed(Submissions.submitted(e.acc, e.msg, CHUNK) if first else EnterMore(), now)
-                # More parts while the turn has time: the loop's other work came first this
-                # turn (the agents' reports were pumped before), so a busy fleet's entry
-                # takes what its turns leave, an idle fleet's a whole turn.
+                # More parts while the turn has time for one more like this one: the loop's
+                # other work came first this turn (the agents' reports were pumped before),
+                # so a busy fleet's entry takes what its turns leave, an idle fleet's a turn.
+                t1 = time.monotonic()
+                if t1 + (t1 - t0) > until:
+                    return
             else:
                 return  # the scheduler has it; its Entering comes back through _act
 
