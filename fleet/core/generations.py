@@ -97,7 +97,7 @@ class Entry:
     before them. A million-step submission so does not stop the rest of the fleet from
     starting steps for the half minute it takes to enter."""
 
-    __slots__ = ("gen", "now", "out", "entered", "total", "chunked", "planned", "apart", "latest")
+    __slots__ = ("gen", "now", "out", "entered", "total", "chunked", "apart", "latest")
 
     def __init__(self, now: float, total: int, chunked: bool):
         self.gen = None
@@ -106,7 +106,6 @@ class Entry:
         self.entered = 0
         self.total = total
         self.chunked = chunked
-        self.planned = False  # its plan is made (and `apart` with it)
         self.apart: tuple[Mapping, set] | None = None  # (its plan, the known steps it needs)
         self.latest = now  # the time of the last event handled between its parts
 
@@ -156,7 +155,6 @@ class Entries:
         plan, skip = yield from planned(ev, self._jobs, chunk, work)
         if chunk:
             entry.apart = yield from apart(ev, plan, chunk, work)
-            entry.planned = True
         new: list = []
         for spec in ev.steps:
             if chunk and next(work) % chunk == 0:

@@ -166,9 +166,10 @@ def _second(n=30, needs=None, chunk=4):
 
 
 def _planned(sched, ev):
-    """Hand `ev` and enter it until its plan is made (events wait meanwhile)."""
+    """Hand `ev` and enter it until its plan is made (events wait meanwhile) and its
+    steps are being entered."""
     sched.handle(ev, 1.0)
-    while sched.entering() and not sched._entry.planned:
+    while sched.entering() and not sched._entry.entered:
         sched.handle(EnterMore(), 1.0)
     assert sched.entering()
 
@@ -223,10 +224,10 @@ def test_a_resubmission_that_renews_a_known_step_holds_every_exit_until_it_is_in
 def test_an_exit_that_came_while_the_submission_was_planned_goes_through_once_its_plan_is_made():
     sched = _busy_fleet()
     sched.handle(_second(chunk=2), 1.0)
-    assert sched.entering() and not sched._entry.planned
+    assert sched.entering() and sched._entry.apart is None  # its plan not made yet
     assert sched.handle(StepExited("a0", 1, "succeeded"), 2.0) == []  # its plan not made yet: held
     out = []
-    while sched.entering() and not sched._entry.planned:
+    while sched.entering() and not sched._entry.entered:  # its plan made, its steps going in
         out += sched.handle(EnterMore(), 3.0)
     assert sched.entering() and sched.state("a0") == "succeeded"  # let through before the rest is in
     assert [d.step for d in out if isinstance(d, Start)] == ["a2"]
