@@ -34,6 +34,22 @@ def run_scale(cmd: list[str], env: dict, work: Path, out: Path, timeout: float) 
     return r, p.returncode
 
 
+INODES_PER_STEP = 4  # a finished step's directory, its .fleet, its done marker (3.4 measured), and room
+
+
+def room_for(work: Path, steps: int) -> None:
+    """Stop with a clear message if `work`'s file system has too few free inodes for
+    `steps` steps' records: a run that runs out part way (a /dev/shm left full by earlier
+    runs) fails its markers' writes and loses agents, and its figures mean nothing."""
+    probe = work if work.exists() else work.parent
+    while not probe.exists():
+        probe = probe.parent
+    st = os.statvfs(probe)
+    if st.f_files and st.f_favail < INODES_PER_STEP * steps:
+        raise SystemExit(f"{probe}: {st.f_favail:,} free inodes, {INODES_PER_STEP * steps:,} wanted for {steps:,} "
+                         "steps: remove earlier runs' work directories first")
+
+
 def sustained(received: list[float], window: float = WINDOW_S) -> dict:
     """Starts per second over fixed windows of the sorted receipt times (the last,
     partial window left out)."""

@@ -37,6 +37,7 @@ for p in (str(REPO), str(HERE)):
 
 import control_scale as cs  # noqa: E402
 from _reports import merge_reports  # noqa: E402
+from _scale_extra import room_for  # noqa: E402
 
 from fleet.control.client import Client  # noqa: E402
 from fleet.wire import messages as P  # noqa: E402
@@ -59,6 +60,7 @@ def one(tree: Path, work: Path, a) -> dict:
     path = os.pathsep.join([str(tree), str(REPO)])  # the coordinator's fleet first
     cs.env = lambda: {**os.environ, "PYTHONPATH": path}
     work.mkdir(parents=True)
+    room_for(work, a.first + a.second)
     run = work / "run"
     run.mkdir(mode=0o700)
     procs = cs.Processes(work)

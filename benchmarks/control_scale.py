@@ -55,7 +55,7 @@ for p in (str(REPO), str(HERE)):
 
 import psutil  # noqa: E402
 
-from _scale_extra import loadavg, slowest, sustained  # noqa: E402
+from _scale_extra import loadavg, room_for, slowest, sustained  # noqa: E402
 from _simagents import (MAX_PER_PROCESS, check_events, cpu_s, merge_reports, ms, peak_rss_mib,  # noqa: E402
                         start_rates, tcp_counters)
 from fleet.control.client import Client  # noqa: E402
@@ -279,6 +279,7 @@ def case(work: Path, agents: int, steps: int, duration: float = 0.0, heartbeat: 
          idle: float = 10.0, timeout: float = 300.0, profile: str = "", agent_timeout: float = 10.0) -> dict:
     """One run: agents join, the heartbeat cost, then (steps > 0) the suite. Bounded by timeout."""
     work.mkdir(parents=True, exist_ok=True)
+    room_for(work, steps)
     run = work / "run"
     run.mkdir(mode=0o700)
     deadline = time.monotonic() + timeout
