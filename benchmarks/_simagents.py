@@ -49,7 +49,10 @@ node's zygote keeps (fleet.node.queued): a Launch with ``after`` a step running 
 agent starts the moment that step ends, its Started in the same batch as that Exited; a
 Kill with cancel or withdraw of a held launch drops it (Dropped; a withdraw of a started
 one does nothing). Unset: window 0, as the recorded
-runs were made.
+runs were made. FLEET_SIM_WINDOW_DEPTH=D gives the coordinator chains of D steps behind
+a running one (`fleet up --window-depth D`, fleet.core.windowchain): a launch may name a
+step held here, and starts when that one has run in turn; a dropped held launch hands
+the launches that waited for it to the step it waited for (as fleet.node.queued does).
 """
 
 from __future__ import annotations
@@ -87,6 +90,7 @@ node_markers._SLEEP = 0.0  # (modelled per node here, never slept: see SimAgents
 HOLD = float(os.environ["FLEET_SIM_REPORT_HOLD"]) if os.environ.get("FLEET_SIM_REPORT_HOLD") else None
 _WINDOW = os.environ.get("FLEET_SIM_WINDOW", "")
 WINDOW = None if _WINDOW == "cores" else int(_WINDOW or 0)  # the coordinator's window: None is the node's cores
+DEPTH = int(os.environ.get("FLEET_SIM_WINDOW_DEPTH") or 1)  # steps a chain may hold behind a running one
 
 
 # -- the coordinator's side ------------------------------------------------------------------
@@ -137,7 +141,7 @@ def coordinator_main(argv: list[str]) -> int:
     # window 0 unless FLEET_SIM_WINDOW says otherwise (see the module's docstring).
     coord = Coordinator(Path(args.run_dir), args.nodes, KeysFileLauncher(Path(args.agents_file)),
                         heartbeat_s=args.heartbeat, timeout_s=args.timeout, join_timeout_s=args.join_timeout,
-                        window=WINDOW, report_hold_s=HOLD)
+                        window=WINDOW, report_hold_s=HOLD, window_depth=DEPTH)
     stats = os.environ.get("FLEET_BENCH_STATS")
     if stats:  # collections, turns, messages, scheduler calls (benchmarks/_coordstats.py)
         from _coordstats import install
@@ -247,7 +251,8 @@ class SimAgents:
         self.exits: list = []          # heap of (due, agent, step, attempt, decided_at, started, cores)
         self.killed: set = set()
         self.running: set = set()      # (agent, step) running now: what a queued launch may wait for
-        self.held: dict = {}           # (agent, step it waits for) -> [(Launch, received at)]
+        self.held: dict = {}           # (agent, step it waits for) -> [Launch]
+        self.queued: dict = {}         # (agent, held step) -> the step it waits for (a chain may wait behind it)
         self.beats: deque = deque()    # (due, agent), in due order: one period apart per agent
         self.stats = {"agents": count, "first": first, "launches": 0, "duplicate_launches": 0,
                       "kills": 0, "heartbeats_in": 0, "rejects": [], "errors": [], "send_again": 0,
@@ -371,6 +376,7 @@ class SimAgents:
         self.stats["job_end_interrupted"] = len(self.exits)
         self.stats["job_end_dropped"] = sum(map(len, self.held.values()))
         self.exits, self.held = [], {}
+        self.queued.clear()
         self.running.clear()
         for i in range(len(self.socks)):
             if not self.down[i]:
@@ -430,13 +436,18 @@ class SimAgents:
         self.received.append(t)
         self.first_launch = self.first_launch or t
         self.last_launch = t
-        if msg.after and (i, msg.after) in self.running:  # a node's window: start when that one ends
+        # A node's window: start when that one ends (or, in a chain, when that held one has run).
+        if msg.after and ((i, msg.after) in self.running or (i, msg.after) in self.queued):
             self.held.setdefault((i, msg.after), []).append(msg)
+            self.queued[(i, msg.step)] = msg.after
             self.stats["held"] = self.stats.get("held", 0) + 1
+            if (i, msg.after) in self.queued:
+                self.stats["held_behind_held"] = self.stats.get("held_behind_held", 0) + 1
             return
         self._start(i, msg, t)
 
     def _start(self, i: int, msg: P.Launch, t: float) -> None:
+        self.queued.pop((i, msg.step), None)
         # As a step's process does on its node (fleet.node.child): its .fleet directory,
         # where the done marker is written without a mkdir of its own.
         os.makedirs(os.path.join(os.path.dirname(msg.log), ".fleet"), exist_ok=True)
@@ -450,14 +461,19 @@ class SimAgents:
 
     def _kill(self, i: int, msg: P.Kill, t: float) -> None:
         self.stats["kills"] += 1
-        if msg.cancel or msg.withdraw:
-            for key, held in self.held.items():
-                kept = [m for m in held if key[0] != i or (m.step, m.attempt) != (msg.step, msg.attempt)]
-                if len(kept) < len(held):
-                    self.held[key] = kept
-                    how = "withdrawn" if msg.withdraw else "cancelled"
-                    self.report(i, P.Dropped(msg.step, msg.attempt, f"{how} before it started"))
-                    return
+        after = self.queued.get((i, msg.step)) if msg.cancel or msg.withdraw else None
+        if after is not None:
+            held = self.held[(i, after)]
+            kept = [m for m in held if (m.step, m.attempt) != (msg.step, msg.attempt)]
+            if len(kept) < len(held):
+                del self.queued[(i, msg.step)]
+                for m in self.held.pop((i, msg.step), ()):  # what waited for it waits for what it waited for
+                    self.queued[(i, m.step)] = after
+                    kept.append(m)
+                self.held[(i, after)] = kept
+                how = "withdrawn" if msg.withdraw else "cancelled"
+                self.report(i, P.Dropped(msg.step, msg.attempt, f"{how} before it started"))
+                return
         if msg.withdraw:  # started already: it runs (fleet.core.windowback)
             return
         for item in self.exits:

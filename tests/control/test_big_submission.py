@@ -17,10 +17,13 @@ from fleetharness import assert_nothing_left, env, events, fleet, write_suite
 from fleet.control.client import Client, find
 from fleet.wire import messages as P
 
-STEPS = 50_000
+# Entered in parts as fast as the loop's turns allow: 50,000 idle steps went into the
+# scheduler within two turns (~0.1 s), too few for a status answer to land between
+# parts reliably; 100,000 take twice as many, and the status is asked again at once.
+STEPS = 100_000
 
 
-def test_status_is_answered_while_a_50000_step_submission_is_still_being_entered(tmp_path: Path):
+def test_status_is_answered_while_a_100000_step_submission_is_still_being_entered(tmp_path: Path):
     run_dir = tmp_path / "run"
     # Every step waits for one that sleeps: nothing else runs, only the submission is measured.
     suite = write_suite(tmp_path / "big.toml", f'''
@@ -55,7 +58,7 @@ deps = ["gate"]
                 between.append(entered)  # accepted, part way into the scheduler
             if listed and not st["loop"].get("submitting"):
                 break
-            time.sleep(0.05)
+            time.sleep(0.005)
         client.close()
         assert listed and not st["loop"].get("submitting"), f"not in within 300 s ({answers} answers)"
         assert between, f"no status answer while the submission was being entered ({answers} answers)"

@@ -1,0 +1,90 @@
+"""Chained node windows at 1,000 simulated agents (issue 12, item 4): the coordinator's
+CPU a step, step starts a second and how far ahead steps are handed, at window depths
+1 (the default), 4 and 16, alternated in one tree.
+
+    python benchmarks/chain_scale.py [--rounds 2] [--agents 1000] [--steps 200000]
+        [--duration 1] [--depths 1,4,16] [--out results/chain_scale.json]
+
+Each case is one `benchmarks/control_scale.py` run: simulated agents over real ZeroMQ
+and CURVE, a node window of the node's cores times the depth (FLEET_SIM_WINDOW=cores, a
+real fleet's default) and chains of that depth (FLEET_SIM_WINDOW_DEPTH, `fleet up
+--window-depth`); the simulated agents keep a chain as a zygote does (fleet.node.queued:
+a launch held behind a held one starts when that one has run). The report hold is the
+coordinator's default for the allocation (the nodes / 5,000 s).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from _scale_extra import room_for, run_scale  # noqa: E402
+
+REPO = HERE.parent
+KEYS = ("starts_per_s", "starts_per_s_after_submission", "coordinator_cpu_us_per_step",
+        "coordinator_cpu_us_per_step_after_submission", "coordinator_loop_cpu_us_per_step_after_submission",
+        "wall_s")
+
+
+def one(depth: int, args, k: int) -> dict:
+    work = Path(f"/dev/shm/chain-scale-{os.getpid()}-{k}")
+    room_for(work, args.steps)
+    out = work.with_suffix(".json")
+    cmd = [sys.executable, str(HERE / "control_scale.py"), "--agents", str(args.agents), "--steps", str(args.steps),
+           "--duration", str(args.duration), "--idle", "2", "--agent-timeout", "120", "--timeout", str(args.timeout),
+           "--work", str(work), "--out", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "FLEET_SIM_UNBATCHED": "1", "FLEET_SIM_WINDOW": "cores",
+           "FLEET_SIM_WINDOW_DEPTH": str(depth)}
+    t0 = time.time()
+    r, code = run_scale(cmd, env, work, out, args.timeout + 300)
+    run, ev, seen = r.get("run") or {}, r.get("events") or {}, r.get("agents_seen") or {}
+    threads = run.get("coordinator_threads_cpu_s_after_submission") or {}
+    n = r.get("steps") or 1
+    row = {"depth": depth, "exit": code, "t": t0, **{key: r.get(key) for key in KEYS},
+           "threads_us_per_step_after_submission": {k: round(1e6 * v / n, 1) for k, v in threads.items()},
+           "sustained": r.get("starts_sustained"),
+           "decision_to_agent": seen.get("decision_to_agent"),
+           "launches": seen.get("launches"), "duplicate_launches": seen.get("duplicate_launches"),
+           "kills": seen.get("kills"), "held": seen.get("held"), "held_behind_held": seen.get("held_behind_held"),
+           "each_step_once": ev.get("each_step_once"), "counts": run.get("counts"),
+           "status_during_run": run.get("status_during_run"),
+           "loadavg": [run.get("loadavg_at_submit"), run.get("loadavg_at_done")], "error": r.get("error")}
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--agents", type=int, default=1000)
+    ap.add_argument("--steps", type=int, default=200_000)
+    ap.add_argument("--duration", type=float, default=1.0)
+    ap.add_argument("--depths", default="1,4,16")
+    ap.add_argument("--timeout", type=float, default=1800.0)
+    ap.add_argument("--out", default=str(HERE / "results" / "chain_scale.json"))
+    args = ap.parse_args(argv)
+    depths = [int(d) for d in args.depths.split(",")]
+    rows, k = [], 0
+    for rnd in range(args.rounds):
+        for depth in depths if rnd % 2 == 0 else depths[::-1]:
+            k += 1
+            rows.append(one(depth, args, k))
+    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    res = {"benchmark": "chain_scale", "command": "python benchmarks/chain_scale.py " + " ".join(
+        argv if argv is not None else sys.argv[1:]), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "commit": commit, "cpus": os.cpu_count(), "rows": rows}
+    Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
