@@ -16,6 +16,8 @@ import json
 import os
 import shutil
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 WINDOW_S = 10.0
@@ -32,6 +34,54 @@ def run_scale(cmd: list[str], env: dict, work: Path, out: Path, timeout: float) 
     shutil.rmtree(work, ignore_errors=True)
     out.unlink(missing_ok=True)
     return r, p.returncode
+
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+KEYS = ("starts_per_s", "starts_per_s_after_submission", "coordinator_cpu_us_per_step",
+        "coordinator_cpu_us_per_step_after_submission", "coordinator_and_helpers_cpu_us_per_step_after_submission",
+        "coordinator_loop_cpu_us_per_step_after_submission", "wall_s")
+
+
+def sim_run(name: str, k: int, args, extra_env: dict) -> tuple[dict, int, float]:
+    """The k-th control_scale.py run of a comparison (``args``: agents, steps, duration,
+    timeout), its work on /dev/shm, with a real fleet's node window and the agents'
+    reports unbatched; ``extra_env`` on top: (its results, its exit status, its start)."""
+    work = Path(f"/dev/shm/{name}-{os.getpid()}-{k}")
+    room_for(work, args.steps)
+    out = work.with_suffix(".json")
+    cmd = [sys.executable, str(HERE / "control_scale.py"), "--agents", str(args.agents), "--steps", str(args.steps),
+           "--duration", str(args.duration), "--idle", "2", "--agent-timeout", "120", "--timeout", str(args.timeout),
+           "--work", str(work), "--out", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "FLEET_SIM_UNBATCHED": "1", "FLEET_SIM_WINDOW": "cores",
+           **extra_env}
+    t0 = time.time()
+    r, code = run_scale(cmd, env, work, out, args.timeout + 300)
+    return r, code, t0
+
+
+def common_row(r: dict) -> dict:
+    """What every comparison keeps of a run's results: the KEYS, the coordinator's CPU a
+    step after the submission by thread (its loop, ZeroMQ's I/O thread, others), the
+    sustained start rates, whether each step ran once, the load, an error."""
+    run, ev = r.get("run") or {}, r.get("events") or {}
+    threads = run.get("coordinator_threads_cpu_s_after_submission") or {}
+    n = r.get("steps") or 1
+    return {**{key: r.get(key) for key in KEYS},
+            "threads_us_per_step_after_submission": {k: round(1e6 * v / n, 1) for k, v in threads.items()},
+            "sustained": r.get("starts_sustained"), "each_step_once": ev.get("each_step_once"),
+            "loadavg": [run.get("loadavg_at_submit"), run.get("loadavg_at_done")], "error": r.get("error")}
+
+
+def save(benchmark: str, argv: list[str], rows: list[dict], out: str) -> None:
+    """The comparison's rows to ``out`` with its command, date and commit."""
+    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    res = {"benchmark": benchmark, "command": f"python benchmarks/{benchmark}.py " + " ".join(argv),
+           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": commit,
+           "cpus": os.cpu_count(), "rows": rows}
+    Path(out).write_text(json.dumps(res, indent=1) + "\n")
+    print(f"wrote {out}")
 
 
 INODES_PER_STEP = 4  # a finished step's directory, its .fleet, its done marker (3.4 measured), and room

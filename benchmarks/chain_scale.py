@@ -17,45 +17,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _scale_extra import room_for, run_scale  # noqa: E402
-
-REPO = HERE.parent
-KEYS = ("starts_per_s", "starts_per_s_after_submission", "coordinator_cpu_us_per_step",
-        "coordinator_cpu_us_per_step_after_submission", "coordinator_loop_cpu_us_per_step_after_submission",
-        "wall_s")
+from _scale_extra import common_row, save, sim_run  # noqa: E402
 
 
 def one(depth: int, args, k: int) -> dict:
-    work = Path(f"/dev/shm/chain-scale-{os.getpid()}-{k}")
-    room_for(work, args.steps)
-    out = work.with_suffix(".json")
-    cmd = [sys.executable, str(HERE / "control_scale.py"), "--agents", str(args.agents), "--steps", str(args.steps),
-           "--duration", str(args.duration), "--idle", "2", "--agent-timeout", "120", "--timeout", str(args.timeout),
-           "--work", str(work), "--out", str(out)]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "FLEET_SIM_UNBATCHED": "1", "FLEET_SIM_WINDOW": "cores",
-           "FLEET_SIM_WINDOW_DEPTH": str(depth)}
-    t0 = time.time()
-    r, code = run_scale(cmd, env, work, out, args.timeout + 300)
-    run, ev, seen = r.get("run") or {}, r.get("events") or {}, r.get("agents_seen") or {}
-    threads = run.get("coordinator_threads_cpu_s_after_submission") or {}
-    n = r.get("steps") or 1
-    row = {"depth": depth, "exit": code, "t": t0, **{key: r.get(key) for key in KEYS},
-           "threads_us_per_step_after_submission": {k: round(1e6 * v / n, 1) for k, v in threads.items()},
-           "sustained": r.get("starts_sustained"),
+    r, code, t0 = sim_run("chain-scale", k, args, {"FLEET_SIM_WINDOW_DEPTH": str(depth)})
+    run, seen = r.get("run") or {}, r.get("agents_seen") or {}
+    row = {"depth": depth, "exit": code, "t": t0, **common_row(r),
            "decision_to_agent": seen.get("decision_to_agent"),
            "launches": seen.get("launches"), "duplicate_launches": seen.get("duplicate_launches"),
            "kills": seen.get("kills"), "held": seen.get("held"), "held_behind_held": seen.get("held_behind_held"),
-           "each_step_once": ev.get("each_step_once"), "counts": run.get("counts"),
-           "status_during_run": run.get("status_during_run"),
-           "loadavg": [run.get("loadavg_at_submit"), run.get("loadavg_at_done")], "error": r.get("error")}
+           "counts": run.get("counts"), "status_during_run": run.get("status_during_run")}
     print(json.dumps(row), flush=True)
     return row
 
@@ -76,13 +53,7 @@ def main(argv=None) -> int:
         for depth in depths if rnd % 2 == 0 else depths[::-1]:
             k += 1
             rows.append(one(depth, args, k))
-    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
-    res = {"benchmark": "chain_scale", "command": "python benchmarks/chain_scale.py " + " ".join(
-        argv if argv is not None else sys.argv[1:]), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "commit": commit, "cpus": os.cpu_count(), "rows": rows}
-    Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    save("chain_scale", argv if argv is not None else sys.argv[1:], rows, args.out)
     return 0
 
 

@@ -18,45 +18,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _scale_extra import run_scale  # noqa: E402
-
-REPO = HERE.parent
-KEYS = ("starts_per_s", "starts_per_s_after_submission", "coordinator_cpu_us_per_step",
-        "coordinator_cpu_us_per_step_after_submission", "coordinator_and_helpers_cpu_us_per_step_after_submission",
-        "coordinator_loop_cpu_us_per_step_after_submission", "wall_s")
+from _scale_extra import common_row, save, sim_run  # noqa: E402
 
 
 def one(label: str, extra_env: dict, args, k: int) -> dict:
-    work = Path(f"/dev/shm/markers-on-nodes-{os.getpid()}-{k}")
-    out = work.with_suffix(".json")
-    cmd = [sys.executable, str(HERE / "control_scale.py"), "--agents", str(args.agents), "--steps", str(args.steps),
-           "--duration", str(args.duration), "--idle", "2", "--agent-timeout", "120", "--timeout", str(args.timeout),
-           "--work", str(work), "--out", str(out)]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "FLEET_SIM_UNBATCHED": "1", "FLEET_SIM_WINDOW": "cores",
-           **extra_env}
-    t0 = time.time()
-    r, code = run_scale(cmd, env, work, out, args.timeout + 300)
+    r, code, t0 = sim_run("markers-on-nodes", k, args, extra_env)
     run, ev = r.get("run") or {}, r.get("events") or {}
-    threads = run.get("coordinator_threads_cpu_s_after_submission") or {}
-    n = r.get("steps") or 1
-    row = {"case": label, "env": extra_env, "exit": code, "t": t0, **{key: r.get(key) for key in KEYS},
-           # after the submission, by thread: the loop, the markers' threads ("python"), ZeroMQ's I/O thread
-           "threads_us_per_step_after_submission": {k: round(1e6 * v / n, 1) for k, v in threads.items()},
-           "sustained": r.get("starts_sustained"),
+    row = {"case": label, "env": extra_env, "exit": code, "t": t0, **common_row(r),
+           # (threads after the submission: the loop, the markers' threads ("python"), ZeroMQ's I/O thread)
            # the last exit recorded -> the Progress answer that said done (polled each second): the
            # wait for the submission's markers to be written
            "last_exit_to_done_s": (round(run["t_done_polled"] - ev["last_exit_t"], 1)
-                                   if run.get("t_done_polled") and ev.get("last_exit_t") else None),
-           "each_step_once": ev.get("each_step_once"),
-           "loadavg": [run.get("loadavg_at_submit"), run.get("loadavg_at_done")], "error": r.get("error")}
+                                   if run.get("t_done_polled") and ev.get("last_exit_t") else None)}
     print(json.dumps(row), flush=True)
     return row
 
@@ -79,13 +57,7 @@ def main(argv=None) -> int:
         for label, extra in cases:
             k += 1
             rows.append(one(label, extra, args, k))
-    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
-    res = {"benchmark": "markers_on_nodes", "command": "python benchmarks/markers_on_nodes.py " + " ".join(
-        argv if argv is not None else sys.argv[1:]), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "commit": commit, "cpus": os.cpu_count(), "rows": rows}
-    Path(args.out).write_text(json.dumps(res, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    save("markers_on_nodes", argv if argv is not None else sys.argv[1:], rows, args.out)
     return 0
 
 
