@@ -43,6 +43,15 @@ KEYS = ("starts_per_s", "starts_per_s_after_submission", "coordinator_cpu_us_per
         "coordinator_loop_cpu_us_per_step_after_submission", "wall_s")
 
 
+def comparison_args(ap, steps: int) -> None:
+    """The options every comparison of control_scale runs takes (sim_run reads them)."""
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--agents", type=int, default=1000)
+    ap.add_argument("--steps", type=int, default=steps)
+    ap.add_argument("--duration", type=float, default=1.0)
+    ap.add_argument("--timeout", type=float, default=1800.0)
+
+
 def sim_run(name: str, k: int, args, extra_env: dict) -> tuple[dict, int, float]:
     """The k-th control_scale.py run of a comparison (``args``: agents, steps, duration,
     timeout), its work on /dev/shm, with a real fleet's node window and the agents'

@@ -22,7 +22,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _scale_extra import common_row, save, sim_run  # noqa: E402
+from _scale_extra import common_row, comparison_args, save, sim_run  # noqa: E402
 
 
 def one(depth: int, args, k: int) -> dict:
@@ -39,12 +39,8 @@ def one(depth: int, args, k: int) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--agents", type=int, default=1000)
-    ap.add_argument("--steps", type=int, default=200_000)
-    ap.add_argument("--duration", type=float, default=1.0)
+    comparison_args(ap, steps=200_000)
     ap.add_argument("--depths", default="1,4,16")
-    ap.add_argument("--timeout", type=float, default=1800.0)
     ap.add_argument("--out", default=str(HERE / "results" / "chain_scale.json"))
     args = ap.parse_args(argv)
     depths = [int(d) for d in args.depths.split(",")]

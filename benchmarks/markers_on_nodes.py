@@ -23,7 +23,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from _scale_extra import common_row, save, sim_run  # noqa: E402
+from _scale_extra import common_row, comparison_args, save, sim_run  # noqa: E402
 
 
 def one(label: str, extra_env: dict, args, k: int) -> dict:
@@ -41,12 +41,8 @@ def one(label: str, extra_env: dict, args, k: int) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--agents", type=int, default=1000)
-    ap.add_argument("--steps", type=int, default=300_000)
-    ap.add_argument("--duration", type=float, default=1.0)
+    comparison_args(ap, steps=300_000)
     ap.add_argument("--slow-ms", type=float, default=0.0)
-    ap.add_argument("--timeout", type=float, default=1800.0)
     ap.add_argument("--out", default=str(HERE / "results" / "markers_on_nodes.json"))
     args = ap.parse_args(argv)
     slow = {"FLEET_TEST_MARKER_SLEEP_MS": f"{args.slow_ms:g}"} if args.slow_ms else {}
