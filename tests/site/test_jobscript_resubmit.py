@@ -86,9 +86,14 @@ class Chain:
             raise AssertionError(f"the script did not end within {FIRST_JOB_TIMEOUT:g} s\n{self.report()}") from None
 
     def submitted(self) -> str:
-        """The id of the job the first one submitted (sbatch's line in its output)."""
-        m = re.search(r"^Submitted batch job (\d+)$", self.out.read_text(), re.M)
+        """The id of the job the first one submitted (sbatch's line in its output), after
+        its fleet went down: the next job may start at once and must find the run
+        directory free (a local Slurm with idle nodes starts it within a second)."""
+        text = self.out.read_text()
+        m = re.search(r"^Submitted batch job (\d+)$", text, re.M)
         assert m, f"the script submitted no job\n{self.report()}"
+        down = re.search(r"^fleet down: ", text, re.M)
+        assert down and down.start() < m.start(), f"the next job was submitted before fleet down\n{self.report()}"
         return m[1]
 
     def second_job_ends(self, jobid: str) -> dict[str, str]:
