@@ -25,7 +25,7 @@ from __future__ import annotations
 from fleet.core import states as S
 from fleet.core import waits as W
 from fleet.report import figures, waits
-from fleet.report.ingest import Gathered, gather, sessions
+from fleet.report.ingest import Gathered, gather_session
 from fleet.report.model import NOT_RUN, UNFINISHED, Report
 from fleet.report.stretches import stretches
 from fleet.report.families import families
@@ -34,21 +34,16 @@ from fleet.report.families import families
 def build(records: list, now: float | None = None, *, session: int = -1, run_dir: str = "",
           top: int = 10) -> Report:
     """The report of one session of `records` (fleet.wire.events records, in the order
-    written).
+    written, in one list; or, from fleet.report.ingest.blocks, in blocks: an iterator of
+    lists, read as they come, so that the stream's records are never held whole).
 
     `now` ends what is still running or waiting when the session has no `fleet_down`
     (a run in progress); without it, the last record's time is used.
     `session`: 1-based index, or negative from the end (-1: the last).
     """
-    all_sessions = sessions(records)
-    n = len(all_sessions)
-    idx = session - 1 if session > 0 else n + session
-    if not 0 <= idx < n:
-        raise ValueError(f"the stream holds {n} session(s); there is no session {session}")
-    recs = all_sessions[idx]
-    g = gather(recs)
+    g, n, idx = gather_session([records] if isinstance(records, list) else records, session)
     nodes, steps = g.nodes, g.steps
-    in_progress = bool(recs) and (g.down_t is None or g.fleets_up > 0)
+    in_progress = bool(g.records) and (g.down_t is None or g.fleets_up > 0)
     down_t = None if in_progress else g.down_t
     if now is None or not in_progress:
         now = down_t if down_t is not None else g.last_t
@@ -81,7 +76,7 @@ def build(records: list, now: float | None = None, *, session: int = -1, run_dir
         waits=waits.totals(steps), stretches=stretches(nodes, steps, t0, t_end, top),
         fleet_up_s=(g.fleet_up_t - g.starting_t) if g.fleet_up_t is not None and g.starting_t is not None else None,
         capacity_floor_s=work_core / (cap / wall) if cap > 0 and wall > 0 else 0.0,
-        notes=_notes(g, recs, in_progress), allocation=dict(g.allocation) or None,
+        notes=_notes(g, in_progress), allocation=dict(g.allocation) or None,
         families=families(steps))
 
 
@@ -126,9 +121,9 @@ def _settle(steps: dict, now: float, in_progress: bool) -> tuple[bool, float | N
     return busy_now, last_end
 
 
-def _notes(g: Gathered, recs: list, in_progress: bool) -> list[str]:
+def _notes(g: Gathered, in_progress: bool) -> list[str]:
     notes = []
-    if not recs:
+    if not g.records:
         notes.append("the stream is empty")
     if g.mismatches:
         notes.append(f"{g.mismatches} step(s) did not get the cores they were given (placement_mismatch records)")

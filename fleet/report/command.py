@@ -10,7 +10,7 @@ import json
 import time
 from pathlib import Path
 
-from fleet.report import build, events_path, format_text, load
+from fleet.report import blocks, build, events_path, format_text
 from fleet.report.html import write_html
 from fleet.report.model import Report
 from fleet.report.trace import write_trace
@@ -27,9 +27,9 @@ def run(run_dir: str, as_json: bool = False, trace: str | None = None, html_file
     was = gc.isenabled()
     gc.disable()
     try:
-        records = load(Path(run_dir))
-        try:
-            rep = build(records, now=time.time() if now is None else now, session=session, run_dir=str(run_dir))
+        try:  # the stream read a block at a time, gathered as it is read
+            rep = build(blocks(Path(run_dir)), now=time.time() if now is None else now, session=session,
+                        run_dir=str(run_dir))
         except ValueError as e:
             return 2, "", [str(e)]
         return _emit(rep, as_json, trace, html_file)

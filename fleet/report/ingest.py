@@ -9,9 +9,10 @@ clock on. Nothing here decides an outcome or a figure: see fleet.report.assemble
 from __future__ import annotations
 
 import json
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable, Iterator
 
 from fleet.core import states as S
 from fleet.core import waits as W
@@ -26,21 +27,30 @@ def events_path(run_dir: Path) -> Path:
     return p if p.is_file() else p / "events.jsonl"
 
 
-# The stream is read this many bytes at a time (whole lines): a million steps' stream is
-# ~1 GB, and holding its text, its text as one array and every line's dict at once
-# besides the records came to ~9 GB (benchmarks/README.md, "fleet report on a million steps").
-CHUNK_BYTES = 32 << 20
+# The stream is read this many bytes at a time (whole lines), and each block's records are
+# gathered and dropped before the next is read: a million steps' stream is ~1 GB, and its
+# records held at once came to ~7 GB (benchmarks/README.md, "fleet report on a million
+# steps"). Small blocks keep the transient objects few (and the heap unfragmented by
+# them); one json.loads of a MiB of lines costs no more per line than one of 32.
+CHUNK_BYTES = 1 << 20
 
 
 def load(run_dir: Path) -> list[E.Record | E.Unknown]:
     """The records written so far, typed (a torn last line of a live run is skipped)."""
     out: list = []
+    for block in blocks(run_dir):
+        out += block
+    return out
+
+
+def blocks(run_dir: Path) -> Iterator[list[E.Record | E.Unknown]]:
+    """The records written so far, typed, CHUNK_BYTES of whole lines at a time: what
+    gather_session reads without ever holding the whole stream's records."""
     with open(events_path(run_dir), "rb") as f:
         while block := f.read(CHUNK_BYTES):
             if not block.endswith(b"\n"):
                 block += f.readline()  # whole lines: a multi-byte character is never cut
-            out += _records(block.decode("utf-8", "replace"))  # (a torn last line may end mid-character)
-    return out
+            yield _records(block.decode("utf-8", "replace"))  # (a torn last line may end mid-character)
 
 
 def _records(text: str) -> list:
@@ -83,6 +93,7 @@ class Gathered:
     nodes: dict[str, Node] = field(default_factory=dict)
     steps: dict[str, Step] = field(default_factory=dict)
     serial_subs: set = field(default_factory=set)
+    records: int = 0                  # how many records the session holds
     first_t: float = 0.0
     last_t: float = 0.0
     submitted_t: float | None = None
@@ -95,6 +106,7 @@ class Gathered:
     lost_exit_fields: int = 0         # lost attempts without timings
     skewed: int = 0                   # attempts whose work began before their decision
     whys: dict[tuple, W.WaitReason] = field(default_factory=dict)  # wait records' reasons, shared
+    kinds: dict[tuple, tuple] = field(default_factory=dict)  # the steps' kinds (Step.sig), shared
     allocation: dict = field(default_factory=dict)  # its end and drain (fleet.core.deadline), if known
 
     def step_of(self, sid: str, t: float) -> Step:
@@ -107,7 +119,56 @@ class Gathered:
 def gather(records: list) -> Gathered:
     """The records of one session, in the order written, gathered."""
     g = Gathered()
-    g.first_t = last = records[0].t if records else 0.0
+    _take(g, records)
+    return _finish(g)
+
+
+def gather_session(parts: Iterable[list], session: int = -1) -> tuple[Gathered, int, int]:
+    """One session of a stream (its records in the order written, in lists: `parts`),
+    gathered as the blocks come, so that neither the stream's records nor another
+    session's model are ever held whole: (the session gathered, how many sessions the
+    stream holds, the session's index from 0). Sessions are cut as :func:`sessions` cuts
+    them; `session` is 1-based, or negative from the end (-1: the last). ValueError if
+    the stream does not hold it."""
+    want = session - 1 if session > 0 else None  # else the last -session are kept as they come
+    kept: deque[Gathered] = deque(maxlen=max(-session, 1))
+    g = Gathered() if want in (None, 0) else None  # the session being read, if it is wanted
+    if g is not None:
+        kept.append(g)
+    n, live, begun = 1, 0, False  # sessions so far; fleets up; the current one has a record
+    for block in parts:
+        lo = 0
+        for i, rec in enumerate(block):
+            kind = type(rec)
+            if kind is E.FleetStarting:
+                if live <= 0 and (begun or i > lo):  # a new session begins here
+                    if g is not None:
+                        _take(g, block[lo:i])
+                    n, lo = n + 1, i
+                    g = Gathered() if want is None or want == n - 1 else None
+                    if g is not None:
+                        kept.append(g)
+                    begun = False
+                live = max(live, 0) + 1
+            elif kind is E.FleetDown:
+                live -= 1
+        if g is not None:
+            _take(g, block[lo:] if lo else block)
+        begun = begun or len(block) > lo
+    idx = want if want is not None else n + session
+    if not 0 <= idx < n:
+        raise ValueError(f"the stream holds {n} session(s); there is no session {session}")
+    return _finish(kept[0] if want is not None else kept[idx - (n - len(kept))]), n, idx
+
+
+def _take(g: Gathered, records: list) -> None:
+    """Gather more records of g's session, in the order written."""
+    if not records:
+        return
+    if not g.records:
+        g.first_t = g.last_t = records[0].t
+    g.records += len(records)
+    last = g.last_t
     handlers = _HANDLERS
     for rec in records:
         if rec.t > last:
@@ -116,6 +177,9 @@ def gather(records: list) -> Gathered:
         if h is not None:
             h(g, rec)
     g.last_t = last
+
+
+def _finish(g: Gathered) -> Gathered:
     g.nodes = {k: g.nodes[k] for k in sorted(g.nodes, key=natural_key)}
     return g
 
@@ -144,7 +208,7 @@ def _on_exit(g: Gathered, rec: E.Exit) -> None:
     att = rec.attempt
     a = s.attempts[-1] if s.attempts and s.attempts[-1].attempt == att else next(
         (x for x in reversed(s.attempts) if x.attempt == att), None)
-    if a is not None and a.exit is not None and rec.node is None:
+    if a is not None and a.exit_seen and rec.node is None:
         # The coordinator's verdict on an attempt its node already reported (children
         # refused after the step said it waits): how it ended, not another run.
         a.outcome, a.reason = rec.outcome or S.FAILED, rec.reason or ""
@@ -154,7 +218,7 @@ def _on_exit(g: Gathered, rec: E.Exit) -> None:
         a = Attempt.placed(s.id, att, rec.node, [piece], rec.decided_at or rec.t)
         s.attempts.append(a)
     a.end = rec.t
-    a.exit = rec
+    a.exit_seen = True
     a.outcome = rec.outcome or S.FAILED
     a.reason = rec.reason or rec.error or ""
     a.startup_s = su = rec.startup_s
@@ -170,8 +234,13 @@ def _on_exit(g: Gathered, rec: E.Exit) -> None:
 
 def _on_step(g: Gathered, rec: E.StepDeclared) -> None:
     if rec.step not in g.steps:
-        g.steps[rec.step] = Step(rec.step, rec.t, deps=list(rec.deps or ()), declared=rec,
-                                 serial=rec.submission in g.serial_subs, foreign=bool(rec.foreign))
+        serial = rec.submission in g.serial_subs
+        sig = _SERIAL if serial else (rec.cores, rec.min_cores, rec.gpus, rec.memory, rec.step_kind)
+        g.steps[rec.step] = Step(rec.step, rec.t, deps=list(rec.deps or ()), serial=serial,
+                                 foreign=bool(rec.foreign), sig=g.kinds.setdefault(sig, sig))
+
+
+_SERIAL = ("serial",)
 
 
 def _on_wait(g: Gathered, rec: E.Wait) -> None:

@@ -14,7 +14,6 @@ from typing import Iterable, NamedTuple
 
 from fleet.core import states as S
 from fleet.core import waits as W
-from fleet.wire.events import Exit, StepDeclared
 
 UNFINISHED, NOT_RUN = "unfinished", "not run"  # the fleet went down before it ended / ran
 PROBLEM_OUTCOMES = (S.FAILED, S.TERMINATED, S.OUT_OF_MEMORY, S.TIMED_OUT, S.LOST, S.CANCELLED, S.BLOCKED, S.UNRUNNABLE, S.INTERRUPTED,
@@ -100,7 +99,7 @@ class Attempt:
     reason: str = ""
     startup_s: float | None = None   # decision -> the step's own first instruction
     work_s: float | None = None      # the step's own work
-    exit: Exit | None = None         # the exit record (returncode, signal, rusage, ...)
+    exit_seen: bool = False          # an exit record came (its fields are read as it comes, not kept)
 
     @classmethod
     def placed(cls, step: str, attempt: int, node: str | None, placement: list[Piece], start: float) -> "Attempt":
@@ -116,7 +115,6 @@ class Step:
     id: str
     submitted: float
     deps: list[str] = field(default_factory=list)
-    declared: StepDeclared | None = None
     serial: bool = False
     foreign: bool = False             # another shard runs it; this fleet waits for its marker
     attempts: list[Attempt] = field(default_factory=list)
@@ -129,7 +127,10 @@ class Step:
     reason: str = ""
     end: float | None = None          # when it reached its final state
     segments: list[tuple[float, float, str, str]] = field(default_factory=list)  # waits (from, to, cause, why)
-    sig: tuple | None = None          # the kind of step, for queueing behind its kind's head
+    # The kind of step, for queueing behind its kind's head: what its declaration asks for
+    # (cores, min_cores, gpus, memory, step kind), or ("serial",) in a serial run; one tuple
+    # a kind, shared (fleet.report.ingest); None: no declaration in the stream.
+    sig: tuple | None = None
 
     @property
     def last(self) -> Attempt | None:

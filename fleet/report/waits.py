@@ -129,11 +129,10 @@ def _periods(s: Step, t_end: float) -> Iterator[tuple[float, float, bool]]:
 
 def _signature(s: Step) -> tuple:
     """The kind of a step: what it asks for (a serial run's steps are all one kind)."""
-    if s.sig is None:
-        d = s.declared
-        s.sig = (("serial",) if s.serial else (None,) * 5 if d is None else
-                 (d.cores, d.min_cores, d.gpus, d.memory, d.step_kind))
-    return s.sig
+    return _UNDECLARED if s.sig is None else s.sig
+
+
+_UNDECLARED = (None,) * 5  # a step whose declaration the stream does not hold
 
 
 class _Context:

@@ -459,3 +459,35 @@ def test_a_step_cancelled_before_it_started_waits_until_its_cancel_not_to_the_en
     r = R.build(s.recs)
     assert r.steps["b"].final == "cancelled"
     assert sum(b - a for a, b, _, _ in r.steps["b"].segments) == pytest.approx(2)  # 100 -> 102, not -> 111
+
+
+def test_each_session_read_a_block_at_a_time_is_the_session_of_the_whole_list(tmp_path, monkeypatch):
+    # Records before any fleet_starting, two fleets overlapping (one session), a rerun, and
+    # a run still in progress: read from the file in blocks of every size that cuts them
+    # differently, each session reports exactly as from the records in one list.
+    from fleet.report import ingest
+    a = two_chains().recs
+    b = Stream().fleet(995, [("m1", [5], [], 100)]).recs
+    overlapped = sorted(a[:-1] + b, key=lambda x: x.t) + [E.FleetDown(t=1011), E.FleetDown(t=1012)]
+    rerun = Stream().fleet(2000, [("n1", [0], [], 100)])
+    rerun.submit(2010, [("a", [], 1, None)]).add(E.Skipped(t=2010, step="a")).down(2011)
+    live = Stream().fleet(3000, [("n1", [0, 1], [], 100)]).submit(3001, [("x", [], 1, None)])
+    live.start(3002, "x", "n1", [0])
+    stray = [E.NodeLost(t=5, node="n9", reason="before any fleet")]
+    stream = Stream()
+    stream.written = [*stray, *overlapped, *rerun.written, *two_chains().written, *live.written]
+    stream.write(tmp_path / "events.jsonl")
+    recs = ingest.load(tmp_path)
+    n = len(R.sessions(recs))
+    assert n == 5
+    whole = {k: R.build(recs, now=4000, session=k).to_json() for k in [*range(1, n + 1), *range(-n, 0)]}
+    assert whole[-1]["in_progress"] and not whole[-2]["in_progress"] and whole[1]["steps"] == {}
+    size = (tmp_path / "events.jsonl").stat().st_size
+    for chunk in (1, 97, 700, size // 3, size):
+        monkeypatch.setattr(ingest, "CHUNK_BYTES", chunk)
+        assert sum(1 for _ in ingest.blocks(tmp_path)) > 1 or chunk == size
+        for k, want in whole.items():
+            assert R.build(ingest.blocks(tmp_path), now=4000, session=k).to_json() == want, (chunk, k)
+        for k in (0, n + 1, -n - 1):
+            with pytest.raises(ValueError, match=f"holds {n} session"):
+                R.build(ingest.blocks(tmp_path), now=4000, session=k)
