@@ -20,13 +20,16 @@ a DUPLICATE: exactly-once was broken.
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from fleet.core import states as S
+from fleet.report.ingest import blocks
 from fleet.wire import manifest, records
-from fleet.wire.events import Exit, StepDeclared, read_records
+from fleet.wire.events import Exit, StepDeclared
 
 
 @dataclass(frozen=True)
@@ -63,11 +66,16 @@ class Audit:
     def ok(self) -> bool:
         return not self.missing and not self.duplicates
 
-    def to_json(self) -> dict:
+    @property
+    def counts(self) -> dict[str, int]:
+        """How many steps have each status."""
         counts: dict[str, int] = {}
         for a in self.steps.values():
             counts[a.status] = counts.get(a.status, 0) + 1
-        return {"ok": self.ok, "counts": counts, "missing": self.missing, "duplicates": self.duplicates,
+        return counts
+
+    def to_json(self) -> dict:
+        return {"ok": self.ok, "counts": self.counts, "missing": self.missing, "duplicates": self.duplicates,
                 "reruns": self.reruns, "steps": {s: asdict(a) for s, a in self.steps.items()}}
 
 
@@ -76,7 +84,7 @@ class _Seen:
     """What the run directory's event stream and submission records say, read once."""
 
     ids: dict = field(default_factory=dict)         # step id -> StepSpec (from --suite) or None
-    last_exit: dict = field(default_factory=dict)   # step id -> its last `exit` record
+    interrupted: dict = field(default_factory=dict)  # step id -> its last `exit` record, if an interruption
     forced: set = field(default_factory=set)        # (fleet, submission) of forced submissions
 
 
@@ -86,13 +94,18 @@ def _seen(run_dir: Path, suite_steps) -> _Seen:
     for sid in manifest.all_steps(manifests):
         seen.ids.setdefault(sid, None)
     seen.forced = {m.key for m in manifests if m.force}
-    path = run_dir / "events.jsonl"
-    if path.exists():
-        for rec in read_records(path):
-            if type(rec) is StepDeclared and rec.step:
-                seen.ids.setdefault(rec.step, None)
-            elif type(rec) is Exit and rec.step:
-                seen.last_exit[rec.step] = rec
+    if (run_dir / "events.jsonl").exists():
+        ids, interrupted = seen.ids, seen.interrupted
+        for block in blocks(run_dir):  # (a MiB of lines at a time: a million steps' stream is a GB)
+            for rec in block:
+                kind = type(rec)
+                if kind is StepDeclared and rec.step:
+                    ids.setdefault(rec.step, None)
+                elif kind is Exit and rec.step:  # only the last exit counts, and only an interruption
+                    if rec.outcome == S.INTERRUPTED:
+                        interrupted[rec.step] = rec
+                    else:
+                        interrupted.pop(rec.step, None)
     for s in suite_steps:
         seen.ids[s.id] = s
     return seen
@@ -129,11 +142,39 @@ def audit(run_dir: Path, suite_steps=(), stale_after: float = 600.0) -> Audit:
     running = _journal_running(js, stale_after)
     out: dict[str, StepAudit] = {}
     for sid, spec in seen.ids.items():
-        tries = records.attempts(run_dir, sid, js)
+        names = _listing(records.fleet_dir(run_dir, sid))
+        tries = _attempts(run_dir, sid, js, names)
         wins, reruns, dups = count_successes(tries, seen.forced)
         base = dict(step=sid, successes=wins, reruns=reruns, duplicates=dups, attempts=len(tries))
-        out[sid] = _one(run_dir, sid, spec, seen.last_exit.get(sid), stale_after, base, js, running)
+        out[sid] = _one(run_dir, sid, spec, names, seen.interrupted.get(sid), stale_after, base, js, running)
     return Audit(out)
+
+
+def _listing(d: Path) -> frozenset[str]:
+    """The names in a step's .fleet directory, read once: which of its files there are
+    to open. A step costs one directory read, not a look for each file it might have
+    (on a parallel filesystem each look is a metadata operation of milliseconds)."""
+    try:
+        with os.scandir(d) as it:
+            return frozenset(e.name for e in it)
+    except OSError:  # no directory: nothing of it on disk
+        return frozenset()
+
+
+_ATTEMPT_NAME = len(records.ATTEMPT) + len(".json")  # the shortest attempt file's name: attempt.*.json
+
+
+def _attempts(run_dir: Path, sid: str, js: records.Journals, names: frozenset[str]) -> list[dict]:
+    """As records.attempts: the journals' attempts of the step and its attempt files."""
+    out = list(js.attempts.get(sid, {}).values())
+    d = records.fleet_dir(run_dir, sid)
+    for name in sorted(n for n in names if len(n) >= _ATTEMPT_NAME and n.startswith(records.ATTEMPT)
+                       and n.endswith(".json")):
+        try:
+            out.append(json.loads((d / name).read_text()))
+        except (OSError, ValueError):
+            continue
+    return out
 
 
 def _journal_running(js: records.Journals, stale_after: float) -> dict:
@@ -152,10 +193,12 @@ def _journal_running(js: records.Journals, stale_after: float) -> dict:
     return out
 
 
-def _one(run_dir: Path, sid: str, spec, last_exit, stale_after: float, base: dict,
+def _one(run_dir: Path, sid: str, spec, names: frozenset[str], last_exit, stale_after: float, base: dict,
          js: records.Journals, running: dict) -> StepAudit:
-    done = records.is_done(run_dir, spec) if spec is not None else records.has_done(run_dir, sid)
-    final = records.read_final(run_dir, sid, js)
+    """The step's status from its files (`names`: those in its .fleet directory), its
+    journaled records and its last exit if that was an interruption (`last_exit`)."""
+    done = records.DONE in names and (spec is None or records.is_done(run_dir, spec))
+    final = records.read_final(run_dir, sid, js, on_disk=records.FINAL in names)
     jdone = js.done(sid)  # a success journaled, its marker not written (yet, or ever: a kill -9)
     if not done and jdone is not None and (spec is None or records.succeeded_as(jdone, spec)) \
             and (final is None or float(final.get("at") or 0.0) <= js.outcome[sid][1]):
@@ -167,7 +210,7 @@ def _one(run_dir: Path, sid: str, spec, last_exit, stale_after: float, base: dic
         return StepAudit(status="running", holder=holder, fresh=fresh,
                          reason=f"running in {holder} on {host} (its journal)" + ("" if fresh else " (stale)"),
                          **base)
-    claim = records.read_claim(run_dir, sid)
+    claim = records.read_claim(run_dir, sid) if records.CLAIM in names else None
     if claim is not None:
         rec, age = claim
         fresh = age < stale_after and not records.holder_dead(rec)

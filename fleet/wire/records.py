@@ -180,11 +180,12 @@ def attempts(run_dir: Path, step_id: str, journals: "Journals | None" = None) ->
     return out
 
 
-def read_final(run_dir: Path, step_id: str, journals: "Journals | None" = None) -> dict | None:
+def read_final(run_dir: Path, step_id: str, journals: "Journals | None" = None, on_disk: bool = True) -> dict | None:
     """The step's final outcome (how it last ended without success), or None; given
-    the journals, a newer one recorded there (not yet written as a file) wins."""
+    the journals, a newer one recorded there (not yet written as a file) wins.
+    `on_disk` False: the caller knows there is no file (it listed the directory)."""
     try:
-        rec = json.loads((fleet_dir(run_dir, step_id) / FINAL).read_text())
+        rec = json.loads((fleet_dir(run_dir, step_id) / FINAL).read_text()) if on_disk else None
     except (OSError, ValueError):
         rec = None
     j = journals.outcome.get(step_id) if journals is not None else None

@@ -139,3 +139,34 @@ def test_a_definition_changed_while_its_old_one_runs_on_a_live_fleet_is_audited_
     assert code == 0 and a["duplicates"] == [], text
     assert (a["steps"]["c"]["successes"], a["steps"]["c"]["reruns"]) == (2, 1)
     assert_nothing_left(run_dir)
+
+
+def test_a_done_step_costs_the_audit_one_directory_read_and_no_file_opened(tmp_path):
+    # On a parallel filesystem each look is a metadata operation of milliseconds: a step
+    # the journals and its marker say succeeded is read as one listing of its .fleet
+    # directory (which holds its marker), nothing opened or looked for one by one.
+    import sys
+
+    from fleet.report.audit import audit as do_audit
+    n = 40
+    run_dir = tmp_path / "run"
+    suite = write_suite(tmp_path / "s.toml", f'[suite]\nname = "many"\n[[steps]]\nid = "s/{{i}}"\narray = "1-{n}"\n'
+                                             'call = "fleet_steps:nap"\nargs = { seconds = 0 }\n')
+    fleet("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path, check=True, timeout=120)
+    seen: list[tuple[str, str]] = []
+    watching = [False]
+
+    def hook(event, args):
+        if watching[0] and event in ("open", "os.scandir", "os.listdir", "glob.glob"):
+            seen.append((event, str(args[0])))
+    sys.addaudithook(hook)  # (hooks cannot be removed: this one only listens while watching)
+    watching[0] = True
+    try:
+        a = do_audit(run_dir)
+    finally:
+        watching[0] = False
+    assert a.ok and a.counts == {"succeeded": n}
+    per_step = [(e, p) for e, p in seen if f"{run_dir}/steps/" in p]
+    assert sorted(per_step) == sorted(("os.scandir", str(records.fleet_dir(run_dir, f"s/{i}")))
+                                      for i in range(1, n + 1)), per_step
+    assert_nothing_left(run_dir)
