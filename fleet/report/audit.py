@@ -138,7 +138,7 @@ def audit(run_dir: Path, suite_steps=(), stale_after: float = 600.0) -> Audit:
     """Every known step of run_dir, by what its records on disk say."""
     run_dir = Path(run_dir)
     seen = _seen(run_dir, suite_steps)
-    js = records.read_journals(run_dir)  # once: a lease holder's attempts and outcomes
+    js = records.read_journals(run_dir, lean=True)  # once: a lease holder's attempts and outcomes
     running = _journal_running(js, stale_after)
     out: dict[str, StepAudit] = {}
     for sid, spec in seen.ids.items():

@@ -244,35 +244,62 @@ class Journals:
         return o[2] if o is not None and o[0] == "done" else None
 
 
-def read_journals(run_dir: Path, only: list[str] | None = None) -> Journals:
-    """Every journal under the run directory (none: empty), or only those named."""
+def read_journals(run_dir: Path, only: list[str] | None = None, lean: bool = False) -> Journals:
+    """Every journal under the run directory (none: empty), or only those named.
+    `lean` (a reader of outcomes, such as fleet audit): each attempt's and outcome's
+    record keeps only the fields in LEAN, and no journal keeps its lines (Journal.last,
+    Journal.touched stay empty): what a replay needs is not read."""
     with gcpause.paused():  # (millions of plain dicts at a million steps: fleet.wire.gcpause)
-        return _read_journals(run_dir, only)
+        return _read_journals(run_dir, only, lean)
 
 
-def _read_journals(run_dir: Path, only: list[str] | None) -> Journals:
+# What a lean read keeps of a record: an attempt's key (fleet, generation, attempt: _take),
+# and what counting successes and judging outcomes read (fleet.report.audit). At a million
+# steps the whole records came to gigabytes.
+LEAN = ("fleet", "generation", "attempt", "outcome", "spec", "ended_at", "submission", "rerun", "at", "reason")
+
+
+def _read_journals(run_dir: Path, only: list[str] | None, lean: bool = False) -> Journals:
     out = Journals()
     root = Path(run_dir) / JOURNALS
     try:
         names = sorted(n for n in os.listdir(root) if n.endswith(".jsonl")) if only is None else only
     except OSError:
         return out
+    take = _take_lean if lean else _take
     for name in names:
         j = Journal(root / name)
         try:
             with open(j.path, "rb") as f:
-                lines = f.read().splitlines()
+                # (lean: a line at a time, a million steps' journal is not held whole; a
+                # failed read then keeps what it read, where a replay keeps nothing)
+                lines = f if lean else f.read().splitlines()
+                for raw in lines:
+                    try:
+                        line = json.loads(raw)
+                    except ValueError:
+                        continue
+                    if isinstance(line, dict):
+                        take(out, j, line)
         except OSError:
             continue
-        for raw in lines:
-            try:
-                line = json.loads(raw)
-            except ValueError:
-                continue
-            if isinstance(line, dict):
-                _take(out, j, line)
         out.each.append(j)
     return out
+
+
+def _take_lean(out: Journals, j: Journal, line: dict) -> None:
+    """_take, each record cut to LEAN, and nothing kept of the lines themselves."""
+    k = line.get("k")
+    if k in ("attempt", "lost", "done", "final"):
+        line = dict(line)
+        for key in ("rec", "att"):
+            rec = line.get(key)
+            if isinstance(rec, dict):
+                line[key] = {f: rec[f] for f in LEAN if f in rec}
+    _take(out, j, line)
+    if k in ("done", "final") and line.get("step") is not None:
+        j.last.pop(line["step"], None)
+    j.touched.clear()
 
 
 def _take(out: Journals, j: Journal, line: dict) -> None:

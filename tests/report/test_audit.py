@@ -170,3 +170,43 @@ def test_a_done_step_costs_the_audit_one_directory_read_and_no_file_opened(tmp_p
     assert sorted(per_step) == sorted(("os.scandir", str(records.fleet_dir(run_dir, f"s/{i}")))
                                       for i in range(1, n + 1)), per_step
     assert_nothing_left(run_dir)
+
+
+def test_a_lean_read_of_the_journals_keeps_every_attempt_and_outcome_with_what_the_audit_reads(tmp_path,
+                                                                                               monkeypatch):
+    # A failure retried and failed for good (a final), a success, and a forced rerun of
+    # it: the lean read (fleet audit's) has the same attempts under the same keys and
+    # the same outcomes as the whole read, each record cut to records.LEAN, and the
+    # audit from it is the same as from the whole read.
+    from fleet.report import audit as A
+    run_dir = tmp_path / "run"
+    suite = write_suite(tmp_path / "s.toml", f"""
+[suite]
+name = "lean"
+[[steps]]
+id = "bad"
+call = "fleet_steps:fail_unless_flag"
+args = {{ flag = "{tmp_path / 'no-such-flag'}" }}
+retries = 1
+[[steps]]
+id = "good"
+call = "fleet_steps:nap"
+args = {{ seconds = 0 }}
+""")
+    fleet("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path, timeout=120)
+    fleet("run", str(suite), "--run-dir", str(run_dir), "--force", cwd=tmp_path, timeout=120)
+    whole, lean = records.read_journals(run_dir), records.read_journals(run_dir, lean=True)
+    assert {s: len(a) for s, a in whole.attempts.items()} == {"bad": 4, "good": 2}
+
+    def cut(rec: dict) -> dict:
+        return {f: rec[f] for f in records.LEAN if f in rec}
+    assert lean.attempts == {s: {k: cut(r) for k, r in a.items()} for s, a in whole.attempts.items()}
+    assert lean.outcome == {s: (k, t, cut(r)) for s, (k, t, r) in whole.outcome.items()}
+    assert whole.outcome["bad"][0] == "final" and whole.outcome["good"][0] == "done"
+    full = A.audit(run_dir)
+    real = records.read_journals
+    monkeypatch.setattr(records, "read_journals", lambda run_dir, only=None, lean=False: real(run_dir, only))
+    assert A.audit(run_dir) == full  # the same audit from the whole read
+    assert (full.steps["bad"].status, full.steps["bad"].attempts) == ("failed", 4)
+    assert (full.steps["good"].successes, full.steps["good"].reruns) == (2, 1)
+    assert_nothing_left(run_dir)
