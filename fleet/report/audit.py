@@ -20,7 +20,6 @@ a DUPLICATE: exactly-once was broken.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import asdict, dataclass, field
@@ -143,7 +142,7 @@ def audit(run_dir: Path, suite_steps=(), stale_after: float = 600.0) -> Audit:
     out: dict[str, StepAudit] = {}
     for sid, spec in seen.ids.items():
         names = _listing(records.fleet_dir(run_dir, sid))
-        tries = _attempts(run_dir, sid, js, names)
+        tries = records.attempts(run_dir, sid, js, names)
         wins, reruns, dups = count_successes(tries, seen.forced)
         base = dict(step=sid, successes=wins, reruns=reruns, duplicates=dups, attempts=len(tries))
         out[sid] = _one(run_dir, sid, spec, names, seen.interrupted.get(sid), stale_after, base, js, running)
@@ -159,22 +158,6 @@ def _listing(d: Path) -> frozenset[str]:
             return frozenset(e.name for e in it)
     except OSError:  # no directory: nothing of it on disk
         return frozenset()
-
-
-_ATTEMPT_NAME = len(records.ATTEMPT) + len(".json")  # the shortest attempt file's name: attempt.*.json
-
-
-def _attempts(run_dir: Path, sid: str, js: records.Journals, names: frozenset[str]) -> list[dict]:
-    """As records.attempts: the journals' attempts of the step and its attempt files."""
-    out = list(js.attempts.get(sid, {}).values())
-    d = records.fleet_dir(run_dir, sid)
-    for name in sorted(n for n in names if len(n) >= _ATTEMPT_NAME and n.startswith(records.ATTEMPT)
-                       and n.endswith(".json")):
-        try:
-            out.append(json.loads((d / name).read_text()))
-        except (OSError, ValueError):
-            continue
-    return out
 
 
 def _journal_running(js: records.Journals, stale_after: float) -> dict:

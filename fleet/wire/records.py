@@ -166,13 +166,20 @@ def zombie(rec: dict) -> bool:
         return False
 
 
-def attempts(run_dir: Path, step_id: str, journals: "Journals | None" = None) -> list[dict]:
+def attempts(run_dir: Path, step_id: str, journals: "Journals | None" = None,
+             names: frozenset[str] | None = None) -> list[dict]:
     """Every attempt any fleet recorded for the step: its attempt files and those in
-    the run directory's journals (read here unless given: read_journals, for many steps)."""
+    the run directory's journals (read here unless given: read_journals, for many steps).
+    `names`: what the step's .fleet directory holds, if the caller listed it (no look here)."""
     d = fleet_dir(run_dir, step_id)
     journals = read_journals(run_dir) if journals is None else journals
     out = list(journals.attempts.get(step_id, {}).values())
-    for p in sorted(d.glob(f"{ATTEMPT}*.json")) if d.is_dir() else ():
+    if names is None:
+        files = sorted(d.glob(f"{ATTEMPT}*.json")) if d.is_dir() else []
+    else:  # (the glob's pattern, attempt.*.json, on the names)
+        files = [d / n for n in sorted(names) if n.startswith(ATTEMPT) and n.endswith(".json")
+                 and len(n) >= len(ATTEMPT) + len(".json")]
+    for p in files:
         try:
             out.append(json.loads(p.read_text()))
         except (OSError, ValueError):
