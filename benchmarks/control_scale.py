@@ -65,6 +65,21 @@ from fleet.wire import messages as P  # noqa: E402
 SIM = HERE / "_simagents.py"
 
 
+# Why a run's directory is on /dev/shm unless --work says otherwise: the simulated nodes
+# write every step's done marker (as a node does), but all from one process and on its
+# loop, into one local file system. On this machine's disk, writeback held that loop for
+# 6-12 s at a time from about 200,000 steps on, so that every agent's heartbeats stopped
+# at once and the coordinator lost the 1,000 nodes (benchmarks/README.md, "The simulated
+# nodes' markers on disk"). A real node writes on a thread when writes are slow (fleet.node.markers),
+# and a thousand nodes' writes do not queue behind one another.
+SHM_WHY = "one process writes the markers of every simulated node"
+
+
+def default_parent() -> str | None:
+    """Where the temporary run directory goes: /dev/shm if there is one (see SHM_WHY)."""
+    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+
+
 def env() -> dict:
     """This environment with the repository first on PYTHONPATH (its fleet is the one measured)."""
     path = [str(REPO), *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]]
@@ -545,7 +560,8 @@ def main(argv=None) -> int:
     ap.add_argument("--agent-timeout", type=float, default=10.0, help="the coordinator's heartbeat timeout (fleet's default)")
     ap.add_argument("--idle", type=float, default=10.0, help="seconds of heartbeats measured with no step")
     ap.add_argument("--timeout", type=float, default=300.0)
-    ap.add_argument("--work", help="directory to run in (kept); default a temporary one (removed)")
+    ap.add_argument("--work", help="directory to run in (kept); default a temporary one (removed), on "
+                    "/dev/shm where there is one (see SHM_WHY)")
     ap.add_argument("--profile", default="", help="cProfile the coordinator of a single run into this file")
     ap.add_argument("--only", default="", help="indices of the recorded runs to make (e.g. 0,3)")
     ap.add_argument("--readme-only", action="store_true")
@@ -554,7 +570,7 @@ def main(argv=None) -> int:
     if args.readme_only:
         write_readme(json.loads((HERE / "results" / "control_scale.json").read_text()))
         return 0
-    with tempfile.TemporaryDirectory(prefix="fleet-scale-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="fleet-scale-", dir=default_parent()) as tmp:
         work = Path(args.work).resolve() if args.work else Path(tmp)
         if args.agents:
             from _nodebench import machine
