@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from fleet.core import states as S
+from fleet.control import gone
 from fleet.control.api import Fleet, Submission, SubmitError
 from fleet.control.drain import FULL
 from fleet.control.followlines import DRAINED, Lines
@@ -128,7 +129,9 @@ def _follow(f: Fleet, sub: Submission, suite: Suite, run_dir: Path, out, shard: 
     try:
         f.wait(sub, on_progress=show)
     except FleetError:
-        print(f"\nfleet: the fleet in {run_dir} went down before the suite finished", file=sys.stderr)
+        how = gone.why(run_dir, f.conn.host, f.conn.pid)
+        print(f"\nfleet: the fleet in {run_dir} went down before the suite finished" + (f": {how}" if how else "")
+              + "; run the suite again to finish it (steps that succeeded are skipped)", file=sys.stderr)
         return 1
     show.ended()
     outcomes, full = show.outcomes, show.full

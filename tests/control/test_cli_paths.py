@@ -100,6 +100,7 @@ def test_status_and_down_find_the_fleet_a_running_fleet_run_embedded_in_the_run_
         assert r.stdout.startswith(f"fleet down: {run_dir} (a fleet run's embedded fleet, coordinator pid "), r.stdout
         out, err = runner.communicate(timeout=60)
         assert runner.returncode == 1 and "went down before the suite finished" in err, out + err
+        assert "it was stopped (fleet down, or a signal to its coordinator)" in err, err
         assert "Traceback" not in err
         r = fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
         assert r.stdout.strip() == f"no fleet was up in {run_dir}"

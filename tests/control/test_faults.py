@@ -375,6 +375,9 @@ args = { seconds = 1.5 }
     assert_nothing_left(run_dir, timeout=HB_TIMEOUT + 1.0)
     rc, out, err = procs.finish(runner, 30)
     assert rc == 1, out + err
+    # The follower says what happened, from the stream's tail: no fleet_down came.
+    assert f"its coordinator (pid {coordinator} on " in err and "ended without stopping it: killed or crashed" in err, err
+    assert str(run_dir / "coordinator.log") in err and "run the suite again to finish it" in err, err
     assert sorted(e.step for e in of(run_dir, E.Exit)) == quick
 
     r = fleet("run", str(suite), "--run-dir", str(run_dir), "--nodes", "2", *HB, cwd=tmp_path, timeout=60)

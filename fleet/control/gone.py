@@ -1,0 +1,53 @@
+"""Why the fleet a client was following is gone, in words, from the end of events.jsonl.
+
+A `fleet run` that loses its fleet can only say "it went down" unless it looks: a fleet
+that was stopped (`fleet down`, SIGTERM or SIGINT to its coordinator) writes a
+`fleet_down` record as its last; one whose coordinator was killed (SIGKILL, the
+kernel's OOM killer) or crashed writes nothing more. Records carry the writer's fleet
+id, which begins with its host and pid (fleet.control.coordinator), so the coordinator
+the client was connected to is found among fleets sharing the run directory.
+
+Only the stream's last TAIL bytes are read (one open, one seek, one read): a
+million-step stream is not read to say this.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+TAIL = 1 << 20  # bytes read from the end of events.jsonl
+
+
+def why(run_dir: Path | str, host: str, pid: int) -> str:
+    """How the fleet of coordinator `pid` on `host` ended, as a clause ("" if the stream
+    does not say: unreadable, or no record of that coordinator in its tail)."""
+    path = Path(run_dir) / "events.jsonl"
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - TAIL))
+            tail = f.read(TAIL)
+    except OSError:
+        return ""
+    prefix = f"{host}-{pid}-"
+    lines = tail.split(b"\n")
+    if size > TAIL:
+        lines = lines[1:]  # (the first is a piece of a line)
+    needle = prefix.encode()
+    for line in reversed(lines):
+        if needle not in line:  # (a cheap test before the parse)
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(rec, dict) or not str(rec.get("fleet", "")).startswith(prefix):
+            continue
+        if rec.get("kind") == "fleet_down":
+            return "it was stopped (fleet down, or a signal to its coordinator)"
+        return (f"its coordinator (pid {pid} on {host}) ended without stopping it: killed or crashed "
+                f"(see {Path(run_dir) / 'coordinator.log'})")
+    return ""
