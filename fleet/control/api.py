@@ -24,6 +24,7 @@ from types import MappingProxyType
 from typing import Callable, Iterable, Mapping
 
 from fleet.control import client as C
+from fleet.control import gone
 from fleet.control import rundir
 from fleet.control.client import FleetError
 from fleet.wire import connection
@@ -152,7 +153,9 @@ class Fleet:
                 pr = self.progress(submission, since)
             except FleetError:
                 if not self.alive():
-                    raise FleetError(f"the fleet in {self.run_dir} went down before the submission finished")
+                    how = gone.why(self.run_dir, self.conn.host, self.conn.pid)
+                    raise FleetError(f"the fleet in {self.run_dir} went down before the submission finished"
+                                     + (f": {how}" if how else ""))
                 pr = None  # busy, not gone: ask again
             if pr is not None:
                 for row in pr.finished:

@@ -350,7 +350,12 @@ def test_the_python_api_submits_waits_reads_status_and_says_what_it_refuses(tmp_
         reply = f.cancel(every=True)
         assert (reply.running, reply.waiting) == (["slow"], ["after"]), reply
         assert f.wait(slow, timeout=60) == {"slow": "cancelled", "after": "cancelled"}
-        assert f.down() is True
+        # A fleet stopped under a wait: the error says it was stopped (its fleet_down record).
+        last = f.submit([{"id": "last", "command": "sleep 60"}], name="last")
+        wait_for(lambda: f.status()["counts"].get("running") == 1, 30, "the last step to run")
+        cli("down", "--run-dir", str(run), cwd=tmp_path, check=True)  # (another process: f stays open)
+        with pytest.raises(F.FleetError, match="went down before the submission finished: it was stopped"):
+            f.wait(last, timeout=60)
     finally:
         cli("down", "--run-dir", str(run), cwd=tmp_path)
     assert_nothing_left(run)
