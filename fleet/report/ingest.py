@@ -195,7 +195,17 @@ def _on_started(g: Gathered, rec: E.Started) -> None:
 def _on_start(g: Gathered, rec: E.Start) -> None:
     s = g.step_of(rec.step, rec.t)
     placement = [_piece(p) for p in rec.placement] or [Piece(rec.node, rec.cores, rec.gpus, rec.memory or 0)]
-    s.attempts.append(Attempt.placed(s.id, rec.attempt or len(s.attempts) + 1, rec.node, placement, rec.t))
+    n = rec.attempt or len(s.attempts) + 1
+    last = s.attempts[-1] if s.attempts else None
+    if last is not None and last.attempt == n and last.exit_seen and last.started is None:
+        # Its exit came first: the coordinators of 2026-11-30's node window wrote a queued
+        # step's `start` once they heard it had run, after its `exit`. The same attempt,
+        # not another that never ended.
+        a = Attempt.placed(s.id, n, rec.node, placement, rec.t)
+        last.node, last.placement, last.start = a.node, a.placement, a.start
+        last.cores, last.gpus, last.memory = a.cores, a.gpus, a.memory
+        return
+    s.attempts.append(Attempt.placed(s.id, n, rec.node, placement, rec.t))
 
 
 def _piece(p: dict) -> Piece:

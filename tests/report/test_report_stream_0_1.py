@@ -1,4 +1,5 @@
-"""A stream fleet 0.1 wrote still reads, and reports as fleet 0.1 reported it.
+"""A stream fleet 0.1 wrote still reads, and reports as fleet 0.1 reported it; and one
+a development version of 2026-11-30 wrote, with its node window's records out of order.
 
 data/events-0.1.jsonl is what a fleet 0.1 run of data/suite-0.1.toml wrote (its waits
 carry their reason only in words); report-0.1.json and report-0.1.txt are what 0.1's
@@ -30,3 +31,20 @@ def test_the_text_report_of_a_0_1_stream_is_what_0_1_printed():
     got, want = out.splitlines(), (DATA / "report-0.1.txt").read_text().splitlines()
     assert got[0] == want[0].replace("/tmp/v01run/run", str(DATA / "events-0.1.jsonl"))
     assert got[1:] == want[1:]
+
+
+def test_a_queued_steps_start_written_after_its_exit_is_the_attempt_that_exit_ended():
+    # data/events-2026-11-30-window.jsonl: a run of a 7-step suite by a207d4b (node window,
+    # 2026-11-30 23:45), then a rerun by a later version (session 2, all skipped). That
+    # coordinator wrote a queued step's `start` after its `exit` (fwd/3, fwd/4): read in
+    # order, each became a second attempt that never ended ("unfinished").
+    path = str(DATA / "events-2026-11-30-window.jsonl")
+    code, out, msgs = report_command(path, as_json=True, session=1)
+    assert code == 0 and msgs == []
+    got = json.loads(out)
+    assert got["counts"] == {"failed": 1, "succeeded": 6}, got["counts"]
+    for step in ("fwd/3", "fwd/4"):
+        row = got["steps"][step]
+        assert (row["attempts"], row["outcome"], row["node"], row["cores"]) == (1, "succeeded", "node1", 1), row
+        # Its start is the start record's (the decision), before its end, not the exit's time.
+        assert 0 < row["start"] < row["end"], row
