@@ -23,7 +23,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from fleetharness import assert_nothing_left, env, fleet, wait_for, write_suite
+from fleetharness import assert_nothing_left, env, fleet, sessions, wait_for, write_suite
 from fleetharness import records as event_records
 
 from fleet.control import store
@@ -196,16 +196,6 @@ def of(run_dir: Path, kind: type, **match) -> list:
 
 def agents(run_dir: Path) -> dict[str, tuple[int, int]]:
     return {e.node: (e.pid, e.zygote_pid) for e in of(run_dir, E.NodeJoined)}
-
-
-def sessions(run_dir: Path) -> list[list]:
-    """The event stream cut at each fleet_starting (fleets that ran one after another)."""
-    out: list[list] = []
-    for e in event_records(run_dir):
-        if isinstance(e, E.FleetStarting) or not out:
-            out.append([])
-        out[-1].append(e)
-    return out
 
 
 def nth_start_on(run_dir: Path, node: str, n: int) -> E.Started | None:

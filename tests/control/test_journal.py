@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetharness import assert_nothing_left, fleet, wait_for, write_suite
+from fleetharness import assert_nothing_left, fleet, sessions, wait_for, write_suite
 from fleetharness import records as event_records
 
 from fleet.control import journal
@@ -24,14 +24,6 @@ def of(run_dir: Path, kind: type, **match) -> list:
     return [e for e in event_records(run_dir)
             if isinstance(e, kind) and all(getattr(e, k) == v for k, v in match.items())]
 
-
-def sessions(run_dir: Path) -> list[list]:
-    out: list[list] = []
-    for e in event_records(run_dir):
-        if isinstance(e, E.FleetStarting) or not out:
-            out.append([])
-        out[-1].append(e)
-    return out
 
 
 def journal_lines(run_dir: Path) -> list[dict]:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetharness import fleet, living, records, write_suite
+from fleetharness import fleet, living, records, sessions, write_suite
 
 from fleet.wire import events as E
 
@@ -72,15 +72,6 @@ def unpack(name: str, into: Path) -> Path:
         # (Our own fixtures; the filter where this Python has it, PEP 706.)
         t.extractall(into, **({"filter": "data"} if hasattr(tarfile, "data_filter") else {}))
     return into / "run"
-
-
-def sessions(run_dir: Path) -> list[list]:
-    out: list[list] = []
-    for e in records(run_dir):
-        if isinstance(e, E.FleetStarting) or not out:
-            out.append([])
-        out[-1].append(e)
-    return out
 
 
 def assert_none_left(session: list, timeout: float = 15.0) -> None:

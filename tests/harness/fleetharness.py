@@ -88,6 +88,17 @@ def records(run_dir: Path) -> list:
     return list(read_records(path)) if path.exists() else []
 
 
+def sessions(run_dir: Path) -> list[list]:
+    """The run's events cut at each fleet_starting (fleets that ran one after another)."""
+    from fleet.wire.events import FleetStarting
+    out: list[list] = []
+    for e in records(run_dir):
+        if isinstance(e, FleetStarting) or not out:
+            out.append([])
+        out[-1].append(e)
+    return out
+
+
 def wait_for(pred, timeout: float = 30.0, what: str = "condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
