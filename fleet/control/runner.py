@@ -128,7 +128,10 @@ def _follow(f: Fleet, sub: Submission, suite: Suite, run_dir: Path, out, shard: 
     show = Lines(out, sub.steps)
     try:
         f.wait(sub, on_progress=show)
-    except FleetError:
+    except FleetError as e:
+        if f.alive():  # silent, not provably gone (another host's, or frozen): as the wait said
+            print(f"\nfleet: {e}", file=sys.stderr)
+            return 1
         how = gone.why(run_dir, f.conn.host, f.conn.pid)
         print(f"\nfleet: the fleet in {run_dir} went down before the suite finished" + (f": {how}" if how else "")
               + "; run the suite again to finish it (steps that succeeded are skipped)", file=sys.stderr)

@@ -390,6 +390,36 @@ args = { seconds = 1.5 }
     assert_nothing_left(run_dir)
 
 
+def test_a_fleet_run_following_a_frozen_coordinator_gives_up_after_the_silence_and_says_so(tmp_path, procs):
+    # Frozen (SIGSTOP) is what a coordinator on an unreachable host looks like from here:
+    # its pid lives, nothing answers. The wait gives up after FLEET_RUN_SILENCE s.
+    run_dir = procs.up(tmp_path)
+    suite = write_suite(tmp_path / "s.toml", """
+[suite]
+name = "frozen"
+[[steps]]
+id = "long"
+command = ["sleep", "60"]
+""")
+    runner = procs.start("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path,
+                         extra_env={"FLEET_RUN_SILENCE": "3"})
+    wait_for(lambda: len(of(run_dir, E.Started)) == 1, 30, "the step to start")
+    coordinator = of(run_dir, E.FleetStarting)[0].pid
+    os.kill(coordinator, signal.SIGSTOP)
+    try:
+        t0 = time.monotonic()
+        rc, out, err = procs.finish(runner, 30)
+        waited = time.monotonic() - t0
+    finally:
+        os.kill(coordinator, signal.SIGKILL)
+    assert rc == 1, out + err
+    assert f"(pid {coordinator} on {socket.gethostname()}) has not answered for " in err, err
+    assert "gone or frozen, or its host is unreachable" in err and "FLEET_RUN_SILENCE" in err, err
+    assert "went down" not in err and "Traceback" not in err, err
+    assert waited >= 3, waited  # not before the silence it was given
+    assert_nothing_left(run_dir, timeout=HB_TIMEOUT + 5.0)
+
+
 # --- 4. two fleets on one run directory ----------------------------------------------------
 
 def _tally(stdout: str) -> Counter:
