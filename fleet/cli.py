@@ -241,7 +241,8 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
     coordinator options); exit 0 only if every step succeeded, 1 if any did not, 2 if
     the suite is invalid, 3 if the allocation ended (drained) before the suite did:
     run it again in the next allocation, 4 if the run directory's disk is full: free
-    space and run it again (docs/operations.md)."""
+    space and run it again, 5 if the fleet was lost (its coordinator killed, crashed or
+    silent): bring one up and run it again (docs/operations.md)."""
     from fleet.cli_run import embedded_nodes, shard_spec, steps_to_run
     from fleet.control.checks import suite_head
     from fleet.control.client import FleetError, find

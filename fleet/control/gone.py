@@ -20,9 +20,17 @@ from pathlib import Path
 TAIL = 1 << 20  # bytes read from the end of events.jsonl
 
 
+STOPPED, KILLED = "stopped", "killed"
+
+
 def why(run_dir: Path | str, host: str, pid: int) -> str:
     """How the fleet of coordinator `pid` on `host` ended, as a clause ("" if the stream
     does not say: unreadable, or no record of that coordinator in its tail)."""
+    return how(run_dir, host, pid)[1]
+
+
+def how(run_dir: Path | str, host: str, pid: int) -> tuple[str, str]:
+    """(STOPPED, clause), (KILLED, clause), or ("", "") when the stream does not say."""
     path = Path(run_dir) / "events.jsonl"
     try:
         with open(path, "rb") as f:
@@ -31,7 +39,7 @@ def why(run_dir: Path | str, host: str, pid: int) -> str:
             f.seek(max(0, size - TAIL))
             tail = f.read(TAIL)
     except OSError:
-        return ""
+        return "", ""
     prefix = f"{host}-{pid}-"
     lines = tail.split(b"\n")
     if size > TAIL:
@@ -47,7 +55,7 @@ def why(run_dir: Path | str, host: str, pid: int) -> str:
         if not isinstance(rec, dict) or not str(rec.get("fleet", "")).startswith(prefix):
             continue
         if rec.get("kind") == "fleet_down":
-            return "it was stopped (fleet down, or a signal to its coordinator)"
-        return (f"its coordinator (pid {pid} on {host}) ended without stopping it: killed or crashed "
-                f"(see {Path(run_dir) / 'coordinator.log'})")
-    return ""
+            return STOPPED, "it was stopped (fleet down, or a signal to its coordinator)"
+        return KILLED, (f"its coordinator (pid {pid} on {host}) ended without stopping it: killed or crashed "
+                        f"(see {Path(run_dir) / 'coordinator.log'})")
+    return "", ""

@@ -1,13 +1,15 @@
 """`fleet run`: submit a suite to a fleet, follow it, and say how it ended.
 
 Exit codes: 0 every selected step succeeded (or was done already); 1 some did not, or
-the fleet went down before the suite finished; 2 the suite or the run directory is
+the fleet was stopped (`fleet down`, a signal) before the suite finished; 2 the suite or the run directory is
 invalid (nothing started); 3 the allocation ended before the suite did (the fleet
 drained: steps interrupted or never started; run it again in the next allocation to
 finish it: jobscripts/); 4 the run directory's file system is full (a step's set-up
 found no space or no quota left: nothing more was started, the steps that did not run
 are interrupted or not started, with no attempt used; free space and run it again);
-130 interrupted (Ctrl-C, SIGTERM).
+5 the fleet was lost before the suite finished (its coordinator killed, crashed, or
+silent for FLEET_RUN_SILENCE s): bring a fleet up again and run it again, in this
+allocation too; 130 interrupted (Ctrl-C, SIGTERM).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from fleet.core.units import counted
 
 EXIT_DRAINED = 3
 EXIT_FULL = 4
+EXIT_LOST = 5  # the fleet was lost (its coordinator killed, crashed or silent), not stopped
 
 
 def _interrupt(signum, frame):
@@ -131,11 +134,11 @@ def _follow(f: Fleet, sub: Submission, suite: Suite, run_dir: Path, out, shard: 
     except FleetError as e:
         if f.alive():  # silent, not provably gone (another host's, or frozen): as the wait said
             print(f"\nfleet: {e}", file=sys.stderr)
-            return 1
-        how = gone.why(run_dir, f.conn.host, f.conn.pid)
+            return EXIT_LOST
+        kind, how = gone.how(run_dir, f.conn.host, f.conn.pid)
         print(f"\nfleet: the fleet in {run_dir} went down before the suite finished" + (f": {how}" if how else "")
               + "; run the suite again to finish it (steps that succeeded are skipped)", file=sys.stderr)
-        return 1
+        return 1 if kind == gone.STOPPED else EXIT_LOST
     show.ended()
     outcomes, full = show.outcomes, show.full
     bad = {s: o for s, o in outcomes.items() if o not in (S.SUCCEEDED, S.SKIPPED)}

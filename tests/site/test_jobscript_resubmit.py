@@ -204,6 +204,36 @@ def test_the_warning_while_fleet_run_runs_drains_the_fleet_exits_3_and_the_next_
         chain.clean_up()
 
 
+def test_a_fleet_lost_while_fleet_run_runs_is_brought_up_again_in_the_same_job_and_finishes_the_suite(tmp_path):
+    # The coordinator killed (as the OOM killer might): `fleet run` exits 5, and the
+    # script brings a fleet up again in this allocation instead of ending the job.
+    chain = Chain(tmp_path)
+    chain.suite.write_text(chain.suite.read_text().replace(
+        "[ $n -ge 2 ] || sleep 120", f"[ -e {tmp_path}/sleepy.once ] || {{ touch {tmp_path}/sleepy.once; sleep 120; }}"))
+    try:
+        bash = chain.start()
+        wait_for(lambda: bash.poll() is not None or {("started", "sleepy"), ("exit", "quick")}
+                 <= {(e["kind"], e.get("step")) for e in events(chain.run_dir)}, 30, "sleepy running, quick done")
+        assert bash.poll() is None, chain.report()
+        [first] = [e for e in events(chain.run_dir) if e["kind"] == "fleet_starting"]
+        os.kill(first["pid"], signal.SIGKILL)
+        code = chain.first_job_ends()
+        report = chain.report()
+        assert code == 0, f"the script exited {code}\n{report}"
+        out = chain.out.read_text()
+        assert "the fleet was lost (fleet run exited 5): bringing a fleet up again (1 of at most 2)" in out, report
+        assert "Submitted batch job" not in out, report  # finished in this job: nothing resubmitted
+        ev = events(chain.run_dir)
+        assert len([e for e in ev if e["kind"] == "fleet_starting"]) == 2, report
+        for s in STEPS:  # each succeeded once, the last attempt
+            outcomes = [a["outcome"] for a in records.attempts(chain.run_dir, s)]
+            assert outcomes.count("succeeded") == 1 and outcomes[-1] == "succeeded", (s, outcomes, report)
+        assert [e["step"] for e in ev if e["kind"] == "skipped"] == ["quick"], report
+        assert_nothing_left(chain.run_dir)
+    finally:
+        chain.clean_up()
+
+
 @pytest.mark.parametrize("during", ["up", "run"])
 def test_a_warning_that_comes_while_the_fleet_comes_up_is_not_fatal_and_drains_the_fleet_once_it_is_up(
         tmp_path, during):
