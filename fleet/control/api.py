@@ -34,6 +34,7 @@ SUBMIT_WAIT_S = 60.0   # how long a submission's answer is waited for at first
 SUBMIT_AGAIN_S = 30.0  # and then again, while the fleet says one is on its way in
 
 POLL_S = 0.2
+FINAL_SKIP = ("retry",)  # progress rows that are not a step's end
 # A coordinator answers progress within a second even under a million-step submission
 # (benchmarks/README.md), and its agents stop their steps after 3/4 of the heartbeat
 # timeout without word from it: one that has not answered a waiting client for this long
@@ -46,7 +47,6 @@ SILENCE_S = 120.0
 def silence_s() -> float:
     """How long a wait hears nothing before it gives up (FLEET_RUN_SILENCE, else SILENCE_S)."""
     return float(os.environ.get(SILENCE_ENV) or SILENCE_S)
-FINAL_SKIP = ("retry",)  # progress rows that are not a step's end
 
 
 class SubmitError(FleetError):
@@ -165,14 +165,15 @@ class Fleet:
             try:
                 pr = self.progress(submission, since)
                 silent_since = None
-            except FleetError:
+            except FleetError as e:
                 if not self.alive():
                     how = gone.why(self.run_dir, self.conn.host, self.conn.pid)
                     raise FleetError(f"the fleet in {self.run_dir} went down before the submission finished"
                                      + (f": {how}" if how else ""))
                 now = time.monotonic()
-                silent_since = now if silent_since is None else silent_since
-                if now - silent_since >= silence:
+                # (Only silence counts: an answer, even an error, is not.)
+                silent_since = None if not isinstance(e, C.NoAnswer) else now if silent_since is None else silent_since
+                if silent_since is not None and now - silent_since >= silence:
                     raise FleetError(f"the coordinator of the fleet in {self.run_dir} (pid {self.conn.pid} on "
                                      f"{self.conn.host}) has not answered for {now - silent_since:.0f} s: it is "
                                      f"gone or frozen, or its host is unreachable; its agents stop their steps "

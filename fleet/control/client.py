@@ -23,6 +23,10 @@ class FleetError(RuntimeError):
     pass
 
 
+class NoAnswer(FleetError):
+    """The coordinator did not answer in time (not: it answered with an error)."""
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -68,7 +72,7 @@ class Client:
             # A late answer must not be taken for the answer to the next question.
             self.sock.close(0)
             self._connect()
-            raise FleetError(f"the coordinator at {self.endpoint} did not answer within {timeout:.0f} s{self._where()}")
+            raise NoAnswer(f"the coordinator at {self.endpoint} did not answer within {timeout:.0f} s{self._where()}")
         reply = P.decode(self.sock.recv(), limit=ANSWER_LIMIT)
         if isinstance(reply, P.Error):
             raise FleetError(reply.reason)
