@@ -67,6 +67,8 @@ class Client:
 
     def ask(self, msg, timeout: float = 10.0):
         """Send one request and return its reply; FleetError on silence or an error reply."""
+        if self.sock.closed:  # (close(), or a Fleet's down(): pyzmq's own error says only "not a socket")
+            raise FleetError(f"this client's connection to the coordinator at {self.endpoint} is closed")
         self.sock.send(P.encode(msg))
         if not self.sock.poll(int(timeout * 1000)):
             # A late answer must not be taken for the answer to the next question.

@@ -356,6 +356,9 @@ def test_the_python_api_submits_waits_reads_status_and_says_what_it_refuses(tmp_
         cli("down", "--run-dir", str(run), cwd=tmp_path, check=True)  # (another process: f stays open)
         with pytest.raises(F.FleetError, match="went down before the submission finished: it was stopped"):
             f.wait(last, timeout=60)
+        f.close()  # used after close (or down()): said so, not pyzmq's "not a socket"
+        with pytest.raises(F.FleetError, match="connection to the coordinator at .* is closed"):
+            f.status()
     finally:
         cli("down", "--run-dir", str(run), cwd=tmp_path)
     assert_nothing_left(run)
