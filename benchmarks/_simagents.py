@@ -78,6 +78,7 @@ import zmq  # noqa: E402
 from fleet.node import markers as node_markers  # noqa: E402
 from fleet.wire import events as E  # noqa: E402
 from fleet.wire import messages as P  # noqa: E402
+from fleet.wire import numtext  # noqa: E402
 from fleet.wire import security  # noqa: E402
 from _reports import merge_reports, ms, pct, start_rates  # noqa: E402,F401  (kept importable from here)
 
@@ -369,7 +370,8 @@ class SimAgents:
             self.report(i, P.Exited(step=step, attempt=attempt, pid=self.pid, outcome="interrupted", returncode=None,
                                     signal=signal.SIGTERM, decided_at=decided, first_at=started, work_start=started,
                                     work_end=now, ended_at=now, utime=0.0, stime=0.0, maxrss_kb=0, affinity=cores,
-                                    placement_ok=True, error=why))
+                                    placement_ok=True, error=why,
+                                    spelt=numtext.exit_numbers(decided, started, started, now, now, 0.0, 0.0)))
         for (i, _), held in self.held.items():
             for m in held:
                 self.report(i, P.Dropped(m.step, m.attempt, "its node stopped before it started", stopped=True))
@@ -488,7 +490,9 @@ class SimAgents:
         self.report(i, P.Exited(step=step, attempt=attempt, pid=self.pid, outcome=outcome,
                               returncode=0 if outcome == "succeeded" else None, signal=sig, decided_at=decided,
                               first_at=started, work_start=started, work_end=t, ended_at=t, utime=0.0,
-                              stime=0.0, maxrss_kb=0, affinity=cores, placement_ok=True, error=None))
+                              stime=0.0, maxrss_kb=0, affinity=cores, placement_ok=True, error=None,
+                              # its numbers spelled, as a node's zygote spells them (fleet.node.exits)
+                              spelt=numtext.exit_numbers(decided, started, started, t, t, 0.0, 0.0)))
         self.running.discard((i, step))
         for msg in self.held.pop((i, step), ()):  # its queued successors, Started after this Exited
             self._start(i, msg, t)

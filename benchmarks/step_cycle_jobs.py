@@ -84,15 +84,23 @@ def jobs() -> dict:
             starts += more
         assert len(starts) >= total, len(starts)
         frames = []
+        try:
+            from fleet.wire.numtext import exit_numbers as spell
+        except ImportError:  # a tree from before 2026-12-05: the coordinator spells them
+            spell = None
         for d in starts[:total]:
             node = d.placement[0].node.encode()
             t = time.time()
+            times = (t, t + 0.001, t + 0.002, t + 0.25, t + 0.2501, 0.01, 0.002)
+            # Its numbers spelled as its node spells them, in a tree whose Exited carries them
+            # (fleet.wire.numtext; not timed: a node's work).
+            extra = {"spelt": spell(*times)} if spell else {}
             frames.append((node, P.encode(P.Started(step=d.step, attempt=d.attempt, pid=4242, pgid=4242, at=t)),
                            P.encode(P.Exited(step=d.step, attempt=d.attempt, pid=4242, outcome="succeeded",
-                                             returncode=0, signal=None, decided_at=t, first_at=t + 0.001,
-                                             work_start=t + 0.002, work_end=t + 0.25, ended_at=t + 0.2501,
-                                             utime=0.01, stime=0.002, maxrss_kb=9000, affinity=(5,),
-                                             placement_ok=True, error=None))))
+                                             returncode=0, signal=None, decided_at=times[0], first_at=times[1],
+                                             work_start=times[2], work_end=times[3], ended_at=times[4],
+                                             utime=times[5], stime=times[6], maxrss_kb=9000, affinity=(5,),
+                                             placement_ok=True, error=None, **extra))))
         coord._feeding = True  # what the reports feed the scheduler waits in its inbox (not handled here)
         sock, handler = coord.agent_sock, coord._on_agent
         out: dict[str, float] = {}

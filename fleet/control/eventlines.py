@@ -13,9 +13,10 @@ compares them), so every reader reads it as before.
 
 from __future__ import annotations
 
-from fleet.control.linetext import Num, esc, ints, num, r6, text
+from fleet.control.linetext import esc, ints, text
 from fleet.wire import events as E
 from fleet.wire.events import _dumps
+from fleet.wire.numtext import EXIT_NUMBERS, exit_numbers, num, r6
 
 
 _START = ('{"t":%s,"kind":"start"%s,"step":%s,"attempt":%r,"node":%s,"cores":%s,"gpus":%s,"memory":%r,'
@@ -103,40 +104,35 @@ class Ended:
         self.reason, self.work_s, self.cores, self.spelt = reason, work_s, cores, spelt
 
 
-# The `exit` line's text with every value spelled by %r (ints, and floats once they are
-# known finite) or spelled already (%s): one formatting instead of one call per value.
+# The `exit` line's text with every number spelled already (%s: by its node, or by
+# fleet.wire.numtext here) or an int (%r): one formatting instead of one call per value.
 _EXIT = ('{"t":%s,"kind":"exit"%s,"step":%s,"attempt":%r,"node":%s,"outcome":%s,"reason":%s%s,"cores":%s,'
-         '"gpus":%s,"memory":%r,"decided_at":%r,"first_at":%r,"work_start":%s,"work_end":%r,"ended_at":%s,'
-         '"startup_s":%s,"work_s":%s,"utime":%r,"stime":%r,"maxrss_kb":%r%s}')
-_INF = float("inf")
+         '"gpus":%s,"memory":%r,"decided_at":%s,"first_at":%s,"work_start":%s,"work_end":%s,"ended_at":%s,'
+         '"startup_s":%s,"work_s":%s,"utime":%s,"stime":%s,"maxrss_kb":%r%s}')
 
 
 def exit_line(fleet: str, now: float, node: str, msg, view) -> tuple[str, Ended]:
     """The `exit` line of an agent's Exited report that names no neighbours (any outcome
     but terminated): as EventLog.write(fleet.control.outcomes.reported_exit(...)), put
     together by shape (fleet.control.linetext), and what else reads that record, with the
-    values a success's records repeat spelled once (Ended.spelt)."""
+    values a success's records repeat spelled once (Ended.spelt). The step's times and
+    rusage come spelled by its node (Exited.spelt), else are spelled here."""
     p = view.placement
     if len(p) == 1:
         s = p[0]
         cores, gpus, memory = list(s.cores), s.gpus, s.memory
     else:
         cores, gpus, memory = [c for s in p for c in s.cores], [g for s in p for g in s.gpus], sum(s.memory for s in p)
-    decided, first, ws, we, end, ut, st = (msg.decided_at, msg.first_at, msg.work_start, msg.work_end, msg.ended_at,
-                                           msg.utime, msg.stime)
-    work, startup = round(max(0.0, we - ws), 6), r6(max(0.0, ws - decided))
+    sp = msg.spelt
+    if len(sp) != EXIT_NUMBERS:  # (not spelled where it ended: a launch that never started)
+        sp = exit_numbers(msg.decided_at, msg.first_at, msg.work_start, msg.work_end, msg.ended_at, msg.utime,
+                          msg.stime)
+    work = round(max(0.0, msg.work_end - msg.work_start), 6)
     reason, rc, sig, err, peak = msg.error or "", msg.returncode, msg.signal, msg.error, msg.memory_peak
-    # The message's numbers are ints or floats (its decoder checks): repr is json's
-    # spelling unless one is not finite (json writes NaN, Infinity).
-    if -_INF < decided + first + ws + we + end + ut + st + work < _INF:  # (finite: each one is)
-        wst, endt, workt = repr(ws), repr(end), repr(work)  # (an int's or finite float's repr: json's)
-    else:
-        decided, first, we, ut, st = map(Num, (decided, first, we, ut, st))
-        wst, endt, workt = num(ws), num(end), num(work)
     nd = text(node)
     mid = ("" if rc is None else ',"returncode":' + num(rc)) + ("" if sig is None else ',"signal":' + num(sig))
     tail = ("" if err is None else ',"error":' + esc(err)) + ("" if peak is None else ',"memory_peak":' + num(peak))
     line = _EXIT % (r6(now), _fleet(fleet), esc(msg.step), msg.attempt, nd, text(msg.outcome), esc(reason), mid,
-                    ints(cores), ints(gpus), memory, decided, first, wst, we, endt, startup, workt, ut, st,
-                    msg.maxrss_kb, tail)
+                    ints(cores), ints(gpus), memory, *sp, msg.maxrss_kb, tail)
+    wst, endt, workt = sp[2], sp[4], sp[6]
     return line, Ended(reason, work, cores, (nd, workt, wst, endt))

@@ -194,9 +194,10 @@ class Recorder:
                 return store.Claim(store.Claim.STOPPED, attempts.stopped(n - self.base.get(d.step, 0), limit))
         if self.taken_back and self.taken_back.pop(d.step, None) == d.attempt:
             return _OURS  # (journaled when it was first handed to a node)
-        store.flying(self.run_dir, spec, d.attempt, gen, key)
+        h = records.spec_hash(spec)
+        store.flying(self.run_dir, spec, d.attempt, gen, key, h)
         self.ran.add(d.step)
-        self.journal.start(d.step, d.attempt, gen, records.spec_hash(spec))
+        self.journal.start(d.step, d.attempt, gen, h)
         adopted = self.adopt.pop(d.step, None) if self.adopt else None
         return store.Claim(store.Claim.OURS, adopted=adopted) if adopted is not None else _OURS
 

@@ -188,13 +188,15 @@ def _new_id() -> str:
         return _ids.pop()
 
 
-def flying(run_dir: Path, spec: StepSpec, attempt: int, generation: int, d: str | None = None) -> None:
+def flying(run_dir: Path, spec: StepSpec, attempt: int, generation: int, d: str | None = None,
+           h: str | None = None) -> None:
     """An attempt starts without a claim (this fleet holds the run directory's lease:
     fleet.control.lease): remember what runs, for its marker, as a claim would (d: the
-    step's key, _fleet_dir's, if known)."""
+    step's key, _fleet_dir's, if known; h: spec_hash(spec), if known)."""
     d = _fleet_dir(run_dir, spec.id) if d is None else d
     # (an _Attempt made as its tuple: NamedTuple's __new__ is a Python call)
-    _flight.setdefault(d, []).append(_tuple(_Attempt, (next(_order), attempt, generation, spec_hash(spec),
+    _flight.setdefault(d, []).append(_tuple(_Attempt, (next(_order), attempt, generation,
+                                                       spec_hash(spec) if h is None else h,
                                                        _deps.get(d, spec.deps))))
 
 

@@ -12,6 +12,7 @@ import time
 from fleet.node import child, protocol
 from fleet.node.stopping import ended_reason, signal_name
 from fleet.wire import messages as P
+from fleet.wire import numtext
 
 
 def reap(zygote, block: bool = False) -> list:
@@ -74,15 +75,18 @@ def exited(step, status: int, usage, ended_at: float) -> P.Exited:
     first_at = rep.get("first_at") or step.spawned_at
     work_start = rep.get("work_start") or ended_at
     work_end = rep.get("work_end") or ended_at
+    decided, ut, st = step.launch.decided_at, usage.ru_utime, usage.ru_stime
     return P.Exited(
         step=step.launch.step, attempt=step.launch.attempt, pid=step.pid,
         outcome=outcome, returncode=rc, signal=sig,
-        decided_at=step.launch.decided_at, first_at=first_at,
+        decided_at=decided, first_at=first_at,
         work_start=work_start, work_end=work_end, ended_at=ended_at,
-        utime=usage.ru_utime, stime=usage.ru_stime, maxrss_kb=usage.ru_maxrss,
+        utime=ut, stime=st, maxrss_kb=usage.ru_maxrss,
         affinity=tuple(rep.get("affinity") or ()),
         placement_ok=bool(rep.get("placement_ok", True)), error=error, control=rep.get("control") or {},
-        disk_full=rep.get("full"))
+        disk_full=rep.get("full"),
+        # Spelled here, not on the coordinator's loop (fleet.wire.numtext).
+        spelt=numtext.exit_numbers(decided, first_at, work_start, work_end, ended_at, ut, st))
 
 
 def not_started(msg: P.Launch, error: str, disk_full: int | None = None) -> P.Exited:

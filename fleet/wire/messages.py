@@ -340,6 +340,9 @@ class Exited:
     control: dict = field(default_factory=dict)
     memory_peak: int | None = None  # bytes, where its memory limit kept it (fleet.node.memwatch)
     disk_full: int | None = None  # ENOSPC or EDQUOT: its set-up found the disk full (fleet.control.drain)
+    # Its times and rusage as its `exit` line spells them, spelled where it ended
+    # (fleet.wire.numtext.exit_numbers), or [] (the coordinator spells them).
+    spelt: list = field(default_factory=list)
 
 
 @message("dropped")

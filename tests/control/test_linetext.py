@@ -3,6 +3,7 @@ eventlines.exit_line) are byte for byte what json's encoder writes for their rec
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 
 import pytest
@@ -12,6 +13,7 @@ from fleet.core.decisions import Start
 from fleet.core.resources import Slot
 from fleet.wire import events
 from fleet.wire import messages as P
+from fleet.wire import numtext
 
 ONE = (Slot("n1", (0, 3), (), 1 << 30),)
 TWO = (Slot("n1", (0, 1), (2,), 5), Slot("n2", (4,), (0, 1), 7))
@@ -38,7 +40,7 @@ def test_a_value_is_spelled_as_json_spells_it(v):
                                1796091680.4997356, 1796091681.0, 1796091681.9999996, 1796091681.0000004,
                                7999999999.9999995, 8e9, 8.1e9, 1e16, 2.5e20, float("nan"), float("inf"), -1.5])
 def test_a_value_rounded_to_the_microsecond_is_spelled_as_json_spells_it(v):
-    assert linetext.r6(v) == events._dumps(round(v, 6))
+    assert numtext.r6(v) == events._dumps(round(v, 6))
 
 
 def test_times_and_durations_across_their_range_are_spelled_rounded_as_json_spells_them():
@@ -48,7 +50,7 @@ def test_times_and_durations_across_their_range_are_spelled_rounded_as_json_spel
         v = rng.choice((rng.uniform(1e9, 8e9), rng.uniform(1e-4, 10.0), rng.expovariate(0.01), rng.uniform(0, 2e-4)))
         if i % 3 == 0:
             v = round(v, rng.randint(0, 8))
-        assert linetext.r6(v) == events._dumps(round(v, 6)), v
+        assert numtext.r6(v) == events._dumps(round(v, 6)), v
 
 
 def test_start_lines_that_share_their_time_and_those_that_do_not_are_each_their_record_s_line():
@@ -99,6 +101,13 @@ def test_an_exit_line_is_byte_for_byte_the_exit_record_the_event_log_writes(flee
     line, ended = eventlines.exit_line(fleet, 1796091681.0123456789, "n1", msg, view)
     assert line == events._dumps(rec.to_dict(fleet))
     assert (ended.reason, ended.work_s, ended.cores) == (rec.reason, rec.work_s, rec.cores)
+    # Its numbers spelled by its node (as fleet.node.exits sends them, through the wire):
+    # the same line, and the same values for the success's records.
+    spelt = P.decode(P.encode(dataclasses.replace(msg, spelt=numtext.exit_numbers(
+        msg.decided_at, msg.first_at, msg.work_start, msg.work_end, msg.ended_at, msg.utime, msg.stime))))
+    assert len(spelt.spelt) == numtext.EXIT_NUMBERS
+    line2, ended2 = eventlines.exit_line(fleet, 1796091681.0123456789, "n1", spelt, view)
+    assert line2 == line and (ended2.work_s, ended2.spelt) == (ended.work_s, ended.spelt)
 
 
 def test_a_terminated_step_keeps_its_record_naming_what_ran_beside_it(tmp_path):
