@@ -43,7 +43,8 @@ def merge_reports(outs: list[Path]) -> dict:
                 "t_last_welcome": max((a["t_last_welcome"] or 0 for a in parts), default=None),
                 "decision_to_agent": ms(lat), "received": sorted(received),
                 "held": sum(a.get("held", 0) for a in parts),  # launches queued behind a running step (a window)
-                "held_behind_held": sum(a.get("held_behind_held", 0) for a in parts)})  # ... behind a queued one (a chain)
+                "held_behind_held": sum(a.get("held_behind_held", 0) for a in parts),  # ... behind a queued one (a chain)
+                "dropped": sum(a.get("dropped", 0) for a in parts)})  # held launches dropped unstarted (Kill)
     return out
 
 

@@ -474,6 +474,8 @@ class SimAgents:
                     kept.append(m)
                 self.held[(i, after)] = kept
                 how = "withdrawn" if msg.withdraw else "cancelled"
+                # (a withdrawn one's attempt is unused: it may come again, to any node)
+                self.stats["dropped"] = self.stats.get("dropped", 0) + 1
                 self.report(i, P.Dropped(msg.step, msg.attempt, f"{how} before it started"))
                 return
         if msg.withdraw:  # started already: it runs (fleet.core.windowback)

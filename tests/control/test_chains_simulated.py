@@ -20,7 +20,10 @@ def test_steps_chained_behind_queued_steps_start_after_them_and_each_runs_once(t
                        environ={"FLEET_SIM_WINDOW": "cores", "FLEET_SIM_WINDOW_DEPTH": str(DEPTH)})
     assert cp.returncode == 0, f"stdout:\n{cp.stdout}\nstderr:\n{cp.stderr}"
     seen = json.loads(out.read_text())["agents_seen"]
-    assert seen["launches"] == STEPS and seen["duplicate_launches"] == 0, seen
+    # A launch comes twice only after its node dropped it unstarted (withdrawn at the run's
+    # tail, fleet.core.windowback: its attempt unused); each step starts once (below).
+    assert seen["launches"] == STEPS + seen["duplicate_launches"], seen
+    assert seen["duplicate_launches"] <= seen.get("dropped", 0), seen
     recs = records(work / "run")
     everyone = sorted(f"s/{i}" for i in range(1, STEPS + 1))
     assert sorted(r.step for r in recs if isinstance(r, E.Started)) == everyone
