@@ -2,10 +2,11 @@
 
 The coordinator writes its per-step lines by shape (fleet.control.linetext), and a
 float's spelling is most of their cost: about a microsecond each in CPython, ten of
-them in a step's `exit` line. Those ten are the step's own times and rusage, known
-where the step ended, so the zygote spells them there (exit_numbers) and its Exited
-carries them (fleet.wire.messages.Exited.spelt): with 10,000 nodes, the spelling is
-spread over the nodes instead of queued on the one coordinator loop. Both ends spell
+them in a step's `exit` line. Nine are the step's own times and rusage, known where
+the step ended (the tenth, `t`, is the coordinator's), so the zygote spells them
+there (exit_numbers) and its Exited carries them (fleet.wire.messages.Exited.spelt):
+with 10,000 nodes, the spelling is spread over the nodes instead of queued on the one
+coordinator loop. Both ends spell
 with these functions, so a line is byte for byte the same whoever spelled its numbers
 (tests/control/test_linetext.py).
 """
