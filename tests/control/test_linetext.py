@@ -171,17 +171,24 @@ deps = ["ok/1", "ok/2"]
 id = "bad"
 command = ["sh", "-c", "echo no >&2; exit 3"]
 retries = 1
+[[steps]]
+id = "missing"
+command = ["/nonexistent/fleet-no-such-command"]
 """)
     run_dir = tmp_path / "run"
     r = fleet("run", str(suite), "--run-dir", str(run_dir), "--nodes", "2", cwd=tmp_path, timeout=120)
     assert r.returncode != 0 and "bad" in r.stdout + r.stderr
-    kinds = set()
+    kinds, missing = set(), []
     for raw in (run_dir / "events.jsonl").read_text().splitlines():
         d = json.loads(raw)
         if d["kind"] in ("start", "started", "exit"):
             kinds.add((d["kind"], d.get("outcome")))
             assert events._dumps(events.parse(d).to_dict()) == raw  # byte for byte the record's own line
+            if d["kind"] == "exit" and d["step"] == "missing":
+                missing.append(d)
     assert {("start", None), ("started", None), ("exit", "succeeded"), ("exit", "failed")} <= kinds
+    # A step that could not start: its node sent no spelled numbers; the coordinator spelled them.
+    assert [(d["outcome"], "No such file" in d["error"]) for d in missing] == [("failed", True)], missing
     done = [json.loads(raw) for p in (run_dir / records.JOURNALS).glob("*.jsonl")
             for raw in p.read_text().splitlines() if '"k":"done"' in raw]
     assert len(done) == 7
