@@ -34,7 +34,7 @@ from fleet.core.suite import parse_suite  # noqa: E402
 from fleet.wire import events, records  # noqa: E402
 from fleet.wire import messages as P  # noqa: E402
 
-_dumps = events._dumps
+dumps = events.dumps
 RUN = Path("/nonexistent/cpurec-bench/run")
 SLOT = Slot("node0017", (5,), (), 1 << 30)
 D = Start("s/12345", 1, (SLOT,))
@@ -60,7 +60,7 @@ def start_before(fleet, now, d):
     s = p[0]
     out["cores"], out["gpus"], out["memory"], out["nodes"] = list(s.cores), list(s.gpus), s.memory, [s.node]
     out["placement"] = [{"node": s.node, "cores": list(s.cores), "gpus": list(s.gpus), "memory": s.memory} for s in p]
-    return _dumps(out)
+    return dumps(out)
 
 
 def started_before(fleet, now, node, msg):
@@ -68,7 +68,7 @@ def started_before(fleet, now, node, msg):
     if fleet:
         out["fleet"] = fleet
     out["step"], out["attempt"], out["node"], out["pid"], out["at"] = msg.step, msg.attempt, node, msg.pid, msg.at
-    return _dumps(out)
+    return dumps(out)
 
 
 def success_before():
@@ -82,8 +82,8 @@ def success_before():
         "submission": 1})
     path, marker = store.done_record(RUN, SPEC, {"attempt": 1, "node": "node0017", "work_s": rec.work_s,
                                                  "ended_at": EXITED.ended_at, "fleet": FLEET})
-    text = _dumps(marker)
-    return f'{{"k":"done","step":{_dumps(SPEC.id)},"rec":{text},"att":{_dumps(att)},"t":{NOW!r}}}', os.fspath(path)
+    text = dumps(marker)
+    return f'{{"k":"done","step":{dumps(SPEC.id)},"rec":{text},"att":{dumps(att)},"t":{NOW!r}}}', os.fspath(path)
 
 
 def success_after():
@@ -105,7 +105,7 @@ class _AttemptBefore:
 
 
 JOBS = {
-    "exit record": (lambda: _dumps(outcomes.reported_exit(NOW, "node0017", EXITED, VIEW, None).to_dict(FLEET)),
+    "exit record": (lambda: dumps(outcomes.reported_exit(NOW, "node0017", EXITED, VIEW, None).to_dict(FLEET)),
                     lambda: eventlines.exit_line(FLEET, NOW, "node0017", EXITED, VIEW)),
     "start line": (lambda: start_before(FLEET, NOW, D), lambda: eventlines.start(FLEET, NOW, D)),
     "started line": (lambda: started_before(FLEET, NOW, "node17", STARTED),

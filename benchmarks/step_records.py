@@ -29,7 +29,7 @@ from fleet.core.decisions import Start  # noqa: E402
 from fleet.core.resources import Slot  # noqa: E402
 from fleet.wire import events  # noqa: E402
 from fleet.wire import messages as P  # noqa: E402
-from fleet.wire.events import _dumps  # noqa: E402
+from fleet.wire.events import dumps  # noqa: E402
 
 D = Start("s/123", 1, (Slot("node17", (5,), (), 1 << 30),))
 MSG = P.Started(step="s/123", attempt=1, pid=4242, pgid=4242, at=1.5e9)
@@ -50,23 +50,23 @@ REC = {"outcome": "succeeded", "spec": "0123456789abcdef", "attempt": 1, "node":
 
 
 def _journal_before():
-    out = [_dumps({"k": "start", "step": "s/123", "attempt": 1, "generation": 1, "t": time.time()}),
-           _dumps({"k": "attempt", "step": "s/123", "rec": ATT, "t": time.time()}),
-           _dumps({"k": "done", "step": "s/123", "rec": REC, "t": time.time()})]
+    out = [dumps({"k": "start", "step": "s/123", "attempt": 1, "generation": 1, "t": time.time()}),
+           dumps({"k": "attempt", "step": "s/123", "rec": ATT, "t": time.time()}),
+           dumps({"k": "done", "step": "s/123", "rec": REC, "t": time.time()})]
     return out, json.dumps(REC)  # (the marker file's text)
 
 
 def _journal_after():
     starts = [["s/123", 1, 1]]  # one line per turn: its share of the encoding is left out here
-    rec = _dumps(REC)
-    line = f'{{"k":"done","step":{_dumps("s/123")},"rec":{rec},"att":{_dumps(ATT)},"t":{time.time()!r}}}'
+    rec = dumps(REC)
+    line = f'{{"k":"done","step":{dumps("s/123")},"rec":{rec},"att":{dumps(ATT)},"t":{time.time()!r}}}'
     return starts, line, rec
 
 
 JOBS = {
-    "start record": (lambda: _dumps(launching.start_record(1.5e9, D).to_dict("f")),
+    "start record": (lambda: dumps(launching.start_record(1.5e9, D).to_dict("f")),
                      lambda: eventlines.start("f", 1.5e9, D)),
-    "started record": (lambda: _dumps(events.Started(t=1.5e9, step=MSG.step, attempt=1, node="node17", pid=MSG.pid,
+    "started record": (lambda: dumps(events.Started(t=1.5e9, step=MSG.step, attempt=1, node="node17", pid=MSG.pid,
                                                      at=MSG.at).to_dict("f")),
                        lambda: eventlines.started("f", 1.5e9, "node17", MSG)),
     "exit record (made)": (lambda: events.Exit(**EXIT), lambda: eventlines.record(events.Exit, **EXIT)),

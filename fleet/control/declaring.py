@@ -14,13 +14,13 @@ from __future__ import annotations
 from json.encoder import encode_basestring_ascii as _str
 
 from fleet.wire import events
-from fleet.wire.events import _dumps
+from fleet.wire.events import dumps
 
 
 def lines(fleet: str, t: float, submission: int, specs, deps: dict, foreign) -> list[str]:
     """The StepDeclared lines of `specs` (StepSpec) declared at `t` in `submission`,
     with their deps (step id -> ids) and which of them another shard runs."""
-    head = _dumps(events.StepDeclared(t=t, fleet=fleet).to_dict(fleet))[:-1]  # '{"t":..,"fleet":..' and the rest
+    head = dumps(events.StepDeclared(t=t, fleet=fleet).to_dict(fleet))[:-1]  # '{"t":..,"fleet":..' and the rest
     head = head[:head.index(',"step":')]
     shapes: dict[tuple, tuple[str, str]] = {}
     out = []
@@ -37,7 +37,7 @@ def lines(fleet: str, t: float, submission: int, specs, deps: dict, foreign) -> 
 
 def _shape(submission: int, s) -> tuple[str, str]:
     """The encoded text between the step's id and its deps, and between its deps and task."""
-    rec = _dumps({"submission": submission, "cores": s.cores, "min_cores": s.min_cores, "gpus": s.gpus,
+    rec = dumps({"submission": submission, "cores": s.cores, "min_cores": s.min_cores, "gpus": s.gpus,
                   **({"memory": s.memory} if s.memory is not None else {}), "deps": 0,
                   "priority": s.priority, "step_kind": s.kind, "task": 0})
     before, after = rec[1:].split('"deps":0')

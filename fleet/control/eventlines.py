@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from fleet.control.linetext import esc, ints, text
 from fleet.wire import events as E
-from fleet.wire.events import _dumps
+from fleet.wire.events import dumps
 from fleet.wire.numtext import EXIT_NUMBERS, exit_numbers, num, r6
 
 
@@ -65,7 +65,7 @@ def start(fleet: str, now: float, d) -> str:
     out["gpus"] = [g for s in p for g in s.gpus]
     out["memory"], out["nodes"] = sum(s.memory for s in p), [s.node for s in p]
     out["placement"] = [{"node": s.node, "cores": list(s.cores), "gpus": list(s.gpus), "memory": s.memory} for s in p]
-    return _dumps(out)
+    return dumps(out)
 
 
 def queued(fleet: str, now: float, d) -> str:
@@ -77,7 +77,7 @@ def queued(fleet: str, now: float, d) -> str:
 def skipped(fleet: str, now: float, step: str, by=None) -> str:
     """The `skipped` line of a step done before (`by`: the other fleet that did it): as
     EventLog.write(events.Skipped(t=now, step=step, by=by))."""
-    return _SKIPPED % (_time(now), _fleet(fleet), esc(step), "" if by is None else ',"by":' + _dumps(by))
+    return _SKIPPED % (_time(now), _fleet(fleet), esc(step), "" if by is None else ',"by":' + dumps(by))
 
 
 def started(fleet: str, now: float, node: str, msg) -> str:

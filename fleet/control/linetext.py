@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from json.encoder import encode_basestring_ascii as esc
 
-from fleet.wire.numtext import _dumps, num
+from fleet.wire.numtext import dumps, num
 
 # Strings that recur on every step (node names, outcomes, the fleet's id), escaped once.
 _escaped: dict[str, str] = {}
@@ -49,5 +49,5 @@ def value(v) -> str:
         return num(v)
     if v is None:
         return "null"
-    return _dumps(v)
+    return dumps(v)
 

@@ -395,7 +395,9 @@ class Unknown:
 
 # --- writing ----------------------------------------------------------------------------
 
-_dumps = json.JSONEncoder(separators=(",", ":"), default=str).encode
+# A value as a line of events.jsonl spells it (compact; what json cannot spell, as str):
+# the encoder made once, shared by the modules that put lines together by shape.
+dumps = json.JSONEncoder(separators=(",", ":"), default=str).encode
 
 
 class EventLog:
@@ -412,7 +414,7 @@ class EventLog:
         """Buffer one record (written at the next flush), tagged with this log's fleet."""
         if not isinstance(rec, Record) or not rec.KIND:
             raise TypeError(f"not an event record: {rec!r}")
-        self._pending.append(_dumps(rec.to_dict(self.fleet)))
+        self._pending.append(dumps(rec.to_dict(self.fleet)))
 
     def write_encoded(self, lines) -> None:
         """Buffer records already encoded as to_dict() and this log would (each one JSON

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import json
 
-_dumps = json.JSONEncoder(separators=(",", ":"), default=str).encode
+# Any value as json spells it in these lines (events.jsonl's encoder, made here too: the
+# nodes import this module and not the event log's).
+dumps = json.JSONEncoder(separators=(",", ":"), default=str).encode
 _frepr, _irepr = float.__repr__, int.__repr__
 _INF = float("inf")
 
@@ -27,10 +29,10 @@ def num(v) -> str:
     """An int or float as json writes it (None: null)."""
     t = type(v)
     if t is float:
-        return _frepr(v) if -_INF < v < _INF else _dumps(v)
+        return _frepr(v) if -_INF < v < _INF else dumps(v)
     if t is int:
         return _irepr(v)
-    return _dumps(v)
+    return dumps(v)
 
 
 def r6(v) -> str:

@@ -3,11 +3,11 @@
 from fleet.control import declaring
 from fleet.core.suite import StepSpec
 from fleet.wire import events
-from fleet.wire.events import _dumps
+from fleet.wire.events import dumps
 
 
 def _record_line(fleet, t, sub, s, deps, foreign):
-    return _dumps(events.StepDeclared(
+    return dumps(events.StepDeclared(
         t=t, step=s.id, submission=sub, cores=s.cores, min_cores=s.min_cores, gpus=s.gpus, memory=s.memory,
         deps=list(deps), priority=s.priority, step_kind=s.kind, task=s.task,
         foreign=True if s.id in foreign else None).to_dict(fleet))

@@ -25,7 +25,7 @@ TWO = (Slot("n1", (0, 1), (2,), 5), Slot("n2", (4,), (0, 1), 7))
 @pytest.mark.parametrize("fleet", ["", "f-1"])
 @pytest.mark.parametrize("d", [Start("a/1", 1, ONE), Start("b", 3, TWO), Begin("c", 2, ONE, after="a/1")])
 def test_a_start_line_is_byte_for_byte_the_start_record_the_event_log_writes(fleet, d):
-    expected = events._dumps(launching.start_record(1234.56789012, d).to_dict(fleet))
+    expected = events.dumps(launching.start_record(1234.56789012, d).to_dict(fleet))
     assert eventlines.start(fleet, 1234.56789012, d) == expected
 
 
@@ -33,7 +33,7 @@ def test_a_start_line_is_byte_for_byte_the_start_record_the_event_log_writes(fle
 def test_a_started_line_is_byte_for_byte_the_started_record_the_event_log_writes(fleet):
     msg = SimpleNamespace(step="x/9", attempt=2, pid=4321, at=99.125)
     rec = events.Started(t=7.0000004, step="x/9", attempt=2, node="n3", pid=4321, at=99.125)
-    assert eventlines.started(fleet, 7.0000004, "n3", msg) == events._dumps(rec.to_dict(fleet))
+    assert eventlines.started(fleet, 7.0000004, "n3", msg) == events.dumps(rec.to_dict(fleet))
 
 
 @pytest.mark.parametrize("fleet", ["", "f-1"])
@@ -41,7 +41,7 @@ def test_a_started_line_is_byte_for_byte_the_started_record_the_event_log_writes
 def test_a_queued_line_is_byte_for_byte_the_queued_record_the_event_log_writes(fleet, step, after):
     d = Queue(step, 3, ONE, after=after)
     rec = events.Queued(t=5.1234567, step=step, attempt=3, node="n1", after=after)
-    assert eventlines.queued(fleet, 5.1234567, d) == events._dumps(rec.to_dict(fleet))
+    assert eventlines.queued(fleet, 5.1234567, d) == events.dumps(rec.to_dict(fleet))
     assert launching.start_records(5.1234567, d, None) == [rec]
 
 
@@ -65,7 +65,7 @@ def test_a_launch_built_from_its_fields_equals_the_message_made_by_its_construct
 ])
 def test_a_record_made_without_its_init_equals_the_record_made_by_it_and_is_written_the_same(cls, fields):
     rec, made = eventlines.record(cls, **fields), cls(**fields)
-    assert rec == made and events._dumps(rec.to_dict("f")) == events._dumps(made.to_dict("f"))
+    assert rec == made and events.dumps(rec.to_dict("f")) == events.dumps(made.to_dict("f"))
     if cls is events.Start:
         assert eventlines.record(cls, **fields).cores is not rec.cores  # fresh lists each
 
@@ -75,6 +75,6 @@ def test_a_record_made_without_its_init_equals_the_record_made_by_it_and_is_writ
 @pytest.mark.parametrize("by", [None, "other-fleet-7"])
 def test_a_skipped_line_is_byte_for_byte_the_skipped_record_the_event_log_writes(fleet, step, by):
     rec = events.Skipped(t=1764698000.1234567, step=step, by=by)
-    assert eventlines.skipped(fleet, 1764698000.1234567, step, by) == events._dumps(rec.to_dict(fleet))
+    assert eventlines.skipped(fleet, 1764698000.1234567, step, by) == events.dumps(rec.to_dict(fleet))
     line = eventlines.skipped(fleet, 3.5, step, by)
     assert events.parse(json.loads(line)) == events.Skipped(t=3.5, fleet=fleet, step=step, by=by)

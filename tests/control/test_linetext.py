@@ -31,16 +31,16 @@ def exited(**over) -> P.Exited:
 @pytest.mark.parametrize("v", [0, -3, 1 << 70, 0.1, 1e-05, 1796091680.4997356, 1e300, float("inf"), float("-inf"),
                                True, None, "a\u00e9\n\"", [1, 2], {"a": None}])
 def test_a_value_is_spelled_as_json_spells_it(v):
-    assert linetext.value(v) == events._dumps(v)
+    assert linetext.value(v) == events.dumps(v)
     if type(v) in (int, float):
-        assert linetext.num(v) == events._dumps(v)
+        assert linetext.num(v) == events.dumps(v)
 
 
 @pytest.mark.parametrize("v", [0.0, -0.0, 1e-05, 9.99999e-05, 0.0001, 0.00010000049, 0.1, 0.2500005, 1.0, 3, 12.0000001,
                                1796091680.4997356, 1796091681.0, 1796091681.9999996, 1796091681.0000004,
                                7999999999.9999995, 8e9, 8.1e9, 1e16, 2.5e20, float("nan"), float("inf"), -1.5])
 def test_a_value_rounded_to_the_microsecond_is_spelled_as_json_spells_it(v):
-    assert numtext.r6(v) == events._dumps(round(v, 6))
+    assert numtext.r6(v) == events.dumps(round(v, 6))
 
 
 def test_times_and_durations_across_their_range_are_spelled_rounded_as_json_spells_them():
@@ -50,14 +50,14 @@ def test_times_and_durations_across_their_range_are_spelled_rounded_as_json_spel
         v = rng.choice((rng.uniform(1e9, 8e9), rng.uniform(1e-4, 10.0), rng.expovariate(0.01), rng.uniform(0, 2e-4)))
         if i % 3 == 0:
             v = round(v, rng.randint(0, 8))
-        assert numtext.r6(v) == events._dumps(round(v, 6)), v
+        assert numtext.r6(v) == events.dumps(round(v, 6)), v
 
 
 def test_start_lines_that_share_their_time_and_those_that_do_not_are_each_their_record_s_line():
     ds = [Start("a/1", 1, ONE), Start("a/2", 1, ONE), Start("a/3", 2, ONE)]
     for now, d in [(1796091681.25, ds[0]), (1796091681.25, ds[1]), (1796091682.0000005, ds[2]), (1796091681.25, ds[0]),
                    (5e-05, ds[1]), (1796091681.25, ds[2])]:
-        assert eventlines.start("f-1", now, d) == events._dumps(launching.start_record(now, d).to_dict("f-1"))
+        assert eventlines.start("f-1", now, d) == events.dumps(launching.start_record(now, d).to_dict("f-1"))
 
 
 def test_marker_ids_are_new_hex_and_a_forked_child_draws_none_its_parent_does():
@@ -83,7 +83,7 @@ def test_marker_ids_are_new_hex_and_a_forked_child_draws_none_its_parent_does():
 
 def test_a_list_of_ints_is_spelled_as_json_spells_it():
     for v in ([], [5], [0, 1, 2, 63], (4, 5)):
-        assert linetext.ints(v) == events._dumps(list(v))
+        assert linetext.ints(v) == events.dumps(list(v))
 
 
 @pytest.mark.parametrize("fleet", ["", "host-12-ab\u00e9"])
@@ -99,7 +99,7 @@ def test_an_exit_line_is_byte_for_byte_the_exit_record_the_event_log_writes(flee
     view = SimpleNamespace(placement=placement)
     rec = outcomes.reported_exit(1796091681.0123456789, "n1", msg, view, sched=None)
     line, ended = eventlines.exit_line(fleet, 1796091681.0123456789, "n1", msg, view)
-    assert line == events._dumps(rec.to_dict(fleet))
+    assert line == events.dumps(rec.to_dict(fleet))
     assert (ended.reason, ended.work_s, ended.cores) == (rec.reason, rec.work_s, rec.cores)
     # Its numbers spelled by its node (as fleet.node.exits sends them, through the wire):
     # the same line, and the same values for the success's records.
@@ -183,7 +183,7 @@ command = ["/nonexistent/fleet-no-such-command"]
         d = json.loads(raw)
         if d["kind"] in ("start", "started", "exit"):
             kinds.add((d["kind"], d.get("outcome")))
-            assert events._dumps(events.parse(d).to_dict()) == raw  # byte for byte the record's own line
+            assert events.dumps(events.parse(d).to_dict()) == raw  # byte for byte the record's own line
             if d["kind"] == "exit" and d["step"] == "missing":
                 missing.append(d)
     assert {("start", None), ("started", None), ("exit", "succeeded"), ("exit", "failed")} <= kinds
@@ -194,7 +194,7 @@ command = ["/nonexistent/fleet-no-such-command"]
     assert len(done) == 7
     for line in done:  # the marker file holds its journal line's text; both re-encode to themselves
         marker = (records.fleet_dir(run_dir, line["step"]) / records.DONE).read_text()
-        assert marker == events._dumps(line["rec"]) and json.loads(marker) == line["rec"]
+        assert marker == events.dumps(line["rec"]) and json.loads(marker) == line["rec"]
         assert line["att"]["spec"] == line["rec"]["spec"] and line["att"]["outcome"] == "succeeded"
     ids = {x["step"]: x["rec"]["id"] for x in done}
     assert next(x for x in done if x["step"] == "after")["rec"]["deps"] == {s: ids[s] for s in ("ok/1", "ok/2")}
