@@ -119,9 +119,9 @@ class Coordinator:
         self.intake.start()
         heap.watch()
         poller = zmq.Poller()
-        poller.register(self.agent_sock, zmq.POLLIN)
-        poller.register(self.client_sock, zmq.POLLIN)
-        poller.register(self.intake.worker.fd, zmq.POLLIN)
+        # The sockets; off-loop work done (intake's worker); the journal's fsync made (the recorder's syncer).
+        for s in (self.agent_sock, self.client_sock, self.intake.worker.fd, *self.recorder.fds()):
+            poller.register(s, zmq.POLLIN)
         self.drain.wakeup(poller)  # a signal ends the wait at once (fleet.control.drain)
         next_beat = time.monotonic()
         next_claims = time.monotonic() + self.claims.period()
@@ -155,7 +155,7 @@ class Coordinator:
                     next_claims = time.monotonic() + self.claims.period()
                 heap.after_collection()  # what survived a costly full collection: frozen (control/heap)
                 heap.trim()  # the C library's free heap back to the system, every few seconds (control/heap)
-                self.recorder.turn()  # the journal first: the events never say more
+                self.recorder.turn(ready)  # the journal first: the events never say more
                 self.markers.tick(time.monotonic())  # done markers that found no message to ride
                 self.transport.flush(lambda n, t: self._unreachable(n, t, False))  # the launches, one message an agent
                 self.drain.write_events()  # (what a full disk refuses is kept; it drains the fleet)

@@ -191,7 +191,7 @@ def rotate(rec) -> None:
     segment = root / f"{old.path.stem}.{time.time_ns()}.jsonl"  # a sealed journal, read like any
     os.replace(old.path, segment)
     _fault("moved", "rotate")
-    rec.journal = type(old)(rec.run_dir, rec.fleet_id, old.header, old.writer)
+    rec.journal = type(old)(rec.run_dir, rec.fleet_id, old.header, old.writer, old.syncer)
     # What runs now, as one `starts` line: at 10,000 nodes that is 640,000 steps, and a
     # view and an encoded line each held the loop for seconds at every rotation.
     sched = rec.sched

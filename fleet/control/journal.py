@@ -6,7 +6,8 @@ batches, with the per-step files that other fleets and reruns read written after
 Why: a per-step file written aside and renamed costs several metadata operations per
 step on the coordinator (on Lustre/GPFS each is a round trip to the metadata server).
 A journal line costs none: the lines of a loop turn are one write at its end, fsync'd
-at most every FLUSH_S. The journal is the authority; a step's done marker (or
+at most every FLUSH_S (on a thread of its own, fleet.control.syncer: the loop never
+waits for the disk). The journal is the authority; a step's done marker (or
 final.json) is written only after the line that records it was fsync'd, with one open
 and no rename, by the threads of fleet.control.markwriter (a sealed journal owes
 nothing: sealing waits for them), and a fleet that takes over a dead fleet's run
@@ -29,7 +30,7 @@ import os
 import time
 from pathlib import Path
 
-from fleet.control import store
+from fleet.control import store, syncer
 from fleet.control.linetext import esc
 from fleet.wire import records
 
@@ -88,8 +89,10 @@ class Journal:
     write), fsync'd at most every FLUSH_S, and after each fsync the files they owe
     handed to the writer's threads."""
 
-    def __init__(self, run_dir: Path, fleet_id: str, header: dict, writer=None):
+    def __init__(self, run_dir: Path, fleet_id: str, header: dict, writer=None, syncer=None):
         self.writer = writer  # fleet.control.markwriter.Writer (None: the files written here, on the loop)
+        self.syncer = syncer  # fleet.control.syncer.Syncer (None: each fsync made here, on the loop)
+        self._flight: tuple[int, list] | None = None  # (the syncer's ticket, the files owed until it is done)
         self.path = path_of(run_dir, fleet_id)
         store.makedirs(self.path.parent)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -156,8 +159,38 @@ class Journal:
         if self.delay and now - self._last < self.delay:
             return  # the test hook's window
         self._write()
+        if self._flight is not None and not self._landed():
+            return  # (the next fsync is asked once this one is made)
         if (self._unsynced or self._owed) and now - self._last >= max(FLUSH_S, self.delay):
-            self.sync(now)
+            if self.syncer is None:
+                self.sync(now)
+            else:
+                self._ask(now)
+
+    def _ask(self, now: float) -> None:
+        """The fsync of what is written, asked of the syncer's thread; the files owed so
+        far wait for it (handed over by _landed, on a later turn)."""
+        self._last = now
+        owed = []
+        if not self.hold:
+            owed, self._owed = self._owed, []
+        self._unsynced = False
+        self._flight = (self.syncer.ask(self._fd), owed)
+
+    def _landed(self) -> bool:
+        """Whether the fsync in flight was made; if so, its files handed over. Its OSError
+        is raised with nothing lost: its lines count as unsynced again and its files wait
+        for the next fsync, as when the fsync failed on the loop."""
+        ticket, owed = self._flight
+        try:
+            if not self.syncer.done(ticket):
+                return False
+        except OSError:
+            self._flight, self._owed, self._unsynced = None, owed + self._owed, True
+            raise
+        self._flight = None
+        self._hand(owed)
+        return True
 
     def _write(self) -> None:
         """Write the buffered lines. An OSError (a full disk) is raised with nothing lost:
@@ -180,12 +213,18 @@ class Journal:
         writer's threads (none: write them here)."""
         self._last = time.monotonic() if now is None else now
         self._write()
-        if self._unsynced:
-            os.fsync(self._fd)
+        if self._unsynced or self._flight is not None:  # (this fsync covers the lines of one in flight)
+            syncer.fsync(self._fd)
             self._unsynced = False
+        if self._flight is not None:  # its files first, in the order they were owed
+            self._owed, self._flight = self._flight[1] + self._owed, None
         if self.hold:
             return
         owed, self._owed = self._owed, []
+        self._hand(owed)
+
+    def _hand(self, owed: list) -> None:
+        """Files owed by durable lines to their writers (none: written here)."""
         if self.writer is not None:
             if owed:
                 self.writer.add(owed)
@@ -208,7 +247,7 @@ class Journal:
         if sealed:
             self.append({"k": "sealed", "by": "itself"})
             self.sync()
-        os.close(self._fd)
+        self._release()
         return sealed
 
     def close(self, seal: bool = True) -> bool:
@@ -227,8 +266,13 @@ class Journal:
         if sealed:
             self.append({"k": "sealed", "by": "itself"})
             self.sync()
-        os.close(self._fd)
+        self._release()
         return sealed
+
+    def _release(self) -> None:
+        if self.syncer is not None:
+            self.syncer.idle()  # (an fsync superseded by sync() may still be under way on this file)
+        os.close(self._fd)
 
 
 def put(path: Path | str, rec: dict | str) -> None:

@@ -23,9 +23,10 @@ adopted (an `adopted` record names the dead fleet) when they start here.
 from __future__ import annotations
 
 import logging
+import os
 import time
 
-from fleet.control import doneline, fold, journal, journalmarks, markwriter, outcomes, store, tally
+from fleet.control import doneline, fold, journal, journalmarks, markwriter, outcomes, store, syncer, tally
 from fleet.control.claimlog import ClaimLog
 from fleet.control.lease import Lease
 from fleet.core import attempts
@@ -66,8 +67,10 @@ class Recorder:
         self._cannot_write = lambda e: c.drain.cannot_write("journal", e, time.time())  # a full disk drains
         n = markwriter.threads()  # (0: the files written on the loop, as before)
         self.writer = markwriter.Writer(self.run_dir, journal.put, store.unlink_done, n) if n > 0 else None
+        # The journal's fsyncs off the loop (fleet.control.syncer; FLEET_JOURNAL_FSYNC=loop: on it, as before).
+        self.syncer = syncer.Syncer() if os.environ.get(syncer.WHERE_ENV) != "loop" else None
         self.journal = journal.Journal(self.run_dir, self.fleet_id, {**self.lease.me, "shared": self.lease.shared},
-                                       self.writer)
+                                       self.writer, self.syncer)
         for step, rec in self._lost_at_start:  # (read before this journal was made)
             self.journal.append({"k": "lost", "step": step, "rec": rec})
         del self._lost_at_start
@@ -290,10 +293,17 @@ class Recorder:
         self.claims.ended_here(step)
 
     # -- each turn, and the end -----------------------------------------------------------------
-    def turn(self) -> None:
-        """Once per loop turn: flush the journal when due; seal rotated segments whose files
-        are written; let in a fleet that wants to share."""
+    def fds(self) -> tuple:
+        """What the loop's poll should watch for the recorder: the syncer's wake pipe."""
+        return () if self.syncer is None else (self.syncer.fd,)
+
+    def turn(self, ready=()) -> None:
+        """Once per loop turn: flush the journal when due (and hand over the files of an
+        fsync the syncer made: `ready`, what the loop's poll found readable); seal rotated
+        segments whose files are written; let in a fleet that wants to share."""
         now = time.monotonic()
+        if self.syncer is not None and self.syncer.fd in ready:
+            self.syncer.woken()
         try:
             self.journal.turn(now)
             if self.sealing and now >= self._seal_at:  # (a look costs O(nodes): twice a second)
@@ -335,7 +345,7 @@ class Recorder:
         On a file system too full for the journal (the fleet drained for it): as durable
         as it will get, so said finished; its unrecorded outcomes run again next time."""
         try:
-            self.journal.sync()
+            self.journal.sync()  # (on the loop, as before: asked at each Progress once its last step ended)
         except OSError as e:
             return self._cannot_write(e)
         if self.writer is None:
@@ -370,6 +380,8 @@ class Recorder:
                 log.error("cannot close the journal %s: %s (left for the next fleet to replay)", self.journal.path, e)
             if self.writer is not None:
                 self.writer.close(0)
+            if self.syncer is not None:
+                self.syncer.close()
         finally:
             journalmarks.off(self.run_dir, self.known)
             self.claims.release_all()

@@ -1,0 +1,166 @@
+"""The journal's fsync on the syncer's thread (fleet.control.syncer): the loop's turn
+does not wait for the disk, and a done marker is still handed over only after the line
+that owes it is durable. Real files, a real thread; the fsync is held by a gate (as a
+parallel filesystem's slow one would be) through the module's own fsync function."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+from fleet.control import journal, markwriter, store, syncer
+from fleet.wire import records
+
+
+def _owed(run_dir, step: str):
+    d = store.key(run_dir, step)
+    os.makedirs(d, exist_ok=True)
+    return f"{d}/{records.DONE}", journal.encode({"step": step, "outcome": "succeeded"})
+
+
+@pytest.fixture
+def gated(monkeypatch):
+    """os.fsync held on a gate on the syncer's thread (the loop's own fsyncs are not)."""
+    gate, entered, real = threading.Event(), threading.Event(), os.fsync
+
+    def fsync(fd):
+        if threading.current_thread().name == "fleet-journal-fsync":
+            entered.set()
+            assert gate.wait(30)
+        real(fd)
+    monkeypatch.setattr(syncer.os, "fsync", fsync)
+    yield gate, entered
+    gate.set()
+
+
+def _turn_until(j, deadline_s: float, done) -> None:
+    deadline = time.monotonic() + deadline_s
+    while not done():
+        assert time.monotonic() < deadline, "not done in time"
+        j.turn(time.monotonic())
+        time.sleep(0.005)
+
+
+def test_a_turn_goes_on_while_the_fsync_is_made_and_the_marker_waits_for_it(tmp_path, gated):
+    gate, entered = gated
+    s = syncer.Syncer()
+    j = journal.Journal(tmp_path, "f1", {"fleet": "f1"}, writer=None, syncer=s)
+    try:
+        path, rec = _owed(tmp_path, "a")
+        j.done("a", rec, None)
+        j.owe(path, rec, "a")
+        t0 = time.monotonic()
+        j.turn(t0 + journal.FLUSH_S)  # the line written, its fsync asked of the thread
+        assert entered.wait(10)
+        for _ in range(5):  # turns while the fsync is held: none waits for it
+            j.turn(time.monotonic() + journal.FLUSH_S)
+        assert time.monotonic() - t0 < 5
+        assert '"k":"done","step":"a"' in j.path.read_text()  # written (not yet durable)
+        assert not os.path.exists(path)  # the marker waits for the fsync
+        gate.set()
+        _turn_until(j, 10, lambda: os.path.exists(path))
+        assert records.read_done(tmp_path, "a")["outcome"] == "succeeded"
+    finally:
+        gate.set()
+        j.close()
+        s.close()
+
+
+def test_a_sync_on_the_loop_covers_an_fsync_in_flight_and_hands_its_files_over_first(tmp_path, gated):
+    """A step's success then its failure's final record (which drops the marker), owed
+    across two flushes: the first fsync held on the thread, the second made on the loop
+    (a submission asking whether it is durable). The marker is written, then dropped, in
+    that order, whatever the held fsync does after."""
+    gate, entered = gated
+    s = syncer.Syncer()
+    w = markwriter.Writer(tmp_path, journal.put, store.unlink_done, n=1, bound=100)
+    j = journal.Journal(tmp_path, "f1", {"fleet": "f1"}, writer=w, syncer=s)
+    try:
+        path, rec = _owed(tmp_path, "a")
+        j.done("a", rec, None)
+        j.owe(path, rec, "a")
+        j.turn(time.monotonic() + journal.FLUSH_S)
+        assert entered.wait(10)
+        final = f"{store.key(tmp_path, 'a')}/{records.FINAL}"
+        j.append({"k": "final", "step": "a", "rec": {"outcome": "failed"}, "drop": True})
+        j.owe(final, {"outcome": "failed"}, "a", drop=True)
+        j.sync()  # on the loop, while the thread's fsync is held
+        assert w.drain(30)
+        assert os.path.exists(final) and not os.path.exists(path)
+        gate.set()
+        s.idle()
+        j.turn(time.monotonic() + journal.FLUSH_S)  # the superseded fsync's end hands nothing again
+        assert w.drain(30) and not os.path.exists(path)
+    finally:
+        gate.set()
+        j.close()
+        w.close(5)
+        s.close()
+
+
+def test_a_failed_fsync_on_the_thread_is_raised_on_the_loop_and_loses_nothing(tmp_path, monkeypatch):
+    real, failing = os.fsync, threading.Event()
+
+    def fsync(fd):
+        if failing.is_set() and threading.current_thread().name == "fleet-journal-fsync":
+            raise OSError(28, "No space left on device")
+        real(fd)
+    monkeypatch.setattr(syncer.os, "fsync", fsync)
+    s = syncer.Syncer()
+    j = journal.Journal(tmp_path, "f1", {"fleet": "f1"}, writer=None, syncer=s)
+    try:
+        path, rec = _owed(tmp_path, "a")
+        j.done("a", rec, None)
+        j.owe(path, rec, "a")
+        failing.set()
+        j.turn(time.monotonic() + journal.FLUSH_S)
+        s.idle()
+        with pytest.raises(OSError):
+            j.turn(time.monotonic() + journal.FLUSH_S)
+        assert not os.path.exists(path)
+        failing.clear()  # the filesystem recovers: the next fsync hands the marker over
+        _turn_until(j, 10, lambda: os.path.exists(path))
+    finally:
+        j.close()
+        s.close()
+
+
+def test_the_syncer_makes_what_was_asked_in_order_and_its_thread_ends_with_it(tmp_path):
+    s = syncer.Syncer()
+    fds = [os.open(tmp_path / f"f{i}", os.O_WRONLY | os.O_CREAT) for i in range(3)]
+    try:
+        tickets = [s.ask(fd) for fd in fds]
+        s.idle()
+        assert all(s.done(t) for t in tickets) and not s.done(tickets[-1] + 1)
+    finally:
+        s.close()
+        for fd in fds:
+            os.close(fd)
+    assert not [t for t in threading.enumerate() if t.name == "fleet-journal-fsync"]
+
+
+def test_an_fsync_that_fails_oddly_is_an_oserror_for_the_loop_and_the_thread_goes_on(tmp_path, monkeypatch):
+    real, calls = os.fsync, []
+
+    def fsync(fd):
+        calls.append(fd)
+        if len(calls) == 1:
+            raise ValueError("not what an fsync raises")
+        real(fd)
+    monkeypatch.setattr(syncer.os, "fsync", fsync)
+    s = syncer.Syncer()
+    fd = os.open(tmp_path / "f", os.O_WRONLY | os.O_CREAT)
+    try:
+        first = s.ask(fd)
+        s.idle()
+        with pytest.raises(OSError, match="not what an fsync raises"):
+            s.done(first)
+        second = s.ask(fd)
+        s.idle()
+        assert s.done(second) and len(calls) == 2
+    finally:
+        s.close()
+        os.close(fd)
