@@ -15,10 +15,14 @@ from fleet.control import journal, markwriter, store, syncer
 from fleet.wire import records
 
 
-def _owed(run_dir, step: str):
+def _success(j, run_dir, step: str) -> str:
+    """A success's journal line and the marker it owes (as recording does); the marker's path."""
     d = store.key(run_dir, step)
     os.makedirs(d, exist_ok=True)
-    return f"{d}/{records.DONE}", journal.encode({"step": step, "outcome": "succeeded"})
+    path, rec = f"{d}/{records.DONE}", journal.encode({"step": step, "outcome": "succeeded"})
+    j.done(step, rec, None)
+    j.owe(path, rec, step)
+    return path
 
 
 @pytest.fixture
@@ -49,9 +53,7 @@ def test_a_turn_goes_on_while_the_fsync_is_made_and_the_marker_waits_for_it(tmp_
     s = syncer.Syncer()
     j = journal.Journal(tmp_path, "f1", {"fleet": "f1"}, writer=None, syncer=s)
     try:
-        path, rec = _owed(tmp_path, "a")
-        j.done("a", rec, None)
-        j.owe(path, rec, "a")
+        path = _success(j, tmp_path, "a")
         t0 = time.monotonic()
         j.turn(t0 + journal.FLUSH_S)  # the line written, its fsync asked of the thread
         assert entered.wait(10)
@@ -79,9 +81,7 @@ def test_a_sync_on_the_loop_covers_an_fsync_in_flight_and_hands_its_files_over_f
     w = markwriter.Writer(tmp_path, journal.put, store.unlink_done, n=1, bound=100)
     j = journal.Journal(tmp_path, "f1", {"fleet": "f1"}, writer=w, syncer=s)
     try:
-        path, rec = _owed(tmp_path, "a")
-        j.done("a", rec, None)
-        j.owe(path, rec, "a")
+        path = _success(j, tmp_path, "a")
         j.turn(time.monotonic() + journal.FLUSH_S)
         assert entered.wait(10)
         final = f"{store.key(tmp_path, 'a')}/{records.FINAL}"
@@ -112,9 +112,7 @@ def test_a_failed_fsync_on_the_thread_is_raised_on_the_loop_and_loses_nothing(tm
     s = syncer.Syncer()
     j = journal.Journal(tmp_path, "f1", {"fleet": "f1"}, writer=None, syncer=s)
     try:
-        path, rec = _owed(tmp_path, "a")
-        j.done("a", rec, None)
-        j.owe(path, rec, "a")
+        path = _success(j, tmp_path, "a")
         failing.set()
         j.turn(time.monotonic() + journal.FLUSH_S)
         s.idle()
