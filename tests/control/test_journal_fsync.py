@@ -1,7 +1,7 @@
 """The journal's fsync on the syncer's thread (fleet.control.syncer): the loop's turn
 does not wait for the disk, and a done marker is still handed over only after the line
-that owes it is durable. Real files, a real thread; the fsync is held by a gate (as a
-parallel filesystem's slow one would be) through the module's own fsync function."""
+that owes it is durable. Real files, a real thread; the thread's fsync is held by a gate
+(as a parallel filesystem's slow one would be): os.fsync, patched for this thread only."""
 
 from __future__ import annotations
 
