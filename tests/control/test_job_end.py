@@ -15,6 +15,7 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
 from fleetharness import assert_nothing_left, events, finish, fleet, interruptible_steps, wait_for, write_suite
 from fleetharness import records as event_records
 
@@ -22,6 +23,15 @@ from fleet.wire import events as E
 from fleet.wire import records
 
 HB = ["--heartbeat", "0.2", "--heartbeat-timeout", "5"]
+
+
+@pytest.fixture(autouse=True)
+def _down_after(tmp_path):
+    """A test that failed before its fleet stopped leaves nothing up: `fleet down` (the
+    coordinator's connection file says it is still there)."""
+    yield
+    if (tmp_path / "run" / "fleet.json").exists():
+        fleet("down", "--run-dir", str(tmp_path / "run"), cwd=tmp_path, timeout=60)
 STEPS = ("shell", "call", "queued", "after")
 
 
