@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import statistics
-import subprocess
-import sys
 import threading
 import time
 
 import pytest
-from fleetharness import assert_nothing_left, env, fleet, write_suite
+from fleetharness import assert_nothing_left, finish, fleet, write_suite
 
 from fleet.control import journal, markwriter, store, syncer
 from fleet.control.client import Client, FleetError, find
@@ -172,7 +169,7 @@ def test_an_fsync_that_fails_oddly_is_an_oserror_for_the_loop_and_the_thread_goe
         os.close(fd)
 
 
-def test_a_fleet_whose_journal_fsyncs_take_seconds_answers_status_at_once_and_records_every_step(tmp_path):
+def test_a_fleet_whose_journal_fsyncs_take_seconds_answers_status_at_once_and_records_every_step(tmp_path, started):
     """Every fsync of the journal takes 3 s (as on a sick parallel filesystem). Made on
     the loop, each held every status answer for up to that long; off it, the answers
     come at once while the steps run, and every step's marker is still written."""
@@ -189,12 +186,9 @@ args = {{ seconds = 0.2 }}
 """)
     fleet("up", "--local", "--run-dir", str(run_dir), "--nodes", "2", cwd=tmp_path, check=True, timeout=120,
           environ=slow)
-    runner = None
     try:
         client = Client(find(run_dir))
-        runner = subprocess.Popen([sys.executable, "-m", "fleet", "run", str(suite), "--run-dir", str(run_dir)],
-                                  cwd=tmp_path, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True, start_new_session=True)
+        runner = started("run", str(suite), "--run-dir", str(run_dir))
         took, deadline = [], time.monotonic() + 120
         while runner.poll() is None and time.monotonic() < deadline:
             t0 = time.monotonic()
@@ -204,17 +198,14 @@ args = {{ seconds = 0.2 }}
                 pass
             took.append(time.monotonic() - t0)
             time.sleep(0.05)
-        out, err = runner.communicate(timeout=120)
-        assert runner.returncode == 0, out + err
+        code, out, err = finish(runner, timeout=120)
+        assert code == 0, out + err
         client.close()
         assert len(took) >= 10, took
         # Made on the loop, the median answer waited about half of a 3 s fsync.
         assert statistics.median(took) < 1.0, sorted(took)
     finally:
         fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=120)
-        if runner is not None and runner.poll() is None:
-            os.killpg(runner.pid, signal.SIGKILL)
-            runner.communicate(timeout=30)
     steps = json.loads(fleet("audit", str(run_dir), "--json", cwd=tmp_path, timeout=60).stdout)["steps"]
     assert len(steps) == 40 and all(records.read_done(run_dir, f"s/{i}") for i in range(1, 41)), steps
     assert_nothing_left(run_dir)
