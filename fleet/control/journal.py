@@ -92,7 +92,9 @@ class Journal:
     def __init__(self, run_dir: Path, fleet_id: str, header: dict, writer=None, syncer=None):
         self.writer = writer  # fleet.control.markwriter.Writer (None: the files written here, on the loop)
         self.syncer = syncer  # fleet.control.syncer.Syncer (None: each fsync made here, on the loop)
-        self._flight: tuple[int, list] | None = None  # (the syncer's ticket, the files owed until it is done)
+        self._flight: tuple[int, list, int] | None = None  # (the syncer's ticket, the files owed until it is
+        # done, the bytes it covers)
+        self._synced = 0  # bytes of this file durable, the files their lines owe handed over (settled())
         self.path = path_of(run_dir, fleet_id)
         store.makedirs(self.path.parent)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -175,13 +177,13 @@ class Journal:
         if not self.hold:
             owed, self._owed = self._owed, []
         self._unsynced = False
-        self._flight = (self.syncer.ask(self._fd), owed)
+        self._flight = (self.syncer.ask(self._fd), owed, self.bytes)
 
     def _landed(self) -> bool:
         """Whether the fsync in flight was made; if so, its files handed over. Its OSError
         is raised with nothing lost: its lines count as unsynced again and its files wait
         for the next fsync, as when the fsync failed on the loop."""
-        ticket, owed = self._flight
+        ticket, owed, upto = self._flight
         try:
             if not self.syncer.done(ticket):
                 return False
@@ -190,6 +192,7 @@ class Journal:
             raise
         self._flight = None
         self._hand(owed)
+        self._synced = max(self._synced, upto)
         return True
 
     def _write(self) -> None:
@@ -218,10 +221,28 @@ class Journal:
             self._unsynced = False
         if self._flight is not None:  # its files first, in the order they were owed
             self._owed, self._flight = self._flight[1] + self._owed, None
+        self._synced = self.bytes
         if self.hold:
             return
         owed, self._owed = self._owed, []
         self._hand(owed)
+
+    def settle(self, now: float) -> int:
+        """Without waiting for the disk: write the buffered lines and, unless an fsync is
+        in flight, ask the syncer for theirs; a mark that settled() says is reached once
+        they are durable and their files handed over (no syncer: made so here). For a
+        finished submission's progress answer, asked at each poll until it is reached."""
+        if self.syncer is None:
+            self.sync(now)
+            return self.bytes
+        self._write()
+        if (self._flight is None or self._landed()) and (self._unsynced or (self._owed and not self.hold)):
+            self._ask(now)
+        return self.bytes
+
+    def settled(self, mark: int) -> bool:
+        """Whether the lines written up to `mark` (settle's) are durable, their files handed over."""
+        return self._synced >= mark
 
     def _hand(self, owed: list) -> None:
         """Files owed by durable lines to their writers (none: written here)."""

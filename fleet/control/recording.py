@@ -87,7 +87,8 @@ class Recorder:
         # `fleet run` hears a submission finished only once its outcomes are on disk.
         self.submissions.durable = self.durable
         self.submissions.reset = self.reset
-        self._tickets: dict[int, tuple] = {}  # submission -> (its steps finished, the writer's ticket)
+        # submission -> [its steps finished, the journal then, its mark there, the writer's ticket once reached]
+        self._tickets: dict[int, list] = {}
 
     @property
     def alone(self) -> bool:
@@ -341,19 +342,26 @@ class Recorder:
 
     def durable(self, sub) -> bool:
         """Every outcome of a finished submission durable, and the files they owe written:
-        asked again until then (the files are written off the loop, never waited for).
+        asked again until then (their fsync and the files are made off the loop, never waited for).
         On a file system too full for the journal (the fleet drained for it): as durable
         as it will get, so said finished; its unrecorded outcomes run again next time."""
-        try:
-            self.journal.sync()  # (on the loop, as before: asked at each Progress once its last step ended)
+        j, t = self.journal, self._tickets.get(sub.id)
+        try:  # (the fsync asked of the syncer's thread: the loop never waits for it; fleet.control.journal)
+            if t is None or t[0] != len(sub.finished) or t[1] is not j:  # (children came since; a rotation)
+                t = self._tickets[sub.id] = [len(sub.finished), j, j.settle(time.monotonic()), None]
+            elif not j.settled(t[2]):
+                j.settle(time.monotonic())  # (asks again once the fsync in flight, which may not cover it, is made)
         except OSError as e:
             return self._cannot_write(e)
-        if self.writer is None:
-            return True
-        t = self._tickets.get(sub.id)
-        if t is None or t[0] != len(sub.finished):  # (a step's children may have come since)
-            t = self._tickets[sub.id] = (len(sub.finished), self.writer.ticket())
-        return self.writer.reached(t[1])
+        if not j.settled(t[2]):
+            return False
+        if self.writer is not None:
+            if t[3] is None:  # (its files handed over: where they end in the writer's queues)
+                t[3] = self.writer.ticket()
+            if not self.writer.reached(t[3]):
+                return False
+        del self._tickets[sub.id]  # (asked again: settled at once)
+        return True
 
     def figures(self) -> dict:
         """The writer's queue, for status answers (fleet.control.markwriter)."""

@@ -79,7 +79,7 @@ def test_a_turn_goes_on_while_the_fsync_is_made_and_the_marker_waits_for_it(tmp_
 def test_a_sync_on_the_loop_covers_an_fsync_in_flight_and_hands_its_files_over_first(tmp_path, gated):
     """A step's success then its failure's final record (which drops the marker), owed
     across two flushes: the first fsync held on the thread, the second made on the loop
-    (a submission asking whether it is durable). The marker is written, then dropped, in
+    (as at a rotation, or at `fleet down`). The marker is written, then dropped, in
     that order, whatever the held fsync does after."""
     gate, entered = gated
     s = syncer.Syncer()
@@ -103,6 +103,34 @@ def test_a_sync_on_the_loop_covers_an_fsync_in_flight_and_hands_its_files_over_f
         gate.set()
         j.close()
         w.close(5)
+        s.close()
+
+
+def test_a_settle_asks_for_the_fsync_and_its_mark_is_reached_only_once_a_later_fsync_covers_it(tmp_path, gated):
+    """What a finished submission's progress answer asks (fleet.control.recording.durable):
+    lines written after the fsync in flight was asked are not covered by it."""
+    gate, entered = gated
+    s = syncer.Syncer()
+    j = journal.Journal(tmp_path, "f1", {"fleet": "f1"}, writer=None, syncer=s)
+    try:
+        first = _success(j, tmp_path, "a")
+        assert not j.settled(j.settle(time.monotonic()))  # asked at once, not after FLUSH_S
+        assert entered.wait(10)
+        second = _success(j, tmp_path, "b")  # written while the first fsync is held
+        mark = j.settle(time.monotonic())
+        assert not j.settled(mark) and not os.path.exists(first)
+        gate.set()
+        s.idle()
+        deadline = time.monotonic() + 10
+        while not j.settled(mark):
+            assert time.monotonic() < deadline, "the second line's fsync was never asked"
+            j.settle(time.monotonic())
+            time.sleep(0.005)
+        assert os.path.exists(first) and os.path.exists(second)  # (no writer: written on landing)
+        assert j.settled(j.settle(time.monotonic()))  # nothing new: reached without another fsync
+    finally:
+        gate.set()
+        j.close()
         s.close()
 
 
@@ -208,4 +236,47 @@ args = {{ seconds = 0.2 }}
         fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=120)
     steps = json.loads(fleet("audit", str(run_dir), "--json", cwd=tmp_path, timeout=60).stdout)["steps"]
     assert len(steps) == 40 and all(records.read_done(run_dir, f"s/{i}") for i in range(1, 41)), steps
+    assert_nothing_left(run_dir)
+
+
+def test_a_finished_submission_waits_for_its_fsync_without_holding_the_loop(tmp_path, started):
+    """A submission whose steps have all ended is said finished only once their lines
+    are durable and their markers written. Its client asks at each progress poll; on a
+    sick parallel filesystem (every fsync 5 s) that ask used to fsync on the loop, so a
+    status answer in the submission's tail waited for it (4.96 s)."""
+    run_dir, slow = tmp_path / "run", {syncer.SLEEP_ENV: "5000"}
+    suite = write_suite(tmp_path / "s.toml", f"""
+[suite]
+name = "slow-tail"
+run_dir = "{run_dir}"
+[[steps]]
+id = "t/{{i}}"
+array = "1-4"
+call = "fleet_steps:nap"
+args = {{ seconds = 0.1 }}
+""")
+    fleet("up", "--local", "--run-dir", str(run_dir), "--nodes", "1", cwd=tmp_path, check=True, timeout=120,
+          environ=slow)
+    try:
+        client = Client(find(run_dir))
+        runner = started("run", str(suite), "--run-dir", str(run_dir))
+        tail, deadline = [], time.monotonic() + 120
+        while runner.poll() is None and time.monotonic() < deadline:
+            t0 = time.monotonic()
+            try:
+                counts = client.ask(P.Status(), timeout=30).status.get("counts", {})
+            except FleetError:
+                counts = {}
+            if counts.get("succeeded") == 4:  # every step ended: the submission's tail
+                tail.append(time.monotonic() - t0)
+            time.sleep(0.05)
+        code, out, err = finish(runner, timeout=120)
+        assert code == 0, out + err
+        client.close()
+        # The tail lasts at least one fsync (the steps' lines were written after the last one).
+        assert len(tail) >= 5, tail
+        assert max(tail) < 2.5, sorted(tail)
+    finally:
+        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=120)
+    assert all(records.read_done(run_dir, f"t/{i}") for i in range(1, 5))
     assert_nothing_left(run_dir)
