@@ -197,46 +197,56 @@ def test_an_fsync_that_fails_oddly_is_an_oserror_for_the_loop_and_the_thread_goe
         os.close(fd)
 
 
-def test_a_fleet_whose_journal_fsyncs_take_seconds_answers_status_at_once_and_records_every_step(tmp_path, started):
-    """Every fsync of the journal takes 3 s (as on a sick parallel filesystem). Made on
-    the loop, each held every status answer for up to that long; off it, the answers
-    come at once while the steps run, and every step's marker is still written."""
-    run_dir, slow = tmp_path / "run", {syncer.SLEEP_ENV: "3000"}
+def _statuses_of_a_slow_run(tmp_path, started, fsync_ms: int, name: str, steps: int, nodes: int) -> list:
+    """`fleet up` whose every journal fsync takes fsync_ms (as on a sick parallel
+    filesystem), `fleet run` of `steps` steps `name/1..` of 0.1 s, and `fleet status` asked every
+    50 ms until the run ends: each answer's (seconds it took, counts). The run succeeded,
+    every step was audited and has its marker, and nothing is left."""
+    run_dir = tmp_path / "run"
     suite = write_suite(tmp_path / "s.toml", f"""
 [suite]
-name = "slow-fsync"
+name = "{name}"
 run_dir = "{run_dir}"
 [[steps]]
-id = "s/{{i}}"
-array = "1-40"
+id = "{name}/{{i}}"
+array = "1-{steps}"
 call = "fleet_steps:nap"
-args = {{ seconds = 0.2 }}
+args = {{ seconds = 0.1 }}
 """)
-    fleet("up", "--local", "--run-dir", str(run_dir), "--nodes", "2", cwd=tmp_path, check=True, timeout=120,
-          environ=slow)
+    fleet("up", "--local", "--run-dir", str(run_dir), "--nodes", str(nodes), cwd=tmp_path, check=True, timeout=120,
+          environ={syncer.SLEEP_ENV: str(fsync_ms)})
+    answers = []
     try:
         client = Client(find(run_dir))
         runner = started("run", str(suite), "--run-dir", str(run_dir))
-        took, deadline = [], time.monotonic() + 120
+        deadline = time.monotonic() + 120
         while runner.poll() is None and time.monotonic() < deadline:
             t0 = time.monotonic()
             try:
-                client.ask(P.Status(), timeout=30)
+                counts = client.ask(P.Status(), timeout=30).status.get("counts", {})
             except FleetError:
-                pass
-            took.append(time.monotonic() - t0)
+                counts = {}
+            answers.append((time.monotonic() - t0, counts))
             time.sleep(0.05)
         code, out, err = finish(runner, timeout=120)
         assert code == 0, out + err
         client.close()
-        assert len(took) >= 10, took
-        # Made on the loop, the median answer waited about half of a 3 s fsync.
-        assert statistics.median(took) < 1.0, sorted(took)
     finally:
         fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=120)
-    steps = json.loads(fleet("audit", str(run_dir), "--json", cwd=tmp_path, timeout=60).stdout)["steps"]
-    assert len(steps) == 40 and all(records.read_done(run_dir, f"s/{i}") for i in range(1, 41)), steps
+    audited = json.loads(fleet("audit", str(run_dir), "--json", cwd=tmp_path, timeout=60).stdout)["steps"]
+    assert len(audited) == steps and all(records.read_done(run_dir, f"{name}/{i}") for i in range(1, steps + 1))
     assert_nothing_left(run_dir)
+    return answers
+
+
+def test_a_fleet_whose_journal_fsyncs_take_seconds_answers_status_at_once_and_records_every_step(tmp_path, started):
+    """Every fsync of the journal takes 3 s. Made on the loop, each held every status
+    answer for up to that long; off it, the answers come at once while the steps run,
+    and every step's marker is still written."""
+    took = [t for t, _ in _statuses_of_a_slow_run(tmp_path, started, 3000, "slow", 40, nodes=2)]
+    assert len(took) >= 10, took
+    # Made on the loop, the median answer waited about half of a 3 s fsync.
+    assert statistics.median(took) < 1.0, sorted(took)
 
 
 def test_a_finished_submission_waits_for_its_fsync_without_holding_the_loop(tmp_path, started):
@@ -244,39 +254,8 @@ def test_a_finished_submission_waits_for_its_fsync_without_holding_the_loop(tmp_
     are durable and their markers written. Its client asks at each progress poll; on a
     sick parallel filesystem (every fsync 5 s) that ask used to fsync on the loop, so a
     status answer in the submission's tail waited for it (4.96 s)."""
-    run_dir, slow = tmp_path / "run", {syncer.SLEEP_ENV: "5000"}
-    suite = write_suite(tmp_path / "s.toml", f"""
-[suite]
-name = "slow-tail"
-run_dir = "{run_dir}"
-[[steps]]
-id = "t/{{i}}"
-array = "1-4"
-call = "fleet_steps:nap"
-args = {{ seconds = 0.1 }}
-""")
-    fleet("up", "--local", "--run-dir", str(run_dir), "--nodes", "1", cwd=tmp_path, check=True, timeout=120,
-          environ=slow)
-    try:
-        client = Client(find(run_dir))
-        runner = started("run", str(suite), "--run-dir", str(run_dir))
-        tail, deadline = [], time.monotonic() + 120
-        while runner.poll() is None and time.monotonic() < deadline:
-            t0 = time.monotonic()
-            try:
-                counts = client.ask(P.Status(), timeout=30).status.get("counts", {})
-            except FleetError:
-                counts = {}
-            if counts.get("succeeded") == 4:  # every step ended: the submission's tail
-                tail.append(time.monotonic() - t0)
-            time.sleep(0.05)
-        code, out, err = finish(runner, timeout=120)
-        assert code == 0, out + err
-        client.close()
-        # The tail lasts at least one fsync (the steps' lines were written after the last one).
-        assert len(tail) >= 5, tail
-        assert max(tail) < 2.5, sorted(tail)
-    finally:
-        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=120)
-    assert all(records.read_done(run_dir, f"t/{i}") for i in range(1, 5))
-    assert_nothing_left(run_dir)
+    answers = _statuses_of_a_slow_run(tmp_path, started, 5000, "tail", 4, nodes=1)
+    tail = [t for t, counts in answers if counts.get("succeeded") == 4]  # every step ended: the tail
+    # The tail lasts at least one fsync (the steps' lines were written after the last one).
+    assert len(tail) >= 5, tail
+    assert max(tail) < 2.5, sorted(tail)
