@@ -39,8 +39,9 @@ def reservation_options(f):
     f = click.option("--order", type=click.Choice(ORDERS), default=DEFAULT_ORDER, expose_value=False,
                      callback=_keep("order"), show_default=True,
                      help="the order of ready steps of equal priority: setup order, the longest chain of "
-                          "estimates after the step first, or steps on the longest chains first and then "
-                          "the smallest (cores x estimate) first")(f)
+                          "estimates after the step first, steps on the longest chains first and then "
+                          "the smallest (cores x estimate) first, or that and the few biggest wide steps "
+                          "off the longest chains held back for a while (defer-widest; docs/user-guide.md)")(f)
     f = click.option("--reserve-ahead", type=click.IntRange(min=0), default=0, expose_value=False,
                      callback=_keep("ahead"), metavar="N", show_default=True,
                      help="plan up to N reservations ahead, for wide steps whose last dependencies run: "
