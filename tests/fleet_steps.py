@@ -17,7 +17,8 @@ def nap(ctx):
 
 
 def produce(ctx):
-    """Write a deterministic output from args (same input, same bytes)."""
+    """Write a deterministic output from args (same input, same bytes), after `seconds`."""
+    time.sleep(float(ctx.args.get("seconds", 0)))
     n = int(ctx.args.get("n", 10))
     data = {"id": ctx.id, "values": [i * i for i in range(n)]}
     for out in ctx.outputs:

@@ -163,7 +163,7 @@ run_dir = "RUN"
 id = "part/{i}"
 array = "1-4"
 call = "fleet_steps:produce"
-args = { n = "{i}0" }
+args = { n = "{i}0", seconds = 0.5 }
 outputs = ["parts/{i}.json"]
 [[steps]]
 id = "sum"
@@ -200,8 +200,9 @@ deps = ["part/1"]
     # Serial really was one at a time; concurrent really overlapped.
     def spans(run):
         return sorted((e.work_start, e.ended_at) for e in records(tmp_path / run) if isinstance(e, E.Exit))
-    s = spans("serial")
+    s, c = spans("serial"), spans("concurrent")
     assert all(b[0] >= a[1] for a, b in zip(s, s[1:]))
+    assert any(b[0] < a[1] for a, b in zip(c, c[1:])), c  # (the parts take 0.5 s, on two one-core nodes)
 
 
 def _start_fleet(tmp_path: Path, nodes: int = 2) -> Path:

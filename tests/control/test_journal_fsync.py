@@ -149,7 +149,7 @@ def test_a_failed_fsync_on_the_thread_is_raised_on_the_loop_and_loses_nothing(tm
         failing.set()
         j.turn(time.monotonic() + journal.FLUSH_S)
         s.idle()
-        with pytest.raises(OSError):
+        with pytest.raises(OSError, match="No space left on device"):
             j.turn(time.monotonic() + journal.FLUSH_S)
         assert not os.path.exists(path)
         failing.clear()  # the filesystem recovers: the next fsync hands the marker over

@@ -52,9 +52,15 @@ def test_a_piece_remembered_for_one_step_gives_the_right_text_for_the_next():
     assert len({spechash.spec_hash(s) for s in SPECS}) == len(SPECS)
 
 
-def test_records_spec_hash_gives_the_same_value_once_per_step():
+def test_records_spec_hash_computes_a_step_s_hash_once_and_gives_it_again(monkeypatch):
     spec = StepSpec("z/9", 0, command="true", workdir="steps/z/9")
+    made = []
+    real = spechash.spec_hash
+    monkeypatch.setattr(spechash, "spec_hash", lambda s: made.append(s.id) or real(s))
     assert records.spec_hash(spec) == _as_ever(spec) == records.spec_hash(spec)
+    assert made == ["z/9"]
+    other = StepSpec("z/9", 0, command="false", workdir="steps/z/9")  # another object, another definition
+    assert records.spec_hash(other) != records.spec_hash(spec) and made == ["z/9", "z/9"]
 
 
 def test_many_steps_unique_ids_and_empty_fields_hash_as_ever_in_any_order():
