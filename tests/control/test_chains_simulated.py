@@ -39,6 +39,14 @@ def test_steps_chained_behind_queued_steps_start_after_them_and_each_runs_once(t
     chained = [r for i, r in queued if began[r.after] > i]
     assert len(chained) > STEPS / 4, f"{len(chained)} of {len(queued)} queued steps went behind a queued one"
     assert seen["held_behind_held"] > 0, seen
-    late = [r.step for _, r in queued if started[r.step] < ended[r.after]]
+    # Except a step taken back unstarted at the run's tail (cores came free elsewhere
+    # first: fleet.core.windowback): it starts elsewhere, waiting for nothing (seen once in a
+    # loaded CI rehearsal: s/2945, Unqueued from behind s/2689 and started on another node
+    # before s/2689 ended). Where it was Started is checked against where it was last sent.
+    unqueued = {r.step: i for i, r in enumerate(recs) if isinstance(r, E.Unqueued)}
+    stayed = [r for i, r in queued if unqueued.get(r.step, -1) < i]
+    late = [r.step for r in stayed if started[r.step] < ended[r.after]]
     assert not late, f"started before the step they waited for ended: {late[:5]}"
+    last_node = {r.step: r.node for r in recs if isinstance(r, E.Start)}
+    assert all(r.node == last_node[r.step] for r in recs if isinstance(r, E.Started)), "started where not sent"
     assert_nothing_left(work / "run")
