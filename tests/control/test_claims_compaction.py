@@ -108,19 +108,34 @@ def assert_held_once(run_dir: Path, won: dict) -> None:
     assert {s: rec["fleet"] for s, rec in claimlog.holders(run_dir).items()} == truth
 
 
+@pytest.fixture
+def forked():
+    """The test's forked processes: any still alive when it ends (an assertion failed
+    before _collect) is killed, or it would wait at a barrier forever and, being a child
+    multiprocessing joins at exit, hold the pytest worker."""
+    ps: list = []
+    yield ps
+    for p in ps:
+        if p.is_alive():
+            p.kill()
+            p.join(timeout=30)
+
+
 @pytest.mark.parametrize("snap_async", [False, True], ids=["on_the_loop", "by_a_thread"])
 @pytest.mark.parametrize("stage", ["written", "linked", "removed"])
 def test_a_process_killed_at_each_stage_of_a_compaction_leaves_a_log_that_live_and_new_fleets_read_alike(
-        tmp_path, stage, snap_async):
+        tmp_path, stage, snap_async, forked):
     ctx = multiprocessing.get_context("fork")
     wrote, go, ready = ctx.Event(), ctx.Event(), ctx.Event()
     barrier, done, results = ctx.Barrier(2), ctx.Barrier(3), ctx.Queue()
     doomed = ctx.Process(target=_doomed, args=(str(tmp_path), stage, wrote, go, snap_async))
+    forked.append(doomed)
     doomed.start()
     assert wrote.wait(60)
     # A fleet live before the crash, which read the doomed one's batches and said so.
     live = ctx.Process(target=_racer, args=(str(tmp_path), "live", _shuffled(1), ready, barrier, done, results,
                                             False))
+    forked.append(live)
     live.start()
     assert ready.wait(60)
     go.set()
@@ -138,6 +153,7 @@ def test_a_process_killed_at_each_stage_of_a_compaction_leaves_a_log_that_live_a
     # Then the live fleet and a fleet starting now race for every step.
     fresh = ctx.Process(target=_racer, args=(str(tmp_path), "fresh", _shuffled(2), None, barrier, done, results,
                                              False))
+    forked.append(fresh)
     fresh.start()
     won = _collect([live, fresh], results, done, 2)
     assert_held_once(tmp_path, won)

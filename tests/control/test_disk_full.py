@@ -45,8 +45,11 @@ def test_a_full_run_directory_starts_nothing_more_lets_the_running_step_finish_u
             drained = wait_for(lambda: [e for e in events(run_dir) if e["kind"] == "drained"], timeout=90,
                                what="the fleet to drain on a full run directory")
             assert not [e for e in events(run_dir) if e["kind"] == "exit" and e["step"] == "long"]  # it runs on
-        finally:
+        except BaseException:
             flag.touch()
+            finish(p, timeout=90)  # (it ends once `long` does; killed by group if not) before the unmount
+            raise
+        flag.touch()
         code, out, err = finish(p, timeout=90)
         assert code == 4, out + err
         assert FULL in err and "free space" in err, err

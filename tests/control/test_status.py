@@ -31,7 +31,9 @@ import pytest
 import rawpeer as R
 from fleetharness import env as fleet_env, fleet, records, spawn, wait_for
 
+from fleet.control.client import Client, find
 from fleet.wire import events as E
+from fleet.wire import messages as P
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -134,16 +136,20 @@ def test_status_says_when_the_coordinator_reads_its_nodes_reports_late(tmp_path)
     """Steps that end while the coordinator is stopped are read late: status says how late."""
     run_dir = tmp_path / "run"
     R.up(run_dir, tmp_path)
-    suite = R.call_suite(tmp_path / "s.toml", "late", 4, 0.5)  # two run, two queued behind them
+    suite = R.call_suite(tmp_path / "s.toml", "late", 4, 1.0)  # two run, two queued behind them
+    client = Client(find(run_dir))
     runner = spawn("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path)
     coordinator = None
     try:
-        wait_for(lambda: len([e for e in records(run_dir) if isinstance(e, E.Started)]) >= 2, 60, "two running steps")
-        age = status_json("--run-dir", str(run_dir), cwd=tmp_path)["loop"]["report_age_s"]
-        assert age is None or age < 2.0, age  # (none read yet, or read as they come)
         coordinator = psutil.Process(json.loads((run_dir / "fleet.json").read_text())["pid"])
+        wait_for(lambda: len([e for e in records(run_dir) if isinstance(e, E.Started)]) >= 2, 60, "two running steps")
+        # Asked in this process (no command to start): the coordinator is stopped well
+        # before the first ends, even on a loaded machine (a `fleet status` command here
+        # once took long enough for every step to end first).
+        age = client.ask(P.Status(), timeout=30).status["loop"]["report_age_s"]
+        assert age is None or age < 2.0, age  # (none read yet, or read as they come)
         coordinator.suspend()  # every step ends meanwhile (queued ones start without it)
-        time.sleep(4.0)
+        time.sleep(5.0)  # (the queued two end about 2 s after the first two started: then 3 s unread)
         coordinator.resume()
         wait_for(lambda: len([e for e in records(run_dir) if isinstance(e, E.Exit)]) == 4, 60, "the four exits")
         st = status_json("--run-dir", str(run_dir), cwd=tmp_path)
@@ -153,6 +159,7 @@ def test_status_says_when_the_coordinator_reads_its_nodes_reports_late(tmp_path)
         out, err = runner.communicate(timeout=120)
         assert runner.returncode == 0, out + err
     finally:
+        client.close()
         if coordinator is not None and coordinator.is_running():
             coordinator.resume()
         kill_group(runner)

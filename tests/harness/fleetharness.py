@@ -53,7 +53,7 @@ def python(*args: str, cwd: Path, timeout: float = 90.0, check: bool = False,
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(p.pid, signal.SIGKILL)
-        out, err = p.communicate()
+        out, err = p.communicate(timeout=30)  # (bounded: a process outside the group may hold the pipes)
         raise AssertionError(f"{' '.join(args)} timed out\nstdout:\n{out}\nstderr:\n{err}")
     cp = subprocess.CompletedProcess(p.args, p.returncode, out, err)
     if check and cp.returncode != 0:
@@ -229,7 +229,7 @@ def finish(p: subprocess.Popen, timeout: float = 90) -> tuple[int, str, str]:
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(p.pid, signal.SIGKILL)
-        out, err = p.communicate()
+        out, err = p.communicate(timeout=30)  # (bounded: a process outside the group may hold the pipes)
         raise AssertionError(f"{p.args} timed out\nstdout:\n{out}\nstderr:\n{err}")
     return p.returncode, out, err
 
@@ -247,7 +247,7 @@ def control_scale(work: Path, agents: int, steps: int, timeout: float = 150.0, a
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(p.pid, signal.SIGKILL)
-        out, err = p.communicate()
+        out, err = p.communicate(timeout=30)  # (bounded: a process outside the group may hold the pipes)
         raise AssertionError(f"the load generator run timed out\nstdout:\n{out}\nstderr:\n{err}")
     return subprocess.CompletedProcess(argv, p.returncode, out, err)
 
