@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetharness import assert_nothing_left, fleet, records, spawn, wait_for, write_suite
+from fleetharness import assert_nothing_left, finish, fleet, records, spawn, wait_for, write_suite
 
 from fleet.control.checks import checked_suite
 from fleet.wire import events as E
@@ -93,8 +93,7 @@ def test_force_on_a_live_fleet_reruns_every_step_and_never_deletes_a_record_befo
         out, err = p.communicate(timeout=60)
     finally:
         if p.poll() is None:
-            p.kill()
-            p.communicate()
+            finish(p, timeout=30)  # (its group killed if it overruns)
     assert p.returncode == 0, out + err
     assert sorted(runs(live)) == ["a-v1", "a-v1", "b", "b", "c", "c", "d", "d"]
     for s in "abcd":  # each replaced by its new outcome, which kept every 0.1 field
@@ -172,29 +171,36 @@ def test_a_changed_step_replaces_the_old_one_and_reruns_its_dependents_and_nothi
 
 def test_a_changed_running_step_is_let_finish_then_the_new_definition_runs_and_a_waiting_one_is_replaced(
         tmp_path, live):
-    out = live / "runs.txt"
+    out, flag = live / "runs.txt", tmp_path / "flag"
     def suite(v: str) -> Path:
+        # a runs until the flag exists: until the changed suite is in (a fixed sleep raced
+        # the second `fleet run`'s start on a loaded machine).
         return write_suite(tmp_path / f"s-{v}.toml", f"""
 [suite]
 name = "swap"
 [[steps]]
 id = "a"
-command = ["sh", "-c", "sleep 1.5; echo a-{v} >> {out}"]
+command = ["sh", "-c", "while [ ! -e {flag} ]; do sleep 0.05; done; echo a-{v} >> {out}"]
 [[steps]]
 id = "w"
 command = ["sh", "-c", "echo w-{v} >> {out}"]
 deps = ["a"]
 """)
     first = spawn("run", str(suite("v1")), "--run-dir", str(live), cwd=tmp_path)
+    second = None
     try:
         wait_for(lambda: any(isinstance(e, E.Started) and e.step == "a" for e in records(live)), 30, "a to start")
-        r = run(suite("v2"), live)
-        assert r.returncode == 0, r.stdout + r.stderr
+        second = spawn("run", str(suite("v2")), "--run-dir", str(live), cwd=tmp_path)
+        wait_for(lambda: sum(isinstance(e, E.Submitted) for e in records(live)) == 2, 60, "the changed suite in")
+        flag.touch()
+        code, so, se = finish(second, timeout=60)
+        assert code == 0, so + se
         o, e = first.communicate(timeout=60)
     finally:
-        if first.poll() is None:
-            first.kill()
-            first.communicate()
+        flag.touch()
+        for p in (first, second):
+            if p is not None and p.poll() is None:
+                finish(p, timeout=30)
     # The old a finished, then the new one ran; the waiting w ran only as changed.
     assert runs(live) == ["a-v1", "a-v2", "w-v2"]
     assert first.returncode == 0, o + e
