@@ -69,8 +69,10 @@ args = { seconds = 3 }
 
 def test_a_coordinator_frozen_for_most_of_its_agents_fence_loses_no_node_and_no_step_and_reports_the_stall(
         tmp_path, started):
-    heartbeat, freeze = 0.25, 2.0  # agents stop at 3 s (3/4 of 4) without a word: 0.75 s to spare
-    run = _frozen(tmp_path, started, heartbeat, 4.0, freeze)
+    # Agents stop at 4.5 s (3/4 of 6) without a word: 1.5 s to spare, for a loaded machine's
+    # late wake-ups (the test's sleep, the coordinator's first beat after SIGCONT).
+    heartbeat, freeze = 0.25, 3.0
+    run = _frozen(tmp_path, started, heartbeat, 6.0, freeze)
     assert run.code == 0, run.out
     assert [e for e in run.recs if isinstance(e, E.NodeLost)] == []
     assert sorted((e.step, e.attempt) for e in run.recs if isinstance(e, E.Start)) == [(s, 1) for s in STEPS]
