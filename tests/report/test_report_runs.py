@@ -77,12 +77,15 @@ def test_the_report_of_a_real_run_agrees_with_its_exit_records(mixed_run):
     # Startup is not work: each nap's work is its sleep, and startup is apart from it.
     for sid in ("nap/1", "nap/2", "nap/3", "nap/4"):
         st = j["steps"][sid]
-        assert 0.39 <= st["work_s"] < 0.6 and st["startup_s"] < 0.5
+        assert 0.39 <= st["work_s"] < 1.0 and st["startup_s"] < 2.0  # (bounds for a loaded machine)
         assert st["end"] - st["start"] >= st["work_s"] + st["startup_s"] - 1e-3
         assert st["node"] in ("node1", "node2") and st["cores"] == 1 and st["outcome"] == "succeeded"
     assert 2.0 <= j["work_s"] <= 3.5
-    # Two pretend nodes of one core: at best twice as fast as back to back.
-    assert 1.0 < j["speedup"] <= 2.05
+    # Two pretend nodes of one core: at best twice as fast as back to back; and steps did
+    # overlap (from their recorded spans, not from a speed-up a loaded machine could eat).
+    assert j["speedup"] <= 2.05
+    spans = sorted((st["start"], st["end"]) for st in j["steps"].values() if st.get("start") is not None)
+    assert any(b[0] < a[1] for a, b in zip(spans, spans[1:])), spans
     # The chain first -> second (0.6 s of work) or bad (0.5 s) or a nap (0.4 s).
     assert j["floor_s"] >= 0.6 and j["floor_path"][-2:] == ["first", "second"]
     assert j["wall_s"] >= j["floor_s"] and j["wall_s"] >= j["capacity_floor_s"] - 1e-6
