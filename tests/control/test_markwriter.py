@@ -441,12 +441,14 @@ def test_markers_that_could_not_be_sent_to_a_node_wait_to_be_given_again_with_th
 
 
 def test_markers_that_found_no_message_to_ride_go_alone_once_they_waited_the_hold_and_not_before(monkeypatch):
-    monkeypatch.setattr(nodemarkers, "HOLD_S", 0.05)
+    # (A hold long enough that a loaded machine's preemption between n3's add and the
+    # tick below cannot make n3's look waited too: 50 ms could.)
+    monkeypatch.setattr(nodemarkers, "HOLD_S", 0.5)
     sent = []
     nodes = nodemarkers.NodeMarkers(lambda ident, msg: sent.append(ident) or True, lambda node: True)
     for node in ("n1", "n2"):
         nodes.add(node, (f"/x/{node}/done.json", "{}", False, f"s-{node}", node))
-    time.sleep(0.1)  # (past the hold)
+    time.sleep(0.6)  # (past the hold)
     nodes.add("n3", ("/x/n3/done.json", "{}", False, "s-n3", "n3"))
     nodes.tick(time.monotonic())
     assert sent == [b"n1", b"n2"] and list(nodes.out) == [b"n3"]  # n3's has not waited the hold yet
