@@ -240,8 +240,8 @@ def check_env(v: Any) -> tuple[tuple[str, str], ...]:
 
 
 def check_estimate(v: Any) -> float:
-    """Seconds, at least 0."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+    """Seconds, at least 0 and finite (TOML has nan and inf: a schedule of them means nothing)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < float("inf"):
         raise ValueError(f"expected a number of seconds >= 0, got {v!r}")
     return float(v)
 

@@ -212,6 +212,7 @@ def test_an_unknown_top_level_table_is_reported():
     ("deps", "a"), ("deps", [1]), ("inputs", "x"), ("inputs", [""]), ("outputs", [3]),
     ("workdir", ""), ("workdir", 3), ("priority", 0), ("priority", 6), ("priority", "1"),
     ("concurrent", "no"), ("retries", -1), ("estimate", -1), ("estimate", "5s"),
+    ("estimate", float("nan")), ("estimate", float("inf")),
     ("array", 5), ("array", "1-"), ("array", "a-b"), ("array", "5-3"),
 ])
 def test_a_mistyped_field_is_reported_naming_its_step_and_field(field, value):
