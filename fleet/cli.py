@@ -12,7 +12,7 @@ import click
 from fleet.cli_simulate import simulate_options
 from fleet.cli_up import coordinator_args_of, coordinator_options, start, stop_all
 from fleet.control.checks import checked_suite, preload_hint
-from fleet.core.problems import SuiteError
+from fleet.core.problems import Problem, SuiteError
 from fleet.core.units import counted
 from fleet.cli_options import MEMORY, drain_margin, simulate_end
 
@@ -79,6 +79,8 @@ def validate(suite, nodes, cores_per_node, memory_per_node, gpus_per_node, impor
         s, graph = checked_suite(suite, alloc, imports=imports)
     except SuiteError as e:
         _invalid(e.problems)
+    if s.run_dir.exists() and not s.run_dir.is_dir():
+        _invalid([Problem(str(s.path), None, "suite.run_dir", f"{s.run_dir} is a file, not a directory")])
     click.echo(f"{suite}: suite '{s.name}' is valid: {counted(len(s.steps), 'step')}, run dir {s.run_dir}")
     hint = preload_hint(s)
     if hint:  # advice, on stderr; the suite is valid either way
@@ -97,14 +99,15 @@ def validate(suite, nodes, cores_per_node, memory_per_node, gpus_per_node, impor
 @simulate_options
 def simulate(suite, nodes, cores_per_node, memory_per_node, gpus_per_node, as_json, walltime, drain_before):
     """Run the real scheduler on a pretend allocation, each step taking its estimate."""
-    from fleet.cli_simulate import show
+    from fleet.cli_simulate import refuse_contradictions, show
+    refuse_contradictions()
+    margin = drain_margin(walltime, drain_before)
     alloc = _allocation(nodes, cores_per_node, memory_per_node, gpus_per_node)
     try:
         s, graph = checked_suite(suite, alloc, check_inputs=False)
     except SuiteError as e:
         _invalid(e.problems)
-    show(s, graph, alloc, nodes, cores_per_node, as_json, end_s=walltime,
-         drain_before_s=drain_margin(walltime, drain_before))
+    show(s, graph, alloc, nodes, cores_per_node, as_json, end_s=walltime, drain_before_s=margin)
 
 
 @main.command()
@@ -171,11 +174,14 @@ def up(run_dir, local, machine, nodes, preload, timeout, stale_after, max_attemp
     exits 128 + the signal's number (130 for Ctrl-C)."""
     from fleet.site.profiles import ProfileError, detect, load
     run_dir = _run_dir(run_dir)
+    if local and machine not in (None, "local"):
+        raise click.UsageError(f"--local runs the fleet on this machine, --machine {machine} on that machine's "
+                               "batch job: give one of them")
     name = "local" if local else (machine or detect())
     try:
         profile = load(name)
     except ProfileError as e:
-        raise click.ClickException(str(e))
+        raise click.BadParameter(str(e), param_hint="--machine" if machine else "$FLEET_MACHINE")
     start(run_dir, profile, nodes, preload, timeout,
           coordinator_args_of(heartbeat, heartbeat_timeout, stale_after, max_attempts, **end))
 
@@ -243,7 +249,8 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
     run it again in the next allocation, 4 if the run directory's disk is full: free
     space and run it again, 5 if the fleet was lost (its coordinator killed, crashed or
     silent): bring one up and run it again (docs/operations.md)."""
-    from fleet.cli_run import embedded_nodes, shard_spec, steps_to_run
+    from fleet.cli_run import (embedded_nodes, refuse_a_file, refuse_to_embed, say_ignored, selected,
+                               shard_spec, steps_to_run)
     from fleet.control.checks import suite_head
     from fleet.control.client import FleetError, find
     from fleet.control.runner import run_suite
@@ -253,10 +260,11 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
         s = suite_head(suite)
     except SuiteError as e:
         _invalid(e.problems)
-    only = tuple(dict.fromkeys(i.strip() for i in only.split(",") if i.strip()))
+    only = selected(only)
     if with_deps and not only:
         raise click.UsageError("--with-deps selects with --only")
     target, other = _run_dir_for_suite(run_dir, s)
+    refuse_a_file(target, run_dir, s)
     try:
         up = find(target) is not None
     except FleetError:
@@ -267,6 +275,7 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
     # submission left). With none up, all of that is checked here, against the run
     # directory and the embedded fleet's nodes, before a fleet is started.
     if not up:
+        refuse_to_embed(nodes)
         msg = Submit(str(Path(suite).resolve()), force, serial, shard, new_generation, not no_wait_foreign,
                      list(only), with_deps)
         try:
@@ -276,8 +285,10 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
         if nothing:
             click.echo(nothing)
             return
-    elif shard:
-        shard_spec(shard)
+    else:
+        if shard:
+            shard_spec(shard)
+        say_ignored(target)
     if other:
         click.echo(f"fleet: running on the fleet up in {target} (not the suite's run_dir {s.run_dir})", err=True)
     sys.exit(run_suite(Path(suite).resolve(), s, target, force=force, serial=serial, nodes=nodes,
@@ -467,6 +478,10 @@ def audit(run_dir, suite_path, stale_after, as_json):
         except SuiteError as e:
             _invalid(e.problems)
     a = do_audit(Path(run_dir), steps, stale_after)
+    if not a.steps and not any((Path(run_dir) / name).exists() for name in (".fleet", "events.jsonl")):
+        # (a mistyped directory read as a run with nothing wrong in it would say "ok")
+        click.echo(f"fleet audit: no run in {run_dir}: no .fleet directory and no events.jsonl there", err=True)
+        sys.exit(EXIT_INVALID)
     if as_json:
         click.echo(json.dumps(a.to_json(), indent=1, sort_keys=True))
     else:

@@ -119,8 +119,22 @@ def end_args(end: float | None, walltime: float | None, drain_before: float | No
         # (a date, or a time zone), said before the fleet starts rather than after.
         raise click.UsageError(f"--end {_local(end)} is past (it is {_local(now)} here): "
                                "the allocation would already be over")
+    if end is not None and drain_before is not None:
+        check_drain(drain_before, end - now, "--walltime" if walltime is not None else "--end")
     return ((["--end", repr(end)] if end is not None else [])
             + (["--drain-before", repr(drain_before)] if drain_before is not None else []))
+
+
+def check_drain(drain_before: float, left: float, by: str) -> None:
+    """A usage error if --drain-before leaves no time to run anything before the end
+    that `by` (the flag) gives, `left` seconds from the start."""
+    if drain_before >= left:
+        raise click.UsageError(f"--drain-before {_span(drain_before)} is not shorter than the time {by} leaves "
+                               f"({_span(left)}): the fleet would drain at once and start nothing")
+
+
+def _span(seconds: float) -> str:
+    return f"{seconds:g} s" if seconds < 120 else f"{seconds / 60:.4g} min"
 
 
 def _local(t: float) -> str:
@@ -138,8 +152,14 @@ def simulate_end(f):
 
 
 def drain_margin(walltime: float | None, drain_before: float | None) -> float:
-    """The drain margin a fleet would take: as given, else 5 min but at most half the time."""
+    """The drain margin a fleet would take: as given, else 5 min but at most half the
+    time (`fleet simulate`: a usage error for a margin without --walltime, or one that
+    leaves no time)."""
     if drain_before is not None:
+        if walltime is None:
+            raise click.UsageError("--drain-before is the drain point before the end --walltime gives: "
+                                   "give --walltime too")
+        check_drain(drain_before, walltime, "--walltime")
         return drain_before
     return min(parse_duration(DRAIN_BEFORE_DEFAULT), (walltime or 0.0) / 2)
 

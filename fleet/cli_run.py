@@ -1,10 +1,14 @@
-"""`fleet run`'s own reading of a suite, made when no fleet is up: everything a fleet
-would check of the submission, checked before an embedded fleet starts. (With a fleet
-up, the fleet reads and checks it, and the client reads only the [suite] table:
+"""`fleet run`'s own checks, beside fleet/cli.py: its command line (--only, a run
+directory that is a file, an embedded fleet that could not start here, options a fleet
+that is up does not take) and its reading of a suite when no fleet is up: everything a
+fleet would check of the submission, checked before an embedded fleet starts. (With a
+fleet up, the fleet reads and checks it, and the client reads only the [suite] table:
 fleet.cli `run`.)"""
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import click
@@ -20,6 +24,60 @@ def shard_spec(shard: str) -> tuple[int, int]:
         return parse(shard)
     except ShardError as e:
         raise click.UsageError(str(e))
+
+
+EXIT_INVALID = 2
+
+
+def selected(only: str) -> tuple[str, ...]:
+    """--only's ids, in order, once each; a usage error if it was given but names none
+    (`--only ,` is not "every step")."""
+    ids = tuple(dict.fromkeys(i.strip() for i in only.split(",") if i.strip()))
+    if only and not ids:
+        raise click.BadParameter(f"{only!r} names no step (ids separated by commas)", param_hint="--only")
+    return ids
+
+
+def refuse_a_file(target: Path, given: str | None, suite: Suite) -> None:
+    """Exit 2 if the run directory is a file, naming where it came from (the flag, the
+    environment or the suite's field), before anything reads or makes it."""
+    if target.exists() and not target.is_dir():
+        where = ("--run-dir" if given else "$FLEET_RUN_DIR" if os.environ.get("FLEET_RUN_DIR")
+                 else f"{suite.path}: field 'suite.run_dir'")
+        click.echo(f"fleet: run directory {target} ({where}) is a file, not a directory; nothing was started",
+                   err=True)
+        sys.exit(EXIT_INVALID)
+
+
+def refuse_to_embed(nodes: int) -> None:
+    """Exit 2 if the fleet `fleet run` would embed could not start here
+    (fleet.control.preflight), before anything starts."""
+    from fleet.cli_up import advertised
+    from fleet.control import preflight
+    why = preflight.embedded(nodes, advertised())
+    if why:
+        click.echo(f"fleet: {why}; nothing was started", err=True)
+        sys.exit(EXIT_INVALID)
+
+
+def say_ignored(target: Path) -> None:
+    """On stderr, the options given that the fleet up in `target` does not take (not an
+    error: a job script may pass them whether or not a fleet is up)."""
+    ignored = embedded_only()
+    if ignored:
+        click.echo(f"fleet: {', '.join(ignored)}: for a fleet that fleet run starts itself; the fleet up in "
+                   f"{target} keeps its own settings (ignored)", err=True)
+
+
+def embedded_only() -> list[str]:
+    """The options given to `fleet run` on its command line that only a fleet it starts
+    itself takes (--nodes and the coordinator options), as the user wrote them."""
+    from click.core import ParameterSource
+    ctx = click.get_current_context()
+    mine = {"suite", "run_dir", "force", "serial", "shard", "new_generation", "no_wait_foreign", "only", "with_deps"}
+    return [p.opts[0] for p in ctx.command.params
+            if isinstance(p, click.Option) and p.name not in mine
+            and ctx.get_parameter_source(p.name) == ParameterSource.COMMANDLINE]
 
 
 def embedded_nodes(count: int) -> list | None:

@@ -82,8 +82,28 @@ def reserve_ahead() -> int:
     return int(_values().get("ahead") or 0)
 
 
+def _given(name: str) -> bool:
+    """Whether option `name` (its parameter's name) was given on the command line."""
+    from click.core import ParameterSource
+    ctx = click.get_current_context(silent=True)
+    return ctx is not None and ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE
+
+
+def refuse_contradictions() -> None:
+    """A usage error for options that undo each other: a reservation setting with
+    --no-reservations; both comparisons of `fleet simulate` (one table each)."""
+    v = _values()
+    if v.get("off"):
+        for name, flag in (("reserve_after", "--reserve-after"), ("reserve_ahead", "--reserve-ahead")):
+            if _given(name):
+                raise click.UsageError(f"{flag} sets reservations, --no-reservations turns them off: give one")
+    if v.get("orders") and v.get("compare"):
+        raise click.UsageError("--compare-orders and --compare-reservations each make their own table: give one")
+
+
 def coordinator_args() -> list[str]:
     """The options as the coordinator's command line takes them."""
+    refuse_contradictions()
     after = reserve_after()
     out = ["--no-reservations"] if after is None else ["--reserve-after", repr(float(after))]
     out += ["--reserve-ahead", str(reserve_ahead())] if reserve_ahead() else []

@@ -37,9 +37,19 @@ def advertise_option(f):
                              "the coordinator at (a local fleet listens there only)")(f)
 
 
+def advertised() -> str | None:
+    """--advertise (or $FLEET_ADVERTISE) as given, or None."""
+    return click.get_current_context().meta.get(_ADVERTISE)
+
+
 def coordinator_args_of(heartbeat, heartbeat_timeout, stale_after, max_attempts, **end) -> list[str]:
-    """The coordinator's command line for the coordinator options given."""
-    advertise = click.get_current_context().meta.get(_ADVERTISE)
+    """The coordinator's command line for the coordinator options given (a usage error
+    for a heartbeat timeout that would lose agents between two of their heartbeats)."""
+    if heartbeat_timeout < 2 * heartbeat:
+        raise click.UsageError(f"--heartbeat-timeout {heartbeat_timeout:g} is less than two heartbeats "
+                               f"(--heartbeat {heartbeat:g}): agents would be lost while they are well; give a "
+                               f"timeout of at least {2 * heartbeat:g} s")
+    advertise = advertised()
     return ["--heartbeat", str(heartbeat), "--timeout", str(heartbeat_timeout),
             "--stale-after", str(stale_after), "--max-attempts", str(max_attempts)] + end_args(**end) \
         + coordinator_args() + window_option.args() + (["--advertise", advertise] if advertise else [])
@@ -101,7 +111,12 @@ def start(run_dir: Path, profile, nodes: int, preload: str, timeout: float, extr
     """`fleet up`: start the fleet and say where it is. Interrupted before it is up, it
     stops what it started (fleet.control.client.up) and exits 128 + the signal's number
     (130 for Ctrl-C)."""
+    from fleet.control import preflight
     from fleet.control.client import FleetError, RunDirError, up
+    why = preflight.problem(profile, nodes, advertised())
+    if why:  # found before a coordinator starts (fleet.control.preflight)
+        click.echo(f"fleet: {why}; nothing was started", err=True)
+        sys.exit(EXIT_INVALID)
     try:
         with interruptible(f"fleet up: interrupted; stopping the fleet it was starting in {run_dir}"):
             conn = up(run_dir, nodes=nodes, machine=profile.name, preload=tuple(m for m in preload.split(",") if m),

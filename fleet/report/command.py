@@ -14,6 +14,7 @@ from fleet.report import blocks, build, events_path, format_text
 from fleet.report.html import write_html
 from fleet.report.model import Report
 from fleet.report.trace import write_trace
+from fleet.wire import events as E
 
 
 def run(run_dir: str, as_json: bool = False, trace: str | None = None, html_file: str | None = None,
@@ -22,6 +23,9 @@ def run(run_dir: str, as_json: bool = False, trace: str | None = None, html_file
     path = events_path(Path(run_dir))
     if not path.exists():
         return 2, "", [f"no event stream at {path}"]
+    why = not_a_stream(path) or _unwritable(trace, "--trace") or _unwritable(html_file, "--html")
+    if why:  # said before the stream is read (a million steps' takes seconds)
+        return 2, "", [why]
     # Hundreds of thousands of small objects and no cycles among them: the cyclic
     # collector would rescan them again and again for nothing.
     was = gc.isenabled()
@@ -36,6 +40,36 @@ def run(run_dir: str, as_json: bool = False, trace: str | None = None, html_file
     finally:
         if was:
             gc.enable()
+
+
+def not_a_stream(path: Path) -> str | None:
+    """Why the file at `path` is not a fleet event stream, judged by its first line (a
+    stream's first line is whole: only a live run's last one may be torn), or None. An
+    empty file is a stream with nothing in it yet."""
+    with open(path, "rb") as f:
+        first = f.readline(1 << 16)
+    if not first.strip():
+        return None
+    try:
+        rec = E.parse(json.loads(first))
+    except ValueError:
+        rec = None
+    if rec is None:
+        return (f"{path} is not a fleet event stream (its first line is not a fleet record); give a run "
+                f"directory or its events.jsonl")
+    return None
+
+
+def _unwritable(target: str | None, flag: str) -> str | None:
+    """Why the file `flag` names cannot be written, or None (nothing written here)."""
+    if not target:
+        return None
+    p = Path(target)
+    if p.is_dir():
+        return f"{flag} {target}: is a directory; give a file name"
+    if not p.parent.is_dir():
+        return f"{flag} {target}: no directory {p.parent} to write it in"
+    return None
 
 
 def _emit(rep: Report, as_json: bool, trace: str | None, html_file: str | None) -> tuple[int, str, list[str]]:

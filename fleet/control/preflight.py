@@ -1,0 +1,51 @@
+"""What keeps a coordinator from starting here, found before anything starts.
+
+`fleet up` (and `fleet run`'s embedded fleet) used to start the coordinator and learn
+from its exit that it could not run: a machine profile whose launcher needs a batch
+job, outside one; a local fleet split into more pretend nodes than there are cores
+(a traceback from the coordinator); an address to advertise that does not resolve.
+By then a coordinator had run and written its log in the run directory. The same
+checks the coordinator makes (fleet.control.coordinator_cli) are made here first,
+with the flag or setting that is wrong named, so that nothing starts.
+"""
+
+from __future__ import annotations
+
+
+def problem(profile, nodes: int, advertise: str | None) -> str | None:
+    """Why a fleet of `profile` (fleet.site.profiles.Profile) with `nodes` pretend nodes
+    (a local fleet's --nodes) advertising `advertise` cannot start here, or None."""
+    from fleet.control.coordinator_cli import addresses
+    from fleet.site.allocation import AllocationError, from_environment
+    from fleet.site.launch import local_split
+    local = profile.launcher == "local"
+    if local:
+        try:
+            local_split(nodes, profile.held_back_cores)
+        except ValueError as e:
+            return f"--nodes {nodes}: {e}"
+    else:
+        try:
+            in_job = bool(from_environment().nodes)
+        except AllocationError as e:
+            return f"machine {profile.name}: {e}"
+        if not in_job:
+            how = {"slurm": "Slurm's srun", "pals": "PALS mpiexec"}.get(profile.launcher, profile.launcher)
+            return (f"machine {profile.name} starts its agents with {how}, but this is not inside a batch job "
+                    f"(give --local for a fleet on this machine)")
+    try:
+        addresses("", advertise or profile.advertise, local)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def embedded(nodes: int, advertise: str | None) -> str | None:
+    """As `problem`, for the fleet `fleet run` starts itself: this environment's machine
+    profile (fleet.site.profiles.detect), named if it does not load."""
+    from fleet.site.profiles import ProfileError, detect, load
+    try:
+        profile = load(detect())
+    except ProfileError as e:
+        return f"$FLEET_MACHINE: {e}"
+    return problem(profile, nodes, advertise)

@@ -1,0 +1,158 @@
+"""Bad command lines are refused before anything starts, naming the flag, file or field.
+
+Each case runs the real `fleet` command in a fresh process (no fleet is up, no batch
+job in its environment) and checks its exit status (2), what it says, and that it left
+nothing behind: no run directory, no coordinator log, no process.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+SUITE = '[[steps]]\nid = "a"\ncommand = "true"\nestimate = 5\n'
+ALLOC = ["--nodes", "1", "--cores-per-node", "2"]
+
+
+def fleet(tmp_path: Path, *args: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    """`fleet ARGS` in tmp_path, in its own process group (killed whole if it overruns)."""
+    clean = {k: v for k, v in os.environ.items()
+             if not k.startswith(("SLURM_", "PBS_")) and k not in ("FLEET_RUN_DIR", "FLEET_MACHINE", "FLEET_ADVERTISE")}
+    p = subprocess.Popen([sys.executable, "-m", "fleet", *args], cwd=tmp_path, env={**clean, **(env or {})},
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.communicate(timeout=30)
+    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
+
+
+def left_behind(tmp_path: Path, within: float = 30.0) -> list[str]:
+    """Processes whose command line names tmp_path (a coordinator or agent started
+    there), once none is left or `within` seconds have passed (what is stopping ends)."""
+    deadline = time.monotonic() + within
+    while True:
+        out = [" ".join(p.info["cmdline"] or ()) for p in psutil.process_iter(["cmdline"])
+               if str(tmp_path) in " ".join(p.info["cmdline"] or ())]
+        if not out or time.monotonic() > deadline:
+            return out
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def suite(tmp_path: Path) -> Path:
+    path = tmp_path / "s.toml"
+    path.write_text(SUITE)
+    return path
+
+
+def refused(r: subprocess.CompletedProcess, *said: str) -> None:
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr, r.stderr
+    for text in said:
+        assert text in r.stderr, (text, r.stderr)
+
+
+UP_CASES = [
+    (["--local", "--machine", "nosuch"], ["--local", "--machine nosuch"]),
+    (["--machine", "nosuch"], ["--machine", "unknown machine 'nosuch'"]),
+    (["--local", "--nodes", str(len(os.sched_getaffinity(0)) + 1)], ["--nodes", "cannot split", "nothing was started"]),
+    (["--local", "--heartbeat", "5", "--heartbeat-timeout", "1"], ["--heartbeat-timeout 1", "two heartbeats"]),
+    (["--local", "--walltime", "10m", "--drain-before", "2h"], ["--drain-before", "--walltime", "drain at once"]),
+    (["--machine", "slurm"], ["machine slurm", "not inside a batch job", "nothing was started"]),
+    (["--local", "--reserve-after", "5", "--no-reservations"], ["--reserve-after", "--no-reservations"]),
+]
+
+
+@pytest.mark.parametrize("args,said", UP_CASES, ids=[" ".join(a) for a, _ in UP_CASES])
+def test_fleet_up_refuses_a_bad_command_line_before_it_starts_a_coordinator(tmp_path, args, said):
+    run_dir = tmp_path / "rd"
+    try:
+        r = fleet(tmp_path, "up", "--run-dir", str(run_dir), *args)
+        refused(r, *said)
+        assert not run_dir.exists()  # no coordinator ran: it would have made the directory and its log
+    finally:
+        if run_dir.exists():  # (a fleet that came up after all is taken down)
+            fleet(tmp_path, "down", "--run-dir", str(run_dir), timeout=120)
+    assert left_behind(tmp_path) == []
+
+
+def test_fleet_run_refuses_an_only_that_names_no_step_rather_than_running_every_step(tmp_path, suite):
+    r = fleet(tmp_path, "run", str(suite), "--only", " , ")
+    refused(r, "--only", "names no step")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_run_directory_that_is_a_file_is_named_with_where_it_came_from(tmp_path, suite):
+    (tmp_path / "afile").write_text("")
+    r = fleet(tmp_path, "run", str(suite), env={"FLEET_RUN_DIR": str(tmp_path / "afile")})
+    refused(r, "afile", "$FLEET_RUN_DIR", "is a file, not a directory")
+    in_suite = tmp_path / "t.toml"
+    in_suite.write_text('[suite]\nrun_dir = "afile"\n' + SUITE)
+    refused(fleet(tmp_path, "run", str(in_suite)), "t.toml: field 'suite.run_dir'", "is a file")
+    refused(fleet(tmp_path, "validate", str(in_suite)), "t.toml: field 'suite.run_dir'", "is a file")
+
+
+SIMULATE_CASES = [
+    (["--drain-before", "5m"], ["--drain-before", "give --walltime too"]),
+    (["--walltime", "10m", "--drain-before", "20m"], ["--drain-before", "drain at once"]),
+    (["--reserve-after", "5", "--no-reservations"], ["--reserve-after", "--no-reservations"]),
+    (["--reserve-ahead", "2", "--no-reservations"], ["--reserve-ahead", "--no-reservations"]),
+    (["--compare-orders", "--compare-reservations"], ["--compare-orders", "--compare-reservations"]),
+]
+
+
+@pytest.mark.parametrize("args,said", SIMULATE_CASES, ids=[" ".join(a) for a, _ in SIMULATE_CASES])
+def test_fleet_simulate_refuses_options_that_undo_each_other_instead_of_ignoring_one(tmp_path, suite, args, said):
+    refused(fleet(tmp_path, "simulate", str(suite), *ALLOC, *args), *said)
+
+
+def test_the_same_simulation_with_a_drain_that_fits_runs(tmp_path, suite):
+    r = fleet(tmp_path, "simulate", str(suite), *ALLOC, "--walltime", "10m", "--drain-before", "1m")
+    assert r.returncode == 0, r.stderr
+    assert "drain point" in r.stdout
+
+
+def test_fleet_report_says_a_file_is_not_an_event_stream_and_where_it_cannot_write(tmp_path, suite):
+    refused(fleet(tmp_path, "report", str(suite)), "s.toml is not a fleet event stream")
+    run_dir = tmp_path / "rd"
+    run_dir.mkdir()
+    (run_dir / "events.jsonl").write_text("")  # a stream with nothing in it yet is one
+    assert fleet(tmp_path, "report", str(run_dir)).returncode == 0
+    refused(fleet(tmp_path, "report", str(run_dir), "--trace", str(tmp_path / "nodir" / "t.json")),
+            "--trace", "no directory")
+    refused(fleet(tmp_path, "report", str(run_dir), "--html", str(tmp_path / "nodir" / "r.html")),
+            "--html", "no directory")
+    assert not (tmp_path / "nodir").exists()
+
+
+def test_fleet_audit_of_a_directory_with_no_run_in_it_is_not_a_clean_audit(tmp_path):
+    (tmp_path / "empty").mkdir()
+    refused(fleet(tmp_path, "audit", "empty"), "no run in empty")
+    refused(fleet(tmp_path, "audit", "empty", "--json"), "no run in empty")
+
+
+def test_fleet_run_on_a_fleet_that_is_up_says_which_of_its_options_it_ignores(tmp_path, suite):
+    run_dir = tmp_path / "rd"
+    up = fleet(tmp_path, "up", "--local", "--run-dir", str(run_dir), timeout=120)
+    try:
+        assert up.returncode == 0, up.stderr
+        r = fleet(tmp_path, "run", str(suite), "--run-dir", str(run_dir), "--walltime", "1h", "--nodes", "2")
+        assert r.returncode == 0, r.stderr
+        assert "--nodes, --walltime: for a fleet that fleet run starts itself" in r.stderr
+        assert "(ignored)" in r.stderr
+        quiet = fleet(tmp_path, "run", str(suite), "--run-dir", str(run_dir))
+        assert quiet.returncode == 0 and "ignored" not in quiet.stderr, quiet.stderr
+    finally:
+        down = fleet(tmp_path, "down", "--run-dir", str(run_dir), timeout=120)
+        assert down.returncode == 0, down.stderr
+    assert left_behind(tmp_path) == []
