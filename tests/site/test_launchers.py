@@ -510,7 +510,7 @@ def test_a_profile_in_fleet_machines_wins_over_the_one_of_the_same_name_in_agent
 def test_fleet_up_with_an_unknown_machine_says_so_and_starts_nothing(tmp_path, monkeypatch):
     monkeypatch.delenv("FLEET_MACHINES", raising=False)
     r = CliRunner().invoke(cli, ["up", "--machine", "frontier", "--run-dir", str(tmp_path / "run")])
-    assert r.exit_code == 1
+    assert r.exit_code == 2  # bad input, as every refusal before anything starts
     assert "unknown machine 'frontier'" in r.output and "known machines:" in r.output
     assert not (tmp_path / "run").exists()
 
@@ -522,7 +522,7 @@ def test_fleet_up_with_a_malformed_profile_names_the_file_and_field_and_starts_n
         cores_per_node = 64
         """)
     r = CliRunner().invoke(cli, ["up", "--machine", "site", "--run-dir", str(tmp_path / "run")])
-    assert r.exit_code == 1
+    assert r.exit_code == 2
     assert f"{d / 'site.toml'}: field 'machine.cores_per_node': unknown field" in r.output
     assert not (tmp_path / "run").exists()
 
