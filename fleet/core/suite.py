@@ -189,6 +189,9 @@ def read_toml(text: str, path: str | Path, resolve: Callable[[Path], Path] | Non
     and that table's problems; what a client needs before a fleet that reads the whole
     suite itself (a million array steps are not made twice)."""
     path = Path(path)
+    # A byte-order mark (some editors write one) is no TOML: tomllib refused it as an
+    # "invalid statement at line 1, column 1", which named nothing one could see.
+    text = text.removeprefix("\ufeff")
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -282,7 +285,7 @@ def _read_steps(tables: list[dict], defaults: dict, limit: int, fname: str, prob
             failed.add(table)
         declared += len(instances)
         for inst in instances:
-            spec = _make_step(inst, len(steps), fname, problems)  # setup order: count of distinct steps
+            spec = _make_step(inst, len(steps), fname, problems, f"#{n}")  # setup order: count of distinct steps
             if spec is None or unknown:
                 failed.add(inst)
                 continue
@@ -367,10 +370,10 @@ class _Expanded:
             yield {k: _substitute(v, i, k == "args") for k, v in merged.items() if k != "array"}
 
 
-def _make_step(raw: dict, order: int, fname: str, problems: list[Problem]) -> StepSpec | None:
+def _make_step(raw: dict, order: int, fname: str, problems: list[Problem], unnamed: str = "?") -> StepSpec | None:
     """One step from its raw fields (defaults applied, array expanded), or None after
-    adding its problems."""
-    label = raw.get("id") if isinstance(raw.get("id"), str) else "?"
+    adding its problems (named `unnamed`, its table's place, if its id is no string)."""
+    label = raw.get("id") if isinstance(raw.get("id"), str) else unnamed
     before = len(problems)
 
     def bad(fieldname: str, message: str) -> None:

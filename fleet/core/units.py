@@ -41,6 +41,16 @@ def parse_memory(value: object) -> int:
     raise ValueError(f"expected a size such as \"4GiB\", \"512MB\" or a number of bytes, got {value!r}")
 
 
+def check_memory(value: object) -> int:
+    """A step's `memory`: a size above 0 (Slurm's --mem=0, "the whole node", has no
+    step-sized meaning here; a step without `memory` takes its cores' share)."""
+    n = parse_memory(value)
+    if n == 0:
+        raise ValueError(f"a step's memory must be more than 0, got {value!r} (leave it out for its cores' "
+                         f"share of the node)")
+    return n
+
+
 def format_memory(n: int) -> str:
     """A short human form of a byte count ("1.5GiB")."""
     for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
@@ -285,7 +295,7 @@ def check_protocol(v: Any) -> str:
 
 CHECKS = {
     "id": check_id, "task": check_str, "call": check_call, "command": check_command, "args": check_table,
-    "cores": check_int(1), "min_cores": check_int(1), "gpus": check_int(0), "memory": parse_memory,
+    "cores": check_int(1), "min_cores": check_int(1), "gpus": check_int(0), "memory": check_memory,
     "span": check_bool, "mpi": check_bool, "ranks": check_int(1), "min_ranks": check_int(1), "threads": check_int(1),
     "deps": check_strings, "inputs": check_inputs, "outputs": check_outputs, "workdir": check_workdir,
     "priority": check_int(1, 5), "concurrent": check_bool, "retries": check_int(0), "estimate": check_estimate,

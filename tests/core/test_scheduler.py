@@ -393,7 +393,7 @@ def anything_suites(draw):
              "priority": draw(st.integers(1, 5)), "gpus": draw(st.sampled_from([0, 0, 0, 1, 2, 3])),
              "concurrent": draw(st.sampled_from([True] * 6 + [False]))}
         if draw(st.booleans()):
-            t["memory"] = draw(st.sampled_from([0, 1, 512 * 2**20, GiB, 3 * GiB, 7 * GiB, 20 * GiB]))
+            t["memory"] = draw(st.sampled_from([1, 512 * 2**20, GiB, 3 * GiB, 7 * GiB, 20 * GiB]))
         if draw(st.integers(0, 3)) == 0:
             ranks = draw(st.integers(1, 6))
             t.update(mpi=True, ranks=ranks, min_ranks=draw(st.integers(1, ranks)), threads=draw(st.integers(1, 3)))
