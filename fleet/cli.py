@@ -181,7 +181,8 @@ def up(run_dir, local, machine, nodes, preload, timeout, stale_after, max_attemp
     try:
         profile = load(name)
     except ProfileError as e:
-        raise click.BadParameter(str(e), param_hint="--machine" if machine else "$FLEET_MACHINE")
+        raise click.BadParameter(str(e), param_hint="--machine" if machine else "$FLEET_MACHINE"
+                                 if os.environ.get("FLEET_MACHINE") else "the batch job's machine")
     start(run_dir, profile, nodes, preload, timeout,
           coordinator_args_of(heartbeat, heartbeat_timeout, stale_after, max_attempts, **end))
 
@@ -414,13 +415,13 @@ def status(run_dir, conn_file, via, login, ssh_option, as_json, all_nodes, watch
     from fleet.control.tunnel import Tunnel, TunnelError
     # Not resolved here: with --ssh, a relative run dir is the login node's, relative to its home.
     given = Path(run_dir or os.environ.get("FLEET_RUN_DIR") or ".")
+    host, _, port = (via or "").rpartition(":")
+    if via and (not host or not port.isdigit()):  # (before the connection file is looked for)
+        raise click.BadParameter(f"{via!r}: give HOST:PORT", param_hint="--via")
     conn, kept = _status_connection(given, conn_file, login, ssh_option, as_json)
     with contextlib.ExitStack() as stack:
         endpoint = None
         if via:
-            host, _, port = via.rpartition(":")
-            if not host or not port.isdigit():
-                raise click.UsageError("--via takes HOST:PORT")
             endpoint = f"tcp://{host}:{port}"
         elif login:
             try:

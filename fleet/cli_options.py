@@ -59,7 +59,7 @@ def parse_end(text: str, now: float | None = None) -> float:
         today = datetime.fromtimestamp(now)
         at = datetime.combine(today.date(), clock)
         return (at if at.timestamp() > now else at + timedelta(days=1)).timestamp()
-    raise ValueError(f"{text!r} is not a time (epoch seconds, 2026-05-01T18:00, or 18:00)")
+    raise ValueError(f"{text!r} is not a time (epoch seconds, nine digits or more; 2026-05-01T18:00; or 18:00)")
 
 
 class _Memory(click.ParamType):
@@ -67,9 +67,12 @@ class _Memory(click.ParamType):
 
     def convert(self, value, param, ctx):
         try:
-            return parse_memory(value if not str(value).isdigit() else int(value))
+            n = parse_memory(value if not str(value).isdigit() else int(value))
         except ValueError as e:
             self.fail(str(e), param, ctx)
+        if n == 0:
+            self.fail(f"a node's memory must be more than 0, got {value!r}", param, ctx)
+        return n
 
 
 MEMORY = _Memory()

@@ -17,7 +17,7 @@ import json
 
 import click
 
-from fleet.cli_options import simulate_end_lines
+from fleet.cli_options import DURATION, simulate_end_lines
 from fleet.control import window_option
 from fleet.core.ranks import DEFAULT as DEFAULT_ORDER, MODES as ORDERS
 from fleet.core.reservations import RESERVE_AFTER_S
@@ -48,10 +48,11 @@ def reservation_options(f):
                           "their cores are drained as those end, and they start when ready (0: none)")(f)
     f = click.option("--no-reservations", is_flag=True, expose_value=False, callback=_keep("off"),
                      help="no reservations: every step that fits starts (greedy backfill; wide steps may wait long)")(f)
-    f = click.option("--reserve-after", type=click.FloatRange(min=0), default=RESERVE_AFTER_S, expose_value=False,
-                     callback=_keep("after"), metavar="SECONDS",
-                     help="seconds a ready step waits before the resources that free soonest are reserved "
-                          "for it (steps of higher priority get theirs at once); others backfill around it")(f)
+    f = click.option("--reserve-after", type=DURATION, default=RESERVE_AFTER_S, expose_value=False,
+                     callback=_keep("after"), metavar="DURATION",
+                     help="how long a ready step waits (seconds, or 10m, 1h) before the resources that free "
+                          "soonest are reserved for it (steps of higher priority get theirs at once); others "
+                          "backfill around it")(f)
     return f
 
 

@@ -154,5 +154,6 @@ def stop_all(run_dir: Path) -> None:
             click.echo(f"fleet down: {run_dir}{what}")
     except FleetError as e:
         raise click.ClickException(str(e))
-    if not fleets and not early:
-        click.echo(f"no fleet was up in {run_dir}{starting.foreign_lease(run_dir)}")
+    if not fleets and not early:  # (exit 0 still: a job's clean-up may say `fleet down` twice)
+        missing = "" if run_dir.is_dir() else " (no such directory)"
+        click.echo(f"no fleet was up in {run_dir}{missing}{starting.foreign_lease(run_dir)}")

@@ -94,7 +94,7 @@ def test_epoch_seconds_are_taken_as_they_are():
 def test_a_value_that_is_no_time_is_refused_naming_the_forms_a_time_takes(text):
     with pytest.raises(ValueError) as e:
         parse_end(text, now=0.0)
-    assert str(e.value) == f"{text!r} is not a time (epoch seconds, 2026-05-01T18:00, or 18:00)"
+    assert str(e.value) == f"{text!r} is not a time (epoch seconds, nine digits or more; 2026-05-01T18:00; or 18:00)"
 
 
 # --- --walltime and --drain-before -------------------------------------------------------
@@ -145,7 +145,7 @@ def test_the_end_options_on_a_command_line_give_an_epoch_end_and_durations_in_se
 def test_the_end_options_given_a_bad_value_fail_as_usage_errors_that_say_why():
     r = invoke("--end", "noon")
     assert r.exit_code == 2
-    assert "Invalid value for '--end': 'noon' is not a time (epoch seconds, 2026-05-01T18:00, or 18:00)" in r.output
+    assert "Invalid value for '--end': 'noon' is not a time (epoch seconds, nine digits or more; 2026-05-01T18:00; or 18:00)" in r.output
     r = invoke("--walltime", "soon")
     assert r.exit_code == 2
     assert "Invalid value for '--walltime': 'soon' is not a duration" in r.output

@@ -156,3 +156,21 @@ def test_fleet_run_on_a_fleet_that_is_up_says_which_of_its_options_it_ignores(tm
         down = fleet(tmp_path, "down", "--run-dir", str(run_dir), timeout=120)
         assert down.returncode == 0, down.stderr
     assert left_behind(tmp_path) == []
+
+
+def test_sizes_and_durations_are_read_as_elsewhere_and_a_node_of_no_memory_is_refused(tmp_path, suite):
+    ok = fleet(tmp_path, "simulate", str(suite), *ALLOC, "--reserve-after", "10m", "--json")
+    assert ok.returncode == 0, ok.stderr  # a duration, as --walltime takes one
+    refused(fleet(tmp_path, "simulate", str(suite), *ALLOC, "--memory-per-node", "0"),
+            "--memory-per-node", "more than 0")
+
+
+def test_fleet_down_on_a_directory_that_does_not_exist_says_so_and_still_exits_0(tmp_path):
+    r = fleet(tmp_path, "down", "--run-dir", str(tmp_path / "nosuch"))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == f"no fleet was up in {tmp_path / 'nosuch'} (no such directory)"
+    assert not (tmp_path / "nosuch").exists()
+
+
+def test_a_bad_via_is_named_even_where_no_connection_file_is(tmp_path):
+    refused(fleet(tmp_path, "status", "--via", "nohost:abc"), "--via", "'nohost:abc': give HOST:PORT")

@@ -170,7 +170,9 @@ def test_fleet_up_passes_stale_after_and_max_attempts_to_its_coordinator(tmp_pat
 
 def test_status_json_errors_are_one_json_object_with_a_nonzero_exit(tmp_path):
     for args, code, words in ((["--run-dir", str(tmp_path)], 1, "no fleet is up"),
-                              (["--via", "no-port", "--connection", str(tmp_path / "nope.json")], 1, "nope.json"),
+                              (["--via", "nohost:1234", "--connection", str(tmp_path / "nope.json")], 1, "nope.json"),
+                              # (a malformed --via is said first, before any connection file is looked for)
+                              (["--via", "no-port", "--connection", str(tmp_path / "nope.json")], 2, "--via"),
                               (["--interval", "0"], 2, "--interval")):
         r = fleet("status", *args, "--json", cwd=tmp_path, timeout=60)
         assert r.returncode == code, (args, r.stdout, r.stderr)

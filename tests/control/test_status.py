@@ -468,7 +468,7 @@ def test_status_via_a_forwarded_port_reaches_the_coordinator_through_it(idle_fle
     finally:
         fw.close()
     r = fleet("status", "--run-dir", str(run_dir), "--via", "no-port-here", cwd=base, timeout=60)
-    assert r.returncode == 2 and "--via takes HOST:PORT" in r.stderr
+    assert r.returncode == 2 and "'no-port-here': give HOST:PORT" in r.stderr and "--via" in r.stderr
 
 
 # -- --ssh: a real sshd on 127.0.0.1 ------------------------------------------------------------------
