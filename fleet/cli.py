@@ -294,7 +294,9 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
         click.echo(f"fleet: running on the fleet up in {target} (not the suite's run_dir {s.run_dir})", err=True)
     sys.exit(run_suite(Path(suite).resolve(), s, target, force=force, serial=serial, nodes=nodes,
                        shard=shard, new_generation=new_generation, wait_foreign=not no_wait_foreign,
-                       only=only, with_deps=with_deps, fleet_options=coordinator_args_of(heartbeat, heartbeat_timeout, stale_after, max_attempts, **end)))
+                       only=only, with_deps=with_deps,  # (the fleet up takes none: say_ignored)
+                       fleet_options=[] if up else coordinator_args_of(heartbeat, heartbeat_timeout, stale_after,
+                                                                       max_attempts, **end)))
 
 
 @main.command()
@@ -470,7 +472,7 @@ def audit(run_dir, suite_path, stale_after, as_json):
     """Every step of every suite submitted in RUN_DIR (all shards) as succeeded, failed,
     interrupted, stopped, running or missing; reruns (forced or changed) counted, and
     DUPLICATE for a step that succeeded twice with nothing changed. Exits 1 on missing
-    or duplicated steps, else 0."""
+    or duplicated steps, 2 if RUN_DIR holds no run, else 0."""
     from fleet.report.audit import audit as do_audit
     steps = ()
     if suite_path:
@@ -481,20 +483,10 @@ def audit(run_dir, suite_path, stale_after, as_json):
     a = do_audit(Path(run_dir), steps, stale_after)
     if not a.steps and not any((Path(run_dir) / name).exists() for name in (".fleet", "events.jsonl")):
         # (a mistyped directory read as a run with nothing wrong in it would say "ok")
-        click.echo(f"fleet audit: no run in {run_dir}: no .fleet directory and no events.jsonl there", err=True)
+        why = f"no run in {run_dir}: no .fleet directory and no events.jsonl there"
+        if as_json:
+            click.echo(json.dumps({"error": why}))
+        click.echo(f"fleet audit: {why}", err=True)
         sys.exit(EXIT_INVALID)
-    if as_json:
-        click.echo(json.dumps(a.to_json(), indent=1, sort_keys=True))
-    else:
-        lines = []  # echoed at once: a million steps' lines one echo each took a write and an ioctl each
-        for sid, s in a.steps.items():
-            extra = f"  ({s.reason})" if s.reason else ""
-            rerun = f"  rerun {s.reruns} time(s)" if s.reruns else ""
-            dup = (f"  DUPLICATE: {s.successes} successful attempts, {s.duplicates} with nothing changed"
-                   if s.duplicates else "")
-            lines.append(f"{s.status:<11} {sid}{extra}{rerun}{dup}")
-        lines.append((", ".join(f"{v} {k}" for k, v in sorted(a.counts.items())) or "no steps")
-                     + (f"; {len(a.reruns)} rerun" if a.reruns else "")
-                     + (f"; {len(a.duplicates)} DUPLICATE" if a.duplicates else ""))
-        click.echo("\n".join(lines))
+    click.echo(json.dumps(a.to_json(), indent=1, sort_keys=True) if as_json else a.text())
     sys.exit(0 if a.ok else 1)

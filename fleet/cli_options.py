@@ -22,7 +22,7 @@ def parse_duration(text: str) -> float:
     time limit) or "D-HH" and "D-HH:MM" (as Slurm's --time takes them) as seconds;
     ValueError if it is none of them."""
     t = str(text).strip().lower()
-    if re.fullmatch(r"\d+(\.\d+)?", t):
+    if re.fullmatch(r"\d*\.?\d+(e[+-]?\d+)?", t):  # seconds: 90, 1.5, .5, 1e3 (never negative)
         return float(t)
     if re.fullmatch(r"(\d+(\.\d+)?[smhd])+", t):
         return sum(float(n) * _UNITS[u] for n, u in re.findall(r"(\d+(?:\.\d+)?)([smhd])", t))
@@ -123,17 +123,22 @@ def end_args(end: float | None, walltime: float | None, drain_before: float | No
         raise click.UsageError(f"--end {_local(end)} is past (it is {_local(now)} here): "
                                "the allocation would already be over")
     if end is not None and drain_before is not None:
-        check_drain(drain_before, end - now, "--walltime" if walltime is not None else "--end")
+        warn_drain(drain_before, end - now, "--walltime" if walltime is not None else "--end")
     return ((["--end", repr(end)] if end is not None else [])
             + (["--drain-before", repr(drain_before)] if drain_before is not None else []))
 
 
-def check_drain(drain_before: float, left: float, by: str) -> None:
-    """A usage error if --drain-before leaves no time to run anything before the end
-    that `by` (the flag) gives, `left` seconds from the start."""
-    if drain_before >= left:
-        raise click.UsageError(f"--drain-before {_span(drain_before)} is not shorter than the time {by} leaves "
-                               f"({_span(left)}): the fleet would drain at once and start nothing")
+def warn_drain(drain_before: float, left: float, by: str) -> float:
+    """The drain margin a fleet takes for --drain-before when the end that `by` (the
+    flag) gives is `left` seconds away: as given, or, if that leaves no time, half the
+    time left, as the coordinator takes it (fleet.control.coordinator_cli), said on
+    stderr. Not refused: a job script that resubmits itself passes the same margin to
+    its last, short job, which should still run something."""
+    if drain_before < left:
+        return drain_before
+    click.echo(f"fleet: --drain-before {_span(drain_before)} is not shorter than the time {by} leaves "
+               f"({_span(left)}): draining {_span(left / 2)} before the end instead (half the time left)", err=True)
+    return left / 2
 
 
 def _span(seconds: float) -> str:
@@ -156,14 +161,13 @@ def simulate_end(f):
 
 def drain_margin(walltime: float | None, drain_before: float | None) -> float:
     """The drain margin a fleet would take: as given, else 5 min but at most half the
-    time (`fleet simulate`: a usage error for a margin without --walltime, or one that
-    leaves no time)."""
+    time (`fleet simulate`: a usage error for a margin without --walltime; half the
+    walltime, said, for one that leaves no time, as a fleet takes it)."""
     if drain_before is not None:
         if walltime is None:
             raise click.UsageError("--drain-before is the drain point before the end --walltime gives: "
                                    "give --walltime too")
-        check_drain(drain_before, walltime, "--walltime")
-        return drain_before
+        return warn_drain(drain_before, walltime, "--walltime")
     return min(parse_duration(DRAIN_BEFORE_DEFAULT), (walltime or 0.0) / 2)
 
 

@@ -44,11 +44,14 @@ def advertised() -> str | None:
 
 def coordinator_args_of(heartbeat, heartbeat_timeout, stale_after, max_attempts, **end) -> list[str]:
     """The coordinator's command line for the coordinator options given (a usage error
-    for a heartbeat timeout that would lose agents between two of their heartbeats)."""
-    if heartbeat_timeout < 2 * heartbeat:
-        raise click.UsageError(f"--heartbeat-timeout {heartbeat_timeout:g} is less than two heartbeats "
+    for a heartbeat timeout that would lose agents between their heartbeats)."""
+    from fleet.control.liveness import TIMEOUT_BEATS
+    if heartbeat_timeout < TIMEOUT_BEATS * heartbeat:
+        # (a zygote stops its steps after half the timeout without its agent's tick, one a
+        # heartbeat: under three heartbeats, one late tick ends a well node's steps)
+        raise click.UsageError(f"--heartbeat-timeout {heartbeat_timeout:g} is less than {TIMEOUT_BEATS} heartbeats "
                                f"(--heartbeat {heartbeat:g}): agents would be lost while they are well; give a "
-                               f"timeout of at least {2 * heartbeat:g} s")
+                               f"timeout of at least {TIMEOUT_BEATS * heartbeat:g} s")
     advertise = advertised()
     return ["--heartbeat", str(heartbeat), "--timeout", str(heartbeat_timeout),
             "--stale-after", str(stale_after), "--max-attempts", str(max_attempts)] + end_args(**end) \

@@ -192,3 +192,15 @@ def test_fleet_up_with_an_end_already_past_starts_nothing(tmp_path):
     assert p.returncode == 2, p.stderr
     assert "--end 2026-01-01T00:00:00" in p.stderr and "is past" in p.stderr
     assert not (run / "fleet.json").exists()
+
+
+def test_a_drain_margin_not_shorter_than_the_walltime_is_said_and_left_to_the_coordinator_to_halve(capsys):
+    # Not refused: a job script that resubmits itself passes the same margin to its
+    # last, short job (the coordinator drains at half the time left then).
+    args = end_args(None, 600.0, 7200.0)
+    assert args[2:] == ["--drain-before", "7200.0"]
+    err = capsys.readouterr().err
+    assert "--drain-before 120 min is not shorter than the time --walltime leaves (10 min)" in err
+    assert "draining 5 min before the end instead" in err
+    end_args(None, 600.0, 60.0)
+    assert capsys.readouterr().err == ""  # one that fits is taken as given, silently

@@ -7,6 +7,7 @@ nothing behind: no run directory, no coordinator log, no process.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -66,8 +67,8 @@ UP_CASES = [
     (["--local", "--machine", "nosuch"], ["--local", "--machine nosuch"]),
     (["--machine", "nosuch"], ["--machine", "unknown machine 'nosuch'"]),
     (["--local", "--nodes", str(len(os.sched_getaffinity(0)) + 1)], ["--nodes", "cannot split", "nothing was started"]),
-    (["--local", "--heartbeat", "5", "--heartbeat-timeout", "1"], ["--heartbeat-timeout 1", "two heartbeats"]),
-    (["--local", "--walltime", "10m", "--drain-before", "2h"], ["--drain-before", "--walltime", "drain at once"]),
+    (["--local", "--heartbeat", "5", "--heartbeat-timeout", "1"], ["--heartbeat-timeout 1", "3 heartbeats"]),
+    (["--local", "--heartbeat", "1", "--heartbeat-timeout", "2.5"], ["--heartbeat-timeout 2.5", "at least 3 s"]),
     (["--machine", "slurm"], ["machine slurm", "not inside a batch job", "nothing was started"]),
     (["--local", "--reserve-after", "5", "--no-reservations"], ["--reserve-after", "--no-reservations"]),
 ]
@@ -104,7 +105,6 @@ def test_a_run_directory_that_is_a_file_is_named_with_where_it_came_from(tmp_pat
 
 SIMULATE_CASES = [
     (["--drain-before", "5m"], ["--drain-before", "give --walltime too"]),
-    (["--walltime", "10m", "--drain-before", "20m"], ["--drain-before", "drain at once"]),
     (["--reserve-after", "5", "--no-reservations"], ["--reserve-after", "--no-reservations"]),
     (["--reserve-ahead", "2", "--no-reservations"], ["--reserve-ahead", "--no-reservations"]),
     (["--compare-orders", "--compare-reservations"], ["--compare-orders", "--compare-reservations"]),
@@ -116,10 +116,14 @@ def test_fleet_simulate_refuses_options_that_undo_each_other_instead_of_ignoring
     refused(fleet(tmp_path, "simulate", str(suite), *ALLOC, *args), *said)
 
 
-def test_the_same_simulation_with_a_drain_that_fits_runs(tmp_path, suite):
+def test_a_simulated_drain_margin_is_taken_as_a_fleet_takes_it_and_a_too_long_one_is_said(tmp_path, suite):
     r = fleet(tmp_path, "simulate", str(suite), *ALLOC, "--walltime", "10m", "--drain-before", "1m")
-    assert r.returncode == 0, r.stderr
-    assert "drain point" in r.stdout
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert "(drain point 540.0 s)" in r.stdout
+    r = fleet(tmp_path, "simulate", str(suite), *ALLOC, "--walltime", "10m", "--drain-before", "20m")
+    assert r.returncode == 0, r.stderr  # (it was a drain point of 0: nothing ran)
+    assert "(drain point 300.0 s)" in r.stdout
+    assert "draining 5 min before the end instead (half the time left)" in r.stderr
 
 
 def test_fleet_report_says_a_file_is_not_an_event_stream_and_where_it_cannot_write(tmp_path, suite):
@@ -135,10 +139,28 @@ def test_fleet_report_says_a_file_is_not_an_event_stream_and_where_it_cannot_wri
     assert not (tmp_path / "nodir").exists()
 
 
+def test_a_stream_whose_first_line_was_damaged_or_is_still_being_written_is_still_a_stream(tmp_path):
+    run_dir = tmp_path / "rd"
+    run_dir.mkdir()
+    record = '{"t": 1.0, "kind": "fleet_starting", "fleet": "f", "nodes": 1, "pid": 1, "machine": "local"}'
+    (run_dir / "events.jsonl").write_text('{"t": 0.5, "kind": "fleet_sta' + record + "\n" + record + "\n")
+    assert fleet(tmp_path, "report", str(run_dir)).returncode == 0  # (a fleet killed mid-write, then another)
+    (run_dir / "events.jsonl").write_text(record[:30])  # a live run's first line, half written
+    assert fleet(tmp_path, "report", str(run_dir)).returncode == 0
+
+
+def test_fleet_run_outside_a_batch_job_says_where_its_machine_came_from(tmp_path, suite):
+    r = fleet(tmp_path, "run", str(suite), env={"FLEET_MACHINE": "slurm"})
+    refused(r, "machine slurm", "not inside a batch job", "the machine is $FLEET_MACHINE", "nothing was started")
+    assert not (tmp_path / "runs").exists()
+
+
 def test_fleet_audit_of_a_directory_with_no_run_in_it_is_not_a_clean_audit(tmp_path):
     (tmp_path / "empty").mkdir()
     refused(fleet(tmp_path, "audit", "empty"), "no run in empty")
-    refused(fleet(tmp_path, "audit", "empty", "--json"), "no run in empty")
+    r = fleet(tmp_path, "audit", "empty", "--json")
+    refused(r, "no run in empty")
+    assert json.loads(r.stdout) == {"error": "no run in empty: no .fleet directory and no events.jsonl there"}
 
 
 def test_fleet_run_on_a_fleet_that_is_up_says_which_of_its_options_it_ignores(tmp_path, suite):
@@ -146,9 +168,11 @@ def test_fleet_run_on_a_fleet_that_is_up_says_which_of_its_options_it_ignores(tm
     up = fleet(tmp_path, "up", "--local", "--run-dir", str(run_dir), timeout=120)
     try:
         assert up.returncode == 0, up.stderr
-        r = fleet(tmp_path, "run", str(suite), "--run-dir", str(run_dir), "--walltime", "1h", "--nodes", "2")
+        # (--heartbeat 6 with the default timeout of 10 s would be refused for a fleet it starts)
+        r = fleet(tmp_path, "run", str(suite), "--run-dir", str(run_dir), "--walltime", "1h", "--nodes", "2",
+                  "--heartbeat", "6")
         assert r.returncode == 0, r.stderr
-        assert "--nodes, --walltime: for a fleet that fleet run starts itself" in r.stderr
+        assert "--nodes, --heartbeat, --walltime: for a fleet that fleet run starts itself" in r.stderr
         assert "(ignored)" in r.stderr
         quiet = fleet(tmp_path, "run", str(suite), "--run-dir", str(run_dir))
         assert quiet.returncode == 0 and "ignored" not in quiet.stderr, quiet.stderr
@@ -159,8 +183,12 @@ def test_fleet_run_on_a_fleet_that_is_up_says_which_of_its_options_it_ignores(tm
 
 
 def test_sizes_and_durations_are_read_as_elsewhere_and_a_node_of_no_memory_is_refused(tmp_path, suite):
-    ok = fleet(tmp_path, "simulate", str(suite), *ALLOC, "--reserve-after", "10m", "--json")
-    assert ok.returncode == 0, ok.stderr  # a duration, as --walltime takes one
+    for given, seconds in (("5m", 300.0), ("1e3", 1000.0), (".5", 0.5), ("0", 0.0)):
+        ok = fleet(tmp_path, "simulate", str(suite), *ALLOC, "--reserve-after", given, "--compare-reservations",
+                   "--json")
+        assert ok.returncode == 0, ok.stderr  # a duration, as --walltime takes one, or plain seconds
+        assert json.loads(ok.stdout)["reserve_after_s"] == seconds
+    refused(fleet(tmp_path, "simulate", str(suite), *ALLOC, "--reserve-after", "-1"), "--reserve-after")
     refused(fleet(tmp_path, "simulate", str(suite), *ALLOC, "--memory-per-node", "0"),
             "--memory-per-node", "more than 0")
 

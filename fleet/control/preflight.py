@@ -12,9 +12,11 @@ with the flag or setting that is wrong named, so that nothing starts.
 from __future__ import annotations
 
 
-def problem(profile, nodes: int, advertise: str | None) -> str | None:
+def problem(profile, nodes: int, advertise: str | None,
+            elsewhere: str = "give --local for a fleet on this machine") -> str | None:
     """Why a fleet of `profile` (fleet.site.profiles.Profile) with `nodes` pretend nodes
-    (a local fleet's --nodes) advertising `advertise` cannot start here, or None."""
+    (a local fleet's --nodes) advertising `advertise` cannot start here, or None
+    (`elsewhere`: how to have a local fleet instead, as the command at hand takes it)."""
     from fleet.control.coordinator_cli import addresses
     from fleet.site.allocation import AllocationError, from_environment
     from fleet.site.launch import local_split
@@ -32,7 +34,7 @@ def problem(profile, nodes: int, advertise: str | None) -> str | None:
         if not in_job:
             how = {"slurm": "Slurm's srun", "pals": "PALS mpiexec"}.get(profile.launcher, profile.launcher)
             return (f"machine {profile.name} starts its agents with {how}, but this is not inside a batch job "
-                    f"(give --local for a fleet on this machine)")
+                    f"({elsewhere})")
     try:
         addresses("", advertise or profile.advertise, local)
     except ValueError as e:
@@ -42,10 +44,13 @@ def problem(profile, nodes: int, advertise: str | None) -> str | None:
 
 def embedded(nodes: int, advertise: str | None) -> str | None:
     """As `problem`, for the fleet `fleet run` starts itself: this environment's machine
-    profile (fleet.site.profiles.detect), named if it does not load."""
+    profile (fleet.site.profiles.detect: $FLEET_MACHINE, else the batch job's)."""
+    import os
+
     from fleet.site.profiles import ProfileError, detect, load
+    chosen = "$FLEET_MACHINE" if os.environ.get("FLEET_MACHINE") else "the batch job's machine"
     try:
         profile = load(detect())
     except ProfileError as e:
-        return f"$FLEET_MACHINE: {e}"
-    return problem(profile, nodes, advertise)
+        return f"{chosen}: {e}"
+    return problem(profile, nodes, advertise, f"the machine is {chosen}; without it fleet run starts a local fleet")

@@ -77,6 +77,21 @@ class Audit:
         return {"ok": self.ok, "counts": self.counts, "missing": self.missing, "duplicates": self.duplicates,
                 "reruns": self.reruns, "steps": {s: asdict(a) for s, a in self.steps.items()}}
 
+    def text(self) -> str:
+        """`fleet audit`'s lines: a step each, then the counts (one string: a million
+        steps' lines echoed one at a time took a write and an ioctl each)."""
+        lines = []
+        for sid, s in self.steps.items():
+            extra = f"  ({s.reason})" if s.reason else ""
+            rerun = f"  rerun {s.reruns} time(s)" if s.reruns else ""
+            dup = (f"  DUPLICATE: {s.successes} successful attempts, {s.duplicates} with nothing changed"
+                   if s.duplicates else "")
+            lines.append(f"{s.status:<11} {sid}{extra}{rerun}{dup}")
+        lines.append((", ".join(f"{v} {k}" for k, v in sorted(self.counts.items())) or "no steps")
+                     + (f"; {len(self.reruns)} rerun" if self.reruns else "")
+                     + (f"; {len(self.duplicates)} DUPLICATE" if self.duplicates else ""))
+        return "\n".join(lines)
+
 
 @dataclass
 class _Seen:

@@ -42,22 +42,28 @@ def run(run_dir: str, as_json: bool = False, trace: str | None = None, html_file
             gc.enable()
 
 
+LOOKED_AT = 20  # whole lines at the head of a file, one of which a stream's record must be
+
+
 def not_a_stream(path: Path) -> str | None:
-    """Why the file at `path` is not a fleet event stream, judged by its first line (a
-    stream's first line is whole: only a live run's last one may be torn), or None. An
-    empty file is a stream with nothing in it yet."""
+    """Why the file at `path` is not a fleet event stream, or None: judged by the whole
+    lines of its first MiB, of which the first LOOKED_AT must not all fail to be fleet
+    records (the reader skips a damaged line, a fleet's killed mid-write, anywhere; a
+    live run's last line may be torn, so a line with no end yet is not judged). An empty
+    file is a stream with nothing in it yet."""
     with open(path, "rb") as f:
-        first = f.readline(1 << 16)
-    if not first.strip():
+        head = f.read(1 << 20)
+    whole = [line for line in head.split(b"\n")[:-1] if line.strip()][:LOOKED_AT]
+    for line in whole:
+        try:
+            if E.parse(json.loads(line)) is not None:
+                return None
+        except ValueError:
+            pass
+    if not whole:
         return None
-    try:
-        rec = E.parse(json.loads(first))
-    except ValueError:
-        rec = None
-    if rec is None:
-        return (f"{path} is not a fleet event stream (its first line is not a fleet record); give a run "
-                f"directory or its events.jsonl")
-    return None
+    return (f"{path} is not a fleet event stream (none of its first {len(whole)} line(s) is a fleet record); "
+            f"give a run directory or its events.jsonl")
 
 
 def _unwritable(target: str | None, flag: str) -> str | None:
