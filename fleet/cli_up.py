@@ -116,13 +116,18 @@ def start(run_dir: Path, profile, nodes: int, preload: str, timeout: float, extr
     (130 for Ctrl-C)."""
     from fleet.control import preflight
     from fleet.control.client import FleetError, RunDirError, up
+    modules = tuple(m.strip() for m in preload.split(",") if m.strip())
+    for m in modules:
+        if not all(part.isidentifier() for part in m.split(".")):
+            raise click.BadParameter(f"{m!r} is not a module name (dotted identifiers, comma-separated)",
+                                     param_hint="--preload")
     why = preflight.problem(profile, nodes, advertised())
     if why:  # found before a coordinator starts (fleet.control.preflight)
         click.echo(f"fleet: {why}; nothing was started", err=True)
         sys.exit(EXIT_INVALID)
     try:
         with interruptible(f"fleet up: interrupted; stopping the fleet it was starting in {run_dir}"):
-            conn = up(run_dir, nodes=nodes, machine=profile.name, preload=tuple(m for m in preload.split(",") if m),
+            conn = up(run_dir, nodes=nodes, machine=profile.name, preload=modules,
                       timeout=timeout, extra=extra)
     except RunDirError as e:
         click.echo(f"fleet: {e}", err=True)

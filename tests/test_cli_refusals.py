@@ -71,6 +71,7 @@ UP_CASES = [
     (["--local", "--heartbeat", "1", "--heartbeat-timeout", "2.5"], ["--heartbeat-timeout 2.5", "at least 3 s"]),
     (["--machine", "slurm"], ["machine slurm", "not inside a batch job", "nothing was started"]),
     (["--local", "--reserve-after", "5", "--no-reservations"], ["--reserve-after", "--no-reservations"]),
+    (["--local", "--preload", "numpy,not a module"], ["--preload", "'not a module' is not a module name"]),
 ]
 
 

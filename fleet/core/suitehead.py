@@ -40,6 +40,11 @@ def suite_table(raw: dict, path: Path, problems: list[Problem]) -> tuple[str, st
     if not isinstance(preload, list) or not all(isinstance(m, str) and m for m in preload):
         problems.append(Problem(fname, None, "suite.preload", f"expected a list of module names, got {preload!r}"))
         preload = []
+    for m in [m for m in preload if not all(part.isidentifier() for part in m.split("."))]:
+        # (said without importing anything: no module can have that name)
+        problems.append(Problem(fname, None, "suite.preload", f"{m!r} is not a module name (dotted identifiers, "
+                                                               "e.g. 'numpy' or 'scipy.linalg')"))
+        preload = [x for x in preload if x != m]
     limit = head.get("max_steps", MAX_STEPS)
     try:
         check_int(1)(limit)

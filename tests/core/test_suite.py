@@ -674,3 +674,10 @@ def test_a_suite_an_editor_saved_with_a_byte_order_mark_reads_as_without_one(tmp
     path.write_bytes(b"\xef\xbb\xbf" + b'[suite]\nname = "bom"\n[[steps]]\nid = "a"\ncommand = "true"\n')
     s = load_suite(path)
     assert (s.name, [x.id for x in s.steps]) == ("bom", ["a"])
+
+
+def test_a_preload_that_cannot_be_a_module_name_is_refused_without_importing_anything():
+    problems = problems_of({"id": "a", "command": "x"},
+                           suite={"preload": ["numpy", "not a module!", "scipy..linalg", "os.path"]})
+    assert [(p.field, p.message.split(" is not")[0]) for p in problems] == [
+        ("suite.preload", "'not a module!'"), ("suite.preload", "'scipy..linalg'")]
