@@ -233,19 +233,21 @@ def check_env(v: Any) -> tuple[tuple[str, str], ...]:
     nor a thread-pool size (cores or threads set those)."""
     if not isinstance(v, dict):
         raise ValueError(f'expected a table of NAME = "value", got {v!r}')
-    out = []
+    out, wrong = [], []  # (every variable that is wrong is said, in one problem for the field)
     for name, value in v.items():
         if not isinstance(name, str) or not _ENV_NAME.match(name):
-            raise ValueError(f"{name!r} is not an environment variable's name (letters, digits and _, "
-                             "not starting with a digit)")
-        if name.startswith("FLEET_"):
-            raise ValueError(f"{name} is fleet's own: a step's env may not set FLEET_* variables")
-        if name in THREAD_VARS:
-            raise ValueError(f"{name} is set from the step's cores (an MPI step's threads): "
-                             "change those instead")
-        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            raise ValueError(f'{name}: expected a string (or a number), got {value!r}')
-        out.append((name, value if isinstance(value, str) else str(value)))
+            wrong.append(f"{name!r} is not an environment variable's name (letters, digits and _, "
+                         "not starting with a digit)")
+        elif name.startswith("FLEET_"):
+            wrong.append(f"{name} is fleet's own: a step's env may not set FLEET_* variables")
+        elif name in THREAD_VARS:
+            wrong.append(f"{name} is set from the step's cores (an MPI step's threads): change those instead")
+        elif isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            wrong.append(f'{name}: expected a string (or a number), got {value!r}')
+        else:
+            out.append((name, value if isinstance(value, str) else str(value)))
+    if wrong:
+        raise ValueError("; ".join(wrong))
     return tuple(sorted(out))
 
 

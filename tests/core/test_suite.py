@@ -71,6 +71,10 @@ def test_a_steps_env_is_its_variables_by_name_on_top_of_the_defaults_numbers_as_
     ({"A": True}, "A: expected a string (or a number), got True"),
     ({"A": ["x"]}, "A: expected a string (or a number), got ['x']"),
     (["A=1"], 'expected a table of NAME = "value", got [\'A=1\']'),
+    ({"bad name": "x", "OK": "1", "": "y", "FLEET_X": "z"},  # every wrong variable said at once
+     "'bad name' is not an environment variable's name (letters, digits and _, not starting with a digit); "
+     "'' is not an environment variable's name (letters, digits and _, not starting with a digit); "
+     "FLEET_X is fleet's own: a step's env may not set FLEET_* variables"),
 ])
 def test_an_env_that_is_not_a_table_of_plain_names_and_values_is_refused_naming_why(env, said):
     problems = problems_of({"id": "a", "command": "x", "env": env})
