@@ -35,7 +35,7 @@ import subprocess
 import sys
 import time
 
-from fleet.node import child, jobend, markers, memlimit, memwatch
+from fleet.node import child, jobend, markers, memlimit, memwatch, session
 from fleet.node.launcherenv import clean_environment
 from fleet.wire import framing
 from fleet.wire import messages as P
@@ -371,12 +371,14 @@ class Agent:
         except subprocess.TimeoutExpired:
             self.zygote.kill()
             self.zygote.wait()
-        # Whatever the zygote could not stop (it died first), stop here.
+        # Whatever the zygote could not stop (it died first), stop here: each step's group,
+        # and the other groups of its session (a command step's: fleet.node.session).
         for pgid in self.pgids.values():
             try:
                 os.killpg(pgid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+        session.signal_each(list(self.pgids.values()), signal.SIGKILL)
         self.memory.close()  # its cgroups removed, now that nothing is left in them
         self.markers.drain(3.0)  # (bounded: what is not said written, the coordinator writes itself)
         self.send(P.Ok("bye", signal=self.outside))  # (with the markers' progress)

@@ -9,7 +9,7 @@ import os
 import signal
 import time
 
-from fleet.node import child, protocol
+from fleet.node import child, protocol, session
 from fleet.node.stopping import ended_reason, signal_name
 from fleet.wire import messages as P
 from fleet.wire import numtext
@@ -39,6 +39,8 @@ def reap(zygote, block: bool = False) -> list:
                 os.killpg(step.pgid, signal.SIGKILL)
             except OSError:
                 pass
+            if step.term_at is not None and step.launch.kind == "command":  # stopped: its session's groups
+                session.signal_rest(step.pid, step.pgid, signal.SIGKILL)  # too (fleet.node.session)
         _, status, usage = os.wait4(info.si_pid, 0)
         if step is not None:  # (left in zygote.steps: its records are found by its pid)
             ended.append((step, status, usage, time.time()))

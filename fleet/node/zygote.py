@@ -56,7 +56,7 @@ from dataclasses import dataclass, field  # noqa: E402
 
 import msgpack  # noqa: E402
 
-from fleet.node import child, command, exits, memlimit, threads as step_threads  # noqa: E402
+from fleet.node import child, command, exits, memlimit, session, threads as step_threads  # noqa: E402
 from fleet.node.preload import Preloads, thread_count, thread_problem  # noqa: E402,F401  (thread_count: ours too)
 from fleet.node.outbox import Outbox  # noqa: E402
 from fleet.node.queued import Queued  # noqa: E402
@@ -303,6 +303,8 @@ class Zygote:
                 os.kill(step.pid, sig)
             except ProcessLookupError:
                 pass
+        if step.launch.kind == "command":  # and the groups its command made (`timeout`, `set -m`)
+            session.signal_rest(step.pid, step.pgid, sig)
 
     def kill(self, msg: P.Kill) -> None:
         """Signal a running step's process group (cancel: stop it, fleet.node.stopping);

@@ -1,0 +1,82 @@
+"""A stopped step's session: what its command put in process groups of its own.
+
+A command step runs in a session of its own (fleet.node.command: start_new_session),
+so its session id is its pid. Signalling the step's process group misses what the
+command moved to another group of that session: coreutils `timeout` runs its command
+in a group of its own, and so does every job of a shell with job control (`set -m`).
+Those outlived `fleet down`, a cancel and a timeout. When a step is stopped, and when a
+stopped step is reaped, the zygote (and the agent, for a zygote that died) signals
+every group of the step's session too: found in /proc, one pass over it, which is why
+it is done only for steps being stopped, not at every step's end (the kernel writes
+each process's stat for the pass: its cost per process is measured in
+benchmarks/README.md, "A stopped step's session").
+
+A call step runs in the zygote's session (it only leads a process group), and no
+other session is led by its pid, so a pass finds nothing for it. What leaves the
+session (setsid, a call step's subprocess with start_new_session) is not reached: a
+step that starts a daemon owns it (docs/operations.md, "Nothing outlives the fleet").
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+
+# One pass over /proc serves every signal sent within this long of it: a stop's SIGTERM
+# and SIGCONT, and the stops, SIGKILLs and reaps of every step of a node shutting down,
+# which come in bursts (a pass each would cost a big node seconds of its shutdown's
+# grace: benchmarks/README.md). What a session gains in that moment waits for the next.
+FRESH_S = 0.05
+_seen: tuple[float, dict[int, set[int]]] = (float("-inf"), {})
+
+
+def sessions() -> dict[int, set[int]]:
+    """Every session's process groups, from one pass over /proc (Linux; {} elsewhere)."""
+    found: dict[int, set[int]] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return found
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        # pid (comm) state ppid pgrp session ...: comm may hold spaces and parentheses
+        fields = stat[stat.rfind(b")") + 2:].split(None, 4)
+        if len(fields) > 3:
+            found.setdefault(int(fields[3]), set()).add(int(fields[2]))
+    return found
+
+
+def groups(sid: int, but: int) -> set[int]:
+    """The process groups of session `sid` other than `but`, from a pass over /proc made
+    less than FRESH_S ago (else a new one)."""
+    global _seen
+    now = time.monotonic()
+    if now - _seen[0] > FRESH_S:
+        _seen = (now, sessions())
+    return _seen[1].get(sid, set()) - {but}
+
+
+def signal_rest(sid: int, pgid: int, sig: int) -> int:
+    """Send `sig` to every process group of session `sid` but `pgid` (the step's own,
+    signalled by the caller); how many groups were signalled."""
+    n = 0
+    for g in groups(sid, pgid):
+        try:
+            os.killpg(g, sig)
+            n += 1
+        except OSError:  # (ended meanwhile)
+            pass
+    return n
+
+
+def signal_each(leaders, sig: int) -> None:
+    """signal_rest for each session led by one of `leaders` (its group: the leader's pid)."""
+    for sid in leaders:
+        signal_rest(sid, sid, sig)

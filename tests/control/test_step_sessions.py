@@ -1,0 +1,68 @@
+"""A stopped command step takes its whole session with it (fleet.node.session), through
+the real CLI: what its command put in process groups of their own (coreutils
+`timeout`, a shell's job control) no longer outlives a timeout, a cancel or `fleet down`."""
+
+from __future__ import annotations
+
+import random
+
+from fleetharness import assert_nothing_left, finish, fleet, spawn, tagged, wait_for, write_suite
+
+HB = ["--heartbeat", "0.2", "--heartbeat-timeout", "3"]
+
+
+def sleeps() -> tuple[int, int, int]:
+    """Sleep durations no other test uses at once: the processes are found by them."""
+    base = random.randrange(5000, 9000, 3)
+    return base, base + 1, base + 2
+
+
+def suite_text(a: int, b: int, c: int, timeout: str) -> str:
+    return (f'[[steps]]\nid = "wrapped"\ncommand = "timeout 300 sleep {a}; echo done"\ngrace = 1\n{timeout}'
+            f'[[steps]]\nid = "jobs"\ncommand = "bash -c \'set -m; sleep {b} & sleep {c}\'"\ngrace = 1\n{timeout}')
+
+
+def test_a_timed_out_step_leaves_nothing_its_command_moved_to_other_process_groups(tmp_path):
+    a, b, c = sleeps()
+    suite = write_suite(tmp_path / "s.toml", suite_text(a, b, c, "timeout = 2\n"))
+    run_dir = tmp_path / "run"
+    try:
+        r = fleet("run", str(suite), "--run-dir", str(run_dir), "--nodes", "2", *HB, cwd=tmp_path, timeout=120)
+        assert r.returncode == 1, r.stdout + r.stderr  # both timed out
+        assert "timed_out" in r.stdout and "wrapped" in r.stdout and "jobs" in r.stdout, r.stdout
+        for n in (a, b, c):
+            assert_nothing_left(run_dir, tag=f"sleep {n}")
+    finally:
+        for n in (a, b, c):
+            for line in tagged(f"sleep {n}"):
+                fleet_kill(int(line.split()[0]))
+
+
+def test_fleet_down_leaves_nothing_a_running_steps_command_moved_to_other_process_groups(tmp_path):
+    a, b, c = sleeps()
+    suite = write_suite(tmp_path / "s.toml", suite_text(a, b, c, ""))
+    run_dir = tmp_path / "run"
+    fleet("up", "--run-dir", str(run_dir), "--nodes", "2", *HB, cwd=tmp_path, check=True, timeout=60)
+    try:
+        p = spawn("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path)
+        wait_for(lambda: all(tagged(f"sleep {n}") for n in (a, b, c)), timeout=60, what="the steps' sleeps")
+        down = fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=90)
+        assert down.returncode == 0, down.stderr
+        finish(p)
+        for n in (a, b, c):
+            assert_nothing_left(run_dir, tag=f"sleep {n}")
+    finally:
+        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=90)
+        for n in (a, b, c):
+            for line in tagged(f"sleep {n}"):
+                fleet_kill(int(line.split()[0]))
+
+
+def fleet_kill(pid: int) -> None:
+    """SIGKILL a leftover found by the test (so that a failure leaves nothing either)."""
+    import os
+    import signal
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
