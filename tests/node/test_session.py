@@ -8,17 +8,9 @@ import signal
 import subprocess
 import time
 
+from fleetharness import wait_for
+
 from fleet.node import session
-
-
-def wait_until(pred, timeout: float = 10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(0.02)
-    raise AssertionError("condition not met in time")
 
 
 def test_the_groups_a_sessions_command_made_are_found_and_killed_and_its_own_group_is_left_to_the_caller():
@@ -31,15 +23,15 @@ def test_the_groups_a_sessions_command_made_are_found_and_killed_and_its_own_gro
         assert os.getpgid(job) == job != p.pid and os.getsid(job) == p.pid
         session.FRESH_S, before = 0.0, session.FRESH_S  # (every look a new pass here)
         try:
-            assert wait_until(lambda: session.groups(p.pid, p.pid)) == {job}
+            assert wait_for(lambda: session.groups(p.pid, p.pid), 10, "the job's group") == {job}
             assert session.groups(p.pid, job) == {p.pid}  # `but` is left out, whichever it is
             assert session.groups(os.getsid(0), os.getpgid(0)).isdisjoint({job, p.pid})
             assert session.signal_rest(p.pid, p.pid, signal.SIGKILL) == 1
         finally:
             session.FRESH_S = before
         assert p.wait(timeout=10) is not None  # its shell's `wait` ended with the job
-        assert wait_until(lambda: not os.path.exists(f"/proc/{job}") or open(f"/proc/{job}/stat").read()
-                          .split(") ")[1].startswith("Z"))
+        wait_for(lambda: not os.path.exists(f"/proc/{job}") or open(f"/proc/{job}/stat").read()
+                 .split(") ")[1].startswith("Z"), 10, "the job's end")
     finally:
         for g in (p.pid, job):
             try:
