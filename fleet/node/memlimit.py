@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import zlib
 from dataclasses import dataclass
 
@@ -193,6 +194,24 @@ def usage(choice: Choice, path: str) -> Usage | None:
         return Usage(peak, oom, failcnt > 0)
     except (OSError, ValueError):
         return None
+
+
+def kill_members(path: str) -> int:
+    """SIGKILL every process still in a step's cgroup once the step has ended: what it
+    left running, in any process group or session (a daemon made with setsid too), is
+    in it; how many were signalled."""
+    try:
+        pids = [int(x) for x in _read(os.path.join(path, "cgroup.procs")).split()]
+    except (OSError, ValueError):
+        return 0
+    n = 0
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            n += 1
+        except OSError:  # (ended meanwhile)
+            pass
+    return n
 
 
 def remove(path: str) -> bool:

@@ -88,7 +88,8 @@ class Enforcer:
         if self.cgroups:
             path = M.cgroup_dir(self.choice, msg.step, msg.attempt)
             used = M.usage(self.choice, path)
-            if not M.remove(path):
+            if not M.remove(path):  # something the step started is still in it: it ends too
+                M.kill_members(path)
                 self.dying[path] = REMOVE_TRIES
             judged = judge_cgroup(msg, limit, used, self.choice)
         elif watched is not None:

@@ -13,8 +13,9 @@ benchmarks/README.md, "A stopped step's session").
 
 A call step runs in the zygote's session (it only leads a process group), and no
 other session is led by its pid, so a pass finds nothing for it. What leaves the
-session (setsid, a call step's subprocess with start_new_session) is not reached: a
-step that starts a daemon owns it (docs/operations.md, "Nothing outlives the fleet").
+session (setsid, a call step's subprocess with start_new_session) is not reached here;
+a step with a memory cgroup has it killed through the cgroup when it ends
+(fleet.node.memlimit.kill_members; docs/operations.md, "Nothing outlives the fleet").
 """
 
 from __future__ import annotations

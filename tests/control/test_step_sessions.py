@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from fleetharness import assert_nothing_left, finish, fleet, spawn, tagged, wait_for, write_suite
 
 HB = ["--heartbeat", "0.2", "--heartbeat-timeout", "3"]
@@ -66,3 +68,34 @@ def fleet_kill(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
     except OSError:
         pass
+
+
+def cgroup1_unwritable() -> str | None:
+    """Why this process may not make a v1 memory cgroup, or None if it may."""
+    import os
+
+    from fleet.node import memlimit
+    got = memlimit.choose("cgroup1", tag=f"fleet-test.{os.getpid()}")
+    memlimit.release(got)
+    return None if got.kind == memlimit.CGROUP1 else got.why
+
+
+@pytest.mark.skipif(cgroup1_unwritable() is not None, reason=f"no writable cgroup v1 memory controller: "
+                                                             f"{cgroup1_unwritable()}")
+def test_a_daemon_a_step_with_a_memory_cgroup_left_behind_ends_with_it(tmp_path, monkeypatch):
+    # setsid leaves the step's session, which no signal to a group or a session reaches;
+    # the step's cgroup holds it, and the agent empties the cgroup when the step ends.
+    monkeypatch.setenv("FLEET_MEMLIMIT", "cgroup1")
+    n, _, _ = sleeps()
+    # (the step waits a moment so that setsid has run: else the kill of its group at its end
+    # takes the daemon before it leaves, and the test would prove nothing)
+    suite = write_suite(tmp_path / "s.toml", f'[[steps]]\nid = "d"\ncommand = "setsid sleep {n} & sleep 0.5; '
+                                             f'exit 0"\nmemory = "200MiB"\n')
+    run_dir = tmp_path / "run"
+    try:
+        r = fleet("run", str(suite), "--run-dir", str(run_dir), *HB, cwd=tmp_path, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert_nothing_left(run_dir, tag=f"sleep {n}")
+    finally:
+        for line in tagged(f"sleep {n}"):
+            fleet_kill(int(line.split()[0]))
