@@ -12,25 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from fleetharness import assert_nothing_left, fleet, records, write_suite
+from fleetharness import assert_nothing_left, cgroup1_unwritable, fleet, records, write_suite
 
-from fleet.node import memlimit
 from fleet.wire import events as E
 
 HB = ["--heartbeat", "0.2", "--heartbeat-timeout", "5"]
 
 
-def cgroup1_writable() -> str | None:
-    """None if this process may make a v1 memory cgroup (the reason it may not, else)."""
-    got = memlimit.choose("cgroup1", tag=f"fleet-test.{os.getpid()}")
-    memlimit.release(got)
-    return None if got.kind == memlimit.CGROUP1 else got.why
-
-
 MECHANISMS = [
     pytest.param("cgroup1", "cgroup v1", id="cgroup1",
-                 marks=pytest.mark.skipif(cgroup1_writable() is not None,
-                                          reason=f"no writable cgroup v1 memory controller: {cgroup1_writable()}")),
+                 marks=pytest.mark.skipif(cgroup1_unwritable() is not None,
+                                          reason=f"no writable cgroup v1 memory controller: {cgroup1_unwritable()}")),
     pytest.param("watchdog", "RSS watchdog", id="watchdog"),
 ]
 HOGS = {

@@ -8,7 +8,8 @@ import random
 
 import pytest
 
-from fleetharness import assert_nothing_left, finish, fleet, spawn, tagged, wait_for, write_suite
+from fleetharness import (assert_nothing_left, cgroup1_unwritable, finish, fleet, spawn, tagged, wait_for,
+                          write_suite)
 
 HB = ["--heartbeat", "0.2", "--heartbeat-timeout", "3"]
 
@@ -68,16 +69,6 @@ def fleet_kill(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
     except OSError:
         pass
-
-
-def cgroup1_unwritable() -> str | None:
-    """Why this process may not make a v1 memory cgroup, or None if it may."""
-    import os
-
-    from fleet.node import memlimit
-    got = memlimit.choose("cgroup1", tag=f"fleet-test.{os.getpid()}")
-    memlimit.release(got)
-    return None if got.kind == memlimit.CGROUP1 else got.why
 
 
 @pytest.mark.skipif(cgroup1_unwritable() is not None, reason=f"no writable cgroup v1 memory controller: "

@@ -259,3 +259,12 @@ def script_json(script: str, *args: str, timeout: float = 120) -> dict:
                          timeout=timeout, start_new_session=True)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
+
+
+def cgroup1_unwritable() -> str | None:
+    """Why this process may not make a v1 memory cgroup (the steps' memory limits), or
+    None if it may."""
+    from fleet.node import memlimit
+    got = memlimit.choose("cgroup1", tag=f"fleet-test.{os.getpid()}")
+    memlimit.release(got)
+    return None if got.kind == memlimit.CGROUP1 else got.why
