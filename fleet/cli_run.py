@@ -52,9 +52,9 @@ def refuse_a_file(target: Path, given: str | None, suite: Suite) -> None:
 def refuse_to_embed(nodes: int) -> None:
     """Exit 2 if the fleet `fleet run` would embed could not start here
     (fleet.control.preflight), before anything starts."""
-    from fleet.cli_up import advertised
+    from fleet.cli_up import advertised, own_cores
     from fleet.control import preflight
-    why = preflight.embedded(nodes, advertised())
+    why = preflight.embedded(nodes, advertised(), own_cores())
     if why:
         click.echo(f"fleet: {why}; nothing was started", err=True)
         sys.exit(EXIT_INVALID)

@@ -20,6 +20,7 @@ from fleet.control import window_option
 
 EXIT_INVALID = 2
 _ADVERTISE = "fleet.advertise"
+_OWN_CORES = "fleet.coordinator_cores"
 
 
 def _keep_advertise(ctx, param, value):
@@ -42,6 +43,24 @@ def advertised() -> str | None:
     return click.get_current_context().meta.get(_ADVERTISE)
 
 
+def _keep_own_cores(ctx, param, value):
+    ctx.meta[_OWN_CORES] = value
+    return value
+
+
+def own_cores_option(f):
+    """--coordinator-cores N: cores of its node the coordinator keeps (fleet.site.owncores)."""
+    return click.option("--coordinator-cores", type=click.IntRange(0), default=0, metavar="N", expose_value=False,
+                        callback=_keep_own_cores, show_default=True,
+                        help="in a batch job, cores of the first node the coordinator keeps for itself (pinned "
+                             "there; that node's agent offers the others): for big allocations of short steps")(f)
+
+
+def own_cores() -> int:
+    """--coordinator-cores as given (0: none)."""
+    return click.get_current_context().meta.get(_OWN_CORES) or 0
+
+
 def coordinator_args_of(heartbeat, heartbeat_timeout, stale_after, max_attempts, **end) -> list[str]:
     """The coordinator's command line for the coordinator options given (a usage error
     for a heartbeat timeout that would lose agents between their heartbeats)."""
@@ -55,7 +74,8 @@ def coordinator_args_of(heartbeat, heartbeat_timeout, stale_after, max_attempts,
     advertise = advertised()
     return ["--heartbeat", str(heartbeat), "--timeout", str(heartbeat_timeout),
             "--stale-after", str(stale_after), "--max-attempts", str(max_attempts)] + end_args(**end) \
-        + coordinator_args() + window_option.args() + (["--advertise", advertise] if advertise else [])
+        + coordinator_args() + window_option.args() + (["--advertise", advertise] if advertise else []) \
+        + (["--coordinator-cores", str(own_cores())] if own_cores() else [])
 
 
 def coordinator_options(f):
@@ -63,6 +83,7 @@ def coordinator_options(f):
     f = end_options(f)  # the allocation's end (fleet.cli_options)
     f = reservation_options(f)
     f = advertise_option(f)
+    f = own_cores_option(f)
     f = click.option("--heartbeat-timeout", type=click.FloatRange(min=0.5), default=10.0,
                      help="seconds of silence after which an agent is lost (its steps are retried elsewhere)")(f)
     f = click.option("--heartbeat", type=click.FloatRange(min=0.05), default=1.0,
@@ -121,7 +142,7 @@ def start(run_dir: Path, profile, nodes: int, preload: str, timeout: float, extr
         if not all(part.isidentifier() for part in m.split(".")):
             raise click.BadParameter(f"{m!r} is not a module name (dotted identifiers, comma-separated)",
                                      param_hint="--preload")
-    why = preflight.problem(profile, nodes, advertised())
+    why = preflight.problem(profile, nodes, advertised(), own_cores=own_cores())
     if why:  # found before a coordinator starts (fleet.control.preflight)
         click.echo(f"fleet: {why}; nothing was started", err=True)
         sys.exit(EXIT_INVALID)

@@ -72,6 +72,7 @@ UP_CASES = [
     (["--machine", "slurm"], ["machine slurm", "not inside a batch job", "nothing was started"]),
     (["--local", "--reserve-after", "5", "--no-reservations"], ["--reserve-after", "--no-reservations"]),
     (["--local", "--preload", "numpy,not a module"], ["--preload", "'not a module' is not a module name"]),
+    (["--local", "--coordinator-cores", "1"], ["--coordinator-cores 1", "only in a batch job", "nothing was started"]),
 ]
 
 
@@ -85,6 +86,17 @@ def test_fleet_up_refuses_a_bad_command_line_before_it_starts_a_coordinator(tmp_
     finally:
         if run_dir.exists():  # (a fleet that came up after all is taken down)
             fleet(tmp_path, "down", "--run-dir", str(run_dir), timeout=120)
+    assert left_behind(tmp_path) == []
+
+
+def test_a_coordinator_keeping_every_core_of_its_node_is_refused_in_a_job_and_outside_one_for_fleet_run(tmp_path, suite):
+    job = {"SLURM_JOB_ID": "77", "SLURM_JOB_NODELIST": "nid[1-2]", "FLEET_MACHINE": "slurm"}
+    every = str(len(os.sched_getaffinity(0)))
+    r = fleet(tmp_path, "up", "--run-dir", str(tmp_path / "rd"), "--coordinator-cores", every, env=job)
+    refused(r, f"--coordinator-cores {every}: this node has", "at least one must be left", "nothing was started")
+    refused(fleet(tmp_path, "run", str(suite), "--coordinator-cores", "1"), "--coordinator-cores 1",
+            "only in a batch job", "nothing was started")
+    assert not (tmp_path / "rd").exists() and not (tmp_path / "runs").exists()
     assert left_behind(tmp_path) == []
 
 

@@ -66,6 +66,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--report-hold", type=float, default=None,
                     help="seconds an agent holds step reports after a send, to send them together "
                          "(default: scaled with the allocation, fleet.control.liveness.report_hold)")
+    ap.add_argument("--coordinator-cores", type=int, default=0,
+                    help="cores of its node the coordinator keeps for itself, in a batch job (fleet.site.owncores)")
     ap.add_argument("--parent-pid", type=int, default=0,
                     help="stop (SIGTERM: a clean teardown) when this process, our parent, dies")
     return ap
@@ -103,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
             log.error("machine %s starts agents with %s, but this is not inside a batch job", profile.name, profile.launcher)
             return 2
         nodes = len(alloc_nodes)
+    if (own := _own_cores(args.coordinator_cores, profile, alloc_nodes)) is None:
+        return 2
     # What governs this fleet's patience, for whoever reads coordinator.log after.
     log.info("settings: heartbeat %g s, agent lost after %g s, stale claims adopted after %g s, "
              "max attempts %s, reservations %s (%d planned ahead), order %s, reports held %g s", args.heartbeat,
@@ -117,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     # Looked up at call time, through the module: what the coordinator module holds is what runs.
     from fleet.control import coordinator
     try:
-        coord = coordinator.Coordinator(run_dir, nodes, launcher_for(profile, run_dir, alloc_nodes),
+        coord = coordinator.Coordinator(run_dir, nodes, launcher_for(profile, run_dir, alloc_nodes, own),
                                         bind_host=bind, heartbeat_s=args.heartbeat, timeout_s=args.timeout,
                                         join_timeout_s=args.join_timeout, preload=preload, profile=profile,
                                         advertise=advertise, stale_after=args.stale_after,
@@ -136,6 +140,25 @@ def main(argv: list[str] | None = None) -> int:
     coord.sched.reserve_after(None if args.no_reservations else args.reserve_after)
     ahead(ordered(coord.sched, args.order), args.reserve_ahead)
     return coord.serve()
+
+
+def _own_cores(n: int, profile, alloc_nodes: tuple[str, ...]) -> tuple[str, ...] | None:
+    """--coordinator-cores N: keep N cores of this node (fleet.site.owncores); the agents'
+    arguments that say so, or None (logged) if it cannot be done here."""
+    if not n:
+        return ()
+    if profile.launcher == "local":
+        log.error("--coordinator-cores %d: only in a batch job (a local fleet's pretend nodes share "
+                  "this machine's cores with its coordinator)", n)
+        return None
+    from fleet.site import owncores
+    try:
+        node, cores = owncores.keep(n, profile.held_back_cores, alloc_nodes)
+    except ValueError as e:
+        log.error("%s", e)
+        return None
+    log.info("cores %s of %s kept for the coordinator (its agent offers the others)", ",".join(map(str, cores)), node)
+    return tuple(owncores.agent_args(node, cores))
 
 
 def addresses(bind: str, advertise: str, local: bool) -> tuple[str, str]:

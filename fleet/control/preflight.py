@@ -13,14 +13,18 @@ from __future__ import annotations
 
 
 def problem(profile, nodes: int, advertise: str | None,
-            elsewhere: str = "give --local for a fleet on this machine") -> str | None:
+            elsewhere: str = "give --local for a fleet on this machine", own_cores: int = 0) -> str | None:
     """Why a fleet of `profile` (fleet.site.profiles.Profile) with `nodes` pretend nodes
-    (a local fleet's --nodes) advertising `advertise` cannot start here, or None
-    (`elsewhere`: how to have a local fleet instead, as the command at hand takes it)."""
+    (a local fleet's --nodes) advertising `advertise`, its coordinator keeping `own_cores`
+    cores (--coordinator-cores), cannot start here, or None (`elsewhere`: how to have a
+    local fleet instead, as the command at hand takes it)."""
     from fleet.control.coordinator_cli import addresses
     from fleet.site.allocation import AllocationError, from_environment
     from fleet.site.launch import local_split
     local = profile.launcher == "local"
+    if local and own_cores:
+        return (f"--coordinator-cores {own_cores}: only in a batch job (a local fleet's coordinator shares this "
+                f"machine's cores with its pretend nodes)")
     if local:
         try:
             local_split(nodes, profile.held_back_cores)
@@ -35,6 +39,13 @@ def problem(profile, nodes: int, advertise: str | None,
             how = {"slurm": "Slurm's srun", "pals": "PALS mpiexec"}.get(profile.launcher, profile.launcher)
             return (f"machine {profile.name} starts its agents with {how}, but this is not inside a batch job "
                     f"({elsewhere})")
+        if own_cores:
+            from fleet.node.probe import usable_cores
+            from fleet.site.owncores import pick
+            try:
+                pick(own_cores, usable_cores(), profile.held_back_cores)
+            except ValueError as e:
+                return str(e)
     try:
         addresses("", advertise or profile.advertise, local)
     except ValueError as e:
@@ -42,7 +53,7 @@ def problem(profile, nodes: int, advertise: str | None,
     return None
 
 
-def embedded(nodes: int, advertise: str | None) -> str | None:
+def embedded(nodes: int, advertise: str | None, own_cores: int = 0) -> str | None:
     """As `problem`, for the fleet `fleet run` starts itself: this environment's machine
     profile (fleet.site.profiles.detect: $FLEET_MACHINE, else the batch job's)."""
     import os
@@ -53,4 +64,5 @@ def embedded(nodes: int, advertise: str | None) -> str | None:
         profile = load(detect())
     except ProfileError as e:
         return f"{chosen}: {e}"
-    return problem(profile, nodes, advertise, f"the machine is {chosen}; without it fleet run starts a local fleet")
+    return problem(profile, nodes, advertise, f"the machine is {chosen}; without it fleet run starts a local fleet",
+                   own_cores)

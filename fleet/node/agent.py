@@ -388,6 +388,20 @@ class Agent:
         return 0
 
 
+def offered_cores(args, usable) -> list[int]:
+    """The cores this agent offers: --cores, else what `usable()` says this node allows
+    but the site's held-back cores and, on its node, the coordinator's own
+    (fleet.site.owncores)."""
+    if args.cores:
+        return [int(c) for c in args.cores.split(",") if c]
+    held = {int(c) for c in args.hold_back.split(",") if c}
+    if args.coordinator_node and args.coordinator_node == args.node:
+        kept = {int(c) for c in args.coordinator_cores.split(",") if c}
+        held |= kept
+        print(f"fleet agent {args.node}: core(s) {sorted(kept)} left to the coordinator", file=sys.stderr, flush=True)
+    return [c for c in usable() if c not in held]
+
+
 def node_name(args, env=os.environ) -> str:
     """This node's name, as the launcher knows it (fake Slurm nodes share one hostname)."""
     if args.node:
@@ -411,6 +425,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--node-list", default="", help="the allocation's nodes, in rank order")
     ap.add_argument("--cores", default="", help="core ids to offer (default: what this node allows)")
     ap.add_argument("--hold-back", default="", help="core ids the site keeps for itself")
+    ap.add_argument("--coordinator-node", default="", help="the node where the coordinator keeps cores of its own")
+    ap.add_argument("--coordinator-cores", default="", help="those cores (fleet.site.owncores)")
     ap.add_argument("--memory", type=int, default=0, help="bytes to offer (default: what this node reports)")
     ap.add_argument("--preload", default="")
     ap.add_argument("--join-timeout", type=float, default=120.0)
@@ -438,8 +454,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, EOFError) as e:  # it died mid-frame, or is not a zygote we can read
         hello = P.Refused(f"the zygote's first message was unreadable: {e}")
     from fleet.node import probe
-    held = {int(c) for c in args.hold_back.split(",") if c}
-    cores = [int(c) for c in args.cores.split(",") if c] or [c for c in probe.usable_cores() if c not in held]
+    cores = offered_cores(args, probe.usable_cores)
     memory = args.memory or probe.node_memory()
     try:
         gpus = list(probe.visible_gpus())

@@ -134,11 +134,12 @@ class _BatchLauncher:
     """One launcher process (srun or mpiexec) that starts an agent on every node."""
 
     def __init__(self, run_dir: Path, nodes: tuple[str, ...], hold_back: tuple[int, ...] = (),
-                 flags: tuple[str, ...] = ()):
+                 flags: tuple[str, ...] = (), own: tuple[str, ...] = ()):
         self.run_dir = Path(run_dir)
         self.nodes = nodes
         self.hold_back = hold_back
         self.flags = flags
+        self.own = own  # the agents' arguments naming the coordinator's own cores (fleet.site.owncores)
         self.proc: subprocess.Popen | None = None
         self._failure: str | None = None
 
@@ -192,7 +193,7 @@ class SlurmLauncher(_BatchLauncher):
         n = str(len(self.nodes))
         return ["srun", "--overlap", "--mpi=none", "--cpu-bind=none", "--kill-on-bad-exit=0",
                 "-N", n, "-n", n, "--ntasks-per-node=1", *self.flags,
-                *agent_argv(endpoint, preload, self.hold_back, "--node-from", "slurm")]
+                *agent_argv(endpoint, preload, self.hold_back, "--node-from", "slurm", *self.own)]
 
 
 class PalsLauncher(_BatchLauncher):
@@ -203,15 +204,16 @@ class PalsLauncher(_BatchLauncher):
         n = str(len(self.nodes))
         return ["mpiexec", "-n", n, "--ppn", "1", "--hosts", ",".join(self.nodes), *self.flags,
                 *agent_argv(endpoint, preload, self.hold_back, "--node-from", "rank",
-                            "--node-list", ",".join(self.nodes))]
+                            "--node-list", ",".join(self.nodes), *self.own)]
 
 
-def launcher_for(profile, run_dir: Path, nodes: tuple[str, ...] = ()) -> Launcher:
-    """The launcher a machine profile names (`nodes`: the allocation's, for batch systems)."""
+def launcher_for(profile, run_dir: Path, nodes: tuple[str, ...] = (), own: tuple[str, ...] = ()) -> Launcher:
+    """The launcher a machine profile names (`nodes`: the allocation's, for batch systems;
+    `own`: the agents' arguments naming the cores the coordinator keeps, fleet.site.owncores)."""
     if profile.launcher == "local":
         return LocalLauncher(run_dir, profile.held_back_cores)
     if profile.launcher == "slurm":
-        return SlurmLauncher(run_dir, nodes, profile.held_back_cores, profile.agent_flags)
+        return SlurmLauncher(run_dir, nodes, profile.held_back_cores, profile.agent_flags, own)
     if profile.launcher == "pals":
-        return PalsLauncher(run_dir, nodes, profile.held_back_cores, profile.agent_flags)
+        return PalsLauncher(run_dir, nodes, profile.held_back_cores, profile.agent_flags, own)
     raise ValueError(f"unknown launcher {profile.launcher!r}")

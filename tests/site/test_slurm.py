@@ -63,9 +63,10 @@ def _stepds(jobid: str) -> list[str]:
     return out
 
 
-def run_job(work: Path, suite: str, up_args: str = "", extra_env: str = "") -> SimpleNamespace:
-    """Submit a job running fleet up / run / down on `suite` in `work`; while it holds
-    after `fleet down`, record what is left of the fleet and of the job's steps."""
+def run_job(work: Path, suite: str, up_args: str = "", extra_env: str = "", after_up: str = "") -> SimpleNamespace:
+    """Submit a job running fleet up / run / down on `suite` in `work` (`after_up`: shell
+    run between up and run); while it holds after `fleet down`, record what is left of
+    the fleet and of the job's steps."""
     run_dir = work / "run"
     (work / "suite.toml").write_text(textwrap.dedent(suite))
     script = work / "job.sh"
@@ -79,6 +80,7 @@ def run_job(work: Path, suite: str, up_args: str = "", extra_env: str = "") -> S
         {extra_env}
         PY={sys.executable}
         timeout -k 5 60 $PY -m fleet up --run-dir {run_dir} --timeout 40 {up_args}; echo "up $?" >> rcs
+        {after_up}
         timeout -k 5 60 $PY -m fleet run suite.toml --run-dir {run_dir}; echo "run $?" >> rcs
         timeout -k 5 40 $PY -m fleet down --run-dir {run_dir}; echo "down $?" >> rcs
         touch downed
@@ -298,5 +300,50 @@ def test_a_profile_s_held_back_core_is_never_offered_nor_given_to_a_step_or_rank
     ranks = json.loads((tmp_path / "run" / "steps" / "probe" / "ranks.json").read_text())
     assert ranks["mismatches"] == [] and [r["affinity"] for r in ranks["ranks"]] == [[1], [1]], ranks
     assert exits["probe"]["outcome"] == "succeeded"
+    assert job.left_after_down is None, job.left_after_down
+    assert job.steps_after_down == [], job.scontrol_steps
+
+
+KEPT_SUITE = f"""
+[suite]
+name = "kept"
+
+[[steps]]
+id = "where/{{i}}"
+array = "1-3"
+call = "fleet_steps:whereami"
+args = {{ seconds = 0.3 }}
+
+[[steps]]
+id = "probe"
+mpi = true
+ranks = 3
+command = {json.dumps(PROBE)}
+deps = ["where/1", "where/2", "where/3"]
+"""
+
+AFFINITY = ("$PY -c 'import json, os, sys; pid = json.load(open(sys.argv[1]))[\"pid\"]; "
+            "print(sorted(os.sched_getaffinity(pid)))' {run}/fleet.json > coordinator-affinity")
+
+
+def test_a_core_kept_for_the_coordinator_runs_the_coordinator_alone_and_no_step_or_rank_is_given_it(tmp_path):
+    job = run_job(tmp_path, KEPT_SUITE, up_args="--coordinator-cores 1",
+                  after_up=AFFINITY.format(run=tmp_path / "run"))
+    assert job.rc == 0, job.report
+    assert "4 succeeded" in job.output, job.report
+    log = (job.run_dir / "coordinator.log").read_text()
+    kept = re.search(r"cores (\d+) of (\S+) kept for the coordinator", log)
+    assert kept, job.report
+    core, home = int(kept.group(1)), kept.group(2)
+    assert json.loads((tmp_path / "coordinator-affinity").read_text()) == [core], job.report
+    joined = {e["node"]: e["cores"] for e in job.events if e["kind"] == "node_joined"}
+    assert sorted(joined) == ["node1", "node2"] and home in joined, joined
+    assert joined == {n: ([0, 1] if n != home else [c for c in (0, 1) if c != core]) for n in joined}, joined
+    starts = _by_step(job.events, "start")
+    used = [(slot["node"], c) for e in starts.values() for slot in e["placement"] for c in slot["cores"]]
+    assert used and (home, core) not in used, used
+    ranks = json.loads((job.run_dir / "steps" / "probe" / "ranks.json").read_text())
+    assert ranks["mismatches"] == [] and len(ranks["ranks"]) == 3, ranks
+    assert all(core not in r["affinity"] for r in ranks["ranks"] if r["node"] == home), ranks
     assert job.left_after_down is None, job.left_after_down
     assert job.steps_after_down == [], job.scontrol_steps
