@@ -86,6 +86,9 @@ def env() -> dict:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
 
 
+PREFIX: dict[str, list[str]] = {}  # a process's name -> what its command runs behind (coordinator_core.py: taskset)
+
+
 class Processes:
     """What one run started, each in its own session; kill() ends them by group."""
 
@@ -95,7 +98,7 @@ class Processes:
 
     def start(self, name: str, argv: list[str]) -> subprocess.Popen:
         with open(self.work / f"{name}.log", "ab") as log:
-            p = subprocess.Popen([sys.executable, str(SIM), *argv, "--parent-pid", str(os.getpid())],
+            p = subprocess.Popen([*PREFIX.get(name, ()), sys.executable, str(SIM), *argv, "--parent-pid", str(os.getpid())],
                                  stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env(),
                                  start_new_session=True)
         self.procs.append(p)
@@ -108,7 +111,7 @@ class Processes:
             try:
                 p.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                late.append(" ".join(map(str, p.args[2:4])) + f" (pid {p.pid})")
+                late.append(" ".join(map(str, p.args[p.args.index(str(SIM)) + 1:][:2])) + f" (pid {p.pid})")
         self.kill()
         return late
 
