@@ -175,7 +175,7 @@ def oom_chain(ctx):
     while pid > 1 and len(chain) < 6:
         proc = Path(f"/proc/{pid}")
         cmd = (proc / "cmdline").read_bytes().split(b"\0")
-        chain.append({"pid": pid, "cmd": [c.decode(errors="replace") for c in cmd[:3]],
+        chain.append({"pid": pid, "cmd": [c.decode(errors="replace") for c in cmd[:4]],
                       "adj": int((proc / "oom_score_adj").read_text())})
         pid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
     Path(ctx.workdir, "oom.json").write_text(json.dumps(chain))

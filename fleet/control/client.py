@@ -14,7 +14,7 @@ from pathlib import Path
 import zmq
 
 from fleet.site import jobstate
-from fleet.wire import connection
+from fleet.wire import connection, interpreter
 from fleet.wire import messages as P
 from fleet.wire import security
 
@@ -186,7 +186,7 @@ def up(run_dir: Path, nodes: int = 1, machine: str = "local", preload: tuple[str
     if name == connection.NAME and (there := find(run_dir)) is not None:
         raise FleetError(already_up(run_dir, there))
     logf = open(run_dir / "coordinator.log", "ab")
-    argv = [sys.executable, "-m", "fleet.control.coordinator", "--run-dir", str(run_dir), "--nodes", str(nodes),
+    argv = [*interpreter.module("fleet.control.coordinator"), "--run-dir", str(run_dir), "--nodes", str(nodes),
             "--machine", machine, "--preload", ",".join(preload), "--connection-name", name,
             "--join-timeout", str(timeout), *(extra or [])]
     if name != connection.NAME:

@@ -37,7 +37,7 @@ import time
 
 from fleet.node import child, jobend, markers, memlimit, memwatch, session
 from fleet.node.launcherenv import clean_environment
-from fleet.wire import framing
+from fleet.wire import framing, interpreter
 from fleet.wire import messages as P
 
 
@@ -47,7 +47,7 @@ def start_zygote(preload: str, fence: float = 0.0, limits: str = "none") -> tupl
     req_r, req_w = os.pipe()
     rep_r, rep_w = os.pipe()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "fleet.node.zygote", "--fd-in", str(req_r), "--fd-out", str(rep_w),
+        [*interpreter.module("fleet.node.zygote"), "--fd-in", str(req_r), "--fd-out", str(rep_w),
          "--preload", preload, "--fence", str(fence), "--memlimit", limits],
         pass_fds=(req_r, rep_w), stdin=subprocess.DEVNULL)
     os.close(req_r)

@@ -63,7 +63,7 @@ from fleet.node.queued import Queued  # noqa: E402
 from fleet.node import spare as spare_mod  # noqa: E402
 from fleet.node.spare import Spare  # noqa: E402
 from fleet.node.stopping import Stops  # noqa: E402
-from fleet.wire import framing  # noqa: E402
+from fleet.wire import framing, interpreter  # noqa: E402
 from fleet.wire import messages as P  # noqa: E402
 
 EXIT_REFUSED = 3
@@ -461,6 +461,7 @@ def main(argv: list[str] | None = None) -> int:
     # spawned commands (they cannot carry a death signal of their own).
     child.set_pdeathsig(signal.SIGTERM)
     preload = tuple(m.strip() for m in args.preload.split(",") if m.strip())
+    interpreter.user_path()  # (after our own imports, before the preloads)
     t0 = time.perf_counter()
     for name in preload:  # each refusal worded as a preload while serving words it (fleet.node.preload)
         try:

@@ -10,10 +10,11 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Protocol
+
+from fleet.wire import interpreter
 
 
 class Launcher(Protocol):
@@ -88,7 +89,7 @@ class LocalLauncher:
         logs = self.run_dir / "agents"
         logs.mkdir(parents=True, exist_ok=True)
         for name, cores in zip(local_names(nodes), groups):
-            argv = [sys.executable, "-m", "fleet.node.agent", "--connect", endpoint, "--node", name,
+            argv = [*interpreter.module("fleet.node.agent"), "--connect", endpoint, "--node", name,
                     "--cores", ",".join(map(str, cores)), "--memory", str(memory),
                     "--preload", ",".join(preload)]
             with open(logs / f"{name}.log", "ab") as out:
@@ -126,7 +127,7 @@ class LocalLauncher:
 
 
 def agent_argv(endpoint: str, preload: tuple[str, ...], hold_back: tuple[int, ...], *extra: str) -> list[str]:
-    return [sys.executable, "-m", "fleet.node.agent", "--connect", endpoint, "--preload", ",".join(preload),
+    return [*interpreter.module("fleet.node.agent"), "--connect", endpoint, "--preload", ",".join(preload),
             "--hold-back", ",".join(map(str, hold_back)), *extra]
 
 

@@ -22,6 +22,7 @@ from fleet.control import launching
 from fleet.wire import events as E
 from fleet.site import profiles
 from fleet.cli import main as cli
+from fleet.wire.interpreter import SAFE
 from fleet.site.launch import LocalLauncher, PalsLauncher, SlurmLauncher, agent_argv, launcher_for, split_cores
 from fleet.node.launcherenv import is_leaked
 from fleet.site.mpi import RenderError, layout, render
@@ -33,6 +34,7 @@ from fleet.core.suite import parse_suite
 
 PROBE = ["python3", "-m", "fleet.node.mpiprobe"]
 AGENTS_DIR = Path(__file__).resolve().parents[2] / "agents"
+AGENT = (sys.executable, *SAFE, "-m", "fleet.node.agent")  # (-P: fleet.wire.interpreter)
 EP = "tcp://10.0.0.1:5555"
 
 
@@ -305,7 +307,7 @@ def test_the_agents_srun_is_an_overlapping_step_with_one_task_per_node_counted_e
     argv = SlurmLauncher(Path("/r"), ("nid001", "nid002", "nid007")).argv(EP, ("numpy", "scipy.linalg"))
     assert argv == ["srun", "--overlap", "--mpi=none", "--cpu-bind=none", "--kill-on-bad-exit=0",
                     "-N", "3", "-n", "3", "--ntasks-per-node=1",
-                    sys.executable, "-m", "fleet.node.agent", "--connect", EP, "--preload", "numpy,scipy.linalg",
+                    *AGENT, "--connect", EP, "--preload", "numpy,scipy.linalg",
                     "--hold-back", "", "--node-from", "slurm"]
     assert "--exact" not in argv and not any(a.startswith("--exact") for a in argv)
 
@@ -315,20 +317,20 @@ def test_the_agents_srun_puts_the_profile_s_agent_flags_before_the_agent_and_pas
     i = argv.index(sys.executable)
     assert argv[:i] == ["srun", "--overlap", "--mpi=none", "--cpu-bind=none", "--kill-on-bad-exit=0",
                         "-N", "2", "-n", "2", "--ntasks-per-node=1", "--network=single", "-p", "gpu"]
-    assert argv[i:] == [sys.executable, "-m", "fleet.node.agent", "--connect", EP, "--preload", "",
+    assert argv[i:] == [*AGENT, "--connect", EP, "--preload", "",
                         "--hold-back", "0,52", "--node-from", "slurm"]
 
 
 def test_the_agents_pals_mpiexec_runs_one_rank_per_node_on_the_node_file_s_hosts_and_names_nodes_by_rank():
     argv = PalsLauncher(Path("/r"), ("x1000c0s0b0n0", "x1000c0s1b0n0"), (0, 52), ("--no-transfer",)).argv(EP, ("numpy",))
     assert argv == ["mpiexec", "-n", "2", "--ppn", "1", "--hosts", "x1000c0s0b0n0,x1000c0s1b0n0", "--no-transfer",
-                    sys.executable, "-m", "fleet.node.agent", "--connect", EP, "--preload", "numpy",
+                    *AGENT, "--connect", EP, "--preload", "numpy",
                     "--hold-back", "0,52", "--node-from", "rank", "--node-list", "x1000c0s0b0n0,x1000c0s1b0n0"]
 
 
 def test_agent_argv_carries_no_keys_only_the_endpoint_preload_and_held_back_cores():
     argv = agent_argv(EP, ("a", "b"), (3,), "--node", "n1")
-    assert argv == [sys.executable, "-m", "fleet.node.agent", "--connect", EP, "--preload", "a,b",
+    assert argv == [*AGENT, "--connect", EP, "--preload", "a,b",
                     "--hold-back", "3", "--node", "n1"]
 
 

@@ -1,0 +1,30 @@
+"""How fleet starts its own Python processes: the coordinator, the agents, the zygotes.
+
+`python -m module` puts the current directory first on sys.path, and fleet's processes
+start in the user's (where `fleet up` or `fleet run` ran, the job's directory on the
+nodes): a `json.py`, `signal.py` or `random.py` there was imported by the coordinator
+and the agents in place of the standard library's, and the fleet did not come up.
+From Python 3.11 they start with -P, which leaves it out (on 3.10 nothing does).
+A zygote puts the directory back once its own imports are done, so that preloads and
+call steps find modules there as they did (fleet.node.zygote).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+SAFE = ("-P",) if sys.version_info >= (3, 11) else ()
+
+
+def module(name: str) -> list[str]:
+    """The command line that runs fleet's module `name` in this Python."""
+    return [sys.executable, *SAFE, "-m", name]
+
+
+def user_path() -> None:
+    """(In a zygote, once its own imports are done) the directory it started in, first on
+    sys.path again, where `python -m` without -P puts it: preloads and call steps find
+    modules there as they always did."""
+    if getattr(sys.flags, "safe_path", False) and os.getcwd() not in sys.path:  # (3.11+)
+        sys.path.insert(0, os.getcwd())
