@@ -14,6 +14,7 @@ from fleet.cli_up import coordinator_args_of, coordinator_options, start, stop_a
 from fleet.control.checks import checked_suite, preload_hint
 from fleet.core.problems import Problem, SuiteError
 from fleet.core.units import counted
+from fleet import cli_streams
 from fleet.cli_options import MEMORY, drain_margin, simulate_end
 
 EXIT_INVALID = 2
@@ -51,6 +52,7 @@ def _allocation(nodes, cores, memory, gpus):
 def main() -> None:
     """Run a suite of steps inside one batch allocation, forked from resident,
     pre-imported fork servers on every node."""
+    cli_streams.tolerant()
 
 
 def allocation_options(f):

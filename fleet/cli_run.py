@@ -40,7 +40,15 @@ def selected(only: str) -> tuple[str, ...]:
 
 def refuse_a_file(target: Path, given: str | None, suite: Suite) -> None:
     """Exit 2 if the run directory is a file, naming where it came from (the flag, the
-    environment or the suite's field), before anything reads or makes it."""
+    environment or the suite's field), or its path or the suite's is not UTF-8, before
+    anything reads or makes it."""
+    for what, path in (("suite", suite.path), ("run directory", target)):
+        try:
+            str(path).encode("utf-8")
+        except UnicodeEncodeError:  # (a Latin-1 name, say: it could not be sent, nor recorded)
+            click.echo(f"fleet: the {what}'s path {str(path)!r} is not valid UTF-8, which fleet's messages and "
+                       f"records are: rename it; nothing was started", err=True)
+            sys.exit(EXIT_INVALID)
     if target.exists() and not target.is_dir():
         where = ("--run-dir" if given else "$FLEET_RUN_DIR" if os.environ.get("FLEET_RUN_DIR")
                  else f"{suite.path}: field 'suite.run_dir'")

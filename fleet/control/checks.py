@@ -40,7 +40,7 @@ def suite_head(path: str | Path) -> Suite:
 def _text(path: Path) -> str:
     fname = str(path)
     try:
-        return path.read_text()
+        return path.read_text(encoding="utf-8")  # (TOML is UTF-8, whatever the locale)
     except FileNotFoundError:
         raise SuiteError([Problem(fname, None, None, "no such file")]) from None
     except (OSError, UnicodeDecodeError) as e:
@@ -137,7 +137,12 @@ def preload_hint(suite: Suite) -> str | None:
 # the process's threads (a zygote refuses one that starts a thread: it forks); then the
 # call steps' modules, as a forked child imports them once the preloads are in.
 _IMPORTER = r"""
-import importlib, json, sys
+import importlib, json, os, sys
+try:  # this directory first, as a zygote has it once its own imports are done (fleet.wire.interpreter)
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+except OSError:
+    pass
 
 def threads():
     try:
@@ -234,7 +239,8 @@ def _import_in_child(preload: list[str], calls: list[tuple[str, list[str]]], tim
     """The child's answer, or what went wrong with the child itself."""
     from fleet.node.threads import THREAD_VARS
     env = {**os.environ, **dict.fromkeys(THREAD_VARS, "1")}  # as a zygote has them (fleet.node.zygote)
-    p = subprocess.Popen([sys.executable, "-c", _IMPORTER, json.dumps([preload, calls])], stdin=subprocess.DEVNULL,
+    from fleet.wire.interpreter import SAFE
+    p = subprocess.Popen([sys.executable, *SAFE, "-c", _IMPORTER, json.dumps([preload, calls])], stdin=subprocess.DEVNULL,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, env=env)
     try:
         out, err = p.communicate(timeout=timeout)

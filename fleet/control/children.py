@@ -175,7 +175,7 @@ def collect(parent: str, run_dir: Path, given: frozenset, priority) -> Collected
     problems: list = []
     for n in names:
         try:
-            text = (d / n).read_text()
+            text = (d / n).read_text(encoding="utf-8")
             raw = json.loads(text) if n.endswith(".json") else tomllib.loads(text)
         except (OSError, ValueError) as e:
             problems.append(Problem(str(d / n), None, None, f"cannot read it: {e}"))

@@ -155,6 +155,10 @@ def usable_run_dir(run_dir: Path) -> Path:
     anything starts; RunDirError names the directory and the OS error otherwise."""
     run_dir = Path(run_dir)
     try:
+        str(run_dir).encode("utf-8")
+    except UnicodeEncodeError:  # (fleet's messages and records are UTF-8: it could not be sent)
+        raise RunDirError(f"cannot use run directory {str(run_dir)!r}: its path is not valid UTF-8; rename it") from None
+    try:
         run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".fleet-probe-", dir=run_dir)
         os.close(fd)

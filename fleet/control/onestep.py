@@ -35,7 +35,7 @@ from fleet.core.resources import NodeSpec
 from fleet.core.scheduler import Scheduler
 from fleet.node import child, command, probe
 from fleet.site.profiles import Profile
-from fleet.wire import records
+from fleet.wire import interpreter, records
 from fleet.wire.messages import Launch
 
 NODE = "node1"  # the name a one-node local fleet gives its node
@@ -132,6 +132,7 @@ def _call(launch: Launch) -> tuple[int, dict]:
     pid = os.fork()
     if pid == 0:  # pragma: no cover (the child ends in os._exit)
         os.close(r)
+        interpreter.user_path()  # modules in this directory, as a fleet's zygote finds them
         child.run_call(launch, w, parent=parent, foreground=True)
     os.close(w)
     with _interrupts_to_the_step():

@@ -6,6 +6,7 @@ the zygote's single-threaded loop."""
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import time
 
@@ -13,6 +14,10 @@ from fleet.node import child, protocol, session
 from fleet.node.stopping import ended_reason, signal_name
 from fleet.wire import messages as P
 from fleet.wire import numtext
+
+# os.wait4 imports `resource` at its first call, when a user's resource.py may be first on
+# sys.path (the zygote puts the user's directory back: fleet.wire.interpreter): taken here.
+_RUSAGE = resource.struct_rusage
 
 
 def reap(zygote, block: bool = False) -> list:

@@ -23,8 +23,13 @@ def module(name: str) -> list[str]:
 
 
 def user_path() -> None:
-    """(In a zygote, once its own imports are done) the directory it started in, first on
-    sys.path again, where `python -m` without -P puts it: preloads and call steps find
-    modules there as they always did."""
-    if getattr(sys.flags, "safe_path", False) and os.getcwd() not in sys.path:  # (3.11+)
-        sys.path.insert(0, os.getcwd())
+    """(In a zygote once its own imports are done, and in `fleet step`'s child) the
+    directory it started in first on sys.path, where `python -m` puts it without -P:
+    preloads and call steps find modules there as they always did in a fleet. Nothing
+    if that directory is gone (it has no modules to find)."""
+    try:
+        here = os.getcwd()
+    except OSError:
+        return
+    if here not in sys.path:
+        sys.path.insert(0, here)

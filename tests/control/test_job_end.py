@@ -94,7 +94,10 @@ def test_a_job_ended_under_the_fleet_interrupts_its_steps_drains_exits_3_stops_t
     assert {"call", "shell"} <= set(exits) <= {"call", "shell", "queued"}, exits
     assert {e.outcome for e in exits.values()} == {"interrupted"}, exits
     assert exits["shell"].returncode == 143 and exits["call"].signal == signal.SIGTERM, exits
-    assert all("its agent got SIGTERM (the job ending: no attempt used)" in e.reason for e in exits.values())
+    # Relabelled by its agent, or (a loaded machine: the step's exit sent on after DOUBT_S,
+    # before its agent's own signal was handled) by the coordinator, drained by then.
+    assert all("its agent got SIGTERM (the job ending: no attempt used)" in e.reason
+               or e.reason.startswith("the batch job is ending") for e in exits.values()), exits
     assert ("queued" in exits) == ("queued" in {e.step for e in recs if isinstance(e, E.Start)})
     assert not [e for e in recs if isinstance(e, (E.Retry, E.Blocked, E.Unrunnable))], recs
     assert [e.steps for e in recs if isinstance(e, E.NotStarted)] == [len(STEPS) - len(exits)]

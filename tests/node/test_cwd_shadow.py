@@ -14,7 +14,8 @@ import pytest
 
 from fleetharness import assert_nothing_left, events, python
 
-SHADOWS = ("json", "signal", "select", "random", "copy", "string", "socket", "selectors", "subprocess")
+SHADOWS = ("json", "signal", "select", "random", "copy", "string", "socket", "selectors", "subprocess",
+           "resource")  # (resource: os.wait4 imports it at its first call, in the zygote)
 
 SUITE = """\
 [suite]
@@ -50,3 +51,9 @@ def test_modules_named_as_the_standard_library_s_in_the_current_directory_do_not
     assert exits == {"hello": "succeeded", "shell": "succeeded"}, exits
     assert (run_dir / "steps" / "hello" / "hello.txt").read_text() == "hello"  # the call step, found here
     assert_nothing_left(run_dir)
+    # The suite's check of its modules, and one step run on its own, find them here too.
+    r = python("-P", "-m", "fleet", "validate", "--imports", "s.toml", cwd=tmp_path, timeout=120)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    r = python("-P", "-m", "fleet", "step", "s.toml", "hello", cwd=tmp_path, timeout=120)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert sorted(p.name for p in tmp_path.glob("SHADOWED-*")) == []
