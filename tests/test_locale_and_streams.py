@@ -1,6 +1,7 @@
 """`fleet run` in the environments users start it from: a locale that cannot show every
-character, a closed standard output, a current directory that is gone, a run directory
-whose name is not UTF-8. Each through the real command, with an embedded fleet."""
+character, a closed standard output, a reader that goes away, a current directory that
+is gone, a run directory whose name is not UTF-8. Each through the real command, with
+an embedded fleet (fleet.cli_streams, fleet.wire.interpreter)."""
 
 from __future__ import annotations
 
@@ -44,7 +45,8 @@ def boom():
 def run(argv: list[str], cwd: Path, extra: dict | None = None, shell: str | None = None,
         timeout: float = 120) -> subprocess.CompletedProcess:
     """argv (or a shell line) in its own process group, killed whole if it overruns."""
-    p = subprocess.Popen(shell if shell is not None else argv, shell=shell is not None, cwd=cwd,
+    p = subprocess.Popen(shell if shell is not None else argv, shell=shell is not None,
+                         executable="/bin/bash" if shell is not None else None, cwd=cwd,
                          env={**env(), **(extra or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          start_new_session=True)
     try:
@@ -116,3 +118,19 @@ def test_a_run_directory_or_suite_whose_name_is_not_utf8_is_refused_before_anyth
     r = run([*FLEET, "run", os.fsdecode(bytes(tmp_path) + b"/s\xe9.toml"), "--nodes", "1",
              "--run-dir", str(tmp_path / "rd")], tmp_path)
     assert r.returncode == 2, r.stderr
+
+
+def test_a_reader_that_goes_away_does_not_stop_the_run(tmp_path):
+    # Enough steps that fleet run's output passes a pipe's buffer while steps still run.
+    (tmp_path / "s.toml").write_text('[suite]\nname = "many"\n\n[[steps]]\nid = "s/{i}"\narray = "1-600"\n'
+                                     'command = "true"\n\n[[steps]]\nid = "last"\ncommand = "exit 3"\n'
+                                     'deps = ["s/600"]\n')
+    r = run([], tmp_path, shell=f"set -o pipefail; {sys.executable} -P -m fleet run s.toml --nodes 1 | head -c 1",
+            timeout=300)
+    run_dir = tmp_path / "runs" / "many"
+    assert r.returncode == 1, (r.stdout, r.stderr)  # fleet run's own status (`last` failed), not an abort's
+    assert "Traceback" not in r.stderr and "BrokenPipe" not in r.stderr, r.stderr
+    exits = {e["step"]: e["outcome"] for e in events(run_dir) if e["kind"] == "exit"}
+    assert len(exits) == 601 and exits.pop("last") == "failed", exits.get("last")
+    assert set(exits.values()) == {"succeeded"}, {o for o in exits.values()}
+    assert_nothing_left(run_dir)
