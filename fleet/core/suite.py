@@ -194,9 +194,10 @@ def read_toml(text: str, path: str | Path, resolve: Callable[[Path], Path] | Non
     text = text.removeprefix("\ufeff")
     try:
         raw = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
+    except (tomllib.TOMLDecodeError, RecursionError) as e:  # (RecursionError: arrays or tables nested ~1,000 deep)
+        why = f"not valid TOML: {e}" if isinstance(e, tomllib.TOMLDecodeError) else "nested too deeply to read"
         empty = Suite(path, path.stem, path.parent, (), ())
-        return Reading(empty, (Problem(str(path), None, None, f"not valid TOML: {e}"),))
+        return Reading(empty, (Problem(str(path), None, None, why),))
     if not head:
         return read_suite(raw, path, resolve)
     problems: list[Problem] = []

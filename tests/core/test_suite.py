@@ -531,6 +531,14 @@ def test_bad_suite_table_values_are_reported():
     assert where(problems) == {(None, "suite.name"), (None, "suite.run_dir"), (None, "suite.preload")}
 
 
+def test_arguments_nested_too_deeply_to_read_are_one_problem_naming_the_file_not_a_traceback(tmp_path):
+    deep = write(tmp_path, '[[steps]]\nid = "a"\ncall = "m:f"\nargs = { x = ' + "[" * 2000 + "]" * 2000 + " }\n")
+    with pytest.raises(SuiteError) as e:
+        load_suite(deep)
+    (p,) = e.value.problems
+    assert p.file == str(deep) and p.message == "nested too deeply to read"
+
+
 def test_a_file_that_is_not_toml_or_does_not_exist_is_one_problem_naming_the_file(tmp_path):
     bad = write(tmp_path, "[[steps]\nid = 'a'\n")
     with pytest.raises(SuiteError) as e:
