@@ -240,8 +240,9 @@ def _import_in_child(preload: list[str], calls: list[tuple[str, list[str]]], tim
     from fleet.node.threads import THREAD_VARS
     env = {**os.environ, **dict.fromkeys(THREAD_VARS, "1")}  # as a zygote has them (fleet.node.zygote)
     from fleet.wire.interpreter import SAFE
-    p = subprocess.Popen([sys.executable, *SAFE, "-c", _IMPORTER, json.dumps([preload, calls])], stdin=subprocess.DEVNULL,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, env=env)
+    p = subprocess.Popen([sys.executable, *SAFE, "-c", _IMPORTER, json.dumps([preload, calls])],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True, env=env)
     try:
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
