@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -17,6 +16,8 @@ from pathlib import Path
 
 import psutil
 import pytest
+
+from fleetharness import completed
 
 SUITE = '[[steps]]\nid = "a"\ncommand = "true"\nestimate = 5\n'
 ALLOC = ["--nodes", "1", "--cores-per-node", "2"]
@@ -26,15 +27,8 @@ def fleet(tmp_path: Path, *args: str, env: dict | None = None, timeout: float = 
     """`fleet ARGS` in tmp_path, in its own process group (killed whole if it overruns)."""
     clean = {k: v for k, v in os.environ.items()
              if not k.startswith(("SLURM_", "PBS_")) and k not in ("FLEET_RUN_DIR", "FLEET_MACHINE", "FLEET_ADVERTISE")}
-    p = subprocess.Popen([sys.executable, "-m", "fleet", *args], cwd=tmp_path, env={**clean, **(env or {})},
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        out, err = p.communicate(timeout=timeout)
-    finally:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.communicate(timeout=30)
-    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
+    return completed([sys.executable, "-m", "fleet", *args], timeout, cwd=tmp_path, env={**clean, **(env or {})},
+                     text=True)
 
 
 def left_behind(tmp_path: Path, within: float = 30.0) -> list[str]:

@@ -8,12 +8,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
-from fleetharness import assert_nothing_left, env, events
+from fleetharness import assert_nothing_left, completed, env, events
 
 SUITE = """\
 [suite]
@@ -45,18 +44,10 @@ def boom():
 def run(argv: list[str], cwd: Path, extra: dict | None = None, shell: str | None = None,
         timeout: float = 120) -> subprocess.CompletedProcess:
     """argv (or a shell line) in its own process group, killed whole if it overruns."""
-    p = subprocess.Popen(shell if shell is not None else argv, shell=shell is not None,
-                         executable="/bin/bash" if shell is not None else None, cwd=cwd,
-                         env={**env(), **(extra or {})}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                         start_new_session=True)
-    try:
-        out, err = p.communicate(timeout=timeout)
-    finally:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.communicate(timeout=30)
-    return subprocess.CompletedProcess(p.args, p.returncode, out.decode(errors="replace"),
-                                       err.decode(errors="replace"))
+    r = completed(shell if shell is not None else argv, timeout, shell=shell is not None, cwd=cwd,
+                  executable="/bin/bash" if shell is not None else None, env={**env(), **(extra or {})})
+    return subprocess.CompletedProcess(r.args, r.returncode, r.stdout.decode(errors="replace"),
+                                       r.stderr.decode(errors="replace"))
 
 
 def suite_in(tmp_path: Path) -> Path:

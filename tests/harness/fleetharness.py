@@ -61,6 +61,20 @@ def python(*args: str, cwd: Path, timeout: float = 90.0, check: bool = False,
     return cp
 
 
+def completed(argv, timeout: float, **popen) -> subprocess.CompletedProcess:
+    """argv run to its end in its own process group, the group killed if it overruns or
+    the wait is interrupted (then whatever it printed is returned, with its status)."""
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, **popen)
+    out = err = None
+    try:
+        out, err = p.communicate(timeout=timeout)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            out, err = p.communicate(timeout=30)
+    return subprocess.CompletedProcess(p.args, p.returncode, out, err)
+
+
 def spawn(*args: str, cwd: Path) -> subprocess.Popen:
     """Start `fleet ARGS` in the background in its own process group."""
     return subprocess.Popen([sys.executable, "-m", "fleet", *args], cwd=cwd, env=env(),

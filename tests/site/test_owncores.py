@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+
+from fleetharness import completed
 
 from fleet.site import owncores
 from fleet.site.launch import PalsLauncher, SlurmLauncher
@@ -59,16 +59,9 @@ PINNED = textwrap.dedent("""\
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs: one is kept, one must be left")
 def test_a_process_that_keeps_a_core_runs_there_and_so_do_the_threads_it_starts_after():
-    p = subprocess.Popen([sys.executable, "-c", PINNED], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
-    try:
-        out, err = p.communicate(timeout=60)
-    finally:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.communicate(timeout=30)
-    assert p.returncode == 0, err
-    got = json.loads(out)
+    r = completed([sys.executable, "-c", PINNED], timeout=60, text=True)
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
     from fleet.node.probe import usable_cores
     last = usable_cores()[-1]
     assert got["cores"] == [last]

@@ -260,23 +260,16 @@ def test_nothing_of_the_fleet_or_its_job_remains_after_the_job(job):
     assert _stepds(job.jobid) == []
 
 
-HELD_SUITE = f"""
-[suite]
-name = "held"
+def where_then_probe(name: str, n: int) -> str:
+    """A suite of n one-core Python steps that say where they ran, then an MPI probe of
+    n ranks after them."""
+    deps = ", ".join(f'"where/{i}"' for i in range(1, n + 1))
+    return (f'[suite]\nname = "{name}"\n\n[[steps]]\nid = "where/{{i}}"\narray = "1-{n}"\n'
+            f'call = "fleet_steps:whereami"\nargs = {{ seconds = 0.3 }}\n\n[[steps]]\nid = "probe"\nmpi = true\n'
+            f'ranks = {n}\ncommand = {json.dumps(PROBE)}\ndeps = [{deps}]\n')
 
-[[steps]]
-id = "where/{{i}}"
-array = "1-2"
-call = "fleet_steps:whereami"
-args = {{ seconds = 0.3 }}
 
-[[steps]]
-id = "probe"
-mpi = true
-ranks = 2
-command = {json.dumps(PROBE)}
-deps = ["where/1", "where/2"]
-"""
+HELD_SUITE = where_then_probe("held", 2)
 
 
 def test_a_profile_s_held_back_core_is_never_offered_nor_given_to_a_step_or_rank(tmp_path):
@@ -304,23 +297,7 @@ def test_a_profile_s_held_back_core_is_never_offered_nor_given_to_a_step_or_rank
     assert job.steps_after_down == [], job.scontrol_steps
 
 
-KEPT_SUITE = f"""
-[suite]
-name = "kept"
-
-[[steps]]
-id = "where/{{i}}"
-array = "1-3"
-call = "fleet_steps:whereami"
-args = {{ seconds = 0.3 }}
-
-[[steps]]
-id = "probe"
-mpi = true
-ranks = 3
-command = {json.dumps(PROBE)}
-deps = ["where/1", "where/2", "where/3"]
-"""
+KEPT_SUITE = where_then_probe("kept", 3)
 
 AFFINITY = ("$PY -c 'import json, os, sys; pid = json.load(open(sys.argv[1]))[\"pid\"]; "
             "print(sorted(os.sched_getaffinity(pid)))' {run}/fleet.json > coordinator-affinity")
