@@ -94,6 +94,15 @@ def test_a_coordinator_keeping_every_core_of_its_node_is_refused_in_a_job_and_ou
     assert left_behind(tmp_path) == []
 
 
+def test_a_date_in_a_call_step_s_args_is_refused_before_anything_starts_not_left_running(tmp_path):
+    # (it was: the step started, its launch could not be encoded, and the run never ended)
+    dated = tmp_path / "d.toml"
+    dated.write_text('[[steps]]\nid = "d"\ncall = "json:dumps"\nargs = { obj = 1979-05-27 }\n')
+    refused(fleet(tmp_path, "run", str(dated), timeout=60), "d.toml: step 'd': field 'args'", "args.obj is a TOML date",
+            "nothing was started")
+    assert not (tmp_path / "runs").exists()
+
+
 def test_fleet_run_refuses_an_only_that_names_no_step_rather_than_running_every_step(tmp_path, suite):
     r = fleet(tmp_path, "run", str(suite), "--only", " , ")
     refused(r, "--only", "names no step")

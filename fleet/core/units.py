@@ -216,6 +216,24 @@ def check_table(v: Any) -> dict:
     return v
 
 
+def check_args(v: Any) -> dict:
+    """A call step's args: a table of plain values (strings, numbers, booleans, and arrays
+    and tables of them). A TOML date or time has no form the arguments travel to a node
+    in: such a step was started, never reached its node, and the run never ended."""
+    stack = [("args", check_table(v))]
+    while stack:  # (no recursion: how deep tomllib nests is its own limit)
+        where, x = stack.pop()
+        if isinstance(x, dict):
+            stack.extend((f"{where}.{k}", y) for k, y in x.items())
+        elif isinstance(x, list):
+            stack.extend((f"{where}[{i}]", y) for i, y in enumerate(x))
+        elif not isinstance(x, (str, int, float)):  # (bool is an int)
+            text = x.isoformat() if hasattr(x, "isoformat") else str(x)
+            raise ValueError(f"{where} is a TOML {type(x).__name__} ({text}): a step's args are strings, numbers, "
+                             f"booleans, arrays and tables; write it as a string (\"{text}\")")
+    return v
+
+
 # Thread-pool sizes of numerical libraries: they read these when loaded. A step's are set
 # from its cores (or an MPI step's threads) by its node (fleet.node.threads).
 THREAD_VARS = (
@@ -296,7 +314,7 @@ def check_protocol(v: Any) -> str:
 
 
 CHECKS = {
-    "id": check_id, "task": check_str, "call": check_call, "command": check_command, "args": check_table,
+    "id": check_id, "task": check_str, "call": check_call, "command": check_command, "args": check_args,
     "cores": check_int(1), "min_cores": check_int(1), "gpus": check_int(0), "memory": check_memory,
     "span": check_bool, "mpi": check_bool, "ranks": check_int(1), "min_ranks": check_int(1), "threads": check_int(1),
     "deps": check_strings, "inputs": check_inputs, "outputs": check_outputs, "workdir": check_workdir,

@@ -531,6 +531,20 @@ def test_bad_suite_table_values_are_reported():
     assert where(problems) == {(None, "suite.name"), (None, "suite.run_dir"), (None, "suite.preload")}
 
 
+def test_a_toml_date_or_time_in_a_call_step_s_args_is_refused_naming_where_it_is(tmp_path):
+    path = write(tmp_path, """\
+        [[steps]]
+        id = "a"
+        call = "m:f"
+        args = { when = 1979-05-27T07:32:00Z, more = [1, { at = 07:32:00 }] }
+        """)
+    with pytest.raises(SuiteError) as e:
+        load_suite(path)
+    (p,) = e.value.problems
+    assert (p.file, p.step, p.field) == (str(path), "a", "args"), p
+    assert "is a TOML" in p.message and ("args.when" in p.message or "args.more[1].at" in p.message), p.message
+
+
 def test_arguments_nested_too_deeply_to_read_are_one_problem_naming_the_file_not_a_traceback(tmp_path):
     deep = write(tmp_path, '[[steps]]\nid = "a"\ncall = "m:f"\nargs = { x = ' + "[" * 2000 + "]" * 2000 + " }\n")
     with pytest.raises(SuiteError) as e:
