@@ -216,10 +216,19 @@ def check_table(v: Any) -> dict:
     return v
 
 
+_PLAIN = frozenset({str, int, float, bool})
+
+
 def check_args(v: Any) -> dict:
     """A call step's args: a table of plain values (strings, numbers, booleans, and arrays
     and tables of them). A TOML date or time has no form the arguments travel to a node
     in: such a step was started, never reached its node, and the run never ended."""
+    if type(v) is dict:  # the common case, flat (a million array steps are checked one by one)
+        for x in v.values():
+            if type(x) not in _PLAIN:
+                break
+        else:
+            return v
     stack = [("args", check_table(v))]
     while stack:  # (no recursion: how deep tomllib nests is its own limit)
         where, x = stack.pop()
