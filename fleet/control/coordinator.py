@@ -1,13 +1,12 @@
 """The coordinator: a loop around the pure scheduler, never held long by one thing.
 
-It wires the parts: the sockets (fleet.control.transport), the agents table and
-heartbeats (liveness), what clients submit (submissions; read and checked on a worker
-thread and entered in parts: intake), claims on a shared run directory (claims),
-turning a start into a launch (launching), how attempts ended (outcomes) and the status
-answer (status). A ZeroMQ poller with a timer for heartbeats drives it (no busy waiting).
-Every message becomes a scheduler event; every decision becomes a message, a record, or
-both. Nothing here decides what runs: that is fleet.core.scheduler. The command line is
-fleet.control.coordinator_cli (`python -m fleet.control.coordinator` runs it).
+It wires the parts: the sockets (fleet.control.transport), the agents table and heartbeats (liveness), what
+clients submit (submissions; read and checked on a worker thread and entered in parts: intake), claims on a
+shared run directory (claims), turning a start into a launch (launching), how attempts ended (outcomes) and
+the status answer (status). A ZeroMQ poller with a timer for heartbeats drives it (no busy waiting). Every
+message becomes a scheduler event; every decision becomes a message, a record, or both. Nothing here decides
+what runs: that is fleet.core.scheduler. The command line is fleet.control.coordinator_cli (`python -m
+fleet.control.coordinator` runs it).
 """
 
 from __future__ import annotations
@@ -438,12 +437,13 @@ class Coordinator:
         try:
             msg = launching.launch(self.profile, spec, d, self.claims.run_dir_of(d.step), self.fleet_id,
                                    self.submissions.hold(d.step))
-        except launching.CannotLaunch as e:
-            self.events.write(events.Exit(t=now, step=d.step, attempt=d.attempt, node=slot.node, outcome=S.FAILED,
-                                          reason=str(e)))
-            self._feed(StepExited(d.step, d.attempt, S.FAILED, str(e)), now)
+            sent = self.liveness.send(slot.node, msg)
+        except Exception as e:  # it cannot be made, or encoded: the step fails (nothing was sent)
+            why = str(e) if isinstance(e, launching.CannotLaunch) else launching.bug(self.transport, e)
+            self.events.write(launching.failed(now, d, slot.node, why))
+            self._feed(StepExited(d.step, d.attempt, S.FAILED, why), now)
             return
-        if not self.liveness.send(slot.node, msg):
+        if not sent:
             self._unreachable(slot.node, now)
 
     # -- clients --------------------------------------------------------------------------------------

@@ -36,6 +36,19 @@ class CannotLaunch(Exception):
     """The step cannot be launched as decided (its reason is the message)."""
 
 
+def bug(transport, e: Exception) -> str:
+    """(Called in an except block) a launch that failed for a reason fleet did not foresee:
+    logged once with its traceback, counted, and said as the step's reason. The step fails
+    (retried as any failure) rather than stay running with no process, the run never ending."""
+    transport.error("launching")
+    return f"fleet could not launch it: {type(e).__name__}: {e}"
+
+
+def failed(now: float, d, node: str, why: str) -> events.Exit:
+    """The `exit` record of a step that could not be launched (`why`)."""
+    return events.Exit(t=now, step=d.step, attempt=d.attempt, node=node, outcome=S.FAILED, reason=why)
+
+
 def start_records(now: float, d, adopted) -> list:
     """What a decided launch records: an adopted claim, then `start` (`queued` for a Queue)."""
     out = [] if adopted is None else [events.Adopted(t=now, step=d.step, attempt=d.attempt, previous=adopted)]
