@@ -35,7 +35,7 @@ import subprocess
 import sys
 import time
 
-from fleet.node import child, jobend, markers, memlimit, memwatch, session
+from fleet.node import child, jobend, markers, memlimit, memwatch, orphans, session
 from fleet.node.launcherenv import clean_environment
 from fleet.wire import framing, interpreter
 from fleet.wire import messages as P
@@ -379,6 +379,7 @@ class Agent:
             except (ProcessLookupError, PermissionError):
                 pass
         session.signal_each(list(self.pgids.values()), signal.SIGKILL)
+        orphans.end(0.0, log=self._warn)  # what a zygote that died left us (fleet.node.orphans)
         self.memory.close()  # its cgroups removed, now that nothing is left in them
         self.markers.drain(3.0)  # (bounded: what is not said written, the coordinator writes itself)
         self.send(P.Ok("bye", signal=self.outside))  # (with the markers' progress)
@@ -440,6 +441,7 @@ def main(argv: list[str] | None = None) -> int:
     args.fence = 0.75 * timeout
     # Stop (cleanly: SIGTERM) when whatever started us dies, e.g. a coordinator killed with -9.
     child.set_pdeathsig(signal.SIGTERM)
+    orphans.become_subreaper()  # (for a zygote that dies: fleet.node.orphans)
     args.node = node_name(args)
     # The keys are ours alone: steps (children of the zygote) must not inherit them.
     args.curve = os.environ.pop("FLEET_CURVE", "")

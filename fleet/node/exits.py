@@ -25,6 +25,9 @@ def reap(zygote, block: bool = False) -> list:
     is left); [(its step record, wait status, rusage, ended_at)] for those that were steps.
     The spare and the preload probe hear of their own children here."""
     ended = []
+    # Not blocking with no step left: what else is a child here (an orphan a step left,
+    # adopted: fleet.node.orphans) may run for as long as the fleet.
+    block = block and bool(zygote.steps)
     flags = os.WEXITED | os.WNOWAIT | (0 if block else os.WNOHANG)
     while True:
         try:
@@ -39,7 +42,7 @@ def reap(zygote, block: bool = False) -> list:
         zygote.spare.reaped(info.si_pid)  # a spare that died waiting: another is made
         zygote.preloads.reaped(info.si_pid)
         if step is not None:
-            # Nothing a step started outlives it (daemons must setsid).
+            # What a step left in its group ends with it (what left the group: fleet.node.orphans).
             try:
                 os.killpg(step.pgid, signal.SIGKILL)
             except OSError:

@@ -56,7 +56,7 @@ from dataclasses import dataclass, field  # noqa: E402
 
 import msgpack  # noqa: E402
 
-from fleet.node import child, command, exits, memlimit, session, threads as step_threads  # noqa: E402
+from fleet.node import child, command, exits, memlimit, orphans, session, threads as step_threads  # noqa: E402
 from fleet.node.preload import Preloads, thread_count, thread_problem  # noqa: E402,F401  (thread_count: ours too)
 from fleet.node.outbox import Outbox  # noqa: E402
 from fleet.node.queued import Queued  # noqa: E402
@@ -424,6 +424,9 @@ class Zygote:
             self.flush()  # each stopped step's exit as it comes
         self.reap(block=True)
         self.flush()
+        # What steps left running outside their groups and sessions, adopted here
+        # (fleet.node.orphans): it goes with the fleet.
+        orphans.end(min(grace, DEFAULT_GRACE), log=self._warn)
         while True:  # anything else we parented (none expected): no zombies
             try:
                 if os.waitpid(-1, os.WNOHANG)[0] == 0:
@@ -460,6 +463,7 @@ def main(argv: list[str] | None = None) -> int:
     # Die with the agent, gracefully: SIGTERM runs our shutdown, which also stops
     # spawned commands (they cannot carry a death signal of their own).
     child.set_pdeathsig(signal.SIGTERM)
+    orphans.become_subreaper()  # (before the first fork: see fleet.node.orphans)
     preload = tuple(m.strip() for m in args.preload.split(",") if m.strip())
     interpreter.user_path()  # (after our own imports, before the preloads)
     t0 = time.perf_counter()

@@ -1,0 +1,113 @@
+"""What a step leaves running outside its process group and its session (a daemon made
+with setsid, a call step's Popen(start_new_session=True)), with no memory cgroup to hold
+it, ends with the fleet (fleet.node.orphans): the zygote, and the agent above it, are
+child subreapers, so such a process becomes theirs when its parent ends, not init's.
+Through the real CLI, the process table checked."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+
+import psutil
+
+from fleetharness import assert_nothing_left, fleet, fleet_pids, tagged, wait_for, write_suite
+
+HB = ["--heartbeat", "0.2", "--heartbeat-timeout", "3"]
+
+
+def unique_sleeps(n: int) -> list[int]:
+    """Sleep durations no other test uses at once: the processes are found by them."""
+    base = random.randrange(11000, 15000, 5)
+    return [base + i for i in range(n)]
+
+
+def kill_tagged(tag: str) -> None:
+    """SIGKILL what a failed test left (so that a failure leaves nothing either)."""
+    for line in tagged(tag):
+        try:
+            os.kill(int(line.split()[0]), signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def daemon_suite(a: int, b: int) -> str:
+    # A command step whose shell ends at once, its `setsid sleep` alone in a session of its
+    # own, and a call step that leaves a new session's sleep behind. Each waits a moment
+    # so that its daemon has left before the step's group is killed at its end (else that
+    # kill takes the daemon still in the group, and the test proves nothing).
+    return (f'[[steps]]\nid = "shell"\ncommand = "setsid sleep {a} & sleep 0.5; exit 0"\n'
+            f'[[steps]]\nid = "call"\ncall = "daemon_steps:leave_a_daemon"\nargs = {{ seconds = {b} }}\n')
+
+
+STEPS_PY = '''
+import subprocess, time
+def leave_a_daemon(seconds):
+    subprocess.Popen(["sleep", str(seconds)], start_new_session=True)
+    time.sleep(0.5)
+'''
+
+
+def test_a_daemon_a_step_left_in_a_session_of_its_own_ends_with_the_fleet(tmp_path):
+    a, b = unique_sleeps(2)
+    (tmp_path / "daemon_steps.py").write_text(STEPS_PY)
+    suite = write_suite(tmp_path / "s.toml", daemon_suite(a, b))
+    run_dir = tmp_path / "run"
+    try:
+        r = fleet("run", str(suite), "--run-dir", str(run_dir), *HB, cwd=tmp_path, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        for n in (a, b):
+            assert_nothing_left(run_dir, tag=f"sleep {n}")
+    finally:
+        for n in (a, b):
+            kill_tagged(f"sleep {n}")
+
+
+def test_a_steps_daemon_is_the_zygotes_until_fleet_down_ends_it(tmp_path):
+    # Not killed when its step ends: which step left it is no longer known then (its
+    # parent is gone), and a running step's helper may be orphaned on purpose.
+    a, b = unique_sleeps(2)
+    (tmp_path / "daemon_steps.py").write_text(STEPS_PY)
+    suite = write_suite(tmp_path / "s.toml", daemon_suite(a, b))
+    run_dir = tmp_path / "run"
+    fleet("up", "--run-dir", str(run_dir), "--nodes", "1", *HB, cwd=tmp_path, check=True, timeout=60)
+    try:
+        r = fleet("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        daemons = [int(line.split()[0]) for n in (a, b) for line in tagged(f"sleep {n}")]
+        assert len(daemons) == 2, daemons
+        zygotes = [p for p in fleet_pids(run_dir) if psutil.pid_exists(p)
+                   and "fleet.node.zygote" in " ".join(psutil.Process(p).cmdline())]
+        assert len(zygotes) == 1, zygotes
+        for pid in daemons:  # adopted by the zygote, not by init
+            assert psutil.Process(pid).ppid() == zygotes[0], (pid, psutil.Process(pid).ppid(), zygotes)
+        down = fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=90)
+        assert down.returncode == 0, down.stderr
+        for n in (a, b):
+            assert_nothing_left(run_dir, tag=f"sleep {n}")
+    finally:
+        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=90)
+        for n in (a, b):
+            kill_tagged(f"sleep {n}")
+
+
+def test_a_steps_daemon_ends_with_the_agent_when_the_zygote_was_killed(tmp_path):
+    a, b = unique_sleeps(2)
+    (tmp_path / "daemon_steps.py").write_text(STEPS_PY)
+    suite = write_suite(tmp_path / "s.toml", daemon_suite(a, b))
+    run_dir = tmp_path / "run"
+    fleet("up", "--run-dir", str(run_dir), "--nodes", "1", *HB, cwd=tmp_path, check=True, timeout=60)
+    try:
+        r = fleet("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        wait_for(lambda: all(tagged(f"sleep {n}") for n in (a, b)), timeout=30, what="the daemons")
+        zygote = next(p for p in fleet_pids(run_dir) if psutil.pid_exists(p)
+                      and "fleet.node.zygote" in " ".join(psutil.Process(p).cmdline()))
+        os.kill(zygote, signal.SIGKILL)  # its daemons go to the agent, which stops
+        for n in (a, b):
+            assert_nothing_left(run_dir, tag=f"sleep {n}", timeout=30)
+    finally:
+        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=90)
+        for n in (a, b):
+            kill_tagged(f"sleep {n}")
