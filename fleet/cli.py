@@ -146,7 +146,12 @@ RUN_DIR_DEFAULT = "$FLEET_RUN_DIR, else the current directory"
 
 def _run_dir(given: str | None) -> Path:
     from fleet.control import rundir
-    return Path(given).resolve() if given else rundir.default()
+    from fleet.control.client import run_dir_too_long, shown
+    run_dir = Path(given).resolve() if given else rundir.default()
+    why = run_dir_too_long(run_dir)
+    if why:
+        raise click.ClickException(f"run directory {shown(run_dir)} cannot be used: {why}")
+    return run_dir
 
 
 def _run_dir_for_suite(given: str | None, suite) -> tuple[Path, bool]:

@@ -49,11 +49,17 @@ def refuse_a_file(target: Path, given: str | None, suite: Suite) -> None:
             click.echo(f"fleet: the {what}'s path {str(path)!r} is not valid UTF-8, which fleet's messages and "
                        f"records are: rename it; nothing was started", err=True)
             sys.exit(EXIT_INVALID)
-    if target.exists() and not target.is_dir():
-        where = ("--run-dir" if given else "$FLEET_RUN_DIR" if os.environ.get("FLEET_RUN_DIR")
-                 else f"{suite.path}: field 'suite.run_dir'")
-        click.echo(f"fleet: run directory {target} ({where}) is a file, not a directory; nothing was started",
-                   err=True)
+    where = ("--run-dir" if given else "$FLEET_RUN_DIR" if os.environ.get("FLEET_RUN_DIR")
+             else f"{suite.path}: field 'suite.run_dir'")
+    from fleet.control.client import run_dir_too_long, shown
+    why = run_dir_too_long(target)
+    why = why and f"cannot be used: {why}"
+    try:
+        why = why or ("is a file, not a directory" if target.exists() and not target.is_dir() else None)
+    except OSError as e:  # (a part of it longer than a name may be: the system's words)
+        why = f"cannot be used: {e.strerror or e}"
+    if why:
+        click.echo(f"fleet: run directory {shown(target)} ({where}) {why}; nothing was started", err=True)
         sys.exit(EXIT_INVALID)
 
 

@@ -218,3 +218,21 @@ def test_fleet_down_on_a_directory_that_does_not_exist_says_so_and_still_exits_0
 
 def test_a_bad_via_is_named_even_where_no_connection_file_is(tmp_path):
     refused(fleet(tmp_path, "status", "--via", "nohost:abc"), "--via", "'nohost:abc': give HOST:PORT")
+
+
+def test_a_run_directory_whose_path_fleet_could_not_make_files_under_is_refused_by_every_command(tmp_path, suite):
+    # Its files would fail deep in the coordinator (ENAMETOOLONG) after the fleet started:
+    # refused first, with the reason, and nothing made.
+    too_long = tmp_path / "/".join(["r" * 200] * 11)  # > 2,048 bytes in all
+    long_name = tmp_path / ("n" * 300)  # one name > 255 bytes
+    for run_dir, why in ((too_long, "bytes long; the files fleet makes under it need it at most 2048"),
+                         (long_name, "a name in its path is 300 bytes long")):
+        refused(fleet(tmp_path, "run", str(suite), "--run-dir", str(run_dir)), "(--run-dir) cannot be used", why,
+                "nothing was started")
+        for cmd in ("up", "down"):
+            r = fleet(tmp_path, cmd, "--run-dir", str(run_dir))
+            assert r.returncode in (1, 2) and "Traceback" not in r.stderr and why in r.stderr, (cmd, r.stderr)
+        r = fleet(tmp_path, "status", "--run-dir", str(run_dir))
+        assert r.returncode == 1 and "no fleet is up" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.toml"]
+    assert not left_behind(tmp_path, within=1.0)

@@ -98,6 +98,8 @@ def live(run_dir: Path, embedded: bool = True) -> list[tuple[Path, connection.Co
     of another host, its batch job ended (fleet.site.jobstate: asked only from a job of
     the same Slurm cluster)."""
     run_dir = Path(run_dir)
+    if run_dir_too_long(run_dir):  # no fleet starts there (usable_run_dir)
+        return []
     paths = [connection.path_in(run_dir)]
     if embedded:
         def mtime(p: Path) -> float:
@@ -150,6 +152,30 @@ class PreloadRefused(FleetError):
                          + "; ".join(f"node {n}: {why}" for n, why in nodes) + f" (see {log})")
 
 
+# The longest paths fleet makes are under a run directory: <run dir>/steps/<id>/.fleet/<record>.
+# The run directory's own path is kept to half of Linux's PATH_MAX (4,096 bytes), the rest
+# left to step ids (fleet.core.units.MAX_ID) and fleet's names.
+MAX_RUN_DIR = 2048
+
+
+def run_dir_too_long(run_dir: Path) -> str | None:
+    """Why run_dir's path is too long for fleet's files under it, else None."""
+    n = len(str(run_dir).encode("utf-8", "surrogateescape"))
+    if n > MAX_RUN_DIR:
+        return (f"its path is {n} bytes long; the files fleet makes under it need it at most {MAX_RUN_DIR} "
+                f"(a path ends at 4,096): choose a shorter one")
+    part = max((len(p.encode("utf-8", "surrogateescape")) for p in str(run_dir).split("/")), default=0)
+    if part > 255:
+        return f"a name in its path is {part} bytes long, and a name ends at 255: choose a shorter one"
+    return None
+
+
+def shown(path) -> str:
+    """A path as messages show it: whole unless it is very long."""
+    s = str(path)
+    return s if len(s) <= 200 else f"{s[:100]}...{s[-60:]}"
+
+
 def usable_run_dir(run_dir: Path) -> Path:
     """Create run_dir (mode 0700) if need be and prove a file can be made in it, before
     anything starts; RunDirError names the directory and the OS error otherwise."""
@@ -158,6 +184,9 @@ def usable_run_dir(run_dir: Path) -> Path:
         str(run_dir).encode("utf-8")
     except UnicodeEncodeError:  # (fleet's messages and records are UTF-8: it could not be sent)
         raise RunDirError(f"cannot use run directory {str(run_dir)!r}: its path is not valid UTF-8; rename it") from None
+    too_long = run_dir_too_long(run_dir)
+    if too_long:
+        raise RunDirError(f"cannot use run directory {shown(run_dir)}: {too_long}")
     try:
         run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".fleet-probe-", dir=run_dir)
@@ -168,7 +197,7 @@ def usable_run_dir(run_dir: Path) -> Path:
         # Name the path the OS refused when it is not the run dir or our probe in it.
         if e.filename and Path(e.filename) != run_dir and Path(e.filename).parent != run_dir:
             why = f"{e.filename}: {why}"
-        raise RunDirError(f"cannot use run directory {run_dir}: {why}") from None
+        raise RunDirError(f"cannot use run directory {shown(run_dir)}: {why}") from None
     return run_dir
 
 

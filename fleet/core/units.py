@@ -175,11 +175,22 @@ def check_str(v: Any) -> str:
     return v
 
 
+# A step id names its directory, <run dir>/steps/<id>/: each of its parts a name (at most
+# 255 bytes), and the whole short enough that its records' paths, under a run directory
+# of the longest fleet takes (fleet.control.client.MAX_RUN_DIR), stay under 4,096 bytes.
+MAX_ID = 1900
+
+
 def check_id(v: Any) -> str:
     """A step id: letters, digits and . _ - /, a clean relative path."""
     v = check_str(v)
     if not STEP_ID.match(v):
         raise ValueError(f"a step id uses only letters, digits and . _ - /, got {v!r}")
+    if len(v) > 255 and (len(v) > MAX_ID or max(map(len, v.split("/"))) > 255):
+        part = max(map(len, v.split("/")))
+        what = (f"is {len(v)} characters long, and at most {MAX_ID} fit in the paths of its files" if len(v) > MAX_ID
+                else f"has a part of {part} characters between '/', and a directory's name ends at 255")
+        raise ValueError(f"a step id names its directory steps/<id>/: this one {what}; got {v[:60]!r}...")
     return clean_step_id(v)
 
 

@@ -707,3 +707,17 @@ def test_a_preload_that_cannot_be_a_module_name_is_refused_without_importing_any
                            suite={"preload": ["numpy", "not a module!", "scipy..linalg", "os.path"]})
     assert [(p.field, p.message.split(" is not")[0]) for p in problems] == [
         ("suite.preload", "'not a module!'"), ("suite.preload", "'scipy..linalg'")]
+
+
+@pytest.mark.parametrize("step_id,said", [
+    ("s" * 256, "has a part of 256 characters between '/', and a directory's name ends at 255"),
+    ("/".join(["d" * 100] * 19), "is 1918 characters long, and at most 1900 fit"),
+])
+def test_a_step_id_too_long_to_name_its_directory_is_refused_naming_the_step_and_field(tmp_path, step_id, said):
+    p = tmp_path / "s.toml"
+    p.write_text(f'[[steps]]\nid = "{step_id}"\ncommand = "true"\n[[steps]]\nid = "{"s" * 255}"\ncommand = "true"\n')
+    with pytest.raises(SuiteError) as e:
+        load_suite(p)
+    assert len(e.value.problems) == 1, e.value.problems  # (255 is a name: that one reads)
+    msg = str(e.value.problems[0])
+    assert "s.toml" in msg and "field 'id'" in msg and said in msg, msg
