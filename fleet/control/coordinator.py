@@ -288,9 +288,8 @@ class Coordinator:
         reports.exited(self, node, msg, now, self.sched.placed(msg.step))
 
     def _interrupt(self, node: str, msg: P.Exited, view, now: float) -> None:
-        """A step this fleet stopped because it is stopping: recorded as interrupted, not
-        as an attempt (no attempt record, no final outcome: the next run runs it), and
-        not handed to the scheduler (nothing is retried or blocked after a stop)."""
+        """A step stopped as this fleet stops: interrupted, not an attempt (no attempt record nor final
+        outcome: the next run runs it), not for the scheduler (nothing is retried or blocked after a stop)."""
         self.interrupted.add(msg.step)
         rec = outcomes.interrupted_exit(now, node, msg, view, self.drain.why())
         self.events.write(rec)
@@ -374,20 +373,21 @@ class Coordinator:
                 self.submissions.retrying(d.step, d.attempt, spec.retries + 1 if spec else d.attempt, why)
             elif isinstance(d, Finished):
                 self._finished(d, now)
+            # A run counts a step's end before its records: one not written (full disk, bug) must not hang it.
             elif isinstance(d, Blocked):
-                self.events.write(events.Blocked(t=now, step=d.step, because=d.because))
                 why = f"dependency {d.because} did not succeed"
-                self._final(d.step, S.BLOCKED, why, now)
                 self.submissions.ended(d.step, S.BLOCKED, 0, why, final=True)
+                self.events.write(events.Blocked(t=now, step=d.step, because=d.because))
+                self._final(d.step, S.BLOCKED, why, now)
             elif isinstance(d, Unrunnable):
+                self.submissions.ended(d.step, S.UNRUNNABLE, 0, d.reason, final=True)
                 self.events.write(events.Unrunnable(t=now, step=d.step, reason=d.reason))
                 self._final(d.step, S.UNRUNNABLE, d.reason, now)
-                self.submissions.ended(d.step, S.UNRUNNABLE, 0, d.reason, final=True)
             elif isinstance(d, Skipped):
                 where = self.claims.elsewhere.pop(d.step, None)  # (a rerun's million: lines by shape)
-                self.events.write_encoded((eventlines.skipped(self.events.fleet, now, d.step, where and where[0]),))
                 self.submissions.ended(d.step, S.SKIPPED, 0,
                                        "succeeded in another fleet" if where else "already succeeded", final=True)
+                self.events.write_encoded((eventlines.skipped(self.events.fleet, now, d.step, where and where[0]),))
             elif isinstance(d, cancelling.STOPS):  # a Kill, or a Withdraw of a queued step
                 self.cancelling.kill(d, now)
             elif isinstance(d, Entering):
@@ -399,6 +399,8 @@ class Coordinator:
 
     def _finished(self, d: Finished, now: float) -> None:
         elsewhere = self.claims.elsewhere
+        final = self.sched.state(d.step) in S.FINAL
+        self.submissions.ended(d.step, d.outcome, d.attempt, d.reason, final=final)  # (first: see _act)
         if not d.ran:
             self.events.write(events.Cancelled(t=now, step=d.step, reason=d.reason))
         if d.outcome in (S.LOST, S.STOPPED) or d.step in elsewhere:
@@ -408,7 +410,6 @@ class Coordinator:
         if d.outcome == S.LOST:
             self.recorder.record_attempt(self.run_dir, d.step, self.fleet_id, d.attempt,
                                          {"outcome": d.outcome, "reason": d.reason, "ended_at": now})
-        final = self.sched.state(d.step) in S.FINAL
         if final and d.outcome != S.SUCCEEDED and d.step in self.specs:
             if d.step not in elsewhere:  # another fleet's outcome is its own to record
                 self.recorder.final(d.step, d.outcome,
@@ -416,7 +417,6 @@ class Coordinator:
         elsewhere.pop(d.step, None)
         if not final:  # a Retry follows: its line names how this attempt ended
             self.ended_why[d.step] = d.reason or d.outcome
-        self.submissions.ended(d.step, d.outcome, d.attempt, d.reason, final=final)
 
     def _final(self, step: str, outcome: str, reason: str, now: float) -> None:
         """Record on disk how a step ended here without success (for audits and other fleets)."""
