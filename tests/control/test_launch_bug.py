@@ -7,15 +7,9 @@ real ones."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-
-from fleetharness import assert_nothing_left, env, events, fleet, wait_for
+from fleetharness import three_steps, assert_nothing_left, coordinator_with, events, fleet
 
 FAULTY = """
-import sys
 from fleet.control import launching
 real = launching.launch
 def launch(profile, spec, d, *args, **kw):
@@ -23,38 +17,15 @@ def launch(profile, spec, d, *args, **kw):
         raise TypeError("injected: this launch cannot be encoded")
     return real(profile, spec, d, *args, **kw)
 launching.launch = launch
-from fleet.control.coordinator_cli import main
-sys.exit(main(sys.argv[1:]))
 """
 
-SUITE = """\
-[[steps]]
-id = "boom"
-command = "true"
-
-[[steps]]
-id = "after"
-command = "true"
-deps = ["boom"]
-
-[[steps]]
-id = "ok"
-command = "echo ok > out.txt"
-"""
+SUITE = three_steps("boom", "true")
 
 
 def test_a_launch_that_fails_for_an_unforeseen_reason_fails_its_step_and_the_run_ends(tmp_path):
     run_dir = tmp_path / "run"
-    run_dir.mkdir(mode=0o700)
     (tmp_path / "s.toml").write_text(SUITE)
-    argv = [sys.executable, "-P", "-c", FAULTY, "--run-dir", str(run_dir), "--nodes", "1", "--machine", "local",
-            "--join-timeout", "60"]
-    with open(run_dir / "coordinator.log", "ab") as log:
-        coordinator = subprocess.Popen(argv, cwd=tmp_path, env=env(), stdout=subprocess.DEVNULL, stderr=log,
-                                       start_new_session=True)
-    try:
-        wait_for(lambda: (run_dir / "fleet.json").exists() or coordinator.poll() is not None, 60, "the fleet to be up")
-        assert coordinator.poll() is None, (run_dir / "coordinator.log").read_text()
+    with coordinator_with(FAULTY, tmp_path, run_dir) as coordinator:
         r = fleet("run", "s.toml", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
         assert r.returncode == 1, (r.stdout, r.stderr)
         exits = {e["step"]: e for e in events(run_dir) if e["kind"] == "exit"}
@@ -64,13 +35,5 @@ def test_a_launch_that_fails_for_an_unforeseen_reason_fails_its_step_and_the_run
         assert [e["step"] for e in events(run_dir) if e["kind"] == "blocked"] == ["after"]
         log = (run_dir / "coordinator.log").read_text()
         assert log.count("launching failed") == 1 and "TypeError: injected" in log, log[-2000:]
-    finally:
-        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
-        try:
-            coordinator.wait(timeout=30)
-        finally:
-            if coordinator.poll() is None:
-                os.killpg(coordinator.pid, signal.SIGKILL)
-                coordinator.wait(timeout=30)
     assert coordinator.returncode == 0
     assert_nothing_left(run_dir)

@@ -64,50 +64,50 @@ def test_a_daemon_a_step_left_in_a_session_of_its_own_ends_with_the_fleet(tmp_pa
             kill_tagged(f"sleep {n}")
 
 
-def test_a_steps_daemon_is_the_zygotes_until_fleet_down_ends_it(tmp_path):
-    # Not killed when its step ends: which step left it is no longer known then (its
-    # parent is gone), and a running step's helper may be orphaned on purpose.
-    a, b = unique_sleeps(2)
+def up_and_run(tmp_path, a: int, b: int):
+    """`fleet up` (one node) in tmp_path/run and `fleet run` of the daemons' suite on it;
+    (the run directory, the zygote's pid), with both daemons running."""
     (tmp_path / "daemon_steps.py").write_text(STEPS_PY)
     suite = write_suite(tmp_path / "s.toml", daemon_suite(a, b))
     run_dir = tmp_path / "run"
     fleet("up", "--run-dir", str(run_dir), "--nodes", "1", *HB, cwd=tmp_path, check=True, timeout=60)
+    r = fleet("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    wait_for(lambda: all(tagged(f"sleep {n}") for n in (a, b)), timeout=30, what="the daemons")
+    zygotes = [p for p in fleet_pids(run_dir) if psutil.pid_exists(p)
+               and "fleet.node.zygote" in " ".join(psutil.Process(p).cmdline())]
+    assert len(zygotes) == 1, zygotes
+    return run_dir, zygotes[0]
+
+
+def test_a_steps_daemon_is_the_zygotes_until_fleet_down_ends_it(tmp_path):
+    # Not killed when its step ends: which step left it is no longer known then (its
+    # parent is gone), and a running step's helper may be orphaned on purpose.
+    a, b = unique_sleeps(2)
     try:
-        r = fleet("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path, timeout=120)
-        assert r.returncode == 0, r.stdout + r.stderr
+        run_dir, zygote = up_and_run(tmp_path, a, b)
         daemons = [int(line.split()[0]) for n in (a, b) for line in tagged(f"sleep {n}")]
         assert len(daemons) == 2, daemons
-        zygotes = [p for p in fleet_pids(run_dir) if psutil.pid_exists(p)
-                   and "fleet.node.zygote" in " ".join(psutil.Process(p).cmdline())]
-        assert len(zygotes) == 1, zygotes
         for pid in daemons:  # adopted by the zygote, not by init
-            assert psutil.Process(pid).ppid() == zygotes[0], (pid, psutil.Process(pid).ppid(), zygotes)
+            assert psutil.Process(pid).ppid() == zygote, (pid, psutil.Process(pid).ppid(), zygote)
         down = fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=90)
         assert down.returncode == 0, down.stderr
         for n in (a, b):
             assert_nothing_left(run_dir, tag=f"sleep {n}")
     finally:
-        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=90)
+        fleet("down", "--run-dir", str(tmp_path / "run"), cwd=tmp_path, timeout=90)
         for n in (a, b):
             kill_tagged(f"sleep {n}")
 
 
 def test_a_steps_daemon_ends_with_the_agent_when_the_zygote_was_killed(tmp_path):
     a, b = unique_sleeps(2)
-    (tmp_path / "daemon_steps.py").write_text(STEPS_PY)
-    suite = write_suite(tmp_path / "s.toml", daemon_suite(a, b))
-    run_dir = tmp_path / "run"
-    fleet("up", "--run-dir", str(run_dir), "--nodes", "1", *HB, cwd=tmp_path, check=True, timeout=60)
     try:
-        r = fleet("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path, timeout=120)
-        assert r.returncode == 0, r.stdout + r.stderr
-        wait_for(lambda: all(tagged(f"sleep {n}") for n in (a, b)), timeout=30, what="the daemons")
-        zygote = next(p for p in fleet_pids(run_dir) if psutil.pid_exists(p)
-                      and "fleet.node.zygote" in " ".join(psutil.Process(p).cmdline()))
+        run_dir, zygote = up_and_run(tmp_path, a, b)
         os.kill(zygote, signal.SIGKILL)  # its daemons go to the agent, which stops
         for n in (a, b):
             assert_nothing_left(run_dir, tag=f"sleep {n}", timeout=30)
     finally:
-        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=90)
+        fleet("down", "--run-dir", str(tmp_path / "run"), cwd=tmp_path, timeout=90)
         for n in (a, b):
             kill_tagged(f"sleep {n}")

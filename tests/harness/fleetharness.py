@@ -282,3 +282,37 @@ def cgroup1_unwritable() -> str | None:
     got = memlimit.choose("cgroup1", tag=f"fleet-test.{os.getpid()}")
     memlimit.release(got)
     return None if got.kind == memlimit.CGROUP1 else got.why
+
+
+def three_steps(first: str, command: str) -> str:
+    """A suite of `first` (running `command`), a step "after" that depends on it, and an
+    independent step "ok" that writes out.txt."""
+    return (f'[[steps]]\nid = "{first}"\ncommand = "{command}"\n\n'
+            f'[[steps]]\nid = "after"\ncommand = "true"\ndeps = ["{first}"]\n\n'
+            f'[[steps]]\nid = "ok"\ncommand = "echo ok > out.txt"\n')
+
+
+@contextlib.contextmanager
+def coordinator_with(patch: str, tmp_path: Path, run_dir: Path):
+    """A real coordinator process for a fleet of one local node in run_dir, `patch`
+    (Python that changes fleet: a fault injected) run in it first; up when this yields
+    it; taken down (`fleet down`, then SIGKILL to its group) after."""
+    run_dir.mkdir(mode=0o700, exist_ok=True)
+    code = f"{patch}\nimport sys\nfrom fleet.control.coordinator_cli import main\nsys.exit(main(sys.argv[1:]))\n"
+    argv = [sys.executable, "-P", "-c", code, "--run-dir", str(run_dir), "--nodes", "1", "--machine", "local",
+            "--join-timeout", "60"]
+    with open(run_dir / "coordinator.log", "ab") as log:
+        coordinator = subprocess.Popen(argv, cwd=tmp_path, env=env(), stdout=subprocess.DEVNULL, stderr=log,
+                                       start_new_session=True)
+    try:
+        wait_for(lambda: (run_dir / "fleet.json").exists() or coordinator.poll() is not None, 60, "the fleet to be up")
+        assert coordinator.poll() is None, (run_dir / "coordinator.log").read_text()
+        yield coordinator
+    finally:
+        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
+        try:
+            coordinator.wait(timeout=30)
+        finally:
+            if coordinator.poll() is None:
+                os.killpg(coordinator.pid, signal.SIGKILL)
+                coordinator.wait(timeout=30)
