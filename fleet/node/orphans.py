@@ -23,6 +23,7 @@ import sys
 import time
 
 PR_SET_CHILD_SUBREAPER = 36
+KILL_WAIT_S = 3.0  # after the grace, for SIGKILLed orphans to go (all rounds together)
 
 
 def become_subreaper() -> bool:
@@ -114,22 +115,24 @@ def end(grace: float, keep: frozenset = frozenset(), rounds: int = 8, log=None) 
     turn, at most ``rounds`` times. Returns "pid (name)" of each one ended, and says
     so through ``log`` (a function of one line) if there were any."""
     ended: list[str] = []
+    # Bounded as a whole: a process stuck in the kernel (D state: a hung file system)
+    # takes SIGKILL only when it comes back, and stopping must not wait for that.
+    stop_at = time.monotonic() + grace + KILL_WAIT_S
     for _ in range(rounds):
         pids = [p for p in children() if p not in keep]
         pids = _reap(pids)  # (zombies: nothing to end)
-        if not pids:
+        if not pids or time.monotonic() > stop_at:
             break
         ended += [f"{p} ({_name(p)})" for p in pids]
         for pid in pids:
             _signal(pid, signal.SIGTERM)
-        deadline = time.monotonic() + grace
+        deadline = min(time.monotonic() + grace, stop_at)
         while pids and time.monotonic() < deadline:
             time.sleep(0.01)
             pids = _reap(pids)
         for pid in pids:
             _signal(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 5.0  # SIGKILL is not refused; a process in D state takes its time
-        while pids and time.monotonic() < deadline:
+        while pids and time.monotonic() < stop_at:
             time.sleep(0.005)
             pids = _reap(pids)
     if ended and log is not None:
