@@ -26,7 +26,7 @@ import logging
 
 from fleet.control import outcomes
 from fleet.core import states as S
-from fleet.core.decisions import NodeLost
+from fleet.core.decisions import NodeLost, StepExited
 
 log = logging.getLogger("fleet.control.coordinator")
 
@@ -59,8 +59,11 @@ def lost(coord, node: str, reason: str, now: float, later: bool = False) -> None
     module doc)."""
     if coord.drain.drained and not coord.stopping:
         why = coord.drain.why()
+        # Exits recorded already whose event waits for the scheduler (the turn's time was
+        # up): their step's end is written, and must not be written twice.
+        waiting = {ev.step for ev, _ in coord._inbox if type(ev) is StepExited}
         for v in coord.sched.running_on(node):
-            if v.id in coord.interrupted:  # its exit came (the scheduler hears of it this turn)
+            if v.id in coord.interrupted or v.id in waiting:  # its exit came (the scheduler hears of it soon)
                 continue
             coord.interrupted.add(v.id)
             rec = outcomes.unreported_interrupted(now, v, why)

@@ -329,8 +329,8 @@ class Agent:
                     if judged is payload and msg.outcome in jobend.RELABELLED:  # the job's end? (fleet.node.jobend)
                         if self.outside:
                             judged = jobend.relabel(msg, self.outside)
-                        elif jobend.doubtful(msg) and not self.stopping:  # (stopping: the zygote's own kills)
-                            self.doubts.append((time.monotonic() + jobend.DOUBT_S, msg, payload))
+                        elif (self.doubts or jobend.doubtful(msg)) and not self.stopping:  # (stopping: the
+                            self.doubts.append((time.monotonic() + jobend.DOUBT_S, msg, payload))  # zygote's kills)
                             continue
                     payload = judged
                 else:

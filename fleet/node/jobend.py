@@ -8,13 +8,17 @@ then end "failed" (exit status 143: a shell or a program that catches SIGTERM) o
 is `interrupted` (no attempt used; the next run runs the step again), as at a drain.
 
 The agent knows: it got the same signal. From the moment it did, every exit of its
-steps that is a failure or a termination is relayed as interrupted (:func:`relabel`).
-The batch system signals the processes one by one, so a step may die and be reaped a
-moment before its agent's signal arrives: an exit that looks like that (a SIGTERM,
-SIGHUP or SIGINT the fleet did not send, or the 128 + signal status of a program that
-caught one; :func:`doubtful`) is held for :data:`DOUBT_S` before it is relayed as it
-is, and relabelled if the agent's signal comes meanwhile. Exits the fleet caused
-(timed_out, cancelled) and memory's verdict (out_of_memory) keep their outcome.
+steps that is a failure, a termination or a success is relayed as interrupted
+(:func:`relabel`): a shell whose command the SIGTERM killed goes on and may exit 0,
+and such a step must not be taken for done. The batch system signals the processes
+one by one, so a step may die and be reaped a moment before its agent's signal
+arrives: an exit that looks like that (a SIGTERM, SIGHUP or SIGINT the fleet did not
+send, or the 128 + signal status of a program that caught one; :func:`doubtful`) is
+held for :data:`DOUBT_S` before it is relayed as it is, and relabelled if the agent's
+signal comes meanwhile; while one is held, every other exit (a success too) is held
+with it. Exits the fleet caused (timed_out, cancelled) and memory's verdict
+(out_of_memory) keep their outcome. (The zygote, which gets the signal too, reports
+what it reaps from then on as interrupted itself: fleet.node.stopping.INTERRUPTED.)
 
 The coordinator takes an interrupted exit, or an agent's goodbye naming a signal
 (P.Ok.signal), for the allocation ending: it drains (fleet.control.drain.Drain.outside).
@@ -35,7 +39,10 @@ from fleet.core import states as S
 from fleet.wire import messages as P
 
 DOUBT_S = 0.5  # how long an exit that may be the job's end waits for the agent's own signal
-RELABELLED = frozenset({S.FAILED, S.TERMINATED})  # exits of a step that the job's end may have caused
+# Exits of a step that the job's end may have caused: a success too, a shell's exit 0
+# after the batch system's SIGTERM killed its command (and the shell went on).
+RELABELLED = frozenset({S.FAILED, S.TERMINATED, S.SUCCEEDED})
+_FAILURES = frozenset({S.FAILED, S.TERMINATED})
 STOP_SIGNALS = frozenset({signal.SIGTERM, signal.SIGHUP, signal.SIGINT})
 # The batch system's warning, where it reaches every process of the job's steps (Slurm's
 # --signal=USR1@300 without B:): the agent and zygote live on and the fleet drains.
@@ -46,7 +53,7 @@ _STATUSES = frozenset(128 + s for s in _DOUBTED)
 
 def doubtful(msg: P.Exited) -> bool:
     """Whether ``msg`` may be a step the batch system just stopped (see the module doc)."""
-    return msg.outcome in RELABELLED and (msg.signal in _DOUBTED or msg.returncode in _STATUSES)
+    return msg.outcome in _FAILURES and (msg.signal in _DOUBTED or msg.returncode in _STATUSES)
 
 
 def relabel(msg: P.Exited, why: str) -> bytes | None:
@@ -54,6 +61,6 @@ def relabel(msg: P.Exited, why: str) -> bytes | None:
     (``why``: the signal its agent got); None if it keeps its own outcome."""
     if msg.outcome not in RELABELLED:
         return None
+    how = "exit status 0" if msg.outcome == S.SUCCEEDED else msg.error or msg.outcome
     return P.encode(dataclasses.replace(
-        msg, outcome=S.INTERRUPTED, error=f"{msg.error or msg.outcome}; its agent got {why} (the job ending: "
-                                        f"no attempt used)"))
+        msg, outcome=S.INTERRUPTED, error=f"{how}; its agent got {why} (the job ending: no attempt used)"))

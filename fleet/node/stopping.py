@@ -21,6 +21,9 @@ from typing import Callable, Protocol
 
 TIMED_OUT = "timed_out"
 CANCELLED = "cancelled"
+# A step its zygote stopped while stopping (fleet down, the job's end, its agent gone):
+# whatever its status, it did not end by itself; it is not an attempt, and runs again.
+INTERRUPTED = "interrupted"
 
 
 class Stoppable(Protocol):
@@ -95,7 +98,8 @@ class Stops:
 
 def ended_reason(ending: str, timeout: float | None, grace: float, killed: bool) -> str:
     """What an exit report says of a step stopped for ``ending``."""
-    why = f"timed out after {timeout:g} s" if ending == TIMED_OUT else "cancelled"
+    why = (f"timed out after {timeout:g} s" if ending == TIMED_OUT
+           else "stopped with its node" if ending == INTERRUPTED else "cancelled")
     return why + (f"; SIGKILL after {grace:g} s grace" if killed else "; ended after SIGTERM")
 
 

@@ -71,8 +71,8 @@ def test_a_steps_reports_with_a_hold_wait_while_launches_are_queued_and_go_with_
         zygote, tmp_path):
     z = zygote()
     gate, a = gated(tmp_path, "a")
-    z.send(dataclasses.replace(a, hold=60.0))
-    z.send(launch(tmp_path, "b", "steps:record", after="a", hold=60.0))
+    # (in one write: b must be queued when a's Started is made, whatever the machine's load)
+    z.send_together(dataclasses.replace(a, hold=60.0), launch(tmp_path, "b", "steps:record", after="a", hold=60.0))
     with pytest.raises(TimeoutError):
         z.next(timeout=1.0)  # a's Started waits: b is queued behind a
     z.send(launch(tmp_path, "c", "steps:record"))  # no hold: its Started goes at the turn's end, a's before it
@@ -87,8 +87,7 @@ def test_a_held_report_goes_once_its_hold_has_passed_though_launches_are_still_q
     z = zygote()
     gate, a = gated(tmp_path, "a")
     sent = time.monotonic()
-    z.send(dataclasses.replace(a, hold=0.3))
-    z.send(launch(tmp_path, "b", "steps:record", after="a"))
+    z.send_together(dataclasses.replace(a, hold=0.3), launch(tmp_path, "b", "steps:record", after="a"))
     assert z.expect(Started).step == "a"
     assert time.monotonic() - sent >= 0.3  # held its hold, no longer than the wait for it
     assert not (tmp_path / "steps" / "b" / "record.json").exists()  # b still queued: the hold passed

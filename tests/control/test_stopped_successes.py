@@ -1,0 +1,95 @@
+"""A step the fleet stopped is never taken for done, whatever its exit status: a shell
+that traps SIGTERM (or whose command the signal killed) goes on and may exit 0. Stopped
+by `fleet down`, or by a job's end (SIGTERM from the batch system to every process, the
+fleet's first as Slurm's pid order has it), such a step is interrupted: no done marker,
+no attempt used, and the next run runs it (fleet.node.stopping.INTERRUPTED,
+fleet.node.jobend). Before 2026-12-06 it was recorded succeeded and skipped by every
+later run (seen with scancel on the real Slurm)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+from fleetharness import assert_nothing_left, events, finish, fleet, wait_for, write_suite
+from fleetharness import records as event_records
+
+from fleet.wire import events as E
+from fleet.wire import records
+
+HB = ["--heartbeat", "0.2", "--heartbeat-timeout", "5"]
+
+
+def suite_of(tmp_path: Path) -> tuple[Path, Path]:
+    """One step that runs until `flag` exists, and exits 0 when SIGTERM stops it."""
+    flag = tmp_path / "flag"
+    text = (f'[[steps]]\nid = "stubborn"\ncommand = "trap \'echo caught\' TERM; '
+            f'test -e {flag} || {{ sleep 120 & wait $!; }}; echo done"\n')
+    return write_suite(tmp_path / "s.toml", text), flag
+
+
+def up_and_running(tmp_path: Path, started):
+    run_dir = tmp_path / "run"
+    suite, flag = suite_of(tmp_path)
+    up = fleet("up", "--run-dir", str(run_dir), "--nodes", "1", *HB, cwd=tmp_path, timeout=60)
+    assert up.returncode == 0, up.stdout + up.stderr
+    runner = started("run", str(suite), "--run-dir", str(run_dir))
+    wait_for(lambda: ("started", "stubborn") in {(e["kind"], e.get("step")) for e in events(run_dir)}, 60,
+             "the step running")
+    # (its shell set its trap and started its sleep: else the signal finds no trap yet)
+    wait_for(lambda: any("sleep 120" in " ".join(p) for p in _cmdlines()), 30, "the step's sleep")
+    return run_dir, suite, flag, runner
+
+
+def _cmdlines():
+    import psutil
+    out = []
+    for p in psutil.process_iter(["cmdline"]):
+        out.append(p.info["cmdline"] or [])
+    return out
+
+
+def assert_interrupted_and_rerun(tmp_path: Path, run_dir: Path, suite: Path, flag: Path) -> None:
+    recs = event_records(run_dir)
+    exits = [e for e in recs if isinstance(e, E.Exit) and e.step == "stubborn"]
+    assert [e.outcome for e in exits] == ["interrupted"], exits  # once, and not succeeded
+    assert records.read_done(run_dir, "stubborn") is None
+    assert records.attempts(run_dir, "stubborn") == []
+    assert (run_dir / "steps" / "stubborn" / "log").read_text().splitlines()[-2:] == ["caught", "done"]
+    assert_nothing_left(run_dir, tag=str(flag))
+    flag.touch()
+    r = fleet("run", str(suite), "--run-dir", str(run_dir), "--nodes", "1", *HB, cwd=tmp_path, timeout=90)
+    assert r.returncode == 0 and "1 succeeded" in r.stdout, r.stdout + r.stderr  # run again, not skipped
+
+
+def test_a_step_that_exits_0_when_fleet_down_stops_it_is_interrupted_not_done(tmp_path, started):
+    run_dir, suite, flag, runner = up_and_running(tmp_path, started)
+    down = fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
+    assert down.returncode == 0, down.stdout + down.stderr
+    finish(runner, timeout=60)
+    assert_interrupted_and_rerun(tmp_path, run_dir, suite, flag)
+
+
+def test_a_step_that_exits_0_when_the_job_ends_is_interrupted_not_done(tmp_path, started):
+    run_dir, suite, flag, runner = up_and_running(tmp_path, started)
+    ev = events(run_dir)
+    for e in ev:  # the fleet's processes first (lower pids), then the step's, as Slurm signals them
+        if e["kind"] == "node_joined":
+            for pid in (e["pid"], e["zygote_pid"]):
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+    time.sleep(0.05)
+    for e in ev:
+        if e["kind"] == "started":
+            try:
+                os.killpg(e["pid"], signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+    code, out, err = finish(runner, timeout=60)
+    assert code == 3, out + err
+    wait_for(lambda: not (run_dir / "fleet.json").exists(), 30, "the coordinator to stop")
+    assert_interrupted_and_rerun(tmp_path, run_dir, suite, flag)
