@@ -32,7 +32,7 @@ from pathlib import Path
 
 from fleet.control import store, syncer
 from fleet.control.linetext import esc
-from fleet.wire import records
+from fleet.wire import appends, records
 
 log = logging.getLogger("fleet.control.journal")
 FLUSH_S = 0.1
@@ -197,18 +197,24 @@ class Journal:
 
     def _write(self) -> None:
         """Write the buffered lines. An OSError (a full disk) is raised with nothing lost:
-        the rest is written first next time, so no line is torn or dropped."""
+        the rest is written first next time, so no line is torn or dropped, and what the
+        failed write wrote is taken back (fleet.wire.appends)."""
         if self._starts:
             self._start_line()
         if self._lines or self._rest:
-            data = self._rest + (("\n".join(self._lines) + "\n").encode() if self._lines else b"")
+            whole = self._rest + (("\n".join(self._lines) + "\n").encode() if self._lines else b"")
             self._lines.clear()
+            data, written = whole, 0
             try:
                 while data:
                     n = os.write(self._fd, data)
-                    self.bytes += n
-                    data = data[n:]
+                    data, written = data[n:], written + n
+            except OSError:
+                if written and appends.take_back(self._fd, written):
+                    data, written = whole, 0
+                raise
             finally:
+                self.bytes += written
                 self._rest, self._unsynced = data, True
 
     def sync(self, now: float | None = None) -> None:

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Iterator
 
+from fleet.wire import appends
+
 from fleet.core import waits as W
 
 KINDS: dict[str, type] = {}
@@ -409,6 +411,11 @@ class EventLog:
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._pending: list[str] = []
         self._rest = b""  # what a failed write left unwritten (a full disk): written first next time
+        # A stream whose last line was torn (its fleet died mid-write, by an older version's
+        # full disk): this fleet's lines start on a line of their own, so its first record
+        # (fleet_starting, a session's start to every reader) is not glued to the torn one.
+        if not appends.ends_a_line(path):
+            self._rest = b"\n"
 
     def write(self, rec: Record) -> None:
         """Buffer one record (written at the next flush), tagged with this log's fleet."""
@@ -423,13 +430,22 @@ class EventLog:
 
     def flush(self) -> None:
         """Write what is buffered. An OSError (a full disk) is raised with the rest kept:
-        written first at the next flush, so no line is torn or dropped."""
+        written first at the next flush, so no line is torn or dropped. What a failed
+        flush wrote of it is taken back when nothing was appended after it (another
+        fleet sharing the stream), so the file holds whole lines meanwhile, and after
+        this fleet if it never writes again."""
         if self._pending or self._rest:
-            data = self._rest + (("\n".join(self._pending) + "\n").encode() if self._pending else b"")
+            whole = self._rest + (("\n".join(self._pending) + "\n").encode() if self._pending else b"")
             self._pending.clear()
+            data, written = whole, 0
             try:
                 while data:
-                    data = data[os.write(self._fd, data):]
+                    n = os.write(self._fd, data)
+                    data, written = data[n:], written + n
+            except OSError:
+                if written and appends.take_back(self._fd, written):
+                    data = whole
+                raise
             finally:
                 self._rest = data
 

@@ -43,8 +43,10 @@ def test_the_event_stream_keeps_what_a_full_disk_refused_and_writes_it_once_ther
         log = E.EventLog(mnt / "events.jsonl", fleet="f")
         filler = _fill(mnt, 8192)
         n = _until_refused(lambda i: log.write(E.Wait(t=float(i), step=f"s/{i}", reason="x" * 40)), log.flush)
-        lines = (mnt / "events.jsonl").read_text().splitlines(keepends=True)
-        assert all(json.loads(x) for x in lines[:-1])  # what is there so far: whole lines but the last write's
+        # What is there meanwhile is whole lines: the failed write's part was taken back
+        # (fleet.wire.appends), so a fleet that never writes again leaves none torn.
+        text = (mnt / "events.jsonl").read_text()
+        assert text.endswith("\n") and all(json.loads(x) for x in text.splitlines()), text[-200:]
         filler.unlink()
         log.write(E.Wait(t=float(n), step="last", reason="x"))
         log.close()
@@ -57,8 +59,25 @@ def test_the_journal_keeps_what_a_full_disk_refused_and_writes_it_once_there_is_
         j = journal.Journal(mnt, "f1", {"fleet": "f1"})
         filler = _fill(mnt, 8192)
         n = _until_refused(lambda i: j.append({"k": "attempt", "step": f"s/{i}", "rec": {"pad": "x" * 40}}), j.sync)
+        text = journal.path_of(mnt, "f1").read_text()
+        assert text.endswith("\n") and all(json.loads(x) for x in text.splitlines()), text[-200:]
         filler.unlink()
         assert j.close()  # sealed: everything written
         lines = [json.loads(x) for x in journal.path_of(mnt, "f1").read_text().splitlines()]
         assert [x["step"] for x in lines if x["k"] == "attempt"] == [f"s/{i}" for i in range(n)]
         assert lines[-1]["k"] == "sealed"
+
+
+def test_a_fleet_appending_to_a_stream_whose_last_line_was_torn_starts_a_line_of_its_own(tmp_path):
+    # A fleet that died mid-write (or an older version's full disk) left half a record:
+    # the next fleet's first record (fleet_starting: a session to every reader) stays whole.
+    path = tmp_path / "events.jsonl"
+    path.write_text('{"t":1.0,"kind":"wait","step":"a","reason":"x"}\n{"t":2.0,"kind":"wa')
+    log = E.EventLog(path, fleet="next")
+    log.write(E.Wait(t=3.0, step="b", reason="y"))
+    log.close()
+    assert path.read_text().splitlines()[-1].startswith('{"t":3.0')
+    assert [d["step"] for d in E.read_events(path)] == ["a", "b"]  # the torn one skipped, not the new one
+    before = path.read_text()
+    E.EventLog(path, fleet="third").close()  # (a whole last line: nothing added)
+    assert path.read_text() == before
