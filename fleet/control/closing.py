@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fleet.control.stuck import Stuck
 from fleet.core import states as S
 from fleet.wire import events
 
@@ -41,6 +42,7 @@ class Closing:
         self.closed: set[int] = set()  # submissions closed, or being closed (later ones are too)
         self._walks: list[_Walk] = []
         self._counted = -1  # steps counted not_started by the closes under way (-1: no close to say)
+        self.stuck = Stuck(coord, None)  # which of them an allocation like this one could not start either
 
     @property
     def busy(self) -> bool:
@@ -61,6 +63,8 @@ class Closing:
             self.closed.add(sub.id)
             subs.closing[sub.id] = {row[0] for row in sub.finished if row[1] != "retry"}
             self._walks.append(_Walk(sub, reason))
+        d = self.drain
+        self.stuck = Stuck(self.coord, None if d.began is None or d.drain_at is None else d.drain_at - d.began)
         self.step(now)
 
     def step(self, now: float) -> None:
@@ -96,7 +100,7 @@ class Closing:
             counted.add(sid)
             if outcome == NOT_STARTED:
                 self._counted += 1
-                sub.finished.append([sid, outcome, 0, walk.reason])
+                sub.finished.append([sid, outcome, 0, self.stuck.why(sid) or walk.reason])
             else:
                 why = why or drain.why()
                 if sid not in c.interrupted:  # (its node lost as it began)

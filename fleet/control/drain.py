@@ -75,6 +75,7 @@ class Drain:
         coord.submissions.full = lambda: self.reason if self.full else ""
         self.end: float | None = None
         self.drain_at: float | None = None
+        self.began: float | None = None  # when the end was planned: the fleet's start
         self.source = ""
         self.announced = False
         self.signalled = ""  # the warning signal's words, once it came
@@ -92,6 +93,7 @@ class Drain:
             log.info("allocation end: not known (%s); no drain", source)
             return
         self.end, self.drain_at, self.source = end, end - drain_before, source
+        self.began = time.time()  # (what an allocation like this one gives steps: fleet.control.stuck)
         log.info("allocation ends at %s (%s); drain point %s (%g s before)", clock(end), source,
                  clock(self.drain_at), drain_before)
 

@@ -9,6 +9,7 @@ import time
 
 from fleet.control.api import Update
 from fleet.control.drain import FULL
+from fleet.control.stuck import TOO_LONG
 from fleet.core import states as S
 
 DRAINED = (S.INTERRUPTED, "not_started")  # outcomes the drain gives (fleet.control.drain)
@@ -25,6 +26,7 @@ class Lines:
         self.started = time.monotonic()
         self.outcomes: dict[str, str] = {}
         self.full: list[str] = []  # steps drained because the run directory is full, or why (control.drain)
+        self.too_long: list[str] = []  # steps drained that no allocation like this one can start (control.stuck)
         self.listed = self.unlisted = 0  # skipped steps listed in a log; those past SKIPPED_LISTED
 
     def __call__(self, u: Update) -> None:
@@ -47,6 +49,8 @@ class Lines:
                 outcomes[step] = outcome
                 if outcome in DRAINED and reason and FULL in reason:
                     self.full.append(step)
+                elif outcome in DRAINED and reason and reason.startswith(TOO_LONG):
+                    self.too_long.append(step)
                 self.total = max(self.total, len(outcomes))  # steps its steps submitted count too
                 line = f"  {outcome:<10} {step}" + (f": {reason}" if reason and outcome not in (S.SUCCEEDED, S.SKIPPED) else "")
             if tty:

@@ -25,6 +25,7 @@ from fleet.core import states as S
 from fleet.control import gone
 from fleet.control.api import Fleet, Submission, SubmitError
 from fleet.control.drain import FULL
+from fleet.control.stuck import TOO_LONG
 from fleet.control.followlines import DRAINED, Lines
 from fleet.control.client import FleetError, PreloadRefused, RunDirError, down, embedded_name, find, up, usable_run_dir
 from fleet.wire import connection
@@ -154,6 +155,11 @@ def _follow(f: Fleet, sub: Submission, suite: Suite, run_dir: Path, out, shard: 
               f"outcome could not be recorded runs again)", file=sys.stderr,
               flush=True)
         return EXIT_FULL
+    if drained and len(show.too_long) == drained:  # another job like this one would not finish either
+        print(f"fleet: the allocation ended before the suite did, and no allocation as long as this one can finish "
+              f"it: the {counted(drained, 'step')} left each {TOO_LONG} (first: {show.too_long[0]}); give the job more "
+              f"time, or the steps shorter estimates", file=sys.stderr, flush=True)
+        return 1
     if drained:
         print(f"fleet: the allocation ended before the suite did: {counted(drained, 'step')} interrupted or not "
               f"started; run the suite again (in the next allocation) to finish it", file=sys.stderr, flush=True)

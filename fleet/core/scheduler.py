@@ -160,8 +160,7 @@ class Scheduler(Entries, Phases, Outside):
             out += self.handle(*self._held.popleft())
 
     def reserve_after(self, seconds: float | None) -> None:
-        """Set, before the first event, how long a ready step waits before it gets a
-        reservation (None: no reservations); see fleet.core.reservations."""
+        """Before the first event: how long a ready step waits for a reservation (None: none; core.reservations)."""
         self._res = Reservations(seconds)
         self._res.recorded, self._res.queued = self.deadline.recorded, self.window.next
 
@@ -185,6 +184,9 @@ class Scheduler(Entries, Phases, Outside):
         """A read-only view of one step."""
         return viewfill.view(self._jobs[step])  # (fleet.core.viewfill: without the frozen __init__)
 
+    def deps_of(self, step: str) -> tuple:  # explicit and by input files, as submitted
+        return tuple(self._jobs[step].deps)
+
     def generation(self, step: str) -> int:
         """The step's generation (what a start records), without a whole view."""
         return self._jobs[step].generation
@@ -200,8 +202,7 @@ class Scheduler(Entries, Phases, Outside):
         return viewfill.Placed(j.attempt, j.placement) if j is not None and j.state == S.RUNNING else None
 
     def queued(self, step: str) -> viewfill.Placed | None:
-        """(attempt, placement) of a step handed ahead to its node (fleet.core.window),
-        else None: what a report that came early is checked against."""
+        """(attempt, placement) of a step handed ahead to its node (core.window), else None: for early reports."""
         j = self._jobs.get(step)
         return viewfill.Placed(j.attempt, j.placement) if j is not None and j.state == S.QUEUED else None
 
@@ -232,8 +233,7 @@ class Scheduler(Entries, Phases, Outside):
         return [self.view(s) for s in sorted(self._on_node.get(node, ()), key=lambda s: self._jobs[s].seq)]
 
     def waiting_heads(self, now: float, limit: int) -> list[queueview.Head]:
-        """Why ready steps have not started: the first of each class of demand, in pass
-        order, at most `limit` (fleet.core.queueview; O(classes))."""
+        """Why ready steps wait: the first of each class of demand, in pass order, at most `limit` (core.queueview)."""
         return queueview.heads(self._classes, self._jobs, self.pool, now, limit)
 
     def reservations(self) -> list[queueview.Reserved]:

@@ -234,7 +234,9 @@ def test_when_only_steps_held_back_by_the_end_are_left_fleet_run_exits_3_at_once
     """Nothing can start before the drain point any more: the fleet says so when the last
     step that could run ends, instead of idling to the drain point (a job script's
     resubmission comes that much sooner); the held step and its dependent are not
-    started, and nothing counts as an attempt."""
+    started, and nothing counts as an attempt. `long` would fit an allocation like this
+    one (the next job: it takes a little longer than the ~120 s this job gives steps before
+    its drain point, within fleet.control.stuck's slack), so the exit is 3, not 1."""
     suite = write_suite(tmp_path / "s.toml", """
 [suite]
 name = "heldonly"
@@ -245,7 +247,7 @@ estimate = 1
 [[steps]]
 id = "long"
 command = "true"
-estimate = 3600
+estimate = 121
 [[steps]]
 id = "after"
 command = "true"
@@ -287,3 +289,34 @@ def test_a_drained_fleet_killed_before_it_sealed_its_journal_costs_its_interrupt
     journal = next((run_dir / ".fleet" / "journal").glob("*.jsonl")).read_text()
     assert '"sealed"' not in journal and '"k":"interrupted","step":"sleepy"' in journal, journal
     assert_drained_then_rerun(run_dir, tmp_path, suite, flag, "warning signal (SIGUSR1)")
+
+
+def test_a_suite_left_with_steps_too_long_for_any_allocation_like_this_one_exits_1_not_3(tmp_path):
+    # Exit 3 tells a job script to submit itself again; a step that cannot fit a job this
+    # long (and what needs it) would then never start, job after job (fleet.control.stuck).
+    run_dir = tmp_path / "run"
+    suite = write_suite(tmp_path / "s.toml", """
+[[steps]]
+id = "quick"
+command = "true"
+estimate = 1
+[[steps]]
+id = "huge"
+command = "true"
+estimate = 600
+[[steps]]
+id = "after"
+command = "true"
+deps = ["huge"]
+""")
+    r = fleet("run", str(suite), "--run-dir", str(run_dir), "--nodes", "1", "--walltime", "20s",
+              "--drain-before", "10s", *HB, cwd=tmp_path, timeout=90)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "no allocation as long as this one can finish it: the 2 steps left each needs a longer allocation" \
+        in r.stderr, r.stderr
+    assert re.search(r"not_started huge: needs a longer allocation: it takes about 10 min, and an allocation like "
+                     r"this one gives steps \d+ s before its drain point", r.stdout), r.stdout
+    assert "not_started after: needs a longer allocation: it needs huge, which does" in r.stdout, r.stdout
+    for s in ("huge", "after"):  # nothing recorded that would keep a longer job from running them
+        assert records.attempts(run_dir, s) == [] and records.read_final(run_dir, s) is None, s
+    assert_nothing_left(run_dir)
