@@ -143,16 +143,18 @@ class Deadline:
         started (`queued`) is marked cancelled now, and is to be dropped there. The Kills
         are said by stops(), at most DRAIN_STOPS an event."""
         why = DRAIN_KILL + ev.reason
+        # The queued first: a node told to stop a running step before it hears that the
+        # step queued behind it is dropped may start that one as the first ends.
         stop: list = []
+        for j in queued:
+            j.cancelled = True
+            stop.append(j)
         if not (self.stopping or (self.drained and not ev.stop_running)):
             self.drained = True
             self.reason = ev.reason
             if ev.stop_running:
                 self.stopping = True
                 stop += running
-        for j in queued:
-            j.cancelled = True
-            stop.append(j)
         # Node by node (in the order each first appears): a node's Kills then go out
         # together, one message to its agent, not one a chunk.
         by_node: dict[str, list] = {}

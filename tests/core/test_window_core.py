@@ -318,3 +318,13 @@ def test_a_queued_step_taken_back_and_dropped_as_its_predecessor_ends_is_ready_a
     assert not of(Begin, out) and not of(Finished, [d for d in out if d.step == "b"])
     assert of(Unqueued, out) == [Unqueued("b", 1, w.reason)]
     assert [(d.step, d.attempt) for d in of(Start, out)] == [("b", 1)]
+
+
+def test_a_drain_tells_a_node_to_drop_its_queued_steps_before_it_stops_the_steps_they_wait_for():
+    # Else the node, hearing "stop a" first (in an earlier message, when a drain's kills go
+    # out in parts), may reap a and start b before it hears to drop b (seen on the real Slurm).
+    from fleet.core.deadline import DrainNow
+    sched, _ = windowed([node("n1", 2)], *steps(4), window=None)
+    assert [sched.state(s) for s in ("s0", "s1", "s2", "s3")] == [S.RUNNING, S.RUNNING, S.QUEUED, S.QUEUED]
+    out = sched.handle(DrainNow("the drain point"), 1.0)
+    assert [d.step for d in of(Kill, out)] == ["s2", "s3", "s0", "s1"], out
