@@ -136,7 +136,7 @@ def start(run_dir: Path, profile, nodes: int, preload: str, timeout: float, extr
     stops what it started (fleet.control.client.up) and exits 128 + the signal's number
     (130 for Ctrl-C)."""
     from fleet.control import preflight
-    from fleet.control.client import FleetError, RunDirError, up
+    from fleet.control.client import FleetError, RunDirError, RunDirFull, up
     modules = tuple(m.strip() for m in preload.split(",") if m.strip())
     for m in modules:
         if not all(part.isidentifier() for part in m.split(".")):
@@ -152,7 +152,7 @@ def start(run_dir: Path, profile, nodes: int, preload: str, timeout: float, extr
                       timeout=timeout, extra=extra)
     except RunDirError as e:
         click.echo(f"fleet: {e}", err=True)
-        sys.exit(EXIT_INVALID)
+        sys.exit(4 if isinstance(e, RunDirFull) else EXIT_INVALID)  # (4: as fleet run's full disk)
     except FleetError as e:
         raise click.ClickException(str(e))
     except KeyboardInterrupt as e:

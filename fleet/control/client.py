@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import socket
@@ -142,6 +143,22 @@ class RunDirError(FleetError):
     """The run directory cannot be created or written; nothing was started."""
 
 
+class RunDirFull(RunDirError):
+    """The run directory's file system has no room (blocks or quota); nothing was started."""
+
+
+def full_disk(run_dir: Path) -> str | None:
+    """Why run_dir's file system has no room for fleet's files (no block, or no file,
+    free to this user), else None."""
+    try:
+        st = os.statvfs(run_dir)
+    except OSError:
+        return None
+    if st.f_bavail == 0 or st.f_favail == 0:
+        return f"the file system of {shown(run_dir)} is full ({'no block' if st.f_bavail == 0 else 'no file'} free)"
+    return None
+
+
 class PreloadRefused(FleetError):
     """The fleet did not come up: the zygotes refused its preload modules (a module
     failed to import or started a thread). `nodes`: (node, why) of each that said so."""
@@ -190,9 +207,15 @@ def usable_run_dir(run_dir: Path) -> Path:
     try:
         run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".fleet-probe-", dir=run_dir)
-        os.close(fd)
-        os.unlink(probe)
+        try:  # a block's worth: a file system with files left but no block takes an empty file
+            os.write(fd, bytes(4096))
+        finally:
+            os.close(fd)
+            os.unlink(probe)
     except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise RunDirFull(f"cannot use run directory {shown(run_dir)}: its file system is full "
+                             f"({e.strerror}): free space (or raise the quota) and run again") from None
         why = e.strerror or str(e)
         # Name the path the OS refused when it is not the run dir or our probe in it.
         if e.filename and Path(e.filename) != run_dir and Path(e.filename).parent != run_dir:
@@ -447,6 +470,10 @@ def _not_up(run_dir: Path, proc: subprocess.Popen, offset: int) -> FleetError:
     if proc.returncode in (0, -signal.SIGTERM):  # (its teardown's status, or ended waiting for the lease)
         return FleetError(f"the fleet was stopped before it was up (fleet down, or SIGTERM to its coordinator "
                           f"pid {proc.pid})")
+    full = full_disk(run_dir)
+    if full:  # (its log may be empty: it could not write it either)
+        return RunDirFull(f"the coordinator exited with status {proc.returncode} before the fleet was up: {full}; "
+                          f"free space (or raise the quota) and run again")
     return FleetError(f"the coordinator exited with status {proc.returncode} before the fleet was up; "
                       f"see {run_dir / 'coordinator.log'}:\n" + _tail(run_dir / "coordinator.log"))
 

@@ -27,7 +27,8 @@ from fleet.control.api import Fleet, Submission, SubmitError
 from fleet.control.drain import FULL
 from fleet.control.stuck import TOO_LONG
 from fleet.control.followlines import DRAINED, Lines
-from fleet.control.client import FleetError, PreloadRefused, RunDirError, down, embedded_name, find, up, usable_run_dir
+from fleet.control.client import (FleetError, PreloadRefused, RunDirError, RunDirFull, down, embedded_name, find, up,
+                                  usable_run_dir)
 from fleet.wire import connection
 from fleet.core.problems import Problem
 from fleet.core.suite import Suite
@@ -94,7 +95,7 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
         return _refused([Problem(str(path), None, "suite.preload", f"node {n}: {why}") for n, why in e.nodes])
     except RunDirError as e:
         print(f"fleet: {e}", file=sys.stderr)
-        return 2
+        return EXIT_FULL if isinstance(e, RunDirFull) else 2
     except FleetError as e:
         print(f"fleet: {e}", file=sys.stderr)
         return 1

@@ -120,3 +120,21 @@ def test_a_run_directory_out_of_blocks_drains_the_fleet_the_coordinator_lives_on
             outcomes = [a["outcome"] for a in records.attempts(run_dir, s)]
             assert "succeeded" in outcomes and "failed" not in outcomes, (s, outcomes)
         assert_nothing_left(run_dir)
+
+
+def test_a_run_directory_on_a_file_system_already_full_is_refused_with_exit_4_before_anything_starts(tmp_path):
+    # Files left but no block: an empty probe file was made, and the coordinator then died
+    # unable to write its lease or its log (exit 1, an empty log quoted, an empty lease left).
+    suite = write_suite(tmp_path / "s.toml", '[[steps]]\nid = "a"\ncommand = "true"\n')
+    with small_tmpfs(tmp_path / "mnt", size="1m") as mnt:
+        filler = mnt / "filler"
+        st = os.statvfs(mnt)
+        filler.write_bytes(bytes(st.f_bavail * st.f_frsize))
+        assert os.statvfs(mnt).f_bavail == 0
+        for argv in (("run", str(suite), "--run-dir", str(mnt / "run")), ("up", "--run-dir", str(mnt / "up"))):
+            r = fleet(*argv, cwd=tmp_path, timeout=60)
+            assert r.returncode == 4, (argv, r.stdout, r.stderr)
+            assert "its file system is full (No space left on device): free space" in r.stderr, r.stderr
+            assert "Traceback" not in r.stderr and "coordinator" not in r.stderr, r.stderr
+        assert sorted(os.listdir(mnt)) == ["filler", "run", "up"]
+        assert os.listdir(mnt / "run") == [] and os.listdir(mnt / "up") == []  # no lease, log or stream
