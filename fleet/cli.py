@@ -146,7 +146,7 @@ RUN_DIR_DEFAULT = "$FLEET_RUN_DIR, else the current directory"
 
 def _run_dir(given: str | None) -> Path:
     from fleet.control import rundir
-    from fleet.control.client import run_dir_too_long, shown
+    from fleet.control.dirlimits import run_dir_too_long, shown
     run_dir = Path(given).resolve() if given else rundir.default()
     why = run_dir_too_long(run_dir)
     if why:

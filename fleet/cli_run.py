@@ -51,7 +51,7 @@ def refuse_a_file(target: Path, given: str | None, suite: Suite) -> None:
             sys.exit(EXIT_INVALID)
     where = ("--run-dir" if given else "$FLEET_RUN_DIR" if os.environ.get("FLEET_RUN_DIR")
              else f"{suite.path}: field 'suite.run_dir'")
-    from fleet.control.client import run_dir_too_long, shown
+    from fleet.control.dirlimits import run_dir_too_long, shown
     why = run_dir_too_long(target)
     why = why and f"cannot be used: {why}"
     try:

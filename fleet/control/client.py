@@ -14,6 +14,7 @@ from pathlib import Path
 
 import zmq
 
+from fleet.control.dirlimits import full_disk, run_dir_too_long, shown
 from fleet.site import jobstate
 from fleet.wire import connection, interpreter
 from fleet.wire import messages as P
@@ -147,18 +148,6 @@ class RunDirFull(RunDirError):
     """The run directory's file system has no room (blocks or quota); nothing was started."""
 
 
-def full_disk(run_dir: Path) -> str | None:
-    """Why run_dir's file system has no room for fleet's files (no block, or no file,
-    free to this user), else None."""
-    try:
-        st = os.statvfs(run_dir)
-    except OSError:
-        return None
-    if st.f_bavail == 0 or st.f_favail == 0:
-        return f"the file system of {shown(run_dir)} is full ({'no block' if st.f_bavail == 0 else 'no file'} free)"
-    return None
-
-
 class PreloadRefused(FleetError):
     """The fleet did not come up: the zygotes refused its preload modules (a module
     failed to import or started a thread). `nodes`: (node, why) of each that said so."""
@@ -167,30 +156,6 @@ class PreloadRefused(FleetError):
         self.nodes = nodes
         super().__init__("the zygotes could not import the preload modules: "
                          + "; ".join(f"node {n}: {why}" for n, why in nodes) + f" (see {log})")
-
-
-# The longest paths fleet makes are under a run directory: <run dir>/steps/<id>/.fleet/<record>.
-# The run directory's own path is kept to half of Linux's PATH_MAX (4,096 bytes), the rest
-# left to step ids (fleet.core.units.MAX_ID) and fleet's names.
-MAX_RUN_DIR = 2048
-
-
-def run_dir_too_long(run_dir: Path) -> str | None:
-    """Why run_dir's path is too long for fleet's files under it, else None."""
-    n = len(str(run_dir).encode("utf-8", "surrogateescape"))
-    if n > MAX_RUN_DIR:
-        return (f"its path is {n} bytes long; the files fleet makes under it need it at most {MAX_RUN_DIR} "
-                f"(a path ends at 4,096): choose a shorter one")
-    part = max((len(p.encode("utf-8", "surrogateescape")) for p in str(run_dir).split("/")), default=0)
-    if part > 255:
-        return f"a name in its path is {part} bytes long, and a name ends at 255: choose a shorter one"
-    return None
-
-
-def shown(path) -> str:
-    """A path as messages show it: whole unless it is very long."""
-    s = str(path)
-    return s if len(s) <= 200 else f"{s[:100]}...{s[-60:]}"
 
 
 def usable_run_dir(run_dir: Path) -> Path:

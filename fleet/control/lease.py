@@ -187,7 +187,7 @@ class Lease:
                  rec.get("fleet"), rec.get("pid"), rec.get("host"),
                  "its holder is gone" if dead else f"its batch job ({rec.get('job')}) has ended" if ended
                  else f"not refreshed for {age:.0f} s")
-        self.took_from = rec
+        self.took_from = {**rec, "refreshed": time.time() - age}  # (about when its holder died)
         self.died.add(str(rec.get("fleet")))
         self._held(gen + 1)
         return True

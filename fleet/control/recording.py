@@ -31,7 +31,7 @@ from fleet.control.claimlog import ClaimLog
 from fleet.control.lease import Lease
 from fleet.core import attempts
 from fleet.core import states as S
-from fleet.wire import gcpause, records
+from fleet.wire import events, gcpause, records
 
 log = logging.getLogger("fleet.control.recording")
 _OURS = store.Claim(store.Claim.OURS)  # a start's answer, alone (read, never changed: one for all)
@@ -46,6 +46,10 @@ class Recorder:
         self.sched, self.submissions = c.sched, c.submissions
         self.lease = Lease(self.run_dir, self.fleet_id, self.claims.stale_after)
         self.lease.acquire()
+        gone = self.lease.took_from
+        if gone is not None and gone.get("fleet"):  # (before our fleet_starting: it ends that one's session)
+            c.events.write(events.FleetGone(t=gone["refreshed"], gone=str(gone["fleet"]),
+                                            pid=int(gone.get("pid") or 0), host=str(gone.get("host") or "")))
         self.adopt: dict[str, dict] = {}  # step -> the dead fleet's attempt it was running
         self._started = time.time()
         with gcpause.paused():  # (the journals read, replayed and folded: millions of plain objects)

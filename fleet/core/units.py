@@ -177,7 +177,7 @@ def check_str(v: Any) -> str:
 
 # A step id names its directory, <run dir>/steps/<id>/: each of its parts a name (at most
 # 255 bytes), and the whole short enough that its records' paths, under a run directory
-# of the longest fleet takes (fleet.control.client.MAX_RUN_DIR), stay under 4,096 bytes.
+# of the longest fleet takes (fleet.control.dirlimits.MAX_RUN_DIR), stay under 4,096 bytes.
 MAX_ID = 1900
 
 

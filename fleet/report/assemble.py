@@ -133,7 +133,10 @@ def _notes(g: Gathered, in_progress: bool) -> list[str]:
         notes.append(f"{g.skewed} attempt(s) began their work before the coordinator decided to start them "
                      "(work_start < decided_at): that node's clock is behind the coordinator's, and their "
                      "startup (clamped at 0) is not to be trusted")
-    if g.fleets_started > 1:
+    if g.gone:
+        notes.append(f"its fleet ended without fleet_down (its coordinator killed or crashed), as the next fleet "
+                     f"found: {', '.join(g.gone)}; steps it ran that never ended show as unfinished")
+    if g.fleets_started > 1 + len(g.gone):
         notes.append(f"{g.fleets_started} fleets wrote to this stream at once (or one ended without fleet_down); "
                      "its records carry no fleet id, so they are reported together")
     if in_progress:

@@ -80,7 +80,7 @@ def sessions(records: list) -> list[list]:
             if live <= 0 and i > cuts[-1]:
                 cuts.append(i)
             live = max(live, 0) + 1
-        elif kind is E.FleetDown:
+        elif kind is E.FleetDown or (kind is E.FleetGone and live > 0):  # (gone: died, found by the next)
             live -= 1
     cuts.append(len(records))
     return [records[a:b] for a, b in zip(cuts, cuts[1:])] or [[]]
@@ -102,6 +102,7 @@ class Gathered:
     down_t: float | None = None
     fleets_up: int = 0
     fleets_started: int = 0
+    gone: list = field(default_factory=list)  # fleets of it that died (fleet_gone: found so by the next)
     mismatches: int = 0
     lost_exit_fields: int = 0         # lost attempts without timings
     skewed: int = 0                   # attempts whose work began before their decision
@@ -150,7 +151,7 @@ def gather_session(parts: Iterable[list], session: int = -1) -> tuple[Gathered, 
                         kept.append(g)
                     begun = False
                 live = max(live, 0) + 1
-            elif kind is E.FleetDown:
+            elif kind is E.FleetDown or (kind is E.FleetGone and live > 0):
                 live -= 1
         if g is not None:
             _take(g, block[lo:] if lo else block)
@@ -342,6 +343,13 @@ def _on_fleet_down(g: Gathered, rec: E.FleetDown) -> None:
     g.down_t = rec.t
 
 
+def _on_fleet_gone(g: Gathered, rec: E.FleetGone) -> None:
+    if g.fleets_up > 0:  # (a fleet of this session, which died: its end is about its lease's last refresh)
+        g.fleets_up -= 1
+        g.down_t = rec.t if g.down_t is None else max(g.down_t, rec.t)
+        g.gone.append(f"{rec.gone} (pid {rec.pid} on {rec.host})")
+
+
 def _on_allocation_end(g: Gathered, rec: E.AllocationEnd) -> None:
     g.allocation.update(end=rec.end, drain_at=rec.drain_at, source=rec.source)
 
@@ -364,6 +372,7 @@ _HANDLERS: dict[type, Callable] = {
     E.Blocked: _on_blocked, E.Unrunnable: _on_unrunnable, E.Skipped: _on_skipped, E.Cancelled: _on_cancelled,
     E.Submitted: _on_submitted, E.NodeJoined: _on_node_joined, E.NodeLost: _on_node_lost,
     E.FleetStarting: _on_fleet_starting, E.FleetUp: _on_fleet_up, E.FleetDown: _on_fleet_down,
+    E.FleetGone: _on_fleet_gone,
     E.PlacementMismatch: _on_placement_mismatch, E.AllocationEnd: _on_allocation_end, E.Drained: _on_drained,
     E.NotStarted: _on_not_started,
     E.PlacementMismatch: _on_placement_mismatch, E.NodeMemory: _on_node_memory,

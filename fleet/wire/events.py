@@ -99,6 +99,16 @@ class FleetDown(Record):
     pass
 
 
+@_record("fleet_gone")
+class FleetGone(Record):
+    """A fleet that ended without its fleet_down (its coordinator killed or crashed), found
+    so by the next fleet, which took its lease over; `t` is that lease's last refresh
+    (about when it died), written before the next fleet's fleet_starting."""
+    gone: str = ""
+    pid: int = 0
+    host: str = ""
+
+
 @_record("agent_failed")
 class AgentFailed(Record):
     node: str = ""

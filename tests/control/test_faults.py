@@ -387,6 +387,17 @@ args = { seconds = 1.5 }
     assert not list((run_dir / ".fleet").glob("lease.adopt.*"))  # removed once taken: none pile up
     assert_each_ran_once(run_dir, quick + slow)
     assert_audit_clean(run_dir, tmp_path, quick + slow)
+    # The report tells the two runs apart: the next fleet said the dead one was gone
+    # (fleet_gone, before its own fleet_starting), so neither session is "in progress".
+    [gone] = of(run_dir, E.FleetGone)
+    assert gone.pid == coordinator and gone.gone == of(run_dir, E.FleetStarting)[0].fleet
+    for which in ("1", "-1"):
+        r = fleet("report", str(run_dir), "--json", "--session", which, cwd=tmp_path, timeout=60)
+        rep = json.loads(r.stdout)
+        assert rep["sessions"] == 2 and rep["in_progress"] is False, (which, rep["notes"])
+    text = fleet("report", str(run_dir), "--session", "1", cwd=tmp_path, timeout=60).stdout
+    assert f"its fleet ended without fleet_down (its coordinator killed or crashed), as the next fleet found: " \
+           f"{gone.gone} (pid {coordinator} on " in text, text
     assert_nothing_left(run_dir)
 
 
