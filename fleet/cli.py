@@ -476,10 +476,9 @@ def status(run_dir, conn_file, via, login, ssh_option, as_json, all_nodes, watch
 @click.option("--stale-after", type=click.FloatRange(min=0), default=600.0, help="seconds after which a claim is stale")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
 def audit(run_dir, suite_path, stale_after, as_json):
-    """Every step of every suite submitted in RUN_DIR (all shards) as succeeded, failed,
-    interrupted, stopped, running or missing; reruns (forced or changed) counted, and
-    DUPLICATE for a step that succeeded twice with nothing changed. Exits 1 on missing
-    or duplicated steps, 2 if RUN_DIR holds no run, else 0."""
+    """Every step of every suite submitted in RUN_DIR (all shards) as succeeded, failed, interrupted,
+    stopped, running or missing; reruns (forced or changed) counted, and DUPLICATE for a step that
+    succeeded twice with nothing changed. Exits 1 on missing or duplicated steps, 2 if RUN_DIR holds no run."""
     from fleet.report.audit import audit as do_audit
     steps = ()
     if suite_path:
@@ -487,10 +486,12 @@ def audit(run_dir, suite_path, stale_after, as_json):
             steps = checked_suite(suite_path, check_inputs=False)[0].steps
         except SuiteError as e:
             _invalid(e.problems)
-    a = do_audit(Path(run_dir), steps, stale_after)
+    try:
+        a = do_audit(Path(run_dir), steps, stale_after)
+    except OSError as e:  # (a file of the run another user's, or not a file)
+        raise click.ClickException(f"cannot read {e.filename or run_dir}: {e.strerror or e}")
     if not a.steps and not any((Path(run_dir) / name).exists() for name in (".fleet", "events.jsonl")):
-        # (a mistyped directory read as a run with nothing wrong in it would say "ok")
-        why = f"no run in {run_dir}: no .fleet directory and no events.jsonl there"
+        why = f"no run in {run_dir}: no .fleet directory and no events.jsonl there"  # (not "ok": a mistyped dir)
         if as_json:
             click.echo(json.dumps({"error": why}))
         click.echo(f"fleet audit: {why}", err=True)

@@ -236,3 +236,21 @@ def test_a_run_directory_whose_path_fleet_could_not_make_files_under_is_refused_
         assert r.returncode == 1 and "no fleet is up" in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.toml"]
     assert not left_behind(tmp_path, within=1.0)
+
+
+def test_a_run_directory_whose_event_stream_is_not_a_writable_file_is_refused_and_reported_without_a_traceback(
+        tmp_path, suite):
+    # What an earlier run left, damaged (a directory in the stream's place here; another
+    # user's file, or one made read-only, the same way for a user who is not root).
+    run_dir = tmp_path / "run"
+    (run_dir / "events.jsonl").mkdir(parents=True)
+    r = fleet(tmp_path, "run", str(suite), "--run-dir", str(run_dir))
+    refused(r, "its events.jsonl is not a file this user can write")
+    r = fleet(tmp_path, "up", "--run-dir", str(run_dir))
+    refused(r, "its events.jsonl is not a file this user can write")
+    r = fleet(tmp_path, "report", str(run_dir))
+    refused(r, "cannot read the event stream", "Is a directory")
+    r = fleet(tmp_path, "audit", str(run_dir))
+    assert r.returncode == 1 and "cannot read" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert sorted(p.name for p in run_dir.iterdir()) == ["events.jsonl"]  # nothing else made there
+    assert not left_behind(tmp_path, within=1.0)

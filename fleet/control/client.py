@@ -186,6 +186,16 @@ def usable_run_dir(run_dir: Path) -> Path:
         if e.filename and Path(e.filename) != run_dir and Path(e.filename).parent != run_dir:
             why = f"{e.filename}: {why}"
         raise RunDirError(f"cannot use run directory {shown(run_dir)}: {why}") from None
+    # What a fleet appends to there, as an earlier run left it (another user's, made read-only,
+    # or not a file at all): said now, not by a coordinator's traceback once it has started.
+    for name, is_dir in (("events.jsonl", False), ("coordinator.log", False), (".fleet", True)):
+        path = run_dir / name
+        if not (path.exists() or path.is_symlink()):
+            continue
+        if (path.is_dir() if is_dir else path.is_file()) and os.access(path, os.W_OK | (os.X_OK if is_dir else 0)):
+            continue
+        raise RunDirError(f"cannot use run directory {shown(run_dir)}: its {name} is not a "
+                          f"{'directory' if is_dir else 'file'} this user can write")
     return run_dir
 
 

@@ -23,7 +23,10 @@ def run(run_dir: str, as_json: bool = False, trace: str | None = None, html_file
     path = events_path(Path(run_dir))
     if not path.exists():
         return 2, "", [f"no event stream at {path}"]
-    why = not_a_stream(path) or _unwritable(trace, "--trace") or _unwritable(html_file, "--html")
+    try:
+        why = not_a_stream(path) or _unwritable(trace, "--trace") or _unwritable(html_file, "--html")
+    except OSError as e:  # (unreadable: another user's, or not a file)
+        why = f"cannot read the event stream {path}: {e.strerror or e}"
     if why:  # said before the stream is read (a million steps' takes seconds)
         return 2, "", [why]
     # Hundreds of thousands of small objects and no cycles among them: the cyclic
