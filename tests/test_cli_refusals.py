@@ -254,3 +254,15 @@ def test_a_run_directory_whose_event_stream_is_not_a_writable_file_is_refused_an
     assert r.returncode == 1 and "cannot read" in r.stderr and "Traceback" not in r.stderr, r.stderr
     assert sorted(p.name for p in run_dir.iterdir()) == ["events.jsonl"]  # nothing else made there
     assert not left_behind(tmp_path, within=1.0)
+
+
+def test_a_damaged_connection_file_is_named_with_what_to_do_about_it(tmp_path, suite):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir(mode=0o700)
+    (run_dir / "fleet.json").write_text("garbage")
+    (run_dir / "fleet.json").chmod(0o600)
+    for argv in (("status", "--run-dir", str(run_dir)), ("down", "--run-dir", str(run_dir)),
+                 ("run", str(suite), "--run-dir", str(run_dir))):
+        r = fleet(tmp_path, *argv)
+        assert r.returncode == 1 and "Traceback" not in r.stderr, (argv, r.stderr)
+        assert "fleet.json: not a fleet connection file" in r.stderr and "remove that file" in r.stderr, r.stderr

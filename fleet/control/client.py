@@ -117,7 +117,8 @@ def live(run_dir: Path, embedded: bool = True) -> list[tuple[Path, connection.Co
         try:
             conn = connection.read(path)
         except connection.ConnectionError_ as e:  # unsafe or unreadable: a clear error, not a traceback
-            raise FleetError(str(e)) from None
+            raise FleetError(f"{e} (if no fleet is up in {shown(run_dir)}, remove that file: `fleet down` "
+                             f"cannot read it either)") from None
         except OSError:
             continue  # removed by its fleet between the look and the read
         if conn.host == socket.gethostname() and not _alive(conn.pid):
