@@ -149,6 +149,11 @@ class RunDirFull(RunDirError):
     """The run directory's file system has no room (blocks or quota); nothing was started."""
 
 
+class CoordinatorKilled(FleetError):
+    """The coordinator died of a signal before its fleet was up (killed, or crashed): the
+    fleet was lost, as `fleet run`'s exit 5 says of one lost later."""
+
+
 class PreloadRefused(FleetError):
     """The fleet did not come up: the zygotes refused its preload modules (a module
     failed to import or started a thread). `nodes`: (node, why) of each that said so."""
@@ -446,12 +451,22 @@ def _not_up(run_dir: Path, proc: subprocess.Popen, offset: int) -> FleetError:
     if proc.returncode in (0, -signal.SIGTERM):  # (its teardown's status, or ended waiting for the lease)
         return FleetError(f"the fleet was stopped before it was up (fleet down, or SIGTERM to its coordinator "
                           f"pid {proc.pid})")
+    if proc.returncode < 0:  # (a signal other than SIGTERM: killed, or crashed)
+        return CoordinatorKilled(f"the coordinator (pid {proc.pid}) was killed by {_signame(-proc.returncode)} "
+                                 f"before the fleet was up; see {run_dir / 'coordinator.log'}")
     full = full_disk(run_dir)
     if full:  # (its log may be empty: it could not write it either)
         return RunDirFull(f"the coordinator exited with status {proc.returncode} before the fleet was up: {full}; "
                           f"free space (or raise the quota) and run again")
     return FleetError(f"the coordinator exited with status {proc.returncode} before the fleet was up; "
                       f"see {run_dir / 'coordinator.log'}:\n" + _tail(run_dir / "coordinator.log"))
+
+
+def _signame(n: int) -> str:
+    try:
+        return signal.Signals(n).name
+    except ValueError:
+        return f"signal {n}"
 
 
 def preload_refusals(path: Path, offset: int, pid: int) -> list[tuple[str, str]]:

@@ -27,8 +27,8 @@ from fleet.control.api import Fleet, Submission, SubmitError
 from fleet.control.drain import FULL
 from fleet.control.stuck import TOO_LONG
 from fleet.control.followlines import DRAINED, Lines
-from fleet.control.client import (FleetError, PreloadRefused, RunDirError, RunDirFull, down, embedded_name, find, up,
-                                  usable_run_dir)
+from fleet.control.client import (CoordinatorKilled, FleetError, PreloadRefused, RunDirError, RunDirFull, down,
+                                  embedded_name, find, up, usable_run_dir)
 from fleet.wire import connection
 from fleet.core.problems import Problem
 from fleet.core.suite import Suite
@@ -98,7 +98,7 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
         return EXIT_FULL if isinstance(e, RunDirFull) else 2
     except FleetError as e:
         print(f"fleet: {e}", file=sys.stderr)
-        return 1
+        return EXIT_LOST if isinstance(e, CoordinatorKilled) else 1
     except KeyboardInterrupt:
         if embedded:
             print("\nfleet: interrupted; stopping the embedded fleet and its steps", file=sys.stderr)

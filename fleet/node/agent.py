@@ -48,7 +48,7 @@ def start_zygote(preload: str, fence: float = 0.0, limits: str = "none") -> tupl
     rep_r, rep_w = os.pipe()
     proc = subprocess.Popen(
         [*interpreter.module("fleet.node.zygote"), "--fd-in", str(req_r), "--fd-out", str(rep_w),
-         "--preload", preload, "--fence", str(fence), "--memlimit", limits],
+         "--preload", preload, "--fence", str(fence), "--memlimit", limits, "--agent-pid", str(os.getpid())],
         pass_fds=(req_r, rep_w), stdin=subprocess.DEVNULL)
     os.close(req_r)
     os.close(rep_w)

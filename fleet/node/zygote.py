@@ -460,11 +460,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="seconds between SIGTERM and SIGKILL when the agent is lost")
     parser.add_argument("--memlimit", default="none",
                         help="how steps are held to their memory: KIND[:CGROUP DIR] (fleet.node.memlimit)")
+    parser.add_argument("--agent-pid", type=int, default=0, help="the agent's pid: gone already, stop")
     args = parser.parse_args(argv)
     memlimit.use(args.memlimit)  # before the first fork: every child inherits it
-    # Die with the agent, gracefully: SIGTERM runs our shutdown, which also stops
-    # spawned commands (they cannot carry a death signal of their own).
-    child.set_pdeathsig(signal.SIGTERM)
+    child.set_pdeathsig(signal.SIGTERM)  # die with the agent, gracefully: our shutdown stops the commands too
+    if args.agent_pid and os.getppid() != args.agent_pid:  # it died before the line above: no signal comes
+        return 0
     orphans.become_subreaper()  # (before the first fork: see fleet.node.orphans)
     preload = tuple(m.strip() for m in args.preload.split(",") if m.strip())
     interpreter.user_path()  # (after our own imports, before the preloads)
@@ -482,8 +483,7 @@ def main(argv: list[str] | None = None) -> int:
     threads = thread_count()
     if threads != 1:
         count = "an unknown number of" if threads is None else str(threads)
-        _refuse(args.fd_out, f"{count} threads after importing preload modules "
-                             f"{list(preload)}; forking needs exactly 1")
+        _refuse(args.fd_out, f"{count} threads after importing preload modules {list(preload)}; forking needs exactly 1")
     zygote = Zygote(args.fd_in, args.fd_out, args.grace, args.fence, preload)
     # Everything imported so far goes to the collector's permanent generation: a
     # collection in a child would otherwise write to every object's header and copy

@@ -191,13 +191,21 @@ def _journal_running(js: records.Journals, stale_after: float) -> dict:
     return out
 
 
+def _says_success(rec: dict | None) -> bool:
+    return rec is not None and rec.get("outcome") == "succeeded"
+
+
 def _one(run_dir: Path, sid: str, spec, names: frozenset[str], last_exit, stale_after: float, base: dict,
          js: records.Journals, running: dict) -> StepAudit:
     """The step's status from its files (`names`: those in its .fleet directory), its
     journaled records and its last exit if that was an interruption (`last_exit`)."""
-    done = records.DONE in names and (spec is None or records.is_done(run_dir, spec))
-    final = records.read_final(run_dir, sid, js, on_disk=records.FINAL in names)
     jdone = js.done(sid)  # a success journaled, its marker not written (yet, or ever: a kill -9)
+    # Without the suite, a marker is taken as it is when the journals say the step succeeded
+    # (no file opened: a million done steps on a parallel file system); else it is read, and
+    # a damaged one is no success, as a run does not take it for one.
+    done = records.DONE in names and (records.is_done(run_dir, spec) if spec is not None else
+                                      jdone is not None or _says_success(records.read_done(run_dir, sid)))
+    final = records.read_final(run_dir, sid, js, on_disk=records.FINAL in names)
     if not done and jdone is not None and (spec is None or records.succeeded_as(jdone, spec)) \
             and (final is None or float(final.get("at") or 0.0) <= js.outcome[sid][1]):
         done = True

@@ -97,3 +97,22 @@ def test_fleet_down_stops_a_fleet_still_coming_up_and_fleet_up_says_it_was_stopp
         assert not (run_dir / "fleet.json").exists()
     finally:
         kill_group(up)
+
+
+def test_fleet_run_whose_embedded_coordinator_is_killed_before_its_fleet_is_up_exits_5_lost(tmp_path):
+    # As a coordinator lost later (fleet.control.runner's EXIT_LOST): bring a fleet up
+    # and run again. It was exit 1, "exited with status -9", with older fleets' log lines.
+    (tmp_path / "s.toml").write_text('[suite]\npreload = ["preload_slow"]\n[[steps]]\nid = "a"\ncommand = "true"\n')
+    run = subprocess.Popen([sys.executable, "-m", "fleet", "run", "s.toml", "--run-dir", str(tmp_path / "run")],
+                           cwd=tmp_path, env={**env(), "FLEET_TEST_IMPORT_SLEEP": "60"}, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        pids = importing(run)
+        coordinator = next(p for p in pids if "fleet.control.coordinator" in " ".join(psutil.Process(p).cmdline()))
+        os.kill(coordinator, signal.SIGKILL)
+        out, err = run.communicate(timeout=60)
+        assert run.returncode == 5, out + err
+        assert f"the coordinator (pid {coordinator}) was killed by SIGKILL before the fleet was up" in err, err
+        assert_gone(pids)
+    finally:
+        kill_group(run)

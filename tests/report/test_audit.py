@@ -210,3 +210,17 @@ args = {{ seconds = 0 }}
     assert (full.steps["bad"].status, full.steps["bad"].attempts) == ("failed", 4)
     assert (full.steps["good"].successes, full.steps["good"].reruns) == (2, 1)
     assert_nothing_left(run_dir)
+
+
+def test_a_damaged_completion_marker_is_not_audited_as_a_success_as_a_run_does_not_take_it_for_one(tmp_path):
+    run_dir = tmp_path / "run"
+    suite = write_suite(tmp_path / "s.toml", SUITE.format(seconds=0.05))
+    r = fleet("run", str(suite), "--run-dir", str(run_dir), "--nodes", "1", cwd=tmp_path, timeout=90)
+    assert r.returncode == 0, r.stdout + r.stderr
+    import shutil
+    shutil.rmtree(run_dir / ".fleet" / "journal")  # the markers alone say what succeeded
+    (run_dir / "steps" / "a" / ".fleet" / records.DONE).write_text("{not json")
+    code, j, text = audit(run_dir, tmp_path)
+    assert code == 1 and "missing     a" in text and "succeeded   b" in text, text
+    r = fleet("run", str(suite), "--run-dir", str(run_dir), "--nodes", "1", cwd=tmp_path, timeout=90)
+    assert r.returncode == 0 and "succeeded  a" in r.stdout, r.stdout + r.stderr  # the run reruns it
