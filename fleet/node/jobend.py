@@ -18,7 +18,8 @@ held for :data:`DOUBT_S` before it is relayed as it is, and relabelled if the ag
 signal comes meanwhile; while one is held, every other exit (a success too) is held
 with it. Exits the fleet caused (timed_out, cancelled) and memory's verdict
 (out_of_memory) keep their outcome. (The zygote, which gets the signal too, reports
-what it reaps from then on as interrupted itself: fleet.node.stopping.INTERRUPTED.)
+what it reaps from then on as terminated, "stopped with its node", whatever its status,
+and such an exit is doubtful too: fleet.node.stopping.WITH_NODE.)
 
 The coordinator takes an interrupted exit, or an agent's goodbye naming a signal
 (P.Ok.signal), for the allocation ending: it drains (fleet.control.drain.Drain.outside).
@@ -36,6 +37,7 @@ import dataclasses
 import signal
 
 from fleet.core import states as S
+from fleet.node.stopping import WITH_NODE_REASON
 from fleet.wire import messages as P
 
 DOUBT_S = 0.5  # how long an exit that may be the job's end waits for the agent's own signal
@@ -53,7 +55,8 @@ _STATUSES = frozenset(128 + s for s in _DOUBTED)
 
 def doubtful(msg: P.Exited) -> bool:
     """Whether ``msg`` may be a step the batch system just stopped (see the module doc)."""
-    return msg.outcome in _FAILURES and (msg.signal in _DOUBTED or msg.returncode in _STATUSES)
+    return msg.outcome in _FAILURES and (msg.signal in _DOUBTED or msg.returncode in _STATUSES
+                                         or (msg.error or "").startswith(WITH_NODE_REASON))
 
 
 def relabel(msg: P.Exited, why: str) -> bytes | None:

@@ -22,8 +22,12 @@ from typing import Callable, Protocol
 TIMED_OUT = "timed_out"
 CANCELLED = "cancelled"
 # A step its zygote stopped while stopping (fleet down, the job's end, its agent gone):
-# whatever its status, it did not end by itself; it is not an attempt, and runs again.
-INTERRUPTED = "interrupted"
+# whatever its status (a shell that traps SIGTERM exits 0), it did not end by itself, so
+# it is terminated, never succeeded; the coordinator makes that interrupted when the
+# fleet stops or the job ends (its agent relabels it, or holds it as a doubt first:
+# fleet.node.jobend), and a lost node's step as any terminated one.
+WITH_NODE = "terminated"
+WITH_NODE_REASON = "stopped with its node"
 
 
 class Stoppable(Protocol):
@@ -99,7 +103,7 @@ class Stops:
 def ended_reason(ending: str, timeout: float | None, grace: float, killed: bool) -> str:
     """What an exit report says of a step stopped for ``ending``."""
     why = (f"timed out after {timeout:g} s" if ending == TIMED_OUT
-           else "stopped with its node" if ending == INTERRUPTED else "cancelled")
+           else WITH_NODE_REASON if ending == WITH_NODE else "cancelled")
     return why + (f"; SIGKILL after {grace:g} s grace" if killed else "; ended after SIGTERM")
 
 

@@ -62,7 +62,7 @@ from fleet.node.outbox import Outbox  # noqa: E402
 from fleet.node.queued import Queued  # noqa: E402
 from fleet.node import spare as spare_mod  # noqa: E402
 from fleet.node.spare import Spare  # noqa: E402
-from fleet.node.stopping import INTERRUPTED, Stops  # noqa: E402
+from fleet.node.stopping import WITH_NODE, Stops  # noqa: E402
 from fleet.wire import framing, interpreter  # noqa: E402
 from fleet.wire import messages as P  # noqa: E402
 
@@ -338,8 +338,8 @@ class Zygote:
             self._read_reports()
         for step, status, usage, ended_at in ended:
             del self.steps[step.pid]
-            if self.stop_grace is not None and step.ending is None:  # (see stopping.INTERRUPTED: an
-                step.ending = INTERRUPTED  # exit 0 of a shell whose command the job's end killed too)
+            if self.stop_grace is not None and step.ending is None:  # (see stopping.WITH_NODE: an
+                step.ending = WITH_NODE  # exit 0 of a shell whose command the job's end killed too)
             self._exited(step, status, usage, ended_at)
 
     def _exited(self, step: _Step, status: int, usage, ended_at: float) -> None:
@@ -414,7 +414,7 @@ class Zygote:
         self.spare.drop()
         self.preloads.drop()
         for step in list(self.steps.values()):
-            self.stops.stop(step, self._grace_of(step), INTERRUPTED)
+            self.stops.stop(step, self._grace_of(step), WITH_NODE)
         poller = select.poll()
         poller.register(self.wake_r, select.POLLIN)
         self.reap()

@@ -2,7 +2,7 @@
 that traps SIGTERM (or whose command the signal killed) goes on and may exit 0. Stopped
 by `fleet down`, or by a job's end (SIGTERM from the batch system to every process, the
 fleet's first as Slurm's pid order has it), such a step is interrupted: no done marker,
-no attempt used, and the next run runs it (fleet.node.stopping.INTERRUPTED,
+no attempt used, and the next run runs it (fleet.node.stopping.WITH_NODE,
 fleet.node.jobend). Before 2026-12-06 it was recorded succeeded and skipped by every
 later run (seen with scancel on the real Slurm)."""
 

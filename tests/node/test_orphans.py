@@ -7,9 +7,7 @@ from __future__ import annotations
 import json
 import sys
 
-import psutil
-
-from fleetharness import completed, env
+from fleetharness import completed, env, tagged
 
 SCRIPT = r'''
 import json, os, subprocess, sys, time
@@ -31,7 +29,7 @@ print(json.dumps({"kids": kids, "by_parent": by_parent, "ended": ended, "lines":
 
 
 def test_an_adopted_daemon_that_ignores_sigterm_is_ended_with_its_group(tmp_path):
-    before = {p.pid for p in psutil.process_iter() if "sleep 4242" in " ".join(p.cmdline() or [])}
+    before = {int(line.split()[0]) for line in tagged("sleep 4242")}
     r = completed([sys.executable, "-c", SCRIPT], timeout=60, cwd=tmp_path, text=True, env=env())
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
@@ -42,6 +40,5 @@ def test_an_adopted_daemon_that_ignores_sigterm_is_ended_with_its_group(tmp_path
     assert out["left"] == [], out
     # The sleep in the daemon's group went with it (else it would be adopted, and ended in
     # a second round: either way nothing is left).
-    left = [p.pid for p in psutil.process_iter() if "sleep 4242" in " ".join(p.cmdline() or [])
-            and p.pid not in before and p.status() != psutil.STATUS_ZOMBIE]
+    left = [line for line in tagged("sleep 4242") if int(line.split()[0]) not in before and " zombie " not in line]
     assert left == [], left

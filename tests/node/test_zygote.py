@@ -498,9 +498,9 @@ def test_shutdown_stops_every_step_and_leaves_nothing_behind(zygote, tmp_path, s
         msg = z.next()
         if isinstance(msg, Exited):
             outcomes[msg.step] = (msg.outcome, msg.signal)
-    # Stopped with their node, not ended by themselves: interrupted (fleet.node.stopping.INTERRUPTED).
-    assert outcomes == {"gc": ("interrupted", 15), "stubborn": ("interrupted", 9),
-                        "cmd": ("interrupted", 15)}
+    # Stopped with their node, not ended by themselves (fleet.node.stopping.WITH_NODE).
+    assert outcomes == {"gc": ("terminated", 15), "stubborn": ("terminated", 9),
+                        "cmd": ("terminated", 15)}
     with pytest.raises(EOFError):
         z.next()
     assert z.wait() == 0

@@ -66,7 +66,7 @@ def test_a_shutdown_drops_queued_launches_says_so_and_leaves_nothing_behind(zygo
     started = z.expect(Started)
     z.send(Shutdown(grace=0.5))
     ended = z.exited("a")
-    assert ended.outcome == "interrupted" and ended.error.startswith("stopped with its node"), ended
+    assert ended.outcome == "terminated" and ended.error.startswith("stopped with its node"), ended
     assert z.wait() == 0
     # Said, so the coordinator knows it never ran (a job ending under the fleet: fleet.node.jobend).
     assert [m for m in z.inbox if getattr(m, "step", "") == "b"] == [
