@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from pathlib import Path
 
 import pytest
-from fleetharness import assert_nothing_left, events, finish, fleet, interruptible_steps, wait_for, write_suite
+from fleetharness import (assert_nothing_left, events, finish, fleet, interruptible_steps,
+                          sigterm_like_the_batch_system, wait_for, write_suite)
 from fleetharness import records as event_records
 
 from fleet.wire import events as E
@@ -58,22 +58,7 @@ def running_fleet(tmp_path: Path, started, queued: bool = True):
 def signal_like_the_batch_system(run_dir: Path, steps_first_by: float) -> None:
     """SIGTERM to every step, then (`steps_first_by` s later) to every agent and zygote:
     the steps' ends reach their agents before the agents' own signal does."""
-    ev = events(run_dir)
-    for e in ev:
-        if e["kind"] == "started":
-            os.killpg(e["pid"], signal.SIGTERM)
-    time.sleep(steps_first_by)
-    for e in ev:
-        if e["kind"] == "node_joined":
-            for pid in (e["pid"], e["zygote_pid"]):
-                try:
-                    os.kill(pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    # The zygote is gone already: its agent, signalled first, stopped and reaped it
-                    # before this process (preempted on a loaded machine) sent the next kill. Seen
-                    # once in a CI rehearsal; made certain with a 0.5 s pause between the two kills
-                    # (2026-12-05). A batch system's signals are not simultaneous either.
-                    pass
+    sigterm_like_the_batch_system(run_dir, steps_first_by)
 
 
 def test_a_job_ended_under_the_fleet_interrupts_its_steps_drains_exits_3_stops_the_coordinator_and_the_rerun_finishes(

@@ -8,12 +8,10 @@ later run (seen with scancel on the real Slurm)."""
 
 from __future__ import annotations
 
-import os
-import signal
-import time
 from pathlib import Path
 
-from fleetharness import assert_nothing_left, events, finish, fleet, wait_for, write_suite
+from fleetharness import (assert_nothing_left, events, finish, fleet, sigterm_like_the_batch_system, wait_for,
+                          write_suite)
 from fleetharness import records as event_records
 
 from fleet.wire import events as E
@@ -74,21 +72,8 @@ def test_a_step_that_exits_0_when_fleet_down_stops_it_is_interrupted_not_done(tm
 
 def test_a_step_that_exits_0_when_the_job_ends_is_interrupted_not_done(tmp_path, started):
     run_dir, suite, flag, runner = up_and_running(tmp_path, started)
-    ev = events(run_dir)
-    for e in ev:  # the fleet's processes first (lower pids), then the step's, as Slurm signals them
-        if e["kind"] == "node_joined":
-            for pid in (e["pid"], e["zygote_pid"]):
-                try:
-                    os.kill(pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-    time.sleep(0.05)
-    for e in ev:
-        if e["kind"] == "started":
-            try:
-                os.killpg(e["pid"], signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+    # The fleet's processes first (lower pids), then the step's, as Slurm signals them.
+    sigterm_like_the_batch_system(run_dir, 0.05, fleet_first=True)
     code, out, err = finish(runner, timeout=60)
     assert code == 3, out + err
     wait_for(lambda: not (run_dir / "fleet.json").exists(), 30, "the coordinator to stop")

@@ -316,3 +316,23 @@ def coordinator_with(patch: str, tmp_path: Path, run_dir: Path):
             if coordinator.poll() is None:
                 os.killpg(coordinator.pid, signal.SIGKILL)
                 coordinator.wait(timeout=30)
+
+
+def sigterm_like_the_batch_system(run_dir: Path, gap: float, fleet_first: bool = False) -> None:
+    """SIGTERM to every step of the run (its process group), and `gap` s later (or before,
+    with `fleet_first`: as Slurm's pid order may have it) to every agent and zygote: a job
+    ended under the fleet (scancel, a time limit with no warning)."""
+    ev = events(run_dir)
+    steps = [("group", e["pid"]) for e in ev if e["kind"] == "started"]
+    fleet = [("pid", pid) for e in ev if e["kind"] == "node_joined" for pid in (e["pid"], e["zygote_pid"])]
+    for i, batch in enumerate((fleet, steps) if fleet_first else (steps, fleet)):
+        if i:
+            time.sleep(gap)
+        for how, pid in batch:
+            try:
+                (os.killpg if how == "group" else os.kill)(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                # Gone already: a zygote its agent, signalled first, stopped and reaped before
+                # this process (preempted on a loaded machine) sent the next kill (seen once in
+                # a CI rehearsal). A batch system's signals are not simultaneous either.
+                pass
