@@ -22,7 +22,8 @@ from fleet.core import states as S
 from fleet.wire import events
 
 NOT_STARTED = "not_started"  # a step's outcome in a submission the drain ended (never started here)
-CLOSE_STEPS = 50_000  # steps of a close walked in one loop turn (~60 ms of the loop)
+CLOSE_STEPS = 50_000  # steps of a close walked in one loop turn (~60 ms of the loop; more where the end is
+# known: whether an allocation like this one could start each step, fleet.control.stuck, is asked too)
 
 
 @dataclass
