@@ -291,7 +291,7 @@ class Coordinator:
         """A step stopped as this fleet stops: interrupted, not an attempt (no attempt record nor final
         outcome: the next run runs it), not for the scheduler (nothing is retried or blocked after a stop)."""
         self.interrupted.add(msg.step)
-        rec = outcomes.interrupted_exit(now, node, msg, view, self.drain.why())
+        rec = outcomes.interrupted_exit(now, node, msg, view, self.drain.why_for(msg))
         self.events.write(rec)
         self.submissions.ended(msg.step, S.INTERRUPTED, msg.attempt, rec.reason, final=True)
         self.drain.interrupted(msg.step, msg.attempt, now)

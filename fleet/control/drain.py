@@ -47,6 +47,7 @@ import time
 
 import zmq
 
+from fleet.control import stuck
 from fleet.control.closing import Closing
 from fleet.core import states as S
 from fleet.core.deadline import AllocationEnds, DrainNow
@@ -217,6 +218,15 @@ class Drain:
             c.events.close() if close else c.events.flush()
         except OSError as e:
             self.cannot_write("events.jsonl", e, time.time())
+
+    def why_for(self, msg) -> str:
+        """why() for the interrupted exit `msg`, after TOO_LONG's reason if the step had
+        nearly all the time this allocation gives and saved no progress (fleet.control.stuck)."""
+        why = self.why()
+        if not self.drained or self.full or self.began is None or self.drain_at is None:
+            return why
+        too = stuck.ran_out(msg.ended_at - msg.work_start, self.drain_at - self.began, bool(msg.control))
+        return f"{too}; {why}" if too else why
 
     def why(self) -> str:
         """The reason an interrupted exit gives: the drain's, or the fleet going down."""

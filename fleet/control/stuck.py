@@ -8,7 +8,9 @@ from the fleet's start to its drain point, is never started in such a job, and
 neither is a step that needs it: resubmitting would only burn allocations (found
 with the real Slurm: ten jobs of a few seconds each). Such a step's not_started
 reason starts with TOO_LONG, and `fleet run` exits 1 instead of 3 when every step the
-drain left is so (fleet.control.runner). What decides is the fleet's own start, not
+drain left is so (fleet.control.runner). So does a step with no expected duration that
+the drain interrupted after it had nearly all of this job's time, and saved no progress
+(ran_out). What decides is the fleet's own start, not
 the job's: the next fleet starts as late into its job, and its scheduler refuses the
 same steps. SLACK leaves room for a fleet that comes up a little sooner.
 """
@@ -20,11 +22,24 @@ from fleet.core.durations import expected_s
 
 TOO_LONG = "needs a longer allocation"
 SLACK = 1.05  # a step is too long when it takes more than this times the allocation's time
+RAN_OUT = 0.9  # an interrupted step that ran this share of the allocation's time had all it could get
 DONE = (S.SUCCEEDED, S.SKIPPED)
 
 
 def _span(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.3g} min"
+
+
+def ran_out(ran: float, window: float | None, saved: bool) -> str | None:
+    """TOO_LONG and why, for a step the drain interrupted after it ran `ran` seconds of the
+    `window` an allocation like this one gives steps, if that was nearly all of it and the
+    step `saved` no progress of its own (fleet.Restart, a stage: then the next job goes
+    on from there); else None. A step with no expected duration is judged so, once it
+    has had a whole allocation and not finished."""
+    if window is None or window <= 0 or saved or ran < RAN_OUT * window:
+        return None
+    return (f"{TOO_LONG}: it ran {_span(ran)} of the {_span(window)} an allocation like this one gives steps, "
+            f"and had not ended")
 
 
 class Stuck:

@@ -55,7 +55,9 @@ def assert_drained_then_rerun(run_dir: Path, tmp_path: Path, suite: Path, flag: 
     recs = event_records(run_dir)
     exits = {e.step: e for e in recs if isinstance(e, E.Exit)}
     assert exits["quick"].outcome == "succeeded"
-    assert exits["sleepy"].outcome == "interrupted" and exits["sleepy"].reason.startswith("drained: "), exits
+    # ("drained: ...", after "needs a longer allocation: it ran ..." when it had nearly all
+    # of the time: fleet.control.stuck.ran_out)
+    assert exits["sleepy"].outcome == "interrupted" and "drained: " in exits["sleepy"].reason, exits
     assert reason in exits["sleepy"].reason, exits["sleepy"]
     assert "long" not in exits and "after" not in exits
     [drained] = [e for e in recs if isinstance(e, E.Drained)]
@@ -320,3 +322,27 @@ deps = ["huge"]
     for s in ("huge", "after"):  # nothing recorded that would keep a longer job from running them
         assert records.attempts(run_dir, s) == [] and records.read_final(run_dir, s) is None, s
     assert_nothing_left(run_dir)
+
+
+def test_a_step_with_no_estimate_interrupted_after_nearly_all_of_the_allocation_needs_a_longer_one(tmp_path):
+    # It had all this job could give and did not finish (no progress saved): the next job
+    # of the same length would not finish it either, so fleet run exits 1, not 3.
+    flag = tmp_path / "flag"
+    suite = write_suite(tmp_path / "s.toml", f'[[steps]]\nid = "endless"\ncommand = "test -e {flag} || sleep 120"\n')
+    run_dir = tmp_path / "run"
+    r = fleet("run", str(suite), "--run-dir", str(run_dir), "--nodes", "1", "--walltime", "40s",
+              "--drain-before", "10s", *HB, cwd=tmp_path, timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert re.search(r"interrupted endless: needs a longer allocation: it ran \d+ s of the \d+ s an allocation like "
+                     r"this one gives steps, and had not ended; drained: ", r.stdout), r.stdout
+    assert "no allocation as long as this one can finish it" in r.stderr, r.stderr
+    assert records.attempts(run_dir, "endless") == [] and records.read_final(run_dir, "endless") is None
+    assert_nothing_left(run_dir, tag=str(flag))
+
+
+def test_an_interrupted_step_is_judged_to_need_a_longer_allocation_only_after_nearly_all_of_one_without_progress():
+    from fleet.control.stuck import TOO_LONG, ran_out
+    assert ran_out(27.0, 30.0, saved=False).startswith(f"{TOO_LONG}: it ran 27 s of the 30 s")
+    assert ran_out(26.9, 30.0, saved=False) is None   # it started late: the next job may start it sooner
+    assert ran_out(29.0, 30.0, saved=True) is None    # it saved progress: the next job goes on from there
+    assert ran_out(29.0, None, saved=False) is None   # no end known
