@@ -34,8 +34,13 @@ def test_a_slurm_job_ended_by_its_time_limit_drains_the_fleet_before_and_fleet_r
         command = "true"
         estimate = 600
         [[steps]]
+        id = "pause"
+        command = "sleep 4"
+        estimate = 4
+        [[steps]]
         id = "sleepy"
         command = "sleep 300"
+        deps = ["pause"]
         """))
     script = work / "job.sh"
     script.write_text(textwrap.dedent(f"""\
@@ -69,6 +74,10 @@ def test_a_slurm_job_ended_by_its_time_limit_drains_the_fleet_before_and_fleet_r
     assert [e["reason"] for e in ev if e["kind"] == "drained"] == ["the drain point, 45 s before the end"]
     exits = {e["step"]: e for e in ev if e["kind"] == "exit"}
     assert exits["quick"]["outcome"] == "succeeded" and exits["sleepy"]["outcome"] == "interrupted", report
+    # sleepy started after `pause`, well into the job: the next job could give it more of
+    # its time, so exit 3 (had it run 90 % of the ~15 s this job gave steps: exit 1,
+    # "needs a longer allocation", fleet.control.stuck.ran_out).
+    assert not exits["sleepy"]["reason"].startswith("needs a longer allocation"), report
     assert "long" not in exits
     assert [e["cause"] for e in ev if e["kind"] == "wait" and e["step"] == "long"] == ["deadline"]
     assert records.attempts(run_dir, "sleepy") == [] and records.read_final(run_dir, "sleepy") is None
