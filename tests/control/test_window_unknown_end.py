@@ -35,7 +35,10 @@ def test_short_steps_run_on_the_free_core_while_a_step_with_no_estimate_runs_unt
     write_suite(tmp_path / "s.toml", suite(tag, step("long", 30), step("short/{i}", 1, estimate=1, array="0-3")))
     r = fleet("run", "s.toml", "--nodes", "2", "--walltime", "12s", "--drain-before", "4s", cwd=tmp_path,
               timeout=120)
-    assert r.returncode == 3, r.stdout + r.stderr  # only "long" (30 s) did not fit: interrupted at the drain
+    # Only "long" (30 s) did not fit: interrupted at the drain; 3, or 1 if it had 90 % of the
+    # time the job gave steps (it then needs a longer allocation: fleet.control.stuck.ran_out).
+    assert r.returncode == 3 or (r.returncode == 1 and "interrupted long: needs a longer allocation: it ran"
+                                 in r.stdout), r.stdout + r.stderr
     ev = events(tmp_path / "run")
     shorts = [f"short/{i}" for i in range(4)]
     started, exits = by_step(ev, "started"), by_step(ev, "exit")
