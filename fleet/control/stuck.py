@@ -10,9 +10,9 @@ with the real Slurm: ten jobs of a few seconds each). Such a step's not_started
 reason starts with TOO_LONG, and `fleet run` exits 1 instead of 3 when every step the
 drain left is so (fleet.control.runner). So does a step with no expected duration that
 the drain interrupted after it had nearly all of this job's time, and saved no progress
-(ran_out). What decides is the fleet's own start, not
-the job's: the next fleet starts as late into its job, and its scheduler refuses the
-same steps. SLACK leaves room for a fleet that comes up a little sooner.
+(ran_out). What decides is the fleet's own start, not the job's: the next fleet starts
+as late into its job, and its scheduler refuses the same steps. SLACK leaves room for a
+fleet that comes up a little sooner.
 """
 
 from __future__ import annotations
@@ -50,31 +50,44 @@ class Stuck:
         self.coord = coord
         self.window = window
         self._memo: dict[str, str | None] = {}
+        self._seen: set[str] = set()  # steps whose deps were put on the walk's stack
 
     def why(self, step: str) -> str | None:
         """TOO_LONG and why, for a step that could not start in such an allocation either
-        (itself too long, or a step it needs), else None."""
+        (itself too long, or a step it needs), else None. Walked with a stack, not by
+        recursion: a chain of thousands of steps listed dependents first is a suite."""
         if self.window is None:
             return None
-        memo = self._memo
-        if step in memo:
-            return memo[step]
-        memo[step] = None  # (a cycle cannot be: the graph has none; this ends any walk)
+        memo, state_of = self._memo, self.coord.sched.state_of
+        stack = [step]
+        while stack:
+            s = stack[-1]
+            if s in memo:
+                stack.pop()
+                continue
+            out = self._own(s)
+            if out is None:
+                deps = [d for d in self._deps(s) if state_of(d) not in DONE]
+                todo = [d for d in deps if d not in memo]
+                if todo and s not in self._seen:  # its deps first, then s again
+                    self._seen.add(s)
+                    stack.extend(todo)
+                    continue
+                dep = next((d for d in deps if memo.get(d) is not None), None)
+                out = None if dep is None else f"{TOO_LONG}: it needs {dep}, which does"
+            memo[s] = out
+            stack.pop()
+        return memo[step]
+
+    def _own(self, step: str) -> str | None:
+        """Why the step itself is too long (its expected duration), else None."""
         c = self.coord
         spec = c.specs.get(step)
-        out = None
-        if spec is not None:
-            exp = expected_s(spec, c.sched.deadline.recorded)
-            if exp is not None and exp > SLACK * self.window:
-                out = (f"{TOO_LONG}: it takes about {_span(exp)}, and an allocation like this one gives steps "
-                       f"{_span(max(0.0, self.window))} before its drain point")
-            else:
-                for dep in self._deps(step):
-                    if c.sched.state_of(dep) not in DONE and self.why(dep) is not None:
-                        out = f"{TOO_LONG}: it needs {dep}, which does"
-                        break
-        memo[step] = out
-        return out
+        exp = None if spec is None else expected_s(spec, c.sched.deadline.recorded)
+        if exp is None or exp <= SLACK * self.window:
+            return None
+        return (f"{TOO_LONG}: it takes about {_span(exp)}, and an allocation like this one gives steps "
+                f"{_span(max(0.0, self.window))} before its drain point")
 
     def _deps(self, step: str) -> tuple:
         try:

@@ -1,0 +1,42 @@
+"""fleet.control.stuck with the core's real Scheduler: which not-started steps an
+allocation like this one could not start either, and why, for a suite's shapes."""
+
+from __future__ import annotations
+
+import sys
+import types
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "core"))
+
+from coretools import node, suite  # noqa: E402
+
+from fleet.control.stuck import TOO_LONG, Stuck  # noqa: E402
+from fleet.core.scheduler import NodeJoined, Scheduler, submission  # noqa: E402
+
+
+def stuck_of(tables: list[dict], window: float) -> Stuck:
+    s = suite(*tables)
+    sched = Scheduler()
+    sched.handle(NodeJoined(node("n1", 1)), 0.0)
+    sched.handle(submission(s.steps), 0.0)
+    return Stuck(types.SimpleNamespace(specs={x.id: x for x in s.steps}, sched=sched), window)
+
+
+def test_a_chain_of_thousands_listed_dependents_first_is_judged_whole_without_recursing():
+    # (the first version recursed once a link: RecursionError in the coordinator's close)
+    n = 5000
+    tables = [dict(id=f"s{i}", **({"deps": [f"s{i - 1}"]} if i else {"estimate": 600})) for i in range(n)][::-1]
+    st = stuck_of(tables, window=100.0)
+    whys = [st.why(f"s{i}") for i in reversed(range(n))]
+    assert whys[-1].startswith(f"{TOO_LONG}: it takes about 10 min, and an allocation like this one gives steps 100 s")
+    assert whys[0] == f"{TOO_LONG}: it needs s{n - 2}, which does"
+    assert all(w is not None for w in whys)
+
+
+def test_only_steps_that_are_too_long_or_need_one_are_judged_so():
+    st = stuck_of([dict(id="fits", estimate=90), dict(id="huge", estimate=600), dict(id="after", deps=["huge"]),
+                   dict(id="free", deps=["fits"]), dict(id="unknown")], window=100.0)
+    assert st.why("fits") is None and st.why("free") is None and st.why("unknown") is None
+    assert st.why("huge").startswith(TOO_LONG) and st.why("after") == f"{TOO_LONG}: it needs huge, which does"
+    assert stuck_of([dict(id="huge", estimate=600)], window=None).why("huge") is None  # no end known
