@@ -65,7 +65,8 @@ class Closing:
             subs.closing[sub.id] = {row[0] for row in sub.finished if row[1] != "retry"}
             self._walks.append(_Walk(sub, reason))
         d = self.drain
-        self.stuck = Stuck(self.coord, None if d.began is None or d.drain_at is None else d.drain_at - d.began)
+        self.stuck = Stuck(self.coord, None if d.began is None or d.drain_at is None else d.drain_at - d.began,
+                           d.ran_out)
         self.step(now)
 
     def step(self, now: float) -> None:

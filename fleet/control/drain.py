@@ -86,6 +86,7 @@ class Drain:
         self._complained = 0.0
         self.closing = Closing(coord, self)  # submissions closed after the drain (later ones are too)
         self.dropped: set[str] = set()  # queued steps their stopping nodes dropped unstarted (P.Dropped.stopped)
+        self.ran_out: dict[str, str] = {}  # interrupted steps that had all this job could give: why (control.stuck)
         self._wake = -1  # the wakeup pipe's read end (wakeup)
 
     def plan(self, end: float | None, drain_before: float, source: str) -> None:
@@ -226,7 +227,10 @@ class Drain:
         if not self.drained or self.full or self.began is None or self.drain_at is None:
             return why
         too = stuck.ran_out(msg.ended_at - msg.work_start, self.drain_at - self.began, bool(msg.control))
-        return f"{too}; {why}" if too else why
+        if not too:
+            return why
+        self.ran_out[msg.step] = too  # (its dependents need a longer allocation too: Stuck)
+        return f"{too}; {why}"
 
     def why(self) -> str:
         """The reason an interrupted exit gives: the drain's, or the fleet going down."""

@@ -10,7 +10,7 @@ with the real Slurm: ten jobs of a few seconds each). Such a step's not_started
 reason starts with TOO_LONG, and `fleet run` exits 1 instead of 3 when every step the
 drain left is so (fleet.control.runner). So does a step with no expected duration that
 the drain interrupted after it had nearly all of this job's time, and saved no progress
-(ran_out). What decides is the fleet's own start, not the job's: the next fleet starts
+(ran_out), and so does every step that needs such a step. What decides is the fleet's own start, not the job's: the next fleet starts
 as late into its job, and its scheduler refuses the same steps. SLACK leaves room for a
 fleet that comes up a little sooner.
 """
@@ -44,11 +44,13 @@ def ran_out(ran: float, window: float | None, saved: bool) -> str | None:
 
 class Stuck:
     """For one close: which not-started steps no allocation as long as this one could start
-    (`window`: the seconds from the fleet's start to its drain point)."""
+    (`window`: the seconds from the fleet's start to its drain point; `ran_out`: the
+    steps the drain interrupted that had all of it, and why: ran_out's)."""
 
-    def __init__(self, coord, window: float | None):
+    def __init__(self, coord, window: float | None, ran_out: dict[str, str] | None = None):
         self.coord = coord
         self.window = window
+        self.ran_out = ran_out or {}
         self._memo: dict[str, str | None] = {}
         self._seen: set[str] = set()  # steps whose deps were put on the walk's stack
 
@@ -80,7 +82,11 @@ class Stuck:
         return memo[step]
 
     def _own(self, step: str) -> str | None:
-        """Why the step itself is too long (its expected duration), else None."""
+        """Why the step itself is too long (its expected duration, or it ran out of this
+        job's time: ran_out), else None."""
+        out = self.ran_out.get(step)
+        if out is not None:
+            return out
         c = self.coord
         spec = c.specs.get(step)
         exp = None if spec is None else expected_s(spec, c.sched.deadline.recorded)

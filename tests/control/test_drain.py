@@ -26,7 +26,9 @@ HB = ["--heartbeat", "0.2", "--heartbeat-timeout", "5"]
 
 def drain_suite(tmp_path: Path) -> tuple[Path, Path]:
     """quick fits; long's estimate does not fit; sleepy (no estimate) runs into the
-    drain point until a flag file exists; after waits for sleepy."""
+    drain point until a flag file exists; after waits for sleepy. Sleepy starts after
+    quick's 2 s: it has not had nearly all of a 10-s window when the drain stops it, so
+    another job like this one could finish it (else exit 1: fleet.control.stuck.ran_out)."""
     flag = tmp_path / "flag"
     suite = write_suite(tmp_path / "s.toml", f"""
 [suite]
@@ -34,8 +36,8 @@ name = "walltime"
 [[steps]]
 id = "quick"
 call = "fleet_steps:nap"
-args = {{ seconds = 0.05 }}
-estimate = 1
+args = {{ seconds = 2 }}
+estimate = 3
 [[steps]]
 id = "long"
 command = "true"
@@ -43,6 +45,7 @@ estimate = 3600
 [[steps]]
 id = "sleepy"
 command = "test -e {flag} || sleep 120"
+deps = ["quick"]
 [[steps]]
 id = "after"
 command = "true"
@@ -55,9 +58,7 @@ def assert_drained_then_rerun(run_dir: Path, tmp_path: Path, suite: Path, flag: 
     recs = event_records(run_dir)
     exits = {e.step: e for e in recs if isinstance(e, E.Exit)}
     assert exits["quick"].outcome == "succeeded"
-    # ("drained: ...", after "needs a longer allocation: it ran ..." when it had nearly all
-    # of the time: fleet.control.stuck.ran_out)
-    assert exits["sleepy"].outcome == "interrupted" and "drained: " in exits["sleepy"].reason, exits
+    assert exits["sleepy"].outcome == "interrupted" and exits["sleepy"].reason.startswith("drained: "), exits
     assert reason in exits["sleepy"].reason, exits["sleepy"]
     assert "long" not in exits and "after" not in exits
     [drained] = [e for e in recs if isinstance(e, E.Drained)]
@@ -326,16 +327,19 @@ deps = ["huge"]
 
 def test_a_step_with_no_estimate_interrupted_after_nearly_all_of_the_allocation_needs_a_longer_one(tmp_path):
     # It had all this job could give and did not finish (no progress saved): the next job
-    # of the same length would not finish it either, so fleet run exits 1, not 3.
+    # of the same length would not finish it either, nor what needs it, so fleet run
+    # exits 1, not 3 (its dependent was judged free once: a resubmitting job ran on).
     flag = tmp_path / "flag"
-    suite = write_suite(tmp_path / "s.toml", f'[[steps]]\nid = "endless"\ncommand = "test -e {flag} || sleep 120"\n')
+    suite = write_suite(tmp_path / "s.toml", f'[[steps]]\nid = "endless"\ncommand = "test -e {flag} || sleep 120"\n'
+                        '[[steps]]\nid = "after"\ncommand = "true"\ndeps = ["endless"]\n')
     run_dir = tmp_path / "run"
     r = fleet("run", str(suite), "--run-dir", str(run_dir), "--nodes", "1", "--walltime", "40s",
               "--drain-before", "10s", *HB, cwd=tmp_path, timeout=120)
     assert r.returncode == 1, r.stdout + r.stderr
     assert re.search(r"interrupted endless: needs a longer allocation: it ran \d+ s of the \d+ s an allocation like "
                      r"this one gives steps, and had not ended; drained: ", r.stdout), r.stdout
-    assert "no allocation as long as this one can finish it" in r.stderr, r.stderr
+    assert "not_started after: needs a longer allocation: it needs endless, which does" in r.stdout, r.stdout
+    assert "no allocation as long as this one can finish it: the 2 steps left" in r.stderr, r.stderr
     assert records.attempts(run_dir, "endless") == [] and records.read_final(run_dir, "endless") is None
     assert_nothing_left(run_dir, tag=str(flag))
 

@@ -40,3 +40,20 @@ def test_only_steps_that_are_too_long_or_need_one_are_judged_so():
     assert st.why("fits") is None and st.why("free") is None and st.why("unknown") is None
     assert st.why("huge").startswith(TOO_LONG) and st.why("after") == f"{TOO_LONG}: it needs huge, which does"
     assert stuck_of([dict(id="huge", estimate=600)], window=None).why("huge") is None  # no end known
+
+
+def test_what_needs_a_step_that_ran_out_of_the_job_needs_a_longer_allocation_too():
+    # (no estimate: the drain interrupted it after it had the whole job, fleet.control.stuck.ran_out;
+    # its dependents were judged free, so a resubmitting job script ran job after job)
+    tables = [dict(id="endless"), dict(id="after", deps=["endless"]), dict(id="later", deps=["after"]),
+              dict(id="other")]
+    s = suite(*tables)
+    sched = Scheduler()
+    sched.handle(NodeJoined(node("n1", 1)), 0.0)
+    sched.handle(submission(s.steps), 0.0)
+    coord = types.SimpleNamespace(specs={x.id: x for x in s.steps}, sched=sched)
+    assert Stuck(coord, 100.0).why("later") is None
+    st = Stuck(coord, 100.0, {"endless": f"{TOO_LONG}: it ran 95 s of the 100 s ..."})
+    assert st.why("after") == f"{TOO_LONG}: it needs endless, which does"
+    assert st.why("later") == f"{TOO_LONG}: it needs after, which does"
+    assert st.why("other") is None
