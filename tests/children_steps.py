@@ -123,6 +123,15 @@ def bad_dep(ctx) -> None:
     raise fleet.WaitForChildren()
 
 
+def waits_always(ctx, kids: int = 1) -> None:
+    """Submits `kids` children in phase 0, then waits in every phase (a loop: it never
+    looks at ctx.phase)."""
+    _note(ctx, "waits")
+    if ctx.phase == 0 and kids:
+        ctx.submit([{"id": f"k{i}", "call": "children_steps:child"} for i in range(kids)])
+    raise fleet.WaitForChildren()
+
+
 def ran(run_dir) -> list[dict]:
     path = os.path.join(run_dir, "ran.jsonl")
     if not os.path.exists(path):

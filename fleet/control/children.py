@@ -39,6 +39,8 @@ from fleet.wire import events, records
 
 _new, _set = object.__new__, object.__setattr__
 
+IDLE_WAIT = ("it asked to wait for its children twice in a row with none submitted since and none left to end "
+             "(fleet.WaitForChildren, or exit 3, whatever its phase: a loop)")
 CHUNK = 2000  # children per part handed to the scheduler (as fleet.control.intake.CHUNK)
 
 if sys.version_info >= (3, 11):
@@ -81,6 +83,7 @@ class Children:
         self.coord = coord
         self.intake = intake
         self.given: dict[str, set] = {}  # parent -> given ids of its children (deps name siblings first)
+        self.idle: dict[str, int] = {}  # a step whose last wait had nothing to wait for -> its children then
 
     def exited(self, msg, rec, now: float) -> None:
         """An attempt ended (the agent's Exited): to the scheduler now, or after its children."""
@@ -89,7 +92,7 @@ class Children:
                               "stage": str(msg.control.get("stage", ""))})
         # A cancelled parent's children are not taken, whatever it managed to write.
         if not msg.control.get("submitted") or msg.outcome == S.CANCELLED or self.intake.worker is None:
-            self.coord._feed(ev, now)
+            self._go_on(ev, now)
             return
         c = self.coord
         spec = c.specs.get(msg.step)
@@ -118,9 +121,30 @@ class Children:
         self.given.setdefault(tag.parent, set()).update(s.id.rpartition("/")[2] for s in got.steps)
         new = [s for s in got.steps if not self._same(s)]
         if not new:
-            self.coord._feed(tag.exit, now)
+            self._go_on(tag.exit, now)
             return
         self.intake.waiting.append((None, None, self._batch(tag, new, got.markers)))
+
+    def _go_on(self, ev: StepExited, now: float) -> None:
+        """Hand the scheduler an exit that brings no new children. A wait with nothing to
+        wait for goes on at once (fleet.core.phases); a second one in a row, with no new
+        child since, is a loop (a step that waits whatever its phase): the attempt fails."""
+        if ev.outcome != S.WAIT:
+            if self.idle:
+                self.idle.pop(ev.step, None)
+            self.coord._feed(ev, now)
+            return
+        _, _, _, pending, kids = self.coord.sched.family(ev.step)
+        if pending:
+            self.idle.pop(ev.step, None)
+        elif self.idle.get(ev.step) == kids:
+            why = IDLE_WAIT
+            self.coord.events.write(events.Exit(t=now, step=ev.step, attempt=ev.attempt, outcome=S.FAILED,
+                                                reason=why))
+            ev = StepExited(ev.step, ev.attempt, S.FAILED, why)
+        else:
+            self.idle[ev.step] = kids
+        self.coord._feed(ev, now)
 
     def _same(self, spec) -> bool:
         """Known with this definition, and still to run or done: submitting it adds nothing.

@@ -7,7 +7,8 @@ protocol:
 - wait: it waits for its children. It releases its resources and uses no attempt; it
   is SUSPENDED until every child it submitted is final, then READY again with its phase
   one higher and its children's outcomes in its Start (Resume). Nothing to wait for:
-  READY at once.
+  READY at once (twice in a row with no new child: the coordinator fails the attempt
+  instead, fleet.control.children).
 - next: READY again at once, at the stage it named (phase one higher).
 - restart: READY again at once, from scratch (phase 0, no stage), in a fresh work
   directory (the node moves the old one aside: fleet.node.protocol).

@@ -3,7 +3,7 @@
 A call step raises one of the exceptions below (exported as ``fleet.WaitForChildren``,
 ``fleet.Next``, ``fleet.Restart``, ``fleet.Broken``); a command step with
 ``protocol = "steps"`` exits with httk's codes: 2 next stage (named in the file
-``$FLEET_NEXT_STAGE``), 3 wait for children, 4 restart, 5 broken. Without the protocol
+``$FLEET_NEXT_STAGE``; with no stage named there, a failure), 3 wait for children, 4 restart, 5 broken. Without the protocol
 every non-zero exit of a command is a plain failure (2 is too common to reinterpret).
 
 The zygote turns either into the Exited outcome (fleet.core.states: wait, next,
@@ -19,6 +19,8 @@ import os
 
 NEXT_CODE, WAIT_CODE, RESTART_CODE, BROKEN_CODE = 2, 3, 4, 5
 CODES = {NEXT_CODE: "next", WAIT_CODE: "wait", RESTART_CODE: "restart", BROKEN_CODE: "broken"}
+# Exit 2 with no stage named would run the same stage again at once, for ever.
+NO_STAGE = "exit status 2 with no stage named in $FLEET_NEXT_STAGE (protocol \"steps\": 2 asks for that stage)"
 SUBMIT_DIR = "submit"  # under the step's .fleet directory: $FLEET_SUBMIT_DIR
 NEXT_STAGE = "next-stage"  # likewise: $FLEET_NEXT_STAGE
 
@@ -135,6 +137,10 @@ def outcome(launch, rc: int, report: dict) -> str:
                 control["stage"] = f.read().strip()
         except OSError:
             control["stage"] = ""
+        if not control["stage"]:  # (ls, argparse, a shell's usage error: 2 by accident, not a stage)
+            report["error"] = NO_STAGE
+            report["control"] = control
+            return "failed"
         report["error"] = f"next stage {control['stage']!r}"
     elif what is not None:
         report["error"] = {"wait": "waiting for its children", "restart": "restart in a fresh work directory",

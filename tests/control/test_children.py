@@ -225,6 +225,51 @@ command = "exit 2"
     assert_nothing_left(run_dir)
 
 
+def test_a_protocol_step_that_exits_2_by_accident_naming_no_stage_fails_instead_of_running_again_for_ever(tmp_path):
+    # (ls of a missing file exits 2; it used to run the same stage again at once, ~200 times a second)
+    r, run_dir = run(tmp_path, f"""
+[[steps]]
+id = "prep"
+command = "ls {tmp_path}/no-such-input.dat"
+protocol = "steps"
+retries = 1
+
+[[steps]]
+id = "after"
+command = "true"
+deps = ["prep"]
+""", timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr
+    ends = exits(run_dir, "prep")
+    assert [e["outcome"] for e in ends] == ["failed", "failed"], ends  # its retry, then the end
+    assert all("exit status 2 with no stage named in $FLEET_NEXT_STAGE" in e["reason"] for e in ends), ends
+    assert "blocked    after" in r.stdout or "blocked after" in r.stdout, r.stdout
+    assert_nothing_left(run_dir)
+
+
+def test_a_step_that_waits_for_its_children_in_every_phase_fails_on_its_second_wait_for_nothing(tmp_path):
+    # (nothing to wait for: it goes on at once, phase one higher; it used to loop for ever)
+    r, run_dir = run(tmp_path, """
+[[steps]]
+id = "loops"
+call = "children_steps:waits_always"
+
+[[steps]]
+id = "none"
+call = "children_steps:waits_always"
+args = { kids = 0 }
+""", timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr
+    seen = [(x["step"], x["phase"]) for x in ran(run_dir) if x["what"] == "waits"]
+    # loops: phase 0 submits and waits for k0; phase 1 waits for nothing (goes on); phase 2 again: fails
+    assert sorted(seen) == [("loops", 0), ("loops", 1), ("loops", 2), ("none", 0), ("none", 1)], seen
+    for step in ("loops", "none"):
+        last = exits(run_dir, step)[-1]
+        assert last["outcome"] == "failed" and "wait for its children twice in a row" in last["reason"], last
+    assert [x["step"] for x in ran(run_dir) if x["what"] == "child"] == ["loops/k0"]
+    assert_nothing_left(run_dir)
+
+
 def test_a_coordinator_killed_while_a_parent_waits_leaves_nothing_and_a_rerun_finishes_the_children_once(
         tmp_path, background):
     import os
