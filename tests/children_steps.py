@@ -132,6 +132,39 @@ def waits_always(ctx, kids: int = 1) -> None:
     raise fleet.WaitForChildren()
 
 
+def reads_a_suite_step(ctx) -> None:
+    """A child that reads what the suite's step X wrote (a dep outside its family), and
+    waits for it."""
+    if ctx.phase == 0:
+        ctx.submit([{"id": "c", "command": "cat ../../X/value.txt > seen.txt", "deps": ["X"]}])
+        raise fleet.WaitForChildren()
+
+
+def resubmits_failed(ctx, flag: str) -> None:
+    """Cases 0 and 1 (1 fails while `flag` exists); in phase 1 it removes the flag and
+    submits a failed case again, once; then it ends."""
+    cases = [{"id": f"case{i}", "call": "children_steps:flaky", "args": {"i": i, "flag": flag}} for i in range(2)]
+    if ctx.phase == 0:
+        ctx.submit(cases)
+        raise fleet.WaitForChildren()
+    failed = [k for k, v in ctx.children.items() if v != "succeeded"]
+    if failed and ctx.phase == 1:
+        os.unlink(flag)
+        ctx.submit([c for c in cases if f"{ctx.id}/{c['id']}" in failed])
+        raise fleet.WaitForChildren()
+    _note(ctx, "resumed", children=ctx.children)
+
+
+def restarts_after_children(ctx) -> None:
+    """Submits a child and waits for it, then restarts, then ends: notes what each run saw."""
+    _note(ctx, "saw", restarts=ctx.restarts, children=ctx.children)
+    if ctx.restarts == 0 and ctx.phase == 0:
+        ctx.submit([{"id": "k", "call": "children_steps:child"}])
+        raise fleet.WaitForChildren()
+    if ctx.restarts == 0:
+        raise fleet.Restart()
+
+
 def ran(run_dir) -> list[dict]:
     path = os.path.join(run_dir, "ran.jsonl")
     if not os.path.exists(path):

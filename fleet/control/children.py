@@ -13,9 +13,10 @@ waits always finds its children there. Children submitted by a step that keeps r
 start when it waits or ends.
 
 A child already known to this fleet with the same definition adds nothing if it is
-still to run or succeeded (a retried parent that submits the same children again); one
-that ended without success, or a changed one, follows the rules of a resubmitted step
-(fleet.core.generations): it runs again. A child whose marker says it already
+still to run, or succeeded and its marker still says so against its deps' markers now
+(a retried parent that submits the same children again); one that ended without
+success, a changed one, or one a dep of which ran again since, follows the rules of a
+resubmitted step (fleet.core.generations): it runs again. A child whose marker says it already
 succeeded with this definition is skipped (a rerun after a crash runs only the rest).
 Children that cannot be taken (a problem in a table, a dep on an unknown step, an id
 the suite already uses) fail the parent's attempt, with the problems as its reason
@@ -119,7 +120,7 @@ class Children:
             self.coord._feed(StepExited(tag.parent, tag.exit.attempt, S.FAILED, why), now)
             return
         self.given.setdefault(tag.parent, set()).update(s.id.rpartition("/")[2] for s in got.steps)
-        new = [s for s in got.steps if not self._same(s)]
+        new = self._new(got.steps, got.markers)
         if not new:
             self._go_on(tag.exit, now)
             return
@@ -146,14 +147,24 @@ class Children:
             self.idle[ev.step] = kids
         self.coord._feed(ev, now)
 
-    def _same(self, spec) -> bool:
-        """Known with this definition, and still to run or done: submitting it adds nothing.
-        One that ended without success runs again (its parent is retried, or run anew)."""
-        old = self.coord.specs.get(spec.id)
-        if old is None or old.identity() != spec.identity():
-            return False
-        state = self.coord.sched.state_of(spec.id)
-        return state not in S.FINAL or state in S.GOOD
+    def _new(self, steps: list, markers: dict) -> list:
+        """The children that submitting adds something to (deps first among siblings). One
+        known with this definition adds nothing if it is still to run, or if it succeeded
+        and its marker still says so against the markers its deps have now (a dep run
+        again since, a suite step or a sibling, or its directory removed: it runs again,
+        make's rule, as a suite's step would). One that ended without success runs again."""
+        kept: set = set()
+        out = []
+        state_of, specs, mine = self.coord.sched.state_of, self.coord.specs, {s.id for s in steps}
+        for s in steps:
+            old = specs.get(s.id)
+            if old is not None and old.identity() == s.identity():
+                state = state_of(s.id)
+                if state not in S.FINAL or (state in S.GOOD and _done(s, markers, kept, mine)):
+                    kept.add(s.id)
+                    continue
+            out.append(s)
+        return out
 
     def _check(self, parent: str, steps: list) -> list:
         """Problems only the loop can see: deps on unknown steps, ids the suite uses."""
@@ -173,15 +184,24 @@ class Children:
         sid = (subs.step_subs.get(tag.parent) or [None])[-1]
         sub = subs.subs.get(sid)
         if sub is not None:
-            sub.add(s.id for s in steps)
+            sub.add((s.id for s in steps), self.coord.sched.state_of)
         deps = {s.id: s.deps for s in steps}
         done: set = set()
         for s in steps:  # setup order is deps first among siblings
-            if records.succeeded_as(markers.get(s.id), s) and all(d in done or d not in deps for d in s.deps):
+            if _done(s, markers, done, deps):
                 done.add(s.id)
         acc = Accepted(sub, tag.parent, steps, deps, done, set(), (), (), markers)
         event = Submitted(tuple(steps), deps, frozenset(done), chunk=CHUNK, parent=tag.parent)
         return Batch(acc, event, tag.exit)
+
+
+def _done(spec, markers: dict, done: set, batch=()) -> bool:
+    """A child's marker says this definition succeeded against the markers its deps have
+    now (a suite step's or a sibling's), and each dep among `batch` (siblings submitted
+    with it that may run) is in `done`."""
+    ids = {d: records.marker_id(markers[d]) if markers.get(d) is not None else None for d in spec.deps}
+    return (records.done_against(markers.get(spec.id), spec, ids)
+            and all(d in done for d in spec.deps if d in batch))
 
 
 # -- off the loop (fleet.control.worker) ----------------------------------------------------------
@@ -214,7 +234,10 @@ def collect(parent: str, run_dir: Path, given: frozenset, priority) -> Collected
     if problems:
         _to_log(run_dir, parent, problems)
         return Collected(tuple(names), [], problems)
-    return Collected(tuple(names), steps, [], read_markers(run_dir, [s.id for s in steps]))
+    ids = [s.id for s in steps]
+    mine = set(ids)
+    outside = sorted({d for s in steps for d in s.deps if d not in mine})  # (what they ran against: _done)
+    return Collected(tuple(names), steps, [], read_markers(run_dir, ids + outside))
 
 
 def _to_log(run_dir: Path, parent: str, problems: list) -> None:

@@ -62,7 +62,8 @@ class Closing:
             if sub.id in self.closed:
                 continue
             self.closed.add(sub.id)
-            subs.closing[sub.id] = {row[0] for row in sub.finished if row[1] != "retry"}
+            # (a step added again after it ended there is not counted until it ends again)
+            subs.closing[sub.id] = {row[0] for row in sub.finished if row[1] != "retry"} - sub.again
             self._walks.append(_Walk(sub, reason))
         d = self.drain
         self.stuck = Stuck(self.coord, None if d.began is None or d.drain_at is None else d.drain_at - d.began,

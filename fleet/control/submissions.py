@@ -45,6 +45,8 @@ class Submission:
     # Its steps by state: every step waits until the scheduler has it (Submissions.moved
     # and _take keep it up to date); the counts always add up to len(steps).
     counts: dict = field(default_factory=lambda: dict.fromkeys(STATES, 0))
+    again: set = field(default_factory=set)  # steps that ended in it and were added again, until they end again
+    _has: set | None = None  # its steps as a set, once children are added (add)
 
     def __post_init__(self):
         self.counts[S.WAITING] += len(self.steps)
@@ -53,12 +55,30 @@ class Submission:
         """Its steps by state, the states none is in left out: O(states)."""
         return {k: n for k, n in self.counts.items() if n}
 
-    def add(self, ids) -> None:
-        """More steps counted in this submission (a step's children: fleet.control.children)."""
-        ids = list(ids)
-        self.steps.extend(ids)
-        self.remaining += len(ids)
-        self.counts[S.WAITING] += len(ids)
+    def add(self, ids, state_of) -> None:
+        """More steps counted in this submission (a step's children: fleet.control.children).
+        One it holds already (a retried parent submits a failed child again) is not
+        counted twice: it is waited for again if it ended (`state_of`: the scheduler's
+        state of a step), and counted waiting until the submission's declare counts it
+        as it is (Submissions._take)."""
+        if self._has is None:
+            self._has = set(self.steps)
+        has, counts = self._has, self.counts
+        for sid in ids:
+            if sid not in has:
+                has.add(sid)
+                self.steps.append(sid)
+                self.remaining += 1
+                counts[S.WAITING] += 1
+                continue
+            state = state_of(sid)
+            if state is None:
+                continue
+            counts[state] -= 1
+            counts[S.WAITING] += 1
+            if state in S.FINAL:
+                self.remaining += 1
+                self.again.add(sid)
 
 
 @dataclass(frozen=True)
@@ -293,6 +313,8 @@ class Submissions:
             sub = self.subs[sid]
             sub.finished.append([step, outcome, attempt, reason])
             sub.remaining -= 1
+            if sub.again:
+                sub.again.discard(step)
 
     def retrying(self, step: str, attempt: int, limit: int, reason: str) -> None:
         """The step runs again as `attempt` of `limit` because of `reason` (how the attempt

@@ -167,8 +167,9 @@ class Phases:
         if fam is None or (fam.phase == 0 and fam.restarts == 0):
             return None
         # A child found done from before (SKIPPED) succeeded, as far as its parent can tell.
-        kids = tuple((k, S.SUCCEEDED if self._jobs[k].state == S.SKIPPED else self._jobs[k].state)
-                     for k in fam.kids if k in self._jobs)
+        # Phase 0 after a restart is from scratch: no children yet, as on its first run.
+        kids = () if fam.phase == 0 else tuple((k, S.SUCCEEDED if self._jobs[k].state == S.SKIPPED
+                                                else self._jobs[k].state) for k in fam.kids if k in self._jobs)
         return Resume(fam.phase, fam.stage, fam.restarts, kids)
 
     def suspended(self, limit: int) -> list[tuple[str, int, str, int, int]]:

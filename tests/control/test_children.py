@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -180,6 +181,14 @@ deps = ["br"]
     assert_nothing_left(run_dir)
 
 
+def test_a_step_restarted_after_its_children_runs_phase_0_from_scratch_with_no_children(tmp_path):
+    r, run_dir = run(tmp_path, '[[steps]]\nid = "r"\ncall = "children_steps:restarts_after_children"\n')
+    assert r.returncode == 0, r.stdout + r.stderr
+    seen = [(x["phase"], x["restarts"], x["children"]) for x in ran(run_dir) if x["what"] == "saw"]
+    assert seen == [(0, 0, {}), (1, 0, {"r/k": "succeeded"}), (0, 1, {})], seen
+    assert_nothing_left(run_dir)
+
+
 def test_a_command_step_speaks_httks_exit_codes_only_with_protocol_steps(tmp_path):
     script = tmp_path / "stages.sh"
     script.write_text("""#!/bin/sh
@@ -267,6 +276,83 @@ args = { kids = 0 }
         last = exits(run_dir, step)[-1]
         assert last["outcome"] == "failed" and "wait for its children twice in a row" in last["reason"], last
     assert [x["step"] for x in ran(run_dir) if x["what"] == "child"] == ["loops/k0"]
+    assert_nothing_left(run_dir)
+
+
+def test_a_failed_child_its_parent_submits_again_is_counted_once_in_the_submission(tmp_path, background):
+    # (it was counted twice: "[3/4]" at the end of a run of 3 steps, and status "4/4 finished")
+    flag = tmp_path / "broken-input"
+    flag.touch()
+    run_dir = tmp_path / "run"
+    suite = write_suite(tmp_path / "s.toml", f"""
+[[steps]]
+id = "p"
+call = "children_steps:resubmits_failed"
+args = {{ flag = "{flag}" }}
+""")
+    fleet("up", "--run-dir", str(run_dir), "--nodes", "1", cwd=tmp_path, check=True, timeout=60)
+    try:
+        r = fleet("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "[3/3]" in r.stdout and "/4]" not in r.stdout, r.stdout
+        assert "suite 's': 3 succeeded" in r.stdout, r.stdout
+        st = json.loads(fleet("status", "--run-dir", str(run_dir), "--json", cwd=tmp_path, timeout=30).stdout)
+        [sub] = st["submissions"]
+        assert (sub["steps"], sub["finished"]) == (3, 3), sub
+    finally:
+        assert fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60).returncode == 0
+    assert [e["outcome"] for e in exits(run_dir, "p/case1")] == ["failed", "succeeded"]
+    assert_nothing_left(run_dir)
+
+
+READS_X = """
+[suite]
+name = "readsx"
+[[steps]]
+id = "X"
+command = "date +%s%N > value.txt"
+[[steps]]
+id = "p"
+call = "children_steps:reads_a_suite_step"
+deps = ["X"]
+"""
+
+
+def _seen_is_xs(run_dir: Path) -> bool:
+    return (run_dir / "steps/p/c/seen.txt").read_text() == (run_dir / "steps/X/value.txt").read_text()
+
+
+def test_a_child_that_needs_a_suite_step_run_again_runs_again_in_the_next_fleet(tmp_path):
+    # (it was skipped as done: its output was the old X's, while X and its parent ran anew)
+    run_dir = tmp_path / "run"
+    suite = write_suite(tmp_path / "s.toml", READS_X)
+    for i in range(2):
+        if i:
+            shutil.rmtree(run_dir / "steps/X")
+        r = fleet("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert _seen_is_xs(run_dir)
+    assert [e["outcome"] for e in exits(run_dir, "p/c")] == ["succeeded", "succeeded"]
+    r = fleet("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path, timeout=120)  # nothing changed since
+    assert r.returncode == 0 and _seen_is_xs(run_dir) and "2 already done" in r.stdout, r.stdout + r.stderr
+    assert_nothing_left(run_dir)
+
+
+def test_on_a_live_fleet_a_child_runs_again_when_a_suite_step_it_needs_or_its_own_directory_is_removed(tmp_path):
+    run_dir = tmp_path / "run"
+    suite = write_suite(tmp_path / "s.toml", READS_X)
+    fleet("up", "--run-dir", str(run_dir), "--nodes", "1", cwd=tmp_path, check=True, timeout=60)
+    try:
+        for removed in (None, "steps/X", "steps/p"):
+            if removed:
+                shutil.rmtree(run_dir / removed)
+            r = fleet("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path, timeout=120)
+            assert r.returncode == 0, r.stdout + r.stderr
+            assert _seen_is_xs(run_dir), removed
+        assert [e["outcome"] for e in exits(run_dir, "p/c")] == ["succeeded"] * 3
+        assert [e["outcome"] for e in exits(run_dir, "X")] == ["succeeded"] * 2  # (not run again for p's removal)
+    finally:
+        assert fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60).returncode == 0
     assert_nothing_left(run_dir)
 
 

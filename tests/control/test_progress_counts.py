@@ -95,6 +95,25 @@ def test_every_progress_answer_adds_up_and_the_final_counts_equal_the_records_al
     assert_nothing_left(run)
 
 
+def test_a_failed_child_submitted_again_by_its_parent_keeps_the_answers_adding_up_to_the_steps(tmp_path):
+    import fleet as F
+    run, flag = tmp_path / "run", tmp_path / "flag"
+    flag.touch()
+    cli("up", "--local", "--nodes", "1", "--run-dir", str(run), cwd=tmp_path, check=True)
+    try:
+        f = F.connect(run)
+        sub = f.submit([{"id": "p", "call": "children_steps:resubmits_failed", "args": {"flag": str(flag)}}])
+        updates = follow(f, sub)
+        # p alone, then p and its two children: never the child submitted again twice
+        assert all(sum(u.counts.values()) in (1, 3) for u in updates), [u.counts for u in updates]
+        assert updates[-1].counts == {S.SUCCEEDED: 3} == states_from_records(run, sub.id), updates[-1].counts
+        assert dict(updates[-1].outcomes) == {"p": S.SUCCEEDED, "p/case0": S.SUCCEEDED, "p/case1": S.SUCCEEDED}
+        assert f.down() is True
+    finally:
+        cli("down", "--run-dir", str(run), cwd=tmp_path)
+    assert_nothing_left(run)
+
+
 # -- in one process: the real Submissions and Scheduler, every path that changes a state ----------
 
 def _recount(subs, sid: int) -> dict[str, int]:
