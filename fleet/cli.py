@@ -214,7 +214,7 @@ def cancel(steps, run_dir, waiting, every):
     """Cancel steps of the fleet in the run directory: running ones are stopped (SIGTERM,
     SIGKILL after their grace), waiting ones never start. Cancelled steps are not retried
     and block their dependents; the fleet keeps running."""
-    from fleet.control.client import FleetError, cancel as cancel_steps
+    from fleet.control.cancelrequests import FleetError, cancel as cancel_steps
     if not (steps or waiting or every):
         raise click.UsageError("name steps to cancel, or give --waiting or --all")
     run_dir = _run_dir(run_dir)

@@ -23,6 +23,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Callable, Iterable, Mapping
 
+from fleet.control import cancelrequests
 from fleet.control import client as C
 from fleet.control import gone
 from fleet.control import rundir
@@ -120,25 +121,32 @@ class Fleet:
         else:
             path = write_suite(self.run_dir, name, list(suite))
         reply = self._ask_submit(P.Submit(str(path), force, serial, shard, new_generation, wait_foreign,
-                                          list(only), with_deps), timeout)
+                                          _ids(only), with_deps), timeout)
         if not reply.ok:
             raise SubmitError(reply.problems)
         return Submission(reply.submission, reply.steps, reply.skipped, str(path))
 
     def _ask_submit(self, msg: P.Submit, wait: float) -> P.SubmitReply:
-        sock = self.client.sock
-        sock.send(P.encode(msg))
-        while not sock.poll(int(wait * 1000)):
-            asker = C.Client(self.conn)  # its own socket: this one's next answer is the Submit's
-            try:
-                status = asker.ask(P.Status(), timeout=10).status
-            finally:
-                asker.close()
-            if not status.get("loop", {}).get("submitting"):
-                raise FleetError(f"the coordinator at {self.client.endpoint} did not answer the submission "
-                                 f"within {wait:.0f} s, and is taking none in")
-            wait = SUBMIT_AGAIN_S
-        reply = P.decode(sock.recv())
+        with self.client.lock:
+            sock = self.client.sock
+            sock.send(P.encode(msg))
+            while not sock.poll(int(wait * 1000)):
+                asker = C.Client(self.conn)  # its own socket: this one's next answer is the Submit's
+                try:
+                    status = asker.ask(P.Status(), timeout=10).status
+                except FleetError as e:
+                    status, why = None, str(e)
+                finally:
+                    asker.close()
+                if status is None or not status.get("loop", {}).get("submitting"):
+                    self.client.reset()  # (its answer, should it come, is not the next question's)
+                    raise FleetError(
+                        f"the coordinator at {self.client.endpoint} did not answer the submission of {msg.suite} "
+                        f"within {wait:.0f} s, and " + (f"not a status request either ({why})" if status is None
+                                                        else "is taking none in")
+                        + ": it may still take it in; `fleet status` shows its submissions")
+                wait = SUBMIT_AGAIN_S
+            reply = P.decode(sock.recv())
         if isinstance(reply, P.Error):
             raise FleetError(reply.reason)
         return reply
@@ -179,6 +187,9 @@ class Fleet:
                                      f"gone or frozen, or its host is unreachable; its agents stop their steps "
                                      f"when it is silent ({self.run_dir / 'coordinator.log'}; {SILENCE_ENV} "
                                      f"sets how long to wait, now {silence:g} s)")
+                if not isinstance(e, C.NoAnswer):  # an answer: "no submission N" (another fleet's, say)
+                    raise FleetError(f"cannot wait for submission {getattr(submission, 'id', submission)} of the "
+                                     f"fleet in {self.run_dir}: {e}") from None
                 pr = None  # busy, not gone: ask again
             if pr is not None:
                 for row in pr.finished:
@@ -191,12 +202,11 @@ class Fleet:
                     on_progress(Update(tuple(pr.finished), dict(pr.counts), MappingProxyType(outcomes), pr.full))
                 if pr.done and not pr.finished:
                     return outcomes
-                if pr.finished:
-                    continue
-            if deadline is not None and time.monotonic() > deadline:
+            if deadline is not None and time.monotonic() > deadline:  # (also while rows keep coming)
                 raise TimeoutError(f"submission {getattr(submission, 'id', submission)} did not finish "
                                    f"within {timeout} s")
-            time.sleep(POLL_S)
+            if pr is None or not pr.finished:
+                time.sleep(POLL_S)
 
     def status(self, timeout: float = 10.0, nodes: bool = False) -> dict:
         """The fleet's state, as `fleet status --json` prints it: the nodes summed up and
@@ -223,8 +233,9 @@ class Fleet:
         """Cancel these steps (with `waiting`, every step not yet started; with `every`,
         every step not yet ended): running ones are stopped, waiting ones will not start.
         If an id names no step of the fleet, nothing is cancelled and the answer's
-        `unknown` lists it."""
-        return C.cancel(self.run_dir, list(ids), waiting=waiting, every=every)
+        `unknown` lists it. Asks this fleet alone (`fleet cancel` asks each of the run
+        directory's); an id may be given alone, as a string."""
+        return cancelrequests.cancel_in([self.client], _ids(ids), waiting=waiting, every=every)
 
     def down(self) -> bool:
         """Stop this fleet: its coordinator, every agent and every step they started."""
@@ -251,6 +262,11 @@ def connect(run_dir: str | os.PathLike | None = None) -> Fleet:
     return Fleet(run_dir, conn, path)
 
 
+def _ids(ids) -> list[str]:
+    """Step ids given as an iterable, or one id alone (a string is not its characters)."""
+    return [ids] if isinstance(ids, str) else list(ids)
+
+
 # --- a suite from step tables ---------------------------------------------------------------
 
 def write_suite(run_dir: Path, name: str, steps: list[Mapping]) -> Path:
@@ -265,7 +281,10 @@ def write_suite(run_dir: Path, name: str, steps: list[Mapping]) -> Path:
             raise ValueError(f"step {i + 1}: a step is a table (dict), not {type(table).__name__}")
         where = f"step {table.get('id', i + 1)!r}"
         lines += ["", "[[steps]]"] + [f"{_key(k)} = {_toml(v, where, k)}" for k, v in table.items()]
-    fd, path = tempfile.mkstemp(prefix=f"{name}-", suffix=".toml", dir=d)  # 0600
+    # (the file's name is the suite's as far as a file name can be: the suite's own is
+    # checked by the coordinator, which names suite.name if it refuses it)
+    safe = "".join(c if c.isalnum() or c in "_-." else "_" for c in str(name))[:64].lstrip(".") or "api"
+    fd, path = tempfile.mkstemp(prefix=f"{safe}-", suffix=".toml", dir=d)  # 0600
     with os.fdopen(fd, "w") as f:
         f.write("\n".join(lines) + "\n")
     return Path(path)

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -52,12 +53,19 @@ ANSWER_LIMIT = 256 << 20
 
 
 class Client:
-    """A request/reply channel to one coordinator."""
+    """A request/reply channel to one coordinator. Answers come in the order asked, on
+    one socket: a question and its answer hold `lock` (threads may share a client)."""
 
     def __init__(self, conn: connection.Connection, endpoint: str | None = None):
         self.conn = conn
         self.endpoint = endpoint or conn.client
         self.ctx = zmq.Context.instance()
+        self.lock = threading.RLock()
+        self._connect()
+
+    def reset(self) -> None:
+        """A new socket: an answer still owed on the old one is never taken for the next."""
+        self.sock.close(0)
         self._connect()
 
     def _connect(self) -> None:
@@ -69,15 +77,15 @@ class Client:
 
     def ask(self, msg, timeout: float = 10.0):
         """Send one request and return its reply; FleetError on silence or an error reply."""
-        if self.sock.closed:  # (close(), or a Fleet's down(): pyzmq's own error says only "not a socket")
-            raise FleetError(f"this client's connection to the coordinator at {self.endpoint} is closed")
-        self.sock.send(P.encode(msg))
-        if not self.sock.poll(int(timeout * 1000)):
-            # A late answer must not be taken for the answer to the next question.
-            self.sock.close(0)
-            self._connect()
-            raise NoAnswer(f"the coordinator at {self.endpoint} did not answer within {timeout:.0f} s{self._where()}")
-        reply = P.decode(self.sock.recv(), limit=ANSWER_LIMIT)
+        with self.lock:
+            if self.sock.closed:  # (close(), or a Fleet's down(): pyzmq's own error says only "not a socket")
+                raise FleetError(f"this client's connection to the coordinator at {self.endpoint} is closed")
+            self.sock.send(P.encode(msg))
+            if not self.sock.poll(int(timeout * 1000)):
+                self.reset()  # (a late answer must not be taken for the answer to the next question)
+                raise NoAnswer(f"the coordinator at {self.endpoint} did not answer within {timeout:.0f} s"
+                               f"{self._where()}")
+            reply = P.decode(self.sock.recv(), limit=ANSWER_LIMIT)
         if isinstance(reply, P.Error):
             raise FleetError(reply.reason)
         return reply
@@ -90,7 +98,8 @@ class Client:
                 f"`fleet status --ssh LOGIN` or `--via HOST:PORT` go through ssh)")
 
     def close(self) -> None:
-        self.sock.close(0)
+        with self.lock:
+            self.sock.close(0)
 
 
 def live(run_dir: Path, embedded: bool = True) -> list[tuple[Path, connection.Connection]]:
@@ -401,38 +410,6 @@ def _gone_elsewhere(path: Path, conn: connection.Connection, answered: bool, tim
                              f"{where}; run `fleet down` there (ssh {conn.host} fleet down --run-dir {path.parent})")
         time.sleep(0.1)
     return True
-
-
-def cancel(run_dir: Path, steps: list[str], waiting: bool = False, every: bool = False) -> P.CancelReply:
-    """Cancel steps in the live fleets of run_dir (fleet.control.cancelling): those named
-    (each in the fleet that has it), and with `waiting` every step not yet started, with
-    `every` every step not yet ended. If a named step is in no fleet, nothing is
-    cancelled: the answer's `unknown` names it. FleetError if no fleet is up."""
-    fleets = live(Path(run_dir).resolve())
-    if not fleets:
-        raise FleetError(f"no fleet is up in {run_dir}")
-    clients = [Client(conn) for _, conn in fleets]
-    try:
-        # First ask which fleet has which step, so an unknown id cancels nothing anywhere.
-        checks = [c.ask(P.Cancel(list(steps), check=True), timeout=10.0) for c in clients]
-        unknown = [s for s in dict.fromkeys(steps) if all(s in r.unknown for r in checks)]
-        if unknown:
-            return P.CancelReply(unknown=unknown)
-        running: list[str] = []
-        waiting_: list[str] = []
-        ended: list[str] = []
-        for c, check in zip(clients, checks):
-            mine = [s for s in steps if s not in check.unknown]
-            r = c.ask(P.Cancel(mine, waiting, every), timeout=10.0)
-            running += r.running
-            waiting_ += r.waiting
-            ended += r.ended
-        # A step two fleets share ended (or runs) in one of them: named once, as it is where it runs.
-        acted = set(running) | set(waiting_)
-        return P.CancelReply(running, waiting_, [s for s in dict.fromkeys(ended) if s not in acted])
-    finally:
-        for c in clients:
-            c.close()
 
 
 def _kill(pid: int, sig: int) -> None:
