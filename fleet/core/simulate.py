@@ -16,6 +16,7 @@ the recorded what-if benchmarks measured)."""
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
@@ -30,6 +31,12 @@ from fleet.core.decisions import Exits, GoOn
 from fleet.core.scheduler import (Begin, Blocked, Kill, NodeJoined, Scheduler, Start, StepExited, Unrunnable,
                                   Submitted, Withdraw)
 from fleet.core.suite import StepSpec
+
+
+# The drain point's timer sorts after every step end at the same instant: a live
+# coordinator handles the exits a loop turn brings before it drains (fleet.control.drain),
+# and the deadline admits a step that ends at the drain point (fleet.core.deadline).
+DRAIN_LAST = math.inf
 
 
 def pretend_nodes(nodes: int, cores_per_node: int, memory_per_node: int = 0,
@@ -98,7 +105,7 @@ def simulate(steps: Iterable[StepSpec], graph: Graph, nodes: list[NodeSpec],
     sched = ahead(ordered(Scheduler(reserve_after, window, depth), order), reserve_ahead)
     for n in nodes:
         sched.handle(NodeJoined(n), 0.0)
-    ends: list[tuple[float, int, str, int]] = []
+    ends: list[tuple[float, float, str, int]] = []
     placed: dict[str, SimStep] = {}
     log: list = []
     unrunnable, blocked = {}, {}  # id -> why
@@ -133,7 +140,7 @@ def simulate(steps: Iterable[StepSpec], graph: Graph, nodes: list[NodeSpec],
     drain_s = max(0.0, end_s - drain_before_s) if end_s is not None else None
     if end_s is not None:
         sched.handle(AllocationEnds(end_s, drain_s), 0.0)
-        heapq.heappush(ends, (drain_s, -1, "", 0))  # the drain point's timer
+        heapq.heappush(ends, (drain_s, DRAIN_LAST, "", 0))  # the drain point's timer
     act(sched.handle(Submitted(steps, graph.deps), 0.0), 0.0)
     now = 0.0
     while ends:
