@@ -132,11 +132,17 @@ def wide_waits(result, steps, graph, wide: int) -> dict:
             "max_s": waits[-1]}
 
 
+def wide_cores(alloc) -> int:
+    """The cores from which a step counts as wide in the comparisons: half a node or
+    more (rounded up: 3 of 5), and at least 2."""
+    return max(2, -(-max((len(n.cores) for n in alloc), default=1) // 2))
+
+
 def show_comparison(run_sim, steps, graph, alloc, as_json: bool) -> None:
     """`fleet simulate --compare-reservations`: the same suite without and with them."""
     after = reserve_after()
     after = RESERVE_AFTER_S if after is None else after
-    wide = max(2, max((len(n.cores) for n in alloc), default=1) // 2)
+    wide = wide_cores(alloc)
     rows = {}
     for name, ra in (("without", None), ("with", after)):
         r = run_sim(steps, graph, alloc, reserve_after=ra, window=window_option.value(), order=order(),
@@ -161,7 +167,7 @@ def show_orders(run_sim, steps, graph, alloc, as_json: bool) -> None:
     """`fleet simulate --compare-orders`: the same suite in each order, with the
     reservations the options say."""
     after = reserve_after()
-    wide = max(2, max((len(n.cores) for n in alloc), default=1) // 2)
+    wide = wide_cores(alloc)
     window = window_option.value()
     rows = {name: _row(run_sim(steps, graph, alloc, reserve_after=after, window=window, order=name,
                                reserve_ahead=reserve_ahead(), depth=window_option.depth()), steps, graph, wide)

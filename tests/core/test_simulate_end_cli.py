@@ -31,3 +31,13 @@ def test_a_step_admitted_because_it_ends_exactly_at_the_drain_point_ends_there_a
     out = json.loads(r.stdout)
     assert out["drain_s"] == 100.0 and out["steps"]["one"]["end_s"] == 100.0
     assert out["interrupted"] == {} and out["not_started"] == []
+
+
+def test_a_wide_step_in_the_comparisons_is_half_a_node_or_more_rounded_up(tmp_path):
+    two = ONE.replace('estimate = 100', 'estimate = 100\ncores = 2')
+    for cores, wide in (("5", 3), ("4", 2)):
+        r = fleet(tmp_path, two, "--nodes", "2", "--cores-per-node", cores, "--compare-reservations", "--json")
+        assert r.returncode == 0, r.stderr
+        got = json.loads(r.stdout)
+        assert got["wide_cores"] == wide, (cores, got)
+        assert got["with"]["wide_waits"]["steps"] == (1 if cores != "5" else 0), (cores, got)
