@@ -5,6 +5,7 @@ when to drain before it (fleet.core.deadline)."""
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from datetime import datetime, timedelta
@@ -21,7 +22,19 @@ def parse_duration(text: str) -> float:
     """"90" (seconds), "20s", "90m", "1h30m", "2d", "[[D-]HH:]MM:SS" (as Slurm writes a
     time limit) or "D-HH" and "D-HH:MM" (as Slurm's --time takes them) as seconds;
     ValueError if it is none of them."""
-    t = str(text).strip().lower()
+    try:
+        seconds = _seconds(str(text).strip().lower())
+    except OverflowError:  # (an int of hundreds of digits made a float)
+        seconds = math.inf
+    if seconds is None:
+        raise ValueError(f"{text!r} is not a duration (e.g. 20s, 90m, 1h30m, 01:30:00)")
+    if not math.isfinite(seconds):  # 1e400 overflows to inf: no schedule or end means anything then
+        raise ValueError(f"{text!r} is too long a duration to compute with")
+    return seconds
+
+
+def _seconds(t: str) -> float | None:
+    """parse_duration's forms, as seconds (None: none of them)."""
     if re.fullmatch(r"\d*\.?\d+(e[+-]?\d+)?", t):  # seconds: 90, 1.5, .5, 1e3 (never negative)
         return float(t)
     if re.fullmatch(r"(\d+(\.\d+)?[smhd])+", t):
@@ -37,7 +50,7 @@ def parse_duration(text: str) -> float:
         if m.group(2).count(":") == 1 and m.group(1):  # D-HH:MM
             total *= 60
         return total + int(m.group(1) or 0) * 86400
-    raise ValueError(f"{text!r} is not a duration (e.g. 20s, 90m, 1h30m, 01:30:00)")
+    return None
 
 
 def parse_end(text: str, now: float | None = None) -> float:
@@ -114,9 +127,7 @@ def end_args(end: float | None, walltime: float | None, drain_before: float | No
         raise click.UsageError("give --end or --walltime, not both")
     now = time.time()
     if walltime is not None:
-        if walltime <= 0:
-            raise click.UsageError(f"--walltime {walltime:g}: the allocation would end now; give a time to come")
-        end = now + walltime
+        end = now + check_walltime(walltime)
     elif end is not None and end <= now:
         # An end already past would drain at once and start nothing: surely a typo
         # (a date, or a time zone), said before the fleet starts rather than after.
@@ -126,6 +137,16 @@ def end_args(end: float | None, walltime: float | None, drain_before: float | No
         warn_drain(drain_before, end - now, "--walltime" if walltime is not None else "--end")
     return ((["--end", repr(end)] if end is not None else [])
             + (["--drain-before", repr(drain_before)] if drain_before is not None else []))
+
+
+def check_walltime(walltime: float) -> float:
+    """--walltime as given, or a usage error if the allocation would end now (under a
+    second: a batch system's time limit counts whole seconds; `fleet run` and `fleet
+    simulate` alike)."""
+    if not walltime >= 1:
+        raise click.UsageError(f"--walltime {walltime:g}: the allocation would end now; give a time to come "
+                               "(1 s or more)")
+    return walltime
 
 
 def warn_drain(drain_before: float, left: float, by: str) -> float:
@@ -162,7 +183,10 @@ def simulate_end(f):
 def drain_margin(walltime: float | None, drain_before: float | None) -> float:
     """The drain margin a fleet would take: as given, else 5 min but at most half the
     time (`fleet simulate`: a usage error for a margin without --walltime; half the
-    walltime, said, for one that leaves no time, as a fleet takes it)."""
+    walltime, said, for one that leaves no time, as a fleet takes it; a walltime that
+    ends now refused as `fleet run` refuses it)."""
+    if walltime is not None:
+        check_walltime(walltime)
     if drain_before is not None:
         if walltime is None:
             raise click.UsageError("--drain-before is the drain point before the end --walltime gives: "

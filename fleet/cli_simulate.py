@@ -14,6 +14,7 @@ coordinator's arguments, `reserve_after()` into the scheduler's setting.
 from __future__ import annotations
 
 import json
+import math
 
 import click
 
@@ -149,7 +150,7 @@ def show_comparison(run_sim, steps, graph, alloc, as_json: bool) -> None:
                     reserve_ahead=reserve_ahead(), depth=window_option.depth())
         rows[name] = _row(r, steps, graph, wide)
     if as_json:
-        click.echo(json.dumps({"reserve_after_s": after, "reserve_ahead": reserve_ahead(), "wide_cores": wide,
+        click.echo(dumps({"reserve_after_s": after, "reserve_ahead": reserve_ahead(), "wide_cores": wide,
                                "order": order(), **rows},
                               indent=1, sort_keys=True))
         return
@@ -157,6 +158,18 @@ def show_comparison(run_sim, steps, graph, alloc, as_json: bool) -> None:
         f", reserve ahead {reserve_ahead()}" if reserve_ahead() else "")
     click.echo(f"reservations (reserve after {after:g} s{named}); wide steps: {wide} cores or more")
     _table(rows)
+
+
+def dumps(obj, **kw) -> str:
+    """JSON of `obj` with every number a number: a float that is not finite (no suite
+    or option should give one any more) is null, never NaN or Infinity (not JSON)."""
+    def clean(v):
+        if isinstance(v, float) and not math.isfinite(v):
+            return None
+        if isinstance(v, dict):
+            return {k: clean(x) for k, x in v.items()}
+        return [clean(x) for x in v] if isinstance(v, (list, tuple)) else v
+    return json.dumps(clean(obj), allow_nan=False, **kw)
 
 
 def _row(r, steps, graph, wide: int) -> dict:
@@ -173,7 +186,7 @@ def show_orders(run_sim, steps, graph, alloc, as_json: bool) -> None:
                                reserve_ahead=reserve_ahead(), depth=window_option.depth()), steps, graph, wide)
             for name in ORDERS}
     if as_json:
-        click.echo(json.dumps({"reserve_after_s": after, "wide_cores": wide, "orders": rows}, indent=1,
+        click.echo(dumps({"reserve_after_s": after, "wide_cores": wide, "orders": rows}, indent=1,
                               sort_keys=True))
         return
     res = "no reservations" if after is None else f"reserve after {after:g} s"
@@ -206,7 +219,7 @@ def show(suite, graph, alloc, nodes: int, cores_per_node: int, as_json: bool, en
                 window=window, order=order(), reserve_ahead=reserve_ahead(), depth=window_option.depth())
     window = cores_per_node * window_option.depth() if window is None else window
     if as_json:
-        click.echo(json.dumps({**r.to_json(), "window": window}, indent=1, sort_keys=True))
+        click.echo(dumps({**r.to_json(), "window": window}, indent=1, sort_keys=True))
         return
     total = nodes * cores_per_node
     click.echo(f"suite '{suite.name}': {counted(len(suite.steps), 'step')} on {counted(nodes, 'node')} x "

@@ -289,10 +289,17 @@ def check_env(v: Any) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(out))
 
 
+# The longest estimate (about 32 years): sums and products of longer ones (1e308) overflow
+# a simulation's or a schedule's arithmetic to inf and nan (fleet simulate printed them).
+ESTIMATE_MAX_S = 1e9
+
+
 def check_estimate(v: Any) -> float:
-    """Seconds, at least 0 and finite (TOML has nan and inf: a schedule of them means nothing)."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < float("inf"):
-        raise ValueError(f"expected a number of seconds >= 0, got {v!r}")
+    """Seconds, at least 0 and at most ESTIMATE_MAX_S (TOML has nan and inf: a schedule
+    of them means nothing)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= ESTIMATE_MAX_S:
+        raise ValueError(f"expected a number of seconds >= 0 and at most {ESTIMATE_MAX_S:,.0f} (about 32 years), "
+                         f"got {v!r}")
     return float(v)
 
 

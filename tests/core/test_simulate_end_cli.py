@@ -41,3 +41,28 @@ def test_a_wide_step_in_the_comparisons_is_half_a_node_or_more_rounded_up(tmp_pa
         got = json.loads(r.stdout)
         assert got["wide_cores"] == wide, (cores, got)
         assert got["with"]["wide_waits"]["steps"] == (1 if cores != "5" else 0), (cores, got)
+
+
+def test_a_walltime_that_ends_now_or_never_is_refused_as_fleet_run_refuses_it(tmp_path):
+    for given, said in (("0", "--walltime 0: the allocation would end now"),
+                        ("1e-300", "--walltime 1e-300: the allocation would end now"),
+                        ("1e400", "'1e400' is too long a duration"),
+                        ("9" * 400 + "-1", "is too long a duration")):
+        r = fleet(tmp_path, ONE, "--nodes", "1", "--cores-per-node", "1", "--walltime", given)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, (given, r.stderr)
+        assert said in r.stderr and r.stdout == "", (given, r.stderr)
+
+
+def test_an_estimate_too_long_to_compute_with_is_refused_naming_file_step_and_field(tmp_path):
+    huge = ONE.replace("estimate = 100", "estimate = 1e308")
+    r = fleet(tmp_path, huge, "--nodes", "1", "--cores-per-node", "1", "--json")
+    assert r.returncode == 2 and r.stdout == "", r.stdout
+    assert "s.toml: step 'one': field 'estimate'" in r.stderr and "at most 1,000,000,000 (about 32 years)" in r.stderr, r.stderr
+    ok = fleet(tmp_path, ONE.replace("estimate = 100", "estimate = 1e9"), "--nodes", "1", "--cores-per-node", "1")
+    assert ok.returncode == 0 and "1000000000.0 s" in ok.stdout, ok.stderr
+
+
+def test_simulate_json_never_holds_nan_or_infinity():
+    from fleet.cli_simulate import dumps
+    assert dumps({"a": float("nan"), "b": [float("inf"), 1.5], "c": {"d": -float("inf")}}) == (
+        '{"a": null, "b": [null, 1.5], "c": {"d": null}}')
