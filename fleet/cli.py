@@ -15,7 +15,7 @@ from fleet.control.checks import checked_suite, preload_hint
 from fleet.core.problems import Problem, SuiteError
 from fleet.core.units import counted
 from fleet import cli_streams
-from fleet.cli_options import MEMORY, drain_margin, simulate_end
+from fleet.cli_options import CORES, GPUS, MEMORY, NODES, allocation, drain_margin, simulate_end
 
 EXIT_INVALID = 2
 
@@ -35,17 +35,6 @@ def _invalid(problems: list) -> None:
     sys.exit(EXIT_INVALID)
 
 
-def _allocation(nodes, cores, memory, gpus):
-    from fleet.core.simulate import pretend_nodes
-    if nodes is None and cores is None:
-        return None
-    if nodes is None or cores is None:
-        raise click.UsageError("give both --nodes and --cores-per-node to describe an allocation")
-    if memory is None:
-        memory = cores * 2**30 * 4  # a conventional 4 GiB per core when not said
-    return pretend_nodes(nodes, cores, memory, gpus or 0)
-
-
 # Every option of every command shows its default in --help (inherited by the commands).
 @click.group(context_settings={"show_default": True})
 @click.version_option(package_name="fleet")
@@ -56,13 +45,13 @@ def main() -> None:
 
 
 def allocation_options(f):
-    f = click.option("--gpus-per-node", type=click.IntRange(0), default=None, show_default="0",
+    f = click.option("--gpus-per-node", type=GPUS, default=None, show_default="0",
                      help="GPUs on each node of the allocation")(f)
     f = click.option("--memory-per-node", type=MEMORY, default=None, show_default="4GiB per core",
                      help="memory of each node, e.g. 256GiB")(f)
-    f = click.option("--cores-per-node", type=click.IntRange(1), default=None, show_default="no allocation",
+    f = click.option("--cores-per-node", type=CORES, default=None, show_default="no allocation",
                      help="cores of each node (with --nodes: check that every step fits)")(f)
-    f = click.option("--nodes", type=click.IntRange(1), default=None, show_default="no allocation",
+    f = click.option("--nodes", type=NODES, default=None, show_default="no allocation",
                      help="nodes of the allocation (with --cores-per-node)")(f)
     return f
 
@@ -76,7 +65,7 @@ def allocation_options(f):
                    "directory) and report a missing module or function")
 def validate(suite, nodes, cores_per_node, memory_per_node, gpus_per_node, imports):
     """Check SUITE (and, given an allocation, that every step can fit it)."""
-    alloc = _allocation(nodes, cores_per_node, memory_per_node, gpus_per_node)
+    alloc = allocation(nodes, cores_per_node, memory_per_node, gpus_per_node)
     try:
         s, graph = checked_suite(suite, alloc, imports=imports)
     except SuiteError as e:
@@ -91,11 +80,11 @@ def validate(suite, nodes, cores_per_node, memory_per_node, gpus_per_node, impor
 
 @main.command()
 @click.argument("suite", type=click.Path(dir_okay=False))
-@click.option("--nodes", type=click.IntRange(1), required=True, help="nodes of the pretend allocation")
-@click.option("--cores-per-node", type=click.IntRange(1), required=True, help="cores of each node")
+@click.option("--nodes", type=NODES, required=True, help="nodes of the pretend allocation")
+@click.option("--cores-per-node", type=CORES, required=True, help="cores of each node")
 @click.option("--memory-per-node", type=MEMORY, default=None, show_default="4GiB per core",
               help="memory of each node, e.g. 256GiB")
-@click.option("--gpus-per-node", type=click.IntRange(0), default=0, help="GPUs on each node")
+@click.option("--gpus-per-node", type=GPUS, default=0, help="GPUs on each node")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
 @simulate_end
 @simulate_options
@@ -104,7 +93,7 @@ def simulate(suite, nodes, cores_per_node, memory_per_node, gpus_per_node, as_js
     from fleet.cli_simulate import refuse_contradictions, show
     refuse_contradictions()
     margin = drain_margin(walltime, drain_before)
-    alloc = _allocation(nodes, cores_per_node, memory_per_node, gpus_per_node)
+    alloc = allocation(nodes, cores_per_node, memory_per_node, gpus_per_node)
     try:
         s, graph = checked_suite(suite, alloc, check_inputs=False)
     except SuiteError as e:

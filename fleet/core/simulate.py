@@ -43,11 +43,11 @@ def pretend_nodes(nodes: int, cores_per_node: int, memory_per_node: int = 0,
                   gpus_per_node: int = 0, memory_of: Mapping[int, int] | None = None) -> list[NodeSpec]:
     """`nodes` identical nodes (memory_of overrides the memory of chosen node indices)."""
     width = len(str(nodes))
+    cores, gpus = tuple(range(cores_per_node)), tuple(range(gpus_per_node))  # (one of each, shared: frozen)
     out = []
     for i in range(nodes):
         mem = memory_of.get(i, memory_per_node) if memory_of else memory_per_node
-        out.append(NodeSpec(f"node{i + 1:0{width}d}", tuple(range(cores_per_node)),
-                            tuple(range(gpus_per_node)), mem))
+        out.append(NodeSpec(f"node{i + 1:0{width}d}", cores, gpus, mem))
     return out
 
 

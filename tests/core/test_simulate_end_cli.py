@@ -66,3 +66,21 @@ def test_simulate_json_never_holds_nan_or_infinity():
     from fleet.cli_simulate import dumps
     assert dumps({"a": float("nan"), "b": [float("inf"), 1.5], "c": {"d": -float("inf")}}) == (
         '{"a": null, "b": [null, 1.5], "c": {"d": null}}')
+
+
+def test_an_allocation_too_large_to_build_is_refused_naming_the_option_before_anything_is_built(tmp_path):
+    import resource
+
+    def small():  # (if it were built after all: a MemoryError here, not a machine's memory filled)
+        resource.setrlimit(resource.RLIMIT_AS, (4 * 2**30, 4 * 2**30))
+    (tmp_path / "s.toml").write_text(ONE)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PBS_"))}
+    for args, said in ((["--nodes", "1", "--cores-per-node", "1000000000"], "--cores-per-node"),
+                       (["--nodes", "100000000", "--cores-per-node", "1"], "--nodes"),
+                       (["--nodes", "1", "--cores-per-node", "1", "--gpus-per-node", "1000000000"], "--gpus-per-node"),
+                       (["--nodes", "1000000", "--cores-per-node", "100"], "100,000,000 cores and GPUs in all")):
+        for cmd in ("simulate", "validate"):
+            r = completed([sys.executable, "-m", "fleet", cmd, "s.toml", *args], 60, cwd=tmp_path, env=env, text=True,
+                          preexec_fn=small)
+            assert r.returncode == 2 and "Traceback" not in r.stderr, (cmd, args, r.stderr)
+            assert said in r.stderr and r.stdout == "", (cmd, args, r.stderr)
