@@ -92,8 +92,9 @@ def _given(name: str) -> bool:
 
 
 def refuse_contradictions() -> None:
-    """A usage error for options that undo each other: a reservation setting with
-    --no-reservations; both comparisons of `fleet simulate` (one table each)."""
+    """A usage error for options that undo each other: a reservation setting (or
+    --compare-reservations) with --no-reservations; both comparisons of `fleet
+    simulate` (one table each)."""
     v = _values()
     if v.get("off"):
         for name, flag in (("reserve_after", "--reserve-after"), ("reserve_ahead", "--reserve-ahead")):
@@ -101,6 +102,9 @@ def refuse_contradictions() -> None:
                 raise click.UsageError(f"{flag} sets reservations, --no-reservations turns them off: give one")
     if v.get("orders") and v.get("compare"):
         raise click.UsageError("--compare-orders and --compare-reservations each make their own table: give one")
+    if v.get("off") and v.get("compare"):
+        raise click.UsageError("--compare-reservations runs the suite without and with reservations, "
+                               "--no-reservations turns them off: give one")
 
 
 def coordinator_args() -> list[str]:
@@ -139,24 +143,57 @@ def wide_cores(alloc) -> int:
     return max(2, -(-max((len(n.cores) for n in alloc), default=1) // 2))
 
 
-def show_comparison(run_sim, steps, graph, alloc, as_json: bool) -> None:
-    """`fleet simulate --compare-reservations`: the same suite without and with them."""
+def _window(alloc) -> int:
+    """The node window a simulation uses: --window, else each node's cores (x --window-depth)."""
+    window = window_option.value()  # None: the node's cores, as `fleet up`'s default
+    return max(len(n.cores) for n in alloc) * window_option.depth() if window is None else window
+
+
+def _runs(run_sim, steps, graph, alloc, end: dict):
+    """run_sim with what every comparison's run shares: the node window, the
+    reservations planned ahead and the allocation's end (`end`: end_s, drain_before_s)."""
+    return lambda **kw: run_sim(steps, graph, alloc, window=window_option.value(), depth=window_option.depth(),
+                                reserve_ahead=reserve_ahead(), **end, **kw)
+
+
+def show_comparison(run_sim, steps, graph, alloc, as_json: bool, end: dict) -> None:
+    """`fleet simulate --compare-reservations`: the same suite without and with them
+    (each until the allocation's end, if `end` gives one)."""
     after = reserve_after()
     after = RESERVE_AFTER_S if after is None else after
-    wide = wide_cores(alloc)
-    rows = {}
-    for name, ra in (("without", None), ("with", after)):
-        r = run_sim(steps, graph, alloc, reserve_after=ra, window=window_option.value(), order=order(),
-                    reserve_ahead=reserve_ahead(), depth=window_option.depth())
-        rows[name] = _row(r, steps, graph, wide)
-    if as_json:
-        click.echo(dumps({"reserve_after_s": after, "reserve_ahead": reserve_ahead(), "wide_cores": wide,
-                               "order": order(), **rows},
-                              indent=1, sort_keys=True))
-        return
+    wide, run = wide_cores(alloc), _runs(run_sim, steps, graph, alloc, end)
+    rs = {name: run(reserve_after=ra, order=order()) for name, ra in (("without", None), ("with", after))}
+    head = {"reserve_after_s": after, "reserve_ahead": reserve_ahead(), "wide_cores": wide, "order": order()}
     named = ("" if order() == DEFAULT_ORDER else f", order {order()}") + (
         f", reserve ahead {reserve_ahead()}" if reserve_ahead() else "")
-    click.echo(f"reservations (reserve after {after:g} s{named}); wide steps: {wide} cores or more")
+    _compared(f"reservations (reserve after {after:g} s{named}); wide steps: {wide} cores or more", head, None,
+              rs, steps, graph, alloc, as_json)
+
+
+def show_orders(run_sim, steps, graph, alloc, as_json: bool, end: dict) -> None:
+    """`fleet simulate --compare-orders`: the same suite in each order, with the
+    reservations the options say (each until the allocation's end, if `end` gives one)."""
+    after = reserve_after()
+    wide, run = wide_cores(alloc), _runs(run_sim, steps, graph, alloc, end)
+    rs = {name: run(reserve_after=after, order=name) for name in ORDERS}
+    res = "no reservations" if after is None else f"reserve after {after:g} s"
+    _compared(f"orders ({res}); wide steps: {wide} cores or more", {"reserve_after_s": after, "wide_cores": wide},
+              "orders", rs, steps, graph, alloc, as_json)
+
+
+def _compared(title: str, head: dict, under: str | None, rs: dict, steps, graph, alloc, as_json: bool) -> None:
+    """A comparison's table (or JSON: `head`, and the rows under `under` or beside it),
+    with the node window and the allocation's end its runs had."""
+    wide = head["wide_cores"]
+    rows = {name: _row(r, steps, graph, wide) for name, r in rs.items()}
+    first = next(iter(rs.values()))
+    end = {} if first.end_s is None else {"end_s": first.end_s, "drain_s": first.drain_s}
+    if as_json:
+        body = {under: rows} if under else rows
+        click.echo(dumps({**head, **body, **end, "window": _window(alloc)}, indent=1, sort_keys=True))
+        return
+    ends = f"; end {first.end_s:g} s, drain point {first.drain_s:g} s" if end else ""
+    click.echo(f"{title}; window {_window(alloc)} a node{ends}")
     _table(rows)
 
 
@@ -173,34 +210,23 @@ def dumps(obj, **kw) -> str:
 
 
 def _row(r, steps, graph, wide: int) -> dict:
-    return {"makespan_s": r.makespan_s, "utilization": r.utilization, "wide_waits": wide_waits(r, steps, graph, wide)}
-
-
-def show_orders(run_sim, steps, graph, alloc, as_json: bool) -> None:
-    """`fleet simulate --compare-orders`: the same suite in each order, with the
-    reservations the options say."""
-    after = reserve_after()
-    wide = wide_cores(alloc)
-    window = window_option.value()
-    rows = {name: _row(run_sim(steps, graph, alloc, reserve_after=after, window=window, order=name,
-                               reserve_ahead=reserve_ahead(), depth=window_option.depth()), steps, graph, wide)
-            for name in ORDERS}
-    if as_json:
-        click.echo(dumps({"reserve_after_s": after, "wide_cores": wide, "orders": rows}, indent=1,
-                              sort_keys=True))
-        return
-    res = "no reservations" if after is None else f"reserve after {after:g} s"
-    click.echo(f"orders ({res}); wide steps: {wide} cores or more")
-    _table(rows)
+    """A comparison's row: makespan, utilization, the wide steps' waits and, with an
+    allocation end, how many steps were interrupted at the drain point and never started."""
+    ends = {} if r.end_s is None else {"interrupted": len(r.interrupted), "not_started": len(r.not_started)}
+    return {"makespan_s": r.makespan_s, "utilization": r.utilization, "wide_waits": wide_waits(r, steps, graph, wide),
+            **ends}
 
 
 def _table(rows: dict) -> None:
     width = max(9, max(len(n) for n in rows))
-    click.echo(f"  {'':{width}} {'makespan s':>11} {'util %':>7} {'wide':>5} {'wait p50 s':>11} {'p90 s':>9} {'max s':>9}")
+    ends = "interrupted" in next(iter(rows.values()))
+    click.echo(f"  {'':{width}} {'makespan s':>11} {'util %':>7} {'wide':>5} {'wait p50 s':>11} {'p90 s':>9} {'max s':>9}"
+               + (f" {'interrupted':>11} {'not started':>11}" if ends else ""))
     for name, row in rows.items():
         w = row["wide_waits"]
         click.echo(f"  {name:{width}} {row['makespan_s']:11.1f} {100 * row['utilization']:7.1f} {w['steps']:5d} "
-                   f"{w['p50_s']:11.1f} {w['p90_s']:9.1f} {w['max_s']:9.1f}")
+                   f"{w['p50_s']:11.1f} {w['p90_s']:9.1f} {w['max_s']:9.1f}"
+                   + (f" {row['interrupted']:11d} {row['not_started']:11d}" if ends else ""))
 
 
 def show(suite, graph, alloc, nodes: int, cores_per_node: int, as_json: bool, end_s: float | None = None,
@@ -208,16 +234,12 @@ def show(suite, graph, alloc, nodes: int, cores_per_node: int, as_json: bool, en
     """Simulate the checked suite on the pretend allocation (until `end_s`, if given,
     draining `drain_before_s` before it) and print what it did."""
     from fleet.core.simulate import simulate as run_sim
-    if compare():
-        show_comparison(run_sim, suite.steps, graph, alloc, as_json)
+    end = {"end_s": end_s, "drain_before_s": drain_before_s}
+    if compare() or _values().get("orders"):
+        (show_comparison if compare() else show_orders)(run_sim, suite.steps, graph, alloc, as_json, end)
         return
-    if _values().get("orders"):
-        show_orders(run_sim, suite.steps, graph, alloc, as_json)
-        return
-    window = window_option.value()  # None: the node's cores, as `fleet up`'s default
-    r = run_sim(suite.steps, graph, alloc, reserve_after=reserve_after(), end_s=end_s, drain_before_s=drain_before_s,
-                window=window, order=order(), reserve_ahead=reserve_ahead(), depth=window_option.depth())
-    window = cores_per_node * window_option.depth() if window is None else window
+    r = _runs(run_sim, suite.steps, graph, alloc, end)(reserve_after=reserve_after(), order=order())
+    window = _window(alloc)
     if as_json:
         click.echo(dumps({**r.to_json(), "window": window}, indent=1, sort_keys=True))
         return

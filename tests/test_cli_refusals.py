@@ -124,6 +124,7 @@ SIMULATE_CASES = [
     (["--reserve-after", "5", "--no-reservations"], ["--reserve-after", "--no-reservations"]),
     (["--reserve-ahead", "2", "--no-reservations"], ["--reserve-ahead", "--no-reservations"]),
     (["--compare-orders", "--compare-reservations"], ["--compare-orders", "--compare-reservations"]),
+    (["--no-reservations", "--compare-reservations"], ["--compare-reservations", "--no-reservations"]),
 ]
 
 

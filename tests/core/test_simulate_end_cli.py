@@ -84,3 +84,43 @@ def test_an_allocation_too_large_to_build_is_refused_naming_the_option_before_an
                           preexec_fn=small)
             assert r.returncode == 2 and "Traceback" not in r.stderr, (cmd, args, r.stderr)
             assert said in r.stderr and r.stdout == "", (cmd, args, r.stderr)
+
+
+# One 2-core node: "wide" (2 cores, 100 s), then "after" (50 s); six 30 s one-core steps.
+A = """
+[suite]
+name = "a"
+[[steps]]
+id = "wide"
+command = "x"
+cores = 2
+estimate = 100
+[[steps]]
+id = "n/{i}"
+array = "1-6"
+command = "x"
+estimate = 30
+[[steps]]
+id = "after"
+command = "x"
+deps = ["wide"]
+estimate = 50
+"""
+
+
+def test_the_comparisons_model_the_allocation_s_end_and_show_it_with_each_row_s_end_figures(tmp_path):
+    alloc = ["--nodes", "1", "--cores-per-node", "2", "--walltime", "120", "--drain-before", "60"]
+    for flag, rows in (("--compare-orders", "orders"), ("--compare-reservations", None)):
+        r = fleet(tmp_path, A, *alloc, flag, "--json")
+        assert r.returncode == 0, r.stderr
+        got = json.loads(r.stdout)
+        assert (got["end_s"], got["drain_s"], got["window"]) == (120.0, 60.0, 2), got
+        each = got[rows] if rows else {k: got[k] for k in ("without", "with")}
+        for name, row in each.items():  # (it was 220-240 s, past the end, with no end figures)
+            assert row["makespan_s"] <= 60.0 and row["not_started"] == 4 and row["interrupted"] == 0, (name, row)
+        text = fleet(tmp_path, A, *alloc, flag)
+        assert text.returncode == 0, text.stderr
+        lines = text.stdout.splitlines()
+        assert lines[0].endswith("; window 2 a node; end 120 s, drain point 60 s"), lines[0]
+        assert lines[1].endswith(" interrupted not started"), lines[1]
+        assert all(ln.split()[-2:] == ["0", "4"] for ln in lines[2:]), lines

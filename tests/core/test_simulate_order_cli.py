@@ -59,7 +59,7 @@ def test_compare_orders_shows_each_order_of_the_same_suite(tmp_path):
     text = run(tmp_path, "--compare-orders")
     assert text.exit_code == 0, text.output
     lines = text.output.splitlines()
-    assert lines[0] == "orders (reserve after 600 s); wide steps: 4 cores or more"
+    assert lines[0] == "orders (reserve after 600 s); wide steps: 4 cores or more; window 8 a node"
     assert [ln.split()[:2] for ln in lines[2:]] == [["setup", "47.0"], ["critical-path", "41.0"],
                                                    ["critical-then-smallest", "41.0"], ["defer-widest", "41.0"]]
 

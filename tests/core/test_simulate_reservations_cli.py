@@ -65,7 +65,7 @@ def test_compare_reservations_shows_both_runs_of_the_same_suite(tmp_path):
     text = run(tmp_path, "--compare-reservations")
     assert text.exit_code == 0, text.output
     lines = text.output.splitlines()
-    assert lines[0] == "reservations (reserve after 600 s); wide steps: 4 cores or more"
+    assert lines[0] == "reservations (reserve after 600 s); wide steps: 4 cores or more; window 0 a node"
     assert lines[2].split()[0] == "without" and lines[3].split()[0] == "with"
 
 
