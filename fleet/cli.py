@@ -15,7 +15,7 @@ from fleet.control.checks import checked_suite, preload_hint
 from fleet.core.problems import Problem, SuiteError
 from fleet.core.units import counted
 from fleet import cli_streams
-from fleet.cli_options import CORES, GPUS, MEMORY, NODES, allocation, drain_margin, simulate_end
+from fleet.cli_options import CORES, GPUS, INTERVAL, MEMORY, NODES, allocation, drain_margin, simulate_end
 
 EXIT_INVALID = 2
 
@@ -402,8 +402,8 @@ def _gone_there(login: str, run_dir: Path, ssh_option, conn) -> str:
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object (an error too: {\"error\": ...})")
 @click.option("--nodes", "all_nodes", is_flag=True, help="list every node (else: totals, and nodes needing attention)")
 @click.option("--watch", is_flag=True, help="redraw in place until interrupted")
-@click.option("--interval", type=click.FloatRange(min=0, min_open=True), default=1.0,
-              help="seconds between redraws with --watch (more than 0)")
+@click.option("--interval", type=INTERVAL, default=1.0,
+              help="seconds between redraws with --watch (0.1 to 86400, a day)")
 def status(run_dir, conn_file, via, login, ssh_option, as_json, all_nodes, watch, interval):
     """What a fleet is doing: nodes, steps by state, running steps, recent failures."""
     import contextlib

@@ -132,6 +132,23 @@ class _Param(click.ParamType):
             self.fail(str(e), param, ctx)
 
 
+class _Interval(click.ParamType):
+    """Seconds between `fleet status --watch` redraws: finite and bounded (nan, inf or
+    1e10 crashed the sleep after the first redraw; 1e-9 polled the coordinator in a tight loop)."""
+    name = "seconds"
+    least, most = 0.1, 86400.0
+
+    def convert(self, value, param, ctx):
+        try:
+            v = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not self.least <= v <= self.most:  # (nan compares false: refused too)
+            self.fail(f"{value!r}: give {self.least:g} to {self.most:g} seconds (a day)", param, ctx)
+        return v
+
+
+INTERVAL = _Interval()
 DURATION = _Param("duration", parse_duration)
 END = _Param("time", parse_end)
 

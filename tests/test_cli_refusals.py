@@ -217,6 +217,16 @@ def test_fleet_down_on_a_directory_that_does_not_exist_says_so_and_still_exits_0
     assert not (tmp_path / "nosuch").exists()
 
 
+def test_a_watch_interval_that_is_not_a_bounded_number_of_seconds_is_refused_before_the_fleet_is_looked_for(tmp_path):
+    # (nan, inf and 1e10 crashed the sleep after the first redraw; 1e-9 polled in a tight loop)
+    for given in ("nan", "inf", "1e10", "1e-9", "0", "-1"):
+        for json_flag in ((), ("--json",)):
+            r = fleet(tmp_path, "status", "--watch", "--interval", given, *json_flag, "--run-dir", str(tmp_path / "no"))
+            refused(r, "--interval", "give 0.1 to 86400 seconds")
+    r = fleet(tmp_path, "status", "--watch", "--interval", "0.1", "--run-dir", str(tmp_path / "no"))
+    assert r.returncode == 1 and "--interval" not in r.stderr, r.stderr  # (taken: no fleet is up there)
+
+
 def test_a_bad_via_is_named_even_where_no_connection_file_is(tmp_path):
     refused(fleet(tmp_path, "status", "--via", "nohost:abc"), "--via", "'nohost:abc': give HOST:PORT")
 
