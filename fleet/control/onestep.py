@@ -10,9 +10,13 @@ environment, work directory. Only its stdin, stdout and stderr differ: they stay
 terminal's (or whatever this command's are), and it stays in this command's process
 group, so Ctrl-C and a debugger reach it.
 
+It is held to its timeout and memory, and this command's SIGTERM or SIGHUP is passed on
+to it, as a node would (fleet.control.foreground).
+
 Nothing is recorded (no events.jsonl, no marker, no claim) unless asked: with
 ``record``, an attempt record and, on success, a done marker (or, on failure, a final
-record) are written as a fleet writes them, so a later `fleet run` skips the step.
+record) are written as a fleet writes them, so a later `fleet run` skips the step; not
+when this command was stopped (a fleet stopped so records no attempt either).
 """
 
 from __future__ import annotations
@@ -28,12 +32,12 @@ from pathlib import Path
 
 import msgpack
 
-from fleet.control import journal, launching, store
+from fleet.control import foreground, journal, launching, store
 from fleet.core import states as S
 from fleet.core.decisions import NodeJoined, Start, Submitted, Unrunnable, Wait
 from fleet.core.resources import NodeSpec
 from fleet.core.scheduler import Scheduler
-from fleet.node import child, command, probe
+from fleet.node import child, command, orphans, probe
 from fleet.site.profiles import Profile
 from fleet.wire import interpreter, records
 from fleet.wire.messages import Launch
@@ -55,6 +59,7 @@ class Ran:
     reason: str
     work_start: float
     work_end: float
+    stopped_by: int = 0  # the signal that stopped this command (and so the step), if one did
 
 
 def local_node(profile: Profile) -> NodeSpec:
@@ -94,11 +99,17 @@ def unfinished_deps(run_dir: Path, suite, deps) -> list[str]:
 
 
 def run(launch: Launch) -> Ran:
-    """Run the step in the foreground and wait for it; Ctrl-C goes to the step (this
-    process ignores it meanwhile, as a shell does)."""
-    status, report = _call(launch) if launch.kind == "call" else _command(launch)
+    """Run the step in the foreground and wait for it, held to its timeout and memory;
+    Ctrl-C goes to the step (this process ignores it meanwhile, as a shell does), and a
+    SIGTERM or SIGHUP to this process is passed on to it (fleet.control.foreground)."""
+    orphans.become_subreaper()  # what the step starts stays below us, to be stopped with it
+    with foreground.Memory(launch) as memory:
+        status, report, stop = _call(launch, memory) if launch.kind == "call" else _command(launch, memory)
+        stop = memory.judged(stop, report.get("error") or "")
     now = time.time()
     start, end = report.get("work_start") or now, report.get("work_end") or now
+    if stop.outcome:
+        return Ran(stop.status(), stop.outcome, stop.reason(launch), start, end, stopped_by=stop.signal)
     if status == 0:
         missing = child.unproduced(launch)
         if missing:
@@ -123,7 +134,7 @@ def _interrupts_to_the_step():
             signal.signal(s, h)
 
 
-def _call(launch: Launch) -> tuple[int, dict]:
+def _call(launch: Launch, memory: foreground.Memory) -> tuple[int, dict, foreground.Stop]:
     """Fork once; the child is set up as a zygote's child is, on our terminal."""
     r, w = os.pipe()
     parent = os.getpid()
@@ -136,7 +147,7 @@ def _call(launch: Launch) -> tuple[int, dict]:
         child.run_call(launch, w, parent=parent, foreground=True)
     os.close(w)
     with _interrupts_to_the_step():
-        _, st = os.waitpid(pid, 0)
+        st, stop = foreground.hold(pid, launch, memory)
     # Read after the end, without blocking: a process the step forked may still hold
     # the pipe open. Two small records: the pipe's buffer held them meanwhile.
     os.set_blocking(r, False)
@@ -153,18 +164,19 @@ def _call(launch: Launch) -> tuple[int, dict]:
     report: dict = {}
     for rec in unpacker:
         report.update(rec)
-    return os.waitstatus_to_exitcode(st), report
+    return os.waitstatus_to_exitcode(st), report, stop
 
 
-def _command(launch: Launch) -> tuple[int, dict]:
+def _command(launch: Launch, memory: foreground.Memory) -> tuple[int, dict, foreground.Stop]:
     try:
         sp = command.spawn(launch, foreground=True)
     except command.NotStarted as e:
         print(f"fleet: cannot start the command: {e}", file=sys.stderr, flush=True)
-        return 127, {"error": str(e)}
+        return 127, {"error": str(e)}, foreground.Stop()
     with _interrupts_to_the_step():
-        code = sp.popen.wait()
-    return code, {**sp.report, "work_end": time.time()}
+        st, stop = foreground.hold(sp.popen.pid, launch, memory)
+    sp.popen.returncode = os.waitstatus_to_exitcode(st)  # (reaped here: Popen must not wait for it)
+    return sp.popen.returncode, {**sp.report, "work_end": time.time()}, stop
 
 
 def record(run_dir: Path, spec, deps, fid: str, ran: Ran) -> None:
@@ -217,8 +229,8 @@ def step(suite, graph, step_id: str, run_dir: Path, keep: bool = False) -> int:
     say(f"{step_id} on cores {','.join(map(str, launch.cores)) or 'unpinned'} in {launch.workdir}"
         + ("" if keep else " (nothing recorded; --record to record it)"))
     ran = run(launch)
-    if keep:
+    if keep and not ran.stopped_by:  # (a fleet that is stopped records no attempt of its steps)
         record(run_dir, spec, graph.deps[step_id], fid, ran)
     say(f"{step_id} {ran.outcome}" + (f": {ran.reason}" if ran.reason else "")
-        + (" (recorded)" if keep else ""))
+        + ((" (recorded)" if not ran.stopped_by else " (not recorded: fleet step was stopped)") if keep else ""))
     return ran.status

@@ -166,6 +166,21 @@ def _rss(pid: int) -> int:
     return psutil.Process(pid).memory_info().rss
 
 
+def used_by(pids: list[int], limit: int) -> int:
+    """The bytes ``pids`` use as the watchdog measures a group: summed RSS, and past
+    ``limit`` their private memory (what it kills for)."""
+    rss = 0
+    for pid in pids:
+        try:
+            rss += _rss(pid)
+        except (OSError, psutil.Error, ValueError):
+            continue  # gone meanwhile
+    return _private(pids) if rss > limit else rss
+
+
+WATCHDOG_HOW = f"killed by the fleet's watchdog (sampled every {WATCH_S:g} s, private memory of its process group)"
+
+
 def _private(pids: list[int]) -> int:
     total = 0
     for pid in pids:
@@ -185,11 +200,14 @@ def node_used(offered: int = 0) -> int:
     return int(used * offered / vm.total) if 0 < offered < vm.total else int(used)
 
 
-def _oom(msg: P.Exited, peak: int | None, limit: int, how: str) -> P.Exited:
+def oom_reason(peak: int | None, limit: int, how: str) -> str:
+    """The error of an out_of_memory exit: its peak, its declaration and what ended it."""
     seen = format_memory(peak) if peak else "an unknown amount"
-    return dataclasses.replace(
-        msg, outcome=S.OUT_OF_MEMORY, memory_peak=peak,
-        error=f"out of memory: used {seen} of its memory {format_memory(limit)}; {how}")
+    return f"out of memory: used {seen} of its memory {format_memory(limit)}; {how}"
+
+
+def _oom(msg: P.Exited, peak: int | None, limit: int, how: str) -> P.Exited:
+    return dataclasses.replace(msg, outcome=S.OUT_OF_MEMORY, memory_peak=peak, error=oom_reason(peak, limit, how))
 
 
 def judge_cgroup(msg: P.Exited, limit: int, used: M.Usage | None, choice: M.Choice) -> P.Exited:
@@ -208,6 +226,5 @@ def judge_cgroup(msg: P.Exited, limit: int, used: M.Usage | None, choice: M.Choi
 def judge_watched(msg: P.Exited, w: Watched) -> P.Exited:
     """The exit of a watched step: out_of_memory if the watchdog killed it."""
     if w.killed and msg.outcome != S.SUCCEEDED:
-        return _oom(msg, w.peak, w.limit, "killed by the fleet's watchdog (sampled every "
-                                          f"{WATCH_S:g} s, private memory of its process group)")
+        return _oom(msg, w.peak, w.limit, WATCHDOG_HOW)
     return dataclasses.replace(msg, memory_peak=w.peak or None)
