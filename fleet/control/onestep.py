@@ -11,23 +11,28 @@ terminal's (or whatever this command's are), and it stays in this command's proc
 group, so Ctrl-C and a debugger reach it.
 
 It is held to its timeout and memory, and this command's SIGTERM or SIGHUP is passed on
-to it, as a node would (fleet.control.foreground).
+to it, as a node would (fleet.control.foreground). It runs one stage: what it asks for
+(wait, next, restart) and the children it submits are said, not acted on; its submit
+files and next stage go to a temporary directory (fleet.node.protocol.scratch).
 
 Nothing is recorded (no events.jsonl, no marker, no claim) unless asked: with
 ``record``, an attempt record and, on success, a done marker (or, on failure, a final
-record) are written as a fleet writes them, so a later `fleet run` skips the step; not
-when this command was stopped (a fleet stopped so records no attempt either).
+record) are written as a fleet writes them, so a later `fleet run` skips the step. An
+end that uses no attempt (a step asking to go on, this command stopped) records nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgpack
@@ -37,7 +42,7 @@ from fleet.core import states as S
 from fleet.core.decisions import NodeJoined, Start, Submitted, Unrunnable, Wait
 from fleet.core.resources import NodeSpec
 from fleet.core.scheduler import Scheduler
-from fleet.node import child, command, orphans, probe
+from fleet.node import child, command, orphans, probe, protocol
 from fleet.site.profiles import Profile
 from fleet.wire import interpreter, records
 from fleet.wire.messages import Launch
@@ -59,6 +64,7 @@ class Ran:
     reason: str
     work_start: float
     work_end: float
+    control: dict = field(default_factory=dict)  # what it asked for: {"stage": ..., "children": n}
     stopped_by: int = 0  # the signal that stopped this command (and so the step), if one did
 
 
@@ -114,12 +120,16 @@ def run(launch: Launch) -> Ran:
         missing = child.unproduced(launch)
         if missing:
             print(f"fleet: {missing}", file=sys.stderr, flush=True)
-            return Ran(1, S.FAILED, missing, start, end)
-        return Ran(0, S.SUCCEEDED, "", start, end)
+            return Ran(1, S.FAILED, missing, start, end, report.get("control") or {})
+        return Ran(0, S.SUCCEEDED, "", start, end, report.get("control") or {})
     if status < 0:
         name = signal.Signals(-status).name
         return Ran(128 - status, S.TERMINATED, f"killed by {name}", start, end)
-    return Ran(status, S.FAILED, report.get("error") or f"exit status {status}", start, end)
+    outcome = protocol.outcome(launch, status, report)  # failed, or what the step asked for (wait, next, ...)
+    reason = report.get("error") or f"exit status {status}"
+    if outcome == S.BROKEN:  # "broken: why" (fleet.Broken), "broken (exit status 5)": the word once
+        reason = reason[8:] if reason.startswith("broken: ") else reason[8:-1] if reason.startswith("broken (") else reason
+    return Ran(status, outcome, reason, start, end, report.get("control") or {})
 
 
 @contextlib.contextmanager
@@ -210,6 +220,48 @@ def record(run_dir: Path, spec, deps, fid: str, ran: Ran) -> None:
             store.unlink_done(os.path.dirname(path))
 
 
+GOES_ON = {S.NEXT: "asked for its next stage {stage!r}", S.WAIT: "asked to wait for its children",
+           S.RESTART: "asked to restart in a fresh work directory"}
+
+
+def told(step_id: str, ran: Ran, keep: bool) -> list[str]:
+    """fleet step's lines on how the step ended, and what `--record` kept of it."""
+    if ran.outcome in GOES_ON:  # a fleet would run it again: no attempt used, so none recorded
+        lines = [f"{step_id} {GOES_ON[ran.outcome].format(stage=ran.control.get('stage', ''))}: "
+                 "fleet step runs one stage; run the suite to go on" + (" (not recorded)" if keep else "")]
+    else:
+        kept = " (recorded)" if recorded(ran) else " (not recorded: fleet step was stopped)"
+        lines = [f"{step_id} {ran.outcome}" + (f": {ran.reason}" if ran.reason else "") + (kept if keep else "")]
+    n = ran.control.get("children", 0)
+    if n:
+        lines.append(f"{step_id} submitted {n} {'child' if n == 1 else 'children'}: "
+                     "fleet step does not run them; run the suite")
+    return lines
+
+
+def recorded(ran: Ran) -> bool:
+    """Whether --record records this end: not one a fleet would go on from (no attempt
+    used), nor this command's own stop (a fleet stopped so records no attempt either)."""
+    return ran.outcome not in GOES_ON and not ran.stopped_by
+
+
+def children_in(path: str) -> int:
+    """How many steps the files in a submit directory submit (unreadable ones: none)."""
+    import json
+    import tomllib
+    n = 0
+    for name in os.listdir(path) if os.path.isdir(path) else ():
+        if name.startswith((".", "ht.tmp")):
+            continue
+        try:
+            with open(os.path.join(path, name), "rb") as f:
+                raw = json.load(f) if name.endswith(".json") else tomllib.load(f)
+            n += len(raw.get("steps") or ())
+        except (OSError, ValueError, AttributeError, TypeError):
+            continue
+    return n
+
+
 def step(suite, graph, step_id: str, run_dir: Path, keep: bool = False) -> int:
     """`fleet step`: run one step of a checked suite in the foreground; its exit status
     (StepError if it cannot run here). fleet's own lines go to stderr, so that stdout
@@ -228,9 +280,20 @@ def step(suite, graph, step_id: str, run_dir: Path, keep: bool = False) -> int:
         say(f"dependency '{d}' has not succeeded in {run_dir}; running '{step_id}' anyway")
     say(f"{step_id} on cores {','.join(map(str, launch.cores)) or 'unpinned'} in {launch.workdir}"
         + ("" if keep else " (nothing recorded; --record to record it)"))
-    ran = run(launch)
-    if keep and not ran.stopped_by:  # (a fleet that is stopped records no attempt of its steps)
+    # What it submits and its next stage go to a directory of our own, not its .fleet directory:
+    # fleet step runs no children and no next stage, and leaves no such file for a fleet to find.
+    protocol.scratch = tempfile.mkdtemp(prefix="fleet-step-")
+    try:
+        if launch.protocol:
+            launch = dataclasses.replace(launch, env={**launch.env, "FLEET_SUBMIT_DIR": protocol.submit_dir(launch),
+                                                      "FLEET_NEXT_STAGE": protocol.next_stage_file(launch)})
+        ran = run(launch)
+        ran = dataclasses.replace(ran, control={**ran.control, "children": children_in(protocol.submit_dir(launch))})
+    finally:
+        shutil.rmtree(protocol.scratch, ignore_errors=True)
+        protocol.scratch = None
+    if keep and recorded(ran):
         record(run_dir, spec, graph.deps[step_id], fid, ran)
-    say(f"{step_id} {ran.outcome}" + (f": {ran.reason}" if ran.reason else "")
-        + ((" (recorded)" if not ran.stopped_by else " (not recorded: fleet step was stopped)") if keep else ""))
+    for line in told(step_id, ran, keep):
+        say(line)
     return ran.status

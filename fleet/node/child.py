@@ -224,7 +224,7 @@ def make_dirs(launch: Launch, records: bool = True) -> None:
         os.makedirs(protocol.submit_dir(launch), exist_ok=True)
         protocol.clear_submitted(protocol.submit_dir(launch))
         try:
-            os.unlink(os.path.join(protocol.fleet_dir(launch), protocol.NEXT_STAGE))
+            os.unlink(protocol.next_stage_file(launch))
         except FileNotFoundError:
             pass
     _makedirs(launch.workdir)

@@ -23,6 +23,9 @@ CODES = {NEXT_CODE: "next", WAIT_CODE: "wait", RESTART_CODE: "restart", BROKEN_C
 NO_STAGE = "exit status 2 with no stage named in $FLEET_NEXT_STAGE (protocol \"steps\": 2 asks for that stage)"
 SUBMIT_DIR = "submit"  # under the step's .fleet directory: $FLEET_SUBMIT_DIR
 NEXT_STAGE = "next-stage"  # likewise: $FLEET_NEXT_STAGE
+# `fleet step` (fleet.control.onestep): a temporary directory that holds what a step
+# submits and its next stage instead of its .fleet directory (None: the .fleet directory).
+scratch: str | None = None
 
 
 class Control(Exception):
@@ -87,7 +90,17 @@ def fleet_dir(launch) -> str:
 
 
 def submit_dir(launch) -> str:
-    return os.path.join(fleet_dir(launch), SUBMIT_DIR)
+    return submit_dir_of(launch.run_dir, launch.step)
+
+
+def submit_dir_of(run_dir: str, step: str) -> str:
+    """$FLEET_SUBMIT_DIR, where ``ctx.submit`` writes too."""
+    return os.path.join(scratch or os.path.join(run_dir, "steps", *step.split("/"), ".fleet"), SUBMIT_DIR)
+
+
+def next_stage_file(launch) -> str:
+    """$FLEET_NEXT_STAGE."""
+    return os.path.join(scratch or fleet_dir(launch), NEXT_STAGE)
 
 
 def submitted_files(path: str) -> int:
@@ -133,7 +146,7 @@ def outcome(launch, rc: int, report: dict) -> str:
     what = CODES.get(rc)
     if what == "next":
         try:
-            with open(os.path.join(fleet_dir(launch), NEXT_STAGE)) as f:
+            with open(next_stage_file(launch)) as f:
                 control["stage"] = f.read().strip()
         except OSError:
             control["stage"] = ""

@@ -70,10 +70,10 @@ class StepContext:
             problems.append(Problem(f"{self.id}: ctx.submit", None, "args", f"not representable as TOML/JSON: {e}"))
         if problems:
             raise SuiteError(problems)
-        d = os.path.join(self.run_dir, "steps", *self.id.split("/"), ".fleet", "submit")
+        from fleet.node.protocol import clear_submitted, submit_dir_of
+        d = submit_dir_of(self.run_dir, self.id)
         os.makedirs(d, exist_ok=True)
         if not control.get("submitted"):  # this run's first: its earlier runs' files go
-            from fleet.node.protocol import clear_submitted
             clear_submitted(d)
         name = f"a{self.attempt}-r{self.restarts}-p{self.phase}-{os.getpid()}-{next(_files):06d}.json"
         _write_durably(d, name, text.encode())

@@ -86,6 +86,51 @@ def fleet_files(run: Path, step: str) -> list[str]:
     return sorted(p.name for p in d.iterdir()) if d.exists() else []
 
 
+def test_fleet_step_record_of_a_step_asking_for_its_next_stage_uses_no_attempt(tmp_path, suite):
+    for _ in range(6):  # one more than --max-attempts' default
+        r = fleet("step", str(suite), "nexter", "--record", cwd=tmp_path, timeout=60)
+        assert r.returncode == 2, r.stderr
+        assert ("nexter asked for its next stage 'two': fleet step runs one stage; "
+                "run the suite to go on (not recorded)") in r.stderr
+        assert "failed" not in r.stderr
+    run = tmp_path / "run"
+    assert fleet_files(run, "nexter") == []
+    r = fleet("run", str(suite), "--only", "nexter", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (run / "steps/nexter/two.txt").read_text() == "stage two"
+
+
+def test_fleet_step_says_what_a_staged_step_asked_for_and_records_broken_as_broken(tmp_path, suite):
+    run = tmp_path / "run"
+    r = fleet("step", str(suite), "waiter", "--record", cwd=tmp_path, timeout=60)
+    assert r.returncode == 3, r.stderr
+    assert "waiter asked to wait for its children: fleet step runs one stage" in r.stderr
+    assert "waiter submitted 2 children: fleet step does not run them; run the suite" in r.stderr
+    assert fleet_files(run, "waiter") == []
+    r = fleet("step", str(suite), "broken", "--record", cwd=tmp_path, timeout=60)
+    assert r.returncode == 5, r.stderr
+    assert "broken broken: nope (recorded)" in r.stderr
+    assert json.loads((run / "steps/broken/.fleet/final.json").read_text())["outcome"] == "broken"
+    [attempt] = (run / "steps/broken/.fleet").glob("attempt.*.json")
+    assert json.loads(attempt.read_text())["outcome"] == "broken"
+    r = fleet("step", str(suite), "proto", cwd=tmp_path, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert "proto asked for its next stage 'two'" in r.stderr
+
+
+def test_plain_fleet_step_leaves_no_fleet_directory_and_names_the_children_it_does_not_run(tmp_path, suite):
+    run = tmp_path / "run"
+    r = fleet("step", str(suite), "planner", cwd=tmp_path, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "planner succeeded" in r.stderr
+    assert "planner submitted 2 children: fleet step does not run them; run the suite" in r.stderr
+    r = fleet("step", str(suite), "proto", cwd=tmp_path, timeout=60)
+    assert r.returncode == 2, r.stderr
+    where = (run / "steps/proto/where.txt").read_text().strip()
+    assert not where.startswith(str(run)) and not os.path.exists(where)  # (a directory of its own, gone)
+    assert not list(run.glob("steps/**/.fleet")), sorted(run.glob("steps/**/.fleet"))
+
+
 def test_fleet_step_ends_a_step_past_its_timeout_as_timed_out_and_records_it(tmp_path, suite):
     t0 = time.monotonic()
     r = fleet("step", str(suite), "slow", "--record", cwd=tmp_path, timeout=60)
@@ -133,7 +178,6 @@ def test_a_signal_to_fleet_step_stops_its_command_step_and_leaves_nothing_runnin
     assert p.returncode == 128 + sig, err
     assert f"long terminated: fleet step got {signal.Signals(sig).name}" in err
     assert "(not recorded: fleet step was stopped)" in err
+    assert not (tmp_path / "run/steps/long/.fleet").exists()
     wait_for(lambda: all(_gone(pid) for pid in pids), timeout=5, what="the step's processes to end")
     assert not tagged(f"tag-{tmp_path.name}")
-
-
