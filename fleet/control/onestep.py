@@ -180,9 +180,8 @@ def _call(launch: Launch, memory: foreground.Memory) -> tuple[int, dict, foregro
 def _command(launch: Launch, memory: foreground.Memory) -> tuple[int, dict, foreground.Stop]:
     try:
         sp = command.spawn(launch, foreground=True)
-    except command.NotStarted as e:
-        print(f"fleet: cannot start the command: {e}", file=sys.stderr, flush=True)
-        return 127, {"error": str(e)}, foreground.Stop()
+    except command.NotStarted as e:  # (spawn said why on our stderr)
+        return 127, {"error": f"cannot start the command: {e}"}, foreground.Stop()
     with _interrupts_to_the_step():
         st, stop = foreground.hold(sp.popen.pid, launch, memory)
     sp.popen.returncode = os.waitstatus_to_exitcode(st)  # (reaped here: Popen must not wait for it)
@@ -266,6 +265,7 @@ def step(suite, graph, step_id: str, run_dir: Path, keep: bool = False) -> int:
     """`fleet step`: run one step of a checked suite in the foreground; its exit status
     (StepError if it cannot run here). fleet's own lines go to stderr, so that stdout
     is the step's alone."""
+    from fleet.control.client import RunDirError, RunDirFull, usable_run_dir
     from fleet.site.profiles import load
     try:
         spec = suite.step(step_id)
@@ -273,9 +273,14 @@ def step(suite, graph, step_id: str, run_dir: Path, keep: bool = False) -> int:
         spec = None
     if spec is None:
         raise StepError(f"suite '{suite.name}' has no step '{step_id}'")
+    say = lambda text: print(f"fleet step: {text}", file=sys.stderr, flush=True)  # noqa: E731
+    try:
+        usable_run_dir(run_dir)  # made 0700, as fleet run makes it
+    except RunDirError as e:
+        say(str(e))
+        return 4 if isinstance(e, RunDirFull) else 2
     fid = fleet_id()
     launch = prepare(load("local"), spec, run_dir, fid)
-    say = lambda text: print(f"fleet step: {text}", file=sys.stderr, flush=True)  # noqa: E731
     for d in unfinished_deps(run_dir, suite, graph.deps[step_id]):
         say(f"dependency '{d}' has not succeeded in {run_dir}; running '{step_id}' anyway")
     say(f"{step_id} on cores {','.join(map(str, launch.cores)) or 'unpinned'} in {launch.workdir}"

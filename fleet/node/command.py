@@ -101,7 +101,8 @@ def spawn(msg: Launch, restore_env: Mapping[str, str | None] | None = None,
                 stdout=None if foreground else log, stderr=None if foreground else log,
                 start_new_session=not foreground, close_fds=True)
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
-            os.write(log, f"fleet: cannot start {argv!r}: {exc}\n".encode())
+            if not foreground:  # (in the foreground the caller says it, once)
+                os.write(log, f"fleet: cannot start {argv!r}: {exc}\n".encode())
             raise NotStarted(f"{type(exc).__name__}: {exc}") from None
         at = time.time()
         oomscore.raise_for(popen.pid)  # a step, not fleet, is the OOM killer's first choice

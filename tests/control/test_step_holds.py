@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import time
 from pathlib import Path
 
@@ -181,3 +182,13 @@ def test_a_signal_to_fleet_step_stops_its_command_step_and_leaves_nothing_runnin
     assert not (tmp_path / "run/steps/long/.fleet").exists()
     wait_for(lambda: all(_gone(pid) for pid in pids), timeout=5, what="the step's processes to end")
     assert not tagged(f"tag-{tmp_path.name}")
+
+
+def test_fleet_step_makes_its_run_directory_as_fleet_run_does_and_says_a_missing_program_once(tmp_path, suite):
+    r = fleet("step", str(suite), "nocmd", cwd=tmp_path, timeout=60)
+    assert r.returncode == 127, r.stderr
+    assert len([line for line in r.stderr.splitlines() if "/nonexistent/prog" in line]) == 1, r.stderr
+    assert stat.S_IMODE((tmp_path / "run").stat().st_mode) == 0o700
+    r = fleet("step", str(suite), "nexter", "--run-dir", "/proc/x", cwd=tmp_path, timeout=60)
+    assert r.returncode == 2, r.stderr
+    assert "cannot use run directory /proc/x" in r.stderr and "FileNotFoundError" not in r.stderr
