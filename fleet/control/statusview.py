@@ -8,8 +8,9 @@ from fleet.core.units import format_memory
 
 BEHIND_S = 2.0  # reports read this late are shown (clocks of different nodes differ by ms)
 
-STATES = ("waiting", "ready", "queued", "running", "suspended", "succeeded", "skipped", "failed", "terminated",
-          "out_of_memory", "lost", "blocked", "unrunnable", "broken", "interrupted")
+STATES = ("waiting", "ready", "queued", "running", "suspended", "succeeded", "skipped", "failed", "timed_out",
+          "terminated", "out_of_memory", "lost", "cancelled", "stopped", "elsewhere", "blocked", "unrunnable", "broken",
+          "interrupted")
 
 
 def _dur(s: float) -> str:
@@ -185,7 +186,9 @@ def render(st: dict, now: float | None = None, max_running: int = 20, max_ready:
     out.extend(_allocation(st.get("allocation"), now))
     out.extend(_nodes(st))
     counts = st.get("counts", {})
-    out.append("steps:  " + ("  ".join(f"{k} {counts[k]}" for k in STATES if counts.get(k)) or "none submitted"))
+    # (every state with steps in it: those not in STATES' order after them, a new one too)
+    shown = [k for k in STATES if counts.get(k)] + sorted(k for k in counts if counts[k] and k not in STATES)
+    out.append("steps:  " + ("  ".join(f"{k} {counts[k]}" for k in shown) or "none submitted"))
     out.extend(_suites(st.get("submissions", [])))
     out.extend(_waiting_children(st.get("waiting_children", [])))
     running = st.get("running", [])

@@ -32,3 +32,19 @@ def test_the_reservation_and_the_steps_it_holds_back_are_shown_with_the_expected
                      text), text
     expected = time.strftime("%H:%M:%S", time.localtime(t0 + 600))
     assert f"\nreservation for wide: 1 of 4 cores held, expected to start {expected} (in 9m50s)" in text, text
+
+
+def test_the_steps_line_counts_every_state_steps_are_in_cancelled_and_timed_out_too():
+    # (cancelled, timed_out, stopped were counted in --json and left out of the text)
+    t0 = time.time()
+    sched = Scheduler()
+    sched.handle(NodeJoined(node("n1", 4)), t0)
+    sched.handle(submission(suite(*({"id": f"s{i}"} for i in range(4))).steps), t0)
+    sched.handle(StepExited("s0", 1, "succeeded"), t0 + 1)
+    sched.handle(StepExited("s1", 1, "timed_out"), t0 + 1)
+    sched.handle(StepExited("s2", 1, "cancelled"), t0 + 1)
+    st = status.answer(sched, [], up_since=t0, run_dir=Path("/run"), failures=[], dropped={}, submissions=[])
+    line = next(x for x in statusview.render(st, now=t0 + 2).splitlines() if x.startswith("steps:"))
+    assert line == "steps:  running 1  succeeded 1  timed_out 1  cancelled 1", (line, st["counts"])
+    st["counts"]["some_new_state"] = 2  # (a newer coordinator's: shown, not hidden)
+    assert statusview.render(st, now=t0 + 2).count("some_new_state 2") == 1
