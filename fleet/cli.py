@@ -356,8 +356,9 @@ def _status_connection(run_dir: Path, conn_file, login, ssh_option, as_json):
     try:
         if conn_file:
             return _conn.read(Path(conn_file)), None
-        if login and not _conn.path_in(run_dir.resolve()).exists():
-            return fetch_connection(login, str(run_dir / _conn.NAME), list(ssh_option)), None
+        here = run_dir.resolve()
+        if login and not (_conn.path_in(here).exists() or any(here.glob("fleet-*.json"))):
+            return fetch_connection(login, str(run_dir), list(ssh_option)), None
         fleets = live(run_dir.resolve())
     except (_conn.ConnectionError_, TunnelError, FleetError) as e:
         raise click.ClickException(str(e))
@@ -374,17 +375,15 @@ def _gone_there(login: str, run_dir: Path, ssh_option, conn) -> str:
     """Why the fleet watched through `ssh login` is down, read there once its requests
     go unanswered: its connection file is gone, or names another coordinator ("": it is
     there, or ssh cannot tell)."""
-    from fleet.wire import connection as _conn
     from fleet.control.tunnel import NoFleetThere, TunnelError, fetch_connection
-    path = str(run_dir / _conn.NAME)
     try:
-        now = fetch_connection(login, path, list(ssh_option))
+        now = fetch_connection(login, str(run_dir), list(ssh_option))
     except NoFleetThere:
-        return f"{path} is gone on {login}"
+        return f"its connection file is gone from {run_dir} on {login}"
     except TunnelError:
         return ""
     if (now.pid, now.started) != (conn.pid, conn.started):
-        return f"{path} on {login} names another coordinator, pid {now.pid}"
+        return f"the connection file in {run_dir} on {login} names another coordinator, pid {now.pid}"
     return ""
 
 
@@ -407,6 +406,7 @@ def _gone_there(login: str, run_dir: Path, ssh_option, conn) -> str:
 def status(run_dir, conn_file, via, login, ssh_option, as_json, all_nodes, watch, interval):
     """What a fleet is doing: nodes, steps by state, running steps, recent failures."""
     import contextlib
+    import signal
     import time as _t
     from fleet.control.api import Fleet, FleetError
     from fleet.control.statusview import render
@@ -414,7 +414,7 @@ def status(run_dir, conn_file, via, login, ssh_option, as_json, all_nodes, watch
     # Not resolved here: with --ssh, a relative run dir is the login node's, relative to its home.
     given = Path(run_dir or os.environ.get("FLEET_RUN_DIR") or ".")
     host, _, port = (via or "").rpartition(":")
-    if via and (not host or not port.isdigit()):  # (before the connection file is looked for)
+    if via and (not host or not port.isdigit() or any(c.isspace() for c in host)):  # (before the file is looked for)
         raise click.BadParameter(f"{via!r}: give HOST:PORT", param_hint="--via")
     conn, kept = _status_connection(given, conn_file, login, ssh_option, as_json)
     with contextlib.ExitStack() as stack:
@@ -426,11 +426,18 @@ def status(run_dir, conn_file, via, login, ssh_option, as_json, all_nodes, watch
                 endpoint = stack.enter_context(Tunnel(login, conn.client, list(ssh_option)))
             except TunnelError as e:
                 raise click.ClickException(str(e))
-        f = Fleet(given, conn, endpoint=endpoint)
+        try:
+            f = Fleet(given, conn, endpoint=endpoint)
+        except FleetError as e:
+            raise click.ClickException(str(e))
         stack.callback(f.close)
-        # Watching a fleet of this machine: its connection file goes at `fleet down`,
-        # so the watch ends then, not after a request that nobody answers.
-        down = lambda: watch and kept is not None and not kept.exists()  # noqa: E731
+        # SIGTERM or SIGHUP (timeout(1), a closed terminal) unwinds too: the tunnel goes.
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, lambda n, _f: sys.exit(128 + n))
+        # Watching a fleet of this machine: its connection file goes at `fleet down`, and
+        # its coordinator's pid with it if killed: the watch ends then, not after a
+        # request that nobody answers.
+        down = lambda: watch and kept is not None and (not kept.exists() or not f.alive())  # noqa: E731
         try:
             while True:
                 st = None
@@ -445,7 +452,8 @@ def status(run_dir, conn_file, via, login, ssh_option, as_json, all_nodes, watch
                         if not down():
                             raise click.ClickException(str(e))
                 if st is None:
-                    click.echo(f"fleet: the fleet is down ({kept} is gone)", err=True)
+                    click.echo(f"fleet: the fleet is down ({kept} is gone)" if not kept.exists() else
+                               f"fleet: the fleet is down (its coordinator, pid {conn.pid}, is gone)", err=True)
                     return
                 if as_json:
                     click.echo(json.dumps(st, sort_keys=True))

@@ -71,9 +71,13 @@ class Client:
     def _connect(self) -> None:
         self.sock = self.ctx.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
-        if self.conn.server_key:
-            security.connect_as(self.sock, self.conn.server_key, self.conn.client_public, self.conn.client_secret)
-        self.sock.connect(self.endpoint)
+        try:
+            if self.conn.server_key:
+                security.connect_as(self.sock, self.conn.server_key, self.conn.client_public, self.conn.client_secret)
+            self.sock.connect(self.endpoint)
+        except (zmq.ZMQError, TypeError, ValueError) as e:  # (a hand-made file, or --via: not a traceback)
+            self.sock.close(0)
+            raise FleetError(f"cannot connect to the coordinator at {self.endpoint!r}: {e}") from None
 
     def ask(self, msg, timeout: float = 10.0):
         """Send one request and return its reply; FleetError on silence or an error reply."""

@@ -43,24 +43,29 @@ def _ssh_base(login: str, options: list[str]) -> list[str]:
     return argv + [login]
 
 
-def fetch_connection(login: str, path: str, options: list[str], timeout: float = 20.0) -> connection.Connection:
-    """Read a connection file on the far side (its 0600 mode is checked there);
-    TunnelError saying no fleet is up there if it is not there."""
-    script = (f"f={shlex.quote(path)}; [ -e \"$f\" ] || exit {_ABSENT}; m=$(stat -c %a \"$f\") || exit 3; "
+def fetch_connection(login: str, run_dir: str, options: list[str], timeout: float = 20.0) -> connection.Connection:
+    """Read the connection file of the fleet in run_dir on the far side: the one `fleet up`
+    started (fleet.json), else the newest a `fleet run` embedded there (fleet-*.json), as
+    fleet.control.client.live picks one here (its 0600 mode is checked there);
+    NoFleetThere if there is none."""
+    d = shlex.quote(run_dir.rstrip("/") or "/")
+    script = (f"d={d}; f=\"$d/{connection.NAME}\"; [ -e \"$f\" ] || f=$(ls -t \"$d\"/fleet-*.json 2>/dev/null | head -n 1); "
+              f"[ -n \"$f\" ] && [ -e \"$f\" ] || exit {_ABSENT}; m=$(stat -c %a \"$f\") || exit 3; "
               f"case $m in 600|400) cat \"$f\";; *) echo \"$f has mode $m, not 600\" >&2; exit 4;; esac")
+    path = f"{run_dir}/{connection.NAME}"
     try:
         p = subprocess.run(_ssh_base(login, options) + [script], capture_output=True, text=True, timeout=timeout,
                            stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         raise TunnelError(f"ssh {login} did not answer within {timeout:.0f} s") from None
     if p.returncode == _ABSENT:
-        raise NoFleetThere(f"no fleet is up in {os.path.dirname(path) or '.'} on {login} (no {path} there)")
+        raise NoFleetThere(f"no fleet is up in {run_dir} on {login} (no {connection.NAME} nor fleet-*.json there)")
     if p.returncode != 0:
         raise TunnelError(f"cannot read {path} through ssh {login}: {p.stderr.strip() or f'exit {p.returncode}'}")
     try:
         return connection.from_dict(json.loads(p.stdout))
     except (ValueError, TypeError) as e:
-        raise TunnelError(f"{login}:{path} is not a fleet connection file: {e}") from None
+        raise TunnelError(f"{login}:{run_dir}'s connection file is not a fleet connection file: {e}") from None
 
 
 class Tunnel:

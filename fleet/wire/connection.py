@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
-from dataclasses import asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 from typing import Mapping
 
 from fleet.wire.messages import VERSION
 
 NAME = "fleet.json"
+
+
+ENDPOINT = re.compile(r"tcp://[^\s:/]+:\d{1,5}|tcp://\[[0-9a-fA-F:.]+\]:\d{1,5}|ipc://\S+")
 
 
 class ConnectionError_(RuntimeError):
@@ -54,7 +58,20 @@ def from_dict(data: dict) -> Connection:
     (a newer fleet's file is still read), a missing required one is a TypeError."""
     if not isinstance(data, dict):
         raise TypeError(f"a JSON object was expected, not {type(data).__name__}")
-    known = {f.name for f in fields(Connection)}
+    known = {f.name: f for f in fields(Connection)}
+    missing = [k for k, f in known.items() if f.default is MISSING and k not in data]
+    if missing:
+        raise TypeError(f"no {', '.join(missing)} in it")
+    for k in ("client", "agents"):  # (what a socket would refuse with a bare "Invalid argument")
+        v = data[k]
+        if not isinstance(v, str) or not ENDPOINT.fullmatch(v):
+            raise TypeError(f"field {k!r}: expected an endpoint like tcp://HOST:PORT, got {v!r}")
+    for k in ("server_key", "client_public", "client_secret"):
+        v = data.get(k, "")
+        if not isinstance(v, str) or (v and len(v) != 40):
+            raise TypeError(f"field {k!r}: expected a CURVE key (40 characters of Z85), got {v!r}")
+    if not isinstance(data["pid"], int) or isinstance(data["pid"], bool):
+        raise TypeError(f"field 'pid': expected a process id, got {data['pid']!r}")
     return Connection(**{k: v for k, v in data.items() if k in known})
 
 

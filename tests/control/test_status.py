@@ -29,7 +29,7 @@ import psutil
 import pytest
 
 import rawpeer as R
-from fleetharness import env as fleet_env, fleet, records, spawn, wait_for
+from fleetharness import env as fleet_env, events, fleet, records, spawn, wait_for
 
 from fleet.control.client import Client, find
 from fleet.wire import events as E
@@ -629,12 +629,49 @@ def test_status_watch_through_ssh_ends_saying_the_fleet_is_down_once_its_file_is
         p.wait(timeout=60)
         err = p.stderr.read()
         assert p.returncode == 0, err
-        assert f"the fleet is down (run-watched/fleet.json is gone on {login})" in err and "Traceback" not in err, err
+        assert f"the fleet is down (its connection file is gone from run-watched on {login})" in err \
+            and "Traceback" not in err, err
     finally:
         kill_group(p)
         R.down(run_dir, tmp_path)
     R.assert_gone(run_dir)
     assert _ssh_clients(options) == []
+
+
+def test_status_ssh_finds_a_fleet_that_a_fleet_run_embedded_on_the_login_node_and_here(sshd, tmp_path):
+    # (it looked for fleet.json alone: "no fleet is up" for what `fleet status` here showed)
+    login, options, log, home = sshd
+    run_dir = home / "run-embedded"
+    suite = R.call_suite(tmp_path / "s.toml", "emb", 2, 60.0)
+    runner = spawn("run", str(suite), "--run-dir", str(run_dir), "--nodes", "1", cwd=tmp_path)
+    here = tmp_path / "laptop"
+    here.mkdir()
+    try:
+        wait_for(lambda: list(run_dir.glob("fleet-*.json")) and [e for e in events(run_dir) if e["kind"] == "started"],
+                 60, "the embedded fleet running a step")
+        for where, cwd in (("run-embedded", here), (str(run_dir), tmp_path)):  # fetched there; the file here
+            st = status_json("--run-dir", where, "--ssh", login, "--ssh-option", options[0], cwd=cwd)
+            assert st["counts"].get("running", 0) >= 1, st["counts"]
+    finally:
+        kill_group(runner)
+    assert _ssh_clients(options) == []
+    R.assert_gone(run_dir)
+
+
+def test_sigterm_to_a_status_watch_through_ssh_takes_its_tunnel_down_with_it(idle_fleet, sshd):
+    # (its ssh -N -L runs in a session of its own: SIGTERM or a closed terminal left it running)
+    base, run_dir, conn = idle_fleet
+    login, options, log, home = sshd
+    p = spawn("status", "--run-dir", str(run_dir), "--ssh", login, "--ssh-option", options[0], "--watch",
+              "--interval", "0.2", cwd=base)
+    try:
+        read_until(p.stdout.fileno(), lambda b: b.count(b"fleet in ") >= 2, 60, "two frames")
+        assert len(_ssh_clients(options)) == 1
+        os.kill(p.pid, signal.SIGTERM)
+        assert p.wait(timeout=30) == 128 + signal.SIGTERM
+        wait_for(lambda: _ssh_clients(options) == [], 15, "the tunnel gone")
+    finally:
+        kill_group(p)
 
 
 def test_status_ssh_refuses_a_remote_connection_file_that_others_can_read(idle_fleet, sshd, tmp_path):
@@ -654,7 +691,8 @@ def test_status_ssh_where_no_fleet_is_up_on_the_login_node_says_so(idle_fleet, s
     r = fleet("status", "--run-dir", "elsewhere", "--ssh", login, "--ssh-option", options[0], cwd=tmp_path,
               timeout=90)
     assert r.returncode == 1
-    assert r.stderr == f"Error: no fleet is up in elsewhere on {login} (no elsewhere/fleet.json there)\n", r.stderr
+    assert r.stderr == f"Error: no fleet is up in elsewhere on {login} (no fleet.json nor fleet-*.json there)\n", \
+        r.stderr
 
 
 def test_status_ssh_to_a_login_that_refuses_us_fails_clearly_and_leaves_no_ssh_behind(idle_fleet, sshd, tmp_path):
@@ -672,6 +710,44 @@ def test_status_ssh_to_a_login_that_refuses_us_fails_clearly_and_leaves_no_ssh_b
                                       or "cannot read" in r.stderr), r.stderr
         assert "Traceback" not in r.stderr
     assert _ssh_clients(options) == before
+
+
+def test_status_watch_ends_at_once_saying_so_when_the_coordinator_is_killed(tmp_path):
+    # (its connection file stays: the watch waited 10 s for an answer, then said only that)
+    run_dir = tmp_path / "run"
+    fleet("up", "--run-dir", str(run_dir), "--nodes", "1", "--heartbeat", "0.2", "--heartbeat-timeout", "2",
+          cwd=tmp_path, check=True, timeout=60)
+    pid = R.conn_of(run_dir).pid
+    p = spawn("status", "--run-dir", str(run_dir), "--watch", "--interval", "0.2", cwd=tmp_path)
+    try:
+        read_until(p.stdout.fileno(), lambda b: b.count(b"fleet in ") >= 2, 30, "two frames")
+        os.kill(pid, signal.SIGKILL)
+        p.wait(timeout=30)
+        err = p.stderr.read()
+        assert p.returncode == 0 and f"the fleet is down (its coordinator, pid {pid}, is gone)" in err, err
+    finally:
+        kill_group(p)
+        R.down(run_dir, tmp_path)
+    R.assert_gone(run_dir, timeout=60)
+
+
+def test_a_connection_file_or_via_no_socket_can_use_is_refused_in_words_not_a_traceback(tmp_path):
+    bad = tmp_path / "bad.json"
+    fd = os.open(bad, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    good = {"client": "tcp://127.0.0.1:1", "agents": "tcp://127.0.0.1:2", "pid": 1, "host": "h", "started": 0.0,
+            "run_dir": "/x"}
+    os.close(fd)
+    for data, words in (({**good, "client": "garbage"}, "field 'client': expected an endpoint"),
+                        ({**good, "client": 5}, "field 'client'"), ({**good, "server_key": "xyz"}, "CURVE key"),
+                        ({}, "no client, agents, pid")):
+        bad.write_text(json.dumps(data))
+        for extra in ((), ("--json",)):
+            r = fleet("status", "--connection", str(bad), *extra, cwd=tmp_path, timeout=60)
+            assert r.returncode == 1 and words in r.stderr and "Traceback" not in r.stderr, r.stderr
+            if extra:
+                assert words in json.loads(r.stdout)["error"], r.stdout
+    r = fleet("status", "--via", "a b:1", cwd=tmp_path, timeout=60)
+    assert r.returncode == 2 and "HOST:PORT" in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
 def test_status_watch_ends_by_itself_when_the_fleet_goes_down(tmp_path):
