@@ -62,10 +62,9 @@ def from_dict(data: dict) -> Connection:
     missing = [k for k, f in known.items() if f.default is MISSING and k not in data]
     if missing:
         raise TypeError(f"no {', '.join(missing)} in it")
-    for k in ("client", "agents"):  # (what a socket would refuse with a bare "Invalid argument")
-        v = data[k]
-        if not isinstance(v, str) or not ENDPOINT.fullmatch(v):
-            raise TypeError(f"field {k!r}: expected an endpoint like tcp://HOST:PORT, got {v!r}")
+    v = data["client"]  # (what a client's socket would refuse with a bare "Invalid argument")
+    if not isinstance(v, str) or not ENDPOINT.fullmatch(v):
+        raise TypeError(f"field 'client': expected an endpoint like tcp://HOST:PORT, got {v!r}")
     for k in ("server_key", "client_public", "client_secret"):
         v = data.get(k, "")
         if not isinstance(v, str) or (v and len(v) != 40):

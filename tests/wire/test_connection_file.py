@@ -27,7 +27,7 @@ def test_the_job_a_fleet_runs_in_is_named_by_its_batch_system_and_is_empty_outsi
 
 
 def test_the_job_written_is_read_back_and_a_file_without_one_reads_as_no_job_said(tmp_path):
-    written = connection.Connection(client="c", agents="a", pid=1, host="h", started=1.0, run_dir=str(tmp_path),
+    written = connection.Connection(client="tcp://h:1", agents="tcp://h:2", pid=1, host="h", started=1.0, run_dir=str(tmp_path),
                                     job="Slurm job 7")
     assert connection.read(connection.write(tmp_path, connection.NAME, written)) == written
     (tmp_path / connection.NAME).unlink()
