@@ -434,9 +434,8 @@ def status(run_dir, conn_file, via, login, ssh_option, as_json, all_nodes, watch
         # SIGTERM or SIGHUP (timeout(1), a closed terminal) unwinds too: the tunnel goes.
         for sig in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, lambda n, _f: sys.exit(128 + n))
-        # Watching a fleet of this machine: its connection file goes at `fleet down`, and
-        # its coordinator's pid with it if killed: the watch ends then, not after a
-        # request that nobody answers.
+        # Watching a fleet of this machine: its file goes at `fleet down`, its pid if killed:
+        # the watch ends then, not after a request that nobody answers.
         down = lambda: watch and kept is not None and (not kept.exists() or not f.alive())  # noqa: E731
         try:
             while True:
