@@ -165,6 +165,12 @@ def restarts_after_children(ctx) -> None:
         raise fleet.Restart()
 
 
+def leaves_children(ctx, n: int = 2, pause: float = 1.0) -> None:
+    """Submits children that each write out.txt after `pause` s, and ends without waiting."""
+    ctx.submit([{"id": f"k{i}", "command": f"sleep {pause}; echo {i} > out.txt"} for i in range(n)])
+    _note(ctx, "left")
+
+
 def ran(run_dir) -> list[dict]:
     path = os.path.join(run_dir, "ran.jsonl")
     if not os.path.exists(path):

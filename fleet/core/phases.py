@@ -22,7 +22,10 @@ at the same priority (a sequence counting down from -1, where suite steps count 
 before new ones start. A batch of children keeps its own order.
 
 A parent's dependents wait for its final success, which comes only after its last
-phase, so after the children it waited for.
+phase, so after the children it waited for. A parent that succeeds without waiting for
+children still to end is SUSPENDED until they have ended, then SUCCEEDED without
+running again (its dependents start after its whole family, whatever the children's
+outcomes: it did not look at them).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Iterator
 
+from fleet.core import made
 from fleet.core import states as S
 from fleet.core.decisions import Blocked, Finished, Resume, Submitted  # noqa: F401  (Blocked: docs)
 
@@ -37,7 +41,7 @@ from fleet.core.decisions import Blocked, Finished, Resume, Submitted  # noqa: F
 class Family:
     """What the scheduler keeps for a step that ran in phases or submitted children."""
 
-    __slots__ = ("phase", "stage", "restarts", "kids", "pending", "suspended")
+    __slots__ = ("phase", "stage", "restarts", "kids", "pending", "suspended", "succeeded")
 
     def __init__(self) -> None:
         self.phase = 0
@@ -46,6 +50,7 @@ class Family:
         self.kids: dict[str, None] = {}  # every child submitted, in order (a set that keeps it)
         self.pending: set[str] = set()  # children not final
         self.suspended = False
+        self.succeeded = False  # it succeeded with children still to end: final once they have
 
 
 class Phases:
@@ -56,6 +61,7 @@ class Phases:
         self._parent_of: dict[str, tuple[str, int]] = {}  # child id -> (parent id, seq)
         self._front = 0  # the next front sequence is below this
         self._waiting: dict[str, None] = {}  # steps that began waiting for children, in order (suspended())
+        self._later: list = []  # parents whose children all ended after the parent succeeded: to finish
 
     def _family(self, sid: str) -> Family:
         fam = self._families.get(sid)
@@ -82,7 +88,7 @@ class Phases:
         ended without success runs again: fleet.control.children)."""
         fam = self._families.get(sid)
         if fam is not None:
-            fam.phase, fam.stage, fam.restarts, fam.suspended = 0, "", 0, False
+            fam.phase, fam.stage, fam.restarts, fam.suspended, fam.succeeded = 0, "", 0, False, False
             self._waiting.pop(sid, None)
 
     def _added(self, job) -> None:
@@ -105,9 +111,40 @@ class Phases:
             fam.suspended = False
             self._waiting.pop(link[0], None)
             parent = self._jobs[link[0]]
-            if parent.state == S.SUSPENDED:
+            if parent.state == S.SUSPENDED and fam.succeeded:
+                fam.succeeded = False
+                self._set(parent, "children_ended")
+                self._later.append(parent)  # (its Finished and dependents: at the next pass)
+            elif parent.state == S.SUSPENDED:
                 self._set(parent, "resume")
                 self._again(parent)
+
+    def _succeeds_later(self, job) -> bool:
+        """A step's attempt succeeded: if children it submitted are still to end, it waits
+        for them (SUSPENDED, holding nothing) and is SUCCEEDED once they have; True then."""
+        fam = self._families.get(job.spec.id)
+        if fam is None or not fam.pending:
+            return False
+        fam.suspended = fam.succeeded = True
+        self._waiting[job.spec.id] = None
+        self._set(job, "wait")
+        return True
+
+    def _released(self, job, out: list) -> None:
+        """A success: said (Finished), and its dependents made ready where it was the last
+        of their deps."""
+        out.append(made.finished(job.spec.id, job.attempt, S.SUCCEEDED))
+        for dj in self._dependents(job) if job.dependents else ():
+            dj.unmet -= 1
+            if dj.unmet == 0 and dj.state == S.WAITING and dj.demand is not None:
+                self._make_ready(dj)
+
+    def _succeed_later(self, out: list) -> None:
+        """The parents whose children ended after they succeeded: their success now."""
+        later, self._later = self._later, []
+        for job in later:
+            if job.state == S.SUCCEEDED:
+                self._released(job, out)
 
     def _again(self, job) -> None:
         """Queue a step that ran before ahead of what is queued at its priority."""

@@ -341,13 +341,10 @@ class Scheduler(Entries, Phases, Outside):
             out.append(Finished(job.spec.id, job.attempt, ev.outcome, ev.reason))
             self._block_descendants(job, job.spec.id, out)
             return
-        if ev.outcome == S.SUCCEEDED:
-            self._set(job, S.SUCCEEDED)
-            out.append(made.finished(job.spec.id, job.attempt, S.SUCCEEDED))
-            for dj in self._dependents(job) if job.dependents else ():
-                dj.unmet -= 1
-                if dj.unmet == 0 and dj.state == S.WAITING and dj.demand is not None:
-                    self._make_ready(dj)
+        if ev.outcome == S.SUCCEEDED:  # (with children still to end: after them, fleet.core.phases)
+            if not (self._families and self._succeeds_later(job)):
+                self._set(job, S.SUCCEEDED)
+                self._released(job, out)
             return
         if job.attempt <= job.spec.retries:
             self._set(job, "retry")
@@ -424,6 +421,8 @@ class Scheduler(Entries, Phases, Outside):
         return heads
 
     def _schedule(self, now: float, out: list[Decision]) -> None:
+        if self._later:  # parents that succeeded before their children, now final (fleet.core.phases)
+            self._succeed_later(out)
         aside: list[tuple[_Class, tuple]] = []  # held steps taken off their classes for this pass (deferral.held)
         whole = self._pass(now, out, aside)
         for cls, entry in aside:  # back in their classes (one a start emptied was dropped: made again)

@@ -94,6 +94,7 @@ TRANSITIONS: dict[tuple[str, str], str] = {
     (RUNNING, "requeue"): READY,
     (SUSPENDED, "resume"): READY,
     (SUSPENDED, "cancel"): CANCELLED,
+    (SUSPENDED, "children_ended"): SUCCEEDED,  # it succeeded before its children ended (fleet.core.phases)
     (RUNNING, "broken"): BROKEN,
     # A node's window (fleet.core.window): not an attempt until it starts.
     (READY, "queue"): QUEUED,

@@ -305,6 +305,29 @@ args = {{ flag = "{flag}" }}
     assert_nothing_left(run_dir)
 
 
+def test_a_parent_that_ends_without_waiting_succeeds_once_its_children_have_ended_and_its_dependents_after(tmp_path):
+    # (its dependents started as it ended, before its children ran: "No such file")
+    r, run_dir = run(tmp_path, """
+[[steps]]
+id = "p"
+call = "children_steps:leaves_children"
+
+[[steps]]
+id = "after"
+command = "cat ../p/k0/out.txt ../p/k1/out.txt"
+deps = ["p"]
+""", timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    ev = events(run_dir)
+    ended = {e["step"]: e for e in ev if e["kind"] == "exit"}
+    assert {s: e["outcome"] for s, e in ended.items()} == dict.fromkeys(["p", "p/k0", "p/k1", "after"], "succeeded")
+    [after] = [e for e in ev if e["kind"] == "started" and e["step"] == "after"]
+    assert after["at"] >= max(ended["p/k0"]["ended_at"], ended["p/k1"]["ended_at"]), (after, ended)
+    assert [x["step"] for x in ran(run_dir) if x["what"] == "left"] == ["p"]  # it did not run again
+    assert "4 succeeded" in r.stdout, r.stdout
+    assert_nothing_left(run_dir)
+
+
 READS_X = """
 [suite]
 name = "readsx"

@@ -117,3 +117,20 @@ def test_a_suspended_parent_is_cancelled_with_its_children_and_a_child_problem_n
     assert any(getattr(d, "step", None) == "p/c" and type(d).__name__ == "Kill" for d in out)  # its running child
     _, problems = expand("p", [{"id": "x", "command": "y", "cores": 0}, {"id": "z"}], "ctx.submit")
     assert {(p.step, p.field) for p in problems} == {("p/x", "cores"), ("p/z", "call")}
+
+
+def test_a_parent_that_succeeds_before_its_children_end_is_final_after_them_and_then_its_dependents_start():
+    sched = Scheduler()
+    sched.handle(NodeJoined(node("n", 1)), 0.0)
+    sched.handle(submission(suite({"id": "p"}, {"id": "after", "deps": ["p"]}).steps), 0.0)
+    sched.handle(children_of("p", "a", "b"), 1.0)
+    out = sched.handle(StepExited("p", 1, S.SUCCEEDED), 1.0)
+    assert sched.state("p") == S.SUSPENDED and not [d for d in out if isinstance(d, Finished)]
+    assert starts(out) == ["p/a"]
+    out = sched.handle(StepExited("p/a", 1, S.FAILED, "boom"), 2.0)  # (it did not look: succeeded still)
+    assert starts(out) == ["p/b"] and sched.state("p") == S.SUSPENDED
+    out = sched.handle(StepExited("p/b", 1, S.SUCCEEDED), 3.0)
+    assert [(d.step, d.outcome) for d in out if isinstance(d, Finished)] == [("p/b", S.SUCCEEDED), ("p", S.SUCCEEDED)]
+    assert starts(out) == ["after"] and sched.state("p") == S.SUCCEEDED
+    sched.handle(StepExited("after", 1, S.SUCCEEDED), 4.0)
+    assert sched.finished() and sched.counts() == {S.SUCCEEDED: 3, S.FAILED: 1}
