@@ -8,7 +8,7 @@ neighbours are not suspects.
 
 Attempt records carry what `fleet audit` needs to tell a legitimate rerun from a step
 that ran twice: the definition's hash (`spec`), why it ran again (`rerun`: "forced",
-"changed", "dependency changed" or "") and the submission that ran it (`submission`,
+"changed", "dependency changed", "removed" or "") and the submission that ran it (`submission`,
 with the record's `fleet`: the key of its fleet.wire.manifest record).
 """
 

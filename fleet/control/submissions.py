@@ -337,6 +337,7 @@ def check(msg: P.Submit, nodes: list, run_dir: Path) -> Checked | P.SubmitReply:
     order = tuple(sid for sid in topological_order(graph) if sid in by_id)
     markers = read_markers(run_dir, order)
     done, again = _done(by_id, order, deps, foreign, markers, msg.force)
+    _removed(run_dir, markers, again)
     left = leftovers.scan(run_dir, leftovers.to_scan(markers, done, foreign))  # one listing per step to rerun
     for s in steps:  # each definition's hash (its markers name it) taken here, not per step on the loop
         records.spec_hash(s)
@@ -439,6 +440,20 @@ def _done(by_id: dict, order, deps: dict, foreign: set, markers: dict, force: bo
         else:
             again[sid] = _why_again(s, rec, force)
     return done, again
+
+
+def _removed(run_dir: Path, markers: dict, again: dict) -> None:
+    """Steps whose directory is gone (`rm -rf steps/<id>`: asked for again, the user
+    guide's way) that succeeded before as this fleet's journals know: they run again
+    "removed", so that `fleet audit` counts the next success as a rerun, not a
+    duplicate. Only a fleet alone in its run directory knows (fleet.control.journalmarks);
+    a first run (nothing known) costs nothing here."""
+    known = journalmarks.of(run_dir)
+    if not known:
+        return
+    for sid, why in again.items():
+        if why is None and sid not in markers and known.get(sid) is not None:
+            again[sid] = "removed"
 
 
 def _why_again(spec, rec: dict | None, force: bool) -> str | None:

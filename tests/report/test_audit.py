@@ -60,6 +60,28 @@ def test_a_forced_rerun_against_fleet_up_is_audited_as_a_rerun_not_a_duplicate_a
     assert_nothing_left(run_dir)
 
 
+def test_a_step_run_again_by_removing_its_directory_is_audited_as_a_rerun_on_a_new_fleet_and_a_live_one(tmp_path):
+    # (the user guide's `rm -rf run/steps/<id>`: audit said DUPLICATE and exited 1)
+    import shutil
+    run_dir = tmp_path / "run"
+    suite = write_suite(tmp_path / "s.toml", SUITE.format(seconds=0.05))
+    fleet("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path, check=True, timeout=90)
+    shutil.rmtree(run_dir / "steps" / "a")  # a again, and b after it (its dependency ran again)
+    fleet("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path, check=True, timeout=90)
+    fleet("up", "--run-dir", str(run_dir), "--nodes", "1", cwd=tmp_path, check=True, timeout=60)
+    try:
+        shutil.rmtree(run_dir / "steps" / "b")
+        fleet("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path, check=True, timeout=90)
+    finally:
+        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
+    code, a, text = audit(run_dir, tmp_path)
+    assert code == 0 and a["duplicates"] == [], text
+    assert (a["steps"]["a"]["successes"], a["steps"]["a"]["reruns"]) == (2, 1), a["steps"]["a"]
+    assert (a["steps"]["b"]["successes"], a["steps"]["b"]["reruns"]) == (3, 2), a["steps"]["b"]
+    assert {t.get("rerun") for t in records.attempts(run_dir, "a")} == {"", "removed"}
+    assert_nothing_left(run_dir)
+
+
 def test_a_step_rerun_because_its_definition_changed_is_a_rerun_and_two_unasked_successes_are_a_duplicate(
         tmp_path):
     run_dir = tmp_path / "run"
