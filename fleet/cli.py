@@ -418,12 +418,12 @@ def status(run_dir, conn_file, via, login, ssh_option, as_json, all_nodes, watch
         raise click.BadParameter(f"{via!r}: give HOST:PORT", param_hint="--via")
     conn, kept = _status_connection(given, conn_file, login, ssh_option, as_json)
     with contextlib.ExitStack() as stack:
-        endpoint = None
+        endpoint, tun = None, Tunnel(login, conn.client, list(ssh_option)) if login and not via else None
         if via:
             endpoint = f"tcp://{host}:{port}"
-        elif login:
+        elif tun is not None:
             try:
-                endpoint = stack.enter_context(Tunnel(login, conn.client, list(ssh_option)))
+                endpoint = stack.enter_context(tun)
             except TunnelError as e:
                 raise click.ClickException(str(e))
         try:
@@ -449,7 +449,7 @@ def status(run_dir, conn_file, via, login, ssh_option, as_json, all_nodes, watch
                             click.echo(f"fleet: the fleet is down ({gone})", err=True)
                             return
                         if not down():
-                            raise click.ClickException(str(e))
+                            raise click.ClickException(tun.unanswered(str(e), conn) if tun else str(e))
                 if st is None:
                     click.echo(f"fleet: the fleet is down ({kept} is gone)" if not kept.exists() else
                                f"fleet: the fleet is down (its coordinator, pid {conn.pid}, is gone)", err=True)

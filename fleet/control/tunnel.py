@@ -78,6 +78,7 @@ class Tunnel:
         self.options = options or []
         self.timeout = timeout
         self.proc: subprocess.Popen | None = None
+        self._said = b""
 
     def __enter__(self) -> str:
         port = _free_port()
@@ -85,11 +86,12 @@ class Tunnel:
         argv = _ssh_base(self.login, self.options)
         argv[1:1] = ["-N", "-L", f"127.0.0.1:{port}:{host}:{rport}"]
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True, start_new_session=True)
+                                     stderr=subprocess.PIPE, start_new_session=True)
+        os.set_blocking(self.proc.stderr.fileno(), False)  # (said(): what it says meanwhile)
         deadline = time.monotonic() + self.timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                err = self.proc.stderr.read().strip()
+                err = self.said()
                 raise TunnelError(f"ssh {self.login} could not forward to {host}:{rport}: {err or f'exit {self.proc.returncode}'}")
             try:
                 with socket.create_connection(("127.0.0.1", port), timeout=0.5):
@@ -98,6 +100,26 @@ class Tunnel:
                 time.sleep(0.05)
         self.__exit__()
         raise TunnelError(f"ssh {self.login} did not open the tunnel within {self.timeout:.0f} s")
+
+    def said(self) -> str:
+        """The last lines ssh wrote to its standard error so far: why a forward fails
+        ("open failed: administratively prohibited", "connect_to ... failed")."""
+        if self.proc is not None and self.proc.stderr is not None:
+            try:
+                self._said += self.proc.stderr.read() or b""
+            except (OSError, ValueError):  # (nothing yet, or closed)
+                pass
+        lines = [x.strip() for x in self._said.decode(errors="replace").splitlines() if x.strip()]
+        return "; ".join(lines[-3:])
+
+    def unanswered(self, error: str, conn: connection.Connection) -> str:
+        """`error` (a request through the tunnel went unanswered) with where it went and
+        what ssh said: the local port alone tells nothing."""
+        host, port = self.remote
+        said = self.said()
+        return (f"{error}: asked through ssh {self.login}, forwarded to {host}:{port}, where the coordinator of "
+                f"{conn.run_dir} runs (on {conn.host}, pid {conn.pid})"
+                + (f"; ssh said: {said}" if said else "; ssh said nothing") + " (is the fleet still up there?)")
 
     def __exit__(self, *exc) -> None:
         if self.proc is not None and self.proc.poll() is None:

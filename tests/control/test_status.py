@@ -674,6 +674,32 @@ def test_sigterm_to_a_status_watch_through_ssh_takes_its_tunnel_down_with_it(idl
         kill_group(p)
 
 
+def test_status_ssh_to_a_coordinator_that_does_not_answer_says_where_it_asked_and_what_ssh_said(idle_fleet, sshd,
+                                                                                               tmp_path):
+    # (it said only "the coordinator at tcp://127.0.0.1:LOCALPORT did not answer", a port of the tunnel's)
+    base, run_dir, conn = idle_fleet
+    login, options, log, home = sshd
+    with socket.socket() as s:  # a port nothing listens on: a stale file's coordinator
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    stale = home / "stale"
+    stale.mkdir()
+    data = json.loads((run_dir / "fleet.json").read_text())
+    data["client"] = f"tcp://127.0.0.1:{dead}"
+    fd = os.open(stale / "fleet.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f)
+    here = tmp_path / "laptop"
+    here.mkdir()
+    talk = options[0].replace("LogLevel=ERROR", "LogLevel=INFO")  # (ssh's own default: it says why)
+    r = fleet("status", "--run-dir", "stale", "--ssh", login, "--ssh-option", talk, cwd=here, timeout=90)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert f"asked through ssh {login}, forwarded to 127.0.0.1:{dead}" in r.stderr, r.stderr
+    assert f"pid {conn.pid}" in r.stderr and "ssh said: " in r.stderr, r.stderr
+    assert "open failed" in r.stderr or "Connection refused" in r.stderr, r.stderr
+    assert _ssh_clients(options) == []
+
+
 def test_status_ssh_refuses_a_remote_connection_file_that_others_can_read(idle_fleet, sshd, tmp_path):
     base, run_dir, conn = idle_fleet
     login, options, log, home = sshd
