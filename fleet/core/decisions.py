@@ -193,7 +193,9 @@ class Retry:
 @dataclass(frozen=True)
 class Finished:
     """An attempt ended with this outcome (the step may still be retried). `ran` is
-    False for a step that ends without ever having started (cancelled while waiting)."""
+    False for a step that ends without ever having started (cancelled while waiting),
+    and for one cancelled as its attempt ended going on (next, wait, restart: its exit
+    record says so): the coordinator records the cancel on its own."""
 
     step: str
     attempt: int

@@ -327,8 +327,9 @@ class Scheduler(Entries, Phases, Outside):
             return
         if ev.outcome not in S.EXIT_OUTCOMES:
             raise ValueError(f"unknown outcome {ev.outcome!r}")
-        if job.cancelled and ev.outcome != S.SUCCEEDED:  # lost, or failed on its SIGTERM: cancelled still
-            ev = StepExited(ev.step, ev.attempt, S.CANCELLED, ev.reason)
+        went_on = job.cancelled and ev.outcome in S.CONTROL  # (its exit record says it goes on: Finished.ran)
+        if job.cancelled and ev.outcome != S.SUCCEEDED:  # lost, failed on its SIGTERM, or going on: cancelled still
+            ev = StepExited(ev.step, ev.attempt, S.CANCELLED, f"cancelled ({ev.reason})" if went_on else ev.reason)
         self._stop_running(job)
         if job.spec.id in self._after:
             self._next_generation(job, ev, out)
@@ -338,7 +339,7 @@ class Scheduler(Entries, Phases, Outside):
             return
         if ev.outcome in S.NOT_RETRIED:  # never retried
             self._set(job, "stopped" if ev.outcome == S.STOPPED else ev.outcome)
-            out.append(Finished(job.spec.id, job.attempt, ev.outcome, ev.reason))
+            out.append(Finished(job.spec.id, job.attempt, ev.outcome, ev.reason, ran=not went_on))
             self._block_descendants(job, job.spec.id, out)
             return
         if ev.outcome == S.SUCCEEDED:  # (with children still to end: after them, fleet.core.phases)

@@ -7,7 +7,7 @@ from coretools import node, suite
 
 from fleet.core import states as S
 from fleet.core.childsteps import expand
-from fleet.core.scheduler import (Blocked, Finished, NodeJoined, Scheduler, Start, StepExited, Submitted,
+from fleet.core.scheduler import (Blocked, Cancel, Finished, Kill, NodeJoined, Scheduler, Start, StepExited, Submitted,
                                   submission)
 
 
@@ -134,3 +134,16 @@ def test_a_parent_that_succeeds_before_its_children_end_is_final_after_them_and_
     assert starts(out) == ["after"] and sched.state("p") == S.SUCCEEDED
     sched.handle(StepExited("after", 1, S.SUCCEEDED), 4.0)
     assert sched.finished() and sched.counts() == {S.SUCCEEDED: 3, S.FAILED: 1}
+
+
+def test_a_step_cancelled_as_its_attempt_goes_on_to_its_next_stage_ends_cancelled_with_its_own_record():
+    # (its exit record said "next": with no record of the cancel, the report showed it ready)
+    sched = Scheduler()
+    sched.handle(NodeJoined(node("n", 1)), 0.0)
+    sched.handle(submission(suite({"id": "s"}, {"id": "after", "deps": ["s"]}).steps), 0.0)
+    out = sched.handle(Cancel(("s",), "by the user"), 1.0)
+    assert [d.step for d in out if isinstance(d, Kill)] == ["s"]
+    out = sched.handle(StepExited("s", 1, S.NEXT, "next stage 'two'", "two"), 1.5)  # it went on as the kill came
+    [fin] = [d for d in out if isinstance(d, Finished)]
+    assert (fin.step, fin.outcome, fin.ran) == ("s", S.CANCELLED, False) and "next stage 'two'" in fin.reason
+    assert sched.state("s") == S.CANCELLED and sched.state("after") == S.BLOCKED and not starts(out)
