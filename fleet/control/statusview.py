@@ -102,8 +102,9 @@ def _tree(r: dict) -> str:
     return "  " * r["step"].count("/") + r["step"] if r.get("parent") else r["step"]
 
 
-def _stage(r: dict) -> str:
-    return (f"  stage {r['stage']}" if r.get("stage") else "") + (f"  phase {r['phase']}" if r.get("phase") else "")
+def _stage(r: dict, then: str = "") -> str:
+    """Its stage and phase; `then`: a waiting step's phase is the one it runs next."""
+    return (f"  stage {r['stage']}" if r.get("stage") else "") + (f"  {then}phase {r['phase']}" if r.get("phase") else "")
 
 
 def _waiting_children(rows: list[dict], limit: int = 20) -> list[str]:
@@ -113,7 +114,7 @@ def _waiting_children(rows: list[dict], limit: int = 20) -> list[str]:
     out = [f"waiting for children ({len(rows)}):"]
     for r in rows[:limit]:
         out.append(f"  {_tree(r):<30} waiting for {r['waiting_for']} of {_n(r['children'], 'child')}"
-                   .replace("childs", "children") + _stage(r))
+                   .replace("childs", "children") + _stage(r, then="then "))
     if len(rows) > limit:
         out.append(f"  ... and {len(rows) - limit} more")
     return out

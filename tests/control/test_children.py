@@ -520,7 +520,7 @@ call = "children_steps:stages"
         wait_for(lambda: exits(run_dir, "p") and exits(run_dir, "p/c0"), 60, "the parent to wait")
         st = fleet("status", "--run-dir", str(run_dir), cwd=tmp_path, check=True, timeout=30).stdout
         assert "waiting for children (1):" in st, st
-        assert "  p                              waiting for 1 of 2 children  phase 1" in st, st
+        assert "  p                              waiting for 1 of 2 children  then phase 1" in st, st
         assert "    p/c1 " in st, st  # running, indented under its parent
         assert "suspended 1" in st, st
         rc, out, err = finish(runner, 60)
