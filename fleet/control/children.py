@@ -121,6 +121,9 @@ class Children:
             return
         self.given.setdefault(tag.parent, set()).update(s.id.rpartition("/")[2] for s in got.steps)
         new = self._new(got.steps, got.markers)
+        if len(new) < len(got.steps):  # kept ones: listed in the parent's submission as done before
+            fresh = {s.id for s in new}
+            self._kept(tag.parent, [s.id for s in got.steps if s.id not in fresh])
         if not new:
             self._go_on(tag.exit, now)
             return
@@ -146,6 +149,15 @@ class Children:
         else:
             self.idle[ev.step] = kids
         self.coord._feed(ev, now)
+
+    def _kept(self, parent: str, ids: list) -> None:
+        """Children kept from before that succeeded: in the parent's submission (one that
+        reran it on a live fleet) as skipped, as a new fleet lists them, if not in it yet."""
+        subs = self.coord.submissions
+        sub = subs.subs.get((subs.step_subs.get(parent) or [None])[-1])
+        if sub is not None:
+            state_of = self.coord.sched.state_of
+            sub.done_before([k for k in ids if state_of(k) in S.GOOD], state_of)
 
     def _new(self, steps: list, markers: dict) -> list:
         """The children that submitting adds something to (deps first among siblings). One

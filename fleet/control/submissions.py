@@ -55,6 +55,17 @@ class Submission:
         """Its steps by state, the states none is in left out: O(states)."""
         return {k: n for k, n in self.counts.items() if n}
 
+    def done_before(self, ids, state_of) -> None:
+        """Steps that succeeded before it, counted in it as ended (skipped), if not in it yet."""
+        if self._has is None:
+            self._has = set(self.steps)
+        for sid in ids:
+            if sid not in self._has:
+                self._has.add(sid)
+                self.steps.append(sid)
+                self.counts[state_of(sid)] += 1
+                self.finished.append([sid, S.SKIPPED, 0, "already succeeded"])
+
     def add(self, ids, state_of) -> None:
         """More steps counted in this submission (a step's children: fleet.control.children).
         One it holds already (a retried parent submits a failed child again) is not

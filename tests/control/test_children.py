@@ -328,6 +328,39 @@ deps = ["p"]
     assert_nothing_left(run_dir)
 
 
+def test_on_a_live_fleet_children_kept_from_before_are_listed_skipped_in_the_submission_that_reran_their_parent(
+        tmp_path):
+    # (a new fleet listed them skipped; a live one left them out of wait()'s outcomes)
+    import fleet as F
+    run_dir = tmp_path / "run"
+    suite = write_suite(tmp_path / "s.toml", """
+[[steps]]
+id = "X"
+command = "true"
+[[steps]]
+id = "p"
+call = "children_steps:parent"
+args = { n = 2 }
+deps = ["X"]
+""")
+    fleet("up", "--run-dir", str(run_dir), "--nodes", "1", cwd=tmp_path, check=True, timeout=60)
+    try:
+        f = F.connect(run_dir)
+        first = f.wait(f.submit(suite), timeout=120)
+        assert first == {"X": "succeeded", "p": "succeeded", "p/c0": "succeeded", "p/c1": "succeeded"}, first
+        shutil.rmtree(run_dir / "steps" / "X")  # X and p run again; p's children are done still
+        sub = f.submit(suite)
+        updates: list = []
+        again = f.wait(sub, timeout=120, on_progress=updates.append)
+        assert again == {"X": "succeeded", "p": "succeeded", "p/c0": "skipped", "p/c1": "skipped"}, again
+        assert updates[-1].counts == {"succeeded": 4}, updates[-1].counts
+        assert len([x for x in ran(run_dir) if x["what"] == "child"]) == 2  # once each
+        f.close()
+    finally:
+        assert fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60).returncode == 0
+    assert_nothing_left(run_dir)
+
+
 READS_X = """
 [suite]
 name = "readsx"
