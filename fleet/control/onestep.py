@@ -247,7 +247,10 @@ def recorded(ran: Ran) -> bool:
 def children_in(path: str) -> int:
     """How many steps the files in a submit directory submit (unreadable ones: none)."""
     import json
-    import tomllib
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
     n = 0
     for name in os.listdir(path) if os.path.isdir(path) else ():
         if name.startswith((".", "ht.tmp")):
