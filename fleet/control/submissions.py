@@ -46,7 +46,9 @@ class Submission:
     # and _take keep it up to date); the counts always add up to len(steps).
     counts: dict = field(default_factory=lambda: dict.fromkeys(STATES, 0))
     again: set = field(default_factory=set)  # steps that ended in it and were added again, until they end again
-    _has: set | None = None  # its steps as a set, once children are added (add)
+    # The children added to it (add, done_before): never one of the suite's own steps (a
+    # child's id is refused if the fleet has it: fleet.control.children), so not a set of all.
+    _has: set = field(default_factory=set)
 
     def __post_init__(self):
         self.counts[S.WAITING] += len(self.steps)
@@ -56,9 +58,7 @@ class Submission:
         return {k: n for k, n in self.counts.items() if n}
 
     def done_before(self, ids, state_of) -> None:
-        """Steps that succeeded before it, counted in it as ended (skipped), if not in it yet."""
-        if self._has is None:
-            self._has = set(self.steps)
+        """Children that succeeded before it, counted in it as ended (skipped), if not in it yet."""
         for sid in ids:
             if sid not in self._has:
                 self._has.add(sid)
@@ -72,8 +72,6 @@ class Submission:
         counted twice: it is waited for again if it ended (`state_of`: the scheduler's
         state of a step), and counted waiting until the submission's declare counts it
         as it is (Submissions._take)."""
-        if self._has is None:
-            self._has = set(self.steps)
         has, counts = self._has, self.counts
         for sid in ids:
             if sid not in has:

@@ -180,3 +180,24 @@ def test_kept_counts_equal_a_recount_through_queues_retries_failures_cancels_and
         assert sum(subs.subs[first].counts_now().values()) == len(subs.subs[first].steps)
     assert sched.finished() and subs.subs[second].counts_now() == _recount(subs, second)
     assert set(subs.subs[second].counts_now()) >= {S.SUCCEEDED, S.FAILED, S.CANCELLED}, subs.subs[second].counts
+
+
+def test_a_child_added_again_is_counted_once_and_waited_for_again_only_if_it_had_ended():
+    from fleet.control.submissions import Submission
+    sub = Submission(1, "s", ["p"], 1)
+    state = {"p": S.RUNNING}
+    sub.add(["p/a", "p/b"], state.get)  # new children: counted waiting, to end here
+    assert (sub.steps, sub.remaining, sub.counts[S.WAITING]) == (["p", "p/a", "p/b"], 3, 3)
+    state["p/a"], state["p/b"] = S.FAILED, S.RUNNING  # (as Submissions.ended and moved count them)
+    sub.remaining -= 1
+    sub.counts[S.WAITING] -= 2
+    sub.counts[S.FAILED] += 1
+    sub.counts[S.RUNNING] += 1
+    sub.add(["p/a", "p/b"], state.get)  # its parent, retried, submits both again
+    assert sub.steps == ["p", "p/a", "p/b"] and sub.again == {"p/a"}
+    assert sub.remaining == 3  # p/a ends again here; p/b had not ended: still waited for once
+    assert (sub.counts[S.FAILED], sub.counts[S.RUNNING], sub.counts[S.WAITING]) == (0, 0, 3)  # until declared
+    state["p/c"] = S.SUCCEEDED
+    sub.done_before(["p/c", "p/c"], state.get)  # kept from before: listed once, ended
+    assert sub.steps[-1] == "p/c" and sub.steps.count("p/c") == 1 and sub.remaining == 3
+    assert sub.finished == [["p/c", S.SKIPPED, 0, "already succeeded"]] and sub.counts[S.SUCCEEDED] == 1
