@@ -64,7 +64,7 @@ def test_one_client_shared_by_a_thread_that_waits_and_one_that_asks_status_gets_
 def test_waiting_for_a_submission_the_fleet_does_not_know_fails_at_once(up):
     t0 = time.monotonic()
     with pytest.raises(FleetError, match="cannot wait for submission 9999 .*no submission 9999"):
-        up.wait(9999)  # (no timeout: it used to wait for ever)
+        up.wait(9999, timeout=60)  # (it used to wait for ever: TimeoutError here, not this at once)
     assert time.monotonic() - t0 < 30
 
 
