@@ -15,6 +15,7 @@ from fleet.control.checks import checked_suite, preload_hint
 from fleet.core.problems import Problem, SuiteError
 from fleet.core.units import counted
 from fleet import cli_streams
+from fleet.cli_status import gone_there, said_down, status_connection
 from fleet.cli_options import CORES, GPUS, INTERVAL, MEMORY, NODES, allocation, drain_margin, simulate_end
 
 EXIT_INVALID = 2
@@ -347,46 +348,6 @@ def _json_error(e: click.ClickException) -> None:
     sys.exit(e.exit_code)
 
 
-def _status_connection(run_dir: Path, conn_file, login, ssh_option, as_json):
-    """(The connection to ask, the file it is kept in here or None): a given file, one
-    fetched over ssh, or a live fleet of run_dir (whose file goes when the fleet does)."""
-    from fleet.wire import connection as _conn
-    from fleet.control.client import FleetError, live
-    from fleet.control.tunnel import TunnelError, fetch_connection
-    try:
-        if conn_file:
-            return _conn.read(Path(conn_file)), None
-        here = run_dir.resolve()
-        if login and not (_conn.path_in(here).exists() or any(here.glob("fleet-*.json"))):
-            return fetch_connection(login, str(run_dir), list(ssh_option)), None
-        fleets = live(run_dir.resolve())
-    except (_conn.ConnectionError_, TunnelError, FleetError) as e:
-        raise click.ClickException(str(e))
-    if not fleets:
-        raise click.ClickException(f"no fleet is up in {run_dir.resolve()}")
-    if len(fleets) > 1 and not as_json:
-        others = ", ".join(str(c.pid) for _, c in fleets[1:])
-        click.echo(f"fleet: {len(fleets)} fleets are up in {run_dir.resolve()}; showing coordinator pid "
-                   f"{fleets[0][1].pid} (the others: pid {others})", err=True)
-    return fleets[0][1], fleets[0][0]
-
-
-def _gone_there(login: str, run_dir: Path, ssh_option, conn) -> str:
-    """Why the fleet watched through `ssh login` is down, read there once its requests
-    go unanswered: its connection file is gone, or names another coordinator ("": it is
-    there, or ssh cannot tell)."""
-    from fleet.control.tunnel import NoFleetThere, TunnelError, fetch_connection
-    try:
-        now = fetch_connection(login, str(run_dir), list(ssh_option))
-    except NoFleetThere:
-        return f"its connection file is gone from {run_dir} on {login}"
-    except TunnelError:
-        return ""
-    if (now.pid, now.started) != (conn.pid, conn.started):
-        return f"the connection file in {run_dir} on {login} names another coordinator, pid {now.pid}"
-    return ""
-
-
 @main.command(cls=_JsonErrors)
 @click.option("--run-dir", type=click.Path(file_okay=False), default=None, show_default=RUN_DIR_DEFAULT,
               help="the fleet's run directory (a fleet `fleet up` started, else one a `fleet run` embedded there)")
@@ -416,7 +377,7 @@ def status(run_dir, conn_file, via, login, ssh_option, as_json, all_nodes, watch
     host, _, port = (via or "").rpartition(":")
     if via and (not host or not port.isdigit() or any(c.isspace() for c in host)):  # (before the file is looked for)
         raise click.BadParameter(f"{via!r}: give HOST:PORT", param_hint="--via")
-    conn, kept = _status_connection(given, conn_file, login, ssh_option, as_json)
+    conn, kept = status_connection(given, conn_file, login, ssh_option, as_json)
     with contextlib.ExitStack() as stack:
         endpoint, tun = None, Tunnel(login, conn.client, list(ssh_option)) if login and not via else None
         if via:
@@ -444,16 +405,15 @@ def status(run_dir, conn_file, via, login, ssh_option, as_json, all_nodes, watch
                     try:
                         st = f.status(timeout=10, nodes=all_nodes)
                     except FleetError as e:
-                        gone = _gone_there(login, given, ssh_option, conn) if watch and login and not conn_file else ""
+                        gone = gone_there(login, given, ssh_option, conn) if watch and login and not conn_file else ""
                         if gone:
-                            click.echo(f"fleet: the fleet is down ({gone})", err=True)
-                            return
+                            return said_down(gone, as_json, crashed=False)
                         if not down():
                             raise click.ClickException(tun.unanswered(str(e), conn) if tun else str(e))
                 if st is None:
-                    click.echo(f"fleet: the fleet is down ({kept} is gone)" if not kept.exists() else
-                               f"fleet: the fleet is down (its coordinator, pid {conn.pid}, is gone)", err=True)
-                    return
+                    gone = not kept.exists()
+                    return said_down(f"{kept} is gone" if gone else f"its coordinator, pid {conn.pid}, is gone",
+                                     as_json, crashed=not gone)
                 if as_json:
                     click.echo(json.dumps(st, sort_keys=True))
                 else:

@@ -750,11 +750,39 @@ def test_status_watch_ends_at_once_saying_so_when_the_coordinator_is_killed(tmp_
         os.kill(pid, signal.SIGKILL)
         p.wait(timeout=30)
         err = p.stderr.read()
-        assert p.returncode == 0 and f"the fleet is down (its coordinator, pid {pid}, is gone)" in err, err
+        assert p.returncode == 1 and f"the fleet is down (its coordinator, pid {pid}, is gone)" in err, err
     finally:
         kill_group(p)
         R.down(run_dir, tmp_path)
     R.assert_gone(run_dir, timeout=60)
+
+
+def test_a_json_watch_ends_with_one_last_object_saying_down_or_error_and_exit_0_or_1(tmp_path):
+    # Taken down: {"down": ...} and 0. Its coordinator killed: {"error": ...} and 1.
+    for how in ("down", "kill"):
+        run_dir = tmp_path / how
+        fleet("up", "--run-dir", str(run_dir), "--nodes", "1", "--heartbeat", "0.2", "--heartbeat-timeout", "2",
+              cwd=tmp_path, check=True, timeout=60)
+        pid = R.conn_of(run_dir).pid
+        p = spawn("status", "--run-dir", str(run_dir), "--watch", "--json", "--interval", "0.2", cwd=tmp_path)
+        try:
+            got = read_until(p.stdout.fileno(), lambda b: b.count(b"\n") >= 2, 30, "two objects")
+            if how == "down":
+                assert fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60).returncode == 0
+            else:
+                os.kill(pid, signal.SIGKILL)
+            p.wait(timeout=30)
+            lines = (got + p.stdout.read().encode()).decode().splitlines()
+            last = json.loads(lines[-1])
+            assert all("nodes" in json.loads(line) for line in lines[:-1]), lines[:-1]
+            if how == "down":
+                assert p.returncode == 0 and list(last) == ["down"] and "the fleet is down" in last["down"], last
+            else:
+                assert p.returncode == 1 and f"pid {pid}, is gone" in last["error"], (p.returncode, last)
+        finally:
+            kill_group(p)
+            R.down(run_dir, tmp_path)
+        R.assert_gone(run_dir, timeout=60)
 
 
 def test_a_connection_file_or_via_no_socket_can_use_is_refused_in_words_not_a_traceback(tmp_path):

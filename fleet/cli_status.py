@@ -1,0 +1,64 @@
+"""`fleet status`'s dealings with the fleet it shows: which connection to ask, and how a
+watch says that the fleet went down."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+
+def status_connection(run_dir: Path, conn_file, login, ssh_option, as_json):
+    """(The connection to ask, the file it is kept in here or None): a given file, one
+    fetched over ssh, or a live fleet of run_dir (whose file goes when the fleet does)."""
+    from fleet.wire import connection as _conn
+    from fleet.control.client import FleetError, live
+    from fleet.control.tunnel import TunnelError, fetch_connection
+    try:
+        if conn_file:
+            return _conn.read(Path(conn_file)), None
+        here = run_dir.resolve()
+        if login and not (_conn.path_in(here).exists() or any(here.glob("fleet-*.json"))):
+            return fetch_connection(login, str(run_dir), list(ssh_option)), None
+        fleets = live(run_dir.resolve())
+    except (_conn.ConnectionError_, TunnelError, FleetError) as e:
+        raise click.ClickException(str(e))
+    if not fleets:
+        raise click.ClickException(f"no fleet is up in {run_dir.resolve()}")
+    if len(fleets) > 1 and not as_json:
+        others = ", ".join(str(c.pid) for _, c in fleets[1:])
+        click.echo(f"fleet: {len(fleets)} fleets are up in {run_dir.resolve()}; showing coordinator pid "
+                   f"{fleets[0][1].pid} (the others: pid {others})", err=True)
+    return fleets[0][1], fleets[0][0]
+
+
+def gone_there(login: str, run_dir: Path, ssh_option, conn) -> str:
+    """Why the fleet watched through `ssh login` is down, read there once its requests
+    go unanswered: its connection file is gone, or names another coordinator ("": it is
+    there, or ssh cannot tell)."""
+    from fleet.control.tunnel import NoFleetThere, TunnelError, fetch_connection
+    try:
+        now = fetch_connection(login, str(run_dir), list(ssh_option))
+    except NoFleetThere:
+        return f"its connection file is gone from {run_dir} on {login}"
+    except TunnelError:
+        return ""
+    if (now.pid, now.started) != (conn.pid, conn.started):
+        return f"the connection file in {run_dir} on {login} names another coordinator, pid {now.pid}"
+    return ""
+
+
+def said_down(why: str, as_json: bool, crashed: bool) -> None:
+    """A watch's last word: the fleet is down, and why, on stderr (with --json also one
+    JSON object on stdout: {"down": ...}, or {"error": ...} when it crashed). A fleet
+    taken down (`fleet down`, a `fleet run` that ended) ends the watch with 0; one whose
+    coordinator is gone with its connection file still there (killed, crashed) with 1,
+    so that a script watching can tell the two apart."""
+    said = f"the fleet is down ({why})"
+    if as_json:
+        click.echo(json.dumps({"error" if crashed else "down": said}))
+    click.echo(f"fleet: {said}", err=True)
+    if crashed:
+        sys.exit(1)
