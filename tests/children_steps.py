@@ -171,6 +171,13 @@ def leaves_children(ctx, n: int = 2, pause: float = 1.0) -> None:
     _note(ctx, "left")
 
 
+def leaves_slow_children(ctx, n: int = 3, step_s: float = 2.0) -> None:
+    """Submits children of growing length (noted as they run) and ends without waiting."""
+    ctx.submit([{"id": f"c{i}", "call": "children_steps:child", "args": {"pause": 0.5 + step_s * i}}
+                for i in range(n)])
+    _note(ctx, "left")
+
+
 def ran(run_dir) -> list[dict]:
     path = os.path.join(run_dir, "ran.jsonl")
     if not os.path.exists(path):

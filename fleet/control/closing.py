@@ -22,6 +22,7 @@ from fleet.core import states as S
 from fleet.wire import events
 
 NOT_STARTED = "not_started"  # a step's outcome in a submission the drain ended (never started here)
+PARENT_WHY = "; it had succeeded, but children it submitted had not all ended: it runs again next time"
 CLOSE_STEPS = 50_000  # steps of a close walked in one loop turn (~60 ms of the loop; more where the end is
 # known: whether an allocation like this one could start each step, fleet.control.stuck, is asked too)
 
@@ -101,7 +102,12 @@ class Closing:
             # started it: its node's Dropped, in the same batch, says it did not.)
             outcome = S.INTERRUPTED if st == S.INTERRUPTED and sid not in drain.dropped else NOT_STARTED
             counted.add(sid)
-            if outcome == NOT_STARTED:
+            if c.recorder.parents and c.recorder.parents.pop(sid, None) is not None:
+                # It succeeded, children it submitted had not all ended: no marker, it runs
+                # again next time (fleet.control.recording.parent_ended); not lost, no attempt.
+                c.recorder.interrupted(sid)
+                sub.finished.append([sid, S.INTERRUPTED, 0, (why := why or drain.why()) + PARENT_WHY])
+            elif outcome == NOT_STARTED:
                 self._counted += 1
                 sub.finished.append([sid, outcome, 0, self.stuck.why(sid) or walk.reason])
             else:

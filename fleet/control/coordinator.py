@@ -127,8 +127,7 @@ class Coordinator:
         code = 0
         try:
             while not self.stopping:
-                code = self._not_up(deadline)
-                if code:
+                if code := self._not_up(deadline):
                     break
                 busy = self._todo or self._inbox or self.early.cut or self.intake.ready()
                 # (shared: the claims log is followed every FOLLOW_S; done markers waiting to ride)
@@ -171,8 +170,7 @@ class Coordinator:
             log.error("only %d of %d agents joined within %.0f s", len(self.agents), self.expected, self.join_timeout_s)
             self.events.write(events.FleetFailed(t=time.time(), reason="agents did not join in time"))
             return 3
-        failed = self.launcher.failed()
-        if failed:
+        if failed := self.launcher.failed():
             log.error("agent start failed: %s", failed)
             self.events.write(events.FleetFailed(t=time.time(), reason=failed))
             return 3
@@ -398,6 +396,8 @@ class Coordinator:
                 self._inbox.append((Exits(()), now))
 
     def _finished(self, d: Finished, now: float) -> None:
+        if self.recorder.parents:  # a parent's success is recorded with its family's (recording.parent_ended)
+            self.recorder.parent_ended(d, now)
         elsewhere = self.claims.elsewhere
         final = self.sched.state(d.step) in S.FINAL
         self.submissions.ended(d.step, d.outcome, d.attempt, d.reason, final=final)  # (first: see _act)

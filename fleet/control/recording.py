@@ -80,6 +80,7 @@ class Recorder:
         del self._lost_at_start
         self.claims.shared = self.lease.shared
         self.base: dict[str, int] = {}  # step -> attempts recorded when its generation began
+        self.parents: dict[str, tuple] = {}  # a parent's success, recorded at its Finished (parent_ended)
         # Steps started here without a claim: their directories are this fleet's doing,
         # so a later submission's finding them is no reason to claim them.
         self.ran: set[str] = set()
@@ -215,7 +216,14 @@ class Recorder:
         return step in self.claims.claimed
 
     def exited(self, node: str, msg, rec, spec) -> None:
-        """A reported exit: its attempt record, and a success's marker."""
+        """A reported exit: its attempt record, and a success's marker. A step that
+        submitted children: held until the scheduler says how it ended (parent_ended)."""
+        if msg.outcome == S.SUCCEEDED and msg.control.get("submitted") and spec is not None:
+            self.parents[msg.step] = (node, msg, rec, spec)
+            return
+        self._exited(node, msg, rec, spec)
+
+    def _exited(self, node: str, msg, rec, spec) -> None:
         subs = self.submissions.step_subs.get(msg.step)
         # Why a step that had succeeded runs again, for its attempt record (fleet audit).
         rerun = self.submissions.rerun.get(msg.step, "")
@@ -231,6 +239,22 @@ class Recorder:
         if self._held is not None:  # a success without its marker (no spec): its attempt alone
             self.journal.append({"k": "attempt", "step": self._held[0], "rec": self._held[1]})
             self._held = None
+
+    def parent_ended(self, d, now: float) -> None:
+        """The scheduler's Finished `d` of a step whose success is held here: its records.
+        A parent succeeds only with its children, waited for or not (fleet.core.phases):
+        its marker, written at its own exit, would make a rerun after a crash skip it
+        while children it submitted never ran (it runs again instead, and the children
+        that succeeded are kept). Refused children fail it; cancelled while its children
+        ran, it did not succeed: no marker then either."""
+        held = self.parents.pop(d.step, None)
+        if held is None or held[1].attempt != d.attempt:
+            return
+        if d.outcome == S.SUCCEEDED:
+            self._exited(*held)
+        elif d.outcome != S.CANCELLED:
+            self.record_attempt(self.run_dir, d.step, self.fleet_id, d.attempt,
+                                {"outcome": d.outcome, "reason": d.reason, "ended_at": now})
 
     def _succeeded(self, node: str, msg, rec, spec, rerun: str, submission) -> None:
         """A success recorded in the journal: as record_attempt and write_done would,
@@ -398,3 +422,4 @@ class Recorder:
             journalmarks.off(self.run_dir, self.known)
             self.claims.release_all()
             self.lease.release()
+

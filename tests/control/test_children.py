@@ -452,6 +452,49 @@ args = { n = 3 }
     assert_nothing_left(run_dir)
 
 
+def test_a_coordinator_killed_after_a_parent_succeeded_without_waiting_runs_it_and_its_unfinished_children_next_time(
+        tmp_path, background):
+    # (its marker was written at its own exit: the rerun skipped it, and the children
+    # still to end then never ran)
+    import os
+    import signal
+
+    from fleetharness import finish, spawn, wait_for
+    hb = ["--heartbeat", "0.2", "--heartbeat-timeout", "2"]
+    run_dir = tmp_path / "run"
+    suite = write_suite(tmp_path / "s.toml", """
+[suite]
+name = "left"
+[[steps]]
+id = "p"
+call = "children_steps:leaves_slow_children"
+args = { n = 3, step_s = 3.0 }
+""")
+    fleet("up", "--run-dir", str(run_dir), "--nodes", "1", *hb, cwd=tmp_path, check=True, timeout=60)
+    runner = spawn("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path)
+    background.append(runner)
+    wait_for(lambda: exits(run_dir, "p/c0") and exits(run_dir, "p"), 60, "the parent and its first child to end")
+    assert [e["outcome"] for e in exits(run_dir, "p")] == ["succeeded"]
+    assert not exits(run_dir, "p/c2")
+    coordinator = next(e for e in events(run_dir) if e["kind"] == "fleet_starting")["pid"]
+    os.kill(coordinator, signal.SIGKILL)
+    assert_nothing_left(run_dir, timeout=10)
+    finish(runner, 30)
+
+    r = fleet("run", str(suite), "--run-dir", str(run_dir), *hb, cwd=tmp_path, timeout=90)
+    assert r.returncode == 0, r.stdout + r.stderr
+    seen = ran(run_dir)
+    # The parent runs again (it submits the same children); the child that had
+    # succeeded is kept, the others run: each child has succeeded once in all.
+    assert [x["what"] for x in seen if x["step"] == "p"] == ["left", "left"]
+    kids = [x["step"] for x in seen if x["what"] == "child"]
+    assert kids.count("p/c0") == 1 and {"p/c1", "p/c2"} <= set(kids), kids
+    assert exits(run_dir, "p/c2")[-1]["outcome"] == "succeeded"
+    r = fleet("run", str(suite), "--run-dir", str(run_dir), *hb, cwd=tmp_path, timeout=90)
+    assert r.returncode == 0 and [x["what"] for x in ran(run_dir) if x["step"] == "p"] == ["left", "left"], r.stdout
+    assert_nothing_left(run_dir)
+
+
 SWEEP = """
 [suite]
 name = "sweep"
@@ -594,6 +637,38 @@ args = { n = 3, step_s = 30.0 }
         assert not [x for x in ran(run_dir) if x["what"] == "resumed"]
     finally:
         fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
+    assert_nothing_left(run_dir)
+
+
+def test_a_parent_cancelled_after_it_succeeded_without_waiting_is_not_recorded_done_and_runs_again_next_time(
+        tmp_path, background):
+    # (its marker said succeeded: the next run skipped it, and its children with it)
+    from fleetharness import finish, spawn, wait_for
+    run_dir = tmp_path / "run"
+    suite = write_suite(tmp_path / "s.toml", """
+[suite]
+name = "cancel"
+[[steps]]
+id = "p"
+call = "children_steps:leaves_slow_children"
+args = { n = 3, step_s = 30.0 }
+""")
+    fleet("up", "--run-dir", str(run_dir), "--nodes", "1", cwd=tmp_path, check=True, timeout=60)
+    try:
+        runner = spawn("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path)
+        background.append(runner)
+        wait_for(lambda: exits(run_dir, "p/c0") and exits(run_dir, "p"), 60, "the parent to end")
+        r = fleet("cancel", "--run-dir", str(run_dir), "p", cwd=tmp_path, timeout=30)
+        assert r.returncode == 0 and "cancelled 3 steps: " in r.stdout, r.stdout + r.stderr
+        rc, out, err = finish(runner, 60)
+        assert rc == 1 and "cancelled  p" in out and "cancelled  p/c2" in out, out + err
+        again = spawn("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path)
+        background.append(again)
+        wait_for(lambda: [x["what"] for x in ran(run_dir) if x["step"] == "p"] == ["left", "left"], 60,
+                 "the parent to run again")
+    finally:
+        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
+    assert [x["what"] for x in ran(run_dir) if x["step"] == "p"] == ["left", "left"]
     assert_nothing_left(run_dir)
 
 

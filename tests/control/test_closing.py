@@ -47,7 +47,8 @@ command = "true"
     now = time.time()
     sched.handle(subs.enter(acc, msg, now), now)
     assert sched.running_count() == 0 and all(sched.state(s) not in S.FINAL for s in acc.sub.steps)
-    coord = SimpleNamespace(sched=sched, submissions=subs, events=log, interrupted=set())
+    coord = SimpleNamespace(sched=sched, submissions=subs, events=log, interrupted=set(),
+                            recorder=SimpleNamespace(parents={}))
     drain = SimpleNamespace(dropped=set(), why=lambda: "drained: the test's", began=None, drain_at=None,
                             ran_out={})
     return closing.Closing(coord, drain), acc.sub, log

@@ -350,3 +350,31 @@ def test_an_interrupted_step_is_judged_to_need_a_longer_allocation_only_after_ne
     assert ran_out(26.9, 30.0, saved=False) is None   # it started late: the next job may start it sooner
     assert ran_out(29.0, 30.0, saved=True) is None    # it saved progress: the next job goes on from there
     assert ran_out(29.0, None, saved=False) is None   # no end known
+
+
+def test_a_parent_that_succeeded_before_the_drain_interrupted_its_children_runs_again_with_them_next_time(tmp_path):
+    # (its marker said succeeded: the next run skipped it and its children never ran)
+    from children_steps import ran
+    run_dir = tmp_path / "run"
+    suite = write_suite(tmp_path / "s.toml", """
+[suite]
+name = "family"
+[[steps]]
+id = "p"
+call = "children_steps:leaves_slow_children"
+args = { n = 2, step_s = 60.0 }
+""")
+    r = fleet("run", str(suite), "--run-dir", str(run_dir), "--nodes", "1", "--walltime", "14s",
+              "--drain-before", "10s", *HB, cwd=tmp_path, timeout=90)
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "interrupted p: " in r.stdout and "it runs again next time" in r.stdout, r.stdout
+    exits = {e.step: e.outcome for e in event_records(run_dir) if isinstance(e, E.Exit)}
+    assert exits == {"p": "succeeded", "p/c0": "succeeded", "p/c1": "interrupted"}, exits
+    assert records.read_final(run_dir, "p") is None and not records.attempts(run_dir, "p")
+    assert_nothing_left(run_dir)
+    r = fleet("run", str(suite), "--run-dir", str(run_dir), "--nodes", "1", "--walltime", "14s",
+              "--drain-before", "10s", *HB, cwd=tmp_path, timeout=90)
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert [x["what"] for x in ran(run_dir) if x["step"] == "p"] == ["left", "left"]
+    assert [x["step"] for x in ran(run_dir) if x["what"] == "child"].count("p/c0") == 1
+    assert_nothing_left(run_dir)
