@@ -35,7 +35,10 @@ def parse(text: str) -> tuple[int, int]:
 def owner(task: str, n: int) -> int:
     """The shard that owns a task (steps sharing a task share an owner)."""
     if task.isdigit():
-        return int(task) % n
+        try:
+            return int(task) % n
+        except ValueError:  # a digit int() does not read ("²"): hashed, as any other text
+            pass
     return int.from_bytes(hashlib.sha256(task.encode()).digest()[:8], "big") % n
 
 

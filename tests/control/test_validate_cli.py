@@ -411,3 +411,19 @@ def test_a_numeric_option_out_of_its_range_is_refused_before_anything_starts(tmp
     assert r.returncode == EXIT_INVALID, r.stdout + r.stderr
     assert f"Invalid value for '{option}'" in r.stderr
     assert not (tmp_path / "run").exists() and not (tmp_path / "runs").exists()
+
+
+def test_a_shard_of_a_suite_whose_task_is_a_digit_python_cannot_read_as_a_number_runs_instead_of_failing(tmp_path):
+    # ("²".isdigit() but int("²") fails: `fleet run --shard` said only "invalid literal for int()")
+    from fleet.control.shard import owner
+    assert owner("12", 5) == 2 and owner("١٢", 5) == 2  # (digits int() reads: owners as before)
+    suite = tmp_path / "s.toml"
+    suite.write_text('[suite]\nname = "uni"\n[[steps]]\nid = "a"\ntask = "²"\ncommand = "true"\n'
+                     '[[steps]]\nid = "b"\ntask = "7"\ncommand = "true"\n')
+    ran = []
+    for i in (0, 1):
+        r = fleet("run", str(suite), "--shard", f"{i}/2", "--run-dir", str(tmp_path / "run"), cwd=tmp_path,
+                  timeout=120)
+        assert r.returncode == 0 and "Traceback" not in r.stderr, r.stdout + r.stderr
+        ran += [s for s in "ab" if f"succeeded  {s}" in r.stdout]
+    assert sorted(ran) == ["a", "b"], ran
