@@ -66,3 +66,25 @@ def test_a_fleet_lost_in_a_pbs_job_is_brought_up_again_and_the_suite_finishes_in
             bash.wait(timeout=30)
         subprocess.run([str(bindir / "fleet"), "down", "--run-dir", str(run_dir)], env=e, timeout=60,
                        capture_output=True)
+
+
+def test_the_next_pbs_job_gets_every_fleet_setting_of_this_one_by_name(tmp_path):
+    # (FLEET_MAX_RESTARTS, FLEET_MACHINES and the rest went back to their defaults from the second job on)
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "qstat").write_text("#!/bin/sh\nexit 0\n")  # (no PBS here: qstat -f says nothing)
+    (bindir / "qstat").chmod(0o755)
+    body = subprocess.run(["sed", "-n", "/^next_job_options()/,/^}/p", str(SCRIPT)], capture_output=True,
+                          text=True, check=True, timeout=30).stdout
+    assert body.startswith("next_job_options()"), body
+    e = {k: v for k, v in env().items() if not k.startswith(("FLEET_", "PBS_"))}
+    e.update(PATH=f"{bindir}{os.pathsep}{e.get('PATH', '')}", SUITE="s.toml", FLEET_RUN_DIR="/r", JOB_NUMBER="1",
+             FLEET_MAX_RESTARTS="7", FLEET_MACHINES="/p,q", FLEET_MACHINE="local", FLEET_EMPTY="")
+    r = subprocess.run(["bash", "-c", body + '\nnext_job_options 2>/dev/null; printf "%s\\n" "${NEXT[@]}"'],
+                       env=e, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    words = r.stdout.split("\n")
+    names = words[words.index("-v") + 1].split(",")
+    assert names[:3] == ["SUITE", "FLEET_RUN_DIR", "FLEET_JOB_NUMBER"], names
+    assert {"FLEET_MAX_RESTARTS", "FLEET_MACHINES", "FLEET_MACHINE"} <= set(names[3:]), names
+    assert "FLEET_EMPTY" not in names and len(names) == len(set(names)), names
