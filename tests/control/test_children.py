@@ -672,6 +672,36 @@ args = { n = 3, step_s = 30.0 }
     assert_nothing_left(run_dir)
 
 
+def test_a_parent_that_succeeded_before_fleet_down_stopped_its_children_runs_again_not_counted_lost(
+        tmp_path, background):
+    from fleetharness import finish, spawn, wait_for
+    from fleet.wire import records
+    run_dir = tmp_path / "run"
+    suite = write_suite(tmp_path / "s.toml", """
+[suite]
+name = "down"
+[[steps]]
+id = "p"
+call = "children_steps:leaves_slow_children"
+args = { n = 2, step_s = 3.0 }
+""")
+    fleet("up", "--run-dir", str(run_dir), "--nodes", "1", cwd=tmp_path, check=True, timeout=60)
+    runner = spawn("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path)
+    background.append(runner)
+    wait_for(lambda: exits(run_dir, "p/c0") and exits(run_dir, "p"), 60, "the parent and a child to end")
+    assert not exits(run_dir, "p/c1")
+    assert fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60).returncode == 0
+    finish(runner, 60)
+    assert_nothing_left(run_dir)
+    r = fleet("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path, timeout=90)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert [x["what"] for x in ran(run_dir) if x["step"] == "p"] == ["left", "left"]
+    # (it was recorded `lost` by the next fleet: "its fleet ended while it ran")
+    assert [a["outcome"] for a in records.attempts(run_dir, "p")] == ["succeeded"]
+    assert [a["outcome"] for a in records.attempts(run_dir, "p/c0")] == ["succeeded"]
+    assert_nothing_left(run_dir)
+
+
 def test_the_children_of_a_parent_cancelled_while_it_runs_are_never_entered_nor_run(tmp_path, background):
     from fleetharness import finish, spawn, wait_for
     run_dir = tmp_path / "run"
