@@ -424,7 +424,7 @@ class Coordinator:
             self.recorder.final(step, outcome, {"reason": reason, "fleet": self.fleet_id, "at": now})
 
     def _start(self, d: Start, now: float) -> None:
-        if launching.recorded(self.events, d, now, self.recorder.taken_back) or self.stopping:
+        if launching.recorded(self.events, d, now, self.recorder.taken_back, self.claims.elsewhere) or self.stopping:
             return  # nothing starts during teardown (a retry decided now has nowhere to run)
         spec = self.specs[d.step]
         c = self.recorder.claim(d, spec)

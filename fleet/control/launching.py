@@ -69,10 +69,17 @@ def write_start(log, now: float, d, adopted) -> None:
         log.write_encoded((eventlines.start(log.fleet, now, d),))
 
 
-def recorded(log, d, now: float, taken_back: dict) -> bool:
+def recorded(log, d, now: float, taken_back: dict, refused: dict) -> bool:
     """Record a Begin (the step runs now: its `start` record) or an Unqueued (noted in
-    `taken_back`, the recorder's); True if `d` was one of them (nothing else is done for it)."""
+    `taken_back`, the recorder's); True if `d` was one of them (nothing else is done for it).
+    A Begin of a step in `refused` (the claims' `elsewhere`) is no start and is not recorded:
+    its Queue's claim was refused, so its launch never went to the node. The core promoted it
+    because the step it was queued behind was refused too (a node starts at once a launch
+    whose predecessor never came, so the core cannot tell); the step's own Elsewhere, fed
+    when its claim was refused, follows and takes it back (the `elsewhere` record says so)."""
     if isinstance(d, Begin):
+        if refused and d.step in refused:
+            return True  # (an empty dict unless the run directory is shared: no cost alone)
         log.write_encoded((eventlines.start(log.fleet, now, d),))
     elif isinstance(d, Unqueued):
         log.write(events.Unqueued(t=now, step=d.step, attempt=d.attempt, reason=d.reason))

@@ -127,6 +127,25 @@ def test_a_queued_step_starts_when_its_predecessor_is_claimed_elsewhere_and_goes
     assert sched.window.queued() == 0
 
 
+def test_a_step_begun_behind_a_refused_predecessor_and_refused_itself_ends_elsewhere_owing_no_exit():
+    """The shell claims each decision before the core hears more: when both a started step
+    and the step queued behind it are refused, the core learns it in that order. The first
+    refusal promotes the queued step (the node starts at once a launch whose predecessor
+    never came); the second takes it back with nothing said of an end (no Finished: no
+    `exit` is owed), and the shell writes no `start` for that Begin (fleet.control.launching
+    .recorded). Its cores go on to what is queued behind it, or back to the pool."""
+    sched, _ = windowed([node("n1", 1)], *steps(3), window=None)
+    out = sched.handle(Elsewhere("s0", 1, "claimed by fleet X"), 1.0)
+    assert of(Begin, out) == [Begin("s1", 1, (slot("n1", [0]),), "s0")]
+    assert of(Queue, out) == [Queue("s2", 1, (slot("n1", [0]),), "s1")]
+    out = sched.handle(Elsewhere("s1", 1, "claimed by fleet X"), 2.0)
+    assert sched.state("s1") == S.ELSEWHERE and of(Finished, out) == []
+    assert of(Begin, out) == [Begin("s2", 1, (slot("n1", [0]),), "s1")] and sched.pool.free_cores == 0
+    out = sched.handle(Elsewhere("s2", 1, "claimed by fleet X"), 3.0)
+    assert of(Finished, out) == [] and of(Begin, out) == [] and of(Start, out) == []
+    assert sched.counts() == {S.ELSEWHERE: 3} and sched.window.queued() == 0 and sched.pool.free_cores == 1
+
+
 def test_a_failed_predecessor_is_retried_behind_the_step_queued_after_it():
     sched, _ = windowed([node("n1", 1)], {"id": "a", "retries": 1}, {"id": "b"}, window=None)
     out = sched.handle(StepExited("a", 1, S.FAILED, "exit status 1"), 1.0)
