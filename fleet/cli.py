@@ -159,7 +159,7 @@ def _run_dir_for_suite(given: str | None, suite) -> tuple[Path, bool]:
 @click.option("--local", is_flag=True, help="a local fleet on this machine, even inside a batch job")
 @click.option("--machine", default=None, show_default="detected from the environment",
               help="machine profile from agents/")
-@click.option("--nodes", type=click.IntRange(1), default=1, help="with --local: split this machine's cores into K pretend nodes")
+@click.option("--nodes", type=click.IntRange(1), default=1, help="with --local: split this machine's cores and GPUs into K pretend nodes")
 @click.option("--preload", default="", show_default="none", help="modules every zygote imports once, comma-separated")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=120.0,
               help="seconds to wait for every agent to join (more than 0)")

@@ -403,6 +403,19 @@ def offered_cores(args, usable) -> list[int]:
     return [c for c in usable() if c not in held]
 
 
+def offered_gpus(args, visible_gpus) -> list[int]:
+    """The GPUs this agent offers: --gpus (a local fleet's share of the machine's), else
+    what `visible_gpus` (fleet.node.probe.visible_gpus) finds; none, said in the log,
+    if the ids are not integers."""
+    if args.gpus is not None:
+        return [int(g) for g in args.gpus.split(",") if g]
+    try:
+        return list(visible_gpus())
+    except ValueError as e:
+        print(f"fleet agent {args.node}: offering no GPUs: {e}", file=sys.stderr, flush=True)
+        return []
+
+
 def node_name(args, env=os.environ) -> str:
     """This node's name, as the launcher knows it (fake Slurm nodes share one hostname)."""
     if args.node:
@@ -429,6 +442,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--coordinator-node", default="", help="the node where the coordinator keeps cores of its own")
     ap.add_argument("--coordinator-cores", default="", help="those cores (fleet.site.owncores)")
     ap.add_argument("--memory", type=int, default=0, help="bytes to offer (default: what this node reports)")
+    ap.add_argument("--gpus", default=None, help="GPU ids to offer, '' for none (default: what this node shows)")
     ap.add_argument("--preload", default="")
     ap.add_argument("--join-timeout", type=float, default=120.0)
     args = ap.parse_args(argv)
@@ -458,11 +472,7 @@ def main(argv: list[str] | None = None) -> int:
     from fleet.node import probe
     cores = offered_cores(args, probe.usable_cores)
     memory = args.memory or probe.node_memory()
-    try:
-        gpus = list(probe.visible_gpus())
-    except ValueError as e:
-        print(f"fleet agent {args.node}: offering no GPUs: {e}", file=sys.stderr, flush=True)
-        gpus = []
+    gpus = offered_gpus(args, probe.visible_gpus)
     agent = Agent(args, zygote, req_w, rep_r, hello)
     if not isinstance(hello, P.Hello):
         reason = hello.reason if isinstance(hello, P.Refused) else "the zygote exited before saying hello"

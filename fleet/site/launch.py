@@ -39,11 +39,17 @@ def split_cores(cores: list[int], parts: int) -> list[list[int]]:
     """Disjoint, contiguous groups of cores, as even as possible."""
     if parts < 1 or parts > len(cores):
         raise ValueError(f"cannot split {len(cores)} core(s) into {parts} pretend node(s)")
-    size, extra = divmod(len(cores), parts)
+    return split_evenly(cores, parts)
+
+
+def split_evenly(ids: list[int], parts: int) -> list[list[int]]:
+    """`ids` in `parts` disjoint, contiguous groups, as even as possible, the larger
+    first; with fewer ids than parts, the last groups are empty."""
+    size, extra = divmod(len(ids), parts)
     out, i = [], 0
     for p in range(parts):
         n = size + (1 if p < extra else 0)
-        out.append(cores[i:i + n])
+        out.append(ids[i:i + n])
         i += n
     return out
 
@@ -61,18 +67,28 @@ def local_split(nodes: int, hold_back: tuple[int, ...] = ()) -> tuple[list[list[
     return split_cores([c for c in usable_cores() if c not in hold_back], nodes), node_memory() // nodes
 
 
+def local_gpus(nodes: int) -> tuple[list[list[int]], str]:
+    """This machine's GPUs (fleet.node.probe.visible_gpus) split between a local fleet's `nodes` pretend nodes as its
+    cores are, each on exactly one, so that steps on two pretend nodes never share a GPU
+    (with fewer GPUs than pretend nodes, the last have none); and why none are offered
+    ("" if the ids could be read)."""
+    from fleet.node.probe import visible_gpus
+    try:
+        gpus = list(visible_gpus())
+    except ValueError as e:
+        return [[] for _ in range(nodes)], str(e)
+    return split_evenly(gpus, nodes), ""
+
+
 def local_nodes(nodes: int, hold_back: tuple[int, ...] = ()) -> list:
     """The nodes (fleet.core.resources.NodeSpec) a local fleet of `nodes` pretend nodes
     will have once its agents join, known before it starts (`fleet run`'s checks of a
-    suite for its embedded fleet): its launcher's split, and the GPUs each agent sees."""
+    suite for its embedded fleet): its launcher's split of cores, memory and GPUs."""
     from fleet.core.resources import NodeSpec
-    from fleet.node.probe import visible_gpus
     groups, memory = local_split(nodes, hold_back)
-    try:
-        gpus = tuple(visible_gpus())
-    except ValueError:  # the agents offer none then (fleet.node.agent)
-        gpus = ()
-    return [NodeSpec(name, tuple(cores), gpus, memory) for name, cores in zip(local_names(nodes), groups)]
+    gpus, _ = local_gpus(nodes)
+    return [NodeSpec(name, tuple(cores), tuple(g), memory)
+            for name, cores, g in zip(local_names(nodes), groups, gpus)]
 
 
 class LocalLauncher:
@@ -86,13 +102,17 @@ class LocalLauncher:
 
     def start(self, endpoint: str, nodes: int, preload: tuple[str, ...], env: dict[str, str]) -> None:
         groups, memory = local_split(nodes, self.hold_back)
+        gpus, unread = local_gpus(nodes)
         logs = self.run_dir / "agents"
         logs.mkdir(parents=True, exist_ok=True)
-        for name, cores in zip(local_names(nodes), groups):
+        for name, cores, own_gpus in zip(local_names(nodes), groups, gpus):
             argv = [*interpreter.module("fleet.node.agent"), "--connect", endpoint, "--node", name,
                     "--cores", ",".join(map(str, cores)), "--memory", str(memory),
-                    "--preload", ",".join(preload)]
+                    "--gpus=" + ",".join(map(str, own_gpus)), "--preload", ",".join(preload)]
             with open(logs / f"{name}.log", "ab") as out:
+                if unread:
+                    out.write(f"fleet agent {name}: offering no GPUs: {unread}\n".encode())
+                    out.flush()
                 self.procs.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                                                    start_new_session=True, env={**os.environ, **env}))
 

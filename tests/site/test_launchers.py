@@ -386,6 +386,16 @@ def test_local_agents_split_this_machine_s_cores_into_disjoint_pretend_nodes(tmp
     assert all("k" not in c.argv for c in recorded)
 
 
+def test_local_agents_each_get_their_own_share_of_the_machine_s_gpus(tmp_path, recorded, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3,4")
+    LocalLauncher(tmp_path).start(EP, 2, (), {})
+    assert [c.argv[c.argv.index("--memory") + 2] for c in recorded] == ["--gpus=0,1,2", "--gpus=3,4"]
+    recorded.clear()
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "6,7")
+    LocalLauncher(tmp_path).start(EP, 3, (), {})
+    assert [c.argv[c.argv.index("--memory") + 2] for c in recorded] == ["--gpus=6", "--gpus=7", "--gpus="]
+
+
 def test_local_agents_never_get_the_profile_s_held_back_cores(tmp_path, recorded):
     LocalLauncher(tmp_path, hold_back=(0, 4)).start(EP, 2, (), {})
     assert [_opt(c.argv, "--cores") for c in recorded] == ["1,2,3", "5,6,7"]
