@@ -109,7 +109,7 @@ def embedded_nodes(count: int) -> list | None:
     if profile.launcher != "local":
         return None
     try:
-        return local_nodes(count, profile.held_back_cores)
+        return local_nodes(count, profile.held_back_cores, profile.gpu_var, profile.gpus_per_node)
     except ValueError as e:
         raise click.UsageError(f"--nodes {count}: {e}")
 

@@ -71,7 +71,7 @@ class Ran:
 def local_node(profile: Profile) -> NodeSpec:
     """This machine as a one-node local fleet sees it."""
     cores = tuple(c for c in probe.usable_cores() if c not in profile.held_back_cores)
-    return NodeSpec(NODE, cores, tuple(probe.visible_gpus()), probe.node_memory())
+    return NodeSpec(NODE, cores, probe.node_gpus(profile.gpu_var, profile.gpus_per_node), probe.node_memory())
 
 
 def place(spec, node: NodeSpec) -> Start:

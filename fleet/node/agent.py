@@ -403,14 +403,14 @@ def offered_cores(args, usable) -> list[int]:
     return [c for c in usable() if c not in held]
 
 
-def offered_gpus(args, visible_gpus) -> list[int]:
+def offered_gpus(args, node_gpus) -> list[int]:
     """The GPUs this agent offers: --gpus (a local fleet's share of the machine's), else
-    what `visible_gpus` (fleet.node.probe.visible_gpus) finds; none, said in the log,
-    if the ids are not integers."""
+    what `node_gpus` (fleet.node.probe.node_gpus) finds from the machine profile's
+    --gpu-var and --gpus-per-node; none, said in the log, if the ids are not integers."""
     if args.gpus is not None:
         return [int(g) for g in args.gpus.split(",") if g]
     try:
-        return list(visible_gpus())
+        return list(node_gpus(args.gpu_var, args.gpus_per_node))
     except ValueError as e:
         print(f"fleet agent {args.node}: offering no GPUs: {e}", file=sys.stderr, flush=True)
         return []
@@ -442,7 +442,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--coordinator-node", default="", help="the node where the coordinator keeps cores of its own")
     ap.add_argument("--coordinator-cores", default="", help="those cores (fleet.site.owncores)")
     ap.add_argument("--memory", type=int, default=0, help="bytes to offer (default: what this node reports)")
-    ap.add_argument("--gpus", default=None, help="GPU ids to offer, '' for none (default: what this node shows)")
+    ap.add_argument("--gpus", default=None, help="GPU ids to offer, '' for none (default: from --gpu-var ...)")
+    ap.add_argument("--gpu-var", default="", help="the machine profile's GPU variable, read first")
+    ap.add_argument("--gpus-per-node", type=int, default=0, help="GPUs here when --gpu-var is not set (0: unknown)")
     ap.add_argument("--preload", default="")
     ap.add_argument("--join-timeout", type=float, default=120.0)
     args = ap.parse_args(argv)
@@ -472,7 +474,7 @@ def main(argv: list[str] | None = None) -> int:
     from fleet.node import probe
     cores = offered_cores(args, probe.usable_cores)
     memory = args.memory or probe.node_memory()
-    gpus = offered_gpus(args, probe.visible_gpus)
+    gpus = offered_gpus(args, probe.node_gpus)
     agent = Agent(args, zygote, req_w, rep_r, hello)
     if not isinstance(hello, P.Hello):
         reason = hello.reason if isinstance(hello, P.Refused) else "the zygote exited before saying hello"

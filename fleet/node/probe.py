@@ -9,7 +9,9 @@ from __future__ import annotations
 import os
 from typing import Iterable, Mapping
 
-GPU_VARS = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "ZE_AFFINITY_MASK")
+# Where a node's GPUs are read from when its machine profile states neither a variable
+# that is set nor a count, in this order (node_gpus).
+GPU_VARS = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ZE_AFFINITY_MASK")
 
 # Cgroup "limits" at or above this are the kernel's way of saying "none"
 # (v1 reports 9223372036854771712).
@@ -167,3 +169,28 @@ def visible_gpus(var_names: Iterable[str] = GPU_VARS,
             ids.append(gpu)
         return tuple(ids)
     return ()
+
+
+def node_gpus(gpu_var: str = "", count: int = 0,
+              environ: Mapping[str, str] | None = None) -> tuple[int, ...]:
+    """This node's GPUs, as its machine profile says to find them.
+
+    The profile's ``gpu_var`` (the variable steps are given their GPUs in) if it is set;
+    else, if the profile states ``count`` (its ``gpus_per_node``), ids 0..count-1; else
+    the first set of GPU_VARS, as before profiles named their variable. A set but empty
+    ZE_AFFINITY_MASK means every device: ``count`` of them (none if no count is stated).
+    Non-integer ids raise ValueError (visible_gpus).
+    """
+    env = os.environ if environ is None else environ
+    if gpu_var and gpu_var in env:
+        return _listed_or_all(gpu_var, count, env)
+    if count:
+        return tuple(range(count))
+    first = next((name for name in GPU_VARS if name in env), None)
+    return () if first is None else _listed_or_all(first, count, env)
+
+
+def _listed_or_all(name: str, count: int, env: Mapping[str, str]) -> tuple[int, ...]:
+    if name == "ZE_AFFINITY_MASK" and not env[name].strip():
+        return tuple(range(count))
+    return visible_gpus((name,), env)

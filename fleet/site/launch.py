@@ -67,26 +67,27 @@ def local_split(nodes: int, hold_back: tuple[int, ...] = ()) -> tuple[list[list[
     return split_cores([c for c in usable_cores() if c not in hold_back], nodes), node_memory() // nodes
 
 
-def local_gpus(nodes: int) -> tuple[list[list[int]], str]:
-    """This machine's GPUs (fleet.node.probe.visible_gpus) split between a local fleet's `nodes` pretend nodes as its
+def local_gpus(nodes: int, gpu_var: str = "", gpus_per_node: int = 0) -> tuple[list[list[int]], str]:
+    """This machine's GPUs (fleet.node.probe.node_gpus, as a machine profile's `gpu_var`
+    and `gpus_per_node` say) split between a local fleet's `nodes` pretend nodes as its
     cores are, each on exactly one, so that steps on two pretend nodes never share a GPU
     (with fewer GPUs than pretend nodes, the last have none); and why none are offered
     ("" if the ids could be read)."""
-    from fleet.node.probe import visible_gpus
+    from fleet.node.probe import node_gpus
     try:
-        gpus = list(visible_gpus())
+        gpus = list(node_gpus(gpu_var, gpus_per_node))
     except ValueError as e:
         return [[] for _ in range(nodes)], str(e)
     return split_evenly(gpus, nodes), ""
 
 
-def local_nodes(nodes: int, hold_back: tuple[int, ...] = ()) -> list:
+def local_nodes(nodes: int, hold_back: tuple[int, ...] = (), gpu_var: str = "", gpus_per_node: int = 0) -> list:
     """The nodes (fleet.core.resources.NodeSpec) a local fleet of `nodes` pretend nodes
     will have once its agents join, known before it starts (`fleet run`'s checks of a
     suite for its embedded fleet): its launcher's split of cores, memory and GPUs."""
     from fleet.core.resources import NodeSpec
     groups, memory = local_split(nodes, hold_back)
-    gpus, _ = local_gpus(nodes)
+    gpus, _ = local_gpus(nodes, gpu_var, gpus_per_node)
     return [NodeSpec(name, tuple(cores), tuple(g), memory)
             for name, cores, g in zip(local_names(nodes), groups, gpus)]
 
@@ -94,15 +95,16 @@ def local_nodes(nodes: int, hold_back: tuple[int, ...] = ()) -> list:
 class LocalLauncher:
     """Agents as local processes, each its own process group, dying with us."""
 
-    def __init__(self, run_dir: Path, hold_back: tuple[int, ...] = ()):
+    def __init__(self, run_dir: Path, hold_back: tuple[int, ...] = (), gpu_var: str = "", gpus_per_node: int = 0):
         self.run_dir = Path(run_dir)
         self.hold_back = hold_back
+        self.gpu_var, self.gpus_per_node = gpu_var, gpus_per_node  # (a machine profile's: local_gpus)
         self.procs: list[subprocess.Popen] = []
         self._failure: str | None = None
 
     def start(self, endpoint: str, nodes: int, preload: tuple[str, ...], env: dict[str, str]) -> None:
         groups, memory = local_split(nodes, self.hold_back)
-        gpus, unread = local_gpus(nodes)
+        gpus, unread = local_gpus(nodes, self.gpu_var, self.gpus_per_node)
         logs = self.run_dir / "agents"
         logs.mkdir(parents=True, exist_ok=True)
         for name, cores, own_gpus in zip(local_names(nodes), groups, gpus):
@@ -155,12 +157,13 @@ class _BatchLauncher:
     """One launcher process (srun or mpiexec) that starts an agent on every node."""
 
     def __init__(self, run_dir: Path, nodes: tuple[str, ...], hold_back: tuple[int, ...] = (),
-                 flags: tuple[str, ...] = (), own: tuple[str, ...] = ()):
+                 flags: tuple[str, ...] = (), own: tuple[str, ...] = (), gpus: tuple[str, ...] = ()):
         self.run_dir = Path(run_dir)
         self.nodes = nodes
         self.hold_back = hold_back
         self.flags = flags
         self.own = own  # the agents' arguments naming the coordinator's own cores (fleet.site.owncores)
+        self.gpus = gpus  # the agents' arguments saying where their node's GPUs are read from (gpu_args)
         self.proc: subprocess.Popen | None = None
         self._failure: str | None = None
 
@@ -214,7 +217,7 @@ class SlurmLauncher(_BatchLauncher):
         n = str(len(self.nodes))
         return ["srun", "--overlap", "--mpi=none", "--cpu-bind=none", "--kill-on-bad-exit=0",
                 "-N", n, "-n", n, "--ntasks-per-node=1", *self.flags,
-                *agent_argv(endpoint, preload, self.hold_back, "--node-from", "slurm", *self.own)]
+                *agent_argv(endpoint, preload, self.hold_back, "--node-from", "slurm", *self.own, *self.gpus)]
 
 
 class PalsLauncher(_BatchLauncher):
@@ -225,16 +228,22 @@ class PalsLauncher(_BatchLauncher):
         n = str(len(self.nodes))
         return ["mpiexec", "-n", n, "--ppn", "1", "--hosts", ",".join(self.nodes), *self.flags,
                 *agent_argv(endpoint, preload, self.hold_back, "--node-from", "rank",
-                            "--node-list", ",".join(self.nodes), *self.own)]
+                            "--node-list", ",".join(self.nodes), *self.own, *self.gpus)]
+
+
+def gpu_args(profile) -> tuple[str, ...]:
+    """The agent's arguments that have it read its node's GPUs as the machine profile
+    says (fleet.node.probe.node_gpus): its `gpu_var` first, then its `gpus_per_node`."""
+    return ("--gpu-var", profile.gpu_var, "--gpus-per-node", str(profile.gpus_per_node))
 
 
 def launcher_for(profile, run_dir: Path, nodes: tuple[str, ...] = (), own: tuple[str, ...] = ()) -> Launcher:
     """The launcher a machine profile names (`nodes`: the allocation's, for batch systems;
     `own`: the agents' arguments naming the cores the coordinator keeps, fleet.site.owncores)."""
     if profile.launcher == "local":
-        return LocalLauncher(run_dir, profile.held_back_cores)
+        return LocalLauncher(run_dir, profile.held_back_cores, profile.gpu_var, profile.gpus_per_node)
     if profile.launcher == "slurm":
-        return SlurmLauncher(run_dir, nodes, profile.held_back_cores, profile.agent_flags, own)
+        return SlurmLauncher(run_dir, nodes, profile.held_back_cores, profile.agent_flags, own, gpu_args(profile))
     if profile.launcher == "pals":
-        return PalsLauncher(run_dir, nodes, profile.held_back_cores, profile.agent_flags, own)
+        return PalsLauncher(run_dir, nodes, profile.held_back_cores, profile.agent_flags, own, gpu_args(profile))
     raise ValueError(f"unknown launcher {profile.launcher!r}")

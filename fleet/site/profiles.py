@@ -23,6 +23,7 @@ else:  # pragma: no cover
 LAUNCHERS = ("local", "slurm", "pals")
 MPI_LAUNCHERS = ("srun", "pals", "hydra")
 GPU_VARS = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ZE_AFFINITY_MASK", "")
+MAX_GPUS_PER_NODE = 4_096  # as `fleet simulate --gpus-per-node` takes (fleet.cli_options)
 
 
 class ProfileError(ValueError):
@@ -43,6 +44,7 @@ class Profile:
     agent_flags: tuple[str, ...] = ()
     mpi_flags: tuple[str, ...] = ()
     advertise: str = ""  # the address, host name or interface (hsn0) agents reach the coordinator at
+    gpus_per_node: int = 0  # GPUs a node has when gpu_var is not set there (0: not stated)
 
 
 def search_path() -> list[Path]:
@@ -72,7 +74,8 @@ def parse_profile(name: str, path: Path, text: str) -> Profile:
         raise ProfileError(f"{where}: expected exactly one [machine] table, found {sorted(raw) or 'nothing'}")
     m = raw["machine"]
     problems = []
-    known = {"description", "launcher", "mpi", "gpu_var", "held_back_cores", "agent_flags", "mpi_flags", "advertise"}
+    known = {"description", "launcher", "mpi", "gpu_var", "held_back_cores", "agent_flags", "mpi_flags", "advertise",
+             "gpus_per_node"}
     for k in m:
         if k not in known:
             problems.append(f"{where}: field 'machine.{k}': unknown field" + spelling.hint(k, known))
@@ -95,6 +98,12 @@ def parse_profile(name: str, path: Path, text: str) -> Profile:
     if not isinstance(held, list) or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in held):
         problems.append(f"{where}: field 'machine.held_back_cores': expected a list of core ids, got {held!r}")
         held = []
+    gpus = m.get("gpus_per_node", 0)
+    if not isinstance(gpus, int) or isinstance(gpus, bool) or not 0 <= gpus <= MAX_GPUS_PER_NODE:
+        problems.append(f"{where}: field 'machine.gpus_per_node': expected a count of GPUs "
+                        f"(0 to {MAX_GPUS_PER_NODE}), got {gpus!r}")
+        gpus = 0
+
     def string(key):
         v = m.get(key, "")
         if not isinstance(v, str):
@@ -104,7 +113,7 @@ def parse_profile(name: str, path: Path, text: str) -> Profile:
 
     prof = Profile(name, where, string("description"), choice("launcher", LAUNCHERS, "local"),
                    choice("mpi", MPI_LAUNCHERS, "hydra"), choice("gpu_var", GPU_VARS, "CUDA_VISIBLE_DEVICES"),
-                   tuple(held), strings("agent_flags"), strings("mpi_flags"), string("advertise"))
+                   tuple(held), strings("agent_flags"), strings("mpi_flags"), string("advertise"), gpus)
     if problems:
         raise ProfileError("\n".join(problems))
     return prof

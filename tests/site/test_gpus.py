@@ -1,16 +1,18 @@
-"""A local fleet's GPUs split between its pretend nodes: real local fleets (`fleet run
---nodes K`) given a fake GPU list in the environment, whose steps echo the devices
-they were given."""
+"""Where a node's GPUs come from, and a local fleet's GPUs split between its pretend
+nodes: real local fleets (`fleet run --nodes K`) given a fake GPU list in the
+environment, whose steps echo the devices they were given; and the pure rules of
+fleet.node.probe.node_gpus and the agent's choice."""
 
 from __future__ import annotations
 
 import itertools
 import re
+from argparse import Namespace
 
 import pytest
 from fleetharness import assert_nothing_left, events, fleet
 
-from fleet.node import probe
+from fleet.node import agent, probe
 from fleet.wire import records
 
 VARS = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ZE_AFFINITY_MASK")
@@ -83,3 +85,70 @@ def test_a_step_wanting_every_gpu_of_the_machine_does_not_fit_one_of_two_pretend
     assert r.returncode != 0, r.stdout
     assert "no node has 2 GPUs" in r.stderr, r.stderr
     assert not (tmp_path / "run" / "events.jsonl").exists()
+
+
+def test_a_profile_s_gpu_variable_is_where_its_nodes_gpus_are_read_from(tmp_path, no_gpu_vars):
+    machines = tmp_path / "machines"
+    machines.mkdir()
+    (machines / "hip.toml").write_text('[machine]\nlauncher = "local"\nmpi = "hydra"\ngpu_var = "HIP_VISIBLE_DEVICES"\n')
+    suite = tmp_path / "s.toml"
+    suite.write_text(echo_suite("HIP_VISIBLE_DEVICES", 1, gpus=2, seconds=0))
+    r = fleet("run", str(suite), "--nodes", "1", cwd=tmp_path, timeout=120,
+              environ={"HIP_VISIBLE_DEVICES": "2,4", "FLEET_MACHINES": str(machines), "FLEET_MACHINE": "hip"})
+    assert r.returncode == 0, r.stderr
+    run = tmp_path / "run"
+    assert joined_gpus(run) == {"node1": [2, 4]}
+    assert [a["seen"] for a in ran(run, 1)] == [{2, 4}]
+    assert_nothing_left(run)
+
+
+@needs_two_cores
+def test_a_profile_s_gpus_per_node_are_the_gpus_when_its_variable_is_not_set(tmp_path, no_gpu_vars):
+    machines = tmp_path / "machines"
+    machines.mkdir()
+    (machines / "counted.toml").write_text(
+        '[machine]\nlauncher = "local"\nmpi = "hydra"\ngpu_var = "ZE_AFFINITY_MASK"\ngpus_per_node = 4\n')
+    suite = tmp_path / "s.toml"
+    suite.write_text(echo_suite("ZE_AFFINITY_MASK", 2, gpus=2, seconds=0))
+    r = fleet("run", str(suite), "--nodes", "2", cwd=tmp_path, timeout=120,
+              environ={"FLEET_MACHINES": str(machines), "FLEET_MACHINE": "counted"})
+    assert r.returncode == 0, r.stderr
+    run = tmp_path / "run"
+    assert joined_gpus(run) == {"node1": [0, 1], "node2": [2, 3]}
+    assert {frozenset(a["seen"]) for a in ran(run, 2)} <= {frozenset({0, 1}), frozenset({2, 3})}
+    assert_nothing_left(run)
+
+
+# --- the rules, pure ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("gpu_var, count, env, gpus", [
+    # The profile's variable first, whatever else is set.
+    ("HIP_VISIBLE_DEVICES", 0, {"CUDA_VISIBLE_DEVICES": "0", "HIP_VISIBLE_DEVICES": "2,3"}, (2, 3)),
+    ("HIP_VISIBLE_DEVICES", 4, {"HIP_VISIBLE_DEVICES": "1"}, (1,)),
+    # Set but empty: no GPUs (CUDA's meaning), except ZE_AFFINITY_MASK's every device.
+    ("CUDA_VISIBLE_DEVICES", 4, {"CUDA_VISIBLE_DEVICES": ""}, ()),
+    ("ZE_AFFINITY_MASK", 6, {"ZE_AFFINITY_MASK": ""}, (0, 1, 2, 3, 4, 5)),
+    ("ZE_AFFINITY_MASK", 0, {"ZE_AFFINITY_MASK": ""}, ()),
+    # Not set: the profile's count, before any other variable.
+    ("ZE_AFFINITY_MASK", 6, {}, (0, 1, 2, 3, 4, 5)),
+    ("ZE_AFFINITY_MASK", 2, {"CUDA_VISIBLE_DEVICES": "5"}, (0, 1)),
+    # No count either: the first set of the others, in the order they had before.
+    ("CUDA_VISIBLE_DEVICES", 0, {"ROCR_VISIBLE_DEVICES": "1", "ZE_AFFINITY_MASK": "0"}, (1,)),
+    ("", 0, {"HIP_VISIBLE_DEVICES": "3", "ZE_AFFINITY_MASK": "0"}, (3,)),
+    ("", 0, {}, ()),
+])
+def test_a_node_s_gpus_come_from_the_profile_s_variable_then_its_count_then_the_other_variables(
+        gpu_var, count, env, gpus):
+    assert probe.node_gpus(gpu_var, count, env) == gpus
+
+
+def test_an_agent_offers_the_gpus_it_is_given_else_those_found_as_its_profile_says(monkeypatch, capsys):
+    for name in VARS:
+        monkeypatch.delenv(name, raising=False)
+    args = Namespace(node="n1", gpus=None, gpu_var="ZE_AFFINITY_MASK", gpus_per_node=3)
+    assert agent.offered_gpus(args, probe.node_gpus) == [0, 1, 2]
+    assert agent.offered_gpus(Namespace(**{**vars(args), "gpus": "4,5"}), probe.node_gpus) == [4, 5]
+    assert agent.offered_gpus(Namespace(**{**vars(args), "gpus": ""}), probe.node_gpus) == []
+    monkeypatch.setenv("ZE_AFFINITY_MASK", "0.1")
+    assert agent.offered_gpus(args, probe.node_gpus) == []
+    assert "fleet agent n1: offering no GPUs: ZE_AFFINITY_MASK='0.1'" in capsys.readouterr().err

@@ -344,8 +344,10 @@ def test_launcher_for_follows_the_profile_and_its_held_back_cores_reach_the_agen
     slurm = launcher_for(profiles.load("slurm"), tmp_path, nodes)
     assert isinstance(slurm, SlurmLauncher) and slurm.nodes == nodes
     assert slurm.argv(EP, ())[slurm.argv(EP, ()).index("--hold-back") + 1] == ""
+    assert argv[argv.index("--gpu-var"):][:4] == ["--gpu-var", "ZE_AFFINITY_MASK", "--gpus-per-node", "6"]
     local = launcher_for(profiles.load("local"), tmp_path)
     assert isinstance(local, LocalLauncher) and local.hold_back == ()
+    assert (local.gpu_var, local.gpus_per_node) == ("CUDA_VISIBLE_DEVICES", 0)
     held = Profile("held", "", launcher="local", held_back_cores=(0,))
     assert launcher_for(held, tmp_path).hold_back == (0,)
     with pytest.raises(ValueError, match="unknown launcher 'aprun'"):
@@ -386,14 +388,14 @@ def test_local_agents_split_this_machine_s_cores_into_disjoint_pretend_nodes(tmp
     assert all("k" not in c.argv for c in recorded)
 
 
-def test_local_agents_each_get_their_own_share_of_the_machine_s_gpus(tmp_path, recorded, monkeypatch):
+def test_local_agents_each_get_their_own_share_of_the_gpus_the_profile_s_variable_lists(tmp_path, recorded, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3,4")
-    LocalLauncher(tmp_path).start(EP, 2, (), {})
-    assert [c.argv[c.argv.index("--memory") + 2] for c in recorded] == ["--gpus=0,1,2", "--gpus=3,4"]
-    recorded.clear()
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "6,7")
-    LocalLauncher(tmp_path).start(EP, 3, (), {})
+    monkeypatch.setenv("HIP_VISIBLE_DEVICES", "6,7")
+    LocalLauncher(tmp_path, gpu_var="HIP_VISIBLE_DEVICES").start(EP, 3, (), {})
     assert [c.argv[c.argv.index("--memory") + 2] for c in recorded] == ["--gpus=6", "--gpus=7", "--gpus="]
+    recorded.clear()
+    LocalLauncher(tmp_path, gpu_var="CUDA_VISIBLE_DEVICES").start(EP, 2, (), {})
+    assert [c.argv[c.argv.index("--memory") + 2] for c in recorded] == ["--gpus=0,1,2", "--gpus=3,4"]
 
 
 def test_local_agents_never_get_the_profile_s_held_back_cores(tmp_path, recorded):
@@ -434,6 +436,7 @@ def test_the_generic_and_named_profiles_say_what_their_machines_need(monkeypatch
     assert (pals.launcher, pals.mpi) == ("pals", "pals")
     aurora = profiles.load("aurora")
     assert (aurora.launcher, aurora.mpi, aurora.gpu_var, aurora.held_back_cores) == ("pals", "pals", "ZE_AFFINITY_MASK", (0, 52))
+    assert (aurora.gpus_per_node, local.gpus_per_node, slurm.gpus_per_node) == (6, 0, 0)
     pm = profiles.load("perlmutter-gpu")
     assert (pm.launcher, pm.mpi, pm.gpu_var, pm.mpi_flags) == ("slurm", "srun", "CUDA_VISIBLE_DEVICES", ("--gpu-bind=none",))
 
@@ -490,6 +493,10 @@ def test_a_profile_with_a_bad_launcher_is_an_error_naming_the_file_field_and_cho
     ('mpi_flags = [1]', "machine.mpi_flags", "expected a list of strings"),
     ('description = 3', "machine.description", "expected a string"),
     ('advertise = ["hsn0"]', "machine.advertise", "expected a string"),
+    ('gpus_per_node = -1', "machine.gpus_per_node", "expected a count of GPUs (0 to 4096)"),
+    ('gpus_per_node = "6"', "machine.gpus_per_node", "expected a count of GPUs"),
+    ('gpus_per_node = true', "machine.gpus_per_node", "expected a count of GPUs"),
+    ('gpus_per_node = 100000', "machine.gpus_per_node", "expected a count of GPUs"),
 ])
 def test_each_malformed_profile_field_is_named_with_its_file(tmp_path, monkeypatch, body, field, says):
     d = machines(tmp_path, monkeypatch, m=f"[machine]\n{body}\n")

@@ -297,6 +297,36 @@ def test_a_profile_s_held_back_core_is_never_offered_nor_given_to_a_step_or_rank
     assert job.steps_after_down == [], job.scontrol_steps
 
 
+GPU_SUITE = """
+[suite]
+name = "gpus"
+
+[[steps]]
+id = "gpu/{i}"
+array = "1-2"
+command = "echo DEVICES=$ZE_AFFINITY_MASK; sleep 1"
+gpus = 2
+"""
+
+
+def test_agents_started_by_srun_offer_the_gpus_their_profile_states_when_its_variable_is_not_set(tmp_path):
+    # As on Aurora, where nothing sets ZE_AFFINITY_MASK on a node a job has whole.
+    machines = tmp_path / "machines"
+    machines.mkdir()
+    (machines / "slurm-ze.toml").write_text('[machine]\ndescription = "test: 2 GPUs a node"\nlauncher = "slurm"\n'
+                                            'mpi = "srun"\ngpu_var = "ZE_AFFINITY_MASK"\ngpus_per_node = 2\n')
+    job = run_job(tmp_path, GPU_SUITE, up_args="--machine slurm-ze",
+                  extra_env=f"export FLEET_MACHINES={machines}; unset ZE_AFFINITY_MASK CUDA_VISIBLE_DEVICES "
+                            "ROCR_VISIBLE_DEVICES HIP_VISIBLE_DEVICES")
+    assert job.rc == 0, job.report
+    joined = {e["node"]: e["gpus"] for e in job.events if e["kind"] == "node_joined"}
+    assert joined == {"node1": [0, 1], "node2": [0, 1]}, job.report
+    for s in ("gpu/1", "gpu/2"):
+        log = (tmp_path / "run" / "steps" / s / "log").read_text()
+        assert "DEVICES=0,1" in log, log
+    assert job.left_after_down is None, job.left_after_down
+
+
 KEPT_SUITE = where_then_probe("kept", 3)
 
 AFFINITY = ("$PY -c 'import json, os, sys; pid = json.load(open(sys.argv[1]))[\"pid\"]; "
