@@ -239,16 +239,18 @@ def render_mpi(profile: Profile, spec, d: Start, run_dir: Path, command, env: di
     """The launcher command for an MPI step, with the files it reads written into
     the step's .fleet directory; returns (argv, cores the launcher process runs on)."""
     one_host = profile.launcher == "local"
-    r = mpi.render(profile.mpi, d.placement, spec.threads, command, profile.mpi_flags, one_host,
-                   gpu_var=profile.gpu_var)
     fleet_dir = records.step_dir(run_dir, d.step) / ".fleet"
+    # Only a declared memory is a limit (as for any step: launch's memory_limit); the
+    # files' directory is given, not filled in afterwards, so the command reaches the
+    # ranks as written (a "{fleet}" in it is the user's).
+    r = mpi.render(profile.mpi, d.placement, spec.threads, command, profile.mpi_flags, one_host,
+                   gpu_var=profile.gpu_var, limit_memory=spec.memory is not None, fleet_dir=str(fleet_dir))
     fleet_dir.mkdir(parents=True, exist_ok=True)
     for name, text in r.files.items():
         (fleet_dir / name).write_text(text)
-    fill = lambda v: v.replace("{fleet}", str(fleet_dir))  # noqa: E731
-    env.update({k: fill(v) for k, v in r.env.items()})
+    env.update(r.env)
     # What each rank should have, for the rank-level probe (fleet.node.mpiprobe).
     env["FLEET_RANKS"] = ";".join(f"{node}:{','.join(map(str, c))}" for node, c in mpi.layout(d.placement, spec.threads))
     # A local fleet's pretend nodes share this machine: the launcher may use all the cores.
     cores = [c for s in d.placement for c in s.cores] if one_host else list(d.placement[0].cores)
-    return [fill(a) for a in r.argv], cores
+    return list(r.argv), cores

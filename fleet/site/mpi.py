@@ -96,23 +96,36 @@ def memory_flags(placement: Placement) -> list[str]:
     return [f"--mem={_mib(max(mems))}M"]
 
 
+# srun's memory options: one of them in the site's mpi_flags is the site's say, and fleet
+# gives none of its own. Only these: --mem-bind (NUMA binding) is not a limit.
+MEMORY_OPTIONS = ("--mem", "--mem-per-cpu", "--mem-per-gpu")
+
+
+def sets_memory(flag: str) -> bool:
+    """Whether `flag` is one of srun's memory limits (``--mem``, ``--mem=4G``, ``--mem-per-cpu=...``)."""
+    return flag.split("=", 1)[0] in MEMORY_OPTIONS
+
+
 def render_srun(placement: Placement, threads: int, command: list[str], flags: tuple[str, ...] = (),
-                mpi: str = "pmi2", gpu_var: str = "") -> Rendered:
+                mpi: str = "pmi2", gpu_var: str = "", limit_memory: bool = True,
+                fleet_dir: str = "{fleet}") -> Rendered:
     """srun inside the job: an overlapping step (the agents' step holds no cores, and
     several MPI steps share nodes), ranks placed per node through an arbitrary
     distribution, and bound to exactly the scheduler's cores. No --exact: Slurm's own
-    choice of cores would conflict with the binding we ask for."""
+    choice of cores would conflict with the binding we ask for. `limit_memory`: the
+    step declared its memory (a share taken for want of a declaration is no limit);
+    `fleet_dir`: where the files are written, named in the environment and the argv."""
     ranks = layout(placement, threads)
     nodes = [s.node for s in placement]
     # No -c either: an explicit --cpus-per-task implies --exact (Slurm 22.05 says so), and the
     # step then gets the CPUs Slurm picks, so binding to the scheduler's is refused.
     argv = ["srun", "--overlap", "-N", str(len(nodes)), "-n", str(len(ranks)),
             "-m", "arbitrary", f"--mpi={mpi}"]
-    if not any(f.startswith("--mem") for f in flags):  # the site's own say wins
+    if limit_memory and not any(sets_memory(f) for f in flags):  # the site's own say wins
         argv += memory_flags(placement)
     files = {"hostfile": "".join(f"{node}\n" for node, _ in ranks)}
     genv, per_node = gpu_env(placement, gpu_var)
-    env = {"SLURM_HOSTFILE": "{fleet}/hostfile", **genv}
+    env = {"SLURM_HOSTFILE": f"{fleet_dir}/hostfile", **genv}
     shared = _uniform(placement, threads)
     if shared is not None and per_node is None:
         if threads == 1:
@@ -125,7 +138,7 @@ def render_srun(placement: Placement, threads: int, command: list[str], flags: t
         files["multi-prog.conf"] = "".join(
             f"{r} " + (f"env {gpu_var}={node_gpus[node]} " if per_node else "")
             + f"taskset -c {_cpus(cores)} {shlex.join(command)}\n" for r, (node, cores) in enumerate(ranks))
-        argv += ["--cpu-bind=none", *flags, "--multi-prog", "{fleet}/multi-prog.conf"]
+        argv += ["--cpu-bind=none", *flags, "--multi-prog", f"{fleet_dir}/multi-prog.conf"]
     return Rendered(tuple(argv), env, files)
 
 
@@ -187,12 +200,16 @@ def render_hydra(placement: Placement, threads: int, command: list[str], flags: 
 
 
 def render(kind: str, placement: Placement, threads: int, command: list[str] | str,
-           flags: tuple[str, ...] = (), one_host: bool = False, gpu_var: str = "") -> Rendered:
+           flags: tuple[str, ...] = (), one_host: bool = False, gpu_var: str = "",
+           limit_memory: bool = True, fleet_dir: str = "{fleet}") -> Rendered:
     """The launcher command for an MPI step (kind: srun, pals or hydra); `gpu_var` is the
-    machine's GPU visibility variable, set for each rank to its node's GPUs."""
+    machine's GPU visibility variable, set for each rank to its node's GPUs. The command
+    is passed on as it is: nothing in it is a placeholder. `limit_memory` and `fleet_dir`:
+    as for render_srun (the others take neither)."""
     argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
     if kind == "srun":
-        return render_srun(placement, threads, argv, flags, gpu_var=gpu_var)
+        return render_srun(placement, threads, argv, flags, gpu_var=gpu_var, limit_memory=limit_memory,
+                           fleet_dir=fleet_dir)
     if kind == "pals":
         return render_pals(placement, threads, argv, flags, gpu_var=gpu_var)
     if kind == "hydra":

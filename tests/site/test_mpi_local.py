@@ -105,3 +105,25 @@ def test_the_probe_fails_and_says_so_when_a_rank_is_not_on_the_cores_it_was_plac
     assert rc == 0 and result["mismatches"] == [], out
     rc, result, out = _probe_directly(tmp_path, "ws:0;ws:1", "0")
     assert rc != 0 and result["mismatches"] == ["1 ranks ran, 2 were placed"], result
+
+
+def test_every_rank_runs_the_command_as_written_even_with_a_placeholder_like_text_in_it(tmp_path):
+    tag = f"mpi-local-{os.getpid()}-verbatim"
+    # (The tag, an unused argument, lets a rank outliving the fleet be found.)
+    command = json.dumps([sys.executable, "-c", "print('{fleet}'.format(fleet='rank-said-1'))", tag])
+    suite = write_suite(tmp_path / "s.toml", f"""
+[suite]
+name = "verbatim"
+run_dir = "run"
+[[steps]]
+id = "fmt"
+mpi = true
+ranks = 2
+command = {command}
+""")
+    r = fleet("run", str(suite), "--nodes", "2", cwd=tmp_path, timeout=90)
+    run_dir = tmp_path / "run"
+    log = (run_dir / "steps" / "fmt" / "log").read_text() if (run_dir / "steps/fmt/log").exists() else ""
+    assert r.returncode == 0, r.stdout + r.stderr + log
+    assert log.count("rank-said-1") == 2 and ".fleet" not in log, log
+    assert_nothing_left(run_dir, tag)

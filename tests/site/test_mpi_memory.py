@@ -44,3 +44,29 @@ def test_the_launch_of_an_mpi_step_declaring_memory_runs_srun_with_its_memory(tm
     profile = Profile(name="slurm-test", path="", launcher="slurm", mpi="srun")
     msg = launching.launch(profile, spec, start, tmp_path, "fleet-1")
     assert msg.command[:1] == ["srun"] and "--mem=1024M" in msg.command
+
+
+def test_the_launch_of_an_mpi_step_declaring_no_memory_gives_srun_no_memory_limit(tmp_path: Path):
+    # The scheduler still gives the step a share of each node's memory (Slot.memory), but
+    # a share taken for want of a declaration is no limit, as for any other step.
+    table = {"id": "solve", "command": ["./solve"], "mpi": True, "ranks": 4}
+    spec = parse_suite({"steps": [table]}, tmp_path / "suite.toml").steps[0]
+    start = Start("solve", 1, (Slot("n1", (0, 1), (), 1 << 30), Slot("n2", (0, 1), (), 1 << 30)))
+    profile = Profile(name="slurm-test", path="", launcher="slurm", mpi="srun")
+    msg = launching.launch(profile, spec, start, tmp_path, "fleet-1")
+    assert msg.command[:1] == ["srun"] and not [a for a in msg.command if a.startswith("--mem")], msg.command
+    assert msg.memory_limit == 0
+
+
+def test_a_memory_binding_in_the_site_flags_keeps_the_step_s_memory_limit():
+    slots = (Slot("n1", (0, 1), (), 512 * MIB),)
+    r = render("srun", slots, 1, PROBE, flags=("--mem-bind=local",))
+    assert [a for a in r.argv if a.startswith("--mem")] == ["--mem=512M", "--mem-bind=local"], r.argv
+
+
+def test_each_of_srun_s_memory_limits_in_the_site_flags_is_the_site_s_say_in_either_spelling():
+    slots = (Slot("n1", (0, 1), (), 512 * MIB),)
+    for flags in (("--mem=0",), ("--mem", "4G"), ("--mem-per-cpu=1G",), ("--mem-per-cpu", "1G"),
+                  ("--mem-per-gpu=8G",), ("--mem-per-gpu", "8G")):
+        r = render("srun", slots, 1, PROBE, flags=flags)
+        assert "--mem=512M" not in r.argv and r.argv[-len(PROBE) - len(flags):-len(PROBE)] == flags, (flags, r.argv)
