@@ -30,7 +30,9 @@ def expected(spec: str) -> list[tuple[str, list[int]]]:
 
 
 def node_name() -> str:
-    return os.environ.get("SLURMD_NODENAME") or os.environ.get("FLEET_NODE") or socket.gethostname()
+    """The rank's node: srun's SLURMD_NODENAME (the name the agents and the scheduler use),
+    else the host name (PALS and Hydra give ranks no node name; nodes are not checked then)."""
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
 
 
 def main() -> int:

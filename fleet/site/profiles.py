@@ -32,7 +32,7 @@ class ProfileError(ValueError):
 
 @dataclass(frozen=True)
 class Profile:
-    """One machine kind (see agents/README.md for the fields)."""
+    """One machine kind (docs/operations.md, "Machine profiles", says what each field means)."""
 
     name: str
     path: str
