@@ -2,6 +2,10 @@
 shuts down. Stopping is always the same: SIGTERM (and SIGCONT, so a stopped step sees
 it) to the step's process group, then SIGKILL once its grace is over.
 
+A step whose launcher stops its own tasks (an MPI step's srun: fleet.node.srunstop) is
+stopped through it instead: the launcher's ``term`` at the stop, its ``kill`` when the
+grace is over, and SIGKILL to the group LAUNCHER_KILL_S later if it is still there.
+
 Timers are deadlines in a heap, checked by the zygote's single-threaded poll loop
 (:meth:`Stops.next_ms` bounds its wait, :meth:`Stops.due` acts on what is due): no
 threads, no alarm signals. A step keeps the outcome it is being stopped for
@@ -28,6 +32,10 @@ CANCELLED = "cancelled"
 # fleet.node.jobend), and a lost node's step as any terminated one.
 WITH_NODE = "terminated"
 WITH_NODE_REASON = "stopped with its node"
+# After a launcher was told to kill its tasks: how long it has to do so and exit before
+# its group gets SIGKILL (srun waits for Slurm to end the tasks: KillWait, 30 s by
+# default, at most; a srun that hangs must not hold its zygote's shutdown for that long).
+LAUNCHER_KILL_S = 5.0
 
 
 class Stoppable(Protocol):
@@ -40,15 +48,25 @@ class Stoppable(Protocol):
     killed: bool
 
 
+class Launcher(Protocol):
+    """What stops a step through its launcher (fleet.node.srunstop)."""
+
+    def handles(self, step: Stoppable) -> bool: ...
+    def term(self, step: Stoppable) -> None: ...  # the tasks' SIGTERM
+    def kill(self, step: Stoppable) -> None: ...  # the tasks' SIGKILL; the launcher then exits
+
+
 class Stops:
     """The timers of one zygote's steps; ``signal_group(step, sig)`` signals a step's group,
-    ``alive(step)`` says whether the step is still one of the zygote's."""
+    ``alive(step)`` says whether the step is still one of the zygote's; ``launcher``
+    stops the steps it handles."""
 
     def __init__(self, signal_group: Callable[[Stoppable, int], None], alive: Callable[[Stoppable], bool],
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, launcher: Launcher | None = None):
         self.signal_group = signal_group
         self.alive = alive
         self.clock = clock
+        self.launcher = launcher
         self._heap: list[tuple[float, int, str, Stoppable]] = []
         self._seq = itertools.count()
 
@@ -66,8 +84,11 @@ class Stops:
             step.ending = ending
         if step.term_at is None:
             step.term_at = now
-            self.signal_group(step, signal.SIGTERM)
-            self.signal_group(step, signal.SIGCONT)
+            if self._through_launcher(step):
+                self.launcher.term(step)
+            else:
+                self.signal_group(step, signal.SIGTERM)
+                self.signal_group(step, signal.SIGCONT)
         kill_at = now + max(0.0, grace)
         if step.kill_at is None or kill_at < step.kill_at:
             step.kill_at = kill_at
@@ -79,22 +100,36 @@ class Stops:
         now = self.clock()
         while self._heap and self._heap[0][0] <= now:
             at, _, what, step = heapq.heappop(self._heap)
-            if not self.alive(step) or step.killed:
+            if not self.alive(step) or (step.killed and what != "last"):
                 continue
             if what == "timeout":
                 self.stop(step, grace_of(step), TIMED_OUT)
+            elif what == "last":  # its launcher did not end it
+                self.signal_group(step, signal.SIGKILL)
             elif step.kill_at is not None and step.kill_at <= at:
                 step.killed = True
-                self.signal_group(step, signal.SIGKILL)
+                if self._through_launcher(step):
+                    self.launcher.kill(step)
+                    self._push(now + LAUNCHER_KILL_S, "last", step)
+                else:
+                    self.signal_group(step, signal.SIGKILL)
+
+    def pending(self) -> bool:
+        """Whether a step its launcher was told to kill may still need SIGKILL."""
+        return any(what == "last" and self.alive(step) for _, _, what, step in self._heap)
 
     def next_ms(self) -> int | None:
         """Milliseconds until the next timer (at least 1), or None without one. Timers
         of steps gone are dropped here, so an idle zygote does not wake for them."""
-        while self._heap and (not self.alive(self._heap[0][3]) or self._heap[0][3].killed):
+        while self._heap and (not self.alive(self._heap[0][3])
+                              or (self._heap[0][3].killed and self._heap[0][2] != "last")):
             heapq.heappop(self._heap)
         if not self._heap:
             return None
         return max(1, math.ceil((self._heap[0][0] - self.clock()) * 1000))
+
+    def _through_launcher(self, step: Stoppable) -> bool:
+        return self.launcher is not None and self.launcher.handles(step)
 
     def _push(self, at: float, what: str, step: Stoppable) -> None:
         heapq.heappush(self._heap, (at, next(self._seq), what, step))

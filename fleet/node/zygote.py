@@ -56,7 +56,7 @@ from dataclasses import dataclass, field  # noqa: E402
 
 import msgpack  # noqa: E402
 
-from fleet.node import child, command, exits, memlimit, orphans, session, threads as step_threads  # noqa: E402
+from fleet.node import child, command, exits, memlimit, orphans, session, srunstop, threads as step_threads  # noqa: E402
 from fleet.node.preload import Preloads, thread_count, thread_problem  # noqa: E402,F401  (thread_count: ours too)
 from fleet.node.outbox import Outbox  # noqa: E402
 from fleet.node.queued import Queued  # noqa: E402
@@ -114,7 +114,7 @@ class Zygote:
         self.stop_grace: float | None = None  # set: shut down with this grace
         self.spare = Spare(self.report_w, INHERITED_THREAD_ENV)
         self.prefork = True  # keep a spare
-        self.stops = Stops(self._signal_group, lambda step: self.steps.get(step.pid) is step)
+        self.stops = Stops(self._signal_group, lambda step: self.steps.get(step.pid) is step, launcher=srunstop.Srun())
         self.preloads = Preloads(preloaded)  # and take more while serving
         # Handlers, not SIG_IGN: an ignored signal stays ignored across exec, a
         # handled one is reset to default, so spawned commands get defaults.
@@ -418,7 +418,7 @@ class Zygote:
         poller = select.poll()
         poller.register(self.wake_r, select.POLLIN)
         self.reap()
-        while any(not step.killed for step in self.steps.values()):
+        while any(not step.killed for step in self.steps.values()) or self.stops.pending():
             poller.poll(self.stops.next_ms() or 1)
             self._drain(self.wake_r)
             self.stops.due(self._grace_of)

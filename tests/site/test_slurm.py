@@ -354,3 +354,53 @@ def test_a_core_kept_for_the_coordinator_runs_the_coordinator_alone_and_no_step_
     assert all(core not in r["affinity"] for r in ranks["ranks"] if r["node"] == home), ranks
     assert job.left_after_down is None, job.left_after_down
     assert job.steps_after_down == [], job.scontrol_steps
+
+
+# A rank that traps SIGTERM writes term.<rank> in its step's directory; `polite` then
+# exits, `stubborn` runs on until its grace is over. Both span the two nodes (4 ranks of
+# the job's 4 cores: one after the other; a dep would block the second, the first timed out).
+RANK = ("trap 'echo term > term.$SLURM_PROCID; {then}' TERM; echo up > up.$SLURM_PROCID; "
+        "while :; do sleep 0.2; done")
+STOPPED_SUITE = f"""
+[suite]
+name = "stopped"
+
+[[steps]]
+id = "polite"
+mpi = true
+ranks = 4
+timeout = 6
+grace = 60
+retries = 0
+command = {json.dumps(["bash", "-c", RANK.format(then="exit 0")])}
+
+[[steps]]
+id = "stubborn"
+mpi = true
+ranks = 4
+timeout = 6
+grace = 3
+retries = 0
+command = {json.dumps(["bash", "-c", RANK.format(then=":")])}
+"""
+
+
+def test_an_srun_mpi_step_past_its_timeout_gives_every_rank_sigterm_and_its_grace_then_sigkill(tmp_path):
+    job = run_job(tmp_path, STOPPED_SUITE)
+    assert job.rcs.split("\n")[:1] == ["up 0"], job.report
+    exits = _by_step(job.events, "exit")
+    for step in ("polite", "stubborn"):
+        where = job.run_dir / "steps" / step
+        log = (where / "log").read_text(errors="replace") if (where / "log").exists() else "(no log)"
+        assert exits[step]["outcome"] == "timed_out", (exits[step], log)
+        assert sorted(p.name for p in where.glob("term.*")) == [f"term.{r}" for r in range(4)], log
+    polite_log = (job.run_dir / "steps" / "polite" / "log").read_text(errors="replace")
+    assert "forcing job termination" not in polite_log, polite_log  # srun never killed its ranks
+    # polite ended on its SIGTERM, long before its 60 s grace; stubborn was killed after its 3 s.
+    assert exits["polite"]["reason"] == "timed out after 6 s; ended after SIGTERM", exits["polite"]
+    assert exits["stubborn"]["reason"] == "timed out after 6 s; SIGKILL after 3 s grace", exits["stubborn"]
+    assert {s["node"] for s in _by_step(job.events, "start")["polite"]["placement"]} == {"node1", "node2"}
+    assert job.left_after_down is None, job.left_after_down
+    assert job.steps_after_down == [], job.scontrol_steps
+    assert job.stepds_after_down == [], job.stepds_after_down
+    assert_nothing_left(job.run_dir, timeout=10)
