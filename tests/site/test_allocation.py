@@ -266,7 +266,8 @@ def test_fleet_up_in_a_slurm_job_reads_the_nodes_from_the_environment_and_asks_s
     [argv] = [json.loads(line) for line in record.read_text().splitlines()]
     assert argv[:9] == ["--overlap", "--mpi=none", "--cpu-bind=none", "--kill-on-bad-exit=0",
                         "-N", "3", "-n", "3", "--ntasks-per-node=1"]
-    assert argv[-2:] == ["--node-from", "slurm"]
+    i = argv.index("--node-from")
+    assert argv[i:i + 2] == ["--node-from", "slurm"] and argv[-4:-2] == ["--gpu-var", "CUDA_VISIBLE_DEVICES"], argv
     assert called(marks) == {"squeue": f"{bindir}/squeue -h -j 4242 -o %e\n"}
     ev = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     assert [e["nodes"] for e in ev if e["kind"] == "fleet_starting"] == [3]
@@ -287,7 +288,8 @@ def test_fleet_up_in_a_pbs_job_starts_agents_on_the_de_duplicated_node_file_and_
     [argv] = [json.loads(line) for line in record.read_text().splitlines()]
     assert argv[:6] == ["-n", "2", "--ppn", "1", "--hosts", "x2,x1"]
     assert argv[argv.index("--hold-back") + 1] == "0,52"
-    assert argv[-4:] == ["--node-from", "rank", "--node-list", "x2,x1"]
+    i = argv.index("--node-from")
+    assert argv[i:i + 4] == ["--node-from", "rank", "--node-list", "x2,x1"], argv
     assert called(marks) == {"qstat": f"{bindir}/qstat -f 77.pbs\n"}
     assert_coordinator_gone(tmp_path / "run")
 
