@@ -101,7 +101,7 @@ def _settle(steps: dict, now: float, in_progress: bool) -> tuple[bool, float | N
             busy_now = busy_now or in_progress
             if not in_progress:
                 s.reason, s.end = "the fleet went down before it went on (" + (a.reason or a.outcome) + ")", now
-        elif a is not None and not (s.retries and s.retries[-1] >= a.end and len(s.retries) >= len(s.attempts)):
+        elif a is not None and not (a.retried or s.again):  # (else it is to run again: retried, or submitted again)
             s.outcome, s.reason, s.end = a.outcome, a.reason, a.end
         elif s.foreign or (s.waits and s.waits[-1].why.cause == W.ELSEWHERE):
             s.outcome = S.ELSEWHERE  # another fleet runs it; no outcome of it reached this stream
@@ -137,8 +137,13 @@ def _notes(g: Gathered, in_progress: bool) -> list[str]:
         notes.append(f"its fleet ended without fleet_down (its coordinator killed or crashed), as the next fleet "
                      f"found: {', '.join(g.gone)}; steps it ran that never ended show as unfinished")
     if g.fleets_started > 1 + len(g.gone):
-        notes.append(f"{g.fleets_started} fleets wrote to this stream at once (or one ended without fleet_down); "
-                     "its records carry no fleet id, so they are reported together")
+        if all(g.fleets):
+            notes.append(f"{g.fleets_started} fleets shared the run directory at once ({', '.join(g.fleets)}), "
+                         "reported together; each fleet's nodes are its own (named NODE@FLEET where two fleets "
+                         "named theirs alike)")
+        else:  # (a stream whose records name no fleet: a hand-made one)
+            notes.append(f"{g.fleets_started} fleets wrote to this stream at once (or one ended without fleet_down); "
+                         "its records carry no fleet id, so they are reported together")
     if in_progress:
         notes.append("the stream has no fleet_down: a run in progress (running steps end now)")
     return notes

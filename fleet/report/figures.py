@@ -67,7 +67,7 @@ def utilization(nodes: dict[str, Node], steps: dict[str, Step], t0: float, t_end
     tot = dict.fromkeys(("core_s", "work_core_s", "gpu_s", "memory_s", "cap_core_s", "cap_gpu_s", "cap_memory_s"), 0.0)
     out_nodes = {}
     for nd in nodes.values():
-        alive = max(0.0, min(nd.lost if nd.lost is not None else t_end, t_end) - max(nd.joined, t0))
+        alive = max(0.0, min(nd.until if nd.until is not None else t_end, t_end) - max(nd.joined, t0))
         cs, ws, gs, ms = held[nd.name]
         cap_c, cap_g, cap_m = len(nd.cores) * alive, len(nd.gpus) * alive, nd.memory * alive
         for k, v in (("core_s", cs), ("work_core_s", ws), ("gpu_s", gs), ("memory_s", ms),
@@ -88,6 +88,10 @@ def utilization(nodes: dict[str, Node], steps: dict[str, Step], t0: float, t_end
         "capacity_core_s": r6(tot["cap_core_s"]),
     }
     return {"overall": overall, "nodes": out_nodes}
+
+
+# An attempt that ended so and was followed by another is listed on its own.
+_ATTEMPT_PROBLEMS = (S.FAILED, S.TERMINATED, S.LOST, S.TIMED_OUT, S.OUT_OF_MEMORY)
 
 
 def _frac(num: float, den: float):
@@ -129,15 +133,22 @@ def counts(steps: dict[str, Step]) -> dict[str, int]:
 
 
 def problems(steps: dict[str, Step], t0: float) -> list[dict]:
-    """Every step that ended badly (or never ran) and every failed attempt retried,
-    in time order."""
+    """Every step that ended badly (or never ran) and every attempt that failed before
+    another one (or that is to run again), in time order. `retried` only where the
+    fleet retried it (its `retries`); one run again by a later submission, or by
+    another fleet, says so (`again`)."""
     out = []
     for s in steps.values():
-        for k, a in enumerate(s.attempts):
-            retried = k + 1 < len(s.attempts) or s.outcome in (S.WAITING, NOT_RUN)
-            if retried and a.outcome in (S.FAILED, S.TERMINATED, S.LOST, S.TIMED_OUT):  # then tried again
-                out.append(dict(step=s.id, outcome=a.outcome, attempt=a.attempt, node=a.node,
-                                t=r6(a.end - t0) if a.end is not None else None, reason=a.reason, retried=True))
+        atts = s.attempts
+        for k, a in enumerate(atts):
+            if a.outcome not in _ATTEMPT_PROBLEMS or not (a.retried or k + 1 < len(atts) or s.again):
+                continue
+            p = dict(step=s.id, outcome=a.outcome, attempt=a.attempt, node=a.node,
+                     t=r6(a.end - t0) if a.end is not None else None, reason=a.reason, retried=a.retried)
+            if not a.retried:
+                later = atts[k + 1].fleet if k + 1 < len(atts) else None
+                p["again"] = "run again by fleet " + later if later and later != a.fleet else "submitted again"
+            out.append(p)
         if s.outcome in PROBLEM_OUTCOMES:
             a = s.last
             out.append(dict(step=s.id, outcome=s.outcome, attempt=a.attempt if a and s.final is None else None,

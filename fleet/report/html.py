@@ -40,6 +40,10 @@ EXACT_BARS = 5000
 PLOT_W = 1160
 LEFT = 120
 MAX_GANTT_H = 720
+# The width of a character of the charts' 11 px sans-serif text, at most (digits are
+# 6.1 px, most letters less): room for labels is made from it, there being no script
+# to measure them.
+CHAR_W = 7.0
 
 
 def _pale(hex_colour: str, f: float = 0.55) -> str:
@@ -113,12 +117,29 @@ class _Scale:
         return LEFT + max(0.0, min(self.wall, t - self.t0)) * self.k
 
 
+def _node_label(name: str, nd) -> str:
+    return f"{name} ({len(nd.cores)})"
+
+
+def _pad(r: Report) -> int:
+    """Room to add left of both charts for node labels longer than LEFT holds (a
+    node named for its fleet: fleet.report.nodenames); the charts' x stay as they are."""
+    longest = max((len(_node_label(name, nd)) for name, nd in r.nodes.items()), default=0)
+    return max(0, math.ceil(longest * CHAR_W) - (LEFT - 8))
+
+
+def _svg_open(svg_id: str, pad: int, width: float, height: float, extra: str = "") -> str:
+    """An <svg> whose user space starts `pad` px left of 0 (room for labels at x < 0)."""
+    w = pad + width
+    return (f'<svg id="{svg_id}" xmlns="http://www.w3.org/2000/svg" width="{w:.0f}" height="{height:.0f}" '
+            f'viewBox="{-pad} 0 {w:.0f} {height:.0f}"{extra} font-size="11">')
+
+
 def _gantt(r: Report) -> str:
     rows, height = _layout(r)
     sc = _Scale(r)
     H = height + 30
-    out = [f'<svg id="gantt" xmlns="http://www.w3.org/2000/svg" width="{LEFT + PLOT_W + 20}" height="{H:.0f}" '
-           f'viewBox="0 0 {LEFT + PLOT_W + 20} {H:.0f}" shape-rendering="crispEdges" font-size="11">']
+    out = [_svg_open("gantt", _pad(r), LEFT + PLOT_W + 20, H, ' shape-rendering="crispEdges"')]
     out += _node_rows(r, rows, sc)
     pieces = _pieces(r, rows)
     out += _exact_bars(r, rows, sc, pieces) if len(pieces) <= EXACT_BARS else _pixel_bars(r, rows, sc, pieces)
@@ -136,7 +157,7 @@ def _node_rows(r: Report, rows: dict, sc: _Scale) -> list[str]:
     for name, (y0, nrows, h, _) in rows.items():
         nd = r.nodes[name]
         out.append(f'<rect x="{LEFT}" y="{y0:.1f}" width="{PLOT_W}" height="{nrows * h:.1f}" fill="#f3f3f3"/>')
-        label = f"{name} ({len(nd.cores)})"
+        label = _node_label(name, nd)
         out.append(f'<text x="{LEFT - 6}" y="{y0 + min(nrows * h, 14) - 3:.1f}" text-anchor="end">{_e(label)}</text>')
         if nd.lost is not None:
             lx = sc.x(nd.lost)
@@ -236,38 +257,54 @@ def _pixel_bars(r: Report, rows: dict, sc: _Scale, pieces: list[tuple]) -> list[
     return out
 
 
-def _util_chart(r: Report) -> str:
-    bins = PLOT_W // 2
-    wall = r.wall_s if r.wall_s > 0 else 1.0
-    series = busy_series(r)
-    cap = sum(len(n.cores) for n in r.nodes.values()) or 1
+def _held_fractions(r: Report, wall: float, bins: int) -> list[float]:
+    """Per bin: the cores held by steps over the cores of the nodes live then (fleets
+    that shared the run directory come and go: each counts while it was up)."""
     total: dict[float, int] = {}
-    for pts in series.values():
+    for pts in busy_series(r).values():
         prev = 0
         for t, v in pts:
             total[t] = total.get(t, 0) + v - prev
             prev = v
+    live: dict[float, int] = {}
+    for nd in r.nodes.values():
+        live[nd.joined - r.t0] = live.get(nd.joined - r.t0, 0) + len(nd.cores)
+        if nd.until is not None:
+            live[nd.until - r.t0] = live.get(nd.until - r.t0, 0) - len(nd.cores)
+    held = binned(_cumulative(total), 0.0, wall, bins)
+    offered = binned(_cumulative(live), 0.0, wall, bins)  # (a node up before 0 counts from 0)
+    return [h / o if o > 0 else 0.0 for h, o in zip(held, offered)]
+
+
+def _cumulative(changes: dict[float, int]) -> list[tuple[float, int]]:
     cur, pts = 0, []
-    for t in sorted(total):
-        cur += total[t]
+    for t in sorted(changes):
+        cur += changes[t]
         pts.append((t, cur))
-    avg = binned(pts, 0.0, wall, bins)
+    return pts
+
+
+def _util_chart(r: Report) -> str:
+    bins = PLOT_W // 2
+    wall = r.wall_s if r.wall_s > 0 else 1.0
+    fracs = _held_fractions(r, wall, bins)
     H = 140
     bw = PLOT_W / bins
 
     def y(frac: float) -> float:
         return H - 10 - max(0.0, min(1.0, frac)) * (H - 20)
 
-    out = [f'<svg id="utilization" xmlns="http://www.w3.org/2000/svg" width="{LEFT + PLOT_W + 20}" height="{H + 20}" '
-           f'viewBox="0 0 {LEFT + PLOT_W + 20} {H + 20}" font-size="11">']
-    out.append(f'<rect x="{LEFT}" y="10" width="{PLOT_W}" height="{H - 20}" fill="#f7f7f7"/>')
-    poly = [f"{LEFT},{y(0):.1f}"] + [f"{LEFT + (i + 0.5) * bw:.1f},{y(v / cap):.1f}" for i, v in enumerate(avg)] + \
-        [f"{LEFT + PLOT_W},{y(0):.1f}"]
-    out.append(f'<polygon points="{" ".join(poly)}" fill="#6baed6" fill-opacity="0.7" stroke="#2171b5">'
-               f'<title>cores held by steps, % of the fleet\'s {cap}</title></polygon>')
     # Steps waiting (right axis), for a dependency and for resources.
     ws = waiting_series(r)
     peak = max([v for p in ws.values() for _, v in p] + [1])
+    right = 8 + math.ceil(len(str(peak)) * CHAR_W)  # room for the right axis' largest number
+    out = [_svg_open("utilization", _pad(r), LEFT + PLOT_W + right, H + 20)]
+    out.append(f'<rect x="{LEFT}" y="10" width="{PLOT_W}" height="{H - 20}" fill="#f7f7f7"/>')
+    poly = [f"{LEFT},{y(0):.1f}"] + [f"{LEFT + (i + 0.5) * bw:.1f},{y(v):.1f}" for i, v in enumerate(fracs)] + \
+        [f"{LEFT + PLOT_W},{y(0):.1f}"]
+    cap = sum(len(n.cores) for n in r.nodes.values())
+    out.append(f'<polygon points="{" ".join(poly)}" fill="#6baed6" fill-opacity="0.7" stroke="#2171b5">'
+               f'<title>cores held by steps, % of the cores of the nodes up then ({cap} in all)</title></polygon>')
     for key, colour in (("dependency", "#9e9e9e"), ("resources", "#e6550d")):
         av = binned(ws[key], 0.0, wall, bins)
         line = " ".join(f"{LEFT + (i + 0.5) * bw:.1f},{y(v / peak):.1f}" for i, v in enumerate(av))
@@ -317,7 +354,7 @@ def render(r: Report, max_problems: int = 500) -> str:
         f'and its exit. Hover a bar for details.{legend}</p>',
         _gantt(r),
         "<h2>Utilization over time</h2>",
-        '<p class="note">Blue: cores held by steps (% of the fleet). Lines (right axis): steps waiting for '
+        '<p class="note">Blue: cores held by steps (% of the cores of the nodes up at the time). Lines (right axis): steps waiting for '
         'a dependency (grey) and for resources (orange).</p>',
         _util_chart(r),
     ]
@@ -353,13 +390,16 @@ def _summary(r: Report) -> list[tuple]:
 def _tables(r: Report, max_problems: int) -> list[str]:
     """Nodes, problems, what steps waited for, and the idle stretches."""
     nodes = [(name, nu["cores"], nu["gpus"], _pct(nu["cores_held"]), _pct(nu["cores_working"]),
-              _pct(nu["gpus_held"]), _pct(nu["memory_held"]),
-              "lost: " + r.nodes[name].lost_reason if r.nodes[name].lost is not None else "")
+              _pct(nu["gpus_held"]), _pct(nu["memory_held"]), _lost(r, r.nodes[name]))
              for name, nu in r.utilization["nodes"].items()]
-    parts = ["<h2>Nodes</h2>",
-             _table(nodes, ("node", "cores", "GPUs", "cores held", "cores working", "GPUs held", "memory held", ""))]
+    head = ("node", "cores", "GPUs", "cores held", "cores working", "GPUs held", "memory held", "lost")
+    if len({nd.fleet for nd in r.nodes.values()}) > 1:  # fleets that shared the run directory
+        nodes = [row + (r.nodes[row[0]].fleet,) for row in nodes]
+        head += ("fleet",)
+    parts = ["<h2>Nodes</h2>", _table(nodes, head)]
     problems = [(p["outcome"], p["step"], p.get("node") or "", _s(p["t"]) if p["t"] is not None else "",
-                 ("(retried) " if p.get("retried") else "") + (p["reason"] or ""))
+                 ("(retried) " if p.get("retried") else f"({p['again']}) " if p.get("again") else "")
+                 + (p["reason"] or ""))
                 for p in r.problems[:max_problems]]
     if problems:
         parts += ["<h2>Problems</h2>", _table(problems, ("outcome", "step", "node", "at", "reason"))]
@@ -380,6 +420,11 @@ def _tables(r: Report, max_problems: int) -> list[str]:
         parts += ["<h2>Idle cores while steps waited (longest stretches)</h2>",
                   _table(stretches, ("when", "for", "idle cores (mean)", "steps waiting", "waiting for"))]
     return parts
+
+
+def _lost(r: Report, nd) -> str:
+    """When the node was lost and why ("" if it was not)."""
+    return "" if nd.lost is None else f"at {_s(nd.lost - r.t0)}: {nd.lost_reason}"
 
 
 def write_html(r: Report, path: Path) -> None:

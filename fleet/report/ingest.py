@@ -18,6 +18,7 @@ from fleet.core import states as S
 from fleet.core import waits as W
 from fleet.core.names import natural_key
 from fleet.wire import events as E
+from fleet.report import nodenames
 from fleet.report.model import Attempt, Node, Piece, Step, Waited
 
 
@@ -68,10 +69,10 @@ def _records(text: str) -> list:
 
 def sessions(records: list) -> list[list]:
     """The stream cut into sessions: a session begins with a `fleet_starting` when no
-    fleet is up and lasts until as many `fleet_down` records as fleets started. Fleets
-    sharing a run directory append to one stream and their records carry no fleet id,
-    so fleets that overlap in time form one session (records before the first
-    `fleet_starting` form one too)."""
+    fleet is up and lasts until as many `fleet_down` (or `fleet_gone`) records as fleets
+    started. Fleets sharing a run directory append to one stream, so fleets that overlap
+    in time form one session, reported together (each record names its fleet: each
+    fleet's nodes are its own); records before the first `fleet_starting` form one too."""
     cuts = [0]
     live = 0
     for i, rec in enumerate(records):
@@ -109,6 +110,11 @@ class Gathered:
     whys: dict[tuple, W.WaitReason] = field(default_factory=dict)  # wait records' reasons, shared
     kinds: dict[tuple, tuple] = field(default_factory=dict)  # the steps' kinds (Step.sig), shared
     allocation: dict = field(default_factory=dict)  # its end and drain (fleet.core.deadline), if known
+    fleets: list = field(default_factory=list)  # the ids of the fleets that started in it, in order
+    # Each fleet's nodes are its own, but every embedded fleet names its node `node1`: a
+    # name another fleet's node has already taken is the node's name @ its fleet, and at
+    # the end the first of that name too (fleet.report.nodenames).
+    renamed: dict[tuple, str] = field(default_factory=dict)  # (fleet, node name) -> the node's name here
 
     def step_of(self, sid: str, t: float) -> Step:
         s = self.steps.get(sid)
@@ -181,6 +187,7 @@ def _take(g: Gathered, records: list) -> None:
 
 
 def _finish(g: Gathered) -> Gathered:
+    nodenames.finish(g.nodes, g.steps, g.renamed)
     g.nodes = {k: g.nodes[k] for k in sorted(g.nodes, key=natural_key)}
     return g
 
@@ -196,17 +203,24 @@ def _on_started(g: Gathered, rec: E.Started) -> None:
 def _on_start(g: Gathered, rec: E.Start) -> None:
     s = g.step_of(rec.step, rec.t)
     placement = [_piece(p) for p in rec.placement] or [Piece(rec.node, rec.cores, rec.gpus, rec.memory or 0)]
+    node = rec.node
+    if g.renamed:  # (only when two fleets' nodes share a name)
+        placement, node = nodenames.placed(g.renamed, rec.fleet, placement), g.renamed.get((rec.fleet, node), node)
     n = rec.attempt or len(s.attempts) + 1
     last = s.attempts[-1] if s.attempts else None
-    if last is not None and last.attempt == n and last.exit_seen and last.started is None:
+    again, s.again = s.again, False
+    if s.final is not None:  # decided earlier (a skip, a block), and run again since: this run decides
+        s.final = None
+    if (last is not None and last.attempt == n and last.exit_seen and last.started is None and not again
+            and last.fleet == rec.fleet):
         # Its exit came first: the coordinators of 2026-11-30's node window wrote a queued
         # step's `start` once they heard it had run, after its `exit`. The same attempt,
         # not another that never ended.
-        a = Attempt.placed(s.id, n, rec.node, placement, rec.t)
+        a = Attempt.placed(s.id, n, node, placement, rec.t)
         last.node, last.placement, last.start = a.node, a.placement, a.start
         last.cores, last.gpus, last.memory = a.cores, a.gpus, a.memory
         return
-    s.attempts.append(Attempt.placed(s.id, n, rec.node, placement, rec.t))
+    s.attempts.append(Attempt.placed(s.id, n, node, placement, rec.t, rec.fleet))
 
 
 def _piece(p: dict) -> Piece:
@@ -216,18 +230,20 @@ def _piece(p: dict) -> Piece:
 
 def _on_exit(g: Gathered, rec: E.Exit) -> None:
     s = g.step_of(rec.step, rec.t)
-    att = rec.attempt
-    a = s.attempts[-1] if s.attempts and s.attempts[-1].attempt == att else next(
-        (x for x in reversed(s.attempts) if x.attempt == att), None)
+    att, fleet = rec.attempt, rec.by or rec.fleet  # (by: another fleet's attempt, whose end this fleet heard of)
+    a = s.attempts[-1] if s.attempts and s.attempts[-1].attempt == att and s.attempts[-1].fleet == fleet else next(
+        (x for x in reversed(s.attempts) if x.fleet == fleet and (x.attempt == att or rec.by)), None)
     if a is not None and a.exit_seen and rec.node is None:
         # The coordinator's verdict on an attempt its node already reported (children
         # refused after the step said it waits): how it ended, not another run.
         a.outcome, a.reason = rec.outcome or S.FAILED, rec.reason or ""
         return
     if a is None:  # an exit without its start record (a cut stream)
-        piece = Piece(rec.node, rec.cores or [], rec.gpus or [], int(rec.memory or 0))
-        a = Attempt.placed(s.id, att, rec.node, [piece], rec.decided_at or rec.t)
+        node = g.renamed.get((rec.fleet, rec.node), rec.node) if g.renamed else rec.node
+        piece = Piece(node, rec.cores or [], rec.gpus or [], int(rec.memory or 0))
+        a = Attempt.placed(s.id, att, node, [piece], rec.decided_at or rec.t, fleet)
         s.attempts.append(a)
+        s.again = False
     a.end = rec.t
     a.exit_seen = True
     a.outcome = rec.outcome or S.FAILED
@@ -244,11 +260,28 @@ def _on_exit(g: Gathered, rec: E.Exit) -> None:
 
 
 def _on_step(g: Gathered, rec: E.StepDeclared) -> None:
-    if rec.step not in g.steps:
+    s = g.steps.get(rec.step)
+    if s is None:
         serial = rec.submission in g.serial_subs
         sig = _SERIAL if serial else (rec.cores, rec.min_cores, rec.gpus, rec.memory, rec.step_kind)
         g.steps[rec.step] = Step(rec.step, rec.t, deps=list(rec.deps or ()), serial=serial,
-                                 foreign=bool(rec.foreign), sig=g.kinds.setdefault(sig, sig))
+                                 foreign=bool(rec.foreign), sig=g.kinds.setdefault(sig, sig),
+                                 fleet="" if rec.foreign else rec.fleet)
+    elif not rec.foreign:
+        if not s.fleet:
+            s.fleet = rec.fleet
+        # Submitted again (a later `fleet run`, or another fleet) after it ended without
+        # success: to be decided again; what ended it is no longer its outcome (a success
+        # is skipped, or run again on purpose: its start says so).
+        a = s.attempts[-1] if s.attempts else None
+        if s.final is not None:  # (a final is later than every attempt: a start clears it)
+            if s.final != S.SKIPPED:
+                s.final, s.again = None, True
+        elif a is not None and a.exit_seen and a.outcome not in _ENDED_WELL and not a.retried:
+            s.again = True
+
+
+_ENDED_WELL = (S.SUCCEEDED, S.WAIT, S.NEXT, S.RESTART)  # (the last three: it goes on, fleet.core.phases)
 
 
 _SERIAL = ("serial",)
@@ -263,27 +296,33 @@ def _on_wait(g: Gathered, rec: E.Wait) -> None:
     why = g.whys.get(key)
     if why is None:
         why = g.whys[key] = rec.why()
-    s.waits.append(Waited(rec.t, why, rec.reason or ""))
+    s.waits.append(Waited(rec.t, why, rec.reason or "", rec.fleet))
 
 
 def _on_elsewhere(g: Gathered, rec: E.Elsewhere) -> None:
     why = W.WaitReason(W.ELSEWHERE, detail=f"held by fleet {rec.holder or '?'}: {rec.reason or ''}")
-    g.step_of(rec.step, rec.t).waits.append(Waited(rec.t, why, why.text()))
+    g.step_of(rec.step, rec.t).waits.append(Waited(rec.t, why, why.text(), rec.fleet))
 
 
 def _on_reclaim(g: Gathered, rec: E.Reclaim) -> None:
     # Back to ready: from here it queues like any ready step without a wait of its own.
     why = W.WaitReason(W.QUEUED, detail=f"reclaimed ({rec.reason or ''}); ready")
-    g.step_of(rec.step, rec.t).waits.append(Waited(rec.t, why, why.text()))
+    g.step_of(rec.step, rec.t).waits.append(Waited(rec.t, why, why.text(), rec.fleet))
 
 
 def _on_retry(g: Gathered, rec: E.Retry) -> None:
-    g.step_of(rec.step, rec.t).retries.append(rec.t)
+    s = g.step_of(rec.step, rec.t)
+    s.retries.append(rec.t)
+    # The attempt retried (`attempt` is the next one's number); the last, if not found.
+    a = next((x for x in reversed(s.attempts) if x.attempt == rec.attempt - 1 and x.fleet == rec.fleet),
+             s.attempts[-1] if s.attempts else None)
+    if a is not None:
+        a.retried = True
 
 
 def _final(g: Gathered, rec, outcome: str, reason: str) -> None:
     s = g.step_of(rec.step, rec.t)
-    s.final, s.final_t, s.final_reason = outcome, rec.t, reason
+    s.final, s.final_t, s.final_reason, s.again = outcome, rec.t, reason, False
 
 
 def _on_blocked(g: Gathered, rec: E.Blocked) -> None:
@@ -299,6 +338,15 @@ def _on_cancelled(g: Gathered, rec: E.Cancelled) -> None:
 
 
 def _on_skipped(g: Gathered, rec: E.Skipped) -> None:
+    s = g.steps.get(rec.step)
+    if s is not None and s.attempts and s.attempts[-1].outcome == S.SUCCEEDED:
+        # It ran and succeeded in this session: the skip (already done, or done in another
+        # fleet) agrees; another fleet's says when that fleet saw it (its dependents wait so long).
+        if rec.fleet != s.attempts[-1].fleet:
+            if s.seen is None:
+                s.seen = {}
+            s.seen.setdefault(rec.fleet, rec.t)
+        return
     _final(g, rec, S.SKIPPED, f"succeeded in fleet {rec.by}" if rec.by else "already succeeded")
 
 
@@ -310,24 +358,31 @@ def _on_submitted(g: Gathered, rec: E.Submitted) -> None:
 
 
 def _on_node_joined(g: Gathered, rec: E.NodeJoined) -> None:
-    g.nodes[rec.node] = Node(rec.node, list(rec.cores or ()), list(rec.gpus or ()), int(rec.memory or 0), rec.t,
-                             memlimit=rec.memlimit or "")
+    name = nodenames.joined(g.nodes, g.renamed, rec.fleet, rec.node)
+    g.nodes[name] = Node(name, list(rec.cores or ()), list(rec.gpus or ()), int(rec.memory or 0), rec.t,
+                         memlimit=rec.memlimit or "", fleet=rec.fleet)
+
+
+def _node(g: Gathered, rec) -> Node | None:
+    """The node a record of its fleet names."""
+    return g.nodes.get(g.renamed.get((rec.fleet, rec.node), rec.node) if g.renamed else rec.node)
 
 
 def _on_node_memory(g: Gathered, rec: E.NodeMemory) -> None:
-    nd = g.nodes.get(rec.node)
+    nd = _node(g, rec)
     if nd is not None:
         nd.memory_used = max(nd.memory_used or 0, int(rec.used or 0))
 
 
 def _on_node_lost(g: Gathered, rec: E.NodeLost) -> None:
-    nd = g.nodes.get(rec.node)
+    nd = _node(g, rec)
     if nd is not None and nd.lost is None:
         nd.lost, nd.lost_reason = rec.t, rec.reason or ""
 
 
 def _on_fleet_starting(g: Gathered, rec: E.FleetStarting) -> None:
     g.fleets_started += 1
+    g.fleets.append(rec.fleet)
     g.fleets_up += 1
     if g.starting_t is None:
         g.starting_t = rec.t
@@ -341,6 +396,7 @@ def _on_fleet_up(g: Gathered, rec: E.FleetUp) -> None:
 def _on_fleet_down(g: Gathered, rec: E.FleetDown) -> None:
     g.fleets_up -= 1
     g.down_t = rec.t
+    nodenames.left(g.nodes, rec.fleet, rec.t)
 
 
 def _on_fleet_gone(g: Gathered, rec: E.FleetGone) -> None:
@@ -348,6 +404,7 @@ def _on_fleet_gone(g: Gathered, rec: E.FleetGone) -> None:
         g.fleets_up -= 1
         g.down_t = rec.t if g.down_t is None else max(g.down_t, rec.t)
         g.gone.append(f"{rec.gone} (pid {rec.pid} on {rec.host})")
+        nodenames.left(g.nodes, rec.gone, rec.t)
 
 
 def _on_allocation_end(g: Gathered, rec: E.AllocationEnd) -> None:

@@ -17,7 +17,7 @@ from fleet.core import waits as W
 
 UNFINISHED, NOT_RUN = "unfinished", "not run"  # the fleet went down before it ended / ran
 PROBLEM_OUTCOMES = (S.FAILED, S.TERMINATED, S.OUT_OF_MEMORY, S.TIMED_OUT, S.LOST, S.CANCELLED, S.BLOCKED, S.UNRUNNABLE, S.INTERRUPTED,
-                    UNFINISHED, NOT_RUN, S.BROKEN)
+                    UNFINISHED, NOT_RUN, S.BROKEN, S.STOPPED)
 
 # What a waiting step waited for, in words (text and HTML).
 CATEGORY_TEXT = {
@@ -53,11 +53,13 @@ class Piece(NamedTuple):
 
 
 class Waited(NamedTuple):
-    """A step's own wait record (or an `elsewhere`/`reclaim` one): when, why, in words."""
+    """A step's own wait record (or an `elsewhere`/`reclaim` one): when, why, in words,
+    and the fleet that wrote it."""
 
     t: float
     why: W.WaitReason
     text: str
+    fleet: str = ""
 
 
 @dataclass
@@ -71,6 +73,13 @@ class Node:
     lost_reason: str = ""
     memlimit: str = ""  # how its steps were held to their memory (fleet.node.memlimit), in words
     memory_used: int | None = None  # the most in use on it, as its node_memory records said
+    fleet: str = ""  # the fleet it served (each fleet's nodes are its own, however named)
+    left: float | None = None  # its fleet went down (or was found gone) then
+
+    @property
+    def until(self) -> float | None:
+        """When it stopped offering its cores: lost, or its fleet ended (None: still up)."""
+        return self.lost if self.lost is not None else self.left
 
 
 def _memory_json(n: Node) -> dict:
@@ -100,14 +109,18 @@ class Attempt:
     startup_s: float | None = None   # decision -> the step's own first instruction
     work_s: float | None = None      # the step's own work
     exit_seen: bool = False          # an exit record came (its fields are read as it comes, not kept)
+    fleet: str = ""                  # the fleet that ran it
+    retried: bool = False            # the fleet retried it (a `retry` record): another attempt follows
 
     @classmethod
-    def placed(cls, step: str, attempt: int, node: str | None, placement: list[Piece], start: float) -> "Attempt":
+    def placed(cls, step: str, attempt: int, node: str | None, placement: list[Piece], start: float,
+               fleet: str = "") -> "Attempt":
         if len(placement) == 1:  # nearly always: spared the sums
             p = placement[0]
-            return cls(step, attempt, node, placement, start, cores=len(p.cores), gpus=len(p.gpus), memory=p.memory)
+            return cls(step, attempt, node, placement, start, cores=len(p.cores), gpus=len(p.gpus), memory=p.memory,
+                       fleet=fleet)
         return cls(step, attempt, node, placement, start, cores=sum(len(p.cores) for p in placement),
-                   gpus=sum(len(p.gpus) for p in placement), memory=sum(p.memory for p in placement))
+                   gpus=sum(len(p.gpus) for p in placement), memory=sum(p.memory for p in placement), fleet=fleet)
 
 
 @dataclass(slots=True)
@@ -117,15 +130,22 @@ class Step:
     deps: list[str] = field(default_factory=list)
     serial: bool = False
     foreign: bool = False             # another shard runs it; this fleet waits for its marker
+    fleet: str = ""                   # the fleet that declared it to run it (the first, if several)
+    # When other fleets saw its success (their `skipped` record, by fleet): their steps
+    # that depend on it could start only then. None for nearly every step.
+    seen: dict | None = None
     attempts: list[Attempt] = field(default_factory=list)
     waits: list[Waited] = field(default_factory=list)   # own wait records
     retries: list[float] = field(default_factory=list)
-    final: str | None = None          # blocked | unrunnable | skipped (decided without an exit)
+    final: str | None = None          # blocked | unrunnable | cancelled | skipped (decided without an exit)
     final_t: float | None = None
     final_reason: str = ""
     outcome: str = S.WAITING
     reason: str = ""
     end: float | None = None          # when it reached its final state
+    # Submitted again (a later submission, or another fleet) after its last attempt ended
+    # unsuccessfully: it is to run again, not ended by that attempt.
+    again: bool = False
     segments: list[tuple[float, float, str, str]] = field(default_factory=list)  # waits (from, to, cause, why)
     # The kind of step, for queueing behind its kind's head: what its declaration asks for
     # (cores, min_cores, gpus, memory, step kind), or ("serial",) in a serial run; one tuple

@@ -40,18 +40,18 @@ def _idle_changes(nodes: dict[str, Node], steps: dict[str, Step], t_end: float) 
     d_idle: dict[float, int] = defaultdict(int)
     for nd in nodes.values():
         d_idle[nd.joined] += len(nd.cores)
-        if nd.lost is not None:
-            d_idle[nd.lost] -= len(nd.cores)
+        if nd.until is not None:  # lost, or its fleet ended (another fleet of the session goes on)
+            d_idle[nd.until] -= len(nd.cores)
     for s in steps.values():
         for a in s.attempts:
             end = a.end if a.end is not None else t_end
             for p in a.placement:
                 nd = nodes.get(p.node)
-                if nd is None or (nd.lost is not None and a.start >= nd.lost):
+                if nd is None or (nd.until is not None and a.start >= nd.until):
                     continue
                 c = len(p.cores)
-                if nd.lost is not None and end > nd.lost:
-                    end = nd.lost  # cores of a lost node do not come back when its steps end
+                if nd.until is not None and end > nd.until:
+                    end = nd.until  # cores of a lost node do not come back when its steps end
                 d_idle[a.start] -= c
                 d_idle[end] += c
     return d_idle

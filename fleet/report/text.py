@@ -134,7 +134,8 @@ def _problem_lines(r: Report, problems: int) -> list[str]:
     out = [f"  problems      {len(r.problems)}"]
     for p in r.problems[:problems]:
         where = f" on {p['node']}" if p.get("node") else ""
-        att = f" (attempt {p['attempt']}, retried)" if p.get("retried") else ""
+        att = f" (attempt {p['attempt']}, retried)" if p.get("retried") else (
+            f" (attempt {p['attempt']}, {p['again']})" if p.get("again") else "")
         out.append(f"    {p['outcome']:<10} {p['step']}{where}{att}: {p['reason'] or '-'}")
     if len(r.problems) > problems:
         out.append(f"    ... and {len(r.problems) - problems} more (--json has them all)")

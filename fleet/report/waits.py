@@ -60,7 +60,7 @@ class FreeIndex:
             self._index()
         out = []
         for name, nd in self.nodes.items():
-            if nd.joined > t or (nd.lost is not None and nd.lost <= t):
+            if nd.joined > t or (nd.until is not None and nd.until <= t):
                 continue
             i = bisect_right(self.times[name], t) - 1
             c, g, m = self.held[name][i] if i >= 0 else (0, 0, 0)
@@ -127,6 +127,13 @@ def _periods(s: Step, t_end: float) -> Iterator[tuple[float, float, bool]]:
             yield p_from, p_to, first
 
 
+def _seen(dep: Step, fleet: str, done: float) -> float:
+    """When a fleet saw a dependency done: its success, or later, if it ran in another
+    fleet, when this one learnt of it (its `skipped` record)."""
+    t = dep.seen.get(fleet) if dep.seen else None
+    return done if t is None or t < done else t
+
+
 def _signature(s: Step) -> tuple:
     """The kind of a step: what it asks for (a serial run's steps are all one kind)."""
     return _UNDECLARED if s.sig is None else s.sig
@@ -150,7 +157,8 @@ class _Context:
                 self.done_at[s.id] = s.last.end
         # Every wait record by the kind of step that wrote it, in time order.
         self.by_sig: dict[tuple, tuple[list[float], list[tuple[str, Waited]]]] = {}
-        recs = sorted(((w, s.id, _signature(s)) for s in steps.values() if s.waits for w in s.waits),
+        # (and by fleet: fleets sharing the run directory queue their steps apart)
+        recs = sorted(((w, s.id, (w.fleet, _signature(s))) for s in steps.values() if s.waits for w in s.waits),
                       key=lambda x: x[0].t)
         for w, sid, sig in recs:
             ts, vs = self.by_sig.setdefault(sig, ([], []))
@@ -170,9 +178,11 @@ class _Context:
         """Add the wait for s's dependencies; return when the last one was done."""
         steps, done_at = self.steps, self.done_at
         known = [d for d in s.deps if d in steps]
-        ready = max([p_from] + [done_at.get(d, math.inf) for d in known])
+        fleet = s.attempts[-1].fleet if s.attempts else s.fleet
+        done_at = {d: _seen(steps[d], fleet, done_at.get(d, math.inf)) for d in known}
+        ready = max([p_from] + [done_at[d] for d in known])
         if ready > p_from:
-            pending = [d for d in known if d not in done_at]
+            pending = [d for d in known if done_at[d] == math.inf]
             if pending:
                 named = [d + (" (another fleet runs it)" if steps[d].foreign else "") for d in pending[:3]]
                 why = "dependency " + ", ".join(named) + (" ..." if len(pending) > 3 else "") + " not done"
@@ -187,7 +197,8 @@ class _Context:
         own = [w for w in s.waits if ready <= w.t < p_to] if s.waits else s.waits
         if not own or own[0].t > ready:
             cat, why = W.QUEUED, "ready; no wait recorded for it or its kind"
-            sig = self.by_sig.get(_signature(s)) if self.by_sig else None
+            fleet = s.attempts[-1].fleet if s.attempts else s.fleet
+            sig = self.by_sig.get((fleet, _signature(s))) if self.by_sig else None
             if sig is not None:
                 i = bisect_right(sig[0], ready) - 1
                 if i >= 0 and sig[1][i][0] != s.id:

@@ -1,0 +1,98 @@
+"""`fleet report` of real runs where one fleet took a suite twice, and where two fleets
+(the two shards of a suite) shared a run directory at the same time."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+from fleet.report.trace import validate
+from fleetharness import assert_nothing_left, finish, fleet, spawn, write_suite
+
+TWICE = """
+[suite]
+name = "twice"
+[[steps]]
+id = "a"
+call = "fleet_steps:nap"
+args = { seconds = 0.3 }
+[[steps]]
+id = "b"
+call = "fleet_steps:nap"
+deps = ["a"]
+args = { seconds = 0.3 }
+[[steps]]
+id = "c"
+command = "exit 3"
+[[steps]]
+id = "d"
+command = "exit 4"
+retries = 1
+"""
+
+
+def report(run_dir: Path, *extra: str, cwd: Path) -> dict:
+    r = fleet("report", str(run_dir), "--json", *extra, cwd=cwd, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_a_suite_run_twice_in_one_fleet_reports_what_ran_and_labels_only_the_fleets_retries(tmp_path):
+    suite = write_suite(tmp_path / "s.toml", TWICE)
+    run = tmp_path / "run"
+    env = {"FLEET_RUN_DIR": str(run)}
+    up = fleet("up", "--local", cwd=tmp_path, timeout=120, environ=env)
+    assert up.returncode == 0, up.stderr
+    try:
+        for _ in range(2):
+            r = fleet("run", str(suite), cwd=tmp_path, timeout=120, environ=env)
+            assert r.returncode == 1, r.stderr  # c and d fail
+        j = report(run, cwd=tmp_path)
+        text = fleet("report", str(run), cwd=tmp_path, timeout=60).stdout
+    finally:
+        down = fleet("down", cwd=tmp_path, timeout=120, environ=env)
+    assert down.returncode == 0, down.stderr
+    assert j["sessions"] == 1
+    # a and b ran and succeeded in this session: the second run's skips do not hide it.
+    assert {k: v["outcome"] for k, v in j["steps"].items()} == {"a": "succeeded", "b": "succeeded",
+                                                                "c": "failed", "d": "failed"}
+    probs = [(p["step"], p["attempt"], p["retried"], p.get("again")) for p in j["problems"]]
+    assert sorted(probs, key=str) == sorted([
+        ("c", 1, False, "submitted again"), ("c", 1, False, None),  # c has no retries: run again, not retried
+        ("d", 1, True, None), ("d", 2, False, "submitted again"), ("d", 1, True, None), ("d", 2, False, None),
+    ], key=str)
+    assert "failed     c on node1 (attempt 1, submitted again): exit status 3" in text
+    assert_nothing_left(run)
+
+
+SHARDED = "[suite]\nname = \"sharded\"\nrun_dir = \"run\"\n" + "".join(
+    f'[[steps]]\nid = "w{i}"\ncall = "fleet_steps:nap"\nargs = {{ seconds = 0.8 }}\n'
+    + (f'deps = ["w{i - 8}"]\n' if i >= 8 else "") for i in range(13))
+
+
+def test_two_shards_at_once_on_one_run_directory_report_every_step_and_each_fleets_own_node(tmp_path):
+    suite = write_suite(tmp_path / "s.toml", SHARDED)
+    run = tmp_path / "run"
+    ps = [spawn("run", str(suite), "--shard", f"{i}/2", cwd=tmp_path) for i in range(2)]
+    try:
+        for p in ps:
+            rc, out, err = finish(p, timeout=180)
+            assert rc == 0, out + err
+    finally:
+        for p in ps:  # (the other shard, if one failed)
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.communicate(timeout=30)
+    trace = tmp_path / "t.json"
+    j = report(run, "--trace", str(trace), cwd=tmp_path)
+    assert j["sessions"] == 1, "the shards did not overlap: the test would prove nothing"
+    assert j["counts"] == {"succeeded": 13}  # each ran once, in one fleet or the other
+    fleets = {e["fleet"] for e in map(json.loads, (run / "events.jsonl").read_text().splitlines())}
+    assert sorted(j["nodes"]) == sorted(f"node1@{f}" for f in fleets) and len(fleets) == 2
+    u = j["utilization"]
+    assert 0 < u["overall"]["cores_held"] <= 1
+    assert all(0 < n["cores_held"] <= 1 for n in u["nodes"].values()), u["nodes"]
+    assert validate(json.loads(trace.read_text())) == []
+    assert_nothing_left(run)

@@ -1,0 +1,95 @@
+"""The HTML page in a real browser: every label of its charts drawn inside its chart."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fleet.wire import events as E
+from fleetharness import fleet
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+# Measures each <text> of the charts against its <svg>'s visible box (its viewBox), and
+# writes what does not fit into the page, for --dump-dom.
+PROBE = """<script>
+const out = [];
+let seen = 0;
+for (const svg of document.querySelectorAll("svg")) {
+  const vb = svg.viewBox.baseVal;
+  for (const t of svg.querySelectorAll("text")) {
+    const b = t.getBBox();
+    seen += 1;
+    if (b.x < vb.x - 0.5 || b.x + b.width > vb.x + vb.width + 0.5 || b.y < vb.y - 0.5
+        || b.y + b.height > vb.y + vb.height + 0.5)
+      out.push([svg.id, t.textContent, b.x, b.x + b.width, vb.x, vb.x + vb.width]);
+  }
+}
+const pre = document.createElement("pre");
+pre.id = "probe";
+pre.textContent = JSON.stringify({seen: seen, outside: out});
+document.body.appendChild(pre);
+</script>"""
+
+
+def crowded_stream(path: Path, waiting: int) -> None:
+    """Two fleets sharing a run directory, each with a node named `node1`, and
+    `waiting` steps waiting for one that runs: the right axis's peak has 4 digits."""
+    recs: list[E.Record] = []
+    for k, f in enumerate(("somehost-123456-abcdef", "otherhost-654321-fedcba")):
+        recs += [E.FleetStarting(t=k, fleet=f, nodes=1, pid=1),
+                 E.NodeJoined(t=k, fleet=f, node="node1", host="h", cores=[0, 1], memory=100),
+                 E.FleetUp(t=k, fleet=f, nodes=["node1"])]
+    f = "somehost-123456-abcdef"
+    recs.append(E.Submitted(t=2, fleet=f, submission=1, name="s", steps=waiting + 1))
+    recs.append(E.StepDeclared(t=2, fleet=f, step="root", submission=1, cores=1, min_cores=1, task="root"))
+    recs += [E.StepDeclared(t=2, fleet=f, step=f"w{i}", submission=1, cores=1, min_cores=1, deps=["root"],
+                            task=f"w{i}") for i in range(1, waiting + 1)]
+    recs += [E.Start(t=2, fleet=f, step="root", attempt=1, node="node1", cores=[0], memory=10,
+                     placement=[dict(node="node1", cores=[0], gpus=[], memory=10)]),
+             E.Exit(t=12, fleet=f, step="root", attempt=1, node="node1", outcome="failed", reason="exit status 1",
+                    cores=[0], memory=10, decided_at=2, startup_s=0.0, work_s=10.0)]
+    recs += [E.Blocked(t=12, fleet=f, step=f"w{i}", because="root") for i in range(1, waiting + 1)]
+    recs += [E.FleetDown(t=13, fleet=f), E.FleetDown(t=13, fleet="otherhost-654321-fedcba")]
+    path.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in recs))
+
+
+def test_every_label_of_the_charts_fits_its_chart_in_a_real_browser(tmp_path):
+    if not CHROMIUM.exists():
+        pytest.skip("/usr/bin/chromium is absent: install Debian's chromium (apt-get install chromium) "
+                    "to check the HTML page in a real browser; CI's .ci/run installs it")
+    stream = tmp_path / "events.jsonl"
+    crowded_stream(stream, 5498)
+    page = tmp_path / "report.html"
+    r = fleet("report", str(stream), "--html", str(page), cwd=tmp_path, timeout=60)
+    assert r.returncode == 0, r.stderr
+    text = page.read_text()
+    assert ">5498</text>" in text and "node1@otherhost-654321-fedcba (2)" in text
+    probe = tmp_path / "probe.html"
+    probe.write_text(text.replace("</body>", PROBE + "</body>"))
+    profile = tmp_path / "chromium-profile"
+    cmd = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           f"--user-data-dir={profile}", "--window-size=1400,900", "--dump-dom", probe.as_uri()]
+    p = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=90)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        raise AssertionError("chromium did not dump the page within 90 s")
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+    dom = out.decode()
+    assert '<pre id="probe">' in dom, f"the probe did not run; chromium exited {p.returncode}: {err.decode()[-2000:]}"
+    found = json.loads(html.unescape(dom.split('<pre id="probe">', 1)[1].split("</pre>", 1)[0]))
+    assert found["seen"] > 10  # the axes' numbers, the ticks and the node labels were measured
+    assert found["outside"] == [], f"labels drawn outside their chart: {found['outside']}"
+

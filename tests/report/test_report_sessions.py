@@ -1,0 +1,135 @@
+"""`fleet report` over what several submissions and several fleets wrote to one stream,
+and the outcomes it lists as problems:
+synthetic streams, each record tagged with its fleet as fleet.wire.events writes it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import fleet.report as R
+from fleet.report.html import render
+from fleet.report.trace import build_trace, validate
+from fleet.wire import events as E
+
+
+def read_back(recs: list[E.Record]) -> list:
+    """The records as a reader gets them from events.jsonl."""
+    return [E.parse(json.loads(json.dumps(r.to_dict()))) for r in recs]
+
+
+def up(t: float, fleet: str, node: str = "node1", cores=(0, 1)) -> list[E.Record]:
+    return [E.FleetStarting(t=t, fleet=fleet, nodes=1, pid=1),
+            E.NodeJoined(t=t, fleet=fleet, node=node, host="h", cores=list(cores), memory=100),
+            E.FleetUp(t=t, fleet=fleet, nodes=[node])]
+
+
+def declare(t: float, fleet: str, sub: int, *steps, foreign=None) -> list[E.Record]:
+    out: list[E.Record] = [E.Submitted(t=t, fleet=fleet, submission=sub, name="s", steps=len(steps))]
+    for sid, deps in steps:
+        out.append(E.StepDeclared(t=t, fleet=fleet, step=sid, submission=sub, cores=1, min_cores=1, deps=list(deps),
+                                  step_kind="call", task=sid, foreign=foreign))
+    return out
+
+
+def ran(t: float, fleet: str, step: str, core: int, secs: float, outcome="succeeded", attempt=1,
+        node="node1") -> list[E.Record]:
+    return [E.Start(t=t, fleet=fleet, step=step, attempt=attempt, node=node, cores=[core], memory=10,
+                    placement=[dict(node=node, cores=[core], gpus=[], memory=10)]),
+            E.Started(t=t, fleet=fleet, step=step, attempt=attempt, node=node, pid=9),
+            E.Exit(t=t + secs, fleet=fleet, step=step, attempt=attempt, node=node, outcome=outcome,
+                   reason="" if outcome == "succeeded" else "exit status 3", cores=[core], memory=10,
+                   decided_at=t, startup_s=0.0, work_s=secs)]
+
+
+def test_steps_that_succeeded_in_a_session_stay_succeeded_when_a_later_submission_skips_them():
+    f = "vm-1-aaaaaa"
+    recs = up(0, f) + declare(1, f, 1, ("a", []), ("b", ["a"]), ("c", []))
+    recs += ran(1, f, "a", 0, 0.5) + ran(1, f, "c", 1, 0.1, outcome="failed") + ran(1.5, f, "b", 0, 0.5)
+    recs += declare(3, f, 2, ("a", []), ("b", ["a"]), ("c", []))
+    recs += [E.Skipped(t=3, fleet=f, step="a"), E.Skipped(t=3, fleet=f, step="b")]
+    recs += ran(3, f, "c", 0, 0.1, outcome="failed") + [E.FleetDown(t=4, fleet=f)]
+    r = R.build(read_back(recs))
+    assert r.counts == {"succeeded": 2, "failed": 1}
+    assert r.steps["a"].outcome == r.steps["b"].outcome == "succeeded"
+    probs = [(p["step"], p["attempt"], p["retried"], p.get("again")) for p in r.problems]
+    assert probs == [("c", 1, False, "submitted again"), ("c", 1, False, None)]
+    text = R.format_text(r)
+    assert "retried" not in text and "(attempt 1, submitted again)" in text
+
+
+def test_only_an_attempt_the_fleet_retried_is_labelled_retried():
+    f = "vm-1-aaaaaa"
+    recs = up(0, f) + declare(1, f, 1, ("d", []))
+    recs += ran(1, f, "d", 0, 0.1, outcome="failed") + [E.Retry(t=1.1, fleet=f, step="d", attempt=2)]
+    recs += ran(1.2, f, "d", 0, 0.1, outcome="failed", attempt=2)
+    recs += declare(2, f, 2, ("d", [])) + ran(2, f, "d", 0, 0.1, outcome="failed") + [E.FleetDown(t=3, fleet=f)]
+    r = R.build(read_back(recs))
+    probs = [(p["attempt"], p["retried"], p.get("again")) for p in r.problems]
+    assert probs == [(1, True, None), (2, False, "submitted again"), (1, False, None)]
+    assert r.steps["d"].outcome == "failed"
+
+
+def test_a_step_submitted_again_after_it_failed_or_was_blocked_is_to_run_again_not_ended():
+    f = "vm-1-aaaaaa"
+    recs = up(0, f) + declare(1, f, 1, ("x", []), ("y", ["x"]))
+    recs += ran(1, f, "x", 0, 0.1, outcome="failed") + [E.Blocked(t=1.1, fleet=f, step="y", because="x")]
+    recs += declare(2, f, 2, ("x", []), ("y", ["x"]))
+    r = R.build(read_back(recs), now=2.5)
+    assert r.in_progress and (r.steps["x"].outcome, r.steps["y"].outcome) == ("waiting", "waiting")
+    recs += ran(2, f, "x", 0, 0.1) + ran(2.1, f, "y", 0, 0.1) + [E.FleetDown(t=3, fleet=f)]
+    r = R.build(read_back(recs))
+    assert r.counts == {"succeeded": 2}
+
+
+def shards() -> list[E.Record]:
+    """Two embedded fleets (each's node is `node1`) on one run directory at once; y,
+    which X runs, depends on w, which Y runs: X skips w once it sees Y's marker."""
+    x, y = "vm-10-aaaaaa", "vm-20-bbbbbb"
+    recs = up(0, x) + declare(0.5, x, 1, ("w", []), foreign=True) + declare(0.5, x, 1, ("v", []), ("y", ["w"]))
+    recs += up(1, y) + declare(1.5, y, 1, ("w", []), ("u", []))
+    recs += ran(0.5, x, "v", 0, 4) + ran(1.5, y, "w", 0, 2) + ran(1.5, y, "u", 1, 5)
+    recs += [E.Skipped(t=4, fleet=x, step="w", by="another shard")] + ran(4, x, "y", 1, 2)
+    recs.sort(key=lambda rec: rec.t)
+    return recs + [E.FleetDown(t=6, fleet=x), E.FleetDown(t=7, fleet=y)]
+
+
+def test_overlapping_fleets_keep_their_own_nodes_and_utilization_stays_within_the_cores():
+    r = R.build(read_back(shards()))
+    assert list(r.nodes) == ["node1@vm-10-aaaaaa", "node1@vm-20-bbbbbb"]
+    assert r.counts == {"succeeded": 4}
+    u = r.utilization
+    assert u["nodes"]["node1@vm-10-aaaaaa"]["core_s"] == pytest.approx(4 + 2)
+    # In the wall window (0.5, the first submission, to 6.5, the last end): Y's node from
+    # its join at 1, X's until its fleet went down at 6.
+    assert u["nodes"]["node1@vm-20-bbbbbb"]["alive_s"] == pytest.approx(5.5)
+    assert u["nodes"]["node1@vm-10-aaaaaa"]["alive_s"] == pytest.approx(5.5)
+    assert u["overall"]["capacity_core_s"] == pytest.approx(2 * 5.5 + 2 * 5.5)
+    assert u["overall"]["cores_held"] <= 1 and all(n["cores_held"] <= 1 for n in u["nodes"].values())
+    assert validate(build_trace(r)) == []
+    # y waited for w until its fleet saw w done (its skip at 4), not until w's exit at 3.5.
+    assert r.steps["y"].segments[-1][:3] == (0.5, 4, "dependency")
+    assert any("2 fleets shared the run directory" in n for n in r.notes)
+
+
+def test_the_page_of_overlapping_fleets_names_each_fleets_node_and_the_lost_column():
+    page = render(R.build(read_back(shards())))
+    assert "<th>lost</th>" in page and "<th></th>" not in page and "<th>fleet</th>" in page
+    assert page.count(">node1@vm-10-aaaaaa (2)</text>") == 1 and page.count(">node1@vm-20-bbbbbb (2)</text>") == 1
+
+
+def test_a_stream_of_one_fleet_names_its_nodes_as_before():
+    r = R.build(read_back(up(0, "vm-1-aaaaaa") + declare(1, "vm-1-aaaaaa", 1, ("a", []))
+                          + ran(1, "vm-1-aaaaaa", "a", 0, 1) + [E.FleetDown(t=3, fleet="vm-1-aaaaaa")]))
+    assert list(r.nodes) == ["node1"] and r.utilization["nodes"]["node1"]["cores_held"] == pytest.approx(0.5)
+
+
+def test_a_step_stopped_at_the_attempt_limit_is_a_problem():
+    f = "vm-1-aaaaaa"
+    recs = up(0, f) + declare(1, f, 1, ("s", [])) + ran(1, f, "s", 0, 0.1, outcome="failed")
+    recs += [E.Exit(t=1.2, fleet=f, step="s", attempt=1, outcome="stopped", reason="3 attempts: the limit"),
+             E.FleetDown(t=2, fleet=f)]
+    r = R.build(read_back(recs))
+    assert r.steps["s"].outcome == "stopped"
+    assert [(p["step"], p["outcome"], p["reason"]) for p in r.problems] == [("s", "stopped", "3 attempts: the limit")]
