@@ -19,7 +19,7 @@ from fleet.core import waits as W
 from fleet.core.names import natural_key
 from fleet.wire import events as E
 from fleet.report import nodenames
-from fleet.report.model import Attempt, Node, Piece, Step, Waited
+from fleet.report.model import UNFINISHED, Attempt, Node, Piece, Step, Waited
 
 
 def events_path(run_dir: Path) -> Path:
@@ -221,6 +221,19 @@ def _on_start(g: Gathered, rec: E.Start) -> None:
         last.cores, last.gpus, last.memory = a.cores, a.gpus, a.memory
         return
     s.attempts.append(Attempt.placed(s.id, n, node, placement, rec.t, rec.fleet))
+
+
+def _on_adopted(g: Gathered, rec: E.Adopted) -> None:
+    # Another fleet found the fleet running this step gone and takes it over: that
+    # fleet's attempt ended, unseen, by then (it no longer holds its node's cores).
+    dead = rec.previous.get("fleet") if isinstance(rec.previous, dict) else None
+    s = g.steps.get(rec.step)
+    if not dead or s is None:
+        return
+    a = next((x for x in reversed(s.attempts) if x.fleet == dead and x.end is None), None)
+    if a is not None:
+        a.end, a.outcome = rec.t, UNFINISHED
+        a.reason = f"its fleet {dead} was gone; fleet {rec.fleet} took the step over"
 
 
 def _piece(p: dict) -> Piece:
@@ -429,7 +442,7 @@ _HANDLERS: dict[type, Callable] = {
     E.Blocked: _on_blocked, E.Unrunnable: _on_unrunnable, E.Skipped: _on_skipped, E.Cancelled: _on_cancelled,
     E.Submitted: _on_submitted, E.NodeJoined: _on_node_joined, E.NodeLost: _on_node_lost,
     E.FleetStarting: _on_fleet_starting, E.FleetUp: _on_fleet_up, E.FleetDown: _on_fleet_down,
-    E.FleetGone: _on_fleet_gone,
+    E.FleetGone: _on_fleet_gone, E.Adopted: _on_adopted,
     E.PlacementMismatch: _on_placement_mismatch, E.AllocationEnd: _on_allocation_end, E.Drained: _on_drained,
     E.NotStarted: _on_not_started,
     E.PlacementMismatch: _on_placement_mismatch, E.NodeMemory: _on_node_memory,

@@ -133,3 +133,18 @@ def test_a_step_stopped_at_the_attempt_limit_is_a_problem():
     r = R.build(read_back(recs))
     assert r.steps["s"].outcome == "stopped"
     assert [(p["step"], p["outcome"], p["reason"]) for p in r.problems] == [("s", "stopped", "3 attempts: the limit")]
+
+
+def test_a_step_another_fleet_adopted_from_a_dead_one_no_longer_holds_the_dead_fleets_node():
+    x, y = "vm-10-aaaaaa", "vm-20-bbbbbb"
+    recs = up(0, x) + declare(0, x, 1, ("a", [])) + ran(0, x, "a", 0, 1)[:2]  # x is killed while a runs
+    recs += up(1, y) + declare(1, y, 1, ("a", [])) + [E.Elsewhere(t=1, fleet=y, step="a", holder=x)]
+    recs += [E.Adopted(t=3, fleet=y, step="a", attempt=1, previous={"fleet": x, "attempt": 1})]
+    recs += ran(3, y, "a", 0, 1) + [E.FleetDown(t=5, fleet=y)]
+    r = R.build(read_back(recs), now=9)
+    first = r.steps["a"].attempts[0]
+    assert (first.fleet, first.end, first.outcome) == (x, 3, "unfinished")
+    assert r.steps["a"].outcome == "succeeded"
+    u = r.utilization["nodes"]
+    assert u[f"node1@{x}"]["core_s"] == pytest.approx(3)  # not until now
+    assert all(n["cores_held"] <= 1 for n in u.values())
