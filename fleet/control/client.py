@@ -15,7 +15,7 @@ from pathlib import Path
 
 import zmq
 
-from fleet.control.dirlimits import full_disk, run_dir_too_long, shown
+from fleet.control.dirlimits import FULL_EXIT, full_disk, room, run_dir_too_long, shown
 from fleet.site import jobstate
 from fleet.wire import connection, interpreter
 from fleet.wire import messages as P
@@ -435,6 +435,10 @@ def _not_up(run_dir: Path, proc: subprocess.Popen, offset: int) -> FleetError:
     if proc.returncode < 0:  # (a signal other than SIGTERM: killed, or crashed)
         return CoordinatorKilled(f"the coordinator (pid {proc.pid}) was killed by {_signame(-proc.returncode)} "
                                  f"before the fleet was up; see {run_dir / 'coordinator.log'}")
+    if proc.returncode == FULL_EXIT:  # it said so (fleet.control.comingup): its file system has no room
+        return RunDirFull(f"the fleet could not come up in {shown(run_dir)}: its file system is full"
+                          f"{room(run_dir)}; free space (or raise the quota) and run again "
+                          f"(see {run_dir / 'coordinator.log'})")
     full = full_disk(run_dir)
     if full:  # (its log may be empty: it could not write it either)
         return RunDirFull(f"the coordinator exited with status {proc.returncode} before the fleet was up: {full}; "

@@ -1,7 +1,8 @@
 """The coordinator: a loop around the pure scheduler, never held long by one thing.
 
 It wires the parts: the sockets (fleet.control.transport), the agents table and heartbeats (liveness), what
-clients submit (submissions; read and checked on a worker thread and entered in parts: intake), claims on a
+clients submit (submissions; read and checked on a worker thread and entered in parts: intake), coming up (the
+connection file, or why the fleet cannot come up: comingup), claims on a
 shared run directory (claims), turning a start into a launch (launching), how attempts ended (outcomes) and
 the status answer (status). A ZeroMQ poller with a timer for heartbeats drives it (no busy waiting). Every
 message becomes a scheduler event; every decision becomes a message, a record, or both. Nothing here decides
@@ -22,8 +23,8 @@ from pathlib import Path
 
 import zmq
 
-from fleet.control import (cancelling, drain, early, eventlines, heap, jobend, launching, nodemarkers, outcomes,
-                           preloads, recording, reports, store, turns, turntrace)
+from fleet.control import (cancelling, comingup, drain, early, eventlines, heap, jobend, launching, nodemarkers,
+                           outcomes, preloads, recording, reports, store, turns, turntrace)
 from fleet.control.claims import Claims
 from fleet.control.intake import Intake
 from fleet.control.liveness import Liveness, report_hold, scaled
@@ -90,6 +91,7 @@ class Coordinator:
         self._until: float | None = None  # this loop turn's end for acting (time.monotonic())
         self.intake = Intake(self)  # submissions on their way in
         self.ready = False
+        self.coming = comingup.ComingUp(self)  # the connection file, or why the fleet cannot come up
         self.ended_why: dict[str, str] = {}  # step -> how its last attempt ended, for its retry line
         self.interrupted: set[str] = set()   # steps stopped by this fleet's own stop (not attempts)
         self.drain = drain.Drain(self)  # the allocation's end (fleet.control.drain)
@@ -127,7 +129,7 @@ class Coordinator:
         code = 0
         try:
             while not self.stopping:
-                if code := self._not_up(deadline):
+                if code := self.coming.check(deadline):  # (fleet.control.comingup)
                     break
                 busy = self._todo or self._inbox or self.early.cut or self.intake.ready()
                 # (shared: the claims log is followed every FOLLOW_S; done markers waiting to ride)
@@ -162,20 +164,6 @@ class Coordinator:
             self._teardown()
         return code
 
-    def _not_up(self, deadline: float) -> int:
-        """3 (recorded) if the fleet cannot come up: agents late, or failed to start; else 0."""
-        if self.ready:  # (up: nothing to check, and no wait4 per agent process each turn)
-            return 0
-        if time.monotonic() > deadline:
-            log.error("only %d of %d agents joined within %.0f s", len(self.agents), self.expected, self.join_timeout_s)
-            self.events.write(events.FleetFailed(t=time.time(), reason="agents did not join in time"))
-            return 3
-        if failed := self.launcher.failed():
-            log.error("agent start failed: %s", failed)
-            self.events.write(events.FleetFailed(t=time.time(), reason=failed))
-            return 3
-        return 0
-
     def _on_signal(self, signum, frame):
         self.stopping = True
 
@@ -200,25 +188,6 @@ class Coordinator:
         if self.ready:
             (self.run_dir / self.connection_name).unlink(missing_ok=True)
         self.transport.close()
-
-    def _become_ready(self, now: float) -> None:
-        """Every agent joined: publish the connection file (unless another fleet did first)."""
-        try:
-            connection.write(self.run_dir, self.connection_name, connection.Connection(
-                client=self.client_endpoint, agents=self.agent_endpoint, pid=os.getpid(),
-                host=socket.gethostname(), started=self.started, run_dir=str(self.run_dir),
-                server_key=self.keys.server_public, client_public=self.keys.client_public,
-                client_secret=self.keys.client_secret, job=connection.this_job(), cluster=connection.this_cluster()))
-        except FileExistsError:
-            # Another coordinator won the race for this run directory: stop, and
-            # leave its connection file alone (not ready: teardown does not remove it).
-            log.error("%s appeared while this fleet was starting: another fleet is up in %s; stopping",
-                      self.run_dir / self.connection_name, self.run_dir)
-            self.events.write(events.FleetFailed(t=now, reason="another fleet is up in this run directory"))
-            self.stopping = True
-            return
-        self.ready = True
-        self.events.write(events.FleetUp(t=now, nodes=sorted(self.agents)))
 
     # -- sockets --------------------------------------------------------------------------
     def _drain(self, sock, handler) -> bool:
@@ -277,7 +246,7 @@ class Coordinator:
         for spec in nodes:
             self._feed(NodeJoined(spec), now)
         if nodes and not was_ready:
-            self._become_ready(now)
+            self.coming.publish(now)  # the connection file: up (fleet.control.comingup)
 
     def _started(self, node: str, msg: P.Started, now: float) -> None:
         reports.started(self, node, msg, now, self.sched.placed(msg.step))

@@ -1,6 +1,7 @@
 """What a run directory must be for fleet's files under it: a path short enough for
 them, and room on its file system. Checked before anything starts (fleet.control.client,
-the CLI), and asked again when a coordinator died before its fleet was up."""
+the CLI), and asked again when a coordinator died before its fleet was up, or its agents
+did (nearly_full)."""
 
 from __future__ import annotations
 
@@ -42,3 +43,37 @@ def full_disk(run_dir: Path) -> str | None:
     if st.f_bavail == 0 or st.f_favail == 0:
         return f"the file system of {shown(run_dir)} is full ({'no block' if st.f_bavail == 0 else 'no file'} free)"
     return None
+
+
+# Less than this free to the user is too little for a fleet to come up: its log, its
+# records, its lease and its agents' logs take a few blocks each (16 KiB free was not
+# enough for two agents' first lines), and a batch job's little more is soon gone.
+LOW_BYTES = 1 << 20
+
+FULL_EXIT = 4  # a coordinator's exit status: its run directory's file system is full (fleet.control.comingup)
+
+
+def nearly_full(run_dir: Path) -> str | None:
+    """Why run_dir's file system has too little room left for a fleet to come up (full,
+    or under LOW_BYTES free to this user), else None: asked when something died while it
+    came up, whose own words (a log) may have found no room either."""
+    full = full_disk(run_dir)
+    if full:
+        return full
+    try:
+        st = os.statvfs(run_dir)
+    except OSError:
+        return None
+    if st.f_bavail * st.f_frsize < LOW_BYTES:
+        return f"the file system of {shown(run_dir)} is full{room(run_dir)}"
+    return None
+
+
+def room(run_dir: Path) -> str:
+    """" (N KiB free)": what run_dir's file system has left for this user, as a clause
+    ("" if it cannot be told)."""
+    try:
+        st = os.statvfs(run_dir)
+    except OSError:
+        return ""
+    return f" ({st.f_bavail * st.f_frsize // 1024} KiB free)"

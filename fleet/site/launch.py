@@ -100,6 +100,7 @@ class LocalLauncher:
         self.hold_back = hold_back
         self.gpu_var, self.gpus_per_node = gpu_var, gpus_per_node  # (a machine profile's: local_gpus)
         self.procs: list[subprocess.Popen] = []
+        self.logs: list[Path] = []  # each agent's log, as procs
         self._failure: str | None = None
 
     def start(self, endpoint: str, nodes: int, preload: tuple[str, ...], env: dict[str, str]) -> None:
@@ -111,7 +112,8 @@ class LocalLauncher:
             argv = [*interpreter.module("fleet.node.agent"), "--connect", endpoint, "--node", name,
                     "--cores", ",".join(map(str, cores)), "--memory", str(memory),
                     "--gpus=" + ",".join(map(str, own_gpus)), "--preload", ",".join(preload)]
-            with open(logs / f"{name}.log", "ab") as out:
+            self.logs.append(logs / f"{name}.log")
+            with open(self.logs[-1], "ab") as out:
                 if unread:
                     out.write(f"fleet agent {name}: offering no GPUs: {unread}\n".encode())
                     out.flush()
@@ -121,9 +123,11 @@ class LocalLauncher:
     def failed(self) -> str | None:
         if self._failure:
             return self._failure
-        for p in self.procs:
+        for p, log in zip(self.procs, self.logs):
             if p.poll() is not None:
-                return f"agent process {p.pid} exited with status {p.returncode} before the fleet was up"
+                # (empty: it could not write even its first line there, a full disk's mark)
+                empty = f" (its log {log} is empty)" if _empty(log) else f"; see {log}"
+                return f"agent process {p.pid} exited with status {p.returncode} before the fleet was up{empty}"
         return None
 
     def note_failure(self, reason: str) -> None:
@@ -146,6 +150,13 @@ class LocalLauncher:
                 except ProcessLookupError:
                     pass
                 p.wait()
+
+
+def _empty(path: Path) -> bool:
+    try:
+        return path.stat().st_size == 0
+    except OSError:
+        return False
 
 
 def agent_argv(endpoint: str, preload: tuple[str, ...], hold_back: tuple[int, ...], *extra: str) -> list[str]:

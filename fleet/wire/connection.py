@@ -1,7 +1,7 @@
 """The connection file (fleet.json): how clients and agents reach a running fleet.
 
-Created exclusively with mode 0600, since it will hold the fleet's keys; a file that
-others can read is refused rather than trusted.
+Created exclusively with mode 0600, since it will hold the fleet's keys, and whole (see
+write); a file that others can read is refused rather than trusted.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import json
 import os
 import re
 import stat
+import tempfile
 from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 from typing import Mapping
@@ -86,11 +87,22 @@ def path_in(run_dir: Path) -> Path:
 
 
 def write(run_dir: Path, name: str, conn: Connection) -> Path:
-    """Create the connection file `name` in run_dir: exclusively, mode 0600."""
+    """Create the connection file `name` in run_dir: exclusively (FileExistsError if it
+    is there), mode 0600, and whole or not at all (OSError, and no file: a full disk).
+
+    Written to a temporary file first, then linked to its name: written in place, a
+    write that failed left an empty fleet.json that every `fleet up`, status and down
+    then refused until it was removed by hand, and a reader could find it half written."""
     path = Path(run_dir) / name
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(asdict(conn), f, indent=1)
+    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=run_dir)  # (0600, O_EXCL)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(asdict(conn), f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())  # (its blocks are taken now: no later ENOSPC for a reader to find)
+        os.link(tmp, path)  # fails if it exists: another fleet's is never replaced
+    finally:
+        os.unlink(tmp)
     return path
 
 

@@ -3,6 +3,8 @@ file written by a newer fleet read by this one."""
 
 from __future__ import annotations
 
+import dataclasses
+import errno
 import json
 import os
 
@@ -46,3 +48,25 @@ def test_a_field_this_fleet_does_not_know_is_left_out_and_a_missing_one_refused(
     path.write_text("[1, 2]")
     with pytest.raises(connection.ConnectionError_, match="not a fleet connection file"):
         connection.read(path)
+
+
+def test_a_connection_file_that_finds_no_room_is_not_left_behind_half_written(tmp_path):
+    # A real file system with no block free: the write fails, and no file (nor its
+    # temporary) is left; written in place, an empty fleet.json stayed and every `fleet up`,
+    # status and down refused it until it was removed by hand.
+    from fleetharness import small_tmpfs
+    conn = connection.Connection(client="tcp://h:1", agents="tcp://h:2", pid=1, host="h", started=1.0,
+                                 run_dir=str(tmp_path), server_key="k" * 40)
+    with small_tmpfs(tmp_path / "mnt", size="64k") as mnt:
+        st = os.statvfs(mnt)
+        (mnt / "filler").write_bytes(bytes(st.f_bavail * st.f_frsize))
+        with pytest.raises(OSError) as e:
+            connection.write(mnt, connection.NAME, conn)
+        assert e.value.errno == errno.ENOSPC
+        assert os.listdir(mnt) == ["filler"]
+        (mnt / "filler").unlink()
+        path = connection.write(mnt, connection.NAME, conn)  # room again: written whole, 0600
+        assert connection.read(path) == conn and os.stat(path).st_mode & 0o777 == 0o600
+        with pytest.raises(FileExistsError):  # never over another fleet's
+            connection.write(mnt, connection.NAME, dataclasses.replace(conn, pid=2))
+        assert connection.read(path) == conn and sorted(os.listdir(mnt)) == [connection.NAME]
