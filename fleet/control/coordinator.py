@@ -183,7 +183,7 @@ class Coordinator:
         outcomes.record_unreported(self.sched, self.interrupted, self.events, time.time())
         self.launcher.stop()
         self.recorder.close()
-        self.events.write(events.FleetDown(t=time.time()))
+        self.events.write(events.FleetDown(t=time.time(), reason=self.orphan.why()))  # (None: asked to stop)
         self.drain.write_events(close=True)
         if self.ready:
             (self.run_dir / self.connection_name).unlink(missing_ok=True)

@@ -2,7 +2,9 @@
 
 A `fleet run` that loses its fleet can only say "it went down" unless it looks: a fleet
 that was stopped (`fleet down`, SIGTERM or SIGINT to its coordinator) writes a
-`fleet_down` record as its last; one whose coordinator was killed (SIGKILL, the
+`fleet_down` record as its last; one that stopped itself (every node lost:
+fleet.control.jobend) writes one that says so (its `reason`; before 2026-12-06 it read
+as stopped, though nobody stopped it); one whose coordinator was killed (SIGKILL, the
 kernel's OOM killer) or crashed writes nothing more. Records carry the writer's fleet
 id, which begins with its host and pid (fleet.control.coordinator), so the coordinator
 the client was connected to is found among fleets sharing the run directory.
@@ -20,7 +22,7 @@ from pathlib import Path
 TAIL = 1 << 20  # bytes read from the end of events.jsonl
 
 
-STOPPED, KILLED = "stopped", "killed"
+STOPPED, ITSELF, KILLED = "stopped", "itself", "killed"
 
 
 def why(run_dir: Path | str, host: str, pid: int) -> str:
@@ -30,7 +32,8 @@ def why(run_dir: Path | str, host: str, pid: int) -> str:
 
 
 def how(run_dir: Path | str, host: str, pid: int) -> tuple[str, str]:
-    """(STOPPED, clause), (KILLED, clause), or ("", "") when the stream does not say."""
+    """(STOPPED, clause), (ITSELF, clause: it stopped itself, and why), (KILLED, clause),
+    or ("", "") when the stream does not say."""
     path = Path(run_dir) / "events.jsonl"
     try:
         with open(path, "rb") as f:
@@ -54,6 +57,8 @@ def how(run_dir: Path | str, host: str, pid: int) -> tuple[str, str]:
             continue
         if not isinstance(rec, dict) or not str(rec.get("fleet", "")).startswith(prefix):
             continue
+        if rec.get("kind") == "fleet_down" and rec.get("reason") and isinstance(rec["reason"], str):
+            return ITSELF, rec["reason"]
         if rec.get("kind") == "fleet_down":
             return STOPPED, "it was stopped (fleet down, or a signal to its coordinator)"
         return KILLED, (f"its coordinator (pid {pid} on {host}) ended without stopping it: killed or crashed "

@@ -78,6 +78,13 @@ def lost(coord, node: str, reason: str, now: float, later: bool = False) -> None
         coord._feed(NodeLost(node, reason), now)
 
 
+# Why a fleet with no agent left drains, and stops (its fleet_down's reason): not "the
+# batch job is ending", as it said before 2026-12-06. A job's end that reached the agents
+# drained the fleet before (their goodbyes name the signal); this is every agent gone
+# without one (killed, a node's crash), and nobody stopped the fleet.
+ORPHANED = "every node was lost: every agent is gone, and none can come back (the launcher's processes ended)"
+
+
 class Orphan:
     """Whether the fleet has no agent left and none can come (asked once a heartbeat:
     `tick`); then it drains, and stops LINGER_S later."""
@@ -85,16 +92,20 @@ class Orphan:
     def __init__(self, coord):
         self.coord = coord
         self.stop_at: float | None = None
+        self.stopped = False  # the fleet stopped for it (not asked to)
 
     def tick(self, now: float) -> None:
         c = self.coord
         if self.stop_at is not None:
-            if now >= self.stop_at:
-                log.error("every agent is gone and none can come back: the fleet stops")
-                c.stopping = True
+            if now >= self.stop_at and not c.stopping:
+                log.error("%s: the fleet stops", ORPHANED)
+                c.stopping = self.stopped = True
             return
         if not c.ready or c.stopping or c.liveness.any_alive() or not getattr(c.launcher, "ended", bool)():
             return
-        c.drain.outside("the batch job is ending (every agent is gone, and none can come back: the launcher's "
-                        "processes ended)", now)
+        c.drain.outside(ORPHANED, now)
         self.stop_at = now + LINGER_S
+
+    def why(self) -> str | None:
+        """The reason its fleet_down record gives: why the fleet stopped itself (None: asked to)."""
+        return f"{ORPHANED}; the fleet stopped itself" if self.stopped else None

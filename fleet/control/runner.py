@@ -1,7 +1,8 @@
 """`fleet run`: submit a suite to a fleet, follow it, and say how it ended.
 
 Exit codes: 0 every selected step succeeded (or was done already); 1 some did not, or
-the fleet was stopped (`fleet down`, a signal) before the suite finished; 2 the suite or the run directory is
+the fleet was stopped (`fleet down`, a signal), or stopped itself having lost every node,
+before the suite finished; 2 the suite or the run directory is
 invalid (nothing started); 3 the allocation ended before the suite did (the fleet
 drained: steps interrupted or never started; run it again in the next allocation to
 finish it: jobscripts/); 4 the run directory's file system is full (a step's set-up
@@ -115,6 +116,18 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
         signal.signal(signal.SIGUSR1, old_usr1)
 
 
+def _again(kind: str, run_dir: Path, embedded: bool) -> str:
+    """What to do after the fleet went down (`kind`: fleet.control.gone's), as a clause.
+    A fleet that stopped itself had lost every node: a `fleet up` one is up no more."""
+    if kind == gone.ITSELF and not embedded:
+        return (f"; bring a fleet up again (fleet up --run-dir {run_dir}; in the next allocation if this one has "
+                f"ended) and run the suite again to finish it (steps that succeeded are skipped)")
+    if kind == gone.ITSELF:
+        return ("; run the suite again to finish it (in the next allocation if this one has ended; steps that "
+                "succeeded are skipped)")
+    return "; run the suite again to finish it (steps that succeeded are skipped)"
+
+
 def _refused(problems: list) -> int:
     """Every problem of a suite refused (nothing of it started) on stderr; exit 2."""
     for p in problems:
@@ -139,8 +152,8 @@ def _follow(f: Fleet, sub: Submission, suite: Suite, run_dir: Path, out, shard: 
             return EXIT_LOST
         kind, how = gone.how(run_dir, f.conn.host, f.conn.pid)
         print(f"\nfleet: the fleet in {run_dir} went down before the suite finished" + (f": {how}" if how else "")
-              + "; run the suite again to finish it (steps that succeeded are skipped)", file=sys.stderr)
-        return 1 if kind == gone.STOPPED else EXIT_LOST
+              + _again(kind, run_dir, embedded=f.path.name != connection.NAME), file=sys.stderr)
+        return 1 if kind in (gone.STOPPED, gone.ITSELF) else EXIT_LOST
     show.ended()
     outcomes, full = show.outcomes, show.full
     bad = {s: o for s, o in outcomes.items() if o not in (S.SUCCEEDED, S.SKIPPED)}

@@ -96,7 +96,10 @@ class FleetFailed(Record):
 
 @_record("fleet_down")
 class FleetDown(Record):
-    pass
+    """The fleet stopped: asked (fleet down, a signal; no `reason`), or on its own, saying
+    why (every node was lost: fleet.control.jobend). The `reason` is new on 2026-12-06."""
+
+    reason: str | None = None
 
 
 @_record("fleet_gone")

@@ -34,3 +34,11 @@ def test_only_the_tail_is_read_and_a_record_beyond_it_is_not_guessed_at(tmp_path
     assert (tmp_path / "events.jsonl").stat().st_size > 4096
     assert gone.why(tmp_path, "hostA", 42) == ""
     assert gone.why(tmp_path / "missing", "hostA", 42) == ""
+
+
+def test_a_fleet_that_stopped_itself_says_why_and_is_not_taken_for_one_that_was_stopped(tmp_path):
+    ours = {"t": 1.0, "kind": "fleet_starting", "fleet": "hostA-42-abcdef", "pid": 42}
+    why = "every node was lost: every agent is gone; the fleet stopped itself"
+    _write(tmp_path / "events.jsonl", [ours, {"t": 1.5, "kind": "fleet_down", "fleet": "hostA-42-abcdef",
+                                              "reason": why}], pad=3)
+    assert gone.how(tmp_path, "hostA", 42) == (gone.ITSELF, why)
