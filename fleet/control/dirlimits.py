@@ -40,7 +40,8 @@ def full_disk(run_dir: Path) -> str | None:
         st = os.statvfs(run_dir)
     except OSError:
         return None
-    if st.f_bavail == 0 or st.f_favail == 0:
+    # (a file system that counts no files, btrfs's f_files 0, has no file limit to reach)
+    if st.f_bavail == 0 or (st.f_files > 0 and st.f_favail == 0):
         return f"the file system of {shown(run_dir)} is full ({'no block' if st.f_bavail == 0 else 'no file'} free)"
     return None
 
