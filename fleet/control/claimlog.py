@@ -225,7 +225,8 @@ class ClaimLog:
             if not _dead(rec) and age < self.lease.stale_after and not self.lease.jobwatch.of(rec):
                 live.add(str(rec.get("fleet")))
             elif rec.get("fleet") != self.fleet_id:
-                self.lease.died.add(str(rec.get("fleet")))  # (it holds the lease still: it died)
+                # (it holds the lease still: it died, about when it last refreshed it)
+                self.lease.died[str(rec.get("fleet"))] = {**rec, "refreshed": time.time() - age}
         self._live, self._looked = live, now
 
     def holder_of(self, step: str) -> str | None:

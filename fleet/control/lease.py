@@ -99,7 +99,7 @@ class Lease:
         # Fleets found gone without giving back their lease or registration (dead, stale,
         # their job ended): they died, and what their journals say ran, died with them
         # (fleet.control.recording counts it lost). A fleet that ended gave them back.
-        self.died: set[str] = set()
+        self.died: dict[str, dict] = {}  # fleet -> its lease or registration, "refreshed": about when it died
         self.generation = 1
         self._next_look = 0.0
         self._next_refresh = 0.0
@@ -188,7 +188,7 @@ class Lease:
                  "its holder is gone" if dead else f"its batch job ({rec.get('job')}) has ended" if ended
                  else f"not refreshed for {age:.0f} s")
         self.took_from = {**rec, "refreshed": time.time() - age}  # (about when its holder died)
-        self.died.add(str(rec.get("fleet")))
+        self.died[str(rec.get("fleet"))] = self.took_from
         self._held(gen + 1)
         return True
 
@@ -252,7 +252,7 @@ class Lease:
             except (OSError, ValueError):
                 continue  # being written (or gone)
             if _dead(rec) or age >= self.stale_after or self.jobwatch.of(rec):
-                self.died.add(str(rec.get("fleet")))
+                self.died[str(rec.get("fleet"))] = {**rec, "refreshed": time.time() - age}
                 try:
                     p.unlink()
                 except OSError:

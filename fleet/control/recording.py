@@ -46,6 +46,7 @@ class Recorder:
         self.sched, self.submissions = c.sched, c.submissions
         self.lease = Lease(self.run_dir, self.fleet_id, self.claims.stale_after)
         self.lease.acquire()
+        self._events = c.events
         gone = self.lease.took_from
         if gone is not None and gone.get("fleet"):  # (before our fleet_starting: it ends that one's session)
             c.events.write(events.FleetGone(t=gone["refreshed"], gone=str(gone["fleet"]),
@@ -134,6 +135,12 @@ class Recorder:
         """A fleet sharing the run directory is gone (fleet.control.claimlog): write the
         markers its journal owed before any of its steps is taken, note what it was
         running (adopted), and count the attempts (and resets) it recorded since this fleet started."""
+        died = self.lease.died.get(fleet)
+        if died is not None and (self.lease.took_from or {}).get("fleet") != fleet:
+            # Its end, for the event stream's readers (fleet report): it wrote no fleet_down,
+            # and no fleet may ever take its lease over to say so (said again then: read once).
+            self._events.write(events.FleetGone(t=float(died.get("refreshed") or time.time()), gone=fleet,
+                                                pid=int(died.get("pid") or 0), host=str(died.get("host") or "")))
         js = records.read_journals(self.run_dir, only=fold.journals_of(self.run_dir, fleet))
         done = journal.replay(self.run_dir, js, {self.fleet_id}, self.fleet_id)
         for j in done:

@@ -74,14 +74,14 @@ def sessions(records: list) -> list[list]:
     in time form one session, reported together (each record names its fleet: each
     fleet's nodes are its own); records before the first `fleet_starting` form one too."""
     cuts = [0]
-    live = 0
+    live, gone = 0, set()
     for i, rec in enumerate(records):
         kind = type(rec)
         if kind is E.FleetStarting:
             if live <= 0 and i > cuts[-1]:
                 cuts.append(i)
             live = max(live, 0) + 1
-        elif kind is E.FleetDown or (kind is E.FleetGone and live > 0):  # (gone: died, found by the next)
+        elif _ends(rec, kind, live, gone):
             live -= 1
     cuts.append(len(records))
     return [records[a:b] for a, b in zip(cuts, cuts[1:])] or [[]]
@@ -142,7 +142,7 @@ def gather_session(parts: Iterable[list], session: int = -1) -> tuple[Gathered, 
     g = Gathered() if want in (None, 0) else None  # the session being read, if it is wanted
     if g is not None:
         kept.append(g)
-    n, live, begun = 1, 0, False  # sessions so far; fleets up; the current one has a record
+    n, live, begun, gone = 1, 0, False, set()  # sessions so far; fleets up; the current one has a record
     for block in parts:
         lo = 0
         for i, rec in enumerate(block):
@@ -157,7 +157,7 @@ def gather_session(parts: Iterable[list], session: int = -1) -> tuple[Gathered, 
                         kept.append(g)
                     begun = False
                 live = max(live, 0) + 1
-            elif kind is E.FleetDown or (kind is E.FleetGone and live > 0):
+            elif _ends(rec, kind, live, gone):
                 live -= 1
         if g is not None:
             _take(g, block[lo:] if lo else block)
@@ -412,7 +412,21 @@ def _on_fleet_down(g: Gathered, rec: E.FleetDown) -> None:
     nodenames.left(g.nodes, rec.fleet, rec.t)
 
 
+def _ends(rec, kind, live: int, gone: set) -> bool:
+    """A fleet of the stream ends at this record: its fleet_down, or its fleet_gone (it
+    died: found by a fleet sharing the run directory, or by the next one, which may say
+    it again when it takes its lease over: once is counted)."""
+    if kind is E.FleetDown:
+        return True
+    if kind is not E.FleetGone or live <= 0 or rec.gone in gone:
+        return False
+    gone.add(rec.gone)
+    return True
+
+
 def _on_fleet_gone(g: Gathered, rec: E.FleetGone) -> None:
+    if any(x.startswith(f"{rec.gone} (") for x in g.gone):  # (said twice: by a fleet beside it, then the next)
+        return
     if g.fleets_up > 0:  # (a fleet of this session, which died: its end is about its lease's last refresh)
         g.fleets_up -= 1
         g.down_t = rec.t if g.down_t is None else max(g.down_t, rec.t)

@@ -96,3 +96,47 @@ def test_two_shards_at_once_on_one_run_directory_report_every_step_and_each_flee
     assert all(0 < n["cores_held"] <= 1 for n in u["nodes"].values()), u["nodes"]
     assert validate(json.loads(trace.read_text())) == []
     assert_nothing_left(run)
+
+
+KILLED = """
+[suite]
+name = "killed"
+run_dir = "run"
+[[steps]]
+id = "x/{i}"
+array = "0-29"
+call = "fleet_steps:nap"
+args = { seconds = 0.4 }
+"""
+
+
+def test_a_fleet_killed_beside_another_on_its_run_directory_is_reported_gone_not_in_progress(tmp_path):
+    # (the survivor took its steps over but wrote no fleet_gone: the report stayed "in
+    # progress" until yet another fleet took the dead one's lease)
+    from fleetharness import events, wait_for
+    suite = write_suite(tmp_path / "s.toml", KILLED)
+    run = tmp_path / "run"
+    first = spawn("run", str(suite), cwd=tmp_path)
+    second = None
+    try:
+        wait_for(lambda: any(e["kind"] == "started" for e in events(run)), 60, "the first fleet to start a step")
+        second = spawn("run", str(suite), cwd=tmp_path)
+        wait_for(lambda: len([e for e in events(run) if e["kind"] == "fleet_starting"]) == 2
+                 and len({e["fleet"] for e in events(run) if e["kind"] == "started"}) == 2, 60,
+                 "the second fleet to start a step beside the first")
+        dead = next(e for e in events(run) if e["kind"] == "fleet_starting")
+        os.kill(dead["pid"], signal.SIGKILL)
+        rc, out, err = finish(second, timeout=180)
+        assert rc == 0, out + err
+        finish(first, timeout=60)
+    finally:
+        for p in (first, second):
+            if p is not None and p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.communicate(timeout=30)
+    gone = [e for e in events(run) if e["kind"] == "fleet_gone"]
+    assert [e["gone"] for e in gone] == [dead["fleet"]] and gone[0]["pid"] == dead["pid"], gone
+    j = report(run, cwd=tmp_path)
+    assert not j["in_progress"] and any(dead["fleet"] in n for n in j["notes"]), j["notes"]
+    assert j["counts"].get("succeeded") == 30, j["counts"]
+    assert_nothing_left(run)

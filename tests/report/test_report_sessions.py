@@ -148,3 +148,16 @@ def test_a_step_another_fleet_adopted_from_a_dead_one_no_longer_holds_the_dead_f
     u = r.utilization["nodes"]
     assert u[f"node1@{x}"]["core_s"] == pytest.approx(3)  # not until now
     assert all(n["cores_held"] <= 1 for n in u.values())
+
+
+def test_a_dead_fleet_said_gone_twice_by_the_fleet_beside_it_and_by_the_next_ends_its_session_once():
+    # (counted twice, the second fleet_gone ended the session while the fleet beside it ran on)
+    a, b, c = "vm-1-aaaaaa", "vm-2-bbbbbb", "vm-3-cccccc"
+    recs = up(0, a) + up(1, b, node="node1") + ran(2, b, "x", 0, 1.0)
+    recs += [E.FleetGone(t=1.5, fleet=b, gone=a, pid=1, host="h")]  # (b found a dead beside it)
+    recs += [E.FleetGone(t=1.5, fleet=c, gone=a, pid=1, host="h")] + up(5, c, node="node1")  # (c took a's lease)
+    recs += ran(6, c, "y", 1, 1.0) + [E.FleetDown(t=8, fleet=b), E.FleetDown(t=9, fleet=c)]
+    stream = read_back(recs)
+    assert len(R.ingest.sessions(stream)) == 1
+    g, n, _ = R.ingest.gather_session([stream])
+    assert n == 1 and g.gone == [f"{a} (pid 1 on h)"] and g.fleets_up == 0, (n, g.gone, g.fleets_up)
