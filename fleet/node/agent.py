@@ -5,9 +5,11 @@ the moment a context exists), joins the coordinator with what the node has, rela
 launches and kills to the zygote and exits back, and heartbeats. It never forks a
 step. If the coordinator goes silent past the timeout, or the agent's parent dies,
 or it is told to stop, it stops the zygote (which kills every step's process group),
-kills any group the zygote left, and exits. Stopped by a signal (the batch system
-ending the job), it relays its steps' failures from then on as interrupted, and says
-the signal in its goodbye (fleet.node.jobend).
+kills any group the zygote left, and exits. Should it die with its zygote (a SIGKILL of
+its process group), its watcher, in a session of its own, ends its steps
+(fleet.node.watcher). Stopped by a signal (the batch system ending the job), it relays
+its steps' failures from then on as interrupted, and says the signal in its goodbye
+(fleet.node.jobend).
 
 A relayed message is forwarded as the bytes that came, once decoding them has checked
 them: the coordinator's Launch, Kill and Preload reach the zygote, and the zygote's
@@ -35,21 +37,23 @@ import subprocess
 import sys
 import time
 
-from fleet.node import child, jobend, markers, memlimit, memwatch, orphans, session
+from fleet.node import child, jobend, markers, memlimit, memwatch, orphans, session, watcher
 from fleet.node.launcherenv import clean_environment
 from fleet.wire import framing, interpreter
 from fleet.wire import messages as P
 
 
-def start_zygote(preload: str, fence: float = 0.0, limits: str = "none") -> tuple[subprocess.Popen, int, int]:
+def start_zygote(preload: str, fence: float = 0.0, limits: str = "none",
+                 token: str = "") -> tuple[subprocess.Popen, int, int]:
     """The zygote process and the agent's ends of its pipes (requests out, replies in);
-    ``limits``: how it holds steps to their memory (fleet.node.memlimit.Choice.arg)."""
+    ``limits``: how it holds steps to their memory (fleet.node.memlimit.Choice.arg);
+    ``token``: what marks the processes of this agent's steps (fleet.node.watcher)."""
     req_r, req_w = os.pipe()
     rep_r, rep_w = os.pipe()
     proc = subprocess.Popen(
         [*interpreter.module("fleet.node.zygote"), "--fd-in", str(req_r), "--fd-out", str(rep_w),
          "--preload", preload, "--fence", str(fence), "--memlimit", limits, "--agent-pid", str(os.getpid())],
-        pass_fds=(req_r, rep_w), stdin=subprocess.DEVNULL)
+        pass_fds=(req_r, rep_w), stdin=subprocess.DEVNULL, env=watcher.with_token(os.environ, token) if token else None)
     os.close(req_r)
     os.close(rep_w)
     return proc, req_w, rep_r
@@ -97,6 +101,8 @@ class Agent:
         self.markers = markers.Writer()  # the done markers the coordinator hands this node
         self.relayed_at = float("-inf")  # when a message last went to the coordinator (time.monotonic())
         self.idle = True  # no step launched here and not yet exited: the writer wakes the loop
+        # Our children not to end with the orphans: the watcher, which outlives us on purpose.
+        self.keep = frozenset({w.pid for w in [getattr(args, "watcher", None)] if w is not None})
 
     def send(self, msg) -> None:
         """Send one of our own messages to the coordinator (after the reports held)."""
@@ -379,7 +385,7 @@ class Agent:
             except (ProcessLookupError, PermissionError):
                 pass
         session.signal_each(list(self.pgids.values()), signal.SIGKILL)
-        orphans.end(0.0, log=self._warn)  # what a zygote that died left us (fleet.node.orphans)
+        orphans.end(0.0, keep=self.keep, log=self._warn)  # what a zygote that died left us (fleet.node.orphans)
         self.memory.close()  # its cgroups removed, now that nothing is left in them
         self.markers.drain(3.0)  # (bounded: what is not said written, the coordinator writes itself)
         self.send(P.Ok("bye", signal=self.outside))  # (with the markers' progress)
@@ -430,7 +436,8 @@ def node_name(args, env=os.environ) -> str:
     return socket.gethostname()
 
 
-def main(argv: list[str] | None = None) -> int:
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    """The agent's command line."""
     ap = argparse.ArgumentParser(prog="python -m fleet.node.agent")
     ap.add_argument("--connect", required=True, help="the coordinator's agent endpoint")
     ap.add_argument("--node", default="", help="this node's name (default: from --node-from)")
@@ -447,7 +454,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpus-per-node", type=int, default=0, help="GPUs here when --gpu-var is not set (0: unknown)")
     ap.add_argument("--preload", default="")
     ap.add_argument("--join-timeout", type=float, default=120.0)
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments(argv)
     # Heartbeat interval and the coordinator's timeout (after which it declares this
     # agent lost and starts its steps elsewhere). To never run a step twice, the agent
     # stops its steps before that: at 3/4 of the timeout without word from the
@@ -466,7 +477,13 @@ def main(argv: list[str] | None = None) -> int:
     # a cgroup v2 choice moves with this process), logged, and said in the Join.
     args.memlimit = memlimit.choose(os.environ.pop("FLEET_MEMLIMIT", "auto"))
     print(f"fleet agent {args.node}: memory limits: {args.memlimit.describe()}", file=sys.stderr, flush=True)
-    zygote, req_w, rep_r = start_zygote(args.preload, fence=0.5 * timeout, limits=args.memlimit.arg())
+    token = watcher.new_token()  # in every step's environment: its watcher ends them if we die with the zygote
+    zygote, req_w, rep_r = start_zygote(args.preload, fence=0.5 * timeout, limits=args.memlimit.arg(), token=token)
+    cgroups = args.memlimit.root if args.memlimit.kind in (memlimit.CGROUP1, memlimit.CGROUP2) else ""
+    # Its grace: the zygote's for a lost agent, done well before the coordinator may count
+    # us lost; it fences steps of a frozen node when the zygote would (fleet.node.watcher).
+    args.watcher, args.watcher_fd = watcher.start(  # (that fd stays open until we exit: the point)
+        zygote.pid, token, min(2.0, timeout / 4), 0.5 * timeout, cgroups)
     try:
         hello = framing.read_message(rep_r)
     except (ValueError, EOFError) as e:  # it died mid-frame, or is not a zygote we can read

@@ -12,6 +12,8 @@ ends those still running when it stops, after its steps; the agent does the same
 a zygote that died first. Which step left an orphan is not known by then (its parent
 is gone), so an orphan is ended when the fleet stops, not when some step ends: a
 running step's own helper, orphaned on purpose (a double fork), is not killed under it.
+An agent killed together with its zygote leaves its steps to its watcher
+(fleet.node.watcher).
 """
 
 from __future__ import annotations
