@@ -25,6 +25,7 @@ from fleet.core.decisions import Blocked, Decision, Exits, Skipped, StepExited, 
 from fleet.core.graph import _kahn
 from fleet.core.jobs import Job, take_out
 from fleet.core.ranks import SETUP_ORDER
+from fleet.core.suite import LEGACY_IDENTITY as _ALL  # (what it does, and how it is scheduled)
 
 NEW, KEEP, RENEW, AFTER = "new", "keep", "renew", "after"
 
@@ -75,8 +76,8 @@ def planned(ev: Submitted, jobs: Mapping, chunk: int, work) -> Iterator[None]:
         elif old.state in S.FINAL:
             same = old.spec.identity() == steps[sid].identity()
             what = KEEP if old.state in S.GOOD and done and same else RENEW
-        elif old.state == S.ELSEWHERE or (not dep_runs and old.spec.identity() == steps[sid].identity()):
-            what = KEEP  # another fleet runs it, or it is still to run as submitted
+        elif old.state == S.ELSEWHERE or (not dep_runs and old.spec.identity(_ALL) == steps[sid].identity(_ALL)):
+            what = KEEP  # another fleet runs it, or it is still to run as submitted (priority and all)
         else:
             what = AFTER if old.state in (S.RUNNING, S.QUEUED) else RENEW  # queued: on a node already
         plan[sid] = what

@@ -73,19 +73,24 @@ class StepSpec:
     def kind(self) -> str:
         return "call" if self.call is not None else "command"
 
-    def identity(self) -> tuple:
-        """Everything that defines what the step does (for shared-step checks and markers)."""
-        ident = tuple((name, _freeze(getattr(self, name))) for name in _IDENTITY)
+    def identity(self, names: tuple[str, ...] | None = None) -> tuple:
+        """Everything that defines what the step does (for shared-step checks and markers);
+        `names`: the fields to take instead (LEGACY_IDENTITY: as markers before 2026-12-06)."""
+        ident = tuple((name, _freeze(getattr(self, name))) for name in (names or _IDENTITY))
         # Only when set: a suite written before the field keeps its steps' identity.
         return ident + tuple((k, getattr(self, k)) for k in ("protocol", "env") if getattr(self, k))
 
 
 _new_spec = filler(StepSpec)  # StepSpec(...) without the frozen __init__ (fleet.core.slotfill)
 
-# How long a step may run, and how it is stopped, do not change what it does: a new
-# timeout reruns nothing that succeeded.
-_IDENTITY = tuple(f.name for f in fields(StepSpec)
-                  if f.name not in ("order", "source", "timeout", "grace", "protocol", "env"))
+# How long a step may run, how it is stopped, and how it is scheduled do not change what
+# it does: a new timeout, or an estimate tuned from a report, reruns nothing that
+# succeeded. The scheduling fields were part of the identity before 2026-12-06: markers
+# written then name the hash of LEGACY_IDENTITY (fleet.wire.records.succeeded_as reads both).
+SCHEDULING = ("priority", "estimate", "retries", "concurrent", "task")
+LEGACY_IDENTITY = tuple(f.name for f in fields(StepSpec)
+                        if f.name not in ("order", "source", "timeout", "grace", "protocol", "env"))
+_IDENTITY = tuple(name for name in LEGACY_IDENTITY if name not in SCHEDULING)
 
 
 @dataclass(frozen=True)
@@ -294,8 +299,9 @@ def _read_steps(tables: list[dict], defaults: dict, limit: int, fname: str, prob
             if prior is None:
                 steps[spec.id] = spec
                 marks[spec.id] = len(problems)
-            elif prior.identity() != spec.identity():
-                differ = [k for (k, a), (_, b) in zip(prior.identity(), spec.identity()) if a != b]
+            elif prior.identity(LEGACY_IDENTITY) != spec.identity(LEGACY_IDENTITY):  # (scheduling fields too)
+                differ = [k for (k, a), (_, b) in zip(prior.identity(LEGACY_IDENTITY), spec.identity(LEGACY_IDENTITY))
+                          if a != b]
                 problems.append(Problem(fname, spec.id, differ[0] if differ else "id",
                                         "defined twice differently (fields differ: " + ", ".join(differ) + ")"))
     return (steps, marks, *failed.frozen())

@@ -92,8 +92,12 @@ def read_done(run_dir: Path, step_id: str) -> dict | None:
 
 
 def succeeded_as(rec: dict | None, spec: StepSpec) -> bool:
-    """True when the marker says this same definition succeeded."""
-    return rec is not None and rec.get("outcome") == "succeeded" and rec.get("spec") == spec_hash(spec)
+    """True when the marker says this same definition succeeded (its hash, or, written
+    before 2026-12-06, the hash that counted scheduling fields too: spechash.legacy_hash)."""
+    if rec is None or rec.get("outcome") != "succeeded":
+        return False
+    h = rec.get("spec")
+    return h == spec_hash(spec) or (h is not None and h == spechash.legacy_hash(spec))
 
 
 def is_done(run_dir: Path, spec: StepSpec) -> bool:

@@ -264,3 +264,28 @@ call = "fleet_steps:writes_nothing"
     assert again.returncode == 0 and len(listed) == SKIPPED_LISTED, again.stdout
     assert f"  ... and {n - SKIPPED_LISTED} more skipped, not listed" in lines
     assert f"suite 'many': {n} skipped in" in again.stdout
+
+
+def test_tuning_how_steps_are_scheduled_reruns_nothing_on_a_live_fleet_and_in_a_new_one(tmp_path, live):
+    # (priority, estimate, retries, concurrent and task were part of a step's definition:
+    # tuning an estimate from `fleet report` reran the whole suite)
+    assert run(chain(tmp_path), live).returncode == 0
+    first = marker(live, "a")
+    assert sorted(runs(live)) == ["a-v1", "b", "c", "d"]
+    suite = chain(tmp_path, name="tuned.toml")
+    text = suite.read_text().replace('name = "chain"\n', 'name = "chain"\n[defaults]\nestimate = 7.5\nretries = 2\n', 1)
+    suite.write_text(text.replace('id = "d"\n', 'id = "d"\npriority = 5\nconcurrent = false\ntask = "t9"\n', 1))
+    for how in ("live", "new"):
+        if how == "new":
+            fleet("down", "--run-dir", str(live), cwd=tmp_path, timeout=60)
+            r = fleet("run", str(suite), "--run-dir", str(live), cwd=tmp_path, timeout=90)
+        else:
+            r = run(suite, live)
+        assert r.returncode == 0 and "4 skipped" in r.stdout, (how, r.stdout + r.stderr)
+        assert sorted(runs(live)) == ["a-v1", "b", "c", "d"], (how, runs(live))
+    assert marker(live, "a") == first
+    # What a step does is still its definition: a changed command runs it again.
+    r = fleet("run", str(chain(tmp_path, name="v2.toml", a="v2")), "--run-dir", str(live), cwd=tmp_path,
+              timeout=90)
+    assert r.returncode == 0 and runs(live)[4:] == ["a-v2", "b", "c"], runs(live)
+    fleet("up", "--run-dir", str(live), "--nodes", "2", cwd=tmp_path, check=True)  # (for the fixture's down)
