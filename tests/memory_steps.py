@@ -10,3 +10,28 @@ def hog(mib: int, hold: float = 60.0) -> int:
     data = b"\x01" * (mib << 20)
     time.sleep(hold)
     return len(data)
+
+
+def hog_then_say(mib: int, ready: str, hold: float = 60.0) -> int:
+    """Touch `mib` MiB, write the file `ready` (a neighbour waits for it), then hold it."""
+    data = b"\x01" * (mib << 20)
+    with open(ready, "w") as f:
+        f.write("hogged")
+    time.sleep(hold)
+    return len(data)
+
+
+# A command's code (python -c GROWER READY MIB): it waits for the file READY, then starts
+# a process holding 50 MiB every 0.1 s up to MIB in all (each far smaller than the step
+# that wrote READY, so that an OOM killer takes that step first), and ends 15 s later.
+GROWER = ("import os, subprocess, sys, time\n"
+          "ready, deadline, held = sys.argv[1], time.time() + 60, []\n"
+          "while not os.path.exists(ready) and time.time() < deadline:\n"
+          "    time.sleep(0.05)\n"
+          "hold = 'import time; b = b\"\\\\x01\" * (50 << 20); time.sleep(60)'\n"
+          "while len(held) < int(sys.argv[2]) // 50:\n"
+          "    held.append(subprocess.Popen([sys.executable, '-c', hold]))\n"
+          "    time.sleep(0.1)\n"
+          "time.sleep(15)\n"
+          "for p in held:\n"
+          "    p.kill()\n")

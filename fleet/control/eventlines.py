@@ -132,6 +132,8 @@ def exit_line(fleet: str, now: float, node: str, msg, view) -> tuple[str, Ended]
     nd = text(node)
     mid = ("" if rc is None else ',"returncode":' + num(rc)) + ("" if sig is None else ',"signal":' + num(sig))
     tail = ("" if err is None else ',"error":' + esc(err)) + ("" if peak is None else ',"memory_peak":' + num(peak))
+    if msg.oom_kills is not None:
+        tail += ',"oom_kills":' + num(msg.oom_kills)
     line = _EXIT % (r6(now), _fleet(fleet), esc(msg.step), msg.attempt, nd, text(msg.outcome), esc(reason), mid,
                     ints(cores), ints(gpus), memory, *sp, msg.maxrss_kb, tail)
     wst, endt, workt = sp[2], sp[4], sp[6]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 from dataclasses import dataclass
 
@@ -91,16 +92,23 @@ class Memory:
         self.peak = max(self.peak, used)
         return used > self.limit
 
-    def judged(self, stop: Stop, error: str) -> Stop:
-        """The stop, or out_of_memory if the step's cgroup says the kernel ended it for its limit."""
+    def judged(self, stop: Stop, error: str, status: int | None = None) -> Stop:
+        """The stop, or out_of_memory if the step's cgroup says the kernel ended it for its
+        own limit (a step that exited 0, ``status``, keeps its success: as on a node,
+        fleet.node.memwatch.judge_cgroup, what the OOM killer took is said on stderr)."""
         if stop.outcome == S.OUT_OF_MEMORY:
             return Stop(S.OUT_OF_MEMORY, memwatch.oom_reason(self.peak, self.limit, memwatch.WATCHDOG_HOW))
         if stop.outcome or self.choice.kind not in (memlimit.CGROUP1, memlimit.CGROUP2):
             return stop
         used = memlimit.usage(self.choice, memlimit.cgroup_dir(self.choice, self.launch.step, self.launch.attempt))
-        if used is None or not (used.oom_kills or (used.hit_limit and "MemoryError" in (error or ""))):
+        if used is None:
             return stop
-        how = f"{'killed by the kernel' if used.oom_kills else 'a MemoryError'} at its {memlimit.DESCRIBED[self.choice.kind]}"
+        described = memlimit.DESCRIBED[self.choice.kind]
+        if status == 0 or not (used.own_oom or (used.hit_limit and "MemoryError" in (error or ""))):
+            if used.oom_kills:
+                print(f"fleet: {memwatch.oom_note(used, self.limit, described)}", file=sys.stderr, flush=True)
+            return stop
+        how = f"{'killed by the kernel' if used.own_oom else 'a MemoryError'} at its {described}"
         return Stop(S.OUT_OF_MEMORY, memwatch.oom_reason(used.peak, self.limit, how))
 
 

@@ -111,7 +111,7 @@ def run(launch: Launch) -> Ran:
     orphans.become_subreaper()  # what the step starts stays below us, to be stopped with it
     with foreground.Memory(launch) as memory:
         status, report, stop = _call(launch, memory) if launch.kind == "call" else _command(launch, memory)
-        stop = memory.judged(stop, report.get("error") or "")
+        stop = memory.judged(stop, report.get("error") or "", status)
     now = time.time()
     start, end = report.get("work_start") or now, report.get("work_end") or now
     if stop.outcome:

@@ -2,7 +2,8 @@
 
 An exit an agent reported is recorded with its times, rusage and the split between
 startup and the step's own work; one killed by a signal also names what ran beside
-it on its node, since that is usually who took the memory. One the fleet itself
+it on its node, since that is usually who took the memory (and says so where its node
+saw the kernel's OOM killer take it within its own memory: `oom_kills`). One the fleet itself
 stopped (it was going down) is "interrupted": that is no attempt of the step, and its
 neighbours are not suspects.
 
@@ -36,7 +37,9 @@ def reported_exit(now: float, node: str, msg: P.Exited, view, sched: Scheduler) 
         neighbours = [dict(step=v.id, cores=v.spec.cores, memory=v.spec.memory, gpus=v.spec.gpus)
                       for v in sched.running_on(node) if v.id != msg.step]
         sig = signal.Signals(msg.signal).name if msg.signal else "a signal"
-        reason = (f"killed by {sig}; running beside it on {node}: "
+        # Its node says so where the kernel's OOM killer took it (fleet.node.memwatch.oom_note).
+        head = msg.error if msg.oom_kills and msg.error else f"killed by {sig}"
+        reason = (f"{head}; running beside it on {node}: "
                   + (", ".join(f"{n['step']} (cores={n['cores']}, memory={n['memory'] or 'share'}, gpus={n['gpus']})"
                                for n in neighbours) or "nothing"))
     return eventlines.record(  # an events.Exit (fleet.control.eventlines)
@@ -50,7 +53,7 @@ def reported_exit(now: float, node: str, msg: P.Exited, view, sched: Scheduler) 
         startup_s=round(max(0.0, msg.work_start - msg.decided_at), 6),
         work_s=round(max(0.0, msg.work_end - msg.work_start), 6),
         utime=msg.utime, stime=msg.stime, maxrss_kb=msg.maxrss_kb, error=msg.error, neighbours=neighbours,
-        memory_peak=msg.memory_peak)
+        memory_peak=msg.memory_peak, oom_kills=msg.oom_kills)
 
 
 def written(log, now: float, node: str, msg: P.Exited, view, sched: Scheduler):

@@ -162,12 +162,21 @@ def joining(launch, argv: list[str]) -> list[str]:
 
 @dataclass(frozen=True)
 class Usage:
-    """What a step's cgroup saw: its peak bytes (None: not kept here), OOM kills in it,
-    and whether it reached its limit."""
+    """What a step's cgroup saw: its peak bytes (None: not kept here), the processes of
+    it the kernel's OOM killer killed (for whatever limit), whether it reached its own
+    limit, and whether those kills were for its own limit (``own_oom``) rather than the
+    node's or a parent cgroup's, where the same kernel counts them in the step's cgroup too."""
 
     peak: int | None
     oom_kills: int
     hit_limit: bool
+    own_oom: bool = False
+
+
+# A v1 cgroup whose peak came within this of its limit reached it: the kernel OOM-kills
+# for a charge it cannot make, at most 8 pages (a costlier one fails without the OOM
+# killer), so the peak of a cgroup OOM at its own limit is within 32 KiB of it.
+AT_LIMIT = 1 << 20
 
 
 def _field(text: str, name: str) -> int:
@@ -178,20 +187,38 @@ def _field(text: str, name: str) -> int:
     return 0
 
 
+def _number(path: str) -> int | None:
+    try:
+        return int(_read(path))
+    except (OSError, ValueError):
+        return None  # (v2 memory.peak is Linux 5.19 on; v1 memsw only where swap is accounted)
+
+
 def usage(choice: Choice, path: str) -> Usage | None:
-    """The step's cgroup's figures; None if it has none (or they cannot be read)."""
+    """The step's cgroup's figures; None if it has none (or they cannot be read).
+
+    Whose OOM it was: v2 memory.events counts ``oom`` (its usage reached memory.max and
+    reclaim failed) in the cgroup whose limit it was and its ancestors, and ``oom_kill``
+    in the victim's cgroup and its ancestors; a step's cgroup is a leaf, so an
+    ``oom_kill`` without an ``oom`` of its own was the node's or a parent's. v1 counts
+    ``oom_kill`` (memory.oom_control) in the victim's cgroup whoever ran out and keeps
+    no count of a cgroup's own OOMs; ``memory.failcnt`` is not kept where swap is
+    accounted (the memsw counter fails first and counts nothing: Linux 6.x), so a step
+    reached its own limit if its peak (memory or memory+swap) came within
+    :data:`AT_LIMIT` of it, or its failcnt says so."""
     try:
         if choice.kind == CGROUP2:
             events = _read(os.path.join(path, "memory.events"))
-            try:
-                peak: int | None = int(_read(os.path.join(path, "memory.peak")))
-            except (OSError, ValueError):
-                peak = None  # memory.peak is Linux 5.19 on
-            return Usage(peak, _field(events, "oom_kill"), _field(events, "max") > 0)
+            kills = _field(events, "oom_kill")
+            return Usage(_number(os.path.join(path, "memory.peak")), kills, _field(events, "max") > 0,
+                         kills > 0 and _field(events, "oom") > 0)
         peak = int(_read(os.path.join(path, "memory.max_usage_in_bytes")))
-        oom = _field(_read(os.path.join(path, "memory.oom_control")), "oom_kill")
+        kills = _field(_read(os.path.join(path, "memory.oom_control")), "oom_kill")
         failcnt = int(_read(os.path.join(path, "memory.failcnt")))
-        return Usage(peak, oom, failcnt > 0)
+        limit = int(_read(os.path.join(path, "memory.limit_in_bytes")))
+        swapped = _number(os.path.join(path, "memory.memsw.max_usage_in_bytes")) or 0
+        hit = failcnt > 0 or max(peak, swapped) >= limit - AT_LIMIT
+        return Usage(peak, kills, hit, kills > 0 and hit)
     except (OSError, ValueError):
         return None
 

@@ -17,8 +17,11 @@ not the ones it shares.
 Either way an exit so caused is rewritten, before it is relayed, to outcome
 ``out_of_memory`` with an error naming the peak and the declaration, and every limited
 step's Exited carries its peak (``memory_peak``: the cgroup's, or the watchdog's
-sampled one). A step the kernel's OOM killer took outside any limit of its own stays
-``terminated`` (the coordinator names its neighbours).
+sampled one). A step the kernel's OOM killer took within its own limit (the node or a
+parent cgroup ran out: fleet.node.memlimit.usage tells them apart) stays ``terminated``
+(the coordinator names its neighbours), and a step that exits as it would despite OOM
+kills in it (its shell waited on a child the kernel killed, and exited 0) keeps its
+outcome; either way its Exited carries ``oom_kills`` and its error says what happened.
 """
 
 from __future__ import annotations
@@ -212,15 +215,35 @@ def _oom(msg: P.Exited, peak: int | None, limit: int, how: str) -> P.Exited:
 
 def judge_cgroup(msg: P.Exited, limit: int, used: M.Usage | None, choice: M.Choice) -> P.Exited:
     """The exit, as the step's cgroup tells it: out_of_memory if the kernel killed in it
-    for its limit (or it failed on a MemoryError at its limit); else with its peak."""
+    for its own limit (or it failed on a MemoryError at its limit); else as it ended,
+    with its peak and, if the kernel's OOM killer took any of its processes, a word of it
+    (:func:`oom_note`)."""
     if used is None:
         return msg
+    described = M.DESCRIBED[choice.kind]
     stopped = msg.outcome in (S.TIMED_OUT, S.CANCELLED) or msg.outcome == S.SUCCEEDED
-    if not stopped and used.oom_kills:
-        return _oom(msg, used.peak, limit, f"killed by the kernel at its {M.DESCRIBED[choice.kind]}")
+    if not stopped and used.own_oom:
+        return _oom(msg, used.peak, limit, f"killed by the kernel at its {described}")
     if not stopped and used.hit_limit and "MemoryError" in (msg.error or ""):
-        return _oom(msg, used.peak, limit, f"a MemoryError at its {M.DESCRIBED[choice.kind]}")
-    return dataclasses.replace(msg, memory_peak=used.peak)
+        return _oom(msg, used.peak, limit, f"a MemoryError at its {described}")
+    if not used.oom_kills:
+        return dataclasses.replace(msg, memory_peak=used.peak)
+    note = oom_note(used, limit, described)
+    return dataclasses.replace(msg, memory_peak=used.peak, oom_kills=used.oom_kills,
+                               error=f"{msg.error}; {note}" if msg.error else note)
+
+
+def oom_note(used: M.Usage, limit: int, described: str) -> str:
+    """What a step that did not end out_of_memory is told of the OOM kills in it: at its
+    own limit (it went on, and exited as it did: its outcome is its exit's), or the
+    node's or a parent cgroup's (its neighbours are named by the coordinator)."""
+    n = used.oom_kills
+    who = f"{n} process{'es' if n > 1 else ''} of it"
+    seen = format_memory(used.peak) if used.peak else "an unknown amount"
+    if used.own_oom:
+        return f"the kernel killed {who} at its memory {format_memory(limit)} ({described}; used {seen})"
+    return (f"the kernel's OOM killer took {who} within its memory {format_memory(limit)} (used {seen}): "
+            "the node or a parent cgroup ran out")
 
 
 def judge_watched(msg: P.Exited, w: Watched) -> P.Exited:

@@ -309,6 +309,7 @@ class Exit(Record):
     error: Any = None
     neighbours: Any = None  # for a step killed by a signal: what ran beside it
     memory_peak: Any = None  # bytes, where a memory limit kept it (its cgroup's, or the watchdog's sample)
+    oom_kills: Any = None   # its processes the kernel's OOM killer took, if it did not end out_of_memory
     by: Any = None          # the fleet whose outcome this is, when not ours
 
 

@@ -343,6 +343,9 @@ class Exited:
     # Its times and rusage as its `exit` line spells them, spelled where it ended
     # (fleet.wire.numtext.exit_numbers), or [] (the coordinator spells them).
     spelt: list = field(default_factory=list)
+    # Processes of it the kernel's OOM killer killed, where its memory cgroup counted them
+    # and it did not end out_of_memory (fleet.node.memwatch.judge_cgroup); None: none.
+    oom_kills: int | None = None
 
 
 @message("dropped")

@@ -91,6 +91,7 @@ def test_a_list_of_ints_is_spelled_as_json_spells_it():
 @pytest.mark.parametrize("msg", [
     exited(),
     exited(outcome="failed", returncode=3, error="boom \u2603", memory_peak=1 << 33),
+    exited(error="the kernel killed 2 processes of it at its memory 1MiB", memory_peak=1 << 20, oom_kills=2),
     exited(outcome="timed_out", returncode=None, signal=9, error="took too long", utime=1, stime=2),
     exited(outcome="out_of_memory", returncode=None, signal=9, decided_at=float("nan"), work_start=2.0),
     exited(decided_at=0.5, first_at=0.5, work_start=-1e308, work_end=1e308, ended_at=2.5, utime=5),
