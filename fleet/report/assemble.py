@@ -127,6 +127,10 @@ def _notes(g: Gathered, in_progress: bool) -> list[str]:
         notes.append("the stream is empty")
     if g.mismatches:
         notes.append(f"{g.mismatches} step(s) did not get the cores they were given (placement_mismatch records)")
+    if g.oom_survived:
+        notes.append(f"{len(g.oom_survived)} attempt(s) succeeded though the kernel's OOM killer took a process of "
+                     f"theirs (their exit records' reason says which and where): {', '.join(g.oom_survived[:10])}"
+                     + (", ..." if len(g.oom_survived) > 10 else ""))
     if g.lost_exit_fields:
         notes.append(f"{g.lost_exit_fields} lost attempt(s) have no timings: their work is unknown and not counted")
     if g.skewed:

@@ -107,6 +107,7 @@ class Gathered:
     mismatches: int = 0
     lost_exit_fields: int = 0         # lost attempts without timings
     skewed: int = 0                   # attempts whose work began before their decision
+    oom_survived: list = field(default_factory=list)  # "step (attempt N)" that succeeded despite OOM kills in them
     whys: dict[tuple, W.WaitReason] = field(default_factory=dict)  # wait records' reasons, shared
     kinds: dict[tuple, tuple] = field(default_factory=dict)  # the steps' kinds (Step.sig), shared
     allocation: dict = field(default_factory=dict)  # its end and drain (fleet.core.deadline), if known
@@ -261,6 +262,8 @@ def _on_exit(g: Gathered, rec: E.Exit) -> None:
     a.exit_seen = True
     a.outcome = rec.outcome or S.FAILED
     a.reason = rec.reason or rec.error or ""
+    if rec.oom_kills and a.outcome == S.SUCCEEDED:  # (a failure's reason is among the problems)
+        g.oom_survived.append(f"{rec.step} (attempt {att})")
     a.startup_s = su = rec.startup_s
     a.work_s = rec.work_s
     if su is None:

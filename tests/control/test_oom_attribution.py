@@ -113,4 +113,7 @@ memory = "128MiB"
     assert pair.oom_kills and pair.oom_kills >= 1, pair  # before: nothing said
     assert pair.reason.startswith("the kernel killed "), pair.reason
     assert "of it at its memory 128MiB (cgroup v1 memory.limit_in_bytes; used 128MiB)" in pair.reason, pair.reason
+    report = fleet("report", str(run_dir), cwd=tmp_path, timeout=60)
+    assert ("note: 1 attempt(s) succeeded though the kernel's OOM killer took a process of theirs "
+            "(their exit records' reason says which and where): pair (attempt 1)") in report.stdout, report.stdout
     assert_nothing_left(run_dir)
