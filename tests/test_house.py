@@ -154,3 +154,12 @@ def test_no_module_over_500_lines_and_no_function_over_60_unless_its_module_says
                     bad.append(f"{rel}:{node.lineno}: {node.name} is {n} lines")
     assert not bad, ("split along a seam, or say in the module docstring why it is " + WHOLE_MARK
                      + ":\n" + "\n".join(bad))
+
+
+def test_no_two_test_files_share_a_name():
+    # tests/ has no packages: pytest refuses to collect a second test module of a name
+    # already taken (an "import file mismatch" that fails the whole run).
+    seen = defaultdict(list)
+    for path in Path(__file__).parent.rglob("test_*.py"):
+        seen[path.name].append(str(path.relative_to(Path(__file__).parent)))
+    assert not {k: v for k, v in seen.items() if len(v) > 1}
