@@ -81,6 +81,7 @@ class Drain:
         self.announced = False
         self.signalled = ""  # the warning signal's words, once it came
         self.drained = False
+        self.at: float | None = None  # when it drained (for the allocation's end)
         self.reason = ""
         self.full = False  # drained because the run directory is full (not for the allocation's end)
         self._complained = 0.0
@@ -167,7 +168,7 @@ class Drain:
     def _drain(self, reason: str, now: float) -> None:
         """Drain now: stop the running steps, start nothing more."""
         c = self.coord
-        self.drained, self.full, self.reason = True, False, reason
+        self.drained, self.full, self.reason, self.at = True, False, reason, now
         log.warning("draining (%s): stopping %d running steps, starting nothing more", self.reason,
                     c.sched.running_count())
         c.events.write(events.Drained(t=now, reason=self.reason, running=c.sched.running_count()))
@@ -222,11 +223,14 @@ class Drain:
 
     def why_for(self, msg) -> str:
         """why() for the interrupted exit `msg`, after TOO_LONG's reason if the step had
-        nearly all the time this allocation gives and saved no progress (fleet.control.stuck)."""
+        nearly all the time this allocation gives and saved no progress (fleet.control.stuck):
+        the time it ran until the drain, not its grace after it (nor a drain brought
+        forward's time to the drain point: the warning signal came, it ran no longer)."""
         why = self.why()
-        if not self.drained or self.full or self.began is None or self.drain_at is None:
+        if not self.drained or self.full or self.began is None or self.drain_at is None or self.at is None:
             return why
-        too = stuck.ran_out(msg.ended_at - msg.work_start, self.drain_at - self.began, bool(msg.control))
+        ran = min(msg.ended_at, self.at) - msg.work_start
+        too = stuck.ran_out(ran, self.drain_at - self.began, bool(msg.control))
         if not too:
             return why
         self.ran_out[msg.step] = too  # (its dependents need a longer allocation too: Stuck)

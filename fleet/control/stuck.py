@@ -9,8 +9,10 @@ neither is a step that needs it: resubmitting would only burn allocations (found
 with the real Slurm: ten jobs of a few seconds each). Such a step's not_started
 reason starts with TOO_LONG, and `fleet run` exits 1 instead of 3 when every step the
 drain left is so (fleet.control.runner). So does a step with no expected duration that
-the drain interrupted after it had nearly all of this job's time, and saved no progress
-(ran_out), and so does every step that needs such a step. What decides is the fleet's own start, not the job's: the next fleet starts
+the drain interrupted after it had nearly all of this job's time before the drain (its
+grace after the drain point is not counted: a step that started late and then took its
+grace is no such step), and saved no progress (ran_out), and so does every step that
+needs such a step. What decides is the fleet's own start, not the job's: the next fleet starts
 as late into its job, and its scheduler refuses the same steps. SLACK leaves room for a
 fleet that comes up a little sooner.
 """
@@ -31,8 +33,9 @@ def _span(seconds: float) -> str:
 
 
 def ran_out(ran: float, window: float | None, saved: bool) -> str | None:
-    """TOO_LONG and why, for a step the drain interrupted after it ran `ran` seconds of the
-    `window` an allocation like this one gives steps, if that was nearly all of it and the
+    """TOO_LONG and why, for a step the drain interrupted after it ran `ran` seconds (from
+    its start to the drain, not to its exit) of the `window` an allocation like this one
+    gives steps, if that was nearly all of it and the
     step `saved` no progress of its own (fleet.Restart, a stage: then the next job goes
     on from there); else None. A step with no expected duration is judged so, once it
     has had a whole allocation and not finished."""
