@@ -67,6 +67,7 @@ class Submission:
     steps: int
     skipped: int
     suite: str
+    notes: tuple = ()  # the fleet's warnings about it (a step's grace the drain would cut)
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,7 @@ class Fleet:
                                           _ids(only), with_deps), timeout)
         if not reply.ok:
             raise SubmitError(reply.problems)
-        return Submission(reply.submission, reply.steps, reply.skipped, str(path))
+        return Submission(reply.submission, reply.steps, reply.skipped, str(path), tuple(reply.notes))
 
     def _ask_submit(self, msg: P.Submit, wait: float) -> P.SubmitReply:
         with self.client.lock:

@@ -56,7 +56,8 @@ class Cancelling:
                 or not view.placement:
             return
         node = view.placement[0].node
-        if not self.send(node, P.Kill(d.step, d.attempt, cancel=not withdraw, withdraw=withdraw)):
+        grace = {} if withdraw or d.grace is None else {"grace": d.grace}  # (the drain's cut: fleet.core.deadline)
+        if not self.send(node, P.Kill(d.step, d.attempt, cancel=not withdraw, withdraw=withdraw, **grace)):
             self.unreachable(node, now)
 
 

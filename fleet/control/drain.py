@@ -10,9 +10,12 @@ starts within one turn of its point whatever the heartbeat period. The batch sys
 warning signal (SIGUSR1, e.g. `#SBATCH --signal=B:USR1@300`, passed on by `fleet run`)
 brings it forward; a signal ends the loop's wait at once (wakeup: the signal writes to a
 pipe the loop's poller watches, so SIGTERM's stop is not a period late either). At the drain point the scheduler kills every
-running step (SIGTERM, SIGKILL after its grace); each exit is recorded interrupted
-(not an attempt: coordinator._interrupt), handed back to the scheduler, and its claim
-released, so the next allocation's fleet runs it at once. When none runs any more,
+running step (SIGTERM, SIGKILL after its grace, cut so that it comes before the end:
+fleet.core.deadline; a submission with a step whose grace would be cut is warned of:
+long_graces); each exit is recorded interrupted (not an attempt: coordinator._interrupt),
+handed back to the scheduler, and its claim released, so the next allocation's fleet
+runs it at once; but for a timeout, an out_of_memory or a `fleet cancel` that came
+before, which keep their outcome (fleet.core.deadline.drained_exit). When none runs any more,
 every step that never started is counted ended, `not_started`, in each submission:
 `fleet run` then exits 3 (the allocation ended before the suite did). A job ended with
 no warning (its agents stopped by the batch system's SIGTERM) drains the same way, at
@@ -50,7 +53,8 @@ import zmq
 from fleet.control import stuck
 from fleet.control.closing import Closing
 from fleet.core import states as S
-from fleet.core.deadline import AllocationEnds, DrainNow
+from fleet.core.deadline import AllocationEnds, DrainNow, end_margin
+from fleet.core.units import counted
 from fleet.core.scheduler import StepExited
 from fleet.wire import events
 
@@ -99,6 +103,25 @@ class Drain:
         self.began = time.time()  # (what an allocation like this one gives steps: fleet.control.stuck)
         log.info("allocation ends at %s (%s); drain point %s (%g s before)", clock(end), source,
                  clock(self.drain_at), drain_before)
+
+    def long_graces(self, steps) -> str:
+        """A warning, logged and returned (for the submitter), if some of `steps` have a
+        grace the drain would cut (fleet.core.deadline: its SIGKILL comes end_margin
+        before the allocation's end); "" if none has, or no end is known."""
+        if self.end is None or self.drain_at is None:
+            return ""
+        before = self.end - self.drain_at
+        left = max(0.0, before - end_margin(before))
+        long = [s for s in steps if s.grace > left]
+        if not long:
+            return ""
+        first = max(long, key=lambda s: s.grace)
+        note = (f"{counted(len(long), 'step')} (the longest: {first.id}, {first.grace:g} s) with a grace longer than "
+                f"the drain leaves: the drain point is {before:g} s before the allocation's end, and the drain "
+                f"SIGKILLs what still runs {end_margin(before):g} s before the end ({left:g} s after the drain point); "
+                f"give --drain-before more than the grace (or the steps a shorter grace)")
+        log.warning("%s", note)
+        return note
 
     def on_signal(self, signum, frame) -> None:
         """The batch system's warning (a signal handler: only noted; the loop's next turn acts)."""

@@ -52,6 +52,7 @@ class _Entry:
     fed: bool = False   # the Submitted went to the scheduler
     more: bool = False  # the scheduler paused: EnterMore next
     batch: children_mod.Batch | None = None  # children, not a client's submission
+    notes: tuple = ()  # warnings the answer carries (fleet run prints them)
 
 
 class Intake:
@@ -170,7 +171,8 @@ class Intake:
         """Start entering an accepted (and no longer held) submission."""
         self.coord.submissions.announce(acc, msg, now)
         self.coord.claims.held_by_other_shards(acc.foreign - acc.done, now)
-        self.entry = _Entry(ident, msg, acc)
+        note = self.coord.drain.long_graces(acc.steps)  # (said once, to its submitter: its steps' graces)
+        self.entry = _Entry(ident, msg, acc, notes=(note,) if note else ())
 
     def entering(self, d: Entering) -> None:
         """The scheduler's word on the submission being entered."""
@@ -187,4 +189,4 @@ class Intake:
             c._feed(e.batch.then, time.time())
             return
         c.transport.reply(c.client_sock, e.ident, P.SubmitReply(True, e.acc.sub.id, len(e.acc.sub.steps),
-                                                                len(e.acc.done)))
+                                                                len(e.acc.done), notes=list(e.notes)))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from fleet.control import eventlines, launching, outcomes
 from fleet.core import states as S
+from fleet.core.deadline import drained_exit
 from fleet.wire import messages as P
 
 KINDS = (P.Started, P.Exited)
@@ -57,7 +58,11 @@ def exited(coord, node: str, msg: P.Exited, now: float, view) -> None:
         coord.drain.disk_full(node, msg.step, msg.disk_full, now)
     if msg.outcome == S.INTERRUPTED and not coord.stopping:  # its agent got a signal: the job ends (node.jobend)
         coord.drain.outside(f"the batch job is ending (the agent on {node} was stopped by a signal)", now)
-    if (coord.stopping or coord.drain.drained) and msg.outcome != S.SUCCEEDED:
+    # Stopped with the fleet, or by the drain: interrupted (a timeout, an out_of_memory or a
+    # `fleet cancel` the drain found keeps its outcome: fleet.core.deadline).
+    d = coord.drain
+    if (coord.stopping and msg.outcome != S.SUCCEEDED) or (d.drained and drained_exit(coord.sched, msg.step,
+                                                                                     msg.outcome, d.full)):
         coord._interrupt(node, msg, view, now)
         return
     rec = outcomes.written(coord.events, now, node, msg, view, coord.sched)  # the `exit` record, by shape

@@ -91,6 +91,8 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
                            wait_foreign=wait_foreign, only=only, with_deps=with_deps)
         except SubmitError as e:
             return _refused(e.problems)
+        for note in sub.notes:
+            print(f"fleet: warning: {note}", file=sys.stderr, flush=True)
         return _follow(f, sub, suite, run_dir, out, shard)
     except PreloadRefused as e:  # an embedded fleet's zygotes: said as a fleet that is up says it (preloads)
         return _refused([Problem(str(path), None, "suite.preload", f"node {n}: {why}") for n, why in e.nodes])

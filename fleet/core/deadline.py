@@ -12,7 +12,22 @@ shrinks). A step with no expected duration is started; if it runs into the drain
 point it is interrupted there like any other.
 
 The scheduler holds one Deadline and calls it from its pass (refuse), on its events
-(AllocationEnds, DrainNow) and on exits after the drain (interrupted).
+(AllocationEnds, DrainNow) and on exits after the drain (interrupts).
+
+An exit after the drain is interrupted unless its outcome is the step's own, not the
+drain's (interrupts): a timeout or an out_of_memory (its zygote reports the outcome it
+was stopping the step for, and the drain's SIGTERM, coming after, does not change it),
+and a step `fleet cancel` stopped, which ends cancelled. Those are what they would have
+been without the drain (an attempt: a timed-out step with retries left is retried by
+the next run). After a drain for a full run directory alone, every exit but a success
+or a cancel is interrupted (a failure may be the full disk's).
+
+The drain's SIGKILL comes before the allocation's end: a step's grace (SIGTERM to
+SIGKILL) is cut to the time left until END_MARGIN_S before the end (at most half of the
+drain margin, so that a short job's drain leaves its steps some grace), so that the
+batch system does not kill the job before `fleet run` says how it ended and a job script
+resubmits itself. A step already being stopped (its timeout, a cancel) is cut the same
+way (the Kill's grace: fleet.node.stopping takes the sooner SIGKILL).
 
 When nothing runs any more and every step left is held back (or waits for one that is),
 no step can start before the drain point: held_only() says so, and the coordinator ends
@@ -59,13 +74,15 @@ DRAIN_KILL = "drained: "  # a drain's Kill reasons start so (the coordinator's r
 # next turn (at a job's end a 10,000-node fleet has 640,000 steps running: said at once,
 # they held the coordinator's loop, and a status answer, for 3 s).
 DRAIN_STOPS = 10_000
+END_MARGIN_S = 15.0  # the drain's SIGKILLs come this long before the end at least (at most half the drain margin)
+OWN = frozenset({S.TIMED_OUT, S.OUT_OF_MEMORY})  # an exit's outcome the drain does not make interrupted
 
 
 class Deadline:
     """The allocation's end as the scheduler knows it (nothing known: no end)."""
 
     __slots__ = ("end", "drain_at", "source", "drained", "reason", "recorded", "held", "held_first", "stopping",
-                 "held_ids", "to_stop", "_stop_attempt", "_stop_why", "_stop_at")
+                 "held_ids", "to_stop", "_stop_attempt", "_stop_why", "_stop_at", "dropping")
 
     def __init__(self) -> None:
         self.end: float | None = None
@@ -85,6 +102,7 @@ class Deadline:
         self._stop_attempt: list[int] = []
         self._stop_why: list[str] = []
         self._stop_at = 0
+        self.dropping: set[str] = set()  # queued steps the drain cancelled (not `fleet cancel`)
 
     def ends(self, ev: AllocationEnds) -> None:
         """Take the allocation's end (a later one replaces it)."""
@@ -135,26 +153,28 @@ class Deadline:
                     reason=self.reason, held=self.held,
                     held_steps=[dict(step=s, reason=r) for s, r in self.held_first])
 
-    def drain(self, ev: DrainNow, running: Iterable, queued: Iterable = ()) -> None:
-        """The drain point: nothing starts from now on. Each running step (a job) that was
-        not already being killed is to be killed, unless the drain lets them run
-        (DrainNow.stop_running); a drain that let them run may be followed by one that
-        stops them (the drain point after a full disk). Each step handed to a node and not
-        started (`queued`) is marked cancelled now, and is to be dropped there. The Kills
-        are said by stops(), at most DRAIN_STOPS an event."""
+    def drain(self, ev: DrainNow, running: Iterable, queued: Iterable = (), now: float | None = None) -> None:
+        """The drain point (`now`): nothing starts from now on. Each running step (a job)
+        is to be killed, unless the drain lets them run (DrainNow.stop_running); one
+        already being killed (`fleet cancel`) only if its grace is to be cut (grace). A
+        drain that let them run may be followed by one that stops them (the drain point
+        after a full disk). Each step handed to a node and not started (`queued`) is
+        marked cancelled now, and is to be dropped there. The Kills are said by stops(),
+        at most DRAIN_STOPS an event."""
         why = DRAIN_KILL + ev.reason
         # The queued first: a node told to stop a running step before it hears that the
         # step queued behind it is dropped may start that one as the first ends.
         stop: list = []
         for j in queued:
             j.cancelled = True
+            self.dropping.add(j.spec.id)
             stop.append(j)
         if not (self.stopping or (self.drained and not ev.stop_running)):
             self.drained = True
             self.reason = ev.reason
             if ev.stop_running:
                 self.stopping = True
-                stop += running
+                stop += [j for j in running if not j.cancelled or self.grace(j.spec, now) is not None]
         # Node by node (in the order each first appears): a node's Kills then go out
         # together, one message to its agent, not one a chunk.
         by_node: dict[str, list] = {}
@@ -170,15 +190,16 @@ class Deadline:
             self._stop_attempt += [j.attempt for j in jobs]
             self._stop_why += [why] * len(jobs)
 
-    def stops(self, out: list) -> None:
-        """The next DRAIN_STOPS of the drain's Kills, each for a step still running (or
-        queued) at that attempt, and GoOn if more are left."""
+    def stops(self, out: list, now: float | None = None) -> None:
+        """The next DRAIN_STOPS of the drain's Kills (said at `now`), each for a step still
+        running (or queued) at that attempt, and GoOn if more are left."""
         jobs, attempts, whys = self.to_stop, self._stop_attempt, self._stop_why
         i, n, end = self._stop_at, 0, len(jobs)
         while i < end and n < DRAIN_STOPS:
             j, attempt = jobs[i], attempts[i]
             if j.attempt == attempt and j.state in (S.RUNNING, S.QUEUED):
-                out.append(Kill(j.spec.id, attempt, whys[i]))
+                grace = self.grace(j.spec, now) if j.state == S.RUNNING else None
+                out.append(Kill(j.spec.id, attempt, whys[i], grace))
                 n += 1
             i += 1
         if i < end:
@@ -186,6 +207,30 @@ class Deadline:
             out.append(GoOn())
         else:
             self.to_stop, self._stop_attempt, self._stop_why, self._stop_at = [], [], [], 0
+
+
+    def margin(self) -> float:
+        """How long before the end the drain's last SIGKILL comes (end_margin); 0 with no end known."""
+        return 0.0 if self.end is None or self.drain_at is None else end_margin(self.end - self.drain_at)
+
+    def grace(self, spec: StepSpec, now: float | None) -> float | None:
+        """The grace a step stopped by the drain at `now` gets, if its own would run past
+        END_MARGIN_S before the end (see the module's doc); None: its own."""
+        if self.end is None or now is None:
+            return None
+        left = max(0.0, self.end - self.margin() - now)
+        return left if spec.grace > left else None
+
+    def interrupts(self, job, outcome: str) -> bool:
+        """Whether the exit of `job` with `outcome` is the drain's (interrupted, no
+        attempt), not its own (see the module's doc). False before any drain."""
+        return self.drained and by_drain(job, outcome, self.stopping, self.dropping)
+
+
+def end_margin(drain_before: float) -> float:
+    """How long before the allocation's end the drain's last SIGKILL comes, for a drain
+    point `drain_before` seconds before it: END_MARGIN_S, at most half of that."""
+    return min(END_MARGIN_S, max(0.0, drain_before) / 2)
 
 
 def too_late(sched, job, cls, heads: list, now: float, out: list) -> bool:
@@ -217,3 +262,22 @@ def held_only(sched) -> bool:
     ready = counts.get(S.READY, 0)
     jobs = sched._jobs
     return ready > 0 and ready == sum(1 for h in d.held_ids if h in jobs and jobs[h].state == S.READY)
+
+
+def by_drain(job, outcome: str, stopping: bool, dropping: set) -> bool:
+    """Whether a drained fleet's exit of `job` with `outcome` is the drain's: not a
+    success, nor a `fleet cancel` (a job cancelled, not by the drain: `dropping`), nor,
+    after a drain that stops the running steps (`stopping`), a timeout or an out_of_memory."""
+    if outcome == S.SUCCEEDED:
+        return False
+    if job is not None and job.cancelled and job.spec.id not in dropping:
+        return False
+    return not (stopping and outcome in OWN)
+
+
+def drained_exit(sched, step: str, outcome: str, full: bool) -> bool:
+    """by_drain for a running step's exit in a coordinator that drained (`full`: for a
+    full run directory alone), which its scheduler may not have heard yet (the DrainNow
+    waits in the coordinator's inbox): the coordinator records it interrupted, as the
+    scheduler will take it."""
+    return by_drain(sched._jobs.get(step), outcome, not full, sched.deadline.dropping)

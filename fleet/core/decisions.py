@@ -251,6 +251,7 @@ class Kill:
     step: str
     attempt: int
     reason: str = "cancelled"
+    grace: float | None = None  # SIGKILL this soon, if sooner than its own grace (the drain: fleet.core.deadline)
 
 
 Decision = Union[Start, Wait, Retry, Finished, Blocked, Unrunnable, Skipped, Entering, Ignored, Kill, GoOn]

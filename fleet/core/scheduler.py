@@ -120,11 +120,11 @@ class Scheduler(Entries, Phases, Outside):
         elif isinstance(event, AllocationEnds):
             self.deadline.ends(event)
         elif isinstance(event, DrainNow):  # (steps handed to a node, not started: dropped there)
-            self.deadline.drain(event, [j for j in self._running.values() if not j.cancelled], self.window.next.values())
+            self.deadline.drain(event, self._running.values(), self.window.next.values(), now)
         else:
             raise TypeError(f"not a scheduler event: {event!r}")
         if self.deadline.to_stop:  # the drain's Kills, a bounded number an event (then GoOn)
-            self.deadline.stops(out)
+            self.deadline.stops(out, now)
         self._schedule(now, out)
         return out
 
@@ -321,7 +321,7 @@ class Scheduler(Entries, Phases, Outside):
             return
         if self.window.began and self.window.unbegun(job, ev.outcome, ev.reason, out):
             return  # promoted in this batch, and its node never started it
-        if self.deadline.drained and ev.outcome != S.SUCCEEDED:  # stopped by the drain: no attempt
+        if self.deadline.interrupts(job, ev.outcome):  # stopped by the drain: no attempt
             self._stop_running(job)
             self._set(job, "interrupted")
             return

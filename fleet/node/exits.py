@@ -11,7 +11,7 @@ import signal
 import time
 
 from fleet.node import child, protocol, session
-from fleet.node.stopping import ended_reason, signal_name
+from fleet.node.stopping import ended_reason, given_grace, signal_name
 from fleet.wire import messages as P
 from fleet.wire import numtext
 
@@ -70,7 +70,7 @@ def exited(step, status: int, usage, ended_at: float) -> P.Exited:
     error = rep.get("error")
     if step.ending is not None:  # stopped by us: that is how it ended, whatever its status
         outcome = step.ending
-        error = ended_reason(step.ending, step.launch.timeout, step.launch.grace, step.killed)
+        error = ended_reason(step.ending, step.launch.timeout, given_grace(step, step.launch.grace), step.killed)
     elif outcome == "succeeded":
         # A step that "succeeded" without its outputs would hand its consumers
         # nothing: it failed, and they are blocked.

@@ -135,6 +135,14 @@ class Stops:
         heapq.heappush(self._heap, (at, next(self._seq), what, step))
 
 
+def given_grace(step: Stoppable, own: float) -> float:
+    """The grace the step had between its SIGTERM and its SIGKILL: its `own`, or less
+    if a stop cut it (the drain's, before the allocation's end: fleet.core.deadline)."""
+    if step.term_at is None or step.kill_at is None:
+        return own
+    return min(own, round(max(0.0, step.kill_at - step.term_at), 1))
+
+
 def ended_reason(ending: str, timeout: float | None, grace: float, killed: bool) -> str:
     """What an exit report says of a step stopped for ``ending``."""
     why = (f"timed out after {timeout:g} s" if ending == TIMED_OUT

@@ -319,7 +319,7 @@ class Zygote:
             return
         pid = self.keys.get((msg.step, msg.attempt))
         if pid is not None and msg.cancel:
-            self.stops.stop(self.steps[pid], self.steps[pid].launch.grace, "cancelled")
+            self.stops.stop(self.steps[pid], min(self.steps[pid].launch.grace, msg.grace), "cancelled")
         if pid is None or msg.cancel:
             return
         try:

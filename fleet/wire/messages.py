@@ -278,15 +278,18 @@ class Launch:
 class Kill:
     """coordinator -> agent -> zygote: send ``signal`` to a running step's process group.
     With ``cancel``, ``signal`` is ignored: the step is stopped (SIGTERM, SIGKILL after its
-    grace) and its exit is reported as cancelled, whatever its status. With ``withdraw``
-    (a node's window taking a queued launch back, fleet.core.windowback) only a launch
-    still held is dropped (Dropped); one started already is left to run."""
+    grace, or after ``grace`` if that is sooner: the drain's cut, fleet.core.deadline) and
+    its exit is reported as cancelled, whatever its status (or as what it was being
+    stopped for already: timed_out). With ``withdraw`` (a node's window taking a queued
+    launch back, fleet.core.windowback) only a launch still held is dropped (Dropped);
+    one started already is left to run."""
 
     step: str
     attempt: int
     signal: int = 15
     cancel: bool = False
     withdraw: bool = False
+    grace: float = float("inf")
 
 
 @message("shutdown")
@@ -453,6 +456,7 @@ class SubmitReply:
     steps: int = 0
     skipped: int = 0
     problems: list = field(default_factory=list)
+    notes: list = field(default_factory=list)  # warnings for the submitter's stderr (accepted)
 
 
 @message("progress")

@@ -203,3 +203,43 @@ def test_a_drain_of_many_running_steps_says_its_kills_a_bounded_number_at_a_time
     assert said == ["s0", "s1", "s2", "s3", "s4", "s7"] and rounds[0] == 3
     assert all(r <= 3 for r in rounds) and not [d for d in out if isinstance(d, Start)]
     assert sched.state("s5") == S.INTERRUPTED and sched.state("s6") == S.SUCCEEDED and sched.state("s8") == S.READY
+
+
+def test_a_timeout_an_out_of_memory_and_a_fleet_cancel_the_drain_finds_keep_their_outcome():
+    # Each was being stopped for its own reason (its zygote reports that outcome); the
+    # drain's SIGTERM came after. An attempt each (a timeout with retries left: a retry,
+    # which the next run makes); what the drain itself stopped is interrupted.
+    from fleet.core.scheduler import Cancel
+    sched, out = ended_scheduler(100.0, 60.0, {"id": "t", "retries": 1}, {"id": "m"}, {"id": "c"}, {"id": "d"})
+    sched.handle(Cancel(("c",)), 10.0)
+    sched.handle(DrainNow("the drain point"), 60.0)
+    out = sched.handle(StepExited("t", 1, S.TIMED_OUT, "timed out after 4 s"), 61.0)
+    assert [type(d) for d in out] == [Finished, Retry] and out[0].outcome == S.TIMED_OUT
+    out = sched.handle(StepExited("m", 1, S.OUT_OF_MEMORY), 61.0)
+    assert [(type(d), d.outcome) for d in out if isinstance(d, Finished)] == [(Finished, S.OUT_OF_MEMORY)]
+    out = sched.handle(StepExited("c", 1, S.CANCELLED), 61.0)
+    assert [(type(d), d.outcome) for d in out if isinstance(d, Finished)] == [(Finished, S.CANCELLED)]
+    sched.handle(StepExited("d", 1, S.CANCELLED), 61.0)  # the drain's own Kill: interrupted
+    assert sched.state("d") == S.INTERRUPTED and sched.state("t") == S.READY
+    assert not [d for d in out if isinstance(d, Start)]  # (the retry waits for the next run)
+
+
+def test_after_a_full_disk_drain_alone_a_timeout_is_interrupted_too():
+    sched, _ = ended_scheduler(1e9, 1e9 - 60, {"id": "t", "retries": 1})
+    sched.handle(DrainNow("full", stop_running=False), 5.0)
+    assert not [d for d in sched.handle(StepExited("t", 1, S.TIMED_OUT), 6.0) if isinstance(d, (Finished, Retry))]
+    assert sched.state("t") == S.INTERRUPTED
+
+
+def test_the_drains_kill_cuts_a_grace_that_would_run_past_the_allocations_end():
+    # End at 100, drain point at 60: the last SIGKILL comes 15 s before the end (at most
+    # half the 40-s drain margin), so a step stopped at 60 has 25 s.
+    from fleet.core.deadline import END_MARGIN_S, end_margin
+    from fleet.core.scheduler import Cancel
+    sched, _ = ended_scheduler(100.0, 60.0, {"id": "long", "grace": 30}, {"id": "short", "grace": 5},
+                               {"id": "cancelled", "grace": 60})
+    sched.handle(Cancel(("cancelled",)), 10.0)  # being stopped already: its grace is cut too
+    out = sched.handle(DrainNow("the drain point"), 60.0)
+    assert sorted((d.step, d.grace) for d in out if isinstance(d, Kill)) == [
+        ("cancelled", 25.0), ("long", 25.0), ("short", None)]
+    assert end_margin(40.0) == END_MARGIN_S and end_margin(10.0) == 5.0
