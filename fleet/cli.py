@@ -247,6 +247,8 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
     run it again in the next allocation, 4 if the run directory's disk is full: free
     space and run it again, 5 if the fleet was lost (its coordinator killed, crashed or
     silent): bring one up and run it again (docs/operations.md)."""
+    from fleet.control import warnsignal
+    warnsignal.catch()  # the batch system's warning, from the start: kept until the fleet is up
     from fleet.cli_run import (embedded_nodes, refuse_a_file, refuse_to_embed, say_ignored, selected,
                                shard_spec, steps_to_run)
     from fleet.control.checks import suite_head

@@ -15,15 +15,13 @@ allocation too; 130 interrupted (Ctrl-C, SIGTERM).
 
 from __future__ import annotations
 
-import os
 import signal
-import socket
 import sys
 import time
 from pathlib import Path
 
 from fleet.core import states as S
-from fleet.control import gone
+from fleet.control import gone, warnsignal
 from fleet.control.api import Fleet, Submission, SubmitError
 from fleet.control.drain import FULL
 from fleet.control.stuck import TOO_LONG
@@ -44,18 +42,6 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-def _pass_warning(conn):
-    """SIGUSR1 (the batch system's warning, `#SBATCH --signal=B:USR1@300`) to this
-    process goes on to the coordinator, which drains at once (if it runs here)."""
-    def handler(signum, frame):
-        if conn.host == socket.gethostname():
-            try:
-                os.kill(conn.pid, signal.SIGUSR1)
-            except OSError:
-                pass
-    return handler
-
-
 def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, serial: bool = False,
               nodes: int = 1, out=None, shard: str = "", new_generation: bool = False,
               wait_foreign: bool = True, fleet_options: list[str] | None = None,
@@ -68,6 +54,7 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
     out = out or sys.stdout
     old = signal.signal(signal.SIGTERM, _interrupt)
     old_usr1 = signal.getsignal(signal.SIGUSR1)
+    warnsignal.catch()  # (fleet run's command caught it first: a warning before the fleet is up is kept)
     embedded = None
     f = None
     try:
@@ -85,7 +72,7 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
         f = Fleet(run_dir, conn, run_dir / (embedded or connection.NAME))
         if embedded is None:  # a fleet that does not answer is said in 10 s, not after a submission's 60
             f.status(timeout=10.0)
-        signal.signal(signal.SIGUSR1, _pass_warning(conn))
+        warnsignal.pass_to(conn)  # a warning that came meanwhile drains it now: nothing of the suite starts
         try:
             sub = f.submit(path, force=force, serial=serial, shard=shard, new_generation=new_generation,
                            wait_foreign=wait_foreign, only=only, with_deps=with_deps)
@@ -110,12 +97,34 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
                   f"(fleet status / fleet down --run-dir {run_dir})", file=sys.stderr)
         return 130
     finally:
+        _stop(f, run_dir, embedded)
+        warnsignal.release()
+        signal.signal(signal.SIGTERM, old)
+        signal.signal(signal.SIGUSR1, old_usr1)
+
+
+def _stop(f: Fleet | None, run_dir: Path, embedded: str | None) -> None:
+    """Close the connection and stop the embedded fleet (if any), and return only once
+    it is down: a Ctrl-C (or SIGTERM) meanwhile says to wait and changes nothing (it
+    escaped here once, as click's "Aborted!" and exit 1, with the fleet's coordinator,
+    agents and steps still stopping). down() is bounded: its coordinator is SIGKILLed
+    once its steps' grace and its own teardown are over."""
+    said = []
+
+    def wait_please(signum, frame):
+        if not said:
+            said.append(signum)
+            print("\nfleet: stopping the embedded fleet and its steps (their grace); please wait", file=sys.stderr,
+                  flush=True)
+    kept = {sig: signal.signal(sig, wait_please) for sig in (signal.SIGINT, signal.SIGTERM)} if embedded else {}
+    try:
         if f is not None:
             f.close()
         if embedded:
             down(run_dir, name=embedded)
-        signal.signal(signal.SIGTERM, old)
-        signal.signal(signal.SIGUSR1, old_usr1)
+    finally:
+        for sig, handler in kept.items():
+            signal.signal(sig, handler)
 
 
 def _again(kind: str, run_dir: Path, embedded: bool) -> str:
