@@ -20,7 +20,8 @@ from fleet.core import spelling
 from fleet.core.problems import Problem, SuiteError
 from fleet.core.slotfill import filler
 from fleet.core.suitehead import defaults_table, suite_table
-from fleet.core.units import CHECKS, STEP_FIELDS, STEP_ID, array_ranges, array_size, check_str, parse_array
+from fleet.core.units import (CHECKS, STEP_FIELDS, STEP_ID, array_ranges, array_size, check_str, each_wrong,
+                              parse_array)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -431,7 +432,8 @@ def _checked_fields(raw: dict, bad: Callable[[str, str], None]) -> dict[str, Any
         try:
             values[key] = CHECKS[key](value)
         except ValueError as e:
-            bad(key, str(e))
+            for message in each_wrong(e):
+                bad(key, message)
     return values
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from fleet.core import spelling
 from fleet.core.problems import Problem
-from fleet.core.units import CHECKS, STEP_FIELDS, SUITE_FIELDS, check_int
+from fleet.core.units import CHECKS, STEP_FIELDS, SUITE_FIELDS, check_int, each_wrong
 
 SUITE_NAME = re.compile(r"^[A-Za-z0-9._-]+\Z")  # one path segment: the default run dir is runs/<name>
 MAX_STEPS = 1_000_000  # steps one suite may declare unless its [suite] max_steps says otherwise
@@ -70,5 +70,5 @@ def defaults_table(raw: dict, fname: str, problems: list[Problem]) -> dict:
             try:
                 CHECKS[key](value)
             except ValueError as e:
-                problems.append(Problem(fname, None, f"defaults.{key}", str(e)))
+                problems += [Problem(fname, None, f"defaults.{key}", m) for m in each_wrong(e)]
     return defaults

@@ -322,14 +322,42 @@ def check_workdir(v: Any) -> str:
     return inside_run_dir(check_str(v))
 
 
+class Wrongs(ValueError):
+    """Every thing wrong with one field's value (each bad entry of a list), each said
+    on a line of its own (fleet.core.suite); as text, all of them joined by "; "."""
+
+    def __init__(self, messages: list[str]):
+        self.messages = list(messages)
+        super().__init__("; ".join(self.messages))
+
+
+def each_wrong(e: ValueError) -> list[str]:
+    """What a field check's ValueError says, one message per thing wrong."""
+    return e.messages if isinstance(e, Wrongs) else [str(e)]
+
+
+def _paths(v: Any, **inside: bool) -> tuple[str, ...]:
+    """A list of paths, each checked by inside_run_dir: every bad one is said, not only
+    the first (a user fixing the first would otherwise learn of the next one run later)."""
+    out, wrong = [], []
+    for x in check_strings(v):
+        try:
+            out.append(inside_run_dir(x, **inside))
+        except ValueError as e:
+            wrong.append(str(e))
+    if wrong:
+        raise Wrongs(wrong)
+    return tuple(out)
+
+
 def check_inputs(v: Any) -> tuple[str, ...]:
     """Paths inside the run directory, or absolute (shared datasets)."""
-    return tuple(inside_run_dir(x, absolute_ok=True, dir_ok=False, writes=False) for x in check_strings(v))
+    return _paths(v, absolute_ok=True, dir_ok=False, writes=False)
 
 
 def check_outputs(v: Any) -> tuple[str, ...]:
     """Paths of files inside the run directory."""
-    return tuple(inside_run_dir(x, dir_ok=False) for x in check_strings(v))
+    return _paths(v, dir_ok=False)
 
 
 def check_protocol(v: Any) -> str:

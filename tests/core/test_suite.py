@@ -607,6 +607,19 @@ def test_a_workdir_output_or_relative_input_that_leaves_the_run_directory_is_rej
     assert (p.step, p.field) == ("s", field)
 
 
+def test_every_bad_entry_of_outputs_and_inputs_is_reported_each_on_its_own_line():
+    problems = problems_of({"id": "s", "command": "x", "outputs": ["../x.txt", "/tmp/y", "ok.nc", "."],
+                            "inputs": ["/data/fine.nc", "../a.nc", "b/../../c.nc"]},
+                           defaults={"outputs": ["../d1", "/d2"]})
+    assert [(p.step, p.field) for p in problems] == [
+        (None, "defaults.outputs"), (None, "defaults.outputs"),
+        ("s", "outputs"), ("s", "outputs"), ("s", "outputs"), ("s", "inputs"), ("s", "inputs")]
+    said = [p.message for p in problems]
+    assert "'../d1'" in said[0] and "'/d2'" in said[1]
+    assert "'../x.txt' leads out" in said[2] and "absolute path '/tmp/y'" in said[3] and "'.'" in said[4]
+    assert "'../a.nc'" in said[5] and "'b/../../c.nc'" in said[6]
+
+
 def test_an_absolute_input_is_a_shared_dataset_and_relative_paths_inside_the_run_directory_are_fine():
     s = parse({"id": "s", "command": "x", "inputs": ["/data/shared/mesh.nc", "a/../b.nc"],
                "outputs": ["out/x.nc"], "workdir": "."}).steps[0]
