@@ -20,8 +20,8 @@ from fleet.core import spelling
 from fleet.core.problems import Problem, SuiteError
 from fleet.core.slotfill import filler
 from fleet.core.suitehead import defaults_table, suite_table
-from fleet.core.units import (CHECKS, STEP_FIELDS, STEP_ID, array_ranges, array_size, check_str, each_wrong,
-                              parse_array)
+from fleet.core.arraytables import ArrayTable, Expanded, Folder, expand, fold_later
+from fleet.core.units import CHECKS, STEP_FIELDS, STEP_ID, each_wrong, parse_array  # noqa: F401 (re-exported)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -124,18 +124,6 @@ def _freeze(v: Any) -> Any:
     return v
 
 
-def _substitute(v: Any, i: int, exact_int: bool = False) -> Any:
-    """`{i}` replaced by the index in every string of v; with `exact_int` (args values),
-    a string that is exactly "{i}" becomes the integer index itself."""
-    if isinstance(v, str):
-        return i if exact_int and v == "{i}" else v.replace("{i}", str(i))
-    if isinstance(v, list):
-        return [_substitute(x, i, exact_int) for x in v]
-    if isinstance(v, dict):
-        return {k: _substitute(x, i, exact_int) for k, x in v.items()}
-    return v
-
-
 @dataclass(frozen=True)
 class Unparsed:
     """Names (step ids, or output paths) of steps that have problems and so are not in
@@ -162,6 +150,7 @@ class Reading:
     marks: Mapping[str, int] = field(default_factory=dict, hash=False)  # step id -> problems before it
     unparsed: Unparsed = Unparsed()  # ids of steps with problems
     unparsed_outputs: Unparsed = Unparsed()  # their outputs, as far as they read
+    arrays: tuple[ArrayTable, ...] = ()  # where each array's steps are: later problems about them fold
 
     def check(self) -> Suite:
         """The suite, or SuiteError with every problem."""
@@ -171,14 +160,16 @@ class Reading:
 
     def merged(self, later: list[Problem]) -> list[Problem]:
         """These problems and `later` ones, each later one after the problems of the
-        steps set up before its step (one about no step of the suite goes last)."""
+        steps set up before its step (one about no step of the suite goes last). Those
+        about an array's steps are folded as the reading's were (fleet.core.arraytables)."""
         if not later:
             return list(self.problems)
         order = {s.id: s.order for s in self.suite.steps}
+        placed = fold_later(later, self.arrays, order) if self.arrays else [(p.step, p) for p in later]
         end = len(self.problems) + 1
         keyed = [((i + 1, 0, 0, i), p) for i, p in enumerate(self.problems)]
-        keyed += [((self.marks.get(p.step, end), 1, order.get(p.step, 0), n), p)  # type: ignore[arg-type]
-                  for n, p in enumerate(later)]
+        keyed += [((self.marks.get(at, end), 1, order.get(at, 0), n), p)  # type: ignore[arg-type]
+                  for n, (at, p) in enumerate(placed)]
         return [p for _, p in sorted(keyed, key=lambda kp: kp[0])]
 
 
@@ -246,10 +237,10 @@ def read_suite(raw: dict, path: Path, resolve: Callable[[Path], Path] | None = N
     if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
         problems.append(Problem(fname, None, "steps", "expected [[steps]] tables"))
         tables = []
-    steps, marks, unparsed, outputs = _read_steps(tables, defaults, limit, fname, problems)
+    steps, marks, arrays, unparsed, outputs = _read_steps(tables, defaults, limit, fname, problems)
     suite = Suite(path=path, name=name, run_dir=_run_dir(run_dir_raw, path, resolve), preload=tuple(preload),
                   steps=tuple(sorted(steps.values(), key=lambda s: s.order)))
-    return Reading(suite, tuple(problems), marks, unparsed, outputs)
+    return Reading(suite, tuple(problems), marks, unparsed, outputs, arrays)
 
 
 class _Failed:
@@ -279,11 +270,13 @@ class _Failed:
 
 
 def _read_steps(tables: list[dict], defaults: dict, limit: int, fname: str, problems: list[Problem],
-                ) -> tuple[dict[str, StepSpec], dict[str, int], Unparsed, Unparsed]:
+                ) -> tuple[dict[str, StepSpec], dict[str, int], tuple[ArrayTable, ...], Unparsed, Unparsed]:
     """The steps of the [[steps]] tables that read cleanly, by id in setup order; for each,
-    how many problems were found up to it; and the ids and outputs of those that did not."""
+    how many problems were found up to it; where the arrays' steps are; and the ids and
+    outputs of those that did not. An array's problems are folded (fleet.core.arraytables)."""
     steps: dict[str, StepSpec] = {}
     marks: dict[str, int] = {}
+    arrays: list[ArrayTable] = []
     failed = _Failed()
     declared = 0
     for n, table in enumerate(tables, 1):
@@ -291,7 +284,12 @@ def _read_steps(tables: list[dict], defaults: dict, limit: int, fname: str, prob
         if not instances:
             failed.add(table)
         declared += len(instances)
+        folder = Folder(instances.label, len(instances)) if isinstance(instances, Expanded) and len(instances) > 1 \
+            else None
+        first, before = len(steps), len(problems)
         for inst in instances:
+            if folder is not None and len(problems) > before:  # the last step's, taken by the folder
+                _fold(folder, problems, before)
             spec = _make_step(inst, len(steps), fname, problems, f"#{n}")  # setup order: count of distinct steps
             if spec is None or unknown:
                 failed.add(inst)
@@ -305,14 +303,26 @@ def _read_steps(tables: list[dict], defaults: dict, limit: int, fname: str, prob
                           if a != b]
                 problems.append(Problem(fname, spec.id, differ[0] if differ else "id",
                                         "defined twice differently (fields differ: " + ", ".join(differ) + ")"))
-    return (steps, marks, *failed.frozen())
+        if folder is not None:
+            _fold(folder, problems, before)
+            problems += folder.problems()
+            if len(steps) > first:
+                arrays.append(ArrayTable(folder.pattern, folder.size, first, len(steps)))
+    return (steps, marks, tuple(arrays), *failed.frozen())
+
+
+def _fold(folder: Folder, problems: list[Problem], since: int) -> None:
+    """Hand problems[since:] (one step's) to the folder."""
+    for p in problems[since:]:
+        folder.add(p)
+    del problems[since:]
 
 
 def _instances(table: dict, n: int, defaults: dict, room: int, fname: str,
-               problems: list[Problem]) -> tuple[list[dict] | _Expanded, bool]:
+               problems: list[Problem]) -> tuple[list[dict] | Expanded, bool]:
     """The raw steps one [[steps]] table declares, defaults applied (an array gives
-    many, at most `room` of them), and whether it has unknown fields (its steps are then
-    checked, not kept)."""
+    many, at most `room` of them), and whether its steps are only checked, not kept (it
+    has unknown fields, or an output all its steps would share)."""
     label = table.get("id") if isinstance(table.get("id"), str) else f"#{n}"
     merged = {k: v for k, v in defaults.items() if k in STEP_FIELDS and k != "id"}
     merged.update(table)
@@ -337,45 +347,8 @@ def _instances(table: dict, n: int, defaults: dict, room: int, fname: str,
                                     " (raise [suite] max_steps to allow more)"))
             return [], True
         return [merged], bool(unknown)
-    return _array(merged, label, room, fname, problems), bool(unknown)
-
-
-def _array(merged: dict, label: str, room: int, fname: str, problems: list[Problem]):
-    """One raw step per index of an array table, its size checked before anything is
-    expanded (an array of a billion indices is refused in constant memory)."""
-    try:
-        ranges = array_ranges(check_str(merged["array"]))
-    except ValueError as e:
-        problems.append(Problem(fname, label, "array", str(e)))
-        return []
-    size = array_size(ranges)
-    if size > room:
-        problems.append(Problem(fname, label, "array", f"{merged['array']!r} declares {size} steps, more than the"
-                                f" {max(room, 0)} the suite's max_steps leaves room for (raise [suite] max_steps"
-                                " to allow more)"))
-        return []
-    if "{i}" not in str(merged["id"]):
-        problems.append(Problem(fname, label, "id", "an array step's id must contain {i}"))
-        return []
-    return _Expanded(merged, parse_array(merged["array"]))
-
-
-class _Expanded:
-    """An array table's raw steps, one per index, each made as it is read: a million
-    of them need not all exist at once (each a dict, ~300 bytes)."""
-
-    __slots__ = ("merged", "indices")
-
-    def __init__(self, merged: dict, indices: list[int]):
-        self.merged, self.indices = merged, indices
-
-    def __len__(self) -> int:
-        return len(self.indices)
-
-    def __iter__(self):
-        merged = self.merged
-        for i in self.indices:
-            yield {k: _substitute(v, i, k == "args") for k, v in merged.items() if k != "array"}
+    instances = expand(merged, label, room, fname, problems)
+    return instances, bool(unknown) or (isinstance(instances, Expanded) and not instances.keep)
 
 
 def _make_step(raw: dict, order: int, fname: str, problems: list[Problem], unnamed: str = "?") -> StepSpec | None:

@@ -427,3 +427,28 @@ def test_a_shard_of_a_suite_whose_task_is_a_digit_python_cannot_read_as_a_number
         assert r.returncode == 0 and "Traceback" not in r.stderr, r.stdout + r.stderr
         ran += [s for s in "ab" if f"succeeded  {s}" in r.stdout]
     assert sorted(ran) == ["a", "b"], ran
+
+
+def test_a_mistake_in_an_array_table_is_one_line_for_the_table_not_one_per_step(tmp_path):
+    suite = write_suite(tmp_path / "s.toml", """
+[suite]
+name = "a"
+[[steps]]
+id = "h/{i}"
+array = "0-99999"
+command = "true"
+cores = 0
+[[steps]]
+id = "f/{i}"
+array = "1-1000"
+command = "true"
+outputs = ["out.nc"]
+""")
+    for command in ("validate", "run"):
+        errors = refused(fleet(command, str(suite), cwd=tmp_path, timeout=120), 2)
+        assert errors == [
+            f"{suite}: step 'h/{{i}}': field 'cores': expected an integer at least 1, got 0 "
+            f"(in all 100000 steps of the array)",
+            f"{suite}: step 'f/{{i}}': field 'outputs': 'out.nc' has no {{i}}: all 1000 steps of the array would "
+            f"produce it, and at most one step may produce a path"]
+    assert not (tmp_path / "runs").exists()
