@@ -12,7 +12,7 @@ import click
 from fleet.cli_simulate import simulate_options
 from fleet.cli_up import coordinator_args_of, coordinator_options, start, stop_all
 from fleet.control.checks import checked_suite, preload_hint
-from fleet.core.problems import Problem, SuiteError
+from fleet.core.problems import SuiteError
 from fleet.core.units import counted
 from fleet import cli_streams
 from fleet.cli_status import gone_there, said_down, status_connection
@@ -68,11 +68,9 @@ def validate(suite, nodes, cores_per_node, memory_per_node, gpus_per_node, impor
     """Check SUITE (and, given an allocation, that every step can fit it)."""
     alloc = allocation(nodes, cores_per_node, memory_per_node, gpus_per_node)
     try:
-        s, graph = checked_suite(suite, alloc, imports=imports)
+        s, graph = checked_suite(suite, alloc, imports=imports, own_run_dir=True)
     except SuiteError as e:
         _invalid(e.problems)
-    if s.run_dir.exists() and not s.run_dir.is_dir():
-        _invalid([Problem(str(s.path), None, "suite.run_dir", f"{s.run_dir} is a file, not a directory")])
     click.echo(f"{suite}: suite '{s.name}' is valid: {counted(len(s.steps), 'step')}, run dir {s.run_dir}")
     hint = preload_hint(s)
     if hint:  # advice, on stderr; the suite is valid either way

@@ -119,6 +119,20 @@ def test_a_run_directory_that_is_a_file_is_named_with_where_it_came_from(tmp_pat
     refused(fleet(tmp_path, "validate", str(in_suite)), "t.toml: field 'suite.run_dir'", "is a file")
 
 
+def test_a_run_directory_that_would_be_made_in_a_file_is_refused_by_validate_as_run_refuses_it(tmp_path):
+    (tmp_path / "afile").write_text("")
+    in_suite = tmp_path / "t.toml"
+    in_suite.write_text('[suite]\nrun_dir = "afile/sub"\n' + SUITE)
+    said = ("t.toml: field 'suite.run_dir'", f"{tmp_path}/afile/sub ",
+            f"cannot be made: {tmp_path}/afile is a file, not a directory", "nothing was started")
+    refused(fleet(tmp_path, "validate", str(in_suite)), *said, "1 problem found")
+    refused(fleet(tmp_path, "run", str(in_suite)), *said)
+    # With the suite's other problems, at once.
+    in_suite.write_text('[suite]\nrun_dir = "afile/sub"\n' + SUITE + "cores = 0\n")
+    refused(fleet(tmp_path, "validate", str(in_suite)), "t.toml: step 'a': field 'cores'", *said, "2 problems found")
+    assert (tmp_path / "afile").read_text() == "" and left_behind(tmp_path) == []
+
+
 SIMULATE_CASES = [
     (["--drain-before", "5m"], ["--drain-before", "give --walltime too"]),
     (["--reserve-after", "5", "--no-reservations"], ["--reserve-after", "--no-reservations"]),

@@ -90,19 +90,32 @@ def missing_on_disk(run_dir: Path, produced_elsewhere: Unparsed = Unparsed()):
     return check
 
 
+def run_dir_problem(suite: Suite) -> Problem | None:
+    """What keeps the suite's run_dir from being made and used, as `fleet run` would find
+    it (fleet.control.client.usable_run_dir), found without making anything: it, or a
+    directory it would be made in, is a file; or its path is too long for fleet's files."""
+    from fleet.control.dirlimits import not_a_directory, run_dir_too_long, shown
+    too_long = run_dir_too_long(suite.run_dir)
+    why = f"cannot be used: {too_long}" if too_long else not_a_directory(suite.run_dir)
+    return Problem(str(suite.path), None, "suite.run_dir", f"{shown(suite.run_dir)} {why}") if why else None
+
+
 def checked_suite(path: str | Path, nodes: list[NodeSpec] | None = None, check_inputs: bool = True,
-                  run_dir: Path | None = None, imports: bool = False) -> tuple[Suite, Graph]:
+                  run_dir: Path | None = None, imports: bool = False, own_run_dir: bool = False) -> tuple[Suite, Graph]:
     """Load a suite and check it whole; raise SuiteError with every problem, in setup order.
 
     The graph is built from the steps that read cleanly, so a field problem in one step
     does not hide a cycle, an unknown dep, a missing input or a twice-produced output in
     another. Inputs are looked for in `run_dir` (default: the suite's own run_dir).
-    With `imports`, each call target's module is imported in a child process."""
+    With `imports`, each call target's module is imported in a child process. With
+    `own_run_dir`, the suite's run_dir must be a directory or one that can be made."""
     reading = read_suite_file(path)
     suite = reading.suite
     where = run_dir if run_dir is not None else suite.run_dir
     hook = missing_on_disk(where, reading.unparsed_outputs) if check_inputs else None
     graph, later = build_graph(suite.steps, known_done=reading.unparsed, unproduced=hook)
+    if own_run_dir and (problem := run_dir_problem(suite)) is not None:
+        later.append(problem)
     if nodes is not None:
         later += fit_problems(suite, nodes)
     if imports:

@@ -1,5 +1,5 @@
-"""What a run directory must be for fleet's files under it: a path short enough for
-them, and room on its file system. Checked before anything starts (fleet.control.client,
+"""What a run directory must be for fleet's files under it: a directory (or one that can
+be made), a path short enough for them, and room on its file system. Checked before anything starts (fleet.control.client,
 the CLI), and asked again when a coordinator died before its fleet was up, or its agents
 did (nearly_full)."""
 
@@ -25,6 +25,27 @@ def run_dir_too_long(run_dir: Path) -> str | None:
     if part > 255:
         return f"a name in its path is {part} bytes long, and a name ends at 255: choose a shorter one"
     return None
+
+
+def not_a_directory(run_dir: Path) -> str | None:
+    """Why run_dir cannot be a directory, as a clause about it: it, or a directory it
+    would be made in, is a file (or anything else but a directory), or its path cannot
+    be looked up; None if it is a directory or can be made one (whether this user may
+    make it is the OS's to say, when it is made). Nothing is made."""
+    path = Path(run_dir)
+    try:
+        while not (path.exists() or path.is_symlink()):  # (a link to nothing is in the way too)
+            if path.parent == path:
+                return None
+            path = path.parent
+        if path.is_dir():
+            return None
+    except OSError as e:  # (a part longer than a name may be, a directory this user may not search)
+        return f"cannot be used: {e.strerror or e}"
+    what = "a file" if path.is_file() else "a symbolic link to nothing" if not path.exists() else "a special file"
+    if path == Path(run_dir):
+        return f"is {what}, not a directory"
+    return f"cannot be made: {shown(path)} is {what}, not a directory"
 
 
 def shown(path) -> str:
