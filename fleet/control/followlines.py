@@ -1,7 +1,8 @@
 """What `fleet run` prints while a submission's steps end: a line per step in a log, a
-progress bar on a terminal (where successes only move the bar). Of the steps skipped
-(done before, or by another fleet), a log lists SKIPPED_LISTED and counts the rest: a
-rerun of a big suite would otherwise write a line per step it did not run."""
+progress bar on a terminal (where successes only move the bar), a failed step's line
+naming its log. Of the steps skipped (done before, or by another fleet), a log lists
+SKIPPED_LISTED and counts the rest: a rerun of a big suite would otherwise write a line
+per step it did not run."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ from fleet.core import states as S
 DRAINED = (S.INTERRUPTED, "not_started")  # outcomes the drain gives (fleet.control.drain)
 SKIPPED_LISTED = 100
 BAR_WIDTH = 30
+# Outcomes of a step whose own output says why: their line names its log (steps/<id>/log,
+# fleet.wire.records.log_path). No other line does: a million successes print no path.
+LOGGED = frozenset({S.FAILED, S.TIMED_OUT, S.OUT_OF_MEMORY, S.TERMINATED, S.BROKEN})
 
 
 class Lines:
@@ -53,6 +57,8 @@ class Lines:
                     self.too_long.append(step)
                 self.total = max(self.total, len(outcomes))  # steps its steps submitted count too
                 line = f"  {outcome:<10} {step}" + (f": {reason}" if reason and outcome not in (S.SUCCEEDED, S.SKIPPED) else "")
+                if outcome in LOGGED:
+                    line += f" (log in the run directory: steps/{step}/log)"
             if tty:
                 out.write("\r\033[K")
             if not tty or outcome not in (S.SUCCEEDED, S.SKIPPED):

@@ -136,3 +136,33 @@ command = "n=$(cat {count} 2>/dev/null || echo 0); echo $((n + 1)) > {count}; te
             assert n == seen, r.stdout
     assert "2 succeeded" in r.stdout.splitlines()[-1], r.stdout
     assert_nothing_left(run_dir)
+
+
+def test_fleet_run_names_the_log_of_a_step_that_failed_or_timed_out_and_of_no_other(tmp_path):
+    suite = write_suite(tmp_path / "s.toml", """
+[suite]
+name = "logs"
+[[steps]]
+id = "a/bad"
+command = "echo the reason it failed; exit 3"
+[[steps]]
+id = "slow"
+command = "sleep 60"
+timeout = 0.5
+grace = 0
+[[steps]]
+id = "ok"
+command = "true"
+[[steps]]
+id = "after"
+command = "true"
+deps = ["a/bad"]
+""")
+    run_dir = tmp_path / "run"
+    r = fleet("run", str(suite), "--run-dir", str(run_dir), "--nodes", "1", cwd=tmp_path, timeout=90)
+    assert r.returncode == 1, r.stdout + r.stderr
+    lines = {ln.split()[2].rstrip(":"): ln for ln in r.stdout.splitlines() if re.match(r"\[\d/4\]", ln)}
+    assert lines["a/bad"].endswith("a/bad: exit status 3 (log in the run directory: steps/a/bad/log)"), r.stdout
+    assert lines["slow"].endswith(" (log in the run directory: steps/slow/log)"), r.stdout
+    assert "log" not in lines["ok"] and "log" not in lines["after"], r.stdout  # (succeeded; blocked: never ran)
+    assert "the reason it failed" in (run_dir / "steps" / "a" / "bad" / "log").read_text()
