@@ -39,9 +39,9 @@ def selected(only: str) -> tuple[str, ...]:
 
 
 def refuse_a_file(target: Path, given: str | None, suite: Suite) -> None:
-    """Exit 2 if the run directory is a file or would be made in one, naming where it
-    came from (the flag, the environment or the suite's field), or its path or the
-    suite's is not UTF-8, before anything reads or makes it."""
+    """Exit 2 if the run directory is a file, naming where it came from (the flag, the
+    environment or the suite's field), or its path or the suite's is not UTF-8, before
+    anything reads or makes it."""
     for what, path in (("suite", suite.path), ("run directory", target)):
         try:
             str(path).encode("utf-8")
@@ -51,9 +51,13 @@ def refuse_a_file(target: Path, given: str | None, suite: Suite) -> None:
             sys.exit(EXIT_INVALID)
     where = ("--run-dir" if given else "$FLEET_RUN_DIR" if os.environ.get("FLEET_RUN_DIR")
              else f"{suite.path}: field 'suite.run_dir'")
-    from fleet.control.dirlimits import not_a_directory, run_dir_too_long, shown
+    from fleet.control.dirlimits import run_dir_too_long, shown
     why = run_dir_too_long(target)
-    why = f"cannot be used: {why}" if why else not_a_directory(target)  # (it, or a directory it would be made in)
+    why = why and f"cannot be used: {why}"
+    try:
+        why = why or ("is a file, not a directory" if target.exists() and not target.is_dir() else None)
+    except OSError as e:  # (a part of it longer than a name may be: the system's words)
+        why = f"cannot be used: {e.strerror or e}"
     if why:
         click.echo(f"fleet: run directory {shown(target)} ({where}) {why}; nothing was started", err=True)
         sys.exit(EXIT_INVALID)

@@ -123,10 +123,10 @@ def test_a_run_directory_that_would_be_made_in_a_file_is_refused_by_validate_as_
     (tmp_path / "afile").write_text("")
     in_suite = tmp_path / "t.toml"
     in_suite.write_text('[suite]\nrun_dir = "afile/sub"\n' + SUITE)
-    said = ("t.toml: field 'suite.run_dir'", f"{tmp_path}/afile/sub ",
-            f"cannot be made: {tmp_path}/afile is a file, not a directory", "nothing was started")
+    said = (f"t.toml: field 'suite.run_dir': {tmp_path}/afile/sub cannot be made: {tmp_path}/afile is a file, "
+            "not a directory", "nothing was started")
     refused(fleet(tmp_path, "validate", str(in_suite)), *said, "1 problem found")
-    refused(fleet(tmp_path, "run", str(in_suite)), *said)
+    refused(fleet(tmp_path, "run", str(in_suite)), f"cannot use run directory {tmp_path}/afile/sub: Not a directory")
     # With the suite's other problems, at once.
     in_suite.write_text('[suite]\nrun_dir = "afile/sub"\n' + SUITE + "cores = 0\n")
     refused(fleet(tmp_path, "validate", str(in_suite)), "t.toml: step 'a': field 'cores'", *said, "2 problems found")
