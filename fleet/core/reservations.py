@@ -58,7 +58,8 @@ import math
 from fleet.core import durations
 from fleet.core import states as S
 from fleet.core import waits as W
-from fleet.core.resources import Demand, NodeSpec, Placement, Pool, Slot
+from fleet.core.resources import Demand, Placement, Pool, Slot
+from fleet.core.shadow import walk
 
 RESERVE_AFTER_S = 600.0  # the default: a ready step older than this gets a reservation
 MOST = 1  # reservations standing at once: 1 is Slurm's EASY (8 and 32 measured no better, and slower)
@@ -74,13 +75,6 @@ def _order(job) -> tuple:
     """Who a reservation goes to first: higher priority, then the longest wait (earliest
     ready), then setup order."""
     return (job.prio, job.ready_at if job.ready_at is not None else math.inf, job.seq)
-
-
-def _mem_for(spec: NodeSpec, cores: int, d: Demand) -> int:
-    """The memory a node gives `cores` of d (as fleet.core.resources places it)."""
-    if d.memory is None:
-        return spec.memory * cores // len(spec.cores) if spec.cores else 0
-    return -(-d.memory * cores // d.cores)
 
 
 class _Plan:
@@ -292,7 +286,8 @@ class Reservations:
                 p.short -= 1
 
     def _make(self, job, key, pool: Pool) -> _Plan | None:
-        """Plan the reservation (see the module's docstring) and take the first holds."""
+        """Plan the reservation (see the module's docstring; the walk: fleet.core.shadow)
+        and take the first holds."""
         owed: dict[str, list[int]] = {}  # what the older reservations still need, node by node
         for q in self.plans.values():
             for n, v in q.need.items():
@@ -301,7 +296,7 @@ class Reservations:
         if self._nodes[0] != pool.total_cores:  # a node joined or was lost since
             specs = {n.name: n for n in pool.nodes()}
             self._nodes = (pool.total_cores, specs, {name: i for i, name in enumerate(specs)})
-        found = _walk(job.demand, pool, self._running_by_end(), self._job_at, owed, self._nodes[1], self._nodes[2],
+        found = walk(job.demand, pool, self._running_by_end(), self._job_at, owed, self._nodes[1], self._nodes[2],
                       self._queued_end)
         if found is None:
             return None
@@ -347,148 +342,3 @@ class Reservations:
 def _merged(node: str, slots: list[Slot]) -> Slot:
     return Slot(node, tuple(sorted(c for s in slots for c in s.cores)),
                 tuple(sorted(g for s in slots for g in s.gpus)), sum(s.memory for s in slots))
-
-
-def _walk(d: Demand, pool: Pool, ends: list, job_at, owed: dict, specs: dict, order: dict, queued_end=None):
-    """The shadow time and per-node amounts of d's reservation, or None if it would
-    not fit even once every running step has ended. What older reservations are still
-    owed on a node goes to them first (`owed`). `specs`: each live node's NodeSpec by
-    name; `order`: its join order. The index `ends` is walked in place (no copy: a plan
-    costs what it walks) and its live entries are put back. `queued_end(sid, end)`: a
-    running step with a step queued behind it on its node (fleet.core.window) gives its
-    resources to that one, so they come back only when that one ends."""
-
-    def now_free(name: str) -> list[int]:
-        c, g, m = pool.free_on(name)
-        o = owed.get(name)
-        return [c - o[0], g - o[1], m - o[2]] if o else [c, g, m]
-
-    # A spanning demand starts from every node with at least a unit free now; the others
-    # (most of a busy fleet) add nothing until the walk frees something on them, and
-    # enter the projection then, as a one-node demand's nodes all do.
-    free_on = pool.free_on
-    proj = {name: now_free(name) for name in specs if free_on(name)[0] >= d.unit} if d.span else {}
-    popped: list = []
-    try:
-        return _walk_ends(d, ends, job_at, specs, order, now_free, popped, proj, queued_end or (lambda sid, end: None))
-    finally:
-        for e in popped:
-            heapq.heappush(ends, e)
-
-
-def _walk_ends(d: Demand, ends: list, job_at, specs: dict, order: dict, now_free, popped: list, proj: dict,
-               queued_end):
-    freed: dict[str, int] = {}
-    room = _Room(d, specs, proj) if d.span else None
-    tries = 0
-    later: list = []  # (end, start number, step, job): queued steps, ending on their predecessors' resources
-    while ends or later:
-        if later and (not ends or later[0][:3] < ends[0]):
-            end, _, _, job = heapq.heappop(later)
-        else:
-            end, no, sid = e = heapq.heappop(ends)
-            job = job_at(sid, no)
-            if job is None:
-                continue  # a step that ended: its entry is dropped for good
-            popped.append(e)
-            chained = queued_end(sid, end)
-            if chained is not None:  # its resources pass to the step queued behind it
-                heapq.heappush(later, (chained[0], no, sid, chained[1]))
-                continue
-        for slot in job.placement:
-            if slot.node not in specs:
-                continue
-            p = proj.get(slot.node)
-            if p is None:
-                p = proj[slot.node] = now_free(slot.node)
-            if room:
-                room.drop(slot.node)
-            p[0] += len(slot.cores)
-            p[1] += len(slot.gpus)
-            p[2] += slot.memory
-            freed[slot.node] = freed.get(slot.node, 0) + len(slot.cores)
-            if room:
-                room.add(slot.node)
-            elif _fits_one(d, specs[slot.node], p):
-                return _shadow(end), {slot.node: (d.cores, d.gpus, _mem_for(specs[slot.node], d.cores, d))}
-        if room and room.enough() and tries < _TRIES:
-            tries += 1
-            want = room.choose(freed, order)
-            if want is not None:
-                return _shadow(end), want
-    return None
-
-
-_TRIES = 16  # placements tried on the projection per plan (each sorts the nodes)
-
-
-def _shadow(end: float) -> float | None:
-    return None if end == math.inf else end
-
-
-def _fits_one(d: Demand, spec: NodeSpec, p: list[int]) -> bool:
-    return p[0] >= d.cores and p[1] >= d.gpus and p[2] >= _mem_for(spec, d.cores, d)
-
-
-class _Room:
-    """For a spanning demand: the whole units (with their memory share) and GPUs the
-    projected nodes hold, kept as totals while the walk adds to the projection."""
-
-    def __init__(self, d: Demand, specs: dict[str, NodeSpec], proj: dict[str, list[int]]):
-        self.d, self.specs, self.proj = d, specs, proj
-        self.units: dict[str, int] = {}
-        self.cores = self.gpus = 0
-        for name in proj:
-            self.add(name)
-
-    def _usable(self, name: str) -> int:
-        d, p, spec = self.d, self.proj[name], self.specs[name]
-        t = (max(0, p[0]) // d.unit) * d.unit
-        while t > 0 and p[2] < _mem_for(spec, t, d):
-            t -= d.unit
-        return t
-
-    def add(self, name: str) -> None:
-        t = self._usable(name)
-        self.units[name] = t
-        self.cores += t
-        self.gpus += max(0, self.proj[name][1]) if t else 0
-
-    def drop(self, name: str) -> None:
-        t = self.units.pop(name, 0)
-        self.cores -= t
-        self.gpus -= max(0, self.proj[name][1]) if t else 0
-
-    def enough(self) -> bool:
-        return self.cores >= self.d.cores and self.gpus >= self.d.gpus
-
-    def choose(self, freed: dict[str, int], order: dict[str, int]) -> dict | None:
-        """Per node (cores, GPUs, memory), as the pool places a spanning step: with GPUs,
-        first one rank on each of the nodes with the most GPUs until they are covered;
-        then cores from those nodes, then from the nodes the walk freed most on, then
-        those with the most room; join order breaks ties."""
-        d, proj, units = self.d, self.proj, self.units
-        cand = [n for n, t in units.items() if t]
-        take: dict[str, int] = {}
-        gpus: dict[str, int] = {}
-        gleft = d.gpus
-        if gleft:
-            for n in sorted((n for n in cand if proj[n][1] > 0), key=lambda n: (-proj[n][1], -units[n], order[n])):
-                if gleft == 0 or len(take) == d.cores // d.unit:
-                    break
-                take[n], gpus[n] = d.unit, min(proj[n][1], gleft)
-                gleft -= gpus[n]
-            if gleft:
-                return None
-        need = d.cores - sum(take.values())
-        rest = sorted((n for n in cand if n not in take), key=lambda n: (-freed.get(n, 0), -units[n], order[n]))
-        for n in list(take) + rest:
-            if need == 0:
-                break
-            extra = min(units[n] - take.get(n, 0), need)
-            if extra > 0:
-                take[n] = take.get(n, 0) + extra
-                need -= extra
-        if need:
-            return None
-        return {n: (t, gpus.get(n, 0), _mem_for(self.specs[n], t, d)) for n, t in take.items()}
