@@ -52,7 +52,8 @@ def reservation_options(f):
     f = click.option("--reserve-after", type=DURATION, default=RESERVE_AFTER_S, expose_value=False,
                      callback=_keep("after"), metavar="DURATION",
                      help="how long a ready step waits (seconds, or 10m, 1h) before the resources that free "
-                          "soonest are reserved for it (steps of higher priority get theirs at once); others "
+                          "soonest are reserved for it once other steps take what it cannot use (steps of "
+                          "higher priority get theirs once a lower one would start instead); others "
                           "backfill around it")(f)
     return f
 

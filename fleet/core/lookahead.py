@@ -75,9 +75,9 @@ class Lookahead(Reservations):
         self._seen = 0  # len(self.plans) when the plans ahead were last pruned
 
     # -- the dependencies' starts and ends ----------------------------------------------------
-    def started(self, job, now: float) -> None:
+    def started(self, job, now: float, placed: bool = False) -> None:
         """A step started: note the wide waiting steps whose last dependency it was."""
-        super().started(job, now)
+        super().started(job, now, placed)
         for dj in job.dependents:
             if dj.state != S.WAITING or not self._worthy(dj) or self._jobs.get(dj.spec.id) is not dj:
                 continue
@@ -122,6 +122,11 @@ class Lookahead(Reservations):
         """As the base (its count of ordinary reservations first brought up to date)."""
         self._prune()
         return super().held_back(job, key, pool, now)
+
+    def _passing(self, job, key, pool, now: float, taking=()) -> bool:
+        """As the base (its count of ordinary reservations first brought up to date)."""
+        self._prune()
+        return super()._passing(job, key, pool, now, taking)
 
     def _stands(self, p, pool, now: float) -> bool:
         if self.planned.get(p.key) is not p or p.job.state != S.WAITING:
@@ -219,6 +224,6 @@ def ahead(sched, n: int):
         deferral = getattr(getattr(sched, "ranks", None), "deferral", None)
         new = Lookahead(res.reserve_after, n, sched._jobs, sched.pool, res.most,
                         deferral.steps if deferral is not None else frozenset())
-        new.recorded, new.queued = res.recorded, res.queued
+        new.recorded, new.queued, new.jobs = res.recorded, res.queued, res.jobs
         sched._res = new
     return sched

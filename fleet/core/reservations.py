@@ -2,10 +2,14 @@
 
 Theory of operation. A greedy pass starts whatever fits, so a wide step (or one of
 high priority) can wait for ever behind a stream of narrow ones that each fit into
-what the last one freed. When such a step cannot start, and it is *eligible* - its
-priority is higher than that of another kind of ready step, or it has been ready for
-longer than `reserve_after` - the scheduler makes a reservation for it, as Slurm's
-EASY backfill does for the head of its queue:
+what the last one freed. So when a step that cannot start is *passed over* - another
+step starts (or a node's window takes it ahead) that comes after it in order, or, once
+it has been ready for `reserve_after`, one that takes what is free while it cannot
+start on that - and it is *eligible* - its priority is higher than some ready step's,
+or it has been ready for at least `reserve_after` - the scheduler makes a reservation
+for it, as Slurm's EASY backfill does for the head of its queue. Exactly who, and who
+first: fleet.core.passover (a narrow step that waits only because every core is busy
+takes the next free core anyway, and never holds the reservation a wide one needs).
 
 * The plan. Running steps are walked in order of their expected end (start +
   :func:`expected_s`), their resources added back to a projection of the nodes, until
@@ -31,23 +35,24 @@ estimate never delays the reservation beyond what it waits for anyway.
 At most MOST reservations stand at once (1, as Slurm's EASY; the code takes a small
 bounded number, each planned after the older ones: what an older one is still owed on
 a node goes to it first, in the projection as in the holds; 8 and 32 measured no
-better on the Aurora-sized what-if, and slower). They go to the eligible steps that
-cannot start in the order (priority, longest wait - earliest `ready_at` -, setup
-order): one before the last reservation's step in that order takes its place (else old
-one-core steps, taking the one reservation in turn, keep a wide step of higher priority
-from ever getting it; and among wide steps of one priority, whichever is first in setup
-order would take it from one that has waited far longer: on the Aurora what-if that
-cost p90 wait and makespan). Each
+better on the Aurora-sized what-if, and slower). They go to eligible steps passed over,
+as fleet.core.passover says, in the order (priority, longest wait - earliest `ready_at`
+-, setup order): one before the last reservation's step in that order takes its place
+(among wide steps of one priority, whichever is first in setup order would otherwise
+take it from one that has waited far longer: on the Aurora what-if that cost p90 wait
+and makespan). Each
 is kept until its step starts, leaves the ready steps (cancelled), a node is lost, a
 step that runs alone comes first, or its shadow time passes with the step still short
-(the estimates were wrong): then it is planned again when its step next fails.
+(the estimates were wrong): then it is planned again when its step is next passed over
+(or, once passed over, next fails to start).
 Everything is ordered by (end, start order), plan order and node join order:
 deterministic. Within one class of demand steps still start in order (a pass tries
 only each class's first step): a long step at the head of its class keeps a short one
 of the same demand behind it from borrowing.
-Cost: a pass pays O(1) more per class, plus the hold bookkeeping of the reserved
-nodes when a step ends on one; a plan walks the running steps once
-(O(running + walked x log running + nodes)) and is made once per reservation.
+Cost: a pass pays O(1) more per class, a start what fleet.core.passover says, plus the
+hold bookkeeping of the reserved nodes when a step ends on one; a plan walks the
+running steps once (O(running + walked x log running + nodes)) and is made once per
+reservation.
 """
 
 from __future__ import annotations
@@ -58,8 +63,9 @@ import math
 from fleet.core import durations
 from fleet.core import states as S
 from fleet.core import waits as W
+from fleet.core.passover import Candidates
 from fleet.core.resources import Demand, Placement, Pool, Slot
-from fleet.core.shadow import walk
+from fleet.core.shadow import mem_for, walk
 
 RESERVE_AFTER_S = 600.0  # the default: a ready step older than this gets a reservation
 MOST = 1  # reservations standing at once: 1 is Slurm's EASY (8 and 32 measured no better, and slower)
@@ -103,6 +109,11 @@ class Reservations:
         self.most = most
         self.plans: dict[tuple, _Plan] = {}  # class key -> its reservation, oldest first
         self.held_cores = 0  # held by every reservation together
+        self.waiting = Candidates()  # who a reservation may go to (fleet.core.passover)
+        self.jobs: dict = {}  # the scheduler's steps by id (shared)
+        self._classes: dict = {}  # its classes of ready steps (as of the last pass)
+        self.pool: Pool | None = None  # the scheduler's (for the window's hand-ahead)
+        self._begun: list = []  # steps a node's window began since the last pass (they pass over too)
         self.lowest = 0  # the lowest priority (largest number) among the ready classes' first steps
         self._told: dict[tuple, int] = {}  # class key -> held_cores when its first step was last tried
         self._ends: list[tuple[float, int, str]] = []  # (expected end, start number, step)
@@ -113,8 +124,10 @@ class Reservations:
         self._nodes: tuple = (-1, {}, {})  # (pool.total_cores, specs by name, join order) when last seen
 
     # -- the running steps ---------------------------------------------------------------
-    def started(self, job, now: float) -> None:
-        """A step started: index its expected end."""
+    def started(self, job, now: float, placed: bool = False) -> None:
+        """A step started: index its expected end. Not `placed` by a pass (a node's
+        window began it): the candidates it passed over are looked at before the next
+        pass (once the step it followed has stopped)."""
         if not self.enabled:
             return
         self._starts += 1
@@ -123,6 +136,11 @@ class Reservations:
         self._live[job.spec.id] = (self._starts, job)
         if len(self._ends) > 2 * len(self._live) + 64:
             self._compact()
+        if self.waiting.of and not job.exclusive:
+            key = (job.demand,)
+            self.waiting.starting(job, key)
+            if not placed and self.waiting.of:
+                self._begun.append(job)
 
     def stopped(self, job, pool: Pool) -> None:
         """A step ended and its placement went back to the pool: hold what the
@@ -138,15 +156,22 @@ class Reservations:
 
     # -- the pass --------------------------------------------------------------------------
     def begin(self, pool: Pool, now: float, classes: dict) -> None:
-        """Before a pass: drop the reservations that no longer stand; note the priorities.
-        One is dropped (and planned again when its step next fails) if its step is no
-        longer ready, a node was lost, or it is still short past its time or with
-        nothing left running to release what it lacks (the estimates were wrong)."""
+        """Before a pass: drop the reservations that no longer stand. One is dropped
+        (and planned again when its step is next passed over) if its step is no longer
+        ready, a node was lost, or it is still short past its time or with nothing left
+        running to release what it lacks (the estimates were wrong)."""
+        self.pool, self._classes = pool, classes
+        self.waiting.passno += 1
+        if self.enabled:
+            self.lowest = max((c.heap[0][0] for c in classes.values() if c.heap), default=0)
         for key, p in list(self.plans.items()):
             if not self._stands(p, pool, now):
                 self.drop(pool, key)
-        if self.enabled:
-            self.lowest = max((c.heap[0][0] for c in classes.values() if c.heap), default=0)
+        if self._begun:
+            for job in self._begun:
+                if job.state == S.RUNNING and self.waiting.of:
+                    self._passing(job, (job.demand,), pool, now, job.placement)
+            self._begun.clear()
 
     def _stands(self, p: _Plan, pool: Pool, now: float) -> bool:
         """Whether a reservation still stands (see begin; fleet.core.lookahead adds to it)."""
@@ -155,34 +180,32 @@ class Reservations:
 
     def revisit(self, cls, now: float, jobs) -> bool:
         """Whether a class that is blocked must be tried anyway: it holds a reserved
-        step; or reservations stand and it does not yet say it is held back by them; or
-        there is room for another and its first step has become old enough for one
-        (age, unlike a release, does not make a blocked class be tried again; a step of
-        higher priority is tried, and gets its reservation, when it first fails)."""
+        step; or reservations stand and it does not yet say it is held back by them.
+        (A blocked class need not be tried to get a reservation: its first step became a
+        candidate when it failed, and gets one when it is passed over.)"""
         if not self.enabled or cls.exclusive:
             return False
         if cls.key in self.plans:
             return True
+        if not self.plans or cls.demand.span:  # (spanning classes are left to the releases: trying one can scan every node)
+            return False
         head = jobs[cls.heap[0][2]]
-        # (Spanning classes are left to the releases: trying one can scan every node.)
-        if self.plans and not cls.demand.span and self._told.get(cls.key) != self.held_cores and (
-                head.why is None or head.why.cause != W.RESERVED):
-            return True
-        return (len(self.plans) < self.most and head.ready_at is not None
-                and now - head.ready_at >= self.reserve_after)
+        return self._told.get(cls.key) != self.held_cores and (head.why is None or head.why.cause != W.RESERVED)
 
     def place(self, job, key, pool: Pool, now: float, alone: bool = False) -> Placement | None:
         """Place a step: a reserved one on its holds once complete (else anywhere it
         fits, giving the holds back), a short one on borrowed holds, others as ever.
         A step that runs alone (it comes first, and the fleet drains for it) ends the
         reservations: the holds would otherwise keep it from ever starting."""
-        if not self.plans:
-            return pool.place(job.demand)
         if alone:
             for k in list(self.plans):
                 self.drop(pool, k)
             return pool.place(job.demand)
         p = self.plans.get(key)
+        if p is None and self.waiting.of and pool.fits(job.demand):
+            self._passing(job, key, pool, now)  # before it takes what is free: a reservation may keep it off
+        if not self.plans:
+            return pool.place(job.demand)
         if p is not None:
             p.job = job  # the first of its kind: the same demand, and ahead of it in order
             if not p.short:
@@ -204,15 +227,17 @@ class Reservations:
         return got
 
     def held_back(self, job, key, pool: Pool, now: float) -> W.WaitReason | None:
-        """After a step failed to place: make a reservation for it if it is eligible
-        and there is room for one; the reason it waits if held resources are what it lacks."""
+        """After a step failed to place: it is a candidate for a reservation (it gets
+        one when it is passed over: fleet.core.passover); the reason it waits if held
+        resources are what it lacks."""
         if not self.enabled or job.exclusive:
             return None
         p = self.plans.get(key)
         if p is not None:
             return job.why  # a reserved step waits for what it waited for when planned
-        if self._eligible(job, now) and self._room_for(job, pool):
-            p = self._make(job, key, pool)
+        self.waiting.note(job, key)
+        if self.waiting.starving(job, key) and self._eligible(job, now) and self._room_for(job, pool):
+            p = self._make(job, key, pool)  # passed over before: it takes its turn as it fails (EASY's head)
             if p is not None:
                 self.plans[key] = p
             return None
@@ -239,12 +264,41 @@ class Reservations:
                 pool.release(tuple(slots))
 
     # -- inside --------------------------------------------------------------------------
+    def handing(self, job, now: float) -> bool:
+        """A node's window is about to hand `job` ahead of time (fleet.core.window): it
+        takes the resources as a start does, and passes candidates over as one does.
+        True if a reservation was made for one (none is queued on its nodes)."""
+        if not self.waiting.of or job.exclusive or self.pool is None:
+            return False
+        return self._passing(job, (job.demand,), self.pool, now, job.placement)
+
+    def _passing(self, job, key, pool: Pool, now: float, taking: Placement = ()) -> bool:
+        """`job` (of class `key`) starts: reserve for the first eligible candidate it
+        passes over (fleet.core.passover), if there is room for one or that one comes
+        before the last standing one in order (which then gives way). True if made.
+        `taking`: what it takes that the pool does not hold (a node's window's step:
+        its predecessor's), counted as free, as a pass counts what a step is about to take."""
+        last = None
+        if len(self.plans) >= self.most:
+            last = max(self.plans.items(), key=lambda kv: kv[1].order)
+        fits = pool.fits if not taking else (lambda d: _fits_with(pool, d, taking))
+        found = self.waiting.passed_over(job, key, max(job.prio, self.lowest), now, self.reserve_after, fits,
+                                         self.plans.__contains__, self._head,
+                                         last[1].order if last is not None else None)
+        if found is None:
+            return False
+        if last is not None:
+            self.drop(pool, last[0])
+        p = self._make(found[0], found[1], pool)
+        if p is not None:
+            self.plans[found[1]] = p
+        return p is not None
+
+    def _eligible(self, job, now: float) -> bool:
+        return job.prio < self.lowest or (job.ready_at is not None and now - job.ready_at >= self.reserve_after)
+
     def _room_for(self, job, pool: Pool) -> bool:
-        """Whether a reservation can be made for this step: there is room for one, or
-        it comes before the last one in the pass's order (priority, setup order), which
-        then gives way: the reservation goes to the first steps in order that cannot
-        start, not to whoever asked first (else old narrow steps, taking it in turn,
-        keep a wide one of higher priority from ever getting one)."""
+        """Room for a reservation, or this step comes before the last one in order (which gives way)."""
         if len(self.plans) < self.most:
             return True
         key, last = max(self.plans.items(), key=lambda kv: kv[1].order)
@@ -253,10 +307,10 @@ class Reservations:
             return True
         return False
 
-    def _eligible(self, job, now: float) -> bool:
-        if job.prio < self.lowest:
-            return True
-        return job.ready_at is not None and now - job.ready_at >= self.reserve_after
+    def _head(self, key):
+        """The first step of ready class `key` now, or None."""
+        cls = self._classes.get(key)
+        return self.jobs.get(cls.heap[0][2]) if cls is not None and cls.heap else None
 
     def _borrow(self, d: Demand, p: _Plan, pool: Pool) -> Placement | None:
         """Lend the holds to a step that ends by the shadow time; hold again what is left."""
@@ -337,6 +391,22 @@ class Reservations:
         """The running job an index entry names, or None if the entry is stale."""
         got = self._live.get(sid)
         return got[1] if got is not None and got[0] == no else None
+
+
+def _fits_with(pool: Pool, d: Demand, taking: Placement) -> bool:
+    """Whether d would place on what is free plus `taking` (a spanning demand: in total)."""
+    if pool.fits(d):
+        return True
+    if d.span:
+        return (d.cores <= pool.free_cores + sum(len(s.cores) for s in taking)
+                and d.gpus <= pool.free_gpus + sum(len(s.gpus) for s in taking))
+    for s in taking:
+        spec = pool.spec_of(s.node)
+        if spec is not None:
+            c, g, m = pool.free_on(s.node)
+            if c + len(s.cores) >= d.cores and g + len(s.gpus) >= d.gpus and m + s.memory >= mem_for(spec, d.cores, d):
+                return True
+    return False
 
 
 def _merged(node: str, slots: list[Slot]) -> Slot:

@@ -168,8 +168,10 @@ class Pool:
         return (self._take(node, d.cores, d.gpus, node.mem_for(d.cores, d)),)
 
     def fits(self, d: Demand) -> bool:
-        """Whether a one-node demand would place now (nothing is taken)."""
-        return d.cores <= self.free_cores and d.gpus <= self.free_gpus and self._best_fit(d) is not None
+        """Whether d would place now (nothing is taken)."""
+        if d.cores > self.free_cores or d.gpus > self.free_gpus:
+            return False
+        return not self._span_short(d) if d.span else self._best_fit(d) is not None
 
     def _place_span(self, d: Demand) -> Placement | None:
         if self._span_short(d):

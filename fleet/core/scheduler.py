@@ -83,7 +83,7 @@ class Scheduler(Entries, Phases, Outside):
         self._entry: _Entry | None = None  # a chunked submission part way in
         self._held: deque[tuple[Event, float]] = deque()  # events that came meanwhile
         self.deadline = Deadline()  # the allocation's end and its drain (fleet.core.deadline)
-        self._res.recorded, self._res.queued = self.deadline.recorded, self.window.next  # shared tables
+        self._res.recorded, self._res.queued, self._res.jobs = self.deadline.recorded, self.window.next, self._jobs
         self._phases_init()  # steps that submit steps, wait for them, go on in stages
 
     # -- public ---------------------------------------------------------------------
@@ -162,7 +162,7 @@ class Scheduler(Entries, Phases, Outside):
     def reserve_after(self, seconds: float | None) -> None:
         """Before the first event: how long a ready step waits for a reservation (None: none; core.reservations)."""
         self._res = Reservations(seconds)
-        self._res.recorded, self._res.queued = self.deadline.recorded, self.window.next
+        self._res.recorded, self._res.queued, self._res.jobs = self.deadline.recorded, self.window.next, self._jobs
 
     def entering(self) -> bool:
         """Whether a chunked submission is part way in (EnterMore goes on with it)."""
@@ -475,7 +475,7 @@ class Scheduler(Entries, Phases, Outside):
             job.placement = placement
             job.started_at = now
             job.why = None
-            res.started(job, now)
+            res.started(job, now, placed=True)
             self._running[sid] = job
             for slot in placement:
                 self._on_node[slot.node].add(sid)

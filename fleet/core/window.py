@@ -238,7 +238,7 @@ class Window(WindowPick, WindowBack, WindowChain):
 
     def _fill(self, out: list) -> None:
         sched = self.sched
-        reserved = sched._res.nodes() if sched._res.plans else ()
+        reserved = sched._res.nodes() if sched._res.plans else set()  # (grows if a reservation is made meanwhile)
         if self.shelved:
             self._unshelve(reserved)
         heads = []  # from the demands with steps to take one (few), not every class
@@ -284,6 +284,11 @@ class Window(WindowPick, WindowBack, WindowChain):
             if self._overtaken(pred, head):
                 self._hold(pred, entry)
                 continue
+            if sched._res.handing(sched._jobs[head[2]], sched._now):  # it passes a step over: reserved for it
+                reserved |= sched._res.nodes()
+                if node in reserved:
+                    self.shelved.setdefault(node, {})[pred.spec.id] = (entry, pred)
+                    continue
             heapq.heappop(cls.heap)
             self._queue(sched._jobs[head[2]], pred, out)
             queued += 1

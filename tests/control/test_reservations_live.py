@@ -3,6 +3,7 @@ two local pretend nodes; the order is read from the decisions in events.jsonl.""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import psutil
@@ -103,3 +104,61 @@ def test_fleet_up_passes_reserve_after_to_its_coordinator_which_logs_it(tmp_path
     finally:
         fleet("down", cwd=tmp_path, timeout=60)
     R.assert_gone(tmp_path)
+
+
+def crowd(priority: int) -> str:
+    """The audit's case, live on one local node: `offset`, then one-core steps ready at
+    once and set up before a step that needs every core of the node (sized from this
+    machine's CPUs, so that the narrow steps outnumber the cores)."""
+    narrow = 12 * max(1, len(os.sched_getaffinity(0)))
+    return f"""
+[suite]
+name = "crowd"
+run_dir = "run"
+
+[[steps]]
+id = "offset"
+call = "fleet_steps:nap"
+args = {{ seconds = 0.35 }}
+estimate = 0.35
+priority = 1
+
+[[steps]]
+id = "narrow/{{i}}"
+array = "1-{narrow}"
+call = "fleet_steps:nap"
+args = {{ seconds = 0.4 }}
+estimate = 0.4
+
+[[steps]]
+id = "wide"
+command = ["true"]
+cores = 100000
+min_cores = 2
+span = true
+estimate = 1
+priority = {priority}
+"""
+
+
+def test_a_live_fleet_reserves_for_a_wide_step_that_one_core_steps_set_up_before_it_keep_passing(tmp_path):
+    suite = write_suite(tmp_path / "s.toml", crowd(priority=3))
+    r = fleet("run", str(suite), "--nodes", "1", "--reserve-after", "1", cwd=tmp_path, timeout=180)
+    assert r.returncode == 0, r.stdout + r.stderr
+    st = starts(tmp_path / "run")
+    later = [s for s, t in st.items() if s.startswith("narrow/") and t > st["wide"]]
+    # Once it has waited a second the next narrow step passes it over and it is reserved;
+    # it once started after every narrow step, as without reservations.
+    assert len(later) >= len([s for s in st if s.startswith("narrow/")]) // 4, st
+    assert_nothing_left(tmp_path / "run")
+
+
+def test_a_live_fleet_reserves_for_a_wide_step_of_higher_priority_in_its_first_pass(tmp_path):
+    suite = write_suite(tmp_path / "s.toml", crowd(priority=1))
+    r = fleet("run", str(suite), "--nodes", "1", cwd=tmp_path, timeout=180)
+    assert r.returncode == 0, r.stdout + r.stderr
+    st = starts(tmp_path / "run")
+    # Held for it from the first pass (no narrow step ends before `offset`): it starts as
+    # `offset` ends, before any narrow step. It once started after all of them.
+    assert all(st["wide"] <= t for s, t in st.items() if s.startswith("narrow/")), st
+    assert_nothing_left(tmp_path / "run")

@@ -113,13 +113,16 @@ def test_only_a_chains_tail_is_taken_back_when_cores_free_elsewhere():
 
 def test_a_reservation_waits_for_the_end_of_the_whole_chain():
     # One node of one core: a chain of two 3-s steps behind a 2-s one. A step of higher
-    # priority submitted then is planned, once it has waited, for when the chain's tail ends: 2 + 3 + 3 = 8 s.
+    # priority submitted then is passed over when the chain's head begins (at 2 s), and
+    # planned for when the chain's tail ends: 2 + 3 + 3 = 8 s.
     sched, out = chained([node("n1", 1)], {"id": "first", "estimate": 2}, *steps(2, estimate=3), depth=2,
                          reserve_after=1.0)
     assert queued(out) == [("s0", "first"), ("s1", "s0")]
     out = sched.handle(submission(suite({"id": "late", "priority": 1, "estimate": 1}).steps), 0.5)
     assert of(Start, out) == [] and queued(out) == []
-    sched.handle(Exits(()), 1.5)  # a pass once it has waited --reserve-after
+    sched.handle(Exits(()), 1.5)  # nothing starts: nothing passes it over, and it has no reservation
+    assert not sched._res.plans
+    sched.handle(StepExited("first", 1, S.SUCCEEDED), 2.0)  # s0 begins where it waits
     plans = list(sched._res.plans.values())
     assert [(p.job.spec.id, p.shadow) for p in plans] == [("late", 8.0)]
 
