@@ -113,8 +113,11 @@ def test_the_drain_sigkills_a_step_with_a_long_grace_before_the_allocations_end_
     # A grace of 25 s from a drain point 10 s before the end: uncut, its SIGKILL came 15 s
     # after the end, when the batch system has killed the job (and fleet run with it).
     run_dir = tmp_path / "run"
-    suite = write_suite(tmp_path / "s.toml", f'[[steps]]\nid = "stub"\ncommand = {STUBBORN.format(tag=tmp_path)}\n'
-                                             'grace = 25\n')
+    # (It starts after `first`'s 3 s: it has not had nearly all of the 10-s window when the
+    # drain stops it, so the rerun is another allocation's, exit 3, not "needs a longer one".)
+    suite = write_suite(tmp_path / "s.toml", '[[steps]]\nid = "first"\ncommand = "sleep 3"\ngrace = 1\n'
+                                             f'[[steps]]\nid = "stub"\ncommand = {STUBBORN.format(tag=tmp_path)}\n'
+                                             'grace = 25\ndeps = ["first"]\n')
     r = fleet("run", str(suite), "--run-dir", str(run_dir), "--nodes", "1", "--walltime", "20",
               "--drain-before", "10", *HB, cwd=tmp_path, timeout=120)
     [ex] = exits(run_dir, "stub")
