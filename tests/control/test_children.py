@@ -610,28 +610,40 @@ call = "children_steps:stages"
     assert_nothing_left(run_dir)
 
 
-def test_fleet_cancel_of_a_waiting_parent_cancels_it_and_its_unfinished_children_and_leaves_nothing(
-        tmp_path, background):
+def cancel_the_parent(tmp_path: Path, background, call: str) -> tuple:
+    """A fleet up on one node runs parent `p` (`call`, 3 children of 30-s steps); once the
+    parent has ended an attempt and its first child has ended, `fleet cancel p`. Returns
+    (run_dir, suite, cancel's stdout, the run's (rc, out, err)); the fleet is left up
+    (taken down here if this fails)."""
     from fleetharness import finish, spawn, wait_for
     run_dir = tmp_path / "run"
-    suite = write_suite(tmp_path / "s.toml", """
+    suite = write_suite(tmp_path / "s.toml", f"""
 [suite]
 name = "cancel"
 [[steps]]
 id = "p"
-call = "children_steps:slow_parent"
-args = { n = 3, step_s = 30.0 }
+call = "{call}"
+args = {{ n = 3, step_s = 30.0 }}
 """)
     fleet("up", "--run-dir", str(run_dir), "--nodes", "1", cwd=tmp_path, check=True, timeout=60)
     try:
         runner = spawn("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path)
         background.append(runner)
-        wait_for(lambda: exits(run_dir, "p/c0") and exits(run_dir, "p"), 60, "the parent to wait")
+        wait_for(lambda: exits(run_dir, "p/c0") and exits(run_dir, "p"), 60, "the parent to wait or end")
         r = fleet("cancel", "--run-dir", str(run_dir), "p", cwd=tmp_path, timeout=30)
         assert r.returncode == 0, r.stdout + r.stderr
+        return run_dir, suite, r.stdout, finish(runner, 60)
+    except BaseException:
+        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
+        raise
+
+
+def test_fleet_cancel_of_a_waiting_parent_cancels_it_and_its_unfinished_children_and_leaves_nothing(
+        tmp_path, background):
+    run_dir, _, said, (rc, out, err) = cancel_the_parent(tmp_path, background, "children_steps:slow_parent")
+    try:
         # The answer counts the children that end with their parent (c1, c2: running or not yet).
-        assert "cancelled 3 steps: " in r.stdout, r.stdout
-        rc, out, err = finish(runner, 60)
+        assert "cancelled 3 steps: " in said, said
         assert rc == 1, out + err
         assert "cancelled  p" in out and "cancelled  p/c1" in out and "cancelled  p/c2" in out, out
         assert not [x for x in ran(run_dir) if x["what"] == "resumed"]
@@ -643,24 +655,11 @@ args = { n = 3, step_s = 30.0 }
 def test_a_parent_cancelled_after_it_succeeded_without_waiting_is_not_recorded_done_and_runs_again_next_time(
         tmp_path, background):
     # (its marker said succeeded: the next run skipped it, and its children with it)
-    from fleetharness import finish, spawn, wait_for
-    run_dir = tmp_path / "run"
-    suite = write_suite(tmp_path / "s.toml", """
-[suite]
-name = "cancel"
-[[steps]]
-id = "p"
-call = "children_steps:leaves_slow_children"
-args = { n = 3, step_s = 30.0 }
-""")
-    fleet("up", "--run-dir", str(run_dir), "--nodes", "1", cwd=tmp_path, check=True, timeout=60)
+    from fleetharness import spawn, wait_for
+    run_dir, suite, said, (rc, out, err) = cancel_the_parent(tmp_path, background,
+                                                             "children_steps:leaves_slow_children")
     try:
-        runner = spawn("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path)
-        background.append(runner)
-        wait_for(lambda: exits(run_dir, "p/c0") and exits(run_dir, "p"), 60, "the parent to end")
-        r = fleet("cancel", "--run-dir", str(run_dir), "p", cwd=tmp_path, timeout=30)
-        assert r.returncode == 0 and "cancelled 3 steps: " in r.stdout, r.stdout + r.stderr
-        rc, out, err = finish(runner, 60)
+        assert "cancelled 3 steps: " in said, said
         assert rc == 1 and "cancelled  p" in out and "cancelled  p/c2" in out, out + err
         again = spawn("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path)
         background.append(again)
