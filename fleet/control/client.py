@@ -255,10 +255,17 @@ def up(run_dir: Path, nodes: int = 1, machine: str = "local", preload: tuple[str
         raise
 
 
+SAY_WHY_S = 15.0  # past the join timeout: the coordinator's stopping of its agents is bounded (launch.stop)
+
+
 def _until_up(proc: subprocess.Popen, run_dir: Path, name: str, timeout: float,
               offset: int) -> connection.Connection:
     """Wait for the coordinator proc to publish its connection file; FleetError if it
     cannot (it exited, another fleet won the run directory, or `timeout` passed)."""
+    # The coordinator gives up at `timeout` itself and says which nodes did not join
+    # (fleet.control.comingup): wait a little longer for that, rather than race it and
+    # say only "did not come up" (before 2026-12-06 the client usually won).
+    timeout += SAY_WHY_S
     deadline = time.monotonic() + timeout
     path = run_dir / name
     look, said = 0.0, False

@@ -31,6 +31,24 @@ log = logging.getLogger("fleet.control.coordinator")
 NOT_UP, FULL = 3, FULL_EXIT  # the coordinator's exit statuses
 
 
+NAMED = 10  # nodes named in the log line when agents did not join; the rest counted
+
+
+def not_joined(c) -> str:
+    """The nodes whose agents did not join, and where their output went, for the log
+    line that says the fleet did not come up (before 2026-12-06 it gave counts only:
+    which of 512 nodes hung was for the user to find)."""
+    names = getattr(c.launcher, "names", None)
+    if names is None:
+        return ""
+    joined = {a.node for a in c.agents.values()}
+    missing = [n for n in names() if n not in joined]
+    if not missing:
+        return ""
+    more = f" and {len(missing) - NAMED} more" if len(missing) > NAMED else ""
+    return f"; not joined: {', '.join(missing[:NAMED])}{more} (their output: {c.launcher.output()})"
+
+
 class ComingUp:
     """The coordinator's side of coming up: `publish` when every agent joined, `check`
     every loop turn until the fleet is up."""
@@ -47,7 +65,8 @@ class ComingUp:
         if self.failed:
             return self.failed
         if time.monotonic() > deadline:
-            log.error("only %d of %d agents joined within %.0f s", len(c.agents), c.expected, c.join_timeout_s)
+            log.error("only %d of %d agents joined within %.0f s%s", len(c.agents), c.expected, c.join_timeout_s,
+                      not_joined(c))
             c.events.write(events.FleetFailed(t=time.time(), reason="agents did not join in time"))
             return NOT_UP
         if failed := c.launcher.failed():

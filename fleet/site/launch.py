@@ -31,6 +31,12 @@ class Launcher(Protocol):
     def ended(self) -> bool:
         """Whether every process it started has exited (no agent can join any more)."""
 
+    def names(self) -> tuple[str, ...]:
+        """The nodes it started agents on, by the names they join with (where known)."""
+
+    def output(self) -> str:
+        """Where the agents' output goes, said for a person."""
+
     def stop(self) -> None:
         """Make sure every agent process is gone (after they were asked to shut down)."""
 
@@ -136,6 +142,12 @@ class LocalLauncher:
     def ended(self) -> bool:
         return all(p.poll() is not None for p in self.procs)
 
+    def names(self) -> tuple[str, ...]:
+        return tuple(local_names(len(self.procs)))
+
+    def output(self) -> str:
+        return f"{self.run_dir / 'agents'}/<node>.log"
+
     def stop(self) -> None:
         deadline = time.monotonic() + 5.0
         for p in self.procs:
@@ -201,6 +213,12 @@ class _BatchLauncher:
 
     def ended(self) -> bool:
         return self.proc is None or self.proc.poll() is not None
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.nodes)
+
+    def output(self) -> str:
+        return str(self.run_dir / "agents" / "launcher.log")
 
     def stop(self) -> None:
         if self.proc is None:
