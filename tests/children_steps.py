@@ -178,6 +178,16 @@ def leaves_slow_children(ctx, n: int = 3, step_s: float = 2.0) -> None:
     _note(ctx, "left")
 
 
+def array_and_sum(ctx) -> None:
+    """An array of children and a sibling that depends on each of them by its id."""
+    if ctx.phase == 0:
+        ctx.submit([{"id": "c/{i}", "array": "1-3", "call": "children_steps:child"},
+                    {"id": "sum", "call": "children_steps:child", "deps": ["c/1", "c/2", "c/3"]}])
+        ctx.submit([{"id": "all", "call": "children_steps:child", "deps": ["c/3", "sum"]}])  # (a later call)
+        raise fleet.WaitForChildren()
+    _note(ctx, "resumed", children=ctx.children)
+
+
 def ran(run_dir) -> list[dict]:
     path = os.path.join(run_dir, "ran.jsonl")
     if not os.path.exists(path):

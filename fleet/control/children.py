@@ -119,7 +119,8 @@ class Children:
                                                 outcome=S.FAILED, reason=why))
             self.coord._feed(StepExited(tag.parent, tag.exit.attempt, S.FAILED, why), now)
             return
-        self.given.setdefault(tag.parent, set()).update(s.id.rpartition("/")[2] for s in got.steps)
+        cut = len(tag.parent) + 1  # (a given id may hold a "/": an array's c/{i})
+        self.given.setdefault(tag.parent, set()).update(s.id[cut:] for s in got.steps)
         new = self._new(got.steps, got.markers)
         if len(new) < len(got.steps):  # kept ones: listed in the parent's submission as done before
             fresh = {s.id for s in new}

@@ -16,17 +16,22 @@ from typing import Iterable
 from fleet.core.graph import _kahn
 from fleet.core.problems import Problem
 from fleet.core.suite import StepSpec, read_suite
+from fleet.core.suitehead import MAX_STEPS
+from fleet.core.units import array_ranges, array_size, parse_array
 
 
 def expand(parent: str, tables: object, source: str, siblings: Iterable[str] = (), priority: int | None = None,
            ) -> tuple[list[StepSpec], list[Problem]]:
     """The children of `parent` that these step tables declare, and every problem.
 
-    `siblings` are the given ids of children the parent submitted before."""
+    `siblings` are the given ids of children the parent submitted before (an array's
+    as its steps' ids: `c/1`, `c/2`)."""
     if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
         return [], [Problem(source, parent, "steps", "expected a list of step tables")]
     problems: list[Problem] = []
     given = {t["id"] for t in tables if isinstance(t.get("id"), str)} | set(siblings)
+    if any(isinstance(d, str) and d not in given for t in tables for d in _deps(t)):
+        given |= _array_ids(tables)
     full = []
     for t in tables:
         t = dict(t)
@@ -51,3 +56,29 @@ def expand(parent: str, tables: object, source: str, siblings: Iterable[str] = (
         cyclic = sorted(mine - set(order))
         problems.append(Problem(source, cyclic[0], "deps", "a cycle among the submitted steps: " + ", ".join(cyclic)))
     return steps, problems
+
+
+def _deps(table: dict) -> list:
+    deps = table.get("deps")
+    return deps if isinstance(deps, list) else []
+
+
+def _array_ids(tables: list) -> set:
+    """The given ids an array table's steps have (`c/{i}` over "1-3": c/1, c/2, c/3), so
+    that a sibling's dep may name one; a table whose array is wrong or too big is left to
+    read_suite to refuse. Expanded only when some dep names no table's id as written."""
+    out: set = set()
+    room = MAX_STEPS
+    for t in tables:
+        gid, array = t.get("id"), t.get("array")
+        if not (isinstance(gid, str) and "{i}" in gid and isinstance(array, str)):
+            continue
+        try:
+            size = array_size(array_ranges(array))
+        except ValueError:
+            continue
+        if size > room:
+            break
+        room -= size
+        out.update(gid.replace("{i}", str(i)) for i in parse_array(array))
+    return out

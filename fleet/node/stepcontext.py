@@ -77,7 +77,8 @@ class StepContext:
             clear_submitted(d)
         name = f"a{self.attempt}-r{self.restarts}-p{self.phase}-{os.getpid()}-{next(_files):06d}.json"
         _write_durably(d, name, text.encode())
-        _given.update(t["id"] for t in steps)
+        _given.update(t["id"] for t in steps)  # as written ("c/{i}": an array's deps on it by index)
+        _given.update(s.id[len(self.id) + 1:] for s in specs)  # and as made (c/1, c/2: a dep names one)
         control["submitted"] = control.get("submitted", 0) + 1
         return [s.id for s in specs]
 

@@ -147,3 +147,14 @@ def test_a_step_cancelled_as_its_attempt_goes_on_to_its_next_stage_ends_cancelle
     [fin] = [d for d in out if isinstance(d, Finished)]
     assert (fin.step, fin.outcome, fin.ran) == ("s", S.CANCELLED, False) and "next stage 'two'" in fin.reason
     assert sched.state("s") == S.CANCELLED and sched.state("after") == S.BLOCKED and not starts(out)
+
+
+def test_a_childs_deps_may_name_the_steps_of_an_array_of_siblings_by_their_ids():
+    steps, problems = expand("p", [{"id": "c/{i}", "array": "1-3", "command": "x"},
+                                   {"id": "d/{i}", "array": "1-3", "command": "x", "deps": ["c/{i}"]},
+                                   {"id": "sum", "command": "x", "deps": ["c/1", "c/3", "d/2", "first"]}], "t")
+    assert not problems
+    deps = {s.id: s.deps for s in steps}
+    assert deps["p/d/2"] == ("p/c/2",) and deps["p/sum"] == ("p/c/1", "p/c/3", "p/d/2", "first")
+    _, problems = expand("p", [{"id": "sum", "command": "x", "deps": ["c/1"]}], "t", siblings={"c/1"})
+    assert not problems and _[0].deps == ("p/c/1",)  # one submitted before

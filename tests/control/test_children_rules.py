@@ -1,0 +1,40 @@
+"""What a step may submit and when its children are taken in (defects found on
+2026-12-06): a child's deps that could never be met, children of a parent that ended
+without its end record or was killed, children of a --serial run, and a sibling's deps
+on an array of children. Real `fleet run`s; step functions in tests/children_steps.py."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from children_steps import ran
+from fleetharness import assert_nothing_left, events, fleet, write_suite
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fleet's nodes need Linux")
+
+
+def run(tmp_path: Path, body: str, *extra: str, name: str = "kids", timeout: float = 120.0):
+    suite = write_suite(tmp_path / f"{name}.toml", f'[suite]\nname = "{name}"\nrun_dir = "{name}"\n' + body)
+    r = fleet("run", str(suite), *extra, cwd=tmp_path, timeout=timeout)
+    return r, tmp_path / name
+
+
+def last_exit(run_dir: Path, step: str) -> dict:
+    return [e for e in events(run_dir) if e["kind"] == "exit" and e["step"] == step][-1]
+
+
+def test_a_sibling_may_depend_on_children_submitted_as_an_array_by_their_ids(tmp_path):
+    r, run_dir = run(tmp_path, """
+[[steps]]
+id = "p"
+call = "children_steps:array_and_sum"
+""")
+    assert r.returncode == 0, r.stdout + r.stderr
+    order = [x["step"] for x in ran(run_dir) if x["what"] == "child"]
+    assert sorted(order[:3]) == ["p/c/1", "p/c/2", "p/c/3"] and order[3:] == ["p/sum", "p/all"], order
+    resumed = next(x for x in ran(run_dir) if x["what"] == "resumed")
+    assert set(resumed["children"].values()) == {"succeeded"} and len(resumed["children"]) == 5
+    assert_nothing_left(run_dir)
