@@ -178,6 +178,18 @@ def leaves_slow_children(ctx, n: int = 3, step_s: float = 2.0) -> None:
     _note(ctx, "left")
 
 
+def timed(ctx, pause: float = 1.0) -> None:
+    _note(ctx, "start")
+    time.sleep(pause)
+    _note(ctx, "end")
+
+
+def timed_children(ctx, n: int = 2) -> None:
+    if ctx.phase == 0:
+        ctx.submit([{"id": f"t{i}", "call": "children_steps:timed"} for i in range(n)])
+        raise fleet.WaitForChildren()
+
+
 def array_and_sum(ctx) -> None:
     """An array of children and a sibling that depends on each of them by its id."""
     if ctx.phase == 0:

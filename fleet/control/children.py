@@ -204,7 +204,9 @@ class Children:
             if _done(s, markers, done, deps):
                 done.add(s.id)
         acc = Accepted(sub, tag.parent, steps, deps, done, set(), (), (), markers)
-        event = Submitted(tuple(steps), deps, frozenset(done), chunk=CHUNK, parent=tag.parent)
+        # Children of a --serial run are serial too: one step at a time, theirs included.
+        event = Submitted(tuple(steps), deps, frozenset(done), chunk=CHUNK, parent=tag.parent,
+                          serial=sub is not None and sub.serial)
         return Batch(acc, event, tag.exit)
 
 

@@ -49,6 +49,7 @@ class Submission:
     # The children added to it (add, done_before): never one of the suite's own steps (a
     # child's id is refused if the fleet has it: fleet.control.children), so not a set of all.
     _has: set = field(default_factory=set)
+    serial: bool = False  # `fleet run --serial`: its steps, and the children they submit, one at a time
 
     def __post_init__(self):
         self.counts[S.WAITING] += len(self.steps)
@@ -179,7 +180,7 @@ class Submissions:
         """Register a checked submission (its steps are counted in it as they are
         declared: see declare)."""
         sid = max(self.subs, default=0) + 1
-        self.subs[sid] = Submission(sid, str(msg.suite), c.ids, len(c.ids))
+        self.subs[sid] = Submission(sid, str(msg.suite), c.ids, len(c.ids), serial=msg.serial)
         for step in [k for k in self.rerun if k in c.cleared]:  # not a walk of every step cleared
             del self.rerun[step]
         self.rerun.update(c.again)

@@ -26,6 +26,19 @@ def last_exit(run_dir: Path, step: str) -> dict:
     return [e for e in events(run_dir) if e["kind"] == "exit" and e["step"] == step][-1]
 
 
+def test_the_children_of_a_serial_run_run_one_at_a_time(tmp_path):
+    r, run_dir = run(tmp_path, """
+[[steps]]
+id = "p"
+call = "children_steps:timed_children"
+args = { n = 3 }
+""", "--serial", "--nodes", "1")
+    assert r.returncode == 0, r.stdout + r.stderr
+    spans = sorted((x["t"], x["what"], x["step"]) for x in ran(run_dir) if x["what"] in ("start", "end"))
+    assert [(w, s) for _, w, s in spans] == [(w, f"p/t{i}") for i in range(3) for w in ("start", "end")], spans
+    assert_nothing_left(run_dir)
+
+
 def test_a_sibling_may_depend_on_children_submitted_as_an_array_by_their_ids(tmp_path):
     r, run_dir = run(tmp_path, """
 [[steps]]
