@@ -178,6 +178,22 @@ def leaves_slow_children(ctx, n: int = 3, step_s: float = 2.0) -> None:
     _note(ctx, "left")
 
 
+def waits_on(ctx, dep: str = "") -> None:
+    """Submits a child that depends on `dep` (this very step if none) and waits for it."""
+    if ctx.phase == 0:
+        ctx.submit([{"id": "post", "call": "children_steps:child", "deps": [dep or ctx.id]}])
+        raise fleet.WaitForChildren()
+    _note(ctx, "resumed", children=ctx.children)
+
+
+def nests(ctx, call: str, args: dict) -> None:
+    """Submits one child `mid` that runs `call` with `args`, and waits for it."""
+    if ctx.phase == 0:
+        ctx.submit([{"id": "mid", "call": call, "args": args}])
+        raise fleet.WaitForChildren()
+    _note(ctx, "resumed", children=ctx.children)
+
+
 def timed(ctx, pause: float = 1.0) -> None:
     _note(ctx, "start")
     time.sleep(pause)

@@ -180,15 +180,21 @@ class Children:
         return out
 
     def _check(self, parent: str, steps: list) -> list:
-        """Problems only the loop can see: deps on unknown steps, ids the suite uses."""
+        """Problems only the loop can see: deps on unknown steps, ids the suite uses, and
+        deps on steps that end only after this family (the parent, an ancestor, a step
+        that waits for one of them): the child would wait for ever, and they for it."""
         c, mine = self.coord, {s.id for s in steps}
         out = []
+        outside = {d for s in steps for d in s.deps if d not in mine and d in c.specs}
+        stuck = c.sched.ends_after(parent, sorted(outside)) if outside else {}
         for s in steps:
             if s.id in c.specs and c.sched.family(s.id)[0] != parent:
                 out.append(Problem(s.source, s.id, "id", "already a step of the fleet, not a child of this step"))
             for d in s.deps:
                 if d not in mine and d not in c.specs:
                     out.append(Problem(s.source, s.id, "deps", f"{d!r} is neither a sibling nor a step of the fleet"))
+                elif d in stuck:
+                    out.append(Problem(s.source, s.id, "deps", _stuck(d, stuck[d], parent)))
         return out
 
     def _batch(self, tag: Tag, steps: list, markers: dict) -> Batch:
@@ -208,6 +214,13 @@ class Children:
         event = Submitted(tuple(steps), deps, frozenset(done), chunk=CHUNK, parent=tag.parent,
                           serial=sub is not None and sub.serial)
         return Batch(acc, event, tag.exit)
+
+
+def _stuck(dep: str, held: str, parent: str) -> str:
+    """Why a child cannot depend on `dep`, which waits for `held` of its family."""
+    who = "its parent" if held == parent else f"an ancestor of its parent {parent!r}"
+    what = f"{dep!r} is {who}" if dep == held else f"{dep!r} waits for {held!r}, {who}"
+    return f"{what}, which ends only after its children: this child would wait for ever"
 
 
 def _done(spec, markers: dict, done: set, batch=()) -> bool:

@@ -222,6 +222,47 @@ class Phases:
                     break
         return out
 
+    def ends_after(self, parent: str, ids) -> dict[str, str]:
+        """Of `ids` (steps of this scheduler a child of `parent` would depend on), those
+        that cannot end before the parent's family does, each with the step of it that
+        they wait for: the parent itself or one of its ancestors (each ends only after its
+        children), or a step not final that waits for one of them, through its deps or
+        its own children still to end. A child that depended on one would wait for ever,
+        and its family for it. Walks only steps not final (one that ended cannot deadlock),
+        each once per call."""
+        bound, link = {parent}, self._parent_of.get(parent)
+        while link is not None:
+            bound.add(link[0])
+            link = self._parent_of.get(link[0])
+        clear: set = set()  # steps found to wait for none of `bound`
+        out = {}
+        for sid in ids:
+            hit = self._waits_for(sid, bound, clear)
+            if hit is not None:
+                out[sid] = hit
+        return out
+
+    def _waits_for(self, sid: str, bound: set, clear: set) -> str | None:
+        """The step of `bound` that `sid` waits for (it, or upstream of it), if any; every
+        step walked that waits for none of them is added to `clear`."""
+        if sid in clear:
+            return None
+        seen, todo = {sid}, [sid]
+        while todo:
+            cur = todo.pop()
+            if cur in bound:
+                return cur
+            job = self._jobs.get(cur)
+            if job is None or job.state in S.FINAL:
+                continue
+            fam = self._families.get(cur)
+            for nxt in (*job.deps, *(fam.pending if fam is not None else ())):
+                if nxt not in seen and nxt not in clear:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        clear |= seen
+        return None
+
     def family(self, sid: str) -> tuple[str | None, int, str, int, int]:
         """(parent id, phase, stage, children not final, children) of a step."""
         link = self._parent_of.get(sid)

@@ -26,6 +26,48 @@ def last_exit(run_dir: Path, step: str) -> dict:
     return [e for e in events(run_dir) if e["kind"] == "exit" and e["step"] == step][-1]
 
 
+def test_a_child_that_depends_on_its_parent_an_ancestor_or_what_waits_for_them_fails_the_parent_not_hangs(tmp_path):
+    r, run_dir = run(tmp_path, """
+[[steps]]
+id = "p"
+call = "children_steps:waits_on"
+retries = 0
+
+[[steps]]
+id = "top"
+call = "children_steps:nests"
+args = { call = "children_steps:waits_on", args = { dep = "top" } }
+retries = 0
+
+[[steps]]
+id = "q"
+call = "children_steps:waits_on"
+args = { dep = "after_q" }
+retries = 0
+
+[[steps]]
+id = "after_q"
+call = "children_steps:child"
+deps = ["q"]
+
+[[steps]]
+id = "free"
+call = "children_steps:waits_on"
+args = { dep = "p" }
+""")
+    assert r.returncode == 1, r.stdout + r.stderr
+    forever = "which ends only after its children: this child would wait for ever"
+    p, mid, q = last_exit(run_dir, "p"), last_exit(run_dir, "top/mid"), last_exit(run_dir, "q")
+    assert p["outcome"] == "failed" and "step 'p/post': field 'deps': 'p' is its parent, " + forever in p["reason"]
+    assert mid["outcome"] == "failed" and (
+        "step 'top/mid/post': field 'deps': 'top' is an ancestor of its parent 'top/mid', " + forever in mid["reason"])
+    assert q["outcome"] == "failed" and "field 'deps': 'after_q' waits for 'q', its parent, " + forever in q["reason"]
+    # A dep on a step outside the family (p, failed by then) is no deadlock: it is blocked as any.
+    assert last_exit(run_dir, "top")["outcome"] == "succeeded" and last_exit(run_dir, "free")["outcome"] == "succeeded"
+    assert not [x for x in ran(run_dir) if x["what"] == "child"]
+    assert_nothing_left(run_dir)
+
+
 def test_the_children_of_a_serial_run_run_one_at_a_time(tmp_path):
     r, run_dir = run(tmp_path, """
 [[steps]]

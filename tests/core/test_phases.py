@@ -158,3 +158,19 @@ def test_a_childs_deps_may_name_the_steps_of_an_array_of_siblings_by_their_ids()
     assert deps["p/d/2"] == ("p/c/2",) and deps["p/sum"] == ("p/c/1", "p/c/3", "p/d/2", "first")
     _, problems = expand("p", [{"id": "sum", "command": "x", "deps": ["c/1"]}], "t", siblings={"c/1"})
     assert not problems and _[0].deps == ("p/c/1",)  # one submitted before
+
+
+def test_a_child_cannot_depend_on_its_parent_its_ancestors_or_what_waits_for_them_and_may_on_the_rest():
+    sched = Scheduler()
+    sched.handle(NodeJoined(node("n", 4)), 0.0)
+    sched.handle(submission(suite({"id": "p"}, {"id": "after", "deps": ["p"]}, {"id": "last", "deps": ["after"]},
+                                  {"id": "q"}, {"id": "free"}).steps), 0.0)
+    sched.handle(children_of("q", "x", deps={"x": ["after"]}), 1.0)
+    sched.handle(StepExited("q", 1, S.WAIT), 1.0)  # q waits for q/x, which waits for after, which waits for p
+    sched.handle(StepExited("free", 1, S.SUCCEEDED), 1.0)
+    assert sched.ends_after("p", ["p", "after", "last", "q", "free", "q/x"]) == {
+        "p": "p", "after": "p", "last": "p", "q": "p", "q/x": "p"}
+    sched.handle(children_of("p", "c"), 2.0)
+    sched.handle(StepExited("p", 1, S.WAIT), 2.0)
+    assert sched.ends_after("p/c", ["p", "last", "free"]) == {"p": "p", "last": "p"}  # p: an ancestor of p/c
+    assert sched.ends_after("q/x", ["p", "free"]) == {}  # (q/x's own wait on p is not a family's)
