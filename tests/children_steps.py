@@ -194,6 +194,18 @@ def nests(ctx, call: str, args: dict) -> None:
     _note(ctx, "resumed", children=ctx.children)
 
 
+def submits_then(ctx, end: str) -> None:
+    """Submits a child, then ends without an end record (os._exit), fails, or hangs
+    (for its timeout)."""
+    ctx.submit([{"id": "k", "call": "children_steps:child"}])
+    _note(ctx, "submitted", end=end)
+    if end == "exit":
+        os._exit(0)
+    if end == "fail":
+        raise RuntimeError("fails after submitting")
+    time.sleep(120)
+
+
 def timed(ctx, pause: float = 1.0) -> None:
     _note(ctx, "start")
     time.sleep(pause)

@@ -60,6 +60,7 @@ def exited(step, status: int, usage, ended_at: float) -> P.Exited:
     """The Exited of a reaped step (``step``: the zygote's record of it)."""
     if os.WIFSIGNALED(status):
         sig, rc, outcome = os.WTERMSIG(status), None, "terminated"
+        protocol.count_submitted(step.launch, step.report)  # its children are taken in all the same
     else:
         sig, rc = None, os.WEXITSTATUS(status)
         outcome = protocol.outcome(step.launch, rc, step.report)  # or wait, next, restart, broken

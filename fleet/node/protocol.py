@@ -103,11 +103,13 @@ def next_stage_file(launch) -> str:
     return os.path.join(scratch or fleet_dir(launch), NEXT_STAGE)
 
 
-def submitted_files(path: str) -> int:
+def submitted_files(path: str, pid: int | None = None) -> int:
     """How many children files wait in a submit directory (half-written ones, named
-    .* or ht.tmp*, never count and are never read)."""
+    .* or ht.tmp*, never count and are never read); with ``pid``, only those that
+    process wrote (ctx.submit names its files a<attempt>-r<restarts>-p<phase>-<pid>-<n>)."""
+    mark = f"-{pid}-" if pid is not None else ""
     try:
-        return sum(1 for n in os.listdir(path) if not n.startswith((".", "ht.tmp")))
+        return sum(1 for n in os.listdir(path) if not n.startswith((".", "ht.tmp")) and mark in n)
     except OSError:
         return 0
 
@@ -129,6 +131,31 @@ def clear_submitted(path: str) -> None:
             pass
 
 
+def count_submitted(launch, report: dict) -> None:
+    """The children files a step that ended without saying so left, in
+    ``report["control"]["submitted"]`` (for the coordinator to take in: however a step
+    ends, fleet.control.children): a call step that left no end record (os._exit, a
+    crash, a signal) and a command with protocol = "steps" killed by a signal. Only
+    these look: a call step's end record counts its own (ctx.submit), so one that ends
+    normally costs no listdir, submitting or not; a command without the protocol has no
+    $FLEET_SUBMIT_DIR; one with it that exits is counted by :func:`outcome`.
+
+    A call step's directory is emptied at its first submission in a run, not as it
+    starts: only files its own process wrote say it submitted (else they are an earlier
+    run's, taken in then)."""
+    if launch.kind == "call":
+        if report.get("phase") == "end" or report.get("pid") is None:  # (no begin record: it never ran)
+            return
+        n = submitted_files(submit_dir(launch), report["pid"])
+    elif launch.protocol == "steps":
+        n = submitted_files(submit_dir(launch))
+    else:
+        return
+    if n:
+        ctl = report.get("control")
+        report["control"] = dict(ctl if isinstance(ctl, dict) else {}, submitted=n)
+
+
 def outcome(launch, rc: int, report: dict) -> str:
     """The outcome of a step that exited with status ``rc`` (the zygote's, at reaping);
     sets ``report["control"]`` and ``report["error"]`` for one that asked to go on."""
@@ -136,6 +163,7 @@ def outcome(launch, rc: int, report: dict) -> str:
     if launch.kind == "call":
         if isinstance(ctl, dict) and ctl.get("outcome") in CODES.values():
             return ctl["outcome"]
+        count_submitted(launch, report)  # (one that left no end record)
         return "succeeded" if rc == 0 else "failed"
     if launch.protocol != "steps":
         return "succeeded" if rc == 0 else "failed"

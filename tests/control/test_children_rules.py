@@ -68,6 +68,65 @@ args = { dep = "p" }
     assert_nothing_left(run_dir)
 
 
+def test_children_of_a_call_step_that_ends_with_os_exit_run_before_its_dependents_and_are_not_lost_next_run(tmp_path):
+    body = """
+[[steps]]
+id = "par"
+call = "children_steps:submits_then"
+args = { end = "exit" }
+
+[[steps]]
+id = "after"
+call = "children_steps:child"
+deps = ["par"]
+"""
+    r, run_dir = run(tmp_path, body)
+    assert r.returncode == 0, r.stdout + r.stderr
+    seen = [x["step"] for x in ran(run_dir) if x["what"] == "child"]
+    assert seen == ["par/k", "after"], seen  # its dependents wait for its whole family
+    assert last_exit(run_dir, "par")["outcome"] == "succeeded"
+    again, _ = run(tmp_path, body)
+    assert again.returncode == 0 and "skipped" in again.stdout, again.stdout + again.stderr
+    assert [x["step"] for x in ran(run_dir) if x["what"] == "child"] == seen  # done: nothing ran again
+    assert_nothing_left(run_dir)
+
+
+def test_children_of_a_parent_that_fails_or_is_killed_at_its_timeout_after_submitting_run_all_the_same(tmp_path):
+    r, run_dir = run(tmp_path, """
+[[steps]]
+id = "fails"
+call = "children_steps:submits_then"
+args = { end = "fail" }
+retries = 0
+
+[[steps]]
+id = "blocked"
+call = "children_steps:child"
+deps = ["fails"]
+
+[[steps]]
+id = "slow"
+call = "children_steps:submits_then"
+args = { end = "hang" }
+timeout = 3
+grace = 1
+retries = 0
+
+[[steps]]
+id = "cmd"
+command = "printf '[[steps]]\\\\nid = \\"k\\"\\\\ncall = \\"children_steps:child\\"\\\\n' > $FLEET_SUBMIT_DIR/k.toml; sleep 120"
+protocol = "steps"
+timeout = 3
+grace = 1
+retries = 0
+""")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert sorted(x["step"] for x in ran(run_dir) if x["what"] == "child") == ["cmd/k", "fails/k", "slow/k"]
+    assert [last_exit(run_dir, s)["outcome"] for s in ("fails", "slow", "cmd")] == ["failed", "timed_out", "timed_out"]
+    assert not [e for e in events(run_dir) if e["kind"] == "exit" and e["step"] == "blocked"]
+    assert_nothing_left(run_dir)
+
+
 def test_the_children_of_a_serial_run_run_one_at_a_time(tmp_path):
     r, run_dir = run(tmp_path, """
 [[steps]]

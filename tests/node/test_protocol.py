@@ -36,6 +36,27 @@ def test_a_call_steps_outcome_comes_from_its_end_record_not_its_exit_code(tmp_pa
     assert protocol.outcome(call, 2, {"control": {}}) == "failed"  # sys.exit(2) is a failure
 
 
+def test_children_a_step_left_without_saying_so_are_counted_at_reaping_and_an_earlier_runs_are_not(tmp_path):
+    d = tmp_path / "steps/s/.fleet/submit"
+    d.mkdir(parents=True)
+    (d / "a1-r0-p0-100-000001.json").write_text("{}")  # an earlier run's (pid 100), taken in then
+    call = launch(tmp_path, kind="call", proto="")
+    rep: dict = {"pid": 200, "phase": "begin"}  # no end record: os._exit, a crash, a signal
+    protocol.count_submitted(call, rep)
+    assert "control" not in rep
+    (d / "a1-r0-p1-200-000001.json").write_text("{}")
+    assert protocol.outcome(call, 0, rep) == "succeeded" and rep["control"] == {"submitted": 1}
+    ended = {"pid": 200, "phase": "end", "control": {}}  # its end record counts its own: no listdir
+    protocol.count_submitted(call, ended)
+    assert ended["control"] == {}
+    killed: dict = {}  # a protocol command killed (its timeout): no exit code, its files all the same
+    protocol.count_submitted(launch(tmp_path), killed)
+    assert killed["control"] == {"submitted": 2}
+    plain: dict = {}
+    protocol.count_submitted(launch(tmp_path, proto=""), plain)
+    assert plain == {}
+
+
 def test_a_restart_moves_the_old_work_aside_once_keeping_records_logs_and_children(tmp_path):
     step = tmp_path / "steps/s"
     (step / ".fleet").mkdir(parents=True)
