@@ -7,9 +7,11 @@ a fleet: ``fleet.connect(run_dir)`` returns a :class:`fleet.Fleet` client (submi
 wait, status, cancel, down; see docs/python-api.md). A call step that submitted
 children (``ctx.submit``) raises ``fleet.WaitForChildren()`` to wait for them without
 holding resources; ``fleet.Next("stage")``, ``fleet.Restart()`` and
-``fleet.Broken("reason")`` are httk's multi-stage protocol (docs/suite-reference.md);
-``fleet.SuiteError`` is what a bad suite or submission raises. All are loaded on first
-use, so ``import fleet`` stays cheap.
+``fleet.Broken("reason")`` are httk's multi-stage protocol (docs/suite-reference.md).
+``fleet.SuiteError`` is what a suite checked in this process raises (a step's
+``ctx.submit``); ``fleet.SubmitError``, a ``fleet.FleetError`` and no SuiteError, is a
+fleet's refusal of ``Fleet.submit`` (docs/python-api.md). All are loaded on first use,
+so ``import fleet`` stays cheap.
 """
 
 __version__ = "0.1.0"

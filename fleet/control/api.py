@@ -111,18 +111,22 @@ class Fleet:
                new_generation: bool = False, wait_foreign: bool = True, timeout: float = SUBMIT_WAIT_S) -> Submission:
         """Submit a suite file (its path), or a list of step tables (dicts as a suite's
         ``[[steps]]``, written as suite ``name`` into the run directory's .fleet/api/).
-        The options are `fleet run`'s. SubmitError with the problems if it is refused.
+        The options are `fleet run`'s, and as there ValueError, before anything is sent,
+        for one without the option it goes with (with_deps without only; new_generation or
+        wait_foreign=False without shard). SubmitError with the problems if it is refused.
 
         The answer comes once the whole suite is in: waited for `timeout` seconds, then
         SUBMIT_AGAIN_S at a time while the fleet's status says a submission is still on
         its way in (a big suite is read, checked and entered a part at a time, while the
         fleet answers other clients); FleetError when it does not answer and takes none in."""
+        only = _ids(only)
+        _companions(only, with_deps, shard, new_generation, wait_foreign)
         if isinstance(suite, (str, os.PathLike)):
             path = Path(suite).resolve()
         else:
             path = write_suite(self.run_dir, name, list(suite))
         reply = self._ask_submit(P.Submit(str(path), force, serial, shard, new_generation, wait_foreign,
-                                          _ids(only), with_deps), timeout)
+                                          only, with_deps), timeout)
         if not reply.ok:
             raise SubmitError(reply.problems)
         return Submission(reply.submission, reply.steps, reply.skipped, str(path), tuple(reply.notes))
@@ -263,6 +267,16 @@ def connect(run_dir: str | os.PathLike | None = None) -> Fleet:
     return Fleet(run_dir, conn, path)
 
 
+def _companions(only: list[str], with_deps: bool, shard: str, new_generation: bool, wait_foreign: bool) -> None:
+    """ValueError for an option given without the one it qualifies, as `fleet run`
+    refuses it (before 2026-12-06 the fleet took the submission and ignored the option)."""
+    if with_deps and not only:
+        raise ValueError("with_deps=True selects with only: name the steps (only=[...]) whose deps to add")
+    for given, option in ((new_generation, "new_generation=True"), (not wait_foreign, "wait_foreign=False")):
+        if given and not shard:
+            raise ValueError(f"{option} goes with shard (shard=\"I/N\"): without one it means nothing")
+
+
 def _ids(ids) -> list[str]:
     """Step ids given as an iterable, or one id alone (a string is not its characters)."""
     return [ids] if isinstance(ids, str) else list(ids)
@@ -272,28 +286,59 @@ def _ids(ids) -> list[str]:
 
 def write_suite(run_dir: Path, name: str, steps: list[Mapping]) -> Path:
     """Write step tables as a suite file under run_dir/.fleet/api/ (0700, files 0600);
-    its path. ValueError naming the step and field for a value TOML cannot hold."""
+    its path. ValueError naming the step and field for a value TOML cannot hold, before
+    any file is made."""
+    text = suite_text(run_dir, name, steps)
     d = Path(run_dir) / ".fleet" / "api"
     d.mkdir(mode=0o700, parents=True, exist_ok=True)
     os.chmod(d, 0o700)
+    # (the file's name is the suite's as far as a file name can be: the suite's own is
+    # checked by the coordinator, which names suite.name if it refuses it)
+    safe = "".join(c if c.isalnum() or c in "_-." else "_" for c in str(name))[:64].lstrip(".") or "api"
+    fd, path = tempfile.mkstemp(prefix=f"{safe}-", suffix=".toml", dir=d)  # 0600
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(text)
+    except BaseException:
+        os.unlink(path)  # (a full disk: no half-written suite left behind)
+        raise
+    return Path(path)
+
+
+def suite_text(run_dir: Path, name: str, steps: list[Mapping]) -> bytes:
+    """The suite file write_suite writes, as UTF-8 (TOML's encoding, whatever the
+    locale); ValueError naming the step and field for a value TOML cannot hold."""
     lines = ["[suite]", f"name = {_toml(name, 'suite', 'name')}", f"run_dir = {_toml(str(run_dir), 'suite', 'run_dir')}"]
     for i, table in enumerate(steps):
         if not isinstance(table, Mapping):
             raise ValueError(f"step {i + 1}: a step is a table (dict), not {type(table).__name__}")
         where = f"step {table.get('id', i + 1)!r}"
-        lines += ["", "[[steps]]"] + [f"{_key(k)} = {_toml(v, where, k)}" for k, v in table.items()]
-    # (the file's name is the suite's as far as a file name can be: the suite's own is
-    # checked by the coordinator, which names suite.name if it refuses it)
-    safe = "".join(c if c.isalnum() or c in "_-." else "_" for c in str(name))[:64].lstrip(".") or "api"
-    fd, path = tempfile.mkstemp(prefix=f"{safe}-", suffix=".toml", dir=d)  # 0600
-    with os.fdopen(fd, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    return Path(path)
+        lines += ["", "[[steps]]"] + [f"{_key(k, where, k)} = {_toml(v, where, k)}" for k, v in table.items()]
+    return ("\n".join(lines) + "\n").encode("utf-8")
 
 
-def _key(k) -> str:
+def _key(k, where: str, field) -> str:
     k = str(k)
-    return k if k and all(c.isalnum() or c in "_-" for c in k) and k.isascii() else json.dumps(k)
+    _unicode(k, f"{where}: field {str(field)!r}", "the key")
+    return k if k and all(c.isalnum() or c in "_-" for c in k) and k.isascii() else _basic(k)
+
+
+def _basic(s: str) -> str:
+    """A TOML basic string: a JSON one (not ASCII-escaped, which writes a character past
+    the BMP as a surrogate pair that TOML refuses), and DEL escaped, as TOML wants."""
+    return json.dumps(s, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+def _unicode(s: str, where: str, what: str) -> None:
+    """ValueError for text TOML cannot hold: a lone surrogate (what Python makes of
+    bytes that are not UTF-8, in a file name or argv: os.fsdecode's surrogateescape).
+    Before 2026-12-06 it was a UnicodeEncodeError from writing the file, and an empty
+    suite file was left in .fleet/api."""
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"{where}: {what} {s!r} holds {s[e.start]!r} at {e.start}, a lone surrogate "
+                         "(bytes that are not UTF-8): a suite is UTF-8 text and cannot hold it") from None
 
 
 def _toml(v, where: str, field: str) -> str:
@@ -304,10 +349,13 @@ def _toml(v, where: str, field: str) -> str:
     if isinstance(v, float):
         return ("nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")) if not math.isfinite(v) else repr(v)
     if isinstance(v, (str, os.PathLike)):
-        # A JSON string is a TOML basic string (but TOML wants DEL escaped too).
-        return json.dumps(os.fspath(v), ensure_ascii=False).replace("\x7f", "\\u007f")
+        v = os.fspath(v)
+        if isinstance(v, bytes):
+            raise ValueError(f"{where}: field '{field}': the path {v!r} is bytes; give it as str")
+        _unicode(v, f"{where}: field '{field}'", "the text")
+        return _basic(v)
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(_toml(x, where, field) for x in v) + "]"
     if isinstance(v, Mapping):
-        return "{" + ", ".join(f"{_key(k)} = {_toml(x, where, field)}" for k, x in v.items()) + "}"
+        return "{" + ", ".join(f"{_key(k, where, field)} = {_toml(x, where, field)}" for k, x in v.items()) + "}"
     raise ValueError(f"{where}: field '{field}': {type(v).__name__} {v!r} cannot be written to a suite")
