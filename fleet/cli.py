@@ -261,6 +261,9 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
     only = selected(only)
     if with_deps and not only:
         raise click.UsageError("--with-deps selects with --only")
+    for given, option in ((new_generation, "--new-generation"), (no_wait_foreign, "--no-wait-foreign")):
+        if given and not shard:  # (before 2026-12-06 taken and ignored)
+            raise click.UsageError(f"{option} goes with --shard I/N: without it, it means nothing")
     target, other = _run_dir_for_suite(run_dir, s)
     refuse_a_file(target, run_dir, s)
     try:

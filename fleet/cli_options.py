@@ -107,6 +107,11 @@ def allocation(nodes: int | None, cores: int | None, memory: int | None, gpus: i
     usage error, before anything is built, for one too large to build."""
     from fleet.core.simulate import pretend_nodes
     if nodes is None and cores is None:
+        if memory is not None or gpus is not None:  # (before 2026-12-06 ignored: "valid", unchecked)
+            given = " and ".join(o for o, v in (("--memory-per-node", memory), ("--gpus-per-node", gpus))
+                                 if v is not None)
+            raise click.UsageError(f"{given} describe{'s' if ' and ' not in given else ''} the nodes of an "
+                                   "allocation: give --nodes and --cores-per-node too")
         return None
     if nodes is None or cores is None:
         raise click.UsageError("give both --nodes and --cores-per-node to describe an allocation")

@@ -109,6 +109,26 @@ def test_fleet_run_refuses_an_only_that_names_no_step_rather_than_running_every_
     assert not (tmp_path / "runs").exists()
 
 
+COMPANION_CASES = [
+    (["validate", "--memory-per-node", "1GiB", "--gpus-per-node", "1"],
+     ["--memory-per-node and --gpus-per-node describe the nodes", "give --nodes and --cores-per-node too"]),
+    (["validate", "--gpus-per-node", "1"], ["--gpus-per-node describes the nodes", "--nodes and --cores-per-node"]),
+    (["run", "--new-generation"], ["--new-generation goes with --shard"]),
+    (["run", "--no-wait-foreign"], ["--no-wait-foreign goes with --shard"]),
+    (["run", "--with-deps"], ["--with-deps selects with --only"]),
+]
+
+
+@pytest.mark.parametrize("args,said", COMPANION_CASES, ids=[" ".join(a) for a, _ in COMPANION_CASES])
+def test_an_option_without_the_one_it_goes_with_is_refused_rather_than_ignored(tmp_path, args, said):
+    # (validate said "valid" without checking the GPUs and memory it was given; run
+    # took --new-generation and --no-wait-foreign without --shard and did nothing with them)
+    big = tmp_path / "big.toml"
+    big.write_text('[[steps]]\nid = "a"\ncommand = "true"\ngpus = 4\nmemory = "1TiB"\n')
+    refused(fleet(tmp_path, args[0], str(big), *args[1:]), *said)
+    assert not (tmp_path / "runs").exists() and left_behind(tmp_path) == []
+
+
 def test_a_run_directory_that_is_a_file_is_named_with_where_it_came_from(tmp_path, suite):
     (tmp_path / "afile").write_text("")
     r = fleet(tmp_path, "run", str(suite), env={"FLEET_RUN_DIR": str(tmp_path / "afile")})
