@@ -29,8 +29,11 @@ def suite_table(raw: dict, path: Path, problems: list[Problem]) -> tuple[str, st
                 spelling.hint(key, SUITE_FIELDS) or " (expected name, run_dir, preload, max_steps)")))
     name = head.get("name", path.stem)
     if not isinstance(name, str) or not SUITE_NAME.match(name) or name in (".", ".."):
-        problems.append(Problem(fname, None, "suite.name", "expected a name of letters, digits and . _ -"
-                                f" (one path segment: the default run dir is runs/<name>), got {name!r}"))
+        if "name" in head:
+            problems.append(Problem(fname, None, "suite.name", "expected a name of letters, digits and . _ -"
+                                    f" (one path segment: the default run dir is runs/<name>), got {name!r}"))
+        else:  # (before 2026-12-06 this too named the field suite.name, which the file did not have)
+            problems.append(Problem(fname, None, None, _unnamed(name)))
         name = "suite"
     run_dir_raw = head.get("run_dir", f"runs/{name}")
     if not isinstance(run_dir_raw, str) or not run_dir_raw:
@@ -52,6 +55,15 @@ def suite_table(raw: dict, path: Path, problems: list[Problem]) -> tuple[str, st
         problems.append(Problem(fname, None, "suite.max_steps", str(e)))
         limit = MAX_STEPS
     return name, run_dir_raw, preload, limit
+
+
+def _unnamed(stem: str) -> str:
+    """Why a suite with no [suite] name cannot take its file's name, and what to write."""
+    fit = re.sub(r"[^A-Za-z0-9._-]+", "_", stem).strip("_") or "suite"
+    fit = "suite" if fit in (".", "..") else fit
+    return (f"the suite has no [suite] name, so it takes the file's name, {stem!r}, which is not a suite name "
+            "(letters, digits and . _ -: one path segment, the default run dir is runs/<name>): "
+            f'give it one, e.g. [suite] name = "{fit}"')
 
 
 def defaults_table(raw: dict, fname: str, problems: list[Problem]) -> dict:

@@ -531,6 +531,20 @@ def test_bad_suite_table_values_are_reported():
     assert where(problems) == {(None, "suite.name"), (None, "suite.run_dir"), (None, "suite.preload")}
 
 
+@pytest.mark.parametrize("file, fit", [("my suite.toml", "my_suite"), ("\u00fcmlaut.toml", "mlaut"),
+                                       ("...toml", "suite")])
+def test_a_file_name_that_is_no_suite_name_is_said_to_be_the_file_s_with_a_name_to_write_not_a_field(file, fit):
+    # (it was "field 'suite.name': expected a name ...": a field the file did not have)
+    (p,) = problems_of({"id": "a", "command": "x"}, path=Path("/x") / file)
+    assert (p.step, p.field) == (None, None), p
+    assert p.message.startswith(f"the suite has no [suite] name, so it takes the file's name, {file[:-5]!r}, which "
+                                "is not a suite name"), p.message
+    assert p.message.endswith(f'give it one, e.g. [suite] name = "{fit}"'), p.message
+    (named,) = problems_of({"id": "a", "command": "x"}, path=Path("/x") / file, suite={"name": "has space"})
+    assert named.field == "suite.name"  # one written in the file is that field's
+    assert parse({"id": "a", "command": "x"}, path=Path("/x") / file, suite={"name": fit}).name == fit
+
+
 def test_a_toml_date_or_time_in_a_call_step_s_args_is_refused_naming_where_it_is(tmp_path):
     path = write(tmp_path, """\
         [[steps]]
