@@ -287,10 +287,11 @@ def _read_steps(tables: list[dict], defaults: dict, limit: int, fname: str, prob
         folder = Folder(instances.label, len(instances)) if isinstance(instances, Expanded) and len(instances) > 1 \
             else None
         first, before = len(steps), len(problems)
+        defaulted = frozenset(k for k in defaults if k not in table)
         for inst in instances:
             if folder is not None and len(problems) > before:  # the last step's, taken by the folder
                 _fold(folder, problems, before)
-            spec = _make_step(inst, len(steps), fname, problems, f"#{n}")  # setup order: count of distinct steps
+            spec = _make_step(inst, len(steps), fname, problems, f"#{n}", defaulted)  # setup order: distinct steps
             if spec is None or unknown:
                 failed.add(inst)
                 continue
@@ -328,6 +329,12 @@ def _instances(table: dict, n: int, defaults: dict, room: int, fname: str,
     merged.update(table)
     if isinstance(table.get("env"), dict) and isinstance(defaults.get("env"), dict):
         merged["env"] = {**defaults["env"], **table["env"]}  # a step's variables on top of the defaults'
+    # A default for the other kind of step does not make this one wrong: [defaults] of a
+    # suite of MPI commands and Python calls are for whichever steps they fit. The step's
+    # own call or command says its kind; `mpi` (so its widths) is for commands only.
+    for k in _OTHER_KIND.get(_kind(table, merged), ()):
+        if k not in table:
+            merged.pop(k, None)
     # A default for cores does not make an MPI step wrong, nor one for ranks a plain step.
     foreign = ("cores", "min_cores") if merged.get("mpi") is True else ("ranks", "min_ranks", "threads")
     for k in foreign:
@@ -351,27 +358,48 @@ def _instances(table: dict, n: int, defaults: dict, room: int, fname: str,
     return instances, bool(unknown) or (isinstance(instances, Expanded) and not instances.keep)
 
 
-def _make_step(raw: dict, order: int, fname: str, problems: list[Problem], unnamed: str = "?") -> StepSpec | None:
+# The defaults that apply only to one kind of step, by the kind they do not apply to.
+_OTHER_KIND = {"call": ("command", "protocol", "mpi"), "command": ("call", "args")}
+
+
+def _kind(table: dict, merged: dict) -> str | None:
+    """A step's kind: the one its table gives, else the one its defaults give alone."""
+    for kind in ("call", "command"):
+        if kind in table:
+            return kind
+    given = [kind for kind in ("call", "command") if kind in merged]
+    return given[0] if len(given) == 1 else None
+
+
+def _make_step(raw: dict, order: int, fname: str, problems: list[Problem], unnamed: str = "?",
+               defaulted: frozenset = frozenset()) -> StepSpec | None:
     """One step from its raw fields (defaults applied, array expanded), or None after
-    adding its problems (named `unnamed`, its table's place, if its id is no string)."""
+    adding its problems (named `unnamed`, its table's place, if its id is no string).
+    A problem a field from [defaults] (one of `defaulted`) takes part in says so."""
     label = raw.get("id") if isinstance(raw.get("id"), str) else unnamed
     before = len(problems)
 
-    def bad(fieldname: str, message: str) -> None:
+    def bad(fieldname: str, message: str, *also: str) -> None:
+        mine = [f for f in (fieldname, *also) if f in defaulted and f in raw]
+        if mine:  # (before 2026-12-06 it read as the step's own mistake)
+            message += " (from [defaults])" if not also else f" ({', '.join(mine)} from [defaults])"
         problems.append(Problem(fname, label, fieldname, message))
 
     values = _checked_fields(raw, bad)
     # Which of call/command is given does not depend on their values being right.
     has_call, has_cmd = "call" in raw, "command" in raw
     if has_call == has_cmd:
-        bad("call", "give exactly one of call and command" + (" (both given)" if has_call else " (neither given)"))
+        bad("call", "give exactly one of call and command" + (" (both given)" if has_call else " (neither given)"),
+            "command")
     if "args" in raw and not has_call:
         bad("args", "args are keyword arguments for a call step")
     if has_call and "protocol" in values:
-        bad("protocol", "a call step raises fleet.Next, WaitForChildren, Restart or Broken; protocol is for commands")
+        bad("protocol", "a call step raises fleet.Next, WaitForChildren, Restart or Broken; protocol is for commands",
+            "call")
     if has_call and values.get("mpi") is True:
         # The site's MPI launcher starts a program on every rank; a call runs in one forked child.
-        bad("mpi", "an MPI step runs a command through the site's MPI launcher; a call step cannot be mpi = true")
+        bad("mpi", "an MPI step runs a command through the site's MPI launcher; a call step cannot be mpi = true",
+            "call")
     if len(problems) > before:
         return None
     mpi = values.get("mpi", False)
@@ -410,17 +438,17 @@ def _checked_fields(raw: dict, bad: Callable[[str, str], None]) -> dict[str, Any
     return values
 
 
-def _widths(values: dict[str, Any], mpi: bool, bad: Callable[[str, str], None]) -> tuple[int, int, int, int, int]:
+def _widths(values: dict[str, Any], mpi: bool, bad: Callable[..., None]) -> tuple[int, int, int, int, int]:
     """cores, min_cores, ranks, min_ranks, threads: an MPI step's cores are its ranks
     times threads; a plain step has one rank of one thread."""
     if mpi:
         if "cores" in values or "min_cores" in values:
-            bad("cores", "an MPI step declares ranks and threads, not cores")
+            bad("cores", "an MPI step declares ranks and threads, not cores", "mpi")
         ranks = values.get("ranks", 1)
         min_ranks = values.get("min_ranks", ranks)
         threads = values.get("threads", 1)
         if min_ranks > ranks:
-            bad("min_ranks", f"min_ranks ({min_ranks}) is larger than ranks ({ranks})")
+            bad("min_ranks", f"min_ranks ({min_ranks}) is larger than ranks ({ranks})", "ranks")
         return ranks * threads, min_ranks * threads, ranks, min_ranks, threads
     for k in ("ranks", "min_ranks", "threads"):
         if k in values:
@@ -428,5 +456,5 @@ def _widths(values: dict[str, Any], mpi: bool, bad: Callable[[str, str], None]) 
     cores = values.get("cores", 1)
     min_cores = values.get("min_cores", cores)
     if min_cores > cores:
-        bad("min_cores", f"min_cores ({min_cores}) is larger than cores ({cores})")
+        bad("min_cores", f"min_cores ({min_cores}) is larger than cores ({cores})", "cores")
     return cores, min_cores, 1, 1, 1

@@ -67,11 +67,14 @@ def _unnamed(stem: str) -> str:
 
 
 def defaults_table(raw: dict, fname: str, problems: list[Problem]) -> dict:
-    """The [defaults] table, each value checked as the step field it defaults."""
+    """The [defaults] table, each value checked as the step field it defaults: those
+    that check out. A bad one is said once, as defaults.<field>, not again for every
+    step it would have gone to (before 2026-12-06 it was, once a step)."""
     defaults = raw.get("defaults", {})
     if not isinstance(defaults, dict):
         problems.append(Problem(fname, None, "defaults", "expected a [defaults] table"))
         return {}
+    good = {}
     for key, value in defaults.items():
         if key == "id":
             problems.append(Problem(fname, None, "defaults.id", "a step id cannot have a default"))
@@ -83,4 +86,6 @@ def defaults_table(raw: dict, fname: str, problems: list[Problem]) -> dict:
                 CHECKS[key](value)
             except ValueError as e:
                 problems += [Problem(fname, None, f"defaults.{key}", m) for m in each_wrong(e)]
-    return defaults
+            else:
+                good[key] = value
+    return good

@@ -693,8 +693,43 @@ def test_an_mpi_call_step_is_rejected_naming_the_mpi_field():
     assert "command" in p.message
 
 
-def test_an_mpi_default_makes_a_call_step_wrong_too():
-    assert where(problems_of({"id": "m", "call": "pkg.mod:fn"}, defaults={"mpi": True})) == {("m", "mpi")}
+def test_an_mpi_default_is_for_the_command_steps_and_leaves_a_call_step_alone():
+    # (before 2026-12-06 it made every call step of the suite wrong: field 'mpi')
+    c, m = parse({"id": "c", "call": "pkg.mod:fn"}, {"id": "m", "command": "model"},
+                 defaults={"mpi": True, "ranks": 4, "protocol": "steps"}).steps
+    assert (c.mpi, c.ranks, c.cores, c.protocol) == (False, 1, 1, "")
+    assert (m.mpi, m.ranks, m.cores, m.protocol) == (True, 4, 4, "steps")
+
+
+def test_defaults_of_one_kind_of_step_apply_to_the_steps_of_that_kind_only():
+    # (an args default made every command step wrong: "step 'a': field 'args': args are
+    # keyword arguments for a call step", as if the step had written it)
+    a, b = parse({"id": "a", "command": "x"}, {"id": "b", "call": "m:f", "args": {"y": 2}},
+                 defaults={"args": {"x": 1}}).steps
+    assert (a.args, b.args) == ({}, {"y": 2})
+    (b,) = parse({"id": "b", "call": "m:f"}, defaults={"args": {"x": 1}, "command": "x"}).steps
+    assert (b.call, b.command, b.args) == ("m:f", None, {"x": 1})
+    (a,) = parse({"id": "a", "command": "y"}, defaults={"call": "m:f"}).steps
+    assert (a.call, a.command) == (None, "y")
+
+
+def test_a_problem_a_default_takes_part_in_says_it_comes_from_the_defaults():
+    said = [str(p) for p in problems_of({"id": "a", "command": "x", "cores": 1}, defaults={"min_cores": 2})]
+    assert said == ["/x/suite.toml: step 'a': field 'min_cores': min_cores (2) is larger than cores (1) "
+                    "(min_cores from [defaults])"]
+    said = [str(p) for p in problems_of({"id": "a"}, defaults={"args": {"x": 1}})]
+    assert said == ["/x/suite.toml: step 'a': field 'call': give exactly one of call and command (neither given)",
+                    "/x/suite.toml: step 'a': field 'args': args are keyword arguments for a call step "
+                    "(from [defaults])"]
+    (p,) = problems_of({"id": "m", "command": "x", "cores": 2}, defaults={"mpi": True})
+    assert p.message == "an MPI step declares ranks and threads, not cores (mpi from [defaults])"
+    (p,) = problems_of({"id": "a", "command": "x", "min_cores": 3, "cores": 2})  # its own: nothing added
+    assert p.message == "min_cores (3) is larger than cores (2)"
+
+
+def test_a_bad_default_is_said_once_for_the_defaults_table_not_again_for_each_step():
+    problems = problems_of({"id": "a", "command": "x"}, {"id": "b", "call": "m:f"}, defaults={"cores": 0})
+    assert [(p.step, p.field) for p in problems] == [(None, "defaults.cores")]
 
 
 # --- reading what reads ------------------------------------------------------------------------
