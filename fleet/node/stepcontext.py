@@ -60,6 +60,7 @@ class StepContext:
         the step and field. Written durably (written aside, fsynced, renamed) before this
         returns; the fleet takes them in when this attempt ends, or waits (raise
         fleet.WaitForChildren() to run again once they all ended)."""
+        _own_process("ctx.submit")
         from fleet.core.childsteps import expand  # the step's own process: only when used
         from fleet.core.problems import SuiteError
         specs, problems = expand(self.id, steps, f"{self.id}: ctx.submit", _given, None)
@@ -108,22 +109,37 @@ def _write_durably(d: str, name: str, data: bytes) -> None:
 
 
 _current: StepContext | None = None
+_pid: int | None = None  # the step's own process: a fork of it inherits _current, not this
 
 
 def context() -> StepContext:
     """The running step's context, from anywhere in a ``call`` step's process.
 
     Raises RuntimeError outside one (in the coordinator, in a command step, in a
-    process the step started with subprocess: each is a process of its own).
+    process the step started: with subprocess, or forked, as a multiprocessing pool's
+    workers are; each is a process of its own).
     """
     if _current is None:
         raise RuntimeError(
             "fleet.context() is only available in the process of a running call step "
             "(a command step reads FLEET_STEP, FLEET_ATTEMPT and FLEET_RUN_DIR from its environment)")
+    _own_process("fleet.context()")
     return _current
+
+
+def _own_process(what: str) -> None:
+    """RuntimeError in a process the step forked (a multiprocessing worker): it inherits
+    the context, but is not the step. Before 2026-12-06 context() returned it there,
+    and ctx.submit from two workers failed (each one's first submission cleared the
+    other's files) or lost children."""
+    if _pid != os.getpid():
+        raise RuntimeError(
+            f"{what} is only available in the call step's own process (pid {_pid}), not in a process it "
+            f"started (this is pid {os.getpid()}: a multiprocessing worker, say): take what a worker needs from "
+            "the context before starting it, and submit children from the step's own process")
 
 
 def enter(ctx: StepContext) -> None:
     """Make ``ctx`` the one :func:`context` returns (the child does this once)."""
-    global _current
-    _current = ctx
+    global _current, _pid
+    _current, _pid = ctx, os.getpid()
