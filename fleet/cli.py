@@ -62,13 +62,25 @@ def allocation_options(f):
 @allocation_options
 @click.option("--imports", is_flag=True,
               help="also import the preload modules (as a zygote: one that starts a thread is refused) and "
-                   "each call step's module (in one child process, with this Python, environment and "
-                   "directory) and report a missing module or function")
+                   "each call step's module (in one child process, with this Python and environment, in the "
+                   "directory the agents of the fleet `fleet run` would use started in) and report a missing "
+                   "module or function")
 def validate(suite, nodes, cores_per_node, memory_per_node, gpus_per_node, imports):
     """Check SUITE (and, given an allocation, that every step can fit it)."""
     alloc = allocation(nodes, cores_per_node, memory_per_node, gpus_per_node)
+    where = None
+    if imports:
+        from fleet.control.checks import suite_head
+        from fleet.control.importdir import for_validate
+        try:
+            head = suite_head(suite).run_dir
+        except SuiteError:
+            head = None  # (its problems are said below)
+        where = for_validate(head)
+        click.echo(where.line())  # (before the problems: which directory a module was not found from)
     try:
-        s, graph = checked_suite(suite, alloc, imports=imports, own_run_dir=True)
+        s, graph = checked_suite(suite, alloc, imports=imports, own_run_dir=True,
+                                 imports_from=where.path if where else None)
     except SuiteError as e:
         _invalid(e.problems)
     click.echo(f"{suite}: suite '{s.name}' is valid: {counted(len(s.steps), 'step')}, run dir {s.run_dir}")

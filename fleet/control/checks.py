@@ -101,14 +101,16 @@ def run_dir_problem(suite: Suite) -> Problem | None:
 
 
 def checked_suite(path: str | Path, nodes: list[NodeSpec] | None = None, check_inputs: bool = True,
-                  run_dir: Path | None = None, imports: bool = False, own_run_dir: bool = False) -> tuple[Suite, Graph]:
+                  run_dir: Path | None = None, imports: bool = False, own_run_dir: bool = False,
+                  imports_from: Path | None = None) -> tuple[Suite, Graph]:
     """Load a suite and check it whole; raise SuiteError with every problem, in setup order.
 
     The graph is built from the steps that read cleanly, so a field problem in one step
     does not hide a cycle, an unknown dep, a missing input or a twice-produced output in
     another. Inputs are looked for in `run_dir` (default: the suite's own run_dir).
-    With `imports`, each call target's module is imported in a child process. With
-    `own_run_dir`, the suite's run_dir must be a directory or one that can be made."""
+    With `imports`, each call target's module is imported in a child process started
+    in `imports_from` (default: the current directory). With `own_run_dir`, the suite's
+    run_dir must be a directory or one that can be made."""
     reading = read_suite_file(path)
     suite = reading.suite
     where = run_dir if run_dir is not None else suite.run_dir
@@ -119,7 +121,7 @@ def checked_suite(path: str | Path, nodes: list[NodeSpec] | None = None, check_i
     if nodes is not None:
         later += fit_problems(suite, nodes)
     if imports:
-        later += import_problems(suite)
+        later += import_problems(suite, cwd=imports_from)
     problems = reading.merged(later)
     if problems:
         raise SuiteError(problems)
@@ -192,11 +194,12 @@ print("\nFLEET-IMPORTS " + json.dumps(out), flush=True)
 _MARK = "FLEET-IMPORTS "
 
 
-def import_problems(suite: Suite, timeout: float = IMPORT_TIMEOUT_S) -> list[Problem]:
+def import_problems(suite: Suite, timeout: float = IMPORT_TIMEOUT_S, cwd: Path | None = None) -> list[Problem]:
     """Import the suite's ``preload`` modules as a zygote does (in order, thread-pool
     variables pinned to 1, each to import and leave the process one thread), then each
-    distinct module a call step names, all in one child process with the interpreter,
-    environment and working directory the fleet's agents would have. Report a preload
+    distinct module a call step names, all in one child process with this interpreter
+    and environment, started in `cwd`: the directory the fleet's agents started in
+    (fleet.control.importdir), which a zygote puts first on sys.path. Report a preload
     module that is not found, fails to import or starts a thread (field suite.preload),
     and a call module that is not found or fails to import and a function it lacks, at
     the first step that calls it (counting the others)."""
@@ -210,7 +213,7 @@ def import_problems(suite: Suite, timeout: float = IMPORT_TIMEOUT_S) -> list[Pro
     wanted: dict[str, list[str]] = {}
     for module, function in users:
         wanted.setdefault(module, []).append(function)
-    answer = _import_in_child(list(dict.fromkeys(suite.preload)), list(wanted.items()), timeout)
+    answer = _import_in_child(list(dict.fromkeys(suite.preload)), list(wanted.items()), timeout, cwd)
     if isinstance(answer, str):
         return [Problem(str(suite.path), None, None, answer)]
     return _preload_problems(suite, answer["preload"]) + _call_problems(users, answer["calls"])
@@ -248,14 +251,15 @@ def _cannot(module: str, error: str) -> str:
     return f"module '{module}' not found" if error == "not found" else f"module '{module}' cannot be imported: {error}"
 
 
-def _import_in_child(preload: list[str], calls: list[tuple[str, list[str]]], timeout: float) -> dict | str:
+def _import_in_child(preload: list[str], calls: list[tuple[str, list[str]]], timeout: float,
+                     cwd: Path | None = None) -> dict | str:
     """The child's answer, or what went wrong with the child itself."""
     from fleet.node.threads import THREAD_VARS
     env = {**os.environ, **dict.fromkeys(THREAD_VARS, "1")}  # as a zygote has them (fleet.node.zygote)
     from fleet.wire.interpreter import SAFE
     p = subprocess.Popen([sys.executable, *SAFE, "-c", _IMPORTER, json.dumps([preload, calls])],
                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True, env=env)
+                         start_new_session=True, env=env, cwd=cwd)
     try:
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

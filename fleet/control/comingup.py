@@ -90,7 +90,8 @@ class ComingUp:
                 client=c.client_endpoint, agents=c.agent_endpoint, pid=os.getpid(),
                 host=socket.gethostname(), started=c.started, run_dir=str(c.run_dir),
                 server_key=c.keys.server_public, client_public=c.keys.client_public,
-                client_secret=c.keys.client_secret, job=connection.this_job(), cluster=connection.this_cluster()))
+                client_secret=c.keys.client_secret, job=connection.this_job(), cluster=connection.this_cluster(),
+                cwd=connection.start_directory()))
         except FileExistsError:
             # Another coordinator won the race for this run directory: stop, and
             # leave its connection file alone (not ready: teardown does not remove it).

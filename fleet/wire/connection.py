@@ -41,6 +41,19 @@ class Connection:
     version: int = VERSION
     job: str = ""             # the batch job the coordinator runs in ("Slurm job 1234"; "": none, or not said)
     cluster: str = ""         # its Slurm cluster ("": none, or not said): fleet.site.jobstate
+    # The directory the coordinator started in, and so its agents (launched from it) and
+    # their zygotes, which put it first on sys.path for preloads and call steps
+    # (fleet.wire.interpreter.user_path): `fleet validate --imports` imports from it.
+    # "": not said (a fleet started before 2026-12-06, or its directory was gone).
+    cwd: str = ""
+
+
+def start_directory() -> str:
+    """This process's working directory, as a connection file records it ("" if it is gone)."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return ""
 
 
 def this_job(env: Mapping[str, str] | None = None) -> str:
@@ -70,6 +83,8 @@ def from_dict(data: dict) -> Connection:
         v = data.get(k, "")
         if not isinstance(v, str) or (v and len(v) != 40):
             raise TypeError(f"field {k!r}: expected a CURVE key (40 characters of Z85), got {v!r}")
+    if not isinstance(data.get("cwd", ""), str):
+        raise TypeError(f"field 'cwd': expected a directory, got {data['cwd']!r}")
     if not isinstance(data["pid"], int) or isinstance(data["pid"], bool):
         raise TypeError(f"field 'pid': expected a process id, got {data['pid']!r}")
     return Connection(**{k: v for k, v in data.items() if k in known})
