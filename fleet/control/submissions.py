@@ -310,7 +310,7 @@ class Submissions:
         each submission it belongs to, and keep it among recent failures if it failed.
         An attempt that will be retried is listed by its retry (see retrying), so that a
         client counts each step once, when it is final."""
-        if outcome in (S.FAILED, S.TERMINATED, S.OUT_OF_MEMORY, S.LOST, S.UNRUNNABLE):
+        if outcome in S.FAILURES:  # (timed out, broken and stopped too: before 2026-12-06 they were left out)
             self.failures.append({"step": step, "outcome": outcome, "reason": reason, "t": time.time()})
             del self.failures[:-FAILURES_KEPT]
         if not final:

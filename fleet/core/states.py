@@ -116,6 +116,10 @@ EXIT_OUTCOMES = frozenset({SUCCEEDED, FAILED, TERMINATED, LOST, STOPPED, TIMED_O
                            WAIT, NEXT, RESTART, BROKEN})
 CONTROL = frozenset({WAIT, NEXT, RESTART, BROKEN})  # fleet.core.phases handles these
 NOT_RETRIED = frozenset({STOPPED, CANCELLED, OUT_OF_MEMORY})  # exits that end a step whatever its retries
+# The ends of an attempt (or a step) a user must look at: it did not succeed by itself.
+# Not a cancel (the user's own doing), an interrupt (the fleet's: it runs again) nor a
+# block (the failure that caused it is among these already).
+FAILURES = frozenset({FAILED, TERMINATED, TIMED_OUT, OUT_OF_MEMORY, LOST, UNRUNNABLE, STOPPED, BROKEN})
 
 
 class IllegalTransition(RuntimeError):
