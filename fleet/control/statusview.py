@@ -33,9 +33,10 @@ def _suites(submissions: list[dict]) -> list[str]:
         t[2] += sub["finished"]
     out = []
     for suite, (times, steps, finished) in by.items():
-        pct = 100 * finished / steps if steps else 100
+        # Rounded down: "100%" only once every step has finished (2980 of 2986 is 99%).
+        pct = 100 * finished // steps if steps else 100
         again = f" ({_n(times, 'submission')})" if times > 1 else ""
-        out.append(f"  suite {suite}{again}: {finished}/{steps} finished ({pct:.0f}%)")
+        out.append(f"  suite {suite}{again}: {finished}/{steps} finished ({pct}%)")
     return out
 
 

@@ -48,3 +48,14 @@ def test_the_steps_line_counts_every_state_steps_are_in_cancelled_and_timed_out_
     assert line == "steps:  running 1  succeeded 1  timed_out 1  cancelled 1", (line, st["counts"])
     st["counts"]["some_new_state"] = 2  # (a newer coordinator's: shown, not hidden)
     assert statusview.render(st, now=t0 + 2).count("some_new_state 2") == 1
+
+
+def test_a_suites_progress_shows_100_percent_only_once_every_step_has_finished():
+    # 2980 of 2986 was shown "(100%)" with six steps still running: rounded, not down.
+    st = {"run_dir": "/run", "up_since": 0.0, "pid": 1, "nodes": [], "counts": {"running": 6},
+          "submissions": [{"suite": "big", "steps": 2986, "finished": 2980},
+                          {"suite": "done", "steps": 3, "finished": 3}, {"suite": "none", "steps": 0, "finished": 0}]}
+    text = statusview.render(st, now=1.0)
+    assert "  suite big: 2980/2986 finished (99%)\n" in text, text
+    assert "  suite done: 3/3 finished (100%)\n" in text, text
+    assert text.endswith("  suite none: 0/0 finished (100%)") or "  suite none: 0/0 finished (100%)\n" in text, text
