@@ -112,9 +112,37 @@ def simulate(suite, nodes, cores_per_node, memory_per_node, gpus_per_node, as_js
     show(s, graph, alloc, nodes, cores_per_node, as_json, end_s=walltime, drain_before_s=margin)
 
 
-@main.command()
+class _JsonErrors(click.Command):
+    """With --json, an error is also one JSON object on stdout ({"error": ...}), for the
+    script that reads it; the usual message still goes to stderr. Exit nonzero."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        as_json = "--json" in args  # before parsing: a bad option value fails the parse itself
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.ClickException as e:
+            if not as_json:
+                raise
+            _json_error(e)
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except click.ClickException as e:
+            if not ctx.params.get("as_json"):
+                raise
+            _json_error(e)
+
+
+def _json_error(e: click.ClickException) -> None:
+    click.echo(json.dumps({"error": e.format_message()}))
+    e.show()
+    sys.exit(e.exit_code)
+
+
+@main.command(cls=_JsonErrors)
 @click.argument("run_dir", type=click.Path(exists=True))
-@click.option("--json", "as_json", is_flag=True, help="print one JSON object")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object (an error too: {\"error\": ...})")
 @click.option("--trace", type=click.Path(dir_okay=False), default=None, show_default="none",
               help="write a Chrome trace-event JSON (Perfetto, chrome://tracing)")
 @click.option("--html", "html_file", type=click.Path(dir_okay=False), default=None, show_default="none",
@@ -127,6 +155,8 @@ def report(run_dir, as_json, trace, html_file, session):
     failures and what waiting steps waited for. See docs/report.md."""
     from fleet.report.command import run
     code, out, msgs = run(run_dir, as_json, trace, html_file, session)
+    if code and as_json and not out:  # (as `fleet status --json` and `fleet audit --json` say theirs)
+        out = json.dumps({"error": "; ".join(msgs)})
     for m in msgs:
         click.echo(m, err=True)
     if out:
@@ -333,34 +363,6 @@ def step(suite, step_id, run_dir, keep):
     except StepError as e:
         click.echo(f"fleet step: {e}", err=True)
         sys.exit(EXIT_INVALID)
-
-
-class _JsonErrors(click.Command):
-    """With --json, an error is also one JSON object on stdout ({"error": ...}), for the
-    script that reads it; the usual message still goes to stderr. Exit nonzero."""
-
-    def make_context(self, info_name, args, parent=None, **extra):
-        as_json = "--json" in args  # before parsing: a bad option value fails the parse itself
-        try:
-            return super().make_context(info_name, args, parent, **extra)
-        except click.ClickException as e:
-            if not as_json:
-                raise
-            _json_error(e)
-
-    def invoke(self, ctx):
-        try:
-            return super().invoke(ctx)
-        except click.ClickException as e:
-            if not ctx.params.get("as_json"):
-                raise
-            _json_error(e)
-
-
-def _json_error(e: click.ClickException) -> None:
-    click.echo(json.dumps({"error": e.format_message()}))
-    e.show()
-    sys.exit(e.exit_code)
 
 
 @main.command(cls=_JsonErrors)

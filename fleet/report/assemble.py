@@ -76,8 +76,8 @@ def build(records: list, now: float | None = None, *, session: int = -1, run_dir
         waits=waits.totals(steps), stretches=stretches(nodes, steps, t0, t_end, top),
         fleet_up_s=(g.fleet_up_t - g.starting_t) if g.fleet_up_t is not None and g.starting_t is not None else None,
         capacity_floor_s=work_core / (cap / wall) if cap > 0 and wall > 0 else 0.0,
-        notes=_notes(g, in_progress), allocation=dict(g.allocation) or None,
-        families=families(steps))
+        notes=_notes(g, in_progress) + _over(util, g.damaged), allocation=dict(g.allocation) or None,
+        families=families(steps), damaged_lines=g.damaged)
 
 
 def _settle(steps: dict, now: float, in_progress: bool) -> tuple[bool, float | None]:
@@ -121,6 +121,17 @@ def _settle(steps: dict, now: float, in_progress: bool) -> tuple[bool, float | N
     return busy_now, last_end
 
 
+def _over(util: dict, damaged: int) -> list[str]:
+    """Why a utilization shows 100 % where the records counted more (figures.utilization)."""
+    over = util.get("over_capacity")
+    if not over:
+        return []
+    named = ", ".join(f"{name} {f:.2f} times" for name, f in list(over.items())[:5]) + (", ..." if len(over) > 5 else "")
+    why = "damaged lines hid the ends of steps" if damaged else "the records overlap (a stream not as fleet writes it)"
+    return [f"the core-seconds held, as the records count them, came to more than the cores offered ({named}), "
+            f"shown as 100%: {why}"]
+
+
 def _notes(g: Gathered, in_progress: bool) -> list[str]:
     notes = []
     if not g.records:
@@ -137,6 +148,9 @@ def _notes(g: Gathered, in_progress: bool) -> list[str]:
         notes.append(f"{g.skewed} attempt(s) began their work before the coordinator decided to start them "
                      "(work_start < decided_at): that node's clock is behind the coordinator's, and their "
                      "startup (clamped at 0) is not to be trusted")
+    if g.damaged:
+        notes.append(f"{g.damaged} damaged line(s) of the stream (not a fleet record; not its last line, which a live "
+                     "run may be writing) were skipped: what they said (a start, an exit) is missing here")
     if g.gone:
         notes.append(f"its fleet ended without fleet_down (its coordinator killed or crashed), as the next fleet "
                      f"found: {', '.join(g.gone)}; steps it ran that never ended show as unfinished")

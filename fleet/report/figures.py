@@ -64,6 +64,7 @@ def utilization(nodes: dict[str, Node], steps: dict[str, Step], t0: float, t_end
     """Core-, GPU- and memory-seconds held by steps, and core-seconds of their own work,
     per node and overall, against what each node offered while alive in the window."""
     held = _held(nodes, steps, t0, t_end)
+    over: dict[str, float] = {}  # node (or "overall") -> cores held, as counted, beyond what it offered
     tot = dict.fromkeys(("core_s", "work_core_s", "gpu_s", "memory_s", "cap_core_s", "cap_gpu_s", "cap_memory_s"), 0.0)
     out_nodes = {}
     for nd in nodes.values():
@@ -75,27 +76,40 @@ def utilization(nodes: dict[str, Node], steps: dict[str, Step], t0: float, t_end
             tot[k] += v
         out_nodes[nd.name] = {
             "cores": len(nd.cores), "gpus": len(nd.gpus), "memory": nd.memory, "alive_s": r6(alive),
-            "cores_held": _frac(cs, cap_c), "cores_working": _frac(ws, cap_c),
+            "cores_held": _frac(cs, cap_c, over, nd.name), "cores_working": _frac(ws, cap_c),
             "gpus_held": _frac(gs, cap_g), "memory_held": _frac(ms, cap_m),
             "core_s": r6(cs), "work_core_s": r6(ws),
         }
     overall = {
-        "cores_held": _frac(tot["core_s"], tot["cap_core_s"]),
+        "cores_held": _frac(tot["core_s"], tot["cap_core_s"], over, "overall"),
         "cores_working": _frac(tot["work_core_s"], tot["cap_core_s"]),
         "gpus_held": _frac(tot["gpu_s"], tot["cap_gpu_s"]),
         "memory_held": _frac(tot["memory_s"], tot["cap_memory_s"]),
         "core_s": r6(tot["core_s"]), "work_core_s": r6(tot["work_core_s"]),
         "capacity_core_s": r6(tot["cap_core_s"]),
     }
-    return {"overall": overall, "nodes": out_nodes}
+    out = {"overall": overall, "nodes": out_nodes}
+    if over:  # (only then: a sound stream's JSON is as it was)
+        out["over_capacity"] = over
+    return out
 
 
 # An attempt that ended so and was followed by another is listed on its own.
 _ATTEMPT_PROBLEMS = (S.FAILED, S.TERMINATED, S.LOST, S.TIMED_OUT, S.OUT_OF_MEMORY)
 
 
-def _frac(num: float, den: float):
-    return round(num / den, 6) if den > 0 else None
+def _frac(num: float, den: float, over: dict | None = None, name: str = ""):
+    """num / den, at most 1: steps cannot hold more than was offered. More means the
+    stream misses the ends of some (damaged lines): the share counted goes in `over`
+    (as the cores held, if given), and 1 is shown."""
+    if den <= 0:
+        return None
+    f = num / den
+    if f > 1.0 + 1e-9:
+        if over is not None:
+            over[name] = round(f, 6)
+        return 1.0
+    return round(f, 6)
 
 
 def _held(nodes: dict[str, Node], steps: dict[str, Step], t0: float, t_end: float) -> dict[str, list[float]]:

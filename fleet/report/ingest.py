@@ -8,11 +8,9 @@ clock on. Nothing here decides an outcome or a figure: see fleet.report.assemble
 
 from __future__ import annotations
 
-import json
 from collections import deque
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable
 
 from fleet.core import states as S
 from fleet.core import waits as W
@@ -20,51 +18,7 @@ from fleet.core.names import natural_key
 from fleet.wire import events as E
 from fleet.report import nodenames
 from fleet.report.model import UNFINISHED, Attempt, Node, Piece, Step, Waited
-
-
-def events_path(run_dir: Path) -> Path:
-    """The stream of a run directory (or the file itself, if given one)."""
-    p = Path(run_dir)
-    return p if p.is_file() else p / "events.jsonl"
-
-
-# The stream is read this many bytes at a time (whole lines), and each block's records are
-# gathered and dropped before the next is read: a million steps' stream is ~1 GB, and its
-# records held at once came to ~7 GB (benchmarks/README.md, "fleet report on a million
-# steps"). Small blocks keep the transient objects few (and the heap unfragmented by
-# them); one json.loads of a MiB of lines costs no more per line than one of 32.
-CHUNK_BYTES = 1 << 20
-
-
-def load(run_dir: Path) -> list[E.Record | E.Unknown]:
-    """The records written so far, typed (a torn last line of a live run is skipped)."""
-    out: list = []
-    for block in blocks(run_dir):
-        out += block
-    return out
-
-
-def blocks(run_dir: Path) -> Iterator[list[E.Record | E.Unknown]]:
-    """The records written so far, typed, CHUNK_BYTES of whole lines at a time: what
-    gather_session reads without ever holding the whole stream's records."""
-    with open(events_path(run_dir), "rb") as f:
-        while block := f.read(CHUNK_BYTES):
-            if not block.endswith(b"\n"):
-                block += f.readline()  # whole lines: a multi-byte character is never cut
-            yield _records(block.decode("utf-8", "replace"))  # (a torn last line may end mid-character)
-
-
-def _records(text: str) -> list:
-    """The records of some whole lines. One parse of them as an array is much quicker
-    than one per line; lines with a torn or damaged one among them are read one by one."""
-    if not text.strip():
-        return []
-    try:
-        dicts = json.loads("[" + text.rstrip("\n").replace("\n", ",") + "]")
-    except ValueError:
-        dicts = list(E.events_of(text.split("\n")))
-    parse = E.parse
-    return [rec for rec in map(parse, dicts) if rec is not None]
+from fleet.report.reading import Damaged, blocks, events_path, load  # noqa: F401 (blocks, events_path, load: the API's)
 
 
 def sessions(records: list) -> list[list]:
@@ -116,6 +70,8 @@ class Gathered:
     # name another fleet's node has already taken is the node's name @ its fleet, and at
     # the end the first of that name too (fleet.report.nodenames).
     renamed: dict[tuple, str] = field(default_factory=dict)  # (fleet, node name) -> the node's name here
+    damaged: int = 0                  # lines of the stream that were no record (fleet.report.reading)
+    last_by: dict[str, float] = field(default_factory=dict)  # each fleet's last record's time
 
     def step_of(self, sid: str, t: float) -> Step:
         s = self.steps.get(sid)
@@ -178,9 +134,11 @@ def _take(g: Gathered, records: list) -> None:
     g.records += len(records)
     last = g.last_t
     handlers = _HANDLERS
+    last_by = g.last_by
     for rec in records:
         if rec.t > last:
             last = rec.t
+        last_by[rec.fleet] = rec.t  # (a dead fleet ends no sooner than what it wrote: _on_fleet_gone)
         h = handlers.get(type(rec))
         if h is not None:
             h(g, rec)
@@ -430,11 +388,21 @@ def _ends(rec, kind, live: int, gone: set) -> bool:
 def _on_fleet_gone(g: Gathered, rec: E.FleetGone) -> None:
     if any(x.startswith(f"{rec.gone} (") for x in g.gone):  # (said twice: by a fleet beside it, then the next)
         return
-    if g.fleets_up > 0:  # (a fleet of this session, which died: its end is about its lease's last refresh)
+    if g.fleets_up > 0:  # (a fleet of this session, which died)
+        # Its end: about its lease's last refresh (the record's time), which is refreshed
+        # only every stale_after/4, so no sooner than the last record the fleet wrote
+        # (before 2026-12-06 a fleet killed before its first refresh ended before its
+        # fleet_up, its nodes never alive).
+        end = max(rec.t, g.last_by.get(rec.gone, rec.t))
         g.fleets_up -= 1
-        g.down_t = rec.t if g.down_t is None else max(g.down_t, rec.t)
+        g.down_t = end if g.down_t is None else max(g.down_t, end)
         g.gone.append(f"{rec.gone} (pid {rec.pid} on {rec.host})")
-        nodenames.left(g.nodes, rec.gone, rec.t)
+        nodenames.left(g.nodes, rec.gone, end)
+
+
+def _on_damaged(g: Gathered, rec: Damaged) -> None:
+    g.damaged += rec.lines
+    g.records -= 1  # (a mark, not a record)
 
 
 def _on_allocation_end(g: Gathered, rec: E.AllocationEnd) -> None:
@@ -461,6 +429,6 @@ _HANDLERS: dict[type, Callable] = {
     E.FleetStarting: _on_fleet_starting, E.FleetUp: _on_fleet_up, E.FleetDown: _on_fleet_down,
     E.FleetGone: _on_fleet_gone, E.Adopted: _on_adopted,
     E.PlacementMismatch: _on_placement_mismatch, E.AllocationEnd: _on_allocation_end, E.Drained: _on_drained,
-    E.NotStarted: _on_not_started,
+    E.NotStarted: _on_not_started, Damaged: _on_damaged,
     E.PlacementMismatch: _on_placement_mismatch, E.NodeMemory: _on_node_memory,
 }

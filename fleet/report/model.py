@@ -196,6 +196,7 @@ class Report:
     notes: list[str] = field(default_factory=list)
     allocation: dict | None = None  # the end, drain point and drain (fleet.core.deadline), epoch seconds
     families: list[dict] = field(default_factory=list)  # children and stages (fleet.report.families)
+    damaged_lines: int = 0  # lines of the stream that were no record, but its last (fleet.report.reading)
 
     @property
     def attempts(self) -> Iterable[Attempt]:
@@ -238,6 +239,7 @@ class Report:
             **({"allocation": self.allocation} if self.allocation else {}),
             # Only where some step has children or stages: a 0.1 stream reports as 0.1 did.
             **({"families": self.families} if self.families else {}),
+            **({"damaged_lines": self.damaged_lines} if self.damaged_lines else {}),
             "steps": {s.id: self._step_json(s) for s in self.steps.values()},
         }
 

@@ -408,6 +408,11 @@ class Unknown:
     fields: dict
     KIND: ClassVar[str] = ""
 
+    @property
+    def fleet(self) -> str:
+        """The fleet that wrote it, as every record names it."""
+        return self.fields.get("fleet", "")
+
 
 # --- writing ----------------------------------------------------------------------------
 

@@ -433,7 +433,7 @@ def test_report_command_says_when_there_is_no_stream(tmp_path):
 
 
 def test_the_stream_read_a_chunk_at_a_time_gives_the_records_line_by_line_gives(tmp_path, monkeypatch):
-    from fleet.report import ingest
+    from fleet.report import ingest, reading
     from fleet.wire import events as E
     lines = [json.dumps({"t": 1.0 + i, "kind": "step", "step": f"s\u00e9/{i}", "cores": 1}, ensure_ascii=False)
              for i in range(40)]  # (fleet writes ASCII; a stream by hand may not)
@@ -444,7 +444,7 @@ def test_the_stream_read_a_chunk_at_a_time_gives_the_records_line_by_line_gives(
     line_by_line = list(E.read_records(path))
     with open(path, "ab") as f:  # a live run's torn last line, cut inside a character
         f.write(lines[5].encode()[:lines[5].encode().index("\u00e9".encode()) + 1])
-    monkeypatch.setattr(ingest, "CHUNK_BYTES", 97)  # many chunks, cut inside lines and characters
+    monkeypatch.setattr(reading, "CHUNK_BYTES", 97)  # many chunks, cut inside lines and characters
     got = ingest.load(tmp_path)
     assert got == line_by_line
     assert [r.step for r in got] == [f"s\u00e9/{i}" for i in range(40) if i != 17]
@@ -465,7 +465,7 @@ def test_each_session_read_a_block_at_a_time_is_the_session_of_the_whole_list(tm
     # Records before any fleet_starting, two fleets overlapping (one session), a rerun, and
     # a run still in progress: read from the file in blocks of every size that cuts them
     # differently, each session reports exactly as from the records in one list.
-    from fleet.report import ingest
+    from fleet.report import ingest, reading
     a = two_chains().recs
     b = Stream().fleet(995, [("m1", [5], [], 100)]).recs
     overlapped = sorted(a[:-1] + b, key=lambda x: x.t) + [E.FleetDown(t=1011), E.FleetDown(t=1012)]
@@ -484,7 +484,7 @@ def test_each_session_read_a_block_at_a_time_is_the_session_of_the_whole_list(tm
     assert whole[-1]["in_progress"] and not whole[-2]["in_progress"] and whole[1]["steps"] == {}
     size = (tmp_path / "events.jsonl").stat().st_size
     for chunk in (1, 97, 700, size // 3, size):
-        monkeypatch.setattr(ingest, "CHUNK_BYTES", chunk)
+        monkeypatch.setattr(reading, "CHUNK_BYTES", chunk)
         assert sum(1 for _ in ingest.blocks(tmp_path)) > 1 or chunk == size
         for k, want in whole.items():
             assert R.build(ingest.blocks(tmp_path), now=4000, session=k).to_json() == want, (chunk, k)

@@ -140,3 +140,40 @@ def test_a_fleet_killed_beside_another_on_its_run_directory_is_reported_gone_not
     assert not j["in_progress"] and any(dead["fleet"] in n for n in j["notes"]), j["notes"]
     assert j["counts"].get("succeeded") == 30, j["counts"]
     assert_nothing_left(run)
+
+
+def test_a_fleet_killed_then_followed_by_a_rerun_keeps_its_nodes_live_time_and_utilization(tmp_path):
+    # The rerun's fleet_gone is dated by the dead lease's last refresh (every stale_after/4),
+    # which for a fleet killed within its first minutes is before its own fleet_up: the
+    # dead fleet ended there, its nodes alive 0 s, its utilization "-". It ends no sooner
+    # than the last record it wrote.
+    from fleetharness import events, wait_for
+    suite = write_suite(tmp_path / "s.toml", '[suite]\nname = "k2"\nrun_dir = "run"\n[[steps]]\nid = "q/{i}"\n'
+                        'array = "0-399"\ncall = "fleet_steps:nap"\nargs = { seconds = 0.05 }\n')
+    run = tmp_path / "run"
+    first = spawn("run", str(suite), "--nodes", "2", cwd=tmp_path)
+    try:
+        wait_for(lambda: len([e for e in events(run) if e["kind"] == "exit"]) >= 20, 90, "twenty steps to end")
+        dead = next(e for e in events(run) if e["kind"] == "fleet_starting")
+        os.kill(dead["pid"], signal.SIGKILL)
+        rc, out, err = finish(first, timeout=90)
+        assert rc != 0, out + err
+        rc, out, err = finish(spawn("run", str(suite), "--nodes", "2", cwd=tmp_path), timeout=180)
+        assert rc == 0, out + err
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+            first.communicate(timeout=30)
+    ev = events(run)
+    # Its nodes were alive (in the wall window, from the first submission) until its last step's end at least.
+    submitted = next(e["t"] for e in ev if e["kind"] == "submitted")
+    lived = max(e["t"] for e in ev if e["kind"] == "exit" and e["fleet"] == dead["fleet"]) - submitted
+    j = report(run, "--session", "1", cwd=tmp_path)
+    assert not j["in_progress"] and any(dead["fleet"] in n for n in j["notes"]), j["notes"]
+    assert len(j["utilization"]["nodes"]) == 2, j["utilization"]
+    for name, nu in j["utilization"]["nodes"].items():
+        assert nu["alive_s"] >= lived - 0.001 and 0 < nu["cores_held"] <= 1, (name, nu, lived)
+    assert 0 < j["utilization"]["overall"]["cores_held"] <= 1, j["utilization"]
+    text = fleet("report", str(run), "--session", "1", cwd=tmp_path, timeout=60).stdout
+    assert "cores - held" not in text, text
+    assert_nothing_left(run)
