@@ -139,6 +139,11 @@ def _held(nodes: dict[str, Node], steps: dict[str, Step], t0: float, t_end: floa
     return acc
 
 
+def log_of(step: str) -> str:
+    """A step's log, in the run directory (fleet.wire.records.log_path): every attempt's."""
+    return f"steps/{step}/log"
+
+
 def counts(steps: dict[str, Step]) -> dict[str, int]:
     out: dict[str, int] = {}
     for s in steps.values():
@@ -158,15 +163,18 @@ def problems(steps: dict[str, Step], t0: float) -> list[dict]:
             if a.outcome not in _ATTEMPT_PROBLEMS or not (a.retried or k + 1 < len(atts) or s.again):
                 continue
             p = dict(step=s.id, outcome=a.outcome, attempt=a.attempt, node=a.node,
-                     t=r6(a.end - t0) if a.end is not None else None, reason=a.reason, retried=a.retried)
+                     t=r6(a.end - t0) if a.end is not None else None, reason=a.reason, retried=a.retried,
+                     log=log_of(s.id))
             if not a.retried:
                 later = atts[k + 1].fleet if k + 1 < len(atts) else None
                 p["again"] = "run again by fleet " + later if later and later != a.fleet else "submitted again"
             out.append(p)
         if s.outcome in PROBLEM_OUTCOMES:
             a = s.last
-            out.append(dict(step=s.id, outcome=s.outcome, attempt=a.attempt if a and s.final is None else None,
-                            node=a.node if a and s.final is None else None,
-                            t=r6(s.end - t0) if s.end is not None else None, reason=s.reason, retried=False))
+            ran = a is not None and s.final is None  # (else decided without running: blocked, not run ...)
+            out.append(dict(step=s.id, outcome=s.outcome, attempt=a.attempt if ran else None,
+                            node=a.node if ran else None,
+                            t=r6(s.end - t0) if s.end is not None else None, reason=s.reason, retried=False,
+                            **({"log": log_of(s.id)} if ran else {})))
     out.sort(key=lambda p: (p["t"] is None, p["t"] or 0.0, p["outcome"] == S.BLOCKED, p["step"]))
     return out

@@ -321,12 +321,17 @@ def _util_chart(r: Report) -> str:
     return "\n".join(out)
 
 
-def _table(rows: list[tuple], head: tuple | None = None) -> str:
+def _table(rows: list[tuple], head: tuple | None = None, wrap: tuple = ()) -> str:
+    """`wrap`: the columns of ids, paths and reasons, which may be hundreds of characters
+    without a space: they wrap anywhere (class w), so the table keeps to the window; the
+    other columns wrap at spaces only (a step id of 200 characters made its column
+    ~1,500 px wide and pushed the rest off the screen)."""
     out = ["<table>"]
     if head:
         out.append("<tr>" + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr>")
+    cells = ["<td>", '<td class="w">']
     for row in rows:
-        out.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>")
+        out.append("<tr>" + "".join(f"{cells[i in wrap]}{_e(c)}</td>" for i, c in enumerate(row)) + "</tr>")
     out.append("</table>")
     return "\n".join(out)
 
@@ -342,13 +347,13 @@ def render(r: Report, max_problems: int = 500) -> str:
         f"<title>{_e(title)}</title>",
         "<style>body{font-family:sans-serif;margin:16px;color:#222}"
         "table{border-collapse:collapse;margin:6px 0 14px}td,th{border:1px solid #ddd;padding:3px 8px;"
-        "text-align:left;font-size:13px;vertical-align:top}th{background:#f0f0f0}h1{font-size:20px}"
+        "text-align:left;font-size:13px;vertical-align:top}td.w{overflow-wrap:anywhere}th{background:#f0f0f0}h1{font-size:20px}"
         "h2{font-size:16px;margin:18px 0 6px}.sw{display:inline-block;width:12px;height:12px;margin:0 4px 0 12px;"
         "vertical-align:middle}.note{color:#555;font-size:13px}</style>",
         "</head><body>",
         f"<h1>{_e(title)}</h1>",
         f'<p class="note">session {r.session} of {r.sessions}, {state}; times from the first submission.</p>',
-        _table(_summary(r)),
+        _table(_summary(r), wrap=(2,)),
         "<h2>Timeline</h2>",
         f'<p class="note">One row per node, one lane per core. Solid: the step\'s own work; pale: its startup '
         f'and its exit. Hover a bar for details.{legend}</p>',
@@ -399,10 +404,12 @@ def _tables(r: Report, max_problems: int) -> list[str]:
     parts = ["<h2>Nodes</h2>", _table(nodes, head)]
     problems = [(p["outcome"], p["step"], p.get("node") or "", _s(p["t"]) if p["t"] is not None else "",
                  ("(retried) " if p.get("retried") else f"({p['again']}) " if p.get("again") else "")
-                 + (p["reason"] or ""))
+                 + (p["reason"] or ""), p.get("log") or "")
                 for p in r.problems[:max_problems]]
     if problems:
-        parts += ["<h2>Problems</h2>", _table(problems, ("outcome", "step", "node", "at", "reason"))]
+        # (ids may be hundreds of characters: the cells wrap anywhere, the style says so)
+        parts += ["<h2>Problems</h2>", _table(problems, ("outcome", "step", "node", "at", "reason",
+                                                         "log (in the run directory)"), wrap=(1, 4, 5))]
         if len(r.problems) > max_problems:
             parts.append(f'<p class="note">... and {len(r.problems) - max_problems} more (fleet report --json).</p>')
     waits = [(CATEGORY_TEXT.get(k, k), v["steps"], _s(v["step_s"]))
@@ -418,7 +425,7 @@ def _tables(r: Report, max_problems: int) -> list[str]:
                           f"{st['mean_idle_cores']:.1f}", st["waiting"], who))
     if stretches:
         parts += ["<h2>Idle cores while steps waited (longest stretches)</h2>",
-                  _table(stretches, ("when", "for", "idle cores (mean)", "steps waiting", "waiting for"))]
+                  _table(stretches, ("when", "for", "idle cores (mean)", "steps waiting", "waiting for"), wrap=(4,))]
     return parts
 
 

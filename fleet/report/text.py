@@ -136,7 +136,8 @@ def _problem_lines(r: Report, problems: int) -> list[str]:
         where = f" on {p['node']}" if p.get("node") else ""
         att = f" (attempt {p['attempt']}, retried)" if p.get("retried") else (
             f" (attempt {p['attempt']}, {p['again']})" if p.get("again") else "")
-        out.append(f"    {p['outcome']:<10} {p['step']}{where}{att}: {p['reason'] or '-'}")
+        log = f" (log: {p['log']})" if p.get("log") else ""
+        out.append(f"    {p['outcome']:<10} {p['step']}{where}{att}: {p['reason'] or '-'}{log}")
     if len(r.problems) > problems:
         out.append(f"    ... and {len(r.problems) - problems} more (--json has them all)")
     return out

@@ -61,19 +61,17 @@ def crowded_stream(path: Path, waiting: int) -> None:
     path.write_text("".join(json.dumps(r.to_dict()) + "\n" for r in recs))
 
 
-def test_every_label_of_the_charts_fits_its_chart_in_a_real_browser(tmp_path):
+def need_chromium() -> None:
     if not CHROMIUM.exists():
         pytest.skip("/usr/bin/chromium is absent: install Debian's chromium (apt-get install chromium) "
                     "to check the HTML page in a real browser; CI's .ci/run installs it")
-    stream = tmp_path / "events.jsonl"
-    crowded_stream(stream, 5498)
-    page = tmp_path / "report.html"
-    r = fleet("report", str(stream), "--html", str(page), cwd=tmp_path, timeout=60)
-    assert r.returncode == 0, r.stderr
-    text = page.read_text()
-    assert ">5498</text>" in text and "node1@otherhost-654321-fedcba (2)" in text
+
+
+def probed(tmp_path: Path, text: str, probe_script: str) -> dict:
+    """What probe_script wrote into the page (a <pre id="probe"> of JSON), the page
+    laid out by headless chromium in a window of 1400 x 900."""
     probe = tmp_path / "probe.html"
-    probe.write_text(text.replace("</body>", PROBE + "</body>"))
+    probe.write_text(text.replace("</body>", probe_script + "</body>"))
     profile = tmp_path / "chromium-profile"
     cmd = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
            "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -89,7 +87,66 @@ def test_every_label_of_the_charts_fits_its_chart_in_a_real_browser(tmp_path):
         shutil.rmtree(profile, ignore_errors=True)
     dom = out.decode()
     assert '<pre id="probe">' in dom, f"the probe did not run; chromium exited {p.returncode}: {err.decode()[-2000:]}"
-    found = json.loads(html.unescape(dom.split('<pre id="probe">', 1)[1].split("</pre>", 1)[0]))
+    return json.loads(html.unescape(dom.split('<pre id="probe">', 1)[1].split("</pre>", 1)[0]))
+
+
+def test_every_label_of_the_charts_fits_its_chart_in_a_real_browser(tmp_path):
+    need_chromium()
+    stream = tmp_path / "events.jsonl"
+    crowded_stream(stream, 5498)
+    page = tmp_path / "report.html"
+    r = fleet("report", str(stream), "--html", str(page), cwd=tmp_path, timeout=60)
+    assert r.returncode == 0, r.stderr
+    text = page.read_text()
+    assert ">5498</text>" in text and "node1@otherhost-654321-fedcba (2)" in text
+    found = probed(tmp_path, text, PROBE)
     assert found["seen"] > 10  # the axes' numbers, the ticks and the node labels were measured
     assert found["outside"] == [], f"labels drawn outside their chart: {found['outside']}"
 
+
+
+# The problems table's box and each of its columns' right edges, against the window's width.
+TABLE_PROBE = """<script>
+const h = [...document.querySelectorAll("h2")].find(x => x.textContent == "Problems");
+const table = h.nextElementSibling;
+const row = table.rows[1];
+const pre = document.createElement("pre");
+pre.id = "probe";
+pre.textContent = JSON.stringify({window: document.documentElement.clientWidth,
+  table: table.getBoundingClientRect().right, step: row.cells[1].getBoundingClientRect().width,
+  rights: [...row.cells].map(c => c.getBoundingClientRect().right), log: row.cells[5].textContent});
+document.body.appendChild(pre);
+</script>"""
+
+
+def test_the_problems_table_of_steps_with_200_character_ids_fits_the_window_and_names_each_log(tmp_path):
+    # Before 2026-12-06 the step column was ~1,500 px wide and pushed the reason off the
+    # screen, and no problem said where its log was.
+    need_chromium()
+    long = "L" * 196
+    recs: list[E.Record] = [E.FleetStarting(t=0, fleet="f", nodes=1, pid=1),
+                            E.NodeJoined(t=0, fleet="f", node="node1", host="h", cores=[0, 1], memory=100),
+                            E.FleetUp(t=0, fleet="f", nodes=["node1"]),
+                            E.Submitted(t=1, fleet="f", submission=1, name="s", steps=3)]
+    for i in range(3):
+        sid = f"{long}/{i}"
+        recs += [E.StepDeclared(t=1, fleet="f", step=sid, submission=1, cores=1, min_cores=1, task=sid),
+                 E.Start(t=1 + i, fleet="f", step=sid, attempt=1, node="node1", cores=[0], memory=10,
+                         placement=[dict(node="node1", cores=[0], gpus=[], memory=10)]),
+                 E.Exit(t=2 + i, fleet="f", step=sid, attempt=1, node="node1", outcome="failed",
+                        reason="RuntimeError: " + "a long reason " * 8, cores=[0], memory=10, decided_at=1 + i,
+                        startup_s=0.0, work_s=1.0)]
+    recs.append(E.FleetDown(t=6, fleet="f"))
+    (tmp_path / "events.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in recs))
+    page = tmp_path / "report.html"
+    r = fleet("report", str(tmp_path), "--html", str(page), cwd=tmp_path, timeout=60)
+    assert r.returncode == 0, r.stderr
+    text = page.read_text()
+    assert "td.w{overflow-wrap:anywhere}" in text  # (the step, reason and log cells: class w)
+    assert text.count(f'<td class="w">steps/{long}/') == 3
+    found = probed(tmp_path, text, TABLE_PROBE)
+    assert found["log"] == f"steps/{long}/0/log", found
+    assert found["table"] <= found["window"] and max(found["rights"]) <= found["window"], found
+    assert found["step"] < 600, found  # (it was ~1,500 px: the id on one line)
+    r = fleet("report", str(tmp_path), cwd=tmp_path, timeout=60)
+    assert f"{long}/2 on node1: RuntimeError: " in r.stdout and f"(log: steps/{long}/2/log)" in r.stdout, r.stdout

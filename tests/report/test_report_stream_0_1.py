@@ -22,6 +22,8 @@ def test_the_json_report_of_a_0_1_stream_is_what_0_1_printed():
     got, want = json.loads(out), json.loads((DATA / "report-0.1.json").read_text())
     assert got.pop("run_dir") == str(DATA / "events-0.1.jsonl")
     assert want.pop("run_dir") == "/tmp/v01run/run"  # where 0.1 ran: the only difference
+    # ... but the log of each problem that ran (added on 2026-12-06)
+    assert [p.pop("log", None) for p in got["problems"]] == ["steps/bad/log", "steps/bad/log", None]
     assert got == want
 
 
@@ -30,7 +32,11 @@ def test_the_text_report_of_a_0_1_stream_is_what_0_1_printed():
     assert code == 0 and msgs == []
     got, want = out.splitlines(), (DATA / "report-0.1.txt").read_text().splitlines()
     assert got[0] == want[0].replace("/tmp/v01run/run", str(DATA / "events-0.1.jsonl"))
-    assert got[1:] == want[1:]
+    # (and each problem that ran names its log, from 2026-12-06)
+    assert [line for line in got if "(log: " in line] == [
+        "    failed     bad on node1 (attempt 1, retried): exit status 3 (log: steps/bad/log)",
+        "    failed     bad on node1: exit status 3 (log: steps/bad/log)"]
+    assert [line.removesuffix(" (log: steps/bad/log)") for line in got[1:]] == want[1:]
 
 
 def test_a_queued_steps_start_written_after_its_exit_is_the_attempt_that_exit_ended():
