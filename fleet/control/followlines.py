@@ -32,11 +32,13 @@ class Lines:
         self.full: list[str] = []  # steps drained because the run directory is full, or why (control.drain)
         self.too_long: list[str] = []  # steps drained that no allocation like this one can start (control.stuck)
         self.listed = self.unlisted = 0  # skipped steps listed in a log; those past SKIPPED_LISTED
+        self.counts: dict[str, int] = {}  # the submission's steps by state, as last said (a Ctrl-C's summary)
 
     def __call__(self, u: Update) -> None:
         out, tty, outcomes = self.out, self.tty, self.outcomes
         # Every step the submission counts now, its steps' children too (they add to it).
         self.total = max(self.total, sum(u.counts.values()))
+        self.counts = u.counts
         if u.full:  # (the fleet's own records found no room: said with the last answer)
             self.full.append(u.full)
         for step, outcome, attempt, reason, *more in u.finished:

@@ -57,6 +57,7 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
     warnsignal.catch()  # (fleet run's command caught it first: a warning before the fleet is up is kept)
     embedded = None
     f = None
+    followed: list[Lines] = []  # what _follow printed and kept, for a Ctrl-C's summary
     try:
         conn = find(run_dir)
         if conn is None:
@@ -80,7 +81,7 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
             return _refused(e.problems)
         for note in sub.notes:
             print(f"fleet: warning: {note}", file=sys.stderr, flush=True)
-        return _follow(f, sub, suite, run_dir, out, shard)
+        return _follow(f, sub, suite, run_dir, out, shard, followed)
     except PreloadRefused as e:  # an embedded fleet's zygotes: said as a fleet that is up says it (preloads)
         return _refused([Problem(str(path), None, "suite.preload", f"node {n}: {why}") for n, why in e.nodes])
     except RunDirError as e:
@@ -91,10 +92,15 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
         return EXIT_LOST if isinstance(e, CoordinatorKilled) else 1
     except KeyboardInterrupt:
         if embedded:
-            print("\nfleet: interrupted; stopping the embedded fleet and its steps", file=sys.stderr)
+            print("\nfleet: interrupted; stopping the embedded fleet and its steps", file=sys.stderr, flush=True)
         else:
             print(f"\nfleet: interrupted; the fleet in {run_dir} keeps running "
                   f"(fleet status / fleet down --run-dir {run_dir})", file=sys.stderr)
+        if followed:  # (once the embedded fleet is down: what it stopped is stopped)
+            still_up = embedded is None
+            _stop(f, run_dir, embedded)
+            f = embedded = None  # (stopped: the finally has nothing left to stop)
+            print(_interrupted(suite, followed[0], still_up), file=out, flush=True)
         return 130
     finally:
         _stop(f, run_dir, embedded)
@@ -147,7 +153,25 @@ def _refused(problems: list) -> int:
     return 2
 
 
-def _follow(f: Fleet, sub: Submission, suite: Suite, run_dir: Path, out, shard: str) -> int:
+def _interrupted(suite: Suite, show: Lines, still_up: bool) -> str:
+    """The summary of a run interrupted (Ctrl-C, SIGTERM): what ended, what was running
+    (stopped with an embedded fleet; going on in a fleet that is up) and what had not
+    started, as the end of a whole run says what ended."""
+    counts: dict[str, int] = {}
+    for o in show.outcomes.values():
+        counts[o] = counts.get(o, 0) + 1
+    left = max(0, show.total - len(show.outcomes))
+    running = min(left, sum(show.counts.get(k, 0) for k in (S.RUNNING, S.SUSPENDED)))
+    ended = ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "none ended"
+    if still_up:
+        rest = f"{running} running and {left - running} not started yet, which the fleet goes on with"
+    else:
+        rest = (f"{running} running, stopped (interrupted), and {left - running} not run: run the suite again to "
+                f"finish them (steps that succeeded are skipped)")
+    return f"suite '{suite.name}': {ended} in {time.monotonic() - show.started:.1f} s; interrupted: {rest}"
+
+
+def _follow(f: Fleet, sub: Submission, suite: Suite, run_dir: Path, out, shard: str, followed: list) -> int:
     if not sub.steps:  # (a fleet that was up read the suite: none here, or none in the shard)
         print(f"suite '{suite.name}' has no steps" + (f" in shard {shard}" if shard else "") + "; nothing was started",
               file=out)
@@ -155,6 +179,7 @@ def _follow(f: Fleet, sub: Submission, suite: Suite, run_dir: Path, out, shard: 
     print(f"suite '{suite.name}': {counted(sub.steps, 'step')}" + (f", {sub.skipped} already done" if sub.skipped else ""),
           file=out, flush=True)
     show = Lines(out, sub.steps)
+    followed.append(show)
     try:
         f.wait(sub, on_progress=show)
     except FleetError as e:

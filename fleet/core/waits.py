@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from fleet.core.units import format_memory
 
-# What a step waits for. DEPENDENCY and QUEUED are the report's own (a step with unmet
+# What a step waits for. DEPENDENCY, QUEUED and STOPPING are the report's own (a step with unmet
 # dependencies, a ready step with no wait of its own); the scheduler writes the rest.
 CORES = "cores"            # fewer cores free in the whole allocation than it needs
 GPUS = "gpus"              # fewer GPUs free than it needs
@@ -25,9 +25,11 @@ DEADLINE = "deadline"      # would not end before the allocation's drain point (
 RESERVED = "reserved"      # what it could use is reserved for another step (detail: that step's id)
 DEPENDENCY = "dependency"
 QUEUED = "queued"
+STOPPING = "stopping"      # its fleet was going down (report-side: a wait after that is not for resources)
 OTHER = "other"
 
-CAUSES = (CORES, GPUS, WHOLE_NODE, MEMORY, SPAN, ALONE, ELSEWHERE, DEADLINE, RESERVED, DEPENDENCY, QUEUED, OTHER)
+CAUSES = (CORES, GPUS, WHOLE_NODE, MEMORY, SPAN, ALONE, ELSEWHERE, DEADLINE, RESERVED, DEPENDENCY, QUEUED, STOPPING,
+          OTHER)
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,7 @@ def build(records: list, now: float | None = None, *, session: int = -1, run_dir
     floor_s, floor_path, floor_ws = figures.dependency_floor(steps, now)
     util = figures.utilization(nodes, steps, t0, t_end)
     cap = util["overall"]["capacity_core_s"] or 0.0
-    waits.wait_segments(steps, t_end, waits.FreeIndex(nodes, steps, t_end))
+    waits.wait_segments(steps, t_end, waits.FreeIndex(nodes, steps, t_end), g.stopping)
     return Report(
         run_dir=run_dir, session=idx + 1, sessions=n, in_progress=in_progress, t0=t0, t_end=t_end,
         wall_s=wall, work_s=work, work_core_s=work_core,

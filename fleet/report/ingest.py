@@ -72,6 +72,7 @@ class Gathered:
     renamed: dict[tuple, str] = field(default_factory=dict)  # (fleet, node name) -> the node's name here
     damaged: int = 0                  # lines of the stream that were no record (fleet.report.reading)
     last_by: dict[str, float] = field(default_factory=dict)  # each fleet's last record's time
+    stopping: dict[str, float] = field(default_factory=dict)  # when each fleet that went down began to
 
     def step_of(self, sid: str, t: float) -> Step:
         s = self.steps.get(sid)
@@ -219,6 +220,8 @@ def _on_exit(g: Gathered, rec: E.Exit) -> None:
     a.end = rec.t
     a.exit_seen = True
     a.outcome = rec.outcome or S.FAILED
+    if a.outcome == S.INTERRUPTED and fleet not in g.stopping:  # (its fleet stopped it: going down, or a drain)
+        g.stopping[fleet] = rec.t
     a.reason = rec.reason or rec.error or ""
     if rec.oom_kills and a.outcome == S.SUCCEEDED:  # (a failure's reason is among the problems)
         g.oom_survived.append(f"{rec.step} (attempt {att})")
@@ -370,6 +373,7 @@ def _on_fleet_up(g: Gathered, rec: E.FleetUp) -> None:
 def _on_fleet_down(g: Gathered, rec: E.FleetDown) -> None:
     g.fleets_up -= 1
     g.down_t = rec.t
+    g.stopping.setdefault(rec.fleet, rec.t)
     nodenames.left(g.nodes, rec.fleet, rec.t)
 
 

@@ -32,6 +32,7 @@ CATEGORY_TEXT = {
     W.ELSEWHERE: "another fleet (which holds its claim)",
     W.DEADLINE: "the allocation's end (would not end before the drain point)",
     W.RESERVED: "a reservation for another step",
+    W.STOPPING: "its fleet, which was going down",
     W.OTHER: "something else",
 }
 # The JSON has always named the categories so; only this one differs from its cause.

@@ -84,9 +84,12 @@ def classify(why: W.WaitReason, t: float | None = None, free: FreeIndex | None =
     return cause if cause in W.CAUSES else W.OTHER
 
 
-def wait_segments(steps: dict[str, Step], t_end: float, free: FreeIndex) -> None:
+def wait_segments(steps: dict[str, Step], t_end: float, free: FreeIndex, stopping: dict | None = None) -> None:
     """Fill each step's `segments`: (from, to, cause, why) for every stretch of time it
-    was submitted (or back for a retry) but not running."""
+    was submitted (or back for a retry) but not running. `stopping`: when each fleet
+    began to go down (its first step it interrupted, or its fleet_down): from then its
+    steps wait for nothing that would come (before 2026-12-06 they waited "for cores",
+    which the steps stopped were giving back)."""
     ctx = _Context(steps, free)
     for s in steps.values():
         s.segments = segs = []
@@ -96,6 +99,16 @@ def wait_segments(steps: dict[str, Step], t_end: float, free: FreeIndex) -> None
             ready = ctx.dependency_wait(s, p_from, p_to, segs) if first and s.deps else p_from
             if ready < p_to:
                 ctx.resource_waits(s, ready, p_to, segs)
+        stop = stopping.get(s.attempts[-1].fleet if s.attempts else s.fleet) if stopping else None
+        if stop is not None and segs and segs[-1][1] > stop:
+            s.segments = _stopped(segs, stop)
+
+
+def _stopped(segs: list, stop: float) -> list:
+    """The segments cut at `stop`, the time after it one wait for the fleet going down."""
+    out = [seg if seg[1] <= stop else (seg[0], stop, seg[2], seg[3]) for seg in segs if seg[0] < stop]
+    out.append((max(stop, segs[0][0]), segs[-1][1], W.STOPPING, "nothing more would start"))
+    return out
 
 
 def totals(steps: dict[str, Step]) -> dict[str, dict]:

@@ -103,3 +103,36 @@ def test_a_second_ctrl_c_while_the_embedded_fleet_stops_exits_130_once_nothing_o
     # (the steps' SIGKILL is 9 s away when a fleet run that did not wait returns)
     assert not left, "processes outlived fleet run:\n" + "\n".join(left)
     assert_nothing_left(run_dir, tag=str(tmp_path))
+
+
+def test_ctrl_c_of_fleet_run_prints_what_ended_was_stopped_and_did_not_run_and_its_report_says_the_fleet_stopped(
+        tmp_path):
+    # Before 2026-12-06 fleet run said nothing of the suite after a Ctrl-C (exit 130 only),
+    # and its report had the steps left waiting "for cores" while the fleet went down.
+    suite = write_suite(tmp_path / "s.toml", '[suite]\nname = "intr"\n[[steps]]\nid = "n/{i}"\narray = "0-9"\n'
+                                             'call = "fleet_steps:nap"\nargs = { seconds = 30 }\n')
+    run = run_in_background(tmp_path, suite, "--nodes", "2")
+    run_dir = tmp_path / "run"
+    try:
+        wait_for(lambda: sum(e["kind"] == "started" for e in events(run_dir)) == 2, 60, "two steps running")
+        os.kill(run.pid, signal.SIGINT)
+        code, out, err = finish(run)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.communicate(timeout=30)
+    assert code == 130, (code, out, err)
+    assert out.splitlines()[-1].startswith("suite 'intr': none ended in "), out
+    assert out.splitlines()[-1].endswith("; interrupted: 2 running, stopped (interrupted), and 8 not run: run the "
+                                         "suite again to finish them (steps that succeeded are skipped)"), out
+    r = subprocess.run([sys.executable, "-m", "fleet", "report", str(run_dir), "--json"], cwd=tmp_path, env=env(),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    import json
+    j = json.loads(r.stdout)
+    assert j["counts"] == {"interrupted": 2, "not run": 8}, j["counts"]
+    assert j["waits"]["stopping"]["steps"] == 8, j["waits"]
+    stopped = min(e["t"] for e in events(run_dir) if e["kind"] == "exit") - j["t0"]
+    late = [st for st in j["stretches"] if st["from"] >= stopped - 1e-6]
+    assert late and all(set(st["by_category"]) == {"stopping"} for st in late), j["stretches"]
+    assert_nothing_left(run_dir)
