@@ -91,16 +91,11 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
         print(f"fleet: {e}", file=sys.stderr)
         return EXIT_LOST if isinstance(e, CoordinatorKilled) else 1
     except KeyboardInterrupt:
-        if embedded:
-            print("\nfleet: interrupted; stopping the embedded fleet and its steps", file=sys.stderr, flush=True)
-        else:
-            print(f"\nfleet: interrupted; the fleet in {run_dir} keeps running "
-                  f"(fleet status / fleet down --run-dir {run_dir})", file=sys.stderr)
+        _say_interrupted(run_dir, embedded)
         if followed:  # (once the embedded fleet is down: what it stopped is stopped)
-            still_up = embedded is None
             _stop(f, run_dir, embedded)
+            print(_interrupted(suite, followed[0], still_up=embedded is None), file=out, flush=True)
             f = embedded = None  # (stopped: the finally has nothing left to stop)
-            print(_interrupted(suite, followed[0], still_up), file=out, flush=True)
         return 130
     finally:
         _stop(f, run_dir, embedded)
@@ -151,6 +146,14 @@ def _refused(problems: list) -> int:
         print(f"error: {p}", file=sys.stderr)
     print(f"{counted(len(problems), 'problem')} found; nothing was started", file=sys.stderr)
     return 2
+
+
+def _say_interrupted(run_dir: Path, embedded: str | None) -> None:
+    if embedded:
+        print("\nfleet: interrupted; stopping the embedded fleet and its steps", file=sys.stderr, flush=True)
+    else:
+        print(f"\nfleet: interrupted; the fleet in {run_dir} keeps running "
+              f"(fleet status / fleet down --run-dir {run_dir})", file=sys.stderr)
 
 
 def _interrupted(suite: Suite, show: Lines, still_up: bool) -> str:
