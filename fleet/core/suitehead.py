@@ -36,8 +36,9 @@ def suite_table(raw: dict, path: Path, problems: list[Problem]) -> tuple[str, st
             problems.append(Problem(fname, None, None, _unnamed(name)))
         name = "suite"
     run_dir_raw = head.get("run_dir", f"runs/{name}")
-    if not isinstance(run_dir_raw, str) or not run_dir_raw:
-        problems.append(Problem(fname, None, "suite.run_dir", f"expected a path, got {run_dir_raw!r}"))
+    if not isinstance(run_dir_raw, str) or not run_dir_raw or "\0" in run_dir_raw:
+        nul = " without a NUL character" if isinstance(run_dir_raw, str) and run_dir_raw else ""  # (no file name has)
+        problems.append(Problem(fname, None, "suite.run_dir", f"expected a path{nul}, got {run_dir_raw!r}"))
         run_dir_raw = f"runs/{name}"
     preload = head.get("preload", [])
     if not isinstance(preload, list) or not all(isinstance(m, str) and m for m in preload):

@@ -107,6 +107,18 @@ def parse_array(text: str) -> list[int]:
     return out
 
 
+# A NUL ends a C string: no argv entry, environment variable or file name can hold one.
+# Such a step passed `fleet validate` and failed when it ran ("embedded null byte").
+_NUL = "\0"
+
+
+def _no_nul(text: str, what: str) -> str:
+    if _NUL in text:
+        raise ValueError(f"{what} holds a NUL character (\\u0000), which no command, environment variable or "
+                         f"file name can: {text!r}")
+    return text
+
+
 # --- paths inside the run directory ------------------------------------------------------------
 
 def clean_step_id(v: str) -> str:
@@ -129,6 +141,7 @@ def inside_run_dir(v: str, *, absolute_ok: bool = False, dir_ok: bool = True, wr
     `writes`: the step writes there, so not into a .fleet/ records directory."""
     if not v:
         raise ValueError("the path is empty")
+    _no_nul(v, "the path")
     if posixpath.isabs(v):
         if absolute_ok:
             return v
@@ -203,12 +216,14 @@ def check_call(v: Any) -> str:
 
 
 def check_command(v: Any) -> tuple[str, ...] | str:
-    """An argv list (a tuple here) or a shell string, not empty."""
+    """An argv list (a tuple here) or a shell string, not empty, without a NUL."""
     if isinstance(v, str):
         if not v.strip():
             raise ValueError("the command is empty")
-        return v
+        return _no_nul(v, "the command")
     if isinstance(v, list) and v and all(isinstance(x, str) for x in v):
+        for i, x in enumerate(v):
+            _no_nul(x, f"command[{i}]")
         return tuple(v)
     raise ValueError(f"expected an argv list of strings or a shell string, got {v!r}")
 
@@ -282,6 +297,9 @@ def check_env(v: Any) -> tuple[tuple[str, str], ...]:
             wrong.append(f"{name} is set from the step's cores (an MPI step's threads): change those instead")
         elif isinstance(value, bool) or not isinstance(value, (str, int, float)):
             wrong.append(f'{name}: expected a string (or a number), got {value!r}')
+        elif isinstance(value, str) and _NUL in value:
+            wrong.append(f"{name}: its value holds a NUL character (\\u0000), which no environment variable "
+                         f"can: {value!r}")
         else:
             out.append((name, value if isinstance(value, str) else str(value)))
     if wrong:

@@ -348,6 +348,23 @@ def test_validate_imports_accepts_a_suite_whose_call_targets_all_import(tmp_path
     assert "11 steps" in r.stdout
 
 
+def test_a_nul_in_a_command_an_env_value_or_a_path_is_refused_naming_file_step_and_field(tmp_path):
+    # Before 2026-12-06 these passed validation and failed when they ran ("embedded null byte").
+    suite = write_suite(tmp_path / "s.toml", '[[steps]]\nid = "argv"\ncommand = ["echo", "a\\u0000b"]\n'
+                        '[[steps]]\nid = "sh"\ncommand = "echo \\u0000"\nworkdir = "w\\u0000"\n'
+                        '[[steps]]\nid = "env"\ncommand = "true"\nenv = { X = "1\\u0000" }\n')
+    errors = refused(fleet("validate", str(suite), cwd=tmp_path, timeout=60), 4)
+    assert errors == [
+        f"{suite}: step 'argv': field 'command': command[1] holds a NUL character (\\u0000), which no command, "
+        "environment variable or file name can: 'a\\x00b'",
+        f"{suite}: step 'sh': field 'command': the command holds a NUL character (\\u0000), which no command, "
+        "environment variable or file name can: 'echo \\x00'",
+        f"{suite}: step 'sh': field 'workdir': the path holds a NUL character (\\u0000), which no command, "
+        "environment variable or file name can: 'w\\x00'",
+        f"{suite}: step 'env': field 'env': X: its value holds a NUL character (\\u0000), which no environment "
+        "variable can: '1\\x00'"]
+
+
 def test_validate_imports_imports_the_preload_modules_as_a_zygote_and_reports_them_under_suite_preload(tmp_path):
     suite = write_suite(tmp_path / "s.toml", '[suite]\npreload = ["json", "preload_starts_thread", '
                         '"no_such_module_xyz", "preload_fails"]\n[[steps]]\nid = "a"\ncall = "json:dumps"\n')

@@ -783,3 +783,19 @@ def test_a_step_id_too_long_to_name_its_directory_is_refused_naming_the_step_and
     assert len(e.value.problems) == 1, e.value.problems  # (255 is a name: that one reads)
     msg = str(e.value.problems[0])
     assert "s.toml" in msg and "field 'id'" in msg and said in msg, msg
+
+
+def test_a_nul_in_a_command_an_env_value_or_a_path_is_refused_in_the_suite_and_in_submitted_children():
+    # (no argv entry, variable or file name can hold one: before 2026-12-06 it failed only at run time)
+    from fleet.core.childsteps import expand
+    bad = [{"id": "argv", "command": ["echo", "a\0b"]}, {"id": "sh", "command": "echo \0"},
+           {"id": "env", "command": "x", "env": {"X": "1\0"}}, {"id": "out", "command": "x", "outputs": ["o\0"]},
+           {"id": "wd", "command": "x", "workdir": "w\0"}, {"id": "in", "command": "x", "inputs": ["/d/\0"]}]
+    problems = problems_of(*bad)
+    assert where(problems) == {("argv", "command"), ("sh", "command"), ("env", "env"), ("out", "outputs"),
+                               ("wd", "workdir"), ("in", "inputs")}
+    assert all("NUL character" in p.message for p in problems), problems
+    _, problems = expand("p", bad, "ctx.submit")  # ctx.submit's children: the same checks
+    assert where(problems) == {("p/argv", "command"), ("p/sh", "command"), ("p/env", "env"), ("p/out", "outputs"),
+                               ("p/wd", "workdir"), ("p/in", "inputs")}
+    assert problems_of({"id": "a", "command": "x"}, suite={"run_dir": "r\0"})[0].field == "suite.run_dir"
