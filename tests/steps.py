@@ -25,7 +25,7 @@ def record(ctx):
     print("hello on stderr", file=sys.stderr)
     os.write(1, b"raw fd 1\n")
     _write(ctx, "record.json", {
-        "pid": os.getpid(), "pgid": os.getpgid(0), "ppid": os.getppid(),
+        "pid": os.getpid(), "pgid": os.getpgid(0), "sid": os.getsid(0), "ppid": os.getppid(),
         "affinity": sorted(os.sched_getaffinity(0)), "cwd": os.getcwd(),
         "id": ctx.id, "attempt": ctx.attempt, "cores": list(ctx.cores),
         "args": ctx.args, "log": ctx.log,

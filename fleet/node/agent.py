@@ -378,7 +378,7 @@ class Agent:
             self.zygote.kill()
             self.zygote.wait()
         # Whatever the zygote could not stop (it died first), stop here: each step's group,
-        # and the other groups of its session (a command step's: fleet.node.session).
+        # and the other groups of its session (every step has one: fleet.node.session).
         for pgid in self.pgids.values():
             try:
                 os.killpg(pgid, signal.SIGKILL)

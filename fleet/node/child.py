@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Mapping, NoReturn
 
 import msgpack
 
-from fleet.node import childprep, diskfull, memlimit, oomscore, protocol, stepcontext, threads
+from fleet.node import childprep, diskfull, memlimit, oomscore, protocol, session, stepcontext, threads
 from fleet.node.params import only_ctx, parameters
 from fleet.node.stepcontext import StepContext  # noqa: F401  (its old home; still imported from here)
 
@@ -274,8 +274,8 @@ def unproduced(launch: Launch) -> str | None:
 
 
 def _detach(close_fds: Iterable[int], parent: int, own_group: bool = True) -> None:
-    """Leave the zygote: default signals, none of its descriptors, a process group
-    of our own (unless ``own_group`` is False: a foreground step stays in the
+    """Leave the zygote: default signals, none of its descriptors, a session and process
+    group of our own (unless ``own_group`` is False: a foreground step stays in the
     terminal's group, so that Ctrl-C and a debugger's reads reach it), and death with it."""
     # Signals first: until now a SIGTERM would run the zygote's handler in here.
     if not signals_clean:  # (a spare forked by the zygote's helper has them clean already)
@@ -290,10 +290,7 @@ def _detach(close_fds: Iterable[int], parent: int, own_group: bool = True) -> No
         except OSError:
             pass
     if own_group:
-        try:
-            os.setpgid(0, 0)
-        except OSError:
-            pass  # the zygote already did it for us
+        session.lead()
     set_pdeathsig(signal.SIGKILL)
     if os.getppid() != parent:  # the zygote died before the death signal was armed
         os._exit(1)

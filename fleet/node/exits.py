@@ -47,8 +47,8 @@ def reap(zygote, block: bool = False) -> list:
                 os.killpg(step.pgid, signal.SIGKILL)
             except OSError:
                 pass
-            if step.term_at is not None and step.launch.kind == "command":  # stopped: its session's groups
-                session.signal_rest(step.pid, step.pgid, signal.SIGKILL)  # too (fleet.node.session)
+            if step.term_at is not None:  # stopped: its session's groups too (fleet.node.session)
+                session.signal_rest(step.pid, step.pgid, signal.SIGKILL)
         _, status, usage = os.wait4(info.si_pid, 0)
         if step is not None:  # (left in zygote.steps: its records are found by its pid)
             ended.append((step, status, usage, time.time()))

@@ -1,9 +1,10 @@
 """A stopped step's session: what its command put in process groups of its own.
 
-A command step runs in a session of its own (fleet.node.command: start_new_session),
-so its session id is its pid. Signalling the step's process group misses what the
-command moved to another group of that session: coreutils `timeout` runs its command
-in a group of its own, and so does every job of a shell with job control (`set -m`).
+Every step runs in a session of its own (a command step: fleet.node.command's
+start_new_session; a call step's child: :func:`lead`), so its session
+id is its pid. Signalling the step's process group misses what the step moved to
+another group of that session: coreutils `timeout` runs its command in a group of its
+own, and so does every job of a shell with job control (`set -m`).
 Those outlived `fleet down`, a cancel and a timeout. When a step is stopped, and when a
 stopped step is reaped, the zygote (and the agent, for a zygote that died) signals
 every group of the step's session too: found in /proc, one pass over it, which is why
@@ -11,10 +12,10 @@ it is done only for steps being stopped, not at every step's end (the kernel wri
 each process's stat for the pass: its cost per process is measured in
 benchmarks/README.md, "A stopped step's session").
 
-A call step runs in the zygote's session (it only leads a process group), and no
-other session is led by its pid, so a pass finds nothing for it. What leaves the
-session (setsid, a call step's subprocess with start_new_session) is not reached here;
-a step with a memory cgroup has it killed through the cgroup when it ends
+Before 2026-12-06 a call step ran in the zygote's session (it only led a process
+group), so a pass found nothing for it, and what it ran under `timeout` or `set -m`
+outlived its stop. What leaves the session (setsid, a call step's subprocess with
+start_new_session) is not reached here; a step with a memory cgroup has it killed through the cgroup when it ends
 (fleet.node.memlimit.kill_members; docs/operations.md, "Nothing outlives the fleet").
 """
 
@@ -30,6 +31,23 @@ import time
 # grace: benchmarks/README.md). What a session gains in that moment waits for the next.
 FRESH_S = 0.05
 _seen: tuple[float, dict[int, set[int]]] = (float("-inf"), {})
+
+
+def lead() -> None:
+    """Make this process (a call step's child) the leader of a session and process
+    group of its own, as a command step's is, so that what it moves to other groups of
+    it goes with it when it is stopped. A spare does it while it waits, so its session
+    exists before it is handed a step; the zygote does no setpgid of its own (a group
+    leader cannot make a session)."""
+    if os.getsid(0) == os.getpid():
+        return
+    try:
+        os.setsid()
+    except OSError:  # (a group leader already: its own group at least)
+        try:
+            os.setpgid(0, 0)
+        except OSError:
+            pass
 
 
 def sessions() -> dict[int, set[int]]:

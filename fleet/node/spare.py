@@ -17,7 +17,7 @@ import sys
 import time
 from typing import Mapping
 
-from fleet.node import child, childprep, forker
+from fleet.node import child, childprep, forker, session
 from fleet.wire import framing, messages
 
 
@@ -104,6 +104,7 @@ class Spare:
     def _run(self, r: int, parent: int, close_fds: tuple[int, ...]) -> None:
         """The spare child's life: wait for a Launch on ``r``, run it; never returns."""
         try:
+            session.lead()  # while it waits: its group and session exist when it is handed a step
             msg = _read_launch(r)  # None at end of file: the zygote let us go
             first_at = time.time()
             if isinstance(msg, messages.Launch):

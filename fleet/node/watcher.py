@@ -3,7 +3,7 @@
 The zygote stops every step when its agent goes, and the agent every step of a zygote
 that died; but a SIGKILL of the agent's process group (`kill -9 -- -PGID`, a batch
 system's kill of the task whose tracking misses the steps) ends the two at once, and
-each step runs in a process group of its own (a command step in a session of its own):
+each step runs in a session and process group of its own:
 nothing was left to stop it. A command step ran on whole, a call step's child died
 (its death signal) but what it started went on, and the coordinator, hearing no more
 heartbeats, retried the step elsewhere: it ran twice.

@@ -19,8 +19,8 @@ A Launch with ``after`` (a node's window) is held until the step it names is
 reaped here, then started at once (:mod:`fleet.node.queued`). Reports go to the agent
 once per loop turn, back to back in one write (:func:`fleet.wire.framing.write_payloads`).
 
-A step with a ``timeout`` is stopped when it passes (SIGTERM to its process group,
-SIGKILL after the step's ``grace``) and reported ``timed_out``; a Kill with ``cancel``
+A step with a ``timeout`` is stopped when it passes (SIGTERM to its process group and
+the other groups of its session, SIGKILL after the step's ``grace``) and reported ``timed_out``; a Kill with ``cancel``
 stops it the same way and reports it ``cancelled`` (:mod:`fleet.node.stopping`).
 
 It stops on Shutdown, at end of file on the request pipe (the agent is gone), on
@@ -239,14 +239,12 @@ class Zygote:
             self.spare.make(self.own_fds)
 
     def _fork_call(self, msg: P.Launch, payload: bytes | None) -> None:
+        # No setpgid here: the child makes a session of its own (a spare while it waits),
+        # which a group leader cannot (fleet.node.session.lead). Until it has, a signal
+        # to its group finds none and reaches the child itself (_signal_group).
         pid = self.spare.hand(msg)
         if pid is not None:
-            at = time.time()
-            try:
-                os.setpgid(pid, pid)
-            except OSError:
-                pass
-            self._register(_Step(msg, pid, pid, at))
+            self._register(_Step(msg, pid, pid, time.time()))
             return
         sys.stdout.flush()  # or the child would write our buffered bytes again
         sys.stderr.flush()
@@ -264,14 +262,7 @@ class Zygote:
                                parent=parent)
             finally:
                 os._exit(70)  # not reached: run_call always _exits
-        at = time.time()
-        try:
-            # The child does this too; doing it here as well means the group exists
-            # before Started is sent, so a Kill can never miss it.
-            os.setpgid(pid, pid)
-        except OSError:
-            pass
-        self._register(_Step(msg, pid, pid, at))
+        self._register(_Step(msg, pid, pid, time.time()))
 
     def _spawn_command(self, msg: P.Launch) -> None:
         try:
@@ -299,12 +290,12 @@ class Zygote:
         try:
             os.killpg(step.pgid, sig)
         except ProcessLookupError:
-            try:  # the step left its group (setsid); reach it directly
+            try:  # its group is not made yet (a call step's child), or it left it: reach it directly
                 os.kill(step.pid, sig)
             except ProcessLookupError:
                 pass
-        if step.launch.kind == "command":  # and the groups its command made (`timeout`, `set -m`)
-            session.signal_rest(step.pid, step.pgid, sig)
+        # and the groups it made in its session (`timeout`, `set -m`): each step has its own
+        session.signal_rest(step.pid, step.pgid, sig)
 
     def kill(self, msg: P.Kill) -> None:
         """Signal a running step's process group (cancel: stop it, fleet.node.stopping);

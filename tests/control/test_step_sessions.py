@@ -1,6 +1,7 @@
-"""A stopped command step takes its whole session with it (fleet.node.session), through
-the real CLI: what its command put in process groups of their own (coreutils
-`timeout`, a shell's job control) no longer outlives a timeout, a cancel or `fleet down`."""
+"""A stopped step takes its whole session with it (fleet.node.session), through the real
+CLI: what its command (or a call step's function) put in process groups of their own
+(coreutils `timeout`, a shell's job control) no longer outlives a timeout, a cancel or
+`fleet down`."""
 
 from __future__ import annotations
 
@@ -57,6 +58,26 @@ def test_fleet_down_leaves_nothing_a_running_steps_command_moved_to_other_proces
     finally:
         fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=90)
         for n in (a, b, c):
+            for line in tagged(f"sleep {n}"):
+                fleet_kill(int(line.split()[0]))
+
+
+def test_a_timed_out_call_step_leaves_nothing_it_ran_under_timeout_or_set_m_while_the_fleet_runs_on(tmp_path):
+    # A call step's child leads a session of its own too (fleet.node.session.lead):
+    # before 2026-12-06 it shared the zygote's, and these ran on until `fleet down`.
+    a, b, _ = sleeps()
+    suite = write_suite(tmp_path / "s.toml", f'[[steps]]\nid = "jobs"\ncall = "ending_steps:session_jobs"\n'
+                                             f'args = {{ a = {a}, b = {b} }}\ntimeout = 2\ngrace = 1\n')
+    run_dir = tmp_path / "run"
+    fleet("up", "--run-dir", str(run_dir), "--nodes", "1", *HB, cwd=tmp_path, check=True, timeout=60)
+    try:
+        r = fleet("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path, timeout=120)
+        assert r.returncode == 1 and "timed_out" in r.stdout, r.stdout + r.stderr
+        wait_for(lambda: not tagged(f"sleep {a}") and not tagged(f"sleep {b}"), timeout=15,
+                 what=f"the timed-out step's sleeps to go, the fleet still up: {tagged(f'sleep {a}') + tagged(f'sleep {b}')}")
+    finally:
+        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=90)
+        for n in (a, b):
             for line in tagged(f"sleep {n}"):
                 fleet_kill(int(line.split()[0]))
 

@@ -254,14 +254,14 @@ def test_a_preload_that_fails_to_import_makes_the_zygote_refuse(zygote):
 
 
 @pytest.mark.parametrize("cores", [CORES[-1:], CORES], ids=["one core", "all cores"])
-def test_a_call_step_runs_in_its_own_process_group_on_exactly_its_cores(
+def test_a_call_step_runs_in_its_own_session_and_process_group_on_exactly_its_cores(
         zygote, tmp_path, cores):
     z = zygote()
     z.send(launch(tmp_path, "s", cores=cores, args={"x": [1, 2]}))
     started = z.expect(Started)
     exited = z.exited("s")
     rec = json.loads((tmp_path / "steps/s/record.json").read_text())
-    assert rec["pid"] == rec["pgid"] == started.pid == started.pgid == exited.pid
+    assert rec["pid"] == rec["pgid"] == rec["sid"] == started.pid == started.pgid == exited.pid
     assert rec["ppid"] == z.proc.pid
     assert rec["affinity"] == sorted(cores)
     assert rec["cwd"] == str(tmp_path / "steps/s")
