@@ -1,8 +1,8 @@
 """What a step's process does between the zygote's fork (or spawn) and its end.
 
 For a ``call`` step, :func:`run_call` runs in the forked child: it sets the process
-up (signals, process group, death signal, cores, GPUs, environment and thread pools,
-directory, log and its attempt header), calls the step's function with its ``args``
+up (signals, session and process group, death signal, cores, GPUs, environment and
+thread pools, log and its attempt header, directories), calls the step's function with its ``args``
 (and a :class:`StepContext` as ``ctx`` if it has that parameter), reports to the zygote and
 ends with ``os._exit`` -- it never returns into the zygote's loop, and never runs
 the exit handlers or flushes the buffers it inherited.
@@ -28,8 +28,9 @@ from typing import TYPE_CHECKING, Callable, Iterable, Mapping, NoReturn
 
 import msgpack
 
-from fleet.node import childprep, diskfull, memlimit, oomscore, protocol, session, stepcontext, threads
+from fleet.node import childprep, diskfull, memlimit, oomscore, protocol, session, stepcontext, stepdirs, threads
 from fleet.node.params import only_ctx, parameters
+from fleet.node.stepdirs import append_to_log, unproduced  # noqa: F401  (their old home; still imported from here)
 from fleet.node.stepcontext import StepContext  # noqa: F401  (its old home; still imported from here)
 
 if TYPE_CHECKING:
@@ -211,68 +212,6 @@ def write_report(fd: int, record: dict) -> None:
     os.write(fd, data)
 
 
-def make_dirs(launch: Launch, records: bool = True) -> None:
-    """The work directory, the log's directory and every output's parent: a step
-    writes its outputs where the suite says without creating directories itself.
-    After a restart the old work directory is moved aside first; a command with
-    protocol = "steps" gets its $FLEET_SUBMIT_DIR, and no stale $FLEET_NEXT_STAGE.
-    Without ``records`` (`fleet step` in the foreground: no log, and its records, if
-    kept, make their own directory) the step's .fleet directory is not made."""
-    if launch.restarts:
-        protocol.fresh_workdir(launch)
-    if launch.protocol:
-        os.makedirs(protocol.submit_dir(launch), exist_ok=True)
-        protocol.clear_submitted(protocol.submit_dir(launch))
-        try:
-            os.unlink(protocol.next_stage_file(launch))
-        except FileNotFoundError:
-            pass
-    _makedirs(launch.workdir)
-    # The log's directory is the step's; its .fleet records directory is made here
-    # too, on the node, so the coordinator's marker write needs no mkdir of its own.
-    if records:
-        _makedirs((launch.log.rpartition("/")[0] or "/") + "/.fleet")  # (log is absolute)
-    for out in launch.outputs:
-        _makedirs(os.path.dirname(out) or ".")
-
-
-def _makedirs(path: str) -> None:
-    """os.makedirs(path, exist_ok=True), one mkdir in the common cases (the parent
-    exists; the directory exists) instead of makedirs' walk in Python."""
-    try:
-        os.mkdir(path)
-    except FileExistsError:
-        if not os.path.isdir(path):
-            os.makedirs(path, exist_ok=True)  # raises as makedirs does
-    except FileNotFoundError:
-        os.makedirs(path, exist_ok=True)
-
-
-def append_to_log(path: str, text: str) -> None:
-    """Append ``text`` to a step's log (from the zygote: a line of its own after the step's)."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    except OSError:
-        return
-    try:
-        os.write(fd, text.encode())
-    finally:
-        os.close(fd)
-
-
-def unproduced(launch: Launch) -> str | None:
-    """The error for declared outputs missing after a successful step, else None;
-    each named as the suite wrote it (relative to the run directory)."""
-    missing = [out for out in launch.outputs if not os.path.exists(out)]
-    if not missing:
-        return None
-    prefix = launch.run_dir.rstrip("/") + "/"
-    names = ", ".join(out[len(prefix):] if out.startswith(prefix) else out for out in missing)
-    if len(missing) == 1:
-        return f"declared output {names} was not produced"
-    return f"declared outputs {names} were not produced"
-
-
 def _detach(close_fds: Iterable[int], parent: int, own_group: bool = True) -> None:
     """Leave the zygote: default signals, none of its descriptors, a session and process
     group of our own (unless ``own_group`` is False: a foreground step stays in the
@@ -332,9 +271,8 @@ def _setup(launch: Launch, close_fds: Iterable[int],
         except OSError:
             pass  # e.g. no given core exists here; reported as a mismatch below
     _set_environment(launch, restore_env)
-    make_dirs(launch, records=not foreground)
-    os.chdir(launch.workdir)
-    if not foreground:
+    if not foreground:  # the log before the rest: what goes wrong making that is said in it
+        stepdirs.make_log_dir(launch)
         _to_log(launch)
     # Fresh line-buffered streams: the inherited ones may hold the zygote's bytes
     # (made once in the zygote, never written to, where it prepared them).
@@ -356,6 +294,8 @@ def _setup(launch: Launch, close_fds: Iterable[int],
     failed = threads.resize_preloaded_pools(threads.step_threads(launch))
     if failed:
         print(failed, file=sys.stderr, flush=True)
+    stepdirs.make_dirs(launch)
+    stepdirs.enter_workdir(launch)
     return affinity, mismatch
 
 
@@ -392,6 +332,10 @@ def _failure(exc: BaseException) -> tuple[int, str | None]:
     if isinstance(exc, SystemExit):
         code = _exit_code(exc)
         return code, (f"SystemExit: {exc.code}" if code else None)
+    if isinstance(exc, stepdirs.SetupFailed):  # the path and why, on one line: no traceback of ours
+        error = str(exc)[:_ERROR_MAX]
+        _said(f"fleet: {error}")
+        return 1, error
     error = _short_error(exc)
     try:
         if isinstance(exc, ArgumentMismatch):  # the suite's mistake: no traceback of ours
@@ -401,6 +345,13 @@ def _failure(exc: BaseException) -> tuple[int, str | None]:
     except BaseException:
         pass
     return 1, error
+
+
+def _said(line: str) -> None:
+    try:
+        print(line, file=sys.stderr)
+    except BaseException:
+        pass
 
 
 def run_call(launch: Launch, report_fd: int, *, first_at: float | None = None,

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Mapping
 
-from fleet.node import child, diskfull, memlimit, oomscore, threads
+from fleet.node import child, diskfull, memlimit, oomscore, stepdirs, threads
 from fleet.wire.messages import Launch
 
 
@@ -48,19 +48,37 @@ def argv_of(msg: Launch) -> list[str]:
 
 def _open_log(msg: Launch, foreground: bool) -> int:
     """The fd the command writes to: its log, opened by the attempt's header line; or,
-    in the foreground (`fleet step`), a duplicate of our stderr, the terminal."""
+    in the foreground (`fleet step`), a duplicate of our stderr, the terminal. The log
+    before the step's other directories: what goes wrong making those is said in it."""
     try:
-        child.make_dirs(msg, records=not foreground)
         if foreground:
-            return os.dup(2)
-        log = os.open(msg.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            log = os.dup(2)
+        else:
+            stepdirs.make_log_dir(msg)
+            log = os.open(msg.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     except OSError as exc:
-        raise NotStarted(f"{type(exc).__name__}: {exc}", diskfull.errno_of(exc)) from None
+        raise NotStarted(_said(exc), diskfull.errno_of(exc)) from None
     try:
-        os.write(log, child.log_header(msg, time.time()))
+        if not foreground:
+            os.write(log, child.log_header(msg, time.time()))
     except OSError:
         pass  # a full disk: the step may still run; its own writes will say so
+    try:
+        stepdirs.make_dirs(msg)
+    except OSError as exc:
+        if not foreground:  # (in the foreground the caller says it, once)
+            try:
+                os.write(log, f"fleet: {_said(exc)}\n".encode(errors="backslashreplace"))
+            except OSError:
+                pass
+        os.close(log)
+        raise NotStarted(_said(exc), diskfull.errno_of(exc)) from None
     return log
+
+
+def _said(exc: OSError) -> str:
+    """An error of the step's set-up as its Exited says it: a SetupFailed's own words."""
+    return str(exc) if isinstance(exc, stepdirs.SetupFailed) else f"{type(exc).__name__}: {exc}"
 
 
 def spawn(msg: Launch, restore_env: Mapping[str, str | None] | None = None,

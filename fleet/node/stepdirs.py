@@ -1,0 +1,133 @@
+"""A step's directories on its node, made before it runs: its own (``steps/<id>/``, where
+its log and its ``.fleet`` records are), then its work directory and each output's
+parent, so that a step writes its outputs where the suite says without making
+directories itself.
+
+The step's own directory comes first, and its log is opened before the rest is made:
+what goes wrong with the rest (a work directory that is a dangling symbolic link, a
+file where a directory should be) is said in the log, on one line naming the path and
+why (:class:`SetupFailed`). Before 2026-12-06 the work directory was made first, and
+such a step's log did not exist though `fleet run` pointed at it.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from fleet.node import protocol
+
+if TYPE_CHECKING:
+    from fleet.wire.messages import Launch
+
+
+class SetupFailed(OSError):
+    """A step's directories could not be made; the message names the path and why. An
+    OSError with the cause's errno (a full disk stays a full disk: fleet.node.diskfull)."""
+
+    def __init__(self, message: str, errno_: int | None):
+        super().__init__(errno_, message)
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+def make_log_dir(launch: Launch) -> None:
+    """The step's own directory and its .fleet records directory (made here, on the
+    node, so the coordinator's marker write needs no mkdir of its own)."""
+    path = (launch.log.rpartition("/")[0] or "/") + "/.fleet"  # (the log is absolute)
+    _made(path, f"the step's records directory {path}")
+
+
+def make_dirs(launch: Launch) -> None:
+    """The work directory and every output's parent. After a restart the old work
+    directory is moved aside first; a command with protocol = "steps" gets its
+    $FLEET_SUBMIT_DIR, and no stale $FLEET_NEXT_STAGE. :class:`SetupFailed` if one
+    cannot be made."""
+    if launch.restarts:
+        try:
+            protocol.fresh_workdir(launch)
+        except OSError as exc:
+            raise SetupFailed(f"cannot move the earlier attempt's files aside in {launch.workdir}: "
+                              f"{_why(exc.filename or launch.workdir, exc)}", exc.errno) from None
+    if launch.protocol:
+        _made(protocol.submit_dir(launch), f"the submit directory {protocol.submit_dir(launch)}")
+        protocol.clear_submitted(protocol.submit_dir(launch))
+        try:
+            os.unlink(protocol.next_stage_file(launch))
+        except FileNotFoundError:
+            pass
+    _made(launch.workdir, f"the work directory {launch.workdir}")
+    for out in launch.outputs:
+        where = os.path.dirname(out) or "."
+        _made(where, f"the directory {where} (of output {os.path.basename(out)})")
+
+
+def enter_workdir(launch: Launch) -> None:
+    """chdir to the work directory; :class:`SetupFailed` if it cannot be entered."""
+    try:
+        os.chdir(launch.workdir)
+    except OSError as exc:
+        raise SetupFailed(f"cannot enter the work directory {launch.workdir}: {_why(launch.workdir, exc)}",
+                          exc.errno) from None
+
+
+def _made(path: str, what: str) -> None:
+    try:
+        _makedirs(path)
+    except OSError as exc:
+        raise SetupFailed(f"cannot make {what}: {_why(path, exc)}", exc.errno) from None
+
+
+def _makedirs(path: str) -> None:
+    """os.makedirs(path, exist_ok=True), one mkdir in the common cases (the parent
+    exists; the directory exists) instead of makedirs' walk in Python."""
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        if not os.path.isdir(path):
+            os.makedirs(path, exist_ok=True)  # raises as makedirs does
+    except FileNotFoundError:
+        os.makedirs(path, exist_ok=True)
+
+
+def _why(path: str, exc: OSError) -> str:
+    """Why ``path`` could not be made: what is in the way (the path itself or the
+    nearest of its parents that exists), else the system's word."""
+    there = path
+    while there and there != "/" and not os.path.lexists(there):
+        there = os.path.dirname(there)
+    who = "it" if there == path else there
+    try:
+        if os.path.islink(there) and not os.path.exists(there):
+            return f"{who} is a symbolic link to {os.readlink(there)}, which does not exist"
+        if os.path.lexists(there) and not os.path.isdir(there):
+            return f"{who} exists and is not a directory"
+    except (OSError, ValueError):
+        pass
+    return exc.strerror or str(exc)
+
+
+def append_to_log(path: str, text: str) -> None:
+    """Append ``text`` to a step's log (from the zygote: a line of its own after the step's)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError:
+        return
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def unproduced(launch: Launch) -> str | None:
+    """The error for declared outputs missing after a successful step, else None;
+    each named as the suite wrote it (relative to the run directory)."""
+    missing = [out for out in launch.outputs if not os.path.exists(out)]
+    if not missing:
+        return None
+    prefix = launch.run_dir.rstrip("/") + "/"
+    names = ", ".join(out[len(prefix):] if out.startswith(prefix) else out for out in missing)
+    if len(missing) == 1:
+        return f"declared output {names} was not produced"
+    return f"declared outputs {names} were not produced"
