@@ -7,9 +7,8 @@ thread pools, log and its attempt header, directories), calls the step's functio
 ends with ``os._exit`` -- it never returns into the zygote's loop, and never runs
 the exit handlers or flushes the buffers it inherited.
 
-The child writes two records to the zygote's report pipe (shared by all children):
-``begin`` just before the step's own work and ``end`` just after. Each is one
-``os.write`` shorter than PIPE_BUF, so records of different children never mix.
+The child writes two records to the zygote's report pipe (fleet.node.childreport):
+``begin`` just before the step's own work and ``end`` just after it.
 """
 
 from __future__ import annotations
@@ -19,16 +18,13 @@ import gc
 import importlib
 import inspect
 import os
-import select
 import signal
 import sys
 import time
 import traceback
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, NoReturn
 
-import msgpack
-
-from fleet.node import childprep, diskfull, memlimit, oomscore, protocol, session, stepcontext, stepdirs, threads
+from fleet.node import childprep, childreport, diskfull, memlimit, oomscore, protocol, session, stepcontext, stepdirs, threads
 from fleet.node.params import only_ctx, parameters
 from fleet.node.stepdirs import append_to_log, unproduced  # noqa: F401  (their old home; still imported from here)
 from fleet.node.stepcontext import StepContext  # noqa: F401  (its old home; still imported from here)
@@ -47,8 +43,6 @@ DEFAULT_SIGNALS = tuple(
     ) if hasattr(signal, name)
 )
 
-# Room below PIPE_BUF (4096 on Linux, 512 by POSIX) for a report record.
-_REPORT_MAX = 4000 if sys.platform.startswith("linux") else select.PIPE_BUF
 _ERROR_MAX = 1000
 
 
@@ -199,17 +193,6 @@ def _local_iso(at: float) -> str:
 def _short_error(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}"
     return text if len(text) <= _ERROR_MAX else text[:_ERROR_MAX - 3] + "..."
-
-
-def write_report(fd: int, record: dict) -> None:
-    """Write one record to the report pipe in a single atomic write."""
-    data = msgpack.packb(record, use_bin_type=True)
-    if len(data) > _REPORT_MAX:
-        # A huge core list or a wordy error: keep placement_ok and the error's start.
-        error = record.get("error")
-        record = dict(record, affinity=[], error=error[:200] if error else error)
-        data = msgpack.packb(record, use_bin_type=True)
-    os.write(fd, data)
 
 
 def _detach(close_fds: Iterable[int], parent: int, own_group: bool = True) -> None:
@@ -393,7 +376,7 @@ def run_call(launch: Launch, report_fd: int, *, first_at: float | None = None,
             if collecting:
                 gc.enable()
             work_start = time.time()
-            write_report(report_fd, {
+            childreport.write_report(report_fd, {
                 "pid": os.getpid(), "phase": "begin", "first_at": first_at,
                 "work_start": work_start, "affinity": affinity,
                 "placement_ok": placement_ok})
@@ -411,7 +394,7 @@ def run_call(launch: Launch, report_fd: int, *, first_at: float | None = None,
             sys.stderr.flush()
         except BaseException:
             pass
-        _report_end(report_fd, first_at, work_start, work_end, affinity, placement_ok, error, full)
+        childreport.report_end(report_fd, first_at, work_start, work_end, affinity, placement_ok, error, full)
     finally:
         os._exit(code)
 
@@ -428,20 +411,3 @@ def _context(launch: Launch) -> StepContext:
         log=launch.log, threads=threads.step_threads(launch), phase=launch.phase, stage=launch.stage,
         children=dict(launch.children), restarts=launch.restarts, children_omitted=launch.children_omitted))
     return ctx
-
-
-def _report_end(report_fd: int, first_at: float, work_start: float | None,
-                work_end: float | None, affinity: list, placement_ok: bool,
-                error: str | None, full: int | None = None) -> None:
-    """The ``end`` record; a step that never reached its work is given none (now).
-    ``full``: the errno with which its set-up found the file system full (fleet.node.diskfull)."""
-    now = time.time()
-    record = {
-        "pid": os.getpid(), "phase": "end", "first_at": first_at,
-        "work_start": work_start if work_start is not None else now,
-        "work_end": work_end if work_end is not None else now,
-        "affinity": affinity, "placement_ok": placement_ok, "error": error,
-        "control": stepcontext.control}
-    if full is not None:
-        record["full"] = full
-    write_report(report_fd, record)

@@ -1,5 +1,6 @@
-"""A step's set-up failure said in its log (fleet.node.stepdirs): a real zygote on real
-pipes (see test_zygote.py), its steps real processes."""
+"""A call step's end always reported (fleet.node.childreport), and a step's set-up failure
+said in its log (fleet.node.stepdirs): a real zygote on real pipes (see test_zygote.py),
+its steps real processes. Call targets: tests/ending_steps.py ("ending_steps:NAME")."""
 
 from __future__ import annotations
 
@@ -13,6 +14,21 @@ from test_zygote import ZygoteProcess, launch, log_of, zygote  # noqa: F401
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the zygote needs Linux")
 
 PRELOAD = ("steps", "ending_steps")
+
+
+# -- the end record ---------------------------------------------------------------------------
+
+
+def test_an_error_naming_an_undecodable_file_keeps_its_reason_and_a_broken_step_stays_broken(zygote, tmp_path):
+    z = zygote(preload=PRELOAD)
+    z.send(launch(tmp_path, "f", "ending_steps:cannot_read"))
+    exited = z.exited("f")
+    assert (exited.outcome, exited.returncode) == ("failed", 1), exited
+    assert exited.error == "RuntimeError: cannot read caf\\xe9.nc"
+    z.send(launch(tmp_path, "b", "ending_steps:broken_by_name", protocol="steps"))
+    exited = z.exited("b")
+    assert exited.outcome == "broken", exited  # (a failure would be retried; broken never is)
+    assert exited.error == "broken: no data in caf\\xe9.nc"
 
 
 # -- set-up failures --------------------------------------------------------------------------
