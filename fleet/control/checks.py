@@ -185,9 +185,19 @@ for module in preload:
     m, error = load(module)
     after = threads()
     out["preload"][module] = [error, after if after != 1 and after != before else None]
+def kind(m, name):  # (a call step's function: "func" or "Class.method")
+    obj = m
+    for part in name.split("."):
+        obj = getattr(obj, part, None)
+    if not callable(obj):
+        return "missing"
+    import inspect
+    return ("async generator" if inspect.isasyncgenfunction(obj) else "generator" if inspect.isgeneratorfunction(obj)
+            else "")
+
 for module, names in calls:
     m, error = load(module)
-    out["calls"][module] = [error, [] if m is None else [n for n in names if not callable(getattr(m, n, None))]]
+    out["calls"][module] = [error, {} if m is None else {n: k for n in names if (k := kind(m, n))}]
 sys.stdout.flush()
 print("\nFLEET-IMPORTS " + json.dumps(out), flush=True)
 """
@@ -201,8 +211,9 @@ def import_problems(suite: Suite, timeout: float = IMPORT_TIMEOUT_S, cwd: Path |
     and environment, started in `cwd`: the directory the fleet's agents started in
     (fleet.control.importdir), which a zygote puts first on sys.path. Report a preload
     module that is not found, fails to import or starts a thread (field suite.preload),
-    and a call module that is not found or fails to import and a function it lacks, at
-    the first step that calls it (counting the others)."""
+    and a call module that is not found or fails to import, a function it lacks and a
+    generator function (a step runs none of its body), at the first step that calls it
+    (counting the others)."""
     users: dict[tuple[str, str], list[StepSpec]] = {}
     for s in suite.steps:
         if s.call is not None:
@@ -232,13 +243,16 @@ def _preload_problems(suite: Suite, answer: dict) -> list[Problem]:
 
 
 def _call_problems(users: dict, answer: dict) -> list[Problem]:
+    from fleet.node.stepend import generator_refusal
     out = []
     for (module, function), steps in users.items():
-        error, missing = answer.get(module, ["no answer", []])
+        error, kinds = answer.get(module, ["no answer", {}])
         if error is not None:
             message = _cannot(module, error)
-        elif function in missing:
+        elif kinds.get(function) == "missing":
             message = f"module '{module}' has no function '{function}'"
+        elif kinds.get(function):  # a generator function: its body would never run (fleet.node.stepend)
+            message = generator_refusal(f"{module}:{function}", kinds[function] == "async generator")
         else:
             continue
         more = len(steps) - 1

@@ -2,13 +2,15 @@
 
 For a ``call`` step, :func:`run_call` runs in the forked child: it sets the process
 up (signals, session and process group, death signal, cores, GPUs, environment and
-thread pools, log and its attempt header, directories), calls the step's function with its ``args``
-(and a :class:`StepContext` as ``ctx`` if it has that parameter), reports to the zygote and
-ends with ``os._exit`` -- it never returns into the zygote's loop, and never runs
-the exit handlers or flushes the buffers it inherited.
+thread pools, log and its attempt header, directories), calls the step's function
+with its ``args`` (and a :class:`StepContext` as ``ctx`` if it has that parameter),
+waits for its threads and runs its exit handlers (fleet.node.stepend), reports to the
+zygote and ends with ``os._exit`` -- it never returns into the zygote's loop, and never
+runs the exit handlers or flushes the buffers it inherited from the zygote.
 
 The child writes two records to the zygote's report pipe (fleet.node.childreport):
-``begin`` just before the step's own work and ``end`` just after it.
+``begin`` just before the step's own work and ``end`` just after it (and after its
+threads and exit handlers: fleet.node.stepend).
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, NoReturn
 
-from fleet.node import childprep, childreport, diskfull, memlimit, oomscore, protocol, session, stepcontext, stepdirs, threads
+from fleet.node import (childprep, childreport, diskfull, memlimit, oomscore, protocol, session, stepcontext,
+                        stepdirs, stepend, threads)
 from fleet.node.params import only_ctx, parameters
 from fleet.node.stepdirs import append_to_log, unproduced  # noqa: F401  (their old home; still imported from here)
 from fleet.node.stepcontext import StepContext  # noqa: F401  (its old home; still imported from here)
@@ -321,7 +324,7 @@ def _failure(exc: BaseException) -> tuple[int, str | None]:
         return 1, error
     error = _short_error(exc)
     try:
-        if isinstance(exc, ArgumentMismatch):  # the suite's mistake: no traceback of ours
+        if isinstance(exc, (ArgumentMismatch, stepend.NotAStepFunction)):  # the suite's mistake: no traceback
             print(f"fleet: {error}", file=sys.stderr)
         else:
             traceback.print_exc()
@@ -369,10 +372,12 @@ def run_call(launch: Launch, report_fd: int, *, first_at: float | None = None,
         try:
             affinity, mismatch = _setup(launch, close_fds, restore_env or {}, parent, foreground)
             placement_ok = mismatch is None
+            stepend.forget_inherited()  # the zygote's atexit handlers; the step's module may add its own
             func = resolve(launch.call)
             ctx = _context(launch)
             stepcontext.enter(ctx)
             positional, kwargs = call_arguments(func, ctx, launch.args, launch.call)
+            stepend.refuse_generators(func, launch.call)
             if collecting:
                 gc.enable()
             work_start = time.time()
@@ -380,20 +385,15 @@ def run_call(launch: Launch, report_fd: int, *, first_at: float | None = None,
                 "pid": os.getpid(), "phase": "begin", "first_at": first_at,
                 "work_start": work_start, "affinity": affinity,
                 "placement_ok": placement_ok})
-            try:
-                func(*positional, **kwargs)
-                code = 0
-            finally:
-                work_end = time.time()
+            stepend.call(func, positional, kwargs, launch.call)
+            code = 0
         except BaseException as exc:
             code, error = _failure(exc)
             if work_start is None:  # its set-up (directories, log) found the disk full: no attempt
                 full = diskfull.errno_of(exc)
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        except BaseException:
-            pass
+        stepend.wind_up()  # its threads, atexit handlers and buffers, as at a program's end: still its work
+        if work_start is not None:
+            work_end = time.time()
         childreport.report_end(report_fd, first_at, work_start, work_end, affinity, placement_ok, error, full)
     finally:
         os._exit(code)

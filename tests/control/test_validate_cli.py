@@ -348,6 +348,22 @@ def test_validate_imports_accepts_a_suite_whose_call_targets_all_import(tmp_path
     assert "11 steps" in r.stdout
 
 
+def test_validate_imports_refuses_a_generator_function_as_a_call_step_and_accepts_an_async_def(tmp_path):
+    # A generator's body never runs when it is called (fleet.node.stepend): before 2026-12-06
+    # --imports called such a step valid, and it "succeeded" having done nothing.
+    suite = write_suite(tmp_path / "s.toml", '[[steps]]\nid = "g"\ncall = "ending_steps:generator"\n'
+                        '[[steps]]\nid = "ag"\ncall = "ending_steps:async_generator"\n'
+                        '[[steps]]\nid = "co"\ncall = "ending_steps:coroutine"\n')
+    errors = refused(fleet("validate", "--imports", str(suite), cwd=tmp_path, timeout=120), 2)
+    assert errors == [
+        f"{suite}: step 'g': field 'call': ending_steps:generator is a generator function (it yields): calling it "
+        "runs none of its body; a call step's function must return (a plain def, or an async def that returns), "
+        "not yield",
+        f"{suite}: step 'ag': field 'call': ending_steps:async_generator is an async generator function (it yields): "
+        "calling it runs none of its body; a call step's function must return (a plain def, or an async def that "
+        "returns), not yield"]
+
+
 def test_a_nul_in_a_command_an_env_value_or_a_path_is_refused_naming_file_step_and_field(tmp_path):
     # Before 2026-12-06 these passed validation and failed when they ran ("embedded null byte").
     suite = write_suite(tmp_path / "s.toml", '[[steps]]\nid = "argv"\ncommand = ["echo", "a\\u0000b"]\n'
