@@ -79,3 +79,12 @@ def session_jobs(ctx):
         json.dump([p.pid for p in procs], f)
     os.replace("pids.json.tmp", "pids.json")
     time.sleep(3600)
+
+
+class Unprintable(Exception):
+    def __str__(self):
+        raise RuntimeError("this exception cannot be said")
+
+
+def raises_unprintable(ctx):
+    raise Unprintable()

@@ -194,7 +194,10 @@ def _local_iso(at: float) -> str:
 
 
 def _short_error(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}"
+    try:
+        text = f"{type(exc).__name__}: {exc}"
+    except BaseException:  # (its __str__ raised: the step's end must still be said, with its class)
+        text = f"{type(exc).__name__}: <its text could not be made: str() of it raised>"
     return text if len(text) <= _ERROR_MAX else text[:_ERROR_MAX - 3] + "..."
 
 

@@ -158,3 +158,13 @@ def test_a_workdir_that_is_a_dangling_link_is_said_in_the_steps_log_naming_the_p
     log = log_of(tmp_path, "d")  # steps/d/log: the one `fleet run` points at
     assert log.startswith("==== fleet: step d attempt 1") and f"fleet: {said}\n" in log, log
     assert "Traceback" not in log
+
+
+def test_an_exception_whose_text_cannot_be_made_still_fails_the_step_with_its_class_and_traceback(zygote, tmp_path):
+    z = zygote(preload=PRELOAD)
+    z.send(launch(tmp_path, "u", "ending_steps:raises_unprintable"))
+    exited = z.exited("u")
+    assert (exited.outcome, exited.returncode) == ("failed", 1), exited
+    assert exited.error.startswith("Unprintable: "), exited.error
+    log = log_of(tmp_path, "u")
+    assert "Traceback" in log and "raises_unprintable" in log, log
