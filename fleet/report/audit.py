@@ -9,7 +9,12 @@ shows its steps as missing), every step a fleet declared in events.jsonl, and th
 What the run directory says comes from per-step files (markers, claims, attempt and
 final records) and from the fleets' journals (.fleet/journal/*.jsonl: a fleet holding
 the run directory's lease records attempts there, and a success whose marker a killed
-fleet never wrote; fleet.wire.records.read_journals).
+fleet never wrote; fleet.wire.records.read_journals). The newest of them says what the
+step is: a start after an outcome runs (fresh while its fleet may be alive:
+fleet.wire.livefleets; stale once it is gone), an outcome after a start ended it. A step
+no record says started is waiting in the fleet that declared it, if that fleet may be
+alive, or was not run, the fleet having gone down first; with no fleet's declaration at
+all (a shard that never started), it is missing.
 
 A step that succeeded again is a rerun when that was asked for or its definition
 changed: its attempt record says why it ran again (`rerun`), names a submission
@@ -21,24 +26,25 @@ a DUPLICATE: exactly-once was broken.
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from fleet.core import states as S
 from fleet.report.ingest import blocks
-from fleet.wire import manifest, records
-from fleet.wire.events import Exit, StepDeclared
+from fleet.report.model import NOT_RUN, UNFINISHED
+from fleet.wire import livefleets, manifest, records
+from fleet.wire.events import Exit, Start, StepDeclared
 
 
 @dataclass(frozen=True)
 class StepAudit:
     step: str
-    # succeeded | failed | terminated | lost | stopped | blocked | unrunnable | interrupted | running | missing
+    # succeeded | failed | terminated | lost | stopped | blocked | unrunnable | cancelled | interrupted
+    # | running | waiting | not run | unfinished | missing
     status: str
     reason: str = ""
-    holder: str = ""         # for running: the fleet holding the claim
-    fresh: bool | None = None  # for running: refreshed within stale_after
+    holder: str = ""         # for running: the fleet holding the claim; waiting, not run: the one it was submitted to
+    fresh: bool | None = None  # for running: refreshed within stale_after (a journal's: its fleet may be alive)
     successes: int = 0
     reruns: int = 0          # successes after the first that were asked for (forced, changed)
     duplicates: int = 0      # successes after the first that were not
@@ -100,6 +106,7 @@ class _Seen:
     ids: dict = field(default_factory=dict)         # step id -> StepSpec (from --suite) or None
     interrupted: dict = field(default_factory=dict)  # step id -> its last `exit` record, if an interruption
     forced: set = field(default_factory=set)        # (fleet, submission) of forced submissions
+    declared_by: dict = field(default_factory=dict)  # step id -> the fleet that declared it to run it, if not started since
 
 
 def _seen(run_dir: Path, suite_steps) -> _Seen:
@@ -109,12 +116,17 @@ def _seen(run_dir: Path, suite_steps) -> _Seen:
         seen.ids.setdefault(sid, None)
     seen.forced = {m.key for m in manifests if m.force}
     if (run_dir / "events.jsonl").exists():
-        ids, interrupted = seen.ids, seen.interrupted
+        ids, interrupted, by = seen.ids, seen.interrupted, seen.declared_by
+        fleets: dict[str, str] = {}  # (one string per fleet, not one per step)
         for block in blocks(run_dir):  # (a MiB of lines at a time: a million steps' stream is a GB)
             for rec in block:
                 kind = type(rec)
                 if kind is StepDeclared and rec.step:
                     ids.setdefault(rec.step, None)
+                    if not rec.foreign:  # (another shard's step: that shard runs it, or it is missing)
+                        by[rec.step] = fleets.setdefault(rec.fleet, rec.fleet)
+                elif kind is Start and by:  # it started since: whatever it is, it is not unstarted
+                    by.pop(rec.step, None)
                 elif kind is Exit and rec.step:  # only the last exit counts, and only an interruption
                     if rec.outcome == S.INTERRUPTED:
                         interrupted[rec.step] = rec
@@ -153,14 +165,16 @@ def audit(run_dir: Path, suite_steps=(), stale_after: float = 600.0) -> Audit:
     run_dir = Path(run_dir)
     seen = _seen(run_dir, suite_steps)
     js = records.read_journals(run_dir, lean=True)  # once: a lease holder's attempts and outcomes
-    running = _journal_running(js, stale_after)
+    live = livefleets.alive(run_dir, stale_after)
+    running = _journal_running(js, live)
     out: dict[str, StepAudit] = {}
     for sid, spec in seen.ids.items():
         names = _listing(records.fleet_dir(run_dir, sid))
         tries = records.attempts(run_dir, sid, js, names)
         wins, reruns, dups = count_successes(tries, seen.forced)
         base = dict(step=sid, successes=wins, reruns=reruns, duplicates=dups, attempts=len(tries))
-        out[sid] = _one(run_dir, sid, spec, names, seen.interrupted.get(sid), stale_after, base, js, running)
+        a = _one(run_dir, sid, spec, names, seen.interrupted.get(sid), stale_after, base, js, running, tries, live)
+        out[sid] = a if a is not None else _unstarted(sid, seen.declared_by.get(sid), live, base)
     return Audit(out)
 
 
@@ -175,19 +189,23 @@ def _listing(d: Path) -> frozenset[str]:
         return frozenset()
 
 
-def _journal_running(js: records.Journals, stale_after: float) -> dict:
-    """step -> (fleet, host, fresh) for steps a fleet's unsealed journal says run, while
-    that fleet may be alive (a lease holder claims no step: its journal says what runs)."""
+def _journal_running(js: records.Journals, live: dict) -> dict:
+    """step -> (fleet, host, fresh, t) for steps an unsealed journal says run (a lease
+    holder claims no step: its journal says what runs): fresh while its fleet may be
+    alive (livefleets), stale once it is gone (killed: nothing recorded their end; the
+    next fleet on the run directory replays its journal and counts them lost). A sealed
+    journal says nothing runs: its fleet ended, or the fleet that replayed it recorded
+    what it left running (a `lost` attempt, in attempts)."""
     out = {}
     for j in js.each:
-        if j.sealed or records.holder_dead(j.fleet):
+        if j.sealed:
             continue
-        try:
-            fresh = time.time() - j.path.stat().st_mtime < stale_after
-        except OSError:
-            continue
-        for step in j.running:
-            out[step] = (str(j.fleet.get("fleet")), str(j.fleet.get("host")), fresh)
+        fleet = str(j.fleet.get("fleet"))
+        fresh = fleet in live
+        for step, line in j.running.items():
+            t = float(line.get("t") or 0.0)
+            if step not in out or out[step][3] <= t:
+                out[step] = (fleet, str(j.fleet.get("host")), fresh, t)
     return out
 
 
@@ -195,10 +213,27 @@ def _says_success(rec: dict | None) -> bool:
     return rec is not None and rec.get("outcome") == "succeeded"
 
 
+def _newest_end(final: dict | None, last_exit, tries: list[dict]) -> tuple[float, str, dict | None]:
+    """(when, which, record) of the step's newest recorded end that is no success:
+    its final outcome, its last exit if that was an interruption, or its newest attempt
+    ((0, "", None): none). A later one wins; a final recorded with its attempt wins the tie."""
+    best: tuple[float, str, dict | None] = (0.0, "", None)
+    for t in tries:
+        at = float(t.get("ended_at") or 0.0)
+        if t.get("outcome") != S.SUCCEEDED and (best[2] is None or at > best[0]):
+            best = (at, "attempt", t)
+    if last_exit is not None and last_exit.outcome == S.INTERRUPTED and (best[2] is None or last_exit.t > best[0]):
+        best = (float(last_exit.t), S.INTERRUPTED, None)
+    if final is not None and (not best[1] or float(final.get("at") or 0.0) >= best[0]):
+        best = (float(final.get("at") or 0.0), "final", final)
+    return best
+
+
 def _one(run_dir: Path, sid: str, spec, names: frozenset[str], last_exit, stale_after: float, base: dict,
-         js: records.Journals, running: dict) -> StepAudit:
+         js: records.Journals, running: dict, tries: list[dict], live: dict) -> StepAudit | None:
     """The step's status from its files (`names`: those in its .fleet directory), its
-    journaled records and its last exit if that was an interruption (`last_exit`)."""
+    journaled records, its attempts (`tries`) and its last exit if that was an
+    interruption (`last_exit`); None when nothing says it ever started (_unstarted)."""
     jdone = js.done(sid)  # a success journaled, its marker not written (yet, or ever: a kill -9)
     # Without the suite, a marker is taken as it is when the journals say the step succeeded
     # (no file opened: a million done steps on a parallel file system); else it is read, and
@@ -211,11 +246,13 @@ def _one(run_dir: Path, sid: str, spec, names: frozenset[str], last_exit, stale_
         done = True
     if done:
         return StepAudit(status=S.SUCCEEDED, **base)
-    if sid in running:
-        holder, host, fresh = running[sid]
-        return StepAudit(status="running", holder=holder, fresh=fresh,
-                         reason=f"running in {holder} on {host} (its journal)" + ("" if fresh else " (stale)"),
-                         **base)
+    # What ended last, unless a start since says it runs again (a later outcome wins).
+    at, which, rec = _newest_end(final, last_exit, tries)
+    if sid in running and running[sid][3] >= at:
+        holder, host, fresh, _ = running[sid]
+        return StepAudit(status="running", holder=holder, fresh=fresh, **base,
+                         reason=f"running in {holder} on {host} (its journal)"
+                                + ("" if fresh else "; its fleet is gone (stale): the next run runs it again"))
     claim = records.read_claim(run_dir, sid) if records.CLAIM in names else None
     if claim is not None:
         rec, age = claim
@@ -225,9 +262,36 @@ def _one(run_dir: Path, sid: str, spec, names: frozenset[str], last_exit, stale_
                                 + ("" if fresh else " (stale)"), **base)
     # The fleet stopping left no final outcome (the next run runs the step); the event
     # stream says it was interrupted, unless an outcome recorded since says otherwise.
-    if last_exit is not None and last_exit.outcome == S.INTERRUPTED \
-            and (final is None or float(final.get("at") or 0.0) < last_exit.t):
+    if which == S.INTERRUPTED:
         return StepAudit(status=S.INTERRUPTED, reason=last_exit.reason or "", **base)
-    if final is not None:
-        return StepAudit(status=str(final.get("outcome")), reason=str(final.get("reason", "")), **base)
-    return StepAudit(status="missing", reason="no outcome and no claim", **base)
+    if which == "final":
+        return StepAudit(status=str(rec.get("outcome")), reason=str(rec.get("reason", "")), **base)
+    if which == "attempt":
+        return _last_attempt(rec, live, base)
+    return None
+
+
+def _last_attempt(rec: dict, live: dict, base: dict) -> StepAudit:
+    """A step whose newest record is an attempt with no final outcome after it: one that
+    goes on (a next stage, a restart, a wait for its children: fleet.core.phases) runs
+    while its fleet may be alive; else, as it ended (its fleet died, or was to retry it)."""
+    outcome, fleet = str(rec.get("outcome")), str(rec.get("fleet"))
+    if outcome in (S.WAIT, S.NEXT, S.RESTART):
+        if fleet in live:
+            return StepAudit(status="running", holder=fleet, fresh=True, **base,
+                             reason=f"going on in {fleet} (its attempt ended: {outcome})")
+        return StepAudit(status=UNFINISHED, holder=fleet, **base,
+                         reason=f"the fleet went down before it went on ({rec.get('reason') or outcome})")
+    return StepAudit(status=outcome, **base,
+                     reason=str(rec.get("reason") or "") + " (its last attempt; no final outcome recorded)")
+
+
+def _unstarted(sid: str, fleet: str | None, live: dict, base: dict) -> StepAudit:
+    """A step with no record of running or ending: waiting in the fleet that declared it,
+    if it may be alive; not run, if that fleet went down first; missing if no fleet
+    declared it to run it (only a submission's record names it: a shard that never started)."""
+    if fleet is None:
+        return StepAudit(status="missing", reason="no outcome and no claim", **base)
+    if fleet in live:
+        return StepAudit(status=S.WAITING, holder=fleet, reason=f"submitted to {fleet}, not started yet", **base)
+    return StepAudit(status=NOT_RUN, holder=fleet, reason="the fleet went down before it ran", **base)

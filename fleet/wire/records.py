@@ -225,7 +225,8 @@ def read_final(run_dir: Path, step_id: str, journals: "Journals | None" = None, 
 # began and never ended (fleet.control.recording): read as that fleet's attempt, it
 # touches nothing of this journal's (it says nothing ran here); {"k": "interrupted",
 # step, t}: the drain stopped the step (no attempt), so it was not running when the fleet
-# died.
+# died. A `done` or `final` line ends any start before it (a step handed to a node ahead
+# and cancelled before it began has a start and a final, no attempt).
 
 @dataclass
 class Journal:
@@ -351,5 +352,8 @@ def _take(out: Journals, j: Journal, line: dict) -> None:
         if k == "done" and "att" in line:  # a success's attempt record, on its marker's line
             _take(out, j, {"k": "attempt", "step": step, "rec": line["att"], "t": t})
         j.last[step] = line
+        # An outcome ends whatever start came before it: a step handed to a node ahead
+        # (a `starts` line) and cancelled before it began has a `final` line and no attempt.
+        j.running.pop(step, None)
         if step not in out.outcome or out.outcome[step][1] <= t:
             out.outcome[step] = (k, t, line.get("rec") or {})
