@@ -449,22 +449,30 @@ def status(run_dir, conn_file, via, login, ssh_option, as_json, all_nodes, watch
 @click.option("--stale-after", type=click.FloatRange(min=0), default=600.0, help="seconds after which a claim is stale")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
 def audit(run_dir, suite_path, stale_after, as_json):
-    """Every step of every suite submitted in RUN_DIR (all shards) as succeeded, failed, interrupted,
-    stopped, running or missing; reruns (forced or changed) counted, and DUPLICATE for a step that
-    succeeded twice with nothing changed. Exits 1 on missing or duplicated steps, 2 if RUN_DIR holds no run."""
+    """Every step of every suite submitted in RUN_DIR (all shards) as succeeded, failed, cancelled,
+    interrupted, stopped, running, waiting, not run (its fleet went down first) or missing; reruns
+    (forced or changed) counted, and DUPLICATE for a step that succeeded twice with nothing changed.
+    Exits 1 on missing or duplicated steps (0 is not "all succeeded": see --json's counts), 2 if
+    RUN_DIR holds no run or its events.jsonl is no fleet event stream."""
     from fleet.report.audit import audit as do_audit
+    from fleet.report.command import not_a_stream
     steps = ()
     if suite_path:
         try:
             steps = checked_suite(suite_path, check_inputs=False)[0].steps
         except SuiteError as e:
             _invalid(e.problems)
-    try:
-        a = do_audit(Path(run_dir), steps, stale_after)
+    stream = Path(run_dir) / "events.jsonl"
+    try:  # (as fleet report: random bytes there are no run, not a clean audit of no steps)
+        why = not_a_stream(stream, hint="") if stream.is_file() else None
+        a = None if why else do_audit(Path(run_dir), steps, stale_after)
     except OSError as e:  # (a file of the run another user's, or not a file)
         raise click.ClickException(f"cannot read {e.filename or run_dir}: {e.strerror or e}")
-    if not a.steps and not any((Path(run_dir) / name).exists() for name in (".fleet", "events.jsonl")):
-        why = f"no run in {run_dir}: no .fleet directory and no events.jsonl there"  # (not "ok": a mistyped dir)
+    if a is not None and not a.steps and not (Path(run_dir) / ".fleet").exists() \
+            and not (stream.is_file() and stream.stat().st_size):
+        why = (f"no run in {run_dir}: no .fleet directory and " + ("an empty events.jsonl" if stream.exists()
+               else "no events.jsonl") + " there")  # (not "ok": a mistyped dir)
+    if why:
         if as_json:
             click.echo(json.dumps({"error": why}))
         click.echo(f"fleet audit: {why}", err=True)

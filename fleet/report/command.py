@@ -48,12 +48,12 @@ def run(run_dir: str, as_json: bool = False, trace: str | None = None, html_file
 LOOKED_AT = 20  # whole lines at the head of a file, one of which a stream's record must be
 
 
-def not_a_stream(path: Path) -> str | None:
+def not_a_stream(path: Path, hint: str = "give a run directory or its events.jsonl") -> str | None:
     """Why the file at `path` is not a fleet event stream, or None: judged by the whole
     lines of its first MiB, of which the first LOOKED_AT must not all fail to be fleet
     records (the reader skips a damaged line, a fleet's killed mid-write, anywhere; a
     live run's last line may be torn, so a line with no end yet is not judged). An empty
-    file is a stream with nothing in it yet."""
+    file is a stream with nothing in it yet. `hint`: what to do instead, said after why."""
     with open(path, "rb") as f:
         head = f.read(1 << 20)
     whole = [line for line in head.split(b"\n")[:-1] if line.strip()][:LOOKED_AT]
@@ -65,8 +65,8 @@ def not_a_stream(path: Path) -> str | None:
             pass
     if not whole:
         return None
-    return (f"{path} is not a fleet event stream (none of its first {len(whole)} line(s) is a fleet record); "
-            f"give a run directory or its events.jsonl")
+    return (f"{path} is not a fleet event stream (none of its first {len(whole)} line(s) is a fleet record)"
+            + (f"; {hint}" if hint else ""))
 
 
 def _unwritable(target: str | None, flag: str) -> str | None:

@@ -128,3 +128,15 @@ def test_steps_a_ctrl_c_or_a_sigkill_left_are_interrupted_running_stale_lost_or_
     assert code == 0, text
     assert_nothing_left(run_dir)
 
+
+def test_audit_refuses_a_file_that_is_no_event_stream_as_report_does(tmp_path):
+    for name, content in (("garbage", b"not a record\n" * 20 + os.urandom(3000)), ("empty", b"")):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "events.jsonl").write_bytes(content)
+        t = fleet("audit", str(d), cwd=tmp_path, timeout=60)
+        j = fleet("audit", str(d), "--json", cwd=tmp_path, timeout=60)
+        assert (t.returncode, j.returncode) == (2, 2), (name, t.stdout, t.stderr)
+        assert "no steps" not in t.stdout and "error" in json.loads(j.stdout), (name, j.stdout)
+        why = ("is not a fleet event stream" if name == "garbage" else "an empty events.jsonl")
+        assert why in t.stderr, (name, t.stderr)
