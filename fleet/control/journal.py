@@ -132,21 +132,22 @@ class Journal:
         self._lines.append(_dumps({"k": "starts", "s": self._starts, "h": self._hashes, "t": time.time()}))
         self._starts, self._hashes = [], []
 
-    def done(self, step: str, rec: str, att: dict | str | None) -> None:
+    def done(self, step: str, rec: str, att: dict | str | None, drop: bool = False) -> None:
         """A success's line, its marker's record `rec` already encoded (the marker file
         is written from the same text: one encoding for both) and, on the same line,
         its attempt record `att` (encoded already, if text; fleet.wire.records reads
-        both from it)."""
+        both from it); drop: the step's final.json goes with the marker's write."""
         if self._starts:
             self._start_line()
         att_text = "" if att is None else ',"att":' + (att if isinstance(att, str) else _dumps(att))
+        drop_text = ',"drop":true' if drop else ""
         # (json writes a float as its repr)
-        self._lines.append(f'{{"k":"done","step":{esc(step)},"rec":{rec}{att_text},"t":{time.time()!r}}}')
+        self._lines.append(f'{{"k":"done","step":{esc(step)},"rec":{rec}{att_text}{drop_text},"t":{time.time()!r}}}')
 
     def owe(self, path: str, rec: dict | str, step: str, drop: bool = False, node: str | None = None) -> None:
         """A file (a marker, a final.json: its path as text) of `step` to write once what
-        precedes it is durable; drop: the step's marker goes then (a final outcome that
-        replaces a success). The fleet's own reads see it at once (the writer's view),
+        precedes it is durable; drop: what it replaces goes then (a final outcome's: the
+        step's marker; a success's: the final.json of the failure before it). The fleet's own reads see it at once (the writer's view),
         not only from the flush that hands it over: a suite submitted again within
         that flush's wait finds the step done instead of running it again."""
         item = (path, rec, drop, step, node)  # node: the one that ran a success, which may write its marker
@@ -259,7 +260,7 @@ class Journal:
         for path, rec, drop, *_ in owed:
             put(path, rec)
             if drop:
-                store.unlink_done(os.path.dirname(path))
+                store.unlink_replaced(path)
 
     def handed(self):
         """Flush, and where the files it owes end in the writer's queues (a ticket; None:
@@ -326,6 +327,8 @@ def replay(run_dir: Path, js: records.Journals, live: set, by: str) -> list[reco
             rec, d = line.get("rec") or {}, records.fleet_dir(run_dir, step)
             if line["k"] == "done" and records.read_done(run_dir, step) is None:
                 put(d / records.DONE, rec)
+                if line.get("drop"):  # (the final.json of the failure it follows)
+                    records.unlink(os.fspath(d / records.FINAL))
             elif line["k"] == "final" and records.read_final(run_dir, step) is None:
                 put(d / records.FINAL, rec)
                 if line.get("drop"):

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from fleet.control import tally
 from fleet.core.attempts import NONE, Tally
-from fleet.wire.records import ATTEMPT, CLAIM, fleet_dir
+from fleet.wire.records import ATTEMPT, CLAIM, FINAL, fleet_dir
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,7 @@ class Leftover:
 
     claim: bool = False  # a per-step claim file (an older fleet's, or a live lease-less holder's)
     attempts: Tally = NONE  # what its attempt files count toward --max-attempts (fleet.core.attempts)
+    final: bool = False  # a final.json (how it last ended without success): its next success removes it
 
 
 NOTHING = Leftover()
@@ -41,7 +42,7 @@ NOTHING = Leftover()
 
 def scan(run_dir: Path, ids) -> dict[str, Leftover]:
     """For each step id (each with a directory on disk), what its `.fleet` directory holds
-    of older fleets' records; steps that hold none get no entry."""
+    of older fleets' records and whether it holds a final.json; steps that hold none get no entry."""
     out: dict[str, Leftover] = {}
     for sid in ids:
         d = fleet_dir(run_dir, sid)
@@ -49,10 +50,10 @@ def scan(run_dir: Path, ids) -> dict[str, Leftover]:
             names = os.listdir(d)
         except OSError:  # no .fleet: nothing was recorded there
             continue
-        claim = CLAIM in names
+        claim, final = CLAIM in names, FINAL in names
         attempts = tally.read(f"{d}", names) if any(n.startswith(ATTEMPT) for n in names) else NONE
-        if claim or attempts.ended:
-            out[sid] = Leftover(claim, attempts)
+        if claim or attempts.ended or final:
+            out[sid] = Leftover(claim, attempts, final)
     return out
 
 

@@ -275,8 +275,11 @@ class Writer:
     def _one(self, path: str, rec, drop: bool) -> None:
         try:
             self._put(path, rec)
-            if drop:
-                self._unlink(os.path.dirname(path))
+            if drop:  # a final's: the marker goes (unlink_done); a marker's: the final.json before it
+                if path.endswith(_DONE):
+                    records.unlink(path[:-len(_DONE)] + "/" + records.FINAL)
+                else:
+                    self._unlink(os.path.dirname(path))
         except Exception as e:  # (never ends the thread) still owed by the journal: replay writes it
             self.failed += 1
             log.error("cannot write %s: %r", path, e)

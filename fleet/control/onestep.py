@@ -209,6 +209,7 @@ def record(run_dir: Path, spec, deps, fid: str, ran: Ran) -> None:
         journal.write_sealed(run_dir, header, [{"k": "done", "step": spec.id, "rec": rec, "t": t}])
         store.makedirs(os.path.dirname(path))
         store._replace(path, rec)
+        store.unlink_replaced(path)  # a final.json of a failure before (one command, one step: no look saved)
     else:
         path, rec, drop = store.final_record(run_dir, spec, ran.outcome, {"reason": ran.reason, "attempt": 1,
                                                                          "fleet": fid, "at": t})

@@ -271,10 +271,11 @@ class Recorder:
         marker, att = doneline.texts(self.fleet_id, node, msg, rec.work_s, rec.reason, ran, deps, gen, mid, rerun,
                                      submission, records.spec_hash(spec), getattr(rec, "spelt", None))
         tally.succeeded(d, msg.ended_at)
-        self.journal.done(spec.id, marker, att)
+        drop = store.replaces_final(d)  # (a failure's final.json goes with its marker: rare)
+        self.journal.done(spec.id, marker, att, drop)
         if self.known is not None:
             self.known.done_as(spec.id, ran, mid, deps, rec.work_s)
-        self.journal.owe(f"{self._steps}{spec.id}/.fleet/{records.DONE}", marker, spec.id, False, node)  # (d's)
+        self.journal.owe(f"{self._steps}{spec.id}/.fleet/{records.DONE}", marker, spec.id, drop, node)  # (d's)
         self.claims.ended_here(spec.id)  # shared: said in the claims log (fleet.control.claimlog)
 
     def record_attempt(self, run_dir, step_id: str, fleet: str, attempt: int, record: dict) -> None:
@@ -307,10 +308,11 @@ class Recorder:
         if self._held is not None and self._held[0] == spec.id:
             att, self._held = self._held[1], None
         text = journal.encode(rec)
-        self.journal.done(spec.id, text, att)
+        drop = store.replaces_final(os.path.dirname(path))
+        self.journal.done(spec.id, text, att, drop)
         if self.known is not None:
             self.known.done(spec.id, rec)
-        self.journal.owe(path, text, spec.id)
+        self.journal.owe(path, text, spec.id, drop)
         self.claims.ended_here(spec.id)  # shared: said in the claims log (fleet.control.claimlog)
 
     def final(self, step: str, outcome: str, record: dict) -> None:

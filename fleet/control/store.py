@@ -15,6 +15,7 @@ from typing import NamedTuple
 from fleet.control import leftovers, tally
 from fleet.core import attempts
 from fleet.core.suite import StepSpec
+from fleet.wire import records
 from fleet.wire.records import (ATTEMPT, CLAIM, DONE, FINAL, holder_dead, marker_id, read_claim, read_done,
                                 spec_hash, succeeded_as)
 
@@ -78,6 +79,8 @@ def submitted(run_dir: Path, step_id: str, deps, marker: dict | None, listed: bo
                 _per_step.add(d)
             else:
                 _per_step.discard(d)
+    if left is not None and left.final:
+        _finals.add(d)
     _seen[d] = marker_id(marker) if marker is not None else None
     _deps[d] = tuple(deps)
 
@@ -86,6 +89,12 @@ def submitted(run_dir: Path, step_id: str, deps, marker: dict | None, listed: bo
 # id: what submitted() would note for them is "no marker, the spec's deps", so they get
 # no entry (and no Path) of their own; a million-step suite is mostly such steps.
 _fresh: dict[str, set[str]] = {}  # (by the run directory as text)
+
+# Steps (their keys) known to have a final.json on disk or owed: one listed with its
+# submission (fleet.control.leftovers), or given a final here since. Their next success
+# removes it with its marker's write (replaces_final), so a step's .fleet directory never
+# keeps the failure its success replaced; any other step's success costs no look for one.
+_finals: set[str] = set()
 
 
 def declared(run_dir: Path, specs, deps: dict, markers: dict, left: dict | None = None) -> None:
@@ -149,6 +158,17 @@ def write_done(run_dir: Path, spec: StepSpec, record: dict) -> None:
     path, rec = done_record(run_dir, spec, record)
     makedirs(os.path.dirname(path))
     _replace(path, rec)
+    if replaces_final(os.path.dirname(path)):
+        unlink_replaced(path)
+
+
+def replaces_final(d: str) -> bool:
+    """Whether a success of the step (its key d) must remove the final.json its .fleet
+    directory holds, or is owed (then no longer known there: the marker's write removes it)."""
+    if d in _finals:
+        _finals.discard(d)
+        return True
+    return False
 
 
 def done_record(run_dir: Path, spec: StepSpec, record: dict) -> tuple[str, dict]:
@@ -423,12 +443,17 @@ def final_record(run_dir: Path, spec: StepSpec, outcome: str, record: dict) -> t
     drop = "attempt" in record and outcome in ("failed", "terminated", "out_of_memory", "lost", "broken")
     if drop:
         _seen[d] = None
+    _finals.add(d)  # (a later success here removes it)
     return f"{d}/{FINAL}", rec, drop
 
 
 def unlink_done(d: Path | str) -> None:
     """Remove a step's marker (its .fleet directory d), if it has one."""
-    try:
-        os.unlink(os.path.join(d, DONE))
-    except FileNotFoundError:
-        pass
+    records.unlink(os.path.join(d, DONE))
+
+
+def unlink_replaced(path: str) -> None:
+    """What the file at `path` replaces, when its owed item says so (`drop`): a final.json
+    its step's marker (unlink_done); a marker the final.json of the failure it follows."""
+    d, name = os.path.split(path)
+    records.unlink(os.path.join(d, FINAL if name == DONE else DONE))

@@ -71,6 +71,14 @@ def put(path: str, data: bytes, makedirs=None) -> None:
         os.close(fd)
 
 
+def unlink(path: str) -> None:
+    """Remove a per-step record file (a marker, a final.json), if it is there."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
 def spec_hash(spec: StepSpec) -> str:
     """A digest of what the step does: a changed step is not skipped on rerun."""
     hit = _hashes.get(id(spec))
@@ -226,7 +234,9 @@ def read_final(run_dir: Path, step_id: str, journals: "Journals | None" = None, 
 # touches nothing of this journal's (it says nothing ran here); {"k": "interrupted",
 # step, t}: the drain stopped the step (no attempt), so it was not running when the fleet
 # died. A `done` or `final` line ends any start before it (a step handed to a node ahead
-# and cancelled before it began has a start and a final, no attempt).
+# and cancelled before it began has a start and a final, no attempt). Since 2026-12-06 a
+# `done` line may say "drop": true: the step's final.json (of the failure the success
+# follows) goes with its marker's write.
 
 @dataclass
 class Journal:
