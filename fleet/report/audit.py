@@ -26,6 +26,7 @@ a DUPLICATE: exactly-once was broken.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -166,7 +167,7 @@ def audit(run_dir: Path, suite_steps=(), stale_after: float = 600.0) -> Audit:
     seen = _seen(run_dir, suite_steps)
     js = records.read_journals(run_dir, lean=True)  # once: a lease holder's attempts and outcomes
     live = livefleets.alive(run_dir, stale_after)
-    running = _journal_running(js, live)
+    running = _journal_running(js, live, stale_after)
     out: dict[str, StepAudit] = {}
     for sid, spec in seen.ids.items():
         names = _listing(records.fleet_dir(run_dir, sid))
@@ -189,24 +190,35 @@ def _listing(d: Path) -> frozenset[str]:
         return frozenset()
 
 
-def _journal_running(js: records.Journals, live: dict) -> dict:
+def _journal_running(js: records.Journals, live: dict, stale_after: float) -> dict:
     """step -> (fleet, host, fresh, t) for steps an unsealed journal says run (a lease
     holder claims no step: its journal says what runs): fresh while its fleet may be
-    alive (livefleets), stale once it is gone (killed: nothing recorded their end; the
-    next fleet on the run directory replays its journal and counts them lost). A sealed
-    journal says nothing runs: its fleet ended, or the fleet that replayed it recorded
-    what it left running (a `lost` attempt, in attempts)."""
+    alive (livefleets; or its journal was written within stale_after, and its process is
+    not dead: a fleet refreshes its lease by its own --stale-after, maybe longer than
+    ours), stale once it is gone (killed: nothing recorded their end; the next fleet on
+    the run directory replays its journal and counts them lost). A sealed journal says
+    nothing runs: its fleet ended, or the fleet that replayed it recorded what it left
+    running (a `lost` attempt, in attempts)."""
     out = {}
     for j in js.each:
-        if j.sealed:
+        if j.sealed or not j.running:
             continue
         fleet = str(j.fleet.get("fleet"))
-        fresh = fleet in live
+        fresh = fleet in live or (not records.holder_dead(j.fleet) and not records.zombie(j.fleet)
+                                  and _age(j.path) < stale_after)
         for step, line in j.running.items():
             t = float(line.get("t") or 0.0)
             if step not in out or out[step][3] <= t:
                 out[step] = (fleet, str(j.fleet.get("host")), fresh, t)
     return out
+
+
+def _age(path: Path) -> float:
+    """Seconds since the file was written (infinite: it is gone)."""
+    try:
+        return time.time() - path.stat().st_mtime
+    except OSError:
+        return float("inf")
 
 
 def _says_success(rec: dict | None) -> bool:
