@@ -234,3 +234,10 @@ def ran(run_dir) -> list[dict]:
         return []
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+def submits_log(ctx) -> None:
+    """Submits children "lin" and "log" (its own log file's name) and waits for them."""
+    if ctx.phase == 0:
+        ctx.submit([{"id": "lin", "command": "echo lin"}, {"id": "log", "command": "echo log-scale"}])
+        raise fleet.WaitForChildren()

@@ -36,6 +36,7 @@ from fleet.core import states as S
 from fleet.core.childsteps import expand
 from fleet.core.problems import Problem
 from fleet.core.scheduler import StepExited, Submitted
+from fleet.core.steppaths import path_clashes
 from fleet.wire import events, records
 
 _new, _set = object.__new__, object.__setattr__
@@ -180,11 +181,12 @@ class Children:
         return out
 
     def _check(self, parent: str, steps: list) -> list:
-        """Problems only the loop can see: deps on unknown steps, ids the suite uses, and
-        deps on steps that end only after this family (the parent, an ancestor, a step
-        that waits for one of them): the child would wait for ever, and they for it."""
+        """Problems only the loop can see: deps on unknown steps, ids the suite uses, a
+        directory on the log file of a step of the fleet (fleet.core.steppaths), and deps
+        on steps that end only after this family (the parent, an ancestor, a step that
+        waits for one of them): the child would wait for ever, and they for it."""
         c, mine = self.coord, {s.id for s in steps}
-        out = []
+        out = path_clashes(steps, mine, c.specs)
         outside = {d for s in steps for d in s.deps if d not in mine and d in c.specs}
         stuck = c.sched.ends_after(parent, sorted(outside)) if outside else {}
         for s in steps:

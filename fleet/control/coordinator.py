@@ -302,6 +302,7 @@ class Coordinator:
                 while self._todo or self._inbox:
                     if self._until is not None and time.monotonic() > self._until:
                         return
+                    d = None
                     try:
                         if self._todo:
                             d, now = self._todo.popleft()
@@ -309,8 +310,11 @@ class Coordinator:
                         else:
                             event, now = turns.take(self._inbox)  # a turn's exits in one pass
                             self._todo.extend((d, now) for d in self.sched.handle(event, now))
-                    except Exception:  # a bug must not stop the fleet: counted, logged once
-                        self.transport.error("acting")
+                    except Exception as e:  # a bug must not stop the fleet: counted, logged once
+                        if isinstance(d, launching.STARTS):
+                            self._start_failed(d, e, now)
+                        else:
+                            self.transport.error("acting")
                 if not self.early.replay(self.sched, self._started, self._exited,
                                          lambda: self.transport.error("acting"), self._until):
                     return  # (what is held waits for events still to come, or the next turn)
@@ -414,6 +418,18 @@ class Coordinator:
             return
         if not sent:
             self._unreachable(slot.node, now)
+
+    def _start_failed(self, d, e: Exception, now: float) -> None:
+        """Starting `d` failed unforeseen (its records could not be made: a directory where a
+        file is, a full disk): the attempt fails with the error as its reason, rather than
+        stay running with nothing to end it (`fleet run` waited for good). Its exit is an
+        event for the inbox: acting never re-enters the core."""
+        why = launching.bug(self.transport, e, "start")
+        try:
+            self.events.write(launching.failed(now, d, d.placement[0].node, why))
+        except Exception:  # (the record is lost, not the step's end)
+            self.transport.error("acting")
+        self._inbox.append((StepExited(d.step, d.attempt, S.FAILED, why), now))
 
     # -- clients --------------------------------------------------------------------------------------
     def _on_client(self, ident: bytes, msg) -> None:

@@ -36,12 +36,17 @@ class CannotLaunch(Exception):
     """The step cannot be launched as decided (its reason is the message)."""
 
 
-def bug(transport, e: Exception) -> str:
-    """(Called in an except block) a launch that failed for a reason fleet did not foresee:
-    logged once with its traceback, counted, and said as the step's reason. The step fails
-    (retried as any failure) rather than stay running with no process, the run never ending."""
+# The decisions that start an attempt (a Begin or an Unqueued only records one).
+STARTS = (Start, Queue)
+
+
+def bug(transport, e: Exception, what: str = "launch") -> str:
+    """(Called in an except block) a launch (or the start before it: claiming the step,
+    making its records) that failed for a reason fleet did not foresee: logged once with
+    its traceback, counted, and said as the step's reason. The step fails (retried as any
+    failure) rather than stay running with no process, the run never ending."""
     transport.error("launching")
-    return f"fleet could not launch it: {type(e).__name__}: {e}"
+    return f"fleet could not {what} it: {type(e).__name__}: {e}"
 
 
 def failed(now: float, d, node: str, why: str) -> events.Exit:

@@ -15,6 +15,7 @@ from typing import Iterable
 
 from fleet.core.graph import _kahn
 from fleet.core.problems import Problem
+from fleet.core.steppaths import path_clashes
 from fleet.core.suite import StepSpec, read_suite
 from fleet.core.suitehead import MAX_STEPS
 from fleet.core.units import array_ranges, array_size, parse_array
@@ -29,7 +30,8 @@ def expand(parent: str, tables: object, source: str, siblings: Iterable[str] = (
     if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
         return [], [Problem(source, parent, "steps", "expected a list of step tables")]
     problems: list[Problem] = []
-    given = {t["id"] for t in tables if isinstance(t.get("id"), str)} | set(siblings)
+    siblings = set(siblings)
+    given = {t["id"] for t in tables if isinstance(t.get("id"), str)} | siblings
     if any(isinstance(d, str) and d not in given for t in tables for d in _deps(t)):
         given |= _array_ids(tables)
     full = []
@@ -51,6 +53,8 @@ def expand(parent: str, tables: object, source: str, siblings: Iterable[str] = (
     problems += reading.problems
     steps = list(reading.suite.steps)
     mine = {s.id for s in steps}
+    # (a child named "log" would be its parent's log file: fleet.core.steppaths)
+    problems += path_clashes(steps, mine, _Family(parent, siblings))
     order, _ = _kahn({s.id: tuple(d for d in s.deps if d in mine) for s in steps})
     if len(order) < len(steps):
         cyclic = sorted(mine - set(order))
@@ -82,3 +86,14 @@ def _array_ids(tables: list) -> set:
         room -= size
         out.update(gid.replace("{i}", str(i)) for i in parse_array(array))
     return out
+
+
+class _Family:
+    """`in`: the parent's id, or a child's it submitted before (its given ids, uncopied)."""
+
+    def __init__(self, parent: str, given: set):
+        self.parent, self.given, self.prefix = parent, given, parent + "/"
+
+    def __contains__(self, x: object) -> bool:
+        return x == self.parent or (isinstance(x, str) and x.startswith(self.prefix)
+                                    and x[len(self.prefix):] in self.given)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Callable, Container, Iterable, Mapping
 
 from fleet.core.problems import Problem
+from fleet.core.steppaths import path_clashes
 from fleet.core.suite import StepSpec
 
 
@@ -55,8 +56,9 @@ def dependency_on(step: StepSpec, dep: StepSpec) -> tuple[str, str]:
 def build_graph(steps: tuple[StepSpec, ...] | list[StepSpec], *, known_done: Container[str] = frozenset(),
                 unproduced: Callable[[StepSpec, str], Problem | None] | None = None,
                 ) -> tuple[Graph, list[Problem]]:
-    """Build the graph and list every problem: unknown deps, two producers of one
-    output, and cycles (each naming every step on it). A dep on an id in `known_done`
+    """Build the graph and list every problem: a step's directory or workdir on another
+    step's log file (fleet.core.steppaths), unknown deps, two producers of one output,
+    and cycles (each naming every step on it). A dep on an id in `known_done`
     (done elsewhere, or a step that did not read) is no problem and no edge.
 
     `unproduced(step, input)` is asked about each input no step produces and returns
@@ -66,6 +68,7 @@ def build_graph(steps: tuple[StepSpec, ...] | list[StepSpec], *, known_done: Con
     steps = tuple(steps)
     problems: list[Problem] = []
     ids = {s.id for s in steps}
+    problems += path_clashes(steps, ids)
     producer: dict[str, str] = {}
     for s in steps:
         for out in s.outputs:

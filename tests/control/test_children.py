@@ -741,3 +741,36 @@ def test_the_launch_of_a_parent_with_fifty_thousand_children_stays_under_the_mes
     assert len(P.encode(msg)) < P.MAX_FRAME
     assert msg.children == {f"p/k{i}": "failed" for i in range(0, 50_000, 1000)}
     assert msg.children_omitted == 50_000 - 50 and msg.phase == 1
+
+
+def test_a_child_named_log_fails_its_parent_at_submit_and_the_run_ends(tmp_path):
+    # Its directory would be its parent's log file: before 2026-12-06 the run waited for good.
+    r, run_dir = run(tmp_path, '[[steps]]\nid = "plot"\ncall = "children_steps:submits_log"\n', "--nodes", "2",
+                     timeout=90)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert [e["outcome"] for e in exits(run_dir, "plot")] == ["failed"]
+    problem = ("step 'plot/log': field 'id': its directory steps/plot/log would be steps/plot/log, the log file of "
+               "step 'plot'")
+    assert problem in exits(run_dir, "plot")[0]["reason"]
+    assert "failed     plot: SuiteError:" in r.stdout and problem in r.stdout, r.stdout
+    assert (run_dir / "steps" / "plot" / "log").is_file() and not exits(run_dir, "plot/lin")
+    assert_nothing_left(run_dir)
+
+
+def test_a_command_steps_child_named_log_is_refused_by_the_fleet_and_fails_its_parent(tmp_path):
+    r, run_dir = run(tmp_path, """
+[[steps]]
+id = "cmd"
+protocol = "steps"
+command = '''
+[ "$FLEET_PHASE" = 1 ] && exit 0
+printf '[[steps]]\\nid = "log"\\ncommand = "true"\\n' > "$FLEET_SUBMIT_DIR/k.toml"
+exit 3
+'''
+""", timeout=90)
+    assert r.returncode == 1, r.stdout + r.stderr
+    said, verdict = exits(run_dir, "cmd")
+    assert said["outcome"] == "wait" and verdict["outcome"] == "failed", (said, verdict)
+    assert "its submitted steps were refused" in verdict["reason"]
+    assert "step 'cmd/log': field 'id': its directory steps/cmd/log would be steps/cmd/log" in verdict["reason"]
+    assert_nothing_left(run_dir)
