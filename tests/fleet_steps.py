@@ -193,3 +193,8 @@ def wait_for_file(ctx):
 def env_report(ctx, names):
     """Record the values of the environment variables `names` this step sees, as env.json."""
     Path(ctx.workdir, "env.json").write_text(json.dumps({n: os.environ.get(n) for n in names}))
+
+
+def raises_lines(ctx):
+    """Fails with a message of several lines, a colour, a bell and a carriage return."""
+    raise ValueError("shapes do not match:\n a: (3, 4)\n b: (4, 5)\x1b[31m red\x07\r")

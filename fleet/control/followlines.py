@@ -12,6 +12,7 @@ from fleet.control.api import Update
 from fleet.control.drain import FULL
 from fleet.control.stuck import TOO_LONG
 from fleet.core import states as S
+from fleet.core.oneline import one_line
 
 DRAINED = (S.INTERRUPTED, "not_started")  # outcomes the drain gives (fleet.control.drain)
 SKIPPED_LISTED = 100
@@ -50,7 +51,7 @@ class Lines:
             self.listed += outcome == S.SKIPPED
             if outcome == "retry":  # not final: counted when it is
                 of = f" of {more[0]}" if more else ""
-                line = f"  {'retry':<10} {step}: retry {attempt}{of}: {reason}"
+                line = f"  {'retry':<10} {step}: retry {attempt}{of}: {one_line(reason)}"
             else:
                 outcomes[step] = outcome
                 if outcome in DRAINED and reason and FULL in reason:
@@ -58,7 +59,7 @@ class Lines:
                 elif outcome in DRAINED and reason and reason.startswith(TOO_LONG):
                     self.too_long.append(step)
                 self.total = max(self.total, len(outcomes))  # steps its steps submitted count too
-                line = f"  {outcome:<10} {step}" + (f": {reason}" if reason and outcome not in (S.SUCCEEDED, S.SKIPPED) else "")
+                line = f"  {outcome:<10} {step}" + (f": {one_line(reason)}" if reason and outcome not in (S.SUCCEEDED, S.SKIPPED) else "")
                 if outcome in LOGGED:
                     line += f" (log in the run directory: steps/{step}/log)"
             if tty:

@@ -39,6 +39,7 @@ import msgpack
 
 from fleet.control import foreground, journal, launching, store
 from fleet.core import states as S
+from fleet.core.oneline import one_line
 from fleet.core.decisions import NodeJoined, Start, Submitted, Unrunnable, Wait
 from fleet.core.resources import NodeSpec
 from fleet.core.scheduler import Scheduler
@@ -231,7 +232,7 @@ def told(step_id: str, ran: Ran, keep: bool) -> list[str]:
                  "fleet step runs one stage; run the suite to go on" + (" (not recorded)" if keep else "")]
     else:
         kept = " (recorded)" if recorded(ran) else " (not recorded: fleet step was stopped)"
-        lines = [f"{step_id} {ran.outcome}" + (f": {ran.reason}" if ran.reason else "") + (kept if keep else "")]
+        lines = [f"{step_id} {ran.outcome}" + (f": {one_line(ran.reason)}" if ran.reason else "") + (kept if keep else "")]
     n = ran.control.get("children", 0)
     if n:
         lines.append(f"{step_id} submitted {n} {'child' if n == 1 else 'children'}: "

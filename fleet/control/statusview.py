@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from fleet.core.units import format_memory
+from fleet.core.oneline import one_line
 
 BEHIND_S = 2.0  # reports read this late are shown (clocks of different nodes differ by ms)
 
@@ -51,11 +52,11 @@ def _allocation(a: dict | None, now: float, limit: int = 5) -> list[str]:
         out.append(f"allocation ends {at(a['end'])} ({'in ' + _dur(left) if left > 0 else 'passed'}; "
                    f"{a.get('source') or 'given'}), drain point {at(a['drain_at'])}")
     if a.get("drained"):
-        out.append(f"  DRAINED ({a.get('reason', '')}): nothing more starts; the next run goes on")
+        out.append(f"  DRAINED ({one_line(a.get('reason', ''))}): nothing more starts; the next run goes on")
     if a.get("held"):
         out.append(f"  {_n(a['held'], 'step')} not started: expected to end after the drain point")
         named = a.get("held_steps") or []
-        out.extend(f"    {h['step']}: {h['reason']}" for h in named[:limit])
+        out.extend(f"    {h['step']}: {one_line(h['reason'])}" for h in named[:limit])
         if a["held"] > min(len(named), limit):
             out.append(f"    ... and {a['held'] - min(len(named), limit)} more")
     return out
@@ -86,7 +87,7 @@ def _ready(st: dict, now: float, limit: int) -> list[str]:
         for h in heads[:limit]:
             more = f"  (+{h['behind']} more like it)" if h["behind"] else ""
             ready = f"ready {_dur(h['ready_s'])}" if h.get("ready_s") is not None else ""
-            out.append(f"  {h['step']:<30} {ready:>12}  {h['reason'] or 'next in line'}{more}")
+            out.append(f"  {h['step']:<30} {ready:>12}  {one_line(h['reason'] or 'next in line')}{more}")
         if len(heads) > limit:
             out.append(f"  ... and {len(heads) - limit} more kinds")
     for r in st.get("reservations") or []:
@@ -207,5 +208,5 @@ def render(st: dict, now: float | None = None, max_running: int = 20, max_ready:
     if st.get("failures"):
         out.append("recent failures:")
         for f in st["failures"]:
-            out.append(f"  {f['outcome']:<10} {f['step']}: {f['reason']}")
+            out.append(f"  {f['outcome']:<10} {f['step']}: {one_line(f['reason'] or '')}")
     return "\n".join(out)

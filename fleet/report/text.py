@@ -6,6 +6,7 @@ from __future__ import annotations
 from fleet.core import states as S
 from fleet.report import families
 from fleet.core.units import format_memory
+from fleet.core.oneline import one_line
 from fleet.report.model import CATEGORY_TEXT, Report
 
 
@@ -62,7 +63,7 @@ def _allocation_lines(r: Report) -> list[str]:
         out.append(f"  allocation    ends at {seconds(rel(a['end']))} ({a.get('source') or 'given'}), "
                    f"drain point at {seconds(rel(a['drain_at']))} (from the first submission)")
     if a.get("drained") is not None:
-        out.append(f"  drained       at {seconds(r.rel(a['drained']))}: {a.get('reason', '')}; "
+        out.append(f"  drained       at {seconds(r.rel(a['drained']))}: {one_line(a.get('reason', ''))}; "
                    f"{_n(a.get('interrupted', 0), 'step')} interrupted, "
                    f"{_n(a.get('not_started', 0), 'step')} not started "
                    f"({a.get('held', 0)} would not have ended before the drain point): the next run goes on")
@@ -111,7 +112,7 @@ def _utilization_lines(r: Report, max_nodes: int = 20) -> list[str]:
         nu = r.utilization["nodes"][name]
         nd = r.nodes[name]
         extra = f", GPUs {percent(nu['gpus_held'])}" if nu["gpus"] else ""
-        lost = f"  LOST at {seconds(nd.lost - r.t0)}: {nd.lost_reason}" if nd.lost is not None else ""
+        lost = f"  LOST at {seconds(nd.lost - r.t0)}: {one_line(nd.lost_reason or '')}" if nd.lost is not None else ""
         cores = "core: " if nu['cores'] == 1 else "cores:"
         out.append(f"    {name:<14} {nu['cores']:>4} {cores} {percent(nu['cores_held']):>4} held,"
                    f" {percent(nu['cores_working']):>4} working{extra}, memory {percent(nu['memory_held'])}"
@@ -137,7 +138,7 @@ def _problem_lines(r: Report, problems: int) -> list[str]:
         att = f" (attempt {p['attempt']}, retried)" if p.get("retried") else (
             f" (attempt {p['attempt']}, {p['again']})" if p.get("again") else "")
         log = f" (log: {p['log']})" if p.get("log") else ""
-        out.append(f"    {p['outcome']:<10} {p['step']}{where}{att}: {p['reason'] or '-'}{log}")
+        out.append(f"    {p['outcome']:<10} {p['step']}{where}{att}: {one_line(p['reason'] or '-')}{log}")
     if len(r.problems) > problems:
         out.append(f"    ... and {len(r.problems) - problems} more (--json has them all)")
     return out
