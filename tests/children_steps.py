@@ -241,3 +241,12 @@ def submits_log(ctx) -> None:
     if ctx.phase == 0:
         ctx.submit([{"id": "lin", "command": "echo lin"}, {"id": "log", "command": "echo log-scale"}])
         raise fleet.WaitForChildren()
+
+
+def restarts_once(ctx, name: str) -> None:
+    """Writes `name` in its work directory, restarts once, then notes what the work directory held."""
+    if ctx.restarts == 0:
+        with open(name, "w") as f:
+            f.write(ctx.id)
+        raise fleet.Restart()
+    _note(ctx, "restarted", cwd=os.getcwd(), files=sorted(os.listdir(".")))

@@ -194,8 +194,18 @@ def fresh_workdir(launch) -> None:
     """Before the first run after a restart: move what the work directory holds to
     ``steps/<id>/attempt-<n>`` (n: the restart's number), keeping the step's own
     records (.fleet, log), earlier attempt-* directories and its children's
-    directories (those with a .fleet). Done once per restart: a retry finds it done."""
+    directories (those with a .fleet). Done once per restart: a retry finds it done.
+
+    Only a work directory that is the step's own (steps/<id>, or inside it) is moved:
+    one elsewhere ("." the run directory, one other steps share) holds what is not the
+    step's to move (before 2026-12-06 the run directory's own files went, and `fleet
+    status` found no fleet). Then nothing moves, and the step's log says so (note)."""
     step_dir = os.path.dirname(fleet_dir(launch))
+    if not _inside(os.path.realpath(launch.workdir), os.path.realpath(step_dir)):
+        global note
+        note = (f"fleet: restart {launch.restarts}: nothing was moved aside: the work directory {launch.workdir} "
+                f"is not the step's own ({step_dir}), so it runs again in it as it is\n")
+        return
     keep = os.path.join(step_dir, f"attempt-{launch.restarts}")
     if os.path.exists(keep) or not os.path.isdir(launch.workdir):
         return
@@ -205,3 +215,17 @@ def fresh_workdir(launch) -> None:
         if name in (".fleet", "log") or name.startswith("attempt-") or os.path.isdir(os.path.join(path, ".fleet")):
             continue
         os.rename(path, os.path.join(keep, name))
+
+
+def _inside(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip("/") + "/")
+
+
+note = ""  # a line for the step's log, after its attempt's header (fresh_workdir)
+
+
+def take_note() -> str:
+    """The line fresh_workdir left for the log ("" if none), once."""
+    global note
+    out, note = note, ""
+    return out

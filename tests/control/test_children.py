@@ -774,3 +774,51 @@ exit 3
     assert "its submitted steps were refused" in verdict["reason"]
     assert "step 'cmd/log': field 'id': its directory steps/cmd/log would be steps/cmd/log" in verdict["reason"]
     assert_nothing_left(run_dir)
+
+
+def test_a_restart_moves_aside_only_the_steps_own_work_directory_not_the_run_directory_or_a_shared_one(tmp_path):
+    # Before 2026-12-06 a restart with workdir "." moved events.jsonl, agents/ and the
+    # fleet's files into steps/r/attempt-1, and one in a shared workdir its neighbour's output.
+    r, run_dir = run(tmp_path, """
+[[steps]]
+id = "here"
+call = "children_steps:restarts_once"
+args = { name = "here.txt" }
+workdir = "."
+
+[[steps]]
+id = "mine"
+call = "children_steps:restarts_once"
+args = { name = "mine.txt" }
+
+[[steps]]
+id = "other"
+command = "echo other > other.txt"
+workdir = "shared"
+
+[[steps]]
+id = "shares"
+call = "children_steps:restarts_once"
+args = { name = "shares.txt" }
+workdir = "shared"
+deps = ["other"]
+""", "--nodes", "1", timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    seen = {x["step"]: x["files"] for x in ran(run_dir) if x["what"] == "restarted"}
+    assert "events.jsonl" in seen["here"] and "here.txt" in seen["here"], seen
+    assert (run_dir / "events.jsonl").is_file() and not (run_dir / "steps" / "here" / "attempt-1").exists()
+    assert seen["shares"] == ["other.txt", "shares.txt"], seen
+    assert not (run_dir / "steps" / "shares" / "attempt-1").exists()
+    assert seen["mine"] == [".fleet", "attempt-1", "log"], seen  # its own directory: moved aside, as before
+    assert (run_dir / "steps" / "mine" / "attempt-1" / "mine.txt").read_text() == "mine"
+    for step, wd in (("here", run_dir), ("shares", run_dir / "shared")):
+        log = (run_dir / "steps" / step / "log").read_text()
+        assert (f"fleet: restart 1: nothing was moved aside: the work directory {wd} is not the step's own "
+                f"({run_dir / 'steps' / step}), so it runs again in it as it is\n") in log, log
+        lines = log.splitlines()  # the note follows its run's header
+        assert lines[lines.index(next(x for x in lines if x.startswith("fleet: restart 1"))) - 1].startswith(
+            f"==== fleet: step {step} attempt 1"), log
+    assert "nothing was moved" not in (run_dir / "steps" / "mine" / "log").read_text()
+    st = fleet("report", str(run_dir), cwd=tmp_path, timeout=60)
+    assert st.returncode == 0, st.stdout + st.stderr
+    assert_nothing_left(run_dir)
