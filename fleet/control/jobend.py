@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 
 from fleet.control import outcomes
+from fleet.wire import events
 from fleet.core import states as S
 from fleet.core.decisions import NodeLost, StepExited
 
@@ -41,16 +42,44 @@ def said(coord, agent, msg, now: float) -> None:
             coord.drain.outside(f"the batch system's warning signal ({msg.signal}) reached the agent on "
                                 f"{agent.node}", now)
         return
-    bye(coord, agent, msg.signal, now)
+    bye(coord, agent, msg.signal, now, msg.zygote, msg.steps)
 
 
-def bye(coord, agent, signal: str, now: float) -> None:
-    """An agent said goodbye (P.Ok "bye"); `signal`: the one that stopped it, if any."""
+def bye(coord, agent, signal: str, now: float, zygote: str = "", ran=()) -> None:
+    """An agent said goodbye (P.Ok "bye"); `signal`: the one that stopped it, if any;
+    `zygote`: how its zygote died under it, if it did, running the steps `ran`."""
     if signal and not coord.stopping:  # before the loss: its steps are interrupted, not lost
         coord.drain.outside(f"the batch job is ending (the agent on {agent.node} was stopped by {signal})", now)
-    if coord.liveness.left(agent, now, asked=coord.stopping or not coord.sched.pool.has(agent.node)):
-        lost(coord, agent.node, f"the agent on {agent.node} stopped on its own", now)
+    said = f"the agent stopped: its fork server (zygote) {zygote}" if zygote else "the agent stopped on its own"
+    if coord.liveness.left(agent, now, coord.stopping or not coord.sched.pool.has(agent.node), said):
+        why = f"the agent on {agent.node} stopped on its own"
+        if zygote and not coord.drain.drained:
+            why = zygote_died(coord, agent.node, zygote, ran, now)
+        lost(coord, agent.node, why, now)
     coord.markers.gone(agent.node)
+
+
+def zygote_died(coord, node: str, how: str, ran, now: float) -> str:
+    """A node's zygote died under its agent (`how`: "was killed by SIGKILL"), which left
+    the fleet: the reason its node is lost, for the steps it ran. A step that ran there
+    alone is the likely killer (the zygote is its parent: `kill $PPID`): its attempt
+    fails, not retried (each retry would take another node), its reason saying so.
+    Of several, which one did it, if one did, is not known: each is lost as before
+    (retried elsewhere), the reason naming the zygote's death and the others."""
+    ran = {(s, a) for s, a in ran}
+    views = [v for v in coord.sched.running_on(node) if (v.id, v.attempt) in ran and v.state == S.RUNNING]
+    if len(views) == 1:
+        v = views[0]
+        why = (f"its node's fork server (zygote) {how} while this step ran, alone on {node}: likely by this step "
+               f"(the zygote is its parent process, $PPID); not retried, since each retry would take another node")
+        coord.events.write(events.Exit(t=now, step=v.id, attempt=v.attempt, node=node, outcome=S.FAILED, reason=why))
+        coord.recorder.record_attempt(coord.run_dir, v.id, coord.fleet_id, v.attempt,  # (as a lost one's)
+                                      {"outcome": S.FAILED, "reason": why, "ended_at": now})
+        coord._inbox.append((StepExited(v.id, v.attempt, S.FAILED, why, final=True), now))  # (before the loss)
+        return f"the agent on {node} stopped: its fork server (zygote) {how} while {v.id} ran there alone"
+    names = ", ".join(v.id for v in views)
+    return (f"the agent on {node} stopped: its fork server (zygote) {how}"
+            + (f" while {names} ran there (which, if any, did it is not known)" if views else ""))
 
 
 def lost(coord, node: str, reason: str, now: float, later: bool = False) -> None:

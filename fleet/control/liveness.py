@@ -255,7 +255,7 @@ class Liveness:
         self.transport.reply(self.transport.agent_sock, a.identity, P.Shutdown(grace=0.0))
         return True
 
-    def left(self, agent: Agent, now: float, asked: bool) -> bool:
+    def left(self, agent: Agent, now: float, asked: bool, why: str = "the agent stopped on its own") -> bool:
         """An agent said goodbye: it is gone. Unless it was `asked` to go, its node is lost
         (recorded, and True: the caller tells the scheduler): an agent stops on its own when
         it heard nothing from the coordinator for 3/4 of the timeout (fleet.node.agent), or
@@ -263,7 +263,7 @@ class Liveness:
         if asked:
             agent.alive = False
             return False
-        return self.lose(agent.node, now, "the agent stopped on its own")
+        return self.lose(agent.node, now, why)
 
     def any_alive(self) -> bool:
         return any(a.alive for a in self.agents.values())

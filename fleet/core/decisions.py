@@ -72,6 +72,7 @@ class StepExited:
     outcome: str  # succeeded | failed | terminated | lost | stopped | timed_out | cancelled
     reason: str = ""  # (or wait | next | restart | broken: fleet.core.phases)
     stage: str = ""  # the stage a `next` asks for
+    final: bool = False  # not retried, whatever its retries (it killed its node's zygote: fleet.control.jobend)
 
     @property
     def exits(self) -> tuple:

@@ -337,7 +337,7 @@ class Scheduler(Entries, Phases, Outside):
         if ev.outcome in S.CONTROL:  # wait, next, restart, broken: fleet.core.phases
             self._control(job, ev, out)
             return
-        if ev.outcome in S.NOT_RETRIED:  # never retried
+        if ev.outcome in S.NOT_RETRIED or ev.final:  # never retried
             self._set(job, "stopped" if ev.outcome == S.STOPPED else ev.outcome)
             out.append(Finished(job.spec.id, job.attempt, ev.outcome, ev.reason, ran=not went_on))
             self._block_descendants(job, job.spec.id, out)

@@ -59,6 +59,21 @@ def start_zygote(preload: str, fence: float = 0.0, limits: str = "none",
     return proc, req_w, rep_r
 
 
+def zygote_end(zygote: subprocess.Popen) -> str:
+    """How a zygote that closed its pipe ended: "was killed by SIGKILL", "exited with
+    status 1" (a step may kill it: it is every step's parent, $PPID to a command)."""
+    try:
+        rc = zygote.wait(timeout=2.0)
+    except subprocess.TimeoutExpired:
+        return "closed its pipe"
+    if rc < 0:
+        try:
+            return f"was killed by {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"was killed by signal {-rc}"
+    return f"exited with status {rc}"
+
+
 class Agent:
     def __init__(self, args, zygote: subprocess.Popen, req_w: int, rep_r: int, hello):
         import zmq  # only now: the zygote is already its own single-threaded process
@@ -91,6 +106,7 @@ class Agent:
         self.fence_s = args.fence
         self.last_heard = time.monotonic()
         self.stopping: str | None = None
+        self.zygote_end = ""  # how the zygote died under us ("killed by SIGKILL"), unasked
         self.outside = ""  # the signal that stopped us (the batch system ending the job: fleet.node.jobend)
         self.warned = ""  # the batch system's warning signal, until said to the coordinator
         self.doubts: list[tuple[float, P.Exited, bytes]] = []  # exits held for jobend.DOUBT_S, in time order
@@ -200,7 +216,7 @@ class Agent:
                 if not data:
                     zygote_open = False
                     poller.unregister(self.rep_r)
-                    self.stopping = self.stopping or "the zygote exited"
+                    self._zygote_closed()
                 else:
                     self._from_zygote(data)
             now = time.monotonic()
@@ -218,6 +234,13 @@ class Agent:
                     self.to_zygote(P.encode(P.Tick()))
                 next_beat = now + self.heartbeat_s
         return self._stop(zygote_open)
+
+    def _zygote_closed(self) -> None:
+        """The zygote's pipe closed. Unasked, it died under us: how (and what it ran) the
+        goodbye says, the coordinator judging its steps by it (fleet.control.jobend)."""
+        if not self.stopping:
+            self.zygote_end = zygote_end(self.zygote)
+            self.stopping = f"the zygote {self.zygote_end}"
 
     def _wait(self, now: float, next_beat: float) -> float:
         """Seconds the loop may wait: until the next beat, or sooner for the reports held,
@@ -388,7 +411,9 @@ class Agent:
         orphans.end(0.0, keep=self.keep, log=self._warn)  # what a zygote that died left us (fleet.node.orphans)
         self.memory.close()  # its cgroups removed, now that nothing is left in them
         self.markers.drain(3.0)  # (bounded: what is not said written, the coordinator writes itself)
-        self.send(P.Ok("bye", signal=self.outside))  # (with the markers' progress)
+        # The steps its death took: each launched and not ended (its Started may never have come).
+        ran = sorted(self.graces) if self.zygote_end else ()
+        self.send(P.Ok("bye", signal=self.outside, zygote=self.zygote_end, steps=ran))  # (with the markers' progress)
         self.markers.close()
         self.sock.close(linger=500)
         self.ctx.term()

@@ -534,10 +534,14 @@ class Ok:
     """A bare acknowledgement (``what`` says of what). An agent's last word is
     ``Ok("bye")``; ``signal`` names the signal that stopped it, if one did (the batch
     system ending the job: fleet.node.jobend). ``Ok("warned", signal=...)``: the batch
-    system's warning signal reached the agent (the coordinator drains)."""
+    system's warning signal reached the agent (the coordinator drains). A goodbye after
+    the agent's zygote died under it says how (``zygote``: "killed by SIGKILL", "exit
+    status 1") and the [step, attempt] it was running then (``steps``)."""
 
     what: str = ""
     signal: str = ""
+    zygote: str = ""
+    steps: tuple = ()
 
 
 @message("error")

@@ -177,6 +177,14 @@ def test_a_failed_step_is_retried_up_to_its_limit_with_increasing_attempts_then_
     assert sched.finished()
 
 
+def test_a_failure_said_to_be_final_is_not_retried_whatever_the_steps_retries():
+    # (the coordinator's word for a step that killed its node's zygote: fleet.control.jobend)
+    sched, out = scheduler([node("n1", 1)], {"id": "a", "retries": 2}, {"id": "b", "deps": ["a"]})
+    assert sched.handle(StepExited("a", 1, "failed", "killed its zygote", final=True), 1.0) == [
+        Finished("a", 1, "failed", "killed its zygote"), Blocked("b", "a")]
+    assert sched.state("a") == "failed" and sched.finished()
+
+
 def test_a_retried_step_that_then_succeeds_releases_its_dependents():
     sched, out = scheduler([node("n1", 1)], {"id": "a", "retries": 1}, {"id": "b", "deps": ["a"]})
     exit_(sched, "a", 1.0, "failed")
