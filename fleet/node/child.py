@@ -172,13 +172,12 @@ def call_arguments(func: Callable, ctx: StepContext, args: Mapping,
 
 def log_header(launch: Launch, at: float) -> bytes:
     """The line that opens each attempt in a step's log: when, which attempt, which
-    fleet (FLEET_ID, when the coordinator sets it) and which node; then the line a
-    restart left for it, if any (fleet.node.protocol.fresh_workdir)."""
+    fleet (FLEET_ID, when the coordinator sets it) and which node."""
     node = launch.placement[0][0] if launch.placement else os.uname().nodename
     fleet = (launch.env or {}).get("FLEET_ID")
     when = _local_iso(at)
     return (f"==== fleet: step {launch.step} attempt {launch.attempt}"
-            f"{f' fleet {fleet}' if fleet else ''} on {node} at {when} ====\n" + protocol.take_note()).encode()
+            f"{f' fleet {fleet}' if fleet else ''} on {node} at {when} ====\n").encode()
 
 
 def _local_iso(at: float) -> str:
@@ -285,6 +284,9 @@ def _setup(launch: Launch, close_fds: Iterable[int],
     if failed:
         print(failed, file=sys.stderr, flush=True)
     stepdirs.make_dirs(launch)
+    note = protocol.take_note()  # (a restart that moved nothing aside says so, after the header)
+    if note:
+        print(note, end="", file=sys.stderr, flush=True)
     stepdirs.enter_workdir(launch)
     return affinity, mismatch
 

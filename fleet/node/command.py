@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Mapping
 
-from fleet.node import child, diskfull, memlimit, oomscore, stepdirs, threads
+from fleet.node import child, diskfull, memlimit, oomscore, protocol, stepdirs, threads
 from fleet.wire.messages import Launch
 
 
@@ -73,6 +73,12 @@ def _open_log(msg: Launch, foreground: bool) -> int:
                 pass
         os.close(log)
         raise NotStarted(_said(exc), diskfull.errno_of(exc)) from None
+    note = protocol.take_note()  # (a restart that moved nothing aside says so, after the header)
+    if note and not foreground:
+        try:
+            os.write(log, note.encode(errors="backslashreplace"))
+        except OSError:
+            pass
     return log
 
 
