@@ -65,7 +65,8 @@ def fit_problems(suite: Suite, nodes: list[NodeSpec]) -> list[Problem]:
         if w is widths:
             w = widths[key] = cap.width(*key)
         if isinstance(w, str):
-            field = "gpus" if "GPU" in w else "memory" if "memory" in w else _width_field(s)
+            field = ("threads" if w.startswith("a rank needs") else "gpus" if "GPU" in w
+                     else "memory" if "memory" in w else _width_field(s))
             out.append(Problem(s.source, s.id, field, "can never run on this allocation: " + w))
     return out
 

@@ -413,6 +413,9 @@ class Capacity:
         can never run."""
         if not self.shapes:
             return "the allocation has no nodes"
+        largest = max(c for c, _, _ in self.shapes)
+        if unit > largest:  # an MPI rank's threads share one node (else: "the allocation has 0 cores")
+            return f"a rank needs {_n(unit, 'core')} on one node; the largest node has {largest}"
         if span:
             cap = sum(((c // unit) * unit) * count for (c, _, _), count in self._units.items())
             if gpus > self.total_gpus:
@@ -449,12 +452,14 @@ class Capacity:
                             f"those nodes have {reach}")
             return w
         fitting = [c for c, g, m in self.shapes if g >= gpus and (memory is None or m >= memory)]
-        if not fitting:
+        if not fitting:  # named: only what no node has (GPUs, memory), else the two together
             what = []
-            if gpus:
+            if not any(g >= gpus for _, g, _ in self.shapes):
                 what.append(_n(gpus, "GPU"))
-            if memory is not None:
+            if memory is not None and not any(m >= memory for _, _, m in self.shapes):
                 what.append(f"{format_memory(memory)} of memory")
+            if not what:
+                what = [f"both {_n(gpus, 'GPU')}", f"{format_memory(memory or 0)} of memory"]
             return "no node has " + " and ".join(what) + " (the step may not span nodes)"
         cap = (max(fitting) // unit) * unit
         if cap < min_cores:

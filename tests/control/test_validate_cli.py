@@ -210,6 +210,15 @@ def test_the_fit_is_checked_on_the_embedded_fleets_nodes_this_machines_cores_spl
     assert [e.step for e in records(tmp_path / "run") if isinstance(e, E.Exit)] == ["all"]
 
 
+def test_an_mpi_step_whose_threads_no_node_holds_is_refused_under_threads_naming_the_largest_node(tmp_path):
+    suite = write_suite(tmp_path / "th.toml", '[suite]\nrun_dir = "run"\n[[steps]]\nid = "a"\ncommand = "true"\n'
+                                              'mpi = true\nranks = 1\nthreads = 3\n')
+    (error,) = refused(fleet("validate", str(suite), "--nodes", "4", "--cores-per-node", "2",
+                             cwd=tmp_path, timeout=60), 1)
+    assert error == (f"{suite}: step 'a': field 'threads': can never run on this allocation: "
+                     "a rank needs 3 cores on one node; the largest node has 2")
+
+
 def test_every_problem_comes_at_once_field_and_graph_problems_in_setup_order(tmp_path):
     suite = write_suite(tmp_path / "s.toml", """
 [suite]

@@ -56,9 +56,25 @@ def test_gpus_and_memory_limit_which_nodes_count_for_a_step_that_may_not_span():
     assert cap.width(16, 1, 1, 0, 32 * GiB, False) == 16
     assert cap.width(16, 1, 1, 0, None, False) == 16
     assert cap.width(16, 1, 1, 3, None, False) == "no node has 3 GPUs (the step may not span nodes)"
+    # Each alone some node has; the two together none: said so (not as if neither existed).
     assert cap.width(1, 1, 1, 1, 32 * GiB, False) == (
-        "no node has 1 GPU and 32GiB of memory (the step may not span nodes)")
+        "no node has both 1 GPU and 32GiB of memory (the step may not span nodes)")
     assert cap.width(1, 1, 1, 0, None, False) == 1
+
+
+def test_a_step_short_only_of_gpus_is_told_of_gpus_alone_not_of_the_memory_every_node_has():
+    cap = Capacity.of([node(f"n{i}", 2, gpus=4, memory=1024 * GiB) for i in range(4)])
+    assert cap.width(1, 1, 1, 8, 500 * GiB, False) == "no node has 8 GPUs (the step may not span nodes)"
+    assert cap.width(1, 1, 1, 2, 2048 * GiB, False) == "no node has 2TiB of memory (the step may not span nodes)"
+    assert cap.width(1, 1, 1, 8, 2048 * GiB, False) == (
+        "no node has 8 GPUs and 2TiB of memory (the step may not span nodes)")
+
+
+def test_an_mpi_rank_wider_than_every_node_is_said_as_such_not_as_an_allocation_of_no_cores():
+    cap = Capacity.of([node(f"n{i}", 2) for i in range(4)])
+    why = "a rank needs 3 cores on one node; the largest node has 2"
+    assert cap.width(3, 3, 3, 0, None, True) == why
+    assert cap.width(3, 3, 3, 0, None, False) == why
 
 
 def test_an_empty_allocation_runs_nothing():
