@@ -78,6 +78,15 @@ END_MARGIN_S = 15.0  # the drain's SIGKILLs come this long before the end at lea
 OWN = frozenset({S.TIMED_OUT, S.OUT_OF_MEMORY})  # an exit's outcome the drain does not make interrupted
 
 
+def apart(more: float, less: float) -> tuple[str, str]:
+    """Two durations in whole seconds, or with the fewest decimals (up to 6) that show
+    the first is the longer: "3 s ..., 3 s left" read as a contradiction."""
+    for places in range(7):
+        if round(more, places) > round(less, places):
+            break
+    return f"{more:.{places}f}", f"{less:.{places}f}"
+
+
 class Deadline:
     """The allocation's end as the scheduler knows it (nothing known: no end)."""
 
@@ -124,8 +133,8 @@ class Deadline:
         if exp is None or exp <= left:
             return None
         how = "estimate" if spec.estimate is not None else "earlier run"
-        why = W.WaitReason(W.DEADLINE, detail=f"expected to take {exp:.0f} s ({how}), "
-                                              f"{left:.0f} s left before the drain point")
+        took, short = apart(exp, left)
+        why = W.WaitReason(W.DEADLINE, detail=f"expected to take {took} s ({how}), {short} s left before the drain point")
         if spec.id not in self.held_ids:  # (the node window asks too: fleet.core.window)
             self.held_ids.add(spec.id)
             self.held += 1

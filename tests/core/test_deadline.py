@@ -44,6 +44,15 @@ def test_a_step_whose_estimate_does_not_fit_before_the_drain_point_waits_for_the
     assert sched.state("long") == S.READY
 
 
+def test_a_deadline_wait_shows_enough_digits_that_the_time_left_reads_shorter_than_the_step():
+    sched, out = ended_scheduler(100.0, 2.6, {"id": "long", "estimate": 3})
+    (w,) = [d for d in out if isinstance(d, Wait)]
+    assert w.reason == "expected to take 3.0 s (estimate), 2.6 s left before the drain point"
+    sched, out = ended_scheduler(100.0, 2.9996, {"id": "long", "estimate": 3})
+    assert [d for d in out if isinstance(d, Wait)][0].reason == (
+        "expected to take 3.0000 s (estimate), 2.9996 s left before the drain point")
+
+
 def test_a_recorded_duration_from_an_earlier_run_counts_when_the_step_has_no_estimate():
     sched, out = ended_scheduler(100.0, 60.0, {"id": "a"}, {"id": "b"}, durations={"a": 500.0, "b": 5.0})
     assert [d.step for d in out if isinstance(d, Start)] == ["b"]
