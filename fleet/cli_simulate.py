@@ -177,8 +177,10 @@ def show_orders(run_sim, steps, graph, alloc, as_json: bool, end: dict) -> None:
     after = reserve_after()
     wide, run = wide_cores(alloc), _runs(run_sim, steps, graph, alloc, end)
     rs = {name: run(reserve_after=after, order=name) for name in ORDERS}
-    res = "no reservations" if after is None else f"reserve after {after:g} s"
-    _compared(f"orders ({res}); wide steps: {wide} cores or more", {"reserve_after_s": after, "wide_cores": wide},
+    res = ("no reservations" if after is None else f"reserve after {after:g} s") + (
+        f", reserve ahead {reserve_ahead()}" if reserve_ahead() else "")
+    _compared(f"orders ({res}); wide steps: {wide} cores or more",
+              {"reserve_after_s": after, "reserve_ahead": reserve_ahead(), "wide_cores": wide},
               "orders", rs, steps, graph, alloc, as_json)
 
 
@@ -189,12 +191,14 @@ def _compared(title: str, head: dict, under: str | None, rs: dict, steps, graph,
     rows = {name: _row(r, steps, graph, wide) for name, r in rs.items()}
     first = next(iter(rs.values()))
     end = {} if first.end_s is None else {"end_s": first.end_s, "drain_s": first.drain_s}
+    window, depth = _window(alloc), window_option.depth()
     if as_json:
         body = {under: rows} if under else rows
-        click.echo(dumps({**head, **body, **end, "window": _window(alloc)}, indent=1, sort_keys=True))
+        click.echo(dumps({**head, **body, **end, "window": window, "window_depth": depth}, indent=1, sort_keys=True))
         return
     ends = f"; end {first.end_s:g} s, drain point {first.drain_s:g} s" if end else ""
-    click.echo(f"{title}; window {_window(alloc)} a node{ends}")
+    chain = f", up to {depth} behind a running step" if window and depth > 1 else ""
+    click.echo(f"{title}; window {window} a node{chain}{ends}")
     _table(rows)
 
 

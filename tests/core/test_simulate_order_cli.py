@@ -64,6 +64,17 @@ def test_compare_orders_shows_each_order_of_the_same_suite(tmp_path):
                                                    ["critical-then-smallest", "41.0"], ["defer-widest", "41.0"]]
 
 
+def test_compare_orders_names_the_reservations_planned_ahead_and_the_window_depth_its_runs_had(tmp_path):
+    r = run(tmp_path, "--compare-orders", "--json", "--reserve-ahead", "3", "--window-depth", "2")
+    assert r.exit_code == 0, r.output
+    got = json.loads(r.output)
+    assert (got["reserve_ahead"], got["window"], got["window_depth"]) == (3, 16, 2)
+    text = run(tmp_path, "--compare-orders", "--reserve-ahead", "3", "--window-depth", "2")
+    assert text.exit_code == 0, text.output
+    assert text.output.splitlines()[0] == ("orders (reserve after 600 s, reserve ahead 3); wide steps: 4 cores or "
+                                           "more; window 16 a node, up to 2 behind a running step")
+
+
 def test_an_unknown_order_is_refused_before_anything_runs(tmp_path):
     bad = run(tmp_path, "--order", "longest")
     assert bad.exit_code == 2 and "--order" in bad.output
