@@ -30,7 +30,7 @@ def suite_table(raw: dict, path: Path, problems: list[Problem]) -> tuple[str, st
     name = head.get("name", path.stem)
     if not isinstance(name, str) or not SUITE_NAME.match(name) or name in (".", ".."):
         if "name" in head:
-            problems.append(Problem(fname, None, "suite.name", "expected a name of letters, digits and . _ -"
+            problems.append(Problem(fname, None, "suite.name", "expected a name of ASCII letters, digits and . _ -"
                                     f" (one path segment: the default run dir is runs/<name>), got {name!r}"))
         else:  # (before 2026-12-06 this too named the field suite.name, which the file did not have)
             problems.append(Problem(fname, None, None, _unnamed(name)))
@@ -63,7 +63,7 @@ def _unnamed(stem: str) -> str:
     fit = re.sub(r"[^A-Za-z0-9._-]+", "_", stem).strip("_") or "suite"
     fit = "suite" if fit in (".", "..") else fit
     return (f"the suite has no [suite] name, so it takes the file's name, {stem!r}, which is not a suite name "
-            "(letters, digits and . _ -: one path segment, the default run dir is runs/<name>): "
+            "(ASCII letters, digits and . _ -: one path segment, the default run dir is runs/<name>): "
             f'give it one, e.g. [suite] name = "{fit}"')
 
 

@@ -195,10 +195,10 @@ MAX_ID = 1900
 
 
 def check_id(v: Any) -> str:
-    """A step id: letters, digits and . _ - /, a clean relative path."""
+    """A step id: ASCII letters, digits and . _ - /, a clean relative path."""
     v = check_str(v)
     if not STEP_ID.match(v):
-        raise ValueError(f"a step id uses only letters, digits and . _ - /, got {v!r}")
+        raise ValueError(f"a step id uses only ASCII letters, digits and . _ - /, got {v!r}")
     if len(v) > 255 and (len(v) > MAX_ID or max(map(len, v.split("/"))) > 255):
         part = max(map(len, v.split("/")))
         what = (f"is {len(v)} characters long, and at most {MAX_ID} fit in the paths of its files" if len(v) > MAX_ID
@@ -289,7 +289,7 @@ def check_env(v: Any) -> tuple[tuple[str, str], ...]:
     out, wrong = [], []  # (every variable that is wrong is said, in one problem for the field)
     for name, value in v.items():
         if not isinstance(name, str) or not _ENV_NAME.match(name):
-            wrong.append(f"{name!r} is not an environment variable's name (letters, digits and _, "
+            wrong.append(f"{name!r} is not an environment variable's name (ASCII letters, digits and _, "
                          "not starting with a digit)")
         elif name.startswith("FLEET_"):
             wrong.append(f"{name} is fleet's own: a step's env may not set FLEET_* variables")

@@ -71,7 +71,7 @@ def test_every_distinct_problem_of_an_array_is_said_each_field_on_its_own():
 def test_a_bad_id_pattern_is_said_once_as_written():
     (p,) = problems_of({"id": "k/{i} x", "array": "0-9", "command": "true"})
     assert (p.step, p.field) == ("k/{i} x", "id")
-    assert p.message == ("a step id uses only letters, digits and . _ - /, got 'k/{i} x' "
+    assert p.message == ("a step id uses only ASCII letters, digits and . _ - /, got 'k/{i} x' "
                          "(in all 10 steps of the array)")
 
 

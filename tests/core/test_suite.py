@@ -66,14 +66,14 @@ def test_a_steps_env_is_its_variables_by_name_on_top_of_the_defaults_numbers_as_
 @pytest.mark.parametrize("env,said", [
     ({"FLEET_ID": "x"}, "FLEET_ID is fleet's own: a step's env may not set FLEET_* variables"),
     ({"MKL_NUM_THREADS": "2"}, "MKL_NUM_THREADS is set from the step's cores (an MPI step's threads): change those instead"),
-    ({"A-B": "x"}, "'A-B' is not an environment variable's name (letters, digits and _, not starting with a digit)"),
-    ({"A\n": "x"}, "'A\\n' is not an environment variable's name (letters, digits and _, not starting with a digit)"),
+    ({"A-B": "x"}, "'A-B' is not an environment variable's name (ASCII letters, digits and _, not starting with a digit)"),
+    ({"A\n": "x"}, "'A\\n' is not an environment variable's name (ASCII letters, digits and _, not starting with a digit)"),
     ({"A": True}, "A: expected a string (or a number), got True"),
     ({"A": ["x"]}, "A: expected a string (or a number), got ['x']"),
     (["A=1"], 'expected a table of NAME = "value", got [\'A=1\']'),
     ({"bad name": "x", "OK": "1", "": "y", "FLEET_X": "z"},  # every wrong variable said at once
-     "'bad name' is not an environment variable's name (letters, digits and _, not starting with a digit); "
-     "'' is not an environment variable's name (letters, digits and _, not starting with a digit); "
+     "'bad name' is not an environment variable's name (ASCII letters, digits and _, not starting with a digit); "
+     "'' is not an environment variable's name (ASCII letters, digits and _, not starting with a digit); "
      "FLEET_X is fleet's own: a step's env may not set FLEET_* variables"),
 ])
 def test_an_env_that_is_not_a_table_of_plain_names_and_values_is_refused_naming_why(env, said):
@@ -542,6 +542,8 @@ def test_a_file_name_that_is_no_suite_name_is_said_to_be_the_file_s_with_a_name_
     assert p.message.endswith(f'give it one, e.g. [suite] name = "{fit}"'), p.message
     (named,) = problems_of({"id": "a", "command": "x"}, path=Path("/x") / file, suite={"name": "has space"})
     assert named.field == "suite.name"  # one written in the file is that field's
+    # "letters" alone read as if the file's "ü" were one: only ASCII letters are.
+    assert "(ASCII letters, digits and . _ -" in p.message and "a name of ASCII letters" in named.message
     assert parse({"id": "a", "command": "x"}, path=Path("/x") / file, suite={"name": fit}).name == fit
 
 
