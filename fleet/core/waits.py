@@ -8,7 +8,7 @@ classifies a wait from the structure and never parses the prose back.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from fleet.core.units import format_memory
 
@@ -17,7 +17,7 @@ from fleet.core.units import format_memory
 CORES = "cores"            # fewer cores free in the whole allocation than it needs
 GPUS = "gpus"              # fewer GPUs free than it needs
 WHOLE_NODE = "whole_node"  # enough in all, but no one node has all of it free together
-MEMORY = "memory"          # a node has its cores and GPUs free but not its memory (report-side)
+MEMORY = "memory"          # a node has its cores and GPUs free but not its memory share (else report-side)
 SPAN = "span"              # may span nodes, but the pieces do not fit across them now
 ALONE = "alone"            # serial / concurrent = false: waits for the running steps to end
 ELSEWHERE = "elsewhere"    # another fleet holds its claim
@@ -63,6 +63,9 @@ class WaitReason:
                 parts.append(_n(self.gpus, "GPU"))
             if self.memory is not None:
                 parts.append(f"{format_memory(self.memory)} of memory")
+            elif self.cause == MEMORY:  # the cores are free on a node, their share of its memory is not
+                return ("no node has " + ", ".join(parts) + " free together with the cores' share of its memory "
+                        "(the step declares no memory, so it takes that share; it may not span nodes)")
             return "no node has " + ", ".join(parts) + " free together (the step may not span nodes)"
         if self.cause == ALONE:
             return f"runs alone: {self.detail}" if self.detail else "runs alone"
@@ -86,6 +89,11 @@ def short_of(pool, d) -> WaitReason:
         cause = GPUS
     elif d.span:
         cause = SPAN
+    elif d.memory is None and pool.fits(replace(d, memory=0)):
+        # A step that declares no memory takes its cores' share of the node, and steps
+        # that declare more than theirs can leave a node's cores free without it: that
+        # is what it waits for, not a whole node (one lookup, as its placing made).
+        cause = MEMORY
     else:
         cause = WHOLE_NODE
     return WaitReason(cause, d.cores, d.gpus, d.memory, pool.free_cores, pool.free_gpus)

@@ -5,7 +5,8 @@ dependencies, then for whatever its wait records say (the cause of each record's
 structured reason, fleet.core.waits). A ready step without a record of its own queues
 behind the latest record of a step of its kind, because the scheduler records only the
 head of each kind of demand. "No node has it all free together" is told apart here:
-memory, when some live node had the cores and GPUs free but not the memory, as rebuilt
+memory, when some live node had the cores and GPUs free but not the memory (the step's
+figure, else its cores' share of that node's), as rebuilt
 from the start and exit records at that moment (:class:`FreeIndex`); else a whole node.
 """
 
@@ -28,6 +29,7 @@ class FreeIndex:
         self.nodes, self.steps, self.t_end = nodes, steps, t_end
         self.times: dict[str, list[float]] | None = None
         self.held: dict[str, list[tuple[int, int, int]]] = {}
+        self.uneven = False  # some step held more than its cores' share of a node's memory
 
     def _index(self) -> None:
         ev: dict[str, list[tuple[float, int, int, int]]] = {n: [] for n in self.nodes}
@@ -38,6 +40,8 @@ class FreeIndex:
                     lst = ev.get(p.node)
                     if lst is not None:
                         c, g, m = len(p.cores), len(p.gpus), p.memory
+                        nd = self.nodes[p.node]
+                        self.uneven = self.uneven or m * len(nd.cores) > nd.memory * c
                         lst.append((a.start, c, g, m))
                         lst.append((end, -c, -g, -m))
         self.times = {}
@@ -53,6 +57,13 @@ class FreeIndex:
                     ts.append(t)
                     hs.append((c, g, m))
             self.times[name], self.held[name] = ts, hs
+
+    def shares_short(self) -> bool:
+        """Whether a step that takes its cores' share of memory could ever have been short
+        of it: only beside steps that held more than theirs (else no scan is worth it)."""
+        if self.times is None:
+            self._index()
+        return self.uneven
 
     def free_at(self, t: float) -> list[tuple[str, int, int, int]]:
         """(node, free cores, free GPUs, free memory) of each live node just after t."""
@@ -74,14 +85,22 @@ def classify(why: W.WaitReason, t: float | None = None, free: FreeIndex | None =
     memory; else for a whole node."""
     cause = why.cause
     if cause == W.WHOLE_NODE:
-        # Without a memory figure the step takes its proportional share of a node, and
-        # such steps never wait on memory (fleet.core.resources): it is a whole node it lacks.
-        if why.memory is not None and free is not None and t is not None:
-            for _, fc, fg, fm in free.free_at(t):
-                if fc >= why.cores and fg >= why.gpus and fm < why.memory:
+        # Without a memory figure the step takes its cores' share of a node's memory, which
+        # steps that declare more than theirs can leave short (fleet.core.resources). (A
+        # scheduler since 2026-12-06 says so itself, cause memory; earlier records are told here.)
+        if free is not None and t is not None and (why.memory is not None or free.shares_short()):
+            for name, fc, fg, fm in free.free_at(t):
+                if fc >= why.cores and fg >= why.gpus and fm < _needs(why, free.nodes[name]):
                     return W.MEMORY
         return W.WHOLE_NODE
     return cause if cause in W.CAUSES else W.OTHER
+
+
+def _needs(why: W.WaitReason, node: Node) -> int:
+    """The memory the waiting step would take on `node`: its figure, else its cores' share."""
+    if why.memory is not None:
+        return why.memory
+    return node.memory * why.cores // len(node.cores) if node.cores else 0
 
 
 def wait_segments(steps: dict[str, Step], t_end: float, free: FreeIndex, stopping: dict | None = None) -> None:

@@ -49,6 +49,20 @@ def test_a_step_whose_memory_is_not_free_beside_its_cores_waits_for_a_whole_node
     assert sched.view("b").why == w.why and sched.view("b").wait_reason == w.reason
 
 
+def test_a_step_without_memory_whose_cores_share_is_taken_by_a_bigger_declaration_waits_naming_its_share():
+    # 2 cores, 8 GiB: "a" declares 6 GiB for one core (its share is 4 GiB), so the other
+    # core is free and its 4 GiB share is not. Not "no node has 1 core free": one is.
+    sched, out = scheduler([node("m1", 2, memory=8 * GiB)], {"id": "a", "memory": "6GiB"}, {"id": "b"})
+    (w,) = waits(out)
+    assert w.why == WaitReason(W.MEMORY, cores=1, gpus=0, memory=None, free_cores=1, free_gpus=0)
+    assert w.reason == ("no node has 1 core free together with the cores' share of its memory (the step "
+                        "declares no memory, so it takes that share; it may not span nodes)")
+    # Cores short on every node (one free on each of two): still a whole node it lacks.
+    sched, out = scheduler([node("n1", 3), node("n2", 3)], {"id": "a", "cores": 2}, {"id": "b", "cores": 2},
+                           {"id": "c", "cores": 2})
+    assert [x.why.cause for x in waits(out)] == [W.WHOLE_NODE]
+
+
 def test_a_spanning_step_whose_pieces_do_not_fit_across_the_nodes_waits_for_span():
     # Two ranks of two threads: 4 cores are free, but 1 of them on n1 holds no rank.
     sched, out = scheduler([node("n1", 3), node("n2", 3)], {"id": "a", "cores": 2},

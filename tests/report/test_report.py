@@ -210,6 +210,21 @@ def test_waits_tell_memory_from_a_whole_node_and_gpus_and_queued_steps_take_thei
     assert {w["for"] for w in j["stretches"][0]["steps"]} == {"memory", "whole node", "gpus"}
 
 
+def test_a_step_without_memory_short_of_its_cores_share_beside_a_bigger_declaration_waited_for_memory():
+    # n1: 2 cores, 100 bytes. "big" declares 80 (its one core's share is 50): the other core
+    # is free, its share (50) is not. A record of an earlier scheduler says whole_node.
+    s = Stream().fleet(90, [("n1", [0, 1], [], 100)])
+    s.submit(100, [("big", [], 1, 80), ("p", [], 1, None), ("n", [], 1, None)])
+    s.start(100, "big", "n1", [0], memory=80)
+    s.wait(100, "p", W.WaitReason(W.WHOLE_NODE, cores=1))
+    s.wait(100, "n", W.WaitReason(W.MEMORY, cores=1))  # as this scheduler says it
+    s.exit(104, "big", 0, 4).start(104, "p", "n1", [0], memory=50).start(104, "n", "n1", [1], memory=50)
+    s.exit(105, "p", 0, 1).exit(105, "n", 0, 1)
+    r = R.build(s.down(106).recs)
+    assert {sid: r.steps[sid].waited_for() for sid in ("p", "n")} == {"p": W.MEMORY, "n": W.MEMORY}
+    assert r.waits[W.MEMORY] == {"steps": 2, "step_s": pytest.approx(8)}
+
+
 def test_a_wait_is_classified_from_its_structure_not_its_words():
     s = Stream().fleet(0, [("n1", [0], [], 100)])
     s.submit(1, [("a", [], 1, None), ("b", [], 1, None)]).start(1, "a", "n1", [0], memory=100)
