@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from fleet.core import unparsedgraph
 from fleet.core.graph import Graph, build_graph
 from fleet.core.problems import Problem, SuiteError
 from fleet.core.resources import Capacity, NodeSpec
@@ -108,7 +109,7 @@ def checked_suite(path: str | Path, nodes: list[NodeSpec] | None = None, check_i
 
     The graph is built from the steps that read cleanly, so a field problem in one step
     does not hide a cycle, an unknown dep, a missing input or a twice-produced output in
-    another. Inputs are looked for in `run_dir` (default: the suite's own run_dir).
+    another; nor its own unknown deps and twice-produced outputs (fleet.core.unparsedgraph). Inputs are looked for in `run_dir` (default: the suite's own run_dir).
     With `imports`, each call target's module is imported in a child process started
     in `imports_from` (default: the current directory). With `own_run_dir`, the suite's
     run_dir must be a directory or one that can be made."""
@@ -117,6 +118,7 @@ def checked_suite(path: str | Path, nodes: list[NodeSpec] | None = None, check_i
     where = run_dir if run_dir is not None else suite.run_dir
     hook = missing_on_disk(where, reading.unparsed_outputs) if check_inputs else None
     graph, later = build_graph(suite.steps, known_done=reading.unparsed, unproduced=hook)
+    later += unparsedgraph.problems(str(suite.path), reading.partial, suite.steps, reading.unparsed)
     if own_run_dir and (problem := run_dir_problem(suite)) is not None:
         later.append(problem)
     if nodes is not None:

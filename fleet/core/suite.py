@@ -8,6 +8,7 @@ is fleet.control.checks.load_suite's: here is only text and tables.
 
 from __future__ import annotations
 
+import itertools
 import posixpath
 import re
 import sys
@@ -21,7 +22,8 @@ from fleet.core.problems import Problem, SuiteError
 from fleet.core.slotfill import filler
 from fleet.core.suitehead import defaults_table, suite_table
 from fleet.core.arraytables import ArrayTable, Expanded, Folder, expand, fold_later
-from fleet.core.units import CHECKS, STEP_FIELDS, STEP_ID, each_wrong, parse_array  # noqa: F401 (re-exported)
+from fleet.core.units import (CHECKS, STEP_FIELDS, STEP_ID, each_wrong, inside_run_dir,  # noqa: F401 (re-exported)
+                              parse_array)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -151,6 +153,7 @@ class Reading:
     unparsed: Unparsed = Unparsed()  # ids of steps with problems
     unparsed_outputs: Unparsed = Unparsed()  # their outputs, as far as they read
     arrays: tuple[ArrayTable, ...] = ()  # where each array's steps are: later problems about them fold
+    partial: Mapping[str, tuple] = field(default_factory=dict, hash=False)  # theirs that read: (deps, outputs)
 
     def check(self) -> Suite:
         """The suite, or SuiteError with every problem."""
@@ -237,10 +240,10 @@ def read_suite(raw: dict, path: Path, resolve: Callable[[Path], Path] | None = N
     if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
         problems.append(Problem(fname, None, "steps", "expected [[steps]] tables"))
         tables = []
-    steps, marks, arrays, unparsed, outputs = _read_steps(tables, defaults, limit, fname, problems)
+    steps, marks, arrays, unparsed, outputs, partial = _read_steps(tables, defaults, limit, fname, problems)
     suite = Suite(path=path, name=name, run_dir=_run_dir(run_dir_raw, path, resolve), preload=tuple(preload),
                   steps=tuple(sorted(steps.values(), key=lambda s: s.order)))
-    return Reading(suite, tuple(problems), marks, unparsed, outputs, arrays)
+    return Reading(suite, tuple(problems), marks, unparsed, outputs, arrays, partial)
 
 
 class _Failed:
@@ -249,12 +252,18 @@ class _Failed:
     def __init__(self) -> None:
         self.ids: tuple[set[str], set[str]] = (set(), set())
         self.outputs: tuple[set[str], set[str]] = (set(), set())
+        # id -> its deps and outputs as far as they read: their graph problems are said too
+        # (fleet.core.unparsedgraph); one step a table (an array's first), `kept` before it.
+        self.partial: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
 
-    def add(self, raw: dict) -> None:
+    def add(self, raw: dict, kept: int = -1) -> None:
         self._note(self.ids, raw.get("id"))
         outs = raw.get("outputs")
         for out in outs if isinstance(outs, list) else ():
             self._note(self.outputs, out if not isinstance(out, str) else posixpath.normpath(out))
+        sid = raw.get("id")
+        if len(self.partial) == kept and isinstance(sid, str) and sid and "{i}" not in sid and sid not in self.partial:
+            self.partial[sid] = (_readable(raw.get("deps"), STEP_ID.match), _readable(outs, _inside))
 
     @staticmethod
     def _note(into: tuple[set[str], set[str]], name: Any) -> None:
@@ -269,11 +278,25 @@ class _Failed:
                 Unparsed(frozenset(self.outputs[0]), tuple(sorted(self.outputs[1]))))
 
 
+def _readable(v: Any, ok: Callable[[str], Any]) -> tuple[str, ...]:
+    """The strings of a list field that pass `ok` (the rest have their field problems)."""
+    return tuple(x for x in v if isinstance(x, str) and ok(x)) if isinstance(v, list) else ()
+
+
+def _inside(path: str) -> bool:
+    """Whether an output path reads (inside the run directory)."""
+    try:
+        return bool(inside_run_dir(path, dir_ok=False))
+    except ValueError:
+        return False
+
+
 def _read_steps(tables: list[dict], defaults: dict, limit: int, fname: str, problems: list[Problem],
-                ) -> tuple[dict[str, StepSpec], dict[str, int], tuple[ArrayTable, ...], Unparsed, Unparsed]:
+                ) -> tuple[dict[str, StepSpec], dict[str, int], tuple[ArrayTable, ...], Unparsed, Unparsed, dict]:
     """The steps of the [[steps]] tables that read cleanly, by id in setup order; for each,
-    how many problems were found up to it; where the arrays' steps are; and the ids and
-    outputs of those that did not. An array's problems are folded (fleet.core.arraytables)."""
+    how many problems were found up to it; where the arrays' steps are; the ids and
+    outputs of those that did not, and their readable deps and outputs (_Failed.partial).
+    An array's problems are folded (fleet.core.arraytables)."""
     steps: dict[str, StepSpec] = {}
     marks: dict[str, int] = {}
     arrays: list[ArrayTable] = []
@@ -281,8 +304,9 @@ def _read_steps(tables: list[dict], defaults: dict, limit: int, fname: str, prob
     declared = 0
     for n, table in enumerate(tables, 1):
         instances, unknown = _instances(table, n, defaults, limit - declared, fname, problems)
+        kept = len(failed.partial)
         if not instances:
-            failed.add(table)
+            failed.add(table, kept)
         declared += len(instances)
         folder = Folder(instances.label, len(instances)) if isinstance(instances, Expanded) and len(instances) > 1 \
             else None
@@ -293,7 +317,7 @@ def _read_steps(tables: list[dict], defaults: dict, limit: int, fname: str, prob
                 _fold(folder, problems, before)
             spec = _make_step(inst, len(steps), fname, problems, f"#{n}", defaulted)  # setup order: distinct steps
             if spec is None or unknown:
-                failed.add(inst)
+                failed.add(inst, kept)
                 continue
             prior = steps.get(spec.id)
             if prior is None:
@@ -309,7 +333,9 @@ def _read_steps(tables: list[dict], defaults: dict, limit: int, fname: str, prob
             problems += folder.problems()
             if len(steps) > first:
                 arrays.append(ArrayTable(folder.pattern, folder.size, first, len(steps)))
-    return (steps, marks, tuple(arrays), *failed.frozen())
+        for sid in itertools.islice(failed.partial, kept, None):  # its later problems come after its own
+            marks.setdefault(sid, len(problems))
+    return (steps, marks, tuple(arrays), *failed.frozen(), failed.partial)
 
 
 def _fold(folder: Folder, problems: list[Problem], since: int) -> None:

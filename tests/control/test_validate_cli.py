@@ -266,6 +266,43 @@ memory = "lots"
     ]
 
 
+def test_a_step_with_a_field_problem_still_has_its_own_unknown_deps_and_shared_outputs_said(tmp_path):
+    suite = write_suite(tmp_path / "s.toml", """
+[suite]
+run_dir = "run"
+[[steps]]
+id = "a"
+command = "true"
+outputs = ["x.nc"]
+[[steps]]
+id = "bad"
+command = "true"
+cores = "two"
+deps = ["ghost", "a", "worse"]
+outputs = ["x.nc", "../out.nc", "y.nc"]
+[[steps]]
+id = "worse"
+command = 3
+outputs = ["./y.nc"]
+[[steps]]
+id = "arr/{i}"
+array = "1-3"
+command = "true"
+cores = 0
+deps = ["phantom"]
+""")
+    errors = refused(fleet("validate", str(suite), cwd=tmp_path, timeout=60), 8)
+    f = str(suite)
+    assert [e for e in errors if "field 'deps'" in e or "also produced" in e] == [
+        # (a dep on "worse", itself unread, is no problem: its own are said)
+        f"{f}: step 'bad': field 'deps': 'ghost' names no step",
+        f"{f}: step 'bad': field 'outputs': 'x.nc' is also produced by step 'a'",
+        f"{f}: step 'worse': field 'outputs': './y.nc' is also produced by step 'bad'",
+        f"{f}: step 'arr/1': field 'deps': 'phantom' names no step",
+    ]
+    assert errors[0].startswith(f"{f}: step 'bad': field 'cores'") and errors[1].startswith(f"{f}: step 'bad': field 'outputs'")
+
+
 def test_an_args_value_that_is_exactly_i_is_the_integer_index_in_a_real_run(tmp_path):
     suite = write_suite(tmp_path / "s.toml", """
 [suite]
