@@ -26,6 +26,7 @@ import zmq
 from fleet.control import (cancelling, comingup, drain, early, eventlines, heap, jobend, launching, nodemarkers,
                            outcomes, preloads, recording, reports, store, turns, turntrace)
 from fleet.control.claims import Claims
+from fleet.control.holdtimer import HoldTimer
 from fleet.control.intake import Intake
 from fleet.control.liveness import Liveness, report_hold, scaled
 from fleet.control.status import answer as status_answer
@@ -95,6 +96,7 @@ class Coordinator:
         self.ended_why: dict[str, str] = {}  # step -> how its last attempt ended, for its retry line
         self.interrupted: set[str] = set()   # steps stopped by this fleet's own stop (not attempts)
         self.drain = drain.Drain(self)  # the allocation's end (fleet.control.drain)
+        self.holds = HoldTimer(self)  # the ends of defer-widest's holds (fleet.control.holdtimer)
         self.orphan = jobend.Orphan(self)  # every agent gone for good (fleet.control.jobend)
         turntrace.install(self)  # FLEET_TURN_TRACE: the slow loop turns, part by part
 
@@ -134,7 +136,8 @@ class Coordinator:
                 busy = self._todo or self._inbox or self.early.cut or self.intake.ready()
                 # (shared: the claims log is followed every FOLLOW_S; done markers waiting to ride)
                 wake = self.markers.wake(min(next_beat, next_claims))
-                wait_ms = 0 if busy else self.drain.wait_ms(time.time(), int((wake - time.monotonic()) * 1000))
+                wait_ms = 0 if busy else self.holds.wait_ms(time.time(), self.drain.wait_ms(
+                    time.time(), int((wake - time.monotonic()) * 1000)))
                 ready = dict(poller.poll(self.liveness.polling(wait_ms)))  # (returning late: a stall, Liveness)
                 # Until the next poll the loop does not listen: not counted against agents.
                 self._until = self.liveness.listening_ended() + TURN_S
@@ -150,6 +153,7 @@ class Coordinator:
                     self._beat()
                     next_beat = time.monotonic() + self.heartbeat_s
                 self.drain.tick(time.time(), ready)  # its own timer: the drain point, not the next beat
+                self.holds.tick(time.time())  # a held step's hold ended: a pass (fleet.control.holdtimer)
                 if time.monotonic() >= next_claims:
                     self._tend_claims()
                     next_claims = time.monotonic() + self.claims.period()

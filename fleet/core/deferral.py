@@ -26,16 +26,23 @@ only while a smaller wide step is ready and waiting was measured and is worse (p
 ready next, which no state of the ready queue shows.
 
 The hold is checked in the scheduler's passes, which follow events (a step ends, a
-submission, a node joins): on a busy fleet within seconds of its end; a held step
-starts at once when nothing else is running. A held step holds up no other step: for
-the pass it is set aside, and the steps queued behind it in its class of demand are
-tried (it is often first there: its class is keyed by whole work, the choice by work
-up to the typical duration).
+submission, a node joins), and its end is a timer of its own: each hold the pass
+imposes is noted (a heap of ends), and the shell asks `wake_after(sched, t)` for the
+first end after the last wake-up it gave, and at that time hands the scheduler a pass
+with nothing in it (Exits(()), as for a bounded pass's rest): the live coordinator's
+loop waits no longer than that (fleet.control.holdtimer), `fleet simulate` has it in
+its heap of times (fleet.core.simulate). Until 2026-12-06 there was no timer: a held
+step waited for the next event after its hold, which on a fleet of long steps left its
+cores idle for as long as the running steps had left. A held step starts at once when
+nothing else is running. A held step holds up no other step: for the pass it is set
+aside, and the steps queued behind it in its class of demand are tried (it is often
+first there: its class is keyed by whole work, the choice by work up to the typical
+duration).
 
 Deterministic (the choice is made from the submission alone; the hold from the
-step's ready time and the event's time). Cost: one sort of a submission's spanning
-steps when it is entered, one set lookup per pass for a class whose first step is
-deferred.
+step's ready time and the event's time; the wake-up is an event with its time). Cost:
+one sort of a submission's spanning steps when it is entered, one set lookup per pass
+for a class whose first step is deferred, a heap push per hold.
 """
 
 from __future__ import annotations
@@ -59,6 +66,8 @@ class Deferral:
         self.share, self.hold_s = share, hold_s
         self.steps: set[str] = set()
         self.typical: dict[str, float] = {}  # a deferred step's submission's median spanning duration
+        self._ends: list[tuple[float, str]] = []  # (when a hold ends, step): the shell's wake-ups
+        self._timed: set[tuple[float, str]] = set()  # (each hold once; a retry is held anew)
 
     def learn(self, steps, rank: Mapping[str, float], cut: float,
               recorded: Mapping[str, float] | None) -> None:
@@ -84,9 +93,43 @@ class Deferral:
                 and now < self.until(job))
 
     def why(self, job) -> W.WaitReason:
-        """The reason a held step waits."""
-        return W.WaitReason(W.OTHER, detail=f"deferred (one of the widest steps not on a critical chain) "
-                                            f"until {self.until(job):g} s")
+        """The reason a held step waits: how long it is held from when it became ready
+        (`fleet status` shows how long it has been). Not the time left, nor the end as a
+        time: the words would change at every pass, each a Wait said again."""
+        hold = self.until(job) - job.ready_at
+        return W.WaitReason(W.OTHER, detail=f"deferred for {_seconds(hold)} from when it became ready "
+                                            f"(one of the widest steps not on a critical chain)")
+
+    def timed(self, job) -> None:
+        """Note the end of a hold the pass imposes, for the shell's wake-up."""
+        end = (self.until(job), job.spec.id)
+        if end not in self._timed:
+            self._timed.add(end)
+            heapq.heappush(self._ends, end)
+
+    def next_end(self, after: float) -> float | None:
+        """The first end of a hold later than `after` (those up to it are dropped: the
+        shell gave the pass at or after them), or None."""
+        while self._ends and self._ends[0][0] <= after:
+            self._timed.discard(heapq.heappop(self._ends))
+        return self._ends[0][0] if self._ends else None
+
+
+def _seconds(s: float) -> str:
+    """A hold in words: "40 s", "29 min 17 s", "2 h 5 min"."""
+    s = round(s)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min" + (f" {s % 60} s" if s % 60 else "")
+    return f"{s // 3600} h" + (f" {s % 3600 // 60} min" if s % 3600 // 60 else "")
+
+
+def wake_after(sched, after: float) -> float | None:
+    """When the shell is to give `sched` a pass (Exits(())) for a hold that ends, the
+    first such time after `after` (its last wake-up); None: no hold to end."""
+    deferral = sched.ranks.deferral
+    return None if deferral is None else deferral.next_end(after)
 
 
 def held(sched, job, cls, heads: list, now: float, aside: list, out: list) -> bool:
@@ -97,6 +140,7 @@ def held(sched, job, cls, heads: list, now: float, aside: list, out: list) -> bo
     if not deferral.holds(job, now, len(sched._running)):
         return False
     sched._wait(job, deferral.why(job), len(cls.heap) - 1, out)
+    deferral.timed(job)
     aside.append((cls, heapq.heappop(cls.heap)))
     if cls.heap:
         heapq.heappush(heads, (cls.heap[0], cls.key))

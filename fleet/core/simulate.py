@@ -1,5 +1,6 @@
 """What-if runs: the real scheduler on a pretend allocation, each step taking its
-`estimate` (default 1 s). No processes, no clock: time is a number we advance.
+`estimate` (default 1 s). No processes, no clock: time is a number we advance, from
+one step's end to the next (and to each hold's end of "defer-widest", fleet.core.deferral).
 
 Given the allocation's end (`end_s`), it is modelled with the same core as a live
 fleet (fleet.core.deadline): steps that would not end before the drain point are not
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import sys
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
@@ -27,6 +29,7 @@ from fleet.core.reservations import RESERVE_AFTER_S
 from fleet.core.resources import NodeSpec
 from fleet.core import states as S
 from fleet.core.deadline import AllocationEnds, DrainNow
+from fleet.core.deferral import wake_after
 from fleet.core.decisions import Exits, GoOn
 from fleet.core.scheduler import (Begin, Blocked, Kill, NodeJoined, Scheduler, Start, StepExited, Unrunnable,
                                   Submitted, Withdraw)
@@ -37,6 +40,9 @@ from fleet.core.suite import StepSpec
 # coordinator handles the exits a loop turn brings before it drains (fleet.control.drain),
 # and the deadline admits a step that ends at the drain point (fleet.core.deadline).
 DRAIN_LAST = math.inf
+# A hold's end (fleet.core.deferral) sorts after the step ends at the same instant and
+# before the drain point: a pass at that instant already ended the hold (then it is skipped).
+HOLD_ENDS = sys.float_info.max
 
 
 def pretend_nodes(nodes: int, cores_per_node: int, memory_per_node: int = 0,
@@ -129,27 +135,44 @@ def simulate(steps: Iterable[StepSpec], graph: Graph, nodes: list[NodeSpec],
             elif isinstance(d, Blocked):
                 blocked[d.step] = d.because
             elif isinstance(d, Kill):  # the drain: the step ends now, interrupted
-                # What the exit decides is not acted on: after the drain nothing starts, and
-                # a queued step its predecessor's end would begin has its own Kill here.
-                sched.handle(StepExited(d.step, d.attempt, S.INTERRUPTED), now)
-                if d.step in placed:  # else queued on its node, dropped there: never started
-                    interrupted[d.step] = now
-                    placed[d.step] = SimStep(placed[d.step].nodes, placed[d.step].cores, placed[d.step].start_s, now)
+                _interrupt(sched, d, now, placed, interrupted)
+        _wake(sched, ends, woken, now)
 
     interrupted: dict[str, float] = {}  # (the drain's, filled by act)
+    woken: set[float] = set()  # the holds' ends already in `ends`
     drain_s = max(0.0, end_s - drain_before_s) if end_s is not None else None
     if end_s is not None:
         sched.handle(AllocationEnds(end_s, drain_s), 0.0)
         heapq.heappush(ends, (drain_s, DRAIN_LAST, "", 0))  # the drain point's timer
     act(sched.handle(Submitted(steps, graph.deps), 0.0), 0.0)
-    now = 0.0
+    now = passed = 0.0
     while ends:
         now, _, sid, attempt = heapq.heappop(ends)
-        if sid in interrupted:
+        if sid in interrupted or (attempt < 0 and now == passed):  # (a pass at a hold's end came first)
             continue
-        act(sched.handle(StepExited(sid, attempt, "succeeded") if sid else DrainNow("the drain point"), now), now)
+        event = Exits(()) if attempt < 0 else StepExited(sid, attempt, S.SUCCEEDED) if sid else DrainNow("the drain point")
+        act(sched.handle(event, now), now)
+        passed = now
     return _result(steps, dur, graph, nodes, placed, count, unrunnable, blocked, tuple(log), interrupted,
                    end_s, drain_s)
+
+
+def _interrupt(sched, d: Kill, now: float, placed: dict, interrupted: dict) -> None:
+    """The drain's Kill: the step ends now, interrupted. What the exit decides is not
+    acted on: after the drain nothing starts, and a queued step its predecessor's end
+    would begin has its own Kill."""
+    sched.handle(StepExited(d.step, d.attempt, S.INTERRUPTED), now)
+    if d.step in placed:  # else queued on its node, dropped there: never started
+        interrupted[d.step] = now
+        placed[d.step] = SimStep(placed[d.step].nodes, placed[d.step].cores, placed[d.step].start_s, now)
+
+
+def _wake(sched, ends: list, woken: set, now: float) -> None:
+    """A hold the pass imposed ends later (fleet.core.deferral): a pass then, in `ends`."""
+    at = wake_after(sched, now)
+    if at is not None and at not in woken:
+        woken.add(at)
+        heapq.heappush(ends, (at, HOLD_ENDS, "", -1))
 
 
 def _whole(sched, decisions: list, now: float) -> list:

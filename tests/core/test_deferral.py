@@ -4,10 +4,11 @@ once. Pure: events in, decisions out."""
 
 from __future__ import annotations
 
-from fleet.core.deferral import Deferral
+from fleet.core.deferral import Deferral, wake_after
 from fleet.core.graph import build_graph
 from fleet.core.ranks import Ranks, upward_ranks
-from fleet.core.scheduler import NodeJoined, Scheduler, Start, StepExited, Wait, submission
+from fleet.core.scheduler import Exits, NodeJoined, Scheduler, Start, StepExited, Wait, submission
+from fleet.core.simulate import pretend_nodes, simulate
 
 from tests.core.coretools import node, suite
 
@@ -39,12 +40,22 @@ def run(order: str, deferral: Deferral | None = None, tables=TABLES, nodes: int 
             elif isinstance(d, Wait):
                 waits.append((now, d.step, d.why.text()))
     act(sched.handle(submission(s.steps), 0.0), 0.0)
-    while ends:
+    now = 0.0
+    while ends or wake_after(sched, now) is not None:
         ends.sort()
+        at = wake_after(sched, now)  # a hold ends before the next step does: a pass then, as the shells give
+        if at is not None and (not ends or at < ends[0][0]):
+            now = at
+            act(sched.handle(Exits(()), now), now)
+            continue
         now, sid = ends.pop(0)
         act(sched.handle(StepExited(sid, 1, "succeeded"), now), now)
     assert sched.finished()
     return started, waits
+
+
+def deferred(hold: str) -> str:
+    return f"deferred for {hold} from when it became ready (one of the widest steps not on a critical chain)"
 
 
 def test_the_widest_step_off_the_critical_chain_waits_its_hold_and_a_smaller_wide_one_starts_at_once():
@@ -53,7 +64,7 @@ def test_the_widest_step_off_the_critical_chain_waits_its_hold_and_a_smaller_wid
     after, waits = run("defer-widest", Deferral(share=0.5, hold_s=20.0))
     assert after["small"] == 5.0 and after["big"] == 20.0  # held 20 s, started at the first pass after
     assert after["long"] == before["long"] == 0.0
-    assert (0.0, "big", "deferred (one of the widest steps not on a critical chain) until 20 s") in waits
+    assert (0.0, "big", deferred("20 s")) in waits
 
 
 # 16 nodes of 4 cores, room for every step at once. "long" (5,000 s) is the critical chain;
@@ -69,11 +80,12 @@ SHORT = ({"id": "long", "estimate": 5000}, {"id": "w0", "cores": 8, "span": True
 def test_a_suite_of_short_wide_steps_holds_its_deferred_one_about_one_wide_step_not_for_long():
     started, waits = run("defer-widest", tables=SHORT, nodes=16)
     # Held the median spanning step's 60 s (not a fixed 2,400 s), then started at the next pass.
-    assert (0.0, "w0", "deferred (one of the widest steps not on a critical chain) until 60 s") in waits
+    assert (0.0, "w0", deferred("1 min")) in waits
     assert started["w0"] == 60.0 and started["w1"] == 30.0
-    # With a fixed 2,400 s hold it would have waited for the last event, "long"'s end.
+    # With a fixed 2,400 s hold it waits that long (not for "long"'s end at 5,000 s, the
+    # next event after the hold, as before its end was a timer of its own).
     fixed, _ = run("defer-widest", Deferral(hold_s=2400.0), tables=SHORT, nodes=16)
-    assert fixed["w0"] == 5000.0
+    assert fixed["w0"] == 2400.0
 
 
 def test_the_hold_is_the_median_expected_duration_of_the_submissions_spanning_steps():
@@ -132,4 +144,31 @@ def test_a_held_step_first_in_its_class_holds_up_none_of_the_steps_queued_behind
     started, waits = run("defer-widest", deferral, tables=tables)
     assert started["b"] == 0.0
     assert started["a"] == 20.0
-    assert (0.0, "a", "deferred (one of the widest steps not on a critical chain) until 20 s") in waits
+    assert (0.0, "a", deferred("20 s")) in waits
+
+
+def test_a_hold_that_ends_between_events_starts_its_step_at_its_end_in_a_simulation_too():
+    # "long" runs 1,000 s; the rest end by 70 s. w0 is held 60 s from 0: no step ends at
+    # 60 s, and before its hold had a timer w0 waited for "long"'s end (its node idle).
+    tables = [dict(t) for t in SHORT if not str(t["id"]).startswith("tick")]
+    tables[0]["estimate"] = 1000
+    s = suite(*tables)
+    graph, _ = build_graph(s.steps)
+    r = simulate(s.steps, graph, pretend_nodes(16, 4), order="defer-widest")
+    assert r.steps["w0"].start_s == 60.0 and r.steps["w1"].start_s == 30.0
+    assert r.makespan_s == 1000.0
+    started, waits = run("defer-widest", tables=tables, nodes=16)
+    assert started["w0"] == 60.0
+    assert [w for w in waits if w[1] == "w0"] == [(0.0, "w0", deferred("1 min"))]  # said once, not at every pass
+
+
+def test_a_hold_is_said_in_minutes_and_hours_from_when_the_step_became_ready():
+    d = Deferral(hold_s=1757.0)
+
+    class Job:
+        ready_at = 100.0
+
+        class spec:
+            id = "w"
+    assert d.why(Job).text() == deferred("29 min 17 s")
+    assert Deferral(hold_s=7500.0).why(Job).text() == deferred("2 h 5 min")
