@@ -251,4 +251,17 @@ def simulate_end_lines(r) -> list[str]:
         return []
     return [f"  end           {r.end_s:10.1f} s (drain point {r.drain_s:.1f} s)",
             f"  interrupted   {len(r.interrupted):10d} step(s) stopped at the drain point",
-            f"  not started   {len(r.not_started):10d} step(s) (would not end before the drain point, or after it)"]
+            *_named(list(r.interrupted)),
+            f"  not started   {len(r.not_started):10d} step(s) (would not end before the drain point, or after it)",
+            *_named(r.not_started)]
+
+
+SIMULATE_NAMED = 10  # the ids `fleet simulate` names of each (all of them: --json)
+
+
+def _named(ids: list) -> list[str]:
+    """The first SIMULATE_NAMED ids, one line, and how many more."""
+    if not ids:
+        return []
+    more = f" ... and {len(ids) - SIMULATE_NAMED} more (--json lists them all)" if len(ids) > SIMULATE_NAMED else ""
+    return ["                " + ", ".join(ids[:SIMULATE_NAMED]) + more]

@@ -124,3 +124,20 @@ def test_the_comparisons_model_the_allocation_s_end_and_show_it_with_each_row_s_
         assert lines[0].endswith("; window 2 a node; end 120 s, drain point 60 s"), lines[0]
         assert lines[1].endswith(" interrupted not started"), lines[1]
         assert all(ln.split()[-2:] == ["0", "4"] for ln in lines[2:]), lines
+
+
+def test_the_text_names_the_steps_interrupted_and_not_started_not_only_their_counts(tmp_path):
+    # One core, 60 s to the drain point: "a" (59.5 s) ends, "b" (no estimate: 1 s, and
+    # not held back) starts at 59.5 s and is interrupted at 60 s; twelve of 100 s would not
+    # end before it: ten named, the rest counted.
+    text = "[suite]\nname = \"ends\"\n" + "".join(
+        f'[[steps]]\nid = "{sid}"\ncommand = "x"\n' + (f"estimate = {est}\n" if est else "") for sid, est in
+        [("a", 59.5), ("b", None)] + [(f"long{i:02d}", 100) for i in range(12)])
+    r = fleet(tmp_path, text, "--nodes", "1", "--cores-per-node", "1", "--walltime", "65", "--drain-before", "5")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("interrupted"))
+    assert lines[at].split()[1] == "1" and lines[at + 1].strip() == "b"
+    assert lines[at + 2].split()[2] == "12"
+    assert lines[at + 3].strip() == ", ".join(f"long{i:02d}" for i in range(10)) + \
+        " ... and 2 more (--json lists them all)"
