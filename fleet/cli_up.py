@@ -167,22 +167,40 @@ def start(run_dir: Path, profile, nodes: int, preload: str, timeout: float, extr
 def stop_all(run_dir: Path) -> None:
     """`fleet down`: every fleet of run_dir. Those with no connection file yet (coming
     up, or waiting for the lease: fleet.control.starting) first: a fleet up that is
-    stopped gives its lease back, and one of them would take it."""
+    stopped gives its lease back, and one of them would take it. A fleet whose file
+    others can read (chmod -R g+rX) or that lost its file is found through its lease,
+    and stopped, saying so (before 2026-12-06 such a fleet could not be stopped)."""
     from fleet.control import starting
-    from fleet.control.api import FleetError, fleets as live_fleets
+    from fleet.control.api import Fleet
+    from fleet.control.client import FleetError, live
     from fleet.wire.connection import NAME
+    exposed: list = []
     try:
-        fleets = live_fleets(run_dir)
+        fleets = [Fleet(run_dir, conn, path) for path, conn in live(run_dir, exposed=exposed)]
         early = starting.coordinators(run_dir, {f.conn.pid for f in fleets})
+        for path, _ in exposed:
+            click.echo(f"fleet down: warning: {path} was readable or writable by others (mode "
+                       f"{_mode(path)}): the fleet's keys were exposed; stopping it through its lease", err=True)
         for s in early:
+            what = s.describe(run_dir)
             starting.stop(s.pid)
-            click.echo(f"fleet down: {run_dir} ({s.describe()})")
+            click.echo(f"fleet down: {run_dir} ({what})")
         for f in fleets:
             f.down()
             what = "" if f.path.name == NAME else f" (a fleet run's embedded fleet, coordinator pid {f.conn.pid})"
             click.echo(f"fleet down: {run_dir}{what}")
     except FleetError as e:
         raise click.ClickException(str(e))
-    if not fleets and not early:  # (exit 0 still: a job's clean-up may say `fleet down` twice)
+    left = [why for path, why in exposed if path.exists()]
+    if left:  # (no coordinator of this host holds the lease: another host's, or none)
+        raise click.ClickException(left[0])
+    if not fleets and not early and not exposed:  # (exit 0 still: a job's clean-up may say `fleet down` twice)
         missing = "" if run_dir.is_dir() else " (no such directory)"
         click.echo(f"no fleet was up in {run_dir}{missing}{starting.foreign_lease(run_dir)}")
+
+
+def _mode(path: Path) -> str:
+    try:
+        return f"{path.stat().st_mode & 0o7777:04o}"
+    except OSError:
+        return "?"

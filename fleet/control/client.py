@@ -15,6 +15,7 @@ from pathlib import Path
 
 import zmq
 
+from fleet.control.startlog import preload_refusals, signame, size, tail
 from fleet.control.dirlimits import FULL_EXIT, full_disk, room, run_dir_too_long, shown
 from fleet.site import jobstate
 from fleet.wire import connection, interpreter
@@ -106,12 +107,18 @@ class Client:
             self.sock.close(0)
 
 
-def live(run_dir: Path, embedded: bool = True) -> list[tuple[Path, connection.Connection]]:
+class ExposedFile(FleetError):
+    """A connection file of the run directory is readable or writable by others: refused."""
+
+
+def live(run_dir: Path, embedded: bool = True,
+         exposed: list[tuple[Path, str]] | None = None) -> list[tuple[Path, connection.Connection]]:
     """The live fleets of run_dir, each as (connection file, connection): the one `fleet
     up` started (fleet.json) first, then (with embedded) those that `fleet run`s embed
     there, newest first. A stale connection file is removed: of this host, its pid gone;
     of another host, its batch job ended (fleet.site.jobstate: asked only from a job of
-    the same Slurm cluster)."""
+    the same Slurm cluster). A file others can read or write is refused (ExposedFile); with
+    `exposed` given, it is noted there as (path, why) and skipped instead (`fleet down`)."""
     run_dir = Path(run_dir)
     if run_dir_too_long(run_dir):  # no fleet starts there (usable_run_dir)
         return []
@@ -129,6 +136,14 @@ def live(run_dir: Path, embedded: bool = True) -> list[tuple[Path, connection.Co
             continue
         try:
             conn = connection.read(path)
+        except connection.Exposed as e:
+            why = (f"{e}. If a fleet is up in {shown(run_dir)}, its keys were readable by others: stop it "
+                   f"(fleet down --run-dir {shown(run_dir)}), or, to keep it, chmod 600 {path}; if none is, "
+                   f"remove that file")
+            if exposed is None:
+                raise ExposedFile(why) from None
+            exposed.append((path, why))
+            continue
         except connection.ConnectionError_ as e:  # unsafe or unreadable: a clear error, not a traceback
             raise FleetError(f"{e} (if no fleet is up in {shown(run_dir)}, remove that file: `fleet down` "
                              f"cannot read it either)") from None
@@ -142,8 +157,23 @@ def live(run_dir: Path, embedded: bool = True) -> list[tuple[Path, connection.Co
                   f"which has ended", file=sys.stderr)
             path.unlink(missing_ok=True)
             continue
+        if _copied(conn, run_dir):
+            raise FleetError(f"{path} names the fleet of another run directory, {conn.run_dir} (coordinator pid "
+                             f"{conn.pid} on {conn.host}): a copy of its connection file? Nothing was done; give "
+                             f"that run directory (--run-dir {conn.run_dir}), or remove the copy")
         out.append((path, conn))
     return out
+
+
+def _copied(conn: connection.Connection, run_dir: Path) -> bool:
+    """The connection file in run_dir is another run directory's (copied there): acting
+    on it would stop or drive that other fleet (before 2026-12-06 `fleet down` did). A
+    path that does not exist here is another host's view of a shared file system (mounted
+    elsewhere there) unless the coordinator is of this host: only then is it a copy."""
+    try:
+        return not os.path.samefile(conn.run_dir, run_dir)
+    except OSError:
+        return conn.host == socket.gethostname()
 
 
 def find(run_dir: Path, embedded: bool = False) -> connection.Connection | None:
@@ -243,7 +273,7 @@ def up(run_dir: Path, nodes: int = 1, machine: str = "local", preload: tuple[str
         # An embedded fleet lives only as long as the `fleet run` that brings it up, even
         # one killed with SIGKILL (its own session keeps it out of that run's group).
         argv += ["--parent-pid", str(os.getpid())]
-    offset = _size(run_dir / "events.jsonl")  # what this fleet writes comes after
+    offset = size(run_dir / "events.jsonl")  # what this fleet writes comes after
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, start_new_session=True)
     logf.close()
     try:
@@ -440,7 +470,7 @@ def _not_up(run_dir: Path, proc: subprocess.Popen, offset: int) -> FleetError:
         return FleetError(f"the fleet was stopped before it was up (fleet down, or SIGTERM to its coordinator "
                           f"pid {proc.pid})")
     if proc.returncode < 0:  # (a signal other than SIGTERM: killed, or crashed)
-        return CoordinatorKilled(f"the coordinator (pid {proc.pid}) was killed by {_signame(-proc.returncode)} "
+        return CoordinatorKilled(f"the coordinator (pid {proc.pid}) was killed by {signame(-proc.returncode)} "
                                  f"before the fleet was up; see {run_dir / 'coordinator.log'}")
     if proc.returncode == FULL_EXIT:  # it said so (fleet.control.comingup): its file system has no room
         return RunDirFull(f"the fleet could not come up in {shown(run_dir)}: its file system is full"
@@ -451,41 +481,4 @@ def _not_up(run_dir: Path, proc: subprocess.Popen, offset: int) -> FleetError:
         return RunDirFull(f"the coordinator exited with status {proc.returncode} before the fleet was up: {full}; "
                           f"free space (or raise the quota) and run again")
     return FleetError(f"the coordinator exited with status {proc.returncode} before the fleet was up; "
-                      f"see {run_dir / 'coordinator.log'}:\n" + _tail(run_dir / "coordinator.log"))
-
-
-def _signame(n: int) -> str:
-    try:
-        return signal.Signals(n).name
-    except ValueError:
-        return f"signal {n}"
-
-
-def preload_refusals(path: Path, offset: int, pid: int) -> list[tuple[str, str]]:
-    """(node, why) of each agent whose zygote refused its preload modules, as the fleet
-    whose coordinator is `pid` on this host recorded them in events.jsonl past `offset`."""
-    from fleet.wire import events
-    tag = f"{socket.gethostname()}-{pid}-"  # the fleet's id begins so (fleet.control.coordinator)
-    try:
-        with open(path, "rb") as f:
-            f.seek(offset)
-            lines = f.read().decode(errors="replace").splitlines()
-    except OSError:
-        return []
-    found = [events.parse(d) for d in events.events_of(lines)]
-    return [(r.node, r.reason) for r in found
-            if isinstance(r, events.AgentFailed) and r.preload and r.fleet.startswith(tag)]
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except OSError:
-        return 0
-
-
-def _tail(path: Path, lines: int = 15) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
+                      f"see {run_dir / 'coordinator.log'}:\n" + tail(run_dir / "coordinator.log"))

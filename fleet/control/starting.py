@@ -28,11 +28,35 @@ class Starting:
     holds: bool
     lease: dict
 
-    def describe(self) -> str:
+    def describe(self, run_dir: Path | None = None) -> str:
+        """What it is: coming up, waiting for the lease, or (run_dir given, and its
+        events.jsonl says so) up, with its connection file gone or refused."""
+        if run_dir is not None and recorded_up(run_dir, self.pid):
+            return (f"a fleet that was up with no connection file `fleet down` could use (removed, or refused), "
+                    f"coordinator pid {self.pid}")
         if self.holds or self.lease.get("shared"):
             return f"a fleet still coming up, coordinator pid {self.pid}"
         return (f"a fleet waiting for the run directory's lease, held by pid {self.lease.get('pid')} on host "
                 f"{self.lease.get('host')}; coordinator pid {self.pid}")
+
+
+def recorded_up(run_dir: Path, pid: int) -> bool:
+    """The coordinator pid of this host recorded in run_dir's events.jsonl that its fleet
+    is up (fleet_up; its fleet id begins with host-pid-: fleet.control.coordinator)."""
+    tag = f"{socket.gethostname()}-{pid}-"
+    try:
+        with open(Path(run_dir) / "events.jsonl", "rb") as f:
+            for line in f:  # (one pass, once per `fleet down`; only fleet_up lines are parsed)
+                if b"fleet_up" in line and tag.encode() in line:
+                    try:
+                        rec = json.loads(line)
+                    except ValueError:
+                        continue
+                    if rec.get("kind") == "fleet_up" and str(rec.get("fleet", "")).startswith(tag):
+                        return True
+    except OSError:
+        pass
+    return False
 
 
 def foreign_lease(run_dir: Path) -> str:

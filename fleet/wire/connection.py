@@ -27,6 +27,11 @@ class ConnectionError_(RuntimeError):
     """No usable fleet at the given place (missing, unsafe or stale connection file)."""
 
 
+class Exposed(ConnectionError_):
+    """The connection file is readable or writable by others (its keys were exposed):
+    refused, though its fleet may well be up (`fleet down` still stops it, by its lease)."""
+
+
 @dataclass(frozen=True)
 class Connection:
     client: str        # endpoint for clients (fleet run/status/down)
@@ -142,7 +147,7 @@ def read(path: Path) -> Connection:
     if st.st_uid != os.getuid():
         raise ConnectionError_(f"{path}: belongs to another user (uid {st.st_uid}); refusing it")
     if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise ConnectionError_(f"{path}: refusing a connection file that others can read or write "
+        raise Exposed(f"{path}: refusing a connection file that others can read or write "
                                f"(mode {stat.S_IMODE(st.st_mode):04o}; it must be 0600)")
     try:
         data = json.loads(path.read_text())

@@ -44,8 +44,9 @@ def test_fleet_down_of_a_fleet_of_another_host_that_does_not_answer_signals_noth
         # The connection file a coordinator of another host would have left: its pid is
         # a process of this host that has nothing to do with any fleet.
         conn = json.loads((run_dir / "fleet.json").read_text())
-        conn.update(host="node9.elsewhere.invalid", pid=bystander.pid, client=f"tcp://127.0.0.1:{_free_port()}")
-        other = tmp_path / "shared"
+        other = tmp_path / "shared"  # (that fleet's own run directory: not a copy of another's file)
+        conn.update(host="node9.elsewhere.invalid", pid=bystander.pid, client=f"tcp://127.0.0.1:{_free_port()}",
+                    run_dir=str(other))
         other.mkdir()
         fd = os.open(other / "fleet.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
@@ -89,8 +90,9 @@ def test_fleet_status_and_run_on_a_fleet_of_another_host_that_does_not_answer_sa
     run_dir = _up(tmp_path)
     try:
         conn = json.loads((run_dir / "fleet.json").read_text())
-        conn.update(host="node9.elsewhere.invalid", pid=1, client=f"tcp://127.0.0.1:{_free_port()}")
         other = tmp_path / "shared"
+        conn.update(host="node9.elsewhere.invalid", pid=1, client=f"tcp://127.0.0.1:{_free_port()}",
+                    run_dir=str(other))
         other.mkdir()
         fd = os.open(other / "fleet.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
