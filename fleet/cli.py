@@ -15,7 +15,7 @@ from fleet.control.checks import checked_suite, preload_hint
 from fleet.core.problems import SuiteError
 from fleet.core.units import counted
 from fleet import cli_streams
-from fleet.cli_status import gone_there, said_down, status_connection
+from fleet.cli_status import gone_there, said_down, status_connection, status_fleet
 from fleet.cli_options import CORES, GPUS, INTERVAL, MEMORY, NODES, allocation, drain_margin, simulate_end
 
 EXIT_INVALID = 2
@@ -386,9 +386,9 @@ def status(run_dir, conn_file, via, login, ssh_option, as_json, all_nodes, watch
     import contextlib
     import signal
     import time as _t
-    from fleet.control.api import Fleet, FleetError
+    from fleet.control.api import FleetError
     from fleet.control.statusview import render
-    from fleet.control.tunnel import Tunnel, TunnelError
+    from fleet.control.tunnel import Tunnel
     # Not resolved here: with --ssh, a relative run dir is the login node's, relative to its home.
     given = Path(run_dir or os.environ.get("FLEET_RUN_DIR") or ".")
     host, _, port = (via or "").rpartition(":")
@@ -396,19 +396,8 @@ def status(run_dir, conn_file, via, login, ssh_option, as_json, all_nodes, watch
         raise click.BadParameter(f"{via!r}: give HOST:PORT", param_hint="--via")
     conn, kept = status_connection(given, conn_file, login, ssh_option, as_json)
     with contextlib.ExitStack() as stack:
-        endpoint, tun = None, Tunnel(login, conn.client, list(ssh_option)) if login and not via else None
-        if via:
-            endpoint = f"tcp://{host}:{port}"
-        elif tun is not None:
-            try:
-                endpoint = stack.enter_context(tun)
-            except TunnelError as e:
-                raise click.ClickException(str(e))
-        try:
-            f = Fleet(given, conn, endpoint=endpoint)
-        except FleetError as e:
-            raise click.ClickException(str(e))
-        stack.callback(f.close)
+        tun = Tunnel(login, conn.client, list(ssh_option)) if login and not via else None
+        f = status_fleet(stack, given, conn, f"tcp://{host}:{port}" if via else None, tun)
         # SIGTERM or SIGHUP (timeout(1), a closed terminal) unwinds too: the tunnel goes.
         for sig in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, lambda n, _f: sys.exit(128 + n))
@@ -422,6 +411,8 @@ def status(run_dir, conn_file, via, login, ssh_option, as_json, all_nodes, watch
                     try:
                         st = f.status(timeout=10, nodes=all_nodes)
                     except FleetError as e:
+                        if tun is not None and tun.closed():
+                            raise click.ClickException(tun.closed())
                         gone = gone_there(login, given, ssh_option, conn) if watch and login and not conn_file else ""
                         if gone:
                             return said_down(gone, as_json, crashed=False)

@@ -34,6 +34,23 @@ def status_connection(run_dir: Path, conn_file, login, ssh_option, as_json):
     return fleets[0][1], fleets[0][0]
 
 
+def status_fleet(stack, run_dir: Path, conn, via: str | None, tun):
+    """The fleet `fleet status` asks, at `via` or through the tunnel `tun` (entered on
+    `stack`, as the fleet's closing is), else at its own address. Through a tunnel, a
+    request ends as soon as its ssh exits, saying so, not blaming the fleet after 10 s."""
+    from fleet.control.api import Fleet, FleetError
+    from fleet.control.tunnel import TunnelError
+    try:
+        endpoint = stack.enter_context(tun) if tun is not None else via
+        f = Fleet(run_dir, conn, endpoint=endpoint)
+    except (TunnelError, FleetError) as e:
+        raise click.ClickException(str(e))
+    stack.callback(f.close)
+    if tun is not None:
+        f.client.broken = tun.closed
+    return f
+
+
 def gone_there(login: str, run_dir: Path, ssh_option, conn) -> str:
     """Why the fleet watched through `ssh login` is down, read there once its requests
     go unanswered: its connection file is gone, or names another coordinator ("": it is

@@ -62,6 +62,7 @@ class Client:
         self.endpoint = endpoint or conn.client
         self.ctx = zmq.Context.instance()
         self.lock = threading.RLock()
+        self.broken = None  # why the way there is gone, or "" (fleet status --ssh: its tunnel's closed)
         self._connect()
 
     def reset(self) -> None:
@@ -86,14 +87,29 @@ class Client:
             if self.sock.closed:  # (close(), or a Fleet's down(): pyzmq's own error says only "not a socket")
                 raise FleetError(f"this client's connection to the coordinator at {self.endpoint} is closed")
             self.sock.send(P.encode(msg))
-            if not self.sock.poll(int(timeout * 1000)):
+            if not self._answered(timeout):
                 self.reset()  # (a late answer must not be taken for the answer to the next question)
+                broken = self.broken() if self.broken else ""
+                if broken:
+                    raise FleetError(broken)
                 raise NoAnswer(f"the coordinator at {self.endpoint} did not answer within {timeout:.0f} s"
                                f"{self._where()}")
             reply = P.decode(self.sock.recv(), limit=ANSWER_LIMIT)
         if isinstance(reply, P.Error):
             raise FleetError(reply.reason)
         return reply
+
+    def _answered(self, timeout: float) -> bool:
+        """An answer came within `timeout` (or, with `broken` set, before it said why none can)."""
+        if self.broken is None:
+            return bool(self.sock.poll(int(timeout * 1000)))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.sock.poll(int(min(0.2, max(0.0, deadline - time.monotonic())) * 1000)):
+                return True
+            if self.broken():
+                return False
+        return False
 
     def _where(self) -> str:
         """Where the coordinator runs, if not here and asked at its own address: the likely why."""

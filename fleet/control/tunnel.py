@@ -68,6 +68,15 @@ def fetch_connection(login: str, run_dir: str, options: list[str], timeout: floa
         raise TunnelError(f"{login}:{run_dir}'s connection file is not a fleet connection file: {e}") from None
 
 
+def _die_with(parent: int) -> None:
+    """In the forked ssh before exec: SIGTERM when `parent` dies (PR_SET_PDEATHSIG); if it
+    already died between the fork and here, now."""
+    from fleet.node.child import set_pdeathsig
+    set_pdeathsig(signal.SIGTERM)
+    if os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 class Tunnel:
     """`with Tunnel(login, endpoint) as local_endpoint:` forwards a local port."""
 
@@ -85,8 +94,14 @@ class Tunnel:
         host, rport = self.remote
         argv = _ssh_base(self.login, self.options)
         argv[1:1] = ["-N", "-L", f"127.0.0.1:{port}:{host}:{rport}"]
+        parent = os.getpid()
+        # Its own session (a Ctrl-C of the terminal is ours to handle), and it dies with this
+        # process, even one killed by SIGKILL (before 2026-12-06 such an ssh stayed for good).
+        # Spawned from the thread that lives as long as this process (the main one): the
+        # death signal comes when the thread that forked it ends.
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, start_new_session=True)
+                                     stderr=subprocess.PIPE, start_new_session=True,
+                                     preexec_fn=lambda: _die_with(parent))
         os.set_blocking(self.proc.stderr.fileno(), False)  # (said(): what it says meanwhile)
         deadline = time.monotonic() + self.timeout
         while time.monotonic() < deadline:
@@ -100,6 +115,17 @@ class Tunnel:
                 time.sleep(0.05)
         self.__exit__()
         raise TunnelError(f"ssh {self.login} did not open the tunnel within {self.timeout:.0f} s")
+
+    def closed(self) -> str:
+        """Why the tunnel is gone, if its ssh has exited (else ""): a request through it
+        cannot be answered, whatever the fleet's state."""
+        if self.proc is None or self.proc.poll() is None:
+            return ""
+        rc = self.proc.returncode
+        how = f"was killed by signal {-rc}" if rc < 0 else f"exited with status {rc}"
+        said = self.said()
+        return (f"the ssh tunnel through {self.login} closed: ssh {how}" + (f"; ssh said: {said}" if said else "")
+                + " (the fleet may well still be up; run the command again)")
 
     def said(self) -> str:
         """The last lines ssh wrote to its standard error so far: why a forward fails

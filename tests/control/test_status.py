@@ -818,3 +818,58 @@ def test_status_watch_ends_by_itself_when_the_fleet_goes_down(tmp_path):
     finally:
         kill_group(p)
         R.down(run_dir, tmp_path)
+
+
+def _ssh_tunnel_pids(options: list[str]) -> list[int]:
+    """The pids of the ssh tunnels (-L) to the sshd these options name."""
+    port = re.search(r"-p (\d+)", options[0]).group(1)
+    out = []
+    for p in psutil.process_iter(["pid", "name", "cmdline"]):
+        try:
+            cmd = p.info["cmdline"] or []
+            if p.info["name"] == "ssh" and "-L" in cmd and f" -p {port} " in f" {' '.join(cmd)} " \
+                    and p.status() != psutil.STATUS_ZOMBIE:
+                out.append(p.info["pid"])
+        except psutil.Error:
+            pass
+    return out
+
+
+def test_status_ssh_killed_with_sigkill_takes_its_ssh_tunnel_with_it(idle_fleet, sshd, tmp_path):
+    base, run_dir, conn = idle_fleet
+    login, options, log, home = sshd
+    before = set(_ssh_tunnel_pids(options))
+    p = spawn("status", "--run-dir", str(run_dir), "--ssh", login, "--ssh-option", options[0], "--watch",
+              "--interval", "0.2", cwd=base)
+    try:
+        read_until(p.stdout.fileno(), lambda b: b.count(b"fleet in ") >= 2, 60, "two frames")
+        ours = set(_ssh_tunnel_pids(options)) - before
+        assert len(ours) == 1, ours
+        os.kill(p.pid, signal.SIGKILL)  # (no clean-up of its own: only the kernel can end the ssh now)
+        p.wait(timeout=30)
+        wait_for(lambda: not ours & set(_ssh_tunnel_pids(options)), 20, "its ssh tunnel gone")
+    finally:
+        kill_group(p)
+        for pid in set(_ssh_tunnel_pids(options)) - before:  # (a leak on the old code: not left running)
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_status_watch_whose_ssh_tunnel_dies_says_the_tunnel_closed_not_that_the_fleet_is_down(idle_fleet, sshd):
+    base, run_dir, conn = idle_fleet
+    login, options, log, home = sshd
+    before = set(_ssh_tunnel_pids(options))
+    p = spawn("status", "--run-dir", str(run_dir), "--ssh", login, "--ssh-option", options[0], "--watch",
+              "--interval", "0.2", cwd=base)
+    try:
+        read_until(p.stdout.fileno(), lambda b: b.count(b"fleet in ") >= 2, 60, "two frames")
+        (ours,) = set(_ssh_tunnel_pids(options)) - before
+        os.kill(ours, signal.SIGKILL)
+        p.wait(timeout=60)
+        err = p.stderr.read()
+        assert p.returncode == 1, err
+        assert f"the ssh tunnel through {login} closed: ssh was killed by signal 9" in err, err
+        assert "is the fleet still up" not in err and "did not answer" not in err and "Traceback" not in err, err
+    finally:
+        kill_group(p)
+    st = status_json("--run-dir", str(run_dir), cwd=base)  # the fleet was never down
+    assert st["pid"] == conn.pid
