@@ -15,6 +15,7 @@ from pathlib import Path
 
 import zmq
 
+from fleet.control.reach import unreachable
 from fleet.control.startlog import preload_refusals, signame, size, tail
 from fleet.control.dirlimits import FULL_EXIT, full_disk, room, run_dir_too_long, shown
 from fleet.site import jobstate
@@ -115,8 +116,7 @@ class Client:
         """Where the coordinator runs, if not here and asked at its own address: the likely why."""
         if self.conn.host in ("", socket.gethostname()) or self.endpoint != self.conn.client:
             return ""
-        return (f" (it runs on {self.conn.host}, pid {self.conn.pid}, which this host may not reach: "
-                f"`fleet status --ssh LOGIN` or `--via HOST:PORT` go through ssh)")
+        return unreachable(self.conn)
 
     def close(self) -> None:
         with self.lock:

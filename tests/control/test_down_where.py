@@ -86,7 +86,7 @@ def test_fleet_down_of_a_stopped_coordinator_continues_it_and_it_tears_down(tmp_
     assert_nothing_left(run_dir)
 
 
-def test_fleet_status_and_run_on_a_fleet_of_another_host_that_does_not_answer_say_where_it_runs(tmp_path):
+def test_fleet_status_run_and_cancel_on_a_fleet_of_another_host_that_does_not_answer_say_where_it_runs_and_what_to_do(tmp_path):
     run_dir = _up(tmp_path)
     try:
         conn = json.loads((run_dir / "fleet.json").read_text())
@@ -99,11 +99,18 @@ def test_fleet_status_and_run_on_a_fleet_of_another_host_that_does_not_answer_sa
             json.dump(conn, f)
         suite = tmp_path / "s.toml"
         suite.write_text('[suite]\nname = "s"\n[[steps]]\nid = "a"\ncommand = "true"\n')
-        for args in (("status", "--run-dir", str(other)), ("run", str(suite), "--run-dir", str(other))):
+        for args in (("status", "--run-dir", str(other)), ("run", str(suite), "--run-dir", str(other)),
+                     ("cancel", "--all", "--run-dir", str(other))):
             r = fleet(*args, cwd=tmp_path, timeout=90)
             assert r.returncode == 1, (args, r.stdout, r.stderr)
             assert "did not answer within 10 s" in r.stderr and "it runs on node9.elsewhere.invalid, pid 1" in r.stderr \
-                and "--ssh LOGIN" in r.stderr, (args, r.stderr)
+                and "Traceback" not in r.stderr, (args, r.stderr)
+            # Only `fleet status` has --ssh and --via: the others are to be run there.
+            if args[0] == "status":
+                assert "--ssh LOGIN" in r.stderr, r.stderr
+            else:
+                assert f"ssh node9.elsewhere.invalid fleet {args[0]} --run-dir {other}" in r.stderr \
+                    and "--ssh" not in r.stderr and "--via" not in r.stderr, (args, r.stderr)
         assert not (other / "steps").exists()  # nothing was started, nor submitted
     finally:
         fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
