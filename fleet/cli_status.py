@@ -18,7 +18,7 @@ def status_connection(run_dir: Path, conn_file, login, ssh_option, as_json):
     from fleet.control.tunnel import TunnelError, fetch_connection
     try:
         if conn_file:
-            return _conn.read(Path(conn_file)), None
+            return _given(Path(conn_file)), None
         here = run_dir.resolve()
         if login and not (_conn.path_in(here).exists() or any(here.glob("fleet-*.json"))):
             return fetch_connection(login, str(run_dir), list(ssh_option)), None
@@ -32,6 +32,21 @@ def status_connection(run_dir: Path, conn_file, login, ssh_option, as_json):
         click.echo(f"fleet: {len(fleets)} fleets are up in {run_dir.resolve()}; showing coordinator pid "
                    f"{fleets[0][1].pid} (the others: pid {others})", err=True)
     return fleets[0][1], fleets[0][0]
+
+
+def _given(path: Path):
+    """The connection of a --connection file; one of this host whose coordinator is gone
+    is said at once, by its pid, as for a run directory's (before 2026-12-06 it was asked
+    and said not to answer after 10 s). The file is the user's: it is left alone."""
+    import socket
+    from fleet.wire import connection as _conn
+    from fleet.control.client import _alive
+    conn = _conn.read(path)
+    if conn.host == socket.gethostname() and not _alive(conn.pid):
+        raise click.ClickException(f"the fleet of {path} is down: its coordinator, pid {conn.pid} on this host, "
+                                   f"is gone (a copy of {conn.run_dir}'s connection file, from before its fleet "
+                                   f"went down?)")
+    return conn
 
 
 def status_fleet(stack, run_dir: Path, conn, via: str | None, tun):

@@ -69,3 +69,16 @@ def test_fleet_down_on_a_copy_of_another_run_directorys_connection_file_refuses_
     finally:
         fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
     assert_nothing_left(run_dir)
+
+
+def test_fleet_status_with_a_connection_file_whose_coordinator_of_this_host_is_gone_says_so_by_its_pid(tmp_path):
+    run_dir = _up(tmp_path)
+    pid = _pid(run_dir)
+    copy = tmp_path / "copy.json"
+    shutil.copy2(run_dir / "fleet.json", copy)
+    fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, check=True, timeout=60)
+    r = fleet("status", "--connection", str(copy), cwd=tmp_path, timeout=60)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"its coordinator, pid {pid} on this host, is gone" in r.stderr and "did not answer" not in r.stderr, r.stderr
+    assert copy.exists()  # the user's copy, not the fleet's file: left alone
+    assert_nothing_left(run_dir)
