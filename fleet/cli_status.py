@@ -63,6 +63,10 @@ def status_fleet(stack, run_dir: Path, conn, via: str | None, tun):
     stack.callback(f.close)
     if tun is not None:
         f.client.broken = tun.closed
+    elif via:  # (a bare "did not answer" said nothing of the likely why: the forward)
+        f.client.via_hint = (f" (through --via {via.removeprefix('tcp://')}: is the tunnel up there, and does it "
+                             f"lead to this fleet's coordinator, {conn.client.removeprefix('tcp://')} on {conn.host}? "
+                             f"Nothing listening there, or another fleet's tunnel, does not answer)")
     return f
 
 

@@ -63,7 +63,7 @@ class Client:
         self.endpoint = endpoint or conn.client
         self.ctx = zmq.Context.instance()
         self.lock = threading.RLock()
-        self.broken = None  # why the way there is gone, or "" (fleet status --ssh: its tunnel's closed)
+        self.broken, self.via_hint = None, ""  # (fleet status: its --ssh tunnel's closed, what to check of --via)
         self._connect()
 
     def reset(self) -> None:
@@ -114,9 +114,9 @@ class Client:
 
     def _where(self) -> str:
         """Where the coordinator runs, if not here and asked at its own address: the likely why."""
-        if self.conn.host in ("", socket.gethostname()) or self.endpoint != self.conn.client:
-            return ""
-        return unreachable(self.conn)
+        if self.endpoint != self.conn.client:
+            return self.via_hint
+        return "" if self.conn.host in ("", socket.gethostname()) else unreachable(self.conn)
 
     def close(self) -> None:
         with self.lock:

@@ -471,6 +471,17 @@ def test_status_via_a_forwarded_port_reaches_the_coordinator_through_it(idle_fle
     assert r.returncode == 2 and "'no-port-here': give HOST:PORT" in r.stderr and "--via" in r.stderr
 
 
+def test_status_via_a_port_where_nothing_listens_asks_whether_the_tunnel_is_up_and_leads_to_this_fleet(idle_fleet):
+    base, run_dir, conn = idle_fleet
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    r = fleet("status", "--run-dir", str(run_dir), "--via", f"127.0.0.1:{dead}", cwd=base, timeout=60)
+    assert r.returncode == 1 and "did not answer within 10 s" in r.stderr, r.stderr
+    assert f"through --via 127.0.0.1:{dead}: is the tunnel up there" in r.stderr, r.stderr
+    assert f"this fleet's coordinator, {conn.client.removeprefix('tcp://')} on {conn.host}" in r.stderr, r.stderr
+
+
 # -- --ssh: a real sshd on 127.0.0.1 ------------------------------------------------------------------
 
 SSHD = "/usr/sbin/sshd"
