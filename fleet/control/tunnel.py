@@ -16,6 +16,7 @@ import subprocess
 import time
 from urllib.parse import urlparse
 
+from fleet.node.child import set_pdeathsig  # (imported here, not in the forked child: no import after fork)
 from fleet.wire import connection
 
 
@@ -71,7 +72,6 @@ def fetch_connection(login: str, run_dir: str, options: list[str], timeout: floa
 def _die_with(parent: int) -> None:
     """In the forked ssh before exec: SIGTERM when `parent` dies (PR_SET_PDEATHSIG); if it
     already died between the fork and here, now."""
-    from fleet.node.child import set_pdeathsig
     set_pdeathsig(signal.SIGTERM)
     if os.getppid() != parent:
         os.kill(os.getpid(), signal.SIGTERM)
