@@ -249,6 +249,7 @@ def too_late(sched, job, cls, heads: list, now: float, out: list) -> bool:
     if why is None:
         return False
     heapq.heappop(cls.heap)
+    sched._quiet.changed(cls)
     sched._wait(job, why, 0, out)
     if cls.heap:
         heapq.heappush(heads, (cls.heap[0], cls.key))

@@ -142,6 +142,7 @@ def held(sched, job, cls, heads: list, now: float, aside: list, out: list) -> bo
     sched._wait(job, deferral.why(job), len(cls.heap) - 1, out)
     deferral.timed(job)
     aside.append((cls, heapq.heappop(cls.heap)))
+    sched._quiet.changed(cls)
     if cls.heap:
         heapq.heappush(heads, (cls.heap[0], cls.key))
     return True

@@ -245,7 +245,7 @@ class Entries:
                   work) -> Iterator[None]:
         """_enter(), pausing after every `chunk` counts of `work`."""
         if self._stale:  # before any new generation is queued: its heap entry may equal the old one's
-            take_out(self._classes, self._stale)
+            take_out(self._classes, self._stale, self._quiet.changed)
             self._stale = None
         kept = []
         for j in new:  # one renewed twice counts once

@@ -40,7 +40,7 @@ class Job:
 class DemandClass:
     """Ready steps of one demand (or every step that runs alone), in a heap by priority and order."""
 
-    __slots__ = ("key", "demand", "exclusive", "heap", "blocked_at")
+    __slots__ = ("key", "demand", "exclusive", "heap", "blocked_at", "quiet", "quiet_settled", "seen", "was")
 
     def __init__(self, key: tuple, demand: Demand, exclusive: bool):
         self.key = key
@@ -48,17 +48,26 @@ class DemandClass:
         self.exclusive = exclusive
         self.heap: list[tuple] = []  # (priority, queue key (fleet.core.ranks), id)
         self.blocked_at: int | None = None  # pool.releases.end() when it last failed to fit
+        self.quiet = 0  # its quiet period's stamp while quiet, else 0 (fleet.core.quiet)
+        self.quiet_settled = False  # (while quiet) whether a try with nothing free says nothing
+        self.seen = 0  # the last pass that looked at it (fleet.core.quiet)
+        self.was = None  # (stamp, first step) of its last quiet period (fleet.core.quiet)
 
 
-def take_out(classes: dict[tuple, DemandClass], jobs) -> None:
+def take_out(classes: dict[tuple, DemandClass], jobs, changed=None) -> None:
     """Take many ready steps out of their classes' heaps at once: one rebuild per class
     touched, where one at a time costs a scan of the heap each (quadratic when a lost
-    node or a cancel takes thousands)."""
+    node or a cancel takes thousands). `changed(cls)`: said of each class first (its first
+    step may change: fleet.core.quiet)."""
     gone: dict[tuple, set[str]] = {}
     for job in jobs:
         key = ("exclusive",) if job.exclusive else (job.demand,)
         gone.setdefault(key, set()).add(job.spec.id)
     missed: set[str] = set()
+    if changed is not None:
+        for key in gone:
+            if key in classes:
+                changed(classes[key])
     for key, ids in gone.items():
         cls = classes.get(key)
         n = len(cls.heap) if cls is not None else 0
@@ -68,6 +77,8 @@ def take_out(classes: dict[tuple, DemandClass], jobs) -> None:
             missed |= ids  # not where its demand says (never expected): look everywhere
     if missed:
         for cls in list(classes.values()):
+            if changed is not None:
+                changed(cls)
             _drop(classes, cls, missed)
 
 

@@ -43,7 +43,7 @@ class Outside:
             self._set(job, "cancel")
             out.append(Finished(sid, job.attempt, S.CANCELLED, ev.reason, ran=False))
             ended.append(job)
-        take_out(self._classes, ready)  # one rebuild per class, not a heap scan per step
+        take_out(self._classes, ready, self._quiet.changed)  # one rebuild per class, not a heap scan per step
         for job in ended:
             self._block_descendants(job, job.spec.id, out)
 

@@ -68,6 +68,10 @@ class Candidates:
         self.passno = 0  # the scheduler's passes so far (Reservations.begin counts them)
         self.tried: dict[tuple, int] = {}  # class key -> the pass its first step last failed in
         self.passed: dict[tuple, object] = {}  # class key -> its candidate, once passed over
+        # The scheduler's (fleet.core.quiet): told of a class whose candidacy changes, and
+        # asked whether a class was tried in this pass without a look (its `tried` mark).
+        self.changed = None
+        self.tried_unseen = None
 
     def note(self, job, key) -> None:
         """The first step of class `key` failed to start: a candidate (from now)."""
@@ -88,6 +92,8 @@ class Candidates:
         if self.of.get(key) is job:
             del self.of[key]
             self.passed.pop(key, None)
+            if self.changed is not None:
+                self.changed(key)
 
     def starving(self, job, key) -> bool:
         """Whether this candidate has been passed over (and is still its class's)."""
@@ -120,6 +126,8 @@ class Candidates:
                         heapq.heappop(heap)
                         self._entries -= 1
                         del self.of[key]
+                        if self.changed is not None:
+                            self.changed(key)
                         if first is not None and first.state == S.READY:
                             self._push(first, key)
                         continue
@@ -132,8 +140,12 @@ class Candidates:
                             (prio, ready, seq) > mine and not (aged and not fits(job.demand))):
                         kept.append(heapq.heappop(heap))
                         continue
-                    self.passed[key] = job
-                    if self.tried.get(key) == self.passno:
+                    if self.passed.get(key) is not job:
+                        self.passed[key] = job
+                        if self.changed is not None:
+                            self.changed(key)
+                    if self.tried.get(key) == self.passno or (self.tried_unseen is not None
+                                                              and self.tried_unseen(key)):
                         return job, key
                     if spare is None and before is None:
                         spare = (job, key)

@@ -115,6 +115,7 @@ class Reservations:
         self.pool: Pool | None = None  # the scheduler's (for the window's hand-ahead)
         self._begun: list = []  # steps a node's window began since the last pass (they pass over too)
         self.lowest = 0  # the lowest priority (largest number) among the ready classes' first steps
+        self.heads_lowest = None  # the scheduler's way to that without a walk of every class (fleet.core.quiet)
         self._told: dict[tuple, int] = {}  # class key -> held_cores when its first step was last tried
         self._ends: list[tuple[float, int, str]] = []  # (expected end, start number, step)
         self._live: dict[str, tuple[int, object]] = {}  # running step -> (start number, job)
@@ -163,7 +164,8 @@ class Reservations:
         self.pool, self._classes = pool, classes
         self.waiting.passno += 1
         if self.enabled:
-            self.lowest = max((c.heap[0][0] for c in classes.values() if c.heap), default=0)
+            self.lowest = (self.heads_lowest() if self.heads_lowest is not None else
+                           max((c.heap[0][0] for c in classes.values() if c.heap), default=0))
         for key, p in list(self.plans.items()):
             if not self._stands(p, pool, now):
                 self.drop(pool, key)

@@ -35,6 +35,7 @@ from fleet.core.decisions import (PASS_STARTS, Blocked, Cancel, Decision, Elsewh
 from fleet.core.jobs import DemandClass as _Class, Job as _Job, take_out
 from fleet.core.outside import Outside
 from fleet.core.phases import Phases
+from fleet.core.quiet import Quiet
 from fleet.core.reservations import RESERVE_AFTER_S, Reservations
 from fleet.core.resources import Capacity, Pool
 from fleet.core.suite import StepSpec
@@ -76,6 +77,7 @@ class Scheduler(Entries, Phases, Outside):
         self.moved = None  # observer: (step, old state, new state) at each change (fleet.control.submissions)
         self._capacity: Capacity | None = None
         self._pending = PendingDemands()  # demands of waiting and ready steps (fleet.core.unfit)
+        self._quiet = Quiet(self)  # the classes a pass need not look at (fleet.core.quiet)
         self._demands = Demands()  # each kind of step's, shared (fleet.core.demands)
         # A changed (or rerun) definition of a running step, with its deps and whether
         # it runs serially: it replaces the running one when that ends.
@@ -310,6 +312,8 @@ class Scheduler(Entries, Phases, Outside):
         if cls is None:
             cls = self._classes[key] = _Class(key, job.demand, job.exclusive)
         heapq.heappush(cls.heap, (job.prio, self.ranks.key(job), job.spec.id))
+        if cls.heap[0][2] is job.spec.id:  # its first step changed (fleet.core.quiet)
+            self._quiet.changed(cls)
 
     def _exited(self, ev: StepExited, now: float, out: list[Decision]) -> None:
         job = self._jobs.get(ev.step)
@@ -399,28 +403,13 @@ class Scheduler(Entries, Phases, Outside):
         if not unfit:
             return
         gone = [j for j in self._jobs.values() if j.state in (S.WAITING, S.READY) and j.demand in unfit]
-        take_out(self._classes, [j for j in gone if j.state == S.READY])
+        take_out(self._classes, [j for j in gone if j.state == S.READY], self._quiet.changed)
         for job in (j for j in gone if j.state in (S.WAITING, S.READY)):  # not blocked meanwhile
             self._set(job, "impossible")
             out.append(Unrunnable(job.spec.id, f"after losing {ev.node}: {unfit[job.demand]}"))
             self._block_descendants(job, job.spec.id, out)
 
     # -- the pass --------------------------------------------------------------------------
-    def _heads(self, pool: Pool, res, now: float) -> list:
-        """The first step of each class worth trying this pass, as a heap in pass order:
-        a blocked class only if a node it could fit on released something since."""
-        heads: list[tuple[tuple[int, int, str], tuple]] = []
-        for cls in self._classes.values():
-            if not cls.heap:
-                continue
-            if cls.blocked_at is not None and not cls.exclusive and not res.revisit(cls, now, self._jobs):
-                if not pool.could_fit_since(cls.demand, cls.blocked_at):
-                    cls.blocked_at = pool.releases.end()
-                    continue
-            heads.append((cls.heap[0], cls.key))
-        heapq.heapify(heads)
-        return heads
-
     def _schedule(self, now: float, out: list[Decision]) -> None:
         if self._later:  # parents that succeeded before their children, now final (fleet.core.phases)
             self._succeed_later(out)
@@ -428,6 +417,7 @@ class Scheduler(Entries, Phases, Outside):
         whole = self._pass(now, out, aside)
         for cls, entry in aside:  # back in their classes (one a start emptied was dropped: made again)
             heapq.heappush(self._classes.setdefault(cls.key, cls).heap, entry)
+            self._quiet.changed(cls)
         if whole and self._exclusive_running is None:
             self.window.fill(out)
 
@@ -442,12 +432,18 @@ class Scheduler(Entries, Phases, Outside):
                     self._resolve(job, out)
         if self._exclusive_running is not None or self.deadline.drained:
             return False
-        pool, res = self.pool, self._res
-        res.begin(pool, now, self._classes)  # before the blocked classes are judged: it may free holds
-        heads = self._heads(pool, res, now)
+        whole = self._walk(now, out, aside, self._quiet.start(now))  # (reservations' begin, then fleet.core.quiet)
+        self._quiet.finish(whole)
+        return whole
+
+    def _walk(self, now: float, out: list[Decision], aside: list, heads: list) -> bool:
+        pool, res, quiet = self.pool, self._res, self._quiet
         started = 0
-        while heads:
-            (_, _, sid), key = heapq.heappop(heads)
+        while True:
+            got = quiet.next() if quiet.walking else heapq.heappop(heads) if heads else None
+            if got is None:
+                break
+            (_, _, sid), key = got
             cls = self._classes[key]
             job = self._jobs[sid]
             if self.deadline.drain_at is not None and too_late(self, job, cls, heads, now, out):
@@ -466,6 +462,8 @@ class Scheduler(Entries, Phases, Outside):
                 self._wait(job, res.held_back(job, key, pool, now) or why, len(cls.heap) - 1, out)
                 if cls.exclusive:
                     return False
+                if quiet.walking:  # (nothing free now? fleet.core.quiet)
+                    quiet.check()
                 continue
             heapq.heappop(cls.heap)
             cls.blocked_at = None
@@ -487,9 +485,11 @@ class Scheduler(Entries, Phases, Outside):
                 return False
             if cls.heap:
                 heapq.heappush(heads, (cls.heap[0], key))
-            if started >= self.pass_starts and heads:  # a bounded pass: the shell feeds the rest (GoOn)
+            if started >= self.pass_starts and quiet.more():  # a bounded pass: the shell feeds the rest (GoOn)
                 out.append(GoOn())
                 return False
+            if quiet.walking:
+                quiet.check()
         return True
 
     def _wait(self, job: _Job, why: W.WaitReason, behind: int, out: list[Decision]) -> None:

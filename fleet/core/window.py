@@ -290,6 +290,7 @@ class Window(WindowPick, WindowBack, WindowChain):
                     self.shelved.setdefault(node, {})[pred.spec.id] = (entry, pred)
                     continue
             heapq.heappop(cls.heap)
+            sched._quiet.changed(cls)  # (its first step changed: fleet.core.quiet)
             self._queue(sched._jobs[head[2]], pred, out)
             queued += 1
         for entry, pred in back:
