@@ -35,3 +35,33 @@ GROWER = ("import os, subprocess, sys, time\n"
           "time.sleep(15)\n"
           "for p in held:\n"
           "    p.kill()\n")
+
+
+def fork_sharing(mib: int, children: int, child_mib: int, hold: float = 60.0) -> int:
+    """Touch `mib` MiB, then fork `children` processes that each touch `child_mib` MiB more
+    of their own while sharing the first `mib` with this one (copy on write); hold all."""
+    import os
+    data = bytearray(mib << 20)
+    data[::4096] = b"\x01" * len(range(0, len(data), 4096))  # every page written: resident
+    kids = []
+    for _ in range(children):
+        pid = os.fork()
+        if pid == 0:
+            own = b"\x02" * (child_mib << 20)
+            time.sleep(hold)
+            os._exit(len(own) & 1)
+        kids.append(pid)
+    time.sleep(hold)
+    for pid in kids:
+        os.waitpid(pid, 0)
+    return len(data)
+
+
+def hog_in_new_session(mib: int, hold: float = 60.0) -> int:
+    """Run a process that touches `mib` MiB in a session of its own (as a library's
+    subprocess.run(..., start_new_session=True)), and wait for it."""
+    import subprocess
+    import sys
+    code = f"import time; b = b'\\x01' * ({mib} << 20); time.sleep({hold})"
+    return subprocess.run([sys.executable, "-c", code], start_new_session=True, timeout=hold + 30).returncode
+

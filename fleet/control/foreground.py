@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import psutil
 
 from fleet.core import states as S
-from fleet.node import memlimit, memwatch, orphans
+from fleet.node import memlimit, memmeasure, memwatch, orphans
 from fleet.node.stopping import ended_reason, signal_name
 
 TIMED_OUT_EXIT = 124  # `fleet step`'s status for a step past its timeout (as timeout(1)'s)
@@ -88,7 +88,7 @@ class Memory:
 
     def sample(self, pid: int) -> bool:
         """The watchdog's look at the step's processes: True if they are past the limit."""
-        used = memwatch.used_by(below(pid), self.limit)
+        used = memmeasure.used(below(pid), self.limit, os.getpid())  # (forked from this command)
         self.peak = max(self.peak, used)
         return used > self.limit
 

@@ -110,7 +110,8 @@ class Agent:
         self.outside = ""  # the signal that stopped us (the batch system ending the job: fleet.node.jobend)
         self.warned = ""  # the batch system's warning signal, until said to the coordinator
         self.doubts: list[tuple[float, P.Exited, bytes]] = []  # exits held for jobend.DOUBT_S, in time order
-        self.memory = memwatch.Enforcer(getattr(args, "memlimit", None) or memlimit.Choice(memlimit.NONE))
+        self.memory = memwatch.Enforcer(getattr(args, "memlimit", None) or memlimit.Choice(memlimit.NONE),
+                                        parent=hello.pid)
         self.hold_s = 0.0  # reports sent at most this often (Welcome.report_hold_s)
         self.held: list[bytes] = []  # the zygote's reports waiting for the hold to pass
         self.reported_at = float("-inf")  # when reports were last sent (time.monotonic())

@@ -47,7 +47,9 @@ def reap(zygote, block: bool = False) -> list:
                 os.killpg(step.pgid, signal.SIGKILL)
             except OSError:
                 pass
-            if step.term_at is not None:  # stopped: its session's groups too (fleet.node.session)
+            # Stopped: its session's groups too (fleet.node.session). Those of a step the agent's
+            # watchdog killed the agent kills, with the sessions it made (fleet.node.memwatch).
+            if step.term_at is not None:
                 session.signal_rest(step.pid, step.pgid, signal.SIGKILL)
         _, status, usage = os.wait4(info.si_pid, 0)
         if step is not None:  # (left in zygote.steps: its records are found by its pid)

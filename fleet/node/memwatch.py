@@ -1,24 +1,28 @@
 """The agent's side of memory limits: the watchdog, and what each step's exit says of memory.
 
-The agent sees every Launch (the step's memory), Started (its process group) and
+The agent sees every Launch (the step's memory), Started (its process) and
 Exited of its node. With a cgroup mechanism (fleet.node.memlimit) the kernel holds
 the limit; after the exit the agent reads the step's cgroup (its peak; OOM kills in
 it) and removes it, retrying while the last of its processes are still dying. With
-the watchdog, the agent samples the resident memory of each limited step's process
-group every :data:`WATCH_S` seconds (one pass over the node's processes for all of
-them), and SIGKILLs a group past its memory.
+the watchdog, the agent samples the memory of each limited step's processes every
+:data:`WATCH_S` seconds (one pass over the node's processes for all of them), as
+fleet.node.memmeasure counts it, and SIGKILLs a step past its memory.
 
-RSS double-counts what a forked step shares with its zygote (the pre-imported
-modules), so a group whose summed RSS passes its limit is measured again by its
-processes' private memory (USS, from smaps: dearer, so only then); only that,
-past the limit, kills. The cgroup charges a step alike: for the pages it touches,
-not the ones it shares.
+A step's processes are those of its session (each step leads one: fleet.node.session),
+whatever process groups they are in (`timeout`, a shell's jobs), and of the sessions
+they made (setsid, subprocess's start_new_session): a session new since the last pass
+whose leader's parent is a step's process is that step's from then on. A step killed
+so has every process group of those sessions killed with it, at once and again at its
+exit: the zygote sweeps the session of a step it stopped, not of one the agent killed.
+What a step's process leaves by a double fork (its parent gone before a pass sees it)
+is not followed; it is ended when the fleet stops (fleet.node.orphans).
 
 Either way an exit so caused is rewritten, before it is relayed, to outcome
 ``out_of_memory`` with an error naming the peak and the declaration, and every limited
 step's Exited carries its peak (``memory_peak``: the cgroup's, or the watchdog's
-sampled one). A step the kernel's OOM killer took within its own limit (the node or a
-parent cgroup ran out: fleet.node.memlimit.usage tells them apart) stays ``terminated``
+largest sample). A step the kernel's
+OOM killer took within its own limit (the node or a parent cgroup ran out:
+fleet.node.memlimit.usage tells them apart) stays ``terminated``
 (the coordinator names its neighbours), and a step that exits as it would despite OOM
 kills in it (its shell waited on a child the kernel killed, and exited 0) keeps its
 outcome; either way its Exited carries ``oom_kills`` and its error says what happened.
@@ -30,13 +34,14 @@ import dataclasses
 import os
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import psutil
 
 from fleet.core import states as S
 from fleet.core.units import format_memory
 from fleet.node import memlimit as M
+from fleet.node import memmeasure, session
 from fleet.wire import messages as P
 
 WATCH_S = 0.25  # between two samples of the watchdog
@@ -45,23 +50,33 @@ REMOVE_TRIES = 200  # ticks a dying step's cgroup is retried for before it is le
 
 @dataclass
 class Watched:
-    pgid: int
+    """A limited step the watchdog samples: its pid (the id of its session), its limit,
+    its largest sample, whether a sample killed it, and its sessions (its own and those
+    its processes made)."""
+
+    pid: int
     limit: int
     peak: int = 0
     killed: bool = False
+    sessions: set[int] = field(default_factory=set)
+
+    def __post_init__(self):
+        self.sessions.add(self.pid)
 
 
 class Enforcer:
     """One agent's memory limits (its node's :class:`fleet.node.memlimit.Choice`)."""
 
-    def __init__(self, choice: M.Choice, interval: float = WATCH_S):
+    def __init__(self, choice: M.Choice, interval: float = WATCH_S, parent: int = 0):
         self.choice = choice
         self.interval = interval
+        self.parent = parent  # the zygote: what a step forked from it shares with it is not counted
         self.limits: dict[tuple[str, int], int] = {}  # limited steps launched and not yet exited
         self.watched: dict[tuple[str, int], Watched] = {}
         self.dying: dict[str, int] = {}  # cgroup dirs to remove -> tries left
         self.next_sample = time.monotonic()
         self.samples = 0
+        self.unrelated: set[int] = set()  # sessions seen to be no step's (while they last)
 
     @property
     def cgroups(self) -> bool:
@@ -75,7 +90,7 @@ class Enforcer:
     def started(self, msg: P.Started) -> None:
         limit = self.limits.get((msg.step, msg.attempt))
         if limit and self.choice.kind == M.WATCHDOG:
-            self.watched[(msg.step, msg.attempt)] = Watched(msg.pgid, limit)
+            self.watched[(msg.step, msg.attempt)] = Watched(msg.pid, limit)
 
     def dropped(self, msg: P.Dropped) -> None:
         """A queued launch its node dropped unstarted (fleet.node.queued): nothing to judge."""
@@ -96,6 +111,8 @@ class Enforcer:
                 self.dying[path] = REMOVE_TRIES
             judged = judge_cgroup(msg, limit, used, self.choice)
         elif watched is not None:
+            if watched.killed:  # what it still has in its sessions goes too (the zygote swept its group)
+                _kill([], watched.sessions)
             judged = judge_watched(msg, watched)
         else:
             return payload
@@ -120,30 +137,60 @@ class Enforcer:
             self.sample()
 
     def sample(self) -> None:
-        """One pass over the node's processes: each watched group's memory; kill past it."""
+        """One pass over the node's processes: each watched step's memory; kill past it."""
         self.samples += 1
-        groups = {w.pgid: w for w in self.watched.values() if not w.killed}
-        members: dict[int, list[int]] = {g: [] for g in groups}
-        rss = dict.fromkeys(groups, 0)
-        for pid in psutil.pids():
-            try:
-                g = os.getpgid(pid)
-                if g in rss:
-                    rss[g] += _rss(pid)
-                    members[g].append(pid)
-            except (OSError, psutil.Error):
-                continue  # gone meanwhile
-        for g, w in groups.items():
-            used = rss[g]
-            if used > w.limit:
-                used = _private(members[g])
+        for key, pids in self._find().items():
+            w = self.watched[key]
+            if w.killed:  # not gone yet, or started since: killed again
+                _kill(pids)
+                continue
+            if not pids:
+                continue  # (a call step's child not yet in its session)
+            used = memmeasure.used(pids, w.limit, self.parent)
             w.peak = max(w.peak, used)
             if used > w.limit:
                 w.killed = True
-                try:
-                    os.killpg(g, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+                _kill(pids, w.sessions)
+
+    def _find(self) -> dict[tuple[str, int], list[int]]:
+        """Each watched step's processes: those of its sessions, in one pass (a getsid each)."""
+        owner = {sid: key for key, w in self.watched.items() for sid in w.sessions}
+        found: dict[tuple[str, int], list[int]] = {key: [] for key in self.watched}
+        leaders, present = [], set()
+        for pid in psutil.pids():
+            try:
+                sid = os.getsid(pid)
+            except OSError:
+                continue  # gone meanwhile
+            present.add(sid)
+            key = owner.get(sid)
+            if key is not None:
+                found[key].append(pid)
+            elif sid == pid and sid not in self.unrelated:
+                leaders.append(pid)
+        self.unrelated &= present
+        self._follow(leaders, found)
+        return found
+
+    def _follow(self, leaders: list[int], found: dict[tuple[str, int], list[int]]) -> None:
+        """Of the sessions first seen in this pass (their ``leaders``), those whose leader's
+        parent is a watched step's process are that step's from now on (a process of such a
+        session made another: followed too); the others are no step's."""
+        of = {pid: key for key, pids in found.items() for pid in pids}
+        while leaders:
+            rest = []
+            for pid in leaders:
+                key = of.get(_parent_of(pid))
+                if key is None:
+                    rest.append(pid)
+                else:
+                    self.watched[key].sessions.add(pid)
+                    found[key].append(pid)  # (the rest of its session from the next pass)
+                    of[pid] = key
+            if len(rest) == len(leaders):
+                break
+            leaders = rest
+        self.unrelated.update(leaders)
 
     def close(self) -> None:
         """At the agent's end, after its zygote: every cgroup of this agent removed."""
@@ -156,42 +203,35 @@ class Enforcer:
         M.release(self.choice)
 
 
-_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-_STATM = os.path.isdir("/proc/self") and os.path.exists("/proc/self/statm")
+WATCHDOG_HOW = f"killed by the fleet's watchdog (sampled every {WATCH_S:g} s, the memory of its processes)"
 
 
-def _rss(pid: int) -> int:
-    """A process's resident bytes: /proc/PID/statm where there is one (a third of
-    psutil's cost, which reads /proc/PID/stat as well to know the process), else psutil."""
-    if _STATM:
-        with open(f"/proc/{pid}/statm", "rb") as f:
-            return int(f.read().split()[1]) * _PAGE
-    return psutil.Process(pid).memory_info().rss
+def _parent_of(pid: int) -> int:
+    """A process's parent's pid (/proc/PID/stat); 0 if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        return int(stat[stat.rfind(b")") + 2:].split(None, 2)[1])  # pid (comm) state ppid ...
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
-def used_by(pids: list[int], limit: int) -> int:
-    """The bytes ``pids`` use as the watchdog measures a group: summed RSS, and past
-    ``limit`` their private memory (what it kills for)."""
-    rss = 0
+def _kill(pids: list[int], sessions=()) -> None:
+    """SIGKILL the process groups of ``pids`` (a step's processes), then every other
+    group of ``sessions`` (one pass over /proc: what a pass by getsid could not see)."""
+    groups = set()
     for pid in pids:
         try:
-            rss += _rss(pid)
-        except (OSError, psutil.Error, ValueError):
+            groups.add(os.getpgid(pid))
+        except OSError:
             continue  # gone meanwhile
-    return _private(pids) if rss > limit else rss
-
-
-WATCHDOG_HOW = f"killed by the fleet's watchdog (sampled every {WATCH_S:g} s, private memory of its process group)"
-
-
-def _private(pids: list[int]) -> int:
-    total = 0
-    for pid in pids:
+    for g in groups:
         try:
-            total += psutil.Process(pid).memory_full_info().uss
-        except (psutil.Error, OSError):
-            continue
-    return total
+            os.killpg(g, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    for sid in sessions:
+        session.signal_rest(sid, 0, signal.SIGKILL)
 
 
 def node_used(offered: int = 0) -> int:

@@ -1,0 +1,102 @@
+"""The agent's RSS watchdog (FLEET_MEMLIMIT=watchdog), through the real CLI: it holds
+a step to its `memory` whatever the step's processes do with process groups and
+sessions, and counts the memory a step's processes share among themselves once."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from fleetharness import assert_nothing_left, fleet, records, tagged, write_suite
+
+from fleet.wire import events as E
+
+HB = ["--heartbeat", "0.2", "--heartbeat-timeout", "5"]
+MIB = 1 << 20
+HOG = "python3 -c 'import time; b = bytes([1]) * (300 << 20); time.sleep({hold})'"
+
+
+def exits(run_dir: Path) -> dict[str, E.Exit]:
+    return {e.step: e for e in records(run_dir) if isinstance(e, E.Exit)}
+
+
+def gone(tag: str, within: float = 10.0) -> list[str]:
+    """The processes carrying ``tag`` still there after ``within`` seconds (none: [] at once)."""
+    deadline = time.monotonic() + within
+    while (left := tagged(tag)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
+def test_the_watchdog_counts_and_kills_every_process_group_of_a_steps_session_and_the_sessions_it_made(
+        tmp_path, monkeypatch):
+    """`timeout` runs its command in a group of its own, a shell's `&` under `timeout`
+    leaves a group behind, and a library's subprocess.run(start_new_session=True) makes
+    a session of its own: each hog is seen, its step ends out_of_memory, and what it left
+    in those groups and sessions is gone when the step ends, not only with the fleet."""
+    monkeypatch.setenv("FLEET_MEMLIMIT", "watchdog")
+    suite = write_suite(tmp_path / "s.toml", f"""
+[suite]
+name = "sessions"
+run_dir = "run"
+[[steps]]
+id = "under_timeout"
+command = "timeout 60 {HOG.format(hold=58.125)}"
+memory = "100MiB"
+[[steps]]
+id = "left_a_group"
+command = "timeout 60 sleep 57.375 & {HOG.format(hold=56.625)}; wait"
+memory = "100MiB"
+[[steps]]
+id = "new_session"
+call = "memory_steps:hog_in_new_session"
+args = {{mib = 300, hold = 55.875}}
+memory = "100MiB"
+""")
+    run_dir = tmp_path / "run"
+    fleet("up", "--run-dir", str(run_dir), "--nodes", "1", *HB, cwd=tmp_path, check=True, timeout=60)
+    try:
+        r = fleet("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path, timeout=180)
+        left = {tag: gone(tag) for tag in ("58.125", "57.375", "56.625", "55.875")}  # the fleet still up
+    finally:
+        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=90)
+    assert r.returncode == 1, r.stdout + r.stderr
+    got = exits(run_dir)
+    for step in ("under_timeout", "left_a_group", "new_session"):
+        e = got[step]
+        assert e.outcome == "out_of_memory", e
+        assert e.memory_peak and e.memory_peak > 100 * MIB and "watchdog" in e.reason, e
+    assert left == dict.fromkeys(left, []), left
+    assert_nothing_left(run_dir)
+
+
+def test_the_watchdog_counts_once_the_memory_a_steps_processes_share_among_themselves(tmp_path, monkeypatch):
+    """A call step that touches 90 MiB and then forks 3 children that each touch 30 MiB
+    of their own uses 180 MiB (as a cgroup counts it), past its 150 MiB, though each
+    child's private memory leaves out the 90 MiB they share with their parent; the
+    modules they share with the zygote still do not count (the preload)."""
+    monkeypatch.setenv("FLEET_MEMLIMIT", "watchdog")
+    suite = write_suite(tmp_path / "s.toml", """
+[suite]
+name = "shared"
+run_dir = "run"
+preload = ["numpy"]
+[[steps]]
+id = "forks"
+call = "memory_steps:fork_sharing"
+args = {mib = 90, children = 3, child_mib = 30, hold = 20.0}
+memory = "150MiB"
+[[steps]]
+id = "within"
+call = "memory_steps:fork_sharing"
+args = {mib = 60, children = 2, child_mib = 20, hold = 2.0}
+memory = "150MiB"
+""")
+    r = fleet("run", str(suite), "--nodes", "1", *HB, cwd=tmp_path, timeout=180)
+    run_dir = tmp_path / "run"
+    got = exits(run_dir)
+    assert got["forks"].outcome == "out_of_memory", r.stdout + r.stderr
+    assert got["forks"].memory_peak > 150 * MIB, got["forks"]
+    within = got["within"]  # 100 MiB of its own; its RSS, with the preload's, counted 3 times, passed 150
+    assert within.outcome == "succeeded" and within.memory_peak and within.memory_peak < 150 * MIB, within
+    assert_nothing_left(run_dir)
