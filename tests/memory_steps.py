@@ -65,3 +65,9 @@ def hog_in_new_session(mib: int, hold: float = 60.0) -> int:
     code = f"import time; b = b'\\x01' * ({mib} << 20); time.sleep({hold})"
     return subprocess.run([sys.executable, "-c", code], start_new_session=True, timeout=hold + 30).returncode
 
+
+def brief(seconds: float = 0.2, mib: int = 0) -> int:
+    """Touch `mib` MiB and return after `seconds`: a step shorter than a watchdog sample."""
+    data = b"\x01" * (mib << 20)
+    time.sleep(seconds)
+    return len(data)

@@ -51,6 +51,18 @@ def rss(pid: int) -> int:
     return psutil.Process(pid).memory_info().rss
 
 
+def high_water(pid: int) -> int:
+    """A process's highest resident bytes yet (VmHWM); 0 if it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"VmHWM:"):
+                    return int(line.split()[1]) << 10
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
 def used(pids: list[int], limit: int, parent: int = 0) -> int:
     """The bytes ``pids`` (a step's processes) use as the watchdog counts them, or a
     bound of it on the same side of ``limit`` (the module's doc); ``parent``: the pid

@@ -20,7 +20,8 @@ is not followed; it is ended when the fleet stops (fleet.node.orphans).
 Either way an exit so caused is rewritten, before it is relayed, to outcome
 ``out_of_memory`` with an error naming the peak and the declaration, and every limited
 step's Exited carries its peak (``memory_peak``: the cgroup's, or the watchdog's
-largest sample). A step the kernel's
+largest sample; a step that ended before its first sample has the look taken when it
+started, or its exit's rusage: :meth:`Enforcer.unsampled_peak`). A step the kernel's
 OOM killer took within its own limit (the node or a parent cgroup ran out:
 fleet.node.memlimit.usage tells them apart) stays ``terminated``
 (the coordinator names its neighbours), and a step that exits as it would despite OOM
@@ -51,12 +52,14 @@ REMOVE_TRIES = 200  # ticks a dying step's cgroup is retried for before it is le
 @dataclass
 class Watched:
     """A limited step the watchdog samples: its pid (the id of its session), its limit,
-    its largest sample, whether a sample killed it, and its sessions (its own and those
-    its processes made)."""
+    its largest sample (the first: when it was seen started), whether a
+    sample found it running (``sampled``) and killed it, and its sessions (its own and
+    those its processes made)."""
 
     pid: int
     limit: int
     peak: int = 0
+    sampled: bool = False
     killed: bool = False
     sessions: set[int] = field(default_factory=set)
 
@@ -90,7 +93,10 @@ class Enforcer:
     def started(self, msg: P.Started) -> None:
         limit = self.limits.get((msg.step, msg.attempt))
         if limit and self.choice.kind == M.WATCHDOG:
-            self.watched[(msg.step, msg.attempt)] = Watched(msg.pid, limit)
+            w = Watched(msg.pid, limit)
+            # A first look now, for a step that may end before the first sample (its peak).
+            w.peak = memmeasure.used([msg.pid], limit, self.parent)
+            self.watched[(msg.step, msg.attempt)] = w
 
     def dropped(self, msg: P.Dropped) -> None:
         """A queued launch its node dropped unstarted (fleet.node.queued): nothing to judge."""
@@ -113,6 +119,8 @@ class Enforcer:
         elif watched is not None:
             if watched.killed:  # what it still has in its sessions goes too (the zygote swept its group)
                 _kill([], watched.sessions)
+            if not watched.sampled:
+                watched.peak = self.unsampled_peak(msg, watched)
             judged = judge_watched(msg, watched)
         else:
             return payload
@@ -147,6 +155,7 @@ class Enforcer:
             if not pids:
                 continue  # (a call step's child not yet in its session)
             used = memmeasure.used(pids, w.limit, self.parent)
+            w.sampled = w.sampled or used > 0  # (0: all of them ended, not yet reaped)
             w.peak = max(w.peak, used)
             if used > w.limit:
                 w.killed = True
@@ -191,6 +200,18 @@ class Enforcer:
                 break
             leaders = rest
         self.unrelated.update(leaders)
+
+    def unsampled_peak(self, msg: P.Exited, w: Watched) -> int:
+        """The peak of a step that ended before a sample found it running: its size when
+        it was seen started, or its exit's rusage (its largest process's high-water RSS,
+        ``maxrss_kb``) if that is more than the zygote's own high-water RSS, which a
+        step's starts at (a forked step's copies it, a command's is set from it by the
+        vfork that spawned it). 0: unknown (a command that ended before the agent saw it,
+        smaller than the zygote)."""
+        maxrss = (msg.maxrss_kb or 0) << 10
+        if maxrss > w.peak and maxrss > memmeasure.high_water(self.parent) > 0:
+            return maxrss
+        return w.peak
 
     def close(self) -> None:
         """At the agent's end, after its zygote: every cgroup of this agent removed."""

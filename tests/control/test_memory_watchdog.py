@@ -1,6 +1,7 @@
 """The agent's RSS watchdog (FLEET_MEMLIMIT=watchdog), through the real CLI: it holds
 a step to its `memory` whatever the step's processes do with process groups and
-sessions, and counts the memory a step's processes share among themselves once."""
+sessions, counts the memory a step's processes share among themselves once, and
+gives every limited step's exit a `memory_peak`, a step shorter than a sample too."""
 
 from __future__ import annotations
 
@@ -99,4 +100,36 @@ memory = "150MiB"
     assert got["forks"].memory_peak > 150 * MIB, got["forks"]
     within = got["within"]  # 100 MiB of its own; its RSS, with the preload's, counted 3 times, passed 150
     assert within.outcome == "succeeded" and within.memory_peak and within.memory_peak < 150 * MIB, within
+    assert_nothing_left(run_dir)
+
+
+def test_every_limited_step_has_a_memory_peak_under_the_watchdog_one_shorter_than_a_sample_too(
+        tmp_path, monkeypatch):
+    """Steps that end before the watchdog's first sample still carry a peak: the look
+    the agent takes at each step when it hears it started, or its exit's rusage."""
+    monkeypatch.setenv("FLEET_MEMLIMIT", "watchdog")
+    steps = "".join(f"""
+[[steps]]
+id = "call{i}"
+call = "memory_steps:brief"
+args = {{seconds = 0.0, mib = 8}}
+memory = "30MiB"
+[[steps]]
+id = "command{i}"
+command = "sleep 0.2"
+memory = "30MiB"
+""" for i in range(3))
+    suite = write_suite(tmp_path / "s.toml", f"""
+[suite]
+name = "short"
+run_dir = "run"
+preload = ["numpy"]
+{steps}""")
+    r = fleet("run", str(suite), "--nodes", "1", *HB, cwd=tmp_path, timeout=120)
+    run_dir = tmp_path / "run"
+    assert r.returncode == 0, r.stdout + r.stderr
+    got = exits(run_dir)
+    assert len(got) == 6, got
+    for e in got.values():
+        assert e.outcome == "succeeded" and e.memory_peak, e
     assert_nothing_left(run_dir)
