@@ -10,8 +10,9 @@ and sent in its Join:
 - ``cgroup1``: the same through the v1 memory controller (``memory.limit_in_bytes``,
   and ``memory.memsw.limit_in_bytes`` where swap is accounted, so a step cannot swap
   its way past its limit), under this process's own memory cgroup;
-- ``watchdog``: no cgroup may be made here; the agent samples each step's process
-  group and kills the group past its memory (fleet.node.memwatch);
+- ``watchdog``: no cgroup may be made here; the agent samples each step's processes
+  (its session's, and the sessions they start) and kills them past its memory
+  (fleet.node.memwatch, fleet.node.memmeasure);
 - ``none``: forced (``FLEET_MEMLIMIT=none``), or no mechanism works here.
 
 ``FLEET_MEMLIMIT`` (``auto``, the default; ``cgroup``, ``cgroup2``, ``cgroup1``,
