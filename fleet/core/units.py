@@ -52,10 +52,13 @@ def check_memory(value: object) -> int:
 
 
 def format_memory(n: int) -> str:
-    """A short human form of a byte count ("1.5GiB")."""
+    """A short human form of a byte count ("1.5GiB", "1010MiB")."""
     for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= size:
-            return f"{n / size:.3g}{unit}"
+            # Three significant digits, but whole numbers from 999.5 up: :.3g writes
+            # 1010 MiB (less than a GiB) as "1.01e+03", which nobody reads as a size.
+            v = n / size
+            return f"{v:.3g}{unit}" if v < 999.5 else f"{v:.0f}{unit}"
     return f"{n}B"
 
 

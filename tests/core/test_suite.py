@@ -356,6 +356,16 @@ def test_memory_is_formatted_shortly():
     assert format_memory(512) == "512B"
 
 
+def test_memory_just_below_the_next_unit_is_no_scientific_notation():
+    # 999.5 to 1023.99 of a unit rounded to three digits is 1e+03 in :.3g.
+    assert format_memory(1010 * 2**20) == "1010MiB"
+    assert format_memory(int(999.5 * 2**20)) == "1000MiB"
+    assert format_memory(1024 * 2**20 - 1) == "1024MiB"
+    assert format_memory(999 * 2**20) == "999MiB"
+    assert format_memory(3000 * 2**40) == "3000TiB"
+    assert format_memory(1000) == "1000B"
+
+
 # --- priority -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("priority", [1, 2, 3, 4, 5])
