@@ -441,7 +441,8 @@ def status(run_dir, conn_file, via, login, ssh_option, as_json, all_nodes, watch
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
 def audit(run_dir, suite_path, stale_after, as_json):
     """Every step of every suite submitted in RUN_DIR (all shards) as succeeded, failed, cancelled,
-    interrupted, stopped, running, waiting, not run (its fleet went down first) or missing; reruns
+    interrupted, stopped, running, waiting, not run (its fleet went down first), changed (with --suite:
+    succeeded under another definition) or missing; reruns
     (forced or changed) counted, and DUPLICATE for a step that succeeded twice with nothing changed.
     Exits 1 on missing or duplicated steps (0 is not "all succeeded": see --json's counts), 2 if
     RUN_DIR holds no run or its events.jsonl is no fleet event stream."""

@@ -3,8 +3,8 @@ fleets ran it — and whether anything is missing or ran successfully more than 
 
 Which steps: every step of every submission recorded in the run directory
 (fleet.wire.manifest: the whole suite, all shards, so a shard that never started
-shows its steps as missing), every step a fleet declared in events.jsonl, and those of
-`--suite`.
+shows its steps as missing), every step a fleet declared in events.jsonl, every step a
+journal names (`fleet step --record` writes nothing else), and those of `--suite`.
 
 What the run directory says comes from per-step files (markers, claims, attempt and
 final records) and from the fleets' journals (.fleet/journal/*.jsonl: a fleet holding
@@ -14,11 +14,13 @@ step is: a start after an outcome runs (fresh while its fleet may be alive:
 fleet.wire.livefleets; stale once it is gone), an outcome after a start ended it. A step
 no record says started is waiting in the fleet that declared it, if that fleet may be
 alive, or was not run, the fleet having gone down first; with no fleet's declaration at
-all (a shard that never started), it is missing.
+all (a shard that never started), it is missing. With --suite, a step whose newest
+record is a success of another definition than the suite's is `changed`.
 
 A step that succeeded again is a rerun when that was asked for or its definition
 changed: its attempt record says why it ran again (`rerun`), names a submission
-recorded as forced, or carries another definition's hash than the success before it.
+recorded as forced, or carries another definition's hash than the success before it;
+or the first attempt after that success, a failure, was such a rerun.
 Two successes of one definition, neither forced nor a rerun for a changed input, are
 a DUPLICATE: exactly-once was broken.
 """
@@ -36,12 +38,14 @@ from fleet.report.model import NOT_RUN, UNFINISHED
 from fleet.wire import livefleets, manifest, records
 from fleet.wire.events import Exit, Start, StepDeclared
 
+CHANGED = "changed"  # with --suite: the step succeeded, but under another definition than the suite's
+
 
 @dataclass(frozen=True)
 class StepAudit:
     step: str
     # succeeded | failed | terminated | lost | stopped | blocked | unrunnable | cancelled | interrupted
-    # | running | waiting | not run | unfinished | missing
+    # | running | waiting | not run | unfinished | changed | missing
     status: str
     reason: str = ""
     holder: str = ""         # for running: the fleet holding the claim; waiting, not run: the one it was submitted to
@@ -146,19 +150,35 @@ def known_steps(run_dir: Path, suite_steps=()) -> dict[str, object]:
 def count_successes(tries: list[dict], forced: set) -> tuple[int, int, int]:
     """(successes, reruns, duplicates) among a step's attempt records. A success after
     another is a rerun when its record says why (`rerun`), when it ran for a forced
-    submission other than the one before, or when its definition's hash differs."""
-    wins = sorted((t for t in tries if t.get("outcome") == S.SUCCEEDED),
-                  key=lambda t: (t.get("ended_at") or 0.0))
-    reruns = dups = 0
-    for prev, cur in zip(wins, wins[1:]):
-        key = (cur.get("fleet"), cur.get("submission"))
-        if (cur.get("rerun")
+    submission other than the one before, or when its definition's hash differs; or
+    when the first attempt after that success, one that did not succeed (a forced rerun
+    that failed, whose final record replaced the marker), was a rerun so: the success
+    that follows it has no reason of its own, the step being undone by then."""
+    ordered = sorted(tries, key=lambda t: (t.get("ended_at") or 0.0))
+    wins = reruns = dups = 0
+    prev = first_after = None  # the last success; the first attempt after it, if no success
+    for cur in ordered:
+        if cur.get("outcome") != S.SUCCEEDED:
+            if prev is not None and first_after is None:
+                first_after = cur
+            continue
+        wins += 1
+        if prev is not None:
+            if _asked_for(cur, prev, forced) or (first_after is not None and _asked_for(first_after, prev, forced)):
+                reruns += 1
+            else:
+                dups += 1
+        prev, first_after = cur, None
+    return wins, reruns, dups
+
+
+def _asked_for(cur: dict, prev: dict, forced: set) -> bool:
+    """Whether attempt `cur`, after the success `prev`, ran again because it was asked
+    to: its reason (`rerun`), a forced submission other than prev's, another definition."""
+    key = (cur.get("fleet"), cur.get("submission"))
+    return bool(cur.get("rerun")
                 or (key in forced and key != (prev.get("fleet"), prev.get("submission")))
-                or (cur.get("spec") and prev.get("spec") and cur.get("spec") != prev.get("spec"))):
-            reruns += 1
-        else:
-            dups += 1
-    return len(wins), reruns, dups
+                or (cur.get("spec") and prev.get("spec") and cur.get("spec") != prev.get("spec")))
 
 
 def audit(run_dir: Path, suite_steps=(), stale_after: float = 600.0) -> Audit:
@@ -168,6 +188,10 @@ def audit(run_dir: Path, suite_steps=(), stale_after: float = 600.0) -> Audit:
     js = records.read_journals(run_dir, lean=True)  # once: a lease holder's attempts and outcomes
     live = livefleets.alive(run_dir, stale_after)
     running = _journal_running(js, live, stale_after)
+    # A step only a journal names: `fleet step --record` writes no submission and no
+    # event stream, only its outcome in a sealed journal of its own (and its files).
+    for sid in (*js.outcome, *js.attempts, *running):
+        seen.ids.setdefault(sid, None)
     out: dict[str, StepAudit] = {}
     for sid, spec in seen.ids.items():
         names = _listing(records.fleet_dir(run_dir, sid))
@@ -260,6 +284,9 @@ def _one(run_dir: Path, sid: str, spec, names: frozenset[str], last_exit, stale_
         return StepAudit(status=S.SUCCEEDED, **base)
     # What ended last, unless a start since says it runs again (a later outcome wins).
     at, which, rec = _newest_end(final, last_exit, tries)
+    other = _other_success(run_dir, sid, spec, names, jdone) if spec is not None else None
+    if other is not None and float(other.get("ended_at") or 0.0) >= at:
+        at, which, rec = float(other.get("ended_at") or 0.0), CHANGED, other
     if sid in running and running[sid][3] >= at:
         holder, host, fresh, _ = running[sid]
         return StepAudit(status="running", holder=holder, fresh=fresh, **base,
@@ -278,9 +305,20 @@ def _one(run_dir: Path, sid: str, spec, names: frozenset[str], last_exit, stale_
         return StepAudit(status=S.INTERRUPTED, reason=last_exit.reason or "", **base)
     if which == "final":
         return StepAudit(status=str(rec.get("outcome")), reason=str(rec.get("reason", "")), **base)
+    if which == CHANGED:
+        return StepAudit(status=CHANGED, **base, reason="succeeded under another definition than --suite's: "
+                                                        "a run of that suite runs it again")
     if which == "attempt":
         return _last_attempt(rec, live, base)
     return None
+
+
+def _other_success(run_dir: Path, sid: str, spec, names: frozenset[str], jdone: dict | None) -> dict | None:
+    """The step's success of another definition than `spec` (--suite's), the newer of
+    its marker and a journal's, if either is one; None when neither says it succeeded."""
+    found = [rec for rec in (records.read_done(run_dir, sid) if records.DONE in names else None, jdone)
+             if _says_success(rec) and not records.succeeded_as(rec, spec)]
+    return max(found, key=lambda r: float(r.get("ended_at") or 0.0), default=None)
 
 
 def _last_attempt(rec: dict, live: dict, base: dict) -> StepAudit:
