@@ -337,7 +337,7 @@ class Submissions:
 def check(msg: P.Submit, nodes: list, run_dir: Path) -> Checked | P.SubmitReply:
     """Read and check a submitted suite against these nodes, split it for its shard and
     read its steps' done markers; the refusal to send back otherwise. Reads files only
-    (and records the shard count, as a submission always did): nothing of the
+    (and records the shard count of one it accepts, as a submission always did): nothing of the
     coordinator's, so that it runs on the worker thread."""
     try:
         suite, graph, steps, deps, foreign = chosen(msg, nodes, run_dir)
@@ -361,8 +361,8 @@ def chosen(msg: P.Submit, nodes: list | None, run_dir: Path, record: bool = True
     its inputs looked for in run_dir, and what of it runs: its shard's steps and the
     --only selection. (suite, graph, steps, deps, foreign); Problems with every problem
     otherwise (each a line naming file, step and field). Reads files only; with
-    `record`, the shard count is recorded as a submission always did; without, it is
-    only compared with the recorded one (fleet run's check before it starts an
+    `record`, the shard count is recorded once nothing refused the submission; without,
+    it is only compared with the recorded one (fleet run's check before it starts an
     embedded fleet, which then checks again: fleet.cli_run)."""
     try:
         suite, graph = checked_suite(msg.suite, nodes, run_dir=run_dir)
@@ -371,7 +371,7 @@ def chosen(msg: P.Submit, nodes: list | None, run_dir: Path, record: bool = True
     steps, deps, foreign = suite.steps, graph.deps, set()
     if msg.shard:
         try:
-            steps, deps, foreign = _shard(suite, graph, msg, run_dir, record)
+            steps, deps, foreign = _shard(suite, graph, msg, run_dir)
         except Problems:
             raise
         except (shard.ShardError, ValueError) as e:
@@ -381,6 +381,11 @@ def chosen(msg: P.Submit, nodes: list | None, run_dir: Path, record: bool = True
             steps, deps, foreign = selection.select(run_dir, suite, steps, deps, foreign, msg.only, msg.with_deps)
         except selection.Unselectable as e:
             raise Problems(e.args[0]) from None
+    if msg.shard and record:  # (after every refusal: a refused submission leaves the count as it was)
+        try:
+            shard.record(run_dir, shard.parse(msg.shard)[1], msg.new_generation)
+        except (shard.ShardError, ValueError) as e:  # (another count recorded since the check)
+            raise Problems([str(e)]) from None
     return suite, graph, steps, deps, foreign
 
 
@@ -475,10 +480,10 @@ def _why_again(spec, rec: dict | None, force: bool) -> str | None:
     return "changed" if not records.succeeded_as(rec, spec) else "dependency changed"
 
 
-def _shard(suite, graph, msg: P.Submit, run_dir: Path, record: bool = True):
+def _shard(suite, graph, msg: P.Submit, run_dir: Path):
     """This shard's steps, plus the other shards' steps they depend on (foreign:
-    waited for through their markers, never run here). The shard count is recorded
-    (without `record`: only compared with the recorded one)."""
+    waited for through their markers, never run here). The shard count is compared
+    with the recorded one (chosen records it, once nothing refused the submission)."""
     i, n = shard.parse(msg.shard)
     owned = {s.id for s in suite.steps if shard.owner(s.task, n) == i}
     foreign = {d for s in suite.steps if s.id in owned for d in graph.deps[s.id] if d not in owned}
@@ -488,7 +493,7 @@ def _shard(suite, graph, msg: P.Submit, run_dir: Path, record: bool = True):
                         f"{shard.owner(by_id[d].task, n)}/{n} runs (--no-wait-foreign)"
                         for s in suite.steps if s.id in owned for d in graph.deps[s.id] if d in foreign
                         for where, why in [dependency_on(s, by_id[d])]])
-    (shard.record if record else shard.check)(run_dir, n, msg.new_generation)
+    shard.check(run_dir, n, msg.new_generation)
     steps = [s for s in suite.steps if s.id in owned or s.id in foreign]
     deps = {s.id: (() if s.id in foreign else graph.deps[s.id]) for s in steps}
     return steps, deps, foreign
