@@ -292,6 +292,7 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
     from fleet.cli_run import (embedded_nodes, refuse_a_file, refuse_to_embed, say_ignored, selected,
                                shard_spec, steps_to_run)
     from fleet.control.checks import suite_head
+    from fleet.control import othershards
     from fleet.control.client import FleetError, find
     from fleet.control.runner import run_suite
     from fleet.control.submissions import Problems
@@ -317,26 +318,25 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
     # well made a big suite's steps twice (a million array steps: 8 s before the
     # submission left). With none up, all of that is checked here, against the run
     # directory and the embedded fleet's nodes, before a fleet is started.
+    msg = Submit(str(Path(suite).resolve()), force, serial, shard, new_generation, not no_wait_foreign,
+                 list(only), with_deps)
     if not up:
         refuse_to_embed(nodes)
-        msg = Submit(str(Path(suite).resolve()), force, serial, shard, new_generation, not no_wait_foreign,
-                     list(only), with_deps)
         try:
-            s, nothing = steps_to_run(msg, target, embedded_nodes(nodes))
+            s, nothing, others = steps_to_run(msg, target, embedded_nodes(nodes))
         except Problems as e:
             _invalid(e.args[0])
         if nothing:
             click.echo(nothing)
             return
-    else:
-        if shard:
-            shard_spec(shard)
+    else:  # (with --shard, the suite is read here too: which steps are other shards', fleet.control.othershards)
+        others = othershards.read(msg, target) if shard and shard_spec(shard) else othershards.OtherShards()
         say_ignored(target)
     if other:
         click.echo(f"fleet: running on the fleet up in {target} (not the suite's run_dir {s.run_dir})", err=True)
     sys.exit(run_suite(Path(suite).resolve(), s, target, force=force, serial=serial, nodes=nodes,
                        shard=shard, new_generation=new_generation, wait_foreign=not no_wait_foreign,
-                       only=only, with_deps=with_deps,  # (the fleet up takes none: say_ignored)
+                       only=only, with_deps=with_deps, others=others,  # (the fleet up takes none: say_ignored)
                        fleet_options=[] if up else coordinator_args_of(heartbeat, heartbeat_timeout, stale_after,
                                                                        max_attempts, **end)))
 

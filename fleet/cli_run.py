@@ -114,16 +114,19 @@ def embedded_nodes(count: int) -> list | None:
         raise click.UsageError(f"--nodes {count}: {e}")
 
 
-def steps_to_run(msg: P.Submit, run_dir: Path, nodes: list | None) -> tuple[Suite, str]:
+def steps_to_run(msg: P.Submit, run_dir: Path, nodes: list | None) -> tuple[Suite, str, object]:
     """What the embedded fleet would check of this submission, checked before it
     starts: the whole suite, whether every step fits `nodes` (None: not known yet),
     inputs no step produces in run_dir, the shard (its count against the recorded one)
     and the --only selection against the markers in run_dir. Reads only: nothing is
     made or written. fleet.control.submissions.Problems with every problem; else the
-    suite, and why nothing would run if no step of it (or of the shard) is left ("" otherwise)."""
+    suite, why nothing would run if no step of it (or of the shard) is left ("" otherwise),
+    and the other shards' steps it waits for (fleet.control.othershards)."""
     if msg.shard:
         shard_spec(msg.shard)  # a malformed one is a usage error, as before
+    from fleet.control import othershards
     from fleet.control.submissions import chosen
-    suite, _, steps, _, _ = chosen(msg, nodes, run_dir, record=False)
+    suite, _, steps, _, foreign = chosen(msg, nodes, run_dir, record=False)
     where = f" in shard {msg.shard}" if msg.shard else ""
-    return suite, "" if steps else f"suite '{suite.name}' has no steps{where}; nothing was started"
+    return (suite, "" if steps else f"suite '{suite.name}' has no steps{where}; nothing was started",
+            othershards.of(steps, foreign, msg.shard, run_dir))

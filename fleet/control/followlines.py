@@ -2,7 +2,8 @@
 progress bar on a terminal (where successes only move the bar), a failed step's line
 naming its log. Of the steps skipped (done before, or by another fleet), a log lists
 SKIPPED_LISTED and counts the rest: a rerun of a big suite would otherwise write a line
-per step it did not run."""
+per step it did not run. A shard's steps of other shards (fleet.control.othershards)
+are counted apart: their lines are not numbered, and name the shard that runs them."""
 
 from __future__ import annotations
 
@@ -26,8 +27,10 @@ class Lines:
     """Fleet.wait's on_progress for `fleet run`: prints each answer, and keeps what the
     summary needs (the outcomes, the steps the full disk drained, the skipped not listed)."""
 
-    def __init__(self, out, total: int):
+    def __init__(self, out, total: int, others: dict | None = None):
         self.out, self.tty, self.total = out, out.isatty(), total
+        self.others = others or {}  # step id -> the shard that runs it (waited for here, never run)
+        self.others_ended: dict[str, str] = {}  # of those, the ones that ended: their outcome
         self.started = time.monotonic()
         self.outcomes: dict[str, str] = {}
         self.full: list[str] = []  # steps drained because the run directory is full, or why (control.drain)
@@ -38,11 +41,14 @@ class Lines:
     def __call__(self, u: Update) -> None:
         out, tty, outcomes = self.out, self.tty, self.outcomes
         # Every step the submission counts now, its steps' children too (they add to it).
-        self.total = max(self.total, sum(u.counts.values()))
+        self.total = max(self.total, sum(u.counts.values()) - len(self.others))
         self.counts = u.counts
         if u.full:  # (the fleet's own records found no room: said with the last answer)
             self.full.append(u.full)
         for step, outcome, attempt, reason, *more in u.finished:
+            if step in self.others:
+                self._other(step, outcome, reason)
+                continue
             if outcome == S.SKIPPED and (tty or self.listed >= SKIPPED_LISTED):
                 outcomes[step] = outcome  # a big rerun's fast path: nothing shown for the step
                 self.total = max(self.total, len(outcomes))
@@ -68,6 +74,35 @@ class Lines:
                 print(f"[{len(outcomes):>{len(str(self.total))}}/{self.total}]{line}", file=out)
         if tty:
             self._bar(u.counts.get(S.RUNNING, 0))
+
+    def _other(self, step: str, outcome: str, reason: str) -> None:
+        """Another shard's step ended as this fleet saw it: a success there is no skip of
+        this shard's ("succeeded"), and only what did not succeed is shown on a terminal."""
+        if outcome == "retry":
+            return
+        shown = S.SUCCEEDED if outcome == S.SKIPPED else outcome
+        self.others_ended[step] = shown
+        if self.tty and shown == S.SUCCEEDED:
+            return
+        if self.tty:
+            self.out.write("\r\033[K")
+        why = f": {one_line(reason)}" if reason and shown != S.SUCCEEDED else ""
+        print(f"{'':>{2 * len(str(self.total)) + 3}}  {shown:<10} {step}{why} (shard {self.others[step]}'s step)",
+              file=self.out)
+
+    def of_others(self, ended: bool = True) -> str:
+        """The summary's clause on other shards' steps ("" for none): how they ended, and
+        how many had not (`ended`: the submission's end; else an interrupt's)."""
+        if not self.others:
+            return ""
+        counts: dict[str, int] = {}
+        for o in self.others_ended.values():
+            counts[o] = counts.get(o, 0) + 1
+        said = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+        left = len(self.others) - len(self.others_ended)
+        if left:
+            said += (", " if said else "") + f"{left} not ended" + ("" if ended else " (their shards run them)")
+        return f"; of other shards' steps: {said}"
 
     def _bar(self, running: int) -> None:
         n, total = len(self.outcomes), self.total

@@ -26,6 +26,7 @@ from fleet.control.api import Fleet, Submission, SubmitError
 from fleet.control.drain import FULL
 from fleet.control.stuck import TOO_LONG
 from fleet.control.followlines import DRAINED, Lines
+from fleet.control.othershards import OtherShards
 from fleet.control.client import (CoordinatorKilled, FleetError, PreloadRefused, RunDirError, RunDirFull, down,
                                   embedded_name, find, up, usable_run_dir)
 from fleet.wire import connection
@@ -45,12 +46,12 @@ def _interrupt(signum, frame):
 def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, serial: bool = False,
               nodes: int = 1, out=None, shard: str = "", new_generation: bool = False,
               wait_foreign: bool = True, fleet_options: list[str] | None = None,
-              only: tuple[str, ...] = (), with_deps: bool = False) -> int:
+              only: tuple[str, ...] = (), with_deps: bool = False, others: OtherShards | None = None) -> int:
     """Run one suite to the end; the exit status of `fleet run` (0, 1, 2 or 3: above).
 
     Uses the fleet `fleet up` started in run_dir; without one, brings up an embedded
     local fleet (with `fleet_options` for its coordinator) for the duration of the run.
-    `only` (with `with_deps`) selects steps: fleet.control.selection."""
+    `only` (with `with_deps`) selects steps (selection); `others` are counted apart (othershards)."""
     out = out or sys.stdout
     old = signal.signal(signal.SIGTERM, _interrupt)
     old_usr1 = signal.getsignal(signal.SIGUSR1)
@@ -81,7 +82,7 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
             return _refused(e.problems)
         for note in sub.notes:
             print(f"fleet: warning: {note}", file=sys.stderr, flush=True)
-        return _follow(f, sub, suite, run_dir, out, shard, followed)
+        return _follow(f, sub, suite, run_dir, out, shard, followed, others or OtherShards())
     except PreloadRefused as e:  # an embedded fleet's zygotes: said as a fleet that is up says it (preloads)
         return _refused([Problem(str(path), None, "suite.preload", f"node {n}: {why}") for n, why in e.nodes])
     except RunDirError as e:
@@ -171,17 +172,21 @@ def _interrupted(suite: Suite, show: Lines, still_up: bool) -> str:
     else:
         rest = (f"{running} running, stopped (interrupted), and {left - running} not run: run the suite again to "
                 f"finish them (steps that succeeded are skipped)")
-    return f"suite '{suite.name}': {ended} in {time.monotonic() - show.started:.1f} s; interrupted: {rest}"
+    return (f"suite '{suite.name}': {ended} in {time.monotonic() - show.started:.1f} s; interrupted: {rest}"
+            + show.of_others(ended=False))
 
 
-def _follow(f: Fleet, sub: Submission, suite: Suite, run_dir: Path, out, shard: str, followed: list) -> int:
+def _follow(f: Fleet, sub: Submission, suite: Suite, run_dir: Path, out, shard: str, followed: list,
+            others: OtherShards) -> int:
     if not sub.steps:  # (a fleet that was up read the suite: none here, or none in the shard)
         print(f"suite '{suite.name}' has no steps" + (f" in shard {shard}" if shard else "") + "; nothing was started",
               file=out)
         return 0
-    print(f"suite '{suite.name}': {counted(sub.steps, 'step')}" + (f", {sub.skipped} already done" if sub.skipped else ""),
+    own, skipped = max(0, sub.steps - len(others)), max(0, sub.skipped - others.done)  # (others: counted apart)
+    print(f"suite '{suite.name}': {counted(own, 'step')}" + (f", {skipped} already done" if skipped else "")
+          + (f"; and {counted(len(others), 'step')} of other shards it waits for" if others else ""),
           file=out, flush=True)
-    show = Lines(out, sub.steps)
+    show = Lines(out, own, others.owner)
     followed.append(show)
     try:
         f.wait(sub, on_progress=show)
@@ -194,13 +199,13 @@ def _follow(f: Fleet, sub: Submission, suite: Suite, run_dir: Path, out, shard: 
               + _again(kind, run_dir, embedded=f.path.name != connection.NAME), file=sys.stderr)
         return 1 if kind in (gone.STOPPED, gone.ITSELF) else EXIT_LOST
     show.ended()
-    outcomes, full = show.outcomes, show.full
-    bad = {s: o for s, o in outcomes.items() if o not in (S.SUCCEEDED, S.SKIPPED)}
     counts: dict[str, int] = {}
-    for o in outcomes.values():
+    for o in show.outcomes.values():
         counts[o] = counts.get(o, 0) + 1
     print(f"suite '{suite.name}': " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
-          + f" in {time.monotonic() - show.started:.1f} s", file=out, flush=True)
+          + f" in {time.monotonic() - show.started:.1f} s" + show.of_others(), file=out, flush=True)
+    outcomes, full = {**show.others_ended, **show.outcomes}, show.full  # (exit status: as before, of every step)
+    bad = {s: o for s, o in outcomes.items() if o not in (S.SUCCEEDED, S.SKIPPED)}
     drained = sum(1 for o in outcomes.values() if o in DRAINED)
     if full:  # before the allocation's end: a resubmitted job would only drain again
         print(f"fleet: {FULL}: {counted(drained, 'step')} interrupted or not started (no attempt used); free "
