@@ -190,9 +190,10 @@ def _on_adopted(g: Gathered, rec: E.Adopted) -> None:
     s = g.steps.get(rec.step)
     if not dead or s is None:
         return
-    a = next((x for x in reversed(s.attempts) if x.fleet == dead and x.end is None), None)
+    # (ended already, unseen, if its fleet_gone came first: at that fleet's end, kept)
+    a = next((x for x in reversed(s.attempts) if x.fleet == dead and (x.end is None or not x.exit_seen)), None)
     if a is not None:
-        a.end, a.outcome = rec.t, UNFINISHED
+        a.end, a.outcome = rec.t if a.end is None else min(a.end, rec.t), UNFINISHED
         a.reason = f"its fleet {dead} was gone; fleet {rec.fleet} took the step over"
 
 
@@ -402,6 +403,22 @@ def _on_fleet_gone(g: Gathered, rec: E.FleetGone) -> None:
         g.down_t = end if g.down_t is None else max(g.down_t, end)
         g.gone.append(f"{rec.gone} (pid {rec.pid} on {rec.host})")
         nodenames.left(g.nodes, rec.gone, end)
+        _ended_with(g, rec.gone, end)
+
+
+def _ended_with(g: Gathered, fleet: str, end: float) -> None:
+    """A gone fleet's attempts with no end of their own end with it, as its nodes do:
+    not later, at another fleet's taking them over or at the session's end (before
+    2026-12-06 they held its nodes' cores past the nodes' end: over 100 %, the overlap
+    note). One walk of the steps per fleet that died."""
+    for s in g.steps.values():
+        for a in s.attempts:
+            if a.fleet != fleet or a.exit_seen:
+                continue
+            if a.end is None:
+                a.end, a.outcome, a.reason = end, UNFINISHED, "the fleet went down while it ran"
+            elif a.end > end:  # taken over (adopted) after the fleet's end
+                a.end = end
 
 
 def _on_damaged(g: Gathered, rec: Damaged) -> None:

@@ -161,3 +161,27 @@ def test_a_dead_fleet_said_gone_twice_by_the_fleet_beside_it_and_by_the_next_end
     assert len(R.ingest.sessions(stream)) == 1
     g, n, _ = R.ingest.gather_session([stream])
     assert n == 1 and g.gone == [f"{a} (pid 1 on h)"] and g.fleets_up == 0, (n, g.gone, g.fleets_up)
+
+
+@pytest.mark.parametrize("adopted_first", [False, True])
+def test_a_dead_fleets_running_steps_end_with_its_nodes_however_late_another_fleet_takes_them_over(adopted_first):
+    # x is killed while a and b run on its node's two cores; y, beside it, says it gone
+    # (at its lease's last refresh: t=2) and takes a over at t=3; b it never takes over.
+    # Before, a held x's node until 3 and b until y's end, past the node's end at 2:
+    # 100 % shown for 2.5 times the cores, and a note blaming the records.
+    x, y = "vm-10-aaaaaa", "vm-20-bbbbbb"
+    recs = up(0, x) + declare(0, x, 1, ("a", []), ("b", [])) + ran(0, x, "a", 0, 9)[:2] + ran(0, x, "b", 1, 9)[:2]
+    recs += up(1, y, cores=(0,)) + declare(1, y, 1, ("a", [])) + [E.Elsewhere(t=1, fleet=y, step="a", holder=x)]
+    gone = [E.FleetGone(t=2, fleet=y, gone=x, pid=1, host="h")]
+    adopted = [E.Adopted(t=3, fleet=y, step="a", attempt=1, previous={"fleet": x, "attempt": 1})]
+    recs += adopted + gone if adopted_first else gone + adopted
+    recs += ran(3, y, "a", 0, 1) + [E.FleetDown(t=5, fleet=y)]
+    r = R.build(read_back(recs))
+    a, b = r.steps["a"].attempts[0], r.steps["b"].attempts[0]
+    assert (a.fleet, a.end, a.outcome) == (x, 2, "unfinished") and "took the step over" in a.reason
+    assert (b.fleet, b.end, b.outcome) == (x, 2, "unfinished")
+    assert r.steps["a"].outcome == "succeeded" and r.steps["b"].outcome == "unfinished"
+    u = r.utilization
+    assert u["nodes"][f"node1@{x}"]["core_s"] == pytest.approx(4)
+    assert u["nodes"][f"node1@{x}"]["cores_held"] == pytest.approx(1.0)
+    assert not u.get("over_capacity") and not any("more than the cores offered" in n for n in r.notes), r.notes
