@@ -329,8 +329,8 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
         if nothing:
             click.echo(nothing)
             return
-    else:  # (with --shard, the suite is read here too: which steps are other shards', fleet.control.othershards)
-        others = othershards.read(msg, target) if shard and shard_spec(shard) else othershards.OtherShards()
+    else:  # (with --shard, the suite is read here too, alongside the submission: which steps are other shards')
+        others = othershards.later(msg, target) if shard and shard_spec(shard) else othershards.OtherShards()
         say_ignored(target)
     if other:
         click.echo(f"fleet: running on the fleet up in {target} (not the suite's run_dir {s.run_dir})", err=True)

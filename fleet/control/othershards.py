@@ -10,13 +10,18 @@ its own steps, and those of other shards apart, each named with the shard that r
 
 The client reads them from the suite as the fleet does (submissions.chosen, writing
 nothing): for free when it checked the suite before starting an embedded fleet; with a
-fleet up, at the cost of that read, for --shard only.
+fleet up, for --shard only, on a thread while the fleet enters the submission (`later`),
+so the read (seconds at a million steps) does not hold the submission back. Their
+markers are read as a submission reads them (submissions.read_markers: a listing a
+directory, not an open a step).
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from fleet.control import shard
 from fleet.wire import records
@@ -39,13 +44,12 @@ def of(steps, foreign, shard_text: str, run_dir: Path) -> OtherShards:
     owner under the `--shard I/N` given, and how many have a success on record."""
     if not foreign or not shard_text:
         return OtherShards()
+    from fleet.control.submissions import read_markers  # (it imports fleet.control modules that import this one)
     n = shard.parse(shard_text)[1]
-    owner, done = {}, 0
-    for s in steps:
-        if s.id in foreign:
-            owner[s.id] = f"{shard.owner(s.task, n)}/{n}"
-            done += records.succeeded_as(records.read_done(run_dir, s.id), s)
-    return OtherShards(owner, done)
+    theirs = [s for s in steps if s.id in foreign]
+    markers = read_markers(run_dir, [s.id for s in theirs])
+    owner = {s.id: f"{shard.owner(s.task, n)}/{n}" for s in theirs}
+    return OtherShards(owner, sum(records.succeeded_as(markers.get(s.id), s) for s in theirs))
 
 
 def read(msg, run_dir: Path) -> OtherShards:
@@ -59,3 +63,15 @@ def read(msg, run_dir: Path) -> OtherShards:
     except (Problems, OSError, ValueError):
         return OtherShards()
     return of(steps, foreign, msg.shard, run_dir)
+
+
+def later(msg, run_dir: Path) -> Callable[[], OtherShards]:
+    """:func:`read` on a thread started now; the returned callable waits for its answer."""
+    box: list[OtherShards] = []
+    t = threading.Thread(target=lambda: box.append(read(msg, run_dir)), name="othershards", daemon=True)
+    t.start()
+
+    def answer() -> OtherShards:
+        t.join()
+        return box[0] if box else OtherShards()
+    return answer

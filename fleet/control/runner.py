@@ -19,6 +19,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 from fleet.core import states as S
 from fleet.control import gone, warnsignal
@@ -46,12 +47,12 @@ def _interrupt(signum, frame):
 def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, serial: bool = False,
               nodes: int = 1, out=None, shard: str = "", new_generation: bool = False,
               wait_foreign: bool = True, fleet_options: list[str] | None = None,
-              only: tuple[str, ...] = (), with_deps: bool = False, others: OtherShards | None = None) -> int:
+              only: tuple[str, ...] = (), with_deps: bool = False, others: OtherShards | Callable[[], OtherShards] | None = None) -> int:
     """Run one suite to the end; the exit status of `fleet run` (0, 1, 2 or 3: above).
 
     Uses the fleet `fleet up` started in run_dir; without one, brings up an embedded
     local fleet (with `fleet_options` for its coordinator) for the duration of the run.
-    `only` (with `with_deps`) selects steps (selection); `others` are counted apart (othershards)."""
+    `only` (with `with_deps`) selects steps; `others` are counted apart (or read by a call)."""
     out = out or sys.stdout
     old = signal.signal(signal.SIGTERM, _interrupt)
     old_usr1 = signal.getsignal(signal.SIGUSR1)
@@ -82,7 +83,7 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
             return _refused(e.problems)
         for note in sub.notes:
             print(f"fleet: warning: {note}", file=sys.stderr, flush=True)
-        return _follow(f, sub, suite, run_dir, out, shard, followed, others or OtherShards())
+        return _follow(f, sub, suite, run_dir, out, shard, followed, others)
     except PreloadRefused as e:  # an embedded fleet's zygotes: said as a fleet that is up says it (preloads)
         return _refused([Problem(str(path), None, "suite.preload", f"node {n}: {why}") for n, why in e.nodes])
     except RunDirError as e:
@@ -177,7 +178,8 @@ def _interrupted(suite: Suite, show: Lines, still_up: bool) -> str:
 
 
 def _follow(f: Fleet, sub: Submission, suite: Suite, run_dir: Path, out, shard: str, followed: list,
-            others: OtherShards) -> int:
+            others: OtherShards | Callable[[], OtherShards] | None) -> int:
+    others = (others() if callable(others) else others) or OtherShards()
     if not sub.steps:  # (a fleet that was up read the suite: none here, or none in the shard)
         print(f"suite '{suite.name}' has no steps" + (f" in shard {shard}" if shard else "") + "; nothing was started",
               file=out)
