@@ -70,9 +70,16 @@ class Ran:
 
 
 def local_node(profile: Profile) -> NodeSpec:
-    """This machine as a one-node local fleet sees it."""
+    """This machine as a one-node local fleet sees it. GPU ids that are not integers
+    (UUIDs, MIG names) give it no GPUs, said on stderr, as an agent offers none then
+    (fleet.node.agentargs.offered_gpus): a step that asks for none still runs."""
     cores = tuple(c for c in probe.usable_cores() if c not in profile.held_back_cores)
-    return NodeSpec(NODE, cores, probe.node_gpus(profile.gpu_var, profile.gpus_per_node), probe.node_memory())
+    try:
+        gpus = probe.node_gpus(profile.gpu_var, profile.gpus_per_node)
+    except ValueError as e:
+        print(f"fleet step: using no GPUs: {e}", file=sys.stderr, flush=True)
+        gpus = ()
+    return NodeSpec(NODE, cores, gpus, probe.node_memory())
 
 
 def place(spec, node: NodeSpec) -> Start:

@@ -152,3 +152,24 @@ def test_an_agent_offers_the_gpus_it_is_given_else_those_found_as_its_profile_sa
     monkeypatch.setenv("ZE_AFFINITY_MASK", "0.1")
     assert agent.offered_gpus(args, probe.node_gpus) == []
     assert "fleet agent n1: offering no GPUs: ZE_AFFINITY_MASK='0.1'" in capsys.readouterr().err
+
+
+# --- ids that are not integers: no GPUs, and why ------------------------------------------------
+
+UNREAD = ("GPU-8a1b2c3d-1111", "MIG-1,MIG-2")
+
+
+@pytest.mark.parametrize("visible", UNREAD)
+def test_fleet_step_runs_a_step_without_gpus_when_the_machine_s_gpu_ids_are_not_integers_and_says_why(
+        tmp_path, no_gpu_vars, visible):
+    suite = tmp_path / "s.toml"
+    suite.write_text('[suite]\nname = "gpus"\nrun_dir = "run"\n[[steps]]\nid = "plain"\ncommand = "echo ran"\n'
+                     '[[steps]]\nid = "g"\ncommand = "echo ran"\ngpus = 1\n')
+    r = fleet("step", str(suite), "plain", cwd=tmp_path, timeout=60, environ={"CUDA_VISIBLE_DEVICES": visible})
+    assert r.returncode == 0 and r.stdout == "ran\n", r.stdout + r.stderr
+    assert "Traceback" not in r.stderr, r.stderr
+    assert f"fleet step: using no GPUs: CUDA_VISIBLE_DEVICES={visible!r}" in r.stderr, r.stderr
+    # A step that needs a GPU cannot run here, and the reason is on the line before.
+    r = fleet("step", str(suite), "g", cwd=tmp_path, timeout=60, environ={"CUDA_VISIBLE_DEVICES": visible})
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert "is not an integer device id" in r.stderr and "no node has 1 GPU" in r.stderr, r.stderr
