@@ -323,7 +323,7 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
     if not up:
         refuse_to_embed(nodes)
         try:
-            s, nothing, others = steps_to_run(msg, target, embedded_nodes(nodes))
+            s, nothing, others = steps_to_run(msg, target, *embedded_nodes(nodes))
         except Problems as e:
             _invalid(e.args[0])
         if nothing:

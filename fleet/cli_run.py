@@ -94,29 +94,31 @@ def embedded_only() -> list[str]:
             and ctx.get_parameter_source(p.name) == ParameterSource.COMMANDLINE]
 
 
-def embedded_nodes(count: int) -> list | None:
+def embedded_nodes(count: int) -> tuple[list | None, str]:
     """The nodes of the embedded fleet `fleet run --nodes count` would start, when they
     are known before it starts: a local fleet's, this machine's cores split as its
     launcher splits them (a usage error if there are too few). None inside a batch job
     (each agent says what its node has when it joins), or for a machine profile that
-    does not load (the embedded fleet says why)."""
+    does not load (the embedded fleet says why). And why they have no GPUs, if this
+    machine's GPU ids could not be read ("" otherwise)."""
     from fleet.site.launch import local_nodes
     from fleet.site.profiles import ProfileError, detect, load
     try:
         profile = load(detect())
     except ProfileError:
-        return None
+        return None, ""
     if profile.launcher != "local":
-        return None
+        return None, ""
     try:
         return local_nodes(count, profile.held_back_cores, profile.gpu_var, profile.gpus_per_node)
     except ValueError as e:
         raise click.UsageError(f"--nodes {count}: {e}")
 
 
-def steps_to_run(msg: P.Submit, run_dir: Path, nodes: list | None) -> tuple[Suite, str, object]:
+def steps_to_run(msg: P.Submit, run_dir: Path, nodes: list | None, gpu_note: str = "") -> tuple[Suite, str, object]:
     """What the embedded fleet would check of this submission, checked before it
-    starts: the whole suite, whether every step fits `nodes` (None: not known yet),
+    starts: the whole suite, whether every step it would start fits `nodes` (None: not
+    known yet; fleet.control.fitscope; `gpu_note`: why they have no GPUs),
     inputs no step produces in run_dir, the shard (its count against the recorded one)
     and the --only selection against the markers in run_dir. Reads only: nothing is
     made or written. fleet.control.submissions.Problems with every problem; else the
@@ -126,7 +128,7 @@ def steps_to_run(msg: P.Submit, run_dir: Path, nodes: list | None) -> tuple[Suit
         shard_spec(msg.shard)  # a malformed one is a usage error, as before
     from fleet.control import othershards
     from fleet.control.submissions import chosen
-    suite, _, steps, _, foreign = chosen(msg, nodes, run_dir, record=False)
+    suite, _, steps, _, foreign = chosen(msg, nodes, run_dir, record=False, gpu_note=gpu_note)
     where = f" in shard {msg.shard}" if msg.shard else ""
     return (suite, "" if steps else f"suite '{suite.name}' has no steps{where}; nothing was started",
             othershards.of(steps, foreign, msg.shard, run_dir))

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 from fleet.core import unparsedgraph
 from fleet.core.graph import Graph, build_graph
@@ -53,14 +54,16 @@ def load_suite(path: str | Path) -> Suite:
     return read_suite_file(path).check()
 
 
-def fit_problems(suite: Suite, nodes: list[NodeSpec]) -> list[Problem]:
-    """Steps whose minimum can never be met by this allocation."""
+def fit_problems(suite: Suite, nodes: list[NodeSpec], steps=None, gpu_note: str = "") -> list[Problem]:
+    """Steps (of `steps`, default every step of the suite) whose minimum can never be met
+    by this allocation. `gpu_note`: why its nodes have no GPUs (ids that could not be
+    read), said after a step's GPU problem, which would otherwise hide it."""
     cap = Capacity.of(nodes)
     out = []
     # The answer depends only on the step's demand: asked once per distinct one (a big
     # array suite has a handful), not once per step.
     widths: dict[tuple, object] = {}
-    for s in suite.steps:
+    for s in suite.steps if steps is None else steps:
         key = (s.cores, s.min_cores, s.threads if s.mpi else 1, s.gpus, s.memory, s.span)
         w = widths.get(key, widths)
         if w is widths:
@@ -68,7 +71,8 @@ def fit_problems(suite: Suite, nodes: list[NodeSpec]) -> list[Problem]:
         if isinstance(w, str):
             field = ("threads" if w.startswith("a rank needs") else "gpus" if "GPU" in w
                      else "memory" if "memory" in w else _width_field(s))
-            out.append(Problem(s.source, s.id, field, "can never run on this allocation: " + w))
+            note = f"; the nodes offer no GPUs: {gpu_note}" if gpu_note and field == "gpus" else ""
+            out.append(Problem(s.source, s.id, field, "can never run on this allocation: " + w + note))
     return out
 
 
@@ -104,7 +108,8 @@ def run_dir_problem(suite: Suite) -> Problem | None:
 
 def checked_suite(path: str | Path, nodes: list[NodeSpec] | None = None, check_inputs: bool = True,
                   run_dir: Path | None = None, imports: bool = False, own_run_dir: bool = False,
-                  imports_from: Path | None = None) -> tuple[Suite, Graph]:
+                  imports_from: Path | None = None,
+                  more: Callable[[Suite, Graph], list[Problem]] | None = None) -> tuple[Suite, Graph]:
     """Load a suite and check it whole; raise SuiteError with every problem, in setup order.
 
     The graph is built from the steps that read cleanly, so a field problem in one step
@@ -112,7 +117,9 @@ def checked_suite(path: str | Path, nodes: list[NodeSpec] | None = None, check_i
     another; nor its own unknown deps and twice-produced outputs (fleet.core.unparsedgraph). Inputs are looked for in `run_dir` (default: the suite's own run_dir).
     With `imports`, each call target's module is imported in a child process started
     in `imports_from` (default: the current directory). With `own_run_dir`, the suite's
-    run_dir must be a directory or one that can be made."""
+    run_dir must be a directory or one that can be made. `more` finds further problems
+    from the suite and graph (a submission's fit: fleet.control.fitscope), merged in
+    setup order with the rest."""
     reading = read_suite_file(path)
     suite = reading.suite
     where = run_dir if run_dir is not None else suite.run_dir
@@ -123,6 +130,8 @@ def checked_suite(path: str | Path, nodes: list[NodeSpec] | None = None, check_i
         later.append(problem)
     if nodes is not None:
         later += fit_problems(suite, nodes)
+    if more is not None:
+        later += more(suite, graph)
     if imports:
         later += import_problems(suite, cwd=imports_from)
     problems = reading.merged(later)

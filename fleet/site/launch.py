@@ -87,15 +87,18 @@ def local_gpus(nodes: int, gpu_var: str = "", gpus_per_node: int = 0) -> tuple[l
     return split_evenly(gpus, nodes), ""
 
 
-def local_nodes(nodes: int, hold_back: tuple[int, ...] = (), gpu_var: str = "", gpus_per_node: int = 0) -> list:
+def local_nodes(nodes: int, hold_back: tuple[int, ...] = (), gpu_var: str = "",
+                gpus_per_node: int = 0) -> tuple[list, str]:
     """The nodes (fleet.core.resources.NodeSpec) a local fleet of `nodes` pretend nodes
     will have once its agents join, known before it starts (`fleet run`'s checks of a
-    suite for its embedded fleet): its launcher's split of cores, memory and GPUs."""
+    suite for its embedded fleet): its launcher's split of cores, memory and GPUs; and
+    why they have no GPUs if the machine's ids could not be read ("" otherwise), for a
+    step's GPU problem to say."""
     from fleet.core.resources import NodeSpec
     groups, memory = local_split(nodes, hold_back)
-    gpus, _ = local_gpus(nodes, gpu_var, gpus_per_node)
+    gpus, unread = local_gpus(nodes, gpu_var, gpus_per_node)
     return [NodeSpec(name, tuple(cores), tuple(g), memory)
-            for name, cores, g in zip(local_names(nodes), groups, gpus)]
+            for name, cores, g in zip(local_names(nodes), groups, gpus)], unread
 
 
 class LocalLauncher:

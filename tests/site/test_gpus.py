@@ -173,3 +173,16 @@ def test_fleet_step_runs_a_step_without_gpus_when_the_machine_s_gpu_ids_are_not_
     r = fleet("step", str(suite), "g", cwd=tmp_path, timeout=60, environ={"CUDA_VISIBLE_DEVICES": visible})
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert "is not an integer device id" in r.stderr and "no node has 1 GPU" in r.stderr, r.stderr
+
+
+def test_fleet_run_says_why_no_node_has_a_gpu_when_the_machine_s_gpu_ids_are_not_integers(tmp_path, no_gpu_vars):
+    suite = tmp_path / "s.toml"
+    suite.write_text(echo_suite("CUDA_VISIBLE_DEVICES", 2, gpus=1, seconds=0))
+    r = fleet("run", str(suite), "--nodes", "1", cwd=tmp_path, timeout=60,
+              environ={"CUDA_VISIBLE_DEVICES": UNREAD[0]})
+    assert r.returncode == 2, r.stdout + r.stderr
+    (error,) = [line for line in r.stderr.splitlines() if line.startswith("error: ")]
+    assert "field 'gpus': can never run on this allocation: no node has 1 GPU" in error, error
+    assert f"the nodes offer no GPUs: CUDA_VISIBLE_DEVICES={UNREAD[0]!r}: {UNREAD[0]!r} is not an integer device id" \
+        in error, error
+    assert not (tmp_path / "run").exists()
