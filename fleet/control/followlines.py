@@ -65,12 +65,15 @@ class Lines:
                 elif outcome in DRAINED and reason and reason.startswith(TOO_LONG):
                     self.too_long.append(step)
                 self.total = max(self.total, len(outcomes))  # steps its steps submitted count too
-                line = f"  {outcome:<10} {step}" + (f": {one_line(reason)}" if reason and outcome not in (S.SUCCEEDED, S.SKIPPED) else "")
+                # A success has a reason only where its node saw the kernel's OOM killer take a
+                # process of it (fleet.node.memwatch.oom_note): said, on a terminal too, since
+                # the step went on without it and its results may lack what that process made.
+                line = f"  {outcome:<10} {step}" + (f": {one_line(reason)}" if reason and outcome != S.SKIPPED else "")
                 if outcome in LOGGED:
                     line += f" (log in the run directory: steps/{step}/log)"
             if tty:
                 out.write("\r\033[K")
-            if not tty or outcome not in (S.SUCCEEDED, S.SKIPPED):
+            if not tty or outcome not in (S.SUCCEEDED, S.SKIPPED) or (outcome == S.SUCCEEDED and reason):
                 print(f"[{len(outcomes):>{len(str(self.total))}}/{self.total}]{line}", file=out)
         if tty:
             self._bar(u.counts.get(S.RUNNING, 0))

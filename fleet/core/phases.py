@@ -130,10 +130,11 @@ class Phases:
         self._set(job, "wait")
         return True
 
-    def _released(self, job, out: list) -> None:
-        """A success: said (Finished), and its dependents made ready where it was the last
-        of their deps."""
-        out.append(made.finished(job.spec.id, job.attempt, S.SUCCEEDED))
+    def _released(self, job, out: list, reason: str = "") -> None:
+        """A success: said (Finished, with its exit's `reason`: a success has one only
+        where the kernel's OOM killer took a process of it), and its dependents made
+        ready where it was the last of their deps."""
+        out.append(made.finished(job.spec.id, job.attempt, S.SUCCEEDED, reason))
         for dj in self._dependents(job) if job.dependents else ():
             dj.unmet -= 1
             if dj.unmet == 0 and dj.state == S.WAITING and dj.demand is not None:

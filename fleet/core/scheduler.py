@@ -349,7 +349,7 @@ class Scheduler(Entries, Phases, Outside):
         if ev.outcome == S.SUCCEEDED:  # (with children still to end: after them, fleet.core.phases)
             if not (self._families and self._succeeds_later(job)):
                 self._set(job, S.SUCCEEDED)
-                self._released(job, out)
+                self._released(job, out, ev.reason)
             return
         if job.attempt <= job.spec.retries:
             self._set(job, "retry")

@@ -107,6 +107,8 @@ memory = "128MiB"
     r = fleet("run", str(suite), "--nodes", "1", *HB, cwd=tmp_path, timeout=120,
               environ={"FLEET_MEMLIMIT": "cgroup1"})
     assert r.returncode == 0, r.stdout + r.stderr
+    # fleet run says it too (before 2026-12-06 its line was a bare "succeeded  pair").
+    assert "]  succeeded  pair: the kernel killed " in r.stdout, r.stdout
     run_dir = tmp_path / "run"
     [pair] = exits(run_dir, "pair")
     assert pair.outcome == "succeeded", pair
