@@ -16,7 +16,8 @@ from fleet.core.problems import SuiteError
 from fleet.core.units import counted
 from fleet import cli_streams
 from fleet.cli_status import gone_there, said_down, status_connection, status_fleet
-from fleet.cli_options import CORES, GPUS, INTERVAL, MEMORY, NODES, allocation, drain_margin, simulate_end
+from fleet.cli_options import (CORES, GPUS, INTERVAL, MEMORY, NODES, allocation, assumed, drain_margin,
+                              simulate_end)
 
 EXIT_INVALID = 2
 
@@ -80,7 +81,8 @@ def validate(suite, nodes, cores_per_node, memory_per_node, gpus_per_node, impor
         click.echo(where.line())  # (before the problems: which directory a module was not found from)
     try:
         s, graph = checked_suite(suite, alloc, imports=imports, own_run_dir=True,
-                                 imports_from=where.path if where else None)
+                                 imports_from=where.path if where else None,
+                                 fit_notes=assumed(cores_per_node, memory_per_node, gpus_per_node))
     except SuiteError as e:
         _invalid(e.problems)
     click.echo(f"{suite}: suite '{s.name}' is valid: {counted(len(s.steps), 'step')}, run dir {s.run_dir}")
@@ -106,7 +108,8 @@ def simulate(suite, nodes, cores_per_node, memory_per_node, gpus_per_node, as_js
     margin = drain_margin(walltime, drain_before)
     alloc = allocation(nodes, cores_per_node, memory_per_node, gpus_per_node)
     try:
-        s, graph = checked_suite(suite, alloc, check_inputs=False)
+        s, graph = checked_suite(suite, alloc, check_inputs=False,
+                                 fit_notes=assumed(cores_per_node, memory_per_node, gpus_per_node))
     except SuiteError as e:
         _invalid(e.problems)
     show(s, graph, alloc, nodes, cores_per_node, as_json, end_s=walltime, drain_before_s=margin)

@@ -120,8 +120,27 @@ def allocation(nodes: int | None, cores: int | None, memory: int | None, gpus: i
                                f"{nodes * (cores + (gpus or 0)):,} cores and GPUs in all; at most {MAX_IN_ALL:,} "
                                "can be described")
     if memory is None:
-        memory = cores * 2**30 * 4  # a conventional 4 GiB per core when not said
+        memory = cores * MEMORY_PER_CORE  # a conventional 4 GiB per core when not said
     return pretend_nodes(nodes, cores, memory, gpus or 0)
+
+
+MEMORY_PER_CORE = 4 * 2**30  # a pretend node's memory when --memory-per-node is not given
+
+
+def assumed(cores: int | None, memory: int | None, gpus: int | None) -> dict[str, str]:
+    """What a pretend allocation's fit problems add where they name a node's memory or
+    GPUs that the command line did not give (fleet.control.checks.fit_problems's notes):
+    that the figure was assumed, and the option that gives it."""
+    if cores is None:
+        return {}
+    from fleet.core.units import format_memory
+    notes = {}
+    if memory is None:
+        notes["memory"] = (f"assumed {format_memory(MEMORY_PER_CORE)} per core, {format_memory(cores * MEMORY_PER_CORE)}"
+                           " a node: give --memory-per-node")
+    if gpus is None:
+        notes["GPU"] = "assumed no GPUs: give --gpus-per-node"
+    return notes
 
 
 class _Param(click.ParamType):

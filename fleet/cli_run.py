@@ -94,31 +94,32 @@ def embedded_only() -> list[str]:
             and ctx.get_parameter_source(p.name) == ParameterSource.COMMANDLINE]
 
 
-def embedded_nodes(count: int) -> tuple[list | None, str]:
+def embedded_nodes(count: int) -> tuple[list | None, dict]:
     """The nodes of the embedded fleet `fleet run --nodes count` would start, when they
     are known before it starts: a local fleet's, this machine's cores split as its
     launcher splits them (a usage error if there are too few). None inside a batch job
     (each agent says what its node has when it joins), or for a machine profile that
-    does not load (the embedded fleet says why). And why they have no GPUs, if this
-    machine's GPU ids could not be read ("" otherwise)."""
+    does not load (the embedded fleet says why). And what a fit problem naming GPUs adds:
+    why they have none, if this machine's GPU ids could not be read."""
     from fleet.site.launch import local_nodes
     from fleet.site.profiles import ProfileError, detect, load
     try:
         profile = load(detect())
     except ProfileError:
-        return None, ""
+        return None, {}
     if profile.launcher != "local":
-        return None, ""
+        return None, {}
     try:
-        return local_nodes(count, profile.held_back_cores, profile.gpu_var, profile.gpus_per_node)
+        nodes, unread = local_nodes(count, profile.held_back_cores, profile.gpu_var, profile.gpus_per_node)
     except ValueError as e:
         raise click.UsageError(f"--nodes {count}: {e}")
+    return nodes, {"GPU": f"the nodes offer no GPUs: {unread}"} if unread else {}
 
 
-def steps_to_run(msg: P.Submit, run_dir: Path, nodes: list | None, gpu_note: str = "") -> tuple[Suite, str, object]:
+def steps_to_run(msg: P.Submit, run_dir: Path, nodes: list | None, notes: dict | None = None) -> tuple[Suite, str, object]:
     """What the embedded fleet would check of this submission, checked before it
     starts: the whole suite, whether every step it would start fits `nodes` (None: not
-    known yet; fleet.control.fitscope; `gpu_note`: why they have no GPUs),
+    known yet; fleet.control.fitscope; `notes`: what to add to their problems),
     inputs no step produces in run_dir, the shard (its count against the recorded one)
     and the --only selection against the markers in run_dir. Reads only: nothing is
     made or written. fleet.control.submissions.Problems with every problem; else the
@@ -128,7 +129,7 @@ def steps_to_run(msg: P.Submit, run_dir: Path, nodes: list | None, gpu_note: str
         shard_spec(msg.shard)  # a malformed one is a usage error, as before
     from fleet.control import othershards
     from fleet.control.submissions import chosen
-    suite, _, steps, _, foreign = chosen(msg, nodes, run_dir, record=False, gpu_note=gpu_note)
+    suite, _, steps, _, foreign = chosen(msg, nodes, run_dir, record=False, notes=notes)
     where = f" in shard {msg.shard}" if msg.shard else ""
     return (suite, "" if steps else f"suite '{suite.name}' has no steps{where}; nothing was started",
             othershards.of(steps, foreign, msg.shard, run_dir))

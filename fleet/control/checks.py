@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 from fleet.core import unparsedgraph
 from fleet.core.graph import Graph, build_graph
@@ -54,10 +54,11 @@ def load_suite(path: str | Path) -> Suite:
     return read_suite_file(path).check()
 
 
-def fit_problems(suite: Suite, nodes: list[NodeSpec], steps=None, gpu_note: str = "") -> list[Problem]:
+def fit_problems(suite: Suite, nodes: list[NodeSpec], steps=None, notes: Mapping[str, str] = {}) -> list[Problem]:
     """Steps (of `steps`, default every step of the suite) whose minimum can never be met
-    by this allocation. `gpu_note`: why its nodes have no GPUs (ids that could not be
-    read), said after a step's GPU problem, which would otherwise hide it."""
+    by this allocation. `notes`: what to add to a problem that names a word ("GPU",
+    "memory"): what the nodes were assumed or found to have, and why, which the problem
+    alone would hide (no GPU ids could be read; the memory was not given)."""
     cap = Capacity.of(nodes)
     out = []
     # The answer depends only on the step's demand: asked once per distinct one (a big
@@ -71,7 +72,7 @@ def fit_problems(suite: Suite, nodes: list[NodeSpec], steps=None, gpu_note: str 
         if isinstance(w, str):
             field = ("threads" if w.startswith("a rank needs") else "gpus" if "GPU" in w
                      else "memory" if "memory" in w else _width_field(s))
-            note = f"; the nodes offer no GPUs: {gpu_note}" if gpu_note and field == "gpus" else ""
+            note = "".join(f"; {text}" for word, text in notes.items() if word in w)
             out.append(Problem(s.source, s.id, field, "can never run on this allocation: " + w + note))
     return out
 
@@ -107,6 +108,7 @@ def run_dir_problem(suite: Suite) -> Problem | None:
 
 
 def checked_suite(path: str | Path, nodes: list[NodeSpec] | None = None, check_inputs: bool = True,
+                  fit_notes: Mapping[str, str] = {},
                   run_dir: Path | None = None, imports: bool = False, own_run_dir: bool = False,
                   imports_from: Path | None = None,
                   more: Callable[[Suite, Graph], list[Problem]] | None = None) -> tuple[Suite, Graph]:
@@ -129,7 +131,7 @@ def checked_suite(path: str | Path, nodes: list[NodeSpec] | None = None, check_i
     if own_run_dir and (problem := run_dir_problem(suite)) is not None:
         later.append(problem)
     if nodes is not None:
-        later += fit_problems(suite, nodes)
+        later += fit_problems(suite, nodes, notes=fit_notes)
     if more is not None:
         later += more(suite, graph)
     if imports:

@@ -14,6 +14,7 @@ an earlier one. (Before 2026-12-06 every step of the suite had to fit.)
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Mapping
 
 from fleet.control import shard
 from fleet.control.checks import fit_problems
@@ -24,12 +25,12 @@ from fleet.wire import messages as P
 
 
 def problems(suite: Suite, graph: Graph, nodes: list, msg: P.Submit, run_dir: Path,
-             gpu_note: str = "") -> list[Problem]:
+             notes: Mapping[str, str] = {}) -> list[Problem]:
     """The fit problems of the steps `msg` would start (fleet.control.checks.fit_problems;
-    `gpu_note`: why the nodes have no GPUs, said with a step's GPU problem)."""
+    `notes`: what to add to a problem naming a word, as fleet.control.checks.fit_problems)."""
     ids = starting(suite, graph, msg)
     steps = suite.steps if ids is None else [s for s in suite.steps if s.id in ids]
-    found = fit_problems(suite, nodes, steps, gpu_note)
+    found = fit_problems(suite, nodes, steps, notes)
     if found and not msg.force:  # (only then are markers read: a suite that fits costs nothing more)
         done = _done_of(suite, graph, {p.step for p in found}, ids, run_dir)
         found = [p for p in found if p.step not in done]

@@ -356,16 +356,16 @@ def check(msg: P.Submit, nodes: list, run_dir: Path) -> Checked | P.SubmitReply:
                    frozenset(k for k, v in again.items() if v is None), [s.id for s in steps], suite.preload, left)
 
 
-def chosen(msg: P.Submit, nodes: list | None, run_dir: Path, record: bool = True, gpu_note: str = "") -> tuple:
+def chosen(msg: P.Submit, nodes: list | None, run_dir: Path, record: bool = True, notes: dict | None = None) -> tuple:
     """The submitted suite checked whole, its inputs looked for in run_dir, the steps it
     would start checked against these nodes (None: no fit check; fleet.control.fitscope;
-    `gpu_note`: why they have no GPUs), and what of it runs: its shard's steps and the
+    `notes`: what to add to their problems, fleet.control.checks.fit_problems), and what of it runs: its shard's steps and the
     --only selection. (suite, graph, steps, deps, foreign); Problems with every problem
     otherwise (each a line naming file, step and field). Reads files only; with
     `record`, the shard count is recorded once nothing refused the submission; without,
     it is only compared with the recorded one (fleet run's check before it starts an
     embedded fleet, which then checks again: fleet.cli_run)."""
-    fit = None if nodes is None else (lambda s, g: fitscope.problems(s, g, nodes, msg, run_dir, gpu_note))
+    fit = None if nodes is None else (lambda s, g: fitscope.problems(s, g, nodes, msg, run_dir, notes or {}))
     try:
         suite, graph = checked_suite(msg.suite, run_dir=run_dir, more=fit)
     except SuiteError as e:

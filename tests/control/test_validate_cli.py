@@ -531,3 +531,19 @@ outputs = ["out.nc"]
             f"{suite}: step 'f/{{i}}': field 'outputs': 'out.nc' has no {{i}}: all 1000 steps of the array would "
             f"produce it, and at most one step may produce a path"]
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_fit_problem_naming_a_node_s_memory_or_gpus_not_given_says_what_was_assumed_and_the_option(tmp_path):
+    suite = write_suite(tmp_path / "adm.toml", '[suite]\nrun_dir = "run"\n[[steps]]\nid = "big"\ncommand = "true"\n'
+                                               'memory = "20GiB"\n[[steps]]\nid = "g"\ncommand = "true"\ngpus = 1\n')
+    alloc = ("--nodes", "1", "--cores-per-node", "2")
+    big, g = refused(fleet("validate", str(suite), *alloc, cwd=tmp_path, timeout=60), 2)
+    assert big.endswith("no node has 20GiB of memory (the step may not span nodes); "
+                        "assumed 4GiB per core, 8GiB a node: give --memory-per-node"), big
+    assert g.endswith("no node has 1 GPU (the step may not span nodes); assumed no GPUs: give --gpus-per-node"), g
+    # Given, nothing is assumed: the problem alone.
+    big, g = refused(fleet("validate", str(suite), *alloc, "--memory-per-node", "16GiB", "--gpus-per-node", "0",
+                           cwd=tmp_path, timeout=60), 2)
+    assert big.endswith("no node has 20GiB of memory (the step may not span nodes)") and g.endswith("(the step may not span nodes)")
+    (big,) = refused(fleet("simulate", str(suite), *alloc, "--gpus-per-node", "1", cwd=tmp_path, timeout=60), 1)
+    assert big.endswith("8GiB a node: give --memory-per-node"), big
