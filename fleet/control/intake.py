@@ -26,10 +26,10 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from fleet.control import children as children_mod
-from fleet.control import heap
+from fleet.control import heap, mpimemory
 from fleet.control import submissions as subs_mod
 from fleet.control.submissions import Accepted, Submissions
 from fleet.control.worker import Worker
@@ -92,7 +92,7 @@ class Intake:
             c.transport.reply(c.client_sock, ident, P.SubmitReply(False, problems=["the fleet is still starting"]))
             return
         nodes = list(c.sched.pool.nodes())  # a copy: the pool changes on the loop
-        self.worker.put((ident, msg), subs_mod.check, msg, nodes, c.run_dir)
+        self.worker.put((ident, msg), checked, msg, nodes, c.run_dir, c.profile.mpi)
 
     def collect(self) -> None:
         """Take the worker's results (its fd was readable)."""
@@ -172,7 +172,7 @@ class Intake:
         self.coord.submissions.announce(acc, msg, now)
         self.coord.claims.held_by_other_shards(acc.foreign - acc.done, now)
         note = self.coord.drain.long_graces(acc.steps)  # (said once, to its submitter: its steps' graces)
-        self.entry = _Entry(ident, msg, acc, notes=(note,) if note else ())
+        self.entry = _Entry(ident, msg, acc, notes=acc.notes + ((note,) if note else ()))
 
     def entering(self, d: Entering) -> None:
         """The scheduler's word on the submission being entered."""
@@ -190,3 +190,15 @@ class Intake:
             return
         c.transport.reply(c.client_sock, e.ident, P.SubmitReply(True, e.acc.sub.id, len(e.acc.sub.steps),
                                                                 len(e.acc.done), notes=list(e.notes)))
+
+
+def checked(msg: P.Submit, nodes: list, run_dir, launcher: str):
+    """fleet.control.submissions.check on the worker thread, and the warnings its
+    submitter is to hear of the steps it would run: MPI steps' memory that `launcher`
+    (the profile's `mpi`) does not enforce (fleet.control.mpimemory)."""
+    c = subs_mod.check(msg, nodes, run_dir)
+    if isinstance(c, P.SubmitReply):
+        return c
+    skipped = c.done | c.foreign
+    note = mpimemory.note(launcher, (s for s in c.steps if s.id not in skipped))
+    return replace(c, notes=(note,)) if note else c

@@ -109,6 +109,7 @@ class Checked:
     ids: list             # the ids of `steps`
     preload: tuple = ()
     leftovers: dict = field(default_factory=dict)  # step id -> older fleets' files (fleet.control.leftovers)
+    notes: tuple = ()     # warnings for its submitter (fleet.control.intake.checked)
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,7 @@ class Accepted:
     markers: dict = field(default_factory=dict, hash=False)  # step id -> done marker read (store.submitted)
     leftovers: dict | None = field(default=None, hash=False)  # fleet.control.leftovers (None: not looked)
     force: bool = False   # --force: every step of it that runs here was asked for again
+    notes: tuple = ()     # warnings for its submitter, found as it was checked (Checked.notes)
 
 
 class Problems(ValueError):
@@ -187,7 +189,7 @@ class Submissions:
         self.offload(manifest.write, self.run_dir, self.events.fleet, sid, msg.suite, c.name, msg.shard, msg.force,
                      c.suite_ids)
         return Accepted(self.subs[sid], c.name, c.steps, c.deps, set(c.done), set(c.foreign), c.preload, c.order,
-                        c.markers, c.leftovers, msg.force)
+                        c.markers, c.leftovers, msg.force, c.notes)
 
     def withdraw(self, acc: Accepted) -> None:
         """Undo accepting a submission that is refused after all (its preload failed): it

@@ -1,8 +1,12 @@
-"""An MPI step's memory reaches its launcher where the launcher takes it (srun)."""
+"""An MPI step's memory reaches its launcher where the launcher takes it (srun), and its submitter
+is warned where it does not (PALS, Hydra)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+from cluster import requires_mpi
+from fleetharness import assert_nothing_left, fleet, write_suite
 
 from fleet.control import launching
 from fleet.core.resources import Slot
@@ -70,3 +74,36 @@ def test_each_of_srun_s_memory_limits_in_the_site_flags_is_the_site_s_say_in_eit
                   ("--mem-per-gpu=8G",), ("--mem-per-gpu", "8G")):
         r = render("srun", slots, 1, PROBE, flags=flags)
         assert "--mem=512M" not in r.argv and r.argv[-len(PROBE) - len(flags):-len(PROBE)] == flags, (flags, r.argv)
+
+
+# --- where nothing enforces it: said to the submitter --------------------------------------------
+
+def _specs(tmp_path: Path, *tables: dict):
+    return parse_suite({"steps": list(tables)}, tmp_path / "suite.toml").steps
+
+
+def test_mpi_steps_declaring_memory_under_a_launcher_that_takes_no_limit_are_warned_of_and_srun_s_are_not(tmp_path):
+    from fleet.control.mpimemory import note
+    steps = _specs(tmp_path, {"id": "m1", "command": "true", "mpi": True, "memory": "1GiB"},
+                   {"id": "m2", "command": "true", "mpi": True, "memory": "2GiB"},
+                   {"id": "bare", "command": "true", "mpi": True}, {"id": "plain", "command": "true", "memory": "1GiB"})
+    for launcher in ("hydra", "pals"):
+        said = note(launcher, steps)
+        assert said.startswith(f"2 MPI steps (the first: m1) declare memory, which the {launcher} launcher does "
+                               "not enforce"), said
+    assert note("hydra", steps[:1]).startswith("1 MPI step (the first: m1) declares memory")
+    assert note("srun", steps) == "" and note("hydra", steps[2:]) == ""
+
+
+@requires_mpi
+def test_fleet_run_warns_on_stderr_of_an_mpi_step_s_memory_hydra_does_not_enforce_and_runs_it(tmp_path):
+    suite = write_suite(tmp_path / "s.toml", '[suite]\nname = "m"\nrun_dir = "run"\n[[steps]]\nid = "m"\n'
+                                             'command = "true"\nmpi = true\nranks = 1\nmemory = "100MiB"\n')
+    r = fleet("run", str(suite), "--nodes", "1", cwd=tmp_path, timeout=120, environ={"FLEET_MACHINE": "local"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert ("fleet: warning: 1 MPI step (the first: m) declares memory, which the hydra launcher does not enforce"
+            in r.stderr), r.stderr
+    # Run again: the step is done, skipped, and nothing is said of it.
+    r = fleet("run", str(suite), "--nodes", "1", cwd=tmp_path, timeout=120, environ={"FLEET_MACHINE": "local"})
+    assert r.returncode == 0 and "warning" not in r.stderr, r.stdout + r.stderr
+    assert_nothing_left(tmp_path / "run")
