@@ -13,7 +13,7 @@ step's reports keep their order).
 
 from __future__ import annotations
 
-from fleet.control import eventlines, launching, outcomes
+from fleet.control import eventlines, launching, outcomes, spanshare
 from fleet.core import states as S
 from fleet.core.deadline import drained_exit
 from fleet.wire import messages as P
@@ -65,6 +65,8 @@ def exited(coord, node: str, msg: P.Exited, now: float, view) -> None:
                                                                                      msg.outcome, d.full)):
         coord._interrupt(node, msg, view, now)
         return
+    if msg.error and len(view.placement) > 1:  # a spanning step's memory limit was its share (spanshare)
+        msg = spanshare.reworded(msg, view, coord.sched.spec_of(msg.step))
     rec = outcomes.written(coord.events, now, node, msg, view, coord.sched)  # the `exit` record, by shape
     coord.liveness.last_report = (now, msg.ended_at)  # how late reports are read (status)
     # Decide and launch what this exit frees first; the files that record it come
