@@ -92,7 +92,9 @@ class Intake:
             c.transport.reply(c.client_sock, ident, P.SubmitReply(False, problems=["the fleet is still starting"]))
             return
         nodes = list(c.sched.pool.nodes())  # a copy: the pool changes on the loop
-        self.worker.put((ident, msg), checked, msg, nodes, c.run_dir, c.profile.mpi)
+        unread = getattr(c.launcher, "gpus_unread", "")  # (a test's stand-in launcher may not say)
+        notes = {"GPU": f"the nodes offer no GPUs: {unread}"} if unread else None
+        self.worker.put((ident, msg), checked, msg, nodes, c.run_dir, c.profile.mpi, notes)
 
     def collect(self) -> None:
         """Take the worker's results (its fd was readable)."""
@@ -192,11 +194,12 @@ class Intake:
                                                                 len(e.acc.done), notes=list(e.notes)))
 
 
-def checked(msg: P.Submit, nodes: list, run_dir, launcher: str):
-    """fleet.control.submissions.check on the worker thread, and the warnings its
-    submitter is to hear of the steps it would run: MPI steps' memory that `launcher`
-    (the profile's `mpi`) does not enforce (fleet.control.mpimemory)."""
-    c = subs_mod.check(msg, nodes, run_dir)
+def checked(msg: P.Submit, nodes: list, run_dir, launcher: str, notes: dict | None = None):
+    """fleet.control.submissions.check on the worker thread (`notes`: what its fit
+    problems add, fleet.control.checks.fit_problems), and the warnings its submitter is
+    to hear of the steps it would run: MPI steps' memory that `launcher` (the profile's
+    `mpi`) does not enforce (fleet.control.mpimemory)."""
+    c = subs_mod.check(msg, nodes, run_dir, notes)
     if isinstance(c, P.SubmitReply):
         return c
     skipped = c.done | c.foreign

@@ -336,13 +336,13 @@ class Submissions:
 
 
 # -- off the loop (fleet.control.worker): reading and checking a suite -----------------------------
-def check(msg: P.Submit, nodes: list, run_dir: Path) -> Checked | P.SubmitReply:
+def check(msg: P.Submit, nodes: list, run_dir: Path, notes: dict | None = None) -> Checked | P.SubmitReply:
     """Read and check a submitted suite against these nodes, split it for its shard and
     read its steps' done markers; the refusal to send back otherwise. Reads files only
     (and records the shard count of one it accepts, as a submission always did): nothing of the
     coordinator's, so that it runs on the worker thread."""
     try:
-        suite, graph, steps, deps, foreign = chosen(msg, nodes, run_dir)
+        suite, graph, steps, deps, foreign = chosen(msg, nodes, run_dir, notes=notes)
     except Problems as e:
         return P.SubmitReply(False, problems=e.args[0])
     by_id = {s.id: s for s in steps}

@@ -18,6 +18,10 @@ from fleet.wire import interpreter
 
 
 class Launcher(Protocol):
+    # Why its nodes offer no GPUs, where it read their GPU ids itself and could not ("":
+    # it could, or each agent reads its own and says why in its log): for fit problems.
+    gpus_unread: str
+
     def start(self, endpoint: str, nodes: int, preload: tuple[str, ...], env: dict[str, str]) -> None:
         """Start one agent per node, each told to join the coordinator at endpoint,
         with `env` added to its environment (never its command line: keys travel there)."""
@@ -111,10 +115,12 @@ class LocalLauncher:
         self.procs: list[subprocess.Popen] = []
         self.logs: list[Path] = []  # each agent's log, as procs
         self._failure: str | None = None
+        self.gpus_unread = ""
 
     def start(self, endpoint: str, nodes: int, preload: tuple[str, ...], env: dict[str, str]) -> None:
         groups, memory = local_split(nodes, self.hold_back)
         gpus, unread = local_gpus(nodes, self.gpu_var, self.gpus_per_node)
+        self.gpus_unread = unread
         logs = self.run_dir / "agents"
         logs.mkdir(parents=True, exist_ok=True)
         for name, cores, own_gpus in zip(local_names(nodes), groups, gpus):
@@ -192,6 +198,7 @@ class _BatchLauncher:
         self.gpus = gpus  # the agents' arguments saying where their node's GPUs are read from (gpu_args)
         self.proc: subprocess.Popen | None = None
         self._failure: str | None = None
+        self.gpus_unread = ""  # (each agent reads its node's GPUs: its log says why none)
 
     def argv(self, endpoint: str, preload: tuple[str, ...]) -> list[str]:
         raise NotImplementedError

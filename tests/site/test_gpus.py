@@ -186,3 +186,19 @@ def test_fleet_run_says_why_no_node_has_a_gpu_when_the_machine_s_gpu_ids_are_not
     assert f"the nodes offer no GPUs: CUDA_VISIBLE_DEVICES={UNREAD[0]!r}: {UNREAD[0]!r} is not an integer device id" \
         in error, error
     assert not (tmp_path / "run").exists()
+
+
+def test_a_local_fleet_that_is_up_says_why_its_nodes_have_no_gpu_when_it_refuses_a_step(tmp_path, no_gpu_vars):
+    suite = tmp_path / "s.toml"
+    suite.write_text(echo_suite("CUDA_VISIBLE_DEVICES", 1, gpus=1, seconds=0))
+    run = tmp_path / "run"
+    gpus = {"CUDA_VISIBLE_DEVICES": UNREAD[1]}
+    fleet("up", "--local", "--nodes", "1", "--run-dir", str(run), cwd=tmp_path, check=True, timeout=60, environ=gpus)
+    try:
+        r = fleet("run", str(suite), "--run-dir", str(run), cwd=tmp_path, timeout=60)
+    finally:
+        fleet("down", "--run-dir", str(run), cwd=tmp_path, timeout=60)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert ("no node has 1 GPU (the step may not span nodes); the nodes offer no GPUs: "
+            f"CUDA_VISIBLE_DEVICES={UNREAD[1]!r}: 'MIG-1' is not an integer device id") in r.stderr, r.stderr
+    assert_nothing_left(run)
