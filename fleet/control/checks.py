@@ -54,17 +54,17 @@ def load_suite(path: str | Path) -> Suite:
     return read_suite_file(path).check()
 
 
-def fit_problems(suite: Suite, nodes: list[NodeSpec], steps=None, notes: Mapping[str, str] = {}) -> list[Problem]:
-    """Steps (of `steps`, default every step of the suite) whose minimum can never be met
-    by this allocation. `notes`: what to add to a problem that names a word ("GPU",
-    "memory"): what the nodes were assumed or found to have, and why, which the problem
-    alone would hide (no GPU ids could be read; the memory was not given)."""
+def fit_problems(suite: Suite, nodes: list[NodeSpec], notes: Mapping[str, str] = {}) -> list[Problem]:
+    """Steps whose minimum can never be met by this allocation. `notes`: what to add to
+    a problem that names a word ("GPU", "memory"): what the nodes were assumed or found
+    to have, and why, which the problem alone would hide (no GPU ids could be read; the
+    memory was not given)."""
     cap = Capacity.of(nodes)
     out = []
     # The answer depends only on the step's demand: asked once per distinct one (a big
     # array suite has a handful), not once per step.
     widths: dict[tuple, object] = {}
-    for s in suite.steps if steps is None else steps:
+    for s in suite.steps:
         key = (s.cores, s.min_cores, s.threads if s.mpi else 1, s.gpus, s.memory, s.span)
         w = widths.get(key, widths)
         if w is widths:
@@ -108,9 +108,8 @@ def run_dir_problem(suite: Suite) -> Problem | None:
 
 
 def checked_suite(path: str | Path, nodes: list[NodeSpec] | None = None, check_inputs: bool = True,
-                  fit_notes: Mapping[str, str] = {},
                   run_dir: Path | None = None, imports: bool = False, own_run_dir: bool = False,
-                  imports_from: Path | None = None,
+                  imports_from: Path | None = None, fit_notes: Mapping[str, str] = {},
                   more: Callable[[Suite, Graph], list[Problem]] | None = None) -> tuple[Suite, Graph]:
     """Load a suite and check it whole; raise SuiteError with every problem, in setup order.
 
@@ -119,7 +118,8 @@ def checked_suite(path: str | Path, nodes: list[NodeSpec] | None = None, check_i
     another; nor its own unknown deps and twice-produced outputs (fleet.core.unparsedgraph). Inputs are looked for in `run_dir` (default: the suite's own run_dir).
     With `imports`, each call target's module is imported in a child process started
     in `imports_from` (default: the current directory). With `own_run_dir`, the suite's
-    run_dir must be a directory or one that can be made. `more` finds further problems
+    run_dir must be a directory or one that can be made. `fit_notes`: what the fit
+    problems against `nodes` add (fit_problems's notes). `more` finds further problems
     from the suite and graph (a submission's fit: fleet.control.fitscope), merged in
     setup order with the rest."""
     reading = read_suite_file(path)

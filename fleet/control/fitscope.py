@@ -27,59 +27,64 @@ from fleet.wire import messages as P
 def problems(suite: Suite, graph: Graph, nodes: list, msg: P.Submit, run_dir: Path,
              notes: Mapping[str, str] = {}) -> list[Problem]:
     """The fit problems of the steps `msg` would start (fleet.control.checks.fit_problems;
-    `notes`: what to add to a problem naming a word, as fleet.control.checks.fit_problems)."""
-    ids = starting(suite, graph, msg)
-    steps = suite.steps if ids is None else [s for s in suite.steps if s.id in ids]
-    found = fit_problems(suite, nodes, steps, notes)
-    if found and not msg.force:  # (only then are markers read: a suite that fits costs nothing more)
-        done = _done_of(suite, graph, {p.step for p in found}, ids, run_dir)
+    `notes`: what to add to a problem naming a word, as there). The suite's are found
+    first, as before (once per distinct demand): a suite that fits costs nothing more;
+    only then is it asked which of the unfit steps the submission would start."""
+    found = fit_problems(suite, nodes, notes=notes)
+    if not found:
+        return found
+    runs = _runs(suite, graph, msg)
+    found = [p for p in found if runs(p.step)]
+    if found and not msg.force:  # (markers read only for these, and the steps they depend on)
+        done = _done_of(suite, graph, {p.step for p in found}, runs, run_dir)
         found = [p for p in found if p.step not in done]
     return found
 
 
-def starting(suite: Suite, graph: Graph, msg: P.Submit) -> set[str] | None:
-    """The ids of the steps `msg` selects to run here (before markers say which are done);
-    None: every step of the suite. A malformed shard selects every step: its problem is
-    said when the suite is split (fleet.control.submissions._shard), and the fit of
-    every step with it, as before."""
-    ids = None
+def _runs(suite: Suite, graph: Graph, msg: P.Submit):
+    """Whether the submission runs a step here (done or not): its shard's own, narrowed to
+    --only's and, with --with-deps, the steps they depend on (another shard's: waited for,
+    never run here). A malformed shard runs every step: its problem is said when the suite
+    is split (fleet.control.submissions._shard), with every step's fit, as before."""
     if msg.shard:
         try:
             i, n = shard.parse(msg.shard)
         except shard.ShardError:
-            return None
-        ids = {s.id for s in suite.steps if shard.owner(s.task, n) == i}
-    if msg.only:
-        owned = ids if ids is not None else set(graph.deps)
-        chosen = {sid for sid in msg.only if sid in owned}  # (an unknown id is refused by the selection)
-        todo = list(chosen) if msg.with_deps else []
-        while todo:
-            for d in graph.deps.get(todo.pop(), ()):
-                if d in owned and d not in chosen:  # (another shard's: waited for, never run here)
-                    chosen.add(d)
-                    todo.append(d)
-        ids = chosen
-    return ids
+            return lambda sid: True
+        by_id = {s.id: s for s in suite.steps}
+        owned = lambda sid: sid in by_id and shard.owner(by_id[sid].task, n) == i  # noqa: E731
+    else:
+        owned = lambda sid: True  # noqa: E731
+    if not msg.only:
+        return owned
+    chosen = {sid for sid in msg.only if owned(sid)}  # (an unknown id is the selection's to refuse)
+    todo = list(chosen) if msg.with_deps else []
+    while todo:
+        for d in graph.deps.get(todo.pop(), ()):
+            if d not in chosen and owned(d):
+                chosen.add(d)
+                todo.append(d)
+    return chosen.__contains__
 
 
-def _done_of(suite: Suite, graph: Graph, unfit: set, ids: set | None, run_dir: Path) -> set[str]:
+def _done_of(suite: Suite, graph: Graph, unfit: set, runs, run_dir: Path) -> set[str]:
     """Which of the `unfit` steps the submission would skip as done: their success on
     record is of this definition, against their deps' markers now, and those deps are
-    done too (fleet.control.submissions._done, over the unfit steps and their deps; a
-    dep not selected counts as done if it succeeded, as the selection settles it)."""
+    done too (fleet.control.submissions._done, over the unfit steps and the steps they
+    depend on; one the submission does not run counts as done if it succeeded, as the
+    selection and the shard settle it)."""
     from fleet.control.submissions import _done, read_markers  # (it imports this module)
-    by_id = {s.id: s for s in suite.steps}
     need: set[str] = set()
-    todo = [sid for sid in unfit if sid in by_id]
+    todo = list(unfit)
     while todo:
         sid = todo.pop()
         if sid not in need:
             need.add(sid)
-            if ids is None or sid in ids:
-                todo.extend(d for d in graph.deps.get(sid, ()) if d in by_id)
-    outside = {sid for sid in need if ids is not None and sid not in ids}
+            if runs(sid):
+                todo.extend(graph.deps.get(sid, ()))
+    outside = {sid for sid in need if not runs(sid)}
     order = [sid for sid in topological_order(graph) if sid in need]
+    by_id = {s.id: s for s in suite.steps if s.id in need}
     deps = {sid: (() if sid in outside else graph.deps.get(sid, ())) for sid in order}
-    done, _ = _done({sid: by_id[sid] for sid in order}, order, deps, outside,
-                    read_markers(run_dir, order), False)
+    done, _ = _done(by_id, order, deps, outside, read_markers(run_dir, order), False)
     return done
