@@ -31,7 +31,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fleet.control.submissions import Accepted, read_markers
+from fleet.control.markerscan import read_markers
+from fleet.control.submissions import Accepted
 from fleet.core import states as S
 from fleet.core.childsteps import expand
 from fleet.core.problems import Problem

@@ -73,7 +73,8 @@ def _done_of(suite: Suite, graph: Graph, unfit: set, runs, run_dir: Path) -> set
     done too (fleet.control.submissions._done, over the unfit steps and the steps they
     depend on; one the submission does not run counts as done if it succeeded, as the
     selection and the shard settle it)."""
-    from fleet.control.submissions import _done, read_markers  # (it imports this module)
+    from fleet.control.markerscan import read_markers
+    from fleet.control.submissions import _done  # (it imports this module)
     need: set[str] = set()
     todo = list(unfit)
     while todo:

@@ -3,7 +3,7 @@ run directory alone, so that a submission takes a step's marker from here instea
 opening its file.
 
 Why: a submission reads the marker of every step whose directory exists
-(fleet.control.submissions.read_markers). On a rerun of a big suite that is one open per
+(fleet.control.markerscan.read_markers). On a rerun of a big suite that is one open per
 step, on the coordinator's worker thread: a million opens for a million-step suite, at
 milliseconds each on a parallel file system. The lone lease holder has read every
 journal at its start (fleet.control.recording), and a marker is only ever written from

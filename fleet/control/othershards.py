@@ -12,7 +12,7 @@ The client reads them from the suite as the fleet does (submissions.chosen, writ
 nothing): for free when it checked the suite before starting an embedded fleet; with a
 fleet up, for --shard only, on a thread while the fleet enters the submission (`later`),
 so the read (seconds at a million steps) does not hold the submission back. Their
-markers are read as a submission reads them (submissions.read_markers: a listing a
+markers are read as a submission reads them (markerscan.read_markers: a listing a
 directory, not an open a step).
 """
 
@@ -44,7 +44,7 @@ def of(steps, foreign, shard_text: str, run_dir: Path) -> OtherShards:
     owner under the `--shard I/N` given, and how many have a success on record."""
     if not foreign or not shard_text:
         return OtherShards()
-    from fleet.control.submissions import read_markers  # (it imports fleet.control modules that import this one)
+    from fleet.control.markerscan import read_markers
     n = shard.parse(shard_text)[1]
     theirs = [s for s in steps if s.id in foreign]
     markers = read_markers(run_dir, [s.id for s in theirs])

@@ -100,7 +100,7 @@ _finals: set[str] = set()
 def declared(run_dir: Path, specs, deps: dict, markers: dict, left: dict | None = None) -> None:
     """submitted() for many steps of a submission: `deps`, `markers` and `left` (what
     older fleets left: fleet.control.leftovers; None: not looked) by step id (a step
-    with no entry in `markers` had no directory: see submissions.read_markers)."""
+    with no entry in `markers` had no directory: see markerscan.read_markers)."""
     fresh = _fresh.setdefault(f"{run_dir}", set())
     for s in specs:
         sid, dd = s.id, deps[s.id]

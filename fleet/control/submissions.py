@@ -9,12 +9,12 @@ answer costs O(states), not O(steps), at a million steps as at ten.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fleet.control import declaring, fitscope, journalmarks, leftovers, markwriter, selection, shard
+from fleet.control import declaring, fitscope, journalmarks, leftovers, selection, shard
+from fleet.control.markerscan import read_markers
 from fleet.control import store, tally
 from fleet.control.checks import checked_suite
 from fleet.core import states as S
@@ -391,50 +391,6 @@ def chosen(msg: P.Submit, nodes: list | None, run_dir: Path, record: bool = True
         except (shard.ShardError, ValueError) as e:  # (another count recorded since the check)
             raise Problems([str(e)]) from None
     return suite, graph, steps, deps, foreign
-
-
-def read_markers(run_dir: Path, ids) -> dict:
-    """Each step's done marker (None: none; no entry: not even its directory). A step's directory is looked for by listing
-    its parent once for all its siblings, and a marker is opened only where its step's
-    directory exists: a new suite costs a few listings, not one failed open per step.
-    A fleet alone in its run directory takes a step's marker from its journals where
-    they know it (fleet.control.journalmarks): a rerun costs the listings too."""
-    root = Path(run_dir) / "steps"
-    listed: dict[str, set] = {}
-
-    def exists(sid: str) -> bool:
-        parent, _, name = sid.rpartition("/")
-        names = listed.get(parent)
-        if names is None:
-            if parent and not exists(parent):
-                names = set()
-            else:
-                try:
-                    names = set(os.listdir(root / parent))
-                except OSError:
-                    names = set()
-            listed[parent] = names
-        return name in names
-
-    # A step whose directory does not exist has no entry: nothing of it is on disk.
-    # This fleet's markers still queued count as written (fleet.control.markwriter).
-    queued = markwriter.queued_in(run_dir)
-    if not queued and not root.is_dir():  # a first run: no step has a directory, none is looked for
-        return {}
-    known = journalmarks.of(run_dir)  # alone: the markers as the journals recorded them, no open a step
-    if known is None or not len(known):
-        return {sid: markwriter.read_done(run_dir, sid) for sid in ids if sid in queued or exists(sid)}
-    out, looked = {}, False
-    for sid in ids:
-        if sid in queued:
-            out[sid] = markwriter.read_done(run_dir, sid)
-        elif exists(sid):
-            if not looked:  # (journals that came since: once, and only if a step's marker is asked for)
-                known.news(run_dir)
-                looked = True
-            rec = known.get(sid)
-            out[sid] = rec if rec is not None else markwriter.read_done(run_dir, sid)
-    return out
 
 
 def _done(by_id: dict, order, deps: dict, foreign: set, markers: dict, force: bool) -> tuple[set, dict]:
