@@ -98,15 +98,18 @@ def test_two_shards_at_once_on_one_run_directory_report_every_step_and_each_flee
     assert_nothing_left(run)
 
 
+# Each step waits for the test's word (a file), so that both fleets hold steps when one is
+# killed however slowly the second comes up (a 0.4 s nap let a loaded machine's first
+# fleet finish all of them before the second started one: a 60 s wait, then a failure).
 KILLED = """
 [suite]
 name = "killed"
 run_dir = "run"
 [[steps]]
-id = "x/{i}"
+id = "x/{{i}}"
 array = "0-29"
-call = "fleet_steps:nap"
-args = { seconds = 0.4 }
+call = "fleet_steps:wait_for_file"
+args = {{ path = "{go}", timeout = 120 }}
 """
 
 
@@ -114,7 +117,8 @@ def test_a_fleet_killed_beside_another_on_its_run_directory_is_reported_gone_not
     # (the survivor took its steps over but wrote no fleet_gone: the report stayed "in
     # progress" until yet another fleet took the dead one's lease)
     from fleetharness import events, wait_for
-    suite = write_suite(tmp_path / "s.toml", KILLED)
+    go = tmp_path / "go"
+    suite = write_suite(tmp_path / "s.toml", KILLED.format(go=go))
     run = tmp_path / "run"
     first = spawn("run", str(suite), cwd=tmp_path)
     second = None
@@ -126,10 +130,12 @@ def test_a_fleet_killed_beside_another_on_its_run_directory_is_reported_gone_not
                  "the second fleet to start a step beside the first")
         dead = next(e for e in events(run) if e["kind"] == "fleet_starting")
         os.kill(dead["pid"], signal.SIGKILL)
+        go.touch()
         rc, out, err = finish(second, timeout=180)
         assert rc == 0, out + err
         finish(first, timeout=60)
     finally:
+        go.touch()
         for p in (first, second):
             if p is not None and p.poll() is None:
                 os.killpg(p.pid, signal.SIGKILL)
