@@ -14,7 +14,6 @@ import subprocess
 import sys
 import time
 
-import pytest
 from cluster import TERMINAL_STATES, _job_fields, _run, fleet_job_script, requires_slurm, stop_coordinators
 from fleetharness import REPO, TESTS, assert_nothing_left, wait_for, write_suite
 
@@ -178,49 +177,66 @@ def test_fleet_down_from_outside_any_job_removes_the_file_of_a_fleet_whose_job_e
         _run(["scancel", holder])
 
 
-@pytest.mark.parametrize("standing", ["lease holder", "registered"])
-def test_steps_a_fleet_of_another_node_held_are_free_once_its_job_ended_not_after_stale_after(tmp_path, standing):
+def _held_by_a_fleet_of_another_node(work, standing: str, holder: str) -> tuple:
+    """A shared run directory in work where a fleet on another node, in the holder's job,
+    held the lease (or had registered to share it) and claimed step `a` when it was
+    killed (what it left, written as it would have); a taker job submitted to run its
+    suite of `a` and `b`: (run_dir, taker's job)."""
+    run_dir = work / "run"
+    suite = write_suite(work / "suite.toml", '[suite]\nname = "held"\n'
+                        '[[steps]]\nid = "a"\ncommand = "true"\n[[steps]]\nid = "b"\ncommand = "true"\n')
+    where = {"fleet": "crashed-elsewhere", "host": "node9.elsewhere.invalid", "pid": 4242}
+    (run_dir / ".fleet" / "claims").mkdir(parents=True)
+    job = {"job": f"Slurm job {holder}", "cluster": _cluster()}
+    if standing == "lease holder":
+        (run_dir / ".fleet" / "lease").write_text(json.dumps({**where, **job, "at": time.time(), "generation": 1,
+                                                              "shared": True}))
+    else:  # the taker takes the free lease and shares it with the registered fleet
+        (run_dir / ".fleet" / "fleets").mkdir()
+        (run_dir / ".fleet" / "fleets" / "crashed-elsewhere.json").write_text(json.dumps({**where, **job,
+                                                                                       "at": time.time()}))
+    (run_dir / ".fleet" / "claims" / f"{0:09d}.json").write_text(json.dumps({**where, "at": time.time(),
+                                                                           "steps": ["a"]}))
+    script = fleet_job_script(work, run_dir, suite, "taker", up_s=60, run_s=120)
+    return run_dir, _sbatch("-N", "1", "-o", str(work / "taker.out"), "-J", "fleet-claims-taker", str(script))
+
+
+def test_steps_a_fleet_of_another_node_held_as_lease_holder_or_registered_are_free_once_its_job_ended_not_after_stale_after(
+        tmp_path):
     """A shared run directory: a fleet on another node, in another job, held the lease
-    (or had registered to share it) and claimed step `a` when it was killed (what it
-    left is written here as it would have). A fleet in a job of its own runs the suite:
-    it runs `b`, and waits for `a` while that job runs; once the job has ended it finds
-    that fleet gone (asked of Slurm off its loop, fleet.control.jobwatch) and runs `a`,
-    without waiting --stale-after."""
+    (or had registered to share it) and claimed step `a` when it was killed. A fleet in a
+    job of its own runs the suite: it runs `b`, and waits for `a` while that job runs;
+    once the job has ended it finds that fleet gone (asked of Slurm off its loop,
+    fleet.control.jobwatch) and runs `a`, without waiting --stale-after. Both standings
+    at once, on two run directories, their fleets in one holder's job: the takers wait
+    for its end together (about jobwatch.LOOK_S, 30 s, each: before, one test each)."""
     from fleetharness import records as event_records
     from fleet.wire import events as E
-    run_dir = tmp_path / "run"
-    suite = write_suite(tmp_path / "suite.toml", '[suite]\nname = "held"\n'
-                        '[[steps]]\nid = "a"\ncommand = "true"\n[[steps]]\nid = "b"\ncommand = "true"\n')
     holder = _sbatch("-o", "/dev/null", "-J", "fleet-claims-holder", "--wrap", "sleep 300")
-    taker = None
+    takers: dict[str, tuple] = {}
     try:
         wait_for(lambda: _state(holder) == "RUNNING", 60, "the holder's job running")
-        where = {"fleet": "crashed-elsewhere", "host": "node9.elsewhere.invalid", "pid": 4242}
-        (run_dir / ".fleet" / "claims").mkdir(parents=True)
-        job = {"job": f"Slurm job {holder}", "cluster": _cluster()}
-        if standing == "lease holder":
-            (run_dir / ".fleet" / "lease").write_text(json.dumps({**where, **job, "at": time.time(), "generation": 1,
-                                                                  "shared": True}))
-        else:  # the taker takes the free lease and shares it with the registered fleet
-            (run_dir / ".fleet" / "fleets").mkdir()
-            (run_dir / ".fleet" / "fleets" / "crashed-elsewhere.json").write_text(json.dumps({**where, **job,
-                                                                                           "at": time.time()}))
-        (run_dir / ".fleet" / "claims" / f"{0:09d}.json").write_text(json.dumps({**where, "at": time.time(),
-                                                                               "steps": ["a"]}))
-        script = fleet_job_script(tmp_path, run_dir, suite, "taker", up_s=60, run_s=120)
-        taker = _sbatch("-N", "1", "-o", str(tmp_path / "taker.out"), "-J", "fleet-claims-taker", str(script))
+        for standing in ("lease holder", "registered"):
+            work = tmp_path / standing.replace(" ", "-")
+            work.mkdir()
+            takers[standing] = (work, *_held_by_a_fleet_of_another_node(work, standing, holder))
 
-        def started(step: str) -> bool:
+        def started(run_dir, step: str) -> bool:
             return any(isinstance(e, E.Started) and e.step == step for e in event_records(run_dir))
-        wait_for(lambda: started("b"), 90, "the taker running b")
+        for standing, (_, run_dir, _) in takers.items():
+            wait_for(lambda: started(run_dir, "b"), 90, f"the taker running b (holder: {standing})")
         time.sleep(3)  # several looks at who is live: `a` stays with its holder while its job runs
-        assert not started("a")
-        assert _state(taker) == "RUNNING"
+        for standing, (_, run_dir, taker) in takers.items():
+            assert not started(run_dir, "a"), standing
+            assert _state(taker) == "RUNNING", standing
         _run(["scancel", holder])
-        _ran_whole(tmp_path, taker, "taker")
-        assert started("a")
-        log = (run_dir / "coordinator.log").read_text()
-        assert f"another fleet's batch job (Slurm job {holder}) has ended" in log, log[-3000:]
-        assert_nothing_left(run_dir)
+        for standing, (work, run_dir, taker) in takers.items():
+            _ran_whole(work, taker, "taker")
+            assert started(run_dir, "a"), standing
+            log = (run_dir / "coordinator.log").read_text()
+            assert f"another fleet's batch job (Slurm job {holder}) has ended" in log, (standing, log[-3000:])
+            assert_nothing_left(run_dir)
     finally:
-        _clean_up(run_dir, holder, taker)
+        _run(["scancel", holder])
+        for _, run_dir, taker in takers.values():
+            _clean_up(run_dir, taker)
