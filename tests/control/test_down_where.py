@@ -22,7 +22,7 @@ from pathlib import Path
 
 import psutil
 
-from fleetharness import assert_nothing_left, events, fleet, wait_for
+from fleetharness import assert_nothing_left, events, finish, fleet, spawn, wait_for
 
 
 def _up(tmp_path: Path) -> Path:
@@ -86,7 +86,8 @@ def test_fleet_down_of_a_stopped_coordinator_continues_it_and_it_tears_down(tmp_
     assert_nothing_left(run_dir)
 
 
-def test_fleet_status_run_and_cancel_on_a_fleet_of_another_host_that_does_not_answer_say_where_it_runs_and_what_to_do(tmp_path):
+def test_fleet_status_run_and_cancel_on_a_fleet_of_another_host_that_does_not_answer_say_where_it_runs_and_what_to_do(
+        tmp_path, background):
     run_dir = _up(tmp_path)
     try:
         conn = json.loads((run_dir / "fleet.json").read_text())
@@ -99,18 +100,21 @@ def test_fleet_status_run_and_cancel_on_a_fleet_of_another_host_that_does_not_an
             json.dump(conn, f)
         suite = tmp_path / "s.toml"
         suite.write_text('[suite]\nname = "s"\n[[steps]]\nid = "a"\ncommand = "true"\n')
+        # All three at once: each waits out the same 10 s for an answer (one after the other, 30 s).
         for args in (("status", "--run-dir", str(other)), ("run", str(suite), "--run-dir", str(other)),
                      ("cancel", "--all", "--run-dir", str(other))):
-            r = fleet(*args, cwd=tmp_path, timeout=90)
-            assert r.returncode == 1, (args, r.stdout, r.stderr)
-            assert "did not answer within 10 s" in r.stderr and "it runs on node9.elsewhere.invalid, pid 1" in r.stderr \
-                and "Traceback" not in r.stderr, (args, r.stderr)
+            background.append(spawn(*args, cwd=tmp_path))
+        for args, p in zip(("status", "run", "cancel"), background):
+            rc, out, err = finish(p, timeout=90)
+            assert rc == 1, (args, out, err)
+            assert "did not answer within 10 s" in err and "it runs on node9.elsewhere.invalid, pid 1" in err \
+                and "Traceback" not in err, (args, err)
             # Only `fleet status` has --ssh and --via: the others are to be run there.
-            if args[0] == "status":
-                assert "--ssh LOGIN" in r.stderr, r.stderr
+            if args == "status":
+                assert "--ssh LOGIN" in err, err
             else:
-                assert f"ssh node9.elsewhere.invalid fleet {args[0]} --run-dir {other}" in r.stderr \
-                    and "--ssh" not in r.stderr and "--via" not in r.stderr, (args, r.stderr)
+                assert f"ssh node9.elsewhere.invalid fleet {args} --run-dir {other}" in err \
+                    and "--ssh" not in err and "--via" not in err, (args, err)
         assert not (other / "steps").exists()  # nothing was started, nor submitted
     finally:
         fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
