@@ -109,6 +109,7 @@ class Agent:
         self.zygote_end = ""  # how the zygote died under us ("killed by SIGKILL"), unasked
         self.outside = ""  # the signal that stopped us (the batch system ending the job: fleet.node.jobend)
         self.warned = ""  # the batch system's warning signal, until said to the coordinator
+        self.warning = jobend.WarningSignal()  # the steps it reached: interrupted, whatever their end
         self.doubts: list[tuple[float, P.Exited, bytes]] = []  # exits held for jobend.DOUBT_S, in time order
         self.memory = memwatch.Enforcer(getattr(args, "memlimit", None) or memlimit.Choice(memlimit.NONE),
                                         parent=hello.pid)
@@ -206,7 +207,7 @@ class Agent:
                 except BlockingIOError:
                     pass  # drained; the handler has set self.stopping (or self.warned)
                 if self.warned:  # before the exits it may have caused (fleet.node.jobend)
-                    self.send(P.Ok("warned", signal=self.warned))
+                    self._say_warned(self.warned)
                     self.warned = ""
             if self.markers.wake_r in ready:
                 self._markers_written()
@@ -281,14 +282,32 @@ class Agent:
 
     def _on_warning(self, signum, frame) -> None:
         self.warned = signal.Signals(signum).name
+        self._take_warning(self.warned)
+
+    def _take_warning(self, name: str) -> None:
+        """The warning reached this node: the steps running (or whose exit is in doubt) got it too."""
+        self.warning.took(name, [*self.graces, *((m.step, m.attempt) for _, m, _ in self.doubts)])
+
+    def _say_warned(self, name: str) -> None:
+        """Tell the coordinator of the warning (once), before the exits it caused."""
+        if self.warning.first_word():
+            self.send(P.Ok("warned", signal=name))
+
+    def _relabelled(self, msg: P.Exited, payload: bytes) -> bytes:
+        """``payload`` (an exit that may be the job's end), or its interrupted form if a
+        signal stopped this agent, or the warning reached the step (fleet.node.jobend)."""
+        if self.warning.reached(msg) and not self.outside:
+            self._say_warned(self.warning.by)  # (its handler may have run since the loop said it)
+            return self.warning.relabel(msg)
+        return jobend.relabel(msg, self.outside) if self.outside else payload
 
     def _release_doubts(self, now: float) -> None:
         """Relay the held exits whose doubt is over (jobend.DOUBT_S): interrupted if a
-        signal stopped this agent meanwhile, else as they came."""
+        signal stopped this agent meanwhile, or its warning reached them, else as they came."""
         n = next((i for i, d in enumerate(self.doubts) if d[0] > now), len(self.doubts))
         due, self.doubts = self.doubts[:n], self.doubts[n:]
         if due:
-            self.report([jobend.relabel(msg, self.outside) if self.outside else payload for _, msg, payload in due])
+            self.report([self._relabelled(msg, payload) for _, msg, payload in due])
 
     def _drain_coordinator(self) -> None:
         relayed: list[bytes] = []  # for the zygote, as they came, in one write
@@ -357,14 +376,18 @@ class Agent:
                 if isinstance(msg, P.Exited):
                     judged = self.memory.exited(msg, payload)  # out_of_memory, and its peak
                     if judged is payload and msg.outcome in jobend.RELABELLED:  # the job's end? (fleet.node.jobend)
-                        if self.outside:
-                            judged = jobend.relabel(msg, self.outside)
+                        if self.outside or self.warning.reached(msg):
+                            judged = self._relabelled(msg, payload)
                         elif (self.doubts or jobend.doubtful(msg)) and not self.stopping:  # (stopping: the
                             self.doubts.append((time.monotonic() + jobend.DOUBT_S, msg, payload))  # zygote's kills)
                             continue
                     payload = judged
                 else:
                     self.memory.dropped(msg)
+            elif isinstance(msg, P.Ok) and msg.what == "warned":  # its zygote took the warning, before these exits
+                self._take_warning(msg.signal)
+                self._say_warned(msg.signal)
+                continue
             elif not isinstance(msg, P.Preloaded):
                 self._warn(f"dropped an unexpected {msg.TYPE} message from the zygote")
                 continue

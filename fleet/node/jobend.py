@@ -28,7 +28,15 @@ Slurm's warning signal asked for without ``B:`` (``--signal=USR1@300``) goes to 
 process of the job's steps, not to the batch shell: the agent and its zygote take SIGUSR1
 and SIGUSR2 (they would die of them), the agent says so at once (``P.Ok("warned")``) and
 the coordinator drains, as at the warning the job script passes on. The steps it killed
-are held as above, so the drain comes first and they end interrupted.
+are held as above, so the drain comes first. Every step running when the agent took the
+warning (and every exit held in doubt then) got it too: its exit is relayed as
+interrupted whatever it is, a success too (:class:`WarningSignal`), as after SIGTERM.
+Slurm signals the deepest processes first: the steps, then the zygote, then the agent.
+So the zygote says it took the warning (``P.Ok("warned")`` on its pipe, before the exits
+it reaps from then on) and the agent takes that as its own signal: a shell's exit 0 that
+its agent's signal would come too late for is caught. A shell whose command the warning killed goes on and exits 0 (so does a
+program that catches the warning, checkpoints and exits), and before 2026-12-06 that
+was taken for the step's success: it was recorded done and its dependents started.
 """
 
 from __future__ import annotations
@@ -59,11 +67,43 @@ def doubtful(msg: P.Exited) -> bool:
                                          or (msg.error or "").startswith(WITH_NODE_REASON))
 
 
-def relabel(msg: P.Exited, why: str) -> bytes | None:
+def relabel(msg: P.Exited, why: str, warned: bool = False) -> bytes | None:
     """``msg`` as an interrupted exit (encoded) if the job's end is how it ended
-    (``why``: the signal its agent got); None if it keeps its own outcome."""
+    (``why``: the signal its agent got; ``warned``: the batch system's warning, which
+    reached the step while it ran); None if it keeps its own outcome."""
     if msg.outcome not in RELABELLED:
         return None
     how = "exit status 0" if msg.outcome == S.SUCCEEDED else msg.error or msg.outcome
+    cause = f"the batch system's warning signal ({why}) reached it" if warned else f"its agent got {why}"
     return P.encode(dataclasses.replace(
-        msg, outcome=S.INTERRUPTED, error=f"{how}; its agent got {why} (the job ending: no attempt used)"))
+        msg, outcome=S.INTERRUPTED, error=f"{how}; {cause} (the job ending: no attempt used)"))
+
+
+class WarningSignal:
+    """The batch system's warning signal on one node (an agent's record): which steps
+    it reached (those running when the agent or its zygote took it, and those whose
+    exit was held in doubt then), by which signal, and whether the coordinator was told."""
+
+    def __init__(self) -> None:
+        self.steps: set[tuple[str, int]] = set()  # (step, attempt)
+        self.by = ""
+        self.said = False
+
+    def took(self, name: str, running) -> None:
+        """The warning ``name`` (SIGUSR1) came; ``running``: the (step, attempt) it reached."""
+        self.by = name
+        self.steps.update(running)
+
+    def reached(self, msg: P.Exited) -> bool:
+        """Whether the warning reached the step whose exit ``msg`` is."""
+        return (msg.step, msg.attempt) in self.steps
+
+    def relabel(self, msg: P.Exited) -> bytes | None:
+        """``msg`` interrupted (see :func:`relabel`); the step is forgotten."""
+        self.steps.discard((msg.step, msg.attempt))
+        return relabel(msg, self.by, warned=True)
+
+    def first_word(self) -> bool:
+        """True the first time only: the coordinator is to hear of the warning now."""
+        first, self.said = not self.said, True
+        return first

@@ -121,8 +121,9 @@ class Zygote:
         signal.set_wakeup_fd(self.wake_w, warn_on_full_buffer=False)
         signal.signal(signal.SIGCHLD, self._on_child)
         signal.signal(signal.SIGINT, self._on_signal)  # the agent decides, not ^C
-        for sig in (signal.SIGUSR1, signal.SIGUSR2):  # a --signal without B: reaches us too (node.jobend)
-            signal.signal(sig, self._on_signal)
+        self.warned = ""  # a --signal without B: reaches us too, and our steps (node.jobend): said first
+        for sig in (signal.SIGUSR1, signal.SIGUSR2):
+            signal.signal(sig, self._on_warning)
         signal.signal(signal.SIGTERM, self._on_stop)
         signal.signal(signal.SIGHUP, self._on_stop)
 
@@ -135,6 +136,9 @@ class Zygote:
 
     def _on_signal(self, signum, frame) -> None:
         pass  # the wakeup fd already woke the loop
+
+    def _on_warning(self, signum, frame) -> None:
+        self.warned = signal.Signals(signum).name
 
     def _on_child(self, signum, frame) -> None:
         self.child_ended = True  # (and the wakeup fd woke the loop)
@@ -376,7 +380,11 @@ class Zygote:
                 self.flush()
             elif wait is not None:  # reports held while launches are queued here
                 timeout = wait if timeout is None else min(timeout, wait)
-            for fd, _events in poller.poll(timeout):
+            ready = poller.poll(timeout)
+            if self.warned:  # before the exits it caused, which the agent then takes as interrupted
+                self.send(P.Ok("warned", signal=self.warned))
+                self.warned = ""
+            for fd, _events in ready:
                 if fd == self.wake_r:
                     self._drain(self.wake_r)
                 elif fd == self.report_r:

@@ -534,7 +534,8 @@ class Ok:
     """A bare acknowledgement (``what`` says of what). An agent's last word is
     ``Ok("bye")``; ``signal`` names the signal that stopped it, if one did (the batch
     system ending the job: fleet.node.jobend). ``Ok("warned", signal=...)``: the batch
-    system's warning signal reached the agent (the coordinator drains). A goodbye after
+    system's warning signal reached the agent (the coordinator drains), or, zygote to
+    agent, the zygote (the exits it sends after it are the warned steps'). A goodbye after
     the agent's zygote died under it says how (``zygote``: "killed by SIGKILL", "exit
     status 1") and the [step, attempt] it was running then (``steps``)."""
 

@@ -78,3 +78,37 @@ def test_a_step_that_exits_0_when_the_job_ends_is_interrupted_not_done(tmp_path,
     assert code == 3, out + err
     wait_for(lambda: not (run_dir / "fleet.json").exists(), 30, "the coordinator to stop")
     assert_interrupted_and_rerun(tmp_path, run_dir, suite, flag)
+
+
+def test_a_step_whose_command_the_warning_signal_killed_and_that_exits_0_is_interrupted_not_done(tmp_path, started):
+    # Slurm's --signal=USR1@N without B: signals every process of the job's steps, the
+    # deepest first: the step's command (the shell's sleep) dies of it, the shell goes on
+    # and exits 0; its zygote, then its agent, get the signal next. Before 2026-12-06 that
+    # exit was recorded succeeded (its dependents started) though the fleet drained.
+    import os
+    import signal
+
+    import psutil
+    run_dir, suite, flag, runner = up_and_running(tmp_path, started)
+    ev = events(run_dir)
+    [shell] = [e["pid"] for e in ev if e["kind"] == "started"]
+    [(agent, zygote)] = [(e["pid"], e["zygote_pid"]) for e in ev if e["kind"] == "node_joined"]
+    [sleep] = [p.pid for p in psutil.Process(shell).children() if "sleep" in p.name()]
+    log = run_dir / "steps" / "stubborn" / "log"
+    for pid in (sleep, zygote):  # (back to back: the shell has not exited before the zygote's)
+        os.kill(pid, signal.SIGUSR1)
+    # The agent's own signal late (a loaded node): its zygote's word comes first.
+    wait_for(lambda: log.read_text().splitlines()[-1] == "done", 30, "the shell to go on")
+    os.kill(agent, signal.SIGUSR1)
+    code, out, err = finish(runner, timeout=60)
+    assert code == 3, out + err
+    recs = event_records(run_dir)
+    [exit_] = [e for e in recs if isinstance(e, E.Exit) and e.step == "stubborn"]
+    assert exit_.outcome == "interrupted" and exit_.returncode == 0, exit_  # (or the drain stopped it first)
+    assert "the batch system's warning signal (SIGUSR1) reached it" in exit_.reason or "cancelled" in exit_.reason
+    [drained] = [e for e in recs if isinstance(e, E.Drained)]
+    assert drained.reason.startswith("the batch system's warning signal (SIGUSR1) reached the agent"), drained
+    assert records.read_done(run_dir, "stubborn") is None and records.attempts(run_dir, "stubborn") == []
+    down = fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert_nothing_left(run_dir, tag=str(flag))
