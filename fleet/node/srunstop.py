@@ -15,6 +15,13 @@ later: stopping.LAUNCHER_KILL_S).
 
 Where the step cannot be found (srun had not made it yet, or Slurm does not answer
 within FIND_S), the helper sends srun SIGTERM: its tasks end at once, as before.
+
+A step on some of the job's nodes only: scancel signals its tasks, and then fails (exit
+status 225, "Kill job error on job step id N: Invalid job id specified", from the job's
+nodes that run none of the step's tasks: Slurm 22.05). That failure is taken for the
+signal sent when it is scancel's only error and the step is still there
+(:func:`sent_anyway`); before 2026-12-06 srun got SIGTERM for it, and the ranks were
+SIGKILLed with no grace (no checkpoint).
 """
 
 from __future__ import annotations
@@ -118,13 +125,30 @@ def find(pid: int) -> str | None:
     return None
 
 
+# What scancel says of a job's node that runs none of the step's tasks (the rest got the signal).
+ELSEWHERE = "Invalid job id specified"
+
+
+def sent_anyway(stderr: str) -> bool:
+    """Whether a failed ``scancel --signal`` of a step said only that some of the job's
+    nodes run none of its tasks (they were signalled on the others)."""
+    errors = [line for line in stderr.splitlines() if line.strip()]
+    return bool(errors) and all(ELSEWHERE in line for line in errors)
+
+
+def exists(step: str) -> bool:
+    """Whether Slurm still has the step ``step`` (JOB.STEP)."""
+    shown = _slurm(["scontrol", "show", "step", "-o", step])
+    return shown is not None and shown.returncode == 0 and f"StepId={step}" in shown.stdout.split()
+
+
 def main(argv: list[str]) -> int:
     """``PID LOG``: SIGTERM to the tasks of srun PID's step, what went wrong said in LOG."""
     pid, log = int(argv[0]), argv[1]
     step = find(pid)
     if step is not None:
         done = _slurm(["scancel", "--signal=TERM", step])
-        if done is not None and done.returncode == 0:
+        if done is not None and (done.returncode == 0 or (sent_anyway(done.stderr) and exists(step))):
             return 0
         why = (done.stderr.strip() if done is not None else "") or "scancel failed"
     else:

@@ -118,3 +118,15 @@ def test_a_srun_that_is_not_found_in_slurm_nor_ends_is_sigterm_ed_then_sigkilled
     assert "fleet: cannot send SIGTERM to the ranks (its Slurm step was not found); srun ends them" in log, log
     assert (workdir / "terms").read_text().split() == ["TERM", "TERM"]  # that, and at the grace's end
     assert_nothing_left([started.pid], [started.pgid])
+
+
+def test_scancel_s_error_from_the_nodes_that_run_none_of_the_step_is_the_signal_sent():
+    # A step on node1 of a two-node job: scancel signals its tasks, then exits 225 for node2.
+    elsewhere = "scancel: error: Kill job error on job step id 738: Invalid job id specified\n"
+    assert srunstop.sent_anyway(elsewhere)
+    assert srunstop.sent_anyway(elsewhere * 2 + "\n")
+    assert not srunstop.sent_anyway("")  # no word of why: not sent
+    assert not srunstop.sent_anyway(elsewhere + "scancel: error: Kill job error on job step id 738: Access/permission "
+                                    "denied\n")
+    assert not srunstop.sent_anyway("scancel: error: Kill job error on job step id 738.1: Job/step already completing "
+                                    "or completed\n")

@@ -404,3 +404,40 @@ def test_an_srun_mpi_step_past_its_timeout_gives_every_rank_sigterm_and_its_grac
     assert job.steps_after_down == [], job.scontrol_steps
     assert job.stepds_after_down == [], job.stepds_after_down
     assert_nothing_left(job.run_dir, timeout=10)
+
+
+# One node's worth of ranks (span = false) in a two-node job: scancel signals them and
+# then fails for the other node (exit 225, "Invalid job id specified"). A rank that traps
+# SIGTERM takes 2 s to write its checkpoint, well within its grace.
+CHECKPOINT = ("trap 'echo term > term.$SLURM_PROCID; sleep 2; echo saved > ckpt.$SLURM_PROCID; exit 0' TERM; "
+              "echo up > up.$SLURM_PROCID; while :; do sleep 0.2; done")
+ONE_NODE_SUITE = f"""
+[suite]
+name = "one_node"
+
+[[steps]]
+id = "one_node"
+mpi = true
+ranks = 2
+span = false
+timeout = 5
+grace = 20
+retries = 0
+command = {json.dumps(["bash", "-c", CHECKPOINT])}
+"""
+
+
+def test_an_srun_mpi_step_on_some_of_the_job_s_nodes_past_its_timeout_gives_its_ranks_their_grace(tmp_path):
+    job = run_job(tmp_path, ONE_NODE_SUITE)
+    assert job.rcs.split("\n")[:1] == ["up 0"], job.report
+    where = job.run_dir / "steps" / "one_node"
+    log = (where / "log").read_text(errors="replace") if (where / "log").exists() else "(no log)"
+    [start] = [e for e in job.events if e["kind"] == "start" and e["step"] == "one_node"]
+    assert len({s["node"] for s in start["placement"]}) == 1, start
+    [exit_] = [e for e in job.events if e["kind"] == "exit" and e["step"] == "one_node"]
+    assert exit_["outcome"] == "timed_out", (exit_, log)
+    assert "cannot send SIGTERM" not in log and "forcing job termination" not in log, log
+    assert sorted(p.name for p in where.glob("ckpt.*")) == ["ckpt.0", "ckpt.1"], log  # each rank had its grace
+    assert exit_["reason"] == "timed out after 5 s; ended after SIGTERM", exit_
+    assert job.steps_after_down == [], job.scontrol_steps
+    assert_nothing_left(job.run_dir, timeout=10)
