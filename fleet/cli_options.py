@@ -226,13 +226,15 @@ def warn_drain(drain_before: float, left: float, by: str) -> float:
     its last, short job, which should still run something."""
     if drain_before < left:
         return drain_before
+    half = round(left / 2, 1) or left / 2  # (as the coordinator takes it: a tenth of a second)
     click.echo(f"fleet: --drain-before {_span(drain_before)} is not shorter than the time {by} leaves "
-               f"({_span(left)}): draining {_span(left / 2)} before the end instead (half the time left)", err=True)
-    return left / 2
+               f"({_span(left)}): draining {_span(half)} before the end instead (half the time left)", err=True)
+    return half
 
 
 def _span(seconds: float) -> str:
-    return f"{seconds:g} s" if seconds < 120 else f"{seconds / 60:.4g} min"
+    """Seconds as a message says them: to a tenth of a second, or in minutes."""
+    return f"{round(seconds, 1):g} s" if seconds < 120 else f"{seconds / 60:.4g} min"
 
 
 def _local(t: float) -> str:

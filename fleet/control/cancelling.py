@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Callable
 
 from fleet.core import states as S
+from fleet.core.deadline import DRAIN_KILL
 from fleet.core.scheduler import Cancel, Kill, Scheduler, Withdraw
 from fleet.wire import messages as P
 
@@ -57,7 +58,8 @@ class Cancelling:
             return
         node = view.placement[0].node
         grace = {} if withdraw or d.grace is None else {"grace": d.grace}  # (the drain's cut: fleet.core.deadline)
-        if not self.send(node, P.Kill(d.step, d.attempt, cancel=not withdraw, withdraw=withdraw, **grace)):
+        why = "drain" if not withdraw and d.reason.startswith(DRAIN_KILL) else ""  # (for the exit's reason)
+        if not self.send(node, P.Kill(d.step, d.attempt, cancel=not withdraw, withdraw=withdraw, why=why, **grace)):
             self.unreachable(node, now)
 
 

@@ -201,13 +201,16 @@ def _end(args) -> tuple[float | None, float, str]:
             end, source = None, str(e)
     before = args.drain_before
     left = max(0.0, end - time.time()) if end is not None else None
+    # Half the time left, to a tenth of a second: every message that says the drain point
+    # says it so (before 2026-12-06: "58.8786 s before the end").
+    half = None if left is None else (round(left / 2, 1) or left / 2)
     if before is None:
-        before = min(DRAIN_BEFORE_S, left / 2) if left is not None else DRAIN_BEFORE_S
-    elif left is not None and before >= left:
+        before = min(DRAIN_BEFORE_S, half) if half is not None else DRAIN_BEFORE_S
+    elif half is not None and before >= left:
         # A drain point already past would start nothing and exit 3 at once: a job
         # that resubmits itself would then resubmit jobs that do nothing. Half the time
         # left, as the default takes, and say so.
-        log.warning("--drain-before %g s is more than the %g s left before the allocation ends: "
-                    "draining %g s before it instead (half the time left)", before, left, left / 2)
-        before = left / 2
+        log.warning("--drain-before %g s is more than the %.1f s left before the allocation ends: "
+                    "draining %g s before it instead (half the time left)", before, left, half)
+        before = half
     return end, before, source

@@ -73,7 +73,8 @@ def exited(step, status: int, usage, ended_at: float) -> P.Exited:
     error = rep.get("error")
     if step.ending is not None:  # stopped by us: that is how it ended, whatever its status
         outcome = step.ending
-        error = ended_reason(step.ending, step.launch.timeout, given_grace(step, step.launch.grace), step.killed)
+        error = ended_reason(step.ending, step.launch.timeout, given_grace(step, step.launch.grace), step.killed,
+                             step.why, sig, rc)
     elif outcome == "succeeded":
         # A step that "succeeded" without its outputs would hand its consumers
         # nothing: it failed, and they are blocked.

@@ -32,6 +32,11 @@ CANCELLED = "cancelled"
 # fleet.node.jobend), and a lost node's step as any terminated one.
 WITH_NODE = "terminated"
 WITH_NODE_REASON = "stopped with its node"
+# A cancel's words in an exit's reason, by who cancelled (P.Kill.why): `fleet cancel` (""),
+# or the drain before the allocation's end (which the coordinator then takes as interrupted).
+STOPPED_BY = {"": "cancelled", "drain": "stopped by the drain"}
+# Statuses 128 + these read as that signal's (a shell's or srun's for what killed its child).
+_OTHER_SIGNALS = frozenset(int(s) for s in signal.Signals) - {signal.SIGTERM}
 # After a launcher was told to kill its tasks: how long it has to do so and exit before
 # its group gets SIGKILL (srun waits for Slurm to end the tasks: KillWait, 30 s by
 # default, at most; a srun that hangs must not hold its zygote's shutdown for that long).
@@ -43,6 +48,7 @@ class Stoppable(Protocol):
 
     pid: int
     ending: str | None   # the outcome it is being stopped for
+    why: str  # who cancelled it (P.Kill.why), with that outcome
     term_at: float | None  # monotonic time of its SIGTERM
     kill_at: float | None  # monotonic time its SIGKILL is due
     killed: bool
@@ -75,13 +81,14 @@ class Stops:
         if timeout is not None and timeout > 0:
             self._push(self.clock() + timeout, "timeout", step)
 
-    def stop(self, step: Stoppable, grace: float, ending: str | None = None) -> None:
+    def stop(self, step: Stoppable, grace: float, ending: str | None = None, why: str = "") -> None:
         """SIGTERM the step now (unless it already had one), SIGKILL after ``grace`` s
         (or sooner, if an earlier stop said so). ``ending``: the outcome to report, if
-        none was set before (a timed-out step that is then cancelled stays timed out)."""
+        none was set before (a timed-out step that is then cancelled stays timed out),
+        and ``why``: who cancelled it (P.Kill.why)."""
         now = self.clock()
         if step.ending is None and ending is not None:
-            step.ending = ending
+            step.ending, step.why = ending, why
         if step.term_at is None:
             step.term_at = now
             if self._through_launcher(step):
@@ -143,11 +150,21 @@ def given_grace(step: Stoppable, own: float) -> float:
     return min(own, round(max(0.0, step.kill_at - step.term_at), 1))
 
 
-def ended_reason(ending: str, timeout: float | None, grace: float, killed: bool) -> str:
-    """What an exit report says of a step stopped for ``ending``."""
+def ended_reason(ending: str, timeout: float | None, grace: float, killed: bool, by: str = "",
+                 sig: int | None = None, rc: int | None = None) -> str:
+    """What an exit report says of a step stopped for ``ending`` (``by``: who cancelled it,
+    P.Kill.why), and how it ended: its SIGKILL after the grace, or the end of its SIGTERM;
+    a signal that is not fleet's (``sig``, or ``rc`` as 128 + a signal: a shell's, srun's
+    for its ranks) is said as that signal's (the batch system's warning reached it first)."""
     why = (f"timed out after {timeout:g} s" if ending == TIMED_OUT
-           else WITH_NODE_REASON if ending == WITH_NODE else "cancelled")
-    return why + (f"; SIGKILL after {grace:g} s grace" if killed else "; ended after SIGTERM")
+           else WITH_NODE_REASON if ending == WITH_NODE else STOPPED_BY.get(by, "cancelled"))
+    if killed:
+        return f"{why}; SIGKILL after {grace:g} s grace"
+    if sig is not None and sig != signal.SIGTERM:
+        return f"{why}; killed by {signal_name(sig)}"
+    if rc is not None and rc - 128 in _OTHER_SIGNALS:
+        return f"{why}; exit status {rc} ({signal_name(rc - 128)})"
+    return f"{why}; ended after SIGTERM"
 
 
 def signal_name(sig: int) -> str:

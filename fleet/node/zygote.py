@@ -79,6 +79,7 @@ class _Step:
     popen: subprocess.Popen | None = None
     report: dict = field(default_factory=dict)
     ending: str | None = None  # being stopped: the outcome to report (fleet.node.stopping)
+    why: str = ""  # who stopped it, if a Kill did (P.Kill.why)
     term_at: float | None = None
     kill_at: float | None = None
     killed: bool = False
@@ -314,7 +315,7 @@ class Zygote:
             return
         pid = self.keys.get((msg.step, msg.attempt))
         if pid is not None and msg.cancel:
-            self.stops.stop(self.steps[pid], min(self.steps[pid].launch.grace, msg.grace), "cancelled")
+            self.stops.stop(self.steps[pid], min(self.steps[pid].launch.grace, msg.grace), "cancelled", msg.why)
         if pid is None or msg.cancel:
             return
         try:

@@ -280,9 +280,11 @@ class Kill:
     With ``cancel``, ``signal`` is ignored: the step is stopped (SIGTERM, SIGKILL after its
     grace, or after ``grace`` if that is sooner: the drain's cut, fleet.core.deadline) and
     its exit is reported as cancelled, whatever its status (or as what it was being
-    stopped for already: timed_out). With ``withdraw`` (a node's window taking a queued
-    launch back, fleet.core.windowback) only a launch still held is dropped (Dropped);
-    one started already is left to run."""
+    stopped for already: timed_out); ``why`` says who stopped it, for the exit's reason:
+    "" `fleet cancel`, "drain" the drain (fleet.node.stopping.STOPPED_BY; before 2026-12-06
+    there was no such field, and the drain's stops read "cancelled"). With ``withdraw`` (a
+    node's window taking a queued launch back, fleet.core.windowback) only a launch still
+    held is dropped (Dropped); one started already is left to run."""
 
     step: str
     attempt: int
@@ -290,6 +292,7 @@ class Kill:
     cancel: bool = False
     withdraw: bool = False
     grace: float = float("inf")
+    why: str = ""
 
 
 @message("shutdown")

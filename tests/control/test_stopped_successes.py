@@ -105,7 +105,7 @@ def test_a_step_whose_command_the_warning_signal_killed_and_that_exits_0_is_inte
     recs = event_records(run_dir)
     [exit_] = [e for e in recs if isinstance(e, E.Exit) and e.step == "stubborn"]
     assert exit_.outcome == "interrupted" and exit_.returncode == 0, exit_  # (or the drain stopped it first)
-    assert "the batch system's warning signal (SIGUSR1) reached it" in exit_.reason or "cancelled" in exit_.reason
+    assert "the batch system's warning signal (SIGUSR1) reached it" in exit_.reason or "stopped by the drain" in exit_.reason
     [drained] = [e for e in recs if isinstance(e, E.Drained)]
     assert drained.reason.startswith("the batch system's warning signal (SIGUSR1) reached the agent"), drained
     assert records.read_done(run_dir, "stubborn") is None and records.attempts(run_dir, "stubborn") == []

@@ -85,3 +85,29 @@ def test_a_shutdown_without_a_grace_gives_each_step_its_own(zygote, tmp_path, su
     assert t_quick < 1.2 and 1.3 <= t_patient < 5.0, (t_quick, t_patient)
     assert z.wait() == 0
     assert_nothing_left([a.pid, b.pid], [a.pgid, b.pgid])
+
+
+def test_a_step_the_drain_stops_says_so_and_a_signal_that_is_not_fleet_s_is_named(zygote, tmp_path, subreaper):
+    # Before 2026-12-06 each said "cancelled; ended after SIGTERM": the drain's stop as a
+    # `fleet cancel`, and a step the batch system's warning (SIGUSR1) ended as if SIGTERM had.
+    z = zygote()
+    usr1 = "import os, signal, time\nsignal.signal(signal.SIGTERM, lambda *a: os.kill(os.getpid(), signal.SIGUSR1))\n" \
+           "open('up', 'w').close()\ntime.sleep(60)"
+    z.send(launch(tmp_path, "drained", kind="command", command="echo up > up; sleep 60 & wait", grace=5.0))
+    z.send(launch(tmp_path, "usr1", kind="command", command=[sys.executable, "-c", usr1], grace=5.0))
+    z.send(launch(tmp_path, "status", kind="command", command="trap 'exit 138' TERM; echo up > up; sleep 60 & wait",
+                  grace=5.0))
+    started = [z.expect(Started) for _ in range(3)]
+    for s in ("drained", "usr1", "status"):
+        deadline = time.monotonic() + 20
+        while not (tmp_path / "steps" / s / "up").exists():  # (its handler or trap is set)
+            assert time.monotonic() < deadline, s
+            time.sleep(0.01)
+    z.send(Kill("drained", 1, cancel=True, why="drain"))
+    z.send(Kill("usr1", 1, cancel=True, why="drain"))
+    z.send(Kill("status", 1, cancel=True))
+    drained, usr1_, status = z.exited("drained"), z.exited("usr1"), z.exited("status")
+    assert (drained.outcome, drained.error) == ("cancelled", "stopped by the drain; ended after SIGTERM"), drained
+    assert (usr1_.signal, usr1_.error) == (signal.SIGUSR1, "stopped by the drain; killed by SIGUSR1"), usr1_
+    assert (status.returncode, status.error) == (138, "cancelled; exit status 138 (SIGUSR1)"), status
+    assert_nothing_left([s.pid for s in started], [s.pgid for s in started])
