@@ -90,25 +90,30 @@ def test_a_step_whose_command_the_warning_signal_killed_and_that_exits_0_is_inte
 
     import psutil
     run_dir, suite, flag, runner = up_and_running(tmp_path, started)
-    ev = events(run_dir)
-    [shell] = [e["pid"] for e in ev if e["kind"] == "started"]
-    [(agent, zygote)] = [(e["pid"], e["zygote_pid"]) for e in ev if e["kind"] == "node_joined"]
-    [sleep] = [p.pid for p in psutil.Process(shell).children() if "sleep" in p.name()]
-    log = run_dir / "steps" / "stubborn" / "log"
-    for pid in (sleep, zygote):  # (back to back: the shell has not exited before the zygote's)
-        os.kill(pid, signal.SIGUSR1)
-    # The agent's own signal late (a loaded node): its zygote's word comes first.
-    wait_for(lambda: log.read_text().splitlines()[-1] == "done", 30, "the shell to go on")
-    os.kill(agent, signal.SIGUSR1)
-    code, out, err = finish(runner, timeout=60)
-    assert code == 3, out + err
-    recs = event_records(run_dir)
-    [exit_] = [e for e in recs if isinstance(e, E.Exit) and e.step == "stubborn"]
-    assert exit_.outcome == "interrupted" and exit_.returncode == 0, exit_  # (or the drain stopped it first)
-    assert "the batch system's warning signal (SIGUSR1) reached it" in exit_.reason or "stopped by the drain" in exit_.reason
-    [drained] = [e for e in recs if isinstance(e, E.Drained)]
-    assert drained.reason.startswith("the batch system's warning signal (SIGUSR1) reached the agent"), drained
-    assert records.read_done(run_dir, "stubborn") is None and records.attempts(run_dir, "stubborn") == []
-    down = fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
+    try:
+        ev = events(run_dir)
+        [shell] = [e["pid"] for e in ev if e["kind"] == "started"]
+        [(agent, zygote)] = [(e["pid"], e["zygote_pid"]) for e in ev if e["kind"] == "node_joined"]
+        [sleep] = [p.pid for p in psutil.Process(shell).children() if "sleep" in p.name()]
+        log = run_dir / "steps" / "stubborn" / "log"
+        # (Slurm signals the sleep a fraction of a millisecond before the zygote; here the
+        # zygote first, so that a loaded machine cannot run the shell's exit in between.)
+        for pid in (zygote, sleep):
+            os.kill(pid, signal.SIGUSR1)
+        # The agent's own signal late (a loaded node): its zygote's word comes first.
+        wait_for(lambda: log.read_text().splitlines()[-1] == "done", 30, "the shell to go on")
+        os.kill(agent, signal.SIGUSR1)
+        code, out, err = finish(runner, timeout=60)
+        assert code == 3, out + err
+        recs = event_records(run_dir)
+        [exit_] = [e for e in recs if isinstance(e, E.Exit) and e.step == "stubborn"]
+        assert exit_.outcome == "interrupted" and exit_.returncode == 0, exit_  # (or the drain stopped it first)
+        assert ("the batch system's warning signal (SIGUSR1) reached it" in exit_.reason
+                or "stopped by the drain" in exit_.reason), exit_
+        [drained] = [e for e in recs if isinstance(e, E.Drained)]
+        assert drained.reason.startswith("the batch system's warning signal (SIGUSR1) reached the agent"), drained
+        assert records.read_done(run_dir, "stubborn") is None and records.attempts(run_dir, "stubborn") == []
+    finally:
+        down = fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
     assert down.returncode == 0, down.stdout + down.stderr
     assert_nothing_left(run_dir, tag=str(flag))
