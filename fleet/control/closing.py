@@ -10,7 +10,14 @@ under way (Closing.busy). Between two turns a step may still end (an interrupted
 that comes late, a `fleet cancel`): Submissions.ended counts it then, and adds it to
 the set of steps its submission counted while the walk is under way
 (Submissions.closing), which the walk passes over, so no step is counted twice. One
-`not_started` event says how many steps the close counted so, when it is done.
+`not_started` event says how many steps the close counted so, when it is done, with
+their reason, the steps that no allocation like this one could start either
+(fleet.control.stuck: by reason, or with the step they need), and whether every step
+the drain left (interrupted or not started) is so: then another job like this one would
+not finish the suite (`fleet report` and `fleet audit` say so from it, `fleet status`
+from longer_only). One record for the close, not one a step: a million steps left are
+one line (~20 MB if each is too long). (Before 2026-12-06 it held the counts alone: the
+report and the audit gave such steps a generic reason, and said the next run goes on.)
 """
 
 from __future__ import annotations
@@ -44,12 +51,23 @@ class Closing:
         self.closed: set[int] = set()  # submissions closed, or being closed (later ones are too)
         self._walks: list[_Walk] = []
         self._counted = -1  # steps counted not_started by the closes under way (-1: no close to say)
+        self._reason = ""  # their reason, unless _longer names them
+        self._longer: dict[str, list[str]] = {}  # reason -> the not_started steps too long themselves
+        self._needs: list[str] = []  # the not_started steps that need one, each with it (events.NotStarted)
+        self.left = 0  # steps the closes found interrupted or not started (fleet-wide)
+        self.left_longer = 0  # of them, those no allocation like this one could start or finish either
         self.stuck = Stuck(coord, None)  # which of them an allocation like this one could not start either
 
     @property
     def busy(self) -> bool:
         """A close is under way: the loop must not wait."""
         return bool(self._walks)
+
+    @property
+    def longer_only(self) -> bool:
+        """Every step the closes left needs a longer allocation than this one (Stuck):
+        another job like this one would not finish them (fleet run exits 1, not 3)."""
+        return self.left > 0 and self.left_longer == self.left
 
     def open_subs(self) -> bool:
         """A submission not closed yet."""
@@ -59,6 +77,7 @@ class Closing:
         """Close every submission not closed yet (its steps' reason: `reason`), a first part now."""
         subs = self.coord.submissions
         self._counted = max(self._counted, 0)
+        self._reason = reason
         for sub in list(subs.subs.values()):
             if sub.id in self.closed:
                 continue
@@ -90,18 +109,20 @@ class Closing:
         sub, counted, state = walk.sub, c.submissions.closing[walk.sub.id], c.sched.state
         why = None
         for sid in sub.steps[walk.at:end]:
-            if sid in counted:
-                continue
             try:
                 st = state(sid)
             except KeyError:
                 st = S.WAITING  # not entered before the drain
-            if st in S.FINAL:
+            if sid in counted or st in S.FINAL:
+                if st == S.INTERRUPTED:  # (its exit came: left to the next job, too long if it ran out)
+                    self.left += 1
+                    self.left_longer += sid in drain.ran_out
                 continue
             # (A queued step is promoted when the step it waited for ends, lest its node
             # started it: its node's Dropped, in the same batch, says it did not.)
             outcome = S.INTERRUPTED if st == S.INTERRUPTED and sid not in drain.dropped else NOT_STARTED
             counted.add(sid)
+            self.left += 1
             if c.recorder.parents and c.recorder.parents.pop(sid, None) is not None:
                 # It succeeded, children it submitted had not all ended: no marker, it runs
                 # again next time (fleet.control.recording.parent_ended); not lost, no attempt.
@@ -109,7 +130,15 @@ class Closing:
                 sub.finished.append([sid, S.INTERRUPTED, 0, (why := why or drain.why()) + PARENT_WHY])
             elif outcome == NOT_STARTED:
                 self._counted += 1
-                sub.finished.append([sid, outcome, 0, self.stuck.why(sid) or walk.reason])
+                too = self.stuck.why(sid)
+                if too is not None:
+                    self.left_longer += 1
+                    dep = self.stuck.needs.get(sid)
+                    if dep is None:
+                        self._longer.setdefault(too, []).append(sid)
+                    else:
+                        self._needs += (sid, dep)
+                sub.finished.append([sid, outcome, 0, too or walk.reason])
             else:
                 why = why or drain.why()
                 if sid not in c.interrupted:  # (its node lost as it began)
@@ -122,5 +151,7 @@ class Closing:
 
     def _done(self, now: float) -> None:
         c = self.coord
-        c.events.write(events.NotStarted(t=now, steps=self._counted, held=c.sched.deadline.held))
-        self._counted = -1  # said: nothing to say until the next close
+        c.events.write(events.NotStarted(t=now, steps=self._counted, held=c.sched.deadline.held,
+                                         reason=self._reason, longer=self._longer, needs=self._needs,
+                                         longer_only=self.longer_only or None))
+        self._counted, self._longer, self._needs = -1, {}, []  # said: nothing to say until the next close

@@ -476,7 +476,8 @@ class Coordinator:
                              failures=self.submissions.failures, dropped=self.transport.dropped,
                              submissions=list(self.submissions.subs.values()), nodes_from=nodes_from,
                              loop=self.liveness.loop_figures(submitting=self.intake.count(), **self.recorder.figures(),
-                                                             **heap.figures()), quiet_s=self.liveness.timeout_s / 2)
+                                                             **heap.figures()), quiet_s=self.liveness.timeout_s / 2,
+                             longer_only=self.drain.closing.longer_only)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,12 +20,13 @@ STATUS_QUEUED = 50  # steps handed ahead to their nodes listed (fleet.core.windo
 
 def answer(sched: Scheduler, agents: list, *, up_since: float, run_dir: Path, failures: list,
            dropped: dict, submissions: list, loop: dict | None = None, nodes_from: int = -1,
-           quiet_s: float | None = None) -> dict:
+           quiet_s: float | None = None, longer_only: bool = False) -> dict:
     """The status map. `agents` in the order to list them (fleet.control.liveness.Agent),
     `submissions` as fleet.control.submissions.Submission; `loop`: the coordinator loop's
     lag and the submissions not yet in (fleet.control.liveness.Liveness.loop_figures).
     With `nodes_from` >= 0, only a page of the whole node table from there; the nodes
-    part of the default answer is bounded (fleet.control.nodestatus)."""
+    part of the default answer is bounded (fleet.control.nodestatus). `longer_only`: the
+    drain's close found every step left needs a longer allocation (fleet.control.closing)."""
     if nodes_from >= 0:
         return nodestatus.page(sched, agents, nodes_from)
     now = time.time()
@@ -42,12 +43,21 @@ def answer(sched: Scheduler, agents: list, *, up_since: float, run_dir: Path, fa
                 failures=failures[-10:], dropped=dict(dropped),
                 submissions=[dict(id=s.id, suite=s.suite, steps=len(s.steps),
                                   finished=len(s.steps) - s.remaining) for s in submissions],
-                loop=loop or {}, allocation=sched.deadline.shown(),
+                loop=loop or {}, allocation=_allocation(sched, longer_only),
                 ready=[asdict(h) for h in sched.waiting_heads(now, STATUS_READY)],
                 reservations=[asdict(r) for r in sched.reservations()],
                 waiting_children=[dict(step=sid, phase=phase, stage=stage, waiting_for=n, children=total,
                                        **({"parent": p} if (p := sched.family(sid)[0]) else {}))
                                   for sid, phase, stage, n, total in sched.suspended(STATUS_RUNNING)])
+
+
+def _allocation(sched: Scheduler, longer_only: bool) -> dict | None:
+    """The end and the drain (fleet.core.deadline), and whether what the drain left needs a
+    longer allocation (then fleet status does not say the next run goes on)."""
+    shown = sched.deadline.shown()
+    if shown is not None and longer_only:
+        shown["longer_only"] = True
+    return shown
 
 
 def _phase(sched: Scheduler, sid: str) -> dict:

@@ -52,7 +52,10 @@ def _allocation(a: dict | None, now: float, limit: int = 5) -> list[str]:
         out.append(f"allocation ends {at(a['end'])} ({'in ' + _dur(left) if left > 0 else 'passed'}; "
                    f"{a.get('source') or 'given'}), drain point {at(a['drain_at'])}")
     if a.get("drained"):
-        out.append(f"  DRAINED ({one_line(a.get('reason', ''))}): nothing more starts; the next run goes on")
+        # (Before 2026-12-06 it said "the next run goes on" of steps that no job like this one can run.)
+        then = ("every step left needs a longer allocation than this one" if a.get("longer_only")
+                else "the next run goes on")
+        out.append(f"  DRAINED ({one_line(a.get('reason', ''))}): nothing more starts; {then}")
     if a.get("held"):
         out.append(f"  {_n(a['held'], 'step')} not started: expected to end after the drain point")
         named = a.get("held_steps") or []

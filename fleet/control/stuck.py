@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from fleet.core import states as S
 from fleet.core.durations import expected_s
+from fleet.wire.events import LONGER, NEEDS
 
-TOO_LONG = "needs a longer allocation"
+TOO_LONG = LONGER  # (the words are the not_started record's: fleet report and fleet audit read them back)
 SLACK = 1.05  # a step is too long when it takes more than this times the allocation's time
 RAN_OUT = 0.9  # an interrupted step that ran this share of the allocation's time had all it could get
 DONE = (S.SUCCEEDED, S.SKIPPED)
@@ -56,6 +57,7 @@ class Stuck:
         self.ran_out = ran_out or {}
         self._memo: dict[str, str | None] = {}
         self._seen: set[str] = set()  # steps whose deps were put on the walk's stack
+        self.needs: dict[str, str] = {}  # a step judged so for a step it needs -> that step
 
     def why(self, step: str) -> str | None:
         """TOO_LONG and why, for a step that could not start in such an allocation either
@@ -79,7 +81,9 @@ class Stuck:
                     stack.extend(todo)
                     continue
                 dep = next((d for d in deps if memo.get(d) is not None), None)
-                out = None if dep is None else f"{TOO_LONG}: it needs {dep}, which does"
+                out = None if dep is None else NEEDS.format(dep)
+                if dep is not None:
+                    self.needs[s] = dep
             memo[s] = out
             stack.pop()
         return memo[step]

@@ -50,10 +50,8 @@ def build(records: list, now: float | None = None, *, session: int = -1, run_dir
     now = max(now, g.last_t)
 
     busy_now, last_end = _settle(steps, now, in_progress)
-    if g.allocation.get("drained") is not None:  # what a drain left undone (fleet.core.deadline)
-        for s in steps.values():
-            if s.outcome == NOT_RUN:
-                s.reason = "not started: the fleet drained before the allocation's end"
+    if g.allocation.get("drained") is not None or g.not_started:  # what a drain left undone
+        _not_started(g, g.allocation.get("drained") is not None)
     finished = [x for s in steps.values() for x in s.attempts]
     work = sum(x.work_s for x in finished if x.work_s is not None)
     work_core = sum(x.work_s * x.cores for x in finished if x.work_s is not None)
@@ -78,6 +76,18 @@ def build(records: list, now: float | None = None, *, session: int = -1, run_dir
         capacity_floor_s=work_core / (cap / wall) if cap > 0 and wall > 0 else 0.0,
         notes=_notes(g, in_progress) + _over(util, g.damaged), allocation=dict(g.allocation) or None,
         families=families(steps), damaged_lines=g.damaged)
+
+
+def _not_started(g: Gathered, drained: bool) -> None:
+    """The reason of each step a drain (or a close before it: nothing left could end
+    before the drain point) did not start, as its not_started record says
+    (fleet.control.closing: its own for a step no allocation like this one could start
+    either); a record of before 2026-12-06 says none, and the reason is the drain's."""
+    named = g.not_started
+    why = (g.not_started_why or "not started: the fleet drained before the allocation's end") if drained else ""
+    for s in g.steps.values():
+        if s.outcome == NOT_RUN:
+            s.reason = named.get(s.id) or why or s.reason
 
 
 def _settle(steps: dict, now: float, in_progress: bool) -> tuple[bool, float | None]:

@@ -13,9 +13,11 @@ fleet never wrote; fleet.wire.records.read_journals). The newest of them says wh
 step is: a start after an outcome runs (fresh while its fleet may be alive:
 fleet.wire.livefleets; stale once it is gone), an outcome after a start ended it. A step
 no record says started is waiting in the fleet that declared it, if that fleet may be
-alive, or was not run, the fleet having gone down first; with no fleet's declaration at
-all (a shard that never started), it is missing. With --suite, a step whose newest
-record is a success of another definition than the suite's is `changed`.
+alive, or was not run, the fleet having gone down first (or drained first: then its
+`not_started` record's reason, e.g. that it needs a longer allocation; before 2026-12-06
+that record gave none, and every such step "went down before it ran"); with no fleet's
+declaration at all (a shard that never started), it is missing. With --suite, a step whose newest record is a success of another
+definition than the suite's is `changed`.
 
 A step that succeeded again is a rerun when that was asked for or its definition
 changed: its attempt record says why it ran again (`rerun`), names a submission
@@ -36,7 +38,7 @@ from fleet.core import states as S
 from fleet.report.ingest import blocks
 from fleet.report.model import NOT_RUN, UNFINISHED
 from fleet.wire import livefleets, manifest, records
-from fleet.wire.events import Exit, Start, StepDeclared
+from fleet.wire.events import Drained, Exit, NotStarted, Start, StepDeclared
 
 CHANGED = "changed"  # with --suite: the step succeeded, but under another definition than the suite's
 
@@ -112,6 +114,8 @@ class _Seen:
     interrupted: dict = field(default_factory=dict)  # step id -> its last `exit` record, if an interruption
     forced: set = field(default_factory=set)        # (fleet, submission) of forced submissions
     declared_by: dict = field(default_factory=dict)  # step id -> the fleet that declared it to run it, if not started since
+    not_started: dict = field(default_factory=dict)  # step id -> its own not_started reason, if not declared since
+    drained: dict = field(default_factory=dict)  # fleet -> the reason its drain's not_started record gave the rest
 
 
 def _seen(run_dir: Path, suite_steps) -> _Seen:
@@ -130,8 +134,11 @@ def _seen(run_dir: Path, suite_steps) -> _Seen:
                     ids.setdefault(rec.step, None)
                     if not rec.foreign:  # (another shard's step: that shard runs it, or it is missing)
                         by[rec.step] = fleets.setdefault(rec.fleet, rec.fleet)
+                    seen.not_started.pop(rec.step, None)  # (declared again: what that fleet does counts)
                 elif kind is Start and by:  # it started since: whatever it is, it is not unstarted
                     by.pop(rec.step, None)
+                elif kind is NotStarted or kind is Drained:
+                    _drain_said(seen, rec)
                 elif kind is Exit and rec.step:  # only the last exit counts, and only an interruption
                     if rec.outcome == S.INTERRUPTED:
                         interrupted[rec.step] = rec
@@ -140,6 +147,17 @@ def _seen(run_dir: Path, suite_steps) -> _Seen:
     for s in suite_steps:
         seen.ids[s.id] = s
     return seen
+
+
+def _drain_said(seen: _Seen, rec) -> None:
+    """A fleet drained (`Drained`), and its close said why its steps did not start
+    (`NotStarted`, fleet.control.closing: its steps that need a longer allocation, by reason)."""
+    if type(rec) is Drained:
+        seen.drained.setdefault(rec.fleet, "")
+        return
+    if rec.reason and isinstance(rec.reason, str) and rec.fleet in seen.drained:
+        seen.drained[rec.fleet] = rec.reason
+    seen.not_started.update(rec.named())
 
 
 def known_steps(run_dir: Path, suite_steps=()) -> dict[str, object]:
@@ -199,7 +217,7 @@ def audit(run_dir: Path, suite_steps=(), stale_after: float = 600.0) -> Audit:
         wins, reruns, dups = count_successes(tries, seen.forced)
         base = dict(step=sid, successes=wins, reruns=reruns, duplicates=dups, attempts=len(tries))
         a = _one(run_dir, sid, spec, names, seen.interrupted.get(sid), stale_after, base, js, running, tries, live)
-        out[sid] = a if a is not None else _unstarted(sid, seen.declared_by.get(sid), live, base)
+        out[sid] = a if a is not None else _unstarted(sid, seen.declared_by.get(sid), live, base, seen)
     return Audit(out)
 
 
@@ -336,12 +354,14 @@ def _last_attempt(rec: dict, live: dict, base: dict) -> StepAudit:
                      reason=str(rec.get("reason") or "") + " (its last attempt; no final outcome recorded)")
 
 
-def _unstarted(sid: str, fleet: str | None, live: dict, base: dict) -> StepAudit:
+def _unstarted(sid: str, fleet: str | None, live: dict, base: dict, seen: _Seen) -> StepAudit:
     """A step with no record of running or ending: waiting in the fleet that declared it,
-    if it may be alive; not run, if that fleet went down first; missing if no fleet
-    declared it to run it (only a submission's record names it: a shard that never started)."""
+    if it may be alive; not run, if that fleet went down first (drained first: why, as its
+    not_started record says); missing if no fleet declared it to run it (only a
+    submission's record names it: a shard that never started)."""
     if fleet is None:
         return StepAudit(status="missing", reason="no outcome and no claim", **base)
     if fleet in live:
         return StepAudit(status=S.WAITING, holder=fleet, reason=f"submitted to {fleet}, not started yet", **base)
-    return StepAudit(status=NOT_RUN, holder=fleet, reason="the fleet went down before it ran", **base)
+    why = seen.not_started.get(sid) or seen.drained.get(fleet) or "the fleet went down before it ran"
+    return StepAudit(status=NOT_RUN, holder=fleet, reason=why, **base)

@@ -65,6 +65,10 @@ class Gathered:
     whys: dict[tuple, W.WaitReason] = field(default_factory=dict)  # wait records' reasons, shared
     kinds: dict[tuple, tuple] = field(default_factory=dict)  # the steps' kinds (Step.sig), shared
     allocation: dict = field(default_factory=dict)  # its end and drain (fleet.core.deadline), if known
+    # What the drain's not_started records said (fleet.control.closing): the reason of the
+    # steps they do not name, and each step they name with its own (a longer allocation).
+    not_started_why: str = ""
+    not_started: dict = field(default_factory=dict)
     fleets: list = field(default_factory=list)  # the ids of the fleets that started in it, in order
     # Each fleet's nodes are its own, but every embedded fleet names its node `node1`: a
     # name another fleet's node has already taken is the node's name @ its fleet, and at
@@ -436,6 +440,13 @@ def _on_drained(g: Gathered, rec: E.Drained) -> None:
 
 def _on_not_started(g: Gathered, rec: E.NotStarted) -> None:
     g.allocation.update(not_started=rec.steps, held=rec.held)
+    if isinstance(rec.reason, str) and rec.reason:  # (a record of before 2026-12-06 has none)
+        g.not_started_why = rec.reason
+    g.not_started.update(rec.named())
+    if rec.longer_only:
+        g.allocation["longer_only"] = True
+    else:
+        g.allocation.pop("longer_only", None)
 
 
 def _on_placement_mismatch(g: Gathered, rec: E.PlacementMismatch) -> None:

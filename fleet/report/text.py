@@ -66,7 +66,10 @@ def _allocation_lines(r: Report) -> list[str]:
         out.append(f"  drained       at {seconds(r.rel(a['drained']))}: {one_line(a.get('reason', ''))}; "
                    f"{_n(a.get('interrupted', 0), 'step')} interrupted, "
                    f"{_n(a.get('not_started', 0), 'step')} not started "
-                   f"({a.get('held', 0)} would not have ended before the drain point): the next run goes on")
+                   f"({a.get('held', 0)} would not have ended before the drain point): "
+                   # (Before 2026-12-06 it said the next run goes on of steps no job like this one runs.)
+                   + ("each needs a longer allocation than this one: give the job more time, or the steps "
+                      "shorter estimates" if a.get("longer_only") else "the next run goes on"))
     return out
 
 

@@ -390,13 +390,41 @@ class Drained(Record):
     running: int = 0
 
 
+# The reason a step gets that no allocation like the drained one could start either
+# (fleet.control.stuck), and that of a step needing such a step (NEEDS.format(that step)).
+LONGER = "needs a longer allocation"
+NEEDS = LONGER + ": it needs {}, which does"
+
+
 @_record("not_started")
 class NotStarted(Record):
     """After the drain, how many steps never started in this fleet (`held`: of them,
-    those whose expected duration did not fit before the drain point)."""
+    those whose expected duration did not fit before the drain point), and why: each
+    was told `reason`, but for those no allocation like this one could start either
+    (fleet.control.stuck): `longer` lists the steps too long themselves by their reason,
+    `needs` the steps that need another such step, flat, in pairs (step, the step it
+    needs: its reason is NEEDS.format(that step); a chain of a million is two lists'
+    worth, not a million reasons). `longer_only`: every step the drain left, interrupted
+    or not started, is so (another job like this one would not finish them). A record
+    of before 2026-12-06 has the counts alone."""
 
     steps: int = 0
     held: int = 0
+    reason: str = ""
+    longer: dict = field(default_factory=dict)  # reason -> [step, ...]
+    needs: list = field(default_factory=list)  # [step, the step it needs, step, ...]
+    longer_only: bool | None = None
+
+    def named(self) -> Iterator[tuple[str, str]]:
+        """(step, its reason) for each step the record names (nothing of a damaged field)."""
+        for why, steps in self.longer.items() if isinstance(self.longer, dict) else ():
+            for sid in steps if isinstance(steps, list) and isinstance(why, str) else ():
+                if isinstance(sid, str):
+                    yield sid, why
+        pairs = self.needs if isinstance(self.needs, list) else []
+        for i in range(0, len(pairs) - 1, 2):
+            if isinstance(pairs[i], str):
+                yield pairs[i], NEEDS.format(pairs[i + 1])
 
 
 @dataclass(frozen=True)

@@ -24,19 +24,24 @@ from fleet.wire import messages as P
 STEPS = 10
 
 
-def closing_of(tmp_path, monkeypatch, per_turn: int):
-    """A Closing over one submission of STEPS never-started steps, CLOSE_STEPS = per_turn."""
-    monkeypatch.setattr(closing, "CLOSE_STEPS", per_turn)
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    suite = write_suite(tmp_path / "s.toml", f"""
+ARRAY = f"""
 [suite]
 name = "closing"
 [[steps]]
 id = "s/{{i}}"
 array = "0-{STEPS - 1}"
 command = "true"
-""")
+"""
+
+
+def closing_of(tmp_path, monkeypatch, per_turn: int, text: str = ARRAY, window: float | None = None):
+    """A Closing over one submission of never-started steps (STEPS of them, unless `text`
+    says others), CLOSE_STEPS = per_turn; `window`: what the allocation gave steps before
+    its drain point, if its end is known."""
+    monkeypatch.setattr(closing, "CLOSE_STEPS", per_turn)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    suite = write_suite(tmp_path / "s.toml", text)
     sched = Scheduler()
     sched.handle(NodeJoined(NodeSpec("n1", (0,), (), 2**30)), 0.0)
     sched.handle(DrainNow("the test's"), 0.0)  # drained: nothing starts
@@ -48,9 +53,9 @@ command = "true"
     sched.handle(subs.enter(acc, msg, now), now)
     assert sched.running_count() == 0 and all(sched.state(s) not in S.FINAL for s in acc.sub.steps)
     coord = SimpleNamespace(sched=sched, submissions=subs, events=log, interrupted=set(),
-                            recorder=SimpleNamespace(parents={}))
-    drain = SimpleNamespace(dropped=set(), why=lambda: "drained: the test's", began=None, drain_at=None,
-                            ran_out={})
+                            recorder=SimpleNamespace(parents={}), specs=subs.specs)
+    drain = SimpleNamespace(dropped=set(), why=lambda: "drained: the test's", began=None if window is None else 0.0,
+                            drain_at=window, ran_out={})
     return closing.Closing(coord, drain), acc.sub, log
 
 
@@ -99,3 +104,58 @@ def test_a_step_that_ends_while_the_close_walks_its_submission_is_counted_once(t
     assert outcome[walked] == closing.NOT_STARTED and outcome[ahead] == S.CANCELLED
     [ns] = not_started_events(log)
     assert ns["steps"] == STEPS - 1
+
+
+LONG = """
+[suite]
+name = "long"
+[[steps]]
+id = "huge"
+command = "true"
+estimate = 600
+[[steps]]
+id = "after"
+command = "true"
+deps = ["huge"]
+[[steps]]
+id = "also"
+command = "true"
+estimate = 900
+"""
+
+
+def test_the_not_started_record_names_the_steps_that_need_a_longer_allocation_by_reason_and_whether_all_do(
+        tmp_path, monkeypatch):
+    # (before 2026-12-06 it held the counts alone: the report and the audit said of `huge`
+    # that the fleet went down before it ran, and that the next run goes on)
+    c, sub, log = closing_of(tmp_path, monkeypatch, per_turn=2, text=LONG, window=100.0)
+    c.close(time.time(), "not started: the test's")
+    while c.busy:
+        c.step(time.time())
+    [ns] = not_started_events(log)
+    assert ns["steps"] == 3 and ns["reason"] == "not started: the test's"
+    assert ns["longer"] == {
+        "needs a longer allocation: it takes about 10 min, and an allocation like this one gives steps 100 s "
+        "before its drain point": ["huge"],
+        "needs a longer allocation: it takes about 15 min, and an allocation like this one gives steps 100 s "
+        "before its drain point": ["also"]}
+    assert ns["needs"] == ["after", "huge"]  # (a step that needs one: with that step, not a reason of its own)
+    assert ns["longer_only"] is True and c.longer_only
+    # Each step's reason as fleet run heard it, read back from the record.
+    [rec] = [r for r in E.read_records(log.path) if isinstance(r, E.NotStarted)]
+    assert dict(rec.named()) == {row[0]: row[3] for row in sub.finished}
+
+
+def test_a_not_started_step_that_another_job_like_this_one_could_run_means_the_next_run_goes_on(
+        tmp_path, monkeypatch):
+    c, sub, log = closing_of(tmp_path, monkeypatch, per_turn=10, text=LONG + """
+[[steps]]
+id = "fits"
+command = "true"
+estimate = 10
+""", window=100.0)
+    c.close(time.time(), "not started: the test's")
+    [ns] = not_started_events(log)
+    assert ns["steps"] == 4 and sorted(x for v in ns["longer"].values() for x in v) == ["also", "huge"]
+    assert ns["needs"] == ["after", "huge"]
+    assert "longer_only" not in ns and not c.longer_only

@@ -59,3 +59,23 @@ def test_a_suites_progress_shows_100_percent_only_once_every_step_has_finished()
     assert "  suite big: 2980/2986 finished (99%)\n" in text, text
     assert "  suite done: 3/3 finished (100%)\n" in text, text
     assert text.endswith("  suite none: 0/0 finished (100%)") or "  suite none: 0/0 finished (100%)\n" in text, text
+
+
+def test_a_drained_fleet_whose_steps_left_all_need_a_longer_allocation_does_not_say_the_next_run_goes_on():
+    # (before 2026-12-06 it said so of every drain, as `fleet run` exited 1: no job like this one runs them)
+    from fleet.core.deadline import AllocationEnds, DrainNow
+    t0 = time.time()
+    sched = Scheduler()
+    sched.handle(NodeJoined(node("n1", 1)), t0)
+    sched.handle(AllocationEnds(t0 + 60, t0 + 30, "slurm"), t0)
+    sched.handle(submission(suite({"id": "est", "estimate": 50}).steps), t0)
+    sched.handle(DrainNow("the batch system's warning signal (SIGUSR1)"), t0 + 1)
+
+    def said(longer_only: bool) -> str:
+        st = status.answer(sched, [], up_since=t0, run_dir=Path("/run"), failures=[], dropped={}, submissions=[],
+                           longer_only=longer_only)
+        return next(x for x in statusview.render(st, now=t0 + 2).splitlines() if "DRAINED" in x)
+
+    assert said(True) == ("  DRAINED (the batch system's warning signal (SIGUSR1)): nothing more starts; every step "
+                          "left needs a longer allocation than this one")
+    assert said(False).endswith("nothing more starts; the next run goes on")
