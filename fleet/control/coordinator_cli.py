@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     log.info("agents connect to %s, clients to %s (listening on %s)", coord.agent_endpoint, coord.client_endpoint,
              bind)
-    coord.drain.plan(*_end(args))
+    coord.drain.plan(*_planned(args))
     # The batch system's warning (#SBATCH --signal=B:USR1@300, passed on by fleet run): drain now.
     signal.signal(signal.SIGUSR1, coord.drain.on_signal)
     coord.sched.reserve_after(None if args.no_reservations else args.reserve_after)
@@ -186,6 +186,19 @@ def _ipv4(host: str) -> str:
     except OSError as e:
         raise ValueError(f"cannot resolve {host!r} (--advertise, FLEET_ADVERTISE or the profile's advertise): "
                          f"{e.strerror or e}") from None
+
+
+def _planned(args) -> tuple[float | None, float, str, bool]:
+    """_end's end, margin and source, and whether the margin was cut (margin_cut)."""
+    end, before, source = _end(args)
+    return end, before, source, margin_cut(args, end, before)
+
+
+def margin_cut(args, end: float | None, before: float) -> bool:
+    """Whether _end cut the drain margin (`before`) short of what was asked for (or the
+    default): the job is shorter than it (fleet.control.drain.early_warning)."""
+    asked = DRAIN_BEFORE_S if args.drain_before is None else args.drain_before
+    return end is not None and before < asked
 
 
 def _end(args) -> tuple[float | None, float, str]:

@@ -8,7 +8,11 @@ scheduler (AllocationEnds). The drain is a timer of its own, not the heartbeat's
 drain point (wait_ms) and tick, a float compare, runs every loop turn, so the drain
 starts within one turn of its point whatever the heartbeat period. The batch system's
 warning signal (SIGUSR1, e.g. `#SBATCH --signal=B:USR1@300`, passed on by `fleet run`)
-brings it forward; a signal ends the loop's wait at once (wakeup: the signal writes to a
+brings it forward, but in a job shorter than its drain margin (early_warning): Slurm
+sends the warning at a short job's start (`@300` in a 2-min job), which tells nothing
+the fleet did not read itself, so such a fleet drains at its drain point (before
+2026-12-06 it drained at once, and a resubmitting script ran job after job that did next
+to nothing). A signal ends the loop's wait at once (wakeup: the signal writes to a
 pipe the loop's poller watches, so SIGTERM's stop is not a period late either). At the drain point the scheduler kills every
 running step (SIGTERM, SIGKILL after its grace, cut so that it comes before the end:
 fleet.core.deadline; a submission with a step whose grace would be cut is warned of:
@@ -65,6 +69,19 @@ FULL = "the run directory's file system is full"  # a full drain's reason starts
 FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})  # (fleet.node.diskfull's, on the coordinator's side)
 
 
+def early_warning(now: float, drain_at: float | None, cut: bool) -> bool:
+    """Whether the batch system's warning at `now` is to be taken at the drain point
+    (`drain_at`), not now: it came before it, in a job shorter than its drain margin
+    (`cut`: the margin was cut to half the time left, fleet.control.coordinator_cli._end;
+    `--drain-before 5m` in a 2-min job, or the default 5 min in a job under 10). Slurm
+    sends its warning as soon as less than `@N` (and up to a minute) is left: with `@N`
+    as long as the margin, at such a job's start, when it tells nothing the fleet did
+    not read itself. In a longer job the warning is news (an `@N` longer than the
+    margin, a time limit lowered since, an operator's `scancel --batch --signal=USR1`):
+    drain now. No end known: no drain point, drain now."""
+    return cut and drain_at is not None and now < drain_at
+
+
 def clock(t: float) -> str:
     """A time of day (this machine's zone), as the logs and records say it."""
     return time.strftime("%H:%M:%S", time.localtime(t))
@@ -84,6 +101,7 @@ class Drain:
         self.source = ""
         self.announced = False
         self.signalled = ""  # the warning signal's words, once it came
+        self.cut = False  # the drain margin was cut, the job being shorter than it (early_warning)
         self.drained = False
         self.at: float | None = None  # when it drained (for the allocation's end)
         self.reason = ""
@@ -94,8 +112,10 @@ class Drain:
         self.ran_out: dict[str, str] = {}  # interrupted steps that had all this job could give: why (control.stuck)
         self._wake = -1  # the wakeup pipe's read end (wakeup)
 
-    def plan(self, end: float | None, drain_before: float, source: str) -> None:
-        """The allocation ends at `end` (epoch seconds; None: unknown), from `source`."""
+    def plan(self, end: float | None, drain_before: float, source: str, cut: bool = False) -> None:
+        """The allocation ends at `end` (epoch seconds; None: unknown), from `source`;
+        `cut`: the drain margin is shorter than asked for, the job being shorter (early_warning)."""
+        self.cut = cut
         if end is None:
             log.info("allocation end: not known (%s); no drain", source)
             return
@@ -167,6 +187,11 @@ class Drain:
         c = self.coord
         if self._wake in ready:
             self._woken()
+        if self.signalled and not self.drained and early_warning(now, self.drain_at, self.cut):
+            log.warning("%s came %.0f s before the drain point at %s, in a job shorter than its drain margin "
+                        "(Slurm sends it at such a job's start): draining at the drain point", self.signalled,
+                        self.drain_at - now, clock(self.drain_at))
+            self.signalled = ""
         if self.end is not None and not self.announced:
             self.announced = True
             c.events.write(events.AllocationEnd(t=now, end=self.end, drain_at=self.drain_at, source=self.source))

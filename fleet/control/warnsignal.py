@@ -8,7 +8,10 @@ up` started, or the embedded one, up) a remembered warning goes on to its coordi
 at once, and every later one as it comes. The coordinator drains at once: the
 submission that follows is answered with every step `not_started` (none starts), and
 `fleet run` exits 3, as a job script that resubmits itself on 3 wants. (Until 2026-12-06
-a warning while the embedded fleet came up killed `fleet run`: exit 138, no drain.) A
+a warning while the embedded fleet came up killed `fleet run`: exit 138, no drain.) But
+in a job shorter than its drain margin, where Slurm sends its warning at the start,
+the coordinator drains at its drain point, as without the warning
+(fleet.control.drain.early_warning; until 2026-12-06 at once, whatever the job's length). A
 coordinator on another host is not signalled (its pid means nothing here): the job
 script signals it itself (docs/operations.md).
 """

@@ -213,6 +213,52 @@ def test_a_drain_margin_given_longer_than_the_time_left_drains_at_half_the_time_
     assert "--drain-before 300 s is more than the" in caplog.text and "half the time left" in caplog.text
 
 
+def test_slurms_warning_in_a_job_shorter_than_its_drain_margin_is_taken_at_the_drain_point():
+    # (Slurm sends --signal=B:USR1@300 at the start of a 2-min job: the fleet drained 3 s
+    # in, and slurm-resubmit.sbatch submitted job after job that did next to nothing)
+    from fleet.control.coordinator_cli import _end, margin_cut, parser
+    from fleet.control.drain import early_warning
+
+    def warned(job_s: float, at: float, *drain_before: str) -> bool:
+        """A warning `at` s into a job of `job_s` s, the drain margin as `fleet up` takes it."""
+        began = time.time()
+        args = parser().parse_args(["--run-dir", "x", "--end", str(began + job_s),
+                                    *(("--drain-before", *drain_before) if drain_before else ())])
+        end, before, _ = _end(args)
+        return early_warning(began + at, end - before, margin_cut(args, end, before))
+
+    assert warned(117, 3, "300")         # the script's 5 min in a 2-min job: drain point 58 s before the end
+    assert warned(117, 24, "300")        # (Slurm's "up to 60 s" resolution: the audit's second job, 24 s in)
+    assert warned(500, 30)               # the default 5 min, cut to half the time left
+    assert not warned(117, 60, "300")    # at or past the drain point: it drains anyway
+    assert not warned(357, 3, "300")     # a 6-min job: its drain point 57 s in; the warning the one asked for
+    assert not warned(600, 10, "300")    # a 10-min job: news (a limit lowered, an operator's signal): drain now
+    assert not warned(2400, 5)           # the default 5 min in a 40-min job
+    assert not warned(20, 5, "10")       # a margin given, not cut
+    assert not early_warning(time.time(), None, False)  # no end known: drain now
+
+
+def test_a_warning_to_fleet_run_in_a_short_job_drains_the_fleet_at_its_drain_point_not_at_once(tmp_path, background):
+    run_dir = tmp_path / "run"
+    suite, flag = drain_suite(tmp_path)
+    # (--drain-before 60s in a 30-s job: cut to half the time left, 15 s, as in a 2-min
+    # Slurm job given the job script's 5 min)
+    runner = spawn("run", str(suite), "--run-dir", str(run_dir), "--nodes", "1", "--walltime", "30s",
+                   "--drain-before", "60s", *HB, cwd=tmp_path)
+    background.append(runner)
+    wait_for(lambda: {("started", "sleepy"), ("exit", "quick")} <= {(e["kind"], e.get("step")) for e in events(run_dir)},
+             60, "sleepy running, quick done")
+    os.kill(runner.pid, signal.SIGUSR1)  # as Slurm does at the start of a job shorter than its @N
+    code, out, err = finish(runner)
+    assert code == 3, out + err
+    ev = events(run_dir)
+    [end] = [e for e in ev if e["kind"] == "allocation_end"]
+    [drained] = [e for e in ev if e["kind"] == "drained"]
+    assert drained["t"] >= end["drain_at"] and drained["reason"].startswith("the drain point, "), drained
+    assert "warning signal (SIGUSR1) came " in (run_dir / "coordinator.log").read_text()
+    assert_drained_then_rerun(run_dir, tmp_path, suite, flag, "the drain point, ")
+
+
 def test_the_drain_starts_at_its_point_not_at_the_next_heartbeat_however_long_the_period(tmp_path):
     # 10,000 nodes beat every 20 s (fleet.control.liveness.scaled); a 30 s period here.
     # The drain point comes about 10 s after the fleet is up, long before the second beat.
