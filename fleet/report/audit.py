@@ -16,8 +16,8 @@ no record says started is waiting in the fleet that declared it, if that fleet m
 alive, or was not run, the fleet having gone down first (or drained first: then its
 `not_started` record's reason, e.g. that it needs a longer allocation; before 2026-12-06
 that record gave none, and every such step "went down before it ran"); with no fleet's
-declaration at all (a shard that never started), it is missing. With --suite, a step whose newest record is a success of another
-definition than the suite's is `changed`.
+declaration at all (a shard that never started), it is missing. With --suite, a step
+whose newest record is a success of another definition than the suite's is `changed`.
 
 A step that succeeded again is a rerun when that was asked for or its definition
 changed: its attempt record says why it ran again (`rerun`), names a submission
