@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fleet.control import markwriter
+from fleet.control import markwriter, shard
 from fleet.core.graph import dependency_on
 from fleet.wire import records
 
@@ -24,14 +24,20 @@ class Unselectable(ValueError):
 
 
 def select(run_dir: Path, suite, steps: list, deps: dict, foreign: set,
-           only, with_deps: bool) -> tuple[list, dict, set]:
+           only, with_deps: bool, shard_text: str = "") -> tuple[list, dict, set]:
     """(steps, deps, foreign) of the selection from `suite` (fleet.core.suite.Suite);
-    Unselectable with every problem."""
+    Unselectable with every problem. With a shard (`shard_text`, I/N), only its own
+    steps may be selected: another shard's is refused, naming its shard (before
+    2026-12-06 it was taken, as one to wait for, and waited for for ever)."""
     by_id = {s.id: s for s in steps}
-    unknown = [i for i in only if i not in by_id]
+    unknown = [i for i in only if i not in by_id or i in foreign]
     if unknown:
-        raise Unselectable([f"{suite.path}: --only: suite '{suite.name}' has no step "
-                            + ", ".join(f"'{i}'" for i in unknown)])
+        whole = {s.id: s for s in suite.steps}
+        problems = [_not_here(suite, whole[i], shard_text) for i in unknown if i in whole]
+        missing = [f"'{i}'" for i in unknown if i not in whole]
+        if missing:
+            problems.append(f"{suite.path}: --only: suite '{suite.name}' has no step " + ", ".join(missing))
+        raise Unselectable(problems)
     chosen = dict.fromkeys(only)
     if with_deps:
         todo = list(only)
@@ -57,3 +63,10 @@ def select(run_dir: Path, suite, steps: list, deps: dict, foreign: set,
     keep = chosen.keys() | settled
     out = [s for s in steps if s.id in keep]
     return out, {s.id: (() if s.id in settled else deps[s.id]) for s in out}, (foreign & keep) | settled
+
+
+def _not_here(suite, step, shard_text: str) -> str:
+    """--only names a step another shard than this one runs."""
+    _, n = shard.parse(shard_text)
+    return (f"{suite.path}: --only: step '{step.id}' is in shard {shard.owner(step.task, n)}/{n}, not in "
+            f"{shard_text}: select it in its own shard's run")

@@ -382,7 +382,8 @@ def chosen(msg: P.Submit, nodes: list | None, run_dir: Path, record: bool = True
             raise Problems([str(e)]) from None
     if msg.only:  # --only [--with-deps]: fleet.control.selection
         try:
-            steps, deps, foreign = selection.select(run_dir, suite, steps, deps, foreign, msg.only, msg.with_deps)
+            steps, deps, foreign = selection.select(run_dir, suite, steps, deps, foreign, msg.only, msg.with_deps,
+                                                    msg.shard)
         except selection.Unselectable as e:
             raise Problems(e.args[0]) from None
     if msg.shard and record:  # (after every refusal: a refused submission leaves the count as it was)
