@@ -42,6 +42,9 @@ class Submitted:
     done: frozenset[str] = frozenset()
     serial: bool = False  # one step at a time, in setup order (priorities ignored)
     foreign: frozenset[str] = frozenset()  # run by another fleet (shard): wait for its outcome
+    # Steps this fleet holds as another shard's (ELSEWHERE) that this submission runs: a
+    # job array's shards submitted to one fleet (`fleet up`). Renewed, to run here.
+    takes: frozenset[str] = field(default=frozenset(), hash=False, compare=False)
     # Entered in parts of about this many steps each (0: all at once): the scheduler
     # pauses with an Entering decision and goes on at each EnterMore (see EnterMore).
     chunk: int = 0

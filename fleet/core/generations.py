@@ -3,10 +3,11 @@
 A live fleet (`fleet up`) takes several submissions; each may bring steps an earlier
 one brought. Deps first, each known step is:
 
-- kept: it is still to run (waiting, ready or running) as submitted, or another fleet
-  runs it; or it succeeded and its marker still says done;
+- kept: it is still to run (waiting, ready or running) as submitted, or as the other
+  shard that brought it submitted it (this one waits for it as foreign), or another
+  fleet runs it; or it succeeded and its marker still says done;
 - renewed: a new generation replaces the waiting, ready or finished one (its attempts
-  count from 1 again);
+  count from 1 again), or one held as another shard's that this submission runs;
 - queued after: it is running, and the new definition runs when that attempt ends.
 
 A step runs anew when its definition changed, when it ended without success, when its
@@ -76,8 +77,10 @@ def planned(ev: Submitted, jobs: Mapping, chunk: int, work) -> Iterator[None]:
         elif old.state in S.FINAL:
             same = old.spec.identity() == steps[sid].identity()
             what = KEEP if old.state in S.GOOD and done and same else RENEW
-        elif old.state == S.ELSEWHERE or (not dep_runs and old.spec.identity(_ALL) == steps[sid].identity(_ALL)):
-            what = KEEP  # another fleet runs it, or it is still to run as submitted (priority and all)
+        elif old.state == S.ELSEWHERE:
+            what = RENEW if sid in ev.takes else KEEP  # another fleet runs it (or another shard, here: takes)
+        elif sid in ev.foreign or (not dep_runs and old.spec.identity(_ALL) == steps[sid].identity(_ALL)):
+            what = KEEP  # still to run here as submitted (priority and all), or by the shard that brought it
         else:
             what = AFTER if old.state in (S.RUNNING, S.QUEUED) else RENEW  # queued: on a node already
         plan[sid] = what

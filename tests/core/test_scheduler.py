@@ -628,3 +628,36 @@ def test_a_running_step_whose_new_definition_has_a_failed_dependency_ends_blocke
     assert exit_(sched, "y", 2.0, "failed") == [Finished("y", 1, "failed")]
     assert exit_(sched, "a", 3.0) == [Blocked("a", "y")]
     assert sched.finished() and sched.counts() == {"failed": 1, "blocked": 1}
+
+
+# --- shards submitted to one fleet --------------------------------------------------------------
+
+def test_a_step_held_as_another_shards_runs_once_that_shard_is_submitted_with_its_own_deps():
+    s = suite({"id": "a"}, {"id": "b", "deps": ["a"]}, {"id": "c", "deps": ["b"]})
+    a, b, c = s.steps
+    sched = Scheduler()
+    sched.handle(NodeJoined(node("n1", 2)), 0.0)
+    # Shard 0 owns a and c; b is another shard's: waited for, never run here.
+    out = sched.handle(Submitted((a, b, c), {"a": (), "b": (), "c": ("b",)}, foreign=frozenset({"b"})), 0.0)
+    assert started(out) == ["a"] and sched.state("b") == "elsewhere"
+    assert started(exit_(sched, "a", 1.0)) == []
+    # Shard 1, submitted to the same fleet, owns b (and waits for a, done here): b is
+    # renewed with its own deps and runs here, and c follows it.
+    out = sched.handle(Submitted((a, b), {"a": (), "b": ("a",)}, frozenset({"a"}), foreign=frozenset({"a"}),
+                                 takes=frozenset({"b"})), 2.0)
+    assert started(out) == ["b"]
+    assert started(exit_(sched, "b", 3.0)) == ["c"]
+    exit_(sched, "c", 4.0)
+    assert sched.finished() and sched.state("b") == "succeeded"
+
+
+def test_a_shards_step_already_running_here_is_kept_when_the_other_shard_waits_for_it():
+    s = suite({"id": "b", "command": "new"}, {"id": "c", "deps": ["b"]})
+    b, c = s.steps
+    sched = Scheduler()
+    sched.handle(NodeJoined(node("n1", 2)), 0.0)
+    assert started(sched.handle(Submitted((b,), {"b": ()}), 0.0)) == ["b"]
+    older = suite({"id": "b", "command": "old"}).steps[0]  # the other shard's view of it
+    out = sched.handle(Submitted((older, c), {"b": (), "c": ("b",)}, foreign=frozenset({"b"})), 1.0)
+    assert sched.state("b") == "running" and not [d for d in out if isinstance(d, Ignored)]
+    assert started(exit_(sched, "b", 2.0)) == ["c"]
