@@ -317,18 +317,43 @@ def claim(run_dir: Path, spec: StepSpec, fleet: str, attempt: int, stale_after: 
             return Claim(Claim.ELSEWHERE, "claimed by another fleet a moment ago")
     # Won the claim: the step may have finished just before (marker first, then the
     # claim is released), so look again before running it twice.
-    rec = read_done(run_dir, spec.id)
-    if succeeded_as(rec, spec) and _seen.get(d, "") != marker_id(rec):
+    if done_since(run_dir, spec):
         release(run_dir, spec.id, fleet, keep_later=False)
         return Claim(Claim.DONE)
     return _ours(run_dir, spec, fleet, attempt, generation, max_attempts, base, n, adopted)
 
 
 def done_since(run_dir: Path, spec: StepSpec) -> bool:
-    """A marker of this definition that appeared since this fleet's submission looked
-    (one read): the step finished in another fleet, so it is not run again here."""
+    """A marker that appeared since this fleet's submission looked (one read) and says
+    what this fleet would run (done_here): the step finished in another fleet, so it
+    is not run again here. Its id is noted then (found())."""
     rec = read_done(run_dir, spec.id)
-    return succeeded_as(rec, spec) and _seen.get(_fleet_dir(run_dir, spec.id), "") != marker_id(rec)
+    d = _fleet_dir(run_dir, spec.id)
+    if rec is None or _seen.get(d, "") == marker_id(rec) or not done_here(run_dir, spec, rec):
+        return False
+    _seen[d] = marker_id(rec)
+    return True
+
+
+def done_here(run_dir: Path, spec: StepSpec, rec: dict | None) -> bool:
+    """Whether a marker another fleet wrote says what this fleet would run: this
+    definition, against the markers its deps have here (those it ran, or found done:
+    found()), as a submission counts a step done (make's rule: before 2026-12-06 the
+    definition alone counted, so a fleet that ran a step's deps anew could skip it
+    for a success against the old ones). A step submitted here without its deps
+    (another shard's, or one --only settles) is not this fleet's to judge by them."""
+    if rec is None or rec.get("outcome") != "succeeded":
+        return False
+    deps = _deps.get(_fleet_dir(run_dir, spec.id), spec.deps)
+    if not deps:
+        return succeeded_as(rec, spec)
+    return records.done_against(rec, spec, {dep: _marker_of(run_dir, dep) for dep in deps})
+
+
+def found(run_dir: Path, step_id: str, rec: dict) -> None:
+    """Another fleet's success of a step, taken here (it is skipped): its marker id is
+    the one this fleet's markers of its dependents name, and judge it by (done_here)."""
+    _seen[_fleet_dir(run_dir, step_id)] = marker_id(rec)
 
 
 # The steps whose directory existed when a submission scanned for markers: only those
