@@ -217,6 +217,13 @@ class ClaimLog:
         self.on_gone(fleet)
         return False
 
+    def others_live(self) -> bool:
+        """Is a fleet other than this one live? (looked at most every LIVE_S)"""
+        now = time.monotonic()
+        if now - self._looked >= LIVE_S:
+            self._look(now)
+        return any(f != self.fleet_id and f not in self.gone for f in self._live)
+
     def _look(self, now: float) -> None:
         live = set(self.lease.others())
         cur = self.lease._read()

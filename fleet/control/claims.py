@@ -18,7 +18,7 @@ import itertools
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from fleet.control import claimlog, claimsnap, store
+from fleet.control import claimlog, claimsnap, shard, store
 from fleet.core import states as S
 from fleet.core.scheduler import Elsewhere, Reclaim, Scheduler, Settled, Start, StepExited
 from fleet.core.window import Queue
@@ -56,6 +56,9 @@ class Claims:
         # fleet claimed yet). `examined` counts the steps looked at.
         self._poll: set[str] = set()
         self._quiet: dict[str | None, set[str]] = {}
+        # Another shard's steps found ended there, unsuccessfully or under another
+        # definition, before this fleet's submission (held_by_other_shards): step -> why.
+        self._before: dict[str, str] = {}
         self.examined = 0
 
     def run_dir_of(self, step: str) -> Path:
@@ -141,11 +144,27 @@ class Claims:
         if c.kind == store.Claim.DONE:
             yield Settled(d.step, S.SUCCEEDED)
 
-    def held_by_other_shards(self, steps: set, now: float) -> None:
-        """Steps another shard runs: waited for through their outcomes, never claimed here."""
+    def held_by_other_shards(self, steps: set, now: float, ended: dict | None = None) -> None:
+        """Steps another shard runs: waited for through their outcomes, never claimed here.
+        `ended`: those of them found ended there without a success of this definition
+        when the submission was checked (step -> why): settled so once no other fleet
+        is live that might run them again (else their dependents would wait for ever)."""
         for f in steps:
             self.elsewhere[f] = ("another shard", now, True)
         self._poll.update(steps)
+        if ended:
+            self._before.update((k, v) for k, v in ended.items() if k in steps)
+
+    def ours_now(self, deps: dict, foreign) -> frozenset:
+        """Steps held here as another shard's that a later submission to this fleet
+        runs itself (the other shard's, submitted here: `deps` its steps, `foreign`
+        those it waits for): no longer waited for, for the scheduler to run (Submitted.takes).
+        O(the steps held as another shard's), once per submission."""
+        mine = [s for s, (_, _, far) in self.elsewhere.items() if far and s in deps and s not in foreign]
+        for s in mine:
+            del self.elsewhere[s]
+            self._before.pop(s, None)
+        return frozenset(mine)
 
     def release(self, run_dir: Path, step: str, keep_later: bool = True) -> None:
         """Drop our claim on a step that ended here (kept while a later attempt of ours,
@@ -206,10 +225,14 @@ class Claims:
         """The waiting steps to look at (see __init__), in a deterministic order; those
         read each time, every long period (the short one only follows the log)."""
         todo = set()
+        log = self.log
         if now >= self._next_poll:
             self._next_poll = now + self._period()
             todo, self._poll = self._poll, set()
-        log = self.log
+            if self._before and not (self.shared and log is not None and log.others_live()):
+                for s in [s for s in self._before if s not in self.elsewhere]:
+                    del self._before[s]
+                todo |= self._before.keys()  # (settled now: looked at once)
         if log is not None:
             todo |= log.touched
             log.touched = set()
@@ -227,22 +250,35 @@ class Claims:
         log = self.log
         # A live fleet holds it in the log and has not said it ended: nothing to read.
         # Nor for another shard's step nobody claimed: no fleet runs a step on this run
-        # directory unclaimed while another is live (fleet.control.lease).
+        # directory unclaimed while another is live (fleet.control.lease); unless it was
+        # found ended there before this fleet's submission and no other fleet is live.
         batch = log.holder.get(step) if log is not None else None
         if batch is None and foreign and log is not None:
-            return self._wait(step, None)
+            if step not in self._before or (self.shared and log.others_live()):
+                return self._wait(step, None)
+            self._settled(step)
+            yield Settled(step, S.FAILED, self._before.pop(step))
+            return
+        self._before.pop(step, None)  # (another fleet took it since: its outcome decides)
         if batch is not None and batch != self.fleet_id and step not in log.ended and log.live(batch):
             return self._wait(step, batch)
         run_dir = self.run_dir_of(step)
-        if records.is_done(run_dir, self.specs[step]):
+        rec = records.read_done(run_dir, step)
+        if store.done_here(run_dir, self.specs[step], rec):
+            store.found(run_dir, step, rec)
             self._settled(step)
             yield Settled(step, S.SUCCEEDED)
             return
         final = records.read_final(run_dir, step)
-        if final is not None and final.get("at", 0) >= since and final.get("fleet") != self.fleet_id:
+        # Another shard's step settles on its last outcome, whenever it was recorded
+        # (before 2026-12-06 only a failure after this fleet's submission did, and a
+        # success of another definition never: its dependents waited for ever).
+        why = shard.ended_there(rec, final) if foreign else None
+        if why is None and final is not None and final.get("at", 0) >= since and final.get("fleet") != self.fleet_id:
+            why = f"{final.get('outcome')} in fleet {final.get('fleet')}: {final.get('reason', '')}"
+        if why is not None:
             self._settled(step)
-            yield Settled(step, S.FAILED, f"{final.get('outcome')} in fleet "
-                                          f"{final.get('fleet')}: {final.get('reason', '')}")
+            yield Settled(step, S.FAILED, why)
             return
         if foreign:
             self._poll.add(step)

@@ -33,6 +33,7 @@ from fleet.control import heap, mpimemory
 from fleet.control import submissions as subs_mod
 from fleet.control.submissions import Accepted, Submissions
 from fleet.control.worker import Worker
+from fleet.core import states as S
 from fleet.core.scheduler import EnterMore, Entering
 from fleet.wire import events
 from fleet.wire import messages as P
@@ -41,6 +42,7 @@ log = logging.getLogger("fleet.control.coordinator")
 
 DECLARE = 1000  # steps declared per turn (a record each: ~50 ms on a loaded 2-core machine)
 CHUNK = 2000    # steps per part handed to the scheduler (Submitted.chunk; ~50 ms likewise)
+_RUNS_HERE = frozenset({S.WAITING, S.READY, S.RUNNING, S.QUEUED, S.SUSPENDED})  # a step still to end here
 
 
 @dataclass
@@ -53,6 +55,7 @@ class _Entry:
     more: bool = False  # the scheduler paused: EnterMore next
     batch: children_mod.Batch | None = None  # children, not a client's submission
     notes: tuple = ()  # warnings the answer carries (fleet run prints them)
+    takes: frozenset = frozenset()  # steps held as another shard's that it runs (Submitted.takes)
 
 
 class Intake:
@@ -138,7 +141,7 @@ class Intake:
                 self._next(now)
             elif e.declared < len(e.acc.steps):
                 batch = e.acc.steps[e.declared:e.declared + DECLARE]
-                c.submissions.declare(e.acc, batch, now)
+                c.submissions.declare(e.acc, batch, now, e.takes)
                 e.declared += len(batch)
             elif not e.fed or e.more:
                 first, e.fed, e.more = not e.fed, True, False
@@ -146,7 +149,7 @@ class Intake:
                 if e.batch is not None and first:
                     c._feed(e.batch.event, now)
                 else:
-                    c._feed(Submissions.submitted(e.acc, e.msg, CHUNK) if first else EnterMore(), now)
+                    c._feed(Submissions.submitted(e.acc, e.msg, CHUNK, e.takes) if first else EnterMore(), now)
                 # More parts while the turn has time for one more like this one: the loop's
                 # other work came first this turn (the agents' reports were pumped before),
                 # so a busy fleet's entry takes what its turns leave, an idle fleet's a turn.
@@ -171,10 +174,17 @@ class Intake:
 
     def begin(self, ident: bytes, msg: P.Submit, acc: Accepted, now: float) -> None:
         """Start entering an accepted (and no longer held) submission."""
+        claims = self.coord.claims
         self.coord.submissions.announce(acc, msg, now)
-        self.coord.claims.held_by_other_shards(acc.foreign - acc.done, now)
+        # Two shards submitted to one fleet (a job array on a `fleet up`): the steps the
+        # first waits for as another shard's are this one's to run (before 2026-12-06
+        # both waited for ever).
+        takes = claims.ours_now(acc.deps, acc.foreign) if claims.elsewhere else frozenset()
+        # (and those an earlier submission of the other shard runs here are not waited for as elsewhere)
+        state = self.coord.sched.state_of
+        claims.held_by_other_shards({s for s in acc.foreign - acc.done if state(s) not in _RUNS_HERE}, now, acc.ended)
         note = self.coord.drain.long_graces(acc.steps)  # (said once, to its submitter: its steps' graces)
-        self.entry = _Entry(ident, msg, acc, notes=acc.notes + ((note,) if note else ()))
+        self.entry = _Entry(ident, msg, acc, notes=acc.notes + ((note,) if note else ()), takes=takes)
 
     def entering(self, d: Entering) -> None:
         """The scheduler's word on the submission being entered."""

@@ -14,6 +14,8 @@ import json
 import os
 from pathlib import Path
 
+from fleet.wire import records
+
 FILE = "shards.json"
 
 
@@ -82,3 +84,31 @@ def record(run_dir: Path, n: int, new_generation: bool = False) -> int:
     tmp.write_text(json.dumps({"shards": n, "generation": gen, "previous": cur}))
     os.replace(tmp, path)
     return gen
+
+
+def ended_there(rec: dict | None, final: dict | None) -> str | None:
+    """Why another shard's step, not done here, settles as not succeeded (its dependents
+    blocked), from its marker `rec` (not of this definition: the caller looked) and its
+    final record, whenever written: the final record when it is newer than the marker
+    (how the step last ended), else a success of another definition; None: neither."""
+    good = rec if rec is not None and rec.get("outcome") == "succeeded" else None
+    if final is not None and (good is None or float(final.get("at") or 0) >= float(good.get("ended_at") or 0)):
+        return f"{final.get('outcome')} in fleet {final.get('fleet')}: {final.get('reason', '')}"
+    if good is not None:
+        where = f" in fleet {good['fleet']}" if good.get("fleet") else ""
+        return f"another definition of it succeeded{where}: run its own shard again with this suite"
+    return None
+
+
+def ended_before(run_dir: Path, ids, markers: dict) -> dict[str, str]:
+    """ended_there() of another shard's steps not done for this submission (`ids`), as
+    found when it is checked (`markers`: each step's done marker read, no entry where
+    the step has no directory): one read of the final record of each with a directory,
+    on the submission's worker thread."""
+    out = {}
+    for sid in ids:
+        if sid in markers:
+            why = ended_there(markers[sid], records.read_final(run_dir, sid))
+            if why is not None:
+                out[sid] = why
+    return out

@@ -110,6 +110,7 @@ class Checked:
     preload: tuple = ()
     leftovers: dict = field(default_factory=dict)  # step id -> older fleets' files (fleet.control.leftovers)
     notes: tuple = ()     # warnings for its submitter (fleet.control.intake.checked)
+    ended: dict = field(default_factory=dict)  # foreign step -> why it ended there unsuccessfully (shard.ended_before)
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,7 @@ class Accepted:
     leftovers: dict | None = field(default=None, hash=False)  # fleet.control.leftovers (None: not looked)
     force: bool = False   # --force: every step of it that runs here was asked for again
     notes: tuple = ()     # warnings for its submitter, found as it was checked (Checked.notes)
+    ended: dict = field(default_factory=dict, hash=False)  # Checked.ended
 
 
 class Problems(ValueError):
@@ -189,7 +191,7 @@ class Submissions:
         self.offload(manifest.write, self.run_dir, self.events.fleet, sid, msg.suite, c.name, msg.shard, msg.force,
                      c.suite_ids)
         return Accepted(self.subs[sid], c.name, c.steps, c.deps, set(c.done), set(c.foreign), c.preload, c.order,
-                        c.markers, c.leftovers, msg.force, c.notes)
+                        c.markers, c.leftovers, msg.force, c.notes, c.ended)
 
     def withdraw(self, acc: Accepted) -> None:
         """Undo accepting a submission that is refused after all (its preload failed): it
@@ -208,12 +210,13 @@ class Submissions:
                     del self.specs[s.id]
         self.offload(manifest.path(self.run_dir, self.events.fleet, sid).unlink, True)  # after its write
 
-    def _take(self, spec, sid: int) -> None:
+    def _take(self, spec, sid: int, takes=()) -> None:
         """Count a step in submission sid, under the definition it brings. One that ended
         before is counted by this submission alone (the earlier ones counted its end); one
         still to run counts in each that waits for it. The newest definition is the one
         to launch (a running older one's marker still names what ran: fleet.control.store),
-        except for a step another fleet runs, which is waited for as it is."""
+        except for a step another fleet runs, which is waited for as it is (but one this
+        submission takes from another shard of this fleet: `takes`, Submitted.takes)."""
         state = self.sched.state_of(spec.id)
         ids = self.step_subs.get(spec.id)
         if state is not None:  # counted waiting so far, as the scheduler has it now
@@ -222,7 +225,7 @@ class Submissions:
             self.step_subs[spec.id] = self._only(sid)
         else:
             self.step_subs[spec.id] = [*ids, sid]
-        if state != S.ELSEWHERE:
+        if state != S.ELSEWHERE or spec.id in takes:
             self.specs[spec.id] = spec
 
     def _only(self, sid: int) -> list[int]:
@@ -246,7 +249,7 @@ class Submissions:
                                            steps=len(acc.sub.steps), skipped=len(acc.done), serial=msg.serial,
                                            force=msg.force, shard=msg.shard, foreign=len(acc.foreign)))
 
-    def declare(self, acc: Accepted, steps, now: float) -> None:
+    def declare(self, acc: Accepted, steps, now: float, takes=()) -> None:
         """Some of an accepted submission's steps: counted in it, recorded, and their
         markers as read noted for claims (a big submission is declared over several turns)."""
         sid = acc.sub.id
@@ -255,7 +258,7 @@ class Submissions:
             self._resets(acc, steps, now)
         awaited, deps = self.awaited, acc.deps
         for s in steps:
-            self._take(s, sid)
+            self._take(s, sid, takes)
             d = deps.get(s.id)
             if d:
                 awaited.update(d)
@@ -279,9 +282,9 @@ class Submissions:
             self.reset(out)
 
     @staticmethod
-    def submitted(acc: Accepted, msg: P.Submit, chunk: int = 0) -> Submitted:
+    def submitted(acc: Accepted, msg: P.Submit, chunk: int = 0, takes: frozenset = frozenset()) -> Submitted:
         """The scheduler event of a declared submission."""
-        return Submitted(tuple(acc.steps), acc.deps, frozenset(acc.done), serial=msg.serial,
+        return Submitted(tuple(acc.steps), acc.deps, frozenset(acc.done), serial=msg.serial, takes=takes,
                          foreign=frozenset(acc.foreign - acc.done), chunk=chunk, order=acc.order,
                          durations=recorded(acc.markers, acc.done))  # expected durations (drain)
 
@@ -351,11 +354,13 @@ def check(msg: P.Submit, nodes: list, run_dir: Path, notes: dict | None = None) 
     done, again = _done(by_id, order, deps, foreign, markers, msg.force)
     _removed(run_dir, markers, again)
     left = leftovers.scan(run_dir, leftovers.to_scan(markers, done, foreign))  # one listing per step to rerun
+    ended = shard.ended_before(run_dir, foreign - done, markers) if foreign else {}
     for s in steps:  # each definition's hash (its markers name it) taken here, not per step on the loop
         records.spec_hash(s)
     return Checked(suite.name, [s.id for s in suite.steps], steps, deps, order, frozenset(done),
                    frozenset(foreign), markers, {k: v for k, v in again.items() if v is not None},
-                   frozenset(k for k, v in again.items() if v is None), [s.id for s in steps], suite.preload, left)
+                   frozenset(k for k, v in again.items() if v is None), [s.id for s in steps], suite.preload, left,
+                   ended=ended)
 
 
 def chosen(msg: P.Submit, nodes: list | None, run_dir: Path, record: bool = True, notes: dict | None = None) -> tuple:
