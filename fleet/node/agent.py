@@ -112,7 +112,7 @@ class Agent:
         self.warning = jobend.WarningSignal()  # the steps it reached: interrupted, whatever their end
         self.doubts: list[tuple[float, P.Exited, bytes]] = []  # exits held for jobend.DOUBT_S, in time order
         self.memory = memwatch.Enforcer(getattr(args, "memlimit", None) or memlimit.Choice(memlimit.NONE),
-                                        parent=hello.pid)
+                                        parent=getattr(hello, "pid", 0))  # (a Refused has none)
         self.hold_s = 0.0  # reports sent at most this often (Welcome.report_hold_s)
         self.held: list[bytes] = []  # the zygote's reports waiting for the hold to pass
         self.reported_at = float("-inf")  # when reports were last sent (time.monotonic())

@@ -13,7 +13,10 @@ from fleetharness import assert_nothing_left, events, fleet, write_suite
 
 def test_a_step_stopped_at_a_short_job_s_drain_point_says_the_drain_stopped_it_and_the_seconds_are_rounded(tmp_path):
     run_dir = tmp_path / "run"
-    suite = write_suite(tmp_path / "s.toml", '[suite]\nname = "words"\n[[steps]]\nid = "long"\ncommand = "sleep 60"\n')
+    # `long` starts after `first`, so it has not run nearly all of the time steps get (or
+    # the drain would also say it needs a longer allocation, and fleet run exit 1: stuck.py).
+    suite = write_suite(tmp_path / "s.toml", '[suite]\nname = "words"\n[[steps]]\nid = "first"\ncommand = "sleep 2"\n'
+                                             '[[steps]]\nid = "long"\ncommand = "sleep 60"\ndeps = ["first"]\n')
     # --drain-before longer than the walltime: half the time left, to a tenth of a second.
     r = fleet("run", str(suite), "--run-dir", str(run_dir), "--nodes", "1", "--walltime", "13s",
               "--drain-before", "30s", cwd=tmp_path, timeout=120)
