@@ -32,8 +32,9 @@ def pytest_configure(config):
         pass
 
 
-# The README's test command runs two pytest-xdist workers (`-n 2 --dist loadgroup`): most
-# tests wait on real processes more than they compute, so two at a time halve the run.
+# The README's test command runs three pytest-xdist workers (`-n 3 --dist loadgroup`), on
+# 2-core machines too: most tests wait on real processes more than they compute, so a
+# third overlaps those waits (README says what it saved).
 # The site's tests share one real Slurm (its two nodes, its job queue, its time limits)
 # and the MPI launcher: they stay on one worker, in order.
 SERIAL_DIRS = ("site", "cluster")
