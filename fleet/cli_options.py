@@ -267,14 +267,18 @@ def drain_margin(walltime: float | None, drain_before: float | None) -> float:
 
 
 def simulate_end_lines(r) -> list[str]:
-    """What the allocation's end did in a simulated run (fleet.core.simulate.SimResult)."""
+    """What the allocation's end did in a simulated run (fleet.core.simulate.SimResult):
+    the steps interrupted, the steps not started each with why, and the live verdict on
+    them (fleet.core.notstarted): which need a longer allocation, and whether resubmitting
+    a job like this one would finish the suite."""
     if r.end_s is None:
         return []
+    why = r.not_started_why
     return [f"  end           {r.end_s:10.1f} s (drain point {r.drain_s:.1f} s)",
             f"  interrupted   {len(r.interrupted):10d} step(s) stopped at the drain point",
             *_named(list(r.interrupted)),
-            f"  not started   {len(r.not_started):10d} step(s) (would not end before the drain point, or after it)",
-            *_named(r.not_started)]
+            f"  not started   {len(r.not_started):10d} step(s)" + (", each with why" if r.not_started else ""),
+            *_each(r.not_started, why), *_verdict(r)]
 
 
 SIMULATE_NAMED = 10  # the ids `fleet simulate` names of each (all of them: --json)
@@ -286,3 +290,29 @@ def _named(ids: list) -> list[str]:
         return []
     more = f" ... and {len(ids) - SIMULATE_NAMED} more (--json lists them all)" if len(ids) > SIMULATE_NAMED else ""
     return ["                " + ", ".join(ids[:SIMULATE_NAMED]) + more]
+
+
+def _each(ids, why: dict) -> list[str]:
+    """The first SIMULATE_NAMED ids, a line each with its reason, and how many more."""
+    out = [f"                {sid}: {why.get(sid, '')}" for sid in ids[:SIMULATE_NAMED]]
+    if len(ids) > SIMULATE_NAMED:
+        out.append(f"                ... and {len(ids) - SIMULATE_NAMED} more (--json gives each its reason)")
+    return out
+
+
+def _verdict(r) -> list[str]:
+    """Whether a job like this one, resubmitted, would go on: the steps left that need a
+    longer allocation (fleet.core.longer), as a live `fleet run` judges them."""
+    left = len(r.interrupted) + len(r.not_started)
+    if not left:
+        return []
+    if r.longer_only:
+        return [f"  longer        {len(r.longer):10d} step(s) need a longer allocation: every step left; no job of "
+                f"this length finishes the suite (a live fleet run exits 1, not 3): give the job more time, "
+                f"or the steps shorter estimates"]
+    if not r.longer:
+        return [f"  longer        {0:10d} step(s) need a longer allocation: a job like this one, resubmitted, "
+                f"goes on with the {left} left (a live fleet run exits 3)"]
+    return [f"  longer        {len(r.longer):10d} step(s) need a longer allocation (a job like this one never "
+            f"starts them; resubmitted, it goes on with the other {left - len(r.longer)}: a live fleet run exits 3)",
+            *_named(list(r.longer))]

@@ -4,7 +4,9 @@ one step's end to the next (and to each hold's end of "defer-widest", fleet.core
 
 Given the allocation's end (`end_s`), it is modelled with the same core as a live
 fleet (fleet.core.deadline): steps that would not end before the drain point are not
-started, and at the drain point the running ones are interrupted.
+started, and at the drain point the running ones are interrupted. Each step left
+keeps why it did not run, with the live verdict on which need a longer allocation
+(fleet.core.notstarted); the simulated fleet starts at the submission, time 0.
 
 With a node window (`window`, as a live fleet's, fleet.core.window), steps handed to a
 node ahead wait there behind a running step (Queue) and start the moment it ends, on
@@ -19,7 +21,7 @@ from __future__ import annotations
 import heapq
 import math
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping
 
 from fleet.core.graph import Graph, critical_path
@@ -30,7 +32,8 @@ from fleet.core.resources import NodeSpec
 from fleet.core import states as S
 from fleet.core.deadline import AllocationEnds, DrainNow
 from fleet.core.deferral import wake_after
-from fleet.core.decisions import Exits, GoOn
+from fleet.core.decisions import Exits, GoOn, Wait
+from fleet.core.notstarted import left
 from fleet.core.scheduler import (Begin, Blocked, Kill, NodeJoined, Scheduler, Start, StepExited, Unrunnable,
                                   Submitted, Withdraw)
 from fleet.core.suite import StepSpec
@@ -82,6 +85,11 @@ class SimResult:
     not_started: tuple[str, ...] = field(default=(), hash=False)
     end_s: float | None = None
     drain_s: float | None = None
+    # Why each never started (id -> reason), the steps left that need a longer allocation
+    # (id -> why: fleet.core.longer), and whether every step left does (fleet.core.notstarted).
+    not_started_why: dict[str, str] = field(default_factory=dict, hash=False)
+    longer: dict[str, str] = field(default_factory=dict, hash=False)
+    longer_only: bool = False
 
     def to_json(self) -> dict:
         return {
@@ -92,7 +100,8 @@ class SimResult:
                       for sid, s in self.steps.items()},
             "unrunnable": self.unrunnable, "blocked": self.blocked,
             **({"end_s": self.end_s, "drain_s": self.drain_s, "interrupted": self.interrupted,
-                "not_started": list(self.not_started)} if self.end_s is not None else {}),
+                "not_started": list(self.not_started), "not_started_reasons": self.not_started_why,
+                "needs_longer": self.longer, "longer_only": self.longer_only} if self.end_s is not None else {}),
         }
 
 
@@ -115,6 +124,7 @@ def simulate(steps: Iterable[StepSpec], graph: Graph, nodes: list[NodeSpec],
     placed: dict[str, SimStep] = {}
     log: list = []
     unrunnable, blocked = {}, {}  # id -> why
+    waits, dropped = {}, set()  # id -> its last WaitReason; steps dropped from a node's queue by the drain
     count = seq = 0
 
     def act(decisions, now):
@@ -134,16 +144,15 @@ def simulate(steps: Iterable[StepSpec], graph: Graph, nodes: list[NodeSpec],
                 unrunnable[d.step] = d.reason
             elif isinstance(d, Blocked):
                 blocked[d.step] = d.because
+            elif isinstance(d, Wait):
+                waits[d.step] = d.why
             elif isinstance(d, Kill):  # the drain: the step ends now, interrupted
-                _interrupt(sched, d, now, placed, interrupted)
+                _interrupt(sched, d, now, placed, interrupted, dropped)
         _wake(sched, ends, woken, now)
 
     interrupted: dict[str, float] = {}  # (the drain's, filled by act)
     woken: set[float] = set()  # the holds' ends already in `ends`
-    drain_s = max(0.0, end_s - drain_before_s) if end_s is not None else None
-    if end_s is not None:
-        sched.handle(AllocationEnds(end_s, drain_s), 0.0)
-        heapq.heappush(ends, (drain_s, DRAIN_LAST, "", 0))  # the drain point's timer
+    drain_s = _allocation_ends(sched, ends, end_s, drain_before_s)
     act(sched.handle(Submitted(steps, graph.deps), 0.0), 0.0)
     now = passed = 0.0
     while ends:
@@ -153,11 +162,29 @@ def simulate(steps: Iterable[StepSpec], graph: Graph, nodes: list[NodeSpec],
         event = Exits(()) if attempt < 0 else StepExited(sid, attempt, S.SUCCEEDED) if sid else DrainNow("the drain point")
         act(sched.handle(event, now), now)
         passed = now
-    return _result(steps, dur, graph, nodes, placed, count, unrunnable, blocked, tuple(log), interrupted,
-                   end_s, drain_s)
+    r = _result(steps, dur, graph, nodes, placed, count, unrunnable, blocked, tuple(log), interrupted, end_s, drain_s)
+    return r if end_s is None else _with_left(r, steps, graph, waits, dropped)
 
 
-def _interrupt(sched, d: Kill, now: float, placed: dict, interrupted: dict) -> None:
+def _allocation_ends(sched, ends: list, end_s: float | None, drain_before_s: float) -> float | None:
+    """The allocation's end told to the scheduler, and the drain point's timer in `ends`:
+    the drain point (None: no end)."""
+    if end_s is None:
+        return None
+    drain_s = max(0.0, end_s - drain_before_s)
+    sched.handle(AllocationEnds(end_s, drain_s), 0.0)
+    heapq.heappush(ends, (drain_s, DRAIN_LAST, "", 0))
+    return drain_s
+
+
+def _with_left(r: SimResult, steps, graph, waits: dict, dropped: set) -> SimResult:
+    """`r` with why each step the drain left did not run, and the verdict on them
+    (fleet.core.notstarted), from each step's last wait and the steps dropped from a queue."""
+    why = left(steps, graph.deps, r.steps, r.interrupted, r.not_started, waits, dropped, r.drain_s)
+    return replace(r, not_started_why=why.why, longer=why.longer, longer_only=why.longer_only)
+
+
+def _interrupt(sched, d: Kill, now: float, placed: dict, interrupted: dict, dropped: set) -> None:
     """The drain's Kill: the step ends now, interrupted. What the exit decides is not
     acted on: after the drain nothing starts, and a queued step its predecessor's end
     would begin has its own Kill."""
@@ -165,6 +192,8 @@ def _interrupt(sched, d: Kill, now: float, placed: dict, interrupted: dict) -> N
     if d.step in placed:  # else queued on its node, dropped there: never started
         interrupted[d.step] = now
         placed[d.step] = SimStep(placed[d.step].nodes, placed[d.step].cores, placed[d.step].start_s, now)
+    else:
+        dropped.add(d.step)
 
 
 def _wake(sched, ends: list, woken: set, now: float) -> None:

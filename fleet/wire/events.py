@@ -31,7 +31,7 @@ from typing import Any, ClassVar, Iterator
 
 from fleet.wire import appends
 
-from fleet.core import waits as W
+from fleet.core import longer, waits as W
 
 KINDS: dict[str, type] = {}
 
@@ -391,9 +391,9 @@ class Drained(Record):
 
 
 # The reason a step gets that no allocation like the drained one could start either
-# (fleet.control.stuck), and that of a step needing such a step (NEEDS.format(that step)).
-LONGER = "needs a longer allocation"
-NEEDS = LONGER + ": it needs {}, which does"
+# (fleet.control.stuck), and that of a step needing such a step (NEEDS.format(that step)):
+# the core's words (fleet.core.longer), which `fleet simulate --walltime` gives too.
+LONGER, NEEDS = longer.LONGER, longer.NEEDS
 
 
 @_record("not_started")

@@ -139,5 +139,80 @@ def test_the_text_names_the_steps_interrupted_and_not_started_not_only_their_cou
     at = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("interrupted"))
     assert lines[at].split()[1] == "1" and lines[at + 1].strip() == "b"
     assert lines[at + 2].split()[2] == "12"
-    assert lines[at + 3].strip() == ", ".join(f"long{i:02d}" for i in range(10)) + \
-        " ... and 2 more (--json lists them all)"
+    assert [ln.split(":")[0].strip() for ln in lines[at + 3:at + 13]] == [f"long{i:02d}" for i in range(10)]
+    assert lines[at + 13].strip() == "... and 2 more (--json gives each its reason)"
+
+
+# One 2-core node, 10 s to the drain point (a 20 s walltime drains 10 s before its end):
+# A (4 s) runs; B (7 s, after A) would end past the drain point; C (15 s) takes longer
+# than the 10 s an allocation like this one gives steps; D needs B; E needs C.
+LEFT = """
+[suite]
+name = "left"
+[[steps]]
+id = "A"
+command = "x"
+estimate = 4
+[[steps]]
+id = "B"
+command = "x"
+estimate = 7
+deps = ["A"]
+[[steps]]
+id = "C"
+command = "x"
+estimate = 15
+[[steps]]
+id = "D"
+command = "x"
+deps = ["B"]
+[[steps]]
+id = "E"
+command = "x"
+deps = ["C"]
+"""
+LONG = "needs a longer allocation: it takes about 15 s, and an allocation like this one gives steps 10 s " \
+       "before its drain point"
+
+
+def test_simulate_says_why_each_step_did_not_start_and_which_need_a_longer_allocation(tmp_path):
+    # (it said "would not end before the drain point, or after it" of them all: a step a
+    # resubmitted job runs and one no job of this length can were told apart by nothing)
+    alloc = ["--nodes", "1", "--cores-per-node", "2", "--walltime", "20s"]
+    r = fleet(tmp_path, LEFT, *alloc, "--json")
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert got["not_started"] == ["B", "C", "D", "E"], got
+    assert got["not_started_reasons"] == {
+        "B": "expected to take 7 s (estimate), 6 s left before the drain point", "C": LONG,
+        "D": "it needs B, which did not start", "E": "needs a longer allocation: it needs C, which does"}, got
+    assert got["needs_longer"] == {"C": LONG, "E": "needs a longer allocation: it needs C, which does"}, got
+    assert got["longer_only"] is False, got
+    text = fleet(tmp_path, LEFT, *alloc)
+    assert text.returncode == 0, text.stderr
+    lines = [ln.strip() for ln in text.stdout.splitlines()]
+    at = lines.index("not started            4 step(s), each with why")
+    assert lines[at + 1:at + 5] == [f"{sid}: {why}" for sid, why in got["not_started_reasons"].items()], lines
+    assert lines[at + 5].startswith("longer                 2 step(s) need a longer allocation"), lines
+    assert "goes on with the other 2: a live fleet run exits 3" in lines[at + 5] and lines[at + 6] == "C, E", lines
+
+
+def test_simulate_says_no_job_of_this_length_finishes_when_every_step_left_needs_a_longer_one(tmp_path):
+    # The live verdict (fleet run exits 1, not 3): C is too long, E needs it, and F (no
+    # estimate: 1 s) is interrupted having run 0.95 s of the 1 s the allocation gives steps.
+    only = LEFT.split("[[steps]]\nid = \"A\"")[0] + "".join(
+        f'[[steps]]\nid = "{sid}"\ncommand = "x"\n' + extra for sid, extra in
+        (("C", "estimate = 15\n"), ("E", 'deps = ["C"]\n'), ("W", "estimate = 0.05\n"), ("F", 'deps = ["W"]\n'),
+         ("G", 'deps = ["F"]\n')))
+    alloc = ["--nodes", "1", "--cores-per-node", "1", "--walltime", "2s", "--drain-before", "1s"]
+    r = fleet(tmp_path, only, *alloc, "--json")
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert list(got["interrupted"]) == ["F"] and got["not_started"] == ["C", "E", "G"], got
+    assert got["needs_longer"]["F"].startswith("needs a longer allocation: it ran 1 s of the 1 s"), got
+    assert got["not_started_reasons"]["G"] == "needs a longer allocation: it needs F, which does", got
+    assert got["longer_only"] is True, got
+    text = fleet(tmp_path, only, *alloc)
+    assert text.returncode == 0, text.stderr
+    assert ("4 step(s) need a longer allocation: every step left; no job of this length finishes the suite "
+            "(a live fleet run exits 1, not 3)") in text.stdout, text.stdout
