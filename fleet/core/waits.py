@@ -17,7 +17,7 @@ from fleet.core.units import format_memory
 CORES = "cores"            # fewer cores free in the whole allocation than it needs
 GPUS = "gpus"              # fewer GPUs free than it needs
 WHOLE_NODE = "whole_node"  # enough in all, but no one node has all of it free together
-MEMORY = "memory"          # a node has its cores and GPUs free but not its memory share (else report-side)
+MEMORY = "memory"          # a node has its cores and GPUs free but not its memory (its figure, or its share)
 SPAN = "span"              # may span nodes, but the pieces do not fit across them now
 ALONE = "alone"            # serial / concurrent = false: waits for the running steps to end
 ELSEWHERE = "elsewhere"    # another fleet holds its claim
@@ -89,10 +89,12 @@ def short_of(pool, d) -> WaitReason:
         cause = GPUS
     elif d.span:
         cause = SPAN
-    elif d.memory is None and pool.fits(replace(d, memory=0)):
-        # A step that declares no memory takes its cores' share of the node, and steps
-        # that declare more than theirs can leave a node's cores free without it: that
-        # is what it waits for, not a whole node (one lookup, as its placing made).
+    elif pool.fits(replace(d, memory=0)):
+        # Some node has its cores and GPUs free, none has its memory beside them: the
+        # step's own figure, or, declaring none, its cores' share of the node (which steps
+        # that declare more than theirs can take). That is what it waits for, not a whole
+        # node (before 2026-12-06 a step declaring memory was said to wait for a whole node,
+        # even on a one-node fleet). One lookup, as its placing made.
         cause = MEMORY
     else:
         cause = WHOLE_NODE

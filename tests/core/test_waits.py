@@ -33,6 +33,16 @@ def test_a_step_needing_more_gpus_than_are_free_waits_for_gpus_with_its_figures(
     assert w.reason == "needs 1 GPU, 0 free"
 
 
+def test_a_step_declaring_memory_whose_cores_are_free_only_across_nodes_waits_for_a_whole_node():
+    # One core free on each node, memory plenty: no node has its 2 cores, memory or not.
+    nodes = [node("m1", 3, memory=8 * GiB), node("m2", 3, memory=8 * GiB)]
+    sched, out = scheduler(nodes, {"id": "a", "cores": 2, "memory": "1GiB"}, {"id": "b", "cores": 2, "memory": "1GiB"},
+                           {"id": "c", "cores": 2, "memory": "2GiB"})
+    (w,) = waits(out)
+    assert started(out) == ["a", "b"] and w.step == "c", out
+    assert w.why == WaitReason(W.WHOLE_NODE, cores=2, gpus=0, memory=2 * GiB, free_cores=2, free_gpus=0)
+
+
 def test_a_step_whose_cores_and_gpus_are_free_only_on_different_nodes_waits_for_a_whole_node():
     nodes = [node("g1", 2, gpus=1), node("g2", 2, gpus=1)]
     sched, out = scheduler(nodes, {"id": "cpu", "cores": 2}, {"id": "gpu1", "gpus": 1}, {"id": "gpu2", "gpus": 1})
@@ -41,10 +51,11 @@ def test_a_step_whose_cores_and_gpus_are_free_only_on_different_nodes_waits_for_
     assert w.reason == "no node has 1 core, 1 GPU free together (the step may not span nodes)"
 
 
-def test_a_step_whose_memory_is_not_free_beside_its_cores_waits_for_a_whole_node_naming_the_bytes():
+def test_a_step_whose_memory_is_not_free_beside_its_free_cores_waits_for_memory_naming_the_bytes():
+    # (it was a whole node it waited for: on a one-node fleet, whose free core it could have had)
     sched, out = scheduler([node("m1", 4, memory=4 * GiB)], {"id": "a", "memory": "3GiB"}, {"id": "b", "memory": "2GiB"})
     (w,) = waits(out)
-    assert w.why == WaitReason(W.WHOLE_NODE, cores=1, gpus=0, memory=2 * GiB, free_cores=3, free_gpus=0)
+    assert w.why == WaitReason(W.MEMORY, cores=1, gpus=0, memory=2 * GiB, free_cores=3, free_gpus=0)
     assert w.reason == "no node has 1 core, 2GiB of memory free together (the step may not span nodes)"
     assert sched.view("b").why == w.why and sched.view("b").wait_reason == w.reason
 
