@@ -28,13 +28,47 @@ def _session_index(ctx, param, value: int) -> int:
     return value
 
 
-def _invalid(problems: list) -> None:
-    """Every problem (a Problem, or a line naming file, step and field), exit 2."""
+def _invalid(problems: list, as_json: bool = False) -> None:
+    """Every problem (a Problem, or a line naming file, step and field), exit 2; with
+    `as_json` also one JSON object on stdout, {"error": ..., "problems": [...]}, as a
+    --json command's other errors (_JsonErrors)."""
+    n = len(problems)
+    said = f"{n} problem{'s' if n != 1 else ''} found; nothing was started"
+    if as_json:
+        click.echo(json.dumps({"error": "\n".join([*(str(p) for p in problems), said]),
+                               "problems": [str(p) for p in problems]}))
     for p in problems:
         click.echo(f"error: {p}", err=True)
-    n = len(problems)
-    click.echo(f"{n} problem{'s' if n != 1 else ''} found; nothing was started", err=True)
+    click.echo(said, err=True)
     sys.exit(EXIT_INVALID)
+
+
+class _JsonErrors(click.Command):
+    """With --json, an error is also one JSON object on stdout ({"error": ...}), for the
+    script that reads it; the usual message still goes to stderr. Exit nonzero."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        as_json = "--json" in args  # before parsing: a bad option value fails the parse itself
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.ClickException as e:
+            if not as_json:
+                raise
+            _json_error(e)
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except click.ClickException as e:
+            if not ctx.params.get("as_json"):
+                raise
+            _json_error(e)
+
+
+def _json_error(e: click.ClickException) -> None:
+    click.echo(json.dumps({"error": e.format_message()}))
+    e.show()
+    sys.exit(e.exit_code)
 
 
 # Every option of every command shows its default in --help (inherited by the commands).
@@ -91,14 +125,14 @@ def validate(suite, nodes, cores_per_node, memory_per_node, gpus_per_node, impor
         click.echo(hint, err=True)
 
 
-@main.command()
+@main.command(cls=_JsonErrors)
 @click.argument("suite", type=click.Path(dir_okay=False))
 @click.option("--nodes", type=NODES, required=True, help="nodes of the pretend allocation")
 @click.option("--cores-per-node", type=CORES, required=True, help="cores of each node")
 @click.option("--memory-per-node", type=MEMORY, default=None, show_default="4GiB per core",
               help="memory of each node, e.g. 256GiB")
 @click.option("--gpus-per-node", type=GPUS, default=0, help="GPUs on each node")
-@click.option("--json", "as_json", is_flag=True, help="print one JSON object")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object (an error too: {\"error\": ...})")
 @simulate_end
 @simulate_options
 def simulate(suite, nodes, cores_per_node, memory_per_node, gpus_per_node, as_json, walltime, drain_before):
@@ -111,36 +145,8 @@ def simulate(suite, nodes, cores_per_node, memory_per_node, gpus_per_node, as_js
         s, graph = checked_suite(suite, alloc, check_inputs=False,
                                  fit_notes=assumed(cores_per_node, memory_per_node, gpus_per_node))
     except SuiteError as e:
-        _invalid(e.problems)
+        _invalid(e.problems, as_json)
     show(s, graph, alloc, nodes, cores_per_node, as_json, end_s=walltime, drain_before_s=margin)
-
-
-class _JsonErrors(click.Command):
-    """With --json, an error is also one JSON object on stdout ({"error": ...}), for the
-    script that reads it; the usual message still goes to stderr. Exit nonzero."""
-
-    def make_context(self, info_name, args, parent=None, **extra):
-        as_json = "--json" in args  # before parsing: a bad option value fails the parse itself
-        try:
-            return super().make_context(info_name, args, parent, **extra)
-        except click.ClickException as e:
-            if not as_json:
-                raise
-            _json_error(e)
-
-    def invoke(self, ctx):
-        try:
-            return super().invoke(ctx)
-        except click.ClickException as e:
-            if not ctx.params.get("as_json"):
-                raise
-            _json_error(e)
-
-
-def _json_error(e: click.ClickException) -> None:
-    click.echo(json.dumps({"error": e.format_message()}))
-    e.show()
-    sys.exit(e.exit_code)
 
 
 @main.command(cls=_JsonErrors)
@@ -436,12 +442,12 @@ def status(run_dir, conn_file, via, login, ssh_option, as_json, all_nodes, watch
             return
 
 
-@main.command()
+@main.command(cls=_JsonErrors)
 @click.argument("run_dir", type=click.Path(file_okay=False, exists=True))
 @click.option("--suite", "suite_path", type=click.Path(dir_okay=False), default=None, show_default="none",
               help="audit this suite's steps too (and judge success by its definitions)")
 @click.option("--stale-after", type=click.FloatRange(min=0), default=600.0, help="seconds after which a claim is stale")
-@click.option("--json", "as_json", is_flag=True, help="print one JSON object")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object (an error too: {\"error\": ...})")
 def audit(run_dir, suite_path, stale_after, as_json):
     """Every step of every suite submitted in RUN_DIR (all shards) as succeeded, failed, cancelled,
     interrupted, stopped, running, waiting, not run (its fleet went down first), changed (with --suite:
@@ -456,7 +462,7 @@ def audit(run_dir, suite_path, stale_after, as_json):
         try:
             steps = checked_suite(suite_path, check_inputs=False)[0].steps
         except SuiteError as e:
-            _invalid(e.problems)
+            _invalid(e.problems, as_json)
     stream = Path(run_dir) / "events.jsonl"
     try:  # (as fleet report: random bytes there are no run, not a clean audit of no steps)
         why = not_a_stream(stream, hint="") if stream.is_file() else None

@@ -214,6 +214,30 @@ def test_fleet_audit_of_a_directory_with_no_run_in_it_is_not_a_clean_audit(tmp_p
     assert json.loads(r.stdout) == {"error": "no run in empty: no .fleet directory and no events.jsonl there"}
 
 
+JSON_REFUSALS = [
+    (["simulate", "bad.toml", *ALLOC], "field 'call': give exactly one of call and command"),
+    (["simulate", "s.toml", *ALLOC, "--walltime", "0.5"], "--walltime 0.5: the allocation would end now"),
+    (["simulate", "s.toml", "--cores-per-node", "2"], "Missing option '--nodes'"),
+    (["simulate", "s.toml", *ALLOC, "--no-reservations", "--compare-reservations"], "--no-reservations"),
+    (["audit", "nosuchdir"], "Directory 'nosuchdir' does not exist"),
+    (["audit", "empty", "--suite", "bad.toml"], "field 'call': give exactly one of call and command"),
+]
+
+
+@pytest.mark.parametrize("args,said", JSON_REFUSALS, ids=[" ".join(a) for a, _ in JSON_REFUSALS])
+def test_a_json_refusal_of_simulate_or_audit_is_one_error_object_on_stdout_as_fleet_report_gives(
+        tmp_path, suite, args, said):
+    # (simulate and a mistyped audit path printed nothing on stdout: a script reading it got no JSON)
+    (tmp_path / "bad.toml").write_text('[[steps]]\nid = "a"\n')
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "events.jsonl").write_text(
+        '{"t": 1.0, "kind": "fleet_starting", "fleet": "f", "nodes": 1, "pid": 1, "machine": "local"}\n')
+    r = fleet(tmp_path, *args, "--json")
+    refused(r, said)
+    err = json.loads(r.stdout)
+    assert said in err["error"], err
+
+
 def test_fleet_run_on_a_fleet_that_is_up_says_which_of_its_options_it_ignores(tmp_path, suite):
     run_dir = tmp_path / "rd"
     up = fleet(tmp_path, "up", "--local", "--run-dir", str(run_dir), timeout=120)
