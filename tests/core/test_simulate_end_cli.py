@@ -56,8 +56,9 @@ def test_a_walltime_that_ends_now_or_never_is_refused_as_fleet_run_refuses_it(tm
 def test_an_estimate_too_long_to_compute_with_is_refused_naming_file_step_and_field(tmp_path):
     huge = ONE.replace("estimate = 100", "estimate = 1e308")
     r = fleet(tmp_path, huge, "--nodes", "1", "--cores-per-node", "1", "--json")
-    assert r.returncode == 2 and r.stdout == "", r.stdout
+    assert r.returncode == 2, r.stdout
     assert "s.toml: step 'one': field 'estimate'" in r.stderr and "at most 1,000,000,000 (about 32 years)" in r.stderr, r.stderr
+    assert "at most 1,000,000,000" in json.loads(r.stdout)["error"], r.stdout  # (stdout was empty before 2026-12-06)
     ok = fleet(tmp_path, ONE.replace("estimate = 100", "estimate = 1e9"), "--nodes", "1", "--cores-per-node", "1")
     assert ok.returncode == 0 and "1000000000.0 s" in ok.stdout, ok.stderr
 
