@@ -246,8 +246,9 @@ def simulate_end(f):
     f = click.option("--drain-before", type=DURATION, default=None, show_default="5m, at most half the walltime",
                      help="with --walltime: the drain point, this long before the end")(f)
     f = click.option("--walltime", type=DURATION, default=None, show_default="no end",
-                     help="the pretend allocation ends this long after it starts (e.g. 2h): "
-                          "model the drain before it")(f)
+                     help="the pretend allocation ends this long after the submission (e.g. 2h; a live "
+                          "fleet counts from its own start, a little before its submission): model the drain "
+                          "before it")(f)
     return f
 
 
