@@ -17,7 +17,9 @@ still to run, or succeeded and its marker still says so against its deps' marker
 (a retried parent that submits the same children again); one that ended without
 success, a changed one, or one a dep of which ran again since, follows the rules of a
 resubmitted step (fleet.core.generations): it runs again. A child whose marker says it already
-succeeded with this definition is skipped (a rerun after a crash runs only the rest).
+succeeded with this definition is skipped (a rerun after a crash runs only the rest),
+but not when its parent runs for a `fleet run --force`: then it runs again too, once
+for that submission (Children._forced).
 Children that cannot be taken (a problem in a table, a dep on an unknown step, an id
 the suite already uses) fail the parent's attempt, with the problems as its reason
 and in its log.
@@ -31,8 +33,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fleet.control import leftovers
 from fleet.control.markerscan import read_markers
-from fleet.control.submissions import Accepted
+from fleet.control.submissions import Accepted, why_again
 from fleet.core import states as S
 from fleet.core.childsteps import expand
 from fleet.core.problems import Problem
@@ -68,6 +71,7 @@ class Collected:
     steps: list = field(default_factory=list)
     problems: list = field(default_factory=list)
     markers: dict = field(default_factory=dict)
+    left: dict = field(default_factory=dict)  # child id -> what older fleets left (leftovers; no entry: not looked)
 
 
 @dataclass
@@ -101,7 +105,8 @@ class Children:
         spec = c.specs.get(msg.step)
         self.intake.worker.put(Tag(msg.step, ev), collect, msg.step, c.claims.run_dir_of(msg.step),
                                frozenset(self.given.get(msg.step, ())),
-                               spec.priority if spec is not None else None)
+                               spec.priority if spec is not None else None,
+                               any(sub.force for sub in self._subs_of(msg.step)))
 
     def collected(self, done, now: float) -> None:
         """The worker read a submit directory: enter the children, then the parent's exit."""
@@ -123,14 +128,14 @@ class Children:
             return
         cut = len(tag.parent) + 1  # (a given id may hold a "/": an array's c/{i})
         self.given.setdefault(tag.parent, set()).update(s.id[cut:] for s in got.steps)
-        new = self._new(got.steps, got.markers)
+        new = self._new(tag.parent, got.steps, got.markers)
         if len(new) < len(got.steps):  # kept ones: listed in the parent's submission as done before
             fresh = {s.id for s in new}
             self._kept(tag.parent, [s.id for s in got.steps if s.id not in fresh])
         if not new:
             self._go_on(tag.exit, now)
             return
-        self.intake.waiting.append((None, None, self._batch(tag, new, got.markers)))
+        self.intake.waiting.append((None, None, self._batch(tag, new, got.markers, got.left)))
 
     def _go_on(self, ev: StepExited, now: float) -> None:
         """Hand the scheduler an exit that brings no new children. A wait with nothing to
@@ -162,24 +167,43 @@ class Children:
             state_of = self.coord.sched.state_of
             sub.done_before([k for k in ids if state_of(k) in S.GOOD], state_of)
 
-    def _new(self, steps: list, markers: dict) -> list:
+    def _new(self, parent: str, steps: list, markers: dict) -> list:
         """The children that submitting adds something to (deps first among siblings). One
         known with this definition adds nothing if it is still to run, or if it succeeded
         and its marker still says so against the markers its deps have now (a dep run
         again since, a suite step or a sibling, or its directory removed: it runs again,
-        make's rule, as a suite's step would). One that ended without success runs again."""
+        make's rule, as a suite's step would), unless its parent runs for a --force and it
+        has not run since (_forced). One that ended without success runs again."""
         kept: set = set()
         out = []
         state_of, specs, mine = self.coord.sched.state_of, self.coord.specs, {s.id for s in steps}
+        forced = self._forced(parent, steps)
         for s in steps:
             old = specs.get(s.id)
             if old is not None and old.identity() == s.identity():
                 state = state_of(s.id)
-                if state not in S.FINAL or (state in S.GOOD and _done(s, markers, kept, mine)):
+                if state not in S.FINAL or (state in S.GOOD and s.id not in forced and _done(s, markers, kept, mine)):
                     kept.add(s.id)
                     continue
             out.append(s)
         return out
+
+    def _forced(self, parent: str, steps: list) -> set:
+        """The children asked for again: the parent runs for a `fleet run --force` (one of
+        its submissions was forced) and they have not been submitted since that began.
+        So a forced parent's children run again, as the user guide's "every selected step
+        runs again" says (before 2026-12-06 those that had succeeded were skipped), while
+        a retried parent's attempt that submits them again keeps those that succeeded
+        for it. Nested children follow: a child's submission is its parent's."""
+        mine = self._subs_of(parent)
+        if not any(sub.force for sub in mine):
+            return set()
+        return {s.id for s in steps if not any(sub.holds(s.id) for sub in mine)}
+
+    def _subs_of(self, parent: str) -> list:
+        """The submissions the parent runs for."""
+        subs = self.coord.submissions
+        return [subs.subs[i] for i in subs.step_subs.get(parent, ()) if i in subs.subs]
 
     def _check(self, parent: str, steps: list) -> list:
         """Problems only the loop can see: deps on unknown steps, ids the suite uses, a
@@ -200,23 +224,40 @@ class Children:
                     out.append(Problem(s.source, s.id, "deps", _stuck(d, stuck[d], parent)))
         return out
 
-    def _batch(self, tag: Tag, steps: list, markers: dict) -> Batch:
-        """The children as an accepted submission, counted in the parent's own."""
+    def _batch(self, tag: Tag, steps: list, markers: dict, left: dict) -> Batch:
+        """The children as an accepted submission, counted in the parent's own. Those
+        that run again with their directory on disk take the path of fresh steps where
+        collect looked at what older fleets left in it (fleet.control.leftovers); one it
+        did not look at (None) is claimed per step, its records in its own files."""
         subs = self.coord.submissions
         sid = (subs.step_subs.get(tag.parent) or [None])[-1]
         sub = subs.subs.get(sid)
+        forced = frozenset(self._forced(tag.parent, steps))  # (before they are counted in it)
         if sub is not None:
             sub.add((s.id for s in steps), self.coord.sched.state_of)
         deps = {s.id: s.deps for s in steps}
         done: set = set()
         for s in steps:  # setup order is deps first among siblings
-            if _done(s, markers, done, deps):
+            if s.id not in forced and _done(s, markers, done, deps):
                 done.add(s.id)
-        acc = Accepted(sub, tag.parent, steps, deps, done, set(), (), (), markers)
+            else:  # why one that succeeded before runs again, for its attempt records (fleet audit)
+                _rerun(subs.rerun, s, markers.get(s.id), s.id in forced)
+        acc = Accepted(sub, tag.parent, steps, deps, done, set(), (), (), markers, forced=forced,
+                       leftovers={s.id: left.get(s.id) for s in steps if s.id in markers})
         # Children of a --serial run are serial too: one step at a time, theirs included.
         event = Submitted(tuple(steps), deps, frozenset(done), chunk=CHUNK, parent=tag.parent,
                           serial=sub is not None and sub.serial)
         return Batch(acc, event, tag.exit)
+
+
+def _rerun(reasons: dict, spec, marker: dict | None, forced: bool) -> None:
+    """Note why a child that has a success on record runs again ("forced", "changed",
+    "dependency changed"), as a suite step's is noted; forget an earlier reason if it has none."""
+    why = why_again(spec, marker, forced)
+    if why:
+        reasons[spec.id] = why
+    elif reasons:
+        reasons.pop(spec.id, None)
 
 
 def _stuck(dep: str, held: str, parent: str) -> str:
@@ -236,10 +277,16 @@ def _done(spec, markers: dict, done: set, batch=()) -> bool:
 
 
 # -- off the loop (fleet.control.worker) ----------------------------------------------------------
-def collect(parent: str, run_dir: Path, given: frozenset, priority) -> Collected:
+def collect(parent: str, run_dir: Path, given: frozenset, priority, forced: bool = False) -> Collected:
     """Read the parent's submit files, in name order, and check them. They are the run's
     that just ended: a step's first submission in a run removes those of its earlier runs
-    (fleet.node.protocol.clear_submitted), each taken in when its run ended."""
+    (fleet.node.protocol.clear_submitted), each taken in when its run ended. Of the
+    children that will run again with a directory on disk (all of them: `forced`, the
+    parent runs for a --force), what older fleets left there is looked at, as a suite's
+    steps' is (fleet.control.leftovers): before 2026-12-06 it was not, so each was
+    claimed per step and recorded in its own files, which the journals never knew of;
+    the next fleet then took the success for one another fleet had made since, and
+    skipped the child."""
     d = records.step_dir(run_dir, parent) / ".fleet" / "submit"
     try:
         names = sorted(n for n in os.listdir(d) if not n.startswith((".", "ht.tmp"))
@@ -268,7 +315,24 @@ def collect(parent: str, run_dir: Path, given: frozenset, priority) -> Collected
     ids = [s.id for s in steps]
     mine = set(ids)
     outside = sorted({d for s in steps for d in s.deps if d not in mine})  # (what they ran against: _done)
-    return Collected(tuple(names), steps, [], read_markers(run_dir, ids + outside))
+    markers = read_markers(run_dir, ids + outside)
+    again = _again(steps, markers, mine, forced)
+    found = leftovers.scan(run_dir, again)
+    return Collected(tuple(names), steps, [], markers, {sid: found.get(sid, leftovers.NOTHING) for sid in again})
+
+
+def _again(steps: list, markers: dict, mine: set, forced: bool) -> list:
+    """The children with a directory on disk that will run unless the loop keeps them:
+    those their markers do not say done (every one, `forced`). A child found done costs
+    its marker read alone (a rerun of a parent with a million done children)."""
+    done: set = set()
+    out = []
+    for s in steps:  # deps first among siblings
+        if not forced and _done(s, markers, done, mine):
+            done.add(s.id)
+        elif s.id in markers:
+            out.append(s.id)
+    return out
 
 
 def _to_log(run_dir: Path, parent: str, problems: list) -> None:

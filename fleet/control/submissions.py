@@ -50,6 +50,7 @@ class Submission:
     # child's id is refused if the fleet has it: fleet.control.children), so not a set of all.
     _has: set = field(default_factory=set)
     serial: bool = False  # `fleet run --serial`: its steps, and the children they submit, one at a time
+    force: bool = False   # `fleet run --force`: its steps, and the children they submit, run again
 
     def __post_init__(self):
         self.counts[S.WAITING] += len(self.steps)
@@ -57,6 +58,10 @@ class Submission:
     def counts_now(self) -> dict[str, int]:
         """Its steps by state, the states none is in left out: O(states)."""
         return {k: n for k, n in self.counts.items() if n}
+
+    def holds(self, sid: str) -> bool:
+        """Whether a child was counted in it (submitted, or kept as done, since it began)."""
+        return sid in self._has
 
     def done_before(self, ids, state_of) -> None:
         """Children that succeeded before it, counted in it as ended (skipped), if not in it yet."""
@@ -130,6 +135,7 @@ class Accepted:
     force: bool = False   # --force: every step of it that runs here was asked for again
     notes: tuple = ()     # warnings for its submitter, found as it was checked (Checked.notes)
     ended: dict = field(default_factory=dict, hash=False)  # Checked.ended
+    forced: frozenset = frozenset()  # children asked for again: their parent runs for a --force (children)
 
 
 class Problems(ValueError):
@@ -184,7 +190,7 @@ class Submissions:
         """Register a checked submission (its steps are counted in it as they are
         declared: see declare)."""
         sid = max(self.subs, default=0) + 1
-        self.subs[sid] = Submission(sid, str(msg.suite), c.ids, len(c.ids), serial=msg.serial)
+        self.subs[sid] = Submission(sid, str(msg.suite), c.ids, len(c.ids), serial=msg.serial, force=msg.force)
         for step in [k for k in self.rerun if k in c.cleared]:  # not a walk of every step cleared
             del self.rerun[step]
         self.rerun.update(c.again)
@@ -272,7 +278,7 @@ class Submissions:
         step with something counted has anything to reset."""
         out = []
         for s in steps:
-            if s.id in acc.foreign or (s.id in acc.markers and not acc.force):
+            if s.id in acc.foreign or (s.id in acc.markers and not acc.force and s.id not in acc.forced):
                 continue
             d = store.key(self.run_dir, s.id)
             if tally.counted(d):
@@ -419,7 +425,7 @@ def _done(by_id: dict, order, deps: dict, foreign: set, markers: dict, force: bo
                 and records.done_against(rec, s, {d: ids.get(d) for d in deps[sid]}):
             done.add(sid)
         else:
-            again[sid] = _why_again(s, rec, force)
+            again[sid] = why_again(s, rec, force)
     return done, again
 
 
@@ -437,7 +443,7 @@ def _removed(run_dir: Path, markers: dict, again: dict) -> None:
             again[sid] = "removed"
 
 
-def _why_again(spec, rec: dict | None, force: bool) -> str | None:
+def why_again(spec, rec: dict | None, force: bool) -> str | None:
     """Why a step that has a success on record runs again; None if it has none."""
     if rec is None or rec.get("outcome") != "succeeded":
         return None
