@@ -109,6 +109,17 @@ def test_fleet_run_refuses_an_only_that_names_no_step_rather_than_running_every_
     assert not (tmp_path / "runs").exists()
 
 
+def test_a_childs_id_given_to_only_or_fleet_step_names_its_parent_and_how_to_run_it_again(tmp_path):
+    # (it said "suite 's' has no step 'p/k5'", as for a typo)
+    suite = tmp_path / "s.toml"
+    suite.write_text(SUITE + '[[steps]]\nid = "p"\ncall = "children_steps:sweep"\n')
+    said = ("'p/k5' is not a step of suite 's' but a child of its step 'p'", "fleet run --force --only p")
+    refused(fleet(tmp_path, "run", str(suite), "--only", "p/k5"), "--only", *said, "nothing was started")
+    refused(fleet(tmp_path, "step", str(suite), "p/k5"), *said)
+    refused(fleet(tmp_path, "run", str(suite), "--only", "a/k5"), "--only: suite 's' has no step 'a/k5'")
+    assert not (tmp_path / "runs").exists()
+
+
 COMPANION_CASES = [
     (["validate", "--memory-per-node", "1GiB", "--gpus-per-node", "1"],
      ["--memory-per-node and --gpus-per-node describe the nodes", "give --nodes and --cores-per-node too"]),

@@ -39,6 +39,7 @@ import msgpack
 
 from fleet.control import foreground, journal, launching, store
 from fleet.core import states as S
+from fleet.core.childsteps import not_a_suite_step, parent_in
 from fleet.core.oneline import one_line
 from fleet.core.decisions import NodeJoined, Start, Submitted, Unrunnable, Wait
 from fleet.core.resources import NodeSpec
@@ -284,7 +285,9 @@ def step(suite, graph, step_id: str, run_dir: Path, keep: bool = False) -> int:
     except KeyError:
         spec = None
     if spec is None:
-        raise StepError(f"suite '{suite.name}' has no step '{step_id}'")
+        parent = parent_in(suite.steps, step_id)
+        raise StepError(not_a_suite_step(step_id, parent.id, suite.name) if parent is not None
+                        else f"suite '{suite.name}' has no step '{step_id}'")
     say = lambda text: print(f"fleet step: {text}", file=sys.stderr, flush=True)  # noqa: E731
     try:
         usable_run_dir(run_dir)  # made 0700, as fleet run makes it

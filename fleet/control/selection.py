@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fleet.control import markwriter, shard
+from fleet.core.childsteps import not_a_suite_step, parent_in
 from fleet.core.graph import dependency_on
 from fleet.wire import records
 
@@ -34,7 +35,10 @@ def select(run_dir: Path, suite, steps: list, deps: dict, foreign: set,
     if unknown:
         whole = {s.id: s for s in suite.steps}
         problems = [_not_here(suite, whole[i], shard_text) for i in unknown if i in whole]
-        missing = [f"'{i}'" for i in unknown if i not in whole]
+        children = {i: parent_in(suite.steps, i) for i in unknown if i not in whole}
+        problems += [f"{suite.path}: --only: {not_a_suite_step(i, p.id, suite.name)}"
+                     for i, p in children.items() if p is not None]
+        missing = [f"'{i}'" for i, p in children.items() if p is None]
         if missing:
             problems.append(f"{suite.path}: --only: suite '{suite.name}' has no step " + ", ".join(missing))
         raise Unselectable(problems)

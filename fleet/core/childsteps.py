@@ -62,6 +62,27 @@ def expand(parent: str, tables: object, source: str, siblings: Iterable[str] = (
     return steps, problems
 
 
+def parent_in(steps: Iterable[StepSpec], sid: str) -> StepSpec | None:
+    """The suite step whose child (or a child's child) `sid` would be: the step whose id
+    is the longest of sid's prefixes before a "/" (a suite step's own id may hold one: an
+    array's `f/3`) and that can submit steps (a call, or a command with protocol "steps")."""
+    by_id = {s.id: s for s in steps}
+    cut = sid.rfind("/")
+    while cut > 0:
+        s = by_id.get(sid[:cut])
+        if s is not None:
+            return s if s.call or s.protocol == "steps" else None
+        cut = sid.rfind("/", 0, cut)
+    return None
+
+
+def not_a_suite_step(sid: str, parent: str, suite: str) -> str:
+    """Why a child's id names no step of the suite, and how to run it again."""
+    return (f"'{sid}' is not a step of suite '{suite}' but a child of its step '{parent}', submitted as "
+            f"'{parent}' runs: to run it again, run '{parent}' again (fleet run --force --only {parent}: "
+            f"its children run again with it)")
+
+
 def _deps(table: dict) -> list:
     deps = table.get("deps")
     return deps if isinstance(deps, list) else []
