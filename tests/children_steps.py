@@ -250,3 +250,24 @@ def restarts_once(ctx, name: str) -> None:
             f.write(ctx.id)
         raise fleet.Restart()
     _note(ctx, "restarted", cwd=os.getcwd(), files=sorted(os.listdir(".")))
+
+
+def fails(ctx) -> None:
+    _note(ctx, "child")
+    raise RuntimeError("this child always fails")
+
+
+def fails_after_submitting(ctx, wait_s: float = 60.0) -> None:
+    """Submits ok, bad (which fails) and sum (after both), then fails. Its later attempts
+    submit them again, and fail only once the fleet has blocked sum (its children of
+    attempt 1 all ended): their second end is then in the same run (bounded wait)."""
+    ctx.submit([{"id": "ok", "call": "children_steps:child"}, {"id": "bad", "call": "children_steps:fails"},
+                {"id": "sum", "call": "children_steps:child", "deps": ["ok", "bad"]}])
+    deadline = time.monotonic() + wait_s
+    events = os.path.join(ctx.run_dir, "events.jsonl")
+    while ctx.attempt > 1 and time.monotonic() < deadline:
+        with open(events) as f:
+            if any('"kind":"blocked"' in line and f'"step":"{ctx.id}/sum"' in line for line in f):
+                break
+        time.sleep(0.1)
+    raise RuntimeError("fails after submitting")

@@ -234,7 +234,8 @@ class Children:
         sub = subs.subs.get(sid)
         forced = frozenset(self._forced(tag.parent, steps))  # (before they are counted in it)
         if sub is not None:
-            sub.add((s.id for s in steps), self.coord.sched.state_of)
+            sub.add((s.id for s in steps), self.coord.sched.state_of,
+                    f"submitted again by {tag.parent}, attempt {tag.exit.attempt}")
         deps = {s.id: s.deps for s in steps}
         done: set = set()
         for s in steps:  # setup order is deps first among siblings

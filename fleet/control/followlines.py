@@ -68,7 +68,11 @@ class Lines:
                 # A success has a reason only where its node saw the kernel's OOM killer take a
                 # process of it (fleet.node.memwatch.oom_note): said, on a terminal too, since
                 # the step went on without it and its results may lack what that process made.
-                line = f"  {outcome:<10} {step}" + (f": {one_line(reason)}" if reason and outcome != S.SKIPPED else "")
+                # A step that ended in this run before and was submitted again (a retried
+                # parent's child): its row says by whom, so its second line is not a repeat.
+                again = f" ({more[0]})" if more and more[0] else ""
+                line = f"  {outcome:<10} {step}{again}" + (
+                    f": {one_line(reason)}" if reason and outcome != S.SKIPPED else "")
                 if outcome in LOGGED:
                     line += f" (log in the run directory: steps/{step}/log)"
             if tty:

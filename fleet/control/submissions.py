@@ -46,6 +46,8 @@ class Submission:
     # and _take keep it up to date); the counts always add up to len(steps).
     counts: dict = field(default_factory=lambda: dict.fromkeys(STATES, 0))
     again: set = field(default_factory=set)  # steps that ended in it and were added again, until they end again
+    # Of those, who added each again ("submitted again by p, attempt 2"): its second end's row says so.
+    again_by: dict = field(default_factory=dict)
     # The children added to it (add, done_before): never one of the suite's own steps (a
     # child's id is refused if the fleet has it: fleet.control.children), so not a set of all.
     _has: set = field(default_factory=set)
@@ -72,12 +74,12 @@ class Submission:
                 self.counts[state_of(sid)] += 1
                 self.finished.append([sid, S.SKIPPED, 0, "already succeeded"])
 
-    def add(self, ids, state_of) -> None:
+    def add(self, ids, state_of, by: str = "") -> None:
         """More steps counted in this submission (a step's children: fleet.control.children).
         One it holds already (a retried parent submits a failed child again) is not
         counted twice: it is waited for again if it ended (`state_of`: the scheduler's
         state of a step), and counted waiting until the submission's declare counts it
-        as it is (Submissions._take)."""
+        as it is (Submissions._take); `by` says who added it again, for its next end's row."""
         has, counts = self._has, self.counts
         for sid in ids:
             if sid not in has:
@@ -94,6 +96,8 @@ class Submission:
             if state in S.FINAL:
                 self.remaining += 1
                 self.again.add(sid)
+                if by:
+                    self.again_by[sid] = by
 
 
 @dataclass(frozen=True)
@@ -332,10 +336,13 @@ class Submissions:
                     continue  # counted by the close already
                 self.closing[sid].add(step)
             sub = self.subs[sid]
-            sub.finished.append([step, outcome, attempt, reason])
             sub.remaining -= 1
-            if sub.again:
+            if sub.again and step in sub.again:  # its second end in it: the row says why (fleet run's line)
                 sub.again.discard(step)
+                by = sub.again_by.pop(step, "")
+                sub.finished.append([step, outcome, attempt, reason, by] if by else [step, outcome, attempt, reason])
+                continue
+            sub.finished.append([step, outcome, attempt, reason])
 
     def retrying(self, step: str, attempt: int, limit: int, reason: str) -> None:
         """The step runs again as `attempt` of `limit` because of `reason` (how the attempt

@@ -107,6 +107,25 @@ retries = 1
     assert_nothing_left(run_dir)
 
 
+def test_a_child_a_retried_parent_submitted_again_after_it_ended_says_so_on_its_second_line(tmp_path):
+    # (its second end was printed as the first, "[4/4]  failed  p/bad" twice, as if counted twice)
+    r, run_dir = run(tmp_path, """
+[[steps]]
+id = "p"
+call = "children_steps:fails_after_submitting"
+retries = 1
+""")
+    assert r.returncode == 1, r.stdout + r.stderr
+    lines = [line for line in r.stdout.splitlines() if " p/bad" in line or " p/sum" in line]
+    assert [line.split("]", 1)[1].split(":")[0].split() for line in lines] == [
+        ["failed", "p/bad"], ["blocked", "p/sum"],
+        ["failed", "p/bad", "(submitted", "again", "by", "p,", "attempt", "2)"],
+        ["blocked", "p/sum", "(submitted", "again", "by", "p,", "attempt", "2)"]], r.stdout
+    assert "1 blocked, 2 failed, 1 succeeded" in r.stdout, r.stdout  # (counted once each)
+    assert [x["step"] for x in ran(run_dir) if x["what"] == "child"].count("p/bad") == 2
+    assert_nothing_left(run_dir)
+
+
 def test_children_deps_name_siblings_first_then_the_suites_steps_and_a_bad_table_raises_suite_error(tmp_path):
     r, run_dir = run(tmp_path, """
 [[steps]]
