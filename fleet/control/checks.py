@@ -85,15 +85,20 @@ def _width_field(s) -> str:
     return "min_cores" if s.min_cores != s.cores else "cores"
 
 
-def missing_on_disk(run_dir: Path, produced_elsewhere: Unparsed = Unparsed()):
+def missing_on_disk(run_dir: Path, produced_elsewhere: Unparsed = Unparsed(), into: list[Problem] | None = None):
     """The graph's `unproduced` hook: an input no step produces must exist under run_dir
     (an absolute input: where it says). One that a step with problems would produce is
-    not looked for: that step's problems are reported already."""
+    not looked for: that step's problems are reported already. With `into`, a problem
+    is put there instead of in the graph's list (checked_suite's `scope` narrows them)."""
     def check(step: StepSpec, inp: str) -> Problem | None:
         if os.path.normpath(inp) in produced_elsewhere or (run_dir / inp).exists():
             return None
         where = "" if os.path.isabs(inp) else f" in {run_dir}"
-        return Problem(step.source, step.id, "inputs", f"{inp!r} is produced by no step and does not exist{where}")
+        problem = Problem(step.source, step.id, "inputs", f"{inp!r} is produced by no step and does not exist{where}")
+        if into is None:
+            return problem
+        into.append(problem)
+        return None
     return check
 
 
@@ -110,7 +115,8 @@ def run_dir_problem(suite: Suite) -> Problem | None:
 def checked_suite(path: str | Path, nodes: list[NodeSpec] | None = None, check_inputs: bool = True,
                   run_dir: Path | None = None, imports: bool = False, own_run_dir: bool = False,
                   imports_from: Path | None = None, fit_notes: Mapping[str, str] = {},
-                  more: Callable[[Suite, Graph], list[Problem]] | None = None) -> tuple[Suite, Graph]:
+                  more: Callable[[Suite, Graph], list[Problem]] | None = None,
+                  scope: Callable[[Suite, Graph, list[Problem]], list[Problem]] | None = None) -> tuple[Suite, Graph]:
     """Load a suite and check it whole; raise SuiteError with every problem, in setup order.
 
     The graph is built from the steps that read cleanly, so a field problem in one step
@@ -121,19 +127,21 @@ def checked_suite(path: str | Path, nodes: list[NodeSpec] | None = None, check_i
     run_dir must be a directory or one that can be made. `fit_notes`: what the fit
     problems against `nodes` add (fit_problems's notes). `more` finds further problems
     from the suite and graph (a submission's fit: fleet.control.fitscope), merged in
-    setup order with the rest."""
+    setup order with the rest. `scope` keeps, of the missing inputs and `more`'s
+    problems, those that matter (a submission's: of the steps it would start)."""
     reading = read_suite_file(path)
     suite = reading.suite
     where = run_dir if run_dir is not None else suite.run_dir
-    hook = missing_on_disk(where, reading.unparsed_outputs) if check_inputs else None
+    missing: list[Problem] = []
+    hook = missing_on_disk(where, reading.unparsed_outputs, into=missing if scope else None) if check_inputs else None
     graph, later = build_graph(suite.steps, known_done=reading.unparsed, unproduced=hook)
     later += unparsedgraph.problems(str(suite.path), reading.partial, suite.steps, reading.unparsed)
     if own_run_dir and (problem := run_dir_problem(suite)) is not None:
         later.append(problem)
     if nodes is not None:
         later += fit_problems(suite, nodes, notes=fit_notes)
-    if more is not None:
-        later += more(suite, graph)
+    found = missing + (more(suite, graph) if more is not None else [])
+    later += scope(suite, graph, found) if scope is not None and found else found
     if imports:
         later += import_problems(suite, cwd=imports_from)
     problems = reading.merged(later)

@@ -1,4 +1,5 @@
-"""Which steps of a submission must fit the allocation: those it would start here.
+"""Which steps of a submission must fit the allocation, and have their inputs no step
+produces on disk: those it would start here.
 
 A step that can never fit the allocation (fleet.control.checks.fit_problems) refuses the
 submission, and nothing starts. That is asked of the steps the submission would start on
@@ -8,7 +9,9 @@ as already done (fleet.control.submissions._done decides, as it does for the run
 left out is never started by the submission, so it cannot keep the rest from running:
 `--only small` runs on an allocation too small for the suite's widest step, and a run
 that resumes on a smaller allocation is not refused for a wide step that succeeded in
-an earlier one. (Before 2026-12-06 every step of the suite had to fit.)
+an earlier one. (Before 2026-12-06 every step of the suite had to fit.) So for a missing
+input (one no step produces, not on disk): `--only b` is not refused because another
+step's dataset is missing (before 2026-12-06 every step's inputs were looked for).
 """
 
 from __future__ import annotations
@@ -30,7 +33,12 @@ def problems(suite: Suite, graph: Graph, nodes: list, msg: P.Submit, run_dir: Pa
     `notes`: what to add to a problem naming a word, as there). The suite's are found
     first, as before (once per distinct demand): a suite that fits costs nothing more;
     only then is it asked which of the unfit steps the submission would start."""
-    found = fit_problems(suite, nodes, notes=notes)
+    return narrowed(suite, graph, msg, run_dir, fit_problems(suite, nodes, notes=notes))
+
+
+def narrowed(suite: Suite, graph: Graph, msg: P.Submit, run_dir: Path, found: list[Problem]) -> list[Problem]:
+    """Of `found` (each about a step: it cannot fit, an input of it is missing), those of
+    the steps `msg` would start: its shard's, its selection's, less those done."""
     if not found:
         return found
     runs = _runs(suite, graph, msg)

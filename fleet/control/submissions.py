@@ -16,7 +16,7 @@ from pathlib import Path
 from fleet.control import declaring, fitscope, journalmarks, leftovers, selection, shard
 from fleet.control.markerscan import read_markers
 from fleet.control import store, tally
-from fleet.control.checks import checked_suite
+from fleet.control.checks import checked_suite, fit_problems
 from fleet.core import states as S
 from fleet.core.durations import recorded
 from fleet.core.graph import dependency_on, topological_order
@@ -377,17 +377,18 @@ def check(msg: P.Submit, nodes: list, run_dir: Path, notes: dict | None = None) 
 
 
 def chosen(msg: P.Submit, nodes: list | None, run_dir: Path, record: bool = True, notes: dict | None = None) -> tuple:
-    """The submitted suite checked whole, its inputs looked for in run_dir, the steps it
-    would start checked against these nodes (None: no fit check; fleet.control.fitscope;
+    """The submitted suite checked whole, the inputs of the steps it would start looked
+    for in run_dir, those steps checked against these nodes (None: no fit check; fleet.control.fitscope;
     `notes`: what to add to their problems, fleet.control.checks.fit_problems), and what of it runs: its shard's steps and the
     --only selection. (suite, graph, steps, deps, foreign); Problems with every problem
     otherwise (each a line naming file, step and field). Reads files only; with
     `record`, the shard count is recorded once nothing refused the submission; without,
     it is only compared with the recorded one (fleet run's check before it starts an
     embedded fleet, which then checks again: fleet.cli_run)."""
-    fit = None if nodes is None else (lambda s, g: fitscope.problems(s, g, nodes, msg, run_dir, notes or {}))
+    fit = None if nodes is None else (lambda s, g: fit_problems(s, nodes, notes=notes or {}))
     try:
-        suite, graph = checked_suite(msg.suite, run_dir=run_dir, more=fit)
+        suite, graph = checked_suite(msg.suite, run_dir=run_dir, more=fit,
+                                     scope=lambda s, g, found: fitscope.narrowed(s, g, msg, run_dir, found))
     except SuiteError as e:
         raise Problems([str(p) for p in e.problems]) from None
     steps, deps, foreign = suite.steps, graph.deps, set()
