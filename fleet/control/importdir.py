@@ -6,7 +6,9 @@ $FLEET_RUN_DIR, else one up in the current directory, else one up in the suite's
 run_dir), and its connection file records where it started (Connection.cwd). With none
 up, `fleet run` would start a fleet where it runs: the current directory. Before
 2026-12-06 the current directory was always taken, and a suite whose modules were only
-in a fleet's directory was said to import when its steps could not.
+in a fleet's directory was said to import when its steps could not. `fleet step` imports
+a call step's module from the same directory, for its run directory's fleet (before
+2026-12-06 from the current directory).
 """
 
 from __future__ import annotations
@@ -31,11 +33,23 @@ def for_validate(suite_run_dir: Path | None) -> ImportDirectory:
     """The directory the agents of the fleet `fleet run` would use import from
     (suite_run_dir: the suite's, None if its head did not read)."""
     from fleet.control import rundir
-    from fleet.control.client import FleetError, find
+    from fleet.control.client import FleetError
     here = target = Path.cwd()
     try:
         # (a suite whose head does not read has no run_dir to look in: only here)
         target, _ = rundir.for_suite(None, str(suite_run_dir or here))
+    except FleetError as e:
+        return ImportDirectory(here, f"this directory: the fleet in {target} cannot be asked: {e}")
+    return of_fleet_in(target)
+
+
+def of_fleet_in(target: Path) -> ImportDirectory:
+    """The directory the agents of a fleet up in run directory `target` import from (a
+    call step that `fleet step` runs imports from there too); this directory if none is
+    up there (`fleet run` would start one here) or it does not say."""
+    from fleet.control.client import FleetError, find
+    here = Path.cwd()
+    try:
         conn = find(target)
     except FleetError as e:
         return ImportDirectory(here, f"this directory: the fleet in {target} cannot be asked: {e}")

@@ -37,7 +37,7 @@ from pathlib import Path
 
 import msgpack
 
-from fleet.control import foreground, journal, launching, store
+from fleet.control import foreground, importdir, journal, launching, store
 from fleet.core import states as S
 from fleet.core.childsteps import not_a_suite_step, parent_in
 from fleet.core.oneline import one_line
@@ -113,13 +113,15 @@ def unfinished_deps(run_dir: Path, suite, deps) -> list[str]:
     return [d for d in deps if not records.is_done(run_dir, suite.step(d))]
 
 
-def run(launch: Launch) -> Ran:
+def run(launch: Launch, imports_from: Path | None = None) -> Ran:
     """Run the step in the foreground and wait for it, held to its timeout and memory;
     Ctrl-C goes to the step (this process ignores it meanwhile, as a shell does), and a
-    SIGTERM or SIGHUP to this process is passed on to it (fleet.control.foreground)."""
+    SIGTERM or SIGHUP to this process is passed on to it (fleet.control.foreground). A
+    call step imports its module from `imports_from` first (default: this directory)."""
     orphans.become_subreaper()  # what the step starts stays below us, to be stopped with it
     with foreground.Memory(launch) as memory:
-        status, report, stop = _call(launch, memory) if launch.kind == "call" else _command(launch, memory)
+        status, report, stop = (_call(launch, memory, imports_from) if launch.kind == "call"
+                                else _command(launch, memory))
         stop = memory.judged(stop, report.get("error") or "", status)
     now = time.time()
     start, end = report.get("work_start") or now, report.get("work_end") or now
@@ -153,8 +155,9 @@ def _interrupts_to_the_step():
             signal.signal(s, h)
 
 
-def _call(launch: Launch, memory: foreground.Memory) -> tuple[int, dict, foreground.Stop]:
-    """Fork once; the child is set up as a zygote's child is, on our terminal."""
+def _call(launch: Launch, memory: foreground.Memory, imports_from: Path | None) -> tuple[int, dict, foreground.Stop]:
+    """Fork once; the child is set up as a zygote's child is, on our terminal, its
+    modules found first in `imports_from` as the fleet's zygotes find them there."""
     r, w = os.pipe()
     parent = os.getpid()
     sys.stdout.flush()
@@ -162,7 +165,7 @@ def _call(launch: Launch, memory: foreground.Memory) -> tuple[int, dict, foregro
     pid = os.fork()
     if pid == 0:  # pragma: no cover (the child ends in os._exit)
         os.close(r)
-        interpreter.user_path()  # modules in this directory, as a fleet's zygote finds them
+        _import_path(imports_from)
         child.run_call(launch, w, parent=parent, foreground=True)
     os.close(w)
     with _interrupts_to_the_step():
@@ -184,6 +187,23 @@ def _call(launch: Launch, memory: foreground.Memory) -> tuple[int, dict, foregro
     for rec in unpacker:
         report.update(rec)
     return os.waitstatus_to_exitcode(st), report, stop
+
+
+def _import_path(imports_from: Path | None) -> None:
+    """(In the step's child) sys.path as a zygote of the fleet has it: the directory its
+    agents started in first, and not this command's own directory, which `python -m
+    fleet` put there (a module found only here would not be found by the fleet's step)."""
+    if imports_from is None:
+        interpreter.user_path()  # modules in this directory, as a fleet's zygote started here finds them
+        return
+    try:
+        here = os.getcwd()
+    except OSError:
+        here = None
+    if here is not None and Path(here) != imports_from:
+        sys.path[:] = [p for p in sys.path if p not in ("", here)]
+    if str(imports_from) not in sys.path:
+        sys.path.insert(0, str(imports_from))
 
 
 def _command(launch: Launch, memory: foreground.Memory) -> tuple[int, dict, foreground.Stop]:
@@ -298,7 +318,9 @@ def step(suite, graph, step_id: str, run_dir: Path, keep: bool = False) -> int:
     launch = prepare(load("local"), spec, run_dir, fid)
     for d in unfinished_deps(run_dir, suite, graph.deps[step_id]):
         say(f"dependency '{d}' has not succeeded in {run_dir}; running '{step_id}' anyway")
+    imports = importdir.of_fleet_in(run_dir) if launch.kind == "call" else None
     say(f"{step_id} on cores {','.join(map(str, launch.cores)) or 'unpinned'} in {launch.workdir}"
+        + (f", its module imported from {imports.path} ({imports.why})" if imports else "")
         + ("" if keep else " (nothing recorded; --record to record it)"))
     # What it submits and its next stage go to a directory of our own, not its .fleet directory:
     # fleet step runs no children and no next stage, and leaves no such file for a fleet to find.
@@ -307,7 +329,7 @@ def step(suite, graph, step_id: str, run_dir: Path, keep: bool = False) -> int:
         if launch.protocol:
             launch = dataclasses.replace(launch, env={**launch.env, "FLEET_SUBMIT_DIR": protocol.submit_dir(launch),
                                                       "FLEET_NEXT_STAGE": protocol.next_stage_file(launch)})
-        ran = run(launch)
+        ran = run(launch, imports.path if imports else None)
         ran = dataclasses.replace(ran, control={**ran.control, "children": children_in(protocol.submit_dir(launch))})
     finally:
         shutil.rmtree(protocol.scratch, ignore_errors=True)

@@ -60,6 +60,28 @@ def test_with_a_fleet_up_elsewhere_imports_are_checked_from_where_its_agents_sta
     assert r.returncode == 1 and "No module named 'at_work_steps'" in r.stdout + r.stderr, r.stdout + r.stderr
 
 
+def test_fleet_step_imports_a_call_step_from_where_the_fleet_up_in_its_run_directory_started(two_dirs):
+    # (fleet step imported from its own directory: "No module named 'at_home_steps'",
+    # while fleet run and validate --imports found it)
+    home, work, run = two_dirs
+    head = f'[suite]\nname = "{{name}}"\nrun_dir = "{run}"\n'
+    at_home = work / "home.toml"
+    at_home.write_text(CALLS.format(name="home", module="at_home_steps").replace('[suite]\nname = "home"\n',
+                                                                                  head.format(name="home")))
+    at_work = work / "work.toml"
+    at_work.write_text(CALLS.format(name="work", module="at_work_steps").replace('[suite]\nname = "work"\n',
+                                                                                  head.format(name="work")))
+    said = f"its module imported from {home} (where the fleet up in {run} started: its agents import from there)"
+
+    r = fleet("step", str(at_home), "hello", cwd=work, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "hello from home" in r.stdout
+    assert said in r.stderr.splitlines()[0], r.stderr
+    r = fleet("step", str(at_work), "hello", cwd=work, timeout=120)  # as the fleet's own steps would fail
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "No module named 'at_work_steps'" in r.stdout + r.stderr
+
+
 def test_with_no_fleet_up_imports_are_checked_from_this_directory_and_it_says_so(tmp_path):
     (tmp_path / "here_steps.py").write_text("def hello():\n    pass\n")
     suite = tmp_path / "s.toml"
