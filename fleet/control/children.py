@@ -277,6 +277,13 @@ def _done(spec, markers: dict, done: set, batch=()) -> bool:
             and all(d in done for d in spec.deps if d in batch))
 
 
+# What a submit file may hold besides its [[steps]]: nothing, and each other table is
+# refused rather than ignored (its fields would silently not apply to the children).
+_NOT_TAKEN = {"defaults": "children take no [defaults]: put the fields in each step's table",
+              "suite": "children take no [suite]: they run in the suite of the step that submits them",
+              None: "a submit file holds [[steps]] tables only, not {key!r}"}
+
+
 # -- off the loop (fleet.control.worker) ----------------------------------------------------------
 def collect(parent: str, run_dir: Path, given: frozenset, priority, forced: bool = False) -> Collected:
     """Read the parent's submit files, in name order, and check them. They are the run's
@@ -307,6 +314,8 @@ def collect(parent: str, run_dir: Path, given: frozenset, priority, forced: bool
         if not isinstance(got, list):
             problems.append(Problem(str(d / n), None, "steps", "expected [[steps]] tables"))
             continue
+        problems += [Problem(str(d / n), None, key, _NOT_TAKEN.get(key, _NOT_TAKEN[None]).format(key=key))
+                     for key in raw if key != "steps"]  # (before 2026-12-06 ignored without a word)
         tables += got
     steps, more = expand(parent, tables, str(d), given, priority)
     problems += more

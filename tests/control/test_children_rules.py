@@ -152,3 +152,35 @@ call = "children_steps:array_and_sum"
     resumed = next(x for x in ran(run_dir) if x["what"] == "resumed")
     assert set(resumed["children"].values()) == {"succeeded"} and len(resumed["children"]) == 5
     assert_nothing_left(run_dir)
+
+
+
+def test_a_submit_file_with_suite_or_defaults_tables_fails_its_parent_naming_the_file_and_table(tmp_path):
+    # (they were ignored without a word: the child ran with 1 core, not [defaults]' 2)
+    r, run_dir = run(tmp_path, '''
+[[steps]]
+id = "p"
+protocol = "steps"
+retries = 0
+command = """
+cat > "$FLEET_SUBMIT_DIR/a.toml" <<'END'
+[suite]
+name = "zz"
+[defaults]
+cores = 2
+[[steps]]
+id = "k"
+command = "true"
+END
+exit 3
+"""
+''')
+    assert r.returncode == 1, r.stdout + r.stderr
+    reason = last_exit(run_dir, "p")["reason"]
+    assert last_exit(run_dir, "p")["outcome"] == "failed"
+    submitted = run_dir / "steps" / "p" / ".fleet" / "submit" / "a.toml"
+    assert (f"{submitted}: field 'defaults': children take no [defaults]: put the fields in each step's table"
+            in reason), reason
+    assert f"{submitted}: field 'suite': children take no [suite]" in reason, reason
+    assert not [e for e in events(run_dir) if e["kind"] == "exit" and e["step"] == "p/k"]
+    assert_nothing_left(run_dir)
