@@ -219,12 +219,15 @@ def check_call(v: Any) -> str:
 
 
 def check_command(v: Any) -> tuple[str, ...] | str:
-    """An argv list (a tuple here) or a shell string, not empty, without a NUL."""
+    """An argv list (a tuple here) or a shell string, not empty (nor an argv list's
+    program name), without a NUL."""
     if isinstance(v, str):
         if not v.strip():
             raise ValueError("the command is empty")
         return _no_nul(v, "the command")
     if isinstance(v, list) and v and all(isinstance(x, str) for x in v):
+        if not v[0].strip():  # (it would fail only when run: "Permission denied: ''")
+            raise ValueError(f"command[0], the program to run, is {'empty' if not v[0] else 'blank'}")
         for i, x in enumerate(v):
             _no_nul(x, f"command[{i}]")
         return tuple(v)

@@ -165,6 +165,13 @@ def test_a_default_id_is_an_error():
     assert where(problems_of({"id": "a", "command": "x"}, defaults={"id": "z"})) == {(None, "defaults.id")}
 
 
+@pytest.mark.parametrize("argv,said", [(["", "x"], "empty"), (["  ", "x"], "blank"), ([""], "empty")])
+def test_an_argv_command_with_no_program_name_is_refused_before_it_runs(argv, said):
+    (p,) = problems_of({"id": "a", "command": argv})
+    assert (p.step, p.field) == ("a", "command")
+    assert p.message.endswith(f"command[0], the program to run, is {said}"), p.message
+
+
 def test_an_argv_command_and_a_shell_command_are_both_accepted():
     a, b = parse({"id": "a", "command": ["ls", "-l"]}, {"id": "b", "command": "ls -l | wc"}).steps
     assert a.command == ("ls", "-l")
