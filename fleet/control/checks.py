@@ -85,13 +85,39 @@ def _width_field(s) -> str:
     return "min_cores" if s.min_cores != s.cores else "cores"
 
 
-def missing_on_disk(run_dir: Path, produced_elsewhere: Unparsed = Unparsed(), into: list[Problem] | None = None):
+def inside_run_dir(run_dir: Path) -> Callable[[str], str]:
+    """The graph's `local`: the path an input is matched against outputs by. A relative
+    input is its own; an absolute one that points inside run_dir (as written, or once
+    symbolic links are resolved) is made relative to it, so that it names the file a
+    step's output there is (before 2026-12-06 it was said to be produced by no step)."""
+    bases = tuple(dict.fromkeys(b.rstrip(os.sep) + os.sep for b in (os.path.normpath(run_dir),
+                                                                     os.path.realpath(run_dir))))
+    real_dirs: dict[str, str] = {}  # (many inputs share a directory: it is resolved once)
+
+    def local(inp: str) -> str:
+        p = os.path.normpath(inp)
+        if not os.path.isabs(p):
+            return p
+        head, tail = os.path.split(p)
+        if head not in real_dirs:
+            real_dirs[head] = os.path.realpath(head)
+        for path in (p, os.path.join(real_dirs[head], tail)):
+            for base in bases:
+                if path.startswith(base):
+                    return path[len(base):]
+        return p
+    return local
+
+
+def missing_on_disk(run_dir: Path, produced_elsewhere: Unparsed = Unparsed(), into: list[Problem] | None = None,
+                    local: Callable[[str], str] = os.path.normpath):
     """The graph's `unproduced` hook: an input no step produces must exist under run_dir
     (an absolute input: where it says). One that a step with problems would produce is
-    not looked for: that step's problems are reported already. With `into`, a problem
-    is put there instead of in the graph's list (checked_suite's `scope` narrows them)."""
+    not looked for: that step's problems are reported already (`local`: the path it
+    is matched by, as the graph's). With `into`, a problem is put there instead of in
+    the graph's list (checked_suite's `scope` narrows them)."""
     def check(step: StepSpec, inp: str) -> Problem | None:
-        if os.path.normpath(inp) in produced_elsewhere or (run_dir / inp).exists():
+        if local(inp) in produced_elsewhere or (run_dir / inp).exists():
             return None
         where = "" if os.path.isabs(inp) else f" in {run_dir}"
         problem = Problem(step.source, step.id, "inputs", f"{inp!r} is produced by no step and does not exist{where}")
@@ -133,8 +159,10 @@ def checked_suite(path: str | Path, nodes: list[NodeSpec] | None = None, check_i
     suite = reading.suite
     where = run_dir if run_dir is not None else suite.run_dir
     missing: list[Problem] = []
-    hook = missing_on_disk(where, reading.unparsed_outputs, into=missing if scope else None) if check_inputs else None
-    graph, later = build_graph(suite.steps, known_done=reading.unparsed, unproduced=hook)
+    local = inside_run_dir(where)
+    hook = (missing_on_disk(where, reading.unparsed_outputs, into=missing if scope else None, local=local)
+            if check_inputs else None)
+    graph, later = build_graph(suite.steps, known_done=reading.unparsed, unproduced=hook, local=local)
     later += unparsedgraph.problems(str(suite.path), reading.partial, suite.steps, reading.unparsed)
     if own_run_dir and (problem := run_dir_problem(suite)) is not None:
         later.append(problem)

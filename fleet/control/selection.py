@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fleet.control import markwriter, shard
+from fleet.control.checks import inside_run_dir
 from fleet.core.childsteps import not_a_suite_step, parent_in
 from fleet.core.graph import dependency_on
 from fleet.wire import records
@@ -59,7 +60,7 @@ def select(run_dir: Path, suite, steps: list, deps: dict, foreign: set,
             if d in foreign or records.succeeded_as(markwriter.read_done(run_dir, d), by_id[d]):
                 settled.add(d)
             else:
-                where, why = dependency_on(by_id[sid], by_id[d])
+                where, why = dependency_on(by_id[sid], by_id[d], inside_run_dir(run_dir))
                 problems.append(f"{by_id[sid].source}: step '{sid}': field '{where}': {why}, which is not "
                                 f"selected and has not succeeded in {run_dir} (add it to --only, or use --with-deps)")
     if problems:

@@ -16,7 +16,7 @@ from pathlib import Path
 from fleet.control import declaring, fitscope, journalmarks, leftovers, selection, shard
 from fleet.control.markerscan import read_markers
 from fleet.control import store, tally
-from fleet.control.checks import checked_suite, fit_problems
+from fleet.control.checks import checked_suite, fit_problems, inside_run_dir
 from fleet.core import states as S
 from fleet.core.durations import recorded
 from fleet.core.graph import dependency_on, topological_order
@@ -472,7 +472,7 @@ def _shard(suite, graph, msg: P.Submit, run_dir: Path):
         raise Problems([f"{s.source}: step '{s.id}': field '{where}': {why}, which shard "
                         f"{shard.owner(by_id[d].task, n)}/{n} runs (--no-wait-foreign)"
                         for s in suite.steps if s.id in owned for d in graph.deps[s.id] if d in foreign
-                        for where, why in [dependency_on(s, by_id[d])]])
+                        for where, why in [dependency_on(s, by_id[d], inside_run_dir(run_dir))]])
     shard.check(run_dir, n, msg.new_generation)
     steps = [s for s in suite.steps if s.id in owned or s.id in foreign]
     deps = {s.id: (() if s.id in foreign else graph.deps[s.id]) for s in steps}

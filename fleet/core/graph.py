@@ -39,15 +39,16 @@ def _norm(p: str) -> str:
     return os.path.normpath(p)  # string arithmetic only: "./x" and "x" are one file
 
 
-def dependency_on(step: StepSpec, dep: StepSpec) -> tuple[str, str]:
+def dependency_on(step: StepSpec, dep: StepSpec, local: Callable[[str], str] = _norm) -> tuple[str, str]:
     """Why `step` depends on `dep`, for a message naming the field it comes from:
     ("deps", "depends on 'b'") when its deps name it, else ("inputs", "'x' is an output
-    of 'b'") for the first of its inputs that dep produces. Each phrase ends with the
-    dependency's id, so that a message can go on about it ("..., which ...")."""
+    of 'b'") for the first of its inputs that dep produces (`local`: as build_graph's).
+    Each phrase ends with the dependency's id, so that a message can go on about it
+    ("..., which ...")."""
     if dep.id in step.deps:
         return "deps", f"depends on '{dep.id}'"
     made = {_norm(o) for o in dep.outputs}
-    read = next((i for i in step.inputs if _norm(i) in made), None)
+    read = next((i for i in step.inputs if local(i) in made), None)
     if read is None:  # (not a dependency of step at all: said plainly)
         return "deps", f"depends on '{dep.id}'"
     return "inputs", f"{read!r} is an output of '{dep.id}'"
@@ -55,7 +56,7 @@ def dependency_on(step: StepSpec, dep: StepSpec) -> tuple[str, str]:
 
 def build_graph(steps: tuple[StepSpec, ...] | list[StepSpec], *, known_done: Container[str] = frozenset(),
                 unproduced: Callable[[StepSpec, str], Problem | None] | None = None,
-                ) -> tuple[Graph, list[Problem]]:
+                local: Callable[[str], str] = _norm) -> tuple[Graph, list[Problem]]:
     """Build the graph and list every problem: a step's directory or workdir on another
     step's log file (fleet.core.steppaths), unknown deps, two producers of one output,
     and cycles (each naming every step on it). A dep on an id in `known_done`
@@ -63,7 +64,9 @@ def build_graph(steps: tuple[StepSpec, ...] | list[StepSpec], *, known_done: Con
 
     `unproduced(step, input)` is asked about each input no step produces and returns
     the problem with it, if any (the caller looks on disk); its problems take their
-    place among the step's own, so the list reads in setup order.
+    place among the step's own, so the list reads in setup order. `local(input)` is the
+    path an input is matched against the outputs by (relative to the run directory; the
+    caller knows where an absolute one points: fleet.control.checks.inside_run_dir).
     """
     steps = tuple(steps)
     problems: list[Problem] = []
@@ -88,7 +91,7 @@ def build_graph(steps: tuple[StepSpec, ...] | list[StepSpec], *, known_done: Con
             if d not in ids and d not in known_done:
                 problems.append(Problem(s.source, s.id, "deps", f"'{d}' names no step"))
         for inp in s.inputs:
-            p = producer.get(_norm(inp))
+            p = producer.get(local(inp))
             if p is not None:
                 if p not in ds:
                     ds.append(p)
