@@ -38,7 +38,7 @@ from pathlib import Path
 import msgpack
 
 from fleet.control import foreground, importdir, journal, launching, store
-from fleet.core import states as S
+from fleet.core import attempts, states as S
 from fleet.core.childsteps import not_a_suite_step, parent_in
 from fleet.core.oneline import one_line
 from fleet.core.decisions import NodeJoined, Start, Submitted, Unrunnable, Wait
@@ -227,7 +227,7 @@ def record(run_dir: Path, spec, deps, fid: str, ran: Ran) -> None:
     store.record_attempt(run_dir, spec.id, fid, 1, {
         "outcome": ran.outcome, "node": NODE, "reason": ran.reason, "work_s": work_s,
         "started_at": ran.work_start, "ended_at": ran.work_end, "spec": records.spec_hash(spec),
-        "rerun": rerun, "submission": None})
+        "rerun": rerun, "submission": None, "by": attempts.BY_FLEET_STEP})  # (no log: a stopped step says so)
     # Its outcome in a sealed journal of its own first: a fleet alone in the run directory
     # takes markers from the journals (fleet.control.journalmarks), and learns of this one so.
     header = {"fleet": fid, "host": socket.gethostname(), "pid": os.getpid(), "shared": False}

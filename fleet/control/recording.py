@@ -206,8 +206,9 @@ class Recorder:
             n = tally.count(key, spec)
             if gen > 1 and d.attempt == 1:  # a new generation counts from here
                 self.base[d.step] = n
-            if n - self.base.get(d.step, 0) >= limit:
-                return store.Claim(store.Claim.STOPPED, attempts.stopped(n - self.base.get(d.step, 0), limit))
+            if (counted := n - self.base.get(d.step, 0)) >= limit:
+                mine = min(counted, tally.count(key, spec, by_fleet_step=True))  # (its reason says where they came from)
+                return store.Claim(store.Claim.STOPPED, attempts.stopped(counted, limit, mine))
         if self.taken_back and self.taken_back.pop(d.step, None) == d.attempt:
             return _OURS  # (journaled when it was first handed to a node)
         h = records.spec_hash(spec)

@@ -385,7 +385,8 @@ def _ours(run_dir: Path, spec: StepSpec, fleet: str, attempt: int, generation: i
         n = tally.on_disk(d, spec) if n is None else n
         if n - base >= max_attempts:
             release(run_dir, spec.id, fleet, keep_later=False)
-            return Claim(Claim.STOPPED, attempts.stopped(n - base, max_attempts))
+            mine = min(n - base, tally.on_disk(d, spec, by_fleet_step=True))  # (its reason says where they came from)
+            return Claim(Claim.STOPPED, attempts.stopped(n - base, max_attempts, mine))
     _flight.setdefault(d, []).append(_Attempt(next(_order), attempt, generation, spec_hash(spec),
                                               _deps.get(d, spec.deps)))
     return Claim(Claim.OURS, adopted=adopted)

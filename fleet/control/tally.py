@@ -123,8 +123,9 @@ def reset(d: str, t: float) -> None:
     _unread.discard(d)
 
 
-def count(d: str, spec) -> int:
-    """The attempts of the step's definition `spec` that count toward the limit."""
+def count(d: str, spec, by_fleet_step: bool = False) -> int:
+    """The attempts of the step's definition `spec` that count toward the limit (with
+    `by_fleet_step`: those of them `fleet step --record` recorded)."""
     if not (_journal or _files or _unread):
         return 0
     if d in _unread:
@@ -135,12 +136,16 @@ def count(d: str, spec) -> int:
     if j is NONE and f is None:
         return 0
     h = records.spec_hash(spec)
-    return j.count(h) + (f.after(j.cut).count(h) if f is not None else 0)
+    return _of(j, h, by_fleet_step) + (_of(f.after(j.cut), h, by_fleet_step) if f is not None else 0)
 
 
-def on_disk(d: str, spec) -> int:
+def on_disk(d: str, spec, by_fleet_step: bool = False) -> int:
     """count() with the step's attempt files read now (it is claimed per step: this
     fleet writes its attempts there, and may have since it was submitted)."""
     h = records.spec_hash(spec)
     j = _journal.get(d, NONE)
-    return j.count(h) + read(d).after(j.cut).count(h)
+    return _of(j, h, by_fleet_step) + _of(read(d).after(j.cut), h, by_fleet_step)
+
+
+def _of(t: Tally, h: str, by_fleet_step: bool) -> int:
+    return t.by_fleet_step(h) if by_fleet_step else t.count(h)

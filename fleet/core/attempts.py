@@ -15,7 +15,9 @@ forever). So it counts only attempts that could be that same stuck step:
 Attempts that went on (a next stage, a wait for children, a restart) are recorded
 again when they end and count then. The count is kept per step as a Tally: the time it
 starts again from (`cut`) and the (ended_at, spec) of each attempt since that ended
-without success; a step whose count is nothing needs no tally.
+without success; a step whose count is nothing needs no tally. An attempt `fleet step
+--record` wrote says so in its record ("by": BY_FLEET_STEP), and a step stopped is told
+how many of its attempts came from there: they have no log in the run directory.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from fleet.core import states as S
 
 GOES_ON = frozenset({S.WAIT, S.NEXT, S.RESTART})  # exits of an attempt that runs on: not attempts (yet)
 NO_CUT = float("-inf")  # nothing to start again from: every attempt counts
+BY_FLEET_STEP = "fleet step"  # an attempt record's "by": written by `fleet step --record` (fleet.control.onestep)
 
 
 @dataclass(frozen=True)
@@ -34,15 +37,20 @@ class Tally:
     """A step's attempts that count toward the limit, by definition (see the module's docstring)."""
 
     cut: float = NO_CUT   # the count starts again after this (wall clock): a success or a reset
-    ended: tuple = ()     # (ended_at, spec) of each attempt since the cut that ended without success
+    # (ended_at, spec, by fleet step) of each attempt since the cut that ended without success
+    ended: tuple = ()
 
     def count(self, spec: str) -> int:
         """The attempts of definition `spec` that count."""
-        return sum(1 for _, s in self.ended if s == spec)
+        return sum(1 for e in self.ended if e[1] == spec)
 
-    def failed(self, ended_at: float, spec: str | None) -> Tally:
+    def by_fleet_step(self, spec: str) -> int:
+        """How many of them `fleet step --record` recorded."""
+        return sum(1 for e in self.ended if e[1] == spec and e[2])
+
+    def failed(self, ended_at: float, spec: str | None, by_fleet_step: bool = False) -> Tally:
         """One more attempt ended without success (a record naming no definition counts for none)."""
-        return self if spec is None else Tally(self.cut, (*self.ended, (ended_at, spec)))
+        return self if spec is None else Tally(self.cut, (*self.ended, (ended_at, spec, by_fleet_step)))
 
     def after(self, cut: float) -> Tally:
         """The count started again at `cut` (if later than this one's)."""
@@ -79,11 +87,14 @@ def tally(recs: Iterable[dict], reset: float = NO_CUT) -> Tally:
         if outcome == S.SUCCEEDED:
             cut = max(cut, t)
         elif rec.get("spec") is not None:
-            failed.append((t, rec["spec"]))
+            failed.append((t, rec["spec"], rec.get("by") == BY_FLEET_STEP))
     return Tally(cut, tuple(e for e in failed if e[0] > cut))
 
 
-def stopped(n: int, limit: int) -> str:
-    """Why a step is stopped, and how to go on."""
-    return (f"{n} attempts of this definition recorded without success (limit {limit}): change the step, "
-            f"rerun it with --force, or raise --max-attempts (0: no limit)")
+def stopped(n: int, limit: int, by_fleet_step: int = 0) -> str:
+    """Why a step is stopped, and how to go on; how many of the attempts `fleet step
+    --record` recorded, if any (before 2026-12-06 not said, and "1 attempts")."""
+    by = ("" if not by_fleet_step else "by fleet step --record; " if by_fleet_step == n
+          else f"{by_fleet_step} by fleet step --record; ")
+    return (f"{n} attempt{'' if n == 1 else 's'} of this definition recorded without success ({by}limit {limit}): "
+            "change the step, rerun it with --force, or raise --max-attempts (0: no limit)")

@@ -70,7 +70,7 @@ def build(records: list, now: float | None = None, *, session: int = -1, run_dir
         startup=figures.startup([x.startup_s for x in finished if x.startup_s is not None]),
         speedup=(work / wall) if wall > 0 else None,
         floor_s=floor_s, floor_path=floor_path, floor_with_startup_s=floor_ws, utilization=util,
-        nodes=nodes, steps=steps, counts=figures.counts(steps), problems=figures.problems(steps, t0),
+        nodes=nodes, steps=steps, counts=figures.counts(steps), problems=figures.problems(steps, t0, run_dir),
         waits=waits.totals(steps), stretches=stretches(nodes, steps, t0, t_end, top),
         fleet_up_s=(g.fleet_up_t - g.starting_t) if g.fleet_up_t is not None and g.starting_t is not None else None,
         capacity_floor_s=work_core / (cap / wall) if cap > 0 and wall > 0 else 0.0,

@@ -4,6 +4,7 @@ utilization per node and overall, the outcome counts and the problems."""
 from __future__ import annotations
 
 import math
+import os
 
 from fleet.core import states as S
 from fleet.core.graph import critical_path
@@ -151,11 +152,14 @@ def counts(steps: dict[str, Step]) -> dict[str, int]:
     return out
 
 
-def problems(steps: dict[str, Step], t0: float) -> list[dict]:
+def problems(steps: dict[str, Step], t0: float, run_dir: str = "") -> list[dict]:
     """Every step that ended badly (or never ran) and every attempt that failed before
     another one (or that is to run again), in time order. `retried` only where the
     fleet retried it (its `retries`); one run again by a later submission, or by
-    another fleet, says so (`again`)."""
+    another fleet, says so (`again`). A step's `log` where an attempt ran on a node; for
+    one stopped unrun (--max-attempts) only if it exists in `run_dir` (when given): the
+    attempts `fleet step --record` ran wrote none (their output went to a terminal)."""
+    has_log = (lambda step: os.path.exists(os.path.join(run_dir, log_of(step)))) if run_dir else (lambda step: True)
     out = []
     for s in steps.values():
         atts = s.attempts
@@ -175,6 +179,6 @@ def problems(steps: dict[str, Step], t0: float) -> list[dict]:
             out.append(dict(step=s.id, outcome=s.outcome, attempt=a.attempt if ran else None,
                             node=a.node if ran else None,
                             t=r6(s.end - t0) if s.end is not None else None, reason=s.reason, retried=False,
-                            **({"log": log_of(s.id)} if ran else {})))
+                            **({"log": log_of(s.id)} if ran and (a.node is not None or has_log(s.id)) else {})))
     out.sort(key=lambda p: (p["t"] is None, p["t"] or 0.0, p["outcome"] == S.BLOCKED, p["step"]))
     return out

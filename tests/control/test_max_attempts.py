@@ -176,3 +176,20 @@ def test_a_step_that_takes_its_fleet_down_is_stopped_after_the_limit_and_runs_ag
     succeeds(run(tmp_path, *HB))
     assert runs(tmp_path) == 3
     assert_nothing_left(tmp_path / "run")
+
+
+def test_a_step_stopped_by_an_attempt_fleet_step_recorded_says_so_and_its_report_names_no_log(tmp_path):
+    # (the report said "(log: steps/f/log)", a file fleet step never writes, and "1 attempts")
+    suite(tmp_path, "exit 7")
+    r = fleet("step", str(tmp_path / "s.toml"), "f", "--record", cwd=tmp_path, timeout=90)
+    assert r.returncode == 7, r.stdout + r.stderr
+    r = fleet("run", str(tmp_path / "s.toml"), "--max-attempts", "1", cwd=tmp_path, timeout=90)
+    assert r.returncode == 1 and runs(tmp_path) == 1, r.stdout + r.stderr
+    said = "1 attempt of this definition recorded without success (by fleet step --record; limit 1)"
+    assert f"stopped    f: {said}" in r.stdout, r.stdout
+    report = fleet("report", str(tmp_path / "run"), cwd=tmp_path, timeout=60)
+    assert report.returncode == 0, report.stdout + report.stderr
+    (line,) = [x for x in report.stdout.splitlines() if x.strip().startswith("stopped    f:")]
+    assert said in line and "log:" not in line, report.stdout
+    assert not (tmp_path / "run" / "steps" / "f" / "log").exists()
+    assert_nothing_left(tmp_path / "run")

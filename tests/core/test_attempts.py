@@ -53,3 +53,14 @@ def test_the_stopped_reason_says_what_counted_and_how_to_go_on():
     why = A.stopped(5, 5)
     assert why.startswith("5 attempts of this definition recorded without success (limit 5)")
     assert "change the step" in why and "--force" in why and "--max-attempts (0: no limit)" in why
+
+
+def test_the_stopped_reason_counts_one_attempt_in_the_singular_and_says_which_fleet_step_recorded():
+    recs = [rec("failed", 1), {**rec("failed", 2), "by": A.BY_FLEET_STEP}]
+    t = A.tally(recs)
+    assert (t.count("A"), t.by_fleet_step("A"), t.failed(3, "A").by_fleet_step("A")) == (2, 1, 1)
+    assert A.stopped(1, 1, 1).startswith(
+        "1 attempt of this definition recorded without success (by fleet step --record; limit 1): change the step")
+    assert A.stopped(2, 2, 1).startswith(
+        "2 attempts of this definition recorded without success (1 by fleet step --record; limit 2)")
+    assert A.stopped(1, 1).startswith("1 attempt of this definition recorded without success (limit 1)")
