@@ -40,9 +40,9 @@ def _given(path: Path):
     and said not to answer after 10 s). The file is the user's: it is left alone."""
     import socket
     from fleet.wire import connection as _conn
-    from fleet.control.client import _alive
+    from fleet.control import identity
     conn = _conn.read(path)
-    if conn.host == socket.gethostname() and not _alive(conn.pid):
+    if conn.host == socket.gethostname() and identity.gone(conn.pid, conn.run_dir, conn.started):
         raise click.ClickException(f"the fleet of {path} is down: its coordinator, pid {conn.pid} on this host, "
                                    f"is gone (a copy of {conn.run_dir}'s connection file, from before its fleet "
                                    f"went down?)")

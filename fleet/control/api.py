@@ -164,7 +164,10 @@ class Fleet:
     def alive(self) -> bool:
         """Whether the coordinator may still answer (provably gone only on its own host)."""
         import socket
-        return self.conn.host != socket.gethostname() or C._alive(self.conn.pid)
+
+        from fleet.control import identity
+        return self.conn.host != socket.gethostname() or not identity.gone(self.conn.pid, self.conn.run_dir,
+                                                                            self.conn.started)
 
     def wait(self, submission: Submission | int, timeout: float | None = None,
              on_progress: Callable[[Update], None] | None = None) -> dict[str, str]:

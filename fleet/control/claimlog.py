@@ -229,7 +229,8 @@ class ClaimLog:
         cur = self.lease._read()
         if cur is not None and cur[0]:
             rec, age = cur
-            if not _dead(rec) and age < self.lease.stale_after and not self.lease.jobwatch.of(rec):
+            if not _dead(rec, self.lease.root.parent) and age < self.lease.stale_after \
+                    and not self.lease.jobwatch.of(rec):
                 live.add(str(rec.get("fleet")))
             elif rec.get("fleet") != self.fleet_id:
                 # (it holds the lease still: it died, about when it last refreshed it)

@@ -9,118 +9,16 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
-import zmq
-
-from fleet.control.reach import unreachable
+from fleet.control import identity
+from fleet.control.channel import ANSWER_LIMIT, Client, FleetError, NoAnswer  # noqa: F401 (callers import them from here)
 from fleet.control.startlog import preload_refusals, signame, size, tail
 from fleet.control.dirlimits import FULL_EXIT, full_disk, room, run_dir_too_long, shown
 from fleet.site import jobstate
+from fleet.control.takedown import down
 from fleet.wire import connection, interpreter
-from fleet.wire import messages as P
-from fleet.wire import security
-
-
-class FleetError(RuntimeError):
-    pass
-
-
-class NoAnswer(FleetError):
-    """The coordinator did not answer in time (not: it answered with an error)."""
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie child of ours still answers kill(0); it is not alive.
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return True
-
-
-# An answer comes from the coordinator this client authenticated (CURVE), so it is not
-# held to the 1 MiB bound of what the coordinator takes in: a status answer of a
-# coordinator from before fleet.control.nodestatus listed every node, ~130 bytes each
-# (10,000 nodes: ~1.3 MB); now it is bounded and the node table comes in pages.
-ANSWER_LIMIT = 256 << 20
-
-
-class Client:
-    """A request/reply channel to one coordinator. Answers come in the order asked, on
-    one socket: a question and its answer hold `lock` (threads may share a client)."""
-
-    def __init__(self, conn: connection.Connection, endpoint: str | None = None):
-        self.conn = conn
-        self.endpoint = endpoint or conn.client
-        self.ctx = zmq.Context.instance()
-        self.lock = threading.RLock()
-        self.broken, self.via_hint = None, ""  # (fleet status: its --ssh tunnel's closed, what to check of --via)
-        self._connect()
-
-    def reset(self) -> None:
-        """A new socket: an answer still owed on the old one is never taken for the next."""
-        self.sock.close(0)
-        self._connect()
-
-    def _connect(self) -> None:
-        self.sock = self.ctx.socket(zmq.DEALER)
-        self.sock.setsockopt(zmq.LINGER, 0)
-        try:
-            if self.conn.server_key:
-                security.connect_as(self.sock, self.conn.server_key, self.conn.client_public, self.conn.client_secret)
-            self.sock.connect(self.endpoint)
-        except (zmq.ZMQError, TypeError, ValueError) as e:  # (a hand-made file, or --via: not a traceback)
-            self.sock.close(0)
-            raise FleetError(f"cannot connect to the coordinator at {self.endpoint!r}: {e}") from None
-
-    def ask(self, msg, timeout: float = 10.0):
-        """Send one request and return its reply; FleetError on silence or an error reply."""
-        with self.lock:
-            if self.sock.closed:  # (close(), or a Fleet's down(): pyzmq's own error says only "not a socket")
-                raise FleetError(f"this client's connection to the coordinator at {self.endpoint} is closed")
-            self.sock.send(P.encode(msg))
-            if not self._answered(timeout):
-                self.reset()  # (a late answer must not be taken for the answer to the next question)
-                broken = self.broken() if self.broken else ""
-                if broken:
-                    raise FleetError(broken)
-                raise NoAnswer(f"the coordinator at {self.endpoint} did not answer within {timeout:.0f} s"
-                               f"{self._where()}")
-            reply = P.decode(self.sock.recv(), limit=ANSWER_LIMIT)
-        if isinstance(reply, P.Error):
-            raise FleetError(reply.reason)
-        return reply
-
-    def _answered(self, timeout: float) -> bool:
-        """An answer came within `timeout` (or, with `broken` set, before it said why none can)."""
-        if self.broken is None:
-            return bool(self.sock.poll(int(timeout * 1000)))
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.sock.poll(int(min(0.2, max(0.0, deadline - time.monotonic())) * 1000)):
-                return True
-            if self.broken():
-                return False
-        return False
-
-    def _where(self) -> str:
-        """Where the coordinator runs, if not here and asked at its own address: the likely why."""
-        if self.endpoint != self.conn.client:
-            return self.via_hint
-        return "" if self.conn.host in ("", socket.gethostname()) else unreachable(self.conn)
-
-    def close(self) -> None:
-        with self.lock:
-            self.sock.close(0)
 
 
 class ExposedFile(FleetError):
@@ -131,7 +29,8 @@ def live(run_dir: Path, embedded: bool = True,
          exposed: list[tuple[Path, str]] | None = None) -> list[tuple[Path, connection.Connection]]:
     """The live fleets of run_dir, each as (connection file, connection): the one `fleet
     up` started (fleet.json) first, then (with embedded) those that `fleet run`s embed
-    there, newest first. A stale connection file is removed: of this host, its pid gone;
+    there, newest first. A stale connection file is removed: of this host, its pid no
+    coordinator of that run directory (gone, or used again since: fleet.control.identity);
     of another host, its batch job ended (fleet.site.jobstate: asked only from a job of
     the same Slurm cluster). A file others can read or write is refused (ExposedFile); with
     `exposed` given, it is noted there as (path, why) and skipped instead (`fleet down`)."""
@@ -165,8 +64,8 @@ def live(run_dir: Path, embedded: bool = True,
                              f"cannot read it either)") from None
         except OSError:
             continue  # removed by its fleet between the look and the read
-        if conn.host == socket.gethostname() and not _alive(conn.pid):
-            path.unlink(missing_ok=True)
+        if conn.host == socket.gethostname() and identity.gone(conn.pid, conn.run_dir, conn.started):
+            path.unlink(missing_ok=True)  # (its coordinator is gone; its pid may be another process's since)
             continue
         if jobstate.ended_elsewhere(conn.host, conn.job, conn.cluster):  # nothing of that job runs any more
             print(f"fleet: removed {path}: its fleet's coordinator (pid {conn.pid} on {conn.host}) ran in {conn.job}, "
@@ -385,95 +284,6 @@ def stop_started(proc: subprocess.Popen, timeout: float = STOP_S) -> None:
             return
         except subprocess.TimeoutExpired:
             continue
-
-
-def down(run_dir: Path, pid: int | None = None, timeout: float = 20.0,
-         name: str = connection.NAME) -> bool:
-    """Stop the fleet in run_dir whose connection file is `name`: ask, then insist.
-    True if one was running. A coordinator of another host (a run directory on a
-    shared file system, `fleet down` from a login node) is only asked: its pid means
-    nothing here, so nothing here is signalled; FleetError if it does not stop."""
-    run_dir = Path(run_dir).resolve()
-    conn = None
-    path = run_dir / name
-    if path.exists():
-        try:
-            conn = connection.read(path)
-        except connection.ConnectionError_ as e:
-            raise FleetError(str(e)) from None
-        if conn.host == socket.gethostname() and not _alive(conn.pid):
-            path.unlink(missing_ok=True)
-            conn = None
-    answered = False
-    if conn is not None:
-        pid = conn.pid
-        c = Client(conn)
-        try:
-            reply = c.ask(P.Down(), timeout=5.0)
-            answered = True
-            if isinstance(reply, P.Stopping):
-                # Its steps may take their grace to stop, and its agents a little more
-                # (fleet.control.coordinator's teardown): only then insist.
-                timeout = max(timeout, 2 * (reply.grace + 12.0))
-        except FleetError:
-            pass
-        finally:
-            c.close()
-        if conn.host != socket.gethostname():
-            return _gone_elsewhere(path, conn, answered, timeout)
-    if pid is None:
-        return False
-    deadline = time.monotonic() + timeout
-    sent_term = False
-    while _alive(pid):
-        if not sent_term and (time.monotonic() > deadline - timeout / 2 or (not answered and _stopped(pid))):
-            _kill(pid, signal.SIGTERM)
-            _kill(pid, signal.SIGCONT)  # a stopped coordinator (SIGSTOP, Ctrl-Z) handles its SIGTERM then
-            sent_term = True
-        if time.monotonic() > deadline:
-            _kill(pid, signal.SIGKILL)
-            break
-        time.sleep(0.02)
-    return True
-
-
-def _stopped(pid: int) -> bool:
-    """The process is stopped (SIGSTOP, SIGTSTP: state T), so it cannot answer."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
-    except OSError:
-        return False
-
-
-def _gone_elsewhere(path: Path, conn: connection.Connection, answered: bool, timeout: float) -> bool:
-    """Wait for a coordinator of another host that was asked to stop to remove its
-    connection file (its teardown's last step). One that did not answer, of a Slurm job
-    that has ended (fleet.site.jobstate), is gone: its file is removed. FleetError if it
-    did not answer otherwise, or did not stop."""
-    where = f"its coordinator runs on {conn.host} (pid {conn.pid})"
-    if not answered and jobstate.ended_elsewhere(conn.host, conn.job, conn.cluster, outside=True):
-        print(f"fleet: removed {path}: its fleet's coordinator (pid {conn.pid} on {conn.host}) ran in {conn.job}, "
-              f"which has ended", file=sys.stderr)
-        path.unlink(missing_ok=True)
-        return True
-    if not answered:
-        raise FleetError(f"the fleet in {path.parent} did not answer: {where}, and only `fleet down` there can "
-                         f"stop it for sure (ssh {conn.host} fleet down --run-dir {path.parent})")
-    deadline = time.monotonic() + timeout
-    while path.exists():
-        if time.monotonic() > deadline:
-            raise FleetError(f"the fleet in {path.parent} said it was stopping but is still up after {timeout:g} s: "
-                             f"{where}; run `fleet down` there (ssh {conn.host} fleet down --run-dir {path.parent})")
-        time.sleep(0.1)
-    return True
-
-
-def _kill(pid: int, sig: int) -> None:
-    try:
-        os.kill(pid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def _not_up(run_dir: Path, proc: subprocess.Popen, offset: int) -> FleetError:

@@ -49,17 +49,19 @@ import socket
 import time
 from pathlib import Path
 
-from fleet.control import store
+from fleet.control import identity, store
 from fleet.control.jobwatch import JobWatch
 from fleet.site import jobstate
 from fleet.wire.connection import this_cluster, this_job
 from fleet.wire.records import holder_dead, zombie
 
 
-def _dead(rec: dict) -> bool:
+def _dead(rec: dict, run_dir: Path) -> bool:
     """A lease holder or registered fleet provably gone: no such process on this host,
-    or a zombie (unlike a claim's holder: a coordinator that exited holds nothing)."""
-    return holder_dead(rec) or zombie(rec)
+    a zombie (unlike a claim's holder: a coordinator that exited holds nothing), or a
+    process that got its pid since (fleet.control.identity: before 2026-12-06 such a
+    lease was waited for until --stale-after)."""
+    return holder_dead(rec) or zombie(rec) or identity.gone_here(rec, run_dir, rec.get("at"))
 
 LOOK_S = 1.0  # how often a lease holder looks for fleets that want to share (one listing)
 JOB_LOOK_S = 10.0  # how often a waiting fleet asks the batch system whether the holder's job ended
@@ -147,7 +149,8 @@ class Lease:
         """The lease's holder is provably dead (here, its pid; elsewhere, its batch job
         ended), or it was not refreshed for stale_after (an empty lease for seconds: its
         holder died while writing it)."""
-        return (not rec and age > 5.0) or bool(rec and (_dead(rec) or age >= self.stale_after or self._job_ended(rec)))
+        return (not rec and age > 5.0) or bool(rec and (_dead(rec, self.root.parent) or age >= self.stale_after
+                                                        or self._job_ended(rec)))
 
     @staticmethod
     def _asks_job(rec: dict) -> bool:
@@ -171,7 +174,7 @@ class Lease:
         took it (see the module's docstring)."""
         gen = int(rec.get("generation", 1))
         adopt = self.root / f"lease.adopt.{gen}.{rec.get('fleet') or 'unnamed'}"
-        dead = _dead(rec)
+        dead = _dead(rec, self.root.parent)
         ended = not dead and age < self.stale_after and self._job_ended(rec)
         if not store._write_new(adopt, {**self.me, "at": time.time(), "from": rec, "stale_s": age, "dead": dead}):
             return False
@@ -251,7 +254,7 @@ class Lease:
                 rec, age = json.loads(p.read_text()), time.time() - p.stat().st_mtime
             except (OSError, ValueError):
                 continue  # being written (or gone)
-            if _dead(rec) or age >= self.stale_after or self.jobwatch.of(rec):
+            if _dead(rec, self.root.parent) or age >= self.stale_after or self.jobwatch.of(rec):
                 self.died[str(rec.get("fleet"))] = {**rec, "refreshed": time.time() - age}
                 try:
                     p.unlink()

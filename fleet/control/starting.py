@@ -16,6 +16,8 @@ from pathlib import Path
 
 import psutil
 
+from fleet.control import identity
+
 STOP_S = 30.0  # a coordinator stopped before it was up: its teardown, before SIGKILL
 
 
@@ -83,20 +85,6 @@ def _read(path: Path) -> dict:
     return rec if isinstance(rec, dict) else {}
 
 
-def _coordinator_of(pid: int, run_dir: Path) -> bool:
-    """pid is a live coordinator of run_dir (not a zombie, nor a pid used again since)."""
-    try:
-        p = psutil.Process(pid)
-        argv = p.cmdline()
-        if p.status() == psutil.STATUS_ZOMBIE:
-            return False
-    except (psutil.Error, ValueError):
-        return False
-    if "fleet.control.coordinator" not in argv or "--run-dir" not in argv[:-1]:
-        return False
-    return Path(argv[argv.index("--run-dir") + 1]).resolve() == run_dir
-
-
 def coordinators(run_dir: Path, known: set[int] = frozenset()) -> list[Starting]:
     """The coordinators of run_dir on this host that hold its lease or registered to
     share it, but none of `known` (those a connection file names)."""
@@ -116,7 +104,7 @@ def coordinators(run_dir: Path, known: set[int] = frozenset()) -> list[Starting]
         if rec.get("host") != here or not isinstance(pid, int) or pid in seen:
             continue
         seen.add(pid)
-        if _coordinator_of(pid, run_dir):
+        if identity.coordinator(pid, run_dir) is not None:
             out.append(Starting(pid, holds, lease))
     return out
 

@@ -1,0 +1,82 @@
+"""A coordinator killed with SIGKILL leaves its fleet.json and its lease behind, and its
+pid may go to any process since: that process is not the fleet. `fleet status`, `fleet
+down` and `fleet up` take the files as stale, signal nothing, and a new fleet comes up
+(fleet.control.identity). Real fleets, real processes; the pid used again is simulated
+by writing a bystander's pid into the files, as the kernel would have handed it out."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from fleetharness import assert_nothing_left, fleet
+
+from fleet.control import identity
+
+
+def _killed_fleet(tmp_path: Path) -> tuple[Path, dict]:
+    """A fleet up, its coordinator killed with -9 (its agents end with it): the run
+    directory and the connection file it left."""
+    run_dir = tmp_path / "run"
+    fleet("up", "--run-dir", str(run_dir), "--nodes", "2", cwd=tmp_path, check=True, timeout=90)
+    conn = json.loads((run_dir / "fleet.json").read_text())
+    os.kill(conn["pid"], signal.SIGKILL)
+    assert_nothing_left(run_dir)
+    return run_dir, conn
+
+
+def _name(run_dir: Path, conn: dict, pid: int) -> None:
+    """fleet.json (written again, 0600) and the lease name pid."""
+    path = run_dir / "fleet.json"
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump({**conn, "pid": pid}, f)
+    lease = run_dir / ".fleet" / "lease"
+    lease.write_text(json.dumps({**json.loads(lease.read_text()), "pid": pid}))
+
+
+def test_a_process_that_got_a_dead_coordinators_pid_is_left_alone_and_a_new_fleet_comes_up(tmp_path):
+    run_dir, conn = _killed_fleet(tmp_path)
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True)
+    try:
+        _name(run_dir, conn, bystander.pid)
+        st = fleet("status", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
+        assert st.returncode == 1 and f"no fleet is up in {run_dir}" in st.stderr, st.stderr
+        assert "did not answer" not in st.stderr and not (run_dir / "fleet.json").exists(), st.stderr
+        _name(run_dir, conn, bystander.pid)
+        r = fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
+        assert r.returncode == 0 and f"no fleet was up in {run_dir}" in r.stdout, r.stdout + r.stderr
+        assert bystander.poll() is None and psutil.Process(bystander.pid).status() != psutil.STATUS_STOPPED
+        assert not (run_dir / "fleet.json").exists()
+        # The lease still names the bystander: the new fleet takes it over at once (not
+        # after --stale-after), the bystander untouched.
+        _name(run_dir, conn, bystander.pid)
+        up = fleet("up", "--run-dir", str(run_dir), "--nodes", "1", cwd=tmp_path, timeout=90)
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert "its holder is gone" in (run_dir / "coordinator.log").read_text()
+        assert bystander.poll() is None
+        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, check=True, timeout=60)
+        assert bystander.poll() is None
+    finally:
+        bystander.kill()
+        bystander.wait(timeout=10)
+        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
+    assert_nothing_left(run_dir)
+
+
+def test_a_process_older_than_the_record_is_not_taken_for_gone_nor_signalled_as_its_coordinator(tmp_path):
+    # This process stands in for one the command line cannot tell (a coordinator started
+    # some other way): only a process started after the record was written got its pid since.
+    here = os.getpid()
+    assert not identity.gone(here, tmp_path, time.time())
+    assert identity.coordinator(here, tmp_path) is None  # but never signalled as the coordinator
+    assert identity.gone(here, tmp_path, psutil.Process().create_time() - 60)
+    assert identity.gone(2 ** 22 + 7, tmp_path, time.time())  # no such process (beyond pid_max)
