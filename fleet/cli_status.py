@@ -26,12 +26,36 @@ def status_connection(run_dir: Path, conn_file, login, ssh_option, as_json):
     except (_conn.ConnectionError_, TunnelError, FleetError) as e:
         raise click.ClickException(str(e))
     if not fleets:
-        raise click.ClickException(f"no fleet is up in {run_dir.resolve()}")
+        _none_up(run_dir.resolve(), as_json)
     if len(fleets) > 1 and not as_json:
         others = ", ".join(str(c.pid) for _, c in fleets[1:])
         click.echo(f"fleet: {len(fleets)} fleets are up in {run_dir.resolve()}; showing coordinator pid "
                    f"{fleets[0][1].pid} (the others: pid {others})", err=True)
     return fleets[0][1], fleets[0][0]
+
+
+def _none_up(run_dir: Path, as_json: bool) -> None:
+    """No fleet that answers is up in run_dir: say so (exit 1), or, if a coordinator of
+    this host has no connection file yet, what it is doing (before 2026-12-06: "no fleet
+    is up" while one came up). With --json one object: {"error": ..., "coming_up": ...}."""
+    from fleet.control import starting
+    early = starting.coordinators(run_dir)
+    if not early:
+        raise click.ClickException(f"no fleet is up in {run_dir}")
+    s = early[0]
+    if starting.recorded_up(run_dir, s.pid):
+        state, said = "up", (f"the fleet up in {run_dir} (coordinator pid {s.pid}) has no connection file fleet "
+                             f"status can use (removed?); fleet down --run-dir {run_dir} stops it")
+    elif s.holds or s.lease.get("shared"):
+        state, said = "coming up", (f"a fleet is coming up in {run_dir} (coordinator pid {s.pid}; waiting for its "
+                                    f"agents): fleet status answers once it is up")
+    else:
+        state, said = "waiting", (f"a fleet is waiting for the lease on {run_dir} (coordinator pid {s.pid}; held "
+                                  f"by pid {s.lease.get('pid')} on host {s.lease.get('host')})")
+    if as_json:
+        click.echo(json.dumps({"error": said, "coming_up": {"pid": s.pid, "state": state}}))
+    click.echo(f"Error: {said}", err=True)
+    sys.exit(1)
 
 
 def _given(path: Path):

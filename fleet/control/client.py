@@ -180,6 +180,8 @@ def up(run_dir: Path, nodes: int = 1, machine: str = "local", preload: tuple[str
         raise FleetError(str(e)) from None
     if name == connection.NAME and (there := find(run_dir)) is not None:
         raise FleetError(already_up(run_dir, there))
+    if name == connection.NAME and (why := _another_up(run_dir)):
+        raise FleetError(why)
     logf = open(run_dir / "coordinator.log", "ab")
     argv = [*interpreter.module("fleet.control.coordinator"), "--run-dir", str(run_dir), "--nodes", str(nodes),
             "--machine", machine, "--preload", ",".join(preload), "--connection-name", name,
@@ -250,6 +252,20 @@ def already_up(run_dir: Path, conn: connection.Connection) -> str:
     return (f"a fleet is already up in {run_dir}: {job}coordinator pid {conn.pid} on {conn.host}, up since {since}. "
             f"If it is another job's, it is at work there: use another run directory, or wait for that job; "
             f"stop it (fleet down --run-dir {run_dir}) only if nothing needs it any more")
+
+
+def _another_up(run_dir: Path) -> str:
+    """Why `fleet up` refuses when another `fleet up`'s coordinator of this host has no
+    fleet.json yet (coming up, waiting for the lease, or up with its file removed), else
+    "". Before 2026-12-06 the second `fleet up` went on, and of the two the first to
+    have its agents joined won: often the second, the first then failing."""
+    from fleet.control.starting import coordinators
+    for s in coordinators(run_dir):
+        if s.name == connection.NAME:
+            return (f"another fleet up is at work in {run_dir}: {s.describe(run_dir)} on {socket.gethostname()}. "
+                    f"Wait for it (fleet status --run-dir {run_dir} says when it is up), or use another run "
+                    f"directory; stop it (fleet down --run-dir {run_dir}) only if nothing needs it")
+    return ""
 
 
 def _waiting(run_dir: Path, pid: int, said: bool) -> bool:

@@ -29,6 +29,7 @@ class Starting:
     pid: int
     holds: bool
     lease: dict
+    name: str = "fleet.json"  # the connection file it will write: fleet.json if `fleet up` started it
 
     def describe(self, run_dir: Path | None = None) -> str:
         """What it is: coming up, waiting for the lease, or (run_dir given, and its
@@ -104,9 +105,19 @@ def coordinators(run_dir: Path, known: set[int] = frozenset()) -> list[Starting]
         if rec.get("host") != here or not isinstance(pid, int) or pid in seen:
             continue
         seen.add(pid)
-        if identity.coordinator(pid, run_dir) is not None:
-            out.append(Starting(pid, holds, lease))
+        p = identity.coordinator(pid, run_dir)
+        if p is not None:
+            out.append(Starting(pid, holds, lease, _connection_name(p)))
     return out
+
+
+def _connection_name(p: psutil.Process) -> str:
+    """The connection file the coordinator p will write (its --connection-name)."""
+    try:
+        argv = p.cmdline()
+    except psutil.Error:
+        return ""
+    return argv[argv.index("--connection-name") + 1] if "--connection-name" in argv[:-1] else "fleet.json"
 
 
 def waiting_for(run_dir: Path, pid: int) -> dict | None:

@@ -321,6 +321,12 @@ def test_two_fleet_ups_racing_for_one_run_dir_leave_exactly_one_fleet(tmp_path):
         if codes == [0, 0]:
             # The second found the first's file before starting a coordinator of its own.
             assert len(coords) == 1 and all(f"pid {conn.pid}" in r[1] for r in results), results
+        elif "still coming up" in results[0][2] + results[1][2]:
+            # The second found the first's coordinator coming up (holding the lease): it
+            # started none of its own, and named that one.
+            loser = next(r for r in results if r[0] != 0)
+            assert f"a fleet still coming up, coordinator pid {conn.pid}" in loser[2], loser
+            assert len(coords) == 1, coords
         else:
             loser = next(r for r in results if r[0] != 0)
             assert "already up" in loser[2] and "Traceback" not in loser[2], loser
