@@ -82,3 +82,32 @@ def test_fleet_status_with_a_connection_file_whose_coordinator_of_this_host_is_g
     assert f"its coordinator, pid {pid} on this host, is gone" in r.stderr and "did not answer" not in r.stderr, r.stderr
     assert copy.exists()  # the user's copy, not the fleet's file: left alone
     assert_nothing_left(run_dir)
+
+
+def _copy_with(run_dir: Path, dest: Path, **fields) -> Path:
+    """A 0600 copy of run_dir's fleet.json with fields replaced."""
+    conn = {**json.loads((run_dir / "fleet.json").read_text()), **fields}
+    fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(conn, f)
+    return dest
+
+
+def test_a_connection_file_with_keys_not_the_fleets_is_refused_at_once_naming_the_keys(tmp_path):
+    import zmq
+    run_dir = _up(tmp_path)
+    try:
+        public, secret = (k.decode() for k in zmq.curve_keypair())
+        wrong_client = _copy_with(run_dir, tmp_path / "client.json", client_public=public, client_secret=secret)
+        wrong_server = _copy_with(run_dir, tmp_path / "server.json", server_key=public)
+        r = fleet("status", "--connection", str(wrong_client), cwd=tmp_path, timeout=60)
+        assert r.returncode == 1 and "refused this client's keys" in r.stderr, r.stderr
+        assert "did not answer" not in r.stderr, r.stderr
+        r = fleet("status", "--connection", str(wrong_server), cwd=tmp_path, timeout=60)
+        assert r.returncode == 1 and "not the one this connection file's keys are for" in r.stderr, r.stderr
+        assert "did not answer" not in r.stderr, r.stderr
+        st = fleet("status", "--run-dir", str(run_dir), "--json", cwd=tmp_path, timeout=60)
+        assert st.returncode == 0 and json.loads(st.stdout)["pid"] == _pid(run_dir), st.stderr  # its own: answered
+    finally:
+        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
+    assert_nothing_left(run_dir)

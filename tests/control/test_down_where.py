@@ -86,6 +86,31 @@ def test_fleet_down_of_a_stopped_coordinator_continues_it_and_it_tears_down(tmp_
     assert_nothing_left(run_dir)
 
 
+def test_fleet_status_and_run_of_a_stopped_coordinator_say_it_is_stopped_and_how_to_continue_it(tmp_path):
+    run_dir = _up(tmp_path)
+    coordinator = json.loads((run_dir / "fleet.json").read_text())["pid"]
+    suite = tmp_path / "s.toml"
+    suite.write_text('[suite]\nname = "s"\n[[steps]]\nid = "a"\ncommand = "true"\n')
+    try:
+        os.kill(coordinator, signal.SIGSTOP)
+        wait_for(lambda: psutil.Process(coordinator).status() == psutil.STATUS_STOPPED, 10, "the coordinator stopped")
+        for args in (("status",), ("run", str(suite))):
+            r = fleet(*args, "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
+            assert r.returncode == 1, (args, r.stdout, r.stderr)
+            assert f"pid {coordinator} on this host, is stopped (SIGSTOP" in r.stderr, (args, r.stderr)
+            assert f"kill -CONT {coordinator}" in r.stderr and "did not answer" not in r.stderr, (args, r.stderr)
+        os.kill(coordinator, signal.SIGCONT)
+        st = fleet("status", "--run-dir", str(run_dir), "--json", cwd=tmp_path, timeout=60)
+        assert st.returncode == 0 and json.loads(st.stdout)["pid"] == coordinator, st.stderr
+    finally:
+        try:
+            os.kill(coordinator, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
+    assert_nothing_left(run_dir)
+
+
 def test_fleet_status_run_and_cancel_on_a_fleet_of_another_host_that_does_not_answer_say_where_it_runs_and_what_to_do(
         tmp_path, background):
     run_dir = _up(tmp_path)
