@@ -168,8 +168,9 @@ def stop_all(run_dir: Path) -> None:
     """`fleet down`: every fleet of run_dir. Those with no connection file yet (coming
     up, or waiting for the lease: fleet.control.starting) first: a fleet up that is
     stopped gives its lease back, and one of them would take it. A fleet whose file
-    others can read (chmod -R g+rX) or that lost its file is found through its lease,
-    and stopped, saying so (before 2026-12-06 such a fleet could not be stopped)."""
+    others can read (chmod -R g+rX), that cannot be read (damaged) or that lost its file
+    is found through its lease, and stopped, saying so (before 2026-12-06 such a fleet
+    could not be stopped)."""
     from fleet.control import starting
     from fleet.control.api import Fleet
     from fleet.control.client import FleetError, live
@@ -179,8 +180,12 @@ def stop_all(run_dir: Path) -> None:
         fleets = [Fleet(run_dir, conn, path) for path, conn in live(run_dir, exposed=exposed)]
         early = starting.coordinators(run_dir, {f.conn.pid for f in fleets})
         for path, _ in exposed:
-            click.echo(f"fleet down: warning: {path} was readable or writable by others (mode "
-                       f"{_mode(path)}): the fleet's keys were exposed; stopping it through its lease", err=True)
+            if _mode(path) != "?" and int(_mode(path), 8) & 0o077:
+                click.echo(f"fleet down: warning: {path} was readable or writable by others (mode "
+                           f"{_mode(path)}): the fleet's keys were exposed; stopping it through its lease", err=True)
+            elif early:
+                click.echo(f"fleet down: warning: {path} cannot be read as a connection file (damaged?); stopping "
+                           f"the fleet through the run directory's lease", err=True)
         for s in early:
             what = s.describe(run_dir)
             starting.stop(s.pid)

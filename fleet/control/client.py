@@ -32,8 +32,10 @@ def live(run_dir: Path, embedded: bool = True,
     there, newest first. A stale connection file is removed: of this host, its pid no
     coordinator of that run directory (gone, or used again since: fleet.control.identity);
     of another host, its batch job ended (fleet.site.jobstate: asked only from a job of
-    the same Slurm cluster). A file others can read or write is refused (ExposedFile); with
-    `exposed` given, it is noted there as (path, why) and skipped instead (`fleet down`)."""
+    the same Slurm cluster). A file others can read or write is refused (ExposedFile), one
+    that cannot be read is a FleetError; with `exposed` given, either is noted there as
+    (path, why) and skipped instead (`fleet down`, which finds its coordinator through the
+    run directory's lease)."""
     run_dir = Path(run_dir)
     if run_dir_too_long(run_dir):  # no fleet starts there (usable_run_dir)
         return []
@@ -60,8 +62,13 @@ def live(run_dir: Path, embedded: bool = True,
             exposed.append((path, why))
             continue
         except connection.ConnectionError_ as e:  # unsafe or unreadable: a clear error, not a traceback
-            raise FleetError(f"{e} (if no fleet is up in {shown(run_dir)}, remove that file: `fleet down` "
-                             f"cannot read it either)") from None
+            if exposed is None:
+                raise FleetError(f"{e} (if no fleet is up in {shown(run_dir)}, remove that file; `fleet down` "
+                                 f"stops one of this host that is)") from None
+            # (`fleet down`: its coordinator, if of this host, is found through the lease)
+            exposed.append((path, f"{e}; no fleet of this host was found through the run directory's lease: if "
+                                  f"none is up in {shown(run_dir)} on another host either, remove that file"))
+            continue
         except OSError:
             continue  # removed by its fleet between the look and the read
         if conn.host == socket.gethostname() and identity.gone(conn.pid, conn.run_dir, conn.started):

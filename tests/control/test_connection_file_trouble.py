@@ -111,3 +111,17 @@ def test_a_connection_file_with_keys_not_the_fleets_is_refused_at_once_naming_th
     finally:
         fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
     assert_nothing_left(run_dir)
+
+
+def test_fleet_down_stops_a_fleet_whose_connection_file_is_damaged_through_its_lease(tmp_path):
+    run_dir = _up(tmp_path)
+    pid = _pid(run_dir)
+    try:
+        (run_dir / "fleet.json").write_text('{"client": ')
+        r = fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=90)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "cannot be read as a connection file" in r.stderr and f"coordinator pid {pid}" in r.stdout, r.stderr
+        assert not (run_dir / "fleet.json").exists()  # its coordinator's teardown removed it
+    finally:
+        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
+    assert_nothing_left(run_dir)
