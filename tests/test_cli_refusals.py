@@ -346,3 +346,16 @@ def test_a_damaged_connection_file_is_named_with_what_to_do_about_it(tmp_path, s
         r = fleet(tmp_path, *argv)
         assert r.returncode == 1 and "Traceback" not in r.stderr, (argv, r.stderr)
         assert "fleet.json: not a fleet connection file" in r.stderr and "remove that file" in r.stderr, r.stderr
+
+
+def test_a_run_directory_others_can_write_is_refused_before_anything_starts_or_is_said(tmp_path, suite):
+    # (a umask of 002, common on project file systems, makes new directories so)
+    run_dir = tmp_path / "shared"
+    run_dir.mkdir()
+    run_dir.chmod(0o775)
+    for argv in (("up", "--local", "--run-dir", str(run_dir)), ("run", str(suite), "--run-dir", str(run_dir))):
+        r = fleet(tmp_path, *argv)
+        refused(r, f"cannot use run directory {run_dir}: others can write to it (mode 0775)", f"chmod go-w {run_dir}")
+        assert "starting an embedded fleet" not in r.stderr, r.stderr
+    assert list(run_dir.iterdir()) == []  # nothing made there
+    assert not left_behind(tmp_path, within=1.0)

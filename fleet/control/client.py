@@ -170,6 +170,19 @@ def usable_run_dir(run_dir: Path) -> Path:
     return run_dir
 
 
+def fleet_run_dir(run_dir: Path) -> Path:
+    """As usable_run_dir, for a run directory a fleet is to start in: also one that only
+    its owner can write (fleet.wire.connection.check_directory), else RunDirError. Before
+    2026-12-06 this was found only once `fleet run` had said it was starting a fleet there,
+    and said as an error of the fleet (exit 1), not of its run directory (exit 2)."""
+    run_dir = usable_run_dir(run_dir)
+    try:
+        connection.check_directory(run_dir)
+    except connection.ConnectionError_ as e:
+        raise RunDirError(f"cannot use run directory {shown(run_dir)}: {e}") from None
+    return run_dir
+
+
 def embedded_name() -> str:
     """The private connection file of a fleet that one `fleet run` brings up for itself:
     never fleet.json, so other runs on the same directory start fleets of their own."""
@@ -180,11 +193,7 @@ def up(run_dir: Path, nodes: int = 1, machine: str = "local", preload: tuple[str
        timeout: float = 120.0, extra: list[str] | None = None, name: str = connection.NAME) -> connection.Connection:
     """Start a coordinator (which starts the agents) in the background; return when
     every agent has joined and the connection file is written."""
-    run_dir = usable_run_dir(Path(run_dir).resolve())
-    try:
-        connection.check_directory(run_dir)
-    except connection.ConnectionError_ as e:
-        raise FleetError(str(e)) from None
+    run_dir = fleet_run_dir(Path(run_dir).resolve())
     if name == connection.NAME and (there := find(run_dir)) is not None:
         raise FleetError(already_up(run_dir, there))
     if name == connection.NAME and (why := _another_up(run_dir)):

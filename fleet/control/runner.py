@@ -29,7 +29,7 @@ from fleet.control.stuck import TOO_LONG
 from fleet.control.followlines import DRAINED, Lines
 from fleet.control.othershards import OtherShards
 from fleet.control.client import (CoordinatorKilled, FleetError, PreloadRefused, RunDirError, RunDirFull, down,
-                                  embedded_name, find, up, usable_run_dir)
+                                  embedded_name, find, fleet_run_dir, up)
 from fleet.wire import connection
 from fleet.core.problems import Problem
 from fleet.core.suite import Suite
@@ -64,7 +64,7 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
         conn = find(run_dir)
         if conn is None:
             from fleet.site.profiles import detect
-            usable_run_dir(run_dir)  # before a word about starting: nothing starts where nothing can be written
+            fleet_run_dir(run_dir)  # before a word about starting: nothing starts where nothing can be written
             machine = detect()  # inside a batch job: the whole allocation, not just this node
             where = counted(nodes, "pretend node") if machine == "local" else f"machine {machine}"
             print(f"fleet: no fleet is up in {run_dir}; starting an embedded fleet ({where})",

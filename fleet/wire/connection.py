@@ -128,12 +128,14 @@ def write(run_dir: Path, name: str, conn: Connection) -> Path:
 
 def check_directory(run_dir: Path) -> None:
     """The connection file's directory must be writable by its owner only: anyone who
-    can write there could replace the file (and its keys) with their own."""
+    can write there could replace the file (and its keys) with their own. The message
+    says why and what to do, not which directory (the caller's words name it)."""
     st = Path(run_dir).stat()
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX:
-        raise ConnectionError_(f"{run_dir}: others can write to this directory (mode "
-                               f"{stat.S_IMODE(st.st_mode):04o}), so they could replace the fleet's connection "
-                               f"file; use a directory only you can write (chmod go-w {run_dir})")
+        raise ConnectionError_(f"others can write to it (mode {stat.S_IMODE(st.st_mode):04o}), so they could "
+                               f"replace the fleet's connection file and its keys with their own: chmod go-w "
+                               f"{run_dir}, or use a directory only you can write (a umask of 002 makes new "
+                               f"directories group-writable)")
 
 
 def read(path: Path) -> Connection:
