@@ -15,7 +15,7 @@ from fleet.control.checks import checked_suite, preload_hint
 from fleet.core.problems import SuiteError
 from fleet.core.units import counted
 from fleet import cli_streams
-from fleet.cli_status import gone_there, said_down, status_connection, status_fleet
+from fleet.cli_status import gone_there, said_down, status_connection, status_fleet, via_endpoint
 from fleet.cli_options import (CORES, GPUS, INTERVAL, MEMORY, NODES, allocation, assumed, drain_margin,
                               simulate_end)
 
@@ -400,13 +400,11 @@ def status(run_dir, conn_file, via, login, ssh_option, as_json, all_nodes, watch
     from fleet.control.tunnel import Tunnel
     # Not resolved here: with --ssh, a relative run dir is the login node's, relative to its home.
     given = Path(run_dir or os.environ.get("FLEET_RUN_DIR") or ".")
-    host, _, port = (via or "").rpartition(":")
-    if via and (not host or not port.isdigit() or any(c.isspace() for c in host)):  # (before the file is looked for)
-        raise click.BadParameter(f"{via!r}: give HOST:PORT", param_hint="--via")
+    endpoint = via_endpoint(via, login)  # (before the file is looked for)
     conn, kept = status_connection(given, conn_file, login, ssh_option, as_json)
     with contextlib.ExitStack() as stack:
-        tun = Tunnel(login, conn.client, list(ssh_option)) if login and not via else None
-        f = status_fleet(stack, given, conn, f"tcp://{host}:{port}" if via else None, tun)
+        tun = Tunnel(login, conn.client, list(ssh_option)) if login else None
+        f = status_fleet(stack, given, conn, endpoint, tun)
         # SIGTERM or SIGHUP (timeout(1), a closed terminal) unwinds too: the tunnel goes.
         for sig in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, lambda n, _f: sys.exit(128 + n))

@@ -34,6 +34,25 @@ def status_connection(run_dir: Path, conn_file, login, ssh_option, as_json):
     return fleets[0][1], fleets[0][0]
 
 
+def via_endpoint(via: str | None, login: str | None) -> str | None:
+    """--via HOST:PORT as the endpoint to ask (None without it); a usage error (exit 2)
+    for one that is not HOST:PORT with a port of 1 to 65535, or given with --ssh (which
+    builds a tunnel of its own: before 2026-12-06 --ssh was then ignored, unsaid, and a
+    port out of range was asked for 10 s)."""
+    if not via:
+        return None
+    if login:
+        raise click.UsageError("--ssh and --via: give one. --ssh LOGIN builds the tunnel itself (and reads the "
+                               "connection file there if it is not here); --via HOST:PORT uses one already built "
+                               "(with --connection FILE for a fleet whose file is not here)")
+    host, _, port = via.rpartition(":")
+    if not host or not port.isdigit() or any(c.isspace() for c in host):
+        raise click.BadParameter(f"{via!r}: give HOST:PORT", param_hint="--via")
+    if not 1 <= int(port) <= 65535:
+        raise click.BadParameter(f"{via!r}: the port must be 1 to 65535", param_hint="--via")
+    return f"tcp://{host}:{int(port)}"
+
+
 def _none_up(run_dir: Path, as_json: bool) -> None:
     """No fleet that answers is up in run_dir: say so (exit 1), or, if a coordinator of
     this host has no connection file yet, what it is doing (before 2026-12-06: "no fleet

@@ -359,3 +359,11 @@ def test_a_run_directory_others_can_write_is_refused_before_anything_starts_or_i
         assert "starting an embedded fleet" not in r.stderr, r.stderr
     assert list(run_dir.iterdir()) == []  # nothing made there
     assert not left_behind(tmp_path, within=1.0)
+
+
+def test_status_via_with_ssh_or_a_port_out_of_range_is_a_usage_error(tmp_path):
+    r = fleet(tmp_path, "status", "--ssh", "login1", "--via", "127.0.0.1:5555")
+    refused(r, "--ssh and --via: give one")
+    for port in ("99999", "0"):
+        r = fleet(tmp_path, "status", "--via", f"127.0.0.1:{port}")
+        refused(r, f"'127.0.0.1:{port}': the port must be 1 to 65535")
