@@ -17,23 +17,12 @@ step's dataset is missing (before 2026-12-06 every step's inputs were looked for
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Mapping
 
 from fleet.control import shard
-from fleet.control.checks import fit_problems
 from fleet.core.graph import Graph, topological_order
 from fleet.core.problems import Problem
 from fleet.core.suite import Suite
 from fleet.wire import messages as P
-
-
-def problems(suite: Suite, graph: Graph, nodes: list, msg: P.Submit, run_dir: Path,
-             notes: Mapping[str, str] = {}) -> list[Problem]:
-    """The fit problems of the steps `msg` would start (fleet.control.checks.fit_problems;
-    `notes`: what to add to a problem naming a word, as there). The suite's are found
-    first, as before (once per distinct demand): a suite that fits costs nothing more;
-    only then is it asked which of the unfit steps the submission would start."""
-    return narrowed(suite, graph, msg, run_dir, fit_problems(suite, nodes, notes=notes))
 
 
 def narrowed(suite: Suite, graph: Graph, msg: P.Submit, run_dir: Path, found: list[Problem]) -> list[Problem]:
