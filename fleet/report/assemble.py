@@ -49,7 +49,7 @@ def build(records: list, now: float | None = None, *, session: int = -1, run_dir
         now = down_t if down_t is not None else g.last_t
     now = max(now, g.last_t)
 
-    busy_now, last_end = _settle(steps, now, in_progress)
+    busy_now, last_end = _settle(steps, now, in_progress, g.closed_at)
     if g.allocation.get("drained") is not None or g.not_started:  # what a drain left undone
         _not_started(g, g.allocation.get("drained") is not None)
     finished = [x for s in steps.values() for x in s.attempts]
@@ -90,9 +90,10 @@ def _not_started(g: Gathered, drained: bool) -> None:
             s.reason = named.get(s.id) or why or s.reason
 
 
-def _settle(steps: dict, now: float, in_progress: bool) -> tuple[bool, float | None]:
+def _settle(steps: dict, now: float, in_progress: bool, closed: dict) -> tuple[bool, float | None]:
     """Each step's outcome (its final state, what it is doing, or what a stopped fleet
-    left undone); returns whether anything still runs or waits, and the last end."""
+    left undone: `closed`, the steps a fleet closed early, when, even while it is up);
+    returns whether anything still runs or waits, and the last end."""
     busy_now = False
     last_end: float | None = None
     for s in steps.values():
@@ -117,6 +118,8 @@ def _settle(steps: dict, now: float, in_progress: bool) -> tuple[bool, float | N
             s.outcome = S.ELSEWHERE  # another fleet runs it; no outcome of it reached this stream
             s.reason = "another shard runs it" if s.foreign else s.waits[-1].text.removeprefix("elsewhere: ")
             busy_now = busy_now or in_progress
+        elif s.id in closed:  # (it waits no longer: its fleet closed it, and may stay up; _not_started says why)
+            s.outcome, s.end = NOT_RUN, closed[s.id]
         else:
             s.outcome = S.WAITING if in_progress else NOT_RUN
             if not in_progress:

@@ -13,7 +13,7 @@ fleet never wrote; fleet.wire.records.read_journals). The newest of them says wh
 step is: a start after an outcome runs (fresh while its fleet may be alive:
 fleet.wire.livefleets; stale once it is gone), an outcome after a start ended it. A step
 no record says started is waiting in the fleet that declared it, if that fleet may be
-alive, or was not run, the fleet having gone down first (or drained first: then its
+alive, or was not run, the fleet having gone down first (or drained, or closed early, first: then its
 `not_started` record's reason, e.g. that it needs a longer allocation; before 2026-12-06
 that record gave none, and every such step "went down before it ran"); with no fleet's
 declaration at all (a shard that never started), it is missing. With --suite, a step
@@ -151,12 +151,21 @@ def _seen(run_dir: Path, suite_steps) -> _Seen:
 
 def _drain_said(seen: _Seen, rec) -> None:
     """A fleet drained (`Drained`), and its close said why its steps did not start
-    (`NotStarted`, fleet.control.closing: its steps that need a longer allocation, by reason)."""
+    (`NotStarted`, fleet.control.closing: its steps that need a longer allocation, by
+    reason; without a drain, its reason is that of every step it left)."""
     if type(rec) is Drained:
         seen.drained.setdefault(rec.fleet, "")
         return
     if rec.reason and isinstance(rec.reason, str) and rec.fleet in seen.drained:
         seen.drained[rec.fleet] = rec.reason
+    elif rec.reason and isinstance(rec.reason, str):
+        # Closed early, not drained (nothing left could end before the drain point): the
+        # steps it left are those it declared that have not started (a later submission's
+        # are not: the fleet stays up). Before 2026-12-06 they "went down before" they ran.
+        named = seen.not_started
+        for sid, fleet in seen.declared_by.items():
+            if fleet == rec.fleet:
+                named.setdefault(sid, rec.reason)
     seen.not_started.update(rec.named())
 
 
@@ -356,12 +365,15 @@ def _last_attempt(rec: dict, live: dict, base: dict) -> StepAudit:
 
 def _unstarted(sid: str, fleet: str | None, live: dict, base: dict, seen: _Seen) -> StepAudit:
     """A step with no record of running or ending: waiting in the fleet that declared it,
-    if it may be alive; not run, if that fleet went down first (drained first: why, as its
-    not_started record says); missing if no fleet declared it to run it (only a
-    submission's record names it: a shard that never started)."""
+    if it may be alive and has not closed it; not run, if that fleet went down first
+    (drained or closed it first, even if still up: why, as its not_started record says;
+    before 2026-12-06 such a step of a fleet still up was waiting); missing if no fleet
+    declared it to run it (only a submission's record names it: a shard that never
+    started)."""
     if fleet is None:
         return StepAudit(status="missing", reason="no outcome and no claim", **base)
-    if fleet in live:
+    closed = seen.not_started.get(sid) or seen.drained.get(fleet)  # (None: not closed; "": an old drain's)
+    if fleet in live and closed is None:  # (a fleet that drained or closed early stays up: its steps left wait not)
         return StepAudit(status=S.WAITING, holder=fleet, reason=f"submitted to {fleet}, not started yet", **base)
-    why = seen.not_started.get(sid) or seen.drained.get(fleet) or "the fleet went down before it ran"
+    why = closed or "the fleet went down before it ran"
     return StepAudit(status=NOT_RUN, holder=fleet, reason=why, **base)

@@ -66,9 +66,12 @@ class Gathered:
     kinds: dict[tuple, tuple] = field(default_factory=dict)  # the steps' kinds (Step.sig), shared
     allocation: dict = field(default_factory=dict)  # its end and drain (fleet.core.deadline), if known
     # What the drain's not_started records said (fleet.control.closing): the reason of the
-    # steps they do not name, and each step they name with its own (a longer allocation).
+    # steps they do not name, and each step they name with its own (a longer allocation;
+    # of a fleet that closed early, not drained: every step it left, with its reason).
     not_started_why: str = ""
     not_started: dict = field(default_factory=dict)
+    drained: set = field(default_factory=set)  # the fleets that drained
+    closed_at: dict = field(default_factory=dict)  # step -> when its fleet closed it early (not drained)
     fleets: list = field(default_factory=list)  # the ids of the fleets that started in it, in order
     # Each fleet's nodes are its own, but every embedded fleet names its node `node1`: a
     # name another fleet's node has already taken is the node's name @ its fleet, and at
@@ -254,7 +257,9 @@ def _on_step(g: Gathered, rec: E.StepDeclared) -> None:
             s.fleet = rec.fleet
         # Submitted again (a later `fleet run`, or another fleet) after it ended without
         # success: to be decided again; what ended it is no longer its outcome (a success
-        # is skipped, or run again on purpose: its start says so).
+        # is skipped, or run again on purpose: its start says so), nor why a close left it.
+        g.not_started.pop(s.id, None)
+        g.closed_at.pop(s.id, None)
         a = s.attempts[-1] if s.attempts else None
         if s.final is not None:  # (a final is later than every attempt: a start clears it)
             if s.final != S.SKIPPED:
@@ -436,17 +441,39 @@ def _on_allocation_end(g: Gathered, rec: E.AllocationEnd) -> None:
 
 def _on_drained(g: Gathered, rec: E.Drained) -> None:
     g.allocation.update(drained=rec.t, reason=rec.reason, interrupted=rec.running)
+    g.drained.add(rec.fleet)
 
 
 def _on_not_started(g: Gathered, rec: E.NotStarted) -> None:
     g.allocation.update(not_started=rec.steps, held=rec.held)
-    if isinstance(rec.reason, str) and rec.reason:  # (a record of before 2026-12-06 has none)
+    said = isinstance(rec.reason, str) and rec.reason  # (a record of before 2026-12-06 has none)
+    if said and rec.fleet not in g.drained:
+        # Closed early, not drained: nothing left could end before the drain point. Its
+        # steps left are those waiting now (a later submission's are not), told its reason
+        # (before 2026-12-06 the report said they "went down before" they ran).
+        g.allocation["closed"] = rec.t
+        _closed_early(g, rec.fleet, rec.reason, rec.t)
+    elif said:
         g.not_started_why = rec.reason
     g.not_started.update(rec.named())
     if rec.longer_only:
         g.allocation["longer_only"] = True
     else:
         g.allocation.pop("longer_only", None)
+
+
+def _closed_early(g: Gathered, fleet: str, reason: str, t: float) -> None:
+    """Each step of `fleet` still waiting to run (never started, or to run again) takes
+    `reason`, and ends at `t`, unless an earlier close did so. One walk of the steps per
+    close."""
+    named, closed = g.not_started, g.closed_at
+    for s in g.steps.values():
+        if s.fleet != fleet or s.final is not None or s.foreign or s.id in closed:
+            continue
+        a = s.attempts[-1] if s.attempts else None
+        if a is None or (a.exit_seen and (a.retried or s.again) and a.outcome not in _ENDED_WELL):
+            named.setdefault(s.id, reason)
+            closed[s.id] = t
 
 
 def _on_placement_mismatch(g: Gathered, rec: E.PlacementMismatch) -> None:
