@@ -261,11 +261,16 @@ def _on_step(g: Gathered, rec: E.StepDeclared) -> None:
         g.not_started.pop(s.id, None)
         g.closed_at.pop(s.id, None)
         a = s.attempts[-1] if s.attempts else None
+        ended = None  # (when what ended it came: its wait, if any, stopped then)
         if s.final is not None:  # (a final is later than every attempt: a start clears it)
             if s.final != S.SKIPPED:
-                s.final, s.again = None, True
+                s.final, s.again, ended = None, True, s.final_t
         elif a is not None and a.exit_seen and a.outcome not in _ENDED_WELL and not a.retried:
-            s.again = True
+            s.again, ended = True, a.end
+        if ended is not None:  # it waits again from here (fleet.report.waits), not from its first submission
+            if s.again_at is None:
+                s.again_at = []
+            s.again_at.append((ended, rec.t))
 
 
 _ENDED_WELL = (S.SUCCEEDED, S.WAIT, S.NEXT, S.RESTART)  # (the last three: it goes on, fleet.core.phases)

@@ -147,14 +147,25 @@ def totals(steps: dict[str, Step]) -> dict[str, dict]:
 
 
 def _periods(s: Step, t_end: float) -> Iterator[tuple[float, float, bool]]:
-    """Periods of waiting: submission -> first start; each retry -> the next start."""
+    """Periods of waiting, and whether each waits for the step's dependencies: from its
+    submission, and from each time it was submitted again after it ended unsuccessfully
+    (blocked, failed), to its next start; from each retry to the next start. A period
+    with no start after it ends with what ended the step (blocked, a close...), or when
+    it was submitted again (before 2026-12-06 a step blocked, then submitted again by a
+    later `fleet run`, waited for its dependency all the time in between)."""
     atts = s.attempts
-    periods = [(s.submitted, atts[0].start if atts else None, True)]
-    periods += [(rt, atts[i + 1].start if i + 1 < len(atts) else None, False) for i, rt in enumerate(s.retries)]
-    for p_from, p_to, first in periods:
-        if p_to is None:
-            p_to = s.final_t if s.final in (S.BLOCKED, S.UNRUNNABLE, S.SKIPPED, S.CANCELLED) else (
-                s.end if s.outcome == NOT_RUN and s.end is not None else t_end)
+    fin = s.final_t if s.final in (S.BLOCKED, S.UNRUNNABLE, S.SKIPPED, S.CANCELLED) else (
+        s.end if s.outcome == NOT_RUN and s.end is not None else t_end)
+    if not s.retries and not s.again_at:  # nearly every step: one period
+        p_to = atts[0].start if atts else fin
+        if p_to is not None and p_to > s.submitted:
+            yield s.submitted, p_to, True
+        return
+    again = s.again_at or ()
+    opens = sorted([(s.submitted, True)] + [(rt, False) for rt in s.retries] + [(t, True) for _, t in again])
+    stops = [a.start for a in atts] + [ended for ended, _ in again]
+    for p_from, first in opens:
+        p_to = min([x for x in stops if x >= p_from] + [fin])
         if p_to is not None and p_to > p_from:
             yield p_from, p_to, first
 

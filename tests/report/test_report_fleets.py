@@ -8,6 +8,8 @@ import os
 import signal
 from pathlib import Path
 
+import pytest
+
 from fleet.report.trace import validate
 from fleetharness import assert_nothing_left, finish, fleet, spawn, write_suite
 
@@ -64,6 +66,56 @@ def test_a_suite_run_twice_in_one_fleet_reports_what_ran_and_labels_only_the_fle
         ("d", 1, True, None), ("d", 2, False, "submitted again"), ("d", 1, True, None), ("d", 2, False, None),
     ], key=str)
     assert "failed     c on node1 (attempt 1, submitted again): exit status 3" in text
+    assert_nothing_left(run)
+
+
+FLAKY = """
+[suite]
+name = "flaky"
+[[steps]]
+id = "flaky"
+command = "test -e {ok} || exit 1"
+[[steps]]
+id = "dep"
+command = "true"
+deps = ["flaky"]
+"""
+
+
+def test_a_step_blocked_then_submitted_again_waits_for_its_dependency_only_from_each_submission(tmp_path):
+    # (before 2026-12-06 `dep` waited "for a dependency" from its first submission to its
+    # start in the second run, the time it was blocked and the fleet idle included)
+    ok = tmp_path / "ok"
+    suite = write_suite(tmp_path / "s.toml", FLAKY.format(ok=ok))
+    run = tmp_path / "run"
+    env = {"FLEET_RUN_DIR": str(run)}
+    up = fleet("up", "--local", cwd=tmp_path, timeout=120, environ=env)
+    assert up.returncode == 0, up.stderr
+    try:
+        first = fleet("run", str(suite), cwd=tmp_path, timeout=120, environ=env)
+        assert first.returncode == 1, first.stdout + first.stderr  # flaky failed, dep blocked
+        ok.touch()
+        second = fleet("run", str(suite), cwd=tmp_path, timeout=120, environ=env)
+        assert second.returncode == 0, second.stdout + second.stderr
+        j = report(run, cwd=tmp_path)
+    finally:
+        down = fleet("down", cwd=tmp_path, timeout=120, environ=env)
+    assert down.returncode == 0, down.stderr
+    recs = [e for e in map(json.loads, (run / "events.jsonl").read_text().splitlines()) if e.get("step") == "dep"]
+    declared = [e["t"] for e in recs if e["kind"] == "step"]
+    [blocked] = [e["t"] for e in recs if e["kind"] == "blocked"]
+    [start] = [e["t"] for e in recs if e["kind"] == "start"]
+    assert len(declared) == 2 and declared[0] <= blocked < declared[1] - 0.05 <= start, recs
+    waited = (blocked - declared[0]) + (start - declared[1])  # for flaky, in each run; blocked in between
+    assert j["steps"]["dep"]["waited_s"] == pytest.approx(waited, abs=1e-5)
+    assert j["waits"]["dependency"]["step_s"] <= waited + 1e-5, j["waits"]
+    # flaky, failed and submitted again, waits from each submission to its start (before, only the first)
+    fl = [e for e in map(json.loads, (run / "events.jsonl").read_text().splitlines()) if e.get("step") == "flaky"]
+    d, st = [e["t"] for e in fl if e["kind"] == "step"], [e["t"] for e in fl if e["kind"] == "start"]
+    assert j["steps"]["flaky"]["waited_s"] == pytest.approx((st[0] - d[0]) + (st[1] - d[1]), abs=1e-5)
+    for st in j["stretches"]:  # the idle time between the runs is no wait of dep's
+        assert all(w["waited_s"] <= max(blocked - declared[0], start - declared[1]) + 1e-5
+                   for w in st["steps"] if w["step"] == "dep"), st
     assert_nothing_left(run)
 
 
