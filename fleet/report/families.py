@@ -48,22 +48,33 @@ def lines(fams: list[dict], limit: int = 20) -> list[str]:
     """The report's text for them: children indented under their parents."""
     if not fams:
         return []
-    parents = [f for f in fams if f["children"]]
-    total = sum(f["children"] for f in parents)
-    out = [f"  children      {total} submitted by {len(parents)} step(s); stages and waits:" if parents
-           else "  stages        steps that went on in stages:"]
+    label = "children" if any(f["children"] for f in fams) else "stages"
+    out = [f"  {label:<13} {heading(fams)}:"]
     for f in fams[:limit]:
-        what = []
-        if f["children"]:
-            what.append(f"{f['children']} child{'ren' if f['children'] != 1 else ''} ("
-                        + ", ".join(f"{v} {k}" for k, v in sorted(f["by_outcome"].items())) + ")")
-        if f["waits"]:
-            what.append(f"waited for children {f['waits']} time(s)")
-        if f["stages"]:
-            what.append("stages " + " -> ".join(f["stages"]))
-        if f["restarts"]:
-            what.append(f"restarted {f['restarts']} time(s)")
-        out.append(f"    {'  ' * f['depth']}{f['step']} [{f['outcome']}]: " + "; ".join(what))
+        out.append(f"    {'  ' * f['depth']}{f['step']} [{f['outcome']}]: " + what(f))
     if len(fams) > limit:
         out.append(f"    ... and {len(fams) - limit} more (--json has them all)")
     return out
+
+
+def heading(fams: list[dict]) -> str:
+    """What the entries are: children (how many, of how many parents), or stages only."""
+    parents = [f for f in fams if f["children"]]
+    total = sum(f["children"] for f in parents)
+    return (f"{total} submitted by {len(parents)} step(s); stages and waits" if parents
+            else "steps that went on in stages")
+
+
+def what(f: dict) -> str:
+    """One entry's children by outcome, waits for them, stages and restarts, in words."""
+    out = []
+    if f["children"]:
+        out.append(f"{f['children']} child{'ren' if f['children'] != 1 else ''} ("
+                   + ", ".join(f"{v} {k}" for k, v in sorted(f["by_outcome"].items())) + ")")
+    if f["waits"]:
+        out.append(f"waited for children {f['waits']} time(s)")
+    if f["stages"]:
+        out.append("stages " + " -> ".join(f["stages"]))
+    if f["restarts"]:
+        out.append(f"restarted {f['restarts']} time(s)")
+    return "; ".join(out)

@@ -18,6 +18,8 @@ from pathlib import Path
 from fleet.core import states as S
 from fleet.report.model import CATEGORY_TEXT, UNFINISHED, Report
 from fleet.report.series import binned, busy_series, waiting_series
+from fleet.report import families
+from fleet.report.text import allocation_rows
 from fleet.report.text import percent as _pct
 from fleet.report.text import seconds as _s
 
@@ -31,11 +33,13 @@ COLOURS = {
     S.CANCELLED: "#bcbd22",
     S.RUNNING: "#1f77b4",
     UNFINISHED: "#7f7f7f",
+    # (grey too: the legend names a colour's outcomes together; before 2026-12-06 it had no interrupted)
+    S.INTERRUPTED: "#7f7f7f",
 }
 PALE = {k: None for k in COLOURS}  # filled below: each colour mixed with white
-# When bars share a pixel, the one shown: failures first.
-PRIORITY = {S.FAILED: 7, S.OUT_OF_MEMORY: 6, S.TIMED_OUT: 6, S.TERMINATED: 5, S.LOST: 4, S.CANCELLED: 3, UNFINISHED: 2, S.RUNNING: 1,
-            S.SUCCEEDED: 0}
+# When bars share a pixel, the one shown: failures first (one outcome a rank: a column says which).
+PRIORITY = {S.FAILED: 9, S.OUT_OF_MEMORY: 8, S.TIMED_OUT: 7, S.TERMINATED: 6, S.LOST: 5, S.CANCELLED: 4, UNFINISHED: 3,
+            S.INTERRUPTED: 2, S.RUNNING: 1, S.SUCCEEDED: 0}
 EXACT_BARS = 5000
 PLOT_W = 1160
 LEFT = 120
@@ -338,7 +342,8 @@ def _table(rows: list[tuple], head: tuple | None = None, wrap: tuple = ()) -> st
 
 def render(r: Report, max_problems: int = 500) -> str:
     """The page: summary, timeline, utilization over time and the tables."""
-    legend = " ".join(f'<span class="sw" style="background:{c}"></span>{_e(k)}' for k, c in COLOURS.items())
+    legend = " ".join(f'<span class="sw" style="background:{c}"></span>{_e(" or ".join(names))}'
+                      for c, names in _legend().items())
     state = "in progress" if r.in_progress else "finished"
     title = f"fleet report: {r.run_dir or 'events'}"
     parts = [
@@ -370,6 +375,14 @@ def render(r: Report, max_problems: int = 500) -> str:
     return "\n".join(parts)
 
 
+def _legend() -> dict[str, list[str]]:
+    """Each colour of the bars, with the outcomes drawn in it."""
+    out: dict[str, list[str]] = {}
+    for k, c in COLOURS.items():
+        out.setdefault(c, []).append(k)
+    return out
+
+
 def _summary(r: Report) -> list[tuple]:
     u = r.utilization["overall"]
     su = r.startup
@@ -389,6 +402,12 @@ def _summary(r: Report) -> list[tuple]:
     if u["memory_held"] is not None:
         summary.append(("memory", _pct(u["memory_held"]) + " held", ""))
     summary.append(("steps", str(len(r.steps)), ", ".join(f"{v} {k}" for k, v in sorted(r.counts.items()))))
+    # The allocation's end, its drain or a close before it, as the text says them (before
+    # 2026-12-06 the page left them out).
+    summary += [(label, when, words.lstrip(",:; ")) for label, when, words in allocation_rows(r)]
+    if r.families:
+        label = "children" if any(f["children"] for f in r.families) else "stages"
+        summary.append((label, str(len(r.families)), families.heading(r.families) + " (below)"))
     return summary
 
 
@@ -402,6 +421,12 @@ def _tables(r: Report, max_problems: int) -> list[str]:
         nodes = [row + (r.nodes[row[0]].fleet,) for row in nodes]
         head += ("fleet",)
     parts = ["<h2>Nodes</h2>", _table(nodes, head)]
+    if r.families:  # (children indented under their parents, as in the text)
+        fams = [("\u2003" * f["depth"] + f["step"], f["outcome"], families.what(f)) for f in r.families[:max_problems]]
+        parts += ["<h2>Children and stages</h2>", _table(fams, ("step", "outcome", "children, stages, restarts"),
+                                                           wrap=(0, 2))]
+        if len(r.families) > max_problems:
+            parts.append(f'<p class="note">... and {len(r.families) - max_problems} more (fleet report --json).</p>')
     problems = [(p["outcome"], p["step"], p.get("node") or "", _s(p["t"]) if p["t"] is not None else "",
                  ("(retried) " if p.get("retried") else f"({p['again']}) " if p.get("again") else "")
                  + (p["reason"] or ""), p.get("log") or "")

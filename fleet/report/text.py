@@ -53,30 +53,31 @@ def format_text(r: Report, stretches: int = 5, problems: int = 20) -> str:
 
 
 def _allocation_lines(r: Report) -> list[str]:
-    return [f"  {label:<13} {text}" for label, text in allocation_rows(r)]
+    return [f"  {label:<13} {when}{words}" for label, when, words in allocation_rows(r)]
 
 
-def allocation_rows(r: Report) -> list[tuple[str, str]]:
-    """(label, words) of when the allocation ends, its drain or a close before it, and
-    what they left to the next run (the text's lines, the page's summary rows)."""
+def allocation_rows(r: Report) -> list[tuple[str, str, str]]:
+    """(label, when, the words that follow it) of when the allocation ends, its drain or
+    a close before it, and what they left to the next run (the text's lines, the page's
+    summary rows)."""
     a = r.allocation
     if not a:
         return []
     out = []
     if a.get("end") is not None:
-        out.append(("allocation", f"ends at {seconds(r.rel(a['end']))} ({a.get('source') or 'given'}), "
-                                  f"drain point at {seconds(r.rel(a['drain_at']))} (from the first submission)"))
+        out.append(("allocation", f"ends at {seconds(r.rel(a['end']))}", f" ({a.get('source') or 'given'}), "
+                    f"drain point at {seconds(r.rel(a['drain_at']))} (from the first submission)"))
     drained = a.get("drained") is not None
     if a.get("closed") is not None:
         # Nothing left could end before the drain point: the fleet closed what was left
         # then, without a drain (before 2026-12-06 no line said so).
         before = (f", {seconds(a['drain_at'] - a['closed'])} before the drain point"
                   if a.get("drain_at") and a["drain_at"] > a["closed"] else "")
-        out.append(("closed early", f"at {seconds(r.rel(a['closed']))}{before}: nothing left could end before "
-                                    "the drain point" + ("" if drained else "; " + _left(a))))
+        out.append(("closed early", f"at {seconds(r.rel(a['closed']))}", f"{before}: nothing left could end "
+                    "before the drain point" + ("" if drained else "; " + _left(a))))
     if drained:
-        out.append(("drained", f"at {seconds(r.rel(a['drained']))}: {one_line(a.get('reason', ''))}; "
-                               f"{_n(a.get('interrupted', 0), 'step')} interrupted, " + _left(a)))
+        out.append(("drained", f"at {seconds(r.rel(a['drained']))}", f": {one_line(a.get('reason', ''))}; "
+                    f"{_n(a.get('interrupted', 0), 'step')} interrupted, " + _left(a)))
     return out
 
 

@@ -150,3 +150,70 @@ def test_the_problems_table_of_steps_with_200_character_ids_fits_the_window_and_
     assert found["step"] < 600, found  # (it was ~1,500 px: the id on one line)
     r = fleet("report", str(tmp_path), cwd=tmp_path, timeout=60)
     assert f"{long}/2 on node1: RuntimeError: " in r.stdout and f"(log: steps/{long}/2/log)" in r.stdout, r.stdout
+
+
+# The summary table's rows, the legend's swatches (colour, words), the Children table's
+# rows and each bar's colour (its work's, solid) with its title.
+SUMMARY_PROBE = """<script>
+const cells = t => [...t.rows].map(r => [...r.cells].map(c => c.textContent));
+const fams = [...document.querySelectorAll("h2")].find(x => x.textContent == "Children and stages");
+const pre = document.createElement("pre");
+pre.id = "probe";
+pre.textContent = JSON.stringify({summary: cells(document.querySelector("table")),
+  legend: [...document.querySelectorAll(".sw")].map(s => [getComputedStyle(s).backgroundColor,
+                                                          s.nextSibling.textContent.trim()]),
+  children: fams ? cells(fams.nextElementSibling) : null,
+  bars: [...document.querySelectorAll("#gantt g")].map(g => [
+    getComputedStyle([...g.querySelectorAll("rect")].pop()).fill,
+    g.querySelector("title").textContent.split("\\n")[0]])});
+document.body.appendChild(pre);
+</script>"""
+
+
+def test_the_page_says_the_allocations_end_the_drain_its_verdict_and_the_children_and_its_legend_names_interrupted(
+        tmp_path):
+    # Before 2026-12-06 the page had none of the text's allocation, drain and children
+    # lines, and its legend no "interrupted", whose bars were grey.
+    need_chromium()
+    f = "f"
+    place = [dict(node="node1", cores=[0], gpus=[], memory=10)]
+    recs: list[E.Record] = [E.FleetStarting(t=0, fleet=f, nodes=1, pid=1),
+                            E.NodeJoined(t=0, fleet=f, node="node1", host="h", cores=[0, 1], memory=100),
+                            E.FleetUp(t=0, fleet=f, nodes=["node1"]),
+                            E.Submitted(t=1, fleet=f, submission=1, name="s", steps=2),
+                            E.AllocationEnd(t=1, fleet=f, end=31, drain_at=11, source="slurm")]
+    for sid in ("p", "p/c0", "p/c1", "late"):
+        recs.append(E.StepDeclared(t=1, fleet=f, step=sid, submission=1, cores=1, min_cores=1, task=sid))
+    recs += [E.Start(t=1, fleet=f, step="p", attempt=1, node="node1", cores=[0], memory=10, placement=place),
+             E.Exit(t=2, fleet=f, step="p", attempt=1, node="node1", outcome="succeeded", cores=[0], memory=10,
+                    decided_at=1, startup_s=0.0, work_s=1.0),
+             E.Start(t=2, fleet=f, step="p/c0", attempt=1, node="node1", cores=[0], memory=10, placement=place),
+             E.Exit(t=4, fleet=f, step="p/c0", attempt=1, node="node1", outcome="succeeded", cores=[0], memory=10,
+                    decided_at=2, startup_s=0.0, work_s=2.0),
+             E.Start(t=4, fleet=f, step="p/c1", attempt=1, node="node1", cores=[0], memory=10, placement=place),
+             E.Drained(t=11, fleet=f, reason="the drain point, 20 s before the end", running=1),
+             E.Exit(t=12, fleet=f, step="p/c1", attempt=1, node="node1", outcome="interrupted", cores=[0], memory=10,
+                    reason="drained: stopped by the drain", decided_at=4, startup_s=0.0, work_s=8.0),
+             E.NotStarted(t=12, fleet=f, steps=1, held=1, reason="not started: the allocation ends at 12:00:00"),
+             E.FleetDown(t=13, fleet=f)]
+    (tmp_path / "events.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in recs))
+    page = tmp_path / "report.html"
+    r = fleet("report", str(tmp_path), "--html", str(page), cwd=tmp_path, timeout=60)
+    assert r.returncode == 0, r.stderr
+    text = fleet("report", str(tmp_path), cwd=tmp_path, timeout=60).stdout
+    found = probed(tmp_path, page.read_text(), SUMMARY_PROBE)
+    rows = {row[0]: row[1:] for row in found["summary"]}
+    assert rows["allocation"] == ["ends at 30.00 s", "(slurm), drain point at 10.00 s (from the first submission)"]
+    assert rows["drained"] == ["at 10.00 s", "the drain point, 20 s before the end; 1 step interrupted, 1 step not "
+                               "started (1 would not have ended before the drain point): the next run goes on"], rows
+    for label in ("allocation", "drained"):  # the text's own lines, word for word
+        assert f"  {label:<13} {rows[label][0]}" in text, text
+        assert rows[label][1] in text, text
+    assert rows["children"] == ["1", "2 submitted by 1 step(s); stages and waits (below)"], rows
+    assert found["children"] == [["step", "outcome", "children, stages, restarts"],
+                                 ["p", "succeeded", "2 children (1 interrupted, 1 succeeded)"]], found["children"]
+    legend = dict((words, colour) for colour, words in found["legend"])
+    grey = legend.pop("unfinished or interrupted")
+    assert "interrupted" not in " ".join(legend) and "unfinished" not in " ".join(legend), found["legend"]
+    bars = {title.split(" (")[0]: fill for fill, title in found["bars"]}
+    assert bars["p/c1"] == grey and bars["p/c0"] == legend["succeeded"], (bars, found["legend"])
