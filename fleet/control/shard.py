@@ -9,11 +9,11 @@ refused unless it starts a new generation.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
 
+from fleet.core.shardowner import owner  # noqa: F401 (the API's: shard.owner; the report's too, in fleet.core)
 from fleet.wire import records
 
 FILE = "shards.json"
@@ -32,16 +32,6 @@ def parse(text: str) -> tuple[int, int]:
     if n < 1 or not 0 <= i < n:
         raise ShardError(f"--shard {text}: need 0 <= I < N")
     return i, n
-
-
-def owner(task: str, n: int) -> int:
-    """The shard that owns a task (steps sharing a task share an owner)."""
-    if task.isdigit():
-        try:
-            return int(task) % n
-        except ValueError:  # a digit int() does not read ("²"): hashed, as any other text
-            pass
-    return int.from_bytes(hashlib.sha256(task.encode()).digest()[:8], "big") % n
 
 
 def check(run_dir: Path, n: int, new_generation: bool = False) -> None:

@@ -116,7 +116,8 @@ def _settle(steps: dict, now: float, in_progress: bool, closed: dict) -> tuple[b
             s.outcome, s.reason, s.end = a.outcome, a.reason, a.end
         elif s.foreign or (s.waits and s.waits[-1].why.cause == W.ELSEWHERE):
             s.outcome = S.ELSEWHERE  # another fleet runs it; no outcome of it reached this stream
-            s.reason = "another shard runs it" if s.foreign else s.waits[-1].text.removeprefix("elsewhere: ")
+            s.reason = (f"shard {s.foreign} runs it" if isinstance(s.foreign, str) else "another shard runs it"
+                        ) if s.foreign else s.waits[-1].text.removeprefix("elsewhere: ")
             busy_now = busy_now or in_progress
         elif s.id in closed:  # (it waits no longer: its fleet closed it, and may stay up; _not_started says why)
             s.outcome, s.end = NOT_RUN, closed[s.id]

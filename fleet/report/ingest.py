@@ -15,9 +15,10 @@ from typing import Callable, Iterable
 from fleet.core import states as S
 from fleet.core import waits as W
 from fleet.core.names import natural_key
+from fleet.core.shardowner import owner
 from fleet.wire import events as E
-from fleet.report import nodenames
-from fleet.report.model import UNFINISHED, Attempt, Node, Piece, Step, Waited
+from fleet.report import closes, nodenames
+from fleet.report.model import ENDED_WELL, UNFINISHED, Attempt, Node, Piece, Step, Waited
 from fleet.report.reading import Damaged, blocks, events_path, load  # noqa: F401 (blocks, events_path, load: the API's)
 
 
@@ -65,13 +66,14 @@ class Gathered:
     whys: dict[tuple, W.WaitReason] = field(default_factory=dict)  # wait records' reasons, shared
     kinds: dict[tuple, tuple] = field(default_factory=dict)  # the steps' kinds (Step.sig), shared
     allocation: dict = field(default_factory=dict)  # its end and drain (fleet.core.deadline), if known
-    # What the drain's not_started records said (fleet.control.closing): the reason of the
-    # steps they do not name, and each step they name with its own (a longer allocation;
-    # of a fleet that closed early, not drained: every step it left, with its reason).
+    # What the not_started records said (fleet.report.closes): the reason of the steps a
+    # drain's do not name, and each step they name with its own (a longer allocation; of
+    # a fleet that closed early, not drained: every step it left, with its reason).
     not_started_why: str = ""
     not_started: dict = field(default_factory=dict)
     drained: set = field(default_factory=set)  # the fleets that drained
     closed_at: dict = field(default_factory=dict)  # step -> when its fleet closed it early (not drained)
+    shards: dict = field(default_factory=dict)  # (fleet, submission) -> N of its --shard I/N
     fleets: list = field(default_factory=list)  # the ids of the fleets that started in it, in order
     # Each fleet's nodes are its own, but every embedded fleet names its node `node1`: a
     # name another fleet's node has already taken is the node's name @ its fleet, and at
@@ -250,7 +252,7 @@ def _on_step(g: Gathered, rec: E.StepDeclared) -> None:
         serial = rec.submission in g.serial_subs
         sig = _SERIAL if serial else (rec.cores, rec.min_cores, rec.gpus, rec.memory, rec.step_kind)
         g.steps[rec.step] = Step(rec.step, rec.t, deps=list(rec.deps or ()), serial=serial,
-                                 foreign=bool(rec.foreign), sig=g.kinds.setdefault(sig, sig),
+                                 foreign=_owner(g, rec) if rec.foreign else False, sig=g.kinds.setdefault(sig, sig),
                                  fleet="" if rec.foreign else rec.fleet)
     elif not rec.foreign:
         if not s.fleet:
@@ -265,7 +267,7 @@ def _on_step(g: Gathered, rec: E.StepDeclared) -> None:
         if s.final is not None:  # (a final is later than every attempt: a start clears it)
             if s.final != S.SKIPPED:
                 s.final, s.again, ended = None, True, s.final_t
-        elif a is not None and a.exit_seen and a.outcome not in _ENDED_WELL and not a.retried:
+        elif a is not None and a.exit_seen and a.outcome not in ENDED_WELL and not a.retried:
             s.again, ended = True, a.end
         if ended is not None:  # it waits again from here (fleet.report.waits), not from its first submission
             if s.again_at is None:
@@ -273,7 +275,13 @@ def _on_step(g: Gathered, rec: E.StepDeclared) -> None:
             s.again_at.append((ended, rec.t))
 
 
-_ENDED_WELL = (S.SUCCEEDED, S.WAIT, S.NEXT, S.RESTART)  # (the last three: it goes on, fleet.core.phases)
+def _owner(g: Gathered, rec: E.StepDeclared) -> str | bool:
+    """The shard that runs another shard's step, "I/N", from its task and the N of the
+    submission that declared it (fleet.control.shard); True where the stream does not say."""
+    n = g.shards.get((rec.fleet, rec.submission))
+    if not n or not isinstance(rec.task, str) or not rec.task:
+        return True
+    return f"{owner(rec.task, n)}/{n}"
 
 
 _SERIAL = ("serial",)
@@ -347,6 +355,9 @@ def _on_submitted(g: Gathered, rec: E.Submitted) -> None:
         g.submitted_t = rec.t
     if rec.serial:
         g.serial_subs.add(rec.submission)
+    n = rec.shard.rpartition("/")[2] if isinstance(rec.shard, str) else ""
+    if n.isdecimal() and int(n) > 0:  # (--shard I/N: its steps of other shards, whose each is: _owner)
+        g.shards[(rec.fleet, rec.submission)] = int(n)
 
 
 def _on_node_joined(g: Gathered, rec: E.NodeJoined) -> None:
@@ -440,47 +451,6 @@ def _on_damaged(g: Gathered, rec: Damaged) -> None:
     g.records -= 1  # (a mark, not a record)
 
 
-def _on_allocation_end(g: Gathered, rec: E.AllocationEnd) -> None:
-    g.allocation.update(end=rec.end, drain_at=rec.drain_at, source=rec.source)
-
-
-def _on_drained(g: Gathered, rec: E.Drained) -> None:
-    g.allocation.update(drained=rec.t, reason=rec.reason, interrupted=rec.running)
-    g.drained.add(rec.fleet)
-
-
-def _on_not_started(g: Gathered, rec: E.NotStarted) -> None:
-    g.allocation.update(not_started=rec.steps, held=rec.held)
-    said = isinstance(rec.reason, str) and rec.reason  # (a record of before 2026-12-06 has none)
-    if said and rec.fleet not in g.drained:
-        # Closed early, not drained: nothing left could end before the drain point. Its
-        # steps left are those waiting now (a later submission's are not), told its reason
-        # (before 2026-12-06 the report said they "went down before" they ran).
-        g.allocation["closed"] = rec.t
-        _closed_early(g, rec.fleet, rec.reason, rec.t)
-    elif said:
-        g.not_started_why = rec.reason
-    g.not_started.update(rec.named())
-    if rec.longer_only:
-        g.allocation["longer_only"] = True
-    else:
-        g.allocation.pop("longer_only", None)
-
-
-def _closed_early(g: Gathered, fleet: str, reason: str, t: float) -> None:
-    """Each step of `fleet` still waiting to run (never started, or to run again) takes
-    `reason`, and ends at `t`, unless an earlier close did so. One walk of the steps per
-    close."""
-    named, closed = g.not_started, g.closed_at
-    for s in g.steps.values():
-        if s.fleet != fleet or s.final is not None or s.foreign or s.id in closed:
-            continue
-        a = s.attempts[-1] if s.attempts else None
-        if a is None or (a.exit_seen and (a.retried or s.again) and a.outcome not in _ENDED_WELL):
-            named.setdefault(s.id, reason)
-            closed[s.id] = t
-
-
 def _on_placement_mismatch(g: Gathered, rec: E.PlacementMismatch) -> None:
     g.mismatches += 1
 
@@ -492,7 +462,7 @@ _HANDLERS: dict[type, Callable] = {
     E.Submitted: _on_submitted, E.NodeJoined: _on_node_joined, E.NodeLost: _on_node_lost,
     E.FleetStarting: _on_fleet_starting, E.FleetUp: _on_fleet_up, E.FleetDown: _on_fleet_down,
     E.FleetGone: _on_fleet_gone, E.Adopted: _on_adopted,
-    E.PlacementMismatch: _on_placement_mismatch, E.AllocationEnd: _on_allocation_end, E.Drained: _on_drained,
-    E.NotStarted: _on_not_started, Damaged: _on_damaged,
+    E.PlacementMismatch: _on_placement_mismatch, E.AllocationEnd: closes.on_allocation_end,
+    E.Drained: closes.on_drained, E.NotStarted: closes.on_not_started, Damaged: _on_damaged,
     E.PlacementMismatch: _on_placement_mismatch, E.NodeMemory: _on_node_memory,
 }

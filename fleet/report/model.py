@@ -16,6 +16,8 @@ from fleet.core import states as S
 from fleet.core import waits as W
 
 UNFINISHED, NOT_RUN = "unfinished", "not run"  # the fleet went down before it ended / ran
+# An attempt that ended so did not end its step unsuccessfully (the last three: it goes on, fleet.core.phases).
+ENDED_WELL = (S.SUCCEEDED, S.WAIT, S.NEXT, S.RESTART)
 PROBLEM_OUTCOMES = (S.FAILED, S.TERMINATED, S.OUT_OF_MEMORY, S.TIMED_OUT, S.LOST, S.CANCELLED, S.BLOCKED, S.UNRUNNABLE, S.INTERRUPTED,
                     UNFINISHED, NOT_RUN, S.BROKEN, S.STOPPED)
 
@@ -130,7 +132,9 @@ class Step:
     submitted: float
     deps: list[str] = field(default_factory=list)
     serial: bool = False
-    foreign: bool = False             # another shard runs it; this fleet waits for its marker
+    # Another shard runs it; this fleet waits for its marker: that shard, "I/N", or True
+    # where the stream does not say (False: not another shard's).
+    foreign: bool | str = False
     fleet: str = ""                   # the fleet that declared it to run it (the first, if several)
     # When other fleets saw its success (their `skipped` record, by fleet): their steps
     # that depend on it could start only then. None for nearly every step.

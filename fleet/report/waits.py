@@ -18,7 +18,7 @@ from typing import Iterator
 
 from fleet.core import states as S
 from fleet.core import waits as W
-from fleet.report.model import NOT_RUN, Node, Step, Waited, r6
+from fleet.report.model import NOT_RUN, PROBLEM_OUTCOMES, Node, Step, Waited, r6
 
 
 class FreeIndex:
@@ -177,6 +177,16 @@ def _seen(dep: Step, fleet: str, done: float) -> float:
     return done if t is None or t < done else t
 
 
+def _whose(dep: Step) -> str:
+    """" (shard 1/2's step, failed)" of another shard's step: the shard that runs it (as
+    `fleet run` names it) and how it ended, where the stream says; "" of a step of its
+    own (before 2026-12-06 "another fleet runs it", though none might)."""
+    if not dep.foreign:
+        return ""
+    who = f"shard {dep.foreign}'s step" if isinstance(dep.foreign, str) else "another shard's step"
+    return f" ({who}, {dep.outcome})" if dep.outcome in PROBLEM_OUTCOMES else f" ({who})"
+
+
 def _signature(s: Step) -> tuple:
     """The kind of a step: what it asks for (a serial run's steps are all one kind)."""
     return _UNDECLARED if s.sig is None else s.sig
@@ -227,7 +237,7 @@ class _Context:
         if ready > p_from:
             pending = [d for d in known if done_at[d] == math.inf]
             if pending:
-                named = [d + (" (another fleet runs it)" if steps[d].foreign else "") for d in pending[:3]]
+                named = [d + _whose(steps[d]) for d in pending[:3]]
                 why = "dependency " + ", ".join(named) + (" ..." if len(pending) > 3 else "") + " not done"
             else:
                 why = f"dependency {max(known, key=lambda d: done_at.get(d, math.inf))}"

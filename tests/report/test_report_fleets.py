@@ -235,3 +235,43 @@ def test_a_fleet_killed_then_followed_by_a_rerun_keeps_its_nodes_live_time_and_u
     text = fleet("report", str(run), "--session", "1", cwd=tmp_path, timeout=60).stdout
     assert "cores - held" not in text, text
     assert_nothing_left(run)
+
+
+SPLIT = """
+[suite]
+name = "split"
+run_dir = "run"
+[defaults]
+command = "sleep 0.3"
+[[steps]]
+id = "a"
+task = "0"
+[[steps]]
+id = "c"
+task = "2"
+deps = ["a"]
+[[steps]]
+id = "d"
+task = "3"
+command = "exit 3"
+[[steps]]
+id = "e"
+task = "2"
+deps = ["d"]
+"""
+
+
+def test_a_dependency_another_shard_ran_is_named_with_its_shard_and_its_outcome_not_another_fleet(tmp_path):
+    # (before 2026-12-06 "dependency d (another fleet runs it) not done", though its fleet
+    # had ended and d had failed there)
+    suite = write_suite(tmp_path / "s.toml", SPLIT)
+    first = fleet("run", str(suite), "--shard", "1/2", "--nodes", "1", cwd=tmp_path, timeout=120)
+    assert first.returncode == 1, first.stdout + first.stderr  # d failed
+    second = fleet("run", str(suite), "--shard", "0/2", "--nodes", "1", cwd=tmp_path, timeout=120)
+    assert second.returncode == 1 and "(shard 1/2's step)" in second.stdout, second.stdout + second.stderr
+    j = report(tmp_path / "run", cwd=tmp_path)
+    assert j["steps"]["e"]["outcome"] == "blocked" and j["steps"]["e"]["waited_for"] == "dependency", j["steps"]
+    # e waited until its fleet heard how d ended (a core was idle: a and c take one of two)
+    whys = {w["why"] for st in j["stretches"] for w in st["steps"] if w["step"] == "e"}
+    assert whys == {"dependency d (shard 1/2's step, failed) not done"}, j["stretches"]
+    assert_nothing_left(tmp_path / "run")

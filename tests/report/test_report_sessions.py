@@ -185,3 +185,21 @@ def test_a_dead_fleets_running_steps_end_with_its_nodes_however_late_another_fle
     assert u["nodes"][f"node1@{x}"]["core_s"] == pytest.approx(4)
     assert u["nodes"][f"node1@{x}"]["cores_held"] == pytest.approx(1.0)
     assert not u.get("over_capacity") and not any("more than the cores offered" in n for n in r.notes), r.notes
+
+
+def test_a_dependency_of_another_shard_is_named_with_its_shard_where_the_submission_says_which():
+    # (before 2026-12-06 "(another fleet runs it)" whatever the stream said)
+    x = "vm-10-aaaaaa"
+    sub = [E.Submitted(t=1, fleet=x, submission=1, name="s", steps=2, shard="0/2", foreign=1),
+           E.StepDeclared(t=1, fleet=x, step="w", submission=1, cores=1, min_cores=1, step_kind="call", task="7",
+                          foreign=True),
+           E.StepDeclared(t=1, fleet=x, step="y", submission=1, cores=1, min_cores=1, deps=["w"], step_kind="call",
+                          task="4")]
+    r = R.build(read_back(up(0, x) + sub + [E.FleetDown(t=5, fleet=x)]))
+    assert r.steps["y"].segments == [(1, 5, "dependency", "dependency w (shard 1/2's step) not done")]
+    assert (r.steps["w"].outcome, r.steps["w"].reason) == ("elsewhere", "shard 1/2 runs it")
+    # Without its shard (a hand-made stream), the words say only that another shard's it is.
+    unsaid = [E.Submitted(t=1, fleet=x, submission=1, name="s", steps=2)] + sub[1:]
+    r = R.build(read_back(up(0, x) + unsaid + [E.FleetDown(t=5, fleet=x)]))
+    assert r.steps["y"].segments == [(1, 5, "dependency", "dependency w (another shard's step) not done")]
+    assert r.steps["w"].reason == "another shard runs it"
