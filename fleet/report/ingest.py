@@ -261,14 +261,15 @@ def _on_step(g: Gathered, rec: E.StepDeclared) -> None:
         # success: to be decided again; what ended it is no longer its outcome (a success
         # is skipped, or run again on purpose: its start says so), nor why a close left it.
         g.not_started.pop(s.id, None)
-        g.closed_at.pop(s.id, None)
         a = s.attempts[-1] if s.attempts else None
-        ended = None  # (when what ended it came: its wait, if any, stopped then)
+        # When what ended it came (its wait, if any, stopped then); none if it waits still
+        # (submitted again already: a second `fleet run` of it while it waits).
+        ended, waits = g.closed_at.pop(s.id, None), s.again
         if s.final is not None:  # (a final is later than every attempt: a start clears it)
             if s.final != S.SKIPPED:
                 s.final, s.again, ended = None, True, s.final_t
         elif a is not None and a.exit_seen and a.outcome not in ENDED_WELL and not a.retried:
-            s.again, ended = True, a.end
+            s.again, ended = True, ended if waits else a.end
         if ended is not None:  # it waits again from here (fleet.report.waits), not from its first submission
             if s.again_at is None:
                 s.again_at = []

@@ -119,3 +119,24 @@ def test_a_drain_says_as_it_did_and_no_close_early():
     text = R.format_text(r)
     assert "closed early" not in text and "  drained       at 1.50 s: the drain point" in text, text
     assert "closed" not in r.to_json()["allocation"]
+
+
+def test_a_step_a_close_left_and_a_later_run_submitted_again_waits_from_each_submission_not_between():
+    s = Stream().fleet(0, [("n1", [0], [], 100)])
+    s.submit(1, [("held", [], 1, None)])
+    s.add(E.AllocationEnd(t=1, end=60, drain_at=30, source="given"))
+    s.add(E.NotStarted(t=3, steps=1, held=1, reason=WHY))
+    s.submit(5, [("held", [], 1, None)], sub=2)
+    s.start(6, "held", "n1", [0]).exit(7, "held", 0.1, 0.9)
+    r = R.build(s.down(8).recs)
+    assert r.steps["held"].outcome == "succeeded"
+    assert [seg[:2] for seg in r.steps["held"].segments] == [(1, 3), (5, 6)]
+
+
+def test_a_failed_step_submitted_again_twice_while_it_waits_counts_its_wait_once():
+    s = Stream().fleet(0, [("n1", [0], [], 100)])
+    s.submit(1, [("f", [], 1, None)]).start(1, "f", "n1", [0]).exit(2, "f", 0.1, 0.9, outcome="failed")
+    s.submit(4, [("f", [], 1, None)], sub=2).submit(5, [("f", [], 1, None)], sub=3)
+    s.start(6, "f", "n1", [0], attempt=2).exit(7, "f", 0.1, 0.9, attempt=2)
+    r = R.build(s.down(8).recs)
+    assert [seg[:2] for seg in r.steps["f"].segments] == [(4, 6)]
