@@ -149,8 +149,10 @@ run_dir = "run"
 id = "s/{i}"
 array = "0-15"
 call = "fleet_steps:once"
-args = { seconds = 0.4 }
+args = { seconds = 1.0 }
 """)
+    # 8 s of steps on the first fleet's two cores: the second comes up while they run,
+    # even on a loaded machine (with 0.4 s steps the first had sometimes ended first).
     run_dir = tmp_path / "run"
     first = started("run", str(suite), "--nodes", "2")
     wait_for(lambda: len(of(run_dir, E.Started)) >= 2, 60, "the first fleet to start steps")
