@@ -18,6 +18,7 @@ from fleet import cli_streams
 from fleet.cli_status import gone_there, said_down, status_connection, status_fleet, via_endpoint
 from fleet.cli_options import (CORES, GPUS, INTERVAL, MEMORY, NODES, allocation, assumed, drain_margin,
                               simulate_end)
+from fleet.control.seconds_option import Seconds
 
 EXIT_INVALID = 2
 
@@ -210,7 +211,7 @@ def _run_dir_for_suite(given: str | None, suite) -> tuple[Path, bool]:
               help="machine profile from agents/")
 @click.option("--nodes", type=click.IntRange(1), default=1, help="with --local: split this machine's cores and GPUs into K pretend nodes")
 @click.option("--preload", default="", show_default="none", help="modules every zygote imports once, comma-separated")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=120.0,
+@click.option("--timeout", type=Seconds(0, above=True), default=120.0,
               help="seconds to wait for every agent to join (more than 0)")
 @coordinator_options
 def up(run_dir, local, machine, nodes, preload, timeout, stale_after, max_attempts, heartbeat, heartbeat_timeout,
@@ -444,7 +445,7 @@ def status(run_dir, conn_file, via, login, ssh_option, as_json, all_nodes, watch
 @click.argument("run_dir", type=click.Path(file_okay=False, exists=True))
 @click.option("--suite", "suite_path", type=click.Path(dir_okay=False), default=None, show_default="none",
               help="audit this suite's steps too (and judge success by its definitions)")
-@click.option("--stale-after", type=click.FloatRange(min=0), default=600.0, help="seconds after which a claim is stale")
+@click.option("--stale-after", type=Seconds(0), default=600.0, help="seconds after which a claim is stale")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object (an error too: {\"error\": ...})")
 def audit(run_dir, suite_path, stale_after, as_json):
     """Every step of every suite submitted in RUN_DIR (all shards) as succeeded, failed, cancelled,

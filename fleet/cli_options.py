@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 
 import click
 
+from fleet.control.seconds_option import Seconds
 from fleet.core.units import parse_memory
 
 DRAIN_BEFORE_DEFAULT = "5m"
@@ -156,23 +157,9 @@ class _Param(click.ParamType):
             self.fail(str(e), param, ctx)
 
 
-class _Interval(click.ParamType):
-    """Seconds between `fleet status --watch` redraws: finite and bounded (nan, inf or
-    1e10 crashed the sleep after the first redraw; 1e-9 polled the coordinator in a tight loop)."""
-    name = "seconds"
-    least, most = 0.1, 86400.0
-
-    def convert(self, value, param, ctx):
-        try:
-            v = float(value)
-        except (TypeError, ValueError):
-            self.fail(f"{value!r} is not a number of seconds", param, ctx)
-        if not self.least <= v <= self.most:  # (nan compares false: refused too)
-            self.fail(f"{value!r}: give {self.least:g} to {self.most:g} seconds (a day)", param, ctx)
-        return v
-
-
-INTERVAL = _Interval()
+# Seconds between `fleet status --watch` redraws: nan, inf or 1e10 crashed the sleep
+# after the first redraw; 1e-9 polled the coordinator in a tight loop.
+INTERVAL = Seconds(0.1, 86400.0, most_said="a day")
 DURATION = _Param("duration", parse_duration)
 END = _Param("time", parse_end)
 

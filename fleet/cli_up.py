@@ -17,6 +17,7 @@ import click
 from fleet.cli_options import end_args, end_options
 from fleet.cli_simulate import coordinator_args, reservation_options
 from fleet.control import window_option
+from fleet.control.seconds_option import Seconds
 
 EXIT_INVALID = 2
 _ADVERTISE = "fleet.advertise"
@@ -84,14 +85,14 @@ def coordinator_options(f):
     f = reservation_options(f)
     f = advertise_option(f)
     f = own_cores_option(f)
-    f = click.option("--heartbeat-timeout", type=click.FloatRange(min=0.5), default=10.0,
+    f = click.option("--heartbeat-timeout", type=Seconds(0.5), default=10.0,
                      help="seconds of silence after which an agent is lost (its steps are retried elsewhere)")(f)
-    f = click.option("--heartbeat", type=click.FloatRange(min=0.05), default=1.0,
+    f = click.option("--heartbeat", type=Seconds(0.05), default=1.0,
                      help="seconds between heartbeats")(f)
     f = click.option("--max-attempts", type=click.IntRange(0), default=5,
                      help="attempts of a step's current definition that ended without success (across "
                           "fleets, since it last succeeded or was forced) before it is stopped (0: no limit)")(f)
-    f = click.option("--stale-after", type=click.FloatRange(min=0), default=600.0,
+    f = click.option("--stale-after", type=Seconds(0), default=600.0,
                      help="seconds after which another fleet's unrefreshed claim on a step (or lease on the "
                           "run directory) is adopted")(f)
     return window_option.hold_option(window_option.option(f))

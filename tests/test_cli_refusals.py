@@ -296,6 +296,32 @@ def test_a_watch_interval_that_is_not_a_bounded_number_of_seconds_is_refused_bef
     assert r.returncode == 1 and "--interval" not in r.stderr, r.stderr  # (taken: no fleet is up there)
 
 
+NOT_SECONDS = [("up", "--timeout", "nan", "more than 0 to 31536000 seconds"),
+               ("up", "--heartbeat", "nan", "0.05 to 31536000 seconds (a year)"),
+               ("up", "--heartbeat-timeout", "nan", "0.5 to 31536000"),
+               ("up", "--stale-after", "nan", "0 to 31536000"),
+               ("up", "--report-hold", "nan", "0 to 31536000"),
+               ("up", "--timeout", "inf", "more than 0 to"),
+               ("run", "--heartbeat-timeout", "inf", "0.5 to"),
+               ("run", "--stale-after", "-inf", "0 to"),
+               ("run", "--heartbeat", "1e400", "0.05 to"),
+               ("audit", "--stale-after", "nan", "0 to")]
+
+
+def test_nan_and_infinite_seconds_are_refused_by_every_option_that_takes_seconds_before_anything_starts(tmp_path, suite):
+    # (click.FloatRange let nan through: a nan heartbeat crashed the coordinator after the
+    # run directory was made; a nan heartbeat timeout or stale-after turned losing agents
+    # and adopting claims off without a word; an infinite --timeout waited for ever)
+    run_dir = tmp_path / "rd"
+    for command, option, given, said in NOT_SECONDS:
+        target = {"up": ["--local"], "run": [str(suite)], "audit": [str(tmp_path)]}[command]
+        r = fleet(tmp_path, command, *target, "--run-dir", str(run_dir), option, given) if command != "audit" \
+            else fleet(tmp_path, command, *target, option, given)
+        refused(r, f"Invalid value for '{option}': '{given}': give", said)
+        assert not run_dir.exists() and not (tmp_path / "runs").exists(), (command, option, given)
+    assert left_behind(tmp_path) == []
+
+
 def test_a_bad_via_is_named_even_where_no_connection_file_is(tmp_path):
     refused(fleet(tmp_path, "status", "--via", "nohost:abc"), "--via", "'nohost:abc': give HOST:PORT")
 

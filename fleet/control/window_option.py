@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import click
 
+from fleet.control.seconds_option import Seconds
+
 _KEY = "fleet.window"
 _DEPTH = "fleet.window_depth"
 _HOLD = "fleet.report_hold"
@@ -29,7 +31,7 @@ def option(f):
 
 def hold_option(f):
     """Add `--report-hold SECONDS` to a command that starts a coordinator."""
-    return click.option("--report-hold", type=click.FloatRange(min=0), default=None, expose_value=False,
+    return click.option("--report-hold", type=Seconds(0), default=None, expose_value=False,
                         callback=_keep_hold, show_default="the nodes / 5,000 s, at most 0.5 s; none under 10 nodes",
                         help="seconds an agent holds step reports after sending some, to send what comes "
                              "meanwhile in one message (0: each at once)")(f)
