@@ -209,7 +209,9 @@ def _run_dir_for_suite(given: str | None, suite) -> tuple[Path, bool]:
 @click.option("--local", is_flag=True, help="a local fleet on this machine, even inside a batch job")
 @click.option("--machine", default=None, show_default="detected from the environment",
               help="machine profile from agents/")
-@click.option("--nodes", type=click.IntRange(1), default=1, help="with --local: split this machine's cores and GPUs into K pretend nodes")
+@click.option("--nodes", type=click.IntRange(1), default=None, show_default="1; in a batch job, the job's nodes",
+              help="with --local: split this machine's cores and GPUs into K pretend nodes (in a batch job the fleet "
+                   "runs on every node of the job: K other than their number is refused)")
 @click.option("--preload", default="", show_default="none", help="modules every zygote imports once, comma-separated")
 @click.option("--timeout", type=Seconds(0, above=True), default=120.0,
               help="seconds to wait for every agent to join (more than 0)")
@@ -278,8 +280,9 @@ def cancel(steps, run_dir, waiting, every):
               help="the fleet's run directory")
 @click.option("--force", is_flag=True, help="rerun steps that already succeeded")
 @click.option("--serial", is_flag=True, help="one step at a time, in setup order")
-@click.option("--nodes", type=click.IntRange(1), default=1,
-              help="pretend nodes for an embedded local fleet (when none is up)")
+@click.option("--nodes", type=click.IntRange(1), default=None, show_default="1",
+              help="pretend nodes for an embedded local fleet (when none is up; an embedded fleet in a batch job "
+                   "runs on every node of the job)")
 @click.option("--shard", default="", metavar="I/N", show_default="the whole suite",
               help="run only the tasks shard I of N owns (task id mod N, or a stable hash)")
 @click.option("--new-generation", is_flag=True, help="with --shard: accept a shard count other than the recorded one")
@@ -333,7 +336,7 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
     if not up:
         refuse_to_embed(nodes)
         try:
-            s, nothing, others = steps_to_run(msg, target, *embedded_nodes(nodes))
+            s, nothing, others = steps_to_run(msg, target, *embedded_nodes(nodes or 1))
         except Problems as e:
             _invalid(e.args[0])
         if nothing:
@@ -344,7 +347,7 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
         say_ignored(target)
     if other:
         click.echo(f"fleet: running on the fleet up in {target} (not the suite's run_dir {s.run_dir})", err=True)
-    sys.exit(run_suite(Path(suite).resolve(), s, target, force=force, serial=serial, nodes=nodes,
+    sys.exit(run_suite(Path(suite).resolve(), s, target, force=force, serial=serial, nodes=nodes or 1,
                        shard=shard, new_generation=new_generation, wait_foreign=not no_wait_foreign,
                        only=only, with_deps=with_deps, others=others,  # (the fleet up takes none: say_ignored)
                        fleet_options=[] if up else coordinator_args_of(heartbeat, heartbeat_timeout, stale_after,

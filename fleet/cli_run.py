@@ -63,9 +63,9 @@ def refuse_a_file(target: Path, given: str | None, suite: Suite) -> None:
         sys.exit(EXIT_INVALID)
 
 
-def refuse_to_embed(nodes: int) -> None:
-    """Exit 2 if the fleet `fleet run` would embed could not start here
-    (fleet.control.preflight), before anything starts."""
+def refuse_to_embed(nodes: int | None) -> None:
+    """Exit 2 if the fleet `fleet run` would embed (`nodes`: --nodes, None if not given)
+    could not start here (fleet.control.preflight), before anything starts."""
     from fleet.cli_up import advertised, own_cores
     from fleet.control import preflight
     why = preflight.embedded(nodes, advertised(), own_cores())

@@ -132,10 +132,10 @@ def interruptible(saying: str):
             signal.signal(sig, h)
 
 
-def start(run_dir: Path, profile, nodes: int, preload: str, timeout: float, extra: list[str]) -> None:
-    """`fleet up`: start the fleet and say where it is. Interrupted before it is up, it
-    stops what it started (fleet.control.client.up) and exits 128 + the signal's number
-    (130 for Ctrl-C)."""
+def start(run_dir: Path, profile, nodes: int | None, preload: str, timeout: float, extra: list[str]) -> None:
+    """`fleet up`: start the fleet (`nodes`: --nodes, None if not given) and say where
+    it is. Interrupted before it is up, it stops what it started (fleet.control.client.up)
+    and exits 128 + the signal's number (130 for Ctrl-C)."""
     from fleet.control import preflight
     from fleet.control.client import FleetError, RunDirError, RunDirFull, up
     modules = tuple(m.strip() for m in preload.split(",") if m.strip())
@@ -149,7 +149,7 @@ def start(run_dir: Path, profile, nodes: int, preload: str, timeout: float, extr
         sys.exit(EXIT_INVALID)
     try:
         with interruptible(f"fleet up: interrupted; stopping the fleet it was starting in {run_dir}"):
-            conn = up(run_dir, nodes=nodes, machine=profile.name, preload=modules,
+            conn = up(run_dir, nodes=nodes or 1, machine=profile.name, preload=modules,
                       timeout=timeout, extra=extra)
     except RunDirError as e:
         click.echo(f"fleet: {e}", err=True)

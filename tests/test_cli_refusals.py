@@ -94,6 +94,20 @@ def test_a_coordinator_keeping_every_core_of_its_node_is_refused_in_a_job_and_ou
     assert left_behind(tmp_path) == []
 
 
+def test_nodes_other_than_the_batch_job_s_is_refused_by_fleet_up_and_fleet_run_rather_than_ignored(tmp_path, suite):
+    # (it was ignored: `fleet up --nodes 3` in a one-node job came up on that one node
+    # without a word; the fleet runs on every node of the job)
+    job = {"SLURM_JOB_ID": "77", "SLURM_JOB_NODELIST": "nid[1-2]", "FLEET_MACHINE": "slurm"}
+    said = "a fleet on machine slurm runs on every node of the batch job, which has 2 nodes"
+    for nodes in ("3", "1"):
+        r = fleet(tmp_path, "up", "--run-dir", str(tmp_path / "rd"), "--nodes", nodes, env=job)
+        refused(r, f"--nodes {nodes}: {said}", "leave --nodes out", "give --local", "nothing was started")
+        refused(fleet(tmp_path, "run", str(suite), "--nodes", nodes, env=job), f"--nodes {nodes}: {said}",
+                "nothing was started")
+    assert not (tmp_path / "rd").exists() and not (tmp_path / "runs").exists()
+    assert left_behind(tmp_path) == []
+
+
 def test_a_date_in_a_call_step_s_args_is_refused_before_anything_starts_not_left_running(tmp_path):
     # (it was: the step started, its launch could not be encoded, and the run never ended)
     dated = tmp_path / "d.toml"

@@ -6,19 +6,22 @@ job, outside one; a local fleet split into more pretend nodes than there are cor
 (a traceback from the coordinator); an address to advertise that does not resolve.
 By then a coordinator had run and written its log in the run directory. The same
 checks the coordinator makes (fleet.control.coordinator_cli) are made here first,
-with the flag or setting that is wrong named, so that nothing starts.
+with the flag or setting that is wrong named, so that nothing starts. One more the
+coordinator cannot make, as it is not told: a --nodes given in a batch job that is not
+the job's node count (the coordinator takes every node of the job, and ignored it).
 """
 
 from __future__ import annotations
 
 
-def problem(profile, nodes: int, advertise: str | None,
+def problem(profile, nodes: int | None, advertise: str | None,
             elsewhere: str = "give --local for a fleet on this machine", own_cores: int = 0) -> str | None:
     """Why a fleet of `profile` (fleet.site.profiles.Profile) with `nodes` pretend nodes
-    (a local fleet's --nodes) advertising `advertise`, its coordinator keeping `own_cores`
-    cores (--coordinator-cores), cannot start here, or None (`elsewhere`: how to have a
-    local fleet instead, as the command at hand takes it)."""
+    (a local fleet's --nodes; None: not given, 1) advertising `advertise`, its coordinator
+    keeping `own_cores` cores (--coordinator-cores), cannot start here, or None
+    (`elsewhere`: how to have a local fleet instead, as the command at hand takes it)."""
     from fleet.control.coordinator_cli import addresses
+    from fleet.core.units import counted
     from fleet.site.allocation import AllocationError, from_environment
     from fleet.site.launch import local_split
     local = profile.launcher == "local"
@@ -27,18 +30,23 @@ def problem(profile, nodes: int, advertise: str | None,
                 f"machine's cores with its pretend nodes)")
     if local:
         try:
-            local_split(nodes, profile.held_back_cores)
+            local_split(nodes or 1, profile.held_back_cores)
         except ValueError as e:
-            return f"--nodes {nodes}: {e}"
+            return f"--nodes {nodes or 1}: {e}"
     else:
         try:
-            in_job = bool(from_environment().nodes)
+            in_job = len(from_environment().nodes)
         except AllocationError as e:
             return f"machine {profile.name}: {e}"
         if not in_job:
             how = {"slurm": "Slurm's srun", "pals": "PALS mpiexec"}.get(profile.launcher, profile.launcher)
             return (f"machine {profile.name} starts its agents with {how}, but this is not inside a batch job "
                     f"({elsewhere})")
+        if nodes is not None and nodes != in_job:
+            # (it was ignored: the fleet came up on every node of the job without a word)
+            return (f"--nodes {nodes}: a fleet on machine {profile.name} runs on every node of the batch job, "
+                    f"which has {counted(in_job, 'node')}; ask the batch system for the nodes you want and leave --nodes out "
+                    f"(--nodes splits this machine into pretend nodes for a local fleet: {elsewhere})")
         if own_cores:
             from fleet.node.probe import usable_cores
             from fleet.site.owncores import pick
@@ -53,7 +61,7 @@ def problem(profile, nodes: int, advertise: str | None,
     return None
 
 
-def embedded(nodes: int, advertise: str | None, own_cores: int = 0) -> str | None:
+def embedded(nodes: int | None, advertise: str | None, own_cores: int = 0) -> str | None:
     """As `problem`, for the fleet `fleet run` starts itself: this environment's machine
     profile (fleet.site.profiles.detect: $FLEET_MACHINE, else the batch job's)."""
     import os
