@@ -108,6 +108,23 @@ def test_nodes_other_than_the_batch_job_s_is_refused_by_fleet_up_and_fleet_run_r
     assert left_behind(tmp_path) == []
 
 
+def test_a_profile_holding_back_every_core_is_blamed_by_name_and_file_not_nodes(tmp_path, suite):
+    # (it said "--nodes 1: cannot split 0 core(s) into 1 pretend node(s)", --nodes not given)
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    every = sorted(os.sched_getaffinity(0))
+    (profiles / "heldall.toml").write_text(f'[machine]\nlauncher = "local"\nheld_back_cores = {every}\n')
+    env = {"FLEET_MACHINES": str(profiles)}
+    said = (f"machine heldall ({profiles / 'heldall.toml'}) holds back cores {every}: this machine has none left",
+            "hold back fewer in its held_back_cores", "nothing was started")
+    for r in (fleet(tmp_path, "up", "--run-dir", str(tmp_path / "rd"), "--machine", "heldall", env=env),
+              fleet(tmp_path, "run", str(suite), env={**env, "FLEET_MACHINE": "heldall"})):
+        refused(r, *said)
+        assert "--nodes" not in r.stderr, r.stderr
+    assert not (tmp_path / "rd").exists() and not (tmp_path / "runs").exists()
+    assert left_behind(tmp_path) == []
+
+
 def test_a_date_in_a_call_step_s_args_is_refused_before_anything_starts_not_left_running(tmp_path):
     # (it was: the step started, its launch could not be encoded, and the run never ended)
     dated = tmp_path / "d.toml"

@@ -23,16 +23,14 @@ def problem(profile, nodes: int | None, advertise: str | None,
     from fleet.control.coordinator_cli import addresses
     from fleet.core.units import counted
     from fleet.site.allocation import AllocationError, from_environment
-    from fleet.site.launch import local_split
     local = profile.launcher == "local"
     if local and own_cores:
         return (f"--coordinator-cores {own_cores}: only in a batch job (a local fleet's coordinator shares this "
                 f"machine's cores with its pretend nodes)")
     if local:
-        try:
-            local_split(nodes or 1, profile.held_back_cores)
-        except ValueError as e:
-            return f"--nodes {nodes or 1}: {e}"
+        why = _local_split(profile, nodes or 1)
+        if why:
+            return why
     else:
         try:
             in_job = len(from_environment().nodes)
@@ -58,6 +56,26 @@ def problem(profile, nodes: int | None, advertise: str | None,
         addresses("", advertise or profile.advertise, local)
     except ValueError as e:
         return str(e)
+    return None
+
+
+def _local_split(profile, nodes: int) -> str | None:
+    """Why this machine's cores, less those `profile` holds back, cannot be split into
+    `nodes` pretend nodes, or None. The profile is blamed when it leaves no core (it was
+    "--nodes 1: cannot split 0 core(s)", when --nodes was not even given)."""
+    from fleet.node.probe import usable_cores
+    from fleet.site.launch import local_split
+    held = profile.held_back_cores
+    usable = usable_cores()
+    if held and not [c for c in usable if c not in held]:
+        from fleet.core.units import counted
+        return (f"machine {profile.name} ({profile.path}) holds back cores {sorted(held)}: this machine has none "
+                f"left (all {counted(len(usable), 'usable core')} of it held back): hold back fewer in its "
+                f"held_back_cores")
+    try:
+        local_split(nodes, held)
+    except ValueError as e:
+        return f"--nodes {nodes}: {e}" + (f" (machine {profile.name} holds back cores {sorted(held)})" if held else "")
     return None
 
 
