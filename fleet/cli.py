@@ -221,7 +221,7 @@ def up(run_dir, local, machine, nodes, preload, timeout, stale_after, max_attemp
     """Start a coordinator and one agent per node; return when all have joined.
     Interrupted before that (Ctrl-C, SIGTERM, SIGHUP), it stops what it started and
     exits 128 + the signal's number (130 for Ctrl-C)."""
-    from fleet.site.profiles import ProfileError, detect, load
+    from fleet.site.profiles import ProfileError, detect, detected_by, load
     run_dir = _run_dir(run_dir)
     if local and machine not in (None, "local"):
         raise click.UsageError(f"--local runs the fleet on this machine, --machine {machine} on that machine's "
@@ -230,8 +230,7 @@ def up(run_dir, local, machine, nodes, preload, timeout, stale_after, max_attemp
     try:
         profile = load(name)
     except ProfileError as e:
-        raise click.BadParameter(str(e), param_hint="--machine" if machine else "$FLEET_MACHINE"
-                                 if os.environ.get("FLEET_MACHINE") else "the batch job's machine")
+        raise click.BadParameter(str(e), param_hint="--machine" if machine else detected_by())
     start(run_dir, profile, nodes, preload, timeout,
           coordinator_args_of(heartbeat, heartbeat_timeout, stale_after, max_attempts, **end))
 

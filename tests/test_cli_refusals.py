@@ -125,6 +125,19 @@ def test_a_profile_holding_back_every_core_is_blamed_by_name_and_file_not_nodes(
     assert left_behind(tmp_path) == []
 
 
+def test_a_broken_local_profile_outside_a_batch_job_is_said_of_the_detected_machine_not_the_batch_job_s(tmp_path,
+                                                                                                        suite):
+    # (it said "the batch job's machine" where there was no batch job)
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    (profiles / "local.toml").write_text('[machine]\nlauncher = "nosuch"\n')
+    env = {"FLEET_MACHINES": str(profiles)}
+    for r in (fleet(tmp_path, "up", "--run-dir", str(tmp_path / "rd"), env=env), fleet(tmp_path, "run", str(suite), env=env)):
+        refused(r, "the detected machine (no batch job: this one)", "field 'machine.launcher'")
+        assert "batch job's" not in r.stderr, r.stderr
+    assert not (tmp_path / "rd").exists() and not (tmp_path / "runs").exists()
+
+
 def test_a_date_in_a_call_step_s_args_is_refused_before_anything_starts_not_left_running(tmp_path):
     # (it was: the step started, its launch could not be encoded, and the run never ended)
     dated = tmp_path / "d.toml"

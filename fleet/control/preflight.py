@@ -82,10 +82,8 @@ def _local_split(profile, nodes: int) -> str | None:
 def embedded(nodes: int | None, advertise: str | None, own_cores: int = 0) -> str | None:
     """As `problem`, for the fleet `fleet run` starts itself: this environment's machine
     profile (fleet.site.profiles.detect: $FLEET_MACHINE, else the batch job's)."""
-    import os
-
-    from fleet.site.profiles import ProfileError, detect, load
-    chosen = "$FLEET_MACHINE" if os.environ.get("FLEET_MACHINE") else "the batch job's machine"
+    from fleet.site.profiles import ProfileError, detect, detected_by, load
+    chosen = detected_by()
     try:
         profile = load(detect())
     except ProfileError as e:

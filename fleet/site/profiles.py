@@ -3,6 +3,10 @@ holds back, how GPUs are made visible and how MPI steps are launched.
 
 Profiles are small TOML files in agents/ (and in $FLEET_MACHINES, which wins).
 `fleet up --machine NAME` picks one; otherwise it is detected from the environment.
+agents/ is the repository's, where a checkout or an editable install runs; an installed
+fleet (a wheel, `pip install .`) carries a copy as fleet/site/agents/ (setup.py copies it
+at build time). Before 2026-12-06 an installed fleet found no profile at all; `local`
+is now also built in, should no local.toml be found.
 """
 
 from __future__ import annotations
@@ -48,10 +52,15 @@ class Profile:
 
 
 def search_path() -> list[Path]:
+    """Where profiles are read from, the first that has a name winning: $FLEET_MACHINES's
+    directories, then the repository's agents/, else the copy an install carries."""
     dirs = []
     if os.environ.get("FLEET_MACHINES"):
         dirs += [Path(p) for p in os.environ["FLEET_MACHINES"].split(os.pathsep) if p]
-    dirs.append(Path(__file__).resolve().parents[2] / "agents")
+    here = Path(__file__).resolve()
+    checkout = here.parents[2] / "agents"
+    # (a checkout's, or else the installed copy: in site-packages, parents[2] is lib/pythonX.Y)
+    dirs.append(checkout if checkout.is_dir() else here.parent / "agents")
     return dirs
 
 
@@ -120,11 +129,15 @@ def parse_profile(name: str, path: Path, text: str) -> Profile:
 
 
 def load(name: str) -> Profile:
-    """The named profile, or ProfileError naming the known ones."""
+    """The named profile, or ProfileError naming the known ones (`local`, found nowhere,
+    is this machine with the defaults: a local fleet needs nothing a site would say)."""
     profiles = available()
     path = profiles.get(name)
+    if path is None and name == "local":
+        return Profile("local", "built in", "this machine, no batch system")
     if path is None:
-        raise ProfileError(f"unknown machine {name!r}; known machines: {', '.join(profiles) or 'none'}"
+        known = list(profiles) + ([] if "local" in profiles else ["local (built in)"])
+        raise ProfileError(f"unknown machine {name!r}; known machines: {', '.join(known)}"
                            f" (profiles are read from {', '.join(map(str, search_path()))})")
     return parse_profile(name, path, path.read_text())
 
@@ -139,3 +152,13 @@ def detect(env: Mapping[str, str] | None = None) -> str:
     if env.get("PBS_JOBID"):
         return "pals"
     return "local"
+
+
+def detected_by(env: Mapping[str, str] | None = None) -> str:
+    """What chose the profile detect() names, in words for a message about it."""
+    env = os.environ if env is None else env
+    if env.get("FLEET_MACHINE"):
+        return "$FLEET_MACHINE"
+    if env.get("SLURM_JOB_ID") or env.get("PBS_JOBID"):
+        return "the batch job's machine"
+    return "the detected machine (no batch job: this one)"

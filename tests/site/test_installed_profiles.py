@@ -1,0 +1,75 @@
+"""An installed fleet (a wheel, `pip install .`: the fleet package alone, no checkout
+around it) finds its machine profiles, and a local fleet runs with none at all.
+
+Before 2026-12-06 profiles were read only from the checkout's agents/, which an install
+does not have: `fleet run` said "unknown machine 'local'; known machines: none". The
+build (setup.py's build_py, which a wheel is made from) now copies agents/ into the
+package, and `local` is built in. The build is run here as pip's backend runs it, in a
+copy of the sources (it writes an egg-info beside them), with no network.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from fleetharness import completed
+
+REPO = Path(__file__).resolve().parents[2]
+SUITE = '[[steps]]\nid = "a"\ncommand = "true"\n'
+
+
+def _env(lib: Path) -> dict:
+    """This environment with only the built package importable: no checkout, no job."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SLURM_", "PBS_", "FLEET_")) and k != "PYTHONPATH"}
+    return {**env, "PYTHONPATH": str(lib)}
+
+
+def _built(tmp_path: Path) -> Path:
+    src, lib = tmp_path / "src", tmp_path / "lib"
+    src.mkdir()
+    for name in ("pyproject.toml", "setup.py", "README.md"):
+        shutil.copy(REPO / name, src / name)
+    for name in ("fleet", "agents"):
+        shutil.copytree(REPO / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+    r = completed([sys.executable, "setup.py", "-q", "build_py", "--build-lib", str(lib)], 120, cwd=src,
+                  env=_env(src), text=True)
+    assert r.returncode == 0, r.stderr
+    return lib
+
+
+def _fleet(lib: Path, cwd: Path, *args: str):
+    return completed([sys.executable, "-m", "fleet", *args], 120, cwd=cwd, env=_env(lib), text=True)
+
+
+def test_an_installed_fleet_carries_the_machine_profiles_and_runs_a_suite_on_a_local_fleet(tmp_path):
+    lib = _built(tmp_path)
+    assert sorted(p.name for p in (lib / "fleet" / "site" / "agents").glob("*.toml")) \
+        == sorted(p.name for p in (REPO / "agents").glob("*.toml"))
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "s.toml").write_text(SUITE)
+    where = completed([sys.executable, "-c", "import fleet; print(fleet.__file__)"], 60, cwd=work, env=_env(lib),
+                      text=True)
+    assert where.stdout.strip() == str(lib / "fleet" / "__init__.py")  # (the built copy, not the checkout)
+    r = _fleet(lib, work, "run", "s.toml", "--run-dir", str(work / "rd"))
+    assert r.returncode == 0, r.stderr
+    assert "1 succeeded" in r.stdout
+    r = _fleet(lib, work, "up", "--machine", "nosuch", "--run-dir", str(work / "rd2"))
+    assert r.returncode == 2 and "known machines: aurora, local, pals, perlmutter-gpu, slurm" in r.stderr, r.stderr
+
+
+def test_with_no_profile_anywhere_a_local_fleet_still_runs_on_the_built_in_local_profile(tmp_path):
+    lib = _built(tmp_path)
+    shutil.rmtree(lib / "fleet" / "site" / "agents", ignore_errors=True)  # (a build before 2026-12-06 made none)
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "s.toml").write_text(SUITE)
+    r = _fleet(lib, work, "run", "s.toml", "--run-dir", str(work / "rd"))
+    assert r.returncode == 0, r.stderr
+    r = _fleet(lib, work, "up", "--machine", "slurm", "--run-dir", str(work / "rd2"))
+    assert r.returncode == 2 and "unknown machine 'slurm'; known machines: local (built in)" in r.stderr, r.stderr
+    assert not (work / "rd2").exists()
