@@ -32,9 +32,28 @@ def write_report(fd: int, record: dict) -> None:
     if len(data) > _REPORT_MAX:
         # A huge core list or a wordy error: keep placement_ok and the error's start.
         error = record.get("error")
-        record = dict(record, affinity=[], error=error[:200] if error else error)
+        record = dict(record, affinity=[], error=error[:200] if isinstance(error, str) else None)
         data = msgpack.packb(record, use_bin_type=True)
+    if len(data) > _REPORT_MAX:
+        data = msgpack.packb(_least(record, len(data)), use_bin_type=True)
     os.write(fd, data)
+
+
+def _least(record: dict, size: int) -> dict:
+    """A record still too long once shortened (a stage too long, set round fleet.Next's
+    check; a field of a kind no record has): its scalars alone, and an error saying so.
+    A write over PIPE_BUF may mix with another child's, and one over the pipe's buffer
+    blocks the child for good (the zygote reads the pipe when it reaps a child): a
+    report never may. Its ``control`` goes (but for the count of children submitted), so
+    a step that asked to go on fails (its exit status is not 0) instead."""
+    keep = {k: v for k, v in record.items() if isinstance(v, (int, float, bool)) or v is None}
+    keep["phase"] = record.get("phase")  # (begin or end)
+    ctl = record.get("control")
+    submitted = ctl.get("submitted") if isinstance(ctl, dict) else None
+    error = record.get("error")
+    return dict(keep, affinity=[], control={"submitted": submitted} if isinstance(submitted, int) else {},
+                error=f"{error[:200] if isinstance(error, str) else ''} (fleet: its {record.get('phase')} record "
+                      f"was {size:,} bytes, over the {_REPORT_MAX} a report may be: its fields were left out)")
 
 
 def escaped(text: str) -> str:

@@ -21,6 +21,11 @@ NEXT_CODE, WAIT_CODE, RESTART_CODE, BROKEN_CODE = 2, 3, 4, 5
 CODES = {NEXT_CODE: "next", WAIT_CODE: "wait", RESTART_CODE: "restart", BROKEN_CODE: "broken"}
 # Exit 2 with no stage named would run the same stage again at once, for ever.
 NO_STAGE = "exit status 2 with no stage named in $FLEET_NEXT_STAGE (protocol \"steps\": 2 asks for that stage)"
+# A stage is a name (data belongs in files): it rides a child's end record, one write
+# below PIPE_BUF into the zygote's report pipe (fleet.node.childreport), and the
+# environment ($FLEET_STAGE) of every later run. Before 2026-12-06 none was refused,
+# and a stage over the pipe's buffer (~1 MiB) left the step blocked in its write for good.
+STAGE_MAX = 1024  # bytes, UTF-8
 SUBMIT_DIR = "submit"  # under the step's .fleet directory: $FLEET_SUBMIT_DIR
 NEXT_STAGE = "next-stage"  # likewise: $FLEET_NEXT_STAGE
 # `fleet step` (fleet.control.onestep): a temporary directory that holds what a step
@@ -54,8 +59,12 @@ class Next(Control):
     outcome, code = "next", NEXT_CODE
 
     def __init__(self, stage: str):
+        stage = str(stage)
+        problem = stage_problem(stage, "fleet.Next()")
+        if problem:  # raised where the step asks: its traceback names the line
+            raise ValueError(problem)
         super().__init__(stage)
-        self.stage = str(stage)
+        self.stage = stage
 
     def words(self) -> str:
         return f"next stage {self.stage!r}"
@@ -82,6 +91,16 @@ class Broken(Control):
 
     def words(self) -> str:
         return f"broken: {self.reason}"
+
+
+def stage_problem(stage: str, who: str, size: int | None = None) -> str | None:
+    """Why ``stage`` cannot be asked for (by ``who``), else None: longer than
+    STAGE_MAX bytes (``size``: its length when only its start was read)."""
+    size = len(stage.encode("utf-8", "surrogatepass")) if size is None else size
+    if size <= STAGE_MAX:
+        return None
+    return (f"{who} was given a stage of {size:,} bytes ({stage[:40]!r}...): a stage is a name of at most "
+            f"{STAGE_MAX} bytes; data for the next stage belongs in files in the step's work directory")
 
 
 def fleet_dir(launch) -> str:
@@ -173,13 +192,9 @@ def outcome(launch, rc: int, report: dict) -> str:
         control["submitted"] = n
     what = CODES.get(rc)
     if what == "next":
-        try:
-            with open(next_stage_file(launch)) as f:
-                control["stage"] = f.read().strip()
-        except OSError:
-            control["stage"] = ""
-        if not control["stage"]:  # (ls, argparse, a shell's usage error: 2 by accident, not a stage)
-            report["error"] = NO_STAGE
+        control["stage"], problem = _stage_named(launch)
+        if problem:
+            report["error"] = problem
             report["control"] = control
             return "failed"
         report["error"] = f"next stage {control['stage']!r}"
@@ -188,6 +203,23 @@ def outcome(launch, rc: int, report: dict) -> str:
                            "broken": "broken (exit status 5)"}[what]
     report["control"] = control
     return what or ("succeeded" if rc == 0 else "failed")
+
+
+def _stage_named(launch) -> tuple[str, str | None]:
+    """(stage, problem) of $FLEET_NEXT_STAGE as a command left it: a problem if it names
+    none (ls, argparse, a shell's usage error: 2 by accident, not a stage) or one longer
+    than STAGE_MAX (then the stage is ""). Only so much of the file is read."""
+    try:
+        with open(next_stage_file(launch), "rb") as f:
+            data = f.read(4 * STAGE_MAX + 4096)  # (room for spaces around the longest stage)
+            size = os.fstat(f.fileno()).st_size if f.read(1) else None
+    except OSError:
+        return "", NO_STAGE
+    stage = data.decode("utf-8", "backslashreplace").strip()
+    problem = stage_problem(stage, "$FLEET_NEXT_STAGE (exit status 2)", size)
+    if problem:
+        return "", problem
+    return stage, (None if stage else NO_STAGE)
 
 
 def fresh_workdir(launch) -> None:

@@ -1,0 +1,97 @@
+"""What a step may ask for as it goes on, through the real `fleet` CLI (real fork, real
+ZeroMQ, real files): a stage is a name of at most 1024 bytes (protocol.STAGE_MAX), never
+empty. Step functions live in tests/stage_steps.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import msgpack
+import pytest
+
+from fleet.node import childreport, protocol, stepcontext
+from fleetharness import assert_nothing_left, events, fleet, write_suite
+
+LIMIT = 1024  # bytes: the documented longest stage (protocol.STAGE_MAX)
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fleet's nodes need Linux")
+
+
+def run(tmp_path: Path, body: str, name: str = "st", timeout: float = 150.0):
+    suite = write_suite(tmp_path / f"{name}.toml", f'[suite]\nname = "{name}"\nrun_dir = "{name}"\n' + body)
+    r = fleet("run", str(suite), cwd=tmp_path, timeout=timeout)
+    return r, tmp_path / name
+
+
+def exits(run_dir: Path, step: str) -> list[dict]:
+    return [e for e in events(run_dir) if e["kind"] == "exit" and e["step"] == step]
+
+
+def seen(run_dir: Path, step: str) -> list[dict]:
+    path = run_dir / "seen.jsonl"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [x for x in map(json.loads, lines) if x["step"] == step]
+
+
+def test_a_stage_over_the_limit_fails_the_step_with_the_limit_named_and_one_at_the_limit_runs(tmp_path):
+    # (1.5 MB from a call step used to block the child in its write to the zygote for good;
+    # the step's timeout only bounds the old code's hang)
+    r, run_dir = run(tmp_path, f"""
+[[steps]]
+id = "huge"
+call = "stage_steps:next_stage"
+args = {{ size = 1500000 }}
+timeout = 60
+
+[[steps]]
+id = "cmd"
+command = "head -c 2000000 /dev/zero | tr '\\\\0' y > \\"$FLEET_NEXT_STAGE\\"; exit 2"
+protocol = "steps"
+timeout = 60
+
+[[steps]]
+id = "most"
+call = "stage_steps:next_stage"
+args = {{ size = {LIMIT} }}
+""")
+    assert r.returncode == 1, r.stdout + r.stderr
+    for step, size in (("huge", "1,500,000"), ("cmd", "2,000,000")):
+        ends = exits(run_dir, step)
+        assert [e["outcome"] for e in ends] == ["failed"], ends
+        assert f"stage of {size} bytes" in ends[0]["reason"], ends
+        assert f"at most {LIMIT} bytes" in ends[0]["reason"], ends
+    assert "fleet.Next() was given a stage" in (run_dir / "steps/huge/log").read_text()  # (its traceback)
+    assert [e["outcome"] for e in exits(run_dir, "most")] == ["next", "succeeded"]
+    assert [x["stage_len"] for x in seen(run_dir, "most")] == [0, LIMIT]
+    assert_nothing_left(run_dir)
+
+
+def test_no_end_record_is_written_longer_than_a_pipe_write_is_atomic(tmp_path):
+    # A stage set round fleet.Next's check: the record keeps its scalars and says why
+    # (the step then fails on its exit status, never blocks in the write). Both ends
+    # non-blocking: a record too long for the pipe is an error here, not a hang.
+    r, w = os.pipe()
+    os.set_blocking(r, False)
+    os.set_blocking(w, False)
+    stepcontext.control.update(outcome="next", stage="y" * 2_000_000, submitted=3)
+    try:
+        childreport.report_end(w, 1.0, 2.0, 3.0, list(range(3000)), True, "next stage 'yyy'")
+        data = os.read(r, 1 << 20)
+    finally:
+        stepcontext.control.clear()
+        os.close(r)
+        os.close(w)
+    assert len(data) <= childreport._REPORT_MAX
+    record = msgpack.unpackb(data)
+    assert record["phase"] == "end" and record["work_end"] == 3.0 and record["control"] == {"submitted": 3}
+    assert "its end record was 2,000," in record["error"] and record["error"].startswith("next stage 'yyy'")
+    assert protocol.outcome(_call_launch(tmp_path), 2, record) == "failed"
+
+
+def _call_launch(tmp_path: Path):
+    from fleet.wire.messages import Launch
+    return Launch(step="s", attempt=1, kind="call", call="m:f", args={}, command=None, cores=(), gpus=(),
+                  memory=0, workdir=str(tmp_path), log=str(tmp_path / "log"), run_dir=str(tmp_path))
