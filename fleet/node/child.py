@@ -293,7 +293,7 @@ def _setup(launch: Launch, close_fds: Iterable[int],
 
 def _to_log(launch: Launch) -> None:
     """stdin from /dev/null, stdout and stderr to the step's log, opened by its header."""
-    log = os.open(launch.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    log = os.open(launch.log, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)  # (read: its last byte)
     null = childprep.devnull  # opened once in the zygote (childprep), else here
     childprep.devnull = None
     if null is None:
@@ -303,7 +303,7 @@ def _to_log(launch: Launch) -> None:
     os.dup2(log, 2)
     os.close(null)
     os.close(log)
-    os.write(1, log_header(launch, time.time()))
+    os.write(1, stepdirs.line_start(1) + log_header(launch, time.time()))
 
 
 def _exit_code(exc: SystemExit) -> int:

@@ -55,12 +55,12 @@ def _open_log(msg: Launch, foreground: bool) -> int:
             log = os.dup(2)
         else:
             stepdirs.make_log_dir(msg)
-            log = os.open(msg.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            log = os.open(msg.log, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)  # (read: its last byte)
     except OSError as exc:
         raise NotStarted(_said(exc), diskfull.errno_of(exc)) from None
     try:
         if not foreground:
-            os.write(log, child.log_header(msg, time.time()))
+            os.write(log, stepdirs.line_start(log) + child.log_header(msg, time.time()))
     except OSError:
         pass  # a full disk: the step may still run; its own writes will say so
     try:

@@ -89,11 +89,8 @@ def _signal(pid: int, sig: int) -> None:
 
 
 def _note(log: str, text: str) -> None:
-    try:
-        with open(log, "a") as f:
-            f.write(text)
-    except OSError:
-        pass
+    from fleet.node.stepdirs import append_to_log  # (on a line of its own; only when said)
+    append_to_log(log, text)
 
 
 def _slurm(argv: list[str]) -> subprocess.CompletedProcess | None:

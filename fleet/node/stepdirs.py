@@ -109,15 +109,31 @@ def _why(path: str, exc: OSError) -> str:
 
 
 def append_to_log(path: str, text: str) -> None:
-    """Append ``text`` to a step's log (from the zygote: a line of its own after the step's)."""
+    """Append ``text`` to a step's log (from the zygote: a line of its own after the
+    step's), on a line of its own (:func:`line_start`)."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)  # (read: line_start)
     except OSError:
         return
     try:
-        os.write(fd, text.encode())
+        os.write(fd, line_start(fd) + text.encode(errors="backslashreplace"))
+    except OSError:
+        pass  # a full disk: the step's outcome still says it
     finally:
         os.close(fd)
+
+
+def line_start(fd: int) -> bytes:
+    """What to write to the log open at ``fd`` before a line of fleet's own (an
+    attempt's header, a ``fleet:`` line): a newline if the log's last byte is not one
+    (the step's output ended without it: ``printf 'progress 50%'``), else nothing.
+    Before 2026-12-06 such a line ran on after the step's last bytes. One fstat, and
+    one pread where the log is not empty."""
+    try:
+        size = os.fstat(fd).st_size
+        return b"\n" if size and os.pread(fd, 1, size - 1) != b"\n" else b""
+    except OSError:  # (not a regular file: a terminal, a pipe)
+        return b""
 
 
 def unproduced(launch: Launch) -> str | None:
