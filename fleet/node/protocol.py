@@ -21,6 +21,8 @@ NEXT_CODE, WAIT_CODE, RESTART_CODE, BROKEN_CODE = 2, 3, 4, 5
 CODES = {NEXT_CODE: "next", WAIT_CODE: "wait", RESTART_CODE: "restart", BROKEN_CODE: "broken"}
 # Exit 2 with no stage named would run the same stage again at once, for ever.
 NO_STAGE = "exit status 2 with no stage named in $FLEET_NEXT_STAGE (protocol \"steps\": 2 asks for that stage)"
+# fleet.Next("") likewise: "" is the first stage, so the step would start over for ever.
+NO_STAGE_CALL = "fleet.Next() with no stage named (\"\" is the first stage: the step would start over there, for ever)"
 # A stage is a name (data belongs in files): it rides a child's end record, one write
 # below PIPE_BUF into the zygote's report pipe (fleet.node.childreport), and the
 # environment ($FLEET_STAGE) of every later run. Before 2026-12-06 none was refused,
@@ -60,7 +62,7 @@ class Next(Control):
 
     def __init__(self, stage: str):
         stage = str(stage)
-        problem = stage_problem(stage, "fleet.Next()")
+        problem = NO_STAGE_CALL if not stage.strip() else stage_problem(stage, "fleet.Next()")
         if problem:  # raised where the step asks: its traceback names the line
             raise ValueError(problem)
         super().__init__(stage)

@@ -95,3 +95,31 @@ def _call_launch(tmp_path: Path):
     from fleet.wire.messages import Launch
     return Launch(step="s", attempt=1, kind="call", call="m:f", args={}, command=None, cores=(), gpus=(),
                   memory=0, workdir=str(tmp_path), log=str(tmp_path / "log"), run_dir=str(tmp_path))
+
+
+def test_fleet_next_with_an_empty_or_blank_stage_fails_the_step_as_exit_2_naming_none_does(tmp_path):
+    # (it used to send the step back to its first stage, for ever)
+    r, run_dir = run(tmp_path, """
+[[steps]]
+id = "empty"
+call = "stage_steps:next_blank"
+retries = 1
+
+[[steps]]
+id = "blank"
+call = "stage_steps:next_blank"
+args = { stage = "  " }
+
+[[steps]]
+id = "after"
+command = "true"
+deps = ["empty"]
+""")
+    assert r.returncode == 1, r.stdout + r.stderr
+    for step, tries in (("empty", 2), ("blank", 1)):
+        ends = exits(run_dir, step)
+        assert [e["outcome"] for e in ends] == ["failed"] * tries, ends  # (its retry fails the same way)
+        assert all("fleet.Next() with no stage named" in e["reason"] for e in ends), ends
+        assert [x["phase"] for x in seen(run_dir, step)] == [0] * tries
+    assert not exits(run_dir, "after")
+    assert_nothing_left(run_dir)
