@@ -411,9 +411,18 @@ def _context(launch: Launch) -> StepContext:
     ctx = object.__new__(StepContext)
     object.__setattr__(ctx, "__dict__", dict(
         id=launch.step, attempt=launch.attempt, workdir=launch.workdir,
-        run_dir=launch.run_dir, cores=launch.cores, gpus=launch.gpus,
-        memory=launch.memory, placement=launch.placement,
-        inputs=launch.inputs, outputs=launch.outputs, args=launch.args,
+        run_dir=launch.run_dir, cores=tuple(launch.cores), gpus=tuple(launch.gpus),
+        memory=launch.memory, placement=_tuples(launch.placement),
+        inputs=tuple(launch.inputs), outputs=tuple(launch.outputs), args=launch.args,
         log=launch.log, threads=threads.step_threads(launch), phase=launch.phase, stage=launch.stage,
         children=dict(launch.children), restarts=launch.restarts, children_omitted=launch.children_omitted))
     return ctx
+
+
+def _tuples(placement) -> tuple:
+    """((node, cores, gpus, memory), ...), as the fleet's message gives it (tuple() of a
+    tuple is the tuple itself): `fleet step` makes its Launch of lists, and before
+    2026-12-06 its ctx.cores was [0] where a fleet's was (0,)."""
+    if type(placement) is tuple and all(type(s) is tuple for s in placement):
+        return placement
+    return tuple((node, tuple(cores), tuple(gpus), memory) for node, cores, gpus, memory in placement)

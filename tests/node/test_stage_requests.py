@@ -123,3 +123,26 @@ deps = ["empty"]
         assert [x["phase"] for x in seen(run_dir, step)] == [0] * tries
     assert not exits(run_dir, "after")
     assert_nothing_left(run_dir)
+
+
+def test_the_context_holds_tuples_in_fleet_step_as_in_fleet_run(tmp_path):
+    suite = write_suite(tmp_path / "k.toml", """
+[suite]
+name = "k"
+run_dir = "k"
+
+[[steps]]
+id = "kinds"
+call = "stage_steps:kinds"
+""")
+    r = fleet("step", str(suite), "kinds", cwd=tmp_path, timeout=90)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = fleet("run", str(suite), cwd=tmp_path, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    got = seen(tmp_path / "k", "kinds")
+    assert len(got) == 2, got  # fleet step's, then fleet run's
+    want = dict(cores="tuple", gpus="tuple", placement="tuple", slot=["str", "tuple", "tuple", "int"],
+                inputs="tuple", outputs="tuple", hashable=True)
+    for x in got:
+        assert {k: x[k] for k in want} == want, got
+    assert_nothing_left(tmp_path / "k")
