@@ -380,8 +380,8 @@ class Coordinator:
         self.submissions.ended(d.step, d.outcome, d.attempt, d.reason, final=final)  # (first: see _act)
         if not d.ran:
             self.events.write(events.Cancelled(t=now, step=d.step, reason=d.reason))
-        if d.outcome in (S.LOST, S.STOPPED) or d.step in elsewhere:
-            # No agent reported these ends: the record is ours to write.
+        if d.outcome in (S.LOST, S.STOPPED) or d.step in elsewhere or d.overrules:
+            # No agent reported these ends (or its record said the attempt went on): the record is ours to write.
             self.events.write(events.Exit(t=now, step=d.step, attempt=d.attempt, outcome=d.outcome, reason=d.reason,
                                           by=elsewhere[d.step][0] if d.step in elsewhere else None))
         if d.outcome == S.LOST:

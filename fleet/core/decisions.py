@@ -199,13 +199,17 @@ class Finished:
     """An attempt ended with this outcome (the step may still be retried). `ran` is
     False for a step that ends without ever having started (cancelled while waiting),
     and for one cancelled as its attempt ended going on (next, wait, restart: its exit
-    record says so): the coordinator records the cancel on its own."""
+    record says so): the coordinator records the cancel on its own. `overrules`: the
+    node's exit record said the attempt went on, and the scheduler ends it with this
+    outcome instead (a restart past MAX_RESTARTS: fleet.core.phases); the coordinator
+    records this exit too, as the attempt's last word."""
 
     step: str
     attempt: int
     outcome: str
     reason: str = ""
     ran: bool = True
+    overrules: bool = False
 
 
 @dataclass(frozen=True)

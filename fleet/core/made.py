@@ -26,5 +26,6 @@ def start(step: str, attempt: int, placement: tuple, resume=None) -> Start:
 def finished(step: str, attempt: int, outcome: str, reason: str = "", ran: bool = True) -> Finished:
     """Finished(step, attempt, outcome, reason, ran)."""
     v = _new(Finished)
-    _set(v, "__dict__", {"step": step, "attempt": attempt, "outcome": outcome, "reason": reason, "ran": ran})
+    _set(v, "__dict__", {"step": step, "attempt": attempt, "outcome": outcome, "reason": reason, "ran": ran,
+                         "overrules": False})
     return v

@@ -11,7 +11,9 @@ protocol:
   instead, fleet.control.children).
 - next: READY again at once, at the stage it named (phase one higher).
 - restart: READY again at once, from scratch (phase 0, no stage), in a fresh work
-  directory (the node moves the old one aside: fleet.node.protocol).
+  directory (the node moves the old one aside: fleet.node.protocol). Past MAX_RESTARTS
+  in a run (what ``ctx.restarts`` counts) a restart is a loop: the step fails there,
+  not retried (a retry would go on restarting), and its dependents are blocked.
 - broken: final (BROKEN), never retried; its dependents are blocked.
 
 A retry (the step failed) keeps its phase and stage: the stage that failed runs again.
@@ -36,6 +38,14 @@ from typing import Iterator
 from fleet.core import made
 from fleet.core import states as S
 from fleet.core.decisions import Blocked, Finished, Resume, Submitted  # noqa: F401  (Blocked: docs)
+
+
+# Restarts a step may ask for in a run. Each moves its work directory aside into an
+# attempt-<n> folder: before 2026-12-06 a step that restarted whatever it found did so
+# ~30 times a second, for ever, filling its directory.
+MAX_RESTARTS = 20
+RESTART_LOOP = ("it asked to restart again after {most} restarts in this run (fleet.Restart, or exit 4 with "
+                "protocol \"steps\": a loop, it seems; at most {most} a run); not retried")
 
 
 class Family:
@@ -164,6 +174,12 @@ class Phases:
             return
         fam = self._family(sid)
         if ev.outcome == S.RESTART:
+            if fam.restarts >= MAX_RESTARTS:
+                self._set(job, S.FAILED)
+                out.append(Finished(sid, job.attempt, S.FAILED, RESTART_LOOP.format(most=MAX_RESTARTS),
+                                    overrules=True))
+                self._block_descendants(job, sid, out)
+                return
             fam.phase, fam.stage, fam.restarts = 0, "", fam.restarts + 1
         else:
             fam.phase += 1

@@ -174,3 +174,19 @@ def test_a_child_cannot_depend_on_its_parent_its_ancestors_or_what_waits_for_the
     sched.handle(StepExited("p", 1, S.WAIT), 2.0)
     assert sched.ends_after("p/c", ["p", "last", "free"]) == {"p": "p", "last": "p"}  # p: an ancestor of p/c
     assert sched.ends_after("q/x", ["p", "free"]) == {}  # (q/x's own wait on p is not a family's)
+
+
+def test_a_step_that_restarts_past_twenty_times_in_a_run_fails_not_retried_and_blocks_its_dependents():
+    sched = Scheduler()
+    sched.handle(NodeJoined(node("n", 1)), 0.0)
+    sched.handle(submission(suite({"id": "s", "retries": 3}, {"id": "after", "deps": ["s"]}).steps), 0.0)
+    for n in range(1, 21):  # twenty restarts: each runs again, from scratch
+        out = sched.handle(StepExited("s", 1, S.RESTART), float(n))
+        assert [(d.step, d.attempt, d.resume.restarts) for d in out if isinstance(d, Start)] == [("s", 1, n)]
+    out = sched.handle(StepExited("s", 1, S.RESTART), 21.0)
+    ends = [d for d in out if isinstance(d, Finished)]
+    assert [(d.step, d.attempt, d.outcome, d.overrules) for d in ends] == [("s", 1, S.FAILED, True)]
+    assert "restart again after 20 restarts in this run" in ends[0].reason and "loop" in ends[0].reason
+    assert not starts(out)  # not retried, whatever its retries
+    assert [d.step for d in out if isinstance(d, Blocked)] == ["after"]
+    assert sched.state("s") == S.FAILED and sched.finished()

@@ -5,6 +5,7 @@ empty. Step functions live in tests/stage_steps.py."""
 from __future__ import annotations
 
 import json
+import re
 import os
 import sys
 from pathlib import Path
@@ -146,3 +147,34 @@ call = "stage_steps:kinds"
     for x in got:
         assert {k: x[k] for k in want} == want, got
     assert_nothing_left(tmp_path / "k")
+
+
+def test_a_step_that_restarts_whatever_it_finds_fails_after_twenty_restarts_naming_the_loop(tmp_path):
+    # (it used to restart ~30 times a second for ever, an attempt-<n> directory each)
+    r, run_dir = run(tmp_path, """
+[[steps]]
+id = "call"
+call = "stage_steps:restart_always"
+retries = 2
+
+[[steps]]
+id = "sh"
+command = "echo some work > work.txt; test $(ls -d attempt-* 2>/dev/null | wc -l) -gt 25 || exit 4"
+protocol = "steps"
+
+[[steps]]
+id = "after"
+command = "true"
+deps = ["call"]
+""", timeout=240)
+    assert r.returncode == 1, r.stdout + r.stderr
+    for step in ("call", "sh"):
+        ends = exits(run_dir, step)
+        assert [e["outcome"] for e in ends] == ["restart"] * 21 + ["failed"], ends  # not retried
+        assert "restart again after 20 restarts in this run" in ends[-1]["reason"], ends
+        kept = sorted(p.name for p in (run_dir / "steps" / step).glob("attempt-*"))
+        assert kept == sorted(f"attempt-{n}" for n in range(1, 21)), kept
+    assert [x["restarts"] for x in seen(run_dir, "call")] == list(range(21))
+    assert re.search(r"failed +call: it asked to restart again after 20", r.stdout), r.stdout
+    assert not exits(run_dir, "after")
+    assert_nothing_left(run_dir)
