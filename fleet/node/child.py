@@ -26,8 +26,8 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, NoReturn
 
-from fleet.node import (childprep, childreport, diskfull, memlimit, oomscore, protocol, session, stepcontext,
-                        stepdirs, stepend, threads)
+from fleet.node import (childprep, childreport, diskfull, memlimit, oomscore, protocol, reseed, session,
+                        stepcontext, stepdirs, stepend, threads)
 from fleet.node.params import only_ctx, parameters
 from fleet.node.stepdirs import append_to_log, unproduced  # noqa: F401  (their old home; still imported from here)
 from fleet.node.stepcontext import StepContext  # noqa: F401  (its old home; still imported from here)
@@ -281,6 +281,9 @@ def _setup(launch: Launch, close_fds: Iterable[int],
         print(mismatch, file=sys.stderr, flush=True)
     # After the pinning: an OpenMP runtime sizes new threads' affinity from ours.
     failed = threads.resize_preloaded_pools(threads.step_threads(launch))
+    if failed:
+        print(failed, file=sys.stderr, flush=True)
+    failed = reseed.reseed_preloaded()  # or every step forked here draws the zygote's numbers
     if failed:
         print(failed, file=sys.stderr, flush=True)
     stepdirs.make_dirs(launch)
