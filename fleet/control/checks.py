@@ -220,6 +220,7 @@ def threads():
     return None
 
 def load(module):
+    print("\nFLEET-IMPORTING " + module, flush=True)  # (named if its import kills this process)
     try:
         return importlib.import_module(module), None
     except ModuleNotFoundError as e:
@@ -252,6 +253,7 @@ sys.stdout.flush()
 print("\nFLEET-IMPORTS " + json.dumps(out), flush=True)
 """
 _MARK = "FLEET-IMPORTS "
+_IMPORTING = "FLEET-IMPORTING "
 
 
 def import_problems(suite: Suite, timeout: float = IMPORT_TIMEOUT_S, cwd: Path | None = None) -> list[Problem]:
@@ -277,7 +279,20 @@ def import_problems(suite: Suite, timeout: float = IMPORT_TIMEOUT_S, cwd: Path |
     answer = _import_in_child(list(dict.fromkeys(suite.preload)), list(wanted.items()), timeout, cwd)
     if isinstance(answer, str):
         return [Problem(str(suite.path), None, None, answer)]
+    if isinstance(answer, tuple):
+        return [_killed_problem(suite, users, *answer)]
     return _preload_problems(suite, answer["preload"]) + _call_problems(users, answer["calls"])
+
+
+def _killed_problem(suite: Suite, users: dict, module: str, why: str) -> Problem:
+    """The module whose import killed the importing process, where the suite names it."""
+    if module in suite.preload:
+        return Problem(str(suite.path), None, "suite.preload", _cannot(module, why))
+    steps = [s for (m, _), ss in users.items() if m == module for s in ss]
+    if steps:
+        more = f" (and in {len(steps) - 1} more step{'s' if len(steps) != 2 else ''})" if len(steps) > 1 else ""
+        return Problem(steps[0].source, steps[0].id, "call", _cannot(module, why) + more)
+    return Problem(str(suite.path), None, None, f"module '{module}' cannot be imported: {why}")
 
 
 def _preload_problems(suite: Suite, answer: dict) -> list[Problem]:
@@ -316,8 +331,9 @@ def _cannot(module: str, error: str) -> str:
 
 
 def _import_in_child(preload: list[str], calls: list[tuple[str, list[str]]], timeout: float,
-                     cwd: Path | None = None) -> dict | str:
-    """The child's answer, or what went wrong with the child itself."""
+                     cwd: Path | None = None) -> dict | str | tuple[str, str]:
+    """The child's answer, or what went wrong with the child itself: (module, how the
+    child ended) if an import ended it, else a sentence."""
     from fleet.node.threads import THREAD_VARS
     env = {**os.environ, **dict.fromkeys(THREAD_VARS, "1")}  # as a zygote has them (fleet.node.zygote)
     from fleet.wire.interpreter import SAFE
@@ -334,8 +350,14 @@ def _import_in_child(preload: list[str], calls: list[tuple[str, list[str]]], tim
         os.killpg(p.pid, signal.SIGKILL)  # anything an import left running in the child's session
     except ProcessLookupError:
         pass
-    for line in reversed(out.splitlines()):
+    lines = out.splitlines()
+    for line in reversed(lines):
         if line.startswith(_MARK):
             return json.loads(line[len(_MARK):])
+    from fleet.node.hello import ended as how
+    ended = how(p.returncode)
+    module = next((line[len(_IMPORTING):] for line in reversed(lines) if line.startswith(_IMPORTING)), None)
+    if module is not None:  # a crash in a C extension, a build for another CPU, an os._exit
+        return module, f"the process importing it {ended}"
     tail = " ".join(err.strip().splitlines()[-3:])
-    return f"importing the suite's modules ended without an answer (exit {p.returncode}): {tail}"
+    return f"importing the suite's modules ended without an answer (it {ended}): {tail}".rstrip(": ")

@@ -38,6 +38,7 @@ import time
 
 from fleet.node import child, jobend, markers, memlimit, memwatch, orphans, session, watcher
 from fleet.node.agentargs import arguments, node_name, offered_cores, offered_gpus  # noqa: F401  (node_name: tests)
+from fleet.node.hello import await_hello, zygote_end
 from fleet.node.launcherenv import clean_environment
 from fleet.wire import framing, interpreter
 from fleet.wire import messages as P
@@ -57,21 +58,6 @@ def start_zygote(preload: str, fence: float = 0.0, limits: str = "none",
     os.close(req_r)
     os.close(rep_w)
     return proc, req_w, rep_r
-
-
-def zygote_end(zygote: subprocess.Popen) -> str:
-    """How a zygote that closed its pipe ended: "was killed by SIGKILL", "exited with
-    status 1" (a step may kill it: it is every step's parent, $PPID to a command)."""
-    try:
-        rc = zygote.wait(timeout=2.0)
-    except subprocess.TimeoutExpired:
-        return "closed its pipe"
-    if rc < 0:
-        try:
-            return f"was killed by {signal.Signals(-rc).name}"
-        except ValueError:
-            return f"was killed by signal {-rc}"
-    return f"exited with status {rc}"
 
 
 class Agent:
@@ -471,10 +457,7 @@ def main(argv: list[str] | None = None) -> int:
     # us lost; it fences steps of a frozen node when the zygote would (fleet.node.watcher).
     args.watcher, args.watcher_fd = watcher.start(  # (that fd stays open until we exit: the point)
         zygote.pid, token, min(2.0, timeout / 4), 0.5 * timeout, cgroups)
-    try:
-        hello = framing.read_message(rep_r)
-    except (ValueError, EOFError) as e:  # it died mid-frame, or is not a zygote we can read
-        hello = P.Refused(f"the zygote's first message was unreadable: {e}")
+    hello = await_hello(zygote, rep_r)  # or why not: the module a crashed zygote was importing
     from fleet.node import probe
     cores = offered_cores(args, probe.usable_cores)
     memory = args.memory or probe.node_memory()

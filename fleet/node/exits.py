@@ -40,7 +40,7 @@ def reap(zygote, block: bool = False) -> list:
             return ended
         step = zygote.steps.get(info.si_pid)
         zygote.spare.reaped(info.si_pid)  # a spare that died waiting: another is made
-        zygote.preloads.reaped(info.si_pid)
+        zygote.preloads.reaped(info.si_pid, info.si_status if info.si_code == os.CLD_EXITED else -info.si_status)
         if step is not None:
             # What a step left in its group ends with it (what left the group: fleet.node.orphans).
             try:

@@ -29,8 +29,11 @@ import signal
 import sys
 import time
 from dataclasses import dataclass
+from typing import Callable, NoReturn
 
 from fleet.node import child, threads as step_threads
+from fleet.node.hello import ended
+from fleet.wire import framing
 from fleet.wire import messages as P
 
 # A probe still importing after this long is killed and the request refused. The
@@ -58,6 +61,27 @@ def thread_problem(module: str, threads: int | None) -> str:
     count = "an unknown number of" if threads is None else str(threads)
     return (f"module '{module}' starts a thread when imported ({count} threads after importing it); "
             f"a zygote forks, which needs exactly 1")
+
+
+def import_at_start(modules: tuple[str, ...], fd_out: int, refuse: Callable[[str], NoReturn]) -> float:
+    """The zygote's ``--preload``, before Hello: import each module, saying which to the
+    agent first (an import that kills the interpreter is then named by the agent:
+    fleet.node.hello), and :func:`refuse` one that fails or starts a thread, worded as
+    a preload while serving words it. Returns the import time."""
+    t0 = time.perf_counter()
+    for name in modules:
+        try:
+            framing.write_message(fd_out, P.Importing(name))
+        except OSError:
+            pass  # the agent is gone: found out, and acted on, once serving
+        try:
+            importlib.import_module(name)
+        except BaseException as exc:
+            refuse(f"module '{name}' failed to import: {type(exc).__name__}: {exc}"[:1000])
+        threads = thread_count()
+        if threads != 1:  # after each: the refusal names the module that started one
+            refuse(thread_problem(name, threads))
+    return time.perf_counter() - t0
 
 
 def _probe(modules: list[str], w: int) -> None:
@@ -88,6 +112,7 @@ class _Probe:
     timeout: float
     data: bytes = b""
     reaped: bool = False  # by the zygote's loop: its pid is no longer ours to wait for
+    returncode: int = 0  # once reaped (Popen's sense: -N for signal N)
 
     def read(self, now: float) -> tuple[bool, str] | None:
         """(ok, reason) once it has ended or is out of time (then it is killed); None
@@ -102,9 +127,6 @@ class _Probe:
             self.data += chunk
         if not eof and now < self.deadline:
             return None
-        if not eof:
-            _kill(self.pid)  # and what its import started (a reaped probe's group is theirs)
-        os.close(self.fd)
         lines = []
         for line in self.data.decode(errors="replace").splitlines():
             try:
@@ -113,12 +135,18 @@ class _Probe:
                 pass  # a line cut by the kill
         current = next((d["importing"] for d in reversed(lines) if "importing" in d), "?")
         final = next((d for d in reversed(lines) if "ok" in d or "error" in d), None)
+        if final is None and eof and not self.reaped and now < self.deadline:
+            return None  # it died unasked: how, its SIGCHLD tells (the loop reaps it, then reads again)
+        if not eof:
+            _kill(self.pid)  # and what its import started (a reaped probe's group is theirs)
+        os.close(self.fd)
         if final is not None:
             return bool(final.get("ok")), str(final.get("error", ""))
         if not eof:
             return False, (f"importing module '{current}' took longer than {self.timeout:g} s "
                            f"(fleet up --preload {current} has no time limit)")
-        return False, f"the process importing module '{current}' died without an answer"
+        how = ended(self.returncode) if self.reaped else "died"
+        return False, f"module '{current}' failed to import: the process importing it {how}"
 
 
 def _kill(pid: int) -> None:
@@ -144,10 +172,12 @@ class Preloads:
         """A Preload arrived: answered in order, from the loop (:meth:`turn`)."""
         self.queue.append(tuple(modules))
 
-    def reaped(self, pid: int) -> None:
-        """The zygote reaped ``pid``: if it was the probe, it is not waited for again."""
+    def reaped(self, pid: int, returncode: int = 0) -> None:
+        """The zygote reaped ``pid``: if it was the probe, it is not waited for again
+        (``returncode`` says how it ended: -N for signal N)."""
         if self.probe is not None and self.probe.pid == pid:
             self.probe.reaped = True
+            self.probe.returncode = returncode
 
     def poll_ms(self, timeout_ms: int | None) -> int | None:
         """The loop's poll timeout, bounded by what preloading waits for."""

@@ -6,8 +6,9 @@ Run by the agent as::
 
 ``--fd-in`` is the read end of the agent's request pipe, ``--fd-out`` the write end
 of the response pipe (both passed with ``pass_fds``). It pins the thread pools of
-numerical libraries to one thread, imports the preload modules, checks that it is
-still one OS thread (else it sends Refused and exits 3), sends Hello, then serves
+numerical libraries to one thread, imports the preload modules (saying each to the
+agent first: an import that kills it is named by the agent, fleet.node.hello), checks
+that it is still one OS thread (else it sends Refused and exits 3), sends Hello, then serves
 (a Preload while serving: :mod:`fleet.node.preload`):
 a ``call`` step is a fork running :func:`fleet.node.child.run_call` (usually the
 spare forked ahead of demand, :mod:`fleet.node.spare`), a ``command`` step is
@@ -46,7 +47,6 @@ if __name__ == "__main__":  # only the zygote process, not a module importing th
         os.environ[_name] = "1"
 
 import argparse  # noqa: E402  (after the environment on purpose)
-import importlib  # noqa: E402
 import select  # noqa: E402
 import signal  # noqa: E402
 import subprocess  # noqa: E402
@@ -57,7 +57,7 @@ from dataclasses import dataclass, field  # noqa: E402
 import msgpack  # noqa: E402
 
 from fleet.node import child, command, exits, memlimit, orphans, session, srunstop, threads as step_threads  # noqa: E402
-from fleet.node.preload import Preloads, thread_count, thread_problem  # noqa: E402,F401  (thread_count: ours too)
+from fleet.node.preload import Preloads, import_at_start, thread_count  # noqa: E402
 from fleet.node.outbox import Outbox  # noqa: E402
 from fleet.node.queued import Queued  # noqa: E402
 from fleet.node import spare as spare_mod  # noqa: E402
@@ -469,16 +469,7 @@ def main(argv: list[str] | None = None) -> int:
     orphans.become_subreaper()  # (before the first fork: see fleet.node.orphans)
     preload = tuple(m.strip() for m in args.preload.split(",") if m.strip())
     interpreter.user_path()  # (after our own imports, before the preloads)
-    t0 = time.perf_counter()
-    for name in preload:  # each refusal worded as a preload while serving words it (fleet.node.preload)
-        try:
-            importlib.import_module(name)
-        except BaseException as exc:
-            _refuse(args.fd_out, f"module '{name}' failed to import: {type(exc).__name__}: {exc}"[:1000], True)
-        threads = thread_count()
-        if threads != 1:  # after each: the refusal names the module that started one
-            _refuse(args.fd_out, thread_problem(name, threads), True)
-    import_s = time.perf_counter() - t0
+    import_s = import_at_start(preload, args.fd_out, lambda reason: _refuse(args.fd_out, reason, True))
     step_threads.note_preloaded_pools()  # the children resize those pools (never us)
     threads = thread_count()
     if threads != 1:

@@ -416,6 +416,14 @@ class Tick:
     """agent -> zygote: the agent is alive (any message counts; this one says only that)."""
 
 
+@message("importing")
+class Importing:
+    """zygote -> agent, before Hello: about to import this preload module, so that an
+    import that kills the interpreter (a crash in a C extension) can be named."""
+
+    module: str
+
+
 @message("hello")
 class Hello:
     """zygote -> agent: ready, single-threaded, with these modules pre-imported."""

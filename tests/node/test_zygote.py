@@ -24,7 +24,7 @@ import pytest
 from fleet.node import probe
 from fleet.node.child import placement_mismatch, step_environment
 from fleet.wire.framing import FrameReader, frame_payload, write_message, write_payloads
-from fleet.wire.messages import VERSION, Exited, Hello, Kill, Launch, Refused, Shutdown, Started, encode
+from fleet.wire.messages import VERSION, Exited, Hello, Importing, Kill, Launch, Refused, Shutdown, Started, encode
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="the zygote needs Linux")
@@ -66,6 +66,7 @@ class ZygoteProcess:
         self.reader = FrameReader()
         self.inbox: list = []
         self.started: dict[str, Started] = {}
+        self.importing: list[str] = []  # the preload modules it said it was importing
         self.eof = False
 
     def send(self, msg) -> None:
@@ -97,6 +98,9 @@ class ZygoteProcess:
                     self.eof = True
                 self.inbox += self.reader.feed(data)
         msg = self.inbox.pop(0)
+        if isinstance(msg, Importing):  # (before its Hello: kept for the tests of those)
+            self.importing.append(msg.module)
+            return self.next(max(0.0, deadline - time.monotonic()))
         if isinstance(msg, Started):
             self.started[msg.step] = msg
         return msg
@@ -233,6 +237,7 @@ def test_the_zygote_says_hello_with_one_thread_and_its_preloaded_modules(zygote)
     assert hello.threads == 1
     assert hello.preload == ("steps",)
     assert 0 <= hello.import_s < TIMEOUT
+    assert z.importing == ["steps"]  # said before it imported it, for an agent to name a crash
 
 
 def test_a_preload_that_starts_a_thread_makes_the_zygote_refuse_and_exit_3(zygote):
@@ -523,12 +528,13 @@ def test_end_of_file_on_the_request_pipe_stops_every_step_and_leaves_nothing_beh
 AGENT = """
 import os, subprocess, sys, time
 from fleet.wire.framing import read_message, write_message
-from fleet.wire.messages import Launch
+from fleet.wire.messages import Hello, Launch
 req_r, req_w = os.pipe(); resp_r, resp_w = os.pipe()
 z = subprocess.Popen([sys.executable, "-m", "fleet.node.zygote", "--fd-in", str(req_r),
                       "--fd-out", str(resp_w), "--grace", "0.3", "--preload", "steps"],
                      pass_fds=(req_r, resp_w))
-read_message(resp_r)
+while not isinstance(read_message(resp_r), Hello):
+    pass
 wd = sys.argv[1]
 write_message(req_w, Launch("s", 1, "call", "steps:sleep_with_grandchild", {}, None,
                             (), (), 0, wd, wd + "/log", wd))

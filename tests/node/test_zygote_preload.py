@@ -68,8 +68,9 @@ def test_a_module_preloaded_already_is_not_imported_again(zygote, tmp_path):
 @pytest.mark.parametrize("module, words", [
     ("preload_starts_thread", "starts a thread when imported (2 threads after importing it)"),
     ("preload_fails", "failed to import: RuntimeError: this module cannot be imported"),
+    ("preload_crashes", "failed to import: the process importing it was killed by SIGSEGV"),
 ])
-def test_a_preload_that_starts_a_thread_or_fails_is_refused_and_the_zygote_serves_on_untouched(
+def test_a_preload_that_starts_a_thread_fails_or_crashes_is_refused_and_the_zygote_serves_on_untouched(
         zygote, tmp_path, module, words):
     z = zygote()
     z.send(Preload((module,)))
