@@ -27,7 +27,7 @@ import traceback
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, NoReturn
 
 from fleet.node import (childprep, childreport, diskfull, memlimit, oomscore, protocol, reseed, session,
-                        stepcontext, stepdirs, stepend, threads)
+                        stale, stepcontext, stepdirs, stepend, threads)
 from fleet.node.params import only_ctx, parameters
 from fleet.node.stepdirs import append_to_log, unproduced  # noqa: F401  (their old home; still imported from here)
 from fleet.node.stepcontext import StepContext  # noqa: F401  (its old home; still imported from here)
@@ -283,9 +283,11 @@ def _setup(launch: Launch, close_fds: Iterable[int],
     failed = threads.resize_preloaded_pools(threads.step_threads(launch))
     if failed:
         print(failed, file=sys.stderr, flush=True)
-    failed = reseed.reseed_preloaded()  # or every step forked here draws the zygote's numbers
-    if failed:
-        print(failed, file=sys.stderr, flush=True)
+    # What the step inherits of its zygote's preloads: numpy's random state (or every step
+    # forked here draws the same numbers), and code that may have been edited since.
+    for line in (reseed.reseed_preloaded(), stale.changed(launch.call)):
+        if line:
+            print(line, file=sys.stderr, flush=True)
     stepdirs.make_dirs(launch)
     note = protocol.take_note()  # (a restart that moved nothing aside says so, after the header)
     if note:

@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, NoReturn
 
-from fleet.node import child, threads as step_threads
+from fleet.node import child, stale, threads as step_threads
 from fleet.node.hello import ended
 from fleet.wire import framing
 from fleet.wire import messages as P
@@ -69,6 +69,7 @@ def import_at_start(modules: tuple[str, ...], fd_out: int, refuse: Callable[[str
     fleet.node.hello), and :func:`refuse` one that fails or starts a thread, worded as
     a preload while serving words it. Returns the import time."""
     t0 = time.perf_counter()
+    before = set(sys.modules)
     for name in modules:
         try:
             framing.write_message(fd_out, P.Importing(name))
@@ -81,6 +82,7 @@ def import_at_start(modules: tuple[str, ...], fd_out: int, refuse: Callable[[str
         threads = thread_count()
         if threads != 1:  # after each: the refusal names the module that started one
             refuse(thread_problem(name, threads))
+    stale.stamp_new(before)  # (a step running an edited one says so: fleet.node.stale)
     return time.perf_counter() - t0
 
 
@@ -240,6 +242,7 @@ class Preloads:
         zygote.spare.drop()  # forked without them; the loop forks the next one
         ok, reason = True, ""
         t0 = time.perf_counter()
+        before = set(sys.modules)
         for name in modules:
             if name in self.loaded:
                 continue
@@ -250,6 +253,7 @@ class Preloads:
                 break
             self.loaded.append(name)
         import_s = time.perf_counter() - t0
+        stale.stamp_new(before)
         threads = thread_count()
         if threads != 1:
             ok, reason = False, thread_problem(",".join(modules), threads)
