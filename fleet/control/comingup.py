@@ -49,6 +49,20 @@ def not_joined(c) -> str:
     return f"; not joined: {', '.join(missing[:NAMED])}{more} (their output: {c.launcher.output()})"
 
 
+def still_importing(c) -> str:
+    """With preloads, what may hold the agents that did not join: an agent joins once its
+    zygote has imported them, and the join timeout bounds that too (before 2026-12-06
+    the docs said `fleet up --preload` had no time limit, and nothing here said so)."""
+    if not c.preload:
+        return ""
+    modules = ",".join(c.preload)
+    if c.connection_name == connection.NAME:
+        what = "raise fleet up --timeout"
+    else:  # (an embedded fleet of `fleet run`: its join timeout is fixed)
+        what = f"an embedded fleet waits {c.join_timeout_s:g} s: fleet up --preload {modules} --timeout S first"
+    return f" (their zygotes may still be importing the preloads {modules}: {what})"
+
+
 class ComingUp:
     """The coordinator's side of coming up: `publish` when every agent joined, `check`
     every loop turn until the fleet is up."""
@@ -65,8 +79,8 @@ class ComingUp:
         if self.failed:
             return self.failed
         if time.monotonic() > deadline:
-            log.error("only %d of %d agents joined within %.0f s%s", len(c.agents), c.expected, c.join_timeout_s,
-                      not_joined(c))
+            log.error("only %d of %d agents joined within %s s%s%s", len(c.agents), c.expected,
+                      f"{c.join_timeout_s:g}", not_joined(c), still_importing(c))
             c.events.write(events.FleetFailed(t=time.time(), reason="agents did not join in time"))
             return NOT_UP
         if failed := c.launcher.failed():

@@ -38,7 +38,7 @@ from fleet.wire import messages as P
 
 # A probe still importing after this long is killed and the request refused. The
 # client that submitted waits for the answer (fleet run: 60 s), and the zygote then
-# imports once more; `fleet up --preload` has no such limit.
+# imports once more; `fleet up --preload` is bounded by its --timeout instead.
 PROBE_TIMEOUT_S = 25.0
 
 
@@ -145,8 +145,8 @@ class _Probe:
         if final is not None:
             return bool(final.get("ok")), str(final.get("error", ""))
         if not eof:
-            return False, (f"importing module '{current}' took longer than {self.timeout:g} s "
-                           f"(fleet up --preload {current} has no time limit)")
+            return False, (f"importing module '{current}' took longer than {self.timeout:g} s (fleet up --preload "
+                           f"{current} can take longer: as long as its --timeout, 120 s by default)")
         how = ended(self.returncode) if self.reaped else "died"
         return False, f"module '{current}' failed to import: the process importing it {how}"
 

@@ -121,7 +121,8 @@ def test_a_probe_still_importing_at_its_deadline_is_killed_and_the_request_refus
         preloads.turn(fake)
     answer = fake.sent[0]
     assert not answer.ok and answer.reason == (
-        "importing module 'preload_slow' took longer than 0.5 s (fleet up --preload preload_slow has no time limit)")
+        "importing module 'preload_slow' took longer than 0.5 s (fleet up --preload preload_slow can take longer: "
+        "as long as its --timeout, 120 s by default)")
     pid, status = os.waitpid(probe.pid, 0)  # killed, and ours to reap
     assert os.WIFSIGNALED(status)
     assert "preload_slow" not in sys.modules and thread_count() is not None
