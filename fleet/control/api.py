@@ -33,6 +33,7 @@ from fleet.wire import messages as P
 
 SUBMIT_WAIT_S = 60.0   # how long a submission's answer is waited for at first
 SUBMIT_AGAIN_S = 30.0  # and then again, while the fleet says one is on its way in
+HOLD_LOOK_S = 2.0  # an answer this late: is the submission held for its preload? (on_hold)
 
 POLL_S = 0.2
 FINAL_SKIP = ("retry",)  # progress rows that are not a step's end
@@ -108,7 +109,8 @@ class Fleet:
 
     def submit(self, suite: str | os.PathLike | Iterable[Mapping], *, name: str = "api", force: bool = False,
                serial: bool = False, only: Iterable[str] = (), with_deps: bool = False, shard: str = "",
-               new_generation: bool = False, wait_foreign: bool = True, timeout: float = SUBMIT_WAIT_S) -> Submission:
+               new_generation: bool = False, wait_foreign: bool = True, timeout: float = SUBMIT_WAIT_S,
+               on_hold: Callable[[str], None] | None = None) -> Submission:
         """Submit a suite file (its path), or a list of step tables (dicts as a suite's
         ``[[steps]]``, written as suite ``name`` into the run directory's .fleet/api/).
         The options are `fleet run`'s, and as there ValueError, before anything is sent,
@@ -118,7 +120,9 @@ class Fleet:
         The answer comes once the whole suite is in: waited for `timeout` seconds, then
         SUBMIT_AGAIN_S at a time while the fleet's status says a submission is still on
         its way in (a big suite is read, checked and entered a part at a time, while the
-        fleet answers other clients); FleetError when it does not answer and takes none in."""
+        fleet answers other clients); FleetError when it does not answer and takes none in.
+        ``on_hold``: told, once, what the submission waits for if it is held for its
+        suite's preload (a line such as "waiting for node1 to import mylib ...")."""
         only = _ids(only)
         _companions(only, with_deps, shard, new_generation, wait_foreign)
         if isinstance(suite, (str, os.PathLike)):
@@ -126,15 +130,18 @@ class Fleet:
         else:
             path = write_suite(self.run_dir, name, list(suite))
         reply = self._ask_submit(P.Submit(str(path), force, serial, shard, new_generation, wait_foreign,
-                                          only, with_deps), timeout)
+                                          only, with_deps), timeout, on_hold)
         if not reply.ok:
             raise SubmitError(reply.problems)
         return Submission(reply.submission, reply.steps, reply.skipped, str(path), tuple(reply.notes))
 
-    def _ask_submit(self, msg: P.Submit, wait: float) -> P.SubmitReply:
+    def _ask_submit(self, msg: P.Submit, wait: float, on_hold: Callable[[str], None] | None = None) -> P.SubmitReply:
         with self.client.lock:
             sock = self.client.sock
             sock.send(P.encode(msg))
+            if on_hold is not None and wait > HOLD_LOOK_S and not sock.poll(int(HOLD_LOOK_S * 1000)):
+                wait -= HOLD_LOOK_S
+                self._say_hold(msg.suite, on_hold)
             while not sock.poll(int(wait * 1000)):
                 asker = C.Client(self.conn)  # its own socket: this one's next answer is the Submit's
                 try:
@@ -155,6 +162,19 @@ class Fleet:
         if isinstance(reply, P.Error):
             raise FleetError(reply.reason)
         return reply
+
+    def _say_hold(self, suite: str, on_hold: Callable[[str], None]) -> None:
+        """If the fleet holds the submission of ``suite`` for its preload, tell ``on_hold``."""
+        from fleet.control.statusview import preloading_line
+        asker = C.Client(self.conn)  # its own socket: the other's next answer is the Submit's
+        try:
+            held = asker.ask(P.Status(), timeout=10).status.get("preloading")
+        except FleetError:
+            return  # (the wait for the answer says what is wrong, if anything is)
+        finally:
+            asker.close()
+        if held and held.get("suite") == suite:
+            on_hold(preloading_line(held))
 
     def progress(self, submission: Submission | int, since: int = 0, timeout: float = 3.0) -> P.ProgressReply:
         """One progress answer: the rows finished after ``since`` (FleetError if none came)."""

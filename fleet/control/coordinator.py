@@ -477,7 +477,7 @@ class Coordinator:
                              submissions=list(self.submissions.subs.values()), nodes_from=nodes_from,
                              loop=self.liveness.loop_figures(submitting=self.intake.count(), **self.recorder.figures(),
                                                              **heap.figures()), quiet_s=self.liveness.timeout_s / 2,
-                             longer_only=self.drain.closing.longer_only)
+                             longer_only=self.drain.closing.longer_only, preloading=self.preloads.waiting())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -124,6 +124,18 @@ class Preloads:
         self.held = Held(ident, msg, acc, tuple(new), waiting, time.monotonic())
         return True
 
+    def waiting(self) -> dict | None:
+        """The held submission, for `fleet status` and the `fleet run` that waits for it:
+        its suite, the modules, the live nodes whose zygotes have not answered yet, and
+        for how long it has been held (before 2026-12-06 nothing said it was held)."""
+        held = self.held
+        if held is None:
+            return None
+        wanted = set(held.modules)
+        nodes = [n for n in sorted(held.nodes) if self._alive(n) and wanted & self.asked[n]]
+        return dict(suite=held.msg.suite, modules=list(held.modules), nodes=nodes,
+                    held_s=round(time.monotonic() - held.since, 1))
+
     def answered(self, node: str, msg: P.Preloaded, now: float) -> None:
         """A zygote's answer (relayed by its agent): recorded, and counted."""
         self.events.write(events.Preloaded(t=now, node=node, modules=list(msg.modules),

@@ -44,6 +44,11 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
+def _said(line: str) -> None:
+    """A word of the fleet's to the user of `fleet run`, on stderr."""
+    print(f"fleet: {line}", file=sys.stderr, flush=True)
+
+
 def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, serial: bool = False,
               nodes: int = 1, out=None, shard: str = "", new_generation: bool = False,
               wait_foreign: bool = True, fleet_options: list[str] | None = None,
@@ -78,7 +83,7 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
         warnsignal.pass_to(conn)  # a warning that came meanwhile drains it now: nothing of the suite starts
         try:
             sub = f.submit(path, force=force, serial=serial, shard=shard, new_generation=new_generation,
-                           wait_foreign=wait_foreign, only=only, with_deps=with_deps)
+                           wait_foreign=wait_foreign, only=only, with_deps=with_deps, on_hold=_said)
         except SubmitError as e:
             return _refused(e.problems)
         for note in sub.notes:

@@ -20,13 +20,14 @@ STATUS_QUEUED = 50  # steps handed ahead to their nodes listed (fleet.core.windo
 
 def answer(sched: Scheduler, agents: list, *, up_since: float, run_dir: Path, failures: list,
            dropped: dict, submissions: list, loop: dict | None = None, nodes_from: int = -1,
-           quiet_s: float | None = None, longer_only: bool = False) -> dict:
+           quiet_s: float | None = None, longer_only: bool = False, preloading: dict | None = None) -> dict:
     """The status map. `agents` in the order to list them (fleet.control.liveness.Agent),
     `submissions` as fleet.control.submissions.Submission; `loop`: the coordinator loop's
     lag and the submissions not yet in (fleet.control.liveness.Liveness.loop_figures).
     With `nodes_from` >= 0, only a page of the whole node table from there; the nodes
     part of the default answer is bounded (fleet.control.nodestatus). `longer_only`: the
-    drain's close found every step left needs a longer allocation (fleet.control.closing)."""
+    drain's close found every step left needs a longer allocation (fleet.control.closing).
+    `preloading`: a submission held for its suite's preload (fleet.control.preloads.Preloads.waiting)."""
     if nodes_from >= 0:
         return nodestatus.page(sched, agents, nodes_from)
     now = time.time()
@@ -43,7 +44,7 @@ def answer(sched: Scheduler, agents: list, *, up_since: float, run_dir: Path, fa
                 failures=failures[-10:], dropped=dict(dropped),
                 submissions=[dict(id=s.id, suite=s.suite, steps=len(s.steps),
                                   finished=len(s.steps) - s.remaining) for s in submissions],
-                loop=loop or {}, allocation=_allocation(sched, longer_only),
+                loop=loop or {}, allocation=_allocation(sched, longer_only), preloading=preloading,
                 ready=[asdict(h) for h in sched.waiting_heads(now, STATUS_READY)],
                 reservations=[asdict(r) for r in sched.reservations()],
                 waiting_children=[dict(step=sid, phase=phase, stage=stage, waiting_for=n, children=total,

@@ -41,6 +41,23 @@ def _suites(submissions: list[dict]) -> list[str]:
     return out
 
 
+def preloading_line(p: dict | None, limit: int = 10) -> str:
+    """What a submission held for its suite's preload waits for (fleet.control.preloads),
+    or "" if none is held: also what a waiting `fleet run` says."""
+    if not p:
+        return ""
+    nodes = p.get("nodes") or []
+    who = ", ".join(nodes[:limit]) + (f" and {len(nodes) - limit} more" if len(nodes) > limit else "")
+    return (f"waiting for {who or 'the nodes'} to import {', '.join(p['modules'])} (the suite's preload) "
+            f"before its steps are submitted")
+
+
+def _preloading(p: dict | None) -> list[str]:
+    if not p:
+        return []
+    return [f"  suite {p['suite']}: held {_dur(p.get('held_s', 0))}, {preloading_line(p)}"]
+
+
 def _allocation(a: dict | None, now: float, limit: int = 5) -> list[str]:
     """The allocation's end, its drain point, and what they hold back (fleet.core.deadline)."""
     if not a:
@@ -196,6 +213,7 @@ def render(st: dict, now: float | None = None, max_running: int = 20, max_ready:
     shown = [k for k in STATES if counts.get(k)] + sorted(k for k in counts if counts[k] and k not in STATES)
     out.append("steps:  " + ("  ".join(f"{k} {counts[k]}" for k in shown) or "none submitted"))
     out.extend(_suites(st.get("submissions", [])))
+    out.extend(_preloading(st.get("preloading")))
     out.extend(_waiting_children(st.get("waiting_children", [])))
     running = st.get("running", [])
     if running:
