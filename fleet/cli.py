@@ -100,7 +100,7 @@ def allocation_options(f):
               help="also import the preload modules (as a zygote: one that starts a thread is refused) and "
                    "each call step's module (in one child process, with this Python and environment, in the "
                    "directory the agents of the fleet `fleet run` would use started in) and report a missing "
-                   "module or function")
+                   "module or function, and args a call step's function does not take or lacks")
 def validate(suite, nodes, cores_per_node, memory_per_node, gpus_per_node, imports):
     """Check SUITE (and, given an allocation, that every step can fit it)."""
     alloc = allocation(nodes, cores_per_node, memory_per_node, gpus_per_node)

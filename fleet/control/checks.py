@@ -203,6 +203,15 @@ def preload_hint(suite: Suite) -> str | None:
 # call steps' modules, as a forked child imports them once the preloads are in.
 _IMPORTER = r"""
 import importlib, json, os, sys
+preload, calls = json.loads(sys.stdin.read())  # (on stdin: many calls' args keys outgrow one argv string)
+_null = os.open(os.devnull, os.O_RDONLY)  # (a module that reads stdin on import reads nothing, as before)
+os.dup2(_null, 0)
+os.close(_null)
+try:  # the rule a step's child applies before the call (before sys.path has the user's directory:
+    # a fleet.py there is not fleet)
+    from fleet.node.child import ArgumentMismatch, call_arguments
+except BaseException:
+    call_arguments = None
 try:  # this directory first, as a zygote has it once its own imports are done (fleet.wire.interpreter)
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
@@ -229,26 +238,44 @@ def load(module):
     except BaseException as e:
         return None, f"{type(e).__name__}: {e}"
 
-preload, calls = json.loads(sys.argv[1])
 out = {"preload": {}, "calls": {}}
 for module in preload:
     before = threads()
     m, error = load(module)
     after = threads()
     out["preload"][module] = [error, after if after != 1 and after != before else None]
-def kind(m, name):  # (a call step's function: "func" or "Class.method")
+def found(m, name):  # (a call step's function: "func" or "Class.method")
     obj = m
     for part in name.split("."):
         obj = getattr(obj, part, None)
+    return obj
+
+def kind(obj):
     if not callable(obj):
         return "missing"
     import inspect
     return ("async generator" if inspect.isasyncgenfunction(obj) else "generator" if inspect.isgeneratorfunction(obj)
             else "")
 
+def mismatch(func, target, keys):  # (None: they fit, or the function has no signature to read)
+    try:
+        call_arguments(func, None, dict.fromkeys(keys), target)
+    except ArgumentMismatch as e:
+        return str(e)
+    except Exception:
+        pass
+    return None
+
 for module, names in calls:
     m, error = load(module)
-    out["calls"][module] = [error, {} if m is None else {n: k for n in names if (k := kind(m, n))}]
+    kinds, wrong = {}, {}
+    for n, shapes in names if m is not None else ():
+        obj = found(m, n)
+        if (k := kind(obj)):
+            kinds[n] = k
+        elif call_arguments is not None:
+            wrong[n] = [mismatch(obj, f"{module}:{n}", keys) for keys in shapes]
+    out["calls"][module] = [error, kinds, wrong]
 sys.stdout.flush()
 print("\nFLEET-IMPORTS " + json.dumps(out), flush=True)
 """
@@ -265,17 +292,15 @@ def import_problems(suite: Suite, timeout: float = IMPORT_TIMEOUT_S, cwd: Path |
     module that is not found, fails to import or starts a thread (field suite.preload),
     and a call module that is not found or fails to import, a function it lacks and a
     generator function (a step runs none of its body), at the first step that calls it
-    (counting the others)."""
-    users: dict[tuple[str, str], list[StepSpec]] = {}
-    for s in suite.steps:
-        if s.call is not None:
-            module, _, function = s.call.partition(":")
-            users.setdefault((module, function), []).append(s)
+    (counting the others); and `args` that do not fit the function by the rule a step's
+    child applies before the call (fleet.node.child.call_arguments), once per distinct
+    set of args keys of a function, at the first step that has it (counting the others)."""
+    users = _call_users(suite)
     if not users and not suite.preload:
         return []
-    wanted: dict[str, list[str]] = {}
-    for module, function in users:
-        wanted.setdefault(module, []).append(function)
+    wanted: dict[str, list] = {}
+    for (module, function), shapes in users.items():
+        wanted.setdefault(module, []).append([function, list(shapes)])
     answer = _import_in_child(list(dict.fromkeys(suite.preload)), list(wanted.items()), timeout, cwd)
     if isinstance(answer, str):
         return [Problem(str(suite.path), None, None, answer)]
@@ -285,14 +310,34 @@ def import_problems(suite: Suite, timeout: float = IMPORT_TIMEOUT_S, cwd: Path |
 
 
 def _killed_problem(suite: Suite, users: dict, module: str, why: str) -> Problem:
-    """The module whose import killed the importing process, where the suite names it."""
+    """The module whose import killed the importing process, where the suite names it
+    (`users`: _call_users's)."""
     if module in suite.preload:
         return Problem(str(suite.path), None, "suite.preload", _cannot(module, why))
-    steps = [s for (m, _), ss in users.items() if m == module for s in ss]
-    if steps:
-        more = f" (and in {len(steps) - 1} more step{'s' if len(steps) != 2 else ''})" if len(steps) > 1 else ""
-        return Problem(steps[0].source, steps[0].id, "call", _cannot(module, why) + more)
+    firsts = [seen for (m, _), shapes in users.items() if m == module for seen in shapes.values()]
+    if firsts:
+        first = firsts[0][0]
+        return Problem(first.source, first.id, "call", _cannot(module, why) + _more(sum(n for _, n in firsts) - 1))
     return Problem(str(suite.path), None, None, f"module '{module}' cannot be imported: {why}")
+
+
+def _call_users(suite: Suite) -> dict[tuple[str, str], dict[tuple[str, ...], list]]:
+    """(module, function) -> the keys of its steps' args -> [first step, how many], in
+    setup order. An array's steps share their keys (`{i}` is replaced in values only),
+    so a million-step array is a tuple of keys and a dict look-up per step here and one
+    inspection of its function in the child, not a million."""
+    by_call: dict[str, dict[tuple[str, ...], list]] = {}
+    for s in suite.steps:
+        if s.call is not None:
+            shapes = by_call.get(s.call)
+            if shapes is None:
+                shapes = by_call[s.call] = {}
+            seen = shapes.get(keys := tuple(s.args))
+            if seen is None:
+                shapes[keys] = [s, 1]
+            else:
+                seen[1] += 1
+    return {(call.partition(":")[0], call.partition(":")[2]): shapes for call, shapes in by_call.items()}
 
 
 def _preload_problems(suite: Suite, answer: dict) -> list[Problem]:
@@ -310,8 +355,8 @@ def _preload_problems(suite: Suite, answer: dict) -> list[Problem]:
 def _call_problems(users: dict, answer: dict) -> list[Problem]:
     from fleet.node.stepend import generator_refusal
     out = []
-    for (module, function), steps in users.items():
-        error, kinds = answer.get(module, ["no answer", {}])
+    for (module, function), shapes in users.items():
+        error, kinds, wrong = answer.get(module, ["no answer", {}, {}])
         if error is not None:
             message = _cannot(module, error)
         elif kinds.get(function) == "missing":
@@ -319,29 +364,36 @@ def _call_problems(users: dict, answer: dict) -> list[Problem]:
         elif kinds.get(function):  # a generator function: its body would never run (fleet.node.stepend)
             message = generator_refusal(f"{module}:{function}", kinds[function] == "async generator")
         else:
+            for (first, count), said in zip(shapes.values(), wrong.get(function, ())):
+                if said is not None:
+                    out.append(Problem(first.source, first.id, "args", said + _more(count - 1)))
             continue
-        more = len(steps) - 1
-        message += f" (and in {more} more step{'s' if more != 1 else ''})" if more else ""
-        out.append(Problem(steps[0].source, steps[0].id, "call", message))
+        firsts = list(shapes.values())
+        out.append(Problem(firsts[0][0].source, firsts[0][0].id, "call",
+                           message + _more(sum(count for _, count in firsts) - 1)))
     return out
+
+
+def _more(steps: int) -> str:
+    return f" (and in {steps} more step{'s' if steps != 1 else ''})" if steps else ""
 
 
 def _cannot(module: str, error: str) -> str:
     return f"module '{module}' not found" if error == "not found" else f"module '{module}' cannot be imported: {error}"
 
 
-def _import_in_child(preload: list[str], calls: list[tuple[str, list[str]]], timeout: float,
+def _import_in_child(preload: list[str], calls: list[tuple[str, list]], timeout: float,
                      cwd: Path | None = None) -> dict | str | tuple[str, str]:
     """The child's answer, or what went wrong with the child itself: (module, how the
     child ended) if an import ended it, else a sentence."""
     from fleet.node.threads import THREAD_VARS
     env = {**os.environ, **dict.fromkeys(THREAD_VARS, "1")}  # as a zygote has them (fleet.node.zygote)
     from fleet.wire.interpreter import SAFE
-    p = subprocess.Popen([sys.executable, *SAFE, "-c", _IMPORTER, json.dumps([preload, calls])],
-                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    p = subprocess.Popen([sys.executable, *SAFE, "-c", _IMPORTER],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          start_new_session=True, env=env, cwd=cwd)
     try:
-        out, err = p.communicate(timeout=timeout)
+        out, err = p.communicate(json.dumps([preload, calls]), timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(p.pid, signal.SIGKILL)  # its own session: whatever an import started goes too
         p.communicate()

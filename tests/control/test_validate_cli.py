@@ -429,7 +429,8 @@ def test_a_nul_in_a_command_an_env_value_or_a_path_is_refused_naming_file_step_a
 
 def test_validate_imports_imports_the_preload_modules_as_a_zygote_and_reports_them_under_suite_preload(tmp_path):
     suite = write_suite(tmp_path / "s.toml", '[suite]\npreload = ["json", "preload_starts_thread", '
-                        '"no_such_module_xyz", "preload_fails"]\n[[steps]]\nid = "a"\ncall = "json:dumps"\n')
+                        '"no_such_module_xyz", "preload_fails"]\n[[steps]]\nid = "a"\ncall = "json:dumps"\n'
+                        'args = { obj = 1 }\n')  # (json.dumps needs its obj: args are checked too)
     # Without --imports the preload is not imported: the suite is well formed.
     r = fleet("validate", str(suite), cwd=tmp_path, timeout=60)
     assert r.returncode == 0, r.stderr
