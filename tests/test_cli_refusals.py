@@ -431,6 +431,21 @@ def test_a_run_directory_others_can_write_is_refused_before_anything_starts_or_i
     assert not left_behind(tmp_path, within=1.0)
 
 
+def test_fleet_step_record_refuses_a_run_directory_others_can_write_as_fleet_run_does(tmp_path, suite):
+    # Before 2026-12-06 fleet step --record wrote its records there (fleet run refused the directory).
+    run_dir = tmp_path / "shared"
+    run_dir.mkdir()
+    run_dir.chmod(0o775)
+    r = fleet(tmp_path, "step", str(suite), "a", "--record", "--run-dir", str(run_dir))
+    refused(r, f"cannot use run directory {run_dir}: others can write to it (mode 0775)", f"chmod go-w {run_dir}")
+    assert list(run_dir.iterdir()) == []  # nothing made there
+    # Without --record nothing of fleet's is written there: the step runs in it.
+    r = fleet(tmp_path, "step", str(suite), "a", "--run-dir", str(run_dir))
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in run_dir.iterdir()) == ["steps"]
+    assert not left_behind(tmp_path, within=1.0)
+
+
 def test_status_via_with_ssh_or_a_port_out_of_range_is_a_usage_error(tmp_path):
     r = fleet(tmp_path, "status", "--ssh", "login1", "--via", "127.0.0.1:5555")
     refused(r, "--ssh and --via: give one")

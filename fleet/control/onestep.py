@@ -298,7 +298,7 @@ def step(suite, graph, step_id: str, run_dir: Path, keep: bool = False) -> int:
     """`fleet step`: run one step of a checked suite in the foreground; its exit status
     (StepError if it cannot run here). fleet's own lines go to stderr, so that stdout
     is the step's alone."""
-    from fleet.control.client import RunDirError, RunDirFull, usable_run_dir
+    from fleet.control.client import RunDirError, RunDirFull, fleet_run_dir, usable_run_dir
     from fleet.site.profiles import load
     try:
         spec = suite.step(step_id)
@@ -310,7 +310,10 @@ def step(suite, graph, step_id: str, run_dir: Path, keep: bool = False) -> int:
                         else f"suite '{suite.name}' has no step '{step_id}'")
     say = lambda text: print(f"fleet step: {text}", file=sys.stderr, flush=True)  # noqa: E731
     try:
-        usable_run_dir(run_dir)  # made 0700, as fleet run makes it
+        # Made 0700, as fleet run makes it. Recording writes what a fleet there reads (markers,
+        # journals), so a directory others can write is refused then, as fleet run refuses it;
+        # otherwise only the step's own files go there.
+        (fleet_run_dir if keep else usable_run_dir)(run_dir)
     except RunDirError as e:
         say(str(e))
         return 4 if isinstance(e, RunDirFull) else 2
