@@ -32,19 +32,20 @@ def stamp_new(before: set[str] | frozenset[str]) -> None:
     """(In the zygote, after importing preloads) stamp the user modules that are in
     sys.modules now and were not in ``before``."""
     for name in set(sys.modules) - set(before):
-        file = getattr(sys.modules.get(name), "__file__", None)
-        if not isinstance(file, str) or _installed(file):
-            continue
-        try:
+        try:  # (a module's own __getattr__, or anything put in sys.modules, may raise anything:
+            # this is a diagnostic, never a reason to refuse a preload or end a zygote)
+            file = getattr(sys.modules.get(name), "__file__", None)
+            if not isinstance(file, str) or _installed(file):
+                continue
             _stamps[name] = (file, os.stat(file).st_mtime_ns)
-        except OSError:
-            pass
+        except Exception:
+            continue
 
 
 def changed(call: str | None) -> str | None:
     """(In a call step's child) a ``fleet:`` line if the module ``call`` names was
     preloaded by the zygote and its file changed since, else None."""
-    name = (call or "").partition(":")[0]
+    name = call.partition(":")[0] if isinstance(call, str) else ""
     stamp = _stamps.get(name)
     if stamp is None:
         return None

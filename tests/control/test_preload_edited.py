@@ -41,3 +41,18 @@ def test_a_step_running_a_preloaded_module_edited_since_says_so_in_its_log_and_r
     finally:
         fleet("down", "--run-dir", str(run), cwd=tmp_path, timeout=60)
     assert_nothing_left(run)
+
+
+def test_a_preload_that_leaves_a_module_whose_attributes_raise_is_taken_and_its_steps_run(tmp_path):
+    # The edit check looks at every module a preload brought in; one whose module-level
+    # __getattr__ raises (a lazy loader) made the zygote refuse the preload that imported it.
+    (tmp_path / "lazy_bad.py").write_text("def __getattr__(name):\n    raise ImportError(name)\n")
+    (tmp_path / "bad_pre.py").write_text("import lazy_bad\ndel lazy_bad.__file__\n\n\n"
+                                         "def work(ctx):\n    open('ran', 'w').close()\n")
+    suite = write_suite(tmp_path / "s.toml", '[suite]\nname = "lazy"\npreload = ["bad_pre"]\n'
+                        '[[steps]]\nid = "a"\ncall = "bad_pre:work"\n')
+    run = tmp_path / "run"
+    r = fleet("run", str(suite), "--run-dir", str(run), "--nodes", "1", cwd=tmp_path, timeout=90)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (run / "steps/a/ran").exists()
+    assert_nothing_left(run)

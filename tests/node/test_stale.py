@@ -29,3 +29,15 @@ def test_a_user_module_imported_by_a_preload_is_stamped_and_an_edit_is_said_but_
     line = stale.changed("stale_user_mod:f")
     assert line is not None and line.startswith(f"fleet: {file} changed after this node's zygote imported "
                                                 "module 'stale_user_mod' (preloaded)")
+
+
+def test_a_module_whose_attributes_raise_is_passed_over_not_a_reason_to_fail(monkeypatch):
+    class Lazy:  # (what a module-level __getattr__ that raises looks like from outside)
+        def __getattr__(self, name):
+            raise ImportError(name)
+
+    monkeypatch.setattr(stale, "_stamps", {})
+    before = set(sys.modules)
+    monkeypatch.setitem(sys.modules, "stale_lazy_mod", Lazy())
+    stale.stamp_new(before)  # (raised ImportError before)
+    assert "stale_lazy_mod" not in stale._stamps
