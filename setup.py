@@ -20,9 +20,12 @@ class BuildWithProfiles(build_py):
         super().run()
         if getattr(self, "editable_mode", False):  # (an editable install reads agents/ where it is)
             return
+        profiles = sorted((HERE / "agents").glob("*.toml"))
+        if not profiles:  # (an sdist without them: MANIFEST.in carries agents/)
+            raise SystemExit(f"fleet's build: no machine profiles in {HERE / 'agents'}")
         dest = Path(self.build_lib) / "fleet" / "site" / "agents"
         dest.mkdir(parents=True, exist_ok=True)
-        for profile in sorted((HERE / "agents").glob("*.toml")):
+        for profile in profiles:
             shutil.copyfile(profile, dest / profile.name)
 
 

@@ -53,14 +53,16 @@ class Profile:
 
 def search_path() -> list[Path]:
     """Where profiles are read from, the first that has a name winning: $FLEET_MACHINES's
-    directories, then the repository's agents/, else the copy an install carries."""
+    directories, then the copy an install carries (fleet/site/agents/), else the
+    repository's agents/ (a checkout, an editable install)."""
     dirs = []
     if os.environ.get("FLEET_MACHINES"):
         dirs += [Path(p) for p in os.environ["FLEET_MACHINES"].split(os.pathsep) if p]
     here = Path(__file__).resolve()
-    checkout = here.parents[2] / "agents"
-    # (a checkout's, or else the installed copy: in site-packages, parents[2] is lib/pythonX.Y)
-    dirs.append(checkout if checkout.is_dir() else here.parent / "agents")
+    installed = here.parent / "agents"
+    # The copy an install carries first: in site-packages, the checkout's place (parents[2])
+    # is site-packages itself, where another distribution's package may be named `agents`.
+    dirs.append(installed if installed.is_dir() else here.parents[2] / "agents")
     return dirs
 
 

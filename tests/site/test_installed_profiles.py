@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import tarfile
 from pathlib import Path
 
 from fleetharness import completed
@@ -31,7 +32,7 @@ def _env(lib: Path) -> dict:
 def _built(tmp_path: Path) -> Path:
     src, lib = tmp_path / "src", tmp_path / "lib"
     src.mkdir()
-    for name in ("pyproject.toml", "setup.py", "README.md"):
+    for name in ("pyproject.toml", "setup.py", "README.md", "MANIFEST.in"):
         shutil.copy(REPO / name, src / name)
     for name in ("fleet", "agents"):
         shutil.copytree(REPO / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
@@ -73,3 +74,25 @@ def test_with_no_profile_anywhere_a_local_fleet_still_runs_on_the_built_in_local
     r = _fleet(lib, work, "up", "--machine", "slurm", "--run-dir", str(work / "rd2"))
     assert r.returncode == 2 and "unknown machine 'slurm'; known machines: local (built in)" in r.stderr, r.stderr
     assert not (work / "rd2").exists()
+
+
+def test_an_sdist_carries_the_profiles_and_a_package_named_agents_beside_an_install_does_not_hide_them(tmp_path):
+    # Before: an sdist had no agents/ (a wheel built from it, none), and the checkout's
+    # place, site-packages/agents, was read first: another distribution's `agents` package won.
+    lib = _built(tmp_path)
+    src = tmp_path / "src"
+    r = completed([sys.executable, "setup.py", "-q", "sdist", "--dist-dir", str(tmp_path / "dist")], 120, cwd=src,
+                  env=_env(src), text=True)
+    assert r.returncode == 0, r.stderr
+    [sdist] = (tmp_path / "dist").glob("*.tar.gz")
+    with tarfile.open(sdist) as t:
+        shipped = sorted(Path(n).name for n in t.getnames() if Path(n).parent.name == "agents" and n.endswith(".toml"))
+    assert shipped == sorted(p.name for p in (REPO / "agents").glob("*.toml"))
+    (lib / "agents").mkdir()
+    (lib / "agents" / "__init__.py").write_text("")
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {**_env(lib), "SLURM_JOB_ID": "1", "SLURM_JOB_NODELIST": "n1"}
+    r = completed([sys.executable, "-c", "from fleet.site import profiles; print(profiles.load('slurm').name)"],
+                  60, cwd=work, env=env, text=True)
+    assert r.returncode == 0 and r.stdout.strip() == "slurm", r.stderr
