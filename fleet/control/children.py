@@ -37,6 +37,7 @@ from fleet.control import leftovers
 from fleet.control.markerscan import read_markers
 from fleet.control.submissions import Accepted, why_again
 from fleet.core import states as S
+from fleet.core.attempts import GOES_ON
 from fleet.core.childsteps import expand
 from fleet.core.problems import Problem
 from fleet.core.scheduler import StepExited, Submitted
@@ -124,6 +125,8 @@ class Children:
             # The agent's exit record said it waits: how it really ended is ours to record.
             self.coord.events.write(events.Exit(t=now, step=tag.parent, attempt=tag.exit.attempt,
                                                 outcome=S.FAILED, reason=why))
+            if tag.exit.outcome in GOES_ON:  # (a success's record waits for its Finished anyway: recording)
+                self.coord.recorder.overrule(tag.parent, tag.exit.attempt)
             self.coord._feed(StepExited(tag.parent, tag.exit.attempt, S.FAILED, why), now)
             return
         cut = len(tag.parent) + 1  # (a given id may hold a "/": an array's c/{i})
@@ -153,6 +156,7 @@ class Children:
             why = IDLE_WAIT
             self.coord.events.write(events.Exit(t=now, step=ev.step, attempt=ev.attempt, outcome=S.FAILED,
                                                 reason=why))
+            self.coord.recorder.overrule(ev.step, ev.attempt)  # its attempt record said "wait": failed too
             ev = StepExited(ev.step, ev.attempt, S.FAILED, why)
         else:
             self.idle[ev.step] = kids

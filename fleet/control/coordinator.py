@@ -384,9 +384,8 @@ class Coordinator:
             # No agent reported these ends (or its record said the attempt went on): the record is ours to write.
             self.events.write(events.Exit(t=now, step=d.step, attempt=d.attempt, outcome=d.outcome, reason=d.reason,
                                           by=elsewhere[d.step][0] if d.step in elsewhere else None))
-        if d.outcome == S.LOST:
-            self.recorder.record_attempt(self.run_dir, d.step, self.fleet_id, d.attempt,
-                                         {"outcome": d.outcome, "reason": d.reason, "ended_at": now})
+        if d.outcome == S.LOST or d.overrules or self.recorder.overruled:  # the attempt's record is ours to write
+            self.recorder.ended_here(d, now)
         if final and d.outcome != S.SUCCEEDED and d.step in self.specs:
             if d.step not in elsewhere:  # another fleet's outcome is its own to record
                 self.recorder.final(d.step, d.outcome,

@@ -82,6 +82,8 @@ class Recorder:
         self.claims.shared = self.lease.shared
         self.base: dict[str, int] = {}  # step -> attempts recorded when its generation began
         self.parents: dict[str, tuple] = {}  # a parent's success, recorded at its Finished (parent_ended)
+        # step -> attempt whose exit went on (wait, next, restart) but the coordinator failed it (overrule)
+        self.overruled: dict[str, int] = {}
         # Steps started here without a claim: their directories are this fleet's doing,
         # so a later submission's finding them is no reason to claim them.
         self.ran: set[str] = set()
@@ -278,6 +280,31 @@ class Recorder:
             self.known.done_as(spec.id, ran, mid, deps, rec.work_s)
         self.journal.owe(f"{self._steps}{spec.id}/.fleet/{records.DONE}", marker, spec.id, drop, node)  # (d's)
         self.claims.ended_here(spec.id)  # shared: said in the claims log (fleet.control.claimlog)
+
+    def overrule(self, step: str, attempt: int) -> None:
+        """The coordinator fails an attempt whose exit said it went on (fleet.control.children:
+        a wait that loops, children refused): its record is written again at its Finished."""
+        self.overruled[step] = attempt
+
+    def ended_here(self, d, now: float) -> None:
+        """The scheduler's Finished `d` of an attempt whose end no agent's record says: one
+        lost, or one whose record said it went on and that ends failed instead (a restart
+        past the limit: d.overrules; or an overrule). Its record is written (again: the
+        same key, so it replaces the one that went on, in the journal as in a file), so that
+        --max-attempts counts it (fleet.core.attempts; before 2026-12-06 it stayed "restart"
+        or "wait", counted by none, and a resubmitted loop ran in every run). Only at a
+        loop's end: the cost of a lookup of its submission is nothing here."""
+        if self.overruled and self.overruled.pop(d.step, None) == d.attempt:
+            overruled = d.outcome != S.CANCELLED  # (a cancel as it went on is recorded as one: Cancelled)
+        else:
+            overruled = d.overrules
+        if d.outcome != S.LOST and not overruled:
+            return
+        record = {"outcome": d.outcome, "reason": d.reason, "ended_at": now}  # (its definition: what ran, store)
+        if overruled:
+            subs = self.submissions.step_subs.get(d.step)
+            record.update(rerun=self.submissions.rerun.get(d.step, ""), submission=subs[-1] if subs else None)
+        self.record_attempt(self.run_dir, d.step, self.fleet_id, d.attempt, record)
 
     def record_attempt(self, run_dir, step_id: str, fleet: str, attempt: int, record: dict) -> None:
         """An attempt's record: a file, or (alone) a journal line."""

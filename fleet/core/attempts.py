@@ -13,7 +13,9 @@ forever). So it counts only attempts that could be that same stuck step:
   directory removed): a reset, recorded in the journal with its time.
 
 Attempts that went on (a next stage, a wait for children, a restart) are recorded
-again when they end and count then. The count is kept per step as a Tally: the time it
+again when they end and count then; one the fleet ends as a loop (a restart past the
+limit, a wait for nothing twice in a row) or whose children it refuses is recorded again
+as failed (fleet.control.recording.Recorder.ended_here) and counts. The count is kept per step as a Tally: the time it
 starts again from (`cut`) and the (ended_at, spec) of each attempt since that ended
 without success; a step whose count is nothing needs no tally. An attempt `fleet step
 --record` wrote says so in its record ("by": BY_FLEET_STEP), and a step stopped is told

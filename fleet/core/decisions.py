@@ -202,7 +202,8 @@ class Finished:
     record says so): the coordinator records the cancel on its own. `overrules`: the
     node's exit record said the attempt went on, and the scheduler ends it with this
     outcome instead (a restart past MAX_RESTARTS: fleet.core.phases); the coordinator
-    records this exit too, as the attempt's last word."""
+    records this exit too, as the attempt's last word: its `exit` event and its attempt
+    record (which --max-attempts counts; before 2026-12-06 only the event)."""
 
     step: str
     attempt: int
