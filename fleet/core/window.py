@@ -340,11 +340,13 @@ class Window(WindowPick, WindowBack, WindowChain):
 
     def unbegun(self, job, outcome: str, reason: str, out: list) -> bool:
         """True if `job` was promoted in this batch (its predecessor's exit came first) and
-        this is its node's word, in the same batch, that it dropped it unstarted (a drop
-        comes as a cancelled exit; a queued step's own reports wait for its promotion,
-        fleet.control.early, so no other exit of it can be here): it never ran. The
-        promotion is undone unsaid, and the drop judged as a queued step's."""
-        entry = self.began.get(job.spec.id) if outcome == S.CANCELLED else None
+        this is word, in the same batch, that it never started: its node dropped it (a
+        drop comes as a cancelled exit; a queued step's own reports wait for its promotion,
+        fleet.control.early, so no other exit of it can be here), or its claim said it
+        may not run (stopped: its launch never went; before 2026-12-06 it was then said
+        as a Begin with no placement, and acting on it failed). The promotion is undone
+        unsaid, and the end judged as a queued step's."""
+        entry = self.began.get(job.spec.id) if outcome in (S.CANCELLED, S.STOPPED) else None
         if entry is None or entry[0] is not job:
             return False
         del self.began[job.spec.id]

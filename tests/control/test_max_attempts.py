@@ -193,3 +193,25 @@ def test_a_step_stopped_by_an_attempt_fleet_step_recorded_says_so_and_its_report
     assert said in line and "log:" not in line, report.stdout
     assert not (tmp_path / "run" / "steps" / "f" / "log").exists()
     assert_nothing_left(tmp_path / "run")
+
+
+def test_several_steps_stopped_in_one_pass_with_some_handed_ahead_to_their_nodes_stop_cleanly(tmp_path):
+    # Three failing steps on two one-core nodes: the third is queued behind one of the
+    # first two. On the rerun every claim says stopped; the queued step, promoted when its
+    # predecessor stopped, was said as a Begin with no placement, and acting on it failed
+    # (the coordinator logged "acting failed").
+    write_suite(tmp_path / "s.toml", """
+[suite]
+name = "three"
+run_dir = "run"
+[[steps]]
+id = "x{i}"
+array = "1-3"
+command = ["false"]
+""")
+    r = fleet("run", str(tmp_path / "s.toml"), "--nodes", "2", "--max-attempts", "1", cwd=tmp_path, timeout=90)
+    assert r.returncode == 1 and r.stdout.count("failed ") >= 3, r.stdout + r.stderr
+    r = fleet("run", str(tmp_path / "s.toml"), "--nodes", "2", "--max-attempts", "1", cwd=tmp_path, timeout=90)
+    assert r.returncode == 1 and "3 stopped" in r.stdout, r.stdout + r.stderr
+    assert "acting failed" not in (tmp_path / "run" / "coordinator.log").read_text()
+    assert_nothing_left(tmp_path / "run")
