@@ -32,6 +32,10 @@ def _killed_fleet(tmp_path: Path) -> tuple[Path, dict]:
     return run_dir, conn
 
 
+def _lease_at(run_dir: Path) -> float:
+    return json.loads((run_dir / ".fleet" / "lease").read_text()).get("at") or 0.0
+
+
 def _name(run_dir: Path, conn: dict, pid: int) -> None:
     """fleet.json (written again, 0600) and the lease name pid."""
     path = run_dir / "fleet.json"
@@ -45,6 +49,12 @@ def _name(run_dir: Path, conn: dict, pid: int) -> None:
 
 def test_a_process_that_got_a_dead_coordinators_pid_is_left_alone_and_a_new_fleet_comes_up(tmp_path):
     run_dir, conn = _killed_fleet(tmp_path)
+    # A process that got the pid since started after the records were written, by more
+    # than the start time's slack (identity.SLACK_S), as its start time reads (up to a
+    # second early): on a quick machine the bystander would otherwise start within it,
+    # and be taken for the fleet still (it may be one).
+    while time.time() <= max(conn["started"], _lease_at(run_dir)) + 2 * identity.SLACK_S + 0.5:
+        time.sleep(0.05)
     bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True)
     try:
         _name(run_dir, conn, bystander.pid)
