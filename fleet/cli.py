@@ -290,8 +290,11 @@ def cancel(steps, run_dir, waiting, every):
 @click.option("--only", default="", metavar="ID[,ID]", show_default="every step",
               help="run only these steps (a dependency not selected must have succeeded already)")
 @click.option("--with-deps", is_flag=True, help="with --only: and every step they depend on")
+@click.option("--timeout", type=Seconds(0, above=True), default=120.0,
+              help="for an embedded fleet: seconds to wait for every agent to join, their zygotes having imported "
+                   "the suite's preload (more than 0)")
 @coordinator_options
-def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_foreign, only, with_deps,
+def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_foreign, only, with_deps, timeout,
         stale_after, max_attempts, heartbeat, heartbeat_timeout, **end):
     """Run SUITE on the fleet that is up (or an embedded local one, with the
     coordinator options); exit 0 only if every step succeeded, 1 if any did not, 2 if
@@ -348,7 +351,7 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
         click.echo(f"fleet: running on the fleet up in {target} (not the suite's run_dir {s.run_dir})", err=True)
     sys.exit(run_suite(Path(suite).resolve(), s, target, force=force, serial=serial, nodes=nodes or 1,
                        shard=shard, new_generation=new_generation, wait_foreign=not no_wait_foreign,
-                       only=only, with_deps=with_deps, others=others,  # (the fleet up takes none: say_ignored)
+                       only=only, with_deps=with_deps, others=others, join_timeout=timeout,  # (a fleet up: say_ignored)
                        fleet_options=[] if up else coordinator_args_of(heartbeat, heartbeat_timeout, stale_after,
                                                                        max_attempts, **end)))
 

@@ -58,8 +58,8 @@ def still_importing(c) -> str:
     modules = ",".join(c.preload)
     if c.connection_name == connection.NAME:
         what = "raise fleet up --timeout"
-    else:  # (an embedded fleet of `fleet run`: its join timeout is fixed)
-        what = f"an embedded fleet waits {c.join_timeout_s:g} s: fleet up --preload {modules} --timeout S first"
+    else:  # (an embedded fleet of `fleet run`: fleet run --timeout; before 2026-12-06 a fixed 120 s)
+        what = f"an embedded fleet waits {c.join_timeout_s:g} s: raise fleet run --timeout"
     return f" (their zygotes may still be importing the preloads {modules}: {what})"
 
 

@@ -51,19 +51,19 @@ def _said(line: str) -> None:
 
 def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, serial: bool = False,
               nodes: int = 1, out=None, shard: str = "", new_generation: bool = False,
-              wait_foreign: bool = True, fleet_options: list[str] | None = None,
+              wait_foreign: bool = True, fleet_options: list[str] | None = None, join_timeout: float = 120.0,
               only: tuple[str, ...] = (), with_deps: bool = False, others: OtherShards | Callable[[], OtherShards] | None = None) -> int:
     """Run one suite to the end; the exit status of `fleet run` (0, 1, 2 or 3: above).
 
-    Uses the fleet `fleet up` started in run_dir; without one, brings up an embedded
-    local fleet (with `fleet_options` for its coordinator) for the duration of the run.
-    `only` (with `with_deps`) selects steps; `others` are counted apart (or read by a call)."""
+    Uses the fleet `fleet up` started in run_dir; without one, brings up an embedded local
+    fleet (`fleet_options` for its coordinator, `join_timeout` for its agents to join: fleet
+    run --timeout) for the duration of the run. `only` (with `with_deps`) selects steps;
+    `others` are counted apart (or read by a call)."""
     out = out or sys.stdout
     old = signal.signal(signal.SIGTERM, _interrupt)
     old_usr1 = signal.getsignal(signal.SIGUSR1)
     warnsignal.catch()  # (fleet run's command caught it first: a warning before the fleet is up is kept)
-    embedded = None
-    f = None
+    embedded, f = None, None  # (the embedded fleet's connection name, the client: stopped in the finally)
     followed: list[Lines] = []  # what _follow printed and kept, for a Ctrl-C's summary
     try:
         conn = find(run_dir)
@@ -75,8 +75,8 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
             print(f"fleet: no fleet is up in {run_dir}; starting an embedded fleet ({where})",
                   file=sys.stderr, flush=True)
             embedded = embedded_name()
-            conn = up(run_dir, nodes=nodes, machine=machine, preload=suite.preload, extra=fleet_options,
-                      name=embedded)
+            conn = up(run_dir, nodes=nodes, machine=machine, preload=suite.preload, timeout=join_timeout,
+                      extra=fleet_options, name=embedded)
         f = Fleet(run_dir, conn, run_dir / (embedded or connection.NAME))
         if embedded is None:  # a fleet that does not answer is said in 10 s, not after a submission's 60
             f.status(timeout=10.0)
