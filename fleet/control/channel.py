@@ -55,11 +55,19 @@ _EVENTS = _REFUSED | _FAILED | zmq.EVENT_HANDSHAKE_SUCCEEDED
 FAILED_IN_A_ROW = 3
 
 
+# How long a coordinator must be seen stopped, look after look, before it is said to be:
+# a process that strace, perf or a debugger attaches to stops for moments as it is traced.
+STOPPED_FOR_S = 1.0
+
+
 def stopped(pid: int) -> bool:
-    """The process is stopped (SIGSTOP, SIGTSTP: state T), so it cannot answer."""
+    """The process is stopped by a signal (SIGSTOP, SIGTSTP: state T), so it cannot answer
+    until continued. Not a tracing stop (state t: strace, a debugger), which goes on by
+    itself: before 2026-12-06 that counted, and a `fleet run` whose coordinator was traced
+    by `strace -c` failed, "stopped"."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
+            return f.read().rsplit(")", 1)[1].split()[0] == "T"
     except (OSError, IndexError):
         return False
 
@@ -118,6 +126,7 @@ class Client:
         """None once an answer came within `timeout`, else why none did: the keys were
         refused, the tunnel closed (`broken`), the coordinator is stopped, or time ran out."""
         deadline = time.monotonic() + timeout
+        stopped_at = None  # since when the coordinator has been seen stopped, look after look
         while True:
             left = deadline - time.monotonic()
             ready = dict(self.poller.poll(int(max(0.0, min(SLICE_S, left)) * 1000)))
@@ -128,7 +137,9 @@ class Client:
             broken = self.broken() if self.broken else ""
             if broken:
                 return FleetError(broken)
-            if self.here and stopped(self.conn.pid) and identity.coordinator(self.conn.pid, self.conn.run_dir):
+            stopped_at = (stopped_at or time.monotonic()) if self.here and stopped(self.conn.pid) else None
+            if (stopped_at is not None and time.monotonic() - stopped_at >= STOPPED_FOR_S
+                    and identity.coordinator(self.conn.pid, self.conn.run_dir)):
                 pid = self.conn.pid
                 return CoordinatorStopped(f"the coordinator at {self.endpoint} cannot answer: its process, pid {pid} "
                                           f"on this host, is stopped (SIGSTOP, or Ctrl-Z): continue it (kill -CONT "
