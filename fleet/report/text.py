@@ -128,7 +128,8 @@ def _utilization_lines(r: Report, max_nodes: int = 20) -> list[str]:
         parts.append(f"memory {percent(u['memory_held'])} held")
     out = ["  utilization   " + "; ".join(parts)]
     names = list(r.utilization["nodes"])
-    for name in names[:max_nodes]:
+    shown = _nodes_shown(r, names, max_nodes)
+    for name in shown:
         nu = r.utilization["nodes"][name]
         nd = r.nodes[name]
         extra = f", GPUs {percent(nu['gpus_held'])}" if nu["gpus"] else ""
@@ -137,9 +138,21 @@ def _utilization_lines(r: Report, max_nodes: int = 20) -> list[str]:
         out.append(f"    {name:<14} {nu['cores']:>4} {cores} {percent(nu['cores_held']):>4} held,"
                    f" {percent(nu['cores_working']):>4} working{extra}, memory {percent(nu['memory_held'])}"
                    f"{_memory_used(nd)}{lost}")
-    if len(names) > max_nodes:
-        out.append(f"    ... and {len(names) - max_nodes} more node(s) (--json has them all)")
+    if len(names) > len(shown):
+        hidden_lost = sum(1 for n in names if r.nodes[n].lost is not None) - sum(
+            1 for n in shown if r.nodes[n].lost is not None)
+        lost = f", {hidden_lost} of them lost" if hidden_lost else ""
+        out.append(f"    ... and {len(names) - len(shown)} more node(s){lost} (--json has them all)")
     return out
+
+
+def _nodes_shown(r: Report, names: list[str], max_nodes: int) -> list[str]:
+    """The first ``max_nodes`` nodes in order, the lost ones first chosen: at 1,000 nodes
+    a node lost past the first twenty would otherwise go unsaid."""
+    lost = [n for n in names if r.nodes[n].lost is not None][:max_nodes]
+    room = max_nodes - len(lost)
+    taken = set(lost) | set([n for n in names if r.nodes[n].lost is None][:room])
+    return [n for n in names if n in taken]
 
 
 def _memory_used(nd) -> str:

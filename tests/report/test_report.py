@@ -508,3 +508,26 @@ def test_each_session_read_a_block_at_a_time_is_the_session_of_the_whole_list(tm
         for k in (0, n + 1, -n - 1):
             with pytest.raises(ValueError, match=f"holds {n} session"):
                 R.build(ingest.blocks(tmp_path), now=4000, session=k)
+
+
+def test_the_text_report_names_a_lost_node_even_past_the_first_twenty_nodes():
+    nodes = [(f"n{i:04d}", [0], [], 100) for i in range(1000)]
+    s = Stream().fleet(0, nodes)
+    s.submit(1, [("a", [], 1, None)]).start(1, "a", "n0000", [0], memory=100).exit(3, "a", startup=1, work=1)
+    s.add(E.NodeLost(t=5, node="n0500", reason="missed heartbeats"))
+    text = R.format_text(R.build(s.down(9).recs))
+    rows = [line for line in text.splitlines() if re.match(r"\s+n\d{4} ", line)]
+    assert len(rows) == 20  # still twenty rows: the lost node takes one of them
+    assert any(row.split()[0] == "n0500" and "LOST at 4.00 s: missed heartbeats" in row for row in rows), text
+    assert "... and 980 more node(s) (--json has them all)" in text
+
+
+def test_lost_nodes_beyond_the_rows_shown_are_counted_in_the_last_line():
+    nodes = [(f"n{i:04d}", [0], [], 100) for i in range(100)]
+    s = Stream().fleet(0, nodes)
+    for i in range(30):
+        s.add(E.NodeLost(t=5, node=f"n{3 * i:04d}", reason="missed heartbeats"))
+    text = R.format_text(R.build(s.down(9).recs))
+    rows = [line for line in text.splitlines() if re.match(r"\s+n\d{4} ", line)]
+    assert len(rows) == 20 and all("LOST" in row for row in rows)
+    assert "... and 80 more node(s), 10 of them lost (--json has them all)" in text
