@@ -28,7 +28,7 @@ from fleet.control import client as C
 from fleet.control import gone
 from fleet.control import rundir
 from fleet.control.client import FleetError
-from fleet.wire import connection
+from fleet.wire import connection, owndirs
 from fleet.wire import messages as P
 
 SUBMIT_WAIT_S = 60.0   # how long a submission's answer is waited for at first
@@ -313,7 +313,8 @@ def write_suite(run_dir: Path, name: str, steps: list[Mapping]) -> Path:
     any file is made."""
     text = suite_text(run_dir, name, steps)
     d = Path(run_dir) / ".fleet" / "api"
-    d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    owndirs.makedirs(d.parent)  # (.fleet: as fleet makes it, whatever the umask)
+    d.mkdir(mode=0o700, exist_ok=True)
     os.chmod(d, 0o700)
     # (the file's name is the suite's as far as a file name can be: the suite's own is
     # checked by the coordinator, which names suite.name if it refuses it)

@@ -18,7 +18,7 @@ from fleet.control.startlog import preload_refusals, signame, size, tail
 from fleet.control.dirlimits import FULL_EXIT, full_disk, room, run_dir_too_long, shown
 from fleet.site import jobstate
 from fleet.control.takedown import down
-from fleet.wire import connection, interpreter
+from fleet.wire import connection, interpreter, owndirs
 
 
 class ExposedFile(FleetError):
@@ -141,7 +141,9 @@ def usable_run_dir(run_dir: Path) -> Path:
     if too_long:
         raise RunDirError(f"cannot use run directory {shown(run_dir)}: {too_long}")
     try:
-        run_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not run_dir.is_dir():  # (its parents, if fleet makes them: none but their owner may write them)
+            owndirs.makedirs(run_dir.parent)
+        run_dir.mkdir(mode=0o700, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".fleet-probe-", dir=run_dir)
         try:  # a block's worth: a file system with files left but no block takes an empty file
             os.write(fd, bytes(4096))

@@ -22,7 +22,7 @@ from fleet.site import mpi
 from fleet.site.profiles import Profile
 from fleet.wire import events
 from fleet.wire import messages as P
-from fleet.wire import records
+from fleet.wire import owndirs, records
 
 
 # Children whose outcomes a Launch carries (ctx.children); past this, only those that did
@@ -250,7 +250,7 @@ def render_mpi(profile: Profile, spec, d: Start, run_dir: Path, command, env: di
     # ranks as written (a "{fleet}" in it is the user's).
     r = mpi.render(profile.mpi, d.placement, spec.threads, command, profile.mpi_flags, one_host,
                    gpu_var=profile.gpu_var, limit_memory=spec.memory is not None, fleet_dir=str(fleet_dir))
-    fleet_dir.mkdir(parents=True, exist_ok=True)
+    owndirs.makedirs(fleet_dir)
     for name, text in r.files.items():
         (fleet_dir / name).write_text(text)
     env.update(r.env)

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from fleet.core.shardowner import owner  # noqa: F401 (the API's: shard.owner; the report's too, in fleet.core)
-from fleet.wire import records
+from fleet.wire import owndirs, records
 
 FILE = "shards.json"
 
@@ -56,7 +56,7 @@ def _another_count(path: Path, cur: dict, n: int) -> ShardError:
 def record(run_dir: Path, n: int, new_generation: bool = False) -> int:
     """Check (or make) the run directory's shard count; the generation in force."""
     path = Path(run_dir) / FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
+    owndirs.makedirs(path.parent)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         with os.fdopen(fd, "w") as f:

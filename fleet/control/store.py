@@ -15,7 +15,7 @@ from typing import NamedTuple
 from fleet.control import leftovers, tally
 from fleet.core import attempts
 from fleet.core.suite import StepSpec
-from fleet.wire import records
+from fleet.wire import owndirs, records
 from fleet.wire.records import (ATTEMPT, CLAIM, DONE, FINAL, holder_dead, marker_id, read_claim, read_done,
                                 spec_hash, succeeded_as)
 
@@ -148,7 +148,7 @@ def makedirs(path: Path | str) -> None:
     metadata call counts, and the coordinator makes several per step."""
     p = os.fspath(path)
     if p not in _made:
-        os.makedirs(p, exist_ok=True)
+        owndirs.makedirs(p)  # (no more writable than its owner wants: fleet.wire.owndirs)
         _made.add(p)
 
 

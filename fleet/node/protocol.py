@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import os
 
+from fleet.wire import owndirs
+
 NEXT_CODE, WAIT_CODE, RESTART_CODE, BROKEN_CODE = 2, 3, 4, 5
 CODES = {NEXT_CODE: "next", WAIT_CODE: "wait", RESTART_CODE: "restart", BROKEN_CODE: "broken"}
 # Exit 2 with no stage named would run the same stage again at once, for ever.
@@ -243,7 +245,7 @@ def fresh_workdir(launch) -> None:
     keep = os.path.join(step_dir, f"attempt-{launch.restarts}")
     if os.path.exists(keep) or not os.path.isdir(launch.workdir):
         return
-    os.makedirs(keep)
+    os.mkdir(keep, owndirs.MODE)  # (in the step's own directory, which exists)
     for name in os.listdir(launch.workdir):
         path = os.path.join(launch.workdir, name)
         if name in (".fleet", "log") or name.startswith("attempt-") or os.path.isdir(os.path.join(path, ".fleet")):

@@ -10,6 +10,8 @@ import json
 import os
 from dataclasses import dataclass, field
 
+from fleet.wire import owndirs
+
 
 @dataclass(frozen=True)
 class StepContext:
@@ -73,7 +75,7 @@ class StepContext:
             raise SuiteError(problems)
         from fleet.node.protocol import clear_submitted, submit_dir_of
         d = submit_dir_of(self.run_dir, self.id)
-        os.makedirs(d, exist_ok=True)
+        owndirs.makedirs(d)  # (fleet's: none but the user may put steps there)
         if not control.get("submitted"):  # this run's first: its earlier runs' files go
             clear_submitted(d)
         name = f"a{self.attempt}-r{self.restarts}-p{self.phase}-{os.getpid()}-{next(_files):06d}.json"

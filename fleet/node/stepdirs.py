@@ -16,6 +16,7 @@ import os
 from typing import TYPE_CHECKING
 
 from fleet.node import protocol
+from fleet.wire import owndirs
 
 if TYPE_CHECKING:
     from fleet.wire.messages import Launch
@@ -36,7 +37,7 @@ def make_log_dir(launch: Launch) -> None:
     """The step's own directory and its .fleet records directory (made here, on the
     node, so the coordinator's marker write needs no mkdir of its own)."""
     path = (launch.log.rpartition("/")[0] or "/") + "/.fleet"  # (the log is absolute)
-    _made(path, f"the step's records directory {path}")
+    _made(path, f"the step's records directory {path}", owndirs.makedirs)
 
 
 def make_dirs(launch: Launch) -> None:
@@ -51,7 +52,7 @@ def make_dirs(launch: Launch) -> None:
             raise SetupFailed(f"cannot move the earlier attempt's files aside in {launch.workdir}: "
                               f"{_why(exc.filename or launch.workdir, exc)}", exc.errno) from None
     if launch.protocol:
-        _made(protocol.submit_dir(launch), f"the submit directory {protocol.submit_dir(launch)}")
+        _made(protocol.submit_dir(launch), f"the submit directory {protocol.submit_dir(launch)}", owndirs.makedirs)
         protocol.clear_submitted(protocol.submit_dir(launch))
         try:
             os.unlink(protocol.next_stage_file(launch))
@@ -72,9 +73,12 @@ def enter_workdir(launch: Launch) -> None:
                           exc.errno) from None
 
 
-def _made(path: str, what: str) -> None:
+def _made(path: str, what: str, makedirs=None) -> None:
+    """makedirs(path) (default: _makedirs, as the umask says: the step's own work
+    directory and outputs' directories are the user's to share; fleet's, as
+    fleet.wire.owndirs.makedirs: only their owner may write them)."""
     try:
-        _makedirs(path)
+        (makedirs or _makedirs)(path)
     except OSError as exc:
         raise SetupFailed(f"cannot make {what}: {_why(path, exc)}", exc.errno) from None
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Protocol
 
-from fleet.wire import interpreter
+from fleet.wire import interpreter, owndirs
 
 
 class Launcher(Protocol):
@@ -122,7 +122,7 @@ class LocalLauncher:
         gpus, unread = local_gpus(nodes, self.gpu_var, self.gpus_per_node)
         self.gpus_unread = unread
         logs = self.run_dir / "agents"
-        logs.mkdir(parents=True, exist_ok=True)
+        owndirs.makedirs(logs)
         for name, cores, own_gpus in zip(local_names(nodes), groups, gpus):
             argv = [*interpreter.module("fleet.node.agent"), "--connect", endpoint, "--node", name,
                     "--cores", ",".join(map(str, cores)), "--memory", str(memory),
@@ -205,7 +205,7 @@ class _BatchLauncher:
 
     def start(self, endpoint: str, nodes: int, preload: tuple[str, ...], env: dict[str, str]) -> None:
         logs = self.run_dir / "agents"
-        logs.mkdir(parents=True, exist_ok=True)
+        owndirs.makedirs(logs)
         with open(logs / "launcher.log", "ab") as out:
             self.proc = subprocess.Popen(self.argv(endpoint, preload), stdin=subprocess.DEVNULL, stdout=out,
                                          stderr=out, start_new_session=True, env={**os.environ, **env})

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Iterator
 
-from fleet.wire import appends
+from fleet.wire import appends, owndirs
 
 from fleet.core import longer, waits as W
 
@@ -454,7 +454,7 @@ class EventLog:
         """`fleet` tags every record: fleets sharing a run directory share this file."""
         self.path = path
         self.fleet = fleet
-        path.parent.mkdir(parents=True, exist_ok=True)
+        owndirs.makedirs(path.parent)
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._pending: list[str] = []
         self._rest = b""  # what a failed write left unwritten (a full disk): written first next time

@@ -23,6 +23,8 @@ import time
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from fleet.wire import owndirs
+
 DIR = Path(".fleet") / "submissions"
 
 log = logging.getLogger("fleet.wire.manifest")
@@ -59,7 +61,7 @@ def write(run_dir: Path, fleet: str, submission: int, suite: str, name: str, sha
     p = path(run_dir, fleet, submission)
     tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
     try:
-        p.parent.mkdir(parents=True, exist_ok=True)
+        owndirs.makedirs(p.parent)
         tmp.write_text(_encoded(m))
         os.replace(tmp, p)
     except OSError as e:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fleet.core.suite import StepSpec
-from fleet.wire import gcpause, spechash
+from fleet.wire import gcpause, owndirs, spechash
 
 CLAIM = "claim"
 ATTEMPT = "attempt."
@@ -58,11 +58,11 @@ def put(path: str, data: bytes, makedirs=None) -> None:
     """Write a per-step record file (a done marker, a final.json) in place: one open, no
     temporary file and no rename; the journal line written and fsync'd before it is its
     authority (a torn one is rewritten on replay). makedirs(its directory) first when
-    that is missing (default: os.makedirs)."""
+    that is missing (default: fleet.wire.owndirs.makedirs)."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     except FileNotFoundError:
-        (makedirs or functools.partial(os.makedirs, exist_ok=True))(os.path.dirname(path))
+        (makedirs or owndirs.makedirs)(os.path.dirname(path))
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         while data:
