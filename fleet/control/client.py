@@ -141,7 +141,7 @@ def usable_run_dir(run_dir: Path) -> Path:
     if too_long:
         raise RunDirError(f"cannot use run directory {shown(run_dir)}: {too_long}")
     try:
-        if not run_dir.is_dir():  # (its parents, if fleet makes them: none but their owner may write them)
+        if not os.path.lexists(run_dir.parent):  # (its parents, made by fleet: none but their owner may write them)
             owndirs.makedirs(run_dir.parent)
         run_dir.mkdir(mode=0o700, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".fleet-probe-", dir=run_dir)
