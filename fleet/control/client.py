@@ -182,7 +182,30 @@ def fleet_run_dir(run_dir: Path) -> Path:
         connection.check_directory(run_dir)
     except connection.ConnectionError_ as e:
         raise RunDirError(f"cannot use run directory {shown(run_dir)}: {e}") from None
+    _check_own_entries(run_dir)
     return run_dir
+
+
+# What a fleet trusts in its run directory as an earlier run left it: its directories
+# (their files are not looked at: fleet makes its directories so that only their owner can
+# write them, fleet.wire.owndirs) and the files it appends to. A few lstat()s a fleet,
+# none a step: a step's own directory was made by a fleet that checked these.
+OWN_ENTRIES = ((".fleet", True), (".fleet/journal", True), (".fleet/fleets", True), ("steps", True),
+               ("agents", True), ("events.jsonl", False), ("coordinator.log", False))
+
+
+def _check_own_entries(run_dir: Path) -> None:
+    """RunDirError naming the first of OWN_ENTRIES in run_dir that is another user's or,
+    a directory, one others can write (left so by a run under a umask of 002 before
+    2026-12-06, or made by another user while the run directory was open to them)."""
+    for name, is_dir in OWN_ENTRIES:
+        why = owndirs.unsafe(run_dir / name, is_dir)
+        if why is None:
+            continue
+        fix = (f"chmod -R go-w {shown(run_dir)}" if why.startswith("is writable") else
+               "move it aside (it is not this user's: look at what it holds), or use another run directory")
+        raise RunDirError(f"cannot use run directory {shown(run_dir)}: its {name} {why}, so they could plant "
+                          f"files the fleet would trust there (symbolic links, done markers, steps to run): {fix}")
 
 
 def embedded_name() -> str:

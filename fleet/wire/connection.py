@@ -127,11 +127,23 @@ def write(run_dir: Path, name: str, conn: Connection) -> Path:
 
 
 def check_directory(run_dir: Path) -> None:
-    """The connection file's directory must be writable by its owner only: anyone who
-    can write there could replace the file (and its keys) with their own. The message
-    says why and what to do, not which directory (the caller's words name it)."""
+    """The connection file's directory must be this user's, and writable by its owner
+    only: anyone who can write there could replace the file (and its keys) with their
+    own, or make the entries fleet has not made yet (steps/, .fleet/, events.jsonl) as
+    they please. The message says why and what to do, not which directory (the caller's
+    words name it). Before 2026-12-06 a sticky directory others could write (/tmp,
+    /dev/shm, another user's 1777 directory) was accepted: the sticky bit only keeps
+    others from removing what is there, not from making what is not yet."""
     st = Path(run_dir).stat()
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX:
+    if st.st_uid != os.getuid():
+        raise ConnectionError_(f"it belongs to another user (uid {st.st_uid}), who could replace the fleet's "
+                               f"connection file and its keys, and its other files, with their own: use a "
+                               f"directory of your own that only you can write")
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and st.st_mode & stat.S_ISVTX:  # (not to be chmod'ed: shared)
+        raise ConnectionError_(f"it is a shared directory (mode {stat.S_IMODE(st.st_mode):04o}: others can make "
+                               f"entries in it, such as the fleet's steps/ and .fleet/, before the fleet does): use "
+                               f"a directory of your own in it, such as {Path(run_dir) / 'run'}")
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         raise ConnectionError_(f"others can write to it (mode {stat.S_IMODE(st.st_mode):04o}), so they could "
                                f"replace the fleet's connection file and its keys with their own: chmod go-w "
                                f"{run_dir}, or use a directory only you can write (a umask of 002 makes new "

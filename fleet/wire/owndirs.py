@@ -1,5 +1,6 @@
 """fleet's own directories in a run directory (.fleet, steps/<id>/.fleet, agents, ...):
-made so that no one but their owner can write them whatever the umask.
+made so that no one but their owner can write them whatever the umask, and, those a
+fleet reuses at its top, checked to be so before it trusts what is in them.
 
 Under a umask of 002 (common on project file systems) a plain mkdir makes a directory its
 group can write. Anyone of the group could then replace a step's log with a symbolic link
@@ -14,8 +15,10 @@ outputs, on a project file system).
 from __future__ import annotations
 
 import os
+import stat
 
 MODE = 0o755  # (less what the umask takes away: 0700 under a umask of 077)
+OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
 
 
 def makedirs(path: os.PathLike | str) -> None:
@@ -39,3 +42,19 @@ def makedirs(path: os.PathLike | str) -> None:
             if not os.path.isdir(path):
                 raise
 
+
+def unsafe(path: os.PathLike | str, directory: bool = True) -> str | None:
+    """Why `path`, an entry of fleet's in a run directory, cannot be trusted, or None
+    (also when it is absent: what fleet makes is made safe). Another user's (a symbolic
+    link too, or its target), or, a directory, one others can write."""
+    try:
+        st = os.lstat(path)
+        if st.st_uid == os.getuid() and stat.S_ISLNK(st.st_mode):
+            st = os.stat(path)  # (this user's link: what it points to counts)
+    except OSError:  # absent, or a dangling link: what is wrong with it is said where it is used
+        return None
+    if st.st_uid != os.getuid():
+        return f"belongs to another user (uid {st.st_uid})"
+    if directory and stat.S_ISDIR(st.st_mode) and st.st_mode & OTHERS_WRITE:
+        return f"is writable by others (mode {stat.S_IMODE(st.st_mode):04o})"
+    return None

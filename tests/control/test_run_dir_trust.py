@@ -1,16 +1,104 @@
-"""A fleet trusts its run directory and what it made there, so no one else may write them:
-what fleet makes there is not group-writable under a umask of 002, though what steps make
-still is. Real `fleet` commands in fresh processes.
+"""A fleet trusts its run directory and what it made there, so no one else may write them.
+
+A run directory others can write, sticky or not, or another user's, is refused before
+anything starts; so are fleet's own directories there (.fleet, .fleet/journal, steps)
+when others can write them or they are another user's; and what fleet makes there is not
+group-writable under a umask of 002, though what steps make still is. Real `fleet`
+commands in fresh processes; "another user" is uid 65534 (nobody), only as root.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+import subprocess
 import sys
 from pathlib import Path
 
-from fleetharness import assert_nothing_left, completed, env
+import pytest
+
+from fleetharness import assert_nothing_left, completed, env, fleet
+
+NOBODY = 65534
+as_root = pytest.mark.skipif(os.getuid() != 0, reason="making a file another user's (chown) needs root")
+SUITE = '[[steps]]\nid = "a"\ncommand = "true"\n'
+
+
+def refused(r: subprocess.CompletedProcess, *said: str) -> None:
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr, r.stderr
+    for text in said:
+        assert text in r.stderr, (text, r.stderr)
+
+
+def refused_by_up_and_run(tmp_path: Path, run_dir: Path, *said: str) -> None:
+    """`fleet up` and `fleet run` (an embedded fleet) both refuse run_dir, starting nothing
+    (a fleet one of them started anyway is stopped, and the test fails)."""
+    suite = tmp_path / "s.toml"
+    suite.write_text(SUITE)
+    before = sorted(p.name for p in run_dir.iterdir())
+    try:
+        for argv in (("up", "--local", "--run-dir", str(run_dir)),
+                     ("run", str(suite), "--nodes", "1", "--run-dir", str(run_dir))):
+            r = fleet(*argv, cwd=tmp_path, timeout=90)
+            refused(r, *said)
+            assert "starting an embedded fleet" not in r.stderr, r.stderr
+    finally:
+        if (run_dir / "events.jsonl").exists():  # (the code before the fix started one)
+            fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
+    assert sorted(p.name for p in run_dir.iterdir()) == before  # nothing made there
+
+
+def test_a_sticky_directory_everyone_can_write_is_refused_as_a_run_directory(tmp_path):
+    # /tmp, /dev/shm, a shared drop directory: others can make the fleet's steps/ and
+    # .fleet/ (and symbolic links in its files' places) before it does.
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    refused_by_up_and_run(tmp_path, shared, f"cannot use run directory {shared}: it is a shared directory "
+                                            f"(mode 1777", f"use a directory of your own in it, such as {shared}/run")
+
+
+@as_root
+def test_a_run_directory_of_another_user_is_refused_even_one_only_its_owner_can_write(tmp_path):
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o755)
+    os.chown(theirs, NOBODY, NOBODY)
+    refused_by_up_and_run(tmp_path, theirs, f"cannot use run directory {theirs}: it belongs to another user "
+                                            f"(uid {NOBODY})")
+
+
+@pytest.mark.parametrize("entry", [".fleet", ".fleet/journal", "steps"])
+def test_a_fleet_directory_others_can_write_in_the_run_directory_is_refused_naming_it(tmp_path, entry):
+    # As a fleet before 2026-12-06 left them under a umask of 002.
+    run_dir = tmp_path / "run"
+    run_dir.mkdir(mode=0o700)
+    (run_dir / entry).mkdir(parents=True)
+    (run_dir / entry).chmod(0o775)
+    refused_by_up_and_run(tmp_path, run_dir, f"cannot use run directory {run_dir}: its {entry} is writable by "
+                                             f"others (mode 0775)", f"chmod -R go-w {run_dir}")
+
+
+@as_root
+@pytest.mark.parametrize("entry", [".fleet", "steps", "events.jsonl"])
+def test_an_entry_of_another_user_in_the_run_directory_is_refused_naming_it(tmp_path, entry):
+    # Made by another user while the run directory was open to them: a directory of theirs
+    # only they can write, or a symbolic link of theirs in place of the fleet's event log.
+    run_dir = tmp_path / "run"
+    run_dir.mkdir(mode=0o700)
+    if entry == "events.jsonl":
+        target = tmp_path / "precious.txt"
+        target.write_text("mine\n")
+        (run_dir / entry).symlink_to(target)
+        os.lchown(run_dir / entry, NOBODY, NOBODY)
+    else:
+        (run_dir / entry).mkdir(mode=0o755)
+        os.chown(run_dir / entry, NOBODY, NOBODY)
+    refused_by_up_and_run(tmp_path, run_dir, f"cannot use run directory {run_dir}: its {entry} belongs to another "
+                                             f"user (uid {NOBODY})", "move it aside")
+    if entry == "events.jsonl":
+        assert (tmp_path / "precious.txt").read_text() == "mine\n"
+
 
 UMASK_SUITE = r'''
 [[steps]]
