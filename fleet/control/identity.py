@@ -13,7 +13,8 @@ Two questions, answered with different care:
   directory: its command line is `... -m fleet.control.coordinator --run-dir D ...`
   (fleet.control.client starts it so) with D that directory.
 - Calling a record stale (`gone`) and acting on it (removing a fleet.json, taking a
-  lease over) needs proof of the opposite: no such process, or one that is no
+  lease over) needs proof of the opposite: no such process of this user (another
+  user's is never a coordinator of ours), or one that is no
   coordinator of the run directory by its command line AND started after the record
   was written, as a process that got the pid later did. Either alone could take a live
   fleet for gone: a command line other than fleet's (a coordinator under a wrapper, or a
@@ -37,12 +38,16 @@ SLACK_S = 1.0
 
 
 def _process(pid: object) -> psutil.Process | None:
-    """The live process pid (not a zombie), or None."""
+    """The live process pid (not a zombie) of this user, or None. Another user's is
+    never a coordinator of ours, whatever its command line says: any user may read
+    another's in /proc, and may start a process that looks like a coordinator of any run
+    directory (on a pid named in a lease: before 2026-12-06 that kept `fleet up` out and
+    made `fleet down` fail with a traceback, as it could not signal it)."""
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return None
     try:
         p = psutil.Process(pid)
-        if p.status() == psutil.STATUS_ZOMBIE:
+        if p.status() == psutil.STATUS_ZOMBIE or p.uids().real != os.getuid():
             return None
     except psutil.Error:
         return None
@@ -54,7 +59,7 @@ def _runs_in(p: psutil.Process, run_dir: Path | str) -> bool | None:
     (its run directory moved or removed since it started, or p cannot be looked at)."""
     try:
         argv = p.cmdline()
-    except psutil.AccessDenied:  # another user's: never a coordinator of ours
+    except psutil.AccessDenied:  # (not ours to look at: never a coordinator of ours)
         return False
     except psutil.Error:
         return None
@@ -80,7 +85,7 @@ def coordinator(pid: object, run_dir: Path | str) -> psutil.Process | None:
 def gone(pid: object, run_dir: Path | str, written: float | None) -> bool:
     """The coordinator pid of this host, named by a record of run_dir written at
     `written` (epoch seconds; None: not said), is provably gone: no such process, a
-    zombie, or a process that is no coordinator of run_dir and started after the record."""
+    zombie, another user's, or a process that is no coordinator of run_dir and started after the record."""
     p = _process(pid)
     if p is None:
         return True

@@ -157,6 +157,8 @@ def stop(pid: int, timeout: float = STOP_S) -> bool:
             sig_of()
         except psutil.NoSuchProcess:
             return True
+        except psutil.AccessDenied:  # (another user's since, found so between the look and now: not ours to stop)
+            return False
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             if _gone(p):
