@@ -149,6 +149,8 @@ class Phases:
             dj.unmet -= 1
             if dj.unmet == 0 and dj.state == S.WAITING and dj.demand is not None:
                 self._make_ready(dj)
+            elif dj.unmet == 1 and self.window.queued_of:  # it waits for one: not behind a later one
+                self.window.awaited(dj, out)  # (fleet.core.windoworder)
 
     def _succeed_later(self, out: list) -> None:
         """The parents whose children ended after they succeeded: their success now."""

@@ -122,6 +122,7 @@ class Reservations:
         self._starts = 0
         self.recorded: dict[str, float] = {}  # earlier runs' durations (the scheduler's deadline shares its own)
         self.queued: dict = {}  # running step -> the step queued behind it on its node (the scheduler's window)
+        self._planning: tuple | None = None  # the order key of the step being planned for
         self._nodes: tuple = (-1, {}, {})  # (pool.total_cores, specs by name, join order) when last seen
 
     # -- the running steps ---------------------------------------------------------------
@@ -352,6 +353,8 @@ class Reservations:
         if self._nodes[0] != pool.total_cores:  # a node joined or was lost since
             specs = {n.name: n for n in pool.nodes()}
             self._nodes = (pool.total_cores, specs, {name: i for i, name in enumerate(specs)})
+        # (for _queued_end; a step planned for ahead, not ready yet, has no place in the order: all count)
+        self._planning = (job.prio, job.qkey, job.spec.id) if job.state == S.READY else None
         found = walk(job.demand, pool, self._running_by_end(), self._job_at, owed, self._nodes[1], self._nodes[2],
                       self._queued_end)
         if found is None:
@@ -376,18 +379,17 @@ class Reservations:
     def _queued_end(self, sid: str, end: float):
         """When the resources of running step `sid` (expected to end at `end`) come back:
         None if at its end; else (the end of the last step queued behind it, that step:
-        a chain's, fleet.core.windowchain, each after the one before)."""
-        queued = self.queued
+        a chain's, fleet.core.windowchain, each after the one before). Only the queued
+        steps that come before the step planned for count: the window takes the others
+        back for it (fleet.core.windoworder.reserved)."""
+        queued, key = self.queued, self._planning
         succ = queued.get(sid)
-        if succ is None:
-            return None
-        while True:
+        last = None
+        while succ is not None and (key is None or not key < (succ.prio, succ.qkey, succ.spec.id)):
             e = expected_s(succ, self.recorded)
             end = end + e if e is not None else math.inf
-            nxt = queued.get(succ.spec.id)
-            if nxt is None:
-                return end, succ
-            succ = nxt
+            last, succ = succ, queued.get(succ.spec.id)
+        return None if last is None else (end, last)
 
     def _job_at(self, sid: str, no: int):
         """The running job an index entry names, or None if the entry is stale."""

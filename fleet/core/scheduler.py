@@ -453,9 +453,9 @@ class Scheduler(Entries, Phases, Outside):
             if cls.exclusive and (self._running or started):
                 why = W.WaitReason(W.ALONE, detail=f"waiting for {counted(len(self._running), 'running step')} to finish")
                 self._wait(job, why, len(cls.heap) - 1, out)
+                self.window.alone(cls.heap[0], out)  # nor is a step handed ahead begun (core.windoworder)
                 return False  # nothing ordered after it starts: the fleet drains for it
-            # The job's own demand: the one "exclusive" class holds steps of every width.
-            placement = res.place(job, key, pool, now, cls.exclusive)
+            placement = res.place(job, key, pool, now, cls.exclusive)  # (its own demand: "exclusive" has all)
             if placement is None:
                 cls.blocked_at = pool.releases.end()
                 why = W.short_of(self.pool, job.demand)  # before a reservation made for it takes its holds

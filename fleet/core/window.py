@@ -74,6 +74,7 @@ from fleet.core.decisions import Finished, GoOn, Kill, Wait
 from fleet.core.durations import expected_s
 from fleet.core.windowback import Withdraw, WindowBack
 from fleet.core.windowchain import WindowChain
+from fleet.core.windoworder import WindowOrder
 from fleet.core.windowpick import _Lazy, WindowPick
 from fleet.core.resources import Demand, Placement
 
@@ -114,7 +115,7 @@ class Unqueued:
 __all__ = ["Queue", "Begin", "Unqueued", "Withdraw", "Window"]
 
 
-class Window(WindowPick, WindowBack, WindowChain):
+class Window(WindowPick, WindowBack, WindowChain, WindowOrder):
     """The scheduler's queues per node (a part of fleet.core.scheduler.Scheduler)."""
 
     def __init__(self, sched, size: int | None = 0, depth: int = 1):
@@ -140,6 +141,7 @@ class Window(WindowPick, WindowBack, WindowChain):
         self.parked: dict[str, dict[str, object]] = {}  # node -> open ones while its window is full
         self.began: dict = {}  # step -> (job, predecessor, taken back why): promoted since the last pass, Begin unsaid
         self._back_init()  # queued steps that may be taken back (fleet.core.windowback)
+        self._order_init()  # and taken back for a step that comes before them (fleet.core.windoworder)
 
     @property
     def on(self) -> bool:
@@ -193,6 +195,7 @@ class Window(WindowPick, WindowBack, WindowChain):
         del self.behind[succ.spec.id]
         back = self.recalled.get(succ.spec.id) if self.recalled else None  # (for unbegun)
         self._let_go(succ)  # (taken back meanwhile: its node started it first, as it says)
+        self.yielded.discard(succ.spec.id)
         self._left(job.placement[0].node)
         sched = self.sched
         sched._set(succ, "start")
@@ -233,6 +236,10 @@ class Window(WindowPick, WindowBack, WindowChain):
             return
         if self.taking or self.held:
             self._fill(out)
+        if self.queued_of:  # for the ready steps that come before queued ones (fleet.core.windoworder)
+            self._yield(out)
+            if sched._res.plans:
+                self.reserved(out)
         if self.queued_of:  # queued steps stuck while their cores are free elsewhere (fleet.core.windowback)
             self._recall(out)
 
@@ -362,7 +369,8 @@ class Window(WindowPick, WindowBack, WindowChain):
             job.cancelled = False
             self._ready(job, out, DRAIN_KILL + self.sched.deadline.reason)
         elif back is not None and not job.cancelled and outcome == S.CANCELLED:  # taken back: no attempt
-            self.once.add(job.spec.id)
+            if job.spec.id not in self.yielded:  # (for free cores, not for the order: fleet.core.windoworder)
+                self.once.add(job.spec.id)
             self._ready(job, out, back)
         elif job.cancelled or outcome == S.CANCELLED:  # (its node's words for a drop it was asked for first)
             why = "cancelled before it started" if back is not None else reason or "cancelled"
@@ -373,6 +381,7 @@ class Window(WindowPick, WindowBack, WindowChain):
     def elsewhere(self, job, reason: str, out: list) -> None:
         """Another live fleet holds the queued step's claim: it runs there."""
         self._unlink(job)
+        self.yielded.discard(job.spec.id)
         self.sched._set(job, "elsewhere")
         job.placement = ()
         out.append(Wait(job.spec.id, W.WaitReason(W.ELSEWHERE, detail=reason)))
@@ -447,6 +456,7 @@ class Window(WindowPick, WindowBack, WindowChain):
         # It never started: it has waited since it first became ready (status's age,
         # --reserve-after's), not since it came back.
         self.sched._set(job, "unqueue")
+        self.yielded.discard(job.spec.id)
         job.placement = ()
         self.sched._enqueue(job, since=job.ready_at)
         out.append(Unqueued(job.spec.id, job.attempt, reason))
@@ -455,6 +465,7 @@ class Window(WindowPick, WindowBack, WindowChain):
         # ran=False: never started here (a cancel's record says so); a stopped step is
         # recorded like a started one that the attempt limit stopped.
         self.sched._set(job, what)
+        self.yielded.discard(job.spec.id)
         job.placement = ()
         out.append(Finished(job.spec.id, job.attempt, outcome, reason, ran=ran))
         self.sched._block_descendants(job, job.spec.id, out)

@@ -60,6 +60,7 @@ class WindowBack:
         """`job` was queued behind `pred`: it may be taken back (unless it was once)."""
         sid = job.spec.id
         self.queued_of[job.demand] = self.queued_of.get(job.demand, 0) + 1
+        self._ordered(job)  # its place in the order (fleet.core.windoworder)
         if sid in self.once:
             self.once.discard(sid)
             self.kept.add(sid)
@@ -82,17 +83,19 @@ class WindowBack:
             self.queued_of[job.demand] = left
         else:
             del self.queued_of[job.demand]
+        self._unordered(job, not left)
         if self.kept:
             self.kept.discard(sid)
         loose = self.loose.get(job.demand) if self.loose else None
         if loose is not None and loose.drop(sid) and not loose:
             del self.loose[job.demand]
         if self.recalled and self.recalled.pop(sid, None) is not None:
-            left = self.recalling[job.demand] - 1
+            counts = self.yielding if sid in self.yielded else self.recalling  # (fleet.core.windoworder)
+            left = counts[job.demand] - 1
             if left:
-                self.recalling[job.demand] = left
+                counts[job.demand] = left
             else:
-                del self.recalling[job.demand]
+                del counts[job.demand]
         if self.tracking and not self.queued_of:
             self.tracking = False
             self.loose.clear()
@@ -134,6 +137,8 @@ class WindowBack:
             loose = self.loose[demand]
             while room > 0 and loose:
                 _, job = loose.pop()
+                if job.spec.id in self.recalled:  # taken back for the order already (fleet.core.windoworder)
+                    continue
                 pred = self.behind[job.spec.id]
                 why = (f"taken back from {pred.placement[0].node}: cores came free elsewhere before "
                        f"{pred.spec.id!r} ended")

@@ -129,13 +129,14 @@ class WindowPick:
         class heap entry: priority, rank key, id) and fits `pred`'s resources."""
         pid = pred.spec.id
         cached = self.blocker.get(pid)
-        if cached is not None and cached[0] < head and self._takes(cached[1], pred):
+        if cached is not None and cached[0] < head and self._takes(cached[1], pred) is not None:
             return True
         sched, best = self.sched, None
         for dj in sched._dependents(pred):
-            if self._takes(dj, pred):
+            off = self._takes(dj, pred)
+            if off is not None:
                 # ranks.key sets dj.qkey: it is set again when dj is queued; a waiting step is in no heap.
-                k = (dj.prio, sched.ranks.key(dj), dj.spec.id)
+                k = (dj.prio + off, sched.ranks.key(dj), dj.spec.id)
                 if best is None or k < best[0]:
                     best = (k, dj)
         if best is None:
@@ -145,14 +146,19 @@ class WindowPick:
         return best[0] < head
 
     @staticmethod
-    def _takes(dj, pred) -> bool:
-        """Whether `dj` is made ready by `pred`'s end and would start on its resources."""
-        if dj.state != S.WAITING or dj.unmet != 1 or dj.exclusive or dj.demand is None:
-            return False
+    def _takes(dj, pred) -> float | None:
+        """Whether `dj` is made ready by `pred`'s end and keeps its resources then: 0 if
+        it would start on them, or runs alone (nothing ordered after it starts while it
+        waits); 0.5 if it is wider (its reservation keeps them from a lower priority
+        only: its key counts half a priority later); None if not."""
+        if dj.state != S.WAITING or dj.unmet != 1 or dj.demand is None:
+            return None
+        if dj.exclusive:
+            return 0
         d, p = dj.demand, pred.demand
         if d.span or d.cores > p.cores or d.gpus > p.gpus:
-            return False
-        return d.memory is None or p.memory is None or d.memory <= p.memory
+            return 0.5
+        return 0 if d.memory is None or p.memory is None or d.memory <= p.memory else 0.5
 
     def _hold(self, pred, entry) -> None:
         held = self.held.get(pred.demand)

@@ -111,20 +111,19 @@ def test_only_a_chains_tail_is_taken_back_when_cores_free_elsewhere():
     assert sched.window.after("s1") == "s0" and sched.window.after("s0") == "long"
 
 
-def test_a_reservation_waits_for_the_end_of_the_whole_chain():
-    # One node of one core: a chain of two 3-s steps behind a 2-s one. A step of higher
-    # priority submitted then is passed over when the chain's head begins (at 2 s), and
-    # planned for when the chain's tail ends: 2 + 3 + 3 = 8 s.
+def test_a_step_of_higher_priority_takes_the_chain_back_from_the_first_step_that_comes_after_it():
+    # As above, but the late step has priority 1: the chain's tail (s1) is taken back at
+    # once, and late takes its place in the chain, behind s0; s1 goes behind late.
     sched, out = chained([node("n1", 1)], {"id": "first", "estimate": 2}, *steps(2, estimate=3), depth=2,
                          reserve_after=1.0)
-    assert queued(out) == [("s0", "first"), ("s1", "s0")]
     out = sched.handle(submission(suite({"id": "late", "priority": 1, "estimate": 1}).steps), 0.5)
-    assert of(Start, out) == [] and queued(out) == []
-    sched.handle(Exits(()), 1.5)  # nothing starts: nothing passes it over, and it has no reservation
-    assert not sched._res.plans
-    sched.handle(StepExited("first", 1, S.SUCCEEDED), 2.0)  # s0 begins where it waits
-    plans = list(sched._res.plans.values())
-    assert [(p.job.spec.id, p.shadow) for p in plans] == [("late", 8.0)]
+    assert [d.step for d in of(Withdraw, out)] == ["s1"]
+    out = sched.handle(StepExited("s1", 1, S.CANCELLED, "withdrawn before it started"), 0.6)
+    assert of(Unqueued, out) and queued(out) == [("late", "s0")]
+    out = sched.handle(StepExited("first", 1, S.SUCCEEDED), 2.0)  # s0 begins where it waits
+    assert [d.step for d in of(Begin, out)] == ["s0"] and queued(out) == [("s1", "late")]
+    out = sched.handle(StepExited("s0", 1, S.SUCCEEDED), 5.0)
+    assert [d.step for d in of(Begin, out)] == ["late"]
 
 
 def test_the_same_events_give_the_same_decisions_with_chains():

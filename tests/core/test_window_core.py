@@ -6,7 +6,7 @@ from __future__ import annotations
 from fleet.core import states as S
 from fleet.core.scheduler import (Blocked, Cancel, Elsewhere, Finished, Kill, NodeJoined, NodeLost, Scheduler, Start,
                                   StepExited, Wait, submission)
-from fleet.core.window import Begin, Queue, Unqueued
+from fleet.core.window import Begin, Queue, Unqueued, Withdraw
 
 from coretools import node, slot, suite  # noqa: E402
 
@@ -174,26 +174,29 @@ def test_a_queued_step_whose_launch_cannot_be_made_fails_and_is_not_queued_again
     assert of(Blocked, out) == [Blocked("c", "b")] and of(Queue, out) == []
 
 
-def test_a_reservation_counts_the_step_queued_behind_a_running_one_and_nothing_more_is_queued_on_its_node():
-    # One node of two cores; narrow steps of 3 s fill it, each with one queued behind it.
-    sched, out = windowed([node("n1", 2)], {"id": "first", "priority": 1, "estimate": 2},
-                          *steps(8, estimate=3), {"id": "wide", "cores": 2, "priority": 1, "estimate": 5,
-                                                  "deps": ["first"]}, window=None)
-    assert [d.step for d in of(Start, out)] == ["first", "s0"]
-    assert [d.step for d in of(Queue, out)] == ["s1", "s2"]
-    # first ends at 2: s1 takes its core (the node started it); wide is ready and cannot start.
-    out = sched.handle(StepExited("first", 1, S.SUCCEEDED), 2.0)
-    assert [d.step for d in of(Begin, out)] == ["s1"]
-    # Its reservation counts s2, queued behind s0 (3 + 3 = 6 s), and s1 (2 + 3 = 5 s): both
-    # cores come back at 6 s, and nothing more is queued on the node meanwhile.
-    assert of(Queue, out) == []
-    assert sched._res.plans and next(iter(sched._res.plans.values())).shadow == 6.0
-    out = sched.handle(StepExited("s0", 1, S.SUCCEEDED), 3.0)
-    assert [d.step for d in of(Begin, out)] == ["s2"] and of(Queue, out) == [] and of(Start, out) == []
-    out = sched.handle(StepExited("s1", 1, S.SUCCEEDED), 5.0)
-    assert of(Start, out) == [] and of(Queue, out) == []  # its core is held for wide
-    out = sched.handle(StepExited("s2", 1, S.SUCCEEDED), 6.0)
-    assert [(d.step, d.placement[0].cores) for d in of(Start, out)] == [("wide", (0, 1))]
+def test_a_wider_step_of_higher_priority_starts_as_without_a_window_its_node_s_queued_steps_taken_back():
+    # One node of two cores; narrow steps of 3 s, and a 2-core step of priority 1 that
+    # waits for `first` alone. Without a window: first and s0 at 0, wide at 3 (its
+    # reservation keeps first's core from the narrow ones when first ends at 2).
+    def run(window):
+        sched, out = windowed([node("n1", 2)], {"id": "first", "priority": 1, "estimate": 2},
+                              *steps(8, estimate=3), {"id": "wide", "cores": 2, "priority": 1, "estimate": 5,
+                                                      "deps": ["first"]}, window=window)
+        assert [d.step for d in of(Start, out)] == ["first", "s0"]
+        assert [d.step for d in of(Queue, out)] == (["s1"] if window is None else [])  # not behind first
+        log = []
+        for t, sid in ((2.0, "first"), (3.0, "s0")):
+            out = sched.handle(StepExited(sid, 1, S.SUCCEEDED), t)
+            log += out
+            for d in of(Withdraw, out):  # (its node drops it: it had not begun)
+                log += sched.handle(StepExited(d.step, d.attempt, S.CANCELLED, "withdrawn before it started"), t)
+        return sched, log
+    sched, log = run(None)
+    assert [d.step for d in of(Withdraw, log)] == ["s1"]  # at 2: on the node wide's reservation takes
+    assert [(d.step, d.placement[0].cores) for d in of(Start, log)] == [("wide", (0, 1))]
+    assert not of(Begin, log) and sched.state("s1") == S.READY
+    _, log0 = run(0)
+    assert of(Start, log0) == of(Start, log)
 
 
 def test_without_a_reservation_the_window_keeps_queueing_behind_every_running_step():

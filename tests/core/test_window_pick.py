@@ -76,11 +76,20 @@ def test_the_critical_path_order_keeps_a_chains_next_step_ahead_of_the_window():
     assert [d.step for d in of(Start, out)] == ["tail"]
 
 
-def test_a_dependent_that_comes_later_in_the_order_or_does_not_fit_the_core_does_not_hold_the_window():
+def test_a_dependent_that_comes_later_in_the_order_or_is_wider_and_not_of_higher_priority_does_not_hold_the_window():
     _, out = windowed([node("n1", 2)], {"id": "head", "priority": 1}, {"id": "x", "priority": 4},
                       {"id": "y", "priority": 4}, {"id": "z", "priority": 4},
-                      {"id": "late", "priority": 5, "deps": ["head"]}, {"id": "wide", "cores": 2, "priority": 2, "deps": ["head"]})
+                      {"id": "late", "priority": 5, "deps": ["head"]}, {"id": "wide", "cores": 2, "priority": 4, "deps": ["head"]})
     assert [(d.step, d.after) for d in of(Queue, out)] == [("y", "head"), ("z", "x")]
+
+
+def test_a_wider_dependent_of_higher_priority_holds_the_window_as_its_reservation_would_keep_the_core():
+    # Without a window, wide is ready when head ends and cannot start: its reservation
+    # keeps head's core from y (priority 4). So y is not queued behind head.
+    _, out = windowed([node("n1", 2)], {"id": "head", "priority": 1}, {"id": "x", "priority": 4},
+                      {"id": "y", "priority": 4}, {"id": "z", "priority": 4},
+                      {"id": "wide", "cores": 2, "priority": 2, "deps": ["head"]})
+    assert [(d.step, d.after) for d in of(Queue, out)] == [("y", "x")]
 
 
 def test_a_dependent_that_waits_for_other_steps_too_does_not_hold_the_window():
