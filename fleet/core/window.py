@@ -35,7 +35,13 @@ the decisions stay deterministic: the same events give the same queues. The rule
   nor queued behind;
 - nothing is queued on a node a reservation takes (fleet.core.reservations): what the
   reserved step waits for must come back to the pool; a plan counts the steps already
-  queued there (their predecessor's resources come back when they end);
+  queued there that come before its step in the order (their predecessor's resources
+  come back when they end), and the others are taken back (fleet.core.windoworder);
+- the order of ready steps is kept (fleet.core.windoworder): a queued, not yet begun
+  step that comes after a ready step of its demand that cannot start, after a step
+  that runs alone and waits, or after a step that waits for its predecessor alone and
+  would take its resources, is taken back for it (a Withdraw; the node decides, as
+  below), latest in the order first;
 - near the allocation's end a step is queued only behind a predecessor it is expected
   to end after, before the drain point (its start is that one's expected end; unknown:
   it is not known to, and waits in the ready set; fleet.core.deadline.in_time);

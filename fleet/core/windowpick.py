@@ -17,8 +17,11 @@ running steps take none for now.
   order); a step stuck so is taken back when cores free elsewhere (fleet.core.windowback).
 - The order of ready steps is kept: a running step is not given a step behind it while
   one of its dependents that waits for it alone (unmet 1) would come before that step
-  in the pass's order (priority, then fleet.core.ranks' key) and fits its resources:
+  in the pass's order (priority, then fleet.core.ranks' key) and fits its resources, or
+  runs alone, or is wider and of a higher priority (its reservation keeps them then):
   when it ends, that dependent takes them (the pass starts it), as without a window.
+  (One that waits for two or more is seen when it comes to wait for one alone:
+  fleet.core.windoworder.awaited takes back what was queued behind that one meanwhile.)
   Such a step is HELD, keyed by the first such dependent's pass key, and opened again
   when a class head that comes before that dependent is to be placed (or never: it
   then ends with nothing behind it). Its dependents are walked once per look (it is
