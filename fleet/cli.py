@@ -299,8 +299,8 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
     """Run SUITE on the fleet that is up (or an embedded local one, with the
     coordinator options); exit 0 only if every step succeeded, 1 if any did not, 2 if
     the suite is invalid, 3 if the allocation ended (drained) before the suite did:
-    run it again in the next allocation, 4 if the run directory's disk is full: free
-    space and run it again, 5 if the fleet was lost (its coordinator killed, crashed or
+    run it again in the next allocation, 4 if the run directory's disk is full (free
+    space and run it again) or read-only (make it writable and run it again), 5 if the fleet was lost (its coordinator killed, crashed or
     silent): bring one up and run it again (docs/operations.md)."""
     from fleet.control import warnsignal
     warnsignal.catch()  # the batch system's warning, from the start: kept until the fleet is up

@@ -78,8 +78,9 @@ class Update:
     outcome "retry" is an attempt that runs again, not an end), the submission's steps
     counted by state, and the final outcomes so far (step id -> outcome: a read-only
     view that goes on growing with the next answers; ``dict(u.outcomes)`` keeps one
-    moment's); ``full``: with the last one, why the fleet drained if its run directory's
-    file system is full."""
+    moment's); ``full``: why the fleet drained if its run directory's file system is
+    full or read-only (cannot be written: fleet.control.drain.UNWRITABLE), in every answer
+    from the drain on (before 2026-12-06 only in the last one)."""
 
     finished: tuple
     counts: dict

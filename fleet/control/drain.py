@@ -35,8 +35,16 @@ ends otherwise than succeeded from then on are interrupted (no attempt), the res
 `not_started`, and `fleet run` exits 4. Free space (or raise the quota) and run the
 suite again: what succeeded is skipped, the rest run.
 
+A read-only run directory (EROFS: ext4's errors=remount-ro after a disk error, a Lustre
+target gone read-only, an admin's remount) drains the same way, with a reason of its own
+(READ_ONLY), and `fleet run` exits 4 too. Before 2026-12-06 each next step's set-up
+failed on it, using an attempt, and `fleet run` never returned: a finished submission
+waited for a journal that could not be made durable.
+
 The coordinator's own writes to the run directory (the event stream, the journal) that
-fail so drain the fleet the same way (`cannot_write`), and the coordinator goes on: what
+fail so (or with EIO: its file system fails, FAILING; an fsync that failed so cannot be
+trusted to be made good by another) drain the fleet the same way (`cannot_write`), and
+the coordinator goes on: what
 it could not write stays buffered and is written first at the next attempt, so nothing
 is torn or dropped while it lives. Outcomes the journal could not make durable are not
 recorded: those steps run again next time. A finished submission is then answered
@@ -66,7 +74,18 @@ log = logging.getLogger("fleet.control.coordinator")
 
 DRAIN_BEFORE_S = 300.0  # the default drain point: five minutes before the end
 FULL = "the run directory's file system is full"  # a full drain's reason starts so (fleet run's exit 4)
+READ_ONLY = "the run directory cannot be written: its file system is read-only"  # (EROFS: exit 4 too)
+FAILING = "the run directory cannot be written: its file system fails"  # (EIO, the coordinator's own writes)
+UNWRITABLE = (FULL, READ_ONLY, FAILING)  # a drain's reason that starts with one of these: fleet run exits 4
 FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})  # (fleet.node.diskfull's, on the coordinator's side)
+_CAUSES = {errno.ENOSPC: FULL, errno.EDQUOT: FULL, errno.EROFS: READ_ONLY, errno.EIO: FAILING}
+
+
+def unwritable(err: int | None) -> str:
+    """The words for a run directory that an error with errno `err` says cannot be
+    written (FULL, READ_ONLY or FAILING), or "" if it does not say so (EACCES, say: a
+    file's mode, not the file system; the step fails as ever)."""
+    return _CAUSES.get(err, "")
 
 
 def early_warning(now: float, drain_at: float | None, cut: bool) -> bool:
@@ -93,7 +112,7 @@ class Drain:
 
     def __init__(self, coord):
         self.coord = coord
-        # A finished submission's answer says so when the fleet drained for a full disk (fleet run's exit 4).
+        # A finished submission's answer says so when the fleet drained for a full or read-only disk (exit 4).
         coord.submissions.full = lambda: self.reason if self.full else ""
         self.end: float | None = None
         self.drain_at: float | None = None
@@ -105,7 +124,7 @@ class Drain:
         self.drained = False
         self.at: float | None = None  # when it drained (for the allocation's end)
         self.reason = ""
-        self.full = False  # drained because the run directory is full (not for the allocation's end)
+        self.full = False  # drained because the run directory cannot be written: full, read-only (not the end)
         self._complained = 0.0
         self.closing = Closing(coord, self)  # submissions closed after the drain (later ones are too)
         self.dropped: set[str] = set()  # queued steps their stopping nodes dropped unstarted (P.Dropped.stopped)
@@ -231,34 +250,36 @@ class Drain:
             self._drain(reason, now)
 
     def disk_full(self, node: str, step: str, errno: int, now: float) -> None:
-        """A step's set-up on `node` found the run directory's file system full (`errno`,
-        P.Exited's disk_full: ENOSPC or EDQUOT): drain now, letting the running steps
-        end (see the module's doc). Once: later reports of a full disk change nothing;
-        a drain already under way (the allocation's end) stays as it is."""
+        """A step's set-up on `node` found the run directory's file system full or
+        read-only (`errno`, P.Exited's disk_full: ENOSPC, EDQUOT or EROFS): drain now,
+        letting the running steps end (see the module's doc). Once: later reports change
+        nothing; a drain already under way (the allocation's end) stays as it is."""
         if not self.drained:
-            self._full(f"{FULL} ({os.strerror(errno)}: the set-up of step {step!r} on {node})", now)
+            cause = unwritable(errno) or FULL  # (an errno a later agent may send: said as the full disk's)
+            self._full(f"{cause} ({os.strerror(errno)}: the set-up of step {step!r} on {node})", now)
 
     def _full(self, reason: str, now: float) -> None:
-        """Drain for a full file system: nothing more starts, the running steps go on."""
+        """Drain for a file system that cannot be written: nothing more starts, the running steps go on."""
         c = self.coord
         self.drained = self.full = True
         self.reason = reason
-        log.error("draining (%s): starting nothing more; %d running steps go on; free space and run the suite "
-                  "again", self.reason, c.sched.running_count())
+        log.error("draining (%s): starting nothing more; %d running steps go on; %s and run the suite again",
+                  self.reason, c.sched.running_count(), "free space" if reason.startswith(FULL) else "make it writable")
         c.events.write(events.Drained(t=now, reason=self.reason, running=c.sched.running_count()))
         c._feed(DrainNow(self.reason, stop_running=False), now)
 
     def cannot_write(self, what: str, e: OSError, now: float) -> bool:
         """The coordinator's own write of `what` failed with `e`: drain, as disk_full does,
-        if the file system is full (ENOSPC, EDQUOT); whether it is. Logged at most every
-        10 s (it is tried again every loop turn)."""
-        full = e.errno in FULL_ERRNOS
+        if the file system cannot be written (full: ENOSPC, EDQUOT; read-only: EROFS;
+        failing: EIO); whether it cannot. Logged at most every 10 s (it is tried again
+        every loop turn)."""
+        cause = unwritable(e.errno)
         if now >= self._complained:
             self._complained = now + 10.0
-            log.error("cannot write %s: %s%s", what, e, " (kept, written once there is room)" if full else "")
-        if full and not self.drained:
-            self._full(f"{FULL} ({os.strerror(e.errno)}: the coordinator's {what})", now)
-        return full
+            log.error("cannot write %s: %s%s", what, e, " (kept, written once it can be)" if cause else "")
+        if cause and not self.drained:
+            self._full(f"{cause} ({os.strerror(e.errno)}: the coordinator's {what})", now)
+        return bool(cause)
 
     def write_events(self, close: bool = False) -> None:
         """Flush the event stream (close: and close it); a write that fails is

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 from fleet.control.api import Update
-from fleet.control.drain import FULL
+from fleet.control.drain import UNWRITABLE
 from fleet.control.stuck import TOO_LONG
 from fleet.core import states as S
 from fleet.core.oneline import one_line
@@ -33,7 +33,8 @@ class Lines:
         self.others_ended: dict[str, str] = {}  # of those, the ones that ended: their outcome
         self.started = time.monotonic()
         self.outcomes: dict[str, str] = {}
-        self.full: list[str] = []  # steps drained because the run directory is full, or why (control.drain)
+        self.full: list[str] = []  # steps drained because the run directory cannot be written, or why (control.drain)
+        self.cause = ""  # why it cannot: the first of drain.UNWRITABLE said (full, read-only, failing)
         self.too_long: list[str] = []  # steps drained that no allocation like this one can start (control.stuck)
         self.listed = self.unlisted = 0  # skipped steps listed in a log; those past SKIPPED_LISTED
         self.counts: dict[str, int] = {}  # the submission's steps by state, as last said (a Ctrl-C's summary)
@@ -43,8 +44,13 @@ class Lines:
         # Every step the submission counts now, its steps' children too (they add to it).
         self.total = max(self.total, sum(u.counts.values()) - len(self.others))
         self.counts = u.counts
-        if u.full:  # (the fleet's own records found no room: said with the last answer)
+        if u.full and not self.cause:  # (the fleet's records cannot be written: said in each answer from then on)
             self.full.append(u.full)
+            self._cause(u.full)
+            if tty:
+                out.write("\r\033[K")
+            print(f"fleet: drained: {one_line(u.full)}; nothing more starts, the running steps go on", file=out,
+                  flush=True)
         for step, outcome, attempt, reason, *more in u.finished:
             if step in self.others:
                 self._other(step, outcome, reason)
@@ -60,7 +66,7 @@ class Lines:
                 line = f"  {'retry':<10} {step}: retry {attempt}{of}: {one_line(reason)}"
             else:
                 outcomes[step] = outcome
-                if outcome in DRAINED and reason and FULL in reason:
+                if outcome in DRAINED and reason and self._cause(reason):
                     self.full.append(step)
                 elif outcome in DRAINED and reason and reason.startswith(TOO_LONG):
                     self.too_long.append(step)
@@ -81,6 +87,14 @@ class Lines:
                 print(f"[{len(outcomes):>{len(str(self.total))}}/{self.total}]{line}", file=out)
         if tty:
             self._bar(u.counts.get(S.RUNNING, 0))
+
+    def _cause(self, reason: str) -> str:
+        """Which of drain.UNWRITABLE `reason` says ("" for none), kept as the cause if it is the first."""
+        for cause in UNWRITABLE:
+            if cause in reason:
+                self.cause = self.cause or cause
+                return cause
+        return ""
 
     def _other(self, step: str, outcome: str, reason: str) -> None:
         """Another shard's step ended as this fleet saw it: a success there is no skip of

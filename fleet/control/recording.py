@@ -408,8 +408,10 @@ class Recorder:
     def durable(self, sub) -> bool:
         """Every outcome of a finished submission durable, and the files they owe written:
         asked again until then (their fsync and the files are made off the loop, never waited for).
-        On a file system too full for the journal (the fleet drained for it): as durable
-        as it will get, so said finished; its unrecorded outcomes run again next time."""
+        On a file system too full for the journal, or read-only, or failing (the fleet
+        drained for it: fleet.control.drain.cannot_write): as durable as it will get, so
+        said finished; its unrecorded outcomes run again next time. (Before 2026-12-06 a
+        read-only one was asked again for ever: `fleet run` never returned.)"""
         j, t = self.journal, self._tickets.get(sub.id)
         try:  # (the fsync asked of the syncer's thread: the loop never waits for it; fleet.control.journal)
             if t is None or t[0] != len(sub.finished) or t[1] is not j:  # (children came since; a rotation)

@@ -7,7 +7,8 @@ invalid (nothing started); 3 the allocation ended before the suite did (the flee
 drained: steps interrupted or never started; run it again in the next allocation to
 finish it: jobscripts/); 4 the run directory's file system is full (a step's set-up
 found no space or no quota left: nothing more was started, the steps that did not run
-are interrupted or not started, with no attempt used; free space and run it again);
+are interrupted or not started, with no attempt used; free space and run it again), or
+read-only (the same; make it writable and run it again), or its writes fail (EIO);
 5 the fleet was lost before the suite finished (its coordinator killed, crashed, or
 silent for FLEET_RUN_SILENCE s): bring a fleet up again and run it again, in this
 allocation too; 130 interrupted (Ctrl-C, SIGTERM).
@@ -24,7 +25,7 @@ from typing import Callable
 from fleet.core import states as S
 from fleet.control import gone, warnsignal
 from fleet.control.api import Fleet, Submission, SubmitError
-from fleet.control.drain import FULL
+from fleet.control.drain import FULL, READ_ONLY
 from fleet.control.stuck import TOO_LONG
 from fleet.control.followlines import DRAINED, Lines
 from fleet.control.othershards import OtherShards
@@ -147,6 +148,16 @@ def _again(kind: str, run_dir: Path, embedded: bool) -> str:
     return "; run the suite again to finish it (steps that succeeded are skipped)"
 
 
+def _fix(cause: str, run_dir: Path) -> str:
+    """What to do about a run directory that cannot be written (`cause`: fleet.control.drain's), as a clause."""
+    if cause == FULL:
+        return f"free space in {run_dir} (or raise the quota)"
+    if cause == READ_ONLY:
+        return (f"make {run_dir} writable again (a file system the kernel made read-only after an error: unmount "
+                f"it, check it and mount it again)")
+    return f"repair the file system of {run_dir} (its writes fail)"
+
+
 def _refused(problems: list) -> int:
     """Every problem of a suite refused (nothing of it started) on stderr; exit 2."""
     for p in problems:
@@ -202,6 +213,11 @@ def _follow(f: Fleet, sub: Submission, suite: Suite, run_dir: Path, out, shard: 
             print(f"\nfleet: {e}", file=sys.stderr)
             return EXIT_LOST
         kind, how = gone.how(run_dir, f.conn.host, f.conn.pid)
+        if show.cause and kind not in (gone.STOPPED, gone.ITSELF):  # its end could not be recorded: not a crash
+            print(f"\nfleet: the fleet in {run_dir} went down before the suite finished; {show.cause}, so how it "
+                  f"ended is not recorded there (`fleet down`, or its coordinator killed): "
+                  + _fix(show.cause, run_dir) + " and run the suite again to finish it", file=sys.stderr)
+            return EXIT_FULL
         print(f"\nfleet: the fleet in {run_dir} went down before the suite finished" + (f": {how}" if how else "")
               + _again(kind, run_dir, embedded=f.path.name != connection.NAME), file=sys.stderr)
         return 1 if kind in (gone.STOPPED, gone.ITSELF) else EXIT_LOST
@@ -215,10 +231,10 @@ def _follow(f: Fleet, sub: Submission, suite: Suite, run_dir: Path, out, shard: 
     bad = {s: o for s, o in outcomes.items() if o not in (S.SUCCEEDED, S.SKIPPED)}
     drained = sum(1 for o in outcomes.values() if o in DRAINED)
     if full:  # before the allocation's end: a resubmitted job would only drain again
-        print(f"fleet: {FULL}: {counted(drained, 'step')} interrupted or not started (no attempt used); free "
-              f"space in {run_dir} (or raise the quota) and run the suite again to finish it (a step whose "
-              f"outcome could not be recorded runs again)", file=sys.stderr,
-              flush=True)
+        cause = show.cause or FULL
+        print(f"fleet: {cause}: {counted(drained, 'step')} interrupted or not started (no attempt used); "
+              f"{_fix(cause, run_dir)} and run the suite again to finish it (a step whose outcome could not be "
+              f"recorded runs again)", file=sys.stderr, flush=True)
         return EXIT_FULL
     if drained and len(show.too_long) == drained:  # another job like this one would not finish either
         print(f"fleet: the allocation ended before the suite did, and no allocation as long as this one can finish "

@@ -171,7 +171,7 @@ class Submissions:
         self.durable = lambda sub: True
         # Says the steps the user asked for again (fleet.control.recording: a journal line each).
         self.reset = lambda steps: None
-        self.full = lambda: ""  # the drain's reason, if the run directory's file system is full (control.drain)
+        self.full = lambda: ""  # the drain's reason, if the run directory cannot be written (control.drain)
         # Submissions a drain's close is walking: each one's steps counted so far (fleet.control.closing).
         self.closing: dict[int, set[str]] = {}
         sched.moved = self.moved  # each change of a step's state, for the counts by state
@@ -308,7 +308,7 @@ class Submissions:
         done = sub.remaining == 0 and self.durable(sub)
         return P.ProgressReply(sub.id, done, sub.counts_now(),
                                sub.finished[since:since + PROGRESS_ROWS],
-                               min(len(sub.finished), since + PROGRESS_ROWS), full=self.full() if done else "")
+                               min(len(sub.finished), since + PROGRESS_ROWS), full=self.full())
 
     def moved(self, step: str, old: str, new: str, sids=None) -> None:
         """A step went from state `old` to `new` (the scheduler's observer): counted so in

@@ -61,7 +61,7 @@ class AllocationEnds:
 class DrainNow:
     """The drain point came (its timer, or the batch system's warning signal): start
     nothing more and stop every running step. With `stop_running` False (the run
-    directory's file system is full: fleet.control.drain) nothing more starts either,
+    directory's file system is full or read-only: fleet.control.drain) nothing more starts either,
     but the running steps go on to their own ends."""
 
     reason: str = "the allocation ends"

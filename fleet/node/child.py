@@ -400,7 +400,7 @@ def run_call(launch: Launch, report_fd: int, *, first_at: float | None = None,
             code = 0
         except BaseException as exc:
             code, error = _failure(exc)
-            if work_start is None:  # its set-up (directories, log) found the disk full: no attempt
+            if work_start is None:  # its set-up (directories, log) found the disk full or read-only: no attempt
                 full = diskfull.errno_of(exc)
         stepend.wind_up()  # its threads, atexit handlers and buffers, as at a program's end: still its work
         if work_start is not None:

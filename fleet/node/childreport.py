@@ -82,7 +82,7 @@ def report_end(report_fd: int, first_at: float, work_start: float | None,
                work_end: float | None, affinity: list, placement_ok: bool,
                error: str | None, full: int | None = None) -> None:
     """The ``end`` record; a step that never reached its work is given none (now).
-    ``full``: the errno with which its set-up found the file system full (fleet.node.diskfull)."""
+    ``full``: the errno with which its set-up found the file system full or read-only (fleet.node.diskfull)."""
     now = time.time()
     record = {
         "pid": os.getpid(), "phase": "end", "first_at": first_at,

@@ -21,7 +21,7 @@ from fleet.wire.messages import Launch
 
 class NotStarted(Exception):
     """The command could not be started; the message says why. ``disk_full``: the errno
-    with which its set-up found the file system full (fleet.node.diskfull)."""
+    with which its set-up found the file system full or read-only (fleet.node.diskfull)."""
 
     def __init__(self, message: str, disk_full: int | None = None):
         super().__init__(message)

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 class SetupFailed(OSError):
     """A step's directories could not be made; the message names the path and why. An
-    OSError with the cause's errno (a full disk stays a full disk: fleet.node.diskfull)."""
+    OSError with the cause's errno (a full or read-only disk stays one: fleet.node.diskfull)."""
 
     def __init__(self, message: str, errno_: int | None):
         super().__init__(errno_, message)

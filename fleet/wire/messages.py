@@ -345,7 +345,7 @@ class Exited:
     # {"submitted": children files written} (the coordinator collects them).
     control: dict = field(default_factory=dict)
     memory_peak: int | None = None  # bytes, where its memory limit kept it (fleet.node.memwatch)
-    disk_full: int | None = None  # ENOSPC or EDQUOT: its set-up found the disk full (fleet.control.drain)
+    disk_full: int | None = None  # ENOSPC, EDQUOT or EROFS: its set-up could not write the disk (fleet.control.drain)
     # Its times and rusage as its `exit` line spells them, spelled where it ended
     # (fleet.wire.numtext.exit_numbers), or [] (the coordinator spells them).
     spelt: list = field(default_factory=list)
@@ -487,7 +487,7 @@ class ProgressReply:
     counts: dict
     finished: list   # [[step, outcome, attempt, seconds, reason], ...] after `since`
     next: int
-    full: str = ""   # (done) why the fleet drained: its run directory's file system is full
+    full: str = ""   # why the fleet drained: its run directory's file system is full or read-only
 
 
 @message("status")
