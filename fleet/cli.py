@@ -282,12 +282,12 @@ def cancel(steps, run_dir, waiting, every):
 @click.option("--nodes", type=click.IntRange(1), default=None, show_default="1",
               help="pretend nodes for an embedded local fleet (when none is up; an embedded fleet in a batch job "
                    "runs on every node of the job)")
-@click.option("--shard", default="", metavar="I/N", show_default="the whole suite",
+@click.option("--shard", default=None, metavar="I/N", show_default="the whole suite",
               help="run only the tasks shard I of N owns (task id mod N, or a stable hash)")
 @click.option("--new-generation", is_flag=True, help="with --shard: accept a shard count other than the recorded one")
 @click.option("--no-wait-foreign", is_flag=True,
               help="with --shard: refuse steps that depend on another shard's steps instead of waiting for them")
-@click.option("--only", default="", metavar="ID[,ID]", show_default="every step",
+@click.option("--only", default=None, metavar="ID[,ID]", show_default="every step",
               help="run only these steps (a dependency not selected must have succeeded already)")
 @click.option("--with-deps", is_flag=True, help="with --only: and every step they depend on")
 @click.option("--timeout", type=Seconds(0, above=True), default=120.0,
@@ -305,7 +305,7 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
     from fleet.control import warnsignal
     warnsignal.catch()  # the batch system's warning, from the start: kept until the fleet is up
     from fleet.cli_run import (embedded_nodes, refuse_a_file, refuse_to_embed, say_ignored, selected,
-                               shard_spec, steps_to_run)
+                               shard_spec, sharded, steps_to_run)
     from fleet.control.checks import suite_head
     from fleet.control import othershards
     from fleet.control.client import FleetError, find
@@ -316,7 +316,7 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
         s = suite_head(suite)
     except SuiteError as e:
         _invalid(e.problems)
-    only = selected(only)
+    only, shard = selected(only), sharded(shard)
     if with_deps and not only:
         raise click.UsageError("--with-deps selects with --only")
     for given, option in ((new_generation, "--new-generation"), (no_wait_foreign, "--no-wait-foreign")):

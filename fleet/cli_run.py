@@ -29,11 +29,23 @@ def shard_spec(shard: str) -> tuple[int, int]:
 EXIT_INVALID = 2
 
 
-def selected(only: str) -> tuple[str, ...]:
-    """--only's ids, in order, once each; a usage error if it was given but names none
-    (`--only ,` is not "every step")."""
+def sharded(shard: str | None) -> str:
+    """--shard's I/N as given ("" when not given); a usage error if it was given empty
+    or malformed (`--shard "$I/$N"` with both unset is not "the whole suite")."""
+    if shard is None:
+        return ""
+    shard_spec(shard)
+    return shard
+
+
+def selected(only: str | None) -> tuple[str, ...]:
+    """--only's ids, in order, once each (none when not given); a usage error if it was
+    given but names none: `--only ,`, and `--only ""` (an unset variable) too, is not
+    "every step"."""
+    if only is None:
+        return ()
     ids = tuple(dict.fromkeys(i.strip() for i in only.split(",") if i.strip()))
-    if only and not ids:
+    if not ids:
         raise click.BadParameter(f"{only!r} names no step (ids separated by commas)", param_hint="--only")
     return ids
 

@@ -153,6 +153,15 @@ def test_fleet_run_refuses_an_only_that_names_no_step_rather_than_running_every_
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize("option", ["--only", "--shard"])
+def test_fleet_run_refuses_an_empty_only_or_shard_rather_than_taking_it_as_not_given(tmp_path, suite, option):
+    # (`--only "$IDS"` with IDS unset ran every step, with --force reran them all; an
+    # empty --shard ran the whole suite; the Python API refuses only="")
+    r = fleet(tmp_path, "run", str(suite), "--force", option, "")
+    refused(r, option)
+    assert not (tmp_path / "runs").exists() and left_behind(tmp_path) == []
+
+
 def test_a_childs_id_given_to_only_or_fleet_step_names_its_parent_and_how_to_run_it_again(tmp_path):
     # (it said "suite 's' has no step 'p/k5'", as for a typo)
     suite = tmp_path / "s.toml"
