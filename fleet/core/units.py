@@ -136,15 +136,42 @@ def clean_step_id(v: str) -> str:
     return v
 
 
+NAME_MAX = 255  # bytes of one name (a part between '/'), on every file system fleet runs on
+PATH_MAX = 4096  # bytes of a whole path, with its NUL, that Linux takes
+
+
+def too_long(v: str, most: int) -> str | None:
+    """Why the path v can never be made or found: a part of it (between '/') over
+    NAME_MAX bytes, or the whole over `most` bytes; None if neither (the system says
+    "File name too long" only when a step starts, or a check stats it)."""
+    if len(v) <= NAME_MAX // 4:  # (the common case: too few characters to be too many bytes)
+        return None
+    b = v.encode("utf-8", "surrogatepass")
+    if len(b) > most:
+        room = "a path has" if posixpath.isabs(v) else "fit under the run directory"
+        return f"is {len(b)} bytes long, and at most {most} {room}: {v[:60]!r}..."
+    part = max(b.split(b"/"), key=len)
+    if len(part) > NAME_MAX:
+        return (f"has a part of {len(part)} bytes between '/', and a name ends at {NAME_MAX}: "
+                f"{part[:60].decode('utf-8', 'ignore')!r}...")
+    return None
+
+
 def inside_run_dir(v: str, *, absolute_ok: bool = False, dir_ok: bool = True, writes: bool = True) -> str:
     """A path relative to the run directory that stays inside it (string arithmetic only).
 
     `absolute_ok`: an absolute path is taken as it is (inputs from shared datasets).
     `dir_ok`: the run directory itself (".") is acceptable.
-    `writes`: the step writes there, so not into a .fleet/ records directory."""
+    `writes`: the step writes there, so not into a .fleet/ records directory.
+    Not too long to make or find (too_long): a relative one at most MAX_ID bytes, as a
+    step id (so that under the longest run directory it stays a path), an absolute one
+    under PATH_MAX."""
     if not v:
         raise ValueError("the path is empty")
     _no_nul(v, "the path")
+    why = too_long(v, PATH_MAX - 1 if posixpath.isabs(v) else MAX_ID)
+    if why:  # (before 2026-12-06 found when the step started, or by validate with a traceback)
+        raise ValueError(f"the path {why}")
     if posixpath.isabs(v):
         if absolute_ok:
             return v
@@ -249,15 +276,18 @@ def check_table(v: Any) -> dict:
 
 
 _PLAIN = frozenset({str, int, float, bool})
+# The integers a step's args travel to its node in (msgpack's): TOML has any integer.
+ARG_INT_MIN, ARG_INT_MAX = -2**63, 2**64 - 1
 
 
 def check_args(v: Any) -> dict:
     """A call step's args: a table of plain values (strings, numbers, booleans, and arrays
-    and tables of them). A TOML date or time has no form the arguments travel to a node
-    in: such a step was started, never reached its node, and the run never ended."""
+    and tables of them), integers from ARG_INT_MIN to ARG_INT_MAX. A TOML date or time has
+    no form the arguments travel to a node in: such a step was started, never reached its
+    node, and the run never ended; a bigger integer failed the step at its launch."""
     if type(v) is dict:  # the common case, flat (a million array steps are checked one by one)
         for x in v.values():
-            if type(x) not in _PLAIN:
+            if type(x) not in _PLAIN or (type(x) is int and not ARG_INT_MIN <= x <= ARG_INT_MAX):
                 break
         else:
             return v
@@ -268,6 +298,10 @@ def check_args(v: Any) -> dict:
             stack.extend((f"{where}.{k}", y) for k, y in x.items())
         elif isinstance(x, list):
             stack.extend((f"{where}[{i}]", y) for i, y in enumerate(x))
+        elif isinstance(x, int) and not ARG_INT_MIN <= x <= ARG_INT_MAX:  # (bool is an int, and in range)
+            raise ValueError(f"{where} is an integer of {x.bit_length()} bits ({str(x)[:30]}): a step's args "
+                             f"travel as 64-bit integers, from -2**63 to 2**64-1; write it as a string "
+                             f"(\"{str(x)[:30]}\") or a float")
         elif not isinstance(x, (str, int, float)):  # (bool is an int)
             text = x.isoformat() if hasattr(x, "isoformat") else str(x)
             raise ValueError(f"{where} is a TOML {type(x).__name__} ({text}): a step's args are strings, numbers, "

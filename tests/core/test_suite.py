@@ -804,6 +804,35 @@ def test_a_step_id_too_long_to_name_its_directory_is_refused_naming_the_step_and
     assert "s.toml" in msg and "field 'id'" in msg and said in msg, msg
 
 
+def test_a_workdir_output_or_input_with_a_name_too_long_to_make_is_refused_as_a_step_id_is():
+    # (before 2026-12-06 validate said valid and the step failed when it started: "File name
+    # too long"; an absolute input that long was a traceback in validate)
+    long, ok = "a" * 256, "é" * 127  # (254 bytes: a name)
+    problems = problems_of({"id": "wd", "command": "x", "workdir": f"w/{long}"},
+                           {"id": "out", "command": "x", "outputs": [f"{long}/x", f"{ok}/y"]},
+                           {"id": "in", "command": "x", "inputs": [f"/d/{long}", f"{ok}/z"]},
+                           {"id": "wide", "command": "x", "workdir": "b/" * 951},
+                           {"id": "utf", "command": "x", "outputs": ["é" * 128]})
+    assert where(problems) == {("wd", "workdir"), ("out", "outputs"), ("in", "inputs"), ("wide", "workdir"),
+                               ("utf", "outputs")}, problems
+    said = {p.step: p.message for p in problems}
+    assert "a part of 256 bytes between '/', and a name ends at 255" in said["wd"], said
+    assert "a part of 256 bytes" in said["utf"] and "is 1902 bytes long, and at most 1900" in said["wide"], said
+    assert parse({"id": "a", "command": "x", "workdir": "/".join([ok] * 7), "outputs": [f"{ok}/o"]}).steps
+
+
+def test_an_args_integer_too_big_to_travel_to_its_node_is_refused_naming_where_it_is():
+    # (TOML takes any integer; the step failed at its launch, "OverflowError: Integer value
+    # out of range", pointing at a log that did not exist)
+    problems = problems_of({"id": "flat", "call": "m:f", "args": {"x": 10**20}},
+                           {"id": "deep", "call": "m:f", "args": {"x": [1, {"y": -2**63 - 1}]}})
+    assert [(p.step, p.field) for p in problems] == [("flat", "args"), ("deep", "args")], problems
+    assert "args.x is an integer of 67 bits" in problems[0].message and "as a string" in problems[0].message
+    assert "args.x[1].y is an integer" in problems[1].message, problems[1].message
+    edges = {"lo": -2**63, "hi": 2**64 - 1, "t": True, "f": 1.5}
+    assert parse({"id": "a", "call": "m:f", "args": edges}).steps[0].args == edges
+
+
 def test_a_nul_in_a_command_an_env_value_or_a_path_is_refused_in_the_suite_and_in_submitted_children():
     # (no argv entry, variable or file name can hold one: before 2026-12-06 it failed only at run time)
     from fleet.core.childsteps import expand
