@@ -54,6 +54,22 @@ def bad_submit(ctx) -> None:
     raise AssertionError("ctx.submit took a step of 0 cores")
 
 
+def not_utf8_submit(ctx) -> None:
+    """Submits, one field at a time, children whose text holds a file name that is not
+    UTF-8 as os.listdir gives it (a lone surrogate); notes each refusal's problems."""
+    name = os.fsdecode(b"f\xff")
+    for field, table in (("command", {"command": ["echo", name]}), ("env", {"command": "true", "env": {"A": name}}),
+                         ("args", {"call": "children_steps:child", "args": {"pause": name}}),
+                         ("workdir", {"command": "true", "workdir": f"w/{name}"}),
+                         ("outputs", {"command": "true", "outputs": [name]})):
+        try:
+            ids = ctx.submit([{"id": f"x_{field}", **table}])
+        except fleet.SuiteError as e:
+            _note(ctx, "refused", field=field, problems=[str(p) for p in e.problems])
+        else:
+            _note(ctx, "taken", field=field, ids=ids)
+
+
 def stages(ctx) -> None:
     """Runs stage "" -> "relax" -> "final", restarts once on the way, then ends."""
     _note(ctx, "stage", restarts=ctx.restarts, files=sorted(os.listdir(".")))

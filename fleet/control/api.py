@@ -28,6 +28,7 @@ from fleet.control import client as C
 from fleet.control import gone
 from fleet.control import rundir
 from fleet.control.client import FleetError
+from fleet.core.units import lone_surrogate
 from fleet.wire import connection, owndirs
 from fleet.wire import messages as P
 
@@ -359,11 +360,9 @@ def _unicode(s: str, where: str, what: str) -> None:
     bytes that are not UTF-8, in a file name or argv: os.fsdecode's surrogateescape).
     Before 2026-12-06 it was a UnicodeEncodeError from writing the file, and an empty
     suite file was left in .fleet/api."""
-    try:
-        s.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise ValueError(f"{where}: {what} {s!r} holds {s[e.start]!r} at {e.start}, a lone surrogate "
-                         "(bytes that are not UTF-8): a suite is UTF-8 text and cannot hold it") from None
+    why = lone_surrogate(s)  # (ctx.submit's children are checked with it too: fleet.core.childsteps)
+    if why:
+        raise ValueError(f"{where}: {what} {why}: a suite is UTF-8 text and cannot hold it")
 
 
 def _toml(v, where: str, field: str) -> str:

@@ -10,6 +10,7 @@ suite as it is written. A child has its parent's priority unless it gives its ow
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Iterable
 
@@ -18,7 +19,7 @@ from fleet.core.problems import Problem
 from fleet.core.steppaths import path_clashes
 from fleet.core.suite import StepSpec, read_suite
 from fleet.core.suitehead import MAX_STEPS
-from fleet.core.units import array_ranges, array_size, parse_array
+from fleet.core.units import array_ranges, array_size, lone_surrogate, parse_array
 
 
 def expand(parent: str, tables: object, source: str, siblings: Iterable[str] = (), priority: int | None = None,
@@ -34,6 +35,7 @@ def expand(parent: str, tables: object, source: str, siblings: Iterable[str] = (
     given = {t["id"] for t in tables if isinstance(t.get("id"), str)} | siblings
     if any(isinstance(d, str) and d not in given for t in tables for d in _deps(t)):
         given |= _array_ids(tables)
+    problems += _not_utf8(parent, tables, source)
     full = []
     for t in tables:
         t = dict(t)
@@ -60,6 +62,50 @@ def expand(parent: str, tables: object, source: str, siblings: Iterable[str] = (
         cyclic = sorted(mine - set(order))
         problems.append(Problem(source, cyclic[0], "deps", "a cycle among the submitted steps: " + ", ".join(cyclic)))
     return steps, problems
+
+
+def _not_utf8(parent: str, tables: list, source: str) -> list[Problem]:
+    """A problem for each field of these tables whose text (a key's too) cannot be UTF-8
+    (fleet.core.units.lone_surrogate, as Fleet.submit refuses it): before 2026-12-06 such
+    a child was taken, and failed at its launch naming a log that was never made. Found
+    in one pass of C (a million children's tables), looked for field by field only then."""
+    try:
+        text = json.dumps(tables, ensure_ascii=False, skipkeys=True, default=repr)
+    except (TypeError, ValueError, RecursionError):
+        return []  # (what JSON cannot hold, the field checks and ctx.submit's JSON say)
+    if text.isascii():
+        return []
+    try:
+        text.encode("utf-8")
+        return []
+    except UnicodeEncodeError:
+        pass
+    out = []
+    for t in tables:
+        sid = f"{parent}/{t['id']}" if isinstance(t.get("id"), str) else parent
+        for field, value in t.items():
+            why = _first_lone_surrogate(field, value)
+            if why:
+                out.append(Problem(source, sid, str(field), f"{why}: a step's text is UTF-8 and cannot hold it "
+                                                            f"(a file name that is not UTF-8: rename the file)"))
+    return out
+
+
+def _first_lone_surrogate(key: object, value: object) -> str | None:
+    """Why a text of a field (its name, or its value at any depth) is not UTF-8, the
+    first found; None if all are."""
+    stack = [key, value]
+    while stack:  # (no recursion: as deep as the tables go)
+        x = stack.pop()
+        if isinstance(x, str):
+            why = lone_surrogate(x)
+            if why:
+                return why
+        elif isinstance(x, dict):
+            stack += [*x.keys(), *x.values()]
+        elif isinstance(x, (list, tuple)):
+            stack += x
+    return None
 
 
 def parent_in(steps: Iterable[StepSpec], sid: str) -> StepSpec | None:

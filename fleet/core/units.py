@@ -122,6 +122,17 @@ def _no_nul(text: str, what: str) -> str:
     return text
 
 
+def lone_surrogate(text: str) -> str | None:
+    """Why text cannot be UTF-8, which fleet's suites, messages and records are: the lone
+    surrogate it holds (what Python makes of bytes that are not UTF-8, in a file name
+    from os.listdir or an argument: os.fsdecode's surrogateescape), and where; else None."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return f"{text!r} holds {text[e.start]!r} at {e.start}, a lone surrogate (bytes that are not UTF-8)"
+    return None
+
+
 # --- paths inside the run directory ------------------------------------------------------------
 
 def clean_step_id(v: str) -> str:
