@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,6 +41,7 @@ from fleet.core.childsteps import expand
 from fleet.core.problems import Problem
 from fleet.core.scheduler import StepExited, Submitted
 from fleet.core.steppaths import path_clashes
+from fleet.core.suite import toml_table
 from fleet.wire import events, records
 
 _new, _set = object.__new__, object.__setattr__
@@ -49,12 +49,6 @@ _new, _set = object.__new__, object.__setattr__
 IDLE_WAIT = ("it asked to wait for its children twice in a row with none submitted since and none left to end "
              "(fleet.WaitForChildren, or exit 3, whatever its phase: a loop)")
 CHUNK = 2000  # children per part handed to the scheduler (as fleet.control.intake.CHUNK)
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
 
 @dataclass(frozen=True)
 class Tag:
@@ -310,11 +304,14 @@ def collect(parent: str, run_dir: Path, given: frozenset, priority, forced: bool
     for n in names:
         try:
             text = (d / n).read_text(encoding="utf-8")
-            raw = json.loads(text) if n.endswith(".json") else tomllib.loads(text)
-        except (OSError, ValueError) as e:
+            # (read as a suite file is: a byte-order mark read past; before 2026-12-06 it failed the parent)
+            raw = json.loads(text) if n.endswith(".json") else toml_table(text)
+        except (OSError, ValueError, RecursionError) as e:
             problems.append(Problem(str(d / n), None, None, f"cannot read it: {e}"))
             continue
-        got = raw.get("steps") if isinstance(raw, dict) else None
+        # An empty file submits no step, as an empty suite holds none and ctx.submit([])
+        # submits none (a loop that wrote no table): before 2026-12-06 it failed the parent.
+        got = raw.get("steps", []) if isinstance(raw, dict) else None
         if not isinstance(got, list):
             problems.append(Problem(str(d / n), None, "steps", "expected [[steps]] tables"))
             continue

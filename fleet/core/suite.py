@@ -182,6 +182,20 @@ def suite_from_toml(text: str, path: str | Path, resolve: Callable[[Path], Path]
     return read_toml(text, path, resolve).check()
 
 
+def toml_table(text: str) -> dict:
+    """The table TOML text holds, as fleet reads a suite file and a step's submit file
+    (fleet.control.children); ValueError saying why not ("not valid TOML: ...", "nested
+    too deeply to read": arrays or tables ~1,000 deep, tomllib's RecursionError)."""
+    # A byte-order mark (some editors write one) is no TOML: tomllib refused it as an
+    # "invalid statement at line 1, column 1", which named nothing one could see.
+    try:
+        return tomllib.loads(text.removeprefix("\ufeff"))
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"not valid TOML: {e}") from None
+    except RecursionError:
+        raise ValueError("nested too deeply to read") from None
+
+
 def read_toml(text: str, path: str | Path, resolve: Callable[[Path], Path] | None = None,
               head: bool = False) -> Reading:
     """As suite_from_toml, but return what reads and every problem instead of raising.
@@ -189,13 +203,10 @@ def read_toml(text: str, path: str | Path, resolve: Callable[[Path], Path] | Non
     and that table's problems; what a client needs before a fleet that reads the whole
     suite itself (a million array steps are not made twice)."""
     path = Path(path)
-    # A byte-order mark (some editors write one) is no TOML: tomllib refused it as an
-    # "invalid statement at line 1, column 1", which named nothing one could see.
-    text = text.removeprefix("\ufeff")
     try:
-        raw = tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, RecursionError) as e:  # (RecursionError: arrays or tables nested ~1,000 deep)
-        why = f"not valid TOML: {e}" if isinstance(e, tomllib.TOMLDecodeError) else "nested too deeply to read"
+        raw = toml_table(text)
+    except ValueError as e:
+        why = str(e)
         empty = Suite(path, path.stem, path.parent, (), ())
         return Reading(empty, (Problem(str(path), None, None, why),))
     if not head:

@@ -61,3 +61,21 @@ exit 3
     assert "a lone surrogate" in end["reason"], end
     assert not exits(run_dir, "p/k")
     assert_nothing_left(run_dir)
+
+
+def test_a_submit_file_with_a_byte_order_mark_or_empty_is_read_as_a_suite_file_is(tmp_path):
+    # (a byte-order mark failed the parent, "Invalid statement (at line 1, column 1)", and
+    # an empty file "expected [[steps]] tables", where a suite file reads with either)
+    script = tmp_path / "submit.sh"
+    script.write_bytes(b"""#!/bin/sh
+[ "$FLEET_PHASE" = 0 ] || exit 0
+printf '\\357\\273\\277[[steps]]\\nid = "k"\\ncommand = "true"\\n' > "$FLEET_SUBMIT_DIR/a.toml"
+: > "$FLEET_SUBMIT_DIR/b.toml"
+exit 3
+""")
+    script.chmod(0o755)
+    r, run_dir = run(tmp_path, f'[[steps]]\nid = "p"\nprotocol = "steps"\nretries = 0\ncommand = ["{script}"]\n')
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert [e["outcome"] for e in exits(run_dir, "p")] == ["wait", "succeeded"]
+    assert [e["outcome"] for e in exits(run_dir, "p/k")] == ["succeeded"]
+    assert_nothing_left(run_dir)
