@@ -503,12 +503,18 @@ class EventLog:
 
 # --- reading ----------------------------------------------------------------------------
 
+_INF = float("inf")
+
+
 def parse(d: dict) -> Record | Unknown | None:
-    """One record from its JSON object; None if it is not a record at all."""
+    """One record from its JSON object; None if it is not a record at all (a time that
+    is not a finite number: a damaged line, as a reader counts it)."""
     if not isinstance(d, dict):
         return None
     kind, t = d.get("kind"), d.get("t")
     if not isinstance(kind, str) or not isinstance(t, (int, float)) or isinstance(t, bool):
+        return None
+    if not -_INF < t < _INF:  # (JSON's Infinity, NaN or 1e999: no time; before 2026-12-06 a report's traceback)
         return None
     cls = KINDS.get(kind)
     if cls is None:

@@ -51,3 +51,19 @@ def test_a_torn_last_line_alone_is_not_counted_as_damage(tmp_path):
     (tmp_path / "events.jsonl").write_text("\n".join(lines[:3] + ["{not json", "[1, 2]"] + lines[3:]) + "\n")
     j = json.loads(report_command(str(tmp_path), as_json=True)[1])
     assert j["damaged_lines"] == 2 and j["counts"] == {"succeeded": 2}, j
+
+
+def test_a_record_whose_time_is_infinite_or_nan_is_a_damaged_line_counted_not_a_traceback(tmp_path):
+    # (before 2026-12-06 `"t": Infinity` made the wall infinite: ZeroDivisionError in every
+    # form of the report; 1e999, which JSON reads as infinity, too)
+    lines = back_to_back().lines()
+    cut = next(i for i, line in enumerate(lines) if '"kind":"exit"' in line)
+    bad = ['{"t": Infinity, "kind": "exit", "step": "a"}', '{"t": 1e999, "kind": "exit", "step": "b"}',
+           '{"t": -Infinity, "kind": "exit", "step": "a"}', '{"t": NaN, "kind": "exit", "step": "a"}']
+    (tmp_path / "events.jsonl").write_text("\n".join(lines[:cut] + bad + lines[cut:]) + "\n" + bad[0] + "\n")
+    code, out, _ = report_command(str(tmp_path), as_json=True, html_file=str(tmp_path / "r.html"))
+    j = json.loads(out)
+    assert code == 0 and j["damaged_lines"] == 4 and j["counts"] == {"succeeded": 2}, j
+    assert any(n.startswith("4 damaged line(s) of the stream") for n in j["notes"]), j["notes"]
+    code, text, _ = report_command(str(tmp_path))
+    assert code == 0 and "note: 4 damaged line(s)" in text, text
