@@ -42,7 +42,7 @@ from fleet.core.problems import Problem
 from fleet.core.scheduler import StepExited, Submitted
 from fleet.core.steppaths import path_clashes
 from fleet.core.suite import toml_table
-from fleet.wire import events, records
+from fleet.wire import events, ownfiles, records
 
 _new, _set = object.__new__, object.__setattr__
 
@@ -348,7 +348,7 @@ def _again(steps: list, markers: dict, mine: set, forced: bool) -> list:
 
 def _to_log(run_dir: Path, parent: str, problems: list) -> None:
     try:
-        with open(records.log_path(run_dir, parent), "a") as f:
+        with ownfiles.open(records.log_path(run_dir, parent), "a") as f:
             f.write("".join(f"fleet: {p}\n" for p in problems))
     except OSError:
         pass

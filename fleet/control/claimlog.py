@@ -56,6 +56,7 @@ from typing import Callable
 
 from fleet.control import claimsnap, store
 from fleet.control.lease import _dead
+from fleet.wire import ownfiles
 
 CLAIMS = Path(".fleet") / "claims"
 MAX_BATCH = 4096  # steps per file: a burst of starts larger than this takes several
@@ -289,7 +290,7 @@ class ClaimLog:
                "steps": steps}
         if self._ending:
             rec["ended"] = self._ending
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)  # (no fstat, as open() makes)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, ownfiles.MODE)  # (no fstat, as open() makes)
         try:
             data = json.dumps(rec, separators=(",", ":")).encode()
             while data:

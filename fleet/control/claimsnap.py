@@ -48,6 +48,7 @@ import socket
 import time
 
 from fleet.control import snapwriter
+from fleet.wire import ownfiles
 
 _log = logging.getLogger("fleet.control.claimsnap")
 COMPACT_FILES = 512  # files written since the last snapshot before a fleet compacts
@@ -103,7 +104,7 @@ def say_position(log) -> None:
         return  # (an empty log: nothing to remove under this fleet yet)
     from fleet.control import store
     store.makedirs(log.root)
-    fd = os.open(log.root / f"{READ}{log.fleet_id}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(log.root / f"{READ}{log.fleet_id}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, ownfiles.MODE)
     try:
         os.write(fd, str(log.next).encode())
     finally:
@@ -190,7 +191,7 @@ def _snapshot(log) -> bool:
     """Write the snapshot as the log's next number (see the module's docstring)."""
     tmp = log.root / f".{log.fleet_id}.{os.getpid()}.snap.tmp"
     while True:
-        with open(tmp, "wb") as f:
+        with ownfiles.open(tmp, "wb") as f:
             f.write(_head(log) + _state(log))
             f.flush()
             os.fsync(f.fileno())

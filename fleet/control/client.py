@@ -18,7 +18,7 @@ from fleet.control.startlog import preload_refusals, signame, size, tail
 from fleet.control.dirlimits import FULL_EXIT, full_disk, room, run_dir_too_long, shown
 from fleet.site import jobstate
 from fleet.control.takedown import down
-from fleet.wire import connection, interpreter, owndirs
+from fleet.wire import connection, interpreter, owndirs, ownfiles
 
 
 class ExposedFile(FleetError):
@@ -187,25 +187,29 @@ def fleet_run_dir(run_dir: Path) -> Path:
 
 
 # What a fleet trusts in its run directory as an earlier run left it: its directories
-# (their files are not looked at: fleet makes its directories so that only their owner can
-# write them, fleet.wire.owndirs) and the files it appends to. A few lstat()s a fleet,
-# none a step: a step's own directory was made by a fleet that checked these.
-OWN_ENTRIES = ((".fleet", True), (".fleet/journal", True), (".fleet/fleets", True), ("steps", True),
-               ("agents", True), ("events.jsonl", False), ("coordinator.log", False))
+# and the files it appends to (the files in those directories are not looked at: fleet
+# makes its directories and files so that only their owner can write them,
+# fleet.wire.owndirs and fleet.wire.ownfiles; a group-writable events.jsonl says the files
+# of an earlier run were made otherwise). A few lstat()s a fleet, none a step: a step's own
+# directory was made by a fleet that checked these.
+OWN_FILES = ("events.jsonl", "coordinator.log")
+OWN_ENTRIES = (".fleet", ".fleet/journal", ".fleet/fleets", "steps", "agents", *OWN_FILES)
 
 
 def _check_own_entries(run_dir: Path) -> None:
-    """RunDirError naming the first of OWN_ENTRIES in run_dir that is another user's or,
-    a directory, one others can write (left so by a run under a umask of 002 before
-    2026-12-06, or made by another user while the run directory was open to them)."""
-    for name, is_dir in OWN_ENTRIES:
-        why = owndirs.unsafe(run_dir / name, is_dir)
+    """RunDirError naming the first of OWN_ENTRIES in run_dir that is another user's or
+    that others can write (left so by a run under a umask of 002 before 2026-12-06, or
+    made by another user while the run directory was open to them)."""
+    for name in OWN_ENTRIES:
+        why = owndirs.unsafe(run_dir / name)
         if why is None:
             continue
         fix = (f"chmod -R go-w {shown(run_dir)}" if why.startswith("is writable") else
                "move it aside (it is not this user's: look at what it holds), or use another run directory")
-        raise RunDirError(f"cannot use run directory {shown(run_dir)}: its {name} {why}, so they could plant "
-                          f"files the fleet would trust there (symbolic links, done markers, steps to run): {fix}")
+        could = ("so the files the fleet made with it may be too, and they could change what it trusts (done "
+                 "markers, its journal)" if name in OWN_FILES and why.startswith("is writable") else
+                 "so they could plant files the fleet would trust there (symbolic links, done markers, steps to run)")
+        raise RunDirError(f"cannot use run directory {shown(run_dir)}: its {name} {why}, {could}: {fix}")
 
 
 def embedded_name() -> str:
@@ -223,7 +227,7 @@ def up(run_dir: Path, nodes: int = 1, machine: str = "local", preload: tuple[str
         raise FleetError(already_up(run_dir, there))
     if name == connection.NAME and (why := _another_up(run_dir)):
         raise FleetError(why)
-    logf = open(run_dir / "coordinator.log", "ab")
+    logf = ownfiles.open(run_dir / "coordinator.log", "ab")
     argv = [*interpreter.module("fleet.control.coordinator"), "--run-dir", str(run_dir), "--nodes", str(nodes),
             "--machine", machine, "--preload", ",".join(preload), "--connection-name", name,
             "--join-timeout", str(timeout), *(extra or [])]

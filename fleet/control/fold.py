@@ -40,7 +40,7 @@ import signal
 import time
 from pathlib import Path
 
-from fleet.wire import records
+from fleet.wire import ownfiles, records
 
 log = logging.getLogger("fleet.control.fold")
 FOLDED = "folded.jsonl"
@@ -97,7 +97,7 @@ def fold(root: Path, sources: list[records.Journal], when: str = "start",
     lines += [{**line, "k": "start", "step": step} for step, line in _crashed(merged).items()]
     lines.append({"k": "sealed", "by": "folded", "t": time.time()})
     tmp = root / f".{FOLDED}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
+    with ownfiles.open(tmp, "w") as f:
         f.write("".join(json.dumps(x, separators=(",", ":")) + "\n" for x in lines))
         f.flush()
         os.fsync(f.fileno())

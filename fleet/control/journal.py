@@ -32,7 +32,7 @@ from pathlib import Path
 
 from fleet.control import store, syncer
 from fleet.control.linetext import esc
-from fleet.wire import appends, records
+from fleet.wire import appends, ownfiles, records
 
 log = logging.getLogger("fleet.control.journal")
 FLUSH_S = 0.1
@@ -70,7 +70,7 @@ def write_sealed(run_dir: Path, header: dict, lines: list[dict]) -> None:
                                               {"k": "sealed", "by": "itself", "t": t}])
     # Written aside and renamed: a fleet listing the journals meanwhile finds it whole or not at all.
     tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, ownfiles.MODE)
     try:
         os.write(fd, text.encode())
         os.fsync(fd)
@@ -97,7 +97,7 @@ class Journal:
         self._synced = 0  # bytes of this file durable, the files their lines owe handed over (settled())
         self.path = path_of(run_dir, fleet_id)
         store.makedirs(self.path.parent)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, ownfiles.MODE)
         self._lines: list[str] = []
         self._starts: list[list] = []  # [step, attempt, generation] started this turn: one line
         self._hashes: list = []  # each one's definition (records.spec_hash), in the same order
@@ -333,7 +333,7 @@ def replay(run_dir: Path, js: records.Journals, live: set, by: str) -> list[reco
                 put(d / records.FINAL, rec)
                 if line.get("drop"):
                     store.unlink_done(d)
-        with open(j.path, "a") as f:
+        with ownfiles.open(j.path, "a") as f:
             # On a line of its own even after a torn last line (empty lines are skipped).
             f.write("\n" + json.dumps({"k": "sealed", "by": by, "t": time.time()}) + "\n")
         done.append(j)

@@ -22,7 +22,7 @@ from fleet.site import mpi
 from fleet.site.profiles import Profile
 from fleet.wire import events
 from fleet.wire import messages as P
-from fleet.wire import owndirs, records
+from fleet.wire import owndirs, ownfiles, records
 
 
 # Children whose outcomes a Launch carries (ctx.children); past this, only those that did
@@ -252,7 +252,7 @@ def render_mpi(profile: Profile, spec, d: Start, run_dir: Path, command, env: di
                    gpu_var=profile.gpu_var, limit_memory=spec.memory is not None, fleet_dir=str(fleet_dir))
     owndirs.makedirs(fleet_dir)
     for name, text in r.files.items():
-        (fleet_dir / name).write_text(text)
+        ownfiles.write_text(fleet_dir / name, text)
     env.update(r.env)
     # What each rank should have, for the rank-level probe (fleet.node.mpiprobe).
     env["FLEET_RANKS"] = ";".join(f"{node}:{','.join(map(str, c))}" for node, c in mpi.layout(d.placement, spec.threads))

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from fleet.core.shardowner import owner  # noqa: F401 (the API's: shard.owner; the report's too, in fleet.core)
-from fleet.wire import owndirs, records
+from fleet.wire import owndirs, ownfiles, records
 
 FILE = "shards.json"
 
@@ -58,7 +58,7 @@ def record(run_dir: Path, n: int, new_generation: bool = False) -> int:
     path = Path(run_dir) / FILE
     owndirs.makedirs(path.parent)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, ownfiles.MODE)
         with os.fdopen(fd, "w") as f:
             json.dump({"shards": n, "generation": 1}, f)
         return 1
@@ -71,7 +71,7 @@ def record(run_dir: Path, n: int, new_generation: bool = False) -> int:
         raise _another_count(path, cur, n)
     gen = int(cur.get("generation", 1)) + 1
     tmp = path.with_name(f".{FILE}.{os.getpid()}")
-    tmp.write_text(json.dumps({"shards": n, "generation": gen, "previous": cur}))
+    ownfiles.write_text(tmp, json.dumps({"shards": n, "generation": gen, "previous": cur}))
     os.replace(tmp, path)
     return gen
 

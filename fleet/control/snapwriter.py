@@ -35,6 +35,8 @@ import socket
 import threading
 import time
 
+from fleet.wire import ownfiles
+
 _log = logging.getLogger("fleet.control.snapwriter")
 PIECE = 4096  # steps per json.dumps call in the thread
 # Test hook: a threading.Event the thread waits for before its first link, so that a
@@ -107,7 +109,7 @@ class Pending:
         from fleet.control import claimsnap
         head = {"fleet": self.fleet_id, "host": socket.gethostname(), "pid": os.getpid(), "at": time.time(),
                 "snapshot": True, "steps": [], "of": at}
-        with open(self.tmp, "wb") as f:
+        with ownfiles.open(self.tmp, "wb") as f:
             f.write(json.dumps(head).encode() + b"\n")
             for part in enc.parts():
                 f.write(part)

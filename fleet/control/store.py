@@ -15,7 +15,7 @@ from typing import NamedTuple
 from fleet.control import leftovers, tally
 from fleet.core import attempts
 from fleet.core.suite import StepSpec
-from fleet.wire import owndirs, records
+from fleet.wire import owndirs, ownfiles, records
 from fleet.wire.records import (ATTEMPT, CLAIM, DONE, FINAL, holder_dead, marker_id, read_claim, read_done,
                                 spec_hash, succeeded_as)
 
@@ -245,7 +245,7 @@ def take(run_dir: Path, step_id: str, fleet: str, attempt: int, generation: int)
 def _write_new(path: Path | str, data: dict) -> bool:
     """Create path with data, only if it does not exist (atomic on POSIX filesystems)."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, ownfiles.MODE)
     except FileExistsError:
         return False
     with os.fdopen(fd, "w") as f:
@@ -258,7 +258,7 @@ def _replace(path: Path | str, data: dict) -> None:
     p = os.fspath(path)
     head, name = os.path.split(p)
     tmp = os.path.join(head, f".{name}.{os.getpid()}.tmp")
-    with open(tmp, "w") as f:
+    with ownfiles.open(tmp, "w") as f:
         f.write(json.dumps(data))
     os.replace(tmp, p)
 

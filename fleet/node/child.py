@@ -31,6 +31,7 @@ from fleet.node import (childprep, childreport, diskfull, memlimit, oomscore, pr
 from fleet.node.params import only_ctx, parameters
 from fleet.node.stepdirs import append_to_log, unproduced  # noqa: F401  (their old home; still imported from here)
 from fleet.node.stepcontext import StepContext  # noqa: F401  (its old home; still imported from here)
+from fleet.wire import ownfiles
 
 if TYPE_CHECKING:
     from fleet.wire.messages import Launch
@@ -298,7 +299,7 @@ def _setup(launch: Launch, close_fds: Iterable[int],
 
 def _to_log(launch: Launch) -> None:
     """stdin from /dev/null, stdout and stderr to the step's log, opened by its header."""
-    log = os.open(launch.log, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)  # (read: its last byte)
+    log = os.open(launch.log, os.O_RDWR | os.O_APPEND | os.O_CREAT, ownfiles.MODE)  # (read: its last byte)
     null = childprep.devnull  # opened once in the zygote (childprep), else here
     childprep.devnull = None
     if null is None:

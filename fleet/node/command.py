@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from fleet.node import child, diskfull, memlimit, oomscore, protocol, stepdirs, threads
+from fleet.wire import ownfiles
 from fleet.wire.messages import Launch
 
 
@@ -55,7 +56,7 @@ def _open_log(msg: Launch, foreground: bool) -> int:
             log = os.dup(2)
         else:
             stepdirs.make_log_dir(msg)
-            log = os.open(msg.log, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)  # (read: its last byte)
+            log = os.open(msg.log, os.O_RDWR | os.O_APPEND | os.O_CREAT, ownfiles.MODE)  # (read: its last byte)
     except OSError as exc:
         raise NotStarted(_said(exc), diskfull.errno_of(exc)) from None
     try:

@@ -10,7 +10,7 @@ import json
 import os
 from dataclasses import dataclass, field
 
-from fleet.wire import owndirs
+from fleet.wire import owndirs, ownfiles
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,7 @@ control: dict = {}  # what the step's end record says of submissions and how it 
 def _write_durably(d: str, name: str, data: bytes) -> None:
     """Write aside under a name that is never read (.name), fsync, rename, fsync the dir."""
     tmp = os.path.join(d, "." + name)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, ownfiles.MODE)
     try:
         view = memoryview(data)
         while view:

@@ -16,7 +16,7 @@ import os
 from typing import TYPE_CHECKING
 
 from fleet.node import protocol
-from fleet.wire import owndirs
+from fleet.wire import owndirs, ownfiles
 
 if TYPE_CHECKING:
     from fleet.wire.messages import Launch
@@ -116,7 +116,7 @@ def append_to_log(path: str, text: str) -> None:
     """Append ``text`` to a step's log (from the zygote: a line of its own after the
     step's), on a line of its own (:func:`line_start`)."""
     try:
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)  # (read: line_start)
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, ownfiles.MODE)  # (read: line_start)
     except OSError:
         return
     try:

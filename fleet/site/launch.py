@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Protocol
 
-from fleet.wire import interpreter, owndirs
+from fleet.wire import interpreter, owndirs, ownfiles
 
 
 class Launcher(Protocol):
@@ -128,7 +128,7 @@ class LocalLauncher:
                     "--cores", ",".join(map(str, cores)), "--memory", str(memory),
                     "--gpus=" + ",".join(map(str, own_gpus)), "--preload", ",".join(preload)]
             self.logs.append(logs / f"{name}.log")
-            with open(self.logs[-1], "ab") as out:
+            with ownfiles.open(self.logs[-1], "ab") as out:
                 if unread:
                     out.write(f"fleet agent {name}: offering no GPUs: {unread}\n".encode())
                     out.flush()
@@ -206,7 +206,7 @@ class _BatchLauncher:
     def start(self, endpoint: str, nodes: int, preload: tuple[str, ...], env: dict[str, str]) -> None:
         logs = self.run_dir / "agents"
         owndirs.makedirs(logs)
-        with open(logs / "launcher.log", "ab") as out:
+        with ownfiles.open(logs / "launcher.log", "ab") as out:
             self.proc = subprocess.Popen(self.argv(endpoint, preload), stdin=subprocess.DEVNULL, stdout=out,
                                          stderr=out, start_new_session=True, env={**os.environ, **env})
 

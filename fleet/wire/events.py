@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Iterator
 
-from fleet.wire import appends, owndirs
+from fleet.wire import appends, owndirs, ownfiles
 
 from fleet.core import longer, waits as W
 
@@ -455,7 +455,7 @@ class EventLog:
         self.path = path
         self.fleet = fleet
         owndirs.makedirs(path.parent)
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, ownfiles.MODE)
         self._pending: list[str] = []
         self._rest = b""  # what a failed write left unwritten (a full disk): written first next time
         # A stream whose last line was torn (its fleet died mid-write, by an older version's

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from fleet.wire import owndirs
+from fleet.wire import owndirs, ownfiles
 
 DIR = Path(".fleet") / "submissions"
 
@@ -62,7 +62,7 @@ def write(run_dir: Path, fleet: str, submission: int, suite: str, name: str, sha
     tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
     try:
         owndirs.makedirs(p.parent)
-        tmp.write_text(_encoded(m))
+        ownfiles.write_text(tmp, _encoded(m))
         os.replace(tmp, p)
     except OSError as e:
         log.warning("could not record submission %d in %s: %s", submission, p, e)

@@ -43,10 +43,11 @@ def makedirs(path: os.PathLike | str) -> None:
                 raise
 
 
-def unsafe(path: os.PathLike | str, directory: bool = True) -> str | None:
+def unsafe(path: os.PathLike | str) -> str | None:
     """Why `path`, an entry of fleet's in a run directory, cannot be trusted, or None
     (also when it is absent: what fleet makes is made safe). Another user's (a symbolic
-    link too, or its target), or, a directory, one others can write."""
+    link too, or its target), or a directory or file others can write (fleet makes its
+    files so that they cannot: fleet.wire.ownfiles)."""
     try:
         st = os.lstat(path)
         if st.st_uid == os.getuid() and stat.S_ISLNK(st.st_mode):
@@ -55,6 +56,6 @@ def unsafe(path: os.PathLike | str, directory: bool = True) -> str | None:
         return None
     if st.st_uid != os.getuid():
         return f"belongs to another user (uid {st.st_uid})"
-    if directory and stat.S_ISDIR(st.st_mode) and st.st_mode & OTHERS_WRITE:
+    if (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)) and st.st_mode & OTHERS_WRITE:
         return f"is writable by others (mode {stat.S_IMODE(st.st_mode):04o})"
     return None

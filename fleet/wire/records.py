@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fleet.core.suite import StepSpec
-from fleet.wire import gcpause, owndirs, spechash
+from fleet.wire import gcpause, owndirs, ownfiles, spechash
 
 CLAIM = "claim"
 ATTEMPT = "attempt."
@@ -60,10 +60,10 @@ def put(path: str, data: bytes, makedirs=None) -> None:
     authority (a torn one is rewritten on replay). makedirs(its directory) first when
     that is missing (default: fleet.wire.owndirs.makedirs)."""
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, ownfiles.MODE)
     except FileNotFoundError:
         (makedirs or owndirs.makedirs)(os.path.dirname(path))
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, ownfiles.MODE)
     try:
         while data:
             data = data[os.write(fd, data):]

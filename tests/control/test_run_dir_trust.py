@@ -10,6 +10,7 @@ commands in fresh processes; "another user" is uid 65534 (nobody), only as root.
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -135,3 +136,88 @@ def test_under_umask_002_what_fleet_makes_in_the_run_directory_is_not_group_writ
     # The next run takes the run directory as this one left it.
     r = completed([*argv, "--force"], 120, cwd=tmp_path, env=env(), text=True, umask=0o002)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+FILES_SUITE = r'''
+[[steps]]
+id = "called"
+call = "steps:record"
+
+[[steps]]
+id = "grp/a"
+workdir = "."
+command = "mkdir -p mine && echo x > data/out.txt"
+outputs = ["data/out.txt"]
+
+[[steps]]
+id = "flaky"
+workdir = "."
+retries = 1
+command = "if [ -e flaky-tried ]; then echo again; else echo first > flaky-tried; exit 1; fi"
+
+[[steps]]
+id = "fails"
+command = "exit 3"
+
+[[steps]]
+id = "gen"
+protocol = "steps"
+command = "printf '[[steps]]\\nid = \"kid\"\\ncommand = \"echo kid > made-by-kid\"\\n' > \"$FLEET_SUBMIT_DIR/kid.toml\""
+'''
+
+MPI_STEP = '''
+[[steps]]
+id = "m"
+mpi = true
+ranks = 2
+command = ["sh", "-c", "echo rank > rank-$PMI_RANK$OMPI_COMM_WORLD_RANK"]
+'''
+
+
+def test_under_umask_002_no_file_fleet_makes_in_the_run_directory_is_group_writable_and_those_steps_make_are(
+        tmp_path):
+    # Markers, records, journals and their fold, claims, the lease, logs (the coordinator's,
+    # the agents', the steps'), events.jsonl, an MPI step's files: a group member could
+    # have changed what the fleet trusts. A rerun (--force) rewrites the markers.
+    run_dir = tmp_path / "run"
+    run_dir.mkdir(mode=0o700)
+    mpi = shutil.which("mpiexec") is not None  # (the MPI step only where there is an mpiexec)
+    (tmp_path / "s.toml").write_text(FILES_SUITE + (MPI_STEP if mpi else ""))
+    argv = [sys.executable, "-m", "fleet", "run", str(tmp_path / "s.toml"), "--nodes", "2", "--run-dir", str(run_dir)]
+    for again in ((), ("--force",)):
+        r = completed([*argv, *again], 180, cwd=tmp_path, env=env(), text=True, umask=0o002)
+        assert r.returncode == 1 and "1 failed, 6 succeeded" in r.stdout, r.stdout + r.stderr  # (only "fails")
+        assert_nothing_left(run_dir)
+    steps = run_dir / "steps"
+    made_by_steps = {run_dir / "mine", run_dir / "data", run_dir / "data" / "out.txt", run_dir / "flaky-tried",
+                     steps / "called" / "record.json", steps / "gen" / "kid" / "made-by-kid",
+                     *(steps / "m").glob("rank-*")}
+    assert (steps / "gen" / "kid" / "made-by-kid").exists() and (steps / "flaky" / "log").read_text().count("again")
+    assert not mpi or len(list((steps / "m").glob("rank-*"))) == 2
+    # What the steps wrote is as their umask says: group-writable.
+    assert all(os.stat(p).st_mode & stat.S_IWGRP for p in made_by_steps if p.exists())
+    # Everything else in the run directory is the fleet's: none of it group- or other-writable
+    # (the child steps' files taken from the submit directory were the step's, kept aside).
+    fleets = [Path(top) / n for top, dirs, files in os.walk(run_dir) for n in dirs + files]
+    fleets = [p for p in fleets if p not in made_by_steps and not p.name.endswith(".toml")]
+    names = {p.relative_to(run_dir).as_posix() for p in fleets}
+    assert {"coordinator.log", "events.jsonl", "steps/called/log", "steps/fails/.fleet/final.json",
+            "steps/called/.fleet/done.json", "steps/gen/kid/.fleet/done.json"} <= names, sorted(names)
+    assert any(n.startswith("agents/") and n.endswith(".log") for n in names), sorted(names)
+    assert any(n.startswith(".fleet/journal/") for n in names), sorted(names)
+    assert not mpi or {"steps/m/log", "steps/m/.fleet/done.json"} <= names  # (its launcher's files: test_launchers)
+    writable = [f"{p.relative_to(run_dir)} {stat.S_IMODE(os.lstat(p).st_mode):04o}" for p in fleets
+                if os.lstat(p).st_mode & 0o022 and not p.is_symlink()]
+    assert not writable, writable
+
+
+def test_an_event_log_others_can_write_is_refused_as_the_sign_of_files_made_so_by_an_earlier_run(tmp_path):
+    # A run under a umask of 002 before 2026-12-06 made its files group-writable (its
+    # directories too, which are refused already); events.jsonl is the one looked at.
+    run_dir = tmp_path / "run"
+    run_dir.mkdir(mode=0o700)
+    (run_dir / "events.jsonl").write_text("")
+    (run_dir / "events.jsonl").chmod(0o664)
+    refused_by_up_and_run(tmp_path, run_dir, f"cannot use run directory {run_dir}: its events.jsonl is writable by "
+                                             f"others (mode 0664)", "done markers, its journal",
+                          f"chmod -R go-w {run_dir}")

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
+import stat
 import sys
 import textwrap
 import time
@@ -251,6 +253,20 @@ def test_the_coordinator_writes_the_launcher_s_files_into_the_step_s_fleet_direc
                    "FLEET_RANKS": "node1:0;node1:1;node2:1", "CUDA_VISIBLE_DEVICES": ""}
     # On a real allocation the launcher process runs on the first node's cores only.
     assert cores == [0, 1]
+
+
+def test_the_launcher_s_files_are_not_group_writable_under_a_umask_of_002(tmp_path):
+    # A group member could have changed which command the ranks run (multi-prog.conf).
+    spec = _mpi_spec(tmp_path, ranks=3)
+    d = Start("sim", 1, placement(("node1", [0, 1]), ("node2", [1])))
+    old = os.umask(0o002)
+    try:
+        launching.render_mpi(profiles.load("slurm"), spec, d, tmp_path, list(spec.command), {})
+    finally:
+        os.umask(old)
+    fleet_dir = tmp_path / "steps" / "sim" / ".fleet"
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in fleet_dir.iterdir()}
+    assert modes == {"hostfile": 0o644, "multi-prog.conf": 0o644}
 
 
 def test_the_coordinator_gives_a_local_fleet_s_hydra_launcher_every_placed_core_of_the_pretend_nodes(tmp_path):
