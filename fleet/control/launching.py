@@ -142,7 +142,7 @@ def launch(profile: Profile, spec, d: Start, run_dir: Path, fleet_id: str = "", 
         try:
             command, cores = render_mpi(profile, spec, d, run_dir, command, env)
         except (mpi.RenderError, OSError) as e:
-            raise CannotLaunch(f"cannot launch the MPI step: {e}") from e
+            raise CannotLaunch(f"cannot launch the MPI step {d.step}: {e}") from e
     # The Launch as its __dict__, every field in the class's order, without the frozen
     # dataclass's __init__ (object.__setattr__ per field: ~9 us of the loop per step)
     # nor a dict of defaults updated with keywords: the same message, equal, encoded to
@@ -254,8 +254,10 @@ def render_mpi(profile: Profile, spec, d: Start, run_dir: Path, command, env: di
     for name, text in r.files.items():
         ownfiles.write_text(fleet_dir / name, text)
     env.update(r.env)
-    # What each rank should have, for the rank-level probe (fleet.node.mpiprobe).
-    env["FLEET_RANKS"] = ";".join(f"{node}:{','.join(map(str, c))}" for node, c in mpi.layout(d.placement, spec.threads))
+    # What each rank should have, for the rank-level probe (fleet.node.mpiprobe), in the
+    # launcher's rank order (PALS's is by ranks per node).
+    env["FLEET_RANKS"] = ";".join(f"{node}:{','.join(map(str, c))}"
+                                 for node, c in mpi.rank_layout(profile.mpi, d.placement, spec.threads))
     # A local fleet's pretend nodes share this machine: the launcher may use all the cores.
     cores = [c for s in d.placement for c in s.cores] if one_host else list(d.placement[0].cores)
     return list(r.argv), cores

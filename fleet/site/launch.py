@@ -261,11 +261,14 @@ class SlurmLauncher(_BatchLauncher):
 
 class PalsLauncher(_BatchLauncher):
     """PALS mpiexec, one rank per node of the PBS node file; each agent finds its
-    node's name from its rank in that list."""
+    node's name from its rank in that list. Unbound (`--cpu-bind none`, as srun's
+    --cpu-bind=none): without it PALS binds by PALS_CPU_BIND / PALS_DEPTH, which job
+    scripts export, and an agent bound to one core offers only that core."""
 
     def argv(self, endpoint, preload):
         n = str(len(self.nodes))
-        return ["mpiexec", "-n", n, "--ppn", "1", "--hosts", ",".join(self.nodes), *self.flags,
+        return ["mpiexec", "-n", n, "--ppn", "1", "--hosts", ",".join(self.nodes),
+                "--depth", "1", "--cpu-bind", "none", *self.flags,
                 *agent_argv(endpoint, preload, self.hold_back, "--node-from", "rank",
                             "--node-list", ",".join(self.nodes), *self.own, *self.gpus)]
 

@@ -8,7 +8,9 @@ Launchers bind by *local* rank with one list for every node (srun's map_cpu/mask
 PALS's --cpu-bind list:, Hydra's -bind-to user:). When every node gets the same list,
 that is what we render. When nodes differ (the scheduler gave node1 cores 0-1 and node2
 cores 2-3), one list cannot say it, so each rank is started through `taskset -c` in a
-multiple-program form (srun --multi-prog, or MPMD sections for mpiexec) instead.
+multiple-program form instead: srun --multi-prog, MPMD sections for Hydra, and for PALS
+(which holds hosts, ranks per node, binding and environment once per application) a
+generated wrapper that picks the rank's cores by PALS_RANKID.
 """
 
 from __future__ import annotations
@@ -142,31 +144,77 @@ def render_srun(placement: Placement, threads: int, command: list[str], flags: t
     return Rendered(tuple(argv), env, files)
 
 
+def pals_order(placement: Placement, threads: int) -> Placement:
+    """The placement in PALS's rank order: PALS puts ranks in blocks of --ppn over
+    --hosts in the order given, so the nodes holding the most ranks come first (stable:
+    an even placement keeps its order)."""
+    return tuple(sorted(placement, key=lambda s: -(len(s.cores) // threads)))
+
+
+def rank_layout(kind: str, placement: Placement, threads: int) -> list[tuple[str, tuple[int, ...]]]:
+    """(node, cores) of each rank in the order the `kind` launcher numbers them."""
+    return layout(pals_order(placement, threads) if kind == "pals" else placement, threads)
+
+
+PALS_WRAPPER = "pals-ranks.sh"
+
+
+def _pals_wrapper(placement: Placement, lists: list, ppn: int, gpu_var: str, per_node: list | None) -> str:
+    """The script every rank starts through: its node is its PALS_RANKID // ppn (ranks
+    go in blocks of ppn over --hosts), its cores the node's list at its local rank.
+    One case per node, not per rank: each rank reads all of it."""
+    lines = ["# fleet: starts each PALS rank on its own node's cores (and GPUs); written for this launch",
+             'r=${PALS_RANKID:?"PALS_RANKID is not set: not started by PALS mpiexec"}',
+             f"n=$((r / {ppn})); l=$((r % {ppn}))",
+             'case "$n" in']
+    for i, (slot, ranks) in enumerate(zip(placement, lists)):
+        what = [f"cores='{' '.join(_cpus(c) for c in ranks)}'"] + ([f"export {gpu_var}={per_node[i]}"] if per_node else [])
+        lines.append(f"{i}) {'; '.join(what)} ;;  # {slot.node}")
+    lines += ['*) echo "fleet: rank $r was not placed" >&2; exit 127 ;;', "esac",
+              "i=0; c=",
+              'for x in $cores; do [ "$i" -eq "$l" ] && c=$x && break; i=$((i + 1)); done',
+              '[ -n "$c" ] || { echo "fleet: rank $r was not placed" >&2; exit 127; }',
+              'exec taskset -c "$c" "$@"', ""]
+    return "\n".join(lines)
+
+
 def render_pals(placement: Placement, threads: int, command: list[str], flags: tuple[str, ...] = (),
-                gpu_var: str = "") -> Rendered:
-    """PALS mpiexec: --hosts, --ppn, --depth and --cpu-bind list:a,b:c,d; MPMD sections
-    (one per node, each bound with its own list and given its own GPUs) when ranks,
-    cores or GPUs differ by node."""
+                gpu_var: str = "", fleet_dir: str = "{fleet}") -> Rendered:
+    """PALS mpiexec: --hosts, --ppn, --depth and --cpu-bind list:a,b:c,d when every node
+    holds the same ranks on the same cores and GPUs. Otherwise one application still
+    (PALS takes hosts, ppn, binding and environment once for all of it: an MPMD section
+    carries only -n, --depth, --wdir, --umask and argv), unbound, each rank started
+    through a wrapper (`fleet_dir`/pals-ranks.sh) that pins it with taskset and gives it
+    its node's GPUs. Ranks land in blocks of ppn over the hosts, so every node but the
+    last (by rank count) must hold the same number: RenderError otherwise."""
     layout(placement, threads)  # refuses cores that are not whole ranks, as srun and Hydra do
-    lists = _per_node_lists(placement, threads)
     shared = _uniform(placement, threads)
     genv, per_node = gpu_env(placement, gpu_var)
-    total = sum(len(x) for x in lists)
     if shared is not None and per_node is None:
-        argv = ["mpiexec", "-n", str(total), "--ppn", str(len(shared)),
+        argv = ["mpiexec", "-n", str(len(shared) * len(placement)), "--ppn", str(len(shared)),
                 "--hosts", ",".join(s.node for s in placement), "--depth", str(threads),
                 "--cpu-bind", "list:" + ":".join(_cpus(c) for c in shared), *flags, *command]
         return Rendered(tuple(argv), genv)
-    argv = ["mpiexec", *flags]
-    for i, (slot, ranks) in enumerate(zip(placement, lists)):
-        if i:
-            argv.append(":")
-        argv += ["-n", str(len(ranks)), "--ppn", str(len(ranks)), "--hosts", slot.node, "--depth", str(threads),
-                 "--cpu-bind", "list:" + ":".join(_cpus(c) for c in ranks)]
-        if per_node:
-            argv += ["--env", f"{gpu_var}={per_node[i]}"]
-        argv += command
-    return Rendered(tuple(argv), genv)
+    ordered = pals_order(placement, threads)
+    if per_node:
+        per_node = gpu_env(ordered, gpu_var)[1]
+    lists = _per_node_lists(ordered, threads)
+    counts = [len(x) for x in lists]
+    ppn = counts[0]
+    if any(c != ppn for c in counts[:-1]):
+        raise RenderError(
+            f"PALS mpiexec places ranks in blocks of --ppn over --hosts, and the step's placement has "
+            f"{_ranks_per_node(ordered, counts)}: only the last node may hold fewer ranks than the others "
+            f"(a limit of PALS launches; see 'MPI steps' in docs/operations.md)")
+    argv = ["mpiexec", "-n", str(sum(counts)), "--ppn", str(ppn), "--hosts", ",".join(s.node for s in ordered),
+            "--depth", str(threads), "--cpu-bind", "none", *flags,
+            "/bin/sh", f"{fleet_dir}/{PALS_WRAPPER}", *command]
+    return Rendered(tuple(argv), genv, {PALS_WRAPPER: _pals_wrapper(ordered, lists, ppn, gpu_var, per_node)})
+
+
+def _ranks_per_node(placement: Placement, counts: list[int]) -> str:
+    shown = ", ".join(f"{c} on {s.node}" for s, c in zip(placement[:6], counts))
+    return f"ranks per node {shown}" + (f" and {len(counts) - 6} more nodes" if len(counts) > 6 else "")
 
 
 def render_hydra(placement: Placement, threads: int, command: list[str], flags: tuple[str, ...] = (),
@@ -204,14 +252,14 @@ def render(kind: str, placement: Placement, threads: int, command: list[str] | s
            limit_memory: bool = True, fleet_dir: str = "{fleet}") -> Rendered:
     """The launcher command for an MPI step (kind: srun, pals or hydra); `gpu_var` is the
     machine's GPU visibility variable, set for each rank to its node's GPUs. The command
-    is passed on as it is: nothing in it is a placeholder. `limit_memory` and `fleet_dir`:
-    as for render_srun (the others take neither)."""
+    is passed on as it is: nothing in it is a placeholder. `limit_memory`: as for
+    render_srun (the others take none); `fleet_dir`: where srun's and PALS's files go."""
     argv = ["/bin/sh", "-c", command] if isinstance(command, str) else list(command)
     if kind == "srun":
         return render_srun(placement, threads, argv, flags, gpu_var=gpu_var, limit_memory=limit_memory,
                            fleet_dir=fleet_dir)
     if kind == "pals":
-        return render_pals(placement, threads, argv, flags, gpu_var=gpu_var)
+        return render_pals(placement, threads, argv, flags, gpu_var=gpu_var, fleet_dir=fleet_dir)
     if kind == "hydra":
         return render_hydra(placement, threads, argv, flags, one_host, gpu_var=gpu_var)
     raise RenderError(f"unknown MPI launcher {kind!r}")

@@ -161,17 +161,7 @@ def test_pals_with_threads_per_rank_sets_depth_and_comma_separated_cores_per_ran
                       "--cpu-bind", "list:1,2:3,4", "--no-transfer", *PROBE)
 
 
-def test_pals_with_uneven_ranks_or_different_cores_uses_one_mpmd_section_per_node():
-    r = render("pals", placement(("x1", [1, 2, 3, 4]), ("x2", [53, 54])), 2, PROBE, ("--no-transfer",))
-    assert r.argv == ("mpiexec", "--no-transfer",
-                      "-n", "2", "--ppn", "2", "--hosts", "x1", "--depth", "2", "--cpu-bind", "list:1,2:3,4", *PROBE,
-                      ":",
-                      "-n", "1", "--ppn", "1", "--hosts", "x2", "--depth", "2", "--cpu-bind", "list:53,54", *PROBE)
-    r = render("pals", placement(("x1", [1, 2]), ("x2", [1])), 1, PROBE)
-    assert r.argv == ("mpiexec",
-                      "-n", "2", "--ppn", "2", "--hosts", "x1", "--depth", "1", "--cpu-bind", "list:1:2", *PROBE,
-                      ":",
-                      "-n", "1", "--ppn", "1", "--hosts", "x2", "--depth", "1", "--cpu-bind", "list:1", *PROBE)
+# (uneven placements: tests/site/test_pals.py)
 
 
 # --- Hydra mpiexec -----------------------------------------------------------------------------
@@ -339,7 +329,8 @@ def test_the_agents_srun_puts_the_profile_s_agent_flags_before_the_agent_and_pas
 
 def test_the_agents_pals_mpiexec_runs_one_rank_per_node_on_the_node_file_s_hosts_and_names_nodes_by_rank():
     argv = PalsLauncher(Path("/r"), ("x1000c0s0b0n0", "x1000c0s1b0n0"), (0, 52), ("--no-transfer",)).argv(EP, ("numpy",))
-    assert argv == ["mpiexec", "-n", "2", "--ppn", "1", "--hosts", "x1000c0s0b0n0,x1000c0s1b0n0", "--no-transfer",
+    assert argv == ["mpiexec", "-n", "2", "--ppn", "1", "--hosts", "x1000c0s0b0n0,x1000c0s1b0n0",
+                    "--depth", "1", "--cpu-bind", "none", "--no-transfer",
                     *AGENT, "--connect", EP, "--preload", "numpy",
                     "--hold-back", "0,52", "--node-from", "rank", "--node-list", "x1000c0s0b0n0,x1000c0s1b0n0"]
 
