@@ -83,11 +83,18 @@ def _unwritable(target: str | None, flag: str) -> str | None:
 
 def _emit(rep: Report, as_json: bool, trace: str | None, html_file: str | None) -> tuple[int, str, list[str]]:
     msgs = []
-    if trace:
-        n = write_trace(rep, Path(trace))
-        msgs.append(f"trace: {trace} ({n} events; open in https://ui.perfetto.dev or chrome://tracing)")
-    if html_file:
-        write_html(rep, Path(html_file))
-        msgs.append(f"html: {html_file}")
+    # What _unwritable cannot see before the stream is read (a read-only file system, a
+    # directory of another user's, a full disk) the write itself says: one line, exit 2.
+    flag, target = "--trace", trace
+    try:
+        if trace:
+            n = write_trace(rep, Path(trace))
+            msgs.append(f"trace: {trace} ({n} events; open in https://ui.perfetto.dev or chrome://tracing)")
+        flag, target = "--html", html_file
+        if html_file:
+            write_html(rep, Path(html_file))
+            msgs.append(f"html: {html_file}")
+    except OSError as e:
+        return 2, "", msgs + [f"{flag} {target}: cannot write it: {e.strerror or e}"]
     out = json.dumps(rep.to_json(), separators=(",", ":")) if as_json else format_text(rep)
     return 0, out, msgs
