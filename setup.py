@@ -1,8 +1,14 @@
-"""The build's one step pyproject.toml cannot say: the machine profiles of agents/ (at
-the repository's top, where a checkout and an editable install read them) are copied
-into the built package as fleet/site/agents/, so that a wheel or `pip install .`
-carries them (fleet.site.profiles reads them there). Without it an installed fleet
-found no profile, not even `local`."""
+"""The build's one step pyproject.toml cannot say: files at the repository's top that an
+installed fleet needs or points its users at are copied into the built package, so that
+a wheel or `pip install .` carries them:
+
+- agents/*.toml (the machine profiles) as fleet/site/agents/, which fleet.site.profiles
+  reads (a checkout and an editable install read agents/ where it is). Without them an
+  installed fleet found no profile, not even `local`.
+- examples/*.toml (the README's demo suite) as fleet/examples/ and jobscripts/* (the
+  Slurm and PBS job scripts) as fleet/jobscripts/: copies for the user to take
+  (fleet.shipped finds them; `fleet run examples/demo.toml` where there is none says
+  where the installed one is)."""
 
 import shutil
 from pathlib import Path
@@ -11,22 +17,27 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).resolve().parent
+# (where at the top, which files, where in the built package)
+SHIPPED = (("agents", "*.toml", "fleet/site/agents"),
+           ("examples", "*.toml", "fleet/examples"),
+           ("jobscripts", "*", "fleet/jobscripts"))
 
 
-class BuildWithProfiles(build_py):
-    """build_py, and agents/*.toml copied to the built fleet/site/agents/."""
+class BuildWithShipped(build_py):
+    """build_py, and the files of SHIPPED copied into the built package."""
 
     def run(self):
         super().run()
-        if getattr(self, "editable_mode", False):  # (an editable install reads agents/ where it is)
+        if getattr(self, "editable_mode", False):  # (an editable install reads them where they are)
             return
-        profiles = sorted((HERE / "agents").glob("*.toml"))
-        if not profiles:  # (an sdist without them: MANIFEST.in carries agents/)
-            raise SystemExit(f"fleet's build: no machine profiles in {HERE / 'agents'}")
-        dest = Path(self.build_lib) / "fleet" / "site" / "agents"
-        dest.mkdir(parents=True, exist_ok=True)
-        for profile in profiles:
-            shutil.copyfile(profile, dest / profile.name)
+        for top, pattern, into in SHIPPED:
+            files = sorted(p for p in (HERE / top).glob(pattern) if p.is_file())
+            if not files:  # (an sdist without them: MANIFEST.in carries them)
+                raise SystemExit(f"fleet's build: no {pattern} in {HERE / top}")
+            dest = Path(self.build_lib) / into
+            dest.mkdir(parents=True, exist_ok=True)
+            for f in files:
+                shutil.copy(f, dest / f.name)  # (with its mode: a job script stays executable)
 
 
-setup(cmdclass={"build_py": BuildWithProfiles})
+setup(cmdclass={"build_py": BuildWithShipped})

@@ -162,7 +162,8 @@ def simulate(suite, nodes, cores_per_node, memory_per_node, gpus_per_node, as_js
 def report(run_dir, as_json, trace, html_file, session):
     """What the run in RUN_DIR did, from its event stream (a run in progress too):
     wall time, the steps' own work and startup, the dependency floor, utilization,
-    failures and what waiting steps waited for. See docs/report.md."""
+    failures and what waiting steps waited for. See docs/report.md in fleet's source
+    (its repository or sdist)."""
     from fleet.report.command import run
     code, out, msgs = run(run_dir, as_json, trace, html_file, session)
     if code and as_json and not out:  # (as `fleet status --json` and `fleet audit --json` say theirs)
@@ -301,7 +302,7 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
     the suite is invalid, 3 if the allocation ended (drained) before the suite did:
     run it again in the next allocation, 4 if the run directory's disk is full (free
     space and run it again) or read-only (make it writable and run it again), 5 if the fleet was lost (its coordinator killed, crashed or
-    silent): bring one up and run it again (docs/operations.md)."""
+    silent): bring one up and run it again (docs/operations.md in fleet's source)."""
     from fleet.control import warnsignal
     warnsignal.catch()  # the batch system's warning, from the start: kept until the fleet is up
     from fleet.cli_run import (embedded_nodes, refuse_a_file, refuse_to_embed, say_ignored, selected,

@@ -42,7 +42,7 @@ def reservation_options(f):
                      help="the order of ready steps of equal priority: setup order, the longest chain of "
                           "estimates after the step first, steps on the longest chains first and then "
                           "the smallest (cores x estimate) first, or that and the few biggest wide steps "
-                          "off the longest chains held back for a while (defer-widest; docs/user-guide.md)")(f)
+                          "off the longest chains held back for a while (defer-widest; docs/user-guide.md in fleet's source)")(f)
     f = click.option("--reserve-ahead", type=click.IntRange(min=0), default=0, expose_value=False,
                      callback=_keep("ahead"), metavar="N", show_default=True,
                      help="plan up to N reservations ahead, for wide steps whose last dependencies run: "

@@ -44,7 +44,8 @@ def _text(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8")  # (TOML is UTF-8, whatever the locale)
     except FileNotFoundError:
-        raise SuiteError([Problem(fname, None, None, "no such file")]) from None
+        from fleet.site.shipped import hint  # (the README's examples/demo.toml, in an installed fleet)
+        raise SuiteError([Problem(fname, None, None, "no such file" + hint(path))]) from None
     except (OSError, UnicodeDecodeError) as e:
         raise SuiteError([Problem(fname, None, None, f"cannot read: {e}")]) from None
 
@@ -193,7 +194,7 @@ def preload_hint(suite: Suite) -> str | None:
         return None
     listed = ", ".join(json.dumps(m) for m in (*suite.preload, *missing))
     return (f"hint: call steps import {', '.join(repr(m) for m in missing)} themselves; "
-            f"preload = [{listed}] in [suite] lets every zygote import them once (see docs/user-guide.md)")
+            f"preload = [{listed}] in [suite] lets every zygote import them once (see docs/user-guide.md in fleet's source)")
 
 
 # The child that imports: one process for every module, each import's failure caught,

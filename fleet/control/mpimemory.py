@@ -27,4 +27,4 @@ def note(launcher: str, steps) -> str:
     return (f"{counted(len(declared), 'MPI step')} (the first: {declared[0].id}) "
             f"declare{'s' if len(declared) == 1 else ''} memory, which the {launcher} launcher does not enforce: "
             "the scheduler counts it, but nothing holds the ranks to it (only srun takes a memory "
-            "limit; see docs/operations.md, \"MPI steps\")")
+            "limit; see docs/operations.md in fleet's source, \"MPI steps\")")

@@ -150,7 +150,7 @@ def test_fleet_validate_suggests_preloading_the_call_steps_modules_without_chang
     r = fleet("validate", str(suite), cwd=tmp_path)
     assert r.returncode == 0 and "is valid: 4 steps" in r.stdout, r.stderr
     assert r.stderr.strip() == ("hint: call steps import 'pkg.mod' themselves; preload = [\"json\", \"pkg.mod\"] "
-                                "in [suite] lets every zygote import them once (see docs/user-guide.md)")
+                                "in [suite] lets every zygote import them once (see docs/user-guide.md in fleet's source)")
     covered = write_suite(tmp_path / "t.toml", '[suite]\nname = "t"\npreload = ["pkg.mod"]\n'
                           '[[steps]]\nid = "a"\ncall = "pkg.mod:f"\n')
     r = fleet("validate", str(covered), cwd=tmp_path)

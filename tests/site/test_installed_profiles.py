@@ -14,7 +14,10 @@ import os
 import shutil
 import sys
 import tarfile
+import zipfile
 from pathlib import Path
+
+import pytest
 
 from fleetharness import completed
 
@@ -34,7 +37,7 @@ def _built(tmp_path: Path) -> Path:
     src.mkdir()
     for name in ("pyproject.toml", "setup.py", "README.md", "MANIFEST.in"):
         shutil.copy(REPO / name, src / name)
-    for name in ("fleet", "agents"):
+    for name in ("fleet", "agents", "examples", "jobscripts", "docs"):
         shutil.copytree(REPO / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
     r = completed([sys.executable, "setup.py", "-q", "build_py", "--build-lib", str(lib)], 120, cwd=src,
                   env=_env(src), text=True)
@@ -88,6 +91,10 @@ def test_an_sdist_carries_the_profiles_and_a_package_named_agents_beside_an_inst
     with tarfile.open(sdist) as t:
         shipped = sorted(Path(n).name for n in t.getnames() if Path(n).parent.name == "agents" and n.endswith(".toml"))
     assert shipped == sorted(p.name for p in (REPO / "agents").glob("*.toml"))
+    with tarfile.open(sdist) as t:  # (before 2026-12-07: no examples/, jobscripts/ or docs/)
+        names = {"/".join(Path(n).parts[1:]) for n in t.getnames()}
+    for top, pattern in (("examples", "*.toml"), ("jobscripts", "*"), ("docs", "*.md")):
+        assert {f"{top}/{p.name}" for p in (REPO / top).glob(pattern)} <= names, top
     (lib / "agents").mkdir()
     (lib / "agents" / "__init__.py").write_text("")
     work = tmp_path / "work"
@@ -96,3 +103,38 @@ def test_an_sdist_carries_the_profiles_and_a_package_named_agents_beside_an_inst
     r = completed([sys.executable, "-c", "from fleet.site import profiles; print(profiles.load('slurm').name)"],
                   60, cwd=work, env=env, text=True)
     assert r.returncode == 0 and r.stdout.strip() == "slurm", r.stderr
+
+
+def test_an_installed_fleet_carries_the_demo_suite_and_the_job_scripts_and_says_where_the_demo_is(tmp_path):
+    # Before 2026-12-07 the build carried neither, and `fleet run examples/demo.toml` as the
+    # README says was "examples/demo.toml: no such file" and nothing more.
+    lib = _built(tmp_path)
+    for top, pattern in (("examples", "*.toml"), ("jobscripts", "*")):
+        assert sorted(p.name for p in (lib / "fleet" / top).iterdir()) \
+            == sorted(p.name for p in (REPO / top).glob(pattern)), top
+    assert os.access(lib / "fleet" / "jobscripts" / "slurm.sbatch", os.X_OK)
+    work = tmp_path / "work"
+    work.mkdir()
+    r = _fleet(lib, work, "run", "examples/demo.toml")
+    assert r.returncode == 2 and f"no such file (this installed fleet carries a copy: cp -r {lib / 'fleet' / 'examples'} ." \
+        in r.stderr, r.stderr
+    shutil.copytree(lib / "fleet" / "examples", work / "examples")  # (what the message says to do)
+    r = _fleet(lib, work, "validate", "examples/demo.toml")
+    assert r.returncode == 0, r.stderr
+    r = _fleet(lib, work, "run", "nosuch.toml")
+    assert r.returncode == 2 and "error: nosuch.toml: no such file\n" in r.stderr, r.stderr
+
+
+def test_a_wheel_built_from_the_sources_carries_the_demo_suite_and_the_job_scripts(tmp_path):
+    wheel = pytest.importorskip("wheel", reason="building a wheel offline (no build isolation) needs the wheel "
+                                "package here; the build_py and sdist tests above cover what goes in")
+    _built(tmp_path)
+    r = completed([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
+                   "-w", str(tmp_path / "w"), str(tmp_path / "src")], 120,
+                  env=_env(Path(wheel.__file__).parents[1]), text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    [whl] = (tmp_path / "w").glob("*.whl")
+    with zipfile.ZipFile(whl) as z:
+        names = set(z.namelist())
+    for top, pattern in (("examples", "*.toml"), ("jobscripts", "*"), ("site/agents", "*.toml")):
+        assert {f"fleet/{top}/{p.name}" for p in (REPO / top.replace("site/", "")).glob(pattern)} <= names, top
