@@ -60,7 +60,8 @@ def _none_up(run_dir: Path, as_json: bool) -> None:
     from fleet.control import starting
     early = starting.coordinators(run_dir)
     if not early:
-        raise click.ClickException(f"no fleet is up in {run_dir}")
+        from fleet.control.below import where  # (a `fleet run` of a suite here embeds its fleet in runs/<name>)
+        raise click.ClickException(f"no fleet is up in {run_dir}{where(run_dir, 'status')[0]}")
     s = early[0]
     if starting.recorded_up(run_dir, s.pid):
         state, said = "up", (f"the fleet up in {run_dir} (coordinator pid {s.pid}) has no connection file fleet "

@@ -174,6 +174,7 @@ def stop_all(run_dir: Path) -> None:
     could not be stopped)."""
     from fleet.control import starting
     from fleet.control.api import Fleet
+    from fleet.control.below import where
     from fleet.control.client import FleetError, live
     from fleet.wire.connection import NAME
     exposed: list = []
@@ -200,9 +201,15 @@ def stop_all(run_dir: Path) -> None:
     left = [why for path, why in exposed if path.exists()]
     if left:  # (no coordinator of this host holds the lease: another host's, or none)
         raise click.ClickException(left[0])
-    if not fleets and not early and not exposed:  # (exit 0 still: a job's clean-up may say `fleet down` twice)
+    if not fleets and not early and not exposed:  # (exit 0, with none below: a clean-up may say it twice)
         missing = "" if run_dir.is_dir() else " (no such directory)"
-        click.echo(f"no fleet was up in {run_dir}{missing}{starting.foreign_lease(run_dir)}")
+        said = f"no fleet was up in {run_dir}{missing}{starting.foreign_lease(run_dir)}"
+        # ...but not when fleets run below it (a `fleet run`'s embedded one in runs/<name>):
+        # nothing the user meant to stop was stopped. They are named, not stopped.
+        below, n = where(run_dir, "down")
+        if n:
+            raise click.ClickException(said + below)
+        click.echo(said)
 
 
 def _mode(path: Path) -> str:
