@@ -15,5 +15,12 @@ UNWRITABLE = FULL | {errno.EROFS}  # (before 2026-12-06 a read-only one failed e
 
 def errno_of(exc: BaseException) -> int | None:
     """The errno of an error that says the file system cannot be written (full:
-    ENOSPC, EDQUOT; read-only: EROFS), else None."""
-    return exc.errno if isinstance(exc, OSError) and exc.errno in UNWRITABLE else None
+    ENOSPC, EDQUOT; read-only: EROFS), else None. Read-only counts only for fleet's own
+    files and directories (the step's log and records): a step's work or output
+    directory on a read-only mount (a link in the run directory to a dataset) fails that
+    step alone, as before 2026-12-06; it says nothing of the run directory."""
+    if not isinstance(exc, OSError) or exc.errno not in UNWRITABLE:
+        return None
+    if exc.errno == errno.EROFS and getattr(exc, "own", True) is False:
+        return None
+    return exc.errno

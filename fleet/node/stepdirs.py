@@ -24,10 +24,14 @@ if TYPE_CHECKING:
 
 class SetupFailed(OSError):
     """A step's directories could not be made; the message names the path and why. An
-    OSError with the cause's errno (a full or read-only disk stays one: fleet.node.diskfull)."""
+    OSError with the cause's errno (a full or read-only disk stays one: fleet.node.diskfull).
+    `own`: one of fleet's own directories (the step's records, its submit directory), not
+    the step's work or output directories, which may lie on another file system (a
+    symbolic link in the run directory to a read-only dataset)."""
 
-    def __init__(self, message: str, errno_: int | None):
+    def __init__(self, message: str, errno_: int | None, own: bool = False):
         super().__init__(errno_, message)
+        self.own = own
 
     def __str__(self) -> str:
         return str(self.strerror)
@@ -80,7 +84,7 @@ def _made(path: str, what: str, makedirs=None) -> None:
     try:
         (makedirs or _makedirs)(path)
     except OSError as exc:
-        raise SetupFailed(f"cannot make {what}: {_why(path, exc)}", exc.errno) from None
+        raise SetupFailed(f"cannot make {what}: {_why(path, exc)}", exc.errno, own=makedirs is not None) from None
 
 
 def _makedirs(path: str) -> None:

@@ -135,14 +135,15 @@ def check_directory(run_dir: Path) -> None:
     /dev/shm, another user's 1777 directory) was accepted: the sticky bit only keeps
     others from removing what is there, not from making what is not yet."""
     st = Path(run_dir).stat()
-    if st.st_uid != os.getuid():
-        raise ConnectionError_(f"it belongs to another user (uid {st.st_uid}), who could replace the fleet's "
-                               f"connection file and its keys, and its other files, with their own: use a "
-                               f"directory of your own that only you can write")
+    # (A shared sticky directory first: /tmp is root's, and "another user's" would blame root.)
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and st.st_mode & stat.S_ISVTX:  # (not to be chmod'ed: shared)
         raise ConnectionError_(f"it is a shared directory (mode {stat.S_IMODE(st.st_mode):04o}: others can make "
                                f"entries in it, such as the fleet's steps/ and .fleet/, before the fleet does): use "
                                f"a directory of your own in it, such as {Path(run_dir) / 'run'}")
+    if st.st_uid != os.getuid():
+        raise ConnectionError_(f"it belongs to another user (uid {st.st_uid}), who could replace the fleet's "
+                               f"connection file and its keys, and its other files, with their own: use a "
+                               f"directory of your own that only you can write")
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         raise ConnectionError_(f"others can write to it (mode {stat.S_IMODE(st.st_mode):04o}), so they could "
                                f"replace the fleet's connection file and its keys with their own: chmod go-w "

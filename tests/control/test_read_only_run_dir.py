@@ -155,7 +155,8 @@ def test_steps_whose_set_up_finds_a_read_only_file_system_are_not_failed_the_fle
     steps = run_dir / "steps"
     steps.mkdir(parents=True, mode=0o700)
     os.chmod(run_dir, 0o700)
-    r = _run("mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(steps))
+    # (mode 0755: a tmpfs is 1777 by default, and a steps/ others can write is refused first)
+    r = _run("mount", "-t", "tmpfs", "-o", "ro,size=1m,mode=0755", "tmpfs", str(steps))
     if r.returncode != 0:
         pytest.skip(f"cannot mount a read-only tmpfs here: {r.stderr.strip()}")
     try:
@@ -220,3 +221,37 @@ def test_a_fleet_stopped_after_its_run_directory_turned_read_only_is_not_said_cr
         assert f"{READ_ONLY}, so how it ended is not recorded there" in err, err
         assert "killed or crashed" not in err, err
         assert not tagged(str(last)), "a step outlived the fleet"
+
+
+def test_a_step_whose_output_lies_on_a_read_only_mount_fails_alone_and_drains_nothing(tmp_path):
+    """A link in the run directory to a read-only dataset, and one step whose output is
+    under it: that step fails (its own set-up, not the run directory's), the others run,
+    `fleet run` exits 1. A read-only file system drains the fleet only when it is where
+    fleet keeps its own records (its log, steps/<id>/.fleet)."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a read-only tmpfs needs root")
+    ro = tmp_path / "dataset"
+    ro.mkdir(mode=0o755)
+    r = _run("mount", "-t", "tmpfs", "-o", "ro,size=1m,mode=0755", "tmpfs", str(ro))
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a read-only tmpfs here: {r.stderr.strip()}")
+    try:
+        run_dir = tmp_path / "run"
+        run_dir.mkdir(mode=0o700)
+        os.chmod(run_dir, 0o700)
+        (run_dir / "data").symlink_to(ro)
+        steps = ['[[steps]]\nid = "bad"\ncommand = "true"\noutputs = ["data/out/x"]']
+        steps += [f'[[steps]]\nid = "ok{i}"\n' + ('command = "true"' if i % 2 else 'call = "os:getpid"')
+                  for i in range(4)]
+        suite = write_suite(tmp_path / "s.toml", "[suite]\nname = \"ro\"\n" + "\n".join(steps) + "\n")
+        r = fleet("run", str(suite), "--run-dir", str(run_dir), "--nodes", "1", "--max-attempts", "1", *HB,
+                  cwd=tmp_path, timeout=120)
+    finally:
+        _run("umount", str(ro))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "Read-only file system" in r.stdout + r.stderr, r.stdout + r.stderr
+    from fleetharness import events
+    ev = events(run_dir)
+    assert not [e for e in ev if e["kind"] == "drained"], ev
+    outcomes = {e["step"]: e["outcome"] for e in ev if e["kind"] == "exit"}
+    assert outcomes == {"bad": "failed", **{f"ok{i}": "succeeded" for i in range(4)}}, outcomes

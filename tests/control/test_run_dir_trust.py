@@ -61,6 +61,18 @@ def test_a_sticky_directory_everyone_can_write_is_refused_as_a_run_directory(tmp
 
 
 @as_root
+def test_a_shared_sticky_directory_of_another_user_is_said_shared_not_blamed_on_its_owner(tmp_path):
+    # As /tmp is for anyone but root: root's, 1777. "Another user's (uid 0)" would cast
+    # root as the one to fear and drop the hint of a directory of one's own in it.
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    os.chown(shared, NOBODY, NOBODY)
+    refused_by_up_and_run(tmp_path, shared, f"cannot use run directory {shared}: it is a shared directory "
+                                            f"(mode 1777", f"use a directory of your own in it, such as {shared}/run")
+
+
+@as_root
 def test_a_run_directory_of_another_user_is_refused_even_one_only_its_owner_can_write(tmp_path):
     theirs = tmp_path / "theirs"
     theirs.mkdir(mode=0o755)

@@ -16,7 +16,10 @@ from fleet.node.stepdirs import SetupFailed
 def test_a_full_or_read_only_file_system_stops_a_steps_set_up_and_any_other_error_fails_the_step():
     for e in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
         assert diskfull.errno_of(OSError(e, "x")) == e
-        assert diskfull.errno_of(SetupFailed("cannot make the step's records directory", e)) == e
+        assert diskfull.errno_of(SetupFailed("cannot make the step's records directory", e, own=True)) == e
+    # The step's own work or output directories: full is full, read-only may be a mount of theirs.
+    assert diskfull.errno_of(SetupFailed("cannot make the work directory", errno.ENOSPC)) == errno.ENOSPC
+    assert diskfull.errno_of(SetupFailed("cannot make the work directory", errno.EROFS)) is None
     for e in (errno.EACCES, errno.ENOENT, errno.EIO, errno.ENOTDIR):
         assert diskfull.errno_of(OSError(e, "x")) is None
     assert diskfull.errno_of(ValueError("not an OSError")) is None
