@@ -326,15 +326,15 @@ class Scheduler(Entries, Phases, Outside):
         if self.window.began and self.window.unbegun(job, ev.outcome, ev.reason, out):
             return  # promoted in this batch, and its node never started it
         if self.deadline.interrupts(job, ev.outcome):  # stopped by the drain: no attempt
-            self._stop_running(job)
+            self._stop_running(job, ev.outcome in S.AT_ONCE)
             self._set(job, "interrupted")
             return
         if ev.outcome not in S.EXIT_OUTCOMES:
             raise ValueError(f"unknown outcome {ev.outcome!r}")
         went_on = job.cancelled and ev.outcome in S.CONTROL  # (its exit record says it goes on: Finished.ran)
+        self._stop_running(job, ev.outcome in S.AT_ONCE)  # (as its node saw it: it dropped what was queued behind)
         if job.cancelled and ev.outcome != S.SUCCEEDED:  # lost, failed on its SIGTERM, or going on: cancelled still
             ev = StepExited(ev.step, ev.attempt, S.CANCELLED, f"cancelled ({ev.reason})" if went_on else ev.reason)
-        self._stop_running(job)
         if job.spec.id in self._after:
             self._next_generation(job, ev, out)
             return
@@ -374,8 +374,8 @@ class Scheduler(Entries, Phases, Outside):
         new.append(self._renew(job, spec, deps, serial, new))
         self._enter(new, set(), frozenset(), frozenset(), out)
 
-    def _stop_running(self, job: _Job) -> None:
-        if not self.window.stop(job):  # else a queued step takes its resources
+    def _stop_running(self, job: _Job, goes_on: bool = False) -> None:
+        if not self.window.stop(job, goes_on):  # else a queued step takes its resources
             self.pool.release(job.placement)
         self._res.stopped(job, self.pool)
         del self._running[job.spec.id]

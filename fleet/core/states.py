@@ -115,6 +115,9 @@ GOOD = frozenset({SUCCEEDED, SKIPPED})
 EXIT_OUTCOMES = frozenset({SUCCEEDED, FAILED, TERMINATED, LOST, STOPPED, TIMED_OUT, CANCELLED, OUT_OF_MEMORY,
                            WAIT, NEXT, RESTART, BROKEN})
 CONTROL = frozenset({WAIT, NEXT, RESTART, BROKEN})  # fleet.core.phases handles these
+# Exits of a step that runs again at once, before the steps queued at its priority: its
+# node drops the steps queued behind it instead of starting them (fleet.node.queued).
+AT_ONCE = frozenset({NEXT, RESTART})
 NOT_RETRIED = frozenset({STOPPED, CANCELLED, OUT_OF_MEMORY})  # exits that end a step whatever its retries
 # The ends of an attempt (or a step) a user must look at: it did not succeed by itself.
 # Not a cancel (the user's own doing), an interrupt (the fleet's: it runs again) nor a

@@ -172,6 +172,8 @@ class Window(WindowPick, WindowBack, WindowChain, WindowOrder):
             self.once.discard(sid)
         if self.size == 0 or job.exclusive or len(job.placement) != 1 or job.demand is None or job.demand.span:
             return
+        if self.went_on and sid in self.went_on:  # its node's drops to come first (fleet.core.windoworder._stays)
+            return
         if sid not in self.ends:  # its expected end, once per start (it is opened again after a queued one leaves)
             exp = expected_s(job.spec, self.sched.deadline.recorded)
             at = now if now is not None else job.started_at
@@ -190,10 +192,13 @@ class Window(WindowPick, WindowBack, WindowChain, WindowOrder):
         self._n += 1
         preds.put((self.ends[job.spec.id], self._n), job.spec.id, job)
 
-    def stop(self, job) -> bool:
+    def stop(self, job, goes_on: bool = False) -> bool:
         """`job` stops running; True if a queued step takes its resources (the caller
-        then keeps them from the pool)."""
+        then keeps them from the pool). `goes_on`: it ended asking to run again at once
+        (its next stage, a restart): its node drops what was queued behind it (stays)."""
         sid = job.spec.id
+        if goes_on and sid in self.next:
+            self._stays(job)
         self._close(job)
         succ = self.next.pop(sid, None)
         if succ is None:
@@ -324,6 +329,10 @@ class Window(WindowPick, WindowBack, WindowChain, WindowOrder):
         for chain in chains:  # each chain's tail first, so that nothing is handed on
             for job in reversed(chain):
                 self._unlink(job)
+        if self.stayed:  # (their node's Dropped will not come now)
+            chains.append([e[0] for e in list(self.stayed.values()) if e[2] == node])
+            for job in chains[-1]:
+                self._answered(job.spec.id)
         for job in sorted((j for chain in chains for j in chain), key=lambda j: j.seq):
             if job.cancelled and self.sched.deadline.drained:  # as dropped() has it
                 job.cancelled = False
@@ -347,6 +356,10 @@ class Window(WindowPick, WindowBack, WindowChain, WindowOrder):
         again if the drain dropped it: not started), its claim says it may not run
         (stopped), its launch could not be made (failed), or it was taken back (ready
         again: fleet.core.windowback)."""
+        back = self._answered(job.spec.id)
+        if back is not None:  # dropped as its predecessor went on (fleet.core.windoworder)
+            self._judge(job, outcome, reason, out, back)
+            return
         back = self.recalled.get(job.spec.id) if self.recalled else None
         self._unlink(job)
         self._judge(job, outcome, reason, out, back)
@@ -386,7 +399,8 @@ class Window(WindowPick, WindowBack, WindowChain, WindowOrder):
 
     def elsewhere(self, job, reason: str, out: list) -> None:
         """Another live fleet holds the queued step's claim: it runs there."""
-        self._unlink(job)
+        if self._answered(job.spec.id) is None:
+            self._unlink(job)
         self.yielded.discard(job.spec.id)
         self.sched._set(job, "elsewhere")
         job.placement = ()

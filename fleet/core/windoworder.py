@@ -82,6 +82,8 @@ class WindowOrder:
         self.yielding: dict = {}  # demand -> taken back for the order, the node's answer to come
         self.yielded: set[str] = set()  # taken back for the order (not `once`: fleet.core.windowback)
         self.cleared: dict[str, object] = {}  # reserved step -> the plan whose nodes were cleared
+        self.stayed: dict[str, tuple] = {}  # dropped by their node as their predecessor went on -> (job, why, node, pred)
+        self.went_on: dict[str, int] = {}  # such a predecessor -> how many drops of its node are to come
 
     def _ordered(self, job) -> None:
         """`job` was queued: keep its place in the order (a mark, or the heap once made)."""
@@ -223,3 +225,39 @@ class WindowOrder:
         if heap is not None:
             heap.drop(sid)
         out.append(Withdraw(sid, job.attempt, why))
+
+    def _stays(self, pred) -> None:
+        """`pred` ended asking to run again at once (fleet.Next, fleet.Restart): it comes
+        before every step queued at its priority (fleet.core.phases), so its node does not
+        start the steps queued behind it but drops them (fleet.node.queued), each reported
+        Dropped. They leave the window now (tail first, as for a lost node), QUEUED until
+        that word comes (`stayed`), then ready again, their attempts unused (dropped);
+        `pred`, started again meanwhile, takes no step behind it until then, lest one
+        queued after them overtake them."""
+        pid, node = pred.spec.id, pred.placement[0].node
+        chain = self._chain_of(self.next[pid])
+        whys = [self.recalled.get(j.spec.id) if self.recalled else None for j in chain]
+        self.went_on[pid] = self.went_on.get(pid, 0) + len(chain)
+        for job in reversed(chain):
+            self._unlink(job)
+        for job, why in zip(chain, whys):
+            self.yielded.add(job.spec.id)  # (not barred from slots of unknown end: fleet.core.windowback)
+            self.stayed[job.spec.id] = (job, why or f"dropped by {node}: {pid!r} went on before it", node, pred)
+
+    def _answered(self, sid: str) -> str | None:
+        """The word about `sid` dropped by its node (`_stays`) came (or its node was lost,
+        or another fleet runs it): why it left, or None if it was not such a step. Its
+        predecessor, running again, may take a step behind it once all of its came."""
+        entry = self.stayed.pop(sid, None) if self.stayed else None
+        if entry is None:
+            return None
+        pred = entry[3]
+        pid = pred.spec.id
+        left = self.went_on[pid] - 1
+        if left:
+            self.went_on[pid] = left
+        else:
+            del self.went_on[pid]
+            if pred.state == S.RUNNING:
+                self.started(pred)
+        return entry[1]

@@ -8,6 +8,12 @@ it without launching it) starts at once. A Kill with ``cancel`` or ``withdraw`` 
 held launch drops it: nothing ran (reported as Dropped). A withdrawal that comes after
 the launch has started does nothing: the step runs here (fleet.core.windowback).
 
+A step that ends asking to run again at once (its next stage, a restart: its Exited's
+outcome ``next`` or ``restart``) comes before the steps queued behind it (the core puts
+it ahead of every step queued at its priority), so they do not start: they are dropped
+(:meth:`Queued.behind`), tail first, each reported Dropped after its Exited, and the
+coordinator decides again (fleet.core.windoworder._stays).
+
 A launch may also name a step that is itself held here (a chain, fleet.core.windowchain):
 it starts when that one is reaped in turn. A held launch that is dropped hands the
 launches waiting for it to the step it waited for, as the coordinator does; one whose
@@ -20,6 +26,9 @@ import dataclasses
 import time
 
 from fleet.wire import messages as P
+
+# The outcomes of a step that runs again at once (fleet.core.states.AT_ONCE, the same).
+GOES_ON = frozenset({"next", "restart"})
 
 
 class Queued:
@@ -54,6 +63,19 @@ class Queued:
         # not from when it was handed over (re-encoded, then: a few queued steps only).
         now = time.time()
         return [(dataclasses.replace(msg, decided_at=now), None) for msg, _ in held]
+
+    def behind(self, step: str) -> list[tuple[str, int]]:
+        """Drop the launches that waited for ``step`` (just reaped, going on) and those
+        waiting for them in turn; their (step, attempt), each chain's tail first."""
+        chain: list[tuple[str, int]] = []
+        todo = [step]
+        while todo:
+            for msg, _ in self._after.pop(todo.pop(), ()):
+                del self._keys[(msg.step, msg.attempt)]
+                self._unhold(msg.step)
+                chain.append((msg.step, msg.attempt))
+                todo.append(msg.step)
+        return chain[::-1]
 
     def holds(self, step: str) -> bool:
         """Whether a launch of ``step`` is held here (a launch may wait behind it)."""

@@ -59,7 +59,7 @@ import msgpack  # noqa: E402
 from fleet.node import child, command, exits, memlimit, orphans, session, srunstop, threads as step_threads  # noqa: E402
 from fleet.node.preload import Preloads, import_at_start, thread_count  # noqa: E402
 from fleet.node.outbox import Outbox  # noqa: E402
-from fleet.node.queued import Queued  # noqa: E402
+from fleet.node.queued import GOES_ON, Queued  # noqa: E402
 from fleet.node import spare as spare_mod  # noqa: E402
 from fleet.node.spare import Spare  # noqa: E402
 from fleet.node.stopping import WITH_NODE, Stops  # noqa: E402
@@ -342,7 +342,12 @@ class Zygote:
         self.keys.pop((step.launch.step, step.launch.attempt), None)
         if self.ids.get(step.launch.step) == step.pid:
             del self.ids[step.launch.step]
-        self.send(exits.exited(step, status, usage, ended_at), step.launch.hold)
+        ended = exits.exited(step, status, usage, ended_at)
+        self.send(ended, step.launch.hold)
+        if ended.outcome in GOES_ON:  # it runs again at once, before what was queued behind it
+            for sid, attempt in self.queued.behind(step.launch.step):  # (fleet.node.queued)
+                self.send(P.Dropped(sid, attempt, f"dropped: {step.launch.step!r} went on before it"))
+            return
         # Its cores are free: what was queued behind it starts now, its Started after this
         # Exited; one that could not start passes them on at once to what waited for it.
         due = self.queued.due(step.launch.step)

@@ -43,7 +43,9 @@ from typing import Any
 
 import msgpack
 
-VERSION = 2  # 2: the per-step messages by shape, msgpack arrays (fleet.wire.shapes)
+VERSION = 3  # 2: the per-step messages by shape, msgpack arrays (fleet.wire.shapes); 3: a zygote
+# drops the launches queued behind a step that goes on (next, restart) instead of starting them,
+# and the core promotes none then (fleet.node.queued): a fleet of 2 would run both
 # Encoded as ``[v, type, *fields]`` (fleet.wire.shapes): what crosses a hop on every step.
 SHAPED = frozenset({"launch", "started", "exited"})
 # The largest ZeroMQ frame a socket accepts (its MAXMSGSIZE): bigger ones are dropped

@@ -52,3 +52,25 @@ def test_a_priority_1_step_that_becomes_ready_starts_before_the_lower_priority_s
     order = starts(recs)
     assert later and all(order.index("H") < order.index(s) for s in later), order
     assert_nothing_left(tmp_path / "run", tag)
+
+
+@pytest.mark.skipif(half() < 1, reason="needs two usable cores")
+def test_a_step_going_on_to_its_next_stage_runs_it_before_the_step_queued_behind_it(tmp_path):
+    # The audit's s19: P takes the node and goes on to stage "two" after a second; Q1..Q3
+    # take the node too, Q1 handed to it behind P. Its node started Q1 the moment it
+    # reaped P's first stage, before P's next one; now it drops Q1 (ready again, its
+    # attempt unused) and P's next stage runs first, as `fleet.Next` says ("at once").
+    tag = str(tmp_path)
+    stage = 'if [ -z \\"$FLEET_STAGE\\" ]; then sleep 1; echo two > \\"$FLEET_NEXT_STAGE\\"; exit 2; fi; sleep 1 #TAG'
+    write_suite(tmp_path / "s.toml", suite(
+        tag, f'id = "P"\ncommand = "{stage}"\nprotocol = "steps"\nestimate = 1\ncores = {2 * half()}',
+        f'id = "Q{{i}}"\narray = "1-3"\ncommand = "sleep 1 #TAG"\nestimate = 1\ncores = {2 * half()}')
+        .replace(f"\ncores = {half()}\n", "\n"))
+    r = fleet("run", "s.toml", "--nodes", "1", *HB, cwd=tmp_path, timeout=180)
+    assert r.returncode == 0, r.stdout + r.stderr
+    recs = records(tmp_path / "run")
+    assert [(e.step, e.after) for e in recs if isinstance(e, E.Queued)][:1] == [("Q1", "P")]  # the window was used
+    assert starts(recs)[:3] == ["P", "P", "Q1"], starts(recs)
+    assert [(e.step, e.outcome, e.attempt) for e in recs if isinstance(e, E.Exit) and e.step == "Q1"] == [
+        ("Q1", "succeeded", 1)]
+    assert_nothing_left(tmp_path / "run", tag)
