@@ -217,3 +217,24 @@ def test_a_step_leaving_the_middle_of_a_chain_brings_the_expected_ends_of_all_be
     sched.handle(StepExited("s0", 1, S.CANCELLED, "cancelled before it started"), 1.1)
     assert sched.window.after("s1") == "first"
     assert [sched.window.ends[s] for s in ("s1", "s2")] == [5.0, 8.0]  # s2's, too, not only its follower's
+
+
+
+
+def test_a_reservation_waits_for_the_chain_queued_before_its_step_in_the_order():
+    # One node of two cores: `first` (2 s) with a chain of two 3-s steps behind it,
+    # `other` (6 s) beside it; the 2-core `late` (priority 3) comes after the chain
+    # (priority 2), so nothing is taken back for it, and its plan, made while first still
+    # runs, waits for the chain's tail: 2 + 3 + 3 = 8 s (its head alone: other's 6 s).
+    def plan(s1_priority):
+        sched, out = chained([node("n1", 2)], {"id": "first", "estimate": 2, "priority": 1},
+                             {"id": "other", "estimate": 6, "priority": 1}, {"id": "s0", "estimate": 3, "priority": 2},
+                             {"id": "s1", "estimate": 3, "priority": s1_priority},
+                             {"id": "late", "cores": 2, "estimate": 1, "priority": 3}, depth=2, reserve_after=1.0)
+        q = queued(out)
+        log = sched.handle(submission(suite({"id": "filler", "estimate": 1, "priority": 5}).steps), 1.5)
+        assert not of(Withdraw, log) and not of(Start, log)
+        return q, [(p.job.spec.id, p.shadow) for p in sched._res.plans.values()]
+    assert plan(2) == ([("s0", "first"), ("s1", "s0")], [("late", 8.0)])
+    # s1 after late in the order (priority 4) is not queued at all; the plan is other's end.
+    assert plan(4) == ([("s0", "first")], [("late", 6.0)])
