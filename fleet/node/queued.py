@@ -12,7 +12,11 @@ A step that ends asking to run again at once (its next stage, a restart: its Exi
 outcome ``next`` or ``restart``) comes before the steps queued behind it (the core puts
 it ahead of every step queued at its priority), so they do not start: they are dropped
 (:meth:`Queued.behind`), tail first, each reported Dropped after its Exited, and the
-coordinator decides again (fleet.core.windoworder._stays).
+coordinator decides again (fleet.core.windoworder._stays). A launch queued behind it (or
+behind one dropped so) that comes after that reap is dropped too (:meth:`Queued.gone`):
+the coordinator expects its Dropped as well. Such a step is remembered until a launch of
+it comes again: the coordinator's launches to a node come in order, so any launch queued
+behind its earlier run comes before its own next launch.
 
 A launch may also name a step that is itself held here (a chain, fleet.core.windowchain):
 it starts when that one is reaped in turn. A held launch that is dropped hands the
@@ -38,6 +42,7 @@ class Queued:
         self._after: dict[str, list[tuple[P.Launch, bytes | None]]] = {}
         self._keys: dict[tuple[str, int], str] = {}  # (step, attempt) -> the step it waits for
         self._steps: dict[str, int] = {}  # held step -> its launches held (a chain may wait for it)
+        self._went_on: set[str] = set()  # went on, or dropped so, since its last launch here
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -69,13 +74,26 @@ class Queued:
         waiting for them in turn; their (step, attempt), each chain's tail first."""
         chain: list[tuple[str, int]] = []
         todo = [step]
+        self._went_on.add(step)
         while todo:
             for msg, _ in self._after.pop(todo.pop(), ()):
                 del self._keys[(msg.step, msg.attempt)]
                 self._unhold(msg.step)
                 chain.append((msg.step, msg.attempt))
                 todo.append(msg.step)
+                self._went_on.add(msg.step)
         return chain[::-1]
+
+    def gone(self, msg: P.Launch) -> bool:
+        """Whether ``msg`` is to be dropped, queued behind a step that went on (or one
+        dropped so) before it came. Any launch of a step here forgets that of it."""
+        if not self._went_on:
+            return False
+        self._went_on.discard(msg.step)
+        if msg.after not in self._went_on:
+            return False
+        self._went_on.add(msg.step)
+        return True
 
     def holds(self, step: str) -> bool:
         """Whether a launch of ``step`` is held here (a launch may wait behind it)."""

@@ -227,6 +227,8 @@ class Zygote:
         ``msg`` as received (None: made here)."""
         if (msg.step, msg.attempt) in self.keys or (msg.step, msg.attempt) in self.queued:
             self._warn(f"dropped a second launch of {msg.step} attempt {msg.attempt}")
+        elif self.queued.gone(msg):  # queued behind a step that went on (fleet.node.queued)
+            self.send(P.Dropped(msg.step, msg.attempt, f"dropped: {msg.after!r} went on before it"))
         elif msg.after and (msg.after in self.ids or self.queued.holds(msg.after)):
             self.queued.hold(msg, payload)  # started when that step is reaped (a chain: in turn)
         elif msg.kind == "call" and self.preloads.poisoned:
