@@ -287,3 +287,10 @@ def fails_after_submitting(ctx, wait_s: float = 60.0) -> None:
                 break
         time.sleep(0.1)
     raise RuntimeError("fails after submitting")
+
+
+def resubmits_failing(ctx) -> None:
+    """Submits child c, which always fails, and waits for it, in every phase: a loop."""
+    _note(ctx, "submitted")
+    ctx.submit([{"id": "c", "call": "children_steps:fails"}])
+    raise fleet.WaitForChildren()

@@ -22,7 +22,9 @@ but not when its parent runs for a `fleet run --force`: then it runs again too, 
 for that submission (Children._forced).
 Children that cannot be taken (a problem in a table, a dep on an unknown step, an id
 the suite already uses) fail the parent's attempt, with the problems as its reason
-and in its log.
+and in its log. A child that ended without success submitted again past the limit
+(fleet.core.phases.MAX_RESUBMITS: the parent is in a loop) fails the parent's attempt
+too, not retried, and is not entered.
 """
 
 from __future__ import annotations
@@ -115,13 +117,13 @@ class Children:
                 self.coord.submissions.offload(_to_log, self.coord.claims.run_dir_of(tag.parent), tag.parent,
                                                problems)
         if problems:
-            why = "its submitted steps were refused: " + "; ".join(str(p) for p in problems[:5])
-            # The agent's exit record said it waits: how it really ended is ours to record.
-            self.coord.events.write(events.Exit(t=now, step=tag.parent, attempt=tag.exit.attempt,
-                                                outcome=S.FAILED, reason=why))
-            if tag.exit.outcome in GOES_ON:  # (a success's record waits for its Finished anyway: recording)
-                self.coord.recorder.overrule(tag.parent, tag.exit.attempt)
-            self.coord._feed(StepExited(tag.parent, tag.exit.attempt, S.FAILED, why), now)
+            self._fail(tag, "its submitted steps were refused: " + "; ".join(str(p) for p in problems[:5]), now)
+            return
+        # A child that ended without success, submitted again past the limit: a loop (the
+        # child is not entered; its last end stays as it was recorded). Not retried.
+        loop = self.coord.sched.resubmit_loop(tag.parent, (s.id for s in got.steps))
+        if loop:
+            self._fail(tag, loop, now, final=True)
             return
         cut = len(tag.parent) + 1  # (a given id may hold a "/": an array's c/{i})
         self.given.setdefault(tag.parent, set()).update(s.id[cut:] for s in got.steps)
@@ -133,6 +135,15 @@ class Children:
             self._go_on(tag.exit, now)
             return
         self.intake.waiting.append((None, None, self._batch(tag, new, got.markers, got.left)))
+
+    def _fail(self, tag: Tag, why: str, now: float, final: bool = False) -> None:
+        """Fail the parent's attempt, its children not entered (`final`: not retried)."""
+        # The agent's exit record said it went on: how it really ended is ours to record.
+        self.coord.events.write(events.Exit(t=now, step=tag.parent, attempt=tag.exit.attempt,
+                                            outcome=S.FAILED, reason=why))
+        if tag.exit.outcome in GOES_ON:  # (a success's record waits for its Finished anyway: recording)
+            self.coord.recorder.overrule(tag.parent, tag.exit.attempt)
+        self.coord._feed(StepExited(tag.parent, tag.exit.attempt, S.FAILED, why, final=final), now)
 
     def _go_on(self, ev: StepExited, now: float) -> None:
         """Hand the scheduler an exit that brings no new children. A wait with nothing to

@@ -16,6 +16,13 @@ protocol:
   not retried (a retry would go on restarting), and its dependents are blocked.
 - broken: final (BROKEN), never retried; its dependents are blocked.
 
+A child that ended without success runs again when its parent submits it again (a
+sweep that retries its failed cases once). Past MAX_RESUBMITS such submissions of one
+child in a run the parent is in a loop (it submits the child whatever became of it):
+the next one fails the parent there, not retried, its dependents blocked, and the
+child is not entered (resubmit_loop says why; fleet.control.children fails the parent's
+attempt before the children go in, as it does a refused child).
+
 A retry (the step failed) keeps its phase and stage: the stage that failed runs again.
 
 Order: a step that goes on, and children, are queued ahead of every step already queued
@@ -46,12 +53,19 @@ from fleet.core.decisions import Blocked, Finished, Resume, Submitted  # noqa: F
 MAX_RESTARTS = 20
 RESTART_LOOP = ("it asked to restart again after {most} restarts in this run (fleet.Restart, or exit 4 with "
                 "protocol \"steps\": a loop, it seems; at most {most} a run); not retried")
+# Times a parent may submit again, in a run, a child that ended without success. Before
+# 2026-12-06 a parent that submitted a child that always failed in every phase did so
+# ~85 times a second, for ever, burning the allocation.
+MAX_RESUBMITS = 20
+RESUBMIT_LOOP = ("it submitted child {child} again after it ended without success {ended} times in this run "
+                 "(ctx.submit, or a file in $FLEET_SUBMIT_DIR with protocol \"steps\": a loop, it seems; a child "
+                 "that ended without success is submitted again at most {most} times a run); not retried")
 
 
 class Family:
     """What the scheduler keeps for a step that ran in phases or submitted children."""
 
-    __slots__ = ("phase", "stage", "restarts", "kids", "pending", "suspended", "succeeded")
+    __slots__ = ("phase", "stage", "restarts", "kids", "pending", "suspended", "succeeded", "again")
 
     def __init__(self) -> None:
         self.phase = 0
@@ -61,6 +75,7 @@ class Family:
         self.pending: set[str] = set()  # children not final
         self.suspended = False
         self.succeeded = False  # it succeeded with children still to end: final once they have
+        self.again: dict[str, int] | None = None  # child -> times submitted again after it ended without success
 
 
 class Phases:
@@ -91,6 +106,36 @@ class Phases:
             self._parent_of[cid] = (ev.parent, base + i)
         for s in ev.steps:  # known ones too: a parent run anew submits them again
             fam.kids[s.id] = None
+        if len(new) < len(ev.steps):
+            self._count_again(fam, ev.steps)
+
+    def _count_again(self, fam: Family, steps) -> None:
+        """Count each child submitted again after it ended without success (it runs
+        again: fleet.core.generations), for resubmit_loop."""
+        for s in steps:
+            job = self._jobs.get(s.id)
+            if job is not None and job.state in S.FINAL and job.state not in S.GOOD:
+                if fam.again is None:
+                    fam.again = {}
+                fam.again[s.id] = fam.again.get(s.id, 0) + 1
+
+    def resubmit_loop(self, parent: str, ids) -> str | None:
+        """Why the parent submitting the children `ids` would be a loop: one of them ended
+        without success and was submitted again MAX_RESUBMITS times in this run already
+        (the parent's attempt fails instead: fleet.control.children); None if none was.
+        A walk over the children counted so (few), and `ids` only at a loop's end."""
+        fam = self._families.get(parent)
+        if fam is None or not fam.again:
+            return None
+        over = [(k, n) for k, n in fam.again.items()
+                if n >= MAX_RESUBMITS and self._jobs[k].state in S.FINAL and self._jobs[k].state not in S.GOOD]
+        if not over:
+            return None
+        mine = set(ids)
+        for k, n in over:
+            if k in mine:
+                return RESUBMIT_LOOP.format(child=k, ended=n + 1, most=MAX_RESUBMITS)
+        return None
 
     def _anew(self, sid: str) -> None:
         """A finished step runs anew (a new generation, on a live fleet): from phase 0.
@@ -99,6 +144,7 @@ class Phases:
         fam = self._families.get(sid)
         if fam is not None:
             fam.phase, fam.stage, fam.restarts, fam.suspended, fam.succeeded = 0, "", 0, False, False
+            fam.again = None
             self._waiting.pop(sid, None)
 
     def _added(self, job) -> None:

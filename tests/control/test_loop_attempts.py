@@ -1,5 +1,5 @@
 """A step the fleet fails as a loop (a restart past the limit, a wait for nothing twice
-in a row), or whose children it refuses, counts toward --max-attempts like any failed
+in a row, a failed child submitted again past the limit), or whose children it refuses, counts toward --max-attempts like any failed
 attempt: its attempt record says failed, in the journal and in a per-step attempt file
 alike, so a job chain that runs the suite again stops running it. Through the real `fleet` CLI: real processes, real
 files. Step functions live in tests/stage_steps.py and tests/children_steps.py."""
@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from children_steps import ran
 from fleetharness import assert_nothing_left, events, fleet, write_suite
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fleet's nodes need Linux")
@@ -126,4 +127,53 @@ def test_a_restart_loop_claimed_per_step_says_failed_in_its_attempt_file_and_is_
     assert second.returncode == 1, second.stdout + second.stderr
     assert "stopped    r: 1 attempt of this definition recorded without success (limit 1)" in second.stdout, \
         second.stdout
+    assert_nothing_left(run_dir)
+
+
+RESUBMITS = """
+[suite]
+name = "resubmits"
+run_dir = "resubmits"
+
+[[steps]]
+id = "p"
+call = "children_steps:resubmits_failing"
+retries = 1
+
+[[steps]]
+id = "after"
+command = "true"
+deps = ["p"]
+"""
+
+
+def test_a_parent_that_submits_its_failing_child_again_in_every_phase_fails_as_a_loop_and_counts_as_an_attempt(
+        tmp_path):
+    # (it submitted the child again for ever, ~85 times a second, burning the allocation:
+    # the timeout ends the old code's run, and the test fails there)
+    suite = write_suite(tmp_path / "resubmits.toml", RESUBMITS)
+    run_dir = tmp_path / "resubmits"
+    first = fleet("run", str(suite), "--max-attempts", "1", cwd=tmp_path, timeout=120)
+    assert first.returncode == 1, first.stdout + first.stderr
+    why = "it submitted child p/c again after it ended without success 21 times in this run"
+    assert "failed     p: " + why in first.stdout, first.stdout
+    assert "blocked    after" in first.stdout, first.stdout
+    children = [x for x in ran(run_dir) if x["what"] == "child"]
+    assert len(children) == 21 and {x["step"] for x in children} == {"p/c"}, children
+    # Not retried: one attempt, recorded failed with the reason (--max-attempts counts it).
+    recs = attempts(run_dir, "p")
+    assert len(recs) == 1 and all(r["outcome"] == "failed" and why in r["reason"] for r in recs.values()), recs
+    # The child's own last end stays as it was: its failure.
+    last = [e for e in events(run_dir) if e["kind"] == "exit" and e["step"] == "p/c"][-1]
+    assert last["outcome"] == "failed" and "this child always fails" in last["reason"], last
+    # Each run fails it so, once (its retry does not run: limit 2): the third stops it.
+    second = fleet("run", str(suite), "--max-attempts", "1", cwd=tmp_path, timeout=120)
+    assert second.returncode == 1 and "failed     p: " + why in second.stdout, second.stdout + second.stderr
+    assert len(attempts(run_dir, "p")) == 2
+    children = len([x for x in ran(run_dir) if x["what"] == "child"])
+    third = fleet("run", str(suite), "--max-attempts", "1", cwd=tmp_path, timeout=120)
+    assert third.returncode == 1, third.stdout + third.stderr
+    assert "stopped    p: 2 attempts of this definition recorded without success (limit 2)" in third.stdout, \
+        third.stdout
+    assert len([x for x in ran(run_dir) if x["what"] == "child"]) == children  # (none ran)
     assert_nothing_left(run_dir)

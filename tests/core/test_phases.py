@@ -190,3 +190,47 @@ def test_a_step_that_restarts_past_twenty_times_in_a_run_fails_not_retried_and_b
     assert not starts(out)  # not retried, whatever its retries
     assert [d.step for d in out if isinstance(d, Blocked)] == ["after"]
     assert sched.state("s") == S.FAILED and sched.finished()
+
+
+def _phase(sched, parent: str, child_ends: str, t: float) -> list:
+    """One phase of a parent that submits child c and waits for it, which then ends so;
+    the decisions of the child's end (the parent's Start among them)."""
+    assert sched.resubmit_loop(parent, [f"{parent}/c"]) is None
+    sched.handle(children_of(parent, "c"), t)
+    out = sched.handle(StepExited(parent, 1, S.WAIT), t)
+    assert starts(out) == [f"{parent}/c"]
+    return sched.handle(StepExited(f"{parent}/c", 1, child_ends), t + 0.5)
+
+
+def test_a_parent_that_submits_a_failed_child_again_past_twenty_times_in_a_run_is_a_loop_and_fails_not_retried():
+    sched = Scheduler()
+    sched.handle(NodeJoined(node("n", 1)), 0.0)
+    sched.handle(submission(suite({"id": "p", "retries": 3}, {"id": "after", "deps": ["p"]},
+                                  {"id": "q"}).steps), 0.0)
+    for n in range(21):  # the child's first run, then twenty more: each submitted again after it failed
+        assert starts(_phase(sched, "p", S.FAILED, float(n))) == ["p"]
+    why = sched.resubmit_loop("p", ["p/x", "p/c"])
+    assert why is not None and "child p/c again" in why and "without success 21 times in this run" in why
+    assert "a loop" in why and "at most 20 times a run" in why and "not retried" in why
+    assert sched.resubmit_loop("p", ["p/x"]) is None  # (only a submission that holds it)
+    # What fleet.control.children feeds then: the parent's attempt fails, final; the child stays as it ended.
+    out = sched.handle(StepExited("p", 1, S.FAILED, why, final=True), 30.0)
+    assert [(d.step, d.attempt, d.outcome, d.reason) for d in out if isinstance(d, Finished)] == \
+        [("p", 1, S.FAILED, why)]
+    assert [d.step for d in out if isinstance(d, Blocked)] == ["after"]
+    assert starts(out) == ["q"]  # not retried, whatever its retries
+    assert sched.state("p") == S.FAILED and sched.state("p/c") == S.FAILED
+    # Run anew (a new generation: the next `fleet run` on a live fleet), it counts from 0 again.
+    sched.handle(StepExited("q", 1, S.SUCCEEDED), 31.0)
+    out = sched.handle(submission(suite({"id": "p", "retries": 3}, {"id": "after", "deps": ["p"]}).steps), 32.0)
+    assert starts(out) == ["p"]
+    assert starts(_phase(sched, "p", S.FAILED, 33.0)) == ["p"]
+
+
+def test_a_parent_that_submits_a_child_that_succeeded_again_each_phase_is_no_loop():
+    sched = Scheduler()
+    sched.handle(NodeJoined(node("n", 1)), 0.0)
+    sched.handle(submission(suite({"id": "p"}).steps), 0.0)
+    for n in range(30):  # a convergence loop: its child succeeds, and runs again in the next phase
+        assert starts(_phase(sched, "p", S.SUCCEEDED, float(n))) == ["p"]
+    assert sched.family("p")[1] == 30
