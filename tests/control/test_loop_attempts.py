@@ -149,7 +149,7 @@ deps = ["p"]
 
 def test_a_parent_that_submits_its_failing_child_again_in_every_phase_fails_as_a_loop_and_counts_as_an_attempt(
         tmp_path):
-    # (it submitted the child again for ever, ~85 times a second, burning the allocation:
+    # (it submitted the child again for ever, a phase and a run of it each time, burning the allocation:
     # the timeout ends the old code's run, and the test fails there)
     suite = write_suite(tmp_path / "resubmits.toml", RESUBMITS)
     run_dir = tmp_path / "resubmits"
