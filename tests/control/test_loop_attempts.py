@@ -1,8 +1,9 @@
 """A step the fleet fails as a loop (a restart past the limit, a wait for nothing twice
-in a row, a failed child submitted again past the limit), or whose children it refuses, counts toward --max-attempts like any failed
-attempt: its attempt record says failed, in the journal and in a per-step attempt file
-alike, so a job chain that runs the suite again stops running it. Through the real `fleet` CLI: real processes, real
-files. Step functions live in tests/stage_steps.py and tests/children_steps.py."""
+in a row, a failed child submitted again past the limit), or whose children it refuses,
+counts toward --max-attempts like any failed attempt: its attempt record says failed, in
+the journal and in a per-step attempt file alike, so a job chain that runs the suite
+again stops running it. Through the real `fleet` CLI: real processes, real files. Step
+functions live in tests/stage_steps.py and tests/children_steps.py."""
 
 from __future__ import annotations
 
