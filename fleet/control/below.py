@@ -1,7 +1,7 @@
 """Fleets up below a directory where none is. `fleet run suite.toml` with no fleet up
 embeds one in the suite's run_dir, by default runs/<name> beside the suite file; so
 `fleet status` and `fleet down` in the suite's directory, which look only there, found
-nothing (before 2026-12-07 `fleet down` then said "no fleet was up" and exited 0 while the
+nothing (before 2026-12-06 `fleet down` then said "no fleet was up" and exited 0 while the
 run went on). They now look one level further, in runs/*/, and say where fleets are.
 
 What it costs, only when no fleet is up where asked: one listing of runs/ and one of each

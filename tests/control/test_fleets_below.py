@@ -2,7 +2,7 @@
 on its own embedded fleet (in the suite's run_dir, runs/<name>): they say where it is and
 how to reach it, and `fleet down` that stopped nothing there exits 1, not 0.
 
-Before 2026-12-07 status said only "no fleet is up in <dir>" and down "No fleet was up in
+Before 2026-12-06 status said only "no fleet is up in <dir>" and down "No fleet was up in
 <dir>", exit 0, while the run went on (a laptop user's `fleet run suite.toml &`, then
 `fleet status`, `fleet down`, as the README says)."""
 

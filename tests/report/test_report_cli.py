@@ -31,7 +31,7 @@ def test_report_json_says_its_errors_as_one_json_object_with_exit_2(tmp_path):
 
 
 def test_report_says_in_one_line_that_it_cannot_write_its_trace_or_page_on_a_read_only_file_system(tmp_path):
-    # Before 2026-12-07: a traceback ending in OSError (Read-only file system), exit 1,
+    # Before 2026-12-06: a traceback ending in OSError (Read-only file system), exit 1,
     # and with --json no error object. A read-only tmpfs stops root too (chmod does not).
     run = tmp_path / "run"
     run.mkdir()

@@ -91,7 +91,7 @@ def test_an_sdist_carries_the_profiles_and_a_package_named_agents_beside_an_inst
     with tarfile.open(sdist) as t:
         shipped = sorted(Path(n).name for n in t.getnames() if Path(n).parent.name == "agents" and n.endswith(".toml"))
     assert shipped == sorted(p.name for p in (REPO / "agents").glob("*.toml"))
-    with tarfile.open(sdist) as t:  # (before 2026-12-07: no examples/, jobscripts/ or docs/)
+    with tarfile.open(sdist) as t:  # (before 2026-12-06: no examples/, jobscripts/ or docs/)
         names = {"/".join(Path(n).parts[1:]) for n in t.getnames()}
     for top, pattern in (("examples", "*.toml"), ("jobscripts", "*"), ("docs", "*.md")):
         assert {f"{top}/{p.name}" for p in (REPO / top).glob(pattern)} <= names, top
@@ -106,7 +106,7 @@ def test_an_sdist_carries_the_profiles_and_a_package_named_agents_beside_an_inst
 
 
 def test_an_installed_fleet_carries_the_demo_suite_and_the_job_scripts_and_says_where_the_demo_is(tmp_path):
-    # Before 2026-12-07 the build carried neither, and `fleet run examples/demo.toml` as the
+    # Before 2026-12-06 the build carried neither, and `fleet run examples/demo.toml` as the
     # README says was "examples/demo.toml: no such file" and nothing more.
     lib = _built(tmp_path)
     for top, pattern in (("examples", "*.toml"), ("jobscripts", "*")):
