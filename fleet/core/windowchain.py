@@ -100,6 +100,11 @@ class WindowChain:
         """Queued `job` is its chain's tail again (its follower left)."""
         pred = self.behind[job.spec.id]
         self._chain(job, pred)
+        if self.recalled and job.spec.id in self.recalled:
+            # Taken back, its node's answer to come: its node may have dropped it already, and
+            # a launch queued behind it would then start at once, on its predecessor's cores.
+            self.full.discard(job.spec.id)
+            return
         if self.tracking and job.spec.id not in self.kept:
             self._put(job, pred)
         self.full.discard(job.spec.id)
@@ -109,7 +114,7 @@ class WindowChain:
         """A chain got shorter from `head` on (its head started, or a step of it left):
         its tail may take one behind it again."""
         tail = self._chain_of(self.next[head.spec.id])[-1] if head.spec.id in self.next else head
-        if tail.spec.id in self.full:
+        if tail.spec.id in self.full and not (self.recalled and tail.spec.id in self.recalled):  # (see _retail)
             self.full.discard(tail.spec.id)
             self._open_queued(tail, tail.placement[0].node)
 

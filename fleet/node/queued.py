@@ -26,6 +26,7 @@ launch could not be made when it was due releases them at once (the zygote's rea
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import time
 
@@ -33,6 +34,7 @@ from fleet.wire import messages as P
 
 # The outcomes of a step that runs again at once (fleet.core.states.AT_ONCE, the same).
 GOES_ON = frozenset({"next", "restart"})
+FORGET_S = 600.0  # how long a step that went on is remembered (Queued._remember)
 
 
 class Queued:
@@ -42,7 +44,8 @@ class Queued:
         self._after: dict[str, list[tuple[P.Launch, bytes | None]]] = {}
         self._keys: dict[tuple[str, int], str] = {}  # (step, attempt) -> the step it waits for
         self._steps: dict[str, int] = {}  # held step -> its launches held (a chain may wait for it)
-        self._went_on: set[str] = set()  # went on, or dropped so, since its last launch here
+        # went on, or dropped so, since its last launch here -> when (oldest first: _forget)
+        self._went_on: collections.OrderedDict[str, float] = collections.OrderedDict()
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -74,14 +77,14 @@ class Queued:
         waiting for them in turn; their (step, attempt), each chain's tail first."""
         chain: list[tuple[str, int]] = []
         todo = [step]
-        self._went_on.add(step)
+        self._remember(step)
         while todo:
             for msg, _ in self._after.pop(todo.pop(), ()):
                 del self._keys[(msg.step, msg.attempt)]
                 self._unhold(msg.step)
                 chain.append((msg.step, msg.attempt))
                 todo.append(msg.step)
-                self._went_on.add(msg.step)
+                self._remember(msg.step)
         return chain[::-1]
 
     def gone(self, msg: P.Launch) -> bool:
@@ -89,11 +92,24 @@ class Queued:
         dropped so) before it came. Any launch of a step here forgets that of it."""
         if not self._went_on:
             return False
-        self._went_on.discard(msg.step)
+        self._went_on.pop(msg.step, None)
         if msg.after not in self._went_on:
             return False
-        self._went_on.add(msg.step)
+        self._remember(msg.step)
         return True
+
+    def _remember(self, step: str) -> None:
+        """Remember that ``step`` went on (or was dropped so), and forget those that did
+        longer than FORGET_S ago: a launch queued behind one is in flight for moments, not
+        minutes (its node would be lost first), and a step that goes on and then runs on
+        another node is never launched here again; unforgotten, a node of a million-step
+        run of stages would keep an id for each."""
+        now = time.monotonic()
+        went = self._went_on
+        went.pop(step, None)
+        went[step] = now
+        while now - went[next(iter(went))] > FORGET_S:  # (ends at `step` at the latest)
+            went.popitem(last=False)
 
     def holds(self, step: str) -> bool:
         """Whether a launch of ``step`` is held here (a launch may wait behind it)."""

@@ -38,3 +38,18 @@ def test_a_launch_queued_behind_a_step_that_went_on_before_it_came_is_dropped_un
     assert q.gone(launch("q", "p")) and q.gone(launch("r", "q")) and q.gone(launch("s", "a"))
     assert not q.gone(launch("p", "")) and not q.gone(launch("t", "p"))  # p runs again: behind it as ever
     assert not q.gone(launch("q", "other")) and not q.gone(launch("u", "q"))  # q launched anew
+
+
+def test_steps_that_went_on_are_forgotten_after_a_while_so_a_long_run_of_stages_keeps_no_id_for_each(monkeypatch):
+    # A step that goes on and then runs on another node is never launched here again;
+    # remembered for ever, a node of a million-step run of stages would keep an id for each.
+    import fleet.node.queued as queued
+    clock = [1000.0]
+    monkeypatch.setattr(queued.time, "monotonic", lambda: clock[0])
+    q = Queued()
+    for i in range(1000):
+        q.behind(f"p{i}")
+        clock[0] += 1.0
+    assert len(q._went_on) <= queued.FORGET_S + 1
+    assert q.gone(launch("late", "p999"))  # one a moment ago: still remembered
+    assert not q.gone(launch("later", "p0"))  # long ago: forgotten
