@@ -7,7 +7,7 @@ a wheel or `pip install .` carries them:
   installed fleet found no profile, not even `local`.
 - examples/*.toml (the README's demo suite) as fleet/examples/ and jobscripts/* (the
   Slurm and PBS job scripts) as fleet/jobscripts/: copies for the user to take
-  (fleet.shipped finds them; `fleet run examples/demo.toml` where there is none says
+  (fleet.site.shipped finds them; `fleet run examples/demo.toml` where there is none says
   where the installed one is)."""
 
 import shutil
