@@ -57,9 +57,9 @@ RESTART_LOOP = ("it asked to restart again after {most} restarts in this run (fl
 # 2026-12-06 a parent that submitted a child that always failed in every phase did so
 # for ever, a phase and a child's run each time (3,400 in 40 s as found), burning the allocation.
 MAX_RESUBMITS = 20
-RESUBMIT_LOOP = ("it submitted child {child} again after it ended without success {ended} times in this run "
+RESUBMIT_LOOP = ("it submitted child {child} again after it ended without success {ended} times in a row in this run "
                  "(ctx.submit, or a file in $FLEET_SUBMIT_DIR with protocol \"steps\": a loop, it seems; a child "
-                 "that ended without success is submitted again at most {most} times a run); not retried")
+                 "that ended without success is submitted again at most {most} times in a row); not retried")
 
 
 class Family:
@@ -111,13 +111,19 @@ class Phases:
 
     def _count_again(self, fam: Family, steps) -> None:
         """Count each child submitted again after it ended without success (it runs
-        again: fleet.core.generations), for resubmit_loop."""
+        again: fleet.core.generations), for resubmit_loop; one submitted again after it
+        succeeded starts its count over (the loop is of failures in a row: a long
+        convergence loop whose child fails now and then is none)."""
         for s in steps:
             job = self._jobs.get(s.id)
-            if job is not None and job.state in S.FINAL and job.state not in S.GOOD:
+            if job is None or job.state not in S.FINAL:
+                continue
+            if job.state not in S.GOOD:
                 if fam.again is None:
                     fam.again = {}
                 fam.again[s.id] = fam.again.get(s.id, 0) + 1
+            elif fam.again:
+                fam.again.pop(s.id, None)
 
     def resubmit_loop(self, parent: str, ids) -> str | None:
         """Why the parent submitting the children `ids` would be a loop: one of them ended

@@ -156,7 +156,7 @@ def test_a_parent_that_submits_its_failing_child_again_in_every_phase_fails_as_a
     run_dir = tmp_path / "resubmits"
     first = fleet("run", str(suite), "--max-attempts", "1", cwd=tmp_path, timeout=120)
     assert first.returncode == 1, first.stdout + first.stderr
-    why = "it submitted child p/c again after it ended without success 21 times in this run"
+    why = "it submitted child p/c again after it ended without success 21 times in a row in this run"
     assert "failed     p: " + why in first.stdout, first.stdout
     assert "blocked    after" in first.stdout, first.stdout
     children = [x for x in ran(run_dir) if x["what"] == "child"]

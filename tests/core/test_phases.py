@@ -210,8 +210,8 @@ def test_a_parent_that_submits_a_failed_child_again_past_twenty_times_in_a_run_i
     for n in range(21):  # the child's first run, then twenty more: each submitted again after it failed
         assert starts(_phase(sched, "p", S.FAILED, float(n))) == ["p"]
     why = sched.resubmit_loop("p", ["p/x", "p/c"])
-    assert why is not None and "child p/c again" in why and "without success 21 times in this run" in why
-    assert "a loop" in why and "at most 20 times a run" in why and "not retried" in why
+    assert why is not None and "child p/c again" in why and "without success 21 times in a row in this run" in why
+    assert "a loop" in why and "at most 20 times in a row" in why and "not retried" in why
     assert sched.resubmit_loop("p", ["p/x"]) is None  # (only a submission that holds it)
     # What fleet.control.children feeds then: the parent's attempt fails, final; the child stays as it ended.
     out = sched.handle(StepExited("p", 1, S.FAILED, why, final=True), 30.0)
@@ -234,3 +234,13 @@ def test_a_parent_that_submits_a_child_that_succeeded_again_each_phase_is_no_loo
     for n in range(30):  # a convergence loop: its child succeeds, and runs again in the next phase
         assert starts(_phase(sched, "p", S.SUCCEEDED, float(n))) == ["p"]
     assert sched.family("p")[1] == 30
+
+
+def test_a_child_that_fails_now_and_then_in_a_long_convergence_loop_is_no_loop():
+    # Twenty failures in all, but never more than four in a row: a success starts the count over.
+    sched = Scheduler()
+    sched.handle(NodeJoined(node("n", 1)), 0.0)
+    sched.handle(submission(suite({"id": "p"}).steps), 0.0)
+    for n in range(60):
+        ends = S.FAILED if n % 3 else S.SUCCEEDED
+        assert starts(_phase(sched, "p", ends, float(n))) == ["p"]
