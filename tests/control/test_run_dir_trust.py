@@ -113,13 +113,16 @@ def test_an_entry_of_another_user_in_the_run_directory_is_refused_naming_it(tmp_
         assert (tmp_path / "precious.txt").read_text() == "mine\n"
 
 
-UMASK_SUITE = r'''
+# A step that makes a directory of its own and an output's (the user's, under their umask).
+STEP_DIRS = r'''
 [[steps]]
 id = "grp/a"
 workdir = "."
 command = "mkdir -p mine && echo x > data/out.txt"
 outputs = ["data/out.txt"]
+'''
 
+UMASK_SUITE = STEP_DIRS + r'''
 [[steps]]
 id = "gen"
 protocol = "steps"
@@ -154,13 +157,7 @@ FILES_SUITE = r'''
 [[steps]]
 id = "called"
 call = "steps:record"
-
-[[steps]]
-id = "grp/a"
-workdir = "."
-command = "mkdir -p mine && echo x > data/out.txt"
-outputs = ["data/out.txt"]
-
+''' + STEP_DIRS + r'''
 [[steps]]
 id = "flaky"
 workdir = "."

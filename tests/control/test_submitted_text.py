@@ -11,19 +11,13 @@ from pathlib import Path
 import pytest
 
 from children_steps import ran
-from fleetharness import assert_nothing_left, events, fleet, write_suite
+from fleetharness import assert_nothing_left, events, exits, run_named
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fleet's nodes need Linux")
 
 
 def run(tmp_path: Path, body: str, name: str = "kids", timeout: float = 120.0):
-    suite = write_suite(tmp_path / f"{name}.toml", f'[suite]\nname = "{name}"\nrun_dir = "{name}"\n' + body)
-    r = fleet("run", str(suite), cwd=tmp_path, timeout=timeout)
-    return r, tmp_path / name
-
-
-def exits(run_dir: Path, step: str) -> list[dict]:
-    return [e for e in events(run_dir) if e["kind"] == "exit" and e["step"] == step]
+    return run_named(tmp_path, body, name, timeout)
 
 
 def test_a_file_name_that_is_not_utf8_in_any_field_ctx_submit_takes_is_refused_there_naming_step_and_field(tmp_path):

@@ -94,6 +94,18 @@ def events(run_dir: Path) -> list[dict]:
     return out
 
 
+def exits(run_dir: Path, step: str) -> list[dict]:
+    """The `exit` records of `step` in run_dir's events.jsonl, in order."""
+    return [e for e in events(run_dir) if e["kind"] == "exit" and e["step"] == step]
+
+
+def run_named(tmp_path: Path, body: str, name: str, timeout: float = 120.0):
+    """`fleet run` of a suite named `name` (its run directory tmp_path/name) whose steps are
+    `body`: (the completed process, the run directory)."""
+    suite = write_suite(tmp_path / f"{name}.toml", f'[suite]\nname = "{name}"\nrun_dir = "{name}"\n' + body)
+    return fleet("run", str(suite), cwd=tmp_path, timeout=timeout), tmp_path / name
+
+
 def records(run_dir: Path) -> list:
     """The run's events as typed records (fleet.wire.events): a test that reads a field
     by attribute breaks when the field is renamed."""

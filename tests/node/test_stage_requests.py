@@ -14,7 +14,7 @@ import msgpack
 import pytest
 
 from fleet.node import childreport, protocol, stepcontext
-from fleetharness import assert_nothing_left, events, fleet, write_suite
+from fleetharness import assert_nothing_left, exits, fleet, run_named, write_suite
 
 LIMIT = 1024  # bytes: the documented longest stage (protocol.STAGE_MAX)
 
@@ -22,13 +22,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fl
 
 
 def run(tmp_path: Path, body: str, name: str = "st", timeout: float = 150.0):
-    suite = write_suite(tmp_path / f"{name}.toml", f'[suite]\nname = "{name}"\nrun_dir = "{name}"\n' + body)
-    r = fleet("run", str(suite), cwd=tmp_path, timeout=timeout)
-    return r, tmp_path / name
-
-
-def exits(run_dir: Path, step: str) -> list[dict]:
-    return [e for e in events(run_dir) if e["kind"] == "exit" and e["step"] == step]
+    return run_named(tmp_path, body, name, timeout)
 
 
 def seen(run_dir: Path, step: str) -> list[dict]:
