@@ -24,7 +24,7 @@ from pathlib import Path
 import zmq
 
 from fleet.control import (cancelling, comingup, drain, early, eventlines, heap, jobend, launching, nodemarkers,
-                           outcomes, preloads, recording, reports, store, turns, turntrace)
+                           outcomes, preloads, recording, reports, rezygote, store, turns, turntrace)
 from fleet.control.claims import Claims
 from fleet.control.holdtimer import HoldTimer
 from fleet.control.intake import Intake
@@ -239,6 +239,8 @@ class Coordinator:
             self.markers.written(agent.node, msg)
         elif isinstance(msg, P.Ok) and msg.what in ("bye", "warned"):  # unasked: its node is lost, or it was warned
             jobend.said(self, agent, msg, now)  # (a signal: the job ends, fleet.control.jobend)
+        elif isinstance(msg, P.Ok) and msg.what == "restarted":  # its zygote died: a new one (fleet.node.rezygote)
+            rezygote.restarted(self, agent, msg, now)
         else:
             self.transport.warn(f"unexpected:{type(msg).__name__}",
                                 f"dropped an unexpected {type(msg).__name__} from an agent")

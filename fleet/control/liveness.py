@@ -38,6 +38,7 @@ class Agent:
     memory: int = 0  # bytes it offers
     memory_used: int = -1  # bytes in use on it, as its last heartbeat said (-1: not said)
     memory_noted: int = -1  # the high last recorded (-1: none yet)
+    restarts: int = 0  # its zygotes restarted (fleet.control.rezygote)
 
 
 # Heartbeats each way per second that one coordinator takes at most. Each costs it tens

@@ -36,7 +36,7 @@ import subprocess
 import sys
 import time
 
-from fleet.node import child, jobend, markers, memlimit, memwatch, orphans, session, watcher
+from fleet.node import child, jobend, markers, memlimit, memwatch, orphans, rezygote, session, watcher
 from fleet.node.agentargs import arguments, node_name, offered_cores, offered_gpus  # noqa: F401  (node_name: tests)
 from fleet.node.hello import await_hello, zygote_end
 from fleet.node.launcherenv import clean_environment
@@ -107,6 +107,10 @@ class Agent:
         self.idle = True  # no step launched here and not yet exited: the writer wakes the loop
         # Our children not to end with the orphans: the watcher, which outlives us on purpose.
         self.keep = frozenset({w.pid for w in [getattr(args, "watcher", None)] if w is not None})
+        # A zygote that dies unasked is restarted (fleet.node.rezygote): how often; what a new one needs
+        # again; its writes held until its Hello (None: none importing); how the last died.
+        self.restarts, self.unstarted = rezygote.Restarts(), rezygote.Unstarted()
+        self.booting, self.died, self.preloads_replayed = None, "", 0
 
     def send(self, msg) -> None:
         """Send one of our own messages to the coordinator (after the reports held)."""
@@ -148,7 +152,10 @@ class Agent:
                 self.markers.unsay(progress)
 
     def to_zygote(self, *payloads: bytes) -> bool:
-        """Write encoded messages to the zygote, in one write; False if it is gone."""
+        """Write encoded messages to the zygote, in one write (held while a new one imports); False if it is gone."""
+        if self.booting is not None:
+            self.booting += payloads
+            return True
         try:
             framing.write_payloads(self.req_w, list(payloads))
             return True
@@ -202,9 +209,10 @@ class Agent:
             if zygote_open and self.rep_r in ready:
                 data = os.read(self.rep_r, 1 << 16)
                 if not data:
-                    zygote_open = False
                     poller.unregister(self.rep_r)
-                    self._zygote_closed()
+                    zygote_open = self._zygote_closed()
+                    if zygote_open:  # a new one's (fleet.node.rezygote)
+                        poller.register(self.rep_r, zmq.POLLIN)
                 else:
                     self._from_zygote(data)
             now = time.monotonic()
@@ -218,17 +226,15 @@ class Agent:
                 self.stopping = f"no word from the coordinator for {now - self.last_heard:.1f} s"
             if now >= next_beat:
                 self.send(P.Heartbeat(self.node, memory_used=memwatch.node_used(getattr(self.args, "memory", 0))))
-                if zygote_open:
+                if zygote_open and self.booting is None:
                     self.to_zygote(P.encode(P.Tick()))
                 next_beat = now + self.heartbeat_s
         return self._stop(zygote_open)
 
-    def _zygote_closed(self) -> None:
-        """The zygote's pipe closed. Unasked, it died under us: how (and what it ran) the
-        goodbye says, the coordinator judging its steps by it (fleet.control.jobend)."""
-        if not self.stopping:
-            self.zygote_end = zygote_end(self.zygote)
-            self.stopping = f"the zygote {self.zygote_end}"
+    def _zygote_closed(self) -> bool:
+        """The zygote's pipe closed. Unasked, it died under us: True if a new one was started
+        (fleet.node.rezygote); else the goodbye says how, judged by the coordinator (fleet.control.jobend)."""
+        return not self.stopping and rezygote.closed(self, zygote_end(self.zygote), start_zygote)
 
     def _wait(self, now: float, next_beat: float) -> float:
         """Seconds the loop may wait: until the next beat, or sooner for the reports held,
@@ -331,9 +337,14 @@ class Agent:
             if isinstance(msg, P.Launch):
                 self.graces[(msg.step, msg.attempt)] = msg.grace
                 self.memory.launched(msg)
+                self.unstarted.launched((msg.step, msg.attempt), frame, msg.after)
                 relayed.append(frame)  # as it came: decoding it was the check
                 launches = True
-            elif isinstance(msg, (P.Kill, P.Preload)):
+            elif isinstance(msg, P.Kill):
+                self.unstarted.killed((msg.step, msg.attempt), frame)
+                relayed.append(frame)
+            elif isinstance(msg, P.Preload):
+                self.unstarted.preloads.append(frame)
                 relayed.append(frame)
             elif isinstance(msg, P.Markers):
                 self.markers.add(msg.files, msg.last)
@@ -351,8 +362,12 @@ class Agent:
 
     def _from_zygote(self, data: bytes) -> None:
         """Relay the zygote's reports in ``data`` (the next bytes of its stream), as one batch."""
+        if self.booting is not None:  # a new zygote's first words (fleet.node.rezygote)
+            return rezygote.boot(self, data)
         out = []
         for payload, msg in self.reader.feed_frames(data):
+            if isinstance(msg, (P.Started, P.Exited, P.Dropped)):
+                self.unstarted.done((msg.step, msg.attempt))
             if isinstance(msg, P.Started):
                 self.pgids[(msg.step, msg.attempt)] = msg.pgid
                 self.memory.started(msg)
@@ -374,6 +389,8 @@ class Agent:
                 self._take_warning(msg.signal)
                 self._say_warned(msg.signal)
                 continue
+            elif rezygote.answered(self, msg):
+                continue  # (a new zygote's first words, as the agent stops; its answer to a replayed Preload)
             elif not isinstance(msg, P.Preloaded):
                 self._warn(f"dropped an unexpected {msg.TYPE} message from the zygote")
                 continue
@@ -384,6 +401,7 @@ class Agent:
         self.reader.dropped.clear()
 
     def _stop(self, zygote_open: bool) -> int:
+        self.booting = None  # (a new zygote still importing reads the Shutdown after)
         self.hold_s = 0.0  # what the steps stopped now report goes at once
         self._release_doubts(math.inf)
         self.report([])
@@ -450,8 +468,10 @@ def main(argv: list[str] | None = None) -> int:
     # a cgroup v2 choice moves with this process), logged, and said in the Join.
     args.memlimit = memlimit.choose(os.environ.pop("FLEET_MEMLIMIT", "auto"))
     print(f"fleet agent {args.node}: memory limits: {args.memlimit.describe()}", file=sys.stderr, flush=True)
-    token = watcher.new_token()  # in every step's environment: its watcher ends them if we die with the zygote
-    zygote, req_w, rep_r = start_zygote(args.preload, fence=0.5 * timeout, limits=args.memlimit.arg(), token=token)
+    # The token: in every step's environment (a new zygote's: fleet.node.rezygote), its watcher ends them if we die.
+    token = args.token = watcher.new_token()
+    args.zygote_fence = 0.5 * timeout
+    zygote, req_w, rep_r = start_zygote(args.preload, fence=args.zygote_fence, limits=args.memlimit.arg(), token=token)
     cgroups = args.memlimit.root if args.memlimit.kind in (memlimit.CGROUP1, memlimit.CGROUP2) else ""
     # Its grace: the zygote's for a lost agent, done well before the coordinator may count
     # us lost; it fences steps of a frozen node when the zygote would (fleet.node.watcher).

@@ -126,6 +126,18 @@ class Enforcer:
             return payload
         return payload if judged is msg else P.encode(judged)
 
+    def forget(self, key: tuple[str, int]) -> None:
+        """A step whose zygote died under it (fleet.node.rezygote): ended without an
+        Exited; its cgroup removed (what is left in it killed), nothing judged."""
+        watched = self.watched.pop(key, None)
+        if self.limits.pop(key, 0) and self.cgroups:
+            path = M.cgroup_dir(self.choice, *key)
+            if not M.remove(path):
+                M.kill_members(path)
+                self.dying[path] = REMOVE_TRIES
+        elif watched is not None:
+            _kill([], watched.sessions)
+
     def due_in(self, now: float) -> float | None:
         """Seconds until the next sample or removal retry; None if nothing waits."""
         if self.watched or self.dying:

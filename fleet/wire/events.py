@@ -146,6 +146,19 @@ class NodeLost(Record):
     reason: str = ""
 
 
+@_record("zygote_restarted")
+class ZygoteRestarted(Record):
+    """A node's fork server (zygote) died under its agent (`reason`: how), which started
+    a new one (`zygote_pid`), its `restarts`th in this fleet; `steps`: those that had
+    started in the dead one, each ended so (fleet.node.rezygote)."""
+
+    node: str = ""
+    reason: str = ""
+    zygote_pid: int = 0
+    restarts: int = 0
+    steps: list = field(default_factory=list)
+
+
 @_record("preloaded")
 class Preloaded(Record):
     """A node's zygote imported a suite's preload modules while serving, or could not

@@ -43,9 +43,11 @@ from typing import Any
 
 import msgpack
 
-VERSION = 3  # 2: the per-step messages by shape, msgpack arrays (fleet.wire.shapes); 3: a zygote
+VERSION = 4  # 2: the per-step messages by shape, msgpack arrays (fleet.wire.shapes); 3: a zygote
 # drops the launches queued behind a step that goes on (next, restart) instead of starting them,
-# and the core promotes none then (fleet.node.queued): a fleet of 2 would run both
+# and the core promotes none then (fleet.node.queued): a fleet of 2 would run both; 4: an agent
+# restarts a zygote that died (Ok "restarted": its coordinator ends the steps that ran in it,
+# fleet.node.rezygote), where a fleet of 3 would have them running for good
 # Encoded as ``[v, type, *fields]`` (fleet.wire.shapes): what crosses a hop on every step.
 SHAPED = frozenset({"launch", "started", "exited"})
 # The largest ZeroMQ frame a socket accepts (its MAXMSGSIZE): bigger ones are dropped
@@ -550,12 +552,15 @@ class Ok:
     system's warning signal reached the agent (the coordinator drains), or, zygote to
     agent, the zygote (the exits it sends after it are the warned steps'). A goodbye after
     the agent's zygote died under it says how (``zygote``: "killed by SIGKILL", "exit
-    status 1") and the [step, attempt] it was running then (``steps``)."""
+    status 1") and the [step, attempt] it was running then (``steps``). ``Ok("restarted")``,
+    agent -> coordinator: its zygote died so (``zygote``) and the agent started a new one
+    (``pid``) and ended the ``steps`` that had started in the old (fleet.node.rezygote)."""
 
     what: str = ""
     signal: str = ""
     zygote: str = ""
     steps: tuple = ()
+    pid: int = 0
 
 
 @message("error")

@@ -5,7 +5,9 @@ recorded "the agent on node1 stopped on its own" and retried the step elsewhere 
 lost, where it killed the next node's zygote: with `retries = 2` on two nodes, every
 node was lost and the fleet stopped itself. Now the agent's goodbye says how the zygote
 died and what it ran (fleet.node.agent.zygote_end), and a step that ran there alone
-fails, not retried, with that reason (fleet.control.jobend.zygote_died). Real fleets."""
+fails, not retried, with that reason (fleet.control.jobend.zygote_died). Since
+2026-12-06 the agent starts a new zygote and its node stays (fleet.node.rezygote,
+fleet.control.rezygote): the reasons say so, and no node is lost. Real fleets."""
 
 from __future__ import annotations
 
@@ -19,11 +21,12 @@ from fleetharness import assert_nothing_left, events, fleet, write_suite
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fleet's nodes need Linux")
 CORES = len(os.sched_getaffinity(0))
 ALONE = ("its node's fork server (zygote) was killed by SIGKILL while this step ran, alone on {node}: likely by this "
-         "step (the zygote is its parent process, $PPID); not retried, since each retry would take another node")
+         "step (the zygote is its parent process, $PPID); not retried (each retry could kill a fork server again); "
+         "the node started a new one")
 
 
 @pytest.mark.skipif(CORES < 2 or CORES % 2, reason="two pretend nodes of equal cores: needs an even number of cores")
-def test_a_step_that_kills_its_zygote_alone_fails_unretried_and_the_other_node_runs_on(tmp_path):
+def test_a_step_that_kills_its_zygote_alone_fails_unretried_and_its_node_gets_a_new_zygote(tmp_path):
     per = CORES // 2  # (each step fills a node: the killer runs there alone)
     suite = write_suite(tmp_path / "s.toml", f"""[suite]
 name = "s"
@@ -55,13 +58,13 @@ deps = ["other"]
     assert killer[0]["reason"] == ALONE.format(node=node)
     assert {e["step"]: e["outcome"] for e in exits if e["step"] != "killer"} == {"other": "succeeded",
                                                                                  "later": "succeeded"}
-    lost = [e for e in events(run_dir) if e["kind"] == "node_lost"]
-    assert [(e["node"], e["reason"]) for e in lost] == [
-        (node, "the agent stopped: its fork server (zygote) was killed by SIGKILL")], lost
+    assert not [e for e in events(run_dir) if e["kind"] == "node_lost"]
+    restarted = [e for e in events(run_dir) if e["kind"] == "zygote_restarted"]
+    assert [(e["node"], e["reason"], e["steps"]) for e in restarted] == [(node, "was killed by SIGKILL", ["killer"])]
     assert not [e for e in events(run_dir) if e["kind"] == "retry"]
     assert f"failed     killer: {ALONE.format(node=node)}" in r.stdout and "every node was lost" not in r.stdout, r.stdout
     agents = "".join(p.read_text() for p in (run_dir / "agents").iterdir() if p.is_file())
-    assert f"fleet agent {node}: stopping: the zygote was killed by SIGKILL" in agents, agents
+    assert f"fleet agent {node}: the zygote was killed by SIGKILL: started a new one" in agents, agents
     assert_nothing_left(run_dir)
 
 
@@ -82,8 +85,8 @@ command = "sleep 1; kill -9 $PPID"
     r = fleet("run", str(suite), "--nodes", "1", cwd=tmp_path, timeout=120)
     run_dir = tmp_path / "run"
     assert r.returncode != 0, r.stdout + r.stderr
-    why = ("the agent on node1 stopped: its fork server (zygote) was killed by SIGKILL while sleeper, killer ran "
-           "there (which, if any, did it is not known)")
+    why = ("its node's fork server (zygote) was killed by SIGKILL while sleeper, killer ran on node1 (which, if any, "
+           "did it is not known); the node started a new one")
     exits = {e["step"]: (e["outcome"], e["reason"]) for e in events(run_dir) if e["kind"] == "exit"}
     assert exits == {"sleeper": ("lost", why), "killer": ("lost", why)}, exits
     assert_nothing_left(run_dir)

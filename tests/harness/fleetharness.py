@@ -143,6 +143,8 @@ def fleet_pids(run_dir: Path) -> set[int]:
             pids.add(e["pid"])
         elif e["kind"] == "node_joined":
             pids.update((e["pid"], e["zygote_pid"]))
+        elif e["kind"] == "zygote_restarted":  # (a node's new zygote: fleet.node.rezygote)
+            pids.add(e["zygote_pid"])
         elif e["kind"] == "started":
             pids.add(e["pid"])
     return pids

@@ -75,12 +75,12 @@ def test_every_message_survives_encode_and_decode_unchanged(msg):
     assert decode(encode(msg)) == msg
 
 
-def test_every_message_type_carries_its_type_and_protocol_version_3():
-    assert VERSION == 3
+def test_every_message_type_carries_its_type_and_protocol_version_4():
+    assert VERSION == 4
     assert {"launch", "kill", "shutdown", "tick", "hello", "refused", "started",
             "exited"} <= set(messages._TYPES)
     body = msgpack.unpackb(encode(Refused("no")))
-    assert body == {"v": 3, "type": "refused", "reason": "no", "preload": False}
+    assert body == {"v": 4, "type": "refused", "reason": "no", "preload": False}
 
 
 def test_one_launch_class_serves_the_coordinator_and_the_zygote_whatever_sequence_it_was_given():
@@ -104,27 +104,28 @@ def test_a_command_keeps_its_form_as_a_list_or_a_shell_string():
 
 
 @pytest.mark.parametrize("body, why", [
-    ({"type": "launchx", "v": 3}, "unknown message type"),
-    ({"v": 3, "reason": "x"}, "unknown message type"),
-    ({"type": ["refused"], "v": 3, "reason": "x"}, "unknown message type"),
+    ({"type": "launchx", "v": 4}, "unknown message type"),
+    ({"v": 4, "reason": "x"}, "unknown message type"),
+    ({"type": ["refused"], "v": 4, "reason": "x"}, "unknown message type"),
     ({"type": "refused", "v": 1, "reason": "x"}, "protocol version"),  # version 1: maps only, before shapes
     ({"type": "refused", "v": 2, "reason": "x"}, "protocol version"),  # 2: queued steps started behind a go-on
+    ({"type": "refused", "v": 3, "reason": "x"}, "protocol version"),  # 3: a dead zygote was not restarted
     ({"type": "refused", "reason": "x"}, "protocol version"),
     ({"type": "refused", "v": True, "reason": "x"}, "protocol version"),
-    ({"type": "refused", "v": 3}, "refused"),
-    ({"type": "refused", "v": 3, "reason": "x", "extra": 1}, "unknown fields"),
-    ({"type": "kill", "v": 3, "step": "s", "attempt": True, "signal": 9}, "attempt"),
-    ({"type": "kill", "v": 3, "step": b"s", "attempt": 1, "signal": 9}, "step"),
-    ({"type": "started", "v": 3, "step": "s", "attempt": 1, "pid": 1, "pgid": 1, "at": "now"}, "at"),
-    ({"type": "exited", **{f: 0 for f in Exited.__dataclass_fields__}, "v": 3, "step": "s",
+    ({"type": "refused", "v": 4}, "refused"),
+    ({"type": "refused", "v": 4, "reason": "x", "extra": 1}, "unknown fields"),
+    ({"type": "kill", "v": 4, "step": "s", "attempt": True, "signal": 9}, "attempt"),
+    ({"type": "kill", "v": 4, "step": b"s", "attempt": 1, "signal": 9}, "step"),
+    ({"type": "started", "v": 4, "step": "s", "attempt": 1, "pid": 1, "pgid": 1, "at": "now"}, "at"),
+    ({"type": "exited", **{f: 0 for f in Exited.__dataclass_fields__}, "v": 4, "step": "s",
       "outcome": "failed", "affinity": [], "placement_ok": True, "error": 3}, "error"),
     ([1, 2, 3], "protocol version"),
     ("refused", "not a map"),
     ([3], "without its version and type"),
-    ([3, "started", "s", 1, 1, 1], "missing fields"),
-    ([3, "started", "s", 1, 1, 1, 0.5, "extra"], "6 fields, it has 5"),
-    ([3, "started", "s", True, 1, 1, 0.5], "attempt"),
-    ([3, "nope", "s"], "unknown message type"),
+    ([4, "started", "s", 1, 1, 1], "missing fields"),
+    ([4, "started", "s", 1, 1, 1, 0.5, "extra"], "6 fields, it has 5"),
+    ([4, "started", "s", True, 1, 1, 0.5], "attempt"),
+    ([4, "nope", "s"], "unknown message type"),
 ])
 def test_decode_rejects_what_is_not_a_known_message_with_a_protocol_error(body, why):
     with pytest.raises(ProtocolError, match=why):
@@ -138,8 +139,8 @@ def test_a_version_mismatch_names_the_version_it_got():
 
 
 def test_optional_fields_may_be_left_out_and_take_their_defaults():
-    assert decode(msgpack.packb({"type": "shutdown", "v": 3})) == Shutdown(None)  # each step its own grace
-    assert decode(msgpack.packb({"type": "submit", "v": 3, "suite": "/s.toml"})) == Submit("/s.toml")
+    assert decode(msgpack.packb({"type": "shutdown", "v": 4})) == Shutdown(None)  # each step its own grace
+    assert decode(msgpack.packb({"type": "submit", "v": 4, "suite": "/s.toml"})) == Submit("/s.toml")
 
 
 def test_an_unknown_field_is_refused_on_the_zeromq_bound_and_on_the_pipe_bound_alike():
@@ -201,7 +202,7 @@ def test_a_frame_reader_fed_one_byte_at_a_time_waits_for_whole_frames():
 
 
 def test_a_frame_reader_drops_a_malformed_frame_and_keeps_the_ones_around_it():
-    bad = msgpack.packb({"type": "nonsense", "v": 3})
+    bad = msgpack.packb({"type": "nonsense", "v": 4})
     stream = frame(Kill("a", 1, 9)) + struct.pack(">I", len(bad)) + bad + frame(Kill("b", 1, 9))
     reader = FrameReader()
     assert reader.feed(stream) == [Kill("a", 1, 9), Kill("b", 1, 9)]

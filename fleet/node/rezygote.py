@@ -1,0 +1,221 @@
+"""A zygote that died under its agent, unasked: the agent starts a new one.
+
+The kernel's OOM killer picks the zygote (the big pre-imported process), a preloaded C
+extension segfaults, a stray kill: before, the agent stopped and its node left the
+fleet for the rest of the allocation. Now the agent, once its zygote's pipe closed:
+
+- ends what the dead zygote's steps left (their process groups and sessions, then every
+  process below the agent but its watcher: fleet.node.orphans; all of it was the dead
+  zygote's) and removes their memory cgroups: nothing of them outlives the fleet, and
+  none of them is judged by a process that may still write its outputs;
+- starts a new zygote as the first was started (the same preload modules and memory
+  limits, the agent's token in its environment, the agent's own cgroup and
+  oom_score_adj inherited as before), and the Preloads the old one had taken;
+- tells the coordinator at once (``Ok("restarted")``, with the new zygote's pid and the
+  [step, attempt] of each step that had started in the old one): it ends those steps
+  (fleet.control.rezygote), logs it, and records a ``zygote_restarted`` node event;
+- keeps heartbeating while the new zygote imports (a preload may take tens of seconds
+  on a parallel filesystem), holding what the coordinator sends for it meanwhile;
+- once the new zygote's Hello comes, writes it the launches the old one had surely not
+  started (queued behind a step still running: Unstarted.held), in the order they came,
+  then what was held. Every other launch whose Started never came may have started (a
+  step can kill its zygote before its Started is written) and ends with the steps that
+  ran: none runs twice.
+
+Bounded: at most MAX_RESTARTS restarts in WINDOW_S. The next death stops the agent as
+before (its node leaves the fleet), its goodbye saying why. A new zygote that dies
+before its Hello (a preload that now fails to import) also stops the agent: a preload
+that crashes at once is not retried in a loop.
+
+Left as it was: the agent's watcher (fleet.node.watcher) keeps the first zygote's pid
+for its frozen-node check; a gone zygote counts as stopped there, which only matters
+when the agent itself is stopped (SIGSTOP) for the fence time: then the steps are
+killed at once, as the new zygote's own fencing would.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import time
+
+from fleet.node import orphans, session
+from fleet.wire import framing
+from fleet.wire import messages as P
+
+MAX_RESTARTS = 3  # at most this many new zygotes ...
+WINDOW_S = 600.0  # ... within this many seconds; the next death stops the agent
+
+
+class Restarts:
+    """When this agent's zygotes were restarted (the last MAX_RESTARTS, within WINDOW_S)."""
+
+    def __init__(self, most: int = MAX_RESTARTS, window: float = WINDOW_S):
+        self.most = most
+        self.window = window
+        self.times: collections.deque[float] = collections.deque()
+        self.total = 0
+
+    def allow(self, now: float) -> bool:
+        """True (and counted) if one more restart is within the bound."""
+        while self.times and now - self.times[0] > self.window:
+            self.times.popleft()
+        if len(self.times) >= self.most:
+            return False
+        self.times.append(now)
+        self.total += 1
+        return True
+
+    def refusal(self) -> str:
+        """Why no more: said in the agent's goodbye after how the zygote died."""
+        return (f"(restarted {len(self.times)} time(s) in the last {self.window:g} s, at most {self.most}: "
+                f"not restarted again)")
+
+
+class Unstarted:
+    """What the agent wrote its zygote that a new zygote may need again: each launch
+    not yet started (with the step it waits for, and the Kills that followed it), and
+    the Preloads taken."""
+
+    def __init__(self) -> None:
+        self.frames: dict[tuple[str, int], list[bytes]] = {}  # in launch order
+        self.after: dict[tuple[str, int], str] = {}
+        self.preloads: list[bytes] = []
+
+    def launched(self, key: tuple[str, int], frame: bytes, after: str) -> None:
+        self.frames[key] = [frame]
+        self.after[key] = after
+
+    def killed(self, key: tuple[str, int], frame: bytes) -> None:
+        if key in self.frames:
+            self.frames[key].append(frame)
+
+    def done(self, key: tuple[str, int]) -> None:
+        """Started, exited or dropped: not for a new zygote."""
+        self.frames.pop(key, None)
+        self.after.pop(key, None)
+
+    def held(self, running: set[str]) -> list[tuple[str, int]]:
+        """The launches surely not started: each queued behind a step still ``running``
+        at the zygote's death (as far as the agent heard), or behind one such. The
+        others may have been (a launch's process can start, and kill its zygote, before
+        its Started is written): they end with the zygote's steps, never run twice."""
+        held: list[tuple[str, int]] = []
+        waiting = set(running)
+        for key in self.frames:
+            if self.after[key] and self.after[key] in waiting:
+                held.append(key)
+                waiting.add(key[0])
+        return held
+
+    def replay(self, held: list[tuple[str, int]]) -> list[bytes]:
+        """What a new zygote is written once it says hello: the Preloads, then the
+        ``held`` launches, in the order they came; every other launch forgotten."""
+        keep = set(held)
+        for key in [k for k in self.frames if k not in keep]:
+            self.done(key)
+        return [*self.preloads, *(f for fs in self.frames.values() for f in fs)]
+
+
+def end_steps(agent) -> list[list]:
+    """Kill what the dead zygote's steps left running; the [step, attempt] of each that
+    had started or may have (every launch not held: Unstarted.held), now ended here."""
+    held = set(agent.unstarted.held({s for s, _ in agent.pgids}))
+    started = sorted(k for k in agent.graces if k not in held)
+    for pgid in agent.pgids.values():
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    session.signal_each(list(agent.pgids.values()), signal.SIGKILL)
+    # Everything below the agent but its watcher is the dead zygote's now (its steps'
+    # processes, their orphans, a child it forked and had not reported yet).
+    orphans.end(0.0, keep=agent.keep, log=agent._warn)
+    for key in started:
+        agent.pgids.pop(key, None)
+        agent.graces.pop(key, None)
+        agent.memory.forget(key)
+    return [list(k) for k in started]
+
+
+def closed(agent, how: str, start) -> bool:
+    """The zygote's pipe closed, unasked (``how`` it ended): True if a new one was
+    started; else the agent stops, its goodbye saying why."""
+    if agent.booting is not None:
+        failed(agent, f"the new one {how} before saying hello")
+    elif agent.restarts.allow(time.monotonic()):
+        restart(agent, how, start)
+        return True
+    else:
+        agent.zygote_end = f"{how} {agent.restarts.refusal()}"
+        agent.stopping = f"the zygote {agent.zygote_end}"
+    return False
+
+
+def restart(agent, how: str, start) -> None:
+    """Start a new zygote for ``agent`` in place of the one that ``how`` died
+    (``start``: fleet.node.agent.start_zygote) and tell the coordinator."""
+    ended = end_steps(agent)
+    for fd in (agent.req_w, agent.rep_r):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    args = agent.args
+    agent.zygote, agent.req_w, agent.rep_r = start(args.preload, fence=args.zygote_fence,
+                                                   limits=args.memlimit.arg(), token=args.token)
+    agent.reader = framing.FrameReader()
+    agent.died = how
+    agent.booting = agent.unstarted.replay(sorted(agent.graces))  # written once it says hello (booted)
+    agent.preloads_replayed = len(agent.unstarted.preloads)
+    agent._warn(f"the zygote {how}: started a new one, pid {agent.zygote.pid} "
+                f"(restart {agent.restarts.total}); {len(ended)} step(s) that ran in it ended: "
+                + (", ".join(f"{s} (attempt {a})" for s, a in ended) or "none"))
+    agent.send(P.Ok("restarted", zygote=how, steps=tuple(ended), pid=agent.zygote.pid))
+
+
+def boot(agent, data: bytes) -> None:
+    """The new zygote's first words (``data``): at its Hello, what it is to run is
+    written; a Refused (or anything else first) stops the agent, as at its start."""
+    for _, msg in agent.reader.feed_frames(data):
+        if agent.booting is None:
+            break
+        if isinstance(msg, P.Importing):
+            continue
+        if isinstance(msg, P.Hello):
+            held, agent.booting = agent.booting, None
+            agent.memory.parent = msg.pid
+            agent._warn(f"the new zygote said hello (pid {msg.pid}, imported in {msg.import_s:.2f} s)")
+            if held and not agent.to_zygote(*held):
+                agent.stopping = agent.stopping or "the new zygote is gone"
+            continue
+        reason = msg.reason if isinstance(msg, P.Refused) else f"it sent {msg.TYPE} before its hello"
+        failed(agent, f"the new one could not serve: {reason}")
+    for reason in agent.reader.dropped:
+        agent._warn(f"dropped a malformed message from the new zygote: {reason}")
+    agent.reader.dropped.clear()
+
+
+def failed(agent, why: str) -> None:
+    """The new zygote will not serve (``why``): the agent stops, as when a zygote died
+    at its start."""
+    agent.booting = None
+    agent.zygote_end = f"{agent.died}, was restarted, and {why}"
+    agent.stopping = agent.stopping or f"the zygote {why}"
+    agent.graces.clear()  # (the goodbye names no step as the killer: the loss puts them back)
+
+
+def answered(agent, msg) -> bool:
+    """True if ``msg`` is not for the coordinator: a Preloaded that answers a Preload
+    replayed to a new zygote (the coordinator heard the first answer), or a new zygote's
+    first words that came as the agent stops."""
+    if isinstance(msg, (P.Importing, P.Hello)):
+        return True
+    if not agent.preloads_replayed or not isinstance(msg, P.Preloaded):
+        return False
+    agent.preloads_replayed -= 1
+    if not msg.ok:
+        agent._warn(f"the new zygote could not preload {', '.join(msg.modules)} again: {msg.reason}")
+    return True
+
