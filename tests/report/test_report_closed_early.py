@@ -22,17 +22,17 @@ CLOSES = """
 name = "closes"
 [[steps]]
 id = "A"
-command = "sleep 2"
-estimate = 2
+command = "sleep 12"
+estimate = 12
 [[steps]]
 id = "B"
 command = "true"
-estimate = 18
+estimate = 40
 deps = ["A"]
 [[steps]]
 id = "C"
 command = "true"
-estimate = 60
+estimate = 80
 [[steps]]
 id = "D"
 command = "true"
@@ -54,9 +54,10 @@ def test_steps_a_fleet_closed_early_keep_its_reason_in_the_report_and_the_audit_
     suite = write_suite(tmp_path / "s.toml", CLOSES)
     run = tmp_path / "run"
     env = {"FLEET_RUN_DIR": str(run)}
-    # The drain point 20 s after the fleet's start: A ends with less than B's 18 s left
-    # before it, and C (60 s) needs a longer allocation; D needs B.
-    up = fleet("up", "--local", "--walltime", "40", "--drain-before", "20", cwd=tmp_path, timeout=120, environ=env)
+    # The drain point 50 s after the fleet's start: A ends with less than B's 40 s left
+    # before it, and C (80 s) needs a longer allocation; D needs B. (B fits an allocation
+    # like this one while the fleet takes under 10 s to come up: a loaded machine's margin.)
+    up = fleet("up", "--local", "--walltime", "70", "--drain-before", "20", cwd=tmp_path, timeout=120, environ=env)
     assert up.returncode == 0, up.stderr
     try:
         r = fleet("run", str(suite), cwd=tmp_path, timeout=120, environ=env)
