@@ -60,7 +60,10 @@ class Queued:
         self._steps[msg.step] = self._steps.get(msg.step, 0) + 1
 
     def due(self, step: str) -> list[tuple[P.Launch, bytes | None]]:
-        """The launches that waited for ``step``, which was just reaped: start them now."""
+        """The launches that waited for ``step``, which was just reaped: start them now.
+        Each comes back with no ``after``: it waits for nothing any more, so that a launch
+        of the step it named, held again here meanwhile, cannot hold it a second time
+        (a cycle the zygote's reap would walk for ever)."""
         held = self._after.pop(step, None)
         if not held:
             return []
@@ -70,7 +73,7 @@ class Queued:
         # Its start is decided now, when its cores came free: its startup counts from here,
         # not from when it was handed over (re-encoded, then: a few queued steps only).
         now = time.time()
-        return [(dataclasses.replace(msg, decided_at=now), None) for msg, _ in held]
+        return [(dataclasses.replace(msg, decided_at=now, after=""), None) for msg, _ in held]
 
     def behind(self, step: str) -> list[tuple[str, int]]:
         """Drop the launches that waited for ``step`` (just reaped, going on) and those
@@ -125,9 +128,11 @@ class Queued:
         held = self._after[after]
         held[:] = [(m, p) for m, p in held if (m.step, m.attempt) != (step, attempt)]
         if step not in self._steps:  # (no other attempt of it held: never, but then they wait on)
-            for m, p in self._after.pop(step, ()):
+            # Their launches name `after` from now on: a launch of `step` that comes again
+            # (taken back, queued anew behind one of them) is not what they wait for.
+            for m, _ in self._after.pop(step, ()):
                 self._keys[(m.step, m.attempt)] = after
-                held.append((m, p))
+                held.append((dataclasses.replace(m, after=after), None))
         if not held:
             del self._after[after]
         return True
