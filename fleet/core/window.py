@@ -30,7 +30,8 @@ the decisions stay deterministic: the same events give the same queues. The rule
   while the chain is shorter than the depth; its expected end is its predecessor's
   expected end plus its own expected duration (unknown: unknown). A queued step that
   leaves the chain without starting hands its follower to its own predecessor, as the
-  node does (fleet.node.queued); only a chain's tail is taken back;
+  node does (fleet.node.queued); only a chain's tail is taken back, or a chain from a
+  step on (fleet.core.windoworder);
 - steps that run alone, span nodes or are placed on several nodes are never queued,
   nor queued behind;
 - nothing is queued on a node a reservation takes (fleet.core.reservations): what the

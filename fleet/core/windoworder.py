@@ -11,7 +11,9 @@ queued). The step it yields to then takes its place: queued behind the same
 predecessor, or behind whichever frees first, or started on the freed resources.
 
 - Same demand (`_yield`, after the pass): a class's ready steps that come before the
-  latest-ordered queued steps of their demand take one back each, latest in order first.
+  latest-ordered queued steps of their demand take one back each, latest in order first,
+  with the steps queued behind it (a chain's from that step to its tail: never one from
+  its middle, fleet.core.windowchain).
 - Waiting for one step alone (`awaited`, when a dependency's success leaves a step
   waiting for one more): the steps queued behind that one that come after it in the
   order are taken back (a chain's from the first such to its tail), so that its
@@ -21,7 +23,8 @@ predecessor, or behind whichever frees first, or started on the freed resources.
   one only against a lower priority (its reservation keeps those resources from a
   lower priority, fleet.core.reservations, but not from its own).
 - Runs alone (`alone`, when the pass stops at a step that must run alone): every queued
-  step that comes after it is taken back, so the running steps drain without new ones.
+  step that comes after it is taken back (with the steps behind it in its chain), so the
+  running steps drain without new ones.
 - Reserved (`reserved`, after the pass): on the nodes a reservation takes, the queued
   steps that come after its step (a chain's from the first such to its tail); the plan
   counts only the ones before (fleet.core.reservations._queued_end).
@@ -151,8 +154,7 @@ class WindowOrder:
                 job = self._latest_after(demand, entry)
                 if job is None or left <= 0:
                     break
-                self._take_back(job, f"{entry[2]!r} comes before it", out)
-                left -= 1
+                left -= self._back_from(job, f"{entry[2]!r} comes before it", out)
 
     def awaited(self, dj, out: list) -> None:
         """`dj` now waits for one step alone: the steps queued behind that one which come
@@ -178,8 +180,7 @@ class WindowOrder:
                 job = self._latest_after(demand, head)
                 if job is None:
                     break
-                self._take_back(job, f"{head[2]!r} runs alone and comes before it", out)
-                left -= 1
+                left -= self._back_from(job, f"{head[2]!r} runs alone and comes before it", out)
 
     def reserved(self, out: list) -> None:
         """On the nodes each reservation takes, the queued steps after its step are taken
@@ -210,6 +211,19 @@ class WindowOrder:
         for job in reversed(chain[first:]):
             if job.spec.id not in self.recalled:
                 self._take_back(job, why, out)
+
+    def _back_from(self, job, why: str, out: list) -> int:
+        """Take back `job` and the steps queued behind it (tail first); how many. Never
+        `job` alone from the middle of a chain: its node would hand its follower to its
+        predecessor, and `job`, queued again behind that follower, would be a step the
+        follower waits for no more (the waitwindow audit: a node hung so, depth 2)."""
+        chain = self._chain_of(job)
+        n = 0
+        for j in reversed(chain):
+            if j.spec.id not in self.recalled:
+                self._take_back(j, why, out)
+                n += 1
+        return n
 
     def _take_back(self, job, why: str, out: list) -> None:
         sid = job.spec.id

@@ -8,7 +8,18 @@ Found so (a review of 2026-12-06): with --window-depth 2, a chain taken back for
 order (fleet.core.windoworder) tail first could have its tail's Dropped come back before
 the step before it was answered; the core made that step the chain's tail again and
 queued the dropped one behind it, which its node had dropped already: the launch started
-at once, on cores its predecessor still held."""
+at once, on cores its predecessor still held.
+
+The node here is the zygote's own queue (fleet.node.queued.Queued, pure) driven as the
+zygote drives it (Zygote.launch, _exited): a held launch that comes due goes through
+launch again, its `after` looked at anew. Before, this model started a due launch
+directly and kept its own table of who waits for whom, so it passed 200 seeds a depth
+while the real node spun for ever (the waitwindow audit, 2026-12-06): the core took
+back a step from the middle of a chain (windoworder._yield), the node handed its
+follower to its predecessor but the follower's launch still named the dropped step,
+which came again queued behind that follower; when the predecessor was reaped the
+follower was held again behind it: a cycle, walked for ever by the reap. The core's
+side is checked too: what it takes back is a chain's tail, or a chain from a step on."""
 
 from __future__ import annotations
 
@@ -22,6 +33,10 @@ from fleet.core import states as S
 from fleet.core.decisions import Exits, GoOn
 from fleet.core.scheduler import NodeJoined, Scheduler, Start, StepExited, submission
 from fleet.core.window import Queue, Withdraw
+from fleet.node.queued import Queued
+from fleet.wire import messages as P
+
+TURNS = 10_000  # a reap's due launches at most (a cycle would go on for ever)
 
 
 def random_suite(rnd: random.Random) -> list[dict]:
@@ -51,8 +66,8 @@ class Model:
         self.seq = 0
         self.chan = {"up": 0.0, "down": 0.0}
         self.running: dict = {}  # step -> placement
-        self.held: dict = {}  # after -> [(step, attempt, placement)]
-        self.heldkey: dict = {}  # step -> after
+        self.queued = Queued()  # the nodes' held launches (step names are the suite's: one for all)
+        self.placed: dict = {}  # (step, attempt) -> placement of its launch
         self.used: dict = {}  # (node, core) -> step
         self.runs: dict = {}
         self.errors: list[str] = []
@@ -75,6 +90,7 @@ class Model:
             elif isinstance(d, Queue):
                 self.push(self.late("down", now), "launch", d.step, d.attempt, d.placement, d.after)
             elif isinstance(d, Withdraw):
+                self.mid_chain(d.step, now)
                 self.push(self.late("down", now), "withdraw", d.step, d.attempt)
             elif isinstance(d, GoOn):
                 self.push(now, "core", Exits(()))
@@ -89,21 +105,32 @@ class Model:
         self.running[sid] = pl
         self.push(t + self.real[sid], "end", sid, att)
 
+    def mid_chain(self, sid: str, t: float) -> None:
+        """The core takes `sid` back: every step queued behind it is taken back too."""
+        window = self.sched.window
+        nxt = window.next.get(sid)
+        while nxt is not None:
+            if nxt.spec.id not in window.recalled:
+                self.errors.append(f"t={t:.2f} {sid} taken back from the middle of a chain: "
+                                   f"{nxt.spec.id} stays queued behind it")
+            nxt = window.next.get(nxt.spec.id)
+
     def launch(self, t: float, sid: str, att: int, pl, after) -> None:
-        if after and (after in self.running or after in self.heldkey):
-            self.held.setdefault(after, []).append((sid, att, pl))
-            self.heldkey[sid] = after
+        self.placed[(sid, att)] = pl
+        msg = P.Launch(step=sid, attempt=att, kind="call", call="m:f", args={}, command=None, cores=(),
+                       gpus=(), memory=0, workdir="/w", log="/w/log", run_dir="/r", after=after or "")
+        self.launched(t, msg)
+
+    def launched(self, t: float, msg: P.Launch) -> None:
+        """As Zygote.launch (no step here goes on, so none is dropped as gone)."""
+        if msg.after and (msg.after in self.running or self.queued.holds(msg.after)):
+            self.queued.hold(msg, None)
         else:
-            self.start(sid, att, pl, t)
+            self.start(msg.step, msg.attempt, self.placed[(msg.step, msg.attempt)], t)
 
     def withdraw(self, t: float, sid: str, att: int) -> None:
-        if sid not in self.heldkey:
+        if not self.queued.drop(sid, att):
             return  # (started already: it runs here)
-        after = self.heldkey.pop(sid)
-        self.held[after] = [x for x in self.held[after] if x[0] != sid]
-        for x in self.held.pop(sid, []):
-            self.heldkey[x[0]] = after
-            self.held[after].append(x)
         self.push(self.late("up", t), "core", StepExited(sid, att, S.CANCELLED, "withdrawn before it started"))
 
     def end(self, t: float, sid: str, att: int) -> None:
@@ -111,9 +138,16 @@ class Model:
             for c in s.cores:
                 self.used.pop((s.node, c), None)
         self.push(self.late("up", t), "core", StepExited(sid, att, S.SUCCEEDED))
-        for x in self.held.pop(sid, []):
-            self.heldkey.pop(x[0], None)
-            self.start(x[0], x[1], x[2], t)
+        due, turns = self.queued.due(sid), 0  # as Zygote._exited
+        while due:
+            turns += 1
+            if turns > TURNS:
+                self.errors.append(f"t={t:.2f} the reap of {sid} goes on for ever: {[m.step for m, _ in due]}")
+                return
+            msg, payload = due.pop(0)
+            self.launched(t, msg)
+            if msg.step not in self.running:
+                due += self.queued.due(msg.step)
 
     def run(self) -> list[str]:
         for _ in range(300_000):
