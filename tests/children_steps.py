@@ -294,3 +294,19 @@ def resubmits_failing(ctx) -> None:
     _note(ctx, "submitted")
     ctx.submit([{"id": "c", "call": "children_steps:fails"}])
     raise fleet.WaitForChildren()
+
+
+def nap(ctx, s: float = 1.0) -> None:
+    time.sleep(s)
+
+
+def waves(ctx, durs=(0.5, 1.0), waves: int = 1, nested: bool = False) -> None:
+    """Submits a child per duration in `durs` (each naps so long; with `nested`, the first
+    of the first wave is itself a `waves` of two short ones) and waits, `waves` times."""
+    if ctx.phase < waves:
+        kids = [{"id": f"w{ctx.phase}c{i}", "call": "children_steps:nap", "args": {"s": d}} for i, d in enumerate(durs)]
+        if nested and ctx.phase == 0:
+            kids[0] = {"id": "w0c0", "call": "children_steps:waves", "args": {"durs": [0.3, 0.3]}}
+        ctx.submit(kids)
+        raise fleet.WaitForChildren()
+    _note(ctx, "resumed", children=ctx.children)
