@@ -300,9 +300,12 @@ def nap(ctx, s: float = 1.0) -> None:
     time.sleep(s)
 
 
-def waves(ctx, durs=(0.5, 1.0), waves: int = 1, nested: bool = False) -> None:
+def waves(ctx, durs=(0.5, 1.0), waves: int = 1, nested: bool = False, s: float = 0.0) -> None:
     """Submits a child per duration in `durs` (each naps so long; with `nested`, the first
-    of the first wave is itself a `waves` of two short ones) and waits, `waves` times."""
+    of the first wave is itself a `waves` of two short ones) and waits, `waves` times
+    (naps `s` first in phase 0)."""
+    if ctx.phase == 0:
+        time.sleep(s)
     if ctx.phase < waves:
         kids = [{"id": f"w{ctx.phase}c{i}", "call": "children_steps:nap", "args": {"s": d}} for i, d in enumerate(durs)]
         if nested and ctx.phase == 0:

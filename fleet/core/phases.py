@@ -169,6 +169,8 @@ class Phases:
         if fam is None:
             return
         fam.pending.discard(job.spec.id)
+        if len(fam.pending) == 1 and fam.suspended and self.window.queued_of:
+            self.window.waits_one.append(link[0])  # (nothing queued behind its last child ahead of it)
         if not fam.pending and fam.suspended:
             fam.suspended = False
             self._waiting.pop(link[0], None)

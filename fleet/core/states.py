@@ -117,7 +117,9 @@ EXIT_OUTCOMES = frozenset({SUCCEEDED, FAILED, TERMINATED, LOST, STOPPED, TIMED_O
 CONTROL = frozenset({WAIT, NEXT, RESTART, BROKEN})  # fleet.core.phases handles these
 # Exits of a step that runs again at once, before the steps queued at its priority: its
 # node drops the steps queued behind it instead of starting them (fleet.node.queued).
-AT_ONCE = frozenset({NEXT, RESTART})
+# A wait too: its children, if any are pending, come before new work of its priority
+# (fleet.core.phases), else it runs again at once, as after a next.
+AT_ONCE = frozenset({NEXT, RESTART, WAIT})
 NOT_RETRIED = frozenset({STOPPED, CANCELLED, OUT_OF_MEMORY})  # exits that end a step whatever its retries
 # The ends of an attempt (or a step) a user must look at: it did not succeed by itself.
 # Not a cancel (the user's own doing), an interrupt (the fleet's: it runs again) nor a

@@ -173,8 +173,8 @@ class Window(WindowPick, WindowBack, WindowChain, WindowOrder):
             self.once.discard(sid)
         if self.size == 0 or job.exclusive or len(job.placement) != 1 or job.demand is None or job.demand.span:
             return
-        if self.went_on and sid in self.went_on:  # its node's drops to come first (fleet.core.windoworder._stays)
-            return
+        if (self.went_on and sid in self.went_on) or (self.early and sid in self.early):
+            return  # its node's drops to come first, or its exit (fleet.core.windoworder: _stays, _went_on_first)
         if sid not in self.ends:  # its expected end, once per start (it is opened again after a queued one leaves)
             exp = expected_s(job.spec, self.sched.deadline.recorded)
             at = now if now is not None else job.started_at
@@ -198,6 +198,8 @@ class Window(WindowPick, WindowBack, WindowChain, WindowOrder):
         then keeps them from the pool). `goes_on`: it ended asking to run again at once
         (its next stage, a restart): its node drops what was queued behind it (stays)."""
         sid = job.spec.id
+        if self.early:
+            self.early.discard(sid)
         if goes_on and sid in self.next:
             self._stays(job)
         self._close(job)
@@ -245,7 +247,10 @@ class Window(WindowPick, WindowBack, WindowChain, WindowOrder):
         # Nothing is handed ahead on a node where a reservation waits for resources to come
         # back to the pool (fleet.core.reservations), nor once the fleet drains (fleet.core.deadline).
         if not self.on or sched.deadline.drained:
+            self.waits_one.clear()
             return
+        if self.waits_one:  # before queueing more (fleet.core.windoworder.resumes)
+            self.resumes(out)
         if self.taking or self.held:
             self._fill(out)
         if self.queued_of:  # for the ready steps that come before queued ones (fleet.core.windoworder)
@@ -358,6 +363,8 @@ class Window(WindowPick, WindowBack, WindowChain, WindowOrder):
         (stopped), its launch could not be made (failed), or it was taken back (ready
         again: fleet.core.windowback)."""
         back = self._answered(job.spec.id)
+        if back is None:  # (or so, before that one's exit came)
+            back = self._went_on_first(job, outcome)
         if back is not None:  # dropped as its predecessor went on (fleet.core.windoworder)
             self._judge(job, outcome, reason, out, back)
             return

@@ -22,6 +22,9 @@ predecessor, or behind whichever frees first, or started on the freed resources.
   (nothing ordered after it starts while it waits, fleet.core.scheduler); and a wider
   one only against a lower priority (its reservation keeps those resources from a
   lower priority, fleet.core.reservations, but not from its own).
+- A parent waiting for its last pending child alone (`resumes`, at the next pass): as
+  `awaited`, with the parent as that child's dependent; it resumes at the front of its
+  priority (fleet.core.phases), so it comes before every queued step of its priority.
 - Runs alone (`alone`, when the pass stops at a step that must run alone): every queued
   step that comes after it is taken back (with the steps behind it in its chain), so the
   running steps drain without new ones.
@@ -87,6 +90,8 @@ class WindowOrder:
         self.cleared: dict[str, object] = {}  # reserved step -> the plan whose nodes were cleared
         self.stayed: dict[str, tuple] = {}  # dropped by their node as their predecessor went on -> (job, why, node, pred)
         self.went_on: dict[str, int] = {}  # such a predecessor -> how many drops of its node are to come
+        self.early: set[str] = set()  # such a one whose drops came before its exit (_went_on_first)
+        self.waits_one: list[str] = []  # parents left waiting for one child alone since the last pass (resumes)
 
     def _ordered(self, job) -> None:
         """`job` was queued: keep its place in the order (a mark, or the heap once made)."""
@@ -170,6 +175,39 @@ class WindowOrder:
             return
         key = (dj.prio + off, self.sched.ranks.key(dj), dj.spec.id)
         self._from_first_after(pred, key, f"{dj.spec.id!r} comes before it and waits for {pred.spec.id!r}", out)
+
+    def _resuming(self, pred) -> tuple | None:
+        """The parent that waits for `pred` alone (its last pending child), to resume when
+        it ends, as a dependent's (pass key, job): it comes then before every step of its
+        priority (fleet.core.phases._again: a quarter of a priority earlier here), or a
+        wider one before a lower priority only (windowpick._takes); None if none."""
+        sched = self.sched
+        link = sched._parent_of.get(pred.spec.id)
+        fam = sched._families.get(link[0]) if link is not None else None
+        if fam is None or not fam.suspended or fam.succeeded or len(fam.pending) != 1:
+            return None  # (a parent that succeeded already ends with its children: it takes nothing)
+        parent = sched._jobs.get(link[0])
+        if pred.spec.id not in fam.pending or parent is None or parent.state != S.SUSPENDED or parent.demand is None:
+            return None
+        return (parent.prio + self._offset(parent, pred) - 0.25, 0, parent.spec.id), parent
+
+    def resumes(self, out: list) -> None:
+        """The parents left waiting for one child alone since the last pass: the steps
+        queued behind that child that come after the parent are taken back (as `awaited`
+        does for a dependent), so the parent resumes on its resources when it ends."""
+        parents, self.waits_one = self.waits_one, []
+        sched = self.sched
+        for sid in parents:
+            fam = sched._families.get(sid)
+            if fam is None or len(fam.pending) != 1:
+                continue
+            child = sched._jobs.get(next(iter(fam.pending)))
+            if child is None or child.state != S.RUNNING or child.spec.id not in self.next:
+                continue
+            got = self._resuming(child)
+            if got is not None:
+                self._from_first_after(child, got[0], f"{sid!r} comes before it and waits for its child "
+                                       f"{child.spec.id!r} alone", out)
 
     def alone(self, head: tuple, out: list) -> None:
         """The pass stops at `head` (a class heap entry), which runs alone once nothing
@@ -272,6 +310,23 @@ class WindowOrder:
             self.went_on[pid] = left
         else:
             del self.went_on[pid]
-            if pred.state == S.RUNNING:
+            if pred.state == S.RUNNING and pid not in self.early:
                 self.started(pred)
         return entry[1]
+
+    def _went_on_first(self, job, outcome: str) -> str | None:
+        """Queued `job` was dropped by its node unasked (not cancelled, not taken back)
+        while its predecessor runs: the node saw that one go on (fleet.node.queued), and
+        its exit is still on its way (a parent's, with children to read, waits for them:
+        fleet.control.children). As `_stays` then, now; the predecessor takes nothing
+        behind it until its exit comes (`stop`). Why it left, or None if it was not so."""
+        if outcome != S.CANCELLED or job.cancelled or (self.recalled and job.spec.id in self.recalled):
+            return None
+        pred = self.behind.get(job.spec.id)
+        while pred is not None and pred.spec.id in self.behind:  # (a chain's: dropped tail first)
+            pred = self.behind[pred.spec.id]
+        if pred is None or pred.state != S.RUNNING:
+            return None
+        self.early.add(pred.spec.id)
+        self._stays(pred)
+        return self._answered(job.spec.id)

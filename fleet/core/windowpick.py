@@ -22,6 +22,8 @@ running steps take none for now.
   when it ends, that dependent takes them (the pass starts it), as without a window.
   (One that waits for two or more is seen when it comes to wait for one alone:
   fleet.core.windoworder.awaited takes back what was queued behind that one meanwhile.)
+  A parent waiting for its last pending child counts as such a dependent of that child:
+  it resumes at the front of its priority when the child ends (fleet.core.phases).
   Such a step is HELD, keyed by the first such dependent's pass key, and opened again
   when a class head that comes before that dependent is to be placed (or never: it
   then ends with nothing behind it). Its dependents are walked once per look (it is
@@ -142,6 +144,9 @@ class WindowPick:
                 k = (dj.prio + off, sched.ranks.key(dj), dj.spec.id)
                 if best is None or k < best[0]:
                     best = (k, dj)
+        resumes = self._resuming(pred) if sched._parent_of else None  # (fleet.core.windoworder)
+        if resumes is not None and (best is None or resumes[0] < best[0]):
+            best = resumes
         if best is None:
             self.blocker.pop(pid, None)
             return False
@@ -156,6 +161,11 @@ class WindowPick:
         only: its key counts half a priority later); None if not."""
         if dj.state != S.WAITING or dj.unmet != 1 or dj.demand is None:
             return None
+        return WindowPick._offset(dj, pred)
+
+    @staticmethod
+    def _offset(dj, pred) -> float:
+        """0 if `dj` would start on `pred`'s resources or runs alone; 0.5 if it is wider."""
         if dj.exclusive:
             return 0
         d, p = dj.demand, pred.demand

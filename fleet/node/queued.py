@@ -8,8 +8,9 @@ it without launching it) starts at once. A Kill with ``cancel`` or ``withdraw`` 
 held launch drops it: nothing ran (reported as Dropped). A withdrawal that comes after
 the launch has started does nothing: the step runs here (fleet.core.windowback).
 
-A step that ends asking to run again at once (its next stage, a restart: its Exited's
-outcome ``next`` or ``restart``) comes before the steps queued behind it (the core puts
+A step that ends asking to run again at once (its next stage, a restart, or to wait
+for its children, which run before new work: its Exited's outcome ``next``, ``restart``
+or ``wait``) comes before the steps queued behind it (the core puts
 it ahead of every step queued at its priority), so they do not start: they are dropped
 (:meth:`Queued.behind`), tail first, each reported Dropped after its Exited, and the
 coordinator decides again (fleet.core.windoworder._stays). A launch queued behind it (or
@@ -32,8 +33,9 @@ import time
 
 from fleet.wire import messages as P
 
-# The outcomes of a step that runs again at once (fleet.core.states.AT_ONCE, the same).
-GOES_ON = frozenset({"next", "restart"})
+# The outcomes of a step that runs again at once (fleet.core.states.AT_ONCE, the same):
+# a wait too, whose children (or itself, none pending) come before what was queued here.
+GOES_ON = frozenset({"next", "restart", "wait"})
 FORGET_S = 600.0  # how long a step that went on is remembered (Queued._remember)
 
 

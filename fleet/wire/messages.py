@@ -45,9 +45,10 @@ import msgpack
 
 VERSION = 4  # 2: the per-step messages by shape, msgpack arrays (fleet.wire.shapes); 3: a zygote
 # drops the launches queued behind a step that goes on (next, restart) instead of starting them,
-# and the core promotes none then (fleet.node.queued): a fleet of 2 would run both; 4: an agent
-# restarts a zygote that died (Ok "restarted": its coordinator ends the steps that ran in it,
-# fleet.node.rezygote), where a fleet of 3 would have them running for good
+# and the core promotes none then (fleet.node.queued): a fleet of 2 would run both; 4: so after
+# a wait (its children come first) too: a node of 3 would start them, a core of 3 promote them;
+# and an agent restarts a zygote that died (Ok "restarted": its coordinator ends the steps that
+# ran in it, fleet.node.rezygote), where a fleet of 3 would have them running for good
 # Encoded as ``[v, type, *fields]`` (fleet.wire.shapes): what crosses a hop on every step.
 SHAPED = frozenset({"launch", "started", "exited"})
 # The largest ZeroMQ frame a socket accepts (its MAXMSGSIZE): bigger ones are dropped

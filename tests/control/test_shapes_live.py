@@ -28,9 +28,9 @@ def test_agents_of_protocol_version_1_whose_reports_are_maps_are_refused_at_once
     r = fleet("up", "--run-dir", str(run_dir), "--nodes", "2", "--timeout", "90", cwd=tmp_path, timeout=120)
     took = time.monotonic() - t0
     try:
-        assert P.VERSION == 3
+        assert P.VERSION == 4
         assert r.returncode != 0, r.stdout
-        assert "protocol version 1" in r.stderr and "speaks 3" in r.stderr, r.stderr
+        assert "protocol version 1" in r.stderr and "speaks 4" in r.stderr, r.stderr
         assert took < 60, f"fleet up took {took:.0f} s to say so"
         assert not (run_dir / "fleet.json").exists()
     finally:

@@ -91,3 +91,56 @@ def test_a_step_cancelled_while_its_node_drops_it_ends_cancelled_unstarted():
     out = sched.handle(StepExited("Q1", 1, S.CANCELLED, GONE_ON), 1.1)
     assert [(d.step, d.outcome, d.ran) for d in of(Finished, out)] == [("Q1", S.CANCELLED, False)]
     assert sched.state("Q1") == S.CANCELLED and not sched.window.stayed
+
+
+def test_a_drop_that_comes_before_the_exit_that_went_on_makes_the_step_ready_and_nothing_goes_behind_meanwhile():
+    # A parent's wait exit reaches the scheduler only once its children are read
+    # (fleet.control.children), so its node's Dropped of the step queued behind it may
+    # come first; it was taken for a cancel (the step ended, never run: the waitwindow audit).
+    sched, _ = staged(None)
+    out = sched.handle(StepExited("Q1", 1, S.CANCELLED, GONE_ON), 1.0)
+    assert [(d.step, d.attempt) for d in of(Unqueued, out)] == [("Q1", 1)] and not of(Finished, out)
+    assert not of(Queue, out) and sched.state("Q1") == S.READY  # nothing behind P until its exit
+    out = sched.handle(StepExited("P", 1, S.NEXT, "next stage 'two'", stage="two"), 1.1)
+    assert [d.step for d in of(Start, out)] == ["P"] and [(d.step, d.after) for d in of(Queue, out)] == [("Q1", "P")]
+
+
+def test_a_wait_goes_on_as_a_next_does_the_step_queued_behind_it_is_not_promoted():
+    assert S.WAIT in S.AT_ONCE
+    sched, out = staged(None)
+    out = sched.handle(StepExited("P", 1, S.WAIT, "waiting for its children"), 1.0)
+    assert not of(Begin, out)  # its node dropped Q1 (no children pending here: P runs again at once)
+    assert [d.step for d in of(Start, out)] == ["P"]
+    out = sched.handle(StepExited("Q1", 1, S.CANCELLED, GONE_ON), 1.1)
+    assert [(d.step, d.attempt) for d in of(Unqueued, out)] == [("Q1", 1)] and not of(Finished, out)
+
+
+def test_a_chain_dropped_tail_first_before_the_exit_that_went_on_is_ready_again_whole():
+    sched, out = staged(None, depth=2)
+    assert [(d.step, d.after) for d in of(Queue, out)] == [("Q1", "P"), ("Q2", "Q1")]
+    out = sched.handle(StepExited("Q2", 1, S.CANCELLED, GONE_ON), 1.0)  # the tail's Dropped first
+    out += sched.handle(StepExited("Q1", 1, S.CANCELLED, GONE_ON), 1.0)
+    assert sorted(d.step for d in of(Unqueued, out)) == ["Q1", "Q2"] and not of(Finished, out) and not of(Queue, out)
+    out = sched.handle(StepExited("P", 1, S.WAIT, "waiting for its children"), 1.1)
+    assert [d.step for d in of(Start, out)] == ["P"]
+    assert [(d.step, d.after) for d in of(Queue, out)] == [("Q1", "P"), ("Q2", "Q1")]
+
+
+def test_a_parent_waiting_for_its_last_child_takes_its_cores_when_it_ends_before_a_step_handed_ahead():
+    from test_phases import children_of  # (the same directory)
+    from fleet.core.window import Withdraw
+    sched = Scheduler(window=None)
+    sched.handle(NodeJoined(node("n1", 1)), 0.0)
+    out = sched.handle(submission(suite({"id": "p", "estimate": 1}, *({"id": f"i{k}", "estimate": 5}
+                                                                       for k in range(3))).steps), 0.0)
+    assert [d.step for d in of(Start, out)] == ["p"] and [(d.step, d.after) for d in of(Queue, out)] == [("i0", "p")]
+    sched.handle(children_of("p", "a", "b"), 1.0)
+    out = sched.handle(StepExited("p", 1, S.WAIT, "waiting for its children"), 1.0)
+    out += sched.handle(StepExited("i0", 1, S.CANCELLED, GONE_ON), 1.0)  # its node dropped i0
+    assert [d.step for d in of(Start, out)] == ["p/a"] and [(d.step, d.after) for d in of(Queue, out)] == [
+        ("p/b", "p/a")]  # children first
+    out = sched.handle(StepExited("p/a", 1, S.SUCCEEDED), 2.0)  # p/b begins; p waits for it alone
+    assert [d.step for d in of(Begin, out)] == ["p/b"] and not of(Queue, out)  # not i0: p resumes first
+    out = sched.handle(StepExited("p/b", 1, S.SUCCEEDED), 3.0)
+    assert [d.step for d in of(Start, out)] == ["p"], out
+    assert not of(Withdraw, out)

@@ -109,7 +109,7 @@ def test_a_command_keeps_its_form_as_a_list_or_a_shell_string():
     ({"type": ["refused"], "v": 4, "reason": "x"}, "unknown message type"),
     ({"type": "refused", "v": 1, "reason": "x"}, "protocol version"),  # version 1: maps only, before shapes
     ({"type": "refused", "v": 2, "reason": "x"}, "protocol version"),  # 2: queued steps started behind a go-on
-    ({"type": "refused", "v": 3, "reason": "x"}, "protocol version"),  # 3: a dead zygote was not restarted
+    ({"type": "refused", "v": 3, "reason": "x"}, "protocol version"),  # 3: a dead zygote was not restarted, and queued steps started behind a wait
     ({"type": "refused", "reason": "x"}, "protocol version"),
     ({"type": "refused", "v": True, "reason": "x"}, "protocol version"),
     ({"type": "refused", "v": 4}, "refused"),
@@ -121,7 +121,7 @@ def test_a_command_keeps_its_form_as_a_list_or_a_shell_string():
       "outcome": "failed", "affinity": [], "placement_ok": True, "error": 3}, "error"),
     ([1, 2, 3], "protocol version"),
     ("refused", "not a map"),
-    ([3], "without its version and type"),
+    ([4], "without its version and type"),
     ([4, "started", "s", 1, 1, 1], "missing fields"),
     ([4, "started", "s", 1, 1, 1, 0.5, "extra"], "6 fields, it has 5"),
     ([4, "started", "s", True, 1, 1, 0.5], "attempt"),
