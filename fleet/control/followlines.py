@@ -11,6 +11,7 @@ import time
 
 from fleet.control.api import Update
 from fleet.control.drain import UNWRITABLE
+from fleet.control.notsucceeded import LOGGED, NotSucceeded
 from fleet.control.stuck import TOO_LONG
 from fleet.core import states as S
 from fleet.core.oneline import one_line
@@ -18,9 +19,8 @@ from fleet.core.oneline import one_line
 DRAINED = (S.INTERRUPTED, "not_started")  # outcomes the drain gives (fleet.control.drain)
 SKIPPED_LISTED = 100
 BAR_WIDTH = 30
-# Outcomes of a step whose own output says why: their line names its log (steps/<id>/log,
-# fleet.wire.records.log_path). No other line does: a million successes print no path.
-LOGGED = frozenset({S.FAILED, S.TIMED_OUT, S.OUT_OF_MEMORY, S.TERMINATED, S.BROKEN})
+# LOGGED: outcomes of a step whose own output says why: their line names its log
+# (steps/<id>/log, fleet.wire.records.log_path). No other line does: a million successes print no path.
 
 
 class Lines:
@@ -38,6 +38,7 @@ class Lines:
         self.too_long: list[str] = []  # steps drained that no allocation like this one can start (control.stuck)
         self.listed = self.unlisted = 0  # skipped steps listed in a log; those past SKIPPED_LISTED
         self.counts: dict[str, int] = {}  # the submission's steps by state, as last said (a Ctrl-C's summary)
+        self.not_succeeded = NotSucceeded()  # the end's summary of what did not succeed, by kind
 
     def __call__(self, u: Update) -> None:
         out, tty, outcomes = self.out, self.tty, self.outcomes
@@ -65,6 +66,8 @@ class Lines:
                 of = f" of {more[0]}" if more else ""
                 line = f"  {'retry':<10} {step}: retry {attempt}{of}: {one_line(reason)}"
             else:
+                if outcome not in (S.SUCCEEDED, S.SKIPPED) and outcomes.get(step) in (None, S.SUCCEEDED, S.SKIPPED):
+                    self.not_succeeded.add(step, outcome, reason)  # (a step submitted again: counted once)
                 outcomes[step] = outcome
                 if outcome in DRAINED and reason and self._cause(reason):
                     self.full.append(step)

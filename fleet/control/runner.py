@@ -227,6 +227,8 @@ def _follow(f: Fleet, sub: Submission, suite: Suite, run_dir: Path, out, shard: 
         counts[o] = counts.get(o, 0) + 1
     print(f"suite '{suite.name}': " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
           + f" in {time.monotonic() - show.started:.1f} s" + show.of_others(), file=out, flush=True)
+    for line in show.not_succeeded.lines(run_dir):  # (bounded: a few lines per kind, KINDS kinds)
+        print(line, file=out, flush=True)
     outcomes, full = {**show.others_ended, **show.outcomes}, show.full  # (exit status: as before, of every step)
     bad = {s: o for s, o in outcomes.items() if o not in (S.SUCCEEDED, S.SKIPPED)}
     drained = sum(1 for o in outcomes.values() if o in DRAINED)
