@@ -31,7 +31,7 @@ from fleet.node import (childprep, childreport, diskfull, memlimit, oomscore, pr
 from fleet.node.params import only_ctx, parameters
 from fleet.node.stepdirs import append_to_log, unproduced  # noqa: F401  (their old home; still imported from here)
 from fleet.node.stepcontext import StepContext  # noqa: F401  (its old home; still imported from here)
-from fleet.wire import ownfiles
+from fleet.wire import interpreter, ownfiles
 
 if TYPE_CHECKING:
     from fleet.wire.messages import Launch
@@ -115,12 +115,44 @@ def resolve(target: str) -> Callable:
     module_name, sep, attr = target.partition(":")
     if not sep or not module_name or not attr:
         raise ValueError(f"call target {target!r} is not 'module:function'")
-    obj = importlib.import_module(module_name)
+    try:
+        obj = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if not exc.name or not (module_name == exc.name or module_name.startswith(exc.name + ".")):
+            raise  # (the step's module found, and something it imports not: its traceback says where)
+        raise CallModuleMissing(f"{exc}: {where_modules_are()}", name=exc.name) from None
     for part in attr.split("."):
         obj = getattr(obj, part)
     if not callable(obj):
         raise TypeError(f"{target} is not callable")
     return obj
+
+
+class CallModuleMissing(ModuleNotFoundError):
+    """A call step's own module (or its package) is nowhere on the agents' sys.path: the
+    message says where they looked. The suite's mistake: said without fleet's traceback.
+    Its reason keeps the words of ModuleNotFoundError (fleet.node.child._short_error)."""
+
+
+MODULE_DIRS_SAID = 5  # of sys.path's own entries, in a missing module's line
+
+
+def where_modules_are() -> str:
+    """Where this process imports a user's module from, as a clause: the directory the
+    fleet started in (fleet.wire.interpreter.user_path) and the other entries of sys.path
+    that are not Python's own (PYTHONPATH's, .pth files'), a few; and how to check a suite."""
+    own = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    started = interpreter.started_in
+    others = [p for p in sys.path if p and p != started and not p.endswith(".zip")
+              and not any(os.path.realpath(p).startswith(o + os.sep) for o in own)
+              and os.path.basename(p) not in ("site-packages", "dist-packages")]
+    said = ", ".join(others[:MODULE_DIRS_SAID]) + (f" and {len(others) - MODULE_DIRS_SAID} more"
+                                                   if len(others) > MODULE_DIRS_SAID else "")
+    home = f"from {started} (the directory the fleet started in)" if started else "from no directory of the fleet's"
+    return (f"the agents import a call step's module {home}"
+            + (f" and from {said} (their PYTHONPATH and sys.path)" if said else " (and nothing on their PYTHONPATH)")
+            + "; put it there, or start the fleet where it is; `fleet validate --imports SUITE` checks a suite's "
+              "modules from where the fleet's agents import")
 
 
 class ArgumentMismatch(TypeError):
@@ -196,7 +228,8 @@ def _local_iso(at: float) -> str:
 
 def _short_error(exc: BaseException) -> str:
     try:
-        text = f"{type(exc).__name__}: {exc}"
+        kind = "ModuleNotFoundError" if isinstance(exc, CallModuleMissing) else type(exc).__name__  # (as before)
+        text = f"{kind}: {exc}"
     except BaseException:  # (its __str__ raised: the step's end must still be said, with its class)
         text = f"{type(exc).__name__}: <its text could not be made: str() of it raised>"
     return text if len(text) <= _ERROR_MAX else text[:_ERROR_MAX - 3] + "..."
@@ -336,7 +369,7 @@ def _failure(exc: BaseException) -> tuple[int, str | None]:
         return 1, error
     error = _short_error(exc)
     try:
-        if isinstance(exc, (ArgumentMismatch, stepend.NotAStepFunction)):  # the suite's mistake: no traceback
+        if isinstance(exc, (ArgumentMismatch, CallModuleMissing, stepend.NotAStepFunction)):  # the suite's: no traceback
             print(f"fleet: {error}", file=sys.stderr)
         else:
             traceback.print_exc()

@@ -15,6 +15,7 @@ import os
 import sys
 
 SAFE = ("-P",) if sys.version_info >= (3, 11) else ()
+started_in: str | None = None  # the directory user_path put first on sys.path (a call step's missing module says it)
 
 
 def module(name: str) -> list[str]:
@@ -31,5 +32,7 @@ def user_path() -> None:
         here = os.getcwd()
     except OSError:
         return
+    global started_in
+    started_in = here
     if here not in sys.path:
         sys.path.insert(0, here)
