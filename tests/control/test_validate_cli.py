@@ -548,3 +548,12 @@ def test_a_fit_problem_naming_a_node_s_memory_or_gpus_not_given_says_what_was_as
     assert big.endswith("no node has 20GiB of memory (the step may not span nodes)") and g.endswith("(the step may not span nodes)")
     (big,) = refused(fleet("simulate", str(suite), *alloc, "--gpus-per-node", "1", cwd=tmp_path, timeout=60), 1)
     assert big.endswith("8GiB a node: give --memory-per-node"), big
+
+
+def test_an_output_that_is_another_steps_directory_is_refused_by_validate_naming_file_step_and_field(tmp_path):
+    suite = write_suite(tmp_path / "s.toml", '[suite]\nname = "s"\n[[steps]]\nid = "a"\ncommand = "echo data > ../b"\n'
+                        'outputs = ["steps/b"]\n[[steps]]\nid = "b"\ncommand = "echo hi"\ndeps = ["a"]\n')
+    (error,) = refused(fleet("validate", str(suite), cwd=tmp_path, timeout=60), 1)
+    assert error == (f"{suite}: step 'a': field 'outputs': 'steps/b' is steps/b, the directory of step 'b', which "
+                     f"holds its log and records: an output is a file of its own; put it elsewhere (or inside its "
+                     f"step's directory)"), error

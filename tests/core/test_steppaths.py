@@ -51,3 +51,24 @@ def test_a_child_inside_the_log_of_a_sibling_submitted_before_is_refused_too():
     assert [(p.step, p.field) for p in said] == [("p/a/log/z", "id")]
     _, said = expand("p", [{"id": "b/log", "command": "echo"}], "p: ctx.submit", siblings={"a"})
     assert said == []
+
+
+def test_an_output_that_is_another_steps_directory_or_log_or_above_one_is_refused_naming_the_step_and_field():
+    said = problems({"id": "a", "command": "true", "outputs": ["steps/b", "./steps/c/log", "steps/plot", "steps/a/x"]},
+                    {"id": "b", "command": "true"}, {"id": "c", "command": "true"},
+                    {"id": "plot/lin", "command": "true"}, {"id": "d", "command": "true", "outputs": ["steps"]})
+    assert said == [
+        "suite.toml: step 'a': field 'outputs': 'steps/b' is steps/b, the directory of step 'b', which holds its log "
+        "and records: an output is a file of its own; put it elsewhere (or inside its step's directory)",
+        "suite.toml: step 'a': field 'outputs': './steps/c/log' is steps/c/log, the log file of step 'c', which the "
+        "fleet writes: an output is a file of its own; put it elsewhere (or inside its step's directory)",
+        "suite.toml: step 'a': field 'outputs': 'steps/plot' is steps/plot, a directory that steps' own directories "
+        "are in: an output is a file of its own; put it elsewhere (or inside its step's directory)",
+        "suite.toml: step 'd': field 'outputs': 'steps' is steps, a directory that steps' own directories are in: an "
+        "output is a file of its own; put it elsewhere"]
+
+
+def test_an_output_inside_a_steps_directory_or_named_like_one_elsewhere_is_fine():
+    assert problems({"id": "a", "command": "true", "outputs": ["steps/a/out.nc", "steps/b/extra", "steps/zz",
+                                                                "data/steps/b", "steps/b/logs"]},
+                    {"id": "b", "command": "true"}) == []
