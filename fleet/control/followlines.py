@@ -15,6 +15,7 @@ from fleet.control.notsucceeded import LOGGED, NotSucceeded
 from fleet.control.stuck import TOO_LONG
 from fleet.core import states as S
 from fleet.core.oneline import one_line
+from fleet.wire.records import no_log
 
 DRAINED = (S.INTERRUPTED, "not_started")  # outcomes the drain gives (fleet.control.drain)
 SKIPPED_LISTED = 100
@@ -82,7 +83,9 @@ class Lines:
                 again = f" ({more[0]})" if more and more[0] else ""
                 line = f"  {outcome:<10} {step}{again}" + (
                     f": {one_line(reason)}" if reason and outcome != S.SKIPPED else "")
-                if outcome in LOGGED:
+                if outcome in LOGGED and no_log(reason):  # (its directory could not be made: no log to read)
+                    line += " (no log: the step failed before it could open one)"
+                elif outcome in LOGGED:
                     line += f" (log in the run directory: steps/{step}/log)"
             if tty:
                 out.write("\r\033[K")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from fleet.core import states as S
 from fleet.core.oneline import one_line
+from fleet.wire.records import no_log
 
 KINDS = 10  # groups said at the end; the rest counted
 NAMED = 3  # step names said per group
@@ -60,7 +61,8 @@ class NotSucceeded:
         key = (outcome, kind_of(reason or ""))
         g = self.groups.get(key)
         if g is None:
-            g = self.groups[key] = Group(outcome, key[1], logged=outcome in LOGGED if logged is None else logged)
+            g = self.groups[key] = Group(outcome, key[1], logged=outcome in LOGGED and not no_log(reason)
+                                         if logged is None else logged)
         g.count += 1
         self.total += 1
         if len(g.steps) < NAMED:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from fleet.node import protocol
 from fleet.wire import owndirs, ownfiles
+from fleet.wire.records import NO_LOG
 
 if TYPE_CHECKING:
     from fleet.wire.messages import Launch
@@ -41,7 +42,7 @@ def make_log_dir(launch: Launch) -> None:
     """The step's own directory and its .fleet records directory (made here, on the
     node, so the coordinator's marker write needs no mkdir of its own)."""
     path = (launch.log.rpartition("/")[0] or "/") + "/.fleet"  # (the log is absolute)
-    _made(path, f"the step's records directory {path}", owndirs.makedirs)
+    _made(path, f"{NO_LOG[len('cannot make '):]} {path}", owndirs.makedirs)  # (its words: records.no_log)
 
 
 def make_dirs(launch: Launch) -> None:

@@ -9,6 +9,7 @@ import os
 from fleet.core import states as S
 from fleet.core.graph import critical_path
 from fleet.report.model import NOT_RUN, PROBLEM_OUTCOMES, Node, Step, r6
+from fleet.wire.records import no_log
 
 
 def startup(startups: list[float]) -> dict:
@@ -179,6 +180,7 @@ def problems(steps: dict[str, Step], t0: float, run_dir: str = "") -> list[dict]
             out.append(dict(step=s.id, outcome=s.outcome, attempt=a.attempt if ran else None,
                             node=a.node if ran else None,
                             t=r6(s.end - t0) if s.end is not None else None, reason=s.reason, retried=False,
-                            **({"log": log_of(s.id)} if ran and (a.node is not None or has_log(s.id)) else {})))
+                            **({"log": log_of(s.id)} if ran and (a.node is not None or has_log(s.id))
+                               and not no_log(s.reason) else {})))
     out.sort(key=lambda p: (p["t"] is None, p["t"] or 0.0, p["outcome"] == S.BLOCKED, p["step"]))
     return out

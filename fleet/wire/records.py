@@ -33,6 +33,16 @@ def step_dir(run_dir: Path, step_id: str) -> Path:
     return run_dir / "steps" / step_id
 
 
+# How the reason of a step whose own directory could not be made begins (fleet.node.stepdirs):
+# its log was never opened, so no line names it.
+NO_LOG = "cannot make the step's records directory"
+
+
+def no_log(reason: str | None) -> bool:
+    """Whether a step that ended with `reason` failed before its log was opened."""
+    return bool(reason) and reason.startswith(NO_LOG)
+
+
 def log_path(run_dir: Path, step_id: str) -> Path:
     return step_dir(run_dir, step_id) / "log"
 

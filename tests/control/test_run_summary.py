@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fleet.control.notsucceeded import KINDS, kind_of
 from fleetharness import fleet, write_suite
 
 STEPS = '''
@@ -43,7 +42,7 @@ def test_the_end_of_a_run_groups_what_did_not_succeed_by_kind_with_its_first_ste
     first = names.split(", ")[0]
     assert log == f"{first}: {run_dir / 'steps' / first / 'log'}" and (run_dir / "steps" / first / "log").exists()
     # Ten groups said (two lines each), the rest counted, then where every reason is.
-    assert len(summary) == 1 + 2 * KINDS + 2, summary
+    assert len(summary) == 1 + 2 * 10 + 2, summary  # (notsucceeded.KINDS)
     assert summary[-2] == "  ... and 4 more kinds (4 steps)", summary
     assert summary[-1] == f"every step's reason: fleet report {run_dir}", summary
     said = "\n".join(summary)
@@ -51,7 +50,23 @@ def test_the_end_of_a_run_groups_what_did_not_succeed_by_kind_with_its_first_ste
 
 
 def test_like_failures_fold_into_one_kind_and_unlike_ones_do_not():
+    from fleet.control.notsucceeded import kind_of
     assert kind_of("RuntimeError: case 7 diverged at 1.5e-3 (0x7fff12)") == kind_of(
         "RuntimeError: case 107 diverged at 2 (0xdead)")
     assert kind_of("FileNotFoundError: /data/run1/a.h5") == kind_of("FileNotFoundError: /data/run2/b.h5")
     assert kind_of("KeyError: 'alpha'") != kind_of("KeyError: 'beta'")
+
+
+def test_a_step_whose_directory_cannot_be_made_is_said_to_have_no_log_not_pointed_at_one(tmp_path):
+    (tmp_path / "run" / "steps").mkdir(parents=True)
+    (tmp_path / "run" / "steps" / "b").write_text("left here by something else\n")  # (a file where b's directory goes)
+    suite = write_suite(tmp_path / "s.toml", '[suite]\nname = "nolog"\nrun_dir = "run"\n'
+                        '[[steps]]\nid = "a"\ncommand = "true"\n[[steps]]\nid = "b"\ncommand = "true"\n')
+    r = fleet("run", str(suite), "--nodes", "1", cwd=tmp_path, timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr
+    (line,) = [x for x in r.stdout.splitlines() if "failed     b:" in x]
+    assert line.endswith("exists and is not a directory (no log: the step failed before it could open one)"), line
+    summary = r.stdout.split("did not succeed: 1 step:\n")[1].splitlines()
+    assert summary[1].strip() == "b", summary  # (its name, and no log)
+    report = fleet("report", str(tmp_path / "run"), cwd=tmp_path, timeout=60)
+    assert "steps/b/log" not in report.stdout, report.stdout
