@@ -49,6 +49,20 @@ def not_joined(c) -> str:
     return f"; not joined: {', '.join(missing[:NAMED])}{more} (their output: {c.launcher.output()})"
 
 
+def unreached(c) -> str:
+    """Where the agents were told to reach the coordinator, and how to choose another
+    address, when some did not join: an agent that started but cannot reach that address
+    (a firewall, the wrong network) says so only after its own join timeout, once this
+    coordinator has given up and the launcher killed it (before 2026-12-06 nothing named
+    the address). Nothing for a fleet on this host alone (a loopback address)."""
+    where = str(getattr(c, "agent_endpoint", "") or "")
+    host = where.rpartition("://")[2].rpartition(":")[0].strip("[]")
+    if not host or host == "localhost" or host.startswith("127.") or host == "::1":
+        return ""
+    return (f"; the agents were told to reach the coordinator at {where}: if they started but cannot reach it, "
+            f"give fleet up --advertise ADDR (or FLEET_ADVERTISE) an address of this host the nodes can reach")
+
+
 def still_importing(c) -> str:
     """With preloads, what may hold the agents that did not join: an agent joins once its
     zygote has imported them, and the join timeout bounds that too (before 2026-12-06
@@ -79,8 +93,8 @@ class ComingUp:
         if self.failed:
             return self.failed
         if time.monotonic() > deadline:
-            log.error("only %d of %d agents joined within %s s%s%s", len(c.agents), c.expected,
-                      f"{c.join_timeout_s:g}", not_joined(c), still_importing(c))
+            log.error("only %d of %d agents joined within %s s%s%s%s", len(c.agents), c.expected,
+                      f"{c.join_timeout_s:g}", not_joined(c), still_importing(c), unreached(c))
             c.events.write(events.FleetFailed(t=time.time(), reason="agents did not join in time"))
             return NOT_UP
         if failed := c.launcher.failed():
