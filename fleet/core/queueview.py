@@ -49,7 +49,9 @@ def heads(classes: dict, jobs: dict, pool, now: float, limit: int) -> list[Head]
         job = jobs[sid]
         cls = classes[("exclusive",) if job.exclusive else (job.demand,)]
         why: W.WaitReason | None = job.why
-        if why is None and cls.blocked_at is not None:
+        if (why is None and cls.blocked_at is not None) or (why is not None and why.cause in (W.CORES, W.GPUS)):
+            # (a Wait's free count is the one at its try: a release too small to let the
+            # step fit is never tried, so it froze there; said as it is now, as its pass would)
             why = W.short_of(pool, job.demand)
         out.append(Head(sid, why.text() if why is not None else None, why.cause if why is not None else None,
                         len(cls.heap) - 1, round(now - job.ready_at, 3) if job.ready_at is not None else None))

@@ -31,7 +31,8 @@ def test_each_kind_of_waiting_step_is_listed_once_with_its_reason_and_how_many_w
     # In pass order: the three-core class (priority 1), then the one-core class.
     assert [(h.step, h.behind) for h in heads] == [("wide2", 1), ("n1", 8)]
     wide, one = heads
-    assert (wide.cause, wide.reason) == (W.CORES, "needs 3 cores, 1 free")
+    # (as free now: wide2 was tried while n0 had not started, and 1 core was free then)
+    assert (wide.cause, wide.reason) == (W.CORES, "needs 3 cores, 0 free")
     assert wide.ready_s == 7.5
     assert one.cause == W.CORES and one.reason == "needs 1 core, 0 free"
 
