@@ -69,6 +69,8 @@ class Lines:
             else:
                 if outcome not in (S.SUCCEEDED, S.SKIPPED) and outcomes.get(step) in (None, S.SUCCEEDED, S.SKIPPED):
                     self.not_succeeded.add(step, outcome, reason)  # (a step submitted again: counted once)
+                elif outcome in (S.SUCCEEDED, S.SKIPPED) and outcomes.get(step) not in (None, S.SUCCEEDED, S.SKIPPED):
+                    self.not_succeeded.succeeded(step)  # (it failed, and succeeded when submitted again)
                 outcomes[step] = outcome
                 if outcome in DRAINED and reason and self._cause(reason):
                     self.full.append(step)

@@ -54,6 +54,7 @@ class NotSucceeded:
     def __init__(self) -> None:
         self.groups: dict[tuple[str, str], Group] = {}  # (dicts keep order: the first seen first, among equals)
         self.total = 0
+        self.kinds: dict[str, tuple[str, str]] = {}  # each step counted -> its group's key (at most the failures)
 
     def add(self, step: str, outcome: str, reason: str, logged: bool | None = None) -> None:
         """A step ended in `outcome` (not a success): counted in its kind's group. `logged`:
@@ -65,8 +66,23 @@ class NotSucceeded:
                                          if logged is None else logged)
         g.count += 1
         self.total += 1
+        self.kinds[step] = key
         if len(g.steps) < NAMED:
             g.steps.append(step)
+
+    def succeeded(self, step: str) -> None:
+        """A step counted here ended well after all (a child its parent submitted again):
+        no longer counted, nor named."""
+        key = self.kinds.pop(step, None)
+        if key is None:
+            return
+        g = self.groups[key]
+        g.count -= 1
+        self.total -= 1
+        if step in g.steps:
+            g.steps.remove(step)
+        if not g.count:
+            del self.groups[key]
 
     def lines(self, run_dir: Path | str) -> list[str]:
         """The summary's lines ([] when everything succeeded): the KINDS biggest groups, each

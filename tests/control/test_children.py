@@ -315,6 +315,7 @@ args = {{ flag = "{flag}" }}
         assert r.returncode == 0, r.stdout + r.stderr
         assert "[3/3]" in r.stdout and "/4]" not in r.stdout, r.stdout
         assert "suite 's': 3 succeeded" in r.stdout, r.stdout
+        assert "did not succeed" not in r.stdout, r.stdout  # (its first failure is not said at the end)
         st = json.loads(fleet("status", "--run-dir", str(run_dir), "--json", cwd=tmp_path, timeout=30).stdout)
         [sub] = st["submissions"]
         assert (sub["steps"], sub["finished"]) == (3, 3), sub
