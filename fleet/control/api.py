@@ -127,6 +127,7 @@ class Fleet:
         suite's preload (a line such as "waiting for node1 to import mylib ...")."""
         only = _ids(only)
         _companions(only, with_deps, shard, new_generation, wait_foreign)
+        self.client.usable()  # (closed, or another process's: said before a suite file is written)
         if isinstance(suite, (str, os.PathLike)):
             path = Path(suite).resolve()
         else:
@@ -138,32 +139,59 @@ class Fleet:
         return Submission(reply.submission, reply.steps, reply.skipped, str(path), tuple(reply.notes))
 
     def _ask_submit(self, msg: P.Submit, wait: float, on_hold: Callable[[str], None] | None = None) -> P.SubmitReply:
-        with self.client.lock:
-            sock = self.client.sock
-            sock.send(P.encode(msg))
-            if on_hold is not None and wait > HOLD_LOOK_S and not sock.poll(int(HOLD_LOOK_S * 1000)):
-                wait -= HOLD_LOOK_S
-                self._say_hold(msg.suite, on_hold)
-            while not sock.poll(int(wait * 1000)):
-                asker = C.Client(self.conn)  # its own socket: this one's next answer is the Submit's
-                try:
-                    status = asker.ask(P.Status(), timeout=10).status
-                except FleetError as e:
-                    status, why = None, str(e)
-                finally:
-                    asker.close()
-                if status is None or not status.get("loop", {}).get("submitting"):
-                    self.client.reset()  # (its answer, should it come, is not the next question's)
-                    raise FleetError(
-                        f"the coordinator at {self.client.endpoint} did not answer the submission of {msg.suite} "
-                        f"within {wait:.0f} s, and " + (f"not a status request either ({why})" if status is None
-                                                        else "is taking none in")
-                        + ": it may still take it in; `fleet status` shows its submissions")
-                wait = SUBMIT_AGAIN_S
-            reply = P.decode(sock.recv())
+        client = self.client
+        client.usable()  # (before the lock: a forked child's copy of it may be held for ever)
+        with client.lock:
+            client.usable()
+            try:
+                raw = self._submit_answer(msg, wait, on_hold)
+            except BaseException:
+                # No answer taken (none in time, the fleet gone, Ctrl-C): the one still owed
+                # is not the next question's (before 2026-12-06 a Ctrl-C left it to be).
+                client.reset()
+                raise
+        reply = P.decode(raw)
         if isinstance(reply, P.Error):
             raise FleetError(reply.reason)
         return reply
+
+    def _submit_answer(self, msg: P.Submit, wait: float, on_hold: Callable[[str], None] | None) -> bytes:
+        """Send the submission and take its answer (the client's lock held)."""
+        sock = self.client.sock
+        sock.send(P.encode(msg))
+        if on_hold is not None and wait > HOLD_LOOK_S and not self._answered(HOLD_LOOK_S):
+            wait -= HOLD_LOOK_S
+            self._say_hold(msg.suite, on_hold)
+        while not self._answered(wait):
+            asker = C.Client(self.conn)  # its own socket: this one's next answer is the Submit's
+            try:
+                status = asker.ask(P.Status(), timeout=10).status
+            except FleetError as e:
+                status, why = None, str(e)
+            finally:
+                asker.close()
+            if status is None or not status.get("loop", {}).get("submitting"):
+                raise FleetError(
+                    f"the coordinator at {self.client.endpoint} did not answer the submission of {msg.suite} "
+                    f"within {wait:.0f} s, and " + (f"not a status request either ({why})" if status is None
+                                                    else "is taking none in")
+                    + ": it may still take it in; `fleet status` shows its submissions")
+            wait = SUBMIT_AGAIN_S
+        return sock.recv()
+
+    def _answered(self, seconds: float) -> bool:
+        """Whether the answer came within `seconds`; CoordinatorGone at once if the
+        coordinator is gone (before 2026-12-06 a submission to a fleet that had been
+        stopped waited 70 s, then said it might still take it in)."""
+        deadline = time.monotonic() + seconds
+        while True:
+            left = deadline - time.monotonic()
+            if self.client.sock.poll(int(max(0.0, min(C.SLICE_S, left)) * 1000)):
+                return True
+            if why := self.client.gone_why():
+                raise C.CoordinatorGone(why)
+            if left <= 0:
+                return False
 
     def _say_hold(self, suite: str, on_hold: Callable[[str], None]) -> None:
         """If the fleet holds the submission of ``suite`` for its preload, tell ``on_hold``."""

@@ -8,18 +8,32 @@ one coordinator, and why an answer cannot come when that can be told before a ti
 - The coordinator, of this host, is stopped (SIGSTOP, Ctrl-Z): it answers nothing until
   continued. Said within a fraction of a second (CoordinatorStopped) instead of after
   the request's 10 s.
+- The coordinator, of this host, is gone (`fleet down`, killed; perhaps another fleet is
+  up in its run directory since): said at once (CoordinatorGone). Before 2026-12-06 a
+  client kept across a `fleet down` waited out 10 s a call (a submission 70 s) and
+  blamed silence.
+
+And why one client's answers cannot be taken for another question's: a question cut
+short by any exception (Ctrl-C between send and receive, too) leaves the socket with
+an answer owed, so the socket is replaced (`reset`); and a client is its process's
+(ZeroMQ sockets do not survive fork: before 2026-12-06 a forked child's call spun for
+ever, whatever its timeout), so another process's call is refused at once.
 """
 
 from __future__ import annotations
 
+import itertools
+import os
 import socket
 import threading
 import time
+import weakref
+from pathlib import Path
 
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from fleet.control import identity
+from fleet.control import gone, identity
 from fleet.control.reach import unreachable
 from fleet.wire import connection
 from fleet.wire import messages as P
@@ -32,6 +46,11 @@ class FleetError(RuntimeError):
 
 class NoAnswer(FleetError):
     """The coordinator did not answer in time (not: it answered with an error)."""
+
+
+class CoordinatorGone(FleetError):
+    """The coordinator (of this host) this client was connected to is gone: it answers
+    nothing, ever; a new client (fleet.connect()) reaches the fleet up there now, if any."""
 
 
 class CoordinatorStopped(NoAnswer):
@@ -53,6 +72,10 @@ _EVENTS = _REFUSED | _FAILED | zmq.EVENT_HANDSHAKE_SUCCEEDED
 # A wrong server key fails each handshake without detail, as a peer gone mid-handshake
 # does once: only failures in a row, none succeeding, say the key is wrong.
 FAILED_IN_A_ROW = 3
+# Each socket's monitor gets its own inproc name: pyzmq's default names it by the
+# socket's fd, and libzmq frees a closed socket's name asynchronously, so a new socket on
+# a dropped client's fd number failed to connect, "Address already in use".
+_MONITORS = itertools.count()
 
 
 # How long a coordinator must be seen stopped, look after look, before it is said to be:
@@ -83,6 +106,7 @@ class Client:
         self.lock = threading.RLock()
         self.broken, self.via_hint = None, ""  # (fleet status: its --ssh tunnel's closed, what to check of --via)
         self.here = conn.host == socket.gethostname() and conn.pid > 0
+        self.pid = os.getpid()  # (the process whose sockets these are)
         self._connect()
 
     def reset(self) -> None:
@@ -94,10 +118,16 @@ class Client:
         self.sock = self.ctx.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.monitor, self.failed = None, 0
+        held = [self.sock]  # (the sockets to close: the finaliser must not hold the client itself)
+        # A client dropped without close() (a notebook cell run again: `f = fleet.connect()`)
+        # closes its sockets, its monitor's too; one left at exit is closed then (LINGER 0: at once).
+        self._final = weakref.finalize(self, _close_sockets, held, self.pid)
         try:
             if self.conn.server_key:
                 security.connect_as(self.sock, self.conn.server_key, self.conn.client_public, self.conn.client_secret)
-                self.monitor = self.sock.get_monitor_socket(_EVENTS)
+                self.monitor = self.sock.get_monitor_socket(
+                    _EVENTS, addr=f"inproc://fleet-monitor-{self.pid}-{next(_MONITORS)}")
+                held.append(self.monitor)
             self.sock.connect(self.endpoint)
         except (zmq.ZMQError, TypeError, ValueError) as e:  # (a hand-made file, or --via: not a traceback)
             self._close()
@@ -107,17 +137,35 @@ class Client:
         if self.monitor is not None:
             self.poller.register(self.monitor, zmq.POLLIN)
 
+    def usable(self) -> None:
+        """FleetError at once if this client cannot ask: it was closed, or it is used in
+        another process than the one that made it (a forked child: ZeroMQ sockets do not
+        survive fork, and before 2026-12-06 the child's call spun for ever)."""
+        if os.getpid() != self.pid:
+            raise FleetError(f"this client of the coordinator at {self.endpoint} was made in process {self.pid}, "
+                             f"and cannot be used in process {os.getpid()} (a child forked from it): connect "
+                             f"again in this process (fleet.connect())")
+        if self.sock.closed:  # (close(), or a Fleet's down(): pyzmq's own error says only "not a socket")
+            raise FleetError(f"this client's connection to the coordinator at {self.endpoint} is closed")
+
     def ask(self, msg, timeout: float = 10.0):
         """Send one request and return its reply; FleetError on silence or an error reply."""
+        self.usable()  # (before the lock: a forked child's copy of it may be held for ever)
         with self.lock:
-            if self.sock.closed:  # (close(), or a Fleet's down(): pyzmq's own error says only "not a socket")
-                raise FleetError(f"this client's connection to the coordinator at {self.endpoint} is closed")
-            self.sock.send(P.encode(msg))
-            why = self._silence(timeout)
+            self.usable()
+            try:
+                self.sock.send(P.encode(msg))
+                why = self._silence(timeout)
+                raw = self.sock.recv() if why is None else b""
+            except BaseException:
+                # Cut short (Ctrl-C, a signal handler's exception): its answer is still owed on this
+                # socket, and before 2026-12-06 was taken for the next question's, and so on for ever.
+                self.reset()
+                raise
             if why is not None:
                 self.reset()  # (a late answer must not be taken for the answer to the next question)
                 raise why
-            reply = P.decode(self.sock.recv(), limit=ANSWER_LIMIT)
+        reply = P.decode(raw, limit=ANSWER_LIMIT)
         if isinstance(reply, P.Error):
             raise FleetError(reply.reason)
         return reply
@@ -144,9 +192,30 @@ class Client:
                 return CoordinatorStopped(f"the coordinator at {self.endpoint} cannot answer: its process, pid {pid} "
                                           f"on this host, is stopped (SIGSTOP, or Ctrl-Z): continue it (kill -CONT "
                                           f"{pid}), or stop the fleet (fleet down --run-dir {self.conn.run_dir})")
+            if gone_why := self.gone_why():
+                return CoordinatorGone(gone_why)
             if left <= 0:
                 return NoAnswer(f"the coordinator at {self.endpoint} did not answer within {timeout:.0f} s"
                                 f"{self._where()}")
+
+    def gone_why(self) -> str:
+        """Why the coordinator this client was connected to will never answer: it is of this
+        host and gone (fleet.control.identity), as the run directory's events say it ended;
+        and what is up there now. "" if it may yet answer (alive, or of another host)."""
+        pid, run_dir = self.conn.pid, self.conn.run_dir
+        if not self.here or not identity.gone(pid, run_dir, self.conn.started):
+            return ""
+        how = gone.why(run_dir, self.conn.host, pid)
+        from fleet.control.client import live  # (it imports this module)
+        try:
+            now = [c.pid for _, c in live(Path(run_dir))]
+        except FleetError:
+            now = []
+        then = (f"another fleet is up in {run_dir} now (coordinator pid {now[0]}): connect to it again "
+                f"(fleet.connect())" if now else
+                f"no fleet is up in {run_dir} now (fleet up --run-dir {run_dir}, then fleet.connect())")
+        return (f"the fleet this client was connected to (its coordinator at {self.endpoint}, pid {pid} on this "
+                f"host) is down" + (f": {how}" if how else "") + f"; {then}")
 
     def _handshake(self) -> str:
         """What the monitor heard: why the coordinator refuses this client, or ""."""
@@ -173,16 +242,26 @@ class Client:
         return "" if self.conn.host in ("", socket.gethostname()) else unreachable(self.conn)
 
     def _close(self) -> None:
-        if self.monitor is not None:
-            if not self.sock.closed:
-                try:
-                    self.sock.disable_monitor()
-                except zmq.ZMQError:
-                    pass
-            self.monitor.close(0)
-            self.monitor = None
-        self.sock.close(0)
+        if os.getpid() == self.pid:  # (a forked child's are its parent's: left alone)
+            self._final()
+        self.monitor = None
 
     def close(self) -> None:
         with self.lock:
             self._close()
+
+
+def _close_sockets(held: list, pid: int) -> None:
+    """Close a client's socket and its monitor (the client's close(), or its finaliser:
+    dropped, or left at exit), in the process that made them only."""
+    if os.getpid() != pid:
+        return
+    sock, monitor = held[0], (held[1] if len(held) > 1 else None)
+    if monitor is not None:
+        if not sock.closed:
+            try:
+                sock.disable_monitor()
+            except zmq.ZMQError:
+                pass
+        monitor.close(0)
+    sock.close(0)

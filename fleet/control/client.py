@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from fleet.control import identity
-from fleet.control.channel import ANSWER_LIMIT, Client, FleetError, NoAnswer  # noqa: F401 (callers import them from here)
+from fleet.control.channel import ANSWER_LIMIT, SLICE_S, Client, CoordinatorGone, FleetError, NoAnswer  # noqa: F401 (callers import them from here)
 from fleet.control.startlog import preload_refusals, signame, size, tail
 from fleet.control.dirlimits import FULL_EXIT, full_disk, room, run_dir_too_long, shown
 from fleet.site import jobstate
