@@ -5,6 +5,7 @@ fleet.control.statusview)."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from dataclasses import asdict
@@ -16,13 +17,18 @@ from fleet.core.scheduler import Scheduler
 STATUS_RUNNING = 500  # running steps listed in one status answer
 STATUS_READY = 50  # ready steps listed, the first of each class of demand (fleet.core.queueview)
 STATUS_QUEUED = 50  # steps handed ahead to their nodes listed (fleet.core.window)
+# The latest submissions listed (`submissions_total` counts them all): a session that
+# submits small batches for hours made every answer grow ~81 bytes a submission ever
+# made, for good (2,000 of them: 162 KiB an answer), before 2026-12-06.
+STATUS_SUBMISSIONS = 50
 
 
 def answer(sched: Scheduler, agents: list, *, up_since: float, run_dir: Path, failures: list,
            dropped: dict, submissions: list, loop: dict | None = None, nodes_from: int = -1,
            quiet_s: float | None = None, longer_only: bool = False, preloading: dict | None = None) -> dict:
     """The status map. `agents` in the order to list them (fleet.control.liveness.Agent),
-    `submissions` as fleet.control.submissions.Submission; `loop`: the coordinator loop's
+    `submissions` as fleet.control.submissions.Submission, in the order made (any sized,
+    reversible collection: the coordinator's own dict view, not a copy of it); `loop`: the coordinator loop's
     lag and the submissions not yet in (fleet.control.liveness.Liveness.loop_figures).
     With `nodes_from` >= 0, only a page of the whole node table from there; the nodes
     part of the default answer is bounded (fleet.control.nodestatus). `longer_only`: the
@@ -42,8 +48,9 @@ def answer(sched: Scheduler, agents: list, *, up_since: float, run_dir: Path, fa
                 running_total=sched.running_count(),
                 queued=[dict(step=sid, node=node, after=after) for sid, node, after in sched.queued_on_nodes(STATUS_QUEUED)],
                 failures=failures[-10:], dropped=dict(dropped),
-                submissions=[dict(id=s.id, suite=s.suite, steps=len(s.steps),
-                                  finished=len(s.steps) - s.remaining) for s in submissions],
+                submissions=[dict(id=s.id, suite=s.suite, steps=len(s.steps), finished=len(s.steps) - s.remaining)
+                             for s in reversed(list(itertools.islice(reversed(submissions), STATUS_SUBMISSIONS)))],
+                submissions_total=len(submissions),
                 loop=loop or {}, allocation=_allocation(sched, longer_only), preloading=preloading,
                 ready=[asdict(h) for h in sched.waiting_heads(now, STATUS_READY)],
                 reservations=[asdict(r) for r in sched.reservations()],

@@ -23,9 +23,10 @@ def _n(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 
-def _suites(submissions: list[dict]) -> list[str]:
+def _suites(submissions: list[dict], total: int | None = None) -> list[str]:
     """One line per suite, in the order first submitted: repeated submissions of the same
-    suite (reruns, --force) are counted together, not listed one by one."""
+    suite (reruns, --force) are counted together, not listed one by one; of the latest
+    submissions only, when the answer lists only those (`total`: all of them)."""
     by: dict[str, list[int]] = {}
     for sub in submissions:
         t = by.setdefault(sub["suite"], [0, 0, 0])
@@ -38,6 +39,9 @@ def _suites(submissions: list[dict]) -> list[str]:
         pct = 100 * finished // steps if steps else 100
         again = f" ({_n(times, 'submission')})" if times > 1 else ""
         out.append(f"  suite {suite}{again}: {finished}/{steps} finished ({pct}%)")
+    if total is not None and total > len(submissions):
+        out.append(f"  ... and {_n(total - len(submissions), 'earlier submission')} (the latest "
+                   f"{len(submissions)} are shown)")
     return out
 
 
@@ -212,7 +216,7 @@ def render(st: dict, now: float | None = None, max_running: int = 20, max_ready:
     # (every state with steps in it: those not in STATES' order after them, a new one too)
     shown = [k for k in STATES if counts.get(k)] + sorted(k for k in counts if counts[k] and k not in STATES)
     out.append("steps:  " + ("  ".join(f"{k} {counts[k]}" for k in shown) or "none submitted"))
-    out.extend(_suites(st.get("submissions", [])))
+    out.extend(_suites(st.get("submissions", []), st.get("submissions_total")))
     out.extend(_preloading(st.get("preloading")))
     out.extend(_waiting_children(st.get("waiting_children", [])))
     running = st.get("running", [])

@@ -186,3 +186,15 @@ def test_submitting_on_a_closed_client_says_it_is_closed_and_writes_no_suite_fil
     with pytest.raises(FleetError, match="is closed"):
         client.submit([{"id": "x", "command": "true"}], name="closed")
     assert (set(api.iterdir()) if api.exists() else set()) == before
+
+
+def test_the_status_answer_lists_the_latest_submissions_and_counts_them_all(run, client):
+    from fleet.control.status import STATUS_SUBMISSIONS
+    made = [client.submit([{"id": f"s{i}", "command": "true"}], name=f"batch{i}").id
+            for i in range(STATUS_SUBMISSIONS + 5)]
+    st = client.status()
+    # (it listed every submission ever made: ~81 bytes each in every answer, for good)
+    assert [s["id"] for s in st["submissions"]] == made[-STATUS_SUBMISSIONS:], st["submissions"]
+    assert st["submissions_total"] == len(made)
+    text = fleet("status", "--run-dir", str(run), cwd=run.parent, check=True, timeout=60).stdout
+    assert f"... and 5 earlier submissions (the latest {STATUS_SUBMISSIONS} are shown)" in text, text
