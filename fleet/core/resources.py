@@ -25,7 +25,7 @@ from bisect import bisect_left, insort
 from dataclasses import dataclass, field
 
 from fleet.core.nodelog import NodeLog
-from fleet.core.spangpus import place_span_gpus
+from fleet.core.spangpus import place_span_gpus, rank_cap
 from fleet.core.units import format_memory
 
 _new, _set = object.__new__, object.__setattr__
@@ -325,10 +325,12 @@ class Pool:
     def _span_short(self, d: Demand) -> bool:
         """True when a spanning demand certainly cannot be placed now, known without a
         scan: over live nodes, the whole units each holds with its memory share add up
-        to fewer cores than it needs, or (with GPUs) the nodes holding a unit, at most
-        one per rank, hold fewer free GPUs than it needs. These are exactly the failures
-        of the scans in _place_span and _place_span_gpus (keep them so). Kept per kind
-        of demand and brought up to date from the change log."""
+        to fewer cores than it needs, or (with GPUs) the ranks each holds beside its
+        share of the GPUs (fleet.core.spangpus.rank_cap) add up to fewer than its ranks.
+        These are exactly the failures of the scans in _place_span and place_span_gpus
+        (keep them so). Kept per kind of demand and brought up to date from the change
+        log; with GPUs the nodes are counted by (ranks, free GPUs), so the test costs the
+        distinct pairs, not the nodes."""
         key = (d.unit, d.memory, d.cores if d.memory is not None else 0)
         nodes = self._nodes
         log = self._changed
@@ -342,7 +344,7 @@ class Pool:
         self._reach[key] = memo
         if len(self._reach) > self._MEMOS:
             del self._reach[next(iter(self._reach))]
-        cores, gpus, total, by_gpus = memo[1], memo[2], memo[3], memo[4]  # per node; GPUs -> nodes
+        cores, gpus, total, by_pair = memo[1], memo[2], memo[3], memo[4]  # per node; (cores, GPUs) -> nodes
         if len(cores) < len(nodes):
             cores.extend([0] * (len(nodes) - len(cores)))
             gpus.extend([0] * (len(nodes) - len(gpus)))
@@ -354,21 +356,24 @@ class Pool:
             g = len(n.free_gpus) if t > 0 else 0
             total += t - cores[i]
             if gpus[i]:
-                by_gpus[gpus[i]] -= 1
+                old = (cores[i], gpus[i])
+                if by_pair[old] == 1:
+                    del by_pair[old]
+                else:
+                    by_pair[old] -= 1
             if g:
-                by_gpus[g] = by_gpus.get(g, 0) + 1
+                by_pair[t, g] = by_pair.get((t, g), 0) + 1
             cores[i], gpus[i] = t, g
         memo[3] = total
         if total < d.cores:
             return True
         if d.gpus:
-            ranks, got = d.cores // d.unit, 0
-            for g in sorted(by_gpus, reverse=True):
-                k = min(by_gpus[g], ranks)
-                got, ranks = got + k * g, ranks - k
-                if ranks == 0 or got >= d.gpus:
-                    break
-            return got < d.gpus
+            ranks, held = d.cores // d.unit, 0
+            for (t, g), k in by_pair.items():
+                held += k * rank_cap(t // d.unit, g, ranks, d.gpus)
+                if held >= ranks:
+                    return False
+            return True
         return False
 
     def _valid(self, k: int, idx: int) -> bool:
@@ -438,18 +443,14 @@ class Capacity:
                     return (f"needs {format_memory(memory)} of memory over at least {_n(min_cores, 'core')}; no set of "
                             f"nodes holds both (each node takes its share of the memory with its cores)")
             if gpus:
-                # GPUs come from nodes that hold at least one rank: at most w // unit nodes.
-                ranks, reach = w // unit, 0
-                for (c, g, m), count in sorted(self._units.items(), key=lambda kv: -kv[0][1]):
-                    if c < unit or (memory and m * w // memory < unit):
-                        continue
-                    k = min(count, ranks)
-                    reach, ranks = reach + k * g, ranks - k
-                    if ranks == 0:
-                        break
-                if reach < gpus:
-                    return (f"needs {_n(gpus, 'GPU')} on at most {_n(w // unit, 'node')} (one rank or more on each); "
-                            f"those nodes have {reach}")
+                # A node takes only the ranks whose share of the GPUs it holds (fleet.core.spangpus).
+                ranks, held = w // unit, 0
+                for (c, g, m), count in self._units.items():
+                    room = c // unit if not memory else min(c // unit, (m * w // memory) // unit)
+                    held += count * rank_cap(room, g, ranks, gpus)
+                if held < ranks:
+                    return (f"needs {_n(gpus, 'GPU')} for {_n(ranks, 'rank')}, each node holding its share of the GPUs "
+                            f"with its ranks; the nodes hold {held} of the ranks so")
             return w
         fitting = [c for c, g, m in self.shapes if g >= gpus and (memory is None or m >= memory)]
         if not fitting:  # named: only what no node has (GPUs, memory), else the two together

@@ -13,6 +13,7 @@ import heapq
 import math
 
 from fleet.core.resources import Demand, NodeSpec, Pool
+from fleet.core.spangpus import rank_cap, split
 
 
 def mem_for(spec: NodeSpec, cores: int, d: Demand) -> int:
@@ -137,31 +138,29 @@ class _Room:
 
     def choose(self, freed: dict[str, int], order: dict[str, int]) -> dict | None:
         """Per node (cores, GPUs, memory), as the pool places a spanning step: with GPUs,
-        first one rank on each of the nodes with the most GPUs until they are covered;
-        then cores from those nodes, then from the nodes the walk freed most on, then
-        those with the most room; join order breaks ties."""
+        each node's ranks with its share of them (fleet.core.spangpus.split), from the
+        nodes the walk freed most on, then those that hold the most ranks so; without,
+        cores from the nodes the walk freed most on, then those with the most room; join
+        order breaks ties."""
         d, proj, units = self.d, self.proj, self.units
         cand = [n for n, t in units.items() if t]
-        take: dict[str, int] = {}
-        gpus: dict[str, int] = {}
-        gleft = d.gpus
-        if gleft:
-            for n in sorted((n for n in cand if proj[n][1] > 0), key=lambda n: (-proj[n][1], -units[n], order[n])):
-                if gleft == 0 or len(take) == d.cores // d.unit:
-                    break
-                take[n], gpus[n] = d.unit, min(proj[n][1], gleft)
-                gleft -= gpus[n]
-            if gleft:
+        if d.gpus:
+            ranks = d.cores // d.unit
+            cand = [n for n in cand if proj[n][1] > 0]
+            cand.sort(key=lambda n: (-freed.get(n, 0), -rank_cap(units[n] // d.unit, proj[n][1], ranks, d.gpus),
+                                     -proj[n][1], order[n]))
+            parts = split(((n, units[n] // d.unit, proj[n][1]) for n in cand), ranks, d.gpus)
+            if parts is None:
                 return None
-        need = d.cores - sum(take.values())
-        rest = sorted((n for n in cand if n not in take), key=lambda n: (-freed.get(n, 0), -units[n], order[n]))
-        for n in list(take) + rest:
+            return {n: (r * d.unit, g, mem_for(self.specs[n], r * d.unit, d)) for n, (r, g) in parts.items()}
+        take: dict[str, int] = {}
+        need = d.cores
+        for n in sorted(cand, key=lambda n: (-freed.get(n, 0), -units[n], order[n])):
             if need == 0:
                 break
-            extra = min(units[n] - take.get(n, 0), need)
-            if extra > 0:
-                take[n] = take.get(n, 0) + extra
-                need -= extra
+            extra = min(units[n], need)
+            take[n] = extra
+            need -= extra
         if need:
             return None
-        return {n: (t, gpus.get(n, 0), mem_for(self.specs[n], t, d)) for n, t in take.items()}
+        return {n: (t, 0, mem_for(self.specs[n], t, d)) for n, t in take.items()}

@@ -1,62 +1,81 @@
-"""Placing a step that spans nodes and asks for GPUs (fleet.core.resources.Pool.place).
+"""Placing a step that spans nodes and asks for GPUs (fleet.core.resources.Pool.place,
+and a reservation's plan, fleet.core.shadow).
 
 A rarer kind of step than the rest, and the only placement that scans the live nodes,
 so it lives apart from the pool's per-step paths.
+
+The rule: a node's GPUs go with its ranks. A node takes r of the step's R ranks only
+if its free GPUs hold its share G*r/R of the step's G GPUs, and it gets that share
+rounded (the largest shortfalls first; at least one each when G is at least the number
+of nodes used). So every node with ranks of a step that has a GPU per node or more gets
+GPUs, and a node without free GPUs takes none of its ranks. (Before 2026-12-06 all the
+GPUs could go to one node and the ranks on the others got none.)
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import heapq
+from typing import TYPE_CHECKING, Hashable, Iterable
 
 if TYPE_CHECKING:
     from fleet.core.resources import Demand, Placement, Pool, _Node
 
 
-def place_span_gpus(pool: Pool, d: Demand) -> Placement | None:
-    """A spanning step with GPUs takes them from nodes that hold some of its cores:
-    first the nodes with the most free GPUs, one rank (`unit` cores) on each, until
-    its GPUs are covered (never more nodes than it has ranks); then each of those
-    nodes is topped up toward its share of the cores (in proportion to its GPUs);
-    the cores still missing come from those nodes, then from the others with the
-    most free cores. Scans the live nodes: for this rarer kind of step only."""
-    unit = d.unit
+def rank_cap(room: int, free_gpus: int, ranks: int, gpus: int) -> int:
+    """The most of a step's `ranks` a node with room for `room` ranks and `free_gpus`
+    free GPUs may take: those whose share of the step's `gpus` its GPUs hold."""
+    return min(room, free_gpus * ranks // gpus)
 
-    def room(node: _Node, now: int) -> int:
-        """Cores (whole units) the node can add to `now` with its free cores and memory."""
-        t = (len(node.free_cores) // unit) * unit
-        while t > now and node.free_mem < node.mem_for(t, d):
-            t -= unit
-        return t - now
 
-    live = [n for n in pool._nodes if n.alive and len(n.free_cores) >= unit]
-    take: dict[int, int] = {}
-    gpus: dict[int, int] = {}
-    left = d.gpus
-    for node in sorted((n for n in live if n.free_gpus),
-                       key=lambda n: (-len(n.free_gpus), -len(n.free_cores), n.idx)):
-        if left == 0 or len(take) == d.cores // unit:
-            break
-        if room(node, 0) < unit:
-            continue
-        take[node.idx], gpus[node.idx] = unit, min(len(node.free_gpus), left)
-        left -= gpus[node.idx]
+def split(nodes: Iterable[tuple[Hashable, int, int]], ranks: int, gpus: int) -> dict | None:
+    """{node: (ranks, GPUs)} of a spanning step with `ranks` ranks and `gpus` GPUs, from
+    `nodes` (key, room in ranks, free GPUs) taken in the order given, each to its
+    rank_cap; None if they do not hold all the ranks. Deterministic."""
+    take: dict = {}
+    left = ranks
+    for key, room, free in nodes:
+        r = min(rank_cap(room, free, ranks, gpus), left)
+        if r > 0:
+            take[key] = r
+            left -= r
+            if not left:
+                break
     if left:
         return None
-    need = d.cores - unit * len(take)
-    for i in list(take):
-        share = -(-d.cores * gpus[i] // d.gpus)   # its part of the cores, rounded up...
-        share = -(-share // unit) * unit             # ...to whole ranks
-        extra = min(max(0, share - take[i]), room(pool._nodes[i], take[i]), need)
-        take[i] += extra
-        need -= extra
-    for node in sorted(live, key=lambda n: (n.idx not in take, -len(n.free_cores), n.idx)):
-        if need == 0:
-            break
-        extra = min(room(node, take.get(node.idx, 0)), need)
-        if extra > 0:
-            take[node.idx] = take.get(node.idx, 0) + extra
-            need -= extra
-    if need:
+    # Each node's share is G*r/R; one GPU each first when there are GPUs enough, then
+    # the rest one at a time to the node furthest below its share (earlier on ties). A
+    # node is given one only while below its share, so never more than ceil(share),
+    # which its free GPUs hold (rank_cap).
+    keys = list(take)
+    got = [1 if gpus >= len(keys) else 0 for _ in keys]
+    short = [(-(gpus * take[k] - got[i] * ranks), i) for i, k in enumerate(keys)]
+    heapq.heapify(short)
+    for _ in range(gpus - sum(got)):
+        _, i = heapq.heappop(short)
+        got[i] += 1
+        heapq.heappush(short, (-(gpus * take[keys[i]] - got[i] * ranks), i))
+    return {k: (take[k], got[i]) for i, k in enumerate(keys)}
+
+
+def place_span_gpus(pool: Pool, d: Demand) -> Placement | None:
+    """A spanning step with GPUs: its ranks (`unit` cores each) on the nodes that hold
+    the most of them with their share of its GPUs (split), most free GPUs next, join
+    order on ties, so it touches few nodes. Scans the live nodes: for this rarer kind
+    of step only."""
+    unit = d.unit
+    ranks = d.cores // unit
+
+    def room(node: _Node) -> int:
+        """Ranks the node holds with its free cores and memory."""
+        t = (len(node.free_cores) // unit) * unit
+        while t > 0 and node.free_mem < node.mem_for(t, d):
+            t -= unit
+        return t // unit
+
+    live = [(n, room(n)) for n in pool._nodes if n.alive and n.free_gpus and len(n.free_cores) >= unit]
+    live.sort(key=lambda nr: (-rank_cap(nr[1], len(nr[0].free_gpus), ranks, d.gpus), -len(nr[0].free_gpus), nr[0].idx))
+    parts = split(((n.idx, r, len(n.free_gpus)) for n, r in live), ranks, d.gpus)
+    if parts is None:
         return None
-    return tuple(pool._take(pool._nodes[i], t, gpus.get(i, 0), pool._nodes[i].mem_for(t, d))
-                 for i, t in sorted(take.items()))
+    nodes = pool._nodes
+    return tuple(pool._take(nodes[i], r * unit, g, nodes[i].mem_for(r * unit, d)) for i, (r, g) in sorted(parts.items()))

@@ -484,16 +484,17 @@ def test_steps_that_all_take_the_default_memory_get_exactly_the_schedule_that_pa
 
 
 def test_a_spanning_step_with_more_gpus_per_node_than_ranks_reach_still_finds_them():
-    # One rank per node at least: 2 ranks on 1-GPU nodes reach 2 GPUs, never 3.
+    # Each node holds its share of the GPUs beside its ranks: 1.5 GPUs beside a rank, on 1-GPU nodes, never.
     nodes = [node("n1", 4, gpus=1), node("n2", 4, gpus=1), node("n3", 4, gpus=1)]
     cap = Capacity.of(nodes)
     assert cap.width(2, 2, 1, 2, None, True) == 2
     assert cap.width(2, 2, 1, 3, None, True) == (
-        "needs 3 GPUs on at most 2 nodes (one rank or more on each); those nodes have 2")
+        "needs 3 GPUs for 2 ranks, each node holding its share of the GPUs with its ranks; the nodes hold 0 of the ranks so")
     sched, out = scheduler(nodes, {"id": "m", "cores": 2, "gpus": 2, "span": True},
                            {"id": "bad", "cores": 2, "gpus": 3, "span": True})
     assert out == [
-        Unrunnable("bad", "needs 3 GPUs on at most 2 nodes (one rank or more on each); those nodes have 2"),
+        Unrunnable("bad", "needs 3 GPUs for 2 ranks, each node holding its share of the GPUs with its ranks; "
+                          "the nodes hold 0 of the ranks so"),
         Start("m", 1, (slot("n1", [0], [0]), slot("n2", [0], [0]))),
     ]
 

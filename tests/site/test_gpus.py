@@ -10,6 +10,7 @@ import re
 from argparse import Namespace
 
 import pytest
+from cluster import requires_mpi
 from fleetharness import assert_nothing_left, events, fleet
 
 from fleet.node import agent, probe
@@ -116,6 +117,27 @@ def test_a_profile_s_gpus_per_node_are_the_gpus_when_its_variable_is_not_set(tmp
     run = tmp_path / "run"
     assert joined_gpus(run) == {"node1": [0, 1], "node2": [2, 3]}
     assert {frozenset(a["seen"]) for a in ran(run, 2)} <= {frozenset({0, 1}), frozenset({2, 3})}
+    assert_nothing_left(run)
+
+
+@needs_two_cores
+@requires_mpi
+def test_every_rank_of_an_mpi_step_on_two_pretend_nodes_sees_gpus_of_its_own_node(tmp_path, no_gpu_vars):
+    # The audit's repro: 2 pretend nodes of 1 core and 2 GPUs; 2 ranks with 2 GPUs put
+    # both GPUs on node1 and gave node2's rank CUDA_VISIBLE_DEVICES="".
+    suite = tmp_path / "s.toml"
+    suite.write_text('[suite]\nname = "mpigpus"\nrun_dir = "run"\n\n[[steps]]\nid = "m"\nmpi = true\n'
+                     'ranks = 2\ngpus = 2\ncommand = "sh -c \'echo RANK=$PMI_RANK DEVICES=$CUDA_VISIBLE_DEVICES\'"\n')
+    r = fleet("run", str(suite), "--nodes", "2", cwd=tmp_path, timeout=120,
+              environ={"CUDA_VISIBLE_DEVICES": "0,1,2,3"})
+    assert r.returncode == 0, r.stderr
+    run = tmp_path / "run"
+    [start] = [e for e in events(run) if e["kind"] == "start"]
+    placed = [set(s["gpus"]) for s in start["placement"]]
+    assert placed == [{0}, {2}], start["placement"]   # one GPU beside each rank
+    seen = dict(re.findall(r"^RANK=(\d+) DEVICES=(.*)$", records.log_path(run, "m").read_text(), re.M))
+    assert sorted(seen) == ["0", "1"], seen
+    assert [{int(g) for g in seen[k].split(",") if g} for k in ("0", "1")] == placed
     assert_nothing_left(run)
 
 
