@@ -137,6 +137,12 @@ def launch(profile: Profile, spec, d: Start, run_dir: Path, fleet_id: str = "", 
     command = list(spec.command) if isinstance(spec.command, tuple) else spec.command
     cores = list(slot.cores)
     env = dict(spec.env) if spec.env else {}  # the step's own, then fleet's (the suite may not set FLEET_*)
+    if env and profile.gpu_var:
+        # The GPU variable is the placement's, set after env (docs/suite-reference.md): a
+        # value of the suite's would otherwise stand where fleet sets none (a ZE_AFFINITY_MASK
+        # step without GPUs, whose empty mask would mean every device), for a step or its ranks.
+        env.pop(profile.gpu_var, None)
+    env.update(profile.gpu_env)  # (ZE_FLAT_DEVICE_HIERARCHY: how the mask's numbers are read)
     env.update(FLEET_STEP=d.step, FLEET_ATTEMPT=str(d.attempt), FLEET_RUN_DIR=rd, FLEET_ID=fleet_id)
     if spec.mpi:
         try:
@@ -249,7 +255,8 @@ def render_mpi(profile: Profile, spec, d: Start, run_dir: Path, command, env: di
     # files' directory is given, not filled in afterwards, so the command reaches the
     # ranks as written (a "{fleet}" in it is the user's).
     r = mpi.render(profile.mpi, d.placement, spec.threads, command, profile.mpi_flags, one_host,
-                   gpu_var=profile.gpu_var, limit_memory=spec.memory is not None, fleet_dir=str(fleet_dir))
+                   gpu_var=profile.gpu_var, limit_memory=spec.memory is not None, fleet_dir=str(fleet_dir),
+                   gpu_extra=profile.gpu_env)
     owndirs.makedirs(fleet_dir)
     for name, text in r.files.items():
         ownfiles.write_text(fleet_dir / name, text)

@@ -180,6 +180,11 @@ def node_gpus(gpu_var: str = "", count: int = 0,
     the first set of GPU_VARS, as before profiles named their variable. A set but empty
     ZE_AFFINITY_MASK means every device: ``count`` of them (none if no count is stated).
     Non-integer ids raise ValueError (visible_gpus).
+
+    Ids read from another variable than ``gpu_var`` are given as their positions
+    0..n-1: that variable stays set in every step, and the runtime numbers what it
+    leaves visible from 0 before ``gpu_var`` selects (ROCm applies ROCR_VISIBLE_DEVICES=4,5
+    first, so HIP_VISIBLE_DEVICES=4 would name no device; before 2026-12-06 it was given).
     """
     env = os.environ if environ is None else environ
     if gpu_var and gpu_var in env:
@@ -187,7 +192,10 @@ def node_gpus(gpu_var: str = "", count: int = 0,
     if count:
         return tuple(range(count))
     first = next((name for name in GPU_VARS if name in env), None)
-    return () if first is None else _listed_or_all(first, count, env)
+    if first is None:
+        return ()
+    ids = _listed_or_all(first, count, env)
+    return tuple(range(len(ids))) if gpu_var else ids
 
 
 def _listed_or_all(name: str, count: int, env: Mapping[str, str]) -> tuple[int, ...]:

@@ -16,6 +16,8 @@ generated wrapper that picks the rank's cores by PALS_RANKID.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
+from types import MappingProxyType
 from dataclasses import dataclass, field
 
 from fleet.core.resources import Placement
@@ -159,11 +161,14 @@ def rank_layout(kind: str, placement: Placement, threads: int) -> list[tuple[str
 PALS_WRAPPER = "pals-ranks.sh"
 
 
-def _pals_wrapper(placement: Placement, lists: list, ppn: int, gpu_var: str, per_node: list | None) -> str:
+def _pals_wrapper(placement: Placement, lists: list, ppn: int, gpu_var: str, per_node: list | None,
+                  gpu_extra: Mapping[str, str] = MappingProxyType({})) -> str:
     """The script every rank starts through: its node is its PALS_RANKID // ppn (ranks
     go in blocks of ppn over --hosts), its cores the node's list at its local rank.
-    One case per node, not per rank: each rank reads all of it."""
+    One case per node, not per rank: each rank reads all of it. `gpu_extra` (how the GPU
+    variable's numbers are read: the profile's) is exported for every rank too."""
     lines = ["# fleet: starts each PALS rank on its own node's cores (and GPUs); written for this launch",
+             *(f"export {k}={shlex.quote(v)}" for k, v in sorted(gpu_extra.items())),
              'r=${PALS_RANKID:?"PALS_RANKID is not set: not started by PALS mpiexec"}',
              f"n=$((r / {ppn})); l=$((r % {ppn}))",
              'case "$n" in']
@@ -179,7 +184,8 @@ def _pals_wrapper(placement: Placement, lists: list, ppn: int, gpu_var: str, per
 
 
 def render_pals(placement: Placement, threads: int, command: list[str], flags: tuple[str, ...] = (),
-                gpu_var: str = "", fleet_dir: str = "{fleet}") -> Rendered:
+                gpu_var: str = "", fleet_dir: str = "{fleet}",
+                gpu_extra: Mapping[str, str] = MappingProxyType({})) -> Rendered:
     """PALS mpiexec: --hosts, --ppn, --depth and --cpu-bind list:a,b:c,d when every node
     holds the same ranks on the same cores and GPUs. Otherwise one application still
     (PALS takes hosts, ppn, binding and environment once for all of it: an MPMD section
@@ -209,7 +215,7 @@ def render_pals(placement: Placement, threads: int, command: list[str], flags: t
     argv = ["mpiexec", "-n", str(sum(counts)), "--ppn", str(ppn), "--hosts", ",".join(s.node for s in ordered),
             "--depth", str(threads), "--cpu-bind", "none", *flags,
             "/bin/sh", f"{fleet_dir}/{PALS_WRAPPER}", *command]
-    return Rendered(tuple(argv), genv, {PALS_WRAPPER: _pals_wrapper(ordered, lists, ppn, gpu_var, per_node)})
+    return Rendered(tuple(argv), genv, {PALS_WRAPPER: _pals_wrapper(ordered, lists, ppn, gpu_var, per_node, gpu_extra)})
 
 
 def _ranks_per_node(placement: Placement, counts: list[int]) -> str:
@@ -249,7 +255,8 @@ def render_hydra(placement: Placement, threads: int, command: list[str], flags: 
 
 def render(kind: str, placement: Placement, threads: int, command: list[str] | str,
            flags: tuple[str, ...] = (), one_host: bool = False, gpu_var: str = "",
-           limit_memory: bool = True, fleet_dir: str = "{fleet}") -> Rendered:
+           limit_memory: bool = True, fleet_dir: str = "{fleet}",
+           gpu_extra: Mapping[str, str] = MappingProxyType({})) -> Rendered:
     """The launcher command for an MPI step (kind: srun, pals or hydra); `gpu_var` is the
     machine's GPU visibility variable, set for each rank to its node's GPUs. The command
     is passed on as it is: nothing in it is a placeholder. `limit_memory`: as for
@@ -259,7 +266,7 @@ def render(kind: str, placement: Placement, threads: int, command: list[str] | s
         return render_srun(placement, threads, argv, flags, gpu_var=gpu_var, limit_memory=limit_memory,
                            fleet_dir=fleet_dir)
     if kind == "pals":
-        return render_pals(placement, threads, argv, flags, gpu_var=gpu_var, fleet_dir=fleet_dir)
+        return render_pals(placement, threads, argv, flags, gpu_var=gpu_var, fleet_dir=fleet_dir, gpu_extra=gpu_extra)
     if kind == "hydra":
         return render_hydra(placement, threads, argv, flags, one_host, gpu_var=gpu_var)
     raise RenderError(f"unknown MPI launcher {kind!r}")

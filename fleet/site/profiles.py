@@ -27,6 +27,8 @@ else:  # pragma: no cover
 LAUNCHERS = ("local", "slurm", "pals")
 MPI_LAUNCHERS = ("srun", "pals", "hydra")
 GPU_VARS = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ZE_AFFINITY_MASK", "")
+# Level Zero's ZE_FLAT_DEVICE_HIERARCHY values ("": fleet sets none, the node's own holds).
+ZE_HIERARCHIES = ("FLAT", "COMPOSITE", "COMBINED", "")
 MAX_GPUS_PER_NODE = 4_096  # as `fleet simulate --gpus-per-node` takes (fleet.cli_options)
 
 
@@ -49,6 +51,17 @@ class Profile:
     mpi_flags: tuple[str, ...] = ()
     advertise: str = ""  # the address, host name or interface (hsn0) agents reach the coordinator at
     gpus_per_node: int = 0  # GPUs a node has when gpu_var is not set there (0: not stated)
+    # ZE_FLAT_DEVICE_HIERARCHY for every step and rank: None is the default for gpu_var
+    # (FLAT with ZE_AFFINITY_MASK, so that the mask's numbers are certain; else unset),
+    # "" sets nothing.
+    ze_hierarchy: str | None = None
+
+    @property
+    def gpu_env(self) -> dict[str, str]:
+        """Variables fleet sets for every step and rank beside the GPU variable, after the
+        step's own env: how the GPU variable's numbers are to be read."""
+        h = ("FLAT" if self.gpu_var == "ZE_AFFINITY_MASK" else "") if self.ze_hierarchy is None else self.ze_hierarchy
+        return {"ZE_FLAT_DEVICE_HIERARCHY": h} if h else {}
 
 
 def search_path() -> list[Path]:
@@ -86,7 +99,7 @@ def parse_profile(name: str, path: Path, text: str) -> Profile:
     m = raw["machine"]
     problems = []
     known = {"description", "launcher", "mpi", "gpu_var", "held_back_cores", "agent_flags", "mpi_flags", "advertise",
-             "gpus_per_node"}
+             "gpus_per_node", "ze_flat_device_hierarchy"}
     for k in m:
         if k not in known:
             problems.append(f"{where}: field 'machine.{k}': unknown field" + spelling.hint(k, known))
@@ -122,9 +135,16 @@ def parse_profile(name: str, path: Path, text: str) -> Profile:
             return ""
         return v
 
+    gpu_var = choice("gpu_var", GPU_VARS, "CUDA_VISIBLE_DEVICES")
+    hierarchy = None
+    if "ze_flat_device_hierarchy" in m:
+        hierarchy = choice("ze_flat_device_hierarchy", ZE_HIERARCHIES, "")
+        if hierarchy and gpu_var != "ZE_AFFINITY_MASK":
+            problems.append(f"{where}: field 'machine.ze_flat_device_hierarchy': only for gpu_var = "
+                            f"\"ZE_AFFINITY_MASK\" (this profile's is {gpu_var!r})")
     prof = Profile(name, where, string("description"), choice("launcher", LAUNCHERS, "local"),
-                   choice("mpi", MPI_LAUNCHERS, "hydra"), choice("gpu_var", GPU_VARS, "CUDA_VISIBLE_DEVICES"),
-                   tuple(held), strings("agent_flags"), strings("mpi_flags"), string("advertise"), gpus)
+                   choice("mpi", MPI_LAUNCHERS, "hydra"), gpu_var,
+                   tuple(held), strings("agent_flags"), strings("mpi_flags"), string("advertise"), gpus, hierarchy)
     if problems:
         raise ProfileError("\n".join(problems))
     return prof

@@ -154,8 +154,9 @@ def test_every_rank_of_an_mpi_step_on_two_pretend_nodes_sees_gpus_of_its_own_nod
     # Not set: the profile's count, before any other variable.
     ("ZE_AFFINITY_MASK", 6, {}, (0, 1, 2, 3, 4, 5)),
     ("ZE_AFFINITY_MASK", 2, {"CUDA_VISIBLE_DEVICES": "5"}, (0, 1)),
-    # No count either: the first set of the others, in the order they had before.
-    ("CUDA_VISIBLE_DEVICES", 0, {"ROCR_VISIBLE_DEVICES": "1", "ZE_AFFINITY_MASK": "0"}, (1,)),
+    # No count either: the first set of the others, in the order they had before; as
+    # positions when steps get the profile's variable (tests/site/test_gpu_env.py).
+    ("CUDA_VISIBLE_DEVICES", 0, {"ROCR_VISIBLE_DEVICES": "1", "ZE_AFFINITY_MASK": "0"}, (0,)),
     ("", 0, {"HIP_VISIBLE_DEVICES": "3", "ZE_AFFINITY_MASK": "0"}, (3,)),
     ("", 0, {}, ()),
 ])

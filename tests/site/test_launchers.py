@@ -351,7 +351,7 @@ def test_launcher_for_follows_the_profile_and_its_held_back_cores_reach_the_agen
     slurm = launcher_for(profiles.load("slurm"), tmp_path, nodes)
     assert isinstance(slurm, SlurmLauncher) and slurm.nodes == nodes
     assert slurm.argv(EP, ())[slurm.argv(EP, ()).index("--hold-back") + 1] == ""
-    assert argv[argv.index("--gpu-var"):][:4] == ["--gpu-var", "ZE_AFFINITY_MASK", "--gpus-per-node", "6"]
+    assert argv[argv.index("--gpu-var"):][:4] == ["--gpu-var", "ZE_AFFINITY_MASK", "--gpus-per-node", "12"]
     local = launcher_for(profiles.load("local"), tmp_path)
     assert isinstance(local, LocalLauncher) and local.hold_back == ()
     assert (local.gpu_var, local.gpus_per_node) == ("CUDA_VISIBLE_DEVICES", 0)
@@ -443,7 +443,7 @@ def test_the_generic_and_named_profiles_say_what_their_machines_need(monkeypatch
     assert (pals.launcher, pals.mpi) == ("pals", "pals")
     aurora = profiles.load("aurora")
     assert (aurora.launcher, aurora.mpi, aurora.gpu_var, aurora.held_back_cores) == ("pals", "pals", "ZE_AFFINITY_MASK", (0, 52))
-    assert (aurora.gpus_per_node, local.gpus_per_node, slurm.gpus_per_node) == (6, 0, 0)
+    assert (aurora.gpus_per_node, local.gpus_per_node, slurm.gpus_per_node) == (12, 0, 0)
     pm = profiles.load("perlmutter-gpu")
     assert (pm.launcher, pm.mpi, pm.gpu_var, pm.mpi_flags) == ("slurm", "srun", "CUDA_VISIBLE_DEVICES", ("--gpu-bind=none",))
 
