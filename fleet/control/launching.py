@@ -142,7 +142,9 @@ def launch(profile: Profile, spec, d: Start, run_dir: Path, fleet_id: str = "", 
         # value of the suite's would otherwise stand where fleet sets none (a ZE_AFFINITY_MASK
         # step without GPUs, whose empty mask would mean every device), for a step or its ranks.
         env.pop(profile.gpu_var, None)
-    env.update(profile.gpu_env)  # (ZE_FLAT_DEVICE_HIERARCHY: how the mask's numbers are read)
+    extra = profile.gpu_env  # (ZE_FLAT_DEVICE_HIERARCHY: how the mask's numbers are read)
+    if extra:
+        env.update(extra)
     env.update(FLEET_STEP=d.step, FLEET_ATTEMPT=str(d.attempt), FLEET_RUN_DIR=rd, FLEET_ID=fleet_id)
     if spec.mpi:
         try:

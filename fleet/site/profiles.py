@@ -11,6 +11,7 @@ is now also built in, should no local.toml be found.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from dataclasses import dataclass
@@ -56,7 +57,7 @@ class Profile:
     # "" sets nothing.
     ze_hierarchy: str | None = None
 
-    @property
+    @functools.cached_property  # (read at every step's launch: made once; not to be changed)
     def gpu_env(self) -> dict[str, str]:
         """Variables fleet sets for every step and rank beside the GPU variable, after the
         step's own env: how the GPU variable's numbers are to be read."""
