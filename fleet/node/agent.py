@@ -232,9 +232,8 @@ class Agent:
         return self._stop(zygote_open)
 
     def _zygote_closed(self) -> bool:
-        """The zygote's pipe closed. Unasked, it died under us: True if a new one was started
-        (fleet.node.rezygote); else the goodbye says how, judged by the coordinator (fleet.control.jobend)."""
-        return not self.stopping and rezygote.closed(self, zygote_end(self.zygote), start_zygote)
+        """The zygote's pipe closed: True if a new one was started (fleet.node.rezygote.pipe_closed)."""
+        return rezygote.pipe_closed(self, zygote_end, start_zygote)
 
     def _wait(self, now: float, next_beat: float) -> float:
         """Seconds the loop may wait: until the next beat, or sooner for the reports held,
@@ -366,8 +365,8 @@ class Agent:
             return rezygote.boot(self, data)
         out = []
         for payload, msg in self.reader.feed_frames(data):
-            if isinstance(msg, (P.Started, P.Exited, P.Dropped)):
-                self.unstarted.done((msg.step, msg.attempt))
+            if isinstance(msg, (P.Started, P.Exited, P.Dropped)) and rezygote.kept(self, msg, payload):
+                continue  # (dropped as it stopped unasked: for a new zygote)
             if isinstance(msg, P.Started):
                 self.pgids[(msg.step, msg.attempt)] = msg.pgid
                 self.memory.started(msg)
@@ -423,6 +422,7 @@ class Agent:
                 if not data:
                     break
                 self._from_zygote(data)
+        rezygote.say_kept(self)  # (kept before the agent began to stop)
         try:
             self.zygote.wait(timeout=1.0 if zygote_open else grace + 3.0)
         except subprocess.TimeoutExpired:

@@ -17,8 +17,9 @@ fleet for the rest of the allocation. Now the agent, once its zygote's pipe clos
 - keeps heartbeating while the new zygote imports (a preload may take tens of seconds
   on a parallel filesystem), holding what the coordinator sends for it meanwhile;
 - once the new zygote's Hello comes, writes it the launches the old one had surely not
-  started (queued behind a step still running: Unstarted.held), in the order they came,
-  then what was held. Every other launch whose Started never came may have started (a
+  started (queued behind a step still running, or dropped as it stopped unasked on a
+  SIGTERM: Unstarted.held; each waiting for what it waited for there, the drops it made
+  followed: Unstarted.dropped), in the order they came, then what was held. Every other launch whose Started never came may have started (a
   step can kill its zygote before its Started is written) and ends with the steps that
   ran: none runs twice.
 
@@ -36,6 +37,7 @@ killed at once, as the new zygote's own fencing would.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import os
 import signal
 import time
@@ -82,6 +84,10 @@ class Unstarted:
         self.frames: dict[tuple[str, int], list[bytes]] = {}  # in launch order
         self.after: dict[tuple[str, int], str] = {}
         self.preloads: list[bytes] = []
+        # Dropped by a zygote that stopped on its own (a SIGTERM: `kill $PPID`), not
+        # asked: surely not started. Said to the coordinator only if the agent stops
+        # too (its node's loss puts them back); a new zygote is handed them again.
+        self.kept: list[tuple[P.Dropped, bytes]] = []
 
     def launched(self, key: tuple[str, int], frame: bytes, after: str) -> None:
         self.frames[key] = [frame]
@@ -96,15 +102,37 @@ class Unstarted:
         self.frames.pop(key, None)
         self.after.pop(key, None)
 
+    def dropped(self, key: tuple[str, int]) -> None:
+        """The zygote dropped this held launch: as its Queued.drop did, the launches that
+        waited for it wait for what it waited for (a new zygote is written them so; with
+        the `after` the coordinator sent, they would start at once there, and the agent
+        would judge them started, leaving them to no one: before 2026-12-07)."""
+        after = self.after.get(key)
+        self.done(key)
+        if after is None or any(k[0] == key[0] for k in self.frames):
+            return
+        for k in [k for k, a in self.after.items() if a == key[0]]:  # (a window's launches: a few)
+            self.after[k] = after
+            self.frames[k][0] = P.encode(dataclasses.replace(P.decode(self.frames[k][0]), after=after))
+
+    def release(self) -> list[tuple[P.Dropped, bytes]]:
+        """The kept drops, now to be said (the agent stops: no new zygote runs them)."""
+        kept, self.kept = self.kept, []
+        for msg, _ in kept:
+            self.done((msg.step, msg.attempt))
+        return kept
+
     def held(self, running: set[str]) -> list[tuple[str, int]]:
         """The launches surely not started: each queued behind a step still ``running``
-        at the zygote's death (as far as the agent heard), or behind one such. The
-        others may have been (a launch's process can start, and kill its zygote, before
-        its Started is written): they end with the zygote's steps, never run twice."""
+        at the zygote's death (as far as the agent heard), or behind one such, or kept
+        (its zygote dropped it as it stopped), or behind one such. The others may have
+        been (a launch's process can start, and kill its zygote, before its Started is
+        written): they end with the zygote's steps, never run twice."""
         held: list[tuple[str, int]] = []
         waiting = set(running)
+        kept = {(m.step, m.attempt) for m, _ in self.kept}
         for key in self.frames:
-            if self.after[key] and self.after[key] in waiting:
+            if key in kept or (self.after[key] and self.after[key] in waiting):
                 held.append(key)
                 waiting.add(key[0])
         return held
@@ -113,6 +141,7 @@ class Unstarted:
         """What a new zygote is written once it says hello: the Preloads, then the
         ``held`` launches, in the order they came; every other launch forgotten."""
         keep = set(held)
+        self.kept = []
         for key in [k for k in self.frames if k not in keep]:
             self.done(key)
         return [*self.preloads, *(f for fs in self.frames.values() for f in fs)]
@@ -137,6 +166,44 @@ def end_steps(agent) -> list[list]:
         agent.graces.pop(key, None)
         agent.memory.forget(key)
     return [list(k) for k in started]
+
+
+def kept(agent, msg, payload: bytes) -> bool:
+    """(The zygote's Started, Exited or Dropped ``msg``) True if kept for a new zygote:
+    dropped as its zygote stopped unasked (a SIGTERM: `kill $PPID` from a step), not
+    said to the coordinator, which would leave it queued (its node is not lost) with no
+    process for good (before 2026-12-07). Else what the agent wrote is done with."""
+    key = (msg.step, msg.attempt)
+    if isinstance(msg, P.Dropped):
+        if msg.stopped and not agent.stopping:
+            agent.unstarted.kept.append((msg, payload))
+            return True
+        agent.unstarted.dropped(key)
+    else:
+        agent.unstarted.done(key)
+    return False
+
+
+def say_kept(agent) -> None:
+    """Say the launches a zygote that stopped unasked dropped (Unstarted.kept), now that
+    none goes to a new one: the agent stops, and its node's loss puts them back."""
+    kept = agent.unstarted.release()
+    for msg, _ in kept:
+        agent.pgids.pop((msg.step, msg.attempt), None)
+        agent.graces.pop((msg.step, msg.attempt), None)
+        agent.memory.dropped(msg)
+    if kept:
+        agent.report([payload for _, payload in kept])
+
+
+def pipe_closed(agent, zygote_end, start) -> bool:
+    """The zygote's pipe closed. Unasked, it died under ``agent``: True if a new one was
+    started; else the goodbye says how (``zygote_end``: fleet.node.hello), judged by the
+    coordinator (fleet.control.jobend), and what it dropped as it stopped is said."""
+    if not agent.stopping and closed(agent, zygote_end(agent.zygote), start):
+        return True
+    say_kept(agent)
+    return False
 
 
 def closed(agent, how: str, start) -> bool:
