@@ -358,10 +358,9 @@ class Window(WindowPick, WindowBack, WindowChain, WindowOrder):
         out.append(Kill(job.spec.id, job.attempt, reason))
 
     def dropped(self, job, outcome: str, reason: str, out: list) -> None:
-        """A queued step ended before it started: its node dropped it (cancelled; ready
-        again if the drain dropped it: not started), its claim says it may not run
-        (stopped), its launch could not be made (failed), or it was taken back (ready
-        again: fleet.core.windowback)."""
+        """A queued step ended before it started: its node dropped it (cancelled; ready again if the drain
+        dropped it: not started), its zygote died (lost: ready again), its claim says it may not run (stopped),
+        its launch could not be made (failed), or it was taken back (ready again: fleet.core.windowback)."""
         back = self._answered(job.spec.id)
         if back is None:  # (or so, before that one's exit came)
             back = self._went_on_first(job, outcome)
@@ -392,6 +391,8 @@ class Window(WindowPick, WindowBack, WindowChain, WindowOrder):
     def _judge(self, job, outcome: str, reason: str, out: list, back: str | None) -> None:
         if outcome == S.STOPPED:
             self._end(job, "stopped", S.STOPPED, reason, out)
+        elif outcome == S.LOST and not job.cancelled:  # its zygote died first (fleet.control.rezygote): as `lost`
+            self._ready(job, out, reason)
         elif job.cancelled and self.sched.deadline.drained:  # dropped by the drain: not started, no attempt
             job.cancelled = False
             self._ready(job, out, DRAIN_KILL + self.sched.deadline.reason)
