@@ -10,7 +10,7 @@ not started are the agent's to hand the new one: their steps stay as they are he
 A step named that is queued here on that node (not running: its predecessor had not
 ended) did not start as far as this coordinator knows, and no new zygote is handed it:
 it is taken back first (ready again, its attempt unused, an ``unqueued`` record), as a
-node's loss takes back its queued steps; before 2026-12-07 it stayed queued, was
+node's loss takes back its queued steps; before 2026-12-06 it stayed queued, was
 promoted at its predecessor's end, and ran nowhere: the run hung.
 The restart is logged and recorded (a ``zygote_restarted`` node event).
 """

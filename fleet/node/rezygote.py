@@ -106,7 +106,7 @@ class Unstarted:
         """The zygote dropped this held launch: as its Queued.drop did, the launches that
         waited for it wait for what it waited for (a new zygote is written them so; with
         the `after` the coordinator sent, they would start at once there, and the agent
-        would judge them started, leaving them to no one: before 2026-12-07)."""
+        would judge them started, leaving them to no one: before 2026-12-06)."""
         after = self.after.get(key)
         self.done(key)
         if after is None or any(k[0] == key[0] for k in self.frames):
@@ -172,7 +172,7 @@ def kept(agent, msg, payload: bytes) -> bool:
     """(The zygote's Started, Exited or Dropped ``msg``) True if kept for a new zygote:
     dropped as its zygote stopped unasked (a SIGTERM: `kill $PPID` from a step), not
     said to the coordinator, which would leave it queued (its node is not lost) with no
-    process for good (before 2026-12-07). Else what the agent wrote is done with."""
+    process for good (before 2026-12-06). Else what the agent wrote is done with."""
     key = (msg.step, msg.attempt)
     if isinstance(msg, P.Dropped):
         if msg.stopped and not agent.stopping:

@@ -1,6 +1,6 @@
 """A zygote restarted (fleet.node.rezygote, fleet.control.rezygote) while launches wait
 queued on its node: each of them, exactly once, runs on the new zygote, or ends, or is
-taken back (ready again). Before 2026-12-07 two cases left a step that the coordinator
+taken back (ready again). Before 2026-12-06 two cases left a step that the coordinator
 held as queued (then running) with no process anywhere, and the run hung until
 `fleet down`: a `fleet cancel` of the middle of a node's chain before the zygote died
 (the agent's record of what to hand a new zygote did not follow the zygote's drop, and
