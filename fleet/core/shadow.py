@@ -112,6 +112,12 @@ class _Room:
         self.d, self.specs, self.proj = d, specs, proj
         self.units: dict[str, int] = {}
         self.cores = self.gpus = 0
+        # With GPUs, the ranks each node holds beside its share of the GPUs (spangpus.rank_cap)
+        # and their sum: enough exactly when choose's split succeeds, so that a walk ends
+        # where a plan exists (totals alone let choose fail, and the walk run to its end).
+        self.ranks = d.cores // d.unit
+        self.caps: dict[str, int] = {}
+        self.held = 0
         for name in proj:
             self.add(name)
 
@@ -126,15 +132,22 @@ class _Room:
         t = self._usable(name)
         self.units[name] = t
         self.cores += t
-        self.gpus += max(0, self.proj[name][1]) if t else 0
+        g = max(0, self.proj[name][1]) if t else 0
+        self.gpus += g
+        if self.d.gpus and g:
+            cap = self.caps[name] = rank_cap(t // self.d.unit, g, self.ranks, self.d.gpus)
+            self.held += cap
 
     def drop(self, name: str) -> None:
         t = self.units.pop(name, 0)
         self.cores -= t
         self.gpus -= max(0, self.proj[name][1]) if t else 0
+        self.held -= self.caps.pop(name, 0)
 
     def enough(self) -> bool:
-        return self.cores >= self.d.cores and self.gpus >= self.d.gpus
+        if self.d.gpus:
+            return self.held >= self.ranks
+        return self.cores >= self.d.cores
 
     def choose(self, freed: dict[str, int], order: dict[str, int]) -> dict | None:
         """Per node (cores, GPUs, memory), as the pool places a spanning step: with GPUs,
