@@ -411,6 +411,32 @@ class Capacity:
                    sum(len(n.gpus) for n in nodes), sum(n.memory for n in nodes), len(nodes),
                    {k: v for k, v in shapes.items()})
 
+    def _gpu_width(self, w: int, min_cores: int, unit: int, gpus: int, memory: int | None) -> int | str:
+        """The widest of a spanning GPU step's widths from `w` down to `min_cores` whose
+        ranks the nodes hold beside their share of its GPUs (fleet.core.spangpus); a
+        string says why none does. What the nodes hold grows with the ranks, so no count
+        between held and ranks can fit: down to held, as for memory."""
+        ranks = first = w // unit
+        first_held = -1
+        while True:
+            held = self._ranks_held(ranks * unit, unit, gpus, memory)
+            if held >= ranks:
+                return ranks * unit
+            first_held = held if first_held < 0 else first_held
+            ranks = held
+            if not ranks or ranks * unit < min_cores:
+                return (f"needs {_n(gpus, 'GPU')} for {_n(first, 'rank')}, each node holding its share of "
+                        f"the GPUs with its ranks; the nodes hold {first_held} of the ranks so")
+
+    def _ranks_held(self, w: int, unit: int, gpus: int, memory: int | None) -> int:
+        """The ranks of a spanning step of `w` cores that the nodes hold beside their share
+        of its `gpus` (and of its `memory`)."""
+        ranks, held = w // unit, 0
+        for (c, g, m), count in self._units.items():
+            room = c // unit if not memory else min(c // unit, (m * w // memory) // unit)
+            held += count * rank_cap(room, g, ranks, gpus)
+        return held
+
     def width(self, cores: int, min_cores: int, unit: int, gpus: int, memory: int | None,
               span: bool) -> int | str:
         """Cores the step gets, decided from the whole allocation: its target, reduced
@@ -442,16 +468,7 @@ class Capacity:
                 if w < min_cores:
                     return (f"needs {format_memory(memory)} of memory over at least {_n(min_cores, 'core')}; no set of "
                             f"nodes holds both (each node takes its share of the memory with its cores)")
-            if gpus:
-                # A node takes only the ranks whose share of the GPUs it holds (fleet.core.spangpus).
-                ranks, held = w // unit, 0
-                for (c, g, m), count in self._units.items():
-                    room = c // unit if not memory else min(c // unit, (m * w // memory) // unit)
-                    held += count * rank_cap(room, g, ranks, gpus)
-                if held < ranks:
-                    return (f"needs {_n(gpus, 'GPU')} for {_n(ranks, 'rank')}, each node holding its share of the GPUs "
-                            f"with its ranks; the nodes hold {held} of the ranks so")
-            return w
+            return self._gpu_width(w, min_cores, unit, gpus, memory) if gpus else w
         fitting = [c for c, g, m in self.shapes if g >= gpus and (memory is None or m >= memory)]
         if not fitting:  # named: only what no node has (GPUs, memory), else the two together
             what = []

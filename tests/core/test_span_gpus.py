@@ -136,3 +136,32 @@ def test_a_plans_room_says_enough_exactly_when_a_plan_can_be_chosen_as_the_walk_
             p[0], p[1] = p[0] + cores, p[1] + gpus
             room.add(name)
         assert room.enough() == (room.choose({}, order) is not None), (proj, d)
+
+
+def test_a_flexible_gpu_step_whose_target_ranks_cannot_hold_their_share_gets_fewer_ranks_down_to_its_minimum():
+    # 3 nodes of 4 cores and 1 GPU: 10 ranks with 3 GPUs leave a node a rank short of its
+    # share; 9 ranks (the step's minimum) fit, 3 a node (it was refused as never running).
+    cap = Capacity.of([node(f"n{i}", 4, gpus=1) for i in range(3)])
+    assert cap.width(10, 9, 1, 3, None, True) == 9
+    assert Capacity.of([node("g", 4, gpus=4), node("c", 4)]).width(8, 4, 1, 4, None, True) == 4
+    assert isinstance(Capacity.of([node("g", 4, gpus=4), node("c", 4)]).width(8, 5, 1, 4, None, True), str)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(busy_pools(), st.integers(0, 6))
+def test_a_flexible_spanning_gpu_steps_width_is_the_widest_an_idle_pool_places_within_its_range(case, less):
+    _, specs, d = case
+    lo = max(d.unit, d.cores - less * d.unit)
+
+    def places(w: int) -> bool:
+        idle = Pool()
+        for s in specs:
+            idle.add(s)
+        return idle.place(Demand(cores=w, gpus=d.gpus, span=True, unit=d.unit, memory=d.memory)) is not None
+
+    w = Capacity.of(specs).width(d.cores, lo, d.unit, d.gpus, d.memory, True)
+    fitting = [c for c in range(d.cores, lo - 1, -d.unit) if places(c)]
+    if isinstance(w, str):
+        assert not fitting, (w, fitting)
+    else:
+        assert fitting and w == fitting[0], (w, fitting)
