@@ -165,3 +165,20 @@ def test_a_flexible_spanning_gpu_steps_width_is_the_widest_an_idle_pool_places_w
         assert not fitting, (w, fitting)
     else:
         assert fitting and w == fitting[0], (w, fitting)
+
+
+def test_placing_a_spanning_gpu_step_on_a_thousand_nodes_works_out_the_memory_room_of_the_few_it_takes(monkeypatch):
+    # Counted, not timed: every live node's room (a memory loop) was worked out and every
+    # node sorted for each placement, 3.4x the cost on 10,000 nodes.
+    from fleet.core import resources
+    pool = Pool()
+    for i in range(1000):
+        pool.add(node(f"n{i}", 64, gpus=4, memory=512 * GiB))
+    d = Demand(cores=256, gpus=16, span=True, memory=64 * GiB)
+    assert pool.fits(d)  # (the cheap test's tables, made once a kind of demand, kept up to date after)
+    calls = []
+    real = resources._Node.mem_for
+    monkeypatch.setattr(resources._Node, "mem_for", lambda self, *a: calls.append(1) or real(self, *a))
+    got = pool.place(d)
+    assert got is not None and len(got) == 4 and all(len(s.gpus) == 4 for s in got)
+    assert len(calls) < 40, len(calls)
