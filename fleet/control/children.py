@@ -143,7 +143,8 @@ class Children:
                                             outcome=S.FAILED, reason=why))
         if tag.exit.outcome in GOES_ON:  # (a success's record waits for its Finished anyway: recording)
             self.coord.recorder.overrule(tag.parent, tag.exit.attempt)
-        self.coord._feed(StepExited(tag.parent, tag.exit.attempt, S.FAILED, why, final=final), now)
+        self.coord._feed(StepExited(tag.parent, tag.exit.attempt, S.FAILED, why, final=final,
+                                    went_on=tag.exit.outcome in S.AT_ONCE), now)
 
     def _go_on(self, ev: StepExited, now: float) -> None:
         """Hand the scheduler an exit that brings no new children. A wait with nothing to
@@ -162,7 +163,7 @@ class Children:
             self.coord.events.write(events.Exit(t=now, step=ev.step, attempt=ev.attempt, outcome=S.FAILED,
                                                 reason=why))
             self.coord.recorder.overrule(ev.step, ev.attempt)  # its attempt record said "wait": failed too
-            ev = StepExited(ev.step, ev.attempt, S.FAILED, why)
+            ev = StepExited(ev.step, ev.attempt, S.FAILED, why, went_on=True)  # (its node saw a wait)
         else:
             self.idle[ev.step] = kids
         self.coord._feed(ev, now)

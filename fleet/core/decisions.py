@@ -76,6 +76,9 @@ class StepExited:
     reason: str = ""  # (or wait | next | restart | broken: fleet.core.phases)
     stage: str = ""  # the stage a `next` asks for
     final: bool = False  # not retried, whatever its retries (it killed its node's zygote: fleet.control.jobend)
+    # Its node saw it go on (wait, next, restart: states.AT_ONCE) and dropped what was queued
+    # behind it, though the coordinator ends it otherwise (children refused, a wait loop).
+    went_on: bool = False
 
     @property
     def exits(self) -> tuple:

@@ -320,19 +320,19 @@ class Scheduler(Entries, Phases, Outside):
         if job is not None and job.state == S.QUEUED and job.attempt == ev.attempt:
             return self.window.dropped(job, ev.outcome, ev.reason, out)  # its node never started it
         if job is None or job.state != S.RUNNING or job.attempt != ev.attempt:
-            out.append(Ignored(f"exit of {ev.step!r} attempt {ev.attempt}: not running"
-                               + (f" (now {job.state}, attempt {job.attempt})" if job else " (unknown step)")))
-            return
+            return out.append(Ignored(f"exit of {ev.step!r} attempt {ev.attempt}: not running"
+                                      + (f" (now {job.state}, attempt {job.attempt})" if job else " (unknown step)")))
         if self.window.began and self.window.unbegun(job, ev.outcome, ev.reason, out):
             return  # promoted in this batch, and its node never started it
+        goes_on = ev.outcome in S.AT_ONCE or ev.went_on  # (as its node saw it: it dropped what was queued behind)
         if self.deadline.interrupts(job, ev.outcome):  # stopped by the drain: no attempt
-            self._stop_running(job, ev.outcome in S.AT_ONCE)
+            self._stop_running(job, goes_on)
             self._set(job, "interrupted")
             return
         if ev.outcome not in S.EXIT_OUTCOMES:
             raise ValueError(f"unknown outcome {ev.outcome!r}")
         went_on = job.cancelled and ev.outcome in S.CONTROL  # (its exit record says it goes on: Finished.ran)
-        self._stop_running(job, ev.outcome in S.AT_ONCE)  # (as its node saw it: it dropped what was queued behind)
+        self._stop_running(job, goes_on)
         if job.cancelled and ev.outcome != S.SUCCEEDED:  # lost, failed on its SIGTERM, or going on: cancelled still
             ev = StepExited(ev.step, ev.attempt, S.CANCELLED, f"cancelled ({ev.reason})" if went_on else ev.reason)
         if job.spec.id in self._after:

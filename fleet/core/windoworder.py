@@ -329,4 +329,5 @@ class WindowOrder:
             return None
         self.early.add(pred.spec.id)
         self._stays(pred)
+        self._close(pred)  # (open still from its start: a pass would queue the dropped step behind it again)
         return self._answered(job.spec.id)
