@@ -25,6 +25,14 @@ class ExposedFile(FleetError):
     """A connection file of the run directory is readable or writable by others: refused."""
 
 
+def _forget(path: Path) -> None:
+    """Remove a gone fleet's connection file if we can (a read-only run directory keeps it)."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
 def live(run_dir: Path, embedded: bool = True,
          exposed: list[tuple[Path, str]] | None = None) -> list[tuple[Path, connection.Connection]]:
     """The live fleets of run_dir, each as (connection file, connection): the one `fleet
@@ -72,12 +80,12 @@ def live(run_dir: Path, embedded: bool = True,
         except OSError:
             continue  # removed by its fleet between the look and the read
         if conn.host == socket.gethostname() and identity.gone(conn.pid, conn.run_dir, conn.started):
-            path.unlink(missing_ok=True)  # (its coordinator is gone; its pid may be another process's since)
+            _forget(path)  # (its coordinator is gone; its pid may be another process's since)
             continue
         if jobstate.ended_elsewhere(conn.host, conn.job, conn.cluster):  # nothing of that job runs any more
             print(f"fleet: removed {path}: its fleet's coordinator (pid {conn.pid} on {conn.host}) ran in {conn.job}, "
                   f"which has ended", file=sys.stderr)
-            path.unlink(missing_ok=True)
+            _forget(path)
             continue
         if _copied(conn, run_dir):
             raise FleetError(f"{path} names the fleet of another run directory, {conn.run_dir} (coordinator pid "
