@@ -150,7 +150,9 @@ def test_connecting_again_and_again_without_closing_never_fails_and_leaves_no_so
     # (a dropped client's monitor name collided with the next one's: "Address already in use")
     assert out.returncode == 0, out.stderr
     before, after = map(int, out.stdout.split()[1:3])
-    assert after <= before + 4, out.stdout  # (not one a call: a closed socket's are freed by ZeroMQ's thread, later)
+    # Not one a call (300 calls): a closed socket's fds are freed by ZeroMQ's I/O thread, later,
+    # so a few of the last ones may still be open when counted on a loaded machine.
+    assert after <= before + 40, out.stdout
 
 
 def test_a_monitor_name_an_earlier_socket_still_holds_does_not_stop_a_new_connection(run):

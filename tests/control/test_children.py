@@ -116,7 +116,7 @@ call = "children_steps:fails_after_submitting"
 retries = 1
 """)
     assert r.returncode == 1, r.stdout + r.stderr
-    lines = [line for line in r.stdout.splitlines() if " p/bad" in line or " p/sum" in line]
+    lines = [line for line in r.stdout.splitlines() if line.startswith("[") and (" p/bad" in line or " p/sum" in line)]
     assert [line.split("]", 1)[1].split(":")[0].split() for line in lines] == [
         ["failed", "p/bad"], ["blocked", "p/sum"],
         ["failed", "p/bad", "(submitted", "again", "by", "p,", "attempt", "2)"],

@@ -74,10 +74,21 @@ def up_and_run(tmp_path, a: int, b: int):
     r = fleet("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     wait_for(lambda: all(tagged(f"sleep {n}") for n in (a, b)), timeout=30, what="the daemons")
-    zygotes = [p for p in fleet_pids(run_dir) if psutil.pid_exists(p)
-               and "fleet.node.zygote" in " ".join(psutil.Process(p).cmdline())]
-    assert len(zygotes) == 1, zygotes
-    return run_dir, zygotes[0]
+    found = zygotes(run_dir)
+    assert len(found) == 1, found
+    return run_dir, found[0]
+
+
+def zygotes(run_dir) -> list[int]:
+    """The run's zygotes alive now."""
+    out = []
+    for p in fleet_pids(run_dir):
+        try:
+            if "fleet.node.zygote" in " ".join(psutil.Process(p).cmdline()):
+                out.append(p)
+        except psutil.Error:
+            pass
+    return out
 
 
 def test_a_steps_daemon_is_the_zygotes_until_fleet_down_ends_it(tmp_path):
@@ -100,11 +111,17 @@ def test_a_steps_daemon_is_the_zygotes_until_fleet_down_ends_it(tmp_path):
             kill_tagged(f"sleep {n}")
 
 
-def test_a_steps_daemon_ends_with_the_agent_when_the_zygote_was_killed(tmp_path):
+def test_a_steps_daemon_ends_when_the_zygote_was_killed_and_the_agent_starts_a_new_one(tmp_path):
+    # Its daemons go to the agent, which ends them as it starts a new zygote (fleet.node.rezygote);
+    # before 2026-12-06 the agent stopped, its node leaving the fleet.
     a, b = unique_sleeps(2)
     try:
         run_dir, zygote = up_and_run(tmp_path, a, b)
-        os.kill(zygote, signal.SIGKILL)  # its daemons go to the agent, which stops
+        os.kill(zygote, signal.SIGKILL)
+        wait_for(lambda: not any(tagged(f"sleep {n}") for n in (a, b)), timeout=30, what="the daemons to end")
+        wait_for(lambda: [p for p in zygotes(run_dir) if p != zygote], timeout=30, what="a new zygote")
+        down = fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=90)
+        assert down.returncode == 0, down.stderr
         for n in (a, b):
             assert_nothing_left(run_dir, tag=f"sleep {n}", timeout=30)
     finally:
