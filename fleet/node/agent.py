@@ -430,12 +430,7 @@ class Agent:
             self.zygote.wait()
         # Whatever the zygote could not stop (it died first), stop here: each step's group,
         # and the other groups of its session (every step has one: fleet.node.session).
-        for pgid in self.pgids.values():
-            try:
-                os.killpg(pgid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        session.signal_each(list(self.pgids.values()), signal.SIGKILL)
+        session.kill_all(self.pgids.values())
         orphans.end(0.0, keep=self.keep, log=self._warn)  # what a zygote that died left us (fleet.node.orphans)
         self.memory.close()  # its cgroups removed, now that nothing is left in them
         self.markers.drain(3.0)  # (bounded: what is not said written, the coordinator writes itself)

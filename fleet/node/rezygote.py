@@ -39,7 +39,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import os
-import signal
 import time
 
 from fleet.node import orphans, session
@@ -152,12 +151,7 @@ def end_steps(agent) -> list[list]:
     had started or may have (every launch not held: Unstarted.held), now ended here."""
     held = set(agent.unstarted.held({s for s, _ in agent.pgids}))
     started = sorted(k for k in agent.graces if k not in held)
-    for pgid in agent.pgids.values():
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    session.signal_each(list(agent.pgids.values()), signal.SIGKILL)
+    session.kill_all(agent.pgids.values())
     # Everything below the agent but its watcher is the dead zygote's now (its steps'
     # processes, their orphans, a child it forked and had not reported yet).
     orphans.end(0.0, keep=agent.keep, log=agent._warn)

@@ -22,6 +22,7 @@ start_new_session) is not reached here; a step with a memory cgroup has it kille
 from __future__ import annotations
 
 import os
+import signal
 import time
 
 
@@ -99,3 +100,15 @@ def signal_each(leaders, sig: int) -> None:
     """signal_rest for each session led by one of `leaders` (its group: the leader's pid)."""
     for sid in leaders:
         signal_rest(sid, sid, sig)
+
+
+def kill_all(leaders) -> None:
+    """SIGKILL each step's process group (its leader's pid) and the other groups of its
+    session (every step has one): what a zygote that died could not stop."""
+    leaders = list(leaders)
+    for pgid in leaders:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    signal_each(leaders, signal.SIGKILL)

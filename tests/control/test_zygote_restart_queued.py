@@ -18,21 +18,10 @@ from pathlib import Path
 
 import pytest
 from fleetharness import assert_nothing_left, events, finish, fleet, spawn, wait_for, write_suite
+from test_zygote_restart import _down_after, of  # noqa: F401  (its fixture: a failed test leaves nothing up)
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fleet's nodes need Linux")
 STEPS = 10
-
-
-@pytest.fixture(autouse=True)
-def _down_after(tmp_path):
-    """A test that failed before its fleet stopped leaves nothing up."""
-    yield
-    if (tmp_path / "run" / "fleet.json").exists():
-        fleet("down", "--run-dir", str(tmp_path / "run"), cwd=tmp_path, timeout=60)
-
-
-def of(kind: str, run_dir: Path) -> list[dict]:
-    return [e for e in events(run_dir) if e["kind"] == kind]
 
 
 def ends(run_dir: Path) -> dict[str, list[tuple[str, str]]]:
