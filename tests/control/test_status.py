@@ -390,7 +390,7 @@ def test_fleet_run_on_a_terminal_prints_failures_on_lines_of_their_own(tmp_path)
                          stdin=subprocess.DEVNULL, stdout=slave, stderr=subprocess.PIPE, start_new_session=True)
     os.close(slave)
     try:
-        out = read_until(master, lambda b: re.search(rb"suite 'mixed': [^\r\n]* in [\d.]+ s\r?\n", b), 120,
+        out = read_until(master, lambda b: re.search(rb"every step's reason: fleet report [^\r\n]*\r?\n", b), 120,
                          "the run's summary")
         p.wait(timeout=60)
     finally:
@@ -399,7 +399,9 @@ def test_fleet_run_on_a_terminal_prints_failures_on_lines_of_their_own(tmp_path)
     assert p.returncode == 1
     text = out.decode().replace("\r\n", "\n")
     assert re.search(r"\r\033\[K\[\d/4\]  failed     bad: .*5", text), text
-    assert re.search(r"suite 'mixed': 1 failed, 3 succeeded in [\d.]+ s\n$", text), text[-200:]
+    # The counts, then what did not succeed (fleet.control.notsucceeded), last.
+    assert re.search(r"suite 'mixed': 1 failed, 3 succeeded in [\d.]+ s\ndid not succeed: 1 step:\n", text), text[-400:]
+    assert text.endswith("every step's reason: fleet report " + str(tmp_path / "run") + "\n"), text[-400:]
 
 
 # -- --via: a forwarded port -----------------------------------------------------------------------
