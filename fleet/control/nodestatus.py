@@ -4,10 +4,10 @@ At 10,000 nodes a row per node made every status answer ~1.3 MB, built, sent and
 at each call (and every second of `fleet status --watch`). The default answer now holds:
 
 - ``nodes_summary``: counts (alive, lost, not in the pool), cores/gpus/memory held and used
-  totals, and how many nodes are idle, under half busy, half or more busy, or full;
+  totals, the zygote restarts of the live nodes, and how many nodes are idle, under half busy, half or more busy, or full;
 - ``nodes``: the rows of the nodes that need attention (lost, joined but not in the
   pool, quiet for more than half the heartbeat timeout, memory in use well beyond what
-  their steps hold or nearly full), at most ATTENTION_LISTED of them, each with its
+  their steps hold or nearly full, a fork server (zygote) restarted by its agent), at most ATTENTION_LISTED of them, each with its
   ``attention`` reason; ``nodes_attention`` says how many there are in all. A fleet of at
   most NODES_IN_FULL nodes lists every node there (``nodes_shown`` "all"), as before.
 
@@ -37,7 +37,8 @@ def _row(pool, a, spec) -> dict:
     free_c, free_g, free_m = pool.free_on(a.node)
     return dict(node=a.node, host=a.host, alive=a.alive, cores=len(spec.cores), cores_busy=len(spec.cores) - free_c,
                 gpus=len(spec.gpus), gpus_busy=len(spec.gpus) - free_g, memory=spec.memory,
-                memory_held=spec.memory - free_m, memory_used=a.memory_used, memlimit=a.memlimit)
+                memory_held=spec.memory - free_m, memory_used=a.memory_used, memlimit=a.memlimit,
+                **({"zygote_restarts": a.restarts} if a.restarts else {}))
 
 
 def page(sched, agents: list, start: int) -> dict:
@@ -63,6 +64,8 @@ def _why(a, spec, free_m: int, quiet_s: float | None, now_m: float) -> str:
             return "memory nearly full"
         if used > spec.memory - free_m + spec.memory // BEYOND_HELD:
             return "memory in use beyond what its steps hold"
+    if a.restarts:
+        return f"its fork server (zygote) restarted {a.restarts} time(s)"
     return ""
 
 
@@ -71,7 +74,7 @@ def summary(sched, agents: list, quiet_s: float | None = None) -> dict:
     (local sums: 10,000 nodes in a few ms). `quiet_s`: silence (s) after which a live
     node is listed as quiet (None: never)."""
     pool, now_m = sched.pool, time.monotonic()
-    alive = lost = cores = busy_c = gpus = busy_g = memory = held = used = reported = 0
+    alive = lost = cores = busy_c = gpus = busy_g = memory = held = used = reported = restarts = 0
     hist = [0, 0, 0, 0]
     listed, attention = [], 0
     full = len(agents) <= NODES_IN_FULL
@@ -95,7 +98,8 @@ def summary(sched, agents: list, quiet_s: float | None = None) -> dict:
                 used += a.memory_used
                 reported += 1
             hist[0 if b == 0 else 3 if b >= n_c else 1 if 2 * b < n_c else 2] += 1
-            if not full and (quiet_s is None or now_m - a.last_seen <= quiet_s) and a.memory_used < min(
+            restarts += a.restarts
+            if not full and not a.restarts and (quiet_s is None or now_m - a.last_seen <= quiet_s) and a.memory_used < min(
                     NEAR_FULL * spec.memory, spec.memory - free_m + spec.memory // BEYOND_HELD):
                 continue  # the common case, and no attention by _why's rules either: nothing to say
         why = _why(a, spec, free_m, quiet_s, now_m)
@@ -104,5 +108,5 @@ def summary(sched, agents: list, quiet_s: float | None = None) -> dict:
             listed.append(dict(_row(pool, a, spec), **({"attention": why} if why else {})))
     t = dict(nodes=len(agents), alive=alive, lost=lost, not_in_pool=len(agents) - alive - lost, cores=cores,
              cores_busy=busy_c, gpus=gpus, gpus_busy=busy_g, memory=memory, memory_held=held, memory_used=used,
-             memory_reported=reported, busy=dict(zip(BUCKETS, hist)))
+             memory_reported=reported, busy=dict(zip(BUCKETS, hist)), zygote_restarts=restarts)
     return dict(nodes_summary=t, nodes=listed, nodes_attention=attention, nodes_shown="all" if full else "attention")

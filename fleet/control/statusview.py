@@ -171,7 +171,8 @@ def _nodes(st: dict) -> list[str]:
     busy = t.get("busy", {})
     used = f", used {format_memory(t['memory_used'])}" if t.get("memory_reported") else ""
     out = [f"nodes: {t['nodes']} ({t['alive']} alive" + (f", {t['lost']} lost" if t["lost"] else "")
-           + (f", {t['not_in_pool']} not in the pool" if t.get("not_in_pool") else "") + ")",
+           + (f", {t['not_in_pool']} not in the pool" if t.get("not_in_pool") else "")
+           + (f", {t['zygote_restarts']} zygote restart(s)" if t.get("zygote_restarts") else "") + ")",
            f"  cores {t['cores_busy']}/{t['cores']} busy, gpus {t['gpus_busy']}/{t['gpus']}, memory held "
            f"{format_memory(t['memory_held'])} of {format_memory(t['memory'])}{used}",
            f"  nodes by cores busy: idle {busy.get('idle', 0)}, under half {busy.get('under_half', 0)}, "

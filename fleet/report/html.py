@@ -416,7 +416,7 @@ def _tables(r: Report, max_problems: int) -> list[str]:
     nodes = [(name, nu["cores"], nu["gpus"], _pct(nu["cores_held"]), _pct(nu["cores_working"]),
               _pct(nu["gpus_held"]), _pct(nu["memory_held"]), _lost(r, r.nodes[name]))
              for name, nu in r.utilization["nodes"].items()]
-    head = ("node", "cores", "GPUs", "cores held", "cores working", "GPUs held", "memory held", "lost")
+    head = ("node", "cores", "GPUs", "cores held", "cores working", "GPUs held", "memory held", "lost, zygote restarts")
     if len({nd.fleet for nd in r.nodes.values()}) > 1:  # fleets that shared the run directory
         nodes = [row + (r.nodes[row[0]].fleet,) for row in nodes]
         head += ("fleet",)
@@ -455,8 +455,9 @@ def _tables(r: Report, max_problems: int) -> list[str]:
 
 
 def _lost(r: Report, nd) -> str:
-    """When the node was lost and why ("" if it was not)."""
-    return "" if nd.lost is None else f"at {_s(nd.lost - r.t0)}: {nd.lost_reason}"
+    """When the node was lost and why ("" if it was not), and its zygote's restarts."""
+    lost = "" if nd.lost is None else f"at {_s(nd.lost - r.t0)}: {nd.lost_reason}"
+    return "; ".join(w for w in (lost, nd.restarts_text) if w)
 
 
 def write_html(r: Report, path: Path) -> None:

@@ -384,6 +384,12 @@ def _on_node_lost(g: Gathered, rec: E.NodeLost) -> None:
         nd.lost, nd.lost_reason = rec.t, rec.reason or ""
 
 
+def _on_zygote_restarted(g: Gathered, rec: E.ZygoteRestarted) -> None:
+    nd = _node(g, rec)
+    if nd is not None:
+        nd.restarts.append((rec.t, rec.reason or "died"))
+
+
 def _on_fleet_starting(g: Gathered, rec: E.FleetStarting) -> None:
     g.fleets_started += 1
     g.fleets.append(rec.fleet)
@@ -466,4 +472,5 @@ _HANDLERS: dict[type, Callable] = {
     E.PlacementMismatch: _on_placement_mismatch, E.AllocationEnd: closes.on_allocation_end,
     E.Drained: closes.on_drained, E.NotStarted: closes.on_not_started, Damaged: _on_damaged,
     E.PlacementMismatch: _on_placement_mismatch, E.NodeMemory: _on_node_memory,
+    E.ZygoteRestarted: _on_zygote_restarted,
 }

@@ -78,6 +78,15 @@ class Node:
     memory_used: int | None = None  # the most in use on it, as its node_memory records said
     fleet: str = ""  # the fleet it served (each fleet's nodes are its own, however named)
     left: float | None = None  # its fleet went down (or was found gone) then
+    restarts: list = field(default_factory=list)  # (t, how) of each zygote its agent restarted
+
+    @property
+    def restarts_text(self) -> str:
+        """"its fork server (zygote) restarted 2 time(s), the last at T: killed by signal 9"
+        with T relative to nothing (the caller's words follow), or "" if it never was."""
+        if not self.restarts:
+            return ""
+        return f"its fork server (zygote) restarted {len(self.restarts)} time(s), the last {self.restarts[-1][1]}"
 
     @property
     def until(self) -> float | None:
@@ -238,7 +247,9 @@ class Report:
             "utilization": self.utilization,
             "nodes": {n.name: {"cores": len(n.cores), "gpus": len(n.gpus), "memory": n.memory,
                                "joined": self.rel(n.joined), "lost": self.rel(n.lost),
-                               "lost_reason": n.lost_reason, **_memory_json(n)} for n in self.nodes.values()},
+                               "lost_reason": n.lost_reason, **_memory_json(n),
+                               **({"zygote_restarts": [{"t": self.rel(t), "how": how} for t, how in n.restarts]}
+                                  if n.restarts else {})} for n in self.nodes.values()},
             "counts": self.counts,
             "problems": self.problems,
             "waits": {category_name(k): v for k, v in self.waits.items()},

@@ -137,7 +137,7 @@ def _utilization_lines(r: Report, max_nodes: int = 20) -> list[str]:
         cores = "core: " if nu['cores'] == 1 else "cores:"
         out.append(f"    {name:<14} {nu['cores']:>4} {cores} {percent(nu['cores_held']):>4} held,"
                    f" {percent(nu['cores_working']):>4} working{extra}, memory {percent(nu['memory_held'])}"
-                   f"{_memory_used(nd)}{lost}")
+                   f"{_memory_used(nd)}{lost}" + (f"; {nd.restarts_text}" if nd.restarts else ""))
     if len(names) > len(shown):
         hidden_lost = sum(1 for n in names if r.nodes[n].lost is not None) - sum(
             1 for n in shown if r.nodes[n].lost is not None)
@@ -147,11 +147,11 @@ def _utilization_lines(r: Report, max_nodes: int = 20) -> list[str]:
 
 
 def _nodes_shown(r: Report, names: list[str], max_nodes: int) -> list[str]:
-    """The first ``max_nodes`` nodes in order, the lost ones first chosen: at 1,000 nodes
-    a node lost past the first twenty would otherwise go unsaid."""
-    lost = [n for n in names if r.nodes[n].lost is not None][:max_nodes]
+    """The first ``max_nodes`` nodes in order, the lost ones first chosen, then those whose
+    zygote restarted: at 1,000 nodes a node lost past the first twenty would otherwise go unsaid."""
+    lost = [n for n in names if r.nodes[n].lost is not None or r.nodes[n].restarts][:max_nodes]
     room = max_nodes - len(lost)
-    taken = set(lost) | set([n for n in names if r.nodes[n].lost is None][:room])
+    taken = set(lost) | set([n for n in names if r.nodes[n].lost is None and not r.nodes[n].restarts][:room])
     return [n for n in names if n in taken]
 
 

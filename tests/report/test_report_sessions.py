@@ -115,7 +115,7 @@ def test_overlapping_fleets_keep_their_own_nodes_and_utilization_stays_within_th
 
 def test_the_page_of_overlapping_fleets_names_each_fleets_node_and_the_lost_column():
     page = render(R.build(read_back(shards())))
-    assert "<th>lost</th>" in page and "<th></th>" not in page and "<th>fleet</th>" in page
+    assert "<th>lost, zygote restarts</th>" in page and "<th></th>" not in page and "<th>fleet</th>" in page
     assert page.count(">node1@vm-10-aaaaaa (2)</text>") == 1 and page.count(">node1@vm-20-bbbbbb (2)</text>") == 1
 
 
