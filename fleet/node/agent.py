@@ -36,7 +36,7 @@ import subprocess
 import sys
 import time
 
-from fleet.node import child, jobend, markers, memlimit, memwatch, orphans, rezygote, session, watcher
+from fleet.node import child, jobend, markers, memlimit, memwatch, orphans, rezygote, session, watcher, zygotewatch
 from fleet.node.agentargs import arguments, node_name, offered_cores, offered_gpus  # noqa: F401  (node_name: tests)
 from fleet.node.hello import await_hello, zygote_end
 from fleet.node.launcherenv import clean_environment
@@ -111,6 +111,7 @@ class Agent:
         # again; its writes held until its Hello (None: none importing); how the last died.
         self.restarts, self.unstarted = rezygote.Restarts(), rezygote.Unstarted()
         self.booting, self.died, self.preloads_replayed = None, "", 0
+        self.watch = zygotewatch.Watch(zygote)  # its end, not by its pipe alone (registered in serve)
 
     def send(self, msg) -> None:
         """Send one of our own messages to the coordinator (after the reports held)."""
@@ -160,6 +161,7 @@ class Agent:
             framing.write_payloads(self.req_w, list(payloads))
             return True
         except (BrokenPipeError, OSError):
+            self.watch.gone = True  # (this turn's look at the zygote starts a new one, or says why not)
             return False
 
     def _warn(self, text: str) -> None:
@@ -188,6 +190,7 @@ class Agent:
         poller.register(self.rep_r, zmq.POLLIN)
         poller.register(wake_r, zmq.POLLIN)
         poller.register(self.markers.wake_r, zmq.POLLIN)
+        self.watch.register(poller, zmq.POLLIN)
         next_beat = time.monotonic()
         zygote_open = True
         while not self.stopping:
@@ -206,15 +209,8 @@ class Agent:
                 self._markers_written()
             if self.sock in ready:
                 self._drain_coordinator()
-            if zygote_open and self.rep_r in ready:
-                data = os.read(self.rep_r, 1 << 16)
-                if not data:
-                    poller.unregister(self.rep_r)
-                    zygote_open = self._zygote_closed()
-                    if zygote_open:  # a new one's (fleet.node.rezygote)
-                        poller.register(self.rep_r, zmq.POLLIN)
-                else:
-                    self._from_zygote(data)
+            if zygote_open and (self.rep_r in ready or self.watch.ended(ready)):
+                zygote_open = self._zygote_turn(poller, ready)
             now = time.monotonic()
             if self.doubts:
                 self._release_doubts(now)
@@ -226,14 +222,30 @@ class Agent:
                 self.stopping = f"no word from the coordinator for {now - self.last_heard:.1f} s"
             if now >= next_beat:
                 self.send(P.Heartbeat(self.node, memory_used=memwatch.node_used(getattr(self.args, "memory", 0))))
+                self.watch.look()
                 if zygote_open and self.booting is None:
                     self.to_zygote(P.encode(P.Tick()))
                 next_beat = now + self.heartbeat_s
         return self._stop(zygote_open)
 
-    def _zygote_closed(self) -> bool:
-        """The zygote's pipe closed: True if a new one was started (fleet.node.rezygote.pipe_closed)."""
-        return rezygote.pipe_closed(self, zygote_end, start_zygote)
+    def _zygote_turn(self, poller, ready: dict) -> bool:
+        """Relay what the zygote wrote; once it ended (its pipe's end of file, its pid, a
+        write that failed: fleet.node.zygotewatch), what it wrote before, then a new one
+        is started (True: fleet.node.rezygote.pipe_closed) or the agent stops (False)."""
+        if not self.watch.ended(ready):
+            data = os.read(self.rep_r, 1 << 16)
+            if data:
+                self._from_zygote(data)
+                return True
+        for data in zygotewatch.drain(self.rep_r):
+            self._from_zygote(data)
+        poller.unregister(self.rep_r)
+        self.watch.close()
+        if not rezygote.pipe_closed(self, zygote_end, start_zygote):
+            return False
+        poller.register(self.rep_r, self.zmq.POLLIN)  # a new one's
+        self.watch = zygotewatch.Watch(self.zygote).register(poller, self.zmq.POLLIN)
+        return True
 
     def _wait(self, now: float, next_beat: float) -> float:
         """Seconds the loop may wait: until the next beat, or sooner for the reports held,
@@ -303,15 +315,13 @@ class Agent:
     def _drain_coordinator(self) -> None:
         relayed: list[bytes] = []  # for the zygote, as they came, in one write
         try:
-            launches = self._take_coordinator(relayed)
+            self._take_coordinator(relayed)
         finally:
-            if relayed and not self.to_zygote(*relayed) and launches:
-                self.stopping = self.stopping or "the zygote is gone"
+            if relayed:  # (a zygote gone: its launches end as its death's, fleet.node.zygotewatch)
+                self.to_zygote(*relayed)
 
-    def _take_coordinator(self, relayed: list[bytes]) -> bool:
-        """Handle what the coordinator sent; what is for the zygote joins ``relayed``.
-        True if a Launch did (it cannot be lost silently: a zygote gone means stopping)."""
-        launches = False
+    def _take_coordinator(self, relayed: list[bytes]) -> None:
+        """Handle what the coordinator sent; what is for the zygote joins ``relayed``."""
         zmq, sock = self.zmq, self.sock
         more, events, pollin, noblock = self._flags
         frame = None
@@ -319,18 +329,18 @@ class Agent:
             # After a frame: the batch's next, or a message waiting, asked rather than tried
             # (a receive that finds nothing raises zmq.Again, which costs more than a frame).
             if frame is not None and not sock.getsockopt(more) and not sock.getsockopt(events) & pollin:
-                return launches
+                return
             try:
                 frame = sock.recv(noblock)  # a batch's frames come one by one
             except zmq.Again:
-                return launches
+                return
             self.last_heard = time.monotonic()
             try:
                 msg = P.decode(frame)
             except P.ProtocolError as e:
                 if isinstance(e, P.VersionMismatch):  # only our coordinator can reach us: we cannot work together
                     self.stopping = f"the coordinator speaks protocol version {e.got!r}, this agent speaks {P.VERSION}"
-                    return launches
+                    return
                 self._warn(f"dropped a malformed message: {e}")
                 continue
             if isinstance(msg, P.Launch):
@@ -338,7 +348,6 @@ class Agent:
                 self.memory.launched(msg)
                 self.unstarted.launched((msg.step, msg.attempt), frame, msg.after)
                 relayed.append(frame)  # as it came: decoding it was the check
-                launches = True
             elif isinstance(msg, P.Kill):
                 self.unstarted.killed((msg.step, msg.attempt), frame)
                 relayed.append(frame)
@@ -411,17 +420,8 @@ class Agent:
             self.to_zygote(P.encode(P.Shutdown(self.grace)))
             # Pass on the exits of the steps it stops, so that they are recorded (and their
             # claims released) rather than left for other fleets to find stale.
-            deadline = time.monotonic() + grace + 3.0
-            os.set_blocking(self.rep_r, False)
-            while time.monotonic() < deadline:
-                try:
-                    data = os.read(self.rep_r, 1 << 16)
-                except BlockingIOError:
-                    time.sleep(0.01)
-                    continue
-                if not data:
-                    break
-                self._from_zygote(data)
+            zygotewatch.read_out(self.rep_r, self.zygote, time.monotonic() + grace + 3.0, self._from_zygote)
+        self.watch.close()
         rezygote.say_kept(self)  # (kept before the agent began to stop)
         try:
             self.zygote.wait(timeout=1.0 if zygote_open else grace + 3.0)

@@ -110,3 +110,29 @@ def test_a_zygote_killed_four_times_quickly_takes_its_node_out_of_the_fleet_sayi
             in lost[0]["reason"]), lost
     assert "not restarted again" in agent_log(run_dir)
     assert_nothing_left(run_dir)
+
+
+def test_a_zygote_killed_while_a_daemon_it_forked_holds_its_pipes_open_is_replaced_all_the_same(tmp_path):
+    # The preload forks a daemon at import, which keeps the agent's pipes open after the
+    # zygote's death: no end of file came, and before 2026-12-06 the agent never heard of
+    # the death (its steps ran nowhere, for good). It watches the zygote's pid too now.
+    body = "".join(f'\n[[steps]]\nid = "s{i}"\ncommand = "sleep 1"\ncores = 1\nretries = 1\n' for i in range(6))
+    suite = write_suite(tmp_path / "s.toml", '[suite]\nname = "s"\nrun_dir = "run"\n'
+                        'preload = ["preload_forks_daemon"]\n' + body)
+    run_dir = tmp_path / "run"
+    p = spawn("run", str(suite), "--nodes", "1", cwd=tmp_path)
+    try:
+        joined = wait_for(lambda: of("node_joined", run_dir), 60, "the node to join")[0]
+        wait_for(lambda: of("started", run_dir), 60, "steps running")
+        kill(joined["zygote_pid"])
+        restarted = wait_for(lambda: of("zygote_restarted", run_dir), 60, "the restart")
+        rc, out, err = finish(p, 120)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait(30)
+    assert rc == 0, out + err
+    assert [(e["node"], e["reason"]) for e in restarted] == [("node1", "was killed by SIGKILL")], restarted
+    assert not of("node_lost", run_dir)
+    assert {e["step"] for e in of("exit", run_dir) if e["outcome"] == "succeeded"} == {f"s{i}" for i in range(6)}
+    assert_nothing_left(run_dir)

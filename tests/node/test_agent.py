@@ -166,3 +166,15 @@ def test_the_coordinators_batch_reaches_the_zygote_in_order_as_the_very_bytes_se
     assert relay.agent.sock.poll(int(TIMEOUT * 1000))
     relay.agent._drain_coordinator()
     assert [relay.zygote_frame() for _ in range(4)] == [first, second, kill, None]
+
+
+def test_a_launch_the_zygote_can_no_longer_read_leaves_the_agent_running_to_judge_the_zygotes_death(relay):
+    # (Before 2026-12-06 the write's EPIPE stopped the agent, "the zygote is gone", when it
+    # came in the loop turn before the pipe's end of file: the node left the fleet rather
+    # than getting a new zygote: fleet.node.zygotewatch.)
+    os.close(relay.req_r)
+    relay.req_r = os.open(os.devnull, os.O_RDONLY)  # (closed by the fixture)
+    relay.to_agent(P.encode(coordinators_launch()))
+    assert relay.agent.stopping is None
+    assert relay.agent.watch.ended({})  # this turn's look at the zygote: a new one, or why not
+    assert ("a/1", 2) in relay.agent.graces  # it ends with the zygote's steps (fleet.node.rezygote.end_steps)
