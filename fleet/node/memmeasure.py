@@ -63,6 +63,34 @@ def high_water(pid: int) -> int:
     return 0
 
 
+def least_start(parent: int) -> int:
+    """The least high-water RSS a call step forked from ``parent`` (a zygote) can begin
+    with; 0 if unknown. A forked process's high water begins at what it has when forked
+    (the pages it was given, not its parent's high water), and a spare is cloned from
+    the zygote's forker helper (fleet.node.forker), forked when the zygote was smaller:
+    the least of the zygote's and of its children's that run its program (the helper,
+    spares, call steps, whose own high water is no less than what they began with)."""
+    least = high_water(parent)
+    try:
+        with open(f"/proc/{parent}/cmdline", "rb") as f:
+            program = f.read()
+        with open(f"/proc/{parent}/task/{parent}/children", "rb") as f:
+            children = [int(p) for p in f.read().split()]
+    except (OSError, ValueError):
+        return least
+    for pid in children:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if f.read() != program:  # (an orphan it adopted, a command, a zombie)
+                    continue
+        except OSError:
+            continue
+        own = high_water(pid)
+        if 0 < own < least or not least:
+            least = own
+    return least
+
+
 def used(pids: list[int], limit: int, parent: int = 0) -> int:
     """The bytes ``pids`` (a step's processes) use as the watchdog counts them, or a
     bound of it on the same side of ``limit`` (the module's doc); ``parent``: the pid

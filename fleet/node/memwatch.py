@@ -61,6 +61,7 @@ class Watched:
     peak: int = 0
     sampled: bool = False
     killed: bool = False
+    forked: bool = False  # a call step (forked from the zygote), not a command (spawned)
     sessions: set[int] = field(default_factory=set)
 
     def __post_init__(self):
@@ -75,6 +76,8 @@ class Enforcer:
         self.interval = interval
         self.parent = parent  # the zygote: what a step forked from it shares with it is not counted
         self.limits: dict[tuple[str, int], int] = {}  # limited steps launched and not yet exited
+        self.calls: set[tuple[str, int]] = set()  # those of them that are call steps
+        self.start = (float("-inf"), 0, 0)  # (when, zygote, memmeasure.least_start of it)
         self.watched: dict[tuple[str, int], Watched] = {}
         self.dying: dict[str, int] = {}  # cgroup dirs to remove -> tries left
         self.next_sample = time.monotonic()
@@ -89,11 +92,13 @@ class Enforcer:
         limit = M.limited(msg)
         if limit and self.choice.kind != M.NONE:
             self.limits[(msg.step, msg.attempt)] = limit
+            if msg.kind == "call":
+                self.calls.add((msg.step, msg.attempt))
 
     def started(self, msg: P.Started) -> None:
         limit = self.limits.get((msg.step, msg.attempt))
         if limit and self.choice.kind == M.WATCHDOG:
-            w = Watched(msg.pid, limit)
+            w = Watched(msg.pid, limit, forked=(msg.step, msg.attempt) in self.calls)
             # A first look now, for a step that may end before the first sample (its peak).
             w.peak = memmeasure.used([msg.pid], limit, self.parent)
             self.watched[(msg.step, msg.attempt)] = w
@@ -101,12 +106,14 @@ class Enforcer:
     def dropped(self, msg: P.Dropped) -> None:
         """A queued launch its node dropped unstarted (fleet.node.queued): nothing to judge."""
         self.limits.pop((msg.step, msg.attempt), None)
+        self.calls.discard((msg.step, msg.attempt))
 
     def exited(self, msg: P.Exited, payload: bytes) -> bytes:
         """The Exited to relay: ``payload`` as it came, or re-encoded with what memory says."""
         key = (msg.step, msg.attempt)
         limit = self.limits.pop(key, 0)
         watched = self.watched.pop(key, None)
+        self.calls.discard(key)
         if not limit:
             return payload
         if self.cgroups:
@@ -130,6 +137,7 @@ class Enforcer:
         """A step whose zygote died under it (fleet.node.rezygote): ended without an
         Exited; its cgroup removed (what is left in it killed), nothing judged."""
         watched = self.watched.pop(key, None)
+        self.calls.discard(key)
         if self.limits.pop(key, 0) and self.cgroups:
             path = M.cgroup_dir(self.choice, *key)
             if not M.remove(path):
@@ -216,14 +224,26 @@ class Enforcer:
     def unsampled_peak(self, msg: P.Exited, w: Watched) -> int:
         """The peak of a step that ended before a sample found it running: its size when
         it was seen started, or its exit's rusage (its largest process's high-water RSS,
-        ``maxrss_kb``) if that is more than the zygote's own high-water RSS, which a
-        step's starts at (a forked step's copies it, a command's is set from it by the
-        vfork that spawned it). 0: unknown (a command that ended before the agent saw it,
-        smaller than the zygote)."""
+        ``maxrss_kb``) if that is more than the high water it began with: a command's is
+        the zygote's (set from it by the vfork that spawned it), a call step's the least
+        a step forked there begins with (memmeasure.least_start: before 2026-12-06 the
+        zygote's too, far above it, and a call step that ended before the agent's look
+        at it, which under load its Started may come after, had no peak). 0: unknown (a
+        command that ended before the agent saw it, smaller than the zygote)."""
         maxrss = (msg.maxrss_kb or 0) << 10
-        if maxrss > w.peak and maxrss > memmeasure.high_water(self.parent) > 0:
+        if maxrss > w.peak and maxrss > (self._least_start() if w.forked else memmeasure.high_water(self.parent)) > 0:
             return maxrss
         return w.peak
+
+    def _least_start(self) -> int:
+        """memmeasure.least_start of the zygote, read at most once a sample interval (a pass
+        over its children: not one for each short step that ends)."""
+        now = time.monotonic()
+        at, parent, least = self.start
+        if parent != self.parent or now - at > self.interval:
+            least = memmeasure.least_start(self.parent)
+            self.start = (now, self.parent, least)
+        return least
 
     def close(self) -> None:
         """At the agent's end, after its zygote: every cgroup of this agent removed."""
