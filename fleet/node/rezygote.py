@@ -2,7 +2,8 @@
 
 The kernel's OOM killer picks the zygote (the big pre-imported process), a preloaded C
 extension segfaults, a stray kill: before, the agent stopped and its node left the
-fleet for the rest of the allocation. Now the agent, once its zygote's pipe closed:
+fleet for the rest of the allocation. Now the agent, once its zygote ended (its pipe
+closed, its pid ended, or a write to it failed: fleet.node.zygotewatch):
 
 - ends what the dead zygote's steps left (their process groups and sessions, then every
   process below the agent but its watcher: fleet.node.orphans; all of it was the dead
