@@ -195,11 +195,11 @@ def _run_dir(given: str | None) -> Path:
     return run_dir
 
 
-def _run_dir_for_suite(given: str | None, suite) -> tuple[Path, bool]:
+def _run_dir_for_suite(given: str | None, suite, any_job: bool = False) -> tuple[Path, bool]:
     from fleet.control import rundir
     from fleet.control.client import FleetError
     try:
-        return rundir.for_suite(given, suite.run_dir)
+        return rundir.for_suite(given, suite.run_dir, any_job)
     except FleetError as e:
         raise click.ClickException(str(e))
 
@@ -239,11 +239,13 @@ def up(run_dir, local, machine, nodes, preload, timeout, stale_after, max_attemp
 @main.command()
 @click.option("--run-dir", type=click.Path(file_okay=False), default=None, show_default=RUN_DIR_DEFAULT,
               help="the fleet's run directory")
-def down(run_dir):
+@click.option("--any-job", is_flag=True, help="inside a batch job, also stop other jobs' fleets of the run directory")
+def down(run_dir, any_job):
     """Stop the fleet in the run directory (the one `fleet up` started, and any a
     `fleet run` embedded there, those still coming up too): the coordinator, every
-    agent and every step they started."""
-    stop_all(_run_dir(run_dir))
+    agent and every step they started. Inside a batch job, only this job's fleets
+    (another job's is left alone, saying so) unless --any-job."""
+    stop_all(_run_dir(run_dir), any_job)
 
 
 @main.command()
@@ -252,7 +254,8 @@ def down(run_dir):
               help="the fleet's run directory")
 @click.option("--waiting", is_flag=True, help="cancel every step not yet started")
 @click.option("--all", "every", is_flag=True, help="cancel every step not yet ended")
-def cancel(steps, run_dir, waiting, every):
+@click.option("--any-job", is_flag=True, help="inside a batch job, also in other jobs' fleets of the run directory")
+def cancel(steps, run_dir, waiting, every, any_job):
     """Cancel steps of the fleet in the run directory: running ones are stopped (SIGTERM,
     SIGKILL after their grace), waiting ones never start. Cancelled steps are not retried
     and block their dependents; the fleet keeps running."""
@@ -261,7 +264,7 @@ def cancel(steps, run_dir, waiting, every):
         raise click.UsageError("name steps to cancel, or give --waiting or --all")
     run_dir = _run_dir(run_dir)
     try:
-        r = cancel_steps(run_dir, list(steps), waiting, every)
+        r = cancel_steps(run_dir, list(steps), waiting, every, any_job)
     except FleetError as e:
         raise click.ClickException(str(e))
     if r.unknown:
@@ -291,12 +294,14 @@ def cancel(steps, run_dir, waiting, every):
 @click.option("--only", default=None, metavar="ID[,ID]", show_default="every step",
               help="run only these steps (a dependency not selected must have succeeded already)")
 @click.option("--with-deps", is_flag=True, help="with --only: and every step they depend on")
+@click.option("--fleet-of-any-job", "any_job", is_flag=True,
+              help="inside a batch job, use the fleet up in the run directory even if another job's")
 @click.option("--timeout", type=Seconds(0, above=True), default=120.0,
               help="for an embedded fleet: seconds to wait for every agent to join, their zygotes having imported "
                    "the suite's preload (more than 0)")
 @coordinator_options
-def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_foreign, only, with_deps, timeout,
-        stale_after, max_attempts, heartbeat, heartbeat_timeout, **end):
+def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_foreign, only, with_deps, any_job,
+        timeout, stale_after, max_attempts, heartbeat, heartbeat_timeout, **end):
     """Run SUITE on the fleet that is up (or an embedded local one, with the
     coordinator options); exit 0 only if every step succeeded, 1 if any did not, 2 if
     the suite is invalid, 3 if the allocation ended (drained) before the suite did:
@@ -308,8 +313,8 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
     from fleet.cli_run import (embedded_nodes, refuse_a_file, refuse_to_embed, say_ignored, selected,
                                shard_spec, sharded, steps_to_run)
     from fleet.control.checks import suite_head
-    from fleet.control import othershards
-    from fleet.control.client import FleetError, find
+    from fleet.control import jobfleets, othershards
+    from fleet.control.client import FleetError
     from fleet.control.runner import run_suite
     from fleet.control.submissions import Problems
     from fleet.wire.messages import Submit
@@ -323,10 +328,10 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
     for given, option in ((new_generation, "--new-generation"), (no_wait_foreign, "--no-wait-foreign")):
         if given and not shard:  # (before 2026-12-06 taken and ignored)
             raise click.UsageError(f"{option} goes with --shard I/N: without it, it means nothing")
-    target, other = _run_dir_for_suite(run_dir, s)
+    target, other = _run_dir_for_suite(run_dir, s, any_job)
     refuse_a_file(target, run_dir, s)
     try:
-        up = find(target) is not None
+        up = jobfleets.to_use(target, any_job)[0] is not None  # (inside a batch job, this job's: fleet.control.jobfleets)
     except FleetError:
         up = False  # (run_suite says why it cannot be used)
     # A fleet that is up reads and checks the whole suite itself (off its loop) and
@@ -352,7 +357,7 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
         click.echo(f"fleet: running on the fleet up in {target} (not the suite's run_dir {s.run_dir})", err=True)
     sys.exit(run_suite(Path(suite).resolve(), s, target, force=force, serial=serial, nodes=nodes or 1,
                        shard=shard, new_generation=new_generation, wait_foreign=not no_wait_foreign,
-                       only=only, with_deps=with_deps, others=others, join_timeout=timeout,  # (a fleet up: say_ignored)
+                       only=only, with_deps=with_deps, others=others, join_timeout=timeout, any_job=any_job,
                        fleet_options=[] if up else coordinator_args_of(heartbeat, heartbeat_timeout, stale_after,
                                                                        max_attempts, **end)))
 

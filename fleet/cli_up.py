@@ -165,51 +165,74 @@ def start(run_dir: Path, profile, nodes: int | None, preload: str, timeout: floa
                    f"export FLEET_RUN_DIR={shlex.quote(str(run_dir))}")
 
 
-def stop_all(run_dir: Path) -> None:
+def stop_all(run_dir: Path, any_job: bool = False) -> None:
     """`fleet down`: every fleet of run_dir. Those with no connection file yet (coming
     up, or waiting for the lease: fleet.control.starting) first: a fleet up that is
     stopped gives its lease back, and one of them would take it. A fleet whose file
     others can read (chmod -R g+rX), that cannot be read (damaged) or that lost its file
     is found through its lease, and stopped, saying so (before 2026-12-06 such a fleet
-    could not be stopped)."""
-    from fleet.control import starting
+    could not be stopped). Inside a batch job, another job's fleet is left alone, one
+    line saying so, unless any_job (fleet.control.jobfleets; before 2026-12-06 a job's
+    EXIT trap stopped another job's fleet at work on the same run directory)."""
+    from fleet.control import jobfleets, starting
     from fleet.control.api import Fleet
-    from fleet.control.below import where
     from fleet.control.client import FleetError, live
-    from fleet.wire.connection import NAME
+    from fleet.wire.connection import NAME, another_job
     exposed: list = []
     try:
-        fleets = [Fleet(run_dir, conn, path) for path, conn in live(run_dir, exposed=exposed)]
-        early = starting.coordinators(run_dir, {f.conn.pid for f in fleets})
-        for path, _ in exposed:
-            if _mode(path) != "?" and int(_mode(path), 8) & 0o077:
-                click.echo(f"fleet down: warning: {path} was readable or writable by others (mode "
-                           f"{_mode(path)}): the fleet's keys were exposed; stopping it through its lease", err=True)
-            elif early:
-                click.echo(f"fleet down: warning: {path} cannot be read as a connection file (damaged?); stopping "
-                           f"the fleet through the run directory's lease", err=True)
+        found = live(run_dir, exposed=exposed)
+        mine, theirs = jobfleets.split(found, any_job)
+        coming = starting.coordinators(run_dir, {conn.pid for _, conn in found})
+        early = [s for s in coming if any_job or not another_job(s.job, s.cluster)]
+        _warn_exposed(exposed, early)
         for s in early:
             what = s.describe(run_dir)
             starting.stop(s.pid)
             click.echo(f"fleet down: {run_dir} ({what})")
-        for f in fleets:
-            f.down()
-            what = "" if f.path.name == NAME else f" (a fleet run's embedded fleet, coordinator pid {f.conn.pid})"
+        for path, conn in mine:
+            Fleet(run_dir, conn, path).down()
+            what = "" if path.name == NAME else f" (a fleet run's embedded fleet, coordinator pid {conn.pid})"
             click.echo(f"fleet down: {run_dir}{what}")
     except FleetError as e:
         raise click.ClickException(str(e))
+    for path, conn in theirs:
+        click.echo(jobfleets.left_alone(conn, path, "fleet down"))
+    for s in coming:
+        if s not in early:
+            click.echo(f"fleet down: left alone: {s.job}'s {s.describe(run_dir)}; "
+                       f"`fleet down {jobfleets.ANY_JOB}` stops it too")
     left = [why for path, why in exposed if path.exists()]
     if left:  # (no coordinator of this host holds the lease: another host's, or none)
         raise click.ClickException(left[0])
-    if not fleets and not early and not exposed:  # (exit 0, with none below: a clean-up may say it twice)
-        missing = "" if run_dir.is_dir() else " (no such directory)"
-        said = f"no fleet was up in {run_dir}{missing}{starting.foreign_lease(run_dir)}"
-        # ...but not when fleets run below it (a `fleet run`'s embedded one in runs/<name>):
-        # nothing the user meant to stop was stopped. They are named, not stopped.
-        below, n = where(run_dir, "down")
-        if n:
-            raise click.ClickException(said + below)
-        click.echo(said)
+    if not found and not coming and not exposed:  # (exit 0, with none below: a clean-up may say it twice)
+        _none_up(run_dir)
+
+
+def _warn_exposed(exposed: list, early: list) -> None:
+    """A word on each connection file fleet down could not use, before stopping its
+    fleet through the run directory's lease."""
+    for path, _ in exposed:
+        if _mode(path) != "?" and int(_mode(path), 8) & 0o077:
+            click.echo(f"fleet down: warning: {path} was readable or writable by others (mode "
+                       f"{_mode(path)}): the fleet's keys were exposed; stopping it through its lease", err=True)
+        elif early:
+            click.echo(f"fleet down: warning: {path} cannot be read as a connection file (damaged?); stopping "
+                       f"the fleet through the run directory's lease", err=True)
+
+
+def _none_up(run_dir: Path) -> None:
+    """`fleet down` found no fleet in run_dir: say so (exit 0), or, when fleets run
+    below it, name them (exit 1)."""
+    from fleet.control import starting
+    from fleet.control.below import where
+    missing = "" if run_dir.is_dir() else " (no such directory)"
+    said = f"no fleet was up in {run_dir}{missing}{starting.foreign_lease(run_dir)}"
+    # ...but not when fleets run below it (a `fleet run`'s embedded one in runs/<name>):
+    # nothing the user meant to stop was stopped. They are named, not stopped.
+    below, n = where(run_dir, "down")
+    if n:
+        raise click.ClickException(said + below)
+    click.echo(said)
 
 
 def _mode(path: Path) -> str:

@@ -3,20 +3,27 @@ directory, fleet.Fleet.cancel its own (the coordinator's side: fleet.control.can
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
+from fleet.control import jobfleets
 from fleet.control.client import Client, FleetError, live
 from fleet.wire import messages as P
 
 
-def cancel(run_dir: Path, steps: list[str], waiting: bool = False, every: bool = False) -> P.CancelReply:
+def cancel(run_dir: Path, steps: list[str], waiting: bool = False, every: bool = False,
+           any_job: bool = False) -> P.CancelReply:
     """Cancel steps in the live fleets of run_dir (fleet.control.cancelling): those named
     (each in the fleet that has it), and with `waiting` every step not yet started, with
     `every` every step not yet ended. If a named step is in no fleet, nothing is
-    cancelled: the answer's `unknown` names it. FleetError if no fleet is up."""
-    fleets = live(Path(run_dir).resolve())
+    cancelled: the answer's `unknown` names it. FleetError if no fleet is up. Inside a
+    batch job, only this job's fleets unless any_job: another job's are left alone, a
+    line on stderr saying so (fleet.control.jobfleets)."""
+    fleets, theirs = jobfleets.split(live(Path(run_dir).resolve()), any_job)
+    for path, conn in theirs:
+        print(jobfleets.left_alone(conn, path, "fleet cancel", "cancels there too"), file=sys.stderr, flush=True)
     if not fleets:
-        raise FleetError(f"no fleet is up in {run_dir}")
+        raise FleetError(f"no fleet {'of this job ' if theirs else ''}is up in {run_dir}")
     clients = [Client(conn) for _, conn in fleets]
     try:
         return cancel_in(clients, steps, waiting, every)

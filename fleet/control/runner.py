@@ -23,14 +23,14 @@ from pathlib import Path
 from typing import Callable
 
 from fleet.core import states as S
-from fleet.control import gone, warnsignal
+from fleet.control import gone, jobfleets, warnsignal
 from fleet.control.api import Fleet, Submission, SubmitError
 from fleet.control.drain import FULL, READ_ONLY
 from fleet.control.stuck import TOO_LONG
 from fleet.control.followlines import DRAINED, Lines
 from fleet.control.othershards import OtherShards
 from fleet.control.client import (CoordinatorKilled, FleetError, PreloadRefused, RunDirError, RunDirFull, down,
-                                  embedded_name, find, fleet_run_dir, up)
+                                  embedded_name, fleet_run_dir, up)
 from fleet.wire import connection
 from fleet.core.problems import Problem
 from fleet.core.suite import Suite
@@ -53,13 +53,15 @@ def _said(line: str) -> None:
 def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, serial: bool = False,
               nodes: int = 1, out=None, shard: str = "", new_generation: bool = False,
               wait_foreign: bool = True, fleet_options: list[str] | None = None, join_timeout: float = 120.0,
-              only: tuple[str, ...] = (), with_deps: bool = False, others: OtherShards | Callable[[], OtherShards] | None = None) -> int:
+              only: tuple[str, ...] = (), with_deps: bool = False, others: OtherShards | Callable[[], OtherShards] | None = None,
+              any_job: bool = False) -> int:
     """Run one suite to the end; the exit status of `fleet run` (0, 1, 2 or 3: above).
 
     Uses the fleet `fleet up` started in run_dir; without one, brings up an embedded local
     fleet (`fleet_options` for its coordinator, `join_timeout` for its agents to join: fleet
-    run --timeout) for the duration of the run. `only` (with `with_deps`) selects steps;
-    `others` are counted apart (or read by a call)."""
+    run --timeout) for the duration of the run; inside a batch job, also when the fleet
+    up is another job's, unless any_job (fleet.control.jobfleets). `only` (with
+    `with_deps`) selects steps; `others` are counted apart (or read by a call)."""
     out = out or sys.stdout
     old = signal.signal(signal.SIGTERM, _interrupt)
     old_usr1 = signal.getsignal(signal.SIGUSR1)
@@ -67,14 +69,9 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
     embedded, f = None, None  # (the embedded fleet's connection name, the client: stopped in the finally)
     followed: list[Lines] = []  # what _follow printed and kept, for a Ctrl-C's summary
     try:
-        conn = find(run_dir)
+        conn, theirs = jobfleets.to_use(run_dir, any_job)
         if conn is None:
-            from fleet.site.profiles import detect
-            fleet_run_dir(run_dir)  # before a word about starting: nothing starts where nothing can be written
-            machine = detect()  # inside a batch job: the whole allocation, not just this node
-            where = counted(nodes, "pretend node") if machine == "local" else f"machine {machine}"
-            print(f"fleet: no fleet is up in {run_dir}; starting an embedded fleet ({where})",
-                  file=sys.stderr, flush=True)
+            machine = _embedding(run_dir, nodes, theirs)
             embedded = embedded_name()
             conn = up(run_dir, nodes=nodes, machine=machine, preload=suite.preload, timeout=join_timeout,
                       extra=fleet_options, name=embedded)
@@ -110,6 +107,18 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
         warnsignal.release()
         signal.signal(signal.SIGTERM, old)
         signal.signal(signal.SIGUSR1, old_usr1)
+
+
+def _embedding(run_dir: Path, nodes: int, theirs: connection.Connection | None) -> str:
+    """The machine of the embedded fleet `fleet run` starts (theirs: another job's fleet
+    up, passed over), once it is said on stderr."""
+    from fleet.site.profiles import detect
+    fleet_run_dir(run_dir)  # before a word about starting: nothing starts where nothing can be written
+    machine = detect()  # inside a batch job: the whole allocation, not just this node
+    where = counted(nodes, "pretend node") if machine == "local" else f"machine {machine}"
+    why = jobfleets.passed_over(run_dir, theirs) if theirs else f"no fleet is up in {run_dir}"
+    print(f"fleet: {why}; starting an embedded fleet ({where})", file=sys.stderr, flush=True)
+    return machine
 
 
 def _stop(f: Fleet | None, run_dir: Path, embedded: str | None) -> None:

@@ -30,6 +30,8 @@ class Starting:
     holds: bool
     lease: dict
     name: str = "fleet.json"  # the connection file it will write: fleet.json if `fleet up` started it
+    job: str = ""  # the batch job it runs in, as its lease record says (fleet.control.lease; "": none, or not said)
+    cluster: str = ""
 
     def describe(self, run_dir: Path | None = None) -> str:
         """What it is: coming up, waiting for the lease, or (run_dir given, and its
@@ -107,7 +109,9 @@ def coordinators(run_dir: Path, known: set[int] = frozenset()) -> list[Starting]
         seen.add(pid)
         p = identity.coordinator(pid, run_dir)
         if p is not None:
-            out.append(Starting(pid, holds, lease, _connection_name(p)))
+            job, cluster = rec.get("job"), rec.get("cluster")
+            out.append(Starting(pid, holds, lease, _connection_name(p), job if isinstance(job, str) else "",
+                                cluster if isinstance(cluster, str) else ""))
     return out
 
 

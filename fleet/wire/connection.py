@@ -27,6 +27,14 @@ class ConnectionError_(RuntimeError):
     """No usable fleet at the given place (missing, unsafe or stale connection file)."""
 
 
+class Foreign(ConnectionError_):
+    """The connection file is another user's: refused (its fleet, if up, is that user's)."""
+
+    def __init__(self, message: str, uid: int):
+        super().__init__(message)
+        self.uid = uid
+
+
 class Exposed(ConnectionError_):
     """The connection file is readable or writable by others (its keys were exposed):
     refused, though its fleet may well be up (`fleet down` still stops it, by its lease)."""
@@ -70,6 +78,20 @@ def this_job(env: Mapping[str, str] | None = None) -> str:
     if env.get("PBS_JOBID"):
         return f"PBS job {env['PBS_JOBID']}"
     return ""
+
+
+def another_job(job: str, cluster: str = "", env: Mapping[str, str] | None = None) -> bool:
+    """Whether a fleet whose connection file (or lease record) names batch job `job`, of
+    Slurm cluster `cluster`, is another job's than the one this process runs in: never
+    outside a batch job (a login node acts on every fleet), and never for a record that
+    names no job (a local fleet's, or one written before 2026-12-06): those count as
+    this job's, as before. `fleet down` and `fleet run` inside a job leave another job's
+    fleet alone (fleet.control.jobfleets)."""
+    mine = this_job(env)
+    if not mine or not job:
+        return False
+    here = this_cluster(env)
+    return job != mine or bool(cluster and here and cluster != here)
 
 
 def from_dict(data: dict) -> Connection:
@@ -160,7 +182,7 @@ def read(path: Path) -> Connection:
     except PermissionError as e:
         raise ConnectionError_(f"{path}: cannot read it: {e.strerror}") from None
     if st.st_uid != os.getuid():
-        raise ConnectionError_(f"{path}: belongs to another user (uid {st.st_uid}); refusing it")
+        raise Foreign(f"{path}: belongs to another user (uid {st.st_uid}); refusing it", st.st_uid)
     if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise Exposed(f"{path}: refusing a connection file that others can read or write "
                                f"(mode {stat.S_IMODE(st.st_mode):04o}; it must be 0600)")

@@ -1,0 +1,62 @@
+"""Which fleets of a run directory are this batch job's.
+
+Several jobs may share one run directory (docs/user-guide.md, "Several fleets, shards
+and audits"): each one's job script brings a fleet up (or `fleet run` embeds one) and
+its EXIT trap runs `fleet down`. Before 2026-12-06 that `fleet down` stopped every
+fleet of the run directory, another job's still at work too, and a `fleet run` of one
+job drove another job's fleet (its own allocation idle) and died with that job. Inside
+a batch job (fleet.wire.connection.this_job) `fleet down`, `fleet cancel` and `fleet
+run` now act on this job's fleets only, and say in one line each which they left alone;
+outside one (a login node), and for a fleet whose file names no job, nothing changed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fleet.wire import connection
+
+ANY_JOB = "--any-job"  # `fleet down`'s and `fleet cancel`'s option for every job's fleets, as before
+
+
+def another(conn: connection.Connection) -> bool:
+    """Whether the fleet of conn is another batch job's than this process's."""
+    return connection.another_job(conn.job, conn.cluster)
+
+
+def whose(conn: connection.Connection, path: Path) -> str:
+    """The fleet of conn in words: "Slurm job 391's fleet (embedded fleet run,
+    coordinator pid P on HOST)"."""
+    kind = "fleet up" if path.name == connection.NAME else "embedded fleet run"
+    owner = f"{conn.job}'s fleet" if conn.job else "a fleet of no batch job"
+    return f"{owner} ({kind}, coordinator pid {conn.pid} on {conn.host})"
+
+
+def left_alone(conn: connection.Connection, path: Path, command: str, does: str = "stops it too") -> str:
+    """The line that says `command` left another job's fleet alone, and how to include it."""
+    return f"{command}: left alone: {whose(conn, path)}; `{command} {ANY_JOB}` {does}"
+
+
+def split(fleets: list, any_job: bool) -> tuple[list, list]:
+    """(this job's, other jobs') of fleets, each a (path, conn); with any_job, all are this job's."""
+    if any_job:
+        return list(fleets), []
+    mine = [(p, c) for p, c in fleets if not another(c)]
+    return mine, [(p, c) for p, c in fleets if another(c)]
+
+
+def to_use(run_dir: Path, any_job: bool = False) -> tuple[connection.Connection | None,
+                                                          connection.Connection | None]:
+    """The fleet `fleet up` started in run_dir that `fleet run` is to use, and the one it
+    passed over: (conn, None) for this job's (or any job's, with any_job; or one that
+    names no job), (None, theirs) for another job's, (None, None) for none up."""
+    from fleet.control.client import find
+    conn = find(run_dir)
+    if conn is not None and not any_job and another(conn):
+        return None, conn
+    return conn, None
+
+
+def passed_over(run_dir: Path, conn: connection.Connection) -> str:
+    """What `fleet run` says when the fleet up in run_dir is another job's."""
+    return (f"the fleet up in {run_dir} is {whose(conn, Path(run_dir) / connection.NAME)}, not this job's: "
+            f"this job starts its own beside it (`fleet run --fleet-of-any-job` would use that one)")
