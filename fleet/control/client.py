@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import pwd
 import signal
 import socket
 import subprocess
@@ -55,27 +56,15 @@ def live(run_dir: Path, embedded: bool = True,
             except OSError:  # removed by its fleet as we looked
                 return 0.0
         paths += sorted(run_dir.glob("fleet-*.json"), key=mtime, reverse=True)
+    _look_into(run_dir)
     out = []
     for path in paths:
         if not path.exists():
             continue
         try:
             conn = connection.read(path)
-        except connection.Exposed as e:
-            why = (f"{e}. If a fleet is up in {shown(run_dir)}, its keys were readable by others: stop it "
-                   f"(fleet down --run-dir {shown(run_dir)}), or, to keep it, chmod 600 {path}; if none is, "
-                   f"remove that file")
-            if exposed is None:
-                raise ExposedFile(why) from None
-            exposed.append((path, why))
-            continue
-        except connection.ConnectionError_ as e:  # unsafe or unreadable: a clear error, not a traceback
-            if exposed is None:
-                raise FleetError(f"{e} (if no fleet is up in {shown(run_dir)}, remove that file; `fleet down` "
-                                 f"stops one of this host that is)") from None
-            # (`fleet down`: its coordinator, if of this host, is found through the lease)
-            exposed.append((path, f"{e}; no fleet of this host was found through the run directory's lease: if "
-                                  f"none is up in {shown(run_dir)} on another host either, remove that file"))
+        except connection.ConnectionError_ as e:
+            _refused(e, path, run_dir, exposed)
             continue
         except OSError:
             continue  # removed by its fleet between the look and the read
@@ -93,6 +82,61 @@ def live(run_dir: Path, embedded: bool = True,
                              f"that run directory (--run-dir {conn.run_dir}), or remove the copy")
         out.append((path, conn))
     return out
+
+
+def _refused(e: connection.ConnectionError_, path: Path, run_dir: Path,
+             exposed: list[tuple[Path, str]] | None) -> None:
+    """A connection file live() cannot use: raised (ExposedFile, FleetError), or, with
+    `exposed` given, noted there with why."""
+    if isinstance(e, connection.Exposed):
+        why = (f"{e}. If a fleet is up in {shown(run_dir)}, its keys were readable by others: stop it "
+               f"(fleet down --run-dir {shown(run_dir)}), or, to keep it, chmod 600 {path}; if none is, "
+               f"remove that file")
+        if exposed is None:
+            raise ExposedFile(why) from None
+    elif isinstance(e, connection.Foreign):  # (a colleague's fleet: not to remove, nor to stop)
+        why = f"{path}: {theirs(e.uid)}"
+        if exposed is None:
+            raise FleetError(why) from None
+    else:  # unsafe or unreadable: a clear error, not a traceback
+        if exposed is None:
+            raise FleetError(f"{e} (if no fleet is up in {shown(run_dir)}, remove that file; `fleet down` "
+                             f"stops one of this host that is)") from None
+        # (`fleet down`: its coordinator, if of this host, is found through the lease)
+        why = (f"{e}; no fleet of this host was found through the run directory's lease: if "
+               f"none is up in {shown(run_dir)} on another host either, remove that file")
+    exposed.append((path, why))
+
+
+def _owner(uid: int) -> str:
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def theirs(uid: int) -> str:
+    """Why a connection file of another user's is refused, and what that means: the
+    fleet, if up, is that user's (before 2026-12-06 the advice was to remove the file,
+    or that `fleet down` would stop the fleet: neither is for a colleague's fleet)."""
+    return (f"belongs to another user, {_owner(uid)}; refusing it: a fleet up there is that user's, which only "
+            f"they can use or stop; use a run directory of your own")
+
+
+def _look_into(run_dir: Path) -> None:
+    """RunDirError if this user cannot look into run_dir (another user's, which fleet
+    makes 0700): named with its owner, not a traceback (before 2026-12-06 `fleet run`,
+    status and down ended in a PermissionError there)."""
+    try:
+        connection.path_in(run_dir).exists()
+    except PermissionError as e:
+        try:
+            st = run_dir.stat()
+        except OSError:
+            raise RunDirError(f"cannot use run directory {shown(run_dir)}: {e.strerror}") from None
+        whose = "" if st.st_uid == os.getuid() else f"it belongs to another user, {_owner(st.st_uid)}, and "
+        raise RunDirError(f"cannot use run directory {shown(run_dir)}: {whose}this user cannot look into it "
+                          f"(mode {st.st_mode & 0o7777:04o}): use a run directory of your own") from None
 
 
 def _copied(conn: connection.Connection, run_dir: Path) -> bool:
@@ -235,6 +279,8 @@ def up(run_dir: Path, nodes: int = 1, machine: str = "local", preload: tuple[str
         raise FleetError(already_up(run_dir, there))
     if name == connection.NAME and (why := _another_up(run_dir)):
         raise FleetError(why)
+    if name != connection.NAME:
+        _stale_own(run_dir / name)
     logf = ownfiles.open(run_dir / "coordinator.log", "ab")
     argv = [*interpreter.module("fleet.control.coordinator"), "--run-dir", str(run_dir), "--nodes", str(nodes),
             "--machine", machine, "--preload", ",".join(preload), "--connection-name", name,
@@ -253,6 +299,22 @@ def up(run_dir: Path, nodes: int = 1, machine: str = "local", preload: tuple[str
         # came up: nothing it started outlives it, or the fleet comes up later unasked.
         stop_started(proc)
         raise
+
+
+def _stale_own(path: Path) -> None:
+    """Remove the embedded fleet's connection file `path` if one is there: its name is
+    this process's own (host and pid: embedded_name), so it was left by an earlier
+    process of this pid whose fleet was killed (SIGKILL leaves it), and would stop this
+    one coming up ("a fleet is already up", naming a dead coordinator: before
+    2026-12-06). Kept only if its coordinator is alive after all (then that is said)."""
+    if not path.exists():
+        return
+    try:
+        conn = connection.read(path)
+    except (connection.ConnectionError_, OSError):
+        conn = None  # (damaged: no one's)
+    if conn is None or conn.host != socket.gethostname() or identity.gone(conn.pid, conn.run_dir, conn.started):
+        _forget(path)
 
 
 SAY_WHY_S = 15.0  # past the join timeout: the coordinator's stopping of its agents is bounded (launch.stop)
