@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetharness import assert_nothing_left, completed, env, fleet, write_suite
+from fleetharness import assert_nothing_left, completed, env, write_suite
 
 from fleet.wire import connection
 
