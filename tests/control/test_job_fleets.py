@@ -96,7 +96,10 @@ def test_fleet_down_any_job_and_a_login_nodes_fleet_down_still_stop_another_jobs
         run_dir = tmp_path / f"run{len(where)}"
         fleet("up", "--local", "--run-dir", str(run_dir), cwd=tmp_path, check=True, timeout=60, environ=job(391))
         args = ["--any-job"] if where else []
-        down = fleet("down", "--run-dir", str(run_dir), *args, cwd=tmp_path, timeout=60, environ=where)
+        try:
+            down = fleet("down", "--run-dir", str(run_dir), *args, cwd=tmp_path, timeout=60, environ=where)
+        finally:  # (whatever that did: a login node's fleet down stops it)
+            fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
         assert down.returncode == 0 and "left alone" not in down.stdout, down.stdout + down.stderr
         assert not (run_dir / "fleet.json").exists()
         assert_nothing_left(run_dir)
