@@ -139,6 +139,7 @@ class Closing:
                     else:
                         self._needs += (sid, dep)
                 sub.finished.append([sid, outcome, 0, too or walk.reason])
+                sub.not_started += 1
             else:
                 why = why or drain.why()
                 if sid not in c.interrupted:  # (its node lost as it began)

@@ -12,6 +12,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from fleet.control import nodestatus
+from fleet.core.deadline import as_counted
 from fleet.core.scheduler import Scheduler
 
 STATUS_RUNNING = 500  # running steps listed in one status answer
@@ -44,12 +45,13 @@ def answer(sched: Scheduler, agents: list, *, up_since: float, run_dir: Path, fa
                     elapsed_s=round(now - v.started_at, 3) if v.started_at else None, **_phase(sched, v.id))
                for v in views]
     return dict(up_since=up_since, run_dir=str(run_dir), pid=os.getpid(),
-                **nodestatus.summary(sched, agents, quiet_s), counts=sched.counts(), running=running,
+                **nodestatus.summary(sched, agents, quiet_s),
+                counts=as_counted(sched.counts(), sched.deadline.drained), running=running,
                 running_total=sched.running_count(),
                 queued=[dict(step=sid, node=node, after=after) for sid, node, after in sched.queued_on_nodes(STATUS_QUEUED)],
                 failures=failures[-10:], dropped=dict(dropped),
-                submissions=[dict(id=s.id, suite=s.suite, steps=len(s.steps), finished=len(s.steps) - s.remaining)
-                             for s in reversed(list(itertools.islice(reversed(submissions), STATUS_SUBMISSIONS)))],
+                submissions=[_submission(s) for s in reversed(list(itertools.islice(reversed(submissions),
+                                                                                    STATUS_SUBMISSIONS)))],
                 submissions_total=len(submissions),
                 loop=loop or {}, allocation=_allocation(sched, longer_only), preloading=preloading,
                 ready=[asdict(h) for h in sched.waiting_heads(now, STATUS_READY)],
@@ -57,6 +59,17 @@ def answer(sched: Scheduler, agents: list, *, up_since: float, run_dir: Path, fa
                 waiting_children=[dict(step=sid, phase=phase, stage=stage, waiting_for=n, children=total,
                                        **({"parent": p} if (p := sched.family(sid)[0]) else {}))
                                   for sid, phase, stage, n, total in sched.suspended(STATUS_RUNNING)])
+
+
+def _submission(s) -> dict:
+    """A submission's line: its steps, how many ended (`finished`), and of those the steps
+    the drain's close counted ended unstarted (`not_started`: fleet.control.closing), which
+    `finished` leaves out (before 2026-12-07 it counted them: "20/20 finished (100%)" of a
+    suite two of whose steps never started)."""
+    out = dict(id=s.id, suite=s.suite, steps=len(s.steps), finished=len(s.steps) - s.remaining - s.not_started)
+    if s.not_started:
+        out["not_started"] = s.not_started
+    return out
 
 
 def _allocation(sched: Scheduler, longer_only: bool) -> dict | None:

@@ -11,7 +11,7 @@ BEHIND_S = 2.0  # reports read this late are shown (clocks of different nodes di
 
 STATES = ("waiting", "ready", "queued", "running", "suspended", "succeeded", "skipped", "failed", "timed_out",
           "terminated", "out_of_memory", "lost", "cancelled", "stopped", "elsewhere", "blocked", "unrunnable", "broken",
-          "interrupted")
+          "interrupted", "not_started")
 
 
 def _dur(s: float) -> str:
@@ -23,22 +23,27 @@ def _n(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 
-def _suites(submissions: list[dict], total: int | None = None) -> list[str]:
+def _suites(submissions: list[dict], total: int | None = None, drained: bool = False) -> list[str]:
     """One line per suite, in the order first submitted: repeated submissions of the same
     suite (reruns, --force) are counted together, not listed one by one; of the latest
-    submissions only, when the answer lists only those (`total`: all of them)."""
+    submissions only, when the answer lists only those (`total`: all of them). The steps
+    the drain's close ended unstarted are not finished: said apart (`drained`: the fleet
+    drained; else the allocation's end held them back)."""
     by: dict[str, list[int]] = {}
     for sub in submissions:
-        t = by.setdefault(sub["suite"], [0, 0, 0])
+        t = by.setdefault(sub["suite"], [0, 0, 0, 0])
         t[0] += 1
         t[1] += sub["steps"]
         t[2] += sub["finished"]
+        t[3] += sub.get("not_started", 0)
     out = []
-    for suite, (times, steps, finished) in by.items():
+    for suite, (times, steps, finished, unstarted) in by.items():
         # Rounded down: "100%" only once every step has finished (2980 of 2986 is 99%).
         pct = 100 * finished // steps if steps else 100
         again = f" ({_n(times, 'submission')})" if times > 1 else ""
-        out.append(f"  suite {suite}{again}: {finished}/{steps} finished ({pct}%)")
+        left = (f", {unstarted} not started: " + ("drained" if drained else "held back by the allocation's end")
+                if unstarted else "")
+        out.append(f"  suite {suite}{again}: {finished}/{steps} finished ({pct}%){left}")
     if total is not None and total > len(submissions):
         out.append(f"  ... and {_n(total - len(submissions), 'earlier submission')} (the latest "
                    f"{len(submissions)} are shown)")
@@ -106,7 +111,11 @@ def _ready(st: dict, now: float, limit: int) -> list[str]:
     heads = st.get("ready") or []
     out = []
     if heads:
-        out.append(f"ready, not started ({st.get('counts', {}).get('ready', len(heads))}), "
+        # Once drained, counted not_started with the waiting ones (before 2026-12-07 "ready",
+        # with the reason they waited for before the drain: memory, on idle nodes).
+        out.append("left unstarted by the drain, the first of each kind of step:"
+                   if (st.get("allocation") or {}).get("drained") else
+                   f"ready, not started ({st.get('counts', {}).get('ready', len(heads))}), "
                    "the first of each kind of step:")
         for h in heads[:limit]:
             more = f"  (+{h['behind']} more like it)" if h["behind"] else ""
@@ -217,7 +226,8 @@ def render(st: dict, now: float | None = None, max_running: int = 20, max_ready:
     # (every state with steps in it: those not in STATES' order after them, a new one too)
     shown = [k for k in STATES if counts.get(k)] + sorted(k for k in counts if counts[k] and k not in STATES)
     out.append("steps:  " + ("  ".join(f"{k} {counts[k]}" for k in shown) or "none submitted"))
-    out.extend(_suites(st.get("submissions", []), st.get("submissions_total")))
+    out.extend(_suites(st.get("submissions", []), st.get("submissions_total"),
+                       bool((st.get("allocation") or {}).get("drained"))))
     out.extend(_preloading(st.get("preloading")))
     out.extend(_waiting_children(st.get("waiting_children", [])))
     running = st.get("running", [])

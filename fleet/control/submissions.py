@@ -51,6 +51,7 @@ class Submission:
     # The children added to it (add, done_before): never one of the suite's own steps (a
     # child's id is refused if the fleet has it: fleet.control.children), so not a set of all.
     _has: set = field(default_factory=set)
+    not_started: int = 0  # its steps the drain's close counted ended unstarted (fleet.control.closing)
     serial: bool = False  # `fleet run --serial`: its steps, and the children they submit, one at a time
     force: bool = False   # `fleet run --force`: its steps, and the children they submit, run again
 

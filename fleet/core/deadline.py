@@ -75,6 +75,8 @@ DRAIN_KILL = "drained: "  # a drain's Kill reasons start so (the coordinator's r
 # they held the coordinator's loop, and a status answer, for 3 s).
 DRAIN_STOPS = 10_000
 END_MARGIN_S = 15.0  # the drain's SIGKILLs come this long before the end at least (at most half the drain margin)
+NOT_STARTED = "not_started"  # what a step the drain left unstarted is counted (fleet.control.closing's outcome)
+UNSTARTED = (S.WAITING, S.READY, S.QUEUED)  # the states of a step that has not started (the drain leaves it so)
 OWN = frozenset({S.TIMED_OUT, S.OUT_OF_MEMORY})  # an exit's outcome the drain does not make interrupted
 
 
@@ -162,6 +164,14 @@ class Deadline:
                     reason=self.reason, held=self.held,
                     held_steps=[dict(step=s, reason=r) for s, r in self.held_first])
 
+    def shut(self) -> W.WaitReason | None:
+        """Why a step the drain left does not start, as `fleet status` gives it instead of
+        what it last waited for (a stale shortage of cores or memory on idle nodes); None
+        before the drain."""
+        if not self.drained:
+            return None
+        return W.WaitReason(W.DEADLINE, detail=f"not started: drained ({self.reason}); the next run runs it")
+
     def drain(self, ev: DrainNow, running: Iterable, queued: Iterable = (), now: float | None = None) -> None:
         """The drain point (`now`): nothing starts from now on. Each running step (a job)
         is to be killed, unless the drain lets them run (DrainNow.stop_running); one
@@ -234,6 +244,19 @@ class Deadline:
         """Whether the exit of `job` with `outcome` is the drain's (interrupted, no
         attempt), not its own (see the module's doc). False before any drain."""
         return self.drained and by_drain(job, outcome, self.stopping, self.dropping)
+
+
+def as_counted(counts: Mapping[str, int], drained: bool) -> dict[str, int]:
+    """Steps by state (Scheduler.counts) as `fleet status` counts them: once drained, the
+    steps that will not start here (waiting, ready, or queued on a node, which drops them)
+    are `not_started`, as `fleet run`, the report and the audit call them. O(states)."""
+    if not drained:
+        return dict(counts)
+    out = {k: n for k, n in counts.items() if k not in UNSTARTED}
+    left = sum(counts.get(k, 0) for k in UNSTARTED)
+    if left:
+        out[NOT_STARTED] = left
+    return out
 
 
 def end_margin(drain_before: float) -> float:

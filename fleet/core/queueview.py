@@ -38,18 +38,22 @@ class Reserved:
     expected_start: float | None  # from running steps' estimates; None: one has none
 
 
-def heads(classes: dict, jobs: dict, pool, now: float, limit: int) -> list[Head]:
+def heads(classes: dict, jobs: dict, pool, now: float, limit: int, shut: W.WaitReason | None = None) -> list[Head]:
     """The first step of each ready class, in pass order (priority, then the order's
     key), at most `limit`. A first step not tried since it came first (a step ahead of
     it was handed to a node, and its class, blocked, is skipped until something it
-    could use frees) is given what it lacks now, as its pass would say."""
+    could use frees) is given what it lacks now, as its pass would say. `shut`: why
+    nothing starts any more (the drain: fleet.core.deadline.Deadline.shut), given to
+    each instead (what it waited for before does not hold it: nodes idle after the drain
+    showed it short of memory, before 2026-12-07)."""
     firsts = heapq.nsmallest(limit, (c.heap[0] for c in classes.values() if c.heap))
     out = []
     for _, _, sid in firsts:
         job = jobs[sid]
         cls = classes[("exclusive",) if job.exclusive else (job.demand,)]
-        why: W.WaitReason | None = job.why
-        if (why is None and cls.blocked_at is not None) or (why is not None and why.cause in (W.CORES, W.GPUS)):
+        why: W.WaitReason | None = shut or job.why
+        if shut is None and ((why is None and cls.blocked_at is not None)
+                             or (why is not None and why.cause in (W.CORES, W.GPUS))):
             # (a Wait's free count is the one at its try: a release too small to let the
             # step fit is never tried, so it froze there; said as it is now, as its pass would)
             why = W.short_of(pool, job.demand)

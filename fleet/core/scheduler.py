@@ -236,7 +236,7 @@ class Scheduler(Entries, Phases, Outside):
 
     def waiting_heads(self, now: float, limit: int) -> list[queueview.Head]:
         """Why ready steps wait: the first of each class of demand, in pass order, at most `limit` (core.queueview)."""
-        return queueview.heads(self._classes, self._jobs, self.pool, now, limit)
+        return queueview.heads(self._classes, self._jobs, self.pool, now, limit, self.deadline.shut())
 
     def reservations(self) -> list[queueview.Reserved]:
         """The standing reservations, oldest first (fleet.core.reservations)."""

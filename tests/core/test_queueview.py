@@ -80,3 +80,18 @@ def test_a_first_step_not_tried_since_those_before_it_were_handed_ahead_says_wha
     assert sched.view("n4").why is None  # never tried: its class was blocked when it came first
     [head] = sched.waiting_heads(now=1.0, limit=50)
     assert (head.step, head.cause, head.reason, head.behind) == ("n4", W.CORES, "needs 1 core, 0 free", 1)
+
+
+def test_after_the_drain_the_steps_left_are_given_the_drains_reason_and_counted_not_started():
+    # (before, a step tried while the cores were busy was said short of them, or of memory, on idle nodes)
+    from fleet.core.deadline import DrainNow
+    sched = fleet_of(2, {"id": "a", "cores": 2}, {"id": "b", "cores": 2}, {"id": "c", "cores": 2},
+                     {"id": "d", "deps": ["a"]})
+    sched.handle(DrainNow("the drain point, 300 s before the end"), 5.0)
+    sched.handle(StepExited("a", 1, "terminated"), 6.0)
+    [head] = sched.waiting_heads(now=10.0, limit=50)
+    assert (head.step, head.behind, head.cause) == ("b", 1, W.DEADLINE)
+    assert head.reason == "not started: drained (the drain point, 300 s before the end); the next run runs it"
+    from fleet.core.deadline import as_counted
+    assert as_counted(sched.counts(), sched.deadline.drained) == {"interrupted": 1, "not_started": 3}
+    assert as_counted({"ready": 2, "running": 1}, False) == {"ready": 2, "running": 1}
