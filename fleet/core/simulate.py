@@ -39,12 +39,16 @@ from fleet.core.scheduler import (Begin, Blocked, Kill, NodeJoined, Scheduler, S
 from fleet.core.suite import StepSpec
 
 
-# The drain point's timer sorts after every step end at the same instant: a live
-# coordinator handles the exits a loop turn brings before it drains (fleet.control.drain),
-# and the deadline admits a step that ends at the drain point (fleet.core.deadline).
-DRAIN_LAST = math.inf
-# A hold's end (fleet.core.deferral) sorts after the step ends at the same instant and
-# before the drain point: a pass at that instant already ended the hold (then it is skipped).
+# The drain point's timer sorts before every step end at the same instant: nothing starts
+# from the drain point on, and a step queued on its node behind one that ends then is
+# dropped there unstarted (not_started), as a live drain drops the queued steps before it
+# stops the running ones (fleet.core.deadline.Deadline.drain). A step that ends at the
+# drain point is admitted by the deadline: its own end, right after, is a success
+# (_interrupt leaves it). (Before 2026-12-07 the timer sorted after the ends: such a
+# queued step began at the drain point and was counted interrupted after 0 s.)
+DRAIN_FIRST = -math.inf
+# A hold's end (fleet.core.deferral) sorts after the step ends at the same instant: a
+# pass at that instant already ended the hold (then it is skipped).
 HOLD_ENDS = sys.float_info.max
 
 
@@ -173,7 +177,7 @@ def _allocation_ends(sched, ends: list, end_s: float | None, drain_before_s: flo
         return None
     drain_s = max(0.0, end_s - drain_before_s)
     sched.handle(AllocationEnds(end_s, drain_s), 0.0)
-    heapq.heappush(ends, (drain_s, DRAIN_LAST, "", 0))
+    heapq.heappush(ends, (drain_s, DRAIN_FIRST, "", 0))
     return drain_s
 
 
@@ -185,9 +189,12 @@ def _with_left(r: SimResult, steps, graph, waits: dict, dropped: set) -> SimResu
 
 
 def _interrupt(sched, d: Kill, now: float, placed: dict, interrupted: dict, dropped: set) -> None:
-    """The drain's Kill: the step ends now, interrupted. What the exit decides is not
+    """The drain's Kill: the step ends now, interrupted, unless it ends now by itself
+    (its end, next in the heap, succeeds: DRAIN_FIRST). What the exit decides is not
     acted on: after the drain nothing starts, and a queued step its predecessor's end
     would begin has its own Kill."""
+    if d.step in placed and placed[d.step].end_s <= now:
+        return
     sched.handle(StepExited(d.step, d.attempt, S.INTERRUPTED), now)
     if d.step in placed:  # else queued on its node, dropped there: never started
         interrupted[d.step] = now

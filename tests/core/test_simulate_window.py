@@ -120,6 +120,30 @@ def test_at_the_drain_point_a_step_still_queued_on_its_node_is_dropped_there_nev
     assert out["not_started"] == ["v"] and "v" not in out["steps"]
 
 
+def test_a_step_queued_behind_one_that_ends_at_the_drain_point_is_dropped_there_not_interrupted_at_once(tmp_path):
+    # One core: "a" ends at 6 s, the drain point; "u" (no estimate), handed ahead behind it,
+    # would begin at the drain point. Nothing starts from there on: its node drops it,
+    # not_started, as the live fleet's drain does (before, it began at 6 s and was
+    # interrupted there after 0 s).
+    suite = """
+        [suite]
+        name = "tie"
+        [[steps]]
+        id = "a"
+        command = "x"
+        priority = 2
+        estimate = 6
+        [[steps]]
+        id = "u"
+        command = "x"
+        """
+    out = simulate(tmp_path, "--walltime", "8s", "--drain-before", "2s", suite=suite, nodes="1")
+    assert out["drain_s"] == 6.0
+    assert out["steps"]["a"] == {"node": "node1", "cores": 1, "start_s": 0.0, "end_s": 6.0}  # (it ended in time)
+    assert out["interrupted"] == {} and out["not_started"] == ["u"] and "u" not in out["steps"], out
+    assert out["not_started_reasons"]["u"].startswith("handed to its node ahead"), out
+
+
 def test_with_the_default_window_a_reservation_still_starts_the_wide_step_at_the_first_ends(tmp_path):
     from test_simulate_reservations_cli import SUITE as STARVE
     out = simulate(tmp_path, suite=STARVE, nodes="1", cores="8")
