@@ -221,7 +221,10 @@ def up(run_dir, local, machine, nodes, preload, timeout, stale_after, max_attemp
        **end):
     """Start a coordinator and one agent per node; return when all have joined.
     Interrupted before that (Ctrl-C, SIGTERM, SIGHUP), it stops what it started and
-    exits 128 + the signal's number (130 for Ctrl-C)."""
+    exits 128 + the signal's number (130 for Ctrl-C). The batch system's warning signal
+    (SIGUSR1) meanwhile is kept and passed to the coordinator once it is up (fleet.cli_up.start)."""
+    from fleet.control import warnsignal
+    warnsignal.catch()  # from the start: its default action ended `fleet up` (138), its coordinator left up
     from fleet.site.profiles import ProfileError, detect, detected_by, load
     run_dir = _run_dir(run_dir)
     if local and machine not in (None, "local"):

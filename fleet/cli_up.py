@@ -9,6 +9,7 @@ import contextlib
 import os
 import shlex
 import signal
+import socket
 import sys
 from pathlib import Path
 
@@ -135,7 +136,10 @@ def interruptible(saying: str):
 def start(run_dir: Path, profile, nodes: int | None, preload: str, timeout: float, extra: list[str]) -> None:
     """`fleet up`: start the fleet (`nodes`: --nodes, None if not given) and say where
     it is. Interrupted before it is up, it stops what it started (fleet.control.client.up)
-    and exits 128 + the signal's number (130 for Ctrl-C)."""
+    and exits 128 + the signal's number (130 for Ctrl-C). A warning signal (SIGUSR1,
+    caught by the caller: fleet.control.warnsignal) that came while the fleet came up
+    goes to its coordinator once it is up, which drains (before 2026-12-07 it ended
+    `fleet up` with 138 and left the coordinator it had started running)."""
     from fleet.control import preflight
     from fleet.control.client import FleetError, RunDirError, RunDirFull, up
     modules = tuple(m.strip() for m in preload.split(",") if m.strip())
@@ -160,9 +164,24 @@ def start(run_dir: Path, profile, nodes: int | None, preload: str, timeout: floa
         click.echo("fleet up: the fleet it was starting is stopped", err=True)
         sys.exit(128 + (e.signum if isinstance(e, Interrupted) else signal.SIGINT))
     click.echo(f"fleet up on {profile.name}: coordinator pid {conn.pid} on {conn.host}, run dir {run_dir}")
+    _warning_to(conn)
     if os.environ.get("FLEET_RUN_DIR") != str(run_dir):
         click.echo(f"fleet run, status and down find it from {run_dir}; from elsewhere: "
                    f"export FLEET_RUN_DIR={shlex.quote(str(run_dir))}")
+
+
+def _warning_to(conn) -> None:
+    """The warning signal that came while the fleet came up, to its coordinator (said on
+    stderr); from now on `fleet up` is done with it: SIGUSR1 is back to its default."""
+    from fleet.control import warnsignal
+    came = warnsignal.came()
+    warnsignal.pass_to(conn)
+    warnsignal.release()
+    signal.signal(signal.SIGUSR1, signal.SIG_DFL)
+    if came:
+        where = ("passed to its coordinator, which drains" if conn.host == socket.gethostname()
+                 else f"not passed on: its coordinator runs on {conn.host} (signal it there)")
+        click.echo(f"fleet up: the warning signal (SIGUSR1) came while the fleet came up; {where}", err=True)
 
 
 def stop_all(run_dir: Path, any_job: bool = False) -> None:

@@ -116,3 +116,30 @@ def test_fleet_run_whose_embedded_coordinator_is_killed_before_its_fleet_is_up_e
         assert_gone(pids)
     finally:
         kill_group(run)
+
+
+def test_the_warning_signal_to_fleet_up_while_the_fleet_comes_up_goes_to_its_coordinator_once_it_is_up(tmp_path):
+    # (before: SIGUSR1's default action ended `fleet up` with 138, its coordinator left running)
+    import json
+    run_dir = tmp_path / "run"
+    up = subprocess.Popen([sys.executable, "-m", "fleet", "up", "--local", "--run-dir", str(run_dir),
+                           "--walltime", "1h", "--preload", "preload_slow"], cwd=tmp_path,
+                          env={**env(), "FLEET_TEST_IMPORT_SLEEP": "3"}, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, start_new_session=True)
+    pids: set[int] = set()
+    try:
+        pids = importing(up)
+        os.kill(up.pid, signal.SIGUSR1)  # as `scancel --full --signal=USR1`, or a script's kill of its group
+        out, err = up.communicate(timeout=90)
+        assert up.returncode == 0, out + err
+        assert ("fleet up: the warning signal (SIGUSR1) came while the fleet came up; passed to its coordinator, "
+                "which drains") in err, err
+        st = wait_for(lambda: (a := json.loads(fleet("status", "--run-dir", str(run_dir), "--json", cwd=tmp_path,
+                                                     timeout=30).stdout)["allocation"]) and a["drained"] and a,
+                      30, "the fleet drained")
+        assert "warning signal (SIGUSR1)" in st["reason"], st
+    finally:
+        kill_group(up)
+        down = fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
+    assert down.returncode == 0 and down.stdout == f"fleet down: {run_dir}\n", down.stdout + down.stderr
+    assert_gone(pids | {up.pid})
