@@ -4,9 +4,10 @@ From a step's submission (or its retry) to its start it waits: first for its
 dependencies, then for whatever its wait records say (the cause of each record's
 structured reason, fleet.core.waits). A ready step without a record of its own queues
 behind the latest record of a step of its kind, because the scheduler records only the
-head of each kind of demand. "No node has it all free together" is told apart here:
-memory, when some live node had the cores and GPUs free but not the memory (the step's
-figure, else its cores' share of that node's), as rebuilt
+head of each kind of demand (where the kind had none yet when the step became ready: its
+turn until the kind's next record, then behind that one). "No node has it all free
+together" is told apart here: memory, when some live node had the cores and GPUs free
+but not the memory (the step's figure, else its cores' share of that node's), as rebuilt
 from the start and exit records at that moment (:class:`FreeIndex`); else a whole node.
 """
 
@@ -248,19 +249,32 @@ class _Context:
         """Add the waits of a ready step until p_to: its own records, and before the
         first of them, its turn behind its kind's head."""
         own = [w for w in s.waits if ready <= w.t < p_to] if s.waits else s.waits
-        if not own or own[0].t > ready:
-            cat, why = W.QUEUED, "ready; no wait recorded for it or its kind"
-            fleet = s.attempts[-1].fleet if s.attempts else s.fleet
-            sig = self.by_sig.get((fleet, _signature(s))) if self.by_sig else None
-            if sig is not None:
-                i = bisect_right(sig[0], ready) - 1
-                if i >= 0 and sig[1][i][0] != s.id:
-                    head, w = sig[1][i]
-                    cat, why = self.cause(w), f"queued behind {head}: {w.text}"
-            nxt = own[0].t if own else p_to
-            if nxt > ready:
-                segs.append((ready, nxt, cat, why))
+        nxt = own[0].t if own else p_to
+        if nxt > ready:
+            self._behind_head(s, ready, nxt, segs)
         for j, w in enumerate(own):
             nxt = own[j + 1].t if j + 1 < len(own) else p_to
             if nxt > w.t:
                 segs.append((w.t, nxt, self.cause(w), w.text))
+
+    def _behind_head(self, s: Step, ready: float, nxt: float, segs: list) -> None:
+        """Add the wait of a ready step with no record of its own from `ready` to `nxt`:
+        behind the latest record of its kind, or, where there was none yet, its turn
+        until the kind's next record, and behind that one from then (the scheduler's
+        first pass over a big submission writes it a moment after the steps became
+        ready; before 2026-12-07 such steps waited for their turn all the time). One
+        record looked up either way, by bisection: a million steps stay cheap."""
+        cat, why, t = W.QUEUED, "ready; no wait recorded for it or its kind", ready
+        fleet = s.attempts[-1].fleet if s.attempts else s.fleet
+        sig = self.by_sig.get((fleet, _signature(s))) if self.by_sig else None
+        if sig is not None:
+            i = bisect_right(sig[0], ready)
+            if i > 0 and sig[1][i - 1][0] != s.id:
+                head, w = sig[1][i - 1]
+                cat, why = self.cause(w), f"queued behind {head}: {w.text}"
+            elif i < len(sig[0]) and sig[0][i] < nxt:
+                # (not its own: its own records from `ready` on end the stretch at `nxt`)
+                segs.append((ready, sig[0][i], cat, why))
+                head, w = sig[1][i]
+                cat, why, t = self.cause(w), f"queued behind {head}: {w.text}", sig[0][i]
+        segs.append((t, nxt, cat, why))
