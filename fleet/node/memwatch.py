@@ -229,9 +229,15 @@ class Enforcer:
         a step forked there begins with (memmeasure.least_start: before 2026-12-06 the
         zygote's too, far above it, and a call step that ended before the agent's look
         at it, which under load its Started may come after, had no peak). 0: unknown (a
-        command that ended before the agent saw it, smaller than the zygote)."""
+        command that ended before the agent saw it, smaller than the zygote). A call step's
+        high water counts the zygote's pages it was forked with, which the watchdog's own
+        count leaves out: what it added to that start is its peak (before 2026-12-07 the
+        whole high water was, ~220 MiB for a 2 MiB step of a zygote holding 200 MiB)."""
         maxrss = (msg.maxrss_kb or 0) << 10
-        if maxrss > w.peak and maxrss > (self._least_start() if w.forked else memmeasure.high_water(self.parent)) > 0:
+        if w.forked:
+            start = self._least_start()
+            return max(w.peak, maxrss - start) if 0 < start < maxrss else w.peak
+        if maxrss > w.peak and maxrss > memmeasure.high_water(self.parent) > 0:
             return maxrss
         return w.peak
 

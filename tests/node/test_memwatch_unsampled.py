@@ -33,4 +33,6 @@ def test_a_call_step_that_ended_before_the_agent_looked_at_it_has_its_peak_from_
         judged = enforcer.exited(exited, encode(exited))
     got = decode(judged)
     assert isinstance(got, Exited) and got.outcome == "succeeded", got
-    assert got.memory_peak == exited.maxrss_kb << 10 and got.memory_peak > 4 * MIB, got
+    # What it added to what it was forked with (the 4 MiB it touched, and some), not its
+    # whole high water, which counts the zygote's pages it shares (numpy's: many MiB more).
+    assert 4 * MIB <= got.memory_peak < (exited.maxrss_kb << 10) - 4 * MIB, (got, exited.maxrss_kb << 10)
