@@ -49,7 +49,9 @@ def build(records: list, now: float | None = None, *, session: int = -1, run_dir
         now = down_t if down_t is not None else g.last_t
     now = max(now, g.last_t)
 
-    busy_now, last_end = _settle(steps, now, in_progress, g.closed_at)
+    drained_at = g.allocation.get("drained")
+    busy_now, last_end = _settle(steps, now, in_progress, g.closed_at,
+                                 (g.drained, drained_at) if drained_at is not None else (set(), None))
     if g.allocation.get("drained") is not None or g.not_started:  # what a drain left undone
         _not_started(g, g.allocation.get("drained") is not None)
     finished = [x for s in steps.values() for x in s.attempts]
@@ -90,10 +92,12 @@ def _not_started(g: Gathered, drained: bool) -> None:
             s.reason = named.get(s.id) or why or s.reason
 
 
-def _settle(steps: dict, now: float, in_progress: bool, closed: dict) -> tuple[bool, float | None]:
+def _settle(steps: dict, now: float, in_progress: bool, closed: dict,
+            drained: tuple[set, float | None] = (set(), None)) -> tuple[bool, float | None]:
     """Each step's outcome (its final state, what it is doing, or what a stopped fleet
-    left undone: `closed`, the steps a fleet closed early, when, even while it is up);
-    returns whether anything still runs or waits, and the last end."""
+    left undone: `closed`, the steps a fleet closed early, when, even while it is up;
+    `drained`: the fleets that drained, and when: their steps left never start, even
+    while they stay up); returns whether anything still runs or waits, and the last end."""
     busy_now = False
     last_end: float | None = None
     for s in steps.values():
@@ -121,6 +125,10 @@ def _settle(steps: dict, now: float, in_progress: bool, closed: dict) -> tuple[b
             busy_now = busy_now or in_progress
         elif s.id in closed:  # (it waits no longer: its fleet closed it, and may stay up; _not_started says why)
             s.outcome, s.end = NOT_RUN, closed[s.id]
+        elif in_progress and s.fleet in drained[0]:
+            # (drained, up still: nothing starts any more. Before 2026-12-07 "waiting" here,
+            # while fleet status, fleet run and the report's own drain line said not started.)
+            s.outcome, s.end = NOT_RUN, drained[1]
         else:
             s.outcome = S.WAITING if in_progress else NOT_RUN
             if not in_progress:

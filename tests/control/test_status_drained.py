@@ -52,6 +52,10 @@ def test_a_drained_fleets_status_counts_the_steps_it_left_not_started_with_the_d
         assert "left unstarted by the drain, the first of each kind of step:\n" in text, text
         assert re.search(r"\n  s1 +ready \d+s  not started: drained \(the batch system.s warning signal \(SIGUSR1\)\); "
                          r"the next run runs it  \(\+1 more like it\)\n", text), text
+        # The report of the drained fleet, up still, counts them the same (before: "3 waiting").
+        rep = json.loads(fleet("report", str(run_dir), "--json", cwd=tmp_path, timeout=60).stdout)
+        assert {k: v for k, v in rep["counts"].items() if v} == {"interrupted": 1, "not run": 3}, rep["counts"]
+        assert all(rep["steps"][s]["reason"].startswith("not started") for s in ("s1", "s2", "after")), rep["steps"]
     finally:
         assert fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60).returncode == 0
     assert_nothing_left(run_dir)
