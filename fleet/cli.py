@@ -195,11 +195,11 @@ def _run_dir(given: str | None) -> Path:
     return run_dir
 
 
-def _run_dir_for_suite(given: str | None, suite, any_job: bool = False) -> tuple[Path, bool]:
+def _run_dir_for_suite(given: str | None, suite) -> tuple[Path, bool]:
     from fleet.control import rundir
     from fleet.control.client import FleetError
     try:
-        return rundir.for_suite(given, suite.run_dir, any_job)
+        return rundir.for_suite(given, suite.run_dir)
     except FleetError as e:
         raise click.ClickException(str(e))
 
@@ -331,7 +331,7 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
     for given, option in ((new_generation, "--new-generation"), (no_wait_foreign, "--no-wait-foreign")):
         if given and not shard:  # (before 2026-12-06 taken and ignored)
             raise click.UsageError(f"{option} goes with --shard I/N: without it, it means nothing")
-    target, other = _run_dir_for_suite(run_dir, s, any_job)
+    target, other = _run_dir_for_suite(run_dir, s)
     refuse_a_file(target, run_dir, s)
     try:
         up = jobfleets.to_use(target, any_job)[0] is not None  # (inside a batch job, this job's: fleet.control.jobfleets)
@@ -356,8 +356,9 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
     else:  # (with --shard, the suite is read here too, alongside the submission: which steps are other shards')
         others = othershards.later(msg, target) if shard and shard_spec(shard) else othershards.OtherShards()
         say_ignored(target)
-    if other:
-        click.echo(f"fleet: running on the fleet up in {target} (not the suite's run_dir {s.run_dir})", err=True)
+    if other:  # (another job's fleet up there: this job's own starts beside it, run_suite says whose)
+        where = f"on the fleet up in {target}" if up else f"in {target}, where a fleet is up"
+        click.echo(f"fleet: running {where} (not the suite's run_dir {s.run_dir})", err=True)
     sys.exit(run_suite(Path(suite).resolve(), s, target, force=force, serial=serial, nodes=nodes or 1,
                        shard=shard, new_generation=new_generation, wait_foreign=not no_wait_foreign,
                        only=only, with_deps=with_deps, others=others, join_timeout=timeout, any_job=any_job,

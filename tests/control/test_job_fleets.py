@@ -157,3 +157,24 @@ def test_fleet_run_of_any_job_uses_another_jobs_fleet_as_before(tmp_path):
         fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60, environ=job(391))
     assert r.returncode == 0 and "embedded" not in r.stderr, r.stdout + r.stderr
     assert_nothing_left(run_dir)
+
+
+def test_a_jobs_fleet_run_where_another_jobs_fleet_is_up_runs_beside_it_there_not_in_the_suites_run_dir(tmp_path):
+    here = tmp_path / "here"
+    here.mkdir()
+    (tmp_path / "suite").mkdir()
+    suite = write_suite(tmp_path / "suite" / "s.toml", '[suite]\nname = "s"\nrun_dir = "own"\n'
+                        '[[steps]]\nid = "s/{i}"\narray = "1-2"\ncommand = "true"\n')
+    fleet("up", "--local", "--run-dir", ".", cwd=here, check=True, timeout=60, environ=job(391))
+    try:
+        r = fleet("run", str(suite), cwd=here, timeout=90, environ=job(392))
+    finally:
+        down = fleet("down", "--run-dir", ".", cwd=here, timeout=60, environ=job(391))
+    assert r.returncode == 0, r.stdout + r.stderr
+    # Before, it went to the suite's run_dir (suite/own) and said nothing of job 391's fleet.
+    assert f"fleet: running in {here}, where a fleet is up (not the suite's run_dir {tmp_path / 'suite' / 'own'})" in r.stderr, r.stderr
+    assert f"the fleet up in {here} is Slurm job 391's fleet (fleet up, coordinator pid" in r.stderr, r.stderr
+    assert not (tmp_path / "suite" / "own").exists()
+    assert [e["returncode"] for e in exits(here, "s/1") + exits(here, "s/2")] == [0, 0]
+    assert down.returncode == 0 and "left alone" not in down.stdout, down.stdout
+    assert_nothing_left(here)
