@@ -366,7 +366,15 @@ def already_up(run_dir: Path, conn: connection.Connection) -> str:
     job = f"{conn.job}, " if conn.job else ""
     return (f"a fleet is already up in {run_dir}: {job}coordinator pid {conn.pid} on {conn.host}, up since {since}. "
             f"If it is another job's, it is at work there: use another run directory, or wait for that job; "
-            f"stop it (fleet down --run-dir {run_dir}) only if nothing needs it any more")
+            f"stop it ({_down_of(conn.job, conn.cluster, run_dir)}) only if nothing needs it any more")
+
+
+def _down_of(job: str, cluster: str, run_dir: Path) -> str:
+    """The `fleet down` that stops a fleet of batch job `job` in run_dir: inside another
+    batch job, with --any-job (fleet.control.jobfleets: without it, that fleet is left
+    alone; before 2026-12-07 the advice named the `fleet down` that leaves it alone)."""
+    any_job = " --any-job" if connection.another_job(job, cluster) else ""
+    return f"fleet down{any_job} --run-dir {run_dir}"
 
 
 def _another_up(run_dir: Path) -> str:
@@ -379,7 +387,7 @@ def _another_up(run_dir: Path) -> str:
         if s.name == connection.NAME:
             return (f"another fleet up is at work in {run_dir}: {s.describe(run_dir)} on {socket.gethostname()}. "
                     f"Wait for it (fleet status --run-dir {run_dir} says when it is up), or use another run "
-                    f"directory; stop it (fleet down --run-dir {run_dir}) only if nothing needs it")
+                    f"directory; stop it ({_down_of(s.job, s.cluster, run_dir)}) only if nothing needs it")
     return ""
 
 

@@ -178,3 +178,38 @@ def test_a_jobs_fleet_run_where_another_jobs_fleet_is_up_runs_beside_it_there_no
     assert [e["returncode"] for e in exits(here, "s/1") + exits(here, "s/2")] == [0, 0]
     assert down.returncode == 0 and "left alone" not in down.stdout, down.stdout
     assert_nothing_left(here)
+
+
+def test_fleet_up_in_a_job_refused_by_another_jobs_fleet_advises_the_fleet_down_any_job_that_stops_it(tmp_path):
+    run_dir = tmp_path / "run"
+    fleet("up", "--local", "--run-dir", str(run_dir), cwd=tmp_path, check=True, timeout=60, environ=job(391))
+    try:
+        second = fleet("up", "--local", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60, environ=job(392))
+        assert second.returncode == 1, second.stdout + second.stderr
+        # Before, it advised `fleet down --run-dir R`, which inside job 392 leaves job 391's fleet alone.
+        assert f"stop it (fleet down --any-job --run-dir {run_dir}) only if nothing needs it" in second.stderr, \
+            second.stderr
+        down = fleet("down", "--any-job", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60, environ=job(392))
+        assert down.returncode == 0 and "left alone" not in down.stdout, down.stdout + down.stderr
+        assert not (run_dir / "fleet.json").exists()
+    finally:
+        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60, environ=job(391))
+    assert_nothing_left(run_dir)
+
+
+def test_fleet_up_in_a_job_refused_by_another_jobs_fleet_coming_up_advises_fleet_down_any_job(tmp_path, bg):
+    from test_up_interrupted import importing
+    run_dir = tmp_path / "run"
+    first = bg("up", "--local", "--run-dir", str(run_dir), "--preload", "preload_slow", cwd=tmp_path,
+               environ={**job(391), "FLEET_TEST_IMPORT_SLEEP": "60"})
+    try:
+        importing(first)
+        second = fleet("up", "--local", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60, environ=job(392))
+        assert second.returncode == 1 and "another fleet up is at work" in second.stderr, second.stderr
+        assert f"stop it (fleet down --any-job --run-dir {run_dir}) only if nothing needs it" in second.stderr, \
+            second.stderr
+    finally:
+        down = fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=90, environ=job(391))
+    assert down.returncode == 0 and "a fleet still coming up" in down.stdout, down.stdout + down.stderr
+    finish(first, 60)
+    assert_nothing_left(run_dir)
