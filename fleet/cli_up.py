@@ -192,7 +192,9 @@ def stop_all(run_dir: Path, any_job: bool = False) -> None:
     is found through its lease, and stopped, saying so (before 2026-12-06 such a fleet
     could not be stopped). Inside a batch job, another job's fleet is left alone, one
     line saying so, unless any_job (fleet.control.jobfleets; before 2026-12-06 a job's
-    EXIT trap stopped another job's fleet at work on the same run directory)."""
+    EXIT trap stopped another job's fleet at work on the same run directory); so is
+    one whose file others can read, unwarned (before 2026-12-07 fleet down warned that
+    it stopped it, left it, and failed advising itself)."""
     from fleet.control import jobfleets, starting
     from fleet.control.api import Fleet
     from fleet.control.client import FleetError, live
@@ -203,6 +205,9 @@ def stop_all(run_dir: Path, any_job: bool = False) -> None:
         mine, theirs = jobfleets.split(found, any_job)
         coming = starting.coordinators(run_dir, {conn.pid for _, conn in found})
         early = [s for s in coming if any_job or not another_job(s.job, s.cluster)]
+        # An exposed file of another job's fleet, left alone, is neither warned of nor an error.
+        kept = {s.name for s in coming if s not in early} - {s.name for s in early}
+        exposed = [(path, why) for path, why in exposed if path.name not in kept]
         _warn_exposed(exposed, early)
         for s in early:
             what = s.describe(run_dir)
@@ -218,7 +223,7 @@ def stop_all(run_dir: Path, any_job: bool = False) -> None:
         click.echo(jobfleets.left_alone(conn, path, "fleet down"))
     for s in coming:
         if s not in early:
-            click.echo(f"fleet down: left alone: {s.job}'s {s.describe(run_dir)}; "
+            click.echo(f"fleet down: left alone: {s.job}'s fleet ({s.describe(run_dir)}); "
                        f"`fleet down {jobfleets.ANY_JOB}` stops it too")
     left = [why for path, why in exposed if path.exists()]
     if left:  # (no coordinator of this host holds the lease: another host's, or none)

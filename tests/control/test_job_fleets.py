@@ -6,6 +6,7 @@ local fleet inside the "job")."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -212,4 +213,30 @@ def test_fleet_up_in_a_job_refused_by_another_jobs_fleet_coming_up_advises_fleet
         down = fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=90, environ=job(391))
     assert down.returncode == 0 and "a fleet still coming up" in down.stdout, down.stdout + down.stderr
     finish(first, 60)
+    assert_nothing_left(run_dir)
+
+
+def test_a_jobs_fleet_down_leaves_another_jobs_fleet_with_an_exposed_file_alone_unwarned_and_exits_0(tmp_path):
+    run_dir = tmp_path / "run"
+    fleet("up", "--local", "--run-dir", str(run_dir), cwd=tmp_path, check=True, timeout=60, environ=job(391))
+    pid = json.loads((run_dir / "fleet.json").read_text())["pid"]
+    (run_dir / "fleet.json").chmod(0o644)  # (chmod -R g+rX of a shared run directory)
+    try:
+        down = fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60, environ=job(392))
+        # Before: "warning: ... stopping it through its lease", a garbled left-alone line, then an
+        # error advising the very command, exit 1; job 391's fleet up all the while.
+        assert down.returncode == 0, down.stdout + down.stderr
+        assert "warning" not in down.stderr and "Error" not in down.stderr, down.stderr
+        assert down.stdout == (f"fleet down: left alone: Slurm job 391's fleet (a fleet that was up with no connection "
+                               f"file `fleet down` could use (removed, or refused), coordinator pid {pid}); "
+                               f"`fleet down --any-job` stops it too\n"), down.stdout
+        assert (run_dir / "fleet.json").exists()
+        down = fleet("down", "--any-job", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60, environ=job(392))
+        assert down.returncode == 0 and "stopping it through its lease" in down.stderr, down.stdout + down.stderr
+        assert f"fleet down: {run_dir} (a fleet that was up" in down.stdout, down.stdout
+    finally:
+        if (run_dir / "fleet.json").exists():
+            (run_dir / "fleet.json").chmod(0o600)
+            fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60, environ=job(391))
+    assert not (run_dir / "fleet.json").exists()
     assert_nothing_left(run_dir)
