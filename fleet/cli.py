@@ -313,8 +313,8 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
     silent): bring one up and run it again (docs/operations.md in fleet's source)."""
     from fleet.control import warnsignal
     warnsignal.catch()  # the batch system's warning, from the start: kept until the fleet is up
-    from fleet.cli_run import (embedded_nodes, refuse_a_file, refuse_to_embed, say_ignored, selected,
-                               shard_spec, sharded, steps_to_run)
+    from fleet.cli_run import (embedded_nodes, refuse_a_file, refuse_to_embed, say_ignored, say_not_suites,
+                               selected, shard_spec, sharded, steps_to_run)
     from fleet.control.checks import suite_head
     from fleet.control import jobfleets, othershards
     from fleet.control.client import FleetError
@@ -356,9 +356,8 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
     else:  # (with --shard, the suite is read here too, alongside the submission: which steps are other shards')
         others = othershards.later(msg, target) if shard and shard_spec(shard) else othershards.OtherShards()
         say_ignored(target)
-    if other:  # (another job's fleet up there: this job's own starts beside it, run_suite says whose)
-        where = f"on the fleet up in {target}" if up else f"in {target}, where a fleet is up"
-        click.echo(f"fleet: running {where} (not the suite's run_dir {s.run_dir})", err=True)
+    if other:
+        say_not_suites(target, up, s.run_dir)
     sys.exit(run_suite(Path(suite).resolve(), s, target, force=force, serial=serial, nodes=nodes or 1,
                        shard=shard, new_generation=new_generation, wait_foreign=not no_wait_foreign,
                        only=only, with_deps=with_deps, others=others, join_timeout=timeout, any_job=any_job,

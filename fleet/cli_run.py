@@ -95,6 +95,14 @@ def say_ignored(target: Path) -> None:
                    f"{target} keeps its own settings (ignored)", err=True)
 
 
+def say_not_suites(target: Path, up: bool, suite_run_dir: str) -> None:
+    """On stderr, that fleet run runs in `target`, where a fleet is up, not in the suite's
+    run_dir: on that fleet (up), or (inside a batch job, that fleet another job's) beside
+    it, with this job's own, which run_suite then says."""
+    where = f"on the fleet up in {target}" if up else f"in {target}, where a fleet is up"
+    click.echo(f"fleet: running {where} (not the suite's run_dir {suite_run_dir})", err=True)
+
+
 def embedded_only() -> list[str]:
     """The options given to `fleet run` on its command line that only a fleet it starts
     itself takes (--nodes and the coordinator options), as the user wrote them."""
