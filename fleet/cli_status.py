@@ -12,7 +12,8 @@ import click
 
 def status_connection(run_dir: Path, conn_file, login, ssh_option, as_json):
     """(The connection to ask, the file it is kept in here or None): a given file, one
-    fetched over ssh, or a live fleet of run_dir (whose file goes when the fleet does)."""
+    fetched over ssh, or a live fleet of run_dir (whose file goes when the fleet does),
+    inside a batch job this job's if one is up."""
     from fleet.wire import connection as _conn
     from fleet.control.client import FleetError, live
     from fleet.control.tunnel import TunnelError, fetch_connection
@@ -27,10 +28,16 @@ def status_connection(run_dir: Path, conn_file, login, ssh_option, as_json):
         raise click.ClickException(str(e))
     if not fleets:
         _none_up(run_dir.resolve(), as_json)
+    # Inside a batch job, this job's fleet first (the one its fleet run and cancel act on:
+    # fleet.control.jobfleets); before 2026-12-07 another job's could be shown instead.
+    from fleet.control import jobfleets
+    mine, theirs = jobfleets.split(fleets, False)
+    fleets = mine + theirs
     if len(fleets) > 1 and not as_json:
         others = ", ".join(str(c.pid) for _, c in fleets[1:])
+        whose = ", this job's" if mine and theirs else ""
         click.echo(f"fleet: {len(fleets)} fleets are up in {run_dir.resolve()}; showing coordinator pid "
-                   f"{fleets[0][1].pid} (the others: pid {others})", err=True)
+                   f"{fleets[0][1].pid}{whose} (the others: pid {others})", err=True)
     return fleets[0][1], fleets[0][0]
 
 

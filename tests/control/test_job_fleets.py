@@ -240,3 +240,29 @@ def test_a_jobs_fleet_down_leaves_another_jobs_fleet_with_an_exposed_file_alone_
             fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60, environ=job(391))
     assert not (run_dir / "fleet.json").exists()
     assert_nothing_left(run_dir)
+
+
+def test_a_jobs_fleet_status_shows_this_jobs_fleet_first_when_another_jobs_is_up_too(tmp_path, bg):
+    run_dir = tmp_path / "run"
+    flag = tmp_path / "flag"
+    fleet("up", "--local", "--run-dir", str(run_dir), cwd=tmp_path, check=True, timeout=60, environ=job(391))
+    try:
+        theirs = json.loads((run_dir / "fleet.json").read_text())["pid"]
+        mine = bg("run", str(waiting(tmp_path / "w.toml", "w", 1, flag)), "--run-dir", str(run_dir), cwd=tmp_path,
+                  environ=job(392))
+        wait_for(lambda: embedded_files(run_dir), timeout=60, what="job 392's embedded fleet")
+        own = json.loads(embedded_files(run_dir)[0].read_text())["pid"]
+        st = fleet("status", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60, environ=job(392))
+        # Before, job 391's fleet up (fleet.json, first of the run directory) was shown.
+        assert st.returncode == 0, st.stdout + st.stderr
+        assert (f"2 fleets are up in {run_dir}; showing coordinator pid {own}, this job's (the others: pid {theirs})"
+                in st.stderr), st.stderr
+        st = fleet("status", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60, environ=job(391))
+        assert f"showing coordinator pid {theirs}, this job's (the others: pid {own})" in st.stderr, st.stderr
+        flag.touch()
+        rc, out, err = finish(mine, 90)
+        assert rc == 0, out + err
+    finally:
+        flag.touch()
+        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60, environ=job(391))
+    assert_nothing_left(run_dir)
