@@ -13,16 +13,16 @@ the decisions stay deterministic: the same events give the same queues. The rule
   started everything that fits (a queued step never takes a free core);
 - it goes behind a RUNNING step of the same demand (cores, GPUs, memory: the same
   class) on one node, so its placement is exactly its predecessor's: the resources
-  pass from one to the other when the predecessor ends, and nothing else moves;
+  pass from one to the other when the predecessor ends, and nothing else moves
+  (none while an earlier ready step of another class would take them: fleet.core.windowfair);
 - which one (fleet.core.windowpick): the one expected to END SOONEST (start +
   fleet.core.durations.expected_s; none known: last; ties in start order), and none
   while the step could run in full in a slot that already has a step queued before
   that one ends, or while that one's end is unknown and such a slot's is known (an
   unknown end is not soon): it waits for that slot; not one whose dependent, waiting for it
-  alone, comes before the step in the pass's order (priority, fleet.core.ranks) and
-  fits its resources:
-  that dependent takes them when it ends, as without a window (the window keeps the
-  order of ready steps and chains);
+  alone, comes before the step in the pass's order (priority, fleet.core.ranks) and fits
+  its resources: that dependent takes them when it ends, as without a window (the window
+  keeps the order of ready steps and chains);
 - each running step has at most `depth` steps queued behind it (default 1), and a node
   at most `size` (None: as many as the node has cores times the depth, i.e. the next
   `depth` steps of every one-core slot). With a depth above 1 the queued steps of a slot form a chain: each
@@ -81,6 +81,7 @@ from fleet.core.decisions import Finished, GoOn, Kill, Wait
 from fleet.core.durations import expected_s
 from fleet.core.windowback import Withdraw, WindowBack
 from fleet.core.windowchain import WindowChain
+from fleet.core.windowfair import WindowFair
 from fleet.core.windoworder import WindowOrder
 from fleet.core.windowpick import _Lazy, WindowPick
 from fleet.core.resources import Demand, Placement
@@ -100,8 +101,7 @@ class Queue:
 
 @dataclass(frozen=True)
 class Begin:
-    """A queued step took its predecessor's resources when that one ended: it runs
-    now (the node started it then)."""
+    """A queued step took its predecessor's resources when that one ended: it runs now (the node started it then)."""
 
     step: str
     attempt: int
@@ -122,7 +122,7 @@ class Unqueued:
 __all__ = ["Queue", "Begin", "Unqueued", "Withdraw", "Window"]
 
 
-class Window(WindowPick, WindowBack, WindowChain, WindowOrder):
+class Window(WindowPick, WindowBack, WindowChain, WindowOrder, WindowFair):
     """The scheduler's queues per node (a part of fleet.core.scheduler.Scheduler)."""
 
     def __init__(self, sched, size: int | None = 0, depth: int = 1):
@@ -149,6 +149,7 @@ class Window(WindowPick, WindowBack, WindowChain, WindowOrder):
         self.began: dict = {}  # step -> (job, predecessor, taken back why): promoted since the last pass, Begin unsaid
         self._back_init()  # queued steps that may be taken back (fleet.core.windowback)
         self._order_init()  # and taken back for a step that comes before them (fleet.core.windoworder)
+        self._fair_init()  # the ready classes' first steps, for the order across demands (fleet.core.windowfair)
 
     @property
     def on(self) -> bool:
@@ -283,11 +284,12 @@ class Window(WindowPick, WindowBack, WindowChain, WindowOrder):
                 return
 
     def _fill_class(self, cls, key, reserved, most: int, out: list) -> int:
-        """Queue up to `most` of a class's ready steps behind open running steps of its
-        demand (fill); how many were queued."""
+        """Queue up to `most` of a class's ready steps behind open running steps of its demand; how many."""
         sched = self.sched
         self._release(cls.demand, cls.heap[0])
         preds = self.taking.get(cls.demand)
+        if preds and self._passes(cls, preds.peek()[1]) is not None:
+            return 0  # an earlier step of another demand takes those resources when they free
         back: list = []  # past the drain point: open again after this class
         queued = 0
         while preds and cls.heap and queued < most:
@@ -449,9 +451,7 @@ class Window(WindowPick, WindowBack, WindowChain, WindowOrder):
         if job.placement and (self.parked or self.shelved):
             node = job.placement[0].node
             for table in (self.parked, self.shelved):
-                kept = table.get(node)
-                if kept is not None:
-                    kept.pop(sid, None)
+                table.get(node, {}).pop(sid, None)
 
     def _unlink(self, job) -> None:
         """A queued job leaves the window without starting; its predecessor, if still
