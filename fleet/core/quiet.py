@@ -87,7 +87,8 @@ class Quiet:
         """The class's first step, its wait or its candidacy may change: judge it at the
         next pass's start (and, mid-pass, try it when its turn comes, as before)."""
         cls.was = None
-        self.sched.window.headed(cls)  # (the window's order across demands: fleet.core.windowfair)
+        if self.sched.window.size != 0:  # (the window's order across demands: fleet.core.windowfair)
+            self.sched.window.headed(cls)
         if cls.quiet:
             self._unquiet(cls, self.at)
         if not self.all_odd:

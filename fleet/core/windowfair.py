@@ -42,8 +42,8 @@ class WindowFair:
         self.pushed: dict = {}  # class key -> its entry pushed last
 
     def headed(self, cls) -> None:
-        """`cls`'s first step may have changed (told by fleet.core.quiet)."""
-        if self.size == 0 or not cls.heap:
+        """`cls`'s first step may have changed (told by fleet.core.quiet, with the window on)."""
+        if not cls.heap:
             return
         head = cls.heap[0]
         if self.pushed.get(cls.key) != head:
