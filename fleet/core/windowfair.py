@@ -23,8 +23,12 @@ Cost. The first steps of the ready classes are kept in a heap in pass order, a l
 one: an entry is pushed when a class's first step may have changed (Quiet.changed,
 which is told of every step that comes first in its class) and checked when looked
 at. Handing ahead a class looks at the first steps that come before its own, in order,
-until one could take the slot (O(k log k) for k of them; none in the common case of
-one class, or of the earliest class being the one handed ahead).
+until one could take the slot, at most LOOKED_AT of them (O(k log k) for k of them; none
+in the common case of one class, or of the earliest class being the one handed ahead).
+So the rule keeps the order across at most LOOKED_AT earlier demands: an earlier step
+with more than that many ready classes before it, none of which fits the slot, is not
+seen, and may still be passed by steps handed ahead until it is reserved for
+(`--reserve-after`).
 """
 
 from __future__ import annotations
@@ -32,6 +36,13 @@ from __future__ import annotations
 import heapq
 
 from fleet.core.reservations import _fits_with
+
+# The ready classes' first steps looked at, at most, before a class is handed ahead: those
+# that come before it, in order. Each is checked against the slot every time the class is
+# handed ahead, so without a bound a queue of wide steps of many demands ahead of a stream
+# of one-core steps cost O(k log k) a hand-over (200 such classes: 5x the CPU of a
+# simulation, benchmarks/README.md "The window's order across demands").
+LOOKED_AT = 8
 
 
 class WindowFair:
@@ -76,6 +87,8 @@ class WindowFair:
                     continue
                 seen.add(k)
                 kept.append(entry)
+                if len(kept) > LOOKED_AT:  # (bounded: the module's doc)
+                    return None
                 d = other.demand
                 if k != key and not other.exclusive and d is not None and not d.span and _fits_with(
                         pool, d, pred.placement):
