@@ -191,7 +191,7 @@ def stop_all(run_dir: Path, any_job: bool = False) -> None:
     others can read (chmod -R g+rX), that cannot be read (damaged) or that lost its file
     is found through its lease, and stopped, saying so (before 2026-12-06 such a fleet
     could not be stopped). Inside a batch job, another job's fleet is left alone, one
-    line saying so, unless any_job (fleet.control.jobfleets; before 2026-12-06 a job's
+    line saying so, unless any_job (fleet.control.jobfleets; before 2026-12-07 a job's
     EXIT trap stopped another job's fleet at work on the same run directory); so is
     one whose file others can read, unwarned (before 2026-12-07 fleet down warned that
     it stopped it, left it, and failed advising itself)."""

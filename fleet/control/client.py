@@ -117,7 +117,7 @@ def _owner(uid: int) -> str:
 
 def theirs(uid: int) -> str:
     """Why a connection file of another user's is refused, and what that means: the
-    fleet, if up, is that user's (before 2026-12-06 the advice was to remove the file,
+    fleet, if up, is that user's (before 2026-12-07 the advice was to remove the file,
     or that `fleet down` would stop the fleet: neither is for a colleague's fleet)."""
     return (f"belongs to another user, {_owner(uid)}; refusing it: a fleet up there is that user's, which only "
             f"they can use or stop; use a run directory of your own")
@@ -125,7 +125,7 @@ def theirs(uid: int) -> str:
 
 def _look_into(run_dir: Path) -> None:
     """RunDirError if this user cannot look into run_dir (another user's, which fleet
-    makes 0700): named with its owner, not a traceback (before 2026-12-06 `fleet run`,
+    makes 0700): named with its owner, not a traceback (before 2026-12-07 `fleet run`,
     status and down ended in a PermissionError there)."""
     try:
         connection.path_in(run_dir).exists()
@@ -306,7 +306,7 @@ def _stale_own(path: Path) -> None:
     this process's own (host and pid: embedded_name), so it was left by an earlier
     process of this pid whose fleet was killed (SIGKILL leaves it), and would stop this
     one coming up ("a fleet is already up", naming a dead coordinator: before
-    2026-12-06). Kept only if its coordinator is alive after all (then that is said)."""
+    2026-12-07). Kept only if its coordinator is alive after all (then that is said)."""
     if not path.exists():
         return
     try:

@@ -2,7 +2,7 @@
 
 Several jobs may share one run directory (docs/user-guide.md, "Several fleets, shards
 and audits"): each one's job script brings a fleet up (or `fleet run` embeds one) and
-its EXIT trap runs `fleet down`. Before 2026-12-06 that `fleet down` stopped every
+its EXIT trap runs `fleet down`. Before 2026-12-07 that `fleet down` stopped every
 fleet of the run directory, another job's still at work too, and a `fleet run` of one
 job drove another job's fleet (its own allocation idle) and died with that job. Inside
 a batch job (fleet.wire.connection.this_job) `fleet down`, `fleet cancel` and `fleet

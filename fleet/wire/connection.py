@@ -84,7 +84,7 @@ def another_job(job: str, cluster: str = "", env: Mapping[str, str] | None = Non
     """Whether a fleet whose connection file (or lease record) names batch job `job`, of
     Slurm cluster `cluster`, is another job's than the one this process runs in: never
     outside a batch job (a login node acts on every fleet), and never for a record that
-    names no job (a local fleet's, or one written before 2026-12-06): those count as
+    names no job (a local fleet's, or one written before 2026-12-02): those count as
     this job's, as before. `fleet down` and `fleet run` inside a job leave another job's
     fleet alone (fleet.control.jobfleets)."""
     mine = this_job(env)
