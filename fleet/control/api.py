@@ -25,7 +25,7 @@ from typing import Callable, Iterable, Mapping
 
 from fleet.control import cancelrequests
 from fleet.control import client as C
-from fleet.control import gone
+from fleet.control import gone, jobfleets
 from fleet.control import rundir
 from fleet.control.client import FleetError
 from fleet.core.units import lone_surrogate
@@ -301,19 +301,26 @@ class Fleet:
         return C.down(self.run_dir, name=self.path.name)
 
 
-def fleets(run_dir: str | os.PathLike | None = None) -> list[Fleet]:
+def fleets(run_dir: str | os.PathLike | None = None, *, any_job: bool = False) -> list[Fleet]:
     """A client of every live fleet of run_dir: the one `fleet up` started first, then
-    those `fleet run`s embedded there, newest first."""
+    those `fleet run`s embedded there, newest first. Inside a batch job, this job's
+    fleets only, unless any_job (as `fleet down --any-job`: fleet.control.jobfleets)."""
     run_dir = Path(run_dir).resolve() if run_dir is not None else rundir.default()
-    return [Fleet(run_dir, conn, path) for path, conn in C.live(run_dir)]
+    mine, _ = jobfleets.split(C.live(run_dir), any_job)
+    return [Fleet(run_dir, conn, path) for path, conn in mine]
 
 
-def connect(run_dir: str | os.PathLike | None = None) -> Fleet:
+def connect(run_dir: str | os.PathLike | None = None, *, any_job: bool = False) -> Fleet:
     """A client of the fleet in run_dir (default: $FLEET_RUN_DIR, else the current
     directory): the one `fleet up` started, else the newest a `fleet run` embedded
-    there. FleetError if none is up."""
+    there. FleetError if none is up. Inside a batch job (SLURM_JOB_ID or PBS_JOBID set),
+    this job's fleet only, unless any_job (as `fleet run --fleet-of-any-job`): with only
+    another job's up, FleetError naming it (before 2026-12-07 a script in one job drove
+    another job's fleet: its steps ran on that job's nodes, and ended with that job)."""
     run_dir = Path(run_dir).resolve() if run_dir is not None else rundir.default()
-    found = C.live(run_dir)
+    found, theirs = jobfleets.split(C.live(run_dir), any_job)
+    if theirs and not found:
+        raise FleetError(jobfleets.only_theirs(run_dir, theirs))
     if not found:
         raise FleetError(f"no fleet is up in {run_dir} (fleet up --run-dir {run_dir})")
     path, conn = found[0]

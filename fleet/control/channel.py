@@ -206,13 +206,17 @@ class Client:
         if not self.here or not identity.gone(pid, run_dir, self.conn.started):
             return ""
         how = gone.why(run_dir, self.conn.host, pid)
+        from fleet.control import jobfleets
         from fleet.control.client import live  # (it imports this module)
         try:
-            now = [c.pid for _, c in live(Path(run_dir))]
+            # (inside a batch job, this job's: the ones fleet.connect() uses)
+            now, theirs = ([c.pid for _, c in f] for f in jobfleets.split(live(Path(run_dir)), False))
         except FleetError:
-            now = []
+            now, theirs = [], []
         then = (f"another fleet is up in {run_dir} now (coordinator pid {now[0]}): connect to it again "
                 f"(fleet.connect())" if now else
+                f"no fleet of this job is up in {run_dir} now, only another job's (coordinator pid {theirs[0]})"
+                if theirs else
                 f"no fleet is up in {run_dir} now (fleet up --run-dir {run_dir}, then fleet.connect())")
         return (f"the fleet this client was connected to (its coordinator at {self.endpoint}, pid {pid} on this "
                 f"host) is down" + (f": {how}" if how else "") + f"; {then}")

@@ -7,7 +7,10 @@ fleet of the run directory, another job's still at work too, and a `fleet run` o
 job drove another job's fleet (its own allocation idle) and died with that job. Inside
 a batch job (fleet.wire.connection.this_job) `fleet down`, `fleet cancel` and `fleet
 run` now act on this job's fleets only, and say in one line each which they left alone;
-outside one (a login node), and for a fleet whose file names no job, nothing changed."""
+outside one (a login node), and for a fleet whose file names no job, nothing changed.
+The Python API (fleet.connect, fleet.control.api.fleets) follows the same rule since
+2026-12-07, with any_job=True as its opt-out (before, a script in one job could drive
+another job's fleet)."""
 
 from __future__ import annotations
 
@@ -60,3 +63,12 @@ def passed_over(run_dir: Path, conn: connection.Connection) -> str:
     """What `fleet run` says when the fleet up in run_dir is another job's."""
     return (f"the fleet up in {run_dir} is {whose(conn, Path(run_dir) / connection.NAME)}, not this job's: "
             f"this job starts its own beside it (`fleet run --fleet-of-any-job` would use that one)")
+
+
+def only_theirs(run_dir: Path, theirs: list) -> str:
+    """Why fleet.connect inside a batch job finds no fleet to use in run_dir: only other
+    jobs' fleets (each a (path, conn)) are up there, each named, and how to use one."""
+    named = "; ".join(whose(conn, path) for path, conn in theirs)
+    return (f"no fleet of this job ({connection.this_job()}) is up in {run_dir}, only another job's: {named}. "
+            f"Its steps would run on that job's nodes and end with that job: start this job's own "
+            f"(fleet up, or fleet run), or pass any_job=True to use that one")
