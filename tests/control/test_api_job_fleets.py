@@ -12,11 +12,14 @@ from pathlib import Path
 import pytest
 
 from fleetharness import assert_nothing_left, finish, fleet, python, wait_for
-from test_job_fleets import bg, embedded_files, job, waiting  # noqa: F401 (bg: the fixture)
+import test_job_fleets
+from test_job_fleets import embedded_files, job, waiting
 
 import fleet as F
 from fleet.control import api
 from fleet.control.client import FleetError
+
+bg = test_job_fleets.bg  # (the fixture: `fleet ARGS` in the background, in a job's environment)
 
 SCRIPT = """
 import sys
