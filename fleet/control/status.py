@@ -46,7 +46,7 @@ def answer(sched: Scheduler, agents: list, *, up_since: float, run_dir: Path, fa
                for v in views]
     return dict(up_since=up_since, run_dir=str(run_dir), pid=os.getpid(),
                 **nodestatus.summary(sched, agents, quiet_s),
-                counts=as_counted(sched.counts(), sched.deadline.drained), running=running,
+                counts=as_counted(sched.counts(), sched.deadline.drained, sched.deadline.held_now), running=running,
                 running_total=sched.running_count(),
                 queued=[dict(step=sid, node=node, after=after) for sid, node, after in sched.queued_on_nodes(STATUS_QUEUED)],
                 failures=failures[-10:], dropped=dict(dropped),

@@ -9,9 +9,10 @@ from fleet.core.oneline import one_line
 
 BEHIND_S = 2.0  # reports read this late are shown (clocks of different nodes differ by ms)
 
-STATES = ("waiting", "ready", "queued", "running", "suspended", "succeeded", "skipped", "failed", "timed_out",
-          "terminated", "out_of_memory", "lost", "cancelled", "stopped", "elsewhere", "blocked", "unrunnable", "broken",
-          "interrupted", "not_started")
+# (held_back: ready, but held back by the allocation's end: fleet.core.deadline.as_counted)
+STATES = ("waiting", "ready", "held_back", "queued", "running", "suspended", "succeeded", "skipped", "failed",
+          "timed_out", "terminated", "out_of_memory", "lost", "cancelled", "stopped", "elsewhere", "blocked",
+          "unrunnable", "broken", "interrupted", "not_started")
 
 
 def _dur(s: float) -> str:
@@ -83,7 +84,7 @@ def _allocation(a: dict | None, now: float, limit: int = 5) -> list[str]:
                 else "the next run goes on")
         out.append(f"  DRAINED ({one_line(a.get('reason', ''))}): nothing more starts; {then}")
     if a.get("held"):
-        out.append(f"  {_n(a['held'], 'step')} not started: expected to end after the drain point")
+        out.append(f"  {_n(a['held'], 'step')} held back, not started: expected to end after the drain point")
         named = a.get("held_steps") or []
         out.extend(f"    {h['step']}: {one_line(h['reason'])}" for h in named[:limit])
         if a["held"] > min(len(named), limit):

@@ -75,6 +75,7 @@ DRAIN_KILL = "drained: "  # a drain's Kill reasons start so (the coordinator's r
 # they held the coordinator's loop, and a status answer, for 3 s).
 DRAIN_STOPS = 10_000
 END_MARGIN_S = 15.0  # the drain's SIGKILLs come this long before the end at least (at most half the drain margin)
+HELD_BACK = "held_back"  # what a ready step held back by the allocation's end is counted (as_counted)
 NOT_STARTED = "not_started"  # what a step the drain left unstarted is counted (fleet.control.closing's outcome)
 UNSTARTED = (S.WAITING, S.READY, S.QUEUED)  # the states of a step that has not started (the drain leaves it so)
 OWN = frozenset({S.TIMED_OUT, S.OUT_OF_MEMORY})  # an exit's outcome the drain does not make interrupted
@@ -93,7 +94,7 @@ class Deadline:
     """The allocation's end as the scheduler knows it (nothing known: no end)."""
 
     __slots__ = ("end", "drain_at", "source", "drained", "reason", "recorded", "held", "held_first", "stopping",
-                 "held_ids", "to_stop", "_stop_attempt", "_stop_why", "_stop_at", "dropping")
+                 "held_ids", "held_now", "to_stop", "_stop_attempt", "_stop_why", "_stop_at", "dropping")
 
     def __init__(self) -> None:
         self.end: float | None = None
@@ -106,6 +107,9 @@ class Deadline:
         self.held = 0  # steps not started because they would not fit before the drain point
         self.held_first: list[tuple[str, str]] = []  # the first HELD_LISTED of them: (step, reason)
         self.held_ids: set[str] = set()  # each counted once, however often it is asked about
+        # Of the ready steps, those held back now (left their class for good: too_late),
+        # kept as they come and go so that `fleet status` counts them apart in O(1).
+        self.held_now = 0
         # The drain's Kills not said yet (stops), from _stop_at on: each job, its attempt and
         # the reason, in lists side by side (no object made a step: at a job's end a
         # tuple for each of 640,000 steps woke the collector six times in one event).
@@ -143,6 +147,12 @@ class Deadline:
             if len(self.held_first) < HELD_LISTED:
                 self.held_first.append((spec.id, why.text()))
         return why
+
+    def left_ready(self, job) -> None:
+        """A ready step leaves the ready state (cancelled, taken by another shard, forgotten
+        for a new generation): no longer held back, if it was (its last Wait is the end's)."""
+        if job.why is not None and job.why.cause == W.DEADLINE:
+            self.held_now -= 1
 
     def in_time(self, spec: StepSpec, start: float, now: float) -> bool:
         """Whether a step that would start at `start` (math.inf: nobody knows when, as
@@ -246,12 +256,23 @@ class Deadline:
         return self.drained and by_drain(job, outcome, self.stopping, self.dropping)
 
 
-def as_counted(counts: Mapping[str, int], drained: bool) -> dict[str, int]:
+def as_counted(counts: Mapping[str, int], drained: bool, held: int = 0) -> dict[str, int]:
     """Steps by state (Scheduler.counts) as `fleet status` counts them: once drained, the
     steps that will not start here (waiting, ready, or queued on a node, which drops them)
-    are `not_started`, as `fleet run`, the report and the audit call them. O(states)."""
+    are `not_started`, as `fleet run`, the report and the audit call them. Before, the
+    `held` ready steps held back by the allocation's end (Deadline.held_now: they will not
+    start in this allocation) are `held_back`, not ready (before 2026-12-07 "ready").
+    O(states)."""
     if not drained:
-        return dict(counts)
+        out = dict(counts)
+        if held > 0:
+            ready = out.get(S.READY, 0) - held
+            if ready > 0:
+                out[S.READY] = ready
+            else:
+                out.pop(S.READY, None)
+            out[HELD_BACK] = held
+        return out
     out = {k: n for k, n in counts.items() if k not in UNSTARTED}
     left = sum(counts.get(k, 0) for k in UNSTARTED)
     if left:
@@ -271,6 +292,7 @@ def too_late(sched, job, cls, heads: list, now: float, out: list) -> bool:
     why = sched.deadline.refuse(job.spec, now)
     if why is None:
         return False
+    sched.deadline.held_now += 1  # (once a ready spell: it leaves its class for good)
     heapq.heappop(cls.heap)
     sched._quiet.changed(cls)
     sched._wait(job, why, 0, out)
@@ -285,7 +307,7 @@ def held_only(sched) -> bool:
     """True when no step left can start before the drain point: nothing runs, is handed
     to a node, is being entered, runs in another fleet or waits for its children, and
     every ready step was held back by the allocation's end (the waiting ones wait for
-    those). O(1) but when nothing runs and some step is held; then O(held)."""
+    those). O(1)."""
     d = sched.deadline
     if not d.held_ids or d.drained or sched._running or sched.window.next or sched._entry is not None:
         return False
@@ -293,8 +315,7 @@ def held_only(sched) -> bool:
     if counts.get(S.ELSEWHERE) or counts.get(S.SUSPENDED) or counts.get(S.QUEUED):
         return False
     ready = counts.get(S.READY, 0)
-    jobs = sched._jobs
-    return ready > 0 and ready == sum(1 for h in d.held_ids if h in jobs and jobs[h].state == S.READY)
+    return ready > 0 and ready == d.held_now
 
 
 def by_drain(job, outcome: str, stopping: bool, dropping: set) -> bool:

@@ -219,6 +219,8 @@ class Entries:
         if old in self._unresolved:
             self._unresolved.remove(old)
         self._counts[old.state] -= 1
+        if old.state == S.READY and self.deadline.held_now:  # (held back by the allocation's end, till now)
+            self.deadline.left_ready(old)
         if self.moved is not None:  # its id is waiting again, as the new generation (_add)
             self.moved(old.spec.id, old.state, S.WAITING)
         if old.state not in S.FINAL:

@@ -166,12 +166,10 @@ class Scheduler(Entries, Phases, Outside):
         self._res = Reservations(seconds)
         self._res.recorded, self._res.queued, self._res.jobs = self.deadline.recorded, self.window.next, self._jobs
 
-    def entering(self) -> bool:
-        """Whether a chunked submission is part way in (EnterMore goes on with it)."""
+    def entering(self) -> bool:  # whether a chunked submission is part way in (EnterMore goes on with it)
         return self._entry is not None
 
-    def held_only(self) -> bool:
-        """No step left can start before the drain point (fleet.core.deadline.held_only)."""
+    def held_only(self) -> bool:  # no step left can start before the drain point (fleet.core.deadline)
         return held_only(self)
 
     def finished(self) -> bool:
@@ -264,6 +262,8 @@ class Scheduler(Entries, Phases, Outside):
         new = job.state = S.TRANSITIONS.get((old, what)) or S.advance(old, what)  # (advance raises)
         self._counts[old] = self._counts.get(old, 0) - 1
         self._counts[new] = self._counts.get(new, 0) + 1
+        if old == S.READY and self.deadline.held_now:  # (a step held back leaves: cancelled, taken elsewhere)
+            self.deadline.left_ready(job)
         if self.moved is not None:
             self.moved(job.spec.id, old, new)
         if job.demand is not None and (old in PENDING) is not (new in PENDING):  # else no count moves

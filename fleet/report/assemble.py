@@ -26,7 +26,7 @@ from fleet.core import states as S
 from fleet.core import waits as W
 from fleet.report import figures, waits
 from fleet.report.ingest import Gathered, gather_session
-from fleet.report.model import NOT_RUN, UNFINISHED, Report
+from fleet.report.model import HELD_BACK, NOT_RUN, UNFINISHED, Report
 from fleet.report.stretches import stretches
 from fleet.report.families import families
 
@@ -129,6 +129,11 @@ def _settle(steps: dict, now: float, in_progress: bool, closed: dict,
             # (drained, up still: nothing starts any more. Before 2026-12-07 "waiting" here,
             # while fleet status, fleet run and the report's own drain line said not started.)
             s.outcome, s.end = NOT_RUN, drained[1]
+        elif in_progress and s.waits and s.waits[-1].why.cause == W.DEADLINE:
+            # (ready, held back by the allocation's end: it will not start in this allocation,
+            # as fleet status counts it; before 2026-12-07 "waiting", its fleet's close to come)
+            s.outcome, s.reason = HELD_BACK, s.waits[-1].text
+            busy_now = True
         else:
             s.outcome = S.WAITING if in_progress else NOT_RUN
             if not in_progress:

@@ -2,7 +2,8 @@
 tell them, the figures drawn from them (:class:`Report`), and its JSON form.
 
 Outcomes are fleet.core.states' own, plus the report's view of a step that has none
-yet (RUNNING, WAITING) or never will (UNFINISHED, NOT_RUN: the fleet went down).
+yet (RUNNING, WAITING), will not in its fleet up still (HELD_BACK: the allocation's end
+held it back) or never will (UNFINISHED, NOT_RUN: the fleet went down).
 Wait categories are fleet.core.waits' causes; the JSON and the words keep the names
 the report has always printed (see :func:`category_name` and CATEGORY_TEXT).
 """
@@ -16,6 +17,7 @@ from fleet.core import states as S
 from fleet.core import waits as W
 
 UNFINISHED, NOT_RUN = "unfinished", "not run"  # the fleet went down before it ended / ran
+HELD_BACK = "held back"  # ready, its fleet up, but held back by the allocation's end: it will not start there
 # An attempt that ended so did not end its step unsuccessfully (the last three: it goes on, fleet.core.phases).
 ENDED_WELL = (S.SUCCEEDED, S.WAIT, S.NEXT, S.RESTART)
 PROBLEM_OUTCOMES = (S.FAILED, S.TERMINATED, S.OUT_OF_MEMORY, S.TIMED_OUT, S.LOST, S.CANCELLED, S.BLOCKED, S.UNRUNNABLE, S.INTERRUPTED,

@@ -7,7 +7,7 @@ from fleet.core import states as S
 from fleet.report import families
 from fleet.core.units import format_memory
 from fleet.core.oneline import one_line
-from fleet.report.model import CATEGORY_TEXT, Report
+from fleet.report.model import CATEGORY_TEXT, HELD_BACK, Report
 
 
 def seconds(x: float | None) -> str:
@@ -94,7 +94,7 @@ def _time_lines(r: Report) -> list[str]:
     """Wall, work, speedup, startup, the floors and the fleet's start."""
     s = seconds
     finished = sum(1 for a in r.attempts if a.work_s is not None)
-    now = r.in_progress and any(st.outcome in (S.RUNNING, S.WAITING) for st in r.steps.values())
+    now = r.in_progress and any(st.outcome in (S.RUNNING, S.WAITING, HELD_BACK) for st in r.steps.values())
     su = r.startup
     out = [f"  wall          {s(r.wall_s):>10}   from the first submission to the end of the last step"
            + (" (now)" if now else ""),

@@ -261,7 +261,7 @@ def test_status_names_the_steps_held_back_because_they_would_end_after_the_drain
         assert re.fullmatch(r"expected to take 7200 s \(estimate\), \d+ s left before the drain point",
                             a["held_steps"][0]["reason"]), a
         text = fleet("status", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60).stdout
-        assert "  7 steps not started: expected to end after the drain point\n    long/1: expected to take 7200 s" in text, text
+        assert "  7 steps held back, not started: expected to end after the drain point\n    long/1: expected to take 7200 s" in text, text
         assert "    long/5: " in text and "long/6:" not in text and "    ... and 2 more\n" in text, text
     finally:
         kill_group(runner)

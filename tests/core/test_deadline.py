@@ -252,3 +252,27 @@ def test_the_drains_kill_cuts_a_grace_that_would_run_past_the_allocations_end():
     assert sorted((d.step, d.grace) for d in out if isinstance(d, Kill)) == [
         ("cancelled", 25.0), ("long", 25.0), ("short", None)]
     assert end_margin(40.0) == END_MARGIN_S and end_margin(10.0) == 5.0
+
+
+def test_steps_held_back_by_the_end_are_counted_apart_from_the_ready_ones_as_they_come_and_go():
+    from fleet.core.decisions import Cancel
+    from fleet.core.deadline import as_counted
+    sched, out = ended_scheduler(100.0, 60.0, {"id": "run", "estimate": 50}, {"id": "late/{i}", "array": "1-3",
+                                 "estimate": 90}, {"id": "ready", "estimate": 10}, {"id": "after", "deps": ["late/1"]},
+                                 cores=1)
+    assert [d.step for d in out if isinstance(d, Start)] == ["run"]
+    counted = lambda: as_counted(sched.counts(), sched.deadline.drained, sched.deadline.held_now)  # noqa: E731
+    # (before, "ready 4": three of them will not start in this allocation)
+    assert counted() == {"running": 1, "ready": 1, "held_back": 3, "waiting": 1}
+    sched.handle(Cancel(("late/2",)), 1.0)
+    assert counted() == {"running": 1, "ready": 1, "held_back": 2, "waiting": 1, "cancelled": 1}
+    # A new definition that fits: a new generation of the step, which starts in its turn.
+    sched.handle(submission(suite({"id": "late/3", "estimate": 5}).steps), 2.0)
+    assert sched.deadline.held_now == 1 and counted()["held_back"] == 1
+    sched.handle(StepExited("run", 1, S.SUCCEEDED), 50.0)
+    sched.handle(StepExited("ready", 1, S.SUCCEEDED), 52.0)
+    sched.handle(StepExited("late/3", 1, S.SUCCEEDED), 55.0)
+    assert counted() == {"succeeded": 3, "held_back": 1, "waiting": 1, "cancelled": 1}
+    assert sched.held_only()
+    sched.handle(DrainNow(), 60.0)  # once drained, the held and the waiting are not_started
+    assert counted() == {"succeeded": 3, "not_started": 2, "cancelled": 1}
