@@ -6,7 +6,9 @@ Profiles are small TOML files in agents/ (and in $FLEET_MACHINES, which wins).
 agents/ is the repository's, where a checkout or an editable install runs; an installed
 fleet (a wheel, `pip install .`) carries a copy as fleet/site/agents/ (setup.py copies it
 at build time). Before 2026-12-06 an installed fleet found no profile at all; `local`
-is now also built in, should no local.toml be found.
+is now also built in, should no local.toml be found. A profile file must say its
+`launcher` (from 2026-12-07; before, one that did not was a local fleet, on the first
+node of a batch job alone).
 """
 
 from __future__ import annotations
@@ -31,6 +33,15 @@ GPU_VARS = ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES
 # Level Zero's ZE_FLAT_DEVICE_HIERARCHY values ("": fleet sets none, the node's own holds).
 ZE_HIERARCHIES = ("FLAT", "COMPOSITE", "COMBINED", "")
 MAX_GPUS_PER_NODE = 4_096  # as `fleet simulate --gpus-per-node` takes (fleet.cli_options)
+
+
+# What a profile must say. `launcher` was "local" unsaid before 2026-12-07: in a batch job
+# of many nodes such a profile's fleet ran on the job's first node alone.
+_SAID = {"launcher": f"how agents start: {', '.join(map(repr, LAUNCHERS))} (before 2026-12-07 it meant 'local')"}
+
+
+_FIELDS = {"description", "launcher", "mpi", "gpu_var", "held_back_cores", "agent_flags", "mpi_flags", "advertise",
+           "gpus_per_node", "ze_flat_device_hierarchy"}
 
 
 class ProfileError(ValueError):
@@ -99,16 +110,16 @@ def parse_profile(name: str, path: Path, text: str) -> Profile:
         raise ProfileError(f"{where}: expected exactly one [machine] table, found {sorted(raw) or 'nothing'}")
     m = raw["machine"]
     problems = []
-    known = {"description", "launcher", "mpi", "gpu_var", "held_back_cores", "agent_flags", "mpi_flags", "advertise",
-             "gpus_per_node", "ze_flat_device_hierarchy"}
+    known = _FIELDS
     for k in m:
         if k not in known:
             problems.append(f"{where}: field 'machine.{k}': unknown field" + spelling.hint(k, known))
 
-    def choice(key, options, default):
+    def choice(key, options, default):  # (default None: the field is required)
         v = m.get(key, default)
         if v not in options:
-            problems.append(f"{where}: field 'machine.{key}': expected one of {', '.join(repr(o) for o in options)}, got {v!r}")
+            problems.append(f"{where}: field 'machine.{key}': " + (f"missing; say {_SAID[key]}" if v is None else
+                            f"expected one of {', '.join(repr(o) for o in options)}, got {v!r}"))
             return default
         return v
 
@@ -143,7 +154,7 @@ def parse_profile(name: str, path: Path, text: str) -> Profile:
         if hierarchy and gpu_var != "ZE_AFFINITY_MASK":
             problems.append(f"{where}: field 'machine.ze_flat_device_hierarchy': only for gpu_var = "
                             f"\"ZE_AFFINITY_MASK\" (this profile's is {gpu_var!r})")
-    prof = Profile(name, where, string("description"), choice("launcher", LAUNCHERS, "local"),
+    prof = Profile(name, where, string("description"), choice("launcher", LAUNCHERS, None),
                    choice("mpi", MPI_LAUNCHERS, "hydra"), gpu_var,
                    tuple(held), strings("agent_flags"), strings("mpi_flags"), string("advertise"), gpus, hierarchy)
     if problems:

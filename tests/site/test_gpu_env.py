@@ -58,12 +58,13 @@ def test_the_aurora_profile_hands_out_its_twelve_stacks_and_reads_the_mask_as_st
     ('gpu_var = "CUDA_VISIBLE_DEVICES"\n', {}),
 ])
 def test_a_profile_with_intel_s_mask_sets_the_flat_hierarchy_unless_it_says_otherwise(tmp_path, body, env):
-    assert profiles.parse_profile("m", tmp_path / "m.toml", f"[machine]\n{body}").gpu_env == env
+    assert profiles.parse_profile("m", tmp_path / "m.toml", f'[machine]\nlauncher = "local"\n{body}').gpu_env == env
 
 
 def test_a_hierarchy_on_a_machine_without_intel_s_mask_is_refused_naming_the_field(tmp_path):
     with pytest.raises(profiles.ProfileError, match=r"m.toml: field 'machine.ze_flat_device_hierarchy': only for"):
-        profiles.parse_profile("m", tmp_path / "m.toml", '[machine]\nze_flat_device_hierarchy = "FLAT"\n')
+        profiles.parse_profile("m", tmp_path / "m.toml",
+                               '[machine]\nlauncher = "local"\nze_flat_device_hierarchy = "FLAT"\n')
 
 
 # --- what a launch carries -----------------------------------------------------------------------

@@ -506,11 +506,25 @@ def test_a_profile_with_a_bad_launcher_is_an_error_naming_the_file_field_and_cho
     ('gpus_per_node = 100000', "machine.gpus_per_node", "expected a count of GPUs"),
 ])
 def test_each_malformed_profile_field_is_named_with_its_file(tmp_path, monkeypatch, body, field, says):
-    d = machines(tmp_path, monkeypatch, m=f"[machine]\n{body}\n")
+    d = machines(tmp_path, monkeypatch, m=f'[machine]\nlauncher = "slurm"\n{body}\n')
     with pytest.raises(ProfileError) as e:
         profiles.load("m")
     assert str(e.value).startswith(f"{d / 'm.toml'}: field '{field}': ")
     assert says in str(e.value)
+
+
+def test_a_profile_without_a_launcher_is_an_error_naming_the_file_not_a_local_fleet(tmp_path, monkeypatch):
+    # (it was a local fleet: in a batch job of two nodes, the fleet ran on the first alone, unsaid)
+    d = machines(tmp_path, monkeypatch, nolauncher="""
+        [machine]
+        mpi = "srun"
+        gpu_var = "CUDA_VISIBLE_DEVICES"
+        """)
+    with pytest.raises(ProfileError) as e:
+        profiles.load("nolauncher")
+    assert str(e.value) == (f"{d / 'nolauncher.toml'}: field 'machine.launcher': missing; say how agents start: "
+                            "'local', 'slurm', 'pals' (before 2026-12-07 it meant 'local')")
+    assert profiles.load("local").launcher == "local"  # (the shipped one, and the built-in one, say it)
 
 
 def test_a_profile_that_is_not_toml_or_has_no_machine_table_is_an_error_naming_the_file(tmp_path, monkeypatch):
