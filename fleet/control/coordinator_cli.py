@@ -100,9 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     nodes = args.nodes
     alloc_nodes: tuple[str, ...] = ()
     if profile.launcher != "local":
-        alloc_nodes = from_environment().nodes
-        if not alloc_nodes:
-            log.error("machine %s starts agents with %s, but this is not inside a batch job", profile.name, profile.launcher)
+        if (alloc_nodes := _job_nodes(profile)) is None:
             return 2
         nodes = len(alloc_nodes)
     if (own := _own_cores(args.coordinator_cores, profile, alloc_nodes)) is None:
@@ -140,6 +138,21 @@ def main(argv: list[str] | None = None) -> int:
     coord.sched.reserve_after(None if args.no_reservations else args.reserve_after)
     ahead(ordered(coord.sched, args.order), args.reserve_ahead)
     return coord.serve()
+
+
+def _job_nodes(profile) -> tuple[str, ...] | None:
+    """The batch job's nodes, for a profile whose launcher needs one, or None (logged)
+    when this is no batch job, or one of another batch system's (srun in a PBS job, PALS
+    mpiexec in a Slurm one: fleet.control.preflight.wrong_job)."""
+    from fleet.control.preflight import wrong_job
+    alloc = from_environment()
+    if not alloc.nodes:
+        log.error("machine %s starts agents with %s, but this is not inside a batch job", profile.name, profile.launcher)
+        return None
+    if why := wrong_job(profile, alloc):
+        log.error("%s", why)
+        return None
+    return alloc.nodes
 
 
 def _own_cores(n: int, profile, alloc_nodes: tuple[str, ...]) -> tuple[str, ...] | None:

@@ -6,7 +6,8 @@ job, outside one; a local fleet split into more pretend nodes than there are cor
 (a traceback from the coordinator); an address to advertise that does not resolve.
 By then a coordinator had run and written its log in the run directory. The same
 checks the coordinator makes (fleet.control.coordinator_cli) are made here first,
-with the flag or setting that is wrong named, so that nothing starts. One more the
+among them that the launcher suits the batch job (a PALS profile in a Slurm job,
+from 2026-12-07: its agents failed after the coordinator had started), with the flag or setting that is wrong named, so that nothing starts. One more the
 coordinator cannot make, as it is not told: a --nodes given in a batch job that is not
 the job's node count (the coordinator takes every node of the job, and ignored it).
 """
@@ -33,13 +34,16 @@ def problem(profile, nodes: int | None, advertise: str | None,
             return why
     else:
         try:
-            in_job = len(from_environment().nodes)
+            alloc = from_environment()
         except AllocationError as e:
             return f"machine {profile.name}: {e}"
+        in_job = len(alloc.nodes)
         if not in_job:
             how = {"slurm": "Slurm's srun", "pals": "PALS mpiexec"}.get(profile.launcher, profile.launcher)
             return (f"machine {profile.name} starts its agents with {how}, but this is not inside a batch job "
                     f"({elsewhere})")
+        if why := wrong_job(profile, alloc):
+            return why
         if nodes is not None and nodes != in_job:
             # (it was ignored: the fleet came up on every node of the job without a word)
             return (f"--nodes {nodes}: a fleet on machine {profile.name} runs on every node of the batch job, "
@@ -57,6 +61,24 @@ def problem(profile, nodes: int | None, advertise: str | None,
     except ValueError as e:
         return str(e)
     return None
+
+
+_JOB_OF = {"slurm": ("slurm", "Slurm's srun", "a Slurm job"), "pals": ("pbs", "PALS mpiexec", "a PBS job")}
+
+
+def wrong_job(profile, alloc) -> str | None:
+    """Why `profile`'s launcher cannot start agents in the batch job `alloc`
+    (fleet.site.allocation.Allocation), or None: srun wants a Slurm job, PALS mpiexec a
+    PBS one. (A PALS profile in a Slurm job started a coordinator, whose agents then
+    failed with Hydra's "unrecognized argument depth", the mpiexec on PATH being MPICH's.)"""
+    want = _JOB_OF.get(profile.launcher)
+    if want is None or alloc.system == want[0]:
+        return None
+    other = {v[0]: k for k, v in _JOB_OF.items()}.get(alloc.system)
+    this = {"slurm": "a Slurm job", "pbs": "a PBS job"}.get(alloc.system, f"a {alloc.system} job")
+    return (f"machine {profile.name} ({profile.path}) starts its agents with {want[1]}, which needs {want[2]}, but "
+            f"this is {this} ({alloc.job_id})" + (f": give --machine {other}, or a profile with launcher = "
+                                                  f"\"{other}\"" if other else ""))
 
 
 def _local_split(profile, nodes: int) -> str | None:
