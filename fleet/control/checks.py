@@ -55,8 +55,10 @@ def load_suite(path: str | Path) -> Suite:
     return read_suite_file(path).check()
 
 
-def fit_problems(suite: Suite, nodes: list[NodeSpec], notes: Mapping[str, str] = {}) -> list[Problem]:
-    """Steps whose minimum can never be met by this allocation. `notes`: what to add to
+def fit_problems(suite: Suite, nodes: list[NodeSpec], notes: Mapping[str, str] = {},
+                 blocks: bool = False) -> list[Problem]:
+    """Steps whose minimum can never be met by this allocation (`blocks`: an MPI step's
+    ranks in blocks of one count per node, as PALS places them: fleet.core.ppnblocks). `notes`: what to add to
     a problem that names a word ("GPU", "memory"): what the nodes were assumed or found
     to have, and why, which the problem alone would hide (no GPU ids could be read; the
     memory was not given)."""
@@ -66,7 +68,7 @@ def fit_problems(suite: Suite, nodes: list[NodeSpec], notes: Mapping[str, str] =
     # array suite has a handful), not once per step.
     widths: dict[tuple, object] = {}
     for s in suite.steps:
-        key = (s.cores, s.min_cores, s.threads if s.mpi else 1, s.gpus, s.memory, s.span)
+        key = (s.cores, s.min_cores, s.threads if s.mpi else 1, s.gpus, s.memory, s.span, blocks and s.mpi and s.span)
         w = widths.get(key, widths)
         if w is widths:
             w = widths[key] = cap.width(*key)

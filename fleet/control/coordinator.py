@@ -68,7 +68,8 @@ class Coordinator:
         self.preload = preload
         self.profile = profile or Profile("local", "")
         self.started = time.time()
-        self.sched = Scheduler(window=window, depth=window_depth)  # steps handed to nodes ahead (fleet.core.window)
+        # Steps handed to nodes ahead (fleet.core.window); under PALS, MPI ranks in blocks (fleet.core.ppnblocks).
+        self.sched = Scheduler(window=window, depth=window_depth, mpi_blocks=self.profile.mpi == "pals")
         self.sched.pass_starts = int(os.environ.get("FLEET_TEST_PASS_STARTS") or self.sched.pass_starts)  # tests
         self.events = EventLog(self.run_dir / "events.jsonl", fleet=self.fleet_id)
         self.transport = Transport(bind_host, advertise)

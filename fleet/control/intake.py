@@ -209,7 +209,7 @@ def checked(msg: P.Submit, nodes: list, run_dir, launcher: str, notes: dict | No
     problems add, fleet.control.checks.fit_problems), and the warnings its submitter is
     to hear of the steps it would run: MPI steps' memory that `launcher` (the profile's
     `mpi`) does not enforce (fleet.control.mpimemory)."""
-    c = subs_mod.check(msg, nodes, run_dir, notes)
+    c = subs_mod.check(msg, nodes, run_dir, notes, blocks=launcher == "pals")
     if isinstance(c, P.SubmitReply):
         return c
     skipped = c.done | c.foreign

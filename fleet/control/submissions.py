@@ -353,13 +353,14 @@ class Submissions:
 
 
 # -- off the loop (fleet.control.worker): reading and checking a suite -----------------------------
-def check(msg: P.Submit, nodes: list, run_dir: Path, notes: dict | None = None) -> Checked | P.SubmitReply:
+def check(msg: P.Submit, nodes: list, run_dir: Path, notes: dict | None = None,
+          blocks: bool = False) -> Checked | P.SubmitReply:
     """Read and check a submitted suite against these nodes, split it for its shard and
     read its steps' done markers; the refusal to send back otherwise. Reads files only
     (and records the shard count of one it accepts, as a submission always did): nothing of the
     coordinator's, so that it runs on the worker thread."""
     try:
-        suite, graph, steps, deps, foreign = chosen(msg, nodes, run_dir, notes=notes)
+        suite, graph, steps, deps, foreign = chosen(msg, nodes, run_dir, notes=notes, blocks=blocks)
     except Problems as e:
         return P.SubmitReply(False, problems=e.args[0])
     by_id = {s.id: s for s in steps}
@@ -377,16 +378,18 @@ def check(msg: P.Submit, nodes: list, run_dir: Path, notes: dict | None = None) 
                    ended=ended)
 
 
-def chosen(msg: P.Submit, nodes: list | None, run_dir: Path, record: bool = True, notes: dict | None = None) -> tuple:
+def chosen(msg: P.Submit, nodes: list | None, run_dir: Path, record: bool = True, notes: dict | None = None,
+           blocks: bool = False) -> tuple:
     """The submitted suite checked whole, the inputs of the steps it would start looked
     for in run_dir, those steps checked against these nodes (None: no fit check; fleet.control.fitscope;
-    `notes`: what to add to their problems, fleet.control.checks.fit_problems), and what of it runs: its shard's steps and the
+    `notes`: what to add to their problems, `blocks`: MPI ranks in blocks, as PALS places them,
+    fleet.control.checks.fit_problems), and what of it runs: its shard's steps and the
     --only selection. (suite, graph, steps, deps, foreign); Problems with every problem
     otherwise (each a line naming file, step and field). Reads files only; with
     `record`, the shard count is recorded once nothing refused the submission; without,
     it is only compared with the recorded one (fleet run's check before it starts an
     embedded fleet, which then checks again: fleet.cli_run)."""
-    fit = None if nodes is None else (lambda s, g: fit_problems(s, nodes, notes=notes or {}))
+    fit = None if nodes is None else (lambda s, g: fit_problems(s, nodes, notes=notes or {}, blocks=blocks))
     try:
         suite, graph = checked_suite(msg.suite, run_dir=run_dir, more=fit,
                                      scope=lambda s, g, found: fitscope.narrowed(s, g, msg, run_dir, found))

@@ -26,9 +26,10 @@ LIMIT = 4096  # kinds kept at most (a suite of that many distinct kinds starts a
 class Demands:
     """Widths asked of one allocation's shape, and one Demand per distinct value."""
 
-    __slots__ = ("_cap", "_of", "_one")
+    __slots__ = ("_cap", "_of", "_one", "_blocks")
 
-    def __init__(self) -> None:
+    def __init__(self, mpi_blocks: bool = False) -> None:
+        self._blocks = mpi_blocks  # MPI steps' ranks go in blocks of one count per node (fleet.core.ppnblocks)
         self._cap: Capacity | None = None
         self._of: dict[tuple, Demand | str] = {}  # kind of step -> its demand, or why it can never run
         self._one: dict[Demand, Demand] = {}      # a demand -> the shared equal one
@@ -40,12 +41,13 @@ class Demands:
             self._cap = cap
             self._of.clear()
         unit = spec.threads if spec.mpi else 1
-        kind = (spec.cores, spec.min_cores, unit, spec.gpus, spec.memory, spec.span)
+        blocks = self._blocks and spec.mpi and spec.span
+        kind = (spec.cores, spec.min_cores, unit, spec.gpus, spec.memory, spec.span, blocks)
         got = self._of.get(kind)
         if got is None:
-            w = cap.width(spec.cores, spec.min_cores, unit, spec.gpus, spec.memory, spec.span)
+            w = cap.width(*kind)
             got = w if isinstance(w, str) else self.shared(
-                Demand(cores=w, gpus=spec.gpus, memory=spec.memory, span=spec.span, unit=unit))
+                Demand(cores=w, gpus=spec.gpus, memory=spec.memory, span=spec.span, unit=unit, blocks=blocks))
             if len(self._of) >= LIMIT:
                 self._of.clear()
             self._of[kind] = got

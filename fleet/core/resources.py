@@ -24,6 +24,7 @@ import heapq
 from bisect import bisect_left, insort
 from dataclasses import dataclass, field
 
+from fleet.core import ppnblocks
 from fleet.core.nodelog import NodeLog
 from fleet.core.spangpus import place_span_gpus, rank_cap
 from fleet.core.units import format_memory
@@ -60,6 +61,7 @@ class Demand:
 
     `unit` is the granularity on a node (threads per MPI rank): a spanning step gets
     a multiple of `unit` cores on every node it touches. `memory` None = proportional.
+    `blocks`: its ranks go in blocks of one count per node (fleet.core.ppnblocks).
     """
 
     cores: int
@@ -67,11 +69,13 @@ class Demand:
     memory: int | None = None
     span: bool = False
     unit: int = 1
+    blocks: bool = False
 
     # The scheduler's hot tables are keyed by demands (fleet.core.demands): the hash,
     # the generated one's value, is taken once, not five fields' worth per lookup.
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_h", hash((self.cores, self.gpus, self.memory, self.span, self.unit)))
+        key = (self.cores, self.gpus, self.memory, self.span, self.unit)  # (without blocks: as before them)
+        object.__setattr__(self, "_h", hash(key + (True,) if self.blocks else key))
 
     def __hash__(self) -> int:
         return self._h
@@ -195,6 +199,8 @@ class Pool:
                 break
         if need:
             return None
+        if d.blocks and not ppnblocks.kept(t for _, t in chosen):  # (most free first breaks the rule)
+            return ppnblocks.place(self, d)
         gpus_left = d.gpus
         plan = []
         for node, take in chosen:
@@ -336,7 +342,7 @@ class Pool:
         log = self._changed
         memo = self._reach.pop(key, None)
         if memo is None or log.end() - memo[0] > len(nodes):
-            memo = [log.end(), [], [], 0, {}]
+            memo = [log.end(), [], [], 0, {}, {}]
             todo = range(len(nodes))
         else:
             todo = set(log.since(memo[0]))
@@ -345,6 +351,7 @@ class Pool:
         if len(self._reach) > self._MEMOS:
             del self._reach[next(iter(self._reach))]
         cores, gpus, total, by_pair = memo[1], memo[2], memo[3], memo[4]  # per node; (cores, GPUs) -> nodes
+        by_t = memo[5]  # cores -> nodes
         if len(cores) < len(nodes):
             cores.extend([0] * (len(nodes) - len(cores)))
             gpus.extend([0] * (len(nodes) - len(gpus)))
@@ -355,6 +362,7 @@ class Pool:
                 t -= d.unit
             g = len(n.free_gpus) if t > 0 else 0
             total += t - cores[i]
+            ppnblocks.recount(by_t, cores[i], t)
             if gpus[i]:
                 old = (cores[i], gpus[i])
                 if by_pair[old] == 1:
@@ -365,7 +373,7 @@ class Pool:
                 by_pair[t, g] = by_pair.get((t, g), 0) + 1
             cores[i], gpus[i] = t, g
         memo[3] = total
-        if total < d.cores:
+        if total < d.cores or (d.blocks and ppnblocks.short(d, by_t, by_pair)):
             return True
         if d.gpus:
             ranks, held = d.cores // d.unit, 0
@@ -438,10 +446,10 @@ class Capacity:
         return held
 
     def width(self, cores: int, min_cores: int, unit: int, gpus: int, memory: int | None,
-              span: bool) -> int | str:
+              span: bool, blocks: bool = False) -> int | str:
         """Cores the step gets, decided from the whole allocation: its target, reduced
-        toward its minimum only when the allocation is smaller. A string says why it
-        can never run."""
+        toward its minimum only when the allocation is smaller (`blocks`: as ranks in
+        blocks of one count per node hold it). A string says why it can never run."""
         if not self.shapes:
             return "the allocation has no nodes"
         largest = max(c for c, _, _ in self.shapes)
@@ -468,7 +476,8 @@ class Capacity:
                 if w < min_cores:
                     return (f"needs {format_memory(memory)} of memory over at least {_n(min_cores, 'core')}; no set of "
                             f"nodes holds both (each node takes its share of the memory with its cores)")
-            return self._gpu_width(w, min_cores, unit, gpus, memory) if gpus else w
+            w = self._gpu_width(w, min_cores, unit, gpus, memory) if gpus else w
+            return ppnblocks.width(self._units, w, min_cores, unit, gpus, memory) if blocks and type(w) is int else w
         fitting = [c for c, g, m in self.shapes if g >= gpus and (memory is None or m >= memory)]
         if not fitting:  # named: only what no node has (GPUs, memory), else the two together
             what = []

@@ -54,12 +54,12 @@ class Scheduler(Entries, Phases, Outside):
     pass_starts = PASS_STARTS  # starts in one pass at most (fleet.core.decisions.GoOn)
 
     def __init__(self, reserve_after: float | None = RESERVE_AFTER_S, window: int | None = 0,
-                 depth: int = 1) -> None:
+                 depth: int = 1, mpi_blocks: bool = False) -> None:
         """`reserve_after`: seconds a ready step waits before it gets a reservation
         (fleet.core.reservations); None: no reservations at all (greedy backfill).
         `window`: steps each node may be handed ahead of time (fleet.core.window;
         None: as many as it has cores, 0: none); `depth`: of them, how many may wait
-        behind one running step (fleet.core.windowchain)."""
+        behind one running step (fleet.core.windowchain); `mpi_blocks`: MPI ranks in blocks (fleet.core.ppnblocks)."""
         self.pool = Pool()
         self._res = Reservations(reserve_after)
         self._now = 0.0
@@ -78,7 +78,7 @@ class Scheduler(Entries, Phases, Outside):
         self._capacity: Capacity | None = None
         self._pending = PendingDemands()  # demands of waiting and ready steps (fleet.core.unfit)
         self._quiet = Quiet(self)  # the classes a pass need not look at (fleet.core.quiet)
-        self._demands = Demands()  # each kind of step's, shared (fleet.core.demands)
+        self._demands = Demands(mpi_blocks)  # each kind of step's, shared (fleet.core.demands)
         # A changed (or rerun) definition of a running step, with its deps and whether
         # it runs serially: it replaces the running one when that ends.
         self._after: dict[str, tuple[StepSpec, tuple[str, ...], bool]] = {}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import heapq
 import math
 
+from fleet.core import ppnblocks
 from fleet.core.resources import Demand, NodeSpec, Pool
 from fleet.core.spangpus import rank_cap, split
 
@@ -163,12 +164,17 @@ class _Room:
             cand.sort(key=lambda n: (-freed.get(n, 0), -rank_cap(units[n] // d.unit, proj[n][1], ranks, d.gpus),
                                      -proj[n][1], order[n]))
             parts = split(((n, units[n] // d.unit, proj[n][1]) for n in cand), ranks, d.gpus)
+            if parts is not None and d.blocks and not ppnblocks.kept(r for r, _ in parts.values()):
+                caps = ppnblocks.split(((n, rank_cap(units[n] // d.unit, proj[n][1], ranks, d.gpus)) for n in cand),
+                                       ranks)
+                parts = None if caps is None else split(((n, r, proj[n][1]) for n, r in caps), ranks, d.gpus)
             if parts is None:
                 return None
             return {n: (r * d.unit, g, mem_for(self.specs[n], r * d.unit, d)) for n, (r, g) in parts.items()}
         take: dict[str, int] = {}
         need = d.cores
-        for n in sorted(cand, key=lambda n: (-freed.get(n, 0), -units[n], order[n])):
+        cand.sort(key=lambda n: (-freed.get(n, 0), -units[n], order[n]))
+        for n in cand:
             if need == 0:
                 break
             extra = min(units[n], need)
@@ -176,4 +182,9 @@ class _Room:
             need -= extra
         if need:
             return None
+        if d.blocks and not ppnblocks.kept(take.values()):  # (a PALS step's ranks: fleet.core.ppnblocks)
+            got = ppnblocks.split(((n, units[n] // d.unit) for n in cand), d.cores // d.unit)
+            if got is None:
+                return None
+            take = {n: r * d.unit for n, r in got}
         return {n: (t, 0, mem_for(self.specs[n], t, d)) for n, t in take.items()}

@@ -112,16 +112,17 @@ class SimResult:
 def simulate(steps: Iterable[StepSpec], graph: Graph, nodes: list[NodeSpec],
              keep_log: bool = False, end_s: float | None = None, drain_before_s: float = 0.0,
              reserve_after: float | None = RESERVE_AFTER_S, window: int | None = 0,
-             order: str = DEFAULT_ORDER, reserve_ahead: int = 0, depth: int = 1) -> SimResult:
+             order: str = DEFAULT_ORDER, reserve_ahead: int = 0, depth: int = 1, mpi_blocks: bool = False) -> SimResult:
     """Run the scheduler to completion with every step succeeding after its estimate;
     with `end_s`, until the allocation's end, draining `drain_before_s` before it.
     `reserve_after`, `window`, `depth` and `order` are the scheduler's (None: no reservations,
     fleet.core.reservations; the window: steps per node handed ahead, None: the node's
     cores, 0: none, fleet.core.window, each chain up to `depth`; the order, fleet.core.ranks;
-    `reserve_ahead`: reservations planned ahead for wide steps, fleet.core.lookahead)."""
+    `reserve_ahead`: reservations planned ahead for wide steps, fleet.core.lookahead;
+    `mpi_blocks`: MPI steps placed as PALS launches them, fleet.core.ppnblocks)."""
     steps = tuple(steps)
     dur = {s.id: (s.estimate if s.estimate is not None else 1.0) for s in steps}
-    sched = ahead(ordered(Scheduler(reserve_after, window, depth), order), reserve_ahead)
+    sched = ahead(ordered(Scheduler(reserve_after, window, depth, mpi_blocks), order), reserve_ahead)
     for n in nodes:
         sched.handle(NodeJoined(n), 0.0)
     ends: list[tuple[float, float, str, int]] = []

@@ -62,6 +62,7 @@ def place_span_gpus(pool: Pool, d: Demand) -> Placement | None:
     the most of them with their share of its GPUs (split), most free GPUs next, join
     order on ties, so it touches few nodes. Scans the live nodes: for this rarer kind
     of step only."""
+    from fleet.core.ppnblocks import kept, place
     unit = d.unit
     ranks = d.cores // unit
 
@@ -75,6 +76,8 @@ def place_span_gpus(pool: Pool, d: Demand) -> Placement | None:
     parts = split(_in_order(pool, d, ranks, room), ranks, d.gpus)
     if parts is None:
         return None
+    if d.blocks and not kept(r for r, _ in parts.values()):  # (a PALS step: fleet.core.ppnblocks)
+        return place(pool, d)
     nodes = pool._nodes
     return tuple(pool._take(nodes[i], r * unit, g, nodes[i].mem_for(r * unit, d)) for i, (r, g) in sorted(parts.items()))
 

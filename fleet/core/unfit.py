@@ -47,7 +47,7 @@ class PendingDemands:
         """The demands held by pending steps that `cap` can no longer give, with why."""
         out = {}
         for d in self.counts:
-            w = cap.width(d.cores, d.cores, d.unit, d.gpus, d.memory, d.span)
+            w = cap.width(d.cores, d.cores, d.unit, d.gpus, d.memory, d.span, d.blocks)
             if isinstance(w, str):
                 out[d] = w
         return out

@@ -22,8 +22,9 @@ def test_a_demand_hashes_as_its_fields_do_and_equals_one_made_anywhere_else():
     assert d == Demand(3, 1) and hash(d) == hash(Demand(3, 1)) and d != Demand(3, 1, memory=GiB)
     assert {d: 1}[Demand(3, 1)] == 1
     assert dataclasses.replace(d, cores=4) == Demand(4, 1) and hash(dataclasses.replace(d, cores=4)) == hash(Demand(4, 1))
-    assert dataclasses.asdict(d) == {"cores": 3, "gpus": 1, "memory": None, "span": False, "unit": 1}
-    assert repr(d) == "Demand(cores=3, gpus=1, memory=None, span=False, unit=1)"
+    assert dataclasses.asdict(d) == {"cores": 3, "gpus": 1, "memory": None, "span": False, "unit": 1, "blocks": False}
+    assert repr(d) == "Demand(cores=3, gpus=1, memory=None, span=False, unit=1, blocks=False)"
+    assert d != Demand(3, 1, blocks=True) and hash(Demand(3, 1, blocks=True)) == hash((3, 1, None, False, 1, True))
 
 
 def test_steps_of_one_kind_share_one_demand_equal_to_what_the_width_says():
