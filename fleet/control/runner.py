@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from fleet.core import states as S
-from fleet.control import gone, jobfleets, warnsignal
+from fleet.control import gone, interrupts, jobfleets, warnsignal
 from fleet.control.api import Fleet, Submission, SubmitError
 from fleet.control.drain import FULL, READ_ONLY
 from fleet.control.stuck import TOO_LONG
@@ -64,10 +64,12 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
     `with_deps`) selects steps; `others` are counted apart (or read by a call)."""
     out = out or sys.stdout
     old = signal.signal(signal.SIGTERM, _interrupt)
+    old_int = signal.getsignal(signal.SIGINT)
     old_usr1 = signal.getsignal(signal.SIGUSR1)
     warnsignal.catch()  # (fleet run's command caught it first: a warning before the fleet is up is kept)
     embedded, f = None, None  # (the embedded fleet's connection name, the client: stopped in the finally)
     followed: list[Lines] = []  # what _follow printed and kept, for a Ctrl-C's summary
+    interrupted = False
     try:
         conn, theirs = jobfleets.to_use(run_dir, any_job)
         if conn is None:
@@ -96,17 +98,31 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
         print(f"fleet: {e}", file=sys.stderr)
         return EXIT_LOST if isinstance(e, CoordinatorKilled) else 1
     except KeyboardInterrupt:
-        _say_interrupted(run_dir, embedded)
-        if followed:  # (once the embedded fleet is down: what it stopped is stopped)
-            _stop(f, run_dir, embedded)
-            print(_interrupted(suite, followed[0], still_up=embedded is None), file=out, flush=True)
-            f = embedded = None  # (stopped: the finally has nothing left to stop)
+        interrupted = True
+        _on_interrupt(suite, followed, f, run_dir, embedded, out)
+        f = embedded = None  # (stopped there: the finally has nothing left to stop)
         return 130
     finally:
         _stop(f, run_dir, embedded)
         warnsignal.release()
-        signal.signal(signal.SIGTERM, old)
+        if not interrupted:  # (else it only exits: a Ctrl-C then would end it killed by SIGINT, not 130)
+            signal.signal(signal.SIGINT, old_int)
+            signal.signal(signal.SIGTERM, old)
         signal.signal(signal.SIGUSR1, old_usr1)
+
+
+def _on_interrupt(suite: Suite, followed: list, f: Fleet | None, run_dir: Path, embedded: str | None, out) -> None:
+    """Ctrl-C or SIGTERM: say so, stop the embedded fleet (if any) and, once it is down,
+    what the interrupt left (_summary, if the submission was followed). Another Ctrl-C
+    (or SIGTERM) from here on must not escape as click's "Aborted!" (exit 1): while the
+    fleet stops it says to wait (_stop); then it cuts the summary's reading short;
+    `fleet run` only exits after that (run_suite leaves them ignored)."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+    _say_interrupted(run_dir, embedded)
+    _stop(f, run_dir, embedded)  # (once the embedded fleet is down: what it stopped is stopped)
+    if followed and f is not None:
+        _summary(suite, followed[0], run_dir, f.conn, embedded is None, out)
 
 
 def _embedding(run_dir: Path, nodes: int, theirs: connection.Connection | None) -> str:
@@ -183,23 +199,45 @@ def _say_interrupted(run_dir: Path, embedded: str | None) -> None:
               f"(fleet status / fleet down --run-dir {run_dir})", file=sys.stderr)
 
 
-def _interrupted(suite: Suite, show: Lines, still_up: bool) -> str:
+def _summary(suite: Suite, show: Lines, run_dir: Path, conn: connection.Connection, still_up: bool, out) -> None:
+    """Say what the interrupt left (_interrupted), once the embedded fleet is down. What
+    it stopped is read from the stream's tail (bounded: fleet.control.interrupts); a
+    second Ctrl-C (or SIGTERM) meanwhile cuts that short, and what the client saw is said."""
+    tail: dict[str, str] = {}
+    if not still_up:
+        try:
+            try:
+                signal.signal(signal.SIGINT, _interrupt)
+                signal.signal(signal.SIGTERM, _interrupt)
+                tail = interrupts.tail_exits(run_dir, conn.host, conn.pid)
+            finally:  # (from here on only the summary and the exit: nothing to cut short)
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        except KeyboardInterrupt:
+            tail = {}
+    print("\n".join(_interrupted(suite, show, still_up, run_dir, tail)), file=out, flush=True)
+
+
+def _interrupted(suite: Suite, show: Lines, still_up: bool, run_dir: Path, tail: dict[str, str]) -> list[str]:
     """The summary of a run interrupted (Ctrl-C, SIGTERM): what ended, what was running
-    (stopped with an embedded fleet; going on in a fleet that is up) and what had not
-    started, as the end of a whole run says what ended."""
-    counts: dict[str, int] = {}
-    for o in show.outcomes.values():
-        counts[o] = counts.get(o, 0) + 1
-    left = max(0, show.total - len(show.outcomes))
+    (stopped with an embedded fleet, by name; going on in a fleet that is up) and what had
+    not started, as the end of a whole run says what ended; then where the report and the
+    logs are and how to go on (fleet.control.interrupts). `tail`: the ends the embedded
+    fleet recorded that the client did not see (the steps it stopped)."""
+    outcomes = interrupts.merged(dict(show.outcomes), tail)
+    stopped = interrupts.interrupted_of(outcomes)
+    ended = interrupts.counts_clause(outcomes)
+    left = max(0, show.total - len(outcomes))
     running = min(left, sum(show.counts.get(k, 0) for k in (S.RUNNING, S.SUSPENDED)))
-    ended = ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "none ended"
     if still_up:
         rest = f"{running} running and {left - running} not started yet, which the fleet goes on with"
     else:
-        rest = (f"{running} running, stopped (interrupted), and {left - running} not run: run the suite again to "
-                f"finish them (steps that succeeded are skipped)")
-    return (f"suite '{suite.name}': {ended} in {time.monotonic() - show.started:.1f} s; interrupted: {rest}"
+        unnamed = 0 if tail else running  # (the tail unread: the running ones as the client last saw them)
+        rest = (f"{len(stopped) + unnamed} running, stopped (interrupted), and {left - unnamed} not run: run the "
+                f"suite again to finish them (steps that succeeded are skipped)")
+    head = (f"suite '{suite.name}': {ended} in {time.monotonic() - show.started:.1f} s; interrupted: {rest}"
             + show.of_others(ended=False))
+    return [head, *interrupts.left_lines(run_dir, stopped, still_up)]
 
 
 def _follow(f: Fleet, sub: Submission, suite: Suite, run_dir: Path, out, shard: str, followed: list,

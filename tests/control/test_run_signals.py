@@ -122,8 +122,8 @@ def test_ctrl_c_of_fleet_run_prints_what_ended_was_stopped_and_did_not_run_and_i
             os.killpg(run.pid, signal.SIGKILL)
             run.communicate(timeout=30)
     assert code == 130, (code, out, err)
-    assert out.splitlines()[-1].startswith("suite 'intr': none ended in "), out
-    assert out.splitlines()[-1].endswith("; interrupted: 2 running, stopped (interrupted), and 8 not run: run the "
+    [summary] = [line for line in out.splitlines() if line.startswith("suite 'intr': none ended in ")]
+    assert summary.endswith("; interrupted: 2 running, stopped (interrupted), and 8 not run: run the "
                                          "suite again to finish them (steps that succeeded are skipped)"), out
     r = subprocess.run([sys.executable, "-m", "fleet", "report", str(run_dir), "--json"], cwd=tmp_path, env=env(),
                        capture_output=True, text=True, timeout=60)
