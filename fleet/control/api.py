@@ -29,7 +29,7 @@ from fleet.control import gone, jobfleets
 from fleet.control import rundir
 from fleet.control.client import FleetError
 from fleet.core.units import lone_surrogate
-from fleet.wire import connection, owndirs
+from fleet.wire import connection, logtag, owndirs
 from fleet.wire import messages as P
 
 SUBMIT_WAIT_S = 60.0   # how long a submission's answer is waited for at first
@@ -243,8 +243,8 @@ class Fleet:
                     raise FleetError(f"the coordinator of the fleet in {self.run_dir} (pid {self.conn.pid} on "
                                      f"{self.conn.host}) has not answered for {now - silent_since:.0f} s: it is "
                                      f"gone or frozen, or its host is unreachable; its agents stop their steps "
-                                     f"when it is silent ({self.run_dir / 'coordinator.log'}; {SILENCE_ENV} "
-                                     f"sets how long to wait, now {silence:g} s)")
+                                     f"when it is silent ({self._log()}; {SILENCE_ENV} sets how long to wait, "
+                                     f"now {silence:g} s)")
                 if not isinstance(e, C.NoAnswer):  # an answer: "no submission N" (another fleet's, say)
                     raise FleetError(f"cannot wait for submission {getattr(submission, 'id', submission)} of the "
                                      f"fleet in {self.run_dir}: {e}") from None
@@ -265,6 +265,10 @@ class Fleet:
                                    f"within {timeout} s")
             if pr is None or not pr.finished:
                 time.sleep(POLL_S)
+
+    def _log(self) -> str:
+        """Its coordinator's log, named for this fleet (fleets may share it: fleet.wire.logtag)."""
+        return logtag.pointer(self.run_dir / "coordinator.log", self.conn.host, self.conn.pid)
 
     def status(self, timeout: float = 10.0, nodes: bool = False) -> dict:
         """The fleet's state, as `fleet status --json` prints it: the nodes summed up and

@@ -19,7 +19,7 @@ from fleet.control.startlog import preload_refusals, signame, size, tail
 from fleet.control.dirlimits import FULL_EXIT, full_disk, room, run_dir_too_long, shown
 from fleet.site import jobstate
 from fleet.control.takedown import down
-from fleet.wire import connection, interpreter, owndirs, ownfiles
+from fleet.wire import connection, interpreter, logtag, owndirs, ownfiles
 
 
 class ExposedFile(FleetError):
@@ -356,7 +356,7 @@ def _until_up(proc: subprocess.Popen, run_dir: Path, name: str, timeout: float,
                 return conn
         time.sleep(0.02)
     down(run_dir, pid=proc.pid, name=name)
-    raise FleetError(f"the fleet did not come up within {timeout:.0f} s; see {run_dir / 'coordinator.log'}")
+    raise FleetError(f"the fleet did not come up within {timeout:.0f} s; see {_log_of(run_dir, proc.pid)}")
 
 
 def already_up(run_dir: Path, conn: connection.Connection) -> str:
@@ -430,20 +430,25 @@ def _not_up(run_dir: Path, proc: subprocess.Popen, offset: int) -> FleetError:
     preload modules (PreloadRefused), else its exit status and the end of its log."""
     refused = preload_refusals(run_dir / "events.jsonl", offset, proc.pid)
     if refused:
-        return PreloadRefused(refused, run_dir / "coordinator.log")
+        return PreloadRefused(refused, _log_of(run_dir, proc.pid))
     if proc.returncode in (0, -signal.SIGTERM):  # (its teardown's status, or ended waiting for the lease)
         return FleetError(f"the fleet was stopped before it was up (fleet down, or SIGTERM to its coordinator "
                           f"pid {proc.pid})")
     if proc.returncode < 0:  # (a signal other than SIGTERM: killed, or crashed)
         return CoordinatorKilled(f"the coordinator (pid {proc.pid}) was killed by {signame(-proc.returncode)} "
-                                 f"before the fleet was up; see {run_dir / 'coordinator.log'}")
+                                 f"before the fleet was up; see {_log_of(run_dir, proc.pid)}")
     if proc.returncode == FULL_EXIT:  # it said so (fleet.control.comingup): its file system has no room
         return RunDirFull(f"the fleet could not come up in {shown(run_dir)}: its file system is full"
                           f"{room(run_dir)}; free space (or raise the quota) and run again "
-                          f"(see {run_dir / 'coordinator.log'})")
+                          f"(see {_log_of(run_dir, proc.pid)})")
     full = full_disk(run_dir)
     if full:  # (its log may be empty: it could not write it either)
         return RunDirFull(f"the coordinator exited with status {proc.returncode} before the fleet was up: {full}; "
                           f"free space (or raise the quota) and run again")
     return FleetError(f"the coordinator exited with status {proc.returncode} before the fleet was up; "
-                      f"see {run_dir / 'coordinator.log'}:\n" + tail(run_dir / "coordinator.log"))
+                      f"see {_log_of(run_dir, proc.pid)}:\n" + tail(run_dir / "coordinator.log", pid=proc.pid))
+
+
+def _log_of(run_dir: Path, pid: int) -> str:
+    """coordinator.log, named for the coordinator pid of this host (fleets may share it)."""
+    return logtag.pointer(run_dir / "coordinator.log", socket.gethostname(), pid)

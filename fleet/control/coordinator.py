@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import socket
 import sys
 import time
 from collections import deque
@@ -40,7 +39,7 @@ from fleet.site.launch import Launcher
 from fleet.site.profiles import Profile
 from fleet.wire import connection, events
 from fleet.wire import messages as P
-from fleet.wire import security
+from fleet.wire import logtag, security
 from fleet.wire.events import EventLog
 
 log = logging.getLogger("fleet.control.coordinator")
@@ -55,10 +54,10 @@ class Coordinator:
                  heartbeat_s: float = 1.0, timeout_s: float = 10.0, join_timeout_s: float = 60.0,
                  preload: tuple[str, ...] = (), profile: Profile | None = None, advertise: str = "",
                  stale_after: float = 600.0, max_attempts: int = 5, connection_name: str = connection.NAME, window=None,
-                 report_hold_s: float | None = None, window_depth: int = 1):
+                 report_hold_s: float | None = None, window_depth: int = 1, fleet_id: str = ""):
         self.run_dir = Path(run_dir).resolve()
-        # This fleet among all that may share the run directory (claims name it).
-        self.fleet_id = f"{socket.gethostname()}-{os.getpid()}-{os.urandom(3).hex()}"
+        # This fleet among all that may share the run directory (claims and log lines name it).
+        self.fleet_id = fleet_id or logtag.new_id()
         self.connection_name = connection_name
         self.expected = nodes
         self.launcher = launcher
@@ -118,7 +117,8 @@ class Coordinator:
                                                fleet=self.fleet_id, machine=self.profile.name))
         self.launcher.start(self.agent_endpoint, self.expected, self.preload,
                             {security.AGENT_ENV: self.keys.agent_env(),
-                             "FLEET_HEARTBEAT": f"{self.heartbeat_s},{self.timeout_s}"})
+                             "FLEET_HEARTBEAT": f"{self.heartbeat_s},{self.timeout_s}",
+                             logtag.ENV: self.fleet_id})  # (their log lines say whose they are)
         deadline = time.monotonic() + self.join_timeout_s
         self.intake.start()
         heap.watch()

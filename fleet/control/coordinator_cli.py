@@ -22,7 +22,7 @@ from fleet.core.reservations import RESERVE_AFTER_S
 from fleet.site.allocation import AllocationError, end_time, from_environment
 from fleet.site.launch import launcher_for
 from fleet.site.profiles import ProfileError, detect, load as load_profile
-from fleet.wire import connection
+from fleet.wire import connection, logtag
 
 log = logging.getLogger("fleet.control.coordinator")
 
@@ -73,6 +73,15 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _logging() -> str:
+    """Log to stderr (coordinator.log), every line saying which fleet wrote it: fleets
+    sharing the run directory share the file (fleet.wire.logtag). This fleet's id."""
+    fleet_id = logtag.new_id()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s " + logtag.tag(fleet_id).replace("%", "%%")
+                        + "%(name)s %(levelname)s %(message)s")
+    return fleet_id
+
+
 def _one_or_more(text: str) -> int:
     n = int(text)
     if n < 1:
@@ -83,7 +92,7 @@ def _one_or_more(text: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Run a coordinator until it is stopped; its exit status (2: cannot start here)."""
     args = parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    fleet_id = _logging()
     if args.parent_pid:
         from fleet.node.child import set_pdeathsig
         set_pdeathsig(signal.SIGTERM)
@@ -125,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
                                         advertise=advertise, stale_after=args.stale_after,
                                         max_attempts=args.max_attempts, connection_name=args.connection_name,
                                         window=args.window, window_depth=args.window_depth,
-                                        report_hold_s=args.report_hold)
+                                        report_hold_s=args.report_hold, fleet_id=fleet_id)
     except zmq.ZMQError as e:  # (the sockets are bound first, before the lease is taken)
         log.error("cannot listen on %s: %s%s", bind, e,
                   f" (is {advertise} an address of this host?)" if advertise and bind == advertise else "")

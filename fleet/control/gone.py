@@ -19,6 +19,8 @@ import json
 import os
 from pathlib import Path
 
+from fleet.wire import logtag
+
 TAIL = 1 << 20  # bytes read from the end of events.jsonl
 
 
@@ -62,5 +64,5 @@ def how(run_dir: Path | str, host: str, pid: int) -> tuple[str, str]:
         if rec.get("kind") == "fleet_down":
             return STOPPED, "it was stopped (fleet down, or a signal to its coordinator)"
         return KILLED, (f"its coordinator (pid {pid} on {host}) ended without stopping it: killed or crashed "
-                        f"(see {Path(run_dir) / 'coordinator.log'})")
+                        f"(see {logtag.pointer(Path(run_dir) / 'coordinator.log', host, pid)})")
     return "", ""

@@ -7,6 +7,8 @@ import signal
 import socket
 from pathlib import Path
 
+from fleet.wire import logtag
+
 
 def signame(n: int) -> str:
     try:
@@ -38,8 +40,12 @@ def size(path: Path) -> int:
         return 0
 
 
-def tail(path: Path, lines: int = 15) -> str:
+def tail(path: Path, lines: int = 15, pid: int = 0) -> str:
+    """The last `lines` lines of path; with pid, of the coordinator pid of this host's
+    lines and the untagged ones only (not another fleet's: fleet.wire.logtag)."""
     try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+        text = path.read_text(errors="replace")
     except OSError:
         return ""
+    kept = logtag.lines_of(text, socket.gethostname(), pid) if pid else text.splitlines()
+    return "\n".join(kept[-lines:])

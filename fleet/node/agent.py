@@ -40,7 +40,7 @@ from fleet.node import child, jobend, markers, memlimit, memwatch, orphans, rezy
 from fleet.node.agentargs import arguments, node_name, offered_cores, offered_gpus  # noqa: F401  (node_name: tests)
 from fleet.node.hello import await_hello, zygote_end
 from fleet.node.launcherenv import clean_environment
-from fleet.wire import framing, interpreter
+from fleet.wire import framing, interpreter, logtag
 from fleet.wire import messages as P
 
 
@@ -165,7 +165,7 @@ class Agent:
             return False
 
     def _warn(self, text: str) -> None:
-        print(f"fleet agent {self.node}: {text}", file=sys.stderr, flush=True)
+        print(f"{logtag.tag()}fleet agent {self.node}: {text}", file=sys.stderr, flush=True)
 
     def join(self, cores, gpus, memory) -> None:
         self.send(P.Join(node=self.node, host=socket.gethostname(), cores=list(cores), gpus=list(gpus),
@@ -462,7 +462,7 @@ def main(argv: list[str] | None = None) -> int:
     # How steps are held to their memory here: decided once, before the zygote (which
     # a cgroup v2 choice moves with this process), logged, and said in the Join.
     args.memlimit = memlimit.choose(os.environ.pop("FLEET_MEMLIMIT", "auto"))
-    print(f"fleet agent {args.node}: memory limits: {args.memlimit.describe()}", file=sys.stderr, flush=True)
+    print(f"{logtag.tag()}fleet agent {args.node}: memory limits: {args.memlimit.describe()}", file=sys.stderr, flush=True)
     # The token: in every step's environment (a new zygote's: fleet.node.rezygote), its watcher ends them if we die.
     token = args.token = watcher.new_token()
     args.zygote_fence = 0.5 * timeout
@@ -481,7 +481,7 @@ def main(argv: list[str] | None = None) -> int:
     if not isinstance(hello, P.Hello):
         reason = hello.reason if isinstance(hello, P.Refused) else "the zygote exited before saying hello"
         agent.send(P.JoinFailed(args.node, reason, isinstance(hello, P.Refused) and hello.preload))
-        print(f"fleet agent {args.node}: cannot serve: {reason}", file=sys.stderr, flush=True)
+        print(f"{logtag.tag()}fleet agent {args.node}: cannot serve: {reason}", file=sys.stderr, flush=True)
         zygote.wait(timeout=10)
         memlimit.release(args.memlimit)
         agent.sock.close(linger=2000)

@@ -8,6 +8,8 @@ import os
 import socket
 import sys
 
+from fleet.wire import logtag
+
 
 def offered_cores(args, usable) -> list[int]:
     """The cores this agent offers: --cores, else what `usable()` says this node allows
@@ -19,7 +21,7 @@ def offered_cores(args, usable) -> list[int]:
     if args.coordinator_node and args.coordinator_node == args.node:
         kept = {int(c) for c in args.coordinator_cores.split(",") if c}
         held |= kept
-        print(f"fleet agent {args.node}: core(s) {sorted(kept)} left to the coordinator", file=sys.stderr, flush=True)
+        print(f"{logtag.tag()}fleet agent {args.node}: core(s) {sorted(kept)} left to the coordinator", file=sys.stderr, flush=True)
     return [c for c in usable() if c not in held]
 
 
@@ -32,7 +34,7 @@ def offered_gpus(args, node_gpus) -> list[int]:
     try:
         return list(node_gpus(args.gpu_var, args.gpus_per_node))
     except ValueError as e:
-        print(f"fleet agent {args.node}: offering no GPUs: {e}", file=sys.stderr, flush=True)
+        print(f"{logtag.tag()}fleet agent {args.node}: offering no GPUs: {e}", file=sys.stderr, flush=True)
         return []
 
 

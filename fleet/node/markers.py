@@ -23,7 +23,7 @@ import threading
 import time
 from collections import deque
 
-from fleet.wire import records
+from fleet.wire import logtag, records
 
 HOLD_S = 0.25  # progress said alone when no other message has carried it for this long
 SLOW_S = 0.001  # a write slower than this is a remote filesystem's: the thread writes
@@ -149,7 +149,7 @@ class Writer:
                 failed.append(number)
                 self.errors += 1
                 if self.errors <= 3:  # said, not flooded: the coordinator writes them
-                    print(f"fleet agent: cannot write {path}: {e}", file=sys.stderr, flush=True)
+                    print(f"{logtag.tag()}fleet agent: cannot write {path}: {e}", file=sys.stderr, flush=True)
         with self._lock:
             self._upto = piece[-1][0]
             self._failed += failed

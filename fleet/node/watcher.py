@@ -237,7 +237,8 @@ def watch(fd: int, agent: int, zygote: int, fence: float, on_frozen) -> None:
 
 
 def _say(agent: int, text: str) -> None:
-    print(f"fleet watcher of agent {agent}: {text}", file=sys.stderr, flush=True)
+    fleet = os.environ.get("FLEET_ID", "")  # (fleet.wire.logtag's tag: this file imports no fleet module)
+    print(f"{f'[{fleet}] ' if fleet else ''}fleet watcher of agent {agent}: {text}", file=sys.stderr, flush=True)
 
 
 def main(argv: list[str]) -> int:

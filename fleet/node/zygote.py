@@ -63,7 +63,7 @@ from fleet.node.queued import GOES_ON, Queued  # noqa: E402
 from fleet.node import spare as spare_mod  # noqa: E402
 from fleet.node.spare import Spare  # noqa: E402
 from fleet.node.stopping import WITH_NODE, Stops  # noqa: E402
-from fleet.wire import framing, interpreter  # noqa: E402
+from fleet.wire import framing, interpreter, logtag  # noqa: E402
 from fleet.wire import messages as P  # noqa: E402
 
 EXIT_REFUSED = 3
@@ -149,7 +149,7 @@ class Zygote:
             self.stop_grace = self.grace
 
     def _warn(self, text: str) -> None:
-        print(f"fleet zygote {os.getpid()}: {text}", file=sys.stderr, flush=True)
+        print(f"{logtag.tag()}fleet zygote {os.getpid()}: {text}", file=sys.stderr, flush=True)
 
     def send(self, msg, hold: float = 0.0) -> None:
         """Report to the agent at the end of this loop turn, or within `hold` seconds
@@ -449,7 +449,7 @@ def _refuse(fd_out: int, reason: str, preload: bool = False) -> None:
         framing.write_message(fd_out, P.Refused(reason, preload))
     except OSError:
         pass
-    print(f"fleet zygote: refused: {reason}", file=sys.stderr, flush=True)
+    print(f"{logtag.tag()}fleet zygote: refused: {reason}", file=sys.stderr, flush=True)
     os._exit(EXIT_REFUSED)
 
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Protocol
 
-from fleet.wire import interpreter, owndirs, ownfiles
+from fleet.wire import interpreter, logtag, owndirs, ownfiles
 
 
 class Launcher(Protocol):
@@ -130,7 +130,8 @@ class LocalLauncher:
             self.logs.append(logs / f"{name}.log")
             with ownfiles.open(self.logs[-1], "ab") as out:
                 if unread:
-                    out.write(f"fleet agent {name}: offering no GPUs: {unread}\n".encode())
+                    out.write(f"{logtag.tag(env.get(logtag.ENV, ''))}fleet agent {name}: offering no GPUs: "
+                              f"{unread}\n".encode())
                     out.flush()
                 self.procs.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                                                    start_new_session=True, env={**os.environ, **env}))
