@@ -40,7 +40,7 @@ from fleet.node import child, jobend, markers, memlimit, memwatch, orphans, rezy
 from fleet.node.agentargs import arguments, node_name, offered_cores, offered_gpus  # noqa: F401  (node_name: tests)
 from fleet.node.hello import await_hello, zygote_end
 from fleet.node.launcherenv import clean_environment
-from fleet.wire import framing, interpreter, logtag
+from fleet.wire import fencing, framing, interpreter, logtag
 from fleet.wire import messages as P
 
 
@@ -86,7 +86,7 @@ class Agent:
         # Stopping on its own (the coordinator silent, a signal), the agent gives steps at
         # most this long: they may be started elsewhere soon. A Shutdown says otherwise
         # (None: each step's own grace).
-        self.grace: float | None = 2.0
+        self.grace: float | None = fencing.STOP_GRACE_S
         self.heartbeat_s = args.heartbeat
         self.timeout_s = args.join_timeout  # until welcomed; then the fence time
         self.fence_s = args.fence
@@ -218,7 +218,7 @@ class Agent:
                 self.report([])  # (sent if the hold has passed)
             self._say_markers(now)
             self.memory.tick(now)  # the watchdog's sample, when due
-            if now - self.last_heard > self.timeout_s:
+            if now - self.last_heard >= self.timeout_s:
                 self.stopping = f"no word from the coordinator for {now - self.last_heard:.1f} s"
             if now >= next_beat:
                 self.send(P.Heartbeat(self.node, memory_used=memwatch.node_used(getattr(self.args, "memory", 0))))
@@ -248,10 +248,11 @@ class Agent:
         return True
 
     def _wait(self, now: float, next_beat: float) -> float:
-        """Seconds the loop may wait: until the next beat, or sooner for the reports held,
-        the exits in doubt, the markers' progress or a memory sample."""
+        """Seconds the loop may wait: until the next beat, or sooner for the fence (the
+        coordinator may count on it: fleet.wire.fencing), the reports held, the exits in
+        doubt, the markers' progress or a memory sample."""
         due = self.report_due()
-        wait = next_beat - now if due is None else min(next_beat, due) - now
+        wait = min(next_beat if due is None else min(next_beat, due), self.last_heard + self.timeout_s) - now
         if self.doubts:
             wait = min(wait, self.doubts[0][0] - now)
         if self.markers.pending():  # what it writes is said within markers.HOLD_S (looked at 20 times a second)
@@ -446,12 +447,13 @@ class Agent:
 def main(argv: list[str] | None = None) -> int:
     args = arguments(argv)
     # Heartbeat interval and the coordinator's timeout (after which it declares this
-    # agent lost and starts its steps elsewhere). To never run a step twice, the agent
-    # stops its steps before that: at 3/4 of the timeout without word from the
-    # coordinator, and its zygote at 1/2 without word from the agent (a stopped agent).
+    # agent lost). To never run a step twice, the agent stops its steps at 3/4 of the
+    # timeout without word from the coordinator, which runs them elsewhere only once that
+    # stop must be over (fleet.wire.fencing); its zygote at 1/2 without word from the
+    # agent (a stopped agent).
     beat, _, timeout = os.environ.pop("FLEET_HEARTBEAT", "1.0,10.0").partition(",")
     args.heartbeat, timeout = float(beat), float(timeout or 10.0)
-    args.fence = 0.75 * timeout
+    args.fence = fencing.fence_s(timeout)
     # Stop (cleanly: SIGTERM) when whatever started us dies, e.g. a coordinator killed with -9.
     child.set_pdeathsig(signal.SIGTERM)
     orphans.become_subreaper()  # (for a zygote that dies: fleet.node.orphans)

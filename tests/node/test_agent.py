@@ -178,3 +178,11 @@ def test_a_launch_the_zygote_can_no_longer_read_leaves_the_agent_running_to_judg
     assert relay.agent.stopping is None
     assert relay.agent.watch.ended({})  # this turn's look at the zygote: a new one, or why not
     assert ("a/1", 2) in relay.agent.graces  # it ends with the zygote's steps (fleet.node.rezygote.end_steps)
+
+
+def test_the_agent_wakes_at_its_fence_not_at_its_next_heartbeat(relay):
+    # The coordinator runs a silent node's steps elsewhere once the node must have stopped
+    # them (fleet.wire.fencing): the agent's own stop may not wait for its next beat.
+    relay.to_agent(P.encode(P.Welcome("node7", 60.0, 80.0, 0.0)))  # a beat a minute; its fence: 10 s
+    now = time.monotonic()
+    assert relay.agent._wait(now, now + 60.0) <= relay.agent.last_heard + TIMEOUT - now
