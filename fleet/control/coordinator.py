@@ -247,6 +247,10 @@ class Coordinator:
                                 f"dropped an unexpected {type(msg).__name__} from an agent")
 
     def _join(self, ident: bytes, msg: P.Join, now: float) -> None:
+        if msg.node in self.sched.fencing.nodes:  # its lost agent's steps may run there still (fleet.core.fencing)
+            self.transport.reply(self.agent_sock, ident, P.Reject(f"node {msg.node!r} was lost; its steps may "
+                                                                  f"still be stopping there: join again later"))
+            return
         was_ready = self.ready
         nodes = self.liveness.join(ident, msg, now, was_ready)
         nodes = self.preloads.joined(msg, nodes, was_ready)  # a late joiner first preloads
@@ -278,7 +282,7 @@ class Coordinator:
         now = time.time()
         for node in self.liveness.beat(now, judge=emptied):
             self.markers.gone(node)
-            jobend.lost(self, node, "agent missed heartbeats", now)
+            jobend.lost(self, node, "agent missed heartbeats", now, fence=True)
         self.orphan.tick(now)  # no agent left, none to come: the fleet stops (fleet.control.jobend)
         self._settle_preloads(now)  # lost nodes are not waited for; nor anyone past the time
 
@@ -334,7 +338,7 @@ class Coordinator:
         journal's write; pump False) the loss waits for the next turn: journaled, then told."""
         if self.liveness.lose(node, now, "could not reach the agent"):
             self.markers.gone(node)
-            jobend.lost(self, node, f"could not reach the agent on {node}", now, later=True)
+            jobend.lost(self, node, f"could not reach the agent on {node}", now, later=True, fence=True)
             if pump:
                 self._pump()
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 
 from fleet.control import outcomes
-from fleet.wire import events
+from fleet.wire import events, fencing
 from fleet.core import states as S
 from fleet.core.decisions import NodeLost, StepExited
 
@@ -82,8 +82,10 @@ def zygote_died(coord, node: str, how: str, ran, now: float) -> str:
             + (f" while {names} ran there (which, if any, did it is not known)" if views else ""))
 
 
-def lost(coord, node: str, reason: str, now: float, later: bool = False) -> None:
+def lost(coord, node: str, reason: str, now: float, later: bool = False, fence: bool = False) -> None:
     """Tell the scheduler `node` is lost (`later`: at the next turn, through the inbox);
+    `fence`: its agent did not say it stopped its steps (it went silent, or could not be
+    reached), so they run elsewhere only once it must have (fleet.core.fencing);
     while the fleet drains, its running steps are recorded interrupted first (see the
     module doc)."""
     if coord.drain.drained and not coord.stopping:
@@ -101,10 +103,14 @@ def lost(coord, node: str, reason: str, now: float, later: bool = False) -> None
             # (Not fed as an exit: one would hand its node's queued step the cores, as if the
             # node had started it; the loss puts that one back, and ends this one interrupted.)
             coord.drain.release(v.id)
+    hold = fencing.relaunch_after(coord.heartbeat_s, coord.timeout_s) if fence and not coord.drain.drained else 0.0
+    if hold and coord.sched.running_on(node):
+        log.error("the steps that ran on %s run elsewhere in %.1f s, once its own side must have stopped them",
+                  node, hold)
     if later:
-        coord._inbox.append((NodeLost(node, reason), now))
+        coord._inbox.append((NodeLost(node, reason, hold), now))
     else:
-        coord._feed(NodeLost(node, reason), now)
+        coord._feed(NodeLost(node, reason, hold), now)
 
 
 # Why a fleet with no agent left drains, and stops (its fleet_down's reason): not "the

@@ -26,10 +26,13 @@ class NodeJoined:
 
 @dataclass(frozen=True)
 class NodeLost:
-    """A node is gone; the steps running on it are lost."""
+    """A node is gone; the steps running on it are lost. `fence_s`: seconds from now
+    until the node's own side must have stopped them (fleet.core.fencing): its resources
+    go at once, its steps end lost only then (0: at once, its agent stopped them)."""
 
     node: str
     reason: str = "node lost"
+    fence_s: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import heapq
 import itertools
 from collections import deque
 
-from fleet.core import made, queueview, viewfill
+from fleet.core import fencing, made, queueview, viewfill
 from fleet.core import states as S
 from fleet.core import waits as W
 from fleet.core.units import counted
@@ -29,10 +29,11 @@ from fleet.core.generations import Entries, Entry as _Entry
 from fleet.core.demands import Demands
 from fleet.core.deadline import AllocationEnds, Deadline, DrainNow, held_only, too_late
 from fleet.core.deferral import held
+from fleet.core.fencing import Fenced, Fencing
 from fleet.core.decisions import (PASS_STARTS, Blocked, Cancel, Decision, Elsewhere, EnterMore, Entering, Event,
                                   Finished, Exits, GoOn, Ignored, JobView, Kill, NodeJoined, NodeLost, Reclaim, Retry,
                                   Settled, Skipped, Start, StepExited, Submitted, Unrunnable, Wait, submission)
-from fleet.core.jobs import DemandClass as _Class, Job as _Job, take_out
+from fleet.core.jobs import DemandClass as _Class, Job as _Job
 from fleet.core.outside import Outside
 from fleet.core.phases import Phases
 from fleet.core.quiet import Quiet
@@ -45,7 +46,7 @@ from fleet.core.window import Begin, Queue, Unqueued, Window, Withdraw
 __all__ = ["Scheduler", "JobView", "Event", "Decision", "NodeJoined", "NodeLost", "Submitted", "EnterMore", "StepExited",
            "Elsewhere", "Settled", "Reclaim", "Cancel", "Start", "Wait", "Retry", "Finished", "Blocked", "Unrunnable",
            "Skipped", "Entering", "Ignored", "Kill", "submission", "Queue", "Begin", "Unqueued", "Withdraw",
-           "Exits"]
+           "Exits", "Fenced"]
 
 
 class Scheduler(Entries, Phases, Outside):
@@ -85,6 +86,7 @@ class Scheduler(Entries, Phases, Outside):
         self._entry: _Entry | None = None  # a chunked submission part way in
         self._held: deque[tuple[Event, float]] = deque()  # events that came meanwhile
         self.deadline = Deadline()  # the allocation's end and its drain (fleet.core.deadline)
+        self.fencing = Fencing()  # lost nodes whose steps wait for their own stop (fleet.core.fencing)
         self._res.recorded, self._res.queued, self._res.jobs = self.deadline.recorded, self.window.next, self._jobs
         self._phases_init()  # steps that submit steps, wait for them, go on in stages
 
@@ -109,7 +111,10 @@ class Scheduler(Entries, Phases, Outside):
         if isinstance(event, (StepExited, Exits)):  # Exits: a loop turn's, in order, then one pass
             for ev in event.exits:
                 self._exited(ev, now, out)
+        elif isinstance(event, Fenced):
+            fencing.settle(self, now, out)
         elif isinstance(event, NodeJoined):
+            fencing.settle(self, now, out, event.node.name)  # (held still: its old steps end first)
             self.pool.add(event.node)
             self._on_node.setdefault(event.node.name, set())
             self._capacity = None
@@ -122,6 +127,7 @@ class Scheduler(Entries, Phases, Outside):
         elif isinstance(event, AllocationEnds):
             self.deadline.ends(event)
         elif isinstance(event, DrainNow):  # (steps handed to a node, not started: dropped there)
+            fencing.settle(self, now, out, every=True)  # (nothing starts again: no step runs twice)
             self.deadline.drain(event, self._running.values(), self.window.next.values(), now)
         else:
             raise TypeError(f"not a scheduler event: {event!r}")
@@ -388,26 +394,7 @@ class Scheduler(Entries, Phases, Outside):
         job.placement = ()  # (its slots went back to the pool: a finished step holds none, ~350 B each)
 
     def _lost(self, ev: NodeLost, now: float, out: list[Decision]) -> None:
-        if not self.pool.has(ev.node):
-            out.append(Ignored(f"loss of unknown node {ev.node!r}"))
-            return
-        victims = [self._jobs[s] for s in self._on_node.get(ev.node, ())]
-        self.window.lost(ev.node, ev.reason, out)  # before the victims: none of them starts now
-        self.pool.remove(ev.node)
-        self._capacity = None
-        for job in sorted(victims, key=lambda j: j.seq):
-            self._exited(StepExited(job.spec.id, job.attempt, S.LOST, ev.reason), now, out)
-        # Widths stay as decided; a step that can no longer fit anywhere is reported
-        # (not once drained: nothing starts anyway, and the steps left are not_started).
-        unfit = {} if self.deadline.drained else self._pending.unfit(self.capacity())  # once per demand
-        if not unfit:
-            return
-        gone = [j for j in self._jobs.values() if j.state in (S.WAITING, S.READY) and j.demand in unfit]
-        take_out(self._classes, [j for j in gone if j.state == S.READY], self._quiet.changed)
-        for job in (j for j in gone if j.state in (S.WAITING, S.READY)):  # not blocked meanwhile
-            self._set(job, "impossible")
-            out.append(Unrunnable(job.spec.id, f"after losing {ev.node}: {unfit[job.demand]}"))
-            self._block_descendants(job, job.spec.id, out)
+        fencing.lost(self, ev, now, out)  # (held until its own side has stopped them: fleet.core.fencing)
 
     # -- the pass --------------------------------------------------------------------------
     def _schedule(self, now: float, out: list[Decision]) -> None:
