@@ -202,6 +202,7 @@ class Intake:
             return
         c.transport.reply(c.client_sock, e.ident, P.SubmitReply(True, e.acc.sub.id, len(e.acc.sub.steps),
                                                                 len(e.acc.done), notes=list(e.notes)))
+        c.recorder.legacy.add(e.acc.legacy)  # their markers rewritten with the new hash, in batches
 
 
 def checked(msg: P.Submit, nodes: list, run_dir, launcher: str, notes: dict | None = None):

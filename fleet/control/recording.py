@@ -26,7 +26,7 @@ import logging
 import os
 import time
 
-from fleet.control import doneline, fold, journal, journalmarks, markwriter, outcomes, store, syncer, tally
+from fleet.control import doneline, fold, journal, journalmarks, legacymarks, markwriter, outcomes, store, syncer, tally
 from fleet.control.claimlog import ClaimLog
 from fleet.control.lease import Lease
 from fleet.core import attempts
@@ -76,6 +76,7 @@ class Recorder:
         self.syncer = syncer.Syncer() if os.environ.get(syncer.WHERE_ENV) != "loop" else None
         self.journal = journal.Journal(self.run_dir, self.fleet_id, {**self.lease.me, "shared": self.lease.shared},
                                        self.writer, self.syncer)
+        self.legacy = legacymarks.Remarker(self)  # markers of versions before 2026-12-06, rewritten once
         for step, rec in self._lost_at_start:  # (read before this journal was made)
             self.journal.append({"k": "lost", "step": step, "rec": rec})
         del self._lost_at_start
@@ -371,6 +372,8 @@ class Recorder:
         if self.syncer is not None and self.syncer.fd in ready:
             self.syncer.woken()
         try:
+            if self.legacy.busy or self.legacy.todo:
+                self.legacy.turn()
             self.journal.turn(now)
             if self.sealing and now >= self._seal_at:  # (a look costs O(nodes): twice a second)
                 self._seal_at = now + 0.5
@@ -449,6 +452,7 @@ class Recorder:
             if self.log.pending is not None:
                 self.log.pending.thread.join()  # a claims snapshot too
             try:
+                self.legacy.close()  # (the batch being read: its lines before the seal)
                 self.journal.close()  # (waits for the files queued, bounded: fleet.control.markwriter)
                 self._seal_segments(last=True)  # (their files are written now, unless the wait ran out)
             except OSError as e:  # a full disk: left unsealed, the next fleet replays what was written

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fleet.control import declaring, fitscope, journalmarks, leftovers, selection, shard
+from fleet.control import declaring, fitscope, journalmarks, legacymarks, leftovers, selection, shard
 from fleet.control.markerscan import read_markers
 from fleet.control import store, tally
 from fleet.control.checks import checked_suite, fit_problems, inside_run_dir
@@ -121,6 +121,7 @@ class Checked:
     leftovers: dict = field(default_factory=dict)  # step id -> older fleets' files (fleet.control.leftovers)
     notes: tuple = ()     # warnings for its submitter (fleet.control.intake.checked)
     ended: dict = field(default_factory=dict)  # foreign step -> why it ended there unsuccessfully (shard.ended_before)
+    legacy: dict = field(default_factory=dict)  # done step -> its StepSpec, its marker of the old hash (legacymarks)
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,7 @@ class Accepted:
     notes: tuple = ()     # warnings for its submitter, found as it was checked (Checked.notes)
     ended: dict = field(default_factory=dict, hash=False)  # Checked.ended
     forced: frozenset = frozenset()  # children asked for again: their parent runs for a --force (children)
+    legacy: dict = field(default_factory=dict, hash=False)  # Checked.legacy
 
 
 class Problems(ValueError):
@@ -202,7 +204,7 @@ class Submissions:
         self.offload(manifest.write, self.run_dir, self.events.fleet, sid, msg.suite, c.name, msg.shard, msg.force,
                      c.suite_ids)
         return Accepted(self.subs[sid], c.name, c.steps, c.deps, set(c.done), set(c.foreign), c.preload, c.order,
-                        c.markers, c.leftovers, msg.force, c.notes, c.ended)
+                        c.markers, c.leftovers, msg.force, c.notes, c.ended, legacy=c.legacy)
 
     def withdraw(self, acc: Accepted) -> None:
         """Undo accepting a submission that is refused after all (its preload failed): it
@@ -375,7 +377,7 @@ def check(msg: P.Submit, nodes: list, run_dir: Path, notes: dict | None = None,
     return Checked(suite.name, [s.id for s in suite.steps], steps, deps, order, frozenset(done),
                    frozenset(foreign), markers, {k: v for k, v in again.items() if v is not None},
                    frozenset(k for k, v in again.items() if v is None), [s.id for s in steps], suite.preload, left,
-                   ended=ended)
+                   ended=ended, legacy=legacymarks.legacy(done, foreign, by_id, markers) if done else {})
 
 
 def chosen(msg: P.Submit, nodes: list | None, run_dir: Path, record: bool = True, notes: dict | None = None,
