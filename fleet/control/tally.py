@@ -23,7 +23,7 @@ import os
 
 from fleet.core.attempts import NO_CUT, NONE, GOES_ON, Tally, ended_at, tally
 from fleet.core import states as S
-from fleet.wire import records
+from fleet.wire import records, spechash
 
 _journal: dict[str, Tally] = {}  # step key -> its attempts in journals, as counted so far
 _files: dict[str, Tally] = {}    # step key -> its attempt files as read when it was submitted
@@ -135,17 +135,21 @@ def count(d: str, spec, by_fleet_step: bool = False) -> int:
     f = _files.get(d)
     if j is NONE and f is None:
         return 0
-    h = records.spec_hash(spec)
-    return _of(j, h, by_fleet_step) + (_of(f.after(j.cut), h, by_fleet_step) if f is not None else 0)
+    return _of(j, spec, by_fleet_step) + (_of(f.after(j.cut), spec, by_fleet_step) if f is not None else 0)
 
 
 def on_disk(d: str, spec, by_fleet_step: bool = False) -> int:
     """count() with the step's attempt files read now (it is claimed per step: this
     fleet writes its attempts there, and may have since it was submitted)."""
-    h = records.spec_hash(spec)
     j = _journal.get(d, NONE)
-    return _of(j, h, by_fleet_step) + _of(read(d).after(j.cut), h, by_fleet_step)
+    return _of(j, spec, by_fleet_step) + _of(read(d).after(j.cut), spec, by_fleet_step)
 
 
-def _of(t: Tally, h: str, by_fleet_step: bool) -> int:
-    return t.by_fleet_step(h) if by_fleet_step else t.count(h)
+def _of(t: Tally, spec, by_fleet_step: bool) -> int:
+    """t's attempts of the definition `spec`: those naming its hash, or the hash records
+    written before 2026-12-06 name it by (spechash.legacy_hash: taken only for a step
+    with attempts counted)."""
+    if not t.ended:
+        return 0
+    hs = (records.spec_hash(spec), spechash.legacy_hash(spec))
+    return t.by_fleet_step(*hs) if by_fleet_step else t.count(*hs)

@@ -6,7 +6,10 @@ forever). So it counts only attempts that could be that same stuck step:
 
 - attempts of the definition that is to run now (its hash, `spec`, in each record): a
   changed step is a new step, as it is for reruns (a record that names no definition,
-  written by an older fleet for a lost attempt, counts for none);
+  written by an older fleet for a lost attempt, counts for none); a record written
+  before 2026-12-06 names the hash that counted the scheduling fields too, which the
+  caller passes beside the current one (before 2026-12-07 such attempts counted for
+  none after the upgrade);
 - attempts that ended without success: a success shows the step is not stuck, so the
   count starts again after the step's last success;
 - attempts since the user last asked for the step explicitly (`--force`, or its
@@ -42,13 +45,14 @@ class Tally:
     # (ended_at, spec, by fleet step) of each attempt since the cut that ended without success
     ended: tuple = ()
 
-    def count(self, spec: str) -> int:
-        """The attempts of definition `spec` that count."""
-        return sum(1 for e in self.ended if e[1] == spec)
+    def count(self, *specs: str) -> int:
+        """The attempts that count of the definition whose hashes are `specs` (its hash
+        now, and the one records before 2026-12-06 name it by: fleet.wire.spechash)."""
+        return sum(1 for e in self.ended if e[1] in specs)
 
-    def by_fleet_step(self, spec: str) -> int:
+    def by_fleet_step(self, *specs: str) -> int:
         """How many of them `fleet step --record` recorded."""
-        return sum(1 for e in self.ended if e[1] == spec and e[2])
+        return sum(1 for e in self.ended if e[1] in specs and e[2])
 
     def failed(self, ended_at: float, spec: str | None, by_fleet_step: bool = False) -> Tally:
         """One more attempt ended without success (a record naming no definition counts for none)."""

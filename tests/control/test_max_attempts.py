@@ -15,7 +15,8 @@ import pytest
 from fleetharness import assert_nothing_left, fleet, write_suite
 
 from fleet.control import fold
-from fleet.wire import records
+from fleet.core.suite import suite_from_toml
+from fleet.wire import records, spechash
 
 LIMIT = "2"
 HB = ("--heartbeat", "0.2", "--heartbeat-timeout", "2")
@@ -214,4 +215,23 @@ command = ["false"]
     r = fleet("run", str(tmp_path / "s.toml"), "--nodes", "2", "--max-attempts", "1", cwd=tmp_path, timeout=90)
     assert r.returncode == 1 and "3 stopped" in r.stdout, r.stdout + r.stderr
     assert "acting failed" not in (tmp_path / "run" / "coordinator.log").read_text()
+    assert_nothing_left(tmp_path / "run")
+
+
+def test_attempts_recorded_before_the_definition_hash_left_out_the_scheduling_fields_still_count(tmp_path):
+    # (attempts of versions before 2026-12-06 name the hash of fleet.core.suite.LEGACY_IDENTITY:
+    # after the upgrade they counted for nothing and a stopped step ran again, in every run)
+    suite(tmp_path, f"test -e {tmp_path / 'flag'}")
+    for n in (1, 2):
+        r = run(tmp_path)
+        assert r.returncode == 1 and "failed" in r.stdout and runs(tmp_path) == n, r.stdout + r.stderr
+    # The journals as such a version wrote them: the same lines, each attempt naming the old hash.
+    (spec,) = suite_from_toml((tmp_path / "s.toml").read_text(), tmp_path / "s.toml").steps
+    new, old = records.spec_hash(spec), spechash.legacy_hash(spec)
+    journals = list((tmp_path / "run" / records.JOURNALS).glob("*.jsonl"))
+    assert sum(p.read_text().count(f'"spec":"{new}"') for p in journals) >= 2
+    for p in journals:
+        p.write_text(p.read_text().replace(f'"{new}"', f'"{old}"'))
+    stopped(run(tmp_path), 2)
+    assert runs(tmp_path) == 2
     assert_nothing_left(tmp_path / "run")

@@ -16,6 +16,15 @@ def test_only_the_attempts_of_the_definition_asked_for_count():
     assert (t.count("A"), t.count("B"), t.count("C")) == (2, 1, 0)
 
 
+def test_attempts_under_either_hash_of_one_definition_count_together():
+    # (records before 2026-12-06 name the hash that counted the scheduling fields too:
+    # after the upgrade they counted for nothing, and a stopped step ran again)
+    t = A.tally([rec("failed", 1, "old"), rec("failed", 2, "new"), rec("failed", 3, "other")])
+    assert (t.count("new", "old"), t.count("new"), t.count("old")) == (2, 1, 1)
+    t = A.tally([{**rec("failed", 1, "old"), "by": A.BY_FLEET_STEP}, rec("failed", 2, "new")])
+    assert (t.by_fleet_step("new", "old"), t.by_fleet_step("new")) == (1, 0)
+
+
 def test_a_success_starts_the_count_again_whatever_the_order_of_the_records():
     recs = [rec("failed", 5), rec("succeeded", 3), rec("failed", 1), rec("failed", 4, "B")]
     t = A.tally(recs)
