@@ -165,10 +165,19 @@ class Client:
             if why is not None:
                 self.reset()  # (a late answer must not be taken for the answer to the next question)
                 raise why
-        reply = P.decode(raw, limit=ANSWER_LIMIT)
+        try:
+            reply = P.decode(raw, limit=ANSWER_LIMIT)
+        except P.VersionMismatch as e:  # (before 2026-12-07 a traceback: a fleet up by an older install)
+            raise FleetError(self._other_version(e.got)) from None
         if isinstance(reply, P.Error):
             raise FleetError(reply.reason)
         return reply
+
+    def _other_version(self, got) -> str:
+        """Why the answer of a coordinator of another protocol version is not read."""
+        c = self.conn
+        return (f"the fleet in {c.run_dir} (coordinator pid {c.pid} on {c.host}) speaks protocol version {got!r}, "
+                f"this fleet install speaks {P.VERSION}: use the fleet install that started it (fleet down with it too)")
 
     def _silence(self, timeout: float) -> FleetError | None:
         """None once an answer came within `timeout`, else why none did: the keys were
