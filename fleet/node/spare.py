@@ -175,9 +175,14 @@ class Spare:
 
     def reaped(self, pid: int) -> None:
         """``pid`` was reaped: if it was the spare (it died waiting), forget it; if it
-        was the helper, fork spares here from now on."""
-        if self.forker is not None and self.forker.pending and pid != self.forker.pid:
-            self._collect()  # it may be the spare whose pid we were about to hear
+        was the helper, fork spares here from now on, once its last answer is read."""
+        if self.forker is not None and self.forker.pending:
+            # It may be the spare whose pid we were about to hear; or the helper, killed
+            # with its group (a batch system's SIGTERM to every process of the agents'
+            # step) after it forked and sent the spare asked for: that spare is ours to
+            # drop. Before 2026-12-07 it was forgotten, and the zygote's stop named it
+            # among the processes steps left running (fleet.node.orphans).
+            self._collect()
         if self.forker is not None and pid == self.forker.pid:
             self.forker.gone()
             self.forker = None
