@@ -140,7 +140,7 @@ def start(run_dir: Path, profile, nodes: int | None, preload: str, timeout: floa
     caught by the caller: fleet.control.warnsignal) that came while the fleet came up
     goes to its coordinator once it is up, which drains (before 2026-12-07 it ended
     `fleet up` with 138 and left the coordinator it had started running)."""
-    from fleet.control import preflight
+    from fleet.control import loopback, preflight
     from fleet.control.client import FleetError, RunDirError, RunDirFull, up
     modules = tuple(m.strip() for m in preload.split(",") if m.strip())
     for m in modules:
@@ -151,6 +151,8 @@ def start(run_dir: Path, profile, nodes: int | None, preload: str, timeout: floa
     if why:  # found before a coordinator starts (fleet.control.preflight)
         click.echo(f"fleet: {why}; nothing was started", err=True)
         sys.exit(EXIT_INVALID)
+    if warn := loopback.here(profile, advertised()):  # (before 2026-12-07: only after --timeout, without a word)
+        click.echo(f"fleet up: warning: {warn}", err=True)
     try:
         with interruptible(f"fleet up: interrupted; stopping the fleet it was starting in {run_dir}"):
             conn = up(run_dir, nodes=nodes or 1, machine=profile.name, preload=modules,

@@ -22,6 +22,7 @@ import os
 import socket
 import time
 
+from fleet.control import loopback
 from fleet.control.dirlimits import FULL_EXIT, nearly_full
 from fleet.control.drain import FULL_ERRNOS
 from fleet.wire import connection, events
@@ -54,10 +55,18 @@ def unreached(c) -> str:
     address, when some did not join: an agent that started but cannot reach that address
     (a firewall, the wrong network) says so only after its own join timeout, once this
     coordinator has given up and the launcher killed it (before 2026-12-06 nothing named
-    the address). Nothing for a fleet on this host alone (a loopback address)."""
+    the address). A loopback address is each node's own (fleet.control.loopback): said
+    so in a batch job of more than one node (before 2026-12-07 nothing was, as for a
+    fleet on this host alone, where it is nothing's cause)."""
     where = str(getattr(c, "agent_endpoint", "") or "")
     host = where.rpartition("://")[2].rpartition(":")[0].strip("[]")
-    if not host or host == "localhost" or host.startswith("127.") or host == "::1":
+    if host and loopback.is_loopback(host):
+        if loopback.warning(host, "", c.expected, c.profile.launcher == "local") is None:
+            return ""
+        named = getattr(getattr(c, "transport", None), "named", "")
+        return (f"; the agents were told to reach the coordinator at {where}, {loopback.said(named)}: on each "
+                f"other node that is the node itself; {loopback.HOW}")
+    if not host:
         return ""
     return (f"; the agents were told to reach the coordinator at {where}: if they started but cannot reach it, "
             f"give fleet up --advertise ADDR (or FLEET_ADVERTISE) an address of this host the nodes can reach")

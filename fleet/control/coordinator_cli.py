@@ -14,6 +14,7 @@ from pathlib import Path
 import psutil
 import zmq
 
+from fleet.control import loopback
 from fleet.control.drain import DRAIN_BEFORE_S
 from fleet.control.liveness import report_hold
 from fleet.core.lookahead import ahead
@@ -139,8 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         log.error("cannot listen on %s: %s%s", bind, e,
                   f" (is {advertise} an address of this host?)" if advertise and bind == advertise else "")
         return 2
-    log.info("agents connect to %s, clients to %s (listening on %s)", coord.agent_endpoint, coord.client_endpoint,
-             bind)
+    _say_where(coord, bind, nodes, profile.launcher == "local")
     coord.drain.plan(*_planned(args))
     # The batch system's warning (#SBATCH --signal=B:USR1@300, passed on by fleet run): drain now.
     signal.signal(signal.SIGUSR1, coord.drain.on_signal)
@@ -162,6 +162,15 @@ def _job_nodes(profile) -> tuple[str, ...] | None:
         log.error("%s", why)
         return None
     return alloc.nodes
+
+
+def _say_where(coord, bind: str, nodes: int, local: bool) -> None:
+    """Log what the coordinator advertised, and (before the agents start) the loopback
+    address it would tell the agents of other nodes (fleet.control.loopback)."""
+    log.info("agents connect to %s, clients to %s (listening on %s)", coord.agent_endpoint, coord.client_endpoint,
+             bind)
+    if warn := loopback.warning(coord.transport.address, coord.transport.named, nodes, local):
+        log.warning("%s", warn)
 
 
 def _own_cores(n: int, profile, alloc_nodes: tuple[str, ...]) -> tuple[str, ...] | None:

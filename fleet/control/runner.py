@@ -16,6 +16,7 @@ allocation too; 130 interrupted (Ctrl-C, SIGTERM).
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import time
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Callable
 
 from fleet.core import states as S
-from fleet.control import gone, interrupts, jobfleets, warnsignal
+from fleet.control import gone, interrupts, jobfleets, loopback, warnsignal
 from fleet.control.api import Fleet, Submission, SubmitError
 from fleet.control.drain import FULL, READ_ONLY
 from fleet.control.stuck import TOO_LONG
@@ -73,7 +74,7 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
     try:
         conn, theirs = jobfleets.to_use(run_dir, any_job)
         if conn is None:
-            machine = _embedding(run_dir, nodes, theirs)
+            machine = _embedding(run_dir, nodes, theirs, fleet_options or [])
             embedded = embedded_name()
             conn = up(run_dir, nodes=nodes, machine=machine, preload=suite.preload, timeout=join_timeout,
                       extra=fleet_options, name=embedded)
@@ -125,15 +126,19 @@ def _on_interrupt(suite: Suite, followed: list, f: Fleet | None, run_dir: Path, 
         _summary(suite, followed[0], run_dir, f.conn, embedded is None, out)
 
 
-def _embedding(run_dir: Path, nodes: int, theirs: connection.Connection | None) -> str:
+def _embedding(run_dir: Path, nodes: int, theirs: connection.Connection | None, options: list[str]) -> str:
     """The machine of the embedded fleet `fleet run` starts (theirs: another job's fleet
-    up, passed over), once it is said on stderr."""
+    up, passed over; `options`: its coordinator's), once it is said on stderr, with the
+    loopback address it would tell the agents of other nodes (fleet.control.loopback)."""
     from fleet.site.profiles import detect
     fleet_run_dir(run_dir)  # before a word about starting: nothing starts where nothing can be written
     machine = detect()  # inside a batch job: the whole allocation, not just this node
     where = counted(nodes, "pretend node") if machine == "local" else f"machine {machine}"
     why = jobfleets.passed_over(run_dir, theirs) if theirs else f"no fleet is up in {run_dir}"
     print(f"fleet: {why}; starting an embedded fleet ({where})", file=sys.stderr, flush=True)
+    given = options[options.index("--advertise") + 1] if "--advertise" in options else os.environ.get("FLEET_ADVERTISE")
+    if warn := loopback.embedded(given):
+        print(f"fleet run: warning: {warn}", file=sys.stderr, flush=True)
     return machine
 
 

@@ -53,8 +53,10 @@ class Transport:
         self.agent_sock.setsockopt(zmq.BACKLOG, AGENT_BACKLOG)
         aport = self.agent_sock.bind_to_random_port(f"tcp://{bind_host}")
         cport = self.client_sock.bind_to_random_port(f"tcp://{bind_host}")
-        addr = advertise or (bind_host if bind_host not in ("0.0.0.0", "*")
-                             else socket.gethostbyname(socket.gethostname()))
+        # The host name the address comes from, if it does (what is said of a loopback one:
+        # fleet.control.loopback).
+        self.named = "" if advertise or bind_host not in ("0.0.0.0", "*") else socket.gethostname()
+        self.address = addr = advertise or (socket.gethostbyname(self.named) if self.named else bind_host)
         self.agent_endpoint = f"tcp://{addr}:{aport}"
         self.client_endpoint = f"tcp://{addr}:{cport}"
         self.dropped: dict[str, int] = {}
