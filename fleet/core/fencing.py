@@ -47,6 +47,10 @@ class Fencing:
     def __init__(self) -> None:
         self._ends: list[tuple[float, int, str, str, tuple]] = []  # (end, order, node, reason, (step, attempt)...)
         self.nodes: dict[str, float] = {}  # node -> when its hold ends
+        # step -> the holds it is in: a step over several lost nodes (span, MPI) ends at
+        # the last of their holds, not at the first, nor at another of its nodes' loss
+        # with no hold (its goodbye) while its first node may still run it.
+        self.held: dict[str, int] = {}
         self._n = 0
 
     def due(self) -> float | None:
@@ -57,20 +61,35 @@ class Fencing:
         self._n += 1
         heapq.heappush(self._ends, (until, self._n, node, reason, victims))
         self.nodes[node] = until
+        for sid, _ in victims:
+            self.held[sid] = self.held.get(sid, 0) + 1
 
     def take(self, now: float, node: str | None = None) -> list[tuple[str, str, tuple]]:
-        """The holds ended by `now` in their order, and then `node`'s, whenever it ends."""
+        """The holds ended by `now` in their order, and then `node`'s, whenever it ends:
+        (node, reason, its steps in no other hold, which end now)."""
         done = []
         while self._ends and self._ends[0][0] <= now:
             _, _, n, reason, victims = heapq.heappop(self._ends)
             self.nodes.pop(n, None)
-            done.append((n, reason, victims))
+            done.append((n, reason, self._out(victims)))
         if node is not None and self.nodes.pop(node, None) is not None:  # (rare: a heap as long as the holds)
             entry = next(e for e in self._ends if e[2] == node)
             self._ends.remove(entry)
             heapq.heapify(self._ends)
-            done.append(entry[2:])
+            done.append((entry[2], entry[3], self._out(entry[4])))
         return done
+
+    def _out(self, victims: tuple) -> tuple:
+        """victims, a hold of theirs ended: those in no other hold."""
+        held, last = self.held, []
+        for v in victims:
+            k = held.get(v[0], 0) - 1
+            if k > 0:
+                held[v[0]] = k
+            else:
+                held.pop(v[0], None)
+                last.append(v)
+        return tuple(last)
 
 
 def lost(sched, ev, now: float, out: list) -> None:
@@ -83,7 +102,8 @@ def lost(sched, ev, now: float, out: list) -> None:
     if ev.fence_s <= 0 or sched.deadline.drained or not (victims or sched.window.count.get(ev.node)):
         sched.window.lost(ev.node, ev.reason, out)  # before the victims: none of them starts now
         _gone(sched, ev.node)
-        _end(sched, victims, ev.reason, now, out)
+        held = sched.fencing.held  # (a step held for another of its nodes ends with that hold)
+        _end(sched, tuple(v for v in victims if v[0] not in held) if held else victims, ev.reason, now, out)
     else:
         for sid, _ in victims:  # nothing more is queued behind them there
             sched.window._close(sched._jobs[sid])

@@ -340,7 +340,8 @@ class Scheduler(Entries, Phases, Outside):
         went_on = job.cancelled and ev.outcome in S.CONTROL  # (its exit record says it goes on: Finished.ran)
         self._stop_running(job, goes_on)
         if job.cancelled and ev.outcome != S.SUCCEEDED:  # lost, failed on its SIGTERM, or going on: cancelled still
-            ev = StepExited(ev.step, ev.attempt, S.CANCELLED, f"cancelled ({ev.reason})" if went_on else ev.reason)
+            said = went_on or ev.outcome == S.LOST  # (its node lost before it stopped: the reason says both)
+            ev = StepExited(ev.step, ev.attempt, S.CANCELLED, f"cancelled ({ev.reason})" if said else ev.reason)
         if job.spec.id in self._after:
             self._next_generation(job, ev, out)
             return

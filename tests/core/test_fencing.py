@@ -5,7 +5,7 @@ the shell's timer (Fenced) with its time."""
 from __future__ import annotations
 
 from fleet.core import states as S
-from fleet.core.scheduler import (Finished, Ignored, NodeJoined, NodeLost, Retry, Scheduler, Start, StepExited,
+from fleet.core.scheduler import (Cancel, Finished, Ignored, NodeJoined, NodeLost, Retry, Scheduler, Start, StepExited,
                                   Unrunnable, submission)
 from fleet.core.fencing import Fenced
 from fleet.core.deadline import AllocationEnds, DrainNow
@@ -99,3 +99,36 @@ def test_a_drain_ends_every_hold_as_the_loss_did_before_and_starts_none_of_its_s
     out = sched.handle(DrainNow("the allocation ends"), 50.0)
     assert of(Finished, out) == [Finished("a", 1, S.LOST, "gone")] and of(Start, out) == []
     assert sched.fencing.due() is None and sched.state("a") != S.RUNNING
+
+
+def test_a_step_over_two_nodes_held_for_one_is_not_retried_when_the_other_says_goodbye():
+    # Its first node (where its launcher runs) is lost and held; its other node's agent
+    # then stops on its own (no hold): the step may still run on the first until its hold ends.
+    sched, out = fleet_of([node(n, 2) for n in ("A", "B", "C", "D")],
+                          {"id": "w", "cores": 4, "min_cores": 4, "span": True, "retries": 2})
+    assert [s.node for s in of(Start, out)[0].placement] == ["A", "B"]
+    assert sched.handle(NodeLost("A", "agent missed heartbeats", fence_s=10.0), 1.0) == []
+    out = sched.handle(NodeLost("B", "the agent stopped on its own"), 2.0)
+    assert of(Finished, out) == [] and of(Start, out) == [] and sched.state("w") == S.RUNNING
+    out = sched.handle(Fenced(), 11.0)
+    assert of(Finished, out) == [Finished("w", 1, S.LOST, "agent missed heartbeats")]
+    assert [s.node for s in of(Start, out)[0].placement] == ["C", "D"] and sched.fencing.held == {}
+
+
+def test_a_step_over_two_held_nodes_ends_at_the_later_hold_not_the_first():
+    sched, _ = fleet_of([node(n, 2) for n in ("A", "B", "C", "D")],
+                        {"id": "w", "cores": 4, "min_cores": 4, "span": True, "retries": 2})
+    sched.handle(NodeLost("B", "unreachable", fence_s=4.0), 1.0)  # ends at 5
+    sched.handle(NodeLost("A", "agent missed heartbeats", fence_s=10.0), 2.0)  # ends at 12
+    out = sched.handle(Fenced(), 5.0)
+    assert of(Finished, out) == [] and of(Start, out) == [] and sched.state("w") == S.RUNNING
+    out = sched.handle(Fenced(), 12.0)
+    assert [d.step for d in of(Finished, out)] == ["w"] and [d.step for d in of(Start, out)] == ["w"]
+
+
+def test_a_held_step_cancelled_ends_cancelled_with_both_the_cancel_and_the_loss_in_its_reason():
+    sched, _ = fleet_of([node("n1", 1), node("n2", 1)], {"id": "a"}, {"id": "b"})
+    sched.handle(NodeLost("n1", "agent missed heartbeats", fence_s=5.0), 1.0)
+    sched.handle(Cancel(("a",)), 2.0)
+    out = sched.handle(Fenced(), 6.0)
+    assert of(Finished, out) == [Finished("a", 1, S.CANCELLED, "cancelled (agent missed heartbeats)")]

@@ -232,7 +232,7 @@ def test_a_cancelled_running_step_that_fails_or_is_lost_before_its_kill_lands_st
     sched, out = scheduler([node("n1", 1), node("n2", 1)], {"id": "a", "retries": 2}, {"id": "b", "retries": 2})
     sched.handle(Cancel(("a", "b")), 1.0)
     assert exit_(sched, "a", 2.0, "failed", 1, "exit status 1") == [Finished("a", 1, "cancelled", "exit status 1")]
-    assert sched.handle(NodeLost("n2"), 3.0) == [Finished("b", 1, "cancelled", "node lost")]
+    assert sched.handle(NodeLost("n2"), 3.0) == [Finished("b", 1, "cancelled", "cancelled (node lost)")]
     assert sched.finished()
 
 
