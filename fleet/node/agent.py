@@ -167,10 +167,10 @@ class Agent:
     def _warn(self, text: str) -> None:
         print(f"{logtag.tag()}fleet agent {self.node}: {text}", file=sys.stderr, flush=True)
 
-    def join(self, cores, gpus, memory) -> None:
+    def join(self, cores, gpus, memory, held=()) -> None:
         self.send(P.Join(node=self.node, host=socket.gethostname(), cores=list(cores), gpus=list(gpus),
-                         memory=int(memory), pid=os.getpid(), zygote_pid=self.hello.pid,
-                         preload=list(self.hello.preload), memlimit=self.memory.choice.describe()))
+                         memory=int(memory), pid=os.getpid(), zygote_pid=self.hello.pid, preload=list(self.hello.preload),
+                         memlimit=self.memory.choice.describe(), held_back=list(held)))
 
     def serve(self) -> int:
         zmq = self.zmq
@@ -476,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
         zygote.pid, token, min(2.0, timeout / 4), 0.5 * timeout, cgroups)
     hello = await_hello(zygote, rep_r)  # or why not: the module a crashed zygote was importing
     from fleet.node import probe
-    cores = offered_cores(args, probe.usable_cores)
+    cores, held = offered_cores(args, probe.usable_cores)
     memory = args.memory or probe.node_memory()
     gpus = offered_gpus(args, probe.node_gpus)
     agent = Agent(args, zygote, req_w, rep_r, hello)
@@ -489,7 +489,7 @@ def main(argv: list[str] | None = None) -> int:
         agent.sock.close(linger=2000)
         agent.ctx.term()
         return 3
-    agent.join(cores, gpus, memory)
+    agent.join(cores, gpus, memory, held)
     return agent.serve()
 
 

@@ -8,21 +8,29 @@ import os
 import socket
 import sys
 
+from fleet.node import heldback
 from fleet.wire import logtag
 
 
-def offered_cores(args, usable) -> list[int]:
+def offered_cores(args, usable) -> tuple[list[int], list[int]]:
     """The cores this agent offers: --cores, else what `usable()` says this node allows
     but the site's held-back cores and, on its node, the coordinator's own
-    (fleet.site.owncores)."""
+    (fleet.site.owncores); and those of this node the profile holds back (its Join says
+    them). None left is said in the log, naming the profile (fleet.node.heldback)."""
     if args.cores:
-        return [int(c) for c in args.cores.split(",") if c]
+        return [int(c) for c in args.cores.split(",") if c], []
     held = {int(c) for c in args.hold_back.split(",") if c}
+    kept: set[int] = set()
     if args.coordinator_node and args.coordinator_node == args.node:
         kept = {int(c) for c in args.coordinator_cores.split(",") if c}
-        held |= kept
         print(f"{logtag.tag()}fleet agent {args.node}: core(s) {sorted(kept)} left to the coordinator", file=sys.stderr, flush=True)
-    return [c for c in usable() if c not in held]
+    here = list(usable())
+    offered = [c for c in here if c not in held and c not in kept]
+    if not offered:
+        why = heldback.all_held(args.node, len(here), args.machine, sorted(held), sorted(kept & set(here)))
+        print(f"{logtag.tag()}fleet agent {args.node}: offering no core: {why}; steps get no core here "
+              f"({heldback.ADVICE})", file=sys.stderr, flush=True)
+    return offered, [c for c in here if c in held]
 
 
 def offered_gpus(args, node_gpus) -> list[int]:
@@ -62,6 +70,7 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--node-list", default="", help="the allocation's nodes, in rank order")
     ap.add_argument("--cores", default="", help="core ids to offer (default: what this node allows)")
     ap.add_argument("--hold-back", default="", help="core ids the site keeps for itself")
+    ap.add_argument("--machine", default="", help="the machine profile that holds them back (named in the log)")
     ap.add_argument("--coordinator-node", default="", help="the node where the coordinator keeps cores of its own")
     ap.add_argument("--coordinator-cores", default="", help="those cores (fleet.site.owncores)")
     ap.add_argument("--memory", type=int, default=0, help="bytes to offer (default: what this node reports)")

@@ -181,17 +181,20 @@ def _empty(path: Path) -> bool:
         return False
 
 
-def agent_argv(endpoint: str, preload: tuple[str, ...], hold_back: tuple[int, ...], *extra: str) -> list[str]:
+def agent_argv(endpoint: str, preload: tuple[str, ...], hold_back: tuple[int, ...], *extra: str,
+               machine: str = "") -> list[str]:
+    """An agent's command line (`machine`: the profile holding `hold_back` back, for its log)."""
     return [*interpreter.module("fleet.node.agent"), "--connect", endpoint, "--preload", ",".join(preload),
-            "--hold-back", ",".join(map(str, hold_back)), *extra]
+            "--hold-back", ",".join(map(str, hold_back)), *(["--machine", machine] if machine else []), *extra]
 
 
 class _BatchLauncher:
     """One launcher process (srun or mpiexec) that starts an agent on every node."""
 
     def __init__(self, run_dir: Path, nodes: tuple[str, ...], hold_back: tuple[int, ...] = (),
-                 flags: tuple[str, ...] = (), own: tuple[str, ...] = (), gpus: tuple[str, ...] = ()):
+                 flags: tuple[str, ...] = (), own: tuple[str, ...] = (), gpus: tuple[str, ...] = (), machine: str = ""):
         self.run_dir = Path(run_dir)
+        self.machine = machine  # the profile's name, for the agents' logs (fleet.node.heldback)
         self.nodes = nodes
         self.hold_back = hold_back
         self.flags = flags
@@ -257,7 +260,8 @@ class SlurmLauncher(_BatchLauncher):
         n = str(len(self.nodes))
         return ["srun", "--overlap", "--mpi=none", "--cpu-bind=none", "--kill-on-bad-exit=0",
                 "-N", n, "-n", n, "--ntasks-per-node=1", *self.flags,
-                *agent_argv(endpoint, preload, self.hold_back, "--node-from", "slurm", *self.own, *self.gpus)]
+                *agent_argv(endpoint, preload, self.hold_back, "--node-from", "slurm", *self.own, *self.gpus,
+                            machine=self.machine)]
 
 
 class PalsLauncher(_BatchLauncher):
@@ -271,7 +275,7 @@ class PalsLauncher(_BatchLauncher):
         return ["mpiexec", "-n", n, "--ppn", "1", "--hosts", ",".join(self.nodes),
                 "--depth", "1", "--cpu-bind", "none", *self.flags,
                 *agent_argv(endpoint, preload, self.hold_back, "--node-from", "rank",
-                            "--node-list", ",".join(self.nodes), *self.own, *self.gpus)]
+                            "--node-list", ",".join(self.nodes), *self.own, *self.gpus, machine=self.machine)]
 
 
 def gpu_args(profile) -> tuple[str, ...]:
@@ -286,7 +290,9 @@ def launcher_for(profile, run_dir: Path, nodes: tuple[str, ...] = (), own: tuple
     if profile.launcher == "local":
         return LocalLauncher(run_dir, profile.held_back_cores, profile.gpu_var, profile.gpus_per_node)
     if profile.launcher == "slurm":
-        return SlurmLauncher(run_dir, nodes, profile.held_back_cores, profile.agent_flags, own, gpu_args(profile))
+        return SlurmLauncher(run_dir, nodes, profile.held_back_cores, profile.agent_flags, own, gpu_args(profile),
+                             profile.name)
     if profile.launcher == "pals":
-        return PalsLauncher(run_dir, nodes, profile.held_back_cores, profile.agent_flags, own, gpu_args(profile))
+        return PalsLauncher(run_dir, nodes, profile.held_back_cores, profile.agent_flags, own, gpu_args(profile),
+                            profile.name)
     raise ValueError(f"unknown launcher {profile.launcher!r}")

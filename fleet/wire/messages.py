@@ -196,6 +196,7 @@ class Join:
     zygote_pid: int
     preload: list
     memlimit: str = ""  # how steps are held to their memory here (fleet.node.memlimit), in words
+    held_back: list = field(default_factory=list)  # its cores the machine profile holds back (fleet.node.heldback)
 
 
 @message("join_failed")

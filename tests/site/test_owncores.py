@@ -78,7 +78,7 @@ def test_only_the_agent_on_the_coordinator_s_node_leaves_its_cores_out_beside_th
         return SimpleNamespace(cores="", hold_back="0", node=node, coordinator_node="nid1", coordinator_cores="6,7")
 
     usable = lambda: (0, 1, 2, 3, 4, 5, 6, 7)  # noqa: E731
-    assert offered_cores(args("nid1"), usable) == [1, 2, 3, 4, 5]
+    assert offered_cores(args("nid1"), usable) == ([1, 2, 3, 4, 5], [0])  # (and those the profile holds back)
     assert "fleet agent nid1: core(s) [6, 7] left to the coordinator" in capsys.readouterr().err
-    assert offered_cores(args("nid2"), usable) == [1, 2, 3, 4, 5, 6, 7]
+    assert offered_cores(args("nid2"), usable) == ([1, 2, 3, 4, 5, 6, 7], [0])
     assert capsys.readouterr().err == ""
