@@ -144,4 +144,4 @@ class ComingUp:
             c.events.write(events.FleetFailed(t=now, reason=why))
             return
         c.ready = True
-        c.events.write(events.FleetUp(t=now, nodes=sorted(c.agents)))
+        c.events.write(events.FleetUp(t=now, nodes=sorted(c.agents), no_cores=c.nocores.up()))

@@ -23,7 +23,7 @@ from pathlib import Path
 import zmq
 
 from fleet.control import (cancelling, comingup, drain, early, eventlines, heap, jobend, launching, nodemarkers,
-                           outcomes, preloads, recording, reports, rezygote, store, turns, turntrace)
+                           nocores, outcomes, preloads, recording, reports, rezygote, store, turns, turntrace)
 from fleet.control.claims import Claims
 from fleet.control.holdtimer import HoldTimer
 from fleet.control.intake import Intake
@@ -93,6 +93,7 @@ class Coordinator:
         self.intake = Intake(self)  # submissions on their way in
         self.ready = False
         self.coming = comingup.ComingUp(self)  # the connection file, or why the fleet cannot come up
+        self.nocores = nocores.NoCores(self)  # nodes whose cores are all held back (fleet.control.nocores)
         self.ended_why: dict[str, str] = {}  # step -> how its last attempt ended, for its retry line
         self.interrupted: set[str] = set()   # steps stopped by this fleet's own stop (not attempts)
         self.drain = drain.Drain(self)  # the allocation's end (fleet.control.drain)
@@ -253,6 +254,9 @@ class Coordinator:
             return
         was_ready = self.ready
         nodes = self.liveness.join(ident, msg, now, was_ready)
+        self.nocores.joined(msg)
+        if not was_ready and self.nocores.none_left(nodes, now):
+            return  # every node's cores held back: the fleet cannot come up
         nodes = self.preloads.joined(msg, nodes, was_ready)  # a late joiner first preloads
         for spec in nodes:
             self._feed(NodeJoined(spec), now)

@@ -96,7 +96,10 @@ class Intake:
             return
         nodes = list(c.sched.pool.nodes())  # a copy: the pool changes on the loop
         unread = getattr(c.launcher, "gpus_unread", "")  # (a test's stand-in launcher may not say)
-        notes = {"GPU": f"the nodes offer no GPUs: {unread}"} if unread else None
+        notes = {"GPU": f"the nodes offer no GPUs: {unread}"} if unread else {}
+        if held := c.nocores.note():  # (a node whose cores are all held back: fleet.control.nocores)
+            notes["core"] = held
+        notes = notes or None
         self.worker.put((ident, msg), checked, msg, nodes, c.run_dir, c.profile.mpi, notes)
 
     def collect(self) -> None:

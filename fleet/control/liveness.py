@@ -39,6 +39,7 @@ class Agent:
     memory_used: int = -1  # bytes in use on it, as its last heartbeat said (-1: not said)
     memory_noted: int = -1  # the high last recorded (-1: none yet)
     restarts: int = 0  # its zygotes restarted (fleet.control.rezygote)
+    no_cores: str = ""  # why it offers no core for steps (fleet.control.nocores), "" if it offers some
 
 
 # Heartbeats each way per second that one coordinator takes at most. Each costs it tens
@@ -167,7 +168,8 @@ class Liveness:
         spec = NodeSpec(msg.node, tuple(msg.cores), tuple(msg.gpus), int(msg.memory))
         self.events.write(events.NodeJoined(t=now, node=msg.node, host=msg.host, cores=list(msg.cores),
                                             gpus=list(msg.gpus), memory=msg.memory, pid=msg.pid,
-                                            zygote_pid=msg.zygote_pid, memlimit=msg.memlimit))
+                                            zygote_pid=msg.zygote_pid, memlimit=msg.memlimit,
+                                            held_back=list(msg.held_back) or None))
         self.transport.reply(self.transport.agent_sock, ident, P.Welcome(msg.node, self.heartbeat_s, self.timeout_s,
                                                                        self.report_hold_s))
         if ready:

@@ -4,10 +4,12 @@ At 10,000 nodes a row per node made every status answer ~1.3 MB, built, sent and
 at each call (and every second of `fleet status --watch`). The default answer now holds:
 
 - ``nodes_summary``: counts (alive, lost, not in the pool), cores/gpus/memory held and used
-  totals, the zygote restarts of the live nodes, and how many nodes are idle, under half busy, half or more busy, or full;
+  totals, the zygote restarts of the live nodes, how many offer no core (``no_cores``), and
+  how many nodes are idle, under half busy, half or more busy, or full;
 - ``nodes``: the rows of the nodes that need attention (lost, joined but not in the
   pool, quiet for more than half the heartbeat timeout, memory in use well beyond what
-  their steps hold or nearly full, a fork server (zygote) restarted by its agent), at most ATTENTION_LISTED of them, each with its
+  their steps hold or nearly full, a fork server (zygote) restarted by its agent, no core for
+  steps: fleet.control.nocores), at most ATTENTION_LISTED of them, each with its
   ``attention`` reason; ``nodes_attention`` says how many there are in all. A fleet of at
   most NODES_IN_FULL nodes lists every node there (``nodes_shown`` "all"), as before.
 
@@ -58,6 +60,8 @@ def _why(a, spec, free_m: int, quiet_s: float | None, now_m: float) -> str:
         return "not in the pool"  # (yet, or turned away): it gets no steps
     if quiet_s is not None and now_m - a.last_seen > quiet_s:
         return f"quiet {now_m - a.last_seen:.0f} s"
+    if a.no_cores:
+        return f"no core for steps: {a.no_cores}"
     used = a.memory_used
     if used >= 0 and spec.memory > 0:
         if used >= NEAR_FULL * spec.memory:
@@ -74,7 +78,7 @@ def summary(sched, agents: list, quiet_s: float | None = None) -> dict:
     (local sums: 10,000 nodes in a few ms). `quiet_s`: silence (s) after which a live
     node is listed as quiet (None: never)."""
     pool, now_m = sched.pool, time.monotonic()
-    alive = lost = cores = busy_c = gpus = busy_g = memory = held = used = reported = restarts = 0
+    alive = lost = cores = busy_c = gpus = busy_g = memory = held = used = reported = restarts = no_cores = 0
     hist = [0, 0, 0, 0]
     listed, attention = [], 0
     full = len(agents) <= NODES_IN_FULL
@@ -99,7 +103,8 @@ def summary(sched, agents: list, quiet_s: float | None = None) -> dict:
                 reported += 1
             hist[0 if b == 0 else 3 if b >= n_c else 1 if 2 * b < n_c else 2] += 1
             restarts += a.restarts
-            if not full and not a.restarts and (quiet_s is None or now_m - a.last_seen <= quiet_s) and a.memory_used < min(
+            no_cores += bool(a.no_cores)
+            if not full and not a.restarts and not a.no_cores and (quiet_s is None or now_m - a.last_seen <= quiet_s) and a.memory_used < min(
                     NEAR_FULL * spec.memory, spec.memory - free_m + spec.memory // BEYOND_HELD):
                 continue  # the common case, and no attention by _why's rules either: nothing to say
         why = _why(a, spec, free_m, quiet_s, now_m)
@@ -108,5 +113,6 @@ def summary(sched, agents: list, quiet_s: float | None = None) -> dict:
             listed.append(dict(_row(pool, a, spec), **({"attention": why} if why else {})))
     t = dict(nodes=len(agents), alive=alive, lost=lost, not_in_pool=len(agents) - alive - lost, cores=cores,
              cores_busy=busy_c, gpus=gpus, gpus_busy=busy_g, memory=memory, memory_held=held, memory_used=used,
-             memory_reported=reported, busy=dict(zip(BUCKETS, hist)), zygote_restarts=restarts)
+             memory_reported=reported, busy=dict(zip(BUCKETS, hist)), zygote_restarts=restarts,
+             no_cores=no_cores)
     return dict(nodes_summary=t, nodes=listed, nodes_attention=attention, nodes_shown="all" if full else "attention")

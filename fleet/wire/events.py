@@ -87,6 +87,7 @@ class FleetStarting(Record):
 @_record("fleet_up")
 class FleetUp(Record):
     nodes: list = field(default_factory=list)
+    no_cores: list | None = None  # the nodes that offer no core for steps (fleet.control.nocores)
 
 
 @_record("fleet_failed")
@@ -129,6 +130,7 @@ class NodeJoined(Record):
     pid: int = 0
     zygote_pid: int = 0
     memlimit: str = ""  # how its steps are held to their memory (fleet.node.memlimit), in words
+    held_back: list | None = None  # its cores the machine profile holds back (none: left out)
 
 
 @_record("node_memory")
