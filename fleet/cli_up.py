@@ -167,6 +167,7 @@ def start(run_dir: Path, profile, nodes: int | None, preload: str, timeout: floa
         sys.exit(128 + (e.signum if isinstance(e, Interrupted) else signal.SIGINT))
     click.echo(f"fleet up on {profile.name}: coordinator pid {conn.pid} on {conn.host}, run dir {run_dir}")
     _warning_to(conn)
+    _say_no_cores(run_dir, conn)
     if os.environ.get("FLEET_RUN_DIR") != str(run_dir):
         click.echo(f"fleet run, status and down find it from {run_dir}; from elsewhere: "
                    f"export FLEET_RUN_DIR={shlex.quote(str(run_dir))}")
@@ -184,6 +185,33 @@ def _warning_to(conn) -> None:
         where = ("passed to its coordinator, which drains" if conn.host == socket.gethostname()
                  else f"not passed on: its coordinator runs on {conn.host} (signal it there)")
         click.echo(f"fleet up: the warning signal (SIGUSR1) came while the fleet came up; {where}", err=True)
+
+
+def _say_no_cores(run_dir: Path, conn) -> None:
+    """Name (stderr) the nodes that came up offering no core for steps, their cores all
+    held back by the machine profile (fleet.control.nocores: the fleet is up, its other
+    nodes run steps), as its coordinator says when asked; nothing if it cannot be asked
+    (its log says it too). Before 2026-12-07 `fleet up` said nothing of them."""
+    from fleet.control.api import Fleet
+    from fleet.control.client import FleetError
+    from fleet.core.units import counted
+    import zmq
+    try:
+        with Fleet(run_dir, conn) as fleet:
+            st = fleet.status(timeout=10.0)
+    except (FleetError, TimeoutError, ValueError, OSError, zmq.ZMQError):
+        return  # (the warning is extra: the coordinator's log and fleet status say it too)
+    total = st.get("nodes_summary", {})
+    if not total.get("no_cores"):
+        return
+    rows = [r for r in st.get("nodes", []) if str(r.get("attention", "")).startswith("no core")]
+    n = total["no_cores"]
+    click.echo(f"fleet up: warning: {n} of its {counted(total.get('nodes', 0), 'node')} "
+               f"{'offers' if n == 1 else 'offer'} no core for steps (steps run on the others):", err=True)
+    for r in rows:
+        click.echo(f"  {r['node']}: {r['attention']}", err=True)
+    if n > len(rows):
+        click.echo(f"  and {n - len(rows)} more: fleet status --nodes lists them", err=True)
 
 
 def stop_all(run_dir: Path, any_job: bool = False) -> None:

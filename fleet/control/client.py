@@ -15,7 +15,7 @@ from pathlib import Path
 
 from fleet.control import identity
 from fleet.control.channel import ANSWER_LIMIT, SLICE_S, Client, CoordinatorGone, FleetError, NoAnswer  # noqa: F401 (callers import them from here)
-from fleet.control.startlog import preload_refusals, signame, size, tail
+from fleet.control.startlog import failure, preload_refusals, signame, size, tail
 from fleet.control.dirlimits import FULL_EXIT, full_disk, room, run_dir_too_long, shown
 from fleet.site import jobstate
 from fleet.control.takedown import down
@@ -445,8 +445,10 @@ def _not_up(run_dir: Path, proc: subprocess.Popen, offset: int) -> FleetError:
     if full:  # (its log may be empty: it could not write it either)
         return RunDirFull(f"the coordinator exited with status {proc.returncode} before the fleet was up: {full}; "
                           f"free space (or raise the quota) and run again")
-    return FleetError(f"the coordinator exited with status {proc.returncode} before the fleet was up; "
-                      f"see {_log_of(run_dir, proc.pid)}:\n" + tail(run_dir / "coordinator.log", pid=proc.pid))
+    why = failure(run_dir / "events.jsonl", offset, proc.pid)
+    return FleetError(f"the coordinator exited with status {proc.returncode} before the fleet was up"
+                      f"{': ' + why if why else ''}; see {_log_of(run_dir, proc.pid)}:\n"
+                      + tail(run_dir / "coordinator.log", pid=proc.pid))
 
 
 def _log_of(run_dir: Path, pid: int) -> str:

@@ -1,5 +1,6 @@
 """What a coordinator that did not come up left behind, read by the `fleet up` that
-started it: its log's tail, the zygotes' preload refusals in events.jsonl."""
+started it: its log's tail, the zygotes' preload refusals and its own word on why
+(fleet_failed) in events.jsonl."""
 
 from __future__ import annotations
 
@@ -17,9 +18,9 @@ def signame(n: int) -> str:
         return f"signal {n}"
 
 
-def preload_refusals(path: Path, offset: int, pid: int) -> list[tuple[str, str]]:
-    """(node, why) of each agent whose zygote refused its preload modules, as the fleet
-    whose coordinator is `pid` on this host recorded them in events.jsonl past `offset`."""
+def _records(path: Path, offset: int, pid: int) -> list:
+    """The records past `offset` in events.jsonl `path` of the fleet whose coordinator is
+    `pid` on this host."""
     from fleet.wire import events
     tag = f"{socket.gethostname()}-{pid}-"  # the fleet's id begins so (fleet.control.coordinator)
     try:
@@ -28,9 +29,22 @@ def preload_refusals(path: Path, offset: int, pid: int) -> list[tuple[str, str]]
             lines = f.read().decode(errors="replace").splitlines()
     except OSError:
         return []
-    found = [events.parse(d) for d in events.events_of(lines)]
-    return [(r.node, r.reason) for r in found
-            if isinstance(r, events.AgentFailed) and r.preload and r.fleet.startswith(tag)]
+    return [r for r in map(events.parse, events.events_of(lines)) if r.fleet.startswith(tag)]
+
+
+def preload_refusals(path: Path, offset: int, pid: int) -> list[tuple[str, str]]:
+    """(node, why) of each agent whose zygote refused its preload modules, as the fleet
+    whose coordinator is `pid` on this host recorded them in events.jsonl past `offset`."""
+    from fleet.wire import events
+    return [(r.node, r.reason) for r in _records(path, offset, pid) if isinstance(r, events.AgentFailed) and r.preload]
+
+
+def failure(path: Path, offset: int, pid: int) -> str:
+    """Why that fleet did not come up, as it recorded (its last fleet_failed), or ""
+    (before 2026-12-07 `fleet up` gave only its exit status and its log's tail)."""
+    from fleet.wire import events
+    said = [r.reason for r in _records(path, offset, pid) if isinstance(r, events.FleetFailed) and r.reason]
+    return said[-1] if said else ""
 
 
 def size(path: Path) -> int:
