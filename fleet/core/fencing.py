@@ -105,11 +105,30 @@ def lost(sched, ev, now: float, out: list) -> None:
         held = sched.fencing.held  # (a step held for another of its nodes ends with that hold)
         _end(sched, tuple(v for v in victims if v[0] not in held) if held else victims, ev.reason, now, out)
     else:
-        for sid, _ in victims:  # nothing more is queued behind them there
-            sched.window._close(sched._jobs[sid])
+        window = sched.window
+        for sid, _ in victims:  # nothing more is queued behind them there, nor behind those queued there
+            window._close(sched._jobs[sid])
+            succ = window.next.get(sid)
+            if succ is not None:
+                for job in window._chain_of(succ):
+                    window._close(job)
         sched.fencing.hold(ev.node, now + ev.fence_s, ev.reason, victims)
         _gone(sched, ev.node)
     _unfit(sched, ev.node, out)
+
+
+def rejoining(sched, node: str) -> None:
+    """`node` joins again (after its own hold, settle()) while steps that ran there are
+    still held for another of their nodes (a span, an MPI step): their part there went
+    with the old node, so it is taken out of their placement, not given back to the new
+    one when they end (its cores, GPUs and memory handed out twice)."""
+    on = sched._on_node.get(node)
+    if not on:
+        return
+    for sid in on:
+        job = sched._jobs[sid]
+        job.placement = tuple(s for s in job.placement if s.node != node)
+    on.clear()
 
 
 def settle(sched, now: float, out: list, node: str | None = None, every: bool = False) -> None:

@@ -115,6 +115,7 @@ class Scheduler(Entries, Phases, Outside):
             fencing.settle(self, now, out)
         elif isinstance(event, NodeJoined):
             fencing.settle(self, now, out, event.node.name)  # (held still: its old steps end first)
+            fencing.rejoining(self, event.node.name)  # (held for another node: their part here is gone)
             self.pool.add(event.node)
             self._on_node.setdefault(event.node.name, set())
             self._capacity = None

@@ -140,6 +140,8 @@ class WindowBack:
                 if job.spec.id in self.recalled:  # taken back for the order already (fleet.core.windoworder)
                     continue
                 pred = self.behind[job.spec.id]
+                if not pool.has(pred.placement[0].node):  # lost, held (fleet.core.fencing): unqueued at its end
+                    continue
                 why = (f"taken back from {pred.placement[0].node}: cores came free elsewhere before "
                        f"{pred.spec.id!r} ended")
                 self.recalled[job.spec.id] = why

@@ -9,9 +9,12 @@ from fleet.core.scheduler import (Cancel, Finished, Ignored, NodeJoined, NodeLos
                                   Unrunnable, submission)
 from fleet.core.fencing import Fenced
 from fleet.core.deadline import AllocationEnds, DrainNow
-from fleet.core.window import Begin, Queue, Unqueued
+from fleet.core.resources import NodeSpec
+from fleet.core.window import Begin, Queue, Unqueued, Withdraw
 
 from coretools import node, slot, suite  # noqa: E402
+
+GiB = 1 << 30
 
 
 def of(kind, decisions):
@@ -132,3 +135,37 @@ def test_a_held_step_cancelled_ends_cancelled_with_both_the_cancel_and_the_loss_
     sched.handle(Cancel(("a",)), 2.0)
     out = sched.handle(Fenced(), 6.0)
     assert of(Finished, out) == [Finished("a", 1, S.CANCELLED, "cancelled (agent missed heartbeats)")]
+
+
+def test_a_node_back_while_a_step_that_ran_there_is_held_elsewhere_is_not_given_that_steps_part_twice():
+    # An MPI step over A and B; both lost with holds; B's hold ends and B joins again
+    # before A's does: when the step ends, its old part on B must not go to the new B.
+    sched = Scheduler()
+    for n in ("A", "B"):
+        sched.handle(NodeJoined(NodeSpec(n, (0, 1), (0,), 2 * GiB)), 0.0)
+    sched.handle(submission(suite({"id": "mpi", "command": "x", "mpi": True, "ranks": 4, "gpus": 2}).steps), 0.0)
+    sched.handle(NodeLost("B", "agent missed heartbeats", fence_s=30.0), 1.0)
+    sched.handle(NodeLost("A", "agent missed heartbeats", fence_s=30.0), 5.0)
+    assert sched.handle(Fenced(), 31.0) == [] and sched.state("mpi") == S.RUNNING  # held for A still
+    sched.handle(NodeJoined(NodeSpec("B", (0, 1), (0,), 2 * GiB)), 33.0)
+    out = sched.handle(Fenced(), 35.0)
+    assert [d.step for d in of(Finished, out)] == ["mpi"]
+    assert sched.pool.free_on("B") == (2, 1, 2 * GiB)  # what B has, not twice that
+
+
+def test_nothing_is_queued_behind_a_step_queued_on_a_held_node_nor_taken_back_from_it():
+    sched = Scheduler(window=2, depth=2)
+    for n in ("n0", "n1"):
+        sched.handle(NodeJoined(NodeSpec(n, (0,), (), GiB)), 0.0)
+    out = sched.handle(submission(suite({"id": "a", "command": "x"}, {"id": "b", "command": "x", "memory": "1GiB"},
+                                        {"id": "c", "command": "x"}).steps), 0.0)
+    assert [(d.step, d.after) for d in of(Queue, out)] == [("c", "a")]
+    sched.handle(NodeLost("n0", "agent missed heartbeats", fence_s=30.0), 1.0)
+    out = sched.handle(submission(suite({"id": "d", "command": "x"}).steps), 2.0)
+    assert of(Queue, out) == []  # not behind c, queued on the held n0 (it may run there)
+    out = sched.handle(StepExited("b", 1, S.SUCCEEDED), 5.0)
+    assert [d.step for d in of(Start, out)] == ["d"]
+    out = sched.handle(StepExited("d", 1, S.SUCCEEDED), 6.0)
+    assert of(Withdraw, out) == []  # c is not taken back from a node that cannot answer
+    out = sched.handle(Fenced(), 31.0)
+    assert [d.step for d in of(Unqueued, out)] == ["c"] and [d.step for d in of(Start, out)] == ["c"]
