@@ -254,11 +254,19 @@ class SlurmLauncher(_BatchLauncher):
     """srun, one task per node, as an overlapping step: the agents hold none of the
     job's cores or memory, so MPI steps' own srun calls are never blocked by them.
     No --exact (the agent must see all of the job's cores on its node) and no MPI
-    plugin (its PMI variables would leak into every step)."""
+    plugin (its PMI variables would leak into every step). --export=ALL: a job submitted
+    with `sbatch --export=NONE` (or a site's SLURM_EXPORT_ENV=NONE) has SLURM_EXPORT_ENV=NONE
+    in its script's environment, and srun would start the agents with none: no keys to
+    join with, no PATH or PYTHONPATH, nothing of the job script's for the steps. On the
+    command line rather than by dropping the variable from srun's environment: it wins
+    over whatever the environment says (SLURM_EXPORT_ENV, and any other way a site sets
+    it), and the launcher's log shows it. A profile's agent_flags come after it, so a
+    site that means otherwise can still say so. (The agents drop SLURM_EXPORT_ENV from
+    their own environment: fleet.node.launcherenv, so the steps' srun exports all too.)"""
 
     def argv(self, endpoint, preload):
         n = str(len(self.nodes))
-        return ["srun", "--overlap", "--mpi=none", "--cpu-bind=none", "--kill-on-bad-exit=0",
+        return ["srun", "--overlap", "--mpi=none", "--cpu-bind=none", "--kill-on-bad-exit=0", "--export=ALL",
                 "-N", n, "-n", n, "--ntasks-per-node=1", *self.flags,
                 *agent_argv(endpoint, preload, self.hold_back, "--node-from", "slurm", *self.own, *self.gpus,
                             machine=self.machine)]

@@ -264,7 +264,7 @@ def test_fleet_up_in_a_slurm_job_reads_the_nodes_from_the_environment_and_asks_s
     assert time.monotonic() - t0 < 30, "the failed agent launcher should stop fleet up at once"
     assert "srun exited with status 1 before every agent joined" in r.stderr, r.stderr
     [argv] = [json.loads(line) for line in record.read_text().splitlines()]
-    assert argv[:9] == ["--overlap", "--mpi=none", "--cpu-bind=none", "--kill-on-bad-exit=0",
+    assert argv[:10] == ["--overlap", "--mpi=none", "--cpu-bind=none", "--kill-on-bad-exit=0", "--export=ALL",
                         "-N", "3", "-n", "3", "--ntasks-per-node=1"]
     i = argv.index("--node-from")
     assert argv[i:i + 2] == ["--node-from", "slurm"] and argv[-4:-2] == ["--gpu-var", "CUDA_VISIBLE_DEVICES"], argv

@@ -311,7 +311,7 @@ def test_ranks_on_a_second_node_whose_gpus_differ_are_given_that_node_s_gpu_ids(
 
 def test_the_agents_srun_is_an_overlapping_step_with_one_task_per_node_counted_explicitly_and_no_exact():
     argv = SlurmLauncher(Path("/r"), ("nid001", "nid002", "nid007")).argv(EP, ("numpy", "scipy.linalg"))
-    assert argv == ["srun", "--overlap", "--mpi=none", "--cpu-bind=none", "--kill-on-bad-exit=0",
+    assert argv == ["srun", "--overlap", "--mpi=none", "--cpu-bind=none", "--kill-on-bad-exit=0", "--export=ALL",
                     "-N", "3", "-n", "3", "--ntasks-per-node=1",
                     *AGENT, "--connect", EP, "--preload", "numpy,scipy.linalg",
                     "--hold-back", "", "--node-from", "slurm"]
@@ -321,7 +321,7 @@ def test_the_agents_srun_is_an_overlapping_step_with_one_task_per_node_counted_e
 def test_the_agents_srun_puts_the_profile_s_agent_flags_before_the_agent_and_passes_held_back_cores():
     argv = SlurmLauncher(Path("/r"), ("a", "b"), (0, 52), ("--network=single", "-p", "gpu")).argv(EP, ())
     i = argv.index(sys.executable)
-    assert argv[:i] == ["srun", "--overlap", "--mpi=none", "--cpu-bind=none", "--kill-on-bad-exit=0",
+    assert argv[:i] == ["srun", "--overlap", "--mpi=none", "--cpu-bind=none", "--kill-on-bad-exit=0", "--export=ALL",
                         "-N", "2", "-n", "2", "--ntasks-per-node=1", "--network=single", "-p", "gpu"]
     assert argv[i:] == [*AGENT, "--connect", EP, "--preload", "",
                         "--hold-back", "0,52", "--node-from", "slurm"]
