@@ -44,7 +44,7 @@ from fleet.core.oneline import one_line
 from fleet.core.decisions import NodeJoined, Start, Submitted, Unrunnable, Wait
 from fleet.core.resources import NodeSpec
 from fleet.core.scheduler import Scheduler
-from fleet.node import child, command, orphans, probe, protocol
+from fleet.node import child, command, orphans, probe, protocol, searchpaths
 from fleet.site.profiles import Profile
 from fleet.wire import interpreter, records
 from fleet.wire.messages import Launch
@@ -119,6 +119,7 @@ def run(launch: Launch, imports_from: Path | None = None) -> Ran:
     SIGTERM or SIGHUP to this process is passed on to it (fleet.control.foreground). A
     call step imports its module from `imports_from` first (default: this directory)."""
     orphans.become_subreaper()  # what the step starts stays below us, to be stopped with it
+    searchpaths.make_absolute()  # PYTHONPATH=src, as a fleet's agent started here has it (in steps/<id> too)
     with foreground.Memory(launch) as memory:
         status, report, stop = (_call(launch, memory, imports_from) if launch.kind == "call"
                                 else _command(launch, memory))

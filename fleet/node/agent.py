@@ -36,7 +36,8 @@ import subprocess
 import sys
 import time
 
-from fleet.node import child, jobend, markers, memlimit, memwatch, orphans, rezygote, session, watcher, zygotewatch
+from fleet.node import (child, jobend, markers, memlimit, memwatch, orphans, rezygote, searchpaths, session, watcher,
+                        zygotewatch)
 from fleet.node.agentargs import arguments, node_name, offered_cores, offered_gpus  # noqa: F401  (node_name: tests)
 from fleet.node.hello import await_hello, zygote_end
 from fleet.node.launcherenv import clean_environment
@@ -461,6 +462,7 @@ def main(argv: list[str] | None = None) -> int:
     # The keys are ours alone: steps (children of the zygote) must not inherit them.
     args.curve = os.environ.pop("FLEET_CURVE", "")
     clean_environment()
+    searchpaths.make_absolute()  # (PYTHONPATH=src: the same for steps run in steps/<id>)
     # How steps are held to their memory here: decided once, before the zygote (which
     # a cgroup v2 choice moves with this process), logged, and said in the Join.
     args.memlimit = memlimit.choose(os.environ.pop("FLEET_MEMLIMIT", "auto"))
