@@ -22,7 +22,7 @@ import os
 import socket
 import time
 
-from fleet.control import loopback
+from fleet.control import loopback, shellenv
 from fleet.control.dirlimits import FULL_EXIT, nearly_full
 from fleet.control.drain import FULL_ERRNOS
 from fleet.wire import connection, events
@@ -128,7 +128,7 @@ class ComingUp:
                 host=socket.gethostname(), started=c.started, run_dir=str(c.run_dir),
                 server_key=c.keys.server_public, client_public=c.keys.client_public,
                 client_secret=c.keys.client_secret, job=connection.this_job(), cluster=connection.this_cluster(),
-                cwd=connection.start_directory()))
+                cwd=connection.start_directory(), env_digests=shellenv.digests()))
         except FileExistsError:
             # Another coordinator won the race for this run directory: stop, and
             # leave its connection file alone (not ready: teardown does not remove it).

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Callable
 
 from fleet.core import states as S
-from fleet.control import gone, interrupts, jobfleets, loopback, warnsignal
+from fleet.control import gone, interrupts, jobfleets, loopback, shellenv, warnsignal
 from fleet.control.api import Fleet, Submission, SubmitError
 from fleet.control.drain import FULL, READ_ONLY
 from fleet.control.stuck import TOO_LONG
@@ -79,8 +79,8 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
             conn = up(run_dir, nodes=nodes, machine=machine, preload=suite.preload, timeout=join_timeout,
                       extra=fleet_options, name=embedded)
         f = Fleet(run_dir, conn, run_dir / (embedded or connection.NAME))
-        if embedded is None:  # a fleet that does not answer is said in 10 s, not after a submission's 60
-            f.status(timeout=10.0)
+        if embedded is None:
+            _attached(f, conn)
         warnsignal.pass_to(conn)  # a warning that came meanwhile drains it now: nothing of the suite starts
         try:
             sub = f.submit(path, force=force, serial=serial, shard=shard, new_generation=new_generation,
@@ -110,6 +110,15 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
             signal.signal(signal.SIGINT, old_int)
             signal.signal(signal.SIGTERM, old)
         signal.signal(signal.SIGUSR1, old_usr1)
+
+
+def _attached(f: Fleet, conn: connection.Connection) -> None:
+    """Before submitting to a fleet that is up: a fleet that does not answer is said in
+    10 s, not after a submission's 60; and the variables of this shell that differ from
+    the fleet's, once (its steps get fleet up's PATH, modules ...: fleet.control.shellenv)."""
+    f.status(timeout=10.0)
+    if differs := shellenv.warning(conn.env_digests):
+        _said(f"warning: {differs}")
 
 
 def _on_interrupt(suite: Suite, followed: list, f: Fleet | None, run_dir: Path, embedded: str | None, out) -> None:

@@ -11,7 +11,7 @@ import os
 import re
 import stat
 import tempfile
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Mapping
 
@@ -59,6 +59,10 @@ class Connection:
     # (fleet.wire.interpreter.user_path): `fleet validate --imports` imports from it.
     # "": not said (a fleet started before 2026-12-06, or its directory was gone).
     cwd: str = ""
+    # A digest of each variable that decides what a step runs (PATH, PYTHONPATH, ...), as
+    # the coordinator, and so its agents, had them; not their values (fleet.control.shellenv):
+    # `fleet run` says which of its own differ. {}: not said (a fleet started before 2026-12-07).
+    env_digests: dict = field(default_factory=dict)
 
 
 def start_directory() -> str:
@@ -100,7 +104,7 @@ def from_dict(data: dict) -> Connection:
     if not isinstance(data, dict):
         raise TypeError(f"a JSON object was expected, not {type(data).__name__}")
     known = {f.name: f for f in fields(Connection)}
-    missing = [k for k, f in known.items() if f.default is MISSING and k not in data]
+    missing = [k for k, f in known.items() if f.default is MISSING and f.default_factory is MISSING and k not in data]
     if missing:
         raise TypeError(f"no {', '.join(missing)} in it")
     v = data["client"]  # (what a client's socket would refuse with a bare "Invalid argument")
@@ -114,6 +118,9 @@ def from_dict(data: dict) -> Connection:
         raise TypeError(f"field 'cwd': expected a directory, got {data['cwd']!r}")
     if not isinstance(data["pid"], int) or isinstance(data["pid"], bool):
         raise TypeError(f"field 'pid': expected a process id, got {data['pid']!r}")
+    digests = data.get("env_digests")  # (a note for `fleet run`: one it cannot read is no reason to refuse the fleet)
+    data = {**data, "env_digests": {k: v for k, v in digests.items() if isinstance(k, str) and isinstance(v, str)}
+            if isinstance(digests, dict) else {}}
     return Connection(**{k: v for k, v in data.items() if k in known})
 
 
