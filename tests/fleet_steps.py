@@ -195,6 +195,11 @@ def env_report(ctx, names):
     Path(ctx.workdir, "env.json").write_text(json.dumps({n: os.environ.get(n) for n in names}))
 
 
+def clock_zone(ctx):
+    """Record the time zone this step's time functions use (name and offset), as zone.txt."""
+    Path(ctx.workdir, "zone.txt").write_text(time.strftime("%Z %z", time.localtime(0)))
+
+
 def raises_lines(ctx):
     """Fails with a message of several lines, a colour, a bell and a carriage return."""
     raise ValueError("shapes do not match:\n a: (3, 4)\n b: (4, 5)\x1b[31m red\x07\r")

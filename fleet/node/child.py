@@ -78,9 +78,14 @@ def set_pdeathsig(sig: int) -> bool:
 
 def step_environment(base: Mapping[str, str], restore: Mapping[str, str | None],
                      env: Mapping[str, str], gpus: Iterable[int],
-                     gpu_vars: Iterable[str]) -> dict[str, str]:
+                     gpu_vars: Iterable[str], workdir: str = "") -> dict[str, str]:
     """The environment of a step: ``base``, with the ``restore`` variables put back
-    to the agent's values (None: unset), then ``env``, then the GPU variables.
+    to the agent's values (None: unset), then ``env``, then PWD (``workdir``, where the
+    step runs, if given), then the GPU variables.
+
+    PWD as a shell sets it after a cd: inherited, it named the directory `fleet up` ran
+    in, and a program reading $PWD (getenv, os.environ) wrote to or reported that one
+    (a step run through `sh -c` was spared: sh resets it).
 
     GPU variables come last so the placement wins over a suite's env. An empty GPU
     list hides every device (``""``) except for ZE_AFFINITY_MASK, where empty means
@@ -93,6 +98,8 @@ def step_environment(base: Mapping[str, str], restore: Mapping[str, str | None],
         else:
             out[name] = value
     out.update({str(k): str(v) for k, v in env.items()})
+    if workdir:
+        out["PWD"] = workdir
     ids = ",".join(str(g) for g in gpus)
     for name in gpu_vars:
         if ids or name != "ZE_AFFINITY_MASK":
@@ -274,6 +281,10 @@ def _set_environment(launch: Launch, restore_env: Mapping[str, str | None]) -> N
             environ[name] = value
     for name, value in (launch.env or {}).items():  # (FLEET_STEP etc. differ every step:
         environ[str(name)] = str(value)              # set, not read and compared first)
+    if launch.env and "TZ" in launch.env:  # (time functions read TZ once, at import, unless told again)
+        time.tzset()
+    if launch.workdir:  # (where the step runs: step_environment)
+        environ["PWD"] = launch.workdir
     if launch.gpu_vars:
         ids = ",".join(str(g) for g in launch.gpus)
         for name in launch.gpu_vars:

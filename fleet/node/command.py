@@ -104,7 +104,7 @@ def spawn(msg: Launch, restore_env: Mapping[str, str | None] | None = None,
     argv = memlimit.joining(msg, argv)  # into its memory cgroup before the command runs
     log = _open_log(msg, foreground)
     restore = {**(restore_env or {}), **threads.thread_env(threads.step_threads(msg))}
-    env = child.step_environment(os.environ, restore, msg.env, msg.gpus, msg.gpu_vars)
+    env = child.step_environment(os.environ, restore, msg.env, msg.gpus, msg.gpu_vars, msg.workdir)
     own = os.sched_getaffinity(0)
     try:
         if msg.cores:

@@ -51,7 +51,7 @@ def test_a_prepared_childs_environment_is_exactly_what_step_environment_says(
                 env={"FLEET_STEP": "s", "MKL_NUM_THREADS": "7", "FLEET_TEST_N": 3})
     want = child.step_environment(
         os.environ, {**restore, **threads.thread_env(threads.step_threads(msg))},
-        msg.env, msg.gpus, msg.gpu_vars)
+        msg.env, msg.gpus, msg.gpu_vars, msg.workdir)
     assert _environment_in_a_forked_child(msg, restore) == want
     assert want["MKL_NUM_THREADS"] == "7" and "FLEET_TEST_GONE" not in want
 

@@ -85,3 +85,67 @@ def test_a_search_path_keeps_its_absolute_and_tilde_entries_and_an_empty_value_a
     env = {"PATH": ":/bin", "PYTHONPATH": "", "LD_LIBRARY_PATH": "lib", "OTHER": "rel"}
     make_absolute(env, "/w")
     assert env == {"PATH": "/w:/bin", "PYTHONPATH": "", "LD_LIBRARY_PATH": "/w/lib", "OTHER": "rel"}
+
+
+ZONE = f"""
+[[steps]]
+id = "call"
+call = "fleet_steps:clock_zone"
+env = {{ TZ = "FLEETTEST-5" }}
+
+[[steps]]
+id = "command"
+command = {json.dumps([sys.executable, "-c", "import time; print(time.strftime('%Z %z', time.localtime(0)))"])}
+env = {{ TZ = "FLEETTEST-5" }}
+"""
+
+
+def test_a_call_step_s_tz_is_the_zone_its_time_functions_use_as_a_command_step_s_is(tmp_path):
+    # (A POSIX TZ string: no time zone database needed. The zygote's own zone is the fleet's.)
+    suite = write_suite(tmp_path / "tz.toml", '[suite]\nname = "tz"\nrun_dir = "run"\n' + ZONE)
+    r = fleet("run", str(suite), cwd=tmp_path, timeout=120, environ={"TZ": "UTC0"})
+    run_dir = tmp_path / "run"
+    assert r.returncode == 0, (r.stdout, r.stderr, _log(run_dir, "call"), _log(run_dir, "command"))
+    assert (run_dir / "steps" / "call" / "zone.txt").read_text() == "FLEETTEST +0500"
+    assert "FLEETTEST +0500" in _log(run_dir, "command")
+
+
+PWD_DUMP = "import os; open('pwd.%s' % os.environ.get('PMI_RANK', 'cmd'), 'w').write(os.environ.get('PWD', '-'))"
+
+
+def test_pwd_is_the_step_s_work_directory_in_call_steps_commands_run_without_a_shell_and_shell_steps(tmp_path):
+    suite = write_suite(tmp_path / "pwd.toml", f"""[suite]
+name = "pwd"
+run_dir = "run"
+[[steps]]
+id = "call"
+call = "fleet_steps:env_report"
+args = {{ names = ["PWD"] }}
+[[steps]]
+id = "exec"
+command = {json.dumps([sys.executable, "-c", PWD_DUMP])}
+[[steps]]
+id = "shell"
+command = 'printf %s "$PWD" > pwd.cmd'
+[[steps]]
+id = "elsewhere"
+workdir = "own"
+command = {json.dumps([sys.executable, "-c", PWD_DUMP])}
+""")
+    r = fleet("run", str(suite), cwd=tmp_path, timeout=120)
+    steps = tmp_path / "run" / "steps"
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert json.loads((steps / "call" / "env.json").read_text()) == {"PWD": str(steps / "call")}
+    for step in ("exec", "shell"):
+        assert (steps / step / "pwd.cmd").read_text() == str(steps / step)
+    assert (tmp_path / "run" / "own" / "pwd.cmd").read_text() == str(tmp_path / "run" / "own")
+
+
+@requires_mpi
+def test_pwd_is_the_step_s_work_directory_in_every_rank_of_an_mpi_step(tmp_path):
+    suite = write_suite(tmp_path / "mpi.toml", '[suite]\nname = "mpi"\nrun_dir = "run"\n[[steps]]\nid = "ranks"\n'
+                        f'mpi = true\nranks = 2\ncommand = {json.dumps([sys.executable, "-c", PWD_DUMP])}\n')
+    r = fleet("run", str(suite), cwd=tmp_path, timeout=120)
+    where = tmp_path / "run" / "steps" / "ranks"
+    assert r.returncode == 0, (r.stdout, r.stderr, _log(tmp_path / "run", "ranks"))
+    assert {p.name: p.read_text() for p in where.glob("pwd.*")} == {"pwd.0": str(where), "pwd.1": str(where)}
