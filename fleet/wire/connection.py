@@ -62,7 +62,7 @@ class Connection:
     # A digest of each variable that decides what a step runs (PATH, PYTHONPATH, ...), as
     # the coordinator, and so its agents, had them; not their values (fleet.control.shellenv):
     # `fleet run` says which of its own differ. {}: not said (a fleet started before 2026-12-07).
-    env_digests: dict = field(default_factory=dict)
+    env_digests: dict = field(default_factory=dict, hash=False)
 
 
 def start_directory() -> str:
