@@ -143,7 +143,7 @@ class Lookahead(Reservations):
                 or self._running_deps.get(job.spec.id, 0) != job.unmet):
             return  # no longer a candidate (ready, ended, a dependency not running, overdue)
         key = ("ahead", job.spec.id)  # its class's key once it is ready (_ready)
-        p = self._make(job, key, pool)
+        p = self._make(job, key, pool, now)
         if p is None:
             return
         if p.shadow is None:  # a running step it waits for has no estimate: nothing could borrow
@@ -153,6 +153,7 @@ class Lookahead(Reservations):
             self.drop(pool, key)
             return
         p.shadow = ready
+        p.overdue = False  # (its time is the step's readiness, not yet past: _plan skips an overdue one)
         p.order = (-math.inf, p.shadow, job.seq)  # never the one an ordinary reservation displaces
         self.plans[key] = p
         self.planned[key] = p

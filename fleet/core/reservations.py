@@ -44,7 +44,12 @@ and makespan). Each
 is kept until its step starts, leaves the ready steps (cancelled), a node is lost, a
 step that runs alone comes first, or its shadow time passes with the step still short
 (the estimates were wrong): then it is planned again when its step is next passed over
-(or, once passed over, next fails to start).
+(or, once passed over, next fails to start). A plan whose shadow time is already past
+when it is made (every running step it waits for has overrun its estimate) is *overdue*:
+no time is left to pass, so it stands as one of unknown time does (nothing borrows from
+it: nothing ends by a past time). Planned again it would be the same plan at every pass,
+and the window would hand a step to its node and take it back at every pass (the
+corefuzz audit).
 Everything is ordered by (end, start order), plan order and node join order:
 deterministic. Within one class of demand steps still start in order (a pass tries
 only each class's first step): a long step at the head of its class keeps a short one
@@ -86,11 +91,16 @@ def _order(job) -> tuple:
 class _Plan:
     """The one reservation: who, until when, what on which node, and what is held."""
 
-    __slots__ = ("job", "key", "order", "shadow", "want", "need", "held", "held_cores", "short", "total_cores")
+    __slots__ = ("job", "key", "order", "shadow", "want", "need", "held", "held_cores", "short", "total_cores",
+                 "overdue")
 
-    def __init__(self, job, key, shadow: float | None, want: dict[str, tuple[int, int, int]], total: int):
+    def __init__(self, job, key, shadow: float | None, want: dict[str, tuple[int, int, int]], total: int,
+                 now: float):
         self.job, self.key, self.order = job, key, _order(job)
         self.shadow = shadow  # None: unknown (a running step it waits for has no estimate)
+        # Past already when made: what it waits for has overrun its estimate, so no time is
+        # left to pass (it stands as one of unknown time does; see Reservations._stands).
+        self.overdue = shadow is not None and shadow < now
         self.want = want      # node -> (cores, gpus, memory) the step takes there
         self.need = {n: list(v) for n, v in want.items()}  # what is still to be held
         self.held: dict[str, list[Slot]] = {n: [] for n in want}
@@ -178,8 +188,13 @@ class Reservations:
 
     def _stands(self, p: _Plan, pool: Pool, now: float) -> bool:
         """Whether a reservation still stands (see begin; fleet.core.lookahead adds to it)."""
+        # A plan past its time when made (a step it waits for overran its estimate) is not
+        # dropped for its time: planned again, it would be the same plan, at every pass, and
+        # the window would hand a step to its node and take it back each time (the corefuzz
+        # audit: a Queue and its Withdraw at every Dropped, for as long as the step overran).
         return not (p.job.state != S.READY or pool.total_cores != p.total_cores
-                    or (p.short and (not self._live or (p.shadow is not None and now > p.shadow))))
+                    or (p.short and (not self._live or (p.shadow is not None and now > p.shadow
+                                                        and not p.overdue))))
 
     def revisit(self, cls, now: float, jobs) -> bool:
         """Whether a class that is blocked must be tried anyway: it holds a reserved
@@ -240,7 +255,7 @@ class Reservations:
             return job.why  # a reserved step waits for what it waited for when planned
         self.waiting.note(job, key)
         if self.waiting.starving(job, key) and self._eligible(job, now) and self._room_for(job, pool):
-            p = self._make(job, key, pool)  # passed over before: it takes its turn as it fails (EASY's head)
+            p = self._make(job, key, pool, now)  # passed over before: it takes its turn as it fails (EASY's head)
             if p is not None:
                 self.plans[key] = p
             return None
@@ -292,7 +307,7 @@ class Reservations:
             return False
         if last is not None:
             self.drop(pool, last[0])
-        p = self._make(found[0], found[1], pool)
+        p = self._make(found[0], found[1], pool, now)
         if p is not None:
             self.plans[found[1]] = p
         return p is not None
@@ -342,7 +357,7 @@ class Reservations:
             if not any(need):
                 p.short -= 1
 
-    def _make(self, job, key, pool: Pool) -> _Plan | None:
+    def _make(self, job, key, pool: Pool, now: float) -> _Plan | None:
         """Plan the reservation (see the module's docstring; the walk: fleet.core.shadow)
         and take the first holds."""
         owed: dict[str, list[int]] = {}  # what the older reservations still need, node by node
@@ -360,7 +375,7 @@ class Reservations:
         if found is None:
             return None
         shadow, want = found
-        p = _Plan(job, key, shadow, want, pool.total_cores)
+        p = _Plan(job, key, shadow, want, pool.total_cores, now)
         for n in want:
             self._top_up(p, n, pool)
         return p

@@ -8,6 +8,7 @@ from fleet.core.graph import build_graph
 from fleet.core.scheduler import NodeJoined, Scheduler, Start, StepExited, Wait, submission
 from fleet.core.simulate import pretend_nodes, simulate
 from fleet.core.suite import StepSpec
+from fleet.core.window import Queue, Withdraw
 
 from coretools import node, suite  # noqa: E402
 
@@ -169,3 +170,32 @@ def test_of_two_wide_steps_of_the_same_priority_the_one_ready_longest_keeps_the_
     # failed first in the pass's order, which is setup order within a priority).
     assert started(exit_(sched, "n5", 100.0)) == ["early"]
     assert sched.state("late") == "ready"
+
+
+def test_a_reservation_behind_a_step_that_overran_its_estimate_takes_a_handed_step_back_once_not_at_every_drop():
+    # The corefuzz audit's ping-pong, with the defaults (window on, --reserve-after 600):
+    # "overruns" was expected to end at 5; at 10 it still runs, and the one-core spanning
+    # step gets a reservation on its node (a lower-priority step passes it over) whose time
+    # is already past. "a", queued behind "overruns" at 0, is taken back for it. The plan
+    # was dropped at every pass as past its time and made again the same, so "a" was handed
+    # to the node again and taken back again at each of its Dropped, for ever.
+    sched = Scheduler(window=None)
+    sched.handle(NodeJoined(node("n1", 2)), 0.0)
+    out = submit(sched, 0.0, {"id": "spanning", "span": True}, {"id": "overruns", "priority": 1, "estimate": 5},
+                 {"id": "a"}, {"id": "low", "priority": 5}, {"id": "b"},
+                 {"id": "long", "priority": 1, "estimate": 20})
+    assert [(d.step, d.after) for d in out if isinstance(d, Queue)] == [("a", "overruns"), ("b", "long")]
+    out = exit_(sched, "long", 10.0)
+    withdrawn, now = [], 10.0
+    for _ in range(20):  # the node answers each Withdraw with its Dropped, as a live one does
+        withdrawn += [d for d in out if isinstance(d, Withdraw)]
+        assert not any(isinstance(d, Queue) and d.step == "a" for d in out)
+        if not any(isinstance(d, Withdraw) for d in out):
+            break
+        now += 0.01
+        w = next(d for d in out if isinstance(d, Withdraw))
+        out = sched.handle(StepExited(w.step, w.attempt, "cancelled", "withdrawn before it started"), now)
+    assert [d.step for d in withdrawn] == ["a"]
+    assert sched.state("a") == "ready" and [r.step for r in sched.reservations()] == ["spanning"]
+    # The reservation is kept: the spanning step starts on the core "overruns" frees.
+    assert started(exit_(sched, "overruns", 30.0)) == ["spanning"]
