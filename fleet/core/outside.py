@@ -65,6 +65,7 @@ class Outside:
         if isinstance(ev, Reclaim):
             self._set(job, "reclaim")
             self._enqueue(job)
+            self._pending.back(job)  # (judged at the pass, after a loss: fleet.core.unfit)
         elif ev.outcome == S.SUCCEEDED:
             self._set(job, "done_elsewhere")
             out.append(Skipped(job.spec.id))

@@ -219,6 +219,7 @@ class Phases:
         job.seq = self._front
         job.placement = ()
         self._enqueue(job)
+        self._pending.back(job)  # (a node lost meanwhile may have been the only one it fits: fleet.core.unfit)
 
     def _control(self, job, ev, out: list) -> None:
         """An attempt ended with wait, next, restart or broken (its resources are released)."""

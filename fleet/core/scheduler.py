@@ -21,7 +21,7 @@ import heapq
 import itertools
 from collections import deque
 
-from fleet.core import fencing, made, queueview, viewfill
+from fleet.core import fencing, made, queueview, unfit, viewfill
 from fleet.core import states as S
 from fleet.core import waits as W
 from fleet.core.units import counted
@@ -365,6 +365,7 @@ class Scheduler(Entries, Phases, Outside):
             out.append(Finished(job.spec.id, job.attempt - 1, ev.outcome, ev.reason))
             out.append(Retry(job.spec.id, job.attempt, f"attempt {job.attempt - 1} {ev.outcome}"))
             self._enqueue(job)
+            self._pending.back(job)
             return
         self._set(job, ev.outcome)
         out.append(Finished(job.spec.id, job.attempt, ev.outcome, ev.reason))
@@ -396,12 +397,16 @@ class Scheduler(Entries, Phases, Outside):
         job.placement = ()  # (its slots went back to the pool: a finished step holds none, ~350 B each)
 
     def _lost(self, ev: NodeLost, now: float, out: list[Decision]) -> None:
+        if self.pool.has(ev.node):  # (the words of a step found unfit later: fleet.core.unfit.judge)
+            self._pending.lost = ev.node
         fencing.lost(self, ev, now, out)  # (held until its own side has stopped them: fleet.core.fencing)
 
     # -- the pass --------------------------------------------------------------------------
     def _schedule(self, now: float, out: list[Decision]) -> None:
         if self._later:  # parents that succeeded before their children, now final (fleet.core.phases)
             self._succeed_later(out)
+        if self._pending.again:  # ready again after a loss: does it still fit? (fleet.core.unfit)
+            unfit.judge(self, out)
         aside: list[tuple[_Class, tuple]] = []  # held steps taken off their classes for this pass (deferral.held)
         whole = self._pass(now, out, aside)
         for cls, entry in aside:  # back in their classes (one a start emptied was dropped: made again)

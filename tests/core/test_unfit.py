@@ -5,8 +5,10 @@ fleet.core.jobs.take_out), through the real Scheduler handlers."""
 from __future__ import annotations
 
 from fleet.core import states as S
+from fleet.core.childsteps import expand
 from fleet.core.resources import Capacity
-from fleet.core.scheduler import Blocked, Cancel, Finished, NodeLost, Start, StepExited, Unrunnable, submission
+from fleet.core.scheduler import (Blocked, Cancel, Elsewhere, Finished, NodeLost, Reclaim, Start, StepExited, Submitted,
+                                  Unrunnable, submission)
 
 from coretools import node, scheduler, suite  # noqa: E402
 
@@ -77,3 +79,54 @@ def test_a_changed_suite_resubmitted_while_its_steps_are_ready_runs_each_new_def
     # The two running at the resubmission ran twice (old and new definition); every other once.
     assert sorted(starts) == sorted(["s0", "s1"] + [f"s{i}" for i in range(2000)])
     assert sched.counts() == {S.SUCCEEDED: 2000} and sched._classes == {}
+
+
+def test_a_parent_waiting_for_its_children_when_the_only_node_it_fits_is_lost_is_unrunnable_once_they_end():
+    # The corefuzz audit (seed 49): p (4 cores, protocol "steps") ran on A, submitted p/c
+    # and waited for it, holding nothing; A was lost. Once p/c succeeded p was ready for
+    # ever ("needs 4 cores, 2 free"), nothing started, and the run never finished.
+    sched, out = scheduler([node("A", 4), node("B", 2)], {"id": "p", "cores": 4, "protocol": "steps"},
+                           {"id": "after", "deps": ["p"]}, {"id": "q", "cores": 4})
+    assert [(d.step, d.placement[0].node) for d in of(Start, out)] == [("p", "A")]
+    kids, problems = expand("p", [{"id": "c", "command": "x"}], "test")
+    assert not problems
+    out = sched.handle(Submitted(tuple(kids), {k.id: k.deps for k in kids}, parent="p"), 1.0)
+    assert [(d.step, d.placement[0].node) for d in of(Start, out)] == [("p/c", "B")]
+    out = sched.handle(StepExited("p", 1, S.WAIT), 1.0)
+    assert [d.step for d in of(Start, out)] == ["q"] and sched.state("p") == S.SUSPENDED
+    out = sched.handle(NodeLost("A", "agent said goodbye"), 2.0)
+    assert of(Unrunnable, out) == []  # p is not pending now: its child still runs
+    out = sched.handle(StepExited("p/c", 1, S.SUCCEEDED), 3.0)
+    assert [(type(d).__name__, d.step) for d in out if isinstance(d, (Unrunnable, Blocked, Start))] == [
+        ("Unrunnable", "p"), ("Blocked", "after")]
+    assert of(Unrunnable, out)[0].reason == ("after losing A: needs at least 4 cores on one node; the largest node "
+                                             "that could hold it has 2 (the step may not span nodes)")
+    assert sched.finished() and sched.counts() == {S.LOST: 1, S.SUCCEEDED: 1, S.UNRUNNABLE: 1, S.BLOCKED: 1}
+
+
+def test_a_step_another_fleet_gives_back_after_the_only_node_it_fits_was_lost_is_unrunnable():
+    sched, out = scheduler([node("A", 4), node("B", 2)], {"id": "wide", "cores": 4}, {"id": "narrow"})
+    sched.handle(Elsewhere("wide", 1, "claimed by another fleet"), 0.5)
+    sched.handle(NodeLost("A", "agent said goodbye"), 1.0)
+    out = sched.handle(Reclaim("wide", "its claim went stale"), 2.0)
+    assert [(d.step, d.reason) for d in of(Unrunnable, out)] == [
+        ("wide", "after losing A: needs at least 4 cores on one node; the largest node that could hold it has 2 "
+                 "(the step may not span nodes)")]
+    assert sched.finished() is False and sched.state("narrow") == S.RUNNING
+    sched.handle(StepExited("narrow", 1, S.SUCCEEDED), 3.0)
+    assert sched.finished()
+
+
+def test_a_step_ready_again_after_a_loss_that_still_fits_starts_and_its_demand_is_asked_once(monkeypatch):
+    sched, out = scheduler([node("A", 4), node("B", 4)], *[{"id": f"s{i}", "cores": 4, "retries": 1}
+                                                           for i in range(2)])
+    asked = []
+    real = Capacity.width
+    monkeypatch.setattr(Capacity, "width", lambda self, *a: asked.append(a) or real(self, *a))
+    out = sched.handle(NodeLost("A", "agent said goodbye"), 1.0)  # s0 lost there, retried: it fits B
+    assert of(Unrunnable, out) == [] and sched.state("s0") == S.READY
+    at_loss = len(asked)
+    out = sched.handle(StepExited("s1", 1, S.FAILED), 2.0)  # retried too: its demand was asked already
+    assert [d.step for d in of(Start, out)] == ["s0"] and of(Unrunnable, out) == [] and len(asked) == at_loss
+    out = sched.handle(StepExited("s0", 2, S.SUCCEEDED), 3.0)
+    assert [d.step for d in of(Start, out)] == ["s1"]
