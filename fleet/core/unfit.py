@@ -16,7 +16,7 @@ another fleet runs (ELSEWHERE). Once a node has been lost, such a step that is r
 again is judged at the next pass (`again`, `judge`): its demand is asked of the
 allocation once per demand while its shape stays the same, and one that no longer fits
 is Unrunnable as a pending one is at the loss, its dependents blocked. (Before
-2026-12-08 it was ready for ever: nothing started it, and the run never finished.)
+2026-12-07 it was ready for ever: nothing started it, and the run never finished.)
 """
 
 from __future__ import annotations
