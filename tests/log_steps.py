@@ -10,3 +10,12 @@ def partial_line(ctx) -> None:
     sys.stdout.write(f"call progress {ctx.attempt}")
     sys.stdout.flush()
     raise SystemExit(1)
+
+
+def reopen_stdout() -> None:
+    """Writes a line, then writes through open("/dev/stdout", "w"), which truncates the
+    log (fleet.node.logcut), and fails."""
+    print("first line", flush=True)
+    with open("/dev/stdout", "w") as out:
+        out.write("written through /dev/stdout\n")
+    raise SystemExit(1)

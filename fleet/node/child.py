@@ -26,7 +26,7 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, NoReturn
 
-from fleet.node import (childprep, childreport, diskfull, memlimit, oomscore, protocol, reseed, session,
+from fleet.node import (childprep, childreport, diskfull, logcut, memlimit, oomscore, protocol, reseed, session,
                         stale, stepcontext, stepdirs, stepend, threads)
 from fleet.node.params import only_ctx, parameters
 from fleet.node.stepdirs import append_to_log, unproduced  # noqa: F401  (their old home; still imported from here)
@@ -353,7 +353,13 @@ def _to_log(launch: Launch) -> None:
     os.dup2(log, 2)
     os.close(null)
     os.close(log)
-    os.write(1, stepdirs.line_start(1) + log_header(launch, time.time()))
+    # Its length after the header, to find at the step's end whether the step truncated
+    # its log (fleet.node.logcut): through fd 2, which a step redirects less than fd 1.
+    global log_mark
+    log_mark = logcut.write_header(2, log_header(launch, time.time()))
+
+
+log_mark = None  # the forked child's log after its header (fleet.node.logcut)
 
 
 def _exit_code(exc: SystemExit) -> int:
@@ -448,6 +454,7 @@ def run_call(launch: Launch, report_fd: int, *, first_at: float | None = None,
             if work_start is None:  # its set-up (directories, log) found the disk full or read-only: no attempt
                 full = diskfull.errno_of(exc)
         stepend.wind_up()  # its threads, atexit handlers and buffers, as at a program's end: still its work
+        logcut.cut(log_mark)  # (after its own last words)
         if work_start is not None:
             work_end = time.time()
         childreport.report_end(report_fd, first_at, work_start, work_end, affinity, placement_ok, error, full)

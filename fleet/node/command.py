@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Mapping
 
-from fleet.node import child, diskfull, memlimit, oomscore, protocol, stepdirs, threads
+from fleet.node import child, diskfull, logcut, memlimit, oomscore, protocol, stepdirs, threads
 from fleet.wire import ownfiles
 from fleet.wire.messages import Launch
 
@@ -47,10 +47,11 @@ def argv_of(msg: Launch) -> list[str]:
     return [str(a) for a in (msg.command or ())]
 
 
-def _open_log(msg: Launch, foreground: bool) -> int:
+def _open_log(msg: Launch, foreground: bool) -> tuple[int, logcut.Mark | None]:
     """The fd the command writes to: its log, opened by the attempt's header line; or,
     in the foreground (`fleet step`), a duplicate of our stderr, the terminal. The log
-    before the step's other directories: what goes wrong making those is said in it."""
+    before the step's other directories: what goes wrong making those is said in it.
+    With it, the log as the header left it (fleet.node.logcut; None in the foreground)."""
     try:
         if foreground:
             log = os.dup(2)
@@ -59,11 +60,7 @@ def _open_log(msg: Launch, foreground: bool) -> int:
             log = os.open(msg.log, os.O_RDWR | os.O_APPEND | os.O_CREAT, ownfiles.MODE)  # (read: its last byte)
     except OSError as exc:
         raise NotStarted(_said(exc), diskfull.errno_of(exc)) from None
-    try:
-        if not foreground:
-            os.write(log, stepdirs.line_start(log) + child.log_header(msg, time.time()))
-    except OSError:
-        pass  # a full disk: the step may still run; its own writes will say so
+    mark = None if foreground else logcut.write_header(log, child.log_header(msg, time.time()))
     try:
         stepdirs.make_dirs(msg)
     except OSError as exc:
@@ -80,7 +77,7 @@ def _open_log(msg: Launch, foreground: bool) -> int:
             os.write(log, note.encode(errors="backslashreplace"))
         except OSError:
             pass
-    return log
+    return log, mark
 
 
 def _said(exc: OSError) -> str:
@@ -94,7 +91,8 @@ def spawn(msg: Launch, restore_env: Mapping[str, str | None] | None = None,
 
     ``restore_env`` are variables put back for the step before its own; its
     thread-pool variables are then set to its thread count, as for a call step.
-    The log gets the attempt's header line first. ``foreground`` (`fleet step`): the
+    The log gets the attempt's header line first, and stays open (fleet.node.logcut.keep)
+    until the caller's :func:`fleet.node.logcut.reaped` of its pid. ``foreground`` (`fleet step`): the
     command keeps our stdin, stdout, stderr and process group (the terminal's), and
     nothing is written to its log.
     """
@@ -102,10 +100,11 @@ def spawn(msg: Launch, restore_env: Mapping[str, str | None] | None = None,
     if not argv:
         raise NotStarted("command step without a command")
     argv = memlimit.joining(msg, argv)  # into its memory cgroup before the command runs
-    log = _open_log(msg, foreground)
+    log, mark = _open_log(msg, foreground)
     restore = {**(restore_env or {}), **threads.thread_env(threads.step_threads(msg))}
     env = child.step_environment(os.environ, restore, msg.env, msg.gpus, msg.gpu_vars, msg.workdir)
     own = os.sched_getaffinity(0)
+    popen = None
     try:
         if msg.cores:
             # The spawned process inherits our affinity, so it is pinned before
@@ -130,11 +129,13 @@ def spawn(msg: Launch, restore_env: Mapping[str, str | None] | None = None,
                 os.write(log, f"fleet: cannot start {argv!r}: {exc}\n".encode())
             raise NotStarted(f"{type(exc).__name__}: {exc}") from None
         at = time.time()
+        logcut.keep(popen.pid, mark)  # (its log, open until the zygote reaps it: logcut.reaped)
         oomscore.raise_for(popen.pid)  # a step, not fleet, is the OOM killer's first choice
     finally:
         if msg.cores:
             os.sched_setaffinity(0, own)
-        os.close(log)
+        if mark is None or popen is None:  # (else kept until it is reaped: fleet.node.logcut)
+            os.close(log)
     try:
         affinity = sorted(os.sched_getaffinity(popen.pid))
     except OSError:  # already gone: it had what we had when it was spawned

@@ -10,7 +10,7 @@ import resource
 import signal
 import time
 
-from fleet.node import child, protocol, session
+from fleet.node import child, logcut, protocol, session
 from fleet.node.stopping import ended_reason, given_grace, signal_name
 from fleet.wire import messages as P
 from fleet.wire import numtext
@@ -52,6 +52,7 @@ def reap(zygote, block: bool = False) -> list:
             if step.term_at is not None:
                 session.signal_rest(step.pid, step.pgid, signal.SIGKILL)
         _, status, usage = os.wait4(info.si_pid, 0)
+        logcut.reaped(info.si_pid)  # (a command's log: before its pid can be another's)
         if step is not None:  # (left in zygote.steps: its records are found by its pid)
             ended.append((step, status, usage, time.time()))
         if block and len(ended) == len(zygote.steps):  # every step reaped

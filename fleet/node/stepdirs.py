@@ -138,11 +138,17 @@ def line_start(fd: int) -> bytes:
     (the step's output ended without it: ``printf 'progress 50%'``), else nothing.
     Before 2026-12-06 such a line ran on after the step's last bytes. One fstat, and
     one pread where the log is not empty."""
+    return line_start_stat(fd)[0]
+
+
+def line_start_stat(fd: int) -> tuple[bytes, os.stat_result | None]:
+    """(:func:`line_start`, the fstat it made; None if ``fd`` is not a regular file)."""
     try:
-        size = os.fstat(fd).st_size
-        return b"\n" if size and os.pread(fd, 1, size - 1) != b"\n" else b""
+        st = os.fstat(fd)
+        size = st.st_size
+        return (b"\n" if size and os.pread(fd, 1, size - 1) != b"\n" else b""), st
     except OSError:  # (not a regular file: a terminal, a pipe)
-        return b""
+        return b"", None
 
 
 def unproduced(launch: Launch) -> str | None:

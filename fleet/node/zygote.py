@@ -56,7 +56,7 @@ from dataclasses import dataclass, field  # noqa: E402
 
 import msgpack  # noqa: E402
 
-from fleet.node import child, command, exits, memlimit, orphans, session, srunstop, threads as step_threads  # noqa: E402
+from fleet.node import child, command, exits, logcut, memlimit, orphans, session, srunstop, threads as step_threads  # noqa: E402
 from fleet.node.preload import Preloads, import_at_start, thread_count  # noqa: E402
 from fleet.node.outbox import Outbox  # noqa: E402
 from fleet.node.queued import GOES_ON, Queued  # noqa: E402
@@ -133,7 +133,7 @@ class Zygote:
     @property
     def own_fds(self) -> tuple[int, ...]:
         """Descriptors a forked child must close."""
-        return (self.fd_in, self.fd_out, self.report_r, self.wake_r, self.wake_w)
+        return (self.fd_in, self.fd_out, self.report_r, self.wake_r, self.wake_w) + logcut.fds  # (commands' logs)
 
     def _on_signal(self, signum, frame) -> None:
         pass  # the wakeup fd already woke the loop
