@@ -223,11 +223,21 @@ def _ranks_per_node(placement: Placement, counts: list[int]) -> str:
     return f"ranks per node {shown}" + (f" and {len(counts) - 6} more nodes" if len(counts) > 6 else "")
 
 
+# What every Hydra rank is started through: /dev/null as its stdin. Hydra passes its own
+# stdin (a step's: /dev/null) to rank 0 only, and leaves the other ranks reading a stream
+# that never ends, so a rank that read stdin held the step's cores until its timeout, for
+# ever without one (srun gives every rank srun's). Hydra has no option for it; an exec of
+# sh a rank, at the rank's start, costs what no step would notice.
+HYDRA_RANK_STDIN = ("/bin/sh", "-c", 'exec "$@" </dev/null', "fleet-rank")
+
+
 def render_hydra(placement: Placement, threads: int, command: list[str], flags: tuple[str, ...] = (),
                  one_host: bool = False, gpu_var: str = "") -> Rendered:
     """MPICH's Hydra mpiexec. `one_host`: pretend nodes of a local fleet all live on
-    this machine, so every rank is local and one -bind-to user: list covers them all."""
+    this machine, so every rank is local and one -bind-to user: list covers them all.
+    Every rank starts through HYDRA_RANK_STDIN, with /dev/null as its stdin."""
     ranks = layout(placement, threads)
+    command = [*HYDRA_RANK_STDIN, *command]
     genv, per_node = gpu_env(placement, gpu_var)
     node_gpus = dict(zip((s.node for s in placement), per_node or ()))
     if one_host:

@@ -27,7 +27,7 @@ from fleet.cli import main as cli
 from fleet.wire.interpreter import SAFE
 from fleet.site.launch import LocalLauncher, PalsLauncher, SlurmLauncher, agent_argv, launcher_for, split_cores
 from fleet.node.launcherenv import is_leaked
-from fleet.site.mpi import RenderError, layout, render
+from fleet.site.mpi import HYDRA_RANK_STDIN as RANK, RenderError, layout, render
 from fleet.node import agent
 from fleet.site.profiles import Profile, ProfileError
 from fleet.core.resources import Slot
@@ -167,38 +167,40 @@ def test_pals_with_threads_per_rank_sets_depth_and_comma_separated_cores_per_ran
 # --- Hydra mpiexec -----------------------------------------------------------------------------
 
 def test_hydra_on_one_node_binds_with_a_user_list():
+    # (Every Hydra rank starts through RANK, `sh -c 'exec "$@" </dev/null'`: see
+    # tests/site/test_mpi_local.py, a rank other than 0 reading stdin.)
     r = render("hydra", placement(("ws", [0, 1])), 1, PROBE)
-    assert r.argv == ("mpiexec", "-hosts", "ws:2", "-n", "2", "-bind-to", "user:0,1", *PROBE)
+    assert r.argv == ("mpiexec", "-hosts", "ws:2", "-n", "2", "-bind-to", "user:0,1", *RANK, *PROBE)
 
 
 def test_hydra_on_several_nodes_with_the_same_cores_gives_ranks_per_host_and_one_user_list():
     r = render("hydra", placement(("h1", [0, 1]), ("h2", [0, 1])), 1, PROBE, ("-v",))
-    assert r.argv == ("mpiexec", "-hosts", "h1:2,h2:2", "-n", "4", "-bind-to", "user:0,1", "-v", *PROBE)
+    assert r.argv == ("mpiexec", "-hosts", "h1:2,h2:2", "-n", "4", "-bind-to", "user:0,1", "-v", *RANK, *PROBE)
 
 
 def test_hydra_with_threads_per_rank_joins_each_rank_s_cores_with_plus():
     r = render("hydra", placement(("h1", [0, 1, 2, 3]), ("h2", [0, 1, 2, 3])), 2, PROBE)
-    assert r.argv == ("mpiexec", "-hosts", "h1:2,h2:2", "-n", "4", "-bind-to", "user:0+1,2+3", *PROBE)
+    assert r.argv == ("mpiexec", "-hosts", "h1:2,h2:2", "-n", "4", "-bind-to", "user:0+1,2+3", *RANK, *PROBE)
 
 
 def test_hydra_with_different_cores_per_node_starts_every_rank_through_taskset_in_mpmd_form():
     r = render("hydra", placement(("h1", [0, 1, 2, 3]), ("h2", [4, 5])), 2, PROBE)
     assert r.argv == ("mpiexec", "-hosts", "h1:2,h2:1",
-                      "-n", "1", "taskset", "-c", "0,1", *PROBE, ":",
-                      "-n", "1", "taskset", "-c", "2,3", *PROBE, ":",
-                      "-n", "1", "taskset", "-c", "4,5", *PROBE)
+                      "-n", "1", "taskset", "-c", "0,1", *RANK, *PROBE, ":",
+                      "-n", "1", "taskset", "-c", "2,3", *RANK, *PROBE, ":",
+                      "-n", "1", "taskset", "-c", "4,5", *RANK, *PROBE)
     r = render("hydra", placement(("h1", [0, 1]), ("h2", [0])), 1, PROBE)
     assert r.argv == ("mpiexec", "-hosts", "h1:2,h2:1",
-                      "-n", "1", "taskset", "-c", "0", *PROBE, ":",
-                      "-n", "1", "taskset", "-c", "1", *PROBE, ":",
-                      "-n", "1", "taskset", "-c", "0", *PROBE)
+                      "-n", "1", "taskset", "-c", "0", *RANK, *PROBE, ":",
+                      "-n", "1", "taskset", "-c", "1", *RANK, *PROBE, ":",
+                      "-n", "1", "taskset", "-c", "0", *RANK, *PROBE)
 
 
 def test_hydra_for_pretend_nodes_on_one_host_binds_every_rank_in_one_local_user_list():
     r = render("hydra", placement(("node1", [0]), ("node2", [1])), 1, PROBE, one_host=True)
-    assert r.argv == ("mpiexec", "-n", "2", "-bind-to", "user:0,1", *PROBE)
+    assert r.argv == ("mpiexec", "-n", "2", "-bind-to", "user:0,1", *RANK, *PROBE)
     r = render("hydra", placement(("node1", [0, 1]), ("node2", [2, 3])), 2, PROBE, one_host=True)
-    assert r.argv == ("mpiexec", "-n", "2", "-bind-to", "user:0+1,2+3", *PROBE)
+    assert r.argv == ("mpiexec", "-n", "2", "-bind-to", "user:0+1,2+3", *RANK, *PROBE)
 
 
 # --- layout and errors -------------------------------------------------------------------------
@@ -265,13 +267,13 @@ def test_the_coordinator_gives_a_local_fleet_s_hydra_launcher_every_placed_core_
     env: dict = {}
     local = profiles.load("local")
     argv, cores = launching.render_mpi(local, spec, d, tmp_path, list(spec.command), env)
-    assert argv == ["mpiexec", "-n", "1", "-bind-to", "user:0+1", "model", "-i", "in.nml"]
+    assert argv == ["mpiexec", "-n", "1", "-bind-to", "user:0+1", *RANK, "model", "-i", "in.nml"]
     assert env == {"FLEET_RANKS": "node1:0,1", "CUDA_VISIBLE_DEVICES": ""}
     assert cores == [0, 1]
     spec = _mpi_spec(tmp_path, ranks=2)
     d = Start("sim", 1, placement(("node1", [0]), ("node2", [1])))
     argv, cores = launching.render_mpi(local, spec, d, tmp_path, list(spec.command), {})
-    assert argv == ["mpiexec", "-n", "2", "-bind-to", "user:0,1", "model", "-i", "in.nml"]
+    assert argv == ["mpiexec", "-n", "2", "-bind-to", "user:0,1", *RANK, "model", "-i", "in.nml"]
     assert cores == [0, 1]
 
 

@@ -127,3 +127,31 @@ command = {command}
     assert r.returncode == 0, r.stdout + r.stderr + log
     assert log.count("rank-said-1") == 2 and ".fleet" not in log, log
     assert_nothing_left(run_dir, tag)
+
+
+def test_a_hydra_rank_other_than_0_that_reads_stdin_gets_end_of_file_and_the_step_ends(tmp_path):
+    # Hydra gives its stdin to rank 0 only; the others read a stream that never ended, and
+    # the step held its cores until its timeout (the audit's env2.toml, mpistdin).
+    tag = f"mpi-local-{os.getpid()}-stdin"
+    code = ("import os, sys; d = sys.stdin.read(); "
+            "print('rank', os.environ.get('PMI_RANK'), 'read', len(d), 'bytes', flush=True)")
+    command = json.dumps([sys.executable, "-c", code, tag])
+    suite = write_suite(tmp_path / "s.toml", f"""
+[suite]
+name = "stdin"
+run_dir = "run"
+[[steps]]
+id = "reads"
+mpi = true
+ranks = 2
+timeout = 60
+command = {command}
+""")
+    r = fleet("run", str(suite), "--nodes", "2", cwd=tmp_path, timeout=150)
+    run_dir = tmp_path / "run"
+    log = (run_dir / "steps/reads/log").read_text() if (run_dir / "steps/reads/log").exists() else ""
+    [exit_] = [e for e in events(run_dir) if e["kind"] == "exit" and e["step"] == "reads"]
+    assert exit_["outcome"] == "succeeded", (exit_, log)
+    assert r.returncode == 0, r.stdout + r.stderr + log
+    assert "rank 0 read 0 bytes" in log and "rank 1 read 0 bytes" in log, log
+    assert_nothing_left(run_dir, tag)
