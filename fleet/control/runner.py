@@ -117,7 +117,7 @@ def _attached(f: Fleet, conn: connection.Connection) -> None:
     10 s, not after a submission's 60; and the variables of this shell that differ from
     the fleet's, once (its steps get fleet up's PATH, modules ...: fleet.control.shellenv)."""
     f.status(timeout=10.0)
-    if differs := shellenv.warning(conn.env_digests):
+    if differs := shellenv.warning(conn.env_digests, start=conn.cwd):
         _said(f"warning: {differs}")
 
 

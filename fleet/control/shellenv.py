@@ -44,18 +44,23 @@ def digests(env: Mapping[str, str] | None = None, start: str | None = None) -> d
     return out
 
 
-def differing(recorded: Mapping[str, str], env: Mapping[str, str] | None = None) -> list[str]:
+def differing(recorded: Mapping[str, str], env: Mapping[str, str] | None = None, start: str | None = None
+              ) -> list[str]:
     """The variables whose digest in ``env`` (default: ours) is not the recorded one; none
-    when nothing was recorded (a fleet started before 2026-12-07)."""
+    when nothing was recorded (a fleet started before 2026-12-07). ``start``: the directory
+    the fleet started in (its connection file's `cwd`), against which its relative and empty
+    entries were made absolute: the same value read from another directory is the same
+    (before, `fleet run --run-dir A` from B warned of a PATH ending in ':')."""
     if not recorded:
         return []
-    ours = digests(env)
+    ours = digests(env, start or None)
     return [name for name in VARS if name in recorded and recorded[name] != ours[name]]
 
 
-def warning(recorded: Mapping[str, str], env: Mapping[str, str] | None = None) -> str:
-    """`fleet run`'s words when its shell's variables differ from the fleet's, else ""."""
-    names = differing(recorded, env)
+def warning(recorded: Mapping[str, str], env: Mapping[str, str] | None = None, start: str | None = None) -> str:
+    """`fleet run`'s words when its shell's variables differ from the fleet's (``start``:
+    see differing), else ""."""
+    names = differing(recorded, env, start)
     if not names:
         return ""
     return (f"{', '.join(names)} in this shell differ{'s' if len(names) == 1 else ''} from the fleet's (fleet up's): "

@@ -49,3 +49,23 @@ def test_fleet_run_names_the_variables_its_shell_changed_since_fleet_up_and_the_
     assert same.returncode == 0, same.stderr
     assert "differ" not in same.stderr, same.stderr
     assert_nothing_left(run)
+
+
+def test_fleet_run_from_another_directory_with_an_empty_search_path_entry_warns_of_nothing(tmp_path):
+    # `export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/opt/x/lib` with it unset leaves an empty
+    # entry (this directory); read from another one it is still the fleet's: no warning.
+    run, elsewhere = tmp_path / "run", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    suite = write_suite(tmp_path / "s.toml", SUITE)
+    both = {**{k: v for k, v in env().items() if k != "LOADEDMODULES"}, "FLEET_RUN_DIR": str(run),
+            "PATH": os.environ["PATH"] + ":", "LD_LIBRARY_PATH": ":/opt/x/lib"}
+    up = fleet("up", "--local", "--nodes", "1", cwd=tmp_path, timeout=120, environ=both)
+    assert up.returncode == 0, up.stderr
+    try:
+        ran = fleet("run", str(suite), cwd=elsewhere, timeout=120, environ=both)
+    finally:
+        down = fleet("down", cwd=tmp_path, timeout=120, environ={"FLEET_RUN_DIR": str(run)})
+    assert down.returncode == 0, down.stderr
+    assert ran.returncode == 0, ran.stderr
+    assert "differ" not in ran.stderr, ran.stderr
+    assert_nothing_left(run)
