@@ -38,6 +38,7 @@ import zlib
 from dataclasses import dataclass
 
 from fleet.node import probe
+from fleet.wire.execshell import EXEC_SHELL
 
 CGROUP2, CGROUP1, WATCHDOG, NONE = "cgroup2", "cgroup1", "watchdog", "none"
 KINDS = (CGROUP2, CGROUP1, WATCHDOG, NONE)
@@ -155,8 +156,8 @@ def joining(launch, argv: list[str]) -> list[str]:
         procs = os.path.join(create(choice, launch.step, launch.attempt, limit), "cgroup.procs")
     except OSError as exc:
         warn = f"fleet: memory limit not enforced: cannot make a cgroup: {exc}"
-        return ["/bin/sh", "-c", 'echo "$0" >&2; exec "$@"', warn, *argv]
-    return ["/bin/sh", "-c",
+        return [*EXEC_SHELL, "-c", 'echo "$0" >&2; exec "$@"', warn, *argv]
+    return [*EXEC_SHELL, "-c",
             'echo $$ > "$0" || echo "fleet: memory limit not enforced: cannot join $0" >&2; exec "$@"',
             procs, *argv]
 

@@ -21,6 +21,7 @@ from types import MappingProxyType
 from dataclasses import dataclass, field
 
 from fleet.core.resources import Placement
+from fleet.wire.execshell import EXEC_SHELL
 
 class RenderError(ValueError):
     pass
@@ -227,8 +228,9 @@ def _ranks_per_node(placement: Placement, counts: list[int]) -> str:
 # stdin (a step's: /dev/null) to rank 0 only, and leaves the other ranks reading a stream
 # that never ends, so a rank that read stdin held the step's cores until its timeout, for
 # ever without one (srun gives every rank srun's). Hydra has no option for it; an exec of
-# sh a rank, at the rank's start, costs what no step would notice.
-HYDRA_RANK_STDIN = ("/bin/sh", "-c", 'exec "$@" </dev/null', "fleet-rank")
+# a shell a rank, at the rank's start, costs what no step would notice (fleet.wire.execshell:
+# one that passes on the environment whole, Lmod's `module` function too).
+HYDRA_RANK_STDIN = (*EXEC_SHELL, "-c", 'exec "$@" </dev/null', "fleet-rank")
 
 
 def render_hydra(placement: Placement, threads: int, command: list[str], flags: tuple[str, ...] = (),

@@ -155,3 +155,36 @@ command = {command}
     assert r.returncode == 0, r.stdout + r.stderr + log
     assert "rank 0 read 0 bytes" in log and "rank 1 read 0 bytes" in log, log
     assert_nothing_left(run_dir, tag)
+
+
+@requires_mpi
+def test_lmods_exported_module_function_reaches_hydra_ranks_and_a_memory_limited_command(tmp_path):
+    # Debian's sh (dash) drops environment entries whose names are no shell names, such as
+    # Lmod's BASH_FUNC_module%%: a rank (or a command joining its cgroup) started through
+    # it lost `module` (fleet.wire.execshell).
+    tag = f"mpi-local-{os.getpid()}-module"
+    calls = json.dumps(["bash", "-c", f": {tag}; module load netcdf"])
+    suite = write_suite(tmp_path / "s.toml", f"""
+[suite]
+name = "modules"
+run_dir = "run"
+[[steps]]
+id = "ranks"
+mpi = true
+ranks = 2
+timeout = 60
+command = {calls}
+[[steps]]
+id = "limited"
+memory = "1GiB"
+timeout = 60
+command = {calls}
+""")
+    module = '() {  echo "module-called $*";\n}'
+    r = fleet("run", str(suite), "--nodes", "2", cwd=tmp_path, timeout=150, environ={"BASH_FUNC_module%%": module})
+    run_dir = tmp_path / "run"
+    logs = {s: (run_dir / f"steps/{s}/log").read_text() for s in ("ranks", "limited")}
+    assert r.returncode == 0, (r.stdout + r.stderr, logs)
+    assert logs["ranks"].count("module-called load netcdf") == 2, logs
+    assert logs["limited"].count("module-called load netcdf") == 1, logs
+    assert_nothing_left(run_dir, tag)
