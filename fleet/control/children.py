@@ -31,10 +31,11 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fleet.control import leftovers
+from fleet.control import journalmarks, leftovers, markwriter
 from fleet.control.markerscan import read_markers
 from fleet.control.submissions import Accepted, why_again
 from fleet.core import states as S
@@ -51,6 +52,10 @@ _new, _set = object.__new__, object.__setattr__
 IDLE_WAIT = ("it asked to wait for its children twice in a row with none submitted since and none left to end "
              "(fleet.WaitForChildren, or exit 3, whatever its phase: a loop)")
 CHUNK = 2000  # children per part handed to the scheduler (as fleet.control.intake.CHUNK)
+# Test hook: milliseconds the worker thread sleeps after reading a parent's children and
+# their markers, before the loop looks at them (tests/control/test_children.py).
+COLLECT_SLEEP_ENV = "FLEET_TEST_COLLECT_SLEEP_MS"
+_COLLECT_SLEEP = float(os.environ.get(COLLECT_SLEEP_ENV) or 0) / 1000
 
 @dataclass(frozen=True)
 class Tag:
@@ -188,6 +193,7 @@ class Children:
         out = []
         state_of, specs, mine = self.coord.sched.state_of, self.coord.specs, {s.id for s in steps}
         forced = self._forced(parent, steps)
+        markers = self._now(steps, markers, state_of)
         for s in steps:
             old = specs.get(s.id)
             if old is not None and old.identity() == s.identity():
@@ -197,6 +203,25 @@ class Children:
                     continue
             out.append(s)
         return out
+
+    def _now(self, steps: list, markers: dict, state_of) -> dict:
+        """`markers` (read on the worker thread, a moment ago) with those of the children
+        and their deps that succeeded since taken as they are now: a child that ended
+        between that read and this look had no marker then, and ran again (a retried
+        parent's children, seen once in a loaded CI run). In memory where the journals
+        know them (fleet.control.journalmarks), else a read each: only such steps."""
+        # (An id with no entry had no directory then: removed by hand, it runs again, as it did.)
+        late = {i for s in steps for i in (s.id, *s.deps)
+                if i in markers and markers[i] is None and state_of(i) in S.GOOD}
+        if not late:
+            return markers
+        run_dir = self.coord.run_dir
+        known = journalmarks.of(run_dir)
+        now = dict(markers)
+        for i in sorted(late):
+            rec = known.get(i) if known is not None else None
+            now[i] = rec if rec is not None else markwriter.read_done(run_dir, i)
+        return now
 
     def _forced(self, parent: str, steps: list) -> set:
         """The children asked for again: the parent runs for a `fleet run --force` (one of
@@ -341,6 +366,8 @@ def collect(parent: str, run_dir: Path, given: frozenset, priority, forced: bool
     markers = read_markers(run_dir, ids + outside)
     again = _again(steps, markers, mine, forced)
     found = leftovers.scan(run_dir, again)
+    if _COLLECT_SLEEP:  # (test hook: a child may end between this read and the loop's look)
+        time.sleep(_COLLECT_SLEEP)
     return Collected(tuple(names), steps, [], markers, {sid: found.get(sid, leftovers.NOTHING) for sid in again})
 
 

@@ -842,3 +842,25 @@ deps = ["other"]
     st = fleet("report", str(run_dir), cwd=tmp_path, timeout=60)
     assert st.returncode == 0, st.stdout + st.stderr
     assert_nothing_left(run_dir)
+
+
+def test_a_child_that_ends_while_its_retried_parents_children_are_read_is_not_run_again(tmp_path):
+    # The worker thread read the children's markers while c0..c2 still ran; they ended before
+    # the loop looked, and (no marker in what was read) ran again: seen once in a loaded CI
+    # run. The hook holds the read's answer back until they have ended.
+    suite = write_suite(tmp_path / "kids.toml", """[suite]
+name = "kids"
+run_dir = "kids"
+[[steps]]
+id = "p"
+call = "children_steps:parent"
+args = { n = 3, fail_once = true, pause = 1.0 }
+retries = 1
+""")
+    r = fleet("run", str(suite), "--nodes", "2", cwd=tmp_path, timeout=180,
+              environ={"FLEET_TEST_COLLECT_SLEEP_MS": "2500"})
+    run_dir = tmp_path / "kids"
+    assert r.returncode == 0, r.stdout + r.stderr
+    seen = ran(run_dir)
+    assert sorted(x["step"] for x in seen if x["what"] == "child") == ["p/c0", "p/c1", "p/c2"], seen
+    assert_nothing_left(run_dir)
