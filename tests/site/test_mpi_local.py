@@ -110,7 +110,10 @@ def test_the_probe_fails_and_says_so_when_a_rank_is_not_on_the_cores_it_was_plac
 def test_every_rank_runs_the_command_as_written_even_with_a_placeholder_like_text_in_it(tmp_path):
     tag = f"mpi-local-{os.getpid()}-verbatim"
     # (The tag, an unused argument, lets a rank outliving the fleet be found.)
-    command = json.dumps([sys.executable, "-c", "print('{fleet}'.format(fleet='rank-said-1'))", tag])
+    # Each rank writes its own file (Hydra can interleave the ranks' output mid-word).
+    code = ("import os, sys; open(os.path.join(sys.argv[1], 'rank' + os.environ['PMI_RANK']), 'w')"
+            ".write('{fleet}'.format(fleet='rank-said-1'))")
+    command = json.dumps([sys.executable, "-c", code, str(tmp_path), tag])
     suite = write_suite(tmp_path / "s.toml", f"""
 [suite]
 name = "verbatim"
@@ -125,7 +128,8 @@ command = {command}
     run_dir = tmp_path / "run"
     log = (run_dir / "steps" / "fmt" / "log").read_text() if (run_dir / "steps/fmt/log").exists() else ""
     assert r.returncode == 0, r.stdout + r.stderr + log
-    assert log.count("rank-said-1") == 2 and ".fleet" not in log, log
+    said = {p.name: p.read_text() for p in tmp_path.glob("rank*")}
+    assert said == {"rank0": "rank-said-1", "rank1": "rank-said-1"} and ".fleet" not in log, (said, log)
     assert_nothing_left(run_dir, tag)
 
 
@@ -133,9 +137,12 @@ def test_a_hydra_rank_other_than_0_that_reads_stdin_gets_end_of_file_and_the_ste
     # Hydra gives its stdin to rank 0 only; the others read a stream that never ended, and
     # the step held its cores until its timeout (the audit's env2.toml, mpistdin).
     tag = f"mpi-local-{os.getpid()}-stdin"
+    # Each rank writes its own file: Hydra forwards the ranks' output in whatever pieces it
+    # reads, so two ranks' lines can interleave in the step's log mid-word.
     code = ("import os, sys; d = sys.stdin.read(); "
-            "print('rank', os.environ.get('PMI_RANK'), 'read', len(d), 'bytes', flush=True)")
-    command = json.dumps([sys.executable, "-c", code, tag])
+            "open(os.path.join(sys.argv[1], 'rank' + os.environ['PMI_RANK']), 'w')"
+            ".write(f'read {len(d)} bytes')")
+    command = json.dumps([sys.executable, "-c", code, str(tmp_path), tag])
     suite = write_suite(tmp_path / "s.toml", f"""
 [suite]
 name = "stdin"
@@ -153,7 +160,8 @@ command = {command}
     [exit_] = [e for e in events(run_dir) if e["kind"] == "exit" and e["step"] == "reads"]
     assert exit_["outcome"] == "succeeded", (exit_, log)
     assert r.returncode == 0, r.stdout + r.stderr + log
-    assert "rank 0 read 0 bytes" in log and "rank 1 read 0 bytes" in log, log
+    said = {p.name: p.read_text() for p in tmp_path.glob("rank*")}
+    assert said == {"rank0": "read 0 bytes", "rank1": "read 0 bytes"}, (said, log)
     assert_nothing_left(run_dir, tag)
 
 
