@@ -34,7 +34,8 @@ interrupted whatever it is, a success too (:class:`WarningSignal`), as after SIG
 Slurm signals the deepest processes first: the steps, then the zygote, then the agent.
 So the zygote says it took the warning (``P.Ok("warned")`` on its pipe, before the exits
 it reaps from then on) and the agent takes that as its own signal: a shell's exit 0 that
-its agent's signal would come too late for is caught. A shell whose command the warning
+its agent's signal would come too late for is caught (one reaped before the zygote's
+own signal came cannot be, and keeps its outcome: docs/operations.md). A shell whose command the warning
 killed goes on and exits 0 (so does a program that catches the warning, checkpoints and
 exits), and before 2026-12-06 that was taken for the step's success: it was recorded
 done and its dependents started.
