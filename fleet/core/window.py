@@ -467,8 +467,8 @@ class Window(WindowPick, WindowBack, WindowChain, WindowOrder, WindowFair):
         self._left(pred.placement[0].node)
         if pred.state == S.RUNNING:
             self.started(pred)
-        elif self.depth > 1 and pred.spec.id in self.behind:  # a queued one: the chain's tail again
-            self._retail(pred)
+        elif self.depth > 1 and pred.spec.id in self.behind and pred.spec.id in self.ends:  # the tail again
+            self._retail(pred)  # (unless closed: its node lost behind a fence, fleet.core.fencing.lost)
 
     def _left(self, node: str) -> None:
         left = self.count[node] - 1

@@ -169,3 +169,20 @@ def test_nothing_is_queued_behind_a_step_queued_on_a_held_node_nor_taken_back_fr
     assert of(Withdraw, out) == []  # c is not taken back from a node that cannot answer
     out = sched.handle(Fenced(), 31.0)
     assert [d.step for d in of(Unqueued, out)] == ["c"] and [d.step for d in of(Start, out)] == ["c"]
+
+
+def test_a_chain_of_queued_steps_on_a_held_node_is_undone_at_its_fence_and_its_steps_run_elsewhere():
+    # --window-depth 2: c queued behind a, e behind c on n0. The hold closed the chain; its
+    # end reopened c as the tail (KeyError: the gpufuzz audit), and a stayed running there.
+    sched = Scheduler(window=2, depth=2)
+    for n in (node("n0", 1), node("n1", 1)):
+        sched.handle(NodeJoined(n), 0.0)
+    out = sched.handle(submission(suite(*({"id": s} for s in "abcdef")).steps), 0.0)
+    assert [(d.step, d.after) for d in of(Queue, out) if d.placement[0].node == "n0"] == [("c", "a"), ("e", "c")]
+    assert sched.handle(NodeLost("n0", "silent", fence_s=5.0), 1.0) == []
+    out = sched.handle(Fenced(), 6.0)
+    assert [d.step for d in of(Unqueued, out)] == ["c", "e"]
+    assert of(Finished, out) == [Finished("a", 1, S.LOST, "silent")] and sched.fencing.due() is None
+    for t, sid in enumerate("bdfce", start=10):  # n1 runs the rest, one after another
+        sched.handle(StepExited(sid, 1, S.SUCCEEDED), float(t))
+    assert {s: sched.state(s) for s in "bcdef"} == dict.fromkeys("bcdef", S.SUCCEEDED) and sched.finished()
