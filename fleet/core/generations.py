@@ -246,19 +246,8 @@ class Entries:
         """Link new jobs to their deps, skip those done, and resolve or block the rest."""
         run(self._entering(new, skip, foreign, done, out, 0, None))
 
-    def _entering(self, new: list, skip: set, foreign: frozenset, done: frozenset, out: list, chunk: int,
-                  work) -> Iterator[None]:
-        """_enter(), pausing after every `chunk` counts of `work`."""
-        if self._stale:  # before any new generation is queued: its heap entry may equal the old one's
-            take_out(self._classes, self._stale, self._quiet.changed)
-            self._stale = None
-        kept = []
-        for j in new:  # one renewed twice counts once
-            if chunk and next(work) % chunk == 0:
-                yield
-            if self._jobs.get(j.spec.id) is j:
-                kept.append(j)
-        new = kept
+    def _linking(self, new: list, done: frozenset, chunk: int, work) -> Iterator[None]:
+        """Link new jobs to their deps (counting those not done yet), pausing as _entering does."""
         for job in new:
             if chunk and next(work) % chunk == 0:
                 yield
@@ -274,6 +263,21 @@ class Entries:
                     dep.dependents = [job]  # a job starts with a shared () (fleet.core.jobs)
                 if dep.state not in S.GOOD:
                     job.unmet += 1
+
+    def _entering(self, new: list, skip: set, foreign: frozenset, done: frozenset, out: list, chunk: int,
+                  work) -> Iterator[None]:
+        """_enter(), pausing after every `chunk` counts of `work`."""
+        if self._stale:  # before any new generation is queued: its heap entry may equal the old one's
+            take_out(self._classes, self._stale, self._quiet.changed)
+            self._stale = None
+        kept, woken = [], []
+        for j in new:  # one renewed twice counts once
+            if chunk and next(work) % chunk == 0:
+                yield
+            if self._jobs.get(j.spec.id) is j:
+                kept.append(j)
+        new = kept
+        yield from self._linking(new, done, chunk, work)
         for job in new:  # setup order; markers first so dependents see them
             if chunk and next(work) % chunk == 0:
                 yield
@@ -285,9 +289,14 @@ class Entries:
                 out.append(Skipped(job.spec.id))
                 for dj in self._dependents(job):
                     dj.unmet -= 1
+                    if not dj.unmet:
+                        woken.append(dj)
+        if woken:  # an earlier generation's waiting step whose last dep is skipped now: resolved too
+            fresh = {id(j) for j in new}
+            woken = [dj for dj in woken if id(dj) not in fresh]
         failed_deps = []
         have_nodes = bool(self.pool.nodes())  # once, not per step: resolving changes no node
-        for job in new:
+        for job in itertools.chain(new, woken):
             if chunk and next(work) % chunk == 0:
                 yield
             if job.state != S.WAITING:

@@ -233,3 +233,23 @@ def test_an_exit_that_came_while_the_submission_was_planned_goes_through_once_it
     assert [d.step for d in out if isinstance(d, Start)] == ["a2"]
     _finish(sched)
     assert sched.finished() and sched.counts() == {"succeeded": 36}
+
+
+def test_a_waiting_step_whose_renewed_dep_a_later_submission_finds_done_becomes_ready():
+    # x, a, b (b needs a) ran; a edited: a and b to run again, a waiting for x's core; a
+    # edited back, its marker counts it done: a skipped, and b, kept, waited for ever
+    # (the gpufuzz audit: the skip counted b's dep met, and only new steps were resolved).
+    from fleet.core import states as S
+    first = suite({"id": "x"}, {"id": "a"}, {"id": "b", "deps": ["a"]})
+    edited = suite({"id": "x"}, {"id": "a", "command": "z"}, {"id": "b", "deps": ["a"]})
+    sched = Scheduler()
+    sched.handle(NodeJoined(node("n1", 1)), 0.0)
+    sched.handle(_submitted(first), 0.0)
+    for t, sid in ((1.0, "x"), (2.0, "a"), (3.0, "b")):
+        sched.handle(StepExited(sid, 1, S.SUCCEEDED), t)
+    sched.handle(_submitted(edited), 4.0)
+    assert {s: sched.state(s) for s in "xab"} == {"x": S.RUNNING, "a": S.READY, "b": S.WAITING}
+    sched.handle(_submitted(first, done={"a", "b"}), 5.0)
+    assert sched.state("a") == S.SKIPPED and sched.state("b") == S.READY
+    out = sched.handle(StepExited("x", sched.view("x").attempt, S.SUCCEEDED), 6.0)
+    assert [d.step for d in out if isinstance(d, Start)] == ["b"]
