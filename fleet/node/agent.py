@@ -175,9 +175,8 @@ class Agent:
 
     def serve(self) -> int:
         zmq = self.zmq
-        signal.signal(signal.SIGTERM, self._on_signal)
-        signal.signal(signal.SIGINT, self._on_signal)
-        signal.signal(signal.SIGHUP, self._on_signal)
+        for sig in jobend.STOP_SIGNALS:  # (TERM, INT, HUP)
+            signal.signal(sig, self._on_signal)
         for sig in jobend.WARNING_SIGNALS:
             signal.signal(sig, self._on_warning)
         # A signal (SIGTERM when the coordinator dies) must end the wait at once, not at
@@ -187,10 +186,8 @@ class Agent:
         os.set_blocking(wake_w, False)
         signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
         poller = zmq.Poller()
-        poller.register(self.sock, zmq.POLLIN)
-        poller.register(self.rep_r, zmq.POLLIN)
-        poller.register(wake_r, zmq.POLLIN)
-        poller.register(self.markers.wake_r, zmq.POLLIN)
+        for s in (self.sock, self.rep_r, wake_r, self.markers.wake_r):
+            poller.register(s, zmq.POLLIN)
         self.watch.register(poller, zmq.POLLIN)
         next_beat = time.monotonic()
         zygote_open = True
@@ -447,6 +444,12 @@ class Agent:
 
 def main(argv: list[str] | None = None) -> int:
     args = arguments(argv)
+    # Stop (cleanly: SIGTERM) when whatever started us dies, e.g. a coordinator killed with -9. One
+    # that died before we could ask (a local agent's coordinator: --parent-pid) sends nothing: stop now.
+    if not child.die_with(args.parent_pid, signal.SIGTERM):
+        print(f"{logtag.tag()}fleet agent: stopping: the coordinator (pid {args.parent_pid}) that started it is gone",
+              file=sys.stderr, flush=True)
+        return 1
     # Heartbeat interval and the coordinator's timeout (after which it declares this
     # agent lost). To never run a step twice, the agent stops its steps at 3/4 of the
     # timeout without word from the coordinator, which runs them elsewhere only once that
@@ -455,8 +458,6 @@ def main(argv: list[str] | None = None) -> int:
     beat, _, timeout = os.environ.pop("FLEET_HEARTBEAT", "1.0,10.0").partition(",")
     args.heartbeat, timeout = float(beat), float(timeout or 10.0)
     args.fence = fencing.fence_s(timeout)
-    # Stop (cleanly: SIGTERM) when whatever started us dies, e.g. a coordinator killed with -9.
-    child.set_pdeathsig(signal.SIGTERM)
     orphans.become_subreaper()  # (for a zygote that dies: fleet.node.orphans)
     args.node = node_name(args)
     # The keys are ours alone: steps (children of the zygote) must not inherit them.

@@ -79,4 +79,6 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--gpus-per-node", type=int, default=0, help="GPUs here when --gpu-var is not set (0: unknown)")
     ap.add_argument("--preload", default="")
     ap.add_argument("--join-timeout", type=float, default=120.0)
+    ap.add_argument("--parent-pid", type=int, default=0,
+                    help="the process that started it (a local agent's coordinator): gone already, stop (0: not checked)")
     return ap.parse_args(argv)

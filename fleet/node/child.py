@@ -76,6 +76,14 @@ def set_pdeathsig(sig: int) -> bool:
         return False
 
 
+def die_with(parent: int, sig: int) -> bool:
+    """Ask for ``sig`` when this process's parent dies (:func:`set_pdeathsig`); False if
+    ``parent`` (its pid, 0: not known) is no longer our parent: it died before we asked,
+    and no signal will come."""
+    set_pdeathsig(sig)
+    return not parent or os.getppid() == parent
+
+
 def step_environment(base: Mapping[str, str], restore: Mapping[str, str | None],
                      env: Mapping[str, str], gpus: Iterable[int],
                      gpu_vars: Iterable[str], workdir: str = "") -> dict[str, str]:

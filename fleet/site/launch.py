@@ -126,7 +126,9 @@ class LocalLauncher:
         for name, cores, own_gpus in zip(local_names(nodes), groups, gpus):
             argv = [*interpreter.module("fleet.node.agent"), "--connect", endpoint, "--node", name,
                     "--cores", ",".join(map(str, cores)), "--memory", str(memory),
-                    "--gpus=" + ",".join(map(str, own_gpus)), "--preload", ",".join(preload)]
+                    "--gpus=" + ",".join(map(str, own_gpus)), "--preload", ",".join(preload),
+                    # (we are its parent: gone before it could ask to die with us, it stops at once)
+                    "--parent-pid", str(os.getpid())]
             self.logs.append(logs / f"{name}.log")
             with ownfiles.open(self.logs[-1], "ab") as out:
                 if unread:
