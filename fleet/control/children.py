@@ -20,9 +20,9 @@ resubmitted step (fleet.core.generations): it runs again. A child whose marker s
 succeeded with this definition is skipped (a rerun after a crash runs only the rest),
 but not when its parent runs for a `fleet run --force`: then it runs again too, once
 for that submission (Children._forced).
-Children that cannot be taken (a problem in a table, a dep on an unknown step, an id
-the suite already uses) fail the parent's attempt, with the problems as its reason
-and in its log. A child that ended without success submitted again past the limit
+Children that cannot be taken (a problem in a table, a dep on an unknown step or on
+another parent's child, an id the suite already uses) fail the parent's attempt, with
+the problems as its reason and in its log. A child that ended without success submitted again past the limit
 (fleet.core.phases.MAX_RESUBMITS: the parent is in a loop) fails the parent's attempt
 too, not retried, and is not entered.
 """
@@ -40,6 +40,7 @@ from fleet.control.markerscan import read_markers
 from fleet.control.submissions import Accepted, why_again
 from fleet.core import states as S
 from fleet.core.attempts import GOES_ON
+from fleet.core.childdeps import not_a_childs_dep
 from fleet.core.childsteps import expand
 from fleet.core.problems import Problem
 from fleet.core.scheduler import StepExited, Submitted
@@ -241,11 +242,14 @@ class Children:
         return [subs.subs[i] for i in subs.step_subs.get(parent, ()) if i in subs.subs]
 
     def _check(self, parent: str, steps: list) -> list:
-        """Problems only the loop can see: deps on unknown steps, ids the suite uses, a
-        directory on the log file of a step of the fleet (fleet.core.steppaths), and deps
-        on steps that end only after this family (the parent, an ancestor, a step that
-        waits for one of them): the child would wait for ever, and they for it."""
+        """Problems only the loop can see: deps on unknown steps or on another parent's
+        children (fleet.core.childdeps: the graph decides, not whether that parent had
+        submitted it yet), ids the suite uses, a directory on the log file of a step of
+        the fleet (fleet.core.steppaths), and deps on steps that end only after this
+        family (the parent, an ancestor, a step that waits for one of them): the child
+        would wait for ever, and they for it."""
         c, mine = self.coord, {s.id for s in steps}
+        owner_of = lambda sid: c.sched.family(sid)[0]  # noqa: E731  (the step that submitted it)
         out = path_clashes(steps, mine, c.specs)
         outside = {d for s in steps for d in s.deps if d not in mine and d in c.specs}
         stuck = c.sched.ends_after(parent, sorted(outside)) if outside else {}
@@ -253,10 +257,11 @@ class Children:
             if s.id in c.specs and c.sched.family(s.id)[0] != parent:
                 out.append(Problem(s.source, s.id, "id", "already a step of the fleet, not a child of this step"))
             for d in s.deps:
-                if d not in mine and d not in c.specs:
-                    out.append(Problem(s.source, s.id, "deps", f"{d!r} is neither a sibling nor a step of the fleet"))
-                elif d in stuck:
-                    out.append(Problem(s.source, s.id, "deps", _stuck(d, stuck[d], parent)))
+                if d in mine:
+                    continue
+                why = _stuck(d, stuck[d], parent) if d in stuck else not_a_childs_dep(d, parent, c.specs, owner_of)
+                if why:
+                    out.append(Problem(s.source, s.id, "deps", why))
         return out
 
     def _batch(self, tag: Tag, steps: list, markers: dict, left: dict) -> Batch:

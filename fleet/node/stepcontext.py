@@ -58,7 +58,8 @@ class StepContext:
     def submit(self, steps: list) -> list:
         """Submit steps (tables of the suite's step fields) as this step's children; return
         their ids, ``<this id>/<given id>``. A dep names a sibling if one has that given id,
-        else a step of the suite. Checked here: a problem raises fleet.SuiteError naming
+        else a step of the suite (never another parent's child: the fleet refuses it,
+        fleet.core.childdeps). Checked here: a problem raises fleet.SuiteError naming
         the step and field. Written durably (written aside, fsynced, renamed) before this
         returns; the fleet takes them in when this attempt ends, or waits (raise
         fleet.WaitForChildren() to run again once they all ended)."""

@@ -184,3 +184,41 @@ exit 3
     assert f"{submitted}: field 'suite': children take no [suite]" in reason, reason
     assert not [e for e in events(run_dir) if e["kind"] == "exit" and e["step"] == "p/k"]
     assert_nothing_left(run_dir)
+
+
+def test_a_childs_dep_on_another_parents_child_fails_its_parent_on_every_run_whatever_ran_first(tmp_path):
+    # "after" runs once p2's whole family has ended, so p2/c0 is always known when it
+    # submits: before 2026-12-06 that was taken on a first run and refused on the next
+    # (p2 skipped as done, its children never known); "side" runs beside p2, taken or
+    # refused as p2 happened to be collected first (the dynamic audit's F2).
+    body = """
+[[steps]]
+id = "p2"
+call = "children_steps:parent"
+args = { n = 1 }
+
+[[steps]]
+id = "after"
+call = "children_steps:waits_on"
+args = { dep = "p2/c0" }
+deps = ["p2"]
+retries = 0
+
+[[steps]]
+id = "side"
+call = "children_steps:waits_on"
+args = { dep = "p2/c0" }
+retries = 0
+"""
+    rule = ("field 'deps': 'p2/c0' names a child of 'p2', another step: a child's deps name its siblings and the "
+            "suite's steps only")
+    for _ in range(2):
+        r, run_dir = run(tmp_path, body)
+        assert r.returncode == 1, r.stdout + r.stderr
+        for parent in ("after", "side"):
+            why = last_exit(run_dir, parent)
+            assert why["outcome"] == "failed" and f"step '{parent}/post': {rule}" in why["reason"], why
+            assert "make '{}' depend on 'p2'".format(parent) in why["reason"], why
+        assert not [x for x in ran(run_dir) if x["what"] == "child" and x["step"].endswith("/post")]
+    assert "skipped    p2" in r.stdout, r.stdout  # the second run: p2 done, its child not submitted again
+    assert_nothing_left(run_dir)
