@@ -313,3 +313,23 @@ def waves(ctx, durs=(0.5, 1.0), waves: int = 1, nested: bool = False, s: float =
         ctx.submit(kids)
         raise fleet.WaitForChildren()
     _note(ctx, "resumed", children=ctx.children)
+
+
+def shows_args(ctx, **args) -> None:
+    _note(ctx, "args", args={k: repr(v) for k, v in args.items()})
+
+
+def submits_odd_floats(ctx) -> None:
+    """Submits a child whose args are NaN and infinities (as a suite's `nan`, `inf`), and
+    one whose arg JSON cannot write (a tuple as a key); notes what ctx.submit said."""
+    if ctx.phase == 0:
+        try:
+            ctx.submit([{"id": "ok", "call": "children_steps:child"},
+                        {"id": "tuplekey", "call": "children_steps:shows_args", "args": {"x": {("a",): 1}}}])
+        except fleet.SuiteError as e:
+            _note(ctx, "refused", problems=[str(p) for p in e.problems])
+        ids = ctx.submit([{"id": "odd", "call": "children_steps:shows_args",
+                           "args": {"x": float("nan"), "y": float("inf"), "z": [-float("inf"), 1.5]}}])
+        _note(ctx, "submitted", ids=ids)
+        raise fleet.WaitForChildren()
+    _note(ctx, "resumed", children=ctx.children)

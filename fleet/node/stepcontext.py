@@ -68,10 +68,13 @@ class StepContext:
         from fleet.core.problems import SuiteError
         specs, problems = expand(self.id, steps, f"{self.id}: ctx.submit", _given, None)
         try:
-            text = json.dumps({"steps": steps}, allow_nan=False)
-        except (TypeError, ValueError) as e:
-            from fleet.core.problems import Problem
-            problems.append(Problem(f"{self.id}: ctx.submit", None, "args", f"not representable as TOML/JSON: {e}"))
+            # NaN and +-inf as Python's json writes them (NaN, Infinity), which the
+            # coordinator's json.loads reads back: a suite's `nan`, `inf` and Fleet.submit
+            # take them. Before 2026-12-06 they were refused here, naming no child.
+            text = json.dumps({"steps": steps})
+        except (TypeError, ValueError, RecursionError) as e:
+            if not problems:  # (what expand refused, it named: a second word on it says nothing)
+                problems.append(_unwritable(f"{self.id}: ctx.submit", self.id, steps, e))
         if problems:
             raise SuiteError(problems)
         from fleet.node.protocol import clear_submitted, submit_dir_of
@@ -85,6 +88,19 @@ class StepContext:
         _given.update(s.id[len(self.id) + 1:] for s in specs)  # and as made (c/1, c/2: a dep names one)
         control["submitted"] = control.get("submitted", 0) + 1
         return [s.id for s in specs]
+
+
+def _unwritable(source: str, parent: str, steps: list, e: Exception):
+    """The problem of a table JSON cannot write (expand took it), naming its child and
+    field: the first that fails, looked for only then."""
+    from fleet.core.problems import Problem
+    for t in steps:
+        for key, value in t.items():
+            try:
+                json.dumps({str(key): value})
+            except (TypeError, ValueError, RecursionError) as why:
+                return Problem(source, f"{parent}/{t.get('id')}", str(key), f"not representable as JSON: {why}")
+    return Problem(source, None, None, f"not representable as JSON: {e}")
 
 
 _given: set = set()  # given ids this process submitted (deps on them name siblings)

@@ -222,3 +222,22 @@ retries = 0
         assert not [x for x in ran(run_dir) if x["what"] == "child" and x["step"].endswith("/post")]
     assert "skipped    p2" in r.stdout, r.stdout  # the second run: p2 done, its child not submitted again
     assert_nothing_left(run_dir)
+
+
+def test_a_child_whose_args_hold_nan_or_infinity_is_taken_as_a_suite_takes_them_and_an_unwritable_arg_names_its_child(
+        tmp_path):
+    r, run_dir = run(tmp_path, """
+[[steps]]
+id = "p"
+call = "children_steps:submits_odd_floats"
+retries = 0
+""")
+    assert r.returncode == 0, r.stdout + r.stderr  # before 2026-12-06 ctx.submit refused NaN: p failed
+    seen = ran(run_dir)
+    assert next(x for x in seen if x["what"] == "args") == dict(
+        next(x for x in seen if x["what"] == "args"), step="p/odd", args={"x": "nan", "y": "inf", "z": "[-inf, 1.5]"})
+    assert next(x for x in seen if x["what"] == "resumed")["children"] == {"p/odd": "succeeded"}
+    refused = next(x for x in seen if x["what"] == "refused")["problems"]
+    assert len(refused) == 1 and refused[0].startswith(
+        "p: ctx.submit: step 'p/tuplekey': field 'args': not representable as JSON: "), refused
+    assert_nothing_left(run_dir)
