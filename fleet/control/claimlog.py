@@ -30,7 +30,11 @@ outcome is final and recorded), so a fleet waiting for steps another live fleet 
 reads nothing per step while they run: it follows the log once per period and reads
 the marker (or final record) of a step only once the log says it ended, or once its
 holder is gone. A fleet with ended steps to say and no claim to write puts them in a
-batch of their own, at most once per period.
+batch of their own, at most once per period, and at its clean end (so that a fleet
+that finds it gone takes its outcomes, not its steps). A step that ended here without
+being claimed (blocked, unrunnable: it never started) is said too (`final`), claiming
+nothing: a shard waiting for it as another shard's step reads its final record then
+(before 2026-12-08 nothing said it, and such a shard waited for ever).
 
 The log is cleared by a fleet that takes the lease with nobody else on the run
 directory (nobody reads it then). Within a shared period it is compacted
@@ -87,6 +91,8 @@ class ClaimLog:
         self.taken: set[str] = set()  # of the last claim: steps taken from a gone fleet
         self.ended: set[str] = set()  # steps another fleet's batch said ended there
         self._ending: list[str] = []  # steps this fleet held that ended here, to say next
+        self._final: list[str] = []   # steps that ended here unclaimed, to say next (`final`)
+        self.finals: set[str] = set()  # watched steps another fleet said ended unclaimed
         # Compaction (fleet.control.claimsnap): the number of the last snapshot met, whether
         # what this fleet read holds everything from the log's start (it started at 0 or
         # loaded a snapshot), the highest number of the last listing, the steps whose
@@ -185,17 +191,24 @@ class ClaimLog:
                     self.ended.add(s)
                     if s in watch:
                         touched.add(s)
+        if who != self.fleet_id:
+            for s in rec.get("final") or ():
+                if s in watch:  # (only those waited for: kept until settled, fleet.control.claims)
+                    self.finals.add(s)
+                    touched.add(s)
 
     # -- saying what ended here -----------------------------------------------------------------
     def said_ended(self, step: str) -> None:
-        """A step this fleet holds in the log ended here (final, recorded): said in the
-        next batch this fleet writes."""
+        """A step ended here (final, recorded): said in the next batch this fleet writes,
+        as `ended` when this fleet holds it in the log, else as `final` (it never ran)."""
         if step in self.mine:
             self._ending.append(step)
+        else:
+            self._final.append(step)
 
     def say_ended(self) -> None:
         """Put the ended steps not said yet in a batch of their own (once per period)."""
-        if self._ending and self.next >= 0:
+        if (self._ending or self._final) and self.next >= 0:
             while not self._write([]):
                 self.follow()
 
@@ -290,6 +303,8 @@ class ClaimLog:
                "steps": steps}
         if self._ending:
             rec["ended"] = self._ending
+        if self._final:
+            rec["final"] = self._final
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, ownfiles.MODE)  # (no fstat, as open() makes)
         try:
             data = json.dumps(rec, separators=(",", ":")).encode()
@@ -307,7 +322,7 @@ class ClaimLog:
                 os.unlink(tmp)
             self.next += 1
             self.files += 1
-            self._ending = []
+            self._ending, self._final = [], []
             self._apply(rec)
         if self.next - self.snap_at >= self._every * 4 and self.next >= self._try_at:
             self._try_at = self.next + self._every  # (a live fleet not said yet: tried again later)

@@ -176,6 +176,7 @@ class Claims:
     def _settled(self, step: str) -> None:
         if self.log is not None:
             self.log.ended.discard(step)
+            self.log.finals.discard(step)
 
     def ended_here(self, step: str) -> None:
         """A step ended here, final and recorded: said in the claims log when shared, so
@@ -236,7 +237,12 @@ class Claims:
         if log is not None:
             todo |= log.touched
             log.touched = set()
-            for fleet in [f for f in self._quiet if f is not None and not log.live(f)]:
+            gone = [f for f in self._quiet if f is not None and not log.live(f)]
+            if gone:  # (its last batch, written at its clean end, says which of its steps ended)
+                log.follow()
+                todo |= log.touched
+                log.touched = set()
+            for fleet in gone:
                 todo |= self._quiet.pop(fleet)
         return sorted(s for s in todo if s in self.elsewhere)
 
@@ -250,10 +256,11 @@ class Claims:
         log = self.log
         # A live fleet holds it in the log and has not said it ended: nothing to read.
         # Nor for another shard's step nobody claimed: no fleet runs a step on this run
-        # directory unclaimed while another is live (fleet.control.lease); unless it was
+        # directory unclaimed while another is live (fleet.control.lease); unless a fleet
+        # said it ended there unclaimed (blocked: its final record is read), or it was
         # found ended there before this fleet's submission and no other fleet is live.
         batch = log.holder.get(step) if log is not None else None
-        if batch is None and foreign and log is not None:
+        if batch is None and foreign and log is not None and step not in log.finals:
             if step not in self._before or (self.shared and log.others_live()):
                 return self._wait(step, None)
             self._settled(step)
@@ -274,14 +281,15 @@ class Claims:
         # (before 2026-12-06 only a failure after this fleet's submission did, and a
         # success of another definition never: its dependents waited for ever).
         why = shard.ended_there(rec, final) if foreign else None
-        if why is None and final is not None and final.get("at", 0) >= since and final.get("fleet") != self.fleet_id:
+        if why is None and final is not None and final.get("fleet") != self.fleet_id and (
+                final.get("at", 0) >= since or self._holders(step, batch, final)):
             why = f"{final.get('outcome')} in fleet {final.get('fleet')}: {final.get('reason', '')}"
         if why is not None:
             self._settled(step)
             yield Settled(step, S.FAILED, why)
             return
         if foreign:
-            self._poll.add(step)
+            self._poll.add(step)  # (a final said, not written yet: read each period until it is)
             return  # another shard's step: only its outcome settles it
         if batch is not None and batch != self.fleet_id:
             if self.log.live(batch):
@@ -300,3 +308,11 @@ class Claims:
             yield Reclaim(step, why)
         else:
             self._poll.add(step)  # an older fleet's per-step claim: read each period
+
+    def _holders(self, step: str, batch: str | None, final: dict) -> bool:
+        """Is the final record its holder's outcome of the step? Yes when the fleet that
+        holds it in the log said it ended and wrote the record, whenever (before this
+        fleet found it held, too: before 2026-12-08 only a record written after counted,
+        so two fleets each waited for ever for a step the other had failed). A record of
+        another fleet, older, is not: the holder's success, its marker not written yet."""
+        return batch is not None and step in self.log.ended and final.get("fleet") == batch

@@ -461,6 +461,11 @@ class Recorder:
                 self.writer.close(0)
             if self.syncer is not None:
                 self.syncer.close()
+            if self.claims.shared:  # its files written: a fleet that finds this one gone takes its outcomes
+                try:  # (not its steps: fleet.control.claims)
+                    self.log.say_ended()
+                except OSError as e:
+                    log.error("cannot say in the claims log which steps ended here: %s", e)
         finally:
             journalmarks.off(self.run_dir, self.known)
             self.claims.release_all()
