@@ -34,7 +34,7 @@ batch of their own, at most once per period, and at its clean end (so that a fle
 that finds it gone takes its outcomes, not its steps). A step that ended here without
 being claimed (blocked, unrunnable: it never started) is said too (`final`), claiming
 nothing: a shard waiting for it as another shard's step reads its final record then
-(before 2026-12-08 nothing said it, and such a shard waited for ever).
+(before 2026-12-07 nothing said it, and such a shard waited for ever).
 
 The log is cleared by a fleet that takes the lease with nobody else on the run
 directory (nobody reads it then). Within a shared period it is compacted

@@ -312,7 +312,7 @@ class Claims:
     def _holders(self, step: str, batch: str | None, final: dict) -> bool:
         """Is the final record its holder's outcome of the step? Yes when the fleet that
         holds it in the log said it ended and wrote the record, whenever (before this
-        fleet found it held, too: before 2026-12-08 only a record written after counted,
+        fleet found it held, too: before 2026-12-07 only a record written after counted,
         so two fleets each waited for ever for a step the other had failed). A record of
         another fleet, older, is not: the holder's success, its marker not written yet."""
         return batch is not None and step in self.log.ended and final.get("fleet") == batch
