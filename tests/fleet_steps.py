@@ -94,7 +94,7 @@ def _running(pid: int) -> bool:
 
 def once(ctx):
     """Note "start"; note "overlap" if an earlier attempt of this step is still alive;
-    sleep args.seconds; publish out/<step> by an exclusive link of a finished file (an
+    wait for the file args.gate, if named; sleep args.seconds; publish out/<step> by an exclusive link of a finished file (an
     attempt killed on the way leaves no output, a second success cannot overwrite the
     first: it fails); note "end"."""
     _note(ctx, "start")
@@ -103,6 +103,10 @@ def once(ctx):
         f = line.split()
         if len(f) >= 3 and f[0] == "start" and f[1] == me and int(f[2]) != os.getpid() and _running(int(f[2])):
             _note(ctx, f"overlap:{f[2]}")
+    gate = ctx.args.get("gate")  # a file the test makes when the step may go on
+    deadline = time.monotonic() + 120
+    while gate and not os.path.exists(gate) and time.monotonic() < deadline:
+        time.sleep(0.02)
     time.sleep(float(ctx.args.get("seconds", 1.0)))
     out = Path(ctx.run_dir, "out", me.replace("/", "_"))
     out.parent.mkdir(exist_ok=True)

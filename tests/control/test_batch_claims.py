@@ -45,7 +45,8 @@ def assert_each_ended_once(run_dir: Path, steps: list[str]) -> None:
     assert sorted(p.name for p in (run_dir / "out").iterdir()) == sorted(s.replace("/", "_") for s in steps)
 
 
-def suite_of(tmp_path: Path, count: int, seconds: float) -> Path:
+def suite_of(tmp_path: Path, count: int, seconds: float, gate: Path | None = None) -> Path:
+    gated = f', gate = "{gate}"' if gate else ""
     return write_suite(tmp_path / "s.toml", f"""
 [suite]
 name = "batches"
@@ -54,18 +55,25 @@ run_dir = "run"
 id = "s/{{i}}"
 array = "0-{count - 1}"
 call = "fleet_steps:once"
-args = {{ seconds = {seconds} }}
+args = {{ seconds = {seconds}{gated} }}
 """)
 
 
 def two_fleets_run(tmp_path, started, n: int, seconds: float):
     """A suite of n steps of `seconds` each run by two fleets on one run directory, the
-    second started once the first has started steps; both succeed, each step ends once."""
+    second started once the first has started steps; both succeed, each step ends once.
+    The steps wait at a gate until the second fleet has started one: on a loaded machine
+    the first fleet could otherwise end them all before the second came up."""
     steps = [f"s/{i}" for i in range(n)]
-    suite, run_dir = suite_of(tmp_path, n, seconds), tmp_path / "run"
+    gate = tmp_path / "go"
+    suite, run_dir = suite_of(tmp_path, n, seconds, gate), tmp_path / "run"
     first = started("run", str(suite), "--nodes", "2")
     wait_for(lambda: len(of(run_dir, E.Started)) >= 2, 60, "the first fleet to start steps")
+    first_fleet = of(run_dir, E.FleetStarting)[0].fleet
     second = started("run", str(suite), "--nodes", "2")
+    wait_for(lambda: any(e.fleet != first_fleet for e in of(run_dir, E.Started)), 90,
+             "the second fleet to start a step")
+    gate.touch()
     outs = [p.communicate(timeout=120) for p in (first, second)]
     assert [first.returncode, second.returncode] == [0, 0], outs
     assert_each_ended_once(run_dir, steps)
