@@ -333,3 +333,47 @@ def submits_odd_floats(ctx) -> None:
         _note(ctx, "submitted", ids=ids)
         raise fleet.WaitForChildren()
     _note(ctx, "resumed", children=ctx.children)
+
+
+def _declared(ctx, step: str) -> int:
+    """How many times the fleet's events say `step` was entered in a submission."""
+    with open(os.path.join(ctx.run_dir, "events.jsonl")) as f:
+        return sum('"kind":"step"' in line and f'"step":"{step}"' in line for line in f)
+
+
+def _until(ok, wait_s: float = 60.0) -> None:
+    """Poll `ok` until it holds or wait_s passed (the test then fails on what it sees)."""
+    deadline = time.monotonic() + wait_s
+    while not ok() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def versioned(ctx, v: int, made: str = "", held: str = "") -> None:
+    """Notes version `v` and what the file `made` (in the run directory: a dep's) holds,
+    writes `v` to its own file, and ends only once step `held` was entered twice (its
+    parent's retry submitted it again), so that it still runs then."""
+    saw = None
+    if made:
+        with open(os.path.join(ctx.run_dir, made)) as f:
+            saw = f.read()
+    _note(ctx, "child", v=v, saw=saw)
+    if held:
+        _until(lambda: _declared(ctx, held) >= 2)
+    with open(os.path.join(ctx.run_dir, ctx.id.replace("/", "-") + ".out"), "w") as f:
+        f.write(str(v))
+    _note(ctx, "ended", v=v)
+
+
+def resubmits_changed(ctx) -> None:
+    """Submits c0, then c1 after it, both with args that name the attempt, and fails once:
+    its retry submits them again, changed, while c0 of attempt 1 still runs (it holds
+    until then) and c1 waits for it."""
+    if ctx.phase == 0:
+        me, v = ctx.id, ctx.attempt
+        ctx.submit([{"id": "c0", "call": "children_steps:versioned", "args": {"v": v, "held": f"{me}/c0"}},
+                    {"id": "c1", "call": "children_steps:versioned", "args": {"v": v}, "deps": ["c0"]}])
+        if ctx.attempt == 1:
+            raise RuntimeError("fails after submitting, once")
+        raise fleet.WaitForChildren()
+    _note(ctx, "resumed", children=ctx.children)
+

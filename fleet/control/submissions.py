@@ -229,14 +229,18 @@ class Submissions:
         still to run counts in each that waits for it. The newest definition is the one
         to launch (a running older one's marker still names what ran: fleet.control.store),
         except for a step another fleet runs, which is waited for as it is (but one this
-        submission takes from another shard of this fleet: `takes`, Submitted.takes)."""
+        submission takes from another shard of this fleet: `takes`, Submitted.takes).
+        A step still to run that this submission holds already (a child its retried parent
+        submitted again, changed, while it waited or ran: Submission.add) stays listed once:
+        before 2026-12-07 it was listed twice, its end counted twice, and the submission,
+        one end short of none left, never finished (`fleet run` did not return)."""
         state = self.sched.state_of(spec.id)
         ids = self.step_subs.get(spec.id)
         if state is not None:  # counted waiting so far, as the scheduler has it now
             self.moved(spec.id, S.WAITING, state, (sid,))
         if state in S.FINAL or not ids:
             self.step_subs[spec.id] = self._only(sid)
-        else:
+        elif sid not in ids:  # (a child its retried parent submitted again while it ran: counted in it once)
             self.step_subs[spec.id] = [*ids, sid]
         if state != S.ELSEWHERE or spec.id in takes:
             self.specs[spec.id] = spec
