@@ -377,3 +377,19 @@ def resubmits_changed(ctx) -> None:
         raise fleet.WaitForChildren()
     _note(ctx, "resumed", children=ctx.children)
 
+
+def resubmits_dep_of_running(ctx) -> None:
+    """Submits a (its args name the attempt) and b after it (the same each time), and
+    fails once; its retry submits both again once b runs on what a made first (b holds
+    until a is submitted again)."""
+    if ctx.phase == 0:
+        me = ctx.id
+        if ctx.attempt > 1:
+            _until(lambda: any(x["step"] == f"{me}/b" for x in ran(ctx.run_dir) if x["what"] == "child"))
+        ctx.submit([{"id": "a", "call": "children_steps:versioned", "args": {"v": ctx.attempt}},
+                    {"id": "b", "call": "children_steps:versioned", "deps": ["a"],
+                     "args": {"v": 0, "made": f"{me}-a.out", "held": f"{me}/a"}}])
+        if ctx.attempt == 1:
+            raise RuntimeError("fails after submitting, once")
+        raise fleet.WaitForChildren()
+    _note(ctx, "resumed", children=ctx.children)

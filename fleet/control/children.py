@@ -49,6 +49,7 @@ from fleet.core.suite import toml_table
 from fleet.wire import events, ownfiles, records
 
 _new, _set = object.__new__, object.__setattr__
+_ON_NODE = (S.RUNNING, S.QUEUED)  # a child's states in which it already works on its deps' output
 
 IDLE_WAIT = ("it asked to wait for its children twice in a row with none submitted since and none left to end "
              "(fleet.WaitForChildren, or exit 3, whatever its phase: a loop)")
@@ -189,20 +190,27 @@ class Children:
         and its marker still says so against the markers its deps have now (a dep run
         again since, a suite step or a sibling, or its directory removed: it runs again,
         make's rule, as a suite's step would), unless its parent runs for a --force and it
-        has not run since (_forced). One that ended without success runs again."""
+        has not run since (_forced). One that ended without success runs again. One
+        running (or queued on a node) while a dep of it among its siblings runs again now
+        is submitted too: it ran on what that dep made before, so the scheduler runs it
+        again after its attempt (fleet.core.generations: queued after). Before 2026-12-07
+        it was kept, and its end stood for a dep's output that was replaced meanwhile."""
         kept: set = set()
         out = []
         state_of, specs, mine = self.coord.sched.state_of, self.coord.specs, {s.id for s in steps}
         forced = self._forced(parent, steps)
         markers = self._now(steps, markers, state_of)
+        again: set = set()  # ids in `out`
         for s in steps:
             old = specs.get(s.id)
             if old is not None and old.identity() == s.identity():
                 state = state_of(s.id)
-                if state not in S.FINAL or (state in S.GOOD and s.id not in forced and _done(s, markers, kept, mine)):
+                if (state in S.GOOD and s.id not in forced and _done(s, markers, kept, mine)) or (
+                        state not in S.FINAL and not (state in _ON_NODE and again.intersection(s.deps))):
                     kept.add(s.id)
                     continue
             out.append(s)
+            again.add(s.id)
         return out
 
     def _now(self, steps: list, markers: dict, state_of) -> dict:

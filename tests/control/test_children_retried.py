@@ -1,5 +1,6 @@
 """A retried parent that submits its children again, changed, while one of them still
-runs (a defect found on 2026-12-07): the run ends, each child counted once.
+runs (defects found on 2026-12-07): the run ends, each child counted once, and a child
+that ran on what a sibling made before that sibling ran again runs again after it.
 Real `fleet run`s, each under a timeout; step functions in tests/children_steps.py."""
 
 from __future__ import annotations
@@ -52,3 +53,19 @@ def test_a_retried_parent_that_submits_a_running_child_again_changed_ends_with_e
         "succeeded", "succeeded"]
     assert_nothing_left(run_dir)
 
+
+def test_a_running_child_whose_sibling_dep_its_retried_parent_changes_runs_again_on_the_deps_new_output(tmp_path):
+    # (b, started on a's first output, was kept while a ran again: its success stood for
+    # an output replaced since, and the parent's phase 1 went on with it)
+    r, run_dir = run(tmp_path, "resubmits_dep_of_running")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "suite 'kids': 3 succeeded" in r.stdout, r.stdout
+    assert [x["v"] for x in notes(run_dir, "p/a", "child")] == [1, 2]
+    assert [x["saw"] for x in notes(run_dir, "p/b", "child")] == ["1", "2"]
+    a_ended = notes(run_dir, "p/a", "ended")[-1]["t"]
+    b_runs = notes(run_dir, "p/b", "child")
+    assert b_runs[-1]["t"] > a_ended
+    [resumed] = notes(run_dir, "p", "resumed")
+    assert resumed["children"] == {"p/a": "succeeded", "p/b": "succeeded"}
+    assert resumed["t"] > notes(run_dir, "p/b", "ended")[-1]["t"]
+    assert_nothing_left(run_dir)

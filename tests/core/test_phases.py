@@ -244,3 +244,32 @@ def test_a_child_that_fails_now_and_then_in_a_long_convergence_loop_is_no_loop()
     for n in range(60):
         ends = S.FAILED if n % 3 else S.SUCCEEDED
         assert starts(_phase(sched, "p", ends, float(n))) == ["p"]
+
+
+def test_a_running_child_submitted_again_with_a_sibling_dep_run_anew_runs_again_after_it_before_its_parent_resumes():
+    # What fleet.control.children hands on for a retried parent that changed child a while
+    # b ran on a's first output (before 2026-12-07 it kept b, and b's end stood).
+    def kids(a_command: str) -> Submitted:
+        steps, problems = expand("p", [{"id": "a", "command": a_command}, {"id": "b", "command": "b", "deps": ["a"]}],
+                                 "test")
+        assert not problems
+        return Submitted(tuple(steps), {s.id: s.deps for s in steps}, parent="p")
+
+    sched = Scheduler()
+    sched.handle(NodeJoined(node("n", 2)), 0.0)
+    assert starts(sched.handle(submission(suite({"id": "p", "retries": 1}).steps), 0.0)) == ["p"]
+    assert starts(sched.handle(kids("v1"), 1.0)) == ["p/a"]  # (a core is free)
+    assert starts(sched.handle(StepExited("p", 1, S.FAILED, "boom"), 1.0)) == ["p"]
+    assert starts(sched.handle(StepExited("p/a", 1, S.SUCCEEDED), 2.0)) == ["p/b"]
+    assert starts(sched.handle(kids("v2"), 3.0)) == []  # b is queued after its attempt; a waits for a core
+    assert starts(sched.handle(StepExited("p", 2, S.WAIT), 3.0)) == ["p/a"]
+    # b's attempt on a's first output ends: said, but its step is not final (a submission
+    # counts its end once, the new generation's), and it waits for a's new one.
+    out = sched.handle(StepExited("p/b", 1, S.SUCCEEDED), 4.0)
+    assert [(d.step, d.outcome) for d in out if isinstance(d, Finished)] == [("p/b", S.SUCCEEDED)]
+    assert starts(out) == [] and sched.state("p/b") == S.WAITING and sched.view("p/b").generation == 2
+    assert starts(sched.handle(StepExited("p/a", 1, S.SUCCEEDED), 5.0)) == ["p/b"]
+    out = sched.handle(StepExited("p/b", 1, S.SUCCEEDED), 6.0)
+    [resume] = [d for d in out if isinstance(d, Start)]
+    assert resume.step == "p" and dict(resume.resume.children) == {"p/a": S.SUCCEEDED, "p/b": S.SUCCEEDED}
+    assert sched.view("p/a").spec.command == "v2"
