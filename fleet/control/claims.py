@@ -261,7 +261,7 @@ class Claims:
         # found ended there before this fleet's submission and no other fleet is live.
         batch = log.holder.get(step) if log is not None else None
         if batch is None and foreign and log is not None and step not in log.finals:
-            if step not in self._before or (self.shared and log.others_live()):
+            if step not in self._before or (self.shared and log.others_live() and not self._live_final(step)):
                 return self._wait(step, None)
             self._settled(step)
             yield Settled(step, S.FAILED, self._before.pop(step))
@@ -308,6 +308,16 @@ class Claims:
             yield Reclaim(step, why)
         else:
             self._poll.add(step)  # an older fleet's per-step claim: read each period
+
+    def _live_final(self, step: str) -> bool:
+        """Was another shard's step, found ended at this submission, ended by a fleet live
+        now? Then that is how it ended in this round (the shards started together, one
+        failed it before the other looked), not an earlier run's outcome that a live fleet
+        may run again: waiting for that fleet, which may wait for us, never ended. One
+        read, once a step found so."""
+        final = records.read_final(self.run_dir_of(step), step)
+        writer = final.get("fleet") if final else None
+        return bool(writer) and writer != self.fleet_id and self.log.live(str(writer))
 
     def _holders(self, step: str, batch: str | None, final: dict) -> bool:
         """Is the final record its holder's outcome of the step? Yes when the fleet that
