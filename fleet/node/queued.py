@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import os
 import time
 
 from fleet.wire import messages as P
@@ -37,6 +38,18 @@ from fleet.wire import messages as P
 # a wait too, whose children (or itself, none pending) come before what was queued here.
 GOES_ON = frozenset({"next", "restart", "wait"})
 FORGET_S = 600.0  # how long a step that went on is remembered (Queued._remember)
+# A test hook (tests only): a zygote that has started a queued launch (the step it waited
+# for reaped) sleeps, before it reports either, while this file exists (at most HOLD_MOST_S),
+# so that a test can kill it in between (tests/control/test_zygote_restart_unsure.py).
+HOLD_FILE = os.environ.get("FLEET_TEST_PROMOTED_HOLD", "")
+HOLD_MOST_S = 120.0
+
+
+def test_hold() -> None:
+    """(FLEET_TEST_PROMOTED_HOLD) After the start of a queued launch that came due."""
+    end = time.monotonic() + HOLD_MOST_S
+    while HOLD_FILE and os.path.exists(HOLD_FILE) and time.monotonic() < end:
+        time.sleep(0.01)
 
 
 class Queued:

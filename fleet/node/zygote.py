@@ -59,7 +59,7 @@ import msgpack  # noqa: E402
 from fleet.node import child, command, exits, logcut, memlimit, orphans, session, srunstop, threads as step_threads  # noqa: E402
 from fleet.node.preload import Preloads, import_at_start, thread_count  # noqa: E402
 from fleet.node.outbox import Outbox  # noqa: E402
-from fleet.node.queued import GOES_ON, Queued  # noqa: E402
+from fleet.node.queued import GOES_ON, Queued, test_hold  # noqa: E402
 from fleet.node import spare as spare_mod  # noqa: E402
 from fleet.node.spare import Spare  # noqa: E402
 from fleet.node.stopping import WITH_NODE, Stops  # noqa: E402
@@ -357,6 +357,7 @@ class Zygote:
             msg, payload = due.pop(0)
             if self.stop_grace is None:
                 self.launch(msg, payload)
+                test_hold()  # (tests only: FLEET_TEST_PROMOTED_HOLD)
                 if msg.step not in self.ids:
                     due += self.queued.due(msg.step)
             else:  # stopping: it never starts, and the coordinator hears so (what waits for it: at shutdown)
