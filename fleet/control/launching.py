@@ -87,7 +87,8 @@ def recorded(log, d, now: float, taken_back: dict, refused: dict) -> bool:
             return True  # (an empty dict unless the run directory is shared: no cost alone)
         log.write_encoded((eventlines.start(log.fleet, now, d),))
     elif isinstance(d, Unqueued):
-        log.write(events.Unqueued(t=now, step=d.step, attempt=d.attempt, reason=d.reason))
+        log.write(events.Unqueued(t=now, step=d.step, attempt=d.attempt, reason=d.reason,
+                                  may_have_started=d.may_have_started))
         taken_back[d.step] = d.attempt
     else:
         return False

@@ -7,11 +7,12 @@ alone fails, not retried (the zygote is its parent: likely the killer,
 fleet.control.jobend.zygote_died); of several, each is lost (retried as a lost step is),
 its reason naming the zygote's death and the others. The launches the dead zygote had
 not started are the agent's to hand the new one: their steps stay as they are here.
-A step named that is queued here on that node (not running: its predecessor had not
-ended) did not start as far as this coordinator knows, and no new zygote is handed it:
-it is taken back first (ready again, its attempt unused, an ``unqueued`` record), as a
-node's loss takes back its queued steps; before 2026-12-06 it stayed queued, was
-promoted at its predecessor's end, and ran nowhere: the run hung.
+A step named that is queued here on that node (not running: its predecessor's end had
+not come) may have started there unheard, and no new zygote is handed it: it is taken
+back first (ready again as its next attempt, counted against no retry, an ``unqueued``
+record saying it may have started: fleet.core.unsure), as a node's loss takes back its
+queued steps; before 2026-12-06 it stayed queued, was promoted at its predecessor's end,
+and ran nowhere: the run hung; before 2026-12-07 it ran again as the same attempt.
 The restart is logged and recorded (a ``zygote_restarted`` node event).
 """
 
@@ -68,7 +69,7 @@ def take_back(coord, node: str, how: str, named: set) -> list[StepExited]:
             queued[step] = attempt
     if not queued:
         return []
-    why = f"its node's fork server (zygote) {how} before it started; {node} started a new one"
+    why = f"its node's fork server (zygote) {how} before its start was heard; {node} started a new one"
     log.warning("the fork server (zygote) on %s %s: took back %s, queued there", node, how, ", ".join(sorted(queued)))
     return [StepExited(s, queued[s], S.LOST, why) for s in sorted(queued, key=lambda s: -_depth(sched, s))]
 

@@ -15,13 +15,14 @@ class Job:
     """One submitted step as the scheduler holds it."""
 
     __slots__ = ("spec", "deps", "state", "attempt", "generation", "unmet", "dependents", "demand", "placement",
-                 "started_at", "why", "exclusive", "prio", "seq", "cancelled", "ready_at", "qkey")
+                 "started_at", "why", "exclusive", "prio", "seq", "cancelled", "ready_at", "qkey", "unsure")
 
     def __init__(self, spec: StepSpec, deps: tuple[str, ...]):
         self.spec = spec
         self.deps = deps  # its effective dependencies (explicit and by files), as submitted
         self.state = S.WAITING
-        self.attempt = 1  # within its generation: the retry limit counts these
+        self.attempt = 1  # within its generation: the retry limit counts these, but for the unsure
+        self.unsure = 0  # attempts spent that may not have run (fleet.core.unsure): no retry counts them
         self.generation = 1  # how many times a submission made this step run anew in this fleet
         self.unmet = 0
         self.dependents: list[Job] | tuple = ()  # a list once it has one (most steps never do)

@@ -359,7 +359,7 @@ class Scheduler(Entries, Phases, Outside):
                 self._set(job, S.SUCCEEDED)
                 self._released(job, out, ev.reason)
             return
-        if job.attempt <= job.spec.retries:
+        if job.attempt - job.unsure <= job.spec.retries:  # (fleet.core.unsure: not those)
             self._set(job, "retry")
             job.attempt += 1
             out.append(Finished(job.spec.id, job.attempt - 1, ev.outcome, ev.reason))

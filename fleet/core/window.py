@@ -48,8 +48,9 @@ the decisions stay deterministic: the same events give the same queues. The rule
   it is not known to, and waits in the ready set; fleet.core.deadline.in_time);
 - a queued step is not an attempt until it starts: when its predecessor ends here
   (exit, cancel, claimed elsewhere: however it stops) it becomes RUNNING on the
-  predecessor's placement (a Begin decision); when the node is lost first, it returns
-  to the ready set with its attempt unchanged (Unqueued); `fleet cancel` asks the node
+  predecessor's placement (a Begin decision); when the node (or its zygote) is lost first,
+  it returns to the ready set as its next attempt, as it may have started there unheard
+  (Unqueued, fleet.core.unsure); `fleet cancel` asks the node
   to drop it (a Kill), and the node's report ends it; another fleet's claim sends it
   ELSEWHERE like a started step;
 - a queued step is not stuck when cores of its demand free elsewhere first: with no
@@ -85,6 +86,7 @@ from fleet.core.windowfair import WindowFair
 from fleet.core.windoworder import WindowOrder
 from fleet.core.windowpick import _Lazy, WindowPick
 from fleet.core.resources import Demand, Placement
+from fleet.core.unsure import Unqueued, spend
 
 
 @dataclass(frozen=True)
@@ -107,16 +109,6 @@ class Begin:
     attempt: int
     placement: Placement
     after: str
-
-
-@dataclass(frozen=True)
-class Unqueued:
-    """A queued step left its node's window without starting (the node was lost, or
-    the drain dropped it there): it is ready again, and the attempt was not used."""
-
-    step: str
-    attempt: int
-    reason: str
 
 
 __all__ = ["Queue", "Begin", "Unqueued", "Withdraw", "Window"]
@@ -328,8 +320,8 @@ class Window(WindowPick, WindowBack, WindowChain, WindowOrder, WindowFair):
         return queued
 
     def lost(self, node: str, reason: str, out: list) -> None:
-        """`node` is gone: its queued steps are ready again, their attempts unused
-        (one cancelled meanwhile ends cancelled, but for the drain's cancel: not started)."""
+        """`node` is gone: its queued steps are ready again, each as its next attempt (it may
+        have started: fleet.core.unsure; one cancelled meanwhile ends cancelled, but for the drain's cancel)."""
         # Behind the steps running there (not a scan of every queued step: at a job's end
         # every node is lost, and 10,000 nodes x 640,000 queued steps would be hours).
         on = self.sched._on_node.get(node, ()) if self.count.get(node) else ()
@@ -348,7 +340,7 @@ class Window(WindowPick, WindowBack, WindowChain, WindowOrder, WindowFair):
             elif job.cancelled:
                 self._end(job, "cancel", S.CANCELLED, "cancelled", out, ran=False)
             else:
-                self._ready(job, out, f"{node} was lost before it started: {reason}")
+                self._ready(job, out, f"{node} was lost before its start was heard ({reason})", True)
         self.parked.pop(node, None)
         self.shelved.pop(node, None)
 
@@ -394,7 +386,7 @@ class Window(WindowPick, WindowBack, WindowChain, WindowOrder, WindowFair):
         if outcome == S.STOPPED:
             self._end(job, "stopped", S.STOPPED, reason, out)
         elif outcome == S.LOST and not job.cancelled:  # its zygote died first (fleet.control.rezygote): as `lost`
-            self._ready(job, out, reason)
+            self._ready(job, out, reason, True)
         elif job.cancelled and self.sched.deadline.drained:  # dropped by the drain: not started, no attempt
             job.cancelled = False
             self._ready(job, out, DRAIN_KILL + self.sched.deadline.reason)
@@ -481,14 +473,14 @@ class Window(WindowPick, WindowBack, WindowChain, WindowOrder, WindowFair):
             for job in parked.values():
                 self.started(job)
 
-    def _ready(self, job, out: list, reason: str) -> None:
-        # It never started: it has waited since it first became ready (status's age,
-        # --reserve-after's), not since it came back.
+    def _ready(self, job, out: list, reason: str, unsure: bool = False) -> None:
+        # It has waited since it first became ready (status's age, --reserve-after's), not
+        # since it came back. `unsure`: it may have started (fleet.core.unsure).
         self.sched._set(job, "unqueue")
         self.yielded.discard(job.spec.id)
         job.placement = ()
+        out.append(spend(job, reason) if unsure else Unqueued(job.spec.id, job.attempt, reason))
         self.sched._enqueue(job, since=job.ready_at)
-        out.append(Unqueued(job.spec.id, job.attempt, reason))
 
     def _end(self, job, what: str, outcome: str, reason: str, out: list, ran: bool = True) -> None:
         # ran=False: never started here (a cancel's record says so); a stopped step is

@@ -18,11 +18,15 @@ closed, its pid ended, or a write to it failed: fleet.node.zygotewatch):
 - keeps heartbeating while the new zygote imports (a preload may take tens of seconds
   on a parallel filesystem), holding what the coordinator sends for it meanwhile;
 - once the new zygote's Hello comes, writes it the launches the old one had surely not
-  started (queued behind a step still running, or dropped as it stopped unasked on a
-  SIGTERM: Unstarted.held; each waiting for what it waited for there, the drops it made
-  followed: Unstarted.dropped), in the order they came, then what was held. Every other launch whose Started never came may have started (a
-  step can kill its zygote before its Started is written) and ends with the steps that
-  ran: none runs twice.
+  started (queued behind a step the old one never reaped: its process is the agent's
+  child now, see unreaped; or dropped as it stopped unasked on a SIGTERM: Unstarted.held;
+  each waiting for what it waited for there, the drops it made followed:
+  Unstarted.dropped), in the order they came, then what was held. Every other launch
+  whose Started never came may have started (a step can kill its zygote before its
+  Started is written; a queued one starts as the step it waits for is reaped, and its
+  Started waits for the zygote's turn to end) and ends with the steps that ran, or, still
+  queued at the coordinator, runs again as its next attempt (fleet.core.unsure): none
+  runs twice as one attempt.
 
 Bounded: at most MAX_RESTARTS restarts in WINDOW_S. The next death stops the agent as
 before (its node leaves the fleet), its goodbye saying why. A new zygote that dies
@@ -124,10 +128,10 @@ class Unstarted:
 
     def held(self, running: set[str]) -> list[tuple[str, int]]:
         """The launches surely not started: each queued behind a step still ``running``
-        at the zygote's death (as far as the agent heard), or behind one such, or kept
+        at the zygote's death (one it never reaped: unreaped), or behind one such, or kept
         (its zygote dropped it as it stopped), or behind one such. The others may have
         been (a launch's process can start, and kill its zygote, before its Started is
-        written): they end with the zygote's steps, never run twice."""
+        written): they end with the zygote's steps, never run twice as one attempt."""
         held: list[tuple[str, int]] = []
         waiting = set(running)
         kept = {(m.step, m.attempt) for m, _ in self.kept}
@@ -150,7 +154,7 @@ class Unstarted:
 def end_steps(agent) -> list[list]:
     """Kill what the dead zygote's steps left running; the [step, attempt] of each that
     had started or may have (every launch not held: Unstarted.held), now ended here."""
-    held = set(agent.unstarted.held({s for s, _ in agent.pgids}))
+    held = set(agent.unstarted.held(unreaped(agent)))
     started = sorted(k for k in agent.graces if k not in held)
     session.kill_all(agent.pgids.values())
     # Everything below the agent but its watcher is the dead zygote's now (its steps'
@@ -161,6 +165,20 @@ def end_steps(agent) -> list[list]:
         agent.graces.pop(key, None)
         agent.memory.forget(key)
     return [list(k) for k in started]
+
+
+def unreaped(agent) -> set[str]:
+    """The steps whose Started came that the dead zygote never reaped: each is the agent's
+    child now (adopted, running or a zombie: fleet.node.orphans), until end_steps reaps it.
+    The zygote starts a launch queued behind a step only once it has reaped that step, so
+    what waited for one of these surely did not start; one reaped may have been followed
+    by its queued launch's start, unheard (its reports wait for the turn's end, or longer:
+    fleet.node.outbox). Before 2026-12-07 every step whose Exited had not come counted as
+    unreaped, and such a launch ran again on the new zygote as the same attempt. A zygote
+    not waited for (hello.zygote_end: it closed its pipe only) has adopted nothing here:
+    then none is, and each queued launch may have started (fleet.core.unsure)."""
+    mine = set(orphans.children())  # (a step's pid is its group's id: fleet.node.zygote._Step)
+    return {s for (s, _), pgid in agent.pgids.items() if pgid in mine}
 
 
 def kept(agent, msg, payload: bytes) -> bool:

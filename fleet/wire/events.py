@@ -277,12 +277,14 @@ class Queued(Record):
 
 @_record("unqueued")
 class Unqueued(Record):
-    """A queued step left its node's window unstarted (the node was lost): ready again,
-    its attempt unused."""
+    """A queued step left its node's window: ready again. Its attempt unused, or, when
+    `may_have_started` (its node or zygote died before its start was heard: fleet.core.unsure;
+    not said before 2026-12-07), spent: the step runs again as attempt + 1."""
 
     step: str = ""
     attempt: int = 0
     reason: str = ""
+    may_have_started: bool = False
 
 
 @_record("started")

@@ -129,7 +129,7 @@ def test_a_step_cancelled_or_whose_node_is_lost_while_it_is_taken_back_ends_as_e
     sched, _ = windowed(TWO, {"id": "long"}, {"id": "mid"}, {"id": "q"})
     assert of(Withdraw, sched.handle(StepExited("mid", 1, S.SUCCEEDED), 1.0))
     out = sched.handle(NodeLost("n1"), 1.1)
-    assert Unqueued("q", 1, "n1 was lost before it started: node lost") in out
+    assert Unqueued("q", 1, "n1 was lost before its start was heard (node lost); it may have started there: it runs again as attempt 2", True) in out
     assert [(d.step, d.placement[0].node) for d in of(Start, out)] == [("q", "n2")]
     assert sched.window.recalled == {} and sched.window.loose == {}
 

@@ -71,20 +71,21 @@ def test_steps_of_another_demand_steps_that_run_alone_and_spanning_steps_are_not
     assert of(Queue, out) == []
 
 
-def test_node_loss_returns_its_queued_steps_to_the_ready_set_without_using_an_attempt():
+def test_node_loss_returns_its_queued_steps_to_the_ready_set_as_their_next_attempt_counted_against_no_retry():
     sched, out = windowed([node("n1", 1), node("n2", 1)], *steps(4, retries=0), window=None)
     assert {d.step: d.placement[0].node for d in of(Queue, out)} == {"s2": "n1", "s3": "n2"}
     out = sched.handle(NodeLost("n1"), 1.0)
-    assert Unqueued("s2", 1, "n1 was lost before it started: node lost") in out
+    # n1 may have started s2 (s0 ended there) before it was lost: attempt 1 is spent (fleet.core.unsure).
+    assert Unqueued("s2", 1, "n1 was lost before its start was heard (node lost); it may have started there: it runs again as attempt 2", True) in out
     assert of(Finished, out) == [Finished("s0", 1, S.LOST, "node lost")]
     assert of(Begin, out) == []
-    assert sched.state("s2") == S.READY and sched.view("s2").attempt == 1
-    # With no retries left it would have been lost too, had it counted as an attempt.
+    assert sched.state("s2") == S.READY and sched.view("s2").attempt == 2
+    # With no retries left it would have been lost too, had it counted as a retry.
     out = sched.handle(StepExited("s1", 1, S.SUCCEEDED), 2.0)
     assert of(Begin, out) == [Begin("s3", 1, (slot("n2", [0]),), "s1")]
-    assert of(Queue, out) == [Queue("s2", 1, (slot("n2", [0]),), "s3")]
+    assert of(Queue, out) == [Queue("s2", 2, (slot("n2", [0]),), "s3")]
     out = sched.handle(StepExited("s3", 1, S.SUCCEEDED), 3.0)
-    out += sched.handle(StepExited("s2", 1, S.SUCCEEDED), 4.0)
+    out += sched.handle(StepExited("s2", 2, S.SUCCEEDED), 4.0)
     assert sched.finished() and sched.counts() == {S.SUCCEEDED: 3, S.LOST: 1}
 
 

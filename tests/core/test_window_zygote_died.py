@@ -1,6 +1,7 @@
 """Queued steps named by a node whose zygote died and was restarted
-(fleet.control.rezygote): a lost exit of a queued step takes it back, ready again with
-its attempt unused, as a node's loss does; through the real Scheduler handlers."""
+(fleet.control.rezygote): a lost exit of a queued step takes it back, ready again as its
+next attempt (it may have started unheard: fleet.core.unsure), as a node's loss does;
+through the real Scheduler handlers."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from fleet.core.window import Queue, Unqueued
 
 from coretools import node, suite  # noqa: E402
 
-DIED = "its node's fork server (zygote) was killed by SIGKILL before it started"
+DIED = "its node's fork server (zygote) was killed by SIGKILL before its start was heard"
+AGAIN = "; it may have started there: it runs again as attempt 2"
 
 
 def chain_of_four():
@@ -21,16 +23,17 @@ def chain_of_four():
     return sched
 
 
-def test_queued_steps_lost_with_their_zygote_are_ready_again_with_their_attempts_unused_and_the_chain_goes_on():
+def test_queued_steps_lost_with_their_zygote_are_ready_again_as_their_next_attempts_and_the_chain_goes_on():
     sched = chain_of_four()
     # As fleet.control.rezygote feeds them: the queued ones (tail first), then the one that ran, one pass.
     out = sched.handle(Exits((StepExited("s3", 1, S.LOST, DIED), StepExited("s2", 1, S.LOST, DIED),
                               StepExited("s0", 1, S.FAILED, "the zygote died", final=True))), 1.0)
-    assert [(d.step, d.attempt, d.reason) for d in out if isinstance(d, Unqueued)] == [("s3", 1, DIED), ("s2", 1, DIED)]
+    assert [(d.step, d.attempt, d.reason, d.may_have_started) for d in out if isinstance(d, Unqueued)] == [
+        ("s3", 1, DIED + AGAIN, True), ("s2", 1, DIED + AGAIN, True)]
     assert [(d.step, d.outcome) for d in out if isinstance(d, Finished)] == [("s0", S.FAILED)]
     assert [d.step for d in out if isinstance(d, Begin)] == ["s1"]  # what the new zygote was handed
-    # queued again behind it, in order (new launches, the same attempts)
-    assert [(d.step, d.attempt, d.after) for d in out if isinstance(d, Queue)] == [("s2", 1, "s1"), ("s3", 1, "s2")]
+    # queued again behind it, in order (new launches, their next attempts)
+    assert [(d.step, d.attempt, d.after) for d in out if isinstance(d, Queue)] == [("s2", 2, "s1"), ("s3", 2, "s2")]
     assert not [d for d in out if isinstance(d, Start)]
 
 
