@@ -116,7 +116,7 @@ class Coordinator:
         signal.signal(signal.SIGINT, self._on_signal)
         self.events.write(events.FleetStarting(t=time.time(), nodes=self.expected, pid=os.getpid(),
                                                fleet=self.fleet_id, machine=self.profile.name))
-        self.launcher.start(self.agent_endpoint, self.expected, self.preload,
+        self.launcher.start(self.agent_endpoint, self.expected, self.preload,  # (main thread: fleet.site.tether)
                             {security.AGENT_ENV: self.keys.agent_env(),
                              "FLEET_HEARTBEAT": f"{self.heartbeat_s},{self.timeout_s}",
                              logtag.ENV: self.fleet_id})  # (their log lines say whose they are)

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Protocol
 
+from fleet.site.tether import tethered
 from fleet.wire import interpreter, logtag, owndirs, ownfiles
 
 
@@ -203,6 +204,7 @@ class _BatchLauncher:
         self.own = own  # the agents' arguments naming the coordinator's own cores (fleet.site.owncores)
         self.gpus = gpus  # the agents' arguments saying where their node's GPUs are read from (gpu_args)
         self.proc: subprocess.Popen | None = None
+        self.program = ""  # the launcher (srun, mpiexec), for what is said of it
         self._failure: str | None = None
         self.gpus_unread = ""  # (each agent reads its node's GPUs: its log says why none)
 
@@ -210,17 +212,22 @@ class _BatchLauncher:
         raise NotImplementedError
 
     def start(self, endpoint: str, nodes: int, preload: tuple[str, ...], env: dict[str, str]) -> None:
+        """(Called from the coordinator's main thread: the launcher dies with that thread.)"""
         logs = self.run_dir / "agents"
         owndirs.makedirs(logs)
+        argv = self.argv(endpoint, preload)
+        self.program = argv[0]
         with ownfiles.open(logs / "launcher.log", "ab") as out:
-            self.proc = subprocess.Popen(self.argv(endpoint, preload), stdin=subprocess.DEVNULL, stdout=out,
+            # Tethered: a coordinator killed with -9 takes the launcher's step, and so every
+            # agent, with it (fleet.site.tether; before 2026-12-07 they ran on).
+            self.proc = subprocess.Popen(tethered(argv), stdin=subprocess.DEVNULL, stdout=out,
                                          stderr=out, start_new_session=True, env={**os.environ, **env})
 
     def failed(self) -> str | None:
         if self._failure:
             return self._failure
         if self.proc is not None and self.proc.poll() is not None:
-            return (f"{self.proc.args[0]} exited with status {self.proc.returncode} before every agent joined; "
+            return (f"{self.program} exited with status {self.proc.returncode} before every agent joined; "
                     f"see {self.run_dir / 'agents' / 'launcher.log'}")
         return None
 
