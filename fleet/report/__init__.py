@@ -8,7 +8,8 @@ The public API (what fleet.cli and the tests use)::
     format_text(report) / report.to_json()
 
 Modules, bottom up: model (the Report and what it holds), ingest (records -> nodes,
-steps, attempts; sessions), waits (what waiting steps waited for), stretches (idle
+steps, attempts; sessions; closes and unsure, its handlers of drains and of attempts
+that may have run), waits (what waiting steps waited for), stretches (idle
 while steps waited), figures and floor (startup, utilization, problems, the dependency
 floor), assemble (build), text; series, trace and html draw a report; command is the
 `fleet report` command's work, for fleet.cli only. None below trace and html imports them.

@@ -31,14 +31,15 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from fleet.core import states as S
+from fleet.report import unsure
 from fleet.report.ingest import blocks
 from fleet.report.model import NOT_RUN, UNFINISHED
 from fleet.wire import livefleets, manifest, records
-from fleet.wire.events import Drained, Exit, NotStarted, Start, StepDeclared
+from fleet.wire.events import Drained, Exit, NotStarted, Queued, Start, StepDeclared, Unqueued
 
 CHANGED = "changed"  # with --suite: the step succeeded, but under another definition than the suite's
 
@@ -55,7 +56,8 @@ class StepAudit:
     successes: int = 0
     reruns: int = 0          # successes after the first that were asked for (forced, changed)
     duplicates: int = 0      # successes after the first that were not
-    attempts: int = 0        # attempts recorded (an interrupted one is none)
+    attempts: int = 0        # attempts recorded (an interrupted one is none), and those that may have run
+    may_have_run: tuple = ()  # the attempts that may have run unheard (their node lost, or zygote dead, first)
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,8 @@ class _Seen:
     declared_by: dict = field(default_factory=dict)  # step id -> the fleet that declared it to run it, if not started since
     not_started: dict = field(default_factory=dict)  # step id -> its own not_started reason, if not declared since
     drained: dict = field(default_factory=dict)  # fleet -> the reason its drain's not_started record gave the rest
+    # step id -> [(attempt, node, why)] of its attempts that may have run unheard (fleet.report.unsure)
+    unsure: dict = field(default_factory=dict)
 
 
 def _seen(run_dir: Path, suite_steps) -> _Seen:
@@ -127,6 +131,7 @@ def _seen(run_dir: Path, suite_steps) -> _Seen:
     if (run_dir / "events.jsonl").exists():
         ids, interrupted, by = seen.ids, seen.interrupted, seen.declared_by
         fleets: dict[str, str] = {}  # (one string per fleet, not one per step)
+        queued: dict[str, str] = {}  # step -> its node while queued there (the windows' steps, not every step)
         for block in blocks(run_dir):  # (a MiB of lines at a time: a million steps' stream is a GB)
             for rec in block:
                 kind = type(rec)
@@ -135,8 +140,13 @@ def _seen(run_dir: Path, suite_steps) -> _Seen:
                     if not rec.foreign:  # (another shard's step: that shard runs it, or it is missing)
                         by[rec.step] = fleets.setdefault(rec.fleet, rec.fleet)
                     seen.not_started.pop(rec.step, None)  # (declared again: what that fleet does counts)
-                elif kind is Start and by:  # it started since: whatever it is, it is not unstarted
-                    by.pop(rec.step, None)
+                elif kind is Start:  # it started since: whatever it is, it is not unstarted (nor queued)
+                    if by:
+                        by.pop(rec.step, None)
+                    if queued:
+                        queued.pop(rec.step, None)
+                elif kind is Queued or kind is Unqueued:
+                    _queued(seen, rec, queued)
                 elif kind is NotStarted or kind is Drained:
                     _drain_said(seen, rec)
                 elif kind is Exit and rec.step:  # only the last exit counts, and only an interruption
@@ -147,6 +157,18 @@ def _seen(run_dir: Path, suite_steps) -> _Seen:
     for s in suite_steps:
         seen.ids[s.id] = s
     return seen
+
+
+def _queued(seen: _Seen, rec, queued: dict) -> None:
+    """A step queued on its node (`queued` keeps the node), or taken back: if it may have
+    started there, an attempt that may have run (fleet.report.unsure; not said before
+    2026-12-07, and nothing is then)."""
+    if type(rec) is Queued:
+        queued[rec.step] = rec.node
+        return
+    node = queued.pop(rec.step, None)
+    if rec.may_have_started:
+        seen.unsure.setdefault(rec.step, []).append((rec.attempt, node, unsure.why(rec.reason, rec.attempt)))
 
 
 def _drain_said(seen: _Seen, rec) -> None:
@@ -227,7 +249,17 @@ def audit(run_dir: Path, suite_steps=(), stale_after: float = 600.0) -> Audit:
         base = dict(step=sid, successes=wins, reruns=reruns, duplicates=dups, attempts=len(tries))
         a = _one(run_dir, sid, spec, names, seen.interrupted.get(sid), stale_after, base, js, running, tries, live)
         out[sid] = a if a is not None else _unstarted(sid, seen.declared_by.get(sid), live, base, seen)
+        if sid in seen.unsure:
+            out[sid] = _may_have_run(out[sid], seen.unsure[sid])
     return Audit(out)
+
+
+def _may_have_run(a: StepAudit, said: list) -> StepAudit:
+    """The step's audit with its attempts that may have run: counted among its attempts,
+    and said after its reason (before 2026-12-07 nothing outside events.jsonl said them)."""
+    words = "; ".join(unsure.words(n, node, why) for n, node, why in said)
+    return replace(a, attempts=a.attempts + len(said), may_have_run=tuple(n for n, _, _ in said),
+                   reason=f"{a.reason}; {words}" if a.reason else words)
 
 
 def _listing(d: Path) -> frozenset[str]:

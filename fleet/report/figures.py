@@ -8,6 +8,7 @@ import os
 
 from fleet.core import states as S
 from fleet.core.graph import critical_path
+from fleet.report import unsure
 from fleet.report.model import NOT_RUN, PROBLEM_OUTCOMES, Node, Step, r6
 from fleet.wire.records import no_log
 
@@ -157,12 +158,15 @@ def problems(steps: dict[str, Step], t0: float, run_dir: str = "") -> list[dict]
     """Every step that ended badly (or never ran) and every attempt that failed before
     another one (or that is to run again), in time order. `retried` only where the
     fleet retried it (its `retries`); one run again by a later submission, or by
-    another fleet, says so (`again`). A step's `log` where an attempt ran on a node; for
+    another fleet, says so (`again`); every attempt that may have run unheard (its node lost
+    or its zygote dead before its start was heard: fleet.report.unsure). A step's `log` where an attempt ran on a node; for
     one stopped unrun (--max-attempts) only if it exists in `run_dir` (when given): the
     attempts `fleet step --record` ran wrote none (their output went to a terminal)."""
     has_log = (lambda step: os.path.exists(os.path.join(run_dir, log_of(step)))) if run_dir else (lambda step: True)
     out = []
     for s in steps.values():
+        if s.unsure:  # attempts that may have run unheard: problems apart from the failures
+            out += unsure.problems(s, t0, log_of(s.id))
         atts = s.attempts
         for k, a in enumerate(atts):
             if a.outcome not in _ATTEMPT_PROBLEMS or not (a.retried or k + 1 < len(atts) or s.again):

@@ -428,7 +428,8 @@ def _tables(r: Report, max_problems: int) -> list[str]:
         if len(r.families) > max_problems:
             parts.append(f'<p class="note">... and {len(r.families) - max_problems} more (fleet report --json).</p>')
     problems = [(p["outcome"], p["step"], p.get("node") or "", _s(p["t"]) if p["t"] is not None else "",
-                 ("(retried) " if p.get("retried") else f"({p['again']}) " if p.get("again") else "")
+                 ("(retried) " if p.get("retried") else f"({p['again']}) " if p.get("again") else
+                  f"(attempt {p['attempt']}, before attempt {p['next_attempt']}) " if p.get("next_attempt") else "")
                  + (p["reason"] or ""), p.get("log") or "")
                 for p in r.problems[:max_problems]]
     if problems:

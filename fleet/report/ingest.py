@@ -17,7 +17,7 @@ from fleet.core import waits as W
 from fleet.core.names import natural_key
 from fleet.core.shardowner import owner
 from fleet.wire import events as E
-from fleet.report import closes, nodenames
+from fleet.report import closes, nodenames, unsure
 from fleet.report.model import ENDED_WELL, UNFINISHED, Attempt, Node, Piece, Step, Waited
 from fleet.report.reading import Damaged, blocks, events_path, load  # noqa: F401 (blocks, events_path, load: the API's)
 
@@ -82,6 +82,7 @@ class Gathered:
     damaged: int = 0                  # lines of the stream that were no record (fleet.report.reading)
     last_by: dict[str, float] = field(default_factory=dict)  # each fleet's last record's time
     stopping: dict[str, float] = field(default_factory=dict)  # when each fleet that went down began to
+    queued_on: dict[str, str | None] = field(default_factory=dict)  # step -> its node, queued there (fleet.report.unsure)
 
     def step_of(self, sid: str, t: float) -> Step:
         s = self.steps.get(sid)
@@ -171,6 +172,8 @@ def _on_started(g: Gathered, rec: E.Started) -> None:
 
 def _on_start(g: Gathered, rec: E.Start) -> None:
     s = g.step_of(rec.step, rec.t)
+    if g.queued_on:  # (it started: no longer queued)
+        g.queued_on.pop(rec.step, None)
     placement = [_piece(p) for p in rec.placement] or [Piece(rec.node, rec.cores, rec.gpus, rec.memory or 0)]
     node = rec.node
     if g.renamed:  # (only when two fleets' nodes share a name)
@@ -472,5 +475,5 @@ _HANDLERS: dict[type, Callable] = {
     E.PlacementMismatch: _on_placement_mismatch, E.AllocationEnd: closes.on_allocation_end,
     E.Drained: closes.on_drained, E.NotStarted: closes.on_not_started, Damaged: _on_damaged,
     E.PlacementMismatch: _on_placement_mismatch, E.NodeMemory: _on_node_memory,
-    E.ZygoteRestarted: _on_zygote_restarted,
+    E.ZygoteRestarted: _on_zygote_restarted, E.Queued: unsure.on_queued, E.Unqueued: unsure.on_unqueued,
 }

@@ -17,6 +17,9 @@ from fleet.core import states as S
 from fleet.core import waits as W
 
 UNFINISHED, NOT_RUN = "unfinished", "not run"  # the fleet went down before it ended / ran
+# An attempt its node may have started unheard (fleet.core.unsure): no outcome of its own,
+# a problem of its own (fleet.report.unsure), never a failure.
+MAY_HAVE_RUN = "may have run"
 HELD_BACK = "held back"  # ready, its fleet up, but held back by the allocation's end: it will not start there
 # An attempt that ended so did not end its step unsuccessfully (the last three: it goes on, fleet.core.phases).
 ENDED_WELL = (S.SUCCEEDED, S.WAIT, S.NEXT, S.RESTART)
@@ -55,6 +58,18 @@ class Piece(NamedTuple):
     cores: list
     gpus: list
     memory: int
+
+
+class MayHaveRun(NamedTuple):
+    """An attempt that may have run: the step was queued on `node`, which was lost (or
+    its zygote died) before its start was heard; it ran again as attempt + 1 (its
+    `unqueued` record, `may_have_started`: fleet.report.unsure)."""
+
+    attempt: int
+    node: str | None
+    t: float
+    reason: str  # why, without what the next attempt is (said apart)
+    fleet: str = ""
 
 
 class Waited(NamedTuple):
@@ -170,6 +185,9 @@ class Step:
     # (cores, min_cores, gpus, memory, step kind), or ("serial",) in a serial run; one tuple
     # a kind, shared (fleet.report.ingest); None: no declaration in the stream.
     sig: tuple | None = None
+    # Attempts that may have run unheard (MayHaveRun), apart from those recorded: None
+    # for nearly every step.
+    unsure: list | None = None
 
     @property
     def last(self) -> Attempt | None:
@@ -274,6 +292,9 @@ class Report:
              "end": rel(s.end), "outcome": s.outcome, "reason": s.reason, "work_s": None, "startup_s": None,
              "attempts": len(s.attempts), "waited_s": round(waited, 6),
              "waited_for": category_name(waited_for) if waited_for is not None else None}
+        if s.unsure:  # (counted among its attempts, and named: a possible run, not a failure)
+            e["attempts"] += len(s.unsure)
+            e["may_have_run"] = [u.attempt for u in s.unsure]
         if a is not None:
             e["node"], e["cores"], e["gpus"], e["memory"] = a.node, a.cores, a.gpus, a.memory
             e["start"] = rel(a.start)

@@ -64,3 +64,5 @@ def finish(nodes: dict[str, Node], steps: dict[str, Step], renamed: dict[tuple, 
                 a.node = to[a.node]
             if any(p.node in to for p in a.placement):
                 a.placement = [p._replace(node=to.get(p.node, p.node)) for p in a.placement]
+        if s.unsure:  # (its attempts that may have run: fleet.report.unsure)
+            s.unsure = [u._replace(node=to.get(u.node, u.node)) for u in s.unsure]

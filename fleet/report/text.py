@@ -169,7 +169,8 @@ def _problem_lines(r: Report, problems: int) -> list[str]:
     for p in r.problems[:problems]:
         where = f" on {p['node']}" if p.get("node") else ""
         att = f" (attempt {p['attempt']}, retried)" if p.get("retried") else (
-            f" (attempt {p['attempt']}, {p['again']})" if p.get("again") else "")
+            f" (attempt {p['attempt']}, {p['again']})" if p.get("again") else
+            f" (attempt {p['attempt']}, before attempt {p['next_attempt']})" if p.get("next_attempt") else "")
         log = f" (log: {p['log']})" if p.get("log") else ""
         out.append(f"    {p['outcome']:<10} {p['step']}{where}{att}: {one_line(p['reason'] or '-')}{log}")
     if len(r.problems) > problems:

@@ -9,12 +9,13 @@ start by a test hook (FLEET_TEST_PROMOTED_HOLD) and killed by this test."""
 from __future__ import annotations
 
 import collections
+import json
 import os
 import signal
 import sys
 
 import pytest
-from fleetharness import assert_nothing_left, finish, spawn, wait_for, write_suite
+from fleetharness import assert_nothing_left, finish, fleet, spawn, wait_for, write_suite
 from test_zygote_restart import _down_after, of  # noqa: F401  (its fixture: a failed test leaves nothing up)
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fleet's nodes need Linux")
@@ -27,8 +28,9 @@ def side_lines(path) -> list[tuple[str, str]]:
     return [tuple(line.split()[:2]) for line in path.read_text().splitlines() if len(line.split()) >= 2]
 
 
-def test_a_queued_step_started_just_before_its_zygote_was_killed_runs_again_as_attempt_2_and_the_events_say_it_may_have_run(
-        tmp_path, monkeypatch):
+def queued_start_then_zygote_killed(tmp_path, monkeypatch) -> tuple:
+    """A run whose zygote is killed just after it started a queued step, unheard: (the
+    run directory, that step, the runs the steps wrote as (step, attempt))."""
     hold, side = tmp_path / "hold", tmp_path / "side.txt"
     hold.write_text("")
     monkeypatch.setenv("FLEET_TEST_PROMOTED_HOLD", str(hold))
@@ -51,8 +53,14 @@ def test_a_queued_step_started_just_before_its_zygote_was_killed_runs_again_as_a
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
             p.wait(30)
+    assert rc == 0, (out, err)
     assert [e["node"] for e in of("zygote_restarted", run_dir)] == ["node1"]
-    runs = side_lines(side)
+    return run_dir, ran, side_lines(side)
+
+
+def test_a_queued_step_started_just_before_its_zygote_was_killed_runs_again_as_attempt_2_and_the_events_say_it_may_have_run(
+        tmp_path, monkeypatch):
+    run_dir, ran, runs = queued_start_then_zygote_killed(tmp_path, monkeypatch)
     assert [a for s, a in runs if s == ran] == ["1", "2"], runs  # before: ["1", "1"]
     twice = [k for k, c in collections.Counter(runs).items() if c > 1]
     assert not twice, f"ran twice as one attempt: {twice}"
@@ -63,3 +71,41 @@ def test_a_queued_step_started_just_before_its_zygote_was_killed_runs_again_as_a
     log = (run_dir / "steps" / ran / "log").read_text()
     assert f"step {ran} attempt 1 " in log and f"step {ran} attempt 2 " in log, log
     assert_nothing_left(run_dir)
+
+
+def test_the_report_and_the_audit_count_the_attempt_that_may_have_run_and_say_where_before_which_attempt_and_why(
+        tmp_path, monkeypatch):
+    # (before 2026-12-07 only events.jsonl said so: the report listed no problem of the
+    # step and gave it "attempts": 1, the audit too, though its side effect happened twice)
+    run_dir, ran, runs = queued_start_then_zygote_killed(tmp_path, monkeypatch)
+    assert [a for s, a in runs if s == ran] == ["1", "2"], runs
+    said = "attempt 1 may have run on node1 before attempt 2: its node's fork server (zygote) was killed"
+
+    rep = fleet("report", str(run_dir), "--json", cwd=tmp_path, timeout=120)
+    assert rep.returncode == 0, rep.stderr
+    r = json.loads(rep.stdout)
+    step = r["steps"][ran]
+    assert (step["outcome"], step["attempts"], step["may_have_run"]) == ("succeeded", 2, [1]), step
+    mine = [p for p in r["problems"] if p["step"] == ran]
+    assert [(p["outcome"], p["attempt"], p["node"], p["next_attempt"], p["log"]) for p in mine] == [
+        ("may have run", 1, "node1", 2, f"steps/{ran}/log")], mine
+    assert "zygote" in mine[0]["reason"] and "runs again" not in mine[0]["reason"], mine
+    assert not [s for s, v in r["steps"].items() if s != ran and "may_have_run" in v], r["steps"]
+
+    text = fleet("report", str(run_dir), cwd=tmp_path, timeout=120)
+    line = next((x for x in text.stdout.splitlines() if f" {ran} on node1" in x and "may have run" in x), None)
+    assert line is not None and "(attempt 1, before attempt 2): its node's fork server" in line, text.stdout
+
+    page = tmp_path / "report.html"
+    assert fleet("report", str(run_dir), "--html", str(page), cwd=tmp_path, timeout=120).returncode == 0
+    assert "may have run" in page.read_text() and "before attempt 2" in page.read_text()
+
+    aud = fleet("audit", str(run_dir), "--json", cwd=tmp_path, timeout=120)
+    assert aud.returncode == 0, (aud.stdout, aud.stderr)
+    a = json.loads(aud.stdout)["steps"][ran]
+    assert (a["status"], a["attempts"], a["may_have_run"], a["successes"]) == ("succeeded", 2, [1], 1), a
+    assert a["reason"].startswith(said), a
+    others = {s: v for s, v in json.loads(aud.stdout)["steps"].items() if s != ran}
+    assert all(not v["may_have_run"] and "may have run" not in v["reason"] for v in others.values()), others
+    atext = fleet("audit", str(run_dir), cwd=tmp_path, timeout=120).stdout
+    assert any(x.split()[:2] == ["succeeded", ran] and said in x for x in atext.splitlines()), atext
