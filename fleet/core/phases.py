@@ -83,7 +83,8 @@ class Phases:
 
     def _phases_init(self) -> None:
         self._families: dict[str, Family] = {}
-        self._parent_of: dict[str, tuple[str, int]] = {}  # child id -> (parent id, seq)
+        # child id -> (parent id, seq, the front base of the submission that first entered it)
+        self._parent_of: dict[str, tuple[str, int, int]] = {}
         self._front = 0  # the next front sequence is below this
         self._waiting: dict[str, None] = {}  # steps that began waiting for children, in order (suspended())
         self._later: list = []  # parents whose children all ended after the parent succeeded: to finish
@@ -95,7 +96,9 @@ class Phases:
         return fam
 
     def _link_children(self, ev: Submitted) -> None:
-        """A parent's submission: its new children get front sequences, in their order."""
+        """A parent's submission: its new children get front sequences, in their order, and
+        the batch's base (shared: one int object for the batch, not one a child), which
+        says which of a parent's submissions entered each first (entered_at)."""
         if not ev.parent:
             return
         fam = self._family(ev.parent)
@@ -103,7 +106,7 @@ class Phases:
         base = self._front - len(new)
         self._front = base
         for i, cid in enumerate(new):
-            self._parent_of[cid] = (ev.parent, base + i)
+            self._parent_of[cid] = (ev.parent, base + i, base)
         for s in ev.steps:  # known ones too: a parent run anew submits them again
             fam.kids[s.id] = None
         if len(new) < len(ev.steps):
@@ -336,6 +339,15 @@ class Phases:
                     todo.append(nxt)
         clear |= seen
         return None
+
+    def entered_at(self, sid: str) -> int | None:
+        """When a child was first entered: a number that grows with each submission and is
+        the same for the children entered together in one (None: not a child). Of two
+        children of one parent, the one with the lower number was entered before it
+        (fleet.core.childdeps: a child may depend on an ancestor's child entered no later
+        than its own branch)."""
+        link = self._parent_of.get(sid)
+        return -link[2] if link is not None else None
 
     def family(self, sid: str) -> tuple[str | None, int, str, int, int]:
         """(parent id, phase, stage, children not final, children) of a step."""

@@ -176,6 +176,22 @@ def test_a_child_cannot_depend_on_its_parent_its_ancestors_or_what_waits_for_the
     assert sched.ends_after("q/x", ["p", "free"]) == {}  # (q/x's own wait on p is not a family's)
 
 
+def test_children_entered_together_share_when_they_were_entered_and_a_later_submission_comes_after_them():
+    # (fleet.core.childdeps: a child may depend on its uncle entered with its branch or before it)
+    sched = Scheduler()
+    sched.handle(NodeJoined(node("n", 4)), 0.0)
+    sched.handle(submission(suite({"id": "p"}, {"id": "q"}).steps), 0.0)
+    sched.handle(children_of("p", "a", "b"), 1.0)
+    sched.handle(StepExited("p", 1, S.NEXT, stage="more"), 1.0)
+    sched.handle(children_of("q", "k"), 2.0)  # another parent's submission between p's two
+    sched.handle(StepExited("q", 1, S.WAIT), 2.0)
+    sched.handle(children_of("p", "c", "a"), 3.0)  # p/a again: entered first with p/b
+    sched.handle(StepExited("p", 1, S.WAIT), 3.0)
+    a, b, c = (sched.entered_at(f"p/{g}") for g in "abc")
+    assert a == b < sched.entered_at("q/k") < c, (a, b, c)
+    assert sched.entered_at("p") is None and sched.entered_at("nosuch") is None
+
+
 def test_a_step_that_restarts_past_twenty_times_in_a_run_fails_not_retried_and_blocks_its_dependents():
     sched = Scheduler()
     sched.handle(NodeJoined(node("n", 1)), 0.0)
