@@ -393,3 +393,43 @@ def resubmits_dep_of_running(ctx) -> None:
             raise RuntimeError("fails after submitting, once")
         raise fleet.WaitForChildren()
     _note(ctx, "resumed", children=ctx.children)
+
+
+def uncles(ctx, later: bool = False, flag: str = "") -> None:
+    """Submits a (its child x depends on a's uncle b, and runs on b's output) and b, in
+    one submission, or b only in its next phase (`later`); fails if a child did not
+    succeed."""
+    me = ctx.id
+    uncle = {"id": "b", "call": "children_steps:makes", "args": {"pause": 1.0}}
+    if ctx.phase == 0:
+        ctx.submit([{"id": "a", "call": "children_steps:nephew", "args": {"uncle": f"{me}/b", "flag": flag},
+                     "retries": 0}] + ([] if later else [uncle]))
+        raise fleet.WaitForChildren()
+    if later and ctx.phase == 1:
+        ctx.submit([uncle])
+        raise fleet.WaitForChildren()
+    _note(ctx, "resumed", children=ctx.children)
+    if any(v not in ("succeeded", "skipped") for v in ctx.children.values()):
+        raise RuntimeError("a child did not succeed")
+
+
+def nephew(ctx, uncle: str, flag: str = "") -> None:
+    """Submits x, which depends on `uncle` (its uncle) and reads what it made, and waits
+    for it; then fails once if `flag` (a file in the run directory) is not there yet."""
+    if ctx.phase == 0:
+        ctx.submit([{"id": "x", "call": "children_steps:versioned", "deps": [uncle],
+                     "args": {"v": 0, "made": uncle.replace("/", "-") + ".out"}}])
+        raise fleet.WaitForChildren()
+    _note(ctx, "resumed", children=ctx.children)
+    path = os.path.join(ctx.run_dir, flag) if flag else ""
+    if path and not os.path.exists(path):
+        open(path, "w").close()
+        raise RuntimeError("fails once, after its children")
+
+
+def makes(ctx, pause: float = 0.0) -> None:
+    """Takes `pause` seconds, then writes "made" to its own file (as versioned names it)."""
+    time.sleep(pause)
+    with open(os.path.join(ctx.run_dir, ctx.id.replace("/", "-") + ".out"), "w") as f:
+        f.write("made")
+    _note(ctx, "ended")

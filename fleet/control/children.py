@@ -21,7 +21,7 @@ succeeded with this definition is skipped (a rerun after a crash runs only the r
 but not when its parent runs for a `fleet run --force`: then it runs again too, once
 for that submission (Children._forced).
 Children that cannot be taken (a problem in a table, a dep on an unknown step or on
-another parent's child, an id the suite already uses) fail the parent's attempt, with
+another family's child, an id the suite already uses) fail the parent's attempt, with
 the problems as its reason and in its log. A child that ended without success submitted again past the limit
 (fleet.core.phases.MAX_RESUBMITS: the parent is in a loop) fails the parent's attempt
 too, not retried, and is not entered.
@@ -250,12 +250,13 @@ class Children:
         return [subs.subs[i] for i in subs.step_subs.get(parent, ()) if i in subs.subs]
 
     def _check(self, parent: str, steps: list) -> list:
-        """Problems only the loop can see: deps on unknown steps or on another parent's
-        children (fleet.core.childdeps: the graph decides, not whether that parent had
-        submitted it yet), ids the suite uses, a directory on the log file of a step of
-        the fleet (fleet.core.steppaths), and deps on steps that end only after this
-        family (the parent, an ancestor, a step that waits for one of them): the child
-        would wait for ever, and they for it."""
+        """Problems only the loop can see: deps on unknown steps or on another family's
+        children (fleet.core.childdeps: the graph and the order its ancestors entered
+        their children decide, not whether that parent had submitted it yet), ids the
+        suite uses, a directory on the log file of a step of the fleet
+        (fleet.core.steppaths), and deps on steps that end only after this family (the
+        parent, an ancestor, a step that waits for one of them): the child would wait
+        for ever, and they for it."""
         c, mine = self.coord, {s.id for s in steps}
         owner_of = lambda sid: c.sched.family(sid)[0]  # noqa: E731  (the step that submitted it)
         out = path_clashes(steps, mine, c.specs)
@@ -267,7 +268,8 @@ class Children:
             for d in s.deps:
                 if d in mine:
                     continue
-                why = _stuck(d, stuck[d], parent) if d in stuck else not_a_childs_dep(d, parent, c.specs, owner_of)
+                why = (_stuck(d, stuck[d], parent) if d in stuck
+                       else not_a_childs_dep(d, parent, c.specs, owner_of, c.sched.entered_at))
                 if why:
                     out.append(Problem(s.source, s.id, "deps", why))
         return out

@@ -5,7 +5,9 @@ step's own process (`ctx.submit`, so a mistake raises there, naming step and fie
 on the coordinator when it collects them (a command step's TOML files are read only
 there). A child's id is `<parent id>/<given id>`; each of its deps names a sibling (a
 step this parent submitted, now or before) if one has that given id, else a step of the
-suite as it is written (the coordinator refuses another parent's child: fleet.core.childdeps). A child has its parent's priority unless it gives its own.
+suite as it is written (on the coordinator, also an ancestor's child entered no later
+than its branch; never another family's: fleet.core.childdeps). A child has its
+parent's priority unless it gives its own.
 """
 
 from __future__ import annotations

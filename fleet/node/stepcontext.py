@@ -58,11 +58,13 @@ class StepContext:
     def submit(self, steps: list) -> list:
         """Submit steps (tables of the suite's step fields) as this step's children; return
         their ids, ``<this id>/<given id>``. A dep names a sibling if one has that given id,
-        else a step of the suite (never another parent's child: the fleet refuses it,
-        fleet.core.childdeps). Checked here: a problem raises fleet.SuiteError naming
-        the step and field. Written durably (written aside, fsynced, renamed) before this
-        returns; the fleet takes them in when this attempt ends, or waits (raise
-        fleet.WaitForChildren() to run again once they all ended)."""
+        else a step of the suite, else a child of an ancestor of this step entered with
+        its branch or before it (this step's sibling submitted with it: the child's
+        uncle); never another family's child (the fleet refuses it, fleet.core.childdeps).
+        Checked here: a problem raises fleet.SuiteError naming the step and field.
+        Written durably (written aside, fsynced, renamed) before this returns; the fleet
+        takes them in when this attempt ends, or waits (raise fleet.WaitForChildren() to
+        run again once they all ended)."""
         _own_process("ctx.submit")
         from fleet.core.childsteps import expand  # the step's own process: only when used
         from fleet.core.problems import SuiteError

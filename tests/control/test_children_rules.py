@@ -210,8 +210,8 @@ call = "children_steps:waits_on"
 args = { dep = "p2/c0" }
 retries = 0
 """
-    rule = ("field 'deps': 'p2/c0' names a child of 'p2', another step: a child's deps name its siblings and the "
-            "suite's steps only")
+    rule = ("field 'deps': 'p2/c0' names a child of 'p2', another family: a child's deps name its siblings, the "
+            "suite's steps and its ancestors' children entered no later than its own branch")
     for _ in range(2):
         r, run_dir = run(tmp_path, body)
         assert r.returncode == 1, r.stdout + r.stderr
@@ -221,6 +221,62 @@ retries = 0
             assert "make '{}' depend on 'p2'".format(parent) in why["reason"], why
         assert not [x for x in ran(run_dir) if x["what"] == "child" and x["step"].endswith("/post")]
     assert "skipped    p2" in r.stdout, r.stdout  # the second run: p2 done, its child not submitted again
+    assert_nothing_left(run_dir)
+
+
+UNCLE = """
+[[steps]]
+id = "p"
+call = "children_steps:uncles"
+args = {{ later = {later}, flag = "a-fails-once" }}
+retries = 0
+"""
+
+
+def test_a_grandchilds_dep_on_its_uncle_entered_with_its_parent_waits_for_it_on_every_run_and_reruns_skip_it(
+        tmp_path):
+    # p submits a and b together; a's child x depends on b, its uncle: known before a
+    # ran, on every run. From 2026-12-06 to 2026-12-07 it was refused as another parent's
+    # child "by timing" (review 8's F2). a fails once after x ended: the rerun runs p and a
+    # again, b and x are skipped as done (x entered again, its dep known then too).
+    for extra in ((), ("--serial",)):
+        home = tmp_path / ("serial" if extra else "parallel")
+        home.mkdir()
+        r, run_dir = run(home, UNCLE.format(later="false"), *extra)
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert "fails once, after its children" in last_exit(run_dir, "p/a")["reason"], r.stdout
+        first = ran(run_dir)
+        made, x = ([i for i, n in enumerate(first) if n["step"] == s and n["what"] == w]
+                   for s, w in (("p/b", "ended"), ("p/a/x", "child")))
+        assert len(made) == 1 and len(x) == 1 and made[0] < x[0], first  # x waited for b
+        assert first[x[0]]["saw"] == "made", first[x[0]]
+        assert last_exit(run_dir, "p/a/x")["outcome"] == "succeeded"
+        r, _ = run(home, UNCLE.format(later="false"), *extra)
+        assert r.returncode == 0, r.stdout + r.stderr
+        again = ran(run_dir)[len(first):]
+        assert sorted(n["step"] for n in again) == ["p", "p/a"], again  # b and x skipped as done
+        assert all(n["what"] == "resumed" for n in again), again
+        assert "skipped    p/b" in r.stdout and "skipped    p/a/x" in r.stdout, r.stdout
+        seen = len(ran(run_dir))
+        r, _ = run(home, UNCLE.format(later="false"), *extra)
+        assert r.returncode == 0 and "skipped    p" in r.stdout, r.stdout + r.stderr
+        assert len(ran(run_dir)) == seen
+        assert_nothing_left(run_dir)
+
+
+def test_a_grandchilds_dep_on_an_uncle_entered_after_its_parent_fails_the_parent_on_every_run(tmp_path):
+    # p submits b only once a's family ended: never known when a submits x, refused in
+    # the same words every run (as an uncle not yet submitted at all).
+    for _ in range(2):
+        r, run_dir = run(tmp_path, UNCLE.format(later="true"))
+        assert r.returncode == 1, r.stdout + r.stderr
+        why = last_exit(run_dir, "p/a")
+        assert why["outcome"] == "failed" and (
+            "step 'p/a/x': field 'deps': 'p/b' names a child of 'p' not entered with 'p/a' or before it: a child may "
+            "depend on its ancestors' children only when they were entered no later than its own branch") in (
+            why["reason"]), why
+        assert "have 'p' submit 'p/b' with 'p/a' or before it, and depend on 'p/b'" in why["reason"], why
+        assert not [n for n in ran(run_dir) if n["step"] == "p/a/x"]
     assert_nothing_left(run_dir)
 
 
