@@ -36,6 +36,13 @@ being claimed (blocked, unrunnable: it never started) is said too (`final`), cla
 nothing: a shard waiting for it as another shard's step reads its final record then
 (before 2026-12-07 nothing said it, and such a shard waited for ever).
 
+A batch may also say since when its writer is busy (`busy_since`: when its earliest
+unfinished submission began, null when it has none): said in the first batch a fleet
+writes once the run directory is shared and then whenever it changes (per fleet per
+transition, never per step), so that a shard that finds another shard's step failed
+before it came can tell that round's failure (its writer busy since before it) from an
+earlier round's, which a live fleet may run again (fleet.control.claims).
+
 The log is cleared by a fleet that takes the lease with nobody else on the run
 directory (nobody reads it then). Within a shared period it is compacted
 (fleet.control.claimsnap): every COMPACT_FILES files, a fleet writes a snapshot of
@@ -115,6 +122,10 @@ class ClaimLog:
         # A snapshot written by a thread (fleet.control.snapwriter), in a coordinator.
         self.snap_async = False
         self.pending = None
+        # fleet -> since when it is busy, as its latest batch said (absent: not said).
+        self.busy: dict[str, float | None] = {}
+        self.busy_changed: set[str] = set()  # other fleets whose busy_since changed since the claims looked
+        self._busy: list = []  # [since]: this fleet's busy_since, to say in the next batch
 
     def clear(self) -> None:
         """Remove the log (a lone lease holder: nobody else reads or writes it)."""
@@ -159,7 +170,7 @@ class ClaimLog:
                     elif self.pending is not None:
                         self.pending.stale = True  # loaded: the thread's copies are not this state
                     if not self.complete:
-                        claimsnap.load(self, json.loads(f.read()))
+                        claimsnap.load(self, json.loads(f.read()), rec)
                     self.snap_at = n
                     return True
         except FileNotFoundError:
@@ -191,6 +202,10 @@ class ClaimLog:
                     self.ended.add(s)
                     if s in watch:
                         touched.add(s)
+        if "busy_since" in rec and self.busy.get(who, -1.0) != rec["busy_since"]:
+            self.busy[who] = rec["busy_since"]
+            if who != self.fleet_id:
+                self.busy_changed.add(who)
         if who != self.fleet_id:
             for s in rec.get("final") or ():
                 if s in watch:  # (only those waited for: kept until settled, fleet.control.claims)
@@ -211,6 +226,16 @@ class ClaimLog:
         if (self._ending or self._final) and self.next >= 0:
             while not self._write([]):
                 self.follow()
+
+    def say_busy(self, since: float | None) -> None:
+        """Say since when this fleet is busy (None: idle), in a batch of its own now: a
+        fleet that waits for a step this one failed tells by it whether the failure is
+        of the submissions running here (see the module's docstring)."""
+        if self.next < 0:
+            self.follow()
+        self._busy = [since]
+        while not self._write([]):
+            self.follow()
 
     # -- who is live --------------------------------------------------------------------------
     def live(self, fleet: str) -> bool:
@@ -305,6 +330,8 @@ class ClaimLog:
             rec["ended"] = self._ending
         if self._final:
             rec["final"] = self._final
+        if self._busy:
+            rec["busy_since"] = self._busy[0]
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, ownfiles.MODE)  # (no fstat, as open() makes)
         try:
             data = json.dumps(rec, separators=(",", ":")).encode()
@@ -322,7 +349,7 @@ class ClaimLog:
                 os.unlink(tmp)
             self.next += 1
             self.files += 1
-            self._ending, self._final = [], []
+            self._ending, self._final, self._busy = [], [], []
             self._apply(rec)
         if self.next - self.snap_at >= self._every * 4 and self.next >= self._try_at:
             self._try_at = self.next + self._every  # (a live fleet not said yet: tried again later)

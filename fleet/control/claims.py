@@ -59,7 +59,12 @@ class Claims:
         # Another shard's steps found ended there, unsuccessfully or under another
         # definition, before this fleet's submission (held_by_other_shards): step -> why.
         self._before: dict[str, str] = {}
+        self._ends: dict[str, tuple[str, float]] = {}  # of those looked at: (the final record's fleet, its time)
         self.examined = 0
+        # Since when this fleet is busy (its earliest unfinished submission began; None:
+        # idle), said in the claims log when shared (the recorder sets it: Submissions.busy_since).
+        self.busy = lambda: None
+        self._said_busy: list = []  # [what was said last]
 
     def run_dir_of(self, step: str) -> Path:
         """Where a step's records live."""
@@ -154,6 +159,8 @@ class Claims:
         self._poll.update(steps)
         if ended:
             self._before.update((k, v) for k, v in ended.items() if k in steps)
+            for k in ended:  # (a final record read at an earlier submission's look: read again)
+                self._ends.pop(k, None)
 
     def ours_now(self, deps: dict, foreign) -> frozenset:
         """Steps held here as another shard's that a later submission to this fleet
@@ -164,6 +171,7 @@ class Claims:
         for s in mine:
             del self.elsewhere[s]
             self._before.pop(s, None)
+            self._ends.pop(s, None)
         return frozenset(mine)
 
     def release(self, run_dir: Path, step: str, keep_later: bool = True) -> None:
@@ -174,6 +182,7 @@ class Claims:
             self.ended_here(step)  # (recorded in per-step files: claimed so before sharing)
 
     def _settled(self, step: str) -> None:
+        self._ends.pop(step, None)
         if self.log is not None:
             self.log.ended.discard(step)
             self.log.finals.discard(step)
@@ -212,6 +221,7 @@ class Claims:
         if log is not None:
             log.watch = self.elsewhere
             if self.shared:
+                self.say_busy()
                 if now >= self._next_say:  # (a batch of its own: at most every long period)
                     self._next_say = now + self._period()
                     log.say_ended()
@@ -221,6 +231,15 @@ class Claims:
         for step in self._changed(now):
             self.examined += 1
             yield from self._look_at(step, now)
+
+    def say_busy(self) -> None:
+        """Say in the claims log since when this fleet is busy, when that changed since it
+        was last said (and once the run directory is shared): a batch per change, per turn
+        O(this fleet's unfinished submissions). See _live_final."""
+        since = self.busy()
+        if self.log is not None and self._said_busy != [since]:
+            self.log.say_busy(since)
+            self._said_busy = [since]
 
     def _changed(self, now: float) -> list[str]:
         """The waiting steps to look at (see __init__), in a deterministic order; those
@@ -233,7 +252,11 @@ class Claims:
             if self._before and not (self.shared and log is not None and log.others_live()):
                 for s in [s for s in self._before if s not in self.elsewhere]:
                     del self._before[s]
+                    self._ends.pop(s, None)
                 todo |= self._before.keys()  # (settled now: looked at once)
+        if log is not None and log.busy_changed:  # (per change of another fleet's busy_since: O(_before))
+            changed, log.busy_changed = log.busy_changed, set()
+            todo |= {s for s in self._before if self._ends.get(s, ("",))[0] in changed}
         if log is not None:
             todo |= log.touched
             log.touched = set()
@@ -310,14 +333,25 @@ class Claims:
             self._poll.add(step)  # an older fleet's per-step claim: read each period
 
     def _live_final(self, step: str) -> bool:
-        """Was another shard's step, found ended at this submission, ended by a fleet live
-        now? Then that is how it ended in this round (the shards started together, one
-        failed it before the other looked), not an earlier run's outcome that a live fleet
-        may run again: waiting for that fleet, which may wait for us, never ended. One
-        read, once a step found so."""
-        final = records.read_final(self.run_dir_of(step), step)
-        writer = final.get("fleet") if final else None
-        return bool(writer) and writer != self.fleet_id and self.log.live(str(writer))
+        """Was another shard's step, found ended at this submission, ended in this round:
+        by a fleet live now, and busy since no later than it recorded the end (its
+        unfinished submissions began before: the claims log's busy_since)? Then the shards
+        started together and one failed it before the other looked: waiting for that
+        fleet, which may wait for us, never ended (before 2026-12-07). An end recorded
+        before the fleet's unfinished submissions began, or while it is idle (a long-lived
+        `fleet up`, an earlier round), is waited for: that fleet may run the step again
+        (2026-12-07, briefly, such an end settled the step at once). Nothing said: wait.
+        One read of the final record, at the step's first look; then looked at again only
+        when its writer's busy_since changes."""
+        end = self._ends.get(step)
+        if end is None:
+            final = records.read_final(self.run_dir_of(step), step) or {}
+            end = self._ends[step] = (str(final.get("fleet") or ""), float(final.get("at") or 0.0))
+        writer, at = end
+        if not writer or writer == self.fleet_id or not self.log.live(writer):
+            return False
+        since = self.log.busy.get(writer)
+        return since is not None and at >= since
 
     def _holders(self, step: str, batch: str | None, final: dict) -> bool:
         """Is the final record its holder's outcome of the step? Yes when the fleet that

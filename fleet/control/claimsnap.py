@@ -71,9 +71,10 @@ def _fault(stage: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def load(log, data: dict) -> None:
+def load(log, data: dict, head: dict | None = None) -> None:
     """A fleet that did not read the log from its start meets a snapshot: what it read
-    before is replaced by what the snapshot holds."""
+    before is replaced by what the snapshot holds (`head`, its first line: each fleet's
+    busy_since, fleet.control.claimlog; none in a snapshot of a version before 2026-12-07)."""
     holder: dict[str, str] = {}
     for who, steps in (data.get("holders") or {}).items():
         for s in steps:
@@ -85,6 +86,8 @@ def load(log, data: dict) -> None:
     log.mine = {s for s, who in holder.items() if who == log.fleet_id}
     log.ended = {s for s in said if holder[s] != log.fleet_id}
     log.touched.update(s for s in log.watch if s in holder)
+    log.busy = dict((head or {}).get("busy") or {})
+    log.busy_changed.update(f for f in log.busy if f != log.fleet_id)
 
 
 def _state(log) -> bytes:
@@ -184,7 +187,7 @@ def settle(log, wait: bool = False) -> bool:
 
 def _head(log) -> bytes:
     return json.dumps({"fleet": log.fleet_id, "host": socket.gethostname(), "pid": os.getpid(), "at": time.time(),
-                       "snapshot": True, "steps": [], "of": log.next}).encode() + b"\n"
+                       "snapshot": True, "steps": [], "of": log.next, "busy": log.busy}).encode() + b"\n"
 
 
 def _snapshot(log) -> bool:

@@ -81,6 +81,7 @@ class Recorder:
             self.journal.append({"k": "lost", "step": step, "rec": rec})
         del self._lost_at_start
         self.claims.shared = self.lease.shared
+        self.claims.busy = self.submissions.busy_since  # (said in the claims log: fleet.control.claims)
         self.base: dict[str, int] = {}  # step -> attempts recorded when its generation began
         self.parents: dict[str, tuple] = {}  # a parent's success, recorded at its Finished (parent_ended)
         # step -> attempt whose exit went on (wait, next, restart) but the coordinator failed it (overrule)
@@ -404,6 +405,7 @@ class Recorder:
         self.journal.append({"k": "shared"})  # (its time precedes anything the newcomer starts)
         journalmarks.off(self.run_dir, self.known)  # other fleets write markers from now on
         self.known = None
+        self.claims.say_busy()  # (before the newcomer starts: it may find a step this fleet failed)
         self.lease.share()
         self.claims.shared = True
         log.info("run directory %s is shared from now on: every step is claimed", self.run_dir)

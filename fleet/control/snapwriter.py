@@ -59,6 +59,7 @@ class Pending:
         # C copies (a still picture) of two dicts of strings, which the cycle collector
         # does not track (a young set of a million would be walked whole by it, lock held).
         holder, said = log.holder.copy(), log.said.copy()
+        self.busy = dict(log.busy)  # each fleet's busy_since at `of` (the deltas' since: _write)
         self.thread = threading.Thread(target=self._run, args=(holder, said, bound, live), name="fleet-claimsnap",
                                        daemon=True)
         self.thread.start()
@@ -107,8 +108,12 @@ class Pending:
 
     def _write(self, enc: "_Encoded", at: int) -> None:
         from fleet.control import claimsnap
+        busy = dict(self.busy)
+        for rec in self.deltas[:at - self.of]:
+            if rec and "busy_since" in rec:
+                busy[str(rec.get("fleet"))] = rec["busy_since"]
         head = {"fleet": self.fleet_id, "host": socket.gethostname(), "pid": os.getpid(), "at": time.time(),
-                "snapshot": True, "steps": [], "of": at}
+                "snapshot": True, "steps": [], "of": at, "busy": busy}
         with ownfiles.open(self.tmp, "wb") as f:
             f.write(json.dumps(head).encode() + b"\n")
             for part in enc.parts():

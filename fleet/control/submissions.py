@@ -54,6 +54,7 @@ class Submission:
     not_started: int = 0  # its steps the drain's close counted ended unstarted (fleet.control.closing)
     serial: bool = False  # `fleet run --serial`: its steps, and the children they submit, one at a time
     force: bool = False   # `fleet run --force`: its steps, and the children they submit, run again
+    t: float = 0.0        # when it was registered (time.time(): Submissions.busy_since)
 
     def __post_init__(self):
         self.counts[S.WAITING] += len(self.steps)
@@ -178,6 +179,14 @@ class Submissions:
         # Submissions a drain's close is walking: each one's steps counted so far (fleet.control.closing).
         self.closing: dict[int, set[str]] = {}
         sched.moved = self.moved  # each change of a step's state, for the counts by state
+        self._open: dict[int, float] = {}  # submission -> when it began, until it is found finished
+
+    def busy_since(self) -> float | None:
+        """When the earliest unfinished submission began (None: none): fleet.control.claims."""
+        subs, open_ = self.subs, self._open
+        for sid in [i for i in open_ if i not in subs or subs[i].remaining <= 0]:  # O(unfinished ones)
+            del open_[sid]  # (a finished submission is not counted in again: its steps all ended)
+        return min(open_.values(), default=None)
 
     def hold(self, step: str) -> float:
         """How long the step's node may hold its reports while it has steps queued, to
@@ -197,7 +206,9 @@ class Submissions:
         """Register a checked submission (its steps are counted in it as they are
         declared: see declare)."""
         sid = max(self.subs, default=0) + 1
-        self.subs[sid] = Submission(sid, str(msg.suite), c.ids, len(c.ids), serial=msg.serial, force=msg.force)
+        self.subs[sid] = Submission(sid, str(msg.suite), c.ids, len(c.ids), serial=msg.serial, force=msg.force,
+                                    t=time.time())
+        self._open[sid] = self.subs[sid].t
         for step in [k for k in self.rerun if k in c.cleared]:  # not a walk of every step cleared
             del self.rerun[step]
         self.rerun.update(c.again)

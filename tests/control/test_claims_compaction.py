@@ -316,7 +316,7 @@ def test_batches_written_and_read_while_a_snapshot_is_written_go_in_without_wait
         # Removed: the files before the number it was begun at (where the other fleet had said it read).
         assert [f.name for f in files] == [f"{n:09d}.json" for n in range(held.of, held.at + 1)]
         assert json.loads(files[-1].read_bytes().split(b"\n")[0]) | {"at": 0, "pid": 0, "host": ""} == {
-            "fleet": "loop", "snapshot": True, "steps": [], "of": held.at, "at": 0, "pid": 0, "host": ""}
+            "fleet": "loop", "snapshot": True, "steps": [], "of": held.at, "at": 0, "pid": 0, "host": "", "busy": {}}
         fresh = _log(str(tmp_path), "fresh")
         fresh.follow()
         assert fresh.holder == log.holder and fresh.said == log.said

@@ -28,7 +28,8 @@ def _holder(run_dir: str, cmds, acks) -> None:
     acks.put("claimed")
     while True:
         steps = cmds.get()
-        log._write(steps)  # a batch naming them again, as one that changes them would
+        while not log._write(steps):  # a batch naming them again, as one that changes them would
+            log.follow()  # (the waiting fleet wrote this number: its busy_since, fleet.control.claims)
         acks.put("written")
 
 

@@ -12,11 +12,13 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from fleetharness import assert_nothing_left, env, events, finish, wait_for, write_suite
+from fleetharness import assert_nothing_left, env as environ, events, finish, fleet, wait_for, write_suite
+from test_job_fleets import job
 
 
 @pytest.fixture
@@ -25,8 +27,8 @@ def bg(tmp_path):
     group if a test leaves one running."""
     ps: list[subprocess.Popen] = []
 
-    def start(*args: str) -> subprocess.Popen:
-        p = subprocess.Popen([sys.executable, "-m", "fleet", *args], cwd=tmp_path, env=env(),
+    def start(*args: str, env: dict | None = None) -> subprocess.Popen:  # (env: more environment)
+        p = subprocess.Popen([sys.executable, "-m", "fleet", *args], cwd=tmp_path, env={**environ(), **(env or {})},
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
         ps.append(p)
         return p
@@ -179,6 +181,62 @@ def test_a_shard_that_finds_another_shards_step_failed_by_a_live_fleet_ends_and_
     zero = bg("run", str(s), "--shard", "0/2")
     r0, r1 = finish(zero, 60), finish(one, 60)
     _both_said_it(run_dir, r0, r1)
+
+
+def test_a_shard_waits_for_a_step_an_idle_long_lived_fleet_failed_in_an_earlier_round_and_takes_its_rerun(
+        tmp_path, bg):
+    # Job 111 keeps a `fleet up` for shard 1; round 1 fails 1 there. Round 2: shard 0 (job
+    # 222, its own fleet) comes before shard 1's second `fleet run` reaches that fleet,
+    # idle then. Briefly (2026-12-07) shard 0 took round 1's failure as this round's,
+    # blocked 2 and ended, and 1 then succeeded (the review's F1).
+    s = write_suite(tmp_path / "s.toml", SHARD_SUITE.replace('command = "exit 1"', 'command = "test -e ../../ok"')
+                    .replace('[[steps]]\nid = "3"\ncommand = "true"\ndeps = ["2"]\n', ""))
+    run_dir = tmp_path / "run"
+    fleet("up", "--local", "--run-dir", str(run_dir), cwd=tmp_path, check=True, timeout=60, environ=job(111))
+    try:
+        r = fleet("run", str(s), "--run-dir", str(run_dir), "--shard", "1/2", cwd=tmp_path, timeout=90,
+                  environ=job(111))
+        assert r.returncode == 1 and outcomes(r.stdout) == {"1": "failed"}, r
+        (run_dir / "ok").touch()
+        zero = bg("run", str(s), "--run-dir", str(run_dir), "--shard", "0/2", env=job(222))
+        wait_for(lambda: any(e["kind"] == "submitted" and e.get("shard") == "0/2" for e in events(run_dir)), 60,
+                 "shard 0's submission")
+        # Give shard 0 several looks (its claims period is 2 s) at 1 while the fleet up is
+        # idle: it must wait. (Under a load that delays them past this, the test proves less,
+        # never fails the right code.)
+        deadline = time.monotonic() + 8
+        while zero.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert zero.poll() is None, finish(zero, 30)
+        r = fleet("run", str(s), "--run-dir", str(run_dir), "--shard", "1/2", cwd=tmp_path, timeout=90,
+                  environ=job(111))
+        assert r.returncode == 0 and outcomes(r.stdout) == {"1": "succeeded"}, r
+        r0 = finish(zero, 90)
+        assert r0[0] == 0 and outcomes(r0[1]) == {"1": "succeeded", "2": "succeeded"}, r0
+        assert [recorded(run_dir, k) for k in "12"] == ["succeeded", "succeeded"]
+    finally:
+        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60, environ=job(111))
+    assert_nothing_left(run_dir)
+
+
+def test_a_shard_takes_a_failure_of_this_round_a_busy_long_lived_fleet_recorded_before_it_came(tmp_path, bg):
+    # As the live-fleet case above, shard 1 run by job 111's `fleet up`, busy with it (its
+    # submission waits for 2): the failure is of this round, and both end.
+    s = write_suite(tmp_path / "s.toml", SHARD_SUITE)
+    run_dir = tmp_path / "run"
+    fleet("up", "--local", "--run-dir", str(run_dir), cwd=tmp_path, check=True, timeout=60, environ=job(111))
+    try:
+        one = bg("run", str(s), "--run-dir", str(run_dir), "--shard", "1/2", env=job(111))
+        wait_for(lambda: recorded(run_dir, "1") == "failed", 60, "shard 1 to record 1 failed")
+        zero = bg("run", str(s), "--run-dir", str(run_dir), "--shard", "0/2", env=job(222))
+        r0, r1 = finish(zero, 60), finish(one, 60)
+        assert r0[0] == 1 and r1[0] == 1, r0 + r1
+        assert outcomes(r0[1]) == {"1": "failed", "2": "blocked"}, r0[1]
+        assert outcomes(r1[1]) == {"1": "failed", "2": "failed", "3": "blocked"}, r1[1]
+        assert [recorded(run_dir, k) for k in "123"] == ["failed", "blocked", "blocked"]
+    finally:
+        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60, environ=job(111))
+    assert_nothing_left(run_dir)
 
 
 def _both_said_it(run_dir: Path, r0, r1) -> None:
