@@ -90,7 +90,8 @@ def test_two_fleets_sharing_a_run_directory_claim_in_batches_and_run_each_step_o
     files = claimlog.batch_files(run_dir)
     since = json.loads(files[0].read_text())["at"]
     shared_starts = sum(1 for e in of(run_dir, E.Started) if e.t >= since)
-    assert 0 < len(files) <= shared_starts // 3, (len(files), shared_starts)
+    claiming = [p for p in files if json.loads(p.read_text()).get("steps")]  # (not those saying ends: per period)
+    assert 0 < len(claiming) <= shared_starts // 3, (len(claiming), len(files), shared_starts)
     assert not [s for s in steps if (records.fleet_dir(run_dir, s) / records.CLAIM).exists()]
     a = json.loads(fleet("audit", str(run_dir), "--json", cwd=tmp_path, timeout=60).stdout)
     assert a["ok"] and set(v["status"] for v in a["steps"].values()) == {"succeeded"}
@@ -155,7 +156,11 @@ def test_a_fleet_killed_mid_run_leaves_the_steps_it_claimed_to_the_other_fleet_w
         assert len(lost) == len({s for s, _ in lost}) and all(r["fleet"] == victim and r["spec"] for _, r in lost)
     else:
         assert not lost, lost
-    assert len(claimlog.batch_files(run_dir)) < len(steps)
+    # Claimed in batches: fewer batches that claim than steps. (Batches that only say what
+    # ended, or since when a fleet is busy, come once per period: their number grows with
+    # the run's length, which load stretches; not counted.)
+    claiming = [p for p in claimlog.batch_files(run_dir) if json.loads(p.read_text()).get("steps")]
+    assert 0 < len(claiming) < len(steps), len(claiming)
     if rotate:  # a lone fleet afterwards folds every segment and runs nothing again
         monkeypatch.setenv(fold.FOLD_FILES_ENV, "1")  # (at its start, however few segments wait)
         rerun = fleet("run", str(suite), "--nodes", "1", cwd=tmp_path, timeout=120)

@@ -21,6 +21,7 @@ import psutil
 import pytest
 
 from fleetharness import env, events, write_suite
+from tagged import kill_tagged, tagged
 
 TAG_VAR = "KILLED_EARLY_TAG"  # (the test's own: every process of its fleet inherits it)
 LEFT_WITHIN_S = 20.0  # well under the agents' 120 s join timeout, their only end before the fix
@@ -36,13 +37,6 @@ command = "sleep 30"
 '''
 
 
-def _reap(pid: int) -> None:
-    try:
-        os.waitpid(pid, os.WNOHANG)  # an orphan this test adopted (tests/conftest.py: a subreaper)
-    except ChildProcessError:
-        pass
-
-
 def _started(tag: str, module: str) -> bool:
     """Whether a process of this test's fleet runs ``module`` (its command line read first: cheap)."""
     for p in psutil.process_iter(["cmdline"]):
@@ -55,18 +49,7 @@ def _started(tag: str, module: str) -> bool:
 
 
 def _tagged(tag: str) -> dict[int, str]:
-    """pid -> command line of every live process carrying the tag (zombies we can reap, reaped)."""
-    out = {}
-    for p in psutil.process_iter(["cmdline"]):
-        try:
-            if p.pid == os.getpid() or p.environ().get(TAG_VAR) != tag:
-                continue
-            _reap(p.pid)
-            if p.status() != psutil.STATUS_ZOMBIE:
-                out[p.pid] = " ".join(p.info["cmdline"] or [])[:120]
-        except psutil.Error:
-            continue
-    return out
+    return tagged(TAG_VAR, tag)
 
 
 def _an_agent_started(run_dir: Path, tag: str) -> bool:
@@ -109,13 +92,4 @@ def test_a_coordinator_killed_with_minus_9_as_its_agents_start_leaves_no_process
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
             p.communicate(timeout=30)
-        left = []
-        for pid in _tagged(tag):  # (this test's fleet's alone: they carry its tag)
-            try:
-                left.append(psutil.Process(pid))
-                left[-1].kill()
-            except psutil.Error:
-                pass
-        psutil.wait_procs(left, timeout=10)
-        for proc in left:
-            _reap(proc.pid)
+        kill_tagged(TAG_VAR, tag)  # (this test's fleet's alone: they carry its tag)

@@ -6,38 +6,21 @@ audit's F1 and F2)."""
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from fleetharness import assert_nothing_left, env as environ, events, finish, fleet, wait_for, write_suite
+from fleetharness import assert_nothing_left, events, finish, fleet, wait_for, write_suite
 from test_job_fleets import job
 
 
 @pytest.fixture
-def bg(tmp_path):
-    """`fleet` commands in the background, each in its own process group, killed by
-    group if a test leaves one running."""
-    ps: list[subprocess.Popen] = []
-
-    def start(*args: str, env: dict | None = None) -> subprocess.Popen:  # (env: more environment)
-        p = subprocess.Popen([sys.executable, "-m", "fleet", *args], cwd=tmp_path, env={**environ(), **(env or {})},
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-        ps.append(p)
-        return p
-
-    yield start
-    for p in ps:
-        if p.poll() is None:
-            os.killpg(p.pid, signal.SIGKILL)
-        p.communicate(timeout=30)
+def bg(started):
+    """`fleet` commands in the background (conftest's `started`; env: more environment)."""
+    return lambda *args, env=None: started(*args, extra_env=env)
 
 
 def outcomes(out: str) -> dict[str, str]:

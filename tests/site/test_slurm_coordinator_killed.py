@@ -21,11 +21,11 @@ import textwrap
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
 from cluster import _run, requires_slurm, stop_coordinators
 from fleetharness import REPO, TESTS, events, wait_for
+from tagged import kill_tagged, tagged
 
 pytestmark = [requires_slurm]
 
@@ -47,21 +47,7 @@ command = "%s"
 
 def _tagged(tag: str) -> dict[int, str]:
     """pid -> command line of every live process of the fleet carrying the tag."""
-    out = {}
-    for p in psutil.process_iter(["cmdline"]):
-        try:
-            cmd = " ".join(p.info["cmdline"] or [])
-            if not any(o in cmd for o in OURS) or p.environ().get(TAG_VAR) != tag:
-                continue
-            try:
-                os.waitpid(p.pid, os.WNOHANG)  # an orphan this test adopted (tests/conftest.py: a subreaper)
-            except ChildProcessError:
-                pass
-            if p.status() != psutil.STATUS_ZOMBIE:
-                out[p.pid] = cmd[:160]
-        except psutil.Error:
-            continue
-    return out
+    return tagged(TAG_VAR, tag, OURS)
 
 
 def _srun_up(tag: str) -> bool:
@@ -137,11 +123,4 @@ def test_a_coordinator_killed_with_minus_9_in_a_slurm_job_leaves_no_srun_step_ag
     finally:
         _run(["scancel", jobid], timeout=15)
         stop_coordinators(run_dir)
-        left = []
-        for pid in _tagged(tag):  # (this test's fleet's alone: they carry its tag)
-            try:
-                left.append(psutil.Process(pid))
-                left[-1].kill()
-            except psutil.Error:
-                pass
-        psutil.wait_procs(left, timeout=10)
+        kill_tagged(TAG_VAR, tag)  # (this test's fleet's alone: they carry its tag)
