@@ -294,8 +294,9 @@ def cancel(steps, run_dir, waiting, every, any_job):
 @click.option("--new-generation", is_flag=True, help="with --shard: accept a shard count other than the recorded one")
 @click.option("--no-wait-foreign", is_flag=True,
               help="with --shard: refuse steps that depend on another shard's steps instead of waiting for them")
-@click.option("--only", default=None, metavar="ID[,ID]", show_default="every step",
-              help="run only these steps (a dependency not selected must have succeeded already)")
+@click.option("--only", multiple=True, metavar="ID[,ID]", show_default="every step",
+              help="run only these steps (a dependency not selected must have succeeded already; may be given "
+                   "more than once)")
 @click.option("--with-deps", is_flag=True, help="with --only: and every step they depend on")
 @click.option("--fleet-of-any-job", "any_job", is_flag=True,
               help="inside a batch job, use the fleet up in the run directory even if another job's")

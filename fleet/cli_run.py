@@ -38,16 +38,17 @@ def sharded(shard: str | None) -> str:
     return shard
 
 
-def selected(only: str | None) -> tuple[str, ...]:
-    """--only's ids, in order, once each (none when not given); a usage error if it was
-    given but names none: `--only ,`, and `--only ""` (an unset variable) too, is not
-    "every step"."""
-    if only is None:
-        return ()
-    ids = tuple(dict.fromkeys(i.strip() for i in only.split(",") if i.strip()))
-    if not ids:
-        raise click.BadParameter(f"{only!r} names no step (ids separated by commas)", param_hint="--only")
-    return ids
+def selected(only: tuple[str, ...]) -> tuple[str, ...]:
+    """--only's ids, every time it was given, in order, once each (none when not given);
+    a usage error if one names none: `--only ,`, and `--only ""` (an unset variable) too,
+    is not "every step". (Before 2026-12-07 only the last --only counted.)"""
+    out: dict[str, None] = {}
+    for given in only or ():
+        ids = [i.strip() for i in given.split(",") if i.strip()]
+        if not ids:
+            raise click.BadParameter(f"{given!r} names no step (ids separated by commas)", param_hint="--only")
+        out.update(dict.fromkeys(ids))
+    return tuple(out)
 
 
 def refuse_a_file(target: Path, given: str | None, suite: Suite) -> None:
