@@ -41,24 +41,9 @@ from fleet.node import (child, jobend, markers, memlimit, memwatch, orphans, rez
 from fleet.node.agentargs import arguments, node_name, offered_cores, offered_gpus  # noqa: F401  (node_name: tests)
 from fleet.node.hello import await_hello, zygote_end
 from fleet.node.launcherenv import clean_environment
-from fleet.wire import fencing, framing, interpreter, logtag
+from fleet.node.zygotepipe import start_zygote
+from fleet.wire import fencing, framing, logtag
 from fleet.wire import messages as P
-
-
-def start_zygote(preload: str, fence: float = 0.0, limits: str = "none",
-                 token: str = "") -> tuple[subprocess.Popen, int, int]:
-    """The zygote process and the agent's ends of its pipes (requests out, replies in);
-    ``limits``: how it holds steps to their memory (fleet.node.memlimit.Choice.arg);
-    ``token``: what marks the processes of this agent's steps (fleet.node.watcher)."""
-    req_r, req_w = os.pipe()
-    rep_r, rep_w = os.pipe()
-    proc = subprocess.Popen(
-        [*interpreter.module("fleet.node.zygote"), "--fd-in", str(req_r), "--fd-out", str(rep_w),
-         "--preload", preload, "--fence", str(fence), "--memlimit", limits, "--agent-pid", str(os.getpid())],
-        pass_fds=(req_r, rep_w), stdin=subprocess.DEVNULL, env=watcher.with_token(os.environ, token) if token else None)
-    os.close(req_r)
-    os.close(rep_w)
-    return proc, req_w, rep_r
 
 
 class Agent:
