@@ -41,7 +41,7 @@ from fleet.node import (child, jobend, markers, memlimit, memwatch, orphans, rez
 from fleet.node.agentargs import arguments, node_name, offered_cores, offered_gpus  # noqa: F401  (node_name: tests)
 from fleet.node.hello import await_hello, zygote_end
 from fleet.node.launcherenv import clean_environment
-from fleet.node.zygotepipe import start_zygote
+from fleet.node.zygotepipe import Requests, start_zygote
 from fleet.wire import fencing, framing, logtag
 from fleet.wire import messages as P
 
@@ -54,6 +54,7 @@ class Agent:
         self.node = args.node
         self.zygote = zygote
         self.req_w = req_w
+        self.requests = Requests(req_w)  # (non-blocking: what the pipe cannot take now waits, fleet.node.zygotepipe)
         self.rep_r = rep_r
         self.hello = hello
         self.reader = framing.FrameReader()
@@ -139,16 +140,24 @@ class Agent:
                 self.markers.unsay(progress)
 
     def to_zygote(self, *payloads: bytes) -> bool:
-        """Write encoded messages to the zygote, in one write (held while a new one imports); False if it is gone."""
+        """Write encoded messages to the zygote, in one write as far as its pipe takes them, the
+        rest when it has room (held while a new one imports); False if it is gone."""
         if self.booting is not None:
             self.booting += payloads
             return True
         try:
-            framing.write_payloads(self.req_w, list(payloads))
+            self.requests.write(payloads)
             return True
         except (BrokenPipeError, OSError):
             self.watch.gone = True  # (this turn's look at the zygote starts a new one, or says why not)
             return False
+
+    def _flush_zygote(self) -> None:
+        """Its request pipe has room: write what waits (never blocking, fleet.node.zygotepipe)."""
+        try:
+            self.requests.flush()
+        except OSError:
+            self.watch.gone = True
 
     def _warn(self, text: str) -> None:
         print(f"{logtag.tag()}fleet agent {self.node}: {text}", file=sys.stderr, flush=True)
@@ -174,6 +183,7 @@ class Agent:
         for s in (self.sock, self.rep_r, wake_r, self.markers.wake_r):
             poller.register(s, zmq.POLLIN)
         self.watch.register(poller, zmq.POLLIN)
+        self.requests = self.requests.renewed(self.req_w, poller, zmq.POLLOUT)  # (watched while writes wait)
         next_beat = time.monotonic()
         zygote_open = True
         while not self.stopping:
@@ -190,6 +200,8 @@ class Agent:
                     self.warned = ""
             if self.markers.wake_r in ready:
                 self._markers_written()
+            if self.requests.fd in ready:
+                self._flush_zygote()
             if self.sock in ready:
                 self._drain_coordinator()
             if zygote_open and (self.rep_r in ready or self.watch.ended(ready)):
@@ -404,8 +416,10 @@ class Agent:
             self.to_zygote(P.encode(P.Shutdown(self.grace)))
             # Pass on the exits of the steps it stops, so that they are recorded (and their
             # claims released) rather than left for other fleets to find stale.
-            zygotewatch.read_out(self.rep_r, self.zygote, time.monotonic() + grace + 3.0, self._from_zygote)
+            zygotewatch.read_out(self.rep_r, self.zygote, time.monotonic() + grace + 3.0, self._from_zygote,
+                                 self._flush_zygote)
         self.watch.close()
+        self.requests.close()
         rezygote.say_kept(self)  # (kept before the agent began to stop)
         try:
             self.zygote.wait(timeout=1.0 if zygote_open else grace + 3.0)

@@ -237,6 +237,7 @@ def restart(agent, how: str, start) -> None:
     """Start a new zygote for ``agent`` in place of the one that ``how`` died
     (``start``: fleet.node.agent.start_zygote) and tell the coordinator."""
     ended = end_steps(agent)
+    agent.requests.close()  # (what waited for it: its launches are replayed, or ended with it)
     for fd in (agent.req_w, agent.rep_r):
         try:
             os.close(fd)
@@ -245,6 +246,7 @@ def restart(agent, how: str, start) -> None:
     args = agent.args
     agent.zygote, agent.req_w, agent.rep_r = start(args.preload, fence=args.zygote_fence,
                                                    limits=args.memlimit.arg(), token=args.token)
+    agent.requests = agent.requests.renewed(agent.req_w)
     agent.reader = framing.FrameReader()
     agent.died = how
     agent.booting = agent.unstarted.replay(sorted(agent.graces))  # written once it says hello (booted)

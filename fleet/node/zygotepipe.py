@@ -1,7 +1,17 @@
-"""The pipes between an agent and its zygote.
+"""The pipes between an agent and its zygote, and the agent's writes to it, which never block.
 
-The zygote is started with them: requests (the agent's launches, kills, preloads,
-ticks) one way, reports the other (fleet.node.outbox).
+Both write to each other: the agent its batches of launches (fleet.wire.framing,
+"Batches"), the zygote its reports (fleet.node.outbox), each in one write of the turn.
+Until 2026-12-07 both writes blocked. When a turn handed a node more launches than the
+pipe holds (64 KiB: 128 steps of 400-character ids, 256 of 250, 64 of 1,800), the zygote
+read part of them, started and ended steps, and wrote more reports than the other pipe
+holds: each then waited for the other for good, the agent stopped heartbeating, and
+every step of the node ended lost (the limits audit's F3).
+
+So the agent writes to its zygote without blocking (:class:`Requests`): what the pipe
+does not take now waits, in order, and its loop watches the pipe for room (POLLOUT) while
+something waits, reading the zygote's reports meanwhile. The zygote stays single-threaded
+and simple: its blocking write of reports always ends, as the agent always reads.
 
 Test hook: ``FLEET_TEST_PIPE_BYTES=N`` makes both pipes N bytes (F_SETPIPE_SZ; 4096, a
 page, is the least), so that a test reaches the sizes of a big node with few steps.
@@ -14,7 +24,7 @@ import os
 import subprocess
 
 from fleet.node import watcher
-from fleet.wire import interpreter
+from fleet.wire import framing, interpreter
 
 PIPE_BYTES_ENV = "FLEET_TEST_PIPE_BYTES"
 _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
@@ -42,3 +52,60 @@ def _test_size(*fds: int) -> None:
     size = int(os.environ.get(PIPE_BYTES_ENV) or 0)
     for fd in fds if size else ():
         fcntl.fcntl(fd, _F_SETPIPE_SZ, size)
+
+
+class Requests:
+    """What the agent writes to its zygote's request pipe ``fd``: written at once as far
+    as the pipe takes it, the rest kept, in order, for when it has room."""
+
+    def __init__(self, fd: int, poller=None, pollout: int = 0):
+        os.set_blocking(fd, False)
+        self.fd = fd
+        self.pending = bytearray()  # frames, or the rest of one, the pipe has not taken yet
+        self.poller, self.pollout = poller, pollout  # (a zmq.Poller: the fd watched while pending)
+        self.watched = False
+
+    def renewed(self, fd: int, poller=None, pollout: int = 0) -> Requests:
+        """For the pipe ``fd``, watched in ``poller`` for ``pollout`` (by default as this
+        one): the agent's loop's, or a new zygote's (fleet.node.rezygote), for which what
+        waited for the old one is dropped (a new one gets its launches again)."""
+        if fd == self.fd and poller is not None:  # (the loop's: what waits now is kept)
+            self.poller, self.pollout = poller, pollout
+            self._watch(bool(self.pending))
+            return self
+        self.close()
+        return Requests(fd, poller or self.poller, pollout or self.pollout)
+
+    def write(self, payloads: list[bytes] | tuple[bytes, ...]) -> None:
+        """Frame ``payloads`` after what waits and write what the pipe takes now;
+        OSError (BrokenPipeError) if the zygote is gone."""
+        self.pending += b"".join(framing.frame_payload(p) for p in payloads)
+        self.flush()
+
+    def flush(self) -> None:
+        """Write what waits, as far as the pipe takes it now (its loop calls this when
+        the pipe has room); OSError (BrokenPipeError) if the zygote is gone."""
+        try:
+            while self.pending:
+                try:
+                    n = os.write(self.fd, self.pending)
+                except BlockingIOError:
+                    break
+                del self.pending[:n]
+        except OSError:  # (its death's rules take its launches: fleet.node.zygotewatch)
+            self.close()
+            raise
+        self._watch(bool(self.pending))
+
+    def _watch(self, wanted: bool) -> None:
+        if wanted is not self.watched and self.poller is not None:
+            if wanted:
+                self.poller.register(self.fd, self.pollout)
+            else:
+                self.poller.unregister(self.fd)
+            self.watched = wanted
+
+    def close(self) -> None:
+        """Done with this pipe (its zygote ended, or the agent stops): no longer watched."""
+        self._watch(False)
+        self.pending.clear()

@@ -78,12 +78,15 @@ def drain(fd: int) -> list[bytes]:
         chunks.append(data)
 
 
-def read_out(fd: int, proc: subprocess.Popen, deadline: float, feed) -> None:
+def read_out(fd: int, proc: subprocess.Popen, deadline: float, feed, flush=None) -> None:
     """``feed`` what the stopping zygote ``proc`` writes on ``fd`` until its end of file,
-    or until it ended and all it wrote was read, or until ``deadline`` (time.monotonic())."""
+    or until it ended and all it wrote was read, or until ``deadline`` (time.monotonic());
+    ``flush()``, each time: the agent's writes still waiting for its pipe (its Shutdown)."""
     os.set_blocking(fd, False)
     ended = False
     while time.monotonic() < deadline:
+        if flush is not None:
+            flush()
         try:
             data = os.read(fd, 1 << 16)
         except BlockingIOError:
