@@ -85,7 +85,8 @@ def waiting(n: int, changed: int, periods: int, rev: str | None) -> dict:
         cpu, looked = [], []
         for p in range(periods):
             batch = steps[p * changed:(p + 1) * changed]
-            other._write(batch)  # a batch naming them again, as one that changes them would
+            while not other._write(batch):  # a batch naming them again, as one that changes them would
+                other.follow()  # (the waiting fleet's own batch, since when it is busy, may have its number)
             e0 = getattr(c, "examined", 0)
             t0 = time.process_time()
             list(c.tend(time.time()))
