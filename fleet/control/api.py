@@ -141,10 +141,11 @@ class Fleet:
     def _ask_submit(self, msg: P.Submit, wait: float, on_hold: Callable[[str], None] | None = None) -> P.SubmitReply:
         client = self.client
         client.usable()  # (before the lock: a forked child's copy of it may be held for ever)
+        frame = C.request(msg)  # (over 1 MiB: FleetError now, not "did not answer" in 60 s)
         with client.lock:
             client.usable()
             try:
-                raw = self._submit_answer(msg, wait, on_hold)
+                raw = self._submit_answer(msg, frame, wait, on_hold)
             except BaseException:
                 # No answer taken (none in time, the fleet gone, Ctrl-C): the one still owed
                 # is not the next question's (before 2026-12-06 a Ctrl-C left it to be).
@@ -155,10 +156,11 @@ class Fleet:
             raise FleetError(reply.reason)
         return reply
 
-    def _submit_answer(self, msg: P.Submit, wait: float, on_hold: Callable[[str], None] | None) -> bytes:
-        """Send the submission and take its answer (the client's lock held)."""
+    def _submit_answer(self, msg: P.Submit, frame: bytes, wait: float,
+                       on_hold: Callable[[str], None] | None) -> bytes:
+        """Send the submission (encoded: `frame`) and take its answer (the client's lock held)."""
         sock = self.client.sock
-        sock.send(P.encode(msg))
+        sock.send(frame)
         if on_hold is not None and wait > HOLD_LOOK_S and not self._answered(HOLD_LOOK_S):
             wait -= HOLD_LOOK_S
             self._say_hold(msg.suite, on_hold)

@@ -35,7 +35,7 @@ from zmq.utils.monitor import recv_monitor_message
 
 from fleet.control import gone, identity
 from fleet.control.reach import unreachable
-from fleet.wire import connection
+from fleet.wire import connection, framesize
 from fleet.wire import messages as P
 from fleet.wire import security
 
@@ -95,6 +95,17 @@ def stopped(pid: int) -> bool:
         return False
 
 
+def request(msg) -> bytes:
+    """msg encoded to send; FleetError at once if it is over the 1 MiB of a message: the
+    coordinator's socket would drop it unread, and its sender waited to be told it "did
+    not answer" (before 2026-12-07)."""
+    try:
+        return framesize.checked(P.encode(msg), f"this {type(msg).__name__.lower()} request")
+    except framesize.TooBig as e:
+        raise FleetError(f"{e}: ask for less at once (a submission's `only` names steps: select fewer, "
+                         f"or submit a suite file of just those steps)") from None
+
+
 class Client:
     """A request/reply channel to one coordinator. Answers come in the order asked, on
     one socket: a question and its answer hold `lock` (threads may share a client)."""
@@ -151,10 +162,11 @@ class Client:
     def ask(self, msg, timeout: float = 10.0):
         """Send one request and return its reply; FleetError on silence or an error reply."""
         self.usable()  # (before the lock: a forked child's copy of it may be held for ever)
+        frame = request(msg)
         with self.lock:
             self.usable()
             try:
-                self.sock.send(P.encode(msg))
+                self.sock.send(frame)
                 why = self._silence(timeout)
                 raw = self.sock.recv() if why is None else b""
             except BaseException:

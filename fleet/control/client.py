@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from fleet.control import identity
-from fleet.control.channel import ANSWER_LIMIT, SLICE_S, Client, CoordinatorGone, FleetError, NoAnswer  # noqa: F401 (callers import them from here)
+from fleet.control.channel import ANSWER_LIMIT, SLICE_S, Client, CoordinatorGone, FleetError, NoAnswer, request  # noqa: F401 (callers import them from here)
 from fleet.control.startlog import failure, preload_refusals, signame, size, tail
 from fleet.control.dirlimits import FULL_EXIT, full_disk, room, run_dir_too_long, shown
 from fleet.site import jobstate

@@ -426,7 +426,7 @@ class Coordinator:
                                    self.submissions.hold(d.step))
             sent = self.liveness.send(slot.node, msg)
         except Exception as e:  # it cannot be made, or encoded: the step fails (nothing was sent)
-            why = str(e) if isinstance(e, launching.CannotLaunch) else launching.bug(self.transport, e)
+            why = str(e) if isinstance(e, launching.REFUSED) else launching.bug(self.transport, e)
             self.events.write(launching.failed(now, d, slot.node, why))
             self._feed(StepExited(d.step, d.attempt, S.FAILED, why), now)
             return

@@ -21,6 +21,7 @@ from fleet.core.scheduler import Begin, Queue, Start, StepExited, Unqueued
 from fleet.site import mpi
 from fleet.site.profiles import Profile
 from fleet.wire import events
+from fleet.wire.framesize import TooBig
 from fleet.wire import messages as P
 from fleet.wire import owndirs, ownfiles, records
 
@@ -34,6 +35,11 @@ DECIDED = (Start, Queue, Begin, Unqueued)
 
 class CannotLaunch(Exception):
     """The step cannot be launched as decided (its reason is the message)."""
+
+
+# What a step's launch fails with, its text the step's reason: it cannot be made, or it
+# is too big to send (the coordinator's check, for what validation cannot see).
+REFUSED = (CannotLaunch, TooBig)
 
 
 # The decisions that start an attempt (a Begin or an Unqueued only records one).

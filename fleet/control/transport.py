@@ -18,6 +18,7 @@ from typing import Callable
 
 import zmq
 
+from fleet.wire import framesize
 from fleet.wire import messages as P
 from fleet.wire import security
 
@@ -151,9 +152,12 @@ class Transport:
     def send(self, identity: bytes, msg) -> bool:
         """Send msg to an agent; False if it could not be queued. A Launch waits for the
         end of the loop turn (flush), and so does whatever follows it to the same agent
-        meanwhile (in order): a turn's launches to one agent go as one message."""
+        meanwhile (in order): a turn's launches to one agent go as one message. A message
+        over MAX_FRAME is not sent: framesize.TooBig (the caller fails its step)."""
         pending = self._out.get(identity)
         frame = msg if type(msg) is bytes else P.encode(msg)  # (bytes: encoded once for many, a heartbeat)
+        if len(frame) > P.MAX_FRAME:  # the agent's socket would drop it, and the agent's connection with it
+            raise framesize.over(f"the {type(msg).__name__} for {identity.decode(errors='replace')}", len(frame))
         if pending is not None or type(msg) is P.Launch:
             self._out.setdefault(identity, []).append(frame)
             return True

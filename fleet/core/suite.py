@@ -21,6 +21,7 @@ from fleet.core import spelling
 from fleet.core.problems import Problem, SuiteError
 from fleet.core.slotfill import filler
 from fleet.core.suitehead import defaults_table, suite_table
+from fleet.core.launchsize import too_big
 from fleet.core.arraytables import ArrayTable, Expanded, Folder, expand, fold_later
 from fleet.core.units import (CHECKS, STEP_FIELDS, STEP_ID, each_wrong, inside_run_dir,  # noqa: F401 (re-exported)
                               parse_array)
@@ -444,6 +445,8 @@ def _make_step(raw: dict, order: int, fname: str, problems: list[Problem], unnam
     for d in values.get("deps", ()):
         if not STEP_ID.match(d):
             bad("deps", f"{d!r} is not a step id")
+    if big := too_big(values):  # (before 2026-12-07 its launch took down each node it was tried on)
+        bad(*big)
     if len(problems) > before:
         return None
     sid = values["id"]

@@ -8,6 +8,8 @@ import posixpath
 import re
 from typing import Any
 
+from fleet.core.launchsize import arg_string
+
 _UNITS = {
     "": 1, "b": 1,
     "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
@@ -262,12 +264,18 @@ def check_command(v: Any) -> tuple[str, ...] | str:
     if isinstance(v, str):
         if not v.strip():
             raise ValueError("the command is empty")
+        why = arg_string(v, "the shell command string")  # (/bin/sh -c <it>: one argument)
+        if why:
+            raise ValueError(why)
         return _no_nul(v, "the command")
     if isinstance(v, list) and v and all(isinstance(x, str) for x in v):
         if not v[0].strip():  # (it would fail only when run: "Permission denied: ''")
             raise ValueError(f"command[0], the program to run, is {'empty' if not v[0] else 'blank'}")
         for i, x in enumerate(v):
             _no_nul(x, f"command[{i}]")
+            why = arg_string(x, f"command[{i}]")
+            if why:
+                raise ValueError(why)
         return tuple(v)
     raise ValueError(f"expected an argv list of strings or a shell string, got {v!r}")
 
@@ -351,6 +359,8 @@ def check_env(v: Any) -> tuple[tuple[str, str], ...]:
         elif isinstance(value, str) and _NUL in value:
             wrong.append(f"{name}: its value holds a NUL character (\\u0000), which no environment variable "
                          f"can: {value!r}")
+        elif isinstance(value, str) and len(value) > 1000 and (why := arg_string(f"{name}={value}", f"{name}={{value}}")):
+            wrong.append(why)  # (the string is NAME=value, exec'd by a command, or a call's own commands)
         else:
             out.append((name, value if isinstance(value, str) else str(value)))
     if wrong:
