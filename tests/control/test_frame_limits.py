@@ -79,7 +79,7 @@ def test_a_submission_over_a_megabyte_is_refused_at_once_naming_the_limit_and_th
     f = F.connect(run)
     try:
         with pytest.raises(F.FleetError) as e:
-            f.submit(wide, only=["x" * 190 + str(i) for i in range(6000)], timeout=600)
+            f.submit(wide, only=["x" * 190 + str(i) for i in range(6000)], timeout=20)
         assert "this submit request is " in str(e.value) and "over the 1,048,576 bytes" in str(e.value), e.value
         assert f.status()["submissions"] == []  # nothing went in, and the fleet still answers
         assert f.submit(wide, only=["x" * 190 + "7"]).steps == 1
