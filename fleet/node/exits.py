@@ -51,7 +51,16 @@ def reap(zygote, block: bool = False) -> list:
             # watchdog killed the agent kills, with the sessions it made (fleet.node.memwatch).
             if step.term_at is not None:
                 session.signal_rest(step.pid, step.pgid, signal.SIGKILL)
-        _, status, usage = os.wait4(info.si_pid, 0)
+        try:
+            _, status, usage = os.wait4(info.si_pid, 0)
+        except ChildProcessError:
+            # Reaped meanwhile by its owner: the spare's forking helper, found dead by
+            # spare.reaped above with a spare asked of it, is stopped and reaped there
+            # (a batch system's signal to every process of the job: the zygote died of
+            # this ChildProcessError, and its running steps ended failed with it).
+            if step is None:
+                continue
+            raise
         logcut.reaped(info.si_pid)  # (a command's log: before its pid can be another's)
         if step is not None:  # (left in zygote.steps: its records are found by its pid)
             ended.append((step, status, usage, time.time()))
