@@ -15,7 +15,7 @@ import pytest
 
 from fleet.wire.messages import Shutdown, Started
 
-from test_zygote import TIMEOUT, assert_nothing_left, launch, subreaper, zygote  # noqa: F401  (fixtures)
+from test_zygote import TIMEOUT, assert_nothing_left, launch, read_json_when_there, subreaper, zygote  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the zygote needs Linux")
 
@@ -48,6 +48,18 @@ def helper_of(pid: int) -> int:
             return found[0]
         assert time.monotonic() < deadline, f"no helper among {live_children(pid)}"
         time.sleep(0.01)
+
+
+_READ = {"x86_64": "0", "aarch64": "63"}.get(os.uname().machine)
+
+
+def _reading(pid: int) -> bool:
+    """``pid`` is blocked in read() (its system call in /proc)."""
+    try:
+        with open(f"/proc/{pid}/syscall") as f:
+            return f.read().split(" ", 1)[0] == _READ
+    except OSError:
+        return False
 
 
 def run_draws(z, tmp_path, names) -> list[dict]:
@@ -93,3 +105,39 @@ def test_a_zygote_told_not_to_use_the_helper_forks_its_steps_itself(zygote, tmp_
     draws = run_draws(z, tmp_path, ["a"])
     assert draws[0]["ppid"] == z.proc.pid
     assert not [c for c in live_children(z.proc.pid) if _has_socket(c)]
+
+
+def test_a_helper_killed_with_a_spare_asked_of_it_and_unread_leaves_the_zygote_and_its_steps_running(
+        zygote, tmp_path, subreaper):
+    # A batch system's signal to every process of the job may kill the helper while the
+    # zygote's ask for the next spare waits unread on its socket: the zygote's read of the
+    # answer then fails (ECONNRESET), it stops the helper (reaping it), and its own reap of
+    # the same pid must pass over it. Before ec3ac37 the zygote died of ChildProcessError.
+    z = zygote()
+    helper = helper_of(z.proc.pid)
+    deadline = time.monotonic() + TIMEOUT
+    # The first spare forked and its answer sent: the helper waits in read() for the next ask.
+    while len([c for c in live_children(z.proc.pid) if c != helper]) != 1 or not _reading(helper):
+        assert time.monotonic() < deadline, "no spare forked by the helper"
+        time.sleep(0.01)
+    os.kill(helper, signal.SIGSTOP)  # it answers no more asks
+    try:
+        z.send(launch(tmp_path, "a", "steps:ignore_sigterm"))  # takes the spare, then asks
+        running = read_json_when_there(tmp_path / "steps" / "a" / "pids.json")
+        # A request read in a later turn than a's launch: the ask (end of that turn) is made.
+        z.send(launch(tmp_path, "probe", kind="no such kind"))
+        assert "no such kind" in z.exited("probe").error
+        os.kill(helper, signal.SIGKILL)
+    finally:
+        os.kill(helper, signal.SIGCONT)  # (gone already, if killed)
+    while psutil.pid_exists(helper):  # reaped by the zygote's loop, not by the next launch
+        assert time.monotonic() < deadline + TIMEOUT, "the helper was never reaped"
+        time.sleep(0.01)
+    draws = run_draws(z, tmp_path, ["b", "c"])
+    assert [d["ppid"] for d in draws] == [z.proc.pid] * 2
+    assert psutil.Process(running["pid"]).status() != psutil.STATUS_ZOMBIE  # a still runs
+    assert not [c for c in live_children(z.proc.pid) if _has_socket(c)]  # no helper since
+    started = [m for m in z.inbox if isinstance(m, Started)]
+    z.send(Shutdown(0.5))
+    assert z.wait() == 0
+    assert_nothing_left([z.proc.pid, helper, running["pid"]], [s.pgid for s in started])
