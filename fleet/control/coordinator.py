@@ -387,7 +387,7 @@ class Coordinator:
         if self.recorder.parents:  # a parent's success is recorded with its family's (recording.parent_ended)
             self.recorder.parent_ended(d, now)
         elsewhere = self.claims.elsewhere
-        final = self.sched.state(d.step) in S.FINAL
+        final = not d.goes_on and self.sched.state(d.step) in S.FINAL  # (goes_on: a batch's later state)
         self.submissions.ended(d.step, d.outcome, d.attempt, d.reason, final=final)  # (first: see _act)
         if not d.ran:
             self.events.write(events.Cancelled(t=now, step=d.step, reason=d.reason))

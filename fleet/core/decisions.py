@@ -209,7 +209,8 @@ class Finished:
     node's exit record said the attempt went on, and the scheduler ends it with this
     outcome instead (a restart past MAX_RESTARTS: fleet.core.phases); the coordinator
     records this exit too, as the attempt's last word: its `exit` event and its attempt
-    record (which --max-attempts counts; before 2026-12-06 only the event)."""
+    record (which --max-attempts counts; before 2026-12-06 only the event). `goes_on`:
+    the step runs again (see the field)."""
 
     step: str
     attempt: int
@@ -217,6 +218,11 @@ class Finished:
     reason: str = ""
     ran: bool = True
     overrules: bool = False
+    # The step runs again after this attempt (a retry follows, or its next generation): not
+    # its end. Said here because the coordinator acts on a batch's decisions after the
+    # scheduler made them all: a lost attempt's retry found unrunnable in the same batch
+    # left the step's state final, and its end was counted twice (before 2026-12-07).
+    goes_on: bool = False
 
 
 @dataclass(frozen=True)

@@ -27,5 +27,5 @@ def finished(step: str, attempt: int, outcome: str, reason: str = "", ran: bool 
     """Finished(step, attempt, outcome, reason, ran)."""
     v = _new(Finished)
     _set(v, "__dict__", {"step": step, "attempt": attempt, "outcome": outcome, "reason": reason, "ran": ran,
-                         "overrules": False})
+                         "overrules": False, "goes_on": False})
     return v

@@ -362,7 +362,7 @@ class Scheduler(Entries, Phases, Outside):
         if job.attempt - job.unsure <= job.spec.retries:  # (fleet.core.unsure: not those)
             self._set(job, "retry")
             job.attempt += 1
-            out.append(Finished(job.spec.id, job.attempt - 1, ev.outcome, ev.reason))
+            out.append(Finished(job.spec.id, job.attempt - 1, ev.outcome, ev.reason, goes_on=True))
             out.append(Retry(job.spec.id, job.attempt, f"attempt {job.attempt - 1} {ev.outcome}"))
             self._enqueue(job)
             self._pending.back(job)
@@ -378,7 +378,7 @@ class Scheduler(Entries, Phases, Outside):
         only its Blocked is said, so no submission counts the step's end twice.)"""
         spec, deps, serial = self._after.pop(job.spec.id)
         if not any(d in self._jobs and self._jobs[d].state in S.FINAL - S.GOOD for d in deps):
-            out.append(Finished(job.spec.id, job.attempt, ev.outcome, ev.reason))
+            out.append(Finished(job.spec.id, job.attempt, ev.outcome, ev.reason, goes_on=True))
         new: list[_Job] = []
         new.append(self._renew(job, spec, deps, serial, new))
         self._enter(new, set(), frozenset(), frozenset(), out)

@@ -38,7 +38,7 @@ def test_a_lost_nodes_steps_run_elsewhere_only_once_its_fence_has_passed_and_its
     out = sched.handle(StepExited("b", 1, S.SUCCEEDED), 105.0)  # n2 frees: a is not started there yet
     assert of(Start, out) == [] and sched.state("a") == S.RUNNING and sched.pool.free_cores == 1
     out = sched.handle(Fenced(), 110.5)
-    assert of(Finished, out) == [Finished("a", 1, S.LOST, "agent missed heartbeats")]
+    assert of(Finished, out) == [Finished("a", 1, S.LOST, "agent missed heartbeats", goes_on=True)]
     assert of(Retry, out) == [Retry("a", 2, "attempt 1 lost")]
     assert of(Start, out) == [Start("a", 2, (slot("n2", [0]),))]
     assert sched.fencing.due() is None
@@ -90,7 +90,7 @@ def test_a_held_node_that_joins_again_ends_its_old_steps_first():
     sched, _ = fleet_of([node("n1", 1)], {"id": "a", "retries": 1})
     sched.handle(NodeLost("n1", "gone", fence_s=10.0), 1.0)
     out = sched.handle(NodeJoined(node("n1", 1)), 2.0)
-    assert of(Finished, out) == [Finished("a", 1, S.LOST, "gone")]
+    assert of(Finished, out) == [Finished("a", 1, S.LOST, "gone", goes_on=True)]
     assert of(Start, out) == [Start("a", 2, (slot("n1", [0]),))] and sched.fencing.due() is None
     assert of(Ignored, sched.handle(Fenced(), 20.0)) == []
 
@@ -100,7 +100,7 @@ def test_a_drain_ends_every_hold_as_the_loss_did_before_and_starts_none_of_its_s
     sched.handle(AllocationEnds(end=100.0, drain_at=50.0, source="test"), 1.0)
     sched.handle(NodeLost("n1", "gone", fence_s=10.0), 45.0)
     out = sched.handle(DrainNow("the allocation ends"), 50.0)
-    assert of(Finished, out) == [Finished("a", 1, S.LOST, "gone")] and of(Start, out) == []
+    assert of(Finished, out) == [Finished("a", 1, S.LOST, "gone", goes_on=True)] and of(Start, out) == []
     assert sched.fencing.due() is None and sched.state("a") != S.RUNNING
 
 
@@ -114,7 +114,7 @@ def test_a_step_over_two_nodes_held_for_one_is_not_retried_when_the_other_says_g
     out = sched.handle(NodeLost("B", "the agent stopped on its own"), 2.0)
     assert of(Finished, out) == [] and of(Start, out) == [] and sched.state("w") == S.RUNNING
     out = sched.handle(Fenced(), 11.0)
-    assert of(Finished, out) == [Finished("w", 1, S.LOST, "agent missed heartbeats")]
+    assert of(Finished, out) == [Finished("w", 1, S.LOST, "agent missed heartbeats", goes_on=True)]
     assert [s.node for s in of(Start, out)[0].placement] == ["C", "D"] and sched.fencing.held == {}
 
 

@@ -353,7 +353,7 @@ def test_a_lost_node_fails_its_running_steps_as_lost_and_they_are_retried_elsewh
                            {"id": "a", "cores": 2, "retries": 1}, {"id": "b"})
     assert out == [Start("a", 1, (slot("n1", [0, 1], memory=2 * GiB),)), Start("b", 1, (slot("n2", [0]),))]
     assert sched.handle(NodeLost("n1", "missed 3 heartbeats"), 5.0) == [
-        Finished("a", 1, "lost", "missed 3 heartbeats"),
+        Finished("a", 1, "lost", "missed 3 heartbeats", goes_on=True),
         Retry("a", 2, "attempt 1 lost"),
         WaitSaying("a", "needs 2 cores, 1 free", 0),
     ]
@@ -410,7 +410,7 @@ def test_the_loss_of_an_unknown_node_is_ignored_and_a_lost_node_may_join_again()
     assert out == [Start("a", 1, (slot("n1", [0]),)), Start("b", 1, (slot("n2", [0]),))]
     assert sched.handle(NodeLost("nope"), 0.5) == [Ignored("loss of unknown node 'nope'")]
     assert sched.handle(NodeLost("n1"), 1.0) == [
-        Finished("a", 1, "lost", "node lost"), Retry("a", 2, "attempt 1 lost"),
+        Finished("a", 1, "lost", "node lost", goes_on=True), Retry("a", 2, "attempt 1 lost"),
         WaitSaying("a", "needs 1 core, 0 free", 0)]
     assert sched.handle(NodeLost("n1"), 1.5) == [Ignored("loss of unknown node 'n1'")]
     assert sched.handle(NodeJoined(node("n1", 1)), 2.0) == [Start("a", 2, (slot("n1", [0]),))]
@@ -423,7 +423,7 @@ def test_losing_every_node_leaves_the_steps_still_to_run_unrunnable():
     sched, out = scheduler([node("n1", 1)], {"id": "a", "retries": 3}, {"id": "b"}, {"id": "c", "deps": ["b"]})
     assert out == [Start("a", 1, (slot("n1", [0]),)), WaitSaying("b", "needs 1 core, 0 free", 0)]
     assert sched.handle(NodeLost("n1"), 1.0) == [
-        Finished("a", 1, "lost", "node lost"), Retry("a", 2, "attempt 1 lost"),
+        Finished("a", 1, "lost", "node lost", goes_on=True), Retry("a", 2, "attempt 1 lost"),
         Unrunnable("a", "after losing n1: the allocation has no nodes"),
         Unrunnable("b", "after losing n1: the allocation has no nodes"),
         Blocked("c", "b"),
@@ -568,3 +568,15 @@ def test_dropping_old_log_entries_changes_no_decision_of_a_long_schedule(monkeyp
     whole = simulate(s.steps, graph, nodes, keep_log=True)
     assert len(trimmed.steps) == 6_060
     assert schedule_of(trimmed) == schedule_of(whole)
+
+
+def test_a_lost_attempt_whose_retry_no_longer_fits_says_it_goes_on_then_the_step_is_unrunnable_once():
+    # One batch: the lost attempt's end, its retry, and the retry found unrunnable. The
+    # coordinator acts on the batch after the scheduler made it all (the step's state is
+    # final by then): only goes_on tells it the lost attempt was not the step's end.
+    sched, out = scheduler([node("n1", 2), node("n2", 2)], {"id": "m", "cores": 4, "span": True, "retries": 2})
+    assert [type(d) for d in out] == [Start]
+    out = sched.handle(NodeLost("n2"), 1.0)
+    assert out[:2] == [Finished("m", 1, "lost", "node lost", goes_on=True), Retry("m", 2, "attempt 1 lost")]
+    assert [type(d) for d in out[2:]] == [Unrunnable]
+    assert sched.state("m") == "unrunnable" and sched.finished()

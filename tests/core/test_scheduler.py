@@ -167,9 +167,9 @@ def test_a_failed_step_is_retried_up_to_its_limit_with_increasing_attempts_then_
     sched, out = scheduler([node("n1", 1)], {"id": "a", "retries": 2}, {"id": "b", "deps": ["a"]})
     assert out == [Start("a", 1, (slot("n1", [0]),))]
     assert exit_(sched, "a", 1.0, "failed", 1, "boom") == [
-        Finished("a", 1, "failed", "boom"), Retry("a", 2, "attempt 1 failed"), Start("a", 2, (slot("n1", [0]),))]
+        Finished("a", 1, "failed", "boom", goes_on=True), Retry("a", 2, "attempt 1 failed"), Start("a", 2, (slot("n1", [0]),))]
     assert exit_(sched, "a", 2.0, "terminated", 2, "SIGTERM") == [
-        Finished("a", 2, "terminated", "SIGTERM"), Retry("a", 3, "attempt 2 terminated"),
+        Finished("a", 2, "terminated", "SIGTERM", goes_on=True), Retry("a", 3, "attempt 2 terminated"),
         Start("a", 3, (slot("n1", [0]),))]
     assert exit_(sched, "a", 2.5, "failed", 2) == [
         Ignored("exit of 'a' attempt 2: not running (now running, attempt 3)")]
@@ -199,7 +199,7 @@ def test_a_retry_keeps_its_own_place_in_priority_order():
     assert sched.handle(submission(urgent), 0.5) == []
     assert sched.state("urgent") == "ready"
     assert exit_(sched, "a", 1.0, "failed") == [
-        Finished("a", 1, "failed"), Retry("a", 2, "attempt 1 failed"),
+        Finished("a", 1, "failed", goes_on=True), Retry("a", 2, "attempt 1 failed"),
         Start("urgent", 1, (slot("n1", [0]),)), WaitSaying("a", "needs 1 core, 0 free", 1)]
     assert exit_(sched, "urgent", 2.0) == [Finished("urgent", 1, "succeeded"), Start("a", 2, (slot("n1", [0]),))]
     assert exit_(sched, "a", 3.0, attempt=2) == [Finished("a", 2, "succeeded"), Start("b", 1, (slot("n1", [0]),))]
@@ -210,7 +210,7 @@ def test_a_retry_keeps_its_own_place_in_priority_order():
 def test_a_timed_out_step_is_retried_like_a_failure_and_then_blocks_its_dependents():
     sched, out = scheduler([node("n1", 1)], {"id": "a", "retries": 1}, {"id": "b", "deps": ["a"]})
     assert exit_(sched, "a", 1.0, "timed_out", 1, "ran past its timeout") == [
-        Finished("a", 1, "timed_out", "ran past its timeout"), Retry("a", 2, "attempt 1 timed_out"),
+        Finished("a", 1, "timed_out", "ran past its timeout", goes_on=True), Retry("a", 2, "attempt 1 timed_out"),
         Start("a", 2, (slot("n1", [0]),))]
     assert exit_(sched, "a", 2.0, "timed_out", 2) == [Finished("a", 2, "timed_out"), Blocked("b", "a")]
     assert sched.state("a") == "timed_out" and sched.finished()
@@ -542,7 +542,7 @@ def test_a_step_that_failed_in_an_earlier_submission_runs_again_with_its_attempt
     assert out == [Start("a", 1, (slot("n1", [0]),)), WaitSaying("d", "needs 1 core, 0 free", 0)]
     assert sched.view("a").generation == 2 and sched.state("b") == "waiting"
     # The retry limit counts within this submission: attempt 1 failing is retried again.
-    assert exit_(sched, "a", 4.0, "failed") == [Finished("a", 1, "failed"), Retry("a", 2, "attempt 1 failed"),
+    assert exit_(sched, "a", 4.0, "failed") == [Finished("a", 1, "failed", goes_on=True), Retry("a", 2, "attempt 1 failed"),
                                                 Start("a", 2, (slot("n1", [0]),))]
     assert started(exit_(sched, "a", 5.0, attempt=2)) == ["b"]
     assert started(exit_(sched, "b", 6.0)) == ["d"]
@@ -581,7 +581,8 @@ def test_a_changed_running_step_is_let_finish_then_its_new_definition_runs(outco
     assert again(sched, 1.0, {"id": "a", "command": "new"}) == []
     assert sched.view("a").spec.command == "old" and sched.state("a") == "running"
     # The old attempt's end is said, but not retried and not passed on to b: the new one runs.
-    assert exit_(sched, "a", 2.0, outcome) == [Finished("a", 1, outcome), Start("a", 1, (slot("n1", [0]),))]
+    assert exit_(sched, "a", 2.0, outcome) == [Finished("a", 1, outcome, goes_on=True),
+                                               Start("a", 1, (slot("n1", [0]),))]
     assert sched.view("a").spec.command == "new" and sched.view("a").generation == 2
     assert sched.state("b") == "waiting"
     assert exit_(sched, "a", 3.0) == [Finished("a", 1, "succeeded"), Start("b", 1, (slot("n1", [0]),))]
