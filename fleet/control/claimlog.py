@@ -13,7 +13,8 @@ batch names X only if, after everything before it, X was free, already the write
 or held by a fleet that is gone.
 
 A fleet is live while it holds the lease or its registration (.fleet/fleets/) is
-fresh, refreshed every stale_after/4 as today's claims were: liveness is per fleet,
+fresh (refreshed every few seconds, judged stale on the reader's own clock:
+fleet.control.lease): liveness is per fleet,
 not per step, so nothing is refreshed per step. A fleet judged gone (provably dead on
 this host, stale, ended, or of another host in a batch job that has ended:
 fleet.control.jobwatch) holds nothing: before any of its steps is taken, its
@@ -67,6 +68,7 @@ from typing import Callable
 
 from fleet.control import claimsnap, store
 from fleet.control.lease import _dead
+from fleet.control.lease import _refreshed as lease_refreshed
 from fleet.wire import ownfiles
 
 CLAIMS = Path(".fleet") / "claims"
@@ -266,14 +268,14 @@ class ClaimLog:
     def _look(self, now: float) -> None:
         live = set(self.lease.others())
         cur = self.lease._read()
-        if cur is not None and cur[0]:
-            rec, age = cur
-            if not _dead(rec, self.lease.root.parent) and age < self.lease.stale_after \
+        if cur is not None and cur.rec:
+            rec = cur.rec
+            if not _dead(rec, self.lease.root.parent) and not self.lease._stale(cur) \
                     and not self.lease.jobwatch.of(rec):
                 live.add(str(rec.get("fleet")))
             elif rec.get("fleet") != self.fleet_id:
                 # (it holds the lease still: it died, about when it last refreshed it)
-                self.lease.died[str(rec.get("fleet"))] = {**rec, "refreshed": time.time() - age}
+                self.lease.died[str(rec.get("fleet"))] = {**rec, "refreshed": lease_refreshed(cur)}
         self._live, self._looked = live, now
 
     def holder_of(self, step: str) -> str | None:

@@ -128,8 +128,8 @@ class Claims:
         if not store.existed(self.run_dir, step):
             return None
         cur = records.read_claim(self.run_dir, step)
-        if cur is None or cur[0].get("fleet") == self.fleet_id or records.holder_dead(cur[0]) \
-                or cur[1] >= self.stale_after:
+        if cur is None or cur.rec.get("fleet") == self.fleet_id or records.holder_dead(cur.rec) \
+                or records.claim_stale(cur, self.stale_after):
             return None
         return str(cur[0].get("fleet"))
 
@@ -324,7 +324,7 @@ class Claims:
             yield Reclaim(step, why)
             return
         cur = records.read_claim(run_dir, step)
-        if cur is None or records.holder_dead(cur[0]) or cur[1] >= self.stale_after:
+        if cur is None or records.holder_dead(cur.rec) or records.claim_stale(cur, self.stale_after):
             self.elsewhere.pop(step, None)
             why = "its claim was released" if cur is None else f"its claim by {cur[0].get('fleet')} went stale"
             self.events.write(events.Reclaim(t=now, step=step, reason=why))

@@ -2,8 +2,10 @@
 per-step claim.
 
 A fleet starting on a run directory creates .fleet/lease exclusively (O_EXCL), naming
-its fleet id, host and pid, and refreshes its mtime every stale_after/4. While it
-holds the lease alone it starts steps without claims (fleet.control.recording).
+its fleet id, host and pid and how often it refreshes it (`refresh_s`: REFRESH_S, or
+stale_after/4 if that is shorter, but at least 1 s; stale_after/4 before 2026-12-07),
+and refreshes its mtime so. While it holds the lease alone it starts steps without
+claims (fleet.control.recording).
 
 Another fleet (a second `fleet run`, a shard) that finds the lease held by a live
 fleet shares the run directory instead: it registers itself (.fleet/fleets/<fleet>.json,
@@ -18,15 +20,19 @@ registrations, make sure that of two fleets starting together at least one sees 
 other.
 
 A fleet that waits longer than NOTE_AFTER_S for a holder that does not share (one on
-another host that crashed is waited for until stale_after, or until its job ended) says
+another host that crashed is waited for until it is stale, or until its job ended) says
 so: whose lease, when it was refreshed and when it will be taken over, in its
 registration (`waiting`: what `fleet up` and `fleet run` tell the user,
 fleet.control.client) and in its log.
 
 A lease whose holder is provably dead (same host, no such pid), whose holder's batch
 job has ended (a holder of another host, in another job of this fleet's Slurm cluster:
-fleet.site.jobstate, asked every JOB_LOOK_S while waiting), or that was not refreshed
-for stale_after seconds is taken over: the taker first creates
+fleet.site.jobstate, asked every JOB_LOOK_S while waiting), or that is stale is taken
+over. Stale is judged on this fleet's own monotonic clock, never by its clock against
+the lease's mtime alone (fleet.wire.sightings: seen unchanged for stale_after, or for
+twice the holder's refresh interval and more while its mtime says stale_after; before
+2026-12-07 a fleet whose clock was stale_after ahead of the holder's took a live
+fleet's lease over at its first look). The taker first creates
 .fleet/lease.adopt.<generation>.<holder> exclusively, then reads the lease again and,
 finding the same one (holder and generation) still dead or stale, replaces it with
 generation + 1, as claims are adopted; then it removes the adoption file. Exactly one
@@ -48,12 +54,15 @@ import os
 import socket
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from fleet.control import identity, store
 from fleet.control.jobwatch import JobWatch
 from fleet.site import jobstate
+from fleet.wire import sightings
 from fleet.wire.connection import this_cluster, this_job
 from fleet.wire.records import holder_dead, zombie
+from fleet.wire.sightings import SEEN
 
 
 def _dead(rec: dict, run_dir: Path) -> bool:
@@ -66,14 +75,35 @@ def _dead(rec: dict, run_dir: Path) -> bool:
 LOOK_S = 1.0  # how often a lease holder looks for fleets that want to share (one listing)
 JOB_LOOK_S = 10.0  # how often a waiting fleet asks the batch system whether the holder's job ended
 NOTE_AFTER_S = 2 * LOOK_S  # a live holder lets a fleet in within about LOOK_S: longer, and the wait is said
+# How often a holder refreshes its lease (and a fleet its registration), at most: one
+# utime. Stale is judged by watching it unchanged for a few of these (fleet.wire.sightings).
+REFRESH_S = 5.0
+
+
+def refresh_s(stale_after: float) -> float:
+    """How often a fleet with this --stale-after refreshes its lease or registration."""
+    return min(REFRESH_S, max(1.0, stale_after / 4))
+
+
+class Look(NamedTuple):
+    """A lease or registration as read: its record, its age by its mtime (this host's clock
+    against the one that set it: a hint only), and how long this process has seen it unchanged."""
+
+    rec: dict
+    age: float
+    unchanged: float
 
 log = logging.getLogger("fleet.control.coordinator")
 
 
 def waiting_line(wait: dict, run_dir: Path | str, now: float) -> str:
-    """One line for the user: the lease a fleet waits for, and when it takes it over."""
+    """One line for the user: the lease a fleet waits for, and when it takes it over
+    (`watched`, since 2026-12-07: since when the waiting fleet has seen it unchanged)."""
+    watched = "" if wait.get("watched") is None else \
+        f"; unchanged for {max(0.0, now - wait['watched']):.0f} s as this fleet watched it"
     return (f"fleet: waiting for the lease on {run_dir}, held by pid {wait.get('pid')} on host {wait.get('host')} "
-            f"(last refreshed {max(0.0, now - wait['refreshed']):.0f} s ago): this fleet takes it over in "
+            f"(last refreshed {max(0.0, now - wait['refreshed']):.0f} s ago by its mtime{watched}): "
+            f"this fleet takes it over in "
             f"{max(0.0, wait['takeover_at'] - now):.0f} s unless it is refreshed"
             + (f", or at once when its batch job ({wait['job']}) ends" if wait.get("job") else "")
             + f" (--stale-after {wait['stale_after']:g}; a smaller --stale-after waits less; "
@@ -90,7 +120,8 @@ class Lease:
         self.fleets = self.root / "fleets"
         self.fleet_id = fleet_id
         self.stale_after = stale_after
-        self.me = {"fleet": fleet_id, "host": socket.gethostname(), "pid": os.getpid()}
+        self.refresh_s = refresh_s(stale_after)
+        self.me = {"fleet": fleet_id, "host": socket.gethostname(), "pid": os.getpid(), "refresh_s": self.refresh_s}
         if this_job():  # (a holder's job that ended frees its lease at once: _job_ended)
             self.me.update(job=this_job(), cluster=this_cluster())
         self._jobs: dict[str, tuple[float, bool | None]] = {}  # job -> (asked at, ended): waiting, before the loop
@@ -118,9 +149,9 @@ class Lease:
             cur = self._read()
             if cur is None:
                 continue  # released a moment ago: try again
-            rec, age = cur
-            if self._takeable(rec, age):
-                if self._take_over(rec, age):
+            rec = cur.rec
+            if self._takeable(cur):
+                if self._take_over(cur):
                     return
             elif rec.get("shared") and self._registered():
                 if noted is not None:  # waiting no more
@@ -130,27 +161,40 @@ class Lease:
             elif rec:
                 self._register()
                 if time.monotonic() - since >= NOTE_AFTER_S:
-                    noted = self._note(rec, time.time() - age, noted)
+                    noted = self._note(cur, noted)
+                self.wants_sharing(time.monotonic())  # (keeps the registration fresh while it waits)
             time.sleep(poll_s)
 
-    def _note(self, rec: dict, refreshed: float, noted: float | None) -> float:
+    def _note(self, cur: Look, noted: float | None) -> float:
         """Say, in the registration and the log, whose lease this fleet waits for and
-        when it takes it over (again if the holder refreshed it); when it was refreshed."""
-        if noted is not None and abs(refreshed - noted) < 1.0:
+        when it takes it over (again when that changes: the holder refreshed it); when
+        its mtime says it was refreshed, and since when this fleet saw it unchanged."""
+        rec, now = cur.rec, time.time()
+        takeover_at = now + sightings.stale_in(cur.unchanged, cur.age, self.stale_after, self._refresh_of(rec))
+        if noted is not None and abs(takeover_at - noted) < 1.0:
             return noted
-        wait = {"fleet": rec.get("fleet"), "host": rec.get("host"), "pid": rec.get("pid"), "refreshed": refreshed,
-                "takeover_at": refreshed + self.stale_after, "stale_after": self.stale_after,
+        wait = {"fleet": rec.get("fleet"), "host": rec.get("host"), "pid": rec.get("pid"), "refreshed": now - cur.age,
+                "watched": now - cur.unchanged, "takeover_at": takeover_at, "stale_after": self.stale_after,
                 "job": rec.get("job") if self._asks_job(rec) else None}
-        store._replace(self._reg_path(), {**self.me, "at": time.time(), "waiting": wait})
-        log.warning("%s", waiting_line(wait, self.root.parent, time.time()))
-        return refreshed
+        store._replace(self._reg_path(), {**self.me, "at": now, "waiting": wait})
+        log.warning("%s", waiting_line(wait, self.root.parent, now))
+        return takeover_at
 
-    def _takeable(self, rec: dict, age: float) -> bool:
+    def _refresh_of(self, rec: dict) -> float:
+        """How often the record's writer refreshes it (an older fleet: stale_after/4, ours assumed)."""
+        return sightings.refresh_of(rec, max(1.0, self.stale_after / 4))
+
+    def _stale(self, cur: Look) -> bool:
+        """Seen unchanged long enough on this fleet's own clock (fleet.wire.sightings)."""
+        return sightings.stale(cur.unchanged, cur.age, self.stale_after, self._refresh_of(cur.rec))
+
+    def _takeable(self, cur: Look) -> bool:
         """The lease's holder is provably dead (here, its pid; elsewhere, its batch job
-        ended), or it was not refreshed for stale_after (an empty lease for seconds: its
-        holder died while writing it)."""
-        return (not rec and age > 5.0) or bool(rec and (_dead(rec, self.root.parent) or age >= self.stale_after
-                                                        or self._job_ended(rec)))
+        ended), or the lease is stale (an empty lease seen for seconds: its holder died
+        while writing it)."""
+        rec = cur.rec
+        return (not rec and cur.unchanged > 5.0) or bool(rec and (_dead(rec, self.root.parent) or self._stale(cur)
+                                                                  or self._job_ended(rec)))
 
     @staticmethod
     def _asks_job(rec: dict) -> bool:
@@ -168,20 +212,21 @@ class Lease:
             self._jobs[job] = (now, said)
         return said is True
 
-    def _take_over(self, rec: dict, age: float) -> bool:
-        """Take over the dead or stale lease rec (read age seconds after its last
-        refresh): True if this fleet now holds it, False if another fleet takes it or
-        took it (see the module's docstring)."""
+    def _take_over(self, look: Look) -> bool:
+        """Take over the dead or stale lease as looked at: True if this fleet now holds
+        it, False if another fleet takes it or took it (see the module's docstring)."""
+        rec, age = look.rec, look.age
         gen = int(rec.get("generation", 1))
         adopt = self.root / f"lease.adopt.{gen}.{rec.get('fleet') or 'unnamed'}"
         dead = _dead(rec, self.root.parent)
-        ended = not dead and age < self.stale_after and self._job_ended(rec)
-        if not store._write_new(adopt, {**self.me, "at": time.time(), "from": rec, "stale_s": age, "dead": dead}):
+        ended = not dead and not self._stale(look) and self._job_ended(rec)
+        if not store._write_new(adopt, {**self.me, "at": time.time(), "from": rec, "stale_s": age,
+                                        "unchanged_s": look.unchanged, "dead": dead}):
             return False
         try:
             cur = self._read()
-            if cur is None or not self._takeable(*cur) or \
-                    (cur[0].get("fleet"), cur[0].get("generation")) != (rec.get("fleet"), rec.get("generation")):
+            if cur is None or not self._takeable(cur) or \
+                    (cur.rec.get("fleet"), cur.rec.get("generation")) != (rec.get("fleet"), rec.get("generation")):
                 return False
             store._replace(self.path, {**self.me, "at": time.time(), "generation": gen + 1, "shared": False})
         finally:
@@ -189,8 +234,9 @@ class Lease:
         log.info("took over the run directory's lease (generation %d) of fleet %s, pid %s on host %s: %s", gen,
                  rec.get("fleet"), rec.get("pid"), rec.get("host"),
                  "its holder is gone" if dead else f"its batch job ({rec.get('job')}) has ended" if ended
-                 else f"not refreshed for {age:.0f} s")
-        self.took_from = {**rec, "refreshed": time.time() - age}  # (about when its holder died)
+                 else f"unchanged for {look.unchanged:.0f} s as this fleet watched it (last refreshed {age:.0f} s "
+                      f"ago by its mtime)")
+        self.took_from = {**rec, "refreshed": _refreshed(look)}  # (about when its holder died)
         self.died[str(rec.get("fleet"))] = self.took_from
         self._held(gen + 1)
         return True
@@ -207,19 +253,20 @@ class Lease:
         if self.others():
             self.share()
 
-    def _read(self) -> tuple[dict, float] | None:
-        """The lease and its age; ({}, age) while it is being written."""
+    def _read(self) -> Look | None:
+        """The lease as looked at now (its record {} while it is being written)."""
         try:
             with open(self.path) as f:
-                age = time.time() - os.fstat(f.fileno()).st_mtime
+                st = os.fstat(f.fileno())
                 text = f.read()
         except OSError:
+            SEEN.forget(self.path)
             return None
         try:
             rec = json.loads(text)
         except ValueError:
             rec = {}
-        return (rec if isinstance(rec, dict) else {}), age
+        return Look(rec if isinstance(rec, dict) else {}, time.time() - st.st_mtime, SEEN.unchanged_for(self.path, st))
 
     # -- sharing ---------------------------------------------------------------------------
     def _reg_path(self) -> Path:
@@ -251,11 +298,17 @@ class Lease:
             if not name.endswith(".json") or name == self._reg_path().name:
                 continue
             try:
-                rec, age = json.loads(p.read_text()), time.time() - p.stat().st_mtime
+                with open(p) as f:
+                    st = os.fstat(f.fileno())
+                    rec = json.loads(f.read())
+                cur = Look(rec, time.time() - st.st_mtime, SEEN.unchanged_for(p, st))
             except (OSError, ValueError):
                 continue  # being written (or gone)
-            if _dead(rec, self.root.parent) or age >= self.stale_after or self.jobwatch.of(rec):
-                self.died[str(rec.get("fleet"))] = {**rec, "refreshed": time.time() - age}
+            if not isinstance(rec, dict):
+                continue
+            if _dead(rec, self.root.parent) or self._stale(cur) or self.jobwatch.of(rec):
+                self.died[str(rec.get("fleet"))] = {**rec, "refreshed": _refreshed(cur)}
+                SEEN.forget(p)
                 try:
                     p.unlink()
                 except OSError:
@@ -272,14 +325,14 @@ class Lease:
     def holder_id(self) -> str | None:
         """The fleet holding the lease now, if any."""
         cur = self._read()
-        return cur[0].get("fleet") if cur else None
+        return cur.rec.get("fleet") if cur else None
 
     # -- while running ----------------------------------------------------------------------
     def wants_sharing(self, now: float) -> bool:
         """True (the holder, alone) when a live fleet registered to share; looked at
         every LOOK_S. Also keeps the lease or the registration fresh."""
         if now >= self._next_refresh:
-            self._next_refresh = now + max(1.0, self.stale_after / 4)
+            self._next_refresh = now + self.refresh_s
             try:
                 os.utime(self.path if self.holder else self._reg_path())
             except OSError:
@@ -294,8 +347,15 @@ class Lease:
         self._unregister()
         if self.holder:
             cur = self._read()
-            if cur is not None and cur[0].get("fleet") == self.fleet_id:
+            if cur is not None and cur.rec.get("fleet") == self.fleet_id:
                 try:
                     self.path.unlink()
                 except FileNotFoundError:
                     pass
+
+
+def _refreshed(cur: Look) -> float:
+    """About when a lease or registration found gone was last refreshed, on this host's
+    clock: by its mtime, but never later than this fleet last saw it change."""
+    now = time.time()
+    return now - max(cur.age, cur.unchanged)

@@ -16,7 +16,7 @@ from fleet.control import leftovers, tally
 from fleet.core import attempts
 from fleet.core.suite import StepSpec
 from fleet.wire import owndirs, ownfiles, records
-from fleet.wire.records import (ATTEMPT, CLAIM, DONE, FINAL, holder_dead, marker_id, read_claim, read_done,
+from fleet.wire.records import (ATTEMPT, CLAIM, DONE, FINAL, claim_stale, holder_dead, marker_id, read_claim, read_done,
                                 spec_hash, succeeded_as)
 
 
@@ -233,8 +233,9 @@ def take(run_dir: Path, step_id: str, fleet: str, attempt: int, generation: int)
 #
 # Starting a step takes its claim, created atomically (O_EXCL) and naming the fleet,
 # host, pid, attempt and a generation. A claim is refreshed (its mtime) while the step
-# runs. A claim whose holder is provably dead (same host, no such pid) or that was not
-# refreshed for `stale_after` seconds may be adopted: the adopter first creates
+# runs. A claim whose holder is provably dead (same host, no such pid) or that is stale
+# (seen unchanged long enough on this fleet's own clock: fleet.wire.records.claim_stale)
+# may be adopted: the adopter first creates
 # `adopt.<generation>` with O_EXCL, so exactly one fleet adopts each generation, then
 # replaces the claim with generation + 1. Every attempt leaves a record (attempt.*.json),
 # so the number of attempts across all fleets is known, and audits can count successes.
@@ -300,9 +301,9 @@ def claim(run_dir: Path, spec: StepSpec, fleet: str, attempt: int, stale_after: 
         _replace(path, {**current[0], **record, "base": base})
         return _ours(run_dir, spec, fleet, attempt, generation, max_attempts, base, n, None)
     if current is not None:
-        held, age = current
+        held, age = current.rec, current.age
         dead = holder_dead(held)
-        if not dead and age < stale_after:
+        if not dead and not claim_stale(current, stale_after):
             return Claim(Claim.ELSEWHERE, f"claimed by fleet {held.get('fleet')} on {held.get('host')} "
                                           f"({age:.0f} s ago)")
         gen = int(held.get("generation", 1))

@@ -353,7 +353,8 @@ def _one(run_dir: Path, sid: str, spec, names: frozenset[str], last_exit, stale_
                                 + ("" if fresh else "; its fleet is gone (stale): the next run runs it again"))
     claim = records.read_claim(run_dir, sid) if records.CLAIM in names else None
     if claim is not None:
-        rec, age = claim
+        rec, age = claim.rec, claim.age
+        # (one look, no watch: by its mtime, as the report says; it takes nothing over)
         fresh = age < stale_after and not records.holder_dead(rec)
         return StepAudit(status="running", holder=str(rec.get("fleet")), fresh=fresh,
                          reason=f"claimed {age:.0f} s ago by {rec.get('fleet')} on {rec.get('host')}"

@@ -430,7 +430,7 @@ def _on_fleet_gone(g: Gathered, rec: E.FleetGone) -> None:
         return
     if g.fleets_up > 0:  # (a fleet of this session, which died)
         # Its end: about its lease's last refresh (the record's time), which is refreshed
-        # only every stale_after/4, so no sooner than the last record the fleet wrote
+        # only every few seconds (stale_after/4 before 2026-12-07), so no sooner than the last record the fleet wrote
         # (before 2026-12-06 a fleet killed before its first refresh ended before its
         # fleet_up, its nodes never alive).
         end = max(rec.t, g.last_by.get(rec.gone, rec.t))

@@ -1,10 +1,12 @@
 """Which fleets may be alive on a run directory, as a reader of its files sees them
 (`fleet audit`): the lease's holder and the fleets registered to share it
-(fleet.control.lease writes both and refreshes their mtime every stale_after/4; a fleet
+(fleet.control.lease writes both and refreshes their mtime every few seconds; a fleet
 that ends removes its own).
 
 A fleet counts as alive unless it is provably gone: its process is dead or a zombie on
-this host, or its file was not refreshed for stale_after seconds. Its file gone, it
+this host, or its file was not refreshed for stale_after seconds by its mtime (one look,
+for a report: nothing is taken over by it, unlike fleet.control.lease, which watches a
+file unchanged on its own clock, fleet.wire.sightings). Its file gone, it
 ended (or another fleet took its lease over from it): it is not alive either.
 """
 

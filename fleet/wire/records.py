@@ -17,9 +17,11 @@ import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from fleet.core.suite import StepSpec
-from fleet.wire import gcpause, owndirs, ownfiles, spechash
+from fleet.wire import gcpause, owndirs, ownfiles, sightings, spechash
+from fleet.wire.sightings import SEEN
 
 CLAIM = "claim"
 ATTEMPT = "attempt."
@@ -147,15 +149,34 @@ def has_done(run_dir: Path, step_id: str) -> bool:
     return (fleet_dir(run_dir, step_id) / DONE).exists()
 
 
-def read_claim(run_dir: Path, step_id: str) -> tuple[dict, float] | None:
-    """The claim's record and its age in seconds, or None."""
+class ClaimLook(NamedTuple):
+    """A per-step claim as read: its record, its age by its mtime (this host's clock against
+    the one that set it: a hint only), and how long this process has seen it unchanged."""
+
+    rec: dict
+    age: float
+    unchanged: float
+
+
+def read_claim(run_dir: Path, step_id: str) -> ClaimLook | None:
+    """The claim as looked at now, or None."""
     path = os.path.join(fleet_dir(run_dir, step_id), CLAIM)
     try:
         with open(path) as f:
-            age = time.time() - os.fstat(f.fileno()).st_mtime
-            return json.loads(f.read()), age
+            st = os.fstat(f.fileno())
+            rec = json.loads(f.read())
     except (OSError, ValueError):
+        SEEN.forget(path)
         return None
+    return ClaimLook(rec, time.time() - st.st_mtime, SEEN.unchanged_for(path, st))
+
+
+def claim_stale(cur: ClaimLook, stale_after: float) -> bool:
+    """The claim was seen unchanged long enough on this process's own clock
+    (fleet.wire.sightings; its holder refreshes it every stale_after/4, ours assumed:
+    before 2026-12-07 its mtime alone decided, and a fleet whose clock was ahead took
+    a live fleet's claims)."""
+    return sightings.stale(cur.unchanged, cur.age, stale_after, max(0.2, stale_after / 4))
 
 
 def holder_dead(claim: dict) -> bool:

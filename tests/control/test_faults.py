@@ -728,10 +728,12 @@ args = { seconds = 0.2 }
     def seen() -> bool:  # the holder keeps its claims fresh meanwhile (a loaded machine's start can take 5 s)
         for p in (fresh_released, fresh_settled):
             os.utime(p)
-        return len(of(run_dir, E.Elsewhere)) == 2 and len(of(run_dir, E.Adopted)) == 2
+        return len(of(run_dir, E.Elsewhere)) == 3 and len(of(run_dir, E.Adopted)) == 2
 
-    wait_for(seen, 30, "the fresh claims to be seen and the others adopted")
-    assert sorted(e.step for e in of(run_dir, E.Elsewhere)) == ["c1", "c2"]
+    # (the stale one is first found held: stale only once watched unchanged on this fleet's
+    # own clock, fleet.wire.sightings; then reclaimed and adopted)
+    wait_for(seen, 60, "the fresh claims to be seen and the others adopted")
+    assert sorted(e.step for e in of(run_dir, E.Elsewhere)) == ["c1", "c2", "c3"]
     assert {e.holder for e in of(run_dir, E.Elsewhere)} == {"by-hand"}
     adopted = {e.step: e.previous for e in of(run_dir, E.Adopted)}
     assert sorted(adopted) == ["c3", "c4"] and adopted["c4"]["pid"] == dead.pid
@@ -756,7 +758,7 @@ args = { seconds = 0.2 }
     fresh_released.unlink()
     rc, out, err = procs.finish(runner, 60)
     assert rc == 0, out + err
-    assert [e.step for e in of(run_dir, E.Reclaim)] == ["c1"]
+    assert [e.step for e in of(run_dir, E.Reclaim)] == ["c3", "c1"]
     assert of(run_dir, E.Skipped, step="c2", by="by-hand")
     assert_each_ran_once_but(run_dir, ["c1", "c3", "c4"])
 
@@ -771,6 +773,11 @@ def _race(run_dir: str, spec: StepSpec, who: str, barrier, results) -> None:
     # The widest window: every racer reads the claim before any of them acts on what it
     # read, so only the atomic creates (claim, adopt.<generation>) can pick the winner.
     read = records.read_claim
+    cur, deadline = read(Path(run_dir), spec.id), time.monotonic() + 60
+    while cur is not None and not records.holder_dead(cur.rec) and not records.claim_stale(cur, 5.0) \
+            and time.monotonic() < deadline:
+        time.sleep(0.05)  # (a stale claim: stale once watched unchanged on this process's own clock)
+        cur = read(Path(run_dir), spec.id)
     records.read_claim = lambda *a: (read(*a), time.sleep(0.05))[0]
     barrier.wait()
     c = store.claim(Path(run_dir), spec, who, 1, 5.0, 0)

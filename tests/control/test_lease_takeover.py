@@ -17,11 +17,15 @@ STALE_S = 5.0
 
 def _racer(run_dir: str, who: str, barrier, results) -> None:
     lease = Lease(Path(run_dir), who, STALE_S)
-    rec, age = lease._read()  # read before the others move: what a slow taker acts on
+    look = lease._read()  # read before the others move: what a slow taker acts on
+    deadline = time.monotonic() + 60
+    while not lease._takeable(look) and time.monotonic() < deadline:  # (stale once watched unchanged a while)
+        time.sleep(0.05)
+        look = lease._read()
     barrier.wait()
     won = 0
     for _ in range(200):  # again and again with that old reading, after the winner removed its file
-        won += lease._take_over(rec, age)
+        won += lease._take_over(look)
     results.put((who, won))
 
 
