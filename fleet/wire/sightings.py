@@ -26,6 +26,10 @@ import os
 import time
 
 MARGIN_S = 2.0   # beyond two refresh intervals: a holder's loop turn, the file system's mtime granularity
+# Files watched at once, at most: the claims of other fleets' steps this fleet looked at can
+# be many on a shared run directory of a million steps. Past it every watch starts again,
+# which only puts verdicts off (never makes one sooner): memory stays bounded.
+MAX_WATCHED = 100_000
 
 
 def signature(st: os.stat_result) -> tuple:
@@ -69,6 +73,8 @@ class Sightings:
         now = time.monotonic() if now is None else now
         cur = self._seen.get(key)
         if cur is None or cur[0] != sig:
+            if cur is None and len(self._seen) >= MAX_WATCHED:
+                self._seen.clear()
             self._seen[key] = (sig, now)
             return 0.0
         return now - cur[1]
