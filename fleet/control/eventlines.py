@@ -16,7 +16,7 @@ from __future__ import annotations
 from fleet.control.linetext import esc, ints, text
 from fleet.wire import events as E
 from fleet.wire.events import dumps
-from fleet.wire.numtext import EXIT_NUMBERS, exit_numbers, num, r6
+from fleet.wire.numtext import EXIT_NUMBERS, exit_numbers, num, r6, work_seconds
 
 
 _START = ('{"t":%s,"kind":"start"%s,"step":%s,"attempt":%r,"node":%s,"cores":%s,"gpus":%s,"memory":%r,'
@@ -126,8 +126,8 @@ def exit_line(fleet: str, now: float, node: str, msg, view) -> tuple[str, Ended]
     sp = msg.spelt
     if len(sp) != EXIT_NUMBERS:  # (not spelled where it ended: a launch that never started)
         sp = exit_numbers(msg.decided_at, msg.first_at, msg.work_start, msg.work_end, msg.ended_at, msg.utime,
-                          msg.stime)
-    work = round(max(0.0, msg.work_end - msg.work_start), 6)
+                          msg.stime, msg.worked_s)
+    work = work_seconds(msg.work_start, msg.work_end, msg.worked_s)
     reason, rc, sig, err, peak = msg.error or "", msg.returncode, msg.signal, msg.error, msg.memory_peak
     nd = text(node)
     mid = ("" if rc is None else ',"returncode":' + num(rc)) + ("" if sig is None else ',"signal":' + num(sig))

@@ -44,10 +44,11 @@ from fleet.core.oneline import one_line
 from fleet.core.decisions import NodeJoined, Start, Submitted, Unrunnable, Wait
 from fleet.core.resources import NodeSpec
 from fleet.core.scheduler import Scheduler
-from fleet.node import child, command, orphans, probe, protocol, searchpaths
+from fleet.node import child, command, exits, orphans, probe, protocol, searchpaths
 from fleet.site.profiles import Profile
 from fleet.wire import interpreter, records
 from fleet.wire.messages import Launch
+from fleet.wire.numtext import work_seconds
 
 NODE = "node1"  # the name a one-node local fleet gives its node
 
@@ -68,6 +69,7 @@ class Ran:
     work_end: float
     control: dict = field(default_factory=dict)  # what it asked for: {"stage": ..., "children": n}
     stopped_by: int = 0  # the signal that stopped this command (and so the step), if one did
+    worked: float | None = None  # its work's length by the monotonic clock (None: its stamps', P.Exited.worked_s)
 
 
 def local_node(profile: Profile) -> NodeSpec:
@@ -117,12 +119,20 @@ def run(launch: Launch, imports_from: Path | None = None) -> Ran:
     """Run the step in the foreground and wait for it, held to its timeout and memory;
     Ctrl-C goes to the step (this process ignores it meanwhile, as a shell does), and a
     SIGTERM or SIGHUP to this process is passed on to it (fleet.control.foreground). A
-    call step imports its module from `imports_from` first (default: this directory)."""
+    call step imports its module from `imports_from` first (default: this directory).
+    Its work's length is the monotonic clock's (fleet.node.exits.worked), not its stamps'."""
+    report: dict = {}
+    ran = _run(launch, imports_from, report)
+    return dataclasses.replace(ran, worked=exits.worked(report))
+
+
+def _run(launch: Launch, imports_from: Path | None, report: dict) -> Ran:
     orphans.become_subreaper()  # what the step starts stays below us, to be stopped with it
     searchpaths.make_absolute()  # PYTHONPATH=src, as a fleet's agent started here has it (in steps/<id> too)
     with foreground.Memory(launch) as memory:
-        status, report, stop = (_call(launch, memory, imports_from) if launch.kind == "call"
-                                else _command(launch, memory))
+        status, got, stop = (_call(launch, memory, imports_from) if launch.kind == "call"
+                             else _command(launch, memory))
+        report.update(got)  # (run's, for the work's length)
         stop = memory.judged(stop, report.get("error") or "", status)
     now = time.time()
     start, end = report.get("work_start") or now, report.get("work_end") or now
@@ -224,7 +234,7 @@ def record(run_dir: Path, spec, deps, fid: str, ran: Ran) -> None:
     rec = records.read_done(run_dir, spec.id)
     store.submitted(run_dir, spec.id, deps, rec)
     rerun = "forced" if rec is not None and rec.get("outcome") == S.SUCCEEDED else ""
-    work_s = round(max(0.0, ran.work_end - ran.work_start), 6)
+    work_s = work_seconds(ran.work_start, ran.work_end, ran.worked)
     store.record_attempt(run_dir, spec.id, fid, 1, {
         "outcome": ran.outcome, "node": NODE, "reason": ran.reason, "work_s": work_s,
         "started_at": ran.work_start, "ended_at": ran.work_end, "spec": records.spec_hash(spec),

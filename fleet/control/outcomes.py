@@ -23,6 +23,7 @@ from fleet.core import states as S
 from fleet.core.scheduler import Scheduler
 from fleet.wire import events
 from fleet.wire import messages as P
+from fleet.wire.numtext import work_seconds
 from fleet.wire.records import spec_hash
 
 STOPPED_WITH_FLEET = "stopped with the fleet (it was going down)"
@@ -51,7 +52,7 @@ def reported_exit(now: float, node: str, msg: P.Exited, view, sched: Scheduler) 
         decided_at=msg.decided_at, first_at=msg.first_at, work_start=msg.work_start,
         work_end=msg.work_end, ended_at=msg.ended_at,
         startup_s=round(max(0.0, msg.work_start - msg.decided_at), 6),
-        work_s=round(max(0.0, msg.work_end - msg.work_start), 6),
+        work_s=work_seconds(msg.work_start, msg.work_end, msg.worked_s),
         utime=msg.utime, stime=msg.stime, maxrss_kb=msg.maxrss_kb, error=msg.error, neighbours=neighbours,
         memory_peak=msg.memory_peak, oom_kills=msg.oom_kills)
 
@@ -85,7 +86,7 @@ def interrupted_exit(now: float, node: str, msg: P.Exited, view, why: str = STOP
         memory=sum(s.memory for s in view.placement), decided_at=msg.decided_at, first_at=msg.first_at,
         work_start=msg.work_start, work_end=msg.work_end, ended_at=msg.ended_at,
         startup_s=round(max(0.0, msg.work_start - msg.decided_at), 6),
-        work_s=round(max(0.0, msg.work_end - msg.work_start), 6),
+        work_s=work_seconds(msg.work_start, msg.work_end, msg.worked_s),
         utime=msg.utime, stime=msg.stime, maxrss_kb=msg.maxrss_kb, error=msg.error)
 
 

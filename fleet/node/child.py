@@ -437,7 +437,7 @@ def run_call(launch: Launch, report_fd: int, *, first_at: float | None = None,
     code, error, full = 1, None, None
     affinity: list = []
     placement_ok = True
-    work_start = work_end = None
+    work_start = work_end = worked = None
     try:
         try:
             affinity, mismatch = _setup(launch, close_fds, restore_env or {}, parent, foreground)
@@ -450,10 +450,10 @@ def run_call(launch: Launch, report_fd: int, *, first_at: float | None = None,
             stepend.refuse_generators(func, launch.call)
             if collecting:
                 gc.enable()
-            work_start = time.time()
+            work_start, work_mono = time.time(), time.monotonic()  # (its length is the latter's: exits.worked)
             childreport.write_report(report_fd, {
                 "pid": os.getpid(), "phase": "begin", "first_at": first_at,
-                "work_start": work_start, "affinity": affinity,
+                "work_start": work_start, "work_mono": work_mono, "affinity": affinity,
                 "placement_ok": placement_ok})
             stepend.call(func, positional, kwargs, launch.call)
             code = 0
@@ -464,8 +464,9 @@ def run_call(launch: Launch, report_fd: int, *, first_at: float | None = None,
         stepend.wind_up()  # its threads, atexit handlers and buffers, as at a program's end: still its work
         logcut.cut(log_mark)  # (after its own last words)
         if work_start is not None:
-            work_end = time.time()
-        childreport.report_end(report_fd, first_at, work_start, work_end, affinity, placement_ok, error, full)
+            work_end, worked = time.time(), time.monotonic() - work_mono
+        childreport.report_end(report_fd, first_at, work_start, work_end, affinity, placement_ok, error, full,
+                               worked)
     finally:
         os._exit(code)
 

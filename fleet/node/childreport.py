@@ -80,9 +80,10 @@ def _packable(value):
 
 def report_end(report_fd: int, first_at: float, work_start: float | None,
                work_end: float | None, affinity: list, placement_ok: bool,
-               error: str | None, full: int | None = None) -> None:
+               error: str | None, full: int | None = None, worked: float | None = None) -> None:
     """The ``end`` record; a step that never reached its work is given none (now).
-    ``full``: the errno with which its set-up found the file system full or read-only (fleet.node.diskfull)."""
+    ``full``: the errno with which its set-up found the file system full or read-only (fleet.node.diskfull).
+    ``worked``: its work's length by the monotonic clock (P.Exited.worked_s), if it worked."""
     now = time.time()
     record = {
         "pid": os.getpid(), "phase": "end", "first_at": first_at,
@@ -92,6 +93,8 @@ def report_end(report_fd: int, first_at: float, work_start: float | None,
         "control": stepcontext.control}
     if full is not None:
         record["full"] = full
+    if worked is not None:
+        record["worked_s"] = worked
     try:
         write_report(report_fd, record)
     except OSError:

@@ -128,7 +128,7 @@ def spawn(msg: Launch, restore_env: Mapping[str, str | None] | None = None,
             if not foreground:  # (in the foreground the caller says it, once)
                 os.write(log, f"fleet: cannot start {argv!r}: {exc}\n".encode())
             raise NotStarted(f"{type(exc).__name__}: {exc}") from None
-        at = time.time()
+        at, at_mono = time.time(), time.monotonic()  # (the monotonic one times its work: exits.worked)
         logcut.keep(popen.pid, mark)  # (its log, open until the zygote reaps it: logcut.reaped)
         oomscore.raise_for(popen.pid)  # a step, not fleet, is the OOM killer's first choice
     finally:
@@ -141,5 +141,5 @@ def spawn(msg: Launch, restore_env: Mapping[str, str | None] | None = None,
     except OSError:  # already gone: it had what we had when it was spawned
         affinity = sorted(msg.cores) if msg.cores else sorted(own)
     ok = child.placement_mismatch(msg.cores, affinity) is None
-    return Spawned(popen, at, {"first_at": at, "work_start": at, "affinity": affinity,
+    return Spawned(popen, at, {"first_at": at, "work_start": at, "work_mono": at_mono, "affinity": affinity,
                                "placement_ok": ok})

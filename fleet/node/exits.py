@@ -100,6 +100,7 @@ def exited(step, status: int, usage, ended_at: float) -> P.Exited:
     work_start = rep.get("work_start") or ended_at
     work_end = rep.get("work_end") or ended_at
     decided, ut, st = step.launch.decided_at, usage.ru_utime, usage.ru_stime
+    work = worked(rep)
     return P.Exited(
         step=step.launch.step, attempt=step.launch.attempt, pid=step.pid,
         outcome=outcome, returncode=rc, signal=sig,
@@ -108,9 +109,23 @@ def exited(step, status: int, usage, ended_at: float) -> P.Exited:
         utime=ut, stime=st, maxrss_kb=usage.ru_maxrss,
         affinity=tuple(rep.get("affinity") or ()),
         placement_ok=bool(rep.get("placement_ok", True)), error=error, control=rep.get("control") or {},
-        disk_full=rep.get("full"),
+        disk_full=rep.get("full"), worked_s=work,
         # Spelled here, not on the coordinator's loop (fleet.wire.numtext).
-        spelt=numtext.exit_numbers(decided, first_at, work_start, work_end, ended_at, ut, st))
+        spelt=numtext.exit_numbers(decided, first_at, work_start, work_end, ended_at, ut, st, work))
+
+
+def worked(rep: dict) -> float | None:
+    """How long a reaped step worked, by this node's monotonic clock (P.Exited.worked_s):
+    from its ``begin`` record to its ``end`` record, or to now (its reap) if it wrote none
+    (killed; a command, whose work ends with its process); None if it never began its
+    work. Its wall stamps (work_start, work_end) are for display: a wall clock stepped by
+    NTP during the step made hours of work of seconds (before 2026-12-07), and the next
+    allocation refused the step as too long for it."""
+    w = rep.get("worked_s")
+    if w is not None:
+        return w
+    start = rep.get("work_mono")
+    return None if start is None else max(0.0, time.monotonic() - start)
 
 
 def not_started(msg: P.Launch, error: str, disk_full: int | None = None) -> P.Exited:

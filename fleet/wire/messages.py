@@ -327,7 +327,9 @@ class Exited:
 
     Times are time.time() values: ``first_at`` is the child's first instruction
     after fork (spawn time for a command), ``work_start``/``work_end`` bracket the
-    step's own work, ``ended_at`` is the reap time.
+    step's own work, ``ended_at`` is the reap time. They are for display: how long the
+    step worked is ``worked_s``, measured on the node's monotonic clock (a wall clock
+    stepped during the step does not change it).
     """
 
     step: str
@@ -358,6 +360,10 @@ class Exited:
     # Processes of it the kernel's OOM killer killed, where its memory cgroup counted them
     # and it did not end out_of_memory (fleet.node.memwatch.judge_cgroup); None: none.
     oom_kills: int | None = None
+    # How long it worked (work_start to work_end, or to its reap), by its node's monotonic
+    # clock (fleet.node.exits.worked); None: not measured (it never began its work, or an
+    # agent from before 2026-12-07): the stamps' difference is taken (numtext.work_seconds).
+    worked_s: float | None = None
 
 
 @message("dropped")

@@ -47,10 +47,18 @@ def r6(v) -> str:
     return num(round(v, 6))
 
 
-def exit_numbers(decided_at, first_at, work_start, work_end, ended_at, utime, stime) -> list:
+def exit_numbers(decided_at, first_at, work_start, work_end, ended_at, utime, stime, worked=None) -> list:
     """An ended step's numbers as its `exit` line spells them, in this order: decided_at,
     first_at, work_start, work_end, ended_at, startup_s, work_s, utime, stime (the
-    durations as the record has them: rounded to the microsecond, never negative)."""
+    durations as the record has them: rounded to the microsecond, never negative;
+    work_s as work_seconds gives it)."""
     return [num(decided_at), num(first_at), num(work_start), num(work_end), num(ended_at),
-            r6(max(0.0, work_start - decided_at)), num(round(max(0.0, work_end - work_start), 6)), num(utime),
+            r6(max(0.0, work_start - decided_at)), num(work_seconds(work_start, work_end, worked)), num(utime),
             num(stime)]
+
+
+def work_seconds(work_start: float, work_end: float, worked: float | None) -> float:
+    """A step's work as its records give it (`work_s`): `worked`, its length by its node's
+    monotonic clock (P.Exited.worked_s), or, from a node that sent none (a launch that
+    never started), its wall stamps' difference; to the microsecond, never negative."""
+    return round(max(0.0, worked if worked is not None else work_end - work_start), 6)
