@@ -2,12 +2,11 @@
 
 It wires the parts: the sockets (fleet.control.transport), the agents table and heartbeats (liveness), what
 clients submit (submissions; read and checked on a worker thread and entered in parts: intake), coming up (the
-connection file, or why the fleet cannot come up: comingup), claims on a
-shared run directory (claims), turning a start into a launch (launching), how attempts ended (outcomes) and
-the status answer (status). A ZeroMQ poller with a timer for heartbeats drives it (no busy waiting). Every
-message becomes a scheduler event; every decision becomes a message, a record, or both. Nothing here decides
-what runs: that is fleet.core.scheduler. The command line is fleet.control.coordinator_cli (`python -m
-fleet.control.coordinator` runs it).
+connection file, or why the fleet cannot come up: comingup), claims on a shared run directory (claims), turning
+a start into a launch (launching), how attempts ended (outcomes) and the status answer (status). A ZeroMQ
+poller with a timer for heartbeats drives it (no busy waiting). Every message becomes a scheduler event; every
+decision becomes a message, a record, or both. Nothing here decides what runs: that is fleet.core.scheduler.
+The command line is fleet.control.coordinator_cli (`python -m fleet.control.coordinator` runs it).
 """
 
 from __future__ import annotations
@@ -141,6 +140,7 @@ class Coordinator:
                 wait_ms = 0 if busy else self.holds.wait_ms(time.time(), self.drain.wait_ms(
                     time.time(), int((wake - time.monotonic()) * 1000)))
                 ready = dict(poller.poll(self.liveness.polling(wait_ms)))  # (returning late: a stall, Liveness)
+                self.drain.follow_clock(time.time())  # a wall clock's step, before any event is stamped with it
                 # Until the next poll the loop does not listen: not counted against agents.
                 self._until = self.liveness.listening_ended() + TURN_S
                 if self.agent_sock in ready:

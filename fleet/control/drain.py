@@ -2,9 +2,16 @@
 
 The end is known when the fleet comes up (fleet.site.allocation reads it once from the
 batch system, or `fleet up --end/--walltime` gives it); nothing polls the batch system
-afterwards. At the coordinator's first heartbeat the end is recorded and handed to the
-scheduler (AllocationEnds). The drain is a timer of its own, not the heartbeat's (at
-10,000 nodes a beat comes every 20 s): the loop's wait is bounded by the time to the
+afterwards. It is turned at once into a deadline on the coordinator's monotonic clock,
+which every decision takes (the drain point, what no longer fits, the warning signal's
+judgement): a wall clock stepped by NTP or by hand (+1 h) drained a fleet at once, and
+told the user to ask for more time, and one stepped back never drained (before
+2026-12-07). The end and drain point are shown as read (status, report, events). At
+the coordinator's first heartbeat the end is recorded and handed to the scheduler
+(AllocationEnds); if the wall clock steps later it is handed again with the step
+(AllocationEnds.shift: the scheduler's time is the wall clock's; follow_clock). The
+drain is a timer of its own, not the heartbeat's (at 10,000 nodes a beat comes every
+20 s): the loop's wait is bounded by the time to the
 drain point (wait_ms) and tick, a float compare, runs every loop turn, so the drain
 starts within one turn of its point whatever the heartbeat period. The batch system's
 warning signal (SIGUSR1, e.g. `#SBATCH --signal=B:USR1@300`, passed on by `fleet run`)
@@ -69,8 +76,11 @@ from fleet.core.deadline import AllocationEnds, DrainNow, end_margin
 from fleet.core.units import counted
 from fleet.core.scheduler import StepExited
 from fleet.wire import events
+from fleet.wire.numtext import work_seconds
 
 log = logging.getLogger("fleet.control.coordinator")
+
+CLOCK_STEP_S = 1.0  # a step of the wall clock against the monotonic one the scheduler is told of
 
 DRAIN_BEFORE_S = 300.0  # the default drain point: five minutes before the end
 FULL = "the run directory's file system is full"  # a full drain's reason starts so (fleet run's exit 4)
@@ -117,12 +127,16 @@ class Drain:
         self.end: float | None = None
         self.drain_at: float | None = None
         self.began: float | None = None  # when the end was planned: the fleet's start
+        self.deadline: float | None = None  # the drain point on the monotonic clock (decisions)
+        self._offset = 0.0  # the wall clock less the monotonic one when the end was read
+        self._shift = 0.0  # the wall clock's step since then that the scheduler was told of
         self.source = ""
         self.announced = False
         self.signalled = ""  # the warning signal's words, once it came
         self.cut = False  # the drain margin was cut, the job being shorter than it (early_warning)
         self.drained = False
         self.at: float | None = None  # when it drained (for the allocation's end)
+        self._at_mono = 0.0  # the same on the monotonic clock (why_for)
         self.reason = ""
         self.full = False  # drained because the run directory cannot be written: full, read-only (not the end)
         self._complained = 0.0
@@ -139,7 +153,8 @@ class Drain:
             log.info("allocation end: not known (%s); no drain", source)
             return
         self.end, self.drain_at, self.source = end, end - drain_before, source
-        self.began = time.time()  # (what an allocation like this one gives steps: fleet.control.stuck)
+        self.began, mono = time.time(), time.monotonic()  # (what an allocation like this one gives: control.stuck)
+        self.deadline, self._offset = mono + (self.drain_at - self.began), self.began - mono
         log.info("allocation ends at %s (%s); drain point %s (%g s before)", clock(end), source,
                  clock(self.drain_at), drain_before)
 
@@ -192,12 +207,33 @@ class Drain:
 
     def wait_ms(self, now: float, beat_ms: int) -> int:
         """How long the loop may wait (ms): until its next heartbeat (`beat_ms`), or the
-        first moment the drain has something to do, if sooner (rounded up: no spinning)."""
+        first moment the drain has something to do, if sooner (rounded up: no spinning).
+        (`now`: the wall clock's; the drain point is the monotonic clock's.)"""
         if (self.end is not None and not self.announced) or self.closing.busy:
             return 0
-        if self.drained or self.drain_at is None:
+        if self.drained or self.deadline is None:
             return max(0, beat_ms)
-        return max(0, min(beat_ms, math.ceil((self.drain_at - now) * 1000)))
+        return max(0, min(beat_ms, math.ceil((self.deadline - time.monotonic()) * 1000)))
+
+    def shift(self) -> float:
+        """How far the wall clock has stepped against the monotonic one since the end was read."""
+        return time.time() - time.monotonic() - self._offset
+
+    def follow_clock(self, now: float) -> None:
+        """Tell the scheduler of a step of the wall clock (its time) since the end was
+        read, so that what fits before the drain point is judged on the monotonic clock
+        (AllocationEnds.shift); cheap (two clock reads), on every loop turn before
+        anything is handled. Once told of the end only."""
+        if not self.announced or self.deadline is None:
+            return
+        step = self.shift()
+        if abs(step - self._shift) < CLOCK_STEP_S:
+            return
+        log.warning("the wall clock stepped %+.1f s (NTP, or set by hand): the allocation's end stays %.0f s "
+                    "from now by the monotonic clock (the drain point %.0f s from now)", step - self._shift,
+                    self.deadline - time.monotonic() + (self.end - self.drain_at), self.deadline - time.monotonic())
+        self._shift = step
+        self.coord._feed(AllocationEnds(self.end, self.drain_at, self.source, step), now)
 
     def tick(self, now: float, ready=()) -> None:
         """On every loop turn (cheap: a few compares until the drain point): announce the
@@ -206,17 +242,22 @@ class Drain:
         c = self.coord
         if self._wake in ready:
             self._woken()
-        if self.signalled and not self.drained and early_warning(now, self.drain_at, self.cut):
+        mono = time.monotonic()  # (the drain point's clock: a wall clock's step moves it not)
+        if self.signalled and not self.drained and early_warning(mono, self.deadline, self.cut):
             log.warning("%s came %.0f s before the drain point at %s, in a job shorter than its drain margin "
                         "(Slurm sends it at such a job's start): draining at the drain point", self.signalled,
-                        self.drain_at - now, clock(self.drain_at))
+                        self.deadline - mono, clock(self.drain_at))
             self.signalled = ""
         if self.end is not None and not self.announced:
             self.announced = True
+            self._shift = self.shift()
             c.events.write(events.AllocationEnd(t=now, end=self.end, drain_at=self.drain_at, source=self.source))
-            c._feed(AllocationEnds(self.end, self.drain_at, self.source), now)
+            c._feed(AllocationEnds(self.end, self.drain_at, self.source, self._shift), now)
+        else:
+            self.follow_clock(now)
         # (A full disk's drain lets the running steps run: at the drain point they stop.)
-        if (not self.drained or self.full) and (self.signalled or (self.drain_at is not None and now >= self.drain_at)):
+        at_point = self.deadline is not None and mono >= self.deadline
+        if (not self.drained or self.full) and (self.signalled or at_point):
             self._drain(self.signalled or f"the drain point, {self.end - self.drain_at:g} s before the end", now)
         if self.closing.busy:
             self.closing.step(now)
@@ -235,7 +276,7 @@ class Drain:
     def _drain(self, reason: str, now: float) -> None:
         """Drain now: stop the running steps, start nothing more."""
         c = self.coord
-        self.drained, self.full, self.reason, self.at = True, False, reason, now
+        self.drained, self.full, self.reason, self.at, self._at_mono = True, False, reason, now, time.monotonic()
         log.warning("draining (%s): stopping %d running steps, starting nothing more", self.reason,
                     c.sched.running_count())
         c.events.write(events.Drained(t=now, reason=self.reason, running=c.sched.running_count()))
@@ -294,11 +335,14 @@ class Drain:
         """why() for the interrupted exit `msg`, after TOO_LONG's reason if the step had
         nearly all the time this allocation gives and saved no progress (fleet.control.stuck):
         the time it ran until the drain, not its grace after it (nor a drain brought
-        forward's time to the drain point: the warning signal came, it ran no longer)."""
+        forward's time to the drain point: the warning signal came, it ran no longer). How
+        long it ran is its work by its node's monotonic clock (P.Exited.worked_s) less the
+        time since the drain by ours: its node's wall stamps against this machine's clock
+        (before 2026-12-07) judged a step on a node whose clock is ahead not stuck."""
         why = self.why()
         if not self.drained or self.full or self.began is None or self.drain_at is None or self.at is None:
             return why
-        ran = min(msg.ended_at, self.at) - msg.work_start
+        ran = work_seconds(msg.work_start, msg.work_end, msg.worked_s) - max(0.0, time.monotonic() - self._at_mono)
         too = stuck.ran_out(ran, self.drain_at - self.began, bool(msg.control))
         if not too:
             return why

@@ -50,11 +50,16 @@ from fleet.core.suite import StepSpec
 @dataclass(frozen=True)
 class AllocationEnds:
     """The allocation ends at `end`; the drain point is `drain_at` (both in the
-    scheduler's time: the coordinator's wall clock, simulate's own)."""
+    scheduler's time: the coordinator's wall clock as it was when the end was read,
+    simulate's own). `shift`: how far that wall clock has stepped since (NTP, an
+    operator's `date -s`), measured against the coordinator's monotonic clock: every
+    decision takes the end and drain point `shift` later in the scheduler's time, so
+    they stay where the monotonic clock puts them; the end is shown as read."""
 
     end: float
     drain_at: float
     source: str = ""  # where the end came from, in words (shown by `fleet status`)
+    shift: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -93,12 +98,14 @@ def apart(more: float, less: float) -> tuple[str, str]:
 class Deadline:
     """The allocation's end as the scheduler knows it (nothing known: no end)."""
 
-    __slots__ = ("end", "drain_at", "source", "drained", "reason", "recorded", "held", "held_first", "stopping",
+    __slots__ = ("end", "drain_at", "shift", "source", "drained", "reason", "recorded", "held", "held_first",
+                 "stopping",
                  "held_ids", "held_now", "to_stop", "_stop_attempt", "_stop_why", "_stop_at", "dropping")
 
     def __init__(self) -> None:
         self.end: float | None = None
         self.drain_at: float | None = None
+        self.shift = 0.0  # the wall clock's step since the end was read (AllocationEnds.shift)
         self.source = ""
         self.drained = False
         self.stopping = False  # the drain stopped the running steps (DrainNow.stop_running)
@@ -120,8 +127,10 @@ class Deadline:
         self.dropping: set[str] = set()  # queued steps the drain cancelled (not `fleet cancel`)
 
     def ends(self, ev: AllocationEnds) -> None:
-        """Take the allocation's end (a later one replaces it)."""
+        """Take the allocation's end (a later one replaces it: the same end, the wall
+        clock having stepped, comes again with its shift)."""
         self.end, self.drain_at, self.source = ev.end, min(ev.drain_at, ev.end), ev.source
+        self.shift = ev.shift
 
     def learn(self, durations: Mapping[str, float]) -> None:
         """Recorded durations a submission brought (fleet.core.durations.recorded)."""
@@ -132,7 +141,7 @@ class Deadline:
         """Why the step may not start now for the allocation's end; None if it may."""
         if self.drain_at is None:
             return None
-        left = self.drain_at - now
+        left = self.drain_at + self.shift - now
         if left <= 0:
             return W.WaitReason(W.DEADLINE, detail="the drain point passed: nothing starts")
         exp = expected_s(spec, self.recorded)
@@ -162,9 +171,10 @@ class Deadline:
         if self.drain_at is None:
             return True
         exp = expected_s(spec, self.recorded)
+        drain_at = self.drain_at + self.shift
         if exp is None:
-            return now < self.drain_at
-        return max(start, now) + exp <= self.drain_at
+            return now < drain_at
+        return max(start, now) + exp <= drain_at
 
     def shown(self) -> dict | None:
         """The end as `fleet status` shows it (None: no end known, no drain)."""
@@ -247,7 +257,7 @@ class Deadline:
         END_MARGIN_S before the end (see the module's doc); None: its own."""
         if self.end is None or now is None:
             return None
-        left = max(0.0, self.end - self.margin() - now)
+        left = max(0.0, self.end + self.shift - self.margin() - now)
         return left if spec.grace > left else None
 
     def interrupts(self, job, outcome: str) -> bool:
