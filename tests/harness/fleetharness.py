@@ -75,9 +75,9 @@ def completed(argv, timeout: float, **popen) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(p.args, p.returncode, out, err)
 
 
-def spawn(*args: str, cwd: Path) -> subprocess.Popen:
-    """Start `fleet ARGS` in the background in its own process group."""
-    return subprocess.Popen([sys.executable, "-m", "fleet", *args], cwd=cwd, env=env(),
+def spawn(*args: str, cwd: Path, environ: dict | None = None) -> subprocess.Popen:
+    """Start `fleet ARGS` in the background in its own process group (`environ`: more environment)."""
+    return subprocess.Popen([sys.executable, "-m", "fleet", *args], cwd=cwd, env={**env(), **(environ or {})},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
 
