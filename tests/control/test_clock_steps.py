@@ -34,19 +34,20 @@ def step_clock(skew: Path, seconds: float) -> None:
     tmp.replace(skew)
 
 
-def waiting_suite(tmp_path: Path, long_s: int) -> Path:
-    """`first` sleeps 4 s, then `long` sleeps `long_s` s: long starts well into the
-    allocation, so that the drain stopping it finds it did not have nearly all of it
-    (fleet.control.stuck: then `fleet run` exits 1, not 3)."""
+def waiting_suite(tmp_path: Path, long_s: int, estimate: int) -> Path:
+    """`first` sleeps 6 s, then `long` sleeps `long_s` s (its `estimate`): long starts
+    well into the allocation, so that the drain stopping it finds it did not have nearly
+    all of it (fleet.control.stuck: then `fleet run` exits 1, not 3)."""
     return write_suite(tmp_path / "s.toml", f"""
 [suite]
 name = "clock"
 [[steps]]
 id = "first"
-command = "sleep 4"
+command = "sleep 6"
 [[steps]]
 id = "long"
 command = "sleep {long_s}"
+estimate = {estimate}
 deps = ["first"]
 """)
 
@@ -63,29 +64,32 @@ def test_a_wall_clock_stepped_an_hour_forward_mid_run_does_not_drain_at_once_but
         tmp_path):
     environ, skew = skewed(tmp_path)
     run_dir = tmp_path / "run"
-    p = spawn("run", str(waiting_suite(tmp_path, 120)), "--run-dir", str(run_dir), "--nodes", "1",
+    p = spawn("run", str(waiting_suite(tmp_path, 120, 12)), "--run-dir", str(run_dir), "--nodes", "1",
               "--walltime", "40s", "--drain-before", "10s", *HB, cwd=tmp_path, environ=environ)
     try:
-        wait_for(lambda: started(run_dir, "long"), 60, "long to start")
-        step_clock(skew, 3600)  # past the end by the wall clock: before 2026-12-07 it drained at once
+        wait_for(lambda: started(run_dir, "first"), 60, "first to start")
+        # Past the end by the wall clock: before 2026-12-07 it drained at once. Long, ready
+        # after it, fits in the time left by the monotonic clock: it starts.
+        step_clock(skew, 3600)
         stepped = time.monotonic()
         wait_for(lambda: kinds(run_dir, "drained"), 60, "the drain")
         waited = time.monotonic() - stepped
     finally:
         code, out, err = finish(p, 90)
-    # (long starts 4 s after the fleet's start at the soonest: the drain point is 30 s after it)
+    # (first starts after the fleet's start: the drain point is 30 s after it)
     assert waited >= 5, f"drained {waited:.1f} s after the clock's step\n{out}\n{err}"
     assert code == 3, out + err
     assert "interrupted long" in out and "needs a longer allocation" not in out + err, out + err
     [drained] = kinds(run_dir, "drained")
     assert drained["reason"] == "the drain point, 10 s before the end", drained
+    assert not [e for e in kinds(run_dir, "wait") if e["step"] == "long" and e["cause"] == "deadline"]
 
 
 def test_a_wall_clock_stepped_an_hour_back_mid_run_still_drains_at_the_drain_point(tmp_path):
     environ, skew = skewed(tmp_path)
     run_dir = tmp_path / "run"
-    p = spawn("run", str(waiting_suite(tmp_path, 60)), "--run-dir", str(run_dir), "--nodes", "1",
-              "--walltime", "25s", "--drain-before", "8s", *HB, cwd=tmp_path, environ=environ)
+    p = spawn("run", str(waiting_suite(tmp_path, 60, 5)), "--run-dir", str(run_dir), "--nodes", "1",
+              "--walltime", "30s", "--drain-before", "8s", *HB, cwd=tmp_path, environ=environ)
     try:
         wait_for(lambda: started(run_dir, "long"), 60, "long to start")
         step_clock(skew, -3600)  # before 2026-12-07 the end never came: long ran to its end, exit 0
@@ -96,7 +100,7 @@ def test_a_wall_clock_stepped_an_hour_back_mid_run_still_drains_at_the_drain_poi
     [drained] = kinds(run_dir, "drained")
     assert drained["reason"] == "the drain point, 8 s before the end", drained
     [ex] = exits(run_dir, "long")
-    assert ex["outcome"] == "interrupted" and ex["work_s"] < 30, ex  # (it stopped at the drain: ~13 s)
+    assert ex["outcome"] == "interrupted" and ex["work_s"] < 30, ex  # (it stopped at the drain: ~15 s)
 
 
 JUMPER = '''
