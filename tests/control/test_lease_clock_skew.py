@@ -4,7 +4,7 @@ server whose clock sets mtimes) must not find a live holder's lease stale: befor
 took a live fleet's lease over at once and every step ran twice. Staleness is now seen
 on the reader's own monotonic clock (fleet.wire.sightings); a lease nobody refreshes,
 of a holder on another host, is still taken over, after a short watch. Real fleets;
-the skew is a sitecustomize shim (tests/harness/clockskew) on the second fleet's PYTHONPATH."""
+the skew is a sitecustomize shim (tests/harness/clockshim) on the second fleet's PYTHONPATH."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def skewed(tmp_path: Path) -> dict:
     (tmp_path / "skew").write_text(str(SKEW_S))
     e = env()
     return {"CLOCK_SKEW_FILE": str(tmp_path / "skew"),
-            "PYTHONPATH": os.pathsep.join([str(TESTS / "harness" / "clockskew"), e["PYTHONPATH"]])}
+            "PYTHONPATH": os.pathsep.join([str(TESTS / "harness" / "clockshim"), e["PYTHONPATH"]])}
 
 
 def kill_group(p: subprocess.Popen) -> None:

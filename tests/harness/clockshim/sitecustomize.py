@@ -1,9 +1,11 @@
-"""A wall clock that steps, for the tests of fleet.control.drain and fleet.node.exits:
-with CLOCK_SKEW_FILE set, time.time() and time.time_ns() are moved by the seconds that
-file holds, read again every 0.2 s of the monotonic clock, which is left alone. A change
-to the file acts as a step of the wall clock by NTP (or `date -s`) does, for every
-process of a fleet started with this directory on PYTHONPATH (the zygote's forked steps
-too; a command step's own clock is not moved)."""
+"""A wall clock set apart or stepped, for the tests of clocks (fleet.control.drain,
+fleet.node.exits, fleet.wire.sightings): with CLOCK_SKEW_FILE set, time.time() and
+time.time_ns() are moved by the seconds that file holds, read again every 0.2 s of the
+monotonic clock, which is left alone. A change to the file acts as a step of the wall
+clock by NTP (or `date -s`) does; a constant one is a host whose clock is set apart from
+the others'. For every process of a fleet started with this directory on PYTHONPATH (the
+zygote's forked steps too; a command step's own clock is not moved). File times (mtimes
+the kernel sets) are not moved, as on another host they would not be either."""
 
 import os
 import time as _time
