@@ -111,13 +111,27 @@ def sets_memory(flag: str) -> bool:
     return flag.split("=", 1)[0] in MEMORY_OPTIONS
 
 
+# srun's say on a rank that fails: a KillOnBadExit of the site's (its slurm.conf) is only
+# srun's default, and Slurm's own is 0, under which the other ranks of a step one rank left
+# (an exit status, a signal) wait in their next collective until the step's timeout or the
+# job's end. A step of ranks is one program: fleet ends it as Hydra does, unless the
+# profile's mpi_flags say (-K / --kill-on-bad-exit, with or without a value).
+KILL_ON_BAD_EXIT = "--kill-on-bad-exit=1"
+
+
+def sets_kill_on_bad_exit(flag: str) -> bool:
+    """Whether `flag` is srun's --kill-on-bad-exit (``-K``, ``-K0``, ``--kill-on-bad-exit=0``...)."""
+    return flag.split("=", 1)[0] == "--kill-on-bad-exit" or (flag.startswith("-K") and not flag.startswith("--"))
+
+
 def render_srun(placement: Placement, threads: int, command: list[str], flags: tuple[str, ...] = (),
                 mpi: str = "pmi2", gpu_var: str = "", limit_memory: bool = True,
                 fleet_dir: str = "{fleet}") -> Rendered:
     """srun inside the job: an overlapping step (the agents' step holds no cores, and
     several MPI steps share nodes), ranks placed per node through an arbitrary
     distribution, and bound to exactly the scheduler's cores. No --exact: Slurm's own
-    choice of cores would conflict with the binding we ask for. `limit_memory`: the
+    choice of cores would conflict with the binding we ask for. A rank that fails ends the
+    step (KILL_ON_BAD_EXIT, unless `flags` say). `limit_memory`: the
     step declared its memory (a share taken for want of a declaration is no limit);
     `fleet_dir`: where the files are written, named in the environment and the argv."""
     ranks = layout(placement, threads)
@@ -126,6 +140,8 @@ def render_srun(placement: Placement, threads: int, command: list[str], flags: t
     # step then gets the CPUs Slurm picks, so binding to the scheduler's is refused.
     argv = ["srun", "--overlap", "-N", str(len(nodes)), "-n", str(len(ranks)),
             "-m", "arbitrary", f"--mpi={mpi}"]
+    if not any(sets_kill_on_bad_exit(f) for f in flags):  # the site's own say wins
+        argv.append(KILL_ON_BAD_EXIT)
     if limit_memory and not any(sets_memory(f) for f in flags):  # the site's own say wins
         argv += memory_flags(placement)
     files = {"hostfile": "".join(f"{node}\n" for node, _ in ranks)}

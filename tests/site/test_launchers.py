@@ -52,7 +52,7 @@ SRUN = ("srun", "--overlap")
 
 def test_srun_on_one_node_binds_each_rank_to_its_core_with_a_map_cpu_list():
     r = render("srun", placement(("n1", [2, 3])), 1, PROBE)
-    assert r.argv == (*SRUN, "-N", "1", "-n", "2", "-m", "arbitrary", "--mpi=pmi2",
+    assert r.argv == (*SRUN, "-N", "1", "-n", "2", "-m", "arbitrary", "--mpi=pmi2", "--kill-on-bad-exit=1",
                       "--cpu-bind=verbose,map_cpu:2,3", *PROBE)
     assert r.env == {"SLURM_HOSTFILE": "{fleet}/hostfile"}
     assert r.files == {"hostfile": "n1\nn1\n"}
@@ -60,7 +60,7 @@ def test_srun_on_one_node_binds_each_rank_to_its_core_with_a_map_cpu_list():
 
 def test_srun_on_several_nodes_with_the_same_cores_shares_one_map_cpu_list_and_lists_each_rank_s_node():
     r = render("srun", placement(("n1", [0, 1]), ("n2", [0, 1]), ("n3", [0, 1])), 1, PROBE)
-    assert r.argv == (*SRUN, "-N", "3", "-n", "6", "-m", "arbitrary", "--mpi=pmi2",
+    assert r.argv == (*SRUN, "-N", "3", "-n", "6", "-m", "arbitrary", "--mpi=pmi2", "--kill-on-bad-exit=1",
                       "--cpu-bind=verbose,map_cpu:0,1", *PROBE)
     assert r.files == {"hostfile": "n1\nn1\nn2\nn2\nn3\nn3\n"}
     assert "--exact" not in r.argv
@@ -68,7 +68,7 @@ def test_srun_on_several_nodes_with_the_same_cores_shares_one_map_cpu_list_and_l
 
 def test_srun_with_uneven_ranks_per_node_starts_each_rank_through_taskset_in_a_multi_prog_file():
     r = render("srun", placement(("n1", [0, 1]), ("n2", [0])), 1, PROBE)
-    assert r.argv == (*SRUN, "-N", "2", "-n", "3", "-m", "arbitrary", "--mpi=pmi2",
+    assert r.argv == (*SRUN, "-N", "2", "-n", "3", "-m", "arbitrary", "--mpi=pmi2", "--kill-on-bad-exit=1",
                       "--cpu-bind=none", "--multi-prog", "{fleet}/multi-prog.conf")
     assert r.files == {
         "hostfile": "n1\nn1\nn2\n",
@@ -81,7 +81,8 @@ def test_srun_with_uneven_ranks_per_node_starts_each_rank_through_taskset_in_a_m
 
 def test_srun_with_different_cores_on_each_node_pins_every_rank_to_its_own_node_s_cores():
     r = render("srun", placement(("n1", [0, 1]), ("n2", [6, 7])), 1, PROBE)
-    assert r.argv[-4:] == ("--mpi=pmi2", "--cpu-bind=none", "--multi-prog", "{fleet}/multi-prog.conf")
+    assert r.argv[-5:] == ("--mpi=pmi2", "--kill-on-bad-exit=1", "--cpu-bind=none", "--multi-prog",
+                           "{fleet}/multi-prog.conf")
     assert r.files["multi-prog.conf"].splitlines() == [
         "0 taskset -c 0 python3 -m fleet.node.mpiprobe",
         "1 taskset -c 1 python3 -m fleet.node.mpiprobe",
@@ -93,7 +94,7 @@ def test_srun_with_different_cores_on_each_node_pins_every_rank_to_its_own_node_
 
 def test_srun_with_threads_per_rank_binds_each_rank_with_a_mask_of_its_cores():
     r = render("srun", placement(("n1", [0, 1, 2, 3]), ("n2", [0, 1, 2, 3])), 2, PROBE)
-    assert r.argv == (*SRUN, "-N", "2", "-n", "4", "-m", "arbitrary", "--mpi=pmi2",
+    assert r.argv == (*SRUN, "-N", "2", "-n", "4", "-m", "arbitrary", "--mpi=pmi2", "--kill-on-bad-exit=1",
                       "--cpu-bind=verbose,mask_cpu:0x3,0xc", *PROBE)
     assert r.files == {"hostfile": "n1\nn1\nn2\nn2\n"}
 
@@ -106,6 +107,18 @@ def test_srun_never_asks_cpus_per_task_or_exact_which_would_let_slurm_pick_other
         argv = render("srun", p, threads, PROBE).argv
         assert not {"-c", "--exact", "--exclusive"} & set(argv), argv
         assert not any(a.startswith(("--cpus-per-task", "--exact", "-c")) for a in argv), argv
+
+
+def test_srun_ends_the_whole_step_when_a_rank_fails_unless_the_profile_s_flags_say_otherwise():
+    # Slurm's default (KillOnBadExit=0) leaves the other ranks waiting in their next
+    # collective until the step's timeout: as Hydra does, a failed rank ends the step.
+    for p in (placement(("n1", [0, 1])), placement(("n1", [0, 1]), ("n2", [0]))):
+        assert render("srun", p, 1, PROBE).argv.count("--kill-on-bad-exit=1") == 1
+    for own in ("--kill-on-bad-exit=0", "--kill-on-bad-exit", "-K", "-K0", "-K1"):
+        argv = render("srun", placement(("n1", [0, 1])), 1, PROBE, ("--label", own)).argv
+        assert "--kill-on-bad-exit=1" not in argv and argv.count(own) == 1, argv
+    # (an option that only begins with the same letters is not it)
+    assert "--kill-on-bad-exit=1" in render("srun", placement(("n1", [0])), 1, PROBE, ("--kill-command",)).argv
 
 
 def test_srun_masks_are_exact_for_high_and_non_adjacent_core_ids():
@@ -126,7 +139,7 @@ def test_srun_with_threads_and_different_cores_per_node_tasksets_each_rank_to_it
 
 def test_srun_runs_a_shell_string_command_through_sh_and_keeps_profile_flags_before_the_command():
     r = render("srun", placement(("n1", [0])), 1, "echo $X > out", ("--gpu-bind=none", "--label"))
-    assert r.argv == (*SRUN, "-N", "1", "-n", "1", "-m", "arbitrary", "--mpi=pmi2",
+    assert r.argv == (*SRUN, "-N", "1", "-n", "1", "-m", "arbitrary", "--mpi=pmi2", "--kill-on-bad-exit=1",
                       "--cpu-bind=verbose,map_cpu:0", "--gpu-bind=none", "--label", "/bin/sh", "-c", "echo $X > out")
     r = render("srun", placement(("n1", [0]), ("n2", [1])), 1, "echo $X > out", ("--label",))
     assert r.argv[-3:] == ("--label", "--multi-prog", "{fleet}/multi-prog.conf")
@@ -235,7 +248,7 @@ def test_the_coordinator_writes_the_launcher_s_files_into_the_step_s_fleet_direc
     env = {"FLEET_STEP": "sim"}
     argv, cores = launching.render_mpi(profiles.load("slurm"), spec, d, tmp_path, list(spec.command), env)
     fleet_dir = tmp_path / "steps" / "sim" / ".fleet"
-    assert argv == ["srun", "--overlap", "-N", "2", "-n", "3", "-m", "arbitrary", "--mpi=pmi2",
+    assert argv == ["srun", "--overlap", "-N", "2", "-n", "3", "-m", "arbitrary", "--mpi=pmi2", "--kill-on-bad-exit=1",
                     "--cpu-bind=none", "--multi-prog", f"{fleet_dir}/multi-prog.conf"]
     assert (fleet_dir / "hostfile").read_text() == "node1\nnode1\nnode2\n"
     assert (fleet_dir / "multi-prog.conf").read_text() == ("0 taskset -c 0 model -i in.nml\n"

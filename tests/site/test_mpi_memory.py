@@ -22,7 +22,7 @@ PROBE = ["./a.out"]
 def test_srun_is_given_each_node_s_memory_share_with_mem_when_every_node_holds_the_same():
     r = render("srun", (Slot("n1", (0, 1), (), 512 * MIB), Slot("n2", (0, 1), (), 512 * MIB)), 1, PROBE)
     assert r.argv[:9] == ("srun", "--overlap", "-N", "2", "-n", "4", "-m", "arbitrary", "--mpi=pmi2")
-    assert r.argv[9] == "--mem=512M"
+    assert r.argv[9:11] == ("--kill-on-bad-exit=1", "--mem=512M")
 
 
 def test_srun_is_given_mem_per_cpu_when_nodes_hold_different_shares_at_the_same_memory_per_core():
