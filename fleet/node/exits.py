@@ -22,9 +22,10 @@ _RUSAGE = resource.struct_rusage
 
 def reap(zygote, block: bool = False) -> list:
     """Reap every exited child of ``zygote`` (with ``block``, wait until none of its steps
-    is left); [(its step record, wait status, rusage, ended_at)] for those that were steps.
+    is left); [(its step record, wait status, rusage, ended_at)] for those that were steps,
+    and for those whose end was held until a helper reaped now ended their Slurm step.
     The spare and the preload probe hear of their own children here."""
-    ended = []
+    ended, steps = [], 0
     # Not blocking with no step left: what else is a child here (an orphan a step left,
     # adopted: fleet.node.orphans) may run for as long as the fleet.
     block = block and bool(zygote.steps)
@@ -64,7 +65,12 @@ def reap(zygote, block: bool = False) -> list:
         logcut.reaped(info.si_pid)  # (a command's log: before its pid can be another's)
         if step is not None:  # (left in zygote.steps: its records are found by its pid)
             ended.append((step, status, usage, time.time()))
-        if block and len(ended) == len(zygote.steps):  # every step reaped
+            steps += 1
+        else:  # the helper that ended a dead srun's Slurm step: that step's end is due now
+            held = zygote.srun_ends.reaped(info.si_pid)  # (fleet.node.srunend)
+            if held is not None:
+                ended.append(held)
+        if block and steps == len(zygote.steps):  # every step reaped
             return ended
 
 

@@ -73,7 +73,7 @@ class Srun:
             os.posix_spawn(argv[0], argv, os.environ, setsid=True,
                            file_actions=[(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)])
         except OSError as exc:  # no helper: srun's own way, the tasks killed at once
-            _note(step.launch.log, f"fleet: cannot ask Slurm to signal the ranks ({exc}); srun ends them\n")
+            note(step.launch.log, f"fleet: cannot ask Slurm to signal the ranks ({exc}); srun ends them\n")
             _signal(step.pid, signal.SIGTERM)
 
     def kill(self, step) -> None:
@@ -88,12 +88,14 @@ def _signal(pid: int, sig: int) -> None:
         pass
 
 
-def _note(log: str, text: str) -> None:
+def note(log: str, text: str) -> None:
+    """Append `text` to the step's log."""
     from fleet.node.stepdirs import append_to_log  # (on a line of its own; only when said)
     append_to_log(log, text)
 
 
-def _slurm(argv: list[str]) -> subprocess.CompletedProcess | None:
+def slurm(argv: list[str]) -> subprocess.CompletedProcess | None:
+    """A Slurm command's outcome, bounded by SLURM_S; None if it could not run or answer."""
     try:
         return subprocess.run(argv, capture_output=True, text=True, timeout=SLURM_S)
     except (OSError, subprocess.SubprocessError):
@@ -114,7 +116,7 @@ def find(pid: int) -> str | None:
     host = socket.gethostname()
     deadline = time.monotonic() + FIND_S
     while _is_srun(pid):
-        shown = _slurm(["scontrol", "show", "step", "-o", *([job] if job else [])])
+        shown = slurm(["scontrol", "show", "step", "-o", *([job] if job else [])])
         step = step_of(shown.stdout, host, pid) if shown is not None and shown.returncode == 0 else None
         if step is not None or time.monotonic() > deadline:
             return step
@@ -135,7 +137,7 @@ def sent_anyway(stderr: str) -> bool:
 
 def exists(step: str) -> bool:
     """Whether Slurm still has the step ``step`` (JOB.STEP)."""
-    shown = _slurm(["scontrol", "show", "step", "-o", step])
+    shown = slurm(["scontrol", "show", "step", "-o", step])
     return shown is not None and shown.returncode == 0 and f"StepId={step}" in shown.stdout.split()
 
 
@@ -144,14 +146,14 @@ def main(argv: list[str]) -> int:
     pid, log = int(argv[0]), argv[1]
     step = find(pid)
     if step is not None:
-        done = _slurm(["scancel", "--signal=TERM", step])
+        done = slurm(["scancel", "--signal=TERM", step])
         if done is not None and (done.returncode == 0 or (sent_anyway(done.stderr) and exists(step))):
             return 0
         why = (done.stderr.strip() if done is not None else "") or "scancel failed"
     else:
         why = "its Slurm step was not found"
     if _is_srun(pid):
-        _note(log, f"fleet: cannot send SIGTERM to the ranks ({why}); srun ends them\n")
+        note(log, f"fleet: cannot send SIGTERM to the ranks ({why}); srun ends them\n")
         _signal(pid, signal.SIGTERM)
     return 1
 

@@ -56,11 +56,11 @@ from dataclasses import dataclass, field  # noqa: E402
 
 import msgpack  # noqa: E402
 
-from fleet.node import child, command, exits, logcut, memlimit, orphans, session, srunstop, threads as step_threads  # noqa: E402
+from fleet.node import child, command, exits, logcut, memlimit, orphans, session, srunend, srunstop  # noqa: E402
 from fleet.node.preload import Preloads, import_at_start, thread_count  # noqa: E402
 from fleet.node.outbox import Outbox  # noqa: E402
 from fleet.node.queued import GOES_ON, Queued, test_hold  # noqa: E402
-from fleet.node import spare as spare_mod  # noqa: E402
+from fleet.node import spare as spare_mod, threads as step_threads  # noqa: E402
 from fleet.node.spare import Spare  # noqa: E402
 from fleet.node.stopping import WITH_NODE, Stops  # noqa: E402
 from fleet.wire import framing, interpreter, logtag  # noqa: E402
@@ -116,6 +116,7 @@ class Zygote:
         self.spare = Spare(self.report_w, INHERITED_THREAD_ENV)
         self.prefork = True  # keep a spare
         self.stops = Stops(self._signal_group, lambda step: self.steps.get(step.pid) is step, launcher=srunstop.Srun())
+        self.srun_ends = srunend.Held(self._warn)  # steps whose srun died: their Slurm step ended first
         self.preloads = Preloads(preloaded)  # and take more while serving
         # Handlers, not SIG_IGN: an ignored signal stays ignored across exec, a
         # handled one is reset to default, so spawned commands get defaults.
@@ -315,13 +316,13 @@ class Zygote:
             return
         if msg.withdraw:
             return
-        pid = self.keys.get((msg.step, msg.attempt))
-        if pid is not None and msg.cancel:
-            self.stops.stop(self.steps[pid], min(self.steps[pid].launch.grace, msg.grace), "cancelled", msg.why)
-        if pid is None or msg.cancel:
+        step = self.steps.get(self.keys.get((msg.step, msg.attempt), 0))  # (None: ended, or held: srunend)
+        if step is not None and msg.cancel:
+            self.stops.stop(step, min(step.launch.grace, msg.grace), "cancelled", msg.why)
+        if step is None or msg.cancel:
             return
         try:
-            self._signal_group(self.steps[pid], msg.signal)
+            self._signal_group(step, msg.signal)
         except (OSError, ValueError) as exc:
             self._warn(f"kill {msg.step}: {exc}")
 
@@ -335,10 +336,12 @@ class Zygote:
         if ended:
             self._read_reports()
         for step, status, usage, ended_at in ended:
-            del self.steps[step.pid]
+            if self.steps.get(step.pid) is step:  # (not one whose end was held: fleet.node.srunend)
+                del self.steps[step.pid]
             if self.stop_grace is not None and step.ending is None:  # (see stopping.WITH_NODE: an
                 step.ending = WITH_NODE  # exit 0 of a shell whose command the job's end killed too)
-            self._exited(step, status, usage, ended_at)
+            if not self.srun_ends.hold(step, status, usage, ended_at):  # (its srun died: fleet.node.srunend)
+                self._exited(step, status, usage, ended_at)
 
     def _exited(self, step: _Step, status: int, usage, ended_at: float) -> None:
         self.keys.pop((step.launch.step, step.launch.attempt), None)
@@ -426,8 +429,8 @@ class Zygote:
         poller = select.poll()
         poller.register(self.wake_r, select.POLLIN)
         self.reap()
-        while any(not step.killed for step in self.steps.values()) or self.stops.pending():
-            poller.poll(self.stops.next_ms() or 1)
+        while any(not step.killed for step in self.steps.values()) or self.stops.pending() or self.srun_ends:
+            poller.poll(self.stops.next_ms() or (100 if self.srun_ends else 1))  # (a helper's end wakes it)
             self._drain(self.wake_r)
             self.stops.due(self._grace_of)
             self.reap()
@@ -456,10 +459,8 @@ def _refuse(fd_out: int, reason: str, preload: bool = False) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fleet.node.zygote")
-    parser.add_argument("--fd-in", type=int, required=True,
-                        help="read end of the request pipe")
-    parser.add_argument("--fd-out", type=int, required=True,
-                        help="write end of the response pipe")
+    parser.add_argument("--fd-in", type=int, required=True, help="read end of the request pipe")
+    parser.add_argument("--fd-out", type=int, required=True, help="write end of the response pipe")
     parser.add_argument("--preload", default="",
                         help="comma-separated modules to import before serving")
     parser.add_argument("--fence", type=float, default=0.0,

@@ -1,8 +1,12 @@
-"""MPI steps under a real Slurm (two fake nodes, all this machine) when a rank fails.
+"""MPI steps under a real Slurm (two fake nodes, all this machine) when a rank or the
+step's srun fails.
 
 A rank that exits non-zero while the others wait ends the step at once (srun's
 --kill-on-bad-exit=1, fleet.site.mpi), as under Hydra: Slurm's default left the others
-waiting until the step's timeout.
+waiting until the step's timeout. A step's srun SIGKILLed (the OOM killer, an operator)
+has its Slurm step cancelled, and its end waited for, before the attempt's end is
+reported (fleet.node.srunend): the retry starts on cores no rank of the first attempt
+still holds, and nothing of it outlives the fleet.
 
 The ranks need no MPI library: srun starts any program as the step's tasks. The job
 script holds between `fleet run` and `fleet down`, and after `fleet down`, until this
@@ -22,6 +26,8 @@ import psutil
 
 from cluster import _run, requires_slurm, stop_coordinators
 from fleetharness import REPO, TESTS, events, wait_for
+
+from fleet.wire import records
 
 pytestmark = [requires_slurm]
 
@@ -122,5 +128,65 @@ def test_a_rank_that_exits_non_zero_under_srun_ends_its_mpi_step_at_once_not_at_
         assert "task 1: Exited with exit code 3" in _read(tmp_path / "run" / "steps" / "m" / "log"), _report(tmp_path)
         assert _read(tmp_path / "ran").strip() == "1", _report(tmp_path)
         assert not _with(marker), _report(tmp_path)
+    finally:
+        _end(tmp_path, jobid, marker)
+
+
+def _attempt_1_ranks(marker: str) -> list[int]:
+    """The shells attempt 1's ranks run (theirs alone say MARKER-a1: the command says -a$FLEET_ATTEMPT)."""
+    return list(_with(f"{marker}-a1"))
+
+
+def _srun_of_attempt_1(marker: str) -> list[int]:
+    """The step's srun (its launcher, the zygote's child), not the child srun forks."""
+    out = []
+    for pid, cmd in _with(marker).items():
+        try:
+            parent = " ".join(psutil.Process(pid).parent().cmdline())
+            if os.path.basename(cmd.split(" ", 1)[0]) == "srun" and "fleet.node.zygote" in parent:
+                out.append(pid)
+        except psutil.Error:
+            continue
+    return out
+
+
+def test_an_mpi_step_whose_srun_is_sigkilled_has_its_slurm_step_ended_before_the_retry_starts(tmp_path):
+    # Attempt 1's ranks run `sh -c "sleep 300; : MARKER-a1"`; attempt 2's ranks record what
+    # of those is still running when they start. Before the fix both attempts ran at once
+    # on the same cores, and attempt 1's ranks outlived `fleet run` and the fleet.
+    marker = f"srunkill-{os.urandom(6).hex()}"
+    left = tmp_path / "left"
+    jobid = _submit(tmp_path, f"""\
+        [suite]
+        name = "srunkill"
+        [[steps]]
+        id = "m"
+        mpi = true
+        ranks = 2
+        retries = 1
+        command = '''
+        if [ "$FLEET_ATTEMPT" = 1 ]; then
+            M={marker}-a$FLEET_ATTEMPT; sh -c "sleep 300; : $M"
+        else
+            pgrep -af "{marker}-a[1]" > {left}.$SLURM_PROCID; true
+        fi'''
+        """)
+    try:
+        wait_for(lambda: len(_attempt_1_ranks(marker)) == 2, 120, "attempt 1's two ranks running")
+        [srun] = _srun_of_attempt_1(marker)
+        os.kill(srun, signal.SIGKILL)
+        wait_for(lambda: (tmp_path / "ran").exists(), 200, "fleet run to return")
+        report = _report(tmp_path)
+        assert [a["outcome"] for a in records.attempts(tmp_path / "run", "m")] == ["terminated", "succeeded"], report
+        seen = {p.name: _read(p) for p in tmp_path.glob("left.*")}
+        assert set(seen) == {"left.0", "left.1"}, (seen, report)
+        assert not any(seen.values()), f"attempt 1's ranks ran beside attempt 2: {seen}\n{report}"
+        log = _read(tmp_path / "run" / "steps" / "m" / "log")
+        assert "fleet: srun ended by SIGKILL while its Slurm step" in log, report
+        # After fleet run and after fleet down: nothing of attempt 1, no step of it in Slurm.
+        assert not _attempt_1_ranks(marker), report
+        (tmp_path / "go-down").touch()
+        wait_for(lambda: (tmp_path / "downed").exists(), 60, "fleet down to return")
+        assert not _with(marker) and not _steps(jobid), (_with(marker), _steps(jobid), report)
     finally:
         _end(tmp_path, jobid, marker)
