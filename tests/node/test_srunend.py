@@ -18,10 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from fleet.node import srunend
 from fleet.wire.messages import Shutdown, Started
 
 from test_zygote import ZygoteProcess, assert_nothing_left, launch, subreaper, zygote  # noqa: F401
+
+WAIT_S = 60.0  # well over the helper's own bound on its wait (fleet.node.srunend.END_S, 30 s)
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the zygote needs Linux")
 
@@ -87,7 +88,7 @@ def test_a_sigkilled_srun_s_slurm_step_is_cancelled_and_gone_before_the_attempt_
     bin_, state = _slurm(tmp_path, SCANCEL_ENDS)
     z: ZygoteProcess = zygote(env=_env(bin_))
     started = _start_and_kill_srun(z, tmp_path, bin_, state)
-    exited = z.exited("mpi", timeout=srunend.END_S + 20)
+    exited = z.exited("mpi", timeout=WAIT_S)
     assert exited.signal == signal.SIGKILL and exited.outcome == "terminated", exited
     # Reported only once Slurm had no such step: its cores are free for the retry.
     assert not (state / "step").exists()
@@ -106,7 +107,7 @@ def test_a_zygote_told_to_stop_while_a_dead_srun_s_step_is_being_cancelled_repor
     started = _start_and_kill_srun(z, tmp_path, bin_, state)
     _wait(lambda: (state / "scancels").exists(), "no scancel")
     z.send(Shutdown())
-    exited = z.exited("mpi", timeout=srunend.END_S + 20)
+    exited = z.exited("mpi", timeout=WAIT_S)
     assert exited.signal == signal.SIGKILL and not (state / "step").exists(), exited
     assert z.wait() == 0
     assert_nothing_left([started.pid], [started.pgid])
@@ -117,7 +118,7 @@ def test_a_scancel_that_fails_is_said_in_the_step_s_log_and_the_attempt_s_end_is
     bin_, state = _slurm(tmp_path, SCANCEL_FAILS)
     z: ZygoteProcess = zygote(env=_env(bin_))
     started = _start_and_kill_srun(z, tmp_path, bin_, state)
-    exited = z.exited("mpi", timeout=srunend.END_S + 20)
+    exited = z.exited("mpi", timeout=WAIT_S)
     assert exited.signal == signal.SIGKILL, exited
     log = (tmp_path / "steps" / "mpi" / "log").read_text()
     assert ("fleet: cannot cancel Slurm step 9.1 (scancel: error: Kill job error on job step id 9.1: "
@@ -131,7 +132,7 @@ def _helper(tmp_path: Path, bin_: Path, pid: int, only: bool = False) -> subproc
     """The helper run as the zygote runs it; `only`: the fake commands are all there is on PATH."""
     env = {**os.environ, **_env(bin_), **({"PATH": str(bin_)} if only else {})}
     return subprocess.run([sys.executable, "-m", "fleet.node.srunend", str(pid), str(tmp_path / "log"), "SIGKILL"],
-                          env=env, capture_output=True, text=True, timeout=srunend.END_S + 30)
+                          env=env, capture_output=True, text=True, timeout=WAIT_S)
 
 
 def test_the_helper_says_in_the_log_and_on_stderr_when_slurm_cannot_be_asked_or_does_not_cancel():
