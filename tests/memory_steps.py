@@ -71,3 +71,15 @@ def brief(seconds: float = 0.2, mib: int = 0) -> int:
     data = b"\x01" * (mib << 20)
     time.sleep(seconds)
     return len(data)
+
+
+def spike_when(mib: int, go: str, more: int) -> int:
+    """Touch `mib` MiB, wait for the file `go` (the test has sampled it meanwhile; none: a
+    second), then touch `more` MiB and return at once: a spike the watchdog's samples miss."""
+    import os
+    data = b"\x01" * (mib << 20)
+    deadline = time.monotonic() + (60 if go else 1)
+    while not (go and os.path.exists(go)) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    spike = b"\x02" * (more << 20)
+    return len(data) + len(spike)

@@ -21,7 +21,9 @@ Either way an exit so caused is rewritten, before it is relayed, to outcome
 ``out_of_memory`` with an error naming the peak and the declaration, and every limited
 step's Exited carries its peak (``memory_peak``: the cgroup's, or the watchdog's
 largest sample; a step that ended before its first sample has the look taken when it
-started, or its exit's rusage: :meth:`Enforcer.unsampled_peak`). A step the kernel's
+started), or its exit's rusage where that says more (:meth:`Enforcer.rusage_peak`;
+a step past its memory so, unseen by the samples, keeps its outcome and is told so:
+:func:`over_note`). A step the kernel's
 OOM killer took within its own limit (the node or a parent cgroup ran out:
 fleet.node.memlimit.usage tells them apart) stays ``terminated``
 (the coordinator names its neighbours), and a step that exits as it would despite OOM
@@ -126,8 +128,10 @@ class Enforcer:
         elif watched is not None:
             if watched.killed:  # what it still has in its sessions goes too (the zygote swept its group)
                 _kill([], watched.sessions)
-            if not watched.sampled:
-                watched.peak = self.unsampled_peak(msg, watched)
+            # Sampled or not, its exit's rusage can show more than any sample did: a spike
+            # between two samples (before 2026-12-07 a sampled step's peak was its largest
+            # sample, "within its memory" for a step that needed 30 % more).
+            watched.peak = self.rusage_peak(msg, watched)
             judged = judge_watched(msg, watched)
         else:
             return payload
@@ -221,10 +225,11 @@ class Enforcer:
             leaders = rest
         self.unrelated.update(leaders)
 
-    def unsampled_peak(self, msg: P.Exited, w: Watched) -> int:
-        """The peak of a step that ended before a sample found it running: its size when
-        it was seen started, or its exit's rusage (its largest process's high-water RSS,
-        ``maxrss_kb``) if that is more than the high water it began with: a command's is
+    def rusage_peak(self, msg: P.Exited, w: Watched) -> int:
+        """The peak of a step at its exit: its largest sample (for a step that ended before
+        a sample found it running: its size when it was seen started), or its exit's rusage
+        (its largest process's high-water RSS, ``maxrss_kb``) if that is more than the high
+        water it began with: a command's is
         the zygote's (set from it by the vfork that spawned it), a call step's the least
         a step forked there begins with (memmeasure.least_start: before 2026-12-06 the
         zygote's too, far above it, and a call step that ended before the agent's look
@@ -232,7 +237,11 @@ class Enforcer:
         command that ended before the agent saw it, smaller than the zygote). A call step's
         high water counts the zygote's pages it was forked with, which the watchdog's own
         count leaves out: what it added to that start is its peak (before 2026-12-07 the
-        whole high water was, ~220 MiB for a 2 MiB step of a zygote holding 200 MiB)."""
+        whole high water was, ~220 MiB for a 2 MiB step of a zygote holding 200 MiB).
+        A sample sees only what is resident at its moment: what a step touched between two
+        samples (and freed, or ended with) only its rusage shows, for a sampled step too.
+        The high water is one process's RSS: it counts pages it shares with processes
+        outside the step (a file others map too), which a cgroup would not charge it."""
         maxrss = (msg.maxrss_kb or 0) << 10
         if w.forked:
             start = self._least_start()
@@ -346,7 +355,23 @@ def oom_note(used: M.Usage, limit: int, described: str) -> str:
 
 
 def judge_watched(msg: P.Exited, w: Watched) -> P.Exited:
-    """The exit of a watched step: out_of_memory if the watchdog killed it."""
+    """The exit of a watched step: out_of_memory if the watchdog killed it; else as it
+    ended, with its peak, and a word (:func:`over_note`) if that passed its memory."""
     if w.killed and msg.outcome != S.SUCCEEDED:
         return _oom(msg, w.peak, w.limit, WATCHDOG_HOW)
-    return dataclasses.replace(msg, memory_peak=w.peak or None)
+    if w.peak <= w.limit:
+        return dataclasses.replace(msg, memory_peak=w.peak or None)
+    # Past its memory where no sample saw it (between two, or as it ended): it is not made
+    # out_of_memory now. Nothing stopped it: it ended as it would have, its outputs are
+    # written, and its dependents may run on them; its success made a failure behind its
+    # back would not be what ran (as for a step whose child the kernel killed, oom_note).
+    # Its peak and reason say it, so that its `memory` is sized from what it really used.
+    note = over_note(w.peak, w.limit)
+    return dataclasses.replace(msg, memory_peak=w.peak, error=f"{msg.error}; {note}" if msg.error else note)
+
+
+def over_note(peak: int, limit: int) -> str:
+    """What a watched step that ended as it did is told of a peak past its memory."""
+    return (f"used {format_memory(peak)} of its memory {format_memory(limit)}: passed it between two of the "
+            f"watchdog's samples (every {WATCH_S:g} s) or as it ended, unstopped "
+            "(a memory cgroup would have killed it)")

@@ -169,6 +169,10 @@ def _notes(g: Gathered, in_progress: bool) -> list[str]:
         notes.append(f"{len(g.oom_survived)} attempt(s) succeeded though the kernel's OOM killer took a process of "
                      f"theirs (their exit records' reason says which and where): {', '.join(g.oom_survived[:10])}"
                      + (", ..." if len(g.oom_survived) > 10 else ""))
+    if g.over_memory:
+        notes.append(f"{len(g.over_memory)} attempt(s) used more than their memory and were not stopped "
+                     "(the watchdog's samples missed it: their exit records' memory_peak and reason say how much): "
+                     f"{', '.join(g.over_memory[:10])}" + (", ..." if len(g.over_memory) > 10 else ""))
     if g.lost_exit_fields:
         notes.append(f"{g.lost_exit_fields} lost attempt(s) have no timings: their work is unknown and not counted")
     if g.skewed:

@@ -63,6 +63,7 @@ class Gathered:
     lost_exit_fields: int = 0         # lost attempts without timings
     skewed: int = 0                   # attempts whose work began before their decision
     oom_survived: list = field(default_factory=list)  # "step (attempt N)" that succeeded despite OOM kills in them
+    over_memory: list = field(default_factory=list)  # "step (attempt N)" past their memory, not stopped
     whys: dict[tuple, W.WaitReason] = field(default_factory=dict)  # wait records' reasons, shared
     kinds: dict[tuple, tuple] = field(default_factory=dict)  # the steps' kinds (Step.sig), shared
     allocation: dict = field(default_factory=dict)  # its end and drain (fleet.core.deadline), if known
@@ -238,6 +239,11 @@ def _on_exit(g: Gathered, rec: E.Exit) -> None:
     a.reason = rec.reason or rec.error or ""
     if rec.oom_kills and a.outcome == S.SUCCEEDED:  # (a failure's reason is among the problems)
         g.oom_survived.append(f"{rec.step} (attempt {att})")
+    # A watchdog's node that no sample saw past its memory (fleet.node.memwatch.over_note):
+    # the peak, from its rusage, is what its `memory` is to be sized from (on its node).
+    peak = rec.memory_peak
+    if isinstance(peak, int) and a.outcome != S.OUT_OF_MEMORY and a.placement and peak > a.placement[0].memory > 0:
+        g.over_memory.append(f"{rec.step} (attempt {att})")
     a.startup_s = su = rec.startup_s
     a.work_s = rec.work_s
     if su is None:

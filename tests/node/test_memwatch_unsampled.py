@@ -1,5 +1,5 @@
 """The peak of a step the agent's watchdog never sampled (fleet.node.memwatch,
-Enforcer.unsampled_peak), with a real zygote forking real steps: a call step that
+Enforcer.rusage_peak), with a real zygote forking real steps: a call step that
 ended before the agent looked at it has its peak from its exit's rusage."""
 
 from __future__ import annotations
