@@ -25,7 +25,9 @@ each only when the one before cannot, and the count is read only in between:
 What each costs on the test machine is in docs/operations.md, "Memory limits". What the
 count misses: pages a forked step wrote in a mapping it inherited (the zygote's heap,
 grown after the fork) and then shared with children it forked count as USS does, not
-at all while they are shared.
+at all while they are shared; and files the step writes to a tmpfs (/dev/shm), which
+a cgroup charges, not mapped: no pass over its open files either (docs/operations.md,
+"What the watchdog does not count").
 """
 
 from __future__ import annotations
