@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 from typing import Callable, Mapping
 
+from fleet.control import answerline
 from fleet.core import unparsedgraph
 from fleet.core.graph import Graph, build_graph
 from fleet.core.problems import Problem, SuiteError
@@ -221,6 +221,12 @@ try:  # this directory first, as a zygote has it once its own imports are done (
 except OSError:
     pass
 
+try:  # a subreaper: what an import orphans stays below this process, to be ended (fleet.node.orphans)
+    from fleet.node.orphans import become_subreaper
+    become_subreaper()
+except BaseException:
+    pass
+
 def threads():
     try:
         with open("/proc/self/status") as f:
@@ -280,6 +286,11 @@ for module, names in calls:
             wrong[n] = [mismatch(obj, f"{module}:{n}", keys) for keys in shapes]
     out["calls"][module] = [error, kinds, wrong]
 sys.stdout.flush()
+try:  # what the imports left running (a child, a daemon), ended before the answer: validate stops reading there
+    from fleet.node import orphans
+    orphans.end(0.0)
+except BaseException:
+    pass
 print("\nFLEET-IMPORTS " + json.dumps(out), flush=True)
 """
 _MARK = "FLEET-IMPORTS "
@@ -395,16 +406,11 @@ def _import_in_child(preload: list[str], calls: list[tuple[str, list]], timeout:
     p = subprocess.Popen([sys.executable, *SAFE, "-c", _IMPORTER],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          start_new_session=True, env=env, cwd=cwd)
-    try:
-        out, err = p.communicate(json.dumps([preload, calls]), timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)  # its own session: whatever an import started goes too
-        p.communicate()
+    # Done at its answer line or its exit, not at its pipes' end of file: what an import
+    # left running holds them (fleet.control.answerline); all of it is killed.
+    out, err, timed_out = answerline.answer(p, json.dumps([preload, calls]), _MARK, timeout)
+    if timed_out:
         return f"importing the suite's modules took longer than {timeout:g} s"
-    try:
-        os.killpg(p.pid, signal.SIGKILL)  # anything an import left running in the child's session
-    except ProcessLookupError:
-        pass
     lines = out.splitlines()
     for line in reversed(lines):
         if line.startswith(_MARK):
