@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from fleet.control.liveness import Liveness
 from fleet.control.submissions import Accepted
@@ -77,6 +77,7 @@ class Preloads:
         self.refused: dict[str, str] = {}       # per node: why its latest Preload failed
         self.joining: dict[str, tuple[NodeSpec, float]] = {}
         self.held: Held | None = None
+        self.notes: dict[str, str] = {}  # what ok answers said, for the held submission's submitter
 
     # -- nodes ----------------------------------------------------------------------------
     def joined(self, msg: P.Join, nodes: list[NodeSpec], ready: bool) -> list[NodeSpec]:
@@ -121,7 +122,7 @@ class Preloads:
         if not waiting:
             self.loaded += new
             return False
-        self.held = Held(ident, msg, acc, tuple(new), waiting, time.monotonic())
+        self.held, self.notes = Held(ident, msg, acc, tuple(new), waiting, time.monotonic()), {}
         return True
 
     def waiting(self) -> dict | None:
@@ -145,6 +146,9 @@ class Preloads:
         self.asked[node] -= set(msg.modules)
         if msg.ok:
             self.has[node] |= set(msg.modules)
+            if msg.reason:  # what the modules changed of the zygote's signals, put back (fleet.node.ownsignals)
+                log.warning("the zygote on %s preloaded %s: %s", node, list(msg.modules), msg.reason)
+                self.notes.setdefault(msg.reason, node)
         else:
             self.refused[node] = msg.reason
             log.error("the zygote on %s did not preload %s: %s", node, list(msg.modules), msg.reason)
@@ -173,6 +177,9 @@ class Preloads:
                                  for n in short]
                 if not held.problems:
                     self.loaded += held.modules
+                    said = tuple(f"preload: {text}" for text in self.notes)
+                    held.acc = replace(held.acc, notes=held.acc.notes + said)
+                self.notes = {}
                 self.held, out.held = None, held
         return out
 

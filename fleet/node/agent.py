@@ -97,7 +97,7 @@ class Agent:
         # A zygote that dies unasked is restarted (fleet.node.rezygote): how often; what a new one needs
         # again; its writes held until its Hello (None: none importing); how the last died.
         self.restarts, self.unstarted = rezygote.Restarts(), rezygote.Unstarted()
-        self.booting, self.died, self.preloads_replayed = None, "", 0
+        self.booting, self.died, self.preloads_replayed, self.replacing = None, "", 0, ""
         self.watch = zygotewatch.Watch(zygote)  # its end, not by its pipe alone (registered in serve)
 
     def send(self, msg) -> None:

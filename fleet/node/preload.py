@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, NoReturn
 
-from fleet.node import child, stale, threads as step_threads
+from fleet.node import child, orphans, ownsignals, stale, threads as step_threads
 from fleet.node.hello import ended
 from fleet.wire import framing
 from fleet.wire import messages as P
@@ -87,22 +87,33 @@ def import_at_start(modules: tuple[str, ...], fd_out: int, refuse: Callable[[str
 
 
 def _probe(modules: list[str], w: int) -> None:
-    """In the probe child: import each module, counting threads after each; the
-    answer as JSON lines on ``w`` (each write is one whole line)."""
+    """In the probe child: import each module, counting threads after each, noting what
+    it changes of the signal handling (fleet.node.ownsignals); the answer as JSON lines
+    on ``w`` (each write is one whole line). What the imports left running (a child, a
+    daemon in a session of its own) is ended before the last line: the zygote stops
+    reading at that line, not at the pipe's end, which such a process holds open."""
     def say(**what) -> None:
         os.write(w, (json.dumps(what) + "\n").encode())
+    orphans.become_subreaper()  # what an import orphans stays below us, to be ended
+    notes = []
     for name in modules:
         say(importing=name)
+        before = ownsignals.snapshot()
         try:
             importlib.import_module(name)
         except BaseException as exc:  # SystemExit too: an answer, not a silent death
+            orphans.end(0.0)
             say(error=f"module '{name}' failed to import: {type(exc).__name__}: {exc}"[:1000])
             return
+        if changed := ownsignals.changes(before, ownsignals.snapshot()):
+            notes.append(ownsignals.told(name, changed))
         threads = thread_count()
         if threads != 1:
+            orphans.end(0.0)
             say(error=thread_problem(name, threads))
             return
-    say(ok=True)
+    orphans.end(0.0)
+    say(ok=True, notes=notes)
 
 
 @dataclass
@@ -117,8 +128,9 @@ class _Probe:
     returncode: int = 0  # once reaped (Popen's sense: -N for signal N)
 
     def read(self, now: float) -> tuple[bool, str] | None:
-        """(ok, reason) once it has ended or is out of time (then it is killed); None
-        while it runs."""
+        """(ok, reason) once it has said its last line, ended, or is out of time (then
+        it is killed, with what its import left); None while it runs. For ok, the reason
+        is what the user is told of the modules (their signal handling), or ""."""
         eof = False
         while not eof:
             try:
@@ -127,23 +139,25 @@ class _Probe:
                 break
             eof = not chunk
             self.data += chunk
-        if not eof and now < self.deadline:
-            return None
         lines = []
         for line in self.data.decode(errors="replace").splitlines():
             try:
                 lines.append(json.loads(line))
             except ValueError:
                 pass  # a line cut by the kill
-        current = next((d["importing"] for d in reversed(lines) if "importing" in d), "?")
         final = next((d for d in reversed(lines) if "ok" in d or "error" in d), None)
+        # Done at its last line, not at end of file: a process its import left holds the
+        # pipe open (before 2026-12-08 each suite waited the whole PROBE_TIMEOUT_S for it).
+        if final is None and not eof and now < self.deadline:
+            return None
+        current = next((d["importing"] for d in reversed(lines) if "importing" in d), "?")
         if final is None and eof and not self.reaped and now < self.deadline:
             return None  # it died unasked: how, its SIGCHLD tells (the loop reaps it, then reads again)
-        if not eof:
+        if not self.reaped:
             _kill(self.pid)  # and what its import started (a reaped probe's group is theirs)
         os.close(self.fd)
         if final is not None:
-            return bool(final.get("ok")), str(final.get("error", ""))
+            return bool(final.get("ok")), str(final.get("error", "")) or "; ".join(final.get("notes") or ())
         if not eof:
             return False, (f"importing module '{current}' took longer than {self.timeout:g} s (fleet up --preload "
                            f"{current} can take longer: as long as its --timeout, 120 s by default)")
@@ -152,10 +166,18 @@ class _Probe:
 
 
 def _kill(pid: int) -> None:
+    """SIGKILL the probe ``pid``, what is below it (a subreaper: what its import left,
+    in whatever session) and its own group; it is reaped by the zygote's loop."""
+    below = orphans.below(pid)
     try:
         os.killpg(pid, signal.SIGKILL)  # its own group: whatever the import started too
     except OSError:
         pass
+    for p in below:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 class Preloads:
@@ -197,7 +219,7 @@ class Preloads:
             probe, self.probe = self.probe, None
             ok, reason = answer
             if ok:
-                self._import_here(zygote, probe.modules)
+                self._import_here(zygote, probe.modules, reason)
             else:
                 zygote.send(P.Preloaded(probe.modules, False, reason, 0.0))
         while self.probe is None and self.queue and zygote.stop_grace is None:
@@ -237,12 +259,16 @@ class Preloads:
         self.probe = _Probe(modules, pid, r, time.monotonic() + self.timeout, self.timeout)
         return None
 
-    def _import_here(self, zygote, modules: tuple) -> None:
-        """The probe imported them cleanly: import them here, between forks."""
+    def _import_here(self, zygote, modules: tuple, notes: str = "") -> None:
+        """The probe imported them cleanly (``notes``: what it saw them change of the
+        signal handling): import them here, between forks, keeping our own signal
+        handling (fleet.node.ownsignals). A zygote that has a thread after is replaced
+        (:meth:`_poisoned`)."""
         zygote.spare.drop()  # forked without them; the loop forks the next one
         ok, reason = True, ""
         t0 = time.perf_counter()
         before = set(sys.modules)
+        handling = ownsignals.snapshot()
         for name in modules:
             if name in self.loaded:
                 continue
@@ -253,19 +279,36 @@ class Preloads:
                 break
             self.loaded.append(name)
         import_s = time.perf_counter() - t0
+        if changed := ownsignals.restore(handling):  # (said whatever the probe saw: it started from defaults)
+            zygote._warn(f"preloading {', '.join(modules)} changed {', '.join(changed)}: put back")
+            notes = notes or ownsignals.told(",".join(modules), changed)
         stale.stamp_new(before)
         threads = thread_count()
         if threads != 1:
-            ok, reason = False, thread_problem(",".join(modules), threads)
-            self.poisoned = f"this zygote cannot fork call steps any more: {reason}"
-            zygote.prefork = False
-            zygote.spare.drop()
+            return self._poisoned(zygote, modules, thread_problem(",".join(modules), threads), import_s)
         step_threads.note_preloaded_pools()  # the children resize those pools (never us)
         gc.collect()
         gc.freeze()  # as after the first preload: children do not copy these pages
         # Our own silence while importing, not the agent's: its ticks wait in the pipe.
         zygote.last_heard = time.monotonic()
-        zygote.send(P.Preloaded(modules, ok, reason, import_s))
+        zygote.send(P.Preloaded(modules, ok, reason or (notes if ok else ""), import_s))
+
+    def _poisoned(self, zygote, modules: tuple, reason: str, import_s: float) -> None:
+        """This zygote has a thread now (the probe had none: a module that does more in
+        the zygote than in a probe): it can fork no call step safely, for good. Refuse
+        the request, then stop as on a SIGTERM: its steps are stopped, what is queued
+        here is dropped for the next zygote, and it tells its agent to start a new one
+        with its earlier modules (fleet.node.rezygote). Before 2026-12-08 it served on,
+        every later call step failing at once, for the fleet's life."""
+        self.poisoned = f"this zygote cannot fork call steps any more: {reason}"
+        zygote.prefork = False
+        zygote.spare.drop()
+        zygote._warn(f"{reason}: stopping; the agent starts a new zygote with the modules it had before")
+        zygote.send(P.Preloaded(modules, False, f"{reason} (in the zygote, not when tried apart: its node "
+                                                f"restarts its zygote without it)", import_s))
+        zygote.send(P.Ok("replace", zygote=f"got a thread from preloading {', '.join(modules)}"))
+        if zygote.stop_grace is None:
+            zygote.stop_grace = zygote.grace
 
     def drop(self) -> None:
         """Stop a probe that is still importing (the zygote is shutting down)."""

@@ -93,6 +93,13 @@ class Unstarted:
         # too (its node's loss puts them back); a new zygote is handed them again.
         self.kept: list[tuple[P.Dropped, bytes]] = []
 
+    def refused(self, modules: tuple) -> None:
+        """The zygote refused the Preload of ``modules``: not for a new zygote."""
+        for i, frame in enumerate(self.preloads):
+            if tuple(P.decode(frame).modules) == tuple(modules):
+                del self.preloads[i]
+                return
+
     def launched(self, key: tuple[str, int], frame: bytes, after: str) -> None:
         self.frames[key] = [frame]
         self.after[key] = after
@@ -151,10 +158,12 @@ class Unstarted:
         return [*self.preloads, *(f for fs in self.frames.values() for f in fs)]
 
 
-def end_steps(agent) -> list[list]:
+def end_steps(agent, clean: bool = False) -> list[list]:
     """Kill what the dead zygote's steps left running; the [step, attempt] of each that
-    had started or may have (every launch not held: Unstarted.held), now ended here."""
-    held = set(agent.unstarted.held(unreaped(agent)))
+    had started or may have (every launch not held: Unstarted.held), now ended here.
+    ``clean``: it stopped itself (Ok("replace")), having answered every launch it read
+    (Started and Exited, or Dropped): each launch unanswered is unread, so held."""
+    held = set(agent.unstarted.frames) if clean else set(agent.unstarted.held(unreaped(agent)))
     started = sorted(k for k in agent.graces if k not in held)
     session.kill_all(agent.pgids.values())
     # Everything below the agent but its watcher is the dead zygote's now (its steps'
@@ -212,20 +221,25 @@ def say_kept(agent) -> None:
 def pipe_closed(agent, zygote_end, start) -> bool:
     """The zygote's pipe closed. Unasked, it died under ``agent``: True if a new one was
     started; else the goodbye says how (``zygote_end``: fleet.node.hello), judged by the
-    coordinator (fleet.control.jobend), and what it dropped as it stopped is said."""
-    if not agent.stopping and closed(agent, zygote_end(agent.zygote), start):
+    coordinator (fleet.control.jobend), and what it dropped as it stopped is said. One
+    that asked to be replaced (``Ok("replace")``: a preload gave it a thread,
+    fleet.node.preload) is restarted so too, its reason said."""
+    how, clean = zygote_end(agent.zygote), bool(agent.replacing)
+    if clean:
+        how, agent.replacing = f"{agent.replacing}, so it stopped ({how}): it could fork no call step safely", ""
+    if not agent.stopping and closed(agent, how, start, clean):
         return True
     say_kept(agent)
     return False
 
 
-def closed(agent, how: str, start) -> bool:
+def closed(agent, how: str, start, clean: bool = False) -> bool:
     """The zygote's pipe closed, unasked (``how`` it ended): True if a new one was
     started; else the agent stops, its goodbye saying why."""
     if agent.booting is not None:
         failed(agent, f"the new one {how} before saying hello")
     elif agent.restarts.allow(time.monotonic()):
-        restart(agent, how, start)
+        restart(agent, how, start, clean)
         return True
     else:
         agent.zygote_end = f"{how} {agent.restarts.refusal()}"
@@ -233,10 +247,10 @@ def closed(agent, how: str, start) -> bool:
     return False
 
 
-def restart(agent, how: str, start) -> None:
+def restart(agent, how: str, start, clean: bool = False) -> None:
     """Start a new zygote for ``agent`` in place of the one that ``how`` died
     (``start``: fleet.node.agent.start_zygote) and tell the coordinator."""
-    ended = end_steps(agent)
+    ended = end_steps(agent, clean)
     agent.requests.close()  # (what waited for it: its launches are replayed, or ended with it)
     for fd in (agent.req_w, agent.rep_r):
         try:
@@ -290,11 +304,19 @@ def failed(agent, why: str) -> None:
 
 def answered(agent, msg) -> bool:
     """True if ``msg`` is not for the coordinator: a Preloaded that answers a Preload
-    replayed to a new zygote (the coordinator heard the first answer), or a new zygote's
-    first words that came as the agent stops."""
+    replayed to a new zygote (the coordinator heard the first answer), a new zygote's
+    first words that came as the agent stops, or the zygote's ``Ok("replace")`` (kept
+    for :func:`pipe_closed`). A refused Preload is not replayed to a new zygote."""
     if isinstance(msg, (P.Importing, P.Hello)):
         return True
-    if not agent.preloads_replayed or not isinstance(msg, P.Preloaded):
+    if isinstance(msg, P.Ok) and msg.what == "replace":
+        agent.replacing = msg.zygote or "asked to be replaced"
+        return True
+    if not isinstance(msg, P.Preloaded):
+        return False
+    if not agent.preloads_replayed:
+        if not msg.ok:  # (one that gave its zygote a thread would do it again: fleet.node.preload)
+            agent.unstarted.refused(msg.modules)
         return False
     agent.preloads_replayed -= 1
     if not msg.ok:

@@ -96,6 +96,32 @@ def test_a_preload_that_starts_a_thread_refuses_the_submission_naming_module_and
     assert len([e for e in records(up) if isinstance(e, E.Submitted)]) == 1
 
 
+def test_a_preload_that_gives_the_zygotes_a_thread_is_refused_and_they_are_replaced_so_later_call_steps_run(
+        up, tmp_path):
+    # The probe passes it (it leads its group); each zygote's own import starts a thread.
+    bad = write_suite(tmp_path / "bad.toml", '[suite]\nname = "bad"\npreload = ["preload_threads_unless_leader"]\n'
+                                             '[[steps]]\nid = "never"\ncall = "preload_records_import:where"\n')
+    r = fleet("run", str(bad), "--run-dir", str(up), cwd=tmp_path)
+    assert r.returncode == 2, r.stdout + r.stderr
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error: ")]
+    assert errors and all("module 'preload_threads_unless_leader' starts a thread" in e and
+                          "its node restarts its zygote without it" in e for e in errors), r.stderr
+    # Before 2026-12-08 every later call step failed at once on every node ("this zygote cannot
+    # fork call steps any more"), for the fleet's life; now each node has a new zygote.
+    good = _suite(tmp_path, "good", [])
+    r = fleet("run", str(good), "--run-dir", str(up), cwd=tmp_path, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    recs = records(up)
+    nodes = sorted(e.node for e in recs if isinstance(e, E.NodeJoined))
+    restarted = [e for e in recs if isinstance(e, E.ZygoteRestarted)]
+    assert sorted(e.node for e in restarted) == nodes, restarted
+    assert all("got a thread from preloading preload_threads_unless_leader" in e.reason for e in restarted)
+    zygotes = {e.zygote_pid for e in restarted}
+    for i in range(STEPS):  # run by the new zygotes, which do not have the module
+        seen = json.loads((up / "steps" / f"s{i}" / "where.json").read_text())
+        assert seen["ppid"] in zygotes, seen
+
+
 THREAD = "starts a thread when imported (2 threads after importing it); a zygote forks, which needs exactly 1"
 NOT_FOUND = "failed to import: ModuleNotFoundError: No module named 'no_such_module_for_fleet'"
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from fleet.node.preload import Preloads, thread_count
-from fleet.wire.messages import Preload, Preloaded
+from fleet.wire.messages import Ok, Preload, Preloaded, Shutdown, Started
 
 from test_zygote import launch, read_json_when_there, zygote  # noqa: F401  (the fixture)
 
@@ -128,19 +128,79 @@ def test_a_probe_still_importing_at_its_deadline_is_killed_and_the_request_refus
     assert "preload_slow" not in sys.modules and thread_count() is not None
 
 
-def test_a_zygote_that_gets_a_thread_from_a_module_its_probe_imported_cleanly_forks_no_call_step_after(
+def test_a_zygote_that_gets_a_thread_from_a_module_its_probe_imported_cleanly_refuses_it_stops_and_asks_for_a_new_one(
         zygote, tmp_path):
     z = zygote(env={"FLEET_TEST_THREAD_IF_PARENT": str(os.getpid())})
+    z.send(launch(tmp_path, "cmd", kind="command", command=["sleep", "30"]))
+    z.expect(Started)
     z.send(Preload(("preload_threads_in_zygote",)))
     answer = z.expect(Preloaded)
     assert not answer.ok and "module 'preload_threads_in_zygote' starts a thread when imported" in answer.reason
+    assert "its node restarts its zygote without it" in answer.reason
+    replace = z.expect(Ok)
+    assert replace.what == "replace" and "preload_threads_in_zygote" in replace.zygote, replace
+    # It stops as on a SIGTERM: its step is stopped and reported, then it exits (its agent starts a new one).
+    assert z.exited("cmd").outcome == "terminated"
+    assert z.wait() == 0
+
+
+def test_a_preload_that_ignores_sigchld_on_a_serving_zygote_leaves_its_loop_reporting_every_step_and_is_said(
+        zygote, tmp_path):
+    z = zygote()
+    z.send(Preload(("preload_ignores_sigchld",)))
+    answer = z.expect(Preloaded)
+    assert answer.ok and answer.reason == ("module 'preload_ignores_sigchld' changes the SIGCHLD handler when "
+                                           "imported; the zygote put its own back (its steps start with default "
+                                           "signals as always)"), answer
+    # Before 2026-12-08 the kernel reaped these itself: they ended, and were never reported.
     z.send(launch(tmp_path, "call", "steps:record"))
-    exited = z.exited("call")
-    assert exited.outcome == "failed" and exited.pid == 0
-    assert exited.error.startswith("this zygote cannot fork call steps any more: module 'preload_threads_in_zygote'")
-    # Commands are spawned, not forked from here: they still run.
+    assert z.exited("call").outcome == "succeeded"
     z.send(launch(tmp_path, "cmd", kind="command", command=["true"]))
     assert z.exited("cmd").outcome == "succeeded"
+    z.send(Shutdown(1.0))
+    assert z.wait() == 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _daemons(where: Path) -> dict[int, int]:
+    """pid -> the pid of the process whose import started it (tests/preload_leaves_daemon.py)."""
+    out = {}
+    for p in where.glob("*.pid"):
+        pid, importer = map(int, p.read_text().split())
+        out[pid] = importer
+    return out
+
+
+def test_a_preload_whose_import_leaves_a_daemon_is_answered_at_the_probes_last_line_and_nothing_outlives_the_zygote(
+        zygote, tmp_path):
+    where = tmp_path / "daemons"
+    where.mkdir()
+    z = zygote(env={"FLEET_TEST_DAEMON_DIR": str(where)})
+    z.send(Preload(("preload_leaves_daemon",)))
+    # Before 2026-12-08 the answer waited for the probe pipe's end of file, which the daemon
+    # held: the probe's whole time limit (25 s), longer than this wait.
+    answer = z.expect(Preloaded)
+    assert answer.ok, answer
+    deadline = time.monotonic() + 10
+    while z.proc.pid not in _daemons(where).values():  # the zygote's own import left its daemon
+        assert time.monotonic() < deadline, _daemons(where)
+        time.sleep(0.02)
+    probes = [pid for pid, importer in _daemons(where).items() if importer != z.proc.pid]
+    while any(_alive(pid) for pid in probes):  # the probe's copy (if it got so far) is ended with the probe
+        assert time.monotonic() < deadline, [pid for pid in probes if _alive(pid)]
+        time.sleep(0.02)
+    z.send(Shutdown(1.0))
+    assert z.wait() == 0
+    while any(_alive(pid) for pid in _daemons(where)):  # and the zygote's goes with the zygote
+        assert time.monotonic() < deadline, _daemons(where)
+        time.sleep(0.02)
 
 
 def test_a_preload_of_things_that_are_not_module_names_is_refused(zygote):
