@@ -12,7 +12,10 @@ With a node window (`window`, as a live fleet's, fleet.core.window), steps hande
 node ahead wait there behind a running step (Queue) and start the moment it ends, on
 its resources (Begin): the same commitments a live fleet makes, and the same taking
 back (Withdraw, fleet.core.windowback) when cores of its demand free elsewhere first,
-answered here at once (nothing is in flight). `fleet simulate` uses the
+answered here at once (nothing is in flight), each node's as one Exits, as its live
+node answers them (_whole). Step ends are fed one a pass, even those at the same
+instant: a live fleet with no window decides the exits of one loop turn together
+(docs/user-guide.md, "Resources and placement"). `fleet simulate` uses the
 live default (None: each node's cores); this function's default, 0, is no window (what
 the recorded what-if benchmarks measured)."""
 
@@ -21,6 +24,7 @@ from __future__ import annotations
 import heapq
 import math
 import sys
+from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping
 
@@ -214,20 +218,38 @@ def _wake(sched, ends: list, woken: set, now: float) -> None:
 
 def _whole(sched, decisions: list, now: float) -> list:
     """The decisions with a bounded pass's rest (fleet.core.decisions.GoOn) taken at once,
-    and each Withdraw answered at once (a queued step has not begun here: its node drops
-    it), with what that brings."""
+    and the Withdraws answered as a live fleet's nodes answer them (a queued step has not
+    begun here: its node drops it), with what that brings.
+
+    A live coordinator sends a turn's Kills to each node in one message, and the node
+    answers them (Dropped) in one: the coordinator hands the scheduler that answer's
+    exits as one Exits (fleet.control.turns), one pass for them all, after the pass's rest
+    (queued in the same turn: nothing comes back from a node before). So here: the
+    withdrawals of a decision list and of its rest, grouped by node (each node in the
+    order of its first Withdraw, each node's in theirs), each group one Exits, the groups
+    in that order; what a group's pass withdraws is answered after the groups before it.
+    (Before 2026-12-08 each Withdraw was its own pass: the first one's pass could give
+    the core it freed to a later-ranked step while the others were still queued.)"""
     out: list = []
-    while decisions:
-        more: list = []
-        for d in decisions:
-            if type(d) is not GoOn:
+    answers: deque = deque()  # one node's answer each: the Exits its Dropped make
+    while True:
+        withdrawn: dict[str, list] = {}  # node -> its exits, in the order of the Withdraws
+        while decisions:
+            go_on = False
+            for d in decisions:
+                if type(d) is GoOn:
+                    go_on = True
+                    continue
                 out.append(d)
-            if type(d) is Withdraw:
-                more += sched.handle(StepExited(d.step, d.attempt, S.CANCELLED, "withdrawn before it started"), now)
-        if any(type(d) is GoOn for d in decisions):
-            more += sched.handle(Exits(()), now)
-        decisions = more
-    return out
+                if type(d) is Withdraw:
+                    node = sched.view(d.step).placement[0].node
+                    withdrawn.setdefault(node, []).append(
+                        StepExited(d.step, d.attempt, S.CANCELLED, "withdrawn before it started"))
+            decisions = sched.handle(Exits(()), now) if go_on else []
+        answers.extend(Exits(tuple(exits)) for exits in withdrawn.values())
+        if not answers:
+            return out
+        decisions = sched.handle(answers.popleft(), now)
 
 
 def _result(steps, dur, graph, nodes, placed, count, unrunnable, blocked, log, interrupted, end_s, drain_s):
