@@ -296,6 +296,9 @@ class Window(WindowPick, WindowBack, WindowChain, WindowOrder, WindowFair):
                 self.parked.setdefault(node, {})[pred.spec.id] = pred  # back when its window has room
                 continue
             head = cls.heap[0]
+            if self.for_res and self.barred(head[2]):  # (fleet.core.windoworder.reserved)
+                back.append((entry, pred))
+                break
             if not self._behind_ok(sched._jobs[head[2]], pred):
                 back.append((entry, pred))  # not known to end before the drain point from there: it waits
                 break

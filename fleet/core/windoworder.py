@@ -30,7 +30,10 @@ predecessor, or behind whichever frees first, or started on the freed resources.
   running steps drain without new ones.
 - Reserved (`reserved`, after the pass): on the nodes a reservation takes, the queued
   steps that come after its step (a chain's from the first such to its tail); the plan
-  counts only the ones before (fleet.core.reservations._queued_end).
+  counts only the ones before (fleet.core.reservations._queued_end). They are not
+  queued again while its step waits with a plan (`barred`): made again as the nodes'
+  answers come in, one a turn, the plan could move to other nodes and back, and those
+  steps with it, for ever (before 2026-12-07: a simulation that never ended).
 
 No back and forth: only a step that comes AFTER a ready (or nearly ready) one in the
 order is taken back, and back in the ready steps it is queued again only after the
@@ -88,6 +91,10 @@ class WindowOrder:
         self.yielding: dict = {}  # demand -> taken back for the order, the node's answer to come
         self.yielded: set[str] = set()  # taken back for the order (not `once`: fleet.core.windowback)
         self.cleared: dict[str, object] = {}  # reserved step -> the plan whose nodes were cleared
+        # taken back for a reservation -> its step: not queued again while that step waits
+        # with a plan (`barred`): its plan, made again as the answers come, may move to other
+        # nodes and back, and the steps with it (queued, taken back, queued...: no end)
+        self.for_res: dict[str, str] = {}
         self.stayed: dict[str, tuple] = {}  # dropped by their node as their predecessor went on -> (job, why, node, pred)
         self.went_on: dict[str, int] = {}  # such a predecessor -> how many drops of its node are to come
         self.early: set[str] = set()  # such a one whose drops came before its exit (_went_on_first)
@@ -233,13 +240,28 @@ class WindowOrder:
             for node in plan.want:
                 for pid in sorted(sched._on_node.get(node, ()), key=lambda s: sched._jobs[s].seq):
                     self._from_first_after(sched._jobs[pid], key, f"{sid!r} has a reservation there and "
-                                           "comes before it", out)
+                                           "comes before it", out, res=sid)
         if len(self.cleared) > len(sched._res.plans):
             self.cleared = {s: p for s, p in self.cleared.items() if p in sched._res.plans.values()}
 
-    def _from_first_after(self, pred, key: tuple, why: str, out: list) -> None:
+    def barred(self, sid: str) -> bool:
+        """`sid` was taken back for a reservation whose step still waits with a plan: it
+        is not queued again (it may start in a pass as any ready step)."""
+        res = self.for_res.get(sid)
+        if res is None:
+            return False
+        job = self.sched._jobs.get(res)
+        if job is not None and job.state == S.READY:
+            plan = self.sched._res.plans.get(("exclusive",) if job.exclusive else (job.demand,))
+            if plan is not None and plan.job is job:
+                return True
+        del self.for_res[sid]
+        return False
+
+    def _from_first_after(self, pred, key: tuple, why: str, out: list, res: str | None = None) -> None:
         """Take back, tail first, the steps queued behind `pred` from the first that comes
-        after `key` on (what the reservation's plan leaves out, reservations._queued_end)."""
+        after `key` on (what the reservation's plan leaves out, reservations._queued_end);
+        `res`: the reserved step they are taken back for (`barred`)."""
         if pred.spec.id not in self.next:
             return
         chain = self._chain_of(self.next[pred.spec.id])
@@ -249,6 +271,8 @@ class WindowOrder:
         for job in reversed(chain[first:]):
             if job.spec.id not in self.recalled:
                 self._take_back(job, why, out)
+                if res is not None:
+                    self.for_res[job.spec.id] = res
 
     def _back_from(self, job, why: str, out: list) -> int:
         """Take back `job` and the steps queued behind it (tail first); how many. Never
