@@ -423,7 +423,7 @@ class Coordinator:
         slot = d.placement[0]
         try:
             msg = launching.launch(self.profile, spec, d, self.claims.run_dir_of(d.step), self.fleet_id,
-                                   self.submissions.hold(d.step))
+                                   self.submissions.hold(d.step), self.liveness.clock_ahead(slot.node))
             sent = self.liveness.send(slot.node, msg)
         except Exception as e:  # it cannot be made, or encoded: the step fails (nothing was sent)
             why = str(e) if isinstance(e, launching.REFUSED) else launching.bug(self.transport, e)

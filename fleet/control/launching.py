@@ -135,10 +135,12 @@ def start_record(now: float, d) -> events.Start:
                                    for s in d.placement])
 
 
-def launch(profile: Profile, spec, d: Start, run_dir: Path, fleet_id: str = "", hold: float = 0.0) -> P.Launch:
+def launch(profile: Profile, spec, d: Start, run_dir: Path, fleet_id: str = "", hold: float = 0.0,
+           ahead: float = 0.0) -> P.Launch:
     """The message that starts the step on its first node's agent; CannotLaunch if an
     MPI step's command cannot be rendered or its files written. `hold`: how long its
-    node may hold its reports (fleet.node.outbox)."""
+    node may hold its reports (fleet.node.outbox); `ahead`: how far its node's wall clock
+    is ahead of ours (fleet.control.nodeclock), so that its decision time is on that clock."""
     slot = d.placement[0]
     rd = _str(run_dir)
     command = list(spec.command) if isinstance(spec.command, tuple) else spec.command
@@ -170,7 +172,8 @@ def launch(profile: Profile, spec, d: Start, run_dir: Path, fleet_id: str = "", 
         "outputs": [str(run_dir / o) for o in spec.outputs] if spec.outputs else [],
         "placement": ([[slot.node, list(slot.cores), list(slot.gpus), slot.memory]] if len(d.placement) == 1
                       else [[s.node, list(s.cores), list(s.gpus), s.memory] for s in d.placement]),
-        "decided_at": time.time(),
+        # (on its node's clock: its startup, work_start - decided_at, is measured there on one clock)
+        "decided_at": time.time() + ahead,
         # Every step is given its GPUs, none included (CUDA_VISIBLE_DEVICES="" hides them);
         # an MPI launcher's ranks get theirs, per node, from the rendered command instead.
         "env": env, "gpu_vars": [profile.gpu_var] if profile.gpu_var and not spec.mpi else [],

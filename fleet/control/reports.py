@@ -35,7 +35,7 @@ def report(coord, ident: bytes, msg, now: float) -> None:
     if type(msg) is P.Started:
         started(coord, node, msg, now, view)
     else:
-        exited(coord, node, msg, now, view)
+        exited(coord, node, msg, now, view, agent.clock_ahead)
 
 
 def started(coord, node: str, msg: P.Started, now: float, view) -> None:
@@ -48,9 +48,13 @@ def started(coord, node: str, msg: P.Started, now: float, view) -> None:
     coord.events.write_encoded((eventlines.started(coord.events.fleet, now, node, msg),))
 
 
-def exited(coord, node: str, msg: P.Exited, now: float, view) -> None:
+def exited(coord, node: str, msg: P.Exited, now: float, view, ahead: float | None = None) -> None:
     """A step's attempt ended: its `exit` record and, after the scheduler's event (what it
-    frees is decided and launched first), its attempt's records (`view` as for started)."""
+    frees is decided and launched first), its attempt's records (`view` as for started;
+    `ahead`: how far its node's clock is ahead of ours, fleet.control.nodeclock, looked
+    up if not given: its end, on that clock, is brought to ours for the report lag)."""
+    if ahead is None:
+        ahead = coord.liveness.clock_ahead(node)
     if view is None or view.attempt != msg.attempt or (view.placement and view.placement[0].node != node):
         coord.transport.warn("stale exit", f"dropped a stale exit report of {msg.step} attempt {msg.attempt}")
         return
@@ -68,7 +72,7 @@ def exited(coord, node: str, msg: P.Exited, now: float, view) -> None:
     if msg.error and len(view.placement) > 1:  # a spanning step's memory limit was its share (spanshare)
         msg = spanshare.reworded(msg, view, coord.sched.spec_of(msg.step))
     rec = outcomes.written(coord.events, now, node, msg, view, coord.sched)  # the `exit` record, by shape
-    coord.liveness.last_report = (now, msg.ended_at)  # how late reports are read (status)
+    coord.liveness.last_report = (now, msg.ended_at - ahead)  # how late reports are read (status), on our clock
     # Decide and launch what this exit frees first; the files that record it come
     # after, off the path between one step's end and the next one's start. (The
     # done marker still precedes the claim's release, which other fleets rely on.)

@@ -36,8 +36,8 @@ import subprocess
 import sys
 import time
 
-from fleet.node import (child, jobend, markers, memlimit, memwatch, orphans, rezygote, searchpaths, session, watcher,
-                        zygotewatch)
+from fleet.node import (child, clockecho, jobend, markers, memlimit, memwatch, orphans, rezygote, searchpaths, session,
+                        watcher, zygotewatch)
 from fleet.node.agentargs import arguments, node_name, offered_cores, offered_gpus  # noqa: F401  (node_name: tests)
 from fleet.node.hello import await_hello, zygote_end
 from fleet.node.launcherenv import clean_environment
@@ -78,6 +78,7 @@ class Agent:
         self.timeout_s = args.join_timeout  # until welcomed; then the fence time
         self.fence_s = args.fence
         self.last_heard = time.monotonic()
+        self.clock = clockecho.Echo()  # the coordinator's last clock stamp, echoed (fleet.control.nodeclock)
         self.stopping: str | None = None
         self.zygote_end = ""  # how the zygote died under us ("killed by SIGKILL"), unasked
         self.outside = ""  # the signal that stopped us (the batch system ending the job: fleet.node.jobend)
@@ -165,7 +166,7 @@ class Agent:
     def join(self, cores, gpus, memory, held=()) -> None:
         self.send(P.Join(node=self.node, host=socket.gethostname(), cores=list(cores), gpus=list(gpus),
                          memory=int(memory), pid=os.getpid(), zygote_pid=self.hello.pid, preload=list(self.hello.preload),
-                         memlimit=self.memory.choice.describe(), held_back=list(held)))
+                         memlimit=self.memory.choice.describe(), held_back=list(held), sent=time.time()))
 
     def serve(self) -> int:
         zmq = self.zmq
@@ -217,7 +218,7 @@ class Agent:
                 self.stopping = (f"no word from the coordinator at {self.args.connect} for "
                                  f"{now - self.last_heard:.1f} s")
             if now >= next_beat:
-                self.send(P.Heartbeat(self.node, memory_used=memwatch.node_used(getattr(self.args, "memory", 0))))
+                self.send(self.clock.beat(self.node, memwatch.node_used(getattr(self.args, "memory", 0))))
                 self.watch.look()
                 if zygote_open and self.booting is None:
                     self.to_zygote(P.encode(P.Tick()))
@@ -353,10 +354,10 @@ class Agent:
                 relayed.append(frame)
             elif isinstance(msg, P.Markers):
                 self.markers.add(msg.files, msg.last)
+            elif isinstance(msg, P.Heartbeat):
+                self.clock.read(msg.sent, self.last_heard)
             elif isinstance(msg, P.Welcome):
-                self.heartbeat_s = msg.heartbeat_s
-                self.hold_s = msg.report_hold_s
-                self.timeout_s = self.fence_s
+                clockecho.welcomed(self, msg)
             elif isinstance(msg, P.Reject):
                 self.stopping = f"rejected by the coordinator: {msg.reason}"
             elif isinstance(msg, P.Shutdown):

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from fleet.core import states as S
 from fleet.core import waits as W
-from fleet.report import figures, waits
+from fleet.report import clocks, figures, waits
 from fleet.report.ingest import Gathered, gather_session
 from fleet.report.model import HELD_BACK, NOT_RUN, UNFINISHED, Report
 from fleet.report.stretches import stretches
@@ -179,6 +179,7 @@ def _notes(g: Gathered, in_progress: bool) -> list[str]:
         notes.append(f"{g.skewed} attempt(s) began their work before the coordinator decided to start them "
                      "(work_start < decided_at): that node's clock is behind the coordinator's, and their "
                      "startup (clamped at 0) is not to be trusted")
+    notes.extend(clocks.note(g))
     if g.damaged:
         notes.append(f"{g.damaged} damaged line(s) of the stream (not a fleet record; not its last line, which a live "
                      "run may be writing) were skipped: what they said (a start, an exit) is missing here")

@@ -17,7 +17,7 @@ from fleet.core import waits as W
 from fleet.core.names import natural_key
 from fleet.core.shardowner import owner
 from fleet.wire import events as E
-from fleet.report import closes, nodenames, unsure
+from fleet.report import clocks, closes, nodenames, unsure
 from fleet.report.model import ENDED_WELL, UNFINISHED, Attempt, Node, Piece, Step, Waited
 from fleet.report.reading import Damaged, blocks, events_path, load  # noqa: F401 (blocks, events_path, load: the API's)
 
@@ -62,6 +62,7 @@ class Gathered:
     mismatches: int = 0
     lost_exit_fields: int = 0         # lost attempts without timings
     skewed: int = 0                   # attempts whose work began before their decision
+    clocks_off: dict = field(default_factory=dict)  # node -> its clock's largest offset used, to within (clocks)
     oom_survived: list = field(default_factory=list)  # "step (attempt N)" that succeeded despite OOM kills in them
     over_memory: list = field(default_factory=list)  # "step (attempt N)" past their memory, not stopped
     whys: dict[tuple, W.WaitReason] = field(default_factory=dict)  # wait records' reasons, shared
@@ -480,6 +481,6 @@ _HANDLERS: dict[type, Callable] = {
     E.FleetGone: _on_fleet_gone, E.Adopted: _on_adopted,
     E.PlacementMismatch: _on_placement_mismatch, E.AllocationEnd: closes.on_allocation_end,
     E.Drained: closes.on_drained, E.NotStarted: closes.on_not_started, Damaged: _on_damaged,
-    E.PlacementMismatch: _on_placement_mismatch, E.NodeMemory: _on_node_memory,
+    E.PlacementMismatch: _on_placement_mismatch, E.NodeMemory: _on_node_memory, E.NodeClock: clocks.on_node_clock,
     E.ZygoteRestarted: _on_zygote_restarted, E.Queued: unsure.on_queued, E.Unqueued: unsure.on_unqueued,
 }

@@ -142,6 +142,20 @@ class NodeMemory(Record):
     used: int = 0
 
 
+@_record("node_clock")
+class NodeClock(Record):
+    """A node's wall clock against the coordinator's, as its heartbeats told
+    (fleet.control.nodeclock): ``ahead_s`` seconds ahead (negative: behind), to within
+    ``within_s``; ``used``: the coordinator takes it off the figures that mix the two
+    clocks (its steps' startup_s, how late their ends are read), else they agree to
+    within that. Written when first used and when it moves by more than its tolerance."""
+
+    node: str = ""
+    ahead_s: float = 0.0
+    within_s: float = 0.0
+    used: bool = False
+
+
 @_record("node_lost")
 class NodeLost(Record):
     node: str = ""

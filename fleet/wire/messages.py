@@ -197,6 +197,7 @@ class Join:
     preload: list
     memlimit: str = ""  # how steps are held to their memory here (fleet.node.memlimit), in words
     held_back: list = field(default_factory=list)  # its cores the machine profile holds back (fleet.node.heldback)
+    sent: float = 0.0  # its time.time() when sent (fleet.control.nodeclock); 0: not said
 
 
 @message("join_failed")
@@ -217,6 +218,7 @@ class Welcome:
     heartbeat_s: float
     timeout_s: float
     report_hold_s: float = 0.0
+    sent: float = 0.0  # the coordinator's time.time() when sent: echoed (Heartbeat.echo); 0: not said
 
 
 @message("reject")
@@ -229,10 +231,19 @@ class Reject:
 @message("heartbeat")
 class Heartbeat:
     """Either way between coordinator and agent: still here (an agent's says how much
-    of its node's memory is in use, in bytes; -1: not said)."""
+    of its node's memory is in use, in bytes; -1: not said).
+
+    The clock fields let the coordinator tell how far each node's wall clock is from
+    its own, as NTP does (fleet.control.nodeclock): the coordinator's beat says when it
+    was sent; an agent's says when it was sent, and echoes the last coordinator stamp
+    it read (a Welcome's, a beat's) with how long it held it, by its monotonic clock.
+    0.0: not said (a fleet of before these, or nothing heard yet)."""
 
     node: str = ""
     memory_used: int = -1
+    sent: float = 0.0  # the sender's time.time() when sent
+    echo: float = 0.0  # (an agent's) the `sent` of the last Welcome or beat it read from the coordinator
+    held: float = 0.0  # (an agent's) seconds from reading that to sending this, by its time.monotonic()
 
 
 # --- coordinator -> agent -> zygote, and back ------------------------------------------
@@ -256,7 +267,7 @@ class Launch:
     inputs: tuple = ()
     outputs: tuple = ()
     placement: tuple = ()  # ((node, cores, gpus, memory), ...)
-    decided_at: float = 0.0  # time.time() when the coordinator decided
+    decided_at: float = 0.0  # time.time() when the coordinator decided, on its node's clock (fleet.control.nodeclock)
     env: dict = field(default_factory=dict)  # extra environment
     gpu_vars: tuple = ()  # e.g. ("CUDA_VISIBLE_DEVICES",), set to the joined gpu ids
     threads: int = 0  # an MPI step's threads per rank (0: the step's cores decide)

@@ -40,9 +40,10 @@ class Relay:
         self.agent = Agent(args, None, req_w, rep_r, hello)
         self.agent.join([0, 1], [], 1 << 30)
         self.ident, join = self.from_agent()
-        assert P.decode(join) == P.Join(node="node7", host=P.decode(join).host, cores=[0, 1], gpus=[],
-                                        memory=1 << 30, pid=os.getpid(), zygote_pid=os.getpid(), preload=[],
-                                        memlimit="none")
+        said = P.decode(join)
+        assert said == P.Join(node="node7", host=said.host, cores=[0, 1], gpus=[], memory=1 << 30, pid=os.getpid(),
+                              zygote_pid=os.getpid(), preload=[], memlimit="none", sent=said.sent)
+        assert abs(said.sent - time.time()) < 60  # its clock, for the coordinator's (fleet.control.nodeclock)
 
     def to_agent(self, payload: bytes) -> None:
         """Send as the coordinator does, and let the agent handle what arrived."""
@@ -186,3 +187,12 @@ def test_the_agent_wakes_at_its_fence_not_at_its_next_heartbeat(relay):
     relay.to_agent(P.encode(P.Welcome("node7", 60.0, 80.0, 0.0)))  # a beat a minute; its fence: 10 s
     now = time.monotonic()
     assert relay.agent._wait(now, now + 60.0) <= relay.agent.last_heard + TIMEOUT - now
+
+
+def test_a_welcome_is_answered_at_once_by_a_heartbeat_that_echoes_the_coordinators_clock_stamp(relay):
+    relay.to_agent(P.encode(P.Welcome("node7", 1.0, TIMEOUT, sent=1234.5)))
+    _, beat = relay.from_agent()
+    said = P.decode(beat)
+    # what the coordinator needs to tell this node's clock from its own (fleet.control.nodeclock)
+    assert isinstance(said, P.Heartbeat) and said.echo == 1234.5 and 0.0 <= said.held < TIMEOUT
+    assert abs(said.sent - time.time()) < 60
