@@ -484,7 +484,7 @@ class Coordinator:
         """The answer to `fleet status` (fleet.control.status); a page of the node table from `nodes_from`."""
         return status_answer(self.sched, self.liveness.in_order(), up_since=self.started, run_dir=self.run_dir,
                              failures=self.submissions.failures, dropped=self.transport.dropped,
-                             submissions=self.submissions.subs.values(), nodes_from=nodes_from,
+                             submissions=self.submissions.subs.values(), nodes_from=nodes_from, wall=self.liveness.wall,
                              loop=self.liveness.loop_figures(submitting=self.intake.count(), **self.recorder.figures(),
                                                              **heap.figures()), quiet_s=self.liveness.timeout_s / 2,
                              longer_only=self.drain.closing.longer_only, preloading=self.preloads.waiting())

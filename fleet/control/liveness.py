@@ -17,7 +17,7 @@ from fleet.core.resources import NodeSpec
 from fleet.wire import events
 from fleet.wire import messages as P
 from fleet.wire.events import EventLog
-from fleet.control import nodeclock, nodememory
+from fleet.control import nodeclock, nodememory, wallsteps
 from fleet.control.transport import Transport
 
 log = logging.getLogger("fleet.control.coordinator")
@@ -125,6 +125,7 @@ class Liveness:
         # (read at, the step's end on its node) of the last exit report read: how far
         # behind its nodes the coordinator reads (reports wait in its socket while it is).
         self.last_report = (0.0, 0.0)
+        self.wall = wallsteps.WallClock(heartbeat_s)  # this host's clock steps, for status's ages
 
     def polling(self, wait_ms: int) -> int:
         """The loop polls its sockets for at most wait_ms (returned, for the poll)."""
@@ -247,6 +248,7 @@ class Liveness:
         counted only while the loop listened (its stalls, this turn's too, are not the
         agents'), and not at all unless `judge` (the agents' messages were all read)."""
         now_m = time.monotonic()
+        self.wall.look(now, now_m)
         this_turn = now_m - self._turn_began
         deaf = self.deaf + (this_turn if this_turn > STALL_S else 0.0)
         # The same bytes to every agent: their clock samples take the sends' spread as round

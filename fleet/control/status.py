@@ -26,7 +26,8 @@ STATUS_SUBMISSIONS = 50
 
 def answer(sched: Scheduler, agents: list, *, up_since: float, run_dir: Path, failures: list,
            dropped: dict, submissions: list, loop: dict | None = None, nodes_from: int = -1,
-           quiet_s: float | None = None, longer_only: bool = False, preloading: dict | None = None) -> dict:
+           quiet_s: float | None = None, longer_only: bool = False, preloading: dict | None = None,
+           wall=None) -> dict:
     """The status map. `agents` in the order to list them (fleet.control.liveness.Agent),
     `submissions` as fleet.control.submissions.Submission, in the order made (any sized,
     reversible collection: the coordinator's own dict view, not a copy of it); `loop`: the coordinator loop's
@@ -34,17 +35,21 @@ def answer(sched: Scheduler, agents: list, *, up_since: float, run_dir: Path, fa
     With `nodes_from` >= 0, only a page of the whole node table from there; the nodes
     part of the default answer is bounded (fleet.control.nodestatus). `longer_only`: the
     drain's close found every step left needs a longer allocation (fleet.control.closing).
-    `preloading`: a submission held for its suite's preload (fleet.control.preloads.Preloads.waiting)."""
+    `preloading`: a submission held for its suite's preload (fleet.control.preloads.Preloads.waiting).
+    `wall`: the coordinator's fleet.control.wallsteps.WallClock, by which its uptime and its
+    running steps' ages are told on its monotonic clock (None: as the wall clock tells them)."""
     if nodes_from >= 0:
         return nodestatus.page(sched, agents, nodes_from)
-    now = time.time()
+    now, mono = time.time(), time.monotonic()
+    age = (lambda t: now - t) if wall is None else (lambda t: wall.age(t, now, mono))  # noqa: E731
     # The first STATUS_RUNNING running steps in start order, and how many run in all.
     views = sched.running(STATUS_RUNNING)
     running = [dict(step=v.id, node=v.placement[0].node if v.placement else None,
                     cores=sum(len(s.cores) for s in v.placement), attempt=v.attempt,
-                    elapsed_s=round(now - v.started_at, 3) if v.started_at else None, **_phase(sched, v.id))
+                    elapsed_s=round(age(v.started_at), 3) if v.started_at else None, **_phase(sched, v.id))
                for v in views]
-    return dict(up_since=up_since, run_dir=str(run_dir), pid=os.getpid(),
+    up = {} if wall is None else {"up_s": round(wall.up_s(mono), 3)}
+    return dict(up_since=up_since, **up, run_dir=str(run_dir), pid=os.getpid(),
                 **nodestatus.summary(sched, agents, quiet_s),
                 counts=as_counted(sched.counts(), sched.deadline.drained, sched.deadline.held_now), running=running,
                 running_total=sched.running_count(),

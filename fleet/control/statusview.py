@@ -217,7 +217,8 @@ def _behind(loop: dict) -> list[str]:
 def render(st: dict, now: float | None = None, max_running: int = 20, max_ready: int = 10) -> str:
     """The status map as lines of text for a terminal."""
     now = time.time() if now is None else now
-    out = [f"fleet in {st['run_dir']}: up {_dur(now - st['up_since'])} (since "
+    up = st["up_s"] if "up_s" in st else now - st["up_since"]  # (its own monotonic time; not from an older one)
+    out = [f"fleet in {st['run_dir']}: up {_dur(up)} (since "
            f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(st['up_since']))}), coordinator pid {st['pid']}"
            + _memory(st.get("loop") or {})]
     out.extend(_behind(st.get("loop") or {}))

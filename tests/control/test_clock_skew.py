@@ -1,6 +1,8 @@
 """Clocks that disagree, through real processes: a node's agent whose wall clock is an hour
 off from the coordinator's (the coordinator measures it from heartbeats,
-fleet.control.nodeclock). The clocks are moved by tests/control/clockshim (time.time() only; the monotonic clock is the true one)."""
+fleet.control.nodeclock), and a host whose clock steps under a running fleet (status's
+ages on the coordinator's monotonic clock, fleet.control.wallsteps). The clocks are
+moved by tests/control/clockshim (time.time() only; the monotonic clock is the true one)."""
 
 from __future__ import annotations
 
@@ -107,3 +109,35 @@ command = ["sleep", "60"]
     assert "began their work before" not in text and re.search(r"node1 (3599\.9|3600\.0)\d* s behind", text), text
     assert_nothing_left(run_dir)
 
+
+def test_status_shows_uptime_and_running_ages_by_the_monotonic_clock_across_a_step_of_the_hosts_clock(
+        tmp_path, monkeypatch):
+    skew = tmp_path / "skew"
+    skew.write_text("0")
+    _shimmed(monkeypatch, CLOCKSHIM_FILE=str(skew))
+    run_dir = tmp_path / "run"
+    suite = _suite(tmp_path, run_dir, """
+[[steps]]
+id = "long"
+command = ["sleep", "60"]
+""")
+    fleet("up", "--run-dir", str(run_dir), "--nodes", "1", "--heartbeat", "0.2", cwd=tmp_path, check=True,
+          timeout=90)
+    p = spawn("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path)
+    try:
+        def status() -> dict:
+            r = fleet("status", "--run-dir", str(run_dir), "--json", cwd=tmp_path, timeout=60)
+            return json.loads(r.stdout) if r.returncode == 0 else {}
+        wait_for(lambda: status().get("running"), timeout=60, what="the step running")
+        skew.write_text(str(2 * HOUR))  # the whole host's wall clock, two hours on
+        # (each coordinator beat looks at its clocks: the step is seen within one)
+        st = wait_for(lambda: (s := status()) and s["running"] and s["running"][0]["elapsed_s"] < 60 and s,
+                      timeout=30, what="a running age under a minute")
+        assert st.get("up_s", HOUR) < 120.0, st
+        r = fleet("status", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
+        # Before: "up 2h00m" and the step at 2h00m, seconds after they began.
+        assert r.returncode == 0 and "2h" not in r.stdout, r.stdout + r.stderr
+    finally:
+        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
+        finish(p, timeout=60)
+    assert_nothing_left(run_dir)
