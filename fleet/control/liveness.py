@@ -41,10 +41,11 @@ class Agent:
     restarts: int = 0  # its zygotes restarted (fleet.control.rezygote)
     no_cores: str = ""  # why it offers no core for steps (fleet.control.nocores), "" if it offers some
     # Its wall clock against the coordinator's (fleet.control.nodeclock): seconds ahead
-    # (negative: behind) where that is surely off, else 0.0; the last recorded; the kept
+    # (negative: behind) where that is surely off, else 0.0; the last recorded, to within; the kept
     # sample's round trip and its time.monotonic().
     clock_ahead: float = 0.0
     clock_said: float = 0.0
+    clock_said_within: float = 0.0
     clock_rtt: float = nodeclock.NO_SAMPLE
     clock_at: float = 0.0
 

@@ -27,7 +27,7 @@ An offset is used only when it is larger than the round trip and than TOLERANCE_
 then the node's clock is surely off, and by about that much; a node within that (one
 host's pretend nodes, clocks kept by NTP or PTP) keeps its figures exactly as measured.
 The offset used is recorded (a `node_clock` record) when it is first used and whenever
-it moves by more than its own tolerance: a handful of records a node.
+it moves by more than its tolerance and the recorded one's: a handful of records a node.
 
 Cost: per heartbeat, a few subtractions and a comparison (`heard`); per step, the
 node's offset looked up and added to the launch's decision time, and subtracted from
@@ -71,7 +71,8 @@ def heard(agent, msg: P.Heartbeat, now: float, now_m: float, log: events.EventLo
     ahead = msg.sent - (msg.echo + msg.held + now) / 2
     within = max(TOLERANCE_S, rtt)
     agent.clock_ahead = used = ahead if abs(ahead) > within else 0.0
-    if abs(used - agent.clock_said) > within:  # (else a closer estimate: not worth a record)
-        agent.clock_said = used
+    # (else a closer estimate, within the two's tolerances: not worth a record)
+    if abs(used - agent.clock_said) > within + agent.clock_said_within:
+        agent.clock_said, agent.clock_said_within = used, within
         log.write(events.NodeClock(t=now, node=agent.node, ahead_s=round(ahead, 6), within_s=round(rtt / 2, 6),
                                    used=used != 0.0))

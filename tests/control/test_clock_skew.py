@@ -61,9 +61,9 @@ command = ["sleep", "0.3"]
     assert {x.node for x in exits} == {"node1", "node2"}, [(x.step, x.node) for x in exits]
     # Before: node2's first steps started "1.00 h" after their decision.
     assert all(0.0 <= x.startup_s < 60.0 for x in exits), [(x.step, x.node, x.startup_s) for x in exits]
-    clocks = [x for x in recs if isinstance(x, E.NodeClock)]
-    assert [x.node for x in clocks if x.used] == ["node2"], clocks
-    assert abs(clocks[0].ahead_s - HOUR) < 60.0, clocks
+    clocks = [x for x in recs if isinstance(x, E.NodeClock)]  # (a closer estimate may follow the first)
+    assert clocks and {x.node for x in clocks} == {"node2"} and all(x.used for x in clocks), clocks
+    assert all(abs(x.ahead_s - HOUR) < 60.0 for x in clocks), clocks
     text = _report(run_dir, tmp_path)
     assert "1.00 h" not in text, text  # (before: "startup 1.00 h total", "with startup the chain is 1.00 h")
     assert len(re.findall(r"node2 (3599\.9|3600\.0)\d* s ahead", text)) == 1, text
@@ -103,8 +103,8 @@ command = ["sleep", "60"]
     recs = records(run_dir)
     quick = [x for x in recs if isinstance(x, E.Exit) and x.step == "quick"]
     assert len(quick) == 1 and quick[0].outcome == "succeeded" and quick[0].node == "node1"
-    clocks = [x for x in recs if isinstance(x, E.NodeClock) and x.used]
-    assert len(clocks) == 1 and abs(clocks[0].ahead_s + HOUR) < 60.0, clocks
+    clocks = [x for x in recs if isinstance(x, E.NodeClock)]
+    assert clocks and all(x.used and abs(x.ahead_s + HOUR) < 60.0 for x in clocks), clocks
     text = _report(run_dir, tmp_path)
     assert "began their work before" not in text and re.search(r"node1 (3599\.9|3600\.0)\d* s behind", text), text
     assert_nothing_left(run_dir)
