@@ -215,8 +215,7 @@ class Agent:
             self._say_markers(now)
             self.memory.tick(now)  # the watchdog's sample, when due
             if now - self.last_heard >= self.timeout_s:
-                self.stopping = (f"no word from the coordinator at {self.args.connect} for "
-                                 f"{now - self.last_heard:.1f} s")
+                self.stopping = f"no word from the coordinator at {self.args.connect} for {now - self.last_heard:.1f} s"
             if now >= next_beat:
                 self.send(self.clock.beat(self.node, memwatch.node_used(getattr(self.args, "memory", 0))))
                 self.watch.look()
