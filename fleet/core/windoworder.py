@@ -31,9 +31,9 @@ predecessor, or behind whichever frees first, or started on the freed resources.
 - Reserved (`reserved`, after the pass): on the nodes a reservation takes, the queued
   steps that come after its step (a chain's from the first such to its tail); the plan
   counts only the ones before (fleet.core.reservations._queued_end). They are not
-  queued again while its step waits with a plan (`barred`): made again as the nodes'
-  answers come in, one a turn, the plan could move to other nodes and back, and those
-  steps with it, for ever (before 2026-12-07: a simulation that never ended).
+  queued again while its step waits (`barred`): made again as the nodes' answers come
+  in, one a turn, its plan could be dropped, or move to other nodes, and come back, and
+  those steps with it, for ever (before 2026-12-07: a simulation that never ended).
 
 No back and forth: only a step that comes AFTER a ready (or nearly ready) one in the
 order is taken back, and back in the ready steps it is queued again only after the
@@ -95,6 +95,7 @@ class WindowOrder:
         # with a plan (`barred`): its plan, made again as the answers come, may move to other
         # nodes and back, and the steps with it (queued, taken back, queued...: no end)
         self.for_res: dict[str, str] = {}
+        self._for_res_most = 4096  # then swept (`reserved`)
         self.stayed: dict[str, tuple] = {}  # dropped by their node as their predecessor went on -> (job, why, node, pred)
         self.went_on: dict[str, int] = {}  # such a predecessor -> how many drops of its node are to come
         self.early: set[str] = set()  # such a one whose drops came before its exit (_went_on_first)
@@ -241,20 +242,24 @@ class WindowOrder:
                 for pid in sorted(sched._on_node.get(node, ()), key=lambda s: sched._jobs[s].seq):
                     self._from_first_after(sched._jobs[pid], key, f"{sid!r} has a reservation there and "
                                            "comes before it", out, res=sid)
+        if len(self.for_res) > self._for_res_most:  # (those that started meanwhile: never looked at again)
+            jobs = sched._jobs
+            ready = {sid for sid in {*self.for_res, *self.for_res.values()}
+                     if sid in jobs and jobs[sid].state == S.READY}
+            self.for_res = {s: r for s, r in self.for_res.items() if s in ready and r in ready}
+            self._for_res_most = max(4096, 2 * len(self.for_res))
         if len(self.cleared) > len(sched._res.plans):
             self.cleared = {s: p for s, p in self.cleared.items() if p in sched._res.plans.values()}
 
     def barred(self, sid: str) -> bool:
-        """`sid` was taken back for a reservation whose step still waits with a plan: it
-        is not queued again (it may start in a pass as any ready step)."""
+        """`sid` was taken back for a reservation whose step still waits: it is not queued
+        again (it may start in a pass as any ready step)."""
         res = self.for_res.get(sid)
         if res is None:
             return False
         job = self.sched._jobs.get(res)
-        if job is not None and job.state == S.READY:
-            plan = self.sched._res.plans.get(("exclusive",) if job.exclusive else (job.demand,))
-            if plan is not None and plan.job is job:
-                return True
+        if job is not None and job.state == S.READY:  # (with a plan or not: one a pass may drop and make again)
+            return True
         del self.for_res[sid]
         return False
 
