@@ -247,6 +247,10 @@ class SimAgents:
         self.pid = os.getpid()
         self.their_beat = P.encode(P.Heartbeat("coordinator"))
         self.our_beats = [P.encode(P.Heartbeat(name)) for name in self.names]
+        # The coordinator's last clock stamp each agent read, and when: its beats echo it, as
+        # a real agent's do (fleet.node.clockecho), so the coordinator's clock measure is paid.
+        self.stamps = [0.0] * count
+        self.read_at = [0.0] * count
         self.down = [False] * count
         self.n_down = 0
         self.exits: list = []          # heap of (due, agent, step, attempt, decided_at, started, cores)
@@ -406,6 +410,8 @@ class SimAgents:
                 self._launch(i, msg, t)
             elif isinstance(msg, P.Heartbeat):
                 self.stats["heartbeats_in"] += 1
+                if msg.sent:
+                    self.stamps[i], self.read_at[i] = msg.sent, time.monotonic()
             elif isinstance(msg, P.Markers):
                 self._markers(i, msg)
             elif isinstance(msg, P.Welcome):
@@ -413,6 +419,8 @@ class SimAgents:
                 self.t_last_welcome = t
                 self.heartbeat_s = msg.heartbeat_s
                 self.hold_s = msg.report_hold_s
+                if msg.sent:
+                    self.stamps[i], self.read_at[i] = msg.sent, time.monotonic()
             elif isinstance(msg, P.Kill):
                 self._kill(i, msg, t)
             elif isinstance(msg, P.Shutdown):
@@ -542,7 +550,9 @@ class SimAgents:
         while self.beats and self.beats[0][0] <= now:
             due, i = self.beats.popleft()
             if not self.down[i]:
-                self.send_bytes(i, self.our_beats[i])
+                stamp = self.stamps[i]
+                self.send_bytes(i, P.encode(P.Heartbeat(self.names[i], sent=time.time(), echo=stamp,
+                                                        held=now - self.read_at[i])) if stamp else self.our_beats[i])
             self.beats.append((max(now, due + self.heartbeat_s), i))
 
     def summary(self, why: str) -> dict:
