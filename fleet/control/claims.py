@@ -74,7 +74,7 @@ class Claims:
         """Claim a decided step for this attempt (counting attempts across fleets)."""
         c = store.claim(self.run_dir_of(d.step), spec, self.fleet_id, d.attempt, self.stale_after,
                         max(self.max_attempts, spec.retries + 1) if self.max_attempts else 0,
-                        generation=self.sched.generation(d.step))
+                        generation=self.sched.generation(d.step), live=self._live())
         if c.kind == store.Claim.OURS:
             self.claimed.add(d.step)
         return c
@@ -123,13 +123,19 @@ class Claims:
                     out.append(sid)
         return out
 
+    def _live(self):
+        """Whether a fleet is live on the run directory, judged per fleet by the claims log
+        (its lease or registration: one look for many steps, never one per step), for
+        older fleets' per-step claims: one whose fleet is not is free at once."""
+        return self.log.live if self.log is not None else None
+
     def _blocked(self, step: str) -> str | None:
         """An older fleet's per-step claim, live and fresh, on a step that had records."""
         if not store.existed(self.run_dir, step):
             return None
         cur = records.read_claim(self.run_dir, step)
         if cur is None or cur.rec.get("fleet") == self.fleet_id or records.holder_dead(cur.rec) \
-                or records.claim_stale(cur, self.stale_after):
+                or records.claim_stale(cur, self.stale_after, self._live()):
             return None
         return str(cur[0].get("fleet"))
 
@@ -324,13 +330,22 @@ class Claims:
             yield Reclaim(step, why)
             return
         cur = records.read_claim(run_dir, step)
-        if cur is None or records.holder_dead(cur.rec) or records.claim_stale(cur, self.stale_after):
+        if cur is None or records.holder_dead(cur.rec) or records.claim_stale(cur, self.stale_after, self._live()):
             self.elsewhere.pop(step, None)
-            why = "its claim was released" if cur is None else f"its claim by {cur[0].get('fleet')} went stale"
+            why = self._freed(cur)
             self.events.write(events.Reclaim(t=now, step=step, reason=why))
             yield Reclaim(step, why)
         else:
             self._poll.add(step)  # an older fleet's per-step claim: read each period
+
+    def _freed(self, cur: records.ClaimLook | None) -> str:
+        """Why a per-step claim no longer holds its step (a Reclaim's reason)."""
+        if cur is None:
+            return "its claim was released"
+        by = cur.rec.get("fleet")
+        if isinstance(by, str) and by and self.log is not None and not self.log.live(by):
+            return f"its claim's fleet {by} is gone (no live lease or registration)"
+        return f"its claim by {by} went stale"
 
     def _live_final(self, step: str) -> bool:
         """Was another shard's step, found ended at this submission, ended in this round:

@@ -106,8 +106,11 @@ def waiting_line(wait: dict, run_dir: Path | str, now: float) -> str:
             f"this fleet takes it over in "
             f"{max(0.0, wait['takeover_at'] - now):.0f} s unless it is refreshed"
             + (f", or at once when its batch job ({wait['job']}) ends" if wait.get("job") else "")
-            + f" (--stale-after {wait['stale_after']:g}; a smaller --stale-after waits less; "
-              f"fleet down stops this fleet)")
+            + f" (--stale-after {wait['stale_after']:g}; "
+            # (a lease is never stale before twice its holder's refresh interval: `floor`,
+            # since 2026-12-07; a smaller --stale-after than that waits no less)
+            + ("a smaller --stale-after waits less; " if wait['stale_after'] > wait.get("floor", 0.0) else "")
+            + "fleet down stops this fleet)")
 
 
 class Lease:
@@ -175,14 +178,21 @@ class Lease:
             return noted
         wait = {"fleet": rec.get("fleet"), "host": rec.get("host"), "pid": rec.get("pid"), "refreshed": now - cur.age,
                 "watched": now - cur.unchanged, "takeover_at": takeover_at, "stale_after": self.stale_after,
+                "floor": sightings.confirm_s(self._refresh_of(rec)),
                 "job": rec.get("job") if self._asks_job(rec) else None}
         store._replace(self._reg_path(), {**self.me, "at": now, "waiting": wait})
         log.warning("%s", waiting_line(wait, self.root.parent, now))
         return takeover_at
 
     def _refresh_of(self, rec: dict) -> float:
-        """How often the record's writer refreshes it (an older fleet: stale_after/4, ours assumed)."""
-        return sightings.refresh_of(rec, max(1.0, self.stale_after / 4))
+        """How often the record's writer refreshes it. An older fleet's record does not
+        say (it refreshed every stale_after/4): taken as ours (REFRESH_S), so one whose
+        mtime says --stale-after is taken over after a short watch, as a newer fleet's is
+        (before, 2 x stale_after/4 + 2 s: five minutes of the allocation, by default, to
+        resume a run directory an older fleet died on). What this gives up: an older
+        fleet still alive on a host whose clock is --stale-after behind this one's is
+        taken over (docs/operations.md, upgrading)."""
+        return sightings.refresh_of(rec, self.refresh_s)
 
     def _stale(self, cur: Look) -> bool:
         """Seen unchanged long enough on this fleet's own clock (fleet.wire.sightings)."""

@@ -10,7 +10,7 @@ import os
 import socket
 import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from fleet.control import leftovers, tally
 from fleet.core import attempts
@@ -277,7 +277,7 @@ class Claim:
 
 
 def claim(run_dir: Path, spec: StepSpec, fleet: str, attempt: int, stale_after: float,
-          max_attempts: int, generation: int = 1) -> Claim:
+          max_attempts: int, generation: int = 1, live: Callable[[str], bool] | None = None) -> Claim:
     """Try to take a step for `fleet` (see the comment above for the protocol).
 
     Completion markers are looked at once the claim is won (a step found done at
@@ -286,7 +286,8 @@ def claim(run_dir: Path, spec: StepSpec, fleet: str, attempt: int, stale_after: 
     so a step submitted to run again (forced, or its deps ran anew) is not skipped.
     Attempts count toward `max_attempts` across fleets (those fleet.core.attempts says),
     from the generation (a later submission to the same fleet that ran the step anew)
-    that started them."""
+    that started them. `live`: whether a fleet is live on the run directory (another
+    fleet's claim is free at once when its fleet is not: fleet.wire.records.claim_stale)."""
     d = _fleet_dir(run_dir, spec.id)
     makedirs(d)
     record = {"fleet": fleet, "host": socket.gethostname(), "pid": os.getpid(), "attempt": attempt,
@@ -303,7 +304,7 @@ def claim(run_dir: Path, spec: StepSpec, fleet: str, attempt: int, stale_after: 
     if current is not None:
         held, age = current.rec, current.age
         dead = holder_dead(held)
-        if not dead and not claim_stale(current, stale_after):
+        if not dead and not claim_stale(current, stale_after, live):
             return Claim(Claim.ELSEWHERE, f"claimed by fleet {held.get('fleet')} on {held.get('host')} "
                                           f"({age:.0f} s ago)")
         gen = int(held.get("generation", 1))

@@ -17,7 +17,7 @@ import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from fleet.core.suite import StepSpec
 from fleet.wire import gcpause, owndirs, ownfiles, sightings, spechash
@@ -171,11 +171,16 @@ def read_claim(run_dir: Path, step_id: str) -> ClaimLook | None:
     return ClaimLook(rec, time.time() - st.st_mtime, SEEN.unchanged_for(path, st))
 
 
-def claim_stale(cur: ClaimLook, stale_after: float) -> bool:
-    """The claim was seen unchanged long enough on this process's own clock
-    (fleet.wire.sightings; its holder refreshes it every stale_after/4, ours assumed:
-    before 2026-12-07 its mtime alone decided, and a fleet whose clock was ahead took
-    a live fleet's claims)."""
+def claim_stale(cur: ClaimLook, stale_after: float, live: Callable[[str], bool] | None = None) -> bool:
+    """The claim's fleet is not live on the run directory (`live`: whether a fleet holds
+    the lease or a live registration, judged per fleet, fleet.control.claimlog), or the
+    claim was seen unchanged long enough on this process's own clock (fleet.wire.sightings;
+    its holder refreshes it every stale_after/4, ours assumed: before 2026-12-07 its mtime
+    alone decided, and a fleet whose clock was ahead took a live fleet's claims). Without
+    `live`, a long-dead fleet's claim waited 2 x stale_after/4 + 2 s (five minutes)."""
+    fleet = cur.rec.get("fleet")
+    if live is not None and isinstance(fleet, str) and fleet and not live(fleet):
+        return True
     return sightings.stale(cur.unchanged, cur.age, stale_after, max(0.2, stale_after / 4))
 
 

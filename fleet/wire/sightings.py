@@ -9,7 +9,10 @@ only once this process has SEEN it unchanged (same inode, mtime and size: a refr
 a rewrite changes them) for long enough on its own monotonic clock:
 
 - for --stale-after, whatever its mtime says (a holder whose clock or file server is
-  far behind is still taken over, that long after this fleet began to watch it), or
+  far behind is still taken over, that long after this fleet began to watch it), but
+  never for less than `confirm_s` (below, a --stale-after shorter than two of the
+  holder's refresh intervals found a live holder's file unchanged between two of its
+  refreshes, and a second fleet ran the live fleet's steps again: before 2026-12-07), or
 - for `confirm_s` (the holder's refresh interval twice, plus MARGIN_S), when its mtime
   also says it is --stale-after old: a crashed holder's lease, long dead, is taken over
   within tens of seconds, yet a live holder, which changes the file every refresh
@@ -52,13 +55,15 @@ def refresh_of(rec: dict, default: float) -> float:
 
 def stale(unchanged_s: float, mtime_age: float, stale_after: float, refresh_s: float) -> bool:
     """The verdict (see the module's docstring)."""
-    return unchanged_s >= stale_after or (unchanged_s >= confirm_s(refresh_s) and mtime_age >= stale_after)
+    confirm = confirm_s(refresh_s)
+    return unchanged_s >= max(stale_after, confirm) or (unchanged_s >= confirm and mtime_age >= stale_after)
 
 
 def stale_in(unchanged_s: float, mtime_age: float, stale_after: float, refresh_s: float) -> float:
     """Seconds until `stale` says so, if the file stays unchanged (0: it does now)."""
-    later = max(confirm_s(refresh_s) - unchanged_s, stale_after - mtime_age)
-    return max(0.0, min(stale_after - unchanged_s, later))
+    confirm = confirm_s(refresh_s)
+    later = max(confirm - unchanged_s, stale_after - mtime_age)
+    return max(0.0, min(max(stale_after, confirm) - unchanged_s, later))
 
 
 class Sightings:

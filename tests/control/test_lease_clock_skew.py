@@ -47,6 +47,18 @@ def started(run_dir: Path) -> list[str]:
 
 
 def test_a_fleet_whose_clock_is_far_ahead_shares_a_live_fleets_lease_and_runs_none_of_its_steps_again(tmp_path):
+    second_fleet_runs_none_of_a_live_fleets_steps(tmp_path, skewed(tmp_path))
+
+
+def test_a_fleet_with_a_stale_after_shorter_than_two_refreshes_runs_none_of_a_live_fleets_steps_again(tmp_path):
+    # (before 2026-12-07 a lease unchanged for --stale-after 4 between two of the holder's
+    # 5-s refreshes was stale, and the second fleet ran both live steps again)
+    second_fleet_runs_none_of_a_live_fleets_steps(tmp_path, {}, "--stale-after", "4")
+
+
+def second_fleet_runs_none_of_a_live_fleets_steps(tmp_path: Path, second: dict, *up_args: str) -> None:
+    """A second fleet (`second`: its environment; `up_args`: more of its `fleet up`'s
+    options) on a live fleet's run directory shares its lease and runs neither of its steps."""
     run_dir, flag = tmp_path / "run", tmp_path / "flag"
     steps = "".join(f'[[steps]]\nid = "w{k}"\ncall = "fleet_steps:wait_for_file"\n'
                     f'args = {{ path = "{flag}", timeout = 180 }}\n' for k in (1, 2))
@@ -56,12 +68,12 @@ def test_a_fleet_whose_clock_is_far_ahead_shares_a_live_fleets_lease_and_runs_no
     try:
         wait_for(lambda: started(run_dir) == ["w1", "w2"], 90, "the first fleet to start both steps")
         holder = json.loads((run_dir / ".fleet" / "lease").read_text())["fleet"]
-        up = spawn_with(skewed(tmp_path), "up", "--local", "--nodes", "1", "--run-dir", str(run_dir), cwd=tmp_path)
+        up = spawn_with(second, "up", "--local", "--nodes", "1", "--run-dir", str(run_dir), *up_args, cwd=tmp_path)
         rc, out, err = finish(up, 120)
         assert rc == 0, err
         assert json.loads((run_dir / ".fleet" / "lease").read_text())["fleet"] == holder, "the lease was taken over"
-        b_run = spawn_with(skewed(tmp_path), "run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path)
-        # The skewed fleet watches the live holder's lease for longer than its confirmation
+        b_run = spawn_with(second, "run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path)
+        # The second fleet watches the live holder's lease for longer than its confirmation
         # window (twice the refresh interval and more): four refreshes seen here.
         lease, seen = run_dir / ".fleet" / "lease", []
 

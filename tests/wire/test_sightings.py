@@ -32,6 +32,14 @@ def test_an_old_mtime_alone_never_makes_a_file_stale_but_a_watch_past_the_holder
     assert sightings.stale_in(2.0, 3600.0, stale_after=600.0, refresh_s=5.0) == 10.0
 
 
+def test_a_stale_after_shorter_than_two_of_the_holders_refreshes_never_finds_it_stale_between_two_of_them():
+    # (a holder refreshing every 5 s, watched by a fleet with --stale-after 4)
+    assert not sightings.stale(6.0, 6.0, stale_after=4.0, refresh_s=5.0)
+    assert not sightings.stale(11.9, 11.9, stale_after=4.0, refresh_s=5.0)
+    assert sightings.stale(12.0, 12.0, stale_after=4.0, refresh_s=5.0)
+    assert sightings.stale_in(4.0, 4.0, stale_after=4.0, refresh_s=5.0) == 8.0
+
+
 def test_past_the_most_files_watched_every_watch_starts_again_so_no_verdict_comes_sooner(tmp_path, monkeypatch):
     monkeypatch.setattr(sightings, "MAX_WATCHED", 3)
     seen = Sightings()
