@@ -177,11 +177,27 @@ def claim_stale(cur: ClaimLook, stale_after: float, live: Callable[[str], bool] 
     claim was seen unchanged long enough on this process's own clock (fleet.wire.sightings;
     its holder refreshes it every stale_after/4, ours assumed: before 2026-12-07 its mtime
     alone decided, and a fleet whose clock was ahead took a live fleet's claims). Without
-    `live`, a long-dead fleet's claim waited 2 x stale_after/4 + 2 s (five minutes)."""
+    `live`, a long-dead fleet's claim waited 2 x stale_after/4 + 2 s (five minutes). A
+    claim whose process lives on this host is judged by the watch alone, as before: a
+    fleet older than the lease (2026-11-30) holds claims and neither lease nor registration."""
     fleet = cur.rec.get("fleet")
-    if live is not None and isinstance(fleet, str) and fleet and not live(fleet):
+    if live is not None and isinstance(fleet, str) and fleet and not live(fleet) and not _alive_here(cur.rec):
         return True
     return sightings.stale(cur.unchanged, cur.age, stale_after, max(0.2, stale_after / 4))
+
+
+def _alive_here(claim: dict) -> bool:
+    """The claim's process runs on this host (or its pid was taken since: the watch decides)."""
+    pid = claim.get("pid")
+    if claim.get("host") != socket.gethostname() or not isinstance(pid, int):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def holder_dead(claim: dict) -> bool:
