@@ -58,7 +58,7 @@ def answer(sched: Scheduler, agents: list, *, up_since: float, run_dir: Path, fa
                 submissions=[_submission(s) for s in reversed(list(itertools.islice(reversed(submissions),
                                                                                     STATUS_SUBMISSIONS)))],
                 submissions_total=len(submissions),
-                loop=loop or {}, allocation=_allocation(sched, longer_only), preloading=preloading,
+                loop=loop or {}, allocation=_allocation(sched, longer_only, now), preloading=preloading,
                 ready=[asdict(h) for h in sched.waiting_heads(now, STATUS_READY)],
                 reservations=[asdict(r) for r in sched.reservations()],
                 waiting_children=[dict(step=sid, phase=phase, stage=stage, waiting_for=n, children=total,
@@ -77,12 +77,16 @@ def _submission(s) -> dict:
     return out
 
 
-def _allocation(sched: Scheduler, longer_only: bool) -> dict | None:
+def _allocation(sched: Scheduler, longer_only: bool, now: float) -> dict | None:
     """The end and the drain (fleet.core.deadline), and whether what the drain left needs a
-    longer allocation (then fleet status does not say the next run goes on)."""
+    longer allocation (then fleet status does not say the next run goes on). `left_s`: the
+    time left, by this clock stepped as the scheduler knows (the monotonic deadline), so
+    that a reader on another host, or after a step of the wall clock, need not guess it."""
     shown = sched.deadline.shown()
     if shown is not None and longer_only:
         shown["longer_only"] = True
+    if shown is not None and shown["end"] is not None:
+        shown["left_s"] = round(shown["end"] + shown["shift"] - now, 3)
     return shown
 
 

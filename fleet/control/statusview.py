@@ -75,9 +75,15 @@ def _allocation(a: dict | None, now: float, limit: int = 5) -> list[str]:
     at = lambda t: time.strftime("%H:%M:%S", time.localtime(t))  # noqa: E731
     out = []
     if a.get("end") is not None:
-        left = a["end"] - now
+        # The time left by the coordinator's monotonic deadline (`left_s`, since 2026-12-07;
+        # before, end - now: a wall clock stepped forward showed the end passed while the
+        # fleet ran on); the times as read, and the wall clock's step since, if any.
+        shift = a.get("shift") or 0.0
+        left = a["left_s"] if a.get("left_s") is not None else a["end"] + shift - now
+        stepped = f", as read before the wall clock stepped {'+' if shift > 0 else '-'}{_dur(round(abs(shift)))}" \
+            if abs(shift) >= 1 else ""
         out.append(f"allocation ends {at(a['end'])} ({'in ' + _dur(left) if left > 0 else 'passed'}; "
-                   f"{a.get('source') or 'given'}), drain point {at(a['drain_at'])}")
+                   f"{a.get('source') or 'given'}), drain point {at(a['drain_at'])}{stepped}")
     if a.get("drained"):
         # (Before 2026-12-06 it said "the next run goes on" of steps that no job like this one can run.)
         then = ("every step left needs a longer allocation than this one" if a.get("longer_only")

@@ -177,10 +177,13 @@ class Deadline:
         return max(start, now) + exp <= drain_at
 
     def shown(self) -> dict | None:
-        """The end as `fleet status` shows it (None: no end known, no drain)."""
+        """The end as `fleet status` shows it (None: no end known, no drain): the end and
+        drain point as read, and `shift`, how far the wall clock has stepped since (the
+        time left is end + shift - now: before 2026-12-07 a wall clock stepped forward
+        showed the end passed while the fleet ran on)."""
         if self.end is None and not self.drained:
             return None
-        return dict(end=self.end, drain_at=self.drain_at, source=self.source, drained=self.drained,
+        return dict(end=self.end, drain_at=self.drain_at, shift=self.shift, source=self.source, drained=self.drained,
                     reason=self.reason, held=self.held,
                     held_steps=[dict(step=s, reason=r) for s, r in self.held_first])
 

@@ -153,3 +153,35 @@ deps = ["cmd"]
               cwd=tmp_path, timeout=90, environ=true_clock)
     assert r.returncode == 0, r.stdout + r.stderr
     assert [len(exits(run_dir, s)) for s in ("cmd", "call")] == [2, 2]
+
+
+def test_fleet_status_counts_the_time_left_by_the_monotonic_deadline_after_the_wall_clock_steps_an_hour_forward(
+        tmp_path):
+    environ, skew = skewed(tmp_path)
+    run_dir, flag = tmp_path / "run", tmp_path / "flag"
+    suite = write_suite(tmp_path / "s.toml", f"""
+[suite]
+name = "shown"
+[[steps]]
+id = "a"
+command = "while [ ! -e {flag} ]; do sleep 0.1; done"
+""")
+    p = spawn("run", str(suite), "--run-dir", str(run_dir), "--nodes", "1", "--walltime", "600s",
+              "--drain-before", "10s", *HB, cwd=tmp_path, environ=environ)
+    try:
+        wait_for(lambda: started(run_dir, "a"), 60, "a to start")
+        step_clock(skew, 3600)
+        log = run_dir / "coordinator.log"
+        wait_for(lambda: log.exists() and "the wall clock stepped" in log.read_text(), 60,
+                 "the coordinator to see the clock's step")
+        # `fleet status` on the same host (its clock stepped too): before 2026-12-07 "passed"
+        r = fleet("status", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60, environ=environ)
+        assert r.returncode == 0, r.stderr
+        [line] = [x for x in r.stdout.splitlines() if x.startswith("allocation ends")]
+        assert "passed" not in line and " (in " in line, line
+        assert line.endswith("as read before the wall clock stepped +1h00m"), line
+        assert not kinds(run_dir, "drained")
+    finally:
+        flag.touch()
+        code, out, err = finish(p, 90)
+    assert code == 0, out + err
