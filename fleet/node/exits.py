@@ -18,6 +18,7 @@ from fleet.wire import numtext
 # os.wait4 imports `resource` at its first call, when a user's resource.py may be first on
 # sys.path (the zygote puts the user's directory back: fleet.wire.interpreter): taken here.
 _RUSAGE = resource.struct_rusage
+REAPED = "reaped_mono"  # (in a step's report: when the zygote reaped it, on its monotonic clock)
 
 
 def reap(zygote, block: bool = False) -> list:
@@ -64,6 +65,10 @@ def reap(zygote, block: bool = False) -> list:
             raise
         logcut.reaped(info.si_pid)  # (a command's log: before its pid can be another's)
         if step is not None:  # (left in zygote.steps: its records are found by its pid)
+            # Its work ends here, whenever its end is reported: a step whose srun died is
+            # held until a helper ended its Slurm step (fleet.node.srunend), and that wait
+            # (seconds, up to a minute) was counted as its work before 2026-12-07 (worked).
+            step.report[REAPED] = time.monotonic()
             ended.append((step, status, usage, time.time()))
             steps += 1
         else:  # the helper that ended a dead srun's Slurm step: that step's end is due now
@@ -122,16 +127,16 @@ def exited(step, status: int, usage, ended_at: float) -> P.Exited:
 
 def worked(rep: dict) -> float | None:
     """How long a reaped step worked, by this node's monotonic clock (P.Exited.worked_s):
-    from its ``begin`` record to its ``end`` record, or to now (its reap) if it wrote none
-    (killed; a command, whose work ends with its process); None if it never began its
+    from its ``begin`` record to its ``end`` record, or to its reap (REAPED; else now) if
+    it wrote none (killed; a command, whose work ends with its process); None if it never began its
     work. Its wall stamps (work_start, work_end) are for display: a wall clock stepped by
     NTP during the step made hours of work of seconds (before 2026-12-07), and the next
     allocation refused the step as too long for it."""
     w = rep.get("worked_s")
     if w is not None:
         return w
-    start = rep.get("work_mono")
-    return None if start is None else max(0.0, time.monotonic() - start)
+    start, end = rep.get("work_mono"), rep.get(REAPED)
+    return None if start is None else max(0.0, (time.monotonic() if end is None else end) - start)
 
 
 def not_started(msg: P.Launch, error: str, disk_full: int | None = None) -> P.Exited:

@@ -177,7 +177,12 @@ def test_an_mpi_step_whose_srun_is_sigkilled_has_its_slurm_step_ended_before_the
         os.kill(srun, signal.SIGKILL)
         wait_for(lambda: (tmp_path / "ran").exists(), 200, "fleet run to return")
         report = _report(tmp_path)
-        assert [a["outcome"] for a in records.attempts(tmp_path / "run", "m")] == ["terminated", "succeeded"], report
+        attempts = records.attempts(tmp_path / "run", "m")
+        assert [a["outcome"] for a in attempts] == ["terminated", "succeeded"], report
+        # Its work ended at its reap, not when the helper had ended its Slurm step (seconds
+        # later: before 2026-12-07 that wait was counted as work, ~35 times its stamps' length)
+        [a1] = [a for a in attempts if a["outcome"] == "terminated"]
+        assert a1["work_s"] <= a1["ended_at"] - a1["started_at"] + 0.5, (a1, report)
         seen = {p.name: _read(p) for p in tmp_path.glob("left.*")}
         assert set(seen) == {"left.0", "left.1"}, (seen, report)
         assert not any(seen.values()), f"attempt 1's ranks ran beside attempt 2: {seen}\n{report}"
