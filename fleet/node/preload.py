@@ -191,6 +191,7 @@ class Preloads:
         # Set if this zygote itself ended up with more than one thread: it forks no
         # call step after that (a thread holding a lock at fork leaves it held).
         self.poisoned = ""
+        self.replace_why = ""  # what the Ok("replace") says, once drained
 
     def ask(self, modules: tuple) -> None:
         """A Preload arrived: answered in order, from the loop (:meth:`turn`)."""
@@ -211,7 +212,8 @@ class Preloads:
         return left if timeout_ms is None else min(left, timeout_ms)
 
     def turn(self, zygote) -> None:
-        """One turn of the zygote's loop: finish a probe that ended, start the next."""
+        """One turn of the zygote's loop: finish a probe that ended, start the next; a
+        poisoned zygote that has drained asks to be replaced."""
         if self.probe is not None:
             answer = self.probe.read(time.monotonic())
             if answer is None:
@@ -231,6 +233,7 @@ class Preloads:
                 zygote.send(P.Preloaded(modules, not self.poisoned, self.poisoned, 0.0))
             elif isinstance(started := self._start(modules, new, zygote.own_fds + zygote.spare.fds), str):
                 zygote.send(P.Preloaded(modules, False, started, 0.0))
+        self.replace_if_drained(zygote)  # (after answering every Preload it read: none is replayed)
 
     def _start(self, modules: tuple, new: list[str], close_fds: tuple[int, ...]) -> str | None:
         r, w = os.pipe()
@@ -296,19 +299,40 @@ class Preloads:
     def _poisoned(self, zygote, modules: tuple, reason: str, import_s: float) -> None:
         """This zygote has a thread now (the probe had none: a module that does more in
         the zygote than in a probe): it can fork no call step safely, for good. Refuse
-        the request, then stop as on a SIGTERM: its steps are stopped, what is queued
-        here is dropped for the next zygote, and it tells its agent to start a new one
-        with its earlier modules (fleet.node.rezygote). Before 2026-12-08 it served on,
-        every later call step failing at once, for the fleet's life."""
-        self.poisoned = f"this zygote cannot fork call steps any more: {reason}"
+        the request and drain: it starts nothing more (:meth:`holds_back`), its running
+        steps run to their end, and then it asks its agent for a new zygote with its
+        earlier modules (:meth:`replace_if_drained`; fleet.node.rezygote), which is
+        written every launch left unanswered here. Before 2026-12-08 it served on, every
+        later call step failing at once, for the fleet's life; from then until 2026-12-09
+        it stopped as on a SIGTERM, ending every other submission's running steps."""
+        self.poisoned = (f"this zygote is being replaced once its running steps end, so it takes no preload "
+                         f"(it got a thread: {reason})")
+        self.replace_why = f"got a thread from preloading {', '.join(modules)}"
         zygote.prefork = False
         zygote.spare.drop()
-        zygote._warn(f"{reason}: stopping; the agent starts a new zygote with the modules it had before")
+        zygote._warn(f"{reason}: the agent starts a new zygote once its running steps end "
+                     f"(with the modules it had before); until then nothing starts here")
         zygote.send(P.Preloaded(modules, False, f"{reason} (in the zygote, not when tried apart: its node "
                                                 f"restarts its zygote without it)", import_s))
-        zygote.send(P.Ok("replace", zygote=f"got a thread from preloading {', '.join(modules)}"))
-        if zygote.stop_grace is None:
-            zygote.stop_grace = zygote.grace
+        # (drained already? said at the end of this turn: fleet.node.preload.Preloads.turn)
+
+    def holds_back(self) -> bool:
+        """True if a launch is to be left unanswered: a poisoned zygote starts nothing
+        (a call cannot be forked safely with a thread; a command would keep it from ever
+        draining). Its agent writes each unanswered launch to the new zygote
+        (fleet.node.rezygote.end_steps, clean), where it runs, no attempt used; one
+        queued here behind a running step comes back through the launch when that step
+        is reaped, and is left so then."""
+        return bool(self.poisoned)
+
+    def replace_if_drained(self, zygote) -> None:
+        """A poisoned zygote with no step running or ending and nothing queued: it asks
+        its agent to replace it (``Ok("replace")``, after every report it sent) and stops,
+        with nothing to stop (grace 0)."""
+        if (self.poisoned and zygote.stop_grace is None and not zygote.steps and not len(zygote.queued)
+                and not zygote.srun_ends):
+            zygote.send(P.Ok("replace", zygote=self.replace_why))
+            zygote.stop_grace = 0.0
 
     def drop(self) -> None:
         """Stop a probe that is still importing (the zygote is shutting down)."""

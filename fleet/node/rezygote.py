@@ -161,8 +161,9 @@ class Unstarted:
 def end_steps(agent, clean: bool = False) -> list[list]:
     """Kill what the dead zygote's steps left running; the [step, attempt] of each that
     had started or may have (every launch not held: Unstarted.held), now ended here.
-    ``clean``: it stopped itself (Ok("replace")), having answered every launch it read
-    (Started and Exited, or Dropped): each launch unanswered is unread, so held."""
+    ``clean``: it stopped itself (Ok("replace")) with no step running, having answered
+    every launch it started (Started and Exited, or Dropped): each launch unanswered is
+    unread, or read and left so as it drained (fleet.node.preload): never started, so held."""
     held = set(agent.unstarted.frames) if clean else set(agent.unstarted.held(unreaped(agent)))
     started = sorted(k for k in agent.graces if k not in held)
     session.kill_all(agent.pgids.values())

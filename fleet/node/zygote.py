@@ -230,10 +230,10 @@ class Zygote:
             self._warn(f"dropped a second launch of {msg.step} attempt {msg.attempt}")
         elif self.queued.gone(msg):  # queued behind a step that went on (fleet.node.queued)
             self.send(P.Dropped(msg.step, msg.attempt, f"dropped: {msg.after!r} went on before it"))
+        elif self.preloads.holds_back():
+            pass  # left unanswered: its agent writes it to the zygote replacing this one (fleet.node.preload)
         elif msg.after and (msg.after in self.ids or self.queued.holds(msg.after)):
             self.queued.hold(msg, payload)  # started when that step is reaped (a chain: in turn)
-        elif msg.kind == "call" and self.preloads.poisoned:
-            self._not_started(msg, self.preloads.poisoned)
         elif msg.kind == "call":
             self._fork_call(msg, payload)
         elif msg.kind == "command":

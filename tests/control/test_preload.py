@@ -21,7 +21,7 @@ from fleet.core.resources import NodeSpec
 from fleet.wire import events as E
 from fleet.wire import messages as P
 from fleet.wire.events import EventLog
-from fleetharness import assert_nothing_left, fleet, records, write_suite
+from fleetharness import assert_nothing_left, finish, fleet, records, spawn, wait_for, write_suite
 
 STEPS = 4
 
@@ -118,6 +118,46 @@ def test_a_preload_that_gives_the_zygotes_a_thread_is_refused_and_they_are_repla
     assert all("got a thread from preloading preload_threads_unless_leader" in e.reason for e in restarted)
     zygotes = {e.zygote_pid for e in restarted}
     for i in range(STEPS):  # run by the new zygotes, which do not have the module
+        seen = json.loads((up / "steps" / f"s{i}" / "where.json").read_text())
+        assert seen["ppid"] in zygotes, seen
+
+
+def test_a_preload_that_gives_the_zygotes_a_thread_ends_no_running_step_and_what_is_sent_while_they_drain_runs(
+        up, tmp_path):
+    # Another submission's command steps are running on the nodes when the bad suite comes.
+    go = tmp_path / "go"
+    wait = f"while [ ! -e {go} ]; do sleep 0.05; done; echo done"
+    long = write_suite(tmp_path / "long.toml", '[suite]\nname = "long"\n' + "".join(
+        f'[[steps]]\nid = "w{i}"\ncommand = "{wait}"\n' for i in (1, 2)))
+    runs = [spawn("run", str(long), "--run-dir", str(up), cwd=tmp_path)]
+    try:
+        wait_for(lambda: len([e for e in records(up) if isinstance(e, E.Started)]) == 2, 60, "the long steps")
+        bad = write_suite(tmp_path / "bad.toml", '[suite]\nname = "bad"\npreload = ["preload_threads_unless_leader"]\n'
+                                                 '[[steps]]\nid = "never"\ncall = "preload_records_import:where"\n')
+        r = fleet("run", str(bad), "--run-dir", str(up), cwd=tmp_path)
+        assert r.returncode == 2 and "its node restarts its zygote without it" in r.stderr, r.stdout + r.stderr
+        # Call steps submitted now are sent to the draining zygotes (left unanswered, run by the new
+        # ones, no attempt used), or to their agents as they replace them.
+        runs.append(spawn("run", str(_suite(tmp_path, "good", [])), "--run-dir", str(up), cwd=tmp_path))
+        wait_for(lambda: [e for e in records(up) if isinstance(e, E.Submitted)][1:], 60, "the call steps")
+        go.touch()
+        # Before 2026-12-09 the long steps ended `terminated` (killed by SIGTERM) at the bad suite's refusal.
+        for p in runs:
+            rc, out, err = finish(p, 120)
+            assert rc == 0, out + err
+    finally:
+        go.touch()
+        for p in runs:
+            finish(p, 120)
+    recs = records(up)
+    assert sorted(e.step for e in recs if isinstance(e, E.Exit) and e.outcome == "succeeded") == \
+        ["s0", "s1", "s2", "s3", "w1", "w2"], [e for e in recs if isinstance(e, E.Exit)]
+    assert all(e.attempt == 1 for e in recs if isinstance(e, E.Start)), recs  # none ran twice, no attempt used
+    nodes = sorted(e.node for e in recs if isinstance(e, E.NodeJoined))
+    restarted = [e for e in recs if isinstance(e, E.ZygoteRestarted)]
+    assert sorted(e.node for e in restarted) == nodes and not any(e.steps for e in restarted), restarted
+    zygotes = {e.zygote_pid for e in restarted}
+    for i in range(STEPS):  # run by the new zygotes
         seen = json.loads((up / "steps" / f"s{i}" / "where.json").read_text())
         assert seen["ppid"] in zygotes, seen
 

@@ -128,20 +128,34 @@ def test_a_probe_still_importing_at_its_deadline_is_killed_and_the_request_refus
     assert "preload_slow" not in sys.modules and thread_count() is not None
 
 
-def test_a_zygote_that_gets_a_thread_from_a_module_its_probe_imported_cleanly_refuses_it_stops_and_asks_for_a_new_one(
+def test_a_zygote_that_gets_a_thread_from_a_module_its_probe_imported_cleanly_refuses_it_drains_and_asks_for_a_new_one(
         zygote, tmp_path):
     z = zygote(env={"FLEET_TEST_THREAD_IF_PARENT": str(os.getpid())})
-    z.send(launch(tmp_path, "cmd", kind="command", command=["sleep", "30"]))
+    go = tmp_path / "go"
+    z.send(launch(tmp_path, "cmd", kind="command",
+                  command=["sh", "-c", f"while [ ! -e {go} ]; do sleep 0.05; done"]))
     z.expect(Started)
     z.send(Preload(("preload_threads_in_zygote",)))
     answer = z.expect(Preloaded)
     assert not answer.ok and "module 'preload_threads_in_zygote' starts a thread when imported" in answer.reason
     assert "its node restarts its zygote without it" in answer.reason
-    replace = z.expect(Ok)
+    # While its step runs it starts nothing (a call, a command, one queued behind the step)
+    # and answers none of them: its agent writes them to the new zygote. A later preload is refused.
+    z.send_together(launch(tmp_path, "call"), launch(tmp_path, "later", kind="command", command=["true"]),
+                    launch(tmp_path, "behind", kind="command", command=["true"], after="cmd"),
+                    Preload(("preload_records_import",)))
+    again = z.expect(Preloaded)
+    assert not again.ok and "being replaced once its running steps end" in again.reason, again
+    # Before 2026-12-09 it stopped as on a SIGTERM: its running step ended `terminated`.
+    go.touch()
+    assert z.exited("cmd").outcome == "succeeded"
+    replace = z.expect(Ok)  # only once its step has ended
     assert replace.what == "replace" and "preload_threads_in_zygote" in replace.zygote, replace
-    # It stops as on a SIGTERM: its step is stopped and reported, then it exits (its agent starts a new one).
-    assert z.exited("cmd").outcome == "terminated"
     assert z.wait() == 0
+    with pytest.raises(EOFError):
+        z.next()
+    assert list(z.started) == ["cmd"]
+    assert not any((tmp_path / "steps" / s).exists() for s in ("call", "later", "behind"))
 
 
 def test_a_preload_that_ignores_sigchld_on_a_serving_zygote_leaves_its_loop_reporting_every_step_and_is_said(
