@@ -4,7 +4,7 @@
 A module may leave a process at import (a child, or a daemon in a session of its own)
 that holds the child's stdout and stderr open: Popen.communicate() waits for those
 pipes' end of file, so such a module gave a false "took longer than 120 s" after 120 s,
-and a daemon that outlived the bound hung validate until it exited (before 2026-12-08:
+and a daemon that outlived the bound hung validate until it exited (before 2026-12-07:
 a second communicate() without a timeout). Here the answer is read until its line is
 complete or the child has exited (then what the pipes hold is taken, not waited for),
 within the bound; then the child, its process group and every process below it (the

@@ -228,7 +228,7 @@ def _whole(sched, decisions: list, now: float) -> list:
     withdrawals of a decision list and of its rest, grouped by node (each node in the
     order of its first Withdraw, each node's in theirs), each group one Exits, the groups
     in that order; what a group's pass withdraws is answered after the groups before it.
-    (Before 2026-12-08 each Withdraw was its own pass: the first one's pass could give
+    (Before 2026-12-07 each Withdraw was its own pass: the first one's pass could give
     the core it freed to a later-ranked step while the others were still queued.)"""
     out: list = []
     answers: deque = deque()  # one node's answer each: the Exits its Dropped make

@@ -8,7 +8,7 @@ a library's own SIGINT handler, a blocked signal): at fleet start that is harmle
 the zygote sets its handlers after its --preload imports; but a module preloaded while
 it serves (a suite's ``preload`` on a `fleet up`) changed them under a running loop,
 and with SIGCHLD ignored the kernel reaps every step itself: steps ended and were never
-reported (before 2026-12-08). So :func:`snapshot` is taken before such an import and
+reported (before 2026-12-07). So :func:`snapshot` is taken before such an import and
 :func:`restore` puts it back after, saying what the module had changed; the probe
 (fleet.node.preload) says the same to the user beforehand.
 

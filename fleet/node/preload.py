@@ -147,7 +147,7 @@ class _Probe:
                 pass  # a line cut by the kill
         final = next((d for d in reversed(lines) if "ok" in d or "error" in d), None)
         # Done at its last line, not at end of file: a process its import left holds the
-        # pipe open (before 2026-12-08 each suite waited the whole PROBE_TIMEOUT_S for it).
+        # pipe open (before 2026-12-07 each suite waited the whole PROBE_TIMEOUT_S for it).
         if final is None and not eof and now < self.deadline:
             return None
         current = next((d["importing"] for d in reversed(lines) if "importing" in d), "?")
@@ -302,9 +302,9 @@ class Preloads:
         the request and drain: it starts nothing more (:meth:`holds_back`), its running
         steps run to their end, and then it asks its agent for a new zygote with its
         earlier modules (:meth:`replace_if_drained`; fleet.node.rezygote), which is
-        written every launch left unanswered here. Before 2026-12-08 it served on, every
-        later call step failing at once, for the fleet's life; from then until 2026-12-09
-        it stopped as on a SIGTERM, ending every other submission's running steps."""
+        written every launch left unanswered here. Before 2026-12-07 it served on, every
+        later call step failing at once, for the fleet's life (a first fix that stopped it
+        as on a SIGTERM ended every other submission's running steps: never released)."""
         self.poisoned = (f"this zygote is being replaced once its running steps end, so it takes no preload "
                          f"(it got a thread: {reason})")
         self.replace_why = f"got a thread from preloading {', '.join(modules)}"

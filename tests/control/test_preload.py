@@ -106,7 +106,7 @@ def test_a_preload_that_gives_the_zygotes_a_thread_is_refused_and_they_are_repla
     errors = [line for line in r.stderr.splitlines() if line.startswith("error: ")]
     assert errors and all("module 'preload_threads_unless_leader' starts a thread" in e and
                           "its node restarts its zygote without it" in e for e in errors), r.stderr
-    # Before 2026-12-08 every later call step failed at once on every node ("this zygote cannot
+    # Before 2026-12-07 every later call step failed at once on every node ("this zygote cannot
     # fork call steps any more"), for the fleet's life; now each node has a new zygote.
     good = _suite(tmp_path, "good", [])
     r = fleet("run", str(good), "--run-dir", str(up), cwd=tmp_path, timeout=120)
@@ -141,7 +141,7 @@ def test_a_preload_that_gives_the_zygotes_a_thread_ends_no_running_step_and_what
         runs.append(spawn("run", str(_suite(tmp_path, "good", [])), "--run-dir", str(up), cwd=tmp_path))
         wait_for(lambda: [e for e in records(up) if isinstance(e, E.Submitted)][1:], 60, "the call steps")
         go.touch()
-        # Before 2026-12-09 the long steps ended `terminated` (killed by SIGTERM) at the bad suite's refusal.
+        # A first fix (never released) ended the long steps `terminated` (SIGTERM) at the bad suite's refusal.
         for p in runs:
             rc, out, err = finish(p, 120)
             assert rc == 0, out + err

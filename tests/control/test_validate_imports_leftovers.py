@@ -1,6 +1,6 @@
 """`fleet validate --imports` with preload modules whose import leaves a process running:
 a child (tests/preload_forks_daemon.py) and a daemon in a session of its own
-(tests/preload_leaves_daemon.py). Before 2026-12-08 validate waited for the importer's
+(tests/preload_leaves_daemon.py). Before 2026-12-07 validate waited for the importer's
 pipes to close, which those processes held: a false "took longer than 120 s" after 120 s
 for the child, and a hang for as long as the daemon lived. Real processes throughout."""
 

@@ -146,7 +146,7 @@ def test_a_zygote_that_gets_a_thread_from_a_module_its_probe_imported_cleanly_re
                     Preload(("preload_records_import",)))
     again = z.expect(Preloaded)
     assert not again.ok and "being replaced once its running steps end" in again.reason, again
-    # Before 2026-12-09 it stopped as on a SIGTERM: its running step ended `terminated`.
+    # A first fix (never released) stopped it as on a SIGTERM: its running step ended `terminated`.
     go.touch()
     assert z.exited("cmd").outcome == "succeeded"
     replace = z.expect(Ok)  # only once its step has ended
@@ -166,7 +166,7 @@ def test_a_preload_that_ignores_sigchld_on_a_serving_zygote_leaves_its_loop_repo
     assert answer.ok and answer.reason == ("module 'preload_ignores_sigchld' changes the SIGCHLD handler when "
                                            "imported; the zygote put its own back (its steps start with default "
                                            "signals as always)"), answer
-    # Before 2026-12-08 the kernel reaped these itself: they ended, and were never reported.
+    # Before 2026-12-07 the kernel reaped these itself: they ended, and were never reported.
     z.send(launch(tmp_path, "call", "steps:record"))
     assert z.exited("call").outcome == "succeeded"
     z.send(launch(tmp_path, "cmd", kind="command", command=["true"]))
@@ -198,7 +198,7 @@ def test_a_preload_whose_import_leaves_a_daemon_is_answered_at_the_probes_last_l
     where.mkdir()
     z = zygote(env={"FLEET_TEST_DAEMON_DIR": str(where)})
     z.send(Preload(("preload_leaves_daemon",)))
-    # Before 2026-12-08 the answer waited for the probe pipe's end of file, which the daemon
+    # Before 2026-12-07 the answer waited for the probe pipe's end of file, which the daemon
     # held: the probe's whole time limit (25 s), longer than this wait.
     answer = z.expect(Preloaded)
     assert answer.ok, answer
