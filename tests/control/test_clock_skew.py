@@ -2,7 +2,7 @@
 off from the coordinator's (the coordinator measures it from heartbeats,
 fleet.control.nodeclock), and a host whose clock steps under a running fleet (status's
 ages on the coordinator's monotonic clock, fleet.control.wallsteps). The clocks are
-moved by tests/control/clockshim (time.time() only; the monotonic clock is the true one)."""
+moved by tests/harness/clockshim (time.time() only; the monotonic clock is the true one)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from fleetharness import assert_nothing_left, finish, fleet, records, spawn, wai
 
 from fleet.wire import events as E
 
-SHIM = Path(__file__).parent / "clockshim"
+SHIM = Path(__file__).parents[1] / "harness" / "clockshim"
 HOUR = 3600.0
 
 

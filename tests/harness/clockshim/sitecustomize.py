@@ -1,30 +1,46 @@
-"""A wall clock set apart or stepped, for the tests of clocks (fleet.control.drain,
-fleet.node.exits, fleet.wire.sightings): with CLOCK_SKEW_FILE set, time.time() and
-time.time_ns() are moved by the seconds that file holds, read again every 0.2 s of the
-monotonic clock, which is left alone. A change to the file acts as a step of the wall
-clock by NTP (or `date -s`) does; a constant one is a host whose clock is set apart from
-the others'. For every process of a fleet started with this directory on PYTHONPATH (the
-zygote's forked steps too; a command step's own clock is not moved). File times (mtimes
-the kernel sets) are not moved, as on another host they would not be either."""
+"""Test shim for the tests of clocks (put this directory first on PYTHONPATH): moves
+time.time() and time.time_ns() of some processes, never the monotonic clock. File times
+(mtimes the kernel sets) are not moved, as on another host they would not be either.
+
+- CLOCKSHIM_NODE and CLOCKSHIM_S: the agent of that node (and every process
+  it starts, through the environment) sees its wall clock CLOCKSHIM_S seconds off,
+  as a node whose clock disagrees with the coordinator's host.
+- CLOCKSHIM_FILE (or CLOCK_SKEW_FILE): every process adds the seconds the file holds
+  (read again each 0.2 s of the monotonic clock), as a host whose clock NTP steps under
+  the fleet, or one set apart from the others' (the zygote's forked steps too; a command
+  step's own clock is not moved)."""
 
 import os
-import time as _time
+import time as _t
 
-_file = os.environ.get("CLOCK_SKEW_FILE")
-if _file:
-    _time_real, _time_ns_real, _mono = _time.time, _time.time_ns, _time.monotonic
-    _state = {"at": -1.0, "off": 0.0}
+_node = os.environ.get("CLOCKSHIM_NODE", "")
+if _node and not os.environ.get("CLOCKSHIM_SKEWED"):
+    try:
+        with open("/proc/self/cmdline", "rb") as _f:
+            _cmd = _f.read().split(b"\0")
+    except OSError:
+        _cmd = []
+    if b"fleet.node.agent" in _cmd and _node.encode() in _cmd:
+        os.environ["CLOCKSHIM_SKEWED"] = "1"  # (its zygote and steps inherit it)
+
+_file = os.environ.get("CLOCKSHIM_FILE") or os.environ.get("CLOCK_SKEW_FILE", "")
+if os.environ.get("CLOCKSHIM_SKEWED") or _file:
+    _time, _time_ns, _mono = _t.time, _t.time_ns, _t.monotonic
+    _fixed = float(os.environ.get("CLOCKSHIM_S", "0")) if os.environ.get("CLOCKSHIM_SKEWED") else 0.0
+    _read = {"at": -1.0, "off": 0.0}
 
     def _off() -> float:
+        if not _file:
+            return _fixed
         m = _mono()
-        if m - _state["at"] > 0.2:
-            _state["at"] = m
+        if m - _read["at"] > 0.2:
+            _read["at"] = m
             try:
                 with open(_file) as f:
-                    _state["off"] = float(f.read().strip() or 0)
+                    _read["off"] = float(f.read().strip() or 0)
             except (OSError, ValueError):
-                pass  # (kept: the file is written by rename, but a test may remove it)
-        return _state["off"]
+                pass
+        return _fixed + _read["off"]
 
-    _time.time = lambda: _time_real() + _off()
-    _time.time_ns = lambda: _time_ns_real() + int(_off() * 1e9)
+    _t.time = lambda: _time() + _off()
+    _t.time_ns = lambda: _time_ns() + int(_off() * 1e9)
