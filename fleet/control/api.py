@@ -191,6 +191,8 @@ class Fleet:
             if self.client.sock.poll(int(max(0.0, min(C.SLICE_S, left)) * 1000)):
                 return True
             if why := self.client.gone_why():
+                if self.client.last_look():  # (it answered, then ended)
+                    return True
                 raise C.CoordinatorGone(why)
             if left <= 0:
                 return False

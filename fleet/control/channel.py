@@ -65,6 +65,7 @@ class CoordinatorStopped(NoAnswer):
 ANSWER_LIMIT = 256 << 20
 
 SLICE_S = 0.2  # how often a wait looks at the coordinator's state and its tunnel
+LAST_LOOK_MS = 200  # for an answer sent just before the coordinator (or its tunnel) was found gone
 # The handshake events a monitor hears (no others: each is one message on an inproc pipe).
 _REFUSED = zmq.EVENT_HANDSHAKE_FAILED_AUTH
 _FAILED = zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
@@ -205,7 +206,7 @@ class Client:
                 return FleetError(refused)
             broken = self.broken() if self.broken else ""
             if broken:
-                return FleetError(broken)
+                return None if self.last_look() else FleetError(broken)
             stopped_at = (stopped_at or time.monotonic()) if self.here and stopped(self.conn.pid) else None
             if (stopped_at is not None and time.monotonic() - stopped_at >= STOPPED_FOR_S
                     and identity.coordinator(self.conn.pid, self.conn.run_dir)):
@@ -214,10 +215,17 @@ class Client:
                                           f"on this host, is stopped (SIGSTOP, or Ctrl-Z): continue it (kill -CONT "
                                           f"{pid}), or stop the fleet (fleet down --run-dir {self.conn.run_dir})")
             if gone_why := self.gone_why():
-                return CoordinatorGone(gone_why)
+                return None if self.last_look() else CoordinatorGone(gone_why)
             if left <= 0:
                 return NoAnswer(f"the coordinator at {self.endpoint} did not answer within {timeout:.0f} s"
                                 f"{self._where()}")
+
+    def last_look(self) -> bool:
+        """An answer came after all: the coordinator answered, then ended (a Down's answer)
+        or its tunnel closed, while this wait looked elsewhere after its last poll. What
+        it sent before it ended is on this host by now; before 2026-12-07 it was left
+        unread and the question failed, "down" (a `fleet down` said it got no answer)."""
+        return bool(self.sock.poll(LAST_LOOK_MS))
 
     def gone_why(self) -> str:
         """Why the coordinator this client was connected to will never answer: it is of this

@@ -31,6 +31,7 @@ DRAIN_BATCH = 1000  # messages taken from one socket per drain
 # node's goodbye, which ends every step it ran (64 at once), and at a job's end a
 # thousand of them held the loop, and a status answer, for 1.3-1.4 s.
 DRAIN_S = 0.2
+ANSWERS_LINGER_MS = 500  # at close, for answers still queued to clients
 _EVENTS, _POLLIN, _NOBLOCK = int(zmq.EVENTS), int(zmq.POLLIN), int(zmq.NOBLOCK)  # (plain ints: no enum arithmetic)
 
 
@@ -185,6 +186,8 @@ class Transport:
 
     def close(self) -> None:
         self.agent_sock.close(0)
-        self.client_sock.close(0)
+        # Answers already given (a Down's, the last status) still leave; a client that is
+        # gone or stuck is not waited for longer than this.
+        self.client_sock.close(ANSWERS_LINGER_MS)
         self.auth.stop()
         self.ctx.term()

@@ -52,3 +52,73 @@ def test_a_status_answer_over_a_mebibyte_reaches_the_client_whole():
         ctx.term()
     assert isinstance(reply, P.StatusReply)
     assert len(reply.status["nodes"]) == 16_000 and reply.status["nodes"][-1]["node"] == "node15999"
+
+
+# A stand-in for a coordinator answering a Down: the real coordinator's sockets
+# (fleet.control.transport), one request, and the answer only once `go` exists; then it ends.
+ANSWERS_THEN_ENDS = """
+import json, os, sys, time
+from fleet.control.transport import Transport
+from fleet.wire import messages as P
+out, go = sys.argv[1], sys.argv[2]
+tr = Transport()
+k = tr.keys
+with open(out + ".tmp", "w") as f:
+    json.dump({"client": tr.client_endpoint, "server_key": k.server_public,
+               "client_public": k.client_public, "client_secret": k.client_secret}, f)
+os.rename(out + ".tmp", out)
+assert tr.client_sock.poll(60_000)
+who, request = tr.client_sock.recv_multipart()
+assert isinstance(P.decode(request), P.Down)
+deadline = time.monotonic() + 60
+while not os.path.exists(go) and time.monotonic() < deadline:
+    time.sleep(0.01)
+tr.reply(tr.client_sock, who, P.Stopping(3.0))
+tr.close()
+"""
+
+
+def test_an_answer_sent_just_before_the_coordinator_ended_is_read_not_taken_for_it_gone(tmp_path):
+    # The coordinator answers a Down and ends while the client's wait is between two polls
+    # (here: in its tunnel check, which lets the stand-in answer and end, then returns).
+    # Before 2026-12-07 the wait then found the process gone and raised CoordinatorGone with
+    # the answer unread (a CI run's control-plane benchmark failed so).
+    import json
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    from fleetharness import wait_for
+
+    out, go = tmp_path / "endpoint.json", tmp_path / "go"
+    proc = subprocess.Popen([sys.executable, "-c", ANSWERS_THEN_ENDS, str(out), str(go)], start_new_session=True)
+    try:
+        wait_for(out.exists, timeout=30, what="the stand-in coordinator's endpoint")
+        e = json.loads(out.read_text())
+        conn = connection.Connection(client=e["client"], agents="", pid=proc.pid, host=socket.gethostname(),
+                                     started=0.0, run_dir=str(tmp_path), server_key=e["server_key"],
+                                     client_public=e["client_public"],
+                                     client_secret=e["client_secret"])
+        looked = []
+
+        def tunnel_check() -> str:  # called after a poll that found nothing
+            if not looked:
+                go.touch()
+                proc.wait(timeout=30)  # answered and ended: reaped, so its pid is no process now
+            looked.append(1)
+            return ""
+
+        client = Client(conn)
+        client.broken = tunnel_check
+        try:
+            reply = client.ask(P.Down(), timeout=20)
+        finally:
+            client.close()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert looked, "the wait never looked past its poll: the race was not set up"
+    assert isinstance(reply, P.Stopping) and reply.grace == 3.0
