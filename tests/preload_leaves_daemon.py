@@ -25,3 +25,8 @@ if _dir:
         os.waitpid(first, 0)  # it exits at once (only it: a zygote's steps are the zygote's to reap)
     except ChildProcessError:
         pass
+    # The import ends once the daemon is up and has said so: a test that then finds it gone
+    # knows it was ended, not that it never started.
+    _deadline = time.monotonic() + 30
+    while not any(n.endswith(".pid") for n in os.listdir(_dir)) and time.monotonic() < _deadline:
+        time.sleep(0.01)

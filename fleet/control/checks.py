@@ -225,7 +225,33 @@ try:  # a subreaper: what an import orphans stays below this process, to be ende
     from fleet.node.orphans import become_subreaper
     become_subreaper()
 except BaseException:
-    pass
+    become_subreaper = lambda: None
+
+# The imports run in a child: one that ends its process (a crash in a C extension, an
+# os._exit) leaves this one, a subreaper that imports nothing of the suite's, to end what
+# they left running, the orphans of the child's own subreaping too; then it ends as the
+# child did. Before 2026-12-07 such a crash left a daemon an import had started for good.
+_worker = os.fork()
+if _worker:
+    import signal
+    while True:
+        try:
+            _status = os.waitpid(_worker, 0)[1]
+            break
+        except InterruptedError:
+            continue
+    try:
+        from fleet.node import orphans
+        orphans.end(0.0)
+    except BaseException:
+        pass
+    if os.WIFSIGNALED(_status):
+        import resource  # (no core file of this process: the child's crash is the news)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
+        signal.signal(os.WTERMSIG(_status), signal.SIG_DFL)
+        os.kill(os.getpid(), os.WTERMSIG(_status))
+    os._exit(os.WEXITSTATUS(_status) if os.WIFEXITED(_status) else 1)
+become_subreaper()
 
 def threads():
     try:

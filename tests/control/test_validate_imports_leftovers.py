@@ -34,3 +34,25 @@ def test_validate_imports_answers_at_once_for_modules_that_leave_processes_and_e
     while living(_daemons(where)):  # the daemon, if it got so far, was ended with the importer
         assert time.monotonic() < deadline, living(_daemons(where))
         time.sleep(0.05)
+
+
+def test_a_daemon_an_import_left_is_ended_when_a_later_import_crashes_the_importer(tmp_path):
+    # preload_leaves_daemon starts a daemon in a session of its own (and waits until it is
+    # up); preload_crashes then kills the importing process with SIGSEGV. Before 2026-12-07
+    # the importer, the subreaper that held the daemon below it, was gone, so the daemon
+    # went to init and lived on: nothing was left to end it.
+    where = tmp_path / "daemons"
+    where.mkdir()
+    suite = write_suite(tmp_path / "s.toml", '[suite]\npreload = ["preload_leaves_daemon", "preload_crashes"]\n'
+                        '[[steps]]\nid = "a"\ncommand = "true"\n')
+    r = fleet("validate", "--imports", str(suite), cwd=tmp_path, timeout=60,
+              environ={"FLEET_TEST_DAEMON_DIR": str(where)})
+    assert r.returncode != 0
+    assert "preload_crashes" in r.stderr and "SIGSEGV" in r.stderr, r.stderr
+    daemons = _daemons(where)
+    assert daemons, "the daemon never started: the test proves nothing"
+    deadline = time.monotonic() + 15
+    while living(daemons):
+        assert time.monotonic() < deadline, living(daemons)
+        time.sleep(0.05)
+    assert not list(tmp_path.glob("core*")), "a core file was left in the suite's directory"
