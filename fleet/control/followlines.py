@@ -40,6 +40,7 @@ class Lines:
         self.listed = self.unlisted = 0  # skipped steps listed in a log; those past SKIPPED_LISTED
         self.counts: dict[str, int] = {}  # the submission's steps by state, as last said (a Ctrl-C's summary)
         self.not_succeeded = NotSucceeded()  # the end's summary of what did not succeed, by kind
+        self.elsewhere_said = 0  # steps said to wait for another fleet's run of them (said once)
 
     def __call__(self, u: Update) -> None:
         out, tty, outcomes = self.out, self.tty, self.outcomes
@@ -93,8 +94,23 @@ class Lines:
                 out.write("\r\033[K")
             if not tty or outcome not in (S.SUCCEEDED, S.SKIPPED) or (outcome == S.SUCCEEDED and reason):
                 print(f"[{len(outcomes):>{len(str(self.total))}}/{self.total}]{line}", file=out)
+        self._elsewhere(u.counts.get(S.ELSEWHERE, 0))
         if tty:
             self._bar(u.counts.get(S.RUNNING, 0))
+
+    def _elsewhere(self, count: int) -> None:
+        """Say once that steps wait for another fleet sharing the run directory, which
+        holds them (their claims): before 2026-12-07 `fleet run` sat silent until they
+        ended there. Other shards' steps not ended yet are said apart (`_other`)."""
+        n = count - (len(self.others) - len(self.others_ended))
+        if n <= 0 or self.elsewhere_said:
+            return
+        self.elsewhere_said = n
+        if self.tty:
+            self.out.write("\r\033[K")
+        print(f"fleet: {n} step{'s' if n > 1 else ''} of this suite {'run' if n > 1 else 'runs'} in another fleet "
+              f"sharing this run directory: waiting for {'them' if n > 1 else 'it'} to end there "
+              f"(`fleet status` lists the fleets)", file=self.out, flush=True)
 
     def _cause(self, reason: str) -> str:
         """Which of drain.UNWRITABLE `reason` says ("" for none), kept as the cause if it is the first."""
