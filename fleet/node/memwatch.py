@@ -64,6 +64,7 @@ class Watched:
     sampled: bool = False
     killed: bool = False
     forked: bool = False  # a call step (forked from the zygote), not a command (spawned)
+    began: int = 0  # a call step's high water less its own memory, at the first look (0: not read)
     sessions: set[int] = field(default_factory=set)
 
     def __post_init__(self):
@@ -103,6 +104,8 @@ class Enforcer:
             w = Watched(msg.pid, limit, forked=(msg.step, msg.attempt) in self.calls)
             # A first look now, for a step that may end before the first sample (its peak).
             w.peak = memmeasure.used([msg.pid], limit, self.parent)
+            if w.forked and (hwm := memmeasure.high_water(msg.pid)) > w.peak:
+                w.began = hwm - w.peak  # what it was forked with: the zygote's pages it holds
             self.watched[(msg.step, msg.attempt)] = w
 
     def dropped(self, msg: P.Dropped) -> None:
@@ -244,7 +247,11 @@ class Enforcer:
         outside the step (a file others map too), which a cgroup would not charge it."""
         maxrss = (msg.maxrss_kb or 0) << 10
         if w.forked:
-            start = self._least_start()
+            # Not below what it was forked with, where the first look read that: the least
+            # start is an older step's when the zygote grew since (a preload while serving),
+            # and before 2026-12-07 the zygote's growth was counted as the step's (a 12 MiB
+            # step "used 310MiB of its memory 100MiB").
+            start = max(self._least_start(), w.began)
             return max(w.peak, maxrss - start) if 0 < start < maxrss else w.peak
         if maxrss > w.peak and maxrss > memmeasure.high_water(self.parent) > 0:
             return maxrss

@@ -12,7 +12,7 @@ import pytest
 from test_zygote import launch, zygote  # noqa: F401  (its fixture)
 
 from fleet.node import memlimit, memwatch
-from fleet.wire.messages import Exited, Started, decode, encode
+from fleet.wire.messages import Exited, Preload, Preloaded, Started, decode, encode
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the zygote needs Linux")
 MIB = 1 << 20
@@ -75,3 +75,31 @@ def test_a_sampled_step_within_its_memory_has_no_note(zygote, tmp_path):
     _, got = sampled_then_spiked(z, enforcer, msg, go)
     assert got.outcome == "succeeded" and got.error is None, got
     assert 70 * MIB <= got.memory_peak <= 100 * MIB, got
+
+
+def test_a_call_step_forked_after_the_zygote_grew_is_not_charged_the_zygotes_growth(zygote, tmp_path):
+    # An older call step runs across a preload that makes the zygote 200 MiB larger; a
+    # step forked after it begins with those pages. Before 2026-12-07 the new step's peak
+    # was its exit's high water less the least start among the zygote's children (the
+    # older step's, forked before the preload): ~200 MiB for a 10 MiB step, "passed its
+    # memory between two of the watchdog's samples".
+    z = zygote(preload=("memory_steps",))
+    enforcer = memwatch.Enforcer(memlimit.Choice(memlimit.WATCHDOG), parent=z.proc.pid)
+    go_old, go_new = tmp_path / "go-old", tmp_path / "go-new"
+    old = launch(tmp_path, "old", "memory_steps:spike_when", args={"mib": 1, "go": str(go_old), "more": 0},
+                 memory_limit=100 * MIB)
+    enforcer.launched(old)
+    z.send(old)
+    enforcer.started(z.expect(Started))
+    z.send(Preload(("preload_grows_zygote",)))
+    assert z.expect(Preloaded, timeout=60).ok
+    new = launch(tmp_path, "new", "memory_steps:spike_when", args={"mib": 10, "go": str(go_new), "more": 1},
+                 memory_limit=100 * MIB)
+    try:
+        exited, got = sampled_then_spiked(z, enforcer, new, go_new)
+    finally:
+        go_old.write_text("go")
+    z.exited("old")
+    assert exited.maxrss_kb << 10 > 200 * MIB, exited  # (it did begin with the zygote's growth)
+    assert got.outcome == "succeeded" and got.error is None, got
+    assert 11 * MIB <= got.memory_peak <= 100 * MIB, got
