@@ -301,3 +301,37 @@ def _fleet_child(pid: int, command: str) -> psutil.Process | None:
     except psutil.Error:
         pass
     return None
+
+
+def test_in_a_job_shorter_than_the_drain_margin_a_fleet_lost_after_slurms_early_warning_is_brought_up_again(
+        tmp_path):
+    # A 3-minute job: Slurm sends --signal=B:USR1@300 at its start, and the fleet takes it
+    # at its drain point (the job is shorter than the 5-min margin). Its coordinator is then
+    # killed. Before 2026-12-07 the script restarted a lost fleet only if no warning had
+    # come: this job ended there, FAILED 5:0, most of its time unused and no job submitted.
+    chain = Chain(tmp_path)
+    chain.suite.write_text(chain.suite.read_text().replace(
+        "[ $n -ge 2 ] || sleep 120", f"[ -e {tmp_path}/sleepy.once ] || {{ touch {tmp_path}/sleepy.once; sleep 120; }}"))
+    try:
+        first = chain.submit_first("-N", "2", "-t", "3")
+        warned = "the batch system's warning came: the fleet drains (SIGUSR1 to its coordinator"
+        wait_for(lambda: ({("started", "sleepy"), ("exit", "quick")} <= {(e["kind"], e.get("step"))
+                                                                         for e in events(chain.run_dir)}
+                          and warned in _read(chain.out))
+                 or (_job_fields(first) or {}).get("JobState") in TERMINAL_STATES,
+                 FIRST_JOB_TIMEOUT + 60, "sleepy running, quick done and Slurm's warning taken, in the Slurm job")
+        assert (_job_fields(first) or {}).get("JobState") == "RUNNING", chain.report()
+        assert not [e for e in events(chain.run_dir) if e["kind"] == "drained"], chain.report()  # (deferred)
+        [lost] = [e for e in events(chain.run_dir) if e["kind"] == "fleet_starting"]
+        os.kill(lost["pid"], signal.SIGKILL)
+        ended = chain.second_job_ends(first)
+        report = chain.report()
+        assert (ended["JobState"], ended["ExitCode"]) == ("COMPLETED", "0:0"), f"{ended}\n{report}"
+        out = chain.out.read_text()
+        assert "the fleet was lost (fleet run exited 5): bringing a fleet up again (1 of at most 2)" in out, report
+        assert "Submitted batch job" not in out, report  # finished in this job
+        got = {s: [a["outcome"] for a in records.attempts(chain.run_dir, s)] for s in STEPS}
+        assert got == {"quick": ["succeeded"], "sleepy": ["lost", "succeeded"], "after": ["succeeded"]}, (got, report)
+        assert_nothing_left(chain.run_dir)
+    finally:
+        chain.clean_up()
