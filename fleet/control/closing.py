@@ -86,8 +86,7 @@ class Closing:
             subs.closing[sub.id] = {row[0] for row in sub.finished if row[1] != "retry"} - sub.again
             self._walks.append(_Walk(sub, reason))
         d = self.drain
-        self.stuck = Stuck(self.coord, None if d.began is None or d.drain_at is None else d.drain_at - d.began,
-                           d.ran_out)
+        self.stuck = Stuck(self.coord, d.window(), d.ran_out)
         self.step(now)
 
     def step(self, now: float) -> None:

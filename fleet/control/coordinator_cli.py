@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import zmq
 
-from fleet.control import loopback
+from fleet.control import jobstart, loopback
 from fleet.control.drain import DRAIN_BEFORE_S
 from fleet.control.liveness import report_hold
 from fleet.core.lookahead import ahead
@@ -142,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     _say_where(coord, bind, nodes, profile.launcher == "local")
     coord.drain.plan(*_planned(args))
+    if coord.drain.began is not None:  # (a fleet brought up again in its job judges as the job's first: jobstart)
+        coord.drain.measured_from(jobstart.window_from(run_dir, coord.drain.began, coord.drain.end))
     # The batch system's warning (#SBATCH --signal=B:USR1@300, passed on by fleet run): drain now.
     signal.signal(signal.SIGUSR1, coord.drain.on_signal)
     coord.sched.reserve_after(None if args.no_reservations else args.reserve_after)

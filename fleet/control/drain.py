@@ -127,6 +127,7 @@ class Drain:
         self.end: float | None = None
         self.drain_at: float | None = None
         self.began: float | None = None  # when the end was planned: the fleet's start
+        self.since: float | None = None  # what the window is measured from (window): this job's first fleet's start
         self.deadline: float | None = None  # the drain point on the monotonic clock (decisions)
         self._offset = 0.0  # the wall clock less the monotonic one when the end was read
         self._shift = 0.0  # the wall clock's step since then that the scheduler was told of
@@ -153,10 +154,23 @@ class Drain:
             log.info("allocation end: not known (%s); no drain", source)
             return
         self.end, self.drain_at, self.source = end, end - drain_before, source
-        self.began, mono = time.time(), time.monotonic()  # (what an allocation like this one gives: control.stuck)
+        self.began, mono = time.time(), time.monotonic()
+        self.since = self.began  # (a later fleet of the job: its first fleet's start, measured_from)
         self.deadline, self._offset = mono + (self.drain_at - self.began), self.began - mono
         log.info("allocation ends at %s (%s); drain point %s (%g s before)", clock(end), source,
                  clock(self.drain_at), drain_before)
+
+    def measured_from(self, since: float) -> None:
+        """What an allocation like this one gives steps (window) is measured from `since`:
+        this batch job's first fleet's start in the run directory, for a fleet brought up
+        again later in the job (fleet.control.jobstart), not this fleet's own."""
+        if self.began is not None:
+            self.since = min(since, self.began)
+
+    def window(self) -> float | None:
+        """The seconds an allocation like this one gives steps, from this job's first
+        fleet's start to the drain point (fleet.control.stuck); None: no end known."""
+        return None if self.since is None or self.drain_at is None else self.drain_at - self.since
 
     def long_graces(self, steps) -> str:
         """A warning, logged and returned (for the submitter), if some of `steps` have a
@@ -340,10 +354,10 @@ class Drain:
         time since the drain by ours: its node's wall stamps against this machine's clock
         (before 2026-12-07) judged a step on a node whose clock is ahead not stuck."""
         why = self.why()
-        if not self.drained or self.full or self.began is None or self.drain_at is None or self.at is None:
+        if not self.drained or self.full or self.window() is None or self.at is None:
             return why
         ran = work_seconds(msg.work_start, msg.work_end, msg.worked_s) - max(0.0, time.monotonic() - self._at_mono)
-        too = stuck.ran_out(ran, self.drain_at - self.began, bool(msg.control))
+        too = stuck.ran_out(ran, self.window(), bool(msg.control))
         if not too:
             return why
         self.ran_out[msg.step] = too  # (its dependents need a longer allocation too: Stuck)

@@ -4,7 +4,7 @@
 A job script that resubmits itself on `fleet run`'s exit 3 runs the suite again in a
 job like this one. A step whose expected duration (its `estimate`, else its recorded
 one: fleet.core.durations) is longer than all the time this allocation gave steps,
-from the fleet's start to its drain point, is never started in such a job, and
+from its first fleet's start to the drain point, is never started in such a job, and
 neither is a step that needs it: resubmitting would only burn allocations (found
 with the real Slurm: ten jobs of a few seconds each). Such a step's not_started
 reason starts with TOO_LONG, and `fleet run` exits 1 instead of 3 when every step the
@@ -12,9 +12,16 @@ drain left is so (fleet.control.runner). So does a step with no expected duratio
 the drain interrupted after it had nearly all of this job's time before the drain (its
 grace after the drain point is not counted: a step that started late and then took its
 grace is no such step), and saved no progress (ran_out), and so does every step that
-needs such a step. What decides is the fleet's own start, not the job's: the next fleet starts
-as late into its job, and its scheduler refuses the same steps. The rule itself is the
-core's (fleet.core.longer), which `fleet simulate --walltime` applies too.
+needs such a step. What decides is when this batch job's first fleet in the run directory
+started, not when the job did: the next job's first fleet starts as late into its job, and
+its scheduler refuses the same steps (the job's start would count the job script's prologue
+and `fleet up`'s start-up as step time, and a step that fits only that would be resubmitted
+for ever). A fleet brought up again later in the same job, the first one lost (`fleet run`
+exit 5), measures from that first fleet's start too, as recorded in the run directory
+(fleet.control.jobstart; Drain.window): from its own, a step that fits the job was judged
+too long, and the resubmitting chain stopped (before 2026-12-07). A fleet outside a batch
+job measures from its own start. The rule itself is the core's (fleet.core.longer), which
+`fleet simulate --walltime` applies too.
 """
 
 from __future__ import annotations
@@ -29,9 +36,9 @@ DONE = (S.SUCCEEDED, S.SKIPPED)
 
 class Stuck(Longer):
     """For one close: which not-started steps no allocation as long as this one could start
-    (`window`: the seconds from the fleet's start to its drain point; `ran_out`: the
-    steps the drain interrupted that had all of it, and why: ran_out's), judged from the
-    coordinator's scheduler and specs."""
+    (`window`: the seconds from the job's first fleet's start to the drain point,
+    Drain.window; `ran_out`: the steps the drain interrupted that had all of it, and why:
+    ran_out's), judged from the coordinator's scheduler and specs."""
 
     def __init__(self, coord, window: float | None, ran_out: dict[str, str] | None = None):
         self.coord = coord

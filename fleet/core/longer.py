@@ -3,11 +3,11 @@ one could not start either, in the pure core, for a live drain (fleet.control.st
 and for `fleet simulate --walltime` (fleet.core.simulate) alike.
 
 A step whose expected duration is longer than all the time an allocation gives steps
-(`window`: from the fleet's start to its drain point) is never started in a job of
-that length, and neither is a step that needs it: resubmitting would only burn
-allocations. So is a step the drain interrupted after it had nearly all of that time
-and saved no progress (ran_out), and every step that needs one. SLACK leaves room for
-a fleet that comes up a little sooner.
+(`window`: from the fleet's start, the batch job's first fleet's, to its drain point:
+fleet.control.jobstart) is never started in a job of that length, and neither is a
+step that needs it: resubmitting would only burn allocations. So is a step the drain
+interrupted after it had nearly all of that time and saved no progress (ran_out), and
+every step that needs one. SLACK leaves room for a fleet that comes up a little sooner.
 """
 
 from __future__ import annotations
