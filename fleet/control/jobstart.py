@@ -33,6 +33,7 @@ import errno
 import logging
 import os
 import re
+import time
 from pathlib import Path
 from typing import Mapping
 
@@ -96,8 +97,9 @@ def _earlier(path: Path, began: float, end: float) -> float:
     if rec is not None and rec[1] > began:
         first = min(rec[0], began)
         if first < began:
-            log.info("an earlier fleet of this job began in this run directory at %.1f: what an allocation like "
-                     "this one gives steps is measured from then (%.0f s before this fleet)", first, began - first)
+            log.info("an earlier fleet of this job began in this run directory at %s: what an allocation like "
+                     "this one gives steps is measured from then (%.0f s before this fleet)",
+                     time.strftime("%H:%M:%S", time.localtime(first)), began - first)
         return first
     if rec is None:  # (written as this fleet looked, or torn by a crash: left, measured from our own start)
         log.warning("cannot read %s: measuring what an allocation like this one gives steps from this fleet's "

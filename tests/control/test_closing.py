@@ -54,8 +54,7 @@ def closing_of(tmp_path, monkeypatch, per_turn: int, text: str = ARRAY, window: 
     assert sched.running_count() == 0 and all(sched.state(s) not in S.FINAL for s in acc.sub.steps)
     coord = SimpleNamespace(sched=sched, submissions=subs, events=log, interrupted=set(),
                             recorder=SimpleNamespace(parents={}), specs=subs.specs)
-    drain = SimpleNamespace(dropped=set(), why=lambda: "drained: the test's", began=None if window is None else 0.0,
-                            drain_at=window, ran_out={})
+    drain = SimpleNamespace(dropped=set(), why=lambda: "drained: the test's", window=lambda: window, ran_out={})
     return closing.Closing(coord, drain), acc.sub, log
 
 
