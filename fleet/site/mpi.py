@@ -7,10 +7,11 @@ placement order, each rank on `threads` consecutive cores of its node's list.
 Launchers bind by *local* rank with one list for every node (srun's map_cpu/mask_cpu,
 PALS's --cpu-bind list:, Hydra's -bind-to user:). When every node gets the same list,
 that is what we render. When nodes differ (the scheduler gave node1 cores 0-1 and node2
-cores 2-3), one list cannot say it, so each rank is started through `taskset -c` in a
-multiple-program form instead: srun --multi-prog, MPMD sections for Hydra, and for PALS
-(which holds hosts, ranks per node, binding and environment once per application) a
-generated wrapper that picks the rank's cores by PALS_RANKID.
+cores 2-3), one list cannot say it, so each rank is started through `taskset -c`
+instead: MPMD sections for Hydra, and for srun and PALS (which holds hosts, ranks per
+node, binding and environment once per application) a generated wrapper that picks the
+rank's cores by SLURM_PROCID or PALS_RANKID and takes the command as its arguments.
+Not srun's --multi-prog: its file is read by no shell, and changed or broke commands.
 """
 
 from __future__ import annotations
@@ -155,12 +156,38 @@ def render_srun(placement: Placement, threads: int, command: list[str], flags: t
             argv.append("--cpu-bind=verbose,mask_cpu:" + ",".join(_mask(c) for c in shared))
         argv += [*flags, *command]
     else:
-        node_gpus = dict(zip(nodes, per_node or ()))
-        files["multi-prog.conf"] = "".join(
-            f"{r} " + (f"env {gpu_var}={node_gpus[node]} " if per_node else "")
-            + f"taskset -c {_cpus(cores)} {shlex.join(command)}\n" for r, (node, cores) in enumerate(ranks))
-        argv += ["--cpu-bind=none", *flags, "--multi-prog", f"{fleet_dir}/multi-prog.conf"]
+        # Not srun's --multi-prog: its file is no shell (a quote, a %t, a line break or
+        # ~127 words in the command broke it or changed what ran), so each rank starts
+        # through a script that takes the command as its arguments, untouched.
+        files[SRUN_WRAPPER] = _srun_wrapper(placement, _per_node_lists(placement, threads), gpu_var, per_node)
+        argv += ["--cpu-bind=none", *flags, *EXEC_SHELL, f"{fleet_dir}/{SRUN_WRAPPER}", *command]
     return Rendered(tuple(argv), env, files)
+
+
+SRUN_WRAPPER = "srun-ranks.sh"
+
+# How a rank wrapper ends: the rank's cores are the l-th group of its node's `cores`.
+_PICK_AND_EXEC = ["i=0; c=",
+                  'for x in $cores; do [ "$i" -eq "$l" ] && c=$x && break; i=$((i + 1)); done',
+                  '[ -n "$c" ] || { echo "fleet: rank $r was not placed" >&2; exit 127; }',
+                  'exec taskset -c "$c" "$@"', ""]
+
+
+def _srun_wrapper(placement: Placement, lists: list, gpu_var: str, per_node: list | None) -> str:
+    """The script every srun rank starts through when nodes' cores (or GPUs) differ.
+    Rank r runs on line r of the hostfile (-m arbitrary), and ranks go node by node in
+    placement order: a node's ranks are the SLURM_PROCIDs below its running count, its
+    local rank r less the first. One line per node, not per rank: each rank reads all of it."""
+    lines = ["# fleet: starts each srun rank on its own cores (and its node's GPUs); written for this launch",
+             'r=${SLURM_PROCID:?"SLURM_PROCID is not set: not started by srun"}']
+    first = 0
+    for i, (slot, ranks) in enumerate(zip(placement, lists)):
+        what = [f"l=$((r - {first}))", f"cores='{' '.join(_cpus(c) for c in ranks)}'"]
+        what += [f"export {gpu_var}={per_node[i]}"] if per_node else []
+        first += len(ranks)
+        lines.append(f"{'if' if i == 0 else 'elif'} [ \"$r\" -lt {first} ]; then {'; '.join(what)}  # {slot.node}")
+    lines += ['else echo "fleet: rank $r was not placed" >&2; exit 127', "fi", *_PICK_AND_EXEC]
+    return "\n".join(lines)
 
 
 def pals_order(placement: Placement, threads: int) -> Placement:
@@ -192,11 +219,7 @@ def _pals_wrapper(placement: Placement, lists: list, ppn: int, gpu_var: str, per
     for i, (slot, ranks) in enumerate(zip(placement, lists)):
         what = [f"cores='{' '.join(_cpus(c) for c in ranks)}'"] + ([f"export {gpu_var}={per_node[i]}"] if per_node else [])
         lines.append(f"{i}) {'; '.join(what)} ;;  # {slot.node}")
-    lines += ['*) echo "fleet: rank $r was not placed" >&2; exit 127 ;;', "esac",
-              "i=0; c=",
-              'for x in $cores; do [ "$i" -eq "$l" ] && c=$x && break; i=$((i + 1)); done',
-              '[ -n "$c" ] || { echo "fleet: rank $r was not placed" >&2; exit 127; }',
-              'exec taskset -c "$c" "$@"', ""]
+    lines += ['*) echo "fleet: rank $r was not placed" >&2; exit 127 ;;', "esac", *_PICK_AND_EXEC]
     return "\n".join(lines)
 
 

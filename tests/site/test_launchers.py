@@ -1,7 +1,7 @@
 """Launchers, exactly: the argv an MPI step's launcher is given for each placement
 (srun, PALS mpiexec, Hydra mpiexec), the argv that starts one agent per node, machine
 profiles, the variables a launcher step leaks into an agent, and how an agent names
-its node. Pure: nothing here starts a process."""
+its node. Pure but for one test, which runs srun's rank wrapper as srun would."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import json
 import os
 import socket
 import stat
+import subprocess
 import sys
 import textwrap
 import time
@@ -28,6 +29,7 @@ from fleet.wire.interpreter import SAFE
 from fleet.site.launch import LocalLauncher, PalsLauncher, SlurmLauncher, agent_argv, launcher_for, split_cores
 from fleet.node.launcherenv import is_leaked
 from fleet.site.mpi import HYDRA_RANK_STDIN as RANK, RenderError, layout, render
+from fleet.wire.execshell import EXEC_SHELL
 from fleet.node import agent
 from fleet.site.profiles import Profile, ProfileError
 from fleet.core.resources import Slot
@@ -66,30 +68,60 @@ def test_srun_on_several_nodes_with_the_same_cores_shares_one_map_cpu_list_and_l
     assert "--exact" not in r.argv
 
 
-def test_srun_with_uneven_ranks_per_node_starts_each_rank_through_taskset_in_a_multi_prog_file():
+def srun_wrapper(*nodes: str) -> str:
+    """srun-ranks.sh for these per-node lines (one line a node, by rank ranges)."""
+    return "\n".join([
+        "# fleet: starts each srun rank on its own cores (and its node's GPUs); written for this launch",
+        'r=${SLURM_PROCID:?"SLURM_PROCID is not set: not started by srun"}', *nodes,
+        'else echo "fleet: rank $r was not placed" >&2; exit 127', "fi", "i=0; c=",
+        'for x in $cores; do [ "$i" -eq "$l" ] && c=$x && break; i=$((i + 1)); done',
+        '[ -n "$c" ] || { echo "fleet: rank $r was not placed" >&2; exit 127; }',
+        'exec taskset -c "$c" "$@"', ""])
+
+
+def test_srun_with_uneven_ranks_per_node_starts_each_rank_through_a_wrapper_given_the_command_as_its_arguments():
     r = render("srun", placement(("n1", [0, 1]), ("n2", [0])), 1, PROBE)
     assert r.argv == (*SRUN, "-N", "2", "-n", "3", "-m", "arbitrary", "--mpi=pmi2", "--kill-on-bad-exit=1",
-                      "--cpu-bind=none", "--multi-prog", "{fleet}/multi-prog.conf")
+                      "--cpu-bind=none", *EXEC_SHELL, "{fleet}/srun-ranks.sh", *PROBE)
+    assert "--multi-prog" not in r.argv
     assert r.files == {
         "hostfile": "n1\nn1\nn2\n",
-        "multi-prog.conf": ("0 taskset -c 0 python3 -m fleet.node.mpiprobe\n"
-                            "1 taskset -c 1 python3 -m fleet.node.mpiprobe\n"
-                            "2 taskset -c 0 python3 -m fleet.node.mpiprobe\n"),
+        "srun-ranks.sh": srun_wrapper("""if [ "$r" -lt 2 ]; then l=$((r - 0)); cores='0 1'  # n1""",
+                                      """elif [ "$r" -lt 3 ]; then l=$((r - 2)); cores='0'  # n2"""),
     }
     assert r.env == {"SLURM_HOSTFILE": "{fleet}/hostfile"}
 
 
 def test_srun_with_different_cores_on_each_node_pins_every_rank_to_its_own_node_s_cores():
     r = render("srun", placement(("n1", [0, 1]), ("n2", [6, 7])), 1, PROBE)
-    assert r.argv[-5:] == ("--mpi=pmi2", "--kill-on-bad-exit=1", "--cpu-bind=none", "--multi-prog",
-                           "{fleet}/multi-prog.conf")
-    assert r.files["multi-prog.conf"].splitlines() == [
-        "0 taskset -c 0 python3 -m fleet.node.mpiprobe",
-        "1 taskset -c 1 python3 -m fleet.node.mpiprobe",
-        "2 taskset -c 6 python3 -m fleet.node.mpiprobe",
-        "3 taskset -c 7 python3 -m fleet.node.mpiprobe",
-    ]
+    assert r.argv[-7:] == ("--mpi=pmi2", "--kill-on-bad-exit=1", "--cpu-bind=none", *EXEC_SHELL,
+                           "{fleet}/srun-ranks.sh", *PROBE)[-7:]
+    assert r.files["srun-ranks.sh"] == srun_wrapper(
+        """if [ "$r" -lt 2 ]; then l=$((r - 0)); cores='0 1'  # n1""",
+        """elif [ "$r" -lt 4 ]; then l=$((r - 2)); cores='6 7'  # n2""")
     assert r.files["hostfile"] == "n1\nn1\nn2\nn2\n"
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2 or not {0, 1} <= os.sched_getaffinity(0),
+                    reason="needs cores 0 and 1")
+def test_srun_s_rank_wrapper_runs_each_rank_on_its_cores_with_the_command_s_arguments_exactly(tmp_path):
+    # The wrapper run as srun runs it (SLURM_PROCID per rank), without srun: what srun's
+    # --multi-prog file broke (a quote, %t, a line break, 200 words) reaches the program.
+    args = ["it's", "100%t", "%o", "a b", "", 'say "hi"', "$HOME", "*", "back\\slash", "line 1\nline 2",
+            *map(str, range(200))]
+    prog = [sys.executable, "-c", "import json, os, sys; json.dump([sys.argv[1:], sorted(os.sched_getaffinity(0))], "
+            "open(os.environ['SLURM_PROCID'] + '.json', 'w'))", *args]
+    r = render("srun", placement(("n1", [0, 1]), ("n2", [1])), 1, prog, fleet_dir=str(tmp_path))
+    (tmp_path / "srun-ranks.sh").write_text(r.files["srun-ranks.sh"])
+    start = r.argv.index("--cpu-bind=none") + 1
+    for rank, cores in enumerate([[0], [1], [1]]):
+        env = {**os.environ, "SLURM_PROCID": str(rank)}
+        done = subprocess.run(r.argv[start:], cwd=tmp_path, env=env, timeout=30, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        assert json.loads((tmp_path / f"{rank}.json").read_text()) == [args, cores]
+    unplaced = subprocess.run(r.argv[start:], cwd=tmp_path, env={**os.environ, "SLURM_PROCID": "3"}, timeout=30,
+                              capture_output=True, text=True)
+    assert unplaced.returncode == 127 and "rank 3 was not placed" in unplaced.stderr
 
 
 def test_srun_with_threads_per_rank_binds_each_rank_with_a_mask_of_its_cores():
@@ -132,9 +164,10 @@ def test_srun_masks_are_exact_for_high_and_non_adjacent_core_ids():
 def test_srun_with_threads_and_different_cores_per_node_tasksets_each_rank_to_its_core_group():
     r = render("srun", placement(("n1", [0, 1, 2, 3]), ("n2", [4, 5])), 2, ["model", "--in", "a b"])
     assert r.argv[4:6] == ("-n", "3")
-    assert r.files["multi-prog.conf"] == ("0 taskset -c 0,1 model --in 'a b'\n"
-                                          "1 taskset -c 2,3 model --in 'a b'\n"
-                                          "2 taskset -c 4,5 model --in 'a b'\n")
+    assert r.argv[-5:] == (*EXEC_SHELL, "{fleet}/srun-ranks.sh", "model", "--in", "a b")[-5:]
+    assert r.files["srun-ranks.sh"] == srun_wrapper(
+        """if [ "$r" -lt 2 ]; then l=$((r - 0)); cores='0,1 2,3'  # n1""",
+        """elif [ "$r" -lt 3 ]; then l=$((r - 2)); cores='4,5'  # n2""")
 
 
 def test_srun_runs_a_shell_string_command_through_sh_and_keeps_profile_flags_before_the_command():
@@ -142,8 +175,7 @@ def test_srun_runs_a_shell_string_command_through_sh_and_keeps_profile_flags_bef
     assert r.argv == (*SRUN, "-N", "1", "-n", "1", "-m", "arbitrary", "--mpi=pmi2", "--kill-on-bad-exit=1",
                       "--cpu-bind=verbose,map_cpu:0", "--gpu-bind=none", "--label", "/bin/sh", "-c", "echo $X > out")
     r = render("srun", placement(("n1", [0]), ("n2", [1])), 1, "echo $X > out", ("--label",))
-    assert r.argv[-3:] == ("--label", "--multi-prog", "{fleet}/multi-prog.conf")
-    assert r.files["multi-prog.conf"].splitlines()[1] == "1 taskset -c 1 /bin/sh -c 'echo $X > out'"
+    assert r.argv[-7:] == ("--label", *EXEC_SHELL, "{fleet}/srun-ranks.sh", "/bin/sh", "-c", "echo $X > out")[-7:]
 
 
 def test_gpus_in_a_placement_do_not_change_the_core_binding_an_mpi_launcher_renders():
@@ -249,11 +281,11 @@ def test_the_coordinator_writes_the_launcher_s_files_into_the_step_s_fleet_direc
     argv, cores = launching.render_mpi(profiles.load("slurm"), spec, d, tmp_path, list(spec.command), env)
     fleet_dir = tmp_path / "steps" / "sim" / ".fleet"
     assert argv == ["srun", "--overlap", "-N", "2", "-n", "3", "-m", "arbitrary", "--mpi=pmi2", "--kill-on-bad-exit=1",
-                    "--cpu-bind=none", "--multi-prog", f"{fleet_dir}/multi-prog.conf"]
+                    "--cpu-bind=none", *EXEC_SHELL, f"{fleet_dir}/srun-ranks.sh", "model", "-i", "in.nml"]
     assert (fleet_dir / "hostfile").read_text() == "node1\nnode1\nnode2\n"
-    assert (fleet_dir / "multi-prog.conf").read_text() == ("0 taskset -c 0 model -i in.nml\n"
-                                                           "1 taskset -c 1 model -i in.nml\n"
-                                                           "2 taskset -c 1 model -i in.nml\n")
+    assert (fleet_dir / "srun-ranks.sh").read_text() == srun_wrapper(
+        """if [ "$r" -lt 2 ]; then l=$((r - 0)); cores='0 1'  # node1""",
+        """elif [ "$r" -lt 3 ]; then l=$((r - 2)); cores='1'  # node2""")
     assert env == {"FLEET_STEP": "sim", "SLURM_HOSTFILE": f"{fleet_dir}/hostfile",
                    "FLEET_RANKS": "node1:0;node1:1;node2:1", "CUDA_VISIBLE_DEVICES": ""}
     # On a real allocation the launcher process runs on the first node's cores only.
@@ -261,7 +293,7 @@ def test_the_coordinator_writes_the_launcher_s_files_into_the_step_s_fleet_direc
 
 
 def test_the_launcher_s_files_are_not_group_writable_under_a_umask_of_002(tmp_path):
-    # A group member could have changed which command the ranks run (multi-prog.conf).
+    # A group member could have changed which command the ranks run (srun-ranks.sh).
     spec = _mpi_spec(tmp_path, ranks=3)
     d = Start("sim", 1, placement(("node1", [0, 1]), ("node2", [1])))
     old = os.umask(0o002)
@@ -271,7 +303,7 @@ def test_the_launcher_s_files_are_not_group_writable_under_a_umask_of_002(tmp_pa
         os.umask(old)
     fleet_dir = tmp_path / "steps" / "sim" / ".fleet"
     modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in fleet_dir.iterdir()}
-    assert modes == {"hostfile": 0o644, "multi-prog.conf": 0o644}
+    assert modes == {"hostfile": 0o644, "srun-ranks.sh": 0o644}
 
 
 def test_the_coordinator_gives_a_local_fleet_s_hydra_launcher_every_placed_core_of_the_pretend_nodes(tmp_path):
@@ -317,9 +349,10 @@ def test_ranks_on_a_second_node_whose_gpus_differ_are_given_that_node_s_gpu_ids(
     given = " ".join([*msg.command, *msg.env.values(), ",".join(map(str, msg.gpus)),
                       *(p.read_text() for p in fleet_dir.iterdir())])
     assert "2,3" in given, given
-    conf = (fleet_dir / "multi-prog.conf").read_text().splitlines()
-    assert conf[0].startswith("0 env CUDA_VISIBLE_DEVICES=0,1 taskset -c 0 ")
-    assert conf[2].startswith("2 env CUDA_VISIBLE_DEVICES=2,3 taskset -c 0 ")
+    script = (fleet_dir / "srun-ranks.sh").read_text().splitlines()
+    assert script[2] == """if [ "$r" -lt 2 ]; then l=$((r - 0)); cores='0 1'; export CUDA_VISIBLE_DEVICES=0,1  # n1"""
+    assert script[3] == """elif [ "$r" -lt 4 ]; then l=$((r - 2)); cores='0 1'; export CUDA_VISIBLE_DEVICES=2,3  # n2"""
+    assert msg.command[-4:] == [f"{fleet_dir}/srun-ranks.sh", "model", "-i", "in.nml"]
 
 
 # --- starting the agents -----------------------------------------------------------------------

@@ -28,12 +28,12 @@ def test_a_placeholder_like_text_in_an_mpi_step_s_command_reaches_srun_verbatim(
     assert msg.env["SLURM_HOSTFILE"] == f"{fleet_dir}/hostfile"
 
 
-def test_srun_s_multi_program_file_is_named_by_its_path_and_holds_the_command_verbatim(tmp_path: Path):
-    # Different cores on each node: one rank per line of a --multi-prog file.
+def test_srun_s_rank_wrapper_is_named_by_its_path_and_the_command_follows_it_verbatim(tmp_path: Path):
+    # Different cores on each node: every rank starts through the wrapper, the command its arguments.
     msg = _launch(tmp_path, (Slot("n1", (0,)), Slot("n2", (1,))), "srun")
     fleet_dir = tmp_path / "steps" / "fmt" / ".fleet"
-    assert msg.command[-2:] == ["--multi-prog", f"{fleet_dir}/multi-prog.conf"], msg.command
-    assert "'{fleet}'" in (fleet_dir / "multi-prog.conf").read_text()
+    assert msg.command[-4:] == [f"{fleet_dir}/srun-ranks.sh", *COMMAND], msg.command
+    assert "{fleet}" not in (fleet_dir / "srun-ranks.sh").read_text()
 
 
 def test_a_placeholder_like_text_in_an_mpi_step_s_command_reaches_mpiexec_verbatim(tmp_path: Path):
