@@ -254,7 +254,7 @@ def render_pals(placement: Placement, threads: int, command: list[str], flags: t
             f"(a limit of PALS launches; see 'MPI steps' in docs/operations.md)")
     argv = ["mpiexec", "-n", str(sum(counts)), "--ppn", str(ppn), "--hosts", ",".join(s.node for s in ordered),
             "--depth", str(threads), "--cpu-bind", "none", *flags,
-            "/bin/sh", f"{fleet_dir}/{PALS_WRAPPER}", *command]
+            *EXEC_SHELL, f"{fleet_dir}/{PALS_WRAPPER}", *command]
     return Rendered(tuple(argv), genv, {PALS_WRAPPER: _pals_wrapper(ordered, lists, ppn, gpu_var, per_node, gpu_extra)})
 
 

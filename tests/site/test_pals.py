@@ -19,6 +19,7 @@ from fleet.core.suite import parse_suite
 from fleet.site import profiles
 from fleet.site.launch import PalsLauncher
 from fleet.site.mpi import RenderError, render
+from fleet.wire.execshell import EXEC_SHELL
 from fleetharness import completed, wait_for
 
 HARNESS = Path(__file__).resolve().parents[1] / "harness"
@@ -61,17 +62,34 @@ def test_pals_with_different_cores_per_node_is_one_unbound_application_whose_wra
     r = render("pals", placement(("x1", [1, 2, 3, 4]), ("x2", [53, 54, 55, 56])), 2, PROG, ("--no-transfer",),
                fleet_dir="/run/steps/m/.fleet")
     assert r.argv == ("mpiexec", "-n", "4", "--ppn", "2", "--hosts", "x1,x2", "--depth", "2",
-                      "--cpu-bind", "none", "--no-transfer", "/bin/sh", "/run/steps/m/.fleet/pals-ranks.sh", *PROG)
+                      "--cpu-bind", "none", "--no-transfer", *EXEC_SHELL, "/run/steps/m/.fleet/pals-ranks.sh", *PROG)
     assert one_application(r.argv)
     assert r.files == {"pals-ranks.sh": wrapper(2, "0) cores='1,2 3,4' ;;  # x1", "1) cores='53,54 55,56' ;;  # x2")}
     assert r.env == {}
+
+
+def test_a_pals_rank_started_through_the_wrapper_keeps_lmod_s_exported_module_function(tmp_path):
+    # The wrapper run as PALS runs it (PALS_RANKID per rank), without PALS. Under /bin/sh
+    # (dash on Debian) the environment's BASH_FUNC_module%% was dropped before the rank's
+    # program ran: a step's script lost `module` (before 2026-12-07; Hydra's ranks were
+    # fixed so earlier the same day, fleet.wire.execshell).
+    prog = [sys.executable, "-c", "import json, os; json.dump(os.environ.get('BASH_FUNC_module%%'), "
+            "open(os.environ['PALS_RANKID'] + '.json', 'w'))"]
+    r = render("pals", placement(("x1", [0, 1]), ("x2", [1])), 1, prog, fleet_dir=str(tmp_path))
+    (tmp_path / "pals-ranks.sh").write_text(r.files["pals-ranks.sh"])
+    start = r.argv.index("none") + 1
+    for rank in range(3):
+        env = {**os.environ, "PALS_RANKID": str(rank), "BASH_FUNC_module%%": "() {  echo module \"$@\"\n}"}
+        done = completed(list(r.argv[start:]), timeout=30, cwd=tmp_path, env=env)
+        assert done.returncode == 0, done.stderr
+        assert json.loads((tmp_path / f"{rank}.json").read_text()) == '() {  echo module "$@"\n}'
 
 
 def test_pals_with_the_same_cores_but_different_gpus_per_node_gives_each_node_s_ranks_their_node_s_gpus():
     r = render("pals", placement(("nA", [0, 1], [0, 1]), ("nB", [0, 1], [2, 3])), 1, PROG,
                gpu_var="ZE_AFFINITY_MASK")
     assert r.argv == ("mpiexec", "-n", "4", "--ppn", "2", "--hosts", "nA,nB", "--depth", "1",
-                      "--cpu-bind", "none", "/bin/sh", "{fleet}/pals-ranks.sh", *PROG)
+                      "--cpu-bind", "none", *EXEC_SHELL, "{fleet}/pals-ranks.sh", *PROG)
     assert "--env" not in r.argv and r.env == {}
     assert r.files == {"pals-ranks.sh": wrapper(2, "0) cores='0 1'; export ZE_AFFINITY_MASK=0,1 ;;  # nA",
                                                 "1) cores='0 1'; export ZE_AFFINITY_MASK=2,3 ;;  # nB")}
@@ -80,7 +98,7 @@ def test_pals_with_the_same_cores_but_different_gpus_per_node_gives_each_node_s_
 def test_pals_with_fewer_ranks_on_one_node_lists_the_fuller_nodes_first_so_blocks_of_ppn_land_as_placed():
     r = render("pals", placement(("x1", [0]), ("x2", [0, 1]), ("x3", [4, 5])), 1, PROG)
     assert r.argv == ("mpiexec", "-n", "5", "--ppn", "2", "--hosts", "x2,x3,x1", "--depth", "1",
-                      "--cpu-bind", "none", "/bin/sh", "{fleet}/pals-ranks.sh", *PROG)
+                      "--cpu-bind", "none", *EXEC_SHELL, "{fleet}/pals-ranks.sh", *PROG)
     assert r.files == {"pals-ranks.sh": wrapper(2, "0) cores='0 1' ;;  # x2", "1) cores='4 5' ;;  # x3",
                                                 "2) cores='0' ;;  # x1")}
 
