@@ -4,7 +4,8 @@ success too); this says them again at the end, a few lines per kind of failure.
 
 A kind is the outcome and the reason with its numbers, addresses and absolute paths
 folded ("case 7 diverged" and "case 107 diverged" are one kind), so that a thousand
-alike failures are one group. Each group keeps its count and its first NAMED step
+alike failures are one group, said by its first step's reason as it was (from
+2026-12-07: before, folded: "the allocation ends at #:#:#"). Each group keeps its count and its first NAMED step
 names: memory grows with the kinds of failure (at most the failures), never with the
 successes, and the output is at most KINDS groups whatever the run."""
 
@@ -46,6 +47,9 @@ class Group:
     count: int = 0
     steps: list[str] = field(default_factory=list)
     logged: bool = False  # the first step's outcome is one whose log says why
+    # The first step's reason, as it was: the kind (the group's key) folds its numbers, and
+    # said so ("the allocation ends at #:#:#") it lost the end time a drained run needs.
+    reason: str = ""
 
 
 class NotSucceeded:
@@ -63,7 +67,8 @@ class NotSucceeded:
         g = self.groups.get(key)
         if g is None:
             g = self.groups[key] = Group(outcome, key[1], logged=outcome in LOGGED and not no_log(reason)
-                                         if logged is None else logged)
+                                         if logged is None else logged,
+                                         reason=one_line(reason or "")[:REASON_CHARS])
         g.count += 1
         self.total += 1
         self.kinds[step] = key
@@ -95,7 +100,7 @@ class NotSucceeded:
         out = [f"did not succeed: {self.total} step{'s' if self.total != 1 else ''}"
                + (f", of {len(groups)} kinds (the most first)" if len(groups) > 1 else "") + ":"]
         for g in groups[:KINDS]:
-            out.append(f"  {g.count:>{width}} {g.outcome:<10} {g.kind}" if g.kind else f"  {g.count:>{width}} {g.outcome}")
+            out.append(f"  {g.count:>{width}} {g.outcome:<10} {g.reason}" if g.reason else f"  {g.count:>{width}} {g.outcome}")
             names = ", ".join(g.steps) + (f" and {g.count - len(g.steps)} more" if g.count > len(g.steps) else "")
             log = f"; log of {g.steps[0]}: {Path(run_dir) / 'steps' / g.steps[0] / 'log'}" if g.logged else ""
             out.append(f"  {'':>{width}} {'':<10} {names}{log}")
