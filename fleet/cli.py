@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from fleet.cli_simulate import simulate_options
-from fleet.cli_up import coordinator_args_of, coordinator_options, start, stop_all
+from fleet.cli_up import coordinator_args_of, coordinator_options, start, stop_all, with_job
 from fleet.control.checks import checked_suite, preload_hint
 from fleet.core.problems import SuiteError
 from fleet.core.units import counted
@@ -362,8 +362,8 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
     sys.exit(run_suite(Path(suite).resolve(), s, target, force=force, serial=serial, nodes=nodes or 1,
                        shard=shard, new_generation=new_generation, wait_foreign=not no_wait_foreign,
                        only=only, with_deps=with_deps, others=others, join_timeout=timeout, any_job=any_job,
-                       fleet_options=[] if up else coordinator_args_of(heartbeat, heartbeat_timeout, stale_after,
-                                                                       max_attempts, **end)))
+                       fleet_options=[] if up else with_job(coordinator_args_of(heartbeat, heartbeat_timeout,
+                                                                                stale_after, max_attempts, **end))))
 
 
 @main.command()

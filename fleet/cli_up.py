@@ -99,6 +99,20 @@ def coordinator_options(f):
     return window_option.hold_option(window_option.option(f))
 
 
+def with_job(extra: list[str]) -> list[str]:
+    """The coordinator's command line `extra` (coordinator_args_of) with the batch job's
+    answer, asked once here, after the other checks (fleet.control.preflight): whether
+    it is live and when it ends, passed on so that the coordinator does not ask again.
+    Exit 2, nothing started, for a job that has ended (its variables left in a shell) or,
+    unless --end or --walltime was given, whose end is already past."""
+    from fleet.control import preflight
+    why, asked = preflight.asked_job("--end" in extra)
+    if why:
+        click.echo(f"fleet: {why}; nothing was started", err=True)
+        sys.exit(EXIT_INVALID)
+    return extra + asked
+
+
 class Interrupted(KeyboardInterrupt):
     """SIGINT, SIGTERM or SIGHUP while a fleet was starting."""
 
@@ -151,6 +165,7 @@ def start(run_dir: Path, profile, nodes: int | None, preload: str, timeout: floa
     if why:  # found before a coordinator starts (fleet.control.preflight)
         click.echo(f"fleet: {why}; nothing was started", err=True)
         sys.exit(EXIT_INVALID)
+    extra = with_job(extra)
     if warn := loopback.here(profile, advertised()):  # (before 2026-12-07: only after --timeout, without a word)
         click.echo(f"fleet up: warning: {warn}", err=True)
     try:
@@ -255,6 +270,9 @@ def stop_all(run_dir: Path, any_job: bool = False) -> None:
         if s not in early:
             click.echo(f"fleet down: left alone: {s.job}'s fleet ({s.describe(run_dir)}); "
                        f"`fleet down {jobfleets.ANY_JOB}` stops it too")
+    if theirs or len(early) < len(coming):
+        if note := jobfleets.this_job_ended("fleet down"):
+            click.echo(note)
     left = [why for path, why in exposed if path.exists()]
     if left:  # (no coordinator of this host holds the lease: another host's, or none)
         raise click.ClickException(left[0])

@@ -22,6 +22,8 @@ def cancel(run_dir: Path, steps: list[str], waiting: bool = False, every: bool =
     fleets, theirs = jobfleets.split(live(Path(run_dir).resolve()), any_job)
     for path, conn in theirs:
         print(jobfleets.left_alone(conn, path, "fleet cancel", "cancels there too"), file=sys.stderr, flush=True)
+    if theirs and (note := jobfleets.this_job_ended("fleet cancel")):
+        print(note, file=sys.stderr, flush=True)
     if not fleets:
         raise FleetError(f"no fleet {'of this job ' if theirs else ''}is up in {run_dir}")
     clients = [Client(conn) for _, conn in fleets]

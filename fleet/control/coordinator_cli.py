@@ -20,7 +20,7 @@ from fleet.control.liveness import report_hold
 from fleet.core.lookahead import ahead
 from fleet.core.ranks import DEFAULT as DEFAULT_ORDER, MODES as ORDERS, ordered
 from fleet.core.reservations import RESERVE_AFTER_S
-from fleet.site.allocation import AllocationError, end_time, from_environment
+from fleet.site.allocation import AllocationError, at_start, from_environment, refusal
 from fleet.site.launch import launcher_for
 from fleet.site.profiles import ProfileError, detect, load as load_profile
 from fleet.wire import connection, logtag
@@ -48,6 +48,9 @@ def parser() -> argparse.ArgumentParser:
                          "fleets, since it last succeeded or was forced) before it is stopped (0: no limit)")
     ap.add_argument("--end", type=float, default=None,
                     help="when the allocation ends, epoch seconds (default: asked of the batch system, once)")
+    ap.add_argument("--end-from", default="", metavar="WHERE",
+                    help="the batch job was asked already (fleet up: fleet.control.preflight.asked_job): --end is "
+                         "its end (none if not given), WHERE where that came from; the job is not asked again")
     ap.add_argument("--drain-before", type=float, default=None,
                     help="seconds before the end at which running steps are stopped (interrupted); "
                          f"default {DRAIN_BEFORE_S:g}, at most half the time left at the start")
@@ -104,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     run_dir = Path(args.run_dir)
     try:
         profile = load_profile(args.machine or detect())
-    except ProfileError as e:
+        planned = _planned(args)  # (the batch job asked, if it is, before anything starts)
+    except (ProfileError, AllocationError) as e:
         log.error("%s", e)
         return 2
     nodes = args.nodes
@@ -141,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
                   f" (is {advertise} an address of this host?)" if advertise and bind == advertise else "")
         return 2
     _say_where(coord, bind, nodes, profile.launcher == "local")
-    coord.drain.plan(*_planned(args))
+    coord.drain.plan(*planned)
     if coord.drain.began is not None:  # (a fleet brought up again in its job judges as the job's first: jobstart)
         coord.drain.measured_from(jobstart.window_from(run_dir, coord.drain.began, coord.drain.end))
     # The batch system's warning (#SBATCH --signal=B:USR1@300, passed on by fleet run): drain now.
@@ -227,6 +231,19 @@ def _planned(args) -> tuple[float | None, float, str, bool]:
     return end, before, source, margin_cut(args, end, before)
 
 
+def _asked() -> tuple[float | None, str]:
+    """The batch job's end and where it came from, asked once here (a coordinator not
+    started by fleet up, which asks it: --end-from); AllocationError if it must not start."""
+    try:
+        alloc = from_environment()
+    except AllocationError as e:
+        return None, str(e)
+    at = at_start(alloc)
+    if why := refusal(alloc, at):
+        raise AllocationError(why)
+    return at.end, at.source
+
+
 def margin_cut(args, end: float | None, before: float) -> bool:
     """Whether _end cut the drain margin (`before`) short of what was asked for (or the
     default): the job is shorter than it (fleet.control.drain.early_warning)."""
@@ -237,14 +254,14 @@ def margin_cut(args, end: float | None, before: float) -> bool:
 def _end(args) -> tuple[float | None, float, str]:
     """When the allocation ends (given, else read once from the batch system), the
     drain margin, and where the end came from. The default margin is at most half the
-    time left, so that a job shorter than it still runs something."""
-    if args.end is not None:
+    time left, so that a job shorter than it still runs something. AllocationError (why)
+    when the batch job, asked here, has ended or its end is past (fleet.site.allocation.refusal)."""
+    if args.end_from:
+        end, source = args.end, args.end_from
+    elif args.end is not None:
         end, source = args.end, "given"
     else:
-        try:
-            end, source = end_time(from_environment())
-        except AllocationError as e:
-            end, source = None, str(e)
+        end, source = _asked()
     before = args.drain_before
     left = max(0.0, end - time.time()) if end is not None else None
     # Half the time left, to a tenth of a second: every message that says the drain point

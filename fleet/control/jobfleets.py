@@ -39,6 +39,23 @@ def left_alone(conn: connection.Connection, path: Path, command: str, does: str 
     return f"{command}: left alone: {whose(conn, path)}; `{command} {ANY_JOB}` {does}"
 
 
+def this_job_ended(command: str) -> str:
+    """The line `command` adds to those that left another job's fleet alone when the job
+    this shell's variables name has ended ("" if not, or not known): the variables are
+    an old job's (an salloc shell after its job), which is why every fleet here seemed
+    another job's. One query of the batch system (fleet.site.jobstate.ended), only then:
+    never for `fleet status`, which runs often. Said, not acted on: stopping other jobs'
+    fleets on the strength of a query is what ANY_JOB is there to ask for."""
+    from fleet.site.jobstate import ended
+    job = connection.this_job()
+    if not job or ended(job) is not True:
+        return ""
+    var = "SLURM_JOB_ID" if job.startswith("Slurm") else "PBS_JOBID"
+    return (f"{command}: this shell's {var} names {job}, which has ended: variables left from an old job (an "
+            f"salloc shell whose job ended?); unset them (as on a login node, every fleet is then this shell's) "
+            f"or give {ANY_JOB}")
+
+
 def split(fleets: list, any_job: bool) -> tuple[list, list]:
     """(this job's, other jobs') of fleets, each a (path, conn); with any_job, all are this job's."""
     if any_job:

@@ -10,6 +10,7 @@ among them that the launcher suits the batch job (a PALS profile in a Slurm job,
 from 2026-12-07: its agents failed after the coordinator had started), with the flag or setting that is wrong named, so that nothing starts. One more the
 coordinator cannot make, as it is not told: a --nodes given in a batch job that is not
 the job's node count (the coordinator takes every node of the job, and ignored it).
+After them, the batch job is asked once (asked_job) whether it is live and when it ends.
 """
 
 from __future__ import annotations
@@ -112,3 +113,25 @@ def embedded(nodes: int | None, advertise: str | None, own_cores: int = 0) -> st
         return f"{chosen}: {e}"
     return problem(profile, nodes, advertise, f"the machine is {chosen}; without it fleet run starts a local fleet",
                    own_cores)
+
+
+def asked_job(end_given: bool) -> tuple[str | None, list[str]]:
+    """The batch job this process runs in, asked once as a fleet is to start here
+    (fleet.site.allocation.at_start): why it cannot (the environment names a job that
+    has ended: an salloc shell's variables after its job, which the fleet would record
+    as its own, and another fleet then trust as ended; or the end read from the job is
+    already past, unless `end_given`: --end, --walltime), or None; and the coordinator's
+    options that pass the answer on (--end, --end-from), so that it does not ask again.
+    Nothing is asked outside a batch job, nor in one whose environment cannot be read
+    (`problem` says why, for a launcher that needs it)."""
+    from fleet.site.allocation import AllocationError, AtStart, at_start, from_environment, refusal
+    try:
+        alloc = from_environment()
+    except AllocationError:
+        return None, []
+    if alloc.system == "none":
+        return None, []
+    at = at_start(alloc)
+    if end_given:  # (only whether the job is live: the end is the one given)
+        return refusal(alloc, AtStart(None, at.source, at.gone)) or None, []
+    return refusal(alloc, at) or None, (["--end", repr(at.end)] if at.end is not None else []) + ["--end-from", at.source]

@@ -75,7 +75,10 @@ def start_directory() -> str:
 
 def this_job(env: Mapping[str, str] | None = None) -> str:
     """The batch job this process runs in, as the connection file names it: whose fleet
-    it is, for whoever finds it in the way of theirs. "" outside a batch job."""
+    it is, for whoever finds it in the way of theirs. "" outside a batch job. Read from
+    the environment, unchecked; a fleet starts only where the batch system said that
+    job is live (fleet.control.preflight.asked_job: an ended job's variables, left in a
+    shell, were recorded before 2026-12-07, and the live fleet then taken for dead)."""
     env = os.environ if env is None else env
     if env.get("SLURM_JOB_ID"):
         return f"Slurm job {env['SLURM_JOB_ID']}"

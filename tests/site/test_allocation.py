@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -16,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from fleet.site.allocation import (Allocation, AllocationError, end_time, expand_hostlist, from_environment,
-                                   read_nodefile)
+from fleet.site.allocation import (Allocation, AllocationError, Answer, AtStart, at_start, end_time, expand_hostlist,
+                                   from_environment, read_nodefile, refusal)
 
 REPO = Path(__file__).resolve().parents[2]
 BATCH_COMMANDS = ("sbatch", "squeue", "scontrol", "sinfo", "sacct", "salloc", "scancel",
@@ -251,7 +252,7 @@ def _agent_launcher_stub(bindir: Path, name: str, record: Path) -> None:
     (bindir / name).chmod(0o755)
 
 
-def test_fleet_up_in_a_slurm_job_reads_the_nodes_from_the_environment_and_asks_slurm_only_its_end_once(
+def test_fleet_up_in_a_slurm_job_reads_the_nodes_from_the_environment_and_asks_slurm_only_its_state_and_end_once(
         batch_stubs, tmp_path):
     bindir, marks, env = batch_stubs
     record = tmp_path / "srun.argv"
@@ -268,13 +269,13 @@ def test_fleet_up_in_a_slurm_job_reads_the_nodes_from_the_environment_and_asks_s
                         "-N", "3", "-n", "3", "--ntasks-per-node=1"]
     i = argv.index("--node-from")
     assert argv[i:i + 2] == ["--node-from", "slurm"] and argv[-4:-2] == ["--gpu-var", "CUDA_VISIBLE_DEVICES"], argv
-    assert called(marks) == {"squeue": f"{bindir}/squeue -h -j 4242 -o %e\n"}
+    assert called(marks) == {"squeue": f"{bindir}/squeue -h -j 4242 -t all -o %T %e\n"}
     ev = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     assert [e["nodes"] for e in ev if e["kind"] == "fleet_starting"] == [3]
     assert_coordinator_gone(run_dir)
 
 
-def test_fleet_up_in_a_pbs_job_starts_agents_on_the_de_duplicated_node_file_and_asks_pbs_only_its_end_once(
+def test_fleet_up_in_a_pbs_job_starts_agents_on_the_de_duplicated_node_file_and_asks_pbs_only_its_job_once(
         batch_stubs, tmp_path):
     bindir, marks, env = batch_stubs
     record = tmp_path / "mpiexec.argv"
@@ -308,44 +309,149 @@ def test_a_batch_machine_outside_a_batch_job_is_refused_before_anything_starts(b
 
 # --- when the job ends: once, at the start ------------------------------------------------------
 
-def test_fleet_up_with_an_end_given_or_slurms_end_in_the_environment_asks_slurm_nothing(batch_stubs, tmp_path):
+def test_fleet_up_with_an_end_given_or_slurms_end_in_the_environment_asks_slurm_only_whether_the_job_is_live(
+        batch_stubs, tmp_path):
+    # (before 2026-12-07 nothing was asked: an ended job's variables were taken for a live job)
     bindir, marks, env = batch_stubs
     _agent_launcher_stub(bindir, "srun", tmp_path / "srun.argv")
     env.update(SLURM_JOB_ID="4242", SLURM_JOB_NODELIST="nid001", SLURMD_NODENAME="nid001")
-    for extra, more_env in ((["--walltime", "2h"], {}), ([], {"SLURM_JOB_END_TIME": str(int(time.time()) + 600)})):
+    for n, (extra, more_env) in enumerate(((["--walltime", "2h"], {}),
+                                           ([], {"SLURM_JOB_END_TIME": str(int(time.time()) + 600)}))):
         run_dir = tmp_path / f"run{len(extra)}"
         r = _run([sys.executable, "-m", "fleet", "up", "--run-dir", str(run_dir), "--timeout", "40", *extra],
                  {**env, **more_env}, tmp_path)
         assert r.returncode != 0 and "srun exited with status 1" in r.stderr, r.stderr
-        assert called(marks) == {}
+        # Once per fleet up (the stub fails: not known whether the job is live, so it starts)
+        assert called(marks) == {"squeue": f"{bindir}/squeue -h -j 4242 -t all -o %T %e\n" * (n + 1)}
         assert_coordinator_gone(run_dir)
     assert "(SLURM_JOB_END_TIME); drain point" in (tmp_path / "run0" / "coordinator.log").read_text()
     assert "(given); drain point" in (tmp_path / "run2" / "coordinator.log").read_text()
 
 
-def test_slurms_end_is_read_from_the_environment_else_from_one_squeue_query():
+def _said(out: str, rc: int = 0, err: str = ""):
+    return lambda argv: Answer(rc, out, err)
+
+
+def test_slurms_state_and_end_come_from_one_squeue_query_else_the_end_from_the_environment():
     slurm = Allocation("slurm", "5", ("n1",))
     asked = []
 
     def query(argv):
         asked.append(argv)
-        return "2030-01-02T03:04:05\n"
-    assert end_time(slurm, {"SLURM_JOB_END_TIME": "1900000000"}, query) == (1900000000.0, "SLURM_JOB_END_TIME")
-    assert asked == []
-    end, source = end_time(slurm, {}, query)
-    assert asked == [["squeue", "-h", "-j", "5", "-o", "%e"]] and source == "squeue -j 5"
-    assert time.localtime(end)[:6] == (2030, 1, 2, 3, 4, 5)
-    # A job with no limit, or a failed query: no end (and no drain).
-    assert end_time(slurm, {}, lambda argv: "N/A\n")[0] is None
-    assert end_time(slurm, {}, lambda argv: None)[0] is None
+        return Answer(0, "RUNNING 2030-01-02T03:04:05\n")
+    end, source = end_time(slurm, {"SLURM_JOB_END_TIME": "1900000000"}, query)
+    assert asked == [["squeue", "-h", "-j", "5", "-t", "all", "-o", "%T %e"]] and source == "squeue -j 5"
+    assert time.localtime(end)[:6] == (2030, 1, 2, 3, 4, 5)  # (Slurm's: a time limit changed since is in it)
+    # The query failed: the environment's end; none there either: no end (and no drain).
+    assert at_start(slurm, {"SLURM_JOB_END_TIME": "1900000000"}, lambda argv: None) == AtStart(
+        1900000000.0, "SLURM_JOB_END_TIME")
+    assert at_start(slurm, {}, _said("RUNNING N/A\n")) == AtStart(None, "Slurm gave no end time")
+    assert at_start(slurm, {}, _said("", 1, "slurm_load_jobs error: Socket timed out\n")).gone == ""
+    assert at_start(slurm, {}, lambda argv: None).end is None
+
+
+@pytest.mark.parametrize("answer, gone", [
+    (Answer(0, "COMPLETED 2026-12-07T12:12:50\n"), "that has ended (COMPLETED)"),
+    (Answer(0, "CANCELLED 2026-12-07T12:12:50\n"), "that has ended (CANCELLED)"),
+    (Answer(0, ""), "that squeue no longer lists"),
+    (Answer(1, "", "slurm_load_jobs error: Invalid job id specified\n"),
+     "that Slurm does not know (slurm_load_jobs error: Invalid job id specified)"),
+])
+def test_a_slurm_job_that_squeue_says_has_ended_or_does_not_know_is_refused_naming_the_variable(answer, gone):
+    slurm = Allocation("slurm", "1363", ("n1",))
+    at = at_start(slurm, {}, lambda argv: answer)
+    assert at.gone == gone
+    why = refusal(slurm, at)
+    assert why.startswith(f"SLURM_JOB_ID=1363 names a Slurm job {gone}: variables left from an old job") and \
+        "unset the SLURM_* variables" in why
+
+
+@pytest.mark.parametrize("state", ["RUNNING", "COMPLETING", "SUSPENDED"])
+def test_a_live_slurm_job_is_not_refused(state):
+    slurm = Allocation("slurm", "5", ("n1",))
+    assert refusal(slurm, at_start(slurm, {}, _said(f"{state} 2030-01-02T03:04:05\n"))) == ""
+
+
+def test_a_job_end_already_past_is_refused_naming_where_it_came_from():
+    slurm = Allocation("slurm", "5", ("n1",))
+    at = at_start(slurm, {"SLURM_JOB_END_TIME": "1000"}, lambda argv: None)
+    why = refusal(slurm, at, now=4600.0)
+    assert "(SLURM_JOB_END_TIME), is already past" in why and "start nothing" in why
+    assert refusal(slurm, at, now=999.0) == ""
 
 
 def test_pbs_end_is_the_jobs_start_plus_its_walltime_from_one_qstat():
     pbs = Allocation("pbs", "7.pbs", ("n1",))
-    out = "Job Id: 7.pbs\n    stime = Wed Jan  2 03:04:05 2030\n    Resource_List.walltime = 01:30:00\n"
-    end, source = end_time(pbs, {}, lambda argv: out)
-    assert source == "qstat -f 7.pbs" and time.localtime(end - 5400)[:6] == (2030, 1, 2, 3, 4, 5)
+    out = ("Job Id: 7.pbs\n    job_state = R\n    stime = Wed Jan  2 03:04:05 2030\n"
+           "    Resource_List.walltime = 01:30:00\n")
+    at = at_start(pbs, {}, _said(out))
+    assert at.source == "qstat -f 7.pbs" and time.localtime(at.end - 5400)[:6] == (2030, 1, 2, 3, 4, 5)
+    assert at.gone == ""
     # Without qstat's answer, a walltime in the environment counts from now.
     assert end_time(pbs, {"PBS_WALLTIME": "60"}, lambda argv: None, now=100.0) == (160.0, "PBS walltime from now")
     assert end_time(pbs, {}, lambda argv: None)[0] is None
     assert end_time(Allocation("none", "", ()), {}) == (None, "not a batch job")
+
+
+@pytest.mark.parametrize("answer, gone", [
+    (Answer(0, "Job Id: 7.pbs\n    job_state = F\n"), "that has ended (job_state F: finished)"),
+    (Answer(153, "", "qstat: Unknown Job Id 7.pbs\n"), "that PBS does not know (qstat: Unknown Job Id 7.pbs)"),
+    (Answer(35, "", "qstat: 7.pbs Job has finished, use -x or -H to obtain historical job information\n"),
+     "that has ended (qstat: 7.pbs Job has finished, use -x or -H to obtain historical job information)"),
+])
+def test_a_pbs_job_that_qstat_says_has_finished_or_does_not_know_is_refused_naming_the_variable(answer, gone):
+    pbs = Allocation("pbs", "7.pbs", ("n1",))
+    why = refusal(pbs, at_start(pbs, {}, lambda argv: answer))
+    assert why.startswith(f"PBS_JOBID=7.pbs names a PBS job {gone}: ") and "unset the PBS_* variables" in why
+
+
+def test_a_job_end_from_the_environment_already_past_is_refused_by_fleet_up_and_fleet_run_naming_it(
+        batch_stubs, tmp_path):
+    # (before 2026-12-07 the fleet came up drained: fleet run started nothing and exited 3,
+    # which a job script that resubmits itself takes for "resubmit")
+    _, _, env = batch_stubs  # (squeue fails, as an unreachable controller: whether the job is live is not known)
+    env.update(SLURM_JOB_ID="4242", SLURM_JOB_NODELIST="nid001", SLURM_JOB_END_TIME=str(int(time.time()) - 3600))
+    suite = tmp_path / "s.toml"
+    suite.write_text('[suite]\nname = "past"\n[[steps]]\nid = "a"\ncommand = "true"\n')
+    for argv in (["up", "--local"], ["run", str(suite)]):
+        run_dir = tmp_path / argv[0]
+        r = _run([sys.executable, "-m", "fleet", *argv, "--run-dir", str(run_dir), "--timeout", "40"],
+                 {**env, "FLEET_MACHINE": "local"}, tmp_path)
+        try:
+            assert r.returncode == 2, (r.stdout, r.stderr)
+            assert re.search(r"the job's end, \S+ \(SLURM_JOB_END_TIME\), is already past", r.stderr), r.stderr
+            assert "nothing was started" in r.stderr and not (run_dir / "coordinator.log").exists()
+        finally:
+            if (run_dir / "fleet.json").exists():  # (the code before the fix: a fleet up)
+                _run([sys.executable, "-m", "fleet", "down", "--run-dir", str(run_dir)], env, tmp_path)
+    # Given a later end, the job's is not looked at.
+    r = _run([sys.executable, "-m", "fleet", "up", "--local", "--run-dir", str(tmp_path / "given"), "--timeout",
+              "40", "--walltime", "1h"], env, tmp_path)
+    assert r.returncode == 0, r.stderr
+    _run([sys.executable, "-m", "fleet", "down", "--run-dir", str(tmp_path / "given")], env, tmp_path)
+
+
+HET = {"SLURM_JOB_ID": "1366", "SLURM_HET_SIZE": "2", "SLURM_JOB_NODELIST_HET_GROUP_0": "node1",
+       "SLURM_JOB_NODELIST_HET_GROUP_1": "node2", "SLURM_NODELIST_HET_GROUP_0": "node1"}  # (as salloc -N1 : -N1 sets them)
+
+
+def test_a_heterogeneous_slurm_job_is_refused_as_not_supported_not_as_outside_the_job():
+    # (before 2026-12-07: "SLURM_JOB_ID is set but SLURM_JOB_NODELIST is not: is this running inside the job?")
+    with pytest.raises(AllocationError) as e:
+        from_environment(HET)
+    assert str(e.value).startswith("SLURM_JOB_ID=1366 is a heterogeneous Slurm job (SLURM_JOB_NODELIST_HET_GROUP_0, "
+                                   "SLURM_JOB_NODELIST_HET_GROUP_1): not supported")
+    assert "inside the job" not in str(e.value)
+
+
+def test_fleet_up_in_a_real_heterogeneous_slurm_job_says_it_is_not_supported(tmp_path):
+    from cluster import skip_unless_slurm
+    skip_unless_slurm(2)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PBS_", "FLEET_"))}
+    env["PYTHONPATH"] = str(REPO)
+    r = _run(["salloc", "-I60", "-N1", "-t", "2", "-J", "fleet-het", ":", "-N1", sys.executable, "-m", "fleet", "up",
+              "--run-dir", str(tmp_path / "run"), "--timeout", "40"], env, tmp_path, timeout=120)
+    if "Unable to allocate resources" in r.stderr:
+        pytest.skip(f"Slurm busy: {r.stderr.strip().splitlines()[-1]}")
+    assert "is a heterogeneous Slurm job (SLURM_JOB_NODELIST_HET_GROUP_0, " in r.stderr, r.stderr
+    assert "nothing was started" in r.stderr and r.returncode == 2, r.stderr
