@@ -72,7 +72,10 @@ def from_environment(env: Mapping[str, str] | None = None) -> Allocation:
         nodefile = env.get("PBS_NODEFILE")
         if not nodefile:
             raise AllocationError("PBS_JOBID is set but PBS_NODEFILE is not")
-        return Allocation("pbs", env["PBS_JOBID"], tuple(read_nodefile(nodefile)))
+        nodes = tuple(read_nodefile(nodefile))
+        if not nodes:  # (said as "not inside a batch job" before 2026-12-07, PBS_JOBID set)
+            raise AllocationError(f"PBS_JOBID is set but the node file {nodefile} (PBS_NODEFILE) lists no node")
+        return Allocation("pbs", env["PBS_JOBID"], nodes)
     return Allocation("none", "", ())
 
 

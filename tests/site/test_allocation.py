@@ -106,6 +106,13 @@ def test_a_pbs_node_file_that_is_gone_is_an_error_naming_it(tmp_path):
         from_environment({"PBS_JOBID": "123", "PBS_NODEFILE": str(tmp_path / "gone")})
 
 
+def test_an_empty_pbs_node_file_is_an_error_naming_it_not_outside_a_batch_job(tmp_path):
+    # Before 2026-12-07 it gave no nodes, and fleet up said "this is not inside a batch job".
+    (tmp_path / "nf").write_text("\n")
+    with pytest.raises(AllocationError, match=r"PBS_JOBID is set but the node file .*nf \(PBS_NODEFILE\) lists no node"):
+        from_environment({"PBS_JOBID": "123", "PBS_NODEFILE": str(tmp_path / "nf")})
+
+
 @pytest.mark.parametrize("env", [{}, {"SLURM_JOB_ID": ""}, {"PBS_JOBID": ""}, {"HOME": "/root", "SLURM_CONF": "/etc/slurm/slurm.conf"}])
 def test_outside_a_batch_job_the_allocation_is_none_with_no_nodes(env):
     assert from_environment(env) == Allocation("none", "", ())
