@@ -83,3 +83,17 @@ def spike_when(mib: int, go: str, more: int) -> int:
         time.sleep(0.01)
     spike = b"\x02" * (more << 20)
     return len(data) + len(spike)
+
+
+def spike_first(mib: int, go: str) -> int:
+    """Touch `mib` MiB at once and free it, say so (the file `go`.spiked), then wait for
+    the file `go`: a spike before the agent's first look at the step (its Started read late)."""
+    import os
+    data = b"\x02" * (mib << 20)
+    n = len(data)
+    del data
+    open(go + ".spiked", "w").close()
+    deadline = time.monotonic() + 60
+    while not os.path.exists(go) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return n

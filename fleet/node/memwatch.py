@@ -105,7 +105,11 @@ class Enforcer:
             # A first look now, for a step that may end before the first sample (its peak).
             w.peak = memmeasure.used([msg.pid], limit, self.parent)
             if w.forked and (hwm := memmeasure.high_water(msg.pid)) > w.peak:
-                w.began = hwm - w.peak  # what it was forked with: the zygote's pages it holds
+                # What it was forked with: the zygote's pages it holds; no more than the
+                # zygote holds now (what a step forked from it begins with), which a spike
+                # the step made and freed before this look (its Started heard late, under
+                # load) would otherwise pass for.
+                w.began = min(hwm - w.peak, memmeasure.rss(self.parent) or hwm)
             self.watched[(msg.step, msg.attempt)] = w
 
     def dropped(self, msg: P.Dropped) -> None:

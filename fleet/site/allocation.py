@@ -59,8 +59,11 @@ def from_environment(env: Mapping[str, str] | None = None) -> Allocation:
     env = os.environ if env is None else env
     if env.get("SLURM_JOB_ID"):
         expr = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
-        if not expr and (het := sorted(k for k in env if k.startswith("SLURM_JOB_NODELIST_HET_GROUP_"))):
-            # (Slurm sets no SLURM_JOB_NODELIST in one: only each component's)
+        het = sorted(k for k in env if k.startswith("SLURM_JOB_NODELIST_HET_GROUP_"))
+        if het or env.get("SLURM_HET_SIZE"):
+            # (salloc sets no SLURM_JOB_NODELIST in one, only each component's; sbatch sets
+            # it to the first component's: a fleet came up there, the others idle, unsaid)
+            het = het or ["SLURM_HET_SIZE"]
             raise AllocationError(f"SLURM_JOB_ID={env['SLURM_JOB_ID']} is a heterogeneous Slurm job ({', '.join(het)}): "
                                   "not supported (its agents would need srun --het-group); ask for one "
                                   "homogeneous allocation (salloc/sbatch without ':' components)")

@@ -103,3 +103,30 @@ def test_a_call_step_forked_after_the_zygote_grew_is_not_charged_the_zygotes_gro
     assert exited.maxrss_kb << 10 > 200 * MIB, exited  # (it did begin with the zygote's growth)
     assert got.outcome == "succeeded" and got.error is None, got
     assert 11 * MIB <= got.memory_peak <= 100 * MIB, got
+
+
+def test_a_call_steps_spike_before_the_agents_first_look_is_still_its_peak(zygote, tmp_path):
+    # The step touches 150 MiB and frees it before the agent reads its Started (late,
+    # under load). Its high water at that first look holds the spike: taken whole for what
+    # it was forked with (as briefly on 2026-12-07), the spike was subtracted from its
+    # rusage and the step judged at 18 MiB, within its memory of 100 MiB.
+    z = zygote(preload=("memory_steps",))
+    enforcer = memwatch.Enforcer(memlimit.Choice(memlimit.WATCHDOG), parent=z.proc.pid)
+    go = tmp_path / "go"
+    msg = launch(tmp_path, "early", "memory_steps:spike_first", args={"mib": 150, "go": str(go)},
+                 memory_limit=100 * MIB)
+    enforcer.launched(msg)
+    z.send(msg)
+    started = z.expect(Started)
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "go.spiked").exists():
+        assert time.monotonic() < deadline, "the step never spiked"
+        time.sleep(0.01)
+    enforcer.started(started)  # the first look, after the spike
+    go.write_text("go")
+    exited = z.exited(msg.step)
+    got = decode(enforcer.exited(exited, encode(exited)))
+    # (At most what it added to the zygote's pages: a forked child holds fewer of them at
+    # first than the zygote does, its file pages mapped as it touches them, so a few MiB under.)
+    assert got.outcome == "succeeded" and 120 * MIB <= got.memory_peak <= exited.maxrss_kb << 10, got
+    assert got.error and "of its memory 100MiB: passed it between two of the watchdog's samples" in got.error, got

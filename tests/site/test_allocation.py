@@ -451,6 +451,37 @@ def test_a_heterogeneous_slurm_job_is_refused_as_not_supported_not_as_outside_th
     assert "inside the job" not in str(e.value)
 
 
+def test_a_heterogeneous_sbatch_job_is_refused_though_slurm_sets_its_first_components_nodelist():
+    # sbatch sets SLURM_JOB_NODELIST to the first component's nodes: a fleet came up there,
+    # the other components idle, nothing said (found on the real Slurm on 2026-12-07).
+    with pytest.raises(AllocationError, match=r"^SLURM_JOB_ID=1366 is a heterogeneous Slurm job .*not supported"):
+        from_environment({**HET, "SLURM_JOB_NODELIST": "node1", "SLURM_NODELIST": "node1"})
+    with pytest.raises(AllocationError, match=r"heterogeneous Slurm job \(SLURM_HET_SIZE\)"):
+        from_environment({"SLURM_JOB_ID": "7", "SLURM_HET_SIZE": "2", "SLURM_JOB_NODELIST": "node1"})
+
+
+def test_fleet_up_in_a_real_heterogeneous_sbatch_job_says_it_is_not_supported(tmp_path):
+    from cluster import skip_unless_slurm
+    skip_unless_slurm(2)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PBS_", "FLEET_"))}
+    env["PYTHONPATH"] = str(REPO)
+    script = tmp_path / "het.sh"
+    script.write_text(f"#!/bin/bash\n{sys.executable} -m fleet up --run-dir {tmp_path / 'run'} --timeout 40\n")
+    out = tmp_path / "het.out"
+    name = f"fleet-het-{os.getpid()}"
+    try:
+        r = _run(["sbatch", "--wait", "-o", str(out), "-N1", "-t", "2", "-J", name, ":", "-N1", str(script)],
+                 env, tmp_path, timeout=150)
+    finally:
+        subprocess.run(["scancel", "--name", name], timeout=30, capture_output=True)
+    if "Unable to allocate resources" in r.stderr or not out.exists():
+        pytest.skip(f"Slurm busy or the job did not run: {r.stderr.strip()}")
+    text = out.read_text()
+    assert "is a heterogeneous Slurm job (SLURM_JOB_NODELIST_HET_GROUP_0, " in text, text
+    assert "nothing was started" in text and r.returncode != 0, (r.returncode, text)
+    assert not (tmp_path / "run" / "fleet.json").exists()
+
+
 def test_fleet_up_in_a_real_heterogeneous_slurm_job_says_it_is_not_supported(tmp_path):
     from cluster import skip_unless_slurm
     skip_unless_slurm(2)
