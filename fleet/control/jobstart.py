@@ -54,7 +54,11 @@ def job_name(env: Mapping[str, str] | None = None) -> str:
         return ""
     system, _, ident = job.partition(" job ")
     cluster = connection.this_cluster(env)
-    name = "-".join(p for p in (system.lower(), ident, cluster) if p)
+    # A requeued Slurm job keeps its id: each run of it is a job of its own here (before
+    # 2026-12-07 a requeued run measured from the run before, longer than the job).
+    env = os.environ if env is None else env
+    run = env.get("SLURM_RESTART_COUNT", "") if system == "Slurm" else ""
+    name = "-".join(p for p in (system.lower(), ident, cluster, f"run{run}" if run not in ("", "0") else "") if p)
     return _UNSAFE.sub("_", name)[:200]
 
 

@@ -28,6 +28,17 @@ def test_another_jobs_record_is_never_read(tmp_path):
         "pbs-4711.server", "slurm-4711-alpha", "slurm-4711-beta", "slurm-4712-alpha"]
 
 
+def test_a_requeued_slurm_job_s_run_does_not_measure_from_the_run_before(tmp_path):
+    # A requeued job keeps its id; the run before's record, its end not passed yet (a
+    # planned end), was read as this run's: a window longer than the job (found with the
+    # real Slurm's `scontrol requeue` on 2026-12-07).
+    assert jobstart.window_from(tmp_path, T, T + 240, JOB) == T
+    requeued = {**JOB, "SLURM_RESTART_COUNT": "1"}
+    assert jobstart.window_from(tmp_path, T + 100, T + 340, requeued) == T + 100
+    assert jobstart.window_from(tmp_path, T + 150, T + 340, requeued) == T + 100  # (its own later fleet)
+    assert jobstart.window_from(tmp_path, T + 50, T + 240, {**JOB, "SLURM_RESTART_COUNT": "0"}) == T
+
+
 def test_a_fleet_outside_a_batch_job_or_with_no_end_known_records_and_reads_nothing(tmp_path):
     jobstart.window_from(tmp_path, T, T + 180, JOB)
     assert jobstart.window_from(tmp_path, T + 50, T + 180, {}) == T + 50
