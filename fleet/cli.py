@@ -132,7 +132,7 @@ def validate(suite, nodes, cores_per_node, memory_per_node, gpus_per_node, impor
 @click.option("--cores-per-node", type=CORES, required=True, help="cores of each node")
 @click.option("--memory-per-node", type=MEMORY, default=None, show_default="4GiB per core",
               help="memory of each node, e.g. 256GiB")
-@click.option("--gpus-per-node", type=GPUS, default=0, help="GPUs on each node")
+@click.option("--gpus-per-node", type=GPUS, default=None, show_default="0", help="GPUs on each node")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object (an error too: {\"error\": ...})")
 @simulate_end
 @simulate_options
@@ -318,6 +318,7 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
                                selected, shard_spec, sharded, steps_to_run)
     from fleet.control.checks import suite_head
     from fleet.control import jobfleets, othershards
+    from fleet.control.api import silence_s
     from fleet.control.client import FleetError
     from fleet.control.runner import run_suite
     from fleet.control.submissions import Problems
@@ -332,6 +333,11 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
     for given, option in ((new_generation, "--new-generation"), (no_wait_foreign, "--no-wait-foreign")):
         if given and not shard:  # (before 2026-12-06 taken and ignored)
             raise click.UsageError(f"{option} goes with --shard I/N: without it, it means nothing")
+    try:
+        silence_s()  # (read only once the suite was running before 2026-12-07: a traceback then)
+    except FleetError as e:
+        click.echo(f"error: {e}; nothing was started", err=True)
+        sys.exit(2)
     target, other = _run_dir_for_suite(run_dir, s)
     refuse_a_file(target, run_dir, s)
     try:
@@ -408,6 +414,11 @@ def step(suite, step_id, run_dir, keep):
               help="seconds between redraws with --watch (0.1 to 86400, a day)")
 def status(run_dir, conn_file, via, login, ssh_option, as_json, all_nodes, watch, interval):
     """What a fleet is doing: nodes, steps by state, running steps, recent failures."""
+    from click.core import ParameterSource
+    if ssh_option and not login:  # (before 2026-12-07 taken and ignored)
+        raise click.UsageError("--ssh-option goes with --ssh: without it, it means nothing")
+    if not watch and click.get_current_context().get_parameter_source("interval") is ParameterSource.COMMANDLINE:
+        raise click.UsageError("--interval goes with --watch: without it, it means nothing")
     import contextlib
     import signal
     import time as _t

@@ -110,6 +110,9 @@ def with_job(extra: list[str]) -> list[str]:
     if why:
         click.echo(f"fleet: {why}; nothing was started", err=True)
         sys.exit(EXIT_INVALID)
+    if "--drain-before" in extra and "--end" not in extra + asked:  # (before 2026-12-07 said in coordinator.log only)
+        click.echo("fleet: warning: --drain-before is given, but no end of the allocation is known (not in a batch "
+                   "job, or the batch system gave none): nothing drains; give --end or --walltime", err=True)
     return extra + asked
 
 

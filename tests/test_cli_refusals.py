@@ -461,3 +461,34 @@ def test_status_via_with_ssh_or_a_port_out_of_range_is_a_usage_error(tmp_path):
     for port in ("99999", "0"):
         r = fleet(tmp_path, "status", "--via", f"127.0.0.1:{port}")
         refused(r, f"'127.0.0.1:{port}': the port must be 1 to 65535")
+
+
+@pytest.mark.parametrize("value", ["2m", "nan", "0", "-5"])
+def test_a_bad_fleet_run_silence_is_refused_before_anything_starts_not_a_traceback_mid_run(tmp_path, suite, value):
+    # (before 2026-12-07 read only once the suite ran: "2m" a traceback that took the
+    # embedded fleet down, its step interrupted; "nan" a wait that never gave up)
+    r = fleet(tmp_path, "run", str(suite), env={"FLEET_RUN_SILENCE": value})
+    refused(r, f"FLEET_RUN_SILENCE={value!r}", "a number of seconds above 0", "nothing was started")
+    assert not (tmp_path / "runs").exists() and left_behind(tmp_path) == []
+
+
+@pytest.mark.parametrize("args,said", [(["--ssh-option", "-p 2222"], "--ssh-option goes with --ssh"),
+                                       (["--interval", "5"], "--interval goes with --watch")])
+def test_a_status_option_without_the_one_it_goes_with_is_refused_rather_than_ignored(tmp_path, args, said):
+    r = fleet(tmp_path, "status", *args)
+    assert r.returncode == 2 and said in r.stderr, (r.returncode, r.stderr)
+
+
+def test_simulate_says_the_gpus_it_assumed_as_validate_does(tmp_path):
+    (tmp_path / "g.toml").write_text('[[steps]]\nid = "g"\ncommand = "true"\ngpus = 1\n')
+    for command in ("validate", "simulate"):
+        r = fleet(tmp_path, command, "g.toml", "--nodes", "1", "--cores-per-node", "2")
+        assert r.returncode == 2 and "assumed no GPUs: give --gpus-per-node" in r.stderr, (command, r.stderr)
+
+
+def test_drain_before_with_no_end_known_is_said_by_fleet_run_not_only_in_the_coordinators_log(tmp_path, suite):
+    r = fleet(tmp_path, "run", str(suite), "--drain-before", "1m")
+    assert r.returncode == 0, r.stderr
+    assert "--drain-before is given, but no end of the allocation is known" in r.stderr, r.stderr
+    r = fleet(tmp_path, "run", str(suite), "--drain-before", "1m", "--walltime", "1h")
+    assert "no end of the allocation is known" not in r.stderr, r.stderr

@@ -28,6 +28,7 @@ from fleet.control import client as C
 from fleet.control import gone, jobfleets
 from fleet.control import rundir
 from fleet.control.client import FleetError
+from fleet.control.seconds_option import YEAR
 from fleet.core.units import lone_surrogate
 from fleet.wire import connection, logtag, owndirs
 from fleet.wire import messages as P
@@ -48,8 +49,20 @@ SILENCE_S = 120.0
 
 
 def silence_s() -> float:
-    """How long a wait hears nothing before it gives up (FLEET_RUN_SILENCE, else SILENCE_S)."""
-    return float(os.environ.get(SILENCE_ENV) or SILENCE_S)
+    """How long a wait hears nothing before it gives up (FLEET_RUN_SILENCE, else SILENCE_S);
+    FleetError naming the variable for a value that is no finite number of seconds above 0
+    (before 2026-12-07 a traceback once the suite had started, "2m"; "nan" never gave up)."""
+    text = os.environ.get(SILENCE_ENV) or ""
+    if not text:
+        return SILENCE_S
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and 0 < seconds <= YEAR):
+        raise FleetError(f"{SILENCE_ENV}={text!r}: give a number of seconds above 0 (at most a year), "
+                         f"how long `fleet run` waits for a silent coordinator (default {SILENCE_S:g})")
+    return seconds
 
 
 class SubmitError(FleetError):
