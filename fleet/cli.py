@@ -314,11 +314,11 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
     silent): bring one up and run it again (docs/operations.md in fleet's source)."""
     from fleet.control import warnsignal
     warnsignal.catch()  # the batch system's warning, from the start: kept until the fleet is up
-    from fleet.cli_run import (embedded_nodes, refuse_a_file, refuse_to_embed, say_ignored, say_not_suites,
-                               selected, shard_spec, sharded, steps_to_run)
+    from fleet.cli_run import (embedded_nodes, refuse_a_file, refuse_bad_silence, refuse_lone_options,
+                               refuse_to_embed, say_ignored, say_not_suites, selected, shard_spec, sharded,
+                               steps_to_run)
     from fleet.control.checks import suite_head
     from fleet.control import jobfleets, othershards
-    from fleet.control.api import silence_s
     from fleet.control.client import FleetError
     from fleet.control.runner import run_suite
     from fleet.control.submissions import Problems
@@ -328,16 +328,8 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
     except SuiteError as e:
         _invalid(e.problems)
     only, shard = selected(only), sharded(shard)
-    if with_deps and not only:
-        raise click.UsageError("--with-deps selects with --only")
-    for given, option in ((new_generation, "--new-generation"), (no_wait_foreign, "--no-wait-foreign")):
-        if given and not shard:  # (before 2026-12-06 taken and ignored)
-            raise click.UsageError(f"{option} goes with --shard I/N: without it, it means nothing")
-    try:
-        silence_s()  # (read only once the suite was running before 2026-12-07: a traceback then)
-    except FleetError as e:
-        click.echo(f"error: {e}; nothing was started", err=True)
-        sys.exit(2)
+    refuse_lone_options(with_deps, only, new_generation, no_wait_foreign, shard)
+    refuse_bad_silence()
     target, other = _run_dir_for_suite(run_dir, s)
     refuse_a_file(target, run_dir, s)
     try:
@@ -414,11 +406,8 @@ def step(suite, step_id, run_dir, keep):
               help="seconds between redraws with --watch (0.1 to 86400, a day)")
 def status(run_dir, conn_file, via, login, ssh_option, as_json, all_nodes, watch, interval):
     """What a fleet is doing: nodes, steps by state, running steps, recent failures."""
-    from click.core import ParameterSource
-    if ssh_option and not login:  # (before 2026-12-07 taken and ignored)
-        raise click.UsageError("--ssh-option goes with --ssh: without it, it means nothing")
-    if not watch and click.get_current_context().get_parameter_source("interval") is ParameterSource.COMMANDLINE:
-        raise click.UsageError("--interval goes with --watch: without it, it means nothing")
+    from fleet.cli_status import refuse_lone_options
+    refuse_lone_options(ssh_option, login, watch)
     import contextlib
     import signal
     import time as _t

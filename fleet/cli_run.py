@@ -154,3 +154,25 @@ def steps_to_run(msg: P.Submit, run_dir: Path, nodes: list | None, notes: dict |
     where = f" in shard {msg.shard}" if msg.shard else ""
     return (suite, "" if steps else f"suite '{suite.name}' has no steps{where}; nothing was started",
             othershards.of(steps, foreign, msg.shard, run_dir))
+
+
+def refuse_bad_silence() -> None:
+    """Exit 2, nothing started, for a FLEET_RUN_SILENCE that is no number of seconds above
+    0 (read only once the suite ran before 2026-12-07: a traceback then)."""
+    from fleet.control.api import silence_s
+    from fleet.control.client import FleetError
+    try:
+        silence_s()
+    except FleetError as e:
+        click.echo(f"error: {e}; nothing was started", err=True)
+        sys.exit(2)
+
+
+def refuse_lone_options(with_deps, only, new_generation, no_wait_foreign, shard) -> None:
+    """A usage error for an option of `fleet run` given without the one it goes with
+    (before 2026-12-06 taken and ignored)."""
+    if with_deps and not only:
+        raise click.UsageError("--with-deps selects with --only")
+    for given, option in ((new_generation, "--new-generation"), (no_wait_foreign, "--no-wait-foreign")):
+        if given and not shard:
+            raise click.UsageError(f"{option} goes with --shard I/N: without it, it means nothing")

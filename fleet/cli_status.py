@@ -149,3 +149,14 @@ def said_down(why: str, as_json: bool, crashed: bool) -> None:
     click.echo(f"fleet: {said}", err=True)
     if crashed:
         sys.exit(1)
+
+
+def refuse_lone_options(ssh_option, login, watch) -> None:
+    """A usage error for an option given without the one it goes with (before 2026-12-07
+    taken and ignored): --ssh-option without --ssh, --interval without --watch."""
+    import click
+    from click.core import ParameterSource
+    if ssh_option and not login:
+        raise click.UsageError("--ssh-option goes with --ssh: without it, it means nothing")
+    if not watch and click.get_current_context().get_parameter_source("interval") is ParameterSource.COMMANDLINE:
+        raise click.UsageError("--interval goes with --watch: without it, it means nothing")
