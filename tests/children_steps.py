@@ -433,3 +433,10 @@ def makes(ctx, pause: float = 0.0) -> None:
     with open(os.path.join(ctx.run_dir, ctx.id.replace("/", "-") + ".out"), "w") as f:
         f.write("made")
     _note(ctx, "ended")
+
+
+def submits_these(ctx, kids: list) -> None:
+    """Submits these step tables in phase 0 and waits for them (tests/control/test_children_files.py)."""
+    if ctx.phase == 0:
+        ctx.submit(kids)
+        raise fleet.WaitForChildren()

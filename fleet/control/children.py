@@ -21,7 +21,8 @@ succeeded with this definition is skipped (a rerun after a crash runs only the r
 but not when its parent runs for a `fleet run --force`: then it runs again too, once
 for that submission (Children._forced).
 Children that cannot be taken (a problem in a table, a dep on an unknown step or on
-another family's child, an id the suite already uses) fail the parent's attempt, with
+another family's child, an id the suite already uses, an output another step produces,
+an input no step produces that is not on disk: fleet.core.childfiles) fail the parent's attempt, with
 the problems as its reason and in its log. A child that ended without success submitted again past the limit
 (fleet.core.phases.MAX_RESUBMITS: the parent is in a loop) fails the parent's attempt
 too, not retried, and is not entered.
@@ -36,11 +37,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fleet.control import journalmarks, leftovers, markwriter
+from fleet.control.checks import inside_run_dir
 from fleet.control.markerscan import read_markers
 from fleet.control.submissions import Accepted, why_again
 from fleet.core import states as S
 from fleet.core.attempts import GOES_ON
 from fleet.core.childdeps import not_a_childs_dep
+from fleet.core.childfiles import file_deps, sibling_outputs
 from fleet.core.childsteps import expand
 from fleet.core.problems import Problem
 from fleet.core.scheduler import StepExited, Submitted
@@ -76,6 +79,8 @@ class Collected:
     problems: list = field(default_factory=list)
     markers: dict = field(default_factory=dict)
     left: dict = field(default_factory=dict)  # child id -> what older fleets left (leftovers; no entry: not looked)
+    keys: dict = field(default_factory=dict)  # an absolute input -> the path it is matched by (checks.inside_run_dir)
+    absent: frozenset = frozenset()  # inputs no sibling produces that are not on disk
 
 
 @dataclass
@@ -117,9 +122,9 @@ class Children:
         tag, got = done.tag, done.value
         if done.error is not None:
             got = Collected(problems=[Problem(tag.parent, None, None, f"reading its children failed: {done.error!r}")])
-        problems = list(got.problems)
+        problems, deps = list(got.problems), {}
         if not problems:
-            problems = self._check(tag.parent, got.steps)
+            problems, deps = self._check(tag.parent, got)
             if problems:  # (the worker logged those it found; these, off the loop too)
                 self.coord.submissions.offload(_to_log, self.coord.claims.run_dir_of(tag.parent), tag.parent,
                                                problems)
@@ -132,6 +137,7 @@ class Children:
         if loop:
             self._fail(tag, loop, now, final=True)
             return
+        self.coord.submissions.producers.take(got.steps)  # (the next submission sees their outputs)
         cut = len(tag.parent) + 1  # (a given id may hold a "/": an array's c/{i})
         self.given.setdefault(tag.parent, set()).update(s.id[cut:] for s in got.steps)
         new = self._new(tag.parent, got.steps, got.markers)
@@ -141,7 +147,7 @@ class Children:
         if not new:
             self._go_on(tag.exit, now)
             return
-        self.intake.waiting.append((None, None, self._batch(tag, new, got.markers, got.left)))
+        self.intake.waiting.append((None, None, self._batch(tag, new, got.markers, got.left, deps)))
 
     def _fail(self, tag: Tag, why: str, now: float, final: bool = False) -> None:
         """Fail the parent's attempt, its children not entered (`final`: not retried)."""
@@ -249,32 +255,46 @@ class Children:
         subs = self.coord.submissions
         return [subs.subs[i] for i in subs.step_subs.get(parent, ()) if i in subs.subs]
 
-    def _check(self, parent: str, steps: list) -> list:
-        """Problems only the loop can see: deps on unknown steps or on another family's
+    def _check(self, parent: str, got: Collected) -> tuple[list, dict]:
+        """Problems only the loop can see, and the children's deps with their inputs'
+        producers (fleet.core.childfiles): deps on unknown steps or on another family's
         children (fleet.core.childdeps: the graph and the order its ancestors entered
         their children decide, not whether that parent had submitted it yet), ids the
         suite uses, a directory on the log file of a step of the fleet
-        (fleet.core.steppaths), and deps on steps that end only after this family (the
+        (fleet.core.steppaths), deps on steps that end only after this family (the
         parent, an ancestor, a step that waits for one of them): the child would wait
-        for ever, and they for it."""
-        c, mine = self.coord, {s.id for s in steps}
+        for ever, and they for it; an output another step of the fleet produces, an
+        input no step produces that is not on disk, and an input another step produces
+        that it could not depend on, as a dep. An input the parent or an ancestor
+        produces makes no dependency: they end only after their children."""
+        c, steps = self.coord, got.steps
+        mine = {s.id for s in steps}
         owner_of = lambda sid: c.sched.family(sid)[0]  # noqa: E731  (the step that submitted it)
         out = path_clashes(steps, mine, c.specs)
+        deps, read, more = file_deps(steps, c.submissions.producers.of,
+                                     lambda i: got.keys.get(i) or os.path.normpath(i), got.absent.__contains__,
+                                     str(c.run_dir))
+        out += more
+        above = _ancestors(parent, owner_of) if read else ()
+        read = {sid: [(i, p) for i, p in pairs if p not in above] for sid, pairs in read.items()}
         outside = {d for s in steps for d in s.deps if d not in mine and d in c.specs}
+        outside.update(p for pairs in read.values() for _, p in pairs if p in c.specs)
         stuck = c.sched.ends_after(parent, sorted(outside)) if outside else {}
+        why_not = lambda d: (_stuck(d, stuck[d], parent) if d in stuck  # noqa: E731
+                             else not_a_childs_dep(d, parent, c.specs, owner_of, c.sched.entered_at))
         for s in steps:
             if s.id in c.specs and c.sched.family(s.id)[0] != parent:
                 out.append(Problem(s.source, s.id, "id", "already a step of the fleet, not a child of this step"))
-            for d in s.deps:
-                if d in mine:
-                    continue
-                why = (_stuck(d, stuck[d], parent) if d in stuck
-                       else not_a_childs_dep(d, parent, c.specs, owner_of, c.sched.entered_at))
+            out += [Problem(s.source, s.id, "deps", why) for d in s.deps if d not in mine and (why := why_not(d))]
+            for inp, p in read.get(s.id, ()):
+                why = why_not(p)
                 if why:
-                    out.append(Problem(s.source, s.id, "deps", why))
-        return out
+                    out.append(Problem(s.source, s.id, "inputs", f"{inp!r} is an output of {p!r}: {why}"))
+                elif p not in deps[s.id]:
+                    deps[s.id] = (*deps[s.id], p)
+        return out, deps
 
-    def _batch(self, tag: Tag, steps: list, markers: dict, left: dict) -> Batch:
+    def _batch(self, tag: Tag, steps: list, markers: dict, left: dict, files: dict) -> Batch:
         """The children as an accepted submission, counted in the parent's own. Those
         that run again with their directory on disk take the path of fresh steps where
         collect looked at what older fleets left in it (fleet.control.leftovers); one it
@@ -295,8 +315,13 @@ class Children:
                 _rerun(subs.rerun, s, markers.get(s.id), s.id in forced)
         acc = Accepted(sub, tag.parent, steps, deps, done, set(), (), (), markers, forced=forced,
                        leftovers={s.id: left.get(s.id) for s in steps if s.id in markers})
+        # The scheduler waits for their inputs' producers too (`files`: _check); a marker
+        # names what its deps alone had made, as before 2026-12-08 (done-ness unchanged).
+        waits = {s.id: files.get(s.id, s.deps) for s in steps} if files else deps
+        if waits is not deps:
+            self.coord.submissions.awaited.update(p for s in steps if s.inputs for p in waits[s.id])
         # Children of a --serial run are serial too: one step at a time, theirs included.
-        event = Submitted(tuple(steps), deps, frozenset(done), chunk=CHUNK, parent=tag.parent,
+        event = Submitted(tuple(steps), waits, frozenset(done), chunk=CHUNK, parent=tag.parent,
                           serial=sub is not None and sub.serial)
         return Batch(acc, event, tag.exit)
 
@@ -309,6 +334,15 @@ def _rerun(reasons: dict, spec, marker: dict | None, forced: bool) -> None:
         reasons[spec.id] = why
     elif reasons:
         reasons.pop(spec.id, None)
+
+
+def _ancestors(parent: str, owner_of) -> set:
+    """The parent and the steps that submitted it, up to the suite's."""
+    out, up = set(), parent
+    while up is not None:
+        out.add(up)
+        up = owner_of(up)
+    return out
 
 
 def _stuck(dep: str, held: str, parent: str) -> str:
@@ -381,9 +415,27 @@ def collect(parent: str, run_dir: Path, given: frozenset, priority, forced: bool
     markers = read_markers(run_dir, ids + outside)
     again = _again(steps, markers, mine, forced)
     found = leftovers.scan(run_dir, again)
+    keys, absent = _inputs(run_dir, steps)
     if _COLLECT_SLEEP:  # (test hook: a child may end between this read and the loop's look)
         time.sleep(_COLLECT_SLEEP)
-    return Collected(tuple(names), steps, [], markers, {sid: found.get(sid, leftovers.NOTHING) for sid in again})
+    return Collected(tuple(names), steps, [], markers, {sid: found.get(sid, leftovers.NOTHING) for sid in again},
+                     keys, absent)
+
+
+def _inputs(run_dir: Path, steps: list) -> tuple[dict, frozenset]:
+    """The path each absolute input of the children is matched by (one inside the run
+    directory: relative to it), and the inputs no sibling produces that are not on disk
+    (a look each, here off the loop, as the suite's are looked for before it runs;
+    whether a step of the fleet produces one, the loop says: Children._check). Children
+    without inputs cost nothing."""
+    if not any(s.inputs for s in steps):
+        return {}, frozenset()
+    made, _ = sibling_outputs(steps)
+    local = inside_run_dir(run_dir)
+    wanted = {i for s in steps for i in s.inputs}  # (many children read one file: looked at once)
+    keys = {i: local(i) for i in wanted if os.path.isabs(i)}
+    absent = {i for i in wanted if (keys.get(i) or os.path.normpath(i)) not in made and not (run_dir / i).exists()}
+    return keys, frozenset(absent)
 
 
 def _again(steps: list, markers: dict, mine: set, forced: bool) -> list:

@@ -13,19 +13,17 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fleet.control import declaring, fitscope, journalmarks, legacymarks, leftovers, selection, shard
+from fleet.control import declaring, fitscope, journalmarks, legacymarks, leftovers, selection, shard, store, tally
 from fleet.control.markerscan import read_markers
-from fleet.control import store, tally
+from fleet.control.producers import Producers
 from fleet.control.checks import checked_suite, fit_problems, inside_run_dir
 from fleet.core import states as S
 from fleet.core.durations import recorded
 from fleet.core.graph import dependency_on, topological_order
 from fleet.core.problems import SuiteError
 from fleet.core.scheduler import Scheduler, Submitted
-from fleet.wire import events
+from fleet.wire import events, manifest, records
 from fleet.wire import messages as P
-from fleet.wire import records
-from fleet.wire import manifest
 from fleet.wire.events import EventLog
 
 PROGRESS_ROWS = 5000  # finished steps in one progress answer
@@ -157,6 +155,7 @@ class Submissions:
         self.run_dir = run_dir
         self.sched = sched
         self.specs = specs  # step id -> StepSpec, shared with the coordinator
+        self.producers = Producers(specs)  # path -> the step producing it (children's files: fleet.control.children)
         self.events = log_
         self.subs: dict[int, Submission] = {}
         self.step_subs: dict[str, list[int]] = {}  # step id -> its submissions (lists shared: see _only)
@@ -290,6 +289,7 @@ class Submissions:
             d = deps.get(s.id)
             if d:
                 awaited.update(d)
+        self.producers.declared(steps)
         # StepDeclared records, encoded by shape (fleet.control.declaring)
         self.events.write_encoded(declaring.lines(self.events.fleet, now, sid, steps, acc.deps, acc.foreign))
 

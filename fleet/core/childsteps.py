@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 from typing import Iterable
 
+from fleet.core.childfiles import sibling_cycle, sibling_outputs
 from fleet.core.graph import _kahn
 from fleet.core.problems import Problem
 from fleet.core.steppaths import path_clashes
@@ -63,6 +64,8 @@ def expand(parent: str, tables: object, source: str, siblings: Iterable[str] = (
     if len(order) < len(steps):
         cyclic = sorted(mine - set(order))
         problems.append(Problem(source, cyclic[0], "deps", "a cycle among the submitted steps: " + ", ".join(cyclic)))
+    made, more = sibling_outputs(steps)  # (one producer a path; a cycle through inputs: fleet.core.childfiles)
+    problems += more + (sibling_cycle(steps, made) if len(order) == len(steps) else [])
     return steps, problems
 
 

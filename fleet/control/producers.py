@@ -1,0 +1,56 @@
+"""Which step of the fleet produces a path (its `outputs`), for the children a running
+step submits: the step producing a child's input becomes its dependency, and a child
+may not produce a path another step produces (fleet.core.childfiles).
+
+Kept as steps are declared (a dict look-up per output; a step with none costs a test)
+and as children are taken, before they are declared, so that the next submission,
+a sibling's or another parent's, already sees them. An entry is checked when it is
+looked up: a step defined again since without that output, or withdrawn, no longer
+produces it.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+class Producers:
+    """Path (normalised, relative to the run directory as written) -> the step producing it."""
+
+    def __init__(self, specs: dict):
+        self.specs = specs  # step id -> StepSpec, shared with the coordinator
+        self.by_path: dict[str, str] = {}
+        self.taken: dict[str, object] = {}  # children taken, not declared yet: id -> StepSpec
+
+    def declared(self, steps) -> None:
+        """Steps declared (their definitions now in specs)."""
+        taken = self.taken
+        for s in steps:
+            if s.outputs:
+                self._add(s)
+                if taken:
+                    taken.pop(s.id, None)
+
+    def take(self, steps) -> None:
+        """Children taken, to be declared in a moment."""
+        for s in steps:
+            if s.outputs:
+                self.taken[s.id] = s
+                self._add(s)
+
+    def of(self, path: str) -> str | None:
+        """The step producing `path` (normalised), if any."""
+        sid = self.by_path.get(path)
+        if sid is None:
+            return None
+        spec = self.taken.get(sid) or self.specs.get(sid)  # (the newest definition)
+        if spec is None or not any(os.path.normpath(o) == path for o in spec.outputs):
+            del self.by_path[path]  # (withdrawn, or defined again without it)
+            return None
+        return sid
+
+    def _add(self, spec) -> None:
+        for out in spec.outputs:
+            key = os.path.normpath(out)
+            if self.of(key) is None:  # (the first producer stays: the one a later one is told of)
+                self.by_path[key] = spec.id

@@ -1,0 +1,116 @@
+"""A child's inputs and outputs, as a suite step's (defects found on 2026-12-07): the
+step producing a child's input, a sibling or a step of the fleet, is a dependency; an
+input nobody produces must exist; no child produces a path another step produces.
+Before, a child reading a sibling's or a suite step's output started at once and
+failed, the file missing, and two producers of one path were all taken (the last
+writer won). Real `fleet run`s; step functions in tests/children_steps.py."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from fleetharness import assert_nothing_left, events, fleet, write_suite
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="fleet's nodes need Linux")
+
+
+def run(tmp_path: Path, body: str, name: str = "files"):
+    suite = write_suite(tmp_path / f"{name}.toml", f'[suite]\nname = "{name}"\nrun_dir = "{name}"\n' + body)
+    r = fleet("run", str(suite), cwd=tmp_path, timeout=120.0)
+    return r, tmp_path / name
+
+
+def exits(run_dir: Path) -> dict:
+    return {e["step"]: e for e in events(run_dir) if e["kind"] == "exit"}
+
+
+def test_a_childs_input_made_by_a_sibling_or_a_suite_step_waits_for_that_step_to_succeed(tmp_path):
+    r, run_dir = run(tmp_path, """
+[[steps]]
+id = "prod"
+command = "sleep 1; echo suite > ../../made.txt"
+outputs = ["made.txt"]
+
+[[steps]]
+id = "p"
+call = "children_steps:submits_these"
+args = { kids = [
+  { id = "c1", command = "sleep 1; echo sibling > ../../../sib.txt", outputs = ["sib.txt"] },
+  { id = "c2", command = "cat ../../../sib.txt ../../../made.txt > seen.txt", inputs = ["sib.txt", "made.txt"] },
+] }
+""")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (run_dir / "steps/p/c2/seen.txt").read_text() == "sibling\nsuite\n"
+    seq = [(e["kind"], e["step"]) for e in events(run_dir) if e["kind"] in ("start", "exit")]
+    assert seq.index(("start", "p/c2")) > max(seq.index(("exit", "p/c1")), seq.index(("exit", "prod")))
+    assert_nothing_left(run_dir)
+
+
+def test_a_childs_input_that_no_step_produces_and_is_not_on_disk_fails_its_parent_naming_child_and_field(tmp_path):
+    r, run_dir = run(tmp_path, """
+[[steps]]
+id = "p"
+call = "children_steps:submits_these"
+args = { kids = [
+  { id = "ok", command = "true", inputs = ["there.txt"] },
+  { id = "c3", command = "cat /nonexistent/zz", inputs = ["/nonexistent/zz"] },
+] }
+retries = 0
+""")
+    assert r.returncode == 1, r.stdout + r.stderr
+    got = exits(run_dir)
+    assert "p/c3" not in got and "p/ok" not in got  # (refused: nothing of the submission ran)
+    assert got["p"]["outcome"] == "failed"
+    assert ("step 'p/c3': field 'inputs': '/nonexistent/zz' is produced by no step and does not exist"
+            in got["p"]["reason"])
+    assert f"step 'p/ok': field 'inputs': 'there.txt' is produced by no step and does not exist in {run_dir}" \
+        in got["p"]["reason"]
+    assert "field 'inputs': '/nonexistent/zz'" in (run_dir / "steps/p/log").read_text()
+    assert_nothing_left(run_dir)
+
+
+def test_a_child_may_not_produce_a_path_a_suite_step_a_sibling_or_another_parents_child_produces(tmp_path):
+    r, run_dir = run(tmp_path, """
+[[steps]]
+id = "a"
+command = "echo a > ../../shared.txt"
+outputs = ["shared.txt"]
+
+[[steps]]
+id = "p"
+call = "children_steps:submits_these"
+args = { kids = [{ id = "c", command = "echo c > ../../../shared.txt", outputs = ["./shared.txt"] }] }
+deps = ["a"]
+retries = 0
+
+[[steps]]
+id = "q"
+command = '''printf '[[steps]]\\nid = "c1"\\ncommand = "true"\\noutputs = ["s3.txt"]\\n[[steps]]\\nid = "c2"\\ncommand = "true"\\noutputs = ["s3.txt"]\\n' > $FLEET_SUBMIT_DIR/k.toml; exit 3'''
+protocol = "steps"
+retries = 0
+
+[[steps]]
+id = "x1"
+call = "children_steps:submits_these"
+args = { kids = [{ id = "c", command = "echo x1 > ../../../two.txt", outputs = ["two.txt"] }] }
+
+[[steps]]
+id = "x2"
+call = "children_steps:submits_these"
+args = { kids = [{ id = "c", command = "echo x2 > ../../../two.txt", outputs = ["two.txt"] }] }
+deps = ["x1"]
+retries = 0
+""")
+    assert r.returncode == 1, r.stdout + r.stderr
+    got = exits(run_dir)
+    assert (run_dir / "shared.txt").read_text() == "a\n" and "p/c" not in got
+    assert "step 'p/c': field 'outputs': './shared.txt' is also produced by step 'a'" in got["p"]["reason"]
+    assert "q/c1" not in got and "q/c2" not in got
+    assert "step 'q/c2': field 'outputs': 's3.txt' is also produced by step 'q/c1'" in got["q"]["reason"]
+    assert got["x1/c"]["outcome"] == "succeeded" and "x2/c" not in got
+    assert (run_dir / "two.txt").read_text() == "x1\n"
+    assert "step 'x2/c': field 'outputs': 'two.txt' is also produced by step 'x1/c'" in got["x2"]["reason"]
+    assert_nothing_left(run_dir)
