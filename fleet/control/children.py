@@ -316,7 +316,7 @@ class Children:
         acc = Accepted(sub, tag.parent, steps, deps, done, set(), (), (), markers, forced=forced,
                        leftovers={s.id: left.get(s.id) for s in steps if s.id in markers})
         # The scheduler waits for their inputs' producers too (`files`: _check); a marker
-        # names what its deps alone had made, as before 2026-12-08 (done-ness unchanged).
+        # names what its deps alone had made, as before 2026-12-07 (done-ness unchanged).
         waits = {s.id: files.get(s.id, s.deps) for s in steps} if files else deps
         if waits is not deps:
             self.coord.submissions.awaited.update(p for s in steps if s.inputs for p in waits[s.id])

@@ -23,11 +23,15 @@ class Producers:
         self.taken: dict[str, object] = {}  # children taken, not declared yet: id -> StepSpec
 
     def declared(self, steps) -> None:
-        """Steps declared (their definitions now in specs)."""
-        taken = self.taken
+        """Steps declared (their definitions now in specs). The last declared producer of
+        a path is kept, unchecked here (a suite's own are one a path; `of` checks an entry
+        when it is looked up): a look-up per output, on every submission's entering."""
+        taken, by_path, norm = self.taken, self.by_path, os.path.normpath
         for s in steps:
             if s.outputs:
-                self._add(s)
+                for out in s.outputs:
+                    key = norm(out)
+                    by_path[out if key == out else key] = s.id  # (the spec's own string where it is normal)
                 if taken:
                     taken.pop(s.id, None)
 

@@ -2,7 +2,7 @@
 `inputs` becomes a dependency, an input nobody produces must exist, and at most one
 step produces a path.
 
-Before 2026-12-08 a child's inputs made no dependency and were not looked for (a child
+Before 2026-12-07 a child's inputs made no dependency and were not looked for (a child
 reading a sibling's output started beside it and failed, the file missing), and a
 child's outputs were not checked against any other step's (the last writer won).
 
