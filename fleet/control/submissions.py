@@ -212,7 +212,7 @@ class Submissions:
             del self.rerun[step]
         self.rerun.update(c.again)
         self.offload(manifest.write, self.run_dir, self.events.fleet, sid, msg.suite, c.name, msg.shard, msg.force,
-                     c.suite_ids)
+                     c.suite_ids, c.ids if msg.only else None)  # (what --only selected: not missing, the rest)
         return Accepted(self.subs[sid], c.name, c.steps, c.deps, set(c.done), set(c.foreign), c.preload, c.order,
                         c.markers, c.leftovers, msg.force, c.notes, c.ended, legacy=c.legacy)
 

@@ -3,7 +3,8 @@ fleets ran it — and whether anything is missing or ran successfully more than 
 
 Which steps: every step of every submission recorded in the run directory
 (fleet.wire.manifest: the whole suite, all shards, so a shard that never started
-shows its steps as missing), every step a fleet declared in events.jsonl, every step a
+shows its steps as missing; those no submission asked for, every one that named them
+a `fleet run --only` that did not select them, are `not selected`), every step a fleet declared in events.jsonl, every step a
 journal names (`fleet step --record` writes nothing else), and those of `--suite`.
 
 What the run directory says comes from per-step files (markers, claims, attempt and
@@ -42,13 +43,16 @@ from fleet.wire import livefleets, manifest, records
 from fleet.wire.events import Drained, Exit, NotStarted, Queued, Start, StepDeclared, Unqueued
 
 CHANGED = "changed"  # with --suite: the step succeeded, but under another definition than the suite's
+# Never run, and no submission asked for it: each that named it was a `fleet run --only`
+# that did not select it (before 2026-12-07 such a step was missing, and audit exited 1).
+NOT_SELECTED = "not selected"
 
 
 @dataclass(frozen=True)
 class StepAudit:
     step: str
     # succeeded | failed | terminated | lost | stopped | blocked | unrunnable | cancelled | interrupted
-    # | running | waiting | not run | unfinished | changed | missing
+    # | running | waiting | not run | unfinished | changed | not selected | missing
     status: str
     reason: str = ""
     holder: str = ""         # for running: the fleet holding the claim; waiting, not run: the one it was submitted to
@@ -120,6 +124,7 @@ class _Seen:
     drained: dict = field(default_factory=dict)  # fleet -> the reason its drain's not_started record gave the rest
     # step id -> [(attempt, node, why)] of its attempts that may have run unheard (fleet.report.unsure)
     unsure: dict = field(default_factory=dict)
+    unselected: set = field(default_factory=set)  # steps only --only submissions named, none selecting them
 
 
 def _seen(run_dir: Path, suite_steps) -> _Seen:
@@ -128,6 +133,7 @@ def _seen(run_dir: Path, suite_steps) -> _Seen:
     for sid in manifest.all_steps(manifests):
         seen.ids.setdefault(sid, None)
     seen.forced = {m.key for m in manifests if m.force}
+    seen.unselected = manifest.unselected(manifests)
     if (run_dir / "events.jsonl").exists():
         ids, interrupted, by = seen.ids, seen.interrupted, seen.declared_by
         fleets: dict[str, str] = {}  # (one string per fleet, not one per step)
@@ -402,7 +408,9 @@ def _unstarted(sid: str, fleet: str | None, live: dict, base: dict, seen: _Seen)
     (drained or closed it first, even if still up: why, as its not_started record says;
     before 2026-12-06 such a step of a fleet still up was waiting); missing if no fleet
     declared it to run it (only a submission's record names it: a shard that never
-    started)."""
+    started); not selected if no submission asked for it (only --only ones named it)."""
+    if fleet is None and sid in seen.unselected:
+        return StepAudit(status=NOT_SELECTED, reason="no submission selected it (fleet run --only)", **base)
     if fleet is None:
         return StepAudit(status="missing", reason="no outcome and no claim", **base)
     closed = seen.not_started.get(sid) or seen.drained.get(fleet)  # (None: not closed; "": an old drain's)

@@ -3,7 +3,10 @@
 The events stream only names the steps a fleet declared, and a shard declares only its
 own (and the foreign steps it waits for); a shard that never started declares nothing.
 So every submission leaves one small file naming its suite, shard, whether it was
-forced, and every step of the whole suite (all shards):
+forced, and every step of the whole suite (all shards); a `fleet run --only` one also
+the steps it selected (with those they wait for), so that the audit does not call the
+rest missing (before 2026-12-07 it did, and exited 1). Only then: a submission of the
+whole suite, nearly every one, records no second list of a million ids.
 
     <run dir>/.fleet/submissions/<fleet id>.<submission number>.json
 
@@ -42,6 +45,9 @@ class Manifest:
     force: bool           # fleet run --force: its steps ran again though they had succeeded
     steps: tuple          # every step id of the suite, all shards, in setup order
     at: float             # when it was accepted (time.time())
+    # fleet run --only: the steps it selected, with those they wait for (fleet.control.
+    # selection); None: the whole suite, or its shard (and every record before 2026-12-07).
+    only: tuple | None = None
 
     @property
     def key(self) -> tuple[str, int]:
@@ -54,10 +60,11 @@ def path(run_dir: Path, fleet: str, submission: int) -> Path:
 
 
 def write(run_dir: Path, fleet: str, submission: int, suite: str, name: str, shard: str, force: bool,
-          steps) -> Path | None:
-    """Record one accepted submission; the file, or None when it could not be written
-    (logged: the run goes on, only its audit is poorer)."""
-    m = Manifest(fleet, submission, str(suite), name, shard or "", bool(force), tuple(steps), time.time())
+          steps, only=None) -> Path | None:
+    """Record one accepted submission (`only`: what a --only one selected); the file, or
+    None when it could not be written (logged: the run goes on, only its audit is poorer)."""
+    m = Manifest(fleet, submission, str(suite), name, shard or "", bool(force), tuple(steps), time.time(),
+                 None if only is None else tuple(only))
     p = path(run_dir, fleet, submission)
     tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
     try:
@@ -75,10 +82,15 @@ def _encoded(m: Manifest, chunk: int = 10_000) -> str:
     million step ids one call at a time, and one dumps of them all holds the GIL for a
     second while the coordinator's loop waits for it (this runs on its worker thread);
     the ids are encoded a chunk at a time instead."""
-    head = json.dumps({f.name: getattr(m, f.name) for f in fields(m) if f.name != "steps"})
-    ids = m.steps
+    head = json.dumps({f.name: getattr(m, f.name) for f in fields(m) if f.name not in ("steps", "only")})
+    only = "" if m.only is None else f', "only": {_ids(m.only, chunk)}'  # (no key at all: the whole suite)
+    return f'{head[:-1]}, "steps": {_ids(m.steps, chunk)}{only}}}'
+
+
+def _ids(ids: tuple, chunk: int) -> str:
+    """A JSON list of step ids, encoded a chunk at a time."""
     parts = [", ".join(map(encode_basestring_ascii, ids[i:i + chunk])) for i in range(0, len(ids), chunk)]
-    return f'{head[:-1]}, "steps": [{", ".join(parts)}]}}'
+    return f'[{", ".join(parts)}]'
 
 
 def read_all(run_dir: Path) -> list[Manifest]:
@@ -90,7 +102,8 @@ def read_all(run_dir: Path) -> list[Manifest]:
             rec = json.loads(p.read_text())
             out.append(Manifest(str(rec["fleet"]), int(rec["submission"]), str(rec.get("suite", "")),
                                 str(rec.get("name", "")), str(rec.get("shard", "")), bool(rec.get("force")),
-                                tuple(str(s) for s in rec.get("steps", ())), float(rec.get("at", 0.0))))
+                                tuple(str(s) for s in rec.get("steps", ())), float(rec.get("at", 0.0)),
+                                None if rec.get("only") is None else tuple(str(s) for s in rec["only"])))
         except (OSError, ValueError, KeyError, TypeError):
             continue
     out.sort(key=lambda m: (m.at, m.fleet, m.submission))
@@ -100,3 +113,13 @@ def read_all(run_dir: Path) -> list[Manifest]:
 def all_steps(manifests) -> list[str]:
     """The union of the manifests' steps, each once, in the order first submitted."""
     return list(dict.fromkeys(s for m in manifests for s in m.steps))
+
+
+def unselected(manifests) -> set[str]:
+    """The manifests' steps no submission asked for: each named only by --only
+    submissions that did not select it (empty when none was such: nearly always, no walk)."""
+    chose = [m for m in manifests if m.only is not None]
+    if not chose:
+        return set()
+    asked = {s for m in manifests for s in (m.steps if m.only is None else m.only)}
+    return {s for m in chose for s in m.steps if s not in asked}

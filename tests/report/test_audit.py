@@ -246,3 +246,84 @@ def test_a_damaged_completion_marker_is_not_audited_as_a_success_as_a_run_does_n
     assert code == 1 and "missing     a" in text and "succeeded   b" in text, text
     r = fleet("run", str(suite), "--run-dir", str(run_dir), "--nodes", "1", cwd=tmp_path, timeout=90)
     assert r.returncode == 0 and "succeeded  a" in r.stdout, r.stdout + r.stderr  # the run reruns it
+
+
+ONLY = """
+[suite]
+name = "partial"
+[[steps]]
+id = "a"
+call = "fleet_steps:nap"
+args = { seconds = 0.05 }
+[[steps]]
+id = "b"
+call = "fleet_steps:nap"
+args = { seconds = 0.05 }
+deps = ["a"]
+[[steps]]
+id = "c"
+call = "fleet_steps:nap"
+args = { seconds = 0.05 }
+"""
+
+
+def test_steps_a_run_with_only_did_not_select_are_not_selected_not_missing_and_audit_exits_0(tmp_path):
+    # (before 2026-12-07 they were `missing`, exit 1: the submission's record named every
+    # step of the suite, selected or not)
+    run_dir = tmp_path / "run"
+    suite = write_suite(tmp_path / "s.toml", ONLY)
+    fleet("run", str(suite), "--run-dir", str(run_dir), "--only", "a", cwd=tmp_path, check=True, timeout=90)
+    for extra in ((), ("--suite", str(suite))):
+        code, a, text = audit(run_dir, tmp_path, *extra)
+        assert code == 0 and a["ok"] and a["missing"] == [], text
+        assert {s: v["status"] for s, v in a["steps"].items()} == {
+            "a": "succeeded", "b": "not selected", "c": "not selected"}, text
+        assert a["counts"] == {"succeeded": 1, "not selected": 2}
+        assert "not selected b  (no submission selected it (fleet run --only))" in text, text
+    [m] = manifest.read_all(run_dir)
+    assert (m.steps, m.only) == (("a", "b", "c"), ("a",))
+    # A second selection: b runs (a succeeded); c is still not asked for.
+    fleet("run", str(suite), "--run-dir", str(run_dir), "--only", "b", cwd=tmp_path, check=True, timeout=90)
+    code, a, text = audit(run_dir, tmp_path)
+    assert code == 0 and {s: v["status"] for s, v in a["steps"].items()} == {
+        "a": "succeeded", "b": "succeeded", "c": "not selected"}, text
+    # A record of before (no selection on it) is read as then: it asked for every step.
+    first = manifest.read_all(run_dir)[0]
+    old = manifest.path(run_dir, first.fleet, first.submission)
+    rec = json.loads(old.read_text())
+    old.write_text(json.dumps({k: v for k, v in rec.items() if k != "only"}))
+    code, a, text = audit(run_dir, tmp_path)
+    assert code == 1 and a["missing"] == ["c"], text
+    # The whole suite asked for, and run: c too.
+    fleet("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path, check=True, timeout=90)
+    code, a, text = audit(run_dir, tmp_path)
+    assert code == 0 and a["counts"] == {"succeeded": 3}, text
+    last = manifest.read_all(run_dir)[-1]
+    assert last.only is None and '"only"' not in manifest.path(run_dir, last.fleet, last.submission).read_text()
+    assert_nothing_left(run_dir)
+
+
+def test_a_shard_run_with_only_leaves_the_other_shards_steps_not_selected_and_a_whole_shard_missing(tmp_path):
+    run_dir = tmp_path / "run"
+    suite = write_suite(tmp_path / "s.toml", """
+[suite]
+name = "sharded"
+[[steps]]
+id = "t{i}"
+array = "0-3"
+task = "{i}"
+call = "fleet_steps:nap"
+args = { seconds = 0.05 }
+""")
+    fleet("run", str(suite), "--run-dir", str(run_dir), "--shard", "0/2", "--only", "t0", cwd=tmp_path, check=True,
+          timeout=90)
+    code, a, text = audit(run_dir, tmp_path)
+    assert code == 0, text
+    assert {s: v["status"] for s, v in a["steps"].items()} == {
+        "t0": "succeeded", "t1": "not selected", "t2": "not selected", "t3": "not selected"}, text
+    # Shard 1 asked for whole, never started: its steps are missing, as before.
+    fleet("run", str(suite), "--run-dir", str(run_dir), "--shard", "0/2", cwd=tmp_path, check=True, timeout=90)
+    code, a, text = audit(run_dir, tmp_path)
+    assert code == 1 and sorted(a["missing"]) == ["t1", "t3"], text
+    assert a["steps"]["t2"]["status"] == "succeeded"
+    assert_nothing_left(run_dir)
