@@ -4,8 +4,9 @@ fleets ran it — and whether anything is missing or ran successfully more than 
 Which steps: every step of every submission recorded in the run directory
 (fleet.wire.manifest: the whole suite, all shards, so a shard that never started
 shows its steps as missing; those no submission asked for, every one that named them
-a `fleet run --only` that did not select them, are `not selected`), every step a fleet declared in events.jsonl, every step a
-journal names (`fleet step --record` writes nothing else), and those of `--suite`.
+a `fleet run --only` that did not select them, are `not selected`), every step a
+fleet declared in events.jsonl, every step a journal names (`fleet step --record`
+writes nothing else), and those of `--suite`.
 
 What the run directory says comes from per-step files (markers, claims, attempt and
 final records) and from the fleets' journals (.fleet/journal/*.jsonl: a fleet holding
