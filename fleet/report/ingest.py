@@ -270,6 +270,8 @@ def _on_step(g: Gathered, rec: E.StepDeclared) -> None:
         # Submitted again (a later `fleet run`, or another fleet) after it ended without
         # success: to be decided again; what ended it is no longer its outcome (a success
         # is skipped, or run again on purpose: its start says so), nor why a close left it.
+        # A skip ended its wait all the same: a later submission (--force) waits from its
+        # own declaration (before 2026-12-07 from the skipped one, the fleet idle between).
         g.not_started.pop(s.id, None)
         a = s.attempts[-1] if s.attempts else None
         # When what ended it came (its wait, if any, stopped then); none if it waits still
@@ -278,6 +280,8 @@ def _on_step(g: Gathered, rec: E.StepDeclared) -> None:
         if s.final is not None:  # (a final is later than every attempt: a start clears it)
             if s.final != S.SKIPPED:
                 s.final, s.again, ended = None, True, s.final_t
+            else:
+                ended = s.final_t
         elif a is not None and a.exit_seen and a.outcome not in ENDED_WELL and not a.retried:
             s.again, ended = True, ended if waits else a.end
         if ended is not None:  # it waits again from here (fleet.report.waits), not from its first submission

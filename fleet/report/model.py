@@ -177,8 +177,8 @@ class Step:
     # Submitted again (a later submission, or another fleet) after its last attempt ended
     # unsuccessfully: it is to run again, not ended by that attempt.
     again: bool = False
-    # Each time it was submitted again so: (when its wait before ended: blocked, or its
-    # attempt's end; when it was submitted again). None for nearly every step.
+    # Each time it was submitted again so, or after a skip: (when its wait before ended:
+    # blocked, skipped, or its attempt's end; when it was submitted again). None for nearly every step.
     again_at: list | None = None
     segments: list[tuple[float, float, str, str]] = field(default_factory=list)  # waits (from, to, cause, why)
     # The kind of step, for queueing behind its kind's head: what its declaration asks for

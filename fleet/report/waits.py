@@ -150,7 +150,7 @@ def totals(steps: dict[str, Step]) -> dict[str, dict]:
 def _periods(s: Step, t_end: float) -> Iterator[tuple[float, float, bool]]:
     """Periods of waiting, and whether each waits for the step's dependencies: from its
     submission, and from each time it was submitted again after it ended unsuccessfully
-    (blocked, failed), to its next start; from each retry to the next start. A period
+    (blocked, failed) or was skipped as done (then --forced), to its next start; from each retry to the next start. A period
     with no start after it ends with what ended the step (blocked, a close...), or when
     it was submitted again (before 2026-12-06 a step blocked, then submitted again by a
     later `fleet run`, waited for its dependency all the time in between)."""

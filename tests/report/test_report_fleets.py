@@ -119,6 +119,50 @@ def test_a_step_blocked_then_submitted_again_waits_for_its_dependency_only_from_
     assert_nothing_left(run)
 
 
+ONE = """
+[suite]
+name = "one"
+[[steps]]
+id = "a"
+command = "true"
+"""
+
+
+def test_a_step_skipped_as_done_then_forced_waits_from_the_forced_submission_not_between_the_runs(tmp_path):
+    # (before 2026-12-07 it waited "for its turn" from the submission that skipped it to
+    # its forced start: the time between the runs, the fleet idle, an idle stretch blamed on it)
+    suite = write_suite(tmp_path / "s.toml", ONE)
+    run = tmp_path / "run"
+    env = {"FLEET_RUN_DIR": str(run)}
+    first = fleet("run", str(suite), cwd=tmp_path, timeout=120, environ=env)  # a succeeds, before the session
+    assert first.returncode == 0, first.stdout + first.stderr
+    up = fleet("up", "--local", cwd=tmp_path, timeout=120, environ=env)
+    assert up.returncode == 0, up.stderr
+    try:
+        skipped = fleet("run", str(suite), "--only", "a", cwd=tmp_path, timeout=120, environ=env)
+        assert skipped.returncode == 0 and "1 skipped" in skipped.stdout, skipped.stdout + skipped.stderr
+        forced = fleet("run", str(suite), "--only", "a", "--force", cwd=tmp_path, timeout=120, environ=env)
+        assert forced.returncode == 0 and "1 succeeded" in forced.stdout, forced.stdout + forced.stderr
+        j = report(run, cwd=tmp_path)
+    finally:
+        down = fleet("down", cwd=tmp_path, timeout=120, environ=env)
+    assert down.returncode == 0, down.stderr
+    ours = [e for e in map(json.loads, (run / "events.jsonl").read_text().splitlines()) if e.get("step") == "a"]
+    [fleet_up] = {e["fleet"] for e in ours if e["kind"] == "skipped"}  # (the first run's fleet ran it)
+    recs = [e for e in ours if e["fleet"] == fleet_up]
+    declared = [e["t"] for e in recs if e["kind"] == "step"]
+    [skip] = [e["t"] for e in recs if e["kind"] == "skipped"]
+    [start] = [e["t"] for e in recs if e["kind"] == "start"]
+    assert len(declared) == 2 and declared[0] <= skip < declared[1] <= start, recs
+    assert j["steps"]["a"]["outcome"] == "succeeded"
+    waited = (skip - declared[0]) + (start - declared[1])  # until the skip, and from the forced submission
+    assert j["steps"]["a"]["waited_s"] == pytest.approx(waited, abs=1e-5)
+    for st in j["stretches"]:  # the idle time between the runs is no wait of a's
+        assert all(w["waited_s"] <= max(skip - declared[0], start - declared[1]) + 1e-5
+                   for w in st["steps"] if w["step"] == "a"), st
+    assert_nothing_left(run)
+
+
 SHARDED = "[suite]\nname = \"sharded\"\nrun_dir = \"run\"\n" + "".join(
     f'[[steps]]\nid = "w{i}"\ncall = "fleet_steps:nap"\nargs = {{ seconds = 0.8 }}\n'
     + (f'deps = ["w{i - 8}"]\n' if i >= 8 else "") for i in range(13))
