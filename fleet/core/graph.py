@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable, Container, Iterable, Mapping
 
+from fleet.core.outputnest import nested_outputs
 from fleet.core.problems import Problem
 from fleet.core.steppaths import path_clashes
 from fleet.core.suite import StepSpec
@@ -59,6 +60,7 @@ def build_graph(steps: tuple[StepSpec, ...] | list[StepSpec], *, known_done: Con
                 local: Callable[[str], str] = _norm) -> tuple[Graph, list[Problem]]:
     """Build the graph and list every problem: a step's directory or workdir on another
     step's log file (fleet.core.steppaths), unknown deps, two producers of one output,
+    a path inside another step's output (fleet.core.outputnest),
     and cycles (each naming every step on it). A dep on an id in `known_done`
     (done elsewhere, or a step that did not read) is no problem and no edge.
 
@@ -81,6 +83,7 @@ def build_graph(steps: tuple[StepSpec, ...] | list[StepSpec], *, known_done: Con
                                         f"{out!r} is also produced by step '{producer[key]}'"))
             else:
                 producer[key] = s.id
+    problems += nested_outputs(steps, producer)
     deps: dict[str, tuple[str, ...]] = {}
     for s in steps:
         if not s.deps and not s.inputs:  # most steps of a big suite: no edge, nothing to look for

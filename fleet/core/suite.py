@@ -23,6 +23,7 @@ from fleet.core.slotfill import filler
 from fleet.core.suitehead import defaults_table, suite_table
 from fleet.core.launchsize import too_big
 from fleet.core.arraytables import ArrayTable, Expanded, Folder, expand, fold_later
+from fleet.core.widths import widths
 from fleet.core.units import (CHECKS, STEP_FIELDS, STEP_ID, each_wrong, inside_run_dir,  # noqa: F401 (re-exported)
                               parse_array)
 
@@ -335,9 +336,9 @@ def _read_steps(tables: list[dict], defaults: dict, limit: int, fname: str, prob
             if prior is None:
                 steps[spec.id] = spec
                 marks[spec.id] = len(problems)
-            elif prior.identity(LEGACY_IDENTITY) != spec.identity(LEGACY_IDENTITY):  # (scheduling fields too)
+            elif _differ(prior.identity(LEGACY_IDENTITY), spec.identity(LEGACY_IDENTITY)):  # (scheduling fields too)
                 differ = [k for (k, a), (_, b) in zip(prior.identity(LEGACY_IDENTITY), spec.identity(LEGACY_IDENTITY))
-                          if a != b]
+                          if _differ(a, b)]
                 problems.append(Problem(fname, spec.id, differ[0] if differ else "id",
                                         "defined twice differently (fields differ: " + ", ".join(differ) + ")"))
         if folder is not None:
@@ -348,6 +349,13 @@ def _read_steps(tables: list[dict], defaults: dict, limit: int, fname: str, prob
         for sid in itertools.islice(failed.partial, kept, None):  # its later problems come after its own
             marks.setdefault(sid, len(problems))
     return (steps, marks, tuple(arrays), *failed.frozen(), failed.partial)
+
+
+def _differ(a: Any, b: Any) -> bool:
+    """Whether two definitions differ: as the marker's hash reads them (repr), so that the
+    same TOML value twice is the same (nan != nan: before 2026-12-07 a step written twice
+    with a nan in its args was "defined twice differently"), yet 1 and 1.0 are one value."""
+    return a != b and repr(a) != repr(b)
 
 
 def _fold(folder: Folder, problems: list[Problem], since: int) -> None:
@@ -441,7 +449,7 @@ def _make_step(raw: dict, order: int, fname: str, problems: list[Problem], unnam
     if len(problems) > before:
         return None
     mpi = values.get("mpi", False)
-    cores, min_cores, ranks, min_ranks, threads = _widths(values, mpi, bad)
+    cores, min_cores, ranks, min_ranks, threads = widths(values, mpi, bad)
     for d in values.get("deps", ()):
         if not STEP_ID.match(d):
             bad("deps", f"{d!r} is not a step id")
@@ -476,25 +484,3 @@ def _checked_fields(raw: dict, bad: Callable[[str, str], None]) -> dict[str, Any
             for message in each_wrong(e):
                 bad(key, message)
     return values
-
-
-def _widths(values: dict[str, Any], mpi: bool, bad: Callable[..., None]) -> tuple[int, int, int, int, int]:
-    """cores, min_cores, ranks, min_ranks, threads: an MPI step's cores are its ranks
-    times threads; a plain step has one rank of one thread."""
-    if mpi:
-        if "cores" in values or "min_cores" in values:
-            bad("cores", "an MPI step declares ranks and threads, not cores", "mpi")
-        ranks = values.get("ranks", 1)
-        min_ranks = values.get("min_ranks", ranks)
-        threads = values.get("threads", 1)
-        if min_ranks > ranks:
-            bad("min_ranks", f"min_ranks ({min_ranks}) is larger than ranks ({ranks})", "ranks")
-        return ranks * threads, min_ranks * threads, ranks, min_ranks, threads
-    for k in ("ranks", "min_ranks", "threads"):
-        if k in values:
-            bad(k, f"{k} is for MPI steps (set mpi = true)")
-    cores = values.get("cores", 1)
-    min_cores = values.get("min_cores", cores)
-    if min_cores > cores:
-        bad("min_cores", f"min_cores ({min_cores}) is larger than cores ({cores})", "cores")
-    return cores, min_cores, 1, 1, 1

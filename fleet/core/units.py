@@ -39,7 +39,12 @@ def parse_memory(value: object) -> int:
     if isinstance(value, str):
         m = _SIZE.match(value)
         if m and m.group(2).lower() in _UNITS:
-            return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+            n = float(m.group(1)) * _UNITS[m.group(2).lower()]
+            # (before 2026-12-07 one past a float, "1" and 400 zeros and "T", was an OverflowError traceback)
+            if not n < 2**63:  # inf too: as a TOML integer, at most 64 bits
+                shown = repr(value) if len(value) <= 60 else f"{value[:60]!r}... ({len(value)} characters)"
+                raise ValueError(f"a size too large: more than 2**63-1 bytes (8EiB), got {shown}")
+            return int(n)
     raise ValueError(f"expected a size such as \"4GiB\", \"512MB\" or a number of bytes, got {value!r}")
 
 
@@ -194,9 +199,27 @@ def inside_run_dir(v: str, *, absolute_ok: bool = False, dir_ok: bool = True, wr
         raise ValueError(f"must stay inside the run directory, but {v!r} leads out of it through '..'")
     if norm == "." and not dir_ok:
         raise ValueError(f"names the run directory itself, not a file in it: {v!r}")
-    if writes and ".fleet" in norm.split("/"):  # the fleet's own records: a step's markers and claims
+    parts = norm.split("/")
+    if writes and ".fleet" in parts:  # the fleet's own records: a step's markers and claims
         raise ValueError(f"may not be in a .fleet directory (the fleet's own records), got {v!r}")
+    if writes and _fleets_own(parts):  # (before 2026-12-07 a step could overwrite events.jsonl)
+        raise ValueError(f"may not be {'in agents/' if parts[0] == 'agents' else parts[0]}: fleet writes its own "
+                         f"files at the top of the run directory ({FLEETS_OWN}), got {v!r}")
     return v
+
+
+FLEETS_OWN = "events.jsonl, coordinator.log, fleet.json and fleet-*.json, shards.json, agents/"
+
+
+def _fleets_own(parts: list[str]) -> bool:
+    """Whether a path (split at "/") is one of the files fleet writes at the top of a run
+    directory, or in its agents/ directory (the agents' and the launcher's logs): its
+    events, its log, its connection files (fleet.control.client looks for fleet-*.json)
+    and a sharded run's shards.json (fleet.control.shard)."""
+    top = parts[0]
+    return top == "agents" or len(parts) == 1 and (
+        top in ("events.jsonl", "coordinator.log", "fleet.json", "shards.json")
+        or top.startswith("fleet-") and top.endswith(".json"))
 
 
 # --- the step fields: each check takes the raw value and returns the typed one or raises ValueError
