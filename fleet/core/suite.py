@@ -18,6 +18,7 @@ from types import MappingProxyType
 from typing import Any, Callable, Mapping
 
 from fleet.core import spelling
+from fleet.core.fromdefaults import Defaulted, marked
 from fleet.core.problems import Problem, SuiteError
 from fleet.core.slotfill import filler
 from fleet.core.suitehead import defaults_table, suite_table
@@ -156,6 +157,7 @@ class Reading:
     unparsed_outputs: Unparsed = Unparsed()  # their outputs, as far as they read
     arrays: tuple[ArrayTable, ...] = ()  # where each array's steps are: later problems about them fold
     partial: Mapping[str, tuple] = field(default_factory=dict, hash=False)  # theirs that read: (deps, outputs)
+    defaulted: Defaulted = field(default_factory=Defaulted, hash=False)  # later problems from [defaults] say so
 
     def check(self) -> Suite:
         """The suite, or SuiteError with every problem."""
@@ -170,6 +172,7 @@ class Reading:
         if not later:
             return list(self.problems)
         order = {s.id: s.order for s in self.suite.steps}
+        later = [self.defaulted.mark(p, order.get(p.step)) for p in later] if self.defaulted.fields else later
         placed = fold_later(later, self.arrays, order) if self.arrays else [(p.step, p) for p in later]
         end = len(self.problems) + 1
         keyed = [((i + 1, 0, 0, i), p) for i, p in enumerate(self.problems)]
@@ -253,10 +256,11 @@ def read_suite(raw: dict, path: Path, resolve: Callable[[Path], Path] | None = N
     if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
         problems.append(Problem(fname, None, "steps", "expected [[steps]] tables"))
         tables = []
-    steps, marks, arrays, unparsed, outputs, partial = _read_steps(tables, defaults, limit, fname, problems)
+    defaulted = Defaulted()
+    steps, marks, arrays, unparsed, outputs, partial = _read_steps(tables, defaults, limit, fname, problems, defaulted)
     suite = Suite(path=path, name=name, run_dir=_run_dir(run_dir_raw, path, resolve), preload=tuple(preload),
                   steps=tuple(sorted(steps.values(), key=lambda s: s.order)))
-    return Reading(suite, tuple(problems), marks, unparsed, outputs, arrays, partial)
+    return Reading(suite, tuple(problems), marks, unparsed, outputs, arrays, partial, defaulted)
 
 
 class _Failed:
@@ -305,7 +309,7 @@ def _inside(path: str) -> bool:
 
 
 def _read_steps(tables: list[dict], defaults: dict, limit: int, fname: str, problems: list[Problem],
-                ) -> tuple[dict[str, StepSpec], dict[str, int], tuple[ArrayTable, ...], Unparsed, Unparsed, dict]:
+                defaulted_by: Defaulted) -> tuple[dict[str, StepSpec], dict[str, int], tuple[ArrayTable, ...], Unparsed, Unparsed, dict]:
     """The steps of the [[steps]] tables that read cleanly, by id in setup order; for each,
     how many problems were found up to it; where the arrays' steps are; the ids and
     outputs of those that did not, and their readable deps and outputs (_Failed.partial).
@@ -325,6 +329,7 @@ def _read_steps(tables: list[dict], defaults: dict, limit: int, fname: str, prob
             else None
         first, before = len(steps), len(problems)
         defaulted = frozenset(k for k in defaults if k not in table)
+        defaulted_by.add(first, defaulted)
         for inst in instances:
             if folder is not None and len(problems) > before:  # the last step's, taken by the folder
                 _fold(folder, problems, before)
@@ -400,7 +405,11 @@ def _instances(table: dict, n: int, defaults: dict, room: int, fname: str,
                                     " (raise [suite] max_steps to allow more)"))
             return [], True
         return [merged], bool(unknown)
+    since = len(problems)
     instances = expand(merged, label, room, fname, problems)
+    if "array" not in table:  # (an array from [defaults] on a step with no {i} in its id, say)
+        problems[since:] = [marked(p, [f for f in (p.field, "array") if f not in table and f in defaults])
+                            for p in problems[since:]]
     return instances, bool(unknown) or (isinstance(instances, Expanded) and not instances.keep)
 
 

@@ -205,3 +205,41 @@ def test_an_output_that_is_a_steps_directory_is_said_once_not_again_for_what_is_
                  "output is a file, so no other step's path can be inside it",
                  "s.toml: step 'b': field 'outputs': 'abcdefb/q' is inside 'abcdefb', an output of step 'c': an "
                  "output is a file, so no other step's path can be inside it"]
+
+
+def test_a_graph_problem_that_a_value_from_defaults_takes_part_in_says_so():
+    assert said("""
+        [defaults]
+        outputs = ["o.txt"]
+        deps = ["mesh"]
+        [[steps]]
+        id = "a"
+        command = "true"
+        [[steps]]
+        id = "b"
+        command = "true"
+        [[steps]]
+        id = "c"
+        command = "true"
+        outputs = ["o.txt"]
+        deps = ["a"]
+        """) == ["s.toml: step 'a': field 'deps': 'mesh' names no step (from [defaults])",
+                 "s.toml: step 'b': field 'outputs': 'o.txt' is also produced by step 'a' (from [defaults])",
+                 "s.toml: step 'b': field 'deps': 'mesh' names no step (from [defaults])",
+                 "s.toml: step 'c': field 'outputs': 'o.txt' is also produced by step 'a'"]
+
+
+def test_an_array_from_defaults_on_a_step_without_i_in_its_id_says_where_the_array_came_from():
+    assert said("""
+        [defaults]
+        array = "0-2"
+        outputs = ["o.txt"]
+        [[steps]]
+        id = "b"
+        command = "true"
+        [[steps]]
+        id = "c/{i}"
+        command = "true"
+        """) == ["s.toml: step 'b': field 'id': an array step's id must contain {i} (array from [defaults])",
+                 "s.toml: step 'c/{i}': field 'outputs': 'o.txt' has no {i}: all 3 steps of the array would produce "
+                 "it, and at most one step may produce a path (outputs, array from [defaults])"]
