@@ -156,7 +156,7 @@ class Reading:
     unparsed: Unparsed = Unparsed()  # ids of steps with problems
     unparsed_outputs: Unparsed = Unparsed()  # their outputs, as far as they read
     arrays: tuple[ArrayTable, ...] = ()  # where each array's steps are: later problems about them fold
-    partial: Mapping[str, tuple] = field(default_factory=dict, hash=False)  # theirs that read: (deps, outputs)
+    partial: Mapping[str, tuple] = field(default_factory=dict, hash=False)  # theirs that read: (deps, outputs, workdir)
     defaulted: Defaulted = field(default_factory=Defaulted, hash=False)  # later problems from [defaults] say so
 
     def check(self) -> Suite:
@@ -271,7 +271,7 @@ class _Failed:
         self.outputs: tuple[set[str], set[str]] = (set(), set())
         # id -> its deps and outputs as far as they read: their graph problems are said too
         # (fleet.core.unparsedgraph); one step a table (an array's first), `kept` before it.
-        self.partial: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+        self.partial: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {}
 
     def add(self, raw: dict, kept: int = -1) -> None:
         self._note(self.ids, raw.get("id"))
@@ -280,7 +280,9 @@ class _Failed:
             self._note(self.outputs, out if not isinstance(out, str) else posixpath.normpath(out))
         sid = raw.get("id")
         if len(self.partial) == kept and isinstance(sid, str) and sid and "{i}" not in sid and sid not in self.partial:
-            self.partial[sid] = (_readable(raw.get("deps"), STEP_ID.match), _readable(outs, _inside))
+            wd = raw.get("workdir", f"steps/{sid}")
+            self.partial[sid] = (_readable(raw.get("deps"), STEP_ID.match), _readable(outs, _inside),
+                                 wd if isinstance(wd, str) and _inside(wd, dir_ok=True) else "")
 
     @staticmethod
     def _note(into: tuple[set[str], set[str]], name: Any) -> None:
@@ -300,10 +302,10 @@ def _readable(v: Any, ok: Callable[[str], Any]) -> tuple[str, ...]:
     return tuple(x for x in v if isinstance(x, str) and ok(x)) if isinstance(v, list) else ()
 
 
-def _inside(path: str) -> bool:
-    """Whether an output path reads (inside the run directory)."""
+def _inside(path: str, dir_ok: bool = False) -> bool:
+    """Whether an output path (a workdir: `dir_ok`) reads (inside the run directory)."""
     try:
-        return bool(inside_run_dir(path, dir_ok=False))
+        return bool(inside_run_dir(path, dir_ok=dir_ok))
     except ValueError:
         return False
 

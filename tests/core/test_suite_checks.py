@@ -9,6 +9,7 @@ import textwrap
 
 import pytest
 
+from fleet.core import unparsedgraph
 from fleet.core.graph import build_graph
 from fleet.core.suite import read_toml
 
@@ -16,7 +17,9 @@ from fleet.core.suite import read_toml
 def said(text: str) -> list[str]:
     """Every problem with the suite `text` (file s.toml), the graph's too, as printed."""
     reading = read_toml(textwrap.dedent(text), "s.toml")
-    return [str(p) for p in reading.merged(build_graph(reading.suite.steps, known_done=reading.unparsed)[1])]
+    later = build_graph(reading.suite.steps, known_done=reading.unparsed)[1]  # (as fleet.control.checks does)
+    later += unparsedgraph.problems("s.toml", reading.partial, reading.suite.steps, reading.unparsed)
+    return [str(p) for p in reading.merged(later)]
 
 
 def test_an_output_inside_another_steps_output_is_refused_naming_both_steps():
@@ -243,3 +246,29 @@ def test_an_array_from_defaults_on_a_step_without_i_in_its_id_says_where_the_arr
         """) == ["s.toml: step 'b': field 'id': an array step's id must contain {i} (array from [defaults])",
                  "s.toml: step 'c/{i}': field 'outputs': 'o.txt' has no {i}: all 3 steps of the array would produce "
                  "it, and at most one step may produce a path (outputs, array from [defaults])"]
+
+
+def test_a_field_problem_does_not_hide_the_same_steps_workdir_on_another_steps_log():
+    assert said("""
+        [[steps]]
+        id = "plot"
+        command = "true"
+        [[steps]]
+        id = "w"
+        command = "true"
+        workdir = "steps/plot/log/x"
+        outputs = [".fleet/x", "steps/plot"]
+        [[steps]]
+        id = "plot/log"
+        command = "true"
+        cores = 0
+        """) == ["s.toml: step 'w': field 'outputs': may not be in a .fleet directory (the fleet's own records), "
+                 "got '.fleet/x'",
+                 "s.toml: step 'w': field 'outputs': 'steps/plot' is steps/plot, the directory of step 'plot', which "
+                 "holds its log and records: an output is a file of its own; put it elsewhere (or inside its step's "
+                 "directory)",
+                 "s.toml: step 'w': field 'workdir': 'steps/plot/log/x' is, or is inside, steps/plot/log, the log "
+                 "file of step 'plot': a workdir is a directory",
+                 "s.toml: step 'plot/log': field 'cores': expected an integer at least 1, got 0",
+                 "s.toml: step 'plot/log': field 'id': its directory steps/plot/log would be steps/plot/log, the log "
+                 "file of step 'plot': give it another name (a step's directory holds its log, named 'log')"]
