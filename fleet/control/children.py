@@ -209,7 +209,7 @@ class Children:
         again: set = set()  # ids in `out`
         for s in steps:
             old = specs.get(s.id)
-            if old is not None and old.identity() == s.identity():
+            if old is not None and old.same_as(s):
                 state = state_of(s.id)
                 if (state in S.GOOD and s.id not in forced and _done(s, markers, kept, mine)) or (
                         state not in S.FINAL and not (state in _ON_NODE and again.intersection(s.deps))):

@@ -75,11 +75,11 @@ def planned(ev: Submitted, jobs: Mapping, chunk: int, work) -> Iterator[None]:
         if old is None:
             what = NEW
         elif old.state in S.FINAL:
-            same = old.spec.identity() == steps[sid].identity()
+            same = old.spec.same_as(steps[sid])
             what = KEEP if old.state in S.GOOD and done and same else RENEW
         elif old.state == S.ELSEWHERE:
             what = RENEW if sid in ev.takes else KEEP  # another fleet runs it (or another shard, here: takes)
-        elif sid in ev.foreign or (not dep_runs and old.spec.identity(_ALL) == steps[sid].identity(_ALL)):
+        elif sid in ev.foreign or (not dep_runs and old.spec.same_as(steps[sid], _ALL)):
             what = KEEP  # still to run here as submitted (priority and all), or by the shard that brought it
         else:
             what = AFTER if old.state in (S.RUNNING, S.QUEUED) else RENEW  # queued: on a node already

@@ -86,6 +86,10 @@ class StepSpec:
         # Only when set: a suite written before the field keeps its steps' identity.
         return ident + tuple((k, getattr(self, k)) for k in ("protocol", "env") if getattr(self, k))
 
+    def same_as(self, other: "StepSpec", names: tuple[str, ...] | None = None) -> bool:
+        """The same identity, as a marker's hash reads it (nan is nan: _differ)."""
+        return not _differ(self.identity(names), other.identity(names))
+
 
 _new_spec = filler(StepSpec)  # StepSpec(...) without the frozen __init__ (fleet.core.slotfill)
 
@@ -359,9 +363,8 @@ def _read_steps(tables: list[dict], defaults: dict, limit: int, fname: str, prob
 
 
 def _differ(a: Any, b: Any) -> bool:
-    """Whether two definitions differ: as the marker's hash reads them (repr), so that the
-    same TOML value twice is the same (nan != nan: before 2026-12-07 a step written twice
-    with a nan in its args was "defined twice differently"), yet 1 and 1.0 are one value."""
+    """Whether two definitions differ, as a marker's hash reads them (repr): nan is nan (before
+    2026-12-07 "defined twice differently"; a running step submitted again ran again), 1 is 1.0."""
     return a != b and repr(a) != repr(b)
 
 

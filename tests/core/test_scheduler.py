@@ -662,3 +662,17 @@ def test_a_shards_step_already_running_here_is_kept_when_the_other_shard_waits_f
     out = sched.handle(Submitted((older, c), {"b": (), "c": ("b",)}, foreign=frozenset({"b"})), 1.0)
     assert sched.state("b") == "running" and not [d for d in out if isinstance(d, Ignored)]
     assert started(exit_(sched, "b", 2.0)) == ["c"]
+
+
+def test_a_running_step_submitted_again_with_nan_in_its_args_is_kept_not_run_again_after_its_attempt():
+    # nan != nan: two readings of one suite compared as different definitions (before
+    # 2026-12-07), and the running step was to run again after its attempt.
+    def read():  # (a new float each reading, as two readings of one TOML file give)
+        return parse_suite({"steps": [{"id": "a", "call": "m:f", "args": {"x": float("nan")}}]},
+                           Path("/x/suite.toml")).steps
+    sched = Scheduler()
+    sched.handle(NodeJoined(node("n1", 1)), 0.0)
+    assert started(sched.handle(submission(read()), 0.0)) == ["a"]
+    assert sched.handle(submission(read()), 1.0) == []
+    assert exit_(sched, "a", 2.0) == [Finished("a", 1, "succeeded")]
+    assert sched.finished() and sched.counts() == {"succeeded": 1}
