@@ -35,8 +35,12 @@ def queued_start_then_zygote_killed(tmp_path, monkeypatch) -> tuple:
     hold.write_text("")
     monkeypatch.setenv("FLEET_TEST_PROMOTED_HOLD", str(hold))
     n = 2 * len(os.sched_getaffinity(0)) + 2  # more than one node's cores: some are queued behind others
+    # s0 ends 2 s before the others that start with it: the zygote reaps it alone, and the
+    # one launch queued behind it is the only one that may have started (steps ending in
+    # the same reaping batch free every launch queued behind them: each may have started).
     body = "".join(f'\n[[steps]]\nid = "s{i}"\ncores = 1\nretries = 1\n'
-                   f'command = "echo $FLEET_STEP $FLEET_ATTEMPT $$ >> {side}; sleep 1"\n' for i in range(n))
+                   f'command = "echo $FLEET_STEP $FLEET_ATTEMPT $$ >> {side}; sleep {1 if i == 0 else 3}"\n'
+                   for i in range(n))
     suite = write_suite(tmp_path / "s.toml", '[suite]\nname = "s"\nrun_dir = "run"\n' + body)
     run_dir = tmp_path / "run"
     p = spawn("run", str(suite), "--nodes", "1", cwd=tmp_path)

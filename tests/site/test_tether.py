@@ -22,7 +22,8 @@ from fleet.site.tether import CODE
 STAND_IN = """#!{python}
 import os, signal, sys, time
 def term(*_):
-    open({mark!r}, "w").write("SIGTERM")
+    open({mark!r} + ".tmp", "w").write("SIGTERM")
+    os.rename({mark!r} + ".tmp", {mark!r})  # (whole, or not there: the test reads it once it exists)
     sys.exit(0)
 signal.signal(signal.SIGTERM, term)
 open({pidfile!r} + ".tmp", "w").write(str(os.getpid()))
