@@ -138,9 +138,19 @@ requires_mpi = pytest.mark.skipif(_mpi_reason_cached() is not None,
                                   reason=_mpi_reason_cached() or "MPI available")
 
 
-def skip_unless_slurm(min_nodes: int = 2) -> None:
-    """Skip the running test (fresh check) when Slurm is not usable."""
+# Node states an earlier test's job leaves for a while: allocated or completing, or
+# planned for a job since gone (Slurm's backfill clears PLANNED on its next pass only).
+PASSING_STATES = ("alloc", "comp", "mix", "plnd")
+
+
+def skip_unless_slurm(min_nodes: int = 2, patience: float = 90.0) -> None:
+    """Skip the running test (fresh check) when Slurm is not usable; nodes in a
+    passing state (PASSING_STATES) are waited for, at most ``patience`` seconds."""
+    deadline = time.monotonic() + patience
     reason = slurm_available(min_nodes)
+    while reason and any(f"={s}" in reason for s in PASSING_STATES) and time.monotonic() < deadline:
+        time.sleep(1.0)
+        reason = slurm_available(min_nodes)
     if reason:
         pytest.skip(reason)
 
