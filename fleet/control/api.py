@@ -137,9 +137,11 @@ class Fleet:
         its way in (a big suite is read, checked and entered a part at a time, while the
         fleet answers other clients); FleetError when it does not answer and takes none in.
         ``on_hold``: told, once, what the submission waits for if it is held for its
-        suite's preload (a line such as "waiting for node1 to import mylib ...")."""
+        suite's preload (a line such as "waiting for node1 to import mylib ...").
+        FleetError, nothing sent, for a FLEET_RUN_SILENCE that wait() could not use."""
         only = _ids(only)
         _companions(only, with_deps, shard, new_generation, wait_foreign)
+        silence_s()  # (a bad FLEET_RUN_SILENCE said now, not at wait() with the steps running unwatched)
         self.client.usable()  # (closed, or another process's: said before a suite file is written)
         if isinstance(suite, (str, os.PathLike)):
             path = Path(suite).resolve()

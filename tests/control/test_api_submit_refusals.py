@@ -60,3 +60,13 @@ def test_an_option_without_the_one_it_goes_with_is_a_value_error_and_nothing_is_
     with pytest.raises(ValueError, match=named):
         up.submit([{"id": "a", "command": "true"}], name="companions", **options)
     assert _submissions(up) == asked
+
+
+def test_a_bad_fleet_run_silence_is_a_fleet_error_at_submit_and_nothing_is_sent(up, monkeypatch):
+    # (before 2026-12-07 it was said at wait() only, the suite already handed over: its
+    # steps ran with nobody waiting; `fleet run` refuses it before anything starts)
+    asked = _submissions(up)
+    monkeypatch.setenv("FLEET_RUN_SILENCE", "2m")
+    with pytest.raises(F.FleetError, match=r"FLEET_RUN_SILENCE='2m': give a number of seconds above 0"):
+        up.submit([{"id": "q1", "command": "true"}])
+    assert _submissions(up) == asked
