@@ -37,15 +37,27 @@ def up_and_running(tmp_path: Path, started):
     wait_for(lambda: ("started", "stubborn") in {(e["kind"], e.get("step")) for e in events(run_dir)}, 60,
              "the step running")
     # (its shell set its trap and started its sleep: else the signal finds no trap yet)
-    wait_for(lambda: any("sleep 120" in " ".join(p) for p in _cmdlines()), 30, "the step's sleep")
+    [shell] = [e["pid"] for e in events(run_dir) if e["kind"] == "started"]
+    wait_for(lambda: _sleeps_of(shell), 30, "the step's sleep")
     return run_dir, suite, flag, runner
 
 
-def _cmdlines():
+def _sleeps_of(shell: int) -> list[int]:
+    """The shell's children that are its `sleep 120`, exec'd. (Not any command line that
+    names "sleep 120": the shell's own does from its exec on, before its trap is set or
+    its sleep forked, and other tests' steps run the same sleep.)"""
     import psutil
     out = []
-    for p in psutil.process_iter(["cmdline"]):
-        out.append(p.info["cmdline"] or [])
+    try:
+        children = psutil.Process(shell).children()
+    except psutil.Error:
+        return out
+    for c in children:
+        try:
+            if c.cmdline() == ["sleep", "120"]:
+                out.append(c.pid)
+        except psutil.Error:
+            pass
     return out
 
 
@@ -88,13 +100,12 @@ def test_a_step_whose_command_the_warning_signal_killed_and_that_exits_0_is_inte
     import os
     import signal
 
-    import psutil
     run_dir, suite, flag, runner = up_and_running(tmp_path, started)
     try:
         ev = events(run_dir)
         [shell] = [e["pid"] for e in ev if e["kind"] == "started"]
         [(agent, zygote)] = [(e["pid"], e["zygote_pid"]) for e in ev if e["kind"] == "node_joined"]
-        [sleep] = [p.pid for p in psutil.Process(shell).children() if "sleep" in p.name()]
+        [sleep] = _sleeps_of(shell)
         log = run_dir / "steps" / "stubborn" / "log"
         # (Slurm signals the sleep a fraction of a millisecond before the zygote; here the
         # zygote first, so that a loaded machine cannot run the shell's exit in between.)
