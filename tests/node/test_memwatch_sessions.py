@@ -35,6 +35,17 @@ def tagged() -> list[int]:
     return out
 
 
+def sleeping() -> list[int]:
+    """The step's two sleeps, exec'd: each made its group or session before its exec. (A
+    child only forked carries its parent's command line, tags and all, and is still in
+    its parent's session: counted by tagged(), it is not yet what the test looks at.)"""
+    out = []
+    for p in psutil.process_iter(["cmdline"]):
+        if p.info["cmdline"] in (["sleep", TAGS[0]], ["sleep", TAGS[1]]):
+            out.append(p.pid)
+    return out
+
+
 def wait_for(what, within: float = 20.0):
     deadline = time.monotonic() + within
     while not (got := what()) and time.monotonic() < deadline:
@@ -45,7 +56,8 @@ def wait_for(what, within: float = 20.0):
 def test_a_steps_processes_in_other_groups_and_in_sessions_it_made_are_counted_and_killed_with_it():
     step = subprocess.Popen([sys.executable, "-c", STEP], start_new_session=True)
     try:
-        assert wait_for(lambda: len(tagged()) == 4), tagged()  # the step, the python it started, 2 sleeps
+        # the step, the python it started, 2 sleeps
+        assert wait_for(lambda: len(tagged()) == 4 and len(sleeping()) == 2), (tagged(), sleeping())
         enf = memwatch.Enforcer(memlimit.Choice(memlimit.WATCHDOG))
         enf.watched[("s", 1)] = w = memwatch.Watched(step.pid, 1 << 40)
         enf.sample()
