@@ -47,8 +47,10 @@ def test_a_queued_step_starts_on_its_node_before_the_coordinator_hears_its_prede
     tag = str(tmp_path)
     # q0 and q1 last a while: a node that frees while the other's predecessor still runs
     # would take that queued step back (fleet.core.windowback), which is not this test's.
-    write_suite(tmp_path / "s.toml", steps(tag, ("p0", "sleep 1"), ("p1", "sleep 1"), ("q0", "sleep 0.5"),
-                                           ("q1", "sleep 0.5")))
+    # p0 and p1 end at the same nominal time, but each on its own node: a loaded machine
+    # may start one of them late, so "a while" is 2 s (0.5 s was all the skew it took).
+    write_suite(tmp_path / "s.toml", steps(tag, ("p0", "sleep 1"), ("p1", "sleep 1"), ("q0", "sleep 2"),
+                                           ("q1", "sleep 2")))
     r = fleet("run", "s.toml", "--nodes", "2", *HB, cwd=tmp_path, timeout=120)
     assert r.returncode == 0, r.stderr
     ev = events(tmp_path / "run")
