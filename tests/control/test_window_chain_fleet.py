@@ -90,7 +90,7 @@ def test_with_a_report_hold_a_step_others_depend_on_is_reported_at_once_and_the_
     queued, exits = by("queued", ev), by("exit", ev)
     assert [queued[s]["after"] for s in "bcd"] == ["a", "b", "c"]
     assert all(exits[s]["outcome"] == "succeeded" for s in "abcde")
-    # Heard well before c ended (held, it would have waited for c's exit, 2 s later).
-    assert exits["b"]["t"] - exits["b"]["ended_at"] < 1.5, exits["b"]
-    assert exits["b"]["t"] < exits["c"]["ended_at"]
+    # Heard before c ended (held, it would have waited for c's exit, 2 s later). (An order,
+    # not "within 1.5 s", a time bound a loaded machine could break.)
+    assert exits["b"]["t"] < exits["c"]["ended_at"], (exits["b"], exits["c"])
     assert_nothing_left(tmp_path / "run", tag)

@@ -50,9 +50,11 @@ def test_short_steps_run_on_the_free_core_while_a_step_with_no_estimate_runs_unt
     assert not [q for q in kinds(ev, "queued") if q["after"] == "long"]  # nothing waited behind it
     other = {started[s]["node"] for s in shorts}
     assert other == {"node1", "node2"} - {started["long"]["node"]}
-    # One after another on the free core, each within moments of the one before, all while long ran.
+    # One after another on the free core, all while long ran. (Order, not a time bound: a
+    # gap "under 0.5 s" was a timed assertion a loaded machine could break.)
     for before, after in zip(shorts, shorts[1:]):
-        assert 0 <= started[after]["at"] - exits[before]["ended_at"] < 0.5, (exits[before], started[after])
+        assert exits[before]["ended_at"] <= started[after]["at"] < exits["long"]["ended_at"], (
+            exits[before], started[after], exits["long"])
     assert exits["short/3"]["ended_at"] < exits["long"]["ended_at"]
     assert_nothing_left(tmp_path / "run", tag)
 
@@ -69,7 +71,7 @@ def test_a_step_queued_behind_one_with_no_estimate_is_taken_back_when_the_other_
     assert [(u["step"], u["attempt"]) for u in kinds(ev, "unqueued")] == [("q", 1)]
     assert "taken back" in by_step(ev, "unqueued")["q"]["reason"]
     assert started["q"]["node"] == started["mid"]["node"] != started["long"]["node"]
-    assert 0 <= started["q"]["at"] - exits["mid"]["ended_at"] < 0.5, (exits["mid"], started["q"])
+    assert exits["mid"]["ended_at"] <= started["q"]["at"] < exits["long"]["ended_at"], (exits["mid"], started["q"])
     assert exits["q"]["ended_at"] < exits["long"]["ended_at"] - 2  # it did not wait for long
     assert (exits["q"]["outcome"], exits["q"]["attempt"]) == ("succeeded", 1)
     # Its attempt is journaled started once, when first handed to a node (twice before).
