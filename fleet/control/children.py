@@ -45,6 +45,7 @@ from fleet.core.attempts import GOES_ON
 from fleet.core.childdeps import not_a_childs_dep
 from fleet.core.childfiles import file_deps, sibling_outputs
 from fleet.core.childsteps import expand
+from fleet.core.madebefore import Upstream, not_made
 from fleet.core.problems import Problem
 from fleet.core.scheduler import StepExited, Submitted
 from fleet.core.steppaths import path_clashes
@@ -266,7 +267,10 @@ class Children:
         for ever, and they for it; an output another step of the fleet produces, an
         input no step produces that is not on disk, and an input another step produces
         that it could not depend on, as a dep. An input the parent or an ancestor
-        produces makes no dependency: they end only after their children."""
+        produces makes no dependency: they end only after their children; nor one
+        another family's child produces that has succeeded, or whose family the parent
+        or an ancestor waits for (through deps: that family ended before this one ran;
+        one that ended without success must have left the file on disk)."""
         c, steps = self.coord, got.steps
         mine = {s.id for s in steps}
         owner_of = lambda sid: c.sched.family(sid)[0]  # noqa: E731  (the step that submitted it)
@@ -277,6 +281,7 @@ class Children:
         out += more
         above = _ancestors(parent, owner_of) if read else ()
         read = {sid: [(i, p) for i, p in pairs if p not in above] for sid, pairs in read.items()}
+        upstream = Upstream(above, c.sched.state_of, c.sched.deps_of, owner_of)
         outside = {d for s in steps for d in s.deps if d not in mine and d in c.specs}
         outside.update(p for pairs in read.values() for _, p in pairs if p in c.specs)
         stuck = c.sched.ends_after(parent, sorted(outside)) if outside else {}
@@ -288,8 +293,14 @@ class Children:
             out += [Problem(s.source, s.id, "deps", why) for d in s.deps if d not in mine and (why := why_not(d))]
             for inp, p in read.get(s.id, ()):
                 why = why_not(p)
+                if why and (c.sched.state_of(p) in S.GOOD or upstream.reaches(p)):
+                    why = not_made(inp, p, c.sched.state_of(p), got.absent)
+                    if why is None:  # (made before this family ran: no dependency, as an ancestor's output)
+                        continue
+                elif why:
+                    why = f"{inp!r} is an output of {p!r}: {why}"
                 if why:
-                    out.append(Problem(s.source, s.id, "inputs", f"{inp!r} is an output of {p!r}: {why}"))
+                    out.append(Problem(s.source, s.id, "inputs", why))
                 elif p not in deps[s.id]:
                     deps[s.id] = (*deps[s.id], p)
         return out, deps

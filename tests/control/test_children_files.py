@@ -114,3 +114,74 @@ retries = 0
     assert (run_dir / "two.txt").read_text() == "x1\n"
     assert "step 'x2/c': field 'outputs': 'two.txt' is also produced by step 'x1/c'" in got["x2"]["reason"]
     assert_nothing_left(run_dir)
+
+
+def test_a_childs_input_made_by_a_child_of_a_step_its_parent_depends_on_is_read_without_a_dependency(tmp_path):
+    # The two-stage pattern: q's children write files, p (deps q) submits children
+    # reading them. From 2026-12-07 until 2026-12-08 p's attempt failed: "'x.txt' is an
+    # output of 'q/c': 'q/c' names a child of 'q', another family: ... make 'p' depend on
+    # 'q'", though p did. A producer in q's family that failed left no file: refused.
+    r, run_dir = run(tmp_path, """
+[[steps]]
+id = "q"
+call = "children_steps:submits_these"
+args = { kids = [
+  { id = "c", command = "echo made > ../../../x.txt", outputs = ["x.txt"] },
+  { id = "bad", command = "exit 1", outputs = ["never.txt"], retries = 0 },
+] }
+
+[[steps]]
+id = "p"
+deps = ["q"]
+call = "children_steps:submits_these"
+args = { kids = [{ id = "c", command = "cat ../../../x.txt > seen.txt", inputs = ["x.txt"] }] }
+
+[[steps]]
+id = "late"
+deps = ["p"]
+call = "children_steps:submits_these"
+args = { kids = [{ id = "c", command = "true", inputs = ["never.txt"] }] }
+retries = 0
+""")
+    assert r.returncode == 1, r.stdout + r.stderr
+    got = exits(run_dir)
+    assert got["p"]["outcome"] == "succeeded" and got["p/c"]["outcome"] == "succeeded", got.get("p")
+    assert (run_dir / "steps/p/c/seen.txt").read_text() == "made\n"
+    assert got["q/bad"]["outcome"] == "failed" and "late/c" not in got
+    assert ("step 'late/c': field 'inputs': 'never.txt' is an output of 'q/bad', which ended failed without "
+            "making it, and it does not exist" in got["late"]["reason"])
+    declared = {e["step"]: e for e in events(run_dir) if e["kind"] == "step"}
+    assert "q/c" not in declared["p/c"]["deps"]  # (q's family ended before p ran)
+    assert_nothing_left(run_dir)
+
+
+def test_a_childs_input_made_by_another_familys_child_still_running_is_refused_naming_the_step_to_depend_on(
+        tmp_path):
+    # q/c writes x.txt only once p's attempt has failed (its log names the refusal), so
+    # p's children are always collected while q/c runs; p does not wait for q.
+    r, run_dir = run(tmp_path, """
+[[steps]]
+id = "q"
+call = "children_steps:submits_these"
+args = { kids = [{ id = "c", outputs = ["x.txt"], command = '''
+for i in $(seq 600); do grep -q "field 'inputs'" ../../p/log 2>/dev/null && break; sleep 0.1; done
+echo made > ../../../x.txt''' }] }
+
+[[steps]]
+id = "w"
+command = "for i in $(seq 600); do [ -e ../q/c/log ] && break; sleep 0.1; done"
+
+[[steps]]
+id = "p"
+deps = ["w"]
+call = "children_steps:submits_these"
+args = { kids = [{ id = "c", command = "cat ../../../x.txt", inputs = ["x.txt"] }] }
+retries = 0
+""")
+    assert r.returncode == 1, r.stdout + r.stderr
+    got = exits(run_dir)
+    assert got["q/c"]["outcome"] == "succeeded" and "p/c" not in got
+    assert ("step 'p/c': field 'inputs': 'x.txt' is an output of 'q/c': 'q/c' names a child of 'q', another family"
+            in got["p"]["reason"])
+    assert "make 'p' depend on 'q'" in (run_dir / "steps/p/log").read_text()
+    assert_nothing_left(run_dir)
