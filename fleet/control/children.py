@@ -43,7 +43,7 @@ from fleet.control.submissions import Accepted, why_again
 from fleet.core import states as S
 from fleet.core.attempts import GOES_ON
 from fleet.core.childdeps import not_a_childs_dep
-from fleet.core.childfiles import file_deps, sibling_outputs
+from fleet.core.childfiles import file_deps, inside_outputs, sibling_outputs
 from fleet.core.childsteps import expand
 from fleet.core.madebefore import Upstream, not_made
 from fleet.core.problems import Problem
@@ -264,8 +264,8 @@ class Children:
         suite uses, a directory on the log file of a step of the fleet
         (fleet.core.steppaths), deps on steps that end only after this family (the
         parent, an ancestor, a step that waits for one of them): the child would wait
-        for ever, and they for it; an output another step of the fleet produces, an
-        input no step produces that is not on disk, and an input another step produces
+        for ever, and they for it; an output another step of the fleet produces (or an
+        output or workdir inside one of its outputs), an input no step produces that is not on disk, and an input another step produces
         that it could not depend on, as a dep. An input the parent or an ancestor
         produces makes no dependency: they end only after their children; nor one
         another family's child produces that has succeeded, or whose family the parent
@@ -278,7 +278,7 @@ class Children:
         deps, read, more = file_deps(steps, c.submissions.producers.of,
                                      lambda i: got.keys.get(i) or os.path.normpath(i), got.absent.__contains__,
                                      str(c.run_dir))
-        out += more
+        out += more + inside_outputs(steps, c.submissions.producers.of, mine)
         above = _ancestors(parent, owner_of) if read else ()
         read = {sid: [(i, p) for i, p in pairs if p not in above] for sid, pairs in read.items()}
         upstream = Upstream(above, c.sched.state_of, c.sched.deps_of, owner_of)

@@ -1,10 +1,13 @@
 """A child's files, as a suite step's (fleet.core.graph): the step producing one of its
-`inputs` becomes a dependency, an input nobody produces must exist, and at most one
-step produces a path.
+`inputs` becomes a dependency, an input nobody produces must exist, at most one
+step produces a path, and no output or workdir is inside another step's output.
 
 Before 2026-12-07 a child's inputs made no dependency and were not looked for (a child
 reading a sibling's output started beside it and failed, the file missing), and a
-child's outputs were not checked against any other step's (the last writer won).
+child's outputs were not checked against any other step's (the last writer won);
+before 2026-12-08 a child's output or workdir inside another step's output was taken,
+and the child failed as it ran ("cannot make the directory .../d (of output x): it
+exists and is not a directory").
 
 Pure: ids and paths in, dependencies and problems out. The coordinator passes what
 only it knows (fleet.control.children): the fleet's producers of paths, how an
@@ -94,3 +97,49 @@ def file_deps(steps: list, producer_of: Callable[[str], str | None], local: Call
         deps[s.id] = tuple(ds)
     problems += sibling_cycle(steps, made, local)
     return deps, outside, problems
+
+
+def inside_outputs(steps: list, producer_of: Callable[[str], str | None], mine) -> list[Problem]:
+    """A problem for each output of these children inside an output another step of the
+    fleet produces, and each workdir that is, or is inside, one (in the words of
+    fleet.core.outputnest, which checks siblings among themselves: `mine`, their ids,
+    are left to it). A look-up per parent directory of each path: O(the paths' parts).
+    `producer_of(path)`: the fleet's step producing a path (normalised), if any."""
+    out = []
+    for s in steps:
+        for o in s.outputs:
+            hit = _owner(_parents(_norm(o)), s.id, producer_of, mine)
+            if hit is not None:
+                out.append(Problem(s.source, s.id, "outputs",
+                                   f"{o!r} is inside {hit[0]!r}, an output of step '{hit[1]}': an output is "
+                                   f"a file, so no other step's path can be inside it"))
+        wd = s.workdir
+        if not wd or os.path.isabs(wd):
+            continue
+        norm = _norm(wd)
+        hit = _owner((*_parents(norm), norm), s.id, producer_of, mine)
+        if hit is not None:
+            where = "is" if hit[0] == norm else f"is inside {hit[0]!r},"
+            out.append(Problem(s.source, s.id, "workdir", f"{wd!r} {where} an output of step '{hit[1]}': an "
+                                                          f"output is a file, and a workdir a directory"))
+    return out
+
+
+def _owner(paths, sid: str, producer_of, mine) -> tuple[str, str] | None:
+    """The first of `paths` another step of the fleet (not `sid`, not one of `mine`)
+    produces, with that step."""
+    for p in paths:
+        other = producer_of(p)
+        if other is not None and other != sid and other not in mine:
+            return p, other
+    return None
+
+
+def _parents(path: str) -> list[str]:
+    """The parent directories of a path, outermost first ("a", "a/b" for "a/b/c")."""
+    out = []
+    i = path.find("/", 1)  # (an absolute path's "/" is no output)
+    while i != -1:
+        out.append(path[:i])
+        i = path.find("/", i + 1)
+    return out

@@ -18,6 +18,7 @@ from typing import Iterable
 
 from fleet.core.childfiles import sibling_cycle, sibling_outputs
 from fleet.core.graph import _kahn
+from fleet.core.outputnest import nested_outputs
 from fleet.core.problems import Problem
 from fleet.core.steppaths import path_clashes
 from fleet.core.suite import StepSpec, read_suite
@@ -66,6 +67,7 @@ def expand(parent: str, tables: object, source: str, siblings: Iterable[str] = (
         problems.append(Problem(source, cyclic[0], "deps", "a cycle among the submitted steps: " + ", ".join(cyclic)))
     made, more = sibling_outputs(steps)  # (one producer a path; a cycle through inputs: fleet.core.childfiles)
     problems += more + (sibling_cycle(steps, made) if len(order) == len(steps) else [])
+    problems += nested_outputs(steps, made)  # (one inside another's output: before 2026-12-08, failed as it ran)
     return steps, problems
 
 

@@ -185,3 +185,50 @@ retries = 0
             in got["p"]["reason"])
     assert "make 'p' depend on 'q'" in (run_dir / "steps/p/log").read_text()
     assert_nothing_left(run_dir)
+
+
+def test_a_childs_output_or_workdir_inside_another_steps_output_or_a_siblings_fails_its_parent_naming_child_and_field(
+        tmp_path):
+    # Before 2026-12-08 such children were taken and failed as they ran: "cannot make the
+    # directory .../d (of output x): it exists and is not a directory".
+    r, run_dir = run(tmp_path, """
+[[steps]]
+id = "a"
+command = "echo a > ../../d"
+outputs = ["d"]
+
+[[steps]]
+id = "p"
+deps = ["a"]
+call = "children_steps:submits_these"
+args = { kids = [
+  { id = "c", command = "echo c > ../../../d/x", outputs = ["./d/x"] },
+  { id = "w", command = "true", workdir = "d/w" },
+] }
+retries = 0
+
+[[steps]]
+id = "q"
+command = '''printf '[[steps]]\\nid = "c1"\\ncommand = "echo > ../../../e"\\noutputs = ["e"]\\n[[steps]]\\nid = "c2"\\ncommand = "true"\\noutputs = ["e/x"]\\n[[steps]]\\nid = "c3"\\ncommand = "true"\\nworkdir = "e"\\n' > $FLEET_SUBMIT_DIR/k.toml; exit 3'''
+protocol = "steps"
+retries = 0
+
+[[steps]]
+id = "s"
+call = "children_steps:submits_these"
+args = { kids = [{ id = "c1", command = "true", outputs = ["f"] }, { id = "c2", command = "true", outputs = ["f/x"] }] }
+retries = 0
+""")
+    assert r.returncode == 1, r.stdout + r.stderr
+    got = exits(run_dir)
+    assert not [k for k in got if "/" in k], got.keys()  # (refused: no child ran)
+    assert (run_dir / "d").read_text() == "a\n"
+    assert ("step 'p/c': field 'outputs': './d/x' is inside 'd', an output of step 'a': an output is a file, so no "
+            "other step's path can be inside it" in got["p"]["reason"])
+    assert ("step 'p/w': field 'workdir': 'd/w' is inside 'd', an output of step 'a': an output is a file, and a "
+            "workdir a directory" in got["p"]["reason"])
+    assert "step 'q/c2': field 'outputs': 'e/x' is inside 'e', an output of step 'q/c1'" in got["q"]["reason"]
+    assert "step 'q/c3': field 'workdir': 'e' is an output of step 'q/c1'" in got["q"]["reason"]
+    assert ("SuiteError: s: ctx.submit: step 's/c2': field 'outputs': 'f/x' is inside 'f', an output of step 's/c1'"
+            in got["s"]["reason"])
+    assert_nothing_left(run_dir)
