@@ -324,13 +324,12 @@ class Children:
                 done.add(s.id)
             else:  # why one that succeeded before runs again, for its attempt records (fleet audit)
                 _rerun(subs.rerun, s, markers.get(s.id), s.id in forced)
+        # The scheduler waits for their inputs' producers too (`files`: _check), and their
+        # declared records say so (fleet report's waits and floor); a marker names what
+        # its deps alone had made, as before 2026-12-07 (done-ness unchanged).
+        waits = {s.id: files.get(s.id, s.deps) for s in steps} if any(s.inputs for s in steps) else deps
         acc = Accepted(sub, tag.parent, steps, deps, done, set(), (), (), markers, forced=forced,
-                       leftovers={s.id: left.get(s.id) for s in steps if s.id in markers})
-        # The scheduler waits for their inputs' producers too (`files`: _check); a marker
-        # names what its deps alone had made, as before 2026-12-07 (done-ness unchanged).
-        waits = {s.id: files.get(s.id, s.deps) for s in steps} if files else deps
-        if waits is not deps:
-            self.coord.submissions.awaited.update(p for s in steps if s.inputs for p in waits[s.id])
+                       leftovers={s.id: left.get(s.id) for s in steps if s.id in markers}, waits=waits)
         # Children of a --serial run are serial too: one step at a time, theirs included.
         event = Submitted(tuple(steps), waits, frozenset(done), chunk=CHUNK, parent=tag.parent,
                           serial=sub is not None and sub.serial)

@@ -22,8 +22,7 @@ from fleet.core.durations import recorded
 from fleet.core.graph import dependency_on, topological_order
 from fleet.core.problems import SuiteError
 from fleet.core.scheduler import Scheduler, Submitted
-from fleet.wire import events, manifest, records
-from fleet.wire import messages as P
+from fleet.wire import events, manifest, messages as P, records
 from fleet.wire.events import EventLog
 
 PROGRESS_ROWS = 5000  # finished steps in one progress answer
@@ -142,6 +141,7 @@ class Accepted:
     ended: dict = field(default_factory=dict, hash=False)  # Checked.ended
     forced: frozenset = frozenset()  # children asked for again: their parent runs for a --force (children)
     legacy: dict = field(default_factory=dict, hash=False)  # Checked.legacy
+    waits: dict | None = field(default=None, hash=False)  # deps and more, declared (children: fleet.control.children)
 
 
 class Problems(ValueError):
@@ -283,7 +283,7 @@ class Submissions:
         store.declared(self.run_dir, steps, acc.deps, acc.markers, acc.leftovers)
         if tally.anything():
             self._resets(acc, steps, now)
-        awaited, deps = self.awaited, acc.deps
+        awaited, deps = self.awaited, acc.deps if acc.waits is None else acc.waits
         for s in steps:
             self._take(s, sid, takes)
             d = deps.get(s.id)
@@ -291,7 +291,7 @@ class Submissions:
                 awaited.update(d)
         self.producers.declared(steps)
         # StepDeclared records, encoded by shape (fleet.control.declaring)
-        self.events.write_encoded(declaring.lines(self.events.fleet, now, sid, steps, acc.deps, acc.foreign))
+        self.events.write_encoded(declaring.lines(self.events.fleet, now, sid, steps, deps, acc.foreign))
 
     def _resets(self, acc: Accepted, steps, now: float) -> None:
         """Steps the user asked for again, forced or with their directory removed (none

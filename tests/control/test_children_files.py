@@ -7,6 +7,7 @@ writer won). Real `fleet run`s; step functions in tests/children_steps.py."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -231,4 +232,28 @@ retries = 0
     assert "step 'q/c3': field 'workdir': 'e' is an output of step 'q/c1'" in got["q"]["reason"]
     assert ("SuiteError: s: ctx.submit: step 's/c2': field 'outputs': 'f/x' is inside 'f', an output of step 's/c1'"
             in got["s"]["reason"])
+    assert_nothing_left(run_dir)
+
+
+def test_a_childs_wait_for_the_sibling_producing_its_input_is_recorded_and_reported_as_a_dependency(tmp_path):
+    # Before 2026-12-08 the declared record said "deps": [] and fleet report said c2
+    # waited "its turn (ready, no wait recorded)", its floor without c1. Its marker still
+    # names its deps alone (the user guide: done-ness is what its deps made).
+    r, run_dir = run(tmp_path, """
+[[steps]]
+id = "p"
+call = "children_steps:submits_these"
+args = { kids = [
+  { id = "c1", command = "sleep 1; echo sibling > ../../../sib.txt", outputs = ["sib.txt"] },
+  { id = "c2", command = "cat ../../../sib.txt > seen.txt", inputs = ["sib.txt"] },
+] }
+""")
+    assert r.returncode == 0, r.stdout + r.stderr
+    declared = {e["step"]: e for e in events(run_dir) if e["kind"] == "step"}
+    assert declared["p/c2"]["deps"] == ["p/c1"] and declared["p/c1"]["deps"] == []
+    assert json.loads((run_dir / "steps/p/c2/.fleet/done.json").read_text())["deps"] == {}
+    rep = fleet("report", str(run_dir), cwd=tmp_path, timeout=120.0)
+    assert rep.returncode == 0, rep.stdout + rep.stderr
+    assert "p/c2: a dependency (dependency p/c1)" in rep.stdout, rep.stdout
+    assert "p/c1 -> p/c2" in rep.stdout and "no wait recorded" not in rep.stdout, rep.stdout
     assert_nothing_left(run_dir)
