@@ -7,7 +7,7 @@ and as children are taken, before they are declared, so that the next submission
 a sibling's or another parent's, already sees them. An entry is checked when it is
 looked up: a step defined again since without that output, or withdrawn, no longer
 produces it. That check is O(1): a producer with more than a few outputs has the set of
-them, normalised, made once per definition (before 2026-12-08 each look-up scanned all
+them, normalised, made once per definition (until a fix of 2026-12-07 each look-up scanned all
 its outputs: 8,000 children each reading one of a step's 8,000 outputs waited 5.6 s on
 the coordinator's loop, 10,000 about 11 s).
 """

@@ -5,7 +5,7 @@ step produces a path, and no output or workdir is inside another step's output.
 Before 2026-12-07 a child's inputs made no dependency and were not looked for (a child
 reading a sibling's output started beside it and failed, the file missing), and a
 child's outputs were not checked against any other step's (the last writer won);
-before 2026-12-08 a child's output or workdir inside another step's output was taken,
+until a fix of 2026-12-07 a child's output or workdir inside another step's output was taken,
 and the child failed as it ran ("cannot make the directory .../d (of output x): it
 exists and is not a directory").
 

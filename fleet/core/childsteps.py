@@ -67,7 +67,7 @@ def expand(parent: str, tables: object, source: str, siblings: Iterable[str] = (
         problems.append(Problem(source, cyclic[0], "deps", "a cycle among the submitted steps: " + ", ".join(cyclic)))
     made, more = sibling_outputs(steps)  # (one producer a path; a cycle through inputs: fleet.core.childfiles)
     problems += more + (sibling_cycle(steps, made) if len(order) == len(steps) else [])
-    problems += nested_outputs(steps, made)  # (one inside another's output: before 2026-12-08, failed as it ran)
+    problems += nested_outputs(steps, made)  # (one inside another's output: until a fix of 2026-12-07, failed as it ran)
     return steps, problems
 
 

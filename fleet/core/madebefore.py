@@ -8,7 +8,7 @@ waits for the producer's family through its deps: a step's dependents start once
 whole family has ended, so the file was made before this family began (the two-stage
 pattern: `q`'s children write files, `p` with deps = ["q"] submits children reading
 them). Such an input makes no dependency, as one its parent or an ancestor produces
-makes none. From 2026-12-07 until 2026-12-08 the parent's attempt failed instead,
+makes none. For a few hours of 2026-12-07 the parent's attempt failed instead,
 `'x.txt' is an output of 'q/c': 'q/c' names a child of 'q', another family: ...; make
 'p' depend on 'q'`, though p did.
 

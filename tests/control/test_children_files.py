@@ -119,7 +119,7 @@ retries = 0
 
 def test_a_childs_input_made_by_a_child_of_a_step_its_parent_depends_on_is_read_without_a_dependency(tmp_path):
     # The two-stage pattern: q's children write files, p (deps q) submits children
-    # reading them. From 2026-12-07 until 2026-12-08 p's attempt failed: "'x.txt' is an
+    # reading them. For a few hours of 2026-12-07 p's attempt failed: "'x.txt' is an
     # output of 'q/c': 'q/c' names a child of 'q', another family: ... make 'p' depend on
     # 'q'", though p did. A producer in q's family that failed left no file: refused.
     r, run_dir = run(tmp_path, """
@@ -190,7 +190,7 @@ retries = 0
 
 def test_a_childs_output_or_workdir_inside_another_steps_output_or_a_siblings_fails_its_parent_naming_child_and_field(
         tmp_path):
-    # Before 2026-12-08 such children were taken and failed as they ran: "cannot make the
+    # Until a fix of 2026-12-07 such children were taken and failed as they ran: "cannot make the
     # directory .../d (of output x): it exists and is not a directory".
     r, run_dir = run(tmp_path, """
 [[steps]]
@@ -236,7 +236,7 @@ retries = 0
 
 
 def test_a_childs_wait_for_the_sibling_producing_its_input_is_recorded_and_reported_as_a_dependency(tmp_path):
-    # Before 2026-12-08 the declared record said "deps": [] and fleet report said c2
+    # Until a fix of 2026-12-07 the declared record said "deps": [] and fleet report said c2
     # waited "its turn (ready, no wait recorded)", its floor without c1. Its marker still
     # names its deps alone (the user guide: done-ness is what its deps made).
     r, run_dir = run(tmp_path, """
