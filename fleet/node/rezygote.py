@@ -21,7 +21,9 @@ closed, its pid ended, or a write to it failed: fleet.node.zygotewatch):
   started (queued behind a step the old one never reaped: its process is the agent's
   child now, see unreaped; or dropped as it stopped unasked on a SIGTERM: Unstarted.held;
   each waiting for what it waited for there, the drops it made followed:
-  Unstarted.dropped), in the order they came, then what was held. Every other launch
+  Unstarted.dropped), in the order they came, then what was held; one queued behind a
+  step of the dead zygote is stamped decided when the agent ended that step, its cores
+  free (Unstarted.restamp: its startup counts from there). Every other launch
   whose Started never came may have started (a step can kill its zygote before its
   Started is written; a queued one starts as the step it waits for is reaped, and its
   Started waits for the zygote's turn to end) and ends with the steps that ran, or, still
@@ -148,14 +150,32 @@ class Unstarted:
                 waiting.add(key[0])
         return held
 
-    def replay(self, held: list[tuple[str, int]]) -> list[bytes]:
+    def replay(self, held: list[tuple[str, int]], freed_at: float) -> list[bytes]:
         """What a new zygote is written once it says hello: the Preloads, then the
-        ``held`` launches, in the order they came; every other launch forgotten."""
+        ``held`` launches, in the order they came; every other launch forgotten. Those
+        queued behind a step gone with the dead zygote (not held in turn: the new one
+        starts them at once) are stamped decided at ``freed_at`` (restamp)."""
         keep = set(held)
         self.kept = []
         for key in [k for k in self.frames if k not in keep]:
             self.done(key)
+        self.restamp(freed_at)
         return [*self.preloads, *(f for fs in self.frames.values() for f in fs)]
+
+    def restamp(self, freed_at: float) -> None:
+        """Stamp each launch queued behind a step of the dead zygote decided at ``freed_at``
+        (when that step's cores came free: the agent had ended what it left), as the
+        zygote's Queued.due does when the step it waits for is reaped: its startup counts
+        from there. Before 2026-12-07 it kept the coordinator's stamp from when it was
+        queued, and the whole run of the step it waited for counted as its startup. One
+        queued behind a launch replayed with it waits there and is stamped when that one
+        ends (Queued.due). A few launches per restart: re-encoded here."""
+        steps = {s for s, _ in self.frames}
+        for key, after in self.after.items():
+            if after and after not in steps:
+                msg = P.decode(self.frames[key][0])
+                if msg.decided_at < freed_at:
+                    self.frames[key][0] = P.encode(dataclasses.replace(msg, decided_at=freed_at))
 
 
 def end_steps(agent, clean: bool = False) -> list[list]:
@@ -252,6 +272,7 @@ def restart(agent, how: str, start, clean: bool = False) -> None:
     """Start a new zygote for ``agent`` in place of the one that ``how`` died
     (``start``: fleet.node.agent.start_zygote) and tell the coordinator."""
     ended = end_steps(agent, clean)
+    freed_at = time.time()  # (what they left is ended: their cores are free for what was queued behind them)
     agent.requests.close()  # (what waited for it: its launches are replayed, or ended with it)
     for fd in (agent.req_w, agent.rep_r):
         try:
@@ -264,7 +285,7 @@ def restart(agent, how: str, start, clean: bool = False) -> None:
     agent.requests = agent.requests.renewed(agent.req_w)
     agent.reader = framing.FrameReader()
     agent.died = how
-    agent.booting = agent.unstarted.replay(sorted(agent.graces))  # written once it says hello (booted)
+    agent.booting = agent.unstarted.replay(sorted(agent.graces), freed_at)  # written once it says hello (booted)
     agent.preloads_replayed = len(agent.unstarted.preloads)
     agent._warn(f"the zygote {how}: started a new one, pid {agent.zygote.pid} "
                 f"(restart {agent.restarts.total}); {len(ended)} step(s) that ran in it ended: "
