@@ -222,6 +222,15 @@ def _on_exit(g: Gathered, rec: E.Exit) -> None:
     a = s.attempts[-1] if s.attempts and s.attempts[-1].attempt == att and s.attempts[-1].fleet == fleet else next(
         (x for x in reversed(s.attempts) if x.fleet == fleet and (x.attempt == att or rec.by)), None)
     if a is not None and a.exit_seen and rec.node is None:
+        if rec.by:
+            # A fleet that waited on another's claim heard how the step ended there (always
+            # `failed`, "timed_out in fleet F: ..."): its wait ends, its declaration after that
+            # end submitted nothing again, and the outcome stays that fleet's own (before
+            # 2026-12-07 replaced: out_of_memory counted failed, a step stayed elsewhere).
+            s.again = False
+            if s.again_at and s.again_at[-1][1] >= a.start:  # (its period, opened after a began)
+                s.again_at = s.again_at[:-1] or None
+            return
         # The coordinator's verdict on an attempt its node already reported (children
         # refused after the step said it waits): how it ended, not another run.
         a.outcome, a.reason = rec.outcome or S.FAILED, rec.reason or ""

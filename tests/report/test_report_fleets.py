@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from fleet.report.trace import validate
-from fleetharness import assert_nothing_left, finish, fleet, spawn, write_suite
+from fleetharness import assert_nothing_left, events, finish, fleet, spawn, wait_for, write_suite
 
 TWICE = """
 [suite]
@@ -319,3 +319,62 @@ def test_a_dependency_another_shard_ran_is_named_with_its_shard_and_its_outcome_
     whys = {w["why"] for st in j["stretches"] for w in st["steps"] if w["step"] == "e"}
     assert whys == {"dependency d (shard 1/2's step, failed) not done"}, j["stretches"]
     assert_nothing_left(tmp_path / "run")
+
+
+
+# `late` is killed once the test says so, after the second fleet found it held; `hold`
+# keeps the first fleet up until then (a step that failed before the second fleet came
+# would be run again there: its claim is free).
+HELD = """
+[suite]
+name = "held"
+run_dir = "run"
+[[steps]]
+id = "hold"
+command = "until test -e ../../end; do sleep 0.1; done"
+[[steps]]
+id = "late"
+command = "until test -e ../../go; do sleep 0.1; done; kill -KILL $$"
+"""
+
+
+def test_a_fleet_waiting_on_another_fleets_claim_leaves_the_step_the_outcome_the_fleet_that_ran_it_recorded(
+        tmp_path):
+    # (before 2026-12-07 the waiting fleet's exit record, `failed` "terminated in fleet
+    # F: ...", replaced the outcome of the fleet that ran it: `fleet report` said failed,
+    # `fleet audit` terminated)
+    suite = write_suite(tmp_path / "s.toml", HELD)
+    run = tmp_path / "run"
+
+    def seen(kind: str, step: str, by: bool = False) -> bool:
+        return any(e["kind"] == kind and e.get("step") == step and bool(e.get("by")) == by for e in events(run))
+
+    ps = [spawn("run", str(suite), cwd=tmp_path)]
+    try:
+        wait_for(lambda: seen("started", "late") and seen("started", "hold"), 60, "the first fleet to start both")
+        ps.append(spawn("run", str(suite), cwd=tmp_path))
+        wait_for(lambda: seen("elsewhere", "late"), 60, "the second fleet to find late held")
+        (run / "go").touch()
+        wait_for(lambda: seen("exit", "late", by=True), 60, "the second fleet to take late's end")
+        (run / "end").touch()
+        for p in ps:
+            rc, out, err = finish(p, timeout=120)
+            assert rc == 1, out + err
+    finally:
+        for p in ps:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.communicate(timeout=30)
+    [by] = [e for e in events(run) if e["kind"] == "exit" and e.get("by")]
+    assert by["outcome"] == "failed" and by["reason"].startswith("terminated in fleet "), by  # (what it says)
+    j = report(run, cwd=tmp_path)
+    assert j["sessions"] == 1
+    assert j["counts"] == {"succeeded": 1, "terminated": 1}, j["counts"]
+    [p] = j["problems"]
+    assert (p["step"], p["outcome"], p.get("again")) == ("late", "terminated", None), p
+    assert p["reason"].startswith("killed by SIGKILL"), p
+    text = fleet("report", str(run), cwd=tmp_path, timeout=60).stdout
+    assert "steps         2: 1 succeeded, 1 terminated" in text, text
+    audit = fleet("audit", str(run), cwd=tmp_path, timeout=60)
+    assert audit.stdout.splitlines()[-1] == "1 succeeded, 1 terminated", audit.stdout + audit.stderr
+    assert_nothing_left(run)

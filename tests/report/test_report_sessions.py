@@ -203,3 +203,26 @@ def test_a_dependency_of_another_shard_is_named_with_its_shard_where_the_submiss
     r = R.build(read_back(up(0, x) + unsaid + [E.FleetDown(t=5, fleet=x)]))
     assert r.steps["y"].segments == [(1, 5, "dependency", "dependency w (another shard's step) not done")]
     assert r.steps["w"].reason == "another shard runs it"
+
+
+def test_a_fleet_that_declared_a_step_after_another_fleet_ran_it_out_of_memory_takes_that_end_without_running_it():
+    # The audit's stream: fleet B declares oom after A ran it out of memory, waits on A's
+    # claim and then takes A's end (its exit record with `by`). Before 2026-12-07 the
+    # step stayed `elsewhere` (both fleets down), its attempt "submitted again", and
+    # B's words (`failed`, "out_of_memory in fleet A: ...") replaced A's outcome.
+    a, b = "vm-1-aaaaaa", "vm-2-bbbbbb"
+    recs = up(0, a) + declare(1, a, 1, ("oom", []), ("t", []))
+    recs += ran(1, a, "oom", 0, 0.1, outcome="out_of_memory") + ran(1, a, "t", 1, 3)
+    recs += up(1.5, b) + declare(2, b, 1, ("oom", []), ("t", []))
+    recs += [E.Elsewhere(t=2, fleet=b, step=s, attempt=1, holder=a, reason=f"claimed by fleet {a}") for s in ("oom", "t")]
+    recs.sort(key=lambda rec: rec.t)
+    recs += [E.Exit(t=4.5, fleet=b, step="oom", attempt=1, outcome="failed", by=a,
+                    reason=f"out_of_memory in fleet {a}: exit status 3"),
+             E.Skipped(t=4.5, fleet=b, step="t", by=a), E.FleetDown(t=5, fleet=a), E.FleetDown(t=5, fleet=b)]
+    r = R.build(read_back(recs))
+    assert r.counts == {"out_of_memory": 1, "succeeded": 1}
+    assert (r.steps["oom"].outcome, r.steps["oom"].reason) == ("out_of_memory", "exit status 3")
+    assert [(p["step"], p["outcome"], p["reason"], p.get("again")) for p in r.problems] == [
+        ("oom", "out_of_memory", "exit status 3", None)]
+    assert r.steps["oom"].waited_s == 0.0  # it ran at once in A; B's wait is no wait of the step's
+    assert "submitted again" not in R.format_text(r) and "out_of_memory in fleet" not in render(r)
