@@ -13,7 +13,9 @@ final records) and from the fleets' journals (.fleet/journal/*.jsonl: a fleet ho
 the run directory's lease records attempts there, and a success whose marker a killed
 fleet never wrote; fleet.wire.records.read_journals). The newest of them says what the
 step is: a start after an outcome runs (fresh while its fleet may be alive:
-fleet.wire.livefleets; stale once it is gone), an outcome after a start ended it. A step
+fleet.wire.livefleets; stale once it is gone; but waits, while its fleet may be alive,
+if it was only handed to a node's window and events.jsonl says it has not started since:
+the journal's start is written at the handing), an outcome after a start ended it. A step
 no record says started is waiting in the fleet that declared it, if that fleet may be
 alive, or was not run, the fleet having gone down first (or drained, or closed early, first: then its
 `not_started` record's reason, e.g. that it needs a longer allocation; before 2026-12-06
@@ -126,6 +128,10 @@ class _Seen:
     # step id -> [(attempt, node, why)] of its attempts that may have run unheard (fleet.report.unsure)
     unsure: dict = field(default_factory=dict)
     unselected: set = field(default_factory=set)  # steps only --only submissions named, none selecting them
+    # step id -> (fleet, node) of a step handed to its node's window and not started since
+    # (node None: taken back); its fleet's journal says it runs from the handing (_one).
+    # Only the windows' steps, not every step.
+    queued: dict = field(default_factory=dict)
 
 
 def _seen(run_dir: Path, suite_steps) -> _Seen:
@@ -138,7 +144,7 @@ def _seen(run_dir: Path, suite_steps) -> _Seen:
     if (run_dir / "events.jsonl").exists():
         ids, interrupted, by = seen.ids, seen.interrupted, seen.declared_by
         fleets: dict[str, str] = {}  # (one string per fleet, not one per step)
-        queued: dict[str, str] = {}  # step -> its node while queued there (the windows' steps, not every step)
+        queued = seen.queued
         for block in blocks(run_dir):  # (a MiB of lines at a time: a million steps' stream is a GB)
             for rec in block:
                 kind = type(rec)
@@ -167,13 +173,14 @@ def _seen(run_dir: Path, suite_steps) -> _Seen:
 
 
 def _queued(seen: _Seen, rec, queued: dict) -> None:
-    """A step queued on its node (`queued` keeps the node), or taken back: if it may have
-    started there, an attempt that may have run (fleet.report.unsure; not said before
-    2026-12-07, and nothing is then)."""
+    """A step queued on its node (`queued` keeps its fleet and node), or taken back (kept,
+    its node None, until it starts): if it may have started there, an attempt that may
+    have run (fleet.report.unsure; not said before 2026-12-07, and nothing is then)."""
     if type(rec) is Queued:
-        queued[rec.step] = rec.node
+        queued[rec.step] = (rec.fleet, rec.node)
         return
-    node = queued.pop(rec.step, None)
+    node = queued.get(rec.step, (None, None))[1]
+    queued[rec.step] = (rec.fleet, None)
     if rec.may_have_started:
         seen.unsure.setdefault(rec.step, []).append((rec.attempt, node, unsure.why(rec.reason, rec.attempt)))
 
@@ -254,7 +261,8 @@ def audit(run_dir: Path, suite_steps=(), stale_after: float = 600.0) -> Audit:
         tries = records.attempts(run_dir, sid, js, names)
         wins, reruns, dups = count_successes(tries, seen.forced)
         base = dict(step=sid, successes=wins, reruns=reruns, duplicates=dups, attempts=len(tries))
-        a = _one(run_dir, sid, spec, names, seen.interrupted.get(sid), stale_after, base, js, running, tries, live)
+        a = _one(run_dir, sid, spec, names, seen.interrupted.get(sid), stale_after, base, js, running, tries, live,
+                 seen.queued.get(sid))
         out[sid] = a if a is not None else _unstarted(sid, seen.declared_by.get(sid), live, base, seen)
         if sid in seen.unsure:
             out[sid] = _may_have_run(out[sid], seen.unsure[sid])
@@ -332,10 +340,12 @@ def _newest_end(final: dict | None, last_exit, tries: list[dict]) -> tuple[float
 
 
 def _one(run_dir: Path, sid: str, spec, names: frozenset[str], last_exit, stale_after: float, base: dict,
-         js: records.Journals, running: dict, tries: list[dict], live: dict) -> StepAudit | None:
+         js: records.Journals, running: dict, tries: list[dict], live: dict, queued: tuple | None) -> StepAudit | None:
     """The step's status from its files (`names`: those in its .fleet directory), its
-    journaled records, its attempts (`tries`) and its last exit if that was an
-    interruption (`last_exit`); None when nothing says it ever started (_unstarted)."""
+    journaled records, its attempts (`tries`), its last exit if that was an interruption
+    (`last_exit`) and, if it was handed to a node's window and has not started since,
+    its fleet and node there (`queued`, _Seen.queued); None when nothing says it ever
+    started (_unstarted)."""
     jdone = js.done(sid)  # a success journaled, its marker not written (yet, or ever: a kill -9)
     # Without the suite, a marker is taken as it is when the journals say the step succeeded
     # (no file opened: a million done steps on a parallel file system); else it is read, and
@@ -355,6 +365,8 @@ def _one(run_dir: Path, sid: str, spec, names: frozenset[str], last_exit, stale_
         at, which, rec = float(other.get("ended_at") or 0.0), CHANGED, other
     if sid in running and running[sid][3] >= at:
         holder, host, fresh, _ = running[sid]
+        if fresh and queued is not None and queued[0] == holder:
+            return _handed(holder, queued[1], base)
         return StepAudit(status="running", holder=holder, fresh=fresh, **base,
                          reason=f"running in {holder} on {host} (its journal)"
                                 + ("" if fresh else "; its fleet is gone (stale): the next run runs it again"))
@@ -378,6 +390,14 @@ def _one(run_dir: Path, sid: str, spec, names: frozenset[str], last_exit, stale_
     if which == "attempt":
         return _last_attempt(rec, live, base)
     return None
+
+
+def _handed(holder: str, node: str | None, base: dict) -> StepAudit:
+    """A step its live fleet handed to a node's window, which has not started it (or
+    took it back): its journal says it runs from the handing, its events.jsonl that it
+    waits (before 2026-12-07 `running`, while `fleet report` said waiting)."""
+    where = f"queued on {node} in {holder}" if node else f"taken back from its node in {holder}"
+    return StepAudit(status=S.WAITING, holder=holder, reason=f"{where}, not started yet", **base)
 
 
 def _other_success(run_dir: Path, sid: str, spec, names: frozenset[str], jdone: dict | None) -> dict | None:

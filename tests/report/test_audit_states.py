@@ -71,6 +71,41 @@ args = {{ path = "{flag}", timeout = 120 }}
     assert_nothing_left(run_dir)
 
 
+def test_a_step_queued_on_its_node_of_a_live_fleet_is_audited_waiting_there_not_running(tmp_path, background):
+    # (a step handed to its node ahead has a start line in the journal from the handing:
+    # audit said "running ... (its journal)" for it, more steps running than cores)
+    run_dir, flag = tmp_path / "run", tmp_path / "go"
+    cores = len(os.sched_getaffinity(0))
+    suite = write_suite(tmp_path / "s.toml", f"""
+[suite]
+name = "queued"
+[[steps]]
+id = "s/{{i}}"
+array = "0-{2 * cores + 1}"
+call = "fleet_steps:wait_for_file"
+args = {{ path = "{flag}", timeout = 120 }}
+""")
+    fleet("up", "--local", "--nodes", "1", "--run-dir", str(run_dir), cwd=tmp_path, check=True, timeout=120)
+    try:
+        run = spawn("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path)
+        background.append(run)
+        wait_for(lambda: len(kinds(run_dir, "started")) == cores and kinds(run_dir, "queued"), 60,
+                 "every core busy and a step queued on its node")
+        code, a, text = audit(run_dir, tmp_path)  # nothing starts or ends until the flag
+        started = {e["step"] for e in kinds(run_dir, "started")}
+        queued = {e["step"] for e in kinds(run_dir, "queued")} - started
+        flag.touch()
+        assert finish(run, 90)[0] == 0
+    finally:
+        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
+    assert code == 0 and queued, text
+    assert statuses(a) == {s: "running" if s in started else "waiting" for s in statuses(a)}, text
+    for s in queued:
+        assert a["steps"][s]["reason"].startswith("queued on node1 in "), a["steps"][s]
+    assert text.splitlines()[-1] == f"{cores} running, {2 * cores + 2 - cores} waiting", text
+    assert_nothing_left(run_dir)
+
+
 SUITE = """
 [suite]
 name = "killed"
