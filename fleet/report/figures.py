@@ -8,8 +8,8 @@ import os
 
 from fleet.core import states as S
 from fleet.core.graph import critical_path
-from fleet.report import unsure
-from fleet.report.model import NOT_RUN, PROBLEM_OUTCOMES, Node, Step, r6
+from fleet.report import floor, unsure
+from fleet.report.model import PROBLEM_OUTCOMES, Node, Step, r6
 from fleet.wire.records import no_log
 
 
@@ -43,24 +43,13 @@ def _nearest_rank(xs: list[float], q: float) -> float | None:
 
 def dependency_floor(steps: dict[str, Step], now: float) -> tuple[float, list[str], float]:
     """The longest chain of the steps' own work (its length and steps), and its length
-    with each step's startup added. A step's duration is its last attempt's work; a
-    running one's, the time since it started."""
-    d_work: dict[str, float] = {}
-    d_both: dict[str, float] = {}
-    for s in steps.values():
-        if not s.attempts:
-            continue
-        a = s.attempts[-1]
-        if a.outcome == S.RUNNING:
-            d_work[s.id] = d_both[s.id] = max(0.0, now - (a.started or a.start))
-        else:
-            w = a.work_s or 0.0
-            d_work[s.id] = w
-            d_both[s.id] = w + (a.startup_s or 0.0)
-    deps = {s.id: s.deps for s in steps.values()}
+    with each step's startup added, over the recorded dependencies and the steps'
+    families (fleet.report.floor). A step's duration is the work of its last attempt,
+    every stage of it; a running one's, the time since it started."""
+    deps, d_work, d_both = floor.graph(steps, now)
     floor_s, path = critical_path(deps, d_work)
     with_startup, _ = critical_path(deps, d_both)
-    return floor_s, path, with_startup
+    return floor_s, floor.names(path), with_startup
 
 
 def utilization(nodes: dict[str, Node], steps: dict[str, Step], t0: float, t_end: float) -> dict:

@@ -107,7 +107,7 @@ def _time_lines(r: Report) -> list[str]:
     path = r.floor_path
     shown = " -> ".join(path if len(path) <= 6 else path[:3] + ["..."] + path[-2:])
     out.append(f"  floor         {s(r.floor_s):>10}   longest dependency chain of the steps' own work"
-               + (f" ({_n(len(path), 'step')}: {shown})" if path else ""))
+               + (f" ({_n(len(set(path)), 'step')}: {shown})" if path else ""))  # (a parent: before and after its children)
     if r.floor_s > 0:
         out.append(f"                {'':>10}   the run took {s(r.wall_s - r.floor_s)} more"
                    f" ({r.wall_s / r.floor_s:.2f} x the floor); with startup the chain is {s(r.floor_with_startup_s)}")

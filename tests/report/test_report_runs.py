@@ -261,3 +261,38 @@ def test_the_html_opens_in_headless_chromium_and_the_screenshot_shows_the_timeli
     red = count_colour(rows, COLOURS["failed"])
     assert green > 2000, f"only {green} pixels of the succeeded colour"
     assert red > 600, f"only {red} pixels of the failed colour"
+
+
+FAMILY = '''
+[suite]
+name = "family"
+run_dir = "run"
+[[steps]]
+id = "a"
+command = "sleep 1"
+[[steps]]
+id = "p"
+protocol = "steps"
+deps = ["a"]
+command = """
+if [ "$FLEET_PHASE" = 0 ]; then
+  printf '[[steps]]\\\\nid = "c1"\\\\ncommand = "sleep 1.5"\\\\n[[steps]]\\\\nid = "c2"\\\\ncommand = "sleep 1"\\\\ndeps = ["c1"]\\\\n' > "$FLEET_SUBMIT_DIR/k.toml"
+  exit 3
+fi
+"""
+'''
+
+
+def test_the_dependency_floor_runs_through_a_parent_its_children_and_the_parents_end(tmp_path):
+    # (before 2026-12-07 a parent's children were on no chain with it: floor p/c1 -> p/c2,
+    # 2.5 s, though nothing could start them before a and p's first stage, nor end p before them)
+    suite = write_suite(tmp_path / "s.toml", FAMILY)
+    r = fleet("run", str(suite), "--nodes", "2", cwd=tmp_path, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    run = tmp_path / "run"
+    j = json.loads(fleet("report", str(run), "--json", cwd=tmp_path, timeout=60, check=True).stdout)
+    assert j["floor_path"] == ["a", "p", "p/c1", "p/c2", "p"], j["floor_path"]
+    chain = sum(e["work_s"] for e in events(run) if e["kind"] == "exit")  # every exit is on it: p's two stages too
+    assert j["floor_s"] == pytest.approx(chain, abs=1e-5) and j["floor_s"] <= j["wall_s"], (j["floor_s"], chain)
+    text = fleet("report", str(run), cwd=tmp_path, timeout=60, check=True).stdout
+    assert "(4 steps: a -> p -> p/c1 -> p/c2 -> p)" in text, text
