@@ -247,8 +247,15 @@ class _Context:
 
     def resource_waits(self, s: Step, ready: float, p_to: float, segs: list) -> None:
         """Add the waits of a ready step until p_to: its own records, and before the
-        first of them, its turn behind its kind's head."""
+        first of them, its turn behind its kind's head. Where an attempt starts at p_to,
+        only the records of its fleet (and of none: a stream that names no fleet): another
+        fleet's `elsewhere` waited on that fleet's claim, not for what held the step back
+        where it ran (before 2026-12-07 a step waiting for cores in the fleet that ran it
+        waited for "another fleet (which holds its claim)" there)."""
         own = [w for w in s.waits if ready <= w.t < p_to] if s.waits else s.waits
+        runner = next((a.fleet for a in s.attempts if a.start == p_to), None) if own else None
+        if runner:
+            own = [w for w in own if w.fleet in (runner, "")]
         nxt = own[0].t if own else p_to
         if nxt > ready:
             self._behind_head(s, ready, nxt, segs)

@@ -9,6 +9,7 @@ import json
 import pytest
 
 import fleet.report as R
+from fleet.core import waits as W
 from fleet.report.html import render
 from fleet.report.trace import build_trace, validate
 from fleet.wire import events as E
@@ -226,3 +227,22 @@ def test_a_fleet_that_declared_a_step_after_another_fleet_ran_it_out_of_memory_t
         ("oom", "out_of_memory", "exit status 3", None)]
     assert r.steps["oom"].waited_s == 0.0  # it ran at once in A; B's wait is no wait of the step's
     assert "submitted again" not in R.format_text(r) and "out_of_memory in fleet" not in render(r)
+
+
+def test_a_step_waiting_for_cores_in_the_fleet_that_ran_it_waits_for_cores_not_for_the_fleet_that_waited_on_it():
+    # The audit's stream: B declares w while A, which holds it, has no core free for it;
+    # B's `elsewhere` record is B's wait on A's claim, not what held w back in A (before
+    # 2026-12-07 w "waited for another fleet (which holds its claim)" until A ran it).
+    a, b = "vm-1-aaaaaa", "vm-2-bbbbbb"
+    recs = up(0, a, cores=(0,)) + declare(1, a, 1, ("t", []), ("w", [])) + ran(1, a, "t", 0, 3)
+    recs += [E.Wait(t=1, fleet=a, step="w", reason="needs 1 core, 0 free", cause=W.CORES, need_cores=1, free_cores=0)]
+    recs += up(1.5, b) + declare(2, b, 1, ("t", []), ("w", []))
+    recs += [E.Elsewhere(t=2, fleet=b, step=s, attempt=1, holder=a, reason=f"claimed by fleet {a}") for s in ("t", "w")]
+    recs += ran(4, a, "w", 0, 1)
+    recs.sort(key=lambda rec: rec.t)
+    recs += [E.Skipped(t=5.5, fleet=b, step=s, by=a) for s in ("t", "w")]
+    recs += [E.FleetDown(t=6, fleet=a), E.FleetDown(t=6, fleet=b)]
+    r = R.build(read_back(recs))
+    assert r.counts == {"succeeded": 2}
+    assert [(x, y, c) for x, y, c, _ in r.steps["w"].segments] == [(1, 4, "cores")], r.steps["w"].segments
+    assert "elsewhere" not in r.waits, r.waits
