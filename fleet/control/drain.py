@@ -137,6 +137,7 @@ class Drain:
         self.cut = False  # the drain margin was cut, the job being shorter than it (early_warning)
         self.drained = False
         self.at: float | None = None  # when it drained (for the allocation's end)
+        self.planned = True  # drained for the allocation's planned end, not as the job ends now (outside)
         self._at_mono = 0.0  # the same on the monotonic clock (why_for)
         self.reason = ""
         self.full = False  # drained because the run directory cannot be written: full, read-only (not the end)
@@ -287,22 +288,26 @@ class Drain:
                         clock(self.drain_at))
             self._close(now, f"not started: it would not end before the drain point at {clock(self.drain_at)}")
 
-    def _drain(self, reason: str, now: float) -> None:
-        """Drain now: stop the running steps, start nothing more."""
+    def _drain(self, reason: str, now: float, planned: bool = True) -> None:
+        """Drain now: stop the running steps, start nothing more (`planned`: for the
+        allocation's planned end, its warning or drain point; else the job ends now)."""
         c = self.coord
         self.drained, self.full, self.reason, self.at, self._at_mono = True, False, reason, now, time.monotonic()
+        self.planned = planned
         log.warning("draining (%s): stopping %d running steps, starting nothing more", self.reason,
                     c.sched.running_count())
         c.events.write(events.Drained(t=now, reason=self.reason, running=c.sched.running_count()))
         c._feed(DrainNow(self.reason), now)
 
-    def outside(self, reason: str, now: float) -> None:
+    def outside(self, reason: str, now: float, planned: bool = False) -> None:
         """The job is ending under the fleet (`reason`: an agent stopped by a signal, or
         every agent gone for good; fleet.node.jobend): drain now, as at the warning
         signal, unless a drain for the end is under way. What ends from now on is
-        interrupted, what never started is `not_started`, and `fleet run` exits 3."""
+        interrupted, what never started is `not_started`, and `fleet run` exits 3.
+        Its steps' reasons say when, not the allocation's planned end (not `planned`:
+        the job ends now, scancel say; `planned`: the warning signal reached an agent)."""
         if not self.drained or self.full:
-            self._drain(reason, now)
+            self._drain(reason, now, planned)
 
     def disk_full(self, node: str, step: str, errno: int, now: float) -> None:
         """A step's set-up on `node` found the run directory's file system full or
@@ -368,8 +373,18 @@ class Drain:
         from fleet.control.outcomes import STOPPED_WITH_FLEET
         if not self.drained:
             return STOPPED_WITH_FLEET
-        end = f"the allocation ends at {clock(self.end)}; " if self.end and not self.full else ""
-        return "drained: " + end + self.reason
+        return "drained: " + self._words()
+
+    def _words(self) -> str:
+        """Why the fleet drained, as its steps' reasons say it: the allocation's planned
+        end only where it drained for it (its warning signal, its drain point); a job that
+        ends now (scancel, its agents signalled) says when instead: before 2026-12-07 it
+        said the planned end, minutes after the job was cancelled, as if it had drained for it."""
+        if self.full:
+            return self.reason
+        if not self.planned:
+            return f"at {clock(self.at)}, {self.reason}" if self.at else self.reason
+        return (f"the allocation ends at {clock(self.end)}; " if self.end else "") + self.reason
 
     def interrupted(self, step: str, attempt: int, now: float) -> None:
         """A step's exit after the drain, recorded interrupted: the scheduler frees its
@@ -395,4 +410,4 @@ class Drain:
         ended in it: `not_started`, or interrupted if its exit never came; a bounded part
         each loop turn (fleet.control.closing). Each submission is closed once (one that
         comes after the drain too)."""
-        self.closing.close(now, reason or "not started: " + self.why()[len("drained: "):])
+        self.closing.close(now, reason or "not started: " + self._words())

@@ -40,7 +40,7 @@ def said(coord, agent, msg, now: float) -> None:
     if msg.what == "warned":
         if not coord.stopping:
             coord.drain.outside(f"the batch system's warning signal ({msg.signal}) reached the agent on "
-                                f"{agent.node}", now)
+                                f"{agent.node}", now, planned=True)
         return
     bye(coord, agent, msg.signal, now, msg.zygote, msg.steps)
 

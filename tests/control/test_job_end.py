@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -42,12 +43,12 @@ def job_suite(tmp_path: Path) -> tuple[Path, Path]:
     return write_suite(tmp_path / "s.toml", '[suite]\nname = "jobend"\n' + interruptible_steps(flag)), flag
 
 
-def running_fleet(tmp_path: Path, started, queued: bool = True):
-    """`fleet up` (two one-core nodes) and `fleet run` of job_suite, once two steps run (and
-    the third is queued): (run directory, suite, flag, the `fleet run` process)."""
+def running_fleet(tmp_path: Path, started, queued: bool = True, up_args=()):
+    """`fleet up` (two one-core nodes; `up_args` too) and `fleet run` of job_suite, once two
+    steps run (and the third is queued): (run directory, suite, flag, the `fleet run` process)."""
     run_dir = tmp_path / "run"
     suite, flag = job_suite(tmp_path)
-    up = fleet("up", "--run-dir", str(run_dir), "--nodes", "2", *HB, cwd=tmp_path, timeout=60)
+    up = fleet("up", "--run-dir", str(run_dir), "--nodes", "2", *HB, *up_args, cwd=tmp_path, timeout=60)
     assert up.returncode == 0, up.stdout + up.stderr
     runner = started("run", str(suite), "--run-dir", str(run_dir))
     want = {("started", "shell"), ("started", "call")} | ({("queued", "queued")} if queued else set())
@@ -104,6 +105,31 @@ def test_a_job_ended_under_the_fleet_interrupts_its_steps_drains_exits_3_stops_t
     assert r.returncode == 0 and "4 succeeded" in r.stdout, r.stdout + r.stderr
     for s in STEPS:
         assert [a["outcome"] for a in records.attempts(run_dir, s)] == ["succeeded"], s
+    assert_nothing_left(run_dir, tag=str(flag))
+
+
+def test_a_job_ended_long_before_its_planned_end_says_when_it_ended_not_the_planned_end(tmp_path, started):
+    # A fleet that knows its end (30 min away) and is cancelled now (scancel): before
+    # 2026-12-07 every step's reason said "drained: the allocation ends at <the planned
+    # end>; the batch job is ending ...", as if it had drained for the walltime.
+    run_dir, suite, flag, runner = running_fleet(tmp_path, started, up_args=("--walltime", "30m"))
+    signal_like_the_batch_system(run_dir, steps_first_by=0.1)
+    code, out, err = finish(runner, timeout=60)
+    assert code == 3, out + err
+    wait_for(lambda: not (run_dir / "fleet.json").exists(), 30, "the coordinator to stop")
+    recs = event_records(run_dir)
+    [drained] = [e for e in recs if isinstance(e, E.Drained)]
+    assert drained.reason.startswith("the batch job is ending (the agent on node"), drained
+    said = f"at {time.strftime('%H:%M:%S', time.localtime(drained.t))}, {drained.reason}"
+    exits = [e for e in recs if isinstance(e, E.Exit)]
+    assert {e.step for e in exits} >= {"call", "shell"} and {e.outcome for e in exits} == {"interrupted"}, exits
+    for e in exits:
+        assert e.reason.startswith(f"drained: {said}") or (e.step == "queued" and "stopped by the drain" in e.reason), \
+            e.reason
+    [ns] = [e for e in recs if isinstance(e, E.NotStarted)]
+    assert ns.reason == f"not started: {said}", ns
+    assert "allocation ends at" not in out + err + "".join(e.reason for e in exits), out + err
+    assert f"not_started after: not started: {said}" in out, out
     assert_nothing_left(run_dir, tag=str(flag))
 
 
