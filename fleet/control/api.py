@@ -94,12 +94,15 @@ class Update:
     view that goes on growing with the next answers; ``dict(u.outcomes)`` keeps one
     moment's); ``full``: why the fleet drained if its run directory's file system is
     full or read-only (cannot be written: fleet.control.drain.UNWRITABLE), in every answer
-    from the drain on (before 2026-12-06 only in the last one)."""
+    from the drain on (before 2026-12-06 only in the last one); ``early``: why the fleet
+    closed the submission early, not drained ("nothing left can end before the drain
+    point at 17:55:00"), if it did."""
 
     finished: tuple
     counts: dict
     outcomes: Mapping
     full: str = ""
+    early: str = ""
 
 
 class Fleet:
@@ -276,7 +279,8 @@ class Fleet:
                 if on_progress is not None:
                     # A view, not a copy: a copy per answer was quadratic (a million
                     # steps: 200 answers copying up to a million entries each).
-                    on_progress(Update(tuple(pr.finished), dict(pr.counts), MappingProxyType(outcomes), pr.full))
+                    on_progress(Update(tuple(pr.finished), dict(pr.counts), MappingProxyType(outcomes), pr.full,
+                                       pr.early))
                 if pr.done and not pr.finished:
                     return outcomes
             if deadline is not None and time.monotonic() > deadline:  # (also while rows keep coming)

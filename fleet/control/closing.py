@@ -57,6 +57,7 @@ class Closing:
         self.left = 0  # steps the closes found interrupted or not started (fleet-wide)
         self.left_longer = 0  # of them, those no allocation like this one could start or finish either
         self.stuck = Stuck(coord, None)  # which of them an allocation like this one could not start either
+        self.early: dict[int, str] = {}  # submissions closed before the drain point, not drained: why (fleet run)
 
     @property
     def busy(self) -> bool:
@@ -73,8 +74,9 @@ class Closing:
         """A submission not closed yet."""
         return any(sid not in self.closed for sid in self.coord.submissions.subs)
 
-    def close(self, now: float, reason: str) -> None:
-        """Close every submission not closed yet (its steps' reason: `reason`), a first part now."""
+    def close(self, now: float, reason: str, early: str = "") -> None:
+        """Close every submission not closed yet (its steps' reason: `reason`), a first part
+        now; `early`: why it closes them early, before the drain point, if it does."""
         subs = self.coord.submissions
         self._counted = max(self._counted, 0)
         self._reason = reason
@@ -82,6 +84,8 @@ class Closing:
             if sub.id in self.closed:
                 continue
             self.closed.add(sub.id)
+            if early:
+                self.early[sub.id] = early
             # (a step added again after it ended there is not counted until it ends again)
             subs.closing[sub.id] = {row[0] for row in sub.finished if row[1] != "retry"} - sub.again
             self._walks.append(_Walk(sub, reason))

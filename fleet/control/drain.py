@@ -124,6 +124,8 @@ class Drain:
         self.coord = coord
         # A finished submission's answer says so when the fleet drained for a full or read-only disk (exit 4).
         coord.submissions.full = lambda: self.reason if self.full else ""
+        # ... and that it closed early, not drained, when it did (fleet run says so: not "the allocation ended").
+        coord.submissions.early = lambda sid: self.closing.early.get(sid, "")
         self.end: float | None = None
         self.drain_at: float | None = None
         self.began: float | None = None  # when the end was planned: the fleet's start
@@ -284,9 +286,9 @@ class Drain:
               and c.intake.count() == 0 and c.sched.held_only()):
             # Nothing left can start before the drain point: say so now, not at it (a
             # job script resubmits sooner; the fleet stays up for what comes next).
-            log.warning("nothing left can end before the drain point at %s: the steps left are not started",
-                        clock(self.drain_at))
-            self._close(now, f"not started: it would not end before the drain point at {clock(self.drain_at)}")
+            early = f"nothing left can end before the drain point at {clock(self.drain_at)}"
+            log.warning("%s: the steps left are not started", early)
+            self._close(now, f"not started: it would not end before the drain point at {clock(self.drain_at)}", early)
 
     def _drain(self, reason: str, now: float, planned: bool = True) -> None:
         """Drain now: stop the running steps, start nothing more (`planned`: for the
@@ -405,9 +407,9 @@ class Drain:
         if step in c.claims.claimed:  # a lease holder alone claims nothing (fleet.control.lease)
             c.claims.release(c.claims.run_dir_of(step), step)
 
-    def _close(self, now: float, reason: str = "") -> None:
+    def _close(self, now: float, reason: str = "", early: str = "") -> None:
         """Count every step of each submission not yet closed that never ended here as
         ended in it: `not_started`, or interrupted if its exit never came; a bounded part
         each loop turn (fleet.control.closing). Each submission is closed once (one that
-        comes after the drain too)."""
-        self.closing.close(now, reason or "not started: " + self._words())
+        comes after the drain too). `early`: closed before the drain point, not drained: why."""
+        self.closing.close(now, reason or "not started: " + self._words(), early)

@@ -36,6 +36,7 @@ class Lines:
         self.outcomes: dict[str, str] = {}
         self.full: list[str] = []  # steps drained because the run directory cannot be written, or why (control.drain)
         self.cause = ""  # why it cannot: the first of drain.UNWRITABLE said (full, read-only, failing)
+        self.early = ""  # why the fleet closed the submission early, not drained, if it did
         self.too_long: list[str] = []  # steps drained that no allocation like this one can start (control.stuck)
         self.listed = self.unlisted = 0  # skipped steps listed in a log; those past SKIPPED_LISTED
         self.counts: dict[str, int] = {}  # the submission's steps by state, as last said (a Ctrl-C's summary)
@@ -47,6 +48,7 @@ class Lines:
         # Every step the submission counts now, its steps' children too (they add to it).
         self.total = max(self.total, sum(u.counts.values()) - len(self.others))
         self.counts = u.counts
+        self.early = u.early or self.early
         if u.full and not self.cause:  # (the fleet's records cannot be written: said in each answer from then on)
             self.full.append(u.full)
             self._cause(u.full)

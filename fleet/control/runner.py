@@ -5,7 +5,8 @@ the fleet was stopped (`fleet down`, a signal), or stopped itself having lost ev
 before the suite finished; 2 the suite or the run directory is
 invalid (nothing started); 3 the allocation ended before the suite did (the fleet
 drained: steps interrupted or never started; run it again in the next allocation to
-finish it: jobscripts/); 4 the run directory's file system is full (a step's set-up
+finish it: jobscripts/), or the fleet closed it early (nothing left could end before
+the drain point: said so, not that the allocation ended); 4 the run directory's file system is full (a step's set-up
 found no space or no quota left: nothing more was started, the steps that did not run
 are interrupted or not started, with no attempt used; free space and run it again), or
 read-only (the same; make it writable and run it again), or its writes fail (EIO);
@@ -299,13 +300,15 @@ def _follow(f: Fleet, sub: Submission, suite: Suite, run_dir: Path, out, shard: 
               f"{_fix(cause, run_dir)} and run the suite again to finish it (a step whose outcome could not be "
               f"recorded runs again)", file=sys.stderr, flush=True)
         return EXIT_FULL
+    # Closed early (nothing left could end before the drain point), the allocation not over: said so.
+    ended = f"closed early: {show.early}" if show.early else "the allocation ended before the suite did"
     if drained and len(show.too_long) == drained:  # another job like this one would not finish either
-        print(f"fleet: the allocation ended before the suite did, and no allocation as long as this one can finish "
-              f"it: the {counted(drained, 'step')} left each {TOO_LONG} (first: {show.too_long[0]}); give the job more "
-              f"time, or the steps shorter estimates", file=sys.stderr, flush=True)
+        print(f"fleet: {ended}, and no allocation as long as this one can finish it: the {counted(drained, 'step')} "
+              f"left each {TOO_LONG} (first: {show.too_long[0]}); give the job more time, or the steps shorter "
+              f"estimates", file=sys.stderr, flush=True)
         return 1
     if drained:
-        print(f"fleet: the allocation ended before the suite did: {counted(drained, 'step')} interrupted or not "
-              f"started; run the suite again (in the next allocation) to finish it", file=sys.stderr, flush=True)
+        print(f"fleet: {ended}: {counted(drained, 'step')} interrupted or not started; run the suite again (in the "
+              f"next allocation) to finish it", file=sys.stderr, flush=True)
         return EXIT_DRAINED
     return 1 if bad else 0

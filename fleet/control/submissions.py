@@ -175,8 +175,8 @@ class Submissions:
         # Says the steps the user asked for again (fleet.control.recording: a journal line each).
         self.reset = lambda steps: None
         self.full = lambda: ""  # the drain's reason, if the run directory cannot be written (control.drain)
-        # Submissions a drain's close is walking: each one's steps counted so far (fleet.control.closing).
-        self.closing: dict[int, set[str]] = {}
+        self.early = lambda sid: ""  # why submission sid was closed early, not drained, if it was (control.closing)
+        self.closing: dict[int, set[str]] = {}  # submissions a drain's close walks: their steps counted so far
         sched.moved = self.moved  # each change of a step's state, for the counts by state
         self._open: dict[int, float] = {}  # submission -> when it began, until it is found finished
 
@@ -324,9 +324,9 @@ class Submissions:
             return P.Error(f"no submission {msg.submission}")
         since = max(0, msg.since)
         done = sub.remaining == 0 and self.durable(sub)
-        return P.ProgressReply(sub.id, done, sub.counts_now(),
-                               sub.finished[since:since + PROGRESS_ROWS],
-                               min(len(sub.finished), since + PROGRESS_ROWS), full=self.full())
+        return P.ProgressReply(sub.id, done, sub.counts_now(), sub.finished[since:since + PROGRESS_ROWS],
+                               min(len(sub.finished), since + PROGRESS_ROWS), full=self.full(),
+                               early=self.early(sub.id))
 
     def moved(self, step: str, old: str, new: str, sids=None) -> None:
         """A step went from state `old` to `new` (the scheduler's observer): counted so in

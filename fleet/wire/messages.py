@@ -511,6 +511,7 @@ class ProgressReply:
     finished: list   # [[step, outcome, attempt, seconds, reason], ...] after `since`
     next: int
     full: str = ""   # why the fleet drained: its run directory's file system is full or read-only
+    early: str = ""  # why the fleet closed it early, not drained ("nothing left can end before the drain point ...")
 
 
 @message("status")
