@@ -251,6 +251,8 @@ def render(st: dict, now: float | None = None, max_running: int = 20, max_ready:
     out.extend(_ready(st, now, max_ready))
     if st.get("failures"):
         out.append("recent failures:")
-        for f in st["failures"]:
-            out.append(f"  {f['outcome']:<10} {f['step']}: {one_line(f['reason'] or '')}")
+        for f in st["failures"]:  # (its attempt as fleet report says it; a fleet of before 2026-12-07: none)
+            att = (f" (attempt {f['attempt']}, retried)" if f.get("retried") else
+                   f" (attempt {f['attempt']})" if (f.get("attempt") or 0) > 1 else "")
+            out.append(f"  {f['outcome']:<10} {f['step']}{att}: {one_line(f['reason'] or '')}")
     return "\n".join(out)

@@ -322,8 +322,7 @@ class Submissions:
         sub = self.subs.get(msg.submission)
         if sub is None:
             return P.Error(f"no submission {msg.submission}")
-        since = max(0, msg.since)
-        done = sub.remaining == 0 and self.durable(sub)
+        since, done = max(0, msg.since), sub.remaining == 0 and self.durable(sub)
         return P.ProgressReply(sub.id, done, sub.counts_now(), sub.finished[since:since + PROGRESS_ROWS],
                                min(len(sub.finished), since + PROGRESS_ROWS), full=self.full(),
                                early=self.early(sub.id))
@@ -344,7 +343,8 @@ class Submissions:
         An attempt that will be retried is listed by its retry (see retrying), so that a
         client counts each step once, when it is final."""
         if outcome in S.FAILURES:  # (timed out, broken and stopped too: before 2026-12-06 they were left out)
-            self.failures.append({"step": step, "outcome": outcome, "reason": reason, "t": time.time()})
+            self.failures.append({"step": step, "outcome": outcome, "reason": reason, "t": time.time(),
+                                  "attempt": attempt, "retried": not final})  # (fleet status says both)
             del self.failures[:-FAILURES_KEPT]
         if not final:
             return

@@ -35,3 +35,28 @@ def test_status_lists_timed_out_and_broken_steps_among_recent_failures_beside_fa
     finally:
         R.down(run_dir, tmp_path)
     R.assert_gone(run_dir)
+
+
+def test_status_says_a_failure_that_was_retried_and_its_attempt_as_fleet_report_does(tmp_path):
+    # Before 2026-12-07 a step that failed on attempt 1 and succeeded on its retry was
+    # listed `failed  flaky: ...`, with neither its attempt nor that it was retried.
+    run_dir, flag = tmp_path / "run", tmp_path / "flag"
+    R.up(run_dir, tmp_path)
+    try:
+        suite = write_suite(tmp_path / "r.toml", '[suite]\nname = "r"\n'
+                            f'[[steps]]\nid = "flaky"\ncommand = "test -e {flag} || {{ touch {flag}; exit 3; }}"\n'
+                            'retries = 1\n'
+                            '[[steps]]\nid = "bad"\ncommand = "exit 4"\nretries = 1\n')
+        r = fleet("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path, timeout=120)
+        assert r.returncode == 1 and "succeeded  flaky" in r.stdout, (r.stdout, r.stderr)
+        r = fleet("status", "--run-dir", str(run_dir), "--json", cwd=tmp_path, timeout=60)
+        assert r.returncode == 0, r.stderr
+        said = sorted((f["step"], f["outcome"], f["attempt"], f["retried"]) for f in json.loads(r.stdout)["failures"])
+        assert said == [("bad", "failed", 1, True), ("bad", "failed", 2, False), ("flaky", "failed", 1, True)], said
+        text = fleet("status", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60).stdout
+        failures = text.split("recent failures:\n", 1)[1]
+        assert "  failed     flaky (attempt 1, retried): " in failures, text
+        assert "  failed     bad (attempt 1, retried): " in failures and "  failed     bad (attempt 2): " in failures, text
+    finally:
+        R.down(run_dir, tmp_path)
+    R.assert_gone(run_dir)
