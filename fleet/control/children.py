@@ -329,7 +329,8 @@ class Children:
         # its deps alone had made, as before 2026-12-07 (done-ness unchanged).
         waits = {s.id: files.get(s.id, s.deps) for s in steps} if any(s.inputs for s in steps) else deps
         acc = Accepted(sub, tag.parent, steps, deps, done, set(), (), (), markers, forced=forced,
-                       leftovers={s.id: left.get(s.id) for s in steps if s.id in markers}, waits=waits)
+                       leftovers={s.id: left.get(s.id) for s in steps if s.id in markers}, waits=waits,
+                       parent=tag.parent)
         # Children of a --serial run are serial too: one step at a time, theirs included.
         event = Submitted(tuple(steps), waits, frozenset(done), chunk=CHUNK, parent=tag.parent,
                           serial=sub is not None and sub.serial)

@@ -17,13 +17,15 @@ from fleet.wire import events
 from fleet.wire.events import dumps
 
 
-def lines(fleet: str, t: float, submission: int, specs, deps: dict, foreign) -> list[str]:
+def lines(fleet: str, t: float, submission: int, specs, deps: dict, foreign, parent: str | None = None) -> list[str]:
     """The StepDeclared lines of `specs` (StepSpec) declared at `t` in `submission`,
-    with their deps (step id -> ids) and which of them another shard runs."""
+    with their deps (step id -> ids), which of them another shard runs, and the step
+    that submitted them (children)."""
     head = dumps(events.StepDeclared(t=t, fleet=fleet).to_dict(fleet))[:-1]  # '{"t":..,"fleet":..' and the rest
     head = head[:head.index(',"step":')]
     shapes: dict[tuple, tuple[str, str]] = {}
     out = []
+    tail = f',"parent":{_str(parent)}}}' if parent is not None else "}"
     for s in specs:
         key = (s.cores, s.min_cores, s.gpus, s.memory, s.priority, s.kind)
         shape = shapes.get(key)
@@ -31,7 +33,7 @@ def lines(fleet: str, t: float, submission: int, specs, deps: dict, foreign) -> 
             shape = shapes[key] = _shape(submission, s)
         d = deps[s.id]
         out.append(f'{head},"step":{_str(s.id)}{shape[0]}[{",".join(map(_str, d))}]{shape[1]}{_str(s.task)}'
-                   + (',"foreign":true}' if s.id in foreign else "}"))
+                   + (',"foreign":true' if s.id in foreign else "") + tail)
     return out
 
 

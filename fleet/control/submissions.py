@@ -142,6 +142,7 @@ class Accepted:
     forced: frozenset = frozenset()  # children asked for again: their parent runs for a --force (children)
     legacy: dict = field(default_factory=dict, hash=False)  # Checked.legacy
     waits: dict | None = field(default=None, hash=False)  # deps and more, declared (children: fleet.control.children)
+    parent: str | None = None  # children: the step that submitted them (their `step` records say so)
 
 
 class Problems(ValueError):
@@ -290,8 +291,7 @@ class Submissions:
             if d:
                 awaited.update(d)
         self.producers.declared(steps)
-        # StepDeclared records, encoded by shape (fleet.control.declaring)
-        self.events.write_encoded(declaring.lines(self.events.fleet, now, sid, steps, deps, acc.foreign))
+        self.events.write_encoded(declaring.lines(self.events.fleet, now, sid, steps, deps, acc.foreign, acc.parent))
 
     def _resets(self, acc: Accepted, steps, now: float) -> None:
         """Steps the user asked for again, forced or with their directory removed (none

@@ -226,6 +226,7 @@ class StepDeclared(Record):
     step_kind: str = ""     # "call" | "command"
     task: str = ""
     foreign: Any = None     # True: another shard's step, waited for, never run here
+    parent: Any = None      # a child: the step that submitted it (from 2026-12-07; fleet report's floor)
 
 
 # --- a step's life --------------------------------------------------------------------

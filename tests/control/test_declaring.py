@@ -6,11 +6,11 @@ from fleet.wire import events
 from fleet.wire.events import dumps
 
 
-def _record_line(fleet, t, sub, s, deps, foreign):
+def _record_line(fleet, t, sub, s, deps, foreign, parent=None):
     return dumps(events.StepDeclared(
         t=t, step=s.id, submission=sub, cores=s.cores, min_cores=s.min_cores, gpus=s.gpus, memory=s.memory,
         deps=list(deps), priority=s.priority, step_kind=s.kind, task=s.task,
-        foreign=True if s.id in foreign else None).to_dict(fleet))
+        foreign=True if s.id in foreign else None, parent=parent).to_dict(fleet))
 
 
 def test_declared_lines_are_exactly_what_writing_each_record_gives():
@@ -21,8 +21,9 @@ def test_declared_lines_are_exactly_what_writing_each_record_gives():
     deps = {"a/1": (), "a/2": ("a/1",), "b": ("a/1", "c"), "c": ("x",), "d\u00fc": ("b", "a/2", "c")}
     for fleet in ("f1", ""):
         for foreign in (frozenset(), {"c", "a/2"}):
-            got = declaring.lines(fleet, 1234.5678912, 3, specs, deps, foreign)
-            assert got == [_record_line(fleet, 1234.5678912, 3, s, deps[s.id], foreign) for s in specs]
+            for parent in (None, 'p\u00e9"/q'):  # (children's records name the step that submitted them)
+                got = declaring.lines(fleet, 1234.5678912, 3, specs, deps, foreign, parent)
+                assert got == [_record_line(fleet, 1234.5678912, 3, s, deps[s.id], foreign, parent) for s in specs]
 
 
 def test_declared_lines_read_back_as_step_declared_records(tmp_path):
