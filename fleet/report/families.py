@@ -1,7 +1,8 @@
 """Steps that submitted steps and steps that ran in stages, for `fleet report`.
 
 A child's id is `<parent id>/<given id>` (fleet.core.childsteps): a step whose id,
-cut at its last "/", names another step of the run is that step's child. A parent's
+cut at its last "/", names another step of the run is that step's child here. The
+floor (fleet.report.floor) asks more: parent_of, below. A parent's
 waits for its children, a step's stages and restarts are read from how its attempts
 ended (wait, next with "next stage '<name>'", restart: fleet.node.protocol).
 """
@@ -10,6 +11,25 @@ from __future__ import annotations
 
 from fleet.core import states as S
 from fleet.report.model import Step
+
+
+def on_entered(g, rec) -> None:
+    """An `entered` record: the submission is all in (ingest's handler)."""
+    g.entered.add((rec.fleet, rec.submission))
+
+
+def parent_of(g, rec) -> str | None:
+    """The step that submitted the step a `step` record declares, if a child: the one
+    its record names (`parent`, from 2026-12-07). In older streams, for a step declared
+    after its submission was all in (its `entered` record: a suite's steps are declared
+    before it, children only later, counted in their parent's submission), its id cut
+    at its last "/". Before 2026-12-07 the floor took the cut alone: a suite's `s/0`
+    declared by a later `fleet run` in the same fleet as `s` was a child of `s`."""
+    if rec.parent is not None:
+        return rec.parent if isinstance(rec.parent, str) else None
+    if (rec.fleet, rec.submission) in g.entered:
+        return rec.step.rpartition("/")[0] or None
+    return None
 
 
 def families(steps: dict[str, Step]) -> list[dict]:

@@ -3,18 +3,22 @@
 A step that submitted children (`ctx.submit`, `$FLEET_SUBMIT_DIR`) ends only after them
 (a step's dependents start once its whole family has ended), and a child is submitted
 by one of its parent's stages: none of them can start before that stage ended. So a
-parent is a chain of its stages (the phases of its last attempt: one per `wait`, `next`
-or `restart` it went on from), then its end; each child follows the stage that
-submitted it (the last to start before the child's `step` record), a stage after a wait
-for children follows every child submitted before it started, and the parent's end
-follows all of them. A child is a step whose id, cut at its last "/", names a step of
-the run that started before the child was declared (fleet.core.childsteps,
-fleet.report.families). Before 2026-12-07 the floor used the `step` records' deps
-alone: a parent's children were on no chain with it, and a step's duration was its
-last stage's work.
+parent is a chain of its stages (the phases of its last run: one per `wait`, `next` or
+`restart` it went on from, over a failed attempt whose retry went on at its stage),
+then its end; each child follows the stage that submitted it (the last to start before
+the child's `step` record), a stage after a wait for children follows the children
+submitted since the previous such stage (those before, through it), and the parent's
+end follows all of them. A child is what fleet.report.families.parent_of says (its
+record names its parent), that depends on no parent's end and was declared after the
+parent started. Should the families still close a cycle (a damaged stream), the floor
+takes the recorded dependencies alone. Linear in the steps, children and stages.
+Before 2026-12-07 the floor used the `step` records' deps alone: a parent's children
+were on no chain with it, and a step's duration was its last stage's work.
 """
 
 from __future__ import annotations
+
+from bisect import bisect_right
 
 from fleet.core import states as S
 from fleet.report.model import Attempt, Step
@@ -27,7 +31,7 @@ def graph(steps: dict[str, Step], now: float) -> tuple[dict, dict, dict]:
     """(deps, work, work with startup) keyed by step id, and by `<id>\\0<n>` for stage n
     of a parent before its end (the parent's own key is its end, of no duration):
     what fleet.core.graph.critical_path takes. One walk of the steps, and one more of
-    each parent's children."""
+    each parent's stages and children."""
     deps: dict[str, list] = {}
     work: dict[str, float] = {}
     both: dict[str, float] = {}
@@ -38,18 +42,20 @@ def graph(steps: dict[str, Step], now: float) -> tuple[dict, dict, dict]:
         if not s.attempts:
             continue
         stages[s.id] = run = _stages(s)
-        parent = s.id.rpartition("/")[0]
-        p = steps.get(parent) if parent else None
-        if p is not None and p.attempts and p.attempts[0].start <= s.submitted:
-            kids.setdefault(parent, []).append(s)
+        p = steps.get(s.parent) if s.parent else None
+        if p is not None and p.attempts and p.attempts[0].start <= s.submitted and p.id not in s.deps:
+            kids.setdefault(p.id, []).append(s)
         work[s.id] = both[s.id] = 0.0
         for a in run:
             w, b = _durations(a, now)
             work[s.id] += w
             both[s.id] += b
+    if not kids:
+        return deps, work, both
+    plain = dict(deps), dict(work), dict(both)
     for parent, children in kids.items():
         _family(parent, children, stages[parent], deps, work, both, now)
-    return deps, work, both
+    return (deps, work, both) if _acyclic(deps) else plain
 
 
 def names(path: list[str]) -> list[str]:
@@ -64,15 +70,25 @@ def names(path: list[str]) -> list[str]:
 
 
 def _stages(s: Step) -> list[Attempt]:
-    """The stages of the step's last run: its last attempt and those it went on from."""
+    """The stages of the step's last run: its last attempt and those it went on from. A
+    retry goes on at the stage that failed (fleet.core.phases), which runs again: the
+    failed attempt is stepped over, the stages it went on from are the run's."""
     atts = s.attempts
-    i = len(atts) - 1
-    while i > 0 and atts[i - 1].outcome in _GOES_ON and atts[i - 1].attempt == atts[i].attempt \
-            and atts[i - 1].fleet == atts[i].fleet:
+    last = atts[-1]
+    n, i = last.attempt, len(atts) - 1
+    out = [last]
+    while i > 0:
+        a = atts[i - 1]
+        if a.fleet != last.fleet:
+            break
+        if a.outcome in _GOES_ON and a.attempt == n:
+            out.append(a)
+        elif a.retried and a.attempt == n - 1 and a.outcome not in _GOES_ON:
+            n -= 1
+        else:
+            break
         i -= 1
-    return atts[i:]
-
-
+    return out[::-1]
 def _durations(a: Attempt, now: float) -> tuple[float, float]:
     """A stage's own work, and with its startup (a running one's: the time since it started)."""
     if a.outcome == S.RUNNING:
@@ -86,14 +102,44 @@ def _family(parent: str, children: list[Step], run: list[Attempt], deps: dict, w
             now: float) -> None:
     """The parent split into its stages and its end, its children between them."""
     keys = [f"{parent}{_SEP}{i}" for i in range(len(run))]
+    starts = [a.start for a in run]
+    by: list[list[str]] = [[] for _ in run]  # each stage's children
+    before: list[str] = []  # submitted by an earlier run of the parent (which ended before this one)
+    for c in children:
+        k = bisect_right(starts, c.submitted) - 1  # (one declared as a stage began: that stage's)
+        if k >= 0:
+            by[k].append(c.id)
+            deps[c.id] = [*deps[c.id], keys[k]]
+        else:
+            before.append(c.id)
+    pending = before  # children since the last wait for them: the next one waits for these
     for i, (k, a) in enumerate(zip(keys, run)):
         deps[k] = list(deps[parent]) if i == 0 else [keys[i - 1]]
         work[k], both[k] = _durations(a, now)
         if i and run[i - 1].outcome == S.WAIT:  # (it waited for every child it had by then)
-            deps[k] += [c.id for c in children if c.submitted < a.start]  # (one declared as it began: after it)
-    for c in children:
-        by = [k for k, a in zip(keys, run) if a.start <= c.submitted]
-        if by:  # (none: submitted by an earlier run of the parent, which ended before this one)
-            deps[c.id] = [*deps[c.id], by[-1]]
+            deps[k] += pending
+            pending = []
+        pending += by[i]
     deps[parent] = [keys[-1]] + [c.id for c in children]
     work[parent] = both[parent] = 0.0
+
+
+def _acyclic(deps: dict) -> bool:
+    """Whether the graph has no cycle (Kahn's count; a dependency on no key is none)."""
+    indeg = dict.fromkeys(deps, 0)
+    after: dict[str, list] = {}
+    for k, ds in deps.items():
+        for d in ds:
+            if d in indeg:
+                indeg[k] += 1
+                after.setdefault(d, []).append(k)
+    todo = [k for k, n in indeg.items() if n == 0]
+    seen = 0
+    while todo:
+        k = todo.pop()
+        seen += 1
+        for w in after.get(k, ()):
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                todo.append(w)
+    return seen == len(indeg)

@@ -17,7 +17,7 @@ from fleet.core import waits as W
 from fleet.core.names import natural_key
 from fleet.core.shardowner import owner
 from fleet.wire import events as E
-from fleet.report import clocks, closes, nodenames, unsure
+from fleet.report import clocks, closes, families, nodenames, unsure
 from fleet.report.model import ENDED_WELL, UNFINISHED, Attempt, Node, Piece, Step, Waited
 from fleet.report.reading import Damaged, blocks, events_path, load  # noqa: F401 (blocks, events_path, load: the API's)
 
@@ -49,6 +49,7 @@ class Gathered:
     nodes: dict[str, Node] = field(default_factory=dict)
     steps: dict[str, Step] = field(default_factory=dict)
     serial_subs: set = field(default_factory=set)
+    entered: set = field(default_factory=set)  # (fleet, submission) all in: steps it declares later are children
     records: int = 0                  # how many records the session holds
     first_t: float = 0.0
     last_t: float = 0.0
@@ -272,7 +273,7 @@ def _on_step(g: Gathered, rec: E.StepDeclared) -> None:
         sig = _SERIAL if serial else (rec.cores, rec.min_cores, rec.gpus, rec.memory, rec.step_kind)
         g.steps[rec.step] = Step(rec.step, rec.t, deps=list(rec.deps or ()), serial=serial,
                                  foreign=_owner(g, rec) if rec.foreign else False, sig=g.kinds.setdefault(sig, sig),
-                                 fleet="" if rec.foreign else rec.fleet)
+                                 fleet="" if rec.foreign else rec.fleet, parent=families.parent_of(g, rec))
     elif not rec.foreign:
         if not s.fleet:
             s.fleet = rec.fleet
@@ -494,6 +495,6 @@ _HANDLERS: dict[type, Callable] = {
     E.FleetGone: _on_fleet_gone, E.Adopted: _on_adopted,
     E.PlacementMismatch: _on_placement_mismatch, E.AllocationEnd: closes.on_allocation_end,
     E.Drained: closes.on_drained, E.NotStarted: closes.on_not_started, Damaged: _on_damaged,
-    E.PlacementMismatch: _on_placement_mismatch, E.NodeMemory: _on_node_memory, E.NodeClock: clocks.on_node_clock,
+    E.Entered: families.on_entered, E.NodeMemory: _on_node_memory, E.NodeClock: clocks.on_node_clock,
     E.ZygoteRestarted: _on_zygote_restarted, E.Queued: unsure.on_queued, E.Unqueued: unsure.on_unqueued,
 }

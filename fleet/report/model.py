@@ -188,6 +188,8 @@ class Step:
     # Attempts that may have run unheard (MayHaveRun), apart from those recorded: None
     # for nearly every step.
     unsure: list | None = None
+    # The step that submitted it (a child: fleet.report.families.parent_of); None for a suite's step.
+    parent: str | None = None
 
     @property
     def last(self) -> Attempt | None:

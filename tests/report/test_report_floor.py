@@ -1,0 +1,151 @@
+"""The dependency floor through parents, their children and their stages (fleet.report.floor):
+real runs, and streams in a real run's shape for what a run cannot show cheaply."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fleet.report import floor
+from fleet.report.figures import dependency_floor
+from fleet.report.ingest import gather
+from fleet.wire import events as E
+from fleetharness import events, fleet, write_suite
+
+
+def _report(run, cwd) -> dict:
+    return json.loads(fleet("report", str(run), "--json", cwd=cwd, timeout=60, check=True).stdout)
+
+
+def _work(run, *ids) -> float:
+    return sum(e["work_s"] for e in events(run) if e["kind"] == "exit" and e["step"] in ids)
+
+
+FIRST = '''
+[suite]
+name = "f1"
+[[steps]]
+id = "s"
+command = ["sleep", "1"]
+'''
+
+SECOND = FIRST + '''
+[[steps]]
+id = "s/{i}"
+array = "0-1"
+command = ["sleep", "2"]
+deps = ["s"]
+[[steps]]
+id = "t"
+command = ["sleep", "0.5"]
+deps = ["s/0", "s/1"]
+'''
+
+
+def test_a_suites_array_named_under_a_step_of_an_earlier_run_in_the_same_fleet_is_no_child_of_it(tmp_path):
+    # (before: s/0 and s/1 were taken for children of s, which they depend on: a cycle, and
+    # the floor lost s and everything after it: 'floor 1.00 s (s)' for a 3.5 s chain)
+    run = tmp_path / "run"
+    fleet("up", "--run-dir", str(run), "--nodes", "2", cwd=tmp_path, check=True, timeout=60)
+    try:
+        for name, text in (("s1.toml", FIRST), ("s2.toml", SECOND)):
+            r = fleet("run", str(write_suite(tmp_path / name, text)), "--run-dir", str(run), cwd=tmp_path,
+                      timeout=120)
+            assert r.returncode == 0, r.stdout + r.stderr
+    finally:
+        fleet("down", "--run-dir", str(run), cwd=tmp_path, timeout=60)
+    j = _report(run, tmp_path)
+    assert j["floor_path"][0] == "s" and j["floor_path"][-1] == "t" and len(j["floor_path"]) == 3, j["floor_path"]
+    assert j["floor_s"] == pytest.approx(_work(run, *j["floor_path"]), abs=1e-5)
+    assert not [e for e in events(run) if e["kind"] == "step" and "parent" in e]  # (no step submitted these)
+
+
+RETRIED = '''
+[suite]
+name = "retried"
+run_dir = "run"
+[[steps]]
+id = "p"
+protocol = "steps"
+retries = 1
+command = """
+if [ "$FLEET_PHASE" = 0 ]; then
+  sleep 1
+  printf '[[steps]]\\\\nid = "c"\\\\ncommand = "sleep 2"\\\\n' > "$FLEET_SUBMIT_DIR/k.toml"
+  exit 3
+fi
+[ "$FLEET_ATTEMPT" = 1 ] && exit 1
+exit 0
+"""
+'''
+
+
+def test_a_retried_parent_that_goes_on_at_its_stage_keeps_its_earlier_stage_and_children_on_the_floor(tmp_path):
+    # (before: only the retry's own stage was the parent: 'floor 2.0 s (p/c)' for a 3 s chain)
+    r = fleet("run", str(write_suite(tmp_path / "s.toml", RETRIED)), "--nodes", "2", cwd=tmp_path, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    run = tmp_path / "run"
+    exits = [e for e in events(run) if e["kind"] == "exit"]
+    assert [(e["step"], e["attempt"], e["outcome"]) for e in exits] == \
+        [("p", 1, "wait"), ("p/c", 1, "succeeded"), ("p", 1, "failed"), ("p", 2, "succeeded")]
+    declared = {e["step"]: e for e in events(run) if e["kind"] == "step"}
+    assert declared["p/c"]["parent"] == "p" and "parent" not in declared["p"]  # (the child's record says so)
+    j = _report(run, tmp_path)
+    assert j["floor_path"] == ["p", "p/c", "p"], j["floor_path"]
+    chain = exits[0]["work_s"] + exits[1]["work_s"] + exits[3]["work_s"]  # (not the failed stage: it ran again)
+    assert j["floor_s"] == pytest.approx(chain, abs=1e-5) and j["floor_s"] <= j["wall_s"], (j["floor_s"], chain)
+
+
+class _Loop:
+    """The records of a parent that submits one child and waits for it, `n` times, then
+    ends: what a real run of such a loop writes (fleet.control), in order."""
+
+    def __init__(self, n: int, parent_field: bool = True):
+        self.t, self.recs = 1000.0, []
+        self.add("submitted", submission=1, steps=1)
+        self.add("step", step="p", submission=1)
+        self.add("entered", submission=1, steps=1)
+        for i in range(n):
+            self.run("p", "wait")
+            self.add("step", step=f"p/c{i}", submission=1, **({"parent": "p"} if parent_field else {}))
+            self.add("entered", submission=1, steps=1)
+            self.run(f"p/c{i}", "succeeded", 0.002)
+        self.run("p", "succeeded")
+
+    def add(self, kind: str, **fields) -> None:
+        self.recs.append(E.parse({"t": self.t, "kind": kind, "fleet": "f", **fields}))
+        self.t += 0.001
+
+    def run(self, step: str, outcome: str, work: float = 0.001) -> None:
+        self.add("start", step=step, attempt=1, node="node1", cores=[0])
+        self.add("started", step=step, attempt=1, node="node1", pid=9, at=self.t)
+        self.t += work
+        self.add("exit", step=step, attempt=1, node="node1", outcome=outcome, work_s=work, startup_s=0.0)
+
+
+@pytest.mark.parametrize("parent_field", [True, False], ids=["records-name-the-parent", "older-stream"])
+def test_the_floor_of_a_parent_looping_over_many_stages_is_linear_in_its_stages_and_children(parent_field):
+    # (before: each stage after a wait depended on every child submitted before it: 8,000
+    # stages made 32 million edges, 36 s and 572 MB for the report)
+    n = 3000
+    steps = gather(_Loop(n, parent_field).recs).steps
+    deps, _, _ = floor.graph(steps, 2000.0)
+    edges = sum(len(d) for d in deps.values())
+    assert edges <= 5 * n, edges  # a stage: one to the one before; a child: to its stage, from the next and the end
+    floor_s, path = dependency_floor(steps, 2000.0)[:2]
+    assert floor_s == pytest.approx((n + 1) * 0.001 + n * 0.002)
+    assert path == ["p", "p/c0", "p", "p/c1"] + path[4:] and path[-1] == "p" and len(path) == 2 * n + 1
+
+
+def test_families_that_would_close_a_cycle_leave_the_floor_to_the_recorded_dependencies():
+    # (a damaged stream: the child depends on q, which depends on the parent's end; before,
+    # ids on a cycle and after it were silently left out of the floor)
+    loop = _Loop(1)
+    recs = loop.recs
+    at = next(i for i, r in enumerate(recs) if isinstance(r, E.StepDeclared) and r.step == "p/c0")
+    recs[at] = E.parse({**recs[at].to_dict(), "deps": ["q"]})
+    loop.add("step", step="q", submission=1, deps=["p"])
+    loop.run("q", "succeeded", 0.5)
+    floor_s, path, _ = dependency_floor(gather(recs).steps, 2000.0)
+    assert path == ["p", "q", "p/c0"] and floor_s == pytest.approx(0.002 + 0.5 + 0.002), (floor_s, path)
