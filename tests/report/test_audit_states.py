@@ -33,11 +33,9 @@ def kinds(run_dir: Path, kind: str, step: str | None = None) -> list[dict]:
     return [e for e in events(run_dir) if e.get("kind") == kind and (step is None or e.get("step") == step)]
 
 
-def test_a_step_cancelled_while_queued_on_its_node_is_audited_cancelled_not_running_while_the_fleet_is_up(
-        tmp_path, background):
-    # (a step handed to its node ahead has a start line in the journal; cancelled before it
-    # began, only its final line followed: audit said "running ... (its journal)" until down)
-    run_dir, flag = tmp_path / "run", tmp_path / "never"
+def _more_steps_than_cores(tmp_path: Path, run_dir: Path, flag: Path, background):
+    """A fleet up on one node, running twice its cores' steps, each waiting for `flag`:
+    (the number of cores, the `fleet run` process). The caller takes the fleet down."""
     cores = len(os.sched_getaffinity(0))
     suite = write_suite(tmp_path / "s.toml", f"""
 [suite]
@@ -51,7 +49,20 @@ args = {{ path = "{flag}", timeout = 120 }}
     fleet("up", "--local", "--nodes", "1", "--run-dir", str(run_dir), cwd=tmp_path, check=True, timeout=120)
     try:
         run = spawn("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path)
-        background.append(run)
+    except BaseException:
+        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
+        raise
+    background.append(run)
+    return cores, run
+
+
+def test_a_step_cancelled_while_queued_on_its_node_is_audited_cancelled_not_running_while_the_fleet_is_up(
+        tmp_path, background):
+    # (a step handed to its node ahead has a start line in the journal; cancelled before it
+    # began, only its final line followed: audit said "running ... (its journal)" until down)
+    run_dir, flag = tmp_path / "run", tmp_path / "never"
+    cores, run = _more_steps_than_cores(tmp_path, run_dir, flag, background)
+    try:
         wait_for(lambda: kinds(run_dir, "queued") and kinds(run_dir, "started"), 60, "a step queued on its node")
         queued = {e["step"] for e in kinds(run_dir, "queued")}
         # The queued ones alone (the running ones go on, so that none of them starts meanwhile),
@@ -75,20 +86,8 @@ def test_a_step_queued_on_its_node_of_a_live_fleet_is_audited_waiting_there_not_
     # (a step handed to its node ahead has a start line in the journal from the handing:
     # audit said "running ... (its journal)" for it, more steps running than cores)
     run_dir, flag = tmp_path / "run", tmp_path / "go"
-    cores = len(os.sched_getaffinity(0))
-    suite = write_suite(tmp_path / "s.toml", f"""
-[suite]
-name = "queued"
-[[steps]]
-id = "s/{{i}}"
-array = "0-{2 * cores + 1}"
-call = "fleet_steps:wait_for_file"
-args = {{ path = "{flag}", timeout = 120 }}
-""")
-    fleet("up", "--local", "--nodes", "1", "--run-dir", str(run_dir), cwd=tmp_path, check=True, timeout=120)
+    cores, run = _more_steps_than_cores(tmp_path, run_dir, flag, background)
     try:
-        run = spawn("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path)
-        background.append(run)
         wait_for(lambda: len(kinds(run_dir, "started")) == cores and kinds(run_dir, "queued"), 60,
                  "every core busy and a step queued on its node")
         code, a, text = audit(run_dir, tmp_path)  # nothing starts or ends until the flag
