@@ -99,7 +99,11 @@ class ClaimLog:
         self.files = 0  # batch files this fleet wrote
         self.taken: set[str] = set()  # of the last claim: steps taken from a gone fleet
         self.ended: set[str] = set()  # steps another fleet's batch said ended there
-        self._ending: list[str] = []  # steps this fleet held that ended here, to say next
+        # Of those, the ones its record on disk shows ended under another definition (or
+        # against other runs of their deps): this fleet's to take (fleet.control.claims).
+        # Said ended alone is not enough: the holder says it before its marker is written.
+        self.free: set[str] = set()
+        self._ending: dict[str, None] = {}  # steps this fleet held that ended here, to say next
         self._final: list[str] = []   # steps that ended here unclaimed, to say next (`final`)
         self.finals: set[str] = set()  # watched steps another fleet said ended unclaimed
         # Compaction (fleet.control.claimsnap): the number of the last snapshot met, whether
@@ -190,6 +194,7 @@ class ClaimLog:
         for s in rec.get("steps") or ():
             self.holder[s] = who
             self.ended.discard(s)
+            self.free.discard(s)
             said.pop(s, None)
             if s in watch:
                 touched.add(s)
@@ -219,9 +224,17 @@ class ClaimLog:
         """A step ended here (final, recorded): said in the next batch this fleet writes,
         as `ended` when this fleet holds it in the log, else as `final` (it never ran)."""
         if step in self.mine:
-            self._ending.append(step)
+            self._ending[step] = None
         else:
             self._final.append(step)
+
+    def again(self, step: str) -> bool:
+        """This fleet starts a step it holds once more (a later submission runs it again):
+        an end of it not said yet is no longer to be said; True when its end was said,
+        so it must be named again before it starts (another fleet may take it now)."""
+        if self._ending:
+            self._ending.pop(step, None)
+        return step in self.said
 
     def say_ended(self) -> None:
         """Put the ended steps not said yet in a batch of their own (once per period)."""
@@ -286,11 +299,16 @@ class ClaimLog:
 
     # -- claiming -----------------------------------------------------------------------------
     def claim(self, steps: list[str], blocked: Callable[[str], str | None]) -> dict[str, str]:
-        """Take every step of `steps` no live fleet holds (`blocked`: a reason another
-        fleet has it by other means, an old per-step claim). Returns the steps not taken,
-        each with its holder. One batch file, unless another fleet wrote first (then its
-        batch is read and what is left is tried again: so the log need not be read
-        before, only once listed)."""
+        """Take every step of `steps` no live fleet holds unended (`blocked`: a reason
+        another fleet has it by other means, an old per-step claim). A step whose holder,
+        live or this fleet, said it ended there is named again when this fleet runs it
+        again, or when the holder's record of it, on disk, shows it ended under another
+        definition (`free`): the fleet that names it next runs it (before 2026-12-07 a
+        live holder's ended step was never taken, so two fleets of different definitions
+        each waited for the other's for ever). Returns
+        the steps not taken, each with its holder. One batch file, unless another fleet
+        wrote first (then its batch is read and what is left is tried again: so the log
+        need not be read before, only once listed)."""
         if self.next < 0:
             self.follow()
         self.taken = set()
@@ -300,10 +318,11 @@ class ClaimLog:
             new: list[str] = []
             taking = set()  # steps another fleet (gone) held
             for s in steps:
-                if s in self.mine:
+                if s in self.mine and s not in self.said:
                     continue
                 h = self.holder.get(s)
-                if h is not None and h != self.fleet_id and self.live(h):
+                if h is not None and h != self.fleet_id and (s not in self.said or s not in self.free) \
+                        and self.live(h):
                     refused[s] = h
                     continue
                 why = blocked(s)
@@ -312,7 +331,7 @@ class ClaimLog:
                 else:
                     new.append(s)
                     if h is not None and h != self.fleet_id:
-                        taking.add(s)
+                        taking.add(s)  # (gone, or said it ended there: its marker is read)
             if not new or self._write(new[:MAX_BATCH]):
                 self.taken |= taking.intersection(new[:MAX_BATCH])
                 out.update(refused)
@@ -329,7 +348,7 @@ class ClaimLog:
         rec = {"fleet": self.fleet_id, "host": socket.gethostname(), "pid": os.getpid(), "at": time.time(),
                "steps": steps}
         if self._ending:
-            rec["ended"] = self._ending
+            rec["ended"] = list(self._ending)
         if self._final:
             rec["final"] = self._final
         if self._busy:
@@ -351,7 +370,7 @@ class ClaimLog:
                 os.unlink(tmp)
             self.next += 1
             self.files += 1
-            self._ending, self._final, self._busy = [], [], []
+            self._ending, self._final, self._busy = {}, [], []
             self._apply(rec)
         if self.next - self.snap_at >= self._every * 4 and self.next >= self._try_at:
             self._try_at = self.next + self._every  # (a live fleet not said yet: tried again later)

@@ -23,7 +23,7 @@ from fleet.core import states as S
 from fleet.core.scheduler import Elsewhere, Reclaim, Scheduler, Settled, Start, StepExited
 from fleet.core.window import Queue
 from fleet.wire import events
-from fleet.wire import records
+from fleet.wire import records, spechash
 from fleet.wire.events import EventLog
 
 
@@ -83,7 +83,9 @@ class Claims:
         """Shared: take the step, and the other steps decided to start in this loop turn
         (`pending` decisions), in one batch of the claims log; None when it is ours."""
         log = self.log
-        if d.step not in log.mine:
+        # (a step of ours run again whose end was said: named again; its own marker is
+        # no "done since" here, store.succeeded noted it)
+        if d.step not in log.mine or log.again(d.step):
             steps = [d.step]
             for x, _ in itertools.islice(pending, claimlog.MAX_BATCH):
                 if isinstance(x, (Start, Queue)) and x.step in self.specs and x.step not in log.mine:
@@ -311,7 +313,7 @@ class Claims:
         # success of another definition never: its dependents waited for ever).
         why = shard.ended_there(rec, final) if foreign else None
         if why is None and final is not None and final.get("fleet") != self.fleet_id and (
-                final.get("at", 0) >= since or self._holders(step, batch, final)):
+                final.get("at", 0) >= since or self._holders(step, batch, final)) and self._same(final, step):
             why = f"{final.get('outcome')} in fleet {final.get('fleet')}: {final.get('reason', '')}"
         if why is not None:
             self._settled(step)
@@ -322,7 +324,7 @@ class Claims:
             return  # another shard's step: only its outcome settles it
         if batch is not None and batch != self.fleet_id:
             if self.log.live(batch):
-                self._poll.add(step)  # said ended, its marker not read yet
+                yield from self._held_live(step, batch, rec, final, now)
                 return
             self.elsewhere.pop(step, None)
             why = f"its holder {batch} is gone"
@@ -337,6 +339,43 @@ class Claims:
             yield Reclaim(step, why)
         else:
             self._poll.add(step)  # an older fleet's per-step claim: read each period
+
+    def _held_live(self, step: str, holder: str, rec: dict | None, final: dict | None, now: float) -> Iterator:
+        """A step a live fleet holds, not done here: read each period until it is said
+        ended and its record is on disk; this fleet's to run if that record is of
+        another run of it (_other_run), which the claims log then lets it take."""
+        other = self._other_run(step, holder, rec, final)
+        if other is None:
+            self._poll.add(step)  # said ended, its marker not read yet
+            return
+        self.elsewhere.pop(step, None)
+        self._settled(step)
+        self.log.free.add(step)
+        self.events.write(events.Reclaim(t=now, step=step, reason=other))
+        yield Reclaim(step, other)
+
+    def _same(self, final: dict, step: str) -> bool:
+        """Is another fleet's final record of this step's definition (one written before
+        2026-12-02 names none: taken as this one)?"""
+        h = final.get("spec")
+        spec = self.specs[step]
+        return h is None or h == records.spec_hash(spec) or h == spechash.legacy_hash(spec)
+
+    def _other_run(self, step: str, holder: str, rec: dict | None, final: dict | None) -> str | None:
+        """Why a step a live fleet held and said ended there is this fleet's to run now,
+        or None: its holder's record of it (its marker or final record, the holder's own)
+        is of another definition, or its success is against other runs of its deps (not
+        done_here: the caller looked). Two fleets of different definitions of a step each
+        ran it in turn then; before 2026-12-07 each waited for the other's for ever."""
+        if step not in self.log.ended:
+            return None
+        if rec is not None and rec.get("outcome") == "succeeded" and rec.get("fleet") == holder:
+            if records.succeeded_as(rec, self.specs[step]):
+                return f"fleet {holder} ran it against other runs of its dependencies: run here again"
+            return f"fleet {holder} ran another definition of it: run here with this one"
+        if final is not None and final.get("fleet") == holder and not self._same(final, step):
+            return f"fleet {holder} ran another definition of it ({final.get('outcome')}): run here with this one"
+        return None
 
     def _freed(self, cur: records.ClaimLook | None) -> str:
         """Why a per-step claim no longer holds its step (a Reclaim's reason)."""

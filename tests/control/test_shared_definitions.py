@@ -1,0 +1,115 @@
+"""Two fleets on one run directory with different definitions of the same steps: each
+runs every step with its own definition, one fleet at a time, and both end (real `fleet
+run` processes on one run directory, each bounded by a timeout). Before 2026-12-07 each
+fleet claimed some of the steps, then waited for the other's for ever: neither ended."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from fleetharness import assert_nothing_left, events, finish, wait_for, write_suite
+
+pytestmark = pytest.mark.xdist_group("shared_definitions")
+
+STEPS = 24
+
+
+def suite(tmp_path: Path, name: str, word: str) -> Path:
+    return write_suite(tmp_path / f"{name}.toml", f"""
+[suite]
+name = "{name}"
+run_dir = "run"
+
+[[steps]]
+id = "s{{i}}"
+array = "1-{STEPS}"
+command = "sleep 1; echo {word}"
+""")
+
+
+def runs(run_dir: Path) -> dict[str, list[tuple[str, float, float]]]:
+    """step -> [(fleet, began, ended)] of every attempt that ran, from the events."""
+    began: dict[tuple, float] = {}
+    out: dict[str, list] = defaultdict(list)
+    for e in events(run_dir):
+        key = (e.get("fleet"), e.get("step"), e.get("attempt"))
+        if e["kind"] == "started":
+            began[key] = e["at"]
+        elif e["kind"] == "exit" and key in began:
+            out[e["step"]].append((e["fleet"], began.pop(key), e["ended_at"]))
+    assert not began, f"started with no exit: {began}"
+    return out
+
+
+def said_ended(run_dir: Path, step: str) -> bool:
+    """Has a batch of the claims log said the step ended (fleet.control.claimlog)?"""
+    for path in (run_dir / ".fleet" / "claims").glob("*.json"):
+        try:
+            if step in (json.loads(path.read_text()).get("ended") or ()):
+                return True
+        except (OSError, ValueError):
+            continue
+    return False
+
+
+def test_two_fleets_of_different_definitions_each_run_every_step_in_turn_and_both_end(tmp_path, started):
+    a, b = suite(tmp_path, "a", "one"), suite(tmp_path, "b", "two")
+    run_dir = tmp_path / "run"
+    pa = started("run", str(a), "--nodes", "1")
+    wait_for(lambda: any(e["kind"] == "started" for e in events(run_dir)), 60, "fleet A to start a step")
+    pb = started("run", str(b), "--nodes", "1")
+    ra, rb = finish(pa, 150), finish(pb, 150)
+    assert ra[0] == 0 and rb[0] == 0, ra + rb
+    ran = runs(run_dir)
+    assert sorted(ran) == sorted(f"s{i}" for i in range(1, STEPS + 1)), ran
+    fleets = {f for attempts in ran.values() for f, _, _ in attempts}
+    assert len(fleets) == 2, fleets
+    for step, attempts in ran.items():
+        # Each fleet ran it once, with its own definition, never both at once.
+        assert sorted(f for f, _, _ in attempts) == sorted(fleets), (step, attempts)
+        (_, b0, e0), (_, b1, e1) = sorted(attempts, key=lambda r: r[1])
+        assert e0 <= b1, (step, attempts)
+    # Each fleet took steps the other held and ran first (what waited for ever before).
+    taken = [e for e in events(run_dir) if e["kind"] == "reclaim"]
+    assert {e["fleet"] for e in taken} == fleets, taken
+    assert all("ran another definition of it" in e["reason"] for e in taken), taken
+    for i in range(1, STEPS + 1):  # the marker is the definition of the fleet that ran it last
+        marker = json.loads((run_dir / "steps" / f"s{i}" / ".fleet" / "done.json").read_text())
+        last = max(ran[f"s{i}"], key=lambda r: r[1])[0]
+        assert marker["fleet"] == last, (i, marker, ran[f"s{i}"])
+    assert_nothing_left(run_dir)
+
+
+def test_a_long_lived_fleet_on_a_shared_run_directory_runs_its_ended_step_again_when_forced(tmp_path, started):
+    # A step whose end a fleet said in the claims log may be taken by another fleet, so
+    # the fleet names it again before running it again itself (`fleet run --force` on a
+    # `fleet up`): it runs again, here, once, and is not taken for done.
+    from fleetharness import exits, fleet
+    from test_job_fleets import job, waiting
+    run_dir, flag = tmp_path / "run", tmp_path / "flag"
+    fleet("up", "--local", "--nodes", "1", "--run-dir", str(run_dir), cwd=tmp_path, check=True, timeout=60,
+          environ=job(391))
+    try:
+        beside = started("run", str(waiting(tmp_path / "b.toml", "b", 1, flag)), "--run-dir", str(run_dir),
+                         extra_env=job(392))  # another job's fleet on the run directory: it is shared from now on
+        wait_for(lambda: any(e["kind"] == "started" and e["step"] == "b/1" for e in events(run_dir)), 60,
+                 "the other job's fleet to start its step")
+        mine = write_suite(tmp_path / "x.toml", '[suite]\nname = "x"\n[[steps]]\nid = "x"\ncommand = "true"\n')
+        first = fleet("run", str(mine), "--run-dir", str(run_dir), cwd=tmp_path, timeout=90, environ=job(391))
+        wait_for(lambda: said_ended(run_dir, "x"), 30, "the fleet to say in the claims log that x ended")
+        again = fleet("run", str(mine), "--run-dir", str(run_dir), "--force", cwd=tmp_path, timeout=90,
+                      environ=job(391))
+        flag.touch()
+        rb = finish(beside, 90)
+    finally:
+        down = fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60, environ=job(391))
+    assert first.returncode == 0 and again.returncode == 0 and rb[0] == 0, (first.stdout, again.stdout, rb)
+    assert "succeeded  x" in again.stdout, again.stdout
+    ran = exits(run_dir, "x")
+    assert [e["returncode"] for e in ran] == [0, 0] and len({e["fleet"] for e in ran}) == 1, ran
+    assert down.returncode == 0, down.stderr
+    assert_nothing_left(run_dir)
