@@ -77,7 +77,7 @@ def build(records: list, now: float | None = None, *, session: int = -1, run_dir
         fleet_up_s=(g.fleet_up_t - g.starting_t) if g.fleet_up_t is not None and g.starting_t is not None else None,
         capacity_floor_s=work_core / (cap / wall) if cap > 0 and wall > 0 else 0.0,
         notes=_notes(g, in_progress) + _over(util, g.damaged), allocation=dict(g.allocation) or None,
-        families=families(steps), damaged_lines=g.damaged)
+        families=families(steps, by_cut=not g.entered), damaged_lines=g.damaged)
 
 
 def _not_started(g: Gathered, drained: bool) -> None:

@@ -1,8 +1,8 @@
 """Steps that submitted steps and steps that ran in stages, for `fleet report`.
 
-A child's id is `<parent id>/<given id>` (fleet.core.childsteps): a step whose id,
-cut at its last "/", names another step of the run is that step's child here. The
-floor (fleet.report.floor) asks more: parent_of, below. A parent's
+A child's id is `<parent id>/<given id>` (fleet.core.childsteps), and its `step`
+record names its parent (parent_of, below, which the listing of families and the
+floor, fleet.report.floor, both go by). A parent's
 waits for its children, a step's stages and restarts are read from how its attempts
 ended (wait, next with "next stage '<name>'", restart: fleet.node.protocol).
 """
@@ -22,25 +22,45 @@ def parent_of(g, rec) -> str | None:
     """The step that submitted the step a `step` record declares, if a child: the one
     its record names (`parent`, from 2026-12-07). In older streams, for a step declared
     after its submission was all in (its `entered` record: a suite's steps are declared
-    before it, children only later, counted in their parent's submission), its id cut
-    at its last "/". Before 2026-12-07 the floor took the cut alone: a suite's `s/0`
-    declared by a later `fleet run` in the same fleet as `s` was a child of `s`."""
+    before it, children only later, counted in their parent's submission), the step
+    its id names before a "/" (the longest such). Before 2026-12-07 the floor took the
+    cut alone: a suite's `s/0` declared by a later `fleet run` in the same fleet as `s`
+    was a child of `s`."""
     if rec.parent is not None:
         return rec.parent if isinstance(rec.parent, str) else None
     if (rec.fleet, rec.submission) in g.entered:
-        return rec.step.rpartition("/")[0] or None
+        # The longest prefix before a "/" that names a step declared before it, as the
+        # coordinator takes a child's parent (fleet.core.childsteps.parent_in): an array
+        # child `p/c/0` is p's (before 2026-12-07 the last cut, `p/c`, no step).
+        return named_by(rec.step, g.steps)
     return None
 
 
-def families(steps: dict[str, Step]) -> list[dict]:
+def named_by(sid: str, steps) -> str | None:
+    """The longest of sid's prefixes before a "/" that is in `steps`, or None."""
+    cut = sid.rfind("/")
+    while cut > 0:
+        if sid[:cut] in steps:
+            return sid[:cut]
+        cut = sid.rfind("/", 0, cut)
+    return None
+
+
+def families(steps: dict[str, Step], by_cut: bool = False) -> list[dict]:
     """One entry per step that has children or ran in phases, parents before their
     children (depth-first, in declaration order): id, depth, children (direct), their
-    outcomes, waits, stages, restarts."""
+    outcomes, waits, stages, restarts. A child is what parent_of said when its record
+    was read; `by_cut` (a stream with no `entered` record, written before 2026-12-04):
+    the step its id names before a "/" (named_by). Before 2026-12-07 the id cut at its
+    last "/" was used always, so a suite's `s/0` beside a suite's `s` was listed as its
+    child, and an array child `p/c/0` was not listed."""
     kids: dict[str, list[str]] = {}
-    for sid in steps:
-        parent = sid.rpartition("/")[0]
-        if parent and parent in steps:
+    of: dict[str, str] = {}
+    for sid, s in steps.items():
+        parent = named_by(sid, steps) if by_cut else s.parent
+        if parent and parent in steps and parent != sid:
             kids.setdefault(parent, []).append(sid)
+            of[sid] = parent
     out: list[dict] = []
 
     def visit(sid: str, depth: int) -> None:
@@ -56,11 +76,19 @@ def families(steps: dict[str, Step]) -> list[dict]:
             out.append(dict(step=sid, depth=depth, outcome=s.outcome, children=len(mine), by_outcome=by,
                             waits=ends.count(S.WAIT), stages=stages, restarts=ends.count(S.RESTART)))
         for k in mine:
-            visit(k, depth + 1)
+            walk(k, depth + 1)
+
+    seen: set[str] = set()  # (a cycle of parents, which no stream should hold, is visited once)
+
+    def walk(sid: str, depth: int) -> None:
+        if sid in seen:
+            return
+        seen.add(sid)
+        visit(sid, depth)
 
     for sid in steps:
-        if sid.rpartition("/")[0] not in steps:
-            visit(sid, 0)
+        if sid not in of:
+            walk(sid, 0)
     return out
 
 

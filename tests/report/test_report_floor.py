@@ -59,6 +59,9 @@ def test_a_suites_array_named_under_a_step_of_an_earlier_run_in_the_same_fleet_i
     assert j["floor_path"][0] == "s" and j["floor_path"][-1] == "t" and len(j["floor_path"]) == 3, j["floor_path"]
     assert j["floor_s"] == pytest.approx(_work(run, *j["floor_path"]), abs=1e-5)
     assert not [e for e in events(run) if e["kind"] == "step" and "parent" in e]  # (no step submitted these)
+    # Nor does the report list them as s's children (before: "children  2 submitted by 1 step(s)").
+    assert "families" not in j, j["families"]
+    assert "submitted by" not in fleet("report", str(run), cwd=tmp_path, timeout=60, check=True).stdout
 
 
 RETRIED = '''
