@@ -107,10 +107,20 @@ def waiting_line(wait: dict, run_dir: Path | str, now: float) -> str:
             f"{max(0.0, wait['takeover_at'] - now):.0f} s unless it is refreshed"
             + (f", or at once when its batch job ({wait['job']}) ends" if wait.get("job") else "")
             + f" (--stale-after {wait['stale_after']:g}; "
-            # (a lease is never stale before twice its holder's refresh interval: `floor`,
-            # since 2026-12-07; a smaller --stale-after than that waits no less)
-            + ("a smaller --stale-after waits less; " if wait['stale_after'] > wait.get("floor", 0.0) else "")
+            + ("a smaller --stale-after waits less; " if _shorter(wait) else "")
             + "fleet down stops this fleet)")
+
+
+def _shorter(wait: dict) -> bool:
+    """Would a smaller --stale-after take the lease over sooner? Not once the wait is the
+    floor (a lease is never stale before twice its holder's refresh interval: `floor`,
+    since 2026-12-07): a smaller one than that waits no less, nor does any once the
+    lease's mtime already says it is --stale-after old (the take-over then comes at the
+    floor; before 2026-12-07 the line suggested it all the same)."""
+    floor = wait.get("floor", 0.0)
+    if wait.get("watched") is not None:
+        return wait["takeover_at"] - wait["watched"] > floor + 0.5
+    return wait["stale_after"] > floor
 
 
 class Lease:

@@ -138,3 +138,21 @@ def test_each_crashed_fleets_lease_is_taken_over_at_once_and_no_adoption_file_is
     finally:
         fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
     assert_nothing_left(run_dir)
+
+
+def test_a_lease_already_stale_by_its_mtime_is_waited_for_without_suggesting_a_smaller_stale_after(tmp_path):
+    # (the take-over comes at the floor, twice the holder's refresh interval plus 2 s, whatever
+    # --stale-after says: before 2026-12-07 the line still said a smaller one waits less)
+    run_dir = tmp_path / "run"
+    crashed = crashed_elsewhere(run_dir, tmp_path)
+    hour_ago = time.time() - 3600
+    os.utime(run_dir / ".fleet" / "lease", (hour_ago, hour_ago))
+    up = spawn("up", "--local", "--stale-after", "30", "--run-dir", str(run_dir), cwd=tmp_path)
+    try:
+        line = first_line(up, 10)
+        m = waiting(run_dir, crashed, "30", shorter=False).fullmatch(line)
+        assert m and int(m[1]) >= 3600 and 11 <= int(m[2]) + int(m[3]) <= 13, line
+    finally:
+        kill_group(up)
+        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
+    assert_nothing_left(run_dir)
