@@ -266,7 +266,28 @@ def audit(run_dir: Path, suite_steps=(), stale_after: float = 600.0) -> Audit:
         out[sid] = a if a is not None else _unstarted(sid, seen.declared_by.get(sid), live, base, seen)
         if sid in seen.unsure:
             out[sid] = _may_have_run(out[sid], seen.unsure[sid])
+        if len(tries) > 1:
+            out[sid] = _lost_before(out[sid], tries)
     return Audit(out)
+
+
+def _lost_before(a: StepAudit, tries: list[dict]) -> StepAudit:
+    """The step's audit with its attempts recorded `lost` before a later one (its fleet or
+    node went while it ran: nothing heard its end, and it may have run to it, so its side
+    effects may be there twice), said after its reason and listed in may_have_run (before
+    2026-12-07 only `--json`'s count of attempts showed them). Attempts are numbered per
+    fleet: ordered by when they began."""
+    def began(t: dict) -> float:
+        return float(t.get("started_at") or t.get("ended_at") or 0.0)
+
+    ordered = sorted(tries, key=began)
+    lost = [t for t in ordered[:-1] if t.get("outcome") == "lost"]
+    if not lost:
+        return a
+    words = "; ".join(f"attempt {t.get('attempt')} in fleet {t.get('fleet')} was lost and may have run to its end"
+                      + (f": {t['reason']}" if t.get("reason") else "") for t in lost)
+    return replace(a, may_have_run=(*a.may_have_run, *(int(t.get("attempt") or 0) for t in lost)),
+                   reason=f"{a.reason}; {words}" if a.reason else words)
 
 
 def _may_have_run(a: StepAudit, said: list) -> StepAudit:

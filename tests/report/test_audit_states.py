@@ -143,7 +143,8 @@ def test_steps_a_ctrl_c_or_a_sigkill_left_are_interrupted_running_stale_lost_or_
     wait_for(lambda: len(kinds(run_dir, "started", "a")) == 2, 60, "a to start again")
     wait_for(lambda: any(j.running.get("a") for j in records.read_journals(run_dir).each if not j.sealed), 30,
              "a's start in the journal")
-    fleet_pid = [e for e in events(run_dir) if e.get("kind") == "fleet_starting"][-1]["pid"]
+    killed_start = [e for e in events(run_dir) if e.get("kind") == "fleet_starting"][-1]
+    fleet_pid, killed_fleet = killed_start["pid"], killed_start["fleet"]
     os.kill(fleet_pid, signal.SIGKILL)
     assert_nothing_left(run_dir, timeout=15.0)
     finish(run, 60)
@@ -159,6 +160,20 @@ def test_steps_a_ctrl_c_or_a_sigkill_left_are_interrupted_running_stale_lost_or_
     code, a, text = audit(run_dir, tmp_path)
     assert statuses(a) == {"a": "lost", "b": "not run"}, text
     assert a["steps"]["a"]["attempts"] == 1 and "ended while it ran" in a["steps"]["a"]["reason"], text
+    assert code == 0, text
+
+    # 4. Run again to the end: `a` succeeded, and its lost attempt, which may have run to
+    # its end (side effects twice), is still said (before 2026-12-07 only the count was).
+    flag.touch()
+    r = fleet("run", str(suite), "--run-dir", str(run_dir), "--nodes", "1", cwd=tmp_path, timeout=90)
+    assert r.returncode == 0, r.stdout + r.stderr
+    code, a, text = audit(run_dir, tmp_path)
+    assert statuses(a) == {"a": "succeeded", "b": "succeeded"}, text
+    killed = a["steps"]["a"]
+    assert killed["attempts"] == 2 and killed["may_have_run"] == [1], text
+    assert killed["reason"].startswith(f"attempt 1 in fleet {killed_fleet} was lost and may have run to its end: "
+                                       f"its fleet ({killed_fleet}, pid {fleet_pid} on "), text
+    assert f"succeeded   a  (attempt 1 in fleet {killed_fleet} was lost" in text, text
     assert code == 0, text
     assert_nothing_left(run_dir)
 
