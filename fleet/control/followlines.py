@@ -7,6 +7,7 @@ are counted apart: their lines are not numbered, and name the shard that runs th
 
 from __future__ import annotations
 
+import os
 import time
 
 from fleet.control.api import Update
@@ -20,6 +21,12 @@ from fleet.wire.records import no_log
 DRAINED = (S.INTERRUPTED, "not_started")  # outcomes the drain gives (fleet.control.drain)
 SKIPPED_LISTED = 100
 BAR_WIDTH = 30
+# Nothing of a shard's own ran for OTHERS_QUIET_S while it waits for other shards' steps:
+# those it waits for are named, then again every OTHERS_AGAIN_S of the same quiet (the
+# environment's FLEET_TEST_OTHERS_QUIET_S shortens the first, for tests).
+OTHERS_QUIET_S = 30.0
+OTHERS_AGAIN_S = 600.0
+OTHERS_NAMED = 5
 # LOGGED: outcomes of a step whose own output says why: their line names its log
 # (steps/<id>/log, fleet.wire.records.log_path). No other line does: a million successes print no path.
 
@@ -42,6 +49,9 @@ class Lines:
         self.counts: dict[str, int] = {}  # the submission's steps by state, as last said (a Ctrl-C's summary)
         self.not_succeeded = NotSucceeded()  # the end's summary of what did not succeed, by kind
         self.elsewhere_said = 0  # steps said to wait for another fleet's run of them (said once)
+        self.quiet_since = self.started  # nothing of this shard's own ran or ended since (_others_left)
+        self.quiet_first = float(os.environ.get("FLEET_TEST_OTHERS_QUIET_S") or OTHERS_QUIET_S)
+        self.quiet_said = 0.0
 
     def __call__(self, u: Update) -> None:
         out, tty, outcomes = self.out, self.tty, self.outcomes
@@ -97,6 +107,7 @@ class Lines:
             if not tty or outcome not in (S.SUCCEEDED, S.SKIPPED) or (outcome == S.SUCCEEDED and reason):
                 print(f"[{len(outcomes):>{len(str(self.total))}}/{self.total}]{line}", file=out)
         self._elsewhere(u.counts.get(S.ELSEWHERE, 0))
+        self._others_left(bool(u.finished) or u.counts.get(S.RUNNING, 0) > 0)
         if tty:
             self._bar(u.counts.get(S.RUNNING, 0))
 
@@ -113,6 +124,31 @@ class Lines:
         print(f"fleet: {n} step{'s' if n > 1 else ''} of this suite {'run' if n > 1 else 'runs'} in another fleet "
               f"sharing this run directory: waiting for {'them' if n > 1 else 'it'} to end there "
               f"(`fleet status` lists the fleets)", file=self.out, flush=True)
+
+    def _others_left(self, busy: bool) -> None:
+        """Name the other shards' steps this shard still waits for once nothing of its own
+        has run or ended for OTHERS_QUIET_S, then every OTHERS_AGAIN_S: a shard whose
+        other shards were not run (or whose suites disagree on which shard runs a step)
+        otherwise waited in silence for ever (before 2026-12-07)."""
+        now = time.monotonic()
+        if busy or not self.others:
+            self.quiet_since, self.quiet_said = now, 0.0
+            return
+        due = self.quiet_first if not self.quiet_said else self.quiet_said - self.quiet_since + OTHERS_AGAIN_S
+        if now - self.quiet_since < due:
+            return
+        left = [s for s in self.others if s not in self.others_ended]
+        if not left:
+            return
+        self.quiet_said = now
+        named = ", ".join(f"{s} (shard {self.others[s]})" for s in left[:OTHERS_NAMED])
+        more = f" and {len(left) - OTHERS_NAMED} more" if len(left) > OTHERS_NAMED else ""
+        if self.tty:
+            self.out.write("\r\033[K")
+        print(f"fleet: nothing of this shard has run for {now - self.quiet_since:.0f} s; it waits for "
+              f"{len(left)} step{'s' if len(left) > 1 else ''} of other shards: {named}{more}: they end when "
+              f"their shards run them (`fleet run --shard I/N` of a suite that gives them to that shard)",
+              file=self.out, flush=True)
 
     def _cause(self, reason: str) -> str:
         """Which of drain.UNWRITABLE `reason` says ("" for none), kept as the cause if it is the first."""

@@ -195,3 +195,32 @@ def test_two_fleets_of_one_suite_split_its_steps_and_run_each_once(tmp_path, bg)
     assert sorted(starts) == sorted([f"t/{i}" for i in range(12)] + ["gather"]), starts
     r = fleet("run", str(s), cwd=tmp_path, timeout=60)  # the marker of gather names what its deps' markers say
     assert r.returncode == 0 and set(outcomes(r.stdout).values()) == {"skipped"}, r.stdout + r.stderr
+
+
+def test_a_shard_waiting_only_for_other_shards_steps_names_them_and_ends_once_they_run(tmp_path):
+    # (before 2026-12-07 it said "and 2 steps of other shards it waits for" once, then
+    # nothing: a shard whose other shard never ran waited in silence for ever)
+    import select
+    import time
+    s = suite(tmp_path / "s.toml", "true")
+    p = subprocess.Popen([sys.executable, "-m", "fleet", "run", str(s), "--shard", "0/2", "--nodes", "1"],
+                         cwd=tmp_path, env={**env(), "FLEET_TEST_OTHERS_QUIET_S": "1"}, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        said, deadline = [], time.monotonic() + 60
+        while not [line for line in said if line.startswith("fleet: nothing of this shard has run")]:
+            assert time.monotonic() < deadline and p.poll() is None, said
+            if select.select([p.stdout], [], [], 1.0)[0]:
+                said.append(p.stdout.readline())
+        line = said[-1]
+        assert "it waits for 2 steps of other shards: t/1 (shard 1/2), t/3 (shard 1/2): they end when their " \
+               "shards run them" in line, line
+        other = fleet("run", str(s), "--shard", "1/2", "--nodes", "1", cwd=tmp_path, timeout=120)
+        assert other.returncode == 0, other.stdout + other.stderr
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, out + err
+        assert "succeeded  gather" in out, out
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.communicate(timeout=30)
