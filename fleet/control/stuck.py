@@ -6,7 +6,9 @@ job like this one. A step whose expected duration (its `estimate`, else its reco
 one: fleet.core.durations) is longer than all the time this allocation gave steps,
 from its first fleet's start to the drain point, is never started in such a job, and
 neither is a step that needs it: resubmitting would only burn allocations (found
-with the real Slurm: ten jobs of a few seconds each). Such a step's not_started
+with the real Slurm: ten jobs of a few seconds each). Longer by more than a little room,
+that is: 5 % of that time, at most a minute (fleet.core.longer.slack; before 2026-12-07
+5 % whatever the job's length, 72 minutes of a 24-hour job). Such a step's not_started
 reason starts with TOO_LONG, and `fleet run` exits 1 instead of 3 when every step the
 drain left is so (fleet.control.runner). So does a step with no expected duration that
 the drain interrupted after it had nearly all of this job's time before the drain (its
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 from fleet.core import states as S
 from fleet.core.durations import expected_s
-from fleet.core.longer import LONGER, Longer, ran_out  # noqa: F401 (ran_out: for fleet.control.drain)
+from fleet.core.longer import LONGER, Longer, ran_out, slack  # noqa: F401 (ran_out: for fleet.control.drain)
 
 TOO_LONG = LONGER  # (the words are the not_started record's: fleet report and fleet audit read them back)
 DONE = (S.SUCCEEDED, S.SKIPPED)
@@ -38,11 +40,13 @@ class Stuck(Longer):
     """For one close: which not-started steps no allocation as long as this one could start
     (`window`: the seconds from the job's first fleet's start to the drain point,
     Drain.window; `ran_out`: the steps the drain interrupted that had all of it, and why:
-    ran_out's), judged from the coordinator's scheduler and specs."""
+    ran_out's), judged from the coordinator's scheduler and specs, with a live fleet's
+    room over the window (fleet.core.longer.slack: the next job's fleet may come up a
+    little sooner)."""
 
     def __init__(self, coord, window: float | None, ran_out: dict[str, str] | None = None):
         self.coord = coord
-        super().__init__(window, ran_out, self._expected_of, self._deps, self._is_done)
+        super().__init__(window, ran_out, self._expected_of, self._deps, self._is_done, room=slack(window))
 
     def _expected_of(self, step: str) -> float | None:
         spec = self.coord.specs.get(step)

@@ -4,7 +4,10 @@ one could start either (too long itself, or needing such a step) "needs a longer
 allocation" (fleet.core.longer, as a live drain's close says: fleet.control.stuck), and
 when every step left is so, no job of this length finishes the suite (a live `fleet
 run` then exits 1, not 3). A simulated fleet starts at the submission: the time an
-allocation gives steps is the time to its drain point.
+allocation gives steps is the time to its drain point, with no room over it (a live
+fleet's slack, fleet.core.longer: no fleet comes up sooner than the submission), so a
+step the deadline never starts is judged so (before 2026-12-07 one up to 5 % longer
+than that time was not, and `0 step(s) need a longer allocation` was said of it).
 
 The other steps keep the reason they did not start: the allocation's end held them
 back (the Deadline's words: "expected to take ..., ... left before the drain point"),
@@ -43,7 +46,7 @@ def left(steps, deps: Mapping[str, tuple], placed: Mapping, interrupted: Mapping
     ran = {sid: ran_out(drain_s - placed[sid].start_s, drain_s, False) for sid in interrupted if sid in placed}
     verdict = Longer(drain_s, {s: r for s, r in ran.items() if r},
                      lambda s: expected_s(specs[s]) if s in specs else None, lambda s: deps.get(s, ()),
-                     lambda s: s in placed and s not in interrupted)
+                     lambda s: s in placed and s not in interrupted, room=0.0)  # (no fleet comes up sooner)
     why, longer = {}, {}
     for sid in list(interrupted) + list(never):
         too = verdict.why(sid)

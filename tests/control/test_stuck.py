@@ -57,3 +57,19 @@ def test_what_needs_a_step_that_ran_out_of_the_job_needs_a_longer_allocation_too
     assert st.why("after") == f"{TOO_LONG}: it needs endless, which does"
     assert st.why("later") == f"{TOO_LONG}: it needs after, which does"
     assert st.why("other") is None
+
+
+def test_a_live_fleet_gives_a_step_a_minute_of_room_at_most_over_a_long_job_and_5_percent_of_a_short_one():
+    # (5 % of any job before 2026-12-07: a step 100 s over a 2-hour job was resubmitted job
+    # after job, and never started, as one 72 min over a 24-hour job)
+    hour2 = stuck_of([dict(id="over", estimate=7300), dict(id="within", estimate=7250)], window=7200.0)
+    assert hour2.why("over").startswith(f"{TOO_LONG}: it takes about 122 min, and an allocation like this one "
+                                        "gives steps 120 min")
+    assert hour2.why("within") is None
+    short = stuck_of([dict(id="over", estimate=106), dict(id="within", estimate=104)], window=100.0)
+    assert short.why("over") == (f"{TOO_LONG}: it takes about 106 s, and an allocation like this one gives steps "
+                                 "100 s before its drain point")
+    assert short.why("within") is None
+    day = stuck_of([dict(id="over", estimate=86400 + 90)], window=86400.0)
+    assert day.why("over").startswith(f"{TOO_LONG}: it takes about 1442 min, and an allocation like this one "
+                                      "gives steps 1440 min")  # (not "1.44e+03 min")

@@ -217,3 +217,20 @@ def test_simulate_says_no_job_of_this_length_finishes_when_every_step_left_needs
     assert text.returncode == 0, text.stderr
     assert ("4 step(s) need a longer allocation: every step left; no job of this length finishes the suite "
             "(a live fleet run exits 1, not 3)") in text.stdout, text.stdout
+
+
+def test_a_step_a_little_longer_than_the_time_to_the_drain_point_needs_a_longer_allocation_in_simulate(tmp_path):
+    # (simulate gave it 5 % room: the deadline never started a step of 10.4 s in a job giving
+    # steps 10 s, yet it said "0 step(s) need a longer allocation: ... goes on with the 1 left")
+    slightly = ONE.replace("estimate = 100", "estimate = 10.4")
+    alloc = ["--nodes", "1", "--cores-per-node", "1", "--walltime", "20s", "--drain-before", "10s"]
+    r = fleet(tmp_path, slightly, *alloc, "--json")
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert got["not_started"] == ["one"] and got["longer_only"] is True, got
+    assert got["needs_longer"] == {"one": "needs a longer allocation: it takes about 10.4 s, and an allocation like "
+                                          "this one gives steps 10.0 s before its drain point"}, got
+    text = fleet(tmp_path, slightly, *alloc)
+    assert "1 step(s) need a longer allocation: every step left" in text.stdout, text.stdout
+    fits = fleet(tmp_path, ONE.replace("estimate = 100", "estimate = 10"), *alloc, "--json")
+    assert json.loads(fits.stdout)["not_started"] == [], fits.stdout  # (exactly the time: it starts and ends)
