@@ -58,6 +58,19 @@ def test_critical_path_order_is_deterministic_and_breaks_ties_by_setup_order():
     assert first == schedule("critical-path") == ["head", "tail", "short", "other", "twin"]
 
 
+def test_a_live_step_without_an_estimate_is_ranked_by_its_earlier_runs_duration():
+    # (docs/user-guide.md said such steps count 0 s for --order: the submission's recorded
+    # durations, fleet.core.durations, rank them as an estimate would)
+    import dataclasses
+    s = suite({"id": "short", "estimate": 5}, {"id": "ran-before"})
+    for durations, first in (({}, "short"), ({"ran-before": 50.0}, "ran-before")):
+        sched = Scheduler(None)
+        sched.ranks = Ranks("critical-path")
+        sched.handle(NodeJoined(node("n1", 1)), 0.0)
+        out = sched.handle(dataclasses.replace(submission(s.steps), durations=durations), 0.0)
+        assert starts(out) == [first], durations
+
+
 def test_critical_then_smallest_puts_the_critical_chain_first_and_then_the_smallest_work():
     tables = ({"id": "big", "estimate": 50, "cores": 2}, {"id": "small", "estimate": 10, "cores": 2},
               {"id": "head", "estimate": 1, "cores": 2}, {"id": "tail", "estimate": 100, "deps": ["head"]})
