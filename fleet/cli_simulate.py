@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import click
 
@@ -60,13 +61,49 @@ def reservation_options(f):
 
 def simulate_options(f):
     """The reservation options (with --order), --window (a live fleet's),
-    --compare-reservations and --compare-orders."""
+    --compare-reservations, --compare-orders and --machine."""
+    f = click.option("--machine", default=None, expose_value=False, callback=_machine,
+                     show_default="detected from the environment, as for fleet up",
+                     help="machine profile from agents/ whose placement rule MPI steps keep, as its live fleet's "
+                          "(mpi = \"pals\": ranks in blocks of one count per node)")(f)
     f = window_option.option(f)
     f = click.option("--compare-orders", is_flag=True, expose_value=False, callback=_keep("orders"),
                      help="run the suite once in each --order and show each (same reservations)")(f)
     f = click.option("--compare-reservations", is_flag=True, expose_value=False, callback=_keep("compare"),
                      help="run the suite twice, without and with reservations, and show both")(f)
     return reservation_options(f)
+
+
+def _machine(ctx, param, value):
+    """--machine: the profile, looked up as `fleet up --machine` looks it up (default:
+    the detected machine, as `fleet up`'s), kept with what chose it."""
+    from fleet.site.profiles import ProfileError, detect, load
+    try:
+        profile = load(value or detect())
+    except ProfileError as e:
+        from fleet.site.profiles import detected_by
+        raise click.BadParameter(str(e), param_hint="--machine" if value else detected_by())
+    by = "--machine" if value else "$FLEET_MACHINE" if os.environ.get("FLEET_MACHINE") else "detected"
+    ctx.meta.setdefault(_KEY, {})["machine"] = (profile, by)
+    return value
+
+
+def machine() -> dict:
+    """The machine whose placement rule the simulation keeps: its name, what chose it,
+    its MPI launcher and whether MPI ranks go in blocks (PALS, fleet.core.ppnblocks: the
+    live coordinator's Scheduler(mpi_blocks=profile.mpi == "pals"))."""
+    profile, by = _values().get("machine") or (None, "")
+    if profile is None:  # (no --machine option parsed: the built-in local machine)
+        from fleet.site.profiles import Profile
+        profile, by = Profile("local", "built in"), "default"
+    return {"name": profile.name, "chosen_by": by, "mpi": profile.mpi, "mpi_blocks": profile.mpi == "pals"}
+
+
+def machine_line(m: dict) -> str:
+    """The text's line naming the machine and its placement rule for MPI steps."""
+    rule = ("MPI ranks in blocks of one count per node, as PALS mpiexec launches them" if m["mpi_blocks"] else
+            f"MPI ranks on the free cores of any nodes (mpi = \"{m['mpi']}\")")
+    return f"  machine       {m['name']} ({m['chosen_by']}): {rule}"
 
 
 def _values() -> dict:
@@ -154,7 +191,7 @@ def _runs(run_sim, steps, graph, alloc, end: dict):
     """run_sim with what every comparison's run shares: the node window, the
     reservations planned ahead and the allocation's end (`end`: end_s, drain_before_s)."""
     return lambda **kw: run_sim(steps, graph, alloc, window=window_option.value(), depth=window_option.depth(),
-                                reserve_ahead=reserve_ahead(), **end, **kw)
+                                reserve_ahead=reserve_ahead(), mpi_blocks=machine()["mpi_blocks"], **end, **kw)
 
 
 def show_comparison(run_sim, steps, graph, alloc, as_json: bool, end: dict) -> None:
@@ -191,14 +228,16 @@ def _compared(title: str, head: dict, under: str | None, rs: dict, steps, graph,
     rows = {name: _row(r, steps, graph, wide) for name, r in rs.items()}
     first = next(iter(rs.values()))
     end = {} if first.end_s is None else {"end_s": first.end_s, "drain_s": first.drain_s}
-    window, depth = _window(alloc), window_option.depth()
+    window, depth, m = _window(alloc), window_option.depth(), machine()
     if as_json:
         body = {under: rows} if under else rows
-        click.echo(dumps({**head, **body, **end, "window": window, "window_depth": depth}, indent=1, sort_keys=True))
+        click.echo(dumps({**head, **body, **end, "window": window, "window_depth": depth, "machine": m},
+                         indent=1, sort_keys=True))
         return
     ends = f"; end {first.end_s:g} s, drain point {first.drain_s:g} s" if end else ""
     chain = f", up to {depth} behind a running step" if window and depth > 1 else ""
-    click.echo(f"{title}; window {window} a node{chain}{ends}")
+    click.echo(f"{title}; window {window} a node{chain}{ends}; machine {m['name']}"
+               + (" (MPI ranks in blocks, as PALS)" if m["mpi_blocks"] else ""))
     _table(rows)
 
 
@@ -244,9 +283,12 @@ def show(suite, graph, alloc, nodes: int, cores_per_node: int, as_json: bool, en
         (show_comparison if compare() else show_orders)(run_sim, suite.steps, graph, alloc, as_json, end)
         return
     r = _runs(run_sim, suite.steps, graph, alloc, end)(reserve_after=reserve_after(), order=order())
-    window = _window(alloc)
+    window, m, none = _window(alloc), machine(), [s.id for s in suite.steps if s.estimate is None]
     if as_json:
-        click.echo(dumps({**r.to_json(), "window": window}, indent=1, sort_keys=True))
+        click.echo(dumps({**r.to_json(), "window": window, "machine": m, "order": order(),
+                          "reserve_after_s": reserve_after(), "reserve_ahead": reserve_ahead(),
+                          "no_estimate": {"count": len(none), "first": none[0] if none else None}},
+                         indent=1, sort_keys=True))
         return
     total = nodes * cores_per_node
     click.echo(f"suite '{suite.name}': {counted(len(suite.steps), 'step')} on {counted(nodes, 'node')} x "
@@ -262,3 +304,19 @@ def show(suite, graph, alloc, nodes: int, cores_per_node: int, as_json: bool, en
     depth = window_option.depth()
     click.echo(f"  window        {window:10d} step(s) per node handed ahead" + (" (none)" if not window else "")
                + (f", up to {depth} behind a running step" if window and depth > 1 else ""))
+    for line in settings_lines(m, none, len(suite.steps)):
+        click.echo(line)
+
+
+def settings_lines(m: dict, none: list, steps: int) -> list[str]:
+    """What a plain run's text says it assumed: the order, the reservations, the machine's
+    placement rule, and (when some step has none) what the steps without an estimate take."""
+    after = reserve_after()
+    out = [f"  order         {order()} (of ready steps of equal priority)",
+           "  reservations  " + ("none" if after is None else f"after {after:g} s of waiting"
+                                 + (f", up to {reserve_ahead()} planned ahead" if reserve_ahead() else "")),
+           machine_line(m)]
+    if none:
+        out.append(f"  estimates     {len(none)} of {counted(steps, 'step')} have none: each runs 1 s here "
+                   f"(first: {none[0]}); --order counts them 0 s")
+    return out

@@ -122,7 +122,7 @@ def test_the_comparisons_model_the_allocation_s_end_and_show_it_with_each_row_s_
         text = fleet(tmp_path, A, *alloc, flag)
         assert text.returncode == 0, text.stderr
         lines = text.stdout.splitlines()
-        assert lines[0].endswith("; window 2 a node; end 120 s, drain point 60 s"), lines[0]
+        assert lines[0].endswith("; window 2 a node; end 120 s, drain point 60 s; machine local"), lines[0]
         assert lines[1].endswith(" interrupted not started"), lines[1]
         assert all(ln.split()[-2:] == ["0", "4"] for ln in lines[2:]), lines
 

@@ -38,7 +38,9 @@ def run(tmp_path: Path, *args: str):
     p = tmp_path / "suite.toml"
     p.write_text(textwrap.dedent(SUITE))
     # With the default node window (each node's cores): it keeps the order (fleet.core.windowpick).
-    return CliRunner().invoke(main, ["simulate", str(p), "--nodes", "1", "--cores-per-node", "8", *args])
+    # (no machine from the environment: the text names the one it keeps, local here)
+    return CliRunner().invoke(main, ["simulate", str(p), "--nodes", "1", "--cores-per-node", "8", *args],
+                              env=dict.fromkeys(("FLEET_MACHINE", "SLURM_JOB_ID", "PBS_JOBID")))
 
 
 def test_critical_path_order_starts_the_long_chain_at_once_and_ends_the_suite_sooner(tmp_path):
@@ -59,7 +61,7 @@ def test_compare_orders_shows_each_order_of_the_same_suite(tmp_path):
     text = run(tmp_path, "--compare-orders")
     assert text.exit_code == 0, text.output
     lines = text.output.splitlines()
-    assert lines[0] == "orders (reserve after 600 s); wide steps: 4 cores or more; window 8 a node"
+    assert lines[0] == "orders (reserve after 600 s); wide steps: 4 cores or more; window 8 a node; machine local"
     assert [ln.split()[:2] for ln in lines[2:]] == [["setup", "47.0"], ["critical-path", "41.0"],
                                                    ["critical-then-smallest", "41.0"], ["defer-widest", "41.0"]]
 
@@ -72,7 +74,7 @@ def test_compare_orders_names_the_reservations_planned_ahead_and_the_window_dept
     text = run(tmp_path, "--compare-orders", "--reserve-ahead", "3", "--window-depth", "2")
     assert text.exit_code == 0, text.output
     assert text.output.splitlines()[0] == ("orders (reserve after 600 s, reserve ahead 3); wide steps: 4 cores or "
-                                           "more; window 16 a node, up to 2 behind a running step")
+                                           "more; window 16 a node, up to 2 behind a running step; machine local")
 
 
 def test_an_unknown_order_is_refused_before_anything_runs(tmp_path):

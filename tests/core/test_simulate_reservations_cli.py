@@ -44,7 +44,7 @@ def run(tmp_path: Path, *args: str):
     # No node window: these figures are the reservations' alone (with the default window
     # see tests/core/test_simulate_window.py).
     return CliRunner().invoke(main, ["simulate", str(p), "--nodes", "1", "--cores-per-node", "8", "--window", "0",
-                                     *args])
+                                     *args], env=dict.fromkeys(("FLEET_MACHINE", "SLURM_JOB_ID", "PBS_JOBID")))
 
 
 def test_simulate_starts_the_wide_step_at_the_first_ends_with_reservations_and_last_without(tmp_path):
@@ -66,7 +66,7 @@ def test_compare_reservations_shows_both_runs_of_the_same_suite(tmp_path):
     text = run(tmp_path, "--compare-reservations")
     assert text.exit_code == 0, text.output
     lines = text.output.splitlines()
-    assert lines[0] == "reservations (reserve after 600 s); wide steps: 4 cores or more; window 0 a node"
+    assert lines[0] == "reservations (reserve after 600 s); wide steps: 4 cores or more; window 0 a node; machine local"
     assert lines[2].split()[0] == "without" and lines[3].split()[0] == "with"
 
 
