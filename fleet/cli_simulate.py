@@ -13,6 +13,7 @@ coordinator's arguments, `reserve_after()` into the scheduler's setting.
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import os
@@ -273,12 +274,30 @@ def _table(rows: dict) -> None:
                    + (f" {row['interrupted']:11d} {row['not_started']:11d}" if ends else ""))
 
 
+def _uncollected(run_sim):
+    """run_sim with the cyclic collector off while it runs, as `fleet report` reads a
+    stream (fleet.report.command): a simulation makes millions of objects that live until
+    it ends (a 1,000,000-node allocation's nodes) and no garbage cycles to speak of, and
+    each full collection walked all of them again: half of the CPU time of a 3-step suite
+    on 1,000,000 pretend nodes (benchmarks/README.md, "fleet simulate on a million
+    pretend nodes"; the peak memory of a 100,000-step simulation measured the same)."""
+    def run(*args, **kw):
+        was = gc.isenabled()
+        gc.disable()
+        try:
+            return run_sim(*args, **kw)
+        finally:
+            if was:
+                gc.enable()
+    return run
+
+
 def show(suite, graph, alloc, nodes: int, cores_per_node: int, as_json: bool, end_s: float | None = None,
          drain_before_s: float = 0.0) -> None:
     """Simulate the checked suite on the pretend allocation (until `end_s`, if given,
     draining `drain_before_s` before it) and print what it did."""
-    from fleet.core.simulate import simulate as run_sim
-    end = {"end_s": end_s, "drain_before_s": drain_before_s}
+    from fleet.core.simulate import simulate
+    run_sim, end = _uncollected(simulate), {"end_s": end_s, "drain_before_s": drain_before_s}
     if compare() or _values().get("orders"):
         (show_comparison if compare() else show_orders)(run_sim, suite.steps, graph, alloc, as_json, end)
         return

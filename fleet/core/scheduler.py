@@ -403,6 +403,8 @@ class Scheduler(Entries, Phases, Outside):
 
     # -- the pass --------------------------------------------------------------------------
     def _schedule(self, now: float, out: list[Decision]) -> None:
+        if not self._jobs:  # nothing ever submitted: a pass decides nothing (a fleet's joins; simulate's 1,000,000)
+            return
         if self._later:  # parents that succeeded before their children, now final (fleet.core.phases)
             self._succeed_later(out)
         if self._pending.again:  # ready again after a loss: does it still fit? (fleet.core.unfit)
