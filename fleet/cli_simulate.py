@@ -4,7 +4,9 @@
 order of ready steps of equal priority (fleet.core.ranks): `fleet simulate --order`
 and `--compare-orders`. `fleet simulate --window N` is `fleet up`'s
 (fleet.control.window_option), with the same default (each node's cores): the
-simulation makes the live fleet's commitments.
+simulation makes the live fleet's commitments. `fleet simulate --machine NAME` (default:
+the detected machine, as `fleet up`'s) gives the placement rule of that machine's MPI
+launcher, as its live coordinator's scheduler has it (PALS: fleet.core.ppnblocks).
 
 The options keep their values in the click context (expose_value=False), so the
 commands' own signatures do not change: `coordinator_args()` turns them into the

@@ -36,7 +36,7 @@ SCRIPT = REPO / "jobscripts" / "slurm-resubmit.sbatch"
 JOB_S = 100        # the job's length
 DRAIN_BEFORE = 15  # its drain margin: the job's first fleet gives steps about 85 s
 KILL_AFTER_S = 30  # the first fleet's coordinator killed this long after that fleet began
-ESTIMATE_S = 65    # fits the job's first fleet (about 85 s), not the second's (about 55 s, less 5 %)
+ESTIMATE_S = 65    # fits the job's first fleet (about 85 s), not the second's (about 55 s, 58 with its room)
 
 
 def _stub(bindir, name: str, body: str) -> None:
