@@ -391,29 +391,6 @@ def _on_node_joined(g: Gathered, rec: E.NodeJoined) -> None:
                          memlimit=rec.memlimit or "", fleet=rec.fleet)
 
 
-def _node(g: Gathered, rec) -> Node | None:
-    """The node a record of its fleet names."""
-    return g.nodes.get(g.renamed.get((rec.fleet, rec.node), rec.node) if g.renamed else rec.node)
-
-
-def _on_node_memory(g: Gathered, rec: E.NodeMemory) -> None:
-    nd = _node(g, rec)
-    if nd is not None:
-        nd.memory_used = max(nd.memory_used or 0, int(rec.used or 0))
-
-
-def _on_node_lost(g: Gathered, rec: E.NodeLost) -> None:
-    nd = _node(g, rec)
-    if nd is not None and nd.lost is None:
-        nd.lost, nd.lost_reason = rec.t, rec.reason or ""
-
-
-def _on_zygote_restarted(g: Gathered, rec: E.ZygoteRestarted) -> None:
-    nd = _node(g, rec)
-    if nd is not None:
-        nd.restarts.append((rec.t, rec.reason or "died"))
-
-
 def _on_fleet_starting(g: Gathered, rec: E.FleetStarting) -> None:
     g.fleets_started += 1
     g.fleets.append(rec.fleet)
@@ -490,11 +467,11 @@ _HANDLERS: dict[type, Callable] = {
     E.Started: _on_started, E.Start: _on_start, E.Exit: _on_exit, E.StepDeclared: _on_step,
     E.Wait: _on_wait, E.Elsewhere: _on_elsewhere, E.Reclaim: _on_reclaim, E.Retry: _on_retry,
     E.Blocked: _on_blocked, E.Unrunnable: _on_unrunnable, E.Skipped: _on_skipped, E.Cancelled: _on_cancelled,
-    E.Submitted: _on_submitted, E.NodeJoined: _on_node_joined, E.NodeLost: _on_node_lost,
+    E.Submitted: _on_submitted, E.NodeJoined: _on_node_joined, E.NodeLost: nodenames.on_node_lost,
     E.FleetStarting: _on_fleet_starting, E.FleetUp: _on_fleet_up, E.FleetDown: _on_fleet_down,
     E.FleetGone: _on_fleet_gone, E.Adopted: _on_adopted,
     E.PlacementMismatch: _on_placement_mismatch, E.AllocationEnd: closes.on_allocation_end,
     E.Drained: closes.on_drained, E.NotStarted: closes.on_not_started, Damaged: _on_damaged,
-    E.Entered: families.on_entered, E.NodeMemory: _on_node_memory, E.NodeClock: clocks.on_node_clock,
-    E.ZygoteRestarted: _on_zygote_restarted, E.Queued: unsure.on_queued, E.Unqueued: unsure.on_unqueued,
+    E.Entered: families.on_entered, E.NodeMemory: nodenames.on_node_memory, E.NodeClock: clocks.on_node_clock,
+    E.ZygoteRestarted: nodenames.on_zygote_restarted, E.Queued: unsure.on_queued, E.Unqueued: unsure.on_unqueued,
 }

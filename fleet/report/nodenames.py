@@ -6,12 +6,20 @@ same host. A node is therefore its fleet's: the first fleet to join a name keeps
 while no other fleet joins one of that name; once another does, each such node is
 named `NAME@FLEET` (`node1@vm-1877-687717`), the first one too, when the session has
 been read (`finish`). Records have always named their fleet; a stream whose records
-name none (a hand-made one) names every node by its name alone.
+name none (a hand-made one) names every node by its name alone. The handlers of the
+records about a node (its memory, its loss, its zygote's restarts) are here: they find
+the node so (fleet.report.ingest's `Gathered`).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from fleet.report.model import Node, Piece, Step
+from fleet.wire import events as E
+
+if TYPE_CHECKING:
+    from fleet.report.ingest import Gathered
 
 
 def qualified(name: str, fleet: str) -> str:
@@ -66,3 +74,29 @@ def finish(nodes: dict[str, Node], steps: dict[str, Step], renamed: dict[tuple, 
                 a.placement = [p._replace(node=to.get(p.node, p.node)) for p in a.placement]
         if s.unsure:  # (its attempts that may have run: fleet.report.unsure)
             s.unsure = [u._replace(node=to.get(u.node, u.node)) for u in s.unsure]
+
+
+def node_of(g: Gathered, rec) -> Node | None:
+    """The node a record of its fleet names."""
+    return g.nodes.get(g.renamed.get((rec.fleet, rec.node), rec.node) if g.renamed else rec.node)
+
+
+def on_node_memory(g: Gathered, rec: E.NodeMemory) -> None:
+    """A `node_memory` record: the most its node had in use."""
+    nd = node_of(g, rec)
+    if nd is not None:
+        nd.memory_used = max(nd.memory_used or 0, int(rec.used or 0))
+
+
+def on_node_lost(g: Gathered, rec: E.NodeLost) -> None:
+    """A `node_lost` record: when (the first) and why."""
+    nd = node_of(g, rec)
+    if nd is not None and nd.lost is None:
+        nd.lost, nd.lost_reason = rec.t, rec.reason or ""
+
+
+def on_zygote_restarted(g: Gathered, rec: E.ZygoteRestarted) -> None:
+    """A `zygote_restarted` record: one more restart of its node's zygote."""
+    nd = node_of(g, rec)
+    if nd is not None:
+        nd.restarts.append((rec.t, rec.reason or "died"))
