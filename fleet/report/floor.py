@@ -4,16 +4,19 @@ A step that submitted children (`ctx.submit`, `$FLEET_SUBMIT_DIR`) ends only aft
 (a step's dependents start once its whole family has ended), and a child is submitted
 by one of its parent's stages: none of them can start before that stage ended. So a
 parent is a chain of its stages (the phases of its last run: one per `wait`, `next` or
-`restart` it went on from, over a failed attempt whose retry went on at its stage),
-then its end; each child follows the stage that submitted it (the last to start before
-the child's `step` record), a stage after a wait for children follows the children
-submitted since the previous such stage (those before, through it), and the parent's
-end follows all of them. A child is what fleet.report.families.parent_of says (its
-record names its parent), that depends on no parent's end and was declared after the
-parent started. Should the families still close a cycle (a damaged stream), the floor
-takes the recorded dependencies alone. Linear in the steps, children and stages.
+`restart` it went on from, and a failed attempt whose retry went on at its stage, of no
+work), then its end; each child follows the stage that submitted it (the last to start
+before the child's `step` record), a stage after a wait for children follows the
+children submitted since the previous such stage (those before, through it), and the
+parent's end follows all of them. A child is what
+fleet.report.families.parent_of says (its record names its parent), that depends on no
+parent's end and was declared after the parent started. Should the families still
+close a cycle (a damaged stream), the floor takes the recorded dependencies alone.
+Linear in the steps, children and stages.
 Before 2026-12-07 the floor used the `step` records' deps alone: a parent's children
-were on no chain with it, and a step's duration was its last stage's work.
+were on no chain with it, and a step's duration was its last stage's work. Until
+2026-12-07 too, a retried parent's failed attempt was not seen (_stages): the floor
+could come out above the wall.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ def graph(steps: dict[str, Step], now: float) -> tuple[dict, dict, dict]:
             kids.setdefault(p.id, []).append(s)
         work[s.id] = both[s.id] = 0.0
         for a in run:
-            w, b = _durations(a, now)
+            w, b = _durations(a, now, a is run[-1])
             work[s.id] += w
             both[s.id] += b
     if not kids:
@@ -72,7 +75,10 @@ def names(path: list[str]) -> list[str]:
 def _stages(s: Step) -> list[Attempt]:
     """The stages of the step's last run: its last attempt and those it went on from. A
     retry goes on at the stage that failed (fleet.core.phases), which runs again: the
-    failed attempt is stepped over, the stages it went on from are the run's."""
+    failed attempt is a stage of no work (_durations), kept so that the children it
+    submitted follow the stage before it and the retry follows it (before 2026-12-07 it
+    was left out, its children were taken for the earlier stage's, and after a wait the
+    retry was chained behind them: a floor above the wall)."""
     atts = s.attempts
     last = atts[-1]
     n, i = last.attempt, len(atts) - 1
@@ -84,13 +90,20 @@ def _stages(s: Step) -> list[Attempt]:
         if a.outcome in _GOES_ON and a.attempt == n:
             out.append(a)
         elif a.retried and a.attempt == n - 1 and a.outcome not in _GOES_ON:
+            out.append(a)
             n -= 1
         else:
             break
         i -= 1
     return out[::-1]
-def _durations(a: Attempt, now: float) -> tuple[float, float]:
-    """A stage's own work, and with its startup (a running one's: the time since it started)."""
+
+
+def _durations(a: Attempt, now: float, last: bool = True) -> tuple[float, float]:
+    """A stage's own work, and with its startup (a running one's: the time since it
+    started); none for a failed attempt before the run's last (`last` False), which its
+    retry ran again."""
+    if not last and a.outcome not in _GOES_ON:
+        return 0.0, 0.0
     if a.outcome == S.RUNNING:
         d = max(0.0, now - (a.started or a.start))
         return d, d
@@ -115,8 +128,10 @@ def _family(parent: str, children: list[Step], run: list[Attempt], deps: dict, w
     pending = before  # children since the last wait for them: the next one waits for these
     for i, (k, a) in enumerate(zip(keys, run)):
         deps[k] = list(deps[parent]) if i == 0 else [keys[i - 1]]
-        work[k], both[k] = _durations(a, now)
-        if i and run[i - 1].outcome == S.WAIT:  # (it waited for every child it had by then)
+        work[k], both[k] = _durations(a, now, i == len(run) - 1)
+        # (it waited for every child it had by then; a retry follows a failed stage, not a
+        # wait: the children that stage submitted run beside the retry, on to the next wait)
+        if i and run[i - 1].outcome == S.WAIT:
             deps[k] += pending
             pending = []
         pending += by[i]

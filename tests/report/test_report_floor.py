@@ -152,3 +152,45 @@ def test_families_that_would_close_a_cycle_leave_the_floor_to_the_recorded_depen
     loop.run("q", "succeeded", 0.5)
     floor_s, path, _ = dependency_floor(gather(recs).steps, 2000.0)
     assert path == ["p", "q", "p/c0"] and floor_s == pytest.approx(0.002 + 0.5 + 0.002), (floor_s, path)
+
+
+FAILED_SUBMITTED = r'''
+[suite]
+name = "failsub"
+run_dir = "run"
+[[steps]]
+id = "p"
+protocol = "steps"
+retries = 1
+command = """
+if [ "$FLEET_PHASE" = 0 ]; then
+  sleep 0.3
+  printf '[[steps]]\\nid = "c1"\\ncommand = "sleep 0.3"\\n' > "$FLEET_SUBMIT_DIR/k.toml"
+  exit 3
+fi
+if [ "$FLEET_ATTEMPT" = 1 ]; then
+  printf '[[steps]]\\nid = "c2"\\ncommand = "sleep 2"\\n' > "$FLEET_SUBMIT_DIR/k2.toml"
+  exit 1
+fi
+sleep 1
+exit 0
+"""
+'''
+
+
+def test_the_children_a_failed_attempt_submitted_run_beside_its_retry_not_before_it(tmp_path):
+    # (before: c2 was taken for the first stage's child, and the retry, after that wait,
+    # was chained behind it: 'floor 6.31 s (p -> p/c2 -> p)' for a 4.68 s wall)
+    r = fleet("run", str(write_suite(tmp_path / "s.toml", FAILED_SUBMITTED)), "--nodes", "2", cwd=tmp_path,
+              timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    run = tmp_path / "run"
+    exits = [(e["step"], e["attempt"], e["outcome"]) for e in events(run) if e["kind"] == "exit"]
+    assert [x for x in exits if x[0] == "p"] == [("p", 1, "wait"), ("p", 1, "failed"), ("p", 2, "succeeded")]
+    j = _report(run, tmp_path)
+    # The failed stage adds no work (its retry ran it again); c2 follows it, beside the retry.
+    assert j["floor_path"] == ["p", "p/c1", "p", "p/c2"], j["floor_path"]
+    first = next(e["work_s"] for e in events(run) if e["kind"] == "exit" and e["outcome"] == "wait")
+    assert j["floor_s"] == pytest.approx(first + _work(run, "p/c1", "p/c2"), abs=1e-5)
+    assert j["floor_s"] <= j["wall_s"], (j["floor_s"], j["wall_s"])
+
