@@ -5,18 +5,18 @@ A step that submitted children (`ctx.submit`, `$FLEET_SUBMIT_DIR`) ends only aft
 by one of its parent's stages: none of them can start before that stage ended. So a
 parent is a chain of its stages (the phases of its last run: one per `wait`, `next` or
 `restart` it went on from, and a failed attempt whose retry went on at its stage, of no
-work), then its end; each child follows the stage that submitted it (the last to start
-before the child's `step` record), a stage after a wait for children follows the
-children submitted since the previous such stage (those before, through it), and the
-parent's end follows all of them. A child is what
+work), then its end; each child follows the stage that submitted its last run (the last
+to start before the child's latest `step` record before that run), a stage after a
+wait for children follows the children submitted since the previous such stage (those
+before, through it), and the parent's end follows all of them. A child is what
 fleet.report.families.parent_of says (its record names its parent), that depends on no
 parent's end and was declared after the parent started. Should the families still
 close a cycle (a damaged stream), the floor takes the recorded dependencies alone.
 Linear in the steps, children and stages.
 Before 2026-12-07 the floor used the `step` records' deps alone: a parent's children
 were on no chain with it, and a step's duration was its last stage's work. Until
-2026-12-07 too, a retried parent's failed attempt was not seen (_stages): the floor
-could come out above the wall.
+2026-12-07 too, a retried parent's failed attempt and a child's later submissions were
+not seen (_stages, _declared): the floor could come out above the wall.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def graph(steps: dict[str, Step], now: float) -> tuple[dict, dict, dict]:
         stages[s.id] = run = _stages(s)
         p = steps.get(s.parent) if s.parent else None
         if p is not None and p.attempts and p.attempts[0].start <= s.submitted and p.id not in s.deps:
-            kids.setdefault(p.id, []).append(s)
+            kids.setdefault(p.id, []).append((s, _declared(s, run[0])))
         work[s.id] = both[s.id] = 0.0
         for a in run:
             w, b = _durations(a, now, a is run[-1])
@@ -98,6 +98,14 @@ def _stages(s: Step) -> list[Attempt]:
     return out[::-1]
 
 
+def _declared(c: Step, first: Attempt) -> float:
+    """When the child's last run was submitted: its latest `step` record before that run's
+    first start (one declared again while that run went on keeps the one before). Before
+    2026-12-07 always its first: a child its parent submitted again, that ran again, was
+    taken for the earlier stage's, and a stage after a wait was chained behind its run."""
+    return first.declared if first.declared is not None else c.submitted
+
+
 def _durations(a: Attempt, now: float, last: bool = True) -> tuple[float, float]:
     """A stage's own work, and with its startup (a running one's: the time since it
     started); none for a failed attempt before the run's last (`last` False), which its
@@ -111,15 +119,16 @@ def _durations(a: Attempt, now: float, last: bool = True) -> tuple[float, float]
     return w, w + (a.startup_s or 0.0)
 
 
-def _family(parent: str, children: list[Step], run: list[Attempt], deps: dict, work: dict, both: dict,
-            now: float) -> None:
-    """The parent split into its stages and its end, its children between them."""
+def _family(parent: str, children: list[tuple[Step, float]], run: list[Attempt], deps: dict, work: dict,
+            both: dict, now: float) -> None:
+    """The parent split into its stages and its end, its children (each with when its
+    last run was submitted) between them."""
     keys = [f"{parent}{_SEP}{i}" for i in range(len(run))]
     starts = [a.start for a in run]
     by: list[list[str]] = [[] for _ in run]  # each stage's children
     before: list[str] = []  # submitted by an earlier run of the parent (which ended before this one)
-    for c in children:
-        k = bisect_right(starts, c.submitted) - 1  # (one declared as a stage began: that stage's)
+    for c, declared in children:
+        k = bisect_right(starts, declared) - 1  # (one declared as a stage began: that stage's)
         if k >= 0:
             by[k].append(c.id)
             deps[c.id] = [*deps[c.id], keys[k]]
@@ -135,7 +144,7 @@ def _family(parent: str, children: list[Step], run: list[Attempt], deps: dict, w
             deps[k] += pending
             pending = []
         pending += by[i]
-    deps[parent] = [keys[-1]] + [c.id for c in children]
+    deps[parent] = [keys[-1]] + [c.id for c, _ in children]
     work[parent] = both[parent] = 0.0
 
 

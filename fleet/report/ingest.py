@@ -196,6 +196,8 @@ def _on_start(g: Gathered, rec: E.Start) -> None:
         last.cores, last.gpus, last.memory = a.cores, a.gpus, a.memory
         return
     s.attempts.append(Attempt.placed(s.id, n, node, placement, rec.t, rec.fleet))
+    if s.declared is not None:  # (a child declared again: the latest before this start)
+        s.attempts[-1].declared = s.declared
 
 
 def _on_adopted(g: Gathered, rec: E.Adopted) -> None:
@@ -277,6 +279,8 @@ def _on_step(g: Gathered, rec: E.StepDeclared) -> None:
     elif not rec.foreign:
         if not s.fleet:
             s.fleet = rec.fleet
+        if s.parent is not None:  # (a child submitted again: its next start goes from here)
+            s.declared = rec.t
         # Submitted again (a later `fleet run`, or another fleet) after it ended without
         # success: to be decided again; what ended it is no longer its outcome (a success
         # is skipped, or run again on purpose: its start says so), nor why a close left it.

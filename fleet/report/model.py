@@ -140,6 +140,9 @@ class Attempt:
     exit_seen: bool = False          # an exit record came (its fields are read as it comes, not kept)
     fleet: str = ""                  # the fleet that ran it
     retried: bool = False            # the fleet retried it (a `retry` record): another attempt follows
+    # A child's latest `step` record before this attempt's `start`, where it was declared
+    # again (Step.declared); None: its first (Step.submitted).
+    declared: float | None = None
 
     @classmethod
     def placed(cls, step: str, attempt: int, node: str | None, placement: list[Piece], start: float,
@@ -190,6 +193,10 @@ class Step:
     unsure: list | None = None
     # The step that submitted it (a child: fleet.report.families.parent_of); None for a suite's step.
     parent: str | None = None
+    # A child's latest `step` record, where its parent declared it again (to run again,
+    # or while it ran); None for nearly every step. Each attempt keeps the one before it
+    # (Attempt.declared): the floor anchors a child's last run there (fleet.report.floor).
+    declared: float | None = None
 
     @property
     def last(self) -> Attempt | None:

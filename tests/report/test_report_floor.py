@@ -194,3 +194,78 @@ def test_the_children_a_failed_attempt_submitted_run_beside_its_retry_not_before
     assert j["floor_s"] == pytest.approx(first + _work(run, "p/c1", "p/c2"), abs=1e-5)
     assert j["floor_s"] <= j["wall_s"], (j["floor_s"], j["wall_s"])
 
+
+RESUBMITTED = r'''
+[suite]
+name = "resub"
+run_dir = "run"
+[[steps]]
+id = "p"
+protocol = "steps"
+command = """
+kid='[[steps]]\\nid = "c"\\ncommand = "if [ -e HERE/mark ]; then sleep 1; else touch HERE/mark; exit 1; fi"\\n'
+[ -e HERE/again ] && { sleep 2; exit 0; }
+case "$FLEET_PHASE" in
+0) sleep 0.2; printf "$kid" > "$FLEET_SUBMIT_DIR/k.toml"; exit 3;;
+*) printf "$kid" > "$FLEET_SUBMIT_DIR/k.toml"; touch HERE/again; GO_ON;;
+esac
+"""
+'''
+
+
+@pytest.mark.parametrize("go_on", ["next", "restart"])
+def test_a_child_submitted_again_follows_the_stage_that_submitted_it_again(tmp_path, go_on):
+    # (before: the child was anchored at its first submission, so the stage after the
+    # wait followed its second run and the last stage came after both: 'floor 6.22 s
+    # (p -> p/c -> p)' for a 3.29 s wall)
+    how = 'echo s2 > "$FLEET_NEXT_STAGE"; exit 2' if go_on == "next" else "exit 4"
+    text = RESUBMITTED.replace("HERE", str(tmp_path)).replace("GO_ON", how)
+    r = fleet("run", str(write_suite(tmp_path / "s.toml", text)), "--nodes", "2", cwd=tmp_path, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    run = tmp_path / "run"
+    exits = [e for e in events(run) if e["kind"] == "exit"]
+    assert [e["outcome"] for e in exits if e["step"] == "p"] == ["wait", go_on, "succeeded"]
+    assert [e["outcome"] for e in exits if e["step"] == "p/c"] == ["failed", "succeeded"]
+    assert len([e for e in events(run) if e["kind"] == "step" and e["step"] == "p/c"]) == 2
+    j = _report(run, tmp_path)
+    # The child's second run (1 s) follows the second stage, beside the last one (2 s).
+    assert j["floor_path"] == ["p"], j["floor_path"]
+    assert j["floor_s"] == pytest.approx(_work(run, "p"), abs=1e-5)
+    assert j["floor_s"] <= j["wall_s"], (j["floor_s"], j["wall_s"])
+
+
+def test_a_child_declared_again_while_it_runs_keeps_the_stage_that_first_submitted_it():
+    # A stream in a real run's shape: p's first stage submits c and goes on (next); c
+    # runs 2 s beside p's second stage (1 s), which declares it again; that run is its
+    # last. Anchored at that later declaration, c would follow the second stage: 3.1 s
+    # for a run of 2.1 s.
+    recs, t = [], 1000.0
+
+    def add(dt: float, kind: str, **fields) -> None:
+        recs.append(E.parse({"t": t + dt, "kind": kind, "fleet": "f", **fields}))
+
+    def start(dt: float, step: str) -> None:
+        node = "node2" if step == "p/c" else "node1"
+        add(dt, "start", step=step, attempt=1, node=node, cores=[0])
+        add(dt, "started", step=step, attempt=1, node=node, pid=9, at=t + dt)
+
+    def end(dt: float, step: str, outcome: str, work: float) -> None:
+        node = "node2" if step == "p/c" else "node1"
+        add(dt, "exit", step=step, attempt=1, node=node, outcome=outcome, work_s=work, startup_s=0.0)
+
+    add(0.0, "submitted", submission=1, steps=1)
+    add(0.0, "step", step="p", submission=1)
+    add(0.0, "entered", submission=1, steps=1)
+    start(0.0, "p")
+    end(0.1, "p", "next", 0.1)
+    add(0.1001, "step", step="p/c", submission=1, parent="p")  # (its children go in before it goes on)
+    start(0.1001, "p/c")
+    start(0.1002, "p")
+    end(1.1002, "p", "next", 1.0)
+    add(1.1003, "step", step="p/c", submission=1, parent="p")  # (while it runs: adds no run)
+    start(1.1004, "p")
+    end(1.2004, "p", "succeeded", 0.1)
+    end(2.1001, "p/c", "succeeded", 2.0)
+    floor_s, path, _ = dependency_floor(gather(recs).steps, t + 3.0)
+    assert path == ["p", "p/c"] and floor_s == pytest.approx(0.1 + 2.0), (floor_s, path)
+
