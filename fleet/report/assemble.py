@@ -76,7 +76,7 @@ def build(records: list, now: float | None = None, *, session: int = -1, run_dir
         waits=waits.totals(steps), stretches=stretches(nodes, steps, t0, t_end, top),
         fleet_up_s=(g.fleet_up_t - g.starting_t) if g.fleet_up_t is not None and g.starting_t is not None else None,
         capacity_floor_s=work_core / (cap / wall) if cap > 0 and wall > 0 else 0.0,
-        notes=_notes(g, in_progress) + _over(util, g.damaged), allocation=dict(g.allocation) or None,
+        notes=_notes(g, in_progress) + _over(util, g.damaged) + figures.floor_notes(wall, floor_s), allocation=dict(g.allocation) or None,
         families=families(steps, by_cut=not g.entered), damaged_lines=g.damaged)
 
 

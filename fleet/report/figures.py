@@ -52,6 +52,22 @@ def dependency_floor(steps: dict[str, Step], now: float) -> tuple[float, list[st
     return floor_s, floor.names(path), with_startup
 
 
+def floor_above(wall_s: float, floor_s: float) -> bool:
+    """Whether the dependency floor came out above the wall, past a millisecond (and a
+    ten-thousandth) of the clocks': never so for a run, whose chains of work ran within
+    its wall, so a defect of the floor (before 2026-12-07 the report said the run took
+    a negative time more than it, and nothing else)."""
+    return floor_s > wall_s * 1.0001 + 0.001
+
+
+def floor_notes(wall_s: float, floor_s: float) -> list[str]:
+    """The report's note of a floor above the wall (floor_above), if it is."""
+    if not floor_above(wall_s, floor_s):
+        return []
+    return [f"the dependency floor ({floor_s:.3f} s) is above the wall ({wall_s:.3f} s), which no run can be: "
+            "a defect of fleet's report, please report it (with the run's events.jsonl)"]
+
+
 def utilization(nodes: dict[str, Node], steps: dict[str, Step], t0: float, t_end: float) -> dict:
     """Core-, GPU- and memory-seconds held by steps, and core-seconds of their own work,
     per node and overall, against what each node offered while alive in the window."""

@@ -19,6 +19,7 @@ from fleet.core import states as S
 from fleet.report.model import CATEGORY_TEXT, UNFINISHED, Report
 from fleet.report.series import binned, busy_series, waiting_series
 from fleet.report import families
+from fleet.report.figures import floor_above
 from fleet.report.text import allocation_rows
 from fleet.report.text import percent as _pct
 from fleet.report.text import seconds as _s
@@ -393,7 +394,9 @@ def _summary(r: Report) -> list[tuple]:
         ("startup", _s(su["total_s"]), f"{su['count']} start(s): median {_s(su['median_s'])}, p95 {_s(su['p95_s'])}, max {_s(su['max_s'])}"),
         ("floor", _s(r.floor_s), "longest dependency chain of the steps' own work: " + " -> ".join(
             r.floor_path if len(r.floor_path) <= 8 else r.floor_path[:4] + ["..."] + r.floor_path[-3:])),
-        ("from the floor", _s(r.wall_s - r.floor_s), f"{r.wall_s / r.floor_s:.2f} x the floor" if r.floor_s > 0 else ""),
+        ("from the floor", _s(r.wall_s - r.floor_s), f"{r.wall_s / r.floor_s:.2f} x the floor" if r.floor_s > 0 else "")
+        if not floor_above(r.wall_s, r.floor_s) else
+        ("from the floor", "-", "the floor is above the wall: a defect of fleet's report, please report it"),
         ("capacity floor", _s(r.capacity_floor_s), "the work's core-seconds spread over every core"),
         ("cores", _pct(u["cores_held"]) + " held", _pct(u["cores_working"]) + " doing the steps' own work"),
     ]

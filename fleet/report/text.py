@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from fleet.core import states as S
 from fleet.report import families
+from fleet.report.figures import floor_above
 from fleet.core.units import format_memory
 from fleet.core.oneline import one_line
 from fleet.report.model import CATEGORY_TEXT, HELD_BACK, Report
@@ -108,7 +109,10 @@ def _time_lines(r: Report) -> list[str]:
     shown = " -> ".join(path if len(path) <= 6 else path[:3] + ["..."] + path[-2:])
     out.append(f"  floor         {s(r.floor_s):>10}   longest dependency chain of the steps' own work"
                + (f" ({_n(len(set(path)), 'step')}: {shown})" if path else ""))  # (a parent: before and after its children)
-    if r.floor_s > 0:
+    if floor_above(r.wall_s, r.floor_s):  # (never for a run: the floor's defect, not a negative "more")
+        out.append(f"                {'':>10}   above the wall: a defect of fleet's report, please report it (the"
+                   f" note below); with startup the chain is {s(r.floor_with_startup_s)}")
+    elif r.floor_s > 0:
         out.append(f"                {'':>10}   the run took {s(r.wall_s - r.floor_s)} more"
                    f" ({r.wall_s / r.floor_s:.2f} x the floor); with startup the chain is {s(r.floor_with_startup_s)}")
     if r.capacity_floor_s > 0:

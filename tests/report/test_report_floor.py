@@ -269,3 +269,33 @@ def test_a_child_declared_again_while_it_runs_keeps_the_stage_that_first_submitt
     floor_s, path, _ = dependency_floor(gather(recs).steps, t + 3.0)
     assert path == ["p", "p/c"] and floor_s == pytest.approx(0.1 + 2.0), (floor_s, path)
 
+
+ONE = '''
+[suite]
+name = "one"
+run_dir = "run"
+[[steps]]
+id = "s"
+command = ["sleep", "0.2"]
+'''
+
+
+def test_a_floor_above_the_wall_is_said_to_be_a_defect_of_the_report_not_a_negative_time_more(tmp_path):
+    # (before: 'the run took -1636.0 ms more (0.74 x the floor)', and no note.) No run of
+    # fleet's gives such a floor now: a real run's stream, its step's work made longer
+    # than the whole run, stands for the next defect of the floor.
+    r = fleet("run", str(write_suite(tmp_path / "s.toml", ONE)), "--nodes", "1", cwd=tmp_path, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    run = tmp_path / "run"
+    lines = []
+    for e in events(run):
+        if e["kind"] == "exit":
+            e["work_s"] = 60.0
+        lines.append(json.dumps(e))
+    (run / "events.jsonl").write_text("\n".join(lines) + "\n")
+    j = _report(run, tmp_path)
+    assert j["floor_s"] > j["wall_s"]
+    assert [n for n in j["notes"] if "above the wall" in n and "a defect of fleet's report" in n], j["notes"]
+    text = fleet("report", str(run), cwd=tmp_path, timeout=60, check=True).stdout
+    assert "above the wall: a defect of fleet's report" in text, text
+    assert " more (" not in text and "x the floor" not in text, text
