@@ -15,6 +15,7 @@ event left.
 from __future__ import annotations
 
 import itertools
+import time
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -25,6 +26,8 @@ from fleet.core.window import Queue
 from fleet.wire import events
 from fleet.wire import records, spechash
 from fleet.wire.events import EventLog
+
+FOLLOW_GAP = 0.1  # seconds: final_here reads the claims log at most this often
 
 
 class Claims:
@@ -65,6 +68,10 @@ class Claims:
         # idle), said in the claims log when shared (the recorder sets it: Submissions.busy_since).
         self.busy = lambda: None
         self._said_busy: list = []  # [what was said last]
+        # Steps that ended here on this allocation's verdict, not their own: unrunnable once
+        # it lost nodes, or blocked by such a step (verdict). Their final records say so.
+        self.lost_here: set[str] = set()
+        self._followed = -1e9  # when final_here last read the log
 
     def run_dir_of(self, step: str) -> Path:
         """Where a step's records live."""
@@ -189,6 +196,50 @@ class Claims:
             self.claimed.discard(step)
             self.ended_here(step)  # (recorded in per-step files: claimed so before sharing)
 
+    def verdict(self, step: str, cause: str | None) -> dict:
+        """What the final record of a step that ended here adds when its outcome is this
+        allocation's, not the step's (`cause`: the step whose verdict it is, itself or the
+        dependency that blocked it, unrunnable after this fleet lost nodes; None: another
+        end): {"allocation": true}. Other fleets take such a record as a step this one
+        could not run, not as its failure, and run it (_other_run; records.of_allocation);
+        before 2026-12-07 they failed it (`unrunnable in fleet ...`) though it never ran."""
+        if cause is None or (cause != step and cause not in self.lost_here):
+            return {}
+        self.lost_here.add(step)
+        return {records.OF_ALLOCATION: True}
+
+    def final_mark(self, step: str, cause: str | None) -> dict | None:
+        """What the final record of a step that ended here adds (verdict), or None: this
+        fleet writes none (one it waits for elsewhere, whose outcome is its holder's to
+        record; final_here)."""
+        mark = self.verdict(step, cause)
+        if step not in self.specs or step in self.elsewhere:
+            return None
+        return mark if self.final_here(step, bool(mark)) else None
+
+    def final_here(self, step: str, allocation: bool = False) -> bool:
+        """May this fleet write the final record of a step that ended here without success?
+        Alone, yes. Shared, not when another fleet holds it in the claims log or another
+        fleet's success of it is on disk: the step is that fleet's. Nor, with another fleet
+        live, for an `allocation` verdict (verdict) on a step this fleet does not hold:
+        that fleet may run it. Before 2026-12-07 a fleet that lost its nodes wrote its
+        `unrunnable` next to the markers of the steps another fleet had run meanwhile.
+        The log is followed first (at most every FOLLOW_GAP s: a blocked suite ends many at once)."""
+        log = self.log
+        if not self.shared or log is None:
+            return True
+        now = time.monotonic()
+        if now - self._followed >= FOLLOW_GAP:
+            self._followed = now
+            log.follow()
+        holder = log.holder.get(step)
+        if holder is not None:
+            return holder == self.fleet_id
+        if allocation and log.others_live():
+            return False
+        rec = records.read_done(self.run_dir_of(step), step)
+        return rec is None or rec.get("outcome") != "succeeded" or rec.get("fleet") == self.fleet_id
+
     def _settled(self, step: str) -> None:
         self._ends.pop(step, None)
         if self.log is not None:
@@ -308,18 +359,19 @@ class Claims:
             yield Settled(step, S.SUCCEEDED)
             return
         final = records.read_final(run_dir, step)
-        # Another shard's step settles on its last outcome, whenever it was recorded
-        # (before 2026-12-06 only a failure after this fleet's submission did, and a
-        # success of another definition never: its dependents waited for ever).
-        why = shard.ended_there(rec, final) if foreign else None
-        if why is None and final is not None and final.get("fleet") != self.fleet_id and (
-                final.get("at", 0) >= since or self._holders(step, batch, final)) and self._same(final, step):
-            why = f"{final.get('outcome')} in fleet {final.get('fleet')}: {final.get('reason', '')}"
+        # Another fleet's allocation could not run it (verdict): no end of the step's. It
+        # runs here (_other_run), and its success here removes that record.
+        alloc = records.of_allocation(final) and final.get("fleet") != self.fleet_id
+        if alloc and not foreign:
+            store.final_seen(run_dir, step)
+        why = self._ended_there(step, rec, None if alloc else final, since, batch, foreign)
         if why is not None:
             self._settled(step)
             yield Settled(step, S.FAILED, why)
             return
         if foreign:
+            if alloc:  # its shard runs it next time (as one it drained): looked at when named again
+                return self._wait(step, None)
             self._poll.add(step)  # (a final said, not written yet: read each period until it is)
             return  # another shard's step: only its outcome settles it
         if batch is not None and batch != self.fleet_id:
@@ -339,6 +391,21 @@ class Claims:
             yield Reclaim(step, why)
         else:
             self._poll.add(step)  # an older fleet's per-step claim: read each period
+
+    def _ended_there(self, step: str, rec: dict | None, final: dict | None, since: float, batch: str | None,
+                     foreign: bool) -> str | None:
+        """Why a step another fleet holds ends here unsucceeded, by its records (`rec` its
+        marker, not done here; `final` its final record), or None. Another shard's step
+        settles on its last outcome, whenever it was recorded (before 2026-12-06 only a
+        failure after this fleet's submission did, and a success of another definition
+        never: its dependents waited for ever); this suite's on another fleet's final
+        record of its definition written since this fleet found it held, or its holder's."""
+        if foreign:
+            return shard.ended_there(rec, final)
+        if final is not None and final.get("fleet") != self.fleet_id and (
+                final.get("at", 0) >= since or self._holders(step, batch, final)) and self._same(final, step):
+            return records.ended_in_fleet(final)
+        return None
 
     def _held_live(self, step: str, holder: str, rec: dict | None, final: dict | None, now: float) -> Iterator:
         """A step a live fleet holds, not done here: read each period until it is said
@@ -365,7 +432,8 @@ class Claims:
         """Why a step a live fleet held and said ended there is this fleet's to run now,
         or None: its holder's record of it (its marker or final record, the holder's own)
         is of another definition, or its success is against other runs of its deps (not
-        done_here: the caller looked). Two fleets of different definitions of a step each
+        done_here: the caller looked), or its final record says only that the holder's
+        allocation could not run it (it lost its nodes: verdict). Two fleets of different definitions of a step each
         ran it in turn then; before 2026-12-07 each waited for the other's for ever."""
         if step not in self.log.ended:
             return None
@@ -375,6 +443,8 @@ class Claims:
             return f"fleet {holder} ran another definition of it: run here with this one"
         if final is not None and final.get("fleet") == holder and not self._same(final, step):
             return f"fleet {holder} ran another definition of it ({final.get('outcome')}): run here with this one"
+        if final is not None and final.get("fleet") == holder and records.of_allocation(final):
+            return f"fleet {holder} could not run it ({final.get('reason', '')}): run here"
         return None
 
     def _freed(self, cur: records.ClaimLook | None) -> str:

@@ -364,11 +364,11 @@ class Coordinator:
                 why = f"dependency {d.because} did not succeed"
                 self.submissions.ended(d.step, S.BLOCKED, 0, why, final=True)
                 self.events.write(events.Blocked(t=now, step=d.step, because=d.because))
-                self._final(d.step, S.BLOCKED, why, now)
+                self._final(d.step, S.BLOCKED, why, now, d.because)
             elif isinstance(d, Unrunnable):
                 self.submissions.ended(d.step, S.UNRUNNABLE, 0, d.reason, final=True)
                 self.events.write(events.Unrunnable(t=now, step=d.step, reason=d.reason))
-                self._final(d.step, S.UNRUNNABLE, d.reason, now)
+                self._final(d.step, S.UNRUNNABLE, d.reason, now, d.step if d.after_loss else None)
             elif isinstance(d, Skipped):
                 where = self.claims.elsewhere.pop(d.step, None)  # (a rerun's million: lines by shape)
                 self.submissions.ended(d.step, S.SKIPPED, 0,
@@ -398,17 +398,17 @@ class Coordinator:
         if d.outcome == S.LOST or d.overrules or self.recorder.overruled:  # the attempt's record is ours to write
             self.recorder.ended_here(d, now)
         if final and d.outcome != S.SUCCEEDED and d.step in self.specs:
-            if d.step not in elsewhere:  # another fleet's outcome is its own to record
+            if d.step not in elsewhere and self.claims.final_here(d.step):  # another fleet's is its own to record
                 self.recorder.final(d.step, d.outcome,
                                     {"reason": d.reason, "attempt": d.attempt, "fleet": self.fleet_id, "at": now})
         elsewhere.pop(d.step, None)
         if not final:  # a Retry follows: its line names how this attempt ended
             self.ended_why[d.step] = d.reason or d.outcome
 
-    def _final(self, step: str, outcome: str, reason: str, now: float) -> None:
-        """Record on disk how a step ended here without success (for audits and other fleets)."""
-        if step in self.specs and step not in self.claims.elsewhere:
-            self.recorder.final(step, outcome, {"reason": reason, "fleet": self.fleet_id, "at": now})
+    def _final(self, step: str, outcome: str, reason: str, now: float, cause: str | None = None) -> None:
+        """Record on disk how a step ended here without success, unless it is another fleet's (Claims.final_mark)."""
+        if (mark := self.claims.final_mark(step, cause)) is not None:
+            self.recorder.final(step, outcome, {"reason": reason, "fleet": self.fleet_id, "at": now, **mark})
 
     def _start(self, d: Start, now: float) -> None:
         if launching.recorded(self.events, d, now, self.recorder.taken_back, self.claims.elsewhere) or self.stopping:

@@ -12,7 +12,7 @@ import time
 
 from fleet.control.api import Update
 from fleet.control.drain import UNWRITABLE
-from fleet.control.notsucceeded import LOGGED, NotSucceeded
+from fleet.control.notsucceeded import LOGGED, NotSucceeded, has_log
 from fleet.control.stuck import TOO_LONG
 from fleet.core import states as S
 from fleet.core.oneline import one_line
@@ -100,7 +100,7 @@ class Lines:
                     f": {one_line(reason)}" if reason and outcome != S.SKIPPED else "")
                 if outcome in LOGGED and no_log(reason):  # (its directory could not be made: no log to read)
                     line += " (no log: the step failed before it could open one)"
-                elif outcome in LOGGED:
+                elif has_log(outcome, reason):  # (not one another fleet ended without running it)
                     line += f" (log in the run directory: steps/{step}/log)"
             if tty:
                 out.write("\r\033[K")

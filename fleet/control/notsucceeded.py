@@ -24,6 +24,19 @@ NAMED = 3  # step names said per group
 REASON_CHARS = 200  # of a group's reason, said (a reason may be a page of output)
 # Outcomes of a step whose own log says why (as followlines.LOGGED).
 LOGGED = frozenset({S.FAILED, S.TIMED_OUT, S.OUT_OF_MEMORY, S.TERMINATED, S.BROKEN})
+# How a failure taken from another fleet's final record reads (records.ended_in_fleet).
+_THERE = re.compile(r"([a-z_]+) in fleet \S+: ")
+
+
+def has_log(outcome: str, reason: str | None) -> bool:
+    """Whether the log of a step that ended `outcome` with `reason` says why (and exists):
+    not when it failed before opening one (no_log), nor when it failed here as another
+    fleet ended it without a log (`failed x: unrunnable in fleet ...`: it never ran
+    there; before 2026-12-07 `fleet run` named a log that did not exist)."""
+    if outcome not in LOGGED or no_log(reason):
+        return False
+    there = _THERE.match(reason or "")
+    return there is None or there[1] in LOGGED
 
 # Folded, in this order: an absolute path (before its digits are), a hex address, a number.
 _FOLDS = ((re.compile(r"(?<![\w.~/])/[^\s:,;'\"()\[\]]+"), "<path>"),
@@ -66,8 +79,7 @@ class NotSucceeded:
         key = (outcome, kind_of(reason or ""))
         g = self.groups.get(key)
         if g is None:
-            g = self.groups[key] = Group(outcome, key[1], logged=outcome in LOGGED and not no_log(reason)
-                                         if logged is None else logged,
+            g = self.groups[key] = Group(outcome, key[1], logged=has_log(outcome, reason) if logged is None else logged,
                                          reason=one_line(reason or "")[:REASON_CHARS])
         g.count += 1
         self.total += 1

@@ -80,10 +80,14 @@ def ended_there(rec: dict | None, final: dict | None) -> str | None:
     """Why another shard's step, not done here, settles as not succeeded (its dependents
     blocked), from its marker `rec` (not of this definition: the caller looked) and its
     final record, whenever written: the final record when it is newer than the marker
-    (how the step last ended), else a success of another definition; None: neither."""
+    (how the step last ended), else a success of another definition; None: neither.
+    A final record of its fleet's allocation (records.of_allocation: that fleet lost the
+    nodes) is none: the step waits for that shard's next run, as one its fleet drained."""
     good = rec if rec is not None and rec.get("outcome") == "succeeded" else None
+    if records.of_allocation(final):
+        final = None
     if final is not None and (good is None or float(final.get("at") or 0) >= float(good.get("ended_at") or 0)):
-        return f"{final.get('outcome')} in fleet {final.get('fleet')}: {final.get('reason', '')}"
+        return records.ended_in_fleet(final)
     if good is not None:
         where = f" in fleet {good['fleet']}" if good.get("fleet") else ""
         return f"another definition of it succeeded{where}: run its own shard again with this suite"

@@ -162,6 +162,12 @@ def write_done(run_dir: Path, spec: StepSpec, record: dict) -> None:
         unlink_replaced(path)
 
 
+def final_seen(run_dir: Path, step_id: str) -> None:
+    """Another fleet's final.json of the step was read here, and the step runs here: its
+    success here removes it (replaces_final), as one this fleet wrote or listed."""
+    _finals.add(_fleet_dir(run_dir, step_id))
+
+
 def replaces_final(d: str) -> bool:
     """Whether a success of the step (its key d) must remove the final.json its .fleet
     directory holds, or is owed (then no longer known there: the marker's write removes it)."""

@@ -235,10 +235,14 @@ class Blocked:
 
 @dataclass(frozen=True)
 class Unrunnable:
-    """The step can never fit the allocation; `reason` says what is short."""
+    """The step can never fit the allocation; `reason` says what is short. `after_loss`:
+    it fitted until this fleet lost nodes (fleet.core.fencing, fleet.core.unfit): a
+    verdict on what is left of this allocation, not on the step, which another fleet
+    sharing the run directory may run (fleet.control.claims.Claims.verdict)."""
 
     step: str
     reason: str
+    after_loss: bool = False
 
 
 @dataclass(frozen=True)

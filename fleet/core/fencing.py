@@ -162,5 +162,5 @@ def _unfit(sched, node: str, out: list) -> None:
     take_out(sched._classes, [j for j in gone if j.state == S.READY], sched._quiet.changed)
     for job in (j for j in gone if j.state in (S.WAITING, S.READY)):  # not blocked meanwhile
         sched._set(job, "impossible")
-        out.append(Unrunnable(job.spec.id, f"after losing {node}: {unfit[job.demand]}"))
+        out.append(Unrunnable(job.spec.id, f"after losing {node}: {unfit[job.demand]}", after_loss=True))
         sched._block_descendants(job, job.spec.id, out)

@@ -100,5 +100,6 @@ def judge(sched, out: list) -> None:
         if job.state != S.READY:  # (blocked meanwhile by one before it: said once, as Blocked)
             continue
         sched._set(job, "impossible")
-        out.append(Unrunnable(job.spec.id, f"after losing {pending.lost}: {pending.refused(cap, job.demand)}"))
+        out.append(Unrunnable(job.spec.id, f"after losing {pending.lost}: {pending.refused(cap, job.demand)}",
+                              after_loss=True))
         sched._block_descendants(job, job.spec.id, out)

@@ -45,6 +45,23 @@ def no_log(reason: str | None) -> bool:
     return bool(reason) and reason.startswith(NO_LOG)
 
 
+# A final record's field (true) saying its outcome is its fleet's allocation's, not the
+# step's: unrunnable after that fleet lost the nodes it needed, or blocked by such a step
+# (fleet.control.claims.Claims.verdict). Other fleets run the step; before 2026-12-07 they
+# took it as the step's failure (their `fleet run` failed steps that never ran anywhere).
+OF_ALLOCATION = "allocation"
+
+
+def of_allocation(final: dict | None) -> bool:
+    """Whether a final record says only that its fleet's allocation could not run the step."""
+    return bool(final) and final.get(OF_ALLOCATION) is True
+
+
+def ended_in_fleet(final: dict) -> str:
+    """How another fleet's final record of a step reads as the step's end here."""
+    return f"{final.get('outcome')} in fleet {final.get('fleet')}: {final.get('reason', '')}"
+
+
 def log_path(run_dir: Path, step_id: str) -> Path:
     return step_dir(run_dir, step_id) / "log"
 

@@ -398,7 +398,7 @@ def test_a_waiting_step_that_no_longer_fits_after_a_node_is_lost_is_reported_unr
     assert sched.handle(NodeLost("n2"), 1.0) == [
         Finished("a", 1, "lost", "node lost"),
         Unrunnable("b", "after losing n2: needs at least 4 cores on one node; the largest node that could hold "
-                        "it has 2 (the step may not span nodes)"),
+                        "it has 2 (the step may not span nodes)", after_loss=True),
         Blocked("c", "b"),
     ]
     assert ok("d", 2.0, sched) == [Finished("d", 1, "succeeded")]
@@ -424,8 +424,8 @@ def test_losing_every_node_leaves_the_steps_still_to_run_unrunnable():
     assert out == [Start("a", 1, (slot("n1", [0]),)), WaitSaying("b", "needs 1 core, 0 free", 0)]
     assert sched.handle(NodeLost("n1"), 1.0) == [
         Finished("a", 1, "lost", "node lost", goes_on=True), Retry("a", 2, "attempt 1 lost"),
-        Unrunnable("a", "after losing n1: the allocation has no nodes"),
-        Unrunnable("b", "after losing n1: the allocation has no nodes"),
+        Unrunnable("a", "after losing n1: the allocation has no nodes", after_loss=True),
+        Unrunnable("b", "after losing n1: the allocation has no nodes", after_loss=True),
         Blocked("c", "b"),
     ]
     assert sched.finished()

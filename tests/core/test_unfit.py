@@ -35,7 +35,7 @@ def test_losing_every_node_reports_each_pending_step_unrunnable_once_in_submissi
     unrunnable = [d.step for d in of(Unrunnable, last)]
     pending = [t["id"] for t in tables if t["id"] not in running]
     assert unrunnable == pending  # each once, in setup order
-    assert all(d.reason == "after losing n2: the allocation has no nodes" for d in of(Unrunnable, last))
+    assert all(d.reason == "after losing n2: the allocation has no nodes" and d.after_loss for d in of(Unrunnable, last))
     assert sched.finished() and sched.counts().get(S.READY, 0) == 0
     assert sched._classes == {}
 
@@ -109,9 +109,9 @@ def test_a_step_another_fleet_gives_back_after_the_only_node_it_fits_was_lost_is
     sched.handle(Elsewhere("wide", 1, "claimed by another fleet"), 0.5)
     sched.handle(NodeLost("A", "agent said goodbye"), 1.0)
     out = sched.handle(Reclaim("wide", "its claim went stale"), 2.0)
-    assert [(d.step, d.reason) for d in of(Unrunnable, out)] == [
+    assert [(d.step, d.reason, d.after_loss) for d in of(Unrunnable, out)] == [
         ("wide", "after losing A: needs at least 4 cores on one node; the largest node that could hold it has 2 "
-                 "(the step may not span nodes)")]
+                 "(the step may not span nodes)", True)]
     assert sched.finished() is False and sched.state("narrow") == S.RUNNING
     sched.handle(StepExited("narrow", 1, S.SUCCEEDED), 3.0)
     assert sched.finished()
