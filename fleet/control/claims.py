@@ -4,7 +4,10 @@ A step is claimed before it starts: on a shared run directory in a batch of the 
 log (fleet.control.claimlog: held while this fleet lives), else, for a step an earlier
 fleet left records of, by its own claim file, refreshed while it runs and released when
 it ends here. A step decided here that another fleet holds is tracked as "elsewhere"
-until its marker, its final record, or its holder's end or stale claim settles it.
+until its marker, its final record, or its holder's end or stale claim settles it. A
+final record that says only that its fleet's allocation could not run the step (it
+lost nodes: Claims.verdict) settles nothing: the step runs here. A fleet writes no final
+record of a step another fleet holds or succeeded (Claims.final_here).
 
 Methods that need the scheduler's view of what they find yield scheduler events
 one at a time; the caller hands each to the core (and acts on what it decides)
