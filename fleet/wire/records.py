@@ -80,7 +80,12 @@ def fleet_dir(run_dir: Path, step_id: str) -> Path:
     return type(run_dir)(f"{base}/steps/{step_id}/.fleet")
 
 
-_hashes: dict[int, tuple[StepSpec, str]] = {}
+# Step id -> the definition last hashed under it and its hash: one entry a step id, so a
+# definition submitted again replaces the one before, which then dies with its submission.
+# (Keyed by id(spec) before 2026-12-07, it kept every definition ever hashed for good: a
+# long-lived fleet grew by each resubmission of a suite, ~100 bytes a step for the entry
+# and the definition it held, ~500 more.)
+_hashes: dict[str, tuple[StepSpec, str]] = {}
 
 
 def put(path: str, data: bytes, makedirs=None) -> None:
@@ -110,11 +115,11 @@ def unlink(path: str) -> None:
 
 def spec_hash(spec: StepSpec) -> str:
     """A digest of what the step does: a changed step is not skipped on rerun."""
-    hit = _hashes.get(id(spec))
+    hit = _hashes.get(spec.id)
     if hit is not None and hit[0] is spec:  # computed once per step, not per marker
         return hit[1]
     h = spechash.spec_hash(spec)  # sha256 of repr(spec.identity()), made faster
-    _hashes[id(spec)] = (spec, h)
+    _hashes[spec.id] = (spec, h)  # (another definition of the step, hashed after it, takes its place)
     return h
 
 

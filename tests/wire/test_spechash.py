@@ -60,7 +60,8 @@ def test_records_spec_hash_computes_a_step_s_hash_once_and_gives_it_again(monkey
     assert records.spec_hash(spec) == _as_ever(spec) == records.spec_hash(spec)
     assert made == ["z/9"]
     other = StepSpec("z/9", 0, command="false", workdir="steps/z/9")  # another object, another definition
-    assert records.spec_hash(other) != records.spec_hash(spec) and made == ["z/9", "z/9"]
+    assert records.spec_hash(other) != _as_ever(spec) and made == ["z/9", "z/9"]
+    assert records.spec_hash(other) == _as_ever(other) and made == ["z/9", "z/9"]  # (the step's latest, kept)
 
 
 def test_many_steps_unique_ids_and_empty_fields_hash_as_ever_in_any_order():
@@ -100,3 +101,15 @@ def test_an_array_suites_steps_hash_as_ever():
     ]}, Path("/r/s.toml")).steps
     for spec in steps:
         assert spechash.text(spec) == repr(spec.identity())
+
+
+def test_a_definition_hashed_before_is_let_go_once_another_of_its_step_is_hashed():
+    import sys
+    old = StepSpec("keep/1", 0, command="true", workdir="steps/keep/1")
+    alone = sys.getrefcount(old)
+    records.spec_hash(old)
+    # (held by the cache, keyed by id(spec), for good: each resubmission's definitions kept)
+    new = StepSpec("keep/1", 0, command="true", workdir="steps/keep/1")  # the same suite submitted again
+    assert records.spec_hash(new) == records.spec_hash(old) == _as_ever(new)
+    records.spec_hash(new)
+    assert sys.getrefcount(old) == alone
