@@ -80,3 +80,21 @@ def test_a_rerun_skips_what_succeeded_as_defined_and_runs_what_changed_failed_or
     forced = check(tmp_path, force=True)
     assert forced.done == frozenset()
     assert forced.again == {"a": "forced", "b": "forced", "c": "forced", "g/1": "forced"}
+
+
+def test_reading_the_markers_leaves_no_garbage_only_the_cyclic_collector_would_free(tmp_path):
+    # The coordinator freezes its heap as submissions come in (fleet.control.heap): what
+    # only the cyclic collector frees stays for good. read_markers' listings did, a set of
+    # every step directory's name a submission, its `exists` a closure calling itself.
+    import gc
+    check(tmp_path)
+    for step in ("a", "g/1", "g/2"):
+        mark(tmp_path, step)
+    gc.collect()
+    gc.disable()
+    try:
+        out = submissions.read_markers(tmp_path / "run", ALL)
+        assert set(out) == {"a", "g/1", "g/2"}
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
