@@ -36,9 +36,8 @@ from fleet.core.scheduler import (Blocked, Entering, Finished, Ignored, NodeJoin
                                   Skipped, Start, StepExited, Unrunnable, Wait)
 from fleet.site.launch import Launcher
 from fleet.site.profiles import Profile
-from fleet.wire import connection, events
+from fleet.wire import connection, events, logtag, security
 from fleet.wire import messages as P
-from fleet.wire import logtag, security
 from fleet.wire.events import EventLog
 
 log = logging.getLogger("fleet.control.coordinator")
@@ -487,7 +486,8 @@ class Coordinator:
                              submissions=self.submissions.subs.values(), nodes_from=nodes_from, wall=self.liveness.wall,
                              loop=self.liveness.loop_figures(submitting=self.intake.count(), **self.recorder.figures(),
                                                              **heap.figures()), quiet_s=self.liveness.timeout_s / 2,
-                             longer_only=self.drain.closing.longer_only, preloading=self.preloads.waiting())
+                             longer_only=self.drain.closing.longer_only, preloading=self.preloads.waiting(),
+                             kept=self.submissions.kept())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,7 +27,7 @@ STATUS_SUBMISSIONS = 50
 def answer(sched: Scheduler, agents: list, *, up_since: float, run_dir: Path, failures: list,
            dropped: dict, submissions: list, loop: dict | None = None, nodes_from: int = -1,
            quiet_s: float | None = None, longer_only: bool = False, preloading: dict | None = None,
-           wall=None) -> dict:
+           wall=None, kept: dict | None = None) -> dict:
     """The status map. `agents` in the order to list them (fleet.control.liveness.Agent),
     `submissions` as fleet.control.submissions.Submission, in the order made (any sized,
     reversible collection: the coordinator's own dict view, not a copy of it); `loop`: the coordinator loop's
@@ -37,7 +37,8 @@ def answer(sched: Scheduler, agents: list, *, up_since: float, run_dir: Path, fa
     drain's close found every step left needs a longer allocation (fleet.control.closing).
     `preloading`: a submission held for its suite's preload (fleet.control.preloads.Preloads.waiting).
     `wall`: the coordinator's fleet.control.wallsteps.WallClock, by which its uptime and its
-    running steps' ages are told on its monotonic clock (None: as the wall clock tells them)."""
+    running steps' ages are told on its monotonic clock (None: as the wall clock tells them).
+    `kept`: what the submissions keep of their steps (fleet.control.submissions.Submissions.kept)."""
     if nodes_from >= 0:
         return nodestatus.page(sched, agents, nodes_from)
     now, mono = time.time(), time.monotonic()
@@ -57,7 +58,7 @@ def answer(sched: Scheduler, agents: list, *, up_since: float, run_dir: Path, fa
                 failures=failures[-10:], dropped=dict(dropped),
                 submissions=[_submission(s) for s in reversed(list(itertools.islice(reversed(submissions),
                                                                                     STATUS_SUBMISSIONS)))],
-                submissions_total=len(submissions),
+                submissions_total=len(submissions), **({"submissions_kept": kept} if kept is not None else {}),
                 loop=loop or {}, allocation=_allocation(sched, longer_only, now), preloading=preloading,
                 ready=[asdict(h) for h in sched.waiting_heads(now, STATUS_READY)],
                 reservations=[asdict(r) for r in sched.reservations()],
@@ -71,7 +72,8 @@ def _submission(s) -> dict:
     the drain's close counted ended unstarted (`not_started`: fleet.control.closing), which
     `finished` leaves out (before 2026-12-07 it counted them: "20/20 finished (100%)" of a
     suite two of whose steps never started)."""
-    out = dict(id=s.id, suite=s.suite, steps=len(s.steps), finished=len(s.steps) - s.remaining - s.not_started)
+    n = s.step_count()  # (its steps may have been let go: fleet.control.submission)
+    out = dict(id=s.id, suite=s.suite, steps=n, finished=n - s.remaining - s.not_started)
     if s.not_started:
         out["not_started"] = s.not_started
     return out

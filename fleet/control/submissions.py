@@ -17,6 +17,7 @@ from fleet.control import declaring, fitscope, journalmarks, legacymarks, leftov
 from fleet.control.markerscan import read_markers
 from fleet.control.producers import Producers
 from fleet.control.checks import checked_suite, fit_problems, inside_run_dir
+from fleet.control.submission import Submission, to_release
 from fleet.core import states as S
 from fleet.core.durations import recorded
 from fleet.core.graph import dependency_on, topological_order
@@ -27,76 +28,6 @@ from fleet.wire.events import EventLog
 
 PROGRESS_ROWS = 5000  # finished steps in one progress answer
 FAILURES_KEPT = 50  # recent failures kept for status answers
-# Every state a step can be in (each one the scheduler moves a step to is in its table):
-# a submission's counts hold each from the start, so keeping them is two plain dict updates.
-STATES = tuple(sorted({a for a, _ in S.TRANSITIONS} | set(S.TRANSITIONS.values())))
-
-
-@dataclass
-class Submission:
-    id: int
-    suite: str
-    steps: list[str]
-    remaining: int
-    finished: list = field(default_factory=list)
-    # Its steps by state: every step waits until the scheduler has it (Submissions.moved
-    # and _take keep it up to date); the counts always add up to len(steps).
-    counts: dict = field(default_factory=lambda: dict.fromkeys(STATES, 0))
-    again: set = field(default_factory=set)  # steps that ended in it and were added again, until they end again
-    # Of those, who added each again ("submitted again by p, attempt 2"): its second end's row says so.
-    again_by: dict = field(default_factory=dict)
-    # The children added to it (add, done_before): never one of the suite's own steps (a
-    # child's id is refused if the fleet has it: fleet.control.children), so not a set of all.
-    _has: set = field(default_factory=set)
-    not_started: int = 0  # its steps the drain's close counted ended unstarted (fleet.control.closing)
-    serial: bool = False  # `fleet run --serial`: its steps, and the children they submit, one at a time
-    force: bool = False   # `fleet run --force`: its steps, and the children they submit, run again
-    t: float = 0.0        # when it was registered (time.time(): Submissions.busy_since)
-
-    def __post_init__(self):
-        self.counts[S.WAITING] += len(self.steps)
-
-    def counts_now(self) -> dict[str, int]:
-        """Its steps by state, the states none is in left out: O(states)."""
-        return {k: n for k, n in self.counts.items() if n}
-
-    def holds(self, sid: str) -> bool:
-        """Whether a child was counted in it (submitted, or kept as done, since it began)."""
-        return sid in self._has
-
-    def done_before(self, ids, state_of) -> None:
-        """Children that succeeded before it, counted in it as ended (skipped), if not in it yet."""
-        for sid in ids:
-            if sid not in self._has:
-                self._has.add(sid)
-                self.steps.append(sid)
-                self.counts[state_of(sid)] += 1
-                self.finished.append([sid, S.SKIPPED, 0, "already succeeded"])
-
-    def add(self, ids, state_of, by: str = "") -> None:
-        """More steps counted in this submission (a step's children: fleet.control.children).
-        One it holds already (a retried parent submits a failed child again) is not
-        counted twice: it is waited for again if it ended (`state_of`: the scheduler's
-        state of a step), and counted waiting until the submission's declare counts it
-        as it is (Submissions._take); `by` says who added it again, for its next end's row."""
-        has, counts = self._has, self.counts
-        for sid in ids:
-            if sid not in has:
-                has.add(sid)
-                self.steps.append(sid)
-                self.remaining += 1
-                counts[S.WAITING] += 1
-                continue
-            state = state_of(sid)
-            if state is None:
-                continue
-            counts[state] -= 1
-            counts[S.WAITING] += 1
-            if state in S.FINAL:
-                self.remaining += 1
-                self.again.add(sid)
-                if by:
-                    self.again_by[sid] = by
 
 
 @dataclass(frozen=True)
@@ -180,6 +111,8 @@ class Submissions:
         self.closing: dict[int, set[str]] = {}  # submissions a drain's close walks: their steps counted so far
         sched.moved = self.moved  # each change of a step's state, for the counts by state
         self._open: dict[int, float] = {}  # submission -> when it began, until it is found finished
+        # Submissions that keep their steps and rows (fleet.control.submission.to_release), in the order made.
+        self._kept: dict[int, Submission] = {}
 
     def busy_since(self) -> float | None:
         """When the earliest unfinished submission began (None: none): fleet.control.claims."""
@@ -204,11 +137,17 @@ class Submissions:
 
     def register(self, c: Checked, msg: P.Submit) -> Accepted:
         """Register a checked submission (its steps are counted in it as they are
-        declared: see declare)."""
-        sid = max(self.subs, default=0) + 1
-        self.subs[sid] = Submission(sid, str(msg.suite), c.ids, len(c.ids), serial=msg.serial, force=msg.force,
-                                    t=time.time())
-        self._open[sid] = self.subs[sid].t
+        declared: see declare). Finished ones no longer among those kept let their steps
+        and rows go first (fleet.control.submission.to_release: a long-lived fleet sent
+        the same suite again and again kept every one's for good before 2026-12-07)."""
+        now = time.time()
+        for old in to_release(self._kept.values(), now) if not self.closing else ():  # (a close walks them)
+            self._kept.pop(old).release()
+            self._lists.pop(old, None)
+        sid = next(reversed(self.subs), 0) + 1  # (ids in the order made)
+        self.subs[sid] = self._kept[sid] = Submission(sid, str(msg.suite), c.ids, len(c.ids), serial=msg.serial,
+                                                      force=msg.force, t=now)
+        self._open[sid] = now
         for step in [k for k in self.rerun if k in c.cleared]:  # not a walk of every step cleared
             del self.rerun[step]
         self.rerun.update(c.again)
@@ -224,6 +163,7 @@ class Submissions:
         accepted: later ones wait behind it."""
         sid = acc.sub.id
         self.subs.pop(sid, None)
+        self._kept.pop(sid, None)
         for s in acc.steps:
             ids = [i for i in self.step_subs.get(s.id, ()) if i != sid]  # never changed in place: shared
             if ids:
@@ -318,14 +258,26 @@ class Submissions:
 
     # -- progress -------------------------------------------------------------------------------
     def progress(self, msg: P.Progress):
-        """A client's progress answer: counts by state and finished steps after `since`."""
+        """A client's progress answer: counts by state and finished steps after `since`;
+        an error for a submission unknown here, or one that let its rows go (register)."""
         sub = self.subs.get(msg.submission)
         if sub is None:
             return P.Error(f"no submission {msg.submission}")
+        if sub.released:  # (fleet.control.submission: the latest finished ones keep them)
+            return P.Error(f"submission {sub.id} ended and is no longer kept: its outcomes are in "
+                           f"{self.run_dir / 'events.jsonl'} (fleet report {self.run_dir})")
         since, done = max(0, msg.since), sub.remaining == 0 and self.durable(sub)
-        return P.ProgressReply(sub.id, done, sub.counts_now(), sub.finished[since:since + PROGRESS_ROWS],
-                               min(len(sub.finished), since + PROGRESS_ROWS), full=self.full(),
+        end = min(len(sub.finished), since + PROGRESS_ROWS)
+        sub.told = sub.told or (done and end == len(sub.finished))  # (its last rows: it may be let go)
+        return P.ProgressReply(sub.id, done, sub.counts_now(), sub.finished[since:end], end, full=self.full(),
                                early=self.early(sub.id))
+
+    def kept(self) -> dict:
+        """What they keep of their steps (`fleet status --json`'s `submissions_kept`): the
+        submissions that keep their steps and rows, those steps and those rows. O(those)."""
+        kept = self._kept.values()
+        return {"submissions": len(kept), "steps": sum(len(s.steps) for s in kept),
+                "rows": sum(len(s.finished) for s in kept)}
 
     def moved(self, step: str, old: str, new: str, sids=None) -> None:
         """A step went from state `old` to `new` (the scheduler's observer): counted so in

@@ -1,0 +1,56 @@
+"""A long-lived fleet sent the same suite again and again, as a notebook or a driver
+script does: it keeps the steps and rows of its latest finished submissions only, and
+says so of an earlier one it is asked to wait for. Real fleets, real processes, real
+sockets."""
+
+from __future__ import annotations
+
+import pytest
+
+from fleetharness import assert_nothing_left, fleet
+
+import fleet as F
+from fleet.control.client import FleetError
+from fleet.control.submission import KEEP_FINISHED
+
+STEPS = 20
+SUITE = [{"id": f"same/{i}", "command": "true"} for i in range(STEPS)]
+
+
+def up_in(run, cwd):
+    fleet("up", "--local", "--nodes", "1", "--run-dir", str(run), cwd=cwd, check=True, timeout=60)
+
+
+@pytest.fixture
+def run(tmp_path):
+    """A local fleet of one node up in tmp_path/run; stopped after the test."""
+    run = tmp_path / "run"
+    up_in(run, tmp_path)
+    try:
+        yield run
+    finally:
+        fleet("down", "--run-dir", str(run), cwd=tmp_path, timeout=60)
+        assert_nothing_left(run)
+
+
+def test_a_suite_submitted_again_and_again_keeps_the_steps_of_the_latest_finished_submissions_only(run):
+    with F.connect(run) as f:
+        made, kept = [], []
+        for _ in range(KEEP_FINISHED + 6):
+            sub = f.submit(SUITE, name="same")
+            assert set(f.wait(sub, timeout=120).values()) <= {"succeeded", "skipped"}
+            made.append(sub)
+            kept.append(f.status()["submissions_kept"])
+        # (every submission kept its steps, rows and definitions for good: ~1 KB a step each)
+        assert max(k["submissions"] for k in kept) == KEEP_FINISHED + 1, kept
+        assert kept[-1] == {"submissions": KEEP_FINISHED + 1, "steps": (KEEP_FINISHED + 1) * STEPS,
+                            "rows": (KEEP_FINISHED + 1) * STEPS}, kept
+        with pytest.raises(FleetError, match=r"submission 1 ended and is no longer kept: its outcomes are in "
+                                             r".*events\.jsonl \(fleet report "):
+            f.wait(made[0], timeout=60)
+        recent = f.wait(made[-KEEP_FINISHED], timeout=60)  # (a recent one: waited for again, as before)
+        assert recent == {s["id"]: "skipped" for s in SUITE}
+        st = f.status()
+        listed = {s["id"]: s for s in st["submissions"]}
+        assert listed[1]["steps"] == listed[1]["finished"] == STEPS  # (status still lists a released one whole)
+        assert st["submissions_total"] == len(made)
