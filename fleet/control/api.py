@@ -76,13 +76,15 @@ class SubmitError(FleetError):
 @dataclass(frozen=True)
 class Submission:
     """A suite the fleet accepted: its number in this fleet, its step count and how
-    many of them were already done (skipped)."""
+    many of them were already done (skipped), and which fleet accepted it (`fleet`: its
+    id; the number means something to that fleet alone)."""
 
     id: int
     steps: int
     skipped: int
     suite: str
     notes: tuple = ()  # the fleet's warnings about it (a step's grace the drain would cut)
+    fleet: str = ""    # the fleet that accepted it (Fleet.fleet_id); "": not said (made by hand: not checked)
 
 
 @dataclass(frozen=True)
@@ -154,7 +156,27 @@ class Fleet:
                                           only, with_deps), timeout, on_hold)
         if not reply.ok:
             raise SubmitError(reply.problems)
-        return Submission(reply.submission, reply.steps, reply.skipped, str(path), tuple(reply.notes))
+        return Submission(reply.submission, reply.steps, reply.skipped, str(path), tuple(reply.notes), self.fleet_id)
+
+    @property
+    def fleet_id(self) -> str:
+        """The id of the fleet this client is connected to (its connection file's; for a fleet
+        started before 2026-12-07, which does not say it, one made of its coordinator's host,
+        pid and start)."""
+        c = self.conn
+        return c.fleet or f"{c.host}-{c.pid}@{c.started:.6f}"
+
+    def _own(self, submission: Submission | int) -> None:
+        """FleetError if `submission` is another fleet's than the one this client is connected
+        to: its number names another submission here, or none (before 2026-12-07 a
+        Submission of a fleet since stopped, waited for on the next fleet up in the run
+        directory, returned that fleet's submission of the same number's outcomes)."""
+        theirs = getattr(submission, "fleet", "")
+        if theirs and theirs != self.fleet_id:
+            raise FleetError(f"submission {submission.id} is fleet {theirs}'s, and this client is connected to "
+                             f"fleet {self.fleet_id} in {self.run_dir}: a submission's number names one of its own "
+                             f"fleet's alone. Wait for it with a client of its own fleet while that is up; its "
+                             f"steps' outcomes are in {self.run_dir / 'events.jsonl'} (fleet report)")
 
     def _ask_submit(self, msg: P.Submit, wait: float, on_hold: Callable[[str], None] | None = None) -> P.SubmitReply:
         client = self.client
@@ -229,7 +251,9 @@ class Fleet:
             on_hold(preloading_line(held))
 
     def progress(self, submission: Submission | int, since: int = 0, timeout: float = 3.0) -> P.ProgressReply:
-        """One progress answer: the rows finished after ``since`` (FleetError if none came)."""
+        """One progress answer: the rows finished after ``since`` (FleetError if none came,
+        or if ``submission`` is another fleet's)."""
+        self._own(submission)
         sid = submission.id if isinstance(submission, Submission) else int(submission)
         return self.client.ask(P.Progress(sid, since), timeout=timeout)
 
@@ -245,7 +269,9 @@ class Fleet:
              on_progress: Callable[[Update], None] | None = None) -> dict[str, str]:
         """Wait for every step of a submission to end; their outcomes (step id ->
         "succeeded", "skipped", "failed", ...). TimeoutError after ``timeout`` seconds,
-        FleetError if the fleet went down first."""
+        FleetError if the fleet went down first, or if ``submission`` is another fleet's
+        (one since stopped, say), or ended too long ago to be kept."""
+        self._own(submission)  # (said as it is: not "cannot wait for submission N: ...")
         deadline = None if timeout is None else time.monotonic() + timeout
         since, outcomes = 0, {}
         silent_since, silence = None, silence_s()

@@ -128,7 +128,7 @@ class ComingUp:
                 host=socket.gethostname(), started=c.started, run_dir=str(c.run_dir),
                 server_key=c.keys.server_public, client_public=c.keys.client_public,
                 client_secret=c.keys.client_secret, job=connection.this_job(), cluster=connection.this_cluster(),
-                cwd=connection.start_directory(), env_digests=shellenv.digests()))
+                cwd=connection.start_directory(), env_digests=shellenv.digests(), fleet=c.fleet_id))
         except FileExistsError:
             # Another coordinator won the race for this run directory: stop, and
             # leave its connection file alone (not ready: teardown does not remove it).

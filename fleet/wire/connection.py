@@ -63,6 +63,9 @@ class Connection:
     # the coordinator, and so its agents, had them; not their values (fleet.control.shellenv):
     # `fleet run` says which of its own differ. {}: not said (a fleet started before 2026-12-07).
     env_digests: dict = field(default_factory=dict, hash=False)
+    # The fleet's id (its coordinator's fleet_id: events.jsonl and the claims name it), whose
+    # submissions a client of it may wait for (fleet.control.api). "": not said (before 2026-12-07).
+    fleet: str = ""
 
 
 def start_directory() -> str:
@@ -124,6 +127,8 @@ def from_dict(data: dict) -> Connection:
     digests = data.get("env_digests")  # (a note for `fleet run`: one it cannot read is no reason to refuse the fleet)
     data = {**data, "env_digests": {k: v for k, v in digests.items() if isinstance(k, str) and isinstance(v, str)}
             if isinstance(digests, dict) else {}}
+    if not isinstance(data.get("fleet", ""), str):  # (nor is an id it cannot read: not said)
+        data["fleet"] = ""
     return Connection(**{k: v for k, v in data.items() if k in known})
 
 

@@ -1,13 +1,14 @@
 """A long-lived fleet sent the same suite again and again, as a notebook or a driver
-script does: it keeps the steps and rows of its latest finished submissions only, and
-says so of an earlier one it is asked to wait for. Real fleets, real processes, real
-sockets."""
+script does: it keeps the steps and rows of its latest finished submissions only, says
+so of an earlier one it is asked to wait for, and a Submission of a fleet since stopped
+is never taken for the next fleet's submission of the same number. Real fleets, real
+processes, real sockets."""
 
 from __future__ import annotations
 
 import pytest
 
-from fleetharness import assert_nothing_left, fleet
+from fleetharness import assert_nothing_left, events, fleet
 
 import fleet as F
 from fleet.control.client import FleetError
@@ -54,3 +55,24 @@ def test_a_suite_submitted_again_and_again_keeps_the_steps_of_the_latest_finishe
         listed = {s["id"]: s for s in st["submissions"]}
         assert listed[1]["steps"] == listed[1]["finished"] == STEPS  # (status still lists a released one whole)
         assert st["submissions_total"] == len(made)
+
+
+def test_waiting_on_a_submission_of_a_fleet_since_stopped_names_both_fleets_and_not_the_new_ones_outcomes(run):
+    with F.connect(run) as f:
+        old = f.submit([{"id": "mine", "command": "true"}], name="mine")
+        assert f.wait(old, timeout=60) == {"mine": "succeeded"}
+    fleet("down", "--run-dir", str(run), cwd=run.parent, check=True, timeout=60)
+    up_in(run, run.parent)
+    first, second = [e["fleet"] for e in events(run) if e["kind"] == "fleet_starting"]
+    with F.connect(run) as g:  # (docs/python-api.md: connect again after CoordinatorGone)
+        other = g.submit([{"id": f"someone_else_{i}", "command": "true"} for i in range(3)], name="other")
+        assert other.id == old.id  # (numbers start again in each fleet)
+        theirs = {f"someone_else_{i}": "succeeded" for i in range(3)}
+        # (it returned {'someone_else_0': 'succeeded', ...}: another fleet's submission 1)
+        for ask in (lambda: g.wait(old, timeout=60), lambda: g.progress(old)):
+            with pytest.raises(FleetError, match=rf"submission 1 is fleet {first}'s, and this client is "
+                                                 rf"connected to fleet {second} in "):
+                ask()
+        assert (old.fleet, other.fleet, g.fleet_id) == (first, second, second)
+        assert g.wait(other, timeout=60) == theirs
+        assert g.wait(old.id, timeout=60) == theirs  # (a bare number is the connected fleet's)

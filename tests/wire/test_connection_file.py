@@ -47,6 +47,17 @@ def test_the_environment_s_digests_are_read_back_and_a_file_without_them_or_with
     assert connection.read(_write(tmp_path)).env_digests == {}  # (a file of a fleet before the field)
 
 
+def test_the_fleet_s_id_is_read_back_and_a_file_without_one_or_with_junk_reads_as_none_said(tmp_path):
+    written = connection.Connection(client="tcp://h:1", agents="tcp://h:2", pid=1, host="h", started=1.0,
+                                    run_dir=str(tmp_path), fleet="h-1-a1b2c3")
+    assert connection.read(connection.write(tmp_path, connection.NAME, written)) == written
+    for junk in (7, ["h-1-a1b2c3"], None):
+        (tmp_path / connection.NAME).unlink()
+        assert connection.read(_write(tmp_path, fleet=junk)).fleet == ""
+    (tmp_path / connection.NAME).unlink()
+    assert connection.read(_write(tmp_path)).fleet == ""  # (a file of a fleet before the field)
+
+
 def test_a_field_this_fleet_does_not_know_is_left_out_and_a_missing_one_refused(tmp_path):
     assert connection.read(_write(tmp_path, newer_field={"x": 1})).pid == 123
     (tmp_path / connection.NAME).unlink()
