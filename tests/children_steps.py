@@ -440,3 +440,28 @@ def submits_these(ctx, kids: list) -> None:
     if ctx.phase == 0:
         ctx.submit(kids)
         raise fleet.WaitForChildren()
+
+
+def gated(ctx, gate: str) -> None:
+    """Notes that it started, then waits for the file `gate` (at most 60 s); a SIGTERM
+    ends it at once (a call step's child has the default handler)."""
+    _note(ctx, "started")
+    _until(lambda: os.path.exists(gate))
+
+
+def cancel_family(ctx, gate: str, running: int, waiting: int) -> None:
+    """Submits `running` gated children, `waiting` children after all of them, then
+    `running` more gated ones (queued on the nodes behind the first), and waits."""
+    if ctx.phase == 0:
+        ctx.submit(cancel_steps("", gate, running, waiting))
+        raise fleet.WaitForChildren()
+
+
+def cancel_steps(prefix: str, gate: str, running: int, waiting: int) -> list[dict]:
+    """r0.. (gated, first in priority: they run), w0.. (after every r: they wait), q0..
+    (gated: queued on the nodes behind the r's), in this order: a `fleet cancel` lists them
+    so, the w's between (tests/control/test_cancel_queued.py)."""
+    gated_step = {"call": "children_steps:gated", "args": {"gate": gate}}
+    rs = [dict(gated_step, id=f"{prefix}r{i}", priority=1) for i in range(running)]
+    ws = [{"id": f"{prefix}w{i}", "command": "true", "deps": [r["id"] for r in rs]} for i in range(waiting)]
+    return rs + ws + [dict(gated_step, id=f"{prefix}q{i}") for i in range(running)]

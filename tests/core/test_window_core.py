@@ -102,6 +102,19 @@ def test_cancelling_a_queued_step_asks_its_node_to_drop_it_and_the_nodes_report_
     assert of(Begin, out) == [] and sched.pool.free_cores == 1 and sched.finished()
 
 
+def test_a_cancel_drops_the_queued_steps_before_it_stops_the_running_ones_they_wait_for():
+    # A node told to stop s0 first would start s2 the moment s0 ends on its SIGTERM
+    # (tests/control/test_cancel_queued.py shows it with real processes).
+    sched, _ = windowed([node("n1", 2)], *steps(6), window=None)
+    assert sched.state("s2") == S.QUEUED and sched.state("s3") == S.QUEUED
+    for named in (("s0", "s1", "s2", "s3", "s4", "s5"), ("s5", "s4", "s1", "s0", "s3", "s2")):
+        sched, _ = windowed([node("n1", 2)], *steps(6), window=None)
+        out = sched.handle(Cancel(named, "cancelled (fleet cancel)"), 1.0)
+        kills = [d.step for d in of(Kill, out)]
+        assert sorted(kills[:2]) == ["s2", "s3"] and sorted(kills[2:]) == ["s0", "s1"], kills
+        assert [d.step for d in of(Finished, out)] == [s for s in named if s in ("s4", "s5")]
+
+
 def test_a_queued_step_cancelled_after_its_node_started_it_ends_cancelled_by_its_own_exit():
     sched, _ = windowed([node("n1", 1)], {"id": "a"}, {"id": "b"}, window=None)
     sched.handle(Cancel(("b",)), 1.0)
