@@ -465,3 +465,23 @@ def cancel_steps(prefix: str, gate: str, running: int, waiting: int) -> list[dic
     rs = [dict(gated_step, id=f"{prefix}r{i}", priority=1) for i in range(running)]
     ws = [{"id": f"{prefix}w{i}", "command": "true", "deps": [r["id"] for r in rs]} for i in range(waiting)]
     return rs + ws + [dict(gated_step, id=f"{prefix}q{i}") for i in range(running)]
+
+
+def sweeps_as(ctx, tag: str = "", fail: str = "", retried: bool = False, restarted: bool = False) -> None:
+    """The user guide's sweep with children named for this run: `<name>-c0..2`, the name
+    `tag`, else this attempt's (`a1`, `retried`: the first fails after submitting) or this
+    restart's (`r0`, `restarted`: the first restarts after its children). Child 0 of the
+    name `fail` fails. Notes what it saw; fails if a child in ctx.children did not succeed."""
+    name = tag or (f"a{ctx.attempt}" if retried else f"r{ctx.restarts}")
+    if ctx.phase == 0:
+        ctx.submit([{"id": f"{name}-c{i}", "command": "false" if (name, i) == (fail, 0) else "true"}
+                    for i in range(3)])
+        if retried and ctx.attempt == 1:
+            raise RuntimeError("fails after submitting, once")
+        raise fleet.WaitForChildren()
+    _note(ctx, "resumed", children=ctx.children, restarts=ctx.restarts)
+    if restarted and ctx.restarts == 0:
+        raise fleet.Restart()
+    bad = [k for k, v in ctx.children.items() if v != "succeeded"]
+    if bad:
+        raise RuntimeError(f"bad children: {bad}")

@@ -65,14 +65,19 @@ RESUBMIT_LOOP = ("it submitted child {child} again after it ended without succes
 class Family:
     """What the scheduler keeps for a step that ran in phases or submitted children."""
 
-    __slots__ = ("phase", "stage", "restarts", "kids", "pending", "suspended", "succeeded", "again")
+    __slots__ = ("phase", "stage", "restarts", "kids", "pending", "suspended", "succeeded", "again", "earlier")
 
     def __init__(self) -> None:
         self.phase = 0
         self.stage = ""
         self.restarts = 0
-        self.kids: dict[str, None] = {}  # every child submitted, in order (a set that keeps it)
-        self.pending: set[str] = set()  # children not final
+        # Every child this run submitted (since its start at phase 0), in order (a set that
+        # keeps it): ctx.children. Those of earlier runs are not its own (Phases._run_begins).
+        self.kids: dict[str, None] = {}
+        self.pending: set[str] = set()  # children not final, of any run: it waits for them all
+        # Earlier runs' children still to end as this run began, not submitted again since
+        # (None: none): waited for, so counted with this run's in what it waits for.
+        self.earlier: set[str] | None = None
         self.suspended = False
         self.succeeded = False  # it succeeded with children still to end: final once they have
         self.again: dict[str, int] | None = None  # child -> times submitted again after it ended without success
@@ -109,6 +114,8 @@ class Phases:
             self._parent_of[cid] = (ev.parent, base + i, base)
         for s in ev.steps:  # known ones too: a parent run anew submits them again
             fam.kids[s.id] = None
+        if fam.earlier:  # (this run's now)
+            fam.earlier.difference_update(s.id for s in ev.steps)
         if len(new) < len(ev.steps):
             self._count_again(fam, ev.steps)
 
@@ -149,7 +156,8 @@ class Phases:
     def _anew(self, sid: str) -> None:
         """A finished step runs anew (a new generation, on a live fleet): from phase 0.
         Its children stay its children (submitted again, one done is kept and one that
-        ended without success runs again: fleet.control.children)."""
+        ended without success runs again: fleet.control.children); its ctx.children lists
+        those it submits in its new run only (_run_begins, at its start)."""
         fam = self._families.get(sid)
         if fam is not None:
             fam.phase, fam.stage, fam.restarts, fam.suspended, fam.succeeded = 0, "", 0, False, False
@@ -276,15 +284,31 @@ class Phases:
             todo.extend(kids)
 
     def _resume_of(self, sid: str) -> Resume | None:
-        """What a Start of the step carries besides its placement (None: a plain step)."""
+        """What a Start of the step carries besides its placement (None: a plain step).
+        A start at phase 0 begins a run (_run_begins)."""
         fam = self._families.get(sid)
-        if fam is None or (fam.phase == 0 and fam.restarts == 0):
+        if fam is None:
             return None
+        if fam.phase == 0:
+            self._run_begins(fam)
+            if fam.restarts == 0:
+                return None
         # A child found done from before (SKIPPED) succeeded, as far as its parent can tell.
         # Phase 0 after a restart is from scratch: no children yet, as on its first run.
         kids = () if fam.phase == 0 else tuple((k, S.SUCCEEDED if self._jobs[k].state == S.SKIPPED
                                                 else self._jobs[k].state) for k in fam.kids if k in self._jobs)
         return Resume(fam.phase, fam.stage, fam.restarts, kids)
+
+    @staticmethod
+    def _run_begins(fam: Family) -> None:
+        """The step starts at phase 0: its first run, a retry of its phase 0, a restart,
+        or a run anew (a later submission on a live fleet). Its ctx.children in a later
+        phase lists only what it submits from now on: until 2026-12-07 it listed every
+        child it had ever submitted in this fleet, and a sweep that fails on a failed
+        child failed on one of an earlier run. The children of earlier runs still to end
+        are waited for all the same (pending), and counted (earlier)."""
+        fam.kids = {}
+        fam.earlier = set(fam.pending) or None
 
     def suspended(self, limit: int) -> list[tuple[str, int, str, int, int]]:
         """The first `limit` steps waiting for their children, as family() says each, in
@@ -294,7 +318,7 @@ class Phases:
         for sid in self._waiting:
             fam = self._families[sid]
             if fam.suspended and self._jobs[sid].state == S.SUSPENDED:
-                out.append((sid, fam.phase, fam.stage, len(fam.pending), len(fam.kids)))
+                out.append((sid, fam.phase, fam.stage, len(fam.pending), len(fam.kids) + len(fam.earlier or ())))
                 if len(out) >= limit:
                     break
         return out
@@ -355,4 +379,5 @@ class Phases:
         fam = self._families.get(sid)
         if fam is None:
             return (link[0] if link else None, 0, "", 0, 0)
-        return (link[0] if link else None, fam.phase, fam.stage, len(fam.pending), len(fam.kids))
+        return (link[0] if link else None, fam.phase, fam.stage, len(fam.pending),
+                len(fam.kids) + len(fam.earlier or ()))

@@ -289,3 +289,53 @@ def test_a_running_child_submitted_again_with_a_sibling_dep_run_anew_runs_again_
     [resume] = [d for d in out if isinstance(d, Start)]
     assert resume.step == "p" and dict(resume.resume.children) == {"p/a": S.SUCCEEDED, "p/b": S.SUCCEEDED}
     assert sched.view("p/a").spec.command == "v2"
+
+
+def _resumed(out) -> dict:
+    [start] = [d for d in out if isinstance(d, Start)]
+    return dict(start.resume.children)
+
+
+def test_a_parent_sees_only_the_children_of_its_run_since_phase_0_after_a_retry_a_restart_or_a_run_anew():
+    # Until 2026-12-07 ctx.children listed every child the parent had ever submitted in
+    # this fleet: a sweep that fails on a failed child failed on an earlier run's.
+    sched = Scheduler()
+    sched.handle(NodeJoined(node("n", 1)), 0.0)
+    sched.handle(submission(suite({"id": "p", "retries": 2}).steps), 0.0)
+    sched.handle(children_of("p", "a1"), 1.0)
+    assert starts(sched.handle(StepExited("p", 1, S.FAILED, "boom"), 1.0)) == ["p/a1"]  # children run first
+    assert starts(sched.handle(StepExited("p/a1", 1, S.FAILED), 2.0)) == ["p"]  # attempt 2, at phase 0
+    sched.handle(children_of("p", "a2"), 3.0)
+    sched.handle(StepExited("p", 2, S.WAIT), 3.0)
+    assert _resumed(sched.handle(StepExited("p/a2", 1, S.SUCCEEDED), 4.0)) == {"p/a2": S.SUCCEEDED}
+    # A retry of a later phase runs that phase again: with the children its run submitted.
+    assert _resumed(sched.handle(StepExited("p", 2, S.FAILED), 5.0)) == {"p/a2": S.SUCCEEDED}
+    # A restart starts a run: phase 0 sees none, phase 1 those submitted since.
+    out = sched.handle(StepExited("p", 3, S.RESTART), 6.0)
+    assert [d.resume.children for d in out if isinstance(d, Start)] == [()]
+    sched.handle(children_of("p", "r1"), 7.0)
+    sched.handle(StepExited("p", 3, S.WAIT), 7.0)
+    assert _resumed(sched.handle(StepExited("p/r1", 1, S.SUCCEEDED), 8.0)) == {"p/r1": S.SUCCEEDED}
+    sched.handle(StepExited("p", 3, S.FAILED, "bad children"), 9.0)
+    # Submitted again (a live fleet's next `fleet run`): a run anew, from phase 0.
+    assert starts(sched.handle(submission(suite({"id": "p"}).steps), 10.0)) == ["p"]
+    sched.handle(children_of("p", "y"), 11.0)
+    sched.handle(StepExited("p", 1, S.WAIT), 11.0)
+    assert _resumed(sched.handle(StepExited("p/y", 1, S.SUCCEEDED), 12.0)) == {"p/y": S.SUCCEEDED}
+
+
+def test_a_retried_parent_waits_for_its_earlier_runs_children_still_to_end_and_counts_them():
+    sched = Scheduler()
+    sched.handle(NodeJoined(node("n", 2)), 0.0)
+    sched.handle(submission(suite({"id": "p", "retries": 1}).steps), 0.0)
+    assert starts(sched.handle(children_of("p", "a", "b"), 1.0)) == ["p/a"]  # (a core is free)
+    assert starts(sched.handle(StepExited("p", 1, S.FAILED, "boom"), 1.0)) == ["p/b"]
+    assert starts(sched.handle(StepExited("p/b", 1, S.SUCCEEDED), 2.0)) == ["p"]  # attempt 2; a still runs
+    sched.handle(children_of("p", "c", "d"), 3.0)
+    assert starts(sched.handle(StepExited("p", 2, S.WAIT), 3.0)) == ["p/c"]
+    assert sched.family("p") == (None, 1, "", 3, 3)  # a, of the first run, is waited for and counted
+    assert sched.suspended(10) == [("p", 1, "", 3, 3)]
+    assert starts(sched.handle(StepExited("p/c", 1, S.SUCCEEDED), 4.0)) == ["p/d"]
+    assert starts(sched.handle(StepExited("p/a", 1, S.FAILED), 5.0)) == []
+    assert sched.family("p") == (None, 1, "", 1, 3)  # (a ended: still one of those it waited for)
+    assert _resumed(sched.handle(StepExited("p/d", 1, S.SUCCEEDED), 6.0)) == {"p/c": S.SUCCEEDED, "p/d": S.SUCCEEDED}
