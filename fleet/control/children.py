@@ -142,13 +142,16 @@ class Children:
         cut = len(tag.parent) + 1  # (a given id may hold a "/": an array's c/{i})
         self.given.setdefault(tag.parent, set()).update(s.id[cut:] for s in got.steps)
         new = self._new(tag.parent, got.steps, got.markers)
-        if len(new) < len(got.steps):  # kept ones: listed in the parent's submission as done before
+        # Every child it named, kept ones too: its ctx.children in this run (fleet.core.phases).
+        named = tuple(s.id for s in got.steps) if len(new) < len(got.steps) else ()
+        if named:  # kept ones: listed in the parent's submission as done before
             fresh = {s.id for s in new}
             self._kept(tag.parent, [s.id for s in got.steps if s.id not in fresh])
         if not new:
+            self.coord._feed(Submitted((), {}, parent=tag.parent, named=named), now)
             self._go_on(tag.exit, now)
             return
-        self.intake.waiting.append((None, None, self._batch(tag, new, got.markers, got.left, deps)))
+        self.intake.waiting.append((None, None, self._batch(tag, new, got.markers, got.left, deps, named)))
 
     def _fail(self, tag: Tag, why: str, now: float, final: bool = False) -> None:
         """Fail the parent's attempt, its children not entered (`final`: not retried)."""
@@ -305,7 +308,7 @@ class Children:
                     deps[s.id] = (*deps[s.id], p)
         return out, deps
 
-    def _batch(self, tag: Tag, steps: list, markers: dict, left: dict, files: dict) -> Batch:
+    def _batch(self, tag: Tag, steps: list, markers: dict, left: dict, files: dict, named: tuple) -> Batch:
         """The children as an accepted submission, counted in the parent's own. Those
         that run again with their directory on disk take the path of fresh steps where
         collect looked at what older fleets left in it (fleet.control.leftovers); one it
@@ -333,7 +336,7 @@ class Children:
                        parent=tag.parent)
         # Children of a --serial run are serial too: one step at a time, theirs included.
         event = Submitted(tuple(steps), waits, frozenset(done), chunk=CHUNK, parent=tag.parent,
-                          serial=sub is not None and sub.serial)
+                          serial=sub is not None and sub.serial, named=named)
         return Batch(acc, event, tag.exit)
 
 

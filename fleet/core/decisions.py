@@ -57,6 +57,10 @@ class Submitted:
     durations: Mapping[str, float] = field(default_factory=dict, hash=False, compare=False)
     # Steps a running step submitted (its children, fleet.core.phases): "" for a suite.
     parent: str = ""
+    # Of a parent's submission, every child it named, in its order: those known already
+    # that add nothing (kept: not in `steps`) too, for its ctx.children (fleet.core.phases).
+    # Empty: `steps`. A parent's submission with nothing new has no steps and only these.
+    named: tuple[str, ...] = field(default=(), hash=False, compare=False)
 
 
 @dataclass(frozen=True)

@@ -112,10 +112,12 @@ class Phases:
         self._front = base
         for i, cid in enumerate(new):
             self._parent_of[cid] = (ev.parent, base + i, base)
-        for s in ev.steps:  # known ones too: a parent run anew submits them again
-            fam.kids[s.id] = None
+        named = ev.named or [s.id for s in ev.steps]  # known ones too: a parent run anew submits them again
+        kids = fam.kids
+        for cid in named:
+            kids[cid] = None
         if fam.earlier:  # (this run's now)
-            fam.earlier.difference_update(s.id for s in ev.steps)
+            fam.earlier.difference_update(named)
         if len(new) < len(ev.steps):
             self._count_again(fam, ev.steps)
 

@@ -339,3 +339,24 @@ def test_a_retried_parent_waits_for_its_earlier_runs_children_still_to_end_and_c
     assert starts(sched.handle(StepExited("p/a", 1, S.FAILED), 5.0)) == []
     assert sched.family("p") == (None, 1, "", 1, 3)  # (a ended: still one of those it waited for)
     assert _resumed(sched.handle(StepExited("p/d", 1, S.SUCCEEDED), 6.0)) == {"p/c": S.SUCCEEDED, "p/d": S.SUCCEEDED}
+
+
+def test_children_a_parent_run_anew_names_again_and_the_fleet_keeps_are_in_its_new_runs_children():
+    # What fleet.control.children hands on when a child is known and kept (done, or still
+    # to run with the same definition): it is named, not entered again.
+    sched = Scheduler()
+    sched.handle(NodeJoined(node("n", 1)), 0.0)
+    sched.handle(submission(suite({"id": "p"}).steps), 0.0)
+    sched.handle(children_of("p", "a", "b"), 1.0)
+    sched.handle(StepExited("p", 1, S.WAIT), 1.0)
+    sched.handle(StepExited("p/a", 1, S.SUCCEEDED), 2.0)
+    sched.handle(StepExited("p/b", 1, S.FAILED), 3.0)
+    sched.handle(StepExited("p", 1, S.FAILED, "bad children"), 4.0)
+    assert starts(sched.handle(submission(suite({"id": "p"}).steps), 5.0)) == ["p"]  # run anew
+    b_again = children_of("p", "b")
+    sched.handle(Submitted(b_again.steps, b_again.deps, parent="p", named=("p/b", "p/a")), 6.0)
+    sched.handle(StepExited("p", 1, S.WAIT), 6.0)
+    assert _resumed(sched.handle(StepExited("p/b", 1, S.SUCCEEDED), 7.0)) == {"p/b": S.SUCCEEDED, "p/a": S.SUCCEEDED}
+    # Its next phase names a alone, kept: a submission with nothing new.
+    sched.handle(Submitted((), {}, parent="p", named=("p/a",)), 8.0)
+    assert _resumed(sched.handle(StepExited("p", 1, S.WAIT), 8.0)) == {"p/b": S.SUCCEEDED, "p/a": S.SUCCEEDED}
