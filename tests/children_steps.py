@@ -485,3 +485,25 @@ def sweeps_as(ctx, tag: str = "", fail: str = "", retried: bool = False, restart
     bad = [k for k, v in ctx.children.items() if v != "succeeded"]
     if bad:
         raise RuntimeError(f"bad children: {bad}")
+
+
+def long_id(i: int, length: int) -> str:
+    """A child's given id of `length` characters, unique by `i`, in parts of 200 between '/'
+    (a directory's name ends at 255)."""
+    text = f"k{i:05d}".ljust(length, "x")
+    return "/".join(text[j:j + 200] for j in range(0, length, 200))
+
+
+def long_named(ctx, n: int, length: int, every: int = 0) -> None:
+    """Submits n children with ids of `length` characters (every `every`-th fails), waits,
+    then notes what ctx.children held and fails if one in it did not succeed."""
+    if ctx.phase == 0:
+        given = length - len(ctx.id) - 1
+        ctx.submit([{"id": long_id(i, given), "call": "children_steps:fails" if every and i % every == 0
+                     else "children_steps:nap", "args": {} if every and i % every == 0 else {"s": 0.0}}
+                    for i in range(n)])
+        raise fleet.WaitForChildren()
+    _note(ctx, "resumed", children=ctx.children, omitted=ctx.children_omitted)
+    bad = [k for k, v in ctx.children.items() if v != "succeeded"]
+    if bad:
+        raise RuntimeError(f"{len(bad)} children did not succeed")

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import itertools
 import os
 import time
 from pathlib import Path
 
 from fleet.control import eventlines
+from fleet.core import launchsize
 from fleet.core import states as S
 from fleet.core.scheduler import Begin, Queue, Start, StepExited, Unqueued
 from fleet.site import mpi
@@ -26,9 +26,13 @@ from fleet.wire import messages as P
 from fleet.wire import owndirs, ownfiles, records
 
 
-# Children whose outcomes a Launch carries (ctx.children); past this, only those that did
-# not succeed (as many), and how many were left out (ctx.children_omitted).
-CHILDREN_IN_LAUNCH = 10_000
+# The bytes of children's outcomes a Launch carries at most (ctx.children): past them,
+# only those that did not succeed, as many as fit, and how many were left out
+# (ctx.children_omitted). Less where the step's own fields leave less of the 1 MiB
+# message (fleet.core.launchsize). Until 2026-12-07 the cap was 10,000 children, over
+# 1 MiB with ids of ~100 characters: the parent of 4,500 children with ids of 240 failed
+# after they all succeeded ("the Launch for node1 is 1,183,814 bytes"), and every retry.
+CHILDREN_BYTES = 512 * 1024
 # The decisions the coordinator's _start takes (Begin and Unqueued are only recorded).
 DECIDED = (Start, Queue, Begin, Unqueued)
 
@@ -246,16 +250,34 @@ def resumed(spec, d: Start, run_dir: Path, env: dict) -> dict:
     r = d.resume
     out = {} if r is None else {"phase": r.phase, "stage": r.stage, "restarts": r.restarts,
                                 "children": dict(r.children)}
-    if r is not None and len(r.children) > CHILDREN_IN_LAUNCH:  # the Launch stays far below 1 MiB
-        out["children"] = dict(itertools.islice(((k, v) for k, v in r.children if v != "succeeded"),
-                                                CHILDREN_IN_LAUNCH))
-        out["children_omitted"] = len(r.children) - len(out["children"])
+    if r is not None and r.children:
+        out["children"], out["children_omitted"] = outcomes(spec, r.children)
     if spec.protocol:
         fleet_dir = records.step_dir(run_dir, d.step) / ".fleet"
         env.update(FLEET_PHASE=str(r.phase if r else 0), FLEET_STAGE=r.stage if r else "",
                    FLEET_SUBMIT_DIR=str(fleet_dir / "submit"), FLEET_NEXT_STAGE=str(fleet_dir / "next-stage"))
         out["protocol"] = spec.protocol
     return out
+
+
+def outcomes(spec, children: tuple) -> tuple[dict, int]:
+    """The children's outcomes (id, outcome) a Launch of `spec` carries as ctx.children,
+    and how many it leaves out (ctx.children_omitted): every one if they fit in
+    CHILDREN_BYTES (less what the step's own fields take past 1 MiB less fleet's part),
+    else those that did not succeed, in order, as many as fit."""
+    # msgpack's bytes at most (ids are ASCII: fleet.core.units.check_id), headers at their largest.
+    need = sum(len(k) + len(v) + 10 for k, v in children)
+    room = min(CHILDREN_BYTES, launchsize.STEP_PART - launchsize.own_part(spec))
+    if need <= room:
+        return dict(children), 0
+    kept = {}
+    for k, v in children:
+        if v != "succeeded":
+            room -= len(k) + len(v) + 10
+            if room < 0:
+                break
+            kept[k] = v
+    return kept, len(children) - len(kept)
 
 
 def render_mpi(profile: Profile, spec, d: Start, run_dir: Path, command, env: dict) -> tuple[list, list]:

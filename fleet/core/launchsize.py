@@ -56,6 +56,12 @@ def packed(value: Any) -> int:
     return total
 
 
+def own_part(spec) -> int:
+    """At least as many bytes as a step's own fields (args, command, env, inputs,
+    outputs: at most STEP_PART, as validated) take in its Launch."""
+    return sum(packed(v) for v in (getattr(spec, f) for f in _OWN) if v)
+
+
 def arg_string(text: str, what: str) -> str | None:
     """Why `what`, one string a command is exec'd with, cannot be (over ARG_STRLEN);
     None if it can."""

@@ -30,10 +30,13 @@ class StepContext:
     threads: the thread count its environment and thread pools were given.
     phase: how many times this attempt ran before (waits for children, next stages).
     stage: the stage a ``fleet.Next("stage")`` asked for ("" at first).
-    children: each child's id -> outcome, once it waited for them (WaitForChildren).
+    children: each child's id -> outcome, once it waited for them (WaitForChildren):
+        those this run submitted, since it last started at phase 0 (a retry of phase 0,
+        a restart and a run anew start a new run).
     restarts: how many times it started over (fleet.Restart).
-    children_omitted: past 10,000 children, ``children`` lists only those that did not
-        succeed; this many (successes) are left out.
+    children_omitted: past 512 KiB of outcomes, ``children`` lists only those that did
+        not succeed, as many as fit; this many are left out (the successes first). The
+        run directory's events.jsonl has every child's end (docs/suite-reference.md).
     """
 
     id: str

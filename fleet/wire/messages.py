@@ -280,7 +280,7 @@ class Launch:
     stage: str = ""
     restarts: int = 0
     children: dict = field(default_factory=dict)
-    children_omitted: int = 0  # past launching.CHILDREN_IN_LAUNCH: successes are left out
+    children_omitted: int = 0  # past launching.CHILDREN_BYTES: successes (then the rest) are left out
     protocol: str = ""
     memory_limit: int = 0  # bytes its node holds it to: its declared memory here (0: none; fleet.node.memlimit)
     # Queued (fleet.core.window): start when this step ends on the node, not now (at

@@ -763,6 +763,45 @@ def test_the_launch_of_a_parent_with_fifty_thousand_children_stays_under_the_mes
     assert msg.children_omitted == 50_000 - 50 and msg.phase == 1
 
 
+def test_a_parent_of_many_long_named_children_resumes_with_those_that_failed_and_the_count_left_out(tmp_path):
+    # 600 ids of 1,800 characters: 1.1 MB of outcomes. Until 2026-12-07 a Launch carried up
+    # to 10,000 of them: the parent's was over 1 MiB, not sent, and it failed after its
+    # children ("the Launch for node1 is ... bytes, over the 1,048,576 bytes"), every retry too.
+    r, run_dir = run(tmp_path, '[[steps]]\nid = "p"\ncall = "children_steps:long_named"\n'
+                               'args = { n = 600, length = 1800, every = 100 }\n', "--nodes", "2", timeout=600)
+    assert r.returncode == 1, r.stdout + r.stderr
+    [seen] = [x for x in ran(run_dir) if x["step"] == "p" and x["what"] == "resumed"]
+    from children_steps import long_id
+    failed = {f"p/{long_id(i, 1798)}" for i in range(0, 600, 100)}
+    assert seen["children"] == dict.fromkeys(failed, "failed") and seen["omitted"] == 594, seen["omitted"]
+    [end] = [e for e in exits(run_dir, "p") if e["outcome"] != "wait"]
+    assert (end["outcome"], end["reason"]) == ("failed", "RuntimeError: 6 children did not succeed"), end
+    assert_nothing_left(run_dir)
+
+
+def test_the_outcomes_a_launch_carries_are_capped_by_bytes_less_what_the_steps_own_fields_take(tmp_path):
+    from fleet.control.launching import CHILDREN_BYTES, outcomes
+    from fleet.core.launchsize import STEP_PART
+    from fleet.core.suite import parse_suite
+    spec = parse_suite({"steps": [{"id": "p", "call": "m:f"}]}, tmp_path / "s.toml").steps[0]
+    few = tuple((f"p/k{i}", "failed" if i == 3 else "succeeded") for i in range(10))
+    assert outcomes(spec, few) == (dict(few), 0)
+    # 15,000 short ids fit (a count cap of 10,000 left the successes out); 4,500 ids of 240 do not.
+    short = tuple((f"p/k{i}", "succeeded") for i in range(15_000))
+    assert outcomes(spec, short) == (dict(short), 0)
+    long = tuple((f"p/{i:05d}".ljust(240, "x"), "failed" if i % 2 else "succeeded") for i in range(4_500))
+    kept, omitted = outcomes(spec, long)
+    assert set(kept.values()) == {"failed"} and list(kept) == [k for k, v in long if v == "failed"][:len(kept)]
+    assert CHILDREN_BYTES - 260 < sum(len(k) + len(v) + 10 for k, v in kept.items()) <= CHILDREN_BYTES
+    assert omitted == 4_500 - len(kept) and 2_250 > len(kept) > 1_900
+    # A step whose own args take most of its launch leaves less room: 1,984 bytes here.
+    big = parse_suite({"steps": [{"id": "p", "call": "m:f", "args": {"x": "y" * (STEP_PART - 2000)}}]},
+                      tmp_path / "s.toml").steps[0]
+    assert outcomes(big, few) == (dict(few), 0)
+    kept, omitted = outcomes(big, long)
+    assert list(kept) == [k for k, v in long if v == "failed"][:7] and omitted == 4_500 - 7
+
+
 def test_a_child_named_log_fails_its_parent_at_submit_and_the_run_ends(tmp_path):
     # Its directory would be its parent's log file: before 2026-12-06 the run waited for good.
     r, run_dir = run(tmp_path, '[[steps]]\nid = "plot"\ncall = "children_steps:submits_log"\n', "--nodes", "2",
