@@ -24,6 +24,8 @@ child is not entered (resubmit_loop says why; fleet.control.children fails the p
 attempt before the children go in, as it does a refused child).
 
 A retry (the step failed) keeps its phase and stage: the stage that failed runs again.
+A start at phase 0 begins a run (its first, a retry of phase 0, a restart, a run anew):
+the children a Resume reports (ctx.children) are those submitted since (_run_begins).
 
 Order: a step that goes on, and children, are queued ahead of every step already queued
 at the same priority (a sequence counting down from -1, where suite steps count up from
