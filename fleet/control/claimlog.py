@@ -103,7 +103,13 @@ class ClaimLog:
         # against other runs of their deps): this fleet's to take (fleet.control.claims).
         # Said ended alone is not enough: the holder says it before its marker is written.
         self.free: set[str] = set()
-        self._ending: dict[str, None] = {}  # steps this fleet held that ended here, to say next
+        # Of watched steps another fleet said ended, the record each ended with, as that
+        # fleet said it (`ended_as`, from 2026-12-07): the holder says a step ended before
+        # its record is written, so a record on disk is its end only if it is that one.
+        self.ended_as: dict[str, str] = {}
+        # Steps this fleet held that ended here, to say next, each with the record it ended
+        # with (its marker's id, or "final@<at>" of its final record; None: not known).
+        self._ending: dict[str, str | None] = {}
         self._final: list[str] = []   # steps that ended here unclaimed, to say next (`final`)
         self.finals: set[str] = set()  # watched steps another fleet said ended unclaimed
         # Compaction (fleet.control.claimsnap): the number of the last snapshot met, whether
@@ -195,6 +201,7 @@ class ClaimLog:
             self.holder[s] = who
             self.ended.discard(s)
             self.free.discard(s)
+            self.ended_as.pop(s, None)
             said.pop(s, None)
             if s in watch:
                 touched.add(s)
@@ -202,6 +209,7 @@ class ClaimLog:
                 self.mine.add(s)
             else:
                 self.mine.discard(s)
+        tags = rec.get("ended_as") or {}
         for s in rec.get("ended") or ():
             if self.holder.get(s) == who:
                 said[s] = None
@@ -209,6 +217,8 @@ class ClaimLog:
                     self.ended.add(s)
                     if s in watch:
                         touched.add(s)
+                        if isinstance(tags, dict) and isinstance(tags.get(s), str):
+                            self.ended_as[s] = tags[s]
         if "busy_since" in rec and self.busy.get(who, -1.0) != rec["busy_since"]:
             self.busy[who] = rec["busy_since"]
             if who != self.fleet_id:
@@ -220,11 +230,12 @@ class ClaimLog:
                     touched.add(s)
 
     # -- saying what ended here -----------------------------------------------------------------
-    def said_ended(self, step: str) -> None:
+    def said_ended(self, step: str, tag: str | None = None) -> None:
         """A step ended here (final, recorded): said in the next batch this fleet writes,
-        as `ended` when this fleet holds it in the log, else as `final` (it never ran)."""
+        as `ended` when this fleet holds it in the log (`tag`: the record it ended with,
+        said as `ended_as`), else as `final` (it never ran)."""
         if step in self.mine:
-            self._ending[step] = None
+            self._ending[step] = tag
         else:
             self._final.append(step)
 
@@ -349,6 +360,9 @@ class ClaimLog:
                "steps": steps}
         if self._ending:
             rec["ended"] = list(self._ending)
+            tags = {k: v for k, v in self._ending.items() if v is not None}
+            if tags:
+                rec["ended_as"] = tags
         if self._final:
             rec["final"] = self._final
         if self._busy:

@@ -22,12 +22,12 @@ import time
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from fleet.control import claimlog, claimsnap, shard, store
+from fleet.control import claimlog, claimsnap, heldends, shard, store
 from fleet.core import states as S
 from fleet.core.scheduler import Elsewhere, Reclaim, Scheduler, Settled, Start, StepExited
 from fleet.core.window import Queue
 from fleet.wire import events
-from fleet.wire import records, spechash
+from fleet.wire import records
 from fleet.wire.events import EventLog
 
 FOLLOW_GAP = 0.1  # seconds: final_here reads the claims log at most this often
@@ -204,7 +204,7 @@ class Claims:
         allocation's, not the step's (`cause`: the step whose verdict it is, itself or the
         dependency that blocked it, unrunnable after this fleet lost nodes; None: another
         end): {"allocation": true}. Other fleets take such a record as a step this one
-        could not run, not as its failure, and run it (_other_run; records.of_allocation);
+        could not run, not as its failure, and run it (heldends.other_run; records.of_allocation);
         before 2026-12-07 they failed it (`unrunnable in fleet ...`) though it never ran."""
         if cause is None or (cause != step and cause not in self.lost_here):
             return {}
@@ -248,12 +248,14 @@ class Claims:
         if self.log is not None:
             self.log.ended.discard(step)
             self.log.finals.discard(step)
+            self.log.ended_as.pop(step, None)
 
-    def ended_here(self, step: str) -> None:
+    def ended_here(self, step: str, tag: str | None = None) -> None:
         """A step ended here, final and recorded: said in the claims log when shared, so
-        fleets waiting for it read its marker then (fleet.control.claimlog)."""
+        fleets waiting for it read its marker then (fleet.control.claimlog), with the
+        record it ended with (`tag`: ended_tag) where known."""
         if self.shared and self.log is not None:
-            self.log.said_ended(step)
+            self.log.said_ended(step, tag)
 
     def release_all(self) -> None:
         """Claims of steps that will not finish here (stopped mid-run, or a retry that was
@@ -334,6 +336,16 @@ class Claims:
     def _wait(self, step: str, holder: str | None) -> None:
         self._quiet.setdefault(holder, set()).add(step)
 
+    def _unclaimed(self, step: str) -> Iterator:
+        """Another shard's step no fleet claimed and none said ended unclaimed: waited
+        for, unless found ended there before this fleet's submission and no fleet that
+        may run it again is live (_live_final)."""
+        log = self.log
+        if step not in self._before or (self.shared and log.others_live() and not self._live_final(step)):
+            return self._wait(step, None)
+        self._settled(step)
+        yield Settled(step, S.FAILED, self._before.pop(step))
+
     def _look_at(self, step: str, now: float) -> Iterator:
         if step not in self.elsewhere:
             return  # settled by what an earlier event of this upkeep led to
@@ -346,16 +358,16 @@ class Claims:
         # found ended there before this fleet's submission and no other fleet is live.
         batch = log.holder.get(step) if log is not None else None
         if batch is None and foreign and log is not None and step not in log.finals:
-            if step not in self._before or (self.shared and log.others_live() and not self._live_final(step)):
-                return self._wait(step, None)
-            self._settled(step)
-            yield Settled(step, S.FAILED, self._before.pop(step))
+            yield from self._unclaimed(step)
             return
         self._before.pop(step, None)  # (another fleet took it since: its outcome decides)
         if batch is not None and batch != self.fleet_id and step not in log.ended and log.live(batch):
             return self._wait(step, batch)
         run_dir = self.run_dir_of(step)
         rec = records.read_done(run_dir, step)
+        if batch is not None and not heldends.written(self.log, self.fleet_id, step, batch, rec, run_dir):
+            self._poll.add(step)  # said ended with a record not on disk yet: read each period until it is
+            return
         if store.done_here(run_dir, self.specs[step], rec):
             store.found(run_dir, step, rec)
             self._settled(step)
@@ -363,7 +375,7 @@ class Claims:
             return
         final = records.read_final(run_dir, step)
         # Another fleet's allocation could not run it (verdict): no end of the step's. It
-        # runs here (_other_run), and its success here removes that record.
+        # runs here (heldends.other_run), and its success here removes that record.
         alloc = records.of_allocation(final) and final.get("fleet") != self.fleet_id
         if alloc and not foreign:
             store.final_seen(run_dir, step)
@@ -406,15 +418,15 @@ class Claims:
         if foreign:
             return shard.ended_there(rec, final)
         if final is not None and final.get("fleet") != self.fleet_id and (
-                final.get("at", 0) >= since or self._holders(step, batch, final)) and self._same(final, step):
+                final.get("at", 0) >= since or self._holders(step, batch, final)) and heldends.same(final, self.specs[step]):
             return records.ended_in_fleet(final)
         return None
 
     def _held_live(self, step: str, holder: str, rec: dict | None, final: dict | None, now: float) -> Iterator:
         """A step a live fleet holds, not done here: read each period until it is said
         ended and its record is on disk; this fleet's to run if that record is of
-        another run of it (_other_run), which the claims log then lets it take."""
-        other = self._other_run(step, holder, rec, final)
+        another run of it (heldends.other_run), which the claims log then lets it take."""
+        other = heldends.other_run(self.log, self.specs[step], holder, rec, final)
         if other is None:
             self._poll.add(step)  # said ended, its marker not read yet
             return
@@ -423,32 +435,6 @@ class Claims:
         self.log.free.add(step)
         self.events.write(events.Reclaim(t=now, step=step, reason=other))
         yield Reclaim(step, other)
-
-    def _same(self, final: dict, step: str) -> bool:
-        """Is another fleet's final record of this step's definition (one written before
-        2026-12-02 names none: taken as this one)?"""
-        h = final.get("spec")
-        spec = self.specs[step]
-        return h is None or h == records.spec_hash(spec) or h == spechash.legacy_hash(spec)
-
-    def _other_run(self, step: str, holder: str, rec: dict | None, final: dict | None) -> str | None:
-        """Why a step a live fleet held and said ended there is this fleet's to run now,
-        or None: its holder's record of it (its marker or final record, the holder's own)
-        is of another definition, or its success is against other runs of its deps (not
-        done_here: the caller looked), or its final record says only that the holder's
-        allocation could not run it (it lost its nodes: verdict). Two fleets of different definitions of a step each
-        ran it in turn then; before 2026-12-07 each waited for the other's for ever."""
-        if step not in self.log.ended:
-            return None
-        if rec is not None and rec.get("outcome") == "succeeded" and rec.get("fleet") == holder:
-            if records.succeeded_as(rec, self.specs[step]):
-                return f"fleet {holder} ran it against other runs of its dependencies: run here again"
-            return f"fleet {holder} ran another definition of it: run here with this one"
-        if final is not None and final.get("fleet") == holder and not self._same(final, step):
-            return f"fleet {holder} ran another definition of it ({final.get('outcome')}): run here with this one"
-        if final is not None and final.get("fleet") == holder and records.of_allocation(final):
-            return f"fleet {holder} could not run it ({final.get('reason', '')}): run here"
-        return None
 
     def _freed(self, cur: records.ClaimLook | None) -> str:
         """Why a per-step claim no longer holds its step (a Reclaim's reason)."""

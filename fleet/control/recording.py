@@ -281,7 +281,7 @@ class Recorder:
         if self.known is not None:
             self.known.done_as(spec.id, ran, mid, deps, rec.work_s)
         self.journal.owe(f"{self._steps}{spec.id}/.fleet/{records.DONE}", marker, spec.id, drop, node)  # (d's)
-        self.claims.ended_here(spec.id)  # shared: said in the claims log (fleet.control.claimlog)
+        self.claims.ended_here(spec.id, mid)  # shared: said in the claims log (fleet.control.claimlog)
 
     def overrule(self, step: str, attempt: int) -> None:
         """The coordinator fails an attempt whose exit said it went on (fleet.control.children:
@@ -343,7 +343,7 @@ class Recorder:
         if self.known is not None:
             self.known.done(spec.id, rec)
         self.journal.owe(path, text, spec.id, drop)
-        self.claims.ended_here(spec.id)  # shared: said in the claims log (fleet.control.claimlog)
+        self.claims.ended_here(spec.id, records.marker_id(rec))  # shared: said in the claims log (fleet.control.claimlog)
 
     def final(self, step: str, outcome: str, record: dict) -> None:
         """A step that ended here without success and will not run again here."""
@@ -358,7 +358,7 @@ class Recorder:
         path, rec, drop = store.final_record(self.run_dir, spec, outcome, record)
         self.journal.append({"k": "final", "step": step, "rec": rec, "drop": drop})
         self.journal.owe(path, rec, step, drop)
-        self.claims.ended_here(step)
+        self.claims.ended_here(step, records.final_tag(rec))
 
     # -- each turn, and the end -----------------------------------------------------------------
     def fds(self) -> tuple:

@@ -147,6 +147,13 @@ def is_done(run_dir: Path, spec: StepSpec) -> bool:
     return succeeded_as(read_done(run_dir, spec.id), spec)
 
 
+def final_tag(rec: dict | None) -> str | None:
+    """Which final record this is, as the claims log says a step ended with it
+    (fleet.control.claimlog `ended_as`): "final@" and its `at`; None without one."""
+    at = rec.get("at") if isinstance(rec, dict) else None
+    return f"final@{at!r}" if isinstance(at, (int, float)) else None
+
+
 def marker_id(rec: dict) -> str:
     """Which success a marker records: its `id`; for a 0.1 marker, which has none, one
     made of what it does record (the same at every read)."""

@@ -111,5 +111,94 @@ def test_a_long_lived_fleet_on_a_shared_run_directory_runs_its_ended_step_again_
     assert "succeeded  x" in again.stdout, again.stdout
     ran = exits(run_dir, "x")
     assert [e["returncode"] for e in ran] == [0, 0] and len({e["fleet"] for e in ran}) == 1, ran
+    # It was named again in the claims log by its fleet, after that fleet said it ended.
+    batches = [json.loads(f.read_text()) for f in sorted((run_dir / ".fleet" / "claims").glob("[0-9]*.json"))]
+    ended = next(i for i, b in enumerate(batches) if "x" in (b.get("ended") or ()))
+    assert any("x" in (b.get("steps") or ()) and b["fleet"] == batches[ended]["fleet"]
+               for b in batches[ended + 1:]), batches
     assert down.returncode == 0, down.stderr
     assert_nothing_left(run_dir)
+
+
+def logged(tmp_path: Path, name: str, word: str, seconds: float, log: Path, first_fails: Path | None = None) -> Path:
+    """A suite of one step `x` that writes a line to `log` as it starts ("S word FLEET") and
+    ends; with `first_fails`, its first run (the file not there yet) fails."""
+    fail = f"test -e {first_fails} || {{ touch {first_fails}; exit 1; }}; " if first_fails else ""
+    return write_suite(tmp_path / f"{name}.toml", f"""
+[suite]
+name = "{name}"
+[[steps]]
+id = "x"
+command = "echo S {word} $FLEET_ID >> {log}; {fail}sleep {seconds}; echo E {word} $FLEET_ID >> {log}"
+""")
+
+
+@pytest.fixture
+def shared_up(tmp_path, started):
+    """A `fleet up` of Slurm job 391 on tmp_path/run (env: `environ` of the call), made
+    shared by job 392's `fleet run` of a step waiting for tmp_path/flag; yields the run
+    directory; then the flag is made, that run ends and the fleet goes down."""
+    from fleetharness import fleet
+    from test_job_fleets import job, waiting
+    run_dir, flag, beside = tmp_path / "run", tmp_path / "flag", []
+
+    def up(**environ):
+        fleet("up", "--local", "--nodes", "1", "--run-dir", str(run_dir), cwd=tmp_path, check=True, timeout=60,
+              environ={**job(391), **environ})
+        beside.append(started("run", str(waiting(tmp_path / "b.toml", "b", 1, flag)), "--run-dir", str(run_dir),
+                              extra_env=job(392)))
+        wait_for(lambda: any(e["kind"] == "started" and e["step"] == "b/1" for e in events(run_dir)), 60,
+                 "the other job's fleet to start its step")
+        return run_dir
+
+    yield up
+    flag.touch()
+    for p in beside:
+        finish(p, 90)
+    fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60, environ=job(391))
+    assert_nothing_left(run_dir)
+
+
+SLOW_MARKERS = {"FLEET_TEST_MARKER_SLEEP_MS": "3000"}  # (a parallel filesystem's late marker, made long)
+
+
+def test_a_step_its_holder_succeeded_after_failing_is_not_failed_here_on_its_earlier_final_record(
+        tmp_path, started, shared_up):
+    # The holder says a step ended before its marker is written: the waiting fleet read the
+    # holder's final record of the earlier failure, took it for this end and failed the step
+    # (before 2026-12-07), though the holder's run of it succeeded.
+    from fleetharness import fleet
+    from test_job_fleets import job
+    log, once = tmp_path / "runs.log", tmp_path / "once"
+    run_dir = shared_up(**SLOW_MARKERS)
+    x = logged(tmp_path, "x", "a", 4, log, first_fails=once)
+    assert fleet("run", str(x), "--run-dir", str(run_dir), cwd=tmp_path, timeout=90, environ=job(391)).returncode == 1
+    wait_for(lambda: (run_dir / "steps" / "x" / ".fleet" / "final.json").exists(), 30, "the failure's final record")
+    again = started("run", str(x), "--run-dir", str(run_dir), extra_env=job(391))
+    wait_for(lambda: log.read_text().count("S a") == 2, 60, "the fleet up to run x again")
+    same = started("run", str(x), "--run-dir", str(run_dir), extra_env=job(393))  # the same definition
+    ra, rs = finish(again, 90), finish(same, 90)
+    assert ra[0] == 0 and rs[0] == 0, (ra, rs)
+    assert "skipped    x" in rs[1] or "succeeded  x" in rs[1], rs[1]
+    assert log.read_text().count("S a") == 2, log.read_text()  # (nobody ran it a third time)
+
+
+def test_a_forced_step_waiting_for_another_definitions_run_is_not_skipped_for_its_own_old_marker(
+        tmp_path, started, shared_up):
+    # `fleet run --force` on a fleet up whose step another fleet (another definition) runs:
+    # it waited, then took its own old marker for that fleet's end and said the step
+    # skipped (before 2026-12-07); its definition never ran again.
+    from fleetharness import fleet
+    from test_job_fleets import job
+    log = tmp_path / "runs.log"
+    run_dir = shared_up()
+    xa = logged(tmp_path, "xa", "a", 0, log)
+    assert fleet("run", str(xa), "--run-dir", str(run_dir), cwd=tmp_path, timeout=90, environ=job(391)).returncode == 0
+    wait_for(lambda: said_ended(run_dir, "x"), 30, "the fleet up to say in the claims log that x ended")
+    other = started("run", str(logged(tmp_path, "xc", "c", 3, log)), "--run-dir", str(run_dir),
+                    extra_env={**job(393), **SLOW_MARKERS})
+    wait_for(lambda: "S c" in log.read_text(), 60, "the other definition to run x")
+    forced = fleet("run", str(xa), "--run-dir", str(run_dir), "--force", cwd=tmp_path, timeout=90, environ=job(391))
+    rc = finish(other, 90)
+    assert forced.returncode == 0 and rc[0] == 0, (forced.stdout, forced.stderr, rc)
+    assert log.read_text().count("S a") == 2 and "skipped" not in forced.stdout, (log.read_text(), forced.stdout)
