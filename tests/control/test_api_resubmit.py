@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from fleetharness import assert_nothing_left, events, fleet
+from fleetharness import events, fleet
+from test_api_long_lived import run, up_in  # noqa: F401 (the fixture: a local fleet of one node up)
 
 import fleet as F
 from fleet.control.client import FleetError
@@ -16,22 +17,6 @@ from fleet.control.submission import KEEP_FINISHED
 
 STEPS = 20
 SUITE = [{"id": f"same/{i}", "command": "true"} for i in range(STEPS)]
-
-
-def up_in(run, cwd):
-    fleet("up", "--local", "--nodes", "1", "--run-dir", str(run), cwd=cwd, check=True, timeout=60)
-
-
-@pytest.fixture
-def run(tmp_path):
-    """A local fleet of one node up in tmp_path/run; stopped after the test."""
-    run = tmp_path / "run"
-    up_in(run, tmp_path)
-    try:
-        yield run
-    finally:
-        fleet("down", "--run-dir", str(run), cwd=tmp_path, timeout=60)
-        assert_nothing_left(run)
 
 
 def test_a_suite_submitted_again_and_again_keeps_the_steps_of_the_latest_finished_submissions_only(run):
