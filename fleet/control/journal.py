@@ -260,7 +260,7 @@ class Journal:
         for path, rec, drop, *_ in owed:
             put(path, rec)
             if drop:
-                store.unlink_replaced(path)
+                store.unlink_replaced(path, drop)
 
     def handed(self):
         """Flush, and where the files it owes end in the writer's queues (a ticket; None:
@@ -331,8 +331,8 @@ def replay(run_dir: Path, js: records.Journals, live: set, by: str) -> list[reco
                     records.unlink(os.fspath(d / records.FINAL))
             elif line["k"] == "final" and records.read_final(run_dir, step) is None:
                 put(d / records.FINAL, rec)
-                if line.get("drop"):
-                    store.unlink_done(d)
+                if line.get("drop"):  # (true before 2026-12-07: whichever marker; since, the one it replaces)
+                    store.unlink_done(d, line["drop"])
         with ownfiles.open(j.path, "a") as f:
             # On a line of its own even after a torn last line (empty lines are skipped).
             f.write("\n" + json.dumps({"k": "sealed", "by": by, "t": time.time()}) + "\n")

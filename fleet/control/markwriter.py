@@ -279,7 +279,7 @@ class Writer:
                 if path.endswith(_DONE):
                     records.unlink(path[:-len(_DONE)] + "/" + records.FINAL)
                 else:
-                    self._unlink(os.path.dirname(path))
+                    self._unlink(os.path.dirname(path), drop)  # (only the success it replaces: store.final_record)
         except Exception as e:  # (never ends the thread) still owed by the journal: replay writes it
             self.failed += 1
             log.error("cannot write %s: %r", path, e)

@@ -257,7 +257,7 @@ def record(run_dir: Path, spec, deps, fid: str, ran: Ran) -> None:
         store.makedirs(os.path.dirname(path))
         store._replace(path, rec)
         if drop:
-            store.unlink_done(os.path.dirname(path))
+            store.unlink_done(os.path.dirname(path), drop)
 
 
 GOES_ON = {S.NEXT: "asked for its next stage {stage!r}", S.WAIT: "asked to wait for its children",

@@ -463,31 +463,42 @@ def write_final(run_dir: Path, spec: StepSpec, outcome: str, record: dict) -> No
     makedirs(os.path.dirname(path))
     _replace(path, rec)
     if drop:
-        unlink_done(os.path.dirname(path))
+        unlink_done(os.path.dirname(path), drop)
 
 
-def final_record(run_dir: Path, spec: StepSpec, outcome: str, record: dict) -> tuple[str, dict, bool]:
-    """A final outcome's file (as text) and record, and whether it replaces the step's success
-    (the step's marker must then go); nothing is written."""
+def final_record(run_dir: Path, spec: StepSpec, outcome: str, record: dict) -> tuple[str, dict, str | bool]:
+    """A final outcome's file (as text) and record, and the success it replaces: the id of
+    the marker that must then go (False: none); nothing is written."""
     d = _fleet_dir(run_dir, spec.id)
     ran = _ending(d, record["attempt"]) if "attempt" in record else None
     rec = {"outcome": outcome, "spec": ran.spec if ran is not None else spec_hash(spec), **record}
-    # The step ran again (forced, or against changed deps) and failed: this outcome
-    # replaces its earlier success, which must no longer make a rerun skip it.
-    drop = "attempt" in record and outcome in ("failed", "terminated", "out_of_memory", "lost", "broken")
+    # The step ran again (forced, or against changed deps) and failed: this outcome replaces
+    # its earlier success, the one this fleet knew (at its submission, or its own since),
+    # which must no longer make a rerun skip it. Another fleet's marker written meanwhile
+    # (it took the step from this fleet, found gone: fleet.control.foundgone) stays.
+    drop: str | bool = "attempt" in record and outcome in ("failed", "terminated", "out_of_memory", "lost", "broken")
     if drop:
+        drop = _seen.get(d) or False
         _seen[d] = None
     _finals.add(d)  # (a later success here removes it)
     return f"{d}/{FINAL}", rec, drop
 
 
-def unlink_done(d: Path | str) -> None:
-    """Remove a step's marker (its .fleet directory d), if it has one."""
-    records.unlink(os.path.join(d, DONE))
+def unlink_done(d: Path | str, only: str | bool = True) -> None:
+    """Remove a step's marker (its .fleet directory d), if it has one; `only`, a marker id
+    (a final's `drop`, final_record): only if it is that success's (one read), whichever otherwise."""
+    path = os.path.join(d, DONE)
+    if isinstance(only, str) and (rec := records.read_marker(path)) is not None and marker_id(rec) != only:
+        return  # another success than the one it replaces (none, or torn: removed)
+    records.unlink(path)
 
 
-def unlink_replaced(path: str) -> None:
+def unlink_replaced(path: str, drop: str | bool = True) -> None:
     """What the file at `path` replaces, when its owed item says so (`drop`): a final.json
-    its step's marker (unlink_done); a marker the final.json of the failure it follows."""
+    its step's marker (unlink_done: only the one `drop` names, if it names one); a marker
+    the final.json of the failure it follows."""
     d, name = os.path.split(path)
-    records.unlink(os.path.join(d, FINAL if name == DONE else DONE))
+    if name == DONE:
+        records.unlink(os.path.join(d, FINAL))
+    else:
+        unlink_done(d, drop)

@@ -125,8 +125,13 @@ def spec_hash(spec: StepSpec) -> str:
 
 def read_done(run_dir: Path, step_id: str) -> dict | None:
     """The step's completion marker, or None (one read)."""
+    return read_marker(fleet_dir(run_dir, step_id) / DONE)
+
+
+def read_marker(path: Path | str) -> dict | None:
+    """The completion marker at `path`, or None (none there, or torn)."""
     try:
-        with open(fleet_dir(run_dir, step_id) / DONE) as f:
+        with open(path) as f:
             rec = json.loads(f.read())
     except (OSError, ValueError):
         return None
@@ -317,7 +322,10 @@ def read_final(run_dir: Path, step_id: str, journals: "Journals | None" = None, 
 # died. A `done` or `final` line ends any start before it (a step handed to a node ahead
 # and cancelled before it began has a start and a final, no attempt). Since 2026-12-06 a
 # `done` line may say "drop": true: the step's final.json (of the failure the success
-# follows) goes with its marker's write.
+# follows) goes with its marker's write. Since 2026-12-07 a `final` line's "drop" may be
+# the marker id of the success it replaces (only that marker goes: fleet.control.store),
+# and lines after a seal by another fleet (written by a fleet found gone that resumed,
+# fleet.control.foundgone) are not read.
 
 @dataclass
 class Journal:
@@ -411,6 +419,10 @@ def _take(out: Journals, j: Journal, line: dict) -> None:
         j.fleet, j.sealed = line, False
     elif k == "sealed":
         j.sealed, j.sealed_by = True, str(line.get("by") or "")
+        return
+    elif j.sealed and j.sealed_by not in ("", "itself"):
+        # Written after another fleet replayed it: by its fleet found gone, resumed before it
+        # knew (fleet.control.foundgone); its steps were that other fleet's by then.
         return
     if k == "reset":  # the user asked for the step again: its attempts count from t (touches nothing)
         out.resets[step] = max(t, out.resets.get(step, t))
