@@ -20,7 +20,10 @@ this host, stale, ended, or of another host in a batch job that has ended:
 fleet.control.jobwatch) holds nothing: before any of its steps is taken, its
 journal is replayed (the markers it owed are written; fleet.control.journal), so a
 step it finished is found done and never runs again, and one it had not finished
-runs again once, in whichever fleet names it first.
+runs again once, in whichever fleet names it first: a step it had started, only once
+its own run of it must have stopped (fences: fleet.control.gonefence). Before anything
+of it is taken, a fleet that died holding its lease or a registration is said gone on
+disk, so that one only suspended learns it and stops (fleet.control.foundgone).
 
 Per claim turn: one temporary file written, linked and removed, plus one open per
 batch another fleet wrote since. Per step claimed, nothing, except a marker check for
@@ -59,6 +62,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import shutil
 import socket
@@ -66,8 +70,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from fleet.control import claimsnap, store
-from fleet.control.lease import _dead
+from fleet.control import claimsnap, foundgone, gonefence, store
+from fleet.control.lease import _dead, _why
 from fleet.control.lease import _refreshed as lease_refreshed
 from fleet.wire import ownfiles
 
@@ -79,6 +83,7 @@ LIVE_S = 1.0      # how long a look at which fleets are live is trusted for a co
 # before the claim is acted on, so that a test can kill a fleet between the two.
 PAUSE_ENV = "FLEET_TEST_CLAIM_PAUSE"
 _UNLOCKED = contextlib.nullcontext()
+log = logging.getLogger("fleet.control.coordinator")
 
 
 class ClaimLog:
@@ -93,6 +98,10 @@ class ClaimLog:
         self.holder: dict[str, str] = {}  # step -> fleet of the last batch naming it
         self.mine: set[str] = set()
         self.gone: set[str] = set()
+        # Gone fleets whose started steps may still be stopping where they ran: fleet ->
+        # (until when, this host's clock; those steps). fleet.control.gonefence.
+        self.fences: dict[str, tuple[float, frozenset]] = {}
+        self.muted = False  # this fleet was found gone itself: it writes nothing more (fleet.control.foundgone)
         self._live: set[str] = set()
         self._looked = -1e9
         self.pause = float(os.environ.get(PAUSE_ENV) or 0.0)
@@ -279,8 +288,32 @@ class ClaimLog:
         if fleet in self._live:
             return True
         self.gone.add(fleet)
+        if fleet in self.lease.died:  # (it held a lease or registration: said durably before anything of it
+            # is taken, so that, if it was only held up, it stops when it resumes; a fleet that ended gave them back)
+            foundgone.mark(self.root.parent.parent, fleet, self.fleet_id, self.lease.died[fleet])
         self.on_gone(fleet)
         return False
+
+    def fence(self, fleet: str, died: dict | None, steps) -> None:
+        """The gone fleet `fleet` had started `steps` (its journal says): none of them is
+        taken before its own copy must have stopped (fleet.control.gonefence)."""
+        if not steps:
+            return
+        now = time.time()
+        until = gonefence.until(died, now, self.lease.me.get("stops_s"), self.lease.refresh_s)
+        if until > now:
+            self.fences[fleet] = (until, frozenset(steps))
+            log.error("fleet %s is gone: the %d steps it was running run here (or elsewhere) in %.1f s, once its own "
+                      "side must have stopped them", fleet, len(steps), until - now)
+
+    def fenced(self, step: str, fleet: str | None, now: float) -> float | None:
+        """Until when a step the gone `fleet` started waits (None: it need not)."""
+        f = self.fences.get(fleet) if self.fences and fleet is not None else None
+        if f is None or step not in f[1]:
+            return None
+        if now >= f[0]:
+            return None
+        return f[0]
 
     def others_live(self) -> bool:
         """Is a fleet other than this one live? (looked at most every LIVE_S)"""
@@ -299,7 +332,8 @@ class ClaimLog:
                 live.add(str(rec.get("fleet")))
             elif rec.get("fleet") != self.fleet_id:
                 # (it holds the lease still: it died, about when it last refreshed it)
-                self.lease.died[str(rec.get("fleet"))] = {**rec, "refreshed": lease_refreshed(cur)}
+                self.lease.died[str(rec.get("fleet"))] = {**rec, "refreshed": lease_refreshed(cur),
+                                                          "why": _why(rec, cur, self.lease)}
         self._live, self._looked = live, now
 
     def holder_of(self, step: str) -> str | None:
@@ -333,8 +367,8 @@ class ClaimLog:
                     continue
                 h = self.holder.get(s)
                 if h is not None and h != self.fleet_id and (s not in self.said or s not in self.free) \
-                        and self.live(h):
-                    refused[s] = h
+                        and (self.live(h) or self.fenced(s, h, time.time()) is not None):
+                    refused[s] = h  # (live; or gone, its copy of the step maybe still stopping: gonefence)
                     continue
                 why = blocked(s)
                 if why is not None:
@@ -354,6 +388,8 @@ class ClaimLog:
 
     def _write(self, steps: list[str]) -> bool:
         """Put the batch in place as number self.next, whole (link), if nobody did."""
+        if self.muted:
+            return True  # (found gone: nothing of it is said; nothing starts either)
         store.makedirs(self.root)  # once per process
         tmp = self.root / f".{self.fleet_id}.{os.getpid()}.tmp"
         rec = {"fleet": self.fleet_id, "host": socket.gethostname(), "pid": os.getpid(), "at": time.time(),

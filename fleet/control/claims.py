@@ -62,6 +62,9 @@ class Claims:
         # fleet claimed yet). `examined` counts the steps looked at.
         self._poll: set[str] = set()
         self._quiet: dict[str | None, set[str]] = {}
+        # Steps a gone fleet had started, parked until its own copies must have stopped:
+        # fleet -> its steps, looked at again once its deadline passed (one per fleet: gonefence).
+        self._fenced: dict[str, set[str]] = {}
         # Another shard's steps found ended there, unsuccessfully or under another
         # definition, before this fleet's submission (held_by_other_shards): step -> why.
         self._before: dict[str, str] = {}
@@ -282,6 +285,8 @@ class Claims:
                 if v.id in self.claimed:
                     store.refresh(self.run_dir_of(v.id), v.id, self.fleet_id)
         log = self.log
+        if log is not None and log.muted:
+            return  # this fleet was found gone: it says nothing more (fleet.control.foundgone)
         if log is not None:
             log.watch = self.elsewhere
             if self.shared:
@@ -331,7 +336,17 @@ class Claims:
                 log.touched = set()
             for fleet in gone:
                 todo |= self._quiet.pop(fleet)
+            for fleet in [f for f in self._fenced if log.fences[f][0] <= now]:
+                todo |= self._fenced.pop(fleet)
         return sorted(s for s in todo if s in self.elsewhere)
+
+    def _fence(self, step: str, fleet: str | None, now: float) -> bool:
+        """Whether a gone fleet's step, which it had started, waits until that fleet's
+        own copy must have stopped (fleet.control.gonefence): parked under it then."""
+        if self.log is None or self.log.fenced(step, fleet, now) is None:
+            return False
+        self._fenced.setdefault(fleet, set()).add(step)
+        return True
 
     def _wait(self, step: str, holder: str | None) -> None:
         self._quiet.setdefault(holder, set()).add(step)
@@ -393,17 +408,11 @@ class Claims:
             if self.log.live(batch):
                 yield from self._held_live(step, batch, rec, final, now)
                 return
-            self.elsewhere.pop(step, None)
-            why = f"its holder {batch} is gone"
-            self.events.write(events.Reclaim(t=now, step=step, reason=why))
-            yield Reclaim(step, why)
+            yield from self._reclaim(step, f"its holder {batch} is gone", batch, now)
             return
         cur = records.read_claim(run_dir, step)
         if cur is None or records.holder_dead(cur.rec) or records.claim_stale(cur, self.stale_after, self._live()):
-            self.elsewhere.pop(step, None)
-            why = self._freed(cur)
-            self.events.write(events.Reclaim(t=now, step=step, reason=why))
-            yield Reclaim(step, why)
+            yield from self._reclaim(step, self._freed(cur), holder, now)  # (holder: a gone lease holder's, adopted)
         else:
             self._poll.add(step)  # an older fleet's per-step claim: read each period
 
@@ -421,6 +430,15 @@ class Claims:
                 final.get("at", 0) >= since or self._holders(step, batch, final)) and heldends.same(final, self.specs[step]):
             return records.ended_in_fleet(final)
         return None
+
+    def _reclaim(self, step: str, why: str, gone: str | None, now: float) -> Iterator:
+        """The step is this fleet's to run (its holder, `gone`, is gone or its claim free),
+        once that fleet's own run of it must have stopped (_fence)."""
+        if self._fence(step, gone, now):
+            return
+        self.elsewhere.pop(step, None)
+        self.events.write(events.Reclaim(t=now, step=step, reason=why))
+        yield Reclaim(step, why)
 
     def _held_live(self, step: str, holder: str, rec: dict | None, final: dict | None, now: float) -> Iterator:
         """A step a live fleet holds, not done here: read each period until it is said

@@ -139,9 +139,9 @@ class Coordinator:
                 wait_ms = 0 if busy else self.holds.wait_ms(time.time(), self.drain.wait_ms(
                     time.time(), int((wake - time.monotonic()) * 1000)))
                 ready = dict(poller.poll(self.liveness.polling(wait_ms)))  # (returning late: a stall, Liveness)
+                self.recorder.stand(time.monotonic())  # found gone by another fleet: it stops (control.foundgone)
                 self.drain.follow_clock(time.time())  # a wall clock's step, before any event is stamped with it
-                # Until the next poll the loop does not listen: not counted against agents.
-                self._until = self.liveness.listening_ended() + TURN_S
+                self._until = self.liveness.listening_ended() + TURN_S  # (deaf till the next poll: not counted against agents)
                 if self.agent_sock in ready:
                     self._drain(self.agent_sock, self._on_agent)
                 if self.client_sock in ready:
@@ -178,7 +178,7 @@ class Coordinator:
         self.intake.close()
         for a in self.agents.values():
             if a.alive:
-                self.liveness.send(a.node, P.Shutdown())  # each step its own grace
+                self.liveness.send(a.node, P.Shutdown(self.recorder.shutdown_grace))  # each its own grace (none: found gone)
         # Wait (bounded) for agents to say goodbye, then make sure of it.
         deadline = time.monotonic() + 5.0 + cancelling.longest_grace(self.sched)
         while self.liveness.any_alive() and time.monotonic() < deadline:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 
-from fleet.control import outcomes
+from fleet.control import foundgone, outcomes
 from fleet.wire import events, fencing
 from fleet.core import states as S
 from fleet.core.decisions import NodeLost, StepExited
@@ -142,5 +142,8 @@ class Orphan:
         self.stop_at = now + LINGER_S
 
     def why(self) -> str | None:
-        """The reason its fleet_down record gives: why the fleet stopped itself (None: asked to)."""
+        """The reason its fleet_down record gives: why the fleet stopped itself (None: asked
+        to); also for a fleet that stopped because another found it gone (fleet.control.foundgone)."""
+        if (gone := foundgone.down_why(self.coord.recorder)) is not None:
+            return gone
         return f"{ORPHANED}; the fleet stopped itself" if self.stopped else None

@@ -297,6 +297,13 @@ class Journal:
         self._release()
         return sealed
 
+    def drop(self) -> None:
+        """Close without writing anything more: no buffered line, no owed file, no seal
+        (its fleet was found gone by another: fleet.control.foundgone)."""
+        self._lines, self._starts, self._hashes, self._owed, self._rest = [], [], [], [], b""
+        self._flight = None
+        self._release()
+
     def _release(self) -> None:
         if self.syncer is not None:
             self.syncer.idle()  # (an fsync superseded by sync() may still be under way on this file)

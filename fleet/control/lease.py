@@ -25,6 +25,15 @@ so: whose lease, when it was refreshed and when it will be taken over, in its
 registration (`waiting`: what `fleet up` and `fleet run` tell the user,
 fleet.control.client) and in its log.
 
+A fleet refreshes its lease or registration from its loop (keep), and first checks it
+still stands there: its lease still names it (another fleet may have taken it over
+from it, stale: the holder was only suspended), its registration is still there
+(another fleet removes a stale one), and no other fleet found it gone
+(fleet.control.foundgone). If not it stops, recording nothing (since 2026-12-07;
+before, such a fleet ran on). The lease and registration say `stops_s` too: how long
+after this fleet's last sign of life its steps may still run on its nodes, which a
+fleet that finds it gone waits before running them (fleet.control.gonefence).
+
 A lease whose holder is provably dead (same host, no such pid), whose holder's batch
 job has ended (a holder of another host, in another job of this fleet's Slurm cluster:
 fleet.site.jobstate, asked every JOB_LOOK_S while waiting), or that is stale is taken
@@ -56,7 +65,7 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-from fleet.control import identity, store
+from fleet.control import foundgone, identity, store
 from fleet.control.jobwatch import JobWatch
 from fleet.site import jobstate
 from fleet.wire import sightings
@@ -127,7 +136,7 @@ class Lease:
     """This fleet's standing on its run directory: the lease holder (alone, or shared),
     or a fleet sharing a run directory another fleet holds."""
 
-    def __init__(self, run_dir: Path, fleet_id: str, stale_after: float):
+    def __init__(self, run_dir: Path, fleet_id: str, stale_after: float, stops_s: float | None = None):
         self.root = Path(run_dir) / ".fleet"
         self.path = self.root / "lease"
         self.fleets = self.root / "fleets"
@@ -135,6 +144,8 @@ class Lease:
         self.stale_after = stale_after
         self.refresh_s = refresh_s(stale_after)
         self.me = {"fleet": fleet_id, "host": socket.gethostname(), "pid": os.getpid(), "refresh_s": self.refresh_s}
+        if stops_s is not None:  # (how long its steps may run on after its last sign of life: fleet.control.gonefence)
+            self.me["stops_s"] = stops_s
         if this_job():  # (a holder's job that ended frees its lease at once: _job_ended)
             self.me.update(job=this_job(), cluster=this_cluster())
         self._jobs: dict[str, tuple[float, bool | None]] = {}  # job -> (asked at, ended): waiting, before the loop
@@ -149,6 +160,7 @@ class Lease:
         self.generation = 1
         self._next_look = 0.0
         self._next_refresh = 0.0
+        self._refreshed = time.monotonic()  # when this fleet last refreshed its lease or registration
 
     # -- taking it ---------------------------------------------------------------------
     def acquire(self, poll_s: float = 0.05) -> None:
@@ -158,25 +170,27 @@ class Lease:
         since, noted = time.monotonic(), None
         while True:
             if self._create(1):
-                return
+                break
             cur = self._read()
             if cur is None:
                 continue  # released a moment ago: try again
             rec = cur.rec
             if self._takeable(cur):
                 if self._take_over(cur):
-                    return
+                    break
             elif rec.get("shared") and self._registered():
                 if noted is not None:  # waiting no more
                     store._replace(self._reg_path(), {**self.me, "at": time.time()})
                 self.shared = True
-                return
+                break
             elif rec:
                 self._register()
                 if time.monotonic() - since >= NOTE_AFTER_S:
                     noted = self._note(cur, noted)
-                self.wants_sharing(time.monotonic())  # (keeps the registration fresh while it waits)
+                self._touch(time.monotonic())  # (keeps the registration fresh while it waits)
             time.sleep(poll_s)
+        self._refreshed = time.monotonic()
+        self._next_refresh = self._refreshed + self.refresh_s
 
     def _note(self, cur: Look, noted: float | None) -> float:
         """Say, in the registration and the log, whose lease this fleet waits for and
@@ -248,6 +262,9 @@ class Lease:
             if cur is None or not self._takeable(cur) or \
                     (cur.rec.get("fleet"), cur.rec.get("generation")) != (rec.get("fleet"), rec.get("generation")):
                 return False
+            # (before the lease changes hands: the holder, if only held up, learns why it lost it)
+            foundgone.mark(self.root.parent, str(rec.get("fleet")), self.fleet_id,
+                           {**rec, "refreshed": _refreshed(look)}, _why(rec, look, self))
             store._replace(self.path, {**self.me, "at": time.time(), "generation": gen + 1, "shared": False})
         finally:
             adopt.unlink(missing_ok=True)
@@ -327,7 +344,7 @@ class Lease:
             if not isinstance(rec, dict):
                 continue
             if _dead(rec, self.root.parent) or self._stale(cur) or self.jobwatch.of(rec):
-                self.died[str(rec.get("fleet"))] = {**rec, "refreshed": _refreshed(cur)}
+                self.died[str(rec.get("fleet"))] = {**rec, "refreshed": _refreshed(cur), "why": _why(rec, cur, self)}
                 SEEN.forget(p)
                 try:
                     p.unlink()
@@ -348,15 +365,36 @@ class Lease:
         return cur.rec.get("fleet") if cur else None
 
     # -- while running ----------------------------------------------------------------------
-    def wants_sharing(self, now: float) -> bool:
-        """True (the holder, alone) when a live fleet registered to share; looked at
-        every LOOK_S. Also keeps the lease or the registration fresh."""
+    def keep(self, now: float) -> str | None:
+        """Refresh the lease or the registration when due (every refresh_s), having first
+        made sure this fleet still stands on the run directory: its lease still names it,
+        or its registration is still there, and no other fleet found it gone
+        (fleet.control.foundgone). Returns why it no longer stands (then nothing is
+        refreshed), or None. A few calls per refresh, nothing per step."""
+        if now < self._next_refresh:
+            return None
+        gap = now - self._refreshed
+        why = foundgone.lost(self, gap)
+        if why is not None:
+            return why
+        self._touch(now)  # (due: now >= _next_refresh)
+        self._refreshed = now
+        if gap >= sightings.confirm_s(self.refresh_s):  # another fleet may be finding it gone now: look again soon
+            self._next_refresh = now + min(self.refresh_s, foundgone.DOUBT_S)
+        return None
+
+    def _touch(self, now: float) -> None:
+        """Refresh the lease or the registration's mtime (one utime), if due."""
         if now >= self._next_refresh:
             self._next_refresh = now + self.refresh_s
             try:
                 os.utime(self.path if self.holder else self._reg_path())
             except OSError:
                 pass
+
+    def wants_sharing(self, now: float) -> bool:
+        """True (the holder, alone) when a live fleet registered to share; looked at
+        every LOOK_S (the lease is refreshed by keep())."""
         if not self.holder or self.shared or now < self._next_look:
             return False
         self._next_look = now + LOOK_S
@@ -372,6 +410,15 @@ class Lease:
                     self.path.unlink()
                 except FileNotFoundError:
                     pass
+
+
+def _why(rec: dict, cur: Look, lease: Lease) -> str:
+    """Why a lease or registration's fleet is found gone, in words (fleet.control.foundgone)."""
+    if _dead(rec, lease.root.parent):
+        return "its process is gone"
+    if lease._stale(cur):
+        return f"unchanged for {cur.unchanged:.0f} s as fleet {lease.fleet_id} watched it"
+    return "its batch job ended"
 
 
 def _refreshed(cur: Look) -> float:

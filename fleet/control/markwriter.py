@@ -227,6 +227,20 @@ class Writer:
         with self._lock:
             return self._wait_under(0, timeout)
 
+    def discard(self) -> None:
+        """Drop every file queued and not yet written, the nodes' too: this fleet was found
+        gone, and its steps' records are the fleets' that took them (fleet.control.foundgone)."""
+        if self.nodes is not None:
+            self.nodes.take_back()
+        with self._lock:
+            for i, q in enumerate(self._queues):
+                self.written[i] += len(q)  # (counted as done: a ticket's wait ends)
+                q.clear()
+            self.queued.clear()
+            self._after.clear()
+            self._after_n = 0
+            self._moved.notify_all()
+
     def steps(self) -> list[str]:
         """The steps whose marker is still queued (written or removed)."""
         with self._lock:

@@ -26,7 +26,8 @@ import logging
 import os
 import time
 
-from fleet.control import doneline, fold, journal, journalmarks, legacymarks, markwriter, outcomes, store, syncer, tally
+from fleet.control import (doneline, fold, foundgone, gonefence, journal, journalmarks, legacymarks, markwriter,
+                           outcomes, store, syncer, tally)
 from fleet.control.claimlog import ClaimLog
 from fleet.control.lease import Lease
 from fleet.core import attempts
@@ -40,13 +41,15 @@ _OURS = store.Claim(store.Claim.OURS)  # a start's answer, alone (read, never ch
 class Recorder:
     """The coordinator's records of attempts and outcomes (see the module's docstring)."""
 
+    gone_why: str | None = None  # why this fleet no longer stands on its run directory (fleet.control.foundgone)
+
     def __init__(self, coordinator):
         c = coordinator
         self.run_dir, self.fleet_id, self.claims = c.run_dir, c.fleet_id, c.claims
         self.sched, self.submissions = c.sched, c.submissions
-        self.lease = Lease(self.run_dir, self.fleet_id, self.claims.stale_after)
+        self.lease = Lease(self.run_dir, self.fleet_id, self.claims.stale_after, gonefence.stops_here(c))
         self.lease.acquire()
-        self._events = c.events
+        self.coord = c  # (its events; stopped if found gone: fleet.control.foundgone)
         gone = self.lease.took_from
         if gone is not None and gone.get("fleet"):  # (before our fleet_starting: it ends that one's session)
             c.events.write(events.FleetGone(t=gone["refreshed"], gone=str(gone["fleet"]),
@@ -59,6 +62,7 @@ class Recorder:
             # else reads the log of an earlier shared period (it goes) or folds journals.
             self.log = self.claims.log = ClaimLog(self.run_dir, self.fleet_id, self.lease, self._gone)
             self.log.snap_async = True  # claims snapshots off the loop (fleet.control.snapwriter)
+            gonefence.at_start(self.log, replayed)  # a dead fleet's started steps wait for its side to stop them
             # Alone, a submission takes the markers the journals recorded (fleet.control.journalmarks).
             self.known = journalmarks.start(self.run_dir, js, self.fleet_id) if not self.lease.shared else None
             if not self.lease.shared:
@@ -143,12 +147,14 @@ class Recorder:
         if died is not None and (self.lease.took_from or {}).get("fleet") != fleet:
             # Its end, for the event stream's readers (fleet report): it wrote no fleet_down,
             # and no fleet may ever take its lease over to say so (said again then: read once).
-            self._events.write(events.FleetGone(t=float(died.get("refreshed") or time.time()), gone=fleet,
+            self.coord.events.write(events.FleetGone(t=float(died.get("refreshed") or time.time()), gone=fleet,
                                                 pid=int(died.get("pid") or 0), host=str(died.get("host") or "")))
         js = records.read_journals(self.run_dir, only=fold.journals_of(self.run_dir, fleet))
         done = journal.replay(self.run_dir, js, {self.fleet_id}, self.fleet_id)
         for j in done:
             self._adopting(j)
+        # (replayed here or by another fleet first: what it started waits for its side to stop it, gonefence)
+        self.log.fence(fleet, died, {s for j in js.each if j.fleet.get("fleet") == fleet for s in j.running})
         tally.since(js, self._started, self._key)
         # Not added to js: since() would count again one that began after this fleet did.
         for step, rec in self._lost(done, js, self.lease.died):
@@ -193,6 +199,8 @@ class Recorder:
         """May this attempt start here? Shared: its batch claim (fleet.control.claimlog);
         alone, for a step with a per-step claim on disk when it was submitted
         (fleet.control.leftovers): its per-step claim (fleet.control.claims)."""
+        if self.adopt and self.log.fences and (c := gonefence.waits(self.log, d.step, self.adopt)) is not None:
+            return c  # a dead fleet's step, its run there maybe stopping still
         if not self.alone:
             c = self.claims.batch(d, spec, self._pending())
             if c is not None:
@@ -361,6 +369,17 @@ class Recorder:
         self.claims.ended_here(step, records.final_tag(rec))
 
     # -- each turn, and the end -----------------------------------------------------------------
+    def stand(self, now: float) -> None:
+        """At each loop turn's start: when its refresh is due, whether this fleet still stands
+        on the run directory (fleet.control.foundgone); if not, it records nothing more and stops."""
+        if self.gone_why is None and (why := self.lease.keep(now)) is not None:
+            foundgone.mute(self, why)
+
+    @property
+    def shutdown_grace(self) -> float | None:
+        """Its agents' Shutdown grace: each step's own (None), none for a fleet found gone."""
+        return None if self.gone_why is None else 0.0
+
     def fds(self) -> tuple:
         """What the loop's poll should watch for the recorder: the syncer's wake pipe."""
         return () if self.syncer is None else (self.syncer.fd,)
@@ -372,6 +391,8 @@ class Recorder:
         now = time.monotonic()
         if self.syncer is not None and self.syncer.fd in ready:
             self.syncer.woken()
+        if self.gone_why is not None:
+            return  # (found gone: nothing more is written, nor the lease touched)
         try:
             if self.legacy.busy or self.legacy.todo:
                 self.legacy.turn()
@@ -450,6 +471,9 @@ class Recorder:
     def close(self) -> None:
         """At teardown: the journal flushed, its markers written and sealed; claims and
         the lease given back (markers first: another fleet may be waiting for them)."""
+        if self.gone_why is not None:
+            journalmarks.off(self.run_dir, self.known)
+            return foundgone.close(self)
         try:
             if self.log.pending is not None:
                 self.log.pending.thread.join()  # a claims snapshot too
