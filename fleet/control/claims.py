@@ -109,6 +109,10 @@ class Claims:
                 if s not in refused and (s in log.taken or store.existed(self.run_dir, s)) \
                         and store.done_since(self.run_dir, self.specs[s]):
                     self._done.add(s)
+                elif s in log.taken and s not in refused:  # (its allocation's final: removed by a success here)
+                    final = records.read_final(self.run_dir, s)
+                    if records.of_allocation(final) and final.get("fleet") != self.fleet_id:
+                        store.final_seen(self.run_dir, s)
             if d.step in refused:
                 c = store.Claim(store.Claim.ELSEWHERE, f"claimed by fleet {refused[d.step]}")
                 c.holder = refused[d.step]
@@ -243,7 +247,10 @@ class Claims:
             return holder == self.fleet_id
         if allocation and log.others_live():
             return False
-        rec = records.read_done(self.run_dir_of(step), step)
+        run_dir = self.run_dir_of(step)
+        if not store.existed(run_dir, step):  # (no success of it but one claimed in the log since: no read)
+            return True
+        rec = records.read_done(run_dir, step)
         return rec is None or rec.get("outcome") != "succeeded" or rec.get("fleet") == self.fleet_id
 
     def _settled(self, step: str) -> None:

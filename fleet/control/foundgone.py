@@ -105,11 +105,12 @@ def lost(lease, gap: float) -> str | None:
         return f"this fleet was found gone by fleet {rec.get('by') or '?'} at {_clock(rec.get('at'))} {held}: {then}"
     if lease.holder:
         cur = lease._read()
-        if cur is not None and cur.rec and cur.rec.get("fleet") == lease.fleet_id:
+        # Only a lease that names another fleet says so: one that could not be read (a
+        # file server's moment, a write under way) is looked at again at the next refresh.
+        taker = cur.rec.get("fleet") if cur is not None and cur.rec else None
+        if taker is None or taker == lease.fleet_id:
             return None
-        taker = cur.rec.get("fleet") if cur is not None else None
-        whose = f"fleet {taker} took it over" if taker else "it is gone"
-        return f"this fleet's lease on {lease.root.parent} is no longer its own: {whose} {held}; {then}"
+        return f"this fleet's lease on {lease.root.parent} is no longer its own: fleet {taker} took it over {held}; {then}"
     try:
         os.stat(lease._reg_path())
     except FileNotFoundError:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 from fleet.control import leftovers, tally
+from fleet.control.replaced import unlink_done, unlink_replaced  # noqa: F401 (store's names for them)
 from fleet.core import attempts
 from fleet.core.suite import StepSpec
 from fleet.wire import owndirs, ownfiles, records
@@ -482,23 +483,3 @@ def final_record(run_dir: Path, spec: StepSpec, outcome: str, record: dict) -> t
         _seen[d] = None
     _finals.add(d)  # (a later success here removes it)
     return f"{d}/{FINAL}", rec, drop
-
-
-def unlink_done(d: Path | str, only: str | bool = True) -> None:
-    """Remove a step's marker (its .fleet directory d), if it has one; `only`, a marker id
-    (a final's `drop`, final_record): only if it is that success's (one read), whichever otherwise."""
-    path = os.path.join(d, DONE)
-    if isinstance(only, str) and (rec := records.read_marker(path)) is not None and marker_id(rec) != only:
-        return  # another success than the one it replaces (none, or torn: removed)
-    records.unlink(path)
-
-
-def unlink_replaced(path: str, drop: str | bool = True) -> None:
-    """What the file at `path` replaces, when its owed item says so (`drop`): a final.json
-    its step's marker (unlink_done: only the one `drop` names, if it names one); a marker
-    the final.json of the failure it follows."""
-    d, name = os.path.split(path)
-    if name == DONE:
-        records.unlink(os.path.join(d, FINAL))
-    else:
-        unlink_done(d, drop)

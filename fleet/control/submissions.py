@@ -268,7 +268,9 @@ class Submissions:
                            f"{self.run_dir / 'events.jsonl'} (fleet report {self.run_dir})")
         since, done = max(0, msg.since), sub.remaining == 0 and self.durable(sub)
         end = min(len(sub.finished), since + PROGRESS_ROWS)
-        sub.told = sub.told or (done and end == len(sub.finished))  # (its last rows: it may be let go)
+        # Told once a client asks past its last rows (done, none left: what ends Fleet.wait), not when
+        # they are sent: a release in between failed the client's last ask ("no longer kept").
+        sub.told = sub.told or (done and since >= len(sub.finished))
         return P.ProgressReply(sub.id, done, sub.counts_now(), sub.finished[since:end], end, full=self.full(),
                                early=self.early(sub.id))
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleetharness import events, fleet
+from fleetharness import events, fleet, wait_for
 from test_api_long_lived import run, up_in  # noqa: F401 (the fixture: a local fleet of one node up)
 
 import fleet as F
@@ -61,3 +61,21 @@ def test_waiting_on_a_submission_of_a_fleet_since_stopped_names_both_fleets_and_
         assert (old.fleet, other.fleet, g.fleet_id) == (first, second, second)
         assert g.wait(other, timeout=60) == theirs
         assert g.wait(old.id, timeout=60) == theirs  # (a bare number is the connected fleet's)
+
+
+def test_a_wait_that_has_every_row_of_a_finished_submission_ends_though_others_are_submitted_meanwhile(run):
+    # The submission was counted told when its last rows were sent; a submission registered
+    # before the client's last ask (the one that ends the wait) let it go: "no longer kept".
+    with F.connect(run) as f, F.connect(run) as g:
+        first = f.submit([{"id": f"a/{i}", "command": "true"} for i in range(5)], name="a")
+        wait_for(lambda: f.progress(first).done, 60, "the first submission to end, unwaited")
+        for i in range(KEEP_FINISHED):  # it is no longer among the latest finished
+            g.wait(g.submit([{"id": f"b{i}", "command": "true"}], name=f"b{i}"), timeout=60)
+        more = []
+
+        def on_progress(u):
+            if len(u.outcomes) == 5 and not more:  # every row in: another submission, before the last ask
+                more.append(g.submit([{"id": "c", "command": "true"}], name="c"))
+
+        assert f.wait(first, timeout=60, on_progress=on_progress) == {f"a/{i}": "succeeded" for i in range(5)}
+        assert more and g.wait(more[0], timeout=60) == {"c": "succeeded"}
