@@ -23,7 +23,7 @@ from fleet.core.reservations import RESERVE_AFTER_S
 from fleet.site.allocation import AllocationError, at_start, from_environment, refusal
 from fleet.site.launch import launcher_for
 from fleet.site.profiles import ProfileError, detect, load as load_profile
-from fleet.wire import connection, logtag
+from fleet.wire import connection, fdlimit, logtag
 
 log = logging.getLogger("fleet.control.coordinator")
 
@@ -103,8 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         if os.getppid() != args.parent_pid:  # it died before the death signal was armed
             log.error("the process that started this fleet (pid %d) is gone", args.parent_pid)
             return 1
-    preload = tuple(m for m in args.preload.split(",") if m)
-    run_dir = Path(args.run_dir)
+    preload, run_dir = tuple(m for m in args.preload.split(",") if m), Path(args.run_dir)
     try:
         profile = load_profile(args.machine or detect())
         planned = _planned(args)  # (the batch job asked, if it is, before anything starts)
@@ -130,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         log.error("%s", e)
         return 2
+    _open_files(nodes)
     # Looked up at call time, through the module: what the coordinator module holds is what runs.
     from fleet.control import coordinator
     try:
@@ -153,6 +153,13 @@ def main(argv: list[str] | None = None) -> int:
     coord.sched.reserve_after(None if args.no_reservations else args.reserve_after)
     ahead(ordered(coord.sched, args.order), args.reserve_ahead)
     return coord.serve()
+
+
+def _open_files(nodes: int) -> None:
+    """Raise the soft open-file limit for `nodes` nodes (fleet.wire.fdlimit), and log it: a
+    descriptor a node's connection, so a soft limit of 1,024 would stop a 1,000-node fleet."""
+    fds = fdlimit.raise_soft(fdlimit.for_nodes(nodes))
+    (log.info if fds.enough() else log.warning)("%s", fds.line())
 
 
 def _job_nodes(profile) -> tuple[str, ...] | None:

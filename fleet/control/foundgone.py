@@ -78,14 +78,31 @@ def mark(run_dir: Path | str, fleet: str, by: str, died: dict | None, why: str =
 
 
 def read(run_dir: Path | str, fleet: str) -> dict | None:
-    """The record that `fleet` was found gone (one stat when there is none), or None."""
+    """The record that `fleet` was found gone (one stat when there is none), or None.
+
+    The record's being there says it (the finder creates it exclusively): one that cannot
+    be read or parsed (being written, damaged, or no file descriptor free to open it) is
+    found gone all the same. Only a stat that fails other than by the file's absence (the
+    file server's moment) says nothing: looked at again at the next refresh. Before
+    2026-12-07 (evening) the record was opened first, and a fleet out of file descriptors
+    (EMFILE: a job of ~1,000 nodes under a soft limit of 1,024) took that open's failure
+    for being found gone, stopped its steps and recorded nothing."""
+    path = path_of(run_dir, fleet)
     try:
-        with open(path_of(run_dir, fleet)) as f:
-            rec = json.loads(f.read() or "{}")
+        os.stat(path)
     except FileNotFoundError:
         return None
+    except OSError as e:
+        log.warning("cannot tell whether this fleet was found gone (%s: %s); looking again at the next refresh",
+                    path, e)
+        return None
+    try:
+        with open(path) as f:
+            rec = json.loads(f.read() or "{}")
+    except FileNotFoundError:  # (removed by hand since: no record)
+        return None
     except (OSError, ValueError):
-        return {}  # being written, or damaged: found gone all the same
+        return {}  # there, but being written, damaged or not openable now: found gone all the same
     return rec if isinstance(rec, dict) else {}
 
 
@@ -97,8 +114,10 @@ def lost(lease, gap: float) -> str | None:
     """Why this fleet (`lease`: its fleet.control.lease.Lease) no longer stands on its run
     directory, or None: a gone record names it, its lease names another fleet or is gone,
     or its registration was removed. `gap`: seconds since it last refreshed them."""
+    # The gap is named only when it was longer than a refresh's (a gap of one interval is no sign).
     held = (f"(this fleet had not refreshed its lease or registration for {gap:.0f} s: was its job suspended, or "
-            f"its coordinator held up?)")
+            f"its coordinator held up?)") if gap > 1.5 * lease.refresh_s else \
+        "(though it refreshed its lease or registration on time)"
     then = "its steps run there; it stops them, recording no outcome of theirs"
     rec = read(lease.root.parent, lease.fleet_id)
     if rec is not None:
