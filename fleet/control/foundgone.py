@@ -110,34 +110,48 @@ def _clock(t) -> str:
     return time.strftime("%H:%M:%S", time.localtime(t)) if isinstance(t, (int, float)) else "?"
 
 
-def lost(lease, gap: float) -> str | None:
-    """Why this fleet (`lease`: its fleet.control.lease.Lease) no longer stands on its run
-    directory, or None: a gone record names it, its lease names another fleet or is gone,
-    or its registration was removed. `gap`: seconds since it last refreshed them."""
+def _held(lease, gap: float) -> str:
     # The gap is named only when it was longer than a refresh's (a gap of one interval is no sign).
-    held = (f"(this fleet had not refreshed its lease or registration for {gap:.0f} s: was its job suspended, or "
+    return (f"(this fleet had not refreshed its lease or registration for {gap:.0f} s: was its job suspended, or "
             f"its coordinator held up?)") if gap > 1.5 * lease.refresh_s else \
         "(though it refreshed its lease or registration on time)"
-    then = "its steps run there; it stops them, recording no outcome of theirs"
+
+
+THEN = "its steps run there; it stops them, recording no outcome of theirs"
+
+
+def lost(lease, gap: float) -> str | None:
+    """Why this fleet (`lease`: its fleet.control.lease.Lease) no longer stands on its run
+    directory, as far as a gone record or its lease says, or None: a gone record names it,
+    or its lease names another fleet (one read). `gap`: seconds since it last refreshed
+    them before now (or before its hold-up). Its registration's removal and its lease's
+    absence are told by the refresh's utime (Lease.keep)."""
     rec = read(lease.root.parent, lease.fleet_id)
     if rec is not None:
-        return f"this fleet was found gone by fleet {rec.get('by') or '?'} at {_clock(rec.get('at'))} {held}: {then}"
+        return (f"this fleet was found gone by fleet {rec.get('by') or '?'} at {_clock(rec.get('at'))} "
+                f"{_held(lease, gap)}: {THEN}")
     if lease.holder:
         cur = lease._read()
         # Only a lease that names another fleet says so: one that could not be read (a
         # file server's moment, a write under way) is looked at again at the next refresh.
         taker = cur.rec.get("fleet") if cur is not None and cur.rec else None
-        if taker is None or taker == lease.fleet_id:
-            return None
-        return f"this fleet's lease on {lease.root.parent} is no longer its own: fleet {taker} took it over {held}; {then}"
-    try:
-        os.stat(lease._reg_path())
-    except FileNotFoundError:
-        return (f"this fleet's registration on {lease.root.parent} was removed by another fleet, which found it "
-                f"stale {held}; {then}")
-    except OSError:
-        pass
+        if taker is not None and taker != lease.fleet_id:
+            return taken(lease, taker, gap)
     return None
+
+
+def taken(lease, taker: str | None, gap: float | None) -> str:
+    """Why: another fleet (`taker`; "" or None: not known) took over, or is taking over,
+    this fleet's lease."""
+    by = f"fleet {taker} took it over" if taker else "another fleet is taking it over"
+    held = _held(lease, gap) if gap is not None else "(found as this fleet was to share it)"
+    return f"this fleet's lease on {lease.root.parent} is no longer its own: {by} {held}; {THEN}"
+
+
+def removed(lease, gap: float) -> str:
+    """Why: another fleet found this fleet's registration stale and removed it."""
+    return (f"this fleet's registration on {lease.root.parent} was removed by another fleet, which found it "
+            f"stale {_held(lease, gap)}; {THEN}")
 
 
 # -- the fleet found gone: nothing more recorded, and it stops ----------------------------------

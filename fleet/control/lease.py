@@ -65,21 +65,15 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
-from fleet.control import foundgone, identity, store
+from fleet.control import foundgone, leaseown, store
 from fleet.control.jobwatch import JobWatch
+from fleet.control.leaseown import dead as _dead
 from fleet.site import jobstate
 from fleet.wire import sightings
 from fleet.wire.connection import this_cluster, this_job
-from fleet.wire.records import holder_dead, zombie
 from fleet.wire.sightings import SEEN
 
 
-def _dead(rec: dict, run_dir: Path) -> bool:
-    """A lease holder or registered fleet provably gone: no such process on this host,
-    a zombie (unlike a claim's holder: a coordinator that exited holds nothing), or a
-    process that got its pid since (fleet.control.identity: before 2026-12-06 such a
-    lease was waited for until --stale-after)."""
-    return holder_dead(rec) or zombie(rec) or identity.gone_here(rec, run_dir, rec.get("at"))
 
 LOOK_S = 1.0  # how often a lease holder looks for fleets that want to share (one listing)
 JOB_LOOK_S = 10.0  # how often a waiting fleet asks the batch system whether the holder's job ended
@@ -161,6 +155,7 @@ class Lease:
         self._next_look = 0.0
         self._next_refresh = 0.0
         self._refreshed = time.monotonic()  # when this fleet last refreshed its lease or registration
+        self.doubt: float | None = None  # after a hold-up, till the second look: when it last refreshed before it
 
     # -- taking it ---------------------------------------------------------------------
     def acquire(self, poll_s: float = 0.05) -> None:
@@ -251,7 +246,7 @@ class Lease:
         it, False if another fleet takes it or took it (see the module's docstring)."""
         rec, age = look.rec, look.age
         gen = int(rec.get("generation", 1))
-        adopt = self.root / f"lease.adopt.{gen}.{rec.get('fleet') or 'unnamed'}"
+        adopt = leaseown.adopt_file(self, rec, gen)
         dead = _dead(rec, self.root.parent)
         ended = not dead and not self._stale(look) and self._job_ended(rec)
         if not store._write_new(adopt, {**self.me, "at": time.time(), "from": rec, "stale_s": age,
@@ -354,10 +349,17 @@ class Lease:
                 live.append(str(rec.get("fleet")))
         return live
 
-    def share(self) -> None:
-        """Say the run directory is shared (the holder, once it claimed what it runs)."""
-        store._replace(self.path, {**self.me, "at": time.time(), "generation": self.generation, "shared": True})
-        self.shared = True
+    def share(self) -> str | None:
+        """Say the run directory is shared (the holder, once it claimed what it runs), only
+        while the lease is still its own (_restate): None, or the fleet that holds or is
+        taking it now ("": not known), and then this fleet has lost it. (Before 2026-12-07
+        a holder resumed from a hold-up rewrote, unread, a lease another fleet had taken
+        over meanwhile, naming itself again: the taker ran on with a lease that named the
+        gone fleet, which then removed it as its own.)"""
+        taker = leaseown.restate(self, True)
+        if taker is None:
+            self.shared = True
+        return taker
 
     def holder_id(self) -> str | None:
         """The fleet holding the lease now, if any."""
@@ -367,21 +369,57 @@ class Lease:
     # -- while running ----------------------------------------------------------------------
     def keep(self, now: float) -> str | None:
         """Refresh the lease or the registration when due (every refresh_s), having first
-        made sure this fleet still stands on the run directory: its lease still names it,
-        or its registration is still there, and no other fleet found it gone
-        (fleet.control.foundgone). Returns why it no longer stands (then nothing is
-        refreshed), or None. A few calls per refresh, nothing per step."""
+        made sure this fleet still stands on the run directory: no other fleet found it
+        gone (fleet.control.foundgone), its lease still names it (a holder whose lease is
+        not there creates it again), or its registration is still there (the utime's
+        ENOENT). Returns why it no longer stands (then nothing is refreshed), or None.
+        Three calls per refresh, nothing per step.
+
+        After a refresh gap long enough for another fleet to have found it stale (a hold-up:
+        sightings.confirm_s) the holder writes its lease again with every take-over kept
+        off (_restate: a fleet that read it stale then finds it changed, or has taken it),
+        and either one looks again DOUBT_S later (`doubt`: the gap's start, until then; its
+        coordinator starts, shares and records nothing meanwhile: Recorder.stand). The gap
+        said is the one since the last refresh before the hold-up."""
         if now < self._next_refresh:
             return None
-        gap = now - self._refreshed
-        why = foundgone.lost(self, gap)
+        since = self._refreshed if self.doubt is None else self.doubt
+        held_up = now - self._refreshed >= sightings.confirm_s(self.refresh_s)
+        why = foundgone.lost(self, now - since)
+        if why is None:
+            why = self._refresh(now - since, held_up)
         if why is not None:
             return why
-        self._touch(now)  # (due: now >= _next_refresh)
         self._refreshed = now
-        if gap >= sightings.confirm_s(self.refresh_s):  # another fleet may be finding it gone now: look again soon
-            self._next_refresh = now + min(self.refresh_s, foundgone.DOUBT_S)
+        self.doubt = since if held_up else None
+        self._next_refresh = now + (min(self.refresh_s, foundgone.DOUBT_S) if held_up else self.refresh_s)
         return None
+
+    def stand(self, now: float) -> str | None:
+        """keep(), and after a hold-up its second look too, DOUBT_S on, waited for here: the
+        coordinator's loop turn, and every start, share and record of it, waits with it
+        (fleet.control.recording.Recorder.stand). Why this fleet no longer stands, or None."""
+        while (why := self.keep(now)) is None and self.doubt is not None:
+            time.sleep(max(0.0, self._next_refresh - time.monotonic()))
+            now = time.monotonic()
+        return why
+
+    def _refresh(self, gap: float, held_up: bool) -> str | None:
+        """One refresh: a utime of the lease or the registration; the lease written again
+        (_restate) after a hold-up or when it is not there. Why this fleet no longer
+        stands, or None (also when it cannot tell now: looked at again at the next one)."""
+        try:
+            if not (self.holder and held_up):
+                try:
+                    os.utime(self.path if self.holder else self._reg_path())
+                    return None
+                except FileNotFoundError:
+                    if not self.holder:
+                        return foundgone.removed(self, gap)
+            taker = leaseown.restate(self, self.shared)
+        except OSError:
+            return None
+        return None if taker is None else foundgone.taken(self, taker, gap)
 
     def _touch(self, now: float) -> None:
         """Refresh the lease or the registration's mtime (one utime), if due."""
@@ -404,12 +442,7 @@ class Lease:
         """Give the lease back (if it is still ours) and the registration."""
         self._unregister()
         if self.holder:
-            cur = self._read()
-            if cur is not None and cur.rec.get("fleet") == self.fleet_id:
-                try:
-                    self.path.unlink()
-                except FileNotFoundError:
-                    pass
+            leaseown.remove(self)
 
 
 def _why(rec: dict, cur: Look, lease: Lease) -> str:

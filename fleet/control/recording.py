@@ -371,8 +371,8 @@ class Recorder:
     # -- each turn, and the end -----------------------------------------------------------------
     def stand(self, now: float) -> None:
         """At each loop turn's start: when its refresh is due, whether this fleet still stands
-        on the run directory (fleet.control.foundgone); if not, it records nothing more and stops."""
-        if self.gone_why is None and (why := self.lease.keep(now)) is not None:
+        on the run directory (foundgone; after a hold-up, a second look: Lease.stand); if not, it stops."""
+        if self.gone_why is None and (why := self.lease.stand(now)) is not None:
             foundgone.mute(self, why)
 
     @property
@@ -427,7 +427,8 @@ class Recorder:
         journalmarks.off(self.run_dir, self.known)  # other fleets write markers from now on
         self.known = None
         self.claims.say_busy()  # (before the newcomer starts: it may find a step this fleet failed)
-        self.lease.share()
+        if (taker := self.lease.share()) is not None:  # (its lease is no longer its own: it stops)
+            return foundgone.mute(self, foundgone.taken(self.lease, taker, None))
         self.claims.shared = True
         log.info("run directory %s is shared from now on: every step is claimed", self.run_dir)
 
