@@ -17,9 +17,10 @@ So:
   finder, when, and when the gone fleet was last refreshed (mark). A fleet that takes a
   lease over also replaces it (the lease names the taker), and one that finds a stale
   registration removes it.
-- Each fleet, at every refresh of its lease or registration (one read of the lease or
-  one utime of the registration, and one stat of its gone record: a few calls every
-  refresh interval, nothing per step), and at the start of every loop turn once a
+- Each fleet, at every refresh of its lease or registration (one stat of its gone record;
+  a holder's read of its lease and utime, a sharer's utime, whose ENOENT says its
+  registration was removed: three calls at most every refresh interval, nothing per
+  step), and at the start of every loop turn once a
   refresh is due (so before anything the turn would record after the coordinator was
   held up), checks that its lease still names it, or that its registration is still
   there, and that no gone record names it (lost). If any says otherwise its steps
@@ -34,11 +35,14 @@ Only a fleet found gone still holding its lease or a registration is said gone (
 fleet that ended gave them back, and never comes back). What it had started waits, in
 the finder, until it must have stopped there (fleet.control.gonefence).
 
-The check is made once per refresh, not before each record: a fleet resumed between
-two checks may record what one loop turn brings before it looks. After a refresh gap
-long enough for another fleet to have found it stale (sightings.confirm_s), it looks
-again within DOUBT_S: a finder that looked just before this fleet's refresh writes its
-record a moment after this fleet's check.
+The check is made at the start of a loop turn once a refresh is due, not before each
+record: a fleet held up in the middle of a turn finishes that turn before it looks.
+After a refresh gap long enough for another fleet to have found it stale
+(sightings.confirm_s) it looks again DOUBT_S later, and the loop turn waits for that
+second look (fleet.control.lease.Lease.stand: nothing started, shared or recorded
+meanwhile): a finder that looked just before this fleet's refresh writes its record a
+moment after this fleet's check. A holder also writes its lease again then, and only
+while the lease is its own with every take-over kept off (fleet.control.leaseown).
 """
 
 from __future__ import annotations

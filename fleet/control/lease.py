@@ -30,7 +30,9 @@ still stands there: its lease still names it (another fleet may have taken it ov
 from it, stale: the holder was only suspended), its registration is still there
 (another fleet removes a stale one), and no other fleet found it gone
 (fleet.control.foundgone). If not it stops, recording nothing (since 2026-12-07;
-before, such a fleet ran on). The lease and registration say `stops_s` too: how long
+before, such a fleet ran on). The holder rewrites or removes its lease only while it is
+its own, every take-over kept off meanwhile, and creates it again if it is not there
+(fleet.control.leaseown). The lease and registration say `stops_s` too: how long
 after this fleet's last sign of life its steps may still run on its nodes, which a
 fleet that finds it gone waits before running them (fleet.control.gonefence).
 
