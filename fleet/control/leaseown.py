@@ -22,7 +22,9 @@ directory.
 A holder that dies while it holds the file leaves it behind; its takers then contend for
 lease.adopt.<generation>.<fleet>.1 instead (adopt_file). A taker that dies holding the
 file leaves it too: that lease can then not be taken over (as before), and its holder
-rewrites and removes it without the file.
+rewrites and removes it without the file (a taker's file of another host, whose pid
+cannot be looked up here, once it is LEFT_S old by its mtime: before, the holder read it
+as a take-over under way and stopped itself).
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from fleet.control import identity, store
 from fleet.wire.records import holder_dead, zombie
 
 log = logging.getLogger("fleet.control.coordinator")
+
+LEFT_S = 120.0  # an adoption file older than this (by its mtime) is a dead taker's, left behind
 
 
 def dead(rec: dict, run_dir: Path) -> bool:
@@ -60,9 +64,12 @@ def hold_off(lease) -> tuple[bool, Path | None]:
         return True, lock
     try:
         rec = json.loads(lock.read_text())
+        age = time.time() - lock.stat().st_mtime
     except (OSError, ValueError):
         return False, None  # (being written: a taker's, this moment)
-    return isinstance(rec, dict) and bool(rec) and dead(rec, lease.root.parent), None
+    # A take-over holds the file for a read and a write: one left for minutes is a dead
+    # taker's, of another host too (whose pid this host cannot look up), by the file's mtime.
+    return isinstance(rec, dict) and bool(rec) and (dead(rec, lease.root.parent) or age > LEFT_S), None
 
 
 def restate(lease, shared: bool) -> str | None:

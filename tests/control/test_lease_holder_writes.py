@@ -118,3 +118,18 @@ def test_a_lease_whose_holder_died_rewriting_it_is_taken_over_all_the_same(tmp_p
     assert taker._take_over(look)
     rec = lease_of(tmp_path)
     assert (rec["fleet"], rec["generation"]) == ("taker-2-bbb", 4)
+
+
+def test_a_holder_shares_over_an_adoption_file_a_taker_of_another_host_left_minutes_ago(tmp_path):
+    # The taker died mid take-over on a host whose pids this one cannot look up: its file,
+    # left for minutes, is no take-over under way (before, the holder stopped itself).
+    a = holder(tmp_path)
+    adopt = tmp_path / ".fleet" / f"lease.adopt.{a.generation}.{a.fleet_id}"
+    store._write_new(adopt, {"fleet": "taker-2-bbb", "host": "another-host", "pid": 4242,
+                             "at": time.time() - 600, "from": lease_of(tmp_path)})
+    old = time.time() - 600
+    os.utime(adopt, (old, old))
+    assert a.share() is None and a.shared
+    assert (lease_of(tmp_path)["fleet"], lease_of(tmp_path)["shared"]) == (a.fleet_id, True)
+    a.release()
+    assert not (tmp_path / ".fleet" / "lease").exists()
