@@ -183,9 +183,7 @@ def _notes(g: Gathered, in_progress: bool) -> list[str]:
     if g.damaged:
         notes.append(f"{g.damaged} damaged line(s) of the stream (not a fleet record; not its last line, which a live "
                      "run may be writing) were skipped: what they said (a start, an exit) is missing here")
-    if g.gone:
-        notes.append(f"its fleet ended without fleet_down (its coordinator killed or crashed), as the next fleet "
-                     f"found: {', '.join(g.gone)}; steps it ran that never ended show as unfinished")
+    notes.extend(_gone_notes(g))
     if g.fleets_started > 1 + len(g.gone):
         if all(g.fleets):
             notes.append(f"{g.fleets_started} fleets shared the run directory at once ({', '.join(g.fleets)}), "
@@ -196,4 +194,23 @@ def _notes(g: Gathered, in_progress: bool) -> list[str]:
                          "its records carry no fleet id, so they are reported together")
     if in_progress:
         notes.append("the stream has no fleet_down: a run in progress (running steps end now)")
+    return notes
+
+
+def _gone_notes(g: Gathered) -> list[str]:
+    """The fleets found gone: those that wrote no fleet_down (killed), and those that
+    did, later, only held up (a suspended job: resumed, each stopped, saying why). Each
+    ended once, at the first of the two records (before 2026-12-07 a held-up one counted
+    two ends, and was said to have ended without fleet_down)."""
+    held = [f for f in g.found_by if f in g.down_why]
+    dead = [x for x in g.gone if x.partition(" (")[0] not in held]
+    notes = []
+    if dead:
+        notes.append(f"its fleet ended without fleet_down (its coordinator killed or crashed), as the next fleet "
+                     f"found: {', '.join(dead)}; steps it ran that never ended show as unfinished")
+    for f in held:
+        notes.append(f"fleet {f} was found gone by fleet {g.found_by[f]} and, going on, stopped, its fleet_down "
+                     f"saying: \"{g.down_why[f]}\"; it ended once, when it was found gone, its nodes with it: its "
+                     "steps there that had not ended by then show as unfinished, and the exits it wrote after that "
+                     "end there")
     return notes

@@ -17,17 +17,18 @@ from fleet.core import waits as W
 from fleet.core.names import natural_key
 from fleet.core.shardowner import owner
 from fleet.wire import events as E
-from fleet.report import clocks, closes, families, nodenames, unsure
-from fleet.report.model import ENDED_WELL, UNFINISHED, Attempt, Node, Piece, Step, Waited
+from fleet.report import clocks, closes, families, fleetends, nodenames, unsure
+from fleet.report.model import ENDED_WELL, Attempt, Node, Piece, Step, Waited
 from fleet.report.reading import Damaged, blocks, events_path, load  # noqa: F401 (blocks, events_path, load: the API's)
 
 
 def sessions(records: list) -> list[list]:
     """The stream cut into sessions: a session begins with a `fleet_starting` when no
-    fleet is up and lasts until as many `fleet_down` (or `fleet_gone`) records as fleets
-    started. Fleets sharing a run directory append to one stream, so fleets that overlap
-    in time form one session, reported together (each record names its fleet: each
-    fleet's nodes are its own); records before the first `fleet_starting` form one too."""
+    fleet is up and lasts until as many fleets ended (`fleet_down`, or `fleet_gone`: each
+    fleet once, fleetends.ends) as started. Fleets sharing a run directory append to one stream,
+    so fleets that overlap in time form one session, reported together (each record names
+    its fleet: each fleet's nodes are its own); records before the first `fleet_starting`
+    form one too."""
     cuts = [0]
     live, gone = 0, set()
     for i, rec in enumerate(records):
@@ -36,7 +37,7 @@ def sessions(records: list) -> list[list]:
             if live <= 0 and i > cuts[-1]:
                 cuts.append(i)
             live = max(live, 0) + 1
-        elif _ends(rec, kind, live, gone):
+        elif fleetends.ends(rec, kind, live, gone):
             live -= 1
     cuts.append(len(records))
     return [records[a:b] for a, b in zip(cuts, cuts[1:])] or [[]]
@@ -60,6 +61,9 @@ class Gathered:
     fleets_up: int = 0
     fleets_started: int = 0
     gone: list = field(default_factory=list)  # fleets of it that died (fleet_gone: found so by the next)
+    ended: dict = field(default_factory=dict)  # fleet -> its end: its fleet_down or fleet_gone, the first (fleetends)
+    found_by: dict = field(default_factory=dict)  # fleet found gone -> the fleet that found it so (fleet_gone)
+    down_why: dict = field(default_factory=dict)  # fleet -> its fleet_down's reason, if it gave one
     mismatches: int = 0
     lost_exit_fields: int = 0         # lost attempts without timings
     skewed: int = 0                   # attempts whose work began before their decision
@@ -113,7 +117,7 @@ def gather_session(parts: Iterable[list], session: int = -1) -> tuple[Gathered, 
     g = Gathered() if want in (None, 0) else None  # the session being read, if it is wanted
     if g is not None:
         kept.append(g)
-    n, live, begun, gone = 1, 0, False, set()  # sessions so far; fleets up; the current one has a record
+    n, live, begun, gone = 1, 0, False, set()  # sessions so far; fleets up; the current one has a record; fleets ended
     for block in parts:
         lo = 0
         for i, rec in enumerate(block):
@@ -128,7 +132,7 @@ def gather_session(parts: Iterable[list], session: int = -1) -> tuple[Gathered, 
                         kept.append(g)
                     begun = False
                 live = max(live, 0) + 1
-            elif _ends(rec, kind, live, gone):
+            elif fleetends.ends(rec, kind, live, gone):
                 live -= 1
         if g is not None:
             _take(g, block[lo:] if lo else block)
@@ -152,7 +156,7 @@ def _take(g: Gathered, records: list) -> None:
     for rec in records:
         if rec.t > last:
             last = rec.t
-        last_by[rec.fleet] = rec.t  # (a dead fleet ends no sooner than what it wrote: _on_fleet_gone)
+        last_by[rec.fleet] = rec.t  # (a dead fleet ends no sooner than what it wrote: fleetends)
         h = handlers.get(type(rec))
         if h is not None:
             h(g, rec)
@@ -200,20 +204,6 @@ def _on_start(g: Gathered, rec: E.Start) -> None:
         s.attempts[-1].declared = s.declared
 
 
-def _on_adopted(g: Gathered, rec: E.Adopted) -> None:
-    # Another fleet found the fleet running this step gone and takes it over: that
-    # fleet's attempt ended, unseen, by then (it no longer holds its node's cores).
-    dead = rec.previous.get("fleet") if isinstance(rec.previous, dict) else None
-    s = g.steps.get(rec.step)
-    if not dead or s is None:
-        return
-    # (ended already, unseen, if its fleet_gone came first: at that fleet's end, kept)
-    a = next((x for x in reversed(s.attempts) if x.fleet == dead and (x.end is None or not x.exit_seen)), None)
-    if a is not None:
-        a.end, a.outcome = rec.t if a.end is None else min(a.end, rec.t), UNFINISHED
-        a.reason = f"its fleet {dead} was gone; fleet {rec.fleet} took the step over"
-
-
 def _piece(p: dict) -> Piece:
     """One node's part of a start record's placement."""
     return Piece(p.get("node"), p.get("cores") or [], p.get("gpus") or [], p.get("memory") or 0)
@@ -247,9 +237,11 @@ def _on_exit(g: Gathered, rec: E.Exit) -> None:
     a.end = rec.t
     a.exit_seen = True
     a.outcome = rec.outcome or S.FAILED
-    if a.outcome == S.INTERRUPTED and fleet not in g.stopping:  # (its fleet stopped it: going down, or a drain)
-        g.stopping[fleet] = rec.t
     a.reason = rec.reason or rec.error or ""
+    if g.found_by and fleet in g.found_by and rec.t > g.ended[fleet]:
+        fleetends.past_its_end(g, a, fleet)
+    if a.outcome == S.INTERRUPTED and fleet not in g.stopping:  # (its fleet stopped it: going down, or a drain)
+        g.stopping[fleet] = a.end
     if rec.oom_kills and a.outcome == S.SUCCEEDED:  # (a failure's reason is among the problems)
         g.oom_survived.append(f"{rec.step} (attempt {att})")
     # A watchdog's node that no sample saw past its memory (fleet.node.memwatch.over_note):
@@ -408,56 +400,6 @@ def _on_fleet_up(g: Gathered, rec: E.FleetUp) -> None:
         g.fleet_up_t = rec.t
 
 
-def _on_fleet_down(g: Gathered, rec: E.FleetDown) -> None:
-    g.fleets_up -= 1
-    g.down_t = rec.t
-    g.stopping.setdefault(rec.fleet, rec.t)
-    nodenames.left(g.nodes, rec.fleet, rec.t)
-
-
-def _ends(rec, kind, live: int, gone: set) -> bool:
-    """A fleet of the stream ends at this record: its fleet_down, or its fleet_gone (it
-    died: found by a fleet sharing the run directory, or by the next one, which may say
-    it again when it takes its lease over: once is counted)."""
-    if kind is E.FleetDown:
-        return True
-    if kind is not E.FleetGone or live <= 0 or rec.gone in gone:
-        return False
-    gone.add(rec.gone)
-    return True
-
-
-def _on_fleet_gone(g: Gathered, rec: E.FleetGone) -> None:
-    if any(x.startswith(f"{rec.gone} (") for x in g.gone):  # (said twice: by a fleet beside it, then the next)
-        return
-    if g.fleets_up > 0:  # (a fleet of this session, which died)
-        # Its end: about its lease's last refresh (the record's time), which is refreshed
-        # only every few seconds (stale_after/4 before 2026-12-07), so no sooner than the last record the fleet wrote
-        # (before 2026-12-06 a fleet killed before its first refresh ended before its
-        # fleet_up, its nodes never alive).
-        end = max(rec.t, g.last_by.get(rec.gone, rec.t))
-        g.fleets_up -= 1
-        g.down_t = end if g.down_t is None else max(g.down_t, end)
-        g.gone.append(f"{rec.gone} (pid {rec.pid} on {rec.host})")
-        nodenames.left(g.nodes, rec.gone, end)
-        _ended_with(g, rec.gone, end)
-
-
-def _ended_with(g: Gathered, fleet: str, end: float) -> None:
-    """A gone fleet's attempts with no end of their own end with it, as its nodes do:
-    not later, at another fleet's taking them over or at the session's end (before
-    2026-12-06 they held its nodes' cores past the nodes' end: over 100 %, the overlap
-    note). One walk of the steps per fleet that died."""
-    for s in g.steps.values():
-        for a in s.attempts:
-            if a.fleet != fleet or a.exit_seen:
-                continue
-            if a.end is None:
-                a.end, a.outcome, a.reason = end, UNFINISHED, "the fleet went down while it ran"
-            elif a.end > end:  # taken over (adopted) after the fleet's end
-                a.end = end
-
-
 def _on_damaged(g: Gathered, rec: Damaged) -> None:
     g.damaged += rec.lines
     g.records -= 1  # (a mark, not a record)
@@ -472,8 +414,8 @@ _HANDLERS: dict[type, Callable] = {
     E.Wait: _on_wait, E.Elsewhere: _on_elsewhere, E.Reclaim: _on_reclaim, E.Retry: _on_retry,
     E.Blocked: _on_blocked, E.Unrunnable: _on_unrunnable, E.Skipped: _on_skipped, E.Cancelled: _on_cancelled,
     E.Submitted: _on_submitted, E.NodeJoined: _on_node_joined, E.NodeLost: nodenames.on_node_lost,
-    E.FleetStarting: _on_fleet_starting, E.FleetUp: _on_fleet_up, E.FleetDown: _on_fleet_down,
-    E.FleetGone: _on_fleet_gone, E.Adopted: _on_adopted,
+    E.FleetStarting: _on_fleet_starting, E.FleetUp: _on_fleet_up, E.FleetDown: fleetends.on_fleet_down,
+    E.FleetGone: fleetends.on_fleet_gone, E.Adopted: fleetends.on_adopted,
     E.PlacementMismatch: _on_placement_mismatch, E.AllocationEnd: closes.on_allocation_end,
     E.Drained: closes.on_drained, E.NotStarted: closes.on_not_started, Damaged: _on_damaged,
     E.Entered: families.on_entered, E.NodeMemory: nodenames.on_node_memory, E.NodeClock: clocks.on_node_clock,
