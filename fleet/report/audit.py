@@ -39,11 +39,11 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from fleet.core import states as S
-from fleet.report import unsure
+from fleet.report import fleetends, unsure
 from fleet.report.ingest import blocks
 from fleet.report.model import NOT_RUN, UNFINISHED
 from fleet.wire import livefleets, manifest, records
-from fleet.wire.events import Drained, Exit, NotStarted, Queued, Start, StepDeclared, Unqueued
+from fleet.wire.events import Drained, Exit, FleetDown, FleetGone, NotStarted, Queued, Start, StepDeclared, Unqueued
 
 CHANGED = "changed"  # with --suite: the step succeeded, but under another definition than the suite's
 # Never run, and no submission asked for it: each that named it was a `fleet run --only`
@@ -132,6 +132,8 @@ class _Seen:
     # (node None: taken back); its fleet's journal says it runs from the handing (_one).
     # Only the windows' steps, not every step.
     queued: dict = field(default_factory=dict)
+    found_by: dict = field(default_factory=dict)  # fleet found gone -> the fleet that found it so (fleet_gone)
+    down_why: dict = field(default_factory=dict)  # fleet -> its fleet_down's reason, if it gave one
 
 
 def _seen(run_dir: Path, suite_steps) -> _Seen:
@@ -167,6 +169,10 @@ def _seen(run_dir: Path, suite_steps) -> _Seen:
                         interrupted[rec.step] = rec
                     else:
                         interrupted.pop(rec.step, None)
+                elif kind is FleetGone and rec.gone:  # (the first finder's)
+                    seen.found_by.setdefault(rec.gone, rec.fleet)
+                elif kind is FleetDown and rec.reason and rec.fleet:
+                    seen.down_why[rec.fleet] = rec.reason
     for s in suite_steps:
         seen.ids[s.id] = s
     return seen
@@ -259,6 +265,8 @@ def audit(run_dir: Path, suite_steps=(), stale_after: float = 600.0) -> Audit:
     for sid, spec in seen.ids.items():
         names = _listing(records.fleet_dir(run_dir, sid))
         tries = records.attempts(run_dir, sid, js, names)
+        if seen.found_by and tries:
+            tries = [_found_gone(t, seen) for t in tries]
         wins, reruns, dups = count_successes(tries, seen.forced)
         base = dict(step=sid, successes=wins, reruns=reruns, duplicates=dups, attempts=len(tries))
         a = _one(run_dir, sid, spec, names, seen.interrupted.get(sid), stale_after, base, js, running, tries, live,
@@ -269,6 +277,13 @@ def audit(run_dir: Path, suite_steps=(), stale_after: float = 600.0) -> Audit:
         if len(tries) > 1:
             out[sid] = _lost_before(out[sid], tries)
     return Audit(out)
+
+
+def _found_gone(t: dict, seen: _Seen) -> dict:
+    """A lost attempt's record, its reason saying that its fleet was found gone, and by
+    whom, where events.jsonl says so (fleet.report.fleetends.lost_words); others as they are."""
+    by = seen.found_by.get(t.get("fleet")) if t.get("outcome") == S.LOST else None
+    return t if by is None else {**t, "reason": fleetends.lost_words(t, by, seen.down_why.get(t.get("fleet")))}
 
 
 def _lost_before(a: StepAudit, tries: list[dict]) -> StepAudit:

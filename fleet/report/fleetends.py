@@ -2,7 +2,8 @@
 the records that say so): its `fleet_down`, or the `fleet_gone` another fleet wrote for
 it (found gone: killed, or only held up), whichever comes first, counted once; its nodes
 and its attempts that had not ended end with it; another fleet's taking over its steps
-(`adopted`); and what a fleet found gone that was only held up wrote after that end.
+(`adopted`); what a fleet found gone that was only held up wrote after that end; and
+how `fleet audit` words the attempts such a fleet lost (lost_words).
 """
 
 from __future__ import annotations
@@ -117,3 +118,24 @@ def ended_with(g: Gathered, fleet: str, end: float) -> None:
             elif a.end > end:  # taken over (adopted) after the fleet's end
                 a.end = end
 
+
+KILLED = "(the coordinator was killed, its node failed, or the step took it down)"  # (fleet.control.recording)
+
+
+def lost_words(t: dict, by: str, why: str | None) -> str:
+    """`fleet audit`'s reason for a lost attempt (`t`: its record, which the fleet that
+    found its fleet gone wrote) whose fleet `by` found gone, as events.jsonl says (the
+    finder's fleet_gone); where that fleet wrote its own fleet_down after all (`why`, its
+    reason: it was only held up, a suspended job, and stopped when resumed), saying so and
+    quoting it. Before 2026-12-07 every such fleet was said to have been killed, its node
+    failed or the step to have taken it down."""
+    fleet, said = t.get("fleet"), str(t.get("reason") or "")
+    found = f"was found gone by fleet {by}"
+    if ") ended while it ran" in said and KILLED in said:  # (the finder's words: fleet.control.recording)
+        if why:
+            return said.replace(") ended while it ran", f") {found} while it ran", 1).replace(
+                KILLED, f"(it was only held up: going on, it stopped its steps, saying: \"{why}\")")
+        return said.replace(KILLED, f"(it {found}: the coordinator was killed, its node failed, or the step took "
+                                    "it down)")
+    return f"its fleet {fleet} {found}" + (f", only held up (going on, it said: \"{why}\")" if why else "") \
+        + (f": {said}" if said else "")
