@@ -246,3 +246,31 @@ def test_a_step_waiting_for_cores_in_the_fleet_that_ran_it_waits_for_cores_not_f
     assert r.counts == {"succeeded": 2}
     assert [(x, y, c) for x, y, c, _ in r.steps["w"].segments] == [(1, 4, "cores")], r.steps["w"].segments
     assert "elsewhere" not in r.waits, r.waits
+
+
+@pytest.mark.parametrize("its_own_first", [False, True])
+def test_a_held_up_fleet_found_gone_ends_once_whichever_of_its_fleet_down_and_the_finders_fleet_gone_comes_first(
+        its_own_first):
+    # a, held up, is found gone by b (fleet_gone) and, resumed, stops saying why
+    # (fleet_down): by a moment its own may come first. Counted twice, a session was cut
+    # at c's start while b ran on, with b's records in it.
+    a, b, c = "vm-1-aaaaaa", "vm-2-bbbbbb", "vm-3-cccccc"
+    why = f"this fleet was found gone by fleet {b} at 10:00:00 (...): its steps run there"
+    recs = up(0, a) + up(1, b) + ran(1, a, "x", 0, 1.0)
+    ends = [E.FleetGone(t=1.5, fleet=b, gone=a, pid=1, host="h"), E.FleetDown(t=4, fleet=a, reason=why)]
+    recs += (ends[::-1] if its_own_first else ends) + up(5, c) + ran(6, b, "y", 0, 1.0)
+    recs += [E.FleetDown(t=8, fleet=b), E.FleetDown(t=9, fleet=c)]
+    stream = read_back(recs)
+    assert len(R.ingest.sessions(stream)) == 1
+    g, n, _ = R.ingest.gather_session([stream])
+    assert n == 1 and g.fleets_up == 0 and g.found_by == {a: b}, (n, g.fleets_up, g.found_by)
+    r = R.build(stream)
+    assert not r.in_progress and r.sessions == 1
+    assert not [x for x in r.notes if "without fleet_down" in x], r.notes
+    assert any(f"fleet {a} was found gone by fleet {b}" in x and why in x for x in r.notes), r.notes
+
+
+def test_fleet_downs_of_a_stream_whose_records_name_no_fleet_each_end_one_fleet():
+    recs = [E.FleetStarting(t=0, nodes=1), E.FleetStarting(t=1, nodes=1), E.FleetDown(t=2), E.FleetDown(t=3),
+            E.FleetStarting(t=4, nodes=1), E.FleetDown(t=5)]
+    assert [len(s) for s in R.ingest.sessions(read_back(recs))] == [4, 2]
