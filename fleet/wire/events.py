@@ -107,7 +107,10 @@ class FleetDown(Record):
 class FleetGone(Record):
     """A fleet that ended without its fleet_down (its coordinator killed or crashed), found
     so by the next fleet, which took its lease over; `t` is that lease's last refresh
-    (about when it died), written before the next fleet's fleet_starting."""
+    (about when it died), written before the next fleet's fleet_starting. Also written by
+    a fleet sharing the run directory that found it gone; one that was only held up
+    writes its own fleet_down when it goes on (readers count its end once: the first,
+    fleet.report.fleetends)."""
     gone: str = ""
     pid: int = 0
     host: str = ""
