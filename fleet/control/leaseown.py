@@ -8,8 +8,9 @@ same file (`holding`) before it rewrites its lease (to say it is shared, or afte
 hold-up: Lease.keep) or removes it (at its end), reads the lease again, and removes the
 file once done. So no take-over lands between the holder's read and its write: a taker
 that read the lease before finds it changed (a rewrite is a new file: not stale) or
-removed, or else it holds the file and the holder learns that it is taking the lease
-over. (Before 2026-12-07 a holder resumed from a hold-up rewrote, unread, a lease
+removed, or else it holds the file, and the holder waits for it to go (a take-over holds
+it for milliseconds; HOLD_WAIT_S at most) and reads in the lease whether the take-over
+landed. (Before 2026-12-07 a holder resumed from a hold-up rewrote, unread, a lease
 another fleet had just taken over, naming itself again, then found itself gone and
 removed the lease as its own: the taker ran on with no lease, and a third fleet took
 the run directory alone, running the same steps.)
@@ -19,12 +20,15 @@ fleet) creates it again, exclusively, and says so in coordinator.log: a lease th
 another fleet created meanwhile is that fleet's, and this fleet has lost the run
 directory.
 
-A holder that dies while it holds the file leaves it behind; its takers then contend for
-lease.adopt.<generation>.<fleet>.1 instead (adopt_file). A taker that dies holding the
-file leaves it too: that lease can then not be taken over (as before), and its holder
-rewrites and removes it without the file (a taker's file of another host, whose pid
-cannot be looked up here, once it is LEFT_S old by its mtime: before, the holder read it
-as a take-over under way and stopped itself).
+A file left behind (its writer died, or was frozen, in the middle) must stop neither
+side for good: the holder goes on without it after HOLD_WAIT_S (a taker frozen that long
+and resumed then replaces the lease as it would have without the file: the fleets' gone
+records and fences settle it, fleet.control.foundgone); a taker contends for
+lease.adopt.<generation>.<fleet>.1 instead once the file's writer is gone or the taker
+has seen it unchanged for LEFT_S on its own clock (adopt_file). Before the evening of
+2026-12-07 a taker's file of another host stopped a healthy holder, which then kept its
+lease at its end, and a holder of another host killed holding its file kept its takers
+waiting for ever.
 """
 
 from __future__ import annotations
@@ -36,10 +40,12 @@ from pathlib import Path
 
 from fleet.control import identity, store
 from fleet.wire.records import holder_dead, zombie
+from fleet.wire.sightings import SEEN
 
 log = logging.getLogger("fleet.control.coordinator")
 
-LEFT_S = 120.0  # an adoption file older than this (by its mtime) is a dead taker's, left behind
+HOLD_WAIT_S = 2.0  # how long a holder waits for a taker's adoption file to go (a take-over holds it for ms)
+LEFT_S = 10.0  # an adoption file a taker sees unchanged this long, on its own clock, was left behind
 
 
 def dead(rec: dict, run_dir: Path) -> bool:
@@ -54,31 +60,44 @@ def _file(lease, gen: int, fleet) -> Path:
     return lease.root / f"lease.adopt.{gen}.{fleet or 'unnamed'}"
 
 
-def hold_off(lease) -> tuple[bool, Path | None]:
+def hold_off(lease) -> Path | None:
     """Keep every take-over of `lease` (this fleet's fleet.control.lease.Lease, its
-    holder) off: (True, the file to remove once done); (True, None) when a taker that
-    died left the file (no fleet can take the lease over then: as good as held);
-    (False, None) when a taker has it: it is taking the lease over now."""
+    holder) off while it writes: the file to remove once done, or None when another
+    fleet's file stands there (nothing to remove). A take-over holds its file for a read
+    and a write: the holder waits for it to go, at most HOLD_WAIT_S on its own clock, and
+    then reads the lease (a take-over that landed: the lease names its taker). A file
+    still there after that, or one whose writer is gone, was left by a take-over that did
+    not end, and the holder goes on without it (before, it stopped itself, and kept its
+    lease at its end); its own file left from an earlier write is its own again."""
     lock = _file(lease, lease.generation, lease.fleet_id)
-    if store._write_new(lock, {**lease.me, "at": time.time(), "holding": True}):
-        return True, lock
-    try:
-        rec = json.loads(lock.read_text())
-        age = time.time() - lock.stat().st_mtime
-    except (OSError, ValueError):
-        return False, None  # (being written: a taker's, this moment)
-    # A take-over holds the file for a read and a write: one left for minutes is a dead
-    # taker's, of another host too (whose pid this host cannot look up), by the file's mtime.
-    return isinstance(rec, dict) and bool(rec) and (dead(rec, lease.root.parent) or age > LEFT_S), None
+    deadline = time.monotonic() + HOLD_WAIT_S
+    while True:
+        if store._write_new(lock, {**lease.me, "at": time.time(), "holding": True}):
+            return lock
+        try:
+            rec = json.loads(lock.read_text())
+        except FileNotFoundError:
+            continue  # (gone this moment: create it)
+        except (OSError, ValueError):
+            rec = None  # (being written: a taker's, this moment)
+        if isinstance(rec, dict) and rec.get("fleet") == lease.fleet_id:
+            return lock  # (its own, left by a write whose unlink failed)
+        if isinstance(rec, dict) and rec and dead(rec, lease.root.parent):
+            return None
+        if time.monotonic() >= deadline:
+            who = rec if isinstance(rec, dict) else {}
+            log.warning("%s has been there %g s (fleet %s, pid %s on %s): left by a take-over of this fleet's lease "
+                        "that did not end; going on without it", lock, HOLD_WAIT_S, who.get("fleet"), who.get("pid"),
+                        who.get("host"))
+            return None
+        time.sleep(0.02)
 
 
 def restate(lease, shared: bool) -> str | None:
     """Write the holder's lease again (`shared`), only while it is still its own (at its
     generation), or create it again if it is not there. None, or the fleet that holds or
     is taking it now ("": not known). An OSError: it cannot tell now."""
-    ok, lock = hold_off(lease)
-    if not ok:
-        return ""
+    lock = hold_off(lease)
     try:
         rec = {**lease.me, "at": time.time(), "generation": lease.generation, "shared": shared}
         try:
@@ -105,9 +124,7 @@ def restate(lease, shared: bool) -> str | None:
 def remove(lease) -> None:
     """Give the holder's lease back, if it is still its own (a taker between the read and
     the unlink would have lost its new lease); a lease being taken over is left to its taker."""
-    ok, lock = hold_off(lease)
-    if not ok:
-        return
+    lock = hold_off(lease)
     try:
         cur = lease._read()
         if cur is not None and cur.rec.get("fleet") == lease.fleet_id:
@@ -119,14 +136,19 @@ def remove(lease) -> None:
 
 def adopt_file(lease, rec: dict, gen: int) -> Path:
     """The file a taker of the lease `rec` (generation `gen`) creates first: the one its
-    holder creates too (hold_off), unless a holder that died holding it left it (it would
-    keep the lease from ever being taken over; the holder cannot come back)."""
+    holder creates too (hold_off), unless one left there would keep the lease from ever
+    being taken over: written by a process that is gone (a holder or a taker that died
+    in the middle; its job ended), or seen unchanged by this fleet for LEFT_S on its own
+    clock (a writer of another host, whose pid cannot be looked up here: a write holds it
+    for milliseconds). Then lease.adopt.<generation>.<fleet>.1, which takers contend for
+    as for the first."""
     adopt = _file(lease, gen, rec.get("fleet"))
     try:
+        st = adopt.stat()
         held = json.loads(adopt.read_text())
     except (OSError, ValueError):
         return adopt
-    if isinstance(held, dict) and held.get("holding") and held.get("fleet") == rec.get("fleet") \
-            and (dead(rec, lease.root.parent) or lease._job_ended(rec)):
+    left = isinstance(held, dict) and (dead(held, lease.root.parent) or lease._job_ended(held))
+    if left or SEEN.unchanged_for(adopt, st) >= LEFT_S:
         return adopt.with_name(adopt.name + ".1")
     return adopt

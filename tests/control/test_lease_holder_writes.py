@@ -13,6 +13,7 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -64,19 +65,73 @@ def test_a_holder_shares_only_a_lease_still_its_own_and_leaves_one_another_fleet
     assert lease_of(tmp_path)["fleet"] == "taker-2-bbb"  # (not its own: left)
 
 
-def test_a_holder_neither_shares_nor_refreshes_nor_removes_a_lease_another_fleet_is_taking_over(tmp_path, live_taker):
+def test_a_holder_waits_for_a_take_over_under_way_and_leaves_the_lease_to_its_taker(tmp_path, live_taker):
     a = holder(tmp_path)
     # A taker that read the lease stale holds its adoption file: it is replacing the lease now.
     adopt = tmp_path / ".fleet" / f"lease.adopt.{a.generation}.{a.fleet_id}"
     store._write_new(adopt, {"fleet": "taker-2-bbb", "host": socket.gethostname(), "pid": live_taker,
                              "at": time.time(), "from": lease_of(tmp_path)})
-    before = (tmp_path / ".fleet" / "lease").read_bytes()
-    assert a.share() == "" and not a.shared
-    why = a.keep(time.monotonic() + 100)  # (after a hold-up: another fleet may be taking it over)
-    assert why is not None and "another fleet is taking it over" in why and "had not refreshed" in why
+
+    def take_over():  # (what the taker does next: replace the lease, then remove its file)
+        taken_over(tmp_path, "taker-2-bbb", a.generation + 1)
+        adopt.unlink()
+    t = threading.Timer(0.3, take_over)
+    t.start()
+    try:
+        assert a.share() == "taker-2-bbb" and not a.shared
+    finally:
+        t.join()
+    why = a.keep(time.monotonic() + 100)  # (after a hold-up)
+    assert why is not None and "fleet taker-2-bbb took it over" in why and "had not refreshed" in why
     a.release()
-    assert (tmp_path / ".fleet" / "lease").read_bytes() == before  # (left to the taker, unwritten)
-    assert adopt.exists()  # (the taker's own)
+    assert lease_of(tmp_path)["fleet"] == "taker-2-bbb"  # (left to the taker)
+
+
+def test_a_take_overs_file_left_by_a_taker_that_never_ends_stops_neither_the_holders_share_nor_its_release(
+        tmp_path, live_taker, caplog):
+    # A taker of another host that died (or froze) in the middle: its pid cannot be looked
+    # up here. Before, the holder read it as a take-over under way, stopped itself, and
+    # kept its lease at its end, blocking every later fleet.
+    a = holder(tmp_path)
+    adopt = tmp_path / ".fleet" / f"lease.adopt.{a.generation}.{a.fleet_id}"
+    store._write_new(adopt, {"fleet": "taker-2-bbb", "host": "another-host", "pid": live_taker,
+                             "at": time.time(), "from": lease_of(tmp_path)})
+    with caplog.at_level(logging.WARNING, logger="fleet.control.coordinator"):
+        assert a.share() is None and a.shared
+    assert "left by a take-over of this fleet's lease that did not end" in caplog.text
+    assert (lease_of(tmp_path)["fleet"], lease_of(tmp_path)["shared"]) == (a.fleet_id, True)
+    assert adopt.exists()  # (not its own: left as it is)
+    a.release()
+    assert not (tmp_path / ".fleet" / "lease").exists()
+
+
+def test_a_holders_own_adoption_file_left_by_an_earlier_write_is_its_own_again(tmp_path):
+    a = holder(tmp_path)
+    adopt = tmp_path / ".fleet" / f"lease.adopt.{a.generation}.{a.fleet_id}"
+    store._write_new(adopt, {**a.me, "at": time.time(), "holding": True})  # (its unlink failed: ESTALE)
+    assert a.share() is None and a.shared
+    assert not adopt.exists()
+
+
+def test_a_holder_of_another_host_killed_holding_its_file_is_taken_over_once_the_file_is_seen_unchanged(
+        tmp_path, monkeypatch):
+    from fleet.control import leaseown
+    monkeypatch.setattr(leaseown, "LEFT_S", 0.3)  # (10 s in a fleet: a write holds it for milliseconds)
+    root = tmp_path / ".fleet"
+    root.mkdir()
+    gone = {"fleet": "gone-1-aaa", "host": "another-host", "pid": 4242, "generation": 2, "shared": False,
+            "refresh_s": 1.0}
+    (root / "lease").write_text(json.dumps(gone))
+    old = time.time() - 600
+    os.utime(root / "lease", (old, old))
+    (root / "lease.adopt.2.gone-1-aaa").write_text(json.dumps({**gone, "holding": True}))
+    taker = Lease(tmp_path, "taker-2-bbb", 4.0)
+    t = threading.Thread(target=taker.acquire, daemon=True)
+    t.start()
+    t.join(60)
+    assert not t.is_alive(), "the taker still waits on the left file"
+    rec = lease_of(tmp_path)
+    assert (rec["fleet"], rec["generation"]) == ("taker-2-bbb", 3)
 
 
 def test_a_holder_whose_lease_is_not_there_creates_it_again_and_says_so_and_one_another_fleet_made_first_is_lost(
@@ -119,17 +174,3 @@ def test_a_lease_whose_holder_died_rewriting_it_is_taken_over_all_the_same(tmp_p
     rec = lease_of(tmp_path)
     assert (rec["fleet"], rec["generation"]) == ("taker-2-bbb", 4)
 
-
-def test_a_holder_shares_over_an_adoption_file_a_taker_of_another_host_left_minutes_ago(tmp_path):
-    # The taker died mid take-over on a host whose pids this one cannot look up: its file,
-    # left for minutes, is no take-over under way (before, the holder stopped itself).
-    a = holder(tmp_path)
-    adopt = tmp_path / ".fleet" / f"lease.adopt.{a.generation}.{a.fleet_id}"
-    store._write_new(adopt, {"fleet": "taker-2-bbb", "host": "another-host", "pid": 4242,
-                             "at": time.time() - 600, "from": lease_of(tmp_path)})
-    old = time.time() - 600
-    os.utime(adopt, (old, old))
-    assert a.share() is None and a.shared
-    assert (lease_of(tmp_path)["fleet"], lease_of(tmp_path)["shared"]) == (a.fleet_id, True)
-    a.release()
-    assert not (tmp_path / ".fleet" / "lease").exists()
