@@ -437,6 +437,11 @@ def _not_up(run_dir: Path, proc: subprocess.Popen, offset: int) -> FleetError:
     if proc.returncode < 0:  # (a signal other than SIGTERM: killed, or crashed)
         return CoordinatorKilled(f"the coordinator (pid {proc.pid}) was killed by {signame(-proc.returncode)} "
                                  f"before the fleet was up; see {_log_of(run_dir, proc.pid)}")
+    if proc.returncode == FULL_EXIT and "(errno 30, EROFS)" in (said := tail(run_dir / "coordinator.log", 3,
+                                                                               pid=proc.pid)):
+        # A file it needs is on a read-only file system (coordinator_cli._cannot_start): exit 4 too, not "full".
+        return RunDirFull(f"the fleet could not come up in {shown(run_dir)}: a file it writes there is on a "
+                          f"read-only file system; make it writable and run again:\n{said}")
     if proc.returncode == FULL_EXIT:  # it said so (fleet.control.comingup): its file system has no room
         return RunDirFull(f"the fleet could not come up in {shown(run_dir)}: its file system is full"
                           f"{room(run_dir)}; free space (or raise the quota) and run again "

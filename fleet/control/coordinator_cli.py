@@ -144,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
         log.error("cannot listen on %s: %s%s", bind, e,
                   f" (is {advertise} an address of this host?)" if advertise and bind == advertise else "")
         return 2
+    except OSError as e:  # (a journal on a read-only mount, say: the lease, if taken, is given back)
+        return _cannot_start(e, None, run_dir, fleet_id)
     _say_where(coord, bind, nodes, profile.launcher == "local")
     coord.drain.plan(*planned)
     if coord.drain.began is not None:  # (a fleet brought up again in its job judges as the job's first: jobstart)
@@ -152,7 +154,30 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGUSR1, coord.drain.on_signal)
     coord.sched.reserve_after(None if args.no_reservations else args.reserve_after)
     ahead(ordered(coord.sched, args.order), args.reserve_ahead)
-    return coord.serve()
+    try:
+        return coord.serve()
+    except OSError as e:  # (its agents' launch, say: no descriptor left for a pipe)
+        return _cannot_start(e, coord, run_dir, fleet_id)
+
+
+def _cannot_start(e: OSError, coord, run_dir: Path, fleet_id: str) -> int:
+    """The coordinator could not start (or go on) for an OS error: one line naming the
+    path and the errno (not a traceback), its agents stopped and the lease given back if
+    it got that far; its exit status, 4 for a file system that cannot be written, else 2.
+    (Before 2026-12-07 a traceback, exit 1, and .fleet/lease left behind.) 4 as a fleet
+    with no room to come up exits (fleet.control.comingup): its clients say so and exit 4."""
+    import errno
+    where = f"{e.filename}: " if e.filename else ""
+    name = errno.errorcode.get(e.errno, str(e.errno)) if e.errno is not None else "?"
+    hint = "; raise the open-file limit (ulimit -n)" if e.errno in (errno.EMFILE, errno.ENFILE) else ""
+    log.error("the coordinator cannot start: %s%s (errno %s, %s)%s", where, e.strerror or e, e.errno, name, hint)
+    from fleet.control.lease import give_back
+    for stop in ((coord.launcher.stop,) if coord is not None else ()) + (lambda: give_back(run_dir, fleet_id),):
+        try:
+            stop()
+        except Exception as again:  # (said, not raised: the one line above is the cause)
+            log.error("while stopping after it: %r", again)
+    return 4 if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS) else 2
 
 
 def _open_files(nodes: int) -> None:

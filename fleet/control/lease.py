@@ -447,6 +447,15 @@ class Lease:
             leaseown.remove(self)
 
 
+def give_back(run_dir: Path, fleet_id: str) -> None:
+    """Fleet `fleet_id`'s lease and registration in run_dir given back, if they are still
+    its: for a coordinator that failed to start after taking them, its Lease lost with the
+    object that failed (fleet.control.coordinator_cli; before 2026-12-07 left behind)."""
+    lease = Lease(run_dir, fleet_id, stale_after=600.0)
+    lease.holder = True  # (release() removes the lease only if it names this fleet)
+    lease.release()
+
+
 def _why(rec: dict, cur: Look, lease: Lease) -> str:
     """Why a lease or registration's fleet is found gone, in words (fleet.control.foundgone)."""
     if _dead(rec, lease.root.parent):
