@@ -73,6 +73,12 @@ class SubmitError(FleetError):
         super().__init__("; ".join(self.problems) or "the submission was refused")
 
 
+class SubmitFault(FleetError):
+    """The fleet could not take a submission for an error of its own (its coordinator
+    could not read the suite file: no descriptor left, say), not the suite's: nothing of
+    it was judged or started. Not a SubmitError: the suite may be valid (fleet run exits 1)."""
+
+
 @dataclass(frozen=True)
 class Submission:
     """A suite the fleet accepted: its number in this fleet, its step count and how
@@ -154,6 +160,8 @@ class Fleet:
             path = write_suite(self.run_dir, name, list(suite))
         reply = self._ask_submit(P.Submit(str(path), force, serial, shard, new_generation, wait_foreign,
                                           only, with_deps), timeout, on_hold)
+        if not reply.ok and reply.fault:
+            raise SubmitFault(reply.fault)
         if not reply.ok:
             raise SubmitError(reply.problems)
         return Submission(reply.submission, reply.steps, reply.skipped, str(path), tuple(reply.notes), self.fleet_id)

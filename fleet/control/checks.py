@@ -9,6 +9,7 @@ a child process.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -46,8 +47,30 @@ def _text(path: Path) -> str:
     except FileNotFoundError:
         from fleet.site.shipped import hint  # (the README's examples/demo.toml, in an installed fleet)
         raise SuiteError([Problem(fname, None, None, "no such file" + hint(path))]) from None
-    except (OSError, UnicodeDecodeError) as e:
+    except OSError as e:
+        if e.errno not in _THE_FILES:  # (EMFILE, ENOMEM, EIO: the reader's trouble, not the suite's)
+            raise SuiteUnread([Problem(fname, None, None, f"cannot read: {e}")], fname, e) from None
         raise SuiteError([Problem(fname, None, None, f"cannot read: {e}")]) from None
+    except UnicodeDecodeError as e:
+        raise SuiteError([Problem(fname, None, None, f"cannot read: {e}")]) from None
+
+
+# Errors reading a suite file that are its own or its path's (missing, not the user's to read, a
+# directory): the suite's problem. Any other is the reader's (SuiteUnread).
+_THE_FILES = frozenset({errno.ENOENT, errno.EACCES, errno.EPERM, errno.EISDIR, errno.ENOTDIR, errno.ELOOP,
+                        errno.ENAMETOOLONG})
+
+
+class SuiteUnread(SuiteError):
+    """A suite file that could not be read for a reason of the reader's own (no descriptor
+    left, no memory, an I/O error): nothing was judged of the suite. A SuiteError still,
+    where the reader is the user's own process (fleet run's checks); the coordinator
+    answers it as its own error, not the suite's (fleet.control.submissions.check;
+    before 2026-12-07 "1 problem found" and exit 2, as if the suite were invalid)."""
+
+    def __init__(self, problems: list[Problem], path: str, error: OSError):
+        super().__init__(problems)
+        self.fault = f"the fleet could not read {path}: {error}; the suite was not judged (nothing of it started)"
 
 
 def load_suite(path: str | Path) -> Suite:

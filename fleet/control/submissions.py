@@ -77,7 +77,12 @@ class Accepted:
 
 
 class Problems(ValueError):
-    """Several problems, each already naming its file, step and field."""
+    """Several problems, each already naming its file, step and field; `fault`: not the
+    suite's but the fleet's own (its suite file unread: checks.SuiteUnread), if so."""
+
+    def __init__(self, problems: list, fault: str = ""):
+        super().__init__(problems)
+        self.fault = fault
 
 
 class Submissions:
@@ -332,8 +337,8 @@ def check(msg: P.Submit, nodes: list, run_dir: Path, notes: dict | None = None,
     coordinator's, so that it runs on the worker thread."""
     try:
         suite, graph, steps, deps, foreign = chosen(msg, nodes, run_dir, notes=notes, blocks=blocks)
-    except Problems as e:
-        return P.SubmitReply(False, problems=e.args[0])
+    except Problems as e:  # (the fleet's own error: no problem of the suite's, a fault)
+        return P.SubmitReply(False, fault=e.fault) if e.fault else P.SubmitReply(False, problems=e.args[0])
     by_id = {s.id: s for s in steps}
     order = tuple(sid for sid in topological_order(graph) if sid in by_id)
     markers = read_markers(run_dir, order)
@@ -365,7 +370,7 @@ def chosen(msg: P.Submit, nodes: list | None, run_dir: Path, record: bool = True
         suite, graph = checked_suite(msg.suite, run_dir=run_dir, more=fit,
                                      scope=lambda s, g, found: fitscope.narrowed(s, g, msg, run_dir, found))
     except SuiteError as e:
-        raise Problems([str(p) for p in e.problems]) from None
+        raise Problems([str(p) for p in e.problems], getattr(e, "fault", "")) from None
     steps, deps, foreign = suite.steps, graph.deps, set()
     if msg.shard:
         try:

@@ -491,6 +491,7 @@ class SubmitReply:
     skipped: int = 0
     problems: list = field(default_factory=list)
     notes: list = field(default_factory=list)  # warnings for the submitter's stderr (accepted)
+    fault: str = ""  # refused for the fleet's own error, not the suite's (its file unread): nothing judged
 
 
 @message("progress")
