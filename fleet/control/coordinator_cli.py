@@ -147,6 +147,14 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:  # (a journal on a read-only mount, say: the lease, if taken, is given back)
         return _cannot_start(e, None, run_dir, fleet_id)
     _say_where(coord, bind, nodes, profile.launcher == "local")
+    try:
+        return _serve(coord, args, planned, run_dir)
+    except OSError as e:  # (its agents' launch, say: no descriptor left for a pipe)
+        return _cannot_start(e, coord, run_dir, fleet_id)
+
+
+def _serve(coord, args, planned: tuple, run_dir: Path) -> int:
+    """The coordinator made: its allocation's end planned, its scheduler tuned; run it."""
     coord.drain.plan(*planned)
     if coord.drain.began is not None:  # (a fleet brought up again in its job judges as the job's first: jobstart)
         coord.drain.measured_from(jobstart.window_from(run_dir, coord.drain.began, coord.drain.end))
@@ -154,10 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGUSR1, coord.drain.on_signal)
     coord.sched.reserve_after(None if args.no_reservations else args.reserve_after)
     ahead(ordered(coord.sched, args.order), args.reserve_ahead)
-    try:
-        return coord.serve()
-    except OSError as e:  # (its agents' launch, say: no descriptor left for a pipe)
-        return _cannot_start(e, coord, run_dir, fleet_id)
+    return coord.serve()
 
 
 def _cannot_start(e: OSError, coord, run_dir: Path, fleet_id: str) -> int:
