@@ -351,7 +351,7 @@ def _setup(launch: Launch, close_fds: Iterable[int],
 
 def _to_log(launch: Launch) -> None:
     """stdin from /dev/null, stdout and stderr to the step's log, opened by its header."""
-    log = os.open(launch.log, os.O_RDWR | os.O_APPEND | os.O_CREAT, ownfiles.MODE)  # (read: its last byte)
+    log = stepdirs.open_log(launch.log)  # (one it cannot open: said so, and no log pointed to)
     null = childprep.devnull  # opened once in the zygote (childprep), else here
     childprep.devnull = None
     if null is None:

@@ -57,7 +57,7 @@ def _open_log(msg: Launch, foreground: bool) -> tuple[int, logcut.Mark | None]:
             log = os.dup(2)
         else:
             stepdirs.make_log_dir(msg)
-            log = os.open(msg.log, os.O_RDWR | os.O_APPEND | os.O_CREAT, ownfiles.MODE)  # (read: its last byte)
+            log = stepdirs.open_log(msg.log)  # (one it cannot open: said so, and no log pointed to)
     except OSError as exc:
         raise NotStarted(_said(exc), diskfull.errno_of(exc)) from None
     mark = None if foreground else logcut.write_header(log, child.log_header(msg, time.time()))

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from fleet.node import protocol
 from fleet.wire import owndirs, ownfiles
-from fleet.wire.records import NO_LOG
+from fleet.wire.records import NO_LOG, NO_LOG_OPEN
 
 if TYPE_CHECKING:
     from fleet.wire.messages import Launch
@@ -43,6 +43,16 @@ def make_log_dir(launch: Launch) -> None:
     node, so the coordinator's marker write needs no mkdir of its own)."""
     path = (launch.log.rpartition("/")[0] or "/") + "/.fleet"  # (the log is absolute)
     _made(path, f"{NO_LOG[len('cannot make '):]} {path}", owndirs.makedirs)  # (its words: records.no_log)
+
+
+def open_log(path: str) -> int:
+    """The step's log, opened to append (and read: its last byte); :class:`SetupFailed`
+    in records.no_log's words if it cannot be (made immutable, a directory in its place),
+    so that no log is pointed to: an earlier attempt's would be read as this one's."""
+    try:
+        return os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, ownfiles.MODE)
+    except OSError as exc:
+        raise SetupFailed(f"{NO_LOG_OPEN} {path}: {exc.strerror or exc}", exc.errno, own=True) from None
 
 
 def make_dirs(launch: Launch) -> None:

@@ -38,11 +38,14 @@ def step_dir(run_dir: Path, step_id: str) -> Path:
 # How the reason of a step whose own directory could not be made begins (fleet.node.stepdirs):
 # its log was never opened, so no line names it.
 NO_LOG = "cannot make the step's records directory"
+# ... and of one whose log could not be opened (fleet.node.stepdirs.open_log): no log is pointed
+# to, lest an earlier attempt's be read as this one's (before 2026-12-07 "PermissionError: ...").
+NO_LOG_OPEN = "cannot open the step's log"
 
 
 def no_log(reason: str | None) -> bool:
     """Whether a step that ended with `reason` failed before its log was opened."""
-    return bool(reason) and reason.startswith(NO_LOG)
+    return bool(reason) and reason.startswith((NO_LOG, NO_LOG_OPEN))
 
 
 # A final record's field (true) saying its outcome is its fleet's allocation's, not the
