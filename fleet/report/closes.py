@@ -24,8 +24,12 @@ def on_allocation_end(g: Gathered, rec: E.AllocationEnd) -> None:
 
 
 def on_drained(g: Gathered, rec: E.Drained) -> None:
-    """The fleet drained: why, and how many steps it stopped."""
-    g.allocation.update(drained=rec.t, reason=rec.reason, interrupted=rec.running)
+    """The fleet drained: why, and how many steps ran then (`running`). The steps it
+    interrupted are counted from their exits after it (ingest's exit handler): a full
+    disk's drain lets the running steps run, and those that succeed are not interrupted
+    (before 2026-12-07 the line said every step running at the drain was)."""
+    g.allocation.update(drained=rec.t, reason=rec.reason, running=rec.running)
+    g.allocation.setdefault("interrupted", 0)
     g.drained.add(rec.fleet)
 
 

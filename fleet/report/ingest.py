@@ -237,6 +237,8 @@ def _on_exit(g: Gathered, rec: E.Exit) -> None:
     a.end = rec.t
     a.exit_seen = True
     a.outcome = rec.outcome or S.FAILED
+    if a.outcome == S.INTERRUPTED and fleet in g.drained:  # the drain's line counts these (closes.on_drained)
+        g.allocation["interrupted"] = g.allocation.get("interrupted", 0) + 1
     a.reason = rec.reason or rec.error or ""
     if g.found_by and fleet in g.found_by and rec.t > g.ended[fleet]:
         fleetends.past_its_end(g, a, fleet)

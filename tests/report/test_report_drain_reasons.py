@@ -56,5 +56,22 @@ def test_a_stream_from_before_the_not_started_reasons_reports_as_it_did():
     assert {s.reason for s in r.steps.values()} == {"not started: the fleet drained before the allocation's end"}
     assert "(1 would not have ended before the drain point): the next run goes on" in R.format_text(r)
     assert r.to_json()["allocation"] == {"end": 60, "drain_at": 31, "source": "slurm", "drained": 2,
-                                         "reason": "the batch system's warning signal (SIGUSR1)", "interrupted": 0,
+                                         "reason": "the batch system's warning signal (SIGUSR1)", "running": 0, "interrupted": 0,
                                          "not_started": 2, "held": 1}
+
+
+def test_a_full_disks_drain_counts_the_steps_it_interrupted_not_those_that_ran_on_and_succeeded():
+    # (before 2026-12-07 "3 steps interrupted": the steps running when the drain began, which a
+    # full disk's drain lets run; two of them succeeded)
+    s = Stream().fleet(0, [("n1", [0, 1, 2], [], 100)])
+    s.submit(1, [("a", [], 1, None), ("b", [], 1, None), ("c", [], 1, None), ("d", [], 1, None)])
+    for i, step in enumerate("abc"):
+        s.start(1, step, "n1", [i])
+    s.add(E.Drained(t=2, reason="the run directory's file system is full (No space left on device: ...)", running=3))
+    s.exit(3, "a", 0.0, 2.0)
+    s.exit(3, "b", 0.0, 2.0)
+    s.exit(3, "c", 0.0, 2.0, outcome="interrupted", reason="drained: the run directory's file system is full")
+    r = R.build(s.add(E.NotStarted(t=3, steps=1, held=0, reason="not started: drained")).down(4).recs)
+    text = R.format_text(r)
+    assert "; 1 step interrupted, 1 step not started" in text, text
+    assert r.to_json()["allocation"]["interrupted"] == 1 and r.to_json()["allocation"]["running"] == 3
