@@ -80,8 +80,6 @@ def test_a_fleet_up_drained_by_a_full_disk_runs_the_next_submission_once_there_i
                 assert sub["finished"] + sub.get("not_started", 0) == sub["steps"], subs
             report = fleet("report", str(run_dir), cwd=tmp_path, timeout=60)
             assert "lifted at" in report.stdout, report.stdout
-            audit = fleet("audit", str(run_dir), cwd=tmp_path, timeout=60)
-            assert audit.returncode == 0, audit.stdout + audit.stderr
         finally:
             fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
         assert_nothing_left(run_dir)
