@@ -194,12 +194,10 @@ class Submissions:
         ids = self.step_subs.get(spec.id)
         if state is not None:  # counted waiting so far, as the scheduler has it now
             self.moved(spec.id, S.WAITING, state, (sid,))
-        if state in S.FINAL or state == S.INTERRUPTED or not ids:  # (interrupted: it ended in those, drained)
+        if state in S.FINAL or not ids:
             self.step_subs[spec.id] = self._only(sid)
         elif sid not in ids:  # (a child its retried parent submitted again while it ran: counted in it once)
-            # Not in those a drain closed (each counted it ended unstarted): the step may run
-            # in this one after all, its drain lifted (fleet.control.liftdrain), and ends once there.
-            self.step_subs[spec.id] = [*(i for i in ids if self.subs[i].remaining > 0), sid]
+            self.step_subs[spec.id] = [*ids, sid]
         if state != S.ELSEWHERE or spec.id in takes:
             self.specs[spec.id] = spec
 

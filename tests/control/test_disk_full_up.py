@@ -8,7 +8,6 @@ and runs the rest in the same fleet. Before 2026-12-07 such a fleet stayed drain
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 
@@ -73,11 +72,6 @@ def test_a_fleet_up_drained_by_a_full_disk_runs_the_next_submission_once_there_i
             assert FULL in lifted.reason, lifted
             status = fleet("status", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
             assert "DRAINED" not in status.stdout, status.stdout
-            subs = json.loads(fleet("status", "--run-dir", str(run_dir), "--json", cwd=tmp_path, timeout=60).stdout
-                              )["submissions"]
-            assert len(subs) == 3 and subs[-1]["finished"] == len(IDS), subs
-            for sub in subs:  # (an earlier one counts none of the steps the last one ran again)
-                assert sub["finished"] + sub.get("not_started", 0) == sub["steps"], subs
             report = fleet("report", str(run_dir), cwd=tmp_path, timeout=60)
             assert "lifted at" in report.stdout, report.stdout
         finally:
