@@ -330,15 +330,6 @@ class Drain:
         c.events.write(events.Drained(t=now, reason=self.reason, running=c.sched.running_count()))
         c._feed(DrainNow(self.reason, stop_running=False), now)
 
-    def lifted(self) -> None:
-        """A full or read-only disk's drain is over (fleet.control.liftdrain): forget it.
-        Nothing runs and every submission it touched is closed, so nothing it kept is owed."""
-        self.drained = self.full = False
-        self.reason, self.at, self._complained = "", None, 0.0
-        self.dropped.clear()
-        self.closing.left = self.closing.left_longer = 0
-        self.coord.interrupted.clear()  # (a step interrupted again later is recorded again)
-
     def cannot_write(self, what: str, e: OSError, now: float) -> bool:
         """The coordinator's own write of `what` failed with `e`: drain, as disk_full does,
         if the file system cannot be written (full: ENOSPC, EDQUOT; read-only: EROFS;

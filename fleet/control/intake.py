@@ -29,7 +29,7 @@ from collections import deque
 from dataclasses import dataclass, replace
 
 from fleet.control import children as children_mod
-from fleet.control import heap, liftdrain, mpimemory
+from fleet.control import heap, mpimemory
 from fleet.control import submissions as subs_mod
 from fleet.control.submissions import Accepted, Submissions
 from fleet.control.worker import Worker
@@ -171,8 +171,6 @@ class Intake:
         if isinstance(result, P.SubmitReply):
             c.transport.reply(c.client_sock, ident, result)
             return
-        if c.drain.full:  # a full or read-only disk's drain: lifted if there is room again (control.liftdrain)
-            liftdrain.lift(c, now)
         acc = c.submissions.register(result, msg)
         if not c.preloads.hold(ident, msg, acc):
             self.begin(ident, msg, acc, now)

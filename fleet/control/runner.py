@@ -188,19 +188,14 @@ def _again(kind: str, run_dir: Path, embedded: bool) -> str:
     return "; run the suite again to finish it (steps that succeeded are skipped)"
 
 
-def _fix(cause: str, run_dir: Path, up: bool = False) -> str:
-    """What to do about a run directory that cannot be written (`cause`: fleet.control.drain's), as a clause.
-    `up`: the fleet is a `fleet up` one, still up: a full or read-only disk's drain is lifted at the next
-    submission that finds room (fleet.control.liftdrain); a failing one's is not, the fleet is to go down."""
+def _fix(cause: str, run_dir: Path) -> str:
+    """What to do about a run directory that cannot be written (`cause`: fleet.control.drain's), as a clause."""
     if cause == FULL:
-        return f"free space in {run_dir} (or raise the quota)" + (" (the fleet up starts steps again then)" if up
-                                                                   else "")
+        return f"free space in {run_dir} (or raise the quota)"
     if cause == READ_ONLY:
         return (f"make {run_dir} writable again (a file system the kernel made read-only after an error: unmount "
-                f"it, check it and mount it again)" + (" (the fleet up starts steps again then)" if up else ""))
-    return f"repair the file system of {run_dir} (its writes fail)" + (
-        f", then `fleet down --run-dir {run_dir}` and `fleet up` again (a fleet drained so stays drained)" if up
-        else "")
+                f"it, check it and mount it again)")
+    return f"repair the file system of {run_dir} (its writes fail)"
 
 
 def _refused(problems: list) -> int:
@@ -302,8 +297,7 @@ def _follow(f: Fleet, sub: Submission, suite: Suite, run_dir: Path, out, shard: 
     if full:  # before the allocation's end: a resubmitted job would only drain again
         cause = show.cause or FULL
         print(f"fleet: {cause}: {counted(drained, 'step')} interrupted or not started (no attempt used); "
-              f"{_fix(cause, run_dir, up=f.path.name == connection.NAME)} and run the suite again to finish it "
-              f"(a step whose outcome could not be "
+              f"{_fix(cause, run_dir)} and run the suite again to finish it (a step whose outcome could not be "
               f"recorded runs again)", file=sys.stderr, flush=True)
         return EXIT_FULL
     # Closed early (nothing left could end before the drain point), the allocation not over: said so.

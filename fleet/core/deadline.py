@@ -73,16 +73,6 @@ class DrainNow:
     stop_running: bool = True
 
 
-@dataclass(frozen=True)
-class DrainLifted:
-    """The run directory can be written again after a drain that let the running steps
-    run (DrainNow.stop_running False: a full or read-only disk; fleet.control.liftdrain
-    says when): steps start again. A drain that stopped them (the allocation's end, or a
-    drain point that came after the full disk's) is not lifted: Deadline.lift."""
-
-    reason: str = ""  # the drain's that is lifted
-
-
 HELD_LISTED = 20  # steps held back that `fleet status` names (the rest are counted)
 DRAIN_KILL = "drained: "  # a drain's Kill reasons start so (the coordinator's records say why)
 # The drain's Kills a handled event says at most; the rest after a GoOn, at the shell's
@@ -146,16 +136,6 @@ class Deadline:
         """Recorded durations a submission brought (fleet.core.durations.recorded)."""
         if durations:
             self.recorded.update(durations)
-
-    def lift(self) -> bool:
-        """Lift a drain that let the running steps run (DrainLifted); whether it was one.
-        What it had left unstarted was closed (its submissions ended): the steps of a later
-        submission start again; the allocation's end, if known, holds as before."""
-        if not self.drained or self.stopping:
-            return False
-        self.drained, self.reason = False, ""
-        self.dropping.clear()  # (queued steps it had dropped: a later submission renews them)
-        return True
 
     def refuse(self, spec: StepSpec, now: float) -> W.WaitReason | None:
         """Why the step may not start now for the allocation's end; None if it may."""

@@ -7,8 +7,7 @@ one brought. Deps first, each known step is:
   shard that brought it submitted it (this one waits for it as foreign), or another
   fleet runs it; or it succeeded and its marker still says done;
 - renewed: a new generation replaces the waiting, ready or finished one (its attempts
-  count from 1 again), one a drain interrupted, or one held as another shard's that
-  this submission runs;
+  count from 1 again), or one held as another shard's that this submission runs;
 - queued after: it is running, and the new definition runs when that attempt ends.
 
 A step runs anew when its definition changed, when it ended without success, when its
@@ -80,10 +79,6 @@ def planned(ev: Submitted, jobs: Mapping, chunk: int, work) -> Iterator[None]:
             what = KEEP if old.state in S.GOOD and done and same else RENEW
         elif old.state == S.ELSEWHERE:
             what = RENEW if sid in ev.takes else KEEP  # another fleet runs it (or another shard, here: takes)
-        elif old.state == S.INTERRUPTED and sid not in ev.foreign:
-            # Interrupted by a drain (an earlier submission's end): this submission's to run, not
-            # kept as it was (before 2026-12-07 it was, and each later submission said it interrupted).
-            what = RENEW
         elif sid in ev.foreign or (not dep_runs and old.spec.same_as(steps[sid], _ALL)):
             what = KEEP  # still to run here as submitted (priority and all), or by the shard that brought it
         else:

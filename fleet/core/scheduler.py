@@ -27,7 +27,7 @@ from fleet.core import waits as W
 from fleet.core.units import counted
 from fleet.core.generations import Entries, Entry as _Entry
 from fleet.core.demands import Demands
-from fleet.core.deadline import AllocationEnds, Deadline, DrainLifted, DrainNow, held_only, too_late
+from fleet.core.deadline import AllocationEnds, Deadline, DrainNow, held_only, too_late
 from fleet.core.deferral import held
 from fleet.core.fencing import Fenced, Fencing
 from fleet.core.decisions import (PASS_STARTS, Blocked, Cancel, Decision, Elsewhere, EnterMore, Entering, Event,
@@ -130,8 +130,6 @@ class Scheduler(Entries, Phases, Outside):
         elif isinstance(event, DrainNow):  # (steps handed to a node, not started: dropped there)
             fencing.settle(self, now, out, every=True)  # (nothing starts again: no step runs twice)
             self.deadline.drain(event, self._running.values(), self.window.next.values(), now)
-        elif isinstance(event, DrainLifted):  # (a full disk's drain, room again: steps start again)
-            self.deadline.lift()
         else:
             raise TypeError(f"not a scheduler event: {event!r}")
         if self.deadline.to_stop:  # the drain's Kills, a bounded number an event (then GoOn)

@@ -43,8 +43,7 @@ from fleet.report import fleetends, unsure
 from fleet.report.ingest import blocks
 from fleet.report.model import NOT_RUN, UNFINISHED
 from fleet.wire import livefleets, manifest, records
-from fleet.wire.events import (Drained, DrainLifted, Exit, FleetDown, FleetGone, NotStarted, Queued, Start,
-                                StepDeclared, Unqueued)
+from fleet.wire.events import Drained, Exit, FleetDown, FleetGone, NotStarted, Queued, Start, StepDeclared, Unqueued
 
 CHANGED = "changed"  # with --suite: the step succeeded, but under another definition than the suite's
 # Never run, and no submission asked for it: each that named it was a `fleet run --only`
@@ -163,7 +162,7 @@ def _seen(run_dir: Path, suite_steps) -> _Seen:
                         queued.pop(rec.step, None)
                 elif kind is Queued or kind is Unqueued:
                     _queued(seen, rec, queued)
-                elif kind is NotStarted or kind is Drained or kind is DrainLifted:
+                elif kind is NotStarted or kind is Drained:
                     _drain_said(seen, rec)
                 elif kind is Exit and rec.step:  # only the last exit counts, and only an interruption
                     if rec.outcome == S.INTERRUPTED:
@@ -198,12 +197,6 @@ def _drain_said(seen: _Seen, rec) -> None:
     reason; without a drain, its reason is that of every step it left)."""
     if type(rec) is Drained:
         seen.drained.setdefault(rec.fleet, "")
-        return
-    if type(rec) is DrainLifted:  # (a full disk's, room again: its later submissions' steps run)
-        why = seen.drained.pop(rec.fleet, None)
-        for sid, fleet in seen.declared_by.items() if why else ():  # (what it left stays not run, and why)
-            if fleet == rec.fleet:
-                seen.not_started.setdefault(sid, why)
         return
     if rec.reason and isinstance(rec.reason, str) and rec.fleet in seen.drained:
         seen.drained[rec.fleet] = rec.reason

@@ -33,13 +33,6 @@ def on_drained(g: Gathered, rec: E.Drained) -> None:
     g.drained.add(rec.fleet)
 
 
-def on_drain_lifted(g: Gathered, rec: E.DrainLifted) -> None:
-    """A full or read-only disk's drain was lifted (fleet.control.liftdrain): the fleet's
-    steps of later submissions start again; the drain's line says when it was lifted."""
-    g.allocation["lifted"] = rec.t
-    g.drained.discard(rec.fleet)
-
-
 def on_not_started(g: Gathered, rec: E.NotStarted) -> None:
     """A close (after a drain, or before the drain point: nothing left could end before
     it) counted the steps left never started, with their reasons."""

@@ -419,7 +419,7 @@ _HANDLERS: dict[type, Callable] = {
     E.FleetStarting: _on_fleet_starting, E.FleetUp: _on_fleet_up, E.FleetDown: fleetends.on_fleet_down,
     E.FleetGone: fleetends.on_fleet_gone, E.Adopted: fleetends.on_adopted,
     E.PlacementMismatch: _on_placement_mismatch, E.AllocationEnd: closes.on_allocation_end,
-    E.Drained: closes.on_drained, E.DrainLifted: closes.on_drain_lifted, E.NotStarted: closes.on_not_started, Damaged: _on_damaged,
+    E.Drained: closes.on_drained, E.NotStarted: closes.on_not_started, Damaged: _on_damaged,
     E.Entered: families.on_entered, E.NodeMemory: nodenames.on_node_memory, E.NodeClock: clocks.on_node_clock,
     E.ZygoteRestarted: nodenames.on_zygote_restarted, E.Queued: unsure.on_queued, E.Unqueued: unsure.on_unqueued,
 }

@@ -78,9 +78,7 @@ def allocation_rows(r: Report) -> list[tuple[str, str, str]]:
                     "before the drain point" + ("" if drained else "; " + _left(a))))
     if drained:
         out.append(("drained", f"at {seconds(r.rel(a['drained']))}", f": {one_line(a.get('reason', ''))}; "
-                    f"{_n(a.get('interrupted', 0), 'step')} interrupted, " + _left(a)
-                    + (f"; lifted at {seconds(r.rel(a['lifted']))}: the run directory could be written again"
-                       if a.get("lifted") is not None else "")))
+                    f"{_n(a.get('interrupted', 0), 'step')} interrupted, " + _left(a)))
     return out
 
 

@@ -425,14 +425,6 @@ class Drained(Record):
     running: int = 0
 
 
-@_record("drain_lifted")
-class DrainLifted(Record):
-    """A drain for a full or read-only run directory (`reason`, its Drained's) was lifted:
-    the run directory could be written again when a client submitted (fleet.control.liftdrain)."""
-
-    reason: str = ""
-
-
 # The reason a step gets that no allocation like the drained one could start either
 # (fleet.control.stuck), and that of a step needing such a step (NEEDS.format(that step)):
 # the core's words (fleet.core.longer), which `fleet simulate --walltime` gives too.
