@@ -35,10 +35,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from pathlib import Path
 
 from fleet.control import identity, store
+from fleet.wire import ownfiles
 from fleet.wire.records import holder_dead, zombie
 from fleet.wire.sightings import SEEN
 
@@ -72,7 +74,10 @@ def hold_off(lease) -> Path | None:
     lock = _file(lease, lease.generation, lease.fleet_id)
     deadline = time.monotonic() + HOLD_WAIT_S
     while True:
-        if store._write_new(lock, {**lease.me, "at": time.time(), "holding": True}):
+        made = _make(lock, {**lease.me, "at": time.time(), "holding": True})
+        if made is None:
+            return None  # (no file can be made there: a full or read-only disk; the lease's own write fails too)
+        if made:
             return lock
         try:
             rec = json.loads(lock.read_text())
@@ -91,6 +96,26 @@ def hold_off(lease) -> Path | None:
                         who.get("host"))
             return None
         time.sleep(0.02)
+
+
+def _make(lock: Path, rec: dict) -> bool | None:
+    """Create the file exclusively: True; False when one is there; None when none can be
+    made (ENOSPC, EROFS, EDQUOT: its end, giving back the lease, must not fail on it)."""
+    try:
+        fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, ownfiles.MODE)
+    except FileExistsError:
+        return False
+    except OSError as e:
+        log.warning("cannot create %s (%s): writing the lease without keeping take-overs off", lock, e)
+        return None
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(rec, f)
+    except OSError as e:  # (made, but not written: its own, removed)
+        lock.unlink(missing_ok=True)
+        log.warning("cannot write %s (%s): writing the lease without keeping take-overs off", lock, e)
+        return None
+    return True
 
 
 def restate(lease, shared: bool) -> str | None:
@@ -145,9 +170,12 @@ def adopt_file(lease, rec: dict, gen: int) -> Path:
     adopt = _file(lease, gen, rec.get("fleet"))
     try:
         st = adopt.stat()
+    except OSError:
+        return adopt
+    try:
         held = json.loads(adopt.read_text())
     except (OSError, ValueError):
-        return adopt
+        held = None  # (being written, or left empty: watched as any other)
     left = isinstance(held, dict) and (dead(held, lease.root.parent) or lease._job_ended(held))
     if left or SEEN.unchanged_for(adopt, st) >= LEFT_S:
         return adopt.with_name(adopt.name + ".1")
