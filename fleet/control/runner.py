@@ -296,9 +296,12 @@ def _follow(f: Fleet, sub: Submission, suite: Suite, run_dir: Path, out, shard: 
     drained = sum(1 for o in outcomes.values() if o in DRAINED)
     if full:  # before the allocation's end: a resubmitted job would only drain again
         cause = show.cause or FULL
+        # A fleet up stays drained: a later submission to it would drain at once.
+        down_up = f", bring the fleet down and up again (fleet down --run-dir {run_dir}; fleet up: this one stays " \
+            f"drained)" if f.path.name == connection.NAME else ""
         print(f"fleet: {cause}: {counted(drained, 'step')} interrupted or not started (no attempt used); "
-              f"{_fix(cause, run_dir)} and run the suite again to finish it (a step whose outcome could not be "
-              f"recorded runs again)", file=sys.stderr, flush=True)
+              f"{_fix(cause, run_dir)}{down_up} and run the suite again to finish it (a step whose outcome could "
+              f"not be recorded runs again)", file=sys.stderr, flush=True)
         return EXIT_FULL
     # Closed early (nothing left could end before the drain point), the allocation not over: said so.
     ended = f"closed early: {show.early}" if show.early else "the allocation ended before the suite did"
