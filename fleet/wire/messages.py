@@ -58,6 +58,12 @@ MAX_FRAME = 1 << 20
 _TYPES: dict[str, type] = {}
 
 
+# Fields added to a message within one protocol version, left out of its frame while
+# empty, so that a reader of that version from before them (which refuses a field it does
+# not know) reads every frame that does not need them: SubmitReply.fault (2026-12-07).
+SPARSE = {"submitted": frozenset({"fault"})}
+
+
 class ProtocolError(ValueError):
     """A frame that is not a message we understand (logged and dropped by receivers)."""
 
@@ -88,7 +94,10 @@ def encode(msg: Any) -> bytes:
         return shapes.encode(msg)
     # A message's __dict__ is its fields, in order (frozen dataclasses, no slots): cheaper
     # than dataclasses.fields() per message, which the zygote pays on every start and exit.
-    return msgpack.packb({"v": VERSION, "type": msg.TYPE, **msg.__dict__}, use_bin_type=True)
+    body = msg.__dict__
+    if msg.TYPE in SPARSE:  # (a field added within a version: left out while empty, for that version's readers)
+        body = {k: v for k, v in body.items() if v or k not in SPARSE[msg.TYPE]}
+    return msgpack.packb({"v": VERSION, "type": msg.TYPE, **body}, use_bin_type=True)
 
 
 def decode(frame: bytes, limit: int = MAX_FRAME) -> Any:

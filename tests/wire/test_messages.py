@@ -261,3 +261,11 @@ def test_writing_to_a_pipe_whose_reader_is_gone_raises_broken_pipe():
             write_message(w, Shutdown(0.0))
     finally:
         os.close(w)
+
+
+def test_a_submit_reply_without_a_fault_is_framed_as_before_the_field_so_older_clients_of_this_version_read_it():
+    plain = msgpack.unpackb(messages.encode(messages.SubmitReply(True, submission=3, steps=2)), raw=False)
+    assert "fault" not in plain and plain["submission"] == 3, plain
+    faulted = messages.SubmitReply(False, fault="the fleet could not read s.toml")
+    assert messages.decode(messages.encode(faulted)) == faulted
+    assert messages.decode(messages.encode(messages.SubmitReply(True, submission=3))) == messages.SubmitReply(True, submission=3)
