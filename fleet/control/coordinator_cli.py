@@ -167,22 +167,26 @@ def _serve(coord, args, planned: tuple, run_dir: Path) -> int:
 
 def _cannot_start(e: OSError, coord, run_dir: Path, fleet_id: str) -> int:
     """The coordinator could not start (or go on) for an OS error: one line naming the
-    path and the errno (not a traceback), its agents stopped and the lease given back if
-    it got that far; its exit status, 4 for a file system that cannot be written, else 2.
+    path and the errno (not a traceback: with one once its loop had begun, where any OS
+    error is a fault to find), its agents stopped and the lease given back if it got that
+    far; its exit status, 4 for a file system that cannot be written, else 2 (1 once running).
     (Before 2026-12-07 a traceback, exit 1, and .fleet/lease left behind.) 4 as a fleet
     with no room to come up exits (fleet.control.comingup): its clients say so and exit 4."""
     import errno
     where = f"{e.filename}: " if e.filename else ""
     name = errno.errorcode.get(e.errno, str(e.errno)) if e.errno is not None else "?"
     hint = "; raise the open-file limit (ulimit -n)" if e.errno in (errno.EMFILE, errno.ENFILE) else ""
-    log.error("the coordinator cannot start: %s%s (errno %s, %s)%s", where, e.strerror or e, e.errno, name, hint)
+    # Its loop had begun (the submissions' worker runs): a fault of a running fleet, with where it came from.
+    running = coord is not None and getattr(coord.intake, "worker", None) is not None
+    log.error("the coordinator %s: %s%s (errno %s, %s)%s", "stopped on an OS error" if running else "cannot start",
+              where, e.strerror or e, e.errno, name, hint, exc_info=e if running else None)
     from fleet.control.lease import give_back
     for stop in ((coord.launcher.stop,) if coord is not None else ()) + (lambda: give_back(run_dir, fleet_id),):
         try:
             stop()
         except Exception as again:  # (said, not raised: the one line above is the cause)
             log.error("while stopping after it: %r", again)
-    return 4 if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS) else 2
+    return 4 if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS) else 1 if running else 2
 
 
 def _open_files(nodes: int) -> None:
