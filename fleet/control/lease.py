@@ -52,9 +52,9 @@ removed, so after the lease was replaced, and then finds a lease that is not the
 read; it removes the file it made and starts over. (The file is named by the holder too
 because a lease given back starts again at generation 1: files named by the generation
 alone piled up, one a take-over, and the next take-over of a generation-1 lease found
-its file taken and waited forever.) A taker that dies between creating the file and
-removing it leaves it behind: that lease (holder and generation) can then not be taken
-over, as before.
+its file taken and waited forever.) A file left behind by a taker (or a holder) that died
+in the middle is passed over: the next takers contend for the next name
+(fleet.control.leaseown.adopt_file).
 """
 
 from __future__ import annotations

@@ -48,6 +48,7 @@ log = logging.getLogger("fleet.control.coordinator")
 
 HOLD_WAIT_S = 2.0  # how long a holder waits for a taker's adoption file to go (a take-over holds it for ms)
 LEFT_S = 10.0  # an adoption file a taker sees unchanged this long, on its own clock, was left behind
+MAX_LEFT = 16  # left-behind adoption files of one lease passed over, at most
 
 
 def dead(rec: dict, run_dir: Path) -> bool:
@@ -165,18 +166,20 @@ def adopt_file(lease, rec: dict, gen: int) -> Path:
     being taken over: written by a process that is gone (a holder or a taker that died
     in the middle; its job ended), or seen unchanged by this fleet for LEFT_S on its own
     clock (a writer of another host, whose pid cannot be looked up here: a write holds it
-    for milliseconds). Then lease.adopt.<generation>.<fleet>.1, which takers contend for
-    as for the first."""
-    adopt = _file(lease, gen, rec.get("fleet"))
-    try:
-        st = adopt.stat()
-    except OSError:
-        return adopt
-    try:
-        held = json.loads(adopt.read_text())
-    except (OSError, ValueError):
-        held = None  # (being written, or left empty: watched as any other)
-    left = isinstance(held, dict) and (dead(held, lease.root.parent) or lease._job_ended(held))
-    if left or SEEN.unchanged_for(adopt, st) >= LEFT_S:
-        return adopt.with_name(adopt.name + ".1")
-    return adopt
+    for milliseconds). Then the next name, lease.adopt.<generation>.<fleet>.1, .2, ...
+    (each judged so), which takers contend for as for the first."""
+    base = _file(lease, gen, rec.get("fleet"))
+    for n in range(MAX_LEFT + 1):
+        adopt = base if n == 0 else base.with_name(f"{base.name}.{n}")
+        try:
+            st = adopt.stat()
+        except OSError:
+            return adopt
+        try:
+            held = json.loads(adopt.read_text())
+        except (OSError, ValueError):
+            held = None  # (being written, or left empty: watched as any other)
+        left = isinstance(held, dict) and (dead(held, lease.root.parent) or lease._job_ended(held))
+        if not (left or SEEN.unchanged_for(adopt, st) >= LEFT_S):
+            return adopt
+    return adopt  # (MAX_LEFT files left behind for one lease: say so by waiting on the last; never seen)

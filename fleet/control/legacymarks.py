@@ -130,8 +130,12 @@ class Remarker:
             return
         self.todo.clear()
         end = time.monotonic() + CLOSE_S
+        # poll, not select: with its open-file limit raised (fleet.wire.fdlimit) a big fleet's
+        # descriptors pass 1,024, which select refuses (ValueError, at teardown).
+        waiter = select.poll()
+        waiter.register(self.worker.fd, select.POLLIN)
         while self.busy and (left := end - time.monotonic()) > 0:
-            select.select([self.worker.fd], [], [], left)
+            waiter.poll(left * 1000)
             self.turn()
         self.worker.close(0.1)
         if self.rewritten:

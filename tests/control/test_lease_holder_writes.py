@@ -174,3 +174,20 @@ def test_a_lease_whose_holder_died_rewriting_it_is_taken_over_all_the_same(tmp_p
     rec = lease_of(tmp_path)
     assert (rec["fleet"], rec["generation"]) == ("taker-2-bbb", 4)
 
+
+
+def test_a_lease_two_takers_died_taking_over_is_taken_over_by_the_next(tmp_path):
+    # Each died between creating its adoption file and removing it: before, the second
+    # left file (.1) kept every later taker waiting for ever, silently.
+    root = tmp_path / ".fleet"
+    root.mkdir()
+    gone = {"fleet": "gone-1-aaa", "host": socket.gethostname(), "pid": dead_pid(), "generation": 2, "shared": False}
+    (root / "lease").write_text(json.dumps(gone))
+    for name in ("lease.adopt.2.gone-1-aaa", "lease.adopt.2.gone-1-aaa.1"):
+        (root / name).write_text(json.dumps({"fleet": "taker-x", "host": socket.gethostname(), "pid": dead_pid()}))
+    taker = Lease(tmp_path, "taker-3-ccc", 60.0)
+    look = taker._read()
+    assert taker._takeable(look)
+    assert taker._take_over(look)
+    rec = lease_of(tmp_path)
+    assert (rec["fleet"], rec["generation"]) == ("taker-3-ccc", 3)
