@@ -88,6 +88,10 @@ def _allocation(a: dict | None, now: float, limit: int = 5) -> list[str]:
         # (Before 2026-12-06 it said "the next run goes on" of steps that no job like this one can run.)
         then = ("every step left needs a longer allocation than this one" if a.get("longer_only")
                 else "the next run goes on")
+        if str(a.get("reason", "")).startswith("the run directory"):  # (fleet.control.drain's FULL, READ_ONLY, FAILING)
+            # A fleet up so drained stays drained: a next run to it drains at once (as fleet run says).
+            then = ("the fleet stays drained: once the run directory can be written, bring it down and up again "
+                    "(fleet down; fleet up) and run the suite again")
         out.append(f"  DRAINED ({one_line(a.get('reason', ''))}): nothing more starts; {then}")
     if a.get("held"):
         out.append(f"  {_n(a['held'], 'step')} held back, not started: expected to end after the drain point")

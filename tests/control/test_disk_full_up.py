@@ -38,6 +38,9 @@ def test_a_fleet_up_drained_by_a_full_disk_is_said_to_need_bringing_down_and_up_
                 first.stderr
             done = {e.step for e in event_records(run_dir) if isinstance(e, E.Exit) and e.outcome == "succeeded"}
             assert 0 < len(done) < len(IDS), len(done)
+            status = fleet("status", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
+            assert "DRAINED" in status.stdout and "the fleet stays drained" in status.stdout, status.stdout
+            assert "the next run goes on" not in status.stdout, status.stdout
         finally:
             fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
         assert_nothing_left(run_dir)
