@@ -3,6 +3,7 @@ and what a pass costs.
 
     python benchmarks/distinct_demands.py --trees /tmp/base,.             # decisions: digests per tree
     python benchmarks/distinct_demands.py --trees /tmp/base,. --scale 500,1000,2000 [--scale-trees .]
+    python benchmarks/distinct_demands.py --no-digests --shape memcores --scale 1000,2000,4000 --scale-trees /tmp/base,.
 
 `--trees`: for each tree, a child process (PYTHONPATH=tree, so that tree's fleet is
 imported) runs `fleet.core.simulate.simulate` with its decision log on a set of
@@ -18,7 +19,11 @@ order; equal digests: the same decisions, in the same order, at the same times.
 
 `--scale`: the repro at each N (distinct memory, `fleet simulate`'s defaults: window of
 each node's cores, reservations after 600 s), per tree: CPU seconds of the simulation
-and the fit checks (`_Node.fits` calls, counted by wrapping it) per decision.
+and the fit checks (`_Node.fits` calls, counted by wrapping it) per decision; with
+`--shape memcores`, steps of distinct cores and memory on nodes with GPUs (memory runs
+out first). Since 2026-12-07 a step held back by a reservation is not recorded again
+when only the reservation's step changes: digests against a tree before that differ in
+the runs with reservations (their starts, ends and makespans do not).
 """
 
 from __future__ import annotations
@@ -139,8 +144,20 @@ def one() -> dict:
     return out
 
 
-def scale(n: int) -> dict:
-    """The repro at n steps: CPU and fit checks per decision."""
+def memcores(n: int):
+    """Steps of distinct cores and memory (1-16 cores, 16-63 GiB and i MiB): memory, not
+    cores, is what runs out, so thousands of classes wait with cores free."""
+    from fleet.core.suite import StepSpec
+    return [StepSpec(id=f"s{i}", order=i, command="true", estimate=1 + i % 50, cores=1 + i % 16,
+                     memory=(16 + (i * 7) % 48) * GiB + i * MiB) for i in range(n)]
+
+
+SHAPES = {"distinct": (distinct, 0), "memcores": (memcores, 8)}  # steps, GPUs a node
+
+
+def scale(n: int, shape: str = "distinct") -> dict:
+    """The repro (or `shape`) at n steps: CPU and fit checks per decision, and the
+    decisions by kind."""
     from fleet.core import resources
     from fleet.core.graph import build_graph
     from fleet.core.simulate import pretend_nodes, simulate
@@ -152,14 +169,19 @@ def scale(n: int) -> dict:
         return fits(self, d)
 
     resources._Node.fits = counted
-    steps = distinct(n)
+    make, gpus = SHAPES[shape]
+    steps = make(n)
     graph, _ = build_graph(steps)
     t = time.process_time()
-    r = simulate(steps, graph, pretend_nodes(4, 64, 256 * GiB), window=None)
+    r = simulate(steps, graph, pretend_nodes(4, 64, 256 * GiB, gpus), window=None, keep_log=True)
     cpu = time.process_time() - t
     resources._Node.fits = fits
-    return {"n": n, "cpu_s": round(cpu, 2), "decisions": r.decisions, "fit_checks": calls[0],
-            "fit_checks_per_decision": round(calls[0] / r.decisions, 2), "makespan_s": r.makespan_s}
+    kinds: dict = {}
+    for _, d in r.log:
+        kinds[type(d).__name__] = kinds.get(type(d).__name__, 0) + 1
+    return {"n": n, "shape": shape, "cpu_s": round(cpu, 2), "decisions": r.decisions, "by_kind": kinds,
+            "fit_checks": calls[0], "fit_checks_per_decision": round(calls[0] / r.decisions, 2),
+            "makespan_s": r.makespan_s}
 
 
 def _child(tree: str, args: list[str], timeout: float) -> dict:
@@ -174,6 +196,8 @@ def main() -> int:
     ap.add_argument("--trees", default=".", help="comma-separated trees whose decisions are compared")
     ap.add_argument("--scale", default="", help="comma-separated N for the cost figures (none: skip)")
     ap.add_argument("--scale-trees", default="", help="trees for --scale (default: --trees)")
+    ap.add_argument("--shape", default="distinct", choices=sorted(SHAPES),
+                    help="--scale's steps: the repro (distinct memory, 1 core) or memcores (1-16 cores and memory)")
     ap.add_argument("--no-digests", action="store_true", help="only the cost figures")
     ap.add_argument("--out", default="")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
@@ -183,7 +207,7 @@ def main() -> int:
         print(json.dumps(one()))
         return 0
     if args.one_scale:
-        print(json.dumps(scale(args.one_scale)))
+        print(json.dumps(scale(args.one_scale, args.shape)))
         return 0
     trees = args.trees.split(",")
     result: dict = {"command": "python benchmarks/distinct_demands.py " + " ".join(sys.argv[1:]),
@@ -196,7 +220,7 @@ def main() -> int:
         result["same"] = {k: len({(v[k]["decisions"], v[k]["digest"]) for v in runs.values()}) == 1 for k in names}
         same = all(result["same"].values())
     if args.scale:
-        result["scale"] = {t: [_child(t, ["--one-scale", n], 7200) for n in args.scale.split(",")]
+        result["scale"] = {t: [_child(t, ["--one-scale", n, "--shape", args.shape], 7200) for n in args.scale.split(",")]
                            for t in (args.scale_trees or args.trees).split(",")}
     result["loadavg_end"] = os.getloadavg()
     text = json.dumps(result, indent=1)

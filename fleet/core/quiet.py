@@ -380,7 +380,11 @@ class Quiet:
             d = cls.demand
             insort(self.shapes[(d.cores, d.gpus, d.span)][2], (d.memory or 0, cls.quiet, cls))
             self.entries += 1
-        if self.entries > 2 * self.nquiet + 1024 or len(self.prios) > 2 * self.nquiet + 1024:
+        # Rebuilt once the entries are twice what a rebuild leaves (two a quiet class): a
+        # rebuild, O(quiet classes), then comes after 2 * nquiet re-filings at least, not
+        # every few hundred (at 2 * nquiet + 1024, with thousands of classes, the rebuilds
+        # were half of a pass's time).
+        if self.entries > 4 * self.nquiet + 1024 or len(self.prios) > 4 * self.nquiet + 1024:
             self._compact()
 
     def _file(self, cls, stamp: int) -> None:

@@ -490,7 +490,10 @@ class Scheduler(Entries, Phases, Outside):
 
     def _wait(self, job: _Job, why: W.WaitReason, behind: int, out: list[Decision]) -> None:
         # Said again only when the words change: the free counts behind an unchanged
-        # "no node has ..." move with every start and would repeat the same wait.
-        if job.why is None or job.why.text() != why.text():
-            job.why = why
-            out.append(Wait(job.spec.id, why, behind))
+        # "no node has ..." move with every start and would repeat the same wait. Nor
+        # when only the reserved step's id does (design-decisions.md).
+        was = job.why
+        if was is None or (was != why and was.text() != why.text()):
+            job.why = why  # (what `fleet status` shows: fleet.core.queueview)
+            if not (was is not None and was.cause == why.cause == W.RESERVED and was.cores == why.cores):
+                out.append(Wait(job.spec.id, why, behind))

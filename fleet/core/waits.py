@@ -8,8 +8,9 @@ classifies a wait from the structure and never parses the prose back.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
+from fleet.core.resources import Demand
 from fleet.core.units import format_memory
 
 # What a step waits for. DEPENDENCY, QUEUED and STOPPING are the report's own (a step with unmet
@@ -89,7 +90,7 @@ def short_of(pool, d) -> WaitReason:
         cause = GPUS
     elif d.span:
         cause = SPAN
-    elif pool.fits(replace(d, memory=0)):
+    elif pool.fits(Demand(d.cores, d.gpus, 0, d.span, d.unit, d.blocks)):  # (its memory left out: not replace(), 5x dearer)
         # Some node has its cores and GPUs free, none has its memory beside them: the
         # step's own figure, or, declaring none, its cores' share of the node (which steps
         # that declare more than theirs can take). That is what it waits for, not a whole

@@ -199,3 +199,30 @@ def test_a_reservation_behind_a_step_that_overran_its_estimate_takes_a_handed_st
     assert sched.state("a") == "ready" and [r.step for r in sched.reservations()] == ["spanning"]
     # The reservation is kept: the spanning step starts on the core "overruns" frees.
     assert started(exit_(sched, "overruns", 30.0)) == ["spanning"]
+
+
+def test_a_step_held_back_for_one_reserved_step_then_another_gets_one_wait_record_not_one_per_holder():
+    # Before 2026-12-07 each step held back got a Wait record again whenever the standing
+    # reservation passed to another step: with thousands of steps of distinct demands
+    # waiting, O(steps) records per reservation, 1.16M decisions for 4,000 steps
+    # (benchmarks/README.md, "A ready set of distinct cores and memory"). The step's own
+    # wait reason still names the current holder (what `fleet status` shows).
+    gib, mib = 2**30, 2**20
+    steps = [StepSpec(id=f"s{i}", order=i, command="true", estimate=1 + i % 50, cores=1 + i % 16,
+                      memory=(16 + (i * 7) % 48) * gib + i * mib) for i in range(400)]
+    graph, _ = build_graph(steps)
+    r = simulate(steps, graph, pretend_nodes(4, 64, 256 * gib, 8), window=None, keep_log=True, reserve_after=30.0)
+    assert sorted(r.steps) == sorted(s.id for s in steps)
+    last: dict = {}
+    held = 0
+    for _, d in r.log:
+        if isinstance(d, Wait):
+            before = last.get(d.step)
+            if d.why.cause == W.RESERVED:
+                held += 1
+                assert not (before is not None and before.cause == W.RESERVED and before.cores == d.why.cores), \
+                    (d.step, before.text(), d.why.text())
+            last[d.step] = d.why
+        elif isinstance(d, Start):
+            last.pop(d.step, None)
+    assert held > 10  # (steps were held back: the case is there)
