@@ -3,6 +3,8 @@ Scheduler handlers and through `fleet simulate`'s runner."""
 
 from __future__ import annotations
 
+import heapq
+
 from fleet.core import waits as W
 from fleet.core.graph import build_graph
 from fleet.core.scheduler import NodeJoined, Scheduler, Start, StepExited, Wait, submission
@@ -201,15 +203,23 @@ def test_a_reservation_behind_a_step_that_overran_its_estimate_takes_a_handed_st
     assert started(exit_(sched, "overruns", 30.0)) == ["spanning"]
 
 
+GIB, MIB = 2**30, 2**20
+
+
+def mixed_cores_and_memory(n: int) -> list[StepSpec]:
+    """Steps of distinct cores and memory: on 4 nodes of 64 cores and 256 GiB memory runs
+    out first, and past reserve_after the reservations pass from step to step."""
+    return [StepSpec(id=f"s{i}", order=i, command="true", estimate=1 + i % 50, cores=1 + i % 16,
+                     memory=(16 + (i * 7) % 48) * GIB + i * MIB) for i in range(n)]
+
+
 def test_a_step_held_back_for_one_reserved_step_then_another_gets_one_wait_record_not_one_per_holder():
     # Before 2026-12-07 each step held back got a Wait record again whenever the standing
     # reservation passed to another step: with thousands of steps of distinct demands
     # waiting, O(steps) records per reservation, 1.16M decisions for 4,000 steps
-    # (benchmarks/README.md, "A ready set of distinct cores and memory"). The step's own
-    # wait reason still names the current holder (what `fleet status` shows).
-    gib, mib = 2**30, 2**20
-    steps = [StepSpec(id=f"s{i}", order=i, command="true", estimate=1 + i % 50, cores=1 + i % 16,
-                      memory=(16 + (i * 7) % 48) * gib + i * mib) for i in range(400)]
+    # (benchmarks/README.md, "A ready set of distinct cores and memory").
+    gib = GIB
+    steps = mixed_cores_and_memory(400)
     graph, _ = build_graph(steps)
     r = simulate(steps, graph, pretend_nodes(4, 64, 256 * gib, 8), window=None, keep_log=True, reserve_after=30.0)
     assert sorted(r.steps) == sorted(s.id for s in steps)
@@ -226,3 +236,35 @@ def test_a_step_held_back_for_one_reserved_step_then_another_gets_one_wait_recor
         elif isinstance(d, Start):
             last.pop(d.step, None)
     assert held > 10  # (steps were held back: the case is there)
+
+
+def test_a_held_back_steps_own_reason_names_the_reserved_step_of_its_last_try_though_no_record_says_it():
+    # What `fleet status` shows (the step's reason) follows the reservation at each try;
+    # only the Wait records stop repeating it (the test above).
+    steps = mixed_cores_and_memory(300)
+    est = {s.id: s.estimate for s in steps}
+    sched = Scheduler(30.0)
+    for spec in pretend_nodes(4, 64, 256 * GIB, 8):
+        sched.handle(NodeJoined(spec), 0.0)
+    said: dict[str, str] = {}
+    ends: list = []
+    moved = 0
+
+    def act(decisions, now):
+        for d in decisions:
+            if isinstance(d, Start):
+                heapq.heappush(ends, (now + est[d.step], d.step))
+                said.pop(d.step, None)
+            elif isinstance(d, Wait):
+                said[d.step] = d.why.text()
+
+    act(sched.handle(submission(steps), 0.0), 0.0)
+    while ends:
+        t, sid = heapq.heappop(ends)
+        act(sched.handle(StepExited(sid, 1, "succeeded"), t), t)
+        for step, text in said.items():
+            now_says = sched.view(step).wait_reason or ""
+            if now_says != text and "held back by a reservation" in now_says and "held back by a reservation" in text:
+                moved += 1
+    assert all(sched.state(s.id) == "succeeded" for s in steps)
+    assert moved > 0  # (its reason moved on to another reserved step, with no record)
