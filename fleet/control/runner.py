@@ -12,7 +12,8 @@ are interrupted or not started, with no attempt used; free space and run it agai
 read-only (the same; make it writable and run it again), or its writes fail (EIO);
 5 the fleet was lost before the suite finished (its coordinator killed, crashed, or
 silent for FLEET_RUN_SILENCE s): bring a fleet up again and run it again, in this
-allocation too; 130 interrupted (Ctrl-C, SIGTERM).
+allocation too; 130 interrupted (Ctrl-C, SIGTERM); 129 interrupted by SIGHUP (the terminal
+closed, the ssh connection dropped: the same stopping and summary; fleet.control.stopsignals).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Callable
 
 from fleet.core import states as S
-from fleet.control import gone, interrupts, jobfleets, loopback, shellenv, warnsignal
+from fleet.control import gone, interrupts, jobfleets, loopback, shellenv, stopsignals, warnsignal
 from fleet.control.api import Fleet, Submission, SubmitError
 from fleet.control.drain import FULL, READ_ONLY
 from fleet.control.stuck import TOO_LONG
@@ -41,10 +42,6 @@ from fleet.core.units import counted
 EXIT_DRAINED = 3
 EXIT_FULL = 4
 EXIT_LOST = 5  # the fleet was lost (its coordinator killed, crashed or silent), not stopped
-
-
-def _interrupt(signum, frame):
-    raise KeyboardInterrupt
 
 
 def _said(line: str) -> None:
@@ -64,9 +61,10 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
     run --timeout) for the duration of the run; inside a batch job, also when the fleet
     up is another job's, unless any_job (fleet.control.jobfleets). `only` (with
     `with_deps`) selects steps; `others` are counted apart (or read by a call)."""
-    out = out or sys.stdout
-    old = signal.signal(signal.SIGTERM, _interrupt)
+    # (a terminal gone before its SIGHUP is handled answers EIO: nothing said may end it then)
+    out = stopsignals.quiet(out or sys.stdout)
     old_int = signal.getsignal(signal.SIGINT)
+    old = stopsignals.catch()  # SIGTERM and SIGHUP as Ctrl-C (before 2026-12-07 SIGHUP killed it at once)
     old_usr1 = signal.getsignal(signal.SIGUSR1)
     warnsignal.catch()  # (fleet run's command caught it first: a warning before the fleet is up is kept)
     embedded, f = None, None  # (the embedded fleet's connection name, the client: stopped in the finally)
@@ -99,17 +97,18 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
     except FleetError as e:
         print(f"fleet: {e}", file=sys.stderr)
         return EXIT_LOST if isinstance(e, CoordinatorKilled) else 1
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         interrupted = True
         _on_interrupt(suite, followed, f, run_dir, embedded, out)
         f = embedded = None  # (stopped there: the finally has nothing left to stop)
-        return 130
+        return stopsignals.status(e)
     finally:
         _stop(f, run_dir, embedded)
         warnsignal.release()
         if not interrupted:  # (else it only exits: a Ctrl-C then would end it killed by SIGINT, not 130)
             signal.signal(signal.SIGINT, old_int)
-            signal.signal(signal.SIGTERM, old)
+            for sig, handler in old.items():
+                signal.signal(sig, handler)
         signal.signal(signal.SIGUSR1, old_usr1)
 
 
@@ -123,13 +122,12 @@ def _attached(f: Fleet, conn: connection.Connection) -> None:
 
 
 def _on_interrupt(suite: Suite, followed: list, f: Fleet | None, run_dir: Path, embedded: str | None, out) -> None:
-    """Ctrl-C or SIGTERM: say so, stop the embedded fleet (if any) and, once it is down,
-    what the interrupt left (_summary, if the submission was followed). Another Ctrl-C
-    (or SIGTERM) from here on must not escape as click's "Aborted!" (exit 1): while the
-    fleet stops it says to wait (_stop); then it cuts the summary's reading short;
-    `fleet run` only exits after that (run_suite leaves them ignored)."""
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, signal.SIG_IGN)
+    """Ctrl-C, SIGTERM or SIGHUP: say so, stop the embedded fleet (if any) and, once it
+    is down, what the interrupt left (_summary, if the submission was followed). Another
+    of them from here on must not escape as click's "Aborted!" (exit 1), nor end it by
+    the signal: while the fleet stops it says to wait (_stop); then it cuts the summary's
+    reading short; `fleet run` only exits after that (run_suite leaves them ignored)."""
+    stopsignals.ignore()
     _say_interrupted(run_dir, embedded)
     _stop(f, run_dir, embedded)  # (once the embedded fleet is down: what it stopped is stopped)
     if followed and f is not None:
@@ -154,7 +152,7 @@ def _embedding(run_dir: Path, nodes: int, theirs: connection.Connection | None, 
 
 def _stop(f: Fleet | None, run_dir: Path, embedded: str | None) -> None:
     """Close the connection and stop the embedded fleet (if any), and return only once
-    it is down: a Ctrl-C (or SIGTERM) meanwhile says to wait and changes nothing (it
+    it is down: a Ctrl-C (or SIGTERM, SIGHUP) meanwhile says to wait and changes nothing (it
     escaped here once, as click's "Aborted!" and exit 1, with the fleet's coordinator,
     agents and steps still stopping). down() is bounded: its coordinator is SIGKILLed
     once its steps' grace and its own teardown are over."""
@@ -165,7 +163,7 @@ def _stop(f: Fleet | None, run_dir: Path, embedded: str | None) -> None:
             said.append(signum)
             print("\nfleet: stopping the embedded fleet and its steps (their grace); please wait", file=sys.stderr,
                   flush=True)
-    kept = {sig: signal.signal(sig, wait_please) for sig in (signal.SIGINT, signal.SIGTERM)} if embedded else {}
+    kept = {sig: signal.signal(sig, wait_please) for sig in stopsignals.stopping()} if embedded else {}
     try:
         if f is not None:
             f.close()
@@ -217,24 +215,23 @@ def _say_interrupted(run_dir: Path, embedded: str | None) -> None:
 def _summary(suite: Suite, show: Lines, run_dir: Path, conn: connection.Connection, still_up: bool, out) -> None:
     """Say what the interrupt left (_interrupted), once the embedded fleet is down. What
     it stopped is read from the stream's tail (bounded: fleet.control.interrupts); a
-    second Ctrl-C (or SIGTERM) meanwhile cuts that short, and what the client saw is said."""
+    second Ctrl-C (or SIGTERM, SIGHUP) meanwhile cuts that short, and what the client saw is said."""
     tail: dict[str, str] = {}
     if not still_up:
         try:
             try:
-                signal.signal(signal.SIGINT, _interrupt)
-                signal.signal(signal.SIGTERM, _interrupt)
+                for sig in stopsignals.stopping():
+                    signal.signal(sig, stopsignals.interrupt)
                 tail = interrupts.tail_exits(run_dir, conn.host, conn.pid)
             finally:  # (from here on only the summary and the exit: nothing to cut short)
-                signal.signal(signal.SIGINT, signal.SIG_IGN)
-                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+                stopsignals.ignore()
         except KeyboardInterrupt:
             tail = {}
     print("\n".join(_interrupted(suite, show, still_up, run_dir, tail)), file=out, flush=True)
 
 
 def _interrupted(suite: Suite, show: Lines, still_up: bool, run_dir: Path, tail: dict[str, str]) -> list[str]:
-    """The summary of a run interrupted (Ctrl-C, SIGTERM): what ended, what was running
+    """The summary of a run interrupted (Ctrl-C, SIGTERM, SIGHUP): what ended, what was running
     (stopped with an embedded fleet, by name; going on in a fleet that is up) and what had
     not started, as the end of a whole run says what ended; then where the report and the
     logs are and how to go on (fleet.control.interrupts). `tail`: the ends the embedded
