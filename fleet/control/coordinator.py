@@ -22,7 +22,8 @@ from pathlib import Path
 import zmq
 
 from fleet.control import (cancelling, comingup, drain, early, eventlines, heap, jobend, launching, nodemarkers,
-                           nocores, outcomes, preloads, recording, reports, rezygote, store, turns, turntrace)
+                           nocores, outcomes, preloads, recording, reports, rezygote, stopcause, store, turns,
+                           turntrace)
 from fleet.control.claims import Claims
 from fleet.control.holdtimer import HoldTimer
 from fleet.control.intake import Intake
@@ -97,6 +98,7 @@ class Coordinator:
         self.drain = drain.Drain(self)  # the allocation's end (fleet.control.drain)
         self.holds = HoldTimer(self)  # the ends of defer-widest's holds (fleet.control.holdtimer)
         self.orphan = jobend.Orphan(self)  # every agent gone for good (fleet.control.jobend)
+        self.cause = stopcause.StopCause(self)  # what stopped it: coordinator.log, fleet_down
         turntrace.install(self)  # FLEET_TURN_TRACE: the slow loop turns, part by part
 
     # What tools and tests reach for by name (the parts own them).
@@ -110,8 +112,7 @@ class Coordinator:
     # -- lifecycle ------------------------------------------------------------------
     def serve(self) -> int:
         """Start the agents and run until stopped; the process's exit status."""
-        signal.signal(signal.SIGTERM, self._on_signal)
-        signal.signal(signal.SIGINT, self._on_signal)
+        self.cause.install()  # SIGTERM, SIGINT, SIGHUP (fleet.control.stopcause)
         self.events.write(events.FleetStarting(t=time.time(), nodes=self.expected, pid=os.getpid(),
                                                fleet=self.fleet_id, machine=self.profile.name))
         self.launcher.start(self.agent_endpoint, self.expected, self.preload,  # (main thread: fleet.site.tether)
@@ -169,11 +170,9 @@ class Coordinator:
             self._teardown()
         return code
 
-    def _on_signal(self, signum, frame):
-        self.stopping = True
-
     def _teardown(self) -> None:
         self._until = None  # act on every decision made: nothing starts, the records are written
+        self.cause.say(self.orphan.why())
         self._pump()
         self.intake.close()
         for a in self.agents.values():
@@ -188,7 +187,7 @@ class Coordinator:
         outcomes.record_unreported(self.sched, self.interrupted, self.events, time.time())
         self.launcher.stop()
         self.recorder.close()
-        self.events.write(events.FleetDown(t=time.time(), reason=self.orphan.why()))  # (None: asked to stop)
+        self.events.write(events.FleetDown(t=time.time(), reason=self.orphan.why(), signal=self.cause.signal))
         self.drain.write_events(close=True)
         if self.ready:
             (self.run_dir / self.connection_name).unlink(missing_ok=True)
@@ -457,7 +456,7 @@ class Coordinator:
             reply(self.cancelling.asked(msg, time.time()))
         elif isinstance(msg, P.Down):  # the answer says how long its steps may take to stop
             reply(P.Stopping(cancelling.longest_grace(self.sched)))
-            self.stopping = True
+            self.cause.on_down()
         else:
             reply(P.Error(f"unexpected {type(msg).__name__}"))
 

@@ -146,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except OSError as e:  # (a journal on a read-only mount, say: the lease, if taken, is given back)
         return _cannot_start(e, None, run_dir, fleet_id)
+    coord.cause.parent = args.parent_pid  # (its death signal, armed above, is a SIGTERM: said as its death)
     _say_where(coord, bind, nodes, profile.launcher == "local")
     try:
         return _serve(coord, args, planned, run_dir)

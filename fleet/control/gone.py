@@ -1,8 +1,8 @@
 """Why the fleet a client was following is gone, in words, from the end of events.jsonl.
 
 A `fleet run` that loses its fleet can only say "it went down" unless it looks: a fleet
-that was stopped (`fleet down`, SIGTERM or SIGINT to its coordinator) writes a
-`fleet_down` record as its last; one that stopped itself (every node lost:
+that was stopped (`fleet down`, SIGTERM, SIGINT or SIGHUP to its coordinator) writes a
+`fleet_down` record as its last (naming the signal: from 2026-12-07); one that stopped itself (every node lost:
 fleet.control.jobend) writes one that says so (its `reason`; before 2026-12-06 it read
 as stopped, though nobody stopped it); one whose coordinator was killed (SIGKILL, the
 kernel's OOM killer) or crashed writes nothing more. Records carry the writer's fleet
@@ -61,7 +61,9 @@ def how(run_dir: Path | str, host: str, pid: int) -> tuple[str, str]:
             continue
         if rec.get("kind") == "fleet_down" and rec.get("reason") and isinstance(rec["reason"], str):
             return ITSELF, rec["reason"]
-        if rec.get("kind") == "fleet_down":
+        if rec.get("kind") == "fleet_down" and rec.get("signal") and isinstance(rec["signal"], str):
+            return STOPPED, f"it was stopped by {rec['signal']} to its coordinator"
+        if rec.get("kind") == "fleet_down":  # (`fleet down`; or a signal, by a fleet of before 2026-12-07)
             return STOPPED, "it was stopped (fleet down, or a signal to its coordinator)"
         return KILLED, (f"its coordinator (pid {pid} on {host}) ended without stopping it: killed or crashed "
                         f"(see {logtag.pointer(Path(run_dir) / 'coordinator.log', host, pid)})")

@@ -61,8 +61,7 @@ def run_suite(path: Path, suite: Suite, run_dir: Path, *, force: bool = False, s
     run --timeout) for the duration of the run; inside a batch job, also when the fleet
     up is another job's, unless any_job (fleet.control.jobfleets). `only` (with
     `with_deps`) selects steps; `others` are counted apart (or read by a call)."""
-    # (a terminal gone before its SIGHUP is handled answers EIO: nothing said may end it then)
-    out = stopsignals.quiet(out or sys.stdout)
+    out = stopsignals.quiet(out or sys.stdout)  # (a terminal gone answers EIO: saying must not end it)
     old_int = signal.getsignal(signal.SIGINT)
     old = stopsignals.catch()  # SIGTERM and SIGHUP as Ctrl-C (before 2026-12-07 SIGHUP killed it at once)
     old_usr1 = signal.getsignal(signal.SIGUSR1)

@@ -98,9 +98,13 @@ class FleetFailed(Record):
 @_record("fleet_down")
 class FleetDown(Record):
     """The fleet stopped: asked (fleet down, a signal; no `reason`), or on its own, saying
-    why (every node was lost: fleet.control.jobend). The `reason` is new on 2026-12-06."""
+    why (every node was lost: fleet.control.jobend). The `reason` is new on 2026-12-06;
+    `signal`, the name of the signal that stopped it ("SIGTERM", "SIGINT", "SIGHUP";
+    none when `fleet down` asked it, or it stopped itself), on 2026-12-07 (a record
+    without it: a fleet of before, or one not stopped by a signal)."""
 
     reason: str | None = None
+    signal: str | None = None
 
 
 @_record("fleet_gone")
