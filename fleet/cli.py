@@ -312,51 +312,52 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
     run it again in the next allocation, 4 if the run directory's disk is full (free
     space and run it again) or read-only (make it writable and run it again), 5 if the fleet was lost (its coordinator killed, crashed or
     silent): bring one up and run it again (docs/operations.md in fleet's source)."""
-    from fleet.control import warnsignal
+    from fleet.control import stopsignals, warnsignal
     warnsignal.catch()  # the batch system's warning, from the start: kept until the fleet is up
-    from fleet.cli_run import (embedded_nodes, refuse_a_file, refuse_bad_silence, refuse_lone_options,
-                               refuse_to_embed, say_ignored, say_not_suites, selected, shard_spec, sharded,
-                               steps_to_run)
-    from fleet.control.checks import suite_head
-    from fleet.control import jobfleets, othershards
-    from fleet.control.client import FleetError
-    from fleet.control.runner import run_suite
-    from fleet.control.submissions import Problems
-    from fleet.wire.messages import Submit
-    try:
-        s = suite_head(suite)
-    except SuiteError as e:
-        _invalid(e.problems)
-    only, shard = selected(only), sharded(shard)
-    refuse_lone_options(with_deps, only, new_generation, no_wait_foreign, shard)
-    refuse_bad_silence()
-    target, other = _run_dir_for_suite(run_dir, s)
-    refuse_a_file(target, run_dir, s)
-    try:
-        up = jobfleets.to_use(target, any_job)[0] is not None  # (inside a batch job, this job's: fleet.control.jobfleets)
-    except FleetError:
-        up = False  # (run_suite says why it cannot be used)
-    # A fleet that is up reads and checks the whole suite itself (off its loop) and
-    # answers with the same problems, its shard's and --only's too: reading it here as
-    # well made a big suite's steps twice (a million array steps: 8 s before the
-    # submission left). With none up, all of that is checked here, against the run
-    # directory and the embedded fleet's nodes, before a fleet is started.
-    msg = Submit(str(Path(suite).resolve()), force, serial, shard, new_generation, not no_wait_foreign,
-                 list(only), with_deps)
-    if not up:
-        refuse_to_embed(nodes)
+    with stopsignals.before_start():  # Ctrl-C, SIGTERM, SIGHUP while the suite is read and checked
+        from fleet.cli_run import (embedded_nodes, refuse_a_file, refuse_bad_silence, refuse_lone_options,
+                                   refuse_to_embed, say_ignored, say_not_suites, selected, shard_spec, sharded,
+                                   steps_to_run)
+        from fleet.control.checks import suite_head
+        from fleet.control import jobfleets, othershards
+        from fleet.control.client import FleetError
+        from fleet.control.runner import run_suite
+        from fleet.control.submissions import Problems
+        from fleet.wire.messages import Submit
         try:
-            s, nothing, others = steps_to_run(msg, target, *embedded_nodes(nodes or 1))
-        except Problems as e:
-            _invalid(e.args[0])
-        if nothing:
-            click.echo(nothing)
-            return
-    else:  # (with --shard, the suite is read here too, alongside the submission: which steps are other shards')
-        others = othershards.later(msg, target) if shard and shard_spec(shard) else othershards.OtherShards()
-        say_ignored(target)
-    if other:
-        say_not_suites(target, up, s.run_dir)
+            s = suite_head(suite)
+        except SuiteError as e:
+            _invalid(e.problems)
+        only, shard = selected(only), sharded(shard)
+        refuse_lone_options(with_deps, only, new_generation, no_wait_foreign, shard)
+        refuse_bad_silence()
+        target, other = _run_dir_for_suite(run_dir, s)
+        refuse_a_file(target, run_dir, s)
+        try:
+            up = jobfleets.to_use(target, any_job)[0] is not None  # (in a batch job, this job's: control.jobfleets)
+        except FleetError:
+            up = False  # (run_suite says why it cannot be used)
+        # A fleet that is up reads and checks the whole suite itself (off its loop) and
+        # answers with the same problems, its shard's and --only's too: reading it here as
+        # well made a big suite's steps twice (a million array steps: 8 s before the
+        # submission left). With none up, all of that is checked here, against the run
+        # directory and the embedded fleet's nodes, before a fleet is started.
+        msg = Submit(str(Path(suite).resolve()), force, serial, shard, new_generation, not no_wait_foreign,
+                     list(only), with_deps)
+        if not up:
+            refuse_to_embed(nodes)
+            try:
+                s, nothing, others = steps_to_run(msg, target, *embedded_nodes(nodes or 1))
+            except Problems as e:
+                _invalid(e.args[0])
+            if nothing:
+                click.echo(nothing)
+                return
+        else:  # (with --shard, the suite is read here too, alongside the submission: which steps are other shards')
+            others = othershards.later(msg, target) if shard and shard_spec(shard) else othershards.OtherShards()
+            say_ignored(target)
+        if other:
+            say_not_suites(target, up, s.run_dir)
     sys.exit(run_suite(Path(suite).resolve(), s, target, force=force, serial=serial, nodes=nodes or 1,
                        shard=shard, new_generation=new_generation, wait_foreign=not no_wait_foreign,
                        only=only, with_deps=with_deps, others=others, join_timeout=timeout, any_job=any_job,
