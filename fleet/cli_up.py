@@ -233,6 +233,19 @@ def _say_no_cores(run_dir: Path, conn) -> None:
 
 
 def stop_all(run_dir: Path, any_job: bool = False) -> None:
+    """`fleet down` (_stop_all). Interrupted (Ctrl-C) it says so and exits 130: a fleet
+    it asked to stop goes on stopping, its steps their grace (before 2026-12-07 click's
+    "Aborted!" and exit 1, which said nothing of that)."""
+    try:
+        _stop_all(run_dir, any_job)
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # (what is left is one line and the exit)
+        click.echo(f"\nfleet down: interrupted; a fleet it asked to stop goes on stopping (its steps get their "
+                   f"grace): fleet status --run-dir {run_dir} to see it, fleet down again to wait for it", err=True)
+        sys.exit(130)
+
+
+def _stop_all(run_dir: Path, any_job: bool = False) -> None:
     """`fleet down`: every fleet of run_dir. Those with no connection file yet (coming
     up, or waiting for the lease: fleet.control.starting) first: a fleet up that is
     stopped gives its lease back, and one of them would take it. A fleet whose file
