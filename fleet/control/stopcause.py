@@ -3,8 +3,8 @@
 SIGTERM, SIGINT and SIGHUP stop it alike: the teardown stops its steps (each its grace),
 records their ends and writes `fleet_down`, whose `signal` names the signal (none when
 `fleet down` asked it, or when the fleet stopped itself: its `reason` says why then).
-Before 2026-12-07 SIGHUP (the terminal of a `fleet up` started in the foreground of a
-login shell, closed) killed it as a crash: no teardown, no `fleet_down`, its running
+Before 2026-12-07 SIGHUP (sent by hand, or by a tool that hangs up the processes it
+finds) killed it as a crash: no teardown, no `fleet_down`, its running
 steps given no exit record, its agents dead of their parent's death; and no stop left
 a line in coordinator.log saying what stopped it.
 """
