@@ -358,11 +358,12 @@ def run(suite, run_dir, force, serial, nodes, shard, new_generation, no_wait_for
             say_ignored(target)
         if other:
             say_not_suites(target, up, s.run_dir)
+        options = [] if up else with_job(coordinator_args_of(heartbeat, heartbeat_timeout, stale_after,  # (a job's
+                                                             max_attempts, **end))  # end asked: seconds, maybe)
     sys.exit(run_suite(Path(suite).resolve(), s, target, force=force, serial=serial, nodes=nodes or 1,
                        shard=shard, new_generation=new_generation, wait_foreign=not no_wait_foreign,
                        only=only, with_deps=with_deps, others=others, join_timeout=timeout, any_job=any_job,
-                       fleet_options=[] if up else with_job(coordinator_args_of(heartbeat, heartbeat_timeout,
-                                                                                stale_after, max_attempts, **end))))
+                       fleet_options=options))
 
 
 @main.command()

@@ -119,7 +119,7 @@ def before_start():
     at 200,000 steps), and Ctrl-C then gave click's `Aborted!` and exit 1 ("a step did
     not succeed"), SIGTERM killed it (143) with no word, SIGHUP likewise (129). Now each
     says so and exits as run_suite would (130, 130, 129): nothing was started."""
-    catch()
+    old = catch()
     try:
         yield
     except KeyboardInterrupt as e:
@@ -127,3 +127,6 @@ def before_start():
         quiet()
         print("\nfleet: interrupted before anything started", file=sys.stderr, flush=True)
         sys.exit(status(e))
+    finally:  # (run_suite catches them again, and gives back these, the process's own)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
