@@ -8,8 +8,19 @@ import time
 from pathlib import Path
 
 
+def _gate(ctx) -> None:
+    """Wait for the file args.gate, if named: the test makes it when the step may go on
+    (at most 120 s, then the step goes on anyway)."""
+    gate = ctx.args.get("gate")
+    deadline = time.monotonic() + 120
+    while gate and not os.path.exists(gate) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 def nap(ctx):
-    """Sleep for args.seconds (default 0.5), recording pid, cores and times."""
+    """Wait for the file args.gate, if named; sleep for args.seconds (default 0.5),
+    recording pid, cores and times (of the sleep)."""
+    _gate(ctx)
     t0 = time.time()
     time.sleep(float(ctx.args.get("seconds", 0.5)))
     Path(ctx.workdir, "nap.json").write_text(json.dumps(
@@ -103,10 +114,7 @@ def once(ctx):
         f = line.split()
         if len(f) >= 3 and f[0] == "start" and f[1] == me and int(f[2]) != os.getpid() and _running(int(f[2])):
             _note(ctx, f"overlap:{f[2]}")
-    gate = ctx.args.get("gate")  # a file the test makes when the step may go on
-    deadline = time.monotonic() + 120
-    while gate and not os.path.exists(gate) and time.monotonic() < deadline:
-        time.sleep(0.02)
+    _gate(ctx)
     time.sleep(float(ctx.args.get("seconds", 1.0)))
     out = Path(ctx.run_dir, "out", me.replace("/", "_"))
     out.parent.mkdir(exist_ok=True)

@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from fleetharness import assert_nothing_left, fleet, wait_for, write_suite
+from fleetharness import assert_nothing_left, fleet, two_fleets_gated, wait_for, write_suite
 from fleetharness import records as event_records
 
 from fleet.control import claimlog, fold
@@ -67,13 +67,8 @@ def two_fleets_run(tmp_path, started, n: int, seconds: float):
     steps = [f"s/{i}" for i in range(n)]
     gate = tmp_path / "go"
     suite, run_dir = suite_of(tmp_path, n, seconds, gate), tmp_path / "run"
-    first = started("run", str(suite), "--nodes", "2")
-    wait_for(lambda: len(of(run_dir, E.Started)) >= 2, 60, "the first fleet to start steps")
-    first_fleet = of(run_dir, E.FleetStarting)[0].fleet
-    second = started("run", str(suite), "--nodes", "2")
-    wait_for(lambda: any(e.fleet != first_fleet for e in of(run_dir, E.Started)), 90,
-             "the second fleet to start a step")
-    gate.touch()
+    first, second = two_fleets_gated(run_dir, gate, lambda: started("run", str(suite), "--nodes", "2"),
+                                     lambda: started("run", str(suite), "--nodes", "2"), first_starts=2)
     outs = [p.communicate(timeout=120) for p in (first, second)]
     assert [first.returncode, second.returncode] == [0, 0], outs
     assert_each_ended_once(run_dir, steps)

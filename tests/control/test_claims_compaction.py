@@ -195,15 +195,17 @@ def test_two_fleets_sharing_a_run_directory_for_many_claim_turns_keep_the_claims
     writes a few hundred files a second, so that is not bounded here), each journal stays
     under its bound with the rest in sealed segments, and a rerun, alone, folds the
     segments and runs nothing again."""
-    from fleetharness import assert_nothing_left, fleet, wait_for
-    from test_batch_claims import SEGMENT, E, assert_each_ended_once, of, suite_of
+    from fleetharness import assert_nothing_left, fleet, two_fleets_gated
+    from test_batch_claims import SEGMENT, assert_each_ended_once, suite_of
     n = 1000
     steps = [f"s/{i}" for i in range(n)]
-    suite, run_dir = suite_of(tmp_path, n, 0.01), tmp_path / "run"
+    # The steps wait at a gate until both fleets have started one: a loaded machine's first
+    # fleet could otherwise run most of them alone, the log never shared for many turns.
+    gate = tmp_path / "go"
+    suite, run_dir = suite_of(tmp_path, n, 0.01, gate), tmp_path / "run"
     env = {claimsnap.FILES_ENV: "8", "FLEET_TEST_JOURNAL_ROTATE_BYTES": "4096"}
-    first = started("run", str(suite), "--nodes", "2", extra_env=env)
-    wait_for(lambda: len(of(run_dir, E.Started)) >= 2, 60, "the first fleet to start steps")
-    second = started("run", str(suite), "--nodes", "2", extra_env=env)
+    first, second = two_fleets_gated(run_dir, gate, lambda: started("run", str(suite), "--nodes", "2", extra_env=env),
+                                     lambda: started("run", str(suite), "--nodes", "2", extra_env=env), first_starts=2)
     most, lowest, removals = 0, 0, 0
     while first.poll() is None or second.poll() is None:  # (each look is a listing)
         files = claimlog.batch_files(run_dir)

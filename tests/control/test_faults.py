@@ -23,7 +23,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from fleetharness import assert_nothing_left, env, fleet, sessions, wait_for, write_suite
+from fleetharness import assert_nothing_left, env, fleet, sessions, two_fleets_gated, wait_for, write_suite
 from fleetharness import records as event_records
 
 from fleet.control import store
@@ -204,7 +204,8 @@ def nth_start_on(run_dir: Path, node: str, n: int) -> E.Started | None:
 
 
 def steps_suite(path: Path, name: str, count: int, seconds: float, retries: int = 0, first: int = 1,
-                run_dir: str | None = None) -> Path:
+                run_dir: str | None = None, gate: Path | None = None) -> Path:
+    gated = f', gate = "{gate}"' if gate else ""  # (the steps wait for that file: fleet_steps.once)
     return write_suite(path, f"""
 [suite]
 name = "{name}"
@@ -214,7 +215,7 @@ id = "s/{{i}}"
 array = "{first}-{first + count - 1}"
 task = "{{i}}"
 call = "fleet_steps:once"
-args = {{ seconds = {seconds} }}
+args = {{ seconds = {seconds}{gated} }}
 retries = {retries}
 """)
 
@@ -443,12 +444,14 @@ def _tally(stdout: str) -> Counter:
 
 
 def test_two_fleets_started_at_different_times_on_one_run_directory_run_each_step_exactly_once(tmp_path, procs):
-    suite = steps_suite(tmp_path / "s.toml", "two-fleets", 30, 0.3, first=0, run_dir="run")
+    # The second fleet comes later: once the first has started steps, which wait for the
+    # gate until the second has started one too (however late it comes up under load).
+    gate = tmp_path / "go"
+    suite = steps_suite(tmp_path / "s.toml", "two-fleets", 30, 0.3, first=0, run_dir="run", gate=gate)
     run_dir = tmp_path / "run"
     steps = [f"s/{i}" for i in range(30)]
-    first = procs.start("run", str(suite), cwd=tmp_path)
-    time.sleep(1.0)  # deliberate: the second fleet comes later
-    second = procs.start("run", str(suite), cwd=tmp_path)
+    first, second = two_fleets_gated(run_dir, gate, lambda: procs.start("run", str(suite), cwd=tmp_path),
+                                     lambda: procs.start("run", str(suite), cwd=tmp_path))
     (rc1, out1, err1), (rc2, out2, err2) = procs.finish(first, 60), procs.finish(second, 60)
     assert rc1 == 0 and rc2 == 0, out1 + err1 + out2 + err2
     fleets = [e.fleet for e in of(run_dir, E.FleetStarting)]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetharness import assert_nothing_left, events, finish, wait_for, write_suite
+from fleetharness import assert_nothing_left, events, finish, two_fleets_gated, wait_for, write_suite
 
 pytestmark = pytest.mark.xdist_group("shared_definitions")
 
@@ -19,6 +19,7 @@ STEPS = 24
 
 
 def suite(tmp_path: Path, name: str, word: str) -> Path:
+    """Steps that wait for the file tmp_path/go, then take a second (`word`: the definition)."""
     return write_suite(tmp_path / f"{name}.toml", f"""
 [suite]
 name = "{name}"
@@ -27,7 +28,7 @@ run_dir = "run"
 [[steps]]
 id = "s{{i}}"
 array = "1-{STEPS}"
-command = "sleep 1; echo {word}"
+command = "until test -e {tmp_path / 'go'}; do sleep 0.05; done; sleep 1; echo {word}"
 """)
 
 
@@ -59,9 +60,10 @@ def said_ended(run_dir: Path, step: str) -> bool:
 def test_two_fleets_of_different_definitions_each_run_every_step_in_turn_and_both_end(tmp_path, started):
     a, b = suite(tmp_path, "a", "one"), suite(tmp_path, "b", "two")
     run_dir = tmp_path / "run"
-    pa = started("run", str(a), "--nodes", "1")
-    wait_for(lambda: any(e["kind"] == "started" for e in events(run_dir)), 60, "fleet A to start a step")
-    pb = started("run", str(b), "--nodes", "1")
+    # A's steps wait until B has started one too: both fleets hold steps the other must
+    # take, however late B comes up (A could otherwise run and hold them all first).
+    pa, pb = two_fleets_gated(run_dir, tmp_path / "go", lambda: started("run", str(a), "--nodes", "1"),
+                              lambda: started("run", str(b), "--nodes", "1"))
     ra, rb = finish(pa, 150), finish(pb, 150)
     assert ra[0] == 0 and rb[0] == 0, ra + rb
     ran = runs(run_dir)

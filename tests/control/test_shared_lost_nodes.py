@@ -15,7 +15,7 @@ import os
 import signal
 from pathlib import Path
 
-from fleetharness import assert_nothing_left, events, finish, fleet, wait_for, write_suite
+from fleetharness import assert_nothing_left, events, finish, fleet, two_fleets_gated, wait_for, write_suite
 from test_shared_failures import outcomes
 
 from fleet.control import claimlog
@@ -44,17 +44,17 @@ def test_a_fleet_that_loses_its_only_node_leaves_the_steps_it_did_not_run_to_the
     # Each step may be retried once: a step running on the lost node is lost there, and its
     # retry is found unrunnable there too (a lost attempt with no retry left is the step's
     # failure, in one fleet as in two). `gather`, waiting in both, is blocked by them there.
+    # The steps wait for the file `go` until B has started one: however late B comes up, A
+    # has not run them all by then (it did, under load, and B had nothing of its own).
+    gate = tmp_path / "go"
     s = write_suite(tmp_path / "s.toml", '[suite]\nname = "lostnode"\nrun_dir = "run"\n\n'
-                    '[[steps]]\nid = "t/{i}"\narray = "0-29"\ncommand = "sleep 1"\nretries = 1\n\n'
+                    '[[steps]]\nid = "t/{i}"\narray = "0-29"\n'
+                    f'command = "until test -e {gate}; do sleep 0.05; done; sleep 1"\nretries = 1\n\n'
                     f'[[steps]]\nid = "gather"\ncommand = "true"\ndeps = {json.dumps(STEPS)}\n')
     run_dir = tmp_path / "run"
-    a = started("run", str(s), "--nodes", "1", *HB)
-    wait_for(lambda: any(e["kind"] == "started" for e in events(run_dir)), 60, "fleet A to start a step")
-    b = started("run", str(s), "--nodes", "1", *HB)
-    wait_for(lambda: len(fleets(run_dir)) == 2, 60, "fleet B to come up")
+    a, b = two_fleets_gated(run_dir, gate, lambda: started("run", str(s), "--nodes", "1", *HB),
+                            lambda: started("run", str(s), "--nodes", "1", *HB))
     fa, fb = fleets(run_dir)
-    wait_for(lambda: any(e["kind"] == "started" and e.get("fleet") == fb for e in events(run_dir)), 60,
-             "fleet B to start a step")
     wait_for(lambda: held_unstarted(run_dir, fa), 60, "fleet A to hold a step it has not started")
     os.kill(joined(run_dir)[fa], signal.SIGKILL)
     ra, rb = finish(a, 120), finish(b, 180)

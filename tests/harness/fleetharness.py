@@ -135,6 +135,27 @@ def wait_for(pred, timeout: float = 30.0, what: str = "condition"):
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
+def fleets_that_started(run_dir: Path) -> list[str]:
+    """The fleets that started a step on run_dir, in the order of their first start."""
+    return list(dict.fromkeys(e["fleet"] for e in events(run_dir) if e["kind"] == "started"))
+
+
+def two_fleets_gated(run_dir: Path, gate: Path, first, second, first_starts: int = 1, timeout: float = 90.0):
+    """Two fleets on run_dir at once, whatever the load: `first()` starts the first (a
+    Popen), whose steps wait for the file `gate`; once it has started `first_starts`
+    steps, `second()` starts the second; once that one has started a step too, the gate
+    is made. Returns (first, second). Ungated, a loaded machine's first fleet could end
+    or claim every step before the second came up: the second would find nothing of its
+    own, and a test of the two sharing the run directory would prove nothing."""
+    one = first()
+    wait_for(lambda: sum(e["kind"] == "started" for e in events(run_dir)) >= first_starts, 60,
+             "the first fleet to start steps")
+    two = second()
+    wait_for(lambda: len(fleets_that_started(run_dir)) >= 2, timeout, "the second fleet to start a step")
+    gate.touch()
+    return one, two
+
+
 def fleet_pids(run_dir: Path) -> set[int]:
     """Every pid the run recorded: coordinator, agents, zygotes, steps."""
     pids = set()

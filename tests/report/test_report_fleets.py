@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from fleet.report.trace import validate
-from fleetharness import assert_nothing_left, events, finish, fleet, spawn, wait_for, write_suite
+from fleetharness import assert_nothing_left, events, finish, fleet, spawn, two_fleets_gated, wait_for, write_suite
 
 TWICE = """
 [suite]
@@ -163,16 +163,27 @@ def test_a_step_skipped_as_done_then_forced_waits_from_the_forced_submission_not
     assert_nothing_left(run)
 
 
-SHARDED = "[suite]\nname = \"sharded\"\nrun_dir = \"run\"\n" + "".join(
-    f'[[steps]]\nid = "w{i}"\ncall = "fleet_steps:nap"\nargs = {{ seconds = 0.8 }}\n'
-    + (f'deps = ["w{i - 8}"]\n' if i >= 8 else "") for i in range(13))
+def sharded(gate: Path) -> str:
+    """13 steps of 0.8 s, the last 5 after the first 5, each waiting for the file `gate` first."""
+    return "[suite]\nname = \"sharded\"\nrun_dir = \"run\"\n" + "".join(
+        f'[[steps]]\nid = "w{i}"\ncall = "fleet_steps:nap"\nargs = {{ seconds = 0.8, gate = "{gate}" }}\n'
+        + (f'deps = ["w{i - 8}"]\n' if i >= 8 else "") for i in range(13))
 
 
 def test_two_shards_at_once_on_one_run_directory_report_every_step_and_each_fleets_own_node(tmp_path):
-    suite = write_suite(tmp_path / "s.toml", SHARDED)
+    gate = tmp_path / "go"
+    suite = write_suite(tmp_path / "s.toml", sharded(gate))
     run = tmp_path / "run"
-    ps = [spawn("run", str(suite), "--shard", f"{i}/2", cwd=tmp_path) for i in range(2)]
+    ps: list = []
+
+    def shard(i: int):
+        ps.append(spawn("run", str(suite), "--shard", f"{i}/2", cwd=tmp_path))
+        return ps[-1]
+
     try:
+        # The steps wait until both shards have started one: the shards overlap however
+        # late the second comes up (shard 0 alone ends in a few seconds).
+        two_fleets_gated(run, gate, lambda: shard(0), lambda: shard(1))
         for p in ps:
             rc, out, err = finish(p, timeout=180)
             assert rc == 0, out + err
