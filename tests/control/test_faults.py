@@ -312,9 +312,13 @@ def test_an_agent_stopped_past_the_timeout_is_fenced_its_late_reports_are_droppe
         # The zygote hears no Tick for 0.5 x timeout and kills the step: before the
         # coordinator, at 1 x timeout, declares the agent lost and runs the step elsewhere.
         wait_for(lambda: gone(victim.pid), 3 * HB_TIMEOUT, "the zygote to fence the stopped agent's step")
-        fenced_at = time.time()
         lost = wait_for(lambda: of(run_dir, E.NodeLost, node="node1"), 3 * HB_TIMEOUT, "node1 to be lost")[0]
-        assert fenced_at < lost.t
+        # When the zygote fenced: the time its line was written to node1's log, the last
+        # line there while the agent sleeps (a time the test took would be late whenever
+        # the test itself is held up; the system's file time is taken at the write).
+        agent_log = run_dir / "agents" / "node1.log"
+        assert "stopping every step (fencing)" in agent_log.read_text().splitlines()[-1], agent_log.read_text()
+        assert agent_log.stat().st_mtime < lost.t
         retry = wait_for(lambda: of(run_dir, E.Started, step=victim.step, attempt=2), 30, "the retry to start")[0]
         assert retry.node == "node2"
         assert psutil.Process(agent).status() == psutil.STATUS_STOPPED  # still asleep all along

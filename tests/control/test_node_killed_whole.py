@@ -11,7 +11,6 @@ import random
 import re
 import signal
 import sys
-import time
 from pathlib import Path
 
 import psutil
@@ -224,9 +223,14 @@ def test_a_node_frozen_whole_has_its_steps_killed_before_the_coordinator_runs_th
     os.killpg(group, signal.SIGSTOP)  # the agent and its zygote: neither can fence the step
     try:
         wait_for(lambda: not living(first), 2 * HB_TIMEOUT, "the frozen node's step to be killed")
-        killed_at = time.time()
         lost = wait_for(lambda: of(run_dir, E.NodeLost, node=node), 10 * HB_TIMEOUT, "the node to be lost")[0]
-        assert killed_at < lost.t  # (the watcher acts at half the timeout; lost after all of it)
+        # The watcher acts at half the timeout; lost after all of it. When it acted: the time
+        # its line, written once it had killed them, was written to the node's log, the last
+        # line there while the node is frozen (not a time the test took: late whenever the
+        # test itself is held up).
+        node_log = run_dir / "agents" / f"{node}.log"
+        assert "agent and zygote stopped for" in node_log.read_text().splitlines()[-1], node_log.read_text()
+        assert node_log.stat().st_mtime < lost.t
         assert psutil.Process(agent).status() == psutil.STATUS_STOPPED  # asleep all along
     finally:
         os.killpg(group, signal.SIGCONT)
