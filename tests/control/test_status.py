@@ -141,24 +141,30 @@ def test_status_says_when_the_coordinator_reads_its_nodes_reports_late(tmp_path)
     """Steps that end while the coordinator is stopped are read late: status says how late."""
     run_dir = tmp_path / "run"
     R.up(run_dir, tmp_path)
-    suite = R.call_suite(tmp_path / "s.toml", "late", 4, 1.0)  # two run, two queued behind them
+    gate = tmp_path / "go"  # (the steps wait for it: made once the coordinator is stopped)
+    suite = R.call_suite(tmp_path / "s.toml", "late", 4, 1.0, gate=gate)  # two run, two queued behind them
     client = Client(find(run_dir))
     runner = spawn("run", str(suite), "--run-dir", str(run_dir), cwd=tmp_path)
     coordinator = None
     try:
         coordinator = psutil.Process(json.loads((run_dir / "fleet.json").read_text())["pid"])
         wait_for(lambda: len([e for e in records(run_dir) if isinstance(e, E.Started)]) >= 2, 60, "two running steps")
-        # Asked in this process (no command to start): the coordinator is stopped well
-        # before the first ends, even on a loaded machine (a `fleet status` command here
-        # once took long enough for every step to end first).
         age = client.ask(P.Status(), timeout=30).status["loop"]["report_age_s"]
         assert age is None or age < 2.0, age  # (none read yet, or read as they come)
-        coordinator.suspend()  # every step ends meanwhile (queued ones start without it)
-        time.sleep(5.0)  # (the queued two end about 2 s after the first two started: then 3 s unread)
+        coordinator.suspend()
+        gate.touch()  # every step ends only now, while it is stopped (queued ones start without it)
+
+        def ended_long_ago() -> bool:  # (by the steps' own records of their ends: fleet_steps.nap)
+            try:
+                ends = [json.loads(p.read_text())["end"] for p in run_dir.glob("**/nap.json")]
+            except (OSError, ValueError):  # (one being written)
+                return False
+            return len(ends) == 4 and time.time() - max(ends) >= 3.5
+        wait_for(ended_long_ago, 60, "every step to end, the last 3.5 s ago, the coordinator stopped")
         coordinator.resume()
         wait_for(lambda: len([e for e in records(run_dir) if isinstance(e, E.Exit)]) == 4, 60, "the four exits")
         st = status_json("--run-dir", str(run_dir), cwd=tmp_path)
-        assert st["loop"]["report_age_s"] >= 2.0, st["loop"]  # (the last one ended >= 2.5 s before it was read)
+        assert st["loop"]["report_age_s"] >= 2.0, st["loop"]  # (the last one ended >= 3.5 s before it was read)
         text = fleet("status", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60).stdout
         assert re.search(r"BEHIND: the last step end read came \d+\.\ds after the step ended", text), text
         out, err = runner.communicate(timeout=120)

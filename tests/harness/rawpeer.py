@@ -123,11 +123,13 @@ def exits(run_dir: Path) -> list[dict]:
     return [e for e in events(run_dir) if e["kind"] == "exit"]
 
 
-def call_suite(path: Path, name: str, steps: int, seconds: float, run_dir: str | None = None) -> Path:
-    """A suite of `steps` independent `fleet_steps:nap` call steps."""
+def call_suite(path: Path, name: str, steps: int, seconds: float, run_dir: str | None = None,
+               gate: Path | None = None) -> Path:
+    """A suite of `steps` independent `fleet_steps:nap` call steps (`gate`: each waits for that file first)."""
     text = f'[suite]\nname = "{name}"\n' + (f'run_dir = "{run_dir}"\n' if run_dir else "")
+    gated = f', gate = "{gate}"' if gate else ""
     text += (f'[[steps]]\nid = "nap/{{i}}"\narray = "1-{steps}"\ncall = "fleet_steps:nap"\n'
-             f"args = {{ seconds = {seconds} }}\n")
+             f"args = {{ seconds = {seconds}{gated} }}\n")
     path.write_text(text)
     return path
 
