@@ -142,7 +142,7 @@ class Coordinator:
                 ready = dict(poller.poll(self.liveness.polling(wait_ms)))  # (returning late: a stall, Liveness)
                 self.recorder.stand(time.monotonic())  # found gone by another fleet: it stops (control.foundgone)
                 self.drain.follow_clock(time.time())  # a wall clock's step, before any event is stamped with it
-                self._until = self.liveness.listening_ended() + TURN_S  # (deaf till the next poll: not counted against agents)
+                self._until = jobend.woke(self) + TURN_S  # (deaf till the next poll: not counted; frozen: drains)
                 if self.agent_sock in ready:
                     self._drain(self.agent_sock, self._on_agent)
                 if self.client_sock in ready:
@@ -280,8 +280,8 @@ class Coordinator:
         # Silence is judged only with every agent message read: what waited in the socket
         # while the loop was busy is not silence (bounded: then the next beat judges).
         # Read only when some agent is half way to its timeout (Liveness.doubtful).
+        jobend.frozen(self, now := time.time())  # (stopped in this turn: drained before its agents are read)
         emptied = not self.liveness.doubtful() or any(self._drain(self.agent_sock, self._on_agent) for _ in range(10))
-        now = time.time()
         for node in self.liveness.beat(now, judge=emptied):
             self.markers.gone(node)
             jobend.lost(self, node, "agent missed heartbeats", now, fence=True)

@@ -87,6 +87,9 @@ FULL = "the run directory's file system is full"  # a full drain's reason starts
 READ_ONLY = "the run directory cannot be written: its file system is read-only"  # (EROFS: exit 4 too)
 FAILING = "the run directory cannot be written: its file system fails"  # (EIO, the coordinator's own writes)
 UNWRITABLE = (FULL, READ_ONLY, FAILING)  # a drain's reason that starts with one of these: fleet run exits 4
+# A drain's reason that starts so: every node left with no signal of the batch system (its
+# coordinator frozen past its agents' fence: fleet.control.jobend.frozen). `fleet run` exits 5.
+NODES_LOST = "the fleet lost its nodes"
 FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})  # (fleet.node.diskfull's, on the coordinator's side)
 _CAUSES = {errno.ENOSPC: FULL, errno.EDQUOT: FULL, errno.EROFS: READ_ONLY, errno.EIO: FAILING}
 

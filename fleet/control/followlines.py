@@ -11,7 +11,7 @@ import os
 import time
 
 from fleet.control.api import Update
-from fleet.control.drain import UNWRITABLE
+from fleet.control.drain import NODES_LOST, UNWRITABLE
 from fleet.control.notsucceeded import LOGGED, NotSucceeded, has_log
 from fleet.control.stuck import TOO_LONG
 from fleet.core import states as S
@@ -45,6 +45,7 @@ class Lines:
         self.cause = ""  # why it cannot: the first of drain.UNWRITABLE said (full, read-only, failing)
         self.early = ""  # why the fleet closed the submission early, not drained, if it did
         self.too_long: list[str] = []  # steps drained that no allocation like this one can start (control.stuck)
+        self.nodes_lost = ""  # why the fleet drained for every node gone unsignalled (drain.NODES_LOST), if it did
         self.listed = self.unlisted = 0  # skipped steps listed in a log; those past SKIPPED_LISTED
         self.counts: dict[str, int] = {}  # the submission's steps by state, as last said (a Ctrl-C's summary)
         self.not_succeeded = NotSucceeded()  # the end's summary of what did not succeed, by kind
@@ -89,6 +90,8 @@ class Lines:
                     self.full.append(step)
                 elif outcome in DRAINED and reason and reason.startswith(TOO_LONG):
                     self.too_long.append(step)
+                if outcome in DRAINED and not self.nodes_lost and reason and NODES_LOST in reason:
+                    self.nodes_lost = reason[reason.index(NODES_LOST):].split(";")[0]
                 self.total = max(self.total, len(outcomes))  # steps its steps submitted count too
                 # A success has a reason only where its node saw the kernel's OOM killer take a
                 # process of it (fleet.node.memwatch.oom_note): said, on a terminal too, since

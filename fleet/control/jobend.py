@@ -18,13 +18,27 @@ Two more rules make that hold:
   come back: srun, mpiexec or the local agents exited), stops: drained first, so a
   `fleet run` following it hears how its suite ended, then down after LINGER_S. Before
   this rule such a coordinator, detached from the job, outlived it for good.
+- A coordinator whose loop did not run for its agents' fence or longer (SIGSTOP, a
+  suspended job, starved of the CPU) has lost every agent: each stopped its steps and
+  leaves after the fence without word from it (fleet.node.agent). It drains the moment
+  it runs again (`frozen`), before it reads what they sent (the steps they stopped, their
+  goodbyes), with a reason that starts with NODES_LOST: their steps are interrupted, not
+  `terminated` (no attempt used, nothing final written), nothing becomes `unrunnable`
+  for want of nodes, the rest is `not_started`, and `fleet run` exits 5 (bring a fleet up
+  again). Likewise the last agent leaving on its own (no signal, its zygote alive: a freeze
+  a little shorter than the fence, measured short by a heartbeat at most) drains the
+  fleet before its loss. Before 2026-12-07 the steps they stopped were counted as
+  attempts, `terminated` ("killed by SIGKILL"), the others `unrunnable` ("the allocation
+  has no nodes"), and `fleet run` exited 1.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 
 from fleet.control import foundgone, outcomes
+from fleet.control.drain import NODES_LOST
 from fleet.wire import events, fencing
 from fleet.core import states as S
 from fleet.core.decisions import NodeLost, StepExited
@@ -50,6 +64,8 @@ def bye(coord, agent, signal: str, now: float, zygote: str = "", ran=()) -> None
     `zygote`: how its zygote died under it, if it did, running the steps `ran`."""
     if signal and not coord.stopping:  # before the loss: its steps are interrupted, not lost
         coord.drain.outside(f"the batch job is ending (the agent on {agent.node} was stopped by {signal})", now)
+    if not (signal or zygote):
+        last_gone(coord, agent.node, now)
     said = f"the agent stopped: its fork server (zygote) {zygote}" if zygote else "the agent stopped on its own"
     if coord.liveness.left(agent, now, coord.stopping or not coord.sched.pool.has(agent.node), said):
         why = f"the agent on {agent.node} stopped on its own"
@@ -57,6 +73,42 @@ def bye(coord, agent, signal: str, now: float, zygote: str = "", ran=()) -> None
             why = zygote_died(coord, agent.node, zygote, ran, now)
         lost(coord, agent.node, why, now)
     coord.markers.gone(agent.node)
+
+
+def last_gone(coord, node: str, now: float) -> None:
+    """The agent on `node` stopped on its own (its goodbye, with no signal; or an exit it
+    relayed as `lost`: it stopped the step for the coordinator's silence, fleet.node.jobend.unheard):
+    if it was the last, drain before its node is lost (see the module doc). (The look for
+    another live agent ends at the first found: at once while most are alive.)"""
+    c = coord
+    if c.stopping or c.drain.drained or not c.ready or not c.sched.pool.has(node):
+        return
+    agent = c.liveness.agents.get(node)
+    if agent is not None and agent.alive and not any(a.alive for a in c.liveness.agents.values() if a is not agent):
+        c.drain.outside(f"{NODES_LOST}: every agent has stopped, the last (on {node}) on its own, as agents do "
+                        f"without word from the coordinator", now)
+
+
+def woke(coord) -> float:
+    """The loop's poll returned: Liveness.listening_ended (its time, returned), then `frozen`."""
+    began = coord.liveness.listening_ended()
+    frozen(coord, time.time())
+    return began
+
+
+def frozen(coord, now: float) -> None:
+    """Drain now if the loop did not run for its agents' fence or longer (see the module
+    doc): each of them has stopped its steps and is leaving. Asked as the loop runs
+    again, before anything an agent sent is read (and before a beat reads it)."""
+    stalled = coord.liveness.stalled_for()
+    fence = fencing.fence_s(coord.timeout_s)
+    if stalled < fence or coord.stopping or not coord.ready or (coord.drain.drained and not coord.drain.full):
+        return
+    log.error("the coordinator did not run for %.1f s, longer than its agents wait for word from it (%.1f s): "
+              "they have stopped their steps and leave", stalled, fence)
+    coord.drain.outside(f"{NODES_LOST}: its coordinator did not run for {stalled:.1f} s (stopped, or starved of "
+                        f"the CPU), and its agents stop their steps and leave after {fence:g} s without word from "
+                        f"it", now)
 
 
 def zygote_died(coord, node: str, how: str, ran, now: float) -> str:
@@ -146,4 +198,7 @@ class Orphan:
         to); also for a fleet that stopped because another found it gone (fleet.control.foundgone)."""
         if (gone := foundgone.down_why(self.coord.recorder)) is not None:
             return gone
-        return f"{ORPHANED}; the fleet stopped itself" if self.stopped else None
+        if not self.stopped:
+            return None
+        why = self.coord.drain.reason  # (a frozen coordinator's drain says why every node went: `frozen`)
+        return f"{why if why.startswith(NODES_LOST) else ORPHANED}; the fleet stopped itself"

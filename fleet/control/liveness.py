@@ -121,6 +121,7 @@ class Liveness:
         self.deaf = 0.0  # seconds of loop turns longer than STALL_S (and polls that late), summed
         self.max_lag = 0.0  # the longest turn (or a poll's lateness)
         self.slow_turns = 0  # turns longer than STALL_S (and polls that returned that late)
+        self.last_stall = 0.0  # the longest stall since stalled_for() was last asked
         self._turn_began = self._listen_began = time.monotonic()
         self._wait_s: float | None = None  # how long the loop's poll was to wait (None: not polling)
         # (read at, the step's end on its node) of the last exit report read: how far
@@ -154,6 +155,13 @@ class Liveness:
         if took > STALL_S:
             self.slow_turns += 1
             self.deaf += took
+            self.last_stall = max(self.last_stall, took)
+
+    def stalled_for(self) -> float:
+        """The longest stretch the loop did not listen since this was last asked: its
+        stalls (fleet.control.jobend.frozen), this turn's so far too."""
+        took, self.last_stall = self.last_stall, 0.0
+        return max(took, time.monotonic() - self._turn_began)
 
     def loop_figures(self, **more) -> dict:
         """The loop's lag, and how late it reads its nodes' reports (`report_age_s`: the

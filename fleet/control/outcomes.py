@@ -23,6 +23,7 @@ from fleet.core import states as S
 from fleet.core.scheduler import Scheduler
 from fleet.wire import events
 from fleet.wire import messages as P
+from fleet.wire.fencing import UNHEARD
 from fleet.wire.numtext import work_seconds
 from fleet.wire.records import spec_hash
 
@@ -34,7 +35,7 @@ def reported_exit(now: float, node: str, msg: P.Exited, view, sched: Scheduler) 
     scheduler holds it (its placement)."""
     neighbours = None
     reason = msg.error or ""
-    if msg.outcome == S.TERMINATED:
+    if msg.outcome == S.TERMINATED and not (msg.error and UNHEARD in msg.error):  # (its agent's stop: said so)
         neighbours = [dict(step=v.id, cores=v.spec.cores, memory=v.spec.memory, gpus=v.spec.gpus)
                       for v in sched.running_on(node) if v.id != msg.step]
         sig = signal.Signals(msg.signal).name if msg.signal else "a signal"

@@ -13,9 +13,10 @@ step's reports keep their order).
 
 from __future__ import annotations
 
-from fleet.control import eventlines, launching, outcomes, spanshare
+from fleet.control import eventlines, jobend, launching, outcomes, spanshare
 from fleet.core import states as S
 from fleet.core.deadline import drained_exit
+from fleet.wire import fencing
 from fleet.wire import messages as P
 
 KINDS = (P.Started, P.Exited)
@@ -60,6 +61,8 @@ def exited(coord, node: str, msg: P.Exited, now: float, view, ahead: float | Non
         return
     if msg.disk_full is not None and not coord.stopping:  # its set-up found the disk full: start nothing more
         coord.drain.disk_full(node, msg.step, msg.disk_full, now)
+    if msg.error and fencing.UNHEARD in msg.error:  # its agent stopped it, we silent (node.jobend): the last?
+        jobend.last_gone(coord, node, now)
     if msg.outcome == S.INTERRUPTED and not coord.stopping:  # its agent got a signal: the job ends (node.jobend)
         coord.drain.outside(f"the batch job is ending (the agent on {node} was stopped by a signal)", now)
     # Stopped with the fleet, or by the drain: interrupted (a timeout, an out_of_memory or a

@@ -28,7 +28,7 @@ from typing import Callable
 from fleet.core import states as S
 from fleet.control import gone, interrupts, jobfleets, loopback, shellenv, stopsignals, warnsignal
 from fleet.control.api import Fleet, Submission, SubmitError
-from fleet.control.drain import FULL, READ_ONLY
+from fleet.control.drain import FULL, NODES_LOST, READ_ONLY
 from fleet.control.stuck import TOO_LONG
 from fleet.control.followlines import DRAINED, Lines
 from fleet.control.othershards import OtherShards
@@ -251,6 +251,25 @@ def _interrupted(suite: Suite, show: Lines, still_up: bool, run_dir: Path, tail:
     return [head, *interrupts.left_lines(run_dir, stopped, still_up)]
 
 
+def _went_down(f: Fleet, show: Lines, run_dir: Path, e: FleetError) -> int:
+    """The exit status of a `fleet run` whose fleet went silent or down (`e`) before its
+    suite finished, said: 5 for one lost (its coordinator killed or silent, or every node
+    gone: drain.NODES_LOST), 4 for a run directory that could not be written, else 1."""
+    if f.alive():  # silent, not provably gone (another host's, or frozen): as the wait said
+        print(f"\nfleet: {e}", file=sys.stderr)
+        return EXIT_LOST
+    kind, how = gone.how(run_dir, f.conn.host, f.conn.pid)
+    if show.cause and kind not in (gone.STOPPED, gone.ITSELF):  # its end could not be recorded: not a crash
+        print(f"\nfleet: the fleet in {run_dir} went down before the suite finished; {show.cause}, so how it "
+              f"ended is not recorded there (`fleet down`, or its coordinator killed): "
+              + _fix(show.cause, run_dir) + " and run the suite again to finish it", file=sys.stderr)
+        return EXIT_FULL
+    print(f"\nfleet: the fleet in {run_dir} went down before the suite finished" + (f": {how}" if how else "")
+          + _again(kind, run_dir, embedded=f.path.name != connection.NAME), file=sys.stderr)
+    lost = kind == gone.ITSELF and how.startswith(NODES_LOST)  # (a frozen coordinator's: its nodes left)
+    return 1 if kind in (gone.STOPPED, gone.ITSELF) and not lost else EXIT_LOST
+
+
 def _follow(f: Fleet, sub: Submission, suite: Suite, run_dir: Path, out, shard: str, followed: list,
             others: OtherShards | Callable[[], OtherShards] | None) -> int:
     others = (others() if callable(others) else others) or OtherShards()
@@ -267,18 +286,7 @@ def _follow(f: Fleet, sub: Submission, suite: Suite, run_dir: Path, out, shard: 
     try:
         f.wait(sub, on_progress=show)
     except FleetError as e:
-        if f.alive():  # silent, not provably gone (another host's, or frozen): as the wait said
-            print(f"\nfleet: {e}", file=sys.stderr)
-            return EXIT_LOST
-        kind, how = gone.how(run_dir, f.conn.host, f.conn.pid)
-        if show.cause and kind not in (gone.STOPPED, gone.ITSELF):  # its end could not be recorded: not a crash
-            print(f"\nfleet: the fleet in {run_dir} went down before the suite finished; {show.cause}, so how it "
-                  f"ended is not recorded there (`fleet down`, or its coordinator killed): "
-                  + _fix(show.cause, run_dir) + " and run the suite again to finish it", file=sys.stderr)
-            return EXIT_FULL
-        print(f"\nfleet: the fleet in {run_dir} went down before the suite finished" + (f": {how}" if how else "")
-              + _again(kind, run_dir, embedded=f.path.name != connection.NAME), file=sys.stderr)
-        return 1 if kind in (gone.STOPPED, gone.ITSELF) else EXIT_LOST
+        return _went_down(f, show, run_dir, e)
     show.ended()
     counts: dict[str, int] = {}
     for o in show.outcomes.values():
@@ -306,6 +314,10 @@ def _follow(f: Fleet, sub: Submission, suite: Suite, run_dir: Path, out, shard: 
               f"left each {TOO_LONG} (first: {show.too_long[0]}); give the job more time, or the steps shorter "
               f"estimates", file=sys.stderr, flush=True)
         return 1
+    if drained and show.nodes_lost:  # not the allocation's end: a fleet up again in it goes on (exit 5)
+        print(f"fleet: {show.nodes_lost}: {counted(drained, 'step')} interrupted or not started (no attempt used)"
+              + _again(gone.ITSELF, run_dir, embedded=f.path.name != connection.NAME), file=sys.stderr, flush=True)
+        return EXIT_LOST
     if drained:
         print(f"fleet: {ended}: {counted(drained, 'step')} interrupted or not started; run the suite again (in the "
               f"next allocation) to finish it", file=sys.stderr, flush=True)

@@ -81,7 +81,7 @@ class Agent:
         self.clock = clockecho.Echo()  # the coordinator's last clock stamp, echoed (fleet.control.nodeclock)
         self.stopping: str | None = None
         self.zygote_end = ""  # how the zygote died under us ("killed by SIGKILL"), unasked
-        self.outside = ""  # the signal that stopped us (the batch system ending the job: fleet.node.jobend)
+        self.outside = self.silent = ""  # the signal that stopped us (the job ending: fleet.node.jobend); or silence
         self.warned = ""  # the batch system's warning signal, until said to the coordinator
         self.warning = jobend.WarningSignal()  # the steps it reached: interrupted, whatever their end
         self.doubts: list[tuple[float, P.Exited, bytes]] = []  # exits held for jobend.DOUBT_S, in time order
@@ -215,7 +215,7 @@ class Agent:
             self._say_markers(now)
             self.memory.tick(now)  # the watchdog's sample, when due
             if now - self.last_heard >= self.timeout_s:
-                self.stopping = f"no word from the coordinator at {self.args.connect} for {now - self.last_heard:.1f} s"
+                self.stopping = self.silent = f"no word from the coordinator at {self.args.connect} for {now - self.last_heard:.1f} s"
             if now >= next_beat:
                 self.send(self.clock.beat(self.node, memwatch.node_used(getattr(self.args, "memory", 0))))
                 self.watch.look()
@@ -299,7 +299,7 @@ class Agent:
         if self.warning.reached(msg) and not self.outside:
             self._say_warned(self.warning.by)  # (its handler may have run since the loop said it)
             return self.warning.relabel(msg)
-        return jobend.relabel(msg, self.outside) if self.outside else payload
+        return jobend.relabel(msg, self.outside) if self.outside else jobend.unheard(msg, payload, self.silent)
 
     def _release_doubts(self, now: float) -> None:
         """Relay the held exits whose doubt is over (jobend.DOUBT_S): interrupted if a
@@ -382,7 +382,7 @@ class Agent:
                 if isinstance(msg, P.Exited):
                     judged = self.memory.exited(msg, payload)  # out_of_memory, and its peak
                     if judged is payload and msg.outcome in jobend.RELABELLED:  # the job's end? (fleet.node.jobend)
-                        if self.outside or self.warning.reached(msg):
+                        if self.outside or self.silent or self.warning.reached(msg):
                             judged = self._relabelled(msg, payload)
                         elif (self.doubts or jobend.doubtful(msg)) and not self.stopping:  # (stopping: the
                             self.doubts.append((time.monotonic() + jobend.DOUBT_S, msg, payload))  # zygote's kills)

@@ -109,3 +109,21 @@ class WarningSignal:
         """True the first time only: the coordinator is to hear of the warning now."""
         first, self.said = not self.said, True
         return first
+
+
+
+# An agent that stopped because its coordinator went silent (fleet.node.agent, at its fence)
+# says so in the `error` of each failure of the steps it stopped (fencing.UNHEARD): the
+# SIGKILL after its grace, or a trap's exit status, is its doing, not the step's.
+_OWN_FAILURES = frozenset({S.FAILED, S.TERMINATED})
+
+
+def unheard(msg: P.Exited, payload: bytes, why: str) -> bytes:
+    """``payload``, or, if its step failed while its agent stopped for the coordinator's
+    silence (``why``: "no word from the coordinator at ... for 7.5 s"), the same exit
+    saying so (its outcome as it was)."""
+    if not why or msg.outcome not in _OWN_FAILURES:
+        return payload
+    how = msg.error or (f"killed by {signal.Signals(msg.signal).name}" if msg.signal else
+                        f"exit status {msg.returncode}")
+    return P.encode(dataclasses.replace(msg, error=f"{how}; its agent stopped it: {why}"))

@@ -18,6 +18,10 @@ from __future__ import annotations
 
 FENCE_SHARE = 0.75  # of the heartbeat timeout, without word from the coordinator
 STOP_GRACE_S = 2.0  # an agent stopping on its own gives its steps at most this, then SIGKILL
+# In the `error` of an exit its agent relays after stopping the step at its fence (the
+# coordinator silent: fleet.node.jobend.unheard): the stop was the agent's, not the step's
+# failure; the coordinator drains first if that agent was its last (fleet.control.jobend).
+UNHEARD = "its agent stopped it: no word from the coordinator"
 
 
 def fence_s(timeout_s: float) -> float:
