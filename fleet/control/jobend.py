@@ -76,10 +76,10 @@ def bye(coord, agent, signal: str, now: float, zygote: str = "", ran=()) -> None
 
 
 def last_gone(coord, node: str, now: float) -> None:
-    """The agent on `node` stopped on its own (its goodbye, with no signal; or an exit it
-    relayed as `lost`: it stopped the step for the coordinator's silence, fleet.node.jobend.unheard):
-    if it was the last, drain before its node is lost (see the module doc). (The look for
-    another live agent ends at the first found: at once while most are alive.)"""
+    """The agent on `node` stopped on its own (its goodbye, with no signal; or an exit
+    saying it stopped the step for the coordinator's silence: fencing.UNHEARD): if it was
+    the last, drain before its node is lost (see the module doc). (The look for another
+    live agent ends at the first found: at once while most are alive.)"""
     c = coord
     if c.stopping or c.drain.drained or not c.ready or not c.sched.pool.has(node):
         return

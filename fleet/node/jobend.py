@@ -111,7 +111,6 @@ class WarningSignal:
         return first
 
 
-
 # An agent that stopped because its coordinator went silent (fleet.node.agent, at its fence)
 # says so in the `error` of each failure of the steps it stopped (fencing.UNHEARD): the
 # SIGKILL after its grace, or a trap's exit status, is its doing, not the step's.
@@ -124,6 +123,12 @@ def unheard(msg: P.Exited, payload: bytes, why: str) -> bytes:
     saying so (its outcome as it was)."""
     if not why or msg.outcome not in _OWN_FAILURES:
         return payload
-    how = msg.error or (f"killed by {signal.Signals(msg.signal).name}" if msg.signal else
-                        f"exit status {msg.returncode}")
+    how = msg.error or (f"killed by {_name(msg.signal)}" if msg.signal else f"exit status {msg.returncode}")
     return P.encode(dataclasses.replace(msg, error=f"{how}; its agent stopped it: {why}"))
+
+
+def _name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:  # (a number Python has no name for)
+        return f"signal {signum}"

@@ -104,11 +104,12 @@ def test_a_coordinator_frozen_longer_than_the_heartbeat_timeout_counts_none_of_i
         (n1.t - run.waking, n1.t - run.woke, run.loop)
     # node2's agent heard nothing for 3/4 of the timeout: it stopped its step and left,
     # and the coordinator took that for what it was: its step interrupted, no attempt used
-    # (before 2026-12-07 `terminated`, an attempt).
+    # (before 2026-12-07 `terminated`, an attempt). Its goodbye says it left, unless the
+    # drain's kill of its step, sent as the coordinator woke, found it gone first.
     assert "stopping: no word from the coordinator" in run.logs["node2"], run.logs
-    assert lost["node2"].reason == "the agent stopped on its own", lost
+    assert lost["node2"].reason in ("the agent stopped on its own", "could not reach the agent"), lost
     exits = [e for e in run.recs if isinstance(e, E.Exit)]
-    assert [(e.node, e.outcome, e.signal) for e in exits if e.node == "node2"] == [("node2", "interrupted", 15)]
+    assert [(e.node, e.outcome) for e in exits if e.node == "node2"] == [("node2", "interrupted")], exits
     assert {e.outcome for e in exits} == {"interrupted"}, exits  # (node1's too: drained, not lost)
     starts = [(e.step, e.attempt) for e in run.recs if isinstance(e, E.Start)]
     assert {a for _, a in starts} == {1} and len({s for s, _ in starts}) == len(starts), starts  # none twice
