@@ -102,7 +102,10 @@ def frozen(coord, now: float) -> None:
     again, before anything an agent sent is read (and before a beat reads it)."""
     stalled = coord.liveness.stalled_for()
     fence = fencing.fence_s(coord.timeout_s)
-    if stalled < fence or coord.stopping or not coord.ready or (coord.drain.drained and not coord.drain.full):
+    # A heartbeat past the fence: an agent itself held up past its fence reads the woken
+    # loop's word before it looks at the time, and goes on; a stall that short whose agents
+    # did all stop drains at the last one's goodbye (last_gone).
+    if stalled < fence + coord.heartbeat_s or coord.stopping or not coord.ready or (coord.drain.drained and not coord.drain.full):
         return
     log.error("the coordinator did not run for %.1f s, longer than its agents wait for word from it (%.1f s): "
               "they have stopped their steps and leave", stalled, fence)
