@@ -100,12 +100,12 @@ def frozen(coord, now: float) -> None:
     """Drain now if the loop did not run for its agents' fence or longer (see the module
     doc): each of them has stopped its steps and is leaving. Asked as the loop runs
     again, before anything an agent sent is read (and before a beat reads it)."""
-    stalled = coord.liveness.stalled_for()
+    # How long its agents have had no word from it: the loop's stall, but no longer than
+    # since its last heartbeat went out (a long turn beats in its middle: its agents heard
+    # that, and a stall of the whole turn would drain a fleet whose agents live).
+    stalled = min(coord.liveness.stalled_for(), time.monotonic() - coord.liveness.beat_sent)
     fence = fencing.fence_s(coord.timeout_s)
-    # A heartbeat past the fence: an agent itself held up past its fence reads the woken
-    # loop's word before it looks at the time, and goes on; a stall that short whose agents
-    # did all stop drains at the last one's goodbye (last_gone).
-    if stalled < fence + coord.heartbeat_s or coord.stopping or not coord.ready or (coord.drain.drained and not coord.drain.full):
+    if stalled < fence or coord.stopping or not coord.ready or (coord.drain.drained and not coord.drain.full):
         return
     log.error("the coordinator did not run for %.1f s, longer than its agents wait for word from it (%.1f s): "
               "they have stopped their steps and leave", stalled, fence)

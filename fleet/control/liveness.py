@@ -122,6 +122,7 @@ class Liveness:
         self.max_lag = 0.0  # the longest turn (or a poll's lateness)
         self.slow_turns = 0  # turns longer than STALL_S (and polls that returned that late)
         self.last_stall = 0.0  # the longest stall since stalled_for() was last asked
+        self.beat_sent = time.monotonic()  # when the last heartbeat went to every live agent (jobend.frozen)
         self._turn_began = self._listen_began = time.monotonic()
         self._wait_s: float | None = None  # how long the loop's poll was to wait (None: not polling)
         # (read at, the step's end on its node) of the last exit report read: how far
@@ -276,6 +277,7 @@ class Liveness:
                 yield a.node
             else:
                 self.send(a.node, beat)
+        self.beat_sent = time.monotonic()
 
     def lose(self, node: str, now: float, reason: str) -> bool:
         """Mark a live agent lost (recorded, told to stop); False if it already was."""

@@ -15,7 +15,7 @@ import os
 import signal
 from pathlib import Path
 
-from fleetharness import assert_nothing_left, finish, fleet, records, wait_for, write_suite
+from fleetharness import assert_nothing_left, env, finish, fleet, records, wait_for, write_suite
 
 from fleet.wire import events as E
 
@@ -99,4 +99,58 @@ command = "sleep 0.2"
     assert again.returncode == 0, again.stdout + again.stderr
     starts = [(e.step, e.attempt) for e in records(run_dir) if isinstance(e, E.Start) and e.step in HOLDS]
     assert sorted(starts) == sorted((s, 1) for s in HOLDS * 2), starts
+    assert_nothing_left(run_dir)
+
+
+# Loaded into the fleet's processes (sitecustomize): once the file FLEET_TEST_SLOW_BEAT
+# names exists, the coordinator's next beat is taken in the middle of a loop turn of 2 s
+# (1 s before it, 1 s after): longer than the agents' fence, but they heard the beat.
+SLOW_BEAT = """
+import os, time
+if os.environ.get("FLEET_TEST_SLOW_BEAT"):
+    from fleet.control import coordinator as _c
+    _orig = _c.Coordinator._beat
+    def _beat(self):
+        flag = os.environ["FLEET_TEST_SLOW_BEAT"]
+        if not os.path.exists(flag):
+            return _orig(self)
+        os.unlink(flag)
+        time.sleep(1.0)
+        _orig(self)
+        time.sleep(1.0)
+    _c.Coordinator._beat = _beat
+"""
+
+
+def test_a_long_loop_turn_that_beat_in_its_middle_drains_nothing(tmp_path, started):
+    # The review of 2026-12-07: a turn longer than the fence, its heartbeat sent in its
+    # middle, drained a fleet whose agents had heard it and lived ("did not run for 2.0 s").
+    run_dir, inject, flag = tmp_path / "run", tmp_path / "inject", tmp_path / "slow-now"
+    inject.mkdir()
+    (inject / "sitecustomize.py").write_text(SLOW_BEAT)
+    more = {"PYTHONPATH": os.pathsep.join([str(inject), env()["PYTHONPATH"]]), "FLEET_TEST_SLOW_BEAT": str(flag),
+            "FROZEN_HOLD": "4"}
+    suite = write_suite(tmp_path / "s.toml", """
+[suite]
+name = "slow-beat"
+[[steps]]
+id = "hold/{i}"
+array = "1-2"
+command = "sleep $FROZEN_HOLD"
+""")
+    fleet("up", "--local", "--run-dir", str(run_dir), "--nodes", "2", *HB, cwd=tmp_path, check=True, timeout=60,
+          environ=more)
+    try:
+        runner = started("run", str(suite), "--run-dir", str(run_dir))
+        wait_for(lambda: {e.step for e in records(run_dir) if isinstance(e, E.Started)} >= set(HOLDS), 60,
+                 "both hold steps to start")
+        flag.touch()
+        wait_for(lambda: not flag.exists(), 30, "the slow beat to be taken")
+        code, out, err = finish(runner, 90)
+    finally:
+        fleet("down", "--run-dir", str(run_dir), cwd=tmp_path, timeout=60)
+    recs = records(run_dir)
+    assert code == 0, (code, out, err, [r for r in recs if isinstance(r, E.Drained)])
+    assert not [r for r in recs if isinstance(r, (E.Drained, E.NodeLost))], recs
+    assert sorted(e.step for e in recs if isinstance(e, E.Exit) and e.outcome == "succeeded") == HOLDS
     assert_nothing_left(run_dir)
