@@ -107,6 +107,12 @@ def frozen(coord, now: float) -> None:
     fence = fencing.fence_s(coord.timeout_s)
     if stalled < fence or coord.stopping or not coord.ready or (coord.drain.drained and not coord.drain.full):
         return
+    # Held up that long, another fleet may have found it gone and run its steps: then it
+    # records nothing, its drain neither (fleet.control.foundgone). Looked at first, as a
+    # turn's start does: a freeze in the middle of a turn wakes here before that.
+    coord.recorder.stand(time.monotonic())
+    if coord.stopping:
+        return
     log.error("the coordinator did not run for %.1f s, longer than its agents wait for word from it (%.1f s): "
               "they have stopped their steps and leave", stalled, fence)
     coord.drain.outside(f"{NODES_LOST}: its coordinator did not run for {stalled:.1f} s (stopped, or starved of "
